@@ -85,7 +85,7 @@ class NVJitLink:
       # an empty image
       r, step = lib.nvJitLinkAddData(h, NVJITLINK_INPUT_PTX, src, len(src), b"kernel.ptx"), "nvJitLinkAddData"
       if r == 0: r, step = lib.nvJitLinkComplete(h), "nvJitLinkComplete"
-      log = "\n".join(x for x in (self._log(h, lib.nvJitLinkGetErrorLogSize, lib.nvJitLinkGetErrorLog),
+      log = "\n".join(x.strip() for x in (self._log(h, lib.nvJitLinkGetErrorLogSize, lib.nvJitLinkGetErrorLog),
                                   self._log(h, lib.nvJitLinkGetInfoLogSize, lib.nvJitLinkGetInfoLog)) if x)
       if r != 0: return None, f"{step} failed: {_result_name(r)}\n{log}"
       n = ffi.new("size_t *")
