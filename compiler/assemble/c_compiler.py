@@ -1,0 +1,126 @@
+"""C source -> ELF relocatable object bytes, with a disk cache.
+
+The CPU backend never links: it loads the `.o` with its own ELF loader (hcqrt/cpu/elf_loader.py), so the
+object is compiled position independent (-fPIC). Why -fPIC and not -fno-pic:
+  * -fno-pic code may take absolute 32-bit addresses (R_X86_64_32/32S, `mov $table, %eax`), which only
+    work when the image sits in the low 2 GiB; an anonymous mmap lands anywhere in the 47-bit space.
+  * -fPIC code reaches its own sections with 32-bit PC-relative relocations (always in range inside one
+    mapping) and external symbols through the PLT (R_X86_64_PLT32) or the GOT (R_X86_64_*GOTPCREL*), which
+    the loader serves from a small stub/GOT table inside the image. So a handful of relocation types cover
+    everything gcc and clang emit, and no address limit applies.
+-ffreestanding keeps the object free of hidden libc assumptions; note it implies -fno-builtin, so a kernel
+that wants `sqrtss` instead of a call to libm's sqrtf should write __builtin_sqrtf (with -fno-math-errno
+gcc and clang then inline it).
+
+Cache: one file per object, `<key>.o`, in `$HCQRT_CACHE/c` (default `${XDG_CACHE_HOME:-~/.cache}/hcqrt/c`),
+key = sha256(source, compiler path, compiler --version, flags, host CPU features). The CPU features are in
+the key because -march=native compiles for the machine at hand and a home directory may be shared. The
+compiler's --version text is itself cached (keyed by the compiler binary's path, size and mtime), so a
+process that finds the object in the cache runs no compiler at all. `CACHE=0` disables reading the cache
+(objects are still written). `HCQRT_CC` forces a compiler (a name on PATH or a path).
+
+  >>> obj = compile_c("void E_1(float *out, int core) { out[core] = 1.0f; }", "E_1")
+  >>> obj[:4]
+  b'\\x7fELF'
+"""
+from __future__ import annotations
+import functools, hashlib, os, pathlib, platform, shutil, subprocess, tempfile
+
+class CompileError(RuntimeError):
+  """The C compiler rejected a kernel; the message carries its stderr and the saved source path."""
+
+FLAGS = ["-c", "-O2", "-march=native", "-ffreestanding", "-fno-math-errno", "-fPIC", "-fno-stack-protector",
+         "-fno-asynchronous-unwind-tables"]
+
+def c_compiler() -> tuple[str, list[str]]:
+  """(compiler path, flags): $HCQRT_CC if set, else clang if installed, else gcc.
+
+  >>> path, flags = c_compiler()
+  >>> "-fPIC" in flags
+  True
+  """
+  names = [os.environ["HCQRT_CC"]] if os.environ.get("HCQRT_CC") else ["clang", "gcc"]
+  for n in names:
+    if (p := _which(n, os.environ.get("PATH", ""))) is not None: return p, list(FLAGS)
+  raise CompileError(f"no C compiler found (looked for {', '.join(names)} on PATH); install clang or gcc")
+
+@functools.lru_cache(None)
+def _which(name: str, path_env: str) -> str | None: return shutil.which(name, path=path_env)
+
+def cache_dir() -> pathlib.Path:
+  """Where compiled objects live (created on demand)."""
+  root = os.environ.get("HCQRT_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcqrt")
+  return pathlib.Path(root) / "c"
+
+def _atomic_write(path: pathlib.Path, data: bytes) -> None:
+  # write a private temp file then rename: readers in other processes see either nothing or the whole file
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "wb") as f: f.write(data)
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp): os.unlink(tmp)
+    raise
+
+@functools.lru_cache(None)
+def _version_of(path: str, size: int, mtime_ns: int, d: pathlib.Path) -> str:
+  # a reinstall/upgrade changes size or mtime of the binary, which invalidates this entry
+  vfile = d / f"version-{hashlib.sha256(f'{path}|{size}|{mtime_ns}'.encode()).hexdigest()[:32]}.txt"
+  if vfile.exists(): return vfile.read_text()
+  out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
+  vfile.parent.mkdir(parents=True, exist_ok=True)
+  _atomic_write(vfile, out.encode())
+  return out
+
+def compiler_version(path: str) -> str:
+  """`path --version` output, cached on disk per compiler binary (so a cache hit spawns no process)."""
+  real = os.path.realpath(path)
+  st = os.stat(real)
+  # the cache dir is part of the memo key so that every cache dir gets its version file written
+  return _version_of(real, st.st_size, st.st_mtime_ns, cache_dir())
+
+@functools.lru_cache(None)
+def host_cpu_features() -> str:
+  """The part of /proc/cpuinfo that -march=native depends on (machine, model, feature flags)."""
+  keep = ("flags", "model name", "features", "cpu implementer", "cpu part", "vendor_id", "cpu family", "model")
+  lines: set[str] = set()
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.split(":")[0].strip().lower() in keep: lines.add(" ".join(line.split()))
+  except OSError: pass
+  return platform.machine() + "\n" + "\n".join(sorted(lines))
+
+def cache_key(src: str, cc: str, version: str, flags: list[str]) -> str:
+  """sha256 hex of everything that decides the object's bytes."""
+  return hashlib.sha256("\0".join([src, cc, version, " ".join(flags), host_cpu_features()]).encode()).hexdigest()
+
+def compile_c(src: str, name: str = "kernel") -> bytes:
+  """C source -> bytes of an ELF relocatable object for this host (x86-64 or AArch64); cached on disk.
+
+  `name` only labels the saved source file (`<cache>/<name>-<key>.c`) and error messages.
+
+  >>> compile_c("int f(int x) { return x + 1; }", "f")[:4]
+  b'\\x7fELF'
+  """
+  cc, flags = c_compiler()
+  key = cache_key(src, cc, compiler_version(cc), flags)
+  d = cache_dir()
+  obj_path = d / f"{key}.o"
+  if os.environ.get("CACHE", "1") != "0" and obj_path.exists(): return obj_path.read_bytes()
+  d.mkdir(parents=True, exist_ok=True)
+  safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64] or "kernel"
+  src_path = d / f"{safe}-{key[:16]}.c"
+  _atomic_write(src_path, src.encode())
+  fd, tmp_obj = tempfile.mkstemp(dir=d, prefix=f"{key}.", suffix=".o.tmp")
+  os.close(fd)
+  try:
+    res = subprocess.run([cc, *flags, "-x", "c", str(src_path), "-o", tmp_obj], capture_output=True, text=True)
+    if res.returncode != 0:
+      raise CompileError(f"{os.path.basename(cc)} failed (exit {res.returncode}) compiling kernel {name!r}, "
+                         f"source saved at {src_path}\ncommand: {' '.join([cc, *flags])}\n{res.stderr.strip()}")
+    obj = pathlib.Path(tmp_obj).read_bytes()
+    os.replace(tmp_obj, obj_path)
+    return obj
+  finally:
+    if os.path.exists(tmp_obj): os.unlink(tmp_obj)

@@ -1,0 +1,287 @@
+"""CPU execution path: C source -> cached ELF object -> our loader -> kernels on host threads."""
+import ctypes, io, os, pathlib, shutil, struct, subprocess, sys, threading
+import numpy as np
+import pytest
+from elftools.elf.elffile import ELFFile
+from compiler.assemble import c_compiler as cc
+from compiler.assemble.c_compiler import compile_c, c_compiler, CompileError
+from hcqrt.cpu import load_elf, ElfLoadError, CPUDevice, CPUProgram, CPUAllocator
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+COMPILERS = [c for c in ("gcc", "clang") if shutil.which(c)]
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path_factory, monkeypatch):
+  # one cache per test session, never the user's ~/.cache
+  d = tmp_path_factory.getbasetemp() / "hcqrt_cache"
+  monkeypatch.setenv("HCQRT_CACHE", str(d))
+  monkeypatch.delenv("CACHE", raising=False)
+  return d
+
+@pytest.fixture(params=COMPILERS)
+def compiler(request, monkeypatch):
+  monkeypatch.setenv("HCQRT_CC", request.param)
+  return request.param
+
+def f32(*shape, seed=0): return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+def run(dev, prog, arrays, outs, vals=(), threads=1):
+  """Copy arrays in, run, copy the arrays at indices `outs` back out."""
+  bufs = [dev.allocator.alloc(a.nbytes) for a in arrays]
+  for b, a in zip(bufs, arrays): dev.allocator.copyin(b, memoryview(a))
+  et = prog(*bufs, vals=vals, threads=threads)
+  assert isinstance(et, float) and et >= 0
+  res = [np.empty_like(arrays[i]) for i in outs]
+  for r, i in zip(res, outs): dev.allocator.copyout(memoryview(r), bufs[i])
+  return res
+
+ADD = """void E_add(float *restrict out, const float *restrict a, const float *restrict b, int n, int core) {
+  for (int i = 0; i < n; i++) out[i] = a[i] + b[i];
+}"""
+
+def test_add_kernel(compiler):
+  dev, n = CPUDevice(), 1003
+  a, b = f32(n, seed=1), f32(n, seed=2)
+  prog = CPUProgram("E_add", compile_c(ADD, "E_add"))
+  (out,) = run(dev, prog, [np.zeros(n, np.float32), a, b], [0], vals=(n,))
+  np.testing.assert_array_equal(out, a + b)
+
+def test_external_libm_symbols(compiler):
+  src = """float expf(float); float sinf(float); float powf(float, float);
+  void E_ext(float *restrict out, const float *restrict a, int n, int core) {
+    for (int i = 0; i < n; i++) out[i] = expf(a[i]) + sinf(a[i]) * powf(a[i] * a[i], 0.75f);
+  }"""
+  obj = compile_c(src, "E_ext")
+  img = load_elf(obj)
+  assert {"expf", "sinf", "powf"} <= set(img.externals)
+  n = 257
+  a = f32(n, seed=3)
+  (out,) = run(CPUDevice(), CPUProgram("E_ext", obj), [np.zeros(n, np.float32), a], [0], vals=(n,))
+  ref = np.exp(a) + np.sin(a) * np.power(a * a, 0.75)
+  np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+STATIC = """float expf(float); float sinf(float);
+static const float table[8] = {1.5f, -2.25f, 3.0f, 4.75f, -5.5f, 6.0f, 7.125f, -8.0f};
+static const double dtable[3] = {0.5, 0.25, 0.125};
+static float (*const fns[2])(float) = {expf, sinf};   /* R_X86_64_64 to externals, in .data.rel.ro */
+static int bias = 7;                                  /* .data */
+static int calls;                                     /* .bss */
+int get_calls(void) { return calls; }
+void *get_fn(int i) { return (void *)fns[i & 1]; }
+void E_tab(float *restrict out, const int *restrict idx, const float *restrict a, int n, int core) {
+  for (int i = 0; i < n; i++) out[i] = table[idx[i] & 7] + (float)dtable[idx[i] % 3] + bias + fns[i & 1](a[i]);
+  calls++; bias++;
+}"""
+
+def test_rodata_data_bss(compiler):
+  obj = compile_c(STATIC, "E_tab")
+  img = load_elf(obj)
+  assert img.reloc_counts.get("R_X86_64_64", 0) >= 2
+  get_calls = img.function("get_calls", [], ctypes.c_int)
+  assert get_calls() == 0  # .bss starts zeroed
+  get_fn = img.function("get_fn", [ctypes.c_int], ctypes.c_void_p)
+  assert get_fn(0) == img.externals["expf"] and get_fn(1) == img.externals["sinf"]
+  n = 100
+  idx = np.random.default_rng(4).integers(0, 1000, n).astype(np.int32)
+  a = f32(n, seed=5)
+  table = np.array([1.5, -2.25, 3.0, 4.75, -5.5, 6.0, 7.125, -8.0], np.float32)
+  dtable = np.array([0.5, 0.25, 0.125], np.float32)
+  fn = img.function("E_tab", [ctypes.c_void_p] * 3 + [ctypes.c_int] * 2)
+  out = np.zeros(n, np.float32)
+  for call in range(3):
+    fn(out.ctypes.data, idx.ctypes.data, a.ctypes.data, n, 0)
+    ref = table[idx & 7] + dtable[idx % 3] + (7 + call) + np.where(np.arange(n) & 1, np.sin(a), np.exp(a))
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+  assert get_calls() == 3  # .bss and .data are writable and persist between calls
+
+def test_image_is_w_xor_x():
+  img = load_elf(compile_c(STATIC, "E_tab"))
+  perms = []
+  for line in open("/proc/self/maps"):
+    lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+    if lo < img.base + img.size and hi > img.base: perms.append(line.split()[1])
+  assert perms and all(not ("w" in p and "x" in p) for p in perms), perms
+  assert any("x" in p for p in perms) and any("w" in p for p in perms)
+
+MT = """void E_mt(int *restrict out, int *restrict arrived, int n, int nthreads, int core) {
+  /* a spinning barrier: it only opens if all cores run at the same time (bounded, so a serial run fails, not hangs) */
+  __atomic_fetch_add(arrived, 1, __ATOMIC_SEQ_CST);
+  long spins = 0;
+  while (__atomic_load_n(arrived, __ATOMIC_SEQ_CST) < nthreads && spins < 3000000000L) spins++;
+  int per = (n + nthreads - 1) / nthreads;
+  for (int i = core * per; i < n && i < (core + 1) * per; i++) out[i] = core * 100000 + i;
+  out[n + core] = __atomic_load_n(arrived, __ATOMIC_SEQ_CST) >= nthreads;
+}"""
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_multithreaded_slices_run_in_parallel(threads):
+  dev, n = CPUDevice(), 1000
+  prog = CPUProgram("E_mt", compile_c(MT, "E_mt"))
+  for _ in range(3):  # the persistent workers are reused across launches
+    out, arrived = run(dev, prog, [np.full(n + threads, -1, np.int32), np.zeros(1, np.int32)], [0, 1], vals=(n, threads), threads=threads)
+    per = -(-n // threads)
+    np.testing.assert_array_equal(out[:n], (np.arange(n) // per) * 100000 + np.arange(n))
+    assert arrived[0] == threads
+    assert out[n:].tolist() == [1] * threads, "cores did not run concurrently"
+
+def test_concurrent_launches_from_python_threads():
+  dev, n = CPUDevice(), 4096
+  prog = CPUProgram("E_add", compile_c(ADD, "E_add"))
+  errors = []
+  def worker(seed):
+    try:
+      for i in range(20):
+        a, b = f32(n, seed=seed + i), f32(n, seed=seed + 100 + i)
+        (out,) = run(dev, prog, [np.zeros(n, np.float32), a, b], [0], vals=(n,), threads=2)
+        np.testing.assert_array_equal(out, a + b)
+    except BaseException as e: errors.append(e)
+  ts = [threading.Thread(target=worker, args=(s * 1000,)) for s in range(3)]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  assert not errors, errors
+
+def test_program_launch_errors():
+  prog = CPUProgram("E_add", compile_c(ADD, "E_add"))
+  with pytest.raises(ValueError, match="threads"): prog(vals=(), threads=0)
+  with pytest.raises(RuntimeError, match="E_nope"): CPUProgram("E_nope", compile_c(ADD, "E_add"))
+  assert prog(CPUAllocator().alloc(0), CPUAllocator().alloc(0), CPUAllocator().alloc(0), vals=(0,), wait=False) is None
+
+def test_allocator():
+  al = CPUAllocator()
+  bufs = [al.alloc(n) for n in (0, 1, 3, 64, 1000, 1 << 20)]
+  for b in bufs:
+    assert b.address % 64 == 0 and len(b.view()) == b.nbytes
+    assert not np.frombuffer(b.view(), np.uint8).any()
+  x = f32(250, seed=6)
+  al.copyin(bufs[4], memoryview(x))
+  y = np.empty(250, np.float32)
+  al.copyout(memoryview(y), bufs[4])
+  np.testing.assert_array_equal(x, y)
+  al.copyin(bufs[2], memoryview(b"xyz"))
+  assert bytes(bufs[2].view()) == b"xyz"
+  with pytest.raises(ValueError, match="do not fit"): al.copyin(bufs[1], memoryview(b"ab"))
+  with pytest.raises(ValueError, match="wanted"): al.copyout(memoryview(bytearray(2)), bufs[1])
+  with pytest.raises(ValueError, match="contiguous"): al.copyin(bufs[5], memoryview(np.zeros((4, 4), np.float32)[:, :2]))
+  al.free(bufs[3])
+  with pytest.raises(RuntimeError, match="after free"): bufs[3].view()
+  with pytest.raises(RuntimeError, match="double free"): al.free(bufs[3])
+
+def test_device_facts():
+  dev = CPUDevice()
+  assert dev.name == "CPU" and dev.renderer == "c" and dev.assembler == "c"
+  assert dev.ncores == len(os.sched_getaffinity(0))
+
+# ---- compiler and cache
+
+def test_c_compiler_choice(monkeypatch):
+  path, flags = c_compiler()
+  assert os.path.exists(path) and "-fPIC" in flags and "-c" in flags
+  monkeypatch.setenv("HCQRT_CC", "no-such-compiler-xyz")
+  with pytest.raises(CompileError, match="no-such-compiler-xyz"): c_compiler()
+
+def test_disk_cache_in_process(tmp_path, monkeypatch):
+  monkeypatch.setenv("HCQRT_CACHE", str(tmp_path))
+  calls = []
+  real_run = subprocess.run
+  def counting_run(cmd, *a, **k):
+    calls.append(cmd)
+    return real_run(cmd, *a, **k)
+  monkeypatch.setattr(cc.subprocess, "run", counting_run)
+  src = ADD + "\n/* in-process cache test */"
+  obj1 = compile_c(src, "E_add")
+  compiles = [c for c in calls if "-c" in c]
+  assert len(compiles) == 1
+  objs = list((tmp_path / "c").glob("*.o"))
+  assert len(objs) == 1 and objs[0].read_bytes() == obj1
+  mtime = objs[0].stat().st_mtime_ns
+  assert compile_c(src, "E_add") == obj1
+  assert len([c for c in calls if "-c" in c]) == 1 and objs[0].stat().st_mtime_ns == mtime
+  monkeypatch.setenv("CACHE", "0")  # disables reading the cache: the compiler runs again
+  assert compile_c(src, "E_add") == obj1
+  assert len([c for c in calls if "-c" in c]) == 2
+  assert not list((tmp_path / "c").glob("*.tmp"))  # no temp files left behind
+
+CHILD = """
+import hashlib, subprocess, sys
+def no_compiler(*a, **k): raise AssertionError(f"compiler invoked: {a}")
+subprocess.run = subprocess.Popen = no_compiler
+from compiler.assemble.c_compiler import compile_c
+print(hashlib.sha256(compile_c(sys.argv[1], "E_add")).hexdigest())
+"""
+
+def test_disk_cache_across_processes(tmp_path):
+  import hashlib
+  env = {**os.environ, "HCQRT_CACHE": str(tmp_path), "PYTHONPATH": str(REPO)}
+  env.pop("CACHE", None)
+  src = ADD + "\n/* cross-process cache test */"
+  child = [sys.executable, "-c", CHILD, src]
+  r = subprocess.run(child, env=env, capture_output=True, text=True, cwd=REPO)
+  assert r.returncode != 0 and "compiler invoked" in r.stderr  # empty cache: the child would need the compiler
+  first = subprocess.run([sys.executable, "-c", "import sys; from compiler.assemble.c_compiler import compile_c; compile_c(sys.argv[1], 'E_add')", src],
+                         env=env, capture_output=True, text=True, cwd=REPO)
+  assert first.returncode == 0, first.stderr
+  r = subprocess.run(child, env=env, capture_output=True, text=True, cwd=REPO)
+  assert r.returncode == 0, r.stderr
+  assert r.stdout.strip() == hashlib.sha256(next((tmp_path / "c").glob("*.o")).read_bytes()).hexdigest()
+
+def test_parallel_processes_share_cache(tmp_path):
+  env = {**os.environ, "HCQRT_CACHE": str(tmp_path), "PYTHONPATH": str(REPO)}
+  src = ADD + "\n/* parallel cache test */"
+  code = "import sys; from compiler.assemble.c_compiler import compile_c; sys.stdout.buffer.write(compile_c(sys.argv[1], 'E_add'))"
+  ps = [subprocess.Popen([sys.executable, "-c", code, src], env=env, stdout=subprocess.PIPE, cwd=REPO) for _ in range(3)]
+  outs = [p.communicate()[0] for p in ps]
+  assert all(p.returncode == 0 for p in ps) and outs[0][:4] == b"\x7fELF" and outs.count(outs[0]) == 3
+  assert len(list((tmp_path / "c").glob("*.o"))) == 1 and not list((tmp_path / "c").glob("*.tmp"))
+
+def test_compile_error_names_source_and_message(compiler):
+  bad = "void E_bad(float *out, int core) { out[0] = undefined_thing + ; }"
+  with pytest.raises(CompileError) as ei:
+    compile_c(bad, "E_bad")
+  msg = str(ei.value)
+  assert "undefined_thing" in msg and "error" in msg and "E_bad" in msg
+  saved = next(w for w in msg.split() if w.endswith(".c") and os.path.sep in w)
+  assert pathlib.Path(saved).read_text() == bad
+
+# ---- loader error paths
+
+def patched_reloc(obj: bytes, rtype: int, which=lambda sym_is_section: True) -> bytes:
+  """Copy of `obj` with the type of the first matching .rela.text entry replaced by `rtype`."""
+  elf = ELFFile(io.BytesIO(obj))
+  rela = elf.get_section_by_name(".rela.text")
+  symtab = elf.get_section(rela["sh_link"])
+  out = bytearray(obj)
+  for k, rel in enumerate(rela.iter_relocations()):
+    if which(symtab.get_symbol(rel["r_info_sym"])["st_info"]["type"] == "STT_SECTION"):
+      at = rela["sh_offset"] + 24 * k + 8
+      info = struct.unpack_from("<Q", out, at)[0]
+      struct.pack_into("<Q", out, at, (info & ~0xffffffff) | rtype)
+      return bytes(out)
+  raise AssertionError("no matching relocation")
+
+def test_unsupported_relocation_is_named():
+  obj = compile_c(STATIC, "E_tab")
+  with pytest.raises(ElfLoadError, match=r"R_X86_64_TPOFF32 \(type 23\).*\.rela\.text"):
+    load_elf(patched_reloc(obj, 23))
+  with pytest.raises(ElfLoadError, match=r"unknown \(type 200\)"):
+    load_elf(patched_reloc(obj, 200))
+
+def test_absolute_32bit_relocation_out_of_range():
+  # R_X86_64_32 against a section of an image mapped above 4 GiB cannot be encoded: clear error, no corruption
+  obj = compile_c(STATIC, "E_tab")
+  with pytest.raises(ElfLoadError, match="R_X86_64_32 .*out of 32-bit range"):
+    load_elf(patched_reloc(obj, 10, which=lambda is_section: is_section))
+
+def test_thread_local_storage_rejected():
+  obj = compile_c("static __thread int t; int E_tls(void) { return ++t; }", "E_tls")
+  with pytest.raises(ElfLoadError, match="R_X86_64_TLS|thread-local"): load_elf(obj)
+
+def test_bad_objects():
+  with pytest.raises(ElfLoadError, match="not an ELF"): load_elf(b"hello world")
+  obj = bytearray(compile_c(ADD, "E_add"))
+  struct.pack_into("<H", obj, 16, 2)  # e_type = ET_EXEC
+  with pytest.raises(ElfLoadError, match="ET_REL"): load_elf(bytes(obj))
+  obj = bytearray(compile_c(ADD, "E_add"))
+  struct.pack_into("<H", obj, 18, 40)  # e_machine = EM_ARM
+  with pytest.raises(ElfLoadError, match="machine"): load_elf(bytes(obj))
+  with pytest.raises(ElfLoadError, match="undefined symbol 'hcqrt_no_such_fn'"):
+    load_elf(compile_c("void hcqrt_no_such_fn(void); void E_u(void) { hcqrt_no_such_fn(); }", "E_u"))
