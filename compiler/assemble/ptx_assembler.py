@@ -6,9 +6,9 @@ through a subprocess. PTX_ASSEMBLER=ptxas|nvjitlink forces one of them. Results 
 $HCQRT_CACHE/cubin (default ~/.cache/hcqrt/cubin), keyed by the PTX, the arch and the assembler's identity;
 CACHE=0 skips cache reads (results are still written).
 
-  >>> cubin = assemble_ptx(open("k.ptx").read(), "sm_90")   # doctest: +SKIP
-  >>> cubin[:4] == b"\\x7fELF"                                 # doctest: +SKIP
-  True
+  >>> cubin = assemble_ptx(".version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k() { ret; }")
+  >>> cubin[:4]
+  b'\\x7fELF'
 """
 from __future__ import annotations
 import functools, glob, hashlib, importlib.util, os, re, shutil, subprocess, tempfile
@@ -166,7 +166,8 @@ def assemble_ptx(ptx: str, arch: str = "sm_90") -> bytes:
 
   Raises PTXAssembleError with the assembler's log and the path of the saved PTX when assembly fails.
 
-    >>> cubin = assemble_ptx(ptx_src, "sm_89")   # doctest: +SKIP
+    >>> len(assemble_ptx(".version 8.0\\n.target sm_89\\n.address_size 64\\n.visible .entry k() { ret; }", "sm_89")) > 0
+    True
   """
   if not re.fullmatch(r"sm_\d+[af]?", arch): raise ValueError(f"arch {arch!r}: expected sm_<NN>, e.g. sm_90")
   asm = get_assembler(os.environ.get("PTX_ASSEMBLER", "").lower())

@@ -100,7 +100,11 @@ class CubinImage:
 def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
 def parse_nvinfo(data: bytes) -> list[tuple[int, int, int | bytes]]:
-  """Records of a .nv.info section as (format, attribute, value) with bytes as the value for SVAL."""
+  """Records of a .nv.info section as (format, attribute, value) with bytes as the value for SVAL.
+
+    >>> parse_nvinfo(bytes([3, 0x19, 8, 0, 4, 0x2f, 8, 0]) + (5).to_bytes(4, "little") + (14).to_bytes(4, "little"))
+    [(3, 25, 8), (4, 47, b'\\x05\\x00\\x00\\x00\\x0e\\x00\\x00\\x00')]
+  """
   out, i = [], 0
   while i + 4 <= len(data):
     fmt, attr, v = struct.unpack_from("<BBH", data, i)
@@ -113,12 +117,20 @@ def parse_nvinfo(data: bytes) -> list[tuple[int, int, int | bytes]]:
   return out
 
 def decode_param_cbank(payload: bytes) -> tuple[int, int]:
-  """EIATTR_PARAM_CBANK payload (u32 cbank0 section symbol, u16 offset, u16 size) -> (offset, size)."""
+  """EIATTR_PARAM_CBANK payload (u32 cbank0 section symbol, u16 offset, u16 size) -> (offset, size).
+
+    >>> decode_param_cbank(bytes.fromhex("2500000010020800"))
+    (528, 8)
+  """
   _, off, size = struct.unpack_from("<IHH", payload)
   return off, size
 
 def decode_kparam_info(payload: bytes) -> list[tuple[int, int, int]]:
-  """EIATTR_KPARAM_INFO payload (12 bytes a parameter) -> [(ordinal, offset, size)]; size is flag bits 31:18."""
+  """EIATTR_KPARAM_INFO payload (12 bytes a parameter) -> [(ordinal, offset, size)]; size is flag bits 31:18.
+
+    >>> decode_kparam_info(bytes.fromhex("000000000200100000f01100"))
+    [(2, 16, 4)]
+  """
   out = []
   for j in range(0, len(payload) - 11, 12):
     _, ordinal, off, flags = struct.unpack_from("<IHHI", payload, j)
