@@ -132,3 +132,10 @@ def test_nvjitlink_result_names():
   # enum order of nvJitLinkResult in nvJitLink.h
   assert pa.NVJITLINK_RESULTS[0] == "SUCCESS" and pa.NVJITLINK_RESULTS[4] == "ERROR_PTX_COMPILE"
   assert pa._result_name(4) == "NVJITLINK_ERROR_PTX_COMPILE" and pa._result_name(99) == "NVJITLINK_UNKNOWN_99"
+
+def test_cache_dir_location(monkeypatch, tmp_path):
+  monkeypatch.setenv("HCQRT_CACHE", str(tmp_path / "root"))
+  assert pa.cache_dir() == tmp_path / "root" / "cubin"
+  monkeypatch.delenv("HCQRT_CACHE")
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+  assert pa.cache_dir() == tmp_path / "xdg" / "hcqrt" / "cubin"

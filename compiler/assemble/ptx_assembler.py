@@ -3,7 +3,7 @@
 nvJitLink (PyPI `nvidia-nvjitlink`) is a shared library we call through cffi's ABI mode, so assembling a
 kernel costs no process spawn. When the library is missing, `ptxas` from a CUDA toolkit does the same job
 through a subprocess. PTX_ASSEMBLER=ptxas|nvjitlink forces one of them. Results are cached on disk under
-$HCQRT_CACHE/cubin (default ~/.cache/hcqrt/cubin), keyed by the PTX, the arch and the assembler's identity;
+$HCQRT_CACHE/cubin (default ${XDG_CACHE_HOME:-~/.cache}/hcqrt/cubin), keyed by the PTX, the arch and the assembler's identity;
 CACHE=0 skips cache reads (results are still written).
 
   >>> cubin = assemble_ptx(".version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k() { ret; }")
@@ -126,7 +126,9 @@ def get_assembler(choice: str = "") -> NVJitLink | Ptxas:
   raise PTXAssembleError("no PTX assembler: libnvJitLink not found (pip install nvidia-nvjitlink) and no `ptxas` on PATH")
 
 def cache_dir() -> Path:
-  return Path(os.environ.get("HCQRT_CACHE") or Path.home() / ".cache" / "hcqrt") / "cubin"
+  """$HCQRT_CACHE/cubin, else ${XDG_CACHE_HOME:-~/.cache}/hcqrt/cubin (the same root as the C compiler's cache)."""
+  root = os.environ.get("HCQRT_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcqrt")
+  return Path(root) / "cubin"
 
 def _atomic_write(path: Path, data: bytes) -> None:
   # write a private temp file in the same directory, then rename: readers never see a partial cubin
