@@ -171,9 +171,11 @@ def test_relocations(built, arch):
   assert diff <= {r.offset for r in img.relocs} and len(diff) == 4
   with pytest.raises(cb.CubinError, match="aligned"): cb.relocate(img, base + 4)
 
-def test_ptx_launch_bounds_via_assembler(monkeypatch, tmp_path):
+@pytest.mark.parametrize("assembler", ["nvjitlink", "ptxas"])
+def test_ptx_launch_bounds_via_assembler(monkeypatch, tmp_path, assembler):
   from compiler.assemble.ptx_assembler import assemble_ptx
   monkeypatch.setenv("HCQRT_CACHE", str(tmp_path))
+  monkeypatch.setenv("PTX_ASSEMBLER", assembler)
   ptx = """.version 8.0
 .target sm_90
 .address_size 64
@@ -203,6 +205,13 @@ def test_bad_elf_headers(built):
   with pytest.raises(cb.CubinError, match="EM_CUDA"): cb.load_cubin(bytes(bad))
   bad = bytearray(data); bad[7] = 0x99
   with pytest.raises(cb.CubinError, match="OSABI 0x99"): cb.load_cubin(bytes(bad))
+
+def test_older_abi_takes_sm_from_low_byte(built):
+  # EI_OSABI 0x33 / ABI version 7 cubins (older toolkits) keep the SM number in e_flags bits 7:0
+  data = bytearray(built["sm_90"][0])
+  data[7], data[8] = cb.ELFOSABI_CUDA_V1, 7
+  struct.pack_into("<I", data, 0x30, 0x5a)   # e_flags: SM 90 in bits 7:0, bits 15:8 zero
+  assert cb.load_cubin(bytes(data)).arch == 90
 
 def test_unknown_relocation_type_is_named(built):
   data = bytearray(built["sm_90"][0])
