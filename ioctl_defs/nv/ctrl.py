@@ -1,0 +1,40 @@
+"""RM control commands (NVOS54.cmd) a compute client issues, with their parameter structs.
+
+A command id is (class/interface << 16) | (category << 8) | message. RM requires NVOS54.paramsSize to
+be exactly sizeof(params struct) of the running driver's branch (see abi.NVABI.ctrl_size).
+
+  >>> hex(CTRL["NV2080_CTRL_CMD_GR_GET_INFO"][0])
+  '0x20801201'
+"""
+from __future__ import annotations
+
+CTRL: dict[str, tuple[int, str]] = {
+  "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2": (0x0000013E, "NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS"),
+  "NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS":        (0x00000201, "NV0000_CTRL_GPU_GET_ATTACHED_IDS_PARAMS"),
+  "NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2":          (0x00000205, "NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS"),
+  "NV0000_CTRL_CMD_GPU_GET_PROBED_IDS":          (0x00000214, "NV0000_CTRL_GPU_GET_PROBED_IDS_PARAMS"),
+  "NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID":    (0x00000275, "NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS"),
+  "NV0080_CTRL_CMD_GPU_GET_CLASSLIST":           (0x00800201, "NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS"),
+  "NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2":        (0x00800292, "NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS"),
+  "NV2080_CTRL_CMD_GPU_GET_INFO_V2":             (0x20800102, "NV2080_CTRL_GPU_GET_INFO_V2_PARAMS"),
+  "NV2080_CTRL_CMD_GPU_GET_GID_INFO":            (0x2080014A, "NV2080_CTRL_GPU_GET_GID_INFO_PARAMS"),
+  "NV2080_CTRL_CMD_GR_GET_INFO":                 (0x20801201, "NV2080_CTRL_GR_GET_INFO_PARAMS"),
+  "NV2080_CTRL_CMD_FB_GET_INFO_V2":              (0x20801303, "NV2080_CTRL_FB_GET_INFO_V2_PARAMS"),
+  "NV2080_CTRL_CMD_FB_FLUSH_GPU_CACHE":          (0x2080130E, "NV2080_CTRL_FB_FLUSH_GPU_CACHE_PARAMS"),
+  "NV2080_CTRL_CMD_MC_GET_ARCH_INFO":            (0x20801701, "NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS"),
+  "NV2080_CTRL_CMD_PERF_BOOST":                  (0x2080200A, "NV2080_CTRL_PERF_BOOST_PARAMS"),
+  "NVA06C_CTRL_CMD_GPFIFO_SCHEDULE":             (0xA06C0101, "NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS"),
+  "NVA06F_CTRL_CMD_GPFIFO_SCHEDULE":             (0xA06F0103, "NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS"),
+  "NVA06F_CTRL_CMD_BIND":                        (0xA06F0104, "NVA06F_CTRL_BIND_PARAMS"),
+  "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN": (0xC36F0108, "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS"),
+}
+CTRL_BY_CMD = {cmd: name for name, (cmd, _) in CTRL.items()}
+globals().update({name: cmd for name, (cmd, _) in CTRL.items()})   # NV2080_CTRL_CMD_GR_GET_INFO etc.
+
+def ctrl_class(cmd: int) -> int:
+  """The class (or interface) a control command belongs to: bits 31:16 of the id.
+
+  >>> hex(ctrl_class(0xC36F0108))
+  '0xc36f'
+  """
+  return cmd >> 16
