@@ -1,11 +1,12 @@
 """CPU execution path: C source -> cached ELF object -> our loader -> kernels on host threads."""
-import ctypes, io, os, pathlib, shutil, struct, subprocess, sys, threading
+import ctypes, io, os, pathlib, shutil, signal, struct, subprocess, sys, threading
 import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
 from compiler.assemble import c_compiler as cc
 from compiler.assemble.c_compiler import compile_c, c_compiler, CompileError
 from hcqrt.cpu import load_elf, ElfLoadError, CPUDevice, CPUProgram, CPUAllocator
+from hcqrt.cpu.device import RUNNER_C, install_runner
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 COMPILERS = [c for c in ("gcc", "clang") if shutil.which(c)]
@@ -22,6 +23,13 @@ def cache_dir(tmp_path_factory, monkeypatch):
 def compiler(request, monkeypatch):
   monkeypatch.setenv("HCQRT_CC", request.param)
   return request.param
+
+@pytest.fixture(params=["python-pool", "c-runner"])
+def launcher(request):
+  # multi-core launches go through the Python worker pool or the native runner; both must behave the same
+  install_runner(compile_c(RUNNER_C, "hcqrt_runner") if request.param == "c-runner" else None)
+  yield request.param
+  install_runner(None)
 
 def f32(*shape, seed=0): return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
@@ -114,7 +122,7 @@ MT = """void E_mt(int *restrict out, int *restrict arrived, int n, int nthreads,
 }"""
 
 @pytest.mark.parametrize("threads", [2, 3])
-def test_multithreaded_slices_run_in_parallel(threads):
+def test_multithreaded_slices_run_in_parallel(threads, launcher):
   dev, n = CPUDevice(), 1000
   prog = CPUProgram("E_mt", compile_c(MT, "E_mt"))
   for _ in range(3):  # the persistent workers are reused across launches
@@ -124,7 +132,7 @@ def test_multithreaded_slices_run_in_parallel(threads):
     assert arrived[0] == threads
     assert out[n:].tolist() == [1] * threads, "cores did not run concurrently"
 
-def test_concurrent_launches_from_python_threads():
+def test_concurrent_launches_from_python_threads(launcher):
   dev, n = CPUDevice(), 4096
   prog = CPUProgram("E_add", compile_c(ADD, "E_add"))
   errors = []
@@ -139,6 +147,38 @@ def test_concurrent_launches_from_python_threads():
   for t in ts: t.start()
   for t in ts: t.join()
   assert not errors, errors
+
+MANY = """void E_many(float *o, const float *a0, const float *a1, const float *a2, const float *a3, const float *a4,
+  const float *a5, const float *a6, const float *a7, const float *a8, int n, int k1, int k2, int core) {
+  int per = (n + 1) / 2;  /* two cores */
+  for (int i = core * per; i < n && i < (core + 1) * per; i++)
+    o[i] = a0[i] + a1[i] + a2[i] + a3[i] + a4[i] + a5[i] + a6[i] + a7[i] + a8[i] * k1 - k2 + core;
+}"""
+
+def test_many_arguments_on_the_stack(launcher):
+  # 14 arguments: the last ones (and `core`) are passed on the stack
+  dev, n = CPUDevice(), 301
+  ins = [f32(n, seed=10 + i) for i in range(9)]
+  prog = CPUProgram("E_many", compile_c(MANY, "E_many"))
+  (out,) = run(dev, prog, [np.zeros(n, np.float32), *ins], [0], vals=(n, 3, -5), threads=2)
+  ref = sum(ins[:8]) + ins[8] * 3 + 5 + (np.arange(n) >= (n + 1) // 2)
+  np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+def test_launch_in_forked_child(launcher):
+  # worker threads do not survive fork(); the child must start its own instead of waiting on ghosts
+  dev, n = CPUDevice(), 64
+  prog = CPUProgram("E_add", compile_c(ADD, "E_add"))
+  a, b = f32(n, seed=1), f32(n, seed=2)
+  run(dev, prog, [np.zeros(n, np.float32), a, b], [0], vals=(n,), threads=2)  # parent's workers exist now
+  pid = os.fork()
+  if pid == 0:
+    signal.alarm(20)  # a hang in the child becomes a failure, not a stuck test run
+    try:
+      (out,) = run(dev, prog, [np.zeros(n, np.float32), a, b], [0], vals=(n,), threads=2)
+      os._exit(0 if np.array_equal(out, a + b) else 1)
+    except BaseException: os._exit(2)
+  _, status = os.waitpid(pid, 0)
+  assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 def test_program_launch_errors():
   prog = CPUProgram("E_add", compile_c(ADD, "E_add"))

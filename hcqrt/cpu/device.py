@@ -20,6 +20,7 @@ import numpy as np
 from hcqrt.cpu.elf_loader import load_elf, LoadedImage
 
 ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
+_NCORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 class CPUBuffer:
   """Host memory owned by CPUAllocator, 64-byte aligned and zero-filled on allocation."""
@@ -109,11 +110,148 @@ class _Pool:
         if w.error is not None: err, w.error = err or w.error, None
       if err is not None: raise err
 
+# C source of an optional native thread pool ("runner"). hcqrt may not import the compiler, so whoever owns
+# both (the frontend) compiles this with compile_c and hands the object to install_runner(). Then a
+# multi-core launch is one ctypes call, and workers spin briefly before sleeping, so back-to-back launches
+# skip both the GIL hand-overs and the futex wake-ups of the Python pool.
+RUNNER_C = r"""/* hcqrt CPU runner: persistent worker threads for multi-core kernel launches.
+   hcqrt_run(fn, args, nargs, threads) calls fn(args..., core) for core 0..threads-1 and returns when all
+   are done; core 0 runs on the calling thread. Workers spin briefly after a job (back-to-back launches
+   then cost no syscall), then sleep on a futex. Only libc's pthread_create and syscall are used. */
+typedef long i64;
+int pthread_create(unsigned long *thread, const void *attr, void *(*start)(void *), void *arg);
+long syscall(long number, ...);
+#if defined(__x86_64__)
+#define SYS_FUTEX 202
+#define PAUSE() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define SYS_FUTEX 98
+#define PAUSE() __asm__ volatile("yield")
+#endif
+#define FUTEX_WAIT_PRIVATE 128
+#define FUTEX_WAKE_PRIVATE 129
+#define MAXW 255
+#define MAXARGS 63
+
+typedef void (*k8)(i64, i64, i64, i64, i64, i64, i64, i64);
+#define A8(p) p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+typedef void (*k64)(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64,
+                    i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64,
+                    i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64,
+                    i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64);
+
+static void *job_fn;
+static i64 job_args[MAXARGS + 1];
+static int job_nargs;
+static int nworkers;
+static int go[MAXW], sleeping[MAXW];   /* go[w]: 1 = run core w+1 now, 0 = idle/done */
+static int remaining, caller_sleeping;
+static int spin_limit;                /* pause-loop iterations before sleeping on a futex */
+
+/* the kernel ABI is (void*..., int..., int core): on x86-64 SysV and AArch64 Linux every argument takes one
+   64-bit register or stack slot, so passing all as 64-bit integers (and extra trailing ones) is ABI-correct */
+static void call(int core) {
+  i64 a[MAXARGS + 1];
+  for (int i = 0; i < job_nargs; i++) a[i] = job_args[i];
+  a[job_nargs] = core;
+  if (job_nargs < 8) ((k8)job_fn)(A8(a));
+  else ((k64)job_fn)(A8(a), A8((a + 8)), A8((a + 16)), A8((a + 24)), A8((a + 32)), A8((a + 40)), A8((a + 48)), A8((a + 56)));
+}
+
+static void *worker(void *arg) {
+  int w = (int)(i64)arg;
+  for (;;) {
+    for (int spin = 0; !__atomic_load_n(&go[w], __ATOMIC_ACQUIRE); spin++) {
+      if (spin < __atomic_load_n(&spin_limit, __ATOMIC_RELAXED)) { PAUSE(); continue; }
+      __atomic_store_n(&sleeping[w], 1, __ATOMIC_SEQ_CST);
+      if (!__atomic_load_n(&go[w], __ATOMIC_SEQ_CST)) syscall(SYS_FUTEX, &go[w], FUTEX_WAIT_PRIVATE, 0, 0, 0, 0);
+      __atomic_store_n(&sleeping[w], 0, __ATOMIC_SEQ_CST);
+      spin = 0;
+    }
+    call(w + 1);
+    __atomic_store_n(&go[w], 0, __ATOMIC_RELEASE);
+    if (__atomic_sub_fetch(&remaining, 1, __ATOMIC_SEQ_CST) == 0 && __atomic_load_n(&caller_sleeping, __ATOMIC_SEQ_CST))
+      syscall(SYS_FUTEX, &remaining, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+  }
+  return 0;
+}
+
+/* returns 0, or -1 if arguments are out of range, or -2 if a worker thread could not be started.
+   spin: pause-loop iterations before sleeping (0 when threads outnumber cores: spinning would then steal
+   the cores the other threads need). Not reentrant: the caller serializes launches. */
+int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
+  if (nargs < 0 || nargs > MAXARGS || threads < 1 || threads > MAXW + 1) return -1;
+  while (nworkers < threads - 1) {
+    unsigned long tid;
+    if (pthread_create(&tid, 0, worker, (void *)(i64)nworkers) != 0) return -2;
+    nworkers++;
+  }
+  job_fn = fn; job_nargs = nargs;
+  __atomic_store_n(&spin_limit, spin, __ATOMIC_RELAXED);
+  for (int i = 0; i < nargs; i++) job_args[i] = args[i];
+  __atomic_store_n(&remaining, threads - 1, __ATOMIC_SEQ_CST);
+  int woke = 0;
+  for (int w = 0; w < threads - 1; w++) {
+    __atomic_store_n(&go[w], 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&sleeping[w], __ATOMIC_SEQ_CST)) { syscall(SYS_FUTEX, &go[w], FUTEX_WAKE_PRIVATE, 1, 0, 0, 0); woke = 1; }
+  }
+  /* a woken worker is often placed on this very core: spinning here would only delay it */
+  if (woke) spin = 0;
+  call(0);
+  for (int s = 0;; s++) {
+    int r = __atomic_load_n(&remaining, __ATOMIC_SEQ_CST);
+    if (r == 0) break;
+    if (s < spin) { PAUSE(); continue; }
+    __atomic_store_n(&caller_sleeping, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&remaining, __ATOMIC_SEQ_CST) == r) syscall(SYS_FUTEX, &remaining, FUTEX_WAIT_PRIVATE, r, 0, 0, 0);
+    __atomic_store_n(&caller_sleeping, 0, __ATOMIC_SEQ_CST);
+    s = 0;
+  }
+  return 0;
+}
+
+/* after fork() only the forking thread exists in the child: forget the workers, new ones start on demand */
+void hcqrt_reset(void) {
+  nworkers = 0; remaining = 0; caller_sleeping = 0;
+  for (int w = 0; w < MAXW; w++) go[w] = sleeping[w] = 0;
+}
+"""
+
+class _CRunner:
+  """The RUNNER_C object loaded by our ELF loader: hcqrt_run(fn, args, nargs, threads)."""
+  MAXARGS = 63
+  SPIN = 4000  # pause iterations: ~10-100 us depending on the CPU's pause latency
+  def __init__(self, obj: bytes):
+    self.image = load_elf(obj)
+    self.image.keep_forever()  # its worker threads run this code until the process ends
+    self.run_fn = self.image.function("hcqrt_run", [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3, ctypes.c_int)
+    self.reset = self.image.function("hcqrt_reset", [])
+    self.lock = threading.Lock()  # the runner's job slot is global: one launch at a time
+
+  def run(self, fn_addr: int, args: list, threads: int) -> None:
+    arr = (ctypes.c_int64 * (len(args) or 1))(*args)
+    with self.lock: rc = self.run_fn(fn_addr, arr, len(args), threads, self.SPIN if threads <= _NCORES else 0)
+    if rc != 0: raise RuntimeError(f"CPU runner failed ({'bad arguments' if rc == -1 else 'pthread_create failed'}) for a launch on {threads} threads")
+
 _pool = _Pool()
-def _reset_pool_after_fork() -> None:
+_runner: _CRunner | None = None
+
+def install_runner(obj: bytes | None) -> None:
+  """Use the native runner (compile_c(RUNNER_C, "hcqrt_runner") output) for multi-core launches; None = Python pool.
+
+  The runner's image stays mapped for the life of the process (its threads live on).
+  """
+  global _runner
+  if obj is None: _runner = None; return
+  if obj not in _kept: _kept[obj] = _CRunner(obj)
+  _runner = _kept[obj]
+_kept: dict[bytes, _CRunner] = {}  # runners that may own live threads are never unmapped
+
+def _reset_after_fork() -> None:
   global _pool
   _pool = _Pool()  # worker threads do not survive fork; the child starts new ones when needed
-os.register_at_fork(after_in_child=_reset_pool_after_fork)
+  for r in _kept.values(): r.reset(); r.lock = threading.Lock()
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 class CPUProgram:
   """A C kernel loaded from an ELF object with our own loader.
@@ -125,6 +263,7 @@ class CPUProgram:
     self.name, self.image = name, load_elf(obj)
     if name not in self.image.symbols:
       raise RuntimeError(f"kernel {name!r} not found in its object (defined: {sorted(self.image.symbols)})")
+    self.addr: int = self.image.symbols[name]
     self._fns: dict[tuple[int, int], object] = {}  # (nbufs, nvals) -> ctypes callable, built once
 
   def _fn(self, nbufs: int, nvals: int):
@@ -138,7 +277,9 @@ class CPUProgram:
     if vals: args.extend(vals)
     st = time.perf_counter()
     if threads == 1: fn(*args, 0)
-    elif isinstance(threads, int) and threads > 1: _pool.run(fn, args, threads)
+    elif isinstance(threads, int) and threads > 1:
+      if _runner is not None and len(args) <= _CRunner.MAXARGS: _runner.run(self.addr, args, threads)
+      else: _pool.run(fn, args, threads)
     else: raise ValueError(f"kernel {self.name}: threads must be an int >= 1, got {threads!r}")
     return time.perf_counter() - st if wait else None
 
@@ -153,9 +294,10 @@ class CPUDevice:
   name = "CPU"
   renderer = "c"
   assembler = "c"
-  def __init__(self):
+  def __init__(self, runner_obj: bytes | None = None):
+    if runner_obj is not None: install_runner(runner_obj)
     self.allocator = CPUAllocator()
-    self.ncores: int = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    self.ncores: int = _NCORES
 
   def program(self, name: str, obj: bytes) -> CPUProgram:
     """Load kernel `name` from an ELF object (same as CPUProgram(name, obj))."""

@@ -80,6 +80,19 @@ class _Sym:
   value: int
   size: int
 
+_STT = {0: "STT_NOTYPE", 1: "STT_OBJECT", 2: "STT_FUNC", 3: "STT_SECTION", 4: "STT_FILE", 5: "STT_COMMON", 6: "STT_TLS"}
+_STB = {0: "STB_LOCAL", 1: "STB_GLOBAL", 2: "STB_WEAK"}
+_SHN = {0: "SHN_UNDEF", 0xfff1: "SHN_ABS", 0xfff2: "SHN_COMMON"}
+
+def _read_symbols(symdata: bytes, strtab: bytes) -> list[_Sym]:
+  # Elf64_Sym parsed with struct: pyelftools' per-symbol parsing dominated load time
+  out = []
+  for name, info, _other, shndx, value, size in struct.iter_unpack("<IBBHQQ", symdata):
+    if shndx == 0xffff: raise ElfLoadError("symbol table uses SHN_XINDEX (more than 65279 sections); not supported")
+    out.append(_Sym(strtab[name:strtab.index(b"\0", name)].decode(), _STT.get(info & 0xf, f"STT_{info & 0xf}"),
+                    _STB.get(info >> 4, f"STB_{info >> 4}"), _SHN.get(shndx, shndx), value, size))
+  return out
+
 def _align(x: int, a: int) -> int: return (x + a - 1) & ~(a - 1) if a > 1 else x
 
 class LoadedImage:
@@ -92,8 +105,14 @@ class LoadedImage:
   def __init__(self, base: int, size: int, symbols: dict[str, int], externals: dict[str, int], reloc_counts: dict[str, int],
                mapping: tuple[int, int]):
     self.base, self.size, self.symbols, self.externals, self.reloc_counts = base, size, symbols, externals, reloc_counts
-    # unmap when the last reference (the image or a function() callable holding it) goes away
-    weakref.finalize(self, _munmap, *mapping)
+    # unmap when the last reference (the image or a function() callable holding it) goes away; not at exit,
+    # where other threads may still be running this code. keep_forever() detaches it.
+    self._unmap = weakref.finalize(self, _munmap, *mapping)
+    self._unmap.atexit = False
+
+  def keep_forever(self) -> None:
+    """Never unmap this image (for code that threads outside Python's control may run at any time)."""
+    self._unmap.detach()
 
   def function(self, name: str, argtypes: list, restype=None):
     """A ctypes callable for the symbol `name` (CFUNCTYPE: the GIL is released during the call).
@@ -118,8 +137,7 @@ def load_elf(obj: bytes) -> LoadedImage:
 
   # ---- symbols
   symtab = next((s for s in sections if s["sh_type"] == "SHT_SYMTAB"), None)
-  syms = [_Sym(s.name, s["st_info"]["type"], s["st_info"]["bind"], s["st_shndx"], s["st_value"], s["st_size"])
-          for s in (symtab.iter_symbols() if symtab is not None else [])]
+  syms = _read_symbols(symtab.data(), sections[symtab["sh_link"]].data()) if symtab is not None else []
 
   # ---- relocations, parsed with struct (much faster than pyelftools' per-entry parsing)
   relocs = []  # (target section index, offset, type, symbol index, addend, rel section name)
