@@ -325,3 +325,9 @@ def test_bad_objects():
   with pytest.raises(ElfLoadError, match="machine"): load_elf(bytes(obj))
   with pytest.raises(ElfLoadError, match="undefined symbol 'hcqrt_no_such_fn'"):
     load_elf(compile_c("void hcqrt_no_such_fn(void); void E_u(void) { hcqrt_no_such_fn(); }", "E_u"))
+
+def test_external_data_through_got():
+  # -fPIC reaches external data (libc's environ) through a GOT slot: R_X86_64_REX_GOTPCRELX / GOTPCREL
+  img = load_elf(compile_c("extern char **environ; void *E_env(void) { return environ; }", "E_env"))
+  assert any("GOTPCREL" in k for k in img.reloc_counts), img.reloc_counts
+  assert img.function("E_env", [], ctypes.c_void_p)() == ctypes.c_void_p.in_dll(ctypes.CDLL(None), "environ").value

@@ -207,6 +207,7 @@ def load_elf(obj: bytes) -> LoadedImage:
       if sym.shndx == "SHN_ABS": return sym.value
       if sym.shndx == "SHN_COMMON": return base + common_off[si]
       if sym.name == "_GLOBAL_OFFSET_TABLE_": return got_base
+      if not sym.name: return 0  # symbol index 0: the relocation uses only its addend
       if (a := externals.get(sym.name)) is not None: return a
       raise ElfLoadError(f"symbol {sym.name!r} has no address")  # not reached: externals are all resolved below
     externals: dict[str, int] = {}
@@ -252,7 +253,7 @@ def load_elf(obj: bytes) -> LoadedImage:
       struct.pack_into("<I", image, where, v & 0xffffffff)
 
     # ---- copy in, then drop write permission on code and constants (W^X)
-    ctypes.memmove(base, bytes(image), size)
+    ctypes.memmove(base, (ctypes.c_char * size).from_buffer(image), size)
     if exec_end and _mprotect(base, exec_end, mmap.PROT_READ | mmap.PROT_EXEC) != 0: raise _oserror("mprotect R+X of ELF code")
     if read_end > exec_end and _mprotect(base + exec_end, read_end - exec_end, mmap.PROT_READ) != 0: raise _oserror("mprotect R of ELF rodata")
   except BaseException:
