@@ -1,0 +1,12 @@
+"""hcqrt's user-facing package: `from frontend import Tensor, dtypes, Device, GlobalCounters`.
+
+>>> from frontend import Tensor
+>>> (Tensor([1, 2, 3]) * 2).tolist()
+[2, 4, 6]
+"""
+from compiler.dtypes import dtypes, DType
+from hcqrt.device import Device
+from frontend.engine import GlobalCounters
+from frontend.tensor import Tensor
+
+__all__ = ["Tensor", "dtypes", "DType", "Device", "GlobalCounters"]

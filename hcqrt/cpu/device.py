@@ -294,7 +294,7 @@ class CPUDevice:
   name = "CPU"
   renderer = "c"
   assembler = "c"
-  def __init__(self, runner_obj: bytes | None = None):
+  def __init__(self, name: str = "CPU", runner_obj: bytes | None = None):
     if runner_obj is not None: install_runner(runner_obj)
     self.allocator = CPUAllocator()
     self.ncores: int = _NCORES

@@ -1,0 +1,138 @@
+"""Scalar and vector data types shared by the compiler, the runtime and the frontend.
+
+>>> from compiler.dtypes import dtypes
+>>> dtypes.float32.itemsize, dtypes.float32.vec(8).count
+(4, 8)
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+import math
+
+@dataclass(frozen=True, eq=True)
+class DType:
+  """A scalar type (count == 1) or a vector of `count` scalars; `fmt` is the struct/numpy format char."""
+  priority: int    # promotion order: higher wins among types of the same kind
+  itemsize: int    # bytes of the whole (vector) type
+  name: str
+  fmt: str | None  # python struct / numpy char, None for vectors
+  count: int = 1
+  _scalar: DType | None = None
+
+  @property
+  def scalar(self) -> DType: return self._scalar if self._scalar is not None else self
+  def vec(self, n: int) -> DType:
+    assert self.count == 1, f"can't vectorize {self}"
+    return self if n == 1 else DType(self.priority, self.itemsize * n, f"{self.name}{n}", None, n, self)
+  def __repr__(self) -> str: return f"dtypes.{self.name}"
+  @property
+  def is_float(self) -> bool: return self.scalar in dtypes.floats
+  @property
+  def is_int(self) -> bool: return self.scalar in dtypes.ints
+  @property
+  def is_unsigned(self) -> bool: return self.scalar in dtypes.uints
+  @property
+  def is_bool(self) -> bool: return self.scalar is dtypes.bool
+  @property
+  def min(self): return dtypes.min(self)
+  @property
+  def max(self): return dtypes.max(self)
+
+class dtypes:
+  """The dtype namespace: `dtypes.float32`, `dtypes.default_float`, `dtypes.min(dt)`..."""
+  bool = DType(0, 1, "bool", "?")
+  int8 = DType(1, 1, "char", "b")
+  uint8 = DType(2, 1, "uchar", "B")
+  int16 = DType(3, 2, "short", "h")
+  uint16 = DType(4, 2, "ushort", "H")
+  int32 = DType(5, 4, "int", "i")
+  uint32 = DType(6, 4, "uint", "I")
+  int64 = DType(7, 8, "long", "q")
+  uint64 = DType(8, 8, "ulong", "Q")
+  float16 = DType(9, 2, "half", "e")
+  bfloat16 = DType(10, 2, "bfloat16", None)
+  float32 = DType(11, 4, "float", "f")
+  float64 = DType(12, 8, "double", "d")
+  half, float, double = float16, float32, float64
+  char, uchar, short, ushort, int, uint, long, ulong = int8, uint8, int16, uint16, int32, uint32, int64, uint64
+  default_float: DType = float32
+  default_int: DType = int32
+  floats = (float16, bfloat16, float32, float64)
+  uints = (uint8, uint16, uint32, uint64)
+  sints = (int8, int16, int32, int64)
+  ints = uints + sints
+
+  @staticmethod
+  def is_float(dt: DType) -> bool: return dt.scalar in dtypes.floats
+  @staticmethod
+  def is_int(dt: DType) -> bool: return dt.scalar in dtypes.ints
+  @staticmethod
+  def is_unsigned(dt: DType) -> bool: return dt.scalar in dtypes.uints
+  @staticmethod
+  def min(dt: DType):
+    if dt.is_int: return 0 if dt.is_unsigned else -2**(8*dt.itemsize-1)
+    return False if dt is dtypes.bool else -math.inf
+  @staticmethod
+  def max(dt: DType):
+    if dt.is_int: return 2**(8*dt.itemsize)-1 if dt.is_unsigned else 2**(8*dt.itemsize-1)-1
+    return True if dt is dtypes.bool else math.inf
+  @staticmethod
+  def from_py(x) -> DType:
+    """The dtype a Python value (or nested list of them) gets when turned into a tensor."""
+    if isinstance(x, (list, tuple)): return max((dtypes.from_py(v) for v in x), key=lambda d: d.priority, default=dtypes.default_float)
+    if isinstance(x, bool): return dtypes.bool
+    if isinstance(x, int): return dtypes.default_int
+    return dtypes.default_float
+  @staticmethod
+  def from_np(npdtype) -> DType:
+    import numpy as np
+    return _NP_TO_DT[np.dtype(npdtype).type]
+  @staticmethod
+  def as_const(x, dt: DType):
+    """A Python value cast to what `dt` holds (wrapping ints, truncating floats to int)."""
+    if dt.is_bool: return bool(x)
+    if dt.is_int:
+      if isinstance(x, float) and not math.isfinite(x): return 0
+      v, bits = int(x), 8 * dt.scalar.itemsize
+      v &= (1 << bits) - 1
+      return v - (1 << bits) if not dt.is_unsigned and v >= (1 << (bits - 1)) else v
+    return float(x)
+
+ALL_DTYPES = [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+              dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.float32, dtypes.float64]
+DTYPES_BY_NAME = {d.name: d for d in ALL_DTYPES} | {"float32": dtypes.float32, "float16": dtypes.float16,
+  "float64": dtypes.float64, "int32": dtypes.int32, "int64": dtypes.int64, "uint8": dtypes.uint8, "int8": dtypes.int8,
+  "int16": dtypes.int16, "uint16": dtypes.uint16, "uint32": dtypes.uint32, "uint64": dtypes.uint64, "bfloat16": dtypes.bfloat16}
+
+def _np_map():
+  import numpy as np
+  return {np.bool_: dtypes.bool, np.int8: dtypes.int8, np.uint8: dtypes.uint8, np.int16: dtypes.int16,
+          np.uint16: dtypes.uint16, np.int32: dtypes.int32, np.uint32: dtypes.uint32, np.int64: dtypes.int64,
+          np.uint64: dtypes.uint64, np.float16: dtypes.float16, np.float32: dtypes.float32, np.float64: dtypes.float64}
+_NP_TO_DT = _np_map()
+
+def to_np(dt: DType):
+  """The numpy dtype with the same bytes as `dt`."""
+  import numpy as np
+  if dt.scalar is dtypes.bfloat16: raise TypeError("bfloat16 has no numpy dtype")
+  return np.dtype(dt.scalar.fmt)
+
+# Promotion as in tinygrad/torch: bool < ints < floats; within a kind the wider (higher priority) wins, and
+# mixing signed and unsigned of the same width goes to the next wider signed type.
+def least_upper_dtype(*ds: DType) -> DType:
+  ds = tuple(d.scalar for d in ds)
+  floats = [d for d in ds if d.is_float]
+  if floats: return max(floats, key=lambda d: d.priority)
+  ints = [d for d in ds if d.is_int]
+  if not ints: return dtypes.bool
+  s, u = [d for d in ints if not d.is_unsigned], [d for d in ints if d.is_unsigned]
+  if not s: return max(u, key=lambda d: d.priority)
+  if not u: return max(s, key=lambda d: d.priority)
+  smax, umax = max(s, key=lambda d: d.itemsize), max(u, key=lambda d: d.itemsize)
+  if smax.itemsize > umax.itemsize: return smax
+  return {1: dtypes.int16, 2: dtypes.int32, 4: dtypes.int64}.get(umax.itemsize, dtypes.float32)
+
+def sum_acc_dtype(dt: DType) -> DType:
+  """The accumulator dtype a sum over `dt` uses (small ints and bool widen, as in torch)."""
+  if dt.is_unsigned: return least_upper_dtype(dt, dtypes.uint32)
+  if dt.is_int or dt.is_bool: return least_upper_dtype(dt, dtypes.int32)
+  return least_upper_dtype(dt, dtypes.float32)

@@ -1,0 +1,105 @@
+"""The lazy graph the frontend records: each op is a node; nothing runs until something is realized.
+
+A `LazyBuffer` is either a *base* (an op producing a contiguous value of `shape`, possibly already realized into
+a device buffer) or a *view* of a base (a ShapeTracker over it). Movement ops only make views, so they never copy.
+
+>>> from compiler.lazy import LazyBuffer
+>>> from compiler.dtypes import dtypes
+>>> a = LazyBuffer.const(2.0, dtypes.float32, (3, 4), "CPU")
+>>> b = a.alu(__import__("compiler.uop").uop.Ops.ADD, a).permute((1, 0))
+>>> b.shape, b.is_view, b.base.op.name
+((4, 3), True, 'ADD')
+"""
+from __future__ import annotations
+from typing import Any
+import itertools
+from compiler.dtypes import DType, dtypes
+from compiler.uop import Ops, COMPARISON
+from compiler.view import ShapeTracker, prod
+
+_ids = itertools.count()
+
+class LazyBuffer:
+  __slots__ = ("device", "dtype", "op", "srcs", "arg", "st", "_base", "buffer", "id", "__weakref__", "forced_realize")
+  def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, srcs: tuple = (),
+               arg: Any = None, base: LazyBuffer | None = None, buffer: Any = None):
+    self.device, self.st, self.dtype = device, st, dtype
+    self.op, self.srcs, self.arg, self._base, self.buffer = op, srcs, arg, base, buffer
+    self.id, self.forced_realize = next(_ids), False
+  def __repr__(self) -> str:
+    if self.is_view: return f"<LB view {self.shape} of {self.base!r}>"
+    return f"<LB {self.device} {self.shape} {self.dtype} {'realized' if self.realized else self.op.name}>"
+
+  @property
+  def shape(self) -> tuple[int, ...]: return self.st.shape
+  @property
+  def is_view(self) -> bool: return self._base is not None
+  @property
+  def base(self) -> LazyBuffer: return self._base if self._base is not None else self
+  @property
+  def realized(self) -> bool: return self.base.buffer is not None
+  @property
+  def size(self) -> int: return prod(self.shape)
+
+  # *** constructors ***
+  @staticmethod
+  def from_buffer(buffer: Any, shape: tuple, dtype: DType, device: str) -> LazyBuffer:
+    return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, Ops.EMPTY, buffer=buffer)
+  @staticmethod
+  def empty(shape: tuple, dtype: DType, device: str) -> LazyBuffer:
+    return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, Ops.EMPTY)
+  @staticmethod
+  def const(value, dtype: DType, shape: tuple, device: str) -> LazyBuffer:
+    base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, arg=dtypes.as_const(value, dtype))
+    return base.reshape((1,) * len(shape)).expand(shape) if shape else base
+  @staticmethod
+  def iota(n: int, dtype: DType, device: str) -> LazyBuffer:
+    """0, 1, ..., n-1 computed in the kernel that uses it (never stored unless realized)."""
+    return LazyBuffer(device, ShapeTracker.from_shape((n,)), dtype, Ops.INDEX)
+  def const_like(self, value) -> LazyBuffer: return LazyBuffer.const(value, self.dtype, self.shape, self.device)
+
+  # *** elementwise and reductions make new bases ***
+  def alu(self, op: Ops, *srcs: LazyBuffer) -> LazyBuffer:
+    allsrc = (self,) + srcs
+    for s in srcs:
+      if s.shape != self.shape: raise ValueError(f"{op.name}: shapes {self.shape} and {s.shape} differ")
+      if s.device != self.device: raise ValueError(f"{op.name}: devices {self.device} and {s.device} differ")
+    out = dtypes.bool if op in COMPARISON else (srcs[0].dtype if op is Ops.WHERE else self.dtype)
+    if op is Ops.WHERE: allsrc = (self,) + srcs
+    # fold constant inputs so `x * 1` style graphs stay small
+    return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), out, op, allsrc)
+  def cast(self, dtype: DType, bitcast: bool = False) -> LazyBuffer:
+    if dtype == self.dtype and not bitcast: return self
+    if bitcast and dtype.itemsize != self.dtype.itemsize: raise ValueError(f"bitcast {self.dtype} -> {dtype}: sizes differ")
+    if self.base.op is Ops.CONST and not bitcast:  # a cast constant is a constant
+      return LazyBuffer.const(self.base.arg, dtype, self.shape, self.device)
+    return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, Ops.BITCAST if bitcast else Ops.CAST, (self,))
+  def r(self, op: Ops, axes: tuple[int, ...]) -> LazyBuffer:
+    shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+    if not axes: return self
+    if self.size == 0:  # reduce of nothing is the identity
+      return LazyBuffer.const({Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op], self.dtype, shape, self.device)
+    return LazyBuffer(self.device, ShapeTracker.from_shape(shape), self.dtype, Ops.REDUCE_AXIS, (self,), (op, tuple(sorted(axes))))
+  def contiguous(self) -> LazyBuffer:
+    if not self.is_view and self.op is not Ops.CONST:
+      if self.buffer is None: self.forced_realize = True
+      return self
+    return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, (self,))
+  def copy_to_device(self, device: str) -> LazyBuffer:
+    if device == self.device: return self
+    src = self.contiguous() if self.is_view else self
+    return LazyBuffer(device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.COPY, (src,), self.device)
+  def assign(self, value: LazyBuffer) -> LazyBuffer:
+    """Write `value` into this (realized, contiguous) buffer; the result aliases the same device buffer."""
+    return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, (value, self))
+
+  # *** movement ops make views ***
+  def _view(self, st: ShapeTracker) -> LazyBuffer:
+    if st == self.base.st and not self.base.is_view: return self.base
+    return LazyBuffer(self.device, st, self.dtype, base=self.base)
+  def reshape(self, shape) -> LazyBuffer: return self._view(self.st.reshape(tuple(shape)))
+  def permute(self, order) -> LazyBuffer: return self._view(self.st.permute(tuple(order)))
+  def expand(self, shape) -> LazyBuffer: return self._view(self.st.expand(tuple(shape)))
+  def pad(self, arg) -> LazyBuffer: return self._view(self.st.pad(tuple(arg)))
+  def shrink(self, arg) -> LazyBuffer: return self._view(self.st.shrink(tuple(arg)))
+  def flip(self, axes) -> LazyBuffer: return self._view(self.st.flip(tuple(axes)))

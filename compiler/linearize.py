@@ -1,0 +1,110 @@
+"""The linearizer: order a lowered kernel's graph into a flat program with explicit loops.
+
+Each node is placed in the shallowest loop that contains every range it depends on (so loop-invariant work is
+hoisted). Loops form a tree: the output loops nest in order; a reduction's loops nest inside the loop where
+its result is needed. A REDUCE becomes DEFINE_ACC before its loops, ASSIGN (the update) in the innermost one,
+and the REDUCE itself (read the accumulator) after them.
+
+>>> from compiler.lazy import LazyBuffer
+>>> from compiler.schedule import create_schedule
+>>> from compiler.lower import lower
+>>> from compiler.dtypes import dtypes
+>>> from compiler.uop import Ops
+>>> x = LazyBuffer.empty((4, 8), dtypes.float32, "CPU"); x.buffer = object()
+>>> prog = linearize(lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast))
+>>> [u.op.name for u in prog if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.DEFINE_ACC, Ops.ASSIGN, Ops.STORE)]
+['RANGE', 'DEFINE_ACC', 'RANGE', 'ASSIGN', 'ENDRANGE', 'STORE', 'ENDRANGE']
+"""
+from __future__ import annotations
+import itertools
+from compiler.uop import UOp, Ops, substitute, simplify_alu
+from compiler.lower import LoweredKernel, identity_element
+
+def _reduce_to_acc(sink: UOp) -> UOp:
+  """REDUCE(value, *rngs) -> REDUCE(ASSIGN(acc, acc op value, *rngs), *rngs) with acc = DEFINE_ACC(identity)."""
+  ids = itertools.count()
+  mapping: dict[UOp, UOp] = {}
+  for u in sink.toposort():
+    srcs = tuple(mapping.get(s, s) for s in u.src)
+    nu = u if srcs == u.src else u.replace(src=srcs)
+    if u.op is Ops.REDUCE and nu.src[0].op is not Ops.ASSIGN:
+      value, rngs = nu.src[0], nu.src[1:]
+      init = UOp.const(u.dtype, identity_element(u.arg, u.dtype.scalar))
+      acc = UOp(Ops.DEFINE_ACC, u.dtype, (init,), (next(ids), None))
+      upd = UOp(Ops.ASSIGN, u.dtype, (acc, UOp(u.arg, u.dtype, (acc, value)), *rngs))
+      nu = UOp(Ops.REDUCE, u.dtype, (upd, *rngs), u.arg)
+    mapping[u] = nu
+  return mapping[sink]
+
+def linearize(k: LoweredKernel) -> list[UOp]:
+  """The kernel as an ordered list; RANGE opens a loop, ENDRANGE(range) closes it."""
+  sink = _reduce_to_acc(k.sink)
+  topo = sink.toposort()
+  need: dict[UOp, frozenset] = {}
+  accs: dict[UOp, UOp] = {}   # DEFINE_ACC -> its REDUCE
+  for u in topo:
+    if u.op is Ops.REDUCE: accs[u.src[0].src[0]] = u
+  for u in topo:
+    if u.op is Ops.RANGE: need[u] = frozenset((u,))
+    elif u.op is Ops.REDUCE: need[u] = need[u.src[0]] - frozenset(u.src[1:])
+    elif u.op is Ops.DEFINE_ACC: need[u] = frozenset()   # fixed below, once its REDUCE is known
+    else: need[u] = frozenset().union(*(need[s] for s in u.src)) if u.src else frozenset()
+  # a DEFINE_ACC lives where its REDUCE lives; everything that read it must include those ranges too
+  changed = True
+  while changed:
+    changed = False
+    for acc, red in accs.items():
+      if need[acc] != need[red]:
+        need[acc] = need[red]; changed = True
+    if changed:
+      for u in topo:
+        if u.op in (Ops.RANGE, Ops.DEFINE_ACC): continue
+        if u.op is Ops.REDUCE: need[u] = need[u.src[0]] - frozenset(u.src[1:])
+        elif u.src: need[u] = frozenset().union(*(need[s] for s in u.src))
+
+  path: dict[UOp, tuple] = {}
+  for i, r in enumerate(k.global_ranges): path[r] = tuple(k.global_ranges[:i + 1])
+  def deepest(rs) -> tuple:
+    best: tuple = ()
+    for r in rs:
+      p = path[r]
+      if len(p) > len(best): best, p = p, best
+      assert best[:len(p)] == p, f"ranges {rs} are not nested"
+    return best
+  for red in reversed([u for u in topo if u.op is Ops.REDUCE]):
+    hp = deepest(need[red])
+    for j, q in enumerate(red.src[1:]):
+      if q.op is Ops.RANGE: path.setdefault(q, hp + tuple(red.src[1:j + 2]))
+  home = {u: deepest(need[u]) for u in topo}
+
+  order = {u: i for i, u in enumerate(topo)}
+  out: list[UOp] = []
+  def emit(p: tuple, members: list[UOp]):
+    own, groups = [], {}
+    for u in members:
+      if u.op is Ops.RANGE: continue
+      h = home[u]
+      if len(h) == len(p): own.append(u)
+      else: groups.setdefault(h[len(p)], []).append(u)
+    item_of = {u: ("u", u) for u in own}
+    for r, us in groups.items():
+      for u in us: item_of[u] = ("b", r)
+    items = [("u", u) for u in own] + [("b", r) for r in groups]
+    first = {("u", u): order[u] for u in own} | {("b", r): min(order[u] for u in us) for r, us in groups.items()}
+    deps: dict = {it: set() for it in items}
+    for u, it in item_of.items():
+      for s in u.src:
+        if (d := item_of.get(s)) is not None and d != it: deps[it].add(d)
+    done: set = set()
+    def visit(it):
+      if it in done: return
+      done.add(it)
+      for d in sorted(deps[it], key=first.__getitem__): visit(d)
+      if it[0] == "u": out.append(it[1])
+      else:
+        out.append(it[1])
+        emit(p + (it[1],), groups[it[1]])
+        out.append(UOp(Ops.ENDRANGE, None, (it[1],)))
+    for it in sorted(items, key=first.__getitem__): visit(it)
+  emit((), [u for u in topo if u is not sink])
+  return out

@@ -1,0 +1,112 @@
+"""Lowering: a shaped kernel AST becomes loops (RANGEs), index math, loads, stores and reductions.
+
+Every node is evaluated "at an index": a list of integer UOps, one per dimension of its shape. A view turns
+the index into a flat offset and a validity condition, a reduction opens fresh RANGEs for its reduced axes and
+closes them (a REDUCE node), a load becomes LOAD(buffer, offset, gate). Hash-consing merges what repeats.
+
+>>> from compiler.lazy import LazyBuffer
+>>> from compiler.schedule import create_schedule
+>>> from compiler.dtypes import dtypes
+>>> from compiler.uop import Ops
+>>> x = LazyBuffer.empty((4, 8), dtypes.float32, "CPU"); x.buffer = object()
+>>> k = lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast)
+>>> [u.op.name for u in k.sink.src]
+['STORE']
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+import itertools
+from compiler.dtypes import DType, dtypes
+from compiler.uop import UOp, Ops, ELEMENTWISE, REDUCE_OPS
+from compiler.view import ShapeTracker, unravel
+from compiler.schedule import ast_shape
+
+@dataclass
+class LoweredKernel:
+  """A kernel ready for opts and linearization: `sink` holds STOREs; buffers are DEFINE_GLOBALs."""
+  name: str
+  sink: UOp
+  buf_dtypes: list[DType]            # element dtype of each DEFINE_GLOBAL, outputs first
+  global_ranges: list[UOp]           # output loops, outermost first
+  outputs: int = 1
+  applied_opts: list = field(default_factory=list)
+  threaded: UOp | None = None        # the range split across CPU cores, if any
+  def reduce_ranges(self) -> list[UOp]:
+    seen: dict[UOp, None] = {}
+    for u in self.sink.toposort():
+      if u.op is Ops.REDUCE:
+        for r in u.src[1:]:
+          if r.op is Ops.RANGE: seen[r] = None
+    return list(seen)
+
+def identity_element(op: Ops, dt: DType):
+  return {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(dt)}[op]
+
+class _Lowerer:
+  def __init__(self, ast: UOp):
+    self.ast = ast
+    self.ids = itertools.count()
+    self.memo: dict = {}
+    self.bufs: dict[int, DType] = {}
+  def rng(self, size: int, kind: str) -> UOp:
+    return UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, size),), (next(self.ids), kind))
+  def gbuf(self, i: int, dt: DType) -> UOp:
+    self.bufs[i] = dt
+    return UOp(Ops.DEFINE_GLOBAL, dt, (), i)
+
+  def at(self, u: UOp, idx: tuple[UOp, ...]) -> UOp:
+    key = (u, idx)
+    if (r := self.memo.get(key)) is not None: return r
+    self.memo[key] = r = self._at(u, idx)
+    return r
+  def _at(self, u: UOp, idx: tuple[UOp, ...]) -> UOp:
+    if u.op is Ops.CONST: return u
+    if u.op is Ops.INDEX: return idx[0].cast(u.dtype)   # iota: the element's own (1-D) index
+    if u.op is Ops.LOAD:
+      bi, st = u.arg
+      off, valid = st.to_index(list(idx))
+      g = self.gbuf(bi, u.dtype)
+      if valid.op is Ops.CONST:
+        return UOp(Ops.LOAD, u.dtype, (g, off)) if valid.arg else UOp.const(u.dtype, 0)
+      return UOp(Ops.LOAD, u.dtype, (g, off, valid))
+    if u.op is Ops.VIEW:
+      st: ShapeTracker = u.arg
+      off, valid = st.to_index(list(idx))
+      inner = self.at(u.src[0], tuple(unravel(off, ast_shape(u.src[0]))) if u.src[0].op is not Ops.CONST else ())
+      if valid.op is Ops.CONST: return inner if valid.arg else UOp.const(u.dtype, 0)
+      return valid.where(inner, UOp.const(u.dtype, 0))
+    if u.op is Ops.REDUCE_AXIS:
+      op, axes = u.arg
+      src_shape = ast_shape(u.src[0])
+      new_idx, rngs = list(idx), []
+      for a in axes:
+        r = self.rng(src_shape[a], "reduce")
+        new_idx[a] = r
+        rngs.append(r)
+      val = self.at(u.src[0], tuple(new_idx))
+      return UOp(Ops.REDUCE, u.dtype, (val, *rngs), op)
+    if u.op in ELEMENTWISE:
+      srcs = tuple(self.at(s, idx if ast_shape(s) != () else ()) for s in u.src)
+      from compiler.uop import simplify_alu, ALU
+      if u.op in ALU: return simplify_alu(u.op, u.dtype, srcs)
+      return srcs[0].cast(u.dtype) if u.op is Ops.CAST else UOp(u.op, u.dtype, srcs)
+    raise NotImplementedError(f"lowering {u.op}")
+
+def lower(ast: UOp, name: str = "kernel") -> LoweredKernel:
+  """Lower a scheduled kernel AST (SINK of STOREs) to a LoweredKernel."""
+  lw = _Lowerer(ast)
+  stores, granges = [], []
+  shape = ast.src[0].arg[1].shape
+  idx = []
+  for s in shape:
+    if s == 1: idx.append(UOp.const(dtypes.int32, 0))
+    else:
+      r = lw.rng(s, "global")
+      granges.append(r); idx.append(r)
+  for st_node in ast.src:
+    bi, st = st_node.arg
+    off, valid = st.to_index(idx)
+    val = lw.at(st_node.src[0], tuple(idx))
+    g = lw.gbuf(bi, st_node.src[0].dtype)
+    stores.append(UOp(Ops.STORE, None, (g, off, val)))
+  return LoweredKernel(name, UOp(Ops.SINK, None, tuple(stores)), [lw.bufs[i] for i in sorted(lw.bufs)], granges, len(ast.src))

@@ -1,0 +1,190 @@
+"""Cut the lazy graph into kernels.
+
+Every base that must exist in memory becomes one kernel whose AST inlines everything elementwise above it.
+A base is realized (gets its own buffer) when:
+  - it was asked for (the targets), is CONTIGUOUS, a COPY, an ASSIGN, or already has a buffer;
+  - it is a reduction used by more than one consumer (recomputing a reduction is never cheap);
+  - it is a reduction read through a view that is not a plain reshape/permute (an expand would recompute it
+    once per broadcast element, a pad needs a validity mask around a loop);
+  - it sits inside another reduction's body through an expanding view and is not just a constant (a
+    broadcast input of a matmul would be recomputed K times).
+Elementwise values used twice are recomputed in each consumer: that is cheaper than a memory round trip.
+
+>>> from compiler.lazy import LazyBuffer
+>>> from compiler.dtypes import dtypes
+>>> from compiler.uop import Ops
+>>> x = LazyBuffer.empty((4, 8), dtypes.float32, "CPU"); x.buffer = object()
+>>> y = x.alu(Ops.MUL, x).r(Ops.ADD, (1,))
+>>> [si.name for si in create_schedule([y])]
+['r_4_8']
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from compiler.lazy import LazyBuffer
+from compiler.uop import UOp, Ops, ELEMENTWISE
+from compiler.view import ShapeTracker, prod
+
+@dataclass
+class ScheduleItem:
+  """One unit of work: a kernel `ast` over `bufs` (outputs first), or a COPY between devices."""
+  ast: UOp | None
+  outputs: list[LazyBuffer]
+  inputs: list[LazyBuffer]
+  kind: str = "kernel"   # kernel | copy | empty
+  name: str = ""
+  assign_target: LazyBuffer | None = None  # the buffer an ASSIGN kernel writes in place
+  @property
+  def bufs(self) -> list[LazyBuffer]: return self.outputs + self.inputs
+
+def _view_is_rearrange(st: ShapeTracker, base_shape) -> bool:
+  """True when st reads every base element exactly once, in any order (reshape/permute only)."""
+  return prod(st.shape) == prod(base_shape) and all(v.mask is None and _dense(v) for v in st.views)
+
+def _dense(v) -> bool:
+  # positive strides that tile [0, size) exactly: sorted by stride, each is the product of the smaller dims
+  acc = 1
+  for st, s in sorted((st, s) for st, s in zip(v.strides, v.shape) if s != 1):
+    if st != acc: return False
+    acc *= s
+  return v.offset == 0
+
+class _Scheduler:
+  def __init__(self, outs: list[LazyBuffer]):
+    self.outs = [o.base for o in outs]
+    self.realize: dict[LazyBuffer, None] = {}
+    self.children: dict[LazyBuffer, int] = {}
+    self._walk()
+
+  def _walk(self):
+    seen, stack = set(), list(self.outs)
+    order = []
+    while stack:
+      b = stack.pop()
+      if b in seen: continue
+      seen.add(b)
+      order.append(b)
+      if b.buffer is not None: continue
+      for s in b.srcs:
+        self.children[s.base] = self.children.get(s.base, 0) + 1
+        stack.append(s.base)
+    self.bases = order
+    for b in self.outs: self.realize[b] = None
+    for b in order:
+      if b.buffer is not None and b.op is not Ops.EMPTY and b.op is not None: continue
+      if b.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN) or b.forced_realize: self.realize[b] = None
+      if b.op is Ops.REDUCE_AXIS and self.children.get(b, 0) > 1: self.realize[b] = None
+      if b.op is Ops.COPY: self.realize[b.srcs[0].base] = None
+    # views that force realization are found while building the kernels; repeat until nothing new appears
+    while True:
+      before = len(self.realize)
+      for b in list(self.realize): self._probe(b, b, in_reduce=False, expanded=False, seen=set())
+      if len(self.realize) == before: break
+
+  def _must_load(self, b: LazyBuffer, root: LazyBuffer) -> bool:
+    return b.buffer is not None or (b in self.realize and b is not root)
+
+  def _probe(self, b: LazyBuffer, root: LazyBuffer, in_reduce: bool, expanded: bool, seen: set):
+    if (b, in_reduce, expanded) in seen or self._must_load(b, root) or b.op in (Ops.COPY, Ops.EMPTY): return
+    seen.add((b, in_reduce, expanded))
+    for s in (b.srcs[:1] if b.op is Ops.ASSIGN else b.srcs):
+      sb = s.base
+      if self._must_load(sb, root) or sb.op is Ops.CONST: continue
+      rearrange = not s.is_view or _view_is_rearrange(s.st, sb.shape)
+      if sb.op is Ops.REDUCE_AXIS and (not rearrange or in_reduce or b.op is Ops.REDUCE_AXIS):
+        self.realize[sb] = None; continue
+      grows = s.is_view and prod(s.shape) > prod(sb.shape)
+      if (in_reduce or b.op is Ops.REDUCE_AXIS) and grows and sb.op not in (Ops.CONST,) and not _cheap(sb):
+        self.realize[sb] = None; continue
+      self._probe(sb, root, in_reduce or b.op is Ops.REDUCE_AXIS, expanded or grows, seen)
+
+def _cheap(b: LazyBuffer) -> bool:
+  """A cast or bitcast of something already in memory costs no more to recompute than to load."""
+  return b.op in (Ops.CAST, Ops.BITCAST) and (b.srcs[0].base.buffer is not None or b.srcs[0].base.op is Ops.CONST)
+
+class _KernelBuilder:
+  def __init__(self, sched: _Scheduler, root: LazyBuffer):
+    self.sched, self.root = sched, root
+    self.inputs: list[LazyBuffer] = []
+    self.memo: dict = {}
+  def buf_index(self, b: LazyBuffer) -> int:
+    if b is self.root: return 0
+    if b not in self.inputs: self.inputs.append(b)
+    return 1 + self.inputs.index(b)
+  def ref(self, s: LazyBuffer) -> UOp:
+    sb = s.base
+    st = s.st if s.is_view else ShapeTracker.from_shape(sb.shape)
+    if sb.op is Ops.CONST and sb.buffer is None:
+      c = UOp.const(sb.dtype, sb.arg)
+      return c if st.views[-1].mask is None and len(st.views) == 1 else UOp(Ops.VIEW, sb.dtype, (c,), st)
+    if self.sched._must_load(sb, self.root) or sb.op is Ops.EMPTY:
+      return UOp(Ops.LOAD, sb.dtype, (), (self.buf_index(sb), st))
+    inner = self.base(sb)
+    return inner if not s.is_view or st == ShapeTracker.from_shape(sb.shape) else UOp(Ops.VIEW, sb.dtype, (inner,), st)
+  def base(self, b: LazyBuffer) -> UOp:
+    if b in self.memo: return self.memo[b]
+    if b.op is Ops.INDEX: ret = UOp(Ops.INDEX, b.dtype, (), b.shape[0])
+    elif b.op in ELEMENTWISE: ret = UOp(b.op, b.dtype, tuple(self.ref(s) for s in b.srcs))
+    elif b.op is Ops.REDUCE_AXIS: ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
+    elif b.op is Ops.CONTIGUOUS: ret = self.ref(b.srcs[0])
+    else: raise RuntimeError(f"can't inline {b.op} into a kernel")
+    self.memo[b] = ret
+    return ret
+
+def ast_shape(u: UOp) -> tuple[int, ...]:
+  """The shape of a kernel AST node."""
+  if u.op in (Ops.LOAD, Ops.STORE): return u.arg[1].shape
+  if u.op is Ops.VIEW: return u.arg.shape
+  if u.op is Ops.CONST: return ()
+  if u.op is Ops.INDEX: return (u.arg,)
+  if u.op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(ast_shape(u.src[0])))
+  return next((sh for s in u.src if (sh := ast_shape(s)) != ()), ())
+
+def kernel_name(ast: UOp) -> str:
+  store = ast.src[0]
+  shape = store.arg[1].shape
+  reds = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
+  if reds:
+    full = ast_shape(reds[0].src[0])
+    return "r_" + "_".join(str(s) for s in full)
+  return "E_" + "_".join(str(s) for s in shape) if shape else "E_1"
+
+def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+  """Kernels (in a valid execution order) that realize every buffer in `outs`."""
+  outs = [o for o in outs if o.base.buffer is None or o.base.op is Ops.ASSIGN and o.base.buffer is None]
+  if not outs: return []
+  sched = _Scheduler(outs)
+  items: dict[LazyBuffer, ScheduleItem] = {}
+  for b in sched.realize:
+    if b.buffer is not None: continue
+    if b.op is Ops.COPY: items[b] = ScheduleItem(None, [b], [b.srcs[0].base], "copy", f"copy {b.arg}->{b.device}"); continue
+    if b.op is Ops.EMPTY: items[b] = ScheduleItem(None, [b], [], "empty", "empty"); continue
+    kb = _KernelBuilder(sched, b)
+    if b.op is Ops.ASSIGN:
+      value, target = b.srcs
+      val = kb.ref(value)
+      tbuf = target.base
+      # the store goes to the target's buffer; reading the target at other positions in the same kernel would
+      # race with the store, so such values were realized by the frontend (Tensor.assign) first
+      st = ShapeTracker.from_shape(b.shape)
+      ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, st)),))
+      items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast), assign_target=tbuf)
+      continue
+    val = kb.base(b) if b.op is not Ops.CONTIGUOUS else kb.ref(b.srcs[0])
+    ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, ShapeTracker.from_shape(b.shape))),))
+    items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast))
+  # order: an item runs after the items producing its inputs; an assign runs after every item reading its target
+  deps: dict[LazyBuffer, set] = {b: {i for i in it.inputs if i in items} for b, it in items.items()}
+  for b, it in items.items():
+    if (tgt := it.assign_target) is None: continue
+    for b2, it2 in items.items():
+      if b2 is not b and tgt in it2.inputs: deps[b].add(b2)
+    if tgt in items: deps[b].add(tgt)
+  order, done, visiting = [], set(), set()
+  def visit(b):
+    if b in done: return
+    if b in visiting: raise RuntimeError("cycle in the schedule (an assign whose value reads its own target at another position?)")
+    visiting.add(b)
+    for d in deps[b]: visit(d)
+    visiting.discard(b); done.add(b); order.append(items[b])
+  for b in items: visit(b)
+  return order

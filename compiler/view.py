@@ -1,0 +1,171 @@
+"""Views: how a shaped value is read out of a flat buffer, so that movement ops never copy.
+
+A `View` is shape + strides + offset + an optional validity mask (per dimension, [lo, hi)); padding is a mask,
+expand a zero stride, flip a negative stride. A reshape that one view cannot express stacks a second view in a
+`ShapeTracker`. `ShapeTracker.to_index(idxs)` turns index expressions into a buffer offset and a validity
+expression (both UOps, kept small by the symbolic rules).
+
+>>> from compiler.view import ShapeTracker
+>>> st = ShapeTracker.from_shape((4, 6)).permute((1, 0)).shrink(((1, 3), (0, 4)))
+>>> st.shape, st.views[-1].strides, st.views[-1].offset
+((2, 4), (1, 6), 1)
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+import functools, math
+from compiler.uop import UOp
+from compiler.dtypes import dtypes
+
+def prod(xs) -> int: return math.prod(xs)
+
+def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+  out, acc = [], 1
+  for s in reversed(shape):
+    out.append(0 if s == 1 else acc)
+    acc *= s
+  return tuple(reversed(out))
+
+@dataclass(frozen=True)
+class View:
+  shape: tuple[int, ...]
+  strides: tuple[int, ...]
+  offset: int = 0
+  mask: tuple[tuple[int, int], ...] | None = None
+
+  @staticmethod
+  def create(shape, strides=None, offset=0, mask=None) -> View:
+    shape = tuple(shape)
+    strides = strides_for_shape(shape) if strides is None else tuple(0 if s == 1 else st for s, st in zip(shape, strides))
+    if mask is not None:
+      if all(lo == 0 and hi == s for (lo, hi), s in zip(mask, shape)): mask = None
+      elif any(lo >= hi for lo, hi in mask):  # nothing is valid: a view of zeros
+        return View(shape, (0,) * len(shape), 0, tuple((0, 0) for _ in shape))
+    return View(shape, strides, offset, None if mask is None else tuple(mask))
+  @functools.cached_property
+  def contiguous(self) -> bool:
+    return self.offset == 0 and self.mask is None and self.strides == strides_for_shape(self.shape)
+  def size(self) -> int: return prod(self.shape)
+
+  def permute(self, order) -> View:
+    return View.create(tuple(self.shape[i] for i in order), tuple(self.strides[i] for i in order), self.offset,
+                       None if self.mask is None else tuple(self.mask[i] for i in order))
+  def expand(self, shape) -> View:
+    assert all(s == n or s == 1 for s, n in zip(self.shape, shape)), f"can't expand {self.shape} to {shape}"
+    mask = None if self.mask is None else tuple(m if s == n else ((0, n) if m != (0, 0) else (0, 0)) for m, s, n in zip(self.mask, self.shape, shape))
+    return View.create(shape, tuple(st if s == n else 0 for st, s, n in zip(self.strides, self.shape, shape)), self.offset, mask)
+  def shrink(self, arg) -> View:
+    offset = self.offset + sum(st * lo for st, (lo, _) in zip(self.strides, arg))
+    mask = None
+    if self.mask is not None:
+      mask = tuple((max(0, mlo - lo), max(0, min(mhi, hi) - lo)) for (mlo, mhi), (lo, hi) in zip(self.mask, arg))
+    return View.create(tuple(hi - lo for lo, hi in arg), self.strides, offset, mask)
+  def pad(self, arg) -> View:
+    if all(b == 0 and a == 0 for b, a in arg): return self
+    # pad = shrink with negative begin, then mask out what was not there
+    zv = self.shrink(tuple((-b, s + a) for s, (b, a) in zip(self.shape, arg)))
+    mask = tuple((b, s + b) for s, (b, _) in zip(self.shape, arg))
+    if self.mask is not None: mask = tuple((max(lo, b + mlo), min(hi, b + mhi)) for (lo, hi), (b, _), (mlo, mhi) in zip(mask, arg, self.mask))
+    return View.create(zv.shape, zv.strides, zv.offset, mask)
+  def flip(self, axes) -> View:
+    strides = tuple(-st if i in axes else st for i, st in enumerate(self.strides))
+    offset = self.offset + sum((s - 1) * st for i, (s, st) in enumerate(zip(self.shape, self.strides)) if i in axes)
+    mask = None if self.mask is None else tuple((s - hi, s - lo) if i in axes else (lo, hi) for i, ((lo, hi), s) in enumerate(zip(self.mask, self.shape)))
+    return View.create(self.shape, strides, offset, mask)
+  def reshape(self, shape) -> View | None:
+    """The same elements in a new shape as one view, or None when that needs a second view."""
+    if self.shape == shape: return self
+    if self.contiguous: return View.create(shape)
+    # drop size-1 dims (keeping their mask validity), then split/merge strided runs
+    old = [(s, st, m) for s, st, m in zip(self.shape, self.strides, self.mask or [(0, s) for s in self.shape])]
+    if any(s == 1 and m == (0, 0) for s, _, m in old): return View.create(shape, (0,) * len(shape), 0, tuple((0, 0) for _ in shape))
+    old = [x for x in old if x[0] != 1]
+    new_shape = [s for s in shape if s != 1]
+    strides, masks, i = [], [], 0
+    for ns in new_shape:
+      # take old dims until their product reaches ns
+      if i >= len(old): return None
+      s, st, m = old[i]
+      if s == ns: strides.append(st); masks.append(m); i += 1; continue
+      if s > ns:  # split old dim s into ns * (s // ns): only when unmasked
+        if s % ns or m != (0, s): return None
+        strides.append(st * (s // ns)); masks.append((0, ns))
+        old[i] = (s // ns, st, (0, s // ns))
+        continue
+      # merge consecutive old dims while they are contiguous with each other and unmasked
+      acc, j = s, i
+      if m != (0, s): return None
+      while acc < ns:
+        j += 1
+        if j >= len(old): return None
+        s2, st2, m2 = old[j]
+        if m2 != (0, s2) or old[j - 1][1] != st2 * s2: return None
+        acc *= s2
+      if acc != ns: return None
+      strides.append(old[j][1]); masks.append((0, ns)); i = j + 1
+    if i != len(old): return None
+    it_s, it_m = iter(strides), iter(masks)
+    full_strides, full_mask = [], []
+    for s in shape:
+      if s == 1: full_strides.append(0); full_mask.append((0, 1))
+      else: full_strides.append(next(it_s)); full_mask.append(next(it_m))
+    return View.create(shape, full_strides, self.offset, tuple(full_mask) if self.mask is not None else None)
+
+  def to_index(self, idxs: list[UOp]) -> tuple[UOp, UOp]:
+    """(offset expression, validity expression) for reading element `idxs` of this view."""
+    i32 = dtypes.int32 if not any(i.dtype is dtypes.int64 for i in idxs) else dtypes.int64
+    off = UOp.const(i32, self.offset)
+    valid = UOp.const(dtypes.bool, True)
+    for i, (ix, st) in enumerate(zip(idxs, self.strides)):
+      if st != 0: off = off + ix * st
+      if self.mask is not None:
+        lo, hi = self.mask[i]
+        if lo > 0: valid = valid.logical_and(UOp.const(ix.dtype, lo - 1).lt(ix))
+        if hi < self.shape[i]: valid = valid.logical_and(ix.lt(hi))
+        if hi <= lo: valid = UOp.const(dtypes.bool, False)
+    return off, valid
+
+def unravel(off: UOp, shape: tuple[int, ...]) -> list[UOp]:
+  """Index expressions into `shape` for a flat offset into its contiguous layout."""
+  out, acc = [], 1
+  for s in reversed(shape):
+    out.append(UOp.const(off.dtype, 0) if s == 1 else (off // acc) % s)
+    acc *= s
+  return list(reversed(out))
+
+@dataclass(frozen=True)
+class ShapeTracker:
+  """A stack of views, applied last-first: views[-1] has the visible shape, views[0] addresses the buffer."""
+  views: tuple[View, ...]
+
+  @staticmethod
+  def from_shape(shape) -> ShapeTracker: return ShapeTracker((View.create(tuple(shape)),))
+  @property
+  def shape(self) -> tuple[int, ...]: return self.views[-1].shape
+  @property
+  def contiguous(self) -> bool: return len(self.views) == 1 and self.views[0].contiguous
+  def size(self) -> int: return prod(self.shape)
+  def real_size(self) -> int:
+    """How many elements of the underlying buffer this view may touch (an upper bound)."""
+    v = self.views[0]
+    if v.mask is not None and any(lo >= hi for lo, hi in v.mask): return 0
+    lo = v.offset + sum(st * ((m[0] if v.mask else 0) if st > 0 else ((m[1] if v.mask else s) - 1)) for st, s, m in zip(v.strides, v.shape, v.mask or [None]*len(v.shape)))
+    hi = v.offset + sum(st * (((m[1] if v.mask else s) - 1) if st > 0 else (m[0] if v.mask else 0)) for st, s, m in zip(v.strides, v.shape, v.mask or [None]*len(v.shape)))
+    return hi + 1 if hi >= lo else 0
+
+  def _last(self, v: View) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (v,))
+  def permute(self, order) -> ShapeTracker: return self._last(self.views[-1].permute(tuple(order)))
+  def expand(self, shape) -> ShapeTracker: return self._last(self.views[-1].expand(tuple(shape)))
+  def shrink(self, arg) -> ShapeTracker: return self._last(self.views[-1].shrink(tuple(arg)))
+  def pad(self, arg) -> ShapeTracker: return self._last(self.views[-1].pad(tuple(arg)))
+  def flip(self, axes) -> ShapeTracker: return self._last(self.views[-1].flip(tuple(axes)))
+  def reshape(self, shape) -> ShapeTracker:
+    shape = tuple(shape)
+    assert prod(shape) == self.size(), f"reshape {self.shape} -> {shape} changes the size"
+    if (v := self.views[-1].reshape(shape)) is not None: return self._last(v)
+    return ShapeTracker(self.views + (View.create(shape),))
+  def to_index(self, idxs: list[UOp]) -> tuple[UOp, UOp]:
+    off, valid = self.views[-1].to_index(idxs)
+    for v in reversed(self.views[:-1]):
+      sub, sv = v.to_index(unravel(off, v.shape))
+      off, valid = sub, valid.logical_and(sv)
+    return off, valid

@@ -1,0 +1,141 @@
+"""The engine: runs a schedule on devices. Allocates buffers, compiles kernels (cached), launches, counts.
+
+>>> from frontend import Tensor, GlobalCounters
+>>> GlobalCounters.reset(); _ = (Tensor([1.0, 2.0]) + 1).realize(); GlobalCounters.kernel_count
+1
+"""
+from __future__ import annotations
+import sys, time, weakref
+from dataclasses import dataclass
+import numpy as np
+from compiler.dtypes import DType
+from compiler.lazy import LazyBuffer
+from compiler.schedule import ScheduleItem, create_schedule
+from compiler.uop import UOp, Ops, ALU
+from compiler.lower import lower
+from compiler.linearize import linearize
+from compiler.view import prod
+from hcqrt.device import Device, debug_level
+
+class GlobalCounters:
+  """Counters of everything run since the last `reset()`: kernels, estimated FLOPs, bytes moved, time."""
+  kernel_count: int = 0
+  global_ops: int = 0
+  global_mem: int = 0
+  time_sum_s: float = 0.0
+  @staticmethod
+  def reset() -> None:
+    GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = 0
+    GlobalCounters.time_sum_s = 0.0
+
+class Buffer:
+  """A device buffer owned by the frontend; freed when the last reference goes away."""
+  __slots__ = ("device", "nbytes", "raw", "__weakref__")
+  def __init__(self, device: str, nbytes: int):
+    self.device, self.nbytes = device, nbytes
+    dev = device_(device)
+    self.raw = dev.allocator.alloc(nbytes)
+    weakref.finalize(self, dev.allocator.free, self.raw)
+
+_prepared: set[str] = set()
+def device_(name: str):
+  """The opened device `name`; the first use of the CPU installs its native thread-pool runner."""
+  dev = Device[name]
+  if name not in _prepared:
+    _prepared.add(name)
+    if dev.name == "CPU":
+      from hcqrt.cpu.device import RUNNER_C, install_runner
+      from compiler.assemble.c_compiler import compile_c
+      install_runner(compile_c(RUNNER_C, "hcqrt_runner"))
+  return dev
+
+def from_host(arr: np.ndarray, dtype: DType, device: str) -> LazyBuffer:
+  buf = Buffer(device, arr.nbytes)
+  if arr.nbytes: device_(device).allocator.copyin(buf.raw, memoryview(arr.reshape(-1).view(np.uint8)))
+  return LazyBuffer.from_buffer(buf, arr.shape, dtype, device)
+
+def to_host(lb: LazyBuffer, npdtype) -> np.ndarray:
+  assert lb.realized and not lb.is_view
+  out = np.empty(lb.size, dtype=npdtype)
+  if out.nbytes: Device[lb.device].allocator.copyout(memoryview(out.view(np.uint8)), lb.buffer.raw)
+  return out
+
+@dataclass
+class CompiledKernel:
+  name: str
+  program: object
+  threads: int
+  global_size: tuple[int, ...]
+  ops: int          # estimated arithmetic operations per launch
+  src: str
+
+_kernel_cache: dict[tuple[UOp, str], CompiledKernel] = {}
+
+def _estimate_ops(prog: list[UOp]) -> int:
+  mult, stack, ops = 1, [], 0
+  for u in prog:
+    if u.op is Ops.RANGE: stack.append(mult); mult *= u.src[0].arg
+    elif u.op is Ops.ENDRANGE: mult = stack.pop()
+    elif u.op in ALU and u.dtype is not None and not (u.dtype.is_int and u.dtype.count == 1 and u.op in (Ops.ADD, Ops.MUL)): ops += mult * (u.dtype.count or 1)
+  return ops
+
+def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
+  key = (si.ast, device)
+  if (ck := _kernel_cache.get(key)) is not None: return ck
+  dev = device_(device)
+  from compiler.opts import optimize
+  k = lower(si.ast, si.name)
+  k = optimize(k, dev)
+  prog = linearize(k)
+  threads = dev.ncores if k.threaded is not None else 1
+  if dev.renderer == "c":
+    from compiler.render_c import render_c
+    from compiler.assemble.c_compiler import compile_c
+    src = render_c(k, threads, prog)
+    if debug_level() >= 4: print(src, file=sys.stderr)
+    program = dev.program(k.name, compile_c(src, k.name))
+  else: raise NotImplementedError(f"renderer {dev.renderer!r} of device {device}")
+  gsize = tuple(r.src[0].arg for r in k.global_ranges)
+  ck = _kernel_cache[key] = CompiledKernel(k.name, program, threads, gsize, _estimate_ops(prog), src)
+  return ck
+
+def run_schedule(items: list[ScheduleItem]) -> None:
+  for si in items:
+    out = si.outputs[0]
+    if si.kind == "empty":
+      out.buffer = Buffer(out.device, out.size * out.dtype.itemsize)
+      continue
+    if si.kind == "copy":
+      src = si.inputs[0]
+      data = np.empty(src.size * src.dtype.itemsize, np.uint8)
+      if data.nbytes: Device[src.device].allocator.copyout(memoryview(data), src.buffer.raw)
+      out.buffer = Buffer(out.device, data.nbytes)
+      if data.nbytes: Device[out.device].allocator.copyin(out.buffer.raw, memoryview(data))
+      GlobalCounters.global_mem += data.nbytes
+      continue
+    dev_name = out.device
+    for b in si.inputs:
+      if b.device != dev_name: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {dev_name}")
+    if si.assign_target is not None: out.buffer = si.assign_target.buffer
+    else: out.buffer = Buffer(dev_name, out.size * out.dtype.itemsize)
+    if out.size == 0: continue
+    ck = get_kernel(si, dev_name)
+    et = ck.program(*[b.buffer.raw for b in si.bufs], threads=ck.threads, wait=True)
+    GlobalCounters.kernel_count += 1
+    GlobalCounters.global_ops += ck.ops
+    GlobalCounters.global_mem += sum(b.size * b.dtype.itemsize for b in si.bufs)
+    GlobalCounters.time_sum_s += et or 0.0
+    if debug_level() >= 2:
+      print(f"{dev_name:6s} kernel {GlobalCounters.kernel_count:4d} {ck.name:30s} global {str(ck.global_size):18s} "
+            f"threads {ck.threads} {et * 1e6:9.1f} us  {ck.ops / max(et, 1e-9) / 1e9:7.2f} GFLOP/s", file=sys.stderr)
+
+def _drop_graph(items: list[ScheduleItem]) -> None:
+  # once realized, a base forgets how it was computed so the graph above it can be freed
+  for si in items:
+    for b in si.outputs:
+      b.srcs, b.op, b.arg = (), Ops.EMPTY, None
+
+def realize(lbs: list[LazyBuffer]) -> None:
+  items = create_schedule(lbs)
+  run_schedule(items)
+  _drop_graph(items)

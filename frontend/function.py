@@ -1,0 +1,219 @@
+"""The differentiable primitives. Every Tensor op is built from these, so each composite op gets its
+gradient from the few derivatives written here.
+
+>>> from frontend import Tensor
+>>> x = Tensor([1.0, 2.0], requires_grad=True)
+>>> (x * x).sum().backward()
+>>> x.grad.tolist()
+[2.0, 4.0]
+"""
+from __future__ import annotations
+import math
+from compiler.dtypes import DType, dtypes, sum_acc_dtype
+from compiler.lazy import LazyBuffer
+from compiler.uop import Ops
+
+class Function:
+  """A node of the autograd graph: forward on LazyBuffers, backward returns a gradient per parent."""
+  def __init__(self, device: str, *tensors, metadata=None):
+    self.device = device
+    self.needs_input_grad = [t.requires_grad for t in tensors]
+    self.requires_grad = True if any(self.needs_input_grad) else None if None in self.needs_input_grad else False
+    if self.requires_grad: self.parents = tensors
+  def forward(self, *args, **kwargs): raise NotImplementedError
+  def backward(self, *args, **kwargs): raise NotImplementedError(f"backward not implemented for {type(self).__name__}")
+  @classmethod
+  def apply(cls, *x, **kwargs):
+    from frontend.tensor import Tensor
+    ctx = cls(x[0].device, *x)
+    ret = Tensor.__new__(Tensor)
+    ret.lazydata, ret.requires_grad, ret.grad = ctx.forward(*[t.lazydata for t in x], **kwargs), ctx.requires_grad, None
+    ret._ctx = ctx if ctx.requires_grad and not Tensor.no_grad else None
+    return ret
+
+def _zeros_like(x: LazyBuffer) -> LazyBuffer: return x.const_like(0)
+
+# ***** unary *****
+class Contiguous(Function):
+  def forward(self, x): return x.contiguous()
+  def backward(self, g): return g
+class ContiguousBackward(Function):
+  def forward(self, x): return x
+  def backward(self, g): return g.contiguous()
+class Cast(Function):
+  def forward(self, x: LazyBuffer, dtype: DType, bitcast: bool = False):
+    self.input_dtype, self.bitcast = x.dtype, bitcast
+    return x.cast(dtype, bitcast)
+  def backward(self, g):
+    if self.bitcast: raise RuntimeError("bitcast is not differentiable")
+    return g.cast(self.input_dtype)
+class Neg(Function):
+  def forward(self, x): return x.alu(Ops.NEG)
+  def backward(self, g): return g.alu(Ops.NEG)
+class Reciprocal(Function):
+  def forward(self, x):
+    self.ret = x.alu(Ops.RECIP)
+    return self.ret
+  def backward(self, g): return g.alu(Ops.NEG).alu(Ops.MUL, self.ret).alu(Ops.MUL, self.ret)
+class Sin(Function):
+  def forward(self, x):
+    self.x = x
+    return x.alu(Ops.SIN)
+  def backward(self, g):  # cos(x) = sin(pi/2 - x)
+    return self.x.const_like(math.pi / 2).alu(Ops.ADD, self.x.alu(Ops.NEG)).alu(Ops.SIN).alu(Ops.MUL, g)
+class Relu(Function):
+  def forward(self, x):
+    self.ret = x.alu(Ops.MAX, x.const_like(0))
+    return self.ret
+  def backward(self, g): return self.ret.const_like(0).alu(Ops.CMPLT, self.ret).cast(g.dtype).alu(Ops.MUL, g)
+class Log(Function):
+  def forward(self, x):
+    self.x = x
+    return x.alu(Ops.LOG2).alu(Ops.MUL, x.const_like(math.log(2)))
+  def backward(self, g): return g.alu(Ops.FDIV, self.x)
+class Exp(Function):
+  def forward(self, x):
+    self.ret = x.alu(Ops.MUL, x.const_like(1 / math.log(2))).alu(Ops.EXP2)
+    return self.ret
+  def backward(self, g): return self.ret.alu(Ops.MUL, g)
+class Sqrt(Function):
+  def forward(self, x):
+    self.ret = x.alu(Ops.SQRT)
+    return self.ret
+  def backward(self, g): return g.alu(Ops.FDIV, self.ret.alu(Ops.MUL, self.ret.const_like(2)))
+class Sigmoid(Function):
+  def forward(self, x):
+    e = x.alu(Ops.MUL, x.const_like(-1 / math.log(2))).alu(Ops.EXP2)
+    self.ret = x.const_like(1).alu(Ops.FDIV, x.const_like(1).alu(Ops.ADD, e))
+    return self.ret
+  def backward(self, g):
+    return self.ret.alu(Ops.MUL, self.ret.const_like(1).alu(Ops.ADD, self.ret.alu(Ops.NEG))).alu(Ops.MUL, g)
+class Sign(Function):
+  def forward(self, x):
+    z = x.const_like(0)
+    pos = z.alu(Ops.CMPLT, x).cast(x.dtype)
+    neg = x.alu(Ops.CMPLT, z).cast(x.dtype)
+    return pos.alu(Ops.ADD, neg.alu(Ops.NEG)) if not x.dtype.is_unsigned else pos
+  def backward(self, g): return _zeros_like(g)
+class Trunc(Function):
+  def forward(self, x): return x.alu(Ops.TRUNC)
+  def backward(self, g): return _zeros_like(g)
+
+# ***** binary *****
+class Less(Function):
+  def forward(self, x, y): return x.alu(Ops.CMPLT, y)
+  def backward(self, g): return None, None
+class Neq(Function):
+  def forward(self, x, y): return x.alu(Ops.CMPNE, y)
+  def backward(self, g): return None, None
+class Xor(Function):
+  def forward(self, x, y): return x.alu(Ops.XOR, y)
+class BitwiseAnd(Function):
+  def forward(self, x, y): return x.alu(Ops.AND, y)
+class BitwiseOr(Function):
+  def forward(self, x, y): return x.alu(Ops.OR, y)
+class Shl(Function):
+  def forward(self, x, y): return x.alu(Ops.SHL, y)
+class Shr(Function):
+  def forward(self, x, y): return x.alu(Ops.SHR, y)
+class IDiv(Function):
+  def forward(self, x, y): return x.alu(Ops.IDIV, y)
+class Mod(Function):
+  def forward(self, x, y): return x.alu(Ops.MOD, y)
+class Add(Function):
+  def forward(self, x, y): return x.alu(Ops.ADD, y)
+  def backward(self, g): return (g if self.needs_input_grad[0] else None), (g if self.needs_input_grad[1] else None)
+class Sub(Function):
+  def forward(self, x, y): return x.alu(Ops.ADD, y.alu(Ops.NEG))
+  def backward(self, g): return (g if self.needs_input_grad[0] else None), (g.alu(Ops.NEG) if self.needs_input_grad[1] else None)
+class Mul(Function):
+  def forward(self, x, y):
+    self.x, self.y = x, y
+    return x.alu(Ops.MUL, y)
+  def backward(self, g):
+    return (self.y.alu(Ops.MUL, g) if self.needs_input_grad[0] else None), (self.x.alu(Ops.MUL, g) if self.needs_input_grad[1] else None)
+class Div(Function):
+  def forward(self, x, y):
+    self.x, self.y = x, y
+    return x.alu(Ops.FDIV, y)
+  def backward(self, g):
+    gx = g.alu(Ops.FDIV, self.y) if self.needs_input_grad[0] else None
+    gy = g.alu(Ops.NEG).alu(Ops.MUL, self.x).alu(Ops.FDIV, self.y.alu(Ops.MUL, self.y)) if self.needs_input_grad[1] else None
+    return gx, gy
+class Maximum(Function):
+  """max(x, y); where they tie the gradient is split evenly (as torch does)."""
+  def forward(self, x, y):
+    self.x, self.y = x, y
+    self.ret = x.alu(Ops.MAX, y)
+    return self.ret
+  def backward(self, g):
+    xe = self.x.alu(Ops.CMPNE, self.ret).alu(Ops.CMPNE, self.x.const_like(True).cast(dtypes.bool)).cast(g.dtype)
+    ye = self.y.alu(Ops.CMPNE, self.ret).alu(Ops.CMPNE, self.y.const_like(True).cast(dtypes.bool)).cast(g.dtype)
+    tot = xe.alu(Ops.ADD, ye)
+    return (g.alu(Ops.MUL, xe.alu(Ops.FDIV, tot)) if self.needs_input_grad[0] else None,
+            g.alu(Ops.MUL, ye.alu(Ops.FDIV, tot)) if self.needs_input_grad[1] else None)
+
+# ***** ternary *****
+class Where(Function):
+  def forward(self, c, x, y):
+    self.c = c
+    return c.alu(Ops.WHERE, x, y)
+  def backward(self, g):
+    z = g.const_like(0)
+    return None, (self.c.alu(Ops.WHERE, g, z) if self.needs_input_grad[1] else None), (self.c.alu(Ops.WHERE, z, g) if self.needs_input_grad[2] else None)
+
+# ***** reductions *****
+class Sum(Function):
+  def forward(self, x, axis: tuple[int, ...]):
+    self.input_shape = x.shape
+    return x.r(Ops.ADD, axis)
+  def backward(self, g): return g.expand(self.input_shape)
+class Prod(Function):
+  def forward(self, x, axis: tuple[int, ...]):
+    self.x, self.ret = x, x.r(Ops.MUL, axis)
+    return self.ret
+  def backward(self, g):  # d prod / dx = prod / x (exact where x != 0)
+    return g.expand(self.x.shape).alu(Ops.MUL, self.ret.expand(self.x.shape)).alu(Ops.FDIV, self.x)
+class Max(Function):
+  def forward(self, x, axis: tuple[int, ...]):
+    self.x, self.ret, self.axis = x, x.r(Ops.MAX, axis), axis
+    return self.ret
+  def backward(self, g):
+    # the gradient goes to every position equal to the max, split evenly
+    hit = self.x.alu(Ops.CMPNE, self.ret.expand(self.x.shape)).alu(Ops.CMPNE, self.x.const_like(True).cast(dtypes.bool)).cast(g.dtype)
+    cnt = hit.r(Ops.ADD, self.axis).expand(self.x.shape)
+    return hit.alu(Ops.FDIV, cnt).alu(Ops.MUL, g.expand(self.x.shape))
+
+# ***** movement *****
+class Reshape(Function):
+  def forward(self, x, shape):
+    self.input_shape = x.shape
+    return x.reshape(shape)
+  def backward(self, g): return g.reshape(self.input_shape)
+class Expand(Function):
+  def forward(self, x, shape):
+    self.expanded = tuple(i for i, (a, b) in enumerate(zip(x.shape, shape)) if a != b)
+    return x.expand(shape)
+  def backward(self, g):
+    acc = sum_acc_dtype(g.dtype)
+    return g.cast(acc).r(Ops.ADD, self.expanded).cast(g.dtype)
+class Permute(Function):
+  def forward(self, x, order):
+    self.order = order
+    return x.permute(order)
+  def backward(self, g): return g.permute(tuple(sorted(range(len(self.order)), key=self.order.__getitem__)))
+class Pad(Function):
+  def forward(self, x, arg):
+    self.narg = tuple((p[0], s + p[0]) for s, p in zip(x.shape, arg))
+    return x.pad(arg)
+  def backward(self, g): return g.shrink(self.narg)
+class Shrink(Function):
+  def forward(self, x, arg):
+    self.narg = tuple((p[0], s - p[1]) for s, p in zip(x.shape, arg))
+    return x.shrink(arg)
+  def backward(self, g): return g.pad(self.narg)
+class Flip(Function):
+  def forward(self, x, axis):
+    self.axis = axis
+    return x.flip(axis)
+  def backward(self, g): return g.flip(self.axis)

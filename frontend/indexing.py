@@ -1,0 +1,148 @@
+"""Tensor indexing: `x[ints, slices, None, ..., int/bool tensors or lists]` and `x[idx] = value`.
+
+Basic indices become views (shrink, flip, reshape); integer-array indices become a one-hot select-and-sum
+kernel, so they stay differentiable and run on the device.
+
+>>> from frontend import Tensor
+>>> x = Tensor.arange(12).reshape(3, 4)
+>>> x[1:, ::-2].tolist(), x[[0, 2], 1].tolist()
+([[7, 5], [11, 9]], [1, 9])
+"""
+from __future__ import annotations
+import numpy as np
+from compiler.dtypes import dtypes
+
+def _normalize(t, indices) -> list:
+  from frontend.tensor import Tensor
+  if not isinstance(indices, tuple): indices = (indices,)
+  out = []
+  for i in indices:
+    if isinstance(i, (list, np.ndarray)) and not isinstance(i, Tensor):
+      arr = np.asarray(i)
+      if arr.dtype == np.bool_: out.append(("bool", arr)); continue
+      if arr.dtype.kind not in "iu": raise IndexError(f"index arrays must be integers or bools, got {arr.dtype}")
+      out.append(("arr", arr)); continue
+    if isinstance(i, Tensor):
+      if i.dtype.is_bool: out.append(("bool", i.numpy())); continue
+      if not i.dtype.is_int: raise IndexError(f"tensors used as indices must be integer or bool, got {i.dtype}")
+      out.append(("tensor", i)); continue
+    if i is None: out.append(("none", None))
+    elif i is Ellipsis: out.append(("ellipsis", None))
+    elif isinstance(i, (bool, np.bool_)): out.append(("bool", np.asarray(i)))
+    elif isinstance(i, (int, np.integer)): out.append(("int", int(i)))
+    elif isinstance(i, slice): out.append(("slice", i))
+    else: raise IndexError(f"unsupported index type {type(i).__name__}")
+  # bool arrays become the integer positions they select (their shape decides the result's shape)
+  expanded = []
+  for kind, v in out:
+    if kind == "bool" and v.ndim > 0: expanded.extend(("arr", nz) for nz in np.nonzero(v))
+    elif kind == "bool": expanded.extend([("none", None)] + ([] if v else [("empty", None)]))
+    else: expanded.append((kind, v))
+  used = sum(1 for k, _ in expanded if k in ("int", "slice", "arr", "tensor"))
+  if used > t.ndim: raise IndexError(f"too many indices for tensor of shape {t.shape}: {used} given")
+  if sum(1 for k, _ in expanded if k == "ellipsis") > 1: raise IndexError("an index can only have a single ellipsis")
+  res = []
+  for k, v in expanded:
+    if k == "ellipsis": res.extend([("slice", slice(None))] * (t.ndim - used))
+    else: res.append((k, v))
+  if not any(k == "ellipsis" for k, _ in expanded): res.extend([("slice", slice(None))] * (t.ndim - used))
+  return res
+
+def getitem(t, indices):
+  from frontend.tensor import Tensor
+  idx = _normalize(t, indices)
+  x, dim, adv, out_shape_dims = t, 0, [], 0
+  # pass 1: basic indexing as views; remember where advanced indices apply (in terms of the new dims)
+  new_dims = 0
+  for kind, v in idx:
+    if kind == "none":
+      x = x.unsqueeze(new_dims); new_dims += 1; continue
+    if kind == "empty":
+      x = x.unsqueeze(new_dims).shrink(tuple((0, 0) if i == new_dims else None for i in range(x.ndim + 1)))
+      new_dims += 1; continue
+    n = x.shape[new_dims]
+    if kind == "int":
+      if not -n <= v < n: raise IndexError(f"index {v} is out of bounds for dim {dim} of size {n} (shape {t.shape})")
+      v = v + n if v < 0 else v
+      x = x.shrink(tuple((v, v + 1) if i == new_dims else None for i in range(x.ndim)))
+      x = x.reshape(x.shape[:new_dims] + x.shape[new_dims + 1:])
+    elif kind == "slice":
+      x = _slice_dim(x, new_dims, v)
+      new_dims += 1
+    else:
+      if kind == "arr":
+        if v.size and (v.max() >= n or v.min() < -n): raise IndexError(f"index {v.max() if v.max() >= n else v.min()} is out of bounds for dim {dim} of size {n}")
+        v = Tensor(np.where(v < 0, v + n, v).astype(np.int32), device=t.device)
+      else: v = (v < 0).where(v + n, v)
+      adv.append((new_dims, v))
+      new_dims += 1
+    dim += 1
+  if not adv: return x
+  return _gather(x, adv)
+
+def _slice_dim(x, d: int, s: slice):
+  n = x.shape[d]
+  start, stop, step = s.indices(n)
+  if step > 0: lo, hi = start, max(start, stop)
+  else: lo, hi = min(stop + 1, start + 1), start + 1
+  x = x.shrink(tuple((lo, hi) if i == d else None for i in range(x.ndim)))
+  if step < 0: x = x.flip(d)
+  st = abs(step)
+  if st > 1:
+    m = x.shape[d]
+    cnt = (m + st - 1) // st
+    x = x.pad(tuple((0, cnt * st - m) if i == d else (0, 0) for i in range(x.ndim)))
+    x = x.reshape(x.shape[:d] + (cnt, st) + x.shape[d + 1:])
+    x = x.shrink(tuple((0, 1) if i == d + 1 else None for i in range(x.ndim))).reshape(x.shape[:d] + (cnt,) + x.shape[d + 2:])
+  return x
+
+def _gather(x, adv: list):
+  """x indexed by integer tensors at dims [d for d, _]: one-hot select and sum over those dims."""
+  from frontend.tensor import Tensor, _broadcast_shape
+  dims = [d for d, _ in adv]
+  bshape = _broadcast_shape(*[v.shape for _, v in adv])
+  idxs = [v._expand_to(bshape) if v.shape != bshape else v for _, v in adv]
+  rest = [i for i in range(x.ndim) if i not in dims]
+  xp = x.permute(rest + dims)          # (rest..., n1, n2, ...)
+  nb, k = len(bshape), len(dims)
+  xp = xp.reshape(xp.shape[:len(rest)] + (1,) * nb + xp.shape[len(rest):])
+  mask = None
+  for j, (d, v) in enumerate(zip(dims, idxs)):
+    n = x.shape[d]
+    oh = v.reshape(bshape + (1,) * j + (1,) + (1,) * (k - j - 1)) == Tensor.arange(n, device=x.device).reshape((1,) * nb + (1,) * j + (n,) + (1,) * (k - j - 1))
+    mask = oh if mask is None else mask & oh
+  sel = mask.where(xp, 0) if k else xp
+  out = sel.sum(axis=tuple(range(len(rest) + nb, len(rest) + nb + k)), acc_dtype=x.dtype) if k else sel
+  # numpy rule: adjacent advanced indices replace their position; otherwise the broadcast dims go first
+  adjacent = dims == list(range(dims[0], dims[0] + k))
+  if adjacent and rest:
+    pos = sum(1 for r in rest if r < dims[0])
+    order = list(range(pos)) + list(range(len(rest), len(rest) + nb)) + list(range(pos, len(rest)))
+    out = out.permute(order)
+  elif not adjacent:
+    out = out.permute(list(range(len(rest), len(rest) + nb)) + list(range(len(rest))))
+  return out
+
+def setitem(t, indices, v) -> None:
+  """t[indices] = v, written into t's storage."""
+  from frontend.tensor import Tensor
+  if not isinstance(v, Tensor): v = Tensor(v, device=t.device, dtype=t.dtype)
+  if not t.lazydata.is_view and not t.lazydata.realized: t.realize()
+  if t.lazydata.is_view: raise RuntimeError("setitem: only realized, non-view tensors can be assigned into; call .contiguous().realize() first")
+  pos = Tensor.arange(t.numel(), device=t.device).reshape(t.shape)
+  sel = pos[indices]
+  vb = v.cast(t.dtype)
+  try: vb = vb._expand_to(sel.shape) if vb.shape != sel.shape else vb
+  except ValueError: raise ValueError(f"setitem: value of shape {v.shape} can't be broadcast to the indexed shape {sel.shape}") from None
+  flat_sel, flat_v = sel.flatten(), vb.flatten()
+  n = t.numel()
+  if flat_sel.numel() == 0: return
+  hit = flat_sel.unsqueeze(0) == Tensor.arange(n, device=t.device).unsqueeze(1)          # (n, m)
+  anyhit = hit.any(axis=1)
+  # when an index repeats, the last write wins (as in numpy): keep the highest matching position
+  last = (hit.cast(dtypes.int32) * Tensor.arange(1, flat_sel.numel() + 1, device=t.device).unsqueeze(0)).max(axis=1)
+  pick = (Tensor.arange(1, flat_sel.numel() + 1, device=t.device).unsqueeze(0) == last.unsqueeze(1))
+  newv = pick.where(flat_v.unsqueeze(0), 0).sum(axis=1, acc_dtype=t.dtype) if not t.dtype.is_bool else pick.where(flat_v.unsqueeze(0), False).any(axis=1)
+  result = anyhit.where(newv, t.flatten()).reshape(t.shape).contiguous()
+  t.assign(result.cast(t.dtype))
+  t.realize()

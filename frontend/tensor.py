@@ -1,0 +1,846 @@
+"""Tensor: a lazy n-dimensional array with autograd, following tinygrad's Tensor API.
+
+Ops only record a graph; `.realize()`, `.numpy()`, `.tolist()` or `.item()` compile and run the kernels.
+
+>>> from frontend import Tensor
+>>> a = Tensor([[1.0, 2.0], [3.0, 4.0]])
+>>> (a @ a).tolist()
+[[7.0, 10.0], [15.0, 22.0]]
+>>> a.sum(axis=1).numpy().tolist()
+[3.0, 7.0]
+"""
+from __future__ import annotations
+import math, itertools, functools
+from contextlib import ContextDecorator
+from typing import Any, Callable, Iterable, Sequence
+import numpy as np
+from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
+from compiler.lazy import LazyBuffer
+from compiler.uop import Ops
+from compiler.view import prod
+from hcqrt.device import Device
+from frontend import function as F
+
+def argfix(*x):
+  if x and x[0].__class__ in (tuple, list):
+    if len(x) != 1: raise ValueError(f"bad arg {x}")
+    return tuple(x[0])
+  return x
+
+def make_tuple(x, n: int) -> tuple: return (x,) * n if isinstance(x, int) else tuple(x)
+def round_up(n: int, a: int) -> int: return (n + a - 1) // a * a
+
+def _to_dtype(d) -> DType:
+  if d is None or isinstance(d, DType): return d
+  if isinstance(d, str): return DTYPES_BY_NAME[d]
+  return dtypes.from_np(d)
+
+class _NoGrad(ContextDecorator):
+  def __init__(self, value: bool): self.value = value
+  def __enter__(self): self.prev, Tensor.no_grad = Tensor.no_grad, self.value
+  def __exit__(self, *exc): Tensor.no_grad = self.prev
+
+class _Train(ContextDecorator):
+  def __init__(self, mode: bool): self.mode = mode
+  def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
+  def __exit__(self, *exc): Tensor.training = self.prev
+
+class Tensor:
+  """A lazy tensor. `Tensor(data, device=None, dtype=None, requires_grad=None)`; data may be a Python scalar,
+  a (nested) list, a numpy array or bytes.
+
+  >>> Tensor([1, 2, 3]).dtype, Tensor([1.0]).dtype, Tensor(True).dtype
+  (dtypes.int, dtypes.float, dtypes.bool)
+  """
+  __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "__weakref__")
+  __deletable__ = ("_ctx",)
+  training: bool = False
+  no_grad: bool = False
+
+  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+    dtype = _to_dtype(dtype)
+    device = Device.canonicalize(device)
+    self.grad: Tensor | None = None
+    self.requires_grad: bool | None = requires_grad
+    self._ctx: F.Function | None = None
+    if isinstance(data, LazyBuffer): lb = data if dtype is None or dtype == data.dtype else data.cast(dtype)
+    elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
+      dt = dtype or dtypes.from_py(data)
+      lb = LazyBuffer.const(data, dt, (), device)
+    elif isinstance(data, (list, tuple)):
+      dt = dtype or dtypes.from_py(data)
+      try: arr = np.array(data, dtype=to_np(dt))
+      except ValueError as e: raise ValueError(f"Tensor: ragged or non-numeric list: {e}") from None
+      lb = _from_numpy(arr, device)
+    elif isinstance(data, np.ndarray) or isinstance(data, np.generic):
+      arr = np.asarray(data)
+      if arr.dtype.type not in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+                                np.float16, np.float32, np.float64): raise TypeError(f"Tensor: unsupported numpy dtype {arr.dtype}")
+      if dtype is not None: arr = arr.astype(to_np(dtype))
+      lb = _from_numpy(arr, device)
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+      lb = _from_numpy(np.frombuffer(bytes(data), dtype=to_np(dtype or dtypes.uint8)), device)
+    elif data is None: lb = LazyBuffer.empty((0,), dtype or dtypes.default_float, device)
+    else: raise TypeError(f"Tensor: can't make a tensor from {type(data).__name__}")
+    if lb.device != device: lb = lb.copy_to_device(device)
+    self.lazydata: LazyBuffer = lb
+
+  def __repr__(self) -> str:
+    return f"<Tensor {self.shape} {self.dtype} on {self.device}{' realized' if self.lazydata.realized else ''}{' grad' if self.requires_grad else ''}>"
+  def __hash__(self): return id(self)
+  def __bool__(self): raise TypeError("the truth value of a Tensor is ambiguous; use .item() or .numpy()")
+  def __len__(self):
+    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+  @property
+  def shape(self) -> tuple[int, ...]: return self.lazydata.shape
+  @property
+  def dtype(self) -> DType: return self.lazydata.dtype
+  @property
+  def device(self) -> str: return self.lazydata.device
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> int: return prod(self.shape)
+  def element_size(self) -> int: return self.dtype.itemsize
+  def nbytes(self) -> int: return self.numel() * self.element_size()
+  def is_floating_point(self) -> bool: return self.dtype.is_float
+  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._axis(dim)]
+  @property
+  def T(self) -> Tensor: return self.transpose()
+
+  # ***** realization *****
+  def schedule(self, *others: Tensor):
+    from compiler.schedule import create_schedule
+    return create_schedule([t.lazydata for t in (self,) + others])
+  def realize(self, *others: Tensor) -> Tensor:
+    """Run the kernels that compute this tensor (and `others`) now."""
+    from frontend.engine import realize
+    realize([t.lazydata for t in (self,) + others])
+    return self
+  def _host_array(self) -> np.ndarray:
+    from frontend.engine import to_host
+    if self.dtype is dtypes.bfloat16: return self.cast(dtypes.float32)._host_array()
+    t = self.contiguous() if self.lazydata.is_view or not self.lazydata.realized else self
+    t.realize()
+    return to_host(t.lazydata, to_np(self.dtype)).reshape(self.shape)
+  def numpy(self) -> np.ndarray:
+    """A numpy copy of the data (dtype matching the tensor's)."""
+    if 0 in self.shape: return np.zeros(self.shape, dtype=to_np(self.dtype))
+    return self._host_array().copy()
+  def tolist(self): return self.numpy().tolist()
+  def item(self):
+    if self.numel() != 1: raise ValueError(f"item(): the tensor has {self.numel()} elements, not 1 (shape {self.shape})")
+    return self.numpy().reshape(()).item()
+  def data(self) -> memoryview: return memoryview(self.numpy())
+  def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
+
+  def detach(self) -> Tensor: return Tensor(self.lazydata, requires_grad=False)
+  def clone(self) -> Tensor: return Tensor(self.lazydata.contiguous() if self.lazydata.is_view else self.lazydata.alu(Ops.ADD, self.lazydata.const_like(0)) if self.lazydata.realized else self.lazydata, requires_grad=self.requires_grad)
+  def to(self, device: str | None) -> Tensor:
+    device = Device.canonicalize(device)
+    if device == self.device: return self
+    ret = Tensor(self.lazydata.copy_to_device(device), requires_grad=self.requires_grad)
+    if self.grad is not None: ret.grad = self.grad.to(device)
+    return ret
+  def to_(self, device: str | None) -> Tensor:
+    device = Device.canonicalize(device)
+    if device != self.device:
+      self.lazydata = self.lazydata.copy_to_device(device)
+      if self.grad is not None: self.grad.to_(device)
+    return self
+  def assign(self, x) -> Tensor:
+    """Write x into this tensor's storage (in place on the device); returns self."""
+    if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
+    if x.shape != self.shape: raise ValueError(f"assign: shape {x.shape} does not match {self.shape}")
+    if x.device != self.device: raise ValueError(f"assign: device {x.device} does not match {self.device}")
+    if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}")
+    if self.lazydata is x.lazydata: return self
+    if not self.lazydata.realized or self.lazydata.is_view:  # nothing to write into yet: just take the value
+      self.lazydata = x.lazydata
+      return self
+    value = x.lazydata
+    if _reads_at_other_position(value, self.lazydata.base): value = value.contiguous() if value.is_view else _force(value)
+    self.lazydata = self.lazydata.base.assign(value)
+    return self
+  def replace(self, x: Tensor) -> Tensor:
+    if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
+    self.lazydata = x.lazydata
+    return self
+  def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
+  def contiguous_backward(self) -> Tensor: return F.ContiguousBackward.apply(self)
+
+  # ***** creation *****
+  @staticmethod
+  def empty(*shape, device=None, dtype=None, **kw) -> Tensor:
+    return Tensor(LazyBuffer.empty(argfix(*shape), _to_dtype(dtype) or dtypes.default_float, Device.canonicalize(device)), **kw)
+  @staticmethod
+  def full(shape, fill_value, device=None, dtype=None, **kw) -> Tensor:
+    shape = argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if any(s < 0 for s in shape): raise ValueError(f"full: negative dimension in {shape}")
+    dt = _to_dtype(dtype) or dtypes.from_py(fill_value)
+    return Tensor(LazyBuffer.const(fill_value, dt, tuple(shape), Device.canonicalize(device)), **kw)
+  @staticmethod
+  def zeros(*shape, **kw) -> Tensor: return Tensor.full(argfix(*shape), 0.0, **kw)
+  @staticmethod
+  def ones(*shape, **kw) -> Tensor: return Tensor.full(argfix(*shape), 1.0, **kw)
+  def full_like(self, fill_value, **kw) -> Tensor:
+    return Tensor.full(self.shape, fill_value, dtype=kw.pop("dtype", self.dtype), device=kw.pop("device", self.device), **kw)
+  def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
+  def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
+  @staticmethod
+  def arange(start, stop=None, step=1, **kw) -> Tensor:
+    """[start, stop) in steps: `Tensor.arange(5)`, `Tensor.arange(1, 2, 0.25)`."""
+    if stop is None: start, stop = 0, start
+    if step == 0: raise ValueError("arange: step must not be 0")
+    dt = _to_dtype(kw.pop("dtype", None)) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
+    n = max(0, math.ceil((stop - start) / step))
+    dev = Device.canonicalize(kw.pop("device", None))
+    idx = Tensor(LazyBuffer.iota(n, dt, dev), **kw) if n > 0 else Tensor.empty(0, dtype=dt, device=dev, **kw)
+    return idx * step + start if (step != 1 or start != 0) and n > 0 else idx
+  @staticmethod
+  def linspace(start, stop, steps: int, **kw) -> Tensor:
+    if steps < 0: raise ValueError("linspace: steps must be >= 0")
+    if steps == 1: return Tensor([start], **kw)
+    dt = _to_dtype(kw.pop("dtype", None)) or dtypes.default_float
+    return (Tensor.arange(steps, **kw).cast(dt) * ((stop - start) / (steps - 1)) + start).cast(dt)
+  @staticmethod
+  def eye(n: int, m: int | None = None, **kw) -> Tensor:
+    m = n if m is None else m
+    if n < 0 or m < 0: raise ValueError(f"eye: negative size {n}, {m}")
+    dt = _to_dtype(kw.pop("dtype", None)) or dtypes.default_float
+    return (Tensor.arange(n, **{k: v for k, v in kw.items() if k == "device"}).unsqueeze(1) == Tensor.arange(m, device=kw.get("device"))).cast(dt).requires_grad_(kw.get("requires_grad"))
+  def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
+    self.requires_grad = requires_grad
+    return self
+
+  # ***** random numbers: a counter-based hash run as a kernel on the device *****
+  _seed: int = 0
+  _rng_counter: dict = {}
+  @staticmethod
+  def manual_seed(seed: int = 0) -> None:
+    """Make the following random tensors reproducible."""
+    Tensor._seed, Tensor._rng_counter = int(seed) & 0xFFFFFFFF, {}
+  @staticmethod
+  def _random_bits(shape: tuple, device: str) -> Tensor:
+    """uint32 random bits: hash(hash(index) ^ key), key = hash(seed, per-device call counter)."""
+    n = prod(shape)
+    if device not in Tensor._rng_counter:
+      Tensor._rng_counter[device] = Tensor([0], dtype=dtypes.uint32, device=device).realize()
+    ctr = Tensor._rng_counter[device]
+    key = _hash32(ctr * 0x85EBCA6B + ((Tensor._seed * 0x9E3779B9 + 0x6A09E667) & 0xFFFFFFFF))
+    idx = Tensor.arange(n, dtype=dtypes.uint32, device=device)
+    bits = _hash32(_hash32(idx) ^ key.expand(n)) if n > 0 else idx
+    ctr.assign(ctr + 1)
+    return bits.reshape(shape)
+  @staticmethod
+  def rand(*shape, device=None, dtype=None, **kw) -> Tensor:
+    """Uniform in [0, 1)."""
+    shape, dev = argfix(*shape), Device.canonicalize(device)
+    dt = _to_dtype(dtype) or dtypes.default_float
+    bits = Tensor._random_bits(shape, dev)
+    # 24 random bits make a float32 in [0, 1) exactly
+    return ((bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))).cast(dt).requires_grad_(kw.get("requires_grad"))
+  def rand_like(self, **kw) -> Tensor: return Tensor.rand(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
+  @staticmethod
+  def randn(*shape, dtype=None, requires_grad=None, **kw) -> Tensor:
+    """Standard normal (Box-Muller)."""
+    shape = argfix(*shape)
+    src = Tensor.rand(2, *shape, **kw)
+    ret = src[0].mul(2 * math.pi).cos().mul((1 - src[1]).log().mul(-2).sqrt())
+    return ret.cast(_to_dtype(dtype) or dtypes.default_float).requires_grad_(requires_grad)
+  def randn_like(self, **kw) -> Tensor: return Tensor.randn(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
+  @staticmethod
+  def randint(*shape, low=0, high=10, **kw) -> Tensor:
+    if not (isinstance(low, int) and isinstance(high, int)) or high <= low: raise ValueError(f"randint: need ints low < high, got {low}, {high}")
+    dt = _to_dtype(kw.pop("dtype", None)) or dtypes.int32
+    return (Tensor.rand(*shape, **kw) * (high - low) + low).floor().cast(dt)
+  @staticmethod
+  def uniform(*shape, low=0.0, high=1.0, **kw) -> Tensor:
+    dt = _to_dtype(kw.pop("dtype", None)) or dtypes.default_float
+    rg = kw.pop("requires_grad", None)
+    return ((high - low) * Tensor.rand(*shape, **kw) + low).cast(dt).requires_grad_(rg)
+  @staticmethod
+  def normal(*shape, mean=0.0, std=1.0, **kw) -> Tensor:
+    rg = kw.pop("requires_grad", None)
+    return (std * Tensor.randn(*shape, **kw) + mean).requires_grad_(rg)
+  @staticmethod
+  def scaled_uniform(*shape, **kw) -> Tensor:
+    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw).mul(prod(argfix(*shape)) ** -0.5)
+  @staticmethod
+  def glorot_uniform(*shape, **kw) -> Tensor:
+    shape = argfix(*shape)
+    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw).mul((6 / (shape[0] + prod(shape[1:]))) ** 0.5)
+  @staticmethod
+  def kaiming_uniform(*shape, a: float = 0.01, **kw) -> Tensor:
+    shape = argfix(*shape)
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kw)
+  @staticmethod
+  def kaiming_normal(*shape, a: float = 0.01, **kw) -> Tensor:
+    shape = argfix(*shape)
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+    return Tensor.normal(*shape, mean=0.0, std=std, **kw)
+
+  # ***** autograd *****
+  def _deepwalk(self):
+    out, seen = [], set()
+    stack = [(self, False)]
+    while stack:
+      node, done = stack.pop()
+      if done: out.append(node); continue
+      if node in seen: continue
+      seen.add(node)
+      stack.append((node, True))
+      if node._ctx is not None:
+        for p in node._ctx.parents:
+          if p not in seen and p.requires_grad: stack.append((p, False))
+    return out
+  def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> Tensor:
+    """Accumulate d(self)/d(leaf) into `.grad` of every leaf that requires grad."""
+    if gradient is None:
+      if self.shape != (): raise RuntimeError(f"backward: only scalar outputs get an implicit gradient, this is {self.shape}")
+      gradient = Tensor(1.0, dtype=self.dtype, device=self.device, requires_grad=False)
+    if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} != tensor shape {self.shape}")
+    if self._ctx is None and not self.requires_grad: raise RuntimeError("backward: this tensor does not require grad")
+    self.grad = gradient if self.grad is None or self._ctx is not None else self.grad + gradient
+    for t0 in reversed(self._deepwalk()):
+      if t0._ctx is None: continue
+      if t0.grad is None: raise RuntimeError(f"backward: no gradient reached {t0}")
+      grads = t0._ctx.backward(t0.grad.lazydata)
+      grads = [Tensor(g, device=self.device, requires_grad=False) if g is not None else None
+               for g in ([grads] if len(t0._ctx.parents) == 1 else grads)]
+      for t, g in zip(t0._ctx.parents, grads):
+        if g is not None and t.requires_grad:
+          if g.shape != t.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
+          t.grad = g if t.grad is None else (t.grad + g)
+      if not retain_graph: del t0._ctx
+    return self
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+    """d(self)/d(target) for each target, without touching `.grad`."""
+    saved = [(t, t.grad) for t in targets]
+    for t in targets: t.grad = None
+    try:
+      self.backward(gradient, retain_graph=True)
+      return [t.grad if t.grad is not None else t.zeros_like() for t in targets]
+    finally:
+      for t, g in saved: t.grad = g
+
+  # ***** movement ops *****
+  def _axis(self, a: int, n: int | None = None) -> int:
+    n = self.ndim if n is None else n
+    if not -max(n, 1) <= a < max(n, 1): raise IndexError(f"dimension {a} is out of range for a tensor of {n} dims (shape {self.shape})")
+    return a + n if a < 0 else a
+  def reshape(self, shape, *args) -> Tensor:
+    new = argfix(shape, *args)
+    new = tuple(-prod(self.shape) // prod(new) if s == -1 else (self.shape[i] if s is None else s) for i, s in enumerate(new))
+    if sum(1 for s in argfix(shape, *args) if s == -1) > 1: raise ValueError("reshape: only one dimension can be -1")
+    if any(s < 0 for s in new) or prod(new) != prod(self.shape): raise ValueError(f"reshape: can't reshape {self.shape} to {argfix(shape, *args)}")
+    return self if new == self.shape else F.Reshape.apply(self, shape=new)
+  def view(self, *shape) -> Tensor: return self.reshape(*shape)
+  def expand(self, shape, *args) -> Tensor:
+    new = argfix(shape, *args)
+    if len(new) < self.ndim: raise ValueError(f"expand: {self.shape} to {new} has fewer dims")
+    base = (1,) * (len(new) - self.ndim) + self.shape
+    new = tuple(b if s == -1 else s for b, s in zip(base, new))
+    for b, s in zip(base, new):
+      if b != s and b != 1: raise ValueError(f"expand: can't expand {self.shape} to {new}")
+    x = self.reshape(base) if base != self.shape else self
+    return x if new == x.shape else F.Expand.apply(x, shape=new)
+  def permute(self, order, *args) -> Tensor:
+    order = tuple(self._axis(a) for a in argfix(order, *args))
+    if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute: {order} is not a permutation of {self.ndim} dims")
+    return self if order == tuple(range(self.ndim)) else F.Permute.apply(self, order=order)
+  def flip(self, axis, *args) -> Tensor:
+    axes = tuple(self._axis(a) for a in argfix(axis, *args))
+    if len(set(axes)) != len(axes): raise RuntimeError(f"flip: repeated axis in {axes}")
+    return self if not axes else F.Flip.apply(self, axis=axes)
+  def shrink(self, arg) -> Tensor:
+    arg = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
+    if any(not (0 <= lo <= hi <= s) for (lo, hi), s in zip(arg, self.shape)): raise ValueError(f"shrink: {arg} out of range for {self.shape}")
+    return self if arg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=arg)
+  def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
+    """pad((before, after) per dim) or the torch-style flat (last dim first) form."""
+    if mode != "constant": raise NotImplementedError(f"pad mode {mode!r}")
+    if padding and not isinstance(padding[0], (tuple, list)) and padding[0] is not None:
+      if len(padding) % 2: raise ValueError(f"pad: flat padding needs pairs, got {padding}")
+      flat = list(padding)
+      padding = [(0, 0)] * (self.ndim - len(flat) // 2) + [(flat[i], flat[i + 1]) for i in range(len(flat) - 2, -1, -2)]
+    padding = tuple((0, 0) if p is None else tuple(p) for p in padding)
+    if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for {self.ndim} dims")
+    if all(b == 0 and a == 0 for b, a in padding): return self
+    # negative padding shrinks
+    x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(padding, self.shape)))
+    padding = tuple((max(b, 0), max(a, 0)) for b, a in padding)
+    if all(b == 0 and a == 0 for b, a in padding): return x
+    ret = F.Pad.apply(x, arg=padding)
+    if value != 0:
+      mask = F.Pad.apply(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device), arg=padding)
+      ret = mask.where(ret, value)
+    return ret
+  def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+    order = list(range(self.ndim))
+    if self.ndim < 2 and (dim0, dim1) == (1, 0): return self
+    a, b = self._axis(dim0), self._axis(dim1)
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if self.ndim == 0: return self.reshape(1)
+    s, e = self._axis(start_dim), self._axis(end_dim)
+    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+  def unflatten(self, dim: int, sizes) -> Tensor:
+    d = self._axis(dim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+  def squeeze(self, dim: int | None = None) -> Tensor:
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    if self.ndim == 0: return self
+    d = self._axis(dim)
+    return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
+  def unsqueeze(self, dim: int) -> Tensor:
+    d = self._axis(dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def repeat(self, repeats, *args) -> Tensor:
+    reps = argfix(repeats, *args)
+    if len(reps) < self.ndim: raise ValueError(f"repeat: {len(reps)} repeats for {self.ndim} dims")
+    base = (1,) * (len(reps) - self.ndim) + self.shape
+    x = self.reshape(base)
+    x = x.reshape(tuple(v for s in base for v in (1, s))).expand(tuple(v for r, s in zip(reps, base) for v in (r, s)))
+    return x.reshape(tuple(r * s for r, s in zip(reps, base)))
+  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+    x, d = (self.flatten(), 0) if dim is None else (self, self._axis(dim))
+    shp = x.shape
+    return x.reshape(*shp[:d + 1], 1, *shp[d + 1:]).expand(*shp[:d + 1], repeats, *shp[d + 1:]).reshape(*shp[:d], shp[d] * repeats, *shp[d + 1:])
+  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    ts = (self,) + args
+    d = self._axis(dim)
+    for t in args:
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+        raise ValueError(f"cat: shapes {self.shape} and {t.shape} differ outside dim {d}")
+    dt = least_upper_dtype(*[t.dtype for t in ts])
+    total, off, out = sum(t.shape[d] for t in ts), 0, []
+    for t in ts:
+      pads = [(0, 0)] * self.ndim
+      pads[d] = (off, total - off - t.shape[d])
+      out.append(t.cast(dt).pad(pads))
+      off += t.shape[d]
+    return functools.reduce(Tensor.add, out)
+  @staticmethod
+  def stack(*args: Tensor, dim: int = 0) -> Tensor:
+    ts = argfix(*args)
+    first = ts[0]
+    d = first._axis(dim, first.ndim + 1)
+    for t in ts[1:]:
+      if t.shape != first.shape: raise ValueError(f"stack: shapes {first.shape} and {t.shape} differ")
+    return ts[0].unsqueeze(d).cat(*[t.unsqueeze(d) for t in ts[1:]], dim=d)
+  def split(self, sizes, dim: int = 0) -> list[Tensor]:
+    d = self._axis(dim)
+    if isinstance(sizes, int): sizes = [min(sizes, self.shape[d] - i) for i in range(0, max(1, self.shape[d]), max(1, sizes))]
+    if sum(sizes) != self.shape[d]: raise ValueError(f"split: sizes {sizes} don't add up to {self.shape[d]}")
+    offs = [0] + list(itertools.accumulate(sizes))
+    return [self.shrink(tuple((offs[i], offs[i + 1]) if j == d else None for j in range(self.ndim))) for i in range(len(sizes))]
+  def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
+    d = self._axis(dim)
+    return self.split(math.ceil(self.shape[d] / chunks) if self.shape[d] else 1, dim=d)
+  def roll(self, shifts, dims) -> Tensor:
+    shifts, dims = make_tuple(shifts, 1), make_tuple(dims, 1)
+    x = self
+    for s, d in zip(shifts, dims):
+      d = self._axis(d)
+      n = self.shape[d]
+      if n == 0: continue
+      s %= n
+      if s: x = x.shrink(tuple((n - s, n) if i == d else None for i in range(x.ndim))).cat(x.shrink(tuple((0, n - s) if i == d else None for i in range(x.ndim))), dim=d)
+    return x
+
+  # ***** indexing *****
+  def __getitem__(self, indices) -> Tensor:
+    from frontend.indexing import getitem
+    return getitem(self, indices)
+  def __setitem__(self, indices, v) -> None:
+    from frontend.indexing import setitem
+    setitem(self, indices, v)
+
+  # ***** reductions *****
+  def _reduce_axes(self, axis) -> tuple[int, ...]:
+    if axis is None: return tuple(range(self.ndim))
+    return tuple(sorted(set(self._axis(a) for a in make_tuple(axis, 1))))
+  def _reduce(self, fn, axis, keepdim: bool) -> Tensor:
+    axes = self._reduce_axes(axis)
+    if self.ndim == 0: return self if fn is not F.Sum or True else self
+    ret = fn.apply(self, axis=axes) if axes else self
+    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+  def sum(self, axis=None, keepdim: bool = False, acc_dtype: DType | None = None) -> Tensor:
+    """Sum over `axis` (all axes when None); bool and small ints accumulate as int32."""
+    acc = acc_dtype or sum_acc_dtype(self.dtype)
+    x = self.cast(acc)
+    ret = x._reduce(F.Sum, axis, keepdim)
+    return ret.cast(acc) if acc_dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
+  def prod(self, axis=None, keepdim: bool = False, acc_dtype=None) -> Tensor:
+    return self.cast(acc_dtype or sum_acc_dtype(self.dtype) if not self.dtype.is_float else self.dtype)._reduce(F.Prod, axis, keepdim)
+  def max(self, axis=None, keepdim: bool = False) -> Tensor:
+    self._nonempty_reduce("max", axis)
+    return self._reduce(F.Max, axis, keepdim)
+  def min(self, axis=None, keepdim: bool = False) -> Tensor:
+    self._nonempty_reduce("min", axis)
+    if self.dtype.is_bool: return self.logical_not().max(axis, keepdim).logical_not()
+    if self.dtype.is_unsigned: return (~self).max(axis, keepdim).bitwise_not()
+    return -((-self).max(axis, keepdim))
+  def _nonempty_reduce(self, name: str, axis):
+    for a in self._reduce_axes(axis):
+      if self.shape[a] == 0: raise RuntimeError(f"{name}(): can't reduce over the empty dim {a} of shape {self.shape}")
+  def any(self, axis=None, keepdim=False) -> Tensor: return self.bool().max(axis, keepdim)
+  def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
+  def mean(self, axis=None, keepdim: bool = False) -> Tensor:
+    out_dt = self.dtype if self.dtype.is_float else dtypes.default_float
+    n = prod(self.shape[a] for a in self._reduce_axes(axis))
+    s = self.cast(out_dt).sum(axis, keepdim)
+    return (s / n if n else s * math.nan).cast(out_dt)
+  def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    n = prod(self.shape[a] for a in self._reduce_axes(axis))
+    sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+    return sq / max(0, n - correction) if n - correction > 0 else sq * math.nan
+  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+  def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+  def _softmax(self, axis, dtype=None):
+    x = self.cast(dtype) if dtype is not None else self
+    m = x - x.max(axis=axis, keepdim=True).detach()
+    e = m.exp()
+    return m, e, e.sum(axis=axis, keepdim=True)
+  def softmax(self, axis: int = -1, dtype=None) -> Tensor:
+    _, e, ss = self._softmax(axis, dtype)
+    return e.div(ss)
+  def log_softmax(self, axis: int = -1, dtype=None) -> Tensor:
+    m, _, ss = self._softmax(axis, dtype)
+    return m - ss.log()
+  def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
+    m = self.max(axis=axis, keepdim=True).detach()
+    return (self - m).exp().sum(axis=axis, keepdim=True).log().add(m).squeeze_axes(self._reduce_axes(axis)) if not keepdim else (self - m).exp().sum(axis=axis, keepdim=True).log().add(m)
+  def squeeze_axes(self, axes) -> Tensor: return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+  def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the first maximum (flattened when axis is None)."""
+    if axis is None: return self.flatten().argmax(0) if self.ndim else Tensor(0, device=self.device)
+    a = self._axis(axis)
+    self._nonempty_reduce("argmax", a)
+    n = self.shape[a]
+    m = self == self.max(axis=a, keepdim=True)
+    idx = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
+    return (n - (m * idx).max(axis=a, keepdim=keepdim)).cast(dtypes.int32)
+  def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    return (-self if not self.dtype.is_bool else self.logical_not()).argmax(axis, keepdim) if not self.dtype.is_unsigned else (~self).argmax(axis, keepdim)
+
+  # ***** matmul *****
+  def dot(self, w: Tensor) -> Tensor:
+    """Matrix product with numpy/torch broadcasting rules (1-D operands included)."""
+    if not isinstance(w, Tensor): w = Tensor(w, device=self.device)
+    if self.ndim == 0 or w.ndim == 0: raise RuntimeError(f"dot: both arguments need at least 1 dim, got {self.shape} and {w.shape}")
+    k_self, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
+    if k_self != k_w: raise RuntimeError(f"matmul: shapes {self.shape} and {w.shape} don't match ({k_self} != {k_w})")
+    x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
+    wt = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2):]).transpose(-1, -min(w.ndim, 2))
+    dt = least_upper_dtype(x.dtype, wt.dtype)
+    return (x.cast(dt) * wt.cast(dt)).sum(-1, acc_dtype=sum_acc_dtype(dt) if not dt.is_float else None).cast(dt)
+  def matmul(self, x: Tensor, reverse: bool = False) -> Tensor: return x.dot(self) if reverse else self.dot(x)
+  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
+    return x.add(bias) if bias is not None else x
+
+  # ***** elementwise *****
+  def _const(self, x, dtype=None) -> Tensor:
+    return Tensor(LazyBuffer.const(x, dtype or self.dtype, self.shape, self.device))
+  def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
+    x = self
+    if not isinstance(y, Tensor):
+      if isinstance(y, (np.ndarray, list, tuple)): y = Tensor(y, device=x.device)
+      else:
+        if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
+        dt = x.dtype if not (isinstance(y, float) and not x.dtype.is_float) and not (isinstance(y, int) and not isinstance(y, bool) and x.dtype.is_bool) else (dtypes.default_float if isinstance(y, float) else dtypes.default_int)
+        y = Tensor(LazyBuffer.const(y, dt, (), x.device))
+    if x.device != y.device: raise RuntimeError(f"tensors on different devices: {x.device} and {y.device}")
+    if reverse: x, y = y, x
+    if match_dtype and x.dtype != y.dtype:
+      dt = least_upper_dtype(x.dtype, y.dtype)
+      x, y = x.cast(dt), y.cast(dt)
+    if x.shape == y.shape: return x, y
+    shape = _broadcast_shape(x.shape, y.shape)
+    return x._expand_to(shape), y._expand_to(shape)
+  def _expand_to(self, shape) -> Tensor:
+    if self.shape == shape: return self
+    return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
+  def cast(self, dtype) -> Tensor:
+    dt = _to_dtype(dtype)
+    return self if self.dtype == dt else F.Cast.apply(self, dtype=dt)
+  def bitcast(self, dtype) -> Tensor:
+    dt = _to_dtype(dtype)
+    if dt.itemsize != self.dtype.itemsize: raise ValueError(f"bitcast: {self.dtype} and {dt} differ in size")
+    return self if self.dtype == dt else F.Cast.apply(self, dtype=dt, bitcast=True)
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)
+  def long(self) -> Tensor: return self.cast(dtypes.int64)
+  def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def _float(self) -> Tensor: return self if self.dtype.is_float else self.cast(dtypes.default_float)
+
+  def add(self, x, reverse=False) -> Tensor: return F.Add.apply(*self._broadcasted(x, reverse))
+  def sub(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype.is_bool: raise TypeError("sub: subtraction of bool tensors is not supported; use logical_xor")
+    return F.Sub.apply(a, b)
+  def mul(self, x, reverse=False) -> Tensor: return F.Mul.apply(*self._broadcasted(x, reverse))
+  def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if rounding_mode == "trunc": return (a._float() / b._float()).trunc().cast(a.dtype) if not a.dtype.is_float else (a / b).trunc()
+    if rounding_mode == "floor": return a.idiv(b) if not a.dtype.is_float else (a / b).floor()
+    if rounding_mode is not None: raise ValueError(f"div: unknown rounding_mode {rounding_mode!r}")
+    return F.Div.apply(a._float(), b._float())
+  def idiv(self, x, reverse=False) -> Tensor:
+    """Floor division (Python semantics) for ints; floor(a/b) for floats."""
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype.is_float: return (a / b).floor()
+    if a.dtype.is_bool: raise TypeError("idiv: bool tensors can't be divided")
+    q = F.IDiv.apply(a, b)
+    if a.dtype.is_unsigned: return q
+    r = F.Mod.apply(a, b)
+    fix = (r != 0) & ((r < 0) != (b < 0))
+    return fix.where(q - 1, q)
+  def mod(self, x, reverse=False) -> Tensor:
+    """Remainder with the sign of the divisor (Python/torch semantics)."""
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype.is_float: return a - (a / b).floor() * b
+    r = F.Mod.apply(a, b)
+    if a.dtype.is_unsigned: return r
+    return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+  def fmod(self, x) -> Tensor:
+    a, b = self._broadcasted(x)
+    return a - (a / b).trunc() * b if a.dtype.is_float else F.Mod.apply(a, b)
+  def pow(self, x, reverse=False) -> Tensor:
+    if not isinstance(x, Tensor) and not reverse:
+      if x == 2: return self * self
+      if x == 1: return self
+      if x == 0.5: return self.sqrt()
+      if x == -1: return self.reciprocal()
+      if x == 0: return self.ones_like() if self.dtype.is_float else self._const(1)
+    base, exp = self._broadcasted(x, reverse)
+    if not base.dtype.is_float and not exp.dtype.is_float:  # integer power by repeated squaring up to 31 bits
+      return base._ipow(exp)
+    base, exp = base._float(), exp._float()
+    # |b|^e, negative base: sign by the parity of an integral exponent, nan for a fractional one
+    mag = (exp * base.abs().log()).exp()
+    is_int = exp == exp.trunc()
+    odd = (exp.abs() % 2) == 1
+    neg = base < 0
+    res = neg.where(is_int.where(odd.where(-mag, mag), math.nan), mag)
+    return (base == 0).where((exp == 0).where(1.0, (exp < 0).where(math.inf, 0.0)), res)
+  def _ipow(self, e: Tensor) -> Tensor:
+    ret, b = self.ones_like(), self
+    for i in range(31):
+      bit = ((e >> i) & 1) == 1
+      ret = bit.where(ret * b, ret)
+      b = b * b
+    return (e < 0).where(0, ret)
+  def maximum(self, x) -> Tensor:
+    a, b = self._broadcasted(x)
+    if a.dtype.is_bool: return a | b
+    return F.Maximum.apply(a, b)
+  def minimum(self, x) -> Tensor:
+    a, b = self._broadcasted(x)
+    if a.dtype.is_bool: return a & b
+    if a.dtype.is_unsigned: return ~((~a).maximum(~b))
+    return -((-a).maximum(-b))
+  def where(self: Tensor, x, y) -> Tensor:
+    """self ? x : y, broadcasting all three."""
+    if isinstance(x, Tensor) and isinstance(y, Tensor): x, y = x._broadcasted(y)
+    elif isinstance(x, Tensor): x, y = x._broadcasted(y)
+    elif isinstance(y, Tensor): y, x = y._broadcasted(x)
+    else:
+      dt = dtypes.default_float if isinstance(x, float) or isinstance(y, float) else dtypes.from_py(x)
+      x, y = Tensor(x, device=self.device, dtype=dt), Tensor(y, device=self.device, dtype=dt)
+      x, y = x._broadcasted(y)
+    cond, x = self.bool()._broadcasted(x, match_dtype=False)
+    cond, y = cond._broadcasted(y, match_dtype=False)
+    x, y = x._broadcasted(y)
+    return F.Where.apply(cond, x, y)
+  def masked_fill(self, mask: Tensor, value) -> Tensor: return mask.where(value, self)
+
+  def neg(self) -> Tensor: return self.logical_not() if self.dtype.is_bool else F.Neg.apply(self)
+  def reciprocal(self) -> Tensor: return F.Reciprocal.apply(self._float())
+  def sqrt(self) -> Tensor: return F.Sqrt.apply(self._float())
+  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
+  def exp(self) -> Tensor: return F.Exp.apply(self._float())
+  def exp2(self) -> Tensor: return F.Exp.apply(self._float() * math.log(2))
+  def log(self) -> Tensor: return F.Log.apply(self._float())
+  def log2(self) -> Tensor: return self.log() / math.log(2)
+  def log10(self) -> Tensor: return self.log() / math.log(10)
+  def sin(self) -> Tensor: return F.Sin.apply(self._float())
+  def cos(self) -> Tensor: return ((math.pi / 2) - self._float()).sin()
+  def tan(self) -> Tensor: return self.sin() / self.cos()
+  def relu(self) -> Tensor: return F.Relu.apply(self)
+  def sigmoid(self) -> Tensor: return F.Sigmoid.apply(self._float())
+  def trunc(self) -> Tensor: return F.Trunc.apply(self) if self.dtype.is_float else self
+  def floor(self) -> Tensor:
+    if not self.dtype.is_float: return self
+    t = self.trunc()
+    return (self < t).where(t - 1, t)
+  def ceil(self) -> Tensor:
+    if not self.dtype.is_float: return self
+    t = self.trunc()
+    return (self > t).where(t + 1, t)
+  def round(self) -> Tensor:
+    """Round half to even, like torch and numpy."""
+    if not self.dtype.is_float: return self
+    f = self.floor()
+    d = self - f
+    even = (f % 2) == 0
+    return (d > 0.5).where(f + 1, (d < 0.5).where(f, even.where(f, f + 1)))
+  def abs(self) -> Tensor:
+    if self.dtype.is_unsigned or self.dtype.is_bool: return self
+    return self * self.sign() if not self.dtype.is_float else self.relu() + (-self).relu()
+  def sign(self) -> Tensor: return F.Sign.apply(self)
+  def square(self) -> Tensor: return self * self
+  def clip(self, min_=None, max_=None) -> Tensor:
+    if min_ is None and max_ is None: raise RuntimeError("clip: at least one of min_ and max_ must be given")
+    x = self
+    if min_ is not None: x = x.maximum(min_)
+    if max_ is not None: x = x.minimum(max_)
+    return x
+  def clamp(self, min_=None, max_=None) -> Tensor: return self.clip(min_, max_)
+  def isnan(self) -> Tensor: return self != self
+  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+    return (self == math.inf) * detect_positive + (self == -math.inf) * detect_negative if self.dtype.is_float else self._const(False, dtypes.bool)
+  def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
+  def lerp(self, end: Tensor, weight) -> Tensor: return self + (end - self) * weight
+  def copysign(self, other) -> Tensor:
+    a, b = self._float()._broadcasted(other)
+    neg = (b < 0) | ((b == 0) & ((1 / b) < 0))
+    return neg.where(-a.abs(), a.abs())
+  def logical_not(self) -> Tensor: return F.Neq.apply(*self.bool()._broadcasted(True))
+  def bitwise_not(self) -> Tensor:
+    if self.dtype.is_float: raise TypeError(f"bitwise_not: {self.dtype} is not an integer or bool type")
+    return self.logical_not() if self.dtype.is_bool else self ^ -1 if not self.dtype.is_unsigned else self ^ dtypes.max(self.dtype)
+  def _bitop(self, fn, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype.is_float: raise TypeError(f"{fn.__name__}: not defined for {a.dtype}")
+    return fn.apply(a, b)
+  def bitwise_and(self, x, reverse=False) -> Tensor: return self._bitop(F.BitwiseAnd, x, reverse)
+  def bitwise_or(self, x, reverse=False) -> Tensor: return self._bitop(F.BitwiseOr, x, reverse)
+  def bitwise_xor(self, x, reverse=False) -> Tensor: return self._bitop(F.Xor, x, reverse)
+  def lshift(self, x) -> Tensor: return self._bitop(F.Shl, x)
+  def rshift(self, x) -> Tensor: return self._bitop(F.Shr, x)
+
+  # activations
+  def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
+  def gelu(self) -> Tensor: return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
+  def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()
+  def silu(self) -> Tensor: return self * self.sigmoid()
+  def swish(self) -> Tensor: return self.silu()
+  def relu6(self) -> Tensor: return self.relu() - (self - 6).relu()
+  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self < 0).where(self * neg_slope, self)
+  def elu(self, alpha: float = 1.0) -> Tensor: return self.relu() - alpha * (1 - self.exp()).relu()
+  def celu(self, alpha: float = 1.0) -> Tensor: return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+  def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor: return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
+  def softplus(self, beta: float = 1.0) -> Tensor: return (1 / beta) * (1 + (self * beta).exp()).log()
+  def mish(self) -> Tensor: return self * self.softplus().tanh()
+  def hardsigmoid(self, alpha=1 / 6, beta=0.5) -> Tensor: return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+  def hardswish(self) -> Tensor: return self * (self + 3).relu6() * (1 / 6)
+  def hardtanh(self, min_val=-1, max_val=1) -> Tensor: return self.clip(min_val, max_val)
+  def softsign(self) -> Tensor: return self / (1 + self.abs())
+  def logsigmoid(self) -> Tensor: return -(-self).softplus()
+  def erf(self) -> Tensor:  # Abramowitz-Stegun 7.1.26, max error 1.5e-7
+    t = 1.0 / (1.0 + 0.3275911 * self.abs())
+    return self.sign() * (1.0 - t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))) * (-self.square()).exp())
+
+  # ***** operators *****
+  def __neg__(self): return self.neg()
+  def __add__(self, x): return self.add(x)
+  def __radd__(self, x): return self.add(x, True)
+  def __sub__(self, x): return self.sub(x)
+  def __rsub__(self, x): return self.sub(x, True)
+  def __mul__(self, x): return self.mul(x)
+  def __rmul__(self, x): return self.mul(x, True)
+  def __truediv__(self, x): return self.div(x)
+  def __rtruediv__(self, x): return self.div(x, True)
+  def __floordiv__(self, x): return self.idiv(x)
+  def __rfloordiv__(self, x): return self.idiv(x, True)
+  def __mod__(self, x): return self.mod(x)
+  def __rmod__(self, x): return self.mod(x, True)
+  def __pow__(self, x): return self.pow(x)
+  def __rpow__(self, x): return self.pow(x, True)
+  def __matmul__(self, x): return self.matmul(x)
+  def __rmatmul__(self, x): return self.matmul(x, True)
+  def __and__(self, x): return self.bitwise_and(x)
+  def __rand__(self, x): return self.bitwise_and(x, True)
+  def __or__(self, x): return self.bitwise_or(x)
+  def __ror__(self, x): return self.bitwise_or(x, True)
+  def __xor__(self, x): return self.bitwise_xor(x)
+  def __rxor__(self, x): return self.bitwise_xor(x, True)
+  def __invert__(self): return self.bitwise_not()
+  def __lshift__(self, x): return self.lshift(x)
+  def __rshift__(self, x): return self.rshift(x)
+  def __lt__(self, x): return F.Less.apply(*self._broadcasted(x))
+  def __gt__(self, x): return F.Less.apply(*self._broadcasted(x, True))
+  def __ge__(self, x): return (self < x).logical_not()
+  def __le__(self, x): return (self > x).logical_not()
+  def __ne__(self, x): return F.Neq.apply(*self._broadcasted(x))  # type: ignore[override]
+  def __eq__(self, x): return (self != x).logical_not()  # type: ignore[override]
+  def __iadd__(self, x): return self.assign(self.add(x)) if self.lazydata.realized else self.replace(self.add(x))
+  def __isub__(self, x): return self.assign(self.sub(x)) if self.lazydata.realized else self.replace(self.sub(x))
+  def __imul__(self, x): return self.assign(self.mul(x)) if self.lazydata.realized else self.replace(self.mul(x))
+  def __itruediv__(self, x): return self.assign(self.div(x)) if self.lazydata.realized else self.replace(self.div(x))
+  def __ifloordiv__(self, x): return self.assign(self.idiv(x)) if self.lazydata.realized else self.replace(self.idiv(x))
+  def __imatmul__(self, x): return self.assign(self.matmul(x)) if self.lazydata.realized else self.replace(self.matmul(x))
+  def lt(self, x): return self < x
+  def gt(self, x): return self > x
+  def eq(self, x): return self == x
+  def ne(self, x): return self != x
+  def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
+    a, b = self._broadcasted(other)
+    close = (a == b) | ((a - b).abs() <= atol + rtol * b.abs())
+    return close | (a.isnan() & b.isnan()) if equal_nan else close
+
+  @staticmethod
+  def train(mode: bool = True) -> _Train:
+    """`with Tensor.train():` or `@Tensor.train()` enables training mode (dropout, batchnorm stats)."""
+    return _Train(mode)
+  @staticmethod
+  def test() -> _Train: return _Train(False)
+
+def _broadcast_shape(*shapes) -> tuple[int, ...]:
+  n = max(len(s) for s in shapes)
+  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    big = {d for d in dims if d != 1}
+    if len(big) > 1: raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together")
+    out.append(big.pop() if big else (0 if 0 in dims else 1))
+  return tuple(out)
+
+def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
+  from frontend.engine import from_host
+  return from_host(np.ascontiguousarray(arr), dtypes.from_np(arr.dtype), device)
+
+def _hash32(x: Tensor) -> Tensor:
+  """A 32-bit integer mixer (xor-shift-multiply rounds) used by the random number generator."""
+  x = x ^ (x >> 16)
+  x = x * 0x7FEB352D
+  x = x ^ (x >> 15)
+  x = x * 0x846CA68B
+  return x ^ (x >> 16)
+
+def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
+  """Does computing `value` read `target`'s buffer anywhere but at the element being written?"""
+  seen, stack = set(), [value]
+  while stack:
+    lb = stack.pop()
+    if id(lb) in seen: continue
+    seen.add(id(lb))
+    if lb.base is target and lb.is_view and lb.st != target.st: return True
+    if lb.base is target: continue
+    if lb.base.buffer is None: stack.extend(lb.base.srcs)
+  return False
+
+def _force(lb: LazyBuffer) -> LazyBuffer:
+  lb.forced_realize = True
+  return lb
+
+Tensor.no_grad = False

@@ -1,0 +1,58 @@
+"""Device registry: names -> opened devices, and the choice of the default device.
+
+Choosing the default never opens a driver: an environment variable (`CPU=1`, `NV=1`, `AMD=1`, `PTXEMU=1`) wins,
+otherwise the first GPU whose device file exists, otherwise the CPU. That keeps the choice under a millisecond.
+
+>>> from hcqrt.device import Device
+>>> Device.canonicalize("cpu")
+'CPU'
+"""
+from __future__ import annotations
+import importlib, os, sys
+from typing import Any
+
+BACKENDS = {"CPU": "hcqrt.cpu.device:CPUDevice", "NV": "hcqrt.nv.device:NVDevice", "AMD": "hcqrt.amd.device:AMDDevice",
+            "PTXEMU": "hcqrt.nv.ptxemu:PTXEmuDevice"}
+# device files whose presence makes a GPU backend worth trying, in order of preference
+PROBE_FILES = [("NV", "/dev/nvidiactl"), ("AMD", "/dev/kfd")]
+
+def debug_level() -> int:
+  try: return int(os.environ.get("DEBUG", "0"))
+  except ValueError: return 0
+
+class _Registry:
+  def __init__(self):
+    self._opened: dict[str, Any] = {}
+    self._default: str | None = None
+  def canonicalize(self, name: str | None) -> str:
+    if name is None: return self.DEFAULT
+    base, _, idx = name.partition(":")
+    base = base.upper()
+    if base not in BACKENDS: raise ValueError(f"unknown device {name!r}; known: {', '.join(BACKENDS)}")
+    return base if idx in ("", "0") else f"{base}:{idx}"
+  def __getitem__(self, name: str) -> Any:
+    name = self.canonicalize(name)
+    if (d := self._opened.get(name)) is None:
+      mod, cls = BACKENDS[name.split(":")[0]].split(":")
+      try: d = getattr(importlib.import_module(mod), cls)(name)
+      except ImportError as e: raise RuntimeError(f"device {name} is not available: {e}") from e
+      self._opened[name] = d
+    return d
+  @property
+  def DEFAULT(self) -> str:
+    if self._default is None:
+      self._default = self._choose()
+      if debug_level() >= 1: print(f"device: {self._default} (default)", file=sys.stderr)
+    return self._default
+  @DEFAULT.setter
+  def DEFAULT(self, name: str) -> None:
+    self._default = self.canonicalize(name) if name.split(":")[0].upper() in BACKENDS else name
+    self.canonicalize(self._default)
+  def _choose(self) -> str:
+    for name in BACKENDS:
+      if os.environ.get(name, "0") not in ("", "0"): return name
+    for name, path in PROBE_FILES:
+      if os.path.exists(path) and os.access(path, os.R_OK | os.W_OK): return name
+    return "CPU"
+
+Device = _Registry()
