@@ -1,0 +1,173 @@
+"""Numeric semantics of PTX on numpy arrays: types, rounding modes, flush-to-zero, saturation, integer
+division, high multiplies and conversions (cvt). Pure functions, no interpreter state.
+
+>>> import numpy as np
+>>> round_float(np.array([1.0 + 2**-30]), np.dtype(np.float32), "rp").tolist() == [float(np.nextafter(np.float32(1), np.float32(2)))]
+True
+>>> idiv(np.array([-7], np.int32), np.array([2], np.int32), True).tolist()
+[-3]
+"""
+from __future__ import annotations
+import numpy as np
+
+NP: dict[str, np.dtype] = {k: np.dtype(v) for k, v in {
+  "b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16, "s16": np.int16, "f16": np.float16,
+  "bf16": np.uint16, "b32": np.uint32, "u32": np.uint32, "s32": np.int32, "f32": np.float32, "f16x2": np.uint32,
+  "bf16x2": np.uint32, "b64": np.uint64, "u64": np.uint64, "s64": np.int64, "f64": np.float64, "pred": np.bool_}.items()}
+UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+SINT = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
+F32, F64, F16, LD = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), np.dtype(np.longdouble)
+FLOATS = {"f16", "bf16", "f32", "f64"}
+SIGNED = {"s8", "s16", "s32", "s64"}
+
+def is_float(t: str) -> bool: return t in FLOATS
+def is_signed(t: str) -> bool: return t in SIGNED
+
+def storage(t: str) -> np.dtype:
+  """dtype a register declared as .t is stored in: raw bits (unsigned) or bool for predicates."""
+  return NP["pred"] if t == "pred" else UINT[NP[t].itemsize if t in NP else {"b128": 8}[t]]
+
+# *** bfloat16 kept as uint16 bits ***
+def bf16_to_f32(bits) -> np.ndarray:
+  return (np.asarray(bits).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+def f32_to_bf16(x, mode: str = "rn") -> np.ndarray:
+  """f32 -> bf16 bits with PTX rounding (rn: nearest even, rz: truncate, rm/rp: directed); NaN stays NaN."""
+  b = np.asarray(x, np.float32).view(np.uint32)
+  if mode == "rn": r = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+  else:
+    t, low = b >> np.uint32(16), (b & np.uint32(0xFFFF)) != 0
+    neg = (b >> np.uint32(31)) != 0
+    up = low & (neg if mode == "rm" else ~neg) if mode in ("rm", "rp") else np.zeros_like(low)
+    r = t + up.astype(np.uint32)
+  nan = np.isnan(np.asarray(x, np.float32))
+  return np.where(nan, (b >> np.uint32(16)) | np.uint32(0x40), r).astype(np.uint16)
+
+# *** float helpers ***
+def ftz(x):
+  """Flush f32 subnormals to sign-preserving zero (the .ftz modifier)."""
+  x = np.asarray(x)
+  if x.dtype != F32: return x
+  return np.where(np.abs(x) < np.float32(np.finfo(np.float32).tiny), np.copysign(np.float32(0), x), x)
+
+def saturate(x):
+  """.sat on floats: clamp to [0, 1], NaN -> 0."""
+  x = np.asarray(x)
+  return np.where(np.isnan(x), x.dtype.type(0), np.clip(x, x.dtype.type(0), x.dtype.type(1)))
+
+def round_float(x_hi, dt: np.dtype, mode: str, err=None):
+  """Round a higher-precision value x_hi (+ optional exact error term err, i.e. exact = x_hi + err) to dt
+  with PTX rounding mode rn/rz/rm/rp. Directed modes: round to nearest, then step one ulp if it went the
+  wrong way (the comparison is exact because dt's values are exactly representable in x_hi's type)."""
+  r = np.asarray(x_hi).astype(dt)
+  if mode in ("rn", "rni", None, ""): return r
+  back = r.astype(x_hi.dtype)
+  d = back - x_hi if err is None else (back - x_hi) - err  # > 0: r above the exact value
+  if mode in ("rz", "rzi"): fix = np.where(x_hi > 0, d > 0, d < 0) | (np.isinf(r) & ~np.isinf(x_hi))
+  elif mode in ("rm", "rmi"): fix = d > 0
+  elif mode in ("rp", "rpi"): fix = d < 0
+  else: raise ValueError(f"unknown rounding mode {mode}")
+  toward = {"rz": np.zeros((), dt), "rzi": np.zeros((), dt), "rm": np.array(-np.inf, dt), "rmi": np.array(-np.inf, dt),
+            "rp": np.array(np.inf, dt), "rpi": np.array(np.inf, dt)}[mode]
+  return np.where(fix & ~np.isnan(r), np.nextafter(r, toward), r).astype(dt)
+
+def two_sum_err(a, b, s):
+  """Exact error of s = fl(a+b) (Knuth TwoSum), so a+b == s + err exactly."""
+  bb = s - a
+  return (a - (s - bb)) + (b - bb)
+
+def round_int_float(x, mode: str):
+  """Round to an integral value in floating point (cvt .rni/.rzi/.rmi/.rpi)."""
+  return {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[mode](x)
+
+# *** integer helpers ***
+def idiv(a, b, signed: bool):
+  """Truncating integer division; division by zero gives all ones (like the hardware)."""
+  z = b == 0
+  bb = np.where(z, b.dtype.type(1), b)
+  if signed: q = (a - np.fmod(a, bb)) // bb
+  else: q = a // bb
+  return np.where(z, a.dtype.type(-1) if signed else np.array(-1).astype(a.dtype), q).astype(a.dtype)
+
+def irem(a, b, signed: bool):
+  """Remainder with the sign of the dividend (C semantics); x % 0 gives x."""
+  z = b == 0
+  bb = np.where(z, b.dtype.type(1), b)
+  r = np.fmod(a, bb) if signed else a % bb
+  return np.where(z, a, r).astype(a.dtype)
+
+def mul_hi(a, b, dt: np.dtype):
+  """High half of the double-width product."""
+  n = dt.itemsize
+  if n <= 4:
+    wide = np.int64 if dt.kind == "i" else np.uint64
+    return ((a.astype(wide) * b.astype(wide)) >> wide(8 * n)).astype(dt)
+  ua, ub = np.asarray(a).view(np.uint64), np.asarray(b).view(np.uint64)
+  M, S = np.uint64(0xFFFFFFFF), np.uint64(32)
+  a0, a1, b0, b1 = ua & M, ua >> S, ub & M, ub >> S
+  p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+  mid = (p00 >> S) + (p01 & M) + (p10 & M)
+  hi = p11 + (p01 >> S) + (p10 >> S) + (mid >> S)
+  if dt.kind == "i":  # signed correction: hi_s = hi_u - (a<0 ? b : 0) - (b<0 ? a : 0)
+    hi = hi - np.where(np.asarray(a) < 0, ub, np.uint64(0)) - np.where(np.asarray(b) < 0, ua, np.uint64(0))
+  return hi.view(dt) if isinstance(hi, np.ndarray) else np.asarray(hi).view(dt)
+
+def widen(dt: np.dtype) -> np.dtype:
+  return (SINT if dt.kind == "i" else UINT)[dt.itemsize * 2]
+
+def int_range(dt: np.dtype) -> tuple[int, int]:
+  i = np.iinfo(dt); return int(i.min), int(i.max)
+
+# *** cvt ***
+def float_to_int(x, dt: np.dtype, mode: str):
+  """Float -> integer: round by mode, saturate to dt's range, NaN -> 0 (PTX float-to-int semantics)."""
+  x = np.asarray(x)
+  x = x.astype(F64) if x.dtype != F64 else x
+  r = round_int_float(x, mode or "rzi")
+  lo, hi = int_range(dt)
+  big, small, nan = r >= float(hi) + 1.0, r < float(lo), np.isnan(r)
+  safe = np.where(big | small | nan, 0.0, r)
+  out = safe.astype(dt)
+  out = np.where(big, np.array(hi).astype(dt), out)
+  out = np.where(small, np.array(lo).astype(dt), out)
+  return out.astype(dt)
+
+def int_to_float(x, dst: str, mode: str):
+  """Integer -> float with rounding mode (default rn). Exact reference in float64 / long double."""
+  x = np.asarray(x)
+  if dst == "bf16": return f32_to_bf16(int_to_float(x, "f32", "rn"), mode or "rn")  # double rounding: rare ties may differ
+  dt = NP[dst]
+  if mode in ("rn", "", None) and not (dst == "f16" and x.dtype.itemsize == 8):
+    return x.astype(dt) if dst != "f16" else x.astype(F64).astype(dt)
+  hi = x.astype(LD) if x.dtype.itemsize == 8 else x.astype(F64)
+  return round_float(hi, dt, mode or "rn")
+
+def cvt(x, dst: str, src: str, rnd: str, ftz_: bool, sat: bool):
+  """The cvt instruction on a value already read as .src; returns a value of .dst's numpy dtype."""
+  x = np.asarray(x)
+  ddt = NP[dst]
+  if is_float(src):
+    if src == "bf16": x, src = bf16_to_f32(x), "f32"
+    if ftz_ and src == "f32": x = ftz(x)
+    if is_float(dst):
+      if rnd in ("rni", "rzi", "rmi", "rpi"):
+        y = round_int_float(x, rnd)
+        y = y.astype(NP[dst]) if dst != "bf16" else f32_to_bf16(y.astype(F32))
+      elif dst == "bf16": y = f32_to_bf16(x.astype(F32), rnd or "rn")
+      elif NP[dst].itemsize >= NP[src].itemsize: y = x.astype(ddt)
+      else: y = round_float(x, ddt, rnd or "rn")
+      if sat: y = saturate(y) if dst != "bf16" else f32_to_bf16(saturate(bf16_to_f32(y)))
+      if ftz_ and dst == "f32": y = ftz(y)
+      return y
+    return float_to_int(x, ddt, rnd or "rzi")
+  # integer source
+  if is_float(dst):
+    y = int_to_float(x, dst, rnd)
+    if sat: y = saturate(y) if dst != "bf16" else f32_to_bf16(saturate(bf16_to_f32(y)))
+    return y
+  if sat:
+    lo, hi = int_range(ddt)
+    slo, shi = int_range(x.dtype)
+    lo, hi = max(lo, slo), min(hi, shi)
+    x = np.clip(x, np.array(lo).astype(x.dtype), np.array(hi).astype(x.dtype))
+  return x.astype(ddt)
