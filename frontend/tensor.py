@@ -20,6 +20,7 @@ from compiler.uop import Ops
 from compiler.view import prod
 from hcqrt.device import Device
 from frontend import function as F
+from frontend.nn_ops import NNOpsMixin
 
 def argfix(*x):
   if x and x[0].__class__ in (tuple, list):
@@ -45,7 +46,7 @@ class _Train(ContextDecorator):
   def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
   def __exit__(self, *exc): Tensor.training = self.prev
 
-class Tensor:
+class Tensor(NNOpsMixin):
   """A lazy tensor. `Tensor(data, device=None, dtype=None, requires_grad=None)`; data may be a Python scalar,
   a (nested) list, a numpy array or bytes.
 
