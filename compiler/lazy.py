@@ -18,6 +18,7 @@ from compiler.uop import Ops, COMPARISON
 from compiler.view import ShapeTracker, prod
 
 _ids = itertools.count()
+SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
 
 class LazyBuffer:
   __slots__ = ("device", "dtype", "op", "srcs", "arg", "st", "_base", "buffer", "id", "__weakref__", "forced_realize")
@@ -79,6 +80,13 @@ class LazyBuffer:
     if not axes: return self
     if self.size == 0:  # reduce of nothing is the identity
       return LazyBuffer.const({Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op], self.dtype, shape, self.device)
+    # a big reduction into a few outputs has no loop to spread over cores: reduce in two stages
+    if len(axes) == 1 and prod(shape) <= 64 and (n := self.shape[axes[0]]) >= SPLIT_REDUCE_MIN:
+      split = next((d for d in (256, 128, 64, 32, 16) if n % d == 0 and n // d >= 1024), None)
+      if split is not None:
+        a = axes[0]
+        x = self.reshape(self.shape[:a] + (split, n // split) + self.shape[a + 1:]).r(op, (a + 1,))
+        return x.r(op, (a,)).reshape(shape)
     return LazyBuffer(self.device, ShapeTracker.from_shape(shape), self.dtype, Ops.REDUCE_AXIS, (self,), (op, tuple(sorted(axes))))
   def contiguous(self) -> LazyBuffer:
     if not self.is_view and self.op is not Ops.CONST:

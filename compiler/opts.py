@@ -1,28 +1,112 @@
 """Kernel optimizations: pick how a lowered kernel's loops are split, unrolled and vectorized.
 
-`optimize(kernel, device)` applies the default hand-written heuristic. Every transformation is a substitution
-of a RANGE by an expression of new ranges, so the kernel stays correct by construction.
+Every opt is a substitution of a RANGE by an expression of new ranges (and LANE, the vector lane), so a kernel
+stays correct by construction; `optimize(kernel, device)` applies the default hand-written heuristic:
+  - matmul-like kernels (a reduction with two output loops, one of them contiguous in some input) get a
+    register tile: UPCAST_I rows unrolled x (VEC_UNROLL x W) columns as W-wide vectors, accumulators in
+    registers, the reduction loop innermost;
+  - reductions over a contiguous axis keep VEC_ACC vector accumulators and sum their lanes at the end;
+  - big kernels split their outermost loop across the CPU cores.
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.schedule import create_schedule
 >>> from compiler.lower import lower
 >>> from compiler.dtypes import dtypes
 >>> x = LazyBuffer.empty((1 << 20,), dtypes.float32, "CPU"); x.buffer = object()
->>> class Dev: ncores = 2
+>>> class Dev: ncores, simd_bytes = 2, 32
 >>> optimize(lower(create_schedule([x.cast(dtypes.int32)])[0].ast), Dev()).threaded is not None
 True
 """
 from __future__ import annotations
+import itertools, os
+from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
-from compiler.uop import Ops
+from compiler.uop import UOp, Ops, substitute, simplify
+from compiler.vectorize import vectorize
 from compiler.view import prod
 
 THREAD_MIN_WORK = 1 << 16   # below this many inner iterations a second thread costs more than it saves
+UPCAST_I, VEC_UNROLL, VEC_ACC = 4, 2, 4
 
 def work(k: LoweredKernel) -> int:
   return prod(r.src[0].arg for r in k.global_ranges) * max(1, prod(r.src[0].arg for r in k.reduce_ranges()))
 
+_range_ids = itertools.count(1000)
+def _new_range(size: int, kind: str) -> UOp:
+  return UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, size),), (next(_range_ids), kind))
+
+def _loads(k: LoweredKernel) -> list[UOp]: return [u for u in k.sink.toposort() if u.op is Ops.LOAD]
+
+def _stride(idx: UOp, r: UOp) -> int | None:
+  """How far idx moves when r grows by one (None when not affine in r)."""
+  z, o = UOp.const(dtypes.int32, 0), UOp.const(dtypes.int32, 1)
+  two = UOp.const(dtypes.int32, 2)
+  a, b, c = (simplify(substitute(idx, {r: v})) for v in (z, o, two))
+  d1, d2 = simplify(b - a), simplify(c - b)
+  return d1.arg if d1.op is Ops.CONST and d2 is d1 else None
+
+def apply_tile(k: LoweredKernel, ri: UOp | None, ui: int, rj: UOp, w: int, uj: int) -> LoweredKernel:
+  """Output loop ri unrolled by ui, rj by uj vectors of w lanes."""
+  lane = UOp(Ops.LANE, dtypes.int32, (), w)
+  rj_o = _new_range(rj.src[0].arg // (w * uj), "global")
+  ri_o = _new_range(ri.src[0].arg // ui, "global") if ri is not None else None
+  stores = []
+  for c in range(ui if ri is not None else 1):
+    for u in range(uj):
+      m = {rj: rj_o * (w * uj) + u * w + lane}
+      if ri is not None: m[ri] = ri_o * ui + c
+      stores.extend(substitute(s, m) for s in k.sink.src)
+  sink = vectorize(UOp(Ops.SINK, None, tuple(stores)), lane)
+  k.global_ranges = [rj_o if r is rj else ri_o if r is ri else r for r in k.global_ranges]
+  k.sink = sink
+  k.applied_opts.append(("TILE", ri.arg[0] if ri is not None else None, ui, rj.arg[0], w, uj))
+  return k
+
+def apply_reduce_vectors(k: LoweredKernel, red: UOp, w: int, acc: int) -> LoweredKernel:
+  """REDUCE over a contiguous range r: acc vector accumulators of w lanes, folded after the loop."""
+  r = red.src[1]
+  lane = UOp(Ops.LANE, dtypes.int32, (), w)
+  ro = _new_range(r.src[0].arg // (w * acc), "reduce")
+  parts = [UOp(Ops.REDUCE, red.dtype, (substitute(red.src[0], {r: ro * (w * acc) + a * w + lane}), ro) + red.src[2:], red.arg) for a in range(acc)]
+  total = parts[0]
+  for p in parts[1:]: total = UOp(red.arg, red.dtype, (total, p))
+  new = UOp(Ops.REDUCE, red.dtype, (total, lane), red.arg)
+  k.sink = vectorize(substitute(k.sink, {red: new}), lane)
+  k.applied_opts.append(("REDUCE_VEC", r.arg[0], w, acc))
+  return k
+
+def _matmul_tile(k: LoweredKernel, w: int) -> bool:
+  if len(k.global_ranges) < 2 or not k.reduce_ranges(): return False
+  loads = _loads(k)
+  for rj in reversed(k.global_ranges):
+    n = rj.src[0].arg
+    uj = VEC_UNROLL if n % (w * VEC_UNROLL) == 0 else 1
+    if n % (w * uj) or not any(_stride(ld.src[1], rj) == 1 for ld in loads): continue
+    # the row loop: one whose contiguous-in-rj load does not move with it (so its loads are shared)
+    for ri in k.global_ranges:
+      if ri is rj or ri.src[0].arg % UPCAST_I: continue
+      if any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads):
+        apply_tile(k, ri, UPCAST_I, rj, w, uj)
+        return True
+  return False
+
+def _reduce_vectors(k: LoweredKernel, w: int) -> bool:
+  reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE and len(u.src) == 2 and u.src[1].op is Ops.RANGE]
+  if len(reds) != 1 or not reds[0].dtype.is_float or reds[0].arg not in (Ops.ADD, Ops.MAX): return False
+  red = reds[0]
+  n = red.src[1].src[0].arg
+  acc = VEC_ACC if n % (w * VEC_ACC) == 0 else 1
+  if n % (w * acc) or n < 4 * w: return False
+  if not any(_stride(ld.src[1], red.src[1]) == 1 for ld in _loads(k)): return False
+  apply_reduce_vectors(k, red, w, acc)
+  return True
+
 def optimize(k: LoweredKernel, device) -> LoweredKernel:
+  """The default opts for `device` (uses device.ncores and device.simd_bytes when it has them)."""
+  if os.environ.get("NOOPT", "0") != "1":
+    w = max(1, getattr(device, "simd_bytes", 0) // 4)
+    if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
+      _matmul_tile(k, w) or _reduce_vectors(k, w)
   ncores = getattr(device, "ncores", 1)
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2:
     k.threaded = k.global_ranges[0]

@@ -59,6 +59,9 @@ def _alu(op: Ops, dt: DType, a: list[str], srcdt: DType) -> str:
   if op in _MATH:
     if dt.scalar is dtypes.float16: return f"(_Float16){_math_fn(op, dtypes.float32)}((float){a[0]})"
     return f"{_math_fn(op, dt)}({a[0]})"
+  if op is Ops.MAX and dt.count > 1:  # C has no ?: on vectors: select bits through the comparison mask
+    it = ctype(dtypes.int32.vec(dt.count))
+    return f"(({ctype(dt)})((({it}){a[0]}&({it})({a[0]}>{a[1]}))|(({it}){a[1]}&~({it})({a[0]}>{a[1]}))))"
   if op is Ops.MAX: return f"(({a[0]}>{a[1]})?{a[0]}:{a[1]})"
   if op is Ops.WHERE: return f"({a[0]}?{a[1]}:{a[2]})"
   if op is Ops.MULACC: return f"(({a[0]}*{a[1]})+{a[2]})"
@@ -79,7 +82,9 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
   def r(u: UOp) -> str: return names[u]
   nbufs = len(k.buf_dtypes)
   for u in prog:
-    if u.dtype is not None and u.dtype.count > 1: vec_types.add(u.dtype)
+    if u.dtype is not None and u.dtype.count > 1:
+      vec_types.add(u.dtype)
+      if u.op is Ops.MAX or (u.op is Ops.ASSIGN and u.src[1].op is Ops.MAX): vec_types.add(dtypes.int32.vec(u.dtype.count))
     op, pad = u.op, "  " * depth
     if op is Ops.CONST: names[u] = render_const(u.arg, u.dtype); continue
     if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"; continue

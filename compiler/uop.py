@@ -421,6 +421,6 @@ def _fold(x: UOp) -> UOp | None:
 
 # The symbolic rule set: every ALU node is passed through the same folding used at construction, so a graph
 # built without the smart constructors (or after a substitution) reaches the same canonical form.
-symbolic = PatternMatcher([(UPat(ALU), _fold)])
+symbolic = PatternMatcher([(UPat(ALU, name="x"), _fold)])
 
 def simplify(u: UOp) -> UOp: return graph_rewrite(u, symbolic)

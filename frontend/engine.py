@@ -116,11 +116,13 @@ def run_schedule(items: list[ScheduleItem]) -> None:
     dev_name = out.device
     for b in si.inputs:
       if b.device != dev_name: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {dev_name}")
-    if si.assign_target is not None: out.buffer = si.assign_target.buffer
-    else: out.buffer = Buffer(dev_name, out.size * out.dtype.itemsize)
-    if out.size == 0: continue
-    ck = get_kernel(si, dev_name)
-    et = ck.program(*[b.buffer.raw for b in si.bufs], threads=ck.threads, wait=True)
+    buf = si.assign_target.buffer if si.assign_target is not None else Buffer(dev_name, out.size * out.dtype.itemsize)
+    if out.size == 0:
+      out.buffer = buf
+      continue
+    ck = get_kernel(si, dev_name)   # may raise (compile error): then nothing of this item is marked realized
+    et = ck.program(buf.raw, *[b.buffer.raw for b in si.inputs], threads=ck.threads, wait=True)
+    out.buffer = buf
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ck.ops
     GlobalCounters.global_mem += sum(b.size * b.dtype.itemsize for b in si.bufs)

@@ -285,6 +285,11 @@ class CPUProgram:
 
   def __repr__(self) -> str: return f"<CPUProgram {self.name} at {self.image.symbols[self.name]:#x}>"
 
+def _simd_bytes() -> int:
+  try: flags = next((l for l in open("/proc/cpuinfo") if l.startswith(("flags", "Features"))), "").split()
+  except OSError: return 16
+  return 64 if "avx512f" in flags else 32 if "avx2" in flags or "avx" in flags else 16
+
 class CPUDevice:
   """The host as a device: allocator, core count, and the names of its renderer and assembler.
 
@@ -298,6 +303,7 @@ class CPUDevice:
     if runner_obj is not None: install_runner(runner_obj)
     self.allocator = CPUAllocator()
     self.ncores: int = _NCORES
+    self.simd_bytes: int = _simd_bytes()   # widest vector registers the compiler may use with -march=native
 
   def program(self, name: str, obj: bytes) -> CPUProgram:
     """Load kernel `name` from an ELF object (same as CPUProgram(name, obj))."""
