@@ -66,6 +66,7 @@ class CompiledKernel:
   program: object
   threads: int
   global_size: tuple[int, ...]
+  launch: dict      # extra keyword arguments of every launch (threads on the CPU, grid/block dims on GPUs)
   ops: int          # estimated arithmetic operations per launch
   src: str
 
@@ -94,9 +95,16 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
     src = render_c(k, threads, prog)
     if debug_level() >= 4: print(src, file=sys.stderr)
     program = dev.program(k.name, compile_c(src, k.name))
+    launch = {"threads": threads}
+  elif dev.renderer == "ptx":
+    from compiler.render_ptx import render_ptx
+    from compiler.assemble.ptx_assembler import assemble_ptx
+    src, launch = render_ptx(k, dev.arch, prog)   # launch: {"global_size": (x,y,z), "local_size": (x,y,z)}
+    if debug_level() >= 4: print(src, file=sys.stderr)
+    program = dev.program(k.name, assemble_ptx(src, dev.arch))
   else: raise NotImplementedError(f"renderer {dev.renderer!r} of device {device}")
   gsize = tuple(r.src[0].arg for r in k.global_ranges)
-  ck = _kernel_cache[key] = CompiledKernel(k.name, program, threads, gsize, _estimate_ops(prog), src)
+  ck = _kernel_cache[key] = CompiledKernel(k.name, program, threads, gsize, launch, _estimate_ops(prog), src)
   return ck
 
 def run_schedule(items: list[ScheduleItem]) -> None:
@@ -121,7 +129,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
       out.buffer = buf
       continue
     ck = get_kernel(si, dev_name)   # may raise (compile error): then nothing of this item is marked realized
-    et = ck.program(buf.raw, *[b.buffer.raw for b in si.inputs], threads=ck.threads, wait=True)
+    et = ck.program(buf.raw, *[b.buffer.raw for b in si.inputs], **ck.launch, wait=True)
     out.buffer = buf
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ck.ops

@@ -12,7 +12,7 @@ import importlib, os, sys
 from typing import Any
 
 BACKENDS = {"CPU": "hcqrt.cpu.device:CPUDevice", "NV": "hcqrt.nv.device:NVDevice", "AMD": "hcqrt.amd.device:AMDDevice",
-            "PTXEMU": "hcqrt.nv.ptxemu:PTXEmuDevice"}
+            "PTXEMU": "hcqrt.mock.ptxemu:PTXEmuDevice"}
 # device files whose presence makes a GPU backend worth trying, in order of preference
 PROBE_FILES = [("NV", "/dev/nvidiactl"), ("AMD", "/dev/kfd")]
 
