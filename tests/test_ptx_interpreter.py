@@ -327,6 +327,49 @@ def test_fma_is_fused_and_directed_rounding():
   assert o2[2] == np.nextafter(np.float32(1), np.float32(2))
   assert o2[0] == np.float32(-1) + b[0]
 
+UNARY = ["sqrt.rn.f32", "rsqrt.approx.f32", "rcp.rn.f32", "ex2.approx.f32", "lg2.approx.f32", "sin.approx.f32", "cos.approx.f32",
+         "tanh.approx.f32", "abs.f32", "neg.f32", "copysign.f32", "slct.f32.f32", "testp.finite.f32", "testp.subnormal.f32", "div.rn.f32",
+         "div.approx.f32"]
+
+def _unary_src() -> str:
+  lines = []
+  for k, op in enumerate(UNARY):
+    if op.startswith("testp"): lines.append(f"{op} %p1, %a; selp.f32 %d, 0f3F800000, 0f00000000, %p1;")
+    elif op.startswith(("copysign", "div")): lines.append(f"{op} %d, %a, %b;")
+    elif op.startswith("slct"): lines.append(f"{op} %d, %b, %a, %a;")
+    else: lines.append(f"{op} %d, %a;")
+    lines.append(f"st.global.f32 [%rd6+{4 * k}], %d;")
+  return HDR + f"""
+.visible .entry un(.param .u64 a, .param .u64 b, .param .u64 o)
+{{
+  .reg .b64 %rd<8>; .reg .b32 %t; .reg .f32 %a, %b, %d; .reg .pred %p1;
+  ld.param.u64 %rd1, [a]; ld.param.u64 %rd2, [b]; ld.param.u64 %rd3, [o];
+  mov.u32 %t, %tid.x;
+  mul.wide.u32 %rd4, %t, 4; add.s64 %rd5, %rd1, %rd4; add.s64 %rd7, %rd2, %rd4;
+  mul.wide.u32 %rd4, %t, {4 * len(UNARY)}; add.s64 %rd6, %rd3, %rd4;
+  ld.global.f32 %a, [%rd5]; ld.global.f32 %b, [%rd7];
+  {chr(10).join(lines)}
+  ret;
+}}"""
+
+def test_float_unary_and_special_ops():
+  src = _unary_src()
+  a = np.array([0.25, 2.0, -3.5, 1e-40, np.inf, np.nan, 100.0, -0.0], np.float32)
+  b = np.array([-1.0, 3.0, 2.0, -5.0, 1.0, 2.0, -0.5, 7.0], np.float32)
+  d = Dev(); o = np.zeros((a.size, len(UNARY)), np.float32)
+  PTXModule(src).launch("un", d.mem, (1, 1, 1), (a.size, 1, 1), struct.pack("<QQQ", d.buf(a), d.buf(b), d.buf(o)))
+  x = a.astype(np.float64)
+  with np.errstate(all="ignore"):
+    want = {"sqrt.rn.f32": np.sqrt(a), "rsqrt.approx.f32": 1 / np.sqrt(x), "rcp.rn.f32": np.float32(1) / a, "ex2.approx.f32": np.exp2(x),
+            "lg2.approx.f32": np.log2(x), "sin.approx.f32": np.sin(x), "cos.approx.f32": np.cos(x), "tanh.approx.f32": np.tanh(x),
+            "abs.f32": np.abs(a), "neg.f32": -a, "copysign.f32": np.copysign(b, a), "slct.f32.f32": np.where(a >= 0, b, a),
+            "testp.finite.f32": np.isfinite(a), "testp.subnormal.f32": (a != 0) & (np.abs(a) < np.finfo(np.float32).tiny),
+            "div.rn.f32": a / b, "div.approx.f32": x / b}
+  for k, op in enumerate(UNARY):
+    np.testing.assert_allclose(o[:, k], np.asarray(want[op], np.float32), rtol=2e-6, atol=0, err_msg=op)
+    if op in ("sqrt.rn.f32", "rcp.rn.f32", "div.rn.f32", "neg.f32", "abs.f32", "copysign.f32"):   # IEEE-exact ops: bit equal
+      np.testing.assert_array_equal(o[:, k].view(np.uint32), np.asarray(want[op], np.float32).view(np.uint32), err_msg=op)
+
 def test_elementwise_add_odd_sizes():
   mod = PTXModule(ADD)
   for n in (1, 7, 33, 1000):
@@ -472,16 +515,93 @@ extern "C" __global__ void dynsmem(const int* a, int* o) {
   o[blockIdx.x * blockDim.x + t] = buf[blockDim.x - 1 - t]; }
 """
 
+# a mixed bag of what elementwise kernels of other dtypes compile to: bf16, u8/bool loads, libdevice math, int64
+CUDA_MISC = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void misc(const float* a, const __nv_bfloat16* bb, const unsigned char* c, const bool* bl, float* o,
+                                __nv_bfloat16* ob, long long* ol, __half* oh, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+  float x = a[i];
+  o[8*i] = exp2f(x) + log2f(fabsf(x) + 1.f);
+  o[8*i+1] = rsqrtf(fabsf(x) + 1.f);
+  o[8*i+2] = __bfloat162float(bb[i]) * 2.f;
+  o[8*i+3] = (float)c[i] + (bl[i] ? 1.f : 0.f);
+  o[8*i+4] = truncf(x) + floorf(x) + ceilf(x) + rintf(x);
+  o[8*i+5] = powf(fabsf(x), 1.5f);
+  o[8*i+6] = logf(fabsf(x) + 1) + log1pf(fabsf(x));
+  o[8*i+7] = erff(x) + atan2f(x, 1.0f) + fmodf(x, 0.7f);
+  ob[i] = __float2bfloat16(x * 3.f);
+  ol[i] = (long long)i * 0x100000001LL + (long long)(x * 1000);
+  __half h = __float2half(x); oh[i] = __hadd(h, __hmul(h, h)); }
+extern "C" __global__ void hfma2(const __half2* a, __half2* o) { int i = threadIdx.x; o[i] = __hfma2(a[i], a[i], a[i]); }
+extern "C" __global__ void u8k(const unsigned char* a, unsigned char* o, int n) {
+  int i = threadIdx.x; if (i < n) o[i] = a[i] > 100 ? a[i] - 100 : a[i] * 2; }
+extern "C" __global__ void rowmax(const float* a, float* o, int cols) {
+  __shared__ float s[32]; float acc = 0;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) acc = fmaxf(acc, a[blockIdx.x * cols + j]);
+  for (int off = 16; off; off >>= 1) acc = fmaxf(acc, __shfl_xor_sync(0xffffffff, acc, off));
+  if ((threadIdx.x & 31) == 0) s[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    acc = threadIdx.x < blockDim.x / 32 ? s[threadIdx.x] : -1e30f;
+    for (int off = 16; off; off >>= 1) acc = fmaxf(acc, __shfl_xor_sync(0xffffffff, acc, off));
+    if (threadIdx.x == 0) o[blockIdx.x] = acc; } }
+"""
+
 NVCC = shutil.which("nvcc")
+
+def _nvcc(src: str, *flags: str) -> PTXModule:
+  with tempfile.TemporaryDirectory() as td:
+    cu = pathlib.Path(td) / "k.cu"; cu.write_text(src)
+    r = subprocess.run([NVCC, "-ptx", "-arch=sm_90", *flags, str(cu), "-o", str(cu.with_suffix(".ptx"))], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return PTXModule(cu.with_suffix(".ptx").read_text())
+
+@pytest.fixture(scope="module", params=["default", "fast-math"])
+def nv_misc(request):
+  if NVCC is None: pytest.skip("nvcc not installed: cannot generate PTX from CUDA C")
+  return _nvcc(CUDA_MISC, *(["-use_fast_math"] if request.param == "fast-math" else []))
+
+def _bf16_nearest(x: np.ndarray) -> np.ndarray:
+  """Independent bf16 reference: of the two bf16 neighbours (truncate, truncate + 1 ulp) take the nearer, ties to even."""
+  b = x.astype(np.float32).view(np.uint32) >> 16
+  lo, hi = (b << 16).view(np.float32).astype(np.float64), ((b + 1) << 16).view(np.float32).astype(np.float64)
+  x64 = x.astype(np.float64)
+  pick_hi = (np.abs(hi - x64) < np.abs(x64 - lo)) | ((np.abs(hi - x64) == np.abs(x64 - lo)) & (b % 2 == 1))
+  return np.where(pick_hi, b + 1, b).astype(np.uint16)
+
+def test_nvcc_misc_dtypes_and_libdevice(nv_misc):
+  import math
+  d = Dev(); n = 77; rng = np.random.default_rng(0)
+  a = (rng.standard_normal(n) * 5).astype(np.float32)
+  bb = (rng.standard_normal(n).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+  c = rng.integers(0, 256, n).astype(np.uint8); bl = rng.integers(0, 2, n).astype(np.bool_)
+  o, ob, ol, oh = np.zeros((n, 8), np.float32), np.zeros(n, np.uint16), np.zeros(n, np.int64), np.zeros(n, np.float16)
+  nv_misc.launch("misc", d.mem, (3, 1, 1), (32, 1, 1), struct.pack("<QQQQQQQQi", *(d.buf(v) for v in (a, bb, c, bl, o, ob, ol, oh)), n))
+  x = a.astype(np.float64)
+  refs = [np.exp2(x) + np.log2(abs(x) + 1), 1 / np.sqrt(abs(x) + 1), (bb.astype(np.uint32) << 16).view(np.float32) * 2.0,
+          c.astype(np.float64) + bl, np.trunc(x) + np.floor(x) + np.ceil(x) + np.rint(x), abs(x) ** 1.5,
+          np.log(abs(x) + 1) + np.log1p(abs(x)), [math.erf(v) + math.atan2(v, 1) + math.fmod(v, float(np.float32(0.7))) for v in x]]
+  for k, r in enumerate(refs): np.testing.assert_allclose(o[:, k], r, rtol=2e-6, atol=1e-6, err_msg=f"column {k}")
+  np.testing.assert_array_equal(ob, _bf16_nearest(a * np.float32(3)))
+  assert ol.tolist() == [i * 0x100000001 + int(np.float32(v) * np.float32(1000)) for i, v in enumerate(a)]
+  h = a.astype(np.float16)
+  np.testing.assert_array_equal(oh, h + h * h)
+  h2 = rng.standard_normal(64).astype(np.float16); oh2 = np.zeros(64, np.float16)
+  nv_misc.launch("hfma2", d.mem, (1, 1, 1), (32, 1, 1), struct.pack("<QQ", d.buf(h2), d.buf(oh2)))
+  np.testing.assert_array_equal(oh2, (h2.astype(np.float64) * h2 + h2).astype(np.float16))   # fused: one rounding
+  u = rng.integers(0, 256, 50).astype(np.uint8); ou = np.zeros(50, np.uint8)
+  nv_misc.launch("u8k", d.mem, (1, 1, 1), (64, 1, 1), struct.pack("<QQi", d.buf(u), d.buf(ou), 50))
+  np.testing.assert_array_equal(ou, np.where(u > 100, u - 100, (u.astype(np.int32) * 2) & 255).astype(np.uint8))
+  A = rng.standard_normal((5, 1000)).astype(np.float32); om = np.zeros(5, np.float32)
+  nv_misc.launch("rowmax", d.mem, (5, 1, 1), (256, 1, 1), struct.pack("<QQi", d.buf(A), d.buf(om), 1000))
+  np.testing.assert_array_equal(om, np.maximum(A.max(1), 0))
 
 @pytest.fixture(scope="module")
 def nv():
   if NVCC is None: pytest.skip("nvcc not installed: cannot generate PTX from CUDA C")
-  with tempfile.TemporaryDirectory() as td:
-    cu = pathlib.Path(td) / "k.cu"; cu.write_text(CUDA)
-    r = subprocess.run([NVCC, "-ptx", "-arch=sm_90", str(cu), "-o", str(cu.with_suffix(".ptx"))], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return PTXModule(cu.with_suffix(".ptx").read_text())
+  return _nvcc(CUDA)
 
 def test_nvcc_add_and_saxpy(nv):
   d = Dev(); n = 1000
@@ -575,7 +695,7 @@ def test_nvcc_double_and_int64(nv):
   assert l.tolist() == [_wrap(int(v) * 12345678901, "s64") for v in a]
 
 # *** the real assembler agrees our hand-written PTX is valid ***
-HAND = {"add": ADD, "diverge": DIVERGE, "barrier": BARRIER, "special2d": SPECIAL2D, "pack": PACK,
+HAND = {"add": ADD, "diverge": DIVERGE, "barrier": BARRIER, "unary": _unary_src(), "special2d": SPECIAL2D, "pack": PACK,
         "setp": _binop_kernel("sp", "setp.equ.f32 %p1, %a, %b; selp.u32 %d, 1, 0, %p1;", "f32", "f32", "u32", ".reg .f32 %a, %b; .reg .b32 %d; .reg .pred %p1;"),
         "intops": _binop_kernel("io", "div.s64 %d, %a, %b; mul.hi.u64 %d, %d, %a; shr.s64 %d, %d, 3;", "s64", "s64", "s64", ".reg .b64 %a, %b, %d;")}
 
