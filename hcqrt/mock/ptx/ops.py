@@ -65,8 +65,7 @@ def reader(ctx: DecodeCtx, op: Operand, t: str, line: int):
   if op.kind != "reg": raise PTXError(f"line {line}: operand kind {op.kind} not usable here")
   key = op.name
   if key not in ctx.regs:  # special register
-    if key.split(".")[0] in ("%clock64", "%globaltimer"): return lambda st: np.asarray(st.special(key)).astype(dt)[()]
-    return lambda st: np.asarray(st.special(key)).astype(dt)[()] if np.ndim(st.special(key)) == 0 else st.special(key).astype(dt)
+    return lambda st: np.asarray(st.special(key)).astype(dt)[()]   # [()] keeps uniform values scalar
   rt = ctx.regs[key]
   if rt == "pred" or t == "pred":
     if rt != t: raise PTXError(f"line {line}: register {key} is .{rt}, used as .{t}")

@@ -123,7 +123,7 @@ def _split_top(s: str, sep: str = ",") -> list[str]:
 _TOKEN = re.compile(r'"[^"]*"|[{};]|[^{};"]+')
 _LABEL = re.compile(r"^\s*([A-Za-z_$][\w$]*)\s*:(?!:)")
 
-def _statements(src: str, base: int):
+def _statements(src: str, base: int, full: str = ""):
   """Yield (kind, text, pos): kind is 'stmt', 'open', 'close' or 'label'. Braces inside a statement
   (vector operands, initializers) stay part of the statement."""
   acc, acc_pos, inner = "", None, 0
@@ -134,7 +134,7 @@ def _statements(src: str, base: int):
       while (lm := _LABEL.match(acc)):
         yield "label", lm.group(1), acc_pos; acc = acc[lm.end():]
       if acc.strip() and tok == "{": inner, acc = 1, acc + tok; continue
-      if acc.strip(): raise PTXError(f"line {_line_of_global(acc_pos)}: unterminated statement {acc.strip()!r}")
+      if acc.strip(): raise PTXError(f"line {_line_of(full, acc_pos or 0)}: statement without ';' before a brace: {acc.strip()[:60]!r}")
       yield ("open" if tok == "{" else "close"), tok, base + m.start(); acc, acc_pos = "", None
     elif tok == "{": inner += 1; acc += tok
     elif tok == "}": inner -= 1; acc += tok
@@ -145,10 +145,7 @@ def _statements(src: str, base: int):
     else: acc += tok
   while (lm := _LABEL.match(acc)):
     yield "label", lm.group(1), acc_pos; acc = acc[lm.end():]
-  if acc.strip(): raise PTXError(f"unterminated statement {acc.strip()!r}")
-
-_SRC_FOR_LINES: list[str] = [""]
-def _line_of_global(pos) -> int: return _line_of(_SRC_FOR_LINES[0], pos or 0)
+  if acc.strip(): raise PTXError(f"line {_line_of(full, acc_pos or 0)}: statement without ';': {acc.strip()[:60]!r}")
 
 _DECL_ITEM = re.compile(r"^([%A-Za-z_$][\w$%]*)\s*(?:<\s*(\d+)\s*>)?\s*(?:\[\s*(\d*)\s*\])?\s*(?:=\s*(.*))?$", re.S)
 
@@ -250,7 +247,7 @@ def _parse_body(body: str, base: int, src: str, kname: str) -> tuple[dict, list,
     for s in reversed(scopes):
       if name in s: return s[name]
     return None
-  for kind, text, pos in _statements(body, base):
+  for kind, text, pos in _statements(body, base, src):
     line = _line_of(src, pos)
     if kind == "open": scopes.append({}); nscope[0] += 1; continue
     if kind == "close":
@@ -296,7 +293,6 @@ def _matching_brace(src: str, i: int) -> int:
 def parse_ptx(ptx_source: str) -> ModuleSource:
   """Parse a PTX module. Raises PTXError naming the line for anything it cannot read."""
   src = _strip_comments(ptx_source)
-  _SRC_FOR_LINES[0] = src
   mod = ModuleSource()
   # directives that end at the newline instead of ';'
   def directive(m):
