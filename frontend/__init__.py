@@ -8,5 +8,6 @@ from compiler.dtypes import dtypes, DType
 from hcqrt.device import Device
 from frontend.engine import GlobalCounters
 from frontend.tensor import Tensor
+from frontend.jit import TinyJit
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "GlobalCounters"]
+__all__ = ["Tensor", "dtypes", "DType", "Device", "GlobalCounters", "TinyJit"]

@@ -54,7 +54,13 @@ def from_host(arr: np.ndarray, dtype: DType, device: str) -> LazyBuffer:
   if arr.nbytes: device_(device).allocator.copyin(buf.raw, memoryview(arr.reshape(-1).view(np.uint8)))
   return LazyBuffer.from_buffer(buf, arr.shape, dtype, device)
 
+class JitError(RuntimeError):
+  """The JIT can't replay a function correctly; the message says why."""
+
 def to_host(lb: LazyBuffer, npdtype) -> np.ndarray:
+  if capturing is not None:
+    raise JitError("reading tensor values on the host (.item()/.numpy()/.tolist()) during TinyJit capture would freeze them "
+                   "into the replay; move the read out of the jitted function")
   assert lb.realized and not lb.is_view
   out = np.empty(lb.size, dtype=npdtype)
   if out.nbytes: Device[lb.device].allocator.copyout(memoryview(out.view(np.uint8)), lb.buffer.raw)
@@ -107,37 +113,57 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
   ck = _kernel_cache[key] = CompiledKernel(k.name, program, threads, gsize, launch, _estimate_ops(prog), src)
   return ck
 
+@dataclass
+class ExecItem:
+  """One launch (or copy) with its buffers bound: what the JIT records and replays."""
+  kind: str                 # kernel | copy
+  ck: CompiledKernel | None
+  bufs: list[Buffer]        # outputs first
+  fresh_out: bool = True    # bufs[0] was allocated for this launch (False: an in-place assign target)
+  def run(self) -> float:
+    if self.kind == "copy":
+      dst, src = self.bufs
+      data = np.empty(src.nbytes, np.uint8)
+      if data.nbytes:
+        Device[src.device].allocator.copyout(memoryview(data), src.raw)
+        Device[dst.device].allocator.copyin(dst.raw, memoryview(data))
+      GlobalCounters.global_mem += data.nbytes
+      return 0.0
+    ck = self.ck
+    et = ck.program(*[b.raw for b in self.bufs], **ck.launch, wait=True) or 0.0
+    GlobalCounters.kernel_count += 1
+    GlobalCounters.global_ops += ck.ops
+    GlobalCounters.global_mem += sum(b.nbytes for b in self.bufs)
+    GlobalCounters.time_sum_s += et
+    if debug_level() >= 2:
+      print(f"{self.bufs[0].device:6s} kernel {GlobalCounters.kernel_count:4d} {ck.name:30s} global {str(ck.global_size):18s} "
+            f"{et * 1e6:9.1f} us  {ck.ops / max(et, 1e-9) / 1e9:7.2f} GFLOP/s", file=sys.stderr)
+    return et
+
+# while the JIT captures, every ExecItem run is appended here
+capturing: list[ExecItem] | None = None
+
 def run_schedule(items: list[ScheduleItem]) -> None:
   for si in items:
     out = si.outputs[0]
+    nbytes = out.size * out.dtype.itemsize
     if si.kind == "empty":
-      out.buffer = Buffer(out.device, out.size * out.dtype.itemsize)
+      out.buffer = Buffer(out.device, nbytes)
       continue
     if si.kind == "copy":
-      src = si.inputs[0]
-      data = np.empty(src.size * src.dtype.itemsize, np.uint8)
-      if data.nbytes: Device[src.device].allocator.copyout(memoryview(data), src.buffer.raw)
-      out.buffer = Buffer(out.device, data.nbytes)
-      if data.nbytes: Device[out.device].allocator.copyin(out.buffer.raw, memoryview(data))
-      GlobalCounters.global_mem += data.nbytes
-      continue
-    dev_name = out.device
-    for b in si.inputs:
-      if b.device != dev_name: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {dev_name}")
-    buf = si.assign_target.buffer if si.assign_target is not None else Buffer(dev_name, out.size * out.dtype.itemsize)
-    if out.size == 0:
-      out.buffer = buf
-      continue
-    ck = get_kernel(si, dev_name)   # may raise (compile error): then nothing of this item is marked realized
-    et = ck.program(buf.raw, *[b.buffer.raw for b in si.inputs], **ck.launch, wait=True)
-    out.buffer = buf
-    GlobalCounters.kernel_count += 1
-    GlobalCounters.global_ops += ck.ops
-    GlobalCounters.global_mem += sum(b.size * b.dtype.itemsize for b in si.bufs)
-    GlobalCounters.time_sum_s += et or 0.0
-    if debug_level() >= 2:
-      print(f"{dev_name:6s} kernel {GlobalCounters.kernel_count:4d} {ck.name:30s} global {str(ck.global_size):18s} "
-            f"threads {ck.threads} {et * 1e6:9.1f} us  {ck.ops / max(et, 1e-9) / 1e9:7.2f} GFLOP/s", file=sys.stderr)
+      ei = ExecItem("copy", None, [Buffer(out.device, nbytes), si.inputs[0].buffer])
+    else:
+      for b in si.inputs:
+        if b.device != out.device: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {out.device}")
+      buf = si.assign_target.buffer if si.assign_target is not None else Buffer(out.device, nbytes)
+      if out.size == 0:
+        out.buffer = buf
+        continue
+      # get_kernel may raise (a compile error): then nothing of this item is marked realized
+      ei = ExecItem("kernel", get_kernel(si, out.device), [buf] + [b.buffer for b in si.inputs], si.assign_target is None)
+    ei.run()
+    out.buffer = ei.bufs[0]
+    if capturing is not None: capturing.append(ei)
 
 def _drop_graph(items: list[ScheduleItem]) -> None:
   # once realized, a base forgets how it was computed so the graph above it can be freed
