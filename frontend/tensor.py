@@ -315,7 +315,7 @@ class Tensor(NNOpsMixin):
         if g is not None and t.requires_grad:
           if g.shape != t.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
           t.grad = g if t.grad is None else (t.grad + g)
-      if not retain_graph: del t0._ctx
+      if not retain_graph: t0._ctx = None
     return self
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
     """d(self)/d(target) for each target, without touching `.grad`."""
