@@ -1,0 +1,144 @@
+"""The one seam through which backends touch device files: open, ioctl, mmap, munmap, close.
+
+Real calls go to the OS (os + ctypes libc). `install(driver)` puts a fake kernel driver in front:
+paths it claims are opened by it, and every later call on an fd (or mapping) it produced is routed
+to it, so a backend cannot tell it is talking to a mock.
+
+A fake driver implements `claims(path) -> bool` and the same five calls, with the ioctl argument
+given as an address in this process (as a kernel sees a user pointer):
+  open(path, flags) -> fd;  ioctl(fd, request, argp: int) -> int;  mmap(fd, length, prot, flags, offset, addr) -> int;
+  munmap(addr, length) -> None;  close(fd) -> None.
+It raises OSError(errno, ...) the way the kernel would fail the call.
+
+  >>> import os
+  >>> fd = open("/dev/null", os.O_RDONLY); close(fd)
+"""
+from __future__ import annotations
+import ctypes, ctypes.util, errno as errno_mod, mmap as _mmap, os, threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Protocol
+import cffi
+from ioctl_defs.nv.ioctl import ESCAPE_BY_NR, UVM_BY_CMD
+
+PROT_READ, PROT_WRITE, PROT_EXEC = _mmap.PROT_READ, _mmap.PROT_WRITE, getattr(_mmap, "PROT_EXEC", 4)
+MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS = _mmap.MAP_SHARED, _mmap.MAP_PRIVATE, _mmap.MAP_ANONYMOUS
+MAP_FIXED = 0x10   # Linux value; not exported by the mmap module
+
+class FakeDriver(Protocol):
+  def claims(self, path: str) -> bool: ...
+  def open(self, path: str, flags: int) -> int: ...
+  def ioctl(self, fd: int, request: int, argp: int) -> int: ...
+  def mmap(self, fd: int, length: int, prot: int, flags: int, offset: int, addr: int | None) -> int: ...
+  def munmap(self, addr: int, length: int) -> None: ...
+  def close(self, fd: int) -> None: ...
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.ioctl.argtypes, _libc.ioctl.restype = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p], ctypes.c_int
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.mmap.restype = ctypes.c_void_p
+_libc.munmap.argtypes, _libc.munmap.restype = [ctypes.c_void_p, ctypes.c_size_t], ctypes.c_int
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_ffi = cffi.FFI()
+
+_lock = threading.Lock()
+_drivers: list[FakeDriver] = []
+_fake_fds: dict[int, FakeDriver] = {}          # fd -> driver that opened it
+_fake_maps: dict[int, FakeDriver] = {}         # mapping address -> driver that made it
+_paths: dict[int, str] = {}                    # fd -> path, for error messages
+
+def install(driver: FakeDriver) -> FakeDriver:
+  """Route the paths `driver` claims to it (until uninstall). Returns the driver."""
+  with _lock:
+    if driver not in _drivers: _drivers.append(driver)
+  return driver
+
+def uninstall(driver: FakeDriver | None = None) -> None:
+  """Stop routing new opens to `driver` (all drivers when None). Open fds keep going to their driver."""
+  with _lock:
+    if driver is None: _drivers.clear()
+    elif driver in _drivers: _drivers.remove(driver)
+
+@contextmanager
+def installed(driver: FakeDriver) -> Iterator[FakeDriver]:
+  """`with installed(MockNV()) as drv:` ... the driver is removed again on exit."""
+  install(driver)
+  try: yield driver
+  finally: uninstall(driver)
+
+def is_fake(fd: int) -> bool: return fd in _fake_fds
+
+def describe_request(request: int) -> str:
+  """A readable name for an ioctl request (NVIDIA escapes and UVM commands by name, others decoded)."""
+  if request in UVM_BY_CMD: return f"{UVM_BY_CMD[request]} ({request:#x})"
+  d, t, nr, size = (request >> 30) & 3, (request >> 8) & 0xFF, request & 0xFF, (request >> 16) & 0x3FFF
+  if t == ord("F") and nr in ESCAPE_BY_NR: return f"{ESCAPE_BY_NR[nr]} ({request:#x}, size {size})"
+  return f"_IOC(dir={d}, type={chr(t)!r}, nr={nr:#x}, size={size}) = {request:#x}"
+
+def _address(buf: Any) -> tuple[int, Any]:
+  """(address, keep-alive object) of an ioctl argument: cffi pointer/array, bytearray, writable buffer, ctypes object or int."""
+  if buf is None: return 0, None
+  if isinstance(buf, int): return buf, None
+  if isinstance(buf, _ffi.CData): return int(_ffi.cast("uintptr_t", buf)), buf
+  if isinstance(buf, ctypes._SimpleCData) or isinstance(buf, (ctypes.Structure, ctypes.Array, ctypes.Union)):
+    return ctypes.addressof(buf), buf
+  mv = memoryview(buf).cast("B")
+  if mv.readonly: raise TypeError("ioctl argument buffer must be writable (the kernel copies results back)")
+  if mv.nbytes == 0: return 0, None
+  c = (ctypes.c_char * mv.nbytes).from_buffer(mv)
+  return ctypes.addressof(c), (c, mv)
+
+def open(path: str, flags: int) -> int:  # noqa: A001 - the seam mirrors the syscall names
+  """Open a device file; a claimed path goes to the installed fake driver."""
+  with _lock: drv = next((d for d in _drivers if d.claims(path)), None)
+  if drv is None: fd = os.open(path, flags)
+  else:
+    fd = drv.open(path, flags)
+    with _lock: _fake_fds[fd] = drv
+  _paths[fd] = path
+  return fd
+
+def ioctl(fd: int, request: int, buf: Any) -> int:
+  """Issue an ioctl; returns the (non-negative) result, raises OSError naming the request and device on failure."""
+  argp, keep = _address(buf)
+  drv = _fake_fds.get(fd)
+  try:
+    if drv is not None: return drv.ioctl(fd, request, argp)
+    ret = _libc.ioctl(fd, request, argp)
+    if ret < 0:
+      e = ctypes.get_errno()
+      raise OSError(e, os.strerror(e))
+    return ret
+  except OSError as exc:
+    e = exc.errno or errno_mod.EIO
+    raise OSError(e, f"ioctl {describe_request(request)} on fd {fd} ({_paths.get(fd, '?')}) failed: {os.strerror(e)}"
+                     f"{'' if not exc.strerror or exc.strerror == os.strerror(e) else ' - ' + exc.strerror}") from None
+  finally:
+    del keep
+
+def mmap(fd: int, length: int, prot: int, flags: int, offset: int, addr: int | None = None) -> int:
+  """Map `length` bytes of a device file (or anonymous memory with fd=-1); returns the address."""
+  drv = _fake_fds.get(fd)
+  if drv is not None:
+    a = drv.mmap(fd, length, prot, flags, offset, addr)
+    with _lock: _fake_maps[a] = drv
+    return a
+  a = _libc.mmap(addr, length, prot, flags, fd, offset)
+  if a in (None, _MAP_FAILED):
+    e = ctypes.get_errno()
+    raise OSError(e, f"mmap of {length:#x} bytes at offset {offset:#x} of fd {fd} ({_paths.get(fd, 'anonymous')}) failed: {os.strerror(e)}")
+  return a
+
+def munmap(addr: int, length: int) -> None:
+  """Unmap a mapping made by `mmap` (routed to the fake driver that made it, if any)."""
+  with _lock: drv = _fake_maps.pop(addr, None)
+  if drv is not None: return drv.munmap(addr, length)
+  if _libc.munmap(addr, length) != 0:
+    e = ctypes.get_errno()
+    raise OSError(e, f"munmap({addr:#x}, {length:#x}) failed: {os.strerror(e)}")
+
+def close(fd: int) -> None:
+  """Close an fd (routed to its fake driver, if any)."""
+  with _lock: drv = _fake_fds.pop(fd, None)
+  _paths.pop(fd, None)
+  if drv is not None: drv.close(fd)
+  else: os.close(fd)
