@@ -1,0 +1,546 @@
+"""A fake NVIDIA kernel driver (RM side): /dev/nvidiactl and /dev/nvidiaN behind hcqrt.syscalls.
+
+It keeps RM's object tree per client with RM's checks and status codes (as read from
+open-gpu-kernel-modules resserv / rmapi: unknown class -> NV_ERR_INVALID_CLASS, unknown parent ->
+NV_ERR_OBJECT_NOT_FOUND, parent of the wrong class -> NV_ERR_INVALID_OBJECT_PARENT, taken handle ->
+NV_ERR_INSERT_DUPLICATE_NAME, control paramsSize != the control's struct size -> NV_ERR_INVALID_ARGUMENT,
+...); statuses go in the params' status field while ioctl() returns 0, and malformed requests (bad
+size, wrong device file, unknown escape) fail with EINVAL like nvidia.ko. Memory objects are backed
+by host memory (see vmem.py), GPU virtual addresses come from the vaspace objects, and the mock
+reports an H100 (or another chip from chips.py) with a configurable 580-series version string.
+
+  >>> from hcqrt import syscalls
+  >>> with syscalls.installed(MockNV()) as drv:
+  ...   fd = syscalls.open("/dev/nvidiactl", 2); syscalls.close(fd)
+"""
+from __future__ import annotations
+import ctypes, errno, os, re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from ioctl_defs.nv.abi import abi_for_version, NVABI
+from ioctl_defs.nv.ioctl import ESCAPES, ESCAPE_BY_NR, NV_IOCTL_MAGIC, ioc_decode, NV_RM_API_VERSION_CMD_QUERY, \
+  NV_RM_API_VERSION_CMD_STRICT, NV_RM_API_VERSION_CMD_RELAXED, NV_RM_API_VERSION_REPLY_RECOGNIZED
+from ioctl_defs.nv.ctrl import CTRL
+from ioctl_defs.nv import classes as C, flags as F
+from ioctl_defs.nv.status import NV_STATUS
+from hcqrt.mock.nv.chips import CHIPS, Chip, GENERIC_CLASSES
+from hcqrt.mock.nv.vmem import HostMemory, GPUVASpace, round_up, PAGE
+
+S = NV_STATUS
+CLIENT_HANDLE_BASE, OBJECT_HANDLE_BASE = 0xC1D00000, 0xCAF00000   # RM's generated-handle ranges (resserv)
+
+class RMError(Exception):
+  """An RM status to put into the params' status field."""
+  def __init__(self, status: str, why: str = ""):
+    super().__init__(f"{status}: {why}"); self.status, self.why = S[status], why
+
+def _fail(status: str, why: str = "") -> RMError: return RMError(status, why)
+
+@dataclass
+class RMObject:
+  handle: int
+  cls: int
+  kind: str
+  parent: "RMObject | None"
+  client: int
+  children: list["RMObject"] = field(default_factory=list)
+  data: dict[str, Any] = field(default_factory=dict)
+
+@dataclass
+class FileState:
+  kind: str                 # 'ctl' | 'dev' | 'uvm'
+  path: str
+  minor: int = -1
+  map_ctx: tuple | None = None       # (backing HostMemory, offset, length) set by RM_MAP_MEMORY
+  registered_ctl: int | None = None  # /dev/nvidiaN: the ctl fd given to REGISTER_FD
+  attached: bool = False
+  uvm: Any = None                     # UVM per-fd state (uvm.py)
+
+# kind of object each class makes, and the kinds its parent may be (RM resource_list.h parent lists)
+_PARENTS = {"device": ("client",), "subdevice": ("device",), "usermode": ("subdevice",), "vaspace": ("device", "subdevice"),
+  "sysmem": ("device",), "vidmem": ("device", "subdevice"), "virtual": ("device",), "osdesc": ("device",),
+  "group": ("device",), "ctxshare": ("group",), "channel": ("device", "group"), "compute": ("channel",), "copy": ("channel",)}
+_ALLOC_STRUCT = {"device": ("NV0080_ALLOC_PARAMETERS", False), "subdevice": ("NV2080_ALLOC_PARAMETERS", False),
+  "usermode": ("NV_HOPPER_USERMODE_A_PARAMS", False), "vaspace": ("NV_VASPACE_ALLOCATION_PARAMETERS", True),
+  "sysmem": ("NV_MEMORY_ALLOCATION_PARAMS", True), "vidmem": ("NV_MEMORY_ALLOCATION_PARAMS", True),
+  "virtual": ("NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS", True), "osdesc": ("NV_OS_DESC_MEMORY_ALLOCATION_PARAMS", True),
+  "group": ("NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS", True), "ctxshare": ("NV_CTXSHARE_ALLOCATION_PARAMETERS", True),
+  "channel": ("NV_CHANNEL_ALLOC_PARAMS", True), "compute": ("NV_GR_ALLOCATION_PARAMETERS", False),
+  "copy": ("NVB0B5_ALLOCATION_PARAMETERS", False)}
+_CTRL_KIND = {0x0000: ("client",), 0x0080: ("device",), 0x2080: ("subdevice",), 0xA06C: ("group",), 0xA06F: ("channel",), 0xC36F: ("channel",)}
+
+def _class_kind(cls: int) -> str | None:
+  fixed = {C.NV01_ROOT_CLIENT: "client", C.NV01_DEVICE_0: "device", C.NV20_SUBDEVICE_0: "subdevice", C.FERMI_VASPACE_A: "vaspace",
+           C.NV01_MEMORY_SYSTEM: "sysmem", C.NV01_MEMORY_LOCAL_USER: "vidmem", C.NV01_MEMORY_VIRTUAL: "virtual",
+           C.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: "osdesc", C.KEPLER_CHANNEL_GROUP_A: "group", C.FERMI_CONTEXT_SHARE_A: "ctxshare"}
+  if cls in fixed: return fixed[cls]
+  return {0x61: "usermode", 0x6F: "channel", 0xC0: "compute", 0xB5: "copy"}.get(cls & 0xFF) if cls >= 0xC300 else None
+
+class MockNV:
+  """The fake NVIDIA driver. `arch` picks the GPU (chips.CHIPS), `version` the driver version it reports;
+  struct layouts follow `layout_version` (default: `version`, so a mismatched client sees EINVAL/status errors)."""
+  def __init__(self, arch: str = "hopper", version: str = "580.142", layout_version: str | None = None):
+    self.chip: Chip = CHIPS[arch]
+    self.version = version
+    self.abi: NVABI = abi_for_version(layout_version or version)
+    self.ffi = self.abi.ffi
+    self.files: dict[int, FileState] = {}
+    self.clients: dict[int, dict[int, RMObject]] = {}
+    self.gpu_id = 0x100                           # RM's gpu id = PCI domain/bus derived; bus 1
+    self.uuid = bytes([0x4A, 0x1C, 0x90, 0x07] + [0x5E] * 12)
+    self.next_client, self.next_chid = 0, 0
+    self.vidmem_used = 0
+    from hcqrt.mock.nv.uvm import UVM
+    self.uvm = UVM(self)
+
+  # ---- the syscall seam interface ----
+  def claims(self, path: str) -> bool: return re.fullmatch(r"/dev/nvidia(ctl|-uvm|\d+)", path) is not None
+
+  def open(self, path: str, flags: int) -> int:
+    if path == "/dev/nvidiactl": st = FileState("ctl", path)
+    elif path == "/dev/nvidia-uvm": st = FileState("uvm", path)
+    elif path == "/dev/nvidia0": st = FileState("dev", path, minor=0)
+    else: raise FileNotFoundError(errno.ENOENT, f"No such device: {path} (the mock has one GPU, /dev/nvidia0)")
+    fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)   # a real, unique fd number the client can hold
+    self.files[fd] = st
+    return fd
+
+  def close(self, fd: int) -> None:
+    st = self.files.pop(fd, None)
+    if st is None: raise OSError(errno.EBADF, f"fd {fd} is not open on the NV mock")
+    if st.kind == "uvm": self.uvm.close(fd, st)
+    os.close(fd)
+
+  def ioctl(self, fd: int, request: int, argp: int) -> int:
+    st = self.files.get(fd)
+    if st is None: raise OSError(errno.EBADF, f"fd {fd} is not open on the NV mock")
+    if st.kind == "uvm": return self.uvm.ioctl(fd, st, request, argp)
+    _, typ, nr, size = ioc_decode(request)
+    if typ != NV_IOCTL_MAGIC or nr not in ESCAPE_BY_NR: raise OSError(errno.EINVAL, f"unknown nvidia escape nr {nr:#x}")
+    name = ESCAPE_BY_NR[nr]
+    _, struct, where = ESCAPES[name]
+    if (where == "ctl" and st.kind != "ctl") or (where == "device" and st.kind != "dev"):
+      raise OSError(errno.EINVAL, f"{name} must be issued on {'/dev/nvidiactl' if where == 'ctl' else '/dev/nvidiaN'}, not {st.path}")
+    if name == "NV_ESC_CARD_INFO": ok = size > 0 and size % self.abi.sizeof(struct) == 0
+    elif name == "NV_ESC_ATTACH_GPUS_TO_FD": ok = size > 0 and size % 4 == 0
+    elif name == "NV_ESC_RM_ALLOC": ok = size in (self.abi.sizeof("NVOS21_PARAMETERS"), self.abi.sizeof("NVOS64_PARAMETERS"))
+    else: ok = size == self.abi.sizeof(struct)
+    if not ok: raise OSError(errno.EINVAL, f"{name}: argument size {size} is not what this driver expects")
+    if not argp: raise OSError(errno.EFAULT, f"{name}: NULL argument")
+    getattr(self, "_esc_" + name[7:].lower())(fd, st, argp, size)
+    return 0
+
+  def mmap(self, fd: int, length: int, prot: int, flags: int, offset: int, addr: int | None) -> int:
+    st = self.files.get(fd)
+    if st is None: raise OSError(errno.EBADF, f"fd {fd} is not open on the NV mock")
+    if st.kind == "uvm": return self.uvm.mmap(fd, st, length, prot, flags, offset, addr)
+    if st.map_ctx is None: raise OSError(errno.EINVAL, f"mmap of {st.path}: no RM_MAP_MEMORY context on this fd")
+    if offset != 0: raise OSError(errno.EINVAL, f"mmap of {st.path}: offset must be 0, got {offset:#x}")
+    backing, off, ln = st.map_ctx
+    if (st.kind == "dev" and length != ln) or length > ln:
+      raise OSError(errno.ENXIO, f"mmap of {st.path}: length {length:#x} differs from the mapped size {ln:#x}")
+    return backing.map_into(length, prot, addr, off)
+
+  def munmap(self, addr: int, length: int) -> None:
+    from hcqrt import syscalls
+    syscalls._libc.munmap(addr, length)
+
+  # ---- memory access helpers (the kernel's copy_from_user / copy_to_user) ----
+  def cast(self, struct: str, addr: int) -> Any:
+    if not addr: raise _fail("NV_ERR_INVALID_POINTER", f"NULL {struct}")
+    return self.ffi.cast(f"{struct} *", addr)
+
+  def client(self, h: int) -> dict[int, RMObject]:
+    if h not in self.clients: raise _fail("NV_ERR_INVALID_CLIENT", f"client {h:#x}")
+    return self.clients[h]
+
+  def obj(self, hclient: int, h: int, kinds: tuple[str, ...] | None = None, missing: str = "NV_ERR_OBJECT_NOT_FOUND") -> RMObject:
+    objs = self.client(hclient)
+    if h not in objs: raise _fail(missing, f"handle {h:#x} in client {hclient:#x}")
+    o = objs[h]
+    if kinds is not None and o.kind not in kinds: raise _fail("NV_ERR_INVALID_OBJECT_HANDLE", f"{h:#x} is a {o.kind}, expected {kinds}")
+    return o
+
+  def device_of(self, o: RMObject) -> RMObject:
+    while o.kind != "device":
+      assert o.parent is not None
+      o = o.parent
+    return o
+
+  # ---- escapes ----
+  def _esc_check_version_str(self, fd, st, argp, size):
+    p = self.cast("nv_ioctl_rm_api_version_t", argp)
+    want = self.ffi.string(p.versionString).decode(errors="replace")
+    mine = self.version.encode()[:63]
+    if p.cmd == NV_RM_API_VERSION_CMD_QUERY: ok = True
+    elif p.cmd == NV_RM_API_VERSION_CMD_RELAXED: ok = want.split(".")[0] == self.version.split(".")[0]
+    else: ok = want == self.version
+    p.reply = NV_RM_API_VERSION_REPLY_RECOGNIZED
+    self.ffi.memmove(p.versionString, mine + b"\0", len(mine) + 1)   # RM copies its version back in every case
+    if not ok: raise OSError(errno.EINVAL, f"NVIDIA driver version mismatch: client {want!r}, driver {self.version!r}")
+
+  def _esc_card_info(self, fd, st, argp, size):
+    n = size // self.abi.sizeof("nv_ioctl_card_info_t")
+    cards = self.ffi.cast("nv_ioctl_card_info_t *", argp)
+    self.ffi.memmove(cards, b"\0" * size, size)
+    c = cards[0]
+    c.valid, c.gpu_id, c.minor_number, c.fb_size = 1, self.gpu_id, 0, self.chip.fb_size
+    c.pci_info.domain, c.pci_info.bus, c.pci_info.vendor_id, c.pci_info.device_id = 0, 1, 0x10DE, self.chip.pci_device_id
+    c.reg_address, c.reg_size, c.fb_address = 0xFB000000, 16 << 20, 0xC000000000
+
+  def _esc_register_fd(self, fd, st, argp, size):
+    ctl = self.cast("nv_ioctl_register_fd_t", argp).ctl_fd
+    if ctl not in self.files or self.files[ctl].kind != "ctl": raise OSError(errno.EINVAL, f"REGISTER_FD: fd {ctl} is not /dev/nvidiactl")
+    st.registered_ctl = ctl
+
+  def _esc_attach_gpus_to_fd(self, fd, st, argp, size):
+    if st.attached: raise OSError(errno.EINVAL, "ATTACH_GPUS_TO_FD may only be done once per fd")
+    ids = self.ffi.cast("NvU32 *", argp)
+    for i in range(size // 4):
+      if ids[i] != self.gpu_id: raise OSError(errno.EINVAL, f"ATTACH_GPUS_TO_FD: unknown gpu id {ids[i]:#x}")
+    st.attached = True
+
+  def _esc_alloc_os_event(self, fd, st, argp, size):
+    p = self.cast("nv_ioctl_alloc_os_event_t", argp)
+    p.Status = S["NV_OK"] if p.hClient in self.clients else S["NV_ERR_INVALID_CLIENT"]
+
+  def _status_call(self, p: Any, fn: Callable[[], None], field: str = "status") -> None:
+    try: fn(); setattr(p, field, S["NV_OK"])
+    except RMError as e: setattr(p, field, e.status)
+
+  def _esc_rm_alloc(self, fd, st, argp, size):
+    p = self.cast("NVOS64_PARAMETERS" if size == self.abi.sizeof("NVOS64_PARAMETERS") else "NVOS21_PARAMETERS", argp)
+    self._status_call(p, lambda: self._alloc(p.hRoot, p.hObjectParent, p, p.hClass, p.pAllocParms))
+
+  def _esc_rm_alloc_memory(self, fd, st, argp, size):
+    p = self.cast("nv_ioctl_nvos02_parameters_with_fd", argp).params
+    def go():
+      if p.hClass != C.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: raise _fail("NV_ERR_INVALID_CLASS", f"RM_ALLOC_MEMORY of class {p.hClass:#x}")
+      parent = self.obj(p.hRoot, p.hObjectParent)
+      self._check_parent("osdesc", parent)
+      h = self._new_handle(p.hRoot, p.hObjectNew)
+      self._make_osdesc(p.hRoot, parent, h, p.hClass, p.pMemory, p.limit + 1)
+      p.hObjectNew = h
+    self._status_call(p, go)
+
+  def _esc_rm_free(self, fd, st, argp, size):
+    p = self.cast("NVOS00_PARAMETERS", argp)
+    self._status_call(p, lambda: self._free(p.hRoot, p.hObjectOld))
+
+  def _esc_rm_control(self, fd, st, argp, size):
+    p = self.cast("NVOS54_PARAMETERS", argp)
+    self._status_call(p, lambda: self._control(p))
+
+  def _esc_rm_map_memory(self, fd, st, argp, size):
+    w = self.cast("nv_ioctl_nvos33_parameters_with_fd", argp)
+    p = w.params
+    def go():
+      self.client(p.hClient)
+      self.obj(p.hClient, p.hDevice, ("device", "subdevice"), missing="NV_ERR_INVALID_OBJECT_HANDLE")
+      m = self.obj(p.hClient, p.hMemory)
+      backing = m.data.get("backing")
+      if m.kind not in ("sysmem", "vidmem", "usermode") or backing is None: raise _fail("NV_ERR_INVALID_ARGUMENT", f"{m.kind} object cannot be CPU-mapped")
+      if p.length == 0 or p.offset + p.length > m.data["size"]: raise _fail("NV_ERR_INVALID_LIMIT", f"map {p.offset:#x}+{p.length:#x} of {m.data['size']:#x}")
+      if p.offset % PAGE: raise _fail("NV_ERR_INVALID_OFFSET", f"offset {p.offset:#x} not page aligned")
+      tgt = self.files.get(w.fd)
+      if tgt is None or tgt.kind not in ("ctl", "dev"): raise _fail("NV_ERR_INVALID_ARGUMENT", f"fd {w.fd} is not an nvidia device file")
+      if m.kind != "sysmem" and tgt.kind != "dev": raise _fail("NV_ERR_INVALID_ARGUMENT", "video memory must be mapped through /dev/nvidiaN")
+      if tgt.map_ctx is not None: raise _fail("NV_ERR_STATE_IN_USE", f"fd {w.fd} already holds a mapping context")
+      tgt.map_ctx = (backing, p.offset, round_up(p.length, PAGE))
+      p.pLinearAddress = 0
+      p.flags = p.flags & ~(((1 << 3) - 1) << 23) | F.drf("NVOS33_FLAGS_CACHING_TYPE", "DEFAULT")
+    self._status_call(p, go)
+
+  def _esc_rm_unmap_memory(self, fd, st, argp, size):
+    p = self.cast("NVOS34_PARAMETERS", argp)
+    self._status_call(p, lambda: self.obj(p.hClient, p.hMemory))
+
+  def _esc_rm_map_memory_dma(self, fd, st, argp, size):
+    p = self.cast("NVOS46_PARAMETERS", argp)
+    def go():
+      virt = self.obj(p.hClient, p.hDma, ("virtual",), missing="NV_ERR_INVALID_OBJECT_HANDLE")
+      m = self.obj(p.hClient, p.hMemory, ("sysmem", "vidmem", "osdesc"), missing="NV_ERR_INVALID_OBJECT_HANDLE")
+      length = p.length or m.data["size"] - p.offset
+      if p.offset % PAGE or p.offset + length > m.data["size"]: raise _fail("NV_ERR_INVALID_LIMIT", f"{p.offset:#x}+{length:#x} of {m.data['size']:#x}")
+      vs: GPUVASpace = virt.data["vaspace"].data["va"]
+      lo, hi = virt.data["range"]
+      if F.field_get("NVOS46_FLAGS_DMA_OFFSET_FIXED", p.flags):
+        va = p.dmaOffset
+        if va % PAGE or va < lo or va + length > hi: raise _fail("NV_ERR_INVALID_OFFSET", f"fixed offset {va:#x} outside the virtual range")
+      else: va = vs.alloc(round_up(length, PAGE), max(PAGE, m.data.get("align", PAGE)))
+      try: vs.map(va, round_up(length, PAGE), m.data["host"] + p.offset)
+      except ValueError as e: raise _fail("NV_ERR_INVALID_OFFSET", str(e))
+      m.data.setdefault("gpu_maps", []).append((vs, va))
+      p.dmaOffset = va
+    self._status_call(p, go)
+
+  def _esc_rm_unmap_memory_dma(self, fd, st, argp, size):
+    p = self.cast("NVOS47_PARAMETERS", argp)
+    def go():
+      virt = self.obj(p.hClient, p.hDma, ("virtual",), missing="NV_ERR_INVALID_OBJECT_HANDLE")
+      m = self.obj(p.hClient, p.hMemory, missing="NV_ERR_INVALID_OBJECT_HANDLE")
+      vs = virt.data["vaspace"].data["va"]
+      if (vs, p.dmaOffset) not in m.data.get("gpu_maps", []): raise _fail("NV_ERR_INVALID_OFFSET", f"{p.dmaOffset:#x} is not mapped")
+      vs.unmap(p.dmaOffset); m.data["gpu_maps"].remove((vs, p.dmaOffset))
+    self._status_call(p, go)
+
+  # ---- object tree ----
+  def _new_handle(self, hclient: int, h: int) -> int:
+    objs = self.client(hclient)
+    if h == 0:   # RM generates a handle
+      h = OBJECT_HANDLE_BASE + len(objs)
+      while h in objs: h += 1
+      return h
+    if h == hclient: raise _fail("NV_ERR_INVALID_OBJECT_HANDLE", "object handle equals the client handle")
+    if h in objs: raise _fail("NV_ERR_INSERT_DUPLICATE_NAME", f"handle {h:#x} is in use")
+    return h
+
+  def _check_parent(self, kind: str, parent: RMObject) -> None:
+    if parent.kind not in _PARENTS[kind]:
+      raise _fail("NV_ERR_INVALID_OBJECT_PARENT", f"a {kind} cannot be a child of a {parent.kind}")
+
+  def supported(self, cls: int) -> bool: return cls in GENERIC_CLASSES or cls in self.chip.classes
+
+  def _alloc(self, hroot: int, hparent: int, p: Any, cls: int, pparams: int) -> None:
+    kind = _class_kind(cls)
+    if kind is None or not self.supported(cls): raise _fail("NV_ERR_INVALID_CLASS", f"class {cls:#x} ({C.class_name(cls)}) on {self.chip.name}")
+    if kind == "client":
+      h = p.hObjectNew or (self.ffi.cast("NvHandle *", pparams)[0] if pparams else 0)
+      if h == 0:
+        h = CLIENT_HANDLE_BASE + self.next_client; self.next_client += 1
+      if h in self.clients: raise _fail("NV_ERR_INSERT_DUPLICATE_NAME", f"client {h:#x} exists")
+      self.clients[h] = {h: RMObject(h, cls, "client", None, h)}
+      p.hObjectNew = h
+      return
+    objs = self.client(hroot)
+    parent = self.obj(hroot, hparent or hroot)
+    self._check_parent(kind, parent)
+    struct, required = _ALLOC_STRUCT[kind]
+    if required and not pparams: raise _fail("NV_ERR_INVALID_ARGUMENT", f"{C.class_name(cls)} needs {struct}")
+    params = self.ffi.cast(f"{struct} *", pparams) if pparams else self.ffi.new(f"{struct} *")
+    h = self._new_handle(hroot, p.hObjectNew)
+    o = RMObject(h, cls, kind, parent, hroot)
+    getattr(self, "_alloc_" + kind)(o, params)
+    parent.children.append(o); objs[h] = o
+    p.hObjectNew = h
+
+  def _alloc_device(self, o, prm):
+    if prm.deviceId != 0: raise _fail("NV_ERR_INVALID_ARGUMENT", f"deviceId {prm.deviceId}: the mock has one GPU")
+    if any(c.kind == "device" for c in o.parent.children): raise _fail("NV_ERR_STATE_IN_USE", "device already allocated under this client")
+  def _alloc_subdevice(self, o, prm):
+    if prm.subDeviceId != 0: raise _fail("NV_ERR_INVALID_ARGUMENT", f"subDeviceId {prm.subDeviceId}")
+    if any(c.kind == "subdevice" for c in o.parent.children): raise _fail("NV_ERR_STATE_IN_USE", "subdevice already allocated")
+  def _alloc_usermode(self, o, prm):
+    o.data.update(backing=(b := HostMemory(0x10000, "nv-usermode")), size=b.size, host=b.addr)
+
+  def _alloc_vaspace(self, o, prm):
+    base = prm.vaBase or 0x200000
+    size = prm.vaSize or ((1 << 49) - base)
+    if prm.index != 0: raise _fail("NV_ERR_INVALID_ARGUMENT", f"vaspace index {prm.index}")
+    o.data.update(va=GPUVASpace(base, size), flags=prm.flags)
+    prm.vaStartInternal, prm.vaLimitInternal = base, base + size - 1
+
+  def _memory(self, o, prm, vid: bool):
+    if prm.size == 0: raise _fail("NV_ERR_INVALID_ARGUMENT", "memory size 0")
+    huge = F.field_get("NVOS32_ATTR_PAGE_SIZE", prm.attr) == F.VALUES["NVOS32_ATTR_PAGE_SIZE_HUGE"] or \
+      F.field_get("NVOS32_ATTR2_PAGE_SIZE_HUGE", prm.attr2) != 0
+    align = prm.alignment if prm.flags & F.VALUES["NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE"] else 0
+    if align & (align - 1): raise _fail("NV_ERR_INVALID_ARGUMENT", f"alignment {align:#x} is not a power of two")
+    page = (2 << 20) if huge else PAGE
+    size = round_up(prm.size, max(page, align))
+    if vid and self.vidmem_used + size > self.chip.fb_size: raise _fail("NV_ERR_NO_MEMORY", f"video memory exhausted ({size:#x} bytes)")
+    if prm.flags & F.VALUES["NVOS32_ALLOC_FLAGS_VIRTUAL"]: raise _fail("NV_ERR_NOT_SUPPORTED", "virtual allocation through a memory class")
+    b = HostMemory(size, "nv-vidmem" if vid else "nv-sysmem")
+    if vid: self.vidmem_used += size
+    o.data.update(backing=b, size=size, host=b.addr, align=max(page, align), vid=vid)
+    prm.size, prm.limit, prm.offset = size, size - 1, 0
+    prm.attr = (prm.attr & ~(3 << 25)) | F.drf("NVOS32_ATTR_LOCATION", "VIDMEM" if vid else "PCI")
+  def _alloc_sysmem(self, o, prm): self._memory(o, prm, vid=False)
+  def _alloc_vidmem(self, o, prm): self._memory(o, prm, vid=True)
+
+  def _alloc_osdesc(self, o, prm):
+    self._fill_osdesc(o, prm.descriptor, prm.limit + 1)
+  def _fill_osdesc(self, o, addr, size):
+    if not addr or addr % PAGE or size <= 0 or size % PAGE: raise _fail("NV_ERR_INVALID_ARGUMENT", f"OS descriptor {addr:#x}+{size:#x} must be page aligned")
+    o.data.update(size=size, host=addr, align=PAGE)
+  def _make_osdesc(self, hclient, parent, h, cls, addr, size):
+    o = RMObject(h, cls, "osdesc", parent, hclient)
+    self._fill_osdesc(o, addr, size)
+    parent.children.append(o); self.clients[hclient][h] = o
+
+  def _vaspace_for(self, o: RMObject, h: int) -> RMObject:
+    dev = self.device_of(o.parent)
+    if h: return self.obj(o.client, h, ("vaspace",), missing="NV_ERR_INVALID_OBJECT_HANDLE")
+    vs = [c for c in dev.children if c.kind == "vaspace"]
+    if not vs: raise _fail("NV_ERR_INVALID_ARGUMENT", "no vaspace on this device")
+    return vs[0]
+
+  def _alloc_virtual(self, o, prm):
+    vso = self._vaspace_for(o, prm.hVASpace)
+    vs: GPUVASpace = vso.data["va"]
+    lo, hi = (prm.offset, prm.limit + 1) if prm.limit else (vs.base, vs.limit)
+    if lo < vs.base or hi > vs.limit or lo >= hi: raise _fail("NV_ERR_INVALID_LIMIT", f"virtual range {lo:#x}..{hi:#x} outside the vaspace")
+    o.data.update(vaspace=vso, range=(lo, hi))
+    prm.offset, prm.limit = lo, hi - 1
+
+  def _alloc_group(self, o, prm):
+    if prm.engineType not in (F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"], F.VALUES["NV2080_ENGINE_TYPE_COPY0"],
+                              F.VALUES["NV2080_ENGINE_TYPE_COPY1"], F.VALUES["NV2080_ENGINE_TYPE_COPY2"]):
+      raise _fail("NV_ERR_INVALID_ARGUMENT", f"channel group engineType {prm.engineType}")
+    o.data.update(engine=prm.engineType, enabled=False, vaspace=self._vaspace_for(o, prm.hVASpace) if prm.hVASpace else None, subctx=0)
+
+  def _alloc_ctxshare(self, o, prm):
+    vso = self._vaspace_for(o, prm.hVASpace)
+    mode = F.field_get("NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT", prm.flags)
+    grp = o.parent
+    if mode == F.VALUES["NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SPECIFIED"]: sub = prm.subctxId
+    else: sub = grp.data["subctx"]; grp.data["subctx"] += 1
+    if sub >= 64: raise _fail("NV_ERR_INSUFFICIENT_RESOURCES", "no free subcontext in the channel group")
+    o.data.update(vaspace=vso, subctx=sub)
+    prm.subctxId = sub
+
+  def _alloc_channel(self, o, prm):
+    n = prm.gpFifoEntries
+    if n == 0 or n & (n - 1): raise _fail("NV_ERR_INVALID_ARGUMENT", f"gpFifoEntries {n} is not a power of two")
+    if o.parent.kind == "group":
+      if not prm.hContextShare: raise _fail("NV_ERR_INVALID_ARGUMENT", "a channel in a channel group needs hContextShare")
+      ctx = self.obj(o.client, prm.hContextShare, ("ctxshare",), missing="NV_ERR_INVALID_OBJECT_HANDLE")
+      if ctx.parent is not o.parent: raise _fail("NV_ERR_INVALID_ARGUMENT", "context share belongs to another channel group")
+      vso = ctx.data["vaspace"]
+    else: ctx, vso = None, self._vaspace_for(o, prm.hVASpace)
+    userd = self.obj(o.client, prm.hUserdMemory[0], ("sysmem", "vidmem"), missing="NV_ERR_INVALID_OBJECT_HANDLE")
+    uoff = prm.userdOffset[0]
+    if uoff % 512 or uoff + 512 > userd.data["size"]: raise _fail("NV_ERR_INVALID_ARGUMENT", f"userdOffset {uoff:#x} (512-byte aligned, inside the memory)")
+    if prm.hObjectError: self.obj(o.client, prm.hObjectError, missing="NV_ERR_INVALID_OBJECT_HANDLE")
+    if prm.hObjectBuffer: self.obj(o.client, prm.hObjectBuffer, missing="NV_ERR_INVALID_OBJECT_HANDLE")
+    chid = self.next_chid; self.next_chid += 1
+    o.data.update(chid=chid, token=chid, entries=n, ring_va=prm.gpFifoOffset, userd=userd.data["host"] + uoff,
+                  vaspace=vso, ctxshare=ctx, engine=prm.engineType, bound=False, enabled=False)
+    prm.cid = chid
+
+  def _alloc_engine_object(self, o, kind):
+    ch = o.parent
+    if any(c.kind == kind for c in ch.children): raise _fail("NV_ERR_STATE_IN_USE", f"channel already has a {kind} object")
+  def _alloc_compute(self, o, prm): self._alloc_engine_object(o, "compute")
+  def _alloc_copy(self, o, prm): self._alloc_engine_object(o, "copy")
+
+  def _free(self, hroot: int, h: int) -> None:
+    objs = self.client(hroot)
+    if h == hroot:
+      self._release(objs[hroot]); del self.clients[hroot]; return
+    if h not in objs: raise _fail("NV_ERR_OBJECT_NOT_FOUND", f"handle {h:#x}")
+    o = objs[h]
+    o.parent.children.remove(o)
+    self._release(o)
+
+  def _release(self, o: RMObject) -> None:
+    for c in list(o.children): self._release(c)
+    for vs, va in o.data.get("gpu_maps", []): vs.unmap(va)
+    self.uvm.forget_memory(o)
+    if (b := o.data.get("backing")) is not None:
+      if o.data.get("vid"): self.vidmem_used -= o.data["size"]
+      b.close()
+    if o.kind != "client": self.clients[o.client].pop(o.handle, None)
+
+  # ---- controls ----
+  def _control(self, p: Any) -> None:
+    objs = self.client(p.hClient)
+    name = next((n for n, (cmd, _) in CTRL.items() if cmd == p.cmd), None)
+    if p.paramsSize and not p.params or not p.paramsSize and p.params: raise _fail("NV_ERR_INVALID_ARGUMENT", "params/paramsSize mismatch")
+    if name is not None and p.paramsSize != self.abi.ctrl_size(name):
+      raise _fail("NV_ERR_INVALID_ARGUMENT", f"{name}: paramsSize {p.paramsSize}, expected {self.abi.ctrl_size(name)}")
+    if p.hObject not in objs: raise _fail("NV_ERR_OBJECT_NOT_FOUND", f"object {p.hObject:#x}")
+    o = objs[p.hObject]
+    if o.kind not in _CTRL_KIND.get(p.cmd >> 16, ()) or name is None or not hasattr(self, "_ctrl_" + name.lower()):
+      raise _fail("NV_ERR_NOT_SUPPORTED", f"control {p.cmd:#x} on a {o.kind}")
+    getattr(self, "_ctrl_" + name.lower())(o, self.ffi.cast(f"{CTRL[name][1]} *", p.params))
+
+  def _set_str(self, arr: Any, s: str) -> None:
+    b = s.encode()[: self.ffi.sizeof(arr) - 1]
+    self.ffi.memmove(arr, b + b"\0", len(b) + 1)
+
+  def _ctrl_nv0000_ctrl_cmd_system_get_build_version_v2(self, o, prm):
+    for f in ("driverVersionBuffer", "versionBuffer"): self._set_str(getattr(prm, f), self.version)
+    if hasattr(prm, "driverBranch"): self._set_str(prm.driverBranch, "r" + self.version.split(".")[0] + "_00")
+    self._set_str(prm.titleBuffer, f"NVIDIA UNIX Open Kernel Module for x86_64  {self.version}  (hcqrt mock)")
+    prm.changelistNumber = prm.officialChangelistNumber = 0
+
+  def _ctrl_nv0000_ctrl_cmd_gpu_get_attached_ids(self, o, prm):
+    for i in range(32): prm.gpuIds[i] = self.gpu_id if i == 0 else F.VALUES["NV0000_CTRL_GPU_INVALID_ID"]
+  def _ctrl_nv0000_ctrl_cmd_gpu_get_probed_ids(self, o, prm):
+    for i in range(32):
+      prm.gpuIds[i] = self.gpu_id if i == 0 else F.VALUES["NV0000_CTRL_GPU_INVALID_ID"]
+      prm.excludedGpuIds[i] = F.VALUES["NV0000_CTRL_GPU_INVALID_ID"]
+  def _ctrl_nv0000_ctrl_cmd_gpu_get_id_info_v2(self, o, prm):
+    if prm.gpuId != self.gpu_id: raise _fail("NV_ERR_INVALID_ARGUMENT", f"gpuId {prm.gpuId:#x}")
+    prm.gpuFlags, prm.deviceInstance, prm.subDeviceInstance, prm.sliStatus, prm.boardId, prm.gpuInstance, prm.numaId = 1, 0, 0, 0, 0, 0, -1
+  def _ctrl_nv0000_ctrl_cmd_gpu_get_uuid_from_gpu_id(self, o, prm):
+    if prm.gpuId != self.gpu_id: raise _fail("NV_ERR_INVALID_ARGUMENT", f"gpuId {prm.gpuId:#x}")
+    self.ffi.memmove(prm.gpuUuid, self.uuid, 16); prm.uuidStrLen = 16
+
+  def _ctrl_nv0080_ctrl_cmd_gpu_get_classlist(self, o, prm):
+    cl = self.chip.classes
+    if prm.classList:
+      if prm.numClasses < len(cl): raise _fail("NV_ERR_INVALID_PARAM_STRUCT", f"classList holds {prm.numClasses}, need {len(cl)}")
+      out = self.ffi.cast("NvU32 *", prm.classList)
+      for i, c in enumerate(cl): out[i] = c
+    prm.numClasses = len(cl)
+  def _ctrl_nv0080_ctrl_cmd_gpu_get_classlist_v2(self, o, prm):
+    cl = self.chip.classes
+    if len(cl) > len(prm.classList): raise _fail("NV_ERR_INVALID_STATE", f"{len(cl)} classes do not fit the V2 list")
+    prm.numClasses = len(cl)
+    for i, c in enumerate(cl): prm.classList[i] = c
+
+  def _gr_value(self, index: int) -> int:
+    c, V = self.chip, F.VALUES
+    table = {V["NV2080_CTRL_GR_INFO_INDEX_SM_VERSION"]: c.sm_version, V["NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS"]: c.gpcs,
+      V["NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC"]: c.tpc_per_gpc, V["NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC"]: c.sm_per_tpc,
+      V["NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM"]: c.max_warps_per_sm}
+    if index >= V["NV2080_CTRL_GR_INFO_MAX_SIZE"]: raise _fail("NV_ERR_INVALID_ARGUMENT", f"GR info index {index}")
+    return table.get(index, 0)
+  def _ctrl_nv2080_ctrl_cmd_gr_get_info(self, o, prm):
+    n = prm.grInfoListSize
+    if n == 0 or n > F.VALUES["NV2080_CTRL_GR_INFO_MAX_SIZE"] or not prm.grInfoList: raise _fail("NV_ERR_INVALID_ARGUMENT", f"grInfoListSize {n}")
+    lst = self.ffi.cast("NV2080_CTRL_GR_INFO *", prm.grInfoList)
+    for i in range(n): lst[i].data = self._gr_value(lst[i].index)
+
+  def _ctrl_nv2080_ctrl_cmd_fb_get_info_v2(self, o, prm):
+    n, V, kb = prm.fbInfoListSize, F.VALUES, self.chip.fb_size >> 10
+    if n > len(prm.fbInfoList): raise _fail("NV_ERR_INVALID_ARGUMENT", f"fbInfoListSize {n}")
+    table = {V["NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE"]: kb, V["NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE"]: kb,
+      V["NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE"]: kb, V["NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE"]: kb,
+      V["NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE"]: (self.chip.fb_size - self.vidmem_used) >> 10,
+      V["NV2080_CTRL_FB_INFO_INDEX_BUS_WIDTH"]: self.chip.bus_width, V["NV2080_CTRL_FB_INFO_INDEX_L2CACHE_SIZE"]: self.chip.l2_size}
+    for i in range(n): prm.fbInfoList[i].data = table.get(prm.fbInfoList[i].index, 0)
+
+  def _ctrl_nv2080_ctrl_cmd_fb_flush_gpu_cache(self, o, prm):
+    if prm.addressArraySize > 500: raise _fail("NV_ERR_INVALID_ARGUMENT", "addressArraySize > 500")
+
+  def _ctrl_nv2080_ctrl_cmd_gpu_get_gid_info(self, o, prm):
+    fmt = F.field_get("NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT", prm.flags)
+    if fmt == F.VALUES["NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY"]: data = self.uuid
+    elif fmt == F.VALUES["NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_ASCII"]:
+      u = self.uuid.hex(); data = f"GPU-{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}".encode() + b"\0"
+    else: raise _fail("NV_ERR_INVALID_ARGUMENT", f"GID format {fmt}")
+    self.ffi.memmove(prm.data, data, len(data)); prm.length = len(data)
+
+  def _ctrl_nv2080_ctrl_cmd_mc_get_arch_info(self, o, prm):
+    prm.architecture, prm.implementation, prm.revision, prm.subRevision = self.chip.mc_architecture, self.chip.mc_implementation, 0xA1, 0
+  def _ctrl_nv2080_ctrl_cmd_perf_boost(self, o, prm): pass
+
+  def _ctrl_nva06c_ctrl_cmd_gpfifo_schedule(self, o, prm):
+    if prm.bEnable and not any(c.kind == "channel" for c in o.children): raise _fail("NV_ERR_INVALID_STATE", "channel group has no channels")
+    o.data["enabled"] = bool(prm.bEnable)
+    for c in o.children:
+      if c.kind == "channel": c.data["enabled"] = bool(prm.bEnable)
+  def _ctrl_nva06f_ctrl_cmd_gpfifo_schedule(self, o, prm): o.data["enabled"] = bool(prm.bEnable)
+  def _ctrl_nva06f_ctrl_cmd_bind(self, o, prm): o.data.update(bound=True, engine=prm.engineType)
+  def _ctrl_nvc36f_ctrl_cmd_gpfifo_get_work_submit_token(self, o, prm): prm.workSubmitToken = o.data["token"]
+
+  # ---- lookups for the GPFIFO engine / tests ----
+  def channels(self) -> list[RMObject]:
+    return [o for objs in self.clients.values() for o in objs.values() if o.kind == "channel"]
+  def channel_by_token(self, token: int) -> RMObject:
+    for c in self.channels():
+      if c.data["token"] == token: return c
+    raise KeyError(f"no channel with work-submit token {token}")
