@@ -1,0 +1,114 @@
+"""Train a small CNN on handwritten digits with a TinyJit-wrapped train step: the project's main job.
+
+By default it uses the UCI 8x8 digits shipped in examples/data (1,797 images); `--mnist DIR` trains on MNIST
+IDX files instead (train-images-idx3-ubyte[.gz] etc. in DIR).
+
+  python examples/train_digits.py                  # default device, JIT on
+  python examples/train_digits.py --no-jit --steps 300 --device CPU
+"""
+from __future__ import annotations
+import argparse, gzip, os, pathlib, struct, sys, time
+import numpy as np
+from frontend import Tensor, TinyJit, Device, GlobalCounters, nn
+from frontend.nn import optim
+from frontend.nn.state import get_parameters
+
+DATA = pathlib.Path(__file__).parent / "data" / "digits.csv.gz"
+
+def load_digits(seed: int = 0, test_fraction: float = 1 / 6):
+  """(x_train, y_train, x_test, y_test) as numpy arrays: images (N, 1, 8, 8) scaled to [0, 1], labels int32."""
+  raw = np.loadtxt(gzip.open(DATA, "rt"), delimiter=",", dtype=np.float32)
+  x, y = raw[:, :64].reshape(-1, 1, 8, 8) / 16.0, raw[:, 64].astype(np.int32)
+  perm = np.random.default_rng(seed).permutation(len(x))
+  n_test = int(len(x) * test_fraction)
+  te, tr = perm[:n_test], perm[n_test:]
+  return x[tr], y[tr], x[te], y[te]
+
+def _idx(path: pathlib.Path) -> np.ndarray:
+  data = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
+  zero, dtype_code, ndim = struct.unpack(">HBB", data[:4])
+  if zero != 0 or dtype_code != 0x08: raise ValueError(f"{path}: not an IDX file of unsigned bytes")
+  dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+  return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+def load_mnist(directory: str):
+  d = pathlib.Path(directory)
+  def find(stem: str) -> pathlib.Path:
+    for name in (stem, stem + ".gz"):
+      if (d / name).exists(): return d / name
+    raise FileNotFoundError(f"{d}: no {stem}[.gz]")
+  xs = [_idx(find(f"{p}-images-idx3-ubyte")).reshape(-1, 1, 28, 28).astype(np.float32) / 255.0 for p in ("train", "t10k")]
+  ys = [_idx(find(f"{p}-labels-idx1-ubyte")).astype(np.int32) for p in ("train", "t10k")]
+  return xs[0], ys[0], xs[1], ys[1]
+
+class DigitsNet:
+  """conv3x3(16) - relu - conv3x3(32) - relu - maxpool2 - linear(10)."""
+  def __init__(self, size: int = 8):
+    self.c1 = nn.Conv2d(1, 16, 3, padding=1)
+    self.c2 = nn.Conv2d(16, 32, 3, padding=1)
+    self.fc = nn.Linear(32 * (size // 2) ** 2, 10)
+  def __call__(self, x: Tensor) -> Tensor:
+    x = self.c2(self.c1(x).relu()).relu().max_pool2d(2)
+    return self.fc(x.flatten(1))
+
+def accuracy(model, x: np.ndarray, y: np.ndarray, batch: int = 512) -> float:
+  hits = 0
+  with Tensor.test():
+    for i in range(0, len(x), batch):
+      hits += int((model(Tensor(x[i:i + batch])).argmax(axis=1).numpy() == y[i:i + batch]).sum())
+  return hits / len(x)
+
+def main(argv=None) -> float:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--steps", type=int, default=400)
+  ap.add_argument("--batch-size", type=int, default=64)
+  ap.add_argument("--lr", type=float, default=3e-3)
+  ap.add_argument("--device", default=None, help="CPU, NV, AMD, PTXEMU (default: auto)")
+  ap.add_argument("--no-jit", action="store_true", help="run the train step eagerly")
+  ap.add_argument("--mnist", default=None, help="directory with MNIST IDX files")
+  ap.add_argument("--seed", type=int, default=0)
+  args = ap.parse_args(argv)
+  if args.device: Device.DEFAULT = args.device
+  x_train, y_train, x_test, y_test = load_mnist(args.mnist) if args.mnist else load_digits(args.seed)
+  print(f"device {Device.DEFAULT}, {len(x_train)} training / {len(x_test)} test images of {x_train.shape[2]}x{x_train.shape[3]}, "
+        f"{'eager' if args.no_jit else 'TinyJit'} train step")
+  Tensor.manual_seed(args.seed)
+  model = DigitsNet(x_train.shape[2])
+  opt = optim.Adam(get_parameters(model), lr=args.lr)
+
+  def train_step(x: Tensor, y: Tensor) -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(x).sparse_categorical_crossentropy(y)
+      loss.backward()
+      opt.step()
+      return loss.realize()
+  step_fn = train_step if args.no_jit else TinyJit(train_step)
+
+  rng = np.random.default_rng(args.seed)
+  t_start, losses, kernels, step_times = time.perf_counter(), [], 0, []
+  for step in range(1, args.steps + 1):
+    idx = rng.integers(0, len(x_train), args.batch_size)
+    xb, yb = Tensor(x_train[idx]).realize(), Tensor(y_train[idx]).realize()   # host-side batch selection (data loading)
+    GlobalCounters.reset()
+    st = time.perf_counter()
+    loss = step_fn(xb, yb)
+    step_times.append(time.perf_counter() - st)
+    kernels = GlobalCounters.kernel_count
+    if step % 10 == 0 or step == args.steps:
+      losses.append(loss.item())
+      done = step / args.steps
+      rate = step / (time.perf_counter() - t_start)
+      bar = "#" * int(30 * done) + "." * (30 - int(30 * done))
+      print(f"\r[{bar}] step {step}/{args.steps} loss {losses[-1]:.4f} {rate:6.1f} steps/s", end="", file=sys.stderr, flush=True)
+  print(file=sys.stderr)
+  steady = sorted(step_times[len(step_times) // 2:])
+  ms = 1e3 * steady[len(steady) // 2] if steady else float("nan")
+  acc = accuracy(model, x_test, y_test)
+  print(f"kernels per step: {kernels}")
+  print(f"ms per step: {ms:.2f}")
+  print(f"test accuracy: {acc:.3f}")
+  return acc
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,62 @@
+"""Device choice, DEBUG output, the README/CI contract, and the engine's behaviour on failure."""
+import os, pathlib, re, subprocess, sys, time
+import numpy as np
+import pytest
+from frontend import Tensor, Device, GlobalCounters
+from hcqrt.device import _Registry
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+def test_default_choice_is_cheap_and_env_selects(monkeypatch):
+  for name in ("CPU", "NV", "AMD", "PTXEMU"): monkeypatch.delenv(name, raising=False)
+  r = _Registry()
+  st = time.perf_counter()
+  choice = r.DEFAULT
+  assert time.perf_counter() - st < 0.05
+  assert choice in ("CPU", "NV", "AMD")
+  monkeypatch.setenv("PTXEMU", "1")
+  assert _Registry().DEFAULT == "PTXEMU"
+  r.DEFAULT = "cpu"
+  assert r.DEFAULT == "CPU"
+  with pytest.raises(ValueError, match="unknown device"): r.DEFAULT = "TPU"
+
+def test_default_choice_in_a_fresh_process_is_fast():
+  code = "import time; st=time.perf_counter(); from hcqrt.device import Device; d=Device.DEFAULT; print(d, time.perf_counter()-st)"
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "DEBUG": "1"}, check=True)
+  dev, secs = out.stdout.split()
+  assert float(secs) < 0.05
+  assert f"device: {dev}" in out.stderr   # DEBUG=1 names the device chosen
+
+def test_debug_levels_print_kernels_and_source():
+  code = "from frontend import Tensor; (Tensor([1.0, 2.0, 3.0]) * 7 + 0.25).realize()"
+  env = {**os.environ, "DEBUG": "4", "CACHE": "0"}
+  err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True).stderr
+  assert re.search(r"kernel\s+1 E_3\s", err)            # DEBUG>=2: one line per kernel with its name
+  assert "void E_3(" in err                              # DEBUG>=4: the generated C
+
+def test_readme_commands_match_ci():
+  readme = (ROOT / "README.md").read_text()
+  block = re.search(r"```bash\n(.*?)```", readme, re.S).group(1).strip().splitlines()
+  assert len(block) == 2, "the README states exactly two set-up commands"
+  test_cmd = block[1].split("#")[0].strip()
+  assert test_cmd in (ROOT / ".ci" / "run").read_text()
+
+def test_failed_compile_leaves_nothing_half_realized(monkeypatch):
+  import compiler.assemble.c_compiler as cc
+  from frontend import engine
+  a = Tensor([1.0, 2.0]).realize()
+  y = a * 123.5 + 0.125        # a kernel never compiled before in this process
+  def broken(src, name="kernel"): raise cc.CompileError(f"simulated failure compiling {name}")
+  monkeypatch.setattr(cc, "compile_c", broken)
+  with pytest.raises(cc.CompileError, match="simulated"): y.realize()
+  assert not y.lazydata.realized
+  monkeypatch.undo()
+  np.testing.assert_allclose(y.numpy(), [124.625, 247.125])
+
+def test_global_counters_count_kernels_flops_bytes():
+  a, b = Tensor.rand(64, 64).realize(), Tensor.rand(64, 64).realize()
+  GlobalCounters.reset()
+  (a @ b).realize()
+  assert GlobalCounters.kernel_count == 1
+  assert GlobalCounters.global_ops >= 2 * 64 ** 3
+  assert GlobalCounters.global_mem >= 3 * 64 * 64 * 4
