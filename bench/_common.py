@@ -1,0 +1,65 @@
+"""Shared by the benchmark's child processes (bench/_ours.py, bench/_oracle.py): the timer, the inputs, the sizes.
+
+Every child builds the same inputs from the same seed, so ours, numpy and torch compute on identical data.
+Only numpy is imported here: the numpy and torch children must not pull in our stack, and vice versa.
+
+  >>> t = median_time(lambda: sum(range(1000)), min_reps=3, max_reps=5, budget_s=0.1)
+  >>> t["reps"] >= 3 and t["median_s"] > 0
+  True
+"""
+from __future__ import annotations
+import json, statistics, sys, time, traceback
+from typing import Callable
+import numpy as np
+
+# the sizes of one run; run.py picks a set and hands it to every child as JSON
+FULL = {"matmul": [512, 1024, 2048], "ew": 16 * 1024 * 1024, "sum": 64 * 1024 * 1024, "softmax": [4096, 4096], "compile": 12}
+QUICK = {"matmul": [128, 256, 512], "ew": 1024 * 1024, "sum": 4 * 1024 * 1024, "softmax": [512, 512], "compile": 6}
+BENCHES = ("matmul", "ew", "sum", "softmax", "compile")
+
+def median_time(fn: Callable[[], object], setup: Callable[[], object] | None = None, warmup: int = 1,
+                min_reps: int = 3, max_reps: int = 20, budget_s: float = 2.0) -> dict:
+  """Median wall time of `fn(setup())`-style runs: `setup` (untimed) builds what `fn` consumes.
+
+  Runs `warmup` untimed calls (the first call of ours compiles), then at least `min_reps` timed calls and
+  more until `budget_s` of timed work has passed or `max_reps` is reached.
+  """
+  call = (lambda: fn(setup())) if setup is not None else fn
+  for _ in range(warmup): call()
+  times: list[float] = []
+  while len(times) < min_reps or (sum(times) < budget_s and len(times) < max_reps):
+    arg = setup() if setup is not None else None
+    t0 = time.perf_counter()
+    fn(arg) if setup is not None else fn()
+    times.append(time.perf_counter() - t0)
+  return {"median_s": statistics.median(times), "min_s": min(times), "reps": len(times)}
+
+def rng() -> np.random.Generator: return np.random.default_rng(1234)
+
+def matmul_inputs(n: int) -> tuple[np.ndarray, np.ndarray]:
+  r = rng()
+  return r.standard_normal((n, n), dtype=np.float32), r.standard_normal((n, n), dtype=np.float32)
+
+def ew_inputs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  r = rng()
+  return tuple(r.standard_normal(n, dtype=np.float32) for _ in range(3))  # type: ignore[return-value]
+
+def sum_input(n: int) -> np.ndarray: return rng().random(n, dtype=np.float32)
+
+def softmax_input(rows: int, cols: int) -> np.ndarray: return rng().standard_normal((rows, cols), dtype=np.float32) * 4
+
+def run_all(spec: dict, only: list[str], benches: dict[str, Callable[[dict], list[dict]]]) -> list[dict]:
+  """Run the selected benchmarks; a failing one becomes a row with "error" instead of killing the others."""
+  rows: list[dict] = []
+  for name in only:
+    if name not in benches: continue
+    try: rows += benches[name](spec)
+    except Exception as e:  # noqa: BLE001 -- report any failure in the table, keep going
+      traceback.print_exc(file=sys.stderr)
+      rows.append({"bench": name, "key": name, "error": f"{type(e).__name__}: {e}"[:300]})
+  return rows
+
+def emit(result: dict) -> None:
+  # the parent reads the last stdout line as JSON; everything else a child says goes to stderr
+  sys.stdout.write(json.dumps(result) + "\n")
+  sys.stdout.flush()

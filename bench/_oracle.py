@@ -1,0 +1,88 @@
+"""The numpy or torch side of the benchmark, run by bench/run.py in its own process; prints one JSON line.
+
+Each library gets a process to itself: OpenBLAS and torch's OpenMP pool keep spinning after a call and
+would steal the machine's cores from whatever runs next. Each does the obvious thing a user would write
+(numpy: temporaries and all; torch: eager, plus `torch.compile` of the elementwise chain with --compile).
+
+  python bench/_oracle.py --lib numpy --spec '{"matmul": [64], "ew": 4096, "sum": 4096, "softmax": [8, 8], "compile": 0}'
+"""
+from __future__ import annotations
+import argparse, json, os, pathlib, sys, time
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import numpy as np
+from _common import FULL, BENCHES, median_time, matmul_inputs, ew_inputs, sum_input, softmax_input, run_all, emit
+
+def numpy_benches() -> dict:
+  def matmul(spec):
+    rows = []
+    for n in spec["matmul"]:
+      a, b = matmul_inputs(n)
+      rows.append({"bench": "matmul", "key": f"matmul:{n}", "n": n} | median_time(lambda: a @ b, budget_s=1.0))
+    return rows
+  def ew(spec):
+    a, b, c = ew_inputs(spec["ew"])
+    return [{"bench": "ew", "key": "ew", "n": spec["ew"]} | median_time(lambda: np.exp(np.maximum(a * b + c, 0)))]
+  def sum_(spec):
+    x = sum_input(spec["sum"])
+    return [{"bench": "sum", "key": "sum", "n": spec["sum"]} | median_time(lambda: x.sum())]
+  def softmax(spec):
+    x = softmax_input(*spec["softmax"])
+    def f():
+      e = np.exp(x - x.max(axis=1, keepdims=True))
+      return e / e.sum(axis=1, keepdims=True)
+    return [{"bench": "softmax", "key": "softmax", "shape": spec["softmax"]} | median_time(f)]
+  return {"matmul": matmul, "ew": ew, "sum": sum_, "softmax": softmax}
+
+def torch_benches(with_compile: bool) -> dict:
+  import torch
+  torch.set_num_threads(len(os.sched_getaffinity(0)))
+  T = torch.from_numpy
+  def matmul(spec):
+    rows = []
+    for n in spec["matmul"]:
+      a, b = map(T, matmul_inputs(n))
+      rows.append({"bench": "matmul", "key": f"matmul:{n}", "n": n} | median_time(lambda: a @ b, budget_s=1.0))
+    return rows
+  def ew(spec):
+    a, b, c = map(T, ew_inputs(spec["ew"]))
+    f = lambda a, b, c: torch.exp(torch.relu(a * b + c))
+    rows = [{"bench": "ew", "key": "ew", "n": spec["ew"]} | median_time(lambda: f(a, b, c))]
+    if with_compile:
+      try:
+        t0 = time.perf_counter()
+        fc = torch.compile(f)
+        fc(a, b, c)  # the first call traces and compiles (Inductor, C++ through the system compiler)
+        first = time.perf_counter() - t0
+        rows.append({"bench": "ew", "key": "ew:torch.compile", "n": spec["ew"], "compile_s": first} | median_time(lambda: fc(a, b, c)))
+      except Exception as e:  # noqa: BLE001 -- no C++ compiler, or an Inductor problem: report, keep eager numbers
+        rows.append({"bench": "ew", "key": "ew:torch.compile", "error": f"{type(e).__name__}: {e}"[:300]})
+    return rows
+  def sum_(spec):
+    x = T(sum_input(spec["sum"]))
+    return [{"bench": "sum", "key": "sum", "n": spec["sum"]} | median_time(lambda: x.sum())]
+  def softmax(spec):
+    x = T(softmax_input(*spec["softmax"]))
+    return [{"bench": "softmax", "key": "softmax", "shape": spec["softmax"]} | median_time(lambda: torch.softmax(x, dim=-1))]
+  return {"matmul": matmul, "ew": ew, "sum": sum_, "softmax": softmax}
+
+def main() -> None:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--lib", choices=["numpy", "torch"], required=True)
+  p.add_argument("--spec", default=json.dumps(FULL), help="sizes as JSON (see bench/_common.py FULL)")
+  p.add_argument("--only", default=",".join(BENCHES))
+  p.add_argument("--compile", action="store_true", help="torch only: also time torch.compile of the elementwise chain")
+  args = p.parse_args()
+  spec, only = json.loads(args.spec), args.only.split(",")
+  if args.lib == "numpy":
+    info = {"version": np.__version__}
+    try: info["blas"] = ", ".join(f"{k}: {v.get('name', '?')} {v.get('version', '')}".strip() for k, v in
+                                   np.show_config(mode="dicts")["Build Dependencies"].items() if k in ("blas",))
+    except Exception: pass  # noqa: BLE001 -- older numpy: no dict mode
+    rows = run_all(spec, only, numpy_benches())
+  else:
+    import torch
+    info = {"version": torch.__version__, "threads": torch.get_num_threads()}
+    rows = run_all(spec, only, torch_benches(args.compile))
+  emit({"lib": args.lib, "info": info, "rows": rows})
+
+if __name__ == "__main__": main()

@@ -1,0 +1,257 @@
+"""hcqrt CPU benchmark: ours vs numpy vs torch, each timed in its own process, printed as one table.
+
+  python bench/run.py                  # full sizes, ~2-3 minutes
+  python bench/run.py --quick          # small sizes, a smoke run (~30 s)
+  python bench/run.py --only matmul,sum
+
+Benchmarks: float32 matmul (N=512/1024/2048, GFLOP/s), exp(relu(a*b+c)) over 16M floats (GB/s counting 3
+reads + 1 write), sum of 64M floats, softmax over the rows of 4096x4096, and cold compile time per kernel.
+This process runs no numpy/torch/our work itself (it imports neither torch nor our stack): it starts one child per library
+(bench/_ours.py, bench/_oracle.py), reads one JSON line from each, and writes everything to
+bench/results.json. See bench/README.md for what exactly is timed.
+"""
+from __future__ import annotations
+import argparse, importlib.util, json, os, pathlib, platform, resource, shutil, subprocess, sys, tempfile, time
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from _common import FULL, QUICK, BENCHES  # numpy is imported there, but no BLAS call is made here
+
+FMA_FLOP_PER_CYCLE = 32  # AVX2: 2 FMA ports x 8 float lanes x 2 FLOP, per core (the figure issue 7 uses)
+
+# --- the machine ---
+
+def cpu_info() -> dict:
+  """CPU model, cores usable by this process, SIMD flags, memory, load."""
+  info: dict = {"machine": platform.machine(), "cores": len(os.sched_getaffinity(0)), "cpu_count": os.cpu_count()}
+  try:
+    txt = pathlib.Path("/proc/cpuinfo").read_text()
+    for line in txt.splitlines():
+      k, _, v = line.partition(":")
+      if k.strip() == "model name": info.setdefault("model", v.strip())
+      if k.strip() == "flags": info.setdefault("simd", " ".join(f for f in ("avx2", "fma", "avx512f") if f in v.split()))
+  except OSError: pass
+  try: info["mem_gb"] = round(int(pathlib.Path("/proc/meminfo").read_text().split()[1]) / 2**20, 1)
+  except (OSError, ValueError, IndexError): pass
+  try: info["loadavg_1m"] = float(pathlib.Path("/proc/loadavg").read_text().split()[0])
+  except (OSError, ValueError): pass
+  info["python"] = platform.python_version()
+  return info
+
+def cpu_busy_s() -> float | None:
+  """CPU-seconds all cores have spent busy since boot (from /proc/stat), None where unavailable."""
+  try:
+    vals = [int(x) for x in pathlib.Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(vals[:8]) - vals[3] - vals[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait; guest is in user
+  except (OSError, ValueError, IndexError): return None
+
+def wait_idle(budget_s: float, limit: float = 0.15) -> float:
+  """Sleep until other processes use under `limit` of the cores, for at most `budget_s`; returns the time waited."""
+  t0 = time.perf_counter()
+  while time.perf_counter() - t0 < budget_s:
+    if (b := busy_fraction(0.5)) is None or b < limit: break
+  return time.perf_counter() - t0
+
+def busy_fraction(seconds: float = 0.5) -> float | None:
+  """Fraction of all cores busy over `seconds` while this process sleeps: other work that will skew timings."""
+  b0 = cpu_busy_s(); time.sleep(seconds); b1 = cpu_busy_s()
+  return None if b0 is None or b1 is None else (b1 - b0) / seconds / (os.cpu_count() or 1)
+
+CLOCK_C = r"""
+#include <stdio.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+int main(void) {
+  long n = 20000000, x = 3, y = 1; double best = 0;
+  for (int k = 0; k < 5; k++) {
+    double t0 = now();
+    /* a chain of dependent imuls (3-cycle latency on x86 cores for a decade). Not `add reg, imm`: Golden
+       Cove folds immediate adds at rename and runs such a chain faster than one per cycle. */
+    for (long i = 0; i < n; i++) __asm__ volatile("imul %1, %0\n\timul %1, %0\n\timul %1, %0\n\timul %1, %0" : "+r"(x) : "r"(y));
+    double ghz = 12.0 * n / (now() - t0) / 1e9;
+    if (ghz > best) best = ghz;
+  }
+  printf("%f\n", best);
+  return x == 0;
+}
+"""
+
+def measure_clock_ghz() -> float | None:
+  """Core clock from a dependent-add loop (x86-64 with a C compiler only); None when it cannot be measured."""
+  cc = shutil.which(os.environ.get("HCQRT_CC", "")) or shutil.which("clang") or shutil.which("gcc")
+  if platform.machine() not in ("x86_64", "AMD64") or cc is None: return None
+  with tempfile.TemporaryDirectory() as d:
+    src, exe = os.path.join(d, "clock.c"), os.path.join(d, "clock")
+    pathlib.Path(src).write_text(CLOCK_C)
+    try:
+      subprocess.run([cc, "-O1", src, "-o", exe], check=True, capture_output=True, timeout=60)
+      return float(subprocess.run([exe], check=True, capture_output=True, text=True, timeout=60).stdout)
+    except (subprocess.SubprocessError, ValueError, OSError): return None
+
+# --- the children ---
+
+def run_child(cmd: list[str], env_extra: dict[str, str], timeout: float, verbose: bool) -> dict:
+  """Run one benchmark child; its last stdout line is its JSON result. Failures become {"error": ...}."""
+  env = os.environ | env_extra | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+  t0, b0, r0 = time.perf_counter(), cpu_busy_s(), resource.getrusage(resource.RUSAGE_CHILDREN)
+  try:
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+  except subprocess.TimeoutExpired:
+    return {"error": f"timed out after {timeout:.0f} s: {' '.join(cmd[1:])}"}
+  if verbose and p.stderr.strip(): print(p.stderr.rstrip(), file=sys.stderr)
+  lines = p.stdout.strip().splitlines()
+  try: res = json.loads(lines[-1])
+  except (IndexError, json.JSONDecodeError):
+    return {"error": f"exit {p.returncode}: {' '.join(cmd[1:])}\n{p.stderr.strip()[-2000:]}"}
+  res["wall_s"] = wall = time.perf_counter() - t0
+  r1, b1 = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_busy_s()
+  if b0 is not None and b1 is not None:
+    # CPU time burnt meanwhile by anything but this child (and its threads): other jobs sharing the cores
+    mine = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    res["foreign_load"] = max(0.0, (b1 - b0) - mine) / wall / (os.cpu_count() or 1)
+  return res
+
+# --- the table ---
+
+def rate(row: dict, t: float) -> tuple[str, float | None]:
+  """(unit, throughput) of a benchmark row timed at `t` seconds."""
+  b = row.get("bench")
+  if b == "matmul": return "GFLOP/s", 2 * row["n"] ** 3 / t / 1e9
+  if b == "ew": return "GB/s", 16 * row["n"] / t / 1e9   # 3 float32 inputs read + 1 written
+  if b == "sum": return "GB/s", 4 * row["n"] / t / 1e9
+  if b == "softmax": return "GB/s", 8 * row["shape"][0] * row["shape"][1] / t / 1e9  # read once + write once
+  return "", None
+
+def label(row: dict) -> str:
+  k = row["key"]
+  if k.startswith("matmul:"): return f"matmul f32 N={row['n']}"
+  if k == "ew": return f"exp(relu(a*b+c)) {_n(row['n'])}"
+  if k == "ew:torch.compile": return "  torch.compile"
+  if k == "sum": return f"sum f32 {_n(row['n'])}"
+  if k == "softmax": return f"softmax {row['shape'][0]}x{row['shape'][1]} rows"
+  if k == "compile": return "cold compile /kernel"
+  return k
+
+def _n(n: int) -> str: return f"{n // 2**20}M" if n % 2**20 == 0 else f"{n // 1024}K" if n % 1024 == 0 else str(n)
+
+def fmt(x: float | None, w: int, p: int = 1, suffix: str = "") -> str: return ("-" if x is None else f"{x:.{p}f}{suffix}").rjust(w)
+
+def table(results: dict[str, dict], peak: float | None) -> list[str]:
+  ours, npy, tor = (results.get(k, {}) for k in ("ours", "numpy", "torch"))
+  by = lambda res: {r["key"]: r for r in res.get("rows", [])}
+  o, n, t = by(ours), by(npy), by(tor)
+  keys = list(dict.fromkeys([*o, *n, *t]))
+  keys = [k for k in keys if k != "ew:torch.compile"]
+  if "ew:torch.compile" in t: keys.insert(keys.index("ew") + 1 if "ew" in keys else len(keys), "ew:torch.compile")
+  head = (f"{'benchmark':26s} {'ours ms':>9s} {'numpy ms':>9s} {'torch ms':>9s}  {'unit':7s} {'ours':>7s} {'numpy':>7s} "
+          f"{'torch':>7s} {'ours/np':>8s} {'ours/tch':>8s} {'kern':>4s}  check")
+  lines = [head, "-" * len(head)]
+  for k in keys:
+    src = o.get(k) or (o.get("ew") if k == "ew:torch.compile" else None)
+    ref = n.get(k) or t.get(k) or src or {}
+    ms = lambda r: r["median_s"] * 1e3 if r and "median_s" in r else None
+    to, tn, tt = ms(src), ms(n.get(k)), ms(t.get(k))
+    unit, ro = rate(ref, to / 1e3) if to else (rate(ref, 1)[0], None)
+    rn, rt = (rate(ref, x / 1e3)[1] if x else None for x in (tn, tt))
+    if k == "compile": unit, ro = "", None
+    speed = lambda other: other / to if other and to else None  # >1: ours faster; matmul: fraction of their GFLOP/s
+    check = ""
+    if k != "ew:torch.compile" and src:
+      if "error" in src: check = "ERROR: " + src["error"].splitlines()[0][:60]
+      elif src.get("ok") is False: check = f"WRONG (rel err {src.get('rel_err', float('nan')):.2g})"
+      elif src.get("ok"): check = "ok"
+    for name, r in (("numpy", n.get(k)), ("torch", t.get(k))):
+      if r and "error" in r: check += f" {name} error: {r['error'].splitlines()[0][:50]}"
+    kern = str(src.get("kernels", "")) if src and k not in ("ew:torch.compile",) else ""
+    lines.append(f"{label(ref if ref.get('key') == k else {**ref, 'key': k}):26s} {fmt(to, 9, 2)} {fmt(tn, 9, 2)} {fmt(tt, 9, 2)}  "
+                 f"{unit:7s} {fmt(ro, 7)} {fmt(rn, 7)} {fmt(rt, 7)} {fmt(speed(tn), 8, 2, 'x')} {fmt(speed(tt), 8, 2, 'x')} {kern:>4s}  {check}".rstrip())
+  notes = ["ours/np, ours/tch: their time / our time (>1 = ours faster; for matmul, the fraction of their GFLOP/s)."]
+  if "compile" in o and "error" not in o["compile"]:
+    c = o["compile"]
+    part = lambda x: f"{x * 1e3:.1f}" if x is not None else "?"
+    notes.append(f"cold compile: median {part(c['median_s'])} ms per kernel over {c['builds']} kernels (C compiler {part(c.get('cc_median_s'))} ms, "
+                 f"ELF load {part(c.get('load_median_s'))} ms, lower/opt/render {part(c.get('front_median_s'))} ms; slowest {part(c.get('max_s'))} ms).")
+  if "ew:torch.compile" in t and "compile_s" in t["ew:torch.compile"]:
+    notes.append(f"torch.compile: first call (trace + Inductor build) {t['ew:torch.compile']['compile_s']:.1f} s, not in the table.")
+  if peak:
+    mm = [(k, r) for k, r in o.items() if k.startswith("matmul:") and "median_s" in r]
+    fr = lambda r, res: f"{rate(r, res['median_s'])[1] / peak * 100:.0f}%"
+    if mm: notes.append(f"FMA peak {peak:.0f} GFLOP/s; matmul share of it: " + ", ".join(
+      f"N={r['n']} ours {fr(r, r)}" + (f" numpy {fr(r, n[k])}" if k in n and "median_s" in n[k] else "") for k, r in mm))
+  return lines + [""] + notes
+
+# --- main ---
+
+def main() -> int:
+  p = argparse.ArgumentParser(description="hcqrt CPU benchmark: ours vs numpy vs torch")
+  p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+  p.add_argument("--only", default=",".join(BENCHES), help=f"comma list of {','.join(BENCHES)}")
+  p.add_argument("--json", default=str(HERE / "results.json"), help="where to write all results ('' to skip)")
+  p.add_argument("--no-torch", action="store_true", help="skip torch even if it is installed")
+  p.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile of the elementwise chain (~20 s cold)")
+  p.add_argument("--wait-idle", type=float, default=60, metavar="S",
+                 help="before each child, wait while other processes keep the cores busy; at most S seconds in all (default 60)")
+  p.add_argument("-v", "--verbose", action="store_true", help="show the children's stderr (e.g. with DEBUG=2)")
+  args = p.parse_args()
+  only = [b.strip() for b in args.only.split(",") if b.strip()]
+  if bad := [b for b in only if b not in BENCHES]: p.error(f"unknown benchmark(s) {bad}; choose from {list(BENCHES)}")
+  spec = QUICK if args.quick else FULL
+  py, started = sys.executable, time.perf_counter()
+
+  info = cpu_info()
+  busy = busy_fraction()
+  ghz = measure_clock_ghz() if "matmul" in only else None
+  peak = ghz * FMA_FLOP_PER_CYCLE * info["cores"] if ghz else None
+  print(f"machine: {info.get('model', '?')}, {info['cores']} cores ({info.get('simd', '')}), {info.get('mem_gb', '?')} GB, "
+        f"python {info['python']}" + (f", clock {ghz:.2f} GHz" if ghz else ""))
+  if busy is not None and busy > 0.15:
+    print(f"warning: the machine is {busy * 100:.0f}% busy before the run (load {info.get('loadavg_1m')}); timings will be noisy")
+  sys.stdout.flush()
+
+  results: dict[str, dict] = {}
+  cache_dir = tempfile.mkdtemp(prefix="hcqrt-bench-cache-")
+  mk = lambda lib, extra=(): [py, str(HERE / ("_ours.py" if lib == "ours" else "_oracle.py")), *(["--lib", lib] if lib != "ours" else []),
+                              "--spec", json.dumps(spec), *extra]
+  # ours must not share the cores with a BLAS pool: its numpy only builds inputs and references
+  quiet_blas = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+  jobs = [("numpy", mk("numpy", ["--only", ",".join(only)]), {}),
+          ("ours", mk("ours", ["--only", ",".join(b for b in only if b != "compile")]), quiet_blas)]
+  if "compile" in only:
+    # CACHE=0: never read compiled objects from disk; a private cache dir keeps the bench's one-off kernels out of the user's
+    jobs.append(("ours_compile", mk("ours", ["--only", "compile"]), quiet_blas | {"CACHE": "0", "HCQRT_CACHE": cache_dir}))
+  has_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
+  if has_torch:
+    jobs.append(("torch", mk("torch", ["--only", ",".join(only)] + ([] if args.no_torch_compile else ["--compile"])), {}))
+  wait_budget = args.wait_idle
+  try:
+    for name, cmd, env in jobs:
+      if name == "ours" and all(b == "compile" for b in only): continue
+      if wait_budget > 0 and (busy_fraction(0.2) or 0) >= 0.15:
+        print(f"  waiting for the cores to go idle (up to {wait_budget:.0f} s) ...", file=sys.stderr, flush=True)
+        wait_budget -= wait_idle(wait_budget)
+      print(f"  running {name} ...", end="", file=sys.stderr, flush=True)
+      results[name] = r = run_child(cmd, env, timeout=600, verbose=args.verbose)
+      print(f" {r.get('wall_s', 0):.0f} s" + (f", other processes used {r['foreign_load'] * 100:.0f}% of the cores meanwhile"
+            if r.get("foreign_load", 0) > 0.05 else ""), file=sys.stderr, flush=True)
+      if "error" in r: print(f"  {name} failed: {r['error']}", file=sys.stderr)
+  finally: shutil.rmtree(cache_dir, ignore_errors=True)
+  if "ours_compile" in results:  # one "ours" column: fold the compile child's rows in
+    oc = results.pop("ours_compile")
+    results.setdefault("ours", {"rows": []}).setdefault("rows", []).extend(oc.get("rows", []) or [{"bench": "compile", "key": "compile", "error": oc.get("error", "?")}])
+
+  print(f"ours: {results.get('ours', {}).get('info', {}).get('device', '?')} via {results.get('ours', {}).get('info', {}).get('cc', '?')}; "
+        f"numpy {results.get('numpy', {}).get('info', {}).get('version', '?')} ({results.get('numpy', {}).get('info', {}).get('blas', '?')})"
+        + (f"; torch {results['torch'].get('info', {}).get('version', '?')}" if "torch" in results else "; torch: not installed"))
+  print()
+  for line in table(results, peak): print(line)
+  noisy = [f"{k} {r['foreign_load'] * 100:.0f}%" for k, r in results.items() if r.get("foreign_load", 0) > 0.05]
+  if noisy: print("warning: other processes shared the cores during these runs (share of all cores): " + ", ".join(noisy))
+  total = time.perf_counter() - started
+  print(f"\ntotal bench time {total:.0f} s" + (f"; results in {args.json}" if args.json else ""))
+  if args.json:
+    out = {"machine": info | {"clock_ghz": ghz, "fma_peak_gflops": peak, "busy_before": busy}, "spec": spec, "only": only,
+           "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "total_s": total, "results": results}
+    pathlib.Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+  return 0 if all("error" not in r for r in results.values()) else 1
+
+if __name__ == "__main__": sys.exit(main())
