@@ -115,7 +115,8 @@ class _KernelBuilder:
     st = s.st if s.is_view else ShapeTracker.from_shape(sb.shape)
     if sb.op is Ops.CONST and sb.buffer is None:
       c = UOp.const(sb.dtype, sb.arg)
-      return c if st.views[-1].mask is None and len(st.views) == 1 else UOp(Ops.VIEW, sb.dtype, (c,), st)
+      # keep the shape (a reduction over a broadcast constant needs its axes), unless it is a scalar
+      return c if st.shape == () else UOp(Ops.VIEW, sb.dtype, (c,), st)
     if self.sched._must_load(sb, self.root) or sb.op is Ops.EMPTY:
       return UOp(Ops.LOAD, sb.dtype, (), (self.buf_index(sb), st))
     inner = self.base(sb)
