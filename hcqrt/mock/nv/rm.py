@@ -20,9 +20,10 @@ from typing import Any, Callable
 from ioctl_defs.nv.abi import abi_for_version, NVABI
 from ioctl_defs.nv.ioctl import ESCAPES, ESCAPE_BY_NR, NV_IOCTL_MAGIC, ioc_decode, NV_RM_API_VERSION_CMD_QUERY, \
   NV_RM_API_VERSION_CMD_STRICT, NV_RM_API_VERSION_CMD_RELAXED, NV_RM_API_VERSION_REPLY_RECOGNIZED
-from ioctl_defs.nv.ctrl import CTRL
+from ioctl_defs.nv.ctrl import CTRL, CTRL_BY_CMD
 from ioctl_defs.nv import classes as C, flags as F
 from ioctl_defs.nv.status import NV_STATUS
+from hcqrt import syscalls
 from hcqrt.mock.nv.chips import CHIPS, Chip, GENERIC_CLASSES
 from hcqrt.mock.nv.vmem import HostMemory, GPUVASpace, round_up, PAGE
 
@@ -142,8 +143,7 @@ class MockNV:
     return backing.map_into(length, prot, addr, off)
 
   def munmap(self, addr: int, length: int) -> None:
-    from hcqrt import syscalls
-    syscalls._libc.munmap(addr, length)
+    syscalls.munmap(addr, length)   # our mappings are plain MAP_SHARED maps of memfds; the seam no longer routes this address
 
   # ---- memory access helpers (the kernel's copy_from_user / copy_to_user) ----
   def cast(self, struct: str, addr: int) -> Any:
@@ -445,7 +445,7 @@ class MockNV:
   # ---- controls ----
   def _control(self, p: Any) -> None:
     objs = self.client(p.hClient)
-    name = next((n for n, (cmd, _) in CTRL.items() if cmd == p.cmd), None)
+    name = CTRL_BY_CMD.get(p.cmd)
     if p.paramsSize and not p.params or not p.paramsSize and p.params: raise _fail("NV_ERR_INVALID_ARGUMENT", "params/paramsSize mismatch")
     if name is not None and p.paramsSize != self.abi.ctrl_size(name):
       raise _fail("NV_ERR_INVALID_ARGUMENT", f"{name}: paramsSize {p.paramsSize}, expected {self.abi.ctrl_size(name)}")
