@@ -42,13 +42,18 @@ def linearize(k: LoweredKernel) -> list[UOp]:
   topo = sink.toposort()
   need: dict[UOp, frozenset] = {}
   accs: dict[UOp, UOp] = {}   # DEFINE_ACC -> its REDUCE
+  updates: dict[UOp, frozenset] = {}   # `acc op value` runs inside the reduction's loops even if value doesn't
   for u in topo:
-    if u.op is Ops.REDUCE: accs[u.src[0].src[0]] = u
+    if u.op is Ops.REDUCE:
+      accs[u.src[0].src[0]] = u
+      updates[u.src[0].src[1]] = frozenset(u.src[1:])
+  def generic(u: UOp) -> frozenset:
+    return frozenset().union(*(need[s] for s in u.src), updates.get(u, frozenset())) if u.src else frozenset()
   for u in topo:
     if u.op is Ops.RANGE: need[u] = frozenset((u,))
     elif u.op is Ops.REDUCE: need[u] = need[u.src[0]] - frozenset(u.src[1:])
     elif u.op is Ops.DEFINE_ACC: need[u] = frozenset()   # fixed below, once its REDUCE is known
-    else: need[u] = frozenset().union(*(need[s] for s in u.src)) if u.src else frozenset()
+    else: need[u] = generic(u)
   # a DEFINE_ACC lives where its REDUCE lives; everything that read it must include those ranges too
   changed = True
   while changed:
@@ -60,7 +65,7 @@ def linearize(k: LoweredKernel) -> list[UOp]:
       for u in topo:
         if u.op in (Ops.RANGE, Ops.DEFINE_ACC): continue
         if u.op is Ops.REDUCE: need[u] = need[u.src[0]] - frozenset(u.src[1:])
-        elif u.src: need[u] = frozenset().union(*(need[s] for s in u.src))
+        elif u.src: need[u] = generic(u)
 
   path: dict[UOp, tuple] = {}
   for i, r in enumerate(k.global_ranges): path[r] = tuple(k.global_ranges[:i + 1])

@@ -88,3 +88,10 @@ def test_view_contiguous_flags():
   assert View.create((2, 3)).contiguous
   assert not View.create((2, 3)).permute((1, 0)).contiguous
   assert ShapeTracker.from_shape((5,)).pad(((1, 0),)).real_size() == 5
+
+def test_reductions_over_broadcast_constants():
+  from frontend import Tensor
+  assert Tensor.ones(3).sum().item() == 3.0
+  assert Tensor.ones(2, 3).sum(1).tolist() == [3.0, 3.0]
+  assert (Tensor.ones(2, 3) * 2).sum(0).tolist() == [4.0, 4.0, 4.0]
+  assert Tensor.full((2, 2), 2.0).max().item() == 2.0
