@@ -307,7 +307,7 @@ class Tensor(NNOpsMixin):
     self.grad = gradient if self.grad is None or self._ctx is not None else self.grad + gradient
     for t0 in reversed(self._deepwalk()):
       if t0._ctx is None: continue
-      if t0.grad is None: raise RuntimeError(f"backward: no gradient reached {t0}")
+      if t0.grad is None: continue   # e.g. the condition of a where(): nothing flows through it
       grads = t0._ctx.backward(t0.grad.lazydata)
       grads = [Tensor(g, device=self.device, requires_grad=False) if g is not None else None
                for g in ([grads] if len(t0._ctx.parents) == 1 else grads)]
