@@ -1,7 +1,683 @@
 """Tensor methods for neural networks (convolution, pooling, losses, attention, sorting, scatter/gather,
 cumulative ops...), kept apart from tensor.py; `Tensor` inherits them from `NNOpsMixin`.
+
+Everything here is a composition of the Tensor's differentiable ops, so each method gets its gradient from
+the few primitives in function.py. Sliding windows (`_pool`) are pure views (pad/reshape/expand/shrink/permute):
+convolution and pooling read the input in place, never copy it into an im2col buffer.
+
+>>> from frontend import Tensor
+>>> x = Tensor.arange(16).float().reshape(1, 1, 4, 4)
+>>> x.max_pool2d().tolist()
+[[[[5.0, 7.0], [13.0, 15.0]]]]
+>>> Tensor([[3.0, 1.0, 2.0]]).sort()[0].tolist()
+[[1.0, 2.0, 3.0]]
 """
 from __future__ import annotations
+import math, string, itertools
+from typing import TYPE_CHECKING, Sequence
+import numpy as np
+from compiler.dtypes import dtypes
+from compiler.view import prod
+
+if TYPE_CHECKING: from frontend.tensor import Tensor
+
+def _tuple(x, n: int) -> tuple:
+  return (x,) * n if isinstance(x, int) else tuple(x)
+def _flat(xs) -> list: return [a for x in xs for a in x]
 
 class NNOpsMixin:
   __slots__ = ()
+
+  # ***** sliding windows *****
+  def _pool(self: Tensor, k_: tuple[int, ...], stride: int | tuple = 1, dilation: int | tuple = 1) -> Tensor:
+    """Windows of size k_ over the last len(k_) dims as a view: (..., *out, *k_)."""
+    nk = len(k_)
+    if self.ndim < nk: raise ValueError(f"pool: kernel {k_} has more dims than the input {self.shape}")
+    s_, d_ = _tuple(stride, nk), _tuple(dilation, nk)
+    noop, i_ = self.shape[:-nk], self.shape[-nk:]
+    o_ = [(i - d * (k - 1) - 1) // s + 1 for i, d, k, s in zip(i_, d_, k_, s_)]
+    if any(o <= 0 for o in o_): raise ValueError(f"pool: kernel {k_} (dilation {d_}) is larger than the input {i_}")
+    nn = len(noop)
+    if all(k <= s and d == 1 for k, s, d in zip(k_, s_, d_)):
+      # non-overlapping windows: make each dim o*s long, split it into (o, s), keep the first k of each s
+      x = self.pad(tuple([None] * nn + [(0, o * s - i) for o, s, i in zip(o_, s_, i_)]))
+      x = x.reshape(*noop, *_flat((o, s) for o, s in zip(o_, s_)))
+      x = x.shrink(tuple([None] * nn + _flat(((0, o), (0, k)) for o, k in zip(o_, k_))))
+      return x.permute(*range(nn), *[nn + 2 * j for j in range(nk)], *[nn + 2 * j + 1 for j in range(nk)])
+    # overlapping windows: tile each dim e times and read it with a row stride of i+d, so row r starts at r*d;
+    # then every s-th column of the first o*s gives the windows. Pad so that o*s <= i+d (possible when s > d*k+1).
+    ip_ = [max(i, o * s - d) for i, o, s, d in zip(i_, o_, s_, d_)]
+    x = self.pad(tuple([None] * nn + [(0, ip - i) for ip, i in zip(ip_, i_)]))
+    e_ = [math.ceil(k * (ip + d) / ip) for k, ip, d in zip(k_, ip_, d_)]
+    x = x.reshape(*noop, *_flat((1, ip) for ip in ip_)).expand(*noop, *_flat((e, ip) for e, ip in zip(e_, ip_)))
+    x = x.reshape(*noop, *[e * ip for e, ip in zip(e_, ip_)])
+    x = x.shrink(tuple([None] * nn + [(0, k * (ip + d)) for k, ip, d in zip(k_, ip_, d_)]))
+    x = x.reshape(*noop, *_flat((k, ip + d) for k, ip, d in zip(k_, ip_, d_)))
+    x = x.shrink(tuple([None] * nn + _flat(((0, k), (0, o * s)) for k, o, s in zip(k_, o_, s_))))
+    x = x.reshape(*noop, *_flat((k, o, s) for k, o, s in zip(k_, o_, s_)))
+    x = x.shrink(tuple([None] * nn + _flat(((0, k), (0, o), (0, 1)) for k, o in zip(k_, o_))))
+    x = x.reshape(*noop, *_flat((k, o) for k, o in zip(k_, o_)))
+    return x.permute(*range(nn), *[nn + 2 * j + 1 for j in range(nk)], *[nn + 2 * j for j in range(nk)])
+
+  @staticmethod
+  def _resolve_pads(padding, dims: int) -> list[int]:
+    """int, per-dim (first dim first) or flat torch-style (last dim first, before/after) -> flat list."""
+    if isinstance(padding, int): return [padding] * (2 * dims)
+    padding = list(padding)
+    if len(padding) == dims: return _flat((p, p) for p in reversed(padding))
+    if len(padding) == 2 * dims: return padding
+    raise ValueError(f"padding {padding} must be an int, {dims} values or {2 * dims} values (per side)")
+
+  def _ceil_pads(self: Tensor, pads: list[int], k_, s_, d_) -> list[int]:
+    """Extra right padding so the last partial window is kept (ceil_mode), as torch computes it."""
+    pads, n = list(pads), len(k_)
+    for j, (i, k, s, d) in enumerate(zip(self.shape[-n:], k_, s_, d_)):
+      pb, pa = pads[2 * (n - 1 - j)], pads[2 * (n - 1 - j) + 1]
+      o = math.ceil((i + pb + pa - d * (k - 1) - 1) / s) + 1
+      if (o - 1) * s >= i + pb: o -= 1  # a window must start inside the input or the left padding
+      pads[2 * (n - 1 - j) + 1] += max(0, (o - 1) * s + d * (k - 1) + 1 - (i + pb + pa))
+    return pads
+
+  # ***** convolution *****
+  def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
+             acc_dtype=None) -> Tensor:
+    """N-d convolution (cross-correlation) like torch's conv2d: input (N, Cin, *spatial), weight (Cout, Cin/groups, *k).
+
+    `padding` is an int, one value per spatial dim, or per side in torch pad order (left, right, top, bottom).
+
+    >>> from frontend import Tensor
+    >>> Tensor.arange(9).float().reshape(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 2, 2)).tolist()
+    [[[[8.0, 12.0], [20.0, 24.0]]]]
+    """
+    (bs, cin_), (cout, cin), HW = self.shape[:2], weight.shape[:2], weight.shape[2:]
+    if self.ndim != weight.ndim or groups * cin != cin_ or cout % groups:
+      raise RuntimeError(f"conv2d: input {self.shape} and weight {weight.shape} don't match with groups={groups}")
+    x = self.pad(self._resolve_pads(padding, len(HW)))._pool(HW, stride, dilation)  # (bs, cin_, *out, *HW)
+    rcout, oyx, nd = cout // groups, x.shape[2:-len(HW)], len(HW)
+    x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
+    x = x.permute(0, 1, 3, *[4 + i for i in range(nd)], 2, *[4 + nd + i for i in range(nd)])  # (bs, g, rcout, *out, cin, *HW)
+    w = weight.reshape(1, groups, rcout, *[1] * nd, cin, *HW)
+    ret = (x * w).sum(tuple(range(-1 - nd, 0)), acc_dtype=acc_dtype).reshape(bs, cout, *oyx)
+    return ret if bias is None else ret + bias.reshape(1, -1, *[1] * nd)
+
+  def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1,
+                       padding=0, output_padding=0) -> Tensor:
+    """Transposed convolution like torch's: weight (Cin, Cout/groups, *k).
+
+    >>> from frontend import Tensor
+    >>> Tensor.ones(1, 1, 2, 2).conv_transpose2d(Tensor.ones(1, 1, 2, 2)).shape
+    (1, 1, 3, 3)
+    """
+    HW, nd = weight.shape[2:], weight.ndim - 2
+    stride, dilation, padding, output_padding = [_tuple(v, nd) for v in (stride, dilation, padding, output_padding)]
+    if weight.shape[0] != self.shape[1]: raise RuntimeError(f"conv_transpose2d: input {self.shape} and weight {weight.shape} don't match")
+    # the equivalent forward conv: flipped kernel with in/out swapped per group, over a zero-stuffed input
+    w = weight.unflatten(0, (groups, -1)).transpose(1, 2).flip(*range(3, weight.ndim + 1)).flatten(0, 1)
+    x = self
+    if any(s > 1 for s in stride):
+      x = x.reshape(*x.shape[:2], *_flat((k, 1) for k in x.shape[2:]))
+      x = x.pad(((0, 0), (0, 0), *_flat(((0, 0), (0, s - 1)) for s in stride)))
+      x = x.reshape(*x.shape[:2], *[k * s for k, s in zip(x.shape[2::2], stride)])
+      x = x.shrink(((0, x.shape[0]), (0, x.shape[1]), *[(0, k - (s - 1)) for k, s in zip(x.shape[2:], stride)]))
+    pads = _flat(((k - 1) * d - p, (k - 1) * d - p + op) for k, d, p, op in reversed(list(zip(HW, dilation, padding, output_padding))))
+    return x.conv2d(w, bias=bias, groups=groups, dilation=dilation, padding=pads)
+
+  # ***** pooling *****
+  def max_pool2d(self: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
+                 return_indices: bool = False):
+    """Max over windows of the last len(kernel_size) dims (2 when an int). With return_indices, also the flat
+    spatial index of each maximum (for max_unpool2d).
+
+    >>> from frontend import Tensor
+    >>> Tensor([[[[1.0, 2.0], [3.0, 4.0]]]]).max_pool2d().tolist()
+    [[[[4.0]]]]
+    """
+    k_ = _tuple(kernel_size, 2)
+    s_, d_ = _tuple(stride if stride is not None else k_, len(k_)), _tuple(dilation, len(k_))
+    pads = self._resolve_pads(padding, len(k_))
+    if ceil_mode: pads = self._ceil_pads(pads, k_, s_, d_)
+    axes = tuple(range(-len(k_), 0))
+    win = self.pad(pads, value=dtypes.min(self.dtype))._pool(k_, s_, d_)
+    ret = win.max(axes)
+    if not return_indices: return ret
+    spatial = self.shape[-len(k_):]
+    idx = self.arange(prod(spatial), device=self.device).reshape(spatial).pad(pads, value=-1)._pool(k_, s_, d_)
+    big = prod(spatial)
+    hit = win == ret.reshape(*ret.shape, *[1] * len(k_))
+    return ret, hit.where(idx, big).min(axes).detach()
+
+  def avg_pool2d(self: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> Tensor:
+    """Mean over windows of the last len(kernel_size) dims, counting padding like torch does.
+
+    >>> from frontend import Tensor
+    >>> Tensor([[[[1.0, 2.0], [3.0, 4.0]]]]).avg_pool2d().tolist()
+    [[[[2.5]]]]
+    """
+    k_ = _tuple(kernel_size, 2)
+    s_, d_ = _tuple(stride if stride is not None else k_, len(k_)), _tuple(dilation, len(k_))
+    pads = self._resolve_pads(padding, len(k_))
+    cpads = self._ceil_pads(pads, k_, s_, d_) if ceil_mode else pads
+    axes = tuple(range(-len(k_), 0))
+    sums = self.pad(cpads)._pool(k_, s_, d_).sum(axes)
+    if not ceil_mode and (count_include_pad or not any(pads)): return sums / prod(k_)
+    # the divisor depends only on shapes: per dim, count the window cells over the input (and the user padding
+    # if counted, but never the ceil_mode extra); the product over dims is the count of each window
+    div = np.ones((), np.float32)
+    for j, (i, k, s, d, o) in enumerate(zip(self.shape[-len(k_):], k_, s_, d_, sums.shape[-len(k_):])):
+      jj = len(k_) - 1 - j
+      pb, pa = pads[2 * jj], pads[2 * jj + 1]
+      line = np.concatenate([np.full(pb, float(count_include_pad)), np.ones(i), np.full(pa, float(count_include_pad)),
+                             np.zeros(cpads[2 * jj + 1] - pa)]).astype(np.float32)
+      cnt = np.array([line[w * s:w * s + d * (k - 1) + 1:d].sum() for w in range(o)], np.float32)
+      div = np.multiply.outer(div, cnt)
+    return sums / type(self)(div.astype(np.float32), device=self.device, dtype=sums.dtype)
+
+  def max_unpool2d(self: Tensor, indices: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
+                   output_size=None) -> Tensor:
+    """Inverse of max_pool2d(return_indices=True): values go back to their positions, zeros elsewhere."""
+    k_ = _tuple(kernel_size, 2)
+    s_, d_, p_ = _tuple(stride if stride is not None else k_, len(k_)), _tuple(dilation, len(k_)), _tuple(padding, len(k_))
+    pre, ins = self.shape[:-len(k_)], self.shape[-len(k_):]
+    if output_size is None: out = tuple((i - 1) * s - 2 * p + d * (k - 1) + 1 for i, s, p, d, k in zip(ins, s_, p_, d_, k_))
+    else: out = tuple(output_size)[-len(k_):]
+    n = prod(out)
+    hit = indices.reshape(*pre, -1, 1) == self.arange(n, device=self.device)
+    return hit.where(self.reshape(*pre, -1, 1), 0).sum(-2).reshape(*pre, *out)
+
+  # ***** losses *****
+  def _do_reduction(self: Tensor, reduction: str = "mean") -> Tensor:
+    if reduction == "mean": return self.mean()
+    if reduction == "sum": return self.sum()
+    if reduction == "none": return self
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
+
+  def _one_hot_mask(self: Tensor, n: int) -> Tensor:
+    """Bool (..., n): self[...] == k."""
+    return self.unsqueeze(-1) == self.arange(n, device=self.device)
+
+  def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Cross entropy of logits (classes on dim 1, or dim 0 for 1-d) against class indices or probabilities.
+
+    >>> from frontend import Tensor
+    >>> round(Tensor([[0.0, 0.0]]).cross_entropy(Tensor([1])).item(), 4)
+    0.6931
+    """
+    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    cd = 0 if self.ndim == 1 else 1
+    if Y.shape != self.shape:
+      exp = self.shape[:cd] + self.shape[cd + 1:]
+      if Y.shape != exp: raise RuntimeError(f"cross_entropy: target shape {Y.shape} doesn't match logits {self.shape} (expected {exp})")
+      Y = Y._one_hot_mask(self.shape[cd]).float().unsqueeze(cd).transpose(cd, -1).squeeze(-1)
+    Y = (1 - label_smoothing) * Y + label_smoothing / self.shape[cd]
+    return (-(self.log_softmax(cd) * Y).sum(cd))._do_reduction(reduction)
+
+  def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,
+               reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of log-probabilities (classes on dim 1) at the target classes Y.
+
+    >>> from frontend import Tensor
+    >>> Tensor([[-1.0, -2.0]]).nll_loss(Tensor([1])).item()
+    2.0
+    """
+    cd = 0 if self.ndim == 1 else 1
+    nc = self.shape[cd]
+    oh = Y._one_hot_mask(nc)                                                # (*Y.shape, C)
+    w = oh.where(weight, 0).sum(-1) if weight is not None else None
+    if ignore_index is not None: w = (Y != ignore_index) if w is None else w * (Y != ignore_index)
+    picked = oh.where(self.unsqueeze(-1).transpose(cd, -1).squeeze(cd), 0).sum(-1) if cd else oh.where(self, 0).sum(-1)
+    nll = -picked * w if w is not None else -picked
+    if reduction == "mean": return nll.sum() / w.sum() if w is not None else nll.mean()
+    return nll._do_reduction(reduction)
+
+  def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,
+                                      reduction: str = "mean") -> Tensor:
+    """Cross entropy of logits (classes on the last dim) against integer labels; labels equal to ignore_index
+    don't count (the mean divides by the counted ones).
+
+    >>> from frontend import Tensor
+    >>> round(Tensor([[0.0, 0.0]]).sparse_categorical_crossentropy(Tensor([0])).item(), 4)
+    0.6931
+    """
+    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    if Y.shape != self.shape[:-1]: raise RuntimeError(f"sparse_categorical_crossentropy: labels {Y.shape} don't match logits {self.shape}")
+    log_probs = self.log_softmax()
+    counted = (Y != ignore_index).detach()
+    y = Y._one_hot_mask(self.shape[-1]) & counted.unsqueeze(-1)
+    smoothing = label_smoothing * (log_probs.mean(-1) * counted)
+    ret = -((1 - label_smoothing) * y.where(log_probs, 0).sum(-1) + smoothing)
+    return ret.sum() / counted.sum() if reduction == "mean" else ret._do_reduction(reduction)
+
+  def binary_crossentropy(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
+    """BCE of probabilities; the logs are clamped at -100 like torch.
+
+    >>> from frontend import Tensor
+    >>> round(Tensor([0.5]).binary_crossentropy(Tensor([1.0])).item(), 4)
+    0.6931
+    """
+    return (-(Y * self.log().maximum(-100.0) + (1 - Y) * (1 - self).log().maximum(-100.0)))._do_reduction(reduction)
+
+  def binary_crossentropy_logits(self: Tensor, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """BCE of logits, computed stably: softplus(-x) = max(-x, 0) + log(1 + exp(-|x|)).
+
+    >>> from frontend import Tensor
+    >>> round(Tensor([0.0]).binary_crossentropy_logits(Tensor([1.0])).item(), 4)
+    0.6931
+    """
+    sp_neg = (-self).relu() + (1 + (-self.abs()).exp()).log()   # -log(sigmoid(x))
+    pw = 1 if pos_weight is None else pos_weight
+    return (Y * pw * sp_neg + (1 - Y) * (sp_neg + self))._do_reduction(reduction)
+
+  # ***** normalization, attention, dropout *****
+  def layernorm(self: Tensor, axis=-1, eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over `axis` (biased variance), without affine parameters."""
+    y = self - self.mean(axis, keepdim=True)
+    return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
+
+  def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor, axis=1) -> Tensor:
+    """(x - mean) * invstd * weight + bias with the 1-d parameters laid along `axis`."""
+    axes = _tuple(axis, 1)
+    axes = tuple(self._axis(a) for a in axes)
+    shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+    x = self - mean.reshape(shape)
+    if weight is not None: x = x * weight.reshape(shape)
+    x = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+    return x + bias.reshape(shape) if bias is not None else x
+
+  def dropout(self: Tensor, p: float = 0.5) -> Tensor:
+    """In training mode (Tensor.training), zero each element with probability p and scale the rest by 1/(1-p)."""
+    if not 0.0 <= p <= 1.0: raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not type(self).training or p == 0: return self
+    if p == 1: return self * 0
+    keep = self.rand(*self.shape, device=self.device) >= p
+    return keep.where(self, 0) * (1.0 / (1.0 - p))
+
+  def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                   dropout_p: float = 0.0, is_causal: bool = False, enable_gqa: bool = False) -> Tensor:
+    """softmax(q @ k^T / sqrt(d) + mask) @ v; a bool mask keeps where True. is_causal masks the future.
+
+    >>> from frontend import Tensor
+    >>> q = Tensor([[[0.0], [0.0]]])
+    >>> q.scaled_dot_product_attention(q, Tensor([[[1.0], [3.0]]]), is_causal=True).tolist()
+    [[[1.0], [2.0]]]
+    """
+    if enable_gqa:
+      key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
+      value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
+    qk = self.matmul(key.transpose(-2, -1)) * (1.0 / math.sqrt(self.shape[-1]))
+    if is_causal:
+      if attn_mask is not None: raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+      L, S = qk.shape[-2:]
+      attn_mask = self.arange(L, device=self.device).unsqueeze(-1) >= self.arange(S, device=self.device)
+    if attn_mask is not None:
+      qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype.is_bool else qk + attn_mask
+    return qk.softmax(-1).dropout(dropout_p) @ value
+
+  # ***** gather / scatter / one_hot *****
+  def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
+    """Integer one-hot encoding on a new last dim (num_classes=-1: max + 1, which reads the data).
+
+    >>> from frontend import Tensor
+    >>> Tensor([0, 2]).one_hot(3).tolist()
+    [[1, 0, 0], [0, 0, 1]]
+    """
+    if not self.dtype.is_int: raise TypeError(f"one_hot: needs an integer tensor, got {self.dtype}")
+    if num_classes == -1: num_classes = int(self.max().item()) + 1
+    return self._one_hot_mask(num_classes).where(1, 0)
+
+  def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
+    """out[i][j][k] = self[i][index[i][j][k]][k] (dim=1), like torch.gather.
+
+    >>> from frontend import Tensor
+    >>> Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()
+    [[1, 1], [4, 3]]
+    """
+    dim = self._axis(dim)
+    if index.ndim != self.ndim: raise RuntimeError(f"gather: index {index.shape} and input {self.shape} need the same number of dims")
+    if any(i > s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != dim):
+      raise RuntimeError(f"gather: index {index.shape} is larger than the input {self.shape} outside dim {dim}")
+    x = self.shrink(tuple((0, i) if d != dim else None for d, i in enumerate(index.shape))).unsqueeze(-1).transpose(-1, dim)
+    sel = index._one_hot_mask(self.shape[dim])
+    if self.dtype.is_bool: return (sel & x).any(-1)
+    return sel.where(x, 0).sum(-1, acc_dtype=self.dtype)
+
+  def _pre_scatter(self: Tensor, dim: int, index: Tensor, src) -> tuple[int, Tensor, Tensor]:
+    """(dim, mask, src) with mask (*self.shape, J): index[.., j at dim, ..] hits position k of dim, and src laid
+    out to broadcast against it; J is index.shape[dim]."""
+    dim = self._axis(dim)
+    if not isinstance(src, NNOpsMixin): src = self.full(index.shape, src, device=self.device, dtype=self.dtype)
+    if index.ndim != self.ndim or src.ndim != self.ndim:
+      raise RuntimeError(f"scatter: input {self.shape}, index {index.shape} and src {src.shape} need the same number of dims")
+    for d, (i, s, x) in enumerate(zip(index.shape, src.shape, self.shape)):
+      if i > s or (d != dim and i > x): raise RuntimeError(f"scatter: index {index.shape} is too large for src {src.shape} / input {self.shape}")
+    src = src.cast(self.dtype).shrink(tuple((0, i) for i in index.shape))
+    mask = index._one_hot_mask(self.shape[dim]).transpose(dim, -1)   # (*index.shape with dim -> n, J)
+    src = src.unsqueeze(-1).transpose(dim, -1)                          # (*index.shape with dim -> 1, J)
+    pads = tuple((0, s - i) if d != dim else (0, 0) for d, (s, i) in enumerate(zip(self.shape, index.shape))) + ((0, 0),)
+    return dim, mask.pad(pads), src.pad(pads)
+
+  def scatter(self: Tensor, dim: int, index: Tensor, src, reduce: str | None = None) -> Tensor:
+    """self with src written at the index positions along dim; a repeated index keeps the last write.
+    reduce='add' or 'multiply' combines instead.
+
+    >>> from frontend import Tensor
+    >>> Tensor.zeros(3).scatter(0, Tensor([2, 0]), Tensor([5.0, 7.0])).tolist()
+    [7.0, 0.0, 5.0]
+    """
+    if reduce is not None:
+      if reduce not in ("add", "multiply"): raise TypeError(f"scatter: reduce must be 'add' or 'multiply', not {reduce!r}")
+      return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
+    _, mask, src = self._pre_scatter(dim, index, src)
+    pos = self.arange(1, mask.shape[-1] + 1, device=self.device)
+    last = mask.where(pos, 0).max(-1, keepdim=True)
+    mask = mask & (pos == last)
+    val = (mask & src.bool()).any(-1) if self.dtype.is_bool else mask.where(src, 0).sum(-1, acc_dtype=self.dtype)
+    return mask.any(-1).where(val, self)
+
+  def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+    """Combine src into self at the index positions along dim with reduce in sum, prod, mean, amax, amin.
+
+    >>> from frontend import Tensor
+    >>> Tensor.ones(3).scatter_reduce(0, Tensor([0, 0, 2]), Tensor([1.0, 2.0, 3.0]), "sum").tolist()
+    [4.0, 1.0, 4.0]
+    """
+    _, mask, src = self._pre_scatter(dim, index, src)
+    hit = mask.any(-1)
+    if reduce == "sum":
+      r = mask.where(src, 0).sum(-1, acc_dtype=self.dtype)
+      return self + r if include_self else hit.where(r, self)
+    if reduce == "prod":
+      r = mask.where(src, 1).prod(-1)
+      return self * r if include_self else hit.where(r, self)
+    if reduce == "mean":
+      cnt = mask.sum(-1) + int(include_self)
+      s = mask.where(src, 0).sum(-1, acc_dtype=self.dtype) + (self if include_self else 0)
+      return hit.where((s / cnt).cast(self.dtype) if self.dtype.is_float else s.idiv(cnt.maximum(1)).cast(self.dtype), self)
+    if reduce in ("amax", "amin"):
+      sgn = 1 if reduce == "amax" else -1
+      r = mask.where(src * sgn, dtypes.min(self.dtype) if self.dtype.is_float or not self.dtype.is_unsigned else 0).max(-1) * sgn
+      if include_self: r = r.maximum(self) if reduce == "amax" else r.minimum(self)
+      return hit.where(r, self)
+    raise RuntimeError(f"scatter_reduce: reduce must be one of sum, prod, mean, amax, amin, not {reduce!r}")
+
+  def masked_select(self: Tensor, mask: Tensor) -> Tensor:
+    """The elements where mask (broadcast) is True, as a 1-d tensor. Reads the mask (data-dependent shape)."""
+    x, m = self._broadcasted(mask, match_dtype=False)
+    pos = np.flatnonzero(m.numpy())
+    if pos.size == 0: return self.empty(0, dtype=self.dtype, device=self.device)
+    return x.flatten()[type(self)(pos.astype(np.int32), device=self.device)]
+
+  def nonzero(self: Tensor) -> Tensor:
+    """Indices (n, ndim) of the nonzero elements. Reads the data (data-dependent shape)."""
+    return type(self)(np.argwhere(self.numpy()).astype(np.int32).reshape(-1, self.ndim), device=self.device)
+
+  # ***** cumulative ops *****
+  def _cumalu(self: Tensor, axis: int, op: str) -> Tensor:
+    """Inclusive scan with op in sum/prod/max along axis: each output reduces a window of the n-1 padded
+    predecessors. Long axes are split into blocks of 256 so the work stays O(n * 256), not O(n^2)."""
+    if self.ndim == 0: return self
+    axis = self._axis(axis)
+    n = self.shape[axis]
+    if n == 0: return self
+    ident = {"sum": 0, "prod": 1, "max": dtypes.min(self.dtype)}[op]
+    red = {"sum": lambda t, a: t.sum(a), "prod": lambda t, a: t.prod(a), "max": lambda t, a: t.max(a)}[op]
+    x = self.transpose(axis, -1)
+    B = 256
+    if n <= 2 * B:
+      ret = red(x.pad((n - 1, 0), value=ident)._pool((n,)), -1)
+    else:
+      m = math.ceil(n / B)
+      # contiguous: works around a compiler rewrite loop on windows over pad+reshape (notes/compiler_bugs.md)
+      blocks = x.pad((0, m * B - n), value=ident).reshape(*x.shape[:-1], m, B).contiguous()
+      inner = blocks._cumalu(-1, op)                                     # (..., m, B)
+      tot = inner[..., -1]._cumalu(-1, op)                               # inclusive over blocks
+      prev = tot.pad((1, 0), value=ident)[..., :-1].unsqueeze(-1)       # what came before each block
+      comb = inner + prev if op == "sum" else inner * prev if op == "prod" else inner.maximum(prev)
+      ret = comb.flatten(-2)[..., :n]
+    return ret.transpose(axis, -1)
+
+  def cumsum(self: Tensor, axis: int = 0) -> Tensor:
+    """Running sum along axis.
+
+    >>> from frontend import Tensor
+    >>> Tensor([1, 2, 3]).cumsum().tolist()
+    [1, 3, 6]
+    """
+    return self._cumalu(axis, "sum")
+  def cumprod(self: Tensor, axis: int = 0) -> Tensor:
+    """Running product along axis."""
+    return self._cumalu(axis, "prod")
+  def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(running max, index of the last position reaching it) along axis, like torch.cummax."""
+    values = self._cumalu(axis, "max")
+    if self.ndim == 0: return values, self.zeros_like(dtype=dtypes.int32)
+    axis = self._axis(axis)
+    n = self.shape[axis]
+    x, v = self.transpose(axis, -1), values.transpose(axis, -1)
+    ar = self.arange(n, device=self.device)
+    ok = (x.unsqueeze(-2) == v.unsqueeze(-1)) & (ar <= ar.unsqueeze(-1))  # (..., j, i): i <= j and x_i == max_j
+    return values, ok.where(ar, -1).max(-1).transpose(axis, -1).detach()
+  def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(running min, index) along axis."""
+    if self.dtype.is_unsigned or self.dtype.is_bool:
+      v, i = (~self).cummax(axis)
+      return ~v, i
+    v, i = (-self).cummax(axis)
+    return -v, i
+  def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+    """log(cumsum(exp(x))) along axis, stable: each output is a logsumexp over its own window."""
+    if self.ndim == 0: return self
+    axis = self._axis(axis)
+    n = self.shape[axis]
+    if n == 0: return self
+    x = self.transpose(axis, -1)._float()
+    return x.pad((n - 1, 0), value=-math.inf)._pool((n,)).logsumexp(-1).transpose(axis, -1)
+
+  # ***** sorting *****
+  def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
+    """(sorted values, their original indices) along dim; stable (ties keep their order). Built from an
+    all-pairs rank (O(n^2) per row), so it suits the modest row lengths of model code.
+
+    >>> from frontend import Tensor
+    >>> v, i = Tensor([3, 1, 2]).sort(descending=True)
+    >>> v.tolist(), i.tolist()
+    ([3, 2, 1], [0, 2, 1])
+    """
+    if self.ndim == 0: return self, self.zeros_like(dtype=dtypes.int32)
+    dim = self._axis(dim)
+    n = self.shape[dim]
+    x = self.transpose(dim, -1)
+    xi, xj = x.detach().unsqueeze(-1), x.detach().unsqueeze(-2)   # item i on dim -2, j on dim -1; ranks carry no gradient
+    ar = self.arange(n, device=self.device)
+    before = (xj > xi) if descending else (xj < xi)
+    rank = (before | ((xj == xi) & (ar < ar.unsqueeze(-1)))).sum(-1)   # (..., n): final position of item i
+    pick = rank.unsqueeze(-1) == ar                              # (..., i, k)
+    vals = (pick & xi).any(-2) if self.dtype.is_bool else pick.where(x.unsqueeze(-1), 0).sum(-2, acc_dtype=self.dtype)
+    idx = pick.where(ar.unsqueeze(-1), 0).sum(-2)
+    return vals.transpose(dim, -1), idx.transpose(dim, -1).detach()
+  def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
+    """Indices that sort along dim."""
+    return self.sort(dim, descending)[1]
+  def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the k largest (or smallest) along dim, in sorted order.
+
+    >>> from frontend import Tensor
+    >>> Tensor([1, 5, 3]).topk(2)[0].tolist()
+    [5, 3]
+    """
+    dim = self._axis(dim)
+    if not 0 <= k <= self.shape[dim]: raise RuntimeError(f"topk: k={k} is out of range for dim {dim} of size {self.shape[dim]}")
+    v, i = self.sort(dim, descending=largest)
+    sl = tuple((0, k) if d == dim else None for d in range(self.ndim))
+    return v.shrink(sl), i.shrink(sl)
+
+  # ***** triangles, diagonals, grids *****
+  def _tri_mask(self: Tensor, diagonal: int) -> Tensor:
+    r, c = self.shape[-2:]
+    return (self.arange(r, device=self.device).unsqueeze(-1) + diagonal) >= self.arange(c, device=self.device)
+  def tril(self: Tensor, diagonal: int = 0) -> Tensor:
+    """Lower triangle of the last two dims (j <= i + diagonal), zeros above.
+
+    >>> from frontend import Tensor
+    >>> Tensor.ones(2, 2).tril().tolist()
+    [[1.0, 0.0], [1.0, 1.0]]
+    """
+    if self.ndim < 2: raise ValueError(f"tril: needs at least 2 dims, got {self.shape}")
+    return self._tri_mask(diagonal).where(self, self.zeros_like())
+  def triu(self: Tensor, diagonal: int = 0) -> Tensor:
+    """Upper triangle of the last two dims (j >= i + diagonal), zeros below."""
+    if self.ndim < 2: raise ValueError(f"triu: needs at least 2 dims, got {self.shape}")
+    return self._tri_mask(diagonal - 1).where(self.zeros_like(), self)
+  def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of dims (dim1, dim2) as a new last dim, like torch.diagonal.
+
+    >>> from frontend import Tensor
+    >>> Tensor.arange(9).reshape(3, 3).diagonal().tolist()
+    [0, 4, 8]
+    """
+    a, b = self._axis(dim1), self._axis(dim2)
+    if a == b: raise RuntimeError(f"diagonal: dim1 and dim2 are both {a}")
+    x = self.permute(*[i for i in range(self.ndim) if i not in (a, b)], a, b)
+    r, c = x.shape[-2:]
+    pre = x.shape[:-2]
+    lo_r, lo_c = (0, min(offset, c)) if offset >= 0 else (min(-offset, r), 0)
+    n = max(0, min(r - lo_r, c - lo_c))
+    x = x.shrink(tuple([None] * len(pre) + [(lo_r, lo_r + n), (lo_c, lo_c + n)]))
+    if n == 0: return x.reshape(*pre, 0)
+    # a row stride of n+1 in the flat n*n block walks the diagonal
+    x = x.flatten(-2).pad(tuple([None] * len(pre) + [(0, n)])).reshape(*pre, n, n + 1)
+    return x.shrink(tuple([None] * len(pre) + [(0, n), (0, 1)])).reshape(*pre, n)
+  def diag(self: Tensor, diagonal: int = 0) -> Tensor:
+    """1-d: a square matrix with self on the given diagonal; 2-d: that diagonal (like torch.diag).
+
+    >>> from frontend import Tensor
+    >>> Tensor([1, 2]).diag().tolist()
+    [[1, 0], [0, 2]]
+    """
+    if self.ndim == 2: return self.diagonal(diagonal)
+    if self.ndim != 1: raise ValueError(f"diag: needs a 1-d or 2-d tensor, got {self.shape}")
+    n = self.shape[0]
+    ar = self.arange(n, device=self.device)
+    m = (ar.unsqueeze(-1) == ar).where(self, self.zeros_like())
+    k = abs(diagonal)
+    return m.pad(((0, k), (k, 0)) if diagonal > 0 else ((k, 0), (0, k))) if k else m
+  def meshgrid(self: Tensor, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-d tensors ('ij' matrix or 'xy' Cartesian indexing)."""
+    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
+    ts = (self,) + args
+    shape = tuple(t.numel() for t in ts)
+    outs = [t.reshape(*[1] * i, -1, *[1] * (len(ts) - i - 1)).expand(shape) for i, t in enumerate(ts)]
+    return tuple(o.transpose(0, 1) for o in outs) if indexing == "xy" and len(ts) > 1 else tuple(outs)
+  def unfold(self: Tensor, dim: int, size: int, step: int) -> Tensor:
+    """Windows of `size` every `step` along dim: that dim becomes the window count and a new last dim of size
+    `size` holds each window (a view, like torch.Tensor.unfold).
+
+    >>> from frontend import Tensor
+    >>> Tensor.arange(5).unfold(0, 2, 2).tolist()
+    [[0, 1], [2, 3]]
+    """
+    d = self._axis(dim)
+    if size > self.shape[d] or size <= 0 or step <= 0: raise RuntimeError(f"unfold: size {size}, step {step} don't fit dim {d} of {self.shape}")
+    nd = self.ndim
+    x = self.permute(*[i for i in range(nd) if i != d], d)._pool((size,), step)
+    perm = list(range(nd - 1))
+    perm.insert(d, nd - 1)
+    return x.permute(*perm, nd)
+
+  def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """x / max(||x||_p, eps) along dim (torch.nn.functional.normalize)."""
+    norm = self.abs().pow(p).sum(dim, keepdim=True).pow(1.0 / p) if p != 2 else self.square().sum(dim, keepdim=True).sqrt()
+    return self / norm.maximum(eps)
+
+  # ***** einsum, interpolate, multinomial *****
+  @staticmethod
+  def einsum(formula: str, *operands, acc_dtype=None) -> Tensor:
+    """Einstein summation, e.g. Tensor.einsum("ij,jk->ik", a, b); supports '...', implicit output, and
+    repeated letters in one operand (diagonals).
+
+    >>> from frontend import Tensor
+    >>> Tensor.einsum("ij,j->i", Tensor([[1, 2], [3, 4]]), Tensor([1, 1])).tolist()
+    [3, 7]
+    """
+    xs = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
+    formula = formula.replace(" ", "")
+    lhs, out = formula.split("->") if "->" in formula else (formula, None)
+    ins = lhs.split(",")
+    if len(ins) != len(xs): raise ValueError(f"einsum: {len(ins)} operands in {formula!r} but {len(xs)} given")
+    if "..." in formula:
+      spare = [c for c in string.ascii_letters if c not in formula]
+      ne = max(x.ndim - (len(s) - 3) for s, x in zip(ins, xs) if "..." in s)
+      ell = "".join(spare[:ne])
+      ins = [s.replace("...", ell[ne - (x.ndim - (len(s) - 3)):]) if "..." in s else s for s, x in zip(ins, xs)]
+      if out is not None: out = out.replace("...", ell)
+      else: out = ell + "".join(sorted(c for c in set("".join(ins)) if "".join(ins).count(c) == 1 and c not in ell))
+    if out is None: out = "".join(sorted(c for c in set("".join(ins)) if "".join(ins).count(c) == 1))
+    for s, x in zip(ins, xs):
+      if len(s) != x.ndim: raise ValueError(f"einsum: {s!r} has {len(s)} letters but its operand has shape {x.shape}")
+    summed = sorted(set("".join(ins)) - set(out))
+    order = list(out) + summed
+    sizes: dict[str, int] = {}
+    aligned = []
+    for s, x in zip(ins, xs):
+      s = list(s)
+      while len(set(s)) != len(s):   # a letter twice in one operand: take that diagonal
+        c = next(c for c in s if s.count(c) > 1)
+        a = s.index(c)
+        b = s.index(c, a + 1)
+        x = x.diagonal(0, a, b)
+        s = [l for i, l in enumerate(s) if i not in (a, b)] + [c]
+      for c, n in zip(s, x.shape):
+        if sizes.get(c, 1) != 1 and n != 1 and sizes[c] != n: raise ValueError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n}")
+        sizes[c] = max(sizes.get(c, 1), n)
+      x = x.permute(*sorted(range(len(s)), key=lambda i: order.index(s[i])))
+      present = sorted(s, key=order.index)
+      aligned.append(x.reshape(*[x.shape[present.index(c)] if c in present else 1 for c in order]))
+    prod_ = aligned[0]
+    for a in aligned[1:]: prod_ = prod_ * a
+    prod_ = prod_.expand(*[sizes[c] for c in order]) if summed else prod_
+    ret = prod_.sum(tuple(range(len(out), len(order))), acc_dtype=acc_dtype) if summed else prod_
+    return ret.expand(*[sizes[c] for c in out]) if ret.shape != tuple(sizes[c] for c in out) else ret
+
+  def interpolate(self: Tensor, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Tensor:
+    """Resize the last len(size) dims: mode 'nearest', 'nearest-exact' or 'linear' ('bilinear'/'trilinear'
+    accepted: linear along every resized dim), with torch's coordinate conventions. Each dim is a small
+    matrix product with the interpolation weights, so it is differentiable.
+
+    >>> from frontend import Tensor
+    >>> [round(v, 4) for v in Tensor([1.0, 3.0]).interpolate((4,), align_corners=True).tolist()]
+    [1.0, 1.6667, 2.3333, 3.0]
+    """
+    if mode not in ("linear", "bilinear", "trilinear", "nearest", "nearest-exact"): raise ValueError(f"interpolate: unknown mode {mode!r}")
+    size = tuple(size)
+    if len(size) > self.ndim: raise ValueError(f"interpolate: size {size} has more dims than the input {self.shape}")
+    x = self._float()
+    for d in range(-len(size), 0):
+      n_in, n_out = x.shape[d], size[d]
+      j = np.arange(n_out, dtype=np.float32)
+      M = np.zeros((n_out, n_in), dtype=np.float32)
+      if mode.startswith("nearest"):
+        sc = np.float32(n_in / n_out)
+        src = np.floor((j + np.float32(0.5)) * sc) if mode == "nearest-exact" else np.floor(j * sc)
+        M[np.arange(n_out), np.minimum(src.astype(np.int64), n_in - 1)] = 1.0
+      else:
+        if align_corners: src = j * np.float32((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+        else: src = np.maximum((j + np.float32(0.5)) * np.float32(n_in / n_out) - np.float32(0.5), 0)
+        lo = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+        hi = np.minimum(lo + 1, n_in - 1)
+        lam = (src - lo).astype(np.float32)
+        np.add.at(M, (np.arange(n_out), lo), 1 - lam)
+        np.add.at(M, (np.arange(n_out), hi), lam)
+      w = type(self)(M.T.copy(), device=self.device, dtype=x.dtype)   # (n_in, n_out)
+      x = (x.transpose(d, -1) @ w).transpose(d, -1)
+    return x if self.dtype.is_float else x.round().cast(self.dtype)
+
+  def multinomial(self: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
+    """Sample class indices from the (unnormalized) weights in the last dim (1-d or 2-d)."""
+    if not 1 <= self.ndim <= 2: raise ValueError(f"multinomial: needs 1-d or 2-d weights, got {self.shape}")
+    if not replacement and num_samples > 1: raise NotImplementedError("multinomial: num_samples > 1 needs replacement=True")
+    w = self.unsqueeze(0) if self.ndim == 1 else self
+    cw = w.cumsum(1)._float()
+    cdf = cw / cw[:, -1].unsqueeze(1)
+    u = self.rand(num_samples, cdf.shape[0], 1, device=self.device)
+    idx = (u >= cdf.unsqueeze(0)).sum(2).permute(1, 0).cast(dtypes.int32)
+    return idx.squeeze(0) if self.ndim == 1 else idx
