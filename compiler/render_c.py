@@ -48,10 +48,56 @@ def render_const(v, dt: DType) -> str:
 
 _MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 
+# float32 transcendentals written out in C, so loops that use them vectorize and kernels call no libm. They are
+# branch-free (special cases are selected at the end) and accurate to a few ulp over the whole float range.
+MATH_PRELUDE = {
+  Ops.EXP2: """static inline float hc_exp2f(float x) {
+  float xc = x > 128.0f ? 128.0f : (x < -150.0f ? -150.0f : x);
+  float n = __builtin_rintf(xc), f = xc - n;
+  float p = 1.0f + f*(0.69314718f + f*(0.24022650f + f*(0.055504109f + f*(0.0096181291f + f*(0.0013333558f + f*(0.00015403530f + f*1.5252734e-05f))))));
+  int ni = (int)n, a = ni / 2, b = ni - a;
+  union { float f; int i; } ua, ub;
+  ua.i = (a + 127) << 23; ub.i = (b + 127) << 23;
+  float r = p * ua.f * ub.f;
+  r = x >= 128.0f ? __builtin_inff() : r;
+  r = x <= -150.0f ? 0.0f : r;
+  return x != x ? x : r;
+}""",
+  Ops.LOG2: """static inline float hc_log2f(float x) {
+  union { float f; int i; } u;
+  int sub = x < 1.17549435e-38f;
+  u.f = sub ? x * 8388608.0f : x;
+  int e = ((u.i >> 23) & 0xff) - 127 - (sub ? 23 : 0);
+  u.i = (u.i & 0x007fffff) | 0x3f800000;
+  float m = u.f;
+  int big = m > 1.41421356f;
+  m = big ? m * 0.5f : m;
+  e = big ? e + 1 : e;
+  float s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
+  float l = s * (2.8853900818f + s2*(0.9617966939f + s2*(0.5770780164f + s2*(0.4121985831f + s2*0.3205988979f))));
+  float r = l + (float)e;
+  r = x < 0.0f ? __builtin_nanf("") : r;
+  r = x == 0.0f ? -__builtin_inff() : r;
+  r = x == __builtin_inff() ? x : r;
+  return x != x ? x : r;
+}""",
+  Ops.SIN: """static inline float hc_sinf(float xf) {
+  double x = xf, k = __builtin_rint(x * 0.63661977236758134), r = x - k * 1.5707963267948966;
+  double r2 = r * r;
+  double s = r * (1.0 + r2*(-1.6666666666666666e-01 + r2*(8.3333333333333332e-03 + r2*(-1.9841269841269841e-04 + r2*(2.7557319223985893e-06 + r2*(-2.5052108385441720e-08 + r2*1.6059043836821613e-10))))));
+  double c = 1.0 + r2*(-0.5 + r2*(4.1666666666666664e-02 + r2*(-1.3888888888888889e-03 + r2*(2.4801587301587302e-05 + r2*(-2.7557319223985888e-07 + r2*(2.0876756987868100e-09 + r2*-1.1470745597729725e-11))))));
+  long long q = (long long)k & 3;
+  double v = q == 0 ? s : (q == 1 ? c : (q == 2 ? -s : -c));
+  return (xf - xf != 0.0f) ? __builtin_nanf("") : (float)v;
+}""",
+}
+_FAST = {Ops.EXP2: "hc_exp2f", Ops.LOG2: "hc_log2f", Ops.SIN: "hc_sinf"}
+
 def _math_fn(op: Ops, dt: DType) -> str:
   f = _MATH[op]
-  if dt.scalar is dtypes.float64: return f
-  return f"__builtin_{f}f" if op in (Ops.SQRT, Ops.TRUNC) else f"{f}f"
+  if dt.scalar is dtypes.float64: return f"__builtin_{f}" if op in (Ops.SQRT, Ops.TRUNC) else f
+  if op in _FAST: return _FAST[op]
+  return f"__builtin_{f}f"
 
 def _alu(op: Ops, dt: DType, a: list[str], srcdt: DType) -> str:
   if op is Ops.NEG: return f"(!{a[0]})" if dt.is_bool else f"(-{a[0]})"
@@ -141,9 +187,10 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
     params.append(f"{'const ' if i >= k.outputs else ''}{ctype(dt)} *restrict data{i}")
   params.append("int core")
   head = ["#include <stddef.h>"]
-  need_math = any(u.op in _MATH for u in prog)
-  if need_math:
-    head += ["float exp2f(float); float log2f(float); float sinf(float); double exp2(double); double log2(double); double sin(double);"]
+  used = {u.op for u in prog if u.op in _MATH}
+  if any(u.op in _FAST and u.dtype.scalar is dtypes.float64 for u in prog):
+    head.append("double exp2(double); double log2(double); double sin(double);")
+  head += [MATH_PRELUDE[op] for op in (Ops.EXP2, Ops.LOG2, Ops.SIN) if op in used and any(u.op is op and u.dtype.scalar is not dtypes.float64 for u in prog)]
   for vt in sorted(vec_types, key=lambda d: d.name):
     head.append(f"typedef {C_TYPES[vt.scalar]} {ctype(vt)} __attribute__((vector_size({vt.itemsize}), aligned({vt.scalar.itemsize})));")
   return "\n".join(head + [f"void {k.name}({', '.join(params)}) {{", *lines, "  (void)core;", "}"]) + "\n"
