@@ -9,5 +9,6 @@ from hcqrt.device import Device
 from frontend.engine import GlobalCounters
 from frontend.tensor import Tensor
 from frontend.jit import TinyJit
+from frontend.context import Context
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "GlobalCounters", "TinyJit"]
+__all__ = ["Tensor", "dtypes", "DType", "Device", "GlobalCounters", "TinyJit", "Context"]
