@@ -5,7 +5,7 @@
 1
 """
 from __future__ import annotations
-import sys, time, weakref
+import os, sys, time, weakref
 from dataclasses import dataclass
 import numpy as np
 from compiler.dtypes import DType
@@ -76,7 +76,7 @@ class CompiledKernel:
   ops: int          # estimated arithmetic operations per launch
   src: str
 
-_kernel_cache: dict[tuple[UOp, str], CompiledKernel] = {}
+_kernel_cache: dict[tuple, CompiledKernel] = {}
 
 def _estimate_ops(prog: list[UOp]) -> int:
   mult, stack, ops = 1, [], 0
@@ -87,7 +87,7 @@ def _estimate_ops(prog: list[UOp]) -> int:
   return ops
 
 def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
-  key = (si.ast, device)
+  key = (si.ast, device, os.environ.get("NOOPT", "0"))   # opts change the code: part of the key
   if (ck := _kernel_cache.get(key)) is not None: return ck
   dev = device_(device)
   from compiler.opts import optimize
