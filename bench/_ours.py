@@ -71,7 +71,7 @@ def _instrument() -> dict[str, list[float]]:
 
   Returns lists the wrappers append each call's seconds to; a hook that is missing stays empty.
   """
-  acc: dict[str, list[float]] = {"build": [], "cc": [], "load": []}
+  acc: dict[str, list] = {"build": [], "cc": [], "load": [], "names": []}
   def timed(fn, key):
     def w(*a, **kw):
       t0 = time.perf_counter()
@@ -81,10 +81,12 @@ def _instrument() -> dict[str, list[float]]:
   def build(fn):
     # get_kernel also serves in-process cache hits; only a call that ran the C compiler counts as a build
     def w(*a, **kw):
-      n, t0 = len(acc["cc"]), time.perf_counter()
-      try: return fn(*a, **kw)
+      n, t0, ck = len(acc["cc"]), time.perf_counter(), None
+      try:
+        ck = fn(*a, **kw)
+        return ck
       finally:
-        if len(acc["cc"]) > n: acc["build"].append(time.perf_counter() - t0)
+        if len(acc["cc"]) > n: acc["build"].append(time.perf_counter() - t0); acc["names"].append(getattr(ck, "name", "?"))
     return w
   try:
     import frontend.engine as eng
@@ -126,6 +128,7 @@ def bench_compile(spec: dict) -> list[dict]:
            "median_s": med(acc["build"]) if acc["build"] else sum(walls) / max(nkern, 1),
            "front_median_s": med([b - c - l for b, c, l in zip(acc["build"], acc["cc"], acc["load"])]) if len(acc["build"]) == len(acc["cc"]) == len(acc["load"]) else None,
            "cc_median_s": med(acc["cc"]), "load_median_s": med(acc["load"]), "max_s": max(acc["build"] or walls),
+           "slowest": acc["names"][acc["build"].index(max(acc["build"]))] if acc["build"] else None,
            "realize_per_kernel_s": sum(walls) / max(nkern, 1), "ok": len(acc["build"]) > 0}]
 
 def main() -> None:

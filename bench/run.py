@@ -60,12 +60,13 @@ def busy_fraction(seconds: float = 0.5) -> float | None:
 CLOCK_C = r"""
 #include <stdio.h>
 #include <time.h>
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+static double now(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 int main(void) {
   long n = 20000000, x = 3, y = 1; double best = 0;
   for (int k = 0; k < 5; k++) {
     double t0 = now();
-    /* a chain of dependent imuls (3-cycle latency on x86 cores for a decade). Not `add reg, imm`: Golden
+    /* thread CPU time, so that being preempted by other jobs does not lower the figure.
+       a chain of dependent imuls (3-cycle latency on x86 cores for a decade). Not `add reg, imm`: Golden
        Cove folds immediate adds at rename and runs such a chain faster than one per cycle. */
     for (long i = 0; i < n; i++) __asm__ volatile("imul %1, %0\n\timul %1, %0\n\timul %1, %0\n\timul %1, %0" : "+r"(x) : "r"(y));
     double ghz = 12.0 * n / (now() - t0) / 1e9;
@@ -170,7 +171,8 @@ def table(results: dict[str, dict], peak: float | None) -> list[str]:
     c = o["compile"]
     part = lambda x: f"{x * 1e3:.1f}" if x is not None else "?"
     notes.append(f"cold compile: median {part(c['median_s'])} ms per kernel over {c['builds']} kernels (C compiler {part(c.get('cc_median_s'))} ms, "
-                 f"ELF load {part(c.get('load_median_s'))} ms, lower/opt/render {part(c.get('front_median_s'))} ms; slowest {part(c.get('max_s'))} ms).")
+                 f"ELF load {part(c.get('load_median_s'))} ms, lower/opt/render {part(c.get('front_median_s'))} ms; "
+                 f"slowest {part(c.get('max_s'))} ms: {c.get('slowest', '?')}).")
   if "ew:torch.compile" in t and "compile_s" in t["ew:torch.compile"]:
     notes.append(f"torch.compile: first call (trace + Inductor build) {t['ew:torch.compile']['compile_s']:.1f} s, not in the table.")
   if peak:
@@ -241,7 +243,8 @@ def main() -> int:
 
   print(f"ours: {results.get('ours', {}).get('info', {}).get('device', '?')} via {results.get('ours', {}).get('info', {}).get('cc', '?')}; "
         f"numpy {results.get('numpy', {}).get('info', {}).get('version', '?')} ({results.get('numpy', {}).get('info', {}).get('blas', '?')})"
-        + (f"; torch {results['torch'].get('info', {}).get('version', '?')}" if "torch" in results else "; torch: not installed"))
+        + (f"; torch {results['torch'].get('info', {}).get('version', '?')}" if "torch" in results else
+           "; torch: skipped" if args.no_torch else "; torch: not installed"))
   print()
   for line in table(results, peak): print(line)
   noisy = [f"{k} {r['foreign_load'] * 100:.0f}%" for k, r in results.items() if r.get("foreign_load", 0) > 0.05]
