@@ -14,7 +14,7 @@ It raises OSError(errno, ...) the way the kernel would fail the call.
   >>> fd = open("/dev/null", os.O_RDONLY); close(fd)
 """
 from __future__ import annotations
-import ctypes, ctypes.util, errno as errno_mod, mmap as _mmap, os, threading
+import bisect, ctypes, ctypes.util, errno as errno_mod, mmap as _mmap, os, threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Protocol
 import cffi
@@ -45,6 +45,7 @@ _drivers: list[FakeDriver] = []
 _fake_fds: dict[int, FakeDriver] = {}          # fd -> driver that opened it
 _fake_maps: dict[int, FakeDriver] = {}         # mapping address -> driver that made it
 _paths: dict[int, str] = {}                    # fd -> path, for error messages
+_fake_ranges: list[tuple[int, int, FakeDriver]] = []   # sorted (start, end, driver) of fake mappings, for mmio
 
 def install(driver: FakeDriver) -> FakeDriver:
   """Route the paths `driver` claims to it (until uninstall). Returns the driver."""
@@ -120,7 +121,9 @@ def mmap(fd: int, length: int, prot: int, flags: int, offset: int, addr: int | N
   drv = _fake_fds.get(fd)
   if drv is not None:
     a = drv.mmap(fd, length, prot, flags, offset, addr)
-    with _lock: _fake_maps[a] = drv
+    with _lock:
+      _fake_maps[a] = drv
+      _fake_ranges[:] = sorted([r for r in _fake_ranges if r[1] <= a or r[0] >= a + length] + [(a, a + length, drv)], key=lambda r: r[0])
     return a
   a = _libc.mmap(addr, length, prot, flags, fd, offset)
   if a in (None, _MAP_FAILED):
@@ -130,11 +133,25 @@ def mmap(fd: int, length: int, prot: int, flags: int, offset: int, addr: int | N
 
 def munmap(addr: int, length: int) -> None:
   """Unmap a mapping made by `mmap` (routed to the fake driver that made it, if any)."""
-  with _lock: drv = _fake_maps.pop(addr, None)
+  with _lock:
+    drv = _fake_maps.pop(addr, None)
+    if _fake_ranges: _fake_ranges[:] = [r for r in _fake_ranges if r[1] <= addr or r[0] >= addr + length]
   if drv is not None: return drv.munmap(addr, length)
   if _libc.munmap(addr, length) != 0:
     e = ctypes.get_errno()
     raise OSError(e, f"munmap({addr:#x}, {length:#x}) failed: {os.strerror(e)}")
+
+def mmio_write32(addr: int, value: int) -> None:
+  """A 32-bit register write (e.g. a doorbell) into a mapped device page.
+
+    >>> import ctypes; b = ctypes.c_uint32(0); mmio_write32(ctypes.addressof(b), 7); b.value
+    7
+  """
+  if _fake_ranges:
+    i = bisect.bisect_right(_fake_ranges, addr, key=lambda r: r[0])
+    if i and addr < _fake_ranges[i - 1][1] and hasattr(drv := _fake_ranges[i - 1][2], "mmio_write32"):
+      return drv.mmio_write32(addr, value)
+  ctypes.c_uint32.from_address(addr).value = value
 
 def close(fd: int) -> None:
   """Close an fd (routed to its fake driver, if any)."""

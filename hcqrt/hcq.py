@@ -1,0 +1,264 @@
+"""HCQ core: what every hardware-command-queue device shares (signals, queue builders, programs, graph replay).
+
+A backend (hcqrt/nv, hcqrt/cpu/hcq.py, ...) supplies the encodings; this module keeps the bookkeeping:
+  - `Signal`: a 64-bit timeline value plus timestamps in memory both the device and the host see.
+  - `HWQueue`: a builder of commands (wait / exec / copy / signal / timestamp), submitted to a device. A
+    built queue keeps where each command's operands live, so it can be patched (update_*) and resubmitted.
+  - `HCQProgram` / `KernArgs`: a loaded kernel and its argument block (buffer pointers and ints).
+  - `GraphReplay`: launches and copies -> one prebuilt queue per engine; replays patch buffers/ints in place.
+
+  >>> from hcqrt.cpu.hcq import CPUHCQDevice
+  >>> dev = CPUHCQDevice(); s = dev.new_signal()
+  >>> _ = dev.hw_compute_queue().signal(s, 3).submit(dev); s.wait(3); s.value
+  3
+"""
+from __future__ import annotations
+import ctypes, struct, time
+from typing import Any, Callable, Sequence
+
+DEFAULT_TIMEOUT_S = 30.0
+
+class SignalTimeout(TimeoutError):
+  """A signal did not reach a value in time (message names device, signal, queue and last value)."""
+
+class Signal:
+  """A timeline: u64 value at +0, the release timestamp at +8, a scratch word at +16 and the timestamp written
+  by `HWQueue.timestamp` at +24 (ns). `base` is the host address, `va` the device address of the same bytes."""
+  SIZE = 32
+  def __init__(self, device: Any, base: int, va: int, name: str = "signal", release: Callable[["Signal"], None] | None = None):
+    self.device, self.base, self.va, self.name = device, base, va, name
+    self._words = (ctypes.c_uint64 * 4).from_address(base)
+    self._release = release
+    self.last_queue: str | None = None     # which queue last promised to signal it, and the value (for errors)
+    self.last_promised: int | None = None
+
+  @property
+  def value(self) -> int: return self._words[0]
+  @value.setter
+  def value(self, v: int) -> None: self._words[0] = v
+  @property
+  def timestamp(self) -> int:
+    """ns time written by the last `timestamp()` command on this signal."""
+    return self._words[3]
+  @property
+  def release_timestamp(self) -> int: return self._words[1]
+  @property
+  def timestamp_va(self) -> int: return self.va + 16
+
+  def wait(self, value: int, timeout_s: float | None = None) -> None:
+    """Block until value >= `value`; raises SignalTimeout after `timeout_s` (default 30 s)."""
+    if self._words[0] >= value: return
+    deadline = time.perf_counter() + (DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
+    spin = 0
+    while self._words[0] < value:
+      if time.perf_counter() > deadline:
+        by = f"; it was last promised value {self.last_promised} by {self.last_queue}" if self.last_queue else "; no queue was asked to signal it"
+        raise SignalTimeout(f"{self.device}: timed out after {timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S:g} s waiting for "
+                            f"{self.name} at {self.va:#x} to reach {value}; last completed value is {self._words[0]}{by}")
+      spin += 1
+      if spin > 100: time.sleep(0.0002 if spin < 2000 else 0.002)   # spin briefly (fast kernels), then back off
+
+  def free(self) -> None:
+    if self._release is not None: self._release(self); self._release = None
+
+  def __repr__(self) -> str: return f"<Signal {self.name} va={self.va:#x} value={self.value}>"
+
+class SignalPool:
+  """Hands out Signal slots from one host-visible device buffer (base host address, base device address, bytes)."""
+  def __init__(self, device: Any, base: int, va: int, nbytes: int):
+    self.device, self.base, self.va = device, base, va
+    self.free_slots = list(range(nbytes // Signal.SIZE - 1, -1, -1))
+    self.count = 0
+  def new(self, value: int = 0, name: str | None = None) -> Signal:
+    if not self.free_slots: raise MemoryError(f"{self.device}: out of signals ({self.count} in use)")
+    i = self.free_slots.pop()
+    self.count += 1
+    s = Signal(self.device, self.base + i * Signal.SIZE, self.va + i * Signal.SIZE, name or f"signal{i}", self._release)
+    ctypes.memset(s.base, 0, Signal.SIZE)
+    s.value = value
+    return s
+  def _release(self, s: Signal) -> None:
+    self.free_slots.append((s.base - self.base) // Signal.SIZE); self.count -= 1
+
+class KernArgs:
+  """A kernel's argument block in device-visible memory: buffers first, then integer variables, at the offsets
+  the code object declares. `params` = [(offset, size)] in argument order; `view` is the writable block."""
+  def __init__(self, view: memoryview, params: Sequence[tuple[int, int]], nbufs: int, va: int = 0, extra: Any = None):
+    self.view, self.params, self.nbufs, self.va, self.extra = view, params, nbufs, va, extra
+  def set_buffer(self, i: int, addr: int) -> None:
+    off, size = self.params[i]
+    if size != 8: raise TypeError(f"argument {i} is {size} bytes, not a pointer")
+    struct.pack_into("<Q", self.view, off, addr)
+  def set_int(self, j: int, v: int) -> None:
+    off, size = self.params[self.nbufs + j]
+    struct.pack_into({4: "<i", 8: "<q"}[size] if v < 0 else {4: "<I", 8: "<Q"}[size], self.view, off, v)
+  def get(self, i: int) -> int:
+    off, size = self.params[i]
+    return struct.unpack_from({4: "<I", 8: "<Q", 2: "<H", 1: "<B"}[size], self.view, off)[0]
+
+class HWQueue:
+  """A command builder. Every method returns the queue, so commands chain; `submit(device)` sends them.
+
+  Each command is remembered (index = order of calls) with the places its operands live, so a queue can be
+  changed after it is built: `update_wait/update_signal(i, signal=, value=)`, `update_exec(i, global_size=,
+  local_size=)`, `update_copy(i, dst=, src=)`; kernel arguments are patched through their KernArgs.
+  """
+  def __init__(self):
+    self.cmds: list[tuple[str, Any]] = []     # (kind, backend-specific patch record)
+    self.name = type(self).__name__
+
+  # ---- builders ----
+  def wait(self, signal: Signal, value: int) -> "HWQueue":
+    self.cmds.append(("wait", self._wait(signal, value))); return self
+  def signal(self, signal: Signal, value: int) -> "HWQueue":
+    self.cmds.append(("signal", self._signal(signal, value)))
+    signal.last_queue, signal.last_promised = self.name, value
+    return self
+  def timestamp(self, signal: Signal) -> "HWQueue":
+    self.cmds.append(("timestamp", self._timestamp(signal))); return self
+  def exec(self, prog: "HCQProgram", args: KernArgs, global_size: Sequence[int], local_size: Sequence[int]) -> "HWQueue":
+    g, l = _dims(global_size), _dims(local_size)
+    self.cmds.append(("exec", self._exec(prog, args, g, l))); return self
+  def copy(self, dst: int, src: int, nbytes: int) -> "HWQueue":
+    """Copy `nbytes` from device address `src` to `dst`."""
+    if nbytes < 0: raise ValueError(f"copy of {nbytes} bytes")
+    self.cmds.append(("copy", self._copy(dst, src, nbytes))); return self
+
+  # ---- patching ----
+  def _cmd(self, i: int, kind: str) -> Any:
+    if not 0 <= i < len(self.cmds) or self.cmds[i][0] != kind:
+      raise IndexError(f"{self.name}: command {i} is not a {kind} (commands: {[k for k, _ in self.cmds]})")
+    return self.cmds[i][1]
+  def update_wait(self, i: int, signal: Signal | None = None, value: int | None = None) -> "HWQueue":
+    self._update_sem(self._cmd(i, "wait"), signal, value); return self
+  def update_signal(self, i: int, signal: Signal | None = None, value: int | None = None) -> "HWQueue":
+    self._update_sem(self._cmd(i, "signal"), signal, value)
+    if signal is not None or value is not None:
+      s = signal or self._cmd(i, "signal").get("signal")
+      if s is not None: s.last_queue, s.last_promised = self.name, value
+    return self
+  def update_exec(self, i: int, global_size: Sequence[int] | None = None, local_size: Sequence[int] | None = None) -> "HWQueue":
+    self._update_exec(self._cmd(i, "exec"), _dims(global_size) if global_size else None, _dims(local_size) if local_size else None)
+    return self
+  def update_copy(self, i: int, dst: int | None = None, src: int | None = None) -> "HWQueue":
+    self._update_copy(self._cmd(i, "copy"), dst, src); return self
+
+  def submit(self, device: Any) -> "HWQueue":
+    self._submit(device); return self
+
+  # ---- backend hooks ----
+  def _wait(self, signal: Signal, value: int) -> Any: raise NotImplementedError(f"{self.name} cannot wait")
+  def _signal(self, signal: Signal, value: int) -> Any: raise NotImplementedError(f"{self.name} cannot signal")
+  def _timestamp(self, signal: Signal) -> Any: raise NotImplementedError(f"{self.name} cannot write timestamps")
+  def _exec(self, prog, args, g, l) -> Any: raise NotImplementedError(f"{self.name} cannot launch kernels")
+  def _copy(self, dst: int, src: int, nbytes: int) -> Any: raise NotImplementedError(f"{self.name} cannot copy")
+  def _update_sem(self, rec: Any, signal: Signal | None, value: int | None) -> None: raise NotImplementedError
+  def _update_exec(self, rec: Any, g, l) -> None: raise NotImplementedError
+  def _update_copy(self, rec: Any, dst: int | None, src: int | None) -> None: raise NotImplementedError
+  def _submit(self, device: Any) -> None: raise NotImplementedError
+
+def _dims(x: Sequence[int]) -> tuple[int, int, int]:
+  t = tuple(int(v) for v in x) + (1,) * (3 - len(x))
+  if len(t) != 3 or min(t) < 1: raise ValueError(f"launch dimensions {tuple(x)} must be 1 to 3 positive ints")
+  return t   # type: ignore[return-value]
+
+class HCQProgram:
+  """A loaded kernel. Subclasses set `self.params` [(offset, size)] and implement `fill_kernargs`.
+  Calling it launches on the device's compute queue behind the timeline and returns seconds when `wait`."""
+  def __init__(self, device: Any, name: str):
+    self.device, self.name = device, name
+    self.params: list[tuple[int, int]] = []
+
+  def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = ()) -> KernArgs: raise NotImplementedError
+
+  def __call__(self, *bufs: Any, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
+               vals: Sequence[int] = (), wait: bool = False) -> float | None:
+    dev = self.device
+    args = self.fill_kernargs(bufs, vals)
+    st, en = dev.timing_signals()
+    q = dev.hw_compute_queue().wait(dev.timeline_signal, dev.timeline_value - 1)
+    if wait: q.timestamp(st)
+    q.exec(self, args, global_size, local_size)
+    if wait: q.timestamp(en)
+    q.signal(dev.timeline_signal, dev.timeline_value).submit(dev)
+    dev.timeline_value += 1
+    if not wait: return None
+    dev.synchronize()
+    return max(0, en.timestamp - st.timestamp) / 1e9
+
+def buf_addr(b: Any) -> int:
+  """Device address of a buffer object (`.va`, or `.address` for host buffers) or an int."""
+  return b if isinstance(b, int) else b.va if hasattr(b, "va") else b.address
+
+class GraphReplay:
+  """Launches and copies recorded once, replayed with one submission per engine.
+
+  items: ("exec", program, bufs, vals, global_size, local_size) or ("copy", dst_buf, src_buf, nbytes).
+  Compute items go to one compute queue, copies to one copy queue; where the engine changes, a graph-private
+  signal orders them. `replay(bufs={(item, arg): buf}, vals={(item, j): v})` patches pointers/ints in place,
+  bumps the signal values and submits (waiting for the previous replay first, whose memory it rewrites).
+
+  >>> from hcqrt.cpu.hcq import CPUHCQDevice
+  >>> dev = CPUHCQDevice(); g = GraphReplay(dev, []); g.replay(); dev.synchronize()
+  """
+  def __init__(self, device: Any, items: list[tuple]):
+    self.dev, self.items = device, items
+    self.sig = device.new_signal(name="graph")
+    self.base = 0
+    self.compute, self.copyq = device.hw_compute_queue(), device.hw_copy_queue()
+    self.args: dict[int, KernArgs] = {}
+    self.where: dict[int, tuple[Any, int]] = {}   # item -> (queue, command index)
+    self.sem: list[tuple[Any, int, int]] = []     # (queue, command index, offset from base) of waits/signals
+    step, engine = 0, None
+    # both queues first wait for the device timeline (all earlier work) ...
+    self.tl_waits = [(q, len(q.cmds)) for q in (self.compute, self.copyq)]
+    for q in (self.compute, self.copyq): q.wait(device.timeline_signal, 0)
+    for i, it in enumerate(items):
+      q = self.compute if it[0] == "exec" else self.copyq
+      if engine is not None and q is not engine:   # hand over between engines through the graph signal
+        step += 1
+        self.sem.append((engine, len(engine.cmds), step)); engine.signal(self.sig, step)
+        self.sem.append((q, len(q.cmds), step)); q.wait(self.sig, step)
+      engine = q
+      if it[0] == "exec":
+        _, prog, bufs, vals, g, l = it
+        self.args[i] = prog.fill_kernargs(bufs, vals)
+        self.where[i] = (q, len(q.cmds)); q.exec(prog, self.args[i], g, l)
+      elif it[0] == "copy":
+        _, dst, src, n = it
+        self.where[i] = (q, len(q.cmds)); q.copy(buf_addr(dst), buf_addr(src), n)
+      else: raise ValueError(f"graph item {i}: unknown kind {it[0]!r} (exec or copy)")
+    # The queue running the last item has (through the hand-overs) waited for everything before it, so it alone
+    # marks the end: the graph signal (next replay may rewrite memory) and the device timeline.
+    self.final = step + 1
+    last = engine or self.compute
+    self.sem.append((last, len(last.cmds), self.final)); last.signal(self.sig, self.final)
+    self.end = (last, len(last.cmds)); last.signal(device.timeline_signal, 0)
+    self.used = [q for q in (self.compute, self.copyq) if q is last or any(k in ("exec", "copy") for k, _ in q.cmds)]
+    for q in self.used:
+      if hasattr(q, "bind"): q.bind(device)
+    self.submitted = False
+
+  def replay(self, bufs: dict[tuple[int, int], Any] | None = None, vals: dict[tuple[int, int], int] | None = None,
+             wait: bool = False) -> float | None:
+    """Patch buffer pointers `{(item, arg): buf}` (for a copy: arg 0 = dst, 1 = src) and ints `{(item, j): v}`, then submit."""
+    dev = self.dev
+    if self.submitted:
+      self.sig.wait(self.base + self.final)   # the previous replay must be done before its memory is rewritten
+      self.base += self.final
+    for (i, a), b in (bufs or {}).items():
+      if self.items[i][0] == "exec": self.args[i].set_buffer(a, buf_addr(b))
+      else:
+        q, c = self.where[i]
+        q.update_copy(c, dst=buf_addr(b)) if a == 0 else q.update_copy(c, src=buf_addr(b))
+    for (i, j), v in (vals or {}).items(): self.args[i].set_int(j, v)
+    for q, c, off in self.sem: (q.update_wait if q.cmds[c][0] == "wait" else q.update_signal)(c, value=self.base + off)
+    for q, c in self.tl_waits: q.update_wait(c, value=dev.timeline_value - 1)
+    self.end[0].update_signal(self.end[1], value=dev.timeline_value)
+    self.submitted = True
+    t0 = time.perf_counter()
+    for q in self.used: q.submit(dev)
+    dev.timeline_value += 1
+    if not wait: return None
+    dev.synchronize()
+    return time.perf_counter() - t0
