@@ -1,0 +1,180 @@
+"""Model state: walk a model for its tensors, load a state dict into it, and read/write safetensors files.
+
+safetensors layout: an 8-byte little-endian header length N, N bytes of JSON
+({name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}), then the raw
+little-endian data; offsets are relative to the end of the header.
+
+>>> import tempfile, os
+>>> from frontend import Tensor
+>>> fn = os.path.join(tempfile.mkdtemp(), "m.safetensors")
+>>> safe_save({"w": Tensor([[1.0, 2.0]])}, fn)
+>>> safe_load(fn)["w"].tolist()
+[[1.0, 2.0]]
+"""
+from __future__ import annotations
+import json, os, struct
+from collections import OrderedDict
+from typing import Any
+import numpy as np
+from compiler.dtypes import DType, dtypes, to_np
+from frontend.tensor import Tensor
+
+# ***** walking models *****
+def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Tensor]:
+  """Every tensor reachable from obj through attributes, lists/tuples and dicts, keyed by dotted path.
+
+  >>> from frontend import nn
+  >>> list(get_state_dict([nn.LayerNorm(2)]))
+  ['0.weight', '0.bias']
+  """
+  out: dict[str, Tensor] = {}
+  def walk(o, p: str, seen: set):
+    if isinstance(o, tensor_type):
+      out[p.rstrip(".")] = o
+      return
+    if id(o) in seen: return
+    if isinstance(o, (dict, OrderedDict)): items = [(str(k), v) for k, v in o.items()]
+    elif hasattr(o, "_asdict"): items = list(o._asdict().items())
+    elif isinstance(o, (list, tuple)): items = [(str(i), v) for i, v in enumerate(o)]
+    elif hasattr(o, "__dict__") and not isinstance(o, type): items = list(vars(o).items())
+    else: return
+    seen = seen | {id(o)}
+    for k, v in items: walk(v, f"{p}{k}.", seen)
+  walk(obj, prefix, set())
+  return out
+
+def get_parameters(obj: Any) -> list[Tensor]:
+  """The distinct tensors of obj (shared tensors once), in state-dict order.
+
+  >>> from frontend import nn
+  >>> len(get_parameters(nn.Linear(2, 3)))
+  2
+  """
+  seen: dict[int, Tensor] = {}
+  for t in get_state_dict(obj).values(): seen.setdefault(id(t), t)
+  return list(seen.values())
+
+def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False,
+                    consume: bool = False, realize: bool = True) -> tuple[list[str], list[str]]:
+  """Copy state_dict's tensors into model's (cast to their dtype, moved to their device), in one realize.
+
+  Raises RuntimeError on missing or unexpected keys (when strict) and on any shape mismatch, naming them.
+  Returns (missing_keys, unexpected_keys).
+
+  >>> from frontend import Tensor, nn
+  >>> a, b = nn.Linear(2, 2), nn.Linear(2, 2)
+  >>> _ = load_state_dict(b, get_state_dict(a))
+  >>> (a.weight == b.weight).all().item()
+  True
+  """
+  model_sd = get_state_dict(model)
+  missing = [k for k in model_sd if k not in state_dict]
+  unexpected = [k for k in state_dict if k not in model_sd]
+  if strict and (missing or unexpected):
+    raise RuntimeError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+  bad = [f"{k}: checkpoint {tuple(state_dict[k].shape)} vs model {t.shape}" for k, t in model_sd.items() if k in state_dict and tuple(state_dict[k].shape) != t.shape]
+  if bad: raise RuntimeError("load_state_dict: shape mismatch for " + "; ".join(bad))
+  loaded = []
+  for k, t in model_sd.items():
+    if k not in state_dict: continue
+    v = state_dict[k]
+    if not isinstance(v, Tensor): v = Tensor(np.asarray(v), device=t.device)
+    v = v.to(t.device).cast(t.dtype)
+    if verbose: print(f"load_state_dict: {k} {t.shape} {t.dtype}")
+    # into the existing storage when there is one (anything that holds the tensor, a JIT or an optimizer, keeps
+    # seeing it); an unrealized tensor just takes the new value
+    if t.lazydata.realized and not t.lazydata.is_view: t.assign(v.contiguous() if v.lazydata is t.lazydata else v)
+    else: t.replace(v)
+    loaded.append(t)
+    if consume: del state_dict[k]
+  if realize and loaded: Tensor.realize(*loaded)
+  return missing, unexpected
+
+# ***** safetensors *****
+_ST_DTYPES: dict[str, DType] = {"BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
+                                "U32": dtypes.uint32, "I32": dtypes.int32, "U64": dtypes.uint64, "I64": dtypes.int64,
+                                "F16": dtypes.float16, "BF16": dtypes.bfloat16, "F32": dtypes.float32, "F64": dtypes.float64}
+_ST_NAMES = {v: k for k, v in _ST_DTYPES.items()}
+
+def _np_bits(dt: DType):
+  """The numpy dtype holding dt's raw little-endian bits (bf16 as uint16: numpy has no bf16)."""
+  return np.dtype("<u2") if dt is dtypes.bfloat16 else np.dtype(to_np(dt)).newbyteorder("<")
+
+def _tensor_bytes(t: Tensor) -> bytes:
+  from frontend.engine import to_host
+  if t.numel() == 0: return b""
+  c = t.contiguous() if t.lazydata.is_view or not t.lazydata.realized else t
+  c.realize()
+  return to_host(c.lazydata, _np_bits(t.dtype)).tobytes()
+
+def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+  """Write tensors (and optional string metadata) to a safetensors file, bit-exactly.
+
+  >>> import tempfile, os
+  >>> from frontend import Tensor
+  >>> fn = os.path.join(tempfile.mkdtemp(), "x.safetensors")
+  >>> safe_save({"a": Tensor([1, 2])}, fn, metadata={"format": "pt"})
+  >>> safe_load_metadata(fn)[2]["__metadata__"]
+  {'format': 'pt'}
+  """
+  header: dict[str, Any] = {}
+  if metadata is not None:
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()): raise TypeError("safe_save: metadata must map str to str")
+    header["__metadata__"] = dict(metadata)
+  blobs, off = [], 0
+  for k, t in tensors.items():
+    if not isinstance(t, Tensor): raise TypeError(f"safe_save: {k!r} is a {type(t).__name__}, not a Tensor")
+    if t.dtype not in _ST_NAMES: raise ValueError(f"safe_save: {k!r} has dtype {t.dtype}, which safetensors can't store")
+    raw = _tensor_bytes(t)
+    header[k] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+    blobs.append(raw)
+    off += len(raw)
+  hj = json.dumps(header, separators=(",", ":")).encode()
+  hj += b" " * (-len(hj) % 8)  # the data starts 8-byte aligned, as other writers do
+  with open(fn, "wb") as f:
+    f.write(struct.pack("<Q", len(hj)) + hj)
+    for b in blobs: f.write(b)
+
+def _read(fn) -> tuple[bytes, int, dict]:
+  data = fn if isinstance(fn, (bytes, bytearray, memoryview)) else open(fn, "rb").read()
+  data = bytes(data)
+  if len(data) < 8: raise ValueError(f"safetensors: {len(data)} bytes is too short for a header")
+  n = struct.unpack("<Q", data[:8])[0]
+  if 8 + n > len(data): raise ValueError(f"safetensors: header length {n} runs past the end of the {len(data)}-byte file")
+  try: header = json.loads(data[8:8 + n])
+  except (json.JSONDecodeError, UnicodeDecodeError) as e: raise ValueError(f"safetensors: bad JSON header: {e}") from None
+  return data, n, header
+
+def safe_load_metadata(fn: str | os.PathLike | bytes) -> tuple[Tensor, int, dict]:
+  """(the file as a uint8 Tensor, header length, the parsed JSON header including '__metadata__')."""
+  data, n, header = _read(fn)
+  return Tensor(np.frombuffer(data, np.uint8)), n, header
+
+def safe_load(fn: str | os.PathLike | bytes, device: str | None = None) -> dict[str, Tensor]:
+  """The tensors of a safetensors file (a path or its bytes), with the exact stored bits.
+
+  >>> import tempfile, os
+  >>> from frontend import Tensor
+  >>> fn = os.path.join(tempfile.mkdtemp(), "y.safetensors")
+  >>> safe_save({"b": Tensor([True, False])}, fn)
+  >>> safe_load(fn)["b"].tolist()
+  [True, False]
+  """
+  from frontend.engine import from_host
+  from hcqrt.device import Device
+  data, n, header = _read(fn)
+  body, dev, out = memoryview(data)[8 + n:], Device.canonicalize(device), {}
+  for k, info in header.items():
+    if k == "__metadata__": continue
+    if info.get("dtype") not in _ST_DTYPES: raise ValueError(f"safetensors: {k!r} has unknown dtype {info.get('dtype')!r}")
+    dt, shape = _ST_DTYPES[info["dtype"]], tuple(info["shape"])
+    b, e = info["data_offsets"]
+    size = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    if not 0 <= b <= e <= len(body) or e - b != size:
+      raise ValueError(f"safetensors: {k!r} ({info['dtype']} {list(shape)}) has data_offsets [{b}, {e}] but needs {size} bytes within {len(body)}")
+    arr = np.frombuffer(body[b:e], dtype=_np_bits(dt)).astype(_np_bits(dt).newbyteorder("="), copy=True).reshape(shape)
+    # straight from host bytes with the target dtype: no kernel, and bf16 needs no numpy type
+    out[k] = Tensor(from_host(arr, dt, dev)) if arr.size else Tensor.empty(*shape, dtype=dt, device=dev)
+  return out
+
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata"]
