@@ -1,0 +1,500 @@
+"""The PTX renderer: a linearized kernel becomes one `.entry` of NVIDIA PTX for sm_80, sm_89 or sm_90.
+
+ABI: `.entry name(.param .u64 data0, .param .u64 data1, ...)`: one global pointer per buffer, outputs first.
+Output loops become threads: the innermost global range is x (blocks of up to 128 threads), the next one y,
+the outer ones z (merged with div/mod when there are more than three, or everything merged into x when a y/z
+extent exceeds the hardware's 65535). Threads past the end of a dimension leave at once (a guarded branch to
+the exit). Reduce loops stay loops. Index math is 32-bit; addresses are 64-bit (cvta.to.global + mul.wide).
+
+Register model, one virtual register per value: bool -> .pred, ints up to 32 bits -> .b32 kept sign/zero
+extended from their width (renormalised after every op that can overflow it), 64-bit ints -> .b64, float16,
+bfloat16 and float32 -> .f32 (halves are rounded back to their precision after every op, which equals native
+half arithmetic for + - * / sqrt), float64 -> .f64. Memory uses the dtype's own width (u8 for bool).
+
+>>> from compiler.lazy import LazyBuffer
+>>> from compiler.schedule import create_schedule
+>>> from compiler.lower import lower
+>>> from compiler.dtypes import dtypes
+>>> from compiler.uop import Ops
+>>> x = LazyBuffer.empty((1000,), dtypes.float32, "CPU"); x.buffer = object()
+>>> src, dims = render_ptx(lower(create_schedule([x.alu(Ops.ADD, x)])[0].ast, "E_1000"), "sm_90")
+>>> dims
+{'global_size': (8, 1, 1), 'local_size': (128, 1, 1)}
+>>> src.splitlines()[1], "add.rn.f32" in src
+('.target sm_90', True)
+"""
+from __future__ import annotations
+import math, struct
+from compiler.dtypes import DType, dtypes
+from compiler.uop import UOp, Ops
+from compiler.lower import LoweredKernel
+from compiler.linearize import linearize
+
+# PTX ISA version per target: the oldest that knows the arch (ptxas 12.x/13.x and nvJitLink accept all of them)
+PTX_ISA = {"sm_80": "7.0", "sm_86": "7.1", "sm_87": "7.4", "sm_89": "7.8", "sm_90": "7.8", "sm_90a": "8.0"}
+BLOCK = 128          # threads per block along the flattened (x, y) dims
+MAX_YZ = 65535       # hardware limit of gridDim.y and gridDim.z
+
+def _kind(dt: DType) -> str:
+  """Register class holding a value of dtype `dt`."""
+  s = dt.scalar
+  if s is dtypes.bool: return "p"
+  if s in (dtypes.float16, dtypes.bfloat16, dtypes.float32): return "f"
+  if s is dtypes.float64: return "fd"
+  if s in (dtypes.int64, dtypes.uint64): return "rd"
+  return "r"
+
+REG_DECL = {"p": ".pred", "r": ".b32", "rd": ".b64", "f": ".f32", "fd": ".f64", "h": ".b16"}
+
+def _t(dt: DType) -> str:
+  """PTX arithmetic type of the register holding `dt` (ints are computed at 32 or 64 bits)."""
+  k = _kind(dt)
+  if k == "f": return "f32"
+  if k == "fd": return "f64"
+  if k == "rd": return "u64" if dt.is_unsigned else "s64"
+  return "u32" if dt.is_unsigned else "s32"
+
+def _b(dt: DType) -> str:
+  """Untyped bit-size of the register holding `dt` (for mov/selp)."""
+  return {"r": "b32", "rd": "b64", "f": "f32", "fd": "f64", "p": "pred"}[_kind(dt)]
+
+# memory type of each dtype (what ld/st move); halves move as b16 and are converted separately
+MEM_T = {dtypes.bool: "u8", dtypes.int8: "s8", dtypes.uint8: "u8", dtypes.int16: "s16", dtypes.uint16: "u16",
+         dtypes.int32: "s32", dtypes.uint32: "u32", dtypes.int64: "s64", dtypes.uint64: "u64", dtypes.float16: "b16",
+         dtypes.bfloat16: "b16", dtypes.float32: "f32", dtypes.float64: "f64"}
+
+def _round_half(v: float, dt: DType) -> float:
+  """v rounded to float16/bfloat16 (for constants)."""
+  if dt is dtypes.float16:
+    import numpy as np
+    return float(np.float16(v))
+  if dt is dtypes.bfloat16:   # round-to-nearest-even on the f32 bits
+    if math.isnan(v) or math.isinf(v): return v
+    b = struct.unpack("<I", struct.pack("<f", v))[0]
+    b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+    return struct.unpack("<f", struct.pack("<I", b & 0xFFFFFFFF))[0]
+  return v
+
+def imm(v, dt: DType) -> str:
+  """A constant as a PTX immediate for the register class of `dt` (floats as exact bit patterns)."""
+  k = _kind(dt)
+  if k == "f":
+    v = _round_half(float(v), dt.scalar)
+    try: bits = struct.unpack("<I", struct.pack("<f", v))[0]
+    except OverflowError: bits = struct.unpack("<I", struct.pack("<f", math.copysign(math.inf, v)))[0]
+    return f"0f{bits:08X}"
+  if k == "fd": return f"0d{struct.unpack('<Q', struct.pack('<d', float(v)))[0]:016X}"
+  if k == "p": return "1" if v else "0"
+  bits = 64 if k == "rd" else 32
+  return f"0x{int(v) % (1 << bits):X}"
+
+# 2*pi split for Cody-Waite range reduction: C1 has few mantissa bits so k*C1 is exact for |k| < 2^16
+_TWO_PI = 6.283185307179586476925286766559
+_C1 = 6.28125
+_C2 = struct.unpack("<f", struct.pack("<f", _TWO_PI - _C1))[0]
+_C3 = struct.unpack("<f", struct.pack("<f", _TWO_PI - _C1 - _C2))[0]
+
+class _Renderer:
+  def __init__(self, k: LoweredKernel, arch: str):
+    if arch not in PTX_ISA: raise ValueError(f"render_ptx: unsupported arch {arch!r}; known: {', '.join(PTX_ISA)}")
+    self.k, self.arch = k, arch
+    self.lines: list[str] = []
+    self.counts: dict[str, int] = {}
+    self.names: dict[UOp, str] = {}
+    self.labels = 0
+    self.addr_scopes: list[dict] = [{}]   # (buf, idx, itemsize) -> address register, per open loop
+
+  def reg(self, kind: str) -> str:
+    n = self.counts.get(kind, 0) + 1
+    self.counts[kind] = n
+    return f"%{kind}{n}"
+  def emit(self, s: str) -> None: self.lines.append(f"  {s};")
+  def label(self, prefix: str) -> str:
+    self.labels += 1
+    return f"$L{prefix}{self.labels}"
+
+  # *** value plumbing ***
+  def normalize(self, r: str, dt: DType) -> str:
+    """Re-extend a 32-bit register holding an 8/16-bit int from its width (after ops that may overflow it)."""
+    s = dt.scalar
+    if s is dtypes.int8: self.emit(f"cvt.s32.s8 {r}, {r}")
+    elif s is dtypes.int16: self.emit(f"cvt.s32.s16 {r}, {r}")
+    elif s is dtypes.uint8: self.emit(f"and.b32 {r}, {r}, 255")
+    elif s is dtypes.uint16: self.emit(f"and.b32 {r}, {r}, 65535")
+    return r
+  def round_half(self, r: str, dt: DType) -> str:
+    """Round an f32 register holding a float16/bfloat16 value back to that precision."""
+    s = dt.scalar
+    if s not in (dtypes.float16, dtypes.bfloat16): return r
+    h = self.reg("h")
+    self.emit(f"cvt.rn.{'f16' if s is dtypes.float16 else 'bf16'}.f32 {h}, {r}")
+    return self.half_to_f32(h, s, r)
+  def half_to_f32(self, h: str, s: DType, out: str | None = None) -> str:
+    out = out or self.reg("f")
+    if s is dtypes.float16: self.emit(f"cvt.f32.f16 {out}, {h}")
+    else:   # bfloat16 is the top half of a float32
+      t = self.reg("r")
+      self.emit(f"cvt.u32.u16 {t}, {h}"); self.emit(f"shl.b32 {t}, {t}, 16"); self.emit(f"mov.b32 {out}, {t}")
+    return out
+  def const(self, v, dt: DType) -> str:
+    r = self.reg(_kind(dt))
+    if dt.scalar is dtypes.bool: self.emit(f"setp.ne.u32 {r}, {self.const(int(bool(v)), dtypes.uint32)}, 0")
+    else: self.emit(f"mov.{_b(dt)} {r}, {imm(v, dt)}")
+    return r
+
+  def address(self, buf: UOp, idx: UOp, size: int) -> str:
+    key = (buf, idx, size)
+    for sc in reversed(self.addr_scopes):
+      if (a := sc.get(key)) is not None: return a
+    off, a = self.reg("rd"), self.reg("rd")
+    i = self.names[idx]
+    if _kind(idx.dtype) == "rd": self.emit(f"mul.lo.s64 {off}, {i}, {size}")
+    elif size == 1: self.emit(f"cvt.{'u64.u32' if idx.dtype.is_unsigned else 's64.s32'} {off}, {i}")
+    else: self.emit(f"mul.wide.{'u32' if idx.dtype.is_unsigned else 's32'} {off}, {i}, {size}")
+    self.emit(f"add.s64 {a}, {self.names[buf]}, {off}")
+    self.addr_scopes[-1][key] = a
+    return a
+
+  def load(self, u: UOp) -> str:
+    buf, idx = u.src[0], u.src[1]
+    dt = u.dtype.scalar
+    addr = self.address(buf, idx, dt.itemsize)
+    gate = f"@{self.names[u.src[2]]} " if len(u.src) == 3 else ""
+    mt = MEM_T[dt]
+    if dt is dtypes.bool or dt in (dtypes.float16, dtypes.bfloat16):
+      tmp = self.reg("r" if dt is dtypes.bool else "h")
+      if gate: self.emit(f"mov.{'b32' if dt is dtypes.bool else 'b16'} {tmp}, 0")
+      self.lines.append(f"  {gate}ld.global.{mt} {tmp}, [{addr}];")
+      if dt is dtypes.bool:
+        p = self.reg("p"); self.emit(f"setp.ne.u32 {p}, {tmp}, 0"); return p
+      return self.half_to_f32(tmp, dt)
+    r = self.reg(_kind(dt))
+    if gate: self.emit(f"mov.{_b(dt)} {r}, {imm(0, dt)}")
+    self.lines.append(f"  {gate}ld.global.{mt} {r}, [{addr}];")
+    return r
+
+  def store(self, u: UOp) -> None:
+    buf, idx, val = u.src
+    dt = val.dtype.scalar
+    addr = self.address(buf, idx, dt.itemsize)
+    v = self.names[val]
+    if dt is dtypes.bool:
+      t = self.reg("r"); self.emit(f"selp.u32 {t}, 1, 0, {v}"); v = t
+    elif dt in (dtypes.float16, dtypes.bfloat16):
+      h = self.reg("h"); self.emit(f"cvt.rn.{'f16' if dt is dtypes.float16 else 'bf16'}.f32 {h}, {v}"); v = h
+    self.emit(f"st.global.{MEM_T[dt]} [{addr}], {v}")
+
+  # *** casts ***
+  def cast(self, s: str, sd: DType, dd: DType) -> str:
+    sd, dd = sd.scalar, dd.scalar
+    sk, dk = _kind(sd), _kind(dd)
+    if sd is dd: return s
+    if dd is dtypes.bool:
+      p = self.reg("p")
+      zero = imm(0, sd)
+      self.emit(f"setp.{'neu.' + _t(sd) if sk in ('f', 'fd') else 'ne.' + _b(sd)} {p}, {s}, {zero}")
+      return p
+    if sd is dtypes.bool:
+      d = self.reg(dk); self.emit(f"selp.{_b(dd)} {d}, {imm(1, dd)}, {imm(0, dd)}, {s}"); return d
+    d = self.reg(dk)
+    if sk in ("r", "rd") and dk in ("r", "rd"):
+      if sk == dk: self.emit(f"mov.{_b(dd)} {d}, {s}")
+      elif dk == "rd": self.emit(f"cvt.{'u64.u32' if sd.is_unsigned else 's64.s32'} {d}, {s}")
+      else: self.emit(f"cvt.u32.u64 {d}, {s}")
+      return self.normalize(d, dd)
+    if sk in ("r", "rd"):   # int -> float
+      if dd is dtypes.float16:   # straight to half: converting through f32 would round twice
+        h = self.reg("h"); self.emit(f"cvt.rn.f16.{_t(sd)} {h}, {s}"); return self.half_to_f32(h, dd, d)
+      self.emit(f"cvt.rn.{_t(dd)}.{_t(sd)} {d}, {s}")
+      return self.round_half(d, dd)
+    if dk in ("r", "rd"):   # float -> int, truncating like C (out of range is undefined there too)
+      if dd is dtypes.uint32:
+        t = self.reg("rd"); self.emit(f"cvt.rzi.s64.{_t(sd)} {t}, {s}"); self.emit(f"cvt.u32.u64 {d}, {t}"); return d
+      self.emit(f"cvt.rzi.{_t(dd) if dk == 'rd' else 's32'}.{_t(sd)} {d}, {s}")
+      return self.normalize(d, dd)
+    # float -> float
+    if dd is dtypes.float16 and sk == "fd":
+      h = self.reg("h"); self.emit(f"cvt.rn.f16.f64 {h}, {s}"); return self.half_to_f32(h, dd, d)
+    if sk == dk: self.emit(f"mov.f32 {d}, {s}")
+    elif dk == "fd": self.emit(f"cvt.f64.f32 {d}, {s}")
+    else: self.emit(f"cvt.rn.f32.f64 {d}, {s}")
+    return self.round_half(d, dd)
+
+  def bitcast(self, s: str, sd: DType, dd: DType) -> str:
+    sd, dd = sd.scalar, dd.scalar
+    if sd.itemsize != dd.itemsize: raise NotImplementedError(f"render_ptx: bitcast {sd} -> {dd} changes the size")
+    sk, dk = _kind(sd), _kind(dd)
+    if sd.itemsize == 2 and (sk == "f" or dk == "f"):
+      h = self.reg("h")
+      if sk == "f": self.emit(f"cvt.rn.{'f16' if sd is dtypes.float16 else 'bf16'}.f32 {h}, {s}")
+      else: self.emit(f"cvt.u16.u32 {h}, {s}")
+      if dk == "f": return self.half_to_f32(h, dd)
+      d = self.reg("r"); self.emit(f"cvt.{'s32.s16' if dd is dtypes.int16 else 'u32.u16'} {d}, {h}"); return d
+    if dd is dtypes.bool or sd is dtypes.bool: return self.cast(s, sd, dd)
+    d = self.reg(dk)
+    self.emit(f"mov.b{8 * max(4, dd.itemsize)} {d}, {s}")
+    return self.normalize(d, dd) if dk == "r" else d
+
+  # *** ALU ***
+  def alu(self, u: UOp) -> str:
+    op, dt = u.op, u.dtype.scalar
+    a = [self.names[s] for s in u.src]
+    sdt = u.src[0].dtype.scalar
+    k = _kind(dt)
+    if dt is dtypes.bool and sdt is dtypes.bool: return self.bool_alu(op, a)
+    if op in (Ops.CMPLT, Ops.CMPNE):
+      p = self.reg("p")
+      if _kind(sdt) in ("f", "fd"): cmp = "lt" if op is Ops.CMPLT else "neu"   # C: NaN < x false, NaN != x true
+      else: cmp = "lt" if op is Ops.CMPLT else "ne"
+      self.emit(f"setp.{cmp}.{_t(sdt)} {p}, {a[0]}, {a[1]}")
+      return p
+    if op is Ops.WHERE:
+      if dt is dtypes.bool:
+        return self.bool_alu(Ops.OR, [self.bool_alu(Ops.AND, [a[0], a[1]]), self.bool_alu(Ops.AND, [self.bool_alu(Ops.NEG, [a[0]]), a[2]])])
+      d = self.reg(k); self.emit(f"selp.{_b(dt)} {d}, {a[1]}, {a[2]}, {a[0]}"); return d
+    if dt is dtypes.bool:   # bool result of int/float operands (AND/OR/XOR of non-bools): C's `!= 0`
+      t = self.alu_num(op, sdt, _kind(sdt), a)
+      return self.cast(t, sdt, dtypes.bool)
+    return self.alu_num(op, dt, k, a)
+
+  def bool_alu(self, op: Ops, a: list[str]) -> str:
+    d = self.reg("p")
+    if op is Ops.NEG: self.emit(f"not.pred {d}, {a[0]}")
+    elif op in (Ops.AND, Ops.MUL): self.emit(f"and.pred {d}, {a[0]}, {a[1]}")
+    elif op in (Ops.OR, Ops.ADD, Ops.MAX): self.emit(f"or.pred {d}, {a[0]}, {a[1]}")
+    elif op in (Ops.XOR, Ops.CMPNE): self.emit(f"xor.pred {d}, {a[0]}, {a[1]}")
+    elif op is Ops.CMPLT:   # a < b  <=>  !a & b
+      n = self.reg("p"); self.emit(f"not.pred {n}, {a[0]}"); self.emit(f"and.pred {d}, {n}, {a[1]}")
+    elif op is Ops.WHERE:
+      return self.bool_alu(Ops.OR, [self.bool_alu(Ops.AND, [a[0], a[1]]), self.bool_alu(Ops.AND, [self.bool_alu(Ops.NEG, [a[0]]), a[2]])])
+    else: raise NotImplementedError(f"render_ptx: {op} on bool")
+    return d
+
+  def alu_num(self, op: Ops, dt: DType, k: str, a: list[str]) -> str:
+    t, isf = _t(dt), k in ("f", "fd")
+    d = self.reg(k)
+    if isf:
+      if op in (Ops.EXP2, Ops.LOG2, Ops.SIN) and k == "fd":   # no f64 approximations in PTX: go through f32
+        f = self.reg("f"); self.emit(f"cvt.rn.f32.f64 {f}, {a[0]}")
+        r = self.alu_num(op, dtypes.float32, "f", [f])
+        self.emit(f"cvt.f64.f32 {d}, {r}"); return d
+      if op is Ops.NEG: self.emit(f"neg.{t} {d}, {a[0]}"); return d
+      if op is Ops.TRUNC: self.emit(f"cvt.rzi.{t}.{t} {d}, {a[0]}"); return d
+      if op is Ops.MAX:   # C's a > b ? a : b (NaN rules differ from max.f32)
+        p = self.reg("p"); self.emit(f"setp.gt.{t} {p}, {a[0]}, {a[1]}"); self.emit(f"selp.{t} {d}, {a[0]}, {a[1]}, {p}"); return d
+      if op is Ops.FDIV: self.fdiv(d, a[0], a[1], t)
+      elif op is Ops.RECIP: self.recip(d, a[0], t)
+      elif op is Ops.SQRT: self.sqrt(d, a[0], t)
+      elif op is Ops.EXP2: self.emit(f"ex2.approx.f32 {d}, {a[0]}")
+      elif op is Ops.LOG2: self.emit(f"lg2.approx.f32 {d}, {a[0]}")
+      elif op is Ops.SIN: self.sin_f32(d, a[0])
+      else:
+        ins = {Ops.ADD: "add.rn", Ops.MUL: "mul.rn", Ops.MULACC: "fma.rn"}.get(op)
+        if ins is None: raise NotImplementedError(f"render_ptx: {op} on {dt}")
+        self.emit(f"{ins}.{t} {d}, {', '.join(a)}")
+      return self.round_half(d, dt)
+    if op is Ops.NEG: self.emit(f"neg.{t.replace('u', 's')} {d}, {a[0]}")   # neg has only signed types
+    elif op is Ops.MAX: self.emit(f"max.{t} {d}, {a[0]}, {a[1]}")
+    elif op in (Ops.SHL, Ops.SHR):
+      sh = a[1]
+      if k == "rd":   # shift amounts are always .u32
+        sh = self.reg("r"); self.emit(f"cvt.u32.u64 {sh}, {a[1]}")
+      bt = f"b{32 if k == 'r' else 64}"
+      self.emit(f"{'shl.' + bt if op is Ops.SHL else 'shr.' + t} {d}, {a[0]}, {sh}")
+    elif op in (Ops.IDIV, Ops.MOD) and k == "rd": self.divmod64(d, a[0], a[1], dt.is_unsigned, op is Ops.MOD)
+    else:
+      ins = {Ops.ADD: "add", Ops.MUL: "mul.lo", Ops.IDIV: "div", Ops.MOD: "rem", Ops.MULACC: "mad.lo"}.get(op)
+      bit = {Ops.AND: "and", Ops.OR: "or", Ops.XOR: "xor"}.get(op)
+      if ins is not None: self.emit(f"{ins}.{t} {d}, {', '.join(a)}")
+      elif bit is not None: self.emit(f"{bit}.b{32 if k == 'r' else 64} {d}, {a[0]}, {a[1]}")
+      else: raise NotImplementedError(f"render_ptx: {op} on {dt}")
+    return self.normalize(d, dt) if op not in (Ops.MAX, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHR) else d
+
+  # ptxas implements div.rn/rcp.rn/sqrt.rn (and 64-bit integer division) as calls to slow-path subroutines; these
+  # inline sequences refine the hardware approximations with fma instead (correctly rounded in the normal range,
+  # the classic Markstein/CUDA fast path), and keep the code call-free.
+  def _keep_if_nan(self, d: str, refined: str, rough: str, t: str) -> None:
+    """d = rough where the refinement produced NaN (zero, infinite or NaN operands), else refined."""
+    p = self.reg("p")
+    self.emit(f"setp.nan.{t} {p}, {refined}, {refined}"); self.emit(f"selp.{t} {d}, {rough}, {refined}, {p}")
+
+  def recip(self, d: str, b: str, t: str, keep: bool = True) -> str:
+    k = "f" if t == "f32" else "fd"
+    y, e = self.reg(k), self.reg(k)
+    one = imm(1.0, dtypes.float32 if t == "f32" else dtypes.float64)
+    self.emit(f"rcp.approx.{'f32' if t == 'f32' else 'ftz.f64'} {y}, {b}")
+    for _ in range(1 if t == "f32" else 3):   # each Newton step doubles the good bits (f64 starts from ~20)
+      y2, nb = self.reg(k), self.reg(k)
+      self.emit(f"neg.{t} {nb}, {b}"); self.emit(f"fma.rn.{t} {e}, {nb}, {y}, {one}"); self.emit(f"fma.rn.{t} {y2}, {y}, {e}, {y}")
+      self._keep_if_nan(y2, y2, y, t); y = y2
+    if keep: self.emit(f"mov.{t} {d}, {y}")
+    return y
+
+  def fdiv(self, d: str, a: str, b: str, t: str) -> None:
+    k = "f" if t == "f32" else "fd"
+    y = self.recip(d, b, t, keep=False) if t == "f64" else self.reg(k)
+    if t == "f32": self.emit(f"rcp.approx.f32 {y}, {b}")
+    q, nq, r, q2 = self.reg(k), self.reg(k), self.reg(k), self.reg(k)
+    self.emit(f"mul.rn.{t} {q}, {a}, {y}")
+    self.emit(f"neg.{t} {nq}, {q}"); self.emit(f"fma.rn.{t} {r}, {nq}, {b}, {a}"); self.emit(f"fma.rn.{t} {q2}, {r}, {y}, {q}")
+    self._keep_if_nan(d, q2, q, t)
+
+  def sqrt(self, d: str, x: str, t: str) -> None:
+    k = "f" if t == "f32" else "fd"
+    dt = dtypes.float32 if t == "f32" else dtypes.float64
+    if t == "f32":   # s ~ sqrt(x), h ~ 1/(2s); one residual step
+      s, h = self.reg(k), self.reg(k)
+      self.emit(f"sqrt.approx.f32 {s}, {x}"); self.emit(f"rcp.approx.f32 {h}, {s}"); self.emit(f"mul.rn.f32 {h}, {h}, {imm(0.5, dt)}")
+    else:   # y ~ 1/sqrt(x) refined twice (Newton: y *= 1.5 - x/2 * y^2), then s = x*y, h = y/2
+      # rsqrt.approx.f64 without .ftz is a subroutine call: use .ftz and lift subnormals by 2^200 (sqrt: 2^100)
+      y, hx, xs, sc, tiny = self.reg(k), self.reg(k), self.reg(k), self.reg(k), self.reg("p")
+      self.emit(f"setp.lt.f64 {tiny}, {x}, {imm(2.0 ** -960, dt)}")
+      self.emit(f"mul.rn.f64 {xs}, {x}, {imm(2.0 ** 200, dt)}"); self.emit(f"selp.f64 {xs}, {xs}, {x}, {tiny}")
+      self.emit(f"selp.f64 {sc}, {imm(2.0 ** -100, dt)}, {imm(1.0, dt)}, {tiny}")
+      x_orig, x = x, xs
+      self.emit(f"rsqrt.approx.ftz.f64 {y}, {x}"); self.emit(f"mul.rn.f64 {hx}, {x}, {imm(0.5, dt)}")
+      for _ in range(2):
+        e, y2 = self.reg(k), self.reg(k)
+        self.emit(f"mul.rn.f64 {e}, {y}, {y}"); self.emit(f"mul.rn.f64 {e}, {e}, {hx}")
+        self.emit(f"sub.rn.f64 {e}, {imm(1.5, dt)}, {e}"); self.emit(f"mul.rn.f64 {y2}, {y}, {e}"); y = y2
+      s, h = self.reg(k), self.reg(k)
+      self.emit(f"mul.rn.f64 {s}, {x}, {y}"); self.emit(f"mul.rn.f64 {h}, {y}, {imm(0.5, dt)}")
+    ns, r, s2 = self.reg(k), self.reg(k), self.reg(k)
+    self.emit(f"neg.{t} {ns}, {s}"); self.emit(f"fma.rn.{t} {r}, {ns}, {s}, {x}"); self.emit(f"fma.rn.{t} {s2}, {r}, {h}, {s}")
+    if t == "f64": self.emit(f"mul.rn.f64 {s2}, {s2}, {sc}"); x = x_orig
+    # only 0 < x < inf takes the refined value; otherwise x (for +-0 and +inf) or NaN (negative, NaN)
+    p, q, neg, sp = self.reg("p"), self.reg("p"), self.reg("p"), self.reg(k)
+    self.emit(f"setp.gt.{t} {p}, {x}, {imm(0, dt)}"); self.emit(f"setp.lt.{t} {q}, {x}, {imm(math.inf, dt)}")
+    self.emit(f"and.pred {p}, {p}, {q}")
+    self.emit(f"setp.lt.{t} {neg}, {x}, {imm(0, dt)}"); self.emit(f"selp.{t} {sp}, {imm(math.nan, dt)}, {x}, {neg}")
+    self.emit(f"selp.{t} {d}, {s2}, {sp}, {p}")
+
+  def divmod64(self, d: str, a: str, b: str, unsigned: bool, want_rem: bool) -> None:
+    """C's 64-bit a / b or a % b by shift-and-subtract on the magnitudes (64 steps, no subroutine call)."""
+    n, m, q, r, i, bit, p = self.reg("rd"), self.reg("rd"), self.reg("rd"), self.reg("rd"), self.reg("r"), self.reg("rd"), self.reg("p")
+    if unsigned: self.emit(f"mov.b64 {n}, {a}"); self.emit(f"mov.b64 {m}, {b}")
+    else: self.emit(f"abs.s64 {n}, {a}"); self.emit(f"abs.s64 {m}, {b}")
+    self.emit(f"mov.b64 {q}, 0"); self.emit(f"mov.b64 {r}, 0"); self.emit(f"mov.u32 {i}, 63")
+    top = self.label("div")
+    self.lines.append(f"{top}:")
+    t, r2 = self.reg("rd"), self.reg("rd")
+    self.emit(f"shr.b64 {bit}, {n}, {i}"); self.emit(f"and.b64 {bit}, {bit}, 1")
+    self.emit(f"shl.b64 {r}, {r}, 1"); self.emit(f"or.b64 {r}, {r}, {bit}")
+    self.emit(f"setp.ge.u64 {p}, {r}, {m}")
+    self.emit(f"sub.s64 {r2}, {r}, {m}"); self.emit(f"selp.b64 {r}, {r2}, {r}, {p}")
+    self.emit(f"selp.b64 {t}, 1, 0, {p}"); self.emit(f"shl.b64 {t}, {t}, {i}"); self.emit(f"or.b64 {q}, {q}, {t}")
+    self.emit(f"sub.s32 {i}, {i}, 1"); self.emit(f"setp.ge.s32 {p}, {i}, 0"); self.emit(f"@{p} bra {top}")
+    res = r if want_rem else q
+    if unsigned: self.emit(f"mov.b64 {d}, {res}"); return
+    # the quotient is negative when the signs differ, the remainder takes the dividend's sign
+    sg, nr = self.reg("p"), self.reg("rd")
+    if want_rem: self.emit(f"setp.lt.s64 {sg}, {a}, 0")
+    else:
+      x = self.reg("rd"); self.emit(f"xor.b64 {x}, {a}, {b}"); self.emit(f"setp.lt.s64 {sg}, {x}, 0")
+    self.emit(f"neg.s64 {nr}, {res}"); self.emit(f"selp.b64 {d}, {nr}, {res}, {sg}")
+
+  def sin_f32(self, d: str, x: str) -> None:
+    """sin.approx is accurate only on [-pi, pi]: subtract the nearest multiple of 2*pi first (Cody-Waite)."""
+    q, r = self.reg("f"), self.reg("f")
+    self.emit(f"mul.rn.f32 {q}, {x}, {imm(1 / _TWO_PI, dtypes.float32)}")
+    self.emit(f"cvt.rni.f32.f32 {q}, {q}")
+    self.emit(f"fma.rn.f32 {r}, {q}, {imm(-_C1, dtypes.float32)}, {x}")
+    self.emit(f"fma.rn.f32 {r}, {q}, {imm(-_C2, dtypes.float32)}, {r}")
+    self.emit(f"fma.rn.f32 {r}, {q}, {imm(-_C3, dtypes.float32)}, {r}")
+    self.emit(f"sin.approx.f32 {d}, {r}")
+
+  # *** launch geometry ***
+  def geometry(self) -> tuple[dict[UOp, str], tuple[int, int, int], tuple[int, int, int]]:
+    """Map global ranges to (x, y, z) and emit the index prologue; returns range -> index register, grid, block."""
+    gr = self.k.global_ranges
+    sizes = [r.src[0].arg for r in gr]
+    n = len(gr)
+    if n == 0: dims: list[list[int]] = [[], [], []]
+    elif n == 1: dims = [[0], [], []]
+    elif n == 2: dims = [[1], [0], []]
+    else: dims = [[n - 1], [n - 2], list(range(n - 2))]
+    ext = [math.prod(sizes[i] for i in d) for d in dims]
+    if ext[1] > MAX_YZ or ext[2] > MAX_YZ: dims, ext = [list(range(n)), [], []], [math.prod(sizes), 1, 1]
+    if ext[0] >= 2 ** 31: raise NotImplementedError(f"render_ptx: kernel {self.k.name} has {ext[0]} threads along x")
+    lx = min(ext[0], BLOCK)
+    ly = min(ext[1], max(1, BLOCK // lx))
+    block = (lx, ly, 1)
+    grid = tuple(-(-e // l) for e, l in zip(ext, block))
+    idx: dict[UOp, str] = {}
+    for ax, (d, e, l, g) in enumerate(zip(dims, ext, block, grid)):
+      if not d: continue
+      c = "xyz"[ax]
+      if g == 1: i = self.special(f"%tid.{c}")
+      elif l == 1: i = self.special(f"%ctaid.{c}")
+      else:
+        i = self.reg("r")
+        self.emit(f"mad.lo.s32 {i}, {self.special(f'%ctaid.{c}')}, {l}, {self.special(f'%tid.{c}')}")
+      if e % l:
+        p = self.reg("p"); self.emit(f"setp.ge.s32 {p}, {i}, {e}"); self.emit(f"@{p} bra $Lexit")
+      for j in reversed(d):   # innermost range of a merged dim varies fastest
+        if j == d[0]: idx[gr[j]] = i; break
+        q, m = self.reg("r"), self.reg("r")
+        self.emit(f"rem.u32 {m}, {i}, {sizes[j]}"); self.emit(f"div.u32 {q}, {i}, {sizes[j]}")
+        idx[gr[j]], i = m, q
+    return idx, grid, block
+
+  def special(self, name: str) -> str:
+    r = self.reg("r"); self.emit(f"mov.u32 {r}, {name}"); return r
+
+  def render(self, prog: list[UOp]) -> tuple[str, dict]:
+    k = self.k
+    for u in prog:
+      if u.dtype is not None and u.dtype.count > 1: raise NotImplementedError(f"render_ptx: vector value {u.op} {u.dtype} (scalar programs only)")
+      if u.op in (Ops.VECTORIZE, Ops.GEP, Ops.LANE): raise NotImplementedError(f"render_ptx: {u.op} (scalar programs only)")
+    nbufs = len(k.buf_dtypes)
+    bufs = {}
+    for i in range(nbufs):
+      p, g = self.reg("rd"), self.reg("rd")
+      self.emit(f"ld.param.u64 {p}, [data{i}]"); self.emit(f"cvta.to.global.u64 {g}, {p}")
+      bufs[i] = g
+    gidx, grid, block = self.geometry()
+    loops: list[tuple[UOp, str, str]] = []
+    for u in prog:
+      op = u.op
+      if op is Ops.DEFINE_GLOBAL: self.names[u] = bufs[u.arg]
+      elif op is Ops.CONST: self.names[u] = self.const(u.arg, u.dtype)
+      elif op is Ops.RANGE:
+        if u in gidx: self.names[u] = gidx[u]; continue
+        n, i = u.src[0].arg, self.reg("r")
+        top, end = self.label("loop"), self.label("end")
+        self.emit(f"mov.u32 {i}, 0")
+        if n <= 0: self.emit(f"bra $Lskip{u.arg[0]}")
+        self.lines.append(f"{top}:")
+        self.names[u] = i
+        loops.append((u, top, end))
+        self.addr_scopes.append({})
+      elif op is Ops.ENDRANGE:
+        r = u.src[0]
+        if r in gidx: continue
+        lr, top, _ = loops.pop()
+        assert lr is r, f"render_ptx: ENDRANGE of {r.arg} closes {lr.arg}"
+        self.addr_scopes.pop()
+        i, p = self.names[r], self.reg("p")
+        self.emit(f"add.s32 {i}, {i}, 1"); self.emit(f"setp.lt.s32 {p}, {i}, {r.src[0].arg}"); self.emit(f"@{p} bra {top}")
+        if r.src[0].arg <= 0: self.lines.append(f"$Lskip{r.arg[0]}:")
+      elif op is Ops.LOAD: self.names[u] = self.load(u)
+      elif op is Ops.STORE: self.store(u)
+      elif op is Ops.DEFINE_ACC:
+        r = self.reg(_kind(u.dtype)); self.emit(f"mov.{_b(u.dtype)} {r}, {self.names[u.src[0]]}"); self.names[u] = r
+      elif op is Ops.ASSIGN:
+        acc = self.names[u.src[0]]
+        self.emit(f"mov.{_b(u.dtype)} {acc}, {self.names[u.src[1]]}"); self.names[u] = acc
+      elif op is Ops.REDUCE: self.names[u] = self.names[u.src[0]]
+      elif op is Ops.CAST: self.names[u] = self.cast(self.names[u.src[0]], u.src[0].dtype, u.dtype)
+      elif op is Ops.BITCAST: self.names[u] = self.bitcast(self.names[u.src[0]], u.src[0].dtype, u.dtype)
+      else: self.names[u] = self.alu(u)
+    params = ",\n".join(f"  .param .u64 data{i}" for i in range(nbufs))
+    decls = [f"  .reg {REG_DECL[c]} %{c}<{n + 1}>;" for c, n in self.counts.items()]
+    src = "\n".join([f".version {PTX_ISA[self.arch]}", f".target {self.arch}", ".address_size 64", "",
+                     f".visible .entry {k.name}(\n{params}\n)", f".maxntid {block[0] * block[1] * block[2]}, 1, 1", "{",
+                     *decls, *self.lines, "$Lexit:", "  ret;", "}", ""])
+    return src, {"global_size": grid, "local_size": block}
+
+def render_ptx(k: LoweredKernel, arch: str = "sm_90", program: list[UOp] | None = None) -> tuple[str, dict]:
+  """PTX source of kernel `k` for `arch` and its launch dims {"global_size": blocks (x,y,z), "local_size": threads}."""
+  return _Renderer(k, arch).render(linearize(k) if program is None else program)

@@ -1,0 +1,122 @@
+"""PTXEMU: a device that runs every kernel as a real cubin's PTX in the interpreter, on the CPU.
+
+Kernels go render (PTX) -> NVIDIA's assembler (cubin) -> our cubin loader (parameter layout) -> the PTX
+interpreter, so the whole NVIDIA compile path is exercised without a GPU. Buffers live in one PTX
+AddressSpace at GPU-like virtual addresses; kernel parameters are packed exactly where the cubin says.
+
+>>> import numpy as np
+>>> from compiler.assemble.ptx_assembler import assemble_ptx
+>>> dev = PTXEmuDevice("PTXEMU")
+>>> buf = dev.allocator.alloc(16)
+>>> src = '''.version 7.8
+... .target sm_90
+... .address_size 64
+... .visible .entry fill(.param .u64 out)
+... {
+...   .reg .b32 %r<2>; .reg .b64 %rd<4>;
+...   ld.param.u64 %rd1, [out]; cvta.to.global.u64 %rd1, %rd1;
+...   mov.u32 %r1, %tid.x; mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2;
+...   st.global.u32 [%rd3], %r1;
+...   ret;
+... }'''
+>>> prog = dev.program("fill", assemble_ptx(src, "sm_90"))
+>>> _ = prog(buf, global_size=(1, 1, 1), local_size=(4, 1, 1))
+>>> out = np.zeros(4, np.int32); dev.allocator.copyout(memoryview(out), buf); out.tolist()
+[0, 1, 2, 3]
+"""
+from __future__ import annotations
+import struct, time
+import numpy as np
+from hcqrt.mock.ptx import AddressSpace, PTXModule
+from hcqrt.nv.cubin import load_cubin
+
+VA_BASE = 0x2_0000_0000   # where device buffers start (a typical GPU heap address, far from 0)
+VA_ALIGN = 256            # cudaMalloc-like alignment: every vector access of a buffer is aligned
+
+class EmuBuffer:
+  """Device memory: `nbytes` bytes at GPU virtual address `va`, backed by a host array."""
+  __slots__ = ("nbytes", "va", "host")
+  def __init__(self, nbytes: int, va: int):
+    self.nbytes, self.va = nbytes, va
+    self.host: np.ndarray | None = np.zeros(max(nbytes, 1), np.uint8)
+  def __repr__(self) -> str: return f"<EmuBuffer {self.nbytes} bytes at {self.va:#x}{'' if self.host is not None else ' (freed)'}>"
+
+class EmuAllocator:
+  """Allocates EmuBuffers in an AddressSpace (bump allocation: addresses are never reused, so a stale
+  pointer faults instead of silently reading another buffer).
+
+  >>> al = EmuAllocator(AddressSpace()); b = al.alloc(8); al.copyin(b, memoryview(b"abcdefgh"))
+  >>> out = bytearray(8); al.copyout(memoryview(out), b); bytes(out)
+  b'abcdefgh'
+  """
+  def __init__(self, mem: AddressSpace):
+    self.mem, self.next_va = mem, VA_BASE
+  def alloc(self, nbytes: int) -> EmuBuffer:
+    if not isinstance(nbytes, int) or nbytes < 0: raise ValueError(f"EmuAllocator.alloc: bad size {nbytes!r}")
+    b = EmuBuffer(nbytes, self.next_va)
+    self.next_va += -(-max(nbytes, 1) // VA_ALIGN) * VA_ALIGN + VA_ALIGN   # a guard gap between buffers
+    self.mem.map(b.va, b.host)
+    return b
+  def free(self, buf: EmuBuffer) -> None:
+    if buf.host is None: raise RuntimeError(f"double free of {buf!r}")
+    self.mem.unmap(buf.va); buf.host = None
+  def _host(self, buf: EmuBuffer) -> np.ndarray:
+    if buf.host is None: raise RuntimeError(f"{buf!r} used after free")
+    return buf.host
+  def copyin(self, dst: EmuBuffer, src: memoryview) -> None:
+    """Copy all of `src` (any contiguous buffer) into the start of `dst`."""
+    s = np.frombuffer(src, np.uint8)
+    if s.nbytes > dst.nbytes: raise ValueError(f"copyin: {s.nbytes} bytes do not fit in {dst!r}")
+    self._host(dst)[:s.nbytes] = s
+  def copyout(self, dst: memoryview, src: EmuBuffer) -> None:
+    """Fill all of `dst` (a writable contiguous buffer) from the start of `src`."""
+    d = np.frombuffer(dst, np.uint8)
+    if d.nbytes > src.nbytes: raise ValueError(f"copyout: {d.nbytes} bytes wanted from {src!r}")
+    if d.nbytes and not d.flags.writeable: raise ValueError("copyout destination is read-only")
+    d[:] = self._host(src)[:d.nbytes]
+
+class EmuProgram:
+  """One kernel of a cubin, run by the PTX interpreter. Calling it launches over `global_size` blocks of
+  `local_size` threads with the buffers' addresses as parameters; `wait=True` returns the seconds taken."""
+  def __init__(self, dev: "PTXEmuDevice", name: str, cubin: bytes):
+    from compiler.assemble.ptx_assembler import ptx_for_cubin   # hcqrt/mock may read the compiler
+    img = load_cubin(cubin)
+    if name not in img.kernels: raise RuntimeError(f"kernel {name!r} not in its cubin (has: {', '.join(img.kernels) or 'none'})")
+    self.name, self.dev, self.kernel = name, dev, img.kernels[name]
+    ptx = ptx_for_cubin(cubin)
+    if ptx is None: raise RuntimeError(f"kernel {name}: no PTX known for this cubin (only cubins assemble_ptx made in this process run on PTXEMU)")
+    if (mod := dev._modules.get(ptx)) is None: mod = dev._modules[ptx] = PTXModule(ptx)
+    self.module = mod
+    if name not in mod.kernels: raise RuntimeError(f"kernel {name!r} is in the cubin but not in its PTX")
+
+  def __call__(self, *bufs: EmuBuffer, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = True, **_) -> float | None:
+    k = self.kernel
+    if len(bufs) != len(k.params):
+      raise TypeError(f"kernel {self.name} takes {len(k.params)} buffers, got {len(bufs)}")
+    params = bytearray(k.param_size)
+    for ordinal, off, size in k.params:
+      if size != 8: raise TypeError(f"kernel {self.name}: parameter {ordinal} has {size} bytes, only 8-byte pointers are supported")
+      struct.pack_into("<Q", params, off, bufs[ordinal].va)
+    st = time.perf_counter()
+    self.module.launch(self.name, self.dev.mem, tuple(global_size), tuple(local_size), bytes(params), 0)
+    return time.perf_counter() - st if wait else None
+
+class PTXEmuDevice:
+  """The PTX interpreter as a device (renderer "ptx", arch sm_90).
+
+  >>> PTXEmuDevice("PTXEMU").arch
+  'sm_90'
+  """
+  name = "PTXEMU"
+  renderer = "ptx"
+  arch = "sm_90"
+  def __init__(self, name: str = "PTXEMU"):
+    self.mem = AddressSpace()
+    self.allocator = EmuAllocator(self.mem)
+    self._modules: dict[str, PTXModule] = {}
+  def program(self, name: str, cubin: bytes) -> EmuProgram:
+    """Kernel `name` of a cubin made by assemble_ptx in this process."""
+    return EmuProgram(self, name, cubin)
+  def synchronize(self) -> None:
+    """Nothing to wait for: interpreted launches are complete when their call returns."""
+  def __repr__(self) -> str: return f"<PTXEmuDevice {self.arch}>"
