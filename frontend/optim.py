@@ -1,0 +1,135 @@
+"""Optimizers: SGD (momentum, nesterov, weight decay), Adam, AdamW, LAMB.
+
+`step()` writes every parameter and state tensor in place with `assign` and realizes them all in ONE call, so the
+scheduler sees the whole update at once and fuses what it can.
+
+>>> from frontend import Tensor
+>>> w = Tensor([1.0, 2.0], requires_grad=True)
+>>> opt = SGD([w], lr=0.5)
+>>> _ = (w * w).sum().backward(); opt.step()
+>>> w.tolist()
+[0.0, 0.0]
+"""
+from __future__ import annotations
+import numpy as np
+from compiler.dtypes import dtypes, to_np
+from frontend.engine import from_host
+from frontend.tensor import Tensor
+
+def _dedup(xs: list[Tensor]) -> list[Tensor]: return list({id(x): x for x in xs}.values())
+def _host(arr: np.ndarray, device: str) -> Tensor:
+  """A realized tensor from host memory (no kernel runs; assign then writes it in place). from_host keeps a 0-d
+  shape, which Tensor(ndarray) currently doesn't."""
+  return Tensor(from_host(arr, dtypes.from_np(arr.dtype), device), requires_grad=False)
+def _state_like(t: Tensor, value: float = 0.0) -> Tensor:
+  return _host(np.full(t.shape, value, dtype=to_np(t.dtype) if t.dtype.is_float and t.dtype.fmt else np.float32), t.device)
+
+class Optimizer:
+  """Base class: `params` that require grad (None counts as yes) are optimized; the others (running stats) are
+  realized with each step. `lr` is a Tensor so schedules can change it without re-capturing a JIT."""
+  def __init__(self, params: list[Tensor], lr: float):
+    params = list(params)
+    for x in params:
+      if x.requires_grad is None: x.requires_grad = True
+    self.params: list[Tensor] = _dedup([x for x in params if x.requires_grad])
+    if not self.params: raise ValueError("optimizer got an empty parameter list (no tensor requires grad)")
+    self.buffers: list[Tensor] = _dedup([x for x in params if not x.requires_grad])
+    self.device = self.params[0].device
+    self.lr = _host(np.array(lr, dtype=np.float32), self.device)
+    # params must own storage for the in-place updates
+    todo = [t for t in self.params + self.buffers if not t.lazydata.realized or t.lazydata.is_view]
+    for t in todo: t.replace(t.contiguous())
+    if todo: Tensor.realize(*todo)
+
+  def zero_grad(self) -> None:
+    """Forget the gradients (the next backward starts from zero)."""
+    for p in self.params: p.grad = None
+
+  def step(self) -> None:
+    """Update every parameter from its .grad; one realize for all parameters, optimizer state and buffers."""
+    Tensor.realize(*self.schedule_step())
+
+  def schedule_step(self) -> list[Tensor]:
+    """Build the lazy update (params assigned in place) and return every tensor that must be realized."""
+    for i, p in enumerate(self.params):
+      if p.grad is None: raise RuntimeError(f"{type(self).__name__}.step: parameter {i} {p.shape} has no gradient; call .backward() first")
+    prev, Tensor.no_grad = Tensor.no_grad, True   # the update itself is not differentiated
+    try: state = self._step()
+    finally: Tensor.no_grad = prev
+    return state + self.params + self.buffers
+
+  def _step(self) -> list[Tensor]: raise NotImplementedError
+
+class SGD(Optimizer):
+  """SGD as torch defines it (dampening 0): g += wd*p; b = momentum*b + g; p -= lr * (g + momentum*b if nesterov else b).
+
+  >>> from frontend import Tensor
+  >>> SGD([Tensor([1.0])], lr=0.1, momentum=0.9).b[0].tolist()
+  [0.0]
+  """
+  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
+               nesterov: bool = False, classic: bool = False):
+    super().__init__(params, lr)
+    if nesterov and momentum <= 0: raise ValueError("SGD: nesterov needs a positive momentum")
+    self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
+    self.b = [_state_like(t) for t in self.params] if momentum else []
+
+  def _step(self) -> list[Tensor]:
+    for i, t in enumerate(self.params):
+      p = t.detach()
+      g = t.grad.detach().cast(p.dtype)
+      if self.wd: g = g + self.wd * p
+      if self.momentum:
+        # "classic" puts lr inside the momentum buffer (Sutskever); the default is torch's form
+        self.b[i].assign((self.momentum * self.b[i] + (g * self.lr if self.classic else g)).cast(self.b[i].dtype))
+        g = (g + self.momentum * self.b[i]) if self.nesterov else self.b[i]
+      t.assign((p - (g if self.classic and self.momentum else g * self.lr)).cast(t.dtype))
+    return self.b
+
+class LAMB(Optimizer):
+  """LAMB (layer-wise trust ratio on top of Adam moments, decoupled weight decay); adam=True drops the trust ratio,
+  which is AdamW. Bias corrections use the running products b1^t, b2^t kept as tensors."""
+  def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
+               weight_decay: float = 0.0, adam: bool = False):
+    super().__init__(params, lr)
+    self.b1, self.b2, self.eps, self.wd, self.adam, self.l2 = b1, b2, eps, weight_decay, adam, 0.0
+    self.b1_t = _host(np.ones((), np.float32), self.device)
+    self.b2_t = _host(np.ones((), np.float32), self.device)
+    self.m = [_state_like(t) for t in self.params]
+    self.v = [_state_like(t) for t in self.params]
+
+  def _step(self) -> list[Tensor]:
+    self.b1_t.assign(self.b1_t * self.b1)
+    self.b2_t.assign(self.b2_t * self.b2)
+    for i, t in enumerate(self.params):
+      p = t.detach()
+      g = t.grad.detach().cast(self.m[i].dtype)
+      if self.l2: g = g + self.l2 * p   # Adam's (coupled) L2 weight decay, as torch.optim.Adam does
+      self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g)
+      self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * (g * g))
+      m_hat = self.m[i] / (1.0 - self.b1_t)
+      v_hat = self.v[i] / (1.0 - self.b2_t)
+      up = m_hat / (v_hat.sqrt() + self.eps) + self.wd * p
+      if not self.adam:
+        r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()
+        r = (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0)
+        up = up * r
+      t.assign((p - self.lr * up).cast(t.dtype))
+    return [self.b1_t, self.b2_t] + self.m + self.v
+
+def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0) -> LAMB:
+  """Adam (torch.optim.Adam semantics; weight_decay is L2 added to the gradient).
+
+  >>> from frontend import Tensor
+  >>> type(Adam([Tensor([1.0])])).__name__
+  'LAMB'
+  """
+  opt = LAMB(params, lr, b1, b2, eps, 0.0, adam=True)
+  opt.l2 = weight_decay
+  return opt
+
+def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01) -> LAMB:
+  """AdamW: Adam with decoupled weight decay (p -= lr * wd * p), like torch.optim.AdamW."""
+  return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
+
+__all__ = ["Optimizer", "SGD", "LAMB", "Adam", "AdamW"]

@@ -1,0 +1,99 @@
+"""Optimizers against torch.optim (CPU, as an oracle) on a small problem, LAMB against a numpy reference, and the
+one-realize-per-step contract."""
+import numpy as np
+import pytest
+import torch
+import frontend.engine as engine
+from frontend import Tensor
+from frontend.optim import SGD, Adam, AdamW, LAMB
+
+def _data(seed=0):
+  rng = np.random.default_rng(seed)
+  return [rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (3,), (5, 4))]   # w, b, x
+
+def _loss(w, b, x): return ((x @ w + b).relu() - 0.5).square().mean() + (w * w).sum() * 0.01
+
+def run_ours(make_opt, steps=4):
+  w0, b0, x = _data()
+  w, b, xt = Tensor(w0, requires_grad=True), Tensor(b0, requires_grad=True), Tensor(x)
+  opt = make_opt([w, b])
+  for _ in range(steps):
+    opt.zero_grad()
+    _loss(w, b, xt).backward()
+    opt.step()
+  return w.numpy(), b.numpy()
+
+def run_torch(make_opt, steps=4):
+  w0, b0, x = _data()
+  w, b, xt = torch.tensor(w0, requires_grad=True), torch.tensor(b0, requires_grad=True), torch.tensor(x)
+  opt = make_opt([w, b])
+  for _ in range(steps):
+    opt.zero_grad()
+    _loss(w, b, xt).backward()
+    opt.step()
+  return w.detach().numpy(), b.detach().numpy()
+
+@pytest.mark.parametrize("ours,theirs", [
+  (lambda p: SGD(p, lr=0.1), lambda p: torch.optim.SGD(p, lr=0.1)),
+  (lambda p: SGD(p, lr=0.1, momentum=0.9, weight_decay=0.05), lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.05)),
+  (lambda p: SGD(p, lr=0.05, momentum=0.8, nesterov=True), lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.8, nesterov=True)),
+  (lambda p: Adam(p, lr=0.05), lambda p: torch.optim.Adam(p, lr=0.05)),
+  (lambda p: Adam(p, lr=0.05, b1=0.8, b2=0.99, weight_decay=0.1), lambda p: torch.optim.Adam(p, lr=0.05, betas=(0.8, 0.99), weight_decay=0.1)),
+  (lambda p: AdamW(p, lr=0.05, weight_decay=0.1), lambda p: torch.optim.AdamW(p, lr=0.05, weight_decay=0.1)),
+], ids=["sgd", "sgd_momentum_wd", "sgd_nesterov", "adam", "adam_l2", "adamw"])
+def test_against_torch(ours, theirs):
+  for a, r in zip(run_ours(ours), run_torch(theirs)): np.testing.assert_allclose(a, r, atol=1e-5, rtol=1e-4)
+
+def _lamb_reference(lr, b1, b2, eps, wd, steps=4):
+  """LAMB written out in numpy (no torch implementation exists): trust ratio ||p|| / ||update|| per tensor."""
+  w0, b0, x = _data()
+  ps = [w0.astype(np.float64), b0.astype(np.float64)]
+  m, v = [np.zeros_like(p) for p in ps], [np.zeros_like(p) for p in ps]
+  for t in range(1, steps + 1):
+    wt, bt = torch.tensor(ps[0], requires_grad=True), torch.tensor(ps[1], requires_grad=True)
+    _loss(wt, bt, torch.tensor(x, dtype=torch.float64)).backward()
+    for i, g in enumerate((wt.grad.numpy(), bt.grad.numpy())):
+      m[i] = b1 * m[i] + (1 - b1) * g
+      v[i] = b2 * v[i] + (1 - b2) * g * g
+      up = (m[i] / (1 - b1 ** t)) / (np.sqrt(v[i] / (1 - b2 ** t)) + eps) + wd * ps[i]
+      r1, r2 = np.linalg.norm(ps[i]), np.linalg.norm(up)
+      ps[i] = ps[i] - lr * (r1 / r2 if r1 > 0 and r2 > 0 else 1.0) * up
+  return ps
+
+def test_lamb():
+  got = run_ours(lambda p: LAMB(p, lr=0.02, weight_decay=0.01))
+  for a, r in zip(got, _lamb_reference(0.02, 0.9, 0.999, 1e-6, 0.01)): np.testing.assert_allclose(a, r, atol=1e-5, rtol=1e-4)
+
+def test_one_realize_per_step(monkeypatch):
+  w, b = Tensor(_data()[0], requires_grad=True), Tensor(_data()[1], requires_grad=True)
+  opt = Adam([w, b], lr=0.01)
+  _loss(w, b, Tensor(_data()[2])).backward()
+  calls = []
+  real = engine.realize
+  monkeypatch.setattr(engine, "realize", lambda lbs: (calls.append(len(lbs)), real(lbs))[1])
+  opt.step()
+  # one call covering params (2) + moments (4) + b1_t, b2_t
+  assert calls == [8]
+  assert w.lazydata.realized and not w.lazydata.is_view and opt.m[0].lazydata.realized
+
+def test_state_is_updated_in_place_and_lr_is_a_tensor():
+  w = Tensor([1.0, -1.0], requires_grad=True)
+  opt = SGD([w], lr=0.5, momentum=0.5)
+  buf_w, buf_b = w.lazydata.base.buffer, opt.b[0].lazydata.base.buffer
+  for _ in range(2):
+    opt.zero_grad()
+    (w * w).sum().backward()
+    opt.step()
+  assert w.lazydata.base.buffer is buf_w and opt.b[0].lazydata.base.buffer is buf_b
+  assert opt.lr.shape == ()
+  opt.lr.assign(opt.lr * 0).realize()   # a schedule changes lr in place: with lr 0 nothing moves
+  opt.zero_grad(); (w * w).sum().backward(); before = w.numpy(); opt.step()
+  np.testing.assert_array_equal(w.numpy(), before)
+
+def test_errors_and_param_selection():
+  with pytest.raises(ValueError, match="empty"): SGD([Tensor([1.0], requires_grad=False)])
+  a, frozen = Tensor([1.0]), Tensor([2.0], requires_grad=False)
+  opt = SGD([a, a, frozen], lr=0.1)
+  assert opt.params == [a] and opt.buffers == [frozen] and a.requires_grad is True
+  with pytest.raises(RuntimeError, match="no gradient"): opt.step()
+  with pytest.raises(ValueError, match="nesterov"): SGD([Tensor([1.0])], nesterov=True)
