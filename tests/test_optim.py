@@ -97,3 +97,28 @@ def test_errors_and_param_selection():
   assert opt.params == [a] and opt.buffers == [frozen] and a.requires_grad is True
   with pytest.raises(RuntimeError, match="no gradient"): opt.step()
   with pytest.raises(ValueError, match="nesterov"): SGD([Tensor([1.0])], nesterov=True)
+
+def test_cnn_training_steps_match_torch():
+  """nn + optim together: a small conv net (16 channels: the size at which the compiler tiles the weight-gradient
+  reduction) trained 3 Adam steps in training mode, parameters and BN running stats compared with torch. (No conv
+  bias before the BN: its true gradient is 0, and Adam would turn float noise into full-size steps.)"""
+  from frontend import nn
+  from frontend.nn.state import get_state_dict, get_parameters
+  class Net:
+    def __init__(self): self.c, self.bn, self.fc = nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.Linear(16 * 4 * 4, 10)
+    def __call__(self, x): return self.fc(self.bn(self.c(x)).relu().max_pool2d().flatten(1))
+  tnet = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                             torch.nn.Flatten(), torch.nn.Linear(256, 10))
+  net = Net()
+  names = {"c": "0", "bn": "1", "fc": "5"}
+  tsd = {f"{names[k.split('.')[0]]}.{k.split('.', 1)[1]}": v for k, v in get_state_dict(net).items()}
+  with torch.no_grad():
+    for k, v in tsd.items(): tnet.state_dict()[k].copy_(torch.tensor(v.numpy()))
+  rng = np.random.default_rng(0)
+  X, Y = rng.standard_normal((3, 8, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, (3, 8))
+  opt, topt = Adam(get_parameters(net), lr=0.01), torch.optim.Adam(tnet.parameters(), lr=0.01)
+  with Tensor.train():
+    for i in range(3):
+      opt.zero_grad(); net(Tensor(X[i])).sparse_categorical_crossentropy(Tensor(Y[i])).backward(); opt.step()
+      topt.zero_grad(); torch.nn.functional.cross_entropy(tnet(torch.tensor(X[i])), torch.tensor(Y[i])).backward(); topt.step()
+  for k, v in tsd.items(): np.testing.assert_allclose(v.numpy(), tnet.state_dict()[k].numpy(), atol=2e-4, rtol=1e-3, err_msg=k)
