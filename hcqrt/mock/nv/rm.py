@@ -92,7 +92,10 @@ class MockNV:
     self.next_client, self.next_chid = 0, 0
     self.vidmem_used = 0
     from hcqrt.mock.nv.uvm import UVM
+    from hcqrt.mock.nv.gpfifo import GPFIFOEngine
     self.uvm = UVM(self)
+    self.engine = GPFIFOEngine(self)
+    self.doorbell_pages: dict[int, int] = {}   # CPU address of a mapped usermode page -> its length
 
   # ---- the syscall seam interface ----
   def claims(self, path: str) -> bool: return re.fullmatch(r"/dev/nvidia(ctl|-uvm|\d+)", path) is not None
@@ -140,9 +143,19 @@ class MockNV:
     backing, off, ln = st.map_ctx
     if (st.kind == "dev" and length != ln) or length > ln:
       raise OSError(errno.ENXIO, f"mmap of {st.path}: length {length:#x} differs from the mapped size {ln:#x}")
-    return backing.map_into(length, prot, addr, off)
+    a = backing.map_into(length, prot, addr, off)
+    if any(o.kind == "usermode" and o.data.get("backing") is backing for objs in self.clients.values() for o in objs.values()):
+      self.doorbell_pages[a] = length
+    return a
+
+  def mmio_write32(self, addr: int, value: int) -> None:
+    """A register write into one of our mappings: the doorbell (usermode + 0x90) runs the GPFIFO engine."""
+    ctypes.c_uint32.from_address(addr).value = value
+    for base in self.doorbell_pages:
+      if addr == base + 0x90: self.engine.ring(value); return
 
   def munmap(self, addr: int, length: int) -> None:
+    self.doorbell_pages.pop(addr, None)
     syscalls.munmap(addr, length)   # our mappings are plain MAP_SHARED maps of memfds; the seam no longer routes this address
 
   # ---- memory access helpers (the kernel's copy_from_user / copy_to_user) ----

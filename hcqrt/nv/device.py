@@ -1,0 +1,505 @@
+"""The NVIDIA backend: RM + UVM ioctls, GPFIFO channels, QMD launches, semaphores and the copy engine.
+
+Bring-up (all through hcqrt.syscalls): /dev/nvidiactl version query -> the driver branch's ABI; card info;
+RM client, device, subdevice; the class list picks the architecture (GPFIFO/compute/copy classes, QMD
+version); usermode page (doorbell); a vaspace registered with UVM; a channel group with a context share
+and two GPFIFO channels (compute, copy) with their work-submit tokens. Memory is RM video (or system)
+memory mapped for the GPU through UVM external ranges at the same address the CPU uses (reserved below
+2**40 so every class's semaphore/copy address fields hold it). Doorbells go through syscalls.mmio_write32.
+
+  >>> from hcqrt.mock.nv import install_mock_nv
+  >>> drv = install_mock_nv()
+  >>> dev = NVDevice("NV"); dev.arch, dev.qmd_version
+  ('sm_90', 'V04_00')
+"""
+from __future__ import annotations
+import ctypes, errno, os, struct, time
+from dataclasses import dataclass
+from typing import Any, Sequence
+from hcqrt import syscalls
+from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay, buf_addr
+from hcqrt.nv.cubin import load_cubin, relocate
+from hcqrt.nv.qmd_build import launch_qmd, set_cbuf, set_dims
+from hcqrt.nv.rmclient import RMClient, NVError
+from ioctl_defs.nv.abi import abi_for_version, UnsupportedDriverVersion
+from ioctl_defs.nv.classes import CLASSES as C, arch_from_classlist, class_name
+from ioctl_defs.nv import flags as F
+from ioctl_defs.nv.ioctl import NV_RM_API_VERSION_CMD_QUERY
+from ioctl_defs.nv.methods import methods_for, method_header, gpfifo_entry, USERD_GP_GET, USERD_GP_PUT, \
+  NVC361_NOTIFY_CHANNEL_PENDING, USERMODE_REGION_SIZE
+from ioctl_defs.nv.qmd import QMD, QMD_SIZE
+
+RW = os.O_RDWR | os.O_CLOEXEC
+PAGE, HUGE = 0x1000, 0x200000
+VA_START = 0x10_0000_0000          # our allocations live in [64 GiB, 1 TiB): below 2**40 (Ampere SEM_ADDR_HI is 8 bits)
+VA_END = 1 << 40
+MAP_FIXED_NOREPLACE = 0x100000
+SUBC_COMPUTE, SUBC_COPY = 1, 4     # subchannels we bind the engine objects to (host methods use 0)
+GPFIFO_ENTRIES = 0x400
+SHARED_WINDOW, LOCAL_WINDOW = 0xFE000000, 0xFF000000   # pre-Blackwell window bases (as open-source drivers use)
+SHARED_WINDOW_BW, LOCAL_WINDOW_BW = 0x729400000000, 0x729300000000
+
+def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
+
+# host (channel) and engine methods: offsets are the same in every class we drive (checked against the tables)
+_H = methods_for(C["HOPPER_CHANNEL_GPFIFO_A"])
+_CP = methods_for(C["HOPPER_COMPUTE_A"])
+_CE = methods_for(C["HOPPER_DMA_COPY_A"])
+SEM_RELEASE = _H["SEM_EXECUTE"].data(OPERATION="RELEASE", RELEASE_WFI="EN", PAYLOAD_SIZE="64BIT")
+SEM_RELEASE_TS = SEM_RELEASE | _H["SEM_EXECUTE"].value("RELEASE_TIMESTAMP", "EN")
+SEM_ACQUIRE = _H["SEM_EXECUTE"].data(OPERATION="ACQ_CIRC_GEQ", ACQUIRE_SWITCH_TSG="EN", PAYLOAD_SIZE="64BIT")
+DMA_COPY = _CE["LAUNCH_DMA"].data(DATA_TRANSFER_TYPE="NON_PIPELINED", FLUSH_ENABLE="TRUE", SRC_MEMORY_LAYOUT="PITCH",
+                                  DST_MEMORY_LAYOUT="PITCH")
+COPY_CHUNK = 1 << 30
+
+@dataclass
+class NVBuffer:
+  """Device memory: `nbytes` at GPU (and reserved CPU) address `va`; `host` is the CPU mapping or None."""
+  va: int
+  nbytes: int
+  size: int           # bytes actually allocated (page rounded)
+  handle: int
+  host: int | None
+  sysmem: bool = False
+  freed: bool = False
+  def view(self) -> memoryview:
+    if self.host is None: raise RuntimeError(f"{self} has no CPU mapping")
+    return memoryview((ctypes.c_char * self.nbytes).from_address(self.host)).cast("B")
+  def __repr__(self) -> str: return f"<NVBuffer {self.nbytes} bytes at {self.va:#x}{' host' if self.host else ''}{' (freed)' if self.freed else ''}>"
+
+# ---------------------------------------------------------------- queues
+class NVQueue(HWQueue):
+  """Pushbuffer builder: `q` holds method headers and data dwords; records keep dword indices for patching."""
+  def __init__(self):
+    super().__init__()
+    self.q: list[int] = []
+    self._bound: tuple[int, int, memoryview] | None = None   # (host addr, va, u32 view) once bound to device memory
+
+  def method(self, subc: int, offset: int, *data: int) -> int:
+    """Append a method with its data; returns the dword index of the first data word."""
+    self.q.append(method_header(subc, offset, len(data)))
+    self.q.extend(data)
+    return len(self.q) - len(data)
+
+  def _put(self, i: int, v: int) -> None:
+    self.q[i] = v
+    if self._bound is not None: self._bound[2][i] = v
+
+  def _sem(self, addr: int, value: int, op: int) -> dict:
+    i = self.method(0, _H["SEM_ADDR_LO"].offset, addr & 0xFFFFFFFC, addr >> 32, value & 0xFFFFFFFF, value >> 32, op)
+    return {"i": i}
+  def _wait(self, signal, value): return {**self._sem(signal.va, value, SEM_ACQUIRE), "signal": signal}
+  def _signal(self, signal, value): return {**self._sem(signal.va, value, SEM_RELEASE), "signal": signal}
+  def _timestamp(self, signal): return {**self._sem(signal.timestamp_va, 0, SEM_RELEASE_TS), "signal": signal}
+  def _update_sem(self, rec, signal, value):
+    i = rec["i"]
+    if signal is not None:
+      rec["signal"] = signal
+      self._put(i, signal.va & 0xFFFFFFFC); self._put(i + 1, signal.va >> 32)
+    if value is not None: self._put(i + 2, value & 0xFFFFFFFF); self._put(i + 3, value >> 32)
+
+  def bind(self, dev: "NVDevice") -> None:
+    """Place the pushbuffer in device memory for good: resubmits then only push a GPFIFO entry, and updates
+    write straight into that memory."""
+    host, va = dev.persistent(len(self.q) * 4, 16)
+    view = memoryview((ctypes.c_char * (len(self.q) * 4)).from_address(host)).cast("B").cast("I")
+    view[:] = memoryview(struct.pack(f"<{len(self.q)}I", *self.q)).cast("I")
+    self._bound = (host, va, view)
+
+  def _submit(self, dev: "NVDevice") -> None:
+    if not self.q: return
+    if self._bound is not None: va = self._bound[1]
+    else: va = dev.cmdq_write(self.q)
+    dev.channel_for(self).push(va, len(self.q))
+
+class NVComputeQueue(NVQueue):
+  def _exec(self, prog: "NVProgram", args: KernArgs, g, l) -> dict:
+    qmd_host, qmd_va = args.extra
+    q = QMD(prog.qmd_version, data=prog.qmd_template)
+    set_cbuf(q, 0, args.va, prog.cbuf0_size)
+    set_dims(q, g, l)
+    ctypes.memmove(qmd_host, bytes(q.data), len(q.data))
+    self.method(SUBC_COMPUTE, _CP["INVALIDATE_SHADER_CACHES_NO_WFI"].offset,
+                _CP["INVALIDATE_SHADER_CACHES_NO_WFI"].data(INSTRUCTION="TRUE", GLOBAL_DATA="TRUE", CONSTANT="TRUE"))
+    self.method(SUBC_COMPUTE, _CP["SEND_PCAS_A"].offset, qmd_va >> 8)
+    if prog.qmd_version == "V03_00":
+      self.method(SUBC_COMPUTE, _CP["SEND_SIGNALING_PCAS_B"].offset, _CP["SEND_SIGNALING_PCAS_B"].data(INVALIDATE="TRUE", SCHEDULE="TRUE"))
+    else:
+      self.method(SUBC_COMPUTE, _CP["SEND_SIGNALING_PCAS2_B"].offset, _CP["SEND_SIGNALING_PCAS2_B"].data(PCAS_ACTION="INVALIDATE_COPY_SCHEDULE"))
+    return {"prog": prog, "args": args}
+  def _update_exec(self, rec, g, l):
+    qmd_host, _ = rec["args"].extra
+    n = QMD_SIZE[rec["prog"].qmd_version]
+    q = QMD(rec["prog"].qmd_version, data=ctypes.string_at(qmd_host, n))
+    set_dims(q, g or _qdims(q, "grid"), l or _qdims(q, "block"))
+    ctypes.memmove(qmd_host, bytes(q.data), n)
+
+def _qdims(q: QMD, which: str) -> tuple[int, int, int]:
+  from hcqrt.nv.qmd_build import SPEC
+  if which == "grid": return tuple(q.get(f) for f in SPEC[q.version]["grid"])   # type: ignore[return-value]
+  return tuple(q.get(f"CTA_THREAD_DIMENSION{i}") for i in range(3))              # type: ignore[return-value]
+
+class NVCopyQueue(NVQueue):
+  def _copy(self, dst: int, src: int, nbytes: int) -> dict:
+    chunks = []
+    for off in range(0, nbytes, COPY_CHUNK):
+      n = min(COPY_CHUNK, nbytes - off)
+      i = self.method(SUBC_COPY, _CE["OFFSET_IN_UPPER"].offset, (src + off) >> 32, (src + off) & 0xFFFFFFFF, (dst + off) >> 32, (dst + off) & 0xFFFFFFFF)
+      self.method(SUBC_COPY, _CE["LINE_LENGTH_IN"].offset, n)
+      self.method(SUBC_COPY, _CE["LAUNCH_DMA"].offset, DMA_COPY)
+      chunks.append((i, off))
+    return {"chunks": chunks}
+  def _update_copy(self, rec, dst, src):
+    for i, off in rec["chunks"]:
+      if src is not None: self._put(i, (src + off) >> 32); self._put(i + 1, (src + off) & 0xFFFFFFFF)
+      if dst is not None: self._put(i + 2, (dst + off) >> 32); self._put(i + 3, (dst + off) & 0xFFFFFFFF)
+
+# ---------------------------------------------------------------- channel
+class GPFIFO:
+  """One GPFIFO channel: its ring (host view), USERD GPPut/GPGet, and the work-submit token for the doorbell."""
+  def __init__(self, dev: "NVDevice", ring_host: int, ring_va: int, userd_host: int, token: int, name: str):
+    self.dev, self.ring_va, self.token, self.name = dev, ring_va, token, name
+    self.ring = (ctypes.c_uint64 * GPFIFO_ENTRIES).from_address(ring_host)
+    self.gpput = ctypes.c_uint32.from_address(userd_host + USERD_GP_PUT)
+    self.gpget = ctypes.c_uint32.from_address(userd_host + USERD_GP_GET)
+    self.put = 0
+
+  def pending(self) -> int: return (self.put - self.gpget.value) % GPFIFO_ENTRIES
+
+  def push(self, va: int, ndwords: int) -> None:
+    if self.pending() >= GPFIFO_ENTRIES - 1:
+      deadline = time.perf_counter() + self.dev.wait_timeout_s
+      while self.pending() >= GPFIFO_ENTRIES - 1:
+        if time.perf_counter() > deadline: raise TimeoutError(f"{self.dev.name}: {self.name} GPFIFO ring stays full (GPGet {self.gpget.value}, put {self.put})")
+        time.sleep(0.0001)
+    self.ring[self.put] = gpfifo_entry(va, ndwords)
+    self.put = (self.put + 1) % GPFIFO_ENTRIES
+    self.gpput.value = self.put          # USERD is device memory: the GPU reads GPPut from here ...
+    syscalls.mmio_write32(self.dev.doorbell, self.token)   # ... once the doorbell tells it which channel to look at
+
+# ---------------------------------------------------------------- programs
+class NVProgram(HCQProgram):
+  """A cubin kernel uploaded to GPU memory: the relocated image, a QMD template and constant bank 0's template.
+  Arguments go in constant bank 0 at the offset the cubin declares (buffers as u64, then ints)."""
+  def __init__(self, dev: "NVDevice", name: str, cubin: bytes):
+    super().__init__(dev, name)
+    img = load_cubin(cubin)
+    if name not in img.kernels: raise RuntimeError(f"kernel {name!r} not in its cubin (has: {', '.join(img.kernels) or 'none'})")
+    if img.arch // 10 != dev.sm // 10 or img.arch > dev.sm:
+      raise RuntimeError(f"kernel {name}: cubin is for sm_{img.arch}, the device is {dev.arch}")
+    k = self.kernel = img.kernels[name]
+    self.lib = dev.allocator.alloc(len(img.image) + 0x100)    # a little slack: instruction prefetch reads past the end
+    relocate(img, self.lib.va)
+    dev.allocator.copyin(self.lib, memoryview(bytes(img.image)))
+    self.qmd_version = dev.qmd_version
+    self.params = [(k.param_cbank_offset + off, size) for _, off, size in k.params]
+    off0, size0 = k.const_banks.get(0, (0, 0))
+    self.cbuf0_size = _round_up(max(size0, k.param_cbank_offset + k.param_size), 64)
+    cb = bytearray(self.cbuf0_size)
+    cb[:size0] = img.image[off0:off0 + size0]
+    # driver-owned words below the parameters: shared/local window bases (layout not in public headers; the
+    # values open-source drivers write, unverified on hardware)
+    if dev.qmd_version != "V05_00": struct.pack_into("<QQ", cb, 0x18, SHARED_WINDOW, LOCAL_WINDOW)
+    self.cbuf0 = bytes(cb)
+    dev.ensure_local_memory(k.local_bytes)
+    self.shared = k.shared_static   # dynamic shared memory: not used by our kernels yet
+    cbufs = {i: (self.lib.va + off, size) for i, (off, size) in k.const_banks.items() if i != 0 and size}
+    q = launch_qmd(dev.qmd_version, self.lib.va + k.text_offset, max(k.registers, 1), max(self.shared, 0x400 if dev.sm >= 90 else 0),
+                   k.local_bytes, max(1, k.num_barriers), cbufs)
+    self.qmd_template = bytes(q.data)
+
+  def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = (), persistent: bool = False) -> KernArgs:
+    if len(bufs) + len(vals) != len(self.params):
+      raise TypeError(f"kernel {self.name} takes {len(self.params)} arguments, got {len(bufs)} buffers + {len(vals)} ints")
+    qsize = QMD_SIZE[self.qmd_version]
+    host, va = (self.device.persistent if persistent else self.device.kernargs)(self.cbuf0_size + _round_up(qsize, 256), 256)
+    # layout: QMD first (SEND_PCAS wants 256-byte alignment), constant bank 0 after it (64-byte aligned)
+    qhost, qva, chost, cva = host, va, host + _round_up(qsize, 256), va + _round_up(qsize, 256)
+    ctypes.memmove(chost, self.cbuf0, self.cbuf0_size)
+    a = KernArgs(memoryview((ctypes.c_char * self.cbuf0_size).from_address(chost)).cast("B"), self.params, len(bufs), cva, (qhost, qva))
+    for i, b in enumerate(bufs): a.set_buffer(i, buf_addr(b))
+    for j, v in enumerate(vals): a.set_int(j, v)
+    return a
+
+  def __repr__(self) -> str: return f"<NVProgram {self.name} at {self.lib.va + self.kernel.text_offset:#x}>"
+
+# ---------------------------------------------------------------- allocator
+class NVAllocator:
+  """GPU memory (video memory, GPU-only) plus host<->device copies through the copy engine and staging buffers."""
+  STAGING = 2 << 20
+  def __init__(self, dev: "NVDevice"): self.dev = dev
+  def alloc(self, nbytes: int, host: bool = False) -> NVBuffer:
+    if not isinstance(nbytes, int) or nbytes < 0: raise ValueError(f"NVAllocator.alloc: bad size {nbytes!r}")
+    return self.dev.gpu_alloc(max(nbytes, 1), host=host, nbytes=nbytes)
+  def free(self, buf: NVBuffer) -> None: self.dev.gpu_free(buf)
+
+  def _xfer(self, n: int, fill: Any, drain: Any, dst_va: Any, src_va: Any) -> None:
+    dev = self.dev
+    for off in range(0, n, self.STAGING):
+      m = min(self.STAGING, n - off)
+      st = dev.staging[(off // self.STAGING) % 2]
+      if fill: fill(st, off, m)
+      dev.hw_copy_queue().wait(dev.timeline_signal, dev.timeline_value - 1).copy(dst_va(st, off), src_va(st, off), m) \
+         .signal(dev.timeline_signal, dev.timeline_value).submit(dev)
+      dev.timeline_value += 1
+      if drain: dev.synchronize(); drain(st, off, m)
+    dev.synchronize()
+
+  def copyin(self, dst: NVBuffer, src: memoryview) -> None:
+    """Copy all of `src` into the start of `dst` (staged through host-mapped memory and the copy engine)."""
+    mv = memoryview(src).cast("B")
+    if mv.nbytes > dst.nbytes: raise ValueError(f"copyin: {mv.nbytes} bytes do not fit in {dst!r}")
+    if dst.freed: raise RuntimeError(f"copyin to {dst!r}")
+    def fill(st, off, m):
+      self.dev.synchronize()   # the staging buffer may still feed an earlier copy
+      ctypes.memmove(st.host, (ctypes.c_char * m).from_buffer_copy(mv[off:off + m]) if mv.readonly else (ctypes.c_char * m).from_buffer(mv[off:off + m]), m)
+    self._xfer(mv.nbytes, fill, None, lambda st, off: dst.va + off, lambda st, off: st.va)
+
+  def copyout(self, dst: memoryview, src: NVBuffer) -> None:
+    """Fill all of `dst` from the start of `src`."""
+    mv = memoryview(dst).cast("B")
+    if mv.nbytes > src.nbytes: raise ValueError(f"copyout: {mv.nbytes} bytes wanted from {src!r}")
+    if mv.readonly and mv.nbytes: raise ValueError("copyout destination is read-only")
+    def drain(st, off, m): mv[off:off + m] = ctypes.string_at(st.host, m)
+    self._xfer(mv.nbytes, None, drain, lambda st, off: st.va, lambda st, off: src.va + off)
+
+  def transfer(self, dst: NVBuffer, src: NVBuffer, nbytes: int) -> None:
+    """Device-to-device copy on the copy engine."""
+    dev = self.dev
+    dev.hw_copy_queue().wait(dev.timeline_signal, dev.timeline_value - 1).copy(dst.va, src.va, nbytes) \
+       .signal(dev.timeline_signal, dev.timeline_value).submit(dev)
+    dev.timeline_value += 1
+
+# ---------------------------------------------------------------- device
+class _Ring:
+  """Bump allocation in one host-mapped buffer; wrapping around first runs `drain` (wait until the GPU is done)."""
+  def __init__(self, buf: NVBuffer, drain: Any): self.buf, self.off, self.drain = buf, 0, drain
+  def alloc(self, n: int, align: int) -> tuple[int, int]:
+    off = _round_up(self.off, align)
+    if off + n > self.buf.size:
+      if n > self.buf.size: raise MemoryError(f"{n} bytes do not fit a {self.buf.size}-byte ring")
+      self.drain(); off = 0
+    self.off = off + n
+    return self.buf.host + off, self.buf.va + off   # type: ignore[operator]
+
+class NVDevice:
+  """An NVIDIA GPU driven through its kernel driver. `name` "NV" or "NV:<n>" (the n-th GPU).
+  Engine interface: name, renderer ("ptx"), arch ("sm_90"), allocator, program(name, cubin), synchronize()."""
+  renderer = "ptx"
+  wait_timeout_s = 30.0
+
+  def __init__(self, name: str = "NV"):
+    self.name = name
+    self.index = int(name.split(":")[1]) if ":" in name else 0
+    self._va_next = VA_START
+    self._open()
+    self.allocator = NVAllocator(self)
+    self._setup_memory_and_channels()
+
+  # ---- bring-up ----
+  def _open(self) -> None:
+    try: self.ctl = syscalls.open("/dev/nvidiactl", RW)
+    except FileNotFoundError: raise RuntimeError("NV: /dev/nvidiactl does not exist (no NVIDIA kernel driver loaded)") from None
+    except PermissionError: raise RuntimeError("NV: permission denied opening /dev/nvidiactl (add yourself to the video group)") from None
+    boot = abi_for_version("580.0")   # nv_ioctl_rm_api_version_t has the same layout in every branch
+    v = boot.new("nv_ioctl_rm_api_version_t", cmd=NV_RM_API_VERSION_CMD_QUERY)
+    syscalls.ioctl(self.ctl, boot.escape("NV_ESC_CHECK_VERSION_STR"), v)
+    self.driver_version = boot.ffi.string(v.versionString).decode()
+    self.abi = abi_for_version(self.driver_version)     # UnsupportedDriverVersion names the version
+    cards = self.abi.ffi.new("nv_ioctl_card_info_t[64]")
+    syscalls.ioctl(self.ctl, self.abi.escape("NV_ESC_CARD_INFO", count=64), cards)
+    valid = [cards[i] for i in range(64) if cards[i].valid]
+    if self.index >= len(valid): raise RuntimeError(f"{self.name}: the driver reports {len(valid)} NVIDIA GPU(s)")
+    card = valid[self.index]
+    self.gpu_id, self.minor = card.gpu_id, card.minor_number
+    self.devfd = self._dev_fd()
+    self.rm = rm = RMClient(self.ctl, self.abi)
+    info = rm.control(rm.root, "NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2", gpuId=self.gpu_id)
+    self.hdev = rm.alloc(rm.root, C["NV01_DEVICE_0"], "NV0080_ALLOC_PARAMETERS", deviceId=info.deviceInstance, hClientShare=rm.root,
+                         vaMode=F.VALUES["NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES"])[0]
+    self.hsub = rm.alloc(self.hdev, C["NV20_SUBDEVICE_0"], "NV2080_ALLOC_PARAMETERS")[0]
+    cl = rm.control(self.hdev, "NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2")
+    self.classes = [cl.classList[i] for i in range(cl.numClasses)]
+    self.arch_info = arch_from_classlist(self.classes)
+    self.qmd_version = self.arch_info.qmd
+    gr = self.abi.ffi.new("NV2080_CTRL_GR_INFO[4]")
+    for i, k in enumerate(("SM_VERSION", "LITTER_NUM_GPCS", "LITTER_NUM_TPC_PER_GPC", "LITTER_NUM_SM_PER_TPC")):
+      gr[i].index = F.VALUES[f"NV2080_CTRL_GR_INFO_INDEX_{k}"]
+    rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_INFO", grInfoListSize=4, grInfoList=rm.ptr(gr))
+    self.sm = (gr[0].data >> 8) * 10 + (gr[0].data & 0xFF)
+    self.arch = f"sm_{self.sm}"
+    self.sm_count = gr[1].data * gr[2].data * gr[3].data
+    fb = rm.control(self.hsub, "NV2080_CTRL_CMD_FB_GET_INFO_V2", fbInfoListSize=1, fbInfoList=[{"index": F.VALUES["NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE"]}])
+    self.memory_bytes = fb.fbInfoList[0].data << 10
+    gid = rm.control(self.hsub, "NV2080_CTRL_CMD_GPU_GET_GID_INFO", flags=F.VALUES["NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY"], length=16)
+    self.uuid = bytes(self.abi.ffi.buffer(gid.data, 16))
+    self.husermode = rm.alloc(self.hsub, self.arch_info.usermode)[0]
+    self.usermode = rm.map_to_cpu(self._dev_fd, self.hsub, self.husermode, USERMODE_REGION_SIZE, 0, system=False)
+    self.doorbell = self.usermode + NVC361_NOTIFY_CHANNEL_PENDING
+    self.hvaspace = rm.alloc(self.hdev, C["FERMI_VASPACE_A"], "NV_VASPACE_ALLOCATION_PARAMETERS", vaBase=PAGE, vaSize=(1 << 49) - PAGE,
+                             flags=F.VALUES["NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING"] | F.VALUES["NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED"])[0]
+    self.uvmfd = syscalls.open("/dev/nvidia-uvm", RW)
+    self.uvmfd2 = syscalls.open("/dev/nvidia-uvm", RW)
+    rm.uvm(self.uvmfd, "UVM_INITIALIZE")
+    rm.uvm(self.uvmfd2, "UVM_MM_INITIALIZE", uvmFd=self.uvmfd)
+    rm.uvm(self.uvmfd, "UVM_REGISTER_GPU", gpu_uuid=[{"uuid": list(self.uuid)}][0], rmCtrlFd=-1)
+    rm.uvm(self.uvmfd, "UVM_REGISTER_GPU_VASPACE", gpuUuid={"uuid": list(self.uuid)}, rmCtrlFd=self.ctl, hClient=rm.root, hVaSpace=self.hvaspace)
+
+  def _dev_fd(self) -> int:
+    fd = syscalls.open(f"/dev/nvidia{self.minor}", RW)
+    syscalls.ioctl(fd, self.abi.escape("NV_ESC_REGISTER_FD"), self.abi.new("nv_ioctl_register_fd_t", ctl_fd=self.ctl))
+    return fd
+
+  def _setup_memory_and_channels(self) -> None:
+    rm, a = self.rm, self.arch_info
+    self.gpfifo_mem = self.gpu_alloc(HUGE, host=True)
+    self.cmdq = _Ring(self.gpu_alloc(4 << 20, host=True), self._drain_channels)
+    self.kernargs_ring = _Ring(self.gpu_alloc(16 << 20, host=True), self.synchronize)
+    self._arena: list[_Ring] = []
+    sigbuf = self.gpu_alloc(0x10000, host=True, sysmem=True)
+    self.signals = SignalPool(self, sigbuf.host, sigbuf.va, sigbuf.size)
+    self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
+    self._timing: tuple[Signal, Signal] | None = None
+    self.staging = [self.gpu_alloc(NVAllocator.STAGING, host=True, sysmem=True) for _ in range(2)]
+    self.hgroup = rm.alloc(self.hdev, C["KEPLER_CHANNEL_GROUP_A"], "NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS",
+                           engineType=F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"])[0]
+    self.hctx = rm.alloc(self.hgroup, C["FERMI_CONTEXT_SHARE_A"], "NV_CTXSHARE_ALLOCATION_PARAMETERS", hVASpace=self.hvaspace,
+                         flags=F.VALUES["NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC"])[0]
+    self.compute_ch = self._channel(0, a.compute, F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"], "compute")
+    self.copy_ch = self._channel(1, a.copy, F.VALUES["NV2080_ENGINE_TYPE_COPY0"], "copy")
+    rm.control(self.hgroup, "NVA06C_CTRL_CMD_GPFIFO_SCHEDULE", bEnable=1)
+    # bind the engine objects to their subchannels; point the compute engine at its shared/local windows
+    bw = self.qmd_version == "V05_00"
+    sw, lw = (SHARED_WINDOW_BW, LOCAL_WINDOW_BW) if bw else (SHARED_WINDOW, LOCAL_WINDOW)
+    q = NVComputeQueue()
+    q.method(SUBC_COMPUTE, _H["SET_OBJECT"].offset, a.compute)
+    q.method(SUBC_COMPUTE, _CP["SET_SHADER_LOCAL_MEMORY_WINDOW_A"].offset, lw >> 32, lw & 0xFFFFFFFF)
+    q.method(SUBC_COMPUTE, _CP["SET_SHADER_SHARED_MEMORY_WINDOW_A"].offset, sw >> 32, sw & 0xFFFFFFFF)
+    q.signal(self.timeline_signal, self.timeline_value).submit(self)
+    c = NVCopyQueue()
+    c.method(SUBC_COPY, _H["SET_OBJECT"].offset, a.copy)
+    c.signal(self.timeline_signal, self.timeline_value).submit(self)
+    self.timeline_value += 1
+    self.local_bytes, self.local_mem = 0, None
+    self.synchronize()
+
+  def _channel(self, i: int, engine_cls: int, engine_type: int, name: str) -> GPFIFO:
+    rm, off = self.rm, i * 0x80000
+    ring_off, userd_off = off, off + GPFIFO_ENTRIES * 8
+    h = rm.alloc(self.hgroup, self.arch_info.gpfifo, "NV_CHANNEL_ALLOC_PARAMS", hObjectBuffer=self.gpfifo_mem.handle,
+                 gpFifoOffset=self.gpfifo_mem.va + ring_off, gpFifoEntries=GPFIFO_ENTRIES, hContextShare=self.hctx,
+                 hUserdMemory=[self.gpfifo_mem.handle], userdOffset=[userd_off], engineType=engine_type)[0]
+    rm.alloc(h, engine_cls)
+    rm.control(h, "NVA06F_CTRL_CMD_BIND", engineType=engine_type)
+    tok = rm.control(h, "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN").workSubmitToken
+    assert self.gpfifo_mem.host is not None
+    return GPFIFO(self, self.gpfifo_mem.host + ring_off, self.gpfifo_mem.va + ring_off, self.gpfifo_mem.host + userd_off, tok, f"{name} channel")
+
+  # ---- memory ----
+  def _reserve_va(self, size: int, align: int) -> int:
+    """CPU address space for [va, va+size) below 2**40, held PROT_NONE until mapped."""
+    while True:
+      va = _round_up(self._va_next, align)
+      if va + size > VA_END: raise MemoryError(f"{self.name}: GPU virtual address space below 2**40 is exhausted")
+      try:
+        got = syscalls.mmap(-1, size, syscalls.PROT_READ * 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, 0, va)
+      except OSError as e:
+        if e.errno != errno.EEXIST: raise
+        self._va_next = va + align; continue
+      if got != va:   # an old kernel ignoring MAP_FIXED_NOREPLACE placed it elsewhere
+        syscalls.munmap(got, size); self._va_next = va + align; continue
+      self._va_next = va + size
+      return va
+
+  def gpu_alloc(self, size: int, host: bool = False, sysmem: bool = False, nbytes: int | None = None) -> NVBuffer:
+    """RM memory of `size` bytes (video memory unless `sysmem`), GPU-mapped at an address the CPU reserves too;
+    `host` also maps it for the CPU at that address."""
+    rm = self.rm
+    huge = not sysmem and size >= HUGE
+    align = HUGE if huge else PAGE
+    size = _round_up(size, align)
+    va = self._reserve_va(size, align)
+    try:
+      if sysmem:
+        h, p = rm.alloc(self.hdev, C["NV01_MEMORY_SYSTEM"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, type=13, size=size, limit=size - 1,
+                        attr=F.drf("NVOS32_ATTR_LOCATION", "PCI") | F.drf("NVOS32_ATTR_COHERENCY", "CACHED") | F.drf("NVOS32_ATTR_PHYSICALITY", "NONCONTIGUOUS"),
+                        flags=F.VALUES["NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED"], attr2=F.drf("NVOS32_ATTR2_GPU_CACHEABLE", "YES"))
+      else:
+        h, p = rm.alloc(self.hdev, C["NV01_MEMORY_LOCAL_USER"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, size=size, limit=size - 1,
+                        alignment=align, format=6,
+                        attr=F.drf("NVOS32_ATTR_PHYSICALITY", "ALLOW_NONCONTIGUOUS") | F.drf("NVOS32_ATTR_PAGE_SIZE", "HUGE" if huge else "4KB"),
+                        attr2=F.drf("NVOS32_ATTR2_GPU_CACHEABLE", "YES") | (F.drf("NVOS32_ATTR2_PAGE_SIZE_HUGE", "2MB") if huge else 0),
+                        flags=F.VALUES["NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE"] | F.VALUES["NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED"] |
+                              F.VALUES["NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM"])
+    except NVError as e:
+      syscalls.munmap(va, size)
+      raise NVError(f"{self.name}: allocating {size:#x} bytes of {'system' if sysmem else 'video'} memory failed: {e}", e.status) from None
+    hostaddr = rm.map_to_cpu(self._dev_fd, self.hdev, h, size, va, system=sysmem) if host else None
+    rm.uvm(self.uvmfd, "UVM_CREATE_EXTERNAL_RANGE", base=va, length=size)
+    attrs = {"gpuUuid": {"uuid": list(self.uuid)}, "gpuMappingType": 1}   # READ_WRITE_ATOMIC
+    rm.uvm(self.uvmfd, "UVM_MAP_EXTERNAL_ALLOCATION", base=va, length=size, rmCtrlFd=self.ctl, hClient=rm.root, hMemory=h,
+           gpuAttributesCount=1, perGpuAttributes=[attrs])
+    return NVBuffer(va, size if nbytes is None else nbytes, size, h, hostaddr, sysmem)
+
+  def gpu_free(self, buf: NVBuffer) -> None:
+    if buf.freed: raise RuntimeError(f"double free of {buf!r}")
+    self.synchronize()   # the GPU may still use it
+    self.rm.uvm(self.uvmfd, "UVM_FREE", base=buf.va, length=buf.size)
+    self.rm.free(self.hdev, buf.handle)
+    syscalls.munmap(buf.va, buf.size)
+    buf.freed = True
+
+  def ensure_local_memory(self, per_thread: int) -> None:
+    """Shader local memory (stack/spills) for `per_thread` bytes in every thread the GPU can hold."""
+    if per_thread <= self.local_bytes: return
+    per_thread = _round_up(per_thread, 0x10)
+    size = _round_up(per_thread * 2048 * max(self.sm_count, 1), HUGE)   # 2048 resident threads per SM
+    self.synchronize()
+    if self.local_mem is not None: self.gpu_free(self.local_mem)
+    self.local_mem, self.local_bytes = self.gpu_alloc(size), per_thread
+    q = NVComputeQueue()
+    va = self.local_mem.va
+    q.method(SUBC_COMPUTE, _CP["SET_SHADER_LOCAL_MEMORY_A"].offset, va >> 32, va & 0xFFFFFFFF)
+    q.method(SUBC_COMPUTE, _CP["SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A"].offset, size >> 32, size & 0xFFFFFFFF, 0xFF)
+    q.signal(self.timeline_signal, self.timeline_value).submit(self)
+    self.timeline_value += 1
+
+  def kernargs(self, n: int, align: int) -> tuple[int, int]: return self.kernargs_ring.alloc(n, align)
+  def persistent(self, n: int, align: int) -> tuple[int, int]:
+    """Memory that lives as long as the device (prebuilt queues and their arguments)."""
+    for r in self._arena:
+      if _round_up(r.off, align) + n <= r.buf.size: return r.alloc(n, align)
+    self._arena.append(r := _Ring(self.gpu_alloc(max(HUGE, _round_up(n, HUGE)), host=True), lambda: None))
+    return r.alloc(n, align)
+
+  def cmdq_write(self, q: list[int]) -> int:
+    host, va = self.cmdq.alloc(len(q) * 4, 16)
+    ctypes.memmove(host, struct.pack(f"<{len(q)}I", *q), len(q) * 4)
+    return va
+
+  def _drain_channels(self) -> None:
+    deadline = time.perf_counter() + self.wait_timeout_s
+    for ch in (self.compute_ch, self.copy_ch):
+      while ch.pending():
+        if time.perf_counter() > deadline: raise TimeoutError(f"{self.name}: {ch.name} did not drain its GPFIFO (GPGet {ch.gpget.value}, put {ch.put})")
+        time.sleep(0.0001)
+
+  # ---- HCQ device interface ----
+  def channel_for(self, q: NVQueue) -> GPFIFO: return self.copy_ch if isinstance(q, NVCopyQueue) else self.compute_ch
+  def hw_compute_queue(self) -> NVComputeQueue: return NVComputeQueue()
+  def hw_copy_queue(self) -> NVCopyQueue: return NVCopyQueue()
+  def new_signal(self, value: int = 0, name: str | None = None) -> Signal: return self.signals.new(value, name)
+  def timing_signals(self) -> tuple[Signal, Signal]:
+    if self._timing is None: self._timing = (self.new_signal(name="t0"), self.new_signal(name="t1"))
+    return self._timing
+  def program(self, name: str, cubin: bytes) -> NVProgram: return NVProgram(self, name, cubin)
+  def graph(self, items: list[tuple]) -> GraphReplay: return GraphReplay(self, items)
+  def synchronize(self, timeout_s: float | None = None) -> None:
+    self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
+
+  def properties(self) -> dict[str, Any]:
+    return {"name": self.name, "arch": self.arch, "driver": self.driver_version, "gpfifo": class_name(self.arch_info.gpfifo),
+            "compute": class_name(self.arch_info.compute), "copy": class_name(self.arch_info.copy), "qmd": self.qmd_version,
+            "sm_count": self.sm_count, "memory_bytes": self.memory_bytes, "uuid": self.uuid.hex()}
+
+  def __repr__(self) -> str: return f"<NVDevice {self.name} {self.arch} {class_name(self.arch_info.compute)}>"

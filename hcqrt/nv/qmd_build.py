@@ -1,0 +1,63 @@
+"""Filling a QMD (compute launch descriptor) for one kernel, per QMD version.
+
+The versions name the same facts differently (V03 CTA_RASTER_* vs GRID_*; V05 stores some addresses and
+sizes shifted), so a small table maps each launch fact to (field, shift) per version.
+
+  >>> q = launch_qmd("V04_00", prog_va=0x10000, regs=16, shared=0, local=0, barriers=1, cbufs={0: (0x20000, 0x300)})
+  >>> set_dims(q, (4, 1, 1), (32, 1, 1)); q.get("GRID_WIDTH"), q.get("CTA_THREAD_DIMENSION0")
+  (4, 32)
+"""
+from __future__ import annotations
+from ioctl_defs.nv.qmd import QMD
+
+# fact -> (lower field, upper field or None, shift)
+SPEC: dict[str, dict[str, tuple]] = {
+  "V03_00": {"grid": ("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH"), "prog": ("PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER", 0),
+             "regs": ("REGISTER_COUNT_V",), "smem": ("SHARED_MEMORY_SIZE", 0), "local": ("SHADER_LOCAL_MEMORY_LOW_SIZE", 0),
+             "cb": ("CONSTANT_BUFFER_ADDR_LOWER", "CONSTANT_BUFFER_ADDR_UPPER", 0)},
+  "V04_00": {"grid": ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"), "prog": ("PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER", 0),
+             "regs": ("REGISTER_COUNT",), "smem": ("SHARED_MEMORY_SIZE", 0), "local": ("SHADER_LOCAL_MEMORY_LOW_SIZE", 0),
+             "cb": ("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", 6)},
+  "V05_00": {"grid": ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"), "prog": ("PROGRAM_ADDRESS_LOWER_SHIFTED4", "PROGRAM_ADDRESS_UPPER_SHIFTED4", 4),
+             "regs": ("REGISTER_COUNT",), "smem": ("SHARED_MEMORY_SIZE_SHIFTED7", 7), "local": ("SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4", 4),
+             "cb": ("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", 6)},
+}
+
+def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
+
+def smem_config(shared: int) -> int:
+  """The SM shared-memory carve-out (KiB/4 + 1) a launch asks for: the smallest of 32/64/100/228 KiB holding `shared`.
+  The encoding follows what open-source drivers program; it is not documented in the class headers."""
+  for kib in (32, 64, 100, 132, 164, 196, 228):
+    if kib * 1024 >= shared: return kib // 4 + 1
+  raise ValueError(f"{shared} bytes of shared memory exceed the 228 KiB an SM has")
+
+def launch_qmd(version: str, prog_va: int, regs: int, shared: int, local: int, barriers: int, cbufs: dict[int, tuple[int, int]]) -> QMD:
+  """A QMD with everything but the grid/block dims and constant bank 0 address (set per launch)."""
+  s, q = SPEC[version], QMD(version)
+  lo, hi, sh = s["prog"]
+  q.set_address(lo, hi, prog_va, sh)
+  q.set(s["regs"][0], regs)
+  f, sh = s["smem"]
+  q.set(f, _round_up(shared, 1 << sh) >> sh)
+  f, sh = s["local"]
+  q.set(f, _round_up(local, 16) >> sh)
+  q.set("BARRIER_COUNT", barriers)
+  cfg = smem_config(shared)
+  q.set("MIN_SM_CONFIG_SHARED_MEM_SIZE", cfg).set("MAX_SM_CONFIG_SHARED_MEM_SIZE", 0x1A if version != "V03_00" else 0x1A).set("TARGET_SM_CONFIG_SHARED_MEM_SIZE", cfg)
+  q.set("API_VISIBLE_CALL_LIMIT", "NO_CHECK").set("SAMPLER_INDEX", "VIA_HEADER_INDEX")
+  for f in ("INVALIDATE_TEXTURE_HEADER_CACHE", "INVALIDATE_TEXTURE_SAMPLER_CACHE", "INVALIDATE_TEXTURE_DATA_CACHE",
+            "INVALIDATE_SHADER_DATA_CACHE", "INVALIDATE_INSTRUCTION_CACHE", "INVALIDATE_SHADER_CONSTANT_CACHE"): q.set(f, 1)
+  for i, (va, size) in cbufs.items(): set_cbuf(q, i, va, size)
+  return q
+
+def set_cbuf(q: QMD, i: int, va: int, size: int) -> None:
+  """Constant bank `i` at `va` with `size` bytes."""
+  lo, hi, sh = SPEC[q.version]["cb"]
+  q.set_address(lo, hi, va, sh, i=i)
+  q.set("CONSTANT_BUFFER_SIZE_SHIFTED4", _round_up(size, 16) >> 4, i=i)
+  q.set("CONSTANT_BUFFER_VALID", 1, i=i)
+
+def set_dims(q: QMD, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
+  for f, v in zip(SPEC[q.version]["grid"], grid): q.set(f, v)
+  for i, v in enumerate(block): q.set(f"CTA_THREAD_DIMENSION{i}", v)
