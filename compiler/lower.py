@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import itertools
 from compiler.dtypes import DType, dtypes
-from compiler.uop import UOp, Ops, ELEMENTWISE, REDUCE_OPS
+from compiler.uop import UOp, Ops, ELEMENTWISE, ALU, simplify_alu
 from compiler.view import ShapeTracker, unravel
 from compiler.schedule import ast_shape
 
@@ -54,17 +54,20 @@ class _Lowerer:
     self.bufs[i] = dt
     return UOp(Ops.DEFINE_GLOBAL, dt, (), i)
 
-  def at(self, u: UOp, idx: tuple[UOp, ...]) -> UOp:
-    key = (u, idx)
+  def at(self, u: UOp, idx: tuple[UOp, ...], gate: UOp | None = None) -> UOp:
+    """`u` at index `idx`; `gate` (when not None) is false where the value is masked away by an enclosing view,
+    and every load below is gated by it, so no out-of-range address is ever read."""
+    key = (u, idx, gate)
     if (r := self.memo.get(key)) is not None: return r
-    self.memo[key] = r = self._at(u, idx)
+    self.memo[key] = r = self._at(u, idx, gate)
     return r
-  def _at(self, u: UOp, idx: tuple[UOp, ...]) -> UOp:
+  def _at(self, u: UOp, idx: tuple[UOp, ...], gate: UOp | None) -> UOp:
     if u.op is Ops.CONST: return u
     if u.op is Ops.INDEX: return idx[0].cast(u.dtype)   # iota: the element's own (1-D) index
     if u.op is Ops.LOAD:
       bi, st = u.arg
       off, valid = st.to_index(list(idx))
+      if gate is not None: valid = valid.logical_and(gate)
       g = self.gbuf(bi, u.dtype)
       if valid.op is Ops.CONST:
         return UOp(Ops.LOAD, u.dtype, (g, off)) if valid.arg else UOp.const(u.dtype, 0)
@@ -72,8 +75,10 @@ class _Lowerer:
     if u.op is Ops.VIEW:
       st: ShapeTracker = u.arg
       off, valid = st.to_index(list(idx))
-      inner = self.at(u.src[0], tuple(unravel(off, ast_shape(u.src[0]))) if u.src[0].op is not Ops.CONST else ())
-      if valid.op is Ops.CONST: return inner if valid.arg else UOp.const(u.dtype, 0)
+      if valid.op is Ops.CONST and not valid.arg: return UOp.const(u.dtype, 0)
+      inner_gate = gate if valid.op is Ops.CONST else (valid if gate is None else gate.logical_and(valid))
+      inner = self.at(u.src[0], tuple(unravel(off, ast_shape(u.src[0]))) if u.src[0].op is not Ops.CONST else (), inner_gate)
+      if valid.op is Ops.CONST: return inner
       return valid.where(inner, UOp.const(u.dtype, 0))
     if u.op is Ops.REDUCE_AXIS:
       op, axes = u.arg
@@ -83,11 +88,10 @@ class _Lowerer:
         r = self.rng(src_shape[a], "reduce")
         new_idx[a] = r
         rngs.append(r)
-      val = self.at(u.src[0], tuple(new_idx))
+      val = self.at(u.src[0], tuple(new_idx), gate)
       return UOp(Ops.REDUCE, u.dtype, (val, *rngs), op)
     if u.op in ELEMENTWISE:
-      srcs = tuple(self.at(s, idx if ast_shape(s) != () else ()) for s in u.src)
-      from compiler.uop import simplify_alu, ALU
+      srcs = tuple(self.at(s, idx if ast_shape(s) != () else (), gate) for s in u.src)
       if u.op in ALU: return simplify_alu(u.op, u.dtype, srcs)
       return srcs[0].cast(u.dtype) if u.op is Ops.CAST else UOp(u.op, u.dtype, srcs)
     raise NotImplementedError(f"lowering {u.op}")

@@ -124,6 +124,7 @@ class _KernelBuilder:
   def base(self, b: LazyBuffer) -> UOp:
     if b in self.memo: return self.memo[b]
     if b.op is Ops.INDEX: ret = UOp(Ops.INDEX, b.dtype, (), b.shape[0])
+    elif b.op is Ops.CONST: ret = UOp.const(b.dtype, b.arg)   # only as a kernel's root: realizing a constant
     elif b.op in ELEMENTWISE: ret = UOp(b.op, b.dtype, tuple(self.ref(s) for s in b.srcs))
     elif b.op is Ops.REDUCE_AXIS: ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
     elif b.op is Ops.CONTIGUOUS: ret = self.ref(b.srcs[0])

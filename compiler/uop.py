@@ -300,7 +300,7 @@ def _split_sum(u: UOp) -> tuple[dict[UOp, int], int]:
       if t.op is Ops.MOD and t.src[1].op is Ops.CONST and t in terms:
         x, c = t.src[0], t.src[1].arg
         d = UOp(Ops.IDIV, x.dtype, (x, t.src[1]))
-        if terms.get(d, 0) == k * c and x.vmin >= 0:
+        if k != 0 and d in terms and terms[d] == k * c and x.vmin >= 0:
           del terms[t], terms[d]
           terms[x] = terms.get(x, 0) + k
           changed = True

@@ -127,8 +127,10 @@ class View:
 def unravel(off: UOp, shape: tuple[int, ...]) -> list[UOp]:
   """Index expressions into `shape` for a flat offset into its contiguous layout."""
   out, acc = [], 1
-  for s in reversed(shape):
-    out.append(UOp.const(off.dtype, 0) if s == 1 else (off // acc) % s)
+  for i, s in enumerate(reversed(shape)):
+    # the outermost index needs no modulo: a valid offset is below the total size
+    outer = i == len(shape) - 1
+    out.append(UOp.const(off.dtype, 0) if s == 1 else (off // acc if outer else (off // acc) % s))
     acc *= s
   return list(reversed(out))
 
