@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse, gzip, os, pathlib, struct, sys, time
 import numpy as np
 from frontend import Tensor, TinyJit, Device, GlobalCounters, nn
-from frontend.nn import optim
+from frontend import optim
 from frontend.nn.state import get_parameters
 
 DATA = pathlib.Path(__file__).parent / "data" / "digits.csv.gz"

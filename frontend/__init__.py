@@ -10,5 +10,6 @@ from frontend.engine import GlobalCounters
 from frontend.tensor import Tensor
 from frontend.jit import TinyJit
 from frontend.context import Context
+from frontend import nn, optim
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "GlobalCounters", "TinyJit", "Context"]
+__all__ = ["Tensor", "dtypes", "DType", "Device", "GlobalCounters", "TinyJit", "Context", "nn", "optim"]
