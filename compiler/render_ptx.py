@@ -5,6 +5,12 @@ Output loops become threads: the innermost global range is x (blocks of up to 12
 the outer ones z (merged with div/mod when there are more than three, or everything merged into x when a y/z
 extent exceeds the hardware's 65535). Threads past the end of a dimension leave at once (a guarded branch to
 the exit). Reduce loops stay loops. Index math is 32-bit; addresses are 64-bit (cvta.to.global + mul.wide).
+Kernels with few outputs (<= 4096) and a long reduce loop (>= 64) are grouped instead: one block of up to 128
+lanes per output, each lane runs a strided share of the loop, and the partial accumulators are tree-combined
+in shared memory between bar.syncs; lane 0 stores.
+Division, reciprocal and sqrt are inline fma-refined approximations (correctly rounded in the normal range)
+rather than div.rn/sqrt.rn, which ptxas turns into subroutine calls; sin reduces its argument modulo 2*pi
+before sin.approx; float64 exp2/log2/sin go through float32 (PTX has no f64 approximations).
 
 Register model, one virtual register per value: bool -> .pred, ints up to 32 bits -> .b32 kept sign/zero
 extended from their width (renormalised after every op that can overflow it), 64-bit ints -> .b64, float16,
@@ -33,6 +39,9 @@ from compiler.linearize import linearize
 # PTX ISA version per target: the oldest that knows the arch (ptxas 12.x/13.x and nvJitLink accept all of them)
 PTX_ISA = {"sm_80": "7.0", "sm_86": "7.1", "sm_87": "7.4", "sm_89": "7.8", "sm_90": "7.8", "sm_90a": "8.0"}
 BLOCK = 128          # threads per block along the flattened (x, y) dims
+GROUP_MAX_OUTPUTS = 4096   # kernels with at most this many outputs...
+GROUP_MIN_RANGE = 64       # ...and a reduce loop at least this long get a block of lanes per output
+GROUP_LANES = 128
 MAX_YZ = 65535       # hardware limit of gridDim.y and gridDim.z
 
 def _kind(dt: DType) -> str:
@@ -182,7 +191,7 @@ class _Renderer:
       t = self.reg("r"); self.emit(f"selp.u32 {t}, 1, 0, {v}"); v = t
     elif dt in (dtypes.float16, dtypes.bfloat16):
       h = self.reg("h"); self.emit(f"cvt.rn.{'f16' if dt is dtypes.float16 else 'bf16'}.f32 {h}, {v}"); v = h
-    self.emit(f"st.global.{MEM_T[dt]} [{addr}], {v}")
+    self.lines.append(f"  {'@' + self.lead + ' ' if self.strided else ''}st.global.{MEM_T[dt]} [{addr}], {v};")
 
   # *** casts ***
   def cast(self, s: str, sd: DType, dd: DType) -> str:
@@ -438,6 +447,68 @@ class _Renderer:
         idx[gr[j]], i = m, q
     return idx, grid, block
 
+  # *** grouped reductions: a block of L lanes per output, each lane a strided share, combined in shared memory ***
+  def plan_groups(self, prog: list[UOp]) -> dict[UOp, UOp] | None:
+    """The reduce range of each REDUCE to split across lanes, or None when the kernel runs one thread per output
+    (enough outputs to fill a GPU, short reductions, nested reductions or bool accumulators)."""
+    gset = set(self.k.global_ranges)
+    reds = [u for u in prog if u.op is Ops.REDUCE]
+    if not reds or any(r.dtype.scalar is dtypes.bool for r in reds): return None
+    if math.prod(r.src[0].arg for r in self.k.global_ranges) > GROUP_MAX_OUTPUTS: return None
+    depth = 0
+    for u in prog:   # every accumulator must live outside every reduce loop (no nested reductions)
+      if u.op is Ops.RANGE and u not in gset: depth += 1
+      elif u.op is Ops.ENDRANGE and u.src[0] not in gset: depth -= 1
+      elif u.op is Ops.DEFINE_ACC and depth: return None
+    strided: dict[UOp, UOp] = {}
+    for red in reds:
+      rngs = [r for r in red.src[1:] if r.op is Ops.RANGE]
+      if not rngs: return None
+      strided[max(rngs, key=lambda r: r.src[0].arg)] = red
+    longest = max(r.src[0].arg for r in strided)
+    return strided if longest >= GROUP_MIN_RANGE else None
+
+  def group_geometry(self) -> tuple[dict[UOp, str], tuple[int, int, int], tuple[int, int, int]]:
+    """One block per output (all output loops flattened into ctaid.x), lanes along tid.x."""
+    gr, sizes = self.k.global_ranges, [r.src[0].arg for r in self.k.global_ranges]
+    longest = max(r.src[0].arg for r in self.strided)
+    lanes = min(GROUP_LANES, 1 << (longest - 1).bit_length())
+    self.lane = self.special("%tid.x")
+    self.lead = self.reg("p")
+    self.emit(f"setp.eq.u32 {self.lead}, {self.lane}, 0")
+    idx: dict[UOp, str] = {}
+    if gr:
+      i = self.special("%ctaid.x")
+      for j in range(len(gr) - 1, 0, -1):
+        q, m = self.reg("r"), self.reg("r")
+        self.emit(f"rem.u32 {m}, {i}, {sizes[j]}"); self.emit(f"div.u32 {q}, {i}, {sizes[j]}")
+        idx[gr[j]], i = m, q
+      idx[gr[0]] = i
+    return idx, (math.prod(sizes), 1, 1), (lanes, 1, 1)
+
+  def combine_lanes(self, red: UOp, acc: str, lanes: int) -> str:
+    """Tree-combine the lanes' partial accumulators through shared memory; every lane gets the result."""
+    dt = red.dtype.scalar
+    k, st = _kind(dt), {"f": "f32", "fd": "f64", "r": "b32", "rd": "b64"}[_kind(dt)]
+    base, off, a = self.reg("rd"), self.reg("rd"), self.reg("rd")
+    self.emit(f"mov.u64 {base}, red_smem"); self.emit(f"mul.wide.u32 {off}, {self.lane}, 8"); self.emit(f"add.s64 {a}, {base}, {off}")
+    self.emit(f"st.shared.{st} [{a}], {acc}")
+    self.emit("bar.sync 0")
+    s = lanes // 2
+    while s >= 1:
+      p, x, y = self.reg("p"), self.reg(k), self.reg(k)
+      self.emit(f"setp.lt.u32 {p}, {self.lane}, {s}")
+      self.emit(f"mov.{_b(dt)} {x}, {imm(0, dt)}"); self.emit(f"mov.{_b(dt)} {y}, {imm(0, dt)}")
+      self.lines.append(f"  @{p} ld.shared.{st} {x}, [{a}];"); self.lines.append(f"  @{p} ld.shared.{st} {y}, [{a}+{8 * s}];")
+      z = self.alu_num(red.arg, dt, k, [x, y])
+      self.lines.append(f"  @{p} st.shared.{st} [{a}], {z};")
+      self.emit("bar.sync 0")
+      s //= 2
+    res = self.reg(k)
+    self.emit(f"ld.shared.{st} {res}, [{base}]")
+    self.emit("bar.sync 0")   # everyone has read the result before the buffer is reused
+    return res
+
   def special(self, name: str) -> str:
     r = self.reg("r"); self.emit(f"mov.u32 {r}, {name}"); return r
 
@@ -452,7 +523,8 @@ class _Renderer:
       p, g = self.reg("rd"), self.reg("rd")
       self.emit(f"ld.param.u64 {p}, [data{i}]"); self.emit(f"cvta.to.global.u64 {g}, {p}")
       bufs[i] = g
-    gidx, grid, block = self.geometry()
+    self.strided = self.plan_groups(prog) or {}
+    gidx, grid, block = self.group_geometry() if self.strided else self.geometry()
     loops: list[tuple[UOp, str, str]] = []
     for u in prog:
       op = u.op
@@ -462,8 +534,12 @@ class _Renderer:
         if u in gidx: self.names[u] = gidx[u]; continue
         n, i = u.src[0].arg, self.reg("r")
         top, end = self.label("loop"), self.label("end")
-        self.emit(f"mov.u32 {i}, 0")
-        if n <= 0: self.emit(f"bra $Lskip{u.arg[0]}")
+        if u in self.strided:   # lane l of the block runs iterations l, l+L, l+2L, ...
+          p = self.reg("p")
+          self.emit(f"mov.u32 {i}, {self.lane}"); self.emit(f"setp.ge.s32 {p}, {i}, {n}"); self.emit(f"@{p} bra {end}")
+        else:
+          self.emit(f"mov.u32 {i}, 0")
+          if n <= 0: self.emit(f"bra {end}")
         self.lines.append(f"{top}:")
         self.names[u] = i
         loops.append((u, top, end))
@@ -471,12 +547,13 @@ class _Renderer:
       elif op is Ops.ENDRANGE:
         r = u.src[0]
         if r in gidx: continue
-        lr, top, _ = loops.pop()
+        lr, top, end = loops.pop()
         assert lr is r, f"render_ptx: ENDRANGE of {r.arg} closes {lr.arg}"
         self.addr_scopes.pop()
         i, p = self.names[r], self.reg("p")
-        self.emit(f"add.s32 {i}, {i}, 1"); self.emit(f"setp.lt.s32 {p}, {i}, {r.src[0].arg}"); self.emit(f"@{p} bra {top}")
-        if r.src[0].arg <= 0: self.lines.append(f"$Lskip{r.arg[0]}:")
+        self.emit(f"add.s32 {i}, {i}, {block[0] if r in self.strided else 1}")
+        self.emit(f"setp.lt.s32 {p}, {i}, {r.src[0].arg}"); self.emit(f"@{p} bra {top}")
+        self.lines.append(f"{end}:")
       elif op is Ops.LOAD: self.names[u] = self.load(u)
       elif op is Ops.STORE: self.store(u)
       elif op is Ops.DEFINE_ACC:
@@ -484,12 +561,14 @@ class _Renderer:
       elif op is Ops.ASSIGN:
         acc = self.names[u.src[0]]
         self.emit(f"mov.{_b(u.dtype)} {acc}, {self.names[u.src[1]]}"); self.names[u] = acc
-      elif op is Ops.REDUCE: self.names[u] = self.names[u.src[0]]
+      elif op is Ops.REDUCE:
+        self.names[u] = self.names[u.src[0]] if not self.strided else self.combine_lanes(u, self.names[u.src[0]], block[0])
       elif op is Ops.CAST: self.names[u] = self.cast(self.names[u.src[0]], u.src[0].dtype, u.dtype)
       elif op is Ops.BITCAST: self.names[u] = self.bitcast(self.names[u.src[0]], u.src[0].dtype, u.dtype)
       else: self.names[u] = self.alu(u)
     params = ",\n".join(f"  .param .u64 data{i}" for i in range(nbufs))
     decls = [f"  .reg {REG_DECL[c]} %{c}<{n + 1}>;" for c, n in self.counts.items()]
+    if self.strided: decls.append(f"  .shared .align 8 .b8 red_smem[{8 * block[0]}];")
     src = "\n".join([f".version {PTX_ISA[self.arch]}", f".target {self.arch}", ".address_size 64", "",
                      f".visible .entry {k.name}(\n{params}\n)", f".maxntid {block[0] * block[1] * block[2]}, 1, 1", "{",
                      *decls, *self.lines, "$Lexit:", "  ret;", "}", ""])

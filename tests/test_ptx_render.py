@@ -202,3 +202,22 @@ def test_other_archs_assemble():
   for arch in ("sm_80", "sm_89", "sm_90"):
     src, _ = render_ptx(k, arch)
     assert f".target {arch}" in src and k.name in load_cubin(assemble_ptx(src, arch)).kernels
+
+# ***** grouped reductions: few outputs, long loops -> a block of lanes per output, combined in shared memory *****
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.float64, np.int32, np.int64, np.uint8])
+def test_grouped_reduction(dt):
+  x = sample(dt, 3 * 700).reshape(3, 700)
+  if np.dtype(dt).kind == "f": x = (x / 300).astype(dt)
+  rtol = 2e-2 if dt == np.float16 else 2e-5
+  same(lambda t: t.sum(1), x, rtol=rtol, atol=1e-3); same(lambda t: t.max(1), x); same(lambda t: t.min(0), x)
+  same(lambda t: t.sum(), x, rtol=rtol, atol=1e-3)
+
+def test_grouped_geometry_and_full_sum():
+  k = _kernel(Tensor(f32(5, 1000)).sum(1))
+  src, dims = render_ptx(k, "sm_90")
+  assert dims == {"global_size": (5, 1, 1), "local_size": (128, 1, 1)} and "bar.sync" in src and ".shared" in src
+  k = _kernel(Tensor(f32(5000, 40)).sum(1))   # many outputs, short loops: one thread per output
+  src, dims = render_ptx(k, "sm_90")
+  assert "bar.sync" not in src and dims["local_size"][0] == 128
+  same(lambda t: t.sum(), f32(1000, 1000), rtol=2e-5)
+  same(lambda t: (t - t.mean(1, keepdim=True)).square().mean(1), f32(3, 1000), rtol=2e-5)   # two grouped reduces in a row
