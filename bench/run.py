@@ -17,7 +17,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from _common import FULL, QUICK, BENCHES  # numpy is imported there, but no BLAS call is made here
 
-FMA_FLOP_PER_CYCLE = 32  # AVX2: 2 FMA ports x 8 float lanes x 2 FLOP, per core (the figure issue 7 uses)
+def fma_flop_per_cycle(simd: str) -> int:
+  """Peak float32 FLOP per cycle per core, assuming two FMA units (true of Intel server cores since Skylake-SP):
+  AVX-512 64 (2 x 16 lanes x 2), AVX2+FMA 32 (2 x 8 x 2; the figure issue 7 uses), else SSE 8."""
+  return 64 if "avx512f" in simd.split() else 32 if "fma" in simd.split() else 8
 
 # --- the machine ---
 
@@ -137,7 +140,7 @@ def _n(n: int) -> str: return f"{n // 2**20}M" if n % 2**20 == 0 else f"{n // 10
 
 def fmt(x: float | None, w: int, p: int = 1, suffix: str = "") -> str: return ("-" if x is None else f"{x:.{p}f}{suffix}").rjust(w)
 
-def table(results: dict[str, dict], peak: float | None) -> list[str]:
+def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[str]:
   ours, npy, tor = (results.get(k, {}) for k in ("ours", "numpy", "torch"))
   by = lambda res: {r["key"]: r for r in res.get("rows", [])}
   o, n, t = by(ours), by(npy), by(tor)
@@ -178,7 +181,7 @@ def table(results: dict[str, dict], peak: float | None) -> list[str]:
   if peak:
     mm = [(k, r) for k, r in o.items() if k.startswith("matmul:") and "median_s" in r]
     fr = lambda r, res: f"{rate(r, res['median_s'])[1] / peak * 100:.0f}%"
-    if mm: notes.append(f"FMA peak {peak:.0f} GFLOP/s; matmul share of it: " + ", ".join(
+    if mm: notes.append(f"FMA peak {peak:.0f} GFLOP/s ({fpc} FLOP/cycle/core x clock x cores); matmul share of it: " + ", ".join(
       f"N={r['n']} ours {fr(r, r)}" + (f" numpy {fr(r, n[k])}" if k in n and "median_s" in n[k] else "") for k, r in mm))
   return lines + [""] + notes
 
@@ -203,7 +206,8 @@ def main() -> int:
   info = cpu_info()
   busy = busy_fraction()
   ghz = measure_clock_ghz() if "matmul" in only else None
-  peak = ghz * FMA_FLOP_PER_CYCLE * info["cores"] if ghz else None
+  fpc = fma_flop_per_cycle(info.get("simd", ""))
+  peak = ghz * fpc * info["cores"] if ghz else None
   print(f"machine: {info.get('model', '?')}, {info['cores']} cores ({info.get('simd', '')}), {info.get('mem_gb', '?')} GB, "
         f"python {info['python']}" + (f", clock {ghz:.2f} GHz" if ghz else ""))
   if busy is not None and busy > 0.15:
@@ -246,13 +250,13 @@ def main() -> int:
         + (f"; torch {results['torch'].get('info', {}).get('version', '?')}" if "torch" in results else
            "; torch: skipped" if args.no_torch else "; torch: not installed"))
   print()
-  for line in table(results, peak): print(line)
+  for line in table(results, peak, fpc): print(line)
   noisy = [f"{k} {r['foreign_load'] * 100:.0f}%" for k, r in results.items() if r.get("foreign_load", 0) > 0.05]
   if noisy: print("warning: other processes shared the cores during these runs (share of all cores): " + ", ".join(noisy))
   total = time.perf_counter() - started
   print(f"\ntotal bench time {total:.0f} s" + (f"; results in {args.json}" if args.json else ""))
   if args.json:
-    out = {"machine": info | {"clock_ghz": ghz, "fma_peak_gflops": peak, "busy_before": busy}, "spec": spec, "only": only,
+    out = {"machine": info | {"clock_ghz": ghz, "flop_per_cycle_core": fpc, "fma_peak_gflops": peak, "busy_before": busy}, "spec": spec, "only": only,
            "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "total_s": total, "results": results}
     pathlib.Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
   return 0 if all("error" not in r for r in results.values()) else 1
