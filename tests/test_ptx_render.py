@@ -102,7 +102,7 @@ def sample(dt, n=33):
   if dt == np.bool_: return rng.random(n) < 0.5
   if np.dtype(dt).kind in "iu":
     info = np.iinfo(dt); lo, hi = max(info.min, -(1 << 40)), min(info.max, 1 << 40)
-    return np.concatenate([rng.integers(lo, hi, n - 4, endpoint=True), [info.min, info.max, 0, 1]]).astype(dt)
+    return np.concatenate([rng.integers(lo, hi, n - 4, endpoint=True).astype(dt), np.array([info.min, info.max, 0, 1], dt)])
   return np.concatenate([rng.uniform(-300, 300, n - 4), [0.0, -0.0, 2.5, -3.5]]).astype(dt)
 
 @pytest.mark.parametrize("src", ALL, ids=lambda d: np.dtype(d).name)
