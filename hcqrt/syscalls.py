@@ -48,9 +48,9 @@ _paths: dict[int, str] = {}                    # fd -> path, for error messages
 _fake_ranges: list[tuple[int, int, FakeDriver]] = []   # sorted (start, end, driver) of fake mappings, for mmio
 
 def install(driver: FakeDriver) -> FakeDriver:
-  """Route the paths `driver` claims to it (until uninstall). Returns the driver."""
+  """Route the paths `driver` claims to it (until uninstall); the newest install wins. Returns the driver."""
   with _lock:
-    if driver not in _drivers: _drivers.append(driver)
+    if driver not in _drivers: _drivers.insert(0, driver)
   return driver
 
 def uninstall(driver: FakeDriver | None = None) -> None:

@@ -89,7 +89,7 @@ class NVQueue(HWQueue):
     i = self.method(0, _H["SEM_ADDR_LO"].offset, addr & 0xFFFFFFFC, addr >> 32, value & 0xFFFFFFFF, value >> 32, op)
     return {"i": i}
   def _wait(self, signal, value): return {**self._sem(signal.va, value, SEM_ACQUIRE), "signal": signal}
-  def _signal(self, signal, value): return {**self._sem(signal.va, value, SEM_RELEASE), "signal": signal}
+  def _signal(self, signal, value): return {**self._sem(signal.va, value, SEM_RELEASE_TS), "signal": signal}   # value + when
   def _timestamp(self, signal): return {**self._sem(signal.timestamp_va, 0, SEM_RELEASE_TS), "signal": signal}
   def _update_sem(self, rec, signal, value):
     i = rec["i"]

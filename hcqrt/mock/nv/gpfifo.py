@@ -241,6 +241,7 @@ class GPFIFOEngine:
     self.lock = threading.RLock()
     self._poller: threading.Thread | None = None
     self.launches = 0
+    self.busy_ns = 0        # time spent "on the GPU" (inside doorbells), so hosts can measure their own cost apart
 
   def names(self, cls: int) -> dict[int, str]:
     if cls not in self._names: self._names[cls] = _names(cls)
@@ -263,19 +264,25 @@ class GPFIFOEngine:
 
   def ring(self, token: int) -> None:
     with self.lock:
-      try: obj = self.rm.channel_by_token(token)
-      except KeyError: raise GPUError(f"mock GPU: doorbell with unknown work-submit token {token}") from None
-      self.channel(obj)
-      self.run_all()
+      t0 = time.perf_counter_ns()
+      try:
+        try: obj = self.rm.channel_by_token(token)
+        except KeyError: raise GPUError(f"mock GPU: doorbell with unknown work-submit token {token}") from None
+        self.channel(obj)
+        self.run_all(obj)
+      finally: self.busy_ns += time.perf_counter_ns() - t0
 
-  def run_all(self) -> None:
+  def run_all(self, rung: Any = None) -> None:
+    """Run channels until none progresses; an errored channel raises only when its own doorbell rang."""
     with self.lock:
       live = {id(o): o for o in self.rm.channels()}
       for k in [k for k in self.channels if k not in live]: del self.channels[k]
       progressed = True
       while progressed:
         progressed = False
-        for obj in live.values(): progressed |= self.channel(obj).run()
+        for obj in live.values():
+          c = self.channel(obj)
+          if c.error is None or obj is rung: progressed |= c.run()
       if self.blocked() and (self._poller is None or not self._poller.is_alive()):
         self._poller = threading.Thread(target=self._poll, daemon=True, name="nvmock-gpfifo")
         self._poller.start()
