@@ -111,3 +111,41 @@ def optimize(k: LoweredKernel, device) -> LoweredKernel:
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2:
     k.threaded = k.global_ranges[0]
   return k
+
+PORTABLE_ACC = (8, 4, 2)   # scalar accumulators per reduction, largest that divides the loop (-O3 packs them into vectors)
+
+def apply_reduce_unroll(k: LoweredKernel, red: UOp, r: UOp, acc: int) -> UOp:
+  """REDUCE over range r as `acc` interleaved scalar accumulators (r = ro*acc + a), folded after the loop; returns ro."""
+  ro = _new_range(r.src[0].arg // acc, "reduce")
+  rngs = tuple(ro if x is r else x for x in red.src[1:])
+  parts = [UOp(Ops.REDUCE, red.dtype, (substitute(red.src[0], {r: ro * acc + a}),) + rngs, red.arg) for a in range(acc)]
+  total = parts[0]
+  for p in parts[1:]: total = UOp(red.arg, red.dtype, (total, p))
+  k.sink = substitute(k.sink, {red: total})
+  k.applied_opts.append(("REDUCE_UNROLL", r.arg[0], acc))
+  return ro
+
+def optimize_portable(k: LoweredKernel) -> LoweredKernel:
+  """Opts for exported C99 (frontend.export): no vector types and no threads, so the code builds anywhere. Each float
+  ADD/MAX reduction keeps its loop, with a few scalar accumulators on its contiguous (else innermost) range: enough
+  independent chains for a compiler to vectorize, never a fully unrolled body of hundreds of live scalars.
+
+  >>> from compiler.lazy import LazyBuffer
+  >>> from compiler.schedule import create_schedule
+  >>> from compiler.lower import lower
+  >>> x = LazyBuffer.empty((4, 64), dtypes.float32, "CPU"); x.buffer = object()
+  >>> optimize_portable(lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast)).applied_opts[0][2]
+  8
+  """
+  done: set[UOp] = set()   # ranges of reductions already handled (including the ones opts made)
+  while True:
+    red = next((u for u in k.sink.toposort() if u.op is Ops.REDUCE and len(u.src) > 1 and all(x.op is Ops.RANGE for x in u.src[1:])
+                and not done.intersection(u.src[1:])), None)
+    if red is None: return k
+    done.update(red.src[1:])
+    if not red.dtype.is_float or red.arg not in (Ops.ADD, Ops.MAX): continue
+    # the range to split: a contiguous one first (loads the compiler can pack), then from the innermost out
+    loads = _loads(k)
+    rngs = sorted(red.src[1:], key=lambda x: (not any(_stride(ld.src[1], x) == 1 for ld in loads), -red.src.index(x)))
+    r, acc = next(((x, a) for x in rngs for a in PORTABLE_ACC if x.src[0].arg % a == 0 and x.src[0].arg >= 2 * a), (None, 0))
+    if r is not None: done.add(apply_reduce_unroll(k, red, r, acc))

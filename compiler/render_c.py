@@ -3,6 +3,8 @@
 ABI: `void name(T0 *restrict data0, const T1 *restrict data1, ..., int core)`: buffers (outputs first), then
 the index of the CPU core running this call. When the kernel is threaded its outermost loop is cut into
 `threads` contiguous chunks and `core` picks one. Vector values use GCC/clang vector extensions.
+`portable=True` (model export) instead renders a `static` function without `core`, spelled in plain C99 with
+<math.h>: no vector types, no float16, no GCC builtins.
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.schedule import create_schedule
@@ -14,7 +16,7 @@ the index of the CPU core running this call. When the kernel is threaded its out
 void E_4(float *restrict data0, const float *restrict data1, int core) {
 """
 from __future__ import annotations
-import math, struct
+import math, re, struct
 from compiler.dtypes import DType, dtypes
 from compiler.uop import UOp, Ops
 from compiler.lower import LoweredKernel
@@ -117,8 +119,22 @@ def _alu(op: Ops, dt: DType, a: list[str], srcdt: DType) -> str:
   if op is Ops.OR and dt.is_bool: sym = "||"
   return f"({a[0]}{sym}{a[1]})"
 
-def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = None) -> str:
-  """C source for kernel `k`; `threads` > 1 splits k.threaded (the outermost loop) across that many cores."""
+# standard C99 (<math.h>) spellings of the builtins above: exported code must build with any C99 compiler
+_PORTABLE_NAMES = [("__builtin_inff()", "INFINITY"), ("__builtin_inf()", "((double)INFINITY)"), ('__builtin_nanf("")', "NAN"),
+                   ('__builtin_nan("")', "((double)NAN)")]
+
+def portable_c(src: str) -> str:
+  """`src` with the GCC math builtins the renderer emits replaced by their C99 <math.h> names.
+
+  >>> portable_c("float y = __builtin_rintf(x) + __builtin_inff();")
+  'float y = rintf(x) + INFINITY;'
+  """
+  for a, b in _PORTABLE_NAMES: src = src.replace(a, b)
+  return re.sub(r"__builtin_(\w+)\(", r"\1(", src)
+
+def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = None, portable: bool = False) -> str:
+  """C source for kernel `k`; `threads` > 1 splits k.threaded (the outermost loop) across that many cores.
+  `portable`: only the `static` C99 function (no `core`); the caller includes <math.h> and the MATH_PRELUDE it uses."""
   prog = linearize(k) if program is None else program
   names: dict[UOp, str] = {}
   lines: list[str] = []
@@ -185,6 +201,12 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
   params = []
   for i, dt in enumerate(k.buf_dtypes):
     params.append(f"{'const ' if i >= k.outputs else ''}{ctype(dt)} *restrict data{i}")
+  if portable:
+    bad = sorted({dt.name for dt in vec_types} | {dt.name for dt in k.buf_dtypes if dt.scalar is dtypes.float16} |
+                 {u.dtype.name for u in prog if u.dtype is not None and u.dtype.scalar is dtypes.float16})
+    if bad or threads > 1: raise ValueError(f"render_c(portable=True): kernel {k.name} uses {', '.join(bad) or f'{threads} threads'}; "
+                                            "portable C99 has no vector types, no float16 and no threads (optimize with opts.optimize_portable)")
+    return portable_c("\n".join([f"static void {k.name}({', '.join(params)}) {{", *lines, "}"])) + "\n"
   params.append("int core")
   head = ["#include <stddef.h>"]
   used = {u.op for u in prog if u.op in _MATH}
