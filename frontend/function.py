@@ -20,12 +20,14 @@ class Function:
     self.needs_input_grad = [t.requires_grad for t in tensors]
     self.requires_grad = True if any(self.needs_input_grad) else None if None in self.needs_input_grad else False
     if self.requires_grad: self.parents = tensors
+  differentiable = True
   def forward(self, *args, **kwargs): raise NotImplementedError
   def backward(self, *args, **kwargs): raise NotImplementedError(f"backward not implemented for {type(self).__name__}")
   @classmethod
   def apply(cls, *x, **kwargs):
     from frontend.tensor import Tensor
     ctx = cls(x[0].device, *x)
+    if not cls.differentiable: ctx.requires_grad = False   # comparisons/bit ops: no gradient flows through them
     ret = Tensor.__new__(Tensor)
     ret.lazydata, ret.requires_grad, ret.grad = ctx.forward(*[t.lazydata for t in x], **kwargs), ctx.requires_grad, None
     ret._ctx = ctx if ctx.requires_grad and not Tensor.no_grad else None
@@ -93,7 +95,7 @@ class Sign(Function):
     z = x.const_like(0)
     pos = z.alu(Ops.CMPLT, x).cast(x.dtype)
     neg = x.alu(Ops.CMPLT, z).cast(x.dtype)
-    return pos.alu(Ops.ADD, neg.alu(Ops.NEG)) if not x.dtype.is_unsigned else pos
+    return pos.alu(Ops.ADD, neg.alu(Ops.NEG)) if not x.dtype.is_unsigned else pos  # sign(nan) = 0, as in torch
   def backward(self, g): return _zeros_like(g)
 class Trunc(Function):
   def forward(self, x): return x.alu(Ops.TRUNC)
@@ -101,24 +103,33 @@ class Trunc(Function):
 
 # ***** binary *****
 class Less(Function):
+  differentiable = False
   def forward(self, x, y): return x.alu(Ops.CMPLT, y)
   def backward(self, g): return None, None
 class Neq(Function):
+  differentiable = False
   def forward(self, x, y): return x.alu(Ops.CMPNE, y)
   def backward(self, g): return None, None
 class Xor(Function):
+  differentiable = False
   def forward(self, x, y): return x.alu(Ops.XOR, y)
 class BitwiseAnd(Function):
+  differentiable = False
   def forward(self, x, y): return x.alu(Ops.AND, y)
 class BitwiseOr(Function):
+  differentiable = False
   def forward(self, x, y): return x.alu(Ops.OR, y)
 class Shl(Function):
+  differentiable = False
   def forward(self, x, y): return x.alu(Ops.SHL, y)
 class Shr(Function):
+  differentiable = False
   def forward(self, x, y): return x.alu(Ops.SHR, y)
 class IDiv(Function):
+  differentiable = False
   def forward(self, x, y): return x.alu(Ops.IDIV, y)
 class Mod(Function):
+  differentiable = False
   def forward(self, x, y): return x.alu(Ops.MOD, y)
 class Add(Function):
   def forward(self, x, y): return x.alu(Ops.ADD, y)

@@ -60,7 +60,8 @@ class Tensor(NNOpsMixin):
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = _to_dtype(dtype)
-    device = Device.canonicalize(device)
+    # a LazyBuffer already lives somewhere: stay there unless a device is asked for
+    device = data.device if isinstance(data, LazyBuffer) and device is None else Device.canonicalize(device)
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = requires_grad
     self._ctx: F.Function | None = None
@@ -475,7 +476,8 @@ class Tensor(NNOpsMixin):
     acc = acc_dtype or sum_acc_dtype(self.dtype)
     x = self.cast(acc)
     ret = x._reduce(F.Sum, axis, keepdim)
-    return ret.cast(acc) if acc_dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
+    # half sums accumulate in float32 but return the input dtype (as tinygrad and torch do)
+    return ret.cast(self.dtype) if acc_dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
   def prod(self, axis=None, keepdim: bool = False, acc_dtype=None) -> Tensor:
     return self.cast(acc_dtype or sum_acc_dtype(self.dtype) if not self.dtype.is_float else self.dtype)._reduce(F.Prod, axis, keepdim)
   def max(self, axis=None, keepdim: bool = False) -> Tensor:
@@ -505,7 +507,8 @@ class Tensor(NNOpsMixin):
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def _softmax(self, axis, dtype=None):
     x = self.cast(dtype) if dtype is not None else self
-    m = x - x.max(axis=axis, keepdim=True).detach()
+    # an empty axis has no max to subtract (and the result is empty anyway)
+    m = x - x.max(axis=axis, keepdim=True).detach() if x.numel() else x
     e = m.exp()
     return m, e, e.sum(axis=axis, keepdim=True)
   def softmax(self, axis: int = -1, dtype=None) -> Tensor:
@@ -520,7 +523,9 @@ class Tensor(NNOpsMixin):
   def squeeze_axes(self, axes) -> Tensor: return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the first maximum (flattened when axis is None)."""
-    if axis is None: return self.flatten().argmax(0) if self.ndim else Tensor(0, device=self.device)
+    if axis is None:
+      ret = self.flatten().argmax(0) if self.ndim else Tensor(0, device=self.device)
+      return ret.reshape((1,) * self.ndim) if keepdim else ret
     a = self._axis(axis)
     self._nonempty_reduce("argmax", a)
     n = self.shape[a]
@@ -549,7 +554,7 @@ class Tensor(NNOpsMixin):
   # ***** elementwise *****
   def _const(self, x, dtype=None) -> Tensor:
     return Tensor(LazyBuffer.const(x, dtype or self.dtype, self.shape, self.device))
-  def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
+  def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True, op: str | None = None) -> tuple[Tensor, Tensor]:
     x = self
     if not isinstance(y, Tensor):
       if isinstance(y, (np.ndarray, list, tuple)): y = Tensor(y, device=x.device)
@@ -563,7 +568,7 @@ class Tensor(NNOpsMixin):
       dt = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(dt), y.cast(dt)
     if x.shape == y.shape: return x, y
-    shape = _broadcast_shape(x.shape, y.shape)
+    shape = _broadcast_shape(x.shape, y.shape, op=op)
     return x._expand_to(shape), y._expand_to(shape)
   def _expand_to(self, shape) -> Tensor:
     if self.shape == shape: return self
@@ -583,21 +588,21 @@ class Tensor(NNOpsMixin):
   def double(self) -> Tensor: return self.cast(dtypes.float64)
   def _float(self) -> Tensor: return self if self.dtype.is_float else self.cast(dtypes.default_float)
 
-  def add(self, x, reverse=False) -> Tensor: return F.Add.apply(*self._broadcasted(x, reverse))
+  def add(self, x, reverse=False) -> Tensor: return F.Add.apply(*self._broadcasted(x, reverse, op="add"))
   def sub(self, x, reverse=False) -> Tensor:
-    a, b = self._broadcasted(x, reverse)
+    a, b = self._broadcasted(x, reverse, op="sub")
     if a.dtype.is_bool: raise TypeError("sub: subtraction of bool tensors is not supported; use logical_xor")
     return F.Sub.apply(a, b)
-  def mul(self, x, reverse=False) -> Tensor: return F.Mul.apply(*self._broadcasted(x, reverse))
+  def mul(self, x, reverse=False) -> Tensor: return F.Mul.apply(*self._broadcasted(x, reverse, op="mul"))
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
-    a, b = self._broadcasted(x, reverse)
+    a, b = self._broadcasted(x, reverse, op="div")
     if rounding_mode == "trunc": return (a._float() / b._float()).trunc().cast(a.dtype) if not a.dtype.is_float else (a / b).trunc()
     if rounding_mode == "floor": return a.idiv(b) if not a.dtype.is_float else (a / b).floor()
     if rounding_mode is not None: raise ValueError(f"div: unknown rounding_mode {rounding_mode!r}")
     return F.Div.apply(a._float(), b._float())
   def idiv(self, x, reverse=False) -> Tensor:
     """Floor division (Python semantics) for ints; floor(a/b) for floats."""
-    a, b = self._broadcasted(x, reverse)
+    a, b = self._broadcasted(x, reverse, op="idiv")
     if a.dtype.is_float: return (a / b).floor()
     if a.dtype.is_bool: raise TypeError("idiv: bool tensors can't be divided")
     q = F.IDiv.apply(a, b)
@@ -607,13 +612,13 @@ class Tensor(NNOpsMixin):
     return fix.where(q - 1, q)
   def mod(self, x, reverse=False) -> Tensor:
     """Remainder with the sign of the divisor (Python/torch semantics)."""
-    a, b = self._broadcasted(x, reverse)
+    a, b = self._broadcasted(x, reverse, op="mod")
     if a.dtype.is_float: return a - (a / b).floor() * b
     r = F.Mod.apply(a, b)
     if a.dtype.is_unsigned: return r
     return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
   def fmod(self, x) -> Tensor:
-    a, b = self._broadcasted(x)
+    a, b = self._broadcasted(x, op="fmod")
     return a - (a / b).trunc() * b if a.dtype.is_float else F.Mod.apply(a, b)
   def pow(self, x, reverse=False) -> Tensor:
     if not isinstance(x, Tensor) and not reverse:
@@ -622,7 +627,7 @@ class Tensor(NNOpsMixin):
       if x == 0.5: return self.sqrt()
       if x == -1: return self.reciprocal()
       if x == 0: return self.ones_like() if self.dtype.is_float else self._const(1)
-    base, exp = self._broadcasted(x, reverse)
+    base, exp = self._broadcasted(x, reverse, op="pow")
     if not base.dtype.is_float and not exp.dtype.is_float:  # integer power by repeated squaring up to 31 bits
       return base._ipow(exp)
     base, exp = base._float(), exp._float()
@@ -641,26 +646,26 @@ class Tensor(NNOpsMixin):
       b = b * b
     return (e < 0).where(0, ret)
   def maximum(self, x) -> Tensor:
-    a, b = self._broadcasted(x)
+    a, b = self._broadcasted(x, op="maximum")
     if a.dtype.is_bool: return a | b
     return F.Maximum.apply(a, b)
   def minimum(self, x) -> Tensor:
-    a, b = self._broadcasted(x)
+    a, b = self._broadcasted(x, op="minimum")
     if a.dtype.is_bool: return a & b
     if a.dtype.is_unsigned: return ~((~a).maximum(~b))
     return -((-a).maximum(-b))
   def where(self: Tensor, x, y) -> Tensor:
     """self ? x : y, broadcasting all three."""
-    if isinstance(x, Tensor) and isinstance(y, Tensor): x, y = x._broadcasted(y)
-    elif isinstance(x, Tensor): x, y = x._broadcasted(y)
-    elif isinstance(y, Tensor): y, x = y._broadcasted(x)
+    if isinstance(x, Tensor) and isinstance(y, Tensor): x, y = x._broadcasted(y, op="where")
+    elif isinstance(x, Tensor): x, y = x._broadcasted(y, op="where")
+    elif isinstance(y, Tensor): y, x = y._broadcasted(x, op="where")
     else:
       dt = dtypes.default_float if isinstance(x, float) or isinstance(y, float) else dtypes.from_py(x)
       x, y = Tensor(x, device=self.device, dtype=dt), Tensor(y, device=self.device, dtype=dt)
       x, y = x._broadcasted(y)
-    cond, x = self.bool()._broadcasted(x, match_dtype=False)
-    cond, y = cond._broadcasted(y, match_dtype=False)
-    x, y = x._broadcasted(y)
+    cond, x = self.bool()._broadcasted(x, match_dtype=False, op="where")
+    cond, y = cond._broadcasted(y, match_dtype=False, op="where")
+    x, y = x._broadcasted(y, op="where")
     return F.Where.apply(cond, x, y)
   def masked_fill(self, mask: Tensor, value) -> Tensor: return mask.where(value, self)
 
@@ -696,7 +701,8 @@ class Tensor(NNOpsMixin):
     return (d > 0.5).where(f + 1, (d < 0.5).where(f, even.where(f, f + 1)))
   def abs(self) -> Tensor:
     if self.dtype.is_unsigned or self.dtype.is_bool: return self
-    return self * self.sign() if not self.dtype.is_float else self.relu() + (-self).relu()
+    # x * sign(x): nan stays nan and the gradient at 0 is 0, as in torch
+    return self * self.sign()
   def sign(self) -> Tensor: return F.Sign.apply(self)
   def square(self) -> Tensor: return self * self
   def clip(self, min_=None, max_=None) -> Tensor:
@@ -712,7 +718,7 @@ class Tensor(NNOpsMixin):
   def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
   def lerp(self, end: Tensor, weight) -> Tensor: return self + (end - self) * weight
   def copysign(self, other) -> Tensor:
-    a, b = self._float()._broadcasted(other)
+    a, b = self._float()._broadcasted(other, op="copysign")
     neg = (b < 0) | ((b == 0) & ((1 / b) < 0))
     return neg.where(-a.abs(), a.abs())
   def logical_not(self) -> Tensor: return F.Neq.apply(*self.bool()._broadcasted(True))
@@ -720,7 +726,7 @@ class Tensor(NNOpsMixin):
     if self.dtype.is_float: raise TypeError(f"bitwise_not: {self.dtype} is not an integer or bool type")
     return self.logical_not() if self.dtype.is_bool else self ^ -1 if not self.dtype.is_unsigned else self ^ dtypes.max(self.dtype)
   def _bitop(self, fn, x, reverse=False) -> Tensor:
-    a, b = self._broadcasted(x, reverse)
+    a, b = self._broadcasted(x, reverse, op=fn.__name__.lower())
     if a.dtype.is_float: raise TypeError(f"{fn.__name__}: not defined for {a.dtype}")
     return fn.apply(a, b)
   def bitwise_and(self, x, reverse=False) -> Tensor: return self._bitop(F.BitwiseAnd, x, reverse)
@@ -778,12 +784,12 @@ class Tensor(NNOpsMixin):
   def __invert__(self): return self.bitwise_not()
   def __lshift__(self, x): return self.lshift(x)
   def __rshift__(self, x): return self.rshift(x)
-  def __lt__(self, x): return F.Less.apply(*self._broadcasted(x))
-  def __gt__(self, x): return F.Less.apply(*self._broadcasted(x, True))
-  def __ge__(self, x): return (self < x).logical_not()
-  def __le__(self, x): return (self > x).logical_not()
-  def __ne__(self, x): return F.Neq.apply(*self._broadcasted(x))  # type: ignore[override]
-  def __eq__(self, x): return (self != x).logical_not()  # type: ignore[override]
+  def __lt__(self, x): return F.Less.apply(*self._broadcasted(x, op="lt (<)"))
+  def __gt__(self, x): return F.Less.apply(*self._broadcasted(x, True, op="gt (>)"))
+  def __ge__(self, x): return F.Less.apply(*self._broadcasted(x, op="ge (>=)")).logical_not()
+  def __le__(self, x): return F.Less.apply(*self._broadcasted(x, True, op="le (<=)")).logical_not()
+  def __ne__(self, x): return F.Neq.apply(*self._broadcasted(x, op="ne (!=)"))  # type: ignore[override]
+  def __eq__(self, x): return F.Neq.apply(*self._broadcasted(x, op="eq (==)")).logical_not()  # type: ignore[override]
   def __iadd__(self, x): return self.assign(self.add(x)) if self.lazydata.realized else self.replace(self.add(x))
   def __isub__(self, x): return self.assign(self.sub(x)) if self.lazydata.realized else self.replace(self.sub(x))
   def __imul__(self, x): return self.assign(self.mul(x)) if self.lazydata.realized else self.replace(self.mul(x))
@@ -795,7 +801,7 @@ class Tensor(NNOpsMixin):
   def eq(self, x): return self == x
   def ne(self, x): return self != x
   def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
-    a, b = self._broadcasted(other)
+    a, b = self._broadcasted(other, op="isclose")
     close = (a == b) | ((a - b).abs() <= atol + rtol * b.abs())
     return close | (a.isnan() & b.isnan()) if equal_nan else close
 
@@ -806,19 +812,20 @@ class Tensor(NNOpsMixin):
   @staticmethod
   def test() -> _Train: return _Train(False)
 
-def _broadcast_shape(*shapes) -> tuple[int, ...]:
+def _broadcast_shape(*shapes, op: str | None = None) -> tuple[int, ...]:
   n = max(len(s) for s in shapes)
   padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
   out = []
   for dims in zip(*padded):
     big = {d for d in dims if d != 1}
-    if len(big) > 1: raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together")
+    if len(big) > 1: raise ValueError(f"{op or 'broadcast'}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together")
     out.append(big.pop() if big else (0 if 0 in dims else 1))
   return tuple(out)
 
 def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
   from frontend.engine import from_host
-  return from_host(np.ascontiguousarray(arr), dtypes.from_np(arr.dtype), device)
+  # np.ascontiguousarray turns a 0-d array into shape (1,): keep the original shape
+  return from_host(np.ascontiguousarray(arr).reshape(arr.shape), dtypes.from_np(arr.dtype), device)
 
 def _hash32(x: Tensor) -> Tensor:
   """A 32-bit integer mixer (xor-shift-multiply rounds) used by the random number generator."""
