@@ -1,0 +1,1 @@
+"""Conformance suite for HCQ devices: `python -m hw_tests --device NV` (see __main__.py)."""

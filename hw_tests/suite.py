@@ -1,0 +1,250 @@
+"""The conformance checks. Each check is a function taking a Ctx and raising on failure; `run_suite` runs them,
+prints a pass/fail table and returns the results (also written as JSON by __main__)."""
+from __future__ import annotations
+import json, os, time, traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+import numpy as np
+from hcqrt.hcq import GraphReplay, SignalTimeout
+from hw_tests import kernels as K
+
+@dataclass
+class Ctx:
+  dev: Any
+  mocked: bool
+  stress: int = 10_000
+  progs: dict[str, Any] = field(default_factory=dict)
+  metrics: dict[str, float] = field(default_factory=dict)
+
+  def prog(self, name: str, src: str) -> Any:
+    if name not in self.progs:
+      from compiler.assemble.ptx_assembler import assemble_ptx
+      self.progs[name] = self.dev.program(name, assemble_ptx(K.HEAD.format(arch=self.dev.arch) + src, self.dev.arch))
+    return self.progs[name]
+  def up(self, arr: np.ndarray) -> Any:
+    b = self.dev.allocator.alloc(arr.nbytes); self.dev.allocator.copyin(b, memoryview(arr.reshape(-1).view(np.uint8))); return b
+  def down(self, b: Any, n: int, dt=np.float32) -> np.ndarray:
+    out = np.zeros(n, dt); self.dev.allocator.copyout(memoryview(out.view(np.uint8)), b); return out
+
+def expect(cond: bool, what: str) -> None:
+  if not cond: raise AssertionError(what)
+
+CHECKS: list[tuple[str, str, Callable[[Ctx], str | None]]] = []
+def check(group: str):
+  def deco(fn):
+    CHECKS.append((group, fn.__name__, fn)); return fn
+  return deco
+
+# ---------------------------------------------------------------- properties
+@check("properties")
+def device_properties(c: Ctx):
+  d = c.dev
+  expect(d.renderer == "ptx" and d.arch.startswith("sm_"), f"renderer/arch {d.renderer}/{d.arch}")
+  p = d.properties()
+  expect(p["memory_bytes"] > 0 and p["sm_count"] > 0, f"memory {p['memory_bytes']}, SMs {p['sm_count']}")
+  return f"{p['arch']} {p['compute']} QMD {p['qmd']} driver {p['driver']} {p['memory_bytes'] >> 30} GiB {p['sm_count']} SMs"
+
+# ---------------------------------------------------------------- memory
+@check("memory")
+def alloc_sizes(c: Ctx):
+  al, sizes = c.dev.allocator, [1, 3, 4096, 4097, 1 << 20, (2 << 20) + 1, 64 << 20, 1 << 30]
+  for n in sizes:
+    b = al.alloc(n)
+    expect(b.nbytes == n and b.va % 256 == 0, f"alloc({n}) -> {b}")
+    tail = np.arange(16, dtype=np.uint8) + (n & 0xFF)
+    t = c.up(tail)
+    off = max(0, n - 16)
+    c.dev.hw_copy_queue().wait(c.dev.timeline_signal, c.dev.timeline_value - 1).copy(b.va + off, t.va, min(16, n)) \
+      .signal(c.dev.timeline_signal, c.dev.timeline_value).submit(c.dev)
+    c.dev.timeline_value += 1
+    back = c.dev.allocator.alloc(16)
+    c.dev.hw_copy_queue().wait(c.dev.timeline_signal, c.dev.timeline_value - 1).copy(back.va, b.va + off, min(16, n)) \
+      .signal(c.dev.timeline_signal, c.dev.timeline_value).submit(c.dev)
+    c.dev.timeline_value += 1
+    expect(np.array_equal(c.down(back, min(16, n), np.uint8), tail[:min(16, n)]), f"last bytes of a {n}-byte buffer")
+    for x in (b, t, back): al.free(x)
+  return f"sizes {sizes[0]} B .. {sizes[-1] >> 30} GiB"
+
+@check("memory")
+def alloc_free_many(c: Ctx):
+  bufs = [c.dev.allocator.alloc(4096 * (i + 1)) for i in range(64)]
+  vas = sorted((b.va, b.va + b.nbytes) for b in bufs)
+  expect(all(a[1] <= b[0] for a, b in zip(vas, vas[1:])), "overlapping allocations")
+  for b in bufs: c.dev.allocator.free(b)
+
+# ---------------------------------------------------------------- copies
+@check("copies")
+def host_device_odd_sizes(c: Ctx):
+  rng = np.random.default_rng(1)
+  for n in (1, 3, 17, 4095, 4097, 65539, (2 << 20) + 5, (5 << 20) - 3):
+    x = rng.integers(0, 256, n, dtype=np.uint8)
+    b = c.up(x)
+    expect(np.array_equal(c.down(b, n, np.uint8), x), f"round trip of {n} bytes")
+    c.dev.allocator.free(b)
+
+@check("copies")
+def device_device_odd_offsets(c: Ctx):
+  rng = np.random.default_rng(2)
+  x = rng.integers(0, 256, 10000, dtype=np.uint8)
+  src, dst = c.up(x), c.up(np.zeros(10000, np.uint8))
+  q, s = c.dev.hw_copy_queue(), c.dev.new_signal()
+  for so, do, n in ((1, 3, 999), (17, 5000, 4097), (4096, 9000, 1000)): q.copy(dst.va + do, src.va + so, n)
+  q.signal(s, 1).submit(c.dev); s.wait(1, 10)
+  out, ref = c.down(dst, 10000, np.uint8), np.zeros(10000, np.uint8)
+  for so, do, n in ((1, 3, 999), (17, 5000, 4097), (4096, 9000, 1000)): ref[do:do + n] = x[so:so + n]
+  expect(np.array_equal(out, ref), "device-to-device copies at odd offsets")
+  s.free()
+
+# ---------------------------------------------------------------- signals
+@check("signals")
+def signal_ordering_across_queues(c: Ctx):
+  d, n = c.dev, 4096
+  add = c.prog("add", K.ADD)
+  x = np.arange(n, dtype=np.float32)
+  a, o, o2 = c.up(x), d.allocator.alloc(4 * n), d.allocator.alloc(4 * n)
+  s = d.new_signal(name="order")
+  copy = d.hw_copy_queue().wait(s, 1).copy(o2.va, o.va, 4 * n).signal(s, 2)
+  comp = d.hw_compute_queue().exec(add, add.fill_kernargs([o, a, a], [1, n]), (n // 256, 1, 1), (256, 1, 1)).signal(s, 1)
+  copy.submit(d); comp.submit(d)     # the copy is queued first but must wait for the kernel
+  s.wait(2, 10)
+  expect(np.array_equal(c.down(o2, n), 2 * x), "copy saw the kernel's result")
+  s.free()
+
+@check("signals")
+def signal_64bit_and_timestamps(c: Ctx):
+  d, s = c.dev, c.dev.new_signal(name="ts")
+  v = (1 << 33) + 5
+  d.hw_compute_queue().timestamp(s).signal(s, v).submit(d); s.wait(v, 10)
+  t1 = s.timestamp
+  d.hw_copy_queue().timestamp(s).submit(d)
+  time.sleep(0.001)
+  d.hw_copy_queue().signal(s, v + 1).submit(d); s.wait(v + 1, 10)
+  expect(s.value == v + 1 and s.timestamp >= t1 > 0, f"value {s.value}, timestamps {t1} -> {s.timestamp}")
+  s.free()
+
+@check("signals")
+def wait_timeout_is_clear(c: Ctx):
+  s = c.dev.new_signal(name="never")
+  t0 = time.perf_counter()
+  try: s.wait(1, 0.05)
+  except SignalTimeout as e:
+    msg = str(e)
+    expect("never" in msg and "last completed value is 0" in msg and c.dev.name in msg, msg)
+    expect(time.perf_counter() - t0 < 1.0, "timeout took too long")
+    s.free(); return
+  raise AssertionError("no timeout")
+
+# ---------------------------------------------------------------- launches
+@check("launches")
+def grid_and_block_shapes(c: Ctx):
+  p = c.prog("idx3", K.IDX3)
+  for g, l in (((1, 1, 1), (1, 1, 1)), ((7, 1, 1), (33, 1, 1)), ((3, 5, 1), (8, 4, 1)), ((2, 3, 4), (4, 2, 8)), ((1, 1, 1), (1024, 1, 1)), ((300, 1, 1), (1, 1, 1))):
+    n = int(np.prod(g) * np.prod(l))
+    o = c.dev.allocator.alloc(4 * n)
+    p(o, global_size=g, local_size=l, wait=True)
+    expect(np.array_equal(c.down(o, n, np.uint32), np.arange(n, dtype=np.uint32)), f"grid {g} block {l}")
+    c.dev.allocator.free(o)
+
+@check("launches")
+def many_arguments(c: Ctx):
+  nin = 15
+  p = c.prog("many", K.many(nin))
+  xs = [np.full(64, j + 1, np.float32) for j in range(nin)]
+  ins, o = [c.up(x) for x in xs], c.dev.allocator.alloc(256)
+  p(o, *ins, vals=(1000,), global_size=(1, 1, 1), local_size=(64, 1, 1), wait=True)
+  expect(np.all(c.down(o, 64) == 1000 + sum(range(1, nin + 1))), f"{nin + 2} arguments")
+  return f"{nin + 1} pointers + 1 int"
+
+@check("launches")
+def shared_memory_and_barriers(c: Ctx):
+  p = c.prog("rev", K.REV)
+  x = np.arange(4 * 256, dtype=np.float32)
+  a, o = c.up(x), c.dev.allocator.alloc(x.nbytes)
+  p(o, a, global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
+  expect(np.array_equal(c.down(o, x.size), x.reshape(4, 256)[:, ::-1].reshape(-1)), "block reversal through shared memory")
+
+@check("launches")
+def back_to_back_launches(c: Ctx):
+  p = c.prog("inc", K.INC)
+  o = c.up(np.zeros(1, np.uint32))
+  t0 = time.perf_counter()
+  for _ in range(c.stress): p(o, global_size=(1, 1, 1), local_size=(1, 1, 1))
+  c.dev.synchronize()
+  dt = time.perf_counter() - t0
+  got = int(c.down(o, 1, np.uint32)[0])
+  expect(got == c.stress, f"{got} of {c.stress} increments")
+  c.metrics["back_to_back_us_per_launch"] = dt / c.stress * 1e6
+  return f"{c.stress} launches, {dt / c.stress * 1e6:.0f} us each"
+
+# ---------------------------------------------------------------- graph replay
+@check("graph")
+def graph_replay_patched(c: Ctx):
+  d, n = c.dev, 512
+  add = c.prog("add", K.ADD)
+  x = np.arange(n, dtype=np.float32)
+  b = [c.up(x), c.up(x)] + [d.allocator.alloc(4 * n) for _ in range(4)]
+  g = GraphReplay(d, [("exec", add, [b[2], b[0], b[1]], [1, n], (2, 1, 1), (256, 1, 1)), ("copy", b[3], b[2], 4 * n),
+                      ("exec", add, [b[4], b[3], b[0]], [2, n], (2, 1, 1), (256, 1, 1))])
+  g.replay(wait=True)
+  expect(np.array_equal(c.down(b[4], n), 4 * x), "first replay")
+  g.replay(bufs={(0, 1): b[4], (1, 0): b[5], (2, 1): b[5]}, vals={(2, 0): 3}, wait=True)   # b2 = 4x + x; b5 = b2; b4 = b5 + 3x
+  expect(np.array_equal(c.down(b[4], n), 8 * x) and np.array_equal(c.down(b[5], n), 5 * x), "patched replay")
+
+@check("graph")
+def graph_cost(c: Ctx):
+  d, n, k = c.dev, 32, 50
+  p = c.prog("add", K.ADD)
+  bufs = [d.allocator.alloc(4 * n) for _ in range(3)]
+  g = GraphReplay(d, [("exec", p, bufs, [1, n], (1, 1, 1), (n, 1, 1))] * k)
+  g.replay(wait=True)
+  busy = (lambda: d.drv.engine.busy_ns) if hasattr(d, "drv") else (lambda: 0)   # mock: exclude the emulated GPU's time
+  def host_us(fn, reps):
+    b0, t = busy(), time.perf_counter_ns()
+    for _ in range(reps): fn()
+    d.synchronize()
+    return (time.perf_counter_ns() - t - (busy() - b0)) / reps / 1e3
+  launch = host_us(lambda: p(*bufs, vals=(1, n), global_size=(1, 1, 1), local_size=(n, 1, 1)), 100)
+  graph = host_us(lambda: g.replay(), 10) / k
+  c.metrics.update(launch_host_us=launch, graph_host_us_per_kernel=graph)
+  expect(graph < launch / 10, f"graph {graph:.2f} us/kernel vs launch {launch:.1f} us")
+  return f"build+submit {launch:.1f} us/launch, graph {graph:.2f} us/kernel"
+
+# ---------------------------------------------------------------- error paths
+@check("errors")
+def error_paths(c: Ctx):
+  d = c.dev
+  add = c.prog("add", K.ADD)
+  b = d.allocator.alloc(16)
+  for fn, exc, what in ((lambda: add(b, b, global_size=(1, 1, 1)), TypeError, "wrong argument count"),
+                        (lambda: d.allocator.copyin(b, memoryview(bytes(17))), ValueError, "copyin too large"),
+                        (lambda: d.allocator.copyout(memoryview(bytearray(17)), b), ValueError, "copyout too large"),
+                        (lambda: add(b, b, b, vals=(1, 1), global_size=(0, 1, 1)), ValueError, "empty grid")):
+    try: fn()
+    except exc: continue
+    raise AssertionError(f"{what}: no {exc.__name__}")
+  d.allocator.free(b)
+  try: d.allocator.free(b)
+  except RuntimeError: pass
+  else: raise AssertionError("double free accepted")
+  if c.mocked:   # the mock GPU refuses a method the class does not have (hardware would raise an Xid)
+    from hcqrt.mock.nv import MockNV, GPUError
+    from hcqrt import syscalls
+    from hcqrt.nv.device import NVDevice, NVComputeQueue, SUBC_COMPUTE
+    with syscalls.installed(MockNV(arch=d.drv.chip.key)):
+      d2 = NVDevice("NV")
+      q = NVComputeQueue(); q.method(SUBC_COMPUTE, 0x1FF0, 0)
+      try: q.submit(d2)
+      except GPUError as e: expect("0x1ff0" in str(e), str(e))
+      else: raise AssertionError("invalid method accepted")
+
+def run_suite(c: Ctx, only: str | None = None, out=print) -> list[dict]:
+  results = []
+  for group, name, fn in CHECKS:
+    if only and only not in (group, name): continue
+    t0 = time.perf_counter()
+    try: note, ok, err = fn(c), True, None
+    except Exception as e: note, ok, err = None, False, f"{type(e).__name__}: {e}"
+    r = {"group": group, "check": name, "passed": ok, "seconds": round(time.perf_counter() - t0, 3), "note": note, "error": err}
+    results.append(r)
+    out(f"{'PASS' if ok else 'FAIL'}  {group:11s} {name:32s} {r['seconds']:7.2f}s  {note or err or ''}")
+  return results
