@@ -19,6 +19,7 @@ def _normalize(t, indices) -> list:
   for i in indices:
     if isinstance(i, (list, np.ndarray)) and not isinstance(i, Tensor):
       arr = np.asarray(i)
+      if arr.size == 0 and arr.dtype.kind == "f": arr = arr.astype(np.int64)   # [] selects nothing; it is not a float index
       if arr.dtype == np.bool_: out.append(("bool", arr)); continue
       if arr.dtype.kind not in "iu": raise IndexError(f"index arrays must be integers or bools, got {arr.dtype}")
       out.append(("arr", arr)); continue
@@ -36,7 +37,7 @@ def _normalize(t, indices) -> list:
   expanded = []
   for kind, v in out:
     if kind == "bool" and v.ndim > 0: expanded.extend(("arr", nz) for nz in np.nonzero(v))
-    elif kind == "bool": expanded.extend([("none", None)] + ([] if v else [("empty", None)]))
+    elif kind == "bool": expanded.append(("none", None) if v else ("empty", None))   # a new dim of size 1 (True) or 0 (False)
     else: expanded.append((kind, v))
   used = sum(1 for k, _ in expanded if k in ("int", "slice", "arr", "tensor"))
   if used > t.ndim: raise IndexError(f"too many indices for tensor of shape {t.shape}: {used} given")
@@ -51,6 +52,9 @@ def _normalize(t, indices) -> list:
 def getitem(t, indices):
   from frontend.tensor import Tensor
   idx = _normalize(t, indices)
+  # numpy rule: next to an array index, an int index is an advanced index too (it takes part in the broadcast and in
+  # deciding where the broadcast dims go), e.g. x[0, :, [1, 2]] has shape (2, x.shape[1])
+  if any(k in ("arr", "tensor") for k, _ in idx): idx = [("arr", np.array(v)) if k == "int" else (k, v) for k, v in idx]
   x, dim, adv, out_shape_dims = t, 0, [], 0
   # pass 1: basic indexing as views; remember where advanced indices apply (in terms of the new dims)
   new_dims = 0
@@ -100,7 +104,8 @@ def _gather(x, adv: list):
   """x indexed by integer tensors at dims [d for d, _]: one-hot select and sum over those dims."""
   from frontend.tensor import Tensor, _broadcast_shape
   dims = [d for d, _ in adv]
-  bshape = _broadcast_shape(*[v.shape for _, v in adv])
+  try: bshape = _broadcast_shape(*[v.shape for _, v in adv])
+  except ValueError: raise IndexError(f"index: the index arrays of shapes {', '.join(str(v.shape) for _, v in adv)} can't be broadcast together") from None
   idxs = [v._expand_to(bshape) if v.shape != bshape else v for _, v in adv]
   rest = [i for i in range(x.ndim) if i not in dims]
   xp = x.permute(rest + dims)          # (rest..., n1, n2, ...)
