@@ -119,6 +119,10 @@ def run_child(cmd: list[str], env_extra: dict[str, str], timeout: float, verbose
 
 def rate(row: dict, t: float) -> tuple[str, float | None]:
   """(unit, throughput) of a benchmark row timed at `t` seconds."""
+  try: return _rate(row, t)
+  except (KeyError, IndexError, TypeError): return "", None
+
+def _rate(row: dict, t: float) -> tuple[str, float | None]:
   b = row.get("bench")
   if b == "matmul": return "GFLOP/s", 2 * row["n"] ** 3 / t / 1e9
   if b == "ew": return "GB/s", 16 * row["n"] / t / 1e9   # 3 float32 inputs read + 1 written
@@ -127,6 +131,10 @@ def rate(row: dict, t: float) -> tuple[str, float | None]:
   return "", None
 
 def label(row: dict) -> str:
+  try: return _label(row)
+  except (KeyError, IndexError, TypeError): return row.get("key", "?")  # an errored row carries no sizes
+
+def _label(row: dict) -> str:
   k = row["key"]
   if k.startswith("matmul:"): return f"matmul f32 N={row['n']}"
   if k == "ew": return f"exp(relu(a*b+c)) {_n(row['n'])}"
@@ -251,6 +259,8 @@ def main() -> int:
            "; torch: skipped" if args.no_torch else "; torch: not installed"))
   print()
   for line in table(results, peak, fpc): print(line)
+  for k, r in results.items():
+    if "error" in r: print(f"error: the {k} child failed: {r['error'].splitlines()[0][:200]} (run with -v for its stderr)")
   noisy = [f"{k} {r['foreign_load'] * 100:.0f}%" for k, r in results.items() if r.get("foreign_load", 0) > 0.05]
   if noisy: print("warning: other processes shared the cores during these runs (share of all cores): " + ", ".join(noisy))
   total = time.perf_counter() - started
