@@ -44,7 +44,7 @@ def launch_qmd(version: str, prog_va: int, regs: int, shared: int, local: int, b
   q.set(f, _round_up(local, 16) >> sh)
   q.set("BARRIER_COUNT", barriers)
   cfg = smem_config(shared)
-  q.set("MIN_SM_CONFIG_SHARED_MEM_SIZE", cfg).set("MAX_SM_CONFIG_SHARED_MEM_SIZE", 0x1A if version != "V03_00" else 0x1A).set("TARGET_SM_CONFIG_SHARED_MEM_SIZE", cfg)
+  q.set("MIN_SM_CONFIG_SHARED_MEM_SIZE", cfg).set("MAX_SM_CONFIG_SHARED_MEM_SIZE", 0x1A).set("TARGET_SM_CONFIG_SHARED_MEM_SIZE", cfg)
   q.set("API_VISIBLE_CALL_LIMIT", "NO_CHECK").set("SAMPLER_INDEX", "VIA_HEADER_INDEX")
   for f in ("INVALIDATE_TEXTURE_HEADER_CACHE", "INVALIDATE_TEXTURE_SAMPLER_CACHE", "INVALIDATE_TEXTURE_DATA_CACHE",
             "INVALIDATE_SHADER_DATA_CACHE", "INVALIDATE_INSTRUCTION_CACHE", "INVALIDATE_SHADER_CONSTANT_CACHE"): q.set(f, 1)
