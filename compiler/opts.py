@@ -62,12 +62,13 @@ def apply_tile(k: LoweredKernel, ri: UOp | None, ui: int, rj: UOp, w: int, uj: i
   k.applied_opts.append(("TILE", ri.arg[0] if ri is not None else None, ui, rj.arg[0], w, uj))
   return k
 
-def apply_reduce_vectors(k: LoweredKernel, red: UOp, w: int, acc: int) -> LoweredKernel:
-  """REDUCE over a contiguous range r: acc vector accumulators of w lanes, folded after the loop."""
-  r = red.src[1]
+def apply_reduce_vectors(k: LoweredKernel, red: UOp, r: UOp, w: int, acc: int) -> LoweredKernel:
+  """REDUCE over the contiguous range r: acc vector accumulators of w lanes, folded after the loop."""
   lane = UOp(Ops.LANE, dtypes.int32, (), w)
   ro = _new_range(r.src[0].arg // (w * acc), "reduce")
-  parts = [UOp(Ops.REDUCE, red.dtype, (substitute(red.src[0], {r: ro * (w * acc) + a * w + lane}), ro) + red.src[2:], red.arg) for a in range(acc)]
+  others = tuple(x for x in red.src[1:] if x is not r)
+  parts = [UOp(Ops.REDUCE, red.dtype, (substitute(red.src[0], {r: ro * (w * acc) + a * w + lane}),) + others + (ro,), red.arg)
+           for a in range(acc)]
   total = parts[0]
   for p in parts[1:]: total = UOp(red.arg, red.dtype, (total, p))
   new = UOp(Ops.REDUCE, red.dtype, (total, lane), red.arg)
@@ -75,11 +76,14 @@ def apply_reduce_vectors(k: LoweredKernel, red: UOp, w: int, acc: int) -> Lowere
   k.applied_opts.append(("REDUCE_VEC", r.arg[0], w, acc))
   return k
 
-def _matmul_tile(k: LoweredKernel, w: int) -> bool:
+def _matmul_tile(k: LoweredKernel, wmax: int) -> bool:
   if len(k.global_ranges) < 2 or not k.reduce_ranges(): return False
   loads = _loads(k)
   for rj in reversed(k.global_ranges):
     n = rj.src[0].arg
+    # the widest vector that divides the row (narrower vectors still beat scalars)
+    w = next((w for w in (wmax, wmax // 2, wmax // 4) if w >= 4 and n % w == 0), None)
+    if w is None: continue
     uj = VEC_UNROLL if n % (w * VEC_UNROLL) == 0 else 1
     if n % (w * uj) or not any(_stride(ld.src[1], rj) == 1 for ld in loads): continue
     # the row loop: one whose contiguous-in-rj load does not move with it (so its loads are shared)
@@ -90,15 +94,15 @@ def _matmul_tile(k: LoweredKernel, w: int) -> bool:
         return True
   return False
 
-def _reduce_vectors(k: LoweredKernel, w: int) -> bool:
-  reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE and len(u.src) == 2 and u.src[1].op is Ops.RANGE]
+def _reduce_vectors(k: LoweredKernel, wmax: int) -> bool:
+  reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE and all(r.op is Ops.RANGE for r in u.src[1:])]
   if len(reds) != 1 or not reds[0].dtype.is_float or reds[0].arg not in (Ops.ADD, Ops.MAX): return False
-  red = reds[0]
-  n = red.src[1].src[0].arg
+  red, r = reds[0], reds[0].src[-1]   # the innermost reduce loop
+  n = r.src[0].arg
+  w = next((w for w in (wmax, wmax // 2) if w >= 4 and n % w == 0), None)
+  if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
   acc = VEC_ACC if n % (w * VEC_ACC) == 0 else 1
-  if n % (w * acc) or n < 4 * w: return False
-  if not any(_stride(ld.src[1], red.src[1]) == 1 for ld in _loads(k)): return False
-  apply_reduce_vectors(k, red, w, acc)
+  apply_reduce_vectors(k, red, r, w, acc)
   return True
 
 def optimize(k: LoweredKernel, device) -> LoweredKernel:
@@ -125,27 +129,48 @@ def apply_reduce_unroll(k: LoweredKernel, red: UOp, r: UOp, acc: int) -> UOp:
   k.applied_opts.append(("REDUCE_UNROLL", r.arg[0], acc))
   return ro
 
+def apply_output_unroll(k: LoweredKernel, g: UOp, u: int) -> LoweredKernel:
+  """Output loop g unrolled by u (g = go*u + a): u outputs per iteration, each with its own accumulator, sharing
+  every value that does not depend on g (hash-consing merges the copies)."""
+  go = _new_range(g.src[0].arg // u, "global")
+  k.sink = UOp(Ops.SINK, None, tuple(substitute(s, {g: go * u + a}) for a in range(u) for s in k.sink.src))
+  k.global_ranges = [go if r is g else r for r in k.global_ranges]
+  k.applied_opts.append(("UNROLL_OUT", g.arg[0], u))
+  return k
+
 def optimize_portable(k: LoweredKernel) -> LoweredKernel:
-  """Opts for exported C99 (frontend.export): no vector types and no threads, so the code builds anywhere. Each float
-  ADD/MAX reduction keeps its loop, with a few scalar accumulators on its contiguous (else innermost) range: enough
-  independent chains for a compiler to vectorize, never a fully unrolled body of hundreds of live scalars.
+  """Opts for exported C99 (frontend.export): no vector types and no threads, so the code builds anywhere, and
+  reductions stay loops with at most 8 scalar accumulators (never a fully unrolled body of hundreds of live scalars).
+  A float ADD/MAX reduction over a contiguous range gets interleaved accumulators (independent chains that -O3 packs
+  into vectors, as for a matrix-vector product). Otherwise (a convolution) an output loop is unrolled so that the
+  expensive loads (gated, non-affine) are made once per iteration and shared by several outputs.
 
   >>> from compiler.lazy import LazyBuffer
   >>> from compiler.schedule import create_schedule
   >>> from compiler.lower import lower
   >>> x = LazyBuffer.empty((4, 64), dtypes.float32, "CPU"); x.buffer = object()
-  >>> optimize_portable(lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast)).applied_opts[0][2]
-  8
+  >>> optimize_portable(lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast)).applied_opts
+  [('REDUCE_UNROLL', 1, 8)]
   """
+  if os.environ.get("NOOPT", "0") == "1": return k
   done: set[UOp] = set()   # ranges of reductions already handled (including the ones opts made)
   while True:
     red = next((u for u in k.sink.toposort() if u.op is Ops.REDUCE and len(u.src) > 1 and all(x.op is Ops.RANGE for x in u.src[1:])
                 and not done.intersection(u.src[1:])), None)
-    if red is None: return k
+    if red is None: break
     done.update(red.src[1:])
     if not red.dtype.is_float or red.arg not in (Ops.ADD, Ops.MAX): continue
-    # the range to split: a contiguous one first (loads the compiler can pack), then from the innermost out
     loads = _loads(k)
-    rngs = sorted(red.src[1:], key=lambda x: (not any(_stride(ld.src[1], x) == 1 for ld in loads), -red.src.index(x)))
+    # innermost contiguous range first
+    rngs = [x for x in reversed(red.src[1:]) if any(_stride(ld.src[1], x) == 1 for ld in loads)]
     r, acc = next(((x, a) for x in rngs for a in PORTABLE_ACC if x.src[0].arg % a == 0 and x.src[0].arg >= 2 * a), (None, 0))
     if r is not None: done.add(apply_reduce_unroll(k, red, r, acc))
+  if k.applied_opts or not (rr := k.reduce_ranges()): return k
+  inner = [ld for ld in _loads(k) if any(_stride(ld.src[1], r) != 0 for r in rr)]   # the loads of the reduction's body
+  def cheap(g: UOp) -> bool:   # every load that moves with g is a plain affine one: the costly ones get shared
+    return all(len(ld.src) == 2 and _stride(ld.src[1], g) is not None for ld in inner if _stride(ld.src[1], g) != 0)
+  for g in sorted(reversed(k.global_ranges), key=lambda g: not cheap(g)):
+    u = next((a for a in PORTABLE_ACC if g.src[0].arg % a == 0), None)
+    if u is not None and any(_stride(ld.src[1], g) == 0 for ld in inner) and any(_stride(ld.src[1], g) != 0 for ld in inner):
+      return apply_output_unroll(k, g, u)
+  return k

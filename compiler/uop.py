@@ -147,6 +147,11 @@ class UOp:
       for s in reversed(u.src):
         if s not in seen: stack.append((s, False))
     return out
+  @functools.cached_property
+  def order_key(self) -> tuple:
+    """A structural sort key: equal for equal graphs, and different for different ones."""
+    return (self.op.value, repr(self.arg), tuple(s.order_key for s in self.src))
+
   # *** integer bounds, for the symbolic simplifier ***
   @functools.cached_property
   def _bounds(self) -> tuple:
@@ -308,8 +313,8 @@ def _split_sum(u: UOp) -> tuple[dict[UOp, int], int]:
   return {t: k for t, k in terms.items() if k != 0}, const
 
 def _term_key(u: UOp):
-  # a stable order so that equal sums build the same UOp: ranges by id, then everything else by structure
-  return (u.op is not Ops.RANGE, u.arg[0] if u.op is Ops.RANGE and isinstance(u.arg, tuple) else 0, str(pretty(u, 3)))
+  # a total, stable order so that equal sums always build the same UOp (else rewriting could cycle)
+  return (u.op is not Ops.RANGE, u.arg[0] if u.op is Ops.RANGE and isinstance(u.arg, tuple) else 0, u.order_key)
 
 def _build_sum(dt: DType, terms: dict[UOp, int], const: int) -> UOp:
   out = None
@@ -330,8 +335,13 @@ def _sym_div_mod(op: Ops, x: UOp, c: int) -> UOp | None:
     return _idiv(x.src[0], x.src[1].arg * c)
   if x.op is Ops.MOD and op is Ops.MOD and x.src[1].op is Ops.CONST and x.src[1].arg % c == 0: return _imod(x.src[0], c)
   terms, const = _split_sum(x)
-  quot = {t: k // c for t, k in terms.items() if k % c == 0}
-  rest = {t: k for t, k in terms.items() if k % c != 0}
+  if all(t.vmin >= 0 for t in terms) and all(k > 0 for k in terms.values()):
+    # every coefficient k = q*c + r: the q parts leave the division whole, only the r parts stay inside
+    quot = {t: k // c for t, k in terms.items() if k >= c}
+    rest = {t: k % c for t, k in terms.items() if k % c != 0}
+  else:
+    quot = {t: k // c for t, k in terms.items() if k % c == 0}
+    rest = {t: k for t, k in terms.items() if k % c != 0}
   qc, rc = divmod(const, c)
   if not quot and qc == 0 and op is Ops.IDIV:
     g = math.gcd(c, *rest.values()) if rest else c

@@ -38,7 +38,11 @@ class _Vectorizer:
     r = u is self.lane or any(self.dep(s) for s in u.src)
     self.dep_memo[u] = r
     return r
-  def at(self, u: UOp, c: int) -> UOp: return simplify(substitute(u, {self.lane: UOp.const(self.lane.dtype, c)}))
+  def at(self, u: UOp, c: int) -> UOp:
+    """u for lane c alone; sums over the lanes inside u are folded first (they don't depend on the lane)."""
+    m = {x: self.value(x) for x in u.toposort() if x.op is Ops.REDUCE and self.lane in x.src[1:]}
+    m[self.lane] = UOp.const(self.lane.dtype, c)
+    return simplify(substitute(u, m))
   def stride(self, idx: UOp) -> int | None:
     """The constant step of idx per lane, if idx is affine in LANE."""
     base = self.at(idx, 0)

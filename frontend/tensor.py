@@ -230,10 +230,13 @@ class Tensor(NNOpsMixin):
     if device not in Tensor._rng_counter:
       Tensor._rng_counter[device] = Tensor([0], dtype=dtypes.uint32, device=device).realize()
     ctr = Tensor._rng_counter[device]
-    key = _hash32(ctr * 0x85EBCA6B + ((Tensor._seed * 0x9E3779B9 + 0x6A09E667) & 0xFFFFFFFF))
+    # the key and the counter's increment run now, as kernels: so a TinyJit capture records both, and every
+    # replay draws new numbers
+    key = _hash32(ctr * 0x85EBCA6B + ((Tensor._seed * 0x9E3779B9 + 0x6A09E667) & 0xFFFFFFFF)).contiguous()
+    ctr.assign(ctr + 1)
+    Tensor.realize(key, ctr)
     idx = Tensor.arange(n, dtype=dtypes.uint32, device=device)
     bits = _hash32(_hash32(idx) ^ key.expand(n)) if n > 0 else idx
-    ctr.assign(ctr + 1)
     return bits.reshape(shape)
   @staticmethod
   def rand(*shape, device=None, dtype=None, **kw) -> Tensor:

@@ -2,6 +2,7 @@
 
 Choosing the default never opens a driver: an environment variable (`CPU=1`, `NV=1`, `AMD=1`, `PTXEMU=1`) wins,
 otherwise the first GPU whose device file exists, otherwise the CPU. That keeps the choice under a millisecond.
+`MOCKGPU=1` (with `NV=1`) opens NV through the mock kernel driver (hcqrt/mock/nv), for machines without a GPU.
 
 >>> from hcqrt.device import Device
 >>> Device.canonicalize("cpu")
@@ -34,6 +35,10 @@ class _Registry:
     name = self.canonicalize(name)
     if (d := self._opened.get(name)) is None:
       mod, cls = BACKENDS[name.split(":")[0]].split(":")
+      if name.split(":")[0] == "NV" and os.environ.get("MOCKGPU", "0") not in ("", "0"):
+        # no GPU here: put the fake NVIDIA kernel driver behind the syscall seam before the backend opens it
+        from hcqrt.mock.nv import install_mock_nv
+        install_mock_nv(os.environ.get("MOCKGPU_ARCH", "hopper"))
       try: d = getattr(importlib.import_module(mod), cls)(name)
       except ImportError as e: raise RuntimeError(f"device {name} is not available: {e}") from e
       self._opened[name] = d
