@@ -83,22 +83,26 @@ def test_mlp_matches_framework(mlp_export, tmp_path, cc):
   h = ex.files["mlp.h"].decode()
   assert "int mlp_init(const void *weights, size_t size);" in h and "void mlp(const float *in0, float *out0);" in h
 
-def test_mlp_code_shape(mlp_export):
-  """Reductions stay loops with a few accumulators; the .c needs nothing but the C99 library headers."""
-  _, ex = mlp_export
-  src = ex.files["mlp.c"].decode()
+def assert_plain_loops(ex):
+  """Reductions stay loops with at most 8 accumulators; the .c needs nothing but C99 library headers."""
+  src = ex.files[f"{ex.name}.c"].decode()
   assert set(re.findall(r"#include <(\w+\.h)>", src)) <= {"math.h", "stdint.h", "string.h"}
   assert "__builtin" not in src and "__attribute__" not in src and "_Float16" not in src
-  for fn in re.split(r"\nstatic void mlp_k", src)[1:]:
+  kernels = re.split(rf"\nstatic void {ex.name}_k", src)[1:]
+  assert 1 <= len(kernels) <= ex.kernels   # a kernel launched twice is written once
+  for fn in kernels:
     body = fn.split("\n}\n")[0]
     assert "for (" in body
-    assert 1 <= len(re.findall(r"float acc\d+ = ", body)) <= 8
+    assert 1 <= len(re.findall(r"float acc\d+ = ", body)) <= 8, body
+
+def test_mlp_code_shape(mlp_export): assert_plain_loops(mlp_export[1])
 
 @pytest.mark.parametrize("cc", COMPILERS)
 def test_digits_cnn(tmp_path, cc):
   Tensor.manual_seed(3)
   model = digits_net()
   ex = export_c(model, Tensor.rand(1, 1, 8, 8), name="digits")
+  assert_plain_loops(ex)
   lib, frames = build(ex, tmp_path, cc)
   assert max(frames.values()) <= 512, frames
   assert load_weights(lib, ex) == ERRORS["OK"]
