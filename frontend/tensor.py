@@ -75,7 +75,7 @@ class Tensor(NNOpsMixin):
       except ValueError as e: raise ValueError(f"Tensor: ragged or non-numeric list: {e}") from None
       lb = _from_numpy(arr, device)
     elif isinstance(data, np.ndarray) or isinstance(data, np.generic):
-      arr = np.asarray(data)
+      arr = _canonical(np.asarray(data))
       if arr.dtype.type not in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
                                 np.float16, np.float32, np.float64): raise TypeError(f"Tensor: unsupported numpy dtype {arr.dtype}")
       if dtype is not None: arr = arr.astype(to_np(dtype))
@@ -825,8 +825,14 @@ def _broadcast_shape(*shapes, op: str | None = None) -> tuple[int, ...]:
     out.append(big.pop() if big else (0 if 0 in dims else 1))
   return tuple(out)
 
+def _canonical(arr: np.ndarray) -> np.ndarray:
+  """The same bytes with numpy's canonical scalar type: on Linux np.longlong ('q') and np.int64 ('l') are distinct
+  classes of the same dtype, and only the latter is in the dtype map."""
+  return arr.view(np.dtype(arr.dtype.str)) if arr.dtype.kind in "iu" and arr.dtype.type is not np.dtype(arr.dtype.str).type else arr
+
 def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
   from frontend.engine import from_host
+  arr = _canonical(arr)
   # np.ascontiguousarray turns a 0-d array into shape (1,): keep the original shape
   return from_host(np.ascontiguousarray(arr).reshape(arr.shape), dtypes.from_np(arr.dtype), device)
 
