@@ -332,9 +332,10 @@ class Tensor(NNOpsMixin):
       for t, g in saved: t.grad = g
 
   # ***** movement ops *****
-  def _axis(self, a: int, n: int | None = None) -> int:
+  def _axis(self, a: int, n: int | None = None, op: str | None = None) -> int:
     n = self.ndim if n is None else n
-    if not -max(n, 1) <= a < max(n, 1): raise IndexError(f"dimension {a} is out of range for a tensor of {n} dims (shape {self.shape})")
+    if not -max(n, 1) <= a < max(n, 1):
+      raise IndexError(f"{op + ': ' if op else ''}dimension {a} is out of range for a tensor of {n} dims (shape {self.shape})")
     return a + n if a < 0 else a
   def reshape(self, shape, *args) -> Tensor:
     new = argfix(shape, *args)
@@ -353,11 +354,11 @@ class Tensor(NNOpsMixin):
     x = self.reshape(base) if base != self.shape else self
     return x if new == x.shape else F.Expand.apply(x, shape=new)
   def permute(self, order, *args) -> Tensor:
-    order = tuple(self._axis(a) for a in argfix(order, *args))
+    order = tuple(self._axis(a, op="permute") for a in argfix(order, *args))
     if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute: {order} is not a permutation of {self.ndim} dims")
     return self if order == tuple(range(self.ndim)) else F.Permute.apply(self, order=order)
   def flip(self, axis, *args) -> Tensor:
-    axes = tuple(self._axis(a) for a in argfix(axis, *args))
+    axes = tuple(self._axis(a, op="flip") for a in argfix(axis, *args))
     if len(set(axes)) != len(axes): raise RuntimeError(f"flip: repeated axis in {axes}")
     return self if not axes else F.Flip.apply(self, axis=axes)
   def shrink(self, arg) -> Tensor:
@@ -386,23 +387,23 @@ class Tensor(NNOpsMixin):
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
     order = list(range(self.ndim))
     if self.ndim < 2 and (dim0, dim1) == (1, 0): return self
-    a, b = self._axis(dim0), self._axis(dim1)
+    a, b = self._axis(dim0, op="transpose"), self._axis(dim1, op="transpose")
     order[a], order[b] = order[b], order[a]
     return self.permute(order)
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if self.ndim == 0: return self.reshape(1)
-    s, e = self._axis(start_dim), self._axis(end_dim)
+    s, e = self._axis(start_dim, op="flatten"), self._axis(end_dim, op="flatten")
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
   def unflatten(self, dim: int, sizes) -> Tensor:
-    d = self._axis(dim)
+    d = self._axis(dim, op="unflatten")
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
   def squeeze(self, dim: int | None = None) -> Tensor:
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
     if self.ndim == 0: return self
-    d = self._axis(dim)
+    d = self._axis(dim, op="squeeze")
     return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
   def unsqueeze(self, dim: int) -> Tensor:
-    d = self._axis(dim, self.ndim + 1)
+    d = self._axis(dim, self.ndim + 1, op="unsqueeze")
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
   def repeat(self, repeats, *args) -> Tensor:
     reps = argfix(repeats, *args)
@@ -417,7 +418,7 @@ class Tensor(NNOpsMixin):
     return x.reshape(*shp[:d + 1], 1, *shp[d + 1:]).expand(*shp[:d + 1], repeats, *shp[d + 1:]).reshape(*shp[:d], shp[d] * repeats, *shp[d + 1:])
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
     ts = (self,) + args
-    d = self._axis(dim)
+    d = self._axis(dim, op="cat")
     for t in args:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
         raise ValueError(f"cat: shapes {self.shape} and {t.shape} differ outside dim {d}")
@@ -433,18 +434,18 @@ class Tensor(NNOpsMixin):
   def stack(*args: Tensor, dim: int = 0) -> Tensor:
     ts = argfix(*args)
     first = ts[0]
-    d = first._axis(dim, first.ndim + 1)
+    d = first._axis(dim, first.ndim + 1, op="stack")
     for t in ts[1:]:
       if t.shape != first.shape: raise ValueError(f"stack: shapes {first.shape} and {t.shape} differ")
     return ts[0].unsqueeze(d).cat(*[t.unsqueeze(d) for t in ts[1:]], dim=d)
   def split(self, sizes, dim: int = 0) -> list[Tensor]:
-    d = self._axis(dim)
+    d = self._axis(dim, op="split")
     if isinstance(sizes, int): sizes = [min(sizes, self.shape[d] - i) for i in range(0, max(1, self.shape[d]), max(1, sizes))]
     if sum(sizes) != self.shape[d]: raise ValueError(f"split: sizes {sizes} don't add up to {self.shape[d]}")
     offs = [0] + list(itertools.accumulate(sizes))
     return [self.shrink(tuple((offs[i], offs[i + 1]) if j == d else None for j in range(self.ndim))) for i in range(len(sizes))]
   def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
-    d = self._axis(dim)
+    d = self._axis(dim, op="chunk")
     return self.split(math.ceil(self.shape[d] / chunks) if self.shape[d] else 1, dim=d)
   def roll(self, shifts, dims) -> Tensor:
     shifts, dims = make_tuple(shifts, 1), make_tuple(dims, 1)
@@ -466,11 +467,11 @@ class Tensor(NNOpsMixin):
     setitem(self, indices, v)
 
   # ***** reductions *****
-  def _reduce_axes(self, axis) -> tuple[int, ...]:
+  def _reduce_axes(self, axis, op: str = "reduce") -> tuple[int, ...]:
     if axis is None: return tuple(range(self.ndim))
-    return tuple(sorted(set(self._axis(a) for a in make_tuple(axis, 1))))
+    return tuple(sorted(set(self._axis(a, op=op) for a in make_tuple(axis, 1))))
   def _reduce(self, fn, axis, keepdim: bool) -> Tensor:
-    axes = self._reduce_axes(axis)
+    axes = self._reduce_axes(axis, op=fn.__name__.lower())
     if self.ndim == 0: return self if fn is not F.Sum or True else self
     ret = fn.apply(self, axis=axes) if axes else self
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
@@ -492,17 +493,17 @@ class Tensor(NNOpsMixin):
     if self.dtype.is_unsigned: return (~self).max(axis, keepdim).bitwise_not()
     return -((-self).max(axis, keepdim))
   def _nonempty_reduce(self, name: str, axis):
-    for a in self._reduce_axes(axis):
+    for a in self._reduce_axes(axis, op=name):
       if self.shape[a] == 0: raise RuntimeError(f"{name}(): can't reduce over the empty dim {a} of shape {self.shape}")
   def any(self, axis=None, keepdim=False) -> Tensor: return self.bool().max(axis, keepdim)
   def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
     out_dt = self.dtype if self.dtype.is_float else dtypes.default_float
-    n = prod(self.shape[a] for a in self._reduce_axes(axis))
+    n = prod(self.shape[a] for a in self._reduce_axes(axis, op="mean"))
     s = self.cast(out_dt).sum(axis, keepdim)
     return (s / n if n else s * math.nan).cast(out_dt)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    n = prod(self.shape[a] for a in self._reduce_axes(axis))
+    n = prod(self.shape[a] for a in self._reduce_axes(axis, op="var"))
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     return sq / max(0, n - correction) if n - correction > 0 else sq * math.nan
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
@@ -529,7 +530,7 @@ class Tensor(NNOpsMixin):
     if axis is None:
       ret = self.flatten().argmax(0) if self.ndim else Tensor(0, device=self.device)
       return ret.reshape((1,) * self.ndim) if keepdim else ret
-    a = self._axis(axis)
+    a = self._axis(axis, op="argmax")
     self._nonempty_reduce("argmax", a)
     n = self.shape[a]
     m = self == self.max(axis=a, keepdim=True)
