@@ -561,6 +561,11 @@ class TestMatmul:
   def test_matmul_shapes(self, sa, sb):
     check([sa, sb], lambda a, b: a @ b, atol=1e-4)
 
+  @pytest.mark.parametrize("sa,sb", [((64, 64), (64, 64)), ((65, 130), (130, 67)), ((3, 33, 65), (65, 17)), ((129, 7), (7, 257))])
+  def test_matmul_bigger_odd(self, sa, sb):
+    # big enough for the optimizer's tiling/threading paths, with remainders in every dim
+    check([sa, sb], lambda a, b: a @ b, atol=1e-4, rtol=1e-4)
+
   def test_matmul_names_and_layouts(self):
     check([(7, 5), (5, 3)], torch.matmul, Tensor.matmul, layouts=("contig", "permute", "flip", "strided", "negstride"), atol=1e-4)
     check([(7, 5), (5, 3)], lambda a, b: a @ b, lambda a, b: a.dot(b), layouts=("expand", "pad"), atol=1e-4)
@@ -637,6 +642,73 @@ class TestConversion:
     np.testing.assert_array_equal(t.T.numpy(), x.T)
     np.testing.assert_array_equal(t[1:, ::-2].numpy(), x[1:, ::-2])
     np.testing.assert_array_equal(t.T.tolist(), x.T.tolist())
+
+# ***** gradients (the autograd primitives of frontend/function.py) against torch autograd *****
+def check_grad(shapes, torch_fn, tiny_fn=None, low=-2.0, high=2.0, vals=None, atol=1e-4, rtol=1e-3):
+  """d(sum(f(x) * w))/dx for random weights w, ours vs torch, for every input."""
+  tiny_fn = tiny_fn or torch_fn
+  base = vals if vals is not None else [rand_np(s, low=low, high=high) for s in shapes]
+  tt = [torch.tensor(x, requires_grad=True) for x in base]
+  out = torch_fn(*tt)
+  w = rand_np(tuple(out.shape))
+  (out * torch.from_numpy(w)).sum().backward()
+  ours = [Tensor(x, requires_grad=True) for x in base]
+  o = tiny_fn(*ours)
+  (o * Tensor(w)).sum().backward()
+  for i, (a, b) in enumerate(zip(ours, tt)):
+    assert a.grad is not None and a.grad.shape == a.shape, f"input {i}: no gradient of shape {a.shape}"
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=atol, rtol=rtol, err_msg=f"grad of input {i}")
+
+class TestGrad:
+  @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "maximum", "where", "matmul"])
+  def test_binary(self, name):
+    fns = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+           "pow": lambda a, b: a.abs() ** b, "matmul": lambda a, b: a @ b.T}
+    if name == "maximum": check_grad([S, (4,)], torch.maximum, Tensor.maximum)
+    elif name == "where": check_grad([S, (4,)], lambda a, b: torch.where(a > 0, a, b), lambda a, b: (a > 0).where(a, b))
+    else: check_grad([S, S if name != "div" else (4,)], fns[name])
+
+  @pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "cos", "relu", "sigmoid", "tanh", "gelu", "silu", "abs", "neg",
+                                    "rsqrt", "clip", "square"])
+  def test_unary(self, name):
+    pos = name in ("log", "sqrt", "rsqrt")
+    if name == "gelu": check_grad([S], lambda x: torch.nn.functional.gelu(x, approximate="tanh"), lambda x: x.gelu())
+    elif name == "silu": check_grad([S], torch.nn.functional.silu, lambda x: x.silu())
+    elif name == "clip": check_grad([S], lambda x: x.clip(-0.5, 0.5))
+    else: check_grad([S], lambda x: getattr(x, name)(), low=0.2 if pos else -2.0)
+
+  @pytest.mark.parametrize("name", ["sum", "max", "mean", "var", "std", "softmax", "log_softmax"])
+  def test_reductions(self, name):
+    t = {"sum": lambda x: x.sum(1), "max": lambda x: torch.amax(x, 0), "mean": lambda x: x.mean(), "var": lambda x: x.var(1),
+         "std": lambda x: x.std(0, keepdim=True), "softmax": lambda x: torch.softmax(x, -1), "log_softmax": lambda x: torch.log_softmax(x, 0)}
+    o = {"sum": lambda x: x.sum(1), "max": lambda x: x.max(0), "mean": lambda x: x.mean(), "var": lambda x: x.var(1),
+         "std": lambda x: x.std(0, keepdim=True), "softmax": lambda x: x.softmax(-1), "log_softmax": lambda x: x.log_softmax(0)}
+    check_grad([S], t[name], o[name])
+
+  def test_movement_and_indexing(self):
+    check_grad([(2, 3, 4)], lambda x: x.permute(2, 0, 1).reshape(4, 6)[1:, ::2].flip(1))
+    check_grad([S], lambda x: torch.nn.functional.pad(x, (1, 2, -1, 0)), lambda x: x.pad(((-1, 0), (1, 2))))
+    check_grad([S], lambda x: x.flip(0).expand(2, 3, 4))
+    check_grad([S, (2, 4)], lambda a, b: torch.cat([a, b]), lambda a, b: a.cat(b))
+    check_grad([S], lambda x: x[[0, 2, 2], 1:])
+    check_grad([(3, 1)], lambda x: x.repeat(2, 3))
+
+  def test_grad_accumulates_and_shared_inputs(self):
+    x = rand_np(S)
+    tx = torch.tensor(x, requires_grad=True)
+    (tx * tx + tx.exp() * tx).sum().backward()
+    ox = Tensor(x, requires_grad=True)
+    (ox * ox + ox.exp() * ox).sum().backward()
+    np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
+    # a second backward adds to .grad
+    (ox * 2).sum().backward()
+    np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy() + 2, rtol=1e-5)
+
+  def test_no_grad_through_comparisons(self):
+    x = Tensor(rand_np(S), requires_grad=True)
+    assert not (x > 0).requires_grad and (x > 0)._ctx is None
+    x.leaky_relu(0.1).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.where(x.numpy() < 0, 0.1, 1.0).astype(np.float32), rtol=1e-6)
 
 # ***** errors name the op and the shapes *****
 class TestErrors:
