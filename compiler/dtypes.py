@@ -85,7 +85,8 @@ class dtypes:
   @staticmethod
   def from_np(npdtype) -> DType:
     import numpy as np
-    return _NP_TO_DT[np.dtype(npdtype).type]
+    try: return _NP_TO_DT[np.dtype(npdtype)]
+    except KeyError: raise TypeError(f"no dtype for numpy {np.dtype(npdtype)}") from None
   @staticmethod
   def as_const(x, dt: DType):
     """A Python value cast to what `dt` holds (wrapping ints, truncating floats to int)."""
@@ -105,9 +106,10 @@ DTYPES_BY_NAME = {d.name: d for d in ALL_DTYPES} | {"float32": dtypes.float32, "
 
 def _np_map():
   import numpy as np
-  return {np.bool_: dtypes.bool, np.int8: dtypes.int8, np.uint8: dtypes.uint8, np.int16: dtypes.int16,
+  # keyed by np.dtype, which compares equal across aliases ('q' is int64 even where its scalar type is longlong)
+  return {np.dtype(k): v for k, v in {np.bool_: dtypes.bool, np.int8: dtypes.int8, np.uint8: dtypes.uint8, np.int16: dtypes.int16,
           np.uint16: dtypes.uint16, np.int32: dtypes.int32, np.uint32: dtypes.uint32, np.int64: dtypes.int64,
-          np.uint64: dtypes.uint64, np.float16: dtypes.float16, np.float32: dtypes.float32, np.float64: dtypes.float64}
+          np.uint64: dtypes.uint64, np.float16: dtypes.float16, np.float32: dtypes.float32, np.float64: dtypes.float64}.items()}
 _NP_TO_DT = _np_map()
 
 def to_np(dt: DType):

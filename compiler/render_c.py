@@ -24,7 +24,7 @@ from compiler.linearize import linearize
 
 C_TYPES = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
-           dtypes.uint64: "unsigned long long", dtypes.float16: "_Float16", dtypes.float32: "float", dtypes.float64: "double"}
+           dtypes.uint64: "unsigned long long", dtypes.float16: "_Float16", dtypes.float32: "float", dtypes.float64: "double", dtypes.bfloat16: "unsigned short"}
 
 def ctype(dt: DType) -> str:
   if dt.count > 1: return f"{C_TYPES[dt.scalar].replace(' ', '_')}{dt.count}"
@@ -109,7 +109,9 @@ def _alu(op: Ops, dt: DType, a: list[str], srcdt: DType) -> str:
     return f"{_math_fn(op, dt)}({a[0]})"
   if op is Ops.MAX and dt.count > 1:  # C has no ?: on vectors: select bits through the comparison mask
     it = ctype(dtypes.int32.vec(dt.count))
-    return f"(({ctype(dt)})((({it}){a[0]}&({it})({a[0]}>{a[1]}))|(({it}){a[1]}&~({it})({a[0]}>{a[1]}))))"
+    m = f"(({it})({a[0]}>{a[1]})|({it})({a[0]}!={a[0]}))"
+    return f"(({ctype(dt)})((({it}){a[0]}&{m})|(({it}){a[1]}&~{m})))"
+  if op is Ops.MAX and dt.is_float: return f"((({a[0]}>{a[1]})||({a[0]}!={a[0]}))?{a[0]}:{a[1]})"   # NaN wins, as in torch
   if op is Ops.MAX: return f"(({a[0]}>{a[1]})?{a[0]}:{a[1]})"
   if op is Ops.WHERE: return f"({a[0]}?{a[1]}:{a[2]})"
   if op is Ops.MULACC: return f"(({a[0]}*{a[1]})+{a[2]})"
@@ -131,6 +133,15 @@ def portable_c(src: str) -> str:
   """
   for a, b in _PORTABLE_NAMES: src = src.replace(a, b)
   return re.sub(r"__builtin_(\w+)\(", r"\1(", src)
+
+def _bf16_cast(x: str, src: DType, dst: DType) -> str:
+  """bfloat16 is the top half of a float32: widen by shifting the bits, narrow rounding to nearest even."""
+  if src is dtypes.bfloat16:
+    f = f"((union {{unsigned int i; float f;}}){{.i=((unsigned int){x})<<16}}).f"
+    return f if dst is dtypes.float32 else f"({ctype(dst)})({f})"
+  fx = x if src is dtypes.float32 else f"(float)({x})"
+  bits = f"((union {{float f; unsigned int i;}}){{.f={fx}}}).i"
+  return f"(unsigned short)(({fx}!={fx})?0x7fc0u:(({bits}+0x7fffu+(({bits}>>16)&1u))>>16))"
 
 def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = None, portable: bool = False) -> str:
   """C source for kernel `k`; `threads` > 1 splits k.threaded (the outermost loop) across that many cores.
@@ -182,6 +193,9 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
       names[u] = r(u.src[0]); continue
     elif op is Ops.REDUCE:
       names[u] = r(u.src[0]); continue
+    elif op is Ops.CAST and dtypes.bfloat16 in (u.dtype, u.src[0].dtype):
+      expr = _bf16_cast(r(u.src[0]), u.src[0].dtype, u.dtype)
+      lines.append(f"{pad}{ctype(u.dtype)} {name} = {expr};")
     elif op is Ops.CAST:
       if u.dtype.count > 1: expr = f"__builtin_convertvector({r(u.src[0])}, {ctype(u.dtype)})"
       else: expr = f"({ctype(u.dtype)})({r(u.src[0])})"

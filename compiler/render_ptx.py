@@ -289,8 +289,10 @@ class _Renderer:
         self.emit(f"cvt.f64.f32 {d}, {r}"); return d
       if op is Ops.NEG: self.emit(f"neg.{t} {d}, {a[0]}"); return d
       if op is Ops.TRUNC: self.emit(f"cvt.rzi.{t}.{t} {d}, {a[0]}"); return d
-      if op is Ops.MAX:   # C's a > b ? a : b (NaN rules differ from max.f32)
-        p = self.reg("p"); self.emit(f"setp.gt.{t} {p}, {a[0]}, {a[1]}"); self.emit(f"selp.{t} {d}, {a[0]}, {a[1]}, {p}"); return d
+      if op is Ops.MAX:   # (a > b || a != a) ? a : b: a NaN wins, as on the CPU (max.f32 would drop it)
+        p = self.reg("p"); self.emit(f"setp.gt.{t} {p}, {a[0]}, {a[1]}")
+        q = self.reg("p"); self.emit(f"setp.nan.{t} {q}, {a[0]}, {a[0]}"); self.emit(f"or.pred {p}, {p}, {q}")
+        self.emit(f"selp.{t} {d}, {a[0]}, {a[1]}, {p}"); return d
       if op is Ops.FDIV: self.fdiv(d, a[0], a[1], t)
       elif op is Ops.RECIP: self.recip(d, a[0], t)
       elif op is Ops.SQRT: self.sqrt(d, a[0], t)

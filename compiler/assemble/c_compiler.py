@@ -29,8 +29,10 @@ import functools, hashlib, os, pathlib, platform, shutil, subprocess, tempfile
 class CompileError(RuntimeError):
   """The C compiler rejected a kernel; the message carries its stderr and the saved source path."""
 
-FLAGS = ["-c", "-O2", "-march=native", "-ffreestanding", "-fno-math-errno", "-fPIC", "-fno-stack-protector",
-         "-fno-asynchronous-unwind-tables"]
+# -mno-avx512fp16: gcc 12 emits masked `vmovsh` forms for _Float16 selects that binutils 2.40 can't assemble;
+# half math goes through float conversions instead
+FLAGS = ["-c", "-O2", "-march=native", "-mno-avx512fp16", "-ffreestanding", "-fno-math-errno", "-fPIC",
+         "-fno-stack-protector", "-fno-asynchronous-unwind-tables"]
 
 def c_compiler() -> tuple[str, list[str]]:
   """(compiler path, flags): $HCQRT_CC if set, else clang if installed, else gcc.
