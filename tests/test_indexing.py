@@ -175,6 +175,27 @@ def test_setitem_keeps_storage_and_views_see_it():
   assert t.lazydata.base.buffer is buf, "setitem must write into the existing storage"
   assert t[0, 0].numpy()[0] == 100.0 and t.sum().item() == pytest.approx(float(X.sum() - X[0, 0, 0] + 100), rel=1e-5)
 
+def test_setitem_value_reads_the_target():
+  # the right-hand side is computed from the old contents before anything is written (numpy semantics)
+  x = np.arange(10, dtype=np.float32)
+  t = Tensor(x.copy()).realize()
+  t[1:] = t[:-1]
+  x[1:] = x[:-1].copy()
+  same(t, x)
+  t[0] = t[5] * 2
+  x[0] = x[5] * 2
+  same(t, x)
+  t[::-1] = t
+  x[::-1] = x.copy()
+  same(t, x)
+  t += 1
+  x += 1
+  same(t, x)
+  ti = Tensor(np.arange(6, dtype=np.int32).reshape(2, 3)).realize()
+  ti *= 2
+  ti[1] -= 1
+  same(ti, np.array([[0, 2, 4], [5, 7, 9]], np.int32))
+
 def test_setitem_errors():
   t = Tensor(X.copy()).realize()
   with pytest.raises(ValueError, match=r"setitem.*\(3,\).*\(5, 6\)|setitem.*\(5, 6\).*\(3,\)"): t[0] = Tensor([1.0, 2, 3])
