@@ -74,21 +74,26 @@ class _Scheduler:
       if b.buffer is not None and b.op is not Ops.EMPTY and b.op is not None: continue
       if b.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN) or b.forced_realize: self.realize[b] = None
       if b.op is Ops.REDUCE_AXIS and self.children.get(b, 0) > 1: self.realize[b] = None
-      # an elementwise value used twice is recomputed by each user, unless that would repeat a reduction
-      if b.op in ELEMENTWISE and self.children.get(b, 0) > 1 and self._has_reduce(b): self.realize[b] = None
       if b.op is Ops.COPY: self.realize[b.srcs[0].base] = None
-    # views that force realization are found while building the kernels; repeat until nothing new appears
+    # views that force realization are found while building the kernels; then an elementwise value used twice is
+    # recomputed by each user, unless that would repeat a reduction that is still inlined; repeat until stable
     while True:
       before = len(self.realize)
       for b in list(self.realize): self._probe(b, b, in_reduce=False, expanded=False, seen=set())
-      if len(self.realize) == before: break
+      if len(self.realize) == before:
+        self._reduce_memo = {}
+        for b in order:
+          if b.buffer is None and b.op in ELEMENTWISE and b not in self.realize and self.children.get(b, 0) > 1 and self._has_reduce(b):
+            self.realize[b] = None
+        if len(self.realize) == before: break
 
   def _has_reduce(self, b: LazyBuffer) -> bool:
     """Is there a reduction among the unrealized bases that would be inlined into b?"""
     memo = self._reduce_memo
     if b in memo: return memo[b]
     memo[b] = False
-    r = b.buffer is None and (b.op is Ops.REDUCE_AXIS or (b.op in ELEMENTWISE and any(self._has_reduce(s.base) for s in b.srcs)))
+    r = b.buffer is None and (b.op is Ops.REDUCE_AXIS and b not in self.realize or
+                              (b.op in ELEMENTWISE and any(self._has_reduce(s.base) for s in b.srcs)))
     memo[b] = r
     return r
 

@@ -91,7 +91,7 @@ def test_softmax_kernels():
   e = np.exp(x.numpy() - x.numpy().max(-1, keepdims=True))
   np.testing.assert_allclose(v, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
 
-@pytest.mark.xfail(strict=True, reason="compiler bug: see notes (softmax is 4 kernels, exp(x - max) stored)")
+
 def test_softmax_three_kernels():
   x = rt(8, 16)
   n, _ = kernels(lambda: x.softmax(-1))
