@@ -1,0 +1,42 @@
+"""The main job: the digits CNN trains to >= 95% test accuracy, and its JIT step equals the eager step."""
+import importlib.util, pathlib
+import numpy as np
+from frontend import Tensor, TinyJit, GlobalCounters, optim
+from frontend.nn.state import get_parameters
+
+spec = importlib.util.spec_from_file_location("train_digits", pathlib.Path(__file__).resolve().parents[1] / "examples" / "train_digits.py")
+td = importlib.util.module_from_spec(spec); spec.loader.exec_module(td)
+
+def test_trains_to_95_percent():
+  acc = td.main(["--steps", "300", "--seed", "0"])
+  assert acc >= 0.95
+
+def _make(seed: int):
+  Tensor.manual_seed(seed)
+  model = td.DigitsNet(8)
+  opt = optim.Adam(get_parameters(model), lr=3e-3)
+  def step(x, y):
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(x).sparse_categorical_crossentropy(y)
+      loss.backward()
+      opt.step()
+      return loss.realize()
+  return model, step
+
+def test_jit_step_launches_the_eager_kernels_and_gives_identical_parameters():
+  x_train, y_train, _, _ = td.load_digits(0)
+  rng = np.random.default_rng(1)
+  batches = [rng.integers(0, len(x_train), 32) for _ in range(5)]
+  m_eager, s_eager = _make(7)
+  m_jit, s_jit = _make(7)
+  jit = TinyJit(s_jit)
+  for idx in batches:
+    xb, yb = Tensor(x_train[idx]).realize(), Tensor(y_train[idx]).realize()
+    GlobalCounters.reset(); le = s_eager(xb, yb); n_eager = GlobalCounters.kernel_count
+    GlobalCounters.reset(); lj = jit(xb, yb); n_jit = GlobalCounters.kernel_count
+    assert n_jit == n_eager
+    assert le.item() == lj.item()
+  assert jit.cnt == 2  # the last steps were replays
+  for pe, pj in zip(get_parameters(m_eager), get_parameters(m_jit)):
+    np.testing.assert_array_equal(pe.numpy(), pj.numpy())
