@@ -1,0 +1,103 @@
+"""Train-step time of the digits CNN (examples/train_digits.py): ours eager, ours TinyJit, torch CPU, and the
+JIT's replay cost per kernel. Each side runs in its own process, torch right after ours.
+
+  python bench/train_bench.py [--batch 64] [--steps 30] [--json]
+"""
+from __future__ import annotations
+import argparse, json, os, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+OURS = r'''
+import json, sys, time, importlib.util, numpy as np
+sys.path.insert(0, ROOT)
+from frontend import Tensor, TinyJit, GlobalCounters, optim
+from frontend.nn.state import get_parameters
+spec = importlib.util.spec_from_file_location("td", ROOT + "/examples/train_digits.py"); td = importlib.util.module_from_spec(spec); spec.loader.exec_module(td)
+x_train, y_train, _, _ = td.load_digits(0)
+def make():
+  Tensor.manual_seed(0)
+  model = td.DigitsNet(8); opt = optim.Adam(get_parameters(model), lr=3e-3)
+  def step(x, y):
+    with Tensor.train():
+      opt.zero_grad(); loss = model(x).sparse_categorical_crossentropy(y); loss.backward(); opt.step()
+      return loss.realize()
+  return step
+rng = np.random.default_rng(0)
+batches = [(Tensor(x_train[i]).realize(), Tensor(y_train[i]).realize()) for i in (rng.integers(0, len(x_train), BATCH) for _ in range(STEPS))]
+out = {}
+for mode in ("eager", "jit"):
+  step = make() if mode == "eager" else TinyJit(make())
+  for xb, yb in batches[:3]: step(xb, yb)          # compile, capture
+  ts = []
+  for xb, yb in batches[3:]:
+    GlobalCounters.reset(); st = time.perf_counter(); step(xb, yb); ts.append(time.perf_counter() - st)
+  out[mode + "_ms"] = 1e3 * sorted(ts)[len(ts) // 2]
+  out["kernels_per_step"] = GlobalCounters.kernel_count
+  out[mode + "_kernel_s"] = GlobalCounters.time_sum_s
+# replay cost: a chain of tiny kernels, where launching is everything
+x = Tensor.rand(16).realize()
+@TinyJit
+def chain(x):
+  for _ in range(100): x = (x * 1.0001 + 0.5).contiguous()
+  return x
+for _ in range(3): chain(x)
+GlobalCounters.reset(); chain(x); n = GlobalCounters.kernel_count
+GlobalCounters.reset(); st = time.perf_counter()
+for _ in range(50): chain(x)
+wall = (time.perf_counter() - st) / 50
+out["replay_us_per_kernel"] = 1e6 * (wall - GlobalCounters.time_sum_s / 50) / n   # host overhead only
+out["replay_wall_us_per_kernel"] = 1e6 * wall / n
+print(json.dumps(out))
+'''
+
+TORCH = r'''
+import json, time, gzip, numpy as np, torch
+torch.manual_seed(0)
+raw = np.loadtxt(gzip.open(ROOT + "/examples/data/digits.csv.gz", "rt"), delimiter=",", dtype=np.float32)
+x, y = torch.tensor(raw[:, :64].reshape(-1, 1, 8, 8) / 16.0), torch.tensor(raw[:, 64].astype(np.int64))
+model = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 3, padding=1),
+                            torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(512, 10))
+opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+rng = np.random.default_rng(0)
+idx = [torch.tensor(rng.integers(0, len(x), BATCH)) for _ in range(STEPS)]
+ts = []
+for i in idx:
+  st = time.perf_counter()
+  opt.zero_grad(); loss = torch.nn.functional.cross_entropy(model(x[i]), y[i]); loss.backward(); opt.step(); loss.item()
+  ts.append(time.perf_counter() - st)
+ts = ts[3:]
+print(json.dumps({"torch_ms": 1e3 * sorted(ts)[len(ts) // 2], "torch_threads": torch.get_num_threads()}))
+'''
+
+def run(code: str, batch: int, steps: int) -> dict:
+  src = f"ROOT = {ROOT!r}\nBATCH = {batch}\nSTEPS = {steps}\n" + code
+  out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, cwd=ROOT)
+  if out.returncode != 0: return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+def main() -> None:
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--batch", type=int, default=64)
+  ap.add_argument("--steps", type=int, default=30)
+  ap.add_argument("--json", action="store_true")
+  a = ap.parse_args()
+  ours = run(OURS, a.batch, a.steps)
+  try:
+    import importlib.util
+    theirs = run(TORCH, a.batch, a.steps) if importlib.util.find_spec("torch") else {"error": "torch not installed"}
+  except Exception as e: theirs = {"error": str(e)}
+  res = {**ours, **theirs, "batch": a.batch}
+  if a.json: print(json.dumps(res)); return
+  print(f"digits CNN train step, batch {a.batch} (median of {a.steps - 3} steps)")
+  if "error" in ours: print("  ours failed:", ours["error"])
+  else:
+    print(f"  ours eager   {ours['eager_ms']:8.2f} ms   ({ours['kernels_per_step']} kernels)")
+    print(f"  ours TinyJit {ours['jit_ms']:8.2f} ms   eager/jit = {ours['eager_ms'] / ours['jit_ms']:.2f}x")
+    print(f"  JIT replay host cost {ours['replay_us_per_kernel']:.2f} us/kernel ({ours['replay_wall_us_per_kernel']:.2f} us/kernel wall, tiny kernels)")
+  if "torch_ms" in theirs and "jit_ms" in ours:
+    print(f"  torch CPU    {theirs['torch_ms']:8.2f} ms   ({theirs['torch_threads']} threads)  ours-jit/torch = {ours['jit_ms'] / theirs['torch_ms']:.2f}x")
+  elif "error" in theirs: print("  torch:", theirs["error"])
+
+if __name__ == "__main__":
+  main()
