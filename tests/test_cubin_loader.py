@@ -6,7 +6,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 from hcqrt.nv import cubin as cb
 
-ABI = json.loads((Path(__file__).resolve().parents[2] / "shared" / "abi" / "nvidia_cubin.json").read_text())
+from tests.abi_facts import load as load_facts
+ABI = load_facts("nvidia_cubin")
 
 CUDA_SRC = r"""
 __device__ float gscale = 2.5f;

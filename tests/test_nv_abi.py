@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from ioctl_defs.nv import abi as abimod, structs, ioctl, ctrl, classes, status, flags, methods, qmd
 
-ABI_DIR = os.environ.get("HCQRT_ABI_DIR", "/work/shared/abi")
-RM = json.load(open(os.path.join(ABI_DIR, "nvidia_rm.json")))
-MT = json.load(open(os.path.join(ABI_DIR, "nvidia_methods.json")))
+from tests.abi_facts import load as load_facts
+RM = load_facts("nvidia_rm")
+MT = load_facts("nvidia_methods")
 JSTRUCTS = {k: v for g in RM["structs"].values() for k, v in g.items()}
 OUR_STRUCTS = [name for name, _ in structs.STRUCTS]
 

@@ -371,7 +371,8 @@ def test_other_chips(arch):
 
 def test_chip_class_tables_match_json():
   import json
-  rm = json.load(open(os.path.join(os.environ.get("HCQRT_ABI_DIR", "/work/shared/abi"), "nvidia_rm.json")))
+  from tests.abi_facts import load as load_facts
+  rm = load_facts("nvidia_rm")
   for chip in CHIPS.values():
     t = rm["chip_class_lists"][chip.arch.chip]
     assert set(chip.classes) == {v["id"] for v in t["engine_classes"].values()} | set(t["no_engine_classes"].values())
