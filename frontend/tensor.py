@@ -685,6 +685,25 @@ class Tensor(NNOpsMixin):
   def sin(self) -> Tensor: return F.Sin.apply(self._float())
   def cos(self) -> Tensor: return ((math.pi / 2) - self._float()).sin()
   def tan(self) -> Tensor: return self.sin() / self.cos()
+  def sinh(self) -> Tensor: return (self.exp() - (-self).exp()) / 2
+  def cosh(self) -> Tensor: return (self.exp() + (-self).exp()) / 2
+  def asinh(self) -> Tensor: return self.sign() * (self.abs() + (self.square() + 1).sqrt()).log()
+  def acosh(self) -> Tensor: return (self + (self.square() - 1).sqrt()).log()
+  def atanh(self) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
+  def asin(self) -> Tensor:
+    """arcsin via Abramowitz-Stegun 4.4.46 (|error| < 2e-8): pi/2 - sqrt(1-|x|) * poly(|x|), odd-extended."""
+    x = self._float()
+    a = x.abs()
+    coefs = [-0.0012624911, 0.0066700901, -0.0170881256, 0.0308918810, -0.0501743046, 0.0889789874, -0.2145988016, 1.5707963050]
+    p = functools.reduce(lambda acc, c: acc * a + c, coefs[1:], Tensor.full_like(a, coefs[0]))
+    return x.sign() * (math.pi / 2 - (1 - a).sqrt() * p)
+  def acos(self) -> Tensor: return math.pi / 2 - self.asin()
+  def atan(self) -> Tensor: return (self / (1 + self * self).sqrt()).asin()
+  def logaddexp(self, other) -> Tensor:
+    a, b = self._float()._broadcasted(other)
+    m = a.maximum(b).detach()
+    return ((a - m).exp() + (b - m).exp()).log() + m
+  def softmin(self, axis: int = -1, dtype=None) -> Tensor: return (-self).softmax(axis, dtype)
   def relu(self) -> Tensor: return F.Relu.apply(self)
   def sigmoid(self) -> Tensor: return F.Sigmoid.apply(self._float())
   def trunc(self) -> Tensor: return F.Trunc.apply(self) if self.dtype.is_float else self

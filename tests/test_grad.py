@@ -95,3 +95,18 @@ def test_advanced_indexing_grad():
 
 def test_shared_subexpression_accumulates():
   check(lambda x: x * x + x.exp() * x, (5,))
+
+@pytest.mark.parametrize("name,lo,hi", [("sinh", -2, 2), ("cosh", -2, 2), ("asinh", -3, 3), ("acosh", 1.1, 3), ("atanh", -0.9, 0.9),
+                                        ("asin", -0.95, 0.95), ("acos", -0.95, 0.95), ("atan", -4, 4)])
+def test_inverse_and_hyperbolic(name, lo, hi):
+  rng = np.random.default_rng(5)
+  x = rng.uniform(lo, hi, (64,)).astype(np.float32)
+  t, r = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+  out, ref = getattr(t, name)(), getattr(torch, name)(r)
+  np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=2e-6, rtol=1e-5)
+  out.sum().backward(); ref.sum().backward()
+  np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), atol=1e-4, rtol=2e-3)
+
+def test_logaddexp_softmin():
+  check(lambda a, b: a.logaddexp(b) if isinstance(a, Tensor) else torch.logaddexp(a, b), (3, 4), (4,))
+  check(lambda x: x.softmin(1) if isinstance(x, Tensor) else torch.nn.functional.softmin(x, 1), (3, 5))
