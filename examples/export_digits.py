@@ -32,14 +32,7 @@ def train(steps: int = 300, seed: int = 0, batch: int = 64):
   Tensor.manual_seed(seed)
   model = td.DigitsNet(x_train.shape[2])
   opt = optim.Adam(get_parameters(model), lr=3e-3)
-  @TinyJit
-  def step(x: Tensor, y: Tensor) -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      loss = model(x).sparse_categorical_crossentropy(y)
-      loss.backward()
-      opt.step()
-      return loss.realize()
+  step = TinyJit(td.make_train_step(model, opt))
   rng = np.random.default_rng(seed)
   for _ in range(steps):
     idx = rng.integers(0, len(x_train), batch)

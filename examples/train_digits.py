@@ -51,6 +51,17 @@ class DigitsNet:
     x = self.c2(self.c1(x).relu()).relu().max_pool2d(2)
     return self.fc(x.flatten(1))
 
+def make_train_step(model, opt):
+  """One optimizer step on a batch: forward, loss, backward, update; returns the realized loss."""
+  def train_step(x: Tensor, y: Tensor) -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(x).sparse_categorical_crossentropy(y)
+      loss.backward()
+      opt.step()
+      return loss.realize()
+  return train_step
+
 def accuracy(model, x: np.ndarray, y: np.ndarray, batch: int = 512) -> float:
   hits = 0
   with Tensor.test():
@@ -76,13 +87,7 @@ def main(argv=None) -> float:
   model = DigitsNet(x_train.shape[2])
   opt = optim.Adam(get_parameters(model), lr=args.lr)
 
-  def train_step(x: Tensor, y: Tensor) -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      loss = model(x).sparse_categorical_crossentropy(y)
-      loss.backward()
-      opt.step()
-      return loss.realize()
+  train_step = make_train_step(model, opt)
   step_fn = train_step if args.no_jit else TinyJit(train_step)
 
   rng = np.random.default_rng(args.seed)

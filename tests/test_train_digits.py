@@ -14,15 +14,7 @@ def test_trains_to_95_percent():
 def _make(seed: int):
   Tensor.manual_seed(seed)
   model = td.DigitsNet(8)
-  opt = optim.Adam(get_parameters(model), lr=3e-3)
-  def step(x, y):
-    with Tensor.train():
-      opt.zero_grad()
-      loss = model(x).sparse_categorical_crossentropy(y)
-      loss.backward()
-      opt.step()
-      return loss.realize()
-  return model, step
+  return model, td.make_train_step(model, optim.Adam(get_parameters(model), lr=3e-3))
 
 def test_jit_step_launches_the_eager_kernels_and_gives_identical_parameters():
   x_train, y_train, _, _ = td.load_digits(0)

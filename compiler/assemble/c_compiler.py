@@ -25,6 +25,7 @@ process that finds the object in the cache runs no compiler at all. `CACHE=0` di
 """
 from __future__ import annotations
 import functools, hashlib, os, pathlib, platform, shutil, subprocess, tempfile
+from compiler.assemble.disk_cache import cache_root, atomic_write
 
 class CompileError(RuntimeError):
   """The C compiler rejected a kernel; the message carries its stderr and the saved source path."""
@@ -51,18 +52,7 @@ def _which(name: str, path_env: str) -> str | None: return shutil.which(name, pa
 
 def cache_dir() -> pathlib.Path:
   """Where compiled objects live (created on demand)."""
-  root = os.environ.get("HCQRT_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcqrt")
-  return pathlib.Path(root) / "c"
-
-def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-  # write a private temp file then rename: readers in other processes see either nothing or the whole file
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "wb") as f: f.write(data)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp): os.unlink(tmp)
-    raise
+  return cache_root() / "c"
 
 @functools.lru_cache(None)
 def _version_of(path: str, size: int, mtime_ns: int, d: pathlib.Path) -> str:
@@ -71,7 +61,7 @@ def _version_of(path: str, size: int, mtime_ns: int, d: pathlib.Path) -> str:
   if vfile.exists(): return vfile.read_text()
   out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
   vfile.parent.mkdir(parents=True, exist_ok=True)
-  _atomic_write(vfile, out.encode())
+  atomic_write(vfile, out.encode())
   return out
 
 def compiler_version(path: str) -> str:
@@ -113,7 +103,7 @@ def compile_c(src: str, name: str = "kernel") -> bytes:
   d.mkdir(parents=True, exist_ok=True)
   safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64] or "kernel"
   src_path = d / f"{safe}-{key[:16]}.c"
-  _atomic_write(src_path, src.encode())
+  atomic_write(src_path, src.encode())
   fd, tmp_obj = tempfile.mkstemp(dir=d, prefix=f"{key}.", suffix=".o.tmp")
   os.close(fd)
   try:

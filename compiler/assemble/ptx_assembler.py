@@ -13,6 +13,7 @@ CACHE=0 skips cache reads (results are still written).
 from __future__ import annotations
 import functools, glob, hashlib, importlib.util, os, re, shutil, subprocess, tempfile
 from pathlib import Path
+from compiler.assemble.disk_cache import cache_root, atomic_write
 
 class PTXAssembleError(RuntimeError):
   """Assembling PTX failed; the message carries the assembler's log and the path where the PTX was saved."""
@@ -127,19 +128,7 @@ def get_assembler(choice: str = "") -> NVJitLink | Ptxas:
 
 def cache_dir() -> Path:
   """$HCQRT_CACHE/cubin, else ${XDG_CACHE_HOME:-~/.cache}/hcqrt/cubin (the same root as the C compiler's cache)."""
-  root = os.environ.get("HCQRT_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcqrt")
-  return Path(root) / "cubin"
-
-def _atomic_write(path: Path, data: bytes) -> None:
-  # write a private temp file in the same directory, then rename: readers never see a partial cubin
-  path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "wb") as f: f.write(data)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp): os.unlink(tmp)
-    raise
+  return cache_root() / "cubin"
 
 def _save_failed_ptx(ptx: str, key: str) -> str:
   d = Path(tempfile.gettempdir()) / f"hcqrt-ptx-{os.getuid()}"
@@ -182,7 +171,7 @@ def assemble_ptx(ptx: str, arch: str = "sm_90") -> bytes:
     if cubin is None:
       raise PTXAssembleError(f"{asm.identity} failed to assemble PTX for {arch}:\n{log}{_quote_lines(ptx, log)}\n"
                              f"PTX saved to {_save_failed_ptx(ptx, key)}")
-    try: _atomic_write(path, cubin)
+    try: atomic_write(path, cubin)
     except OSError: pass   # a read-only or full cache must not stop compilation
   _ptx_of_cubin[hashlib.sha256(cubin).hexdigest()] = ptx
   return cubin
