@@ -38,7 +38,7 @@ def flat(ffi, ctype, prefix="", base=0) -> dict[str, list[int]]:
   for name, f in ctype.fields:
     path, t = f"{prefix}{name}", f.type
     out[path] = [base + f.offset, ffi.sizeof(t)]
-    if t.kind == "struct": out.update(flat(ffi, t, path + ".", base + f.offset))
+    if t.kind in ("struct", "union"): out.update(flat(ffi, t, path + ".", base + f.offset))
     elif t.kind == "array" and t.item.kind == "struct": out.update(flat(ffi, t.item, path + "[0].", base + f.offset))
   return out
 

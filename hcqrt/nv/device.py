@@ -309,6 +309,7 @@ class NVDevice:
     cards = self.abi.ffi.new("nv_ioctl_card_info_t[64]")
     syscalls.ioctl(self.ctl, self.abi.escape("NV_ESC_CARD_INFO", count=64), cards)
     valid = [cards[i] for i in range(64) if cards[i].valid]
+    self.card_count = len(valid)
     if self.index >= len(valid): raise RuntimeError(f"{self.name}: the driver reports {len(valid)} NVIDIA GPU(s)")
     card = valid[self.index]
     self.gpu_id, self.minor = card.gpu_id, card.minor_number
@@ -333,6 +334,8 @@ class NVDevice:
     self.memory_bytes = fb.fbInfoList[0].data << 10
     gid = rm.control(self.hsub, "NV2080_CTRL_CMD_GPU_GET_GID_INFO", flags=F.VALUES["NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY"], length=16)
     self.uuid = bytes(self.abi.ffi.buffer(gid.data, 16))
+    nm = rm.control(self.hsub, "NV2080_CTRL_CMD_GPU_GET_NAME_STRING", gpuNameStringFlags=F.VALUES["NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII"])
+    self.product_name = self.abi.ffi.string(nm.gpuNameString.ascii).decode(errors="replace")
     self.husermode = rm.alloc(self.hsub, self.arch_info.usermode)[0]
     self.usermode = rm.map_to_cpu(self._dev_fd, self.hsub, self.husermode, USERMODE_REGION_SIZE, 0, system=False)
     self.doorbell = self.usermode + NVC361_NOTIFY_CHANNEL_PENDING
@@ -498,7 +501,7 @@ class NVDevice:
     self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
 
   def properties(self) -> dict[str, Any]:
-    return {"name": self.name, "arch": self.arch, "driver": self.driver_version, "gpfifo": class_name(self.arch_info.gpfifo),
+    return {"name": self.name, "product": self.product_name, "arch": self.arch, "family": self.arch_info.name, "driver": self.driver_version, "gpfifo": class_name(self.arch_info.gpfifo),
             "compute": class_name(self.arch_info.compute), "copy": class_name(self.arch_info.copy), "qmd": self.qmd_version,
             "sm_count": self.sm_count, "memory_bytes": self.memory_bytes, "uuid": self.uuid.hex()}
 

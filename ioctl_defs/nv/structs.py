@@ -33,6 +33,9 @@ typedef uint8_t NvU8; typedef uint16_t NvU16; typedef uint32_t NvU32; typedef ui
 typedef int32_t NvS32; typedef int64_t NvS64; typedef uint8_t NvBool;
 typedef uint32_t NvV32; typedef uint32_t NvHandle; typedef uint32_t NV_STATUS;
 typedef uint64_t NvP64;   /* a user pointer carried as a 64-bit integer (NV_DECLARE_ALIGNED(void*, 8)) */
+/* the anonymous union of NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS, named here because members are split at ';'.
+   Same layout in 535 and 580 (JSON); 570 lies between them and is assumed the same (595 drops `unicode`). */
+typedef union { NvU8 ascii[64]; NvU16 unicode[64]; } NV2080_GPU_NAME_STRING;
 """
 
 # (name, body) in dependency order. Each body line is one member.
@@ -112,6 +115,7 @@ STRUCTS: list[tuple[str, str]] = [
   ("NV2080_CTRL_GR_GET_INFO_PARAMS", "NvU32 grInfoListSize; NvP64 grInfoList; NV2080_CTRL_GR_ROUTE_INFO grRouteInfo;"),
   ("NV2080_CTRL_PERF_BOOST_PARAMS", "NvU32 flags; NvU32 duration;"),
   ("NV2080_CTRL_GPU_GET_GID_INFO_PARAMS", "NvU32 index; NvU32 flags; NvU32 length; NvU8 data[256];"),
+  ("NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS", "NvU32 gpuNameStringFlags; NV2080_GPU_NAME_STRING gpuNameString;"),
   ("NV2080_CTRL_GPU_INFO", "NvU32 index; NvU32 data;"),
   ("NV2080_CTRL_GPU_GET_INFO_V2_PARAMS", "NvU32 gpuInfoListSize; NV2080_CTRL_GPU_INFO gpuInfoList[{GPU_INFO_MAX}];"),
   ("NV2080_CTRL_FB_INFO", "NvU32 index; NvU32 data;"),

@@ -537,6 +537,14 @@ class MockNV:
     else: raise _fail("NV_ERR_INVALID_ARGUMENT", f"GID format {fmt}")
     self.ffi.memmove(prm.data, data, len(data)); prm.length = len(data)
 
+  def _ctrl_nv2080_ctrl_cmd_gpu_get_name_string(self, o, prm):
+    kind, V = prm.gpuNameStringFlags, F.VALUES
+    if kind == V["NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII"]: self._set_str(prm.gpuNameString.ascii, self.chip.name)
+    elif kind == V["NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_UNICODE"]:
+      u = self.chip.name[:63] + "\0"
+      for i, ch in enumerate(u): prm.gpuNameString.unicode[i] = ord(ch)
+    else: raise _fail("NV_ERR_INVALID_ARGUMENT", f"name string type {kind}")
+
   def _ctrl_nv2080_ctrl_cmd_mc_get_arch_info(self, o, prm):
     prm.architecture, prm.implementation, prm.revision, prm.subRevision = self.chip.mc_architecture, self.chip.mc_implementation, 0xA1, 0
   def _ctrl_nv2080_ctrl_cmd_perf_boost(self, o, prm): pass

@@ -1,0 +1,48 @@
+"""`python -m hcqrt`: the devices hcqrt finds here, and for each unusable GPU backend why and what to do.
+
+  python -m hcqrt              # CPU, NVIDIA GPUs (MOCKGPU=1: the mock H100, MOCKGPU_ARCH picks another), AMD
+  python -m hcqrt --mock ada   # probe the mock driver pretending to be an Ada GPU
+  python -m hcqrt --json       # the same facts as JSON
+
+Exit status 0 whenever the report could be made (a machine without GPUs is not an error).
+"""
+from __future__ import annotations
+import argparse, json, os, sys
+from hcqrt.device import Device
+from hcqrt.probe import Probe, probe_all
+
+def _gib(n: int) -> str: return f"{n / (1 << 30):.1f} GiB"
+
+def format_probe(p: Probe) -> list[str]:
+  """The lines describing one probe (a device, or a reason and a fix)."""
+  if not p.usable:
+    return [f"{p.name:6s}  not usable: {p.reason}", f"{'':6s}  what to do: {p.fix}"]
+  d = p.props
+  if p.backend == "CPU":
+    return [f"{p.name:6s}  {d['cores']} cores, SIMD {' '.join(d['simd']) or 'none'} ({d['vector_bytes'] * 8}-bit vectors), C compiler {d['compiler']}"]
+  return [f"{p.name:6s}  {d['product']}{' (mock driver)' if d.get('mock') else ''}: {d['family']} {d['arch']}, {d['sm_count']} SMs, "
+          f"{_gib(d['memory_bytes'])}, driver {d['driver']}",
+          f"{'':6s}  classes: GPFIFO {d['gpfifo']}, compute {d['compute']}, copy {d['copy']}; QMD {d['qmd']}"]
+
+def main(argv: list[str] | None = None) -> int:
+  ap = argparse.ArgumentParser(prog="python -m hcqrt", description="List the devices hcqrt can use on this machine.")
+  ap.add_argument("--mock", metavar="ARCH", nargs="?", const="hopper", default=None,
+                  help="probe the NV mock driver (hopper, ada, ampere, blackwell, blackwell_b); MOCKGPU=1 does the same")
+  ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+  a = ap.parse_args(argv)
+  mock = a.mock
+  if mock is None and os.environ.get("MOCKGPU", "0") not in ("", "0"): mock = os.environ.get("MOCKGPU_ARCH", "hopper")
+  probes = probe_all(mock)
+  if a.json:
+    print(json.dumps([p.__dict__ for p in probes], indent=1, default=str))
+    return 0
+  print("hcqrt devices:")
+  for p in probes:
+    for line in format_probe(p): print("  " + line)
+  gpus = [p for p in probes if p.backend != "CPU" and p.usable]
+  default = Device.DEFAULT
+  hint = f" ({gpus[0].backend}=1 selects {gpus[0].name})" if gpus and default == "CPU" else ""
+  print(f"{len(gpus)} GPU(s) usable; default device: {default}{hint}")
+  return 0
+
+if __name__ == "__main__": sys.exit(main())
