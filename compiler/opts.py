@@ -105,12 +105,20 @@ def _reduce_vectors(k: LoweredKernel, wmax: int) -> bool:
   apply_reduce_vectors(k, red, r, w, acc)
   return True
 
+def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
+  """An elementwise kernel whose innermost loop is contiguous in its store: w lanes per iteration."""
+  if not k.global_ranges or k.reduce_ranges() or len(k.sink.src) != 1: return False
+  rj = k.global_ranges[-1]
+  if rj.src[0].arg % w or _stride(k.sink.src[0].src[1], rj) != 1: return False
+  apply_tile(k, None, 1, rj, w, 1)
+  return True
+
 def optimize(k: LoweredKernel, device) -> LoweredKernel:
   """The default opts for `device` (uses device.ncores and device.simd_bytes when it has them)."""
   if os.environ.get("NOOPT", "0") != "1":
     w = max(1, getattr(device, "simd_bytes", 0) // 4)
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
-      _matmul_tile(k, w) or _reduce_vectors(k, w)
+      _matmul_tile(k, w) or _reduce_vectors(k, w) or _elementwise_vectors(k, w)
   ncores = getattr(device, "ncores", 1)
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2:
     k.threaded = k.global_ranges[0]

@@ -95,6 +95,41 @@ MATH_PRELUDE = {
 }
 _FAST = {Ops.EXP2: "hc_exp2f", Ops.LOG2: "hc_log2f", Ops.SIN: "hc_sinf"}
 
+def vector_math_prelude(op: Ops, w: int) -> str:
+  """The same exp2/log2 on w-wide float vectors (GCC/clang vector extensions). C has no ?: on vectors, so the
+  special cases are bit selects through comparison masks; rint is the add-and-subtract-1.5*2^23 trick."""
+  F, I = f"float{w}", f"int{w}"
+  sel = f"#define HC_SEL{w}(m, a, b) (({F})(((({I})(a)) & (m)) | ((({I})(b)) & ~(m))))"
+  if op is Ops.EXP2: return sel + f"""
+static inline {F} hc_exp2f_v{w}({F} x) {{
+  {F} xc = HC_SEL{w}(x > 128.0f, x - x + 128.0f, HC_SEL{w}(x < -150.0f, x - x - 150.0f, x));
+  xc = HC_SEL{w}(x != x, x - x, xc);
+  {F} n = (xc + 12582912.0f) - 12582912.0f, f = xc - n;
+  {F} p = 1.0f + f*(0.69314718f + f*(0.24022650f + f*(0.055504109f + f*(0.0096181291f + f*(0.0013333558f + f*(0.00015403530f + f*1.5252734e-05f))))));
+  {I} ni = __builtin_convertvector(n, {I}), a = ni / 2, b = ni - a;
+  {F} r = p * ({F})((a + 127) << 23) * ({F})((b + 127) << 23);
+  r = HC_SEL{w}(x >= 128.0f, x - x + __builtin_inff(), r);
+  r = HC_SEL{w}(x <= -150.0f, x - x, r);
+  return HC_SEL{w}(x != x, x, r);
+}}"""
+  return sel + f"""
+static inline {F} hc_log2f_v{w}({F} x) {{
+  {I} sub = x < 1.17549435e-38f;
+  {F} xs = HC_SEL{w}(sub, x * 8388608.0f, x);
+  {I} bits = ({I})xs;
+  {I} e = ((bits >> 23) & 0xff) - 127 - (sub & 23);
+  {F} m = ({F})((bits & 0x007fffff) | 0x3f800000);
+  {I} big = m > 1.41421356f;
+  m = HC_SEL{w}(big, m * 0.5f, m);
+  e = e - big;
+  {F} s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
+  {F} r = s * (2.8853900818f + s2*(0.9617966939f + s2*(0.5770780164f + s2*(0.4121985831f + s2*0.3205988979f)))) + __builtin_convertvector(e, {F});
+  r = HC_SEL{w}(x < 0.0f, x - x + __builtin_nanf(""), r);
+  r = HC_SEL{w}(x == 0.0f, x - x - __builtin_inff(), r);
+  r = HC_SEL{w}(x == __builtin_inff(), x, r);
+  return HC_SEL{w}(x != x, x, r);
+}}"""
+
 def _math_fn(op: Ops, dt: DType) -> str:
   f = _MATH[op]
   if dt.scalar is dtypes.float64: return f"__builtin_{f}" if op in (Ops.SQRT, Ops.TRUNC) else f
@@ -104,6 +139,7 @@ def _math_fn(op: Ops, dt: DType) -> str:
 def _alu(op: Ops, dt: DType, a: list[str], srcdt: DType) -> str:
   if op is Ops.NEG: return f"(!{a[0]})" if dt.is_bool else f"(-{a[0]})"
   if op is Ops.RECIP: return f"(({ctype(dt)})1/{a[0]})"
+  if op in (Ops.EXP2, Ops.LOG2) and dt.count > 1: return f"{_FAST[op]}_v{dt.count}({a[0]})"
   if op in _MATH:
     if dt.scalar is dtypes.float16: return f"(_Float16){_math_fn(op, dtypes.float32)}((float){a[0]})"
     return f"{_math_fn(op, dt)}({a[0]})"
@@ -227,6 +263,9 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
   if any(u.op in _FAST and u.dtype.scalar is dtypes.float64 for u in prog):
     head.append("double exp2(double); double log2(double); double sin(double);")
   head += [MATH_PRELUDE[op] for op in (Ops.EXP2, Ops.LOG2, Ops.SIN) if op in used and any(u.op is op and u.dtype.scalar is not dtypes.float64 for u in prog)]
+  vmath = sorted({(u.op, u.dtype.count) for u in prog if u.op in (Ops.EXP2, Ops.LOG2) and u.dtype.count > 1}, key=str)
+  for _, w in vmath: vec_types.add(dtypes.int32.vec(w))
   for vt in sorted(vec_types, key=lambda d: d.name):
     head.append(f"typedef {C_TYPES[vt.scalar]} {ctype(vt)} __attribute__((vector_size({vt.itemsize}), aligned({vt.scalar.itemsize})));")
+  head += [vector_math_prelude(op, w) for op, w in vmath]
   return "\n".join(head + [f"void {k.name}({', '.join(params)}) {{", *lines, "  (void)core;", "}"]) + "\n"

@@ -19,6 +19,7 @@ from compiler.dtypes import dtypes
 from compiler.uop import UOp, Ops, substitute, simplify
 
 VECTOR_ALU = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX}
+VECTOR_MATH = {Ops.EXP2, Ops.LOG2}   # float32 only: the C renderer has vector versions of these
 
 def gep(x: UOp, i: int) -> UOp:
   if x.dtype.count == 1: return x
@@ -80,6 +81,8 @@ class _Vectorizer:
       return out
     if u.op is Ops.REDUCE and u.arg in (Ops.ADD, Ops.MAX) and u.dtype.is_float:
       return UOp(Ops.REDUCE, u.dtype.vec(w), (broadcast(self.value(u.src[0]), w),) + u.src[1:], u.arg)
+    if u.op in VECTOR_MATH and u.dtype.scalar is dtypes.float32:
+      return UOp(u.op, u.dtype.vec(w), (broadcast(self.value(u.src[0]), w),))
     if u.op in VECTOR_ALU and u.dtype.is_float:
       return UOp(u.op, u.dtype.vec(w), tuple(broadcast(self.value(s), w) for s in u.src))
     if u.op is Ops.CAST and u.dtype.is_float and u.src[0].dtype.is_float:
