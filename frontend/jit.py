@@ -44,10 +44,11 @@ class TinyJit:
     self.fn, self.cnt = fn, 0
     self.name = getattr(fn, "__name__", "function")
     self.items: list[engine.ExecItem] = []
+    self.graph: Any = None   # HCQ devices: the prebuilt GraphReplay (False: the items can't form one)
     functools.update_wrapper(self, fn)
   def reset(self) -> None:
     """Forget the capture: the next call runs eagerly, the one after captures again."""
-    self.cnt, self.items = 0, []
+    self.cnt, self.items, self.graph = 0, [], None
 
   def __get__(self, obj, objtype=None):  # so @TinyJit works on methods
     return functools.partial(self.__call__, obj) if obj is not None else self
@@ -101,7 +102,7 @@ class TinyJit:
       if not any(ei.bufs[0] is b and ei.fresh_out for ei in captured): continue
       slots = [(j, k) for j, ei in enumerate(captured) for k, b2 in enumerate(ei.bufs) if b2 is b]
       self.out_bases.append((t, b, slots))
-    self.cnt = 2
+    self.cnt, self.graph = 2, None
     if debug_level() >= 1: print(f"TinyJit {self.name}: captured {len(captured)} launches", file=sys.stderr)
     return ret
 
@@ -112,8 +113,39 @@ class TinyJit:
     for t, b, slots in self.out_bases:
       nb = fresh[id(b)] = engine.Buffer(b.device, b.nbytes)
       for j, k in slots: items[j].bufs[k] = nb
-    for ei in items: ei.run()
+    if self.graph is None: self.graph = self._build_graph()
+    if self.graph: self._replay_graph()
+    else:
+      for ei in items: ei.run()
     return _rebuild(self.ret, fresh)
+
+  # ---- graph replay on HCQ devices ----
+  def _build_graph(self) -> Any:
+    """One GraphReplay of all captured launches and copies, when they all run on one HCQ device that builds
+    graphs (NV); False otherwise (the CPU, or copies between devices), and replays loop over ExecItem.run."""
+    devs = {b.device for ei in self.items for b in ei.bufs}
+    if len(devs) != 1: return False
+    dev = engine.device_(devs.pop())
+    if not hasattr(dev, "graph"): return False
+    gitems: list[tuple] = []
+    for ei in self.items:
+      if ei.kind == "copy": gitems.append(("copy", ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[1].nbytes))
+      else: gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], (), ei.ck.launch["global_size"], ei.ck.launch["local_size"]))
+    # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
+    self.graph_slots = sorted({(j, k) for j, k, _ in self.in_slots} | {s for _, _, slots in self.out_bases for s in slots})
+    kernels = [ei for ei in self.items if ei.kind == "kernel"]
+    self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), sum(ei.bufs[1].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items))   # as ExecItem.run counts
+    if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(gitems)} items on {dev.name}", file=sys.stderr)
+    return dev.graph(gitems)
+
+  def _replay_graph(self) -> None:
+    items = self.items
+    self.graph.replay(bufs={(j, k): items[j].bufs[k].raw for j, k in self.graph_slots})
+    n, ops, mem = self.graph_counts
+    engine.GlobalCounters.kernel_count += n
+    engine.GlobalCounters.global_ops += ops
+    engine.GlobalCounters.global_mem += mem
+    if debug_level() >= 2: print(f"TinyJit {self.name}: replayed a graph of {n} kernels", file=sys.stderr)
 
 def _out_tensors(ret) -> list[Tensor]:
   if isinstance(ret, Tensor): return [ret]

@@ -169,7 +169,9 @@ class HCQProgram:
     self.device, self.name = device, name
     self.params: list[tuple[int, int]] = []
 
-  def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = ()) -> KernArgs: raise NotImplementedError
+  def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = (), persistent: bool = False) -> KernArgs:
+    """The argument block for one launch; `persistent` blocks outlive the per-launch ring (a prebuilt graph's)."""
+    raise NotImplementedError
 
   def __call__(self, *bufs: Any, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                vals: Sequence[int] = (), wait: bool = False) -> float | None:
@@ -222,7 +224,7 @@ class GraphReplay:
       engine = q
       if it[0] == "exec":
         _, prog, bufs, vals, g, l = it
-        self.args[i] = prog.fill_kernargs(bufs, vals)
+        self.args[i] = prog.fill_kernargs(bufs, vals, persistent=True)   # the ring would recycle them under the graph
         self.where[i] = (q, len(q.cmds)); q.exec(prog, self.args[i], g, l)
       elif it[0] == "copy":
         _, dst, src, n = it

@@ -67,6 +67,9 @@ def installed(driver: FakeDriver) -> Iterator[FakeDriver]:
   finally: uninstall(driver)
 
 def is_fake(fd: int) -> bool: return fd in _fake_fds
+def driver_of(fd: int) -> FakeDriver | None:
+  """The fake driver serving `fd` (None for a real device file): tests and benchmarks inspect the mock through it."""
+  return _fake_fds.get(fd)
 
 def describe_request(request: int) -> str:
   """A readable name for an ioctl request (NVIDIA escapes and UVM commands by name, others decoded)."""

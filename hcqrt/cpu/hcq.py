@@ -52,7 +52,7 @@ class CPUHCQProgram(HCQProgram):
   def __init__(self, device: "CPUHCQDevice", name: str, obj: bytes):
     super().__init__(device, name)
     self.prog = CPUProgram(name, obj)
-  def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = ()) -> KernArgs:
+  def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = (), persistent: bool = False) -> KernArgs:
     mem = bytearray(8 * (len(bufs) + len(vals)))
     a = KernArgs(memoryview(mem), [(8 * i, 8) for i in range(len(bufs) + len(vals))], len(bufs))
     for i, b in enumerate(bufs): a.set_buffer(i, buf_addr(b))

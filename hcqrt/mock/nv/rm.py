@@ -96,6 +96,7 @@ class MockNV:
     self.uvm = UVM(self)
     self.engine = GPFIFOEngine(self)
     self.doorbell_pages: dict[int, int] = {}   # CPU address of a mapped usermode page -> its length
+    self.doorbells = 0                          # doorbell writes seen (tests and benchmarks count submissions)
 
   # ---- the syscall seam interface ----
   def claims(self, path: str) -> bool: return re.fullmatch(r"/dev/nvidia(ctl|-uvm|\d+)", path) is not None
@@ -152,7 +153,7 @@ class MockNV:
     """A register write into one of our mappings: the doorbell (usermode + 0x90) runs the GPFIFO engine."""
     ctypes.c_uint32.from_address(addr).value = value
     for base in self.doorbell_pages:
-      if addr == base + 0x90: self.engine.ring(value); return
+      if addr == base + 0x90: self.doorbells += 1; self.engine.ring(value); return
 
   def munmap(self, addr: int, length: int) -> None:
     self.doorbell_pages.pop(addr, None)
