@@ -99,17 +99,17 @@ def vector_math_prelude(op: Ops, w: int) -> str:
   """The same exp2/log2 on w-wide float vectors (GCC/clang vector extensions). C has no ?: on vectors, so the
   special cases are bit selects through comparison masks; rint is the add-and-subtract-1.5*2^23 trick."""
   F, I = f"float{w}", f"int{w}"
-  sel = f"#define HC_SEL{w}(m, a, b) (({F})(((({I})(a)) & (m)) | ((({I})(b)) & ~(m))))"
+  sel = f"#define HC_SEL{w}(m, a, b) (({F})(((({I})(a)) & (m)) | ((({I})(b)) & ~(m))))\n#define HC_K{w}(c) ((({F}){{0}}) + (c))"
   if op is Ops.EXP2: return sel + f"""
 static inline {F} hc_exp2f_v{w}({F} x) {{
-  {F} xc = HC_SEL{w}(x > 128.0f, x - x + 128.0f, HC_SEL{w}(x < -150.0f, x - x - 150.0f, x));
-  xc = HC_SEL{w}(x != x, x - x, xc);
+  {F} xc = HC_SEL{w}(x > 128.0f, HC_K{w}(128.0f), HC_SEL{w}(x < -150.0f, HC_K{w}(-150.0f), x));
+  xc = HC_SEL{w}(x != x, HC_K{w}(0.0f), xc);
   {F} n = (xc + 12582912.0f) - 12582912.0f, f = xc - n;
   {F} p = 1.0f + f*(0.69314718f + f*(0.24022650f + f*(0.055504109f + f*(0.0096181291f + f*(0.0013333558f + f*(0.00015403530f + f*1.5252734e-05f))))));
   {I} ni = __builtin_convertvector(n, {I}), a = ni / 2, b = ni - a;
   {F} r = p * ({F})((a + 127) << 23) * ({F})((b + 127) << 23);
-  r = HC_SEL{w}(x >= 128.0f, x - x + __builtin_inff(), r);
-  r = HC_SEL{w}(x <= -150.0f, x - x, r);
+  r = HC_SEL{w}(x >= 128.0f, HC_K{w}(__builtin_inff()), r);
+  r = HC_SEL{w}(x <= -150.0f, HC_K{w}(0.0f), r);
   return HC_SEL{w}(x != x, x, r);
 }}"""
   return sel + f"""
@@ -124,8 +124,8 @@ static inline {F} hc_log2f_v{w}({F} x) {{
   e = e - big;
   {F} s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
   {F} r = s * (2.8853900818f + s2*(0.9617966939f + s2*(0.5770780164f + s2*(0.4121985831f + s2*0.3205988979f)))) + __builtin_convertvector(e, {F});
-  r = HC_SEL{w}(x < 0.0f, x - x + __builtin_nanf(""), r);
-  r = HC_SEL{w}(x == 0.0f, x - x - __builtin_inff(), r);
+  r = HC_SEL{w}(x < 0.0f, HC_K{w}(__builtin_nanf("")), r);
+  r = HC_SEL{w}(x == 0.0f, HC_K{w}(-__builtin_inff()), r);
   r = HC_SEL{w}(x == __builtin_inff(), x, r);
   return HC_SEL{w}(x != x, x, r);
 }}"""
