@@ -123,7 +123,11 @@ class Tensor(NNOpsMixin):
   def _host_array(self) -> np.ndarray:
     from frontend.engine import to_host
     if self.dtype is dtypes.bfloat16: return self.cast(dtypes.float32)._host_array()
-    t = self.contiguous() if self.lazydata.is_view or not self.lazydata.realized else self
+    lb = self.lazydata
+    if lb.is_view and lb.st.contiguous and lb.base.size == lb.size:   # a reshape of its base: read the base as is
+      Tensor(lb.base).realize()
+      return to_host(lb.base, to_np(self.dtype)).reshape(self.shape)
+    t = self.contiguous() if lb.is_view or not lb.realized else self
     t.realize()
     return to_host(t.lazydata, to_np(self.dtype)).reshape(self.shape)
   def numpy(self) -> np.ndarray:
