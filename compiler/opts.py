@@ -115,6 +115,9 @@ def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
 
 def optimize(k: LoweredKernel, device) -> LoweredKernel:
   """The default opts for `device` (uses device.ncores and device.simd_bytes when it has them)."""
+  if getattr(device, "renderer", "") == "ptx":   # GPUs have their own opts (imported here: opts_gpu imports this module)
+    from compiler.opts_gpu import optimize_gpu
+    return optimize_gpu(k, device)
   if os.environ.get("NOOPT", "0") != "1":
     w = max(1, getattr(device, "simd_bytes", 0) // 4)
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):

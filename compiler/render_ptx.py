@@ -16,6 +16,10 @@ Register model, one virtual register per value: bool -> .pred, ints up to 32 bit
 extended from their width (renormalised after every op that can overflow it), 64-bit ints -> .b64, float16,
 bfloat16 and float32 -> .f32 (halves are rounded back to their precision after every op, which equals native
 half arithmetic for + - * / sqrt), float64 -> .f64. Memory uses the dtype's own width (u8 for bool).
+Vector values (compiler/opts_gpu.py upcasts an output loop into lanes, compiler/vectorize.py makes them vectors) are one
+register per lane: ALU ops, casts and accumulators run lane by lane, VECTORIZE and GEP only rename registers. A vector
+LOAD/STORE is ld/st.global.v4/.v2 where its alignment is proven (vector_chunk: the buffer base is aligned, see
+BUFFER_ALIGNMENT, and the index is provably a multiple of the width), else one scalar access per lane.
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.schedule import create_schedule
@@ -32,7 +36,7 @@ half arithmetic for + - * / sqrt), float64 -> .f64. Memory uses the dtype's own 
 from __future__ import annotations
 import math, struct
 from compiler.dtypes import DType, dtypes
-from compiler.uop import UOp, Ops
+from compiler.uop import UOp, Ops, simplify
 from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
 
@@ -43,6 +47,10 @@ GROUP_MAX_OUTPUTS = 4096   # kernels with at most this many outputs...
 GROUP_MIN_RANGE = 64       # ...and a reduce loop at least this long get a block of lanes per output
 GROUP_LANES = 128
 MAX_YZ = 65535       # hardware limit of gridDim.y and gridDim.z
+# The device property vector loads/stores rely on: every buffer argument points at the start of an allocation aligned to
+# at least this many bytes (PTXEMU aligns to 256, the NV device to 4 KiB pages; cudaMalloc guarantees 256). A device
+# whose allocator guarantees less passes its `buffer_alignment` to render_ptx. Buffers are never passed at an offset.
+BUFFER_ALIGNMENT = 16
 
 def _kind(dt: DType) -> str:
   """Register class holding a value of dtype `dt`."""
@@ -103,13 +111,32 @@ _C1 = 6.28125
 _C2 = struct.unpack("<f", struct.pack("<f", _TWO_PI - _C1))[0]
 _C3 = struct.unpack("<f", struct.pack("<f", _TWO_PI - _C1 - _C2))[0]
 
+def vector_chunk(idx: UOp, dt: DType, w: int, buffer_alignment: int = BUFFER_ALIGNMENT) -> int:
+  """Lanes per ld/st instruction for a w-lane access of `dt` at element index `idx` of a buffer: the widest c in (4, 2)
+  whose access (c * itemsize bytes, at most 16: the widest PTX vector) is provably aligned, i.e. the buffer base is
+  aligned to c * itemsize (`buffer_alignment`, a device property) and idx is a multiple of c for every value its ranges
+  take (the simplifier folds idx % c to 0); else 1: the lanes are moved one by one.
+
+  >>> from compiler.uop import UOp, Ops
+  >>> r = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, 64),), (0, "global"))
+  >>> vector_chunk(r * 4, dtypes.float32, 4), vector_chunk(r * 4 + 2, dtypes.float32, 4), vector_chunk(r * 4 + 1, dtypes.float32, 4)
+  (4, 2, 1)
+  >>> vector_chunk(r * 4, dtypes.float64, 4), vector_chunk(r * 4, dtypes.float32, 4, buffer_alignment=8)
+  (2, 2)
+  """
+  for c in (4, 2):
+    nbytes = c * dt.scalar.itemsize
+    if w % c == 0 and nbytes <= 16 and buffer_alignment % nbytes == 0:
+      if (m := simplify(idx % c)).op is Ops.CONST and m.arg == 0: return c
+  return 1
+
 class _Renderer:
-  def __init__(self, k: LoweredKernel, arch: str):
+  def __init__(self, k: LoweredKernel, arch: str, buffer_alignment: int = BUFFER_ALIGNMENT):
     if arch not in PTX_ISA: raise ValueError(f"render_ptx: unsupported arch {arch!r}; known: {', '.join(PTX_ISA)}")
-    self.k, self.arch = k, arch
+    self.k, self.arch, self.align = k, arch, buffer_alignment
     self.lines: list[str] = []
     self.counts: dict[str, int] = {}
-    self.names: dict[UOp, str] = {}
+    self.names: dict[UOp, str | list[str]] = {}   # a register per value; a list of one per lane for vectors
     self.labels = 0
     self.addr_scopes: list[dict] = [{}]   # (buf, idx, itemsize) -> address register, per open loop
 
@@ -123,6 +150,10 @@ class _Renderer:
     return f"$L{prefix}{self.labels}"
 
   # *** value plumbing ***
+  def at_lane(self, u: UOp, i: int) -> str:
+    """The register of lane i of u (a scalar is the same in every lane)."""
+    n = self.names[u]
+    return n[i] if isinstance(n, list) else n
   def normalize(self, r: str, dt: DType) -> str:
     """Re-extend a 32-bit register holding an 8/16-bit int from its width (after ops that may overflow it)."""
     s = dt.scalar
@@ -164,34 +195,48 @@ class _Renderer:
     self.addr_scopes[-1][key] = a
     return a
 
-  def load(self, u: UOp) -> str:
+  # *** memory: scalar accesses, and vector ones (v2/v4) where the alignment is proven ***
+  def load(self, u: UOp) -> str | list[str]:
     buf, idx = u.src[0], u.src[1]
-    dt = u.dtype.scalar
+    dt, w = u.dtype.scalar, u.dtype.count
     addr = self.address(buf, idx, dt.itemsize)
     gate = f"@{self.names[u.src[2]]} " if len(u.src) == 3 else ""
     mt = MEM_T[dt]
-    if dt is dtypes.bool or dt in (dtypes.float16, dtypes.bfloat16):
-      tmp = self.reg("r" if dt is dtypes.bool else "h")
-      if gate: self.emit(f"mov.{'b32' if dt is dtypes.bool else 'b16'} {tmp}, 0")
-      self.lines.append(f"  {gate}ld.global.{mt} {tmp}, [{addr}];")
-      if dt is dtypes.bool:
-        p = self.reg("p"); self.emit(f"setp.ne.u32 {p}, {tmp}, 0"); return p
-      return self.half_to_f32(tmp, dt)
-    r = self.reg(_kind(dt))
-    if gate: self.emit(f"mov.{_b(dt)} {r}, {imm(0, dt)}")
-    self.lines.append(f"  {gate}ld.global.{mt} {r}, [{addr}];")
-    return r
+    # bool and halves land in b32/b16 registers and are converted after the load
+    raw = "r" if dt is dtypes.bool else "h" if dt in (dtypes.float16, dtypes.bfloat16) else _kind(dt)
+    regs = [self.reg(raw) for _ in range(w)]
+    if gate:
+      for r in regs: self.emit(f"mov.{REG_DECL[raw][1:]} {r}, {imm(0, dt) if raw == _kind(dt) else 0}")
+    c = vector_chunk(idx, dt, w, self.align) if w > 1 else 1
+    for j in range(0, w, c):
+      at = f"[{addr}+{j * dt.itemsize}]" if j else f"[{addr}]"
+      dst = regs[j] if c == 1 else "{" + ", ".join(regs[j:j + c]) + "}"
+      self.lines.append(f"  {gate}ld.global{'' if c == 1 else f'.v{c}'}.{mt} {dst}, {at};")
+    if dt is dtypes.bool:
+      out = [self.reg("p") for _ in regs]
+      for p, r in zip(out, regs): self.emit(f"setp.ne.u32 {p}, {r}, 0")
+    elif raw == "h": out = [self.half_to_f32(h, dt) for h in regs]
+    else: out = regs
+    return out if w > 1 else out[0]
 
   def store(self, u: UOp) -> None:
     buf, idx, val = u.src
-    dt = val.dtype.scalar
+    dt, w = val.dtype.scalar, val.dtype.count
     addr = self.address(buf, idx, dt.itemsize)
-    v = self.names[val]
+    vs = [self.at_lane(val, i) for i in range(w)]
     if dt is dtypes.bool:
-      t = self.reg("r"); self.emit(f"selp.u32 {t}, 1, 0, {v}"); v = t
+      vs = [self.reg("r") for _ in vs]
+      for t, v in zip(vs, [self.at_lane(val, i) for i in range(w)]): self.emit(f"selp.u32 {t}, 1, 0, {v}")
     elif dt in (dtypes.float16, dtypes.bfloat16):
-      h = self.reg("h"); self.emit(f"cvt.rn.{'f16' if dt is dtypes.float16 else 'bf16'}.f32 {h}, {v}"); v = h
-    self.lines.append(f"  {'@' + self.lead + ' ' if self.strided else ''}st.global.{MEM_T[dt]} [{addr}], {v};")
+      hs = [self.reg("h") for _ in vs]
+      for h, v in zip(hs, vs): self.emit(f"cvt.rn.{'f16' if dt is dtypes.float16 else 'bf16'}.f32 {h}, {v}")
+      vs = hs
+    c = vector_chunk(idx, dt, w, self.align) if w > 1 else 1
+    pred = f"@{self.lead} " if self.strided else ""
+    for j in range(0, w, c):
+      at = f"[{addr}+{j * dt.itemsize}]" if j else f"[{addr}]"
+      src = vs[j] if c == 1 else "{" + ", ".join(vs[j:j + c]) + "}"
+      self.lines.append(f"  {pred}st.global{'' if c == 1 else f'.v{c}'}.{MEM_T[dt]} {at}, {src};")
 
   # *** casts ***
   def cast(self, s: str, sd: DType, dd: DType) -> str:
@@ -245,9 +290,9 @@ class _Renderer:
     return self.normalize(d, dd) if dk == "r" else d
 
   # *** ALU ***
-  def alu(self, u: UOp) -> str:
+  def alu(self, u: UOp, a: list[str]) -> str:
+    """u's op on the registers `a` (one lane of a vector op)."""
     op, dt = u.op, u.dtype.scalar
-    a = [self.names[s] for s in u.src]
     sdt = u.src[0].dtype.scalar
     k = _kind(dt)
     if dt is dtypes.bool and sdt is dtypes.bool: return self.bool_alu(op, a)
@@ -511,14 +556,24 @@ class _Renderer:
     self.emit("bar.sync 0")   # everyone has read the result before the buffer is reused
     return res
 
+  def lane_op(self, u: UOp, i: int, block: tuple) -> str:
+    """Lane i of an accumulator, cast or ALU value."""
+    op, a = u.op, [self.at_lane(s, i) for s in u.src]
+    if op is Ops.DEFINE_ACC:   # every lane gets a register of its own, even when the initial value is shared
+      r = self.reg(_kind(u.dtype)); self.emit(f"mov.{_b(u.dtype)} {r}, {a[0]}"); return r
+    if op is Ops.ASSIGN: self.emit(f"mov.{_b(u.dtype)} {a[0]}, {a[1]}"); return a[0]
+    if op is Ops.REDUCE: return a[0] if not self.strided else self.combine_lanes(u, a[0], block[0])
+    if op is Ops.CAST: return self.cast(a[0], u.src[0].dtype, u.dtype)
+    if op is Ops.BITCAST: return self.bitcast(a[0], u.src[0].dtype, u.dtype)
+    return self.alu(u, a)
+
   def special(self, name: str) -> str:
     r = self.reg("r"); self.emit(f"mov.u32 {r}, {name}"); return r
 
   def render(self, prog: list[UOp]) -> tuple[str, dict]:
     k = self.k
     for u in prog:
-      if u.dtype is not None and u.dtype.count > 1: raise NotImplementedError(f"render_ptx: vector value {u.op} {u.dtype} (scalar programs only)")
-      if u.op in (Ops.VECTORIZE, Ops.GEP, Ops.LANE): raise NotImplementedError(f"render_ptx: {u.op} (scalar programs only)")
+      if u.op is Ops.LANE: raise NotImplementedError(f"render_ptx: kernel {k.name} still has a LANE (run compiler.vectorize first)")
     nbufs = len(k.buf_dtypes)
     bufs = {}
     for i in range(nbufs):
@@ -531,7 +586,9 @@ class _Renderer:
     for u in prog:
       op = u.op
       if op is Ops.DEFINE_GLOBAL: self.names[u] = bufs[u.arg]
-      elif op is Ops.CONST: self.names[u] = self.const(u.arg, u.dtype)
+      elif op is Ops.CONST:   # a vector constant is the same register in every lane
+        r = self.const(u.arg, u.dtype.scalar)
+        self.names[u] = r if u.dtype.count == 1 else [r] * u.dtype.count
       elif op is Ops.RANGE:
         if u in gidx: self.names[u] = gidx[u]; continue
         n, i = u.src[0].arg, self.reg("r")
@@ -558,16 +615,12 @@ class _Renderer:
         self.lines.append(f"{end}:")
       elif op is Ops.LOAD: self.names[u] = self.load(u)
       elif op is Ops.STORE: self.store(u)
-      elif op is Ops.DEFINE_ACC:
-        r = self.reg(_kind(u.dtype)); self.emit(f"mov.{_b(u.dtype)} {r}, {self.names[u.src[0]]}"); self.names[u] = r
-      elif op is Ops.ASSIGN:
-        acc = self.names[u.src[0]]
-        self.emit(f"mov.{_b(u.dtype)} {acc}, {self.names[u.src[1]]}"); self.names[u] = acc
-      elif op is Ops.REDUCE:
-        self.names[u] = self.names[u.src[0]] if not self.strided else self.combine_lanes(u, self.names[u.src[0]], block[0])
-      elif op is Ops.CAST: self.names[u] = self.cast(self.names[u.src[0]], u.src[0].dtype, u.dtype)
-      elif op is Ops.BITCAST: self.names[u] = self.bitcast(self.names[u.src[0]], u.src[0].dtype, u.dtype)
-      else: self.names[u] = self.alu(u)
+      elif op is Ops.VECTORIZE: self.names[u] = [self.names[s] for s in u.src]   # no code: a list of registers
+      elif op is Ops.GEP: self.names[u] = self.at_lane(u.src[0], u.arg)
+      else:   # everything else works lane by lane on scalar registers
+        w = u.dtype.count
+        out = [self.lane_op(u, i, block) for i in range(w)]
+        self.names[u] = out if w > 1 else out[0]
     params = ",\n".join(f"  .param .u64 data{i}" for i in range(nbufs))
     decls = [f"  .reg {REG_DECL[c]} %{c}<{n + 1}>;" for c, n in self.counts.items()]
     if self.strided: decls.append(f"  .shared .align 8 .b8 red_smem[{8 * block[0]}];")
@@ -576,6 +629,9 @@ class _Renderer:
                      *decls, *self.lines, "$Lexit:", "  ret;", "}", ""])
     return src, {"global_size": grid, "local_size": block}
 
-def render_ptx(k: LoweredKernel, arch: str = "sm_90", program: list[UOp] | None = None) -> tuple[str, dict]:
-  """PTX source of kernel `k` for `arch` and its launch dims {"global_size": blocks (x,y,z), "local_size": threads}."""
-  return _Renderer(k, arch).render(linearize(k) if program is None else program)
+def render_ptx(k: LoweredKernel, arch: str = "sm_90", program: list[UOp] | None = None,
+               buffer_alignment: int = BUFFER_ALIGNMENT) -> tuple[str, dict]:
+  """PTX source of kernel `k` for `arch` and its launch dims {"global_size": blocks (x,y,z), "local_size": threads}.
+  `buffer_alignment`: the bytes every buffer argument's address is a multiple of (a property of the device's allocator,
+  see BUFFER_ALIGNMENT); vector accesses wider than it are split."""
+  return _Renderer(k, arch, buffer_alignment).render(linearize(k) if program is None else program)
