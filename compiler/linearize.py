@@ -69,6 +69,8 @@ def linearize(k: LoweredKernel) -> list[UOp]:
 
   path: dict[UOp, tuple] = {}
   for i, r in enumerate(k.global_ranges): path[r] = tuple(k.global_ranges[:i + 1])
+  for chain in getattr(k, "nests", ()):   # a peeled output loop: sibling chains of loops under the spine (compiler/peel.py)
+    for i, r in enumerate(chain): path[r] = tuple(k.global_ranges) + tuple(chain[:i + 1])
   def deepest(rs) -> tuple:
     best: tuple = ()
     for r in rs:
@@ -80,7 +82,7 @@ def linearize(k: LoweredKernel) -> list[UOp]:
     hp = deepest(need[red])
     for j, q in enumerate(red.src[1:]):
       if q.op is Ops.RANGE: path.setdefault(q, hp + tuple(red.src[1:j + 2]))
-  home = {u: deepest(need[u]) for u in topo}
+  home = {u: deepest(need[u]) for u in topo if u is not sink}   # (the sink spans sibling loops of a peeled kernel)
 
   order = {u: i for i, u in enumerate(topo)}
   out: list[UOp] = []

@@ -19,6 +19,7 @@ True
 """
 from __future__ import annotations
 import itertools, os
+from dataclasses import dataclass, replace as dc_replace
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops, substitute, simplify
@@ -121,10 +122,12 @@ def optimize(k: LoweredKernel, device) -> LoweredKernel:
   if os.environ.get("NOOPT", "0") != "1":
     w = max(1, getattr(device, "simd_bytes", 0) // 4)
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
-      _matmul_tile(k, w) or _reduce_vectors(k, w) or _elementwise_vectors(k, w)
+      if (kc := _conv_tile(k, w, device)) is not None: k = kc
+      else: _matmul_tile(k, w) or _reduce_vectors(k, w) or _elementwise_vectors(k, w)
   ncores = getattr(device, "ncores", 1)
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2:
     k.threaded = k.global_ranges[0]
+  if os.environ.get("NOOPT", "0") != "1": k = _peel_default(k, device)
   return k
 
 PORTABLE_ACC = (8, 4, 2)   # scalar accumulators per reduction, largest that divides the loop (-O3 packs them into vectors)
@@ -184,4 +187,218 @@ def optimize_portable(k: LoweredKernel) -> LoweredKernel:
     u = next((a for a in PORTABLE_ACC if g.src[0].arg % a == 0), None)
     if u is not None and any(_stride(ld.src[1], g) == 0 for ld in inner) and any(_stride(ld.src[1], g) != 0 for ld in inner):
       return apply_output_unroll(k, g, u)
+  return k
+
+# ***** explicit opts: one step each, checked for legality, what BEAM search (compiler/beam.py) enumerates *****
+# An Opt names an axis by its position: `axis` indexes k.global_ranges for UPCAST/VECTOR/THREAD/PEEL and
+# k.reduce_ranges() for REDUCE_VECTOR/REDUCE_UNROLL/UNROLL, as they are *when the opt is applied* (each opt
+# renumbers the ranges it replaces in place, so a sequence of opts replays identically on the same kernel).
+
+class OptError(ValueError):
+  """An opt that is not legal for the kernel at hand (the message names the opt, the axis and the sizes)."""
+
+@dataclass(frozen=True)
+class Opt:
+  """One kernel transformation: kind, the axis it acts on, and an amount.
+
+  DEFAULT          the hand-written heuristic's vectorization (matmul tile / vector reduction / vector elementwise)
+  UPCAST  g, n     output loop g unrolled n times (n outputs per iteration, shared loads merge)
+  VECTOR  g, w     output loop g as w-lane vectors
+  THREAD  g        output loop g split across the CPU cores
+  PEEL    g        output loop g cut where comparisons against its index change value (compiler/peel.py)
+  REDUCE_VECTOR r, w   reduction loop r with a w-lane vector accumulator (lanes summed after the loop)
+  REDUCE_UNROLL r, n   reduction loop r with n independent accumulators
+  UNROLL  r, n     reduction loop r unrolled n times into one accumulator (n == size: the loop disappears)
+
+  >>> from compiler.lazy import LazyBuffer
+  >>> from compiler.schedule import create_schedule
+  >>> from compiler.lower import lower
+  >>> x = LazyBuffer.empty((8, 64), dtypes.float32, "CPU"); x.buffer = object()
+  >>> class Dev: ncores, simd_bytes, renderer = 2, 32, "c"
+  >>> k = apply_opts(lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast), [Opt("REDUCE_VECTOR", 0, 8), Opt("REDUCE_UNROLL", 0, 2)], Dev())
+  >>> [r.src[0].arg for r in k.reduce_ranges()]
+  [4]
+  """
+  kind: str
+  axis: int | None = None
+  amount: int | None = None
+  def __repr__(self) -> str: return f"Opt({self.kind!r}, {self.axis}, {self.amount})"
+  def to_json(self) -> list: return [self.kind, self.axis, self.amount]
+  @staticmethod
+  def from_json(x: list) -> "Opt": return Opt(x[0], x[1], x[2])
+
+OPT_KINDS = ("DEFAULT", "UPCAST", "VECTOR", "THREAD", "PEEL", "REDUCE_VECTOR", "REDUCE_UNROLL", "UNROLL")
+MAX_STORES = 256       # more unrolled outputs than this only makes compile time explode
+MAX_NODES = 40000      # nor a graph this big
+
+def copy_kernel(k: LoweredKernel) -> LoweredKernel:
+  """A copy whose lists can be changed without touching `k` (the UOp graph is immutable and shared)."""
+  return dc_replace(k, global_ranges=list(k.global_ranges), applied_opts=list(k.applied_opts))
+
+def has_vectors(k: LoweredKernel) -> bool:
+  return any(u.dtype is not None and u.dtype.count > 1 for u in k.sink.toposort())
+
+def _reduces_over(k: LoweredKernel, r: UOp) -> list[UOp]:
+  return [u for u in k.sink.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
+
+def _fold(op: Ops, dt, vals: list[UOp]) -> UOp:
+  out = vals[0]
+  for v in vals[1:]: out = UOp(op, dt, (out, v))
+  return out
+
+def apply_reduce_split(k: LoweredKernel, r: UOp, amt: int, separate: bool) -> LoweredKernel:
+  """Every REDUCE over range r gets r = ro*amt + a: `separate` keeps amt accumulators (folded after the loop),
+  else the amt values are combined inside one accumulator's update (a plain unroll). amt == size drops the loop."""
+  n = r.src[0].arg
+  ro = _new_range(n // amt, "reduce") if n > amt else None
+  m: dict[UOp, UOp] = {}
+  for red in _reduces_over(k, r):
+    rngs = tuple(x for x in (ro if x is r else x for x in red.src[1:]) if x is not None)
+    vals = [substitute(red.src[0], {r: ro * amt + a if ro is not None else UOp.const(dtypes.int32, a)}) for a in range(amt)]
+    if separate: m[red] = _fold(red.arg, red.dtype, [UOp(Ops.REDUCE, red.dtype, (v,) + rngs, red.arg) if rngs else v for v in vals])
+    else:
+      body = _fold(red.arg, red.dtype, vals)
+      m[red] = UOp(Ops.REDUCE, red.dtype, (body,) + rngs, red.arg) if rngs else body
+  k.sink = substitute(k.sink, m)
+  return k
+
+def _replace_global(k: LoweredKernel, before: list[UOp]) -> None:
+  # keep k.threaded pointing at the range that replaced it; drop size-1 loops an opt left behind
+  for old, new in zip(before, k.global_ranges):
+    if k.threaded is old and new is not old: k.threaded = new
+  for g in list(k.global_ranges):
+    if g.src[0].arg == 1:
+      k.sink = substitute(k.sink, {g: UOp.const(dtypes.int32, 0)})
+      k.global_ranges.remove(g)
+      if k.threaded is g: k.threaded = None
+
+def _check(cond: bool, opt: Opt, k: LoweredKernel, why: str) -> None:
+  if not cond: raise OptError(f"{opt} on kernel {k.name}: {why}")
+
+def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
+  """A new kernel: `k` with `opt` applied (k itself is not changed). Raises OptError when the opt is not legal:
+  axis out of range, amount not dividing the loop, vectors on a renderer or dtype without them, a second vectorization,
+  a second thread split, too many unrolled outputs, or (CPU) more live vector values than the target's registers."""
+  w_max = max(1, getattr(device, "simd_bytes", 0) // 4)
+  c_like = getattr(device, "renderer", "c") == "c"
+  k = copy_kernel(k)
+  before = list(k.global_ranges)
+  kind, axis, amt = opt.kind, opt.axis, opt.amount
+  _check(kind in OPT_KINDS, opt, k, f"unknown opt kind (choose from {', '.join(OPT_KINDS)})")
+  if kind == "DEFAULT":
+    _check(not k.applied_opts and k.threaded is None, opt, k, "the default heuristic applies only to an unoptimized kernel")
+    _check(w_max > 1 and c_like and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "no float32 vectors on this device/kernel")
+    _check(_matmul_tile(k, w_max) or _reduce_vectors(k, w_max) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
+  elif kind in ("UPCAST", "VECTOR", "THREAD", "PEEL"):
+    _check(axis is not None and 0 <= axis < len(k.global_ranges), opt, k, f"axis out of range (kernel has {len(k.global_ranges)} output loops)")
+    g = k.global_ranges[axis]
+    n = g.src[0].arg
+    if kind == "THREAD":
+      _check(getattr(device, "ncores", 1) > 1 and c_like, opt, k, "the device runs one thread per kernel")
+      _check(k.threaded is None, opt, k, "the kernel is already split across cores")
+      _check(n >= 2, opt, k, f"loop of size {n}")
+      k.threaded = g
+    elif kind == "PEEL":
+      from compiler.peel import peel_range
+      _check(k.threaded is not g, opt, k, "the threaded loop is cut by the renderer, not peeled")
+      k = peel_range(k, g)
+    else:
+      _check(amt is not None and 1 < amt <= n and n % amt == 0, opt, k, f"amount {amt} does not divide loop size {n}")
+      if kind == "VECTOR":
+        _check(c_like and w_max > 1 and amt in (4, 8, 16) and amt <= w_max, opt, k, f"{amt} lanes of float32 (device vectors hold {w_max})")
+        _check(all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "vectors are float32-only")
+        _check(not has_vectors(k), opt, k, "the kernel is already vectorized (one lane index per kernel)")
+        _check(not hasattr(k, "nests"), opt, k, "vectorize before peeling")
+        apply_tile(k, None, 1, g, amt, 1)
+        k.applied_opts[-1] = ("VECTOR", g.arg[0], amt)
+      else:
+        _check(len(k.sink.src) * amt <= MAX_STORES, opt, k, f"{len(k.sink.src) * amt} stores after the upcast (max {MAX_STORES})")
+        apply_output_unroll(k, g, amt)
+  else:
+    rr = k.reduce_ranges()
+    _check(axis is not None and 0 <= axis < len(rr), opt, k, f"axis out of range (kernel has {len(rr)} reduction loops)")
+    r = rr[axis]
+    n = r.src[0].arg
+    _check(amt is not None and 1 < amt <= n and n % amt == 0, opt, k, f"amount {amt} does not divide reduction size {n}")
+    reds = _reduces_over(k, r)
+    _check(all(all(x.op is Ops.RANGE for x in red.src[1:]) for red in reds), opt, k, "a reduction over lanes")
+    if kind == "REDUCE_VECTOR":
+      _check(c_like and w_max > 1 and amt in (4, 8, 16) and amt <= w_max, opt, k, f"{amt} lanes of float32 (device vectors hold {w_max})")
+      _check(not has_vectors(k) and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "needs an unvectorized float32 kernel")
+      _check(len(reds) == 1 and reds[0].dtype.is_float and reds[0].arg in (Ops.ADD, Ops.MAX), opt, k, "needs one float ADD/MAX reduction")
+      apply_reduce_vectors(k, reds[0], r, amt, 1)
+    else:
+      _check(kind != "REDUCE_UNROLL" or all(red.arg in (Ops.ADD, Ops.MAX, Ops.MUL) for red in reds), opt, k, "unknown reduce op")
+      _check(len(k.sink.toposort()) * (amt if kind == "UNROLL" else 1) <= MAX_NODES, opt, k, "the unrolled graph is too big")
+      apply_reduce_split(k, r, amt, separate=kind == "REDUCE_UNROLL")
+      k.applied_opts.append((kind, r.arg[0], amt))
+  _replace_global(k, before)
+  if c_like and kind != "THREAD": check_pressure(k, device, opt)
+  return k
+
+def check_pressure(k: LoweredKernel, device, opt: Opt | None = None) -> None:
+  """Raise OptError when the kernel needs more vector registers than the target has (see compiler/pressure.py)."""
+  from compiler.linearize import linearize
+  from compiler.pressure import max_live, register_budget, SLACK, MAX_LIVE
+  sb = max(16, getattr(device, "simd_bytes", 16))
+  live, budget = max_live(linearize(k), sb), min(MAX_LIVE, register_budget(sb) + SLACK)
+  if live > budget: raise OptError(f"{opt or 'opts'} on kernel {k.name}: {live} live vector values exceed the register budget {budget}")
+
+def apply_opts(k: LoweredKernel, opts, device) -> LoweredKernel:
+  """`k` with every opt of `opts` applied in order (see Opt)."""
+  for o in opts: k = apply_opt(k, o, device)
+  return k
+
+UPCAST_AMOUNTS, UNROLL_AMOUNTS, LANES = (2, 3, 4, 8), (2, 3, 4, 8), (4, 8, 16)
+
+def candidate_opts(k: LoweredKernel, device) -> list[Opt]:
+  """Every opt worth trying next on `k` (not yet checked: apply_opt may still refuse some)."""
+  out = [Opt("DEFAULT")] if not k.applied_opts and k.threaded is None else []
+  for i, g in enumerate(k.global_ranges):
+    n = g.src[0].arg
+    out += [Opt("UPCAST", i, a) for a in UPCAST_AMOUNTS if n % a == 0 and a < n]
+    out += [Opt("VECTOR", i, w) for w in LANES if n % w == 0]
+    if k.threaded is None and getattr(device, "ncores", 1) > 1: out.append(Opt("THREAD", i))
+  for i, r in enumerate(k.reduce_ranges()):
+    n = r.src[0].arg
+    out += [Opt("REDUCE_VECTOR", i, w) for w in LANES if n % w == 0]
+    out += [Opt("REDUCE_UNROLL", i, a) for a in UNROLL_AMOUNTS if n % a == 0 and a < n]
+    out += [Opt("UNROLL", i, a) for a in sorted(set(UNROLL_AMOUNTS) | ({n} if n <= 9 else set())) if n % a == 0 and a <= n]
+  from compiler.peel import peel_points
+  out += [Opt("PEEL", i) for i, g in enumerate(k.global_ranges) if g is not k.threaded and peel_points(k, g)]
+  return out
+
+# ***** default opts expressed as Opt sequences *****
+
+def _conv_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
+  """A convolution-like kernel (a reduction whose loads along the innermost output loop rj are gated by comparisons
+  of rj: the padding border): rj as vectors narrower than the machine's (w/2 lanes), all of rj's vectors unrolled, so
+  that the inner vectors read without gates (their lanes can't reach the border) and only the first and last compare;
+  plus 4 rows of another output loop whose loads don't move with it (output channels), like the matmul tile."""
+  if len(k.global_ranges) < 2 or not k.reduce_ranges(): return None
+  from compiler.peel import peel_points
+  rj = k.global_ranges[-1]
+  n, j = rj.src[0].arg, len(k.global_ranges) - 1
+  if not peel_points(k, rj): return None
+  wv = next((x for x in (w // 2, w // 4) if x >= 4 and n % x == 0 and 3 <= n // x <= 4), None)
+  if wv is None: return None
+  loads = _loads(k)
+  if not any(_stride(ld.src[1], rj) == 1 for ld in loads): return None
+  rows = next((i for i, ri in enumerate(k.global_ranges[:-1]) if ri.src[0].arg % UPCAST_I == 0 and
+               any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads)), None)
+  opts = [Opt("VECTOR", j, wv), Opt("UPCAST", j, n // wv)] + ([Opt("UPCAST", rows, UPCAST_I)] if rows is not None else [])
+  try: return apply_opts(k, opts, device)
+  except OptError: return None
+
+def _peel_default(k: LoweredKernel, device) -> LoweredKernel:
+  """Peel the innermost output loop (outside the threaded one) of a kernel with a reduction whose body compares that
+  loop's index against constants (a padded convolution's rows): the middle piece runs without the comparisons."""
+  if getattr(device, "renderer", "c") != "c" or not k.reduce_ranges() or getattr(k, "nests", None): return k
+  from compiler.peel import peel_points
+  for i in reversed(range(len(k.global_ranges))):
+    g = k.global_ranges[i]
+    if g is k.threaded: break
+    if peel_points(k, g):
+      try: return apply_opt(k, Opt("PEEL", i), device)
+      except OptError: return k
   return k

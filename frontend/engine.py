@@ -87,12 +87,15 @@ def _estimate_ops(prog: list[UOp]) -> int:
   return ops
 
 def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
-  key = (si.ast, device, os.environ.get("NOOPT", "0"))   # opts change the code: part of the key
+  key = (si.ast, device, os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"))   # opts change the code: part of the key
   if (ck := _kernel_cache.get(key)) is not None: return ck
   dev = device_(device)
   from compiler.opts import optimize
   k = lower(si.ast, si.name)
-  k = optimize(k, dev)
+  if (beam := int(os.environ.get("BEAM", "0") or 0)) > 0 and os.environ.get("NOOPT", "0") != "1":
+    from compiler.beam import beam_search
+    k = beam_search(k, dev, _beam_runner(si, dev), beam, progress=sys.stderr.isatty() or debug_level() >= 1)
+  else: k = optimize(k, dev)
   prog = linearize(k)
   threads = dev.ncores if k.threaded is not None else 1
   if dev.renderer == "c":
@@ -112,6 +115,29 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
   gsize = tuple(r.src[0].arg for r in k.global_ranges)
   ck = _kernel_cache[key] = CompiledKernel(k.name, program, threads, gsize, launch, _estimate_ops(prog), src)
   return ck
+
+def _beam_runner(si: ScheduleItem, dev):
+  """BEAM's callback: run a built candidate on random buffers shaped like si's (the same data for every candidate);
+  returns (seconds, [output array]). Outputs are filled with NaN bytes before each run, so an unwritten element shows."""
+  rng = np.random.default_rng(0)
+  lbs = [si.outputs[0], *si.inputs]
+  npdt = lambda dt: np.dtype(dt.fmt) if dt.fmt else np.dtype(np.uint16)
+  bufs = [Buffer(si.outputs[0].device, max(1, lb.size * lb.dtype.itemsize)) for lb in lbs]
+  for b, lb in zip(bufs[1:], lbs[1:]):
+    d = npdt(lb.dtype)
+    x = rng.standard_normal(lb.size) if d.kind == "f" else rng.integers(-3, 4, lb.size) if d.kind in "iu" else rng.integers(0, 2, lb.size)
+    x = x.astype(d) if d.kind != "u" else np.abs(x).astype(d)
+    if x.nbytes: dev.allocator.copyin(b.raw, memoryview(x.reshape(-1).view(np.uint8)))
+  out_dt, garbage = npdt(lbs[0].dtype), np.full(bufs[0].nbytes, 0xFF, np.uint8)
+  progs: dict[int, object] = {}
+  def run(built) -> tuple[float, list]:
+    if (prog := progs.get(id(built))) is None: prog = progs[id(built)] = dev.program(built.name, built.binary)
+    dev.allocator.copyin(bufs[0].raw, memoryview(garbage))
+    et = prog(*[b.raw for b in bufs], **built.launch, wait=True) or 0.0
+    out = np.empty(lbs[0].size, out_dt)
+    if out.nbytes: dev.allocator.copyout(memoryview(out.view(np.uint8)), bufs[0].raw)
+    return et, [out]
+  return run
 
 @dataclass
 class ExecItem:

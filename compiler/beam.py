@@ -1,0 +1,195 @@
+"""BEAM search: try sequences of opts (compiler/opts.py Opt) on a kernel, keep the fastest.
+
+The compiler stays device-free: the caller (frontend/engine.py) supplies `run(built) -> (seconds, outputs)`, which
+loads a built candidate on the device, runs it on random input buffers (the same for every candidate) and returns
+its time and its output buffers. Candidates are applied, rendered and compiled in a pool of worker processes (the
+C compiler is the slow part), then timed one by one in this process while the pool is idle, so timings don't share
+the cores with compiles.
+
+Search: the beam starts from the seeds (nothing, the default heuristic's vectorization, a thread split, both); each
+round extends every beam entry by every legal next opt, times the new candidates, and keeps the `width` fastest;
+it stops when a round finds nothing faster or after MAX_DEPTH opts. The winner is checked against the unoptimized
+kernel's outputs on the same random data (a wrong kernel is dropped, the next fastest checked), then its opt list is
+written to `$HCQRT_CACHE/beam/<key>.json`, key = sha256 of the kernel's structure, the device description and the
+width. The next search for the same kernel reads the file: it compiles and times nothing.
+
+>>> from compiler.lazy import LazyBuffer
+>>> from compiler.schedule import create_schedule
+>>> from compiler.lower import lower
+>>> from compiler.dtypes import dtypes
+>>> from compiler.uop import Ops
+>>> x = LazyBuffer.empty((4, 8), dtypes.float32, "CPU"); x.buffer = object()
+>>> k = lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast)
+>>> len(cache_key(k, DeviceInfo("CPU", "c", 2, 32), 2))
+64
+"""
+from __future__ import annotations
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+import hashlib, json, multiprocessing, os, sys, time
+import numpy as np
+from compiler.lower import LoweredKernel
+from compiler.opts import Opt, OptError, apply_opts, candidate_opts
+from compiler.assemble.disk_cache import cache_root, atomic_write
+
+BEAM_VERSION = 1            # bump when opts change meaning: old cache entries are then ignored
+MAX_DEPTH = 5               # opts per sequence
+TIME_REPS = 3               # timed runs per candidate (the minimum counts)
+SLOW_CUTOFF = 3.0           # a candidate whose first run is this many times slower than the best stops there
+
+@dataclass(frozen=True)
+class DeviceInfo:
+  """What opts and the builders need to know about a device (picklable, for the worker processes)."""
+  name: str
+  renderer: str = "c"
+  ncores: int = 1
+  simd_bytes: int = 0
+  arch: str = ""
+  @staticmethod
+  def of(dev) -> "DeviceInfo":
+    return DeviceInfo(getattr(dev, "name", "?"), getattr(dev, "renderer", "c"), getattr(dev, "ncores", 1), getattr(dev, "simd_bytes", 0),
+                      getattr(dev, "arch", ""))
+
+@dataclass
+class Built:
+  """One compiled candidate: its opts, source, binary and launch arguments (threads / grid dims)."""
+  opts: tuple
+  name: str
+  src: str
+  binary: bytes
+  launch: dict
+  time_s: float = float("inf")
+  outputs: list = field(default_factory=list)
+
+def build(k: LoweredKernel, opts: tuple, dev: DeviceInfo) -> Built | None:
+  """Apply opts, render and compile (runs in a worker process). None when an opt is not legal."""
+  try: ko = apply_opts(k, opts, dev)
+  except OptError: return None
+  from compiler.linearize import linearize
+  prog = linearize(ko)
+  if dev.renderer == "c":
+    from compiler.render_c import render_c
+    from compiler.assemble.c_compiler import compile_c
+    threads = dev.ncores if ko.threaded is not None else 1
+    src = render_c(ko, threads, prog)
+    return Built(tuple(opts), ko.name, src, compile_c(src, ko.name), {"threads": threads})
+  if dev.renderer == "ptx":
+    from compiler.render_ptx import render_ptx
+    from compiler.assemble.ptx_assembler import assemble_ptx
+    src, launch = render_ptx(ko, dev.arch, prog)
+    return Built(tuple(opts), ko.name, src, assemble_ptx(src, dev.arch), launch)
+  raise NotImplementedError(f"BEAM: renderer {dev.renderer!r}")
+
+# the kernel being searched, inherited by the forked workers: a job sends only its opts (no graph pickling, and the
+# workers' UOps and dtypes are the very objects of the parent's graph, so identity checks keep working)
+_SEARCH: dict = {}
+
+def _build_job(args) -> Built | None:
+  opts, dev = args
+  k = _SEARCH["kernel"]
+  try: return build(k, opts, dev)
+  except Exception as e:   # noqa: BLE001 -- a candidate the renderer or compiler rejects is just not a candidate
+    print(f"BEAM: candidate {list(opts)} of {k.name} failed to build: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+    return None
+
+def cache_key(k: LoweredKernel, dev: DeviceInfo, width: int) -> str:
+  """sha256 over the kernel's structure (its UOp graph, buffer dtypes, loops), the device and the beam width."""
+  desc = repr((BEAM_VERSION, k.sink.order_key, [d.name for d in k.buf_dtypes], [r.src[0].arg for r in k.global_ranges], k.outputs,
+               dev.name, dev.renderer, dev.ncores, dev.simd_bytes, dev.arch, width))
+  return hashlib.sha256(desc.encode()).hexdigest()
+
+def cache_path(key: str): return cache_root() / "beam" / f"{key}.json"
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+  if a.shape != b.shape: return False
+  if a.dtype.kind != "f": return bool(np.array_equal(a, b))
+  a64, b64 = a.astype(np.float64), b.astype(np.float64)
+  scale = float(np.nanmax(np.abs(b64[np.isfinite(b64)]))) if np.isfinite(b64).any() else 1.0
+  return bool(np.allclose(a64, b64, rtol=1e-3, atol=1e-4 * max(scale, 1e-30), equal_nan=True))
+
+class _Progress:
+  def __init__(self, name: str, on: bool): self.name, self.on, self.t0 = name, on, time.perf_counter()
+  def show(self, rnd: int, done: int, total: int, best: float):
+    if not self.on: return
+    bar = "#" * (20 * done // max(total, 1))
+    print(f"\rBEAM {self.name[:28]:28s} round {rnd} [{bar:20s}] {done:3d}/{total:<3d} best {best * 1e6:9.1f} us "
+          f"{time.perf_counter() - self.t0:5.1f} s", end="", file=sys.stderr, flush=True)
+  def end(self):
+    if self.on: print(file=sys.stderr, flush=True)
+
+def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, list]], width: int = 2, *,
+                use_cache: bool = True, progress: bool = False, workers: int | None = None,
+                stats: dict | None = None) -> LoweredKernel:
+  """The fastest correct variant of the unoptimized kernel `k` found by a beam of `width` (see the module doc).
+  `run(built)` runs a candidate and returns (seconds, [output arrays]); `stats` (if given) gets counters:
+  cache_hit, built, timed, rounds, best_opts."""
+  dev = device if isinstance(device, DeviceInfo) else DeviceInfo.of(device)
+  st = stats if stats is not None else {}
+  st.update(cache_hit=False, built=0, timed=0, rounds=0)
+  key = cache_key(k, dev, width)
+  path = cache_path(key)
+  if use_cache and path.exists():
+    try:
+      opts = tuple(Opt.from_json(o) for o in json.loads(path.read_text())["opts"])
+      out = apply_opts(k, opts, dev)
+      st.update(cache_hit=True, best_opts=list(opts))
+      return out
+    except (OptError, ValueError, KeyError, TypeError, IndexError): pass   # stale entry: search again
+  prog = _Progress(k.name, progress)
+  # fork: the workers need nothing but the kernel and the compiler, and a spawned worker would re-run an unguarded
+  # __main__ script; they never touch the parent's device or threads
+  ctx = multiprocessing.get_context("fork")
+  _SEARCH["kernel"] = k
+  tried: dict[tuple, Built | None] = {}
+  seen_src: dict[str, Built] = {}
+  with ProcessPoolExecutor(max_workers=workers or max(1, min(4, os.cpu_count() or 1)), mp_context=ctx) as pool:
+    def evaluate(seqs: list[tuple], rnd: int) -> list[Built]:
+      seqs = [s for s in dict.fromkeys(seqs) if s not in tried]
+      built = list(pool.map(_build_job, [(s, dev) for s in seqs], chunksize=1))
+      st["built"] += sum(b is not None for b in built)
+      fresh = []
+      for s, b in zip(seqs, built):
+        if b is not None and (same := seen_src.get(b.src)) is not None: b = same   # the same code by another path
+        tried[s] = b
+        if b is not None and b.src not in seen_src:
+          seen_src[b.src] = b; fresh.append(b)
+      best = min((b.time_s for b in seen_src.values()), default=float("inf"))
+      for i, b in enumerate(fresh):
+        prog.show(rnd, i, len(fresh), best)
+        t, outs = run(b)
+        b.outputs = outs
+        if t < SLOW_CUTOFF * best:
+          for _ in range(TIME_REPS - 1): t = min(t, run(b)[0])
+        b.time_s = t
+        best = min(best, t)
+        st["timed"] += 1
+      prog.show(rnd, len(fresh), len(fresh), best)
+      return [b for b in (tried[s] for s in seqs) if b is not None]
+    base = evaluate([()], 0)
+    if not base: raise RuntimeError(f"BEAM: the unoptimized kernel {k.name} does not build")
+    ref = base[0].outputs
+    seeds = [(), (Opt("DEFAULT"),), (Opt("THREAD", 0),), (Opt("DEFAULT"), Opt("THREAD", 0))]
+    evaluate(seeds, 0)
+    beam = sorted({id(b): b for b in (tried[s] for s in seeds) if b is not None}.values(), key=lambda b: b.time_s)[:width]
+    best_t = beam[0].time_s
+    for rnd in range(1, MAX_DEPTH + 1):
+      st["rounds"] = rnd
+      nxt = []
+      for b in beam:
+        kb = apply_opts(k, b.opts, dev)
+        nxt += [b.opts + (o,) for o in candidate_opts(kb, dev)]
+      new = evaluate(nxt, rnd)
+      pool_all = sorted({id(x): x for x in beam + new}.values(), key=lambda x: x.time_s)
+      beam = pool_all[:width]
+      if beam[0].time_s >= best_t * 0.99: break   # nothing meaningfully faster this round
+      best_t = beam[0].time_s
+  prog.end()
+  ranked = sorted({id(b): b for b in tried.values() if b is not None}.values(), key=lambda b: b.time_s)
+  for b in ranked:
+    if len(b.outputs) == len(ref) and all(_close(o, r) for o, r in zip(b.outputs, ref)): break
+    print(f"BEAM: candidate {list(b.opts)} of {k.name} gives wrong results; dropped", file=sys.stderr)
+  else: b = base[0]
+  st["best_opts"] = list(b.opts)
+  if use_cache: atomic_write(path, json.dumps({"kernel": k.name, "opts": [o.to_json() for o in b.opts], "time_s": b.time_s}).encode())
+  return apply_opts(k, b.opts, dev)

@@ -1,0 +1,143 @@
+"""Loop peeling (range cutting): split a loop where comparisons against its index change value.
+
+A padded convolution reads `x[oy+ky-1]` only where `0 <= oy+ky-1 < H`: every iteration of the oy loop compares.
+For oy in [1, H-1) both comparisons are true whatever ky is, so cutting the loop into [0,1), [1,H-1), [H-1,H) lets
+the symbolic simplifier fold them away in the middle piece (by the index bounds), and the gated loads there become
+plain loads. The pieces are sibling loops over fresh ranges `p` with the old index `r = p + lo`.
+
+Works on any loop the renderer emits as a loop: reduction loops on every backend (C and PTX), output loops on the
+CPU (on GPUs output loops are the grid, where peeling means nothing). A peeled output loop keeps the loops outside it
+in `k.global_ranges` (the spine) and puts each piece and the output loops inside it in `k.nests`, one chain per piece
+(compiler/linearize.py nests a chain under the spine).
+
+>>> from compiler.lazy import LazyBuffer
+>>> from compiler.schedule import create_schedule
+>>> from compiler.lower import lower
+>>> from compiler.dtypes import dtypes
+>>> x = LazyBuffer.empty((4, 8), dtypes.float32, "CPU"); x.buffer = object()
+>>> k = lower(create_schedule([x.pad(((0, 0), (2, 1))).r(Ops.ADD, (1,))])[0].ast)
+>>> peel_points(k, k.reduce_ranges()[0])
+[2, 10]
+>>> k2 = peel_range(k, k.reduce_ranges()[0])
+>>> any(u.op is Ops.CMPLT for u in k2.sink.toposort())
+False
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+import itertools
+from compiler.dtypes import dtypes
+from compiler.lower import LoweredKernel, identity_element
+from compiler.uop import UOp, Ops, UPat, PatternMatcher, graph_rewrite, substitute, simplify, symbolic
+
+MAX_PIECES = 5
+
+@dataclass
+class PeeledKernel(LoweredKernel):
+  """A LoweredKernel whose innermost output loops come in several sibling chains (one per piece of a peeled loop)."""
+  nests: list = field(default_factory=list)
+
+_ids = itertools.count(5000)
+def _fresh(r: UOp, size: int | None = None) -> UOp:
+  return UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, r.src[0].arg if size is None else size),), (next(_ids), r.arg[1]))
+
+def _affine(x: UOp, r: UOp) -> tuple[int, UOp] | None:
+  """(a, rest) with x == a*r + rest and rest free of r, or None when x is not affine in r."""
+  z = simplify(substitute(x, {r: UOp.const(dtypes.int32, 0)}))
+  one = simplify(substitute(x, {r: UOp.const(dtypes.int32, 1)}))
+  d = simplify(one - z)
+  if d.op is not Ops.CONST or d.arg == 0: return None
+  if simplify(z + r * d.arg) is not simplify(x): return None   # not linear (a div/mod of r, say)
+  return d.arg, z
+
+def _cuts(cmp: UOp, r: UOp) -> list[int]:
+  x, c = cmp.src
+  if cmp.op is Ops.CMPLT and x.op is Ops.CONST and c.op is not Ops.CONST:   # c < x  is  not (x < c+1): same cuts
+    x, c = c, UOp.const(c.dtype, x.arg + 1)
+  if c.op is not Ops.CONST or x.dtype is None or not x.dtype.is_int or x.dtype.count != 1 or r not in x.toposort(): return []
+  if (af := _affine(x, r)) is None: return []
+  a, rest = af
+  lo, hi, cv = rest.vmin, rest.vmax, c.arg
+  if cmp.op is Ops.CMPLT:   # a*r + rest < c: uniformly true below the first cut, uniformly false from the second
+    if a > 0: return [-((hi - cv) // a), -((lo - cv) // a)]
+    return [(hi - cv) // -a + 1, (lo - cv) // -a + 1]
+  if lo == hi and (cv - lo) % a == 0:   # a*r + const != c: only one r differs
+    t = (cv - lo) // a
+    return [t, t + 1]
+  return []
+
+def peel_points(k: LoweredKernel, r: UOp) -> list[int]:
+  """The indices in (0, size) where a comparison that depends on loop r changes value; [] when none (or too many)."""
+  n = r.src[0].arg
+  pts: set[int] = set()
+  for u in k.sink.toposort():
+    if u.op in (Ops.CMPLT, Ops.CMPNE) and u.src[0].dtype is not None and u.src[0].dtype.count == 1: pts.update(_cuts(u, r))
+  out = sorted(p for p in pts if 0 < p < n)
+  return out if len(out) < MAX_PIECES else []
+
+def _load_gate(ld: UOp) -> UOp | None:
+  if len(ld.src) == 3 and ld.src[2].op is Ops.CONST:
+    return ld.replace(src=ld.src[:2]) if ld.src[2].arg else UOp.const(ld.dtype, 0)
+  return None
+def _reduce_identity(red: UOp) -> UOp | None:
+  v = red.src[0]
+  if v.op is Ops.CONST and red.arg in (Ops.ADD, Ops.MAX) and v.arg == identity_element(red.arg, red.dtype.scalar): return v
+  return None
+# after peeling: a gate that became constant disappears, a reduction of nothing is its identity
+cleanup = symbolic + PatternMatcher([(UPat(Ops.LOAD, name="ld"), _load_gate), (UPat(Ops.REDUCE, name="red"), _reduce_identity)])
+
+def _pieces(n: int, pts: list[int]) -> list[tuple[int, int]]:
+  b = [0, *pts, n]
+  return list(zip(b[:-1], b[1:]))
+
+def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
+  """A new kernel with loop r (an output loop of k.global_ranges, or a reduction loop) cut at peel_points."""
+  from compiler.opts import OptError, copy_kernel
+  pts = peel_points(k, r)
+  if not pts: raise OptError(f"PEEL of loop r{r.arg[0]} (size {r.src[0].arg}) in kernel {k.name}: no comparison against constants to cut at")
+  if isinstance(k, PeeledKernel) and k.nests: raise OptError(f"PEEL in kernel {k.name}: the kernel is already peeled")
+  pieces = _pieces(r.src[0].arg, pts)
+  if r in k.global_ranges:
+    i = k.global_ranges.index(r)
+    if k.threaded is not None and k.threaded in k.global_ranges[i:]:
+      raise OptError(f"PEEL of loop r{r.arg[0]} in kernel {k.name}: the threaded loop must stay outside the peeled one")
+    inner = k.global_ranges[i + 1:]
+    spine = set(k.global_ranges[:i])
+    others = [u for u in k.sink.toposort() if u.op is Ops.RANGE and u not in spine and u is not r]
+    stores, nests = [], []
+    for lo, hi in pieces:
+      p = _fresh(r, hi - lo)
+      m = {x: _fresh(x) for x in others}
+      m[r] = p + lo if lo else p
+      stores += [substitute(s, m) for s in k.sink.src]
+      nests.append([p] + [m[g] for g in inner])
+    sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), cleanup)
+    out = PeeledKernel(k.name, sink, list(k.buf_dtypes), list(k.global_ranges[:i]), k.outputs, list(k.applied_opts), k.threaded, nests)
+  else:
+    m: dict[UOp, UOp] = {}
+    for red in [u for u in k.sink.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]:
+      j = red.src.index(r)
+      parts = []
+      for lo, hi in pieces:
+        p = _fresh(r, hi - lo)
+        fresh = {x: _fresh(x) for x in red.src[j + 1:]}   # loops inside r: one copy per piece (each loop has one place)
+        body = substitute(red.src[0], {**fresh, r: p + lo if lo else p})
+        parts.append(UOp(Ops.REDUCE, red.dtype, (body, *red.src[1:j], p, *fresh.values()), red.arg))
+      total = parts[0]
+      for q in parts[1:]: total = UOp(red.arg, red.dtype, (total, q))
+      m[red] = total
+    out = copy_kernel(k)
+    out.sink = graph_rewrite(substitute(k.sink, m), cleanup)
+  out.applied_opts.append(("PEEL", r.arg[0], tuple(pts)))
+  return out
+
+def peel(k: LoweredKernel, output_loops: bool = True) -> LoweredKernel:
+  """Peel every loop of k that compares its index against constants: reduction loops, and output loops too when
+  `output_loops` (the CPU, where they are loops; not on GPUs, where they are the grid). Output loops are peeled at most
+  once (the innermost one that has cut points, outside the threaded one)."""
+  for r in k.reduce_ranges():
+    if r in k.reduce_ranges() and peel_points(k, r): k = peel_range(k, r)
+  if output_loops and not getattr(k, "nests", None):
+    for r in reversed(k.global_ranges):
+      if r is not k.threaded and peel_points(k, r) and (k.threaded is None or k.global_ranges.index(k.threaded) < k.global_ranges.index(r)):
+        return peel_range(k, r)
+  return k
