@@ -63,6 +63,13 @@ def test_elementwise_vectors_and_launch():
   assert launch == {"global_size": (2, 64, 1), "local_size": (128, 1, 1)}   # 1024 columns / 4 lanes = 256 threads per row
   assert "ld.global.f32" not in src and "st.global.f32" not in src
 
+@pytest.mark.parametrize("n", [2, 4, 12])
+def test_whole_kernel_in_one_thread(n, vector_accesses):   # n <= 4: the loop disappears into the lanes of one thread
+  src, launch = ptx_of(lambda a: a * 2 + 1, f32(n))
+  assert launch["local_size"] == ((1, 1, 1) if n <= 4 else (3, 1, 1)) and f"ld.global.v{min(n, 4)}.f32" in src
+  same(lambda a: a * 2 + 1, f32(n))
+  assert vector_accesses["n"] > 0
+
 @pytest.mark.parametrize("shape", [(3, 33), (7,), (5, 999)])
 def test_odd_sizes_stay_scalar(shape):
   src, _ = ptx_of(lambda a: a * 2 + 1, f32(*shape))
