@@ -106,9 +106,10 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
     program = dev.program(k.name, compile_c(src, k.name))
     launch = {"threads": threads}
   elif dev.renderer == "ptx":
-    from compiler.render_ptx import render_ptx
+    from compiler.render_ptx import render_ptx, BUFFER_ALIGNMENT
     from compiler.assemble.ptx_assembler import assemble_ptx
-    src, launch = render_ptx(k, dev.arch, prog)   # launch: {"global_size": (x,y,z), "local_size": (x,y,z)}
+    # launch: {"global_size": (x,y,z), "local_size": (x,y,z)}; vector loads need the allocator's alignment
+    src, launch = render_ptx(k, dev.arch, prog, getattr(dev, "buffer_alignment", BUFFER_ALIGNMENT))
     if debug_level() >= 4: print(src, file=sys.stderr)
     program = dev.program(k.name, assemble_ptx(src, dev.arch))
   else: raise NotImplementedError(f"renderer {dev.renderer!r} of device {device}")

@@ -110,6 +110,7 @@ class PTXEmuDevice:
   name = "PTXEMU"
   renderer = "ptx"
   arch = "sm_90"
+  buffer_alignment = VA_ALIGN   # every buffer starts on this boundary (the PTX renderer proves vector loads with it)
   def __init__(self, name: str = "PTXEMU"):
     self.mem = AddressSpace()
     self.allocator = EmuAllocator(self.mem)
