@@ -29,7 +29,7 @@ def test_default_choice_in_a_fresh_process_is_fast():
 
 def test_debug_levels_print_kernels_and_source():
   code = "from frontend import Tensor; (Tensor([1.0, 2.0, 3.0]) * 7 + 0.25).realize()"
-  env = {**os.environ, "DEBUG": "4", "CACHE": "0"}
+  env = {**os.environ, "DEBUG": "4", "CACHE": "0", "CPU": "1"}   # the CPU's C source (CPU=1 wins over NV=1)
   err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True).stderr
   assert re.search(r"kernel\s+1 E_3\s", err)            # DEBUG>=2: one line per kernel with its name
   assert "void E_3(" in err                              # DEBUG>=4: the generated C
@@ -44,7 +44,7 @@ def test_readme_commands_match_ci():
 def test_failed_compile_leaves_nothing_half_realized(monkeypatch):
   import compiler.assemble.c_compiler as cc
   from frontend import engine
-  a = Tensor([1.0, 2.0]).realize()
+  a = Tensor([1.0, 2.0], device="CPU").realize()   # a C compile failure: pinned to the CPU (also under NV=1)
   y = a * 123.5 + 0.125        # a kernel never compiled before in this process
   def broken(src, name="kernel"): raise cc.CompileError(f"simulated failure compiling {name}")
   monkeypatch.setattr(cc, "compile_c", broken)
