@@ -120,7 +120,7 @@ class _Progress:
 
 def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, list]], width: int = 2, *,
                 use_cache: bool = True, progress: bool = False, workers: int | None = None,
-                stats: dict | None = None) -> LoweredKernel:
+                stats: dict | None = None, max_depth: int = MAX_DEPTH) -> LoweredKernel:
   """The fastest correct variant of the unoptimized kernel `k` found by a beam of `width` (see the module doc).
   `run(built)` runs a candidate and returns (seconds, [output arrays]); `stats` (if given) gets counters:
   cache_hit, built, timed, rounds, best_opts."""
@@ -173,7 +173,7 @@ def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, li
     evaluate(seeds, 0)
     beam = sorted({id(b): b for b in (tried[s] for s in seeds) if b is not None}.values(), key=lambda b: b.time_s)[:width]
     best_t = beam[0].time_s
-    for rnd in range(1, MAX_DEPTH + 1):
+    for rnd in range(1, max_depth + 1):
       st["rounds"] = rnd
       nxt = []
       for b in beam:

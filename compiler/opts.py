@@ -36,6 +36,12 @@ _range_ids = itertools.count(1000)
 def _new_range(size: int, kind: str) -> UOp:
   return UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, size),), (next(_range_ids), kind))
 
+def number_ranges_after(k: LoweredKernel) -> None:
+  """New ranges get ids after k's largest: the same opts on the same kernel then make the same source in any process
+  (the C object cache is keyed by the source, and BEAM's workers render what the engine renders later)."""
+  global _range_ids
+  _range_ids = itertools.count(1 + max((u.arg[0] for u in k.sink.toposort() if u.op is Ops.RANGE), default=0))
+
 def _loads(k: LoweredKernel) -> list[UOp]: return [u for u in k.sink.toposort() if u.op is Ops.LOAD]
 
 def _stride(idx: UOp, r: UOp) -> int | None:
@@ -116,6 +122,7 @@ def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
 
 def optimize(k: LoweredKernel, device) -> LoweredKernel:
   """The default opts for `device` (uses device.ncores and device.simd_bytes when it has them)."""
+  number_ranges_after(k)
   if getattr(device, "renderer", "") == "ptx":   # GPUs have their own opts (imported here: opts_gpu imports this module)
     from compiler.opts_gpu import optimize_gpu
     return optimize_gpu(k, device)
@@ -282,6 +289,7 @@ def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
   w_max = max(1, getattr(device, "simd_bytes", 0) // 4)
   c_like = getattr(device, "renderer", "c") == "c"
   k = copy_kernel(k)
+  number_ranges_after(k)
   before = list(k.global_ranges)
   kind, axis, amt = opt.kind, opt.axis, opt.amount
   _check(kind in OPT_KINDS, opt, k, f"unknown opt kind (choose from {', '.join(OPT_KINDS)})")

@@ -24,7 +24,6 @@ False
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
-import itertools
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel, identity_element
 from compiler.uop import UOp, Ops, UPat, PatternMatcher, graph_rewrite, substitute, simplify, symbolic
@@ -36,9 +35,9 @@ class PeeledKernel(LoweredKernel):
   """A LoweredKernel whose innermost output loops come in several sibling chains (one per piece of a peeled loop)."""
   nests: list = field(default_factory=list)
 
-_ids = itertools.count(5000)
 def _fresh(r: UOp, size: int | None = None) -> UOp:
-  return UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, r.src[0].arg if size is None else size),), (next(_ids), r.arg[1]))
+  from compiler.opts import _new_range   # numbered after the kernel's ranges (opts.number_ranges_after): deterministic source
+  return _new_range(r.src[0].arg if size is None else size, r.arg[1])
 
 def _affine(x: UOp, r: UOp) -> tuple[int, UOp] | None:
   """(a, rest) with x == a*r + rest and rest free of r, or None when x is not affine in r."""
@@ -91,7 +90,8 @@ def _pieces(n: int, pts: list[int]) -> list[tuple[int, int]]:
 
 def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
   """A new kernel with loop r (an output loop of k.global_ranges, or a reduction loop) cut at peel_points."""
-  from compiler.opts import OptError, copy_kernel
+  from compiler.opts import OptError, copy_kernel, number_ranges_after
+  number_ranges_after(k)
   pts = peel_points(k, r)
   if not pts: raise OptError(f"PEEL of loop r{r.arg[0]} (size {r.src[0].arg}) in kernel {k.name}: no comparison against constants to cut at")
   if isinstance(k, PeeledKernel) and k.nests: raise OptError(f"PEEL in kernel {k.name}: the kernel is already peeled")

@@ -104,3 +104,21 @@ def stack_usage(src: str, name: str) -> int:
       m = re.match(r".*:(\w+)\s+(\d+)\s+\w+", line)
       if m and m.group(1) == name: return int(m.group(2))
   raise RuntimeError(f"stack_usage: function {name} not in the compiler's stack-usage report")
+
+_SPILL = re.compile(r"^\s*v?mov\w*\s+.*%[xyz]mm\d+.*\(%[re]sp\)|^\s*v?mov\w*\s+-?\d*\(%[re]sp\).*%[xyz]mm\d+")
+
+def vector_spills(src: str, name: str) -> int:
+  """How many instructions of `name`'s assembly move a vector register to or from the stack (spills and reloads):
+  0 for a kernel whose live values fit the registers. Compiled with the kernels' own compiler and flags (-S).
+
+  >>> vector_spills("typedef float f8 __attribute__((vector_size(32))); void f(f8 *a, int core) { a[0] = a[1] + a[2]; }", "f")
+  0
+  """
+  from compiler.assemble.c_compiler import c_compiler
+  cc, flags = c_compiler()
+  with tempfile.TemporaryDirectory() as d:
+    c, s = pathlib.Path(d) / "k.c", pathlib.Path(d) / "k.s"
+    c.write_text(src)
+    p = subprocess.run([cc, *[f for f in flags if f != "-c"], "-S", str(c), "-o", str(s)], capture_output=True, text=True, cwd=d)
+    if p.returncode != 0: raise RuntimeError(f"vector_spills: {cc} failed on {name}:\n{p.stderr[-2000:]}")
+    return sum(1 for line in s.read_text().splitlines() if _SPILL.match(line))

@@ -1,0 +1,160 @@
+"""Kernel opts: every optimized kernel equals the unoptimized one (hypothesis over shapes 1..64 with primes, strided
+views, elementwise / reduce / matmul / conv), random legal Opt sequences equal the unoptimized kernel, illegal opts
+raise OptError naming the problem, the register budget rejects oversized tiles, and no benchmark-shaped kernel of the
+default heuristic spills vector registers."""
+import os
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+from frontend import Tensor
+from frontend.engine import _beam_runner, device_
+from compiler.schedule import create_schedule
+from compiler.lower import lower
+from compiler.linearize import linearize
+from compiler.render_c import render_c
+from compiler.opts import Opt, OptError, apply_opt, apply_opts, candidate_opts, optimize, check_pressure
+from compiler.beam import DeviceInfo, build
+from compiler.pressure import max_live, register_budget, vector_spills, MAX_LIVE, SLACK
+from compiler.uop import Ops
+
+DEV = device_("CPU")
+DI = DeviceInfo.of(DEV)
+SIZES = st.sampled_from([1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 31, 32, 33, 37, 48, 61, 64])
+rng = np.random.default_rng(7)
+
+def rnd(*shape) -> np.ndarray: return rng.standard_normal(shape).astype(np.float32)
+
+def both(fn, *arrays) -> tuple[np.ndarray, np.ndarray]:
+  """fn on fresh Tensors of `arrays`, realized with the default opts and with NOOPT=1."""
+  outs = []
+  for noopt in ("0", "1"):
+    old = os.environ.get("NOOPT")
+    os.environ["NOOPT"] = noopt
+    try: outs.append(fn(*[Tensor(a) for a in arrays]).numpy())
+    finally:
+      if old is None: del os.environ["NOOPT"]
+      else: os.environ["NOOPT"] = old
+  return outs[0], outs[1]
+
+def close(a: np.ndarray, b: np.ndarray, k: int = 1) -> None:
+  np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.sqrt(k) * max(1.0, float(np.abs(b).max(initial=0))))
+
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+@FAST
+@given(SIZES, SIZES, st.sampled_from(["plain", "transposed", "strided", "broadcast"]))
+def test_elementwise_opt_equals_noopt(m, n, view):
+  a, b = rnd(m, n), rnd(n, m) if view == "transposed" else rnd(m, 2 * n) if view == "strided" else rnd(1, n) if view == "broadcast" else rnd(m, n)
+  def f(x, y):
+    y = y.permute(1, 0) if view == "transposed" else y[:, ::2] if view == "strided" else y.expand(m, n) if view == "broadcast" else y
+    return (x * y + 1.5).relu().exp()
+  close(*both(f, a, b))
+
+@FAST
+@given(SIZES, SIZES, st.sampled_from([0, 1]), st.sampled_from(["sum", "max", "transposed_sum"]))
+def test_reduce_opt_equals_noopt(m, n, axis, kind):
+  a = rnd(m, n)
+  def f(x):
+    if kind == "transposed_sum": x = x.permute(1, 0)
+    return x.max(axis=axis) if kind == "max" else x.sum(axis=axis)
+  close(*both(f, a), k=max(m, n))
+
+@FAST
+@given(SIZES, SIZES, SIZES, st.booleans())
+def test_matmul_opt_equals_noopt(m, kk, n, transposed):
+  a, b = rnd(m, kk), rnd(n, kk) if transposed else rnd(kk, n)
+  close(*both(lambda x, y: x @ (y.permute(1, 0) if transposed else y), a, b), k=kk)
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 3, 5]), SIZES, SIZES, st.sampled_from([1, 4, 7, 8]), st.sampled_from([0, 1, 2]))
+def test_conv_opt_equals_noopt(bs, cin, h, w, cout, pad):
+  k = 3 if min(h, w) + 2 * pad >= 3 else 1
+  x, wt = rnd(bs, cin, h, w), rnd(cout, cin, k, k)
+  close(*both(lambda a, b: a.conv2d(b, padding=pad), x, wt), k=cin * k * k)
+
+# ***** explicit opt sequences on lowered kernels, run on random data through the engine's BEAM runner *****
+
+def _kernel(kind: str, a: int, b: int):
+  r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
+  out = {"ew": lambda: (r(a, b) * r(a, b) + 1).exp(), "sum": lambda: r(a, b).sum(axis=1), "matmul": lambda: r(a, 16) @ r(16, b),
+         "conv": lambda: r(2, 3, a, b).conv2d(r(8, 3, 3, 3), padding=1), "max": lambda: r(a, b).max(axis=0)}[kind]()
+  return [si for si in create_schedule([out.lazydata]) if si.kind == "kernel"][-1]
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["ew", "sum", "matmul", "conv", "max"]), st.sampled_from([3, 4, 8, 12, 16, 32]), st.sampled_from([4, 5, 8, 16, 32]), st.data())
+def test_random_opt_sequences_equal_unoptimized(kind, a, b, data):
+  si = _kernel(kind, a, b)
+  k0 = lower(si.ast, si.name)
+  run = _beam_runner(si, DEV)
+  ref = run(build(k0, (), DI))[1][0]
+  k, opts = k0, []
+  for _ in range(data.draw(st.integers(1, 4))):
+    cands = candidate_opts(k, DI)
+    if not cands: break
+    o = data.draw(st.sampled_from(cands))
+    try: k = apply_opt(k, o, DI)
+    except OptError: continue
+    opts.append(o)
+  b_ = build(k0, tuple(opts), DI)
+  assert b_ is not None, opts
+  got = run(b_)[1][0]
+  np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref).max())), err_msg=f"{kind} {a}x{b} opts {opts}")
+
+def test_apply_opt_does_not_change_its_input():
+  k = lower(_kernel("matmul", 16, 32).ast)
+  before = (k.sink, list(k.global_ranges), list(k.applied_opts))
+  apply_opts(k, [Opt("VECTOR", 1, 8), Opt("UPCAST", 0, 4)], DI)
+  assert (k.sink, k.global_ranges, k.applied_opts) == before
+
+@pytest.mark.parametrize("opt, msg", [
+  (Opt("UPCAST", 0, 5), "does not divide"), (Opt("UPCAST", 7, 2), "axis out of range"), (Opt("VECTOR", 1, 32), "lanes"),
+  (Opt("UNROLL", 3, 2), "axis out of range"), (Opt("SHUFFLE", 0, 2), "unknown opt kind"), (Opt("REDUCE_UNROLL", 0, 5), "does not divide")])
+def test_illegal_opts_raise(opt, msg):
+  k = lower(_kernel("matmul", 16, 32).ast, "mm")
+  with pytest.raises(OptError, match=msg) as e: apply_opt(k, opt, DI)
+  assert "mm" in str(e.value)
+
+def test_second_vectorization_and_second_thread_split_are_illegal():
+  k = apply_opts(lower(_kernel("matmul", 16, 32).ast), [Opt("VECTOR", 1, 8), Opt("THREAD", 0)], DI)
+  with pytest.raises(OptError, match="already vectorized"): apply_opt(k, Opt("VECTOR", 1, 4), DI)
+  with pytest.raises(OptError, match="already split"): apply_opt(k, Opt("THREAD", 0), DI)
+
+def test_register_budget_rejects_oversized_tiles():
+  """64 rows x 2 vectors of accumulators can't live in the registers: the pressure check refuses the upcast."""
+  k = apply_opt(lower(_kernel("matmul", 64, 32).ast), Opt("VECTOR", 1, 16), DI)
+  budget = min(MAX_LIVE, register_budget(DI.simd_bytes) + SLACK)
+  with pytest.raises(OptError, match="register budget"):
+    apply_opts(k, [Opt("UPCAST", 1, 2), Opt("UPCAST", 0, 32)], DI)
+  ok = apply_opts(k, [Opt("UPCAST", 0, 4)], DI)   # a 4-row tile fits
+  assert max_live(linearize(ok), DI.simd_bytes) <= budget
+
+def test_upcast_of_a_whole_axis_removes_the_loop():
+  k = apply_opt(lower(_kernel("sum", 4, 32).ast), Opt("UPCAST", 0, 4), DI)
+  assert k.global_ranges == [] and len(k.sink.src) == 4
+
+def test_unroll_of_a_whole_reduction_removes_the_loop():
+  k = apply_opt(lower(_kernel("sum", 4, 8).ast), Opt("UNROLL", 0, 8), DI)
+  assert k.reduce_ranges() == [] and not any(u.op is Ops.REDUCE for u in k.sink.toposort())
+
+BENCH_KERNELS = {
+  "matmul": lambda r: r(512, 512) @ r(512, 512), "conv": lambda r: r(4, 32, 32, 32).conv2d(r(64, 32, 3, 3), padding=1),
+  "conv_in": lambda r: r(4, 3, 32, 32).conv2d(r(32, 3, 3, 3), padding=1), "sum": lambda r: r(1 << 20).sum(),
+  "softmax": lambda r: r(64, 4096).softmax(-1), "ew": lambda r: (r(1 << 16) * r(1 << 16) + r(1 << 16)).relu().exp()}
+
+@pytest.mark.parametrize("name", list(BENCH_KERNELS))
+def test_benchmark_kernels_fit_registers_and_do_not_spill(name):
+  """The default opts keep every benchmark-shaped kernel within the register budget, and gcc/clang agree: no vector
+  register is spilled to or reloaded from the stack in the assembly."""
+  r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
+  sis = [si for si in create_schedule([BENCH_KERNELS[name](r).lazydata]) if si.kind == "kernel"]
+  for si in sis:
+    k = optimize(lower(si.ast, si.name), DEV)
+    assert max_live(linearize(k), DI.simd_bytes) <= min(MAX_LIVE, register_budget(DI.simd_bytes) + SLACK), k.name
+    check_pressure(k, DI)
+    assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name) == 0, k.name
+
+def test_default_conv_tile_is_vectorized_and_peeled():
+  si = _kernel("conv", 32, 32)
+  k = optimize(lower(si.ast, si.name), DEV)
+  kinds = [o[0] for o in k.applied_opts]
+  assert "VECTOR" in kinds and "PEEL" in kinds, k.applied_opts

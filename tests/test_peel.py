@@ -1,0 +1,102 @@
+"""Loop peeling: cut points of comparisons, the comparisons gone from rendered C and PTX, results unchanged."""
+import numpy as np
+import pytest
+from frontend import Tensor
+from frontend.engine import _beam_runner, device_
+from compiler.schedule import create_schedule
+from compiler.lower import lower
+from compiler.dtypes import dtypes
+from compiler.uop import UOp, Ops
+from compiler.peel import peel, peel_points, peel_range, PeeledKernel
+from compiler.opts import Opt, OptError, apply_opt, apply_opts, optimize
+from compiler.beam import DeviceInfo, build
+from compiler.render_c import render_c
+from compiler.render_ptx import render_ptx
+from compiler.linearize import linearize
+
+DEV = device_("CPU")
+DI = DeviceInfo.of(DEV)
+
+def kernel_of(t: Tensor):
+  return [si for si in create_schedule([t.lazydata]) if si.kind == "kernel"][-1]
+
+def zeros(*s) -> Tensor: return Tensor(np.zeros(s, np.float32)).realize()
+
+def rng_(n: int) -> UOp: return UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, n),), (0, "reduce"))
+
+@pytest.mark.parametrize("expr, n, want", [
+  (lambda r: r.lt(3), 10, [3]),                    # r < 3
+  (lambda r: (r * -1 + 7).lt(3), 10, [5]),         # 7 - r < 3  <=>  r >= 5
+  (lambda r: (r * 2).lt(7), 10, [4]),              # 2r < 7  <=>  r <= 3
+  (lambda r: r.ne(4), 10, [4, 5]),                 # only r == 4 differs
+  (lambda r: r.lt(30), 10, []),                    # always true: nothing to cut
+  (lambda r: (r // 2).lt(3), 10, []),              # not affine in r: not cut
+])
+def test_peel_points(expr, n, want):
+  r = rng_(n)
+  g = UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), 0)
+  sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g, UOp.const(dtypes.int32, 0), expr(r).where(UOp.const(dtypes.float32, 1.0), UOp.const(dtypes.float32, 2.0)))),))
+  from compiler.lower import LoweredKernel
+  assert peel_points(LoweredKernel("k", sink, [dtypes.float32], []), r) == want
+
+def test_padded_sum_peels_away_every_gate_in_c_and_ptx():
+  """sum over a padded row: the pieces over the padding read nothing, the middle one reads without a gate."""
+  x = np.random.default_rng(0).standard_normal((4, 100)).astype(np.float32)
+  si = kernel_of(Tensor(x).realize().pad(((0, 0), (3, 5))).sum(1))
+  k = lower(si.ast, si.name)
+  assert peel_points(k, k.reduce_ranges()[0]) == [3, 103]
+  kp = peel(k, output_loops=False)
+  c0, c1 = render_c(k), render_c(kp)
+  assert "?" in c0 and "&&" in c0           # unpeeled: a gated load behind two bound checks
+  assert "?" not in c1 and "&&" not in c1   # no gated load, no bound check left
+  p0, p1 = render_ptx(k, "sm_90")[0], render_ptx(kp, "sm_90")[0]
+  pred_loads = lambda src: [ln for ln in src.splitlines() if ln.strip().startswith("@") and "ld.global" in ln]
+  assert pred_loads(p0) and not pred_loads(p1)
+  assert "and.pred" in p0 and "and.pred" not in p1
+  run = _beam_runner(si, DEV)
+  a, b = run(build(k, (), DI))[1][0], run(build(kp, (), DI))[1][0]
+  np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+def _middle_piece_compares(kp: PeeledKernel) -> list[UOp]:
+  mid = kp.nests[1][0]
+  stores = [s for s in kp.sink.src if mid in s.toposort()]
+  assert stores
+  return [u for s in stores for u in s.toposort() if u.op in (Ops.CMPLT, Ops.CMPNE) and mid in u.toposort()]
+
+@pytest.mark.parametrize("opts", [(), (Opt("DEFAULT"), Opt("THREAD", 0))])
+def test_conv_rows_peeled_results_unchanged(opts):
+  """3x3 conv, pad 1: the output-row loop is cut at 1 and H-1; the middle piece compares nothing against its row."""
+  si = kernel_of(zeros(2, 3, 12, 16).conv2d(zeros(8, 3, 3, 3), padding=1))
+  k = apply_opts(lower(si.ast, si.name), opts, DI)
+  rows = next(i for i, g in enumerate(k.global_ranges) if g.src[0].arg == 12)
+  assert peel_points(k, k.global_ranges[rows]) == [1, 11]
+  kp = apply_opt(k, Opt("PEEL", rows), DI)
+  assert isinstance(kp, PeeledKernel) and [c[0].src[0].arg for c in kp.nests] == [1, 10, 1]
+  before = [u for u in k.sink.toposort() if u.op is Ops.CMPLT and k.global_ranges[rows] in u.toposort()]
+  assert before and not _middle_piece_compares(kp)
+  src = render_c(kp, 2 if kp.threaded is not None else 1)
+  assert src.count("for (") == render_c(k, 2 if k.threaded is not None else 1).count("for (") + 2 * (len(k.global_ranges) - rows + len(k.reduce_ranges()))
+  run = _beam_runner(si, DEV)
+  ref = run(build(lower(si.ast, si.name), (), DI))[1][0]
+  got = run(build(lower(si.ast, si.name), tuple(opts) + (Opt("PEEL", rows),), DI))[1][0]
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+def test_peel_errors():
+  si = kernel_of(zeros(8, 8) @ zeros(8, 8))
+  k = lower(si.ast, si.name)
+  with pytest.raises(OptError, match="no comparison"): apply_opt(k, Opt("PEEL", 0), DI)
+  si = kernel_of(zeros(1, 1, 8, 8).conv2d(zeros(2, 1, 3, 3), padding=1))
+  k = apply_opt(lower(si.ast, si.name), Opt("THREAD", 1), DI)
+  with pytest.raises(OptError, match="threaded"): peel_range(k, k.global_ranges[1])
+
+def test_default_opts_peel_the_conv_and_match_noopt():
+  x, w = np.random.default_rng(1).standard_normal((2, 4, 10, 16)).astype(np.float32), np.random.default_rng(2).standard_normal((8, 4, 3, 3)).astype(np.float32)
+  si = kernel_of(Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1))
+  k = optimize(lower(si.ast, si.name), DEV)
+  assert any(o[0] == "PEEL" for o in k.applied_opts)
+  prog = linearize(k)
+  assert sum(u.op is Ops.STORE for u in prog) == len(k.sink.src)
+  out = Tensor(x).conv2d(Tensor(w), padding=1).numpy()
+  import torch
+  ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding=1).numpy()
+  np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
