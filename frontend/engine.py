@@ -96,6 +96,8 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
     from compiler.beam import beam_search
     k = beam_search(k, dev, _beam_runner(si, dev), beam, progress=sys.stderr.isatty() or debug_level() >= 1)
   else: k = optimize(k, dev)
+  from compiler.kernel_api import apply_rewrites
+  k = apply_rewrites(k, dev.renderer)   # the documented pre-render hook (compiler/kernel_api.py register_rewrite)
   prog = linearize(k)
   threads = dev.ncores if k.threaded is not None else 1
   if dev.renderer == "c":
