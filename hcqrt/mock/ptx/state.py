@@ -33,10 +33,13 @@ class FlatSpace:
     pos = np.asarray(pos, U64).reshape(-1)
     if pos.size == 0: return pos.astype(np.intp)
     sz = dt.itemsize
-    if (pos % np.uint64(sz)).any(): raise MemoryFault(f"misaligned {sz}-byte .{self.name} access at offset {int(pos[(pos % np.uint64(sz)) != 0][0]):#x}")
+    # element sizes are powers of two: an OR-reduction finds any misaligned offset and a shift indexes (numpy's
+    # uint64 % and // are several times slower than the whole rest of an access)
+    if int(np.bitwise_or.reduce(pos)) & (sz - 1):
+      raise MemoryFault(f"misaligned {sz}-byte .{self.name} access at offset {int(pos[(pos & np.uint64(sz - 1)) != 0][0]):#x}")
     if int(pos.max()) + sz * vec > self.buf.size:
       raise MemoryFault(f".{self.name} access of {sz*vec} bytes at offset {int(pos.max()):#x} beyond its {self.buf.size} bytes")
-    return (pos // np.uint64(sz)).astype(np.intp)
+    return (pos >> np.uint64(sz.bit_length() - 1)).view(np.intp)
 
   def gather(self, pos, dt: np.dtype, vec: int = 1, what: str = "load") -> np.ndarray:
     idx, t = self._idx(pos, dt, vec), self._typed(dt)

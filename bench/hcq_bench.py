@@ -1,0 +1,117 @@
+"""CPU-side cost of HCQ submission on the NV backend, measured on the mock driver (µs of host time).
+
+  launch      build a fresh compute queue (timeline wait, argument block, QMD, exec, signal) and submit it
+  build only  the same queue built but not submitted
+  graph/kern  replay of a prebuilt graph of N launches with two buffer pointers patched, divided by N
+  jit/kern    TinyJit replay of N chained elementwise kernels (graph path), frontend included, divided by N
+
+The mock runs kernels inside the doorbell write; that time ("on the GPU", the engine's busy_ns) is subtracted,
+so the numbers are what the host pays. The graph path must cost under a tenth of building queues afresh:
+the exit status is 1 when it does not.
+
+  python bench/hcq_bench.py [--kernels 50] [--reps 200] [--json]
+"""
+from __future__ import annotations
+import argparse, json, os, statistics, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+PTX_ADD = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry add(.param .u64 out, .param .u64 a, .param .u64 b, .param .u32 n)
+{
+  .reg .pred %p<2>; .reg .b32 %r<6>; .reg .f32 %f<4>; .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [a]; ld.param.u64 %rd3, [b]; ld.param.u32 %r5, [n];
+  mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x; mad.lo.s32 %r4, %r1, %r2, %r3;
+  setp.ge.u32 %p1, %r4, %r5; @%p1 bra DONE;
+  mul.wide.u32 %rd4, %r4, 4; add.s64 %rd5, %rd2, %rd4; add.s64 %rd6, %rd3, %rd4; add.s64 %rd7, %rd1, %rd4;
+  ld.global.f32 %f1, [%rd5]; ld.global.f32 %f2, [%rd6]; add.f32 %f3, %f1, %f2; st.global.f32 [%rd7], %f3;
+DONE:
+  ret;
+}"""
+
+def host_us(dev, eng, fn, reps: int, per: int = 1) -> float:
+  """Median over `reps` calls of host µs per call (wall time minus the mock engine's busy time), divided by `per`."""
+  out = []
+  for _ in range(reps):
+    b0, t0 = eng.busy_ns, time.perf_counter_ns()
+    fn()
+    out.append((time.perf_counter_ns() - t0 - (eng.busy_ns - b0)) / 1e3 / per)
+  dev.synchronize()
+  return statistics.median(out)
+
+def bench(kernels: int = 50, reps: int = 200, arch: str = "hopper") -> dict:
+  from hcqrt import syscalls
+  from hcqrt.mock.nv import MockNV
+  from hcqrt.nv.device import NVDevice
+  from hcqrt.hcq import GraphReplay
+  from compiler.assemble.ptx_assembler import assemble_ptx
+  drv = syscalls.install(MockNV(arch=arch))
+  try:
+    dev = NVDevice("NV")
+    eng = drv.engine
+    prog = dev.program("add", assemble_ptx(PTX_ADD.replace("sm_90", dev.arch), dev.arch))
+    n = 32
+    bufs = [dev.allocator.alloc(4 * n) for _ in range(4)]
+    launch = dict(global_size=(1, 1, 1), local_size=(n, 1, 1))
+    res: dict = {"device": f"{dev.product_name} (mock, {dev.arch}, QMD {dev.qmd_version})", "kernels_per_graph": kernels}
+
+    res["launch_us"] = host_us(dev, eng, lambda: prog(bufs[0], bufs[1], bufs[2], vals=(n,), **launch), reps)
+    def build():
+      a = prog.fill_kernargs([bufs[0], bufs[1], bufs[2]], (n,))
+      dev.hw_compute_queue().wait(dev.timeline_signal, dev.timeline_value - 1).exec(prog, a, launch["global_size"], launch["local_size"]) \
+         .signal(dev.timeline_signal, dev.timeline_value)
+    res["build_only_us"] = host_us(dev, eng, build, reps)
+
+    items = [("exec", prog, [bufs[(i + 2) % 4], bufs[i % 4], bufs[(i + 1) % 4]], [n], launch["global_size"], launch["local_size"])
+             for i in range(kernels)]
+    g = GraphReplay(dev, items)
+    g.replay(); dev.synchronize()
+    flip = [0]
+    def replay():   # patch the first launch's inputs, alternating, as a JIT replay swaps its argument buffers
+      flip[0] ^= 1
+      g.replay(bufs={(0, 1): bufs[flip[0]], (0, 2): bufs[1 - flip[0]]})
+    d0 = drv.doorbells
+    res["graph_per_kernel_us"] = host_us(dev, eng, replay, max(reps // 4, 10), per=kernels)
+    res["doorbells_per_replay"] = (drv.doorbells - d0) / max(reps // 4, 10)
+
+    # the frontend: a jitted chain of elementwise kernels
+    from hcqrt.device import Device
+    from frontend import Tensor, TinyJit
+    Device._opened["NV"] = dev
+    k = min(kernels, 20)
+    @TinyJit
+    def chain(x: Tensor) -> Tensor:
+      for i in range(k): x = (x * 1.0001 + 0.5).contiguous()
+      return x
+    xs = [Tensor.rand(n, device="NV").realize() for _ in range(4)]
+    for x in xs[:3]: chain(x)
+    res["jit_kernels"] = len(chain.items)
+    res["jit_per_kernel_us"] = host_us(dev, eng, lambda: chain(xs[3]), max(reps // 4, 10), per=len(chain.items))
+    res["graph_vs_launch"] = res["graph_per_kernel_us"] / res["launch_us"]
+    return res
+  finally: syscalls.uninstall(drv)
+
+def main() -> int:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--kernels", type=int, default=50, help="launches in the replayed graph")
+  ap.add_argument("--reps", type=int, default=200)
+  ap.add_argument("--arch", default="hopper", help="mock GPU: hopper, ada, ampere, blackwell, blackwell_b")
+  ap.add_argument("--json", action="store_true")
+  a = ap.parse_args()
+  r = bench(a.kernels, a.reps, a.arch)
+  ok = r["graph_vs_launch"] < 0.1
+  if a.json: print(json.dumps({**r, "ok": ok}, indent=1))
+  else:
+    print(f"HCQ host cost on {r['device']}")
+    print(f"  launch (build queue + submit)     {r['launch_us']:8.1f} µs")
+    print(f"  build only (no submit)            {r['build_only_us']:8.1f} µs")
+    print(f"  graph replay, per kernel          {r['graph_per_kernel_us']:8.2f} µs   ({r['kernels_per_graph']} kernels, "
+          f"{r['doorbells_per_replay']:.0f} doorbell per replay)")
+    print(f"  TinyJit replay, per kernel        {r['jit_per_kernel_us']:8.2f} µs   ({r['jit_kernels']} kernels, frontend included)")
+    print(f"  graph / launch                    {r['graph_vs_launch']:8.3f}    (must be < 0.1: {'ok' if ok else 'FAILED'})")
+  return 0 if ok else 1
+
+if __name__ == "__main__": sys.exit(main())
