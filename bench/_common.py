@@ -13,9 +13,13 @@ from typing import Callable
 import numpy as np
 
 # the sizes of one run; run.py picks a set and hands it to every child as JSON
-FULL = {"matmul": [512, 1024, 2048], "ew": 16 * 1024 * 1024, "sum": 64 * 1024 * 1024, "softmax": [4096, 4096], "compile": 12}
-QUICK = {"matmul": [128, 256, 512], "ew": 1024 * 1024, "sum": 4 * 1024 * 1024, "softmax": [512, 512], "compile": 6}
-BENCHES = ("matmul", "ew", "sum", "softmax", "compile")
+# conv: [batch, in channels, height, width, channels of conv 1, channels of conv 2]: two 3x3 convs, padding 1
+# beam: matmul sizes searched with BEAM=2 (in a child of their own, with a private cache: the search is timed too)
+FULL = {"matmul": [512, 1024, 2048], "ew": 16 * 1024 * 1024, "sum": 64 * 1024 * 1024, "softmax": [4096, 4096], "compile": 12,
+        "conv": [32, 3, 32, 32, 32, 64], "beam": [1024, 2048]}
+QUICK = {"matmul": [128, 256, 512], "ew": 1024 * 1024, "sum": 4 * 1024 * 1024, "softmax": [512, 512], "compile": 6,
+         "conv": [4, 3, 16, 16, 8, 16], "beam": [256]}
+BENCHES = ("matmul", "ew", "sum", "softmax", "compile", "conv", "beam")
 
 def median_time(fn: Callable[[], object], setup: Callable[[], object] | None = None, warmup: int = 1,
                 min_reps: int = 3, max_reps: int = 20, budget_s: float = 2.0) -> dict:
@@ -45,6 +49,17 @@ def ew_inputs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   return tuple(r.standard_normal(n, dtype=np.float32) for _ in range(3))  # type: ignore[return-value]
 
 def sum_input(n: int) -> np.ndarray: return rng().random(n, dtype=np.float32)
+
+def conv_inputs(spec: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Input (N, C, H, W) and the two 3x3 weights of the conv benchmark."""
+  n, c, h, w, c1, c2 = spec
+  r = rng()
+  return (r.standard_normal((n, c, h, w), dtype=np.float32), r.standard_normal((c1, c, 3, 3), dtype=np.float32) / 3,
+          r.standard_normal((c2, c1, 3, 3), dtype=np.float32) / 3)
+
+def conv_flops(spec: list[int]) -> int:
+  n, c, h, w, c1, c2 = spec
+  return 2 * n * h * w * 9 * (c * c1 + c1 * c2)
 
 def softmax_input(rows: int, cols: int) -> np.ndarray: return rng().standard_normal((rows, cols), dtype=np.float32) * 4
 

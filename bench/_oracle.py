@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse, json, os, pathlib, sys, time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import numpy as np
-from _common import FULL, BENCHES, median_time, matmul_inputs, ew_inputs, sum_input, softmax_input, run_all, emit
+from _common import FULL, BENCHES, median_time, matmul_inputs, ew_inputs, sum_input, softmax_input, conv_inputs, run_all, emit
 
 def numpy_benches() -> dict:
   def matmul(spec):
@@ -63,7 +63,12 @@ def torch_benches(with_compile: bool) -> dict:
   def softmax(spec):
     x = T(softmax_input(*spec["softmax"]))
     return [{"bench": "softmax", "key": "softmax", "shape": spec["softmax"]} | median_time(lambda: torch.softmax(x, dim=-1))]
-  return {"matmul": matmul, "ew": ew, "sum": sum_, "softmax": softmax}
+  def conv(spec):
+    x, w1, w2 = map(T, conv_inputs(spec["conv"]))
+    F = torch.nn.functional
+    with torch.no_grad():
+      return [{"bench": "conv", "key": "conv", "shape": spec["conv"]} | median_time(lambda: F.conv2d(F.conv2d(x, w1, padding=1), w2, padding=1))]
+  return {"matmul": matmul, "ew": ew, "sum": sum_, "softmax": softmax, "conv": conv}
 
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

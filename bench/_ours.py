@@ -11,7 +11,7 @@ import argparse, json, os, pathlib, statistics, sys, time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import numpy as np
-from _common import FULL, BENCHES, median_time, matmul_inputs, ew_inputs, sum_input, softmax_input, run_all, emit
+from _common import FULL, BENCHES, median_time, matmul_inputs, ew_inputs, sum_input, softmax_input, conv_inputs, run_all, emit
 from frontend import Tensor, GlobalCounters
 
 def _time_realize(build, **kw) -> dict:
@@ -65,6 +65,55 @@ def bench_softmax(spec: dict) -> list[dict]:
   e = np.exp(x64 - x64.max(axis=1, keepdims=True))
   want = e / e.sum(axis=1, keepdims=True)
   return [{"bench": "softmax", "key": "softmax", "shape": [r, c]} | _check(res, res["_out"].numpy(), want, 1e-3, 1e-6)]
+
+def _conv_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+  """float64 3x3 convolution, padding 1, as 9 shifted matrix products."""
+  n, c, h, wd = x.shape
+  xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+  out = np.zeros((n, w.shape[0], h, wd))
+  for dy in range(3):
+    for dx in range(3): out += np.einsum("nchw,oc->nohw", xp[:, :, dy:dy + h, dx:dx + wd], w[:, :, dy, dx].astype(np.float64))
+  return out
+
+def bench_conv(spec: dict) -> list[dict]:
+  xn, w1n, w2n = conv_inputs(spec["conv"])
+  x, w1, w2 = (Tensor(a).realize() for a in (xn, w1n, w2n))
+  res = _time_realize(lambda: x.conv2d(w1, padding=1).conv2d(w2, padding=1))
+  k = min(2, xn.shape[0])   # check the first images: the float64 reference of the whole batch is slow
+  want = _conv_ref(_conv_ref(xn[:k], w1n), w2n)
+  return [{"bench": "conv", "key": "conv", "shape": spec["conv"]} | _check(res, res["_out"].numpy()[:k], want, 1e-3, 1e-3)]
+
+def bench_beam(spec: dict) -> list[dict]:
+  """matmul with BEAM=2 (run.py starts this child with BEAM=2 and a fresh private HCQRT_CACHE): the warm-up call
+  searches (its wall time is the search), then the median as for matmul; finally the engine's in-process kernel cache
+  is dropped and the product built again: that run finds the winner in the BEAM disk cache and the object in the C
+  cache, so it reports how many C compiles (0) and how long it took."""
+  import frontend.engine as eng
+  import compiler.assemble.c_compiler as cc
+  rows = []
+  for n in spec["beam"]:
+    an, bn = matmul_inputs(n)
+    a, b = Tensor(an).realize(), Tensor(bn).realize()
+    t0 = time.perf_counter()
+    (a @ b).realize()
+    search = time.perf_counter() - t0
+    res = _time_realize(lambda: a @ b, budget_s=3.0, max_reps=10)
+    eng._kernel_cache.clear()
+    calls, real_run = [0], cc.subprocess.run
+    def counting(*args, **kw):
+      calls[0] += 1
+      return real_run(*args, **kw)
+    cc.subprocess.run = counting
+    try:
+      t0 = time.perf_counter()
+      (a @ b).realize()
+      second = time.perf_counter() - t0
+    finally: cc.subprocess.run = real_run
+    k = min(n, 32)
+    want = an[:k].astype(np.float64) @ bn.astype(np.float64)
+    rows.append({"bench": "matmul", "key": f"beam:{n}", "n": n, "search_s": search, "second_run_s": second, "second_run_cc_calls": calls[0]}
+                | _check(res, res["_out"].numpy()[:k], want, 1e-3, 1e-3 * np.sqrt(n)))
+  return rows
 
 def _instrument() -> dict[str, list[float]]:
   """Wrap the engine's kernel build, the C compiler and the CPU loader with timers (bench-side only).
@@ -144,7 +193,8 @@ def main() -> None:
     info["cc"] = compiler_version(c_compiler()[0]).splitlines()[0]
   except Exception as e: info["cc"] = f"unknown ({e})"  # noqa: BLE001
   rows = run_all(spec, args.only.split(","), {"matmul": bench_matmul, "ew": bench_ew, "sum": bench_sum,
-                                              "softmax": bench_softmax, "compile": bench_compile})
+                                              "softmax": bench_softmax, "compile": bench_compile,
+                                              "conv": bench_conv, "beam": bench_beam})
   emit({"lib": "ours", "info": info, "rows": rows})
 
 if __name__ == "__main__": main()

@@ -5,7 +5,9 @@
   python bench/run.py --only matmul,sum
 
 Benchmarks: float32 matmul (N=512/1024/2048, GFLOP/s), exp(relu(a*b+c)) over 16M floats (GB/s counting 3
-reads + 1 write), sum of 64M floats, softmax over the rows of 4096x4096, and cold compile time per kernel.
+reads + 1 write), sum of 64M floats, softmax over the rows of 4096x4096, cold compile time per kernel, two 3x3
+convolutions (32x3x32x32 -> 32 -> 64 channels, padding 1, GFLOP/s; torch only), and matmul N=1024/2048 with BEAM=2
+(search time and the cache-hit second run in the notes).
 This process runs no numpy/torch/our work itself (it imports neither torch nor our stack): it starts one child per library
 (bench/_ours.py, bench/_oracle.py), reads one JSON line from each, and writes everything to
 bench/results.json. See bench/README.md for what exactly is timed.
@@ -15,7 +17,7 @@ import argparse, importlib.util, json, os, pathlib, platform, resource, shutil, 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import FULL, QUICK, BENCHES  # numpy is imported there, but no BLAS call is made here
+from _common import FULL, QUICK, BENCHES, conv_flops  # numpy is imported there, but no BLAS call is made here
 
 def fma_flop_per_cycle(simd: str) -> int:
   """Peak float32 FLOP per cycle per core, assuming two FMA units (true of Intel server cores since Skylake-SP):
@@ -128,6 +130,7 @@ def _rate(row: dict, t: float) -> tuple[str, float | None]:
   if b == "ew": return "GB/s", 16 * row["n"] / t / 1e9   # 3 float32 inputs read + 1 written
   if b == "sum": return "GB/s", 4 * row["n"] / t / 1e9
   if b == "softmax": return "GB/s", 8 * row["shape"][0] * row["shape"][1] / t / 1e9  # read once + write once
+  if b == "conv": return "GFLOP/s", conv_flops(row["shape"]) / t / 1e9
   return "", None
 
 def label(row: dict) -> str:
@@ -137,6 +140,8 @@ def label(row: dict) -> str:
 def _label(row: dict) -> str:
   k = row["key"]
   if k.startswith("matmul:"): return f"matmul f32 N={row['n']}"
+  if k.startswith("beam:"): return f"matmul f32 N={row['n']} BEAM=2"
+  if k == "conv": return "conv2d {}x{}x{}x{}>{}>{}".format(*row["shape"])
   if k == "ew": return f"exp(relu(a*b+c)) {_n(row['n'])}"
   if k == "ew:torch.compile": return "  torch.compile"
   if k == "sum": return f"sum f32 {_n(row['n'])}"
@@ -160,9 +165,10 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
   lines = [head, "-" * len(head)]
   for k in keys:
     src = o.get(k) or (o.get("ew") if k == "ew:torch.compile" else None)
-    ref = n.get(k) or t.get(k) or src or {}
+    rk = k.replace("beam:", "matmul:")   # BEAM rows compare with the same matmul of numpy / torch
+    ref = n.get(rk) or t.get(rk) or src or {}
     ms = lambda r: r["median_s"] * 1e3 if r and "median_s" in r else None
-    to, tn, tt = ms(src), ms(n.get(k)), ms(t.get(k))
+    to, tn, tt = ms(src), ms(n.get(rk)), ms(t.get(rk))
     unit, ro = rate(ref, to / 1e3) if to else (rate(ref, 1)[0], None)
     rn, rt = (rate(ref, x / 1e3)[1] if x else None for x in (tn, tt))
     if k == "compile": unit, ro = "", None
@@ -172,10 +178,10 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
       if "error" in src: check = "ERROR: " + src["error"].splitlines()[0][:60]
       elif src.get("ok") is False: check = f"WRONG (rel err {src.get('rel_err', float('nan')):.2g})"
       elif src.get("ok"): check = "ok"
-    for name, r in (("numpy", n.get(k)), ("torch", t.get(k))):
+    for name, r in (("numpy", n.get(rk)), ("torch", t.get(rk))):
       if r and "error" in r: check += f" {name} error: {r['error'].splitlines()[0][:50]}"
     kern = str(src.get("kernels", "")) if src and k not in ("ew:torch.compile",) else ""
-    lines.append(f"{label(ref if ref.get('key') == k else {**ref, 'key': k}):26s} {fmt(to, 9, 2)} {fmt(tn, 9, 2)} {fmt(tt, 9, 2)}  "
+    lines.append(f"{label(src if src and src.get('key') == k and 'error' not in src else ref if ref.get('key') == k else {**ref, 'key': k}):26s} {fmt(to, 9, 2)} {fmt(tn, 9, 2)} {fmt(tt, 9, 2)}  "
                  f"{unit:7s} {fmt(ro, 7)} {fmt(rn, 7)} {fmt(rt, 7)} {fmt(speed(tn), 8, 2, 'x')} {fmt(speed(tt), 8, 2, 'x')} {kern:>4s}  {check}".rstrip())
   notes = ["ours/np, ours/tch: their time / our time (>1 = ours faster; for matmul, the fraction of their GFLOP/s)."]
   if "compile" in o and "error" not in o["compile"]:
@@ -184,13 +190,16 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
     notes.append(f"cold compile: median {part(c['median_s'])} ms per kernel over {c['builds']} kernels (C compiler {part(c.get('cc_median_s'))} ms, "
                  f"ELF load {part(c.get('load_median_s'))} ms, lower/opt/render {part(c.get('front_median_s'))} ms; "
                  f"slowest {part(c.get('max_s'))} ms: {c.get('slowest', '?')}).")
+  beams = [r for kk, r in o.items() if kk.startswith("beam:") and "search_s" in r]
+  if beams: notes.append("BEAM=2 search (first call, compiles + timings): " + ", ".join(
+    f"N={r['n']} {r['search_s']:.1f} s, second run {r['second_run_s'] * 1e3:.0f} ms with {r['second_run_cc_calls']} C compiles" for r in beams))
   if "ew:torch.compile" in t and "compile_s" in t["ew:torch.compile"]:
     notes.append(f"torch.compile: first call (trace + Inductor build) {t['ew:torch.compile']['compile_s']:.1f} s, not in the table.")
   if peak:
-    mm = [(k, r) for k, r in o.items() if k.startswith("matmul:") and "median_s" in r]
+    mm = [(k, r) for k, r in o.items() if (k.startswith("matmul:") or k.startswith("beam:")) and "median_s" in r]
     fr = lambda r, res: f"{rate(r, res['median_s'])[1] / peak * 100:.0f}%"
     if mm: notes.append(f"FMA peak {peak:.0f} GFLOP/s ({fpc} FLOP/cycle/core x clock x cores); matmul share of it: " + ", ".join(
-      f"N={r['n']} ours {fr(r, r)}" + (f" numpy {fr(r, n[k])}" if k in n and "median_s" in n[k] else "") for k, r in mm))
+      f"N={r['n']}{' BEAM' if k.startswith('beam:') else ''} ours {fr(r, r)}" + (f" numpy {fr(r, n[k])}" if k in n and "median_s" in n[k] else "") for k, r in mm))
   return lines + [""] + notes
 
 # --- main ---
@@ -224,12 +233,16 @@ def main() -> int:
 
   results: dict[str, dict] = {}
   cache_dir = tempfile.mkdtemp(prefix="hcqrt-bench-cache-")
+  beam_dir = tempfile.mkdtemp(prefix="hcqrt-bench-beam-")
   mk = lambda lib, extra=(): [py, str(HERE / ("_ours.py" if lib == "ours" else "_oracle.py")), *(["--lib", lib] if lib != "ours" else []),
                               "--spec", json.dumps(spec), *extra]
   # ours must not share the cores with a BLAS pool: its numpy only builds inputs and references
   quiet_blas = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
   jobs = [("numpy", mk("numpy", ["--only", ",".join(only)]), {}),
-          ("ours", mk("ours", ["--only", ",".join(b for b in only if b != "compile")]), quiet_blas)]
+          ("ours", mk("ours", ["--only", ",".join(b for b in only if b not in ("compile", "beam"))]), quiet_blas)]
+  if "beam" in only:
+    # BEAM=2 with a fresh private cache: the search really runs (and is timed), then a second build must hit the cache
+    jobs.append(("ours_beam", mk("ours", ["--only", "beam"]), quiet_blas | {"BEAM": "2", "HCQRT_CACHE": beam_dir}))
   if "compile" in only:
     # CACHE=0: never read compiled objects from disk; a private cache dir keeps the bench's one-off kernels out of the user's
     jobs.append(("ours_compile", mk("ours", ["--only", "compile"]), quiet_blas | {"CACHE": "0", "HCQRT_CACHE": cache_dir}))
@@ -239,7 +252,7 @@ def main() -> int:
   wait_budget = args.wait_idle
   try:
     for name, cmd, env in jobs:
-      if name == "ours" and all(b == "compile" for b in only): continue
+      if name == "ours" and all(b in ("compile", "beam") for b in only): continue
       if wait_budget > 0 and (busy_fraction(0.2) or 0) >= 0.15:
         print(f"  waiting for the cores to go idle (up to {wait_budget:.0f} s) ...", file=sys.stderr, flush=True)
         wait_budget -= wait_idle(wait_budget)
@@ -248,10 +261,13 @@ def main() -> int:
       print(f" {r.get('wall_s', 0):.0f} s" + (f", other processes used {r['foreign_load'] * 100:.0f}% of the cores meanwhile"
             if r.get("foreign_load", 0) > 0.05 else ""), file=sys.stderr, flush=True)
       if "error" in r: print(f"  {name} failed: {r['error']}", file=sys.stderr)
-  finally: shutil.rmtree(cache_dir, ignore_errors=True)
-  if "ours_compile" in results:  # one "ours" column: fold the compile child's rows in
-    oc = results.pop("ours_compile")
-    results.setdefault("ours", {"rows": []}).setdefault("rows", []).extend(oc.get("rows", []) or [{"bench": "compile", "key": "compile", "error": oc.get("error", "?")}])
+  finally:
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    shutil.rmtree(beam_dir, ignore_errors=True)
+  for child, bench in (("ours_compile", "compile"), ("ours_beam", "beam")):  # one "ours" column: fold these children's rows in
+    if child not in results: continue
+    oc = results.pop(child)
+    results.setdefault("ours", {"rows": []}).setdefault("rows", []).extend(oc.get("rows", []) or [{"bench": bench, "key": bench, "error": oc.get("error", "?")}])
 
   print(f"ours: {results.get('ours', {}).get('info', {}).get('device', '?')} via {results.get('ours', {}).get('info', {}).get('cc', '?')}; "
         f"numpy {results.get('numpy', {}).get('info', {}).get('version', '?')} ({results.get('numpy', {}).get('info', {}).get('blas', '?')})"
