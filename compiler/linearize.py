@@ -102,16 +102,26 @@ def linearize(k: LoweredKernel) -> list[UOp]:
     for u, it in item_of.items():
       for s in u.src:
         if (d := item_of.get(s)) is not None and d != it: deps[it].add(d)
+    # register pressure: walk from the roots (stores, loops, values nothing in this block reads) in program order and
+    # emit each one right after what it needs: a load sinks to just before its first use, a store rises to just
+    # after its value is ready, instead of sitting at its place in the graph order with its value live meanwhile
+    used = set().union(*deps.values()) if deps else set()
+    roots = sorted((it for it in items if it not in used), key=first.__getitem__)
     done: set = set()
-    def visit(it):
-      if it in done: return
-      done.add(it)
-      for d in sorted(deps[it], key=first.__getitem__): visit(d)
-      if it[0] == "u": out.append(it[1])
-      else:
-        out.append(it[1])
-        emit(p + (it[1],), groups[it[1]])
-        out.append(UOp(Ops.ENDRANGE, None, (it[1],)))
-    for it in sorted(items, key=first.__getitem__): visit(it)
+    for root in roots:
+      stack = [(root, False)]
+      while stack:   # iterative post-order (unrolled kernels make dependency chains longer than the recursion limit)
+        it, ready = stack.pop()
+        if ready:
+          if it[0] == "u": out.append(it[1])
+          else:
+            out.append(it[1])
+            emit(p + (it[1],), groups[it[1]])
+            out.append(UOp(Ops.ENDRANGE, None, (it[1],)))
+          continue
+        if it in done: continue
+        done.add(it)
+        stack.append((it, True))
+        stack.extend((d, False) for d in sorted(deps[it], key=first.__getitem__, reverse=True) if d not in done)
   emit((), [u for u in topo if u is not sink])
   return out

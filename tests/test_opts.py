@@ -158,3 +158,13 @@ def test_default_conv_tile_is_vectorized_and_peeled():
   k = optimize(lower(si.ast, si.name), DEV)
   kinds = [o[0] for o in k.applied_opts]
   assert "VECTOR" in kinds and "PEEL" in kinds, k.applied_opts
+
+def test_linearizer_sinks_loads_and_hoists_stores():
+  """4 unrolled outputs of a*b: each store follows its own two loads directly (load, load, mul, store, ...), so no
+  more than the values of one output are live at a time."""
+  r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
+  si = [si for si in create_schedule([(r(8, 16) * r(8, 16)).lazydata]) if si.kind == "kernel"][-1]
+  k = apply_opt(lower(si.ast, si.name), Opt("UPCAST", 0, 4), DI)
+  body = [u.op for u in linearize(k) if u.op is Ops.STORE or (u.op in (Ops.LOAD, Ops.MUL) and u.dtype.is_float)]
+  assert body == [Ops.LOAD, Ops.LOAD, Ops.MUL, Ops.STORE] * 4
+  assert max_live(linearize(k), DI.simd_bytes) <= 3
