@@ -68,10 +68,9 @@ class _Scheduler:
       for s in b.srcs:
         self.children[s.base] = self.children.get(s.base, 0) + 1
         stack.append(s.base)
-    self.bases = order
     for b in self.outs: self.realize[b] = None
     for b in order:
-      if b.buffer is not None and b.op is not Ops.EMPTY and b.op is not None: continue
+      if b.buffer is not None: continue
       if b.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN) or b.forced_realize: self.realize[b] = None
       if b.op is Ops.REDUCE_AXIS and self.children.get(b, 0) > 1: self.realize[b] = None
       if b.op is Ops.COPY: self.realize[b.srcs[0].base] = None
@@ -79,7 +78,7 @@ class _Scheduler:
     # recomputed by each user, unless that would repeat a reduction that is still inlined; repeat until stable
     while True:
       before = len(self.realize)
-      for b in list(self.realize): self._probe(b, b, in_reduce=False, expanded=False, seen=set())
+      for b in list(self.realize): self._probe(b, b, in_reduce=False, seen=set())
       if len(self.realize) == before:
         self._reduce_memo = {}
         for b in order:
@@ -100,9 +99,10 @@ class _Scheduler:
   def _must_load(self, b: LazyBuffer, root: LazyBuffer) -> bool:
     return b.buffer is not None or (b in self.realize and b is not root)
 
-  def _probe(self, b: LazyBuffer, root: LazyBuffer, in_reduce: bool, expanded: bool, seen: set):
-    if (b, in_reduce, expanded) in seen or self._must_load(b, root) or b.op in (Ops.COPY, Ops.EMPTY): return
-    seen.add((b, in_reduce, expanded))
+  def _probe(self, b: LazyBuffer, root: LazyBuffer, in_reduce: bool, seen: set):
+    """Walk what kernel `root` inlines, marking the bases that must be realized instead."""
+    if (b, in_reduce) in seen or self._must_load(b, root) or b.op in (Ops.COPY, Ops.EMPTY): return
+    seen.add((b, in_reduce))
     for s in (b.srcs[:1] if b.op is Ops.ASSIGN else b.srcs):
       sb = s.base
       if self._must_load(sb, root) or sb.op is Ops.CONST: continue
@@ -110,9 +110,9 @@ class _Scheduler:
       if sb.op is Ops.REDUCE_AXIS and (not rearrange or in_reduce or b.op is Ops.REDUCE_AXIS):
         self.realize[sb] = None; continue
       grows = s.is_view and prod(s.shape) > prod(sb.shape)
-      if (in_reduce or b.op is Ops.REDUCE_AXIS) and grows and sb.op not in (Ops.CONST,) and not _cheap(sb):
+      if (in_reduce or b.op is Ops.REDUCE_AXIS) and grows and not _cheap(sb):
         self.realize[sb] = None; continue
-      self._probe(sb, root, in_reduce or b.op is Ops.REDUCE_AXIS, expanded or grows, seen)
+      self._probe(sb, root, in_reduce or b.op is Ops.REDUCE_AXIS, seen)
 
 def _cheap(b: LazyBuffer) -> bool:
   """A cast or bitcast of something already in memory costs no more to recompute than to load."""
