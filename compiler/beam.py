@@ -6,7 +6,8 @@ its time and its output buffers. Candidates are applied, rendered and compiled i
 C compiler is the slow part), then timed one by one in this process while the pool is idle, so timings don't share
 the cores with compiles.
 
-Search: the beam starts from the seeds (nothing, the default heuristic's vectorization, a thread split, both); each
+Search: the beam starts from the seeds (the default heuristic's vectorization or none, plus the thread split on
+kernels big enough for the default to split them); each
 round extends every beam entry by every legal next opt, times the new candidates, and keeps the `width` fastest;
 it stops when a round finds nothing faster or after MAX_DEPTH opts. The winner is checked against the unoptimized
 kernel's outputs on the same random data (a wrong kernel is dropped, the next fastest checked), then its opt list is
@@ -30,13 +31,14 @@ from typing import Callable
 import hashlib, json, multiprocessing, os, sys, time
 import numpy as np
 from compiler.lower import LoweredKernel
-from compiler.opts import Opt, OptError, apply_opts, candidate_opts
+from compiler.opts import Opt, OptError, apply_opts, candidate_opts, work, THREAD_MIN_WORK
 from compiler.assemble.disk_cache import cache_root, atomic_write
 
 BEAM_VERSION = 1            # bump when opts change meaning: old cache entries are then ignored
 MAX_DEPTH = 5               # opts per sequence
 TIME_REPS = 3               # timed runs per candidate (the minimum counts)
 SLOW_CUTOFF = 3.0           # a candidate whose first run is this many times slower than the best stops there
+PRUNE = 2.0                 # a beam entry this many times slower than the best is not expanded
 
 @dataclass(frozen=True)
 class DeviceInfo:
@@ -144,7 +146,7 @@ def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, li
   tried: dict[tuple, Built | None] = {}
   seen_src: dict[str, Built] = {}
   with ProcessPoolExecutor(max_workers=workers or max(1, min(4, os.cpu_count() or 1)), mp_context=ctx) as pool:
-    def evaluate(seqs: list[tuple], rnd: int) -> list[Built]:
+    def evaluate(seqs: list[tuple], rnd: int, reps: int = TIME_REPS) -> list[Built]:
       seqs = [s for s in dict.fromkeys(seqs) if s not in tried]
       built = list(pool.map(_build_job, [(s, dev) for s in seqs], chunksize=1))
       st["built"] += sum(b is not None for b in built)
@@ -160,18 +162,24 @@ def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, li
         t, outs = run(b)
         b.outputs = outs
         if t < SLOW_CUTOFF * best:
-          for _ in range(TIME_REPS - 1): t = min(t, run(b)[0])
+          for _ in range(reps - 1): t = min(t, run(b)[0])
         b.time_s = t
         best = min(best, t)
         st["timed"] += 1
       prog.show(rnd, len(fresh), len(fresh), best)
       return [b for b in (tried[s] for s in seqs) if b is not None]
-    base = evaluate([()], 0)
+    # a kernel big enough for the default to use every core always does: a one-core variant only wins when other
+    # processes happen to load the machine during the search, and the search is shorter without them
+    threads = dev.ncores > 1 and dev.renderer == "c" and bool(k.global_ranges) and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2
+    # the reference: the unoptimized kernel (split across the cores when big: the same arithmetic per element), run once
+    # (it can take seconds); its outputs check the winner
+    base = evaluate([(Opt("THREAD", 0),) if threads else ()], 0, reps=1)
     if not base: raise RuntimeError(f"BEAM: the unoptimized kernel {k.name} does not build")
     ref = base[0].outputs
-    seeds = [(), (Opt("DEFAULT"),), (Opt("THREAD", 0),), (Opt("DEFAULT"), Opt("THREAD", 0))]
+    seeds = [(Opt("DEFAULT"), Opt("THREAD", 0)), (Opt("THREAD", 0),)] if threads else [(), (Opt("DEFAULT"),)]
     evaluate(seeds, 0)
-    beam = sorted({id(b): b for b in (tried[s] for s in seeds) if b is not None}.values(), key=lambda b: b.time_s)[:width]
+    prune = lambda bs: [b for b in bs[:width] if b.time_s <= PRUNE * bs[0].time_s]   # hopeless entries aren't expanded
+    beam = prune(sorted({id(b): b for b in (tried[s] for s in seeds) if b is not None}.values(), key=lambda b: b.time_s))
     best_t = beam[0].time_s
     for rnd in range(1, max_depth + 1):
       st["rounds"] = rnd
@@ -181,7 +189,7 @@ def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, li
         nxt += [b.opts + (o,) for o in candidate_opts(kb, dev)]
       new = evaluate(nxt, rnd)
       pool_all = sorted({id(x): x for x in beam + new}.values(), key=lambda x: x.time_s)
-      beam = pool_all[:width]
+      beam = prune(pool_all)
       if beam[0].time_s >= best_t * 0.99: break   # nothing meaningfully faster this round
       best_t = beam[0].time_s
   prog.end()
