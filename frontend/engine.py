@@ -96,6 +96,9 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
     from compiler.beam import beam_search
     k = beam_search(k, dev, _beam_runner(si, dev), beam, progress=sys.stderr.isatty() or debug_level() >= 1)
   else: k = optimize(k, dev)
+  if dev.renderer != "c" and os.environ.get("NOOPT", "0") != "1":   # GPUs: cut reduction loops at their padding borders
+    from compiler.peel import peel
+    k = peel(k, output_loops=False)
   from compiler.kernel_api import apply_rewrites
   k = apply_rewrites(k, dev.renderer)   # the documented pre-render hook (compiler/kernel_api.py register_rewrite)
   prog = linearize(k)

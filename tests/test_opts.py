@@ -65,12 +65,23 @@ def test_matmul_opt_equals_noopt(m, kk, n, transposed):
   a, b = rnd(m, kk), rnd(n, kk) if transposed else rnd(kk, n)
   close(*both(lambda x, y: x @ (y.permute(1, 0) if transposed else y), a, b), k=kk)
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 3, 5]), SIZES, SIZES, st.sampled_from([1, 4, 7, 8]), st.sampled_from([0, 1, 2]))
-def test_conv_opt_equals_noopt(bs, cin, h, w, cout, pad):
-  k = 3 if min(h, w) + 2 * pad >= 3 else 1
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 3, 5]), SIZES, SIZES, st.sampled_from([1, 4, 7, 8]), st.sampled_from([0, 1, 2]),
+       st.sampled_from([1, 2]), st.sampled_from([1, 2]))
+def test_conv_opt_equals_noopt(bs, cin, h, w, cout, pad, stride, dilation):
+  k = 3 if min(h, w) + 2 * pad >= 2 * dilation + 1 else 1
   x, wt = rnd(bs, cin, h, w), rnd(cout, cin, k, k)
-  close(*both(lambda a, b: a.conv2d(b, padding=pad), x, wt), k=cin * k * k)
+  close(*both(lambda a, b: a.conv2d(b, padding=pad, stride=stride, dilation=dilation), x, wt), k=cin * k * k)
+
+@FAST
+@given(SIZES, SIZES, st.sampled_from([0, 1, 3]), st.sampled_from(["flip", "shrink", "pad_sum"]))
+def test_views_opt_equals_noopt(m, n, p, kind):
+  a = rnd(m, n)
+  def f(x):
+    if kind == "flip": return (x.flip(1) * 2 + x).exp()
+    if kind == "shrink": return x[m // 3:, : max(1, n - p)].sum(axis=1)
+    return x.pad(((p, 0), (1, p))).sum(axis=0) * 0.5
+  close(*both(f, a), k=max(m, n))
 
 # ***** explicit opt sequences on lowered kernels, run on random data through the engine's BEAM runner *****
 
