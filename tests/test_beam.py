@@ -15,6 +15,14 @@ from compiler.beam import DeviceInfo, beam_search, cache_key, cache_path
 DEV = device_("CPU")
 DI = DeviceInfo.of(DEV)
 
+@pytest.fixture(autouse=True)
+def on_cpu():
+  """These tests time C candidates on the CPU: keep every tensor there, also under MOCKGPU=1 NV=1."""
+  from frontend import Device
+  old, Device.DEFAULT = Device.DEFAULT, "CPU"
+  yield
+  Device.DEFAULT = old
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
   monkeypatch.setenv("HCQRT_CACHE", str(tmp_path))
