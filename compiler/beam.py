@@ -117,8 +117,9 @@ class _Progress:
     bar = "#" * (20 * done // max(total, 1))
     print(f"\rBEAM {self.name[:28]:28s} round {rnd} [{bar:20s}] {done:3d}/{total:<3d} best {best * 1e6:9.1f} us "
           f"{time.perf_counter() - self.t0:5.1f} s", end="", file=sys.stderr, flush=True)
-  def end(self):
-    if self.on: print(file=sys.stderr, flush=True)
+  def end(self, best: "Built", timed: int, ref_s: float):
+    if self.on: print(f"\rBEAM {self.name[:28]:28s} {timed} candidates in {time.perf_counter() - self.t0:.1f} s: {best.time_s * 1e6:.1f} us "
+                      f"(unoptimized {ref_s * 1e6:.1f} us) with {list(best.opts)}", file=sys.stderr, flush=True)
 
 def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, list]], width: int = 2, *,
                 use_cache: bool = True, progress: bool = False, workers: int | None = None,
@@ -192,12 +193,12 @@ def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, li
       beam = prune(pool_all)
       if beam[0].time_s >= best_t * 0.99: break   # nothing meaningfully faster this round
       best_t = beam[0].time_s
-  prog.end()
   ranked = sorted({id(b): b for b in tried.values() if b is not None}.values(), key=lambda b: b.time_s)
   for b in ranked:
     if len(b.outputs) == len(ref) and all(_close(o, r) for o, r in zip(b.outputs, ref)): break
     print(f"BEAM: candidate {list(b.opts)} of {k.name} gives wrong results; dropped", file=sys.stderr)
   else: b = base[0]
   st["best_opts"] = list(b.opts)
+  prog.end(b, st["timed"], base[0].time_s)
   if use_cache: atomic_write(path, json.dumps({"kernel": k.name, "opts": [o.to_json() for o in b.opts], "time_s": b.time_s}).encode())
   return apply_opts(k, b.opts, dev)
