@@ -69,8 +69,11 @@ def linearize(k: LoweredKernel) -> list[UOp]:
 
   path: dict[UOp, tuple] = {}
   for i, r in enumerate(k.global_ranges): path[r] = tuple(k.global_ranges[:i + 1])
-  for chain in getattr(k, "nests", ()):   # a peeled output loop: sibling chains of loops under the spine (compiler/peel.py)
-    for i, r in enumerate(chain): path[r] = tuple(k.global_ranges) + tuple(chain[:i + 1])
+  # a peeled or cut output loop: sibling chains of loops, each under the first `depth` output loops (compiler/peel.py)
+  nests = getattr(k, "nests", None) or []
+  depths = getattr(k, "depths", None) or [len(k.global_ranges)] * len(nests)
+  for chain, d in zip(nests, depths):
+    for i, r in enumerate(chain): path[r] = tuple(k.global_ranges[:d]) + tuple(chain[:i + 1])
   def deepest(rs) -> tuple:
     best: tuple = ()
     for r in rs:

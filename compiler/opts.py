@@ -132,9 +132,10 @@ def optimize(k: LoweredKernel, device) -> LoweredKernel:
       before = list(k.global_ranges)
       if (kc := _conv_tile(k, w, device)) is not None: k = kc
       elif _matmul_tile(k, w): k = _more_rows(k, before, device)
+      elif (kc := _odd_tile(k, w, device)) is not None: k = kc
       else: _reduce_vectors(k, w) or _elementwise_vectors(k, w)
   ncores = getattr(device, "ncores", 1)
-  if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2:
+  if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2 and 0 not in (getattr(k, "depths", None) or []):
     k.threaded = k.global_ranges[0]
   if os.environ.get("NOOPT", "0") != "1": k = _peel_default(k, device)
   return k
@@ -215,6 +216,8 @@ class Opt:
   VECTOR  g, w     output loop g as w-lane vectors
   THREAD  g        output loop g split across the CPU cores
   PEEL    g        output loop g cut where comparisons against its index change value (compiler/peel.py)
+  PAD     g, n     output loop g cut at its last multiple of n, the remainder run as a loop of its own, so tiles of n
+                   apply to odd sizes (the effect of padding, with no access past the buffers; CPU only)
   REDUCE_VECTOR r, w   reduction loop r with a w-lane vector accumulator (lanes summed after the loop)
   REDUCE_UNROLL r, n   reduction loop r with n independent accumulators
   UNROLL  r, n     reduction loop r unrolled n times into one accumulator (n == size: the loop disappears)
@@ -236,7 +239,7 @@ class Opt:
   @staticmethod
   def from_json(x: list) -> "Opt": return Opt(x[0], x[1], x[2])
 
-OPT_KINDS = ("DEFAULT", "UPCAST", "VECTOR", "THREAD", "PEEL", "REDUCE_VECTOR", "REDUCE_UNROLL", "UNROLL")
+OPT_KINDS = ("DEFAULT", "UPCAST", "VECTOR", "THREAD", "PEEL", "PAD", "REDUCE_VECTOR", "REDUCE_UNROLL", "UNROLL")
 MAX_STORES = 256       # more unrolled outputs than this only makes compile time explode
 MAX_NODES = 40000      # nor a graph this big
 
@@ -278,8 +281,10 @@ def _replace_global(k: LoweredKernel, before: list[UOp]) -> None:
   for g in list(k.global_ranges):
     if g.src[0].arg == 1:
       k.sink = substitute(k.sink, {g: UOp.const(dtypes.int32, 0)})
+      pos = k.global_ranges.index(g)
       k.global_ranges.remove(g)
       if k.threaded is g: k.threaded = None
+      if getattr(k, "depths", None): k.depths = [d - 1 if d > pos else d for d in k.depths]   # chains hung below it move up
 
 def _check(cond: bool, opt: Opt, k: LoweredKernel, why: str) -> None:
   if not cond: raise OptError(f"{opt} on kernel {k.name}: {why}")
@@ -301,13 +306,19 @@ def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
     # (not _more_rows: BEAM reaches 8, 12 or 16 rows from the 4-row tile by UPCAST, and other shapes too)
     if (kc := _conv_tile(k, w_max, device)) is not None: k = kc
     elif not _matmul_tile(k, w_max): _check(_reduce_vectors(k, w_max) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
-  elif kind in ("UPCAST", "VECTOR", "THREAD", "PEEL"):
+  elif kind in ("UPCAST", "VECTOR", "THREAD", "PEEL", "PAD"):
     _check(axis is not None and 0 <= axis < len(k.global_ranges), opt, k, f"axis out of range (kernel has {len(k.global_ranges)} output loops)")
     g = k.global_ranges[axis]
     n = g.src[0].arg
-    if kind == "THREAD":
+    if kind == "PAD":
+      from compiler.peel import split_tail
+      _check(c_like, opt, k, "output loops are the grid on this device")
+      _check(amt is not None and 1 < amt < n and n % amt, opt, k, f"amount {amt} for loop size {n} (needs a remainder)")
+      k = split_tail(k, g, amt)
+    elif kind == "THREAD":
       _check(getattr(device, "ncores", 1) > 1 and c_like, opt, k, "the device runs one thread per kernel")
       _check(k.threaded is None, opt, k, "the kernel is already split across cores")
+      _check(all(d > axis for d in (getattr(k, "depths", None) or [])), opt, k, "a loop chain beside this loop would run on every core")
       _check(n >= 2, opt, k, f"loop of size {n}")
       k.threaded = g
     elif kind == "PEEL":
@@ -320,7 +331,6 @@ def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
         _check(c_like and w_max > 1 and amt in (4, 8, 16) and amt <= w_max, opt, k, f"{amt} lanes of float32 (device vectors hold {w_max})")
         _check(all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "vectors are float32-only")
         _check(not has_vectors(k), opt, k, "the kernel is already vectorized (one lane index per kernel)")
-        _check(not hasattr(k, "nests"), opt, k, "vectorize before peeling")
         apply_tile(k, None, 1, g, amt, 1)
         k.applied_opts[-1] = ("VECTOR", g.arg[0], amt)
       else:
@@ -370,6 +380,7 @@ def candidate_opts(k: LoweredKernel, device) -> list[Opt]:
     n = g.src[0].arg
     out += [Opt("UPCAST", i, a) for a in UPCAST_AMOUNTS if n % a == 0 and a < n]
     out += [Opt("VECTOR", i, w) for w in LANES if n % w == 0]
+    out += [Opt("PAD", i, a) for a in (4, 8, 16, 32) if a < n and n % a and getattr(device, "renderer", "c") == "c"]
     if k.threaded is None and getattr(device, "ncores", 1) > 1: out.append(Opt("THREAD", i))
   for i, r in enumerate(k.reduce_ranges()):
     n = r.src[0].arg
@@ -430,3 +441,30 @@ def _more_rows(k: LoweredKernel, before: list[UOp], device) -> LoweredKernel:
       try: return apply_opt(k, Opt("UPCAST", i, f), device)
       except OptError: continue
   return k
+
+def _odd_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
+  """Sizes the tiles don't divide (primes, 1000 x 61...): cut the contiguous output loop at its last multiple of the
+  vector tile (PAD) and vectorize the main part, and the same for the rows of a matmul-like kernel when they are not the
+  outermost loop of a threaded kernel (a remainder beside the threaded loop would run on every core)."""
+  if not k.global_ranges: return None
+  loads, reduce = _loads(k), bool(k.reduce_ranges())
+  if not reduce and len(k.sink.src) != 1: return None
+  for j in reversed(range(len(k.global_ranges))):
+    rj = k.global_ranges[j]
+    n = rj.src[0].arg
+    contiguous = any(_stride(ld.src[1], rj) == 1 for ld in loads) if reduce else _stride(k.sink.src[0].src[1], rj) == 1
+    if not contiguous or n < 2 * w or n % w == 0: continue
+    uj = VEC_UNROLL if reduce and n >= 2 * w * VEC_UNROLL else 1
+    opts = [Opt("PAD", j, w * uj), Opt("VECTOR", j, w)] + ([Opt("UPCAST", j, uj)] if uj > 1 else [])
+    if reduce:
+      i = next((i for i, ri in enumerate(k.global_ranges) if i != j and ri.src[0].arg >= UPCAST_I and
+                any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads)), None)
+      if i is not None:
+        ni = k.global_ranges[i].src[0].arg
+        if ni % UPCAST_I == 0: opts.append(Opt("UPCAST", i, UPCAST_I))
+        elif i > 0 or getattr(device, "ncores", 1) == 1: opts += [Opt("PAD", i, UPCAST_I), Opt("UPCAST", i, UPCAST_I)]
+    try: return apply_opts(k, opts, device)
+    except OptError:
+      try: return apply_opts(k, opts[:2], device)
+      except OptError: return None
+  return None

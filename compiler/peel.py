@@ -34,6 +34,7 @@ MAX_PIECES = 5
 class PeeledKernel(LoweredKernel):
   """A LoweredKernel whose innermost output loops come in several sibling chains (one per piece of a peeled loop)."""
   nests: list = field(default_factory=list)
+  depths: list = field(default_factory=list)   # each chain sits under k.global_ranges[:depth] (default: the whole spine)
 
 def _fresh(r: UOp, size: int | None = None) -> UOp:
   from compiler.opts import _new_range   # numbered after the kernel's ranges (opts.number_ranges_after): deterministic source
@@ -111,7 +112,7 @@ def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
       stores += [substitute(s, m) for s in k.sink.src]
       nests.append([p] + [m[g] for g in inner])
     sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), cleanup)
-    out = PeeledKernel(k.name, sink, list(k.buf_dtypes), list(k.global_ranges[:i]), k.outputs, list(k.applied_opts), k.threaded, nests)
+    out = PeeledKernel(k.name, sink, list(k.buf_dtypes), list(k.global_ranges[:i]), k.outputs, list(k.applied_opts), k.threaded, nests, [i] * len(nests))
   else:
     m: dict[UOp, UOp] = {}
     for red in [u for u in k.sink.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]:
@@ -141,3 +142,32 @@ def peel(k: LoweredKernel, output_loops: bool = True) -> LoweredKernel:
       if r is not k.threaded and peel_points(k, r) and (k.threaded is None or k.global_ranges.index(k.threaded) < k.global_ranges.index(r)):
         return peel_range(k, r)
   return k
+
+def split_tail(k: LoweredKernel, g: UOp, amt: int) -> LoweredKernel:
+  """Output loop g (size n) cut at m, the last multiple of amt: g stays an output loop of size m (so tiles of amt apply
+  to it) and the n - m remaining iterations run as their own loop, a chain beside it with copies of the loops inside it.
+  The effect of padding n to a multiple of amt, without touching memory past the buffers."""
+  from compiler.opts import OptError, number_ranges_after
+  number_ranges_after(k)
+  n = g.src[0].arg
+  m = n - n % amt
+  if g not in k.global_ranges or m == 0 or m == n:
+    raise OptError(f"PAD of loop r{g.arg[0]} (size {n}) by {amt} in kernel {k.name}: nothing to cut (needs an output loop longer than {amt}, not a multiple)")
+  if g is k.threaded: raise OptError(f"PAD of loop r{g.arg[0]} in kernel {k.name}: the threaded loop can't leave a remainder outside its split")
+  i = k.global_ranges.index(g)
+  spine = set(k.global_ranges[:i])
+  main, tail = _fresh(g, m), _fresh(g, n - m)
+  others = [u for u in k.sink.toposort() if u.op is Ops.RANGE and u not in spine and u is not g]
+  mt = {x: _fresh(x) for x in others}
+  mt[g] = tail + m
+  inside = [s for s in k.sink.src if g in s.toposort()]   # stores of chains beside g stay as they are
+  stores = [s for s in k.sink.src if s not in inside] + [substitute(s, {g: main}) for s in inside] + [substitute(s, mt) for s in inside]
+  nests = list(getattr(k, "nests", None) or [])
+  depths = list(getattr(k, "depths", None) or [len(k.global_ranges)] * len(nests))
+  new_nests, new_depths = [[tail] + [mt[r] for r in k.global_ranges[i + 1:]]], [i]
+  for c, d in zip(nests, depths):   # a chain hung inside g: its copy hangs inside the remainder loop too
+    if d > i: new_nests.append([tail] + [mt[r] for r in k.global_ranges[i + 1:d]] + [mt[r] for r in c]); new_depths.append(i)
+  out = PeeledKernel(k.name, UOp(Ops.SINK, None, tuple(stores)), list(k.buf_dtypes), [main if r is g else r for r in k.global_ranges],
+                     k.outputs, list(k.applied_opts), k.threaded, nests + new_nests, depths + new_depths)
+  out.applied_opts.append(("PAD", g.arg[0], amt))
+  return out

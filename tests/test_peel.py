@@ -100,3 +100,24 @@ def test_default_opts_peel_the_conv_and_match_noopt():
   import torch
   ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding=1).numpy()
   np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("m, kk, n", [(61, 37, 53), (33, 17, 45), (6, 5, 37)])
+def test_pad_cuts_odd_loops_so_tiles_apply(m, kk, n):
+  """PAD: the output loops are cut at their last multiple of the tile; the main parts take vectors and row unrolls, the
+  remainders run beside them; results equal the unoptimized kernel."""
+  si = kernel_of(zeros(m, kk) @ zeros(kk, n))
+  k0 = lower(si.ast, si.name)
+  opts = (Opt("PAD", 1, 32), Opt("VECTOR", 1, 16), Opt("UPCAST", 1, 2), Opt("PAD", 0, 4), Opt("UPCAST", 0, 4))
+  k = apply_opts(k0, opts, DI)
+  assert [o[0] for o in k.applied_opts].count("PAD") == 2 and len(k.nests) == 3   # rows tail, cols tail, and the corner
+  run = _beam_runner(si, DEV)
+  np.testing.assert_allclose(run(build(k0, opts, DI))[1][0], run(build(k0, (), DI))[1][0], rtol=1e-5, atol=1e-5)
+  with pytest.raises(OptError, match="threaded"): apply_opts(k0, (Opt("THREAD", 1), Opt("PAD", 1, 16)), DI)
+  with pytest.raises(OptError, match="every core"): apply_opts(k0, (Opt("PAD", 0, 4), Opt("THREAD", 0)), DI)
+
+def test_default_opts_vectorize_odd_matmuls():
+  x, w = np.random.default_rng(5).standard_normal((37, 29)).astype(np.float32), np.random.default_rng(6).standard_normal((29, 61)).astype(np.float32)
+  si = kernel_of(Tensor(x).realize() @ Tensor(w).realize())
+  k = optimize(lower(si.ast, si.name), DEV)
+  assert ("PAD" in [o[0] for o in k.applied_opts]) and any(u.dtype is not None and u.dtype.count > 1 for u in k.sink.toposort())
+  np.testing.assert_allclose((Tensor(x) @ Tensor(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
