@@ -99,6 +99,9 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
   if dev.renderer != "c" and os.environ.get("NOOPT", "0") != "1":   # GPUs: cut reduction loops at their padding borders
     from compiler.peel import peel
     k = peel(k, output_loops=False)
+  if dev.renderer == "ptx":   # PTX has no double-precision exp2/log2/sin: spell them out in arithmetic
+    from compiler.transcendental import rewrite_float64
+    k.sink = rewrite_float64(k.sink)
   from compiler.kernel_api import apply_rewrites
   k = apply_rewrites(k, dev.renderer)   # the documented pre-render hook (compiler/kernel_api.py register_rewrite)
   prog = linearize(k)

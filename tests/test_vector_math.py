@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 from compiler.uop import Ops
+from compiler.dtypes import dtypes
 from frontend import Tensor
 
 SPECIAL_EXP = np.array([0, 1, -1, np.inf, -np.inf, np.nan, 200, -200, 127.9, -149, -126.5, 0.5, -0.5, 1e-8, 64.25, -64.75], np.float32)
@@ -29,3 +30,30 @@ def test_log2(n):
   np.testing.assert_allclose(got[ok], ref[ok], rtol=3e-7, atol=2e-6)
   np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
   np.testing.assert_array_equal(got[np.isinf(ref)], ref[np.isinf(ref)])
+
+def test_float64_transcendentals_as_arithmetic():
+  """compiler.transcendental (used where a renderer has no f64 exp2/log2/sin, e.g. PTX) run on the CPU."""
+  from compiler.transcendental import rewrite_float64
+  from compiler.schedule import create_schedule
+  from compiler.lower import lower
+  from compiler.linearize import linearize
+  from compiler.render_c import render_c
+  from compiler.assemble.c_compiler import compile_c
+  from frontend.engine import device_, from_host, Buffer
+  x = np.concatenate([np.linspace(-1080, 1030, 501), np.exp(np.linspace(-700, 700, 501)), [np.inf, -np.inf, np.nan, 0.0, 5e-324]])
+  for op, ref in ((Ops.EXP2, np.exp2), (Ops.LOG2, np.log2), (Ops.SIN, np.sin)):
+    xs = x if op is not Ops.SIN else np.clip(x, -1e5, 1e5)
+    src = from_host(xs, dtypes.float64, "CPU")
+    si = create_schedule([src.alu(op)])[0]
+    k = lower(si.ast, "f64_" + op.name.lower())
+    k.sink = rewrite_float64(k.sink)
+    assert all(u.op is not op for u in k.sink.toposort())
+    prog = device_("CPU").program(k.name, compile_c(render_c(k, 1, linearize(k)), k.name))
+    out = Buffer("CPU", xs.nbytes)
+    prog(out.raw, src.buffer.raw)
+    got = np.frombuffer(bytes(out.raw.view()), np.float64)
+    with np.errstate(all="ignore"): want = ref(xs)
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=2e-15, atol=2e-15)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])

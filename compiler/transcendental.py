@@ -1,0 +1,92 @@
+"""float64 exp2/log2/sin written as plain arithmetic UOps, for renderers without double-precision versions (PTX
+has only f32 `.approx` instructions). Bit tricks go through BITCAST to int64, so any renderer that has adds,
+multiplies, shifts and selects can run them; accuracy is within a few ulp of libm.
+
+>>> from compiler.uop import UOp, Ops
+>>> from compiler.dtypes import dtypes
+>>> x = UOp(Ops.DEFINE_VAR, dtypes.float64, (), ("x", 0, 1))
+>>> rewrite_float64(UOp(Ops.EXP2, dtypes.float64, (x,))).op is Ops.EXP2
+False
+"""
+from __future__ import annotations
+import math
+from compiler.dtypes import dtypes
+from compiler.uop import UOp, Ops, PatternMatcher, UPat, graph_rewrite
+
+F64, I64 = dtypes.float64, dtypes.int64
+def _c(v) -> UOp: return UOp.const(F64, v)
+def _i(v) -> UOp: return UOp.const(I64, v)
+def _alu(op: Ops, *s: UOp) -> UOp: return UOp(op, dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE) else s[0].dtype, s)
+def _add(a, b): return _alu(Ops.ADD, a, b)
+def _mul(a, b): return _alu(Ops.MUL, a, b)
+def _lt(a, b): return _alu(Ops.CMPLT, a, b)
+def _where(c, a, b): return UOp(Ops.WHERE, a.dtype, (c, a, b))
+def _isnan(x): return _alu(Ops.CMPNE, x, x)
+def _bits(x): return UOp(Ops.BITCAST, I64, (x,))
+def _float(i): return UOp(Ops.BITCAST, F64, (i,))
+def _poly(x: UOp, coefs: list[float]) -> UOp:
+  acc = _c(coefs[0])
+  for c in coefs[1:]: acc = _add(_mul(acc, x), _c(c))
+  return acc
+def _rint(x: UOp) -> UOp:   # round to nearest even for |x| < 2^51: add and subtract 1.5 * 2^52
+  m = _c(6755399441055744.0)
+  return _add(_add(x, m), _mul(m, _c(-1.0)))
+def _pow2(n: UOp) -> UOp:   # 2^n for an integral double n in [-1022, 1023]
+  return _float(_alu(Ops.SHL, _add(UOp(Ops.CAST, I64, (n,)), _i(1023)), _i(52)))
+
+_EXP2_COEFS = [math.log(2) ** k / math.factorial(k) for k in range(14, -1, -1)]
+
+def exp2_f64(x: UOp) -> UOp:
+  xc = _where(_lt(_c(1100.0), x), _c(1100.0), _where(_lt(x, _c(-1100.0)), _c(-1100.0), x))
+  xc = _where(_isnan(x), _c(0.0), xc)
+  n = _rint(xc)
+  p = _poly(_add(xc, _mul(n, _c(-1.0))), _EXP2_COEFS)
+  half = _rint(_mul(n, _c(0.5)))            # two factors keep each power of two a normal double
+  r = _mul(_mul(p, _pow2(half)), _pow2(_add(n, _mul(half, _c(-1.0)))))
+  r = _where(_lt(_c(1023.9999999999999), x), _c(math.inf), r)
+  r = _where(_lt(x, _c(-1075.0)), _c(0.0), r)
+  return _where(_isnan(x), x, r)
+
+_LN_COEFS = [2 / (2 * k + 1) for k in range(11, -1, -1)]   # ln m = s*(2 + 2/3 s^2 + 2/5 s^4 ...), s = (m-1)/(m+1)
+
+def log2_f64(x: UOp) -> UOp:
+  sub = _lt(x, _c(2.2250738585072014e-308))
+  xs = _where(sub, _mul(x, _c(2.0 ** 52)), x)
+  b = _bits(xs)
+  e = _add(_alu(Ops.AND, _alu(Ops.SHR, b, _i(52)), _i(0x7FF)), _where(sub, _i(-1075), _i(-1023)))
+  m = _float(_alu(Ops.OR, _alu(Ops.AND, b, _i(0x000FFFFFFFFFFFFF)), _i(0x3FF0000000000000)))
+  big = _lt(_c(math.sqrt(2)), m)
+  m = _where(big, _mul(m, _c(0.5)), m)
+  e = _where(big, _add(e, _i(1)), e)
+  s = _alu(Ops.FDIV, _add(m, _c(-1.0)), _add(m, _c(1.0)))
+  r = _add(_mul(_mul(s, _poly(_mul(s, s), _LN_COEFS)), _c(1 / math.log(2))), UOp(Ops.CAST, F64, (e,)))
+  r = _where(_lt(x, _c(0.0)), _c(math.nan), r)
+  r = _where(_alu(Ops.CMPNE, x, _c(0.0)), r, _c(-math.inf))
+  r = _where(_alu(Ops.CMPNE, x, _c(math.inf)), r, x)
+  return _where(_isnan(x), x, r)
+
+# pi/2 in three parts whose products with k stay exact for |k| < 2^20 (Cody-Waite)
+_PIO2 = (1.5707963267341256, 6.077100506506192e-11, 2.0222662487959506e-21)
+_SIN = [(-1) ** k / math.factorial(2 * k + 1) for k in range(9, -1, -1)]
+_COS = [(-1) ** k / math.factorial(2 * k) for k in range(9, -1, -1)]
+
+def sin_f64(x: UOp) -> UOp:
+  k = _rint(_mul(x, _c(2 / math.pi)))
+  r = x
+  for p in _PIO2: r = _add(r, _mul(k, _c(-p)))
+  r2 = _mul(r, r)
+  s, c = _mul(r, _poly(r2, _SIN)), _poly(r2, _COS)
+  q = _alu(Ops.AND, UOp(Ops.CAST, I64, (k,)), _i(3))
+  v = _where(_alu(Ops.CMPNE, q, _i(0)), _where(_alu(Ops.CMPNE, q, _i(1)), _where(_alu(Ops.CMPNE, q, _i(2)), _mul(c, _c(-1.0)), _mul(s, _c(-1.0))), c), s)
+  finite = _lt(_alu(Ops.MAX, x, _mul(x, _c(-1.0))), _c(math.inf))
+  return _where(finite, v, _c(math.nan))
+
+_f64 = PatternMatcher([
+  (UPat(Ops.EXP2, dtype=F64, src=(UPat.var("x"),)), exp2_f64),
+  (UPat(Ops.LOG2, dtype=F64, src=(UPat.var("x"),)), log2_f64),
+  (UPat(Ops.SIN, dtype=F64, src=(UPat.var("x"),)), sin_f64),
+])
+
+def rewrite_float64(sink: UOp) -> UOp:
+  """Every float64 EXP2/LOG2/SIN under `sink` replaced by its arithmetic form."""
+  return graph_rewrite(sink, _f64)
