@@ -193,6 +193,7 @@ def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, li
       beam = prune(pool_all)
       if beam[0].time_s >= best_t * 0.99: break   # nothing meaningfully faster this round
       best_t = beam[0].time_s
+  _SEARCH.clear()
   ranked = sorted({id(b): b for b in tried.values() if b is not None}.values(), key=lambda b: b.time_s)
   for b in ranked:
     if len(b.outputs) == len(ref) and all(_close(o, r) for o, r in zip(b.outputs, ref)): break

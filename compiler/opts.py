@@ -6,7 +6,12 @@ stays correct by construction; `optimize(kernel, device)` applies the default ha
     register tile: UPCAST_I rows unrolled x (VEC_UNROLL x W) columns as W-wide vectors, accumulators in
     registers, the reduction loop innermost;
   - reductions over a contiguous axis keep VEC_ACC vector accumulators and sum their lanes at the end;
-  - big kernels split their outermost loop across the CPU cores.
+  - big kernels split their outermost loop across the CPU cores;
+  - (expressed as Opt sequences, below) more tile rows while the register budget allows (_more_rows), padded
+    convolutions tiled so inner vectors need no bound checks and their row loop peeled (_conv_tile, _peel_default),
+    odd sizes cut at the last multiple of the tile (_odd_tile).
+The explicit opts (`Opt(kind, axis, amount)`, `apply_opt`, `candidate_opts`) are what BEAM search enumerates
+(compiler/beam.py); each is checked for legality and register pressure (compiler/pressure.py).
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.schedule import create_schedule
@@ -216,6 +221,7 @@ class Opt:
   VECTOR  g, w     output loop g as w-lane vectors
   THREAD  g        output loop g split across the CPU cores
   PEEL    g        output loop g cut where comparisons against its index change value (compiler/peel.py)
+  SWAP    g, h     output loops g and h exchange places in the loop nest (g < h): which operand stays in cache
   PAD     g, n     output loop g cut at its last multiple of n, the remainder run as a loop of its own, so tiles of n
                    apply to odd sizes (the effect of padding, with no access past the buffers; CPU only)
   REDUCE_VECTOR r, w   reduction loop r with a w-lane vector accumulator (lanes summed after the loop)
@@ -239,7 +245,7 @@ class Opt:
   @staticmethod
   def from_json(x: list) -> "Opt": return Opt(x[0], x[1], x[2])
 
-OPT_KINDS = ("DEFAULT", "UPCAST", "VECTOR", "THREAD", "PEEL", "PAD", "REDUCE_VECTOR", "REDUCE_UNROLL", "UNROLL")
+OPT_KINDS = ("DEFAULT", "UPCAST", "VECTOR", "THREAD", "PEEL", "PAD", "SWAP", "REDUCE_VECTOR", "REDUCE_UNROLL", "UNROLL")
 MAX_STORES = 256       # more unrolled outputs than this only makes compile time explode
 MAX_NODES = 40000      # nor a graph this big
 
@@ -306,6 +312,12 @@ def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
     # (not _more_rows: BEAM reaches 8, 12 or 16 rows from the 4-row tile by UPCAST, and other shapes too)
     if (kc := _conv_tile(k, w_max, device)) is not None: k = kc
     elif not _matmul_tile(k, w_max): _check(_reduce_vectors(k, w_max) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
+  elif kind == "SWAP":
+    gr = k.global_ranges
+    _check(axis is not None and amt is not None and 0 <= axis < amt < len(gr), opt, k, f"axes {axis}, {amt} out of range (kernel has {len(gr)} output loops)")
+    _check(not getattr(k, "nests", None), opt, k, "loop chains hang at fixed depths of the output loops")
+    gr[axis], gr[amt] = gr[amt], gr[axis]
+    k.applied_opts.append(("SWAP", axis, amt))
   elif kind in ("UPCAST", "VECTOR", "THREAD", "PEEL", "PAD"):
     _check(axis is not None and 0 <= axis < len(k.global_ranges), opt, k, f"axis out of range (kernel has {len(k.global_ranges)} output loops)")
     g = k.global_ranges[axis]
@@ -382,6 +394,7 @@ def candidate_opts(k: LoweredKernel, device) -> list[Opt]:
     out += [Opt("VECTOR", i, w) for w in LANES if n % w == 0]
     out += [Opt("PAD", i, a) for a in (4, 8, 16, 32) if a < n and n % a and getattr(device, "renderer", "c") == "c"]
     if k.threaded is None and getattr(device, "ncores", 1) > 1: out.append(Opt("THREAD", i))
+  if not getattr(k, "nests", None): out += [Opt("SWAP", 0, j) for j in range(1, len(k.global_ranges))]
   for i, r in enumerate(k.reduce_ranges()):
     n = r.src[0].arg
     out += [Opt("REDUCE_VECTOR", i, w) for w in LANES if n % w == 0]

@@ -119,7 +119,8 @@ def test_apply_opt_does_not_change_its_input():
 
 @pytest.mark.parametrize("opt, msg", [
   (Opt("UPCAST", 0, 5), "does not divide"), (Opt("UPCAST", 7, 2), "axis out of range"), (Opt("VECTOR", 1, 32), "lanes"),
-  (Opt("UNROLL", 3, 2), "axis out of range"), (Opt("SHUFFLE", 0, 2), "unknown opt kind"), (Opt("REDUCE_UNROLL", 0, 5), "does not divide")])
+  (Opt("UNROLL", 3, 2), "axis out of range"), (Opt("SHUFFLE", 0, 2), "unknown opt kind"), (Opt("REDUCE_UNROLL", 0, 5), "does not divide"),
+  (Opt("SWAP", 1, 1), "out of range"), (Opt("PAD", 0, 4), "needs a remainder")])
 def test_illegal_opts_raise(opt, msg):
   k = lower(_kernel("matmul", 16, 32).ast, "mm")
   with pytest.raises(OptError, match=msg) as e: apply_opt(k, opt, DI)
