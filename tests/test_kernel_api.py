@@ -13,6 +13,8 @@ from compiler.opts import Opt, apply_opts, optimize
 from compiler.beam import DeviceInfo, build
 from compiler.render_ptx import render_ptx
 
+pytestmark = pytest.mark.usefixtures("on_cpu")   # C-path tests: CPU even under MOCKGPU=1 NV=1
+
 DEV = device_("CPU")
 
 def run(k, arrays: list[np.ndarray], out_size: int, opts=()) -> np.ndarray:

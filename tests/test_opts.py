@@ -91,7 +91,8 @@ def _kernel(kind: str, a: int, b: int):
          "conv": lambda: r(2, 3, a, b).conv2d(r(8, 3, 3, 3), padding=1), "max": lambda: r(a, b).max(axis=0)}[kind]()
   return [si for si in create_schedule([out.lazydata]) if si.kind == "kernel"][-1]
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.usefixtures("on_cpu")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(["ew", "sum", "matmul", "conv", "max"]), st.sampled_from([3, 4, 8, 12, 16, 32]), st.sampled_from([4, 5, 8, 16, 32]), st.data())
 def test_random_opt_sequences_equal_unoptimized(kind, a, b, data):
   si = _kernel(kind, a, b)

@@ -14,6 +14,8 @@ from compiler.render_c import render_c
 from compiler.render_ptx import render_ptx
 from compiler.linearize import linearize
 
+pytestmark = pytest.mark.usefixtures("on_cpu")   # C-path tests: CPU even under MOCKGPU=1 NV=1
+
 DEV = device_("CPU")
 DI = DeviceInfo.of(DEV)
 
