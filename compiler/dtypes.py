@@ -24,6 +24,8 @@ class DType:
     assert self.count == 1, f"can't vectorize {self}"
     return self if n == 1 else DType(self.priority, self.itemsize * n, f"{self.name}{n}", None, n, self)
   def __repr__(self) -> str: return f"dtypes.{self.name}"
+  def __reduce__(self):   # unpickle to the canonical object, so `dt is dtypes.float32` holds in other processes
+    return (_dtype_by_name, (self.scalar.name, self.count))
   @property
   def is_float(self) -> bool: return self.scalar in dtypes.floats
   @property
@@ -103,6 +105,10 @@ ALL_DTYPES = [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint1
 DTYPES_BY_NAME = {d.name: d for d in ALL_DTYPES} | {"float32": dtypes.float32, "float16": dtypes.float16,
   "float64": dtypes.float64, "int32": dtypes.int32, "int64": dtypes.int64, "uint8": dtypes.uint8, "int8": dtypes.int8,
   "int16": dtypes.int16, "uint16": dtypes.uint16, "uint32": dtypes.uint32, "uint64": dtypes.uint64, "bfloat16": dtypes.bfloat16}
+
+def _dtype_by_name(name: str, count: int) -> DType:
+  dt = next(d for d in ALL_DTYPES + [dtypes.bfloat16] if d.name == name)
+  return dt.vec(count) if count > 1 else dt
 
 def _np_map():
   import numpy as np
