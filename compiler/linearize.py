@@ -17,7 +17,7 @@ and the REDUCE itself (read the accumulator) after them.
 """
 from __future__ import annotations
 import itertools
-from compiler.uop import UOp, Ops, substitute, simplify_alu
+from compiler.uop import UOp, Ops
 from compiler.lower import LoweredKernel, identity_element
 
 def _reduce_to_acc(sink: UOp) -> UOp:

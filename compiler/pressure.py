@@ -24,7 +24,7 @@ any target.
 2
 """
 from __future__ import annotations
-import os, pathlib, re, subprocess, tempfile
+import pathlib, re, subprocess, tempfile
 from compiler.uop import UOp, Ops
 
 MAX_LIVE = 64     # never more live vector values than this, whatever the target

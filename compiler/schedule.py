@@ -19,7 +19,7 @@ Elementwise values used twice are recomputed in each consumer: that is cheaper t
 ['r_4_8']
 """
 from __future__ import annotations
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops, ELEMENTWISE
 from compiler.view import ShapeTracker, prod

@@ -5,7 +5,7 @@
 1
 """
 from __future__ import annotations
-import os, sys, time, weakref
+import os, sys, weakref
 from dataclasses import dataclass
 import numpy as np
 from compiler.dtypes import DType
@@ -14,7 +14,6 @@ from compiler.schedule import ScheduleItem, create_schedule
 from compiler.uop import UOp, Ops, ALU
 from compiler.lower import lower
 from compiler.linearize import linearize
-from compiler.view import prod
 from hcqrt.device import Device, debug_level
 
 class GlobalCounters:

@@ -13,7 +13,7 @@ convolution and pooling read the input in place, never copy it into an im2col bu
 [[1.0, 2.0, 3.0]]
 """
 from __future__ import annotations
-import math, string, itertools
+import math, string
 from typing import TYPE_CHECKING, Sequence
 import numpy as np
 from compiler.dtypes import dtypes

@@ -12,7 +12,7 @@ Ops only record a graph; `.realize()`, `.numpy()`, `.tolist()` or `.item()` comp
 from __future__ import annotations
 import math, itertools, functools
 from contextlib import ContextDecorator
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
 from compiler.lazy import LazyBuffer

@@ -1,7 +1,7 @@
 """The conformance checks. Each check is a function taking a Ctx and raising on failure; `run_suite` runs them,
 prints a pass/fail table and returns the results (also written as JSON by __main__)."""
 from __future__ import annotations
-import json, os, time, traceback
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 import numpy as np

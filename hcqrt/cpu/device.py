@@ -17,7 +17,7 @@ each core index 0..n-1, in parallel (ctypes releases the GIL for the duration of
 from __future__ import annotations
 import ctypes, os, threading, time
 import numpy as np
-from hcqrt.cpu.elf_loader import load_elf, LoadedImage
+from hcqrt.cpu.elf_loader import load_elf
 
 ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
 _NCORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

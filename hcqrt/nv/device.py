@@ -21,7 +21,7 @@ from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphRe
 from hcqrt.nv.cubin import load_cubin, relocate
 from hcqrt.nv.qmd_build import launch_qmd, set_cbuf, set_dims
 from hcqrt.nv.rmclient import RMClient, NVError
-from ioctl_defs.nv.abi import abi_for_version, UnsupportedDriverVersion
+from ioctl_defs.nv.abi import abi_for_version
 from ioctl_defs.nv.classes import CLASSES as C, arch_from_classlist, class_name
 from ioctl_defs.nv import flags as F
 from ioctl_defs.nv.ioctl import NV_RM_API_VERSION_CMD_QUERY

@@ -6,7 +6,7 @@ PTX assembler produced in this process (the assembler records sha256(cubin) -> P
 fetched again through the assembler's disk cache), then runs that kernel's PTX with the interpreter.
 """
 from __future__ import annotations
-import ctypes, hashlib, re
+import hashlib, re
 from dataclasses import dataclass
 from typing import Callable
 from hcqrt.nv.cubin import load_cubin, CubinKernel

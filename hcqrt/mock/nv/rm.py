@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from ioctl_defs.nv.abi import abi_for_version, NVABI
 from ioctl_defs.nv.ioctl import ESCAPES, ESCAPE_BY_NR, NV_IOCTL_MAGIC, ioc_decode, NV_RM_API_VERSION_CMD_QUERY, \
-  NV_RM_API_VERSION_CMD_STRICT, NV_RM_API_VERSION_CMD_RELAXED, NV_RM_API_VERSION_REPLY_RECOGNIZED
+  NV_RM_API_VERSION_CMD_RELAXED, NV_RM_API_VERSION_REPLY_RECOGNIZED
 from ioctl_defs.nv.ctrl import CTRL, CTRL_BY_CMD
 from ioctl_defs.nv import classes as C, flags as F
 from ioctl_defs.nv.status import NV_STATUS

@@ -10,13 +10,11 @@ as the instruction's type. Control-flow closures return a jump (see interpreter.
 True
 """
 from __future__ import annotations
-import math, struct
 import numpy as np
 from .parser import Instr, Operand, PTXError, TYPE_SIZE, literal_value
 from .numerics import (NP, UINT, SINT, F32, F64, F16, LD, storage, is_float, is_signed, ftz, saturate, round_float, two_sum_err,
                        idiv, irem, mul_hi, widen, cvt, bf16_to_f32, f32_to_bf16)
 from .state import SHARED_WINDOW, LOCAL_WINDOW
-from .memory import MemoryFault
 
 EXIT = -1
 ROUND = ("rn", "rz", "rm", "rp")
