@@ -102,35 +102,21 @@ class Trunc(Function):
   def backward(self, g): return _zeros_like(g)
 
 # ***** binary *****
-class Less(Function):
+class _NoGrad(Function):
+  """A binary op with no gradient (comparisons, bit ops, integer division): just its ALU op."""
   differentiable = False
-  def forward(self, x, y): return x.alu(Ops.CMPLT, y)
+  op: Ops
+  def forward(self, x, y): return x.alu(self.op, y)
   def backward(self, g): return None, None
-class Neq(Function):
-  differentiable = False
-  def forward(self, x, y): return x.alu(Ops.CMPNE, y)
-  def backward(self, g): return None, None
-class Xor(Function):
-  differentiable = False
-  def forward(self, x, y): return x.alu(Ops.XOR, y)
-class BitwiseAnd(Function):
-  differentiable = False
-  def forward(self, x, y): return x.alu(Ops.AND, y)
-class BitwiseOr(Function):
-  differentiable = False
-  def forward(self, x, y): return x.alu(Ops.OR, y)
-class Shl(Function):
-  differentiable = False
-  def forward(self, x, y): return x.alu(Ops.SHL, y)
-class Shr(Function):
-  differentiable = False
-  def forward(self, x, y): return x.alu(Ops.SHR, y)
-class IDiv(Function):
-  differentiable = False
-  def forward(self, x, y): return x.alu(Ops.IDIV, y)
-class Mod(Function):
-  differentiable = False
-  def forward(self, x, y): return x.alu(Ops.MOD, y)
+class Less(_NoGrad): op = Ops.CMPLT
+class Neq(_NoGrad): op = Ops.CMPNE
+class Xor(_NoGrad): op = Ops.XOR
+class BitwiseAnd(_NoGrad): op = Ops.AND
+class BitwiseOr(_NoGrad): op = Ops.OR
+class Shl(_NoGrad): op = Ops.SHL
+class Shr(_NoGrad): op = Ops.SHR
+class IDiv(_NoGrad): op = Ops.IDIV
+class Mod(_NoGrad): op = Ops.MOD
 class Add(Function):
   def forward(self, x, y): return x.alu(Ops.ADD, y)
   def backward(self, g): return (g if self.needs_input_grad[0] else None), (g if self.needs_input_grad[1] else None)

@@ -13,22 +13,9 @@ from compiler.assemble.ptx_assembler import assemble_ptx
 from ioctl_defs.nv import UnsupportedDriverVersion, CLASSES as C
 
 def ptx_add(target="sm_90", version="8.0"):
-  """out[i] = a[i] + b[i] * k for i < n (k, n: u32 ints after the pointers)."""
-  return f""".version {version}
-.target {target}
-.address_size 64
-.visible .entry add(.param .u64 out, .param .u64 a, .param .u64 b, .param .u32 k, .param .u32 n)
-{{
-  .reg .pred %p<2>; .reg .b32 %r<8>; .reg .f32 %f<6>; .reg .b64 %rd<8>;
-  ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [a]; ld.param.u64 %rd3, [b]; ld.param.u32 %r6, [k]; ld.param.u32 %r5, [n];
-  mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x; mad.lo.s32 %r4, %r1, %r2, %r3;
-  setp.ge.u32 %p1, %r4, %r5; @%p1 bra DONE;
-  mul.wide.u32 %rd4, %r4, 4; add.s64 %rd5, %rd2, %rd4; add.s64 %rd6, %rd3, %rd4; add.s64 %rd7, %rd1, %rd4;
-  ld.global.f32 %f1, [%rd5]; ld.global.f32 %f2, [%rd6]; cvt.rn.f32.u32 %f4, %r6; fma.rn.f32 %f3, %f2, %f4, %f1;
-  st.global.f32 [%rd7], %f3;
-DONE:
-  ret;
-}}"""
+  """out[i] = a[i] + b[i] * k for i < n (k, n: u32 ints after the pointers): the conformance suite's kernel."""
+  from hw_tests.kernels import ADD
+  return f".version {version}\n.target {target}\n.address_size 64\n{ADD}"
 
 @pytest.fixture(scope="module")
 def nv():
