@@ -213,6 +213,7 @@ def main() -> int:
   p.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile of the elementwise chain (~20 s cold)")
   p.add_argument("--wait-idle", type=float, default=60, metavar="S",
                  help="before each child, wait while other processes keep the cores busy; at most S seconds in all (default 60)")
+  p.add_argument("--no-train", action="store_true", help="skip the digits train-step comparison (bench/train_bench.py)")
   p.add_argument("-v", "--verbose", action="store_true", help="show the children's stderr (e.g. with DEBUG=2)")
   args = p.parse_args()
   only = [b.strip() for b in args.only.split(",") if b.strip()]
@@ -280,6 +281,11 @@ def main() -> int:
   noisy = [f"{k} {r['foreign_load'] * 100:.0f}%" for k, r in results.items() if r.get("foreign_load", 0) > 0.05]
   if noisy: print("warning: other processes shared the cores during these runs (share of all cores): " + ", ".join(noisy))
   total = time.perf_counter() - started
+  if not args.no_train and not args.quick:
+    # the digits train step (issue 3): ours eager and TinyJit, then torch in its own process right after ours
+    print()
+    tb = subprocess.run([py, str(HERE / "train_bench.py")] + (["--no-torch"] if args.no_torch else []), capture_output=True, text=True)
+    print(tb.stdout.rstrip() if tb.returncode == 0 else f"train bench failed: {tb.stderr.strip().splitlines()[-1:]}")
   print(f"\ntotal bench time {total:.0f} s" + (f"; results in {args.json}" if args.json else ""))
   if args.json:
     out = {"machine": info | {"clock_ghz": ghz, "flop_per_cycle_core": fpc, "fma_peak_gflops": peak, "busy_before": busy}, "spec": spec, "only": only,

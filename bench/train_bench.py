@@ -81,11 +81,12 @@ def main() -> None:
   ap.add_argument("--batch", type=int, default=64)
   ap.add_argument("--steps", type=int, default=30)
   ap.add_argument("--json", action="store_true")
+  ap.add_argument("--no-torch", action="store_true")
   a = ap.parse_args()
   ours = run(OURS, a.batch, a.steps)
   try:
     import importlib.util
-    theirs = run(TORCH, a.batch, a.steps) if importlib.util.find_spec("torch") else {"error": "torch not installed"}
+    theirs = {"error": "skipped"} if a.no_torch else run(TORCH, a.batch, a.steps) if importlib.util.find_spec("torch") else {"error": "torch not installed"}
   except Exception as e: theirs = {"error": str(e)}
   res = {**ours, **theirs, "batch": a.batch}
   if a.json: print(json.dumps(res)); return
