@@ -60,3 +60,8 @@ def test_global_counters_count_kernels_flops_bytes():
   assert GlobalCounters.kernel_count == 1
   assert GlobalCounters.global_ops >= 2 * 64 ** 3
   assert GlobalCounters.global_mem >= 3 * 64 * 64 * 4
+
+def test_readme_quickstart_runs_and_fuses():
+  code = re.search(r"## Quickstart\n\n```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "CPU": "1"}, check=True)
+  assert out.stdout.splitlines()[1] == "1"   # the printed kernel count of the fused (x + y) * z
