@@ -12,7 +12,7 @@ the index of the CPU core running this call. When the kernel is threaded its out
 >>> from compiler.dtypes import dtypes
 >>> from compiler.uop import Ops
 >>> x = LazyBuffer.empty((4,), dtypes.float32, "CPU"); x.buffer = object()
->>> print(render_c(lower(create_schedule([x.alu(Ops.ADD, x)])[0].ast, "E_4")).splitlines()[-6])
+>>> print(next(l for l in render_c(lower(create_schedule([x.alu(Ops.ADD, x)])[0].ast, "E_4")).splitlines() if l.startswith("void")))
 void E_4(float *restrict data0, const float *restrict data1, int core) {
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ gradient from the few derivatives written here.
 
 >>> from frontend import Tensor
 >>> x = Tensor([1.0, 2.0], requires_grad=True)
->>> (x * x).sum().backward()
+>>> _ = (x * x).sum().backward()
 >>> x.grad.tolist()
 [2.0, 4.0]
 """

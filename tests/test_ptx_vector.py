@@ -44,17 +44,7 @@ def ptx_of(fn, *arrays) -> tuple[str, dict]:
   ck = get_kernel(si, "PTXEMU")
   return ck.src, ck.launch
 
-def run(fn, arrays, device):
-  prev = Device.DEFAULT
-  Device.DEFAULT = device
-  try: return fn(*[Tensor(a, device=device) for a in arrays]).numpy()
-  finally: Device.DEFAULT = prev
-
-def same(fn, *arrays, rtol=2e-6, atol=1e-6):
-  cpu, ptx = run(fn, arrays, "CPU"), run(fn, arrays, "PTXEMU")
-  assert cpu.dtype == ptx.dtype and cpu.shape == ptx.shape, (cpu.dtype, ptx.dtype, cpu.shape, ptx.shape)
-  if cpu.dtype.kind == "f": np.testing.assert_allclose(ptx.astype(np.float64), cpu.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
-  else: np.testing.assert_array_equal(ptx, cpu)
+from tests.test_ptx_render import same   # fn on PTXEMU equals fn on the CPU
 
 # ***** the PTX text: vectors where the alignment is proven, scalars elsewhere *****
 def test_elementwise_vectors_and_launch():
