@@ -8,7 +8,7 @@ stays correct by construction; `optimize(kernel, device)` applies the default ha
   - reductions over a contiguous axis keep VEC_ACC vector accumulators and sum their lanes at the end;
   - big kernels split their outermost loop across the CPU cores;
   - (expressed as Opt sequences, below) more tile rows while the register budget allows (_more_rows), padded
-    convolutions tiled so inner vectors need no bound checks and their row loop peeled (_conv_tile, _peel_default),
+    convolutions tiled so inner vectors need no bound checks and their row loop peeled (compiler/opts_conv.py),
     odd sizes cut at the last multiple of the tile (_odd_tile).
 The explicit opts (`Opt(kind, axis, amount)`, `apply_opt`, `candidate_opts`) are what BEAM search enumerates
 (compiler/beam.py); each is checked for legality and register pressure (compiler/pressure.py).
@@ -135,14 +135,17 @@ def optimize(k: LoweredKernel, device) -> LoweredKernel:
     w = max(1, getattr(device, "simd_bytes", 0) // 4)
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
       before = list(k.global_ranges)
-      if (kc := _conv_tile(k, w, device)) is not None: k = kc
+      from compiler.opts_conv import conv_tile   # imported here: opts_conv builds on this module's opts
+      if (kc := conv_tile(k, w, device)) is not None: k = kc
       elif _matmul_tile(k, w): k = _more_rows(k, before, device)
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
       else: _reduce_vectors(k, w) or _elementwise_vectors(k, w)
   ncores = getattr(device, "ncores", 1)
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2 and 0 not in (getattr(k, "depths", None) or []):
     k.threaded = k.global_ranges[0]
-  if os.environ.get("NOOPT", "0") != "1": k = _peel_default(k, device)
+  if os.environ.get("NOOPT", "0") != "1":
+    from compiler.opts_conv import peel_default
+    k = peel_default(k, device)
   return k
 
 PORTABLE_ACC = (8, 4, 2)   # scalar accumulators per reduction, largest that divides the loop (-O3 packs them into vectors)
@@ -310,7 +313,8 @@ def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
     _check(not k.applied_opts and k.threaded is None, opt, k, "the default heuristic applies only to an unoptimized kernel")
     _check(w_max > 1 and c_like and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "no float32 vectors on this device/kernel")
     # (not _more_rows: BEAM reaches 8, 12 or 16 rows from the 4-row tile by UPCAST, and other shapes too)
-    if (kc := _conv_tile(k, w_max, device)) is not None: k = kc
+    from compiler.opts_conv import conv_tile
+    if (kc := conv_tile(k, w_max, device)) is not None: k = kc
     elif not _matmul_tile(k, w_max): _check(_reduce_vectors(k, w_max) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
   elif kind == "SWAP":
     gr = k.global_ranges
@@ -405,39 +409,6 @@ def candidate_opts(k: LoweredKernel, device) -> list[Opt]:
   return out
 
 # ***** default opts expressed as Opt sequences *****
-
-def _conv_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
-  """A convolution-like kernel (a reduction whose loads along the innermost output loop rj are gated by comparisons
-  of rj: the padding border): rj as vectors narrower than the machine's (w/2 lanes), all of rj's vectors unrolled, so
-  that the inner vectors read without gates (their lanes can't reach the border) and only the first and last compare;
-  plus 4 rows of another output loop whose loads don't move with it (output channels), like the matmul tile."""
-  if len(k.global_ranges) < 2 or not k.reduce_ranges(): return None
-  from compiler.peel import peel_points
-  rj = k.global_ranges[-1]
-  n, j = rj.src[0].arg, len(k.global_ranges) - 1
-  if not peel_points(k, rj): return None
-  wv = next((x for x in (w // 2, w // 4) if x >= 4 and n % x == 0 and 3 <= n // x <= 4), None)
-  if wv is None: return None
-  loads = _loads(k)
-  if not any(_stride(ld.src[1], rj) == 1 for ld in loads): return None
-  rows = next((i for i, ri in enumerate(k.global_ranges[:-1]) if ri.src[0].arg % UPCAST_I == 0 and
-               any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads)), None)
-  opts = [Opt("VECTOR", j, wv), Opt("UPCAST", j, n // wv)] + ([Opt("UPCAST", rows, UPCAST_I)] if rows is not None else [])
-  try: return apply_opts(k, opts, device)
-  except OptError: return None
-
-def _peel_default(k: LoweredKernel, device) -> LoweredKernel:
-  """Peel the innermost output loop (outside the threaded one) of a kernel with a reduction whose body compares that
-  loop's index against constants (a padded convolution's rows): the middle piece runs without the comparisons."""
-  if getattr(device, "renderer", "c") != "c" or not k.reduce_ranges() or getattr(k, "nests", None): return k
-  from compiler.peel import peel_points
-  for i in reversed(range(len(k.global_ranges))):
-    g = k.global_ranges[i]
-    if g is k.threaded: break
-    if peel_points(k, g):
-      try: return apply_opt(k, Opt("PEEL", i), device)
-      except OptError: return k
-  return k
 
 MORE_ROWS = (4, 2)   # extra row unroll of the matmul tile, the largest the register budget allows
 
