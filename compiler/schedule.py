@@ -198,12 +198,16 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     for b2, it2 in items.items():
       if b2 is not b and tgt in it2.inputs: deps[b].add(b2)
     if tgt in items: deps[b].add(tgt)
-  order, done, visiting = [], set(), set()
-  def visit(b):
-    if b in done: return
-    if b in visiting: raise RuntimeError("cycle in the schedule (an assign whose value reads its own target at another position?)")
-    visiting.add(b)
-    for d in deps[b]: visit(d)
-    visiting.discard(b); done.add(b); order.append(items[b])
-  for b in items: visit(b)
+  order: list[ScheduleItem] = []
+  done: set = set()
+  for b in items: _visit(b, items, deps, order, done, set())
   return order
+
+def _visit(b: LazyBuffer, items: dict, deps: dict, order: list, done: set, visiting: set) -> None:
+  """Depth-first: b's item after those it depends on. (Not a closure: a recursive inner function is a reference cycle,
+  which would keep every buffer of the schedule alive until the garbage collector runs.)"""
+  if b in done: return
+  if b in visiting: raise RuntimeError("cycle in the schedule (an assign whose value reads its own target at another position?)")
+  visiting.add(b)
+  for d in deps[b]: _visit(d, items, deps, order, done, visiting)
+  visiting.discard(b); done.add(b); order.append(items[b])

@@ -206,6 +206,39 @@ def test_allocator():
   with pytest.raises(RuntimeError, match="after free"): bufs[3].view()
   with pytest.raises(RuntimeError, match="double free"): al.free(bufs[3])
 
+def test_allocator_reuses_big_buffers_within_its_limit():
+  al = CPUAllocator(cache_limit=12 << 20)
+  a = al.alloc(5 << 20)
+  assert a.address % 64 == 0 and not np.frombuffer(a.view(), np.uint8).any()   # new memory is zeroed
+  addr = a.address
+  al.copyin(a, memoryview(b"old data"))
+  al.free(a)
+  assert al.cached_bytes >= 5 << 20
+  b = al.alloc((5 << 20) - 100)         # same rounded size: the freed memory comes back, with its old contents
+  assert b.address == addr and bytes(b.view()[:8]) == b"old data" and al.cached_bytes == 0
+  c = al.alloc(9 << 20)                 # another size: fresh memory
+  assert c.address != addr
+  al.free(b); al.free(c)                # 6 + 10 MiB of backing exceed the 12 MiB limit: the biggest is dropped
+  assert al.cached_bytes == 6 << 20 and list(al.cache) == [6 << 20]
+  al.flush(); assert al.cached_bytes == 0 and not al.cache
+  small = al.alloc(1000); al.free(small); assert al.cached_bytes == 0   # small sizes are left to calloc
+
+def test_realized_buffers_free_without_the_garbage_collector():
+  """A buffer is returned to the allocator as soon as its last tensor goes (no reference cycle holds the schedule)."""
+  import gc, weakref
+  from frontend import Tensor
+  a = Tensor(np.ones(1 << 16, np.float32)).realize()
+  gc.disable()
+  try:
+    refs = []
+    for _ in range(3):
+      e = (a * 2 + 1).exp()
+      e.realize()
+      refs.append(weakref.ref(e.lazydata.base))
+      del e
+    assert all(r() is None for r in refs)
+  finally: gc.enable()
+
 def test_device_facts():
   dev = CPUDevice()
   assert dev.name == "CPU" and dev.renderer == "c" and dev.assembler == "c"
