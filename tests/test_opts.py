@@ -12,7 +12,7 @@ from compiler.schedule import create_schedule
 from compiler.lower import lower
 from compiler.linearize import linearize
 from compiler.render_c import render_c
-from compiler.opts import Opt, OptError, apply_opt, apply_opts, candidate_opts, optimize, check_pressure
+from compiler.opts import Opt, OptError, apply_opt, apply_opts, candidate_opts, optimize, check_pressure, has_vectors
 from compiler.beam import DeviceInfo, build
 from compiler.pressure import max_live, register_budget, vector_spills, MAX_LIVE, SLACK
 from compiler.uop import Ops
@@ -166,11 +166,16 @@ def test_benchmark_kernels_fit_registers_and_do_not_spill(name):
     check_pressure(k, DI)
     assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name) == 0, k.name
 
-def test_default_conv_tile_is_vectorized_and_peeled():
-  si = _kernel("conv", 32, 32)
-  k = optimize(lower(si.ast, si.name), DEV)
-  kinds = [o[0] for o in k.applied_opts]
-  assert "VECTOR" in kinds and "PEEL" in kinds, k.applied_opts
+def test_default_conv_kernel_is_tiled_and_reads_without_gates():
+  """conv2d(padding=1) copies the padded input first, so the conv kernel reads it with no border check: the default
+  opts give it the register tile (vectors along the output row) and nothing in it compares or gates a load."""
+  r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
+  sis = [si for si in create_schedule([r(2, 8, 32, 32).conv2d(r(16, 8, 3, 3), padding=1).lazydata]) if si.kind == "kernel"]
+  assert len(sis) == 2
+  k = optimize(lower(sis[-1].ast, sis[-1].name), DEV)
+  assert [o[0] for o in k.applied_opts][:1] == ["TILE"] and has_vectors(k), k.applied_opts
+  uops = k.sink.toposort()
+  assert k.reduce_ranges() and not [u for u in uops if u.op in (Ops.CMPLT, Ops.CMPNE, Ops.WHERE) or (u.op is Ops.LOAD and len(u.src) > 2)]
 
 def test_linearizer_sinks_loads_and_hoists_stores():
   """4 unrolled outputs of a*b: each store follows its own two loads directly (load, load, mul, store, ...), so no
