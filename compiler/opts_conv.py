@@ -1,16 +1,89 @@
-"""Default opts for convolution-like kernels: a reduction whose loads along an output loop are gated by comparisons of
-that loop's index (the padding border). The border vectors keep their gates, the inner ones read without them, and the
+"""Default opts for convolution-like kernels (a reduction that slides a window along its innermost output loop).
+
+conv2d copies its padded input into a buffer of its own, so its kernel reads without border checks: when the output
+row is a multiple of the vector width it takes the matmul register tile (compiler/opts.py); otherwise `window_tile`
+covers the row with a few vectors, the last one overlapping the one before it (they store equal values), so odd widths
+(28, 14, 56...) still run full-width vectors. Kernels that keep the border checks (a padded view fed straight into a
+windowed reduction) get `conv_tile`: the border vectors keep their gates, the inner ones read without them, and the
 row loop is peeled (compiler/peel.py) so its middle piece runs without comparisons."""
 from __future__ import annotations
+from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
-from compiler.opts import Opt, OptError, UPCAST_I, apply_opt, apply_opts, _loads, _stride
+from compiler.opts import Opt, OptError, UPCAST_I, apply_opt, apply_opts, check_pressure, copy_kernel, _loads, _stride
+from compiler.uop import UOp, Ops, substitute
+from compiler.vectorize import vectorize
+
+WINDOW_VECS = 4          # at most this many (overlapping) vectors cover a row
+WINDOW_ROWS = (8, 4, 2)  # output channels per tile, the largest the registers allow (accumulators = vectors x rows)
+
+def overlap_vectors(k: LoweredKernel, rj: UOp, wv: int) -> LoweredKernel:
+  """A copy of `k` with output loop rj (size n, n >= wv) replaced by ceil(n/wv) vectors of wv lanes starting at
+  0, wv, 2*wv... and the last one at n - wv: it overlaps the one before, whose values it stores again (the same ones,
+  so the result is unchanged), and no lane reaches past the row.
+
+  >>> from compiler.lazy import LazyBuffer
+  >>> from compiler.schedule import create_schedule
+  >>> from compiler.lower import lower
+  >>> x = LazyBuffer.empty((4, 28), dtypes.float32, "CPU"); x.buffer = object()
+  >>> k = lower(create_schedule([x.alu(Ops.ADD, x)])[0].ast)
+  >>> overlap_vectors(k, k.global_ranges[-1], 16).applied_opts[-1][2:]
+  (16, (0, 12))
+  """
+  n = rj.src[0].arg
+  lane = UOp(Ops.LANE, dtypes.int32, (), wv)
+  starts = [min(u * wv, n - wv) for u in range(-(-n // wv))]
+  stores = [substitute(s, {rj: UOp.const(dtypes.int32, st) + lane}) if rj in s.toposort() else s for st in starts for s in k.sink.src]
+  k = copy_kernel(k)
+  k.sink = vectorize(UOp(Ops.SINK, None, tuple(dict.fromkeys(stores))), lane)
+  k.global_ranges = [r for r in k.global_ranges if r is not rj]
+  k.applied_opts.append(("OVERLAP_VECTOR", rj.arg[0], wv, tuple(starts)))
+  return k
+
+def _window_loop(k: LoweredKernel, rj: UOp) -> bool:
+  """Some load slides along rj: contiguous in rj and moving by one with a reduction loop too (x[ox + kx])."""
+  return any(_stride(ld.src[1], rj) == 1 and any(_stride(ld.src[1], r) == 1 for r in k.reduce_ranges()) for ld in _loads(k))
+
+def window_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
+  """An ungated convolution whose output row (size n) is not a multiple of the vector width: the row as at most
+  WINDOW_VECS overlapping vectors of the widest width that fits (overlap_vectors), times WINDOW_ROWS rows of an output
+  loop whose sliding load does not move with it (output channels: each loaded vector serves every row)."""
+  if len(k.global_ranges) < 2 or not k.reduce_ranges() or getattr(k, "nests", None) or has_gates(k): return None
+  rj = k.global_ranges[-1]
+  n = rj.src[0].arg
+  wv = next((x for x in (w, w // 2, w // 4) if x >= 4 and x <= n and -(-n // x) <= WINDOW_VECS), None)
+  if wv is None or n % wv == 0 or not _window_loop(k, rj): return None   # (multiples: the matmul tile)
+  loads = [ld for ld in _loads(k) if _stride(ld.src[1], rj) == 1]
+  rows = next((ri for ri in k.global_ranges[:-1] if all(_stride(ld.src[1], ri) == 0 for ld in loads)), None)
+  try: kv = overlap_vectors(k, rj, wv); check_pressure(kv, device)
+  except OptError: return None
+  if rows is None: return kv
+  i = kv.global_ranges.index(rows)
+  for u in WINDOW_ROWS:
+    if rows.src[0].arg % u == 0:
+      try: return apply_opt(kv, Opt("UPCAST", i, u), device)
+      except OptError: continue
+  return kv
+
+def has_gates(k: LoweredKernel) -> bool:
+  """Some load of k is gated (a padded view read in place).
+
+  >>> from compiler.lazy import LazyBuffer
+  >>> from compiler.schedule import create_schedule
+  >>> from compiler.lower import lower
+  >>> x = LazyBuffer.empty((4, 8), dtypes.float32, "CPU"); x.buffer = object()
+  >>> [has_gates(lower(create_schedule([y.alu(Ops.ADD, y)])[0].ast)) for y in (x, x.pad(((0, 0), (1, 1))))]
+  [False, True]
+  """
+  return any(ld.op is Ops.LOAD and len(ld.src) > 2 for ld in _loads(k))
 
 def conv_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
   """A convolution-like kernel (a reduction whose loads along the innermost output loop rj are gated by comparisons
   of rj: the padding border): rj as vectors narrower than the machine's (w/2 lanes), all of rj's vectors unrolled, so
   that the inner vectors read without gates (their lanes can't reach the border) and only the first and last compare;
-  plus 4 rows of another output loop whose loads don't move with it (output channels), like the matmul tile."""
+  plus 4 rows of another output loop whose loads don't move with it (output channels), like the matmul tile.
+  Ungated convolutions with odd rows go to window_tile."""
   if len(k.global_ranges) < 2 or not k.reduce_ranges(): return None
+  if not has_gates(k): return window_tile(k, w, device)
   from compiler.peel import peel_points
   rj = k.global_ranges[-1]
   n, j = rj.src[0].arg, len(k.global_ranges) - 1

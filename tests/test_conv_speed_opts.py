@@ -1,0 +1,98 @@
+"""Structure of the default CPU opts for convolutions (compiler/opts_conv.py, frontend conv2d): conv2d copies its padded
+input, so the conv kernel reads without gates; rows that are a multiple of the vector width take the matmul register
+tile, odd rows get overlapping full-width vectors (window_tile) x several output channels; results equal torch."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+from frontend import Tensor
+from frontend.engine import device_, _beam_runner
+from compiler.schedule import create_schedule
+from compiler.lower import lower
+from compiler.linearize import linearize
+from compiler.render_c import render_c
+from compiler.opts import optimize, has_vectors
+from compiler.opts_conv import overlap_vectors, window_tile, has_gates
+from compiler.beam import DeviceInfo, build
+from compiler.pressure import vector_spills
+from compiler.uop import Ops
+
+DEV = device_("CPU")
+DI = DeviceInfo.of(DEV)
+W = max(1, getattr(DEV, "simd_bytes", 0) // 4)
+rng = np.random.default_rng(3)
+
+def conv_kernels(x: Tensor, w: Tensor, **kw) -> list:
+  return [si for si in create_schedule([x.conv2d(w, **kw).lazydata]) if si.kind == "kernel"]
+
+def zeros(*s) -> Tensor: return Tensor(np.zeros(s, np.float32)).realize()
+
+def torch_conv(x: np.ndarray, w: np.ndarray, **kw) -> np.ndarray:
+  import torch
+  return torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), **kw).numpy()
+
+def test_padded_conv_is_a_copy_then_an_ungated_reduction():
+  sis = conv_kernels(zeros(2, 4, 12, 12), zeros(8, 4, 3, 3), padding=1)
+  assert len(sis) == 2
+  pad, conv = (lower(si.ast, si.name) for si in sis)
+  assert not pad.reduce_ranges() and has_gates(pad)   # the copy holds the border checks...
+  assert conv.reduce_ranges() and not has_gates(conv)  # ...the conv kernel none
+  assert len(conv_kernels(zeros(2, 4, 12, 12), zeros(8, 4, 3, 3))) == 1   # no padding: no copy
+
+@pytest.mark.skipif(W < 8, reason="needs a CPU with 256-bit vectors or wider")
+@pytest.mark.parametrize("hw", [28, 14, 30, 7])
+def test_odd_rows_get_overlapping_full_vectors_and_match_torch(hw):
+  """Rows that no vector width divides: a few vectors cover the row (the last overlaps), several output channels per
+  tile; the kernel has vectors, no gates, no spills, and the result equals torch."""
+  x, w = rng.standard_normal((2, 5, hw, hw)).astype(np.float32), rng.standard_normal((16, 5, 3, 3)).astype(np.float32)
+  si = conv_kernels(Tensor(x).realize(), Tensor(w).realize(), padding=1)[-1]
+  k = optimize(lower(si.ast, si.name), DEV)
+  ov = [o for o in k.applied_opts if o[0] == "OVERLAP_VECTOR"]
+  assert ov and has_vectors(k), k.applied_opts
+  lanes, starts = ov[0][2], ov[0][3]
+  assert starts[-1] == hw - lanes and len(starts) * lanes >= hw and hw % lanes   # full-width vectors, last one overlaps
+  assert any(o[0] == "UNROLL_OUT" for o in k.applied_opts), k.applied_opts      # several output channels per tile
+  assert not any(u.op in (Ops.CMPLT, Ops.WHERE) for u in k.sink.toposort())
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name) == 0
+  np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), padding=1).numpy(), torch_conv(x, w, padding=1), rtol=1e-4, atol=1e-4)
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(4, 70), st.sampled_from([4, 8, 16]), st.integers(1, 3))
+def test_overlap_vectors_store_every_output_once_per_value(n, wv, cout):
+  """overlap_vectors on any row length: the stores cover exactly the row (no lane past it), and the kernel computes
+  what the unoptimized one does."""
+  if wv > n or wv > W: return
+  x, w = rng.standard_normal((1, 2, 3, n)).astype(np.float32), rng.standard_normal((cout, 2, 1, 3)).astype(np.float32)
+  si = conv_kernels(Tensor(x).realize(), Tensor(w).realize(), padding=(0, 1))[-1]   # pad the row only: output rows of length n
+  k = lower(si.ast, si.name)
+  rj = k.global_ranges[-1]
+  assert rj.src[0].arg == n
+  kv = overlap_vectors(k, rj, wv)
+  assert rj not in kv.global_ranges and rj in k.global_ranges   # k itself is unchanged
+  starts = kv.applied_opts[-1][3]
+  assert sorted({s + i for s in starts for i in range(wv)}) == list(range(n))
+  run = _beam_runner(si, DEV)
+  ref = run(build(lower(si.ast, si.name), (), DI))[1][0]
+  for kk in (kv, optimize(lower(si.ast, si.name), DEV)):   # and whatever the default opts make of it
+    np.testing.assert_allclose(run(build(kk, (), DI))[1][0], ref, rtol=1e-5, atol=1e-5)
+
+def test_window_tile_leaves_gated_kernels_and_vector_multiples_alone():
+  gated = [si for si in create_schedule([zeros(2, 3, 12, 28).pad((1, 1, 1, 1)).conv2d(zeros(8, 3, 3, 3)).lazydata]) if si.kind == "kernel"][-1]
+  assert window_tile(lower(gated.ast, gated.name), W, DEV) is None
+  si = conv_kernels(zeros(2, 3, 8, 32), zeros(8, 3, 3, 3), padding=1)[-1]
+  assert window_tile(lower(si.ast, si.name), W, DEV) is None     # 32 lanes: the matmul tile's job
+  k = optimize(lower(si.ast, si.name), DEV)
+  assert k.applied_opts[0][0] == "TILE" and has_vectors(k)
+
+def test_bench_conv_kernel_inner_loop_is_fmas_of_plain_vector_loads():
+  """The benchmark's second conv (32 -> 64 channels, 32x32, pad 1): a register tile of vectors along the row times
+  output channels; its reduction body loads whole vectors (no lane-by-lane gathers, no ternaries) and nothing spills."""
+  si = conv_kernels(zeros(4, 32, 32, 32), zeros(64, 32, 3, 3), padding=1)[-1]
+  k = optimize(lower(si.ast, si.name), DEV)
+  prog = linearize(k)
+  loads = [u for u in prog if u.op is Ops.LOAD]
+  vec_loads = [u for u in loads if u.dtype.count > 1]
+  accs = [u for u in prog if u.op is Ops.DEFINE_ACC]
+  assert k.threaded is not None and vec_loads and len(accs) >= 8, (k.applied_opts, len(accs))
+  assert all(len(u.src) == 2 for u in loads)   # no gate on any load
+  src = render_c(k, 2)
+  assert "?" not in src and vector_spills(src, k.name) == 0
