@@ -113,4 +113,4 @@ def lower(ast: UOp, name: str = "kernel") -> LoweredKernel:
     val = lw.at(st_node.src[0], tuple(idx))
     g = lw.gbuf(bi, st_node.src[0].dtype)
     stores.append(UOp(Ops.STORE, None, (g, off, val)))
-  return LoweredKernel(name, UOp(Ops.SINK, None, tuple(stores)), [lw.bufs[i] for i in sorted(lw.bufs)], granges, len(ast.src))
+  return LoweredKernel(name, UOp(Ops.SINK, None, tuple(stores), ast.arg), [lw.bufs[i] for i in sorted(lw.bufs)], granges, len(ast.src))

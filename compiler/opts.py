@@ -74,6 +74,15 @@ def apply_tile(k: LoweredKernel, ri: UOp | None, ui: int, rj: UOp, w: int, uj: i
   k.applied_opts.append(("TILE", ri.arg[0] if ri is not None else None, ui, rj.arg[0], w, uj))
   return k
 
+def apply_split(k: LoweredKernel, axis: int, n: int) -> LoweredKernel:
+  """Output loop `axis` (size s) as an outer loop of s/n and an inner one of n right inside it: g = go*n + gi."""
+  g = k.global_ranges[axis]
+  go, gi = _new_range(g.src[0].arg // n, "global"), _new_range(n, "global")
+  k.sink = substitute(k.sink, {g: go * n + gi})
+  k.global_ranges[axis:axis + 1] = [go, gi]
+  k.applied_opts.append(("SPLIT", g.arg[0], n))
+  return k
+
 def apply_reduce_vectors(k: LoweredKernel, red: UOp, r: UOp, w: int, acc: int) -> LoweredKernel:
   """REDUCE over the contiguous range r: acc vector accumulators of w lanes, folded after the loop."""
   lane = UOp(Ops.LANE, dtypes.int32, (), w)
@@ -135,7 +144,9 @@ def optimize(k: LoweredKernel, device) -> LoweredKernel:
     w = max(1, getattr(device, "simd_bytes", 0) // 4)
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
       before = list(k.global_ranges)
-      from compiler.opts_conv import conv_tile   # imported here: opts_conv builds on this module's opts
+      from compiler.opts_conv import conv_tile   # imported here: opts_conv/opts_matmul build on this module's opts
+      from compiler.opts_matmul import packed_matmul_tile
+      if (kc := packed_matmul_tile(k, device)) is not None: return kc
       if (kc := conv_tile(k, w, device)) is not None: k = kc
       elif _matmul_tile(k, w): k = _more_rows(k, before, device)
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
@@ -225,6 +236,7 @@ class Opt:
   THREAD  g        output loop g split across the CPU cores
   PEEL    g        output loop g cut where comparisons against its index change value (compiler/peel.py)
   SWAP    g, h     output loops g and h exchange places in the loop nest (g < h): which operand stays in cache
+  SPLIT   g, n     output loop g as two loops, an outer one and n iterations inside it (with SWAP: cache blocking)
   PAD     g, n     output loop g cut at its last multiple of n, the remainder run as a loop of its own, so tiles of n
                    apply to odd sizes (the effect of padding, with no access past the buffers; CPU only)
   REDUCE_VECTOR r, w   reduction loop r with a w-lane vector accumulator (lanes summed after the loop)
@@ -248,7 +260,7 @@ class Opt:
   @staticmethod
   def from_json(x: list) -> "Opt": return Opt(x[0], x[1], x[2])
 
-OPT_KINDS = ("DEFAULT", "UPCAST", "VECTOR", "THREAD", "PEEL", "PAD", "SWAP", "REDUCE_VECTOR", "REDUCE_UNROLL", "UNROLL")
+OPT_KINDS = ("DEFAULT", "UPCAST", "VECTOR", "THREAD", "PEEL", "PAD", "SWAP", "SPLIT", "REDUCE_VECTOR", "REDUCE_UNROLL", "UNROLL")
 MAX_STORES = 256       # more unrolled outputs than this only makes compile time explode
 MAX_NODES = 40000      # nor a graph this big
 
@@ -314,7 +326,9 @@ def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
     _check(w_max > 1 and c_like and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "no float32 vectors on this device/kernel")
     # (not _more_rows: BEAM reaches 8, 12 or 16 rows from the 4-row tile by UPCAST, and other shapes too)
     from compiler.opts_conv import conv_tile
-    if (kc := conv_tile(k, w_max, device)) is not None: k = kc
+    from compiler.opts_matmul import packed_matmul_tile
+    if (kc := packed_matmul_tile(k, device, thread=False)) is not None: k = kc
+    elif (kc := conv_tile(k, w_max, device)) is not None: k = kc
     elif not _matmul_tile(k, w_max): _check(_reduce_vectors(k, w_max) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
   elif kind == "SWAP":
     gr = k.global_ranges
@@ -322,6 +336,14 @@ def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
     _check(not getattr(k, "nests", None), opt, k, "loop chains hang at fixed depths of the output loops")
     gr[axis], gr[amt] = gr[amt], gr[axis]
     k.applied_opts.append(("SWAP", axis, amt))
+  elif kind == "SPLIT":
+    gr = k.global_ranges
+    _check(axis is not None and 0 <= axis < len(gr), opt, k, f"axis out of range (kernel has {len(gr)} output loops)")
+    n = gr[axis].src[0].arg
+    _check(amt is not None and 1 < amt < n and n % amt == 0, opt, k, f"amount {amt} does not divide loop size {n} into two loops")
+    _check(not getattr(k, "nests", None) and k.threaded is None, opt, k, "split before peeling and threading (they pin loop positions)")
+    apply_split(k, axis, amt)
+    before = list(k.global_ranges)
   elif kind in ("UPCAST", "VECTOR", "THREAD", "PEEL", "PAD"):
     _check(axis is not None and 0 <= axis < len(k.global_ranges), opt, k, f"axis out of range (kernel has {len(k.global_ranges)} output loops)")
     g = k.global_ranges[axis]
@@ -398,6 +420,7 @@ def candidate_opts(k: LoweredKernel, device) -> list[Opt]:
     out += [Opt("VECTOR", i, w) for w in LANES if n % w == 0]
     out += [Opt("PAD", i, a) for a in (4, 8, 16, 32) if a < n and n % a and getattr(device, "renderer", "c") == "c"]
     if k.threaded is None and getattr(device, "ncores", 1) > 1: out.append(Opt("THREAD", i))
+    if k.threaded is None and not getattr(k, "nests", None): out += [Opt("SPLIT", i, a) for a in (2, 4, 8) if n % a == 0 and a < n]
   if not getattr(k, "nests", None): out += [Opt("SWAP", 0, j) for j in range(1, len(k.global_ranges))]
   for i, r in enumerate(k.reduce_ranges()):
     n = r.src[0].arg

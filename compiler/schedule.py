@@ -33,6 +33,7 @@ class ScheduleItem:
   kind: str = "kernel"   # kernel | copy | empty
   name: str = ""
   assign_target: LazyBuffer | None = None  # the buffer an ASSIGN kernel writes in place
+  alloc_nbytes: int | None = None          # the output buffer's size when the kernel writes past the tensor's end
   @property
   def bufs(self) -> list[LazyBuffer]: return self.outputs + self.inputs
 

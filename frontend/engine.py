@@ -11,6 +11,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.lazy import LazyBuffer
 from compiler.schedule import ScheduleItem, create_schedule
+from compiler.pack import pack_matmuls
 from compiler.uop import UOp, Ops, ALU
 from compiler.lower import lower
 from compiler.linearize import linearize
@@ -132,7 +133,7 @@ def _beam_runner(si: ScheduleItem, dev):
   rng = np.random.default_rng(0)
   lbs = [si.outputs[0], *si.inputs]
   npdt = lambda dt: np.dtype(dt.fmt) if dt.fmt else np.dtype(np.uint16)
-  bufs = [Buffer(si.outputs[0].device, max(1, lb.size * lb.dtype.itemsize)) for lb in lbs]
+  bufs = [Buffer(si.outputs[0].device, max(1, lb.size * lb.dtype.itemsize, (si.alloc_nbytes or 0) if i == 0 else 0)) for i, lb in enumerate(lbs)]
   for b, lb in zip(bufs[1:], lbs[1:]):
     d = npdt(lb.dtype)
     x = rng.standard_normal(lb.size) if d.kind == "f" else rng.integers(-3, 4, lb.size) if d.kind in "iu" else rng.integers(0, 2, lb.size)
@@ -182,7 +183,7 @@ capturing: list[ExecItem] | None = None
 def run_schedule(items: list[ScheduleItem]) -> None:
   for si in items:
     out = si.outputs[0]
-    nbytes = out.size * out.dtype.itemsize
+    nbytes = si.alloc_nbytes or out.size * out.dtype.itemsize
     if si.kind == "empty":
       out.buffer = Buffer(out.device, nbytes)
       continue
@@ -207,7 +208,13 @@ def _drop_graph(items: list[ScheduleItem]) -> None:
     for b in si.outputs:
       b.srcs, b.op, b.arg = (), Ops.EMPTY, None
 
+def _simd_lanes(device: str) -> int:
+  """float32 lanes of the device's kernel vectors; 0 where products are not packed (GPUs, NOOPT=1)."""
+  dev = device_(device)
+  if dev.renderer != "c" or os.environ.get("NOOPT", "0") == "1": return 0
+  return getattr(dev, "simd_bytes", 0) // 4
+
 def realize(lbs: list[LazyBuffer]) -> None:
-  items = create_schedule(lbs)
+  items = pack_matmuls(create_schedule(lbs), _simd_lanes)
   run_schedule(items)
   _drop_graph(items)

@@ -23,6 +23,7 @@ ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
 _NCORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 HUGE = 2 << 20   # buffers this big get their own mapping, with transparent huge pages asked for
+KEEP = 64 << 10  # freed buffers this big are kept for reuse (calloc maps them fresh, page faults included, each time)
 
 def _backing(nbytes: int) -> np.ndarray:
   """Zero-filled host memory of at least nbytes + ALIGN. Big buffers are private anonymous mappings advised
@@ -87,7 +88,7 @@ class CPUAllocator:
     if buf._mem is None: raise RuntimeError(f"double free of {buf!r}")
     raw, buf._mem, buf._raw = buf._raw, None, None
     # only big buffers are worth keeping: small ones come from calloc's own free lists
-    if raw is None or raw.nbytes < HUGE or raw.nbytes > self.cache_limit: return
+    if raw is None or raw.nbytes < KEEP or raw.nbytes > self.cache_limit: return
     self.cache.setdefault(self._key(buf.nbytes), []).append(raw)
     self.cached_bytes += raw.nbytes
     while self.cached_bytes > self.cache_limit:   # drop the oldest backing of the size with the most held

@@ -1,0 +1,138 @@
+"""Packed operands for big matrix products on CPUs (a schedule pass run before the kernels are built).
+
+A register-tiled matmul reads, at every step of its reduction loop k, MR values of A (one per row of its tile) and NR
+values of B (one vector row of its tile). Read in place, A's values sit K floats apart and B's rows N floats apart: for
+the power-of-two sizes that matter, every one of those lines falls in the same cache set, and the tile's operands do
+not stay in L1/L2 however small they are. So before the product, two copy kernels *pack* them:
+
+  PA[it, k, l] = A[it*MR + l, k]    (rows padded with zeros to a multiple of MR)
+  PB[jt, k, l] = B[k, jt*NR + l]
+
+and the product reads PA[i // MR, k, i % MR] and PB[j // NR, k, j % NR]: each tile step is one contiguous read of MR
+floats and one of NR, and a tile's operands are two sequential streams. The copies cost O(N^2) against O(N^3).
+The product's SINK carries ("packed_matmul", MR, NR, JB): compiler/opts_matmul.py tiles it to match the layout.
+When M is not a multiple of MR the product computes the padded rows too, into room past the end of its output
+(ScheduleItem.alloc_nbytes), which only works when nothing else in the kernel is read per row: such kernels keep
+their plain form.
+
+>>> from compiler.lazy import LazyBuffer
+>>> from compiler.dtypes import dtypes
+>>> from compiler.schedule import create_schedule
+>>> a, b = (LazyBuffer.empty((256, 256), dtypes.float32, "CPU") for _ in range(2))
+>>> a.buffer = b.buffer = object()
+>>> mm = a.reshape((256, 1, 256)).expand((256, 256, 256)).alu(Ops.MUL, b.permute((1, 0)).reshape((1, 256, 256)).expand((256, 256, 256))).r(Ops.ADD, (2,))
+>>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 16)]
+['E_22_256_12', 'E_8_256_32', 'r_264_256_256']
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+from typing import Callable
+from compiler.dtypes import dtypes
+from compiler.lazy import LazyBuffer
+from compiler.schedule import ScheduleItem, kernel_name
+from compiler.uop import UOp, Ops, substitute
+from compiler.view import ShapeTracker, View
+
+PACK_MIN = 256          # every one of M, N, K at least this: smaller products fit the caches as they are
+L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (half of a 2 MiB L2)
+
+def tile_shape(lanes: int, m: int, n: int, pad_rows: bool) -> tuple[int, int] | None:
+  """(MR, NR) for `lanes`-float vectors: NR = 2 vectors, MR rows so that MR*2 accumulators + 2 B vectors + a broadcast
+  fit the vector registers (32 with AVX-512, 16 with AVX2). None when N is not a multiple of a vector."""
+  if lanes < 8 or n % lanes: return None
+  nr = 2 * lanes if n % (2 * lanes) == 0 else lanes
+  vec_regs = 32 if lanes >= 16 else 16
+  mr_max = (vec_regs - nr // lanes - 2) // (nr // lanes)   # 14 x 2 vectors on AVX-512, 6 x 2 on AVX2
+  for mr in (12, 8, 6, 4) if lanes >= 16 else (6, 4):
+    if mr <= mr_max and (pad_rows or m % mr == 0): return mr, nr
+  return None
+
+def _single_view(u: UOp) -> View | None:
+  st: ShapeTracker = u.arg[1]
+  return st.views[0] if len(st.views) == 1 and st.views[0].mask is None else None
+
+def _matmul(ast: UOp) -> tuple[UOp, UOp, UOp] | None:
+  """(reduce, load of A, load of B) when the kernel is a plain product over shape (M, N, K): one REDUCE_AXIS ADD over
+  axis 2 of MUL(LOAD, LOAD), A constant along N and B along M, both float32 single views without masks."""
+  reds = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
+  if len(reds) != 1 or reds[0].arg != (Ops.ADD, (2,)) or reds[0].dtype is not dtypes.float32: return None
+  mul = reds[0].src[0]
+  if mul.op is not Ops.MUL or any(s.op is not Ops.LOAD or s.dtype is not dtypes.float32 for s in mul.src): return None
+  views = [_single_view(s) for s in mul.src]
+  if any(v is None or len(v.shape) != 3 for v in views): return None
+  a, b = [s for s, v in zip(mul.src, views) if v.strides[1] == 0 and v.strides[0] != 0], [s for s, v in zip(mul.src, views) if v.strides[0] == 0 and v.strides[1] != 0]
+  if len(a) != 1 or len(b) != 1: return None
+  return reds[0], a[0], b[0]
+
+def _pack_ast(view: View, rows: bool, tiles: int, k: int, t: int, size: int) -> UOp:
+  """The copy kernel PX[tt, kk, l] = X[tt*t + l, kk] (rows=True, X = A) or X[kk, tt*t + l] (B), zero past `size`."""
+  s_mn, s_k = (view.strides[0] if rows else view.strides[1]), view.strides[2]
+  st = ShapeTracker((View.create((size, k), (s_mn, s_k), view.offset),)).pad(((0, tiles * t - size), (0, 0)))
+  st = st.reshape((tiles, t, k)).permute((0, 2, 1))
+  return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.LOAD, dtypes.float32, (), (1, st)),), (0, ShapeTracker.from_shape((tiles, k, t)))),))
+
+def _packed_view(tiles: int, k: int, t: int, rows: bool, shape: tuple[int, int, int]) -> ShapeTracker:
+  """How the product reads the packed PX (tiles, k, t) at its index (i, j, kk)."""
+  st = ShapeTracker.from_shape((tiles, k, t)).permute((0, 2, 1)).reshape((tiles * t, k))
+  st = st.shrink(((0, shape[0] if rows else shape[1]), (0, k)))
+  return st.reshape((shape[0], 1, k)).expand(shape) if rows else st.reshape((1, shape[1], k)).expand(shape)
+
+@dataclass(frozen=True)
+class _Plan:
+  packs: tuple       # per operand: (pack kernel AST, packed shape, slot it reads, slot of the product it fills (0: a new one))
+  ast: UOp           # the product over the packed operands
+  alloc_nbytes: int | None
+
+_plans: dict[tuple, _Plan | None] = {}
+def _plan(ast: UOp, lanes: int) -> _Plan | None:
+  """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
+  if (key := (ast, lanes, PACK_MIN)) in _plans: return _plans[key]
+  _plans[key] = p = _make_plan(ast, lanes)
+  return p
+
+def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
+  if (mm := _matmul(ast)) is None: return None
+  red, la, lb = mm
+  m, n, k = la.arg[1].shape
+  if min(m, n, k) < PACK_MIN: return None
+  # padded rows are computed into room past the output's end: fine unless something else is read per output row
+  loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
+  out_st: ShapeTracker = ast.src[0].arg[1]
+  pad_ok = len(ast.src) == 1 and len(loads) == 2 and out_st.contiguous and out_st.shape == (m, n, 1)
+  if (tile := tile_shape(lanes, m, n, pad_ok)) is None: return None
+  mr, nr = tile
+  mt, nt = -(-m // mr), n // nr
+  jb = max(1, min(4, L2_PANEL // (k * nr * 4), nt // 2))
+  while nt % jb: jb -= 1
+  mp, nslots = mt * mr, max(u.arg[0] for u in loads)
+  packs, new_loads = [], {}
+  for ld, rows, tiles, t, size in ((la, True, mt, mr, m), (lb, False, nt, nr, n)):
+    # the packed copy takes the operand's slot unless another load still reads it (a @ a): then a new one
+    shared = any(u.arg[0] == ld.arg[0] and u is not ld and u not in new_loads for u in loads)
+    bi = (nslots := nslots + 1) if shared else ld.arg[0]
+    packs.append((_pack_ast(_single_view(ld), rows, tiles, k, t, size), (tiles, k, t), ld.arg[0], 0 if shared else bi))
+    new_loads[ld] = UOp(Ops.LOAD, dtypes.float32, (), (bi, _packed_view(tiles, k, t, rows, (mp, n, k))))
+  new_red = UOp(Ops.REDUCE_AXIS, red.dtype, (UOp(Ops.MUL, dtypes.float32, (new_loads[la], new_loads[lb])),), red.arg)
+  store = UOp(Ops.STORE, None, (substitute(ast.src[0].src[0], {red: new_red}),),
+              (ast.src[0].arg[0], out_st if mp == m else ShapeTracker.from_shape((mp, n, 1))))
+  return _Plan(tuple(packs), UOp(Ops.SINK, None, (store,), ("packed_matmul", mr, nr, jb)), mp * n * 4 if mp != m else None)
+
+def pack_item(si: ScheduleItem, lanes: int) -> list[ScheduleItem]:
+  """`si` with its operands packed (the two copy kernels first), or [si] unchanged when it is not a big float32 product."""
+  if si.kind != "kernel" or si.ast is None or si.assign_target is not None or (plan := _plan(si.ast, lanes)) is None: return [si]
+  inputs, items = list(si.inputs), []
+  for ast, shape, src_slot, dst_slot in plan.packs:
+    out = LazyBuffer.empty(shape, dtypes.float32, si.outputs[0].device)
+    items.append(ScheduleItem(ast, [out], [si.inputs[src_slot - 1]], "kernel", kernel_name(ast)))
+    if dst_slot: inputs[dst_slot - 1] = out
+    else: inputs.append(out)
+  return items + [ScheduleItem(plan.ast, list(si.outputs), inputs, "kernel", kernel_name(plan.ast), alloc_nbytes=plan.alloc_nbytes)]
+
+def pack_matmuls(items: list[ScheduleItem], lanes_of: Callable[[str], int]) -> list[ScheduleItem]:
+  """The schedule with every big float32 product's operands packed; `lanes_of(device)` is the float32 vector width of
+  the device's kernels (0: leave its products alone, as GPUs do)."""
+  out: list[ScheduleItem] = []
+  for si in items:
+    lanes = lanes_of(si.outputs[0].device) if si.kind == "kernel" else 0
+    out += pack_item(si, lanes) if lanes >= 8 else [si]
+  return out

@@ -1,0 +1,102 @@
+"""Packed matrix products (compiler/pack.py + compiler/opts_matmul.py): the schedule gains two copy kernels only for big
+float32 products on vector CPUs, the product's hot loop reads both packed operands contiguously (no div/mod left),
+every packed product equals numpy and the unpacked kernel (hypothesis over small shapes with the size floor lowered,
+padded rows, shared operands, transposed views, epilogues), and TinyJit replays the pack kernels."""
+import os, re
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+import compiler.pack as pack
+from compiler.pack import pack_matmuls, tile_shape
+from compiler.schedule import create_schedule
+from compiler.lower import lower
+from compiler.opts import optimize, apply_opt, Opt, OptError
+from compiler.render_c import render_c
+from compiler.linearize import linearize
+from frontend import Tensor, TinyJit, GlobalCounters
+from frontend.engine import device_
+
+DEV = device_("CPU")
+LANES = DEV.simd_bytes // 4
+rng = np.random.default_rng(11)
+def rnd(*shape) -> np.ndarray: return rng.standard_normal(shape).astype(np.float32)
+
+pytestmark = pytest.mark.skipif(LANES < 8, reason="this CPU has no 256-bit vectors: products are never packed")
+
+def _names(t: Tensor) -> list[str]:
+  return [si.name for si in pack_matmuls(create_schedule([t.lazydata]), lambda d: LANES)]
+
+def test_only_big_float32_products_are_packed():
+  a, b = Tensor(rnd(256, 256)), Tensor(rnd(256, 256))
+  assert len(_names(a @ b)) == 3                        # pack A, pack B, the product
+  assert len(_names(Tensor(rnd(64, 64)) @ Tensor(rnd(64, 64)))) == 1
+  assert len(_names(a.half() @ b.half())) == 1          # float16: no vectors, no packing
+  assert len(_names((a * b).sum(1))) == 1               # a reduction, not a product
+  assert pack_matmuls(create_schedule([(a @ b).lazydata]), lambda d: 0)[0].name.startswith("r_")   # a GPU: left alone
+
+def test_tile_shapes_fit_the_registers():
+  assert tile_shape(16, 1024, 1024, True) == (12, 32)   # AVX-512: 24 accumulators + 2 B vectors + a broadcast <= 32
+  assert tile_shape(16, 1024, 1024, False) == (8, 32)   # rows can't be padded: the largest tile dividing M
+  assert tile_shape(8, 1024, 1024, True) == (6, 16)     # AVX2: 12 + 2 + 1 <= 16
+  assert tile_shape(16, 1024, 1000, True) is None        # N not a multiple of a vector
+
+def test_packed_kernel_reads_contiguously():
+  a, b = Tensor(rnd(301, 256)), Tensor(rnd(256, 512))
+  si = pack_matmuls(create_schedule([(a @ b).lazydata]), lambda d: LANES)[-1]
+  assert si.alloc_nbytes == (312 if LANES == 16 else 306) * 512 * 4   # rows padded to the tile, computed past the end
+  k = optimize(lower(si.ast, si.name), DEV)
+  src = render_c(k, 2, linearize(k))
+  inner = src[src.index("< 256; r"):]                   # the reduction loop and what follows
+  assert not re.search(r"[%/]", inner.split("}")[0]), inner[:800]
+  assert inner.count("*((float") >= 2                   # vector loads of PB
+  assert k.threaded is k.global_ranges[0] and len(k.global_ranges) == 3
+
+@pytest.mark.parametrize("m,k,n", [(256, 256, 256), (300, 257, 512), (512, 384, 272), (259, 256, 256)])
+def test_packed_matmul_equals_numpy(m, k, n):
+  an, bn = rnd(m, k), rnd(k, n)
+  GlobalCounters.reset()
+  got = (Tensor(an) @ Tensor(bn)).numpy()
+  np.testing.assert_allclose(got, an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+def test_shared_operand_transposed_views_and_epilogue():
+  an, wn, bias = rnd(320, 256), rnd(272, 256), rnd(272)
+  a, w = Tensor(an), Tensor(wn)
+  ref = np.maximum(an.astype(np.float64) @ wn.T + bias, 0)
+  np.testing.assert_allclose((a @ w.T + Tensor(bias)).relu().numpy(), ref, rtol=1e-4, atol=1e-3)   # x @ W.T with an epilogue
+  sq = rnd(256, 256)
+  np.testing.assert_allclose((Tensor(sq) @ Tensor(sq)).numpy(), sq.astype(np.float64) @ sq, rtol=1e-4, atol=1e-3)   # a @ a
+  t = Tensor(sq)
+  np.testing.assert_allclose((t.T @ t).numpy(), sq.T.astype(np.float64) @ sq, rtol=1e-4, atol=1e-3)
+  assert len(_names(a @ w.T + Tensor(bias))) == 3      # the epilogue reads bias per column: still packed (M=320 = 8 * 40)
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([1, 3, 12, 13, 25, 37, 64]), st.sampled_from([1, 2, 7, 16, 33]), st.sampled_from([16, 32, 48, 64]))
+def test_packed_equals_unpacked_small(m, k, n):
+  """With the size floor at 1, every product whose N is a multiple of a vector is packed; it equals NOOPT=1."""
+  an, bn = rnd(m, k), rnd(k, n)
+  old = pack.PACK_MIN
+  pack.PACK_MIN = 1
+  try:
+    got = (Tensor(an) @ Tensor(bn)).numpy()
+    os.environ["NOOPT"] = "1"
+    want = (Tensor(an) @ Tensor(bn)).numpy()
+  finally:
+    pack.PACK_MIN = old
+    os.environ.pop("NOOPT", None)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+
+def test_split_opt_and_its_errors():
+  a, b = Tensor(rnd(64, 64)), Tensor(rnd(64, 64))
+  k = lower(create_schedule([(a + b).lazydata])[0].ast)
+  k2 = apply_opt(k, Opt("SPLIT", 0, 4), DEV)
+  assert [r.src[0].arg for r in k2.global_ranges] == [16, 4, 64]
+  with pytest.raises(OptError, match="does not divide"): apply_opt(k, Opt("SPLIT", 0, 5), DEV)
+  with pytest.raises(OptError, match="axis out of range"): apply_opt(k, Opt("SPLIT", 3, 2), DEV)
+
+def test_jit_replays_the_pack_kernels():
+  @TinyJit
+  def f(x, y): return (x @ y).realize()
+  for _ in range(3):
+    an, bn = rnd(256, 256), rnd(256, 256)
+    out = f(Tensor(an).realize(), Tensor(bn).realize())
+    np.testing.assert_allclose(out.numpy(), an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-3)
