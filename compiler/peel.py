@@ -29,6 +29,7 @@ from compiler.lower import LoweredKernel, identity_element
 from compiler.uop import UOp, Ops, UPat, PatternMatcher, graph_rewrite, substitute, simplify, symbolic
 
 MAX_PIECES = 5
+MAX_PEELS = 16   # reduction loops cut per kernel at most (each cut copies the loops beside it)
 
 @dataclass
 class PeeledKernel(LoweredKernel):
@@ -118,11 +119,13 @@ def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
     for red in [u for u in k.sink.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]:
       j = red.src.index(r)
       parts = []
-      for lo, hi in pieces:
+      for n_piece, (lo, hi) in enumerate(pieces):
         p = _fresh(r, hi - lo)
-        fresh = {x: _fresh(x) for x in red.src[j + 1:]}   # loops inside r: one copy per piece (each loop has one place)
-        body = substitute(red.src[0], {**fresh, r: p + lo if lo else p})
-        parts.append(UOp(Ops.REDUCE, red.dtype, (body, *red.src[1:j], p, *fresh.values()), red.arg))
+        # each piece is a loop nest of its own, and a loop has one place: the piece's other loops (outside r as well as
+        # inside it) are copies, except in the first piece, which keeps them
+        fresh = {x: _fresh(x) if n_piece else x for x in red.src[1:] if x is not r and x.op is Ops.RANGE}
+        body = substitute(red.src[0], {**{x: y for x, y in fresh.items() if x is not y}, r: p + lo if lo else p})
+        parts.append(UOp(Ops.REDUCE, red.dtype, (body, *[fresh.get(x, x) for x in red.src[1:j]], p, *[fresh.get(x, x) for x in red.src[j + 1:]]), red.arg))
       total = parts[0]
       for q in parts[1:]: total = UOp(red.arg, red.dtype, (total, q))
       m[red] = total
@@ -135,8 +138,9 @@ def peel(k: LoweredKernel, output_loops: bool = True) -> LoweredKernel:
   """Peel every loop of k that compares its index against constants: reduction loops, and output loops too when
   `output_loops` (the CPU, where they are loops; not on GPUs, where they are the grid). Output loops are peeled at most
   once (the innermost one that has cut points, outside the threaded one)."""
-  for r in k.reduce_ranges():
-    if r in k.reduce_ranges() and peel_points(k, r): k = peel_range(k, r)
+  for _ in range(MAX_PEELS):   # the copies a peel makes of the other loops have comparisons to cut too
+    if (r := next((r for r in k.reduce_ranges() if peel_points(k, r)), None)) is None: break
+    k = peel_range(k, r)
   if output_loops and not getattr(k, "nests", None):
     for r in reversed(k.global_ranges):
       if r is not k.threaded and peel_points(k, r) and (k.threaded is None or k.global_ranges.index(k.threaded) < k.global_ranges.index(r)):

@@ -104,9 +104,8 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
   prog = linearize(k)
   if dev.renderer != "c" and os.environ.get("NOOPT", "0") != "1":   # GPUs: cut reduction loops at their padding borders
     from compiler.peel import peel
-    try: k, prog = (pk := peel(k, output_loops=False)), linearize(pk)
-    except AssertionError as e:   # known gap: some multiply-peeled conv kernels don't nest; run them unpeeled
-      if debug_level() >= 1: print(f"{k.name}: loop peeling skipped ({e})", file=sys.stderr)
+    k = peel(k, output_loops=False)
+    prog = linearize(k)
   threads = dev.ncores if k.threaded is not None else 1
   if dev.renderer == "c":
     from compiler.render_c import render_c

@@ -128,3 +128,17 @@ def test_default_opts_vectorize_odd_matmuls():
   k = optimize(lower(si.ast, si.name), DEV)
   assert ("PAD" in [o[0] for o in k.applied_opts]) and any(u.dtype is not None and u.dtype.count > 1 for u in k.sink.toposort())
   np.testing.assert_allclose((Tensor(x) @ Tensor(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("h, w", [(1, 3), (2, 5), (4, 4)])
+def test_gpu_peels_nested_reduction_loops_of_a_padded_conv(h, w):
+  """On a GPU both reduction loops of a padded 3x3 conv (ky and kx) are cut; each piece of one gets its own copies of
+  the other loop, so the pieces nest (this once failed to linearize) and the result is unchanged. (Gates that also
+  depend on the output row stay: output loops are the grid on a GPU, not cut.)"""
+  xn, wn = np.random.default_rng(h).standard_normal((1, 2, h, w)).astype(np.float32), np.ones((3, 2, 3, 3), np.float32)
+  out = fused_pad_conv(Tensor(xn), Tensor(wn))
+  si = kernel_of(out)
+  k = peel(lower(si.ast, si.name), output_loops=False)
+  render_ptx(k, "sm_90", linearize(k))
+  assert len([o for o in k.applied_opts if o[0] == "PEEL"]) >= 2
+  got = fused_pad_conv(Tensor(xn, device="PTXEMU"), Tensor(wn, device="PTXEMU")).numpy()
+  np.testing.assert_allclose(got, out.numpy(), rtol=1e-5, atol=1e-5)
