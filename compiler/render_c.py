@@ -241,6 +241,8 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {expr};")
     elif op is Ops.VECTORIZE:
       lines.append(f"{pad}{ctype(u.dtype)} {name} = ({ctype(u.dtype)}){{{', '.join(r(s) for s in u.src)}}};")
+    elif op is Ops.GEP and u.src[0].op is Ops.CONST:   # a lane of a constant (constants render as scalars)
+      names[u] = render_const(u.src[0].arg, u.dtype); continue
     elif op is Ops.GEP:
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {r(u.src[0])}[{u.arg}];")
     else:
