@@ -2,7 +2,9 @@
 
 Every opt is a substitution of a RANGE by an expression of new ranges (and LANE, the vector lane), so a kernel
 stays correct by construction; `optimize(kernel, device)` applies the default hand-written heuristic:
-  - matmul-like kernels (a reduction with two output loops, one of them contiguous in some input) get a
+  - big float32 products come with their operands packed (compiler/pack.py) and get the matching register tile and
+    cache-blocked loop order (compiler/opts_matmul.py);
+  - other matmul-like kernels (a reduction with two output loops, one of them contiguous in some input) get a
     register tile: UPCAST_I rows unrolled x (VEC_UNROLL x W) columns as W-wide vectors, accumulators in
     registers, the reduction loop innermost;
   - reductions over a contiguous axis keep VEC_ACC vector accumulators and sum their lanes at the end;
