@@ -98,7 +98,11 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
   # padded rows are computed into room past the output's end: fine unless something else is read per output row
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
   out_st: ShapeTracker = ast.src[0].arg[1]
-  pad_ok = len(ast.src) == 1 and len(loads) == 2 and out_st.contiguous and out_st.shape == (m, n, 1)
+  val = ast.src[0].src[0]
+  # the product stored as it is, or through a reshape to (M, N) (`(a @ b).contiguous()`): rows are then the outer
+  # dimension of the output, and padded rows land past its end
+  plain = val is red or (val.op is Ops.VIEW and val.src[0] is red and val.arg.contiguous and val.arg.shape == (m, n))
+  pad_ok = len(ast.src) == 1 and len(loads) == 2 and plain and out_st.contiguous and out_st.shape in ((m, n, 1), (m, n))
   if (tile := tile_shape(lanes, m, n, pad_ok)) is None: return None
   mr, nr = tile
   mt, nt = -(-m // mr), n // nr
@@ -113,8 +117,10 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
     packs.append((_pack_ast(_single_view(ld), rows, tiles, k, t, size), (tiles, k, t), ld.arg[0], 0 if shared else bi))
     new_loads[ld] = UOp(Ops.LOAD, dtypes.float32, (), (bi, _packed_view(tiles, k, t, rows, (mp, n, k))))
   new_red = UOp(Ops.REDUCE_AXIS, red.dtype, (UOp(Ops.MUL, dtypes.float32, (new_loads[la], new_loads[lb])),), red.arg)
-  store = UOp(Ops.STORE, None, (substitute(ast.src[0].src[0], {red: new_red}),),
-              (ast.src[0].arg[0], out_st if mp == m else ShapeTracker.from_shape((mp, n, 1))))
+  if mp == m: store = UOp(Ops.STORE, None, (substitute(val, {red: new_red}),), ast.src[0].arg)
+  else:   # (pad_ok: val is the product, or a reshape of it to (M, N))
+    pval = new_red if val is red else UOp(Ops.VIEW, val.dtype, (new_red,), ShapeTracker.from_shape((mp, n)))
+    store = UOp(Ops.STORE, None, (pval,), (ast.src[0].arg[0], ShapeTracker.from_shape((mp,) + out_st.shape[1:])))
   return _Plan(tuple(packs), UOp(Ops.SINK, None, (store,), ("packed_matmul", mr, nr, jb)), mp * n * 4 if mp != m else None)
 
 def pack_item(si: ScheduleItem, lanes: int) -> list[ScheduleItem]:

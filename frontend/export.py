@@ -244,7 +244,7 @@ def export_c(fn: Callable, *example_inputs, name: str = "net", embed_weights: bo
     b = t.lazydata.buffer
     ob = _Buf("out", j, t.nbytes(), t.dtype)
     src = bufs.get(id(b))
-    if src is not None and src.kind == "s":
+    if src is not None and src.kind == "s" and src.nbytes == ob.nbytes:   # (a packed product writes padding past the end)
       src.kind, src.index = "out", j
     else: steps.append(_Step(None, [ob, src or weight(b, t.dtype)]))
     out_bufs.append(ob)

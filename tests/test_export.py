@@ -265,3 +265,18 @@ def test_command_line(tmp_path):
     assert r.returncode == 0, r.stderr
     assert {p.name for p in out.iterdir()} == files and "bytes of scratch" in r.stdout
     assert f"void {args[-1]}(const float *in0, float *out0);" in (out / f"{args[-1]}.h").read_text()
+
+def test_packed_product_with_padded_rows(tmp_path):
+  """A big product is packed (compiler/pack.py) and computes its rows padded to the tile into room past its output's
+  end: the exported code keeps that room in its scratch and never writes past the caller's array."""
+  rng = np.random.default_rng(8)
+  w = Tensor(rng.standard_normal((256, 256), dtype=np.float32))
+  fn = lambda a: a @ w
+  a = rng.standard_normal((301, 256), dtype=np.float32)
+  ex = export_c(fn, a, name="pk")
+  lib, _ = build(ex, tmp_path)
+  assert load_weights(lib, ex) == 0
+  out = np.full(301 * 256 + 4096, np.nan, np.float32)   # the caller's array, then a guard region
+  lib.pk(np.ascontiguousarray(a).ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p))
+  assert np.isnan(out[301 * 256:]).all()
+  assert_close(out[:301 * 256].reshape(301, 256), fn(Tensor(a)).numpy())

@@ -100,3 +100,12 @@ def test_jit_replays_the_pack_kernels():
     an, bn = rnd(256, 256), rnd(256, 256)
     out = f(Tensor(an).realize(), Tensor(bn).realize())
     np.testing.assert_allclose(out.numpy(), an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-3)
+
+def test_reshaped_product_pads_rows_too():
+  """`(a @ b).contiguous()` stores the product through a reshape to (M, N): rows are still outermost, so M = 301 is
+  padded to the tile like the plain product, and the result is exact."""
+  an, bn = rnd(301, 256), rnd(256, 256)
+  out = (Tensor(an) @ Tensor(bn)).contiguous()
+  items = pack_matmuls(create_schedule([out.lazydata]), lambda d: LANES)
+  assert len(items) == 3 and items[-1].alloc_nbytes is not None
+  np.testing.assert_allclose(out.numpy(), an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-3)
