@@ -16,6 +16,7 @@ from compiler.beam import DeviceInfo, build
 from compiler.pressure import vector_spills
 from compiler.uop import Ops
 
+pytestmark = [pytest.mark.usefixtures("on_cpu")]   # CPU opts: CPU tensors even under MOCKGPU=1 NV=1
 DEV = device_("CPU")
 DI = DeviceInfo.of(DEV)
 W = max(1, getattr(DEV, "simd_bytes", 0) // 4)

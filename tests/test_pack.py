@@ -16,12 +16,13 @@ from compiler.linearize import linearize
 from frontend import Tensor, TinyJit, GlobalCounters
 from frontend.engine import device_
 
+pytestmark = [pytest.mark.usefixtures("on_cpu")]   # CPU opts: CPU tensors even under MOCKGPU=1 NV=1
 DEV = device_("CPU")
 LANES = DEV.simd_bytes // 4
 rng = np.random.default_rng(11)
 def rnd(*shape) -> np.ndarray: return rng.standard_normal(shape).astype(np.float32)
 
-pytestmark = pytest.mark.skipif(LANES < 8, reason="this CPU has no 256-bit vectors: products are never packed")
+pytestmark.append(pytest.mark.skipif(LANES < 8, reason="this CPU has no 256-bit vectors: products are never packed"))
 
 def _names(t: Tensor) -> list[str]:
   return [si.name for si in pack_matmuls(create_schedule([t.lazydata]), lambda d: LANES)]
