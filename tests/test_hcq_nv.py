@@ -77,8 +77,30 @@ def test_copy_roundtrip(nv, n):
   assert np.array_equal(download(nv, c, n, np.uint8), x)
   for buf in (b, c): nv.allocator.free(buf)
   with pytest.raises(RuntimeError, match="double free"): nv.allocator.free(b)
-  # freed memory is gone from the GPU's address space: a copy from it faults on the mock GPU
+  with pytest.raises(RuntimeError, match="copyin to"): nv.allocator.copyin(b, memoryview(x))
+  # the allocator keeps freed memory for reuse; flushed, it is gone from the GPU's address space
+  nv.allocator.flush()
   assert nv.drv.channels()[0].data["vaspace"].data["va"].overlaps(b.va, b.size) is False
+
+def test_allocator_reuses_freed_memory_without_ioctls(nv, monkeypatch):
+  al = nv.allocator
+  a = al.alloc(5000)
+  al.free(a)
+  calls = []
+  real = syscalls.ioctl
+  monkeypatch.setattr(syscalls, "ioctl", lambda *args: calls.append(args[1]) or real(*args))
+  b = al.alloc(6000)                        # same 8 KiB of pages: the freed memory, no RM/UVM call and no GPU wait
+  assert b.va == a.va and b.nbytes == 6000 and not calls and al.cached_bytes == 0
+  x = np.arange(1500, dtype=np.float32)
+  al.copyin(b, memoryview(x)); assert np.array_equal(download(nv, b, 1500), x)
+  c = al.alloc(3 << 20)                     # another size: fresh memory from the driver
+  assert calls and c.va != b.va
+  old_limit, al.cache_limit = al.cache_limit, 8192
+  try:
+    al.free(b); al.free(c)                  # c alone exceeds the limit: returned to the driver at once
+    assert al.cached_bytes == 8192 and list(al.cache) == [(8192, False)]
+  finally: al.cache_limit = old_limit
+  al.flush(); assert al.cached_bytes == 0 and not al.cache
 
 def test_host_mapped_and_sysmem(nv):
   b = nv.gpu_alloc(8192, host=True, sysmem=True)
