@@ -15,6 +15,7 @@ from .parser import Instr, Operand, PTXError, TYPE_SIZE, literal_value
 from .numerics import (NP, UINT, SINT, F32, F64, F16, LD, storage, is_float, is_signed, ftz, saturate, round_float, two_sum_err,
                        idiv, irem, mul_hi, widen, cvt, bf16_to_f32, f32_to_bf16)
 from .state import SHARED_WINDOW, LOCAL_WINDOW
+from .mma import check_mma, warp_mma
 
 EXIT = -1
 ROUND = ("rn", "rz", "rm", "rp")
@@ -669,6 +670,39 @@ def d_vote(ins, ctx):
     else: d(st, (wb == 0) | (wb == wa), m)
   return f
 
+def _mma_warps(st, m, ins) -> np.ndarray:
+  """Chunk index of lane 0 of every warp executing a warp-wide mma; PTXError when a warp takes part with fewer
+  than 32 lanes (a partial last warp of the block, or lanes that diverged or exited before it)."""
+  w0, _, size = _warp_layout(st)
+  act = np.ones(st.n, bool) if m is None else np.asarray(m, bool)
+  starts = np.unique(w0[act])
+  name = ".".join((ins.op,) + ins.mods)
+  if (size[starts] != 32).any():
+    raise PTXError(f"line {ins.line}: {name} in kernel of {st.tpb} threads per block: a warp of {int(size[starts].min())} threads executes it, it needs all 32 lanes")
+  lanes = act[starts[:, None] + np.arange(32)].sum(axis=1)
+  if (lanes != 32).any():
+    j = int(np.argmax(lanes != 32))
+    raise PTXError(f"line {ins.line}: {name} executed by {int(lanes[j])} of the 32 lanes of warp {int(starts[j]) % st.tpb // 32} "
+                   f"(block {st.block0 + int(starts[j]) // st.tpb}): every lane must execute it together (diverged or exited lanes)")
+  return starts
+
+def d_mma(ins, ctx):
+  """mma.sync.aligned: gather each warp's fragments, multiply in float32 (hcqrt/mock/ptx/mma.py), scatter D back."""
+  spec = check_mma(ins)
+  # every fragment register is read and written as raw 32-bit words: mma.py unpacks halves and floats itself
+  wd = [writer(ctx, x, "b32", ins.line) for x in ins.args[0].items]
+  ra, rb, rc = ([reader(ctx, x, "b32", ins.line) for x in op.items] for op in ins.args[1:])
+  def f(st, m):
+    starts = _mma_warps(st, m, ins)
+    if starts.size == 0: return
+    idx = starts[:, None] + np.arange(32)
+    def gather(rs): return np.stack([np.broadcast_to(r(st), (st.n,))[idx] for r in rs], axis=-1)
+    d = warp_mma(spec, gather(ra), gather(rb), gather(rc))   # read every source before any D register is written
+    for j, w in enumerate(wd):
+      out = np.zeros(st.n, np.uint32); out[idx] = d[..., j]
+      w(st, out, m)
+  return f
+
 def d_nop(ins, ctx): return lambda st, m: None
 
 def d_trap(ins, ctx):
@@ -684,7 +718,7 @@ DECODERS = {
   "ld": d_ld, "ldu": d_ld, "st": d_st, "atom": d_atom, "red": d_atom, "testp": d_testp, "copysign": d_copysign,
   "popc": d_bits, "clz": d_bits, "brev": d_bits, "bfe": d_bfe, "bfi": d_bfi, "prmt": d_prmt, "shfl": d_shfl,
   "vote": d_vote, "membar": d_nop, "fence": d_nop, "nanosleep": d_nop, "prefetch": d_nop, "prefetchu": d_nop,
-  "trap": d_trap, "pmevent": d_nop,
+  "trap": d_trap, "pmevent": d_nop, "mma": d_mma,
 }
 
 def _pred_reader(ctx, ins):

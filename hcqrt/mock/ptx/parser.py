@@ -278,7 +278,11 @@ def _parse_body(body: str, base: int, src: str, kname: str) -> tuple[dict, list,
     parts = text.split(None, 1)
     opcode = parts[0].split(".")
     args = [_operand(a, lookup, line) for a in _split_top(parts[1])] if len(parts) > 1 else []
-    instrs.append(Instr(opcode[0], tuple(x for x in opcode[1:] if x), args, pred, line, text))
+    ins = Instr(opcode[0], tuple(x for x in opcode[1:] if x), args, pred, line, text)
+    if ins.op == "mma":   # warp matrix ops: the register count of each fragment is fixed by the variant
+      from .mma import check_mma
+      check_mma(ins)
+    instrs.append(ins)
   return regs, instrs, labels, variables
 
 def _matching_brace(src: str, i: int) -> int:
