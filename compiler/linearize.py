@@ -31,7 +31,11 @@ def _reduce_to_acc(sink: UOp) -> UOp:
       value, rngs = nu.src[0], nu.src[1:]
       init = UOp.const(u.dtype, identity_element(u.arg, u.dtype.scalar))
       acc = UOp(Ops.DEFINE_ACC, u.dtype, (init,), (next(ids), None))
-      upd = UOp(Ops.ASSIGN, u.dtype, (acc, UOp(u.arg, u.dtype, (acc, value)), *rngs))
+      # a tensor-core step accumulates in place: acc = WMMA(a, b, acc) rather than acc + WMMA(a, b, 0)
+      if u.arg is Ops.ADD and value.op is Ops.WMMA and value.src[2].op is Ops.CONST and value.src[2].arg == 0:
+        step = value.replace(src=(*value.src[:2], acc))
+      else: step = UOp(u.arg, u.dtype, (acc, value))
+      upd = UOp(Ops.ASSIGN, u.dtype, (acc, step, *rngs))
       nu = UOp(Ops.REDUCE, u.dtype, (upd, *rngs), u.arg)
     mapping[u] = nu
   return mapping[sink]

@@ -26,6 +26,7 @@ from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops, substitute
 from compiler.vectorize import vectorize
 from compiler.opts import _loads, _new_range, _stride
+from compiler.opts_tc import tensor_cores
 
 GPU_UPCAST = (4, 2)   # lanes per thread, widest first: 4 x 32-bit is the widest (16-byte) PTX vector access
 
@@ -44,6 +45,7 @@ def optimize_gpu(k: LoweredKernel, device) -> LoweredKernel:
   """The default GPU opts: upcast the innermost output loop when that makes a load (or an elementwise store) contiguous
   across the lanes of a thread. NOOPT=1 leaves the kernel alone (one output per thread)."""
   if os.environ.get("NOOPT", "0") == "1" or not k.global_ranges: return k
+  if tensor_cores(k, device) is not None: return k   # half matmuls on sm_80+: mma.sync tiles (compiler/opts_tc.py)
   r = k.global_ranges[-1]
   w = next((w for w in GPU_UPCAST if r.src[0].arg % w == 0), None)
   if w is None: return k

@@ -139,6 +139,7 @@ class _Renderer:
     self.names: dict[UOp, str | list[str]] = {}   # a register per value; a list of one per lane for vectors
     self.labels = 0
     self.addr_scopes: list[dict] = [{}]   # (buf, idx, itemsize) -> address register, per open loop
+    self.raw_half: dict[str, str] = {}   # f32 register of a loaded half -> the .b16 register it was loaded into
 
   def reg(self, kind: str) -> str:
     n = self.counts.get(kind, 0) + 1
@@ -215,7 +216,9 @@ class _Renderer:
     if dt is dtypes.bool:
       out = [self.reg("p") for _ in regs]
       for p, r in zip(out, regs): self.emit(f"setp.ne.u32 {p}, {r}, 0")
-    elif raw == "h": out = [self.half_to_f32(h, dt) for h in regs]
+    elif raw == "h":
+      out = [self.half_to_f32(h, dt) for h in regs]
+      self.raw_half.update(zip(out, regs))
     else: out = regs
     return out if w > 1 else out[0]
 
@@ -501,6 +504,7 @@ class _Renderer:
     gset = set(self.k.global_ranges)
     reds = [u for u in prog if u.op is Ops.REDUCE]
     if not reds or any(r.dtype.scalar is dtypes.bool for r in reds): return None
+    if any(u.op is Ops.WMMA for u in prog): return None   # a warp works on one tile together: its lanes are not a group
     if math.prod(r.src[0].arg for r in self.k.global_ranges) > GROUP_MAX_OUTPUTS: return None
     depth = 0
     for u in prog:   # every accumulator must live outside every reduce loop (no nested reductions)
@@ -567,6 +571,29 @@ class _Renderer:
     if op is Ops.BITCAST: return self.bitcast(a[0], u.src[0].dtype, u.dtype)
     return self.alu(u, a)
 
+  # *** tensor cores: one lane's share of a warp's mma.sync (compiler/opts_tc.py) ***
+  def pack_halves(self, lo: str, hi: str, dt: DType) -> str:
+    """A .b32 register holding two halves (lo in the low bits), from f32 registers holding half values."""
+    hs = []
+    for f in (lo, hi):
+      if (h := self.raw_half.get(f)) is None:   # not straight from a load: round it back to its 16 bits
+        h = self.reg("h"); self.emit(f"cvt.rn.{'f16' if dt is dtypes.float16 else 'bf16'}.f32 {h}, {f}")
+      hs.append(h)
+    r = self.reg("r")
+    self.emit(f"mov.b32 {r}, {{{hs[0]}, {hs[1]}}}")
+    return r
+
+  def wmma(self, u: UOp) -> list[str]:
+    shape, _, _ = u.arg
+    a, b, c = u.src
+    dt = a.dtype.scalar
+    pa, pb = ([self.pack_halves(self.at_lane(x, i), self.at_lane(x, i + 1), dt) for i in range(0, x.dtype.count, 2)] for x in (a, b))
+    d = [self.reg("f") for _ in range(4)]
+    regs = lambda rs: "{" + ", ".join(rs) + "}"
+    ab = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}[dt]
+    self.emit(f"mma.sync.aligned.{shape}.row.col.f32.{ab}.{ab}.f32 {regs(d)}, {regs(pa)}, {regs(pb)}, {regs([self.at_lane(c, i) for i in range(4)])}")
+    return d
+
   def special(self, name: str) -> str:
     r = self.reg("r"); self.emit(f"mov.u32 {r}, {name}"); return r
 
@@ -617,6 +644,7 @@ class _Renderer:
       elif op is Ops.STORE: self.store(u)
       elif op is Ops.VECTORIZE: self.names[u] = [self.names[s] for s in u.src]   # no code: a list of registers
       elif op is Ops.GEP: self.names[u] = self.at_lane(u.src[0], u.arg)
+      elif op is Ops.WMMA: self.names[u] = self.wmma(u)
       else:   # everything else works lane by lane on scalar registers
         w = u.dtype.count
         out = [self.lane_op(u, i, block) for i in range(w)]

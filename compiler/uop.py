@@ -30,6 +30,9 @@ class Ops(Enum):
   ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto()
   CMPLT = auto(); CMPNE = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
   WHERE = auto(); MULACC = auto()
+  # warp-level matrix multiply-accumulate (tensor cores): WMMA(a fragment, b fragment, accumulator), arg = (shape,
+  # input dtype name, accumulator dtype name); one lane's share of D = A @ B + C (compiler/opts_tc.py)
+  WMMA = auto()
 
 UNARY = {Ops.NEG, Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC}
 BINARY = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
