@@ -20,6 +20,9 @@ Vector values (compiler/opts_gpu.py upcasts an output loop into lanes, compiler/
 register per lane: ALU ops, casts and accumulators run lane by lane, VECTORIZE and GEP only rename registers. A vector
 LOAD/STORE is ld/st.global.v4/.v2 where its alignment is proven (vector_chunk: the buffer base is aligned, see
 BUFFER_ALIGNMENT, and the index is provably a multiple of the width), else one scalar access per lane.
+Tensor cores (compiler/opts_tc.py): a WMMA is one mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.f32 per lane, its
+half fragments packed two per .b32 register (straight from the loaded 16-bit registers); such kernels never use grouped
+reductions, since the 32 lanes of a warp must stay one tile.
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.schedule import create_schedule
