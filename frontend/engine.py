@@ -87,7 +87,7 @@ def _estimate_ops(prog: list[UOp]) -> int:
   return ops
 
 def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
-  key = (si.ast, device, os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"))   # opts change the code: part of the key
+  key = (si.ast, device, os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))   # opts change the code: part of the key
   if (ck := _kernel_cache.get(key)) is not None: return ck
   dev = device_(device)
   from compiler.opts import optimize
