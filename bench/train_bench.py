@@ -4,7 +4,7 @@ JIT's replay cost per kernel. Each side runs in its own process, torch right aft
   python bench/train_bench.py [--batch 64] [--steps 30] [--json]
 """
 from __future__ import annotations
-import argparse, json, os, subprocess, sys, time
+import argparse, json, os, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

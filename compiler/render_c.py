@@ -189,7 +189,6 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
   depth = 1
   cnt = 0
   def r(u: UOp) -> str: return names[u]
-  nbufs = len(k.buf_dtypes)
   for u in prog:
     if u.dtype is not None and u.dtype.count > 1:
       vec_types.add(u.dtype)

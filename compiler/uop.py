@@ -254,7 +254,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_steps: int = 1000
   def visit(u: UOp) -> UOp:
     nonlocal steps
     if (r := memo.get(u)) is not None: return r
-    stack, order = [u], []
+    stack = [u]
     # iterative post-order over the not-yet-rewritten part of the graph
     while stack:
       x = stack.pop()

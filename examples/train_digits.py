@@ -7,7 +7,7 @@ IDX files instead (train-images-idx3-ubyte[.gz] etc. in DIR).
   python examples/train_digits.py --no-jit --steps 300 --device CPU
 """
 from __future__ import annotations
-import argparse, gzip, os, pathlib, struct, sys, time
+import argparse, gzip, pathlib, struct, sys, time
 import numpy as np
 from frontend import Tensor, TinyJit, Device, GlobalCounters, nn
 from frontend import optim

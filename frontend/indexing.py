@@ -55,7 +55,7 @@ def getitem(t, indices):
   # numpy rule: next to an array index, an int index is an advanced index too (it takes part in the broadcast and in
   # deciding where the broadcast dims go), e.g. x[0, :, [1, 2]] has shape (2, x.shape[1])
   if any(k in ("arr", "tensor") for k, _ in idx): idx = [("arr", np.array(v)) if k == "int" else (k, v) for k, v in idx]
-  x, dim, adv, out_shape_dims = t, 0, [], 0
+  x, dim, adv = t, 0, []
   # pass 1: basic indexing as views; remember where advanced indices apply (in terms of the new dims)
   new_dims = 0
   for kind, v in idx:

@@ -1,6 +1,6 @@
 """BEAM search: finds a correct kernel, caches it on disk (the second search builds and times nothing, and the engine
 then runs no C compiler), never returns a candidate whose output differs from the unoptimized kernel's."""
-import json, os
+import json
 import numpy as np
 import pytest
 from frontend import Tensor
@@ -8,7 +8,6 @@ import frontend.engine as engine
 from frontend.engine import _beam_runner, device_
 from compiler.schedule import create_schedule
 from compiler.lower import lower
-from compiler.opts import Opt
 from compiler import beam
 from compiler.beam import DeviceInfo, beam_search, cache_key, cache_path
 

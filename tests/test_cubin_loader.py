@@ -1,7 +1,6 @@
 """The cubin loader against ../shared/abi/nvidia_cubin.json and against cubins nvcc/ptxas build here."""
-import io, json, re, shutil, struct, subprocess
+import io, re, shutil, struct, subprocess
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 from hcqrt.nv import cubin as cb

@@ -2,7 +2,7 @@
 import os, pathlib, re, subprocess, sys, time
 import numpy as np
 import pytest
-from frontend import Tensor, Device, GlobalCounters
+from frontend import Tensor, GlobalCounters
 from hcqrt.device import _Registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -43,7 +43,6 @@ def test_readme_commands_match_ci():
 
 def test_failed_compile_leaves_nothing_half_realized(monkeypatch):
   import compiler.assemble.c_compiler as cc
-  from frontend import engine
   a = Tensor([1.0, 2.0], device="CPU").realize()   # a C compile failure: pinned to the CPU (also under NV=1)
   y = a * 123.5 + 0.125        # a kernel never compiled before in this process
   def broken(src, name="kernel"): raise cc.CompileError(f"simulated failure compiling {name}")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hcqrt import syscalls
 from hcqrt.hcq import GraphReplay, SignalTimeout
-from hcqrt.mock.nv import MockNV, GPUError, install_mock_nv, uninstall_mock_nv
+from hcqrt.mock.nv import MockNV, GPUError
 from hcqrt.nv.device import NVDevice, NVComputeQueue, NVCopyQueue, SUBC_COMPUTE, _H
 from hcqrt.nv.rmclient import NVError
 from compiler.assemble.ptx_assembler import assemble_ptx

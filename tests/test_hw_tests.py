@@ -1,7 +1,6 @@
 """The conformance suite against the NV mock: everything passes (H100 and Ada), the report is complete, and a
 failing check shows up in the table, the JSON and the exit status."""
 import json
-import pytest
 from hw_tests.__main__ import main
 from hw_tests import suite
 

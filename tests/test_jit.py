@@ -1,7 +1,7 @@
 """TinyJit: capture/replay, and one test per known trap (each must do the right thing or raise)."""
 import numpy as np
 import pytest
-from frontend import Tensor, TinyJit, GlobalCounters, dtypes
+from frontend import Tensor, TinyJit, GlobalCounters
 from frontend.engine import JitError
 
 def realized(*shape, seed=0):

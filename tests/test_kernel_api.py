@@ -7,9 +7,9 @@ import frontend.engine as engine
 from frontend.engine import Buffer, device_
 from compiler.dtypes import dtypes
 from compiler.uop import UOp, Ops, UPat, PatternMatcher
-from compiler.kernel_api import KernelBuilder, KernelStructureError, check_kernel, check_program, register_rewrite, unregister_rewrite
+from compiler.kernel_api import KernelBuilder, KernelStructureError, check_program, register_rewrite, unregister_rewrite
 from compiler.linearize import linearize
-from compiler.opts import Opt, apply_opts, optimize
+from compiler.opts import Opt
 from compiler.beam import DeviceInfo, build
 from compiler.render_ptx import render_ptx
 

@@ -4,7 +4,7 @@ Each test iterates OUR tables and looks every fact up in the JSON (so nothing we
 unchecked), and where it makes sense also the other way round. Facts the JSON does not hold are
 listed explicitly below as 'from headers, not in JSON'.
 """
-import json, os, re
+import re
 import pytest
 from hypothesis import given, settings, strategies as st
 from ioctl_defs.nv import abi as abimod, structs, ioctl, ctrl, classes, status, flags, methods, qmd

@@ -6,7 +6,6 @@ from hcqrt.mock.nv.rm import MockNV
 from hcqrt.mock.nv.chips import CHIPS
 from ioctl_defs.nv import abi_for_version, CLASSES as C, arch_from_classlist, status_name
 from ioctl_defs.nv import flags as F
-from ioctl_defs.nv.status import NV_STATUS as S
 
 RW = os.O_RDWR | os.O_CLOEXEC
 PROT = syscalls.PROT_READ | syscalls.PROT_WRITE
@@ -370,7 +369,6 @@ def test_other_chips(arch):
     assert status_name(c.alloc_status(C["HOPPER_COMPUTE_A"], dev)[0]) == "NV_ERR_INVALID_CLASS"
 
 def test_chip_class_tables_match_json():
-  import json
   from tests.abi_facts import load as load_facts
   rm = load_facts("nvidia_rm")
   for chip in CHIPS.values():

@@ -4,7 +4,6 @@ float32 / float16 / int / bool dtypes, plus the error classes and messages of mi
 
 Shapes are reused on purpose: a kernel compiles once and is cached, which keeps this file fast.
 """
-import math
 import numpy as np
 import pytest
 import torch

@@ -1,5 +1,5 @@
 """PTX -> cubin through nvJitLink and through ptxas, errors with the assembler's log, and the disk cache."""
-import io, os, shutil, struct
+import io, os, shutil
 import pytest
 from elftools.elf.elffile import ELFFile
 from compiler.assemble import ptx_assembler as pa

@@ -2,7 +2,6 @@
 -> our cubin loader -> the PTX interpreter) and must equal the CPU backend (C renderer) on odd sizes and views.
 Also: the same kernels assemble for sm_80 and sm_89, launch geometry (guards, >3 output dims, huge y), and the
 IEEE special values of the inline division/sqrt sequences."""
-import math
 import numpy as np
 import pytest
 from frontend import Tensor, dtypes

@@ -1,7 +1,6 @@
 """Views and the symbolic index math: random movement-op chains checked element by element against numpy."""
 import random
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 from compiler.dtypes import dtypes
 from compiler.uop import UOp, Ops, substitute, simplify

@@ -194,7 +194,6 @@ class MockNV:
     if not ok: raise OSError(errno.EINVAL, f"NVIDIA driver version mismatch: client {want!r}, driver {self.version!r}")
 
   def _esc_card_info(self, fd, st, argp, size):
-    n = size // self.abi.sizeof("nv_ioctl_card_info_t")
     cards = self.ffi.cast("nv_ioctl_card_info_t *", argp)
     self.ffi.memmove(cards, b"\0" * size, size)
     c = cards[0]
