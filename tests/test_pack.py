@@ -70,17 +70,23 @@ def test_shared_operand_transposed_views_and_epilogue():
   np.testing.assert_allclose((t.T @ t).numpy(), sq.T.astype(np.float64) @ sq, rtol=1e-4, atol=1e-3)
   assert len(_names(a @ w.T + Tensor(bias))) == 3      # the epilogue reads bias per column: still packed (M=320 = 8 * 40)
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from([1, 3, 12, 13, 25, 37, 64]), st.sampled_from([1, 2, 7, 16, 33]), st.sampled_from([16, 32, 48, 64]))
-def test_packed_equals_unpacked_small(m, k, n):
-  """With the size floor at 1, every product whose N is a multiple of a vector is packed; it equals NOOPT=1."""
-  an, bn = rnd(m, k), rnd(k, n)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([1, 3, 12, 13, 25, 37, 64]), st.sampled_from([1, 2, 7, 16, 33]), st.sampled_from([16, 32, 48, 64]),
+       st.sampled_from(["plain", "a.T", "b.T", "both.T", "strided"]))
+def test_packed_equals_unpacked_small(m, k, n, layout):
+  """With the size floor at 1, every product whose N is a multiple of a vector is packed, whatever the strides of its
+  operands (transposed, every other row); it equals NOOPT=1."""
+  an = rnd(k, m) if layout in ("a.T", "both.T") else rnd(2 * m, k) if layout == "strided" else rnd(m, k)
+  bn = rnd(n, k) if layout in ("b.T", "both.T") else rnd(k, n)
+  def f(a: Tensor, b: Tensor) -> Tensor:
+    a = a.T if layout in ("a.T", "both.T") else a[::2] if layout == "strided" else a
+    return a @ (b.T if layout in ("b.T", "both.T") else b)
   old = pack.PACK_MIN
   pack.PACK_MIN = 1
   try:
-    got = (Tensor(an) @ Tensor(bn)).numpy()
+    got = f(Tensor(an), Tensor(bn)).numpy()
     os.environ["NOOPT"] = "1"
-    want = (Tensor(an) @ Tensor(bn)).numpy()
+    want = f(Tensor(an), Tensor(bn)).numpy()
   finally:
     pack.PACK_MIN = old
     os.environ.pop("NOOPT", None)
