@@ -87,7 +87,8 @@ def _estimate_ops(prog: list[UOp]) -> int:
   return ops
 
 def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
-  key = (si.ast, device, os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))   # opts change the code: part of the key
+  # the opts change the code: part of the key
+  key = (si.ast, device, os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))
   if (ck := _kernel_cache.get(key)) is not None: return ck
   dev = device_(device)
   from compiler.opts import optimize
@@ -159,7 +160,7 @@ class ExecItem:
   def run(self) -> float:
     if self.kind == "copy":
       dst, src = self.bufs
-      data = np.empty(src.nbytes, np.uint8)
+      data = np.empty(dst.nbytes, np.uint8)   # the tensor's bytes: a packed product's buffer has padding past them
       if data.nbytes:
         Device[src.device].allocator.copyout(memoryview(data), src.raw)
         Device[dst.device].allocator.copyin(dst.raw, memoryview(data))

@@ -129,12 +129,12 @@ class TinyJit:
     if not hasattr(dev, "graph"): return False
     gitems: list[tuple] = []
     for ei in self.items:
-      if ei.kind == "copy": gitems.append(("copy", ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[1].nbytes))
+      if ei.kind == "copy": gitems.append(("copy", ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes))   # (as ExecItem.run)
       else: gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], (), ei.ck.launch["global_size"], ei.ck.launch["local_size"]))
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
     self.graph_slots = sorted({(j, k) for j, k, _ in self.in_slots} | {s for _, _, slots in self.out_bases for s in slots})
     kernels = [ei for ei in self.items if ei.kind == "kernel"]
-    self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), sum(ei.bufs[1].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items))   # as ExecItem.run counts
+    self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items))   # as ExecItem.run counts
     if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(gitems)} items on {dev.name}", file=sys.stderr)
     return dev.graph(gitems)
 

@@ -116,3 +116,17 @@ def test_reshaped_product_pads_rows_too():
   items = pack_matmuls(create_schedule([out.lazydata]), lambda d: LANES)
   assert len(items) == 3 and items[-1].alloc_nbytes is not None
   np.testing.assert_allclose(out.numpy(), an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-3)
+
+def test_padded_product_copies_only_the_tensor():
+  """A padded product's buffer is longer than its tensor: copying it to another device (eagerly, or replayed by
+  TinyJit) moves the tensor's bytes, not the padding (which would not fit the destination)."""
+  an, bn = rnd(301, 256), rnd(256, 256)
+  ref = an.astype(np.float64) @ bn
+  c = (Tensor(an) @ Tensor(bn)).contiguous().realize()
+  assert c.lazydata.base.buffer.nbytes > c.nbytes()
+  np.testing.assert_allclose(c.to("PTXEMU").numpy(), ref, rtol=1e-4, atol=1e-3)
+  @TinyJit
+  def f(x, y): return (x @ y).contiguous().to("PTXEMU").realize()
+  for _ in range(3):
+    an = rnd(301, 256)
+    np.testing.assert_allclose(f(Tensor(an).realize(), Tensor(bn).realize()).numpy(), an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-3)
