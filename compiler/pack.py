@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Callable
 from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
-from compiler.schedule import ScheduleItem, kernel_name
+from compiler.schedule import ScheduleItem, ast_shape, kernel_name
 from compiler.uop import UOp, Ops, substitute
-from compiler.view import ShapeTracker, View
+from compiler.view import ShapeTracker, View, prod
 
 PACK_MIN = 256          # every one of M, N, K at least this: smaller products fit the caches as they are
 L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (half of a 2 MiB L2)
@@ -87,8 +87,35 @@ _plans: dict[tuple, _Plan | None] = {}
 def _plan(ast: UOp, lanes: int) -> _Plan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
   if (key := (ast, lanes, PACK_MIN)) in _plans: return _plans[key]
-  _plans[key] = p = _make_plan(ast, lanes)
+  _plans[key] = p = None if (flat := merge_leading_dims(ast)) is None else _make_plan(flat, lanes)
   return p
+
+def merge_leading_dims(ast: UOp) -> UOp | None:
+  """A product over (*lead, M, N, K) whose lead dims merge into M in every view (x of shape (B, T, C) @ W: the rows of
+  all B matrices are one (B*T, C) matrix) as the same kernel over (B*T, N, K); the AST itself when it has no lead
+  dims, None when some view can't merge them (a batch of different B matrices: a batched product)."""
+  reds = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
+  if len(reds) != 1 or len(shape := ast_shape(reds[0].src[0])) <= 3: return ast
+  nl = len(shape) - 2   # dims 0..nl-1 (the lead dims and M) become one
+  def merged(st: ShapeTracker) -> ShapeTracker | None:
+    if len(st.shape) < nl + 1: return None
+    new = st.reshape((prod(st.shape[:nl]),) + st.shape[nl:])
+    return new if len(new.views) == len(st.views) else None   # (a second view: the dims did not merge)
+  memo: dict[UOp, UOp | None] = {}
+  def rebuild(u: UOp) -> UOp | None:
+    if u in memo: return memo[u]
+    srcs = [rebuild(s) for s in u.src]
+    out: UOp | None = None
+    if all(s is not None for s in srcs):
+      if u.op in (Ops.LOAD, Ops.STORE):
+        if (st := merged(u.arg[1])) is not None: out = UOp(u.op, u.dtype, tuple(srcs), (u.arg[0], st))
+      elif u.op is Ops.VIEW:
+        if (st := merged(u.arg)) is not None: out = UOp(u.op, u.dtype, tuple(srcs), st)
+      elif u.op is Ops.REDUCE_AXIS: out = UOp(u.op, u.dtype, tuple(srcs), (u.arg[0], tuple(a - nl + 1 for a in u.arg[1])))
+      elif u.op is not Ops.INDEX: out = UOp(u.op, u.dtype, tuple(srcs), u.arg)   # (an iota's 1-D index can't merge)
+    memo[u] = out
+    return out
+  return rebuild(ast)
 
 def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
   if (mm := _matmul(ast)) is None: return None

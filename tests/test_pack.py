@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 import compiler.pack as pack
-from compiler.pack import pack_matmuls, tile_shape
+from compiler.pack import merge_leading_dims, pack_matmuls, tile_shape
 from compiler.schedule import create_schedule
 from compiler.lower import lower
 from compiler.opts import optimize, apply_opt, Opt, OptError
@@ -130,3 +130,18 @@ def test_padded_product_copies_only_the_tensor():
   for _ in range(3):
     an = rnd(301, 256)
     np.testing.assert_allclose(f(Tensor(an).realize(), Tensor(bn).realize()).numpy(), an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-3)
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_lead_dims_merge_into_rows(bias):
+  """x of shape (B, T, C) @ W is one (B*T, C) @ (C, N) product: packed like a 2-D one (with a bias epilogue too, its
+  views merged the same way). A batch of different right-hand matrices (bmm) can't merge and is left alone."""
+  xn, wn, bn = rnd(3, 100, 256), rnd(256, 272), rnd(272)
+  x, w, b = Tensor(xn), Tensor(wn), Tensor(bn)
+  out = x.linear(w, b) if bias else x @ w
+  items = pack_matmuls(create_schedule([out.lazydata]), lambda d: LANES)
+  assert len(items) == 3 and items[-1].name == "r_300_272_256"   # B*T = 300 rows, a multiple of both tile heights
+  ref = xn.astype(np.float64) @ wn + (bn if bias else 0)
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-3)
+  bmm = x @ Tensor(rnd(3, 256, 272))
+  assert len(pack_matmuls(create_schedule([bmm.lazydata]), lambda d: LANES)) == 1
+  assert merge_leading_dims(create_schedule([bmm.lazydata])[-1].ast) is None
