@@ -13,7 +13,7 @@ A backend (hcqrt/nv, hcqrt/cpu/hcq.py, ...) supplies the encodings; this module 
   3
 """
 from __future__ import annotations
-import ctypes, struct, time
+import contextlib, ctypes, struct, time, weakref
 from typing import Any, Callable, Sequence
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -188,6 +188,11 @@ class HCQProgram:
     dev.synchronize()
     return max(0, en.timestamp - st.timestamp) / 1e9
 
+def _release_graph(device: Any, sig: Any, last: list[int], blocks: list) -> None:
+  if not blocks: return
+  if last[0]: sig.wait(last[0])   # the GPU may still read them
+  device.free_persistent(blocks)
+
 def buf_addr(b: Any) -> int:
   """Device address of a buffer object (`.va`, or `.address` for host buffers) or an int."""
   return b if isinstance(b, int) else b.va if hasattr(b, "va") else b.address
@@ -204,6 +209,19 @@ class GraphReplay:
   >>> dev = CPUHCQDevice(); g = GraphReplay(dev, []); g.replay(); dev.synchronize()
   """
   def __init__(self, device: Any, items: list[tuple]):
+    scope = device.persistent_scope() if hasattr(device, "persistent_scope") else contextlib.nullcontext([])
+    with scope as blocks:
+      try: self._record(device, items)
+      except BaseException:
+        if blocks: device.free_persistent(blocks)   # nothing was submitted: the blocks are free at once
+        raise
+    self.submitted = False
+    # the graph's argument blocks and pushbuffers go back to the device once the graph is gone and its last replay done
+    self._last = [0]   # graph signal value that ends the last replay (0: never submitted)
+    fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks)
+    fin.atexit = False  # at exit the device goes away as a whole
+
+  def _record(self, device: Any, items: list[tuple]) -> None:
     self.dev, self.items = device, items
     self.sig = device.new_signal(name="graph")
     self.base = 0
@@ -239,7 +257,6 @@ class GraphReplay:
     self.used = [q for q in (self.compute, self.copyq) if q is last or any(k in ("exec", "copy") for k, _ in q.cmds)]
     for q in self.used:
       if hasattr(q, "bind"): q.bind(device)
-    self.submitted = False
 
   def replay(self, bufs: dict[tuple[int, int], Any] | None = None, vals: dict[tuple[int, int], int] | None = None,
              wait: bool = False) -> float | None:
@@ -258,6 +275,7 @@ class GraphReplay:
     for q, c in self.tl_waits: q.update_wait(c, value=dev.timeline_value - 1)
     self.end[0].update_signal(self.end[1], value=dev.timeline_value)
     self.submitted = True
+    self._last[0] = self.base + self.final
     t0 = time.perf_counter()
     for q in self.used: q.submit(dev)
     dev.timeline_value += 1

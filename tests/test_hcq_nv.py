@@ -194,6 +194,32 @@ def test_graph_replay(nv, add):
   finally: nv.drv.engine.ring = orig
   assert sorted(doorbells) == sorted([nv.compute_ch.token, nv.copy_ch.token])   # one doorbell per engine used
 
+def test_graph_memory_returns_when_the_graph_goes(nv, add):
+  """A graph's argument blocks and pushbuffers live outside the launch rings; when the graph is collected (after its
+  last replay finished) they go back to the device, and the next graph of the same shape reuses them: re-capturing
+  jitted functions does not grow GPU memory."""
+  import gc
+  n = 64
+  x = np.arange(n, dtype=np.float32)
+  a, o = upload(nv, x), nv.allocator.alloc(4 * n)
+  items = [("exec", add, [o, a, a], [1, n], (1, 1, 1), (n, 1, 1))] * 3
+  g = GraphReplay(nv, items)
+  g.replay()
+  arena = [(r.buf.va, r.off) for r in nv._arena]
+  del g; gc.collect()
+  freed = sorted(va for blocks in nv._persistent_free.values() for _, va in blocks)
+  assert len(freed) >= 4   # three argument blocks and at least one pushbuffer
+  for _ in range(3):
+    g = GraphReplay(nv, items)
+    g.replay(wait=True)
+    np.testing.assert_array_equal(download(nv, o, n), 2 * x)
+    del g; gc.collect()
+  assert [(r.buf.va, r.off) for r in nv._arena] == arena   # nothing new was carved from the arena
+  nfree = lambda: sum(len(b) for b in nv._persistent_free.values())
+  before = nfree()
+  with pytest.raises(ValueError, match="unknown kind"): GraphReplay(nv, items + [("bogus",)])
+  assert nfree() == before   # a graph that failed to build gave back the blocks it had taken
+
 def test_graph_replay_cost_is_small(nv, add):
   n = 32
   bufs = [nv.allocator.alloc(4 * n) for _ in range(3)]

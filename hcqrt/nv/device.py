@@ -13,7 +13,7 @@ memory mapped for the GPU through UVM external ranges at the same address the CP
   ('sm_90', 'V04_00')
 """
 from __future__ import annotations
-import ctypes, errno, os, struct, time
+import contextlib, ctypes, errno, os, struct, time
 from dataclasses import dataclass
 from typing import Any, Sequence
 from hcqrt import syscalls
@@ -398,6 +398,8 @@ class NVDevice:
     self.cmdq = _Ring(self.gpu_alloc(4 << 20, host=True), self._drain_channels)
     self.kernargs_ring = _Ring(self.gpu_alloc(16 << 20, host=True), self.synchronize)
     self._arena: list[_Ring] = []
+    self._persistent_free: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    self._persistent_scopes: list[list] = []
     sigbuf = self.gpu_alloc(0x10000, host=True, sysmem=True)
     self.signals = SignalPool(self, sigbuf.host, sigbuf.va, sigbuf.size)
     self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
@@ -508,11 +510,27 @@ class NVDevice:
 
   def kernargs(self, n: int, align: int) -> tuple[int, int]: return self.kernargs_ring.alloc(n, align)
   def persistent(self, n: int, align: int) -> tuple[int, int]:
-    """Memory that lives as long as the device (prebuilt queues and their arguments)."""
-    for r in self._arena:
-      if _round_up(r.off, align) + n <= r.buf.size: return r.alloc(n, align)
-    self._arena.append(r := _Ring(self.gpu_alloc(max(HUGE, _round_up(n, HUGE)), host=True), lambda: None))
-    return r.alloc(n, align)
+    """Memory outside the per-launch rings (prebuilt queues and their arguments): it stays until free_persistent.
+    Blocks freed before are reused first (same size and alignment); an open persistent_scope records the block."""
+    if (free := self._persistent_free.get((n, align))): blk = free.pop()
+    else:
+      r = next((r for r in self._arena if _round_up(r.off, align) + n <= r.buf.size), None)
+      if r is None: self._arena.append(r := _Ring(self.gpu_alloc(max(HUGE, _round_up(n, HUGE)), host=True), lambda: None))
+      blk = r.alloc(n, align)
+    if self._persistent_scopes: self._persistent_scopes[-1].append((n, align) + blk)
+    return blk
+
+  @contextlib.contextmanager
+  def persistent_scope(self):
+    """Collects the (n, align, host, va) of every persistent block allocated inside, for free_persistent."""
+    blocks: list[tuple[int, int, int, int]] = []
+    self._persistent_scopes.append(blocks)
+    try: yield blocks
+    finally: self._persistent_scopes.remove(blocks)
+
+  def free_persistent(self, blocks: list[tuple[int, int, int, int]]) -> None:
+    """Give back persistent blocks the GPU no longer reads (the caller waited for their last use)."""
+    for n, align, host, va in blocks: self._persistent_free.setdefault((n, align), []).append((host, va))
 
   def cmdq_write(self, q: list[int]) -> int:
     host, va = self.cmdq.alloc(len(q) * 4, 16)
