@@ -17,6 +17,7 @@ each core index 0..n-1, in parallel (ctypes releases the GIL for the duration of
 from __future__ import annotations
 import ctypes, mmap, os, threading, time
 import numpy as np
+from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.cpu.elf_loader import load_elf
 
 ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
@@ -55,30 +56,27 @@ def _raw_bytes(mv, what: str) -> np.ndarray:
   try: return np.frombuffer(mv, np.uint8)
   except (ValueError, TypeError, BufferError) as e: raise ValueError(f"{what}: need a C-contiguous buffer ({e})") from None
 
-class CPUAllocator:
+class CPUAllocator(CachingAllocator):
   """Allocates CPUBuffers and copies between them and host memoryviews.
 
-  Freed memory of big buffers is kept (up to `cache_limit` bytes, oldest dropped first) and handed to the next
-  allocation of the same size: a fresh mapping costs a page fault and a page zeroing per page on first touch, which
-  for the 64 MiB outputs of an elementwise kernel is more time than the kernel itself.
+  Freed buffers of at least KEEP bytes are kept for the next allocation of the same size (hcqrt/alloc_cache.py; up to
+  `cache_limit` bytes, env CPU_CACHE_BYTES): a fresh mapping costs a page fault and a page zeroing per page on first
+  touch, which for the 64 MiB outputs of an elementwise kernel is more time than the kernel itself.
 
   >>> al = CPUAllocator(); b = al.alloc(8); al.copyin(b, memoryview(b"abcdefgh")); bytes(b.view())
   b'abcdefgh'
   """
   def __init__(self, cache_limit: int | None = None):
-    self.cache_limit = int(os.environ.get("CPU_CACHE_BYTES", 1 << 31)) if cache_limit is None else cache_limit
-    self.cache: dict[int, list[np.ndarray]] = {}   # size rounded as in alloc -> backings free for reuse, oldest first
-    self.cached_bytes = 0
+    super().__init__(int(os.environ.get("CPU_CACHE_BYTES", 1 << 31)) if cache_limit is None else cache_limit)
 
   @staticmethod
   def _key(nbytes: int) -> int: return nbytes if nbytes < HUGE else (nbytes + ALIGN + HUGE - 1) // HUGE * HUGE
+  def _size(self, raw: np.ndarray) -> int: return raw.nbytes
+  def _release(self, raw: np.ndarray) -> None: pass   # memory returns to the system with the last view of it
 
   def alloc(self, nbytes: int) -> CPUBuffer:
     if not isinstance(nbytes, int) or nbytes < 0: raise ValueError(f"CPUAllocator.alloc: bad size {nbytes!r}")
-    if (free := self.cache.get(self._key(nbytes))):
-      raw = free.pop()
-      self.cached_bytes -= raw.nbytes
-      return CPUBuffer(nbytes, raw)
+    if (raw := self._take(self._key(nbytes))) is not None: return CPUBuffer(nbytes, raw)
     try: return CPUBuffer(nbytes, _backing(nbytes))
     except (MemoryError, OSError):
       self.flush()   # what the cache holds may be what this allocation needs
@@ -88,17 +86,7 @@ class CPUAllocator:
     if buf._mem is None: raise RuntimeError(f"double free of {buf!r}")
     raw, buf._mem, buf._raw = buf._raw, None, None
     # only big buffers are worth keeping: small ones come from calloc's own free lists
-    if raw is None or raw.nbytes < KEEP or raw.nbytes > self.cache_limit: return
-    self.cache.setdefault(self._key(buf.nbytes), []).append(raw)
-    self.cached_bytes += raw.nbytes
-    while self.cached_bytes > self.cache_limit:   # drop the oldest backing of the size with the most held
-      key = max(self.cache, key=lambda s: s * len(self.cache[s]))
-      self.cached_bytes -= self.cache[key].pop(0).nbytes
-      if not self.cache[key]: del self.cache[key]
-
-  def flush(self) -> None:
-    """Return all cached memory to the system."""
-    self.cache.clear(); self.cached_bytes = 0
+    if raw is not None and raw.nbytes >= KEEP: self._keep(self._key(buf.nbytes), raw)
 
   def copyin(self, dst: CPUBuffer, src: memoryview) -> None:
     """Copy all of `src` (any contiguous buffer) into the start of `dst`."""

@@ -17,6 +17,7 @@ import contextlib, ctypes, errno, os, struct, time
 from dataclasses import dataclass
 from typing import Any, Sequence
 from hcqrt import syscalls
+from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay, buf_addr
 from hcqrt.nv.cubin import load_cubin, relocate
 from hcqrt.nv.qmd_build import launch_qmd, set_cbuf, set_dims
@@ -224,28 +225,27 @@ class NVProgram(HCQProgram):
   def __repr__(self) -> str: return f"<NVProgram {self.name} at {self.lib.va + self.kernel.text_offset:#x}>"
 
 # ---------------------------------------------------------------- allocator
-class NVAllocator:
+class NVAllocator(CachingAllocator):
   """GPU memory (video memory, GPU-only) plus host<->device copies through the copy engine and staging buffers.
 
-  Freed memory is kept (up to `cache_limit` bytes, env NV_CACHE_BYTES) and handed to the next allocation of the same
-  rounded size: a fresh allocation costs four RM/UVM ioctls and an mmap, and returning memory to the driver has to wait
-  for the GPU to go idle. Reuse needs no wait: every queue of the device runs after the work submitted before it (the
-  timeline signal orders them), so a kernel that writes the reused memory runs after the last one that read it.
-  When an allocation fails, the cache is returned to the driver and the allocation tried once more.
+  Freed memory is kept (hcqrt/alloc_cache.py; up to `cache_limit` bytes, env NV_CACHE_BYTES) and handed to the next
+  allocation of the same rounded size: a fresh allocation costs four RM/UVM ioctls and an mmap, and returning memory to
+  the driver has to wait for the GPU to go idle. Reuse needs no wait: every queue of the device runs after the work
+  submitted before it (the timeline signal orders them), so a kernel that writes the reused memory runs after the last
+  one that read it. When an allocation fails, the cache is returned to the driver and the allocation tried once more.
   """
   STAGING = 2 << 20
   def __init__(self, dev: "NVDevice", cache_limit: int | None = None):
+    super().__init__(int(os.environ.get("NV_CACHE_BYTES", 1 << 30)) if cache_limit is None else cache_limit)
     self.dev = dev
-    self.cache_limit = int(os.environ.get("NV_CACHE_BYTES", 1 << 30)) if cache_limit is None else cache_limit
-    self.cache: dict[tuple[int, bool], list[NVBuffer]] = {}   # (allocated size, host mapped) -> free memory, oldest first
-    self.cached_bytes = 0
+
+  def _size(self, b: NVBuffer) -> int: return b.size
+  def _release(self, b: NVBuffer) -> None: self.dev.gpu_free(b)
 
   def alloc(self, nbytes: int, host: bool = False) -> NVBuffer:
     if not isinstance(nbytes, int) or nbytes < 0: raise ValueError(f"NVAllocator.alloc: bad size {nbytes!r}")
     n = max(nbytes, 1)
-    if (free := self.cache.get((_round_up(n, HUGE if n >= HUGE else PAGE), host))):
-      b = free.pop()
-      self.cached_bytes -= b.size
+    if (b := self._take((_round_up(n, HUGE if n >= HUGE else PAGE), host))) is not None:
       return NVBuffer(b.va, nbytes, b.size, b.handle, b.host, b.sysmem)
     try: return self.dev.gpu_alloc(n, host=host, nbytes=nbytes)
     except NVError:
@@ -257,20 +257,7 @@ class NVAllocator:
     if buf.freed: raise RuntimeError(f"double free of {buf!r}")
     if buf.size > self.cache_limit: return self.dev.gpu_free(buf)
     buf.freed = True   # this record is dead (a later use raises); the memory lives on in a new one
-    self.cache.setdefault((buf.size, buf.host is not None), []).append(NVBuffer(buf.va, buf.size, buf.size, buf.handle, buf.host, buf.sysmem))
-    self.cached_bytes += buf.size
-    while self.cached_bytes > self.cache_limit:   # the oldest memory of the size holding the most goes back
-      key = max(self.cache, key=lambda k: k[0] * len(self.cache[k]))
-      b = self.cache[key].pop(0)
-      if not self.cache[key]: del self.cache[key]
-      self.cached_bytes -= b.size
-      self.dev.gpu_free(b)
-
-  def flush(self) -> None:
-    """Return every cached buffer to the driver."""
-    for bs in self.cache.values():
-      for b in bs: self.dev.gpu_free(b)
-    self.cache.clear(); self.cached_bytes = 0
+    self._keep((buf.size, buf.host is not None), NVBuffer(buf.va, buf.size, buf.size, buf.handle, buf.host, buf.sysmem))
 
   def _xfer(self, n: int, fill: Any, drain: Any, dst_va: Any, src_va: Any) -> None:
     dev = self.dev
