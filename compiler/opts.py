@@ -345,7 +345,7 @@ def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
     _check(amt is not None and 1 < amt < n and n % amt == 0, opt, k, f"amount {amt} does not divide loop size {n} into two loops")
     _check(not getattr(k, "nests", None) and k.threaded is None, opt, k, "split before peeling and threading (they pin loop positions)")
     apply_split(k, axis, amt)
-    before = list(k.global_ranges)
+    before = list(k.global_ranges)   # (one loop became two: nothing below maps old loops to new ones by position)
   elif kind in ("UPCAST", "VECTOR", "THREAD", "PEEL", "PAD"):
     _check(axis is not None and 0 <= axis < len(k.global_ranges), opt, k, f"axis out of range (kernel has {len(k.global_ranges)} output loops)")
     g = k.global_ranges[axis]
