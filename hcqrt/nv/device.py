@@ -20,7 +20,7 @@ from hcqrt import syscalls
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay, buf_addr
 from hcqrt.nv.cubin import load_cubin, relocate
-from hcqrt.nv.qmd_build import launch_qmd, set_cbuf, set_dims
+from hcqrt.nv.qmd_build import launch_qmd, local_high_size, set_cbuf, set_dims, INITIAL_STACK_POINTER
 from hcqrt.nv.rmclient import RMClient, NVError
 from ioctl_defs.nv.abi import abi_for_version
 from ioctl_defs.nv.classes import CLASSES as C, arch_from_classlist, class_name
@@ -37,8 +37,11 @@ VA_END = 1 << 40
 MAP_FIXED_NOREPLACE = 0x100000
 SUBC_COMPUTE, SUBC_COPY = 1, 4     # subchannels we bind the engine objects to (host methods use 0)
 GPFIFO_ENTRIES = 0x400
-SHARED_WINDOW, LOCAL_WINDOW = 0xFE000000, 0xFF000000   # pre-Blackwell window bases (as open-source drivers use)
-SHARED_WINDOW_BW, LOCAL_WINDOW_BW = 0x729400000000, 0x729300000000
+SHARED_WINDOW, LOCAL_WINDOW = 0xFE000000, 0xFF000000   # Ampere/Ada window bases (as open-source drivers use)
+# Hopper and later: generic addresses into shared memory need a 4 GiB aligned window; these bases (the ones tinygrad
+# uses on Blackwell) lie far above every allocation we make ([64 GiB, 1 TiB)).
+SHARED_WINDOW_SM90, LOCAL_WINDOW_SM90 = 0x729400000000, 0x729300000000
+PROGRAM_SLACK = 0x1000             # instruction prefetch reads past a program's end: keep 4 KiB mapped after every image
 
 def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
@@ -48,7 +51,9 @@ _CP = methods_for(C["HOPPER_COMPUTE_A"])
 _CE = methods_for(C["HOPPER_DMA_COPY_A"])
 SEM_RELEASE = _H["SEM_EXECUTE"].data(OPERATION="RELEASE", RELEASE_WFI="EN", PAYLOAD_SIZE="64BIT")
 SEM_RELEASE_TS = SEM_RELEASE | _H["SEM_EXECUTE"].value("RELEASE_TIMESTAMP", "EN")
-SEM_ACQUIRE = _H["SEM_EXECUTE"].data(OPERATION="ACQ_CIRC_GEQ", ACQUIRE_SWITCH_TSG="EN", PAYLOAD_SIZE="64BIT")
+# no ACQUIRE_SWITCH_TSG: our channels share one TSG, and switching it out on a failed acquire would also stop the
+# channel that is to release the value
+SEM_ACQUIRE = _H["SEM_EXECUTE"].data(OPERATION="ACQ_CIRC_GEQ", PAYLOAD_SIZE="64BIT")
 DMA_COPY = _CE["LAUNCH_DMA"].data(DATA_TRANSFER_TYPE="NON_PIPELINED", FLUSH_ENABLE="TRUE", SRC_MEMORY_LAYOUT="PITCH",
                                   DST_MEMORY_LAYOUT="PITCH")
 COPY_CHUNK = 1 << 30
@@ -75,6 +80,7 @@ class NVQueue(HWQueue):
     super().__init__()
     self.q: list[int] = []
     self._bound: tuple[int, int, memoryview] | None = None   # (host addr, va, u32 view) once bound to device memory
+    self.idle = False   # True right after a release with RELEASE_WFI: the engine has drained, no barrier needed
 
   def method(self, subc: int, offset: int, *data: int) -> int:
     """Append a method with its data; returns the dword index of the first data word."""
@@ -90,8 +96,10 @@ class NVQueue(HWQueue):
     i = self.method(0, _H["SEM_ADDR_LO"].offset, addr & 0xFFFFFFFC, addr >> 32, value & 0xFFFFFFFF, value >> 32, op)
     return {"i": i}
   def _wait(self, signal, value): return {**self._sem(signal.va, value, SEM_ACQUIRE), "signal": signal}
-  def _signal(self, signal, value): return {**self._sem(signal.va, value, SEM_RELEASE_TS), "signal": signal}   # value + when
-  def _timestamp(self, signal): return {**self._sem(signal.timestamp_va, 0, SEM_RELEASE_TS), "signal": signal}
+  def _signal(self, signal, value):   # value + when; RELEASE_WFI: written once every earlier launch has finished
+    self.idle = True; return {**self._sem(signal.va, value, SEM_RELEASE_TS), "signal": signal}
+  def _timestamp(self, signal):
+    self.idle = True; return {**self._sem(signal.timestamp_va, 0, SEM_RELEASE_TS), "signal": signal}
   def _update_sem(self, rec, signal, value):
     i = rec["i"]
     if signal is not None:
@@ -114,12 +122,27 @@ class NVQueue(HWQueue):
     dev.channel_for(self).push(va, len(self.q))
 
 class NVComputeQueue(NVQueue):
+  """Launches are ordered: each waits for the grids before it (stream order; a graph's kernels depend on each other).
+
+  The barrier is WAIT_FOR_IDLE on the compute subchannel before a launch, unless the queue's previous command was a
+  release with RELEASE_WFI (the engine is idle then). Chaining QMDs (DEPENDENT_QMD0 = SCHEDULE the next QMD when this
+  one completes, as tinygrad does) would spare the front end that wait, but it makes every QMD point at its successor:
+  a launch could no longer be patched or resubmitted on its own, a semaphore or copy between two launches breaks the
+  chain, and the field sets differ per QMD version. WAIT_FOR_IDLE is one method with the same meaning on every class;
+  its cost is the grid drain that the dependency requires anyway.
+  """
+  def barrier(self) -> None:
+    """Wait until every grid launched before has finished (compute WAIT_FOR_IDLE)."""
+    self.method(SUBC_COMPUTE, _CP["WAIT_FOR_IDLE"].offset, 0)
+
   def _exec(self, prog: "NVProgram", args: KernArgs, g, l) -> dict:
     qmd_host, qmd_va = args.extra
     q = QMD(prog.qmd_version, data=prog.qmd_template)
     set_cbuf(q, 0, args.va, prog.cbuf0_size)
     set_dims(q, g, l)
     ctypes.memmove(qmd_host, bytes(q.data), len(q.data))
+    if not self.idle: self.barrier()
+    self.idle = False
     self.method(SUBC_COMPUTE, _CP["INVALIDATE_SHADER_CACHES_NO_WFI"].offset,
                 _CP["INVALIDATE_SHADER_CACHES_NO_WFI"].data(INSTRUCTION="TRUE", GLOBAL_DATA="TRUE", CONSTANT="TRUE"))
     self.method(SUBC_COMPUTE, _CP["SEND_PCAS_A"].offset, qmd_va >> 8)
@@ -189,7 +212,7 @@ class NVProgram(HCQProgram):
     if img.arch // 10 != dev.sm // 10 or img.arch > dev.sm:
       raise RuntimeError(f"kernel {name}: cubin is for sm_{img.arch}, the device is {dev.arch}")
     k = self.kernel = img.kernels[name]
-    self.lib = dev.allocator.alloc(len(img.image) + 0x100)    # a little slack: instruction prefetch reads past the end
+    self.lib = dev.allocator.alloc(len(img.image) + PROGRAM_SLACK)
     relocate(img, self.lib.va)
     dev.allocator.copyin(self.lib, memoryview(bytes(img.image)))
     self.qmd_version = dev.qmd_version
@@ -198,15 +221,19 @@ class NVProgram(HCQProgram):
     self.cbuf0_size = _round_up(max(size0, k.param_cbank_offset + k.param_size), 64)
     cb = bytearray(self.cbuf0_size)
     cb[:size0] = img.image[off0:off0 + size0]
-    # driver-owned words below the parameters: shared/local window bases (layout not in public headers; the
-    # values open-source drivers write, unverified on hardware)
-    if dev.qmd_version != "V05_00": struct.pack_into("<QQ", cb, 0x18, SHARED_WINDOW, LOCAL_WINDOW)
+    # driver-owned words below the parameters: shared/local window bases and the initial stack pointer that every
+    # kernel with a stack loads first (layout not in public headers; the places and values tinygrad writes,
+    # unverified on hardware)
+    sw, lw = dev.windows()
+    if dev.qmd_version != "V05_00": struct.pack_into("<QQQ", cb, 0x18, sw, lw, INITIAL_STACK_POINTER)
+    else: struct.pack_into("<QQ", cb, 188 * 4, sw, lw); struct.pack_into("<I", cb, 223 * 4, INITIAL_STACK_POINTER)
     self.cbuf0 = bytes(cb)
-    dev.ensure_local_memory(k.local_bytes)
+    local = local_high_size(k.local_bytes)
+    dev.ensure_local_memory(local)
     self.shared = k.shared_static   # dynamic shared memory: not used by our kernels yet
     cbufs = {i: (self.lib.va + off, size) for i, (off, size) in k.const_banks.items() if i != 0 and size}
     q = launch_qmd(dev.qmd_version, self.lib.va + k.text_offset, max(k.registers, 1), max(self.shared, 0x400 if dev.sm >= 90 else 0),
-                   k.local_bytes, max(1, k.num_barriers), cbufs)
+                   local, max(1, k.num_barriers), cbufs, sm=dev.sm)
     self.qmd_template = bytes(q.data)
 
   def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = (), persistent: bool = False) -> KernArgs:
@@ -400,8 +427,7 @@ class NVDevice:
     self.copy_ch = self._channel(1, a.copy, F.VALUES["NV2080_ENGINE_TYPE_COPY0"], "copy")
     rm.control(self.hgroup, "NVA06C_CTRL_CMD_GPFIFO_SCHEDULE", bEnable=1)
     # bind the engine objects to their subchannels; point the compute engine at its shared/local windows
-    bw = self.qmd_version == "V05_00"
-    sw, lw = (SHARED_WINDOW_BW, LOCAL_WINDOW_BW) if bw else (SHARED_WINDOW, LOCAL_WINDOW)
+    sw, lw = self.windows()
     q = NVComputeQueue()
     q.method(SUBC_COMPUTE, _H["SET_OBJECT"].offset, a.compute)
     q.method(SUBC_COMPUTE, _CP["SET_SHADER_LOCAL_MEMORY_WINDOW_A"].offset, lw >> 32, lw & 0xFFFFFFFF)
@@ -480,18 +506,38 @@ class NVDevice:
     syscalls.munmap(buf.va, buf.size)
     buf.freed = True
 
+  def windows(self) -> tuple[int, int]:
+    """(shared, local) memory window bases the compute engine and constant bank 0 are given."""
+    return (SHARED_WINDOW_SM90, LOCAL_WINDOW_SM90) if self.sm >= 90 else (SHARED_WINDOW, LOCAL_WINDOW)
+
+  def _local_geometry(self) -> tuple[int, int]:
+    """(TPCs, threads one TPC can hold): full-die (LITTER) unit counts, since the GPU picks a local-memory slice by
+    TPC id and ids run over the whole die."""
+    if not hasattr(self, "_tpc_geometry"):
+      gr = self.abi.ffi.new("NV2080_CTRL_GR_INFO[4]")
+      for i, k in enumerate(("LITTER_NUM_GPCS", "LITTER_NUM_TPC_PER_GPC", "LITTER_NUM_SM_PER_TPC", "MAX_WARPS_PER_SM")):
+        gr[i].index = F.VALUES[f"NV2080_CTRL_GR_INFO_INDEX_{k}"]
+      self.rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_INFO", grInfoListSize=4, grInfoList=self.rm.ptr(gr))
+      self._tpc_geometry = (gr[0].data * gr[1].data, gr[2].data * gr[3].data * 32)
+    return self._tpc_geometry
+
   def ensure_local_memory(self, per_thread: int) -> None:
-    """Shader local memory (stack/spills) for `per_thread` bytes in every thread the GPU can hold."""
+    """Shader local memory (stack/spills) for `per_thread` bytes (the QMD's HIGH size) in every thread the GPU can hold.
+
+    The GPU gives each TPC a slice of SET_SHADER_LOCAL_MEMORY_NON_THROTTLED bytes (bytes per TPC, not the total) at
+    base + TPC id * slice; the buffer holds one slice per TPC."""
     if per_thread <= self.local_bytes: return
     per_thread = _round_up(per_thread, 0x10)
-    size = _round_up(per_thread * 2048 * max(self.sm_count, 1), HUGE)   # 2048 resident threads per SM
+    tpcs, threads_per_tpc = self._local_geometry()
+    per_tpc = _round_up(_round_up(per_thread * 32, 0x200) * (threads_per_tpc // 32), 0x8000)   # warps in 512-byte units
+    size = _round_up(per_tpc * tpcs, HUGE)
     self.synchronize()
     if self.local_mem is not None: self.gpu_free(self.local_mem)
     self.local_mem, self.local_bytes = self.gpu_alloc(size), per_thread
     q = NVComputeQueue()
     va = self.local_mem.va
     q.method(SUBC_COMPUTE, _CP["SET_SHADER_LOCAL_MEMORY_A"].offset, va >> 32, va & 0xFFFFFFFF)
-    q.method(SUBC_COMPUTE, _CP["SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A"].offset, size >> 32, size & 0xFFFFFFFF, 0xFF)
+    q.method(SUBC_COMPUTE, _CP["SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A"].offset, per_tpc >> 32, per_tpc & 0xFFFFFFFF, 0xFF)
     q.signal(self.timeline_signal, self.timeline_value).submit(self)
     self.timeline_value += 1
 

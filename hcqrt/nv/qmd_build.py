@@ -4,8 +4,8 @@ The versions name the same facts differently (V03 CTA_RASTER_* vs GRID_*; V05 st
 sizes shifted), so a small table maps each launch fact to (field, shift) per version.
 
   >>> q = launch_qmd("V04_00", prog_va=0x10000, regs=16, shared=0, local=0, barriers=1, cbufs={0: (0x20000, 0x300)})
-  >>> set_dims(q, (4, 1, 1), (32, 1, 1)); q.get("GRID_WIDTH"), q.get("CTA_THREAD_DIMENSION0")
-  (4, 32)
+  >>> set_dims(q, (4, 1, 1), (32, 1, 1)); q.get("GRID_WIDTH"), q.get("CTA_THREAD_DIMENSION0"), q.get("QMD_TYPE")
+  (4, 32, 2)
 """
 from __future__ import annotations
 from ioctl_defs.nv.qmd import QMD
@@ -13,28 +13,47 @@ from ioctl_defs.nv.qmd import QMD
 # fact -> (lower field, upper field or None, shift)
 SPEC: dict[str, dict[str, tuple]] = {
   "V03_00": {"grid": ("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH"), "prog": ("PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER", 0),
-             "regs": ("REGISTER_COUNT_V",), "smem": ("SHARED_MEMORY_SIZE", 0), "local": ("SHADER_LOCAL_MEMORY_LOW_SIZE", 0),
+             "regs": ("REGISTER_COUNT_V",), "smem": ("SHARED_MEMORY_SIZE", 0), "local": ("SHADER_LOCAL_MEMORY_HIGH_SIZE", 0),
              "cb": ("CONSTANT_BUFFER_ADDR_LOWER", "CONSTANT_BUFFER_ADDR_UPPER", 0)},
   "V04_00": {"grid": ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"), "prog": ("PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER", 0),
-             "regs": ("REGISTER_COUNT",), "smem": ("SHARED_MEMORY_SIZE", 0), "local": ("SHADER_LOCAL_MEMORY_LOW_SIZE", 0),
+             "regs": ("REGISTER_COUNT",), "smem": ("SHARED_MEMORY_SIZE", 0), "local": ("SHADER_LOCAL_MEMORY_HIGH_SIZE", 0),
              "cb": ("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", 6)},
   "V05_00": {"grid": ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"), "prog": ("PROGRAM_ADDRESS_LOWER_SHIFTED4", "PROGRAM_ADDRESS_UPPER_SHIFTED4", 4),
-             "regs": ("REGISTER_COUNT",), "smem": ("SHARED_MEMORY_SIZE_SHIFTED7", 7), "local": ("SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4", 4),
+             "regs": ("REGISTER_COUNT",), "smem": ("SHARED_MEMORY_SIZE_SHIFTED7", 7), "local": ("SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4", 4),
              "cb": ("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", 6)},
 }
+# Per-thread local memory goes in the HIGH size: CUDA-built code keeps its stack at the top of the thread's local
+# window (the stack pointer it loads from c[0] sits just below the window's end), which is the HIGH part.
+STACK_TOP_RESERVED = 0x240       # bytes between the initial stack pointer and the end of the 16 MiB per-thread window
+LOCAL_WINDOW_PER_THREAD = 1 << 24
+INITIAL_STACK_POINTER = LOCAL_WINDOW_PER_THREAD - STACK_TOP_RESERVED   # 0xfffdc0, what CUDA-built sm_8x..sm_12x code expects
+
+# largest shared-memory carve-out per SM (KiB) a block may ask for, by SM version (CUDA programming guide tables)
+SM_SHARED_KIB = {80: 164, 86: 100, 87: 164, 89: 100, 90: 228, 100: 228, 120: 100}
 
 def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
-def smem_config(shared: int) -> int:
-  """The SM shared-memory carve-out (KiB/4 + 1) a launch asks for: the smallest of 32/64/100/228 KiB holding `shared`.
-  The encoding follows what open-source drivers program; it is not documented in the class headers."""
-  for kib in (32, 64, 100, 132, 164, 196, 228):
-    if kib * 1024 >= shared: return kib // 4 + 1
-  raise ValueError(f"{shared} bytes of shared memory exceed the 228 KiB an SM has")
+def smem_config(shared: int, max_kib: int = 228) -> int:
+  """The SM shared-memory carve-out (KiB/4 + 1) a launch asks for: the smallest of 32/64/100/.../228 KiB holding `shared`.
+  The encoding follows what open-source drivers program; it is not documented in the class headers.
 
-def launch_qmd(version: str, prog_va: int, regs: int, shared: int, local: int, barriers: int, cbufs: dict[int, tuple[int, int]]) -> QMD:
-  """A QMD with everything but the grid/block dims and constant bank 0 address (set per launch)."""
+  >>> smem_config(0), smem_config(40 << 10), smem_config(200 << 10)
+  (9, 17, 58)
+  """
+  for kib in (32, 64, 100, 132, 164, 196, 228):
+    if kib <= max_kib and kib * 1024 >= shared: return kib // 4 + 1
+  raise ValueError(f"{shared} bytes of shared memory exceed the {max_kib} KiB an SM has")
+
+def local_high_size(stack: int) -> int:
+  """Per-thread bytes of the HIGH local-memory region a kernel with `stack` bytes of stack needs (0: no stack)."""
+  return _round_up(stack + STACK_TOP_RESERVED, 16) if stack else 0
+
+def launch_qmd(version: str, prog_va: int, regs: int, shared: int, local: int, barriers: int, cbufs: dict[int, tuple[int, int]],
+               sm: int = 90) -> QMD:
+  """A QMD with everything but the grid/block dims and constant bank 0 address (set per launch). `local` is the
+  per-thread HIGH local-memory size (local_high_size), `sm` the SM version (its shared-memory carve-out limit)."""
   s, q = SPEC[version], QMD(version)
+  if version != "V03_00": q.set("QMD_TYPE", "GRID_CTA")   # a grid of CTAs; 0 (QUEUE) would make it a queue QMD
   lo, hi, sh = s["prog"]
   q.set_address(lo, hi, prog_va, sh)
   q.set(s["regs"][0], regs)
@@ -43,8 +62,9 @@ def launch_qmd(version: str, prog_va: int, regs: int, shared: int, local: int, b
   f, sh = s["local"]
   q.set(f, _round_up(local, 16) >> sh)
   q.set("BARRIER_COUNT", barriers)
-  cfg = smem_config(shared)
-  q.set("MIN_SM_CONFIG_SHARED_MEM_SIZE", cfg).set("MAX_SM_CONFIG_SHARED_MEM_SIZE", 0x1A).set("TARGET_SM_CONFIG_SHARED_MEM_SIZE", cfg)
+  top = SM_SHARED_KIB.get(sm, 100)
+  cfg = smem_config(shared, top)
+  q.set("MIN_SM_CONFIG_SHARED_MEM_SIZE", cfg).set("MAX_SM_CONFIG_SHARED_MEM_SIZE", top // 4 + 1).set("TARGET_SM_CONFIG_SHARED_MEM_SIZE", cfg)
   q.set("API_VISIBLE_CALL_LIMIT", "NO_CHECK").set("SAMPLER_INDEX", "VIA_HEADER_INDEX")
   for f in ("INVALIDATE_TEXTURE_HEADER_CACHE", "INVALIDATE_TEXTURE_SAMPLER_CACHE", "INVALIDATE_TEXTURE_DATA_CACHE",
             "INVALIDATE_SHADER_DATA_CACHE", "INVALIDATE_INSTRUCTION_CACHE", "INVALIDATE_SHADER_CONSTANT_CACHE"): q.set(f, 1)

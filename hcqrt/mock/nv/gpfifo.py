@@ -7,60 +7,72 @@ progress: a semaphore acquire that is not yet satisfied parks its channel at tha
 channels are retried on every later doorbell and by a poller thread (so a value the CPU writes later
 also releases them, as on hardware).
 
-Methods: host methods (SET_OBJECT, SEM_* with 32/64-bit payloads and timestamps, NOP, WFI, MEM_OP_*,
-NON_STALL_INTERRUPT); copy engine (OFFSET_*, LINE_LENGTH_IN, LINE_COUNT, PITCH_*, SET_SEMAPHORE_*,
+Methods are decoded with the mock's own tables (classdefs.py, written from the class headers, never the
+backend's ioctl_defs): host methods (SET_OBJECT, SEM_* with 32/64-bit payloads and timestamps, NOP, WFI,
+MEM_OP_*, NON_STALL_INTERRUPT); copy engine (OFFSET_*, LINE_LENGTH_IN, LINE_COUNT, PITCH_*, SET_SEMAPHORE_*,
 LAUNCH_DMA); compute engine (SEND_PCAS_A + SEND_SIGNALING_PCAS(2)_B launch the QMD at that address,
-INVALIDATE_*, SET_SHADER_*, report semaphores). A launch decodes the QMD (version of the chip's compute
-class), finds the kernel by its code bytes (kernels.py), reads its parameters from constant bank 0 at the
-cubin's offset and runs the PTX interpreter over the channel's GPU address space. Anything unknown or
-malformed raises GPUError naming the channel, the pushbuffer address and the method, and the channel is
-left in an error state (later doorbells on it raise the same error).
+WAIT_FOR_IDLE, INVALIDATE_*, SET_SHADER_*, report semaphores).
+
+Execution is adversarial where hardware is free: a launched grid is only *queued* on the compute engine.
+Grids run when something orders them — WAIT_FOR_IDLE, the host WFI, a semaphore release with RELEASE_WFI —
+or when the channels run dry. Several queued grids then run concurrently: their blocks interleave slice by
+slice, the newest launch's slice first, so a kernel that reads its predecessor's output without a barrier
+reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish.
+
+A launch checks the QMD as the hardware reads it (major version, QMD_TYPE, grid/block, registers, shared
+memory and its SM carve-out, barriers, constant bank 0, stack/local memory for a kernel with a stack, the
+shared window alignment, the code's prefetch slack), finds the kernel by its code bytes (kernels.py),
+reads its parameters from constant bank 0 and runs the PTX interpreter over the channel's GPU address
+space. Anything unknown or malformed raises GPUError naming the channel, the pushbuffer address and the
+method, and the channel is left in an error state (later doorbells on it raise the same error).
 """
 from __future__ import annotations
 import ctypes, struct, threading, time
+from dataclasses import dataclass
 from typing import Any
 import numpy as np
-from ioctl_defs.nv.methods import methods_for, decode_method_header, decode_gpfifo_entry, USERD_GP_GET, USERD_GP_PUT, \
-  SEC_OP_INC_METHOD, SEC_OP_NON_INC_METHOD, SEC_OP_IMMD_DATA_METHOD, SEC_OP_ONE_INC, SEC_OP_END_PB_SEGMENT, GP_ENTRY_SIZE
-from ioctl_defs.nv.qmd import QMD, QMD_SIZE, QMD_MAJOR_MINOR
-from ioctl_defs.nv.classes import class_name
+from hcqrt.mock.nv import classdefs as CD
+from hcqrt.mock.nv.classdefs import class_name
 from hcqrt.mock.ptx import AddressSpace
-from hcqrt.mock.nv.kernels import INDEX
+from hcqrt.mock.nv.kernels import INDEX, KnownKernel
 
 class GPUError(RuntimeError):
   """The mock GPU refused a command (the real one would raise an RC error / Xid on the channel)."""
 
-# what the mock reads from each QMD version (its own reading of the layouts, independent of the backend's)
-_QMD_READ = {
-  "V03_00": dict(grid=("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH"), prog=("PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER", 0),
-                 smem=("SHARED_MEMORY_SIZE", 0), cb=("CONSTANT_BUFFER_ADDR_LOWER", "CONSTANT_BUFFER_ADDR_UPPER", 0)),
-  "V04_00": dict(grid=("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"), prog=("PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER", 0),
-                 smem=("SHARED_MEMORY_SIZE", 0), cb=("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", 6)),
-  "V05_00": dict(grid=("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"), prog=("PROGRAM_ADDRESS_LOWER_SHIFTED4", "PROGRAM_ADDRESS_UPPER_SHIFTED4", 4),
-                 smem=("SHARED_MEMORY_SIZE_SHIFTED7", 7), cb=("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", 6)),
-}
+# shared memory an SM can give one block (KiB; the largest carve-out MAX_SM_CONFIG_SHARED_MEM_SIZE may name)
+SM_SHARED_KIB = {80: 164, 86: 100, 89: 100, 90: 228, 100: 228, 120: 100}
+PREFETCH_SLACK = 0x1000      # instruction prefetch reads this far past a kernel's last instruction
+INTERLEAVE_SLICES = 4        # queued grids are cut into this many slices of blocks and run slice by slice
+STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0] word an sm_XX kernel loads its stack pointer from
 
-def _names(cls: int) -> dict[int, str]:
-  out = {m.offset: n for n, m in methods_for(cls).items()}
-  if "LOAD_INLINE_QMD_DATA" in methods_for(cls):
-    base = methods_for(cls)["LOAD_INLINE_QMD_DATA"].offset
-    for i in range(1, 96): out[base + 4 * i] = "LOAD_INLINE_QMD_DATA"
-  return out
+def _carveout_kib(v: int) -> int: return (v - 1) * 4   # SM config encoding: KiB / 4 + 1
 
 class Blocked(Exception):
   """A semaphore acquire is not satisfied yet."""
+
+@dataclass
+class Grid:
+  """A launched grid the compute engine has not finished yet."""
+  kk: KnownKernel
+  mem: AddressSpace
+  grid: tuple[int, int, int]
+  block: tuple[int, int, int]
+  params: bytes
+  dyn: int
+  at: int
+  done: int = 0          # blocks run so far
 
 class Channel:
   """Execution state of one GPFIFO channel (the RM object holds the ring/USERD facts)."""
   def __init__(self, engine: "GPFIFOEngine", obj: Any):
     self.engine, self.obj, self.d = engine, obj, obj.data
-    self.host_names = {m.offset: n for n, m in methods_for(obj.cls).items()}
-    self.sem_execute = methods_for(obj.cls)["SEM_EXECUTE"]
+    self.host = CD.table(obj.cls)
     self.subc: dict[int, int] = {}                 # subchannel -> engine class bound by SET_OBJECT
     self.regs: dict[str, int] = {}                 # last value written per method name
     self.segment: list[tuple[int, int, int, int]] | None = None   # decoded (subc, offset, data, pb va) of the current entry
     self.pos = 0
     self.error: GPUError | None = None
+    self.queued: list[Grid] = []                   # launched grids not yet run (unordered with each other)
     self.name = f"channel {obj.data['chid']} ({class_name(obj.cls)})"
 
   @property
@@ -78,20 +90,20 @@ class Channel:
     if not (self.d.get("enabled") or self.d.get("scheduled")): return False
     progressed, n = False, self.d["entries"]
     while True:
-      get, put = self.u32(USERD_GP_GET).value, self.u32(USERD_GP_PUT).value
+      get, put = self.u32(CD.USERD_GPGET).value, self.u32(CD.USERD_GPPUT).value
       if put >= n: raise self.fail(f"GPPut {put} is outside the {n}-entry ring")
       if get == put and self.segment is None: return progressed
       if self.segment is None:
-        entry = struct.unpack("<Q", self.read(self.d["ring_va"] + get * GP_ENTRY_SIZE, 8))[0]
-        va, ndw, _ = decode_gpfifo_entry(entry)
+        entry = struct.unpack("<Q", self.read(self.d["ring_va"] + get * CD.GP_ENTRY_BYTES, 8))[0]
+        va, ndw, _ = CD.decode_gp_entry(entry)
         self.segment, self.pos = self.decode(va, ndw), 0
       try:
         while self.pos < len(self.segment):
           self.execute(*self.segment[self.pos]); self.pos += 1; progressed = True
       except Blocked: return progressed
-      except GPUError: self.u32(USERD_GP_GET).value = put; self.segment = None; raise
+      except GPUError: self.u32(CD.USERD_GPGET).value = put; self.segment = None; self.queued.clear(); raise
       self.segment = None
-      self.u32(USERD_GP_GET).value = (get + 1) % n
+      self.u32(CD.USERD_GPGET).value = (get + 1) % n
       progressed = True
 
   def read(self, va: int, n: int) -> bytes:
@@ -102,15 +114,15 @@ class Channel:
     words = np.frombuffer(self.read(va, ndw * 4), np.uint32).tolist()
     out, i = [], 0
     while i < len(words):
-      op, subc, off, count = decode_method_header(words[i])
+      op, subc, off, count = CD.decode_header(words[i])
       at = va + 4 * i
-      if op == SEC_OP_IMMD_DATA_METHOD: out.append((subc, off, count, at)); i += 1; continue
-      if op == SEC_OP_END_PB_SEGMENT: break
-      if op not in (SEC_OP_INC_METHOD, SEC_OP_NON_INC_METHOD, SEC_OP_ONE_INC):
+      if op == CD.SEC_IMMD: out.append((subc, off, count, at)); i += 1; continue
+      if op == CD.SEC_END_SEGMENT: break
+      if op not in (CD.SEC_INC, CD.SEC_NON_INC, CD.SEC_ONE_INC):
         raise self.fail(f"method header {words[i]:#010x} has unsupported SEC_OP {op}", at)
       if i + 1 + count > len(words): raise self.fail(f"method {off:#x} wants {count} data words, the segment has {len(words) - i - 1}", at)
       for j in range(count):
-        step = j if op == SEC_OP_INC_METHOD else (0 if op == SEC_OP_NON_INC_METHOD else min(j, 1))
+        step = j if op == CD.SEC_INC else (0 if op == CD.SEC_NON_INC else min(j, 1))
         out.append((subc, off + 4 * step, words[i + 1 + j], at))
       i += 1 + count
     return out
@@ -123,32 +135,44 @@ class Channel:
       if cls not in engines: raise self.fail(f"SET_OBJECT {class_name(cls)} on subchannel {subc}: the channel's engine objects are {[class_name(c) for c in engines]}", at)
       self.subc[subc] = cls; return
     if off < 0x100:
-      name = self.host_names.get(off)
+      name = self.host.name_at(off)
       if name is None: raise self.fail(f"unknown host method {off:#x}", at)
       self.regs[name] = data
       if name == "SEM_EXECUTE": self.semaphore(data, at)
+      elif name == "WFI": self.drain()
       return
     cls = self.subc.get(subc)
     if cls is None: raise self.fail(f"method {off:#x} on subchannel {subc}, which has no object (SET_OBJECT first)", at)
-    name = self.engine.names(cls).get(off)
+    t = CD.table(cls)
+    name = t.name_at(off)
     if name is None: raise self.fail(f"method {off:#x} is not a {class_name(cls)} method", at)
     self.regs[name] = data
-    if (cls & 0xFF) == 0xB5 and name == "LAUNCH_DMA": self.launch_dma(cls, data, at)
+    if (cls & 0xFF) == 0xB5 and name == "LAUNCH_DMA": self.launch_dma(t, data, at)
     elif (cls & 0xFF) == 0xC0:
-      if name in ("SEND_SIGNALING_PCAS_B", "SEND_SIGNALING_PCAS2_B"): self.launch_qmd(cls, name, data, at)
-      elif name == "REPORT_SEMAPHORE_EXECUTE": self.report_semaphore(cls, data, at)
+      if name in ("SEND_SIGNALING_PCAS_B", "SEND_SIGNALING_PCAS2_B"): self.launch_qmd(cls, t, name, data, at)
+      elif name == "WAIT_FOR_IDLE": self.drain()
+      elif name == "REPORT_SEMAPHORE_EXECUTE": self.drain(); self.report_semaphore(t, data, at)
 
   def semaphore(self, data: int, at: int) -> None:
-    m = self.sem_execute
-    addr = (self.regs.get("SEM_ADDR_HI", 0) << 32) | (self.regs.get("SEM_ADDR_LO", 0) & 0xFFFFFFFC)
+    h = self.host
+    addr = (h.field("SEM_ADDR_HI", "OFFSET", self.regs.get("SEM_ADDR_HI", 0)) << 32) | (self.regs.get("SEM_ADDR_LO", 0) & 0xFFFFFFFC)
     payload = (self.regs.get("SEM_PAYLOAD_HI", 0) << 32) | self.regs.get("SEM_PAYLOAD_LO", 0)
-    wide = m.get("PAYLOAD_SIZE", data) == 1
-    op = m.get("OPERATION", data)
-    if op == 1:   # RELEASE
+    wide = h.field("SEM_EXECUTE", "PAYLOAD_SIZE", data) == 1
+    op = h.field("SEM_EXECUTE", "OPERATION", data)
+    if op == CD.SEM_OP["RELEASE"]:
+      # RELEASE_WFI: the release waits for the engine to go idle; without it the value lands while grids still run
+      if h.field("SEM_EXECUTE", "RELEASE_WFI", data): self.drain()
       if addr % (8 if wide else 4): raise self.fail(f"semaphore release address {addr:#x} is misaligned", at)
       self.write(addr, struct.pack("<Q", payload) if wide else struct.pack("<I", payload & 0xFFFFFFFF), at)
-      if m.get("RELEASE_TIMESTAMP", data): self.write(addr + 8, struct.pack("<Q", time.perf_counter_ns()), at)
+      if h.field("SEM_EXECUTE", "RELEASE_TIMESTAMP", data): self.write(addr + 8, struct.pack("<Q", time.perf_counter_ns()), at)
       return
+    if h.field("SEM_EXECUTE", "ACQUIRE_SWITCH_TSG", data):
+      # switching out the TSG on a failed acquire also switches out the group's other channels, which may be
+      # the ones that release the value: the mock refuses the combination
+      mates = [c for c in self.obj.parent.children if c.kind == "channel" and c is not self.obj] if self.obj.parent is not None else []
+      if mates and self.obj.parent.kind == "group":
+        raise self.fail(f"semaphore acquire with ACQUIRE_SWITCH_TSG=EN in a channel group with {len(mates)} other channel(s): "
+                        "a failed acquire would switch out the channels that release it", at)
     cur = struct.unpack("<Q" if wide else "<I", self.read(addr, 8 if wide else 4))[0]
     if not wide: payload &= 0xFFFFFFFF
     bits = 64 if wide else 32
@@ -164,88 +188,139 @@ class Channel:
     try: self.vs.write(va, data)
     except MemoryError as e: raise self.fail(str(e), at) from None
 
-  def launch_dma(self, cls: int, data: int, at: int) -> None:
-    m = methods_for(cls)["LAUNCH_DMA"]
+  def launch_dma(self, t: CD.MethodTable, data: int, at: int) -> None:
     r = self.regs
-    if m.get("DATA_TRANSFER_TYPE", data) != 0:
-      if m.get("SRC_MEMORY_LAYOUT", data) != 1 or m.get("DST_MEMORY_LAYOUT", data) != 1: raise self.fail("LAUNCH_DMA: only PITCH layouts are supported", at)
-      if m.get("SRC_TYPE", data) or m.get("DST_TYPE", data): raise self.fail("LAUNCH_DMA: physical addresses are not supported", at)
-      src = (r.get("OFFSET_IN_UPPER", 0) << 32) | r.get("OFFSET_IN_LOWER", 0)
-      dst = (r.get("OFFSET_OUT_UPPER", 0) << 32) | r.get("OFFSET_OUT_LOWER", 0)
+    def f(fname: str) -> int: return t.field("LAUNCH_DMA", fname, data)
+    if f("DATA_TRANSFER_TYPE") != 0:
+      if f("SRC_MEMORY_LAYOUT") != 1 or f("DST_MEMORY_LAYOUT") != 1: raise self.fail("LAUNCH_DMA: only PITCH layouts are supported", at)
+      if f("SRC_TYPE") or f("DST_TYPE"): raise self.fail("LAUNCH_DMA: physical addresses are not supported", at)
+      src = (t.field("OFFSET_IN_UPPER", "UPPER", r.get("OFFSET_IN_UPPER", 0)) << 32) | r.get("OFFSET_IN_LOWER", 0)
+      dst = (t.field("OFFSET_OUT_UPPER", "UPPER", r.get("OFFSET_OUT_UPPER", 0)) << 32) | r.get("OFFSET_OUT_LOWER", 0)
       n = r.get("LINE_LENGTH_IN", 0)
-      lines = r.get("LINE_COUNT", 1) if m.get("MULTI_LINE_ENABLE", data) else 1
+      lines = r.get("LINE_COUNT", 1) if f("MULTI_LINE_ENABLE") else 1
       for ln in range(lines):
         s, d = src + ln * r.get("PITCH_IN", 0), dst + ln * r.get("PITCH_OUT", 0)
         if n: self.write(d, self.read(s, n), at)
-    sem = m.get("SEMAPHORE_TYPE", data)
+    sem = f("SEMAPHORE_TYPE")
     if sem:
-      addr = (r.get("SET_SEMAPHORE_A", 0) << 32) | r.get("SET_SEMAPHORE_B", 0)
-      payload = r.get("SET_SEMAPHORE_PAYLOAD", 0)
-      self.write(addr, struct.pack("<I", payload), at)
+      addr = (t.field("SET_SEMAPHORE_A", "UPPER", r.get("SET_SEMAPHORE_A", 0)) << 32) | r.get("SET_SEMAPHORE_B", 0)
+      self.write(addr, struct.pack("<I", r.get("SET_SEMAPHORE_PAYLOAD", 0)), at)
       if sem == 2: self.write(addr + 8, struct.pack("<Q", time.perf_counter_ns()), at)
 
-  def report_semaphore(self, cls: int, data: int, at: int) -> None:
-    m = methods_for(cls)["REPORT_SEMAPHORE_EXECUTE"]
-    if m.get("OPERATION", data) != 0: raise self.fail("REPORT_SEMAPHORE_EXECUTE: only RELEASE is supported by the mock", at)
+  def report_semaphore(self, t: CD.MethodTable, data: int, at: int) -> None:
+    if t.field("REPORT_SEMAPHORE_EXECUTE", "OPERATION", data) != 0: raise self.fail("REPORT_SEMAPHORE_EXECUTE: only RELEASE is supported by the mock", at)
     r = self.regs
-    addr = (r.get("SET_REPORT_SEMAPHORE_ADDRESS_UPPER", 0) << 32) | r.get("SET_REPORT_SEMAPHORE_ADDRESS_LOWER", 0)
+    addr = (t.field("SET_REPORT_SEMAPHORE_ADDRESS_UPPER", "UPPER", r.get("SET_REPORT_SEMAPHORE_ADDRESS_UPPER", 0)) << 32) | r.get("SET_REPORT_SEMAPHORE_ADDRESS_LOWER", 0)
     payload = (r.get("SET_REPORT_SEMAPHORE_PAYLOAD_UPPER", 0) << 32) | r.get("SET_REPORT_SEMAPHORE_PAYLOAD_LOWER", 0)
-    self.write(addr, struct.pack("<Q", payload) if m.get("PAYLOAD_SIZE64", data) else struct.pack("<I", payload & 0xFFFFFFFF), at)
+    wide = t.field("REPORT_SEMAPHORE_EXECUTE", "PAYLOAD_SIZE64", data)
+    self.write(addr, struct.pack("<Q", payload) if wide else struct.pack("<I", payload & 0xFFFFFFFF), at)
 
-  def launch_qmd(self, cls: int, name: str, data: int, at: int) -> None:
+  # ---- compute launches ----
+  def launch_qmd(self, cls: int, t: CD.MethodTable, name: str, data: int, at: int) -> None:
     if name == "SEND_SIGNALING_PCAS2_B":
-      action = methods_for(cls)[name].get("PCAS_ACTION", data)
-      if action not in (2, 3, 9): return   # only the scheduling actions launch
-    elif not methods_for(cls)[name].get("SCHEDULE", data): return
+      if t.field(name, "PCAS_ACTION", data) not in CD.PCAS_ACTION_SCHEDULES: return   # only the scheduling actions launch
+    elif not t.field(name, "SCHEDULE", data): return
+    version = CD.QMD_OF_CLASS[cls]
     qva = self.regs.get("SEND_PCAS_A", 0) << 8
-    version = self.engine.rm.chip.arch.qmd
-    q = QMD(version, self.read(qva, QMD_SIZE[version]))
-    major = QMD_MAJOR_MINOR[version][0]
-    if q.get("QMD_MAJOR_VERSION") != major: raise self.fail(f"QMD at {qva:#x}: major version {q.get('QMD_MAJOR_VERSION')}, {class_name(cls)} reads {version}", at)
-    spec = _QMD_READ[version]
-    grid = tuple(q.get(f) for f in spec["grid"])
-    block = tuple(q.get(f"CTA_THREAD_DIMENSION{i}") for i in range(3))
-    if min(grid) < 1 or min(block) < 1 or block[0] * block[1] * block[2] > 1024:
-      raise self.fail(f"QMD at {qva:#x}: bad launch shape grid {grid} block {block}", at)
-    lo, hi, sh = spec["prog"]
-    prog = (q.get(lo) | (q.get(hi) << 32)) << sh
-    if not q.get("CONSTANT_BUFFER_VALID", i=0): raise self.fail(f"QMD at {qva:#x}: constant buffer 0 (kernel parameters) is not valid", at)
-    lo, hi, sh = spec["cb"]
-    cb0 = (q.get(lo, i=0) | (q.get(hi, i=0) << 32)) << sh
-    cb0_size = q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", i=0) << 4
+    q = CD.qmd_read(version, self.read(qva, CD.QMD_BYTES[version]))
+    def bad(msg: str) -> GPUError: return self.fail(f"QMD at {qva:#x}: {msg}", at)
+    if q.get("QMD_MAJOR_VERSION") != CD.QMD_MAJOR[version]: raise bad(f"major version {q.get('QMD_MAJOR_VERSION')}, {class_name(cls)} reads {version}")
+    if version == "V03_00":
+      if q.get("IS_QUEUE"): raise bad("IS_QUEUE=TRUE: a queue QMD, not a grid launch")
+    elif q.get("QMD_TYPE") != CD.QMD_TYPE_GRID_CTA: raise bad(f"QMD_TYPE {q.get('QMD_TYPE')}, a grid launch of CTAs is GRID_CTA ({CD.QMD_TYPE_GRID_CTA})")
+    rel = [q.get("RELEASE0_ENABLE"), q.get("RELEASE1_ENABLE")] if version == "V03_00" else [q.get("RELEASE_ENABLE", i) for i in range(3)]
+    dep = q.get("DEPENDENT_QMD0_ENABLE") if version == "V03_00" else q.get("DEPENDENT_QMD_ENABLE", 0)
+    if any(rel) or dep: raise bad("QMD release semaphores / dependent QMDs are not modelled by the mock")
+    grid = (q.get("GRID_WIDTH"), q.get("GRID_HEIGHT"), q.get("GRID_DEPTH"))
+    block = (q.get("CTA_THREAD_DIMENSION0"), q.get("CTA_THREAD_DIMENSION1"), q.get("CTA_THREAD_DIMENSION2"))
+    if min(grid) < 1 or min(block) < 1 or block[0] * block[1] * block[2] > 1024: raise bad(f"bad launch shape grid {grid} block {block}")
+    prog = q.address("PROGRAM_ADDRESS_LOWER_SHIFTED4", "PROGRAM_ADDRESS_UPPER_SHIFTED4", 4) if version == "V05_00" else \
+           q.address("PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER")
+    if not q.get("CONSTANT_BUFFER_VALID", 0): raise bad("constant buffer 0 (kernel parameters) is not valid")
+    cb0 = q.address("CONSTANT_BUFFER_ADDR_LOWER", "CONSTANT_BUFFER_ADDR_UPPER", 0, 0) if version == "V03_00" else \
+          q.address("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", 6, 0)
+    cb0_size = q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", 0) << 4
     def code(n: int) -> bytes:
       try: return self.vs.read(prog, n)
       except MemoryError: return b""
     kk = INDEX.find(code)
-    if kk is None: raise self.fail(f"QMD at {qva:#x}: no known kernel at program address {prog:#x} (code not from a cubin assembled in this process)", at)
-    k = kk.facts
-    if k.param_cbank_offset + k.param_size > cb0_size:
-      raise self.fail(f"kernel {kk.name}: constant buffer 0 is {cb0_size} bytes, parameters need {k.param_cbank_offset + k.param_size}", at)
-    params = self.read(cb0 + k.param_cbank_offset, k.param_size) if k.param_size else b""
-    f, sh = spec["smem"]
+    if kk is None: raise bad(f"no known kernel at program address {prog:#x} (code not from a cubin assembled in this process)")
+    k, who = kk.facts, f"kernel {kk.name}"
+    try: self.vs.translate(prog, len(kk.text) + PREFETCH_SLACK)
+    except MemoryError: raise bad(f"{who}: fewer than {PREFETCH_SLACK:#x} mapped bytes follow its code at {prog:#x}+{len(kk.text):#x} "
+                                  "(instruction prefetch would fault)") from None
+    if k.param_offset + k.param_size > cb0_size: raise bad(f"{who}: constant buffer 0 is {cb0_size} bytes, parameters need {k.param_offset + k.param_size}")
+    regs = q.get("REGISTER_COUNT")
+    if regs < k.registers: raise bad(f"{who} uses {k.registers} registers per thread, the QMD gives {regs}")
+    if q.get("BARRIER_COUNT") < k.barriers: raise bad(f"{who} uses {k.barriers} barriers, the QMD's BARRIER_COUNT is {q.get('BARRIER_COUNT')}")
+    shared = q.get("SHARED_MEMORY_SIZE_SHIFTED7") << 7 if version == "V05_00" else q.get("SHARED_MEMORY_SIZE")
+    if shared < k.shared_static: raise bad(f"{who} has {k.shared_static} bytes of static shared memory, the QMD's SHARED_MEMORY_SIZE is {shared}")
+    self.check_sm_config(q, shared, bad)
+    sm = self.engine.rm.chip.arch.sm
+    if sm >= 90:   # generic addresses into shared memory need a 4 GiB aligned window
+      win = (self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_A", 0) << 32) | self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
+      if win == 0 or win % (1 << 32): raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
+    if k.stack: self.check_stack(q, version, k.stack, cb0, who, bad)
+    params = self.read(cb0 + k.param_offset, k.param_size) if k.param_size else b""
     # what the QMD gives beyond the static shared memory (and sm_90's reserved 1 KiB) is dynamic shared memory
-    static = k.shared_static or (0x400 if self.engine.rm.chip.arch.sm >= 90 else 0)
-    dyn = max(0, (q.get(f) << sh) - static)
-    mem = self.engine.address_space(self.vs)
-    try: INDEX.module(kk).launch(kk.name, mem, grid, block, params, dyn)
-    except Exception as e: raise self.fail(f"kernel {kk.name} grid {grid} block {block} faulted: {e}", at) from None
+    static = k.shared_static or (0x400 if sm >= 90 else 0)
+    self.queued.append(Grid(kk, self.engine.address_space(self.vs), grid, block, params, max(0, shared - static), at))
     self.engine.launches += 1
+
+  def check_sm_config(self, q: CD.QMDRead, shared: int, bad) -> None:
+    lo, tgt, hi = (q.get(f"{f}_SM_CONFIG_SHARED_MEM_SIZE") for f in ("MIN", "TARGET", "MAX"))
+    top = SM_SHARED_KIB.get(self.engine.rm.chip.arch.sm, 100)
+    if not 1 <= lo <= tgt <= hi or _carveout_kib(hi) > top:
+      raise bad(f"SM shared-memory config MIN {lo} <= TARGET {tgt} <= MAX {hi} (KiB/4+1, at most {top} KiB) does not hold")
+    if _carveout_kib(tgt) * 1024 < shared: raise bad(f"SM config TARGET {_carveout_kib(tgt)} KiB is smaller than the block's {shared} bytes of shared memory")
+
+  def check_stack(self, q: CD.QMDRead, version: str, stack: int, cb0: int, who: str, bad) -> None:
+    """A kernel with a stack: per-thread local memory in the QMD's HIGH size (where CUDA-built code has it), the
+    stack pointer it loads from constant bank 0, and a local-memory buffer holding every TPC's slice."""
+    v05 = version == "V05_00"
+    high = q.get("SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4" if v05 else "SHADER_LOCAL_MEMORY_HIGH_SIZE") << (4 if v05 else 0)
+    low = q.get("SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4" if v05 else "SHADER_LOCAL_MEMORY_LOW_SIZE") << (4 if v05 else 0)
+    if high < stack: raise bad(f"{who} needs {stack} bytes of stack per thread, the QMD's SHADER_LOCAL_MEMORY_HIGH_SIZE is {high} (LOW {low})")
+    sp = struct.unpack("<I", self.read(cb0 + STACK_POINTER_CB0[version], 4))[0]
+    if sp < stack or sp % 16: raise bad(f"{who}: initial stack pointer c[0][{STACK_POINTER_CB0[version]:#x}] = {sp:#x} (the kernel's first load) is unset or too small for {stack} bytes")
+    r, c = self.regs, self.engine.rm.chip
+    base = (r.get("SET_SHADER_LOCAL_MEMORY_A", 0) << 32) | r.get("SET_SHADER_LOCAL_MEMORY_B", 0)
+    per_tpc = (r.get("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A", 0) << 32) | r.get("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B", 0)
+    need_tpc = high * 32 * c.max_warps_per_sm * c.sm_per_tpc     # every thread a TPC can hold
+    if base == 0 or per_tpc < need_tpc:
+      raise bad(f"{who}: local memory {base:#x} with {per_tpc:#x} bytes per TPC; {high} bytes per thread need {need_tpc:#x} per TPC")
+    tpcs = c.gpcs * c.tpc_per_gpc
+    try: self.vs.translate(base, per_tpc * tpcs)
+    except MemoryError: raise bad(f"{who}: {tpcs} TPC slices of {per_tpc:#x} bytes from {base:#x} run past the local-memory buffer "
+                                  "(SET_SHADER_LOCAL_MEMORY_NON_THROTTLED takes bytes per TPC)") from None
+
+  def drain(self) -> None:
+    """Run the queued grids to completion. Several at once run concurrently: slice by slice, newest launch first."""
+    q, self.queued = self.queued, []
+    if not q: return
+    slices = 1 if len(q) == 1 else INTERLEAVE_SLICES
+    for s in range(slices):
+      for g in reversed(q):
+        n = g.grid[0] * g.grid[1] * g.grid[2]
+        end = n * (s + 1) // slices
+        if end > g.done: self.run_grid(g, g.done, end - g.done); g.done = end
+
+  def run_grid(self, g: Grid, first: int, count: int) -> None:
+    try: INDEX.module(g.kk).launch(g.kk.name, g.mem, g.grid, g.block, g.params, g.dyn, blocks=(first, count))
+    except Exception as e:
+      self.queued.clear()
+      raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} faulted: {e}", g.at) from None
 
 class GPFIFOEngine:
   """All channels of one MockNV; `ring(token)` is the doorbell."""
   def __init__(self, rm: Any):
     self.rm = rm
     self.channels: dict[int, Channel] = {}
-    self._names: dict[int, dict[int, str]] = {}
     self._spaces: dict[int, tuple[list, AddressSpace]] = {}
     self.lock = threading.RLock()
     self._poller: threading.Thread | None = None
     self.launches = 0
     self.busy_ns = 0        # time spent "on the GPU" (inside doorbells), so hosts can measure their own cost apart
-
-  def names(self, cls: int) -> dict[int, str]:
-    if cls not in self._names: self._names[cls] = _names(cls)
-    return self._names[cls]
 
   def channel(self, obj: Any) -> Channel:
     key = id(obj)
@@ -283,9 +358,22 @@ class GPFIFOEngine:
         for obj in live.values():
           c = self.channel(obj)
           if c.error is None or obj is rung: progressed |= c.run()
+        # nothing can advance: the grids still queued finish (concurrently) before the next look at the rings
+        if not progressed: progressed = self.finish_grids(rung)
       if self.blocked() and (self._poller is None or not self._poller.is_alive()):
         self._poller = threading.Thread(target=self._poll, daemon=True, name="nvmock-gpfifo")
         self._poller.start()
+
+  def finish_grids(self, rung: Any = None) -> bool:
+    """Drain every channel's queued grids; True if any ran. A fault raises only on the channel whose doorbell rang."""
+    ran = False
+    for c in list(self.channels.values()):
+      if not c.queued or c.error is not None: continue
+      ran = True
+      try: c.drain()
+      except GPUError:
+        if c.obj is rung: raise
+    return ran
 
   def blocked(self) -> bool:
     return any(c.segment is not None and c.error is None for c in self.channels.values())
@@ -299,4 +387,5 @@ class GPFIFOEngine:
         try:
           for c in list(self.channels.values()):
             if c.segment is not None and c.error is None: c.run()
+          self.finish_grids()
         except GPUError: pass   # kept on the channel; the next doorbell raises it

@@ -4,22 +4,76 @@ The backend uploads a real cubin's relocated image and puts the entry address in
 the mock what it loaded. The mock reads the code at that address and looks it up among the cubins the
 PTX assembler produced in this process (the assembler records sha256(cubin) -> PTX; the cubin itself is
 fetched again through the assembler's disk cache), then runs that kernel's PTX with the interpreter.
+
+The launch facts the mock checks a QMD against (registers, shared memory, barriers, stack, where the
+parameters live) are read here from the cubin with pyelftools, independently of the backend's loader
+(hcqrt/nv/cubin.py): a loader bug must not pass both sides.
 """
 from __future__ import annotations
-import hashlib, re
+import hashlib, io, re, struct
 from dataclasses import dataclass
 from typing import Callable
-from hcqrt.nv.cubin import load_cubin, CubinKernel
+from elftools.elf.elffile import ELFFile
 from hcqrt.mock.ptx import PTXModule
 
 PREFIX = 64   # bytes of code used as the first lookup key (kernels share prologues, so matches are verified in full)
+
+# .nv.info attribute codes (EIATTR_*, numbered as in nvlink's table) and record formats (EIFMT_*)
+_FRAME_SIZE, _MIN_STACK, _MAX_STACK, _REGCOUNT = 0x11, 0x12, 0x23, 0x2F
+_PARAM_CBANK, _CBANK_PARAM_SIZE, _NUM_BARRIERS = 0x0A, 0x19, 0x4C
+_NVAL, _BVAL, _HVAL, _SVAL = 1, 2, 3, 4
+
+@dataclass
+class KernelFacts:
+  """What a launch of one kernel needs (bytes unless said otherwise)."""
+  registers: int
+  param_offset: int        # parameters start here in constant bank 0
+  param_size: int
+  shared_static: int       # .nv.shared.<kernel> size
+  barriers: int
+  stack: int               # per-thread local memory (stack frame, spills, local arrays)
 
 @dataclass
 class KnownKernel:
   name: str
   text: bytes
   ptx: str
-  facts: CubinKernel
+  facts: KernelFacts
+
+def _nvinfo(data: bytes) -> list[tuple[int, int, bytes | int]]:
+  out, i = [], 0
+  while i + 4 <= len(data):
+    fmt, attr, v = data[i], data[i + 1], struct.unpack_from("<H", data, i + 2)[0]
+    if fmt == _SVAL: out.append((fmt, attr, data[i + 4:i + 4 + v])); i += 4 + v
+    else: out.append((fmt, attr, v)); i += 4
+  return out
+
+def cubin_facts(cubin: bytes) -> dict[str, tuple[bytes, KernelFacts]]:
+  """kernel name -> (its code bytes, its launch facts), read straight from the cubin's sections."""
+  elf = ELFFile(io.BytesIO(cubin))
+  secs = {s.name: s for s in elf.iter_sections()}
+  syms = list(secs[".symtab"].iter_symbols()) if ".symtab" in secs else []
+  per_sym: dict[int, dict[int, int]] = {}
+  if ".nv.info" in secs:
+    for fmt, attr, v in _nvinfo(secs[".nv.info"].data()):
+      if fmt == _SVAL and isinstance(v, bytes) and len(v) >= 8:
+        sidx, val = struct.unpack_from("<II", v)
+        per_sym.setdefault(sidx, {})[attr] = val
+  out = {}
+  for sidx, sym in enumerate(syms):
+    text = secs.get(f".text.{sym.name}")
+    if sym["st_info"]["type"] != "STT_FUNC" or text is None: continue
+    mod, regs_hint = per_sym.get(sidx, {}), text["sh_info"] >> 24
+    poff = psize = barriers = 0
+    for fmt, attr, v in (_nvinfo(secs[f".nv.info.{sym.name}"].data()) if f".nv.info.{sym.name}" in secs else []):
+      if attr == _PARAM_CBANK and isinstance(v, bytes): _, poff, psize = struct.unpack_from("<IHH", v)
+      elif attr == _CBANK_PARAM_SIZE and isinstance(v, int): psize = v
+      elif attr == _NUM_BARRIERS and isinstance(v, int): barriers = v
+    shared = secs[f".nv.shared.{sym.name}"]["sh_size"] if f".nv.shared.{sym.name}" in secs else 0
+    code = text.data()[sym["st_value"]:sym["st_value"] + (sym["st_size"] or text["sh_size"])]
+    out[sym.name] = (code, KernelFacts(registers=mod.get(_REGCOUNT, regs_hint), param_offset=poff, param_size=psize, shared_static=shared,
+                                       barriers=barriers, stack=max(mod.get(_MIN_STACK, 0), mod.get(_FRAME_SIZE, 0), mod.get(_MAX_STACK, 0))))
+  return out
 
 class KernelIndex:
   """Code bytes -> (PTX module, kernel name). `find(read)` is given a reader of GPU memory at the program address."""
@@ -44,10 +98,8 @@ class KernelIndex:
 
   def add_cubin(self, cubin: bytes, ptx: str) -> None:
     """Teach the index one cubin and the PTX it came from."""
-    img = load_cubin(cubin)
-    for name, k in img.kernels.items():
-      text = bytes(img.image[k.text_offset:k.text_offset + k.text_size])
-      self._by_prefix.setdefault(text[:PREFIX], []).append(KnownKernel(name, text, ptx, k))
+    for name, (text, facts) in cubin_facts(cubin).items():
+      self._by_prefix.setdefault(text[:PREFIX], []).append(KnownKernel(name, text, ptx, facts))
 
   def find(self, read: Callable[[int], bytes]) -> KnownKernel | None:
     for attempt in range(2):
