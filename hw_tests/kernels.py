@@ -66,3 +66,44 @@ def many(nin: int) -> str:
     body += [f"ld.param.u64 %rd3, [in{j}];", "add.s64 %rd3, %rd3, %rd2;", "ld.global.f32 %f2, [%rd3];", "add.f32 %f1, %f1, %f2;"]
   body += ["add.s64 %rd1, %rd1, %rd2;", "st.global.f32 [%rd1], %f1;", "ret;"]
   return f".visible .entry many({params})\n{{\n  .reg .b32 %r<4>; .reg .f32 %f<4>; .reg .b64 %rd<4>;\n  " + "\n  ".join(body) + "\n}"
+
+def stack(keep: int = 20) -> str:
+  """A kernel with a stack: a 64-float local array indexed at run time, and `keep` values loaded before two loops and
+  used after them, which `.maxnreg 24` forces ptxas to spill (sm_90: 296-byte frame, 40 bytes of spills).
+  For i < n: out[i] = sum_j in[(i+j)%n]*(j+1) (j < 64) + sum_k in[(i+3k)%n]*(k+1) (k < keep)."""
+  pre = [f"add.u32 %r10, %r5, {3 * k}; rem.u32 %r10, %r10, %r1; mul.wide.u32 %rd10, %r10, 4; add.s64 %rd10, %rd2, %rd10; "
+         f"ld.global.f32 %w{k}, [%rd10];" for k in range(keep)]
+  post = [f"cvt.rn.f32.u32 %f5, {k + 1}; fma.rn.f32 %f3, %w{k}, %f5, %f3;" for k in range(keep)]
+  return f""".visible .entry stack(.param .u64 out, .param .u64 inp, .param .u32 n)
+.maxnreg 24
+{{
+  .local .align 4 .b8 arr[256];
+  .reg .pred %p<4>; .reg .b32 %r<12>; .reg .f32 %f<8>; .reg .b64 %rd<12>; .reg .f32 %w<{keep}>;
+  ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [inp]; ld.param.u32 %r1, [n];
+  mov.u32 %r2, %ctaid.x; mov.u32 %r3, %ntid.x; mov.u32 %r4, %tid.x; mad.lo.u32 %r5, %r2, %r3, %r4;
+  setp.ge.u32 %p1, %r5, %r1; @%p1 bra DONE;
+  {chr(10).join('  ' + x for x in pre).strip()}
+  mov.u64 %rd3, arr; mov.u32 %r6, 0;
+FILL:
+  add.u32 %r7, %r5, %r6; rem.u32 %r7, %r7, %r1;
+  mul.wide.u32 %rd4, %r7, 4; add.s64 %rd5, %rd2, %rd4; ld.global.f32 %f1, [%rd5];
+  add.u32 %r8, %r6, 1; cvt.rn.f32.u32 %f2, %r8; mul.f32 %f1, %f1, %f2;
+  mul.wide.u32 %rd6, %r6, 4; add.s64 %rd7, %rd3, %rd6; st.local.f32 [%rd7], %f1;
+  add.u32 %r6, %r6, 1; setp.lt.u32 %p2, %r6, 64; @%p2 bra FILL;
+  mov.f32 %f3, 0f00000000; mov.u32 %r6, 0;
+SUM:
+  mad.lo.u32 %r9, %r6, 7, %r5; and.b32 %r9, %r9, 63;
+  mul.wide.u32 %rd6, %r9, 4; add.s64 %rd7, %rd3, %rd6; ld.local.f32 %f4, [%rd7]; add.f32 %f3, %f3, %f4;
+  add.u32 %r6, %r6, 1; setp.lt.u32 %p2, %r6, 64; @%p2 bra SUM;
+  {chr(10).join('  ' + x for x in post).strip()}
+  mul.wide.u32 %rd8, %r5, 4; add.s64 %rd9, %rd1, %rd8; st.global.f32 [%rd9], %f3;
+DONE:
+  ret;
+}}"""
+
+def stack_reference(x, keep: int = 20):
+  """numpy oracle of `stack` (float64)."""
+  import numpy as np
+  n, i = len(x), np.arange(len(x))
+  x = x.astype(np.float64)
+  return sum(x[(i + j) % n] * (j + 1) for j in range(64)) + sum(x[(i + 3 * k) % n] * (k + 1) for k in range(keep))

@@ -164,6 +164,31 @@ def shared_memory_and_barriers(c: Ctx):
   expect(np.array_equal(c.down(o, x.size), x.reshape(4, 256)[:, ::-1].reshape(-1)), "block reversal through shared memory")
 
 @check("launches")
+def stack_and_spills(c: Ctx):
+  p = c.prog("stack", K.stack())
+  n = 1000
+  x = (np.arange(n, dtype=np.float32) % 13) - 6
+  a, o = c.up(x), c.dev.allocator.alloc(4 * n)
+  p(o, a, vals=(n,), global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
+  got = c.down(o, n)
+  expect(np.allclose(got, K.stack_reference(x), rtol=1e-5, atol=1e-3), f"local array + spills: max error {np.abs(got - K.stack_reference(x)).max()}")
+  return f"{p.kernel.local_bytes} bytes of stack per thread"
+
+@check("launches")
+def dependent_launches_in_one_queue(c: Ctx):
+  # each kernel reads what the one before wrote, with nothing but the queue's own ordering between them
+  d, n, k = c.dev, 2048, 6
+  add = c.prog("add", K.ADD)
+  x = np.arange(n, dtype=np.float32)
+  bufs = [c.up(x)] + [d.allocator.alloc(4 * n) for _ in range(k)]
+  q = d.hw_compute_queue().wait(d.timeline_signal, d.timeline_value - 1)
+  for i in range(k): q.exec(add, add.fill_kernargs([bufs[i + 1], bufs[i], bufs[0]], [1, n]), (n // 256, 1, 1), (256, 1, 1))
+  q.signal(d.timeline_signal, d.timeline_value).submit(d)
+  d.timeline_value += 1
+  d.synchronize()
+  expect(np.array_equal(c.down(bufs[k], n), (k + 1) * x), f"chain of {k} dependent kernels")
+
+@check("launches")
 def back_to_back_launches(c: Ctx):
   p = c.prog("inc", K.INC)
   o = c.up(np.zeros(1, np.uint32))
