@@ -104,7 +104,8 @@ class MethodTable:
                              0xB5: (COPY, COPY_NARROW, COPY_MISSING)}[kind]
     self.cls = cls
     self.methods = {n: (off, dict(f)) for n, (off, f) in base.items() if n not in missing.get(cls, ())}
-    for (m, f), bits in narrow.get(cls, {}).items(): self.methods[m][1][f] = bits
+    for (m, f), bits in narrow.get(cls, {}).items():
+      if m in self.methods: self.methods[m][1][f] = bits
     self.by_offset = {off: n for n, (off, _) in self.methods.items()}
     if "LOAD_INLINE_QMD_DATA" in self.methods:
       for i in range(1, INLINE_QMD_DWORDS): self.by_offset[0x320 + 4 * i] = "LOAD_INLINE_QMD_DATA"
