@@ -255,6 +255,9 @@ class GraphReplay:
     self.sem.append((last, len(last.cmds), self.final)); last.signal(self.sig, self.final)
     self.end = (last, len(last.cmds)); last.signal(device.timeline_signal, 0)
     self.used = [q for q in (self.compute, self.copyq) if q is last or any(k in ("exec", "copy") for k, _ in q.cmds)]
+    # what each replay rewrites, resolved once (a queue that is never submitted needs no update)
+    self.tl_waits = [(q, c) for q, c in self.tl_waits if any(q is u for u in self.used)]
+    self.sem_updates = [(q.update_wait if q.cmds[c][0] == "wait" else q.update_signal, c, off) for q, c, off in self.sem]
     for q in self.used:
       if hasattr(q, "bind"): q.bind(device)
 
@@ -271,7 +274,7 @@ class GraphReplay:
         q, c = self.where[i]
         q.update_copy(c, dst=buf_addr(b)) if a == 0 else q.update_copy(c, src=buf_addr(b))
     for (i, j), v in (vals or {}).items(): self.args[i].set_int(j, v)
-    for q, c, off in self.sem: (q.update_wait if q.cmds[c][0] == "wait" else q.update_signal)(c, value=self.base + off)
+    for update, c, off in self.sem_updates: update(c, value=self.base + off)
     for q, c in self.tl_waits: q.update_wait(c, value=dev.timeline_value - 1)
     self.end[0].update_signal(self.end[1], value=dev.timeline_value)
     self.submitted = True

@@ -321,6 +321,8 @@ class GPFIFOEngine:
     self._poller: threading.Thread | None = None
     self.launches = 0
     self.busy_ns = 0        # time spent "on the GPU" (inside doorbells), so hosts can measure their own cost apart
+    self.paused = False     # benchmarks: doorbells are only recorded, to time the host path alone
+    self.pending_doorbells: list[int] = []
 
   def channel(self, obj: Any) -> Channel:
     key = id(obj)
@@ -338,6 +340,7 @@ class GPFIFOEngine:
     return mem
 
   def ring(self, token: int) -> None:
+    if self.paused: self.pending_doorbells.append(token); return
     with self.lock:
       t0 = time.perf_counter_ns()
       try:
