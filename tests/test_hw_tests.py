@@ -17,7 +17,7 @@ def test_suite_passes_on_mock_h100(tmp_path, capsys):
 def test_suite_on_mock_ada_launches(tmp_path, capsys):
   rc = main(["--mock", "--arch", "ada", "--only", "launches", "--stress", "100", "--json", str(tmp_path / "r.json")])
   rep = json.loads((tmp_path / "r.json").read_text())
-  assert rc == 0 and rep["device"]["arch"] == "sm_89" and rep["passed"] == 4
+  assert rc == 0 and rep["device"]["arch"] == "sm_89" and rep["passed"] == sum(g == "launches" for g, _, _ in suite.CHECKS) >= 6
 
 def test_failure_is_reported(tmp_path, capsys, monkeypatch):
   def broken(c): raise AssertionError("deliberately broken")
