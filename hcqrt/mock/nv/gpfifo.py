@@ -258,7 +258,8 @@ class Channel:
     self.check_sm_config(q, shared, bad)
     sm = self.engine.rm.chip.arch.sm
     if sm >= 90:   # generic addresses into shared memory need a 4 GiB aligned window
-      win = (self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_A", 0) << 32) | self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
+      win = (t.field("SET_SHADER_SHARED_MEMORY_WINDOW_A", "BASE_ADDRESS_UPPER", self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_A", 0)) << 32) | \
+            self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
       if win == 0 or win % (1 << 32): raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
     if k.stack: self.check_stack(q, version, k.stack, cb0, who, bad)
     params = self.read(cb0 + k.param_offset, k.param_size) if k.param_size else b""
@@ -283,9 +284,10 @@ class Channel:
     if high < stack: raise bad(f"{who} needs {stack} bytes of stack per thread, the QMD's SHADER_LOCAL_MEMORY_HIGH_SIZE is {high} (LOW {low})")
     sp = struct.unpack("<I", self.read(cb0 + STACK_POINTER_CB0[version], 4))[0]
     if sp < stack or sp % 16: raise bad(f"{who}: initial stack pointer c[0][{STACK_POINTER_CB0[version]:#x}] = {sp:#x} (the kernel's first load) is unset or too small for {stack} bytes")
-    r, c = self.regs, self.engine.rm.chip
-    base = (r.get("SET_SHADER_LOCAL_MEMORY_A", 0) << 32) | r.get("SET_SHADER_LOCAL_MEMORY_B", 0)
-    per_tpc = (r.get("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A", 0) << 32) | r.get("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B", 0)
+    r, c, t = self.regs, self.engine.rm.chip, CD.table(self.engine.rm.chip.arch.compute)
+    base = (t.field("SET_SHADER_LOCAL_MEMORY_A", "ADDRESS_UPPER", r.get("SET_SHADER_LOCAL_MEMORY_A", 0)) << 32) | r.get("SET_SHADER_LOCAL_MEMORY_B", 0)
+    per_tpc = (t.field("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A", "SIZE_UPPER", r.get("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A", 0)) << 32) | \
+              r.get("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B", 0)
     need_tpc = high * 32 * c.max_warps_per_sm * c.sm_per_tpc     # every thread a TPC can hold
     if base == 0 or per_tpc < need_tpc:
       raise bad(f"{who}: local memory {base:#x} with {per_tpc:#x} bytes per TPC; {high} bytes per thread need {need_tpc:#x} per TPC")
