@@ -99,6 +99,9 @@ class KernArgs:
 class HWQueue:
   """A command builder. Every method returns the queue, so commands chain; `submit(device)` sends them.
 
+  Commands of one queue take effect in order: a launch sees everything the commands before it wrote. Where the
+  hardware would overlap consecutive launches, the backend puts a barrier between them (NV: WAIT_FOR_IDLE).
+
   Each command is remembered (index = order of calls) with the places its operands live, so a queue can be
   changed after it is built: `update_wait/update_signal(i, signal=, value=)`, `update_exec(i, global_size=,
   local_size=)`, `update_copy(i, dst=, src=)`; kernel arguments are patched through their KernArgs.

@@ -124,8 +124,8 @@ class NVQueue(HWQueue):
 class NVComputeQueue(NVQueue):
   """Launches are ordered: each waits for the grids before it (stream order; a graph's kernels depend on each other).
 
-  The barrier is WAIT_FOR_IDLE on the compute subchannel before a launch, unless the queue's previous command was a
-  release with RELEASE_WFI (the engine is idle then). Chaining QMDs (DEPENDENT_QMD0 = SCHEDULE the next QMD when this
+  The barrier is WAIT_FOR_IDLE on the compute subchannel before a launch (what Mesa NVK emits between dependent
+  dispatches), unless the queue's previous command was a release with RELEASE_WFI (the engine is idle then). Chaining QMDs (DEPENDENT_QMD0 = SCHEDULE the next QMD when this
   one completes, as tinygrad does) would spare the front end that wait, but it makes every QMD point at its successor:
   a launch could no longer be patched or resubmitted on its own, a semaphore or copy between two launches breaks the
   chain, and the field sets differ per QMD version. WAIT_FOR_IDLE is one method with the same meaning on every class;
