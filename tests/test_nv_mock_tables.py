@@ -26,6 +26,7 @@ def test_methods_match_headers(facts, cls):
       assert (cls & 0xFF) == 0x6F and cls != 0xC56F, f"{HEADER[cls]} has no {name}"
       m = facts["classes_full"]["NVC56F"]["methods"][name]
     hoff = m["offset"]["values"]["0"] if isinstance(m["offset"], dict) else m["offset"]   # indexed: NAME(0)
+    if isinstance(m["offset"], dict): assert m["offset"]["stride"] == 4 and t.name_at(off + 4 * 7) == name
     assert hoff == off, f"{HEADER[cls]}_{name}: mock {off:#x}, header {hoff:#x}"
     for f, bits in fields.items():
       hf = m["fields"].get(f) or facts["classes_full"]["NVC56F"]["methods"][name]["fields"][f]

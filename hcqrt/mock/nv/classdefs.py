@@ -7,7 +7,7 @@ backend's ioctl_defs: a wrong number in one table must not pass both sides (test
 these against ../shared/abi/nvidia_methods.json). Bit ranges are (hi, lo), inclusive.
 
   >>> decode_header(0x200120AD)
-  (1, 1, 692, 2)
+  (1, 1, 692, 1)
   >>> qmd_read("V04_00", bytes(384)).get("QMD_TYPE")
   0
 """
