@@ -69,6 +69,7 @@ class Channel:
 
   def fail(self, msg: str, va: int | None = None) -> GPUError:
     self.error = GPUError(f"mock GPU: {self.name}{f' pushbuffer {va:#x}' if va is not None else ''}: {msg}")
+    self.engine.rm.channel_error(self.obj, msg)   # RC recovery fills the channel's error notifier
     return self.error
 
   # ---- front end ----
@@ -127,6 +128,7 @@ class Channel:
       if name is None: raise self.fail(f"unknown host method {off:#x}", at)
       self.regs[name] = data
       if name == "SEM_EXECUTE": self.semaphore(data, at)
+      elif name == "MEM_OP_D": self.vs.mem_op(data)   # L2 flush/invalidate of GPU-cached sysmem (vmem.py)
       return
     cls = self.subc.get(subc)
     if cls is None: raise self.fail(f"method {off:#x} on subchannel {subc}, which has no object (SET_OBJECT first)", at)
@@ -227,7 +229,8 @@ class Channel:
     static = k.shared_static or (0x400 if self.engine.rm.chip.arch.sm >= 90 else 0)
     dyn = max(0, (q.get(f) << sh) - static)
     mem = self.engine.address_space(self.vs)
-    try: INDEX.module(kk).launch(kk.name, mem, grid, block, params, dyn)
+    try:
+      with self.vs.kernel_access(): INDEX.module(kk).launch(kk.name, mem, grid, block, params, dyn)
     except Exception as e: raise self.fail(f"kernel {kk.name} grid {grid} block {block} faulted: {e}", at) from None
     self.engine.launches += 1
 
