@@ -7,7 +7,7 @@ from hcqrt import syscalls
 from hcqrt.hcq import Signal, SignalTimeout
 from hcqrt.mock.nv import MockNV
 from hcqrt.mock.nv.chips import CHIPS
-from hcqrt.mock.nv.vmem import GPUVASpace, HostMemory
+from hcqrt.mock.nv.vmem import GPUVASpace, HostMemory, MEM_OP_D_L2_FLUSH_DIRTY
 from hcqrt.nv.device import NVDevice, NVComputeQueue, _H, PAGE
 from hcqrt.nv.rmclient import NVError
 from ioctl_defs.nv import CLASSES as C, arch_from_classlist, status_name
@@ -188,9 +188,9 @@ def _sysmem(dev: NVDevice, cacheable: str, caching_type: int = 0) -> tuple[int, 
          perGpuAttributes=[{"gpuUuid": {"uuid": list(dev.uuid)}, "gpuMappingType": 1, "gpuCachingType": caching_type}])
   return host, va
 
-def _mem_op_d(op: str) -> NVComputeQueue:
-  q = NVComputeQueue()   # MEM_OP_A..C then MEM_OP_D, which triggers the operation
-  q.method(0, _H["MEM_OP_A"].offset, 0, 0, 0, _H["MEM_OP_D"].data(OPERATION=op))
+def _mem_op_d(operation: int) -> NVComputeQueue:
+  q = NVComputeQueue()   # MEM_OP_A..C then MEM_OP_D (OPERATION in bits 31:27), which triggers the operation
+  q.method(0, _H["MEM_OP_A"].offset, 0, 0, 0, operation << 27)
   return q
 
 @pytest.fixture(scope="module")
@@ -205,7 +205,7 @@ def test_signal_in_gpu_cached_sysmem_never_reaches_the_host(nv):
   sig = Signal(nv, host, va, "cached-signal")
   nv.hw_compute_queue().signal(sig, 5).submit(nv)
   with pytest.raises(SignalTimeout, match="cached-signal at .* to reach 5; last completed value is 0"): sig.wait(5, 0.3)
-  _mem_op_d("L2_FLUSH_DIRTY").submit(nv)                             # an L2 flush writes the dirty line back
+  _mem_op_d(MEM_OP_D_L2_FLUSH_DIRTY).submit(nv)                      # an L2 flush (clc86f.h L2_FLUSH_DIRTY) writes the line back
   sig.wait(5, 5)
 
 @pytest.mark.parametrize("cacheable,caching", [("NO", 0), ("YES", 1)])
