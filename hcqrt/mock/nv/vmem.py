@@ -31,6 +31,7 @@ L2_LINE = 128
 MEM_OP_D_OFFSET = 0x34
 MEM_OP_D_L2_SYSMEM_INVALIDATE, MEM_OP_D_L2_FLUSH_DIRTY = 0x0E, 0x10
 def mem_op_d_operation(data: int) -> int: return (data >> 27) & 0x1F
+_NO_CACHED_SYSMEM = contextlib.nullcontext()
 
 def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
@@ -192,10 +193,13 @@ class GPUVASpace:
     op = mem_op_d_operation(data)
     if op in (MEM_OP_D_L2_FLUSH_DIRTY, MEM_OP_D_L2_SYSMEM_INVALIDATE): self.flush_l2(invalidate=op == MEM_OP_D_L2_SYSMEM_INVALIDATE)
 
-  @contextlib.contextmanager
-  def kernel_access(self) -> Iterator[None]:
+  def kernel_access(self) -> contextlib.AbstractContextManager:
     """Around a kernel launch: the kernel's loads and stores to GPU-cached sysmem go through the L2 (`mappings` hands
     the interpreter the L2's shadow for those ranges); stores found afterwards become dirty lines."""
+    return self._kernel_l2() if self._l2 else _NO_CACHED_SYSMEM
+
+  @contextlib.contextmanager
+  def _kernel_l2(self) -> Iterator[None]:
     for l2 in self._l2.values(): l2.begin_kernel()
     try: yield
     finally:
