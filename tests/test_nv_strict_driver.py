@@ -208,6 +208,24 @@ def test_signal_in_gpu_cached_sysmem_never_reaches_the_host(nv):
   _mem_op_d(MEM_OP_D_L2_FLUSH_DIRTY).submit(nv)                      # an L2 flush (clc86f.h L2_FLUSH_DIRTY) writes the line back
   sig.wait(5, 5)
 
+def test_rm_cache_flush_control_writes_dirty_lines_back(nv):
+  host, va = _sysmem(nv, "YES")
+  sig = Signal(nv, host, va, "cached-signal")
+  nv.hw_compute_queue().signal(sig, 9).submit(nv)
+  with pytest.raises(SignalTimeout): sig.wait(9, 0.1)
+  nv.rm.control(nv.hsub, "NV2080_CTRL_CMD_FB_FLUSH_GPU_CACHE", flags=F.drf("NV2080_CTRL_FB_FLUSH_GPU_CACHE_FLAGS_WRITE_BACK", "YES"))
+  sig.wait(9, 5)
+
+def test_copy_engine_writes_to_cached_sysmem_stay_in_l2(nv):
+  host, va = _sysmem(nv, "YES")
+  src = nv.allocator.alloc(64)
+  nv.allocator.copyin(src, memoryview(bytes(range(64))))
+  nv.allocator.transfer(type(src)(va, 64, PAGE, 0, host), src, 64)   # CE copy into the cached page
+  nv.synchronize()
+  assert ctypes.string_at(host, 64) == bytes(64)                    # the CPU still sees zeros
+  _mem_op_d(MEM_OP_D_L2_FLUSH_DIRTY).submit(nv); nv.synchronize()
+  assert ctypes.string_at(host, 64) == bytes(range(64))
+
 @pytest.mark.parametrize("cacheable,caching", [("NO", 0), ("YES", 1)])
 def test_uncached_sysmem_signal_is_seen_at_once(nv, cacheable, caching):
   host, va = _sysmem(nv, cacheable, caching)                         # attr2 GPU_CACHEABLE_NO, or a ForceUncached UVM mapping
