@@ -363,15 +363,13 @@ class NVDevice:
     self.classes = [cl.classList[i] for i in range(cl.numClasses)]
     self.arch_info = arch_from_classlist(self.classes)
     self.qmd_version = self.arch_info.qmd
-    # SM count from what this part enables (SHADER_PIPE_SUB_COUNT: enabled TPCs), not the full-die LITTER values
-    # (GH100's die has 144 SMs, an H100 SXM enables 132)
-    gr = self.abi.ffi.new("NV2080_CTRL_GR_INFO[3]")
-    for i, k in enumerate(("SM_VERSION", "SHADER_PIPE_SUB_COUNT", "LITTER_NUM_SM_PER_TPC")):
-      gr[i].index = F.VALUES[f"NV2080_CTRL_GR_INFO_INDEX_{k}"]
-    rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_INFO", grInfoListSize=3, grInfoList=rm.ptr(gr))
+    gr = self.abi.ffi.new("NV2080_CTRL_GR_INFO[1]")
+    gr[0].index = F.VALUES["NV2080_CTRL_GR_INFO_INDEX_SM_VERSION"]
+    rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_INFO", grInfoListSize=1, grInfoList=rm.ptr(gr))
     self.sm = (gr[0].data >> 8) * 10 + (gr[0].data & 0xFF)
     self.arch = f"sm_{self.sm}"
-    self.sm_count = gr[1].data * gr[2].data
+    # the SMs this part enables (RM lists each one), not the die's LITTER GPC x TPC x SM product (GH100: 144; an H100 SXM enables 132)
+    self.sm_count = rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_SM_TO_GPC_TPC_MAPPINGS").smCount
     fb = rm.control(self.hsub, "NV2080_CTRL_CMD_FB_GET_INFO_V2", fbInfoListSize=1, fbInfoList=[{"index": F.VALUES["NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE"]}])
     self.memory_bytes = fb.fbInfoList[0].data << 10
     gid = rm.control(self.hsub, "NV2080_CTRL_CMD_GPU_GET_GID_INFO", flags=F.VALUES["NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY"], length=16)

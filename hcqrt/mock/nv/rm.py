@@ -550,6 +550,16 @@ class MockNV:
     lst = self.ffi.cast("NV2080_CTRL_GR_INFO *", prm.grInfoList)
     for i in range(n): lst[i].data = self._gr_value(lst[i].index)
 
+  def _ctrl_nv2080_ctrl_cmd_gr_get_sm_to_gpc_tpc_mappings(self, o, prm):
+    # one entry per enabled SM (the count a product enables, not the die's LITTER maximum)
+    c = self.chip
+    if c.sm_count > len(prm.smId): raise _fail("NV_ERR_INVALID_STATE", f"{c.sm_count} SMs do not fit the mapping table")
+    per_gpc = -(-c.enabled_tpcs // c.enabled_gpcs)
+    for i in range(c.sm_count):
+      tpc = i // c.sm_per_tpc
+      prm.smId[i].gpcId, prm.smId[i].tpcId = tpc // per_gpc, tpc % per_gpc
+    prm.smCount = c.sm_count
+
   def _ctrl_nv2080_ctrl_cmd_fb_get_info_v2(self, o, prm):
     n, V, kb = prm.fbInfoListSize, F.VALUES, self.chip.fb_size >> 10
     if n > len(prm.fbInfoList): raise _fail("NV_ERR_INVALID_ARGUMENT", f"fbInfoListSize {n}")
