@@ -4,16 +4,17 @@
   python -m hcqrt --mock ada   # probe the mock driver pretending to be an Ada GPU
   python -m hcqrt --json       # the same facts as JSON
 
-Exit status 0 whenever the report could be made (a machine without GPUs is not an error).
+Exit status 0 whenever the report could be made (a machine without GPUs is not an error); 1 when a required
+Python package is missing (the message says what to install).
 """
 from __future__ import annotations
 import argparse, json, os, sys
-from hcqrt.device import Device
-from hcqrt.probe import Probe, probe_all
+from typing import Any
+from hcqrt.deps import require
 
 def _gib(n: int) -> str: return f"{n / (1 << 30):.1f} GiB"
 
-def format_probe(p: Probe) -> list[str]:
+def format_probe(p: Any) -> list[str]:
   """The lines describing one probe (a device, or a reason and a fix)."""
   if not p.usable:
     return [f"{p.name:6s}  not usable: {p.reason}", f"{'':6s}  what to do: {p.fix}"]
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
                   help="probe the NV mock driver (hopper, ada, ampere, blackwell, blackwell_b); MOCKGPU=1 does the same")
   ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
   a = ap.parse_args(argv)
+  if not require("python -m hcqrt"): return 1
+  from hcqrt.device import Device
+  from hcqrt.probe import probe_all
   mock = a.mock
   if mock is None and os.environ.get("MOCKGPU", "0") not in ("", "0"): mock = os.environ.get("MOCKGPU_ARCH", "hopper")
   probes = probe_all(mock)

@@ -2,11 +2,11 @@
 
 Runs the conformance suite on a device; without an NVIDIA driver (no /dev/nvidiactl) or with --mock, on the
 NV mock (the chip set by --arch). Prints a table, writes a JSON report, exits 1 when a check fails; the last
-line reads `N passed, M failed`.
+line reads `N passed, M failed`. Exits 2 with the install commands when a required Python package is missing.
 """
 from __future__ import annotations
 import argparse, json, os, sys, time
-from hw_tests.suite import Ctx, run_suite
+from hcqrt.deps import require
 
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(prog="python -m hw_tests", description="hcqrt hardware conformance suite")
@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--only", default=None, help="run one group or check")
   a = ap.parse_args(argv)
   if not a.device.upper().startswith("NV"): print(f"hw_tests: device {a.device} is not supported (NV only)"); return 2
+  if not require("python -m hw_tests"): return 2
   mocked = a.mock or not os.path.exists("/dev/nvidiactl")
   drv = None
   if mocked:
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(a: argparse.Namespace, mocked: bool, drv) -> int:
   from hcqrt.nv.device import NVDevice
+  from hw_tests.suite import Ctx, run_suite
   t0 = time.perf_counter()
   dev = NVDevice(a.device.upper())
   if drv is not None: dev.drv = drv

@@ -13,6 +13,13 @@ from tests.abi_facts import load as load_facts
 RM = load_facts("nvidia_rm")
 MT = load_facts("nvidia_methods")
 JSTRUCTS = {k: v for g in RM["structs"].values() for k, v in g.items()}
+# structs the JSON lacks, from ctrl2080gr.h (NV2080_CTRL_GR_GET_SM_TO_GPC_TPC_MAPPINGS_PARAMS: smId[240] of {gpcId, tpcId},
+# smCount, grRouteInfo); the params size is also checked against the JSON's ctrl_cmds params_sizeof in test_ctrl
+JSTRUCTS.update({
+  "NV2080_CTRL_GR_SM_ID": {"sizeof": 8, "alignof": 4, "flat_offsets": {"gpcId": [0, 4], "tpcId": [4, 4]}},
+  "NV2080_CTRL_GR_GET_SM_TO_GPC_TPC_MAPPINGS_PARAMS": {"sizeof": 1944, "alignof": 8, "flat_offsets": {
+    "smId": [0, 1920], "smId[0].gpcId": [0, 4], "smId[0].tpcId": [4, 4], "smCount": [1920, 4], "grRouteInfo": [1928, 16],
+    "grRouteInfo.flags": [1928, 4], "grRouteInfo.route": [1936, 8]}}})
 OUR_STRUCTS = [name for name, _ in structs.STRUCTS]
 
 # ---- facts from headers, not in JSON ----

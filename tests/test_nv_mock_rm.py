@@ -140,7 +140,7 @@ def test_bringup_sequence(mock):
   # UVM: initialize, second fd MM_INITIALIZE, register GPU + vaspace
   uvm, uvm2 = syscalls.open("/dev/nvidia-uvm", RW), syscalls.open("/dev/nvidia-uvm", RW)
   assert c.uvm(uvm, "UVM_INITIALIZE").rmStatus == 0
-  assert c.uvm(uvm2, "UVM_MM_INITIALIZE", uvmFd=uvm).rmStatus == 0
+  assert status_name(c.uvm(uvm2, "UVM_MM_INITIALIZE", uvmFd=uvm).rmStatus) == "NV_WARN_NOTHING_TO_DO"   # no mm needed: a warning
   assert c.uvm(uvm, "UVM_REGISTER_GPU", gpu_uuid=uuid, rmCtrlFd=-1).rmStatus == 0
   assert c.uvm(uvm, "UVM_REGISTER_GPU_VASPACE", gpuUuid=uuid, rmCtrlFd=c.ctl, hClient=c.root, hVaSpace=vs).rmStatus == 0
 
@@ -193,11 +193,12 @@ def test_bringup_sequence(mock):
                       flags=F.VALUES["NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC"])
   chans = []
   for i, engine in enumerate((arch.compute, arch.copy)):
+    # both channels inherit the group's engine (engineType 0); engine object, then UVM registration, then the token
     ch, chp = c.alloc(arch.gpfifo, grp, "NV_CHANNEL_ALLOC_PARAMS", hObjectError=0, hObjectBuffer=mem, gpFifoOffset=va + i * 0x80000,
-                      gpFifoEntries=0x400, hContextShare=ctx, hUserdMemory=[mem], userdOffset=[i * 0x80000 + 0x400 * 8],
-                      engineType=F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"] if i == 0 else F.VALUES["NV2080_ENGINE_TYPE_COPY0"])
+                      gpFifoEntries=0x400, hContextShare=ctx, hUserdMemory=[mem], userdOffset=[i * 0x80000 + 0x400 * 8], engineType=0)
     c.alloc(engine, ch)
-    c.ctrl(ch, "NVA06F_CTRL_CMD_BIND", engineType=chp.engineType)
+    assert c.uvm(uvm, "UVM_REGISTER_CHANNEL", gpuUuid=uuid, rmCtrlFd=c.ctl, hClient=c.root, hChannel=ch,
+                 base=0x7E00_0000_0000 + i * (64 << 20), length=64 << 20).rmStatus == 0
     tok = c.ctrl(ch, "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN").workSubmitToken
     chans.append((ch, tok))
   assert chans[0][1] != chans[1][1]

@@ -2,10 +2,14 @@
 
 Bring-up (all through hcqrt.syscalls): /dev/nvidiactl version query -> the driver branch's ABI; card info;
 RM client, device, subdevice; the class list picks the architecture (GPFIFO/compute/copy classes, QMD
-version); usermode page (doorbell); a vaspace registered with UVM; a channel group with a context share
-and two GPFIFO channels (compute, copy) with their work-submit tokens. Memory is RM video (or system)
-memory mapped for the GPU through UVM external ranges at the same address the CPU uses (reserved below
-2**40 so every class's semaphore/copy address fields hold it). Doorbells go through syscalls.mmio_write32.
+version); usermode page (doorbell); an externally owned vaspace registered with UVM; a GRAPHICS channel group
+with a context share and two GPFIFO channels (compute, copy) that inherit the group's engine (RM refuses a
+channel whose engine differs from its TSG's; grouped channels are never BOUND), each with an error notifier,
+its engine object, then UVM_REGISTER_CHANNEL (RM schedules a channel of an externally owned vaspace only once
+UVM bound it) and its work-submit token; then the group is scheduled. Memory is RM video (or system) memory
+mapped for the GPU through UVM external ranges at the same address the CPU uses (reserved below 2**40 so
+every class's semaphore/copy address fields hold it). System memory (signals, staging, notifiers) is
+GPU-uncached: GPU caching of sysmem is not coherent with the CPU. Doorbells go through syscalls.mmio_write32.
 
   >>> from hcqrt.mock.nv import install_mock_nv
   >>> drv = install_mock_nv()
@@ -29,6 +33,7 @@ from ioctl_defs.nv.ioctl import NV_RM_API_VERSION_CMD_QUERY
 from ioctl_defs.nv.methods import methods_for, method_header, gpfifo_entry, USERD_GP_GET, USERD_GP_PUT, \
   NVC361_NOTIFY_CHANNEL_PENDING, USERMODE_REGION_SIZE
 from ioctl_defs.nv.qmd import QMD, QMD_SIZE
+from ioctl_defs.nv.status import rc_error_name, NOTIFICATION_SIZE, NOTIFICATION_TYPE_ERROR, NOTIFICATION_TYPE__SIZE_1
 
 RW = os.O_RDWR | os.O_CLOEXEC
 PAGE, HUGE = 0x1000, 0x200000
@@ -57,6 +62,8 @@ SEM_ACQUIRE = _H["SEM_EXECUTE"].data(OPERATION="ACQ_CIRC_GEQ", PAYLOAD_SIZE="64B
 DMA_COPY = _CE["LAUNCH_DMA"].data(DATA_TRANSFER_TYPE="NON_PIPELINED", FLUSH_ENABLE="TRUE", SRC_MEMORY_LAYOUT="PITCH",
                                   DST_MEMORY_LAYOUT="PITCH")
 COPY_CHUNK = 1 << 30
+CHANNEL_VA_BYTES = 64 << 20    # VA range given to UVM_REGISTER_CHANNEL for a channel's context buffers
+UVM_CACHING_FORCE_UNCACHED = 1 # UvmGpuCachingType (uvm_types.h)
 
 @dataclass
 class NVBuffer:
@@ -181,14 +188,21 @@ class NVCopyQueue(NVQueue):
 # ---------------------------------------------------------------- channel
 class GPFIFO:
   """One GPFIFO channel: its ring (host view), USERD GPPut/GPGet, and the work-submit token for the doorbell."""
-  def __init__(self, dev: "NVDevice", ring_host: int, ring_va: int, userd_host: int, token: int, name: str):
-    self.dev, self.ring_va, self.token, self.name = dev, ring_va, token, name
+  def __init__(self, dev: "NVDevice", ring_host: int, ring_va: int, userd_host: int, token: int, name: str, notifier: "NVBuffer | None" = None):
+    self.dev, self.ring_va, self.token, self.name, self.notifier = dev, ring_va, token, name, notifier
     self.ring = (ctypes.c_uint64 * GPFIFO_ENTRIES).from_address(ring_host)
     self.gpput = ctypes.c_uint32.from_address(userd_host + USERD_GP_PUT)
     self.gpget = ctypes.c_uint32.from_address(userd_host + USERD_GP_GET)
     self.put = 0
 
   def pending(self) -> int: return (self.put - self.gpget.value) % GPFIFO_ENTRIES
+
+  def error(self) -> str | None:
+    """What RM wrote into this channel's error notifier after an RC error (a fault), or None."""
+    if self.notifier is None or self.notifier.host is None: return None
+    ns, info32, info16, status = struct.unpack_from("<QIHH", ctypes.string_at(self.notifier.host + NOTIFICATION_TYPE_ERROR * NOTIFICATION_SIZE, NOTIFICATION_SIZE))
+    if status == 0 and info32 == 0: return None
+    return f"{self.name} faulted: {rc_error_name(info32)} (Xid {info32}, info16 {info16:#x}, status {status:#x})"
 
   def push(self, va: int, ndwords: int) -> None:
     if self.pending() >= GPFIFO_ENTRIES - 1:
@@ -376,13 +390,13 @@ class NVDevice:
     self.classes = [cl.classList[i] for i in range(cl.numClasses)]
     self.arch_info = arch_from_classlist(self.classes)
     self.qmd_version = self.arch_info.qmd
-    gr = self.abi.ffi.new("NV2080_CTRL_GR_INFO[4]")
-    for i, k in enumerate(("SM_VERSION", "LITTER_NUM_GPCS", "LITTER_NUM_TPC_PER_GPC", "LITTER_NUM_SM_PER_TPC")):
-      gr[i].index = F.VALUES[f"NV2080_CTRL_GR_INFO_INDEX_{k}"]
-    rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_INFO", grInfoListSize=4, grInfoList=rm.ptr(gr))
+    gr = self.abi.ffi.new("NV2080_CTRL_GR_INFO[1]")
+    gr[0].index = F.VALUES["NV2080_CTRL_GR_INFO_INDEX_SM_VERSION"]
+    rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_INFO", grInfoListSize=1, grInfoList=rm.ptr(gr))
     self.sm = (gr[0].data >> 8) * 10 + (gr[0].data & 0xFF)
     self.arch = f"sm_{self.sm}"
-    self.sm_count = gr[1].data * gr[2].data * gr[3].data
+    # the SMs this part enables (RM lists each one), not the die's LITTER GPC x TPC x SM product (GH100: 144; an H100 SXM enables 132)
+    self.sm_count = rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_SM_TO_GPC_TPC_MAPPINGS").smCount
     fb = rm.control(self.hsub, "NV2080_CTRL_CMD_FB_GET_INFO_V2", fbInfoListSize=1, fbInfoList=[{"index": F.VALUES["NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE"]}])
     self.memory_bytes = fb.fbInfoList[0].data << 10
     gid = rm.control(self.hsub, "NV2080_CTRL_CMD_GPU_GET_GID_INFO", flags=F.VALUES["NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY"], length=16)
@@ -397,7 +411,7 @@ class NVDevice:
     self.uvmfd = syscalls.open("/dev/nvidia-uvm", RW)
     self.uvmfd2 = syscalls.open("/dev/nvidia-uvm", RW)
     rm.uvm(self.uvmfd, "UVM_INITIALIZE")
-    rm.uvm(self.uvmfd2, "UVM_MM_INITIALIZE", uvmFd=self.uvmfd)
+    rm.uvm(self.uvmfd2, "UVM_MM_INITIALIZE", accept=("NV_WARN_NOTHING_TO_DO",), uvmFd=self.uvmfd)   # "no mm needed" is fine
     rm.uvm(self.uvmfd, "UVM_REGISTER_GPU", gpu_uuid=[{"uuid": list(self.uuid)}][0], rmCtrlFd=-1)
     rm.uvm(self.uvmfd, "UVM_REGISTER_GPU_VASPACE", gpuUuid={"uuid": list(self.uuid)}, rmCtrlFd=self.ctl, hClient=rm.root, hVaSpace=self.hvaspace)
 
@@ -423,8 +437,10 @@ class NVDevice:
                            engineType=F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"])[0]
     self.hctx = rm.alloc(self.hgroup, C["FERMI_CONTEXT_SHARE_A"], "NV_CTXSHARE_ALLOCATION_PARAMETERS", hVASpace=self.hvaspace,
                          flags=F.VALUES["NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC"])[0]
-    self.compute_ch = self._channel(0, a.compute, F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"], "compute")
-    self.copy_ch = self._channel(1, a.copy, F.VALUES["NV2080_ENGINE_TYPE_COPY0"], "copy")
+    # both channels inherit the group's GRAPHICS engine (engineType 0): the copy engine object still works on a GR-runlist
+    # channel, and RM refuses a channel whose engine type differs from its TSG's
+    self.compute_ch = self._channel(0, a.compute, "compute")
+    self.copy_ch = self._channel(1, a.copy, "copy")
     rm.control(self.hgroup, "NVA06C_CTRL_CMD_GPFIFO_SCHEDULE", bEnable=1)
     # bind the engine objects to their subchannels; point the compute engine at its shared/local windows
     sw, lw = self.windows()
@@ -440,17 +456,23 @@ class NVDevice:
     self.local_bytes, self.local_mem = 0, None
     self.synchronize()
 
-  def _channel(self, i: int, engine_cls: int, engine_type: int, name: str) -> GPFIFO:
+  def _channel(self, i: int, engine_cls: int, name: str) -> GPFIFO:
     rm, off = self.rm, i * 0x80000
     ring_off, userd_off = off, off + GPFIFO_ENTRIES * 8
-    h = rm.alloc(self.hgroup, self.arch_info.gpfifo, "NV_CHANNEL_ALLOC_PARAMS", hObjectBuffer=self.gpfifo_mem.handle,
+    # RM writes RC errors (and the work-submit token) into this notifier; uncached sysmem so the CPU sees them
+    notifier = self.gpu_alloc(NOTIFICATION_SIZE * NOTIFICATION_TYPE__SIZE_1, host=True, sysmem=True)
+    h = rm.alloc(self.hgroup, self.arch_info.gpfifo, "NV_CHANNEL_ALLOC_PARAMS", hObjectError=notifier.handle, hObjectBuffer=self.gpfifo_mem.handle,
                  gpFifoOffset=self.gpfifo_mem.va + ring_off, gpFifoEntries=GPFIFO_ENTRIES, hContextShare=self.hctx,
-                 hUserdMemory=[self.gpfifo_mem.handle], userdOffset=[userd_off], engineType=engine_type)[0]
+                 hUserdMemory=[self.gpfifo_mem.handle], userdOffset=[userd_off], engineType=0)[0]
     rm.alloc(h, engine_cls)
-    rm.control(h, "NVA06F_CTRL_CMD_BIND", engineType=engine_type)
+    # UVM maps and binds the channel's context buffers inside a VA range we reserve (after the engine object exists)
+    ctx_va = self._reserve_va(CHANNEL_VA_BYTES, HUGE)
+    rm.uvm(self.uvmfd, "UVM_REGISTER_CHANNEL", gpuUuid={"uuid": list(self.uuid)}, rmCtrlFd=self.ctl, hClient=rm.root, hChannel=h,
+           base=ctx_va, length=CHANNEL_VA_BYTES)
     tok = rm.control(h, "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN").workSubmitToken
     assert self.gpfifo_mem.host is not None
-    return GPFIFO(self, self.gpfifo_mem.host + ring_off, self.gpfifo_mem.va + ring_off, self.gpfifo_mem.host + userd_off, tok, f"{name} channel")
+    return GPFIFO(self, self.gpfifo_mem.host + ring_off, self.gpfifo_mem.va + ring_off, self.gpfifo_mem.host + userd_off, tok,
+                  f"{name} channel", notifier)
 
   # ---- memory ----
   def _reserve_va(self, size: int, align: int) -> int:
@@ -480,7 +502,7 @@ class NVDevice:
       if sysmem:
         h, p = rm.alloc(self.hdev, C["NV01_MEMORY_SYSTEM"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, type=13, size=size, limit=size - 1,
                         attr=F.drf("NVOS32_ATTR_LOCATION", "PCI") | F.drf("NVOS32_ATTR_COHERENCY", "CACHED") | F.drf("NVOS32_ATTR_PHYSICALITY", "NONCONTIGUOUS"),
-                        flags=F.VALUES["NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED"], attr2=F.drf("NVOS32_ATTR2_GPU_CACHEABLE", "YES"))
+                        flags=F.VALUES["NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED"], attr2=F.drf("NVOS32_ATTR2_GPU_CACHEABLE", "NO"))   # see module doc
       else:
         h, p = rm.alloc(self.hdev, C["NV01_MEMORY_LOCAL_USER"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, size=size, limit=size - 1,
                         alignment=align, format=6,
@@ -493,7 +515,8 @@ class NVDevice:
       raise NVError(f"{self.name}: allocating {size:#x} bytes of {'system' if sysmem else 'video'} memory failed: {e}", e.status) from None
     hostaddr = rm.map_to_cpu(self._dev_fd, self.hdev, h, size, va, system=sysmem) if host else None
     rm.uvm(self.uvmfd, "UVM_CREATE_EXTERNAL_RANGE", base=va, length=size)
-    attrs = {"gpuUuid": {"uuid": list(self.uuid)}, "gpuMappingType": 1}   # READ_WRITE_ATOMIC
+    attrs = {"gpuUuid": {"uuid": list(self.uuid)}, "gpuMappingType": 1,   # READ_WRITE_ATOMIC
+             "gpuCachingType": UVM_CACHING_FORCE_UNCACHED if sysmem else 0}
     rm.uvm(self.uvmfd, "UVM_MAP_EXTERNAL_ALLOCATION", base=va, length=size, rmCtrlFd=self.ctl, hClient=rm.root, hMemory=h,
            gpuAttributesCount=1, perGpuAttributes=[attrs])
     return NVBuffer(va, size if nbytes is None else nbytes, size, h, hostaddr, sysmem)
@@ -587,8 +610,18 @@ class NVDevice:
     return self._timing
   def program(self, name: str, cubin: bytes) -> NVProgram: return NVProgram(self, name, cubin)
   def graph(self, items: list[tuple]) -> GraphReplay: return GraphReplay(self, items)
+  def channel_errors(self) -> list[str]:
+    """RC errors RM reported in the channels' error notifiers (a channel that faulted stops; its signals never come)."""
+    return [e for ch in (self.compute_ch, self.copy_ch) if (e := ch.error()) is not None]
+
   def synchronize(self, timeout_s: float | None = None) -> None:
-    self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
+    """Wait for all submitted work; a faulted channel is reported by name (from its error notifier) instead of a timeout."""
+    if self.timeline_signal.value >= self.timeline_value - 1: return
+    if (errs := self.channel_errors()): raise NVError(f"{self.name}: " + "; ".join(errs))
+    try: self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
+    except TimeoutError as e:
+      if (errs := self.channel_errors()): raise NVError(f"{self.name}: " + "; ".join(errs)) from e
+      raise
 
   def properties(self) -> dict[str, Any]:
     return {"name": self.name, "product": self.product_name, "arch": self.arch, "family": self.arch_info.name, "driver": self.driver_version, "gpfifo": class_name(self.arch_info.gpfifo),

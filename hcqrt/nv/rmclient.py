@@ -69,11 +69,12 @@ class RMClient:
       return syscalls.mmap(fd, size, syscalls.PROT_READ | syscalls.PROT_WRITE, syscalls.MAP_SHARED | (syscalls.MAP_FIXED if addr else 0), 0, addr or None)
     finally: syscalls.close(fd)
 
-  def uvm(self, fd: int, name: str, **fields: Any) -> Any:
-    """A UVM ioctl; raises NVError naming the command and its rmStatus."""
+  def uvm(self, fd: int, name: str, accept: tuple[str, ...] = (), **fields: Any) -> Any:
+    """A UVM ioctl; raises NVError naming the command and its rmStatus unless it is NV_OK or named in `accept`
+    (e.g. NV_WARN_NOTHING_TO_DO from UVM_MM_INITIALIZE when UVM needs no mm)."""
     cmd, struct, _ = self.abi.uvm(name)
     p = self.abi.new(struct)
     _set(self.abi, p, fields)
     syscalls.ioctl(fd, cmd, p)
-    if p.rmStatus != 0: raise NVError(f"{name} failed: {status_name(p.rmStatus)}", p.rmStatus)
+    if p.rmStatus != 0 and status_name(p.rmStatus) not in accept: raise NVError(f"{name} failed: {status_name(p.rmStatus)}", p.rmStatus)
     return p

@@ -52,3 +52,16 @@ globals().update(NV_STATUS)   # NV_ERR_INVALID_ARGUMENT etc. as module constants
 def status_name(code: int) -> str:
   """Name of an NV_STATUS value, or 'NV_STATUS_0x...' for a value nvstatus.h does not define."""
   return _BY_VALUE.get(code, f"NV_STATUS_{code:#x}")
+
+# RC error codes RM writes into a channel's error notifier (info32 of NvNotification[NV_CHANNELGPFIFO_NOTIFICATION_TYPE_ERROR]);
+# from nverror.h. They are also the Xid numbers the kernel log shows.
+RC_ERRORS = {13: "ROBUST_CHANNEL_GR_EXCEPTION", 31: "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT",
+  32: "ROBUST_CHANNEL_PBDMA_ERROR", 39: "ROBUST_CHANNEL_CE0_ERROR", 40: "ROBUST_CHANNEL_CE1_ERROR", 41: "ROBUST_CHANNEL_CE2_ERROR",
+  43: "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", 44: "ROBUST_CHANNEL_GR_FAULT_DURING_CTXSW", 45: "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL",
+  48: "ROBUST_CHANNEL_GPU_ECC_DBE"}
+NOTIFICATION_SIZE = 16           # NvNotification: timeStamp (8), info32 (4), info16 (2), status (2)
+NOTIFICATION_TYPE_ERROR, NOTIFICATION_TYPE__SIZE_1 = 0, 3   # NV_CHANNELGPFIFO_NOTIFICATION_TYPE_* (clc36f.h)
+
+def rc_error_name(code: int) -> str:
+  """ROBUST_CHANNEL_* name of an RC error code (Xid), or the number."""
+  return RC_ERRORS.get(code, f"RC error {code}")

@@ -113,6 +113,8 @@ STRUCTS: list[tuple[str, str]] = [
   ("NV2080_CTRL_GR_INFO", "NvU32 index; NvU32 data;"),
   ("NV2080_CTRL_GR_ROUTE_INFO", "NvU32 flags; NvU64 route;"),
   ("NV2080_CTRL_GR_GET_INFO_PARAMS", "NvU32 grInfoListSize; NvP64 grInfoList; NV2080_CTRL_GR_ROUTE_INFO grRouteInfo;"),
+  ("NV2080_CTRL_GR_SM_ID", "NvU32 gpcId; NvU32 tpcId;"),   # the header's anonymous smId element struct, named for cffi
+  ("NV2080_CTRL_GR_GET_SM_TO_GPC_TPC_MAPPINGS_PARAMS", "NV2080_CTRL_GR_SM_ID smId[240]; NvU32 smCount; NV2080_CTRL_GR_ROUTE_INFO grRouteInfo;"),
   ("NV2080_CTRL_PERF_BOOST_PARAMS", "NvU32 flags; NvU32 duration;"),
   ("NV2080_CTRL_GPU_GET_GID_INFO_PARAMS", "NvU32 index; NvU32 flags; NvU32 length; NvU8 data[256];"),
   ("NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS", "NvU32 gpuNameStringFlags; NV2080_GPU_NAME_STRING gpuNameString;"),

@@ -2,7 +2,9 @@
 
 Class tables are RM's per-chip tables (engine classes + engine-less classes from g_gpu_class_list.c,
 as recorded in shared/abi/nvidia_rm.json chip_class_lists; tests check them). The other properties
-(names, PCI ids, sizes, unit counts) are plausible values for the product, not measured facts.
+(names, PCI ids, sizes, unit counts) are plausible values for the product, not measured facts; the enabled
+SM counts are the products' published ones (RTX 3090 82, RTX 4090 128, H100 SXM 132, B200 148, RTX 5090 170),
+while the LITTER (full-die) values are larger, so a client using them gets the count wrong.
 
   >>> CHIPS["hopper"].name, hex(CHIPS["hopper"].arch.compute)
   ('NVIDIA H100 80GB HBM3', '0xcbc0')
@@ -64,10 +66,17 @@ class Chip:
   gpcs: int
   tpc_per_gpc: int
   sm_per_tpc: int = 2
+  enabled_gpcs: int = 0        # what GR_INFO SHADER_PIPE_COUNT reports: the GPCs this part has enabled
+  enabled_tpcs: int = 0        # SHADER_PIPE_SUB_COUNT: TPCs enabled on this part (floorswept dies enable fewer than gpcs*tpc_per_gpc)
   max_warps_per_sm: int = 64
   mc_architecture: int = 0     # NV2080_CTRL_MC_ARCH_INFO_ARCHITECTURE_*
   mc_implementation: int = 0
   classes: tuple[int, ...] = field(default=())
+
+  @property
+  def sm_count(self) -> int:
+    """SMs the product enables (an H100 SXM: 66 TPCs x 2 = 132 of the GH100 die's 144)."""
+    return self.enabled_tpcs * self.sm_per_tpc
 
   @property
   def sm_version(self) -> int:
@@ -81,13 +90,13 @@ def _chip(key: str, **kw) -> Chip:
 GiB = 1 << 30
 CHIPS: dict[str, Chip] = {c.key: c for c in [
   _chip("ampere", name="NVIDIA GeForce RTX 3090", pci_device_id=0x2204, fb_size=24 * GiB, l2_size=6 << 20, bus_width=384,
-        gpcs=7, tpc_per_gpc=6, max_warps_per_sm=48, mc_architecture=0x170, mc_implementation=2),
+        gpcs=7, tpc_per_gpc=6, enabled_gpcs=7, enabled_tpcs=41, max_warps_per_sm=48, mc_architecture=0x170, mc_implementation=2),
   _chip("ada", name="NVIDIA GeForce RTX 4090", pci_device_id=0x2684, fb_size=24 * GiB, l2_size=72 << 20, bus_width=384,
-        gpcs=11, tpc_per_gpc=6, max_warps_per_sm=48, mc_architecture=0x190, mc_implementation=2),
+        gpcs=12, tpc_per_gpc=6, enabled_gpcs=11, enabled_tpcs=64, max_warps_per_sm=48, mc_architecture=0x190, mc_implementation=2),
   _chip("hopper", name="NVIDIA H100 80GB HBM3", pci_device_id=0x2330, fb_size=80 * GiB, l2_size=50 << 20, bus_width=5120,
-        gpcs=8, tpc_per_gpc=9, mc_architecture=0x180, mc_implementation=0),
+        gpcs=8, tpc_per_gpc=9, enabled_gpcs=8, enabled_tpcs=66, mc_architecture=0x180, mc_implementation=0),
   _chip("blackwell", name="NVIDIA B200", pci_device_id=0x2901, fb_size=180 * GiB, l2_size=126 << 20, bus_width=8192,
-        gpcs=8, tpc_per_gpc=10, mc_architecture=0x1a0, mc_implementation=0),
+        gpcs=8, tpc_per_gpc=10, enabled_gpcs=8, enabled_tpcs=74, mc_architecture=0x1a0, mc_implementation=0),
   _chip("blackwell_b", name="NVIDIA GeForce RTX 5090", pci_device_id=0x2b85, fb_size=32 * GiB, l2_size=96 << 20, bus_width=512,
-        gpcs=11, tpc_per_gpc=8, max_warps_per_sm=48, mc_architecture=0x1b0, mc_implementation=2),
+        gpcs=12, tpc_per_gpc=8, enabled_gpcs=11, enabled_tpcs=85, max_warps_per_sm=48, mc_architecture=0x1b0, mc_implementation=2),
 ]}

@@ -81,6 +81,7 @@ class Channel:
 
   def fail(self, msg: str, va: int | None = None) -> GPUError:
     self.error = GPUError(f"mock GPU: {self.name}{f' pushbuffer {va:#x}' if va is not None else ''}: {msg}")
+    self.engine.rm.channel_error(self.obj, msg)   # RC recovery fills the channel's error notifier
     return self.error
 
   # ---- front end ----
@@ -140,6 +141,7 @@ class Channel:
       self.regs[name] = data
       if name == "SEM_EXECUTE": self.semaphore(data, at)
       elif name == "WFI": self.drain()
+      elif name == "MEM_OP_D": self.vs.mem_op(data)   # L2 flush/invalidate of GPU-cached sysmem (vmem.py)
       return
     cls = self.subc.get(subc)
     if cls is None: raise self.fail(f"method {off:#x} on subchannel {subc}, which has no object (SET_OBJECT first)", at)
@@ -308,7 +310,8 @@ class Channel:
         if end > g.done: self.run_grid(g, g.done, end - g.done); g.done = end
 
   def run_grid(self, g: Grid, first: int, count: int) -> None:
-    try: INDEX.module(g.kk).launch(g.kk.name, g.mem, g.grid, g.block, g.params, g.dyn, blocks=(first, count))
+    try:
+      with self.vs.kernel_access(): INDEX.module(g.kk).launch(g.kk.name, g.mem, g.grid, g.block, g.params, g.dyn, blocks=(first, count))
     except Exception as e:
       self.queued.clear()
       raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} faulted: {e}", g.at) from None

@@ -14,7 +14,7 @@ reports an H100 (or another chip from chips.py) with a configurable 580-series v
   ...   fd = syscalls.open("/dev/nvidiactl", 2); syscalls.close(fd)
 """
 from __future__ import annotations
-import ctypes, errno, os, re
+import ctypes, errno, os, re, struct, time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from ioctl_defs.nv.abi import abi_for_version, NVABI
@@ -29,6 +29,18 @@ from hcqrt.mock.nv.vmem import HostMemory, GPUVASpace, round_up, PAGE
 
 S = NV_STATUS
 CLIENT_HANDLE_BASE, OBJECT_HANDLE_BASE = 0xC1D00000, 0xCAF00000   # RM's generated-handle ranges (resserv)
+# NVOS32_ATTR2_GPU_CACHEABLE (attr2 bits 3:2; nvos.h): DEFAULT 0, YES 1, NO 2 -- RM maps sysmem GPU-uncached unless YES
+ATTR2_GPU_CACHEABLE_SHIFT, GPU_CACHEABLE_YES = 2, 1
+# NV2080_ENGINE_TYPE_* (cl2080_notification.h): GRAPHICS is 1, COPY0.. are 9..; 0 (NULL) means "inherit the TSG's"
+ENGINE_NULL, ENGINE_GR0, ENGINE_COPY0, ENGINE_COPY9 = 0, 1, 9, 0x12
+# RC error codes RM writes into a channel's error notifier (nverror.h; they are also the Xid numbers)
+ROBUST_CHANNEL_GR_EXCEPTION, ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT = 13, 31
+NOTIFIER_SIZE = 16   # NvNotification: timeStamp (u64 ns), info32, info16, status (u16)
+
+def runlist_of(engine: int) -> int:
+  """The runlist an engine's channels are scheduled on. The mock gives every copy engine its own runlist
+  (chips where GRCEs share the GR runlist accept more; a client must not rely on that)."""
+  return 0 if engine == ENGINE_GR0 else 1 + engine - ENGINE_COPY0
 
 class RMError(Exception):
   """An RM status to put into the params' status field."""
@@ -97,6 +109,7 @@ class MockNV:
     self.engine = GPFIFOEngine(self)
     self.doorbell_pages: dict[int, int] = {}   # CPU address of a mapped usermode page -> its length
     self.doorbells = 0                          # doorbell writes seen (tests and benchmarks count submissions)
+    self.uvm_mm_enabled = False                 # False: UVM_MM_INITIALIZE answers NV_WARN_NOTHING_TO_DO (as without HMM/ATS)
 
   # ---- the syscall seam interface ----
   def claims(self, path: str) -> bool: return re.fullmatch(r"/dev/nvidia(ctl|-uvm|\d+)", path) is not None
@@ -350,7 +363,11 @@ class MockNV:
     base = prm.vaBase or 0x200000
     size = prm.vaSize or ((1 << 49) - base)
     if prm.index != 0: raise _fail("NV_ERR_INVALID_ARGUMENT", f"vaspace index {prm.index}")
-    o.data.update(va=GPUVASpace(base, size), flags=prm.flags)
+    V = F.VALUES
+    if prm.flags & V["NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING"] and not prm.flags & V["NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED"]:
+      # vaspace_api.c (bug 1766112): a fault-capable VA space must be externally owned (registered with UVM)
+      raise _fail("NV_ERR_INVALID_ARGUMENT", "ENABLE_PAGE_FAULTING without IS_EXTERNALLY_OWNED")
+    o.data.update(va=GPUVASpace(base, size), flags=prm.flags, external=bool(prm.flags & V["NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED"]))
     prm.vaStartInternal, prm.vaLimitInternal = base, base + size - 1
 
   def _memory(self, o, prm, vid: bool):
@@ -365,7 +382,8 @@ class MockNV:
     if prm.flags & F.VALUES["NVOS32_ALLOC_FLAGS_VIRTUAL"]: raise _fail("NV_ERR_NOT_SUPPORTED", "virtual allocation through a memory class")
     b = HostMemory(size, "nv-vidmem" if vid else "nv-sysmem")
     if vid: self.vidmem_used += size
-    o.data.update(backing=b, size=size, host=b.addr, align=max(page, align), vid=vid)
+    cacheable = (prm.attr2 >> ATTR2_GPU_CACHEABLE_SHIFT) & 3 == GPU_CACHEABLE_YES
+    o.data.update(backing=b, size=size, host=b.addr, align=max(page, align), page=page, vid=vid, gpu_cacheable=not vid and cacheable)
     prm.size, prm.limit, prm.offset = size, size - 1, 0
     prm.attr = (prm.attr & ~(3 << 25)) | F.drf("NVOS32_ATTR_LOCATION", "VIDMEM" if vid else "PCI")
   def _alloc_sysmem(self, o, prm): self._memory(o, prm, vid=False)
@@ -400,7 +418,8 @@ class MockNV:
     if prm.engineType not in (F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"], F.VALUES["NV2080_ENGINE_TYPE_COPY0"],
                               F.VALUES["NV2080_ENGINE_TYPE_COPY1"], F.VALUES["NV2080_ENGINE_TYPE_COPY2"]):
       raise _fail("NV_ERR_INVALID_ARGUMENT", f"channel group engineType {prm.engineType}")
-    o.data.update(engine=prm.engineType, enabled=False, vaspace=self._vaspace_for(o, prm.hVASpace) if prm.hVASpace else None, subctx=0)
+    o.data.update(engine=prm.engineType, enabled=False, vaspace=self._vaspace_for(o, prm.hVASpace) if prm.hVASpace else None, subctx=0,
+                  runlist=runlist_of(prm.engineType))
 
   def _alloc_ctxshare(self, o, prm):
     vso = self._vaspace_for(o, prm.hVASpace)
@@ -415,7 +434,14 @@ class MockNV:
   def _alloc_channel(self, o, prm):
     n = prm.gpFifoEntries
     if n == 0 or n & (n - 1): raise _fail("NV_ERR_INVALID_ARGUMENT", f"gpFifoEntries {n} is not a power of two")
+    engine = prm.engineType
     if o.parent.kind == "group":
+      grp = o.parent.data["engine"]
+      # kernel_channel.c kchannelConstruct: with per-runlist channel RAM (Ampere on) a channel's engine must be its
+      # TSG's ("not compatible with engine type of TSG"); engineType 0 inherits the TSG's
+      if engine != ENGINE_NULL and engine != grp:
+        raise _fail("NV_ERR_INVALID_ARGUMENT", f"channel engineType {engine:#x} is not the engine type of its channel group ({grp:#x})")
+      engine = grp
       if not prm.hContextShare: raise _fail("NV_ERR_INVALID_ARGUMENT", "a channel in a channel group needs hContextShare")
       ctx = self.obj(o.client, prm.hContextShare, ("ctxshare",), missing="NV_ERR_INVALID_OBJECT_HANDLE")
       if ctx.parent is not o.parent: raise _fail("NV_ERR_INVALID_ARGUMENT", "context share belongs to another channel group")
@@ -424,16 +450,22 @@ class MockNV:
     userd = self.obj(o.client, prm.hUserdMemory[0], ("sysmem", "vidmem"), missing="NV_ERR_INVALID_OBJECT_HANDLE")
     uoff = prm.userdOffset[0]
     if uoff % 512 or uoff + 512 > userd.data["size"]: raise _fail("NV_ERR_INVALID_ARGUMENT", f"userdOffset {uoff:#x} (512-byte aligned, inside the memory)")
-    if prm.hObjectError: self.obj(o.client, prm.hObjectError, missing="NV_ERR_INVALID_OBJECT_HANDLE")
+    notifier = None
+    if prm.hObjectError:
+      notifier = self.obj(o.client, prm.hObjectError, missing="NV_ERR_INVALID_OBJECT_HANDLE")
+      if notifier.kind not in ("sysmem", "vidmem") or notifier.data["size"] < NOTIFIER_SIZE:
+        raise _fail("NV_ERR_INVALID_ARGUMENT", f"hObjectError {prm.hObjectError:#x} is not memory that holds a notifier")
     if prm.hObjectBuffer: self.obj(o.client, prm.hObjectBuffer, missing="NV_ERR_INVALID_OBJECT_HANDLE")
     chid = self.next_chid; self.next_chid += 1
     o.data.update(chid=chid, token=chid, entries=n, ring_va=prm.gpFifoOffset, userd=userd.data["host"] + uoff,
-                  vaspace=vso, ctxshare=ctx, engine=prm.engineType, bound=False, enabled=False)
+                  vaspace=vso, ctxshare=ctx, engine=engine, runlist=runlist_of(engine) if engine else None, bound=False, enabled=False,
+                  notifier=notifier, uvm_bound=False)
     prm.cid = chid
 
   def _alloc_engine_object(self, o, kind):
     ch = o.parent
     if any(c.kind == kind for c in ch.children): raise _fail("NV_ERR_STATE_IN_USE", f"channel already has a {kind} object")
+    ch.data["uvm_bound"] = False   # new engine context buffers: UVM must (re)bind the channel (UVM_REGISTER_CHANNEL after this)
   def _alloc_compute(self, o, prm): self._alloc_engine_object(o, "compute")
   def _alloc_copy(self, o, prm): self._alloc_engine_object(o, "copy")
 
@@ -508,7 +540,8 @@ class MockNV:
     c, V = self.chip, F.VALUES
     table = {V["NV2080_CTRL_GR_INFO_INDEX_SM_VERSION"]: c.sm_version, V["NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS"]: c.gpcs,
       V["NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC"]: c.tpc_per_gpc, V["NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC"]: c.sm_per_tpc,
-      V["NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM"]: c.max_warps_per_sm}
+      V["NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM"]: c.max_warps_per_sm,
+      V["NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT"]: c.enabled_gpcs, V["NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT"]: c.enabled_tpcs}
     if index >= V["NV2080_CTRL_GR_INFO_MAX_SIZE"]: raise _fail("NV_ERR_INVALID_ARGUMENT", f"GR info index {index}")
     return table.get(index, 0)
   def _ctrl_nv2080_ctrl_cmd_gr_get_info(self, o, prm):
@@ -516,6 +549,16 @@ class MockNV:
     if n == 0 or n > F.VALUES["NV2080_CTRL_GR_INFO_MAX_SIZE"] or not prm.grInfoList: raise _fail("NV_ERR_INVALID_ARGUMENT", f"grInfoListSize {n}")
     lst = self.ffi.cast("NV2080_CTRL_GR_INFO *", prm.grInfoList)
     for i in range(n): lst[i].data = self._gr_value(lst[i].index)
+
+  def _ctrl_nv2080_ctrl_cmd_gr_get_sm_to_gpc_tpc_mappings(self, o, prm):
+    # one entry per enabled SM (the count a product enables, not the die's LITTER maximum)
+    c = self.chip
+    if c.sm_count > len(prm.smId): raise _fail("NV_ERR_INVALID_STATE", f"{c.sm_count} SMs do not fit the mapping table")
+    per_gpc = -(-c.enabled_tpcs // c.enabled_gpcs)
+    for i in range(c.sm_count):
+      tpc = i // c.sm_per_tpc
+      prm.smId[i].gpcId, prm.smId[i].tpcId = tpc // per_gpc, tpc % per_gpc
+    prm.smCount = c.sm_count
 
   def _ctrl_nv2080_ctrl_cmd_fb_get_info_v2(self, o, prm):
     n, V, kb = prm.fbInfoListSize, F.VALUES, self.chip.fb_size >> 10
@@ -528,6 +571,9 @@ class MockNV:
 
   def _ctrl_nv2080_ctrl_cmd_fb_flush_gpu_cache(self, o, prm):
     if prm.addressArraySize > 500: raise _fail("NV_ERR_INVALID_ARGUMENT", "addressArraySize > 500")
+    wb, inv = (prm.flags >> 2) & 1, (prm.flags >> 3) & 1   # FLAGS_WRITE_BACK (2:2), FLAGS_INVALIDATE (3:3)
+    if wb or inv:
+      for vs in self.vaspaces(): vs.flush_l2(invalidate=bool(inv))
 
   def _ctrl_nv2080_ctrl_cmd_gpu_get_gid_info(self, o, prm):
     fmt = F.field_get("NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT", prm.flags)
@@ -549,16 +595,49 @@ class MockNV:
     prm.architecture, prm.implementation, prm.revision, prm.subRevision = self.chip.mc_architecture, self.chip.mc_implementation, 0xA1, 0
   def _ctrl_nv2080_ctrl_cmd_perf_boost(self, o, prm): pass
 
+  def _check_schedulable(self, ch: RMObject) -> None:
+    # kernel_channel.c kchannelIsSchedulable: a GR channel in an externally owned VA space runs only once UVM has
+    # bound its context (UVM_REGISTER_CHANNEL after the engine object); the schedule controls fail NV_ERR_INVALID_STATE
+    vso = ch.data["vaspace"]
+    if vso.data.get("external") and ch.data["engine"] == ENGINE_GR0 and not ch.data["uvm_bound"]:
+      raise _fail("NV_ERR_INVALID_STATE", f"channel {ch.handle:#x} is in an externally owned VA space and not registered with UVM "
+                  "(UVM_REGISTER_CHANNEL after its engine object)")
   def _ctrl_nva06c_ctrl_cmd_gpfifo_schedule(self, o, prm):
-    if prm.bEnable and not any(c.kind == "channel" for c in o.children): raise _fail("NV_ERR_INVALID_STATE", "channel group has no channels")
+    chans = [c for c in o.children if c.kind == "channel"]
+    if prm.bEnable and not chans: raise _fail("NV_ERR_INVALID_STATE", "channel group has no channels")
+    if prm.bEnable:
+      for c in chans: self._check_schedulable(c)
     o.data["enabled"] = bool(prm.bEnable)
-    for c in o.children:
-      if c.kind == "channel": c.data["enabled"] = bool(prm.bEnable)
-  def _ctrl_nva06f_ctrl_cmd_gpfifo_schedule(self, o, prm): o.data["enabled"] = bool(prm.bEnable)
-  def _ctrl_nva06f_ctrl_cmd_bind(self, o, prm): o.data.update(bound=True, engine=prm.engineType)
-  def _ctrl_nvc36f_ctrl_cmd_gpfifo_get_work_submit_token(self, o, prm): prm.workSubmitToken = o.data["token"]
+    for c in chans: c.data["enabled"] = bool(prm.bEnable)
+  def _ctrl_nva06f_ctrl_cmd_gpfifo_schedule(self, o, prm):
+    if prm.bEnable: self._check_schedulable(o)
+    o.data["enabled"] = bool(prm.bEnable)
+  def _ctrl_nva06f_ctrl_cmd_bind(self, o, prm):
+    if prm.engineType == ENGINE_NULL or prm.engineType > ENGINE_COPY9: raise _fail("NV_ERR_INVALID_ARGUMENT", f"BIND engineType {prm.engineType:#x}")
+    want = runlist_of(prm.engineType)
+    # kernel_fifo_gm107.c kfifoRunlistSetId: a channel whose runlist is already set (every channel of a TSG on chips with
+    # per-runlist channel RAM) cannot move to another engine's runlist
+    if o.data["runlist"] is not None and want != o.data["runlist"]:
+      raise _fail("NV_ERR_INVALID_STATE", f"BIND to engine {prm.engineType:#x} (runlist {want}): the channel is on runlist {o.data['runlist']} (its channel group's)")
+    o.data.update(bound=True, engine=prm.engineType, runlist=want)
+  def _ctrl_nvc36f_ctrl_cmd_gpfifo_get_work_submit_token(self, o, prm):
+    prm.workSubmitToken = o.data["token"]
+    n = o.data.get("notifier")   # kchannelNotifyWorkSubmitToken: RM also writes it into notifier entry 1 (TYPE_WORK_SUBMIT_TOKEN)
+    if n is not None and n.data["size"] >= 2 * NOTIFIER_SIZE:
+      ctypes.memmove(n.data["host"] + NOTIFIER_SIZE, struct.pack("<QIHH", time.time_ns(), o.data["token"], 0, 0), NOTIFIER_SIZE)
 
   # ---- lookups for the GPFIFO engine / tests ----
+  def vaspaces(self) -> list[GPUVASpace]:
+    return [o.data["va"] for objs in self.clients.values() for o in objs.values() if o.kind == "vaspace"]
+
+  def channel_error(self, ch: RMObject, msg: str) -> None:
+    """A channel hit an RC error (robust channel recovery): RM fills the error notifier the client gave as
+    hObjectError -- NvNotification[0]: time in ns, info32 = the RC error code, info16 0, status 0xFFFF."""
+    n = ch.data.get("notifier")
+    if n is None or n.data.get("backing") is None: return
+    code = ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT if "page fault" in msg else ROBUST_CHANNEL_GR_EXCEPTION
+    ctypes.memmove(n.data["host"], struct.pack("<QIHH", time.time_ns(), code, 0, 0xFFFF), NOTIFIER_SIZE)
+
   def channels(self) -> list[RMObject]:
     return [o for objs in self.clients.values() for o in objs.values() if o.kind == "channel"]
   def channel_by_token(self, token: int) -> RMObject:

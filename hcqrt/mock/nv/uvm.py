@@ -6,6 +6,16 @@ come first on an fd (else NV_ERR_ILLEGAL_ACTION), MM_INITIALIZE is issued on a s
 first, GPUs and their RM vaspaces are registered by UUID, external ranges must be page aligned and
 must not overlap (NV_ERR_UVM_ADDRESS_IN_USE), and MAP_EXTERNAL_ALLOCATION maps an RM memory object into
 the registered vaspace at the range's address (the GPU VA equals the CPU VA the client chose).
+
+Stricter rules, each with the real driver's status: MM_INITIALIZE answers NV_WARN_NOTHING_TO_DO (what
+UVM does when its VA space needs no mm, e.g. without HMM/ATS -- a client must accept it);
+REGISTER_GPU_VASPACE refuses a VA space that is not externally owned (nv_gpu_ops.c
+nvGpuOpsDupAddressSpace: NV_ERR_INVALID_FLAGS); REGISTER_CHANNEL (uvm_user_channel.c) needs a registered
+VA space (NV_ERR_INVALID_DEVICE), refuses a channel registered twice (NV_ERR_INVALID_CHANNEL) and carves the
+channel's context buffers out of [base, base+length), which must be a free, page-aligned range
+(NV_ERR_INVALID_ADDRESS); it binds the context only if the engine object exists (else the channel stays
+unschedulable). External mappings must be aligned to the allocation's page size (NV_ERR_INVALID_ADDRESS),
+and GPU-cacheable system memory is mapped GPU-cached (vmem.py) unless the mapping forces uncached.
 """
 from __future__ import annotations
 import errno
@@ -18,6 +28,11 @@ from hcqrt.mock.nv.rm import RMError
 
 S = NV_STATUS
 UVM_INIT_FLAGS_MASK = 0x3   # UVM_INIT_FLAGS_DISABLE_HMM (1) | UVM_INIT_FLAGS_MULTI_PROCESS_SHARING_MODE (2); from uvm_ioctl.h, not in the JSON
+# UvmGpuMappingType (Default, ReadWriteAtomic, ReadWrite, ReadOnly) and UvmGpuCachingType (Default, ForceUncached,
+# ForceCached) counts and values, from uvm_types.h
+MAPPING_TYPE_COUNT, CACHING_DEFAULT, CACHING_FORCE_UNCACHED, CACHING_FORCE_CACHED, CACHING_TYPE_COUNT = 4, 0, 1, 2, 3
+CHANNEL_CTX_BYTES = 4 << 20     # what the mock's GR context buffers take in a registered channel's VA range
+CHANNEL_CTX_ALIGN = 2 << 20
 
 @dataclass
 class UVMFile:
@@ -28,6 +43,7 @@ class UVMFile:
   ranges: dict[int, int] = field(default_factory=dict)        # external range base -> length
   maps: dict[int, tuple[Any, int, Any]] = field(default_factory=dict)  # base -> (GPUVASpace, length, memory RMObject)
   channels: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+  channel_ranges: dict[int, tuple[int, Any]] = field(default_factory=dict)   # ctx-buffer VA -> (length, channel group)
 
 class UVMError(Exception):
   def __init__(self, status: str, why: str = ""): super().__init__(f"{status}: {why}"); self.status = S[status]
@@ -85,6 +101,7 @@ class UVM:
     if other is None or other.kind != "uvm" or other.uvm is None or not other.uvm.initialized or p.uvmFd == fd:
       raise UVMError("NV_ERR_INVALID_ARGUMENT", f"uvmFd {p.uvmFd} is not an initialized /dev/nvidia-uvm fd")
     if f.initialized or f.mm_of is not None: raise UVMError("NV_ERR_INVALID_STATE", "fd already initialized")
+    if not self.rm.uvm_mm_enabled: raise UVMError("NV_WARN_NOTHING_TO_DO", "this VA space does not need an mm (no HMM/ATS)")
     f.mm_of = p.uvmFd
 
   def register_gpu(self, f: UVMFile, p: Any) -> None:
@@ -112,28 +129,51 @@ class UVM:
     if g["vaspace"] is not None: raise UVMError("NV_ERR_INVALID_DEVICE", "GPU already has a registered vaspace")
     ctl = self.rm.files.get(p.rmCtrlFd)
     if ctl is None or ctl.kind != "ctl": raise UVMError("NV_ERR_INVALID_ARGUMENT", f"rmCtrlFd {p.rmCtrlFd} is not /dev/nvidiactl")
-    g["vaspace"] = self.rm.obj(p.hClient, p.hVaSpace, ("vaspace",), missing="NV_ERR_OBJECT_NOT_FOUND")
+    vso = self.rm.obj(p.hClient, p.hVaSpace, ("vaspace",), missing="NV_ERR_OBJECT_NOT_FOUND")
+    if not vso.data.get("external"): raise UVMError("NV_ERR_INVALID_FLAGS", "the VA space was not allocated IS_EXTERNALLY_OWNED")
+    g["vaspace"] = vso
 
   def unregister_gpu_vaspace(self, f: UVMFile, p: Any) -> None:
     g = self._gpu(f, p.gpuUuid)
     if g["vaspace"] is None: raise UVMError("NV_ERR_INVALID_DEVICE", "no vaspace registered")
     g["vaspace"] = None
 
+  def _in_use(self, f: UVMFile, base: int, ln: int) -> tuple[int, int] | None:
+    for b, l in [*f.ranges.items(), *((b, l) for b, (l, _) in f.channel_ranges.items())]:
+      if b < base + ln and base < b + l: return b, l
+    return None
+
   def register_channel(self, f: UVMFile, p: Any) -> None:
-    self._gpu(f, p.gpuUuid)
+    g = self._gpu(f, p.gpuUuid)
+    if g["vaspace"] is None: raise UVMError("NV_ERR_INVALID_DEVICE", "GPU has no registered VA space")
     ch = self.rm.obj(p.hClient, p.hChannel, ("channel",), missing="NV_ERR_OBJECT_NOT_FOUND")
-    if p.base % PAGE or p.length == 0: raise UVMError("NV_ERR_INVALID_ADDRESS", "channel range")
+    if ch.data["vaspace"] is not g["vaspace"]: raise UVMError("NV_ERR_INVALID_CHANNEL", "the channel uses another VA space")
+    if (p.hClient, p.hChannel) in f.channels: raise UVMError("NV_ERR_INVALID_CHANNEL", "channel already registered")
+    engine_obj = any(c.kind in ("compute", "copy") for c in ch.children)
+    gr = ch.data["engine"] == 1   # only GR channels have context buffers to map (CE channels: none, base/length ignored)
+    if gr:
+      if p.base % PAGE or p.length % PAGE or p.length == 0 or p.base + p.length < p.base: raise UVMError("NV_ERR_INVALID_ADDRESS", f"channel range {p.base:#x}+{p.length:#x}")
+      grp = ch.parent if ch.parent.kind == "group" else ch
+      if not any(owner is grp for _, owner in f.channel_ranges.values()):   # context buffers are shared within a TSG
+        va = (p.base + CHANNEL_CTX_ALIGN - 1) // CHANNEL_CTX_ALIGN * CHANNEL_CTX_ALIGN
+        while va + CHANNEL_CTX_BYTES <= p.base + p.length and (hit := self._in_use(f, va, CHANNEL_CTX_BYTES)) is not None:
+          va = (hit[0] + hit[1] + CHANNEL_CTX_ALIGN - 1) // CHANNEL_CTX_ALIGN * CHANNEL_CTX_ALIGN
+        if va + CHANNEL_CTX_BYTES > p.base + p.length:
+          raise UVMError("NV_ERR_INVALID_ADDRESS", f"no free {CHANNEL_CTX_BYTES:#x} bytes for the context buffers in {p.base:#x}+{p.length:#x}")
+        f.channel_ranges[va] = (CHANNEL_CTX_BYTES, grp)
     f.channels[(p.hClient, p.hChannel)] = (p.base, p.length)
-    ch.data["uvm_registered"] = True
+    ch.data["uvm_bound"] = engine_obj or not gr
 
   def unregister_channel(self, f: UVMFile, p: Any) -> None:
     if f.channels.pop((p.hClient, p.hChannel), None) is None: raise UVMError("NV_ERR_INVALID_CHANNEL", "channel not registered")
+    ch = self.rm.clients.get(p.hClient, {}).get(p.hChannel)
+    if ch is not None: ch.data["uvm_bound"] = False
 
   def create_external_range(self, f: UVMFile, p: Any) -> None:
     base, ln = p.base, p.length
     if base % PAGE or ln % PAGE or ln == 0 or base + ln > 1 << 57: raise UVMError("NV_ERR_INVALID_ADDRESS", f"{base:#x}+{ln:#x}")
-    for b, l in f.ranges.items():
-      if b < base + ln and base < b + l: raise UVMError("NV_ERR_UVM_ADDRESS_IN_USE", f"{base:#x}+{ln:#x} overlaps {b:#x}+{l:#x}")
+    if (hit := self._in_use(f, base, ln)) is not None:
+      raise UVMError("NV_ERR_UVM_ADDRESS_IN_USE", f"{base:#x}+{ln:#x} overlaps {hit[0]:#x}+{hit[1]:#x}")
     f.ranges[base] = ln
 
   def _range_of(self, f: UVMFile, base: int, ln: int) -> int:
@@ -151,12 +191,20 @@ class UVM:
     if ctl is None or ctl.kind != "ctl": raise UVMError("NV_ERR_INVALID_ARGUMENT", f"rmCtrlFd {p.rmCtrlFd} is not /dev/nvidiactl")
     mem = self.rm.obj(p.hClient, p.hMemory, ("sysmem", "vidmem", "osdesc"), missing="NV_ERR_OBJECT_NOT_FOUND")
     if off + ln > mem.data["size"]: raise UVMError("NV_ERR_INVALID_LIMIT", f"offset {off:#x}+{ln:#x} beyond the {mem.data['size']:#x}-byte allocation")
+    page = mem.data.get("page", PAGE)
+    if (base | ln | off) % page:
+      raise UVMError("NV_ERR_INVALID_ADDRESS", f"{base:#x}+{ln:#x} offset {off:#x} is not aligned to the allocation's {page:#x}-byte pages")
     for i in range(n):
+      a = p.perGpuAttributes[i]
+      if a.gpuMappingType >= MAPPING_TYPE_COUNT or a.gpuCachingType >= CACHING_TYPE_COUNT:
+        raise UVMError("NV_ERR_INVALID_ARGUMENT", f"gpuMappingType {a.gpuMappingType} / gpuCachingType {a.gpuCachingType}")
+      cached = mem.kind == "sysmem" and (a.gpuCachingType == CACHING_FORCE_CACHED or
+                                         a.gpuCachingType == CACHING_DEFAULT and mem.data.get("gpu_cacheable", False))
       g = self._gpu(f, p.perGpuAttributes[i].gpuUuid)
       if g["vaspace"] is None: raise UVMError("NV_ERR_INVALID_DEVICE", "GPU has no registered vaspace")
       vs = g["vaspace"].data["va"]
       if base in f.maps: self._unmap(f, base)   # remapping replaces the old mapping
-      try: vs.map(base, ln, mem.data["host"] + off)
+      try: vs.map(base, ln, mem.data["host"] + off, gpu_cached=cached)
       except ValueError as e: raise UVMError("NV_ERR_UVM_ADDRESS_IN_USE", str(e))
       f.maps[base] = (vs, ln, mem)
 
