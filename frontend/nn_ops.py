@@ -668,7 +668,7 @@ class NNOpsMixin:
         s = [l for i, l in enumerate(s) if i not in (a, b)] + [c]
       for c, n in zip(s, x.shape):
         if sizes.get(c, 1) != 1 and n != 1 and sizes[c] != n:
-          raise RuntimeError(f"einsum: letter {c!r} has size {n} in operand {"".join(s)!r} {x.shape}, which doesn't broadcast with size {sizes[c]}")
+          raise RuntimeError(f"einsum: letter {c!r} has size {n} in operand {''.join(s)!r} {x.shape}, which doesn't broadcast with size {sizes[c]}")
         sizes[c] = max(sizes.get(c, 1), n)
       x = x.permute(*sorted(range(len(s)), key=lambda i: order.index(s[i])))
       present = sorted(s, key=order.index)
