@@ -601,6 +601,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """Max over `axis`; over an empty axis it is the dtype's min (-inf for floats), as in tinygrad."""
     return self._reduce(F.Max, axis, keepdim)
   def min(self, axis=None, keepdim: bool = False) -> Tensor:
+    self._reduce_axes(axis, op="min")   # name min, not max, in a bad-axis error
     if self.dtype.is_bool: return self.logical_not().max(axis, keepdim).logical_not()
     if self.dtype.is_unsigned: return (~self).max(axis, keepdim).bitwise_not()
     return -((-self).max(axis, keepdim))
