@@ -850,16 +850,18 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def square(self) -> Tensor: return self * self
   def clip(self, min_=None, max_=None) -> Tensor:
     if min_ is None and max_ is None: raise RuntimeError("clip: at least one of min_ and max_ must be given")
-    # where() rather than maximum/minimum: the gradient is 1 on the bounds themselves (torch), not split in half;
-    # min_ > max_ gives max_ everywhere, nan stays nan
-    x = self
+    # where() rather than maximum/minimum: x's gradient is 1 on the bounds themselves and 0 at nan (torch: the mask
+    # is lo <= x <= hi), not split in half at a tie; min_ > max_ gives max_ everywhere, nan stays nan
+    x, inside, c = self, None, self.detach()
     if min_ is not None:
       x, lo = x._broadcasted(min_, op="clip")
-      x = (x < lo).where(lo, x)
+      c, inside = (c < lo).where(lo, c), x >= lo
     if max_ is not None:
       x, hi = x._broadcasted(max_, op="clip")
-      x = (x > hi).where(hi, x)
-    return x
+      c = c._broadcasted(hi)[0]
+      c, ok = (c > hi).where(hi, c), x <= hi
+      inside = ok if inside is None else inside._broadcasted(ok)[0] & ok
+    return inside.where(x, c)
   def clamp(self, min_=None, max_=None) -> Tensor: return self.clip(min_, max_)
   def isnan(self) -> Tensor: return self != self
   def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
