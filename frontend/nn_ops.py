@@ -90,7 +90,7 @@ class NNOpsMixin:
     [[[[8.0, 12.0], [20.0, 24.0]]]]
     """
     self._check_conv_args(weight, bias, groups, padding)
-    (bs, cin_), (cout, cin), HW = self.shape[:2], weight.shape[:2], weight.shape[2:]
+    bs, (cout, cin), HW = self.shape[0], weight.shape[:2], weight.shape[2:]
     pads = self._resolve_pads(padding, len(HW))
     for i, k, d, pb, pa in zip(self.shape[2:], HW, _tuple(dilation, len(HW)), pads[-2::-2], pads[::-2]):
       if i + pb + pa < d * (k - 1) + 1:

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
 from compiler.lazy import LazyBuffer
-from compiler.uop import Ops
 from compiler.view import prod
 from hcqrt.device import Device
 from frontend import function as F
@@ -143,7 +142,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
 
   def detach(self) -> Tensor: return Tensor(self.lazydata, requires_grad=False)
-  def clone(self) -> Tensor: return Tensor(self.lazydata.contiguous() if self.lazydata.is_view else self.lazydata.alu(Ops.ADD, self.lazydata.const_like(0)) if self.lazydata.realized else self.lazydata, requires_grad=self.requires_grad)
+  def clone(self) -> Tensor:
+    """A copy in a buffer of its own (writes to either don't reach the other); gradients flow through it as in torch."""
+    return F.Clone.apply(self)
   def to(self, device: str | None) -> Tensor:
     device = Device.canonicalize(device)
     if device == self.device: return self
