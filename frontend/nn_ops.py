@@ -669,7 +669,7 @@ class NNOpsMixin:
       for c, n in zip(s, x.shape):
         if sizes.get(c, 1) != 1 and n != 1 and sizes[c] != n:
           raise RuntimeError(f"einsum: letter {c!r} has size {n} in operand {''.join(s)!r} {x.shape}, which doesn't broadcast with size {sizes[c]}")
-        sizes[c] = max(sizes.get(c, 1), n)
+        if sizes.get(c, 1) == 1: sizes[c] = n   # a size-1 dim broadcasts; 0 is a real size
       x = x.permute(*sorted(range(len(s)), key=lambda i: order.index(s[i])))
       present = sorted(s, key=order.index)
       aligned.append(x.reshape(*[x.shape[present.index(c)] if c in present else 1 for c in order]))

@@ -440,8 +440,12 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       ret = mask.where(ret, value)
     return ret
   def _pad_mode(self, padding: tuple, mode: str) -> Tensor:
-    """reflect / replicate / circular padding per dim, built from slices and cat; negative amounts crop after."""
+    """reflect / replicate / circular padding per dim, built from slices and cat; negative amounts crop (after the
+    padding for reflect/replicate, before it for circular, so the wrap reads the cropped tensor: torch's results)."""
     x = self
+    if mode == "circular":
+      x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(padding, x.shape)))
+      padding = tuple((max(b, 0), max(a, 0)) for b, a in padding)
     for d, (b, a) in enumerate(padding):
       pb, pa, n = max(b, 0), max(a, 0), x.shape[d]
       if not pb and not pa: continue
@@ -539,6 +543,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return [self.shrink(tuple((offs[i], offs[i + 1]) if j == d else None for j in range(self.ndim))) for i in range(len(sizes))]
   def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
     d = self._axis(dim, op="chunk")
+    if self.shape[d] == 0: return [self] * chunks   # torch: `chunks` empty pieces
     return self.split(math.ceil(self.shape[d] / chunks) if self.shape[d] else 1, dim=d)
   def roll(self, shifts, dims=None) -> Tensor:
     """Rotate elements along dims; with dims=None the flattened tensor is rolled, then reshaped back (torch).
@@ -576,11 +581,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def _reduce(self, fn, axis, keepdim: bool) -> Tensor:
     axes = self._reduce_axes(axis, op=fn.__name__.lower())
     if self.ndim == 0: return self
-    if any(self.shape[a] == 0 for a in axes):
-      # an empty axis reduces to the op's identity (tinygrad: max of nothing is the dtype's min)
-      ident = {F.Sum: 0, F.Prod: 1, F.Max: dtypes.min(self.dtype)}[fn]
-      ret = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), ident, dtype=self.dtype, device=self.device)
-    else: ret = fn.apply(self, axis=axes) if axes else self
+    # an empty axis reduces to the op's identity (0, 1, the dtype's min for max, as tinygrad), kept in the graph
+    ret = fn.apply(self, axis=axes) if axes else self
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, axis=None, keepdim: bool = False, dtype=None, acc_dtype: DType | None = None) -> Tensor:
     """Sum over `axis` (all axes when None); bool and small ints accumulate as int32. `dtype` casts the input first
