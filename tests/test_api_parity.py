@@ -124,6 +124,18 @@ def test_negative_dims_everywhere():
   close(x.flip(-1), t.flip(-1))
   close(x.cat(x, dim=-1), torch.cat([t, t], -1))
   close(Tensor.stack(x, x, dim=-1), torch.stack([t, t], -1))
+  close(x.split(2, dim=-1)[1], t.split(2, dim=-1)[1])
+  close(x.chunk(3, dim=-2)[2], t.chunk(3, dim=-2)[2])
+  close(x.repeat_interleave(2, dim=-1), t.repeat_interleave(2, dim=-1))
+  close(x.diagonal(0, -2, -1), t.diagonal(0, -2, -1))
+  close(x.sort(-2, descending=True)[0], t.sort(-2, descending=True)[0])
+  close(x.topk(2, dim=-2)[1], t.topk(2, dim=-2)[1])
+  close(x.logcumsumexp(-1), t.logcumsumexp(-1), atol=1e-5)
+  close(x.unflatten(-1, (2, 2)), t.unflatten(-1, (2, 2)))
+  close(x.argmin(-2), t.argmin(-2))
+  close(x.scatter(-1, Tensor([[[0, 1]] * 3] * 2), 5.0), t.scatter(-1, torch.tensor([[[0, 1]] * 3] * 2), 5.0))
+  close(x.mean((-1, 0)), t.mean((-1, 0)))
+  close((x > 5).all((-1, -2)), (t > 5).all(-1).all(-1))
 
 def test_permute_reshape_args_and_errors():
   x = Tensor.zeros(2, 3, 4)
