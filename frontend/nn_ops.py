@@ -690,7 +690,9 @@ class NNOpsMixin:
     """
     if mode not in ("linear", "bilinear", "trilinear", "nearest", "nearest-exact"): raise ValueError(f"interpolate: unknown mode {mode!r}")
     size = tuple(size)
-    if len(size) > self.ndim: raise ValueError(f"interpolate: size {size} has more dims than the input {self.shape}")
+    if not 0 < len(size) <= self.ndim: raise ValueError(f"interpolate: size {size} must name 1 to {self.ndim} dims of the input {self.shape}")
+    if any(not isinstance(n, int) or n <= 0 for n in size): raise ValueError(f"interpolate: sizes must be positive ints, got {size}")
+    if align_corners and mode.startswith("nearest"): raise ValueError(f"interpolate: align_corners can only be set with linear modes, not {mode!r}")
     x = self._float()
     for d in range(-len(size), 0):
       n_in, n_out = x.shape[d], size[d]

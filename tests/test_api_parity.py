@@ -338,6 +338,14 @@ def test_interpolate_integer_dtypes(mode, tmode, dt, tdt):
     assert ours.numpy().dtype == ref.numpy().dtype
     close(ours, ref, atol=1 if dt is np.uint8 else 1e-4)   # torch rounds uint8 bilinear in fixed point
 
+def test_interpolate_argument_errors():
+  x = Tensor.ones(1, 1, 2, 2)
+  with pytest.raises(ValueError): torch.nn.functional.interpolate(torch.ones(1, 1, 2, 2), size=(3, 3), mode="nearest", align_corners=True)
+  with pytest.raises(ValueError, match="align_corners"): x.interpolate((3, 3), mode="nearest", align_corners=True)
+  with pytest.raises(ValueError, match="mode"): x.interpolate((3, 3), mode="bicubic")
+  with pytest.raises(ValueError, match="size"): x.interpolate((3, 3, 3, 3, 3))
+  with pytest.raises(ValueError, match="size"): x.interpolate((0, 3))
+
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular", "constant"])
 @pytest.mark.parametrize("pads", [(1, 1, 0, 0), (2, 0, 1, 2), (0, 3, 2, 1), (1, -1, -1, 2), (-2, 3, 1, -1), (0, 0, 0, 0)])
 def test_pad_modes(mode, pads):
