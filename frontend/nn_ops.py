@@ -80,7 +80,7 @@ class NNOpsMixin:
 
   # ***** convolution *****
   def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
-             acc_dtype=None) -> Tensor:
+             acc_dtype=None, dtype=None) -> Tensor:
     """N-d convolution (cross-correlation) like torch's conv2d: input (N, Cin, *spatial), weight (Cout, Cin/groups, *k).
 
     `padding` is an int, one value per spatial dim, or per side in torch pad order (left, right, top, bottom).
@@ -90,6 +90,7 @@ class NNOpsMixin:
     [[[[8.0, 12.0], [20.0, 24.0]]]]
     """
     self._check_conv_args(weight, bias, groups, padding)
+    acc_dtype = dtype if dtype is not None else acc_dtype   # tinygrad's name for the accumulation dtype
     bs, (cout, cin), HW = self.shape[0], weight.shape[:2], weight.shape[2:]
     pads = self._resolve_pads(padding, len(HW))
     for i, k, d, pb, pa in zip(self.shape[2:], HW, _tuple(dilation, len(HW)), pads[-2::-2], pads[::-2]):

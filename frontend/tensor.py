@@ -171,8 +171,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if _reads_at_other_position(value, self.lazydata.base): value = value.contiguous() if value.is_view else _force(value)
     self.lazydata = self.lazydata.base.assign(value)
     return self
-  def replace(self, x: Tensor) -> Tensor:
-    if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
+  def replace(self, x: Tensor, allow_shape_mismatch: bool = False) -> Tensor:
+    if x.shape != self.shape and not allow_shape_mismatch: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
     self.lazydata = x.lazydata
     return self
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
@@ -365,15 +365,19 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
           t.grad = g if t.grad is None else (t.grad + g)
       if not retain_graph: t0._ctx = None
     return self
-  def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
-    """d(self)/d(target) for each target, without touching `.grad`."""
-    saved = [(t, t.grad) for t in targets]
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
+    """d(self)/d(target) for each target, without touching `.grad`. A target self doesn't depend on is an error
+    (tinygrad), or zeros with materialize_grads=True."""
+    saved = [(t, t.grad, t.requires_grad) for t in targets]
     for t in targets: t.grad = None
     try:
       self.backward(gradient, retain_graph=True)
+      for t in targets:
+        if t.grad is None and not materialize_grads:
+          raise RuntimeError(f"gradient: the target {t} is not in the graph of {self} (materialize_grads=True gives zeros)")
       return [t.grad if t.grad is not None else t.zeros_like() for t in targets]
     finally:
-      for t, g in saved: t.grad = g
+      for t, g, _ in saved: t.grad = g
 
   # ***** movement ops *****
   def _axis(self, a: int, n: int | None = None, op: str | None = None) -> int:
@@ -660,8 +664,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return (-self if not self.dtype.is_bool else self.logical_not()).argmax(axis, keepdim) if not self.dtype.is_unsigned else (~self).argmax(axis, keepdim)
 
   # ***** matmul *****
-  def dot(self, w: Tensor) -> Tensor:
-    """Matrix product with numpy/torch broadcasting rules (1-D operands included)."""
+  def dot(self, w: Tensor, dtype=None) -> Tensor:
+    """Matrix product with numpy/torch broadcasting rules (1-D operands included); `dtype` is the accumulation and
+    result dtype (tinygrad)."""
     if not isinstance(w, Tensor): w = Tensor(w, device=self.device)
     if self.ndim == 0 or w.ndim == 0: raise RuntimeError(f"dot: both arguments need at least 1 dim, got {self.shape} and {w.shape}")
     k_self, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
@@ -669,9 +674,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
     wt = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2):]).transpose(-1, -min(w.ndim, 2))
     dt = least_upper_dtype(x.dtype, wt.dtype)
+    if dtype is not None: return (x.cast(dt) * wt.cast(dt)).sum(-1, dtype=dtype)
     return (x.cast(dt) * wt.cast(dt)).sum(-1, acc_dtype=sum_acc_dtype(dt) if not dt.is_float else None).cast(dt)
-  def matmul(self, x: Tensor, reverse: bool = False) -> Tensor: return x.dot(self) if reverse else self.dot(x)
-  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+  def matmul(self, x: Tensor, reverse: bool = False, dtype=None) -> Tensor: return x.dot(self, dtype) if reverse else self.dot(x, dtype)
+  def linear(self, weight: Tensor, bias: Tensor | None = None, dtype=None) -> Tensor:
+    if dtype is not None: return self.cast(dtype).linear(weight.cast(dtype), bias.cast(dtype) if bias is not None else None)
     x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
     return x.add(bias) if bias is not None else x
 
@@ -886,8 +893,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def bitwise_and(self, x, reverse=False) -> Tensor: return self._bitop(F.BitwiseAnd, x, reverse)
   def bitwise_or(self, x, reverse=False) -> Tensor: return self._bitop(F.BitwiseOr, x, reverse)
   def bitwise_xor(self, x, reverse=False) -> Tensor: return self._bitop(F.Xor, x, reverse)
-  def lshift(self, x) -> Tensor: return self._bitop(F.Shl, x)
-  def rshift(self, x) -> Tensor: return self._bitop(F.Shr, x)
+  def lshift(self, x, reverse=False) -> Tensor: return self._bitop(F.Shl, x, reverse)
+  def rshift(self, x, reverse=False) -> Tensor: return self._bitop(F.Shr, x, reverse)
 
   # activations
   def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
@@ -950,6 +957,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def __invert__(self): return self.bitwise_not()
   def __lshift__(self, x): return self.lshift(x)
   def __rshift__(self, x): return self.rshift(x)
+  def __rlshift__(self, x): return self.lshift(x, True)
+  def __rrshift__(self, x): return self.rshift(x, True)
   def __lt__(self, x): return F.Less.apply(*self._broadcasted(x, op="lt (<)"))
   def __gt__(self, x): return F.Less.apply(*self._broadcasted(x, True, op="gt (>)"))
   def __ge__(self, x): return self._le(*self._broadcasted(x, True, op="ge (>=)"))

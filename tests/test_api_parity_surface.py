@@ -65,3 +65,25 @@ def test_initializers_statistics(name):
                 "normal": 1.0}[name]
   assert abs(v.std() - expect_std) / expect_std < 0.05, f"{name}: std {v.std()} vs {expect_std}"
   assert abs(v.mean()) < 4 * expect_std / math.sqrt(v.size) + 1e-6
+
+def test_tinygrad_keyword_arguments():
+  # the argument names tinygrad v0.12 has and we lacked: dtype on dot/matmul/linear/conv2d, reverse on shifts,
+  # materialize_grads on gradient, allow_shape_mismatch on replace
+  a, b = np.arange(6, dtype=np.int8).reshape(2, 3), np.arange(12, dtype=np.int8).reshape(3, 4) * 2   # products fit int8, sums do not
+  for ours in (Tensor(a).dot(Tensor(b), dtype=dtypes.int32), Tensor(a).matmul(Tensor(b), dtype=dtypes.int32), Tensor(a) @ Tensor(b).cast(dtypes.int32)):
+    assert ours.dtype == dtypes.int32
+    np.testing.assert_array_equal(ours.numpy(), a.astype(np.int32) @ b.astype(np.int32))
+  lin = Tensor(a).linear(Tensor(b), Tensor([1, 2, 3, 4], dtype=dtypes.int8), dtype=dtypes.float32)
+  assert lin.dtype == dtypes.float32
+  np.testing.assert_array_equal(lin.numpy(), a.astype(np.float32) @ b.astype(np.float32) + np.arange(1, 5))
+  x, w = rng.standard_normal((1, 2, 5, 5)).astype(np.float32), rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+  np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), dtype=dtypes.float32).numpy(), TF.conv2d(torch.tensor(x), torch.tensor(w)).numpy(), atol=1e-5)
+  u = Tensor(np.array([1, 2, 3], np.uint32))
+  assert u.lshift(2, reverse=True).tolist() == [4, 8, 16] and (1 << u).tolist() == [2, 4, 8] and (64 >> u).tolist() == [32, 16, 8]
+  p, q = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0], requires_grad=True)
+  with pytest.raises(RuntimeError, match="materialize_grads"): (p * 2).sum().gradient(p, q)
+  gp, gq = (p * 2).sum().gradient(p, q, materialize_grads=True)
+  assert gp.tolist() == [2.0, 2.0] and gq.tolist() == [0.0]
+  t = Tensor([1.0, 2.0])
+  with pytest.raises(ValueError): t.replace(Tensor([1.0]))
+  assert t.replace(Tensor([1.0]), allow_shape_mismatch=True).shape == (1,)
