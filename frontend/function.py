@@ -39,6 +39,10 @@ def _zeros_like(x: LazyBuffer) -> LazyBuffer: return x.const_like(0)
 class Contiguous(Function):
   def forward(self, x): return x.contiguous()
   def backward(self, g): return g
+class Clone(Function):
+  def forward(self, x):   # a fresh buffer: a view is copied, a realized buffer gets x + 0, a lazy value is new anyway
+    return x.contiguous() if x.is_view else x.alu(Ops.ADD, x.const_like(0)) if x.realized else x
+  def backward(self, g): return g
 class ContiguousBackward(Function):
   def forward(self, x): return x
   def backward(self, g): return g.contiguous()

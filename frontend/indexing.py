@@ -14,11 +14,15 @@ from compiler.dtypes import dtypes
 
 def _normalize(t, indices) -> list:
   from frontend.tensor import Tensor
+  # a list holding tensors, slices, None or ... is a tuple of per-dim indices (torch, tinygrad); a list of ints or
+  # nested int lists stays one integer-array index
+  if isinstance(indices, list) and any(isinstance(i, (Tensor, slice)) or i is None or i is Ellipsis for i in indices): indices = tuple(indices)
   if not isinstance(indices, tuple): indices = (indices,)
   out = []
   for i in indices:
     if isinstance(i, (list, np.ndarray)) and not isinstance(i, Tensor):
-      arr = np.asarray(i)
+      try: arr = np.asarray(i)
+      except ValueError: raise IndexError(f"index: ragged or mixed list {i!r} can't be an index array") from None
       if arr.size == 0 and arr.dtype.kind == "f": arr = arr.astype(np.int64)   # [] selects nothing; it is not a float index
       if arr.dtype == np.bool_: out.append(("bool", arr)); continue
       if arr.dtype.kind not in "iu": raise IndexError(f"index arrays must be integers or bools, got {arr.dtype}")
@@ -31,8 +35,11 @@ def _normalize(t, indices) -> list:
     elif i is Ellipsis: out.append(("ellipsis", None))
     elif isinstance(i, (bool, np.bool_)): out.append(("bool", np.asarray(i)))
     elif isinstance(i, (int, np.integer)): out.append(("int", int(i)))
-    elif isinstance(i, slice): out.append(("slice", i))
-    else: raise IndexError(f"unsupported index type {type(i).__name__}")
+    elif isinstance(i, slice):
+      for v in (i.start, i.stop, i.step):
+        if v is not None and not isinstance(v, (int, np.integer)): raise TypeError(f"slice indices must be integers or None, got {type(v).__name__} in {i}")
+      out.append(("slice", i))
+    else: raise IndexError(f"unsupported index type {type(i).__name__}: only ints, slices, None, ..., integer/bool lists and tensors index a Tensor")
   # bool arrays become the integer positions they select (their shape decides the result's shape)
   expanded = []
   for kind, v in out:
@@ -52,9 +59,8 @@ def _normalize(t, indices) -> list:
 def getitem(t, indices):
   from frontend.tensor import Tensor
   idx = _normalize(t, indices)
-  # numpy rule: next to an array index, an int index is an advanced index too (it takes part in the broadcast and in
-  # deciding where the broadcast dims go), e.g. x[0, :, [1, 2]] has shape (2, x.shape[1])
-  if any(k in ("arr", "tensor") for k, _ in idx): idx = [("arr", np.array(v)) if k == "int" else (k, v) for k, v in idx]
+  # torch/tinygrad rule (unlike numpy): an int index removes its dim first, it is never an advanced index, so
+  # x[0, :, [1, 2]] has shape (x.shape[1], 2)
   x, dim, adv = t, 0, []
   # pass 1: basic indexing as views; remember where advanced indices apply (in terms of the new dims)
   new_dims = 0

@@ -80,7 +80,7 @@ class NNOpsMixin:
 
   # ***** convolution *****
   def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
-             acc_dtype=None) -> Tensor:
+             acc_dtype=None, dtype=None) -> Tensor:
     """N-d convolution (cross-correlation) like torch's conv2d: input (N, Cin, *spatial), weight (Cout, Cin/groups, *k).
 
     `padding` is an int, one value per spatial dim, or per side in torch pad order (left, right, top, bottom).
@@ -89,10 +89,13 @@ class NNOpsMixin:
     >>> Tensor.arange(9).float().reshape(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 2, 2)).tolist()
     [[[[8.0, 12.0], [20.0, 24.0]]]]
     """
-    (bs, cin_), (cout, cin), HW = self.shape[:2], weight.shape[:2], weight.shape[2:]
-    if self.ndim != weight.ndim or groups * cin != cin_ or cout % groups:
-      raise RuntimeError(f"conv2d: input {self.shape} and weight {weight.shape} don't match with groups={groups}")
+    self._check_conv_args(weight, bias, groups, padding)
+    acc_dtype = dtype if dtype is not None else acc_dtype   # tinygrad's name for the accumulation dtype
+    bs, (cout, cin), HW = self.shape[0], weight.shape[:2], weight.shape[2:]
     pads = self._resolve_pads(padding, len(HW))
+    for i, k, d, pb, pa in zip(self.shape[2:], HW, _tuple(dilation, len(HW)), pads[-2::-2], pads[::-2]):
+      if i + pb + pa < d * (k - 1) + 1:
+        raise RuntimeError(f"conv2d: the padded input {tuple(self.shape[2:])} (padding {list(pads)}) is smaller than the kernel {tuple(HW)} (dilation {dilation})")
     # the padded input as a buffer of its own (a cheap copy): the conv kernel then reads every window without border
     # checks, so its loads are plain vectors (a gated load costs a scalar load per lane on the CPU)
     x = (self.pad(pads).contiguous() if any(pads) else self)._pool(HW, stride, dilation)  # (bs, cin_, *out, *HW)
@@ -102,6 +105,20 @@ class NNOpsMixin:
     w = weight.reshape(1, groups, rcout, *[1] * nd, cin, *HW)
     ret = (x * w).sum(tuple(range(-1 - nd, 0)), acc_dtype=acc_dtype).reshape(bs, cout, *oyx)
     return ret if bias is None else ret + bias.reshape(1, -1, *[1] * nd)
+
+  def _check_conv_args(self: Tensor, weight: Tensor, bias: Tensor | None, groups: int, padding) -> None:
+    """Name the wrong argument of a convolution the way torch does (RuntimeError), before any shape arithmetic."""
+    if not isinstance(groups, int) or groups <= 0: raise RuntimeError(f"conv2d: groups must be a positive int, got {groups!r}")
+    if weight.ndim < 3: raise RuntimeError(f"conv2d: weight {weight.shape} needs (out_channels, in_channels/groups, *kernel)")
+    if self.ndim != weight.ndim:
+      raise RuntimeError(f"conv2d: input {self.shape} has {self.ndim} dims but weight {weight.shape} has {weight.ndim}: expected input (N, C, *spatial) with {weight.ndim - 2} spatial dims")
+    cout, cin = weight.shape[:2]
+    if cout % groups: raise RuntimeError(f"conv2d: out_channels {cout} of weight {weight.shape} is not divisible by groups={groups}")
+    if self.shape[1] != cin * groups:
+      raise RuntimeError(f"conv2d: with groups={groups}, weight {weight.shape} expects input {self.shape} to have {cin * groups} channels, but it has {self.shape[1]}")
+    if bias is not None and bias.shape != (cout,): raise RuntimeError(f"conv2d: bias {bias.shape} must have shape ({cout},) for weight {weight.shape}")
+    if not isinstance(padding, int) and len(padding) not in (weight.ndim - 2, 2 * (weight.ndim - 2)):
+      raise ValueError(f"conv2d: padding {tuple(padding)} must be an int, {weight.ndim - 2} values or {2 * (weight.ndim - 2)} values (per side)")
 
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1,
                        padding=0, output_padding=0) -> Tensor:
@@ -347,8 +364,10 @@ class NNOpsMixin:
   def _pre_scatter(self: Tensor, dim: int, index: Tensor, src) -> tuple[int, Tensor, Tensor]:
     """(dim, mask, src) with mask (*self.shape, J): index[.., j at dim, ..] hits position k of dim, and src laid
     out to broadcast against it; J is index.shape[dim]."""
-    dim = self._axis(dim)
+    dim = self._axis(dim, op="scatter")
+    if not isinstance(index, NNOpsMixin) or not index.dtype.is_int: raise RuntimeError(f"scatter: index must be an integer tensor, got {getattr(index, 'dtype', type(index).__name__)}")
     if not isinstance(src, NNOpsMixin): src = self.full(index.shape, src, device=self.device, dtype=self.dtype)
+    elif src.dtype != self.dtype: raise RuntimeError(f"scatter: src dtype {src.dtype} must equal the input dtype {self.dtype}")
     if index.ndim != self.ndim or src.ndim != self.ndim:
       raise RuntimeError(f"scatter: input {self.shape}, index {index.shape} and src {src.shape} need the same number of dims")
     for d, (i, s, x) in enumerate(zip(index.shape, src.shape, self.shape)):
@@ -369,6 +388,7 @@ class NNOpsMixin:
     """
     if reduce is not None:
       if reduce not in ("add", "multiply"): raise TypeError(f"scatter: reduce must be 'add' or 'multiply', not {reduce!r}")
+      if not isinstance(src, NNOpsMixin): src = self.full(index.shape, src, device=self.device, dtype=self.dtype)
       return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
     _, mask, src = self._pre_scatter(dim, index, src)
     pos = self.arange(1, mask.shape[-1] + 1, device=self.device)
@@ -384,6 +404,9 @@ class NNOpsMixin:
     >>> Tensor.ones(3).scatter_reduce(0, Tensor([0, 0, 2]), Tensor([1.0, 2.0, 3.0]), "sum").tolist()
     [4.0, 1.0, 4.0]
     """
+    if not isinstance(src, NNOpsMixin): raise TypeError(f"scatter_reduce: src must be a Tensor, not {type(src).__name__}")
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise RuntimeError(f"scatter_reduce: reduce must be one of sum, prod, mean, amax, amin, not {reduce!r}")
     _, mask, src = self._pre_scatter(dim, index, src)
     hit = mask.any(-1)
     if reduce == "sum":
@@ -456,6 +479,7 @@ class NNOpsMixin:
     if self.ndim == 0: return values, self.zeros_like(dtype=dtypes.int32)
     axis = self._axis(axis)
     n = self.shape[axis]
+    if 0 in self.shape: return values, self.zeros_like(dtype=dtypes.int32)
     x, v = self.transpose(axis, -1), values.transpose(axis, -1)
     ar = self.arange(n, device=self.device)
     ok = (x.unsqueeze(-2) == v.unsqueeze(-1)) & (ar <= ar.unsqueeze(-1))  # (..., j, i): i <= j and x_i == max_j
@@ -566,8 +590,10 @@ class NNOpsMixin:
     return m.pad(((0, k), (k, 0)) if diagonal > 0 else ((k, 0), (0, k))) if k else m
   def meshgrid(self: Tensor, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
     """Coordinate grids from 1-d tensors ('ij' matrix or 'xy' Cartesian indexing)."""
-    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
+    if indexing not in ("ij", "xy"): raise RuntimeError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
     ts = (self,) + args
+    for t in ts:
+      if t.ndim > 1: raise RuntimeError(f"meshgrid: inputs must be 0-d or 1-d, got {t.shape}")
     shape = tuple(t.numel() for t in ts)
     outs = [t.reshape(*[1] * i, -1, *[1] * (len(ts) - i - 1)).expand(shape) for i, t in enumerate(ts)]
     return tuple(o.transpose(0, 1) for o in outs) if indexing == "xy" and len(ts) > 1 else tuple(outs)
@@ -579,9 +605,14 @@ class NNOpsMixin:
     >>> Tensor.arange(5).unfold(0, 2, 2).tolist()
     [[0, 1], [2, 3]]
     """
-    d = self._axis(dim)
-    if size > self.shape[d] or size <= 0 or step <= 0: raise RuntimeError(f"unfold: size {size}, step {step} don't fit dim {d} of {self.shape}")
+    d = self._axis(dim, op="unfold")
+    if size < 0: raise RuntimeError(f"unfold: size must be >= 0, got {size}")
+    if step <= 0: raise RuntimeError(f"unfold: step must be > 0, got {step}")
+    if size > self.shape[d]: raise RuntimeError(f"unfold: size {size} is larger than dim {d} of {self.shape}")
     nd = self.ndim
+    if size == 0:   # (n - 0) // step + 1 empty windows
+      cnt = self.shape[d] // step + 1
+      return self.zeros(*[cnt if i == d else s for i, s in enumerate(self.shape)], 0, dtype=self.dtype, device=self.device)
     x = self.permute(*[i for i in range(nd) if i != d], d)._pool((size,), step)
     perm = list(range(nd - 1))
     perm.insert(d, nd - 1)
@@ -594,7 +625,7 @@ class NNOpsMixin:
 
   # ***** einsum, interpolate, multinomial *****
   @staticmethod
-  def einsum(formula: str, *operands, acc_dtype=None) -> Tensor:
+  def einsum(formula: str, *operands, dtype=None, acc_dtype=None) -> Tensor:
     """Einstein summation, e.g. Tensor.einsum("ij,jk->ik", a, b); supports '...', implicit output, and
     repeated letters in one operand (diagonals).
 
@@ -603,6 +634,7 @@ class NNOpsMixin:
     [3, 7]
     """
     xs = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
+    acc_dtype = dtype if dtype is not None else acc_dtype
     formula = formula.replace(" ", "")
     lhs, out = formula.split("->") if "->" in formula else (formula, None)
     ins = lhs.split(",")
@@ -616,7 +648,13 @@ class NNOpsMixin:
       else: out = ell + "".join(sorted(c for c in set("".join(ins)) if "".join(ins).count(c) == 1 and c not in ell))
     if out is None: out = "".join(sorted(c for c in set("".join(ins)) if "".join(ins).count(c) == 1))
     for s, x in zip(ins, xs):
-      if len(s) != x.ndim: raise ValueError(f"einsum: {s!r} has {len(s)} letters but its operand has shape {x.shape}")
+      if len(s) != x.ndim: raise RuntimeError(f"einsum: {s!r} has {len(s)} letters but its operand has shape {x.shape}")
+      for c in set(s):
+        if len({n for l, n in zip(s, x.shape) if l == c}) > 1:
+          raise RuntimeError(f"einsum: letter {c!r} repeats in {s!r} over dims of different sizes {x.shape}")
+    for c in out:
+      if c not in "".join(ins): raise RuntimeError(f"einsum: output letter {c!r} appears in no input of {formula!r}")
+      if out.count(c) > 1: raise RuntimeError(f"einsum: output letter {c!r} appears more than once in {formula!r}")
     summed = sorted(set("".join(ins)) - set(out))
     order = list(out) + summed
     sizes: dict[str, int] = {}
@@ -630,8 +668,9 @@ class NNOpsMixin:
         x = x.diagonal(0, a, b)
         s = [l for i, l in enumerate(s) if i not in (a, b)] + [c]
       for c, n in zip(s, x.shape):
-        if sizes.get(c, 1) != 1 and n != 1 and sizes[c] != n: raise ValueError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n}")
-        sizes[c] = max(sizes.get(c, 1), n)
+        if sizes.get(c, 1) != 1 and n != 1 and sizes[c] != n:
+          raise RuntimeError(f"einsum: letter {c!r} has size {n} in operand {''.join(s)!r} {x.shape}, which doesn't broadcast with size {sizes[c]}")
+        if sizes.get(c, 1) == 1: sizes[c] = n   # a size-1 dim broadcasts; 0 is a real size
       x = x.permute(*sorted(range(len(s)), key=lambda i: order.index(s[i])))
       present = sorted(s, key=order.index)
       aligned.append(x.reshape(*[x.shape[present.index(c)] if c in present else 1 for c in order]))
@@ -652,7 +691,9 @@ class NNOpsMixin:
     """
     if mode not in ("linear", "bilinear", "trilinear", "nearest", "nearest-exact"): raise ValueError(f"interpolate: unknown mode {mode!r}")
     size = tuple(size)
-    if len(size) > self.ndim: raise ValueError(f"interpolate: size {size} has more dims than the input {self.shape}")
+    if not 0 < len(size) <= self.ndim: raise ValueError(f"interpolate: size {size} must name 1 to {self.ndim} dims of the input {self.shape}")
+    if any(not isinstance(n, int) or n <= 0 for n in size): raise ValueError(f"interpolate: sizes must be positive ints, got {size}")
+    if align_corners and mode.startswith("nearest"): raise ValueError(f"interpolate: align_corners can only be set with linear modes, not {mode!r}")
     x = self._float()
     for d in range(-len(size), 0):
       n_in, n_out = x.shape[d], size[d]

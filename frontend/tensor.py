@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
 from compiler.lazy import LazyBuffer
-from compiler.uop import Ops
 from compiler.view import prod
 from hcqrt.device import Device
 from frontend import function as F
 from frontend.nn_ops import NNOpsMixin
+from frontend.tensor_extra import ExtraOpsMixin
 
 def argfix(*x):
   if x and x[0].__class__ in (tuple, list):
@@ -46,7 +46,7 @@ class _Train(ContextDecorator):
   def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
   def __exit__(self, *exc): Tensor.training = self.prev
 
-class Tensor(NNOpsMixin):
+class Tensor(NNOpsMixin, ExtraOpsMixin):
   """A lazy tensor. `Tensor(data, device=None, dtype=None, requires_grad=None)`; data may be a Python scalar,
   a (nested) list, a numpy array or bytes.
 
@@ -142,7 +142,9 @@ class Tensor(NNOpsMixin):
   def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
 
   def detach(self) -> Tensor: return Tensor(self.lazydata, requires_grad=False)
-  def clone(self) -> Tensor: return Tensor(self.lazydata.contiguous() if self.lazydata.is_view else self.lazydata.alu(Ops.ADD, self.lazydata.const_like(0)) if self.lazydata.realized else self.lazydata, requires_grad=self.requires_grad)
+  def clone(self) -> Tensor:
+    """A copy in a buffer of its own (writes to either don't reach the other); gradients flow through it as in torch."""
+    return F.Clone.apply(self)
   def to(self, device: str | None) -> Tensor:
     device = Device.canonicalize(device)
     if device == self.device: return self
@@ -169,8 +171,8 @@ class Tensor(NNOpsMixin):
     if _reads_at_other_position(value, self.lazydata.base): value = value.contiguous() if value.is_view else _force(value)
     self.lazydata = self.lazydata.base.assign(value)
     return self
-  def replace(self, x: Tensor) -> Tensor:
-    if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
+  def replace(self, x: Tensor, allow_shape_mismatch: bool = False) -> Tensor:
+    if x.shape != self.shape and not allow_shape_mismatch: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
     self.lazydata = x.lazydata
     return self
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
@@ -193,6 +195,33 @@ class Tensor(NNOpsMixin):
   def full_like(self, fill_value, **kw) -> Tensor:
     return Tensor.full(self.shape, fill_value, dtype=kw.pop("dtype", self.dtype), device=kw.pop("device", self.device), **kw)
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
+  def empty_like(self, **kw) -> Tensor:
+    """An uninitialized tensor of self's shape (and dtype/device unless given)."""
+    return Tensor.empty(self.shape, dtype=kw.pop("dtype", self.dtype), device=kw.pop("device", self.device), **kw)
+  def const_like(self, b) -> Tensor:
+    """The constant b broadcast to self's shape, dtype and device (no buffer).
+
+    >>> Tensor([1.0, 2.0]).const_like(3).tolist()
+    [3.0, 3.0]
+    """
+    if isinstance(b, Tensor): raise TypeError("const_like: needs a Python scalar, not a Tensor")
+    return self._const(b)
+  @staticmethod
+  def from_blob(ptr: int, shape: tuple[int, ...], **kw) -> Tensor:
+    """A tensor made from the bytes at host address `ptr` (e.g. a ctypes or numpy pointer). Unlike tinygrad, which
+    wraps the memory, the bytes are copied now: later writes to the memory are not seen.
+
+    >>> import numpy as np
+    >>> a = np.array([1.0, 2.0], np.float32)
+    >>> Tensor.from_blob(a.ctypes.data, (2,), dtype="float32").tolist()
+    [1.0, 2.0]
+    """
+    import ctypes
+    if not isinstance(ptr, int) or ptr == 0: raise ValueError(f"from_blob: ptr must be a non-null address, got {ptr!r}")
+    dt = _to_dtype(kw.pop("dtype", None)) or dtypes.default_float
+    shape = tuple(shape)
+    raw = ctypes.string_at(ptr, prod(shape) * dt.itemsize)
+    return Tensor(np.frombuffer(raw, dtype=to_np(dt)).reshape(shape).copy(), **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
   @staticmethod
   def arange(start, stop=None, step=1, **kw) -> Tensor:
@@ -207,8 +236,9 @@ class Tensor(NNOpsMixin):
   @staticmethod
   def linspace(start, stop, steps: int, **kw) -> Tensor:
     if steps < 0: raise ValueError("linspace: steps must be >= 0")
-    if steps == 1: return Tensor([start], **kw)
     dt = _to_dtype(kw.pop("dtype", None)) or dtypes.default_float
+    if dt is dtypes.bool: raise ValueError("linspace: bool dtype is not supported")
+    if steps == 1: return Tensor([start], dtype=dt, **kw)
     return (Tensor.arange(steps, **kw).cast(dt) * ((stop - start) / (steps - 1)) + start).cast(dt)
   @staticmethod
   def eye(n: int, m: int | None = None, **kw) -> Tensor:
@@ -264,6 +294,16 @@ class Tensor(NNOpsMixin):
     if not (isinstance(low, int) and isinstance(high, int)) or high <= low: raise ValueError(f"randint: need ints low < high, got {low}, {high}")
     dt = _to_dtype(kw.pop("dtype", None)) or dtypes.int32
     return (Tensor.rand(*shape, **kw) * (high - low) + low).floor().cast(dt)
+  @staticmethod
+  def randperm(n: int, device=None, dtype=dtypes.int32, **kw) -> Tensor:
+    """A random permutation of 0..n-1 (the argsort of n uniform numbers).
+
+    >>> sorted(Tensor.randperm(5).tolist())
+    [0, 1, 2, 3, 4]
+    """
+    if not isinstance(n, int) or n < 0: raise ValueError(f"randperm: n must be a non-negative int, got {n!r}")
+    if n == 0: return Tensor.empty(0, dtype=_to_dtype(dtype), device=device, **kw)
+    return Tensor.rand(n, device=device).argsort().cast(_to_dtype(dtype)).requires_grad_(kw.get("requires_grad"))
   @staticmethod
   def uniform(*shape, low=0.0, high=1.0, **kw) -> Tensor:
     dt = _to_dtype(kw.pop("dtype", None)) or dtypes.default_float
@@ -325,15 +365,19 @@ class Tensor(NNOpsMixin):
           t.grad = g if t.grad is None else (t.grad + g)
       if not retain_graph: t0._ctx = None
     return self
-  def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
-    """d(self)/d(target) for each target, without touching `.grad`."""
-    saved = [(t, t.grad) for t in targets]
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
+    """d(self)/d(target) for each target, without touching `.grad`. A target self doesn't depend on is an error
+    (tinygrad), or zeros with materialize_grads=True."""
+    saved = [(t, t.grad, t.requires_grad) for t in targets]
     for t in targets: t.grad = None
     try:
       self.backward(gradient, retain_graph=True)
+      for t in targets:
+        if t.grad is None and not materialize_grads:
+          raise RuntimeError(f"gradient: the target {t} is not in the graph of {self} (materialize_grads=True gives zeros)")
       return [t.grad if t.grad is not None else t.zeros_like() for t in targets]
     finally:
-      for t, g in saved: t.grad = g
+      for t, g, _ in saved: t.grad = g
 
   # ***** movement ops *****
   def _axis(self, a: int, n: int | None = None, op: str | None = None) -> int:
@@ -342,9 +386,14 @@ class Tensor(NNOpsMixin):
       raise IndexError(f"{op + ': ' if op else ''}dimension {a} is out of range for a tensor of {n} dims (shape {self.shape})")
     return a + n if a < 0 else a
   def reshape(self, shape, *args) -> Tensor:
-    new = argfix(shape, *args)
-    new = tuple(-prod(self.shape) // prod(new) if s == -1 else (self.shape[i] if s is None else s) for i, s in enumerate(new))
-    if sum(1 for s in argfix(shape, *args) if s == -1) > 1: raise ValueError("reshape: only one dimension can be -1")
+    asked = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
+    if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
+    if -1 in asked:
+      known = prod(s for s in asked if s != -1)
+      # with 0 elements, -1 could be any size (torch refuses the same way)
+      if known == 0: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for {self.shape}: any size would fit 0 elements")
+      asked = tuple(prod(self.shape) // known if s == -1 else s for s in asked)
+    new = asked
     if any(s < 0 for s in new) or prod(new) != prod(self.shape): raise ValueError(f"reshape: can't reshape {self.shape} to {argfix(shape, *args)}")
     return self if new == self.shape else F.Reshape.apply(self, shape=new)
   def view(self, *shape) -> Tensor: return self.reshape(*shape)
@@ -359,7 +408,7 @@ class Tensor(NNOpsMixin):
     return x if new == x.shape else F.Expand.apply(x, shape=new)
   def permute(self, order, *args) -> Tensor:
     order = tuple(self._axis(a, op="permute") for a in argfix(order, *args))
-    if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute: {order} is not a permutation of {self.ndim} dims")
+    if sorted(order) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of {self.ndim} dims (shape {self.shape})")
     return self if order == tuple(range(self.ndim)) else F.Permute.apply(self, order=order)
   def flip(self, axis, *args) -> Tensor:
     axes = tuple(self._axis(a, op="flip") for a in argfix(axis, *args))
@@ -370,8 +419,13 @@ class Tensor(NNOpsMixin):
     if any(not (0 <= lo <= hi <= s) for (lo, hi), s in zip(arg, self.shape)): raise ValueError(f"shrink: {arg} out of range for {self.shape}")
     return self if arg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=arg)
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
-    """pad((before, after) per dim) or the torch-style flat (last dim first) form."""
-    if mode != "constant": raise NotImplementedError(f"pad mode {mode!r}")
+    """pad((before, after) per dim) or the torch-style flat (last dim first) form; negative amounts crop.
+    mode: 'constant' (value), 'reflect' (mirror without the edge), 'replicate' (repeat the edge), 'circular' (wrap).
+
+    >>> Tensor([1, 2, 3]).pad((2, 1), mode="reflect").tolist()
+    [3, 2, 1, 2, 3, 2]
+    """
+    if mode not in ("constant", "reflect", "replicate", "circular"): raise NotImplementedError(f"pad: mode {mode!r} is not supported")
     if padding and not isinstance(padding[0], (tuple, list)) and padding[0] is not None:
       if len(padding) % 2: raise ValueError(f"pad: flat padding needs pairs, got {padding}")
       flat = list(padding)
@@ -379,6 +433,7 @@ class Tensor(NNOpsMixin):
     padding = tuple((0, 0) if p is None else tuple(p) for p in padding)
     if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for {self.ndim} dims")
     if all(b == 0 and a == 0 for b, a in padding): return self
+    if mode != "constant": return self._pad_mode(padding, mode)
     # negative padding shrinks
     x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(padding, self.shape)))
     padding = tuple((max(b, 0), max(a, 0)) for b, a in padding)
@@ -388,6 +443,48 @@ class Tensor(NNOpsMixin):
       mask = F.Pad.apply(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device), arg=padding)
       ret = mask.where(ret, value)
     return ret
+  def _pad_mode(self, padding: tuple, mode: str) -> Tensor:
+    """reflect / replicate / circular padding per dim, built from slices and cat; negative amounts crop (after the
+    padding for reflect/replicate, before it for circular, so the wrap reads the cropped tensor: torch's results)."""
+    x = self
+    if mode == "circular":
+      x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(padding, x.shape)))
+      padding = tuple((max(b, 0), max(a, 0)) for b, a in padding)
+    for d, (b, a) in enumerate(padding):
+      pb, pa, n = max(b, 0), max(a, 0), x.shape[d]
+      if not pb and not pa: continue
+      def sl(lo, hi, step=1): return x[tuple(slice(lo, hi, step) if i == d else slice(None) for i in range(x.ndim))]
+      if mode == "reflect":
+        if pb >= n or pa >= n: raise ValueError(f"pad: reflect padding ({pb}, {pa}) must be less than the size {n} of dim {d}")
+        parts = [sl(pb, 0, -1), x, sl(n - 2, n - 2 - pa if n - 2 - pa >= 0 else None, -1)]
+      elif mode == "replicate":
+        if n == 0: raise ValueError(f"pad: can't replicate-pad the empty dim {d} of {self.shape}")
+        parts = [sl(0, 1).expand(tuple(pb if i == d else s for i, s in enumerate(x.shape))), x,
+                 sl(n - 1, n).expand(tuple(pa if i == d else s for i, s in enumerate(x.shape)))]
+      else:
+        if pb > n or pa > n: raise ValueError(f"pad: circular padding ({pb}, {pa}) wraps around dim {d} of size {n} more than once")
+        parts = [sl(n - pb, n), x, sl(0, pa)]
+      x = Tensor.cat(*[t for t in parts if t.shape[d] > 0], dim=d)
+    crop = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(padding, x.shape))
+    return x.shrink(crop)
+  def pad_to(self, shape, *args) -> Tensor:
+    """Zero-pad at the end of each dim up to `shape` (None keeps a dim).
+
+    >>> Tensor([1, 2]).pad_to(4).tolist()
+    [1, 2, 0, 0]
+    """
+    new = argfix(shape, *args)
+    if len(new) != self.ndim: raise ValueError(f"pad_to: can't pad {self.shape} to {new}: the number of dims differs")
+    return self.pad(tuple(None if n is None else (0, n - s) for s, n in zip(self.shape, new)))
+  def shrink_to(self, shape, *args) -> Tensor:
+    """Keep the first `shape[i]` entries of each dim (None keeps a dim).
+
+    >>> Tensor([[1, 2, 3], [4, 5, 6]]).shrink_to(1, 2).tolist()
+    [[1, 2]]
+    """
+    new = argfix(shape, *args)
+    if len(new) != self.ndim: raise ValueError(f"shrink_to: can't shrink {self.shape} to {new}: the number of dims differs")
+    return self.shrink(tuple(None if n is None else (0, n) for n in new))
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
     order = list(range(self.ndim))
     if self.ndim < 2 and (dim0, dim1) == (1, 0): return self
@@ -450,9 +547,17 @@ class Tensor(NNOpsMixin):
     return [self.shrink(tuple((offs[i], offs[i + 1]) if j == d else None for j in range(self.ndim))) for i in range(len(sizes))]
   def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
     d = self._axis(dim, op="chunk")
+    if self.shape[d] == 0: return [self] * chunks   # torch: `chunks` empty pieces
     return self.split(math.ceil(self.shape[d] / chunks) if self.shape[d] else 1, dim=d)
-  def roll(self, shifts, dims) -> Tensor:
+  def roll(self, shifts, dims=None) -> Tensor:
+    """Rotate elements along dims; with dims=None the flattened tensor is rolled, then reshaped back (torch).
+
+    >>> Tensor([[1, 2], [3, 4]]).roll(1).tolist()
+    [[4, 1], [2, 3]]
+    """
+    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
     shifts, dims = make_tuple(shifts, 1), make_tuple(dims, 1)
+    if len(shifts) != len(dims): raise RuntimeError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
     x = self
     for s, d in zip(shifts, dims):
       d = self._axis(d)
@@ -473,26 +578,37 @@ class Tensor(NNOpsMixin):
   # ***** reductions *****
   def _reduce_axes(self, axis, op: str = "reduce") -> tuple[int, ...]:
     if axis is None: return tuple(range(self.ndim))
+    if self.ndim == 0:   # a 0-d tensor takes axis 0 or -1 and has nothing to reduce
+      for a in make_tuple(axis, 1): self._axis(a, op=op)
+      return ()
     return tuple(sorted(set(self._axis(a, op=op) for a in make_tuple(axis, 1))))
   def _reduce(self, fn, axis, keepdim: bool) -> Tensor:
     axes = self._reduce_axes(axis, op=fn.__name__.lower())
-    if self.ndim == 0: return self if fn is not F.Sum or True else self
+    if self.ndim == 0: return self
+    # an empty axis reduces to the op's identity (0, 1, the dtype's min for max, as tinygrad), kept in the graph
     ret = fn.apply(self, axis=axes) if axes else self
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-  def sum(self, axis=None, keepdim: bool = False, acc_dtype: DType | None = None) -> Tensor:
-    """Sum over `axis` (all axes when None); bool and small ints accumulate as int32."""
+  def sum(self, axis=None, keepdim: bool = False, dtype=None, acc_dtype: DType | None = None) -> Tensor:
+    """Sum over `axis` (all axes when None); bool and small ints accumulate as int32. `dtype` casts the input first
+    and is the result's dtype (tinygrad/torch); `acc_dtype` is the older spelling of the same.
+
+    >>> Tensor([1, 2]).sum(dtype="float32").tolist()
+    3.0
+    """
+    acc_dtype = _to_dtype(dtype) or _to_dtype(acc_dtype)
     acc = acc_dtype or sum_acc_dtype(self.dtype)
     x = self.cast(acc)
     ret = x._reduce(F.Sum, axis, keepdim)
     # half sums accumulate in float32 but return the input dtype (as tinygrad and torch do)
     return ret.cast(self.dtype) if acc_dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
-  def prod(self, axis=None, keepdim: bool = False, acc_dtype=None) -> Tensor:
+  def prod(self, axis=None, keepdim: bool = False, dtype=None, acc_dtype=None) -> Tensor:
+    acc_dtype = _to_dtype(dtype) or _to_dtype(acc_dtype)
     return self.cast(acc_dtype or sum_acc_dtype(self.dtype) if not self.dtype.is_float else self.dtype)._reduce(F.Prod, axis, keepdim)
   def max(self, axis=None, keepdim: bool = False) -> Tensor:
-    self._nonempty_reduce("max", axis)
+    """Max over `axis`; over an empty axis it is the dtype's min (-inf for floats), as in tinygrad."""
     return self._reduce(F.Max, axis, keepdim)
   def min(self, axis=None, keepdim: bool = False) -> Tensor:
-    self._nonempty_reduce("min", axis)
+    self._reduce_axes(axis, op="min")   # name min, not max, in a bad-axis error
     if self.dtype.is_bool: return self.logical_not().max(axis, keepdim).logical_not()
     if self.dtype.is_unsigned: return (~self).max(axis, keepdim).bitwise_not()
     return -((-self).max(axis, keepdim))
@@ -509,7 +625,7 @@ class Tensor(NNOpsMixin):
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="var"))
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq / max(0, n - correction) if n - correction > 0 else sq * math.nan
+    return sq / float(max(0, n - correction))
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
@@ -526,8 +642,12 @@ class Tensor(NNOpsMixin):
     m, _, ss = self._softmax(axis, dtype)
     return m - ss.log()
   def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
-    m = self.max(axis=axis, keepdim=True).detach()
-    return (self - m).exp().sum(axis=axis, keepdim=True).log().add(m).squeeze_axes(self._reduce_axes(axis)) if not keepdim else (self - m).exp().sum(axis=axis, keepdim=True).log().add(m)
+    """log(sum(exp(x))) over `axis`, stable; an all -inf (or any +inf) slice gives -inf (+inf) like torch."""
+    x = self._float()
+    m = x.max(axis=axis, keepdim=True).detach()
+    m = m.isinf().where(0.0, m)   # an infinite max is not subtracted: inf - inf would be nan
+    ret = (x - m).exp().sum(axis=axis, keepdim=True).log().add(m)
+    return ret if keepdim else ret.squeeze_axes(x._reduce_axes(axis))
   def squeeze_axes(self, axes) -> Tensor: return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the first maximum (flattened when axis is None)."""
@@ -544,8 +664,9 @@ class Tensor(NNOpsMixin):
     return (-self if not self.dtype.is_bool else self.logical_not()).argmax(axis, keepdim) if not self.dtype.is_unsigned else (~self).argmax(axis, keepdim)
 
   # ***** matmul *****
-  def dot(self, w: Tensor) -> Tensor:
-    """Matrix product with numpy/torch broadcasting rules (1-D operands included)."""
+  def dot(self, w: Tensor, dtype=None) -> Tensor:
+    """Matrix product with numpy/torch broadcasting rules (1-D operands included); `dtype` is the accumulation and
+    result dtype (tinygrad)."""
     if not isinstance(w, Tensor): w = Tensor(w, device=self.device)
     if self.ndim == 0 or w.ndim == 0: raise RuntimeError(f"dot: both arguments need at least 1 dim, got {self.shape} and {w.shape}")
     k_self, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
@@ -553,9 +674,11 @@ class Tensor(NNOpsMixin):
     x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
     wt = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2):]).transpose(-1, -min(w.ndim, 2))
     dt = least_upper_dtype(x.dtype, wt.dtype)
+    if dtype is not None: return (x.cast(dt) * wt.cast(dt)).sum(-1, dtype=dtype)
     return (x.cast(dt) * wt.cast(dt)).sum(-1, acc_dtype=sum_acc_dtype(dt) if not dt.is_float else None).cast(dt)
-  def matmul(self, x: Tensor, reverse: bool = False) -> Tensor: return x.dot(self) if reverse else self.dot(x)
-  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+  def matmul(self, x: Tensor, reverse: bool = False, dtype=None) -> Tensor: return x.dot(self, dtype) if reverse else self.dot(x, dtype)
+  def linear(self, weight: Tensor, bias: Tensor | None = None, dtype=None) -> Tensor:
+    if dtype is not None: return self.cast(dtype).linear(weight.cast(dtype), bias.cast(dtype) if bias is not None else None)
     x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
     return x.add(bias) if bias is not None else x
 
@@ -592,6 +715,8 @@ class Tensor(NNOpsMixin):
   def half(self) -> Tensor: return self.cast(dtypes.float16)
   def int(self) -> Tensor: return self.cast(dtypes.int32)
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
+  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
+  def short(self) -> Tensor: return self.cast(dtypes.int16)
   def long(self) -> Tensor: return self.cast(dtypes.int64)
   def double(self) -> Tensor: return self.cast(dtypes.float64)
   def _float(self) -> Tensor: return self if self.dtype.is_float else self.cast(dtypes.default_float)
@@ -604,9 +729,10 @@ class Tensor(NNOpsMixin):
   def mul(self, x, reverse=False) -> Tensor: return F.Mul.apply(*self._broadcasted(x, reverse, op="mul"))
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
     a, b = self._broadcasted(x, reverse, op="div")
-    if rounding_mode == "trunc": return (a._float() / b._float()).trunc().cast(a.dtype) if not a.dtype.is_float else (a / b).trunc()
+    # integers divide exactly in integers (a float quotient rounds above 2**24)
+    if rounding_mode == "trunc": return F.IDiv.apply(a, b) if not a.dtype.is_float and not a.dtype.is_bool else (a / b).trunc()
     if rounding_mode == "floor": return a.idiv(b) if not a.dtype.is_float else (a / b).floor()
-    if rounding_mode is not None: raise ValueError(f"div: unknown rounding_mode {rounding_mode!r}")
+    if rounding_mode is not None: raise RuntimeError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     return F.Div.apply(a._float(), b._float())
   def idiv(self, x, reverse=False) -> Tensor:
     """Floor division (Python semantics) for ints; floor(a/b) for floats."""
@@ -734,10 +860,18 @@ class Tensor(NNOpsMixin):
   def square(self) -> Tensor: return self * self
   def clip(self, min_=None, max_=None) -> Tensor:
     if min_ is None and max_ is None: raise RuntimeError("clip: at least one of min_ and max_ must be given")
-    x = self
-    if min_ is not None: x = x.maximum(min_)
-    if max_ is not None: x = x.minimum(max_)
-    return x
+    # where() rather than maximum/minimum: x's gradient is 1 on the bounds themselves and 0 at nan (torch: the mask
+    # is lo <= x <= hi), not split in half at a tie; min_ > max_ gives max_ everywhere, nan stays nan
+    x, inside, c = self, None, self.detach()
+    if min_ is not None:
+      x, lo = x._broadcasted(min_, op="clip")
+      c, inside = (c < lo).where(lo, c), x >= lo
+    if max_ is not None:
+      x, hi = x._broadcasted(max_, op="clip")
+      c = c._broadcasted(hi)[0]
+      c, ok = (c > hi).where(hi, c), x <= hi
+      inside = ok if inside is None else inside._broadcasted(ok)[0] & ok
+    return inside.where(x, c)
   def clamp(self, min_=None, max_=None) -> Tensor: return self.clip(min_, max_)
   def isnan(self) -> Tensor: return self != self
   def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
@@ -759,8 +893,8 @@ class Tensor(NNOpsMixin):
   def bitwise_and(self, x, reverse=False) -> Tensor: return self._bitop(F.BitwiseAnd, x, reverse)
   def bitwise_or(self, x, reverse=False) -> Tensor: return self._bitop(F.BitwiseOr, x, reverse)
   def bitwise_xor(self, x, reverse=False) -> Tensor: return self._bitop(F.Xor, x, reverse)
-  def lshift(self, x) -> Tensor: return self._bitop(F.Shl, x)
-  def rshift(self, x) -> Tensor: return self._bitop(F.Shr, x)
+  def lshift(self, x, reverse=False) -> Tensor: return self._bitop(F.Shl, x, reverse)
+  def rshift(self, x, reverse=False) -> Tensor: return self._bitop(F.Shr, x, reverse)
 
   # activations
   def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
@@ -773,7 +907,19 @@ class Tensor(NNOpsMixin):
   def elu(self, alpha: float = 1.0) -> Tensor: return self.relu() - alpha * (1 - self.exp()).relu()
   def celu(self, alpha: float = 1.0) -> Tensor: return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
   def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor: return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
-  def softplus(self, beta: float = 1.0) -> Tensor: return (1 / beta) * (1 + (self * beta).exp()).log()
+  def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta*x)) / beta, stable for large |x| forward and backward; x itself where beta*x > threshold
+    (torch's convention).
+
+    >>> Tensor([-1000.0, 0.0, 1000.0]).softplus().tolist()
+    [0.0, 0.6931471824645996, 1000.0]
+    """
+    bx = self._float() * beta
+    # softplus(z) = max(z, 0) + log1p(exp(-|z|)); maximum splits its gradient at z = 0, giving sigmoid(0) = 0.5
+    e = (-bx.abs()).exp()
+    log1p = (e < 1e-4).where(e * (1 - e * 0.5), (1 + e).log())
+    sp = (bx.maximum(0.0) + log1p) * (1 / beta)
+    return (bx > threshold).where(self._float(), sp)
   def mish(self) -> Tensor: return self * self.softplus().tanh()
   def hardsigmoid(self, alpha=1 / 6, beta=0.5) -> Tensor: return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
   def hardswish(self) -> Tensor: return self * (self + 3).relu6() * (1 / 6)
@@ -811,10 +957,16 @@ class Tensor(NNOpsMixin):
   def __invert__(self): return self.bitwise_not()
   def __lshift__(self, x): return self.lshift(x)
   def __rshift__(self, x): return self.rshift(x)
+  def __rlshift__(self, x): return self.lshift(x, True)
+  def __rrshift__(self, x): return self.rshift(x, True)
   def __lt__(self, x): return F.Less.apply(*self._broadcasted(x, op="lt (<)"))
   def __gt__(self, x): return F.Less.apply(*self._broadcasted(x, True, op="gt (>)"))
-  def __ge__(self, x): return F.Less.apply(*self._broadcasted(x, op="ge (>=)")).logical_not()
-  def __le__(self, x): return F.Less.apply(*self._broadcasted(x, True, op="le (<=)")).logical_not()
+  def __ge__(self, x): return self._le(*self._broadcasted(x, True, op="ge (>=)"))
+  def __le__(self, x): return self._le(*self._broadcasted(x, op="le (<=)"))
+  @staticmethod
+  def _le(a: Tensor, b: Tensor) -> Tensor:
+    # not(b < a) is true when either side is nan: for floats say (a < b) | (a == b), false with a nan (as torch)
+    return F.Less.apply(b, a).logical_not() if not a.dtype.is_float else F.Less.apply(a, b) | (a == b)
   def __ne__(self, x): return F.Neq.apply(*self._broadcasted(x, op="ne (!=)"))  # type: ignore[override]
   def __eq__(self, x): return F.Neq.apply(*self._broadcasted(x, op="eq (==)")).logical_not()  # type: ignore[override]
   def __iadd__(self, x): return self.assign(self.add(x)) if self.lazydata.realized else self.replace(self.add(x))
@@ -828,9 +980,20 @@ class Tensor(NNOpsMixin):
   def eq(self, x): return self == x
   def ne(self, x): return self != x
   def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
+    """|self - other| <= atol + rtol * |other| elementwise; infinities are close only to themselves, nan only to nan
+    with equal_nan (torch semantics)."""
     a, b = self._broadcasted(other, op="isclose")
-    close = (a == b) | ((a - b).abs() <= atol + rtol * b.abs())
+    if not a.dtype.is_float: return (a == b) | ((a - b).abs() <= atol + rtol * b.abs()) if (rtol or atol) else a == b
+    err = (a - b).abs()
+    close = (a == b) | (err.isfinite() & (err <= atol + rtol * b.abs()))
     return close | (a.isnan() & b.isnan()) if equal_nan else close
+  def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    """True when every element isclose (reads the result back).
+
+    >>> Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-7]))
+    True
+    """
+    return bool(self.isclose(other, rtol=rtol, atol=atol, equal_nan=equal_nan).all().item())
 
   @staticmethod
   def train(mode: bool = True) -> _Train:

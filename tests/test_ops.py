@@ -4,6 +4,7 @@ float32 / float16 / int / bool dtypes, plus the error classes and messages of mi
 
 Shapes are reused on purpose: a kernel compiles once and is cached, which keeps this file fast.
 """
+import math
 import numpy as np
 import pytest
 import torch
@@ -391,7 +392,8 @@ class TestReductions:
     check([(0, 3)], lambda x: x.sum())
     check([(0, 3)], lambda x: torch.amax(x, 1), lambda x: x.max(1))
     check([(0, 3)], lambda x: x.mean(0))   # nan, as torch
-    with pytest.raises((RuntimeError, ValueError, IndexError), match="max"): Tensor.zeros(0, 3).max(0)
+    # max/min over an empty axis give the identity (tinygrad): -inf / +inf for floats, dtype min / max for ints
+    assert Tensor.zeros(0, 3).max(0).tolist() == [-math.inf] * 3 and Tensor.zeros(0, 3).min(0).tolist() == [math.inf] * 3
     with pytest.raises((RuntimeError, ValueError, IndexError), match="argmax"): Tensor.zeros(0, 3).argmax(0)
 
   @pytest.mark.parametrize("dtype", [np.int32, np.bool_, np.uint8, np.int64])
@@ -452,7 +454,7 @@ class TestMovement:
     check([(1, 1)], lambda x: x.reshape(()))
     check([(0, 4)], lambda x: x.reshape(2, 0, 2))
     with pytest.raises(ValueError, match=r"reshape.*\(3, 4\)"): Tensor.zeros(3, 4).reshape(5, 2)
-    with pytest.raises(ValueError, match="reshape"): Tensor.zeros(3, 4).reshape(-1, -1)
+    with pytest.raises(RuntimeError, match="reshape"): Tensor.zeros(3, 4).reshape(-1, -1)   # tinygrad and torch: RuntimeError
 
   @pytest.mark.parametrize("order", [(1, 0, 2), (2, 0, 1), (0, 2, 1), (-1, 0, 1)])
   def test_permute(self, order):
