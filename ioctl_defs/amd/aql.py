@@ -25,7 +25,7 @@ AMD_SIGNAL_KIND_INVALID, AMD_SIGNAL_KIND_USER, AMD_SIGNAL_KIND_DOORBELL, AMD_SIG
 CDEF = """
 typedef struct { uint64_t handle; } hsa_signal_t;
 typedef struct {
-  uint16_t header; uint16_t setup; uint16_t workgroup_size_x; uint16_t workgroup_size_y; uint16_t workgroup_size_z;
+  union { struct { uint16_t header; uint16_t setup; }; uint32_t full_header; }; uint16_t workgroup_size_x; uint16_t workgroup_size_y; uint16_t workgroup_size_z;
   uint16_t reserved0; uint32_t grid_size_x; uint32_t grid_size_y; uint32_t grid_size_z; uint32_t private_segment_size;
   uint32_t group_segment_size; uint64_t kernel_object; uint64_t kernarg_address; uint64_t reserved2; hsa_signal_t completion_signal;
 } hsa_kernel_dispatch_packet_t;
