@@ -35,7 +35,7 @@ def test_kfd_struct_layouts(header):
     layout = rec.get("per_header_layouts", {}).get(header, rec["layout"]) if header in rec["defined_in"] else None
     if layout is None:   # absent from this header: absent from our declarations for that version, or unused by it
       if name == "kfd_hsa_signal_event_data":
-        with pytest.raises(Exception): abi.sizeof(name)
+        with pytest.raises(ValueError, match="unknown size"): abi.sizeof(name)
       continue
     assert abi.sizeof(name) == layout["size"], f"{header}: sizeof(struct {name})"
     ours = _fields(abi.ffi, f"struct {name}")
@@ -134,6 +134,8 @@ def test_kfd_kernel_conventions():
   with pytest.raises(ValueError): kfd.mmap_offset(kfd.MMAP_TYPE_DOORBELL, 1 << 16)
   assert any("KFD_MIN_QUEUE_RING_SIZE = 1024" in d for d in KFD["newer_upstream_not_compiled"]["compute_relevant_deltas_read_by_hand"])
   assert kfd.MIN_QUEUE_RING_SIZE == 1024
+  for version, target in kfd.GFX_TARGET_VERSION.items():
+    assert re.search(rf"\({target}[,)].* -> {version}\b", notes), (target, version)
 
 def test_kfd_new_sets_fields():
   abi = kfd.abi_for_version(1, 17)
@@ -152,6 +154,9 @@ def test_aql_layouts():
     ours = _fields(ffi, name)
     for f in rec["fields"]: assert ours[f["name"]] == (f["offset"], f["size"]), f"{name}.{f['name']}"
   assert PKT["aql"]["records"]["amd_signal_t"]["align"] == aql.AMD_SIGNAL_ALIGN
+  q = {f["name"]: f["offset"] for f in PKT["aql"]["records"]["amd_queue_t"]["fields"]}
+  assert (q["write_dispatch_id"], q["read_dispatch_id"]) == (aql.AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET, aql.AMD_QUEUE_READ_DISPATCH_ID_OFFSET)
+  assert PKT["aql"]["records"]["amd_queue_t"]["align"] == aql.AMD_QUEUE_ALIGN == PKT["aql"]["constants"]["AMD_QUEUE_ALIGN_BYTES"]
 
 def test_aql_enums_and_header():
   e = PKT["aql"]["enums"]
@@ -202,6 +207,7 @@ def test_pm4_opcodes_and_header(src):
   for ex in PKT["pm4"][src]["PACKET3_examples"]:
     assert pm4.header(int(ex["op"], 16), ex["count"]) == int(ex["header"], 16)
     assert pm4.decode_header(int(ex["header"], 16)) == (3, ex["count"], int(ex["op"], 16))
+  assert "bit 1 = shader type" in PKT["pm4"]["header_encoding"]["type3_header"] and pm4.header(pm4.NOP, 0, pm4.SHADER_TYPE_COMPUTE) == 0xC0001002
   c = {k: int(v, 16) for k, v in PKT["pm4"][src]["constants"].items()}
   assert (c["PACKET3_SET_SH_REG_START"], c["PACKET3_SET_SH_REG_END"], c["PACKET3_SET_UCONFIG_REG_START"], c["PACKET3_SET_UCONFIG_REG_END"]) == \
          (pm4.SET_SH_REG_START, pm4.SET_SH_REG_END, pm4.SET_UCONFIG_REG_START, pm4.SET_UCONFIG_REG_END)
@@ -286,6 +292,7 @@ def test_pm4_packet_layouts():
   assert L["WRITE_DATA"]["count"] == "2 + number of data dwords" and count(p) == 2 + 2
   assert p[1] == (5 << 8) | pm4.WR_CONFIRM and p[2:] == [0x2000, 0, 1, 2]
   assert "DST_SEL (11:8; 0 register, 5 memory async)" in L["WRITE_DATA"]["body"][0]
+  assert int(L["PRED_EXEC"]["opcode"], 16) == pm4.PRED_EXEC   # no builder: the facts give count 1 but list one body dword
   p = pm4.indirect_buffer(0x7F00_1234_5670, 100, vmid=3)
   assert count(p) == L["INDIRECT_BUFFER"]["count"] and p[1:3] == [0x1234_5670, 0x7F00]
   fields = dict((m[0], (int(m[2]) if m[2] else int(m[1]), int(m[1]))) for m in re.findall(r"(\w+) (?:in dwords )?\((?:bits )?(\d+)(?::(\d+))?", L["INDIRECT_BUFFER"]["body"][2]))

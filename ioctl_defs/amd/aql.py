@@ -47,6 +47,8 @@ typedef struct {
   uint32_t reserved1; uint64_t start_ts; uint64_t end_ts; union { uint64_t queue_ptr; uint64_t reserved2; }; uint32_t reserved3[2];
 } amd_signal_t;
 """
+# amd_queue_t (begins with hsa_queue_t, 64-byte aligned): the 64-bit packet indices an AQL queue's rptr/wptr point at
+AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET, AMD_QUEUE_READ_DISPATCH_ID_OFFSET, AMD_QUEUE_ALIGN = 56, 128, 64
 # amd_signal_t is 64-byte aligned in the header (the cdef cannot say so; allocate signals 64-byte aligned)
 AMD_SIGNAL_ALIGN = 64
 

@@ -166,6 +166,9 @@ WAIT_RESULT_COMPLETE, WAIT_RESULT_TIMEOUT, WAIT_RESULT_FAIL = 0, 1, 2
 SIGNAL_EVENT_LIMIT = 4096                 # slots in the event page; each slot is a u64 -> 32 KiB page
 EVENT_PAGE_SIZE = SIGNAL_EVENT_LIMIT * 8
 
+# --- topology: properties.gfx_target_version = major*10000 + minor*100 + stepping (kfd_device.c) ---
+GFX_TARGET_VERSION: dict[int, str] = {110000: "gfx1100", 90402: "gfx942"}   # the targets this project supports
+
 # --- runtime enable ---
 RUNTIME_ENABLE_MODE_ENABLE_MASK, RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK = 1, 2
 RUNTIME_ENABLE_CAPS_SUPPORTS_CORE_DUMP_MASK = 1 << 31
@@ -255,9 +258,3 @@ def abi_for_version(major: int, minor: int) -> KFDABI:
     raise UnsupportedKFDVersion(f"KFD {major}.{minor} is not supported: layouts are known for KFD "
                                 f"{OLDEST_KNOWN[0]}.{OLDEST_KNOWN[1]} and newer 1.x (Linux 6.1 ships 1.11)")
   return KFDABI(major, minor)
-
-def describe_request(request: int) -> str | None:
-  """'AMDKFD_IOC_X (size N)' for a request of type 'K' with a known nr, else None."""
-  _, typ, nr, size = ioc_decode(request)
-  if typ != AMDKFD_IOCTL_BASE or nr not in IOCTL_BY_NR: return None
-  return f"{IOCTL_BY_NR[nr]} (size {size})"

@@ -15,6 +15,7 @@ from __future__ import annotations
 PACKET_TYPE3 = 3
 CP_PACKET2 = 0x80000000   # one-dword type-2 filler
 COUNT_MASK = 0x3FFF       # header bits 29:16
+SHADER_TYPE_COMPUTE = 1 << 1   # header bit 1: nvd.h's PACKET3_COMPUTE(op, n) sets it
 
 # opcodes (identical in nvd.h and soc15d.h for everything used here)
 NOP, DISPATCH_DIRECT, PRED_EXEC, WRITE_DATA, WAIT_REG_MEM = 0x10, 0x15, 0x23, 0x37, 0x3C
@@ -78,11 +79,11 @@ IB_SIZE_MASK = (1 << 20) - 1
 IB_CHAIN, IB_PRE_ENB, IB_VALID = 1 << 20, 1 << 21, 1 << 23
 IB_VMID_SHIFT, IB_CACHE_POLICY_SHIFT, IB_PRE_RESUME, IB_PRIV = 24, 28, 1 << 30, 1 << 31
 
-def header(opcode: int, count: int) -> int:
-  """PACKET3(op, count): count is the number of body dwords minus one."""
+def header(opcode: int, count: int, shader_type: int = 0) -> int:
+  """PACKET3(op, count): count is the number of body dwords minus one; shader_type=SHADER_TYPE_COMPUTE gives PACKET3_COMPUTE."""
   if not 0 <= count <= COUNT_MASK: raise ValueError(f"PM4 packet {opcode:#x}: count {count} does not fit 14 bits")
   if not 0 <= opcode <= 0xFF: raise ValueError(f"PM4 opcode {opcode:#x} does not fit 8 bits")
-  return (PACKET_TYPE3 << 30) | (count << 16) | (opcode << 8)
+  return (PACKET_TYPE3 << 30) | (count << 16) | (opcode << 8) | shader_type
 
 def decode_header(dw: int) -> tuple[int, int, int]:
   """(type, count, opcode) of a PM4 header dword."""
