@@ -270,7 +270,7 @@ def test_pm4_packet_layouts():
   p = pm4.set_sh_reg(0x2E40, 1, 2, 3)
   assert pm4.decode_header(p[0])[2] == int(L["SET_SH_REG"]["opcode"], 16) and count(p) == 3 and p[1] == 0x240 and p[2:] == [1, 2, 3]
   assert pm4.set_uconfig_reg(0xC010, 5)[1:] == [0x10, 5]
-  p = pm4.dispatch_direct(7, 8, 9, regs.dispatch_initiator(wave32=True))
+  p = pm4.dispatch_direct(7, 8, 9, regs.dispatch_initiator("gfx1100", wave32=True))
   assert count(p) == L["DISPATCH_DIRECT"]["count"] and p[1:4] == [7, 8, 9] and p[4] & 1 and p[4] & (1 << 15)
   p = pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_CS_PARTIAL_FLUSH)
   assert count(p) == L["EVENT_WRITE"]["count"] and p[1] == 0x407 and "0x00000407" in L["EVENT_WRITE"]["cs_partial_flush"]
@@ -284,6 +284,7 @@ def test_pm4_packet_layouts():
   p = pm4.acquire_mem(9, coher_cntl=pm4.COHER_TC_ACTION_ENA)
   assert count(p) == L["ACQUIRE_MEM_gfx9"]["count"] and p[1:7] == [pm4.COHER_TC_ACTION_ENA, 0xFFFFFFFF, 0x00FFFFFF, 0, 0, 0x0A]
   with pytest.raises(ValueError, match="gfx9"): pm4.acquire_mem(9, gcr_cntl=1)
+  with pytest.raises(ValueError, match="gfx10"): pm4.acquire_mem(11, coher_cntl=1)
   p = pm4.wait_reg_mem(0x1000_0004, 5, function=pm4.WRM_GE)
   assert count(p) == L["WAIT_REG_MEM"]["count"] and p[1] == 5 | (1 << 4) and p[2:] == [0x1000_0004, 0, 5, 0xFFFFFFFF, 4]
   assert re.search(r"0 always,1 <,2 <=,3 ==,4 !=,5 >=,6 >", L["WAIT_REG_MEM"]["body"][0])
@@ -342,6 +343,9 @@ def test_register_fields(target):
   for reg, fields in regs.FIELDS[target].items():
     for fname, rng in fields.items(): assert tuple(R[f"regCOMPUTE_{reg}"]["fields"][fname.lower()]) == rng, f"{reg}.{fname}"
   with pytest.raises(ValueError, match="does not fit"): regs.set_field(target, "TMPRING_SIZE", "WAVES", 1 << 12)
+  assert regs.dispatch_initiator(target) == (1 << di["compute_shader_en"][0]) | (1 << di["force_start_at_000"][0])
+  if target == "gfx942":
+    with pytest.raises(ValueError, match="wave32"): regs.dispatch_initiator(target, wave32=True)
 
 # ---------------- kernel descriptor ----------------
 def test_kernel_descriptor_layout():

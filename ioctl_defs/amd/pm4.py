@@ -136,15 +136,14 @@ def release_mem(addr: int, value: int, *, event_type: int = CACHE_FLUSH_AND_INV_
   dw2 = (dst_sel << RM_DST_SEL_SHIFT) | (int_sel << RM_INT_SEL_SHIFT) | (data_sel << RM_DATA_SEL_SHIFT)
   return packet(RELEASE_MEM, dw1, dw2, _lo(addr), _hi(addr), _lo(value), _hi(value), ctxid)
 
-def acquire_mem(gfx: int, *, gcr_cntl: int = 0, coher_cntl: int = 0, base: int = 0, size: int = 0xFFFFFFFF_FFFFFFFF,
-                poll_interval: int = 0x0A) -> list[int]:
-  """Make caches coherent for what follows. gfx10+: count 6, CP_COHER_CNTL 0 and the GCR_CNTL dword last;
-  gfx9: count 5 with CP_COHER_CNTL. `base`/`size` are in bytes and cover all memory by default
-  (size fields hold size >> 8: 0xFFFFFFFF / 0x00FFFFFF as the kernel writes them)."""
-  sz, bs = size >> 8, base >> 8
-  body = [coher_cntl if gfx < 10 else 0, _lo(sz), (sz >> 32) & 0xFFFFFF, _lo(bs), (bs >> 32) & 0xFFFFFF, poll_interval]
+def acquire_mem(gfx: int, *, gcr_cntl: int = 0, coher_cntl: int = 0, poll_interval: int = 0x0A) -> list[int]:
+  """Make caches coherent for what follows, over the whole address range as the kernel's emit_mem_sync does
+  (COHER_SIZE 0xFFFFFFFF, COHER_SIZE_HI 0x00FFFFFF, base 0). gfx10+: count 6, CP_COHER_CNTL 0 and the
+  GCR_CNTL dword last; gfx9: count 5 with CP_COHER_CNTL."""
+  body = [coher_cntl if gfx < 10 else 0, 0xFFFFFFFF, 0x00FFFFFF, 0, 0, poll_interval]
   if gfx >= 10: body.append(gcr_cntl)
   elif gcr_cntl: raise ValueError("ACQUIRE_MEM on gfx9 has no GCR_CNTL dword; use coher_cntl")
+  if gfx >= 10 and coher_cntl: raise ValueError("ACQUIRE_MEM on gfx10+ takes its cache actions in gcr_cntl; CP_COHER_CNTL is 0")
   return packet(ACQUIRE_MEM, *body)
 
 def wait_reg_mem(addr: int, ref: int, mask: int = 0xFFFFFFFF, *, function: int = WRM_GE, mem_space: int = WRM_SPACE_MEMORY,

@@ -7,7 +7,7 @@ registers after COMPUTE_THREADGROUP_ID.
 
   >>> hex(COMPUTE_REGS["gfx942"]["PGM_RSRC3"]), hex(COMPUTE_REGS["gfx1100"]["PGM_RSRC3"])
   ('0x2e2d', '0x2e28')
-  >>> hex(dispatch_initiator(wave32=True))
+  >>> hex(dispatch_initiator("gfx1100", wave32=True))
   '0x8005'
 """
 from __future__ import annotations
@@ -48,9 +48,11 @@ DI_ORDERED_APPEND_ENBL, DI_USE_THREAD_DIMENSIONS, DI_ORDER_MODE = 1 << 3, 1 << 5
 DI_SCALAR_L1_INV_VOL, DI_VECTOR_L1_INV_VOL, DI_RESTORE = 1 << 10, 1 << 11, 1 << 14
 DI_TUNNEL_ENABLE, DI_CS_W32_EN, DI_AMP_SHADER_EN, DI_DISABLE_DISP_PREMPT_EN = 1 << 13, 1 << 15, 1 << 16, 1 << 17   # gfx1100 only
 
-def dispatch_initiator(wave32: bool = False) -> int:
+def dispatch_initiator(target: str, wave32: bool = False) -> int:
   """COMPUTE_DISPATCH_INITIATOR for a plain dispatch: shader enabled, start at workgroup 0, CS_W32_EN for wave32
   (a gfx10+ bit: gfx942 runs wave64 only)."""
+  if target not in COMPUTE_REGS: raise ValueError(f"unknown target {target!r} (known: {', '.join(COMPUTE_REGS)})")
+  if wave32 and target == "gfx942": raise ValueError("gfx942 has no wave32 mode (COMPUTE_DISPATCH_INITIATOR has no CS_W32_EN)")
   return DI_COMPUTE_SHADER_EN | DI_FORCE_START_AT_000 | (DI_CS_W32_EN if wave32 else 0)
 
 # (lo, hi) bit ranges of register fields a dispatch fills in (sh_mask-derived; gfx942 differs where given)
