@@ -1,24 +1,29 @@
-"""The one seam through which backends touch device files: open, ioctl, mmap, munmap, close.
+"""The one seam through which backends touch device files: open, ioctl, mmap, munmap, close, the
+sysfs reads a driver's topology needs (listdir, read_text), and register/doorbell stores (mmio_write32/64).
 
 Real calls go to the OS (os + ctypes libc). `install(driver)` puts a fake kernel driver in front:
-paths it claims are opened by it, and every later call on an fd (or mapping) it produced is routed
-to it, so a backend cannot tell it is talking to a mock.
+paths it claims are opened (or listed / read) by it, and every later call on an fd (or mapping) it
+produced is routed to it, so a backend cannot tell it is talking to a mock.
 
 A fake driver implements `claims(path) -> bool` and the same five calls, with the ioctl argument
 given as an address in this process (as a kernel sees a user pointer):
   open(path, flags) -> fd;  ioctl(fd, request, argp: int) -> int;  mmap(fd, length, prot, flags, offset, addr) -> int;
   munmap(addr, length) -> None;  close(fd) -> None.
-It raises OSError(errno, ...) the way the kernel would fail the call.
+It raises OSError(errno, ...) the way the kernel would fail the call. A driver that claims sysfs paths
+(the AMD KFD topology) also implements listdir(path) -> list[str] and read_text(path) -> str; one that
+wants to see doorbell stores into its mappings implements mmio_write32(addr, value) / mmio_write64(addr, value).
 
   >>> import os
   >>> fd = open("/dev/null", os.O_RDONLY); close(fd)
 """
 from __future__ import annotations
 import bisect, ctypes, ctypes.util, errno as errno_mod, mmap as _mmap, os, threading
+from builtins import open as builtins_open
 from contextlib import contextmanager
 from typing import Any, Iterator, Protocol
 import cffi
 from ioctl_defs.nv.ioctl import ESCAPE_BY_NR, UVM_BY_CMD
+from ioctl_defs.amd.kfd import IOCTL_BY_NR as KFD_BY_NR, AMDKFD_IOCTL_BASE
 
 PROT_READ, PROT_WRITE, PROT_EXEC = _mmap.PROT_READ, _mmap.PROT_WRITE, getattr(_mmap, "PROT_EXEC", 4)
 MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS = _mmap.MAP_SHARED, _mmap.MAP_PRIVATE, _mmap.MAP_ANONYMOUS
@@ -72,10 +77,11 @@ def driver_of(fd: int) -> FakeDriver | None:
   return _fake_fds.get(fd)
 
 def describe_request(request: int) -> str:
-  """A readable name for an ioctl request (NVIDIA escapes and UVM commands by name, others decoded)."""
+  """A readable name for an ioctl request (NVIDIA escapes, UVM commands and AMDKFD ioctls by name, others decoded)."""
   if request in UVM_BY_CMD: return f"{UVM_BY_CMD[request]} ({request:#x})"
   d, t, nr, size = (request >> 30) & 3, (request >> 8) & 0xFF, request & 0xFF, (request >> 16) & 0x3FFF
   if t == ord("F") and nr in ESCAPE_BY_NR: return f"{ESCAPE_BY_NR[nr]} ({request:#x}, size {size})"
+  if t == AMDKFD_IOCTL_BASE and nr in KFD_BY_NR: return f"{KFD_BY_NR[nr]} ({request:#x}, size {size})"
   return f"_IOC(dir={d}, type={chr(t)!r}, nr={nr:#x}, size={size}) = {request:#x}"
 
 def _address(buf: Any) -> tuple[int, Any]:
@@ -150,11 +156,49 @@ def mmio_write32(addr: int, value: int) -> None:
     >>> import ctypes; b = ctypes.c_uint32(0); mmio_write32(ctypes.addressof(b), 7); b.value
     7
   """
-  if _fake_ranges:
-    i = bisect.bisect_right(_fake_ranges, addr, key=lambda r: r[0])
-    if i and addr < _fake_ranges[i - 1][1] and hasattr(drv := _fake_ranges[i - 1][2], "mmio_write32"):
-      return drv.mmio_write32(addr, value)
+  if (drv := _mmio_driver(addr)) is not None and hasattr(drv, "mmio_write32"): return drv.mmio_write32(addr, value)
   ctypes.c_uint32.from_address(addr).value = value
+
+def _mmio_driver(addr: int) -> FakeDriver | None:
+  if not _fake_ranges: return None
+  i = bisect.bisect_right(_fake_ranges, addr, key=lambda r: r[0])
+  return _fake_ranges[i - 1][2] if i and addr < _fake_ranges[i - 1][1] else None
+
+def mmio_write64(addr: int, value: int) -> None:
+  """A 64-bit doorbell write (SOC15+ AMD doorbells are 64-bit): one volatile 8-byte store into a mapped page,
+  or the fake driver's mmio_write64 when `addr` lies in one of its mappings.
+
+    >>> import ctypes; b = ctypes.c_uint64(0); mmio_write64(ctypes.addressof(b), 1 << 40); b.value
+    1099511627776
+  """
+  if addr % 8: raise ValueError(f"64-bit doorbell write to {addr:#x}: address is not 8-byte aligned (the store would tear)")
+  if not 0 <= value < (1 << 64): raise ValueError(f"64-bit doorbell write: value {value:#x} does not fit 64 bits")
+  if (drv := _mmio_driver(addr)) is not None and hasattr(drv, "mmio_write64"): return drv.mmio_write64(addr, value)
+  _ffi.cast("volatile uint64_t *", addr)[0] = value   # cffi stores through a typed pointer: a single 8-byte write
+
+def _sysfs_driver(path: str, call: str) -> FakeDriver | None:
+  with _lock: drv = next((d for d in _drivers if d.claims(path)), None)
+  if drv is not None and not hasattr(drv, call):
+    raise NotImplementedError(f"{type(drv).__name__} claims {path} but has no {call}()")
+  return drv
+
+def listdir(path: str) -> list[str]:
+  """Sorted entries of a directory (e.g. /sys/devices/virtual/kfd/kfd/topology/nodes); a claimed path asks the
+  fake driver. Raises OSError (FileNotFoundError, ...) like os.listdir."""
+  drv = _sysfs_driver(path, "listdir")
+  return sorted(drv.listdir(path) if drv is not None else os.listdir(path))
+
+def read_text(path: str) -> str:
+  """The whole text of a (sysfs) file, e.g. .../topology/nodes/1/properties; a claimed path asks the fake driver."""
+  drv = _sysfs_driver(path, "read_text")
+  if drv is not None: return drv.read_text(path)
+  with builtins_open(path, "r") as f: return f.read()
+
+def open_render_node(minor: int, flags: int = os.O_RDWR | os.O_CLOEXEC) -> int:
+  """Open the DRM render node /dev/dri/renderD<minor> (KFD's drm_render_minor property names it; ACQUIRE_VM
+  takes this fd). Goes through `open`, so a fake driver that claims the path serves it."""
+  if not 128 <= minor < 192: raise ValueError(f"DRM render minors are 128..191, got {minor}")
+  return open(f"/dev/dri/renderD{minor}", flags)
 
 def close(fd: int) -> None:
   """Close an fd (routed to its fake driver, if any)."""

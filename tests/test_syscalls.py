@@ -60,3 +60,71 @@ def test_readonly_buffer_rejected():
   fd = syscalls.open("/dev/null", os.O_RDWR)
   with pytest.raises(TypeError, match="writable"): syscalls.ioctl(fd, 0, b"abcd")
   syscalls.close(fd)
+
+# ---- the reads and stores the AMD path needs ----
+KFD_NODES = "/sys/devices/virtual/kfd/kfd/topology/nodes"
+
+class FakeKFD(Recorder):
+  """Claims the KFD topology, /dev/kfd and a render node; serves a two-node topology from a dict."""
+  files = {f"{KFD_NODES}/0/gpu_id": "0\n", f"{KFD_NODES}/1/gpu_id": "4660\n",
+           f"{KFD_NODES}/1/properties": "gfx_target_version 110000\ndrm_render_minor 128\n"}
+  def claims(self, path): return path.startswith(("/sys/devices/virtual/kfd", "/dev/kfd", "/dev/dri/renderD"))
+  def listdir(self, path):
+    self.calls.append(("listdir", path))
+    names = {p[len(path) + 1:].split("/")[0] for p in self.files if p.startswith(path + "/")}
+    if not names: raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    return list(names)
+  def read_text(self, path):
+    self.calls.append(("read_text", path))
+    if path not in self.files: raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    return self.files[path]
+  def mmio_write64(self, addr, value): self.calls.append(("mmio_write64", addr, value))
+
+def test_listdir_and_read_text_real(tmp_path):
+  (tmp_path / "b").mkdir(); (tmp_path / "a").write_text("gfx_target_version 90402\n")
+  assert syscalls.listdir(str(tmp_path)) == ["a", "b"]
+  assert syscalls.read_text(str(tmp_path / "a")) == "gfx_target_version 90402\n"
+  with pytest.raises(FileNotFoundError): syscalls.read_text(str(tmp_path / "missing"))
+  with pytest.raises(FileNotFoundError): syscalls.listdir(str(tmp_path / "missing"))
+
+def test_sysfs_and_render_node_routed_to_fake_driver():
+  drv = FakeKFD()
+  with syscalls.installed(drv):
+    assert syscalls.listdir(KFD_NODES) == ["0", "1"]
+    assert syscalls.read_text(f"{KFD_NODES}/1/gpu_id").strip() == "4660"
+    assert "drm_render_minor 128" in syscalls.read_text(f"{KFD_NODES}/1/properties")
+    with pytest.raises(FileNotFoundError): syscalls.read_text(f"{KFD_NODES}/2/gpu_id")   # the fake answers, not the OS
+    fd = syscalls.open_render_node(128)
+    assert syscalls.is_fake(fd) and ("open", "/dev/dri/renderD128") in drv.calls
+    syscalls.close(fd)
+    with pytest.raises(ValueError, match="128..191"): syscalls.open_render_node(0)
+  assert [c[0] for c in drv.calls][:4] == ["listdir", "read_text", "read_text", "read_text"]
+  with pytest.raises(FileNotFoundError): syscalls.listdir(KFD_NODES + "-hcqrt-test")   # uninstalled: the OS answers
+
+def test_claiming_driver_without_sysfs_calls_fails_loudly():
+  with syscalls.installed(Recorder()):   # claims /dev/fake* but has no listdir/read_text
+    with pytest.raises(NotImplementedError, match="no listdir"): syscalls.listdir("/dev/fake0")
+    with pytest.raises(NotImplementedError, match="no read_text"): syscalls.read_text("/dev/fake0")
+
+def test_mmio_write64():
+  b = (ctypes.c_uint64 * 2)()
+  syscalls.mmio_write64(ctypes.addressof(b) + 8, 0xDEAD_BEEF_0000_0001)
+  assert b[1] == 0xDEAD_BEEF_0000_0001 and b[0] == 0
+  with pytest.raises(ValueError, match="8-byte aligned"): syscalls.mmio_write64(ctypes.addressof(b) + 4, 1)
+  with pytest.raises(ValueError, match="64 bits"): syscalls.mmio_write64(ctypes.addressof(b), 1 << 64)
+  drv = FakeKFD()
+  with syscalls.installed(drv):   # a doorbell store into the fake driver's mapping reaches the driver, not memory
+    fd = syscalls.open("/dev/kfd", os.O_RDWR)
+    a = syscalls.mmap(fd, 0x2000, syscalls.PROT_READ | syscalls.PROT_WRITE, syscalls.MAP_SHARED, 3 << 62)
+    syscalls.mmio_write64(a + 0x10, 42)
+    assert drv.calls[-1] == ("mmio_write64", a + 0x10, 42) and ctypes.c_uint64.from_address(a + 0x10).value == 0
+    syscalls.munmap(a, 0x2000); syscalls.close(fd)
+
+def test_kfd_requests_named_in_errors():
+  from ioctl_defs.amd import kfd
+  req = kfd.abi_for_version(1, 17).request("AMDKFD_IOC_CREATE_QUEUE")
+  assert syscalls.describe_request(req) == "AMDKFD_IOC_CREATE_QUEUE (0xc0604b02, size 96)"
+  fd = syscalls.open("/dev/null", os.O_RDWR)
+  with pytest.raises(OSError, match="AMDKFD_IOC_CREATE_QUEUE") as e: syscalls.ioctl(fd, req, bytearray(96))
+  assert e.value.errno == errno.ENOTTY
+  syscalls.close(fd)

@@ -1,0 +1,84 @@
+"""AQL (HSA architected queuing language) packets: 64-byte slots, layouts as cffi declarations, and builders.
+
+Facts: hsa.h / hsa_ext_amd.h / amd_hsa_signal.h / amd_aql_pm4_ib_packet.h as recorded in
+../shared/abi/amd_packets.json (aql). The header is the low 16 bits of dword 0; a producer writes the
+rest of the packet first and the header last (release), because the packet processor may read the slot
+as soon as the header stops saying INVALID.
+
+  >>> hex(header(PACKET_TYPE_KERNEL_DISPATCH, barrier=True, acquire=FENCE_SCOPE_SYSTEM, release=FENCE_SCOPE_SYSTEM))
+  '0x1502'
+"""
+from __future__ import annotations
+import struct
+
+PACKET_SIZE = 64
+PACKET_TYPE_VENDOR_SPECIFIC, PACKET_TYPE_INVALID, PACKET_TYPE_KERNEL_DISPATCH = 0, 1, 2
+PACKET_TYPE_BARRIER_AND, PACKET_TYPE_AGENT_DISPATCH, PACKET_TYPE_BARRIER_OR = 3, 4, 5
+HEADER_TYPE_SHIFT, HEADER_BARRIER_SHIFT, HEADER_ACQUIRE_FENCE_SCOPE_SHIFT, HEADER_RELEASE_FENCE_SCOPE_SHIFT = 0, 8, 9, 11
+FENCE_SCOPE_NONE, FENCE_SCOPE_AGENT, FENCE_SCOPE_SYSTEM = 0, 1, 2
+SETUP_DIMENSIONS_SHIFT, SETUP_DIMENSIONS_WIDTH = 0, 2
+AMD_PACKET_TYPE_BARRIER_VALUE = 2        # AmdFormat of a vendor-specific packet
+AMD_AQL_PM4_IB_FORMAT, AMD_AQL_PM4_IB_DW_COUNT_REMAIN = 1, 10
+SIGNAL_CONDITION_EQ, SIGNAL_CONDITION_NE, SIGNAL_CONDITION_LT, SIGNAL_CONDITION_GTE = 0, 1, 2, 3
+AMD_SIGNAL_KIND_INVALID, AMD_SIGNAL_KIND_USER, AMD_SIGNAL_KIND_DOORBELL, AMD_SIGNAL_KIND_LEGACY_DOORBELL = 0, 1, -1, -2
+
+CDEF = """
+typedef struct { uint64_t handle; } hsa_signal_t;
+typedef struct {
+  union { struct { uint16_t header; uint16_t setup; }; uint32_t full_header; }; uint16_t workgroup_size_x; uint16_t workgroup_size_y; uint16_t workgroup_size_z;
+  uint16_t reserved0; uint32_t grid_size_x; uint32_t grid_size_y; uint32_t grid_size_z; uint32_t private_segment_size;
+  uint32_t group_segment_size; uint64_t kernel_object; uint64_t kernarg_address; uint64_t reserved2; hsa_signal_t completion_signal;
+} hsa_kernel_dispatch_packet_t;
+typedef struct {
+  uint16_t header; uint16_t reserved0; uint32_t reserved1; hsa_signal_t dep_signal[5]; uint64_t reserved2; hsa_signal_t completion_signal;
+} hsa_barrier_and_packet_t;
+typedef hsa_barrier_and_packet_t hsa_barrier_or_packet_t;
+typedef struct { uint16_t header; uint8_t AmdFormat; uint8_t reserved; } hsa_amd_vendor_packet_header_t;
+typedef struct {
+  hsa_amd_vendor_packet_header_t header; uint32_t reserved0; hsa_signal_t signal; int64_t value; int64_t mask; uint32_t cond;
+  uint32_t reserved1; uint64_t reserved2; uint64_t reserved3; hsa_signal_t completion_signal;
+} hsa_amd_barrier_value_packet_t;
+typedef struct {
+  uint16_t header; uint16_t pm4_ib_format; uint32_t pm4_ib_command[4]; uint32_t dw_count_remain; uint32_t reserved[8];
+  hsa_signal_t completion_signal;
+} amd_aql_pm4_ib_packet_t;
+typedef struct {
+  int64_t kind; union { int64_t value; uint64_t hardware_doorbell_ptr; }; uint64_t event_mailbox_ptr; uint32_t event_id;
+  uint32_t reserved1; uint64_t start_ts; uint64_t end_ts; union { uint64_t queue_ptr; uint64_t reserved2; }; uint32_t reserved3[2];
+} amd_signal_t;
+"""
+# amd_queue_t (begins with hsa_queue_t, 64-byte aligned): the 64-bit packet indices an AQL queue's rptr/wptr point at
+AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET, AMD_QUEUE_READ_DISPATCH_ID_OFFSET, AMD_QUEUE_ALIGN = 56, 128, 64
+# amd_signal_t is 64-byte aligned in the header (the cdef cannot say so; allocate signals 64-byte aligned)
+AMD_SIGNAL_ALIGN = 64
+
+def header(packet_type: int, barrier: bool = False, acquire: int = FENCE_SCOPE_NONE, release: int = FENCE_SCOPE_NONE) -> int:
+  """The 16-bit AQL packet header."""
+  return (packet_type << HEADER_TYPE_SHIFT) | (int(barrier) << HEADER_BARRIER_SHIFT) | \
+         (acquire << HEADER_ACQUIRE_FENCE_SCOPE_SHIFT) | (release << HEADER_RELEASE_FENCE_SCOPE_SHIFT)
+
+_DISPATCH = struct.Struct("<HHHHHHIIIIIQQQQ")
+_BARRIER = struct.Struct("<HHI5QQQ")
+
+def kernel_dispatch(kernel_object: int, kernarg_address: int, grid: tuple[int, int, int], workgroup: tuple[int, int, int], *,
+                    group_segment_size: int = 0, private_segment_size: int = 0, completion_signal: int = 0,
+                    hdr: int | None = None) -> bytes:
+  """A 64-byte kernel dispatch packet. `grid` is in work-items (not workgroups). `hdr` defaults to a barrier
+  dispatch with system-scope acquire and release; the caller stores dword 0 last (see module doc)."""
+  dims = 3 if grid[2] > 1 or workgroup[2] > 1 else 2 if grid[1] > 1 or workgroup[1] > 1 else 1
+  if any(not 0 < w <= 0xFFFF for w in workgroup): raise ValueError(f"workgroup size {workgroup} must be 1..65535 per dimension")
+  if any(not 0 < g <= 0xFFFFFFFF for g in grid): raise ValueError(f"grid size {grid} must be 1..2^32-1 work-items per dimension")
+  if kernel_object % 64: raise ValueError(f"kernel_object {kernel_object:#x} (a kernel descriptor address) must be 64-byte aligned")
+  h = header(PACKET_TYPE_KERNEL_DISPATCH, True, FENCE_SCOPE_SYSTEM, FENCE_SCOPE_SYSTEM) if hdr is None else hdr
+  return _DISPATCH.pack(h, dims << SETUP_DIMENSIONS_SHIFT, *workgroup, 0, *grid, private_segment_size, group_segment_size,
+                        kernel_object, kernarg_address, 0, completion_signal)
+
+def barrier_and(deps: list[int], completion_signal: int = 0, hdr: int | None = None) -> bytes:
+  """A BARRIER_AND packet waiting for up to 5 signal handles (0 = unused slot)."""
+  if len(deps) > 5: raise ValueError(f"a barrier packet holds at most 5 dependent signals, got {len(deps)}")
+  h = header(PACKET_TYPE_BARRIER_AND, True, FENCE_SCOPE_SYSTEM, FENCE_SCOPE_SYSTEM) if hdr is None else hdr
+  return _BARRIER.pack(h, 0, 0, *(list(deps) + [0] * (5 - len(deps))), 0, completion_signal)
+
+def barrier_or(deps: list[int], completion_signal: int = 0) -> bytes:
+  """A BARRIER_OR packet (completes when any dependent signal reaches 0)."""
+  return barrier_and(deps, completion_signal, header(PACKET_TYPE_BARRIER_OR, True, FENCE_SCOPE_SYSTEM, FENCE_SCOPE_SYSTEM))
