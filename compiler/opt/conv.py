@@ -1,15 +1,17 @@
 """Default opts for convolution-like kernels (a reduction that slides a window along its innermost output loop).
 
 conv2d copies its padded input into a buffer of its own, so its kernel reads without border checks: when the output
-row is a multiple of the vector width it takes the matmul register tile (compiler/opts.py); otherwise `window_tile`
+row is a multiple of the vector width it takes the matmul register tile (compiler/opt/heuristic.py); otherwise `window_tile`
 covers the row with a few vectors, the last one overlapping the one before it (they store equal values), so odd widths
 (28, 14, 56...) still run full-width vectors. Kernels that keep the border checks (a padded view fed straight into a
 windowed reduction) get `conv_tile`: the border vectors keep their gates, the inner ones read without them, and the
-row loop is peeled (compiler/peel.py) so its middle piece runs without comparisons."""
+row loop is peeled (compiler/opt/peel.py) so its middle piece runs without comparisons."""
 from __future__ import annotations
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
-from compiler.opts import Opt, OptError, UPCAST_I, apply_opt, apply_opts, check_pressure, copy_kernel, _loads, _stride
+from compiler.opt.base import Opt, OptError, copy_kernel
+from compiler.opt.apply import UPCAST_I, apply_opt, apply_opts, check_pressure, _loads, _stride
+from compiler.opt.peel import peel_points
 from compiler.uop import UOp, Ops, substitute
 from compiler.vectorize import vectorize
 
@@ -84,7 +86,6 @@ def conv_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
   Ungated convolutions with odd rows go to window_tile."""
   if len(k.global_ranges) < 2 or not k.reduce_ranges(): return None
   if not has_gates(k): return window_tile(k, w, device)
-  from compiler.peel import peel_points
   rj = k.global_ranges[-1]
   n, j = rj.src[0].arg, len(k.global_ranges) - 1
   if not peel_points(k, rj): return None
@@ -101,8 +102,7 @@ def conv_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
 def peel_default(k: LoweredKernel, device) -> LoweredKernel:
   """Peel the innermost output loop (outside the threaded one) of a kernel with a reduction whose body compares that
   loop's index against constants (a padded convolution's rows): the middle piece runs without the comparisons."""
-  if getattr(device, "renderer", "c") != "c" or not k.reduce_ranges() or getattr(k, "nests", None): return k
-  from compiler.peel import peel_points
+  if device.gpu or not k.reduce_ranges() or getattr(k, "nests", None): return k
   for i in reversed(range(len(k.global_ranges))):
     g = k.global_ranges[i]
     if g is k.threaded: break
