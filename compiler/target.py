@@ -52,5 +52,5 @@ class Target:
     if "simd_bytes" in kw and "vector_registers" not in kw: kw["vector_registers"] = 0
     return replace(self, **kw)
 
-# the target of code that must build anywhere (frontend/export.py): plain C99, no vectors, no threads
-PORTABLE_C = Target("portable", "c")
+# the target of code that must build anywhere (frontend/export.py): plain C99, no vectors, no threads, not compiled here
+PORTABLE_C = Target("portable", "c99")
