@@ -67,7 +67,7 @@ def test_registry_has_every_renderer_the_devices_report():
 @pytest.mark.parametrize("mod", OPT_MODULES)
 def test_each_opt_module_imports_on_its_own(mod):
   """A module that only works when another was imported first hides a cycle: import each one in a fresh process."""
-  r = subprocess.run([sys.executable, "-c", f"import compiler.opt.{mod}"], cwd=ROOT, capture_output=True, text=True)
+  r = subprocess.run([sys.executable, "-c", f"import compiler.opt.{mod}"], cwd=ROOT, capture_output=True, text=True, check=False)
   assert r.returncode == 0, r.stderr[-2000:]
 
 def test_opt_import_graph_is_acyclic():
