@@ -28,6 +28,7 @@ from compiler.uop import UOp, Ops, substitute
 from compiler.vectorize import vectorize
 from compiler.opt.apply import _loads, _stride
 from compiler.opt.tc import tensor_cores
+from compiler.target import Target
 
 GPU_UPCAST = (4, 2)   # lanes per thread, widest first: 4 x 32-bit is the widest (16-byte) PTX vector access
 
@@ -42,7 +43,7 @@ def apply_upcast(k: LoweredKernel, r: UOp, w: int) -> LoweredKernel:
   k.applied_opts.append(("VECTOR", r.arg[0], w))   # the same step as Opt("VECTOR")
   return k
 
-def optimize_gpu(k: LoweredKernel, device) -> LoweredKernel:
+def optimize_gpu(k: LoweredKernel, device: Target) -> LoweredKernel:
   """The default GPU opts: upcast the innermost output loop when that makes a load (or an elementwise store) contiguous
   across the lanes of a thread. NOOPT=1 leaves the kernel alone (one output per thread)."""
   if os.environ.get("NOOPT", "0") == "1" or not k.global_ranges: return k

@@ -28,9 +28,10 @@ from __future__ import annotations
 from compiler.lower import LoweredKernel
 from compiler.opt.base import OptError, copy_kernel
 from compiler.opt.apply import apply_split, apply_tile, check_pressure
+from compiler.target import Target
 from compiler.uop import simplify
 
-def packed_matmul_tile(k: LoweredKernel, device, thread: bool = True) -> LoweredKernel | None:
+def packed_matmul_tile(k: LoweredKernel, device: Target, thread: bool = True) -> LoweredKernel | None:
   """The tile and loop order above for a packed product (None for any other kernel, or when the device's vectors
   or registers don't fit the packing); `thread` splits the outer loop across the cores."""
   hint = k.sink.arg

@@ -36,6 +36,7 @@ import os, re
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops, substitute, simplify
+from compiler.target import Target
 
 TC_SHAPE, TC_M, TC_N, TC_K = "m16n8k16", 16, 8, 16
 TC_DTYPES = (dtypes.float16, dtypes.bfloat16)   # mma.sync input types (the accumulator is float32)
@@ -58,7 +59,7 @@ def _operands(red: UOp) -> tuple[UOp, UOp] | None:
 
 def _ranges(u: UOp) -> set[UOp]: return {x for x in u.toposort() if x.op is Ops.RANGE}
 
-def tensor_cores(k: LoweredKernel, device) -> LoweredKernel | None:
+def tensor_cores(k: LoweredKernel, device: Target) -> LoweredKernel | None:
   """k rewritten into mma.sync tiles (in place, and returned) when it qualifies (see the module doc), else None."""
   if os.environ.get("TC", "1") == "0" or not _arch_ok(device.arch): return None
   if len(k.sink.src) != 1 or k.sink.src[0].op is not Ops.STORE: return None
