@@ -148,3 +148,14 @@ def test_capture_records_launches_and_refuses_nesting():
 def test_capture_refuses_host_reads():
   with capture():
     with pytest.raises(JitError, match="during TinyJit capture"): _rand(2).numpy()
+
+def test_beam_builds_ptx_candidates_with_the_target_rewrites():
+  """PTX has no float64 exp2, and GPU reductions are peeled after the opts: BEAM's candidates get both, as the engine's
+  kernels do (before the pipeline, BEAM built them without either, so no float64 exp candidate assembled)."""
+  t = target_of("PTXEMU")
+  f64 = _kernel_si(lambda: Tensor(np.linspace(-3, 3, 33), device="PTXEMU").exp())
+  padded = _kernel_si(lambda: Tensor(np.ones((4, 8), np.float32), device="PTXEMU").pad(((0, 0), (2, 1))).sum(1))
+  for si in (f64, padded):
+    b = beam.build(lower(si.ast, si.name), (), t)
+    assert b is not None and b.binary == compile_kernel(si.ast, t, (), name=si.name).binary
+  assert any(step[0] == "PEEL" for step in beam.build(lower(padded.ast, padded.name), (), t).ck.applied_opts)
