@@ -9,6 +9,8 @@ from frontend.devices import target_of
 from frontend.jit import JitError, capture
 from compiler import beam
 from compiler.lower import lower
+from compiler.linearize import linearize
+from compiler.render_ptx import render_ptx
 from compiler.opt.base import OptKind
 from compiler.opt.heuristic import optimize
 from compiler.pipeline import BACKENDS, compile_kernel
@@ -150,8 +152,9 @@ def test_capture_refuses_host_reads():
     with pytest.raises(JitError, match="during TinyJit capture"): _rand(2).numpy()
 
 def test_beam_builds_ptx_candidates_with_the_target_rewrites():
-  """PTX has no float64 exp2, and GPU reductions are peeled after the opts: BEAM's candidates get both, as the engine's
-  kernels do (before the pipeline, BEAM built them without either, so no float64 exp candidate assembled)."""
+  """float64 transcendentals are spelled out in arithmetic for PTX, and GPU reductions are peeled after the opts: BEAM's
+  candidates get both, as the engine's kernels do (before the pipeline BEAM built them without either, so it timed
+  code other than what the engine then ran)."""
   t = target_of("PTXEMU")
   f64 = _kernel_si(lambda: Tensor(np.linspace(-3, 3, 33), device="PTXEMU").exp())
   padded = _kernel_si(lambda: Tensor(np.ones((4, 8), np.float32), device="PTXEMU").pad(((0, 0), (2, 1))).sum(1))
@@ -159,3 +162,6 @@ def test_beam_builds_ptx_candidates_with_the_target_rewrites():
     b = beam.build(lower(si.ast, si.name), (), t)
     assert b is not None and b.binary == compile_kernel(si.ast, t, (), name=si.name).binary
   assert any(step[0] == "PEEL" for step in beam.build(lower(padded.ast, padded.name), (), t).ck.applied_opts)
+  k = lower(f64.ast, f64.name)
+  plain, _ = render_ptx(k, t.arch, linearize(k), t.buffer_alignment)   # the kernel without the target rewrite
+  assert beam.build(k, (), t).src != plain
