@@ -1,18 +1,18 @@
-"""BEAM search: try sequences of opts (compiler/opts.py Opt) on a kernel, keep the fastest.
+"""BEAM search: try sequences of opts (compiler/opt/apply.py Opt) on a kernel, keep the fastest.
 
-The compiler stays device-free: the caller (frontend/engine.py) supplies `run(built) -> (seconds, outputs)`, which
+The compiler stays device-free: the caller (frontend/beam_runner.py) supplies `run(built) -> (seconds, outputs)`, which
 loads a built candidate on the device, runs it on random input buffers (the same for every candidate) and returns
-its time and its output buffers. Candidates are applied, rendered and compiled in a pool of worker processes (the
+its time and its output buffers. Candidates are built by compiler/pipeline.py compile_kernel (the very function the
+engine builds the winner with, so the timed binary is the one that runs later) in a pool of worker processes (the
 C compiler is the slow part), then timed one by one in this process while the pool is idle, so timings don't share
-the cores with compiles.
+the cores with compiles. The result is the winner's opts; `compile_kernel(kernel, target, opts=winner)` builds it.
 
 Search: the beam starts from the seeds (the default heuristic's vectorization or none, plus the thread split on
 kernels big enough for the default to split them); each
 round extends every beam entry by every legal next opt, times the new candidates, and keeps the `width` fastest;
 it stops when a round finds nothing faster or after MAX_DEPTH opts. The winner is checked against the unoptimized
 kernel's outputs on the same random data (a wrong kernel is dropped, the next fastest checked), then its opt list is
-written to `$HCQRT_CACHE/beam/<key>.json`, key = sha256 of the kernel's structure, the device description and the
-width. The next search for the same kernel reads the file: it compiles and times nothing.
+written to `$HCQRT_CACHE/beam/<key>.json`, key = sha256 of the kernel's structure, the Target and the width. The next search for the same kernel reads the file: it compiles and times nothing.
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.schedule import create_schedule
@@ -21,7 +21,8 @@ width. The next search for the same kernel reads the file: it compiles and times
 >>> from compiler.uop import Ops
 >>> x = LazyBuffer.empty((4, 8), dtypes.float32, "CPU"); x.buffer = object()
 >>> k = lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast)
->>> len(cache_key(k, DeviceInfo("CPU", "c", 2, 32), 2))
+>>> from compiler.target import Target
+>>> len(cache_key(k, Target("CPU", "c", ncores=2, simd_bytes=32), 2))
 64
 """
 from __future__ import annotations
@@ -31,57 +32,40 @@ from typing import Callable
 import hashlib, json, multiprocessing, os, sys, time
 import numpy as np
 from compiler.lower import LoweredKernel
-from compiler.opts import Opt, OptError, apply_opts, candidate_opts, work, THREAD_MIN_WORK
+from compiler.target import Target
+from compiler.opt.base import Opt, OptError
+from compiler.opt.apply import candidate_opts, work, THREAD_MIN_WORK
+from compiler.opt.heuristic import apply_opts
+from compiler.pipeline import CompiledKernel, compile_kernel
 from compiler.assemble.disk_cache import cache_root, atomic_write
 
-BEAM_VERSION = 1            # bump when opts change meaning: old cache entries are then ignored
+BEAM_VERSION = 2            # bump when opts change meaning: old cache entries are then ignored
 MAX_DEPTH = 5               # opts per sequence
 TIME_REPS = 3               # timed runs per candidate (the minimum counts)
 SLOW_CUTOFF = 3.0           # a candidate whose first run is this many times slower than the best stops there
 PRUNE = 2.0                 # a beam entry this many times slower than the best is not expanded
 
-@dataclass(frozen=True)
-class DeviceInfo:
-  """What opts and the builders need to know about a device (picklable, for the worker processes)."""
-  name: str
-  renderer: str = "c"
-  ncores: int = 1
-  simd_bytes: int = 0
-  arch: str = ""
-  @staticmethod
-  def of(dev) -> "DeviceInfo":
-    return DeviceInfo(getattr(dev, "name", "?"), getattr(dev, "renderer", "c"), getattr(dev, "ncores", 1), getattr(dev, "simd_bytes", 0),
-                      getattr(dev, "arch", ""))
-
 @dataclass
 class Built:
-  """One compiled candidate: its opts, source, binary and launch arguments (threads / grid dims)."""
+  """One compiled candidate: its opts and the CompiledKernel (source, binary, launch arguments), once timed its time and
+  outputs."""
   opts: tuple
-  name: str
-  src: str
-  binary: bytes
-  launch: dict
+  ck: CompiledKernel
   time_s: float = float("inf")
   outputs: list = field(default_factory=list)
+  @property
+  def name(self) -> str: return self.ck.name
+  @property
+  def src(self) -> str: return self.ck.src
+  @property
+  def binary(self) -> bytes: return self.ck.binary
+  @property
+  def launch(self) -> dict: return self.ck.launch
 
-def build(k: LoweredKernel, opts: tuple, dev: DeviceInfo) -> Built | None:
-  """Apply opts, render and compile (runs in a worker process). None when an opt is not legal."""
-  try: ko = apply_opts(k, opts, dev)
+def build(k: LoweredKernel, opts: tuple, target: Target) -> Built | None:
+  """Build a candidate with the compile pipeline (runs in a worker process). None when an opt is not legal."""
+  try: return Built(tuple(opts), compile_kernel(k, target, tuple(opts)))
   except OptError: return None
-  from compiler.linearize import linearize
-  prog = linearize(ko)
-  if dev.renderer == "c":
-    from compiler.render_c import render_c
-    from compiler.assemble.c_compiler import compile_c
-    threads = dev.ncores if ko.threaded is not None else 1
-    src = render_c(ko, threads, prog)
-    return Built(tuple(opts), ko.name, src, compile_c(src, ko.name), {"threads": threads})
-  if dev.renderer == "ptx":
-    from compiler.render_ptx import render_ptx
-    from compiler.assemble.ptx_assembler import assemble_ptx
-    src, launch = render_ptx(ko, dev.arch, prog)
-    return Built(tuple(opts), ko.name, src, assemble_ptx(src, dev.arch), launch)
-  raise NotImplementedError(f"BEAM: renderer {dev.renderer!r}")
 
 # the kernel being searched, inherited by the forked workers: a job sends only its opts (no graph pickling, and the
 # workers' UOps and dtypes are the very objects of the parent's graph, so identity checks keep working)
@@ -95,10 +79,10 @@ def _build_job(args) -> Built | None:
     print(f"BEAM: candidate {list(opts)} of {k.name} failed to build: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
     return None
 
-def cache_key(k: LoweredKernel, dev: DeviceInfo, width: int) -> str:
-  """sha256 over the kernel's structure (its UOp graph, buffer dtypes, loops), the device and the beam width."""
+def cache_key(k: LoweredKernel, target: Target, width: int) -> str:
+  """sha256 over the kernel's structure (its UOp graph, buffer dtypes, loops), the target and the beam width."""
   desc = repr((BEAM_VERSION, k.sink.order_key, [d.name for d in k.buf_dtypes], [r.src[0].arg for r in k.global_ranges], k.outputs,
-               dev.name, dev.renderer, dev.ncores, dev.simd_bytes, dev.arch, width))
+               target, width))
   return hashlib.sha256(desc.encode()).hexdigest()
 
 def cache_path(key: str): return cache_root() / "beam" / f"{key}.json"
@@ -121,13 +105,13 @@ class _Progress:
     if self.on: print(f"\rBEAM {self.name[:28]:28s} {timed} candidates in {time.perf_counter() - self.t0:.1f} s: {best.time_s * 1e6:.1f} us "
                       f"(unoptimized {ref_s * 1e6:.1f} us) with {list(best.opts)}", file=sys.stderr, flush=True)
 
-def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, list]], width: int = 2, *,
+def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[float, list]], width: int = 2, *,
                 use_cache: bool = True, progress: bool = False, workers: int | None = None,
-                stats: dict | None = None, max_depth: int = MAX_DEPTH) -> LoweredKernel:
-  """The fastest correct variant of the unoptimized kernel `k` found by a beam of `width` (see the module doc).
-  `run(built)` runs a candidate and returns (seconds, [output arrays]); `stats` (if given) gets counters:
-  cache_hit, built, timed, rounds, best_opts."""
-  dev = device if isinstance(device, DeviceInfo) else DeviceInfo.of(device)
+                stats: dict | None = None, max_depth: int = MAX_DEPTH) -> tuple[Opt, ...]:
+  """The opts of the fastest correct variant of the unoptimized kernel `k` found by a beam of `width` (see the module
+  doc). `run(built)` runs a candidate and returns (seconds, [output arrays]); `stats` (if given) gets counters:
+  cache_hit, built, timed, rounds, best_opts, and `best` (the winner's Built) after a search."""
+  dev = target
   st = stats if stats is not None else {}
   st.update(cache_hit=False, built=0, timed=0, rounds=0)
   key = cache_key(k, dev, width)
@@ -135,9 +119,9 @@ def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, li
   if use_cache and path.exists():
     try:
       opts = tuple(Opt.from_json(o) for o in json.loads(path.read_text())["opts"])
-      out = apply_opts(k, opts, dev)
+      apply_opts(k, opts, dev)   # still legal for this kernel and target
       st.update(cache_hit=True, best_opts=list(opts))
-      return out
+      return opts
     except (OptError, ValueError, KeyError, TypeError, IndexError): pass   # stale entry: search again
   prog = _Progress(k.name, progress)
   # fork: the workers need nothing but the kernel and the compiler, and a spawned worker would re-run an unguarded
@@ -171,7 +155,7 @@ def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, li
       return [b for b in (tried[s] for s in seqs) if b is not None]
     # a kernel big enough for the default to use every core always does: a one-core variant only wins when other
     # processes happen to load the machine during the search, and the search is shorter without them
-    threads = dev.ncores > 1 and dev.renderer == "c" and bool(k.global_ranges) and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2
+    threads = dev.ncores > 1 and not dev.gpu and bool(k.global_ranges) and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2
     # the reference: the unoptimized kernel (split across the cores when big: the same arithmetic per element), run once
     # (it can take seconds); its outputs check the winner
     base = evaluate([(Opt("THREAD", 0),) if threads else ()], 0, reps=1)
@@ -199,7 +183,7 @@ def beam_search(k: LoweredKernel, device, run: Callable[[Built], tuple[float, li
     if len(b.outputs) == len(ref) and all(_close(o, r) for o, r in zip(b.outputs, ref)): break
     print(f"BEAM: candidate {list(b.opts)} of {k.name} gives wrong results; dropped", file=sys.stderr)
   else: b = base[0]
-  st["best_opts"] = list(b.opts)
+  st["best_opts"], st["best"] = list(b.opts), b
   prog.end(b, st["timed"], base[0].time_s)
   if use_cache: atomic_write(path, json.dumps({"kernel": k.name, "opts": [o.to_json() for o in b.opts], "time_s": b.time_s}).encode())
-  return apply_opts(k, b.opts, dev)
+  return b.opts

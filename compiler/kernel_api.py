@@ -194,7 +194,7 @@ def apply_rewrites(k: LoweredKernel, renderer: str) -> LoweredKernel:
   """`k` with every registered rule set for `renderer` applied (k itself when there are none)."""
   pms = [pm for pm, r in _REWRITES if r is None or r == renderer]
   if not pms: return k
-  from compiler.opts import copy_kernel
+  from compiler.opt.base import copy_kernel
   out = copy_kernel(k)
   for pm in pms: out.sink = graph_rewrite(out.sink, pm)
   return out

@@ -73,7 +73,7 @@ def linearize(k: LoweredKernel) -> list[UOp]:
 
   path: dict[UOp, tuple] = {}
   for i, r in enumerate(k.global_ranges): path[r] = tuple(k.global_ranges[:i + 1])
-  # a peeled or cut output loop: sibling chains of loops, each under the first `depth` output loops (compiler/peel.py)
+  # a peeled or cut output loop: sibling chains of loops, each under the first `depth` output loops (compiler/opt/peel.py)
   nests = getattr(k, "nests", None) or []
   depths = getattr(k, "depths", None) or [len(k.global_ranges)] * len(nests)
   for chain, d in zip(nests, depths):

@@ -31,6 +31,16 @@ class LoweredKernel:
   outputs: int = 1
   applied_opts: list = field(default_factory=list)
   threaded: UOp | None = None        # the range split across CPU cores, if any
+  # the id of the next loop an opt makes (new_range); -1: one past the largest id in the graph, found on first use
+  next_range: int = field(default=-1, kw_only=True, repr=False, compare=False)
+  def new_range(self, size: int, kind: str) -> UOp:
+    """A new loop of `size` iterations ("global" or "reduce"), numbered after every loop of this kernel: the same opts
+    on the same kernel make the same source in any process (BEAM's workers build what the engine then runs), and no
+    counter is shared between kernels. A copy of the kernel (opt.base.copy_kernel) carries the counter on."""
+    if self.next_range < 0:
+      self.next_range = 1 + max((u.arg[0] for u in [*self.sink.toposort(), *self.global_ranges] if u.op is Ops.RANGE), default=-1)
+    self.next_range += 1
+    return UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, size),), (self.next_range - 1, kind))
   def reduce_ranges(self) -> list[UOp]:
     seen: dict[UOp, None] = {}
     for u in self.sink.toposort():

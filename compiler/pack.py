@@ -10,7 +10,7 @@ not stay in L1/L2 however small they are. So before the product, two copy kernel
 
 and the product reads PA[i // MR, k, i % MR] and PB[j // NR, k, j % NR]: each tile step is one contiguous read of MR
 floats and one of NR, and a tile's operands are two sequential streams. The copies cost O(N^2) against O(N^3).
-The product's SINK carries ("packed_matmul", MR, NR, JB): compiler/opts_matmul.py tiles it to match the layout.
+The product's SINK carries ("packed_matmul", MR, NR, JB): compiler/opt/matmul.py tiles it to match the layout.
 When M is not a multiple of MR the product computes the padded rows too, into room past the end of its output
 (ScheduleItem.alloc_nbytes), which only works when nothing else in the kernel is read per row: such kernels keep
 their plain form.

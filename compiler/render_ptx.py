@@ -16,11 +16,11 @@ Register model, one virtual register per value: bool -> .pred, ints up to 32 bit
 extended from their width (renormalised after every op that can overflow it), 64-bit ints -> .b64, float16,
 bfloat16 and float32 -> .f32 (halves are rounded back to their precision after every op, which equals native
 half arithmetic for + - * / sqrt), float64 -> .f64. Memory uses the dtype's own width (u8 for bool).
-Vector values (compiler/opts_gpu.py upcasts an output loop into lanes, compiler/vectorize.py makes them vectors) are one
+Vector values (compiler/opt/gpu.py upcasts an output loop into lanes, compiler/vectorize.py makes them vectors) are one
 register per lane: ALU ops, casts and accumulators run lane by lane, VECTORIZE and GEP only rename registers. A vector
 LOAD/STORE is ld/st.global.v4/.v2 where its alignment is proven (vector_chunk: the buffer base is aligned, see
 BUFFER_ALIGNMENT, and the index is provably a multiple of the width), else one scalar access per lane.
-Tensor cores (compiler/opts_tc.py): a WMMA is one mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.f32 per lane, its
+Tensor cores (compiler/opt/tc.py): a WMMA is one mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.f32 per lane, its
 half fragments packed two per .b32 register (straight from the loaded 16-bit registers); such kernels never use grouped
 reductions, since the 32 lanes of a warp must stay one tile.
 
@@ -574,7 +574,7 @@ class _Renderer:
     if op is Ops.BITCAST: return self.bitcast(a[0], u.src[0].dtype, u.dtype)
     return self.alu(u, a)
 
-  # *** tensor cores: one lane's share of a warp's mma.sync (compiler/opts_tc.py) ***
+  # *** tensor cores: one lane's share of a warp's mma.sync (compiler/opt/tc.py) ***
   def pack_halves(self, lo: str, hi: str, dt: DType) -> str:
     """A .b32 register holding two halves (lo in the low bits), from f32 registers holding half values."""
     hs = []

@@ -31,7 +31,7 @@ class Ops(Enum):
   CMPLT = auto(); CMPNE = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
   WHERE = auto(); MULACC = auto()
   # warp-level matrix multiply-accumulate (tensor cores): WMMA(a fragment, b fragment, accumulator), arg = (shape,
-  # input dtype name, accumulator dtype name); one lane's share of D = A @ B + C (compiler/opts_tc.py)
+  # input dtype name, accumulator dtype name); one lane's share of D = A @ B + C (compiler/opt/tc.py)
   WMMA = auto()
 
 UNARY = {Ops.NEG, Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC}

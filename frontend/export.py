@@ -2,7 +2,7 @@
 
 `export_c(fn, *example_inputs)` runs `fn` once on the CPU device while recording the kernels it launches (the
 model's weights are copied to the CPU for that run when they live elsewhere, and put back after), re-renders each
-kernel as portable C99 (scalar loops, reductions with a few accumulators: see compiler/opts.optimize_portable), and
+kernel as portable C99 (scalar loops, reductions with a few accumulators: see compiler/opt/heuristic.py optimize_portable), and
 writes one C file whose entry point `void <name>(const float *in0, ..., float *out0, ...)` calls them in order.
 Buffers are static: the weights, and one scratch arena per element type in which intermediate results share
 memory when their lifetimes do not overlap (so the arena is about the peak live set, not the sum). The weights go
@@ -30,15 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 import numpy as np
 from compiler.dtypes import DType, dtypes, to_np
-from compiler.lower import lower, LoweredKernel
-from compiler.linearize import linearize
-from compiler.opts import optimize_portable
-from compiler.render_c import render_c, ctype, MATH_PRELUDE, _FAST, portable_c
-from compiler.uop import UOp, Ops, substitute
+from compiler.pipeline import CompiledKernel, compile_kernel
+from compiler.render_c import ctype, MATH_PRELUDE, _FAST, portable_c
+from compiler.target import PORTABLE_C
+from compiler.uop import UOp
 from hcqrt.device import Device
 from frontend import engine
 from frontend.tensor import Tensor
-from frontend.jit import TinyJit
+from frontend.jit import TinyJit, capture, capturing
 
 MAGIC, VERSION, HEADER_BYTES = b"HCQW", 1, 32
 # init's return codes (the .h defines them as <NAME>_OK, <NAME>_ERR_...)
@@ -120,7 +119,7 @@ def _flat_outputs(ret) -> list[Tensor]:
 
 def _capture(fn: Callable, arrays: list[np.ndarray]) -> tuple[list[engine.ExecItem], list[Tensor], list[Tensor], dict[int, str]]:
   """Run fn on CPU copies of everything, recording each launch. Returns (launches, inputs, outputs, weight names)."""
-  if engine.capturing is not None: raise ExportError("export_c can't run inside a TinyJit capture")
+  if capturing() is not None: raise ExportError("export_c can't run inside a TinyJit capture")
   found = find_tensors(fn)
   pending = [t for _, t in found if not t.lazydata.realized]
   if pending: pending[0].realize(*pending[1:])   # pending updates (an optimizer step) are the user's, not the model's
@@ -131,13 +130,11 @@ def _capture(fn: Callable, arrays: list[np.ndarray]) -> tuple[list[engine.ExecIt
     names = {id(t.lazydata.base.buffer): p for p, t in found if t.lazydata.realized}
     Device.DEFAULT, Tensor.training, Tensor.no_grad = "CPU", False, True
     inputs = [Tensor(a, device="CPU").realize() for a in arrays]
-    engine.capturing = captured = []
-    try:
+    with capture("export_c") as captured:
       outs = _flat_outputs(fn(*inputs))
       if not outs: raise ExportError(f"{getattr(fn, '__name__', 'fn')} returned no tensors (got {type(outs).__name__})")
       outs = [o.contiguous() for o in outs]
       outs[0].realize(*outs[1:])
-    finally: engine.capturing = None
   except RuntimeError as e:
     if "different devices" not in str(e): raise
     raise ExportError(f"export_c: {e}; a tensor the function uses was not found among its attributes, closure and globals "
@@ -161,18 +158,6 @@ class _Buf:
 class _Step:
   fn: str | None     # kernel function name; None: a copy of args[1] into args[0]
   args: list[_Buf]   # outputs first
-
-def _kernel_asts() -> dict[int, UOp]:
-  # the engine caches compiled kernels by (ast, device); the launches carry the compiled kernel
-  return {id(ck): key[0] for key, ck in engine._kernel_cache.items()}
-
-def _renumber_ranges(k: LoweredKernel) -> LoweredKernel:
-  """Number the loops 0, 1, 2... in order (opts draw ids from a process-wide counter): the same model exports the same text."""
-  rngs = [u for u in k.sink.toposort() if u.op is Ops.RANGE]
-  rngs = list(dict.fromkeys(k.global_ranges + rngs))
-  m = {r: r.replace(arg=(i,) + tuple(r.arg[1:])) for i, r in enumerate(rngs)}
-  k.sink, k.global_ranges = substitute(k.sink, m), [m[r] for r in k.global_ranges]
-  return k
 
 def plan_arena(lifetimes: list[tuple[int, int, int]]) -> tuple[list[int], int, int]:
   """Offsets for buffers with (first step, last step, size): buffers alive at the same step never overlap.
@@ -207,11 +192,10 @@ def export_c(fn: Callable, *example_inputs, name: str = "net", embed_weights: bo
   if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name): raise ValueError(f"export_c: name {name!r} is not a C identifier")
   arrays = [x.numpy() if isinstance(x, Tensor) else np.asarray(x) for x in example_inputs]
   captured, inputs, outs, wnames = _capture(_unwrap_jit(fn), arrays)
-  asts = _kernel_asts()
   bufs: dict[int, _Buf] = {}
   for i, t in enumerate(inputs): bufs[id(t.lazydata.buffer)] = _Buf("in", i, t.nbytes(), t.dtype)
   input_dependent = set(bufs)
-  kernels: dict[UOp, tuple[str, LoweredKernel]] = {}
+  kernels: dict[UOp, tuple[str, CompiledKernel]] = {}
   steps, weights, hoisted = [], [], []   # weights: (buffer, _Buf); hoisted: launches that don't depend on the inputs
   def weight(b: engine.Buffer, dt: DType) -> _Buf:
     if id(b) not in bufs:
@@ -223,12 +207,12 @@ def export_c(fn: Callable, *example_inputs, name: str = "net", embed_weights: bo
     if ei.kind == "kernel":
       if not ei.fresh_out: raise ExportError(f"kernel {ei.ck.name} writes into an existing tensor (an assign, e.g. BatchNorm running "
                                              "statistics in training mode); an exported function must not update state")
-      if (ast := getattr(ei.ck, "ast", None) or asts.get(id(ei.ck))) is None: raise ExportError(f"kernel {ei.ck.name}: its AST is not in the engine's cache")
-      if ast not in kernels:
-        k = _renumber_ranges(optimize_portable(lower(ast, f"{name}_k{len(kernels)}_{ei.ck.name}")))
-        kernels[ast] = (k.name, k)
-      kname, k = kernels[ast]
-      dts = k.buf_dtypes
+      ast = ei.ck.ast
+      if ast not in kernels:   # portable C99 (compiler/opt/heuristic.py optimize_portable), rendered, not compiled here
+        ck = compile_kernel(ast, PORTABLE_C, name=f"{name}_k{len(kernels)}_{ei.ck.name}", assemble=False)
+        kernels[ast] = (ck.name, ck)
+      kname, ck = kernels[ast]
+      dts = list(ck.buf_dtypes)
     else: kname, dts = None, [None, None]
     if not any(id(b) in input_dependent for b in ei.bufs[1:]):   # computed from weights alone: precompute it
       hoisted.append(ei)
@@ -340,7 +324,7 @@ class _Program:
     for dt, size in self.arenas.items(): out.append(f"static {ctype(dt)} {n}_scratch_{dt.name}[{max(1, size)}];   /* shared by intermediate results */")
     out.append("")
     # kernels
-    srcs = {kname: render_c(k, 1, linearize(k), portable=True) for kname, k in self.kernels.items()}
+    srcs = {kname: ck.src for kname, ck in self.kernels.items()}
     for op, fname in _FAST.items():
       if any(fname + "(" in s for s in srcs.values()): out.append(portable_c(MATH_PRELUDE[op]))
     out += list(srcs.values())

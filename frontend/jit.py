@@ -18,14 +18,38 @@ argument's shape or dtype changes (naming it), when a tensor argument is not rea
 argument changes, and when `.item()`/`.numpy()` is called during capture.
 """
 from __future__ import annotations
-import functools, sys
-from typing import Any, Callable
+import contextlib, functools, sys
+from typing import Any, Callable, Iterator
 from compiler.lazy import LazyBuffer
 from hcqrt.device import debug_level
 from frontend import engine
 from frontend.tensor import Tensor
+from frontend.devices import open_device
 
-from frontend.engine import JitError
+class JitError(RuntimeError):
+  """The JIT can't replay a function correctly; the message says why."""
+
+_recording: list | None = None   # the launches of the capture in progress (only capture() sets it)
+
+@contextlib.contextmanager
+def capture(what: str = "TinyJit capture") -> Iterator[list]:
+  """Record every launch (engine.ExecItem) the block runs into the yielded list; `what` names the capturer in errors.
+  Captures don't nest, and reading tensor values on the host inside one raises JitError (engine.to_host).
+
+  >>> from frontend import Tensor
+  >>> with capture() as items: _ = (Tensor([1.0]) + 1).realize()
+  >>> [ei.kind for ei in items]
+  ['kernel']
+  """
+  global _recording
+  if _recording is not None: raise JitError(f"{what}: nested TinyJit capture is not supported")
+  _recording = items = []
+  try: yield items
+  finally: _recording = None
+
+def capturing() -> list | None:
+  """The list the capture in progress records into (None: no capture)."""
+  return _recording
 
 def _flatten(args, kwargs) -> tuple[list[tuple[str, Tensor]], list[tuple[str, Any]]]:
   tensors, consts = [], []
@@ -77,14 +101,10 @@ class TinyJit:
     return self._replay(tensors)
 
   def _capture(self, tensors, consts, args, kwargs):
-    if engine.capturing is not None: raise JitError(f"{self.name}: nested TinyJit capture is not supported")
-    engine.capturing = captured = []
-    try:
+    with capture(self.name) as captured:
       ret = self.fn(*args, **kwargs)
       outs = _out_tensors(ret)
       if outs: Tensor.realize(*outs)
-    finally:
-      engine.capturing = None
     if not captured:
       raise JitError(f"{self.name}: nothing to capture: the call launched no kernels (its outputs were already computed, "
                      "or it does no tensor work); TinyJit only helps functions that run kernels")
@@ -125,7 +145,7 @@ class TinyJit:
     graphs (NV); False otherwise (the CPU, or copies between devices), and replays loop over ExecItem.run."""
     devs = {b.device for ei in self.items for b in ei.bufs}
     if len(devs) != 1: return False
-    dev = engine.device_(devs.pop())
+    dev = open_device(devs.pop())
     if not hasattr(dev, "graph"): return False
     gitems: list[tuple] = []
     for ei in self.items:

@@ -5,14 +5,15 @@ import numpy as np
 import pytest
 from frontend import Tensor
 import frontend.engine as engine
-from frontend.engine import _beam_runner, device_
+from frontend.devices import open_device, target_of
+from frontend.beam_runner import beam_runner
 from compiler.schedule import create_schedule
 from compiler.lower import lower
 from compiler import beam
-from compiler.beam import DeviceInfo, beam_search, cache_key, cache_path
+from compiler.beam import beam_search, cache_key, cache_path
 
-DEV = device_("CPU")
-DI = DeviceInfo.of(DEV)
+DEV = open_device("CPU")
+DI = target_of("CPU")
 
 @pytest.fixture(autouse=True)
 def on_cpu():
@@ -33,28 +34,28 @@ def mm_kernel(n: int = 32):
 
 def test_beam_search_caches_its_winner(cache):
   si = mm_kernel()
-  run = _beam_runner(si, DEV)
+  run = beam_runner(si, DEV)
   st: dict = {}
-  k = beam_search(lower(si.ast, si.name), DEV, run, 2, stats=st, max_depth=2)
+  k = beam_search(lower(si.ast, si.name), DI, run, 2, stats=st, max_depth=2)
   assert not st["cache_hit"] and st["built"] > 4 and st["timed"] > 4
   entry = json.loads(cache_path(cache_key(lower(si.ast, si.name), DI, 2)).read_text())
   assert entry["opts"] == [o.to_json() for o in st["best_opts"]]
   def no_run(b): raise AssertionError("the second search must not time anything")
   st2: dict = {}
-  k2 = beam_search(lower(si.ast, si.name), DEV, no_run, 2, stats=st2)
+  k2 = beam_search(lower(si.ast, si.name), DI, no_run, 2, stats=st2)
   assert st2["cache_hit"] and st2["built"] == 0 and st2["best_opts"] == st["best_opts"]
-  assert k2.applied_opts == k.applied_opts
+  assert k2 == k
 
 def test_wrong_candidates_are_never_chosen(cache):
   """Candidates with an UPCAST return wrong outputs but look 100x faster: the winner must not be one of them."""
   si = mm_kernel()
-  real = _beam_runner(si, DEV)
+  real = beam_runner(si, DEV)
   def run(b):
     t, out = real(b)
     if any(o.kind == "UPCAST" for o in b.opts): return t / 100, [out[0] + 1.0]
     return t, out
   st: dict = {}
-  beam_search(lower(si.ast, si.name), DEV, run, 2, stats=st, max_depth=2)
+  beam_search(lower(si.ast, si.name), DI, run, 2, stats=st, max_depth=2)
   assert not any(o.kind == "UPCAST" for o in st["best_opts"])
 
 def test_stale_cache_entry_is_searched_again(cache):
@@ -64,14 +65,14 @@ def test_stale_cache_entry_is_searched_again(cache):
   p.parent.mkdir(parents=True)
   p.write_text(json.dumps({"opts": [["UPCAST", 0, 5]]}))   # not legal on a 16x16 kernel
   st: dict = {}
-  beam_search(k, DEV, _beam_runner(si, DEV), 1, stats=st, max_depth=1)
+  beam_search(k, DI, beam_runner(si, DEV), 1, stats=st, max_depth=1)
   assert not st["cache_hit"] and st["built"] > 0
 
 def test_cache_key_depends_on_kernel_and_device():
   k1, k2 = lower(mm_kernel(16).ast), lower(mm_kernel(32).ast)
   assert cache_key(k1, DI, 2) == cache_key(lower(mm_kernel(16).ast), DI, 2)
   assert len({cache_key(k1, DI, 2), cache_key(k2, DI, 2), cache_key(k1, DI, 3),
-              cache_key(k1, DeviceInfo(DI.name, DI.renderer, DI.ncores, DI.simd_bytes // 2), 2)}) == 4
+              cache_key(k1, DI.replace(simd_bytes=DI.simd_bytes // 2), 2)}) == 4
 
 def test_engine_beam_second_run_compiles_and_searches_nothing(cache, monkeypatch):
   monkeypatch.setenv("BEAM", "1")

@@ -1,25 +1,27 @@
-"""Structure of the default CPU opts for convolutions (compiler/opts_conv.py, frontend conv2d): conv2d copies its padded
+"""Structure of the default CPU opts for convolutions (compiler/opt/conv.py, frontend conv2d): conv2d copies its padded
 input, so the conv kernel reads without gates; rows that are a multiple of the vector width take the matmul register
 tile, odd rows get overlapping full-width vectors (window_tile) x several output channels; results equal torch."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from frontend import Tensor
-from frontend.engine import device_, _beam_runner
+from frontend.devices import open_device, target_of
+from frontend.beam_runner import beam_runner
 from compiler.schedule import create_schedule
 from compiler.lower import lower
 from compiler.linearize import linearize
 from compiler.render_c import render_c
-from compiler.opts import optimize, has_vectors
-from compiler.opts_conv import overlap_vectors, window_tile, has_gates
-from compiler.beam import DeviceInfo, build
-from compiler.pressure import vector_spills
+from compiler.opt.heuristic import optimize
+from compiler.opt.apply import has_vectors
+from compiler.opt.conv import overlap_vectors, window_tile, has_gates
+from compiler.beam import build
+from compiler.opt.pressure import vector_spills
 from compiler.uop import Ops
 
 pytestmark = [pytest.mark.usefixtures("on_cpu")]   # CPU opts: CPU tensors even under MOCKGPU=1 NV=1
-DEV = device_("CPU")
-DI = DeviceInfo.of(DEV)
-W = max(1, getattr(DEV, "simd_bytes", 0) // 4)
+DEV = open_device("CPU")
+DI = target_of("CPU")
+W = DI.lanes
 rng = np.random.default_rng(3)
 
 def conv_kernels(x: Tensor, w: Tensor, **kw) -> list:
@@ -46,12 +48,12 @@ def test_odd_rows_get_overlapping_full_vectors_and_match_torch(hw):
   tile; the kernel has vectors, no gates, no spills, and the result equals torch."""
   x, w = rng.standard_normal((2, 5, hw, hw)).astype(np.float32), rng.standard_normal((16, 5, 3, 3)).astype(np.float32)
   si = conv_kernels(Tensor(x).realize(), Tensor(w).realize(), padding=1)[-1]
-  k = optimize(lower(si.ast, si.name), DEV)
+  k = optimize(lower(si.ast, si.name), DI)
   ov = [o for o in k.applied_opts if o[0] == "OVERLAP_VECTOR"]
   assert ov and has_vectors(k), k.applied_opts
   lanes, starts = ov[0][2], ov[0][3]
   assert starts[-1] == hw - lanes and len(starts) * lanes >= hw and hw % lanes   # full-width vectors, last one overlaps
-  assert any(o[0] == "UNROLL_OUT" for o in k.applied_opts), k.applied_opts      # several output channels per tile
+  assert any(o[0] == "UPCAST" for o in k.applied_opts), k.applied_opts      # several output channels per tile
   assert not any(u.op in (Ops.CMPLT, Ops.WHERE) for u in k.sink.toposort())
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name) == 0
   np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), padding=1).numpy(), torch_conv(x, w, padding=1), rtol=1e-4, atol=1e-4)
@@ -71,24 +73,24 @@ def test_overlap_vectors_store_every_output_once_per_value(n, wv, cout):
   assert rj not in kv.global_ranges and rj in k.global_ranges   # k itself is unchanged
   starts = kv.applied_opts[-1][3]
   assert sorted({s + i for s in starts for i in range(wv)}) == list(range(n))
-  run = _beam_runner(si, DEV)
+  run = beam_runner(si, DEV)
   ref = run(build(lower(si.ast, si.name), (), DI))[1][0]
-  for kk in (kv, optimize(lower(si.ast, si.name), DEV)):   # and whatever the default opts make of it
+  for kk in (kv, optimize(lower(si.ast, si.name), DI)):   # and whatever the default opts make of it
     np.testing.assert_allclose(run(build(kk, (), DI))[1][0], ref, rtol=1e-5, atol=1e-5)
 
 def test_window_tile_leaves_gated_kernels_and_vector_multiples_alone():
   gated = [si for si in create_schedule([zeros(2, 3, 12, 28).pad((1, 1, 1, 1)).conv2d(zeros(8, 3, 3, 3)).lazydata]) if si.kind == "kernel"][-1]
-  assert window_tile(lower(gated.ast, gated.name), W, DEV) is None
+  assert window_tile(lower(gated.ast, gated.name), W, DI) is None
   si = conv_kernels(zeros(2, 3, 8, 32), zeros(8, 3, 3, 3), padding=1)[-1]
-  assert window_tile(lower(si.ast, si.name), W, DEV) is None     # 32 lanes: the matmul tile's job
-  k = optimize(lower(si.ast, si.name), DEV)
+  assert window_tile(lower(si.ast, si.name), W, DI) is None     # 32 lanes: the matmul tile's job
+  k = optimize(lower(si.ast, si.name), DI)
   assert k.applied_opts[0][0] == "TILE" and has_vectors(k)
 
 def test_bench_conv_kernel_inner_loop_is_fmas_of_plain_vector_loads():
   """The benchmark's second conv (32 -> 64 channels, 32x32, pad 1): a register tile of vectors along the row times
   output channels; its reduction body loads whole vectors (no lane-by-lane gathers, no ternaries) and nothing spills."""
   si = conv_kernels(zeros(4, 32, 32, 32), zeros(64, 32, 3, 3), padding=1)[-1]
-  k = optimize(lower(si.ast, si.name), DEV)
+  k = optimize(lower(si.ast, si.name), DI)
   prog = linearize(k)
   loads = [u for u in prog if u.op is Ops.LOAD]
   vec_loads = [u for u in loads if u.dtype.count > 1]

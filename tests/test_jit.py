@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 from frontend import Tensor, TinyJit, GlobalCounters
-from frontend.engine import JitError
+from frontend.jit import JitError
 
 def realized(*shape, seed=0):
   return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32)).realize()

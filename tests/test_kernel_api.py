@@ -4,22 +4,23 @@ import numpy as np
 import pytest
 from frontend import Tensor
 import frontend.engine as engine
-from frontend.engine import Buffer, device_
+from frontend.engine import Buffer
+from frontend.devices import open_device, target_of
 from compiler.dtypes import dtypes
 from compiler.uop import UOp, Ops, UPat, PatternMatcher
 from compiler.kernel_api import KernelBuilder, KernelStructureError, check_program, register_rewrite, unregister_rewrite
 from compiler.linearize import linearize
-from compiler.opts import Opt
-from compiler.beam import DeviceInfo, build
+from compiler.opt.base import Opt
+from compiler.beam import build
 from compiler.render_ptx import render_ptx
 
 pytestmark = pytest.mark.usefixtures("on_cpu")   # C-path tests: CPU even under MOCKGPU=1 NV=1
 
-DEV = device_("CPU")
+DEV = open_device("CPU")
 
 def run(k, arrays: list[np.ndarray], out_size: int, opts=()) -> np.ndarray:
   """Build k (with opts) for the CPU and run it on `arrays`; returns the output buffer."""
-  b = build(k, tuple(opts), DeviceInfo.of(DEV))
+  b = build(k, tuple(opts), target_of("CPU"))
   bufs = [Buffer("CPU", out_size * 4)] + [Buffer("CPU", a.nbytes) for a in arrays]
   for buf, a in zip(bufs[1:], arrays): DEV.allocator.copyin(buf.raw, memoryview(a.reshape(-1).view(np.uint8)))
   DEV.program(b.name, b.binary)(*[x.raw for x in bufs], **b.launch, wait=True)

@@ -7,19 +7,23 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings, strategies as st, HealthCheck
 from frontend import Tensor
-from frontend.engine import _beam_runner, _simd_lanes, device_
+from frontend.engine import simd_lanes
+from frontend.devices import open_device, target_of
+from frontend.beam_runner import beam_runner
 from compiler.pack import pack_matmuls
 from compiler.schedule import create_schedule
 from compiler.lower import lower
 from compiler.linearize import linearize
 from compiler.render_c import render_c
-from compiler.opts import Opt, OptError, apply_opt, apply_opts, candidate_opts, optimize, check_pressure, has_vectors
-from compiler.beam import DeviceInfo, build
-from compiler.pressure import max_live, register_budget, vector_spills, MAX_LIVE, SLACK
+from compiler.opt.base import Opt, OptError
+from compiler.opt.apply import apply_opt, candidate_opts, check_pressure, has_vectors
+from compiler.opt.heuristic import apply_opts, optimize
+from compiler.beam import build
+from compiler.opt.pressure import max_live, register_budget, vector_spills, MAX_LIVE, SLACK
 from compiler.uop import Ops
 
-DEV = device_("CPU")
-DI = DeviceInfo.of(DEV)
+DEV = open_device("CPU")
+DI = target_of("CPU")
 SIZES = st.sampled_from([1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 31, 32, 33, 37, 48, 61, 64])
 rng = np.random.default_rng(7)
 
@@ -99,7 +103,7 @@ def _kernel(kind: str, a: int, b: int):
 def test_random_opt_sequences_equal_unoptimized(kind, a, b, data):
   si = _kernel(kind, a, b)
   k0 = lower(si.ast, si.name)
-  run = _beam_runner(si, DEV)
+  run = beam_runner(si, DEV)
   ref = run(build(k0, (), DI))[1][0]
   k, opts = k0, []
   for _ in range(data.draw(st.integers(1, 4))):
@@ -161,9 +165,9 @@ def test_benchmark_kernels_fit_registers_and_do_not_spill(name):
   """The default opts keep every benchmark-shaped kernel within the register budget, and gcc/clang agree: no vector
   register is spilled to or reloaded from the stack in the assembly."""
   r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
-  sis = [si for si in pack_matmuls(create_schedule([BENCH_KERNELS[name](r).lazydata]), _simd_lanes) if si.kind == "kernel"]
+  sis = [si for si in pack_matmuls(create_schedule([BENCH_KERNELS[name](r).lazydata]), simd_lanes) if si.kind == "kernel"]
   for si in sis:
-    k = optimize(lower(si.ast, si.name), DEV)
+    k = optimize(lower(si.ast, si.name), DI)
     assert max_live(linearize(k), DI.simd_bytes) <= min(MAX_LIVE, register_budget(DI.simd_bytes) + SLACK), k.name
     check_pressure(k, DI)
     assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name) == 0, k.name
@@ -174,7 +178,7 @@ def test_default_conv_kernel_is_tiled_and_reads_without_gates():
   r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
   sis = [si for si in create_schedule([r(2, 8, 32, 32).conv2d(r(16, 8, 3, 3), padding=1).lazydata]) if si.kind == "kernel"]
   assert len(sis) == 2
-  k = optimize(lower(sis[-1].ast, sis[-1].name), DEV)
+  k = optimize(lower(sis[-1].ast, sis[-1].name), DI)
   assert [o[0] for o in k.applied_opts][:1] == ["TILE"] and has_vectors(k), k.applied_opts
   uops = k.sink.toposort()
   assert k.reduce_ranges() and not [u for u in uops if u.op in (Ops.CMPLT, Ops.CMPNE, Ops.WHERE) or (u.op is Ops.LOAD and len(u.src) > 2)]

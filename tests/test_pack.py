@@ -1,4 +1,4 @@
-"""Packed matrix products (compiler/pack.py + compiler/opts_matmul.py): the schedule gains two copy kernels only for big
+"""Packed matrix products (compiler/pack.py + compiler/opt/matmul.py): the schedule gains two copy kernels only for big
 float32 products on vector CPUs, the product's hot loop reads both packed operands contiguously (no div/mod left),
 every packed product equals numpy and the unpacked kernel (hypothesis over small shapes with the size floor lowered,
 padded rows, shared operands, transposed views, epilogues), and TinyJit replays the pack kernels."""
@@ -10,14 +10,16 @@ import compiler.pack as pack
 from compiler.pack import merge_leading_dims, pack_matmuls, tile_shape
 from compiler.schedule import create_schedule
 from compiler.lower import lower
-from compiler.opts import optimize, apply_opt, Opt, OptError
+from compiler.opt.base import Opt, OptError
+from compiler.opt.apply import apply_opt
+from compiler.opt.heuristic import optimize
 from compiler.render_c import render_c
 from compiler.linearize import linearize
 from frontend import Tensor, TinyJit, GlobalCounters
-from frontend.engine import device_
+from frontend.devices import target_of
 
 pytestmark = [pytest.mark.usefixtures("on_cpu")]   # CPU opts: CPU tensors even under MOCKGPU=1 NV=1
-DEV = device_("CPU")
+DEV = target_of("CPU")
 LANES = DEV.simd_bytes // 4
 rng = np.random.default_rng(11)
 def rnd(*shape) -> np.ndarray: return rng.standard_normal(shape).astype(np.float32)

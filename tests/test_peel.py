@@ -2,22 +2,25 @@
 import numpy as np
 import pytest
 from frontend import Tensor
-from frontend.engine import _beam_runner, device_
+from frontend.devices import open_device, target_of
+from frontend.beam_runner import beam_runner
 from compiler.schedule import create_schedule
 from compiler.lower import lower
 from compiler.dtypes import dtypes
 from compiler.uop import UOp, Ops
-from compiler.peel import peel, peel_points, peel_range, PeeledKernel
-from compiler.opts import Opt, OptError, apply_opt, apply_opts, optimize
-from compiler.beam import DeviceInfo, build
+from compiler.opt.peel import peel, peel_points, peel_range, PeeledKernel
+from compiler.opt.base import Opt, OptError
+from compiler.opt.apply import apply_opt
+from compiler.opt.heuristic import apply_opts, optimize
+from compiler.beam import build
 from compiler.render_c import render_c
 from compiler.render_ptx import render_ptx
 from compiler.linearize import linearize
 
 pytestmark = pytest.mark.usefixtures("on_cpu")   # C-path tests: CPU even under MOCKGPU=1 NV=1
 
-DEV = device_("CPU")
-DI = DeviceInfo.of(DEV)
+DEV = open_device("CPU")
+DI = target_of("CPU")
 
 def kernel_of(t: Tensor):
   return [si for si in create_schedule([t.lazydata]) if si.kind == "kernel"][-1]
@@ -60,7 +63,7 @@ def test_padded_sum_peels_away_every_gate_in_c_and_ptx():
   pred_loads = lambda src: [ln for ln in src.splitlines() if ln.strip().startswith("@") and "ld.global" in ln]
   assert pred_loads(p0) and not pred_loads(p1)
   assert "and.pred" in p0 and "and.pred" not in p1
-  run = _beam_runner(si, DEV)
+  run = beam_runner(si, DEV)
   a, b = run(build(k, (), DI))[1][0], run(build(kp, (), DI))[1][0]
   np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
@@ -83,7 +86,7 @@ def test_conv_rows_peeled_results_unchanged(opts):
   assert before and not _middle_piece_compares(kp)
   src = render_c(kp, 2 if kp.threaded is not None else 1)
   assert src.count("for (") == render_c(k, 2 if k.threaded is not None else 1).count("for (") + 2 * (len(k.global_ranges) - rows + len(k.reduce_ranges()))
-  run = _beam_runner(si, DEV)
+  run = beam_runner(si, DEV)
   ref = run(build(lower(si.ast, si.name), (), DI))[1][0]
   got = run(build(lower(si.ast, si.name), tuple(opts) + (Opt("PEEL", rows),), DI))[1][0]
   np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
@@ -99,7 +102,7 @@ def test_peel_errors():
 def test_default_opts_peel_the_conv_and_match_noopt():
   x, w = np.random.default_rng(1).standard_normal((2, 4, 10, 16)).astype(np.float32), np.random.default_rng(2).standard_normal((8, 4, 3, 3)).astype(np.float32)
   si = kernel_of(fused_pad_conv(Tensor(x).realize(), Tensor(w).realize()))
-  k = optimize(lower(si.ast, si.name), DEV)
+  k = optimize(lower(si.ast, si.name), DI)
   assert any(o[0] == "PEEL" for o in k.applied_opts)
   prog = linearize(k)
   assert sum(u.op is Ops.STORE for u in prog) == len(k.sink.src)
@@ -117,7 +120,7 @@ def test_pad_cuts_odd_loops_so_tiles_apply(m, kk, n):
   opts = (Opt("PAD", 1, 32), Opt("VECTOR", 1, 16), Opt("UPCAST", 1, 2), Opt("PAD", 0, 4), Opt("UPCAST", 0, 4))
   k = apply_opts(k0, opts, DI)
   assert [o[0] for o in k.applied_opts].count("PAD") == 2 and len(k.nests) == 3   # rows tail, cols tail, and the corner
-  run = _beam_runner(si, DEV)
+  run = beam_runner(si, DEV)
   np.testing.assert_allclose(run(build(k0, opts, DI))[1][0], run(build(k0, (), DI))[1][0], rtol=1e-5, atol=1e-5)
   with pytest.raises(OptError, match="threaded"): apply_opts(k0, (Opt("THREAD", 1), Opt("PAD", 1, 16)), DI)
   with pytest.raises(OptError, match="every core"): apply_opts(k0, (Opt("PAD", 0, 4), Opt("THREAD", 0)), DI)
@@ -125,7 +128,7 @@ def test_pad_cuts_odd_loops_so_tiles_apply(m, kk, n):
 def test_default_opts_vectorize_odd_matmuls():
   x, w = np.random.default_rng(5).standard_normal((37, 29)).astype(np.float32), np.random.default_rng(6).standard_normal((29, 61)).astype(np.float32)
   si = kernel_of(Tensor(x).realize() @ Tensor(w).realize())
-  k = optimize(lower(si.ast, si.name), DEV)
+  k = optimize(lower(si.ast, si.name), DI)
   assert ("PAD" in [o[0] for o in k.applied_opts]) and any(u.dtype is not None and u.dtype.count > 1 for u in k.sink.toposort())
   np.testing.assert_allclose((Tensor(x) @ Tensor(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
 

@@ -190,7 +190,7 @@ def test_many_dims_and_huge_y():
 def test_other_archs_assemble():
   seen = 0
   for key, ck in list(_kernel_cache.items()):
-    if key[1] != "PTXEMU": continue
+    if key[1].device != "PTXEMU": continue   # key: (ast, target, opts settings...)
     for arch in ("sm_80", "sm_89"):
       src = ck.src.replace(".target sm_90", f".target {arch}").replace(f".version {PTX_ISA['sm_90']}", f".version {PTX_ISA[arch]}")
       img = load_cubin(assemble_ptx(src, arch))

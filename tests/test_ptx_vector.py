@@ -1,4 +1,4 @@
-"""Vector loads/stores in the PTX path: compiler/opts_gpu.py upcasts the innermost output loop into lanes, the renderer
+"""Vector loads/stores in the PTX path: compiler/opt/gpu.py upcasts the innermost output loop into lanes, the renderer
 emits ld/st.global.v2/v4 only where the alignment is proven and everything else lane by lane. Checked: the PTX text
 (vectors where they are legal, none on odd sizes or offset views), the proof itself against brute force, the allocators'
 alignment, every vector access's real alignment at run time, and PTXEMU results equal to the CPU backend."""
@@ -8,7 +8,8 @@ import pytest
 from frontend import Tensor, dtypes
 from frontend.engine import get_kernel
 from compiler.render_ptx import render_ptx, vector_chunk, BUFFER_ALIGNMENT
-from compiler.opts_gpu import optimize_gpu
+from compiler.opt.gpu import optimize_gpu
+from frontend.devices import target_of
 from compiler.lower import lower, LoweredKernel
 from compiler.uop import UOp, Ops, substitute, simplify
 from compiler.assemble.ptx_assembler import assemble_ptx
@@ -83,7 +84,7 @@ def test_matmul_vector_columns():
 
 def test_buffer_alignment_is_respected():
   si = (Tensor(f32(16, 64), device="PTXEMU") + 1).schedule()[-1]
-  k = optimize_gpu(lower(si.ast, si.name), Device["PTXEMU"])
+  k = optimize_gpu(lower(si.ast, si.name), target_of("PTXEMU"))
   for align, has in ((4, ()), (8, (".v2",)), (16, (".v4",)), (256, (".v4",))):
     src, _ = render_ptx(k, "sm_90", buffer_alignment=align)
     assert [v for v in (".v2", ".v4") if v in src] == list(has), align

@@ -1,5 +1,5 @@
 """Tensor cores: mma.sync in the PTX interpreter (fragment layouts of the PTX ISA, warp checks, parse errors) and the
-compiler's tensor-core opt (compiler/opts_tc.py): which kernels get mma.sync, and their results against numpy and the
+compiler's tensor-core opt (compiler/opt/tc.py): which kernels get mma.sync, and their results against numpy and the
 kernel without tensor cores, on PTXEMU (and once on NV through the mock driver)."""
 import os
 import numpy as np
@@ -7,8 +7,9 @@ import pytest
 from frontend import Tensor, dtypes
 from frontend.engine import get_kernel
 from compiler.lower import lower
-from compiler.opts import optimize
-from compiler.opts_tc import tensor_cores
+from compiler.opt.heuristic import optimize
+from compiler.opt.tc import tensor_cores
+from compiler.target import Target
 from compiler.assemble.ptx_assembler import assemble_ptx
 from hcqrt.device import Device
 from hcqrt.mock.ptx import PTXModule, AddressSpace, PTXError
@@ -178,9 +179,7 @@ def test_tc_ineligible(fn, arrays):
   _, ck = kernel(fn, *arrays)
   assert "mma.sync" not in ck.src
 
-class Arch:
-  renderer = "ptx"
-  def __init__(self, arch): self.arch = arch
+def Arch(arch) -> Target: return Target("PTXEMU", "ptx", arch=arch or "", gpu=True)
 
 def lowered_matmul(M=32, N=16, K=32):
   si = (Tensor(h(M, K), device="PTXEMU") @ Tensor(h(K, N), device="PTXEMU")).schedule()[-1]

@@ -336,6 +336,11 @@ class CPUDevice:
     self.ncores: int = _NCORES
     self.simd_bytes: int = _simd_bytes()   # widest vector registers the compiler may use with -march=native
 
+  @property
+  def target(self) -> dict:
+    """What the compiler needs to know about this device (the fields of compiler/target.py Target)."""
+    return {"device": self.name, "renderer": self.renderer, "arch": "native", "ncores": self.ncores, "simd_bytes": self.simd_bytes}
+
   def program(self, name: str, obj: bytes) -> CPUProgram:
     """Load kernel `name` from an ELF object (same as CPUProgram(name, obj))."""
     return CPUProgram(name, obj)

@@ -115,6 +115,11 @@ class PTXEmuDevice:
     self.mem = AddressSpace()
     self.allocator = EmuAllocator(self.mem)
     self._modules: dict[str, PTXModule] = {}
+  @property
+  def target(self) -> dict:
+    """What the compiler needs to know about this device (the fields of compiler/target.py Target)."""
+    return {"device": self.name, "renderer": self.renderer, "arch": self.arch, "buffer_alignment": self.buffer_alignment,
+            "shared_memory": 48 << 10, "warp_size": 32, "gpu": True}
   def program(self, name: str, cubin: bytes) -> EmuProgram:
     """Kernel `name` of a cubin made by assemble_ptx in this process."""
     return EmuProgram(self, name, cubin)

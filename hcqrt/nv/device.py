@@ -609,6 +609,13 @@ class NVDevice:
     if self._timing is None: self._timing = (self.new_signal(name="t0"), self.new_signal(name="t1"))
     return self._timing
   def program(self, name: str, cubin: bytes) -> NVProgram: return NVProgram(self, name, cubin)
+
+  @property
+  def target(self) -> dict:
+    """What the compiler needs to know about this GPU (the fields of compiler/target.py Target). Buffers are page
+    aligned, but 16 bytes (one v4 access) is all the PTX renderer needs to prove its widest vector access."""
+    return {"device": self.name, "renderer": self.renderer, "arch": self.arch, "buffer_alignment": 16,
+            "shared_memory": 48 << 10, "warp_size": 32, "gpu": True}
   def graph(self, items: list[tuple]) -> GraphReplay: return GraphReplay(self, items)
   def channel_errors(self) -> list[str]:
     """RC errors RM reported in the channels' error notifiers (a channel that faulted stops; its signals never come)."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel, identity_element
 from compiler.uop import UOp, Ops, UPat, PatternMatcher, graph_rewrite, substitute, simplify, symbolic
+from compiler.opt.base import OptError, copy_kernel
 
 MAX_PIECES = 5
 MAX_PEELS = 16   # reduction loops cut per kernel at most (each cut copies the loops beside it)
@@ -37,9 +38,8 @@ class PeeledKernel(LoweredKernel):
   nests: list = field(default_factory=list)
   depths: list = field(default_factory=list)   # each chain sits under k.global_ranges[:depth] (default: the whole spine)
 
-def _fresh(r: UOp, size: int | None = None) -> UOp:
-  from compiler.opts import _new_range   # numbered after the kernel's ranges (opts.number_ranges_after): deterministic source
-  return _new_range(r.src[0].arg if size is None else size, r.arg[1])
+def _fresh(k: LoweredKernel, r: UOp, size: int | None = None) -> UOp:
+  return k.new_range(r.src[0].arg if size is None else size, r.arg[1])   # numbered by the kernel: deterministic source
 
 def _affine(x: UOp, r: UOp) -> tuple[int, UOp] | None:
   """(a, rest) with x == a*r + rest and rest free of r, or None when x is not affine in r."""
@@ -92,8 +92,7 @@ def _pieces(n: int, pts: list[int]) -> list[tuple[int, int]]:
 
 def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
   """A new kernel with loop r (an output loop of k.global_ranges, or a reduction loop) cut at peel_points."""
-  from compiler.opts import OptError, copy_kernel, number_ranges_after
-  number_ranges_after(k)
+  k = copy_kernel(k)   # (its range counter moves on; the caller's kernel stays as it was)
   pts = peel_points(k, r)
   if not pts: raise OptError(f"PEEL of loop r{r.arg[0]} (size {r.src[0].arg}) in kernel {k.name}: no comparison against constants to cut at")
   if isinstance(k, PeeledKernel) and k.nests: raise OptError(f"PEEL in kernel {k.name}: the kernel is already peeled")
@@ -107,23 +106,23 @@ def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
     others = [u for u in k.sink.toposort() if u.op is Ops.RANGE and u not in spine and u is not r]
     stores, nests = [], []
     for lo, hi in pieces:
-      p = _fresh(r, hi - lo)
-      m = {x: _fresh(x) for x in others}
+      p = _fresh(k, r, hi - lo)
+      m = {x: _fresh(k, x) for x in others}
       m[r] = p + lo if lo else p
       stores += [substitute(s, m) for s in k.sink.src]
       nests.append([p] + [m[g] for g in inner])
     sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), cleanup)
-    out = PeeledKernel(k.name, sink, list(k.buf_dtypes), list(k.global_ranges[:i]), k.outputs, list(k.applied_opts), k.threaded, nests, [i] * len(nests))
+    out = PeeledKernel(k.name, sink, list(k.buf_dtypes), list(k.global_ranges[:i]), k.outputs, list(k.applied_opts), k.threaded, nests, [i] * len(nests), next_range=k.next_range)
   else:
     m: dict[UOp, UOp] = {}
     for red in [u for u in k.sink.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]:
       j = red.src.index(r)
       parts = []
       for n_piece, (lo, hi) in enumerate(pieces):
-        p = _fresh(r, hi - lo)
+        p = _fresh(k, r, hi - lo)
         # each piece is a loop nest of its own, and a loop has one place: the piece's other loops (outside r as well as
         # inside it) are copies, except in the first piece, which keeps them
-        fresh = {x: _fresh(x) if n_piece else x for x in red.src[1:] if x is not r and x.op is Ops.RANGE}
+        fresh = {x: _fresh(k, x) if n_piece else x for x in red.src[1:] if x is not r and x.op is Ops.RANGE}
         body = substitute(red.src[0], {**{x: y for x, y in fresh.items() if x is not y}, r: p + lo if lo else p})
         parts.append(UOp(Ops.REDUCE, red.dtype, (body, *[fresh.get(x, x) for x in red.src[1:j]], p, *[fresh.get(x, x) for x in red.src[j + 1:]]), red.arg))
       total = parts[0]
@@ -151,8 +150,7 @@ def split_tail(k: LoweredKernel, g: UOp, amt: int) -> LoweredKernel:
   """Output loop g (size n) cut at m, the last multiple of amt: g stays an output loop of size m (so tiles of amt apply
   to it) and the n - m remaining iterations run as their own loop, a chain beside it with copies of the loops inside it.
   The effect of padding n to a multiple of amt, without touching memory past the buffers."""
-  from compiler.opts import OptError, number_ranges_after
-  number_ranges_after(k)
+  k = copy_kernel(k)
   n = g.src[0].arg
   m = n - n % amt
   if g not in k.global_ranges or m == 0 or m == n:
@@ -160,9 +158,9 @@ def split_tail(k: LoweredKernel, g: UOp, amt: int) -> LoweredKernel:
   if g is k.threaded: raise OptError(f"PAD of loop r{g.arg[0]} in kernel {k.name}: the threaded loop can't leave a remainder outside its split")
   i = k.global_ranges.index(g)
   spine = set(k.global_ranges[:i])
-  main, tail = _fresh(g, m), _fresh(g, n - m)
+  main, tail = _fresh(k, g, m), _fresh(k, g, n - m)
   others = [u for u in k.sink.toposort() if u.op is Ops.RANGE and u not in spine and u is not g]
-  mt = {x: _fresh(x) for x in others}
+  mt = {x: _fresh(k, x) for x in others}
   mt[g] = tail + m
   inside = [s for s in k.sink.src if g in s.toposort()]   # stores of chains beside g stay as they are
   stores = [s for s in k.sink.src if s not in inside] + [substitute(s, {g: main}) for s in inside] + [substitute(s, mt) for s in inside]
@@ -172,6 +170,6 @@ def split_tail(k: LoweredKernel, g: UOp, amt: int) -> LoweredKernel:
   for c, d in zip(nests, depths):   # a chain hung inside g: its copy hangs inside the remainder loop too
     if d > i: new_nests.append([tail] + [mt[r] for r in k.global_ranges[i + 1:d]] + [mt[r] for r in c]); new_depths.append(i)
   out = PeeledKernel(k.name, UOp(Ops.SINK, None, tuple(stores)), list(k.buf_dtypes), [main if r is g else r for r in k.global_ranges],
-                     k.outputs, list(k.applied_opts), k.threaded, nests + new_nests, depths + new_depths)
+                     k.outputs, list(k.applied_opts), k.threaded, nests + new_nests, depths + new_depths, next_range=k.next_range)
   out.applied_opts.append(("PAD", g.arg[0], amt))
   return out

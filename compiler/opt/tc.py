@@ -23,11 +23,11 @@ replaced by that element (in pairs: elements 0/1 and 2/3 are neighbours in a row
 >>> from compiler.schedule import create_schedule
 >>> from compiler.lower import lower
 >>> from compiler.dtypes import dtypes
->>> class Dev: arch = "sm_80"
+>>> from compiler.target import Target
 >>> a = LazyBuffer.empty((32, 16), dtypes.float16, "PTXEMU"); a.buffer = object()
 >>> b = LazyBuffer.empty((16, 64), dtypes.float16, "PTXEMU"); b.buffer = object()
 >>> prod = a.reshape((32, 16, 1)).expand((32, 16, 64)).cast(dtypes.float32).alu(Ops.MUL, b.reshape((1, 16, 64)).expand((32, 16, 64)).cast(dtypes.float32))
->>> k = tensor_cores(lower(create_schedule([prod.r(Ops.ADD, (1,))])[0].ast), Dev())
+>>> k = tensor_cores(lower(create_schedule([prod.r(Ops.ADD, (1,))])[0].ast), Target("NV", "ptx", arch="sm_80", gpu=True))
 >>> k.applied_opts, [r.src[0].arg for r in k.global_ranges]
 ([('TC', 'm16n8k16', 32, 64, 16)], [2, 8, 32])
 """
@@ -36,7 +36,7 @@ import os, re
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops, substitute, simplify
-from compiler.opts import _new_range
+from compiler.target import Target
 
 TC_SHAPE, TC_M, TC_N, TC_K = "m16n8k16", 16, 8, 16
 TC_DTYPES = (dtypes.float16, dtypes.bfloat16)   # mma.sync input types (the accumulator is float32)
@@ -59,9 +59,9 @@ def _operands(red: UOp) -> tuple[UOp, UOp] | None:
 
 def _ranges(u: UOp) -> set[UOp]: return {x for x in u.toposort() if x.op is Ops.RANGE}
 
-def tensor_cores(k: LoweredKernel, device) -> LoweredKernel | None:
+def tensor_cores(k: LoweredKernel, device: Target) -> LoweredKernel | None:
   """k rewritten into mma.sync tiles (in place, and returned) when it qualifies (see the module doc), else None."""
-  if os.environ.get("TC", "1") == "0" or not _arch_ok(getattr(device, "arch", None)): return None
+  if os.environ.get("TC", "1") == "0" or not _arch_ok(device.arch): return None
   if len(k.sink.src) != 1 or k.sink.src[0].op is not Ops.STORE: return None
   reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE]
   if len(reds) != 1: return None
@@ -97,9 +97,9 @@ def apply_tensor_cores(k: LoweredKernel, red: UOp, la: UOp, lb: UOp, rm: UOp, rn
   """The tile rewrite of the module doc: la is the A operand (rows on rm), lb the B operand (columns on rn)."""
   rk = red.src[1]
   M, N, K = rm.src[0].arg, rn.src[0].arg, rk.src[0].arg
-  lane = _new_range(32, "global")
-  tm, tn = (_new_range(n // t, "global") if n > t else None for n, t in ((M, TC_M), (N, TC_N)))
-  kr = _new_range(K // TC_K, "reduce") if K > TC_K else None
+  lane = k.new_range(32, "global")
+  tm, tn = (k.new_range(n // t, "global") if n > t else None for n, t in ((M, TC_M), (N, TC_N)))
+  kr = k.new_range(K // TC_K, "reduce") if K > TC_K else None
   zero = UOp.const(dtypes.int32, 0)
   m0, n0, k0 = (r * t if r is not None else zero for r, t in ((tm, TC_M), (tn, TC_N), (kr, TC_K)))
   g, t = lane // 4, lane % 4

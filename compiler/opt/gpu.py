@@ -15,7 +15,8 @@ columns of B in A @ B (each thread reads one A value per step and shares it acro
 >>> from compiler.lower import lower
 >>> from compiler.dtypes import dtypes
 >>> x = LazyBuffer.empty((8, 1024), dtypes.float32, "PTXEMU"); x.buffer = object()
->>> k = optimize_gpu(lower(create_schedule([x.alu(Ops.ADD, x)])[0].ast), None)
+>>> from compiler.target import Target
+>>> k = optimize_gpu(lower(create_schedule([x.alu(Ops.ADD, x)])[0].ast), Target("PTXEMU", "ptx", arch="sm_90", gpu=True))
 >>> k.applied_opts, [r.src[0].arg for r in k.global_ranges]
 ([('VECTOR', 1, 4)], [8, 256])
 """
@@ -25,8 +26,9 @@ from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops, substitute
 from compiler.vectorize import vectorize
-from compiler.opts import _loads, _new_range, _stride
-from compiler.opts_tc import tensor_cores
+from compiler.opt.apply import _loads, _stride
+from compiler.opt.tc import tensor_cores
+from compiler.target import Target
 
 GPU_UPCAST = (4, 2)   # lanes per thread, widest first: 4 x 32-bit is the widest (16-byte) PTX vector access
 
@@ -35,17 +37,17 @@ def apply_upcast(k: LoweredKernel, r: UOp, w: int) -> LoweredKernel:
   n = r.src[0].arg
   if n % w: raise ValueError(f"apply_upcast: loop r{r.arg[0]} of size {n} does not split into {w} lanes")
   lane = UOp(Ops.LANE, dtypes.int32, (), w)
-  ro = _new_range(n // w, "global") if n > w else None
+  ro = k.new_range(n // w, "global") if n > w else None
   k.sink = vectorize(substitute(k.sink, {r: ro * w + lane if ro is not None else lane}), lane)
   k.global_ranges = [x for x in (ro if g is r else g for g in k.global_ranges) if x is not None]
-  k.applied_opts.append(("VECTOR", r.arg[0], w))   # the same step as opts.Opt("VECTOR")
+  k.applied_opts.append(("VECTOR", r.arg[0], w))   # the same step as Opt("VECTOR")
   return k
 
-def optimize_gpu(k: LoweredKernel, device) -> LoweredKernel:
+def optimize_gpu(k: LoweredKernel, device: Target) -> LoweredKernel:
   """The default GPU opts: upcast the innermost output loop when that makes a load (or an elementwise store) contiguous
   across the lanes of a thread. NOOPT=1 leaves the kernel alone (one output per thread)."""
   if os.environ.get("NOOPT", "0") == "1" or not k.global_ranges: return k
-  if tensor_cores(k, device) is not None: return k   # half matmuls on sm_80+: mma.sync tiles (compiler/opts_tc.py)
+  if tensor_cores(k, device) is not None: return k   # half matmuls on sm_80+: mma.sync tiles (compiler/opt/tc.py)
   r = k.global_ranges[-1]
   w = next((w for w in GPU_UPCAST if r.src[0].arg % w == 0), None)
   if w is None: return k

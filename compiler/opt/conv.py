@@ -1,15 +1,18 @@
 """Default opts for convolution-like kernels (a reduction that slides a window along its innermost output loop).
 
 conv2d copies its padded input into a buffer of its own, so its kernel reads without border checks: when the output
-row is a multiple of the vector width it takes the matmul register tile (compiler/opts.py); otherwise `window_tile`
+row is a multiple of the vector width it takes the matmul register tile (compiler/opt/heuristic.py); otherwise `window_tile`
 covers the row with a few vectors, the last one overlapping the one before it (they store equal values), so odd widths
 (28, 14, 56...) still run full-width vectors. Kernels that keep the border checks (a padded view fed straight into a
 windowed reduction) get `conv_tile`: the border vectors keep their gates, the inner ones read without them, and the
-row loop is peeled (compiler/peel.py) so its middle piece runs without comparisons."""
+row loop is peeled (compiler/opt/peel.py) so its middle piece runs without comparisons."""
 from __future__ import annotations
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
-from compiler.opts import Opt, OptError, UPCAST_I, apply_opt, apply_opts, check_pressure, copy_kernel, _loads, _stride
+from compiler.opt.base import Opt, OptError, copy_kernel
+from compiler.opt.apply import UPCAST_I, apply_opt, apply_opts, check_pressure, _loads, _stride
+from compiler.opt.peel import peel_points
+from compiler.target import Target
 from compiler.uop import UOp, Ops, substitute
 from compiler.vectorize import vectorize
 
@@ -43,7 +46,7 @@ def _window_loop(k: LoweredKernel, rj: UOp) -> bool:
   """Some load slides along rj: contiguous in rj and moving by one with a reduction loop too (x[ox + kx])."""
   return any(_stride(ld.src[1], rj) == 1 and any(_stride(ld.src[1], r) == 1 for r in k.reduce_ranges()) for ld in _loads(k))
 
-def window_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
+def window_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
   """An ungated convolution whose output row (size n) is not a multiple of the vector width: the row as at most
   WINDOW_VECS overlapping vectors of the widest width that fits (overlap_vectors), times WINDOW_ROWS rows of an output
   loop whose sliding load does not move with it (output channels: each loaded vector serves every row)."""
@@ -76,7 +79,7 @@ def has_gates(k: LoweredKernel) -> bool:
   """
   return any(ld.op is Ops.LOAD and len(ld.src) > 2 for ld in _loads(k))
 
-def conv_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
+def conv_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
   """A convolution-like kernel (a reduction whose loads along the innermost output loop rj are gated by comparisons
   of rj: the padding border): rj as vectors narrower than the machine's (w/2 lanes), all of rj's vectors unrolled, so
   that the inner vectors read without gates (their lanes can't reach the border) and only the first and last compare;
@@ -84,7 +87,6 @@ def conv_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
   Ungated convolutions with odd rows go to window_tile."""
   if len(k.global_ranges) < 2 or not k.reduce_ranges(): return None
   if not has_gates(k): return window_tile(k, w, device)
-  from compiler.peel import peel_points
   rj = k.global_ranges[-1]
   n, j = rj.src[0].arg, len(k.global_ranges) - 1
   if not peel_points(k, rj): return None
@@ -98,11 +100,10 @@ def conv_tile(k: LoweredKernel, w: int, device) -> LoweredKernel | None:
   try: return apply_opts(k, opts, device)
   except OptError: return None
 
-def peel_default(k: LoweredKernel, device) -> LoweredKernel:
+def peel_default(k: LoweredKernel, device: Target) -> LoweredKernel:
   """Peel the innermost output loop (outside the threaded one) of a kernel with a reduction whose body compares that
   loop's index against constants (a padded convolution's rows): the middle piece runs without the comparisons."""
-  if getattr(device, "renderer", "c") != "c" or not k.reduce_ranges() or getattr(k, "nests", None): return k
-  from compiler.peel import peel_points
+  if device.gpu or not k.reduce_ranges() or getattr(k, "nests", None): return k
   for i in reversed(range(len(k.global_ranges))):
     g = k.global_ranges[i]
     if g is k.threaded: break

@@ -19,23 +19,25 @@ and keeps MR*NR/W accumulators in registers. The loops around the tile are order
 >>> a, b = (LazyBuffer.empty((256, 256), dtypes.float32, "CPU") for _ in range(2))
 >>> a.buffer = b.buffer = object()
 >>> mm = a.reshape((256, 1, 256)).expand((256, 256, 256)).alu(Ops.MUL, b.permute((1, 0)).reshape((1, 256, 256)).expand((256, 256, 256))).r(Ops.ADD, (2,))
->>> class Dev: ncores, simd_bytes, renderer = 2, 64, "c"
->>> k = packed_matmul_tile(lower(pack_matmuls(create_schedule([mm]), lambda device: 16)[-1].ast), Dev())
+>>> from compiler.target import Target
+>>> k = packed_matmul_tile(lower(pack_matmuls(create_schedule([mm]), lambda device: 16)[-1].ast), Target("CPU", "c", ncores=2, simd_bytes=64))
 >>> [r.src[0].arg for r in k.global_ranges], k.threaded is k.global_ranges[0]
 ([2, 22, 4], True)
 """
 from __future__ import annotations
 from compiler.lower import LoweredKernel
-from compiler.opts import OptError, apply_split, apply_tile, check_pressure, copy_kernel
+from compiler.opt.base import OptError, copy_kernel
+from compiler.opt.apply import apply_split, apply_tile, check_pressure
+from compiler.target import Target
 from compiler.uop import simplify
 
-def packed_matmul_tile(k: LoweredKernel, device, thread: bool = True) -> LoweredKernel | None:
+def packed_matmul_tile(k: LoweredKernel, device: Target, thread: bool = True) -> LoweredKernel | None:
   """The tile and loop order above for a packed product (None for any other kernel, or when the device's vectors
   or registers don't fit the packing); `thread` splits the outer loop across the cores."""
   hint = k.sink.arg
   if not (isinstance(hint, tuple) and hint and hint[0] == "packed_matmul") or k.applied_opts or len(k.global_ranges) != 2: return None
   _, mr, nr, jb = hint
-  lanes = getattr(device, "simd_bytes", 0) // 4
+  lanes = device.simd_bytes // 4
   ri, rj = k.global_ranges
   if lanes < 4 or nr % lanes or ri.src[0].arg % mr or rj.src[0].arg % nr: return None
   k = apply_tile(copy_kernel(k), ri, mr, rj, lanes, nr // lanes)   # ranges: [it, jt]
@@ -44,5 +46,5 @@ def packed_matmul_tile(k: LoweredKernel, device, thread: bool = True) -> Lowered
   if len(k.global_ranges) == 3: k.global_ranges[:2] = k.global_ranges[1::-1]   # [jb, it, jj]
   try: check_pressure(k, device)
   except OptError: return None
-  if thread and getattr(device, "ncores", 1) > 1 and k.global_ranges[0].src[0].arg >= 2: k.threaded = k.global_ranges[0]
+  if thread and device.ncores > 1 and k.global_ranges[0].src[0].arg >= 2: k.threaded = k.global_ranges[0]
   return k

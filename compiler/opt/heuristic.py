@@ -1,0 +1,202 @@
+"""The default opts: pick how a lowered kernel's loops are split, unrolled and vectorized for a target.
+
+`optimize(kernel, target)` applies the hand-written heuristic:
+  - big float32 products come with their operands packed (compiler/pack.py) and get the matching register tile and
+    cache-blocked loop order (compiler/opt/matmul.py);
+  - other matmul-like kernels (a reduction with two output loops, one of them contiguous in some input) get a
+    register tile: UPCAST_I rows unrolled x (VEC_UNROLL x W) columns as W-wide vectors, accumulators in
+    registers, the reduction loop innermost;
+  - reductions over a contiguous axis keep VEC_ACC vector accumulators and sum their lanes at the end;
+  - big kernels split their outermost loop across the CPU cores;
+  - (expressed as Opt sequences, below) more tile rows while the register budget allows (_more_rows), padded
+    convolutions tiled so inner vectors need no bound checks and their row loop peeled (compiler/opt/conv.py),
+    odd sizes cut at the last multiple of the tile (_odd_tile);
+  - GPUs: compiler/opt/gpu.py (and tensor cores, compiler/opt/tc.py).
+`apply_opts` is compiler/opt/apply.py's plus the DEFAULT opt (this heuristic's vectorization), the search space of BEAM
+(compiler/beam.py). `optimize_portable` is the opts of exported C99.
+
+>>> from compiler.lazy import LazyBuffer
+>>> from compiler.schedule import create_schedule
+>>> from compiler.lower import lower
+>>> x = LazyBuffer.empty((1 << 20,), dtypes.float32, "CPU"); x.buffer = object()
+>>> optimize(lower(create_schedule([x.cast(dtypes.int32)])[0].ast), Target("CPU", "c", ncores=2, simd_bytes=32)).threaded is not None
+True
+"""
+from __future__ import annotations
+import os
+from compiler.dtypes import dtypes
+from compiler.lower import LoweredKernel
+from compiler.uop import UOp, Ops
+from compiler.target import Target
+from compiler.opt.base import Opt, OptError, OptKind
+from compiler.opt.apply import (THREAD_MIN_WORK, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
+                                apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
+from compiler.opt.conv import conv_tile, peel_default
+from compiler.opt.matmul import packed_matmul_tile
+from compiler.opt.gpu import optimize_gpu
+
+def _matmul_tile(k: LoweredKernel, wmax: int) -> bool:
+  if len(k.global_ranges) < 2 or not k.reduce_ranges(): return False
+  loads = _loads(k)
+  for rj in reversed(k.global_ranges):
+    n = rj.src[0].arg
+    # the widest vector that divides the row (narrower vectors still beat scalars)
+    w = next((w for w in (wmax, wmax // 2, wmax // 4) if w >= 4 and n % w == 0), None)
+    if w is None: continue
+    uj = VEC_UNROLL if n % (w * VEC_UNROLL) == 0 else 1
+    if n % (w * uj) or not any(_stride(ld.src[1], rj) == 1 for ld in loads): continue
+    # the row loop: one whose contiguous-in-rj load does not move with it (so its loads are shared)
+    for ri in k.global_ranges:
+      if ri is rj or ri.src[0].arg % UPCAST_I: continue
+      if any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads):
+        apply_tile(k, ri, UPCAST_I, rj, w, uj)
+        return True
+  return False
+
+def _reduce_vectors(k: LoweredKernel, wmax: int) -> bool:
+  reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE and all(r.op is Ops.RANGE for r in u.src[1:])]
+  if len(reds) != 1 or not reds[0].dtype.is_float or reds[0].arg not in (Ops.ADD, Ops.MAX): return False
+  red, r = reds[0], reds[0].src[-1]   # the innermost reduce loop
+  n = r.src[0].arg
+  w = next((w for w in (wmax, wmax // 2) if w >= 4 and n % w == 0), None)
+  if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
+  acc = VEC_ACC if n % (w * VEC_ACC) == 0 else 1
+  apply_reduce_vectors(k, red, r, w, acc)
+  return True
+
+def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
+  """An elementwise kernel whose innermost loop is contiguous in its store: w lanes per iteration."""
+  if not k.global_ranges or k.reduce_ranges() or len(k.sink.src) != 1: return False
+  rj = k.global_ranges[-1]
+  if rj.src[0].arg % w or _stride(k.sink.src[0].src[1], rj) != 1: return False
+  apply_tile(k, None, 1, rj, w, 1)
+  return True
+
+def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
+  """The default opts for the target `device` (its cores and vector width; GPUs: compiler/opt/gpu.py)."""
+  if device.gpu: return optimize_gpu(k, device)
+  if os.environ.get("NOOPT", "0") != "1":
+    w = device.lanes
+    if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
+      before = list(k.global_ranges)
+      if (kc := packed_matmul_tile(k, device)) is not None: return kc
+      if (kc := conv_tile(k, w, device)) is not None: k = kc
+      elif _matmul_tile(k, w): k = _more_rows(k, before, device)
+      elif (kc := _odd_tile(k, w, device)) is not None: k = kc
+      else: _reduce_vectors(k, w) or _elementwise_vectors(k, w)
+  ncores = device.ncores
+  if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2 and 0 not in (getattr(k, "depths", None) or []):
+    k.threaded = k.global_ranges[0]
+  if os.environ.get("NOOPT", "0") != "1":
+    k = peel_default(k, device)
+  return k
+
+
+PORTABLE_ACC = (8, 4, 2)   # scalar accumulators per reduction, largest that divides the loop (-O3 packs them into vectors)
+
+
+def optimize_portable(k: LoweredKernel) -> LoweredKernel:
+  """Opts for exported C99 (frontend.export): no vector types and no threads, so the code builds anywhere, and
+  reductions stay loops with at most 8 scalar accumulators (never a fully unrolled body of hundreds of live scalars).
+  A float ADD/MAX reduction over a contiguous range gets interleaved accumulators (independent chains that -O3 packs
+  into vectors, as for a matrix-vector product). Otherwise (a convolution) an output loop is unrolled so that the
+  expensive loads (gated, non-affine) are made once per iteration and shared by several outputs.
+
+  >>> from compiler.lazy import LazyBuffer
+  >>> from compiler.schedule import create_schedule
+  >>> from compiler.lower import lower
+  >>> x = LazyBuffer.empty((4, 64), dtypes.float32, "CPU"); x.buffer = object()
+  >>> optimize_portable(lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast)).applied_opts
+  [('REDUCE_UNROLL', 1, 8)]
+  """
+  if os.environ.get("NOOPT", "0") == "1": return k
+  done: set[UOp] = set()   # ranges of reductions already handled (including the ones opts made)
+  while True:
+    red = next((u for u in k.sink.toposort() if u.op is Ops.REDUCE and len(u.src) > 1 and all(x.op is Ops.RANGE for x in u.src[1:])
+                and not done.intersection(u.src[1:])), None)
+    if red is None: break
+    done.update(red.src[1:])
+    if not red.dtype.is_float or red.arg not in (Ops.ADD, Ops.MAX): continue
+    loads = _loads(k)
+    # innermost contiguous range first
+    rngs = [x for x in reversed(red.src[1:]) if any(_stride(ld.src[1], x) == 1 for ld in loads)]
+    r, acc = next(((x, a) for x in rngs for a in PORTABLE_ACC if x.src[0].arg % a == 0 and x.src[0].arg >= 2 * a), (None, 0))
+    if r is not None: done.add(apply_reduce_unroll(k, red, r, acc))
+  if k.applied_opts or not (rr := k.reduce_ranges()): return k
+  inner = [ld for ld in _loads(k) if any(_stride(ld.src[1], r) != 0 for r in rr)]   # the loads of the reduction's body
+  def cheap(g: UOp) -> bool:   # every load that moves with g is a plain affine one: the costly ones get shared
+    return all(len(ld.src) == 2 and _stride(ld.src[1], g) is not None for ld in inner if _stride(ld.src[1], g) != 0)
+  for g in sorted(reversed(k.global_ranges), key=lambda g: not cheap(g)):
+    u = next((a for a in PORTABLE_ACC if g.src[0].arg % a == 0), None)
+    if u is not None and any(_stride(ld.src[1], g) == 0 for ld in inner) and any(_stride(ld.src[1], g) != 0 for ld in inner):
+      return apply_output_unroll(k, g, u)
+  return k
+
+
+# ***** default opts expressed as Opt sequences *****
+
+MORE_ROWS = (4, 2)   # extra row unroll of the matmul tile, the largest the register budget allows
+
+def _more_rows(k: LoweredKernel, before: list[UOp], device: Target) -> LoweredKernel:
+  """The matmul tile with more rows (UPCAST of its row loop) while the accumulators fit the registers: each B vector
+  loaded in the inner loop then serves more rows, which is what bounds big products (BEAM found 16 rows x 2 vectors
+  on AVX-512 1.4-1.6x faster than 4 x 2 at N=1024/2048; on AVX2 the budget stops at 8 rows)."""
+  tile = k.applied_opts[-1] if k.applied_opts else None
+  if tile is None or tile[0] != "TILE" or tile[1] is None: return k
+  i = next((i for i, r in enumerate(before) if r.arg[0] == tile[1]), None)
+  if i is None or i >= len(k.global_ranges): return k
+  for f in MORE_ROWS:
+    if k.global_ranges[i].src[0].arg % f == 0 and k.global_ranges[i].src[0].arg >= 2 * f:
+      try: return apply_opt(k, Opt("UPCAST", i, f), device)
+      except OptError: continue
+  return k
+
+def _odd_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
+  """Sizes the tiles don't divide (primes, 1000 x 61...): cut the contiguous output loop at its last multiple of the
+  vector tile (PAD) and vectorize the main part, and the same for the rows of a matmul-like kernel when they are not the
+  outermost loop of a threaded kernel (a remainder beside the threaded loop would run on every core)."""
+  if not k.global_ranges: return None
+  loads, reduce = _loads(k), bool(k.reduce_ranges())
+  if not reduce and len(k.sink.src) != 1: return None
+  for j in reversed(range(len(k.global_ranges))):
+    rj = k.global_ranges[j]
+    n = rj.src[0].arg
+    contiguous = any(_stride(ld.src[1], rj) == 1 for ld in loads) if reduce else _stride(k.sink.src[0].src[1], rj) == 1
+    if not contiguous or n < 2 * w or n % w == 0: continue
+    uj = VEC_UNROLL if reduce and n >= 2 * w * VEC_UNROLL else 1
+    opts = [Opt("PAD", j, w * uj), Opt("VECTOR", j, w)] + ([Opt("UPCAST", j, uj)] if uj > 1 else [])
+    if reduce:
+      i = next((i for i, ri in enumerate(k.global_ranges) if i != j and ri.src[0].arg >= UPCAST_I and
+                any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads)), None)
+      if i is not None:
+        ni = k.global_ranges[i].src[0].arg
+        if ni % UPCAST_I == 0: opts.append(Opt("UPCAST", i, UPCAST_I))
+        elif i > 0 or device.ncores == 1: opts += [Opt("PAD", i, UPCAST_I), Opt("UPCAST", i, UPCAST_I)]
+    try: return apply_opts(k, opts, device)
+    except OptError:
+      try: return apply_opts(k, opts[:2], device)
+      except OptError: return None
+  return None
+
+# ***** the DEFAULT opt: this heuristic's vectorization as one step of BEAM's search *****
+
+def apply_default(k: LoweredKernel, target: Target) -> LoweredKernel:
+  """A new kernel: the heuristic's vectorization of the unoptimized kernel `k` (packed matmul tile, conv tile, matmul
+  tile, vector reduction or vector elementwise; no thread split and no extra rows: BEAM reaches those by THREAD/UPCAST).
+  Raises OptError when `k` was optimized already or there is nothing to vectorize."""
+  opt, w_max = Opt(OptKind.DEFAULT), target.lanes
+  k = copy_kernel(k)
+  _check(not k.applied_opts and k.threaded is None, opt, k, "the default heuristic applies only to an unoptimized kernel")
+  _check(w_max > 1 and not target.gpu and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "no float32 vectors on this device/kernel")
+  before = list(k.global_ranges)
+  if (kc := packed_matmul_tile(k, target, thread=False)) is not None: k = kc
+  elif (kc := conv_tile(k, w_max, target)) is not None: k = kc
+  elif not _matmul_tile(k, w_max): _check(_reduce_vectors(k, w_max) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
+  _replace_global(k, before)
+  check_pressure(k, target, opt)
+  return k
+
+def apply_opts(k: LoweredKernel, opts, target: Target) -> LoweredKernel:
+  """`k` with every opt of `opts` applied in order: DEFAULT by apply_default, the others by compiler/opt/apply.py."""
+  for o in opts: k = apply_default(k, target) if o.kind is OptKind.DEFAULT else apply_opt(k, o, target)
+  return k

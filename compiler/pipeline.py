@@ -1,0 +1,142 @@
+"""The one way from a kernel to a binary for a target: `compile_kernel(ast_or_kernel, target, opts=...)`.
+
+Stages, in order: lower (an AST; a LoweredKernel is taken as it is), optimize (the target's default heuristic, an explicit
+list of Opts, or a search such as BEAM that picks the Opts), target rewrites (what the renderer can't say, e.g. float64
+transcendentals in PTX), the registered rewrite hooks (compiler/kernel_api.py register_rewrite), peel (GPUs: reduction
+loops cut at their padding borders), linearize, render, assemble. The engine, BEAM and export all call it, so what BEAM
+times is byte for byte what the engine later runs.
+
+Renderers and assemblers are found in `BACKENDS`, keyed by the target's renderer name: a new code generator (LLVM, AMD)
+is one more entry there, not a new branch in the engine, BEAM or the opts.
+
+>>> from compiler.lazy import LazyBuffer
+>>> from compiler.schedule import create_schedule
+>>> from compiler.dtypes import dtypes
+>>> from compiler.target import Target
+>>> x = LazyBuffer.empty((4, 64), dtypes.float32, "CPU"); x.buffer = object()
+>>> ck = compile_kernel(create_schedule([x.alu(Ops.ADD, x)])[0].ast, Target("CPU", "c", ncores=1, simd_bytes=32), name="add")
+>>> ck.binary[:4], ck.applied_opts
+(b'\\x7fELF', (('TILE', None, 1, 1, 8, 1),))
+"""
+from __future__ import annotations
+import os, sys
+from dataclasses import dataclass
+from typing import Callable, Sequence, Union
+from compiler.lower import LoweredKernel, lower
+from compiler.linearize import linearize
+from compiler.uop import UOp, Ops, ALU
+from compiler.target import Target
+from compiler.opt.base import Opt, copy_kernel
+from compiler.opt.heuristic import optimize, optimize_portable, apply_opts
+from compiler.opt.peel import peel
+from compiler.kernel_api import apply_rewrites
+
+# ***** the registry: how each renderer builds *****
+
+def _render_c(k: LoweredKernel, t: Target, prog: list[UOp]) -> tuple[str, dict]:
+  from compiler.render_c import render_c
+  threads = t.ncores if k.threaded is not None else 1
+  return render_c(k, threads, prog), {"threads": threads}
+
+def _render_c99(k: LoweredKernel, t: Target, prog: list[UOp]) -> tuple[str, dict]:
+  from compiler.render_c import render_c
+  return render_c(k, 1, prog, portable=True), {"threads": 1}
+
+def _render_ptx(k: LoweredKernel, t: Target, prog: list[UOp]) -> tuple[str, dict]:
+  from compiler.render_ptx import render_ptx
+  return render_ptx(k, t.arch, prog, t.buffer_alignment)   # launch: {"global_size": (x,y,z), "local_size": (x,y,z)}
+
+def _assemble_c(src: str, name: str, t: Target) -> bytes:
+  from compiler.assemble.c_compiler import compile_c
+  return compile_c(src, name)
+
+def _assemble_ptx(src: str, name: str, t: Target) -> bytes:
+  from compiler.assemble.ptx_assembler import assemble_ptx
+  return assemble_ptx(src, t.arch)
+
+def _rewrite_float64(sink: UOp) -> UOp:
+  from compiler.transcendental import rewrite_float64   # PTX has no double-precision exp2/log2/sin: spelled out in arithmetic
+  return rewrite_float64(sink)
+
+@dataclass(frozen=True)
+class Backend:
+  """One registry entry: the default opts, the target rewrites, whether reduction loops are peeled after the opts,
+  the renderer (kernel, target, program) -> (source, launch arguments) and the assembler (source, name, target) -> binary."""
+  optimize: Callable[[LoweredKernel, Target], LoweredKernel]
+  render: Callable[[LoweredKernel, Target, list[UOp]], tuple[str, dict]]
+  assemble: Callable[[str, str, Target], bytes]
+  rewrites: tuple[Callable[[UOp], UOp], ...] = ()
+  peel_reductions: bool = False   # GPUs: the output loops are the grid, so only reduction loops are cut
+
+BACKENDS: dict[str, Backend] = {
+  "c": Backend(optimize, _render_c, _assemble_c),
+  "ptx": Backend(optimize, _render_ptx, _assemble_ptx, rewrites=(_rewrite_float64,), peel_reductions=True),
+  "c99": Backend(lambda k, t: optimize_portable(k), _render_c99, _assemble_c),   # exported C (frontend/export.py)
+}
+
+def backend(target: Target) -> Backend:
+  """The registry entry for `target` (a clear error naming the device when there is none)."""
+  if (be := BACKENDS.get(target.renderer)) is None:
+    raise NotImplementedError(f"no renderer {target.renderer!r} for device {target.device} (known: {', '.join(BACKENDS)})")
+  return be
+
+# ***** the pipeline *****
+
+@dataclass(frozen=True)
+class CompiledKernel:
+  """A built kernel: its source, binary and launch arguments, and what the opts did."""
+  name: str
+  src: str
+  binary: bytes
+  launch: dict                    # keyword arguments of every launch (threads on the CPU, grid/block dims on GPUs)
+  global_size: tuple[int, ...]    # the output loops left to the launch
+  ops: int                        # estimated arithmetic operations per launch
+  opts: tuple | None              # the explicit Opts it was built with (None: the default heuristic)
+  applied_opts: tuple             # what was applied, step by step (kernel.applied_opts)
+  buf_dtypes: tuple               # element dtype of each buffer argument, outputs first
+  @property
+  def threads(self) -> int: return self.launch.get("threads", 1)
+
+# a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound)
+Search = Callable[[LoweredKernel, Target], Sequence[Opt]]
+OptsArg = Union[None, Sequence[Opt], Search]
+
+def _debug() -> int:
+  try: return int(os.environ.get("DEBUG", "0"))
+  except ValueError: return 0
+
+def estimate_ops(prog: list[UOp]) -> int:
+  """Arithmetic operations of one launch of the linearized `prog` (vector ops count per lane; integer index math not)."""
+  mult, stack, ops = 1, [], 0
+  for u in prog:
+    if u.op is Ops.RANGE: stack.append(mult); mult *= u.src[0].arg
+    elif u.op is Ops.ENDRANGE: mult = stack.pop()
+    elif u.op in ALU and u.dtype is not None and not (u.dtype.is_int and u.dtype.count == 1 and u.op in (Ops.ADD, Ops.MUL)): ops += mult * (u.dtype.count or 1)
+  return ops
+
+def optimize_kernel(k: LoweredKernel, target: Target, opts: OptsArg = None) -> tuple[LoweredKernel, tuple | None]:
+  """Stage 2 alone: `k` optimized for `target` (a copy), and the explicit opts used (None for the heuristic)."""
+  k = copy_kernel(k)
+  if opts is None: return backend(target).optimize(k, target), None
+  if callable(opts): opts = opts(k, target)
+  opts = tuple(opts)
+  return apply_opts(k, opts, target), opts
+
+def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: OptsArg = None, *, name: str = "kernel",
+                   assemble: bool = True) -> CompiledKernel:
+  """Build a kernel for `target`. `opts`: None for the target's default opts, a sequence of Opts (compiler/opt/apply.py,
+  DEFAULT included), or a search `(kernel, target) -> opts` (BEAM). `name` names a kernel lowered from an AST.
+  `assemble=False` stops after rendering (binary b""). Raises OptError for an illegal opt, NotImplementedError for a
+  target no registry entry builds, and the assembler's error (CompileError...) for a kernel it rejects."""
+  be = backend(target)
+  k = lower(ast_or_kernel, name) if isinstance(ast_or_kernel, UOp) else ast_or_kernel
+  k, used = optimize_kernel(k, target, opts)
+  for rw in be.rewrites: k.sink = rw(k.sink)
+  k = apply_rewrites(k, target.renderer)   # the documented pre-render hook (compiler/kernel_api.py register_rewrite)
+  if be.peel_reductions and os.environ.get("NOOPT", "0") != "1": k = peel(k, output_loops=False)
+  prog = linearize(k)
+  src, launch = be.render(k, target, prog)
+  if _debug() >= 4: print(src, file=sys.stderr)
+  binary = be.assemble(src, k.name, target) if assemble else b""
+  return CompiledKernel(k.name, src, binary, launch, tuple(r.src[0].arg for r in k.global_ranges), estimate_ops(prog), used,
+                        tuple(k.applied_opts), tuple(k.buf_dtypes))

@@ -1,0 +1,56 @@
+"""What the compiler knows about the device it compiles for: one frozen `Target` value.
+
+A device reports its facts as a plain dict (its `target` property: hcqrt never imports the compiler), the frontend turns
+that into a Target (`Target.from_report`), and every compiler stage reads the Target and nothing else: the opts (vector
+width, register budget, cores), the renderers (arch, buffer alignment) and the pipeline's registry of renderers and
+assemblers (compiler/pipeline.py, keyed by `renderer`). A Target is hashable and picklable, so it keys caches and travels
+to BEAM's worker processes.
+
+>>> t = Target.from_report({"device": "CPU", "renderer": "c", "arch": "native", "ncores": 2, "simd_bytes": 32})
+>>> t.lanes, t.vector_registers, t.gpu
+(8, 16, False)
+"""
+from __future__ import annotations
+from dataclasses import dataclass, fields, replace
+
+@dataclass(frozen=True)
+class Target:
+  """A compile target. `gpu`: output loops are the launch grid (one thread per output), not loops; `simd_bytes`: the
+  widest vector registers kernels may use (0: no vector opts); `vector_registers`: how many of them (the register budget
+  of compiler/opt/pressure.py; 0 derives it from simd_bytes); `buffer_alignment`: every buffer starts on this boundary
+  (the PTX renderer proves vector accesses with it)."""
+  device: str                  # the device name the kernels run on ("CPU", "NV", "PTXEMU")
+  renderer: str                # which renderer/assembler pair builds them (compiler/pipeline.py registry key)
+  arch: str = ""               # CPU: the ISA the C compiler targets ("native", "x86-64-v3"...); NV: "sm_90"
+  ncores: int = 1              # cores a CPU kernel may split its outer loop across
+  simd_bytes: int = 0
+  vector_registers: int = 0
+  buffer_alignment: int = 16
+  shared_memory: int = 0       # bytes of shared memory per block (GPUs)
+  warp_size: int = 1
+  gpu: bool = False
+
+  def __post_init__(self):
+    if self.vector_registers == 0 and self.simd_bytes:   # x86-64: 32 registers with AVX-512 (zmm0-31), else 16
+      object.__setattr__(self, "vector_registers", 32 if self.simd_bytes >= 64 else 16)
+
+  @property
+  def lanes(self) -> int:
+    """float32 lanes of the target's vectors (1: no vectors)."""
+    return max(1, self.simd_bytes // 4)
+
+  @staticmethod
+  def from_report(report: dict) -> "Target":
+    """The Target of a device's `target` report (a dict of Target fields); unknown keys are an error, not ignored."""
+    known = {f.name for f in fields(Target)}
+    if (bad := set(report) - known): raise ValueError(f"Target: unknown field(s) {sorted(bad)} in device report {report!r}")
+    return Target(**report)
+
+  def replace(self, **kw) -> "Target":
+    """A copy with some fields changed (e.g. a test's AVX2 target on an AVX-512 host); a new vector width re-derives
+    the register count unless that is given too."""
+    if "simd_bytes" in kw and "vector_registers" not in kw: kw["vector_registers"] = 0
+    return replace(self, **kw)
+
+# the target of code that must build anywhere (frontend/export.py): plain C99, no vectors, no threads, not compiled here
+PORTABLE_C = Target("portable", "c99")

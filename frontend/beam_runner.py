@@ -1,0 +1,45 @@
+"""BEAM on a device: the runner that times built candidates on real buffers, and the search the engine hands to the
+compile pipeline (compiler/beam.py searches; this module is the part that touches the device).
+
+>>> import inspect; list(inspect.signature(beam_search_for).parameters)
+['si', 'device', 'width']
+"""
+from __future__ import annotations
+import sys
+from typing import Any, Callable
+import numpy as np
+from compiler import beam
+from compiler.lower import LoweredKernel
+from compiler.schedule import ScheduleItem
+from compiler.target import Target
+from hcqrt.device import debug_level
+
+def beam_runner(si: ScheduleItem, dev: Any) -> Callable[[beam.Built], tuple[float, list]]:
+  """BEAM's callback: run a built candidate on random buffers shaped like si's (the same data for every candidate);
+  returns (seconds, [output array]). Outputs are filled with NaN bytes before each run, so an unwritten element shows."""
+  from frontend.engine import Buffer   # (the engine imports this module)
+  rng = np.random.default_rng(0)
+  lbs = [si.outputs[0], *si.inputs]
+  npdt = lambda dt: np.dtype(dt.fmt) if dt.fmt else np.dtype(np.uint16)
+  bufs = [Buffer(si.outputs[0].device, max(1, lb.size * lb.dtype.itemsize, (si.alloc_nbytes or 0) if i == 0 else 0)) for i, lb in enumerate(lbs)]
+  for b, lb in zip(bufs[1:], lbs[1:]):
+    d = npdt(lb.dtype)
+    x = rng.standard_normal(lb.size) if d.kind == "f" else rng.integers(-3, 4, lb.size) if d.kind in "iu" else rng.integers(0, 2, lb.size)
+    x = x.astype(d) if d.kind != "u" else np.abs(x).astype(d)
+    if x.nbytes: dev.allocator.copyin(b.raw, memoryview(x.reshape(-1).view(np.uint8)))
+  out_dt, garbage = npdt(lbs[0].dtype), np.full(bufs[0].nbytes, 0xFF, np.uint8)
+  progs: dict[int, object] = {}
+  def run(built: beam.Built) -> tuple[float, list]:
+    if (prog := progs.get(id(built))) is None: prog = progs[id(built)] = dev.program(built.name, built.binary)
+    dev.allocator.copyin(bufs[0].raw, memoryview(garbage))
+    et = prog(*[b.raw for b in bufs], **built.launch, wait=True) or 0.0
+    out = np.empty(lbs[0].size, out_dt)
+    if out.nbytes: dev.allocator.copyout(memoryview(out.view(np.uint8)), bufs[0].raw)
+    return et, [out]
+  return run
+
+def beam_search_for(si: ScheduleItem, device: Any, width: int) -> Callable[[LoweredKernel, Target], tuple]:
+  """The search compile_kernel runs as its optimize stage under BEAM=width: beam_search timing candidates on `device`."""
+  def search(k: LoweredKernel, target: Target) -> tuple:
+    return beam.beam_search(k, target, beam_runner(si, device), width, progress=sys.stderr.isatty() or debug_level() >= 1)
+  return search

@@ -1,0 +1,31 @@
+"""Opening devices for the frontend, and the compile Target each one reports.
+
+`open_device(name)` is hcqrt's Device[name] plus what the frontend sets up on first use (the CPU's native thread-pool
+runner); `target_of(name)` is the compiler's view of the device (compiler/target.py), built from the device's own
+`target` report, so the compiler never asks a device object anything.
+
+>>> target_of("CPU").renderer, target_of("CPU").ncores >= 1
+('c', True)
+"""
+from __future__ import annotations
+from typing import Any
+from compiler.target import Target
+from hcqrt.device import Device
+
+_prepared: set[str] = set()
+def open_device(name: str) -> Any:
+  """The opened device `name`; the first use of the CPU installs its native thread-pool runner."""
+  dev = Device[name]
+  if name not in _prepared:
+    _prepared.add(name)
+    if dev.name == "CPU":
+      from hcqrt.cpu.device import RUNNER_C, install_runner
+      from compiler.assemble.c_compiler import compile_c
+      install_runner(compile_c(RUNNER_C, "hcqrt_runner"))
+  return dev
+
+_targets: dict[str, Target] = {}
+def target_of(name: str) -> Target:
+  """The compile Target of device `name` (from its `target` report; cached per device name)."""
+  if (t := _targets.get(name)) is None: t = _targets[name] = Target.from_report(open_device(name).target)
+  return t
