@@ -1,0 +1,239 @@
+"""Hand-written LLVM IR test kernels for the RDNA3 emulator, and an in-process llvmlite -> gfx1100 compile."""
+from __future__ import annotations
+import io
+import struct
+from functools import lru_cache
+
+DECL = """
+declare i32 @llvm.amdgcn.workgroup.id.x()
+declare i32 @llvm.amdgcn.workgroup.id.y()
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.workitem.id.y()
+declare void @llvm.amdgcn.s.barrier()
+declare float @llvm.fma.f32(float, float, float)
+declare float @llvm.exp2.f32(float)
+declare float @llvm.log2.f32(float)
+declare float @llvm.sqrt.f32(float)
+declare float @llvm.fabs.f32(float)
+declare float @llvm.amdgcn.rsq.f32(float)
+declare float @llvm.maxnum.f32(float, float)
+"""
+def gid(n=64): return f"""
+  %wg = call i32 @llvm.amdgcn.workgroup.id.x()
+  %lid = call i32 @llvm.amdgcn.workitem.id.x()
+  %base = mul i32 %wg, {n}
+  %i = add i32 %base, %lid
+"""
+KERNELS = {
+"add_f32": f"""define amdgpu_kernel void @add_f32(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %b) {{
+{gid()}
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %i
+  %pb = getelementptr float, ptr addrspace(1) %b, i32 %i
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  %x = load float, ptr addrspace(1) %pa
+  %y = load float, ptr addrspace(1) %pb
+  %z = fadd float %x, %y
+  store float %z, ptr addrspace(1) %po
+  ret void
+}}""",
+"mul_i32": f"""define amdgpu_kernel void @mul_i32(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %b) {{
+{gid()}
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %i
+  %pb = getelementptr i32, ptr addrspace(1) %b, i32 %i
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  %x = load i32, ptr addrspace(1) %pa
+  %y = load i32, ptr addrspace(1) %pb
+  %z = mul i32 %x, %y
+  %w = sub i32 %z, %x
+  %s = ashr i32 %w, 3
+  %v = xor i32 %s, %y
+  store i32 %v, ptr addrspace(1) %po
+  ret void
+}}""",
+"ids2d": """define amdgpu_kernel void @ids2d(ptr addrspace(1) noalias %out, i32 %W) {
+  %gx = call i32 @llvm.amdgcn.workgroup.id.x()
+  %gy = call i32 @llvm.amdgcn.workgroup.id.y()
+  %tx = call i32 @llvm.amdgcn.workitem.id.x()
+  %ty = call i32 @llvm.amdgcn.workitem.id.y()
+  %bx = mul i32 %gx, 8
+  %x = add i32 %bx, %tx
+  %by = mul i32 %gy, 4
+  %y = add i32 %by, %ty
+  %row = mul i32 %y, %W
+  %idx = add i32 %row, %x
+  %v1 = mul i32 %x, 1000
+  %v = add i32 %v1, %y
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 %idx
+  store i32 %v, ptr addrspace(1) %p
+  ret void
+}""",
+"reduce_lds": """@lds = internal addrspace(3) global [64 x float] undef, align 4
+define amdgpu_kernel void @reduce_lds(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a) {
+entry:
+  %wg = call i32 @llvm.amdgcn.workgroup.id.x()
+  %lid = call i32 @llvm.amdgcn.workitem.id.x()
+  %base = mul i32 %wg, 64
+  %i = add i32 %base, %lid
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %i
+  %x = load float, ptr addrspace(1) %pa
+  %pl = getelementptr [64 x float], ptr addrspace(3) @lds, i32 0, i32 %lid
+  store float %x, ptr addrspace(3) %pl
+  call void @llvm.amdgcn.s.barrier()
+  br label %loop
+loop:
+  %s = phi i32 [32, %entry], [%s2, %next]
+  %c = icmp ult i32 %lid, %s
+  br i1 %c, label %body, label %next
+body:
+  %j = add i32 %lid, %s
+  %pj = getelementptr [64 x float], ptr addrspace(3) @lds, i32 0, i32 %j
+  %y = load float, ptr addrspace(3) %pj
+  %me = load float, ptr addrspace(3) %pl
+  %sum = fadd float %me, %y
+  store float %sum, ptr addrspace(3) %pl
+  br label %next
+next:
+  call void @llvm.amdgcn.s.barrier()
+  %s2 = lshr i32 %s, 1
+  %done = icmp eq i32 %s2, 0
+  br i1 %done, label %exit, label %loop
+exit:
+  %z = icmp eq i32 %lid, 0
+  br i1 %z, label %wr, label %end
+wr:
+  %r = load float, ptr addrspace(3) @lds
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %wg
+  store float %r, ptr addrspace(1) %po
+  br label %end
+end:
+  ret void
+}""",
+"diverge": f"""define amdgpu_kernel void @diverge(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %b) {{
+entry:
+{gid()}
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %i
+  %x = load float, ptr addrspace(1) %pa
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  %c = fcmp ogt float %x, 0.0
+  br i1 %c, label %then, label %else
+then:
+  %pb = getelementptr float, ptr addrspace(1) %b, i32 %i
+  %y = load float, ptr addrspace(1) %pb
+  %t = fmul float %x, %y
+  store float %t, ptr addrspace(1) %po
+  br label %end
+else:
+  %odd = and i32 %i, 1
+  %isodd = icmp eq i32 %odd, 1
+  %e1 = fsub float 0.0, %x
+  %e2 = fadd float %x, 3.5
+  %e = select i1 %isodd, float %e1, float %e2
+  store float %e, ptr addrspace(1) %po
+  br label %end
+end:
+  ret void
+}}""",
+"loop": f"""define amdgpu_kernel void @loop(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, i32 %n) {{
+entry:
+{gid()}
+  %start = mul i32 %i, %n
+  br label %l
+l:
+  %k = phi i32 [0, %entry], [%k2, %l]
+  %acc = phi float [0.0, %entry], [%acc2, %l]
+  %idx = add i32 %start, %k
+  %p = getelementptr float, ptr addrspace(1) %a, i32 %idx
+  %v = load float, ptr addrspace(1) %p
+  %m = call float @llvm.maxnum.f32(float %v, float 0.0)
+  %acc2 = fadd float %acc, %m
+  %k2 = add i32 %k, 1
+  %c = icmp slt i32 %k2, %n
+  br i1 %c, label %l, label %done
+done:
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  store float %acc2, ptr addrspace(1) %po
+  ret void
+}}""",
+"math": f"""define amdgpu_kernel void @math(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %b) {{
+{gid()}
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %i
+  %pb = getelementptr float, ptr addrspace(1) %b, i32 %i
+  %x = load float, ptr addrspace(1) %pa
+  %y = load float, ptr addrspace(1) %pb
+  %f = call float @llvm.fma.f32(float %x, float %y, float 1.0)
+  %e = call float @llvm.exp2.f32(float %y)
+  %ax = call float @llvm.fabs.f32(float %x)
+  %s = call float @llvm.sqrt.f32(float %ax)
+  %r = call float @llvm.amdgcn.rsq.f32(float %ax)
+  %d = fdiv float %x, %y
+  %l = call float @llvm.log2.f32(float %ax)
+  %o0 = getelementptr float, ptr addrspace(1) %out, i32 %i
+  %i1 = add i32 %i, 256
+  %o1 = getelementptr float, ptr addrspace(1) %out, i32 %i1
+  %i2 = add i32 %i, 512
+  %o2 = getelementptr float, ptr addrspace(1) %out, i32 %i2
+  %i3 = add i32 %i, 768
+  %o3 = getelementptr float, ptr addrspace(1) %out, i32 %i3
+  %i4 = add i32 %i, 1024
+  %o4 = getelementptr float, ptr addrspace(1) %out, i32 %i4
+  %i5 = add i32 %i, 1280
+  %o5 = getelementptr float, ptr addrspace(1) %out, i32 %i5
+  store float %f, ptr addrspace(1) %o0
+  store float %e, ptr addrspace(1) %o1
+  store float %s, ptr addrspace(1) %o2
+  store float %r, ptr addrspace(1) %o3
+  store float %d, ptr addrspace(1) %o4
+  store float %l, ptr addrspace(1) %o5
+  ret void
+}}""",
+"half_i64": f"""define amdgpu_kernel void @half_i64(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %b, i64 %off) {{
+{gid()}
+  %i64 = zext i32 %i to i64
+  %j = add i64 %i64, %off
+  %pa = getelementptr half, ptr addrspace(1) %a, i64 %j
+  %pb = getelementptr half, ptr addrspace(1) %b, i64 %i64
+  %x = load half, ptr addrspace(1) %pa
+  %y = load half, ptr addrspace(1) %pb
+  %xf = fpext half %x to float
+  %yf = fpext half %y to float
+  %m = fmul float %xf, %yf
+  %h = fptrunc float %m to half
+  %h2 = fadd half %h, %y
+  %po = getelementptr half, ptr addrspace(1) %out, i64 %i64
+  store half %h2, ptr addrspace(1) %po
+  ret void
+}}""",
+}
+
+KERNELS["add_1m"] = KERNELS["add_f32"].replace("@add_f32", "@add_1m").replace("mul i32 %wg, 64", "mul i32 %wg, 256")
+
+def have_llvmlite() -> bool:
+  try:
+    import llvmlite.binding  # noqa: F401
+    return True
+  except ImportError: return False
+
+@lru_cache(maxsize=None)
+def compile_ir(src: str, cpu: str = "gfx1100", features: str = "-real-true16") -> bytes:
+  """LLVM IR text -> relocatable amdgcn ELF object, in-process (O3 pipeline first, as the issue requires)."""
+  import llvmlite.binding as llvm
+  llvm.initialize_all_targets(); llvm.initialize_all_asmprinters()
+  tm = llvm.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu=cpu, features=features, opt=3)
+  mod = llvm.parse_assembly(src + DECL); mod.verify()
+  pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+  pb.getModulePassManager().run(mod, pb)
+  return tm.emit_object(mod)
+
+def read_object(obj: bytes, name: str) -> tuple[bytes, int, int, bytes]:
+  """-> (.text bytes, kernel entry offset in .text, kernel size, 64-byte descriptor with entry offset unresolved)."""
+  from elftools.elf.elffile import ELFFile
+  elf = ELFFile(io.BytesIO(obj))
+  syms = {s.name: s for s in elf.get_section_by_name(".symtab").iter_symbols()}
+  text = elf.get_section_by_name(".text").data()
+  kd_sym = syms[name + ".kd"]; rodata = elf.get_section(kd_sym["st_shndx"])
+  kd = rodata.data()[kd_sym["st_value"]:kd_sym["st_value"] + 64]
+  # the one relocation: R_AMDGPU_REL64 (type 5) at kd+16 = kernel - kd; we pass the entry offset directly instead
+  relocs = [r for s in elf.iter_sections() if s.name == ".rela" + rodata.name for r in s.iter_relocations()]
+  assert [(r["r_offset"] - kd_sym["st_value"], r["r_info_type"]) for r in relocs] == [(16, 5)], relocs
+  assert struct.unpack_from("<q", kd, 16)[0] == 0
+  return text, syms[name]["st_value"], syms[name]["st_size"], kd
