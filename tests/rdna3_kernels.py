@@ -2,7 +2,7 @@
 from __future__ import annotations
 import io
 import struct
-from functools import lru_cache
+from functools import lru_cache, cache
 
 DECL = """
 declare i32 @llvm.amdgcn.workgroup.id.x()
@@ -209,11 +209,11 @@ KERNELS["add_1m"] = KERNELS["add_f32"].replace("@add_f32", "@add_1m").replace("m
 
 def have_llvmlite() -> bool:
   try:
-    import llvmlite.binding  # noqa: F401
+    import llvmlite.binding
     return True
   except ImportError: return False
 
-@lru_cache(maxsize=None)
+@cache
 def compile_ir(src: str, cpu: str = "gfx1100", features: str = "-real-true16") -> bytes:
   """LLVM IR text -> relocatable amdgcn ELF object, in-process (O3 pipeline first, as the issue requires)."""
   import llvmlite.binding as llvm

@@ -101,7 +101,7 @@ def test_half_and_int64_offset():
 @needs_llvmlite
 def test_waves_batched_like_one():
   """Splitting the grid into several wave batches gives the same answer as one batch."""
-  rng = np.random.default_rng(7); n = 64 * 12; a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+  rng = np.random.default_rng(7); n = 64 * 12; a = rng.standard_normal(n, np.float32)
   o1, o2 = np.zeros(n, np.float32), np.zeros(n, np.float32)
   Dev().run("reduce_lds", [o1[:12], a], (12,), (64,)); Dev().run("reduce_lds", [o2[:12], a], (12,), (64,), max_waves=2)
   np.testing.assert_array_equal(o1, o2)

@@ -9,5 +9,15 @@ from hcqrt.mock.amd.rdna3.executor import EmulatorError
 from hcqrt.mock.amd.rdna3.memory import FlatMemory, MemoryFault
 from hcqrt.mock.amd.rdna3.launch import launch, KernelDescriptor, LaunchStats
 
-__all__ = ["decode", "decode_one", "Inst", "DecodeError", "EmulatorError", "FlatMemory", "MemoryFault", "launch", "KernelDescriptor",
-           "LaunchStats"]
+__all__ = [
+           "DecodeError",
+           "EmulatorError",
+           "FlatMemory",
+           "Inst",
+           "KernelDescriptor",
+           "LaunchStats",
+           "MemoryFault",
+           "decode",
+           "decode_one",
+           "launch",
+]

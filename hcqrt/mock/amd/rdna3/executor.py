@@ -102,7 +102,7 @@ class Waves:
     b = self.sread(i.f["ssrc1"], sel, i, "u32" if n in ("s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfe_u64", "s_bfe_i64") else t)
     a, b = np.asarray(a), np.asarray(b)
     scc, U, one = None, np.uint32, np.uint32(1)
-    sx = lambda x: x.astype(np.uint32).view(np.int32).astype(np.int64)  # noqa: E731
+    sx = lambda x: x.astype(np.uint32).view(np.int32).astype(np.int64)
     if n == "s_add_u32": r = a.astype(np.uint64) + b; scc = r >> np.uint64(32)
     elif n == "s_sub_u32": r = a.astype(np.int64) - b; scc = r < 0
     elif n == "s_addc_u32": r = a.astype(np.uint64) + b + self.scc[sel]; scc = r >> np.uint64(32)
@@ -221,7 +221,7 @@ class Waves:
 
   def _smem(self, i: Inst, sel):
     n = i.name
-    if n == "s_dcache_inv": return None
+    if n == "s_dcache_inv": return
     if not n.startswith("s_load_b"): raise EmulatorError("SMEM op not implemented")
     nd = int(n[8:]) // 32
     addr = self.sread(i.f["sbase"], sel, i, "u64") + np.uint64(i.f["offset"] & (2**64 - 1))
@@ -256,6 +256,7 @@ class Waves:
       old = self.v[d, sel]; h = val.view(np.uint16).astype(np.uint32)
       new = (old & np.uint32(0xFFFF)) | (h << np.uint32(16)) if hi else (old & np.uint32(0xFFFF0000)) | h
       self.v[d, sel] = np.where(ex, new, old)
+    elif ex.all(): self.v[d, sel] = val.view(np.uint32)
     else: self.v[d, sel] = np.where(ex, val.view(np.uint32), self.v[d, sel])
 
   def mask(self, code: int, sel, i: Inst) -> np.ndarray:
@@ -399,7 +400,7 @@ class Waves:
   # ---- LDS
   def _ds(self, i: Inst, sel):
     n, f = i.name, i.f; ex = self.exec_mask(sel)
-    if n == "ds_nop": return None
+    if n == "ds_nop": return
     lanes = np.nonzero(ex)
     base = self.v[f["addr"], sel][lanes].astype(np.int64)
     wg = np.broadcast_to(self.wg[sel][:, None], ex.shape)[lanes]
@@ -418,23 +419,23 @@ class Waves:
     sizes = {"b32": 4, "b64": 8, "b96": 12, "b128": 16}
     if n.startswith("ds_store_2addr"):
       sz = sizes[n.split("_")[-1]]; st = sz * (64 if "stride64" in n else 1)
-      wr(base + f["offset0"] * st, dat(f["data0"], sz // 4)); wr(base + f["offset1"] * st, dat(f["data1"], sz // 4)); return None
+      wr(base + f["offset0"] * st, dat(f["data0"], sz // 4)); wr(base + f["offset1"] * st, dat(f["data1"], sz // 4)); return
     if n.startswith("ds_load_2addr"):
       sz = sizes[n.split("_")[-1]]; st = sz * (64 if "stride64" in n else 1)
       a, b = rd(base + f["offset0"] * st, sz), rd(base + f["offset1"] * st, sz)
-      put(f["vdst"], np.concatenate([a, b], 1).view(np.uint32)); return None
-    if n in ("ds_store_b32", "ds_store_b64", "ds_store_b96", "ds_store_b128"): wr(base + off, dat(f["data0"], sizes[n[9:]] // 4)); return None
-    if n in ("ds_load_b32", "ds_load_b64", "ds_load_b96", "ds_load_b128"): put(f["vdst"], rd(base + off, sizes[n[8:]]).view(np.uint32)); return None
+      put(f["vdst"], np.concatenate([a, b], 1).view(np.uint32)); return
+    if n in ("ds_store_b32", "ds_store_b64", "ds_store_b96", "ds_store_b128"): wr(base + off, dat(f["data0"], sizes[n[9:]] // 4)); return
+    if n in ("ds_load_b32", "ds_load_b64", "ds_load_b96", "ds_load_b128"): put(f["vdst"], rd(base + off, sizes[n[8:]]).view(np.uint32)); return
     if n in ("ds_store_b8", "ds_store_b16", "ds_store_b8_d16_hi", "ds_store_b16_d16_hi"):
       nb = 1 if "b8" in n else 2; d = dat(f["data0"], 1)
-      wr(base + off, d[:, 2:2 + nb] if n.endswith("d16_hi") else d[:, :nb]); return None
+      wr(base + off, d[:, 2:2 + nb] if n.endswith("d16_hi") else d[:, :nb]); return
     if n in ("ds_load_u8", "ds_load_i8", "ds_load_u16", "ds_load_i16"):
       nb = 1 if n[-1] == "8" else 2; raw = rd(base + off, nb).copy().view(np.uint8 if nb == 1 else np.uint16)[:, 0]
       v = raw.view(np.int8 if nb == 1 else np.int16).astype(np.int32).view(np.uint32) if n[8] == "i" else raw.astype(np.uint32)
-      put(f["vdst"], v[:, None]); return None
+      put(f["vdst"], v[:, None]); return
     if n == "ds_bpermute_b32":
       src = self.v[f["data0"], sel]; idx = ((self.v[f["addr"], sel].astype(np.int64) + off) // 4) & 31
-      r = np.take_along_axis(src, idx, 1); self.vwrite(f["vdst"], sel, r, "u32", ex); return None
+      r = np.take_along_axis(src, idx, 1); self.vwrite(f["vdst"], sel, r, "u32", ex); return
     atom = {"add_u32": (np.add, np.uint32), "sub_u32": (np.subtract, np.uint32), "min_i32": (np.minimum, np.int32),
             "max_i32": (np.maximum, np.int32), "min_u32": (np.minimum, np.uint32), "max_u32": (np.maximum, np.uint32),
             "and_b32": (np.bitwise_and, np.uint32), "or_b32": (np.bitwise_or, np.uint32), "xor_b32": (np.bitwise_xor, np.uint32),
@@ -447,22 +448,25 @@ class Waves:
       old = view[wg, addr // 4].copy()
       fn.at(view, (wg, addr // 4), val)   # .at applies duplicates one after another, like the serialised LDS atomic
       if "_rtn" in n: put(f["vdst"], old.view(np.uint32)[:, None])
-      return None
+      return
     raise EmulatorError("DS op not implemented")
 
   # ---- global / flat memory
+  def _put(self, reg: int, sel, lanes, words: np.ndarray) -> None:
+    for k in range(words.shape[1]):
+      col = self.v[reg + k, sel]; col[lanes] = words[:, k].reshape(col[lanes].shape); self.v[reg + k, sel] = col
+
   def _global(self, i: Inst, sel):
-    n, f = i.name, i.f; ex = self.exec_mask(sel); lanes = np.nonzero(ex)
+    n, f = i.name, i.f; ex = self.exec_mask(sel)
+    lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
     if f["saddr"] != NULL and i.enc == "GLOBAL":
       sb = np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i, "u64")), (self.nw(sel),))
       addr = sb[:, None] + self.v[f["addr"], sel].astype(np.uint64)
     else: addr = self.v[f["addr"], sel].astype(np.uint64) | (self.v[f["addr"] + 1, sel].astype(np.uint64) << np.uint64(32))
-    addr = (addr[lanes].astype(np.int64) + f["offset"]).astype(np.uint64)
+    addr = addr[lanes].reshape(-1) + np.uint64(f["offset"] & (2**64 - 1))   # wraps mod 2**64 like the hardware adder
     op = n.split("_", 1)[1]
-    def put(reg, words):
-      for k in range(words.shape[1]):
-        col = self.v[reg + k, sel]; col[lanes] = words[:, k]; self.v[reg + k, sel] = col
-    def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes] for k in range(nd)], 1)
+    def put(reg, words): self._put(reg, sel, lanes, words)
+    def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes].reshape(-1) for k in range(nd)], 1)
     wide = {"b32": 1, "b64": 2, "b96": 3, "b128": 4}
     if op.startswith("load_b"): put(f["vdst"], self.mem.read(addr, 4 * wide[op[5:]], n).view(np.uint32)); return None
     if op.startswith("store_b"):
@@ -478,7 +482,7 @@ class Waves:
       hi = "_hi_" in op; nb = 2 if op.endswith("b16") else 1
       raw = self.mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
       v = raw.view(np.int8).astype(np.int16).view(np.uint16) if op.endswith("i8") else raw.astype(np.uint16)
-      old = self.v[f["vdst"], sel][lanes]
+      old = self.v[f["vdst"], sel][lanes].reshape(-1)
       new = (old & np.uint32(0xFFFF)) | (v.astype(np.uint32) << np.uint32(16)) if hi else (old & np.uint32(0xFFFF0000)) | v
       put(f["vdst"], new[:, None]); return None
     if op in ("store_d16_hi_b8", "store_d16_hi_b16"):
@@ -507,7 +511,7 @@ class Waves:
 def _div_scale(s0, s1, s2):
   """v_div_scale: pre-scale numerator/denominator so the Newton-Raphson steps of a division cannot under/overflow."""
   dt = s0.dtype; f64 = dt == np.float64
-  ebits, bias, mant = (11, 1023, 52) if f64 else (8, 127, 23)
+  ebits, mant = (11, 52) if f64 else (8, 23)
   udt = np.uint64 if f64 else np.uint32
   def exp(x): return ((x.view(udt) >> udt(mant)) & udt((1 << ebits) - 1)).astype(np.int64)
   s0, s1, s2 = np.broadcast_arrays(s0, s1, s2)

@@ -23,7 +23,7 @@ class KernelDescriptor:
   kernarg_preload: int
 
   @classmethod
-  def from_bytes(cls, b: bytes) -> "KernelDescriptor":
+  def from_bytes(cls, b: bytes) -> KernelDescriptor:
     if len(b) != 64: raise ValueError(f"kernel descriptor must be 64 bytes, got {len(b)}")
     g, p, k = struct.unpack_from("<III", b, 0); (e,) = struct.unpack_from("<q", b, 16)
     r3, r1, r2 = struct.unpack_from("<III", b, 44); props, preload = struct.unpack_from("<HH", b, 56)

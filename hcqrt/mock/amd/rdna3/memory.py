@@ -29,14 +29,16 @@ class FlatMemory:
   def _locate(self, addrs: np.ndarray, nbytes: int, what: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Split addresses by mapping: [(mask, buffer, offsets)]; every byte must be mapped."""
     addrs = addrs.astype(np.uint64, copy=False)
+    if len(addrs) == 0: return []
     bases = np.array(self.bases, np.uint64)
-    idx = np.searchsorted(bases, addrs, side="right").astype(np.int64) - 1
-    ok = idx >= 0
-    ends = np.array([b + len(m) for b, m in zip(self.bases, self.bufs)], np.uint64)
-    ok[ok] &= addrs[ok] + np.uint64(nbytes) <= ends[idx[ok]]
+    ends = np.array([b + len(m) for b, m in zip(self.bases, self.bufs)] + [0], np.uint64)
+    idx = np.searchsorted(bases, addrs, side="right").astype(np.int64) - 1   # -1 (unmapped) picks the 0 end below
+    ok = addrs + np.uint64(nbytes) <= ends[idx]
     if not ok.all():
       bad = int(addrs[~ok][0])
       raise MemoryFault(f"{what}: {nbytes}-byte access at 0x{bad:x} is outside every mapped buffer")
+    lo, hi = int(idx.min()), int(idx.max())
+    if lo == hi: return [(slice(None), self.bufs[lo], addrs - np.uint64(self.bases[lo]))]   # the usual case: one buffer
     out = []
     for r in np.unique(idx):
       m = idx == r
