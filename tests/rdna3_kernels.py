@@ -1,8 +1,9 @@
 """Hand-written LLVM IR test kernels for the RDNA3 emulator, and an in-process llvmlite -> gfx1100 compile."""
 from __future__ import annotations
+import importlib.util
 import io
 import struct
-from functools import lru_cache, cache
+from functools import cache
 
 DECL = """
 declare i32 @llvm.amdgcn.workgroup.id.x()
@@ -208,10 +209,7 @@ done:
 KERNELS["add_1m"] = KERNELS["add_f32"].replace("@add_f32", "@add_1m").replace("mul i32 %wg, 64", "mul i32 %wg, 256")
 
 def have_llvmlite() -> bool:
-  try:
-    import llvmlite.binding
-    return True
-  except ImportError: return False
+  return importlib.util.find_spec("llvmlite") is not None
 
 @cache
 def compile_ir(src: str, cpu: str = "gfx1100", features: str = "-real-true16") -> bytes:

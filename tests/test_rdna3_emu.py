@@ -7,6 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 from hcqrt.mock.amd.rdna3 import decode, launch, FlatMemory, KernelDescriptor, DecodeError, EmulatorError, MemoryFault
+from hcqrt.mock.amd.rdna3.disasm import operands
 from tests.rdna3_kernels import KERNELS, compile_ir, read_object, have_llvmlite
 
 needs_llvmlite = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
@@ -143,9 +144,10 @@ def test_decoder_matches_llvm_objdump(tmp_path):
   total = 0
   for name in KERNELS:
     obj = compile_ir(KERNELS[name]); text, entry, size, _ = read_object(obj, name)
-    mine = [(i.addr, i.name) for i in decode(text, entry, entry + size)]
-    ref = [(a, m) for a, m, _ in _objdump(obj, tmp_path)]
-    assert mine == ref, f"{name}: decoder disagrees with llvm-objdump"
+    insts, ref = decode(text, entry, entry + size), _objdump(obj, tmp_path)
+    assert [(i.addr, i.name) for i in insts] == [(a, m) for a, m, _ in ref], f"{name}: mnemonics disagree with llvm-objdump"
+    for i, (_, m, ops) in zip(insts, ref):   # operands too: registers, widths, literals, modifiers, offsets
+      assert operands(i) == ops, f"{name} 0x{i.addr:x} {m}: ours {operands(i)!r}, llvm-objdump {ops!r}"
     total += len(ref)
   assert total > 300
-  print(f"decoder agrees with llvm-objdump on {total} instructions")
+  print(f"decoder agrees with llvm-objdump on all {total} instructions (mnemonic and operands)")
