@@ -55,7 +55,7 @@ def _sopp(i: Inst) -> str | None:
     if skip: parts.append(f"instskip({DELAY_SKIP[skip]})")
     if id1: parts.append(f"instid1({DELAY_ID[id1]})")
     return " | ".join(parts) if parts else None
-  if b == "s_waitcnt_depctr" and k & 0xFFF == 0xF9F: return  # other counters at their defaults f"depctr_va_vdst({k >> 12})"
+  if b == "s_waitcnt_depctr" and k & 0xFFF == 0xF9F: return f"depctr_va_vdst({k >> 12})"  # other counters at their defaults
   return None
 
 def operands(i: Inst) -> str | None:
