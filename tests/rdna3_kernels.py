@@ -235,3 +235,163 @@ def read_object(obj: bytes, name: str) -> tuple[bytes, int, int, bytes]:
   assert [(r["r_offset"] - kd_sym["st_value"], r["r_info_type"]) for r in relocs] == [(16, 5)], relocs
   assert struct.unpack_from("<q", kd, 16)[0] == 0
   return text, syms[name]["st_value"], syms[name]["st_size"], kd
+
+# ---- a second round: integer division, f64, i64, conversions, atomics, vectors, packed halves, 3-D ids
+def _ew(name: str, args: str, body: str) -> str:
+  return f"""define amdgpu_kernel void @{name}({args}) {{
+{gid()}
+{body}
+  ret void
+}}"""
+KERNELS["intdiv"] = _ew("intdiv", "ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %b", """
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %i
+  %pb = getelementptr i32, ptr addrspace(1) %b, i32 %i
+  %x = load i32, ptr addrspace(1) %pa
+  %y = load i32, ptr addrspace(1) %pb
+  %q = sdiv i32 %x, %y
+  %r = urem i32 %x, %y
+  %m = call i32 @llvm.smax.i32(i32 %q, i32 %r)
+  %n = call i32 @llvm.umin.i32(i32 %m, i32 %x)
+  %c = call i32 @llvm.ctpop.i32(i32 %x)
+  %z = call i32 @llvm.ctlz.i32(i32 %y, i1 false)
+  %s1 = add i32 %n, %c
+  %s = mul i32 %s1, %z
+  %o0 = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %q, ptr addrspace(1) %o0
+  %i1 = add i32 %i, 256
+  %o1 = getelementptr i32, ptr addrspace(1) %out, i32 %i1
+  store i32 %r, ptr addrspace(1) %o1
+  %i2 = add i32 %i, 512
+  %o2 = getelementptr i32, ptr addrspace(1) %out, i32 %i2
+  store i32 %s, ptr addrspace(1) %o2""")
+KERNELS["f64_i64"] = _ew("f64_i64", "ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %b, ptr addrspace(1) noalias %c", """
+  %pa = getelementptr double, ptr addrspace(1) %a, i32 %i
+  %pb = getelementptr double, ptr addrspace(1) %b, i32 %i
+  %pc = getelementptr i64, ptr addrspace(1) %c, i32 %i
+  %x = load double, ptr addrspace(1) %pa
+  %y = load double, ptr addrspace(1) %pb
+  %k = load i64, ptr addrspace(1) %pc
+  %f = call double @llvm.fma.f64(double %x, double %y, double 0.25)
+  %d = fdiv double %f, %y
+  %kk = mul i64 %k, 6364136223846793005
+  %k2 = add i64 %kk, 1442695040888963407
+  %k3 = lshr i64 %k2, 7
+  %kf = uitofp i64 %k3 to double
+  %r = fadd double %d, %kf
+  %po = getelementptr double, ptr addrspace(1) %out, i32 %i
+  store double %r, ptr addrspace(1) %po
+  %pk = getelementptr i64, ptr addrspace(1) %c, i32 %i
+  store i64 %k3, ptr addrspace(1) %pk""")
+KERNELS["convert"] = _ew("convert", "ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a", """
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %i
+  %x = load float, ptr addrspace(1) %pa
+  %si = fptosi float %x to i32
+  %ui = fptoui float %x to i32
+  %sf = sitofp i32 %si to float
+  %h = fptrunc float %x to half
+  %hf = fpext half %h to float
+  %u8 = trunc i32 %ui to i8
+  %u8f = uitofp i8 %u8 to float
+  %fl = call float @llvm.floor.f32(float %x)
+  %tr = call float @llvm.trunc.f32(float %x)
+  %mn = call float @llvm.minnum.f32(float %fl, float %hf)
+  %t1 = fadd float %sf, %mn
+  %t2 = fadd float %t1, %u8f
+  %t3 = fmul float %t2, %tr
+  %sn = call float @llvm.sin.f32(float %x)
+  %t4 = fadd float %t3, %sn
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  store float %t4, ptr addrspace(1) %po""")
+KERNELS["atomics"] = _ew("atomics", "ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %cnt, ptr addrspace(1) noalias %a", """
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %i
+  %x = load float, ptr addrspace(1) %pa
+  %bin = and i32 %i, 3
+  %pc = getelementptr i32, ptr addrspace(1) %cnt, i32 %bin
+  %old = atomicrmw add ptr addrspace(1) %pc, i32 1 monotonic
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %bin
+  %unused = atomicrmw fadd ptr addrspace(1) %po, float %x monotonic
+  %big = icmp ugt i32 %old, 1000000
+  br i1 %big, label %bad, label %ok
+bad:
+  store i32 0, ptr addrspace(1) %cnt
+  br label %ok
+ok:""")
+KERNELS["vec4"] = _ew("vec4", "ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %h", """
+  %pa = getelementptr <4 x float>, ptr addrspace(1) %a, i32 %i
+  %x = load <4 x float>, ptr addrspace(1) %pa, align 16
+  %y = shufflevector <4 x float> %x, <4 x float> poison, <4 x i32> <i32 3, i32 2, i32 1, i32 0>
+  %z = fmul <4 x float> %x, %y
+  %po = getelementptr <4 x float>, ptr addrspace(1) %out, i32 %i
+  store <4 x float> %z, ptr addrspace(1) %po, align 16
+  %ph = getelementptr <2 x half>, ptr addrspace(1) %h, i32 %i
+  %hv = load <2 x half>, ptr addrspace(1) %ph
+  %hw = fadd <2 x half> %hv, <half 1.0, half 2.0>
+  %hm = fmul <2 x half> %hw, %hv
+  store <2 x half> %hm, ptr addrspace(1) %ph""")
+KERNELS["ids3d"] = """define amdgpu_kernel void @ids3d(ptr addrspace(1) noalias %out, i32 %flag) {
+entry:
+  %gx = call i32 @llvm.amdgcn.workgroup.id.x()
+  %gz = call i32 @llvm.amdgcn.workgroup.id.z()
+  %tx = call i32 @llvm.amdgcn.workitem.id.x()
+  %ty = call i32 @llvm.amdgcn.workitem.id.y()
+  %tz = call i32 @llvm.amdgcn.workitem.id.z()
+  %a = mul i32 %gz, 8
+  %b = add i32 %a, %gx
+  %c = mul i32 %b, 64
+  %d1 = mul i32 %tz, 16
+  %d2 = mul i32 %ty, 4
+  %d3 = add i32 %d1, %d2
+  %d = add i32 %d3, %tx
+  %idx = add i32 %c, %d
+  %u = icmp eq i32 %flag, 0
+  br i1 %u, label %zero, label %nonzero
+zero:
+  %v0 = mul i32 %idx, 3
+  br label %done
+nonzero:
+  %v1 = xor i32 %idx, %flag
+  br label %done
+done:
+  %v = phi i32 [%v0, %zero], [%v1, %nonzero]
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 %idx
+  store i32 %v, ptr addrspace(1) %p
+  ret void
+}"""
+KERNELS["lds_wide"] = """@tile = internal addrspace(3) global [256 x float] undef, align 16
+define amdgpu_kernel void @lds_wide(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a) {
+  %wg = call i32 @llvm.amdgcn.workgroup.id.x()
+  %lid = call i32 @llvm.amdgcn.workitem.id.x()
+  %base = mul i32 %wg, 256
+  %i = add i32 %base, %lid
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %i
+  %x = load float, ptr addrspace(1) %pa
+  %pl = getelementptr [256 x float], ptr addrspace(3) @tile, i32 0, i32 %lid
+  store float %x, ptr addrspace(3) %pl
+  call void @llvm.amdgcn.s.barrier()
+  %rev = sub i32 255, %lid
+  %pr = getelementptr [256 x float], ptr addrspace(3) @tile, i32 0, i32 %rev
+  %y = load float, ptr addrspace(3) %pr
+  %q = and i32 %lid, 252
+  %pq = getelementptr [256 x float], ptr addrspace(3) @tile, i32 0, i32 %q
+  %v = load <4 x float>, ptr addrspace(3) %pq, align 16
+  %e0 = extractelement <4 x float> %v, i32 0
+  %e3 = extractelement <4 x float> %v, i32 3
+  %s1 = fadd float %y, %e0
+  %s = fadd float %s1, %e3
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  store float %s, ptr addrspace(1) %po
+  ret void
+}"""
+DECL += """
+declare i32 @llvm.smax.i32(i32, i32)
+declare i32 @llvm.umin.i32(i32, i32)
+declare i32 @llvm.ctpop.i32(i32)
+declare i32 @llvm.ctlz.i32(i32, i1)
+declare double @llvm.fma.f64(double, double, double)
+declare float @llvm.floor.f32(float)
+declare float @llvm.trunc.f32(float)
+declare float @llvm.minnum.f32(float, float)
+declare float @llvm.sin.f32(float)
+declare i32 @llvm.amdgcn.workgroup.id.z()
+declare i32 @llvm.amdgcn.workitem.id.z()
+"""

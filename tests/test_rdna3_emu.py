@@ -151,3 +151,65 @@ def test_decoder_matches_llvm_objdump(tmp_path):
     total += len(ref)
   assert total > 300
   print(f"decoder agrees with llvm-objdump on all {total} instructions (mnemonic and operands)")
+
+# ---- second round of kernels
+@needs_llvmlite
+def test_integer_division_and_bit_ops():
+  rng = np.random.default_rng(8); n = 256
+  x = rng.integers(-10**6, 10**6, n).astype(np.int32); y = rng.integers(1, 5000, n).astype(np.int32) * rng.choice([-1, 1], n).astype(np.int32)
+  x[:3] = [0, -2**31, 2**31 - 1]; y[:3] = [7, 3, -1]
+  out = np.zeros(3 * n, np.int32); Dev().run("intdiv", [out, x, y], (n // 64,), (64,))
+  q = (np.abs(x.astype(np.int64)) // np.abs(y)) * np.sign(x.astype(np.int64)) * np.sign(y); q = q.astype(np.int32)
+  r = (x.view(np.uint32) % y.view(np.uint32)).view(np.int32)
+  m = np.maximum(q, r).view(np.uint32); nn = np.minimum(m, x.view(np.uint32))
+  pop = np.array([bin(v).count("1") for v in x.view(np.uint32)], np.uint32)
+  clz = np.array([32 - int(v).bit_length() for v in y.view(np.uint32)], np.uint32)
+  np.testing.assert_array_equal(out[:n], q); np.testing.assert_array_equal(out[n:2 * n], r)
+  np.testing.assert_array_equal(out[2 * n:].view(np.uint32), (nn + pop) * clz)
+
+@needs_llvmlite
+def test_f64_and_i64():
+  rng = np.random.default_rng(9); n = 128
+  a, b = rng.standard_normal(n), rng.standard_normal(n) + 3; k = rng.integers(0, 2**63, n, dtype=np.uint64)
+  out = np.zeros(n); c = k.copy(); Dev().run("f64_i64", [out, a, b, c], (n // 64,), (64,))
+  with np.errstate(over="ignore"): k3 = (k * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)) >> np.uint64(7)
+  np.testing.assert_array_equal(c, k3)
+  np.testing.assert_allclose(out, (a * b + 0.25) / b + k3.astype(np.float64), rtol=1e-15)
+
+@needs_llvmlite
+def test_conversions_and_sin():
+  rng = np.random.default_rng(10); n = 128; x = (rng.random(n) * 300).astype(np.float32)
+  out = np.zeros(n, np.float32); Dev().run("convert", [out, x], (n // 64,), (64,))
+  si = np.trunc(x).astype(np.int32); hf = x.astype(np.float16).astype(np.float32)
+  ref = ((si.astype(np.float32) + np.fmin(np.floor(x), hf)) + (si & 255).astype(np.float32)) * np.trunc(x) + np.sin(x)
+  np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-3)
+
+@needs_llvmlite
+def test_global_atomics_with_contention():
+  rng = np.random.default_rng(11); n = 64 * 6; x = rng.integers(-8, 8, n).astype(np.float32)
+  out, cnt = np.zeros(4, np.float32), np.zeros(4, np.int32)
+  Dev().run("atomics", [out, cnt, x], (n // 64,), (64,))
+  np.testing.assert_array_equal(cnt, [n // 4] * 4)
+  np.testing.assert_array_equal(out, x.reshape(-1, 4).sum(0))
+
+@needs_llvmlite
+def test_vector_loads_and_packed_halves():
+  rng = np.random.default_rng(12); n = 128
+  a = rng.standard_normal((n, 4)).astype(np.float32); h = rng.standard_normal((n, 2)).astype(np.float16); h0 = h.copy()
+  out = np.zeros((n, 4), np.float32); Dev().run("vec4", [out, a, h], (n // 64,), (64,))
+  np.testing.assert_array_equal(out, a * a[:, ::-1])
+  np.testing.assert_array_equal(h, (h0 + np.array([1, 2], np.float16)) * h0)
+
+@needs_llvmlite
+@pytest.mark.parametrize("flag", [0, 5])
+def test_3d_ids_and_uniform_branch(flag):
+  out = np.full(64 * 16, -1, np.int32); Dev().run("ids3d", [out, ("i", flag)], (8, 1, 2), (4, 4, 4))
+  idx = np.arange(64 * 16)
+  np.testing.assert_array_equal(out, idx * 3 if flag == 0 else idx ^ flag)
+
+@needs_llvmlite
+def test_lds_8_waves_barrier_and_b128():
+  rng = np.random.default_rng(13); n = 256 * 3; a = rng.integers(-100, 100, n).astype(np.float32)
+  out = np.zeros(n, np.float32); Dev().run("lds_wide", [out, a], (3,), (256,))
+  t = a.reshape(3, 256); lid = np.arange(256); q = lid & 252
+  np.testing.assert_array_equal(out.reshape(3, 256), t[:, 255 - lid] + t[:, q] + t[:, q + 3])

@@ -96,6 +96,18 @@ def operands(i: Inst) -> str | None:
     if e3 and f.get("clamp"): s += " clamp"
     if e3 and f.get("omod"): s += {1: " mul:2", 2: " mul:4", 3: " div:2"}[f["omod"]]
     return s
+  if i.enc == "VOP3P":
+    n = 3 if any(k in b for k in ("fma", "mad", "dot")) else 2
+    if "mix" in b: return None   # fma_mix prints its per-source f16/f32 choice as op_sel_hi; not attempted
+    s = ", ".join([reg(f["vdst"] + 256)] + [reg(c, 1, i.lit) for c in (f["src0"], f["src1"], f["src2"])[:n]])
+    bits = lambda v: "[" + ",".join(str(v >> k & 1) for k in range(n)) + "]"  # noqa: E731
+    hi = f["opsel_hi"] | (f["opsel_hi2"] << 2)
+    if f["opsel"] & ((1 << n) - 1): s += f" op_sel:{bits(f['opsel'])}"
+    if hi & ((1 << n) - 1) != (1 << n) - 1: s += f" op_sel_hi:{bits(hi)}"
+    if f["neg"]: s += f" neg_lo:{bits(f['neg'])}"
+    if f["neg_hi"]: s += f" neg_hi:{bits(f['neg_hi'])}"
+    if f["clamp"]: s += " clamp"
+    return s
   if i.enc == "VOPD":
     def side(x: str) -> str:
       op = f["op" + x]; parts = [reg(f["vdst" + x] + 256), reg(f["src0" + x], 1, i.lit)]
@@ -123,7 +135,9 @@ def operands(i: Inst) -> str | None:
     a = reg(f["addr"] + 256, 1 if sa else 2)
     if op.startswith("load"): s = f"{reg(f['vdst'] + 256, dn)}, {a}"
     elif op.startswith("store"): s = f"{a}, {reg(f['data'] + 256, dn)}"
-    else: s = (f"{reg(f['vdst'] + 256)}, " if f["glc"] else "") + f"{a}, {reg(f['data'] + 256)}"
+    else:
+      dw = (2 if op.endswith("64") else 1) * (2 if "cmpswap" in op else 1)
+      s = (f"{reg(f['vdst'] + 256, 2 if op.endswith('64') else 1)}, " if f["glc"] else "") + f"{a}, {reg(f['data'] + 256, dw)}"
     if i.enc == "GLOBAL": s += ", " + (reg(f["saddr"], 2) if sa else "off")
     if f["offset"]: s += f" offset:{f['offset']}"
     if f["glc"]: s += " glc"

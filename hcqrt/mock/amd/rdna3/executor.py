@@ -402,7 +402,8 @@ class Waves:
     n, f = i.name, i.f; ex = self.exec_mask(sel)
     if n == "ds_nop": return
     lanes = np.nonzero(ex)
-    base = self.v[f["addr"], sel][lanes].astype(np.int64)
+    raw = self.v[f["addr"], sel][lanes]
+    def at(o: int) -> np.ndarray: return (raw + np.uint32(o)).astype(np.int64)   # LDS addresses wrap at 32 bits
     wg = np.broadcast_to(self.wg[sel][:, None], ex.shape)[lanes]
     lds, size = self.lds, self.lds.shape[1]
     def rd(addr, nb):
@@ -419,18 +420,18 @@ class Waves:
     sizes = {"b32": 4, "b64": 8, "b96": 12, "b128": 16}
     if n.startswith("ds_store_2addr"):
       sz = sizes[n.split("_")[-1]]; st = sz * (64 if "stride64" in n else 1)
-      wr(base + f["offset0"] * st, dat(f["data0"], sz // 4)); wr(base + f["offset1"] * st, dat(f["data1"], sz // 4)); return
+      wr(at(f["offset0"] * st), dat(f["data0"], sz // 4)); wr(at(f["offset1"] * st), dat(f["data1"], sz // 4)); return
     if n.startswith("ds_load_2addr"):
       sz = sizes[n.split("_")[-1]]; st = sz * (64 if "stride64" in n else 1)
-      a, b = rd(base + f["offset0"] * st, sz), rd(base + f["offset1"] * st, sz)
+      a, b = rd(at(f["offset0"] * st), sz), rd(at(f["offset1"] * st), sz)
       put(f["vdst"], np.concatenate([a, b], 1).view(np.uint32)); return
-    if n in ("ds_store_b32", "ds_store_b64", "ds_store_b96", "ds_store_b128"): wr(base + off, dat(f["data0"], sizes[n[9:]] // 4)); return
-    if n in ("ds_load_b32", "ds_load_b64", "ds_load_b96", "ds_load_b128"): put(f["vdst"], rd(base + off, sizes[n[8:]]).view(np.uint32)); return
+    if n in ("ds_store_b32", "ds_store_b64", "ds_store_b96", "ds_store_b128"): wr(at(off), dat(f["data0"], sizes[n[9:]] // 4)); return
+    if n in ("ds_load_b32", "ds_load_b64", "ds_load_b96", "ds_load_b128"): put(f["vdst"], rd(at(off), sizes[n[8:]]).view(np.uint32)); return
     if n in ("ds_store_b8", "ds_store_b16", "ds_store_b8_d16_hi", "ds_store_b16_d16_hi"):
       nb = 1 if "b8" in n else 2; d = dat(f["data0"], 1)
-      wr(base + off, d[:, 2:2 + nb] if n.endswith("d16_hi") else d[:, :nb]); return
+      wr(at(off), d[:, 2:2 + nb] if n.endswith("d16_hi") else d[:, :nb]); return
     if n in ("ds_load_u8", "ds_load_i8", "ds_load_u16", "ds_load_i16"):
-      nb = 1 if n[-1] == "8" else 2; raw = rd(base + off, nb).copy().view(np.uint8 if nb == 1 else np.uint16)[:, 0]
+      nb = 1 if n[-1] == "8" else 2; raw = rd(at(off), nb).copy().view(np.uint8 if nb == 1 else np.uint16)[:, 0]
       v = raw.view(np.int8 if nb == 1 else np.int16).astype(np.int32).view(np.uint32) if n[8] == "i" else raw.astype(np.uint32)
       put(f["vdst"], v[:, None]); return
     if n == "ds_bpermute_b32":
@@ -442,7 +443,7 @@ class Waves:
             "add_f32": (np.add, np.float32), "min_f32": (np.fmin, np.float32), "max_f32": (np.fmax, np.float32)}
     key = n[3:].replace("_rtn", "")
     if key in atom:
-      fn, dt = atom[key]; addr = base + off
+      fn, dt = atom[key]; addr = at(off)
       if (addr < 0).any() or (addr + 4 > size).any() or (addr % 4).any(): raise MemoryFault("LDS atomic outside the allocation or misaligned")
       view = lds.view(dt); val = dat(f["data0"], 1).view(dt)[:, 0]
       old = view[wg, addr // 4].copy()
@@ -497,16 +498,28 @@ class Waves:
            "max_i32": (np.maximum, np.int32), "min_u32": (np.minimum, np.uint32), "max_u32": (np.maximum, np.uint32),
            "and_b32": (np.bitwise_and, np.uint32), "or_b32": (np.bitwise_or, np.uint32), "xor_b32": (np.bitwise_xor, np.uint32),
            "add_f32": (np.add, np.float32), "min_f32": (np.fmin, np.float32), "max_f32": (np.fmax, np.float32),
-           "add_u64": (np.add, np.uint64), "swap_b32": (None, np.uint32)}
+           "add_u64": (np.add, np.uint64), "swap_b32": (None, np.uint32), "swap_b64": (None, np.uint64),
+           "cmpswap_b32": ("cas", np.uint32), "cmpswap_f32": ("cas", np.float32)}
     if op not in fns: raise EmulatorError("atomic not implemented")
-    fn, dt = fns[op]; nb = np.dtype(dt).itemsize
-    val = dat(i.f["data"], nb // 4).view(dt)[:, 0]
-    uniq, inv = np.unique(addr, return_inverse=True)
-    old = self.mem.read(uniq, nb, i.name).view(dt)[:, 0].copy(); new = old.copy()
-    if fn is None: new[inv] = val
-    else: fn.at(new, inv, val)   # every lane's update lands, in lane order
-    self.mem.write(uniq, new.view(np.uint8).reshape(-1, nb), i.name)
-    if i.f["glc"]: put(i.f["vdst"], old[inv].view(np.uint32).reshape(len(inv), -1))
+    fn, dt = fns[op]; nb = np.dtype(dt).itemsize; nd = nb // 4
+    val = dat(i.f["data"], nd).view(dt)[:, 0]
+    cmp = dat(i.f["data"] + nd, nd).view(dt)[:, 0] if fn == "cas" else None
+    if not i.f["glc"] and fn not in (None, "cas"):   # no return value: ufunc.at lands every lane's update
+      uniq, inv = np.unique(addr, return_inverse=True)
+      new = self.mem.read(uniq, nb, i.name).view(dt)[:, 0].copy(); fn.at(new, inv, val)
+      return self.mem.write(uniq, new.view(np.uint8).reshape(-1, nb), i.name)
+    # lanes hitting the same address take turns in lane order, so every lane sees the value its turn left
+    ret = np.empty(len(addr), dt); todo = np.arange(len(addr))
+    while len(todo):
+      _, first = np.unique(addr[todo], return_index=True); now = todo[first]
+      old = self.mem.read(addr[now], nb, i.name).view(dt)[:, 0].copy(); ret[now] = old
+      if fn == "cas": new = np.where(old.view(np.uint32 if nb == 4 else np.uint64) == cmp[now].view(old.view(np.uint32 if nb == 4 else np.uint64).dtype), val[now], old)
+      elif fn is None: new = val[now]
+      else: new = fn(old, val[now]).astype(dt)
+      self.mem.write(addr[now], np.ascontiguousarray(new).view(np.uint8).reshape(-1, nb), i.name)
+      todo = np.setdiff1d(todo, now, assume_unique=True)
+    if i.f["glc"]: put(i.f["vdst"], ret.view(np.uint32).reshape(len(addr), nd))
+    return None
 
 def _div_scale(s0, s1, s2):
   """v_div_scale: pre-scale numerator/denominator so the Newton-Raphson steps of a division cannot under/overflow."""
