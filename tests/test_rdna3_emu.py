@@ -213,3 +213,23 @@ def test_lds_8_waves_barrier_and_b128():
   out = np.zeros(n, np.float32); Dev().run("lds_wide", [out, a], (3,), (256,))
   t = a.reshape(3, 256); lid = np.arange(256); q = lid & 252
   np.testing.assert_array_equal(out.reshape(3, 256), t[:, 255 - lid] + t[:, q] + t[:, q + 3])
+
+@needs_llvmlite
+@pytest.mark.parametrize("which", ["vmcnt(0)", "lgkmcnt(0)"])
+def test_missing_waitcnt_reads_stale_registers(which):
+  """Loads land at s_waitcnt: the same kernel with its wait patched into s_nop computes garbage or faults."""
+  text, entry, size, kd = read_object(compile_ir(KERNELS["add_f32"]), "add_f32")
+  from hcqrt.mock.amd.rdna3.disasm import operands as ops
+  waits = [i for i in decode(text, entry, entry + size) if i.name == "s_waitcnt" and ops(i) == which]
+  assert len(waits) == 1
+  patched = bytearray(text); struct.pack_into("<I", patched, waits[0].addr, 0xBF800000)   # s_nop 0
+  n = 64; rng = np.random.default_rng(14); a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+  for code, ok in [(bytes(text), True), (bytes(patched), False)]:
+    d = Dev(); out = np.zeros(n, np.float32)
+    args = struct.pack("<QQQ", d.put(out), d.put(a), d.put(b)); ka = d.put(np.frombuffer(bytearray(args), np.uint8))
+    if ok:
+      launch(code, kd, d.mem, ka, (1,), (64,), entry=entry); np.testing.assert_array_equal(out, a + b)
+    elif which == "lgkmcnt(0)":
+      with pytest.raises(MemoryFault): launch(code, kd, d.mem, ka, (1,), (64,), entry=entry)   # pointers still 0
+    else:
+      launch(code, kd, d.mem, ka, (1,), (64,), entry=entry); assert not np.array_equal(out, a + b)

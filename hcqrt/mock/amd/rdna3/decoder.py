@@ -51,7 +51,7 @@ def decode_one(code: bytes, addr: int) -> Inst:
     elif w >> 28 == 0xB: enc, op, f = "SOPK", _bits(w, 23, 5), dict(sdst=_bits(w, 16, 7), simm16=_bits(w, 0, 16))
     else: enc, op, f = "SOP2", _bits(w, 23, 7), dict(sdst=_bits(w, 16, 7), ssrc0=_bits(w, 0, 8), ssrc1=_bits(w, 8, 8))
     name = _lookup(getattr(T, enc), op, enc, addr, w)
-    lit = dw(1) if LITERAL in (f.get("ssrc0"), f.get("ssrc1")) else None
+    lit = dw(1) if LITERAL in (f.get("ssrc0"), f.get("ssrc1")) or name == "s_setreg_imm32_b32" else None
     return Inst(addr, 8 if lit is not None else 4, enc, op, name, name, f, lit)
   if top6 == 0x3D:  # SMEM
     w1 = dw(1); op = _bits(w, 18, 8); name = _lookup(T.SMEM, op, "SMEM", addr, w)

@@ -78,7 +78,7 @@ def operands(i: Inst) -> str | None:
     if i.enc == "VOP1": srcs = [f["src0"]]
     elif i.enc in ("VOP2", "VOPC"): srcs = [f["src0"], f["vsrc1"] + 256]
     else: srcs = [f["src0"], f["src1"], f["src2"]]
-    if b in ("v_fmamk_f32", "v_fmaak_f32"): parts = [reg(srcs[0]), *(["0x%x" % i.lit, reg(srcs[1])] if "mk" in b else [reg(srcs[1]), "0x%x" % i.lit])]
+    if b in ("v_fmamk_f32", "v_fmaak_f32"): parts = [reg(srcs[0]), *([f"0x{i.lit:x}", reg(srcs[1])] if "mk" in b else [reg(srcs[1]), f"0x{i.lit:x}"])]
     else:
       nsrc = len(V.OPS[b][0]) if b in V.OPS else {"v_cndmask_b32": 3 if e3 else 2}.get(b, 2 if b.startswith(("v_cmp", "v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32")) else 3)
       if b in ("v_fmac_f32", "v_fmac_f16") and e3: nsrc = 2

@@ -2,8 +2,11 @@
 
 Waves that sit at the same program counter run together as one numpy step; the scheduler always picks
 the lowest PC among runnable waves, so waves that diverged on a scalar branch re-converge. A wave at
-s_barrier waits until every wave of its workgroup is at the barrier or finished. Memory operations
-complete at issue; s_waitcnt is therefore a no-op here.
+s_barrier waits until every wave of its workgroup is at the barrier or finished.
+
+Loads read memory when they issue but their results land in registers only when an s_waitcnt retires
+them (vmcnt for global/flat, lgkmcnt for LDS and scalar loads, oldest first), so code that reads a load's
+destination without waiting sees the stale register, as it can on hardware. Stores complete at issue.
 """
 from __future__ import annotations
 import numpy as np
@@ -46,6 +49,7 @@ class Waves:
     self.done = np.zeros(n, bool); self.barrier = np.zeros(n, bool)
     self.wg = wg; self.lds = np.zeros((int(wg.max()) + 1 if n else 0, max(lds_bytes, 4)), np.uint8)
     self.cache: dict[int, Inst] = {}; self.wave_insts = 0
+    self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
 
   # ---- scheduling
   def run(self, max_steps: int = 50_000_000) -> None:
@@ -192,7 +196,10 @@ class Waves:
     ks = k - 0x10000 if k & 0x8000 else k
     if n == "s_movk_i32": return self.swrite(d, sel, np.full(self.nw(sel), ks & 0xFFFFFFFF, np.uint32))
     if n == "s_cmovk_i32": return self.swrite(d, sel, np.where(self.scc[sel] != 0, np.uint32(ks & 0xFFFFFFFF), self.s[d, sel]))
-    if n == "s_version": return None
+    if n in ("s_version", "s_waitcnt_vscnt", "s_waitcnt_expcnt"): return None   # stores and exports complete at issue
+    if n in ("s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt"):
+      if d != NULL: raise EmulatorError("a waitcnt count taken from an SGPR is not supported")
+      return self._retire("vm" if n == "s_waitcnt_vmcnt" else "lgkm", sel, k & 63)
     cur = self.s[d, sel]
     if n == "s_addk_i32":
       r = cur.view(np.int32).astype(np.int64) + ks
@@ -215,8 +222,11 @@ class Waves:
       take = {"scc0": lambda: self.scc[sel] == 0, "scc1": lambda: self.scc[sel] != 0, "vccz": lambda: self.s[VCC, sel] == 0,
               "vccnz": lambda: self.s[VCC, sel] != 0, "execz": lambda: self.s[EXEC, sel] == 0, "execnz": lambda: self.s[EXEC, sel] != 0}[c]()
       return np.where(take, target, i.addr + 4)
-    if n in ("s_nop", "s_waitcnt", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s_set_inst_prefetch_distance", "s_sleep",
-             "s_setprio", "s_icache_inv", "s_wait_idle", "s_sendmsg"): return None
+    if n == "s_waitcnt":   # gfx11 layout: expcnt [2:0], lgkmcnt [9:4], vmcnt [15:10]
+      self._retire("vm", sel, (k >> 10) & 63); self._retire("lgkm", sel, (k >> 4) & 63); return None
+    if n in ("s_nop", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s_set_inst_prefetch_distance", "s_sleep",
+             "s_setprio", "s_icache_inv", "s_wait_idle", "s_sendmsg", "s_ttracedata"): return None
+    if n in ("s_round_mode", "s_denorm_mode"): return None   # FP modes are not modelled: round to nearest, denormals kept
     raise EmulatorError("SOPP op not implemented")
 
   def _smem(self, i: Inst, sel):
@@ -227,7 +237,8 @@ class Waves:
     addr = self.sread(i.f["sbase"], sel, i, "u64") + np.uint64(i.f["offset"] & (2**64 - 1))
     if i.f["soffset"] != NULL: addr = addr + self.s[i.f["soffset"], sel].astype(np.uint64)
     data = self.mem.read(np.broadcast_to(addr, (self.nw(sel),)), 4 * nd, n).view(np.uint32)
-    for k in range(nd): self.swrite(i.f["sdata"] + k, sel, data[:, k])
+    if i.f["sdata"] + nd > NULL: raise EmulatorError("scalar load destination out of range")
+    self.pending["lgkm"].append(("s", i.f["sdata"], self._gidx(sel), None, np.ascontiguousarray(data.T)))
 
   # ---- VALU
   def vsrc(self, code: int, sel, i: Inst, t: str, hi: bool = False):
@@ -413,9 +424,7 @@ class Waves:
       if (addr < 0).any() or (addr + data.shape[1] > size).any(): raise MemoryFault(f"LDS write beyond the {size}-byte allocation")
       lds[wg[:, None], addr[:, None] + np.arange(data.shape[1])] = data
     def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes] for k in range(nd)], 1).view(np.uint8)
-    def put(reg, words):
-      for k in range(words.shape[1]):
-        col = self.v[reg + k, sel]; col[lanes] = words[:, k]; self.v[reg + k, sel] = col
+    def put(reg, words): self._put(reg, sel, lanes, words, "lgkm")
     off = f["offset0"] | (f["offset1"] << 8)
     sizes = {"b32": 4, "b64": 8, "b96": 12, "b128": 16}
     if n.startswith("ds_store_2addr"):
@@ -453,9 +462,38 @@ class Waves:
     raise EmulatorError("DS op not implemented")
 
   # ---- global / flat memory
-  def _put(self, reg: int, sel, lanes, words: np.ndarray) -> None:
-    for k in range(words.shape[1]):
-      col = self.v[reg + k, sel]; col[lanes] = words[:, k].reshape(col[lanes].shape); self.v[reg + k, sel] = col
+  # ---- loads in flight
+  def _gidx(self, sel) -> np.ndarray: return np.arange(self.n) if isinstance(sel, slice) else sel
+
+  def _put(self, reg: int, sel, lanes, words: np.ndarray, counter: str = "vm") -> None:
+    """Queue a load's result (`words`: one row per active lane) for VGPRs reg.. until s_waitcnt retires it."""
+    m = self.nw(sel); mask = np.zeros((m, 32), bool); mask[lanes] = True
+    vals = np.zeros((words.shape[1], m, 32), np.uint32)
+    for k in range(words.shape[1]): vals[k][lanes] = words[:, k].reshape(vals[k][lanes].shape)
+    if reg + words.shape[1] > self.v.shape[0]: raise EmulatorError(f"load destination v{reg + words.shape[1] - 1} beyond the kernel's VGPRs")
+    self.pending[counter].append(("v", reg, self._gidx(sel), mask, vals))
+
+  def _apply(self, e, which: np.ndarray) -> None:
+    kind, reg, waves, mask, vals = e; w = waves[which]
+    for k in range(len(vals)):
+      if kind == "v": self.v[reg + k, w] = np.where(mask[which], vals[k][which], self.v[reg + k, w])
+      else: self.s[reg + k, w] = vals[k][which]
+
+  def _retire(self, counter: str, sel, left: int) -> None:
+    """s_waitcnt: for the waves in `sel`, land all but the `left` most recent loads counted by `counter`."""
+    q = self.pending[counter]
+    if not q: return
+    member = np.zeros(self.n, bool); member[sel] = True
+    seen = np.zeros(self.n, np.int64); due = [None] * len(q)
+    for j in range(len(q) - 1, -1, -1):   # newest first: a wave's load is due once `left` younger ones are counted
+      waves = q[j][2]; due[j] = member[waves] & (seen[waves] >= left); seen[waves] += 1
+    keep = []
+    for e, d in zip(q, due):               # land oldest first, so a newer load to the same register wins
+      if d.any(): self._apply(e, d)
+      if not d.all():
+        kind, reg, waves, mask, vals = e; k = ~d
+        keep.append((kind, reg, waves[k], None if mask is None else mask[k], vals[:, k]))
+    self.pending[counter] = keep
 
   def _global(self, i: Inst, sel):
     n, f = i.name, i.f; ex = self.exec_mask(sel)

@@ -22,7 +22,7 @@ SOP1 = {
   33: 's_and_saveexec_b64', 34: 's_or_saveexec_b32', 35: 's_or_saveexec_b64', 36: 's_xor_saveexec_b32',
   44: 's_and_not0_saveexec_b32', 48: 's_and_not1_saveexec_b32', 49: 's_and_not1_saveexec_b64',
   50: 's_or_not1_saveexec_b32', 54: 's_and_not1_wrexec_b32', 64: 's_movrels_b32', 66: 's_movreld_b32',
-  71: 's_getpc_b64', 72: 's_setpc_b64'}
+  71: 's_getpc_b64', 72: 's_setpc_b64', 76: 's_sendmsg_rtn_b32'}
 
 SOPC = {
   0: 's_cmp_eq_i32', 1: 's_cmp_lg_i32', 2: 's_cmp_gt_i32', 3: 's_cmp_ge_i32', 4: 's_cmp_lt_i32',
@@ -34,14 +34,16 @@ SOPK = {
   0: 's_movk_i32', 1: 's_version', 2: 's_cmovk_i32', 3: 's_cmpk_eq_i32', 4: 's_cmpk_lg_i32',
   5: 's_cmpk_gt_i32', 6: 's_cmpk_ge_i32', 7: 's_cmpk_lt_i32', 8: 's_cmpk_le_i32', 9: 's_cmpk_eq_u32',
   10: 's_cmpk_lg_u32', 11: 's_cmpk_gt_u32', 12: 's_cmpk_ge_u32', 13: 's_cmpk_lt_u32', 14: 's_cmpk_le_u32',
-  15: 's_addk_i32', 16: 's_mulk_i32'}
+  15: 's_addk_i32', 16: 's_mulk_i32', 17: 's_getreg_b32', 18: 's_setreg_b32',
+  19: 's_setreg_imm32_b32', 20: 's_call_b64', 22: 's_subvector_loop_begin', 24: 's_waitcnt_vscnt', 25: 's_waitcnt_vmcnt',
+  26: 's_waitcnt_expcnt', 27: 's_waitcnt_lgkmcnt'}
 
 SOPP = {
-  0: 's_nop', 2: 's_sethalt', 3: 's_sleep', 4: 's_set_inst_prefetch_distance', 5: 's_clause', 7: 's_delay_alu',
-  8: 's_waitcnt_depctr', 9: 's_waitcnt', 10: 's_wait_idle', 16: 's_trap', 31: 's_code_end', 32: 's_branch',
+  0: 's_nop', 1: 's_setkill', 2: 's_sethalt', 3: 's_sleep', 4: 's_set_inst_prefetch_distance', 5: 's_clause', 7: 's_delay_alu',
+  8: 's_waitcnt_depctr', 9: 's_waitcnt', 10: 's_wait_idle', 16: 's_trap', 17: 's_round_mode', 18: 's_denorm_mode', 31: 's_code_end', 32: 's_branch',
   33: 's_cbranch_scc0', 34: 's_cbranch_scc1', 35: 's_cbranch_vccz', 36: 's_cbranch_vccnz',
   37: 's_cbranch_execz', 38: 's_cbranch_execnz', 48: 's_endpgm', 49: 's_endpgm_saved', 53: 's_setprio',
-  54: 's_sendmsg', 60: 's_icache_inv', 61: 's_barrier'}
+  54: 's_sendmsg', 58: 's_ttracedata', 60: 's_icache_inv', 61: 's_barrier'}
 
 SMEM = {
   0: 's_load_b32', 1: 's_load_b64', 2: 's_load_b128', 3: 's_load_b256', 4: 's_load_b512',
