@@ -238,7 +238,7 @@ class Waves:
     if i.f["soffset"] != NULL: addr = addr + self.s[i.f["soffset"], sel].astype(np.uint64)
     data = self.mem.read(np.broadcast_to(addr, (self.nw(sel),)), 4 * nd, n).view(np.uint32)
     if i.f["sdata"] + nd > NULL: raise EmulatorError("scalar load destination out of range")
-    self.pending["lgkm"].append(("s", i.f["sdata"], self._gidx(sel), None, np.ascontiguousarray(data.T)))
+    self.pending["lgkm"].append(("s", i.f["sdata"], self._gidx(sel), None, np.ascontiguousarray(data.T), None))
 
   # ---- VALU
   def vsrc(self, code: int, sel, i: Inst, t: str, hi: bool = False):
@@ -329,6 +329,11 @@ class Waves:
       return self.vwrite(vdst, sel, np.where(onehot, val[:, None], self.v[vdst, sel]), "u32", np.ones_like(onehot))
     if base not in V.OPS: raise EmulatorError("VALU op not implemented")
     types, rt, fn = V.OPS[base]
+    if i.enc in ("VOP1", "VOP2", "VOPC"):
+      # 32-bit encodings address 16-bit operands by register half: VGPR field bit 7 picks the high half (v0.h)
+      for k, t in enumerate(types):
+        if V.BITS[t] == 16 and srcs[k] >= 256 + 128: srcs = [*srcs[:k], srcs[k] - 128, *srcs[k + 1:]]; opsel |= 1 << k
+      if V.BITS[rt] == 16 and vdst >= 128: vdst -= 128; opsel |= 8
     args = [self._mod(self.vsrc(c, sel, i, t, bool(opsel >> k & 1)), k, abs_, neg) for k, (c, t) in enumerate(zip(srcs, types))]
     with np.errstate(all="ignore"):
       r = np.asarray(fn(*args))
@@ -465,18 +470,20 @@ class Waves:
   # ---- loads in flight
   def _gidx(self, sel) -> np.ndarray: return np.arange(self.n) if isinstance(sel, slice) else sel
 
-  def _put(self, reg: int, sel, lanes, words: np.ndarray, counter: str = "vm") -> None:
+  def _put(self, reg: int, sel, lanes, words: np.ndarray, counter: str = "vm", bits: int = 0xFFFFFFFF) -> None:
     """Queue a load's result (`words`: one row per active lane) for VGPRs reg.. until s_waitcnt retires it."""
     m = self.nw(sel); mask = np.zeros((m, 32), bool); mask[lanes] = True
     vals = np.zeros((words.shape[1], m, 32), np.uint32)
     for k in range(words.shape[1]): vals[k][lanes] = words[:, k].reshape(vals[k][lanes].shape)
     if reg + words.shape[1] > self.v.shape[0]: raise EmulatorError(f"load destination v{reg + words.shape[1] - 1} beyond the kernel's VGPRs")
-    self.pending[counter].append(("v", reg, self._gidx(sel), mask, vals))
+    self.pending[counter].append(("v", reg, self._gidx(sel), mask, vals, np.uint32(bits)))   # bits: a d16 load writes one half
 
   def _apply(self, e, which: np.ndarray) -> None:
-    kind, reg, waves, mask, vals = e; w = waves[which]
+    kind, reg, waves, mask, vals, bits = e; w = waves[which]
     for k in range(len(vals)):
-      if kind == "v": self.v[reg + k, w] = np.where(mask[which], vals[k][which], self.v[reg + k, w])
+      if kind == "v":
+        old = self.v[reg + k, w]
+        self.v[reg + k, w] = np.where(mask[which], (old & ~bits) | (vals[k][which] & bits), old)
       else: self.s[reg + k, w] = vals[k][which]
 
   def _retire(self, counter: str, sel, left: int) -> None:
@@ -491,8 +498,8 @@ class Waves:
     for e, d in zip(q, due):               # land oldest first, so a newer load to the same register wins
       if d.any(): self._apply(e, d)
       if not d.all():
-        kind, reg, waves, mask, vals = e; k = ~d
-        keep.append((kind, reg, waves[k], None if mask is None else mask[k], vals[:, k]))
+        kind, reg, waves, mask, vals, bits = e; k = ~d
+        keep.append((kind, reg, waves[k], None if mask is None else mask[k], vals[:, k], bits))
     self.pending[counter] = keep
 
   def _global(self, i: Inst, sel):
@@ -521,9 +528,8 @@ class Waves:
       hi = "_hi_" in op; nb = 2 if op.endswith("b16") else 1
       raw = self.mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
       v = raw.view(np.int8).astype(np.int16).view(np.uint16) if op.endswith("i8") else raw.astype(np.uint16)
-      old = self.v[f["vdst"], sel][lanes].reshape(-1)
-      new = (old & np.uint32(0xFFFF)) | (v.astype(np.uint32) << np.uint32(16)) if hi else (old & np.uint32(0xFFFF0000)) | v
-      put(f["vdst"], new[:, None]); return None
+      new = v.astype(np.uint32) << np.uint32(16) if hi else v.astype(np.uint32)
+      self._put(f["vdst"], sel, lanes, new[:, None], "vm", 0xFFFF0000 if hi else 0xFFFF); return None
     if op in ("store_d16_hi_b8", "store_d16_hi_b16"):
       self.mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, 2:3 if op.endswith("b8") else 4], n); return None
     if op.startswith("atomic_"):
