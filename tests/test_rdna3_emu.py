@@ -12,15 +12,18 @@ from tests.rdna3_kernels import KERNELS, compile_ir, read_object, have_llvmlite
 
 needs_llvmlite = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
 
+# LLVM 22 compiles gfx11 16-bit values into register halves (real-true16) unless told not to; both must run
+CODEGEN = pytest.mark.parametrize("features", ["-real-true16", ""], ids=["fake16", "true16"])
+
 class Dev:
   """A tiny flat address space: numpy arrays mapped at fake GPU addresses, plus a kernarg buffer."""
-  def __init__(self):
-    self.mem, self.next, self.keep = FlatMemory(), 0x1_0000_0000, []
+  def __init__(self, features: str = "-real-true16"):
+    self.mem, self.next, self.keep, self.features = FlatMemory(), 0x1_0000_0000, [], features
   def put(self, arr: np.ndarray) -> int:
     arr = np.ascontiguousarray(arr); addr = self.next; self.next += (arr.nbytes + 0xFFFF) & ~0xFFFF or 0x10000
     self.mem.map(addr, arr.view(np.uint8).reshape(-1)); self.keep.append(arr); return addr
   def run(self, name: str, args: list, grid, block, **kw):
-    text, entry, _, kd = read_object(compile_ir(KERNELS[name]), name)
+    text, entry, _, kd = read_object(compile_ir(KERNELS[name], features=self.features), name)
     ka = b""
     for a in args:   # kernarg layout: each argument aligned to its size
       if isinstance(a, np.ndarray): a = ("Q", self.put(a))
@@ -38,50 +41,56 @@ def test_add_f32(n):
   assert st.waves == n // 32 and st.wave_insts >= st.waves * 15
 
 @needs_llvmlite
-def test_mul_i32():
+@CODEGEN
+def test_mul_i32(features):
   rng = np.random.default_rng(1); n = 256
   a, b = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32), rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
-  out = np.zeros(n, np.int32); Dev().run("mul_i32", [out, a, b], (n // 64,), (64,))
+  out = np.zeros(n, np.int32); Dev(features).run("mul_i32", [out, a, b], (n // 64,), (64,))
   with np.errstate(over="ignore"): ref = (((a * b) - a) >> 3) ^ b
   np.testing.assert_array_equal(out, ref)
 
 @needs_llvmlite
-def test_ids2d():
+@CODEGEN
+def test_ids2d(features):
   W, H = 24, 12; out = np.full(W * H, -1, np.int32)
-  Dev().run("ids2d", [out, ("i", W)], (W // 8, H // 4), (8, 4))
+  Dev(features).run("ids2d", [out, ("i", W)], (W // 8, H // 4), (8, 4))
   y, x = np.mgrid[0:H, 0:W]
   np.testing.assert_array_equal(out.reshape(H, W), x * 1000 + y)
 
 @needs_llvmlite
-def test_reduce_lds_barrier():
+@CODEGEN
+def test_reduce_lds_barrier(features):
   rng = np.random.default_rng(2); a = rng.integers(-50, 50, 64 * 5).astype(np.float32)
-  out = np.zeros(5, np.float32); Dev().run("reduce_lds", [out, a], (5,), (64,))
+  out = np.zeros(5, np.float32); Dev(features).run("reduce_lds", [out, a], (5,), (64,))
   np.testing.assert_array_equal(out, a.reshape(5, 64).sum(1))
 
 @needs_llvmlite
-def test_divergence_if_else():
+@CODEGEN
+def test_divergence_if_else(features):
   rng = np.random.default_rng(3); n = 128
   a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
   a[:32] = np.abs(a[:32]); a[32:64] = -np.abs(a[32:64])   # whole waves on one side, and mixed waves
-  out = np.zeros(n, np.float32); Dev().run("diverge", [out, a, b], (n // 64,), (64,))
+  out = np.zeros(n, np.float32); Dev(features).run("diverge", [out, a, b], (n // 64,), (64,))
   i = np.arange(n)
   np.testing.assert_array_equal(out, np.where(a > 0, a * b, np.where(i % 2 == 1, -a, a + np.float32(3.5))))
 
 @needs_llvmlite
+@CODEGEN
 @pytest.mark.parametrize("k", [1, 7])
-def test_loop(k):
+def test_loop(k, features):
   rng = np.random.default_rng(4); n = 128; a = rng.standard_normal(n * k, np.float32)
-  out = np.zeros(n, np.float32); Dev().run("loop", [out, a, ("i", k)], (n // 64,), (64,))
+  out = np.zeros(n, np.float32); Dev(features).run("loop", [out, a, ("i", k)], (n // 64,), (64,))
   ref = np.zeros(n, np.float32)
   for j in range(k): ref += np.maximum(a.reshape(n, k)[:, j], 0)
   np.testing.assert_array_equal(out, ref)
 
 @needs_llvmlite
-def test_math():
+@CODEGEN
+def test_math(features):
   rng = np.random.default_rng(5); n = 256
   a = rng.standard_normal(n).astype(np.float32) * 10; b = rng.standard_normal(n).astype(np.float32) * 4
   a[:4] = [0.0, 1e-40, 3e38, -1e-30]; b[:4] = [1.0, 2.0, 0.5, 1e-3]
-  out = np.zeros(6 * n, np.float32); Dev().run("math", [out, a, b], (n // 64,), (64,))
+  out = np.zeros(6 * n, np.float32); Dev(features).run("math", [out, a, b], (n // 64,), (64,))
   o = out.reshape(6, n); ax = np.abs(a).astype(np.float64)
   np.testing.assert_allclose(o[0], np.float32(a.astype(np.float64) * b + 1), rtol=1e-6)
   np.testing.assert_allclose(o[1], np.exp2(b.astype(np.float64)), rtol=1e-6)
@@ -92,10 +101,11 @@ def test_math():
     np.testing.assert_allclose(o[5], np.log2(ax), rtol=1e-6, atol=1e-6)
 
 @needs_llvmlite
-def test_half_and_int64_offset():
+@CODEGEN
+def test_half_and_int64_offset(features):
   rng = np.random.default_rng(6); n = 128; off = 3
   a = rng.standard_normal(n + off).astype(np.float16); b = rng.standard_normal(n).astype(np.float16)
-  out = np.zeros(n, np.float16); Dev().run("half_i64", [out, a, b, ("q", off)], (n // 64,), (64,))
+  out = np.zeros(n, np.float16); Dev(features).run("half_i64", [out, a, b, ("q", off)], (n // 64,), (64,))
   ref = ((a[off:].astype(np.float32) * b.astype(np.float32)).astype(np.float16) + b)
   np.testing.assert_array_equal(out, ref)
 
@@ -108,10 +118,11 @@ def test_waves_batched_like_one():
   np.testing.assert_array_equal(o1, o2)
 
 @needs_llvmlite
-def test_out_of_bounds_access_faults():
+@CODEGEN
+def test_out_of_bounds_access_faults(features):
   n = 128; a, b, out = np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(64, np.float32)
   with pytest.raises(MemoryFault, match="global_store_b32 at 0x.*outside every mapped buffer"):
-    Dev().run("add_f32", [out, a, b], (2,), (64,))
+    Dev(features).run("add_f32", [out, a, b], (2,), (64,))
 
 def test_refuses_unknown_encodings_by_name():
   with pytest.raises(DecodeError, match="MIMG encoding"): decode(bytes.fromhex("000000f0" "00000000"))
@@ -154,11 +165,12 @@ def test_decoder_matches_llvm_objdump(tmp_path):
 
 # ---- second round of kernels
 @needs_llvmlite
-def test_integer_division_and_bit_ops():
+@CODEGEN
+def test_integer_division_and_bit_ops(features):
   rng = np.random.default_rng(8); n = 256
   x = rng.integers(-10**6, 10**6, n).astype(np.int32); y = rng.integers(1, 5000, n).astype(np.int32) * rng.choice([-1, 1], n).astype(np.int32)
   x[:3] = [0, -2**31, 2**31 - 1]; y[:3] = [7, 3, -1]
-  out = np.zeros(3 * n, np.int32); Dev().run("intdiv", [out, x, y], (n // 64,), (64,))
+  out = np.zeros(3 * n, np.int32); Dev(features).run("intdiv", [out, x, y], (n // 64,), (64,))
   q = (np.abs(x.astype(np.int64)) // np.abs(y)) * np.sign(x.astype(np.int64)) * np.sign(y); q = q.astype(np.int32)
   r = (x.view(np.uint32) % y.view(np.uint32)).view(np.int32)
   m = np.maximum(q, r).view(np.uint32); nn = np.minimum(m, x.view(np.uint32))
@@ -168,49 +180,55 @@ def test_integer_division_and_bit_ops():
   np.testing.assert_array_equal(out[2 * n:].view(np.uint32), (nn + pop) * clz)
 
 @needs_llvmlite
-def test_f64_and_i64():
+@CODEGEN
+def test_f64_and_i64(features):
   rng = np.random.default_rng(9); n = 128
   a, b = rng.standard_normal(n), rng.standard_normal(n) + 3; k = rng.integers(0, 2**63, n, dtype=np.uint64)
-  out = np.zeros(n); c = k.copy(); Dev().run("f64_i64", [out, a, b, c], (n // 64,), (64,))
+  out = np.zeros(n); c = k.copy(); Dev(features).run("f64_i64", [out, a, b, c], (n // 64,), (64,))
   with np.errstate(over="ignore"): k3 = (k * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)) >> np.uint64(7)
   np.testing.assert_array_equal(c, k3)
   np.testing.assert_allclose(out, (a * b + 0.25) / b + k3.astype(np.float64), rtol=1e-15)
 
 @needs_llvmlite
-def test_conversions_and_sin():
+@CODEGEN
+def test_conversions_and_sin(features):
   rng = np.random.default_rng(10); n = 128; x = (rng.random(n) * 300).astype(np.float32)
-  out = np.zeros(n, np.float32); Dev().run("convert", [out, x], (n // 64,), (64,))
+  out = np.zeros(n, np.float32); Dev(features).run("convert", [out, x], (n // 64,), (64,))
   si = np.trunc(x).astype(np.int32); hf = x.astype(np.float16).astype(np.float32)
   ref = ((si.astype(np.float32) + np.fmin(np.floor(x), hf)) + (si & 255).astype(np.float32)) * np.trunc(x) + np.sin(x)
   np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-3)
 
 @needs_llvmlite
-def test_global_atomics_with_contention():
+@CODEGEN
+def test_global_atomics_with_contention(features):
   rng = np.random.default_rng(11); n = 64 * 6; x = rng.integers(-8, 8, n).astype(np.float32)
   out, cnt = np.zeros(4, np.float32), np.zeros(4, np.int32)
-  Dev().run("atomics", [out, cnt, x], (n // 64,), (64,))
+  Dev(features).run("atomics", [out, cnt, x], (n // 64,), (64,))
   np.testing.assert_array_equal(cnt, [n // 4] * 4)
   np.testing.assert_array_equal(out, x.reshape(-1, 4).sum(0))
 
 @needs_llvmlite
-def test_vector_loads_and_packed_halves():
+@CODEGEN
+def test_vector_loads_and_packed_halves(features):
   rng = np.random.default_rng(12); n = 128
   a = rng.standard_normal((n, 4)).astype(np.float32); h = rng.standard_normal((n, 2)).astype(np.float16); h0 = h.copy()
-  out = np.zeros((n, 4), np.float32); Dev().run("vec4", [out, a, h], (n // 64,), (64,))
+  out = np.zeros((n, 4), np.float32); Dev(features).run("vec4", [out, a, h], (n // 64,), (64,))
   np.testing.assert_array_equal(out, a * a[:, ::-1])
   np.testing.assert_array_equal(h, (h0 + np.array([1, 2], np.float16)) * h0)
 
 @needs_llvmlite
+@CODEGEN
 @pytest.mark.parametrize("flag", [0, 5])
-def test_3d_ids_and_uniform_branch(flag):
-  out = np.full(64 * 16, -1, np.int32); Dev().run("ids3d", [out, ("i", flag)], (8, 1, 2), (4, 4, 4))
+def test_3d_ids_and_uniform_branch(flag, features):
+  out = np.full(64 * 16, -1, np.int32); Dev(features).run("ids3d", [out, ("i", flag)], (8, 1, 2), (4, 4, 4))
   idx = np.arange(64 * 16)
   np.testing.assert_array_equal(out, idx * 3 if flag == 0 else idx ^ flag)
 
 @needs_llvmlite
-def test_lds_8_waves_barrier_and_b128():
+@CODEGEN
+def test_lds_8_waves_barrier_and_b128(features):
   rng = np.random.default_rng(13); n = 256 * 3; a = rng.integers(-100, 100, n).astype(np.float32)
-  out = np.zeros(n, np.float32); Dev().run("lds_wide", [out, a], (3,), (256,))
+  out = np.zeros(n, np.float32); Dev(features).run("lds_wide", [out, a], (3,), (256,))
   t = a.reshape(3, 256); lid = np.arange(256); q = lid & 252
   np.testing.assert_array_equal(out.reshape(3, 256), t[:, 255 - lid] + t[:, q] + t[:, q + 3])
 
@@ -234,14 +252,3 @@ def test_missing_waitcnt_reads_stale_registers(which):
     else:
       launch(code, kd, d.mem, ka, (1,), (64,), entry=entry); assert not np.array_equal(out, a + b)
 
-@needs_llvmlite
-def test_true16_register_halves():
-  """LLVM 22's default gfx11 code (real-true16) keeps halves in v0.l/v0.h; the emulator follows the hardware's
-  half-register addressing. (llvm-objdump 19 predates that encoding, so only results are checked.)"""
-  rng = np.random.default_rng(15); n = 128; off = 3
-  a = rng.standard_normal(n + off).astype(np.float16); b = rng.standard_normal(n).astype(np.float16)
-  d = Dev(); out = np.zeros(n, np.float16)
-  text, entry, _, kd = read_object(compile_ir(KERNELS["half_i64"], features=""), "half_i64")
-  ka = np.frombuffer(bytearray(struct.pack("<QQQq", d.put(out), d.put(a), d.put(b), off)), np.uint8)
-  launch(text, kd, d.mem, d.put(ka), (n // 64,), (64,), entry=entry)
-  np.testing.assert_array_equal(out, (a[off:].astype(np.float32) * b.astype(np.float32)).astype(np.float16) + b)

@@ -55,7 +55,7 @@ VOP1 = {
   11: 'v_cvt_f32_f16', 12: 'v_cvt_nearest_i32_f32', 13: 'v_cvt_floor_i32_f32', 15: 'v_cvt_f32_f64',
   16: 'v_cvt_f64_f32', 17: 'v_cvt_f32_ubyte0', 18: 'v_cvt_f32_ubyte1', 19: 'v_cvt_f32_ubyte2',
   20: 'v_cvt_f32_ubyte3', 21: 'v_cvt_u32_f64', 22: 'v_cvt_f64_u32', 23: 'v_trunc_f64', 24: 'v_ceil_f64',
-  25: 'v_rndne_f64', 26: 'v_floor_f64', 32: 'v_fract_f32', 33: 'v_trunc_f32', 34: 'v_ceil_f32',
+  25: 'v_rndne_f64', 26: 'v_floor_f64', 28: 'v_mov_b16', 32: 'v_fract_f32', 33: 'v_trunc_f32', 34: 'v_ceil_f32',
   35: 'v_rndne_f32', 36: 'v_floor_f32', 37: 'v_exp_f32', 39: 'v_log_f32', 42: 'v_rcp_f32',
   43: 'v_rcp_iflag_f32', 46: 'v_rsq_f32', 47: 'v_rcp_f64', 49: 'v_rsq_f64', 51: 'v_sqrt_f32', 52: 'v_sqrt_f64',
   53: 'v_sin_f32', 54: 'v_cos_f32', 55: 'v_not_b32', 56: 'v_bfrev_b32', 57: 'v_clz_i32_u32',

@@ -85,7 +85,7 @@ def _mul24(signed):
 F32, U32, I32, F64, F16, U64, I64 = "f32", "u32", "i32", "f64", "f16", "u64", "i64"
 # name: (source types, result type, fn)
 OPS: dict[str, tuple[tuple[str, ...], str, object]] = {
-  "v_mov_b32": ((U32,), U32, lambda a: a), "v_not_b32": ((U32,), U32, lambda a: ~a),
+  "v_mov_b32": ((U32,), U32, lambda a: a), "v_mov_b16": (("u16",), "u16", lambda a: a), "v_not_b32": ((U32,), U32, lambda a: ~a),
   "v_cvt_f32_i32": ((I32,), F32, lambda a: a.astype(np.float32)), "v_cvt_f32_u32": ((U32,), F32, lambda a: a.astype(np.float32)),
   "v_cvt_u32_f32": ((F32,), U32, _cvt_i(np.uint32, 0, 2**32 - 1)), "v_cvt_i32_f32": ((F32,), I32, _cvt_i(np.int32, -2**31, 2**31 - 1)),
   "v_cvt_f16_f32": ((F32,), F16, lambda a: a.astype(np.float16)), "v_cvt_f32_f16": ((F16,), F32, lambda a: a.astype(np.float32)),
