@@ -3,6 +3,8 @@ from __future__ import annotations
 import importlib.util
 import io
 import struct
+
+import numpy as np
 from functools import cache
 
 DECL = """
@@ -395,3 +397,87 @@ declare float @llvm.sin.f32(float)
 declare i32 @llvm.amdgcn.workgroup.id.z()
 declare i32 @llvm.amdgcn.workitem.id.z()
 """
+
+# ---- random elementwise expressions: IR text and the numpy model of the same expression
+FBIN = {"fadd": np.add, "fsub": np.subtract, "fmul": np.multiply}
+FCALL = {"minnum": np.fmin, "maxnum": np.fmax}
+IBIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+ICALL = {"smin": np.minimum, "smax": np.maximum}
+FCMP = {"olt": np.less, "ogt": np.greater, "oge": np.greater_equal, "une": np.not_equal}
+
+def random_kernel(seed: int, depth: int = 5) -> tuple[str, str, object]:
+  """-> (kernel name, IR, fn(a, b, c) -> numpy result). Floats for even seeds, ints for odd ones."""
+  rng = np.random.default_rng(seed); isf = seed % 2 == 0; ty = "float" if isf else "i32"
+  lines, cnt = [], [0]
+  def new(expr: str) -> str:
+    cnt[0] += 1; lines.append(f"  %t{cnt[0]} = {expr}"); return f"%t{cnt[0]}"
+  def gen(d: int):
+    if d == 0 or rng.random() < 0.2:
+      k = int(rng.integers(0, 4))
+      if k < 3: return f"%{'abc'[k]}", (lambda k: lambda a, b, c: (a, b, c)[k])(k)
+      v = float(np.float32(rng.choice([0.5, -2.0, 3.25, 1e-3]))) if isf else int(rng.integers(-100, 100))
+      return (f"0x{np.float64(v).view(np.uint64):X}" if isf else str(v)), (lambda v: lambda a, b, c: (np.float32(v) if isf else np.int32(v)))(v)
+    x, fx = gen(d - 1); y, fy = gen(d - 1); r = rng.random()
+    if isf:
+      if r < 0.5:
+        op = str(rng.choice(list(FBIN))); f = FBIN[op]
+        return new(f"{op} float {x}, {y}"), lambda a, b, c: f(fx(a, b, c), fy(a, b, c))
+      if r < 0.7:
+        op = str(rng.choice(list(FCALL))); f = FCALL[op]
+        return new(f"call float @llvm.{op}.f32(float {x}, float {y})"), lambda a, b, c: f(fx(a, b, c), fy(a, b, c))
+      if r < 0.8: return new(f"call float @llvm.fabs.f32(float {x})"), lambda a, b, c: np.abs(fx(a, b, c))
+      z, fz = gen(d - 1); cc = str(rng.choice(list(FCMP))); f = FCMP[cc]
+      cnd = new(f"fcmp {cc} float {x}, {y}")
+      return new(f"select i1 {cnd}, float {z}, float {x}"), lambda a, b, c: np.where(f(fx(a, b, c), fy(a, b, c)), fz(a, b, c), fx(a, b, c))
+    if r < 0.55:
+      op = str(rng.choice(list(IBIN))); f = IBIN[op]
+      return new(f"{op} i32 {x}, {y}"), lambda a, b, c: f(fx(a, b, c), fy(a, b, c)).astype(np.int32)
+    if r < 0.7:
+      op = str(rng.choice(list(ICALL))); f = ICALL[op]
+      return new(f"call i32 @llvm.{op}.i32(i32 {x}, i32 {y})"), lambda a, b, c: f(fx(a, b, c), fy(a, b, c))
+    if r < 0.85:
+      sh = int(rng.integers(0, 32)); op = str(rng.choice(["shl", "lshr", "ashr"]))
+      f = {"shl": lambda v: (v.astype(np.uint32) << np.uint32(sh)).view(np.int32), "lshr": lambda v: (v.astype(np.uint32) >> np.uint32(sh)).view(np.int32),
+           "ashr": lambda v: v >> np.int32(sh)}[op]
+      return new(f"{op} i32 {x}, {sh}"), lambda a, b, c: f(np.asarray(fx(a, b, c), np.int32))
+    cnd = new(f"icmp slt i32 {x}, {y}")
+    return new(f"select i1 {cnd}, i32 {y}, i32 {x}"), lambda a, b, c: np.where(fx(a, b, c) < fy(a, b, c), fy(a, b, c), fx(a, b, c))
+  res, fn = gen(depth)
+  name = f"rand{seed}"
+  loads = "\n".join(f"  %p{v} = getelementptr {ty}, ptr addrspace(1) %{v}in, i32 %i\n  %{v} = load {ty}, ptr addrspace(1) %p{v}" for v in "abc")
+  ir = f"""define amdgpu_kernel void @{name}(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %ain, ptr addrspace(1) noalias %bin, ptr addrspace(1) noalias %cin) {{
+{gid()}
+{loads}
+{chr(10).join(lines)}
+  %po = getelementptr {ty}, ptr addrspace(1) %out, i32 %i
+  store {ty} {res}, ptr addrspace(1) %po
+  ret void
+}}
+declare i32 @llvm.smin.i32(i32, i32)
+"""
+  return name, ir, fn
+
+KERNELS["varloop"] = f"""define amdgpu_kernel void @varloop(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %cnt) {{
+entry:
+{gid()}
+  %pc = getelementptr i32, ptr addrspace(1) %cnt, i32 %i
+  %n = load i32, ptr addrspace(1) %pc
+  %z = icmp sgt i32 %n, 0
+  br i1 %z, label %l, label %done
+l:
+  %k = phi i32 [0, %entry], [%k2, %cont]
+  %acc = phi i32 [0, %entry], [%acc2, %cont]
+  %sq = mul i32 %k, %k
+  %acc2 = add i32 %acc, %sq
+  %k2 = add i32 %k, 1
+  %big = icmp sgt i32 %acc2, 5000
+  br i1 %big, label %done, label %cont
+cont:
+  %c = icmp slt i32 %k2, %n
+  br i1 %c, label %l, label %done
+done:
+  %r = phi i32 [-1, %entry], [%acc2, %l], [%acc2, %cont]
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %r, ptr addrspace(1) %po
+  ret void
+}}"""

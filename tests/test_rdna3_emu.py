@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hcqrt.mock.amd.rdna3 import decode, launch, FlatMemory, KernelDescriptor, DecodeError, EmulatorError, MemoryFault
 from hcqrt.mock.amd.rdna3.disasm import operands
-from tests.rdna3_kernels import KERNELS, compile_ir, read_object, have_llvmlite
+from tests.rdna3_kernels import KERNELS, compile_ir, have_llvmlite, random_kernel, read_object
 
 needs_llvmlite = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
 
@@ -153,8 +153,9 @@ def _objdump(obj: bytes, tmp_path) -> list[tuple[int, str, str]]:
 @pytest.mark.skipif(OBJDUMP is None, reason="llvm-objdump (Debian llvm-19) is not installed; .ci/run installs it")
 def test_decoder_matches_llvm_objdump(tmp_path):
   total = 0
-  for name in KERNELS:
-    obj = compile_ir(KERNELS[name]); text, entry, size, _ = read_object(obj, name)
+  srcs = dict(KERNELS) | {name: ir for name, ir, _ in (random_kernel(s) for s in range(16))}
+  for name, src in srcs.items():
+    obj = compile_ir(src); text, entry, size, _ = read_object(obj, name)
     insts, ref = decode(text, entry, entry + size), _objdump(obj, tmp_path)
     assert [(i.addr, i.name) for i in insts] == [(a, m) for a, m, _ in ref], f"{name}: mnemonics disagree with llvm-objdump"
     for i, (_, m, ops) in zip(insts, ref):   # operands too: registers, widths, literals, modifiers, offsets
@@ -252,3 +253,33 @@ def test_missing_waitcnt_reads_stale_registers(which):
     else:
       launch(code, kd, d.mem, ka, (1,), (64,), entry=entry); assert not np.array_equal(out, a + b)
 
+
+@needs_llvmlite
+@pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("RDNA3_SEEDS", "16"))))
+def test_random_expressions(seed):
+  """Random float/int expression trees (compare+select, min/max, shifts, abs): exact agreement with numpy."""
+  name, ir, fn = random_kernel(seed)
+  KERNELS[name] = ir
+  rng = np.random.default_rng(100 + seed); n = 128
+  if seed % 2 == 0: a, b, c = (rng.standard_normal(n).astype(np.float32) * 4 for _ in range(3)); out = np.zeros(n, np.float32)
+  else: a, b, c = (rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32) for _ in range(3)); out = np.zeros(n, np.int32)
+  a[:8] = 0   # exact zeros exercise min/max/compare edge cases
+  Dev(["-real-true16", ""][seed % 4 // 2]).run(name, [out, a, b, c], (n // 64,), (64,))
+  with np.errstate(all="ignore"): ref = np.broadcast_to(fn(a, b, c), (n,)).astype(out.dtype)
+  np.testing.assert_array_equal(out, ref)
+
+@needs_llvmlite
+@CODEGEN
+def test_divergent_loop_with_break(features):
+  """Per-lane trip counts and an early exit: lanes leave the loop at different iterations (exec-mask loop)."""
+  rng = np.random.default_rng(16); n = 128; cnt = rng.integers(-3, 40, n).astype(np.int32)
+  out = np.zeros(n, np.int32); Dev(features).run("varloop", [out, cnt], (n // 64,), (64,))
+  ref = []
+  for c in cnt:
+    if c <= 0: ref.append(-1); continue
+    acc = 0
+    for k in range(c):
+      acc += k * k
+      if acc > 5000: break
+    ref.append(acc)
+  np.testing.assert_array_equal(out, ref)
