@@ -283,3 +283,18 @@ def test_divergent_loop_with_break(features):
       if acc > 5000: break
     ref.append(acc)
   np.testing.assert_array_equal(out, ref)
+
+# hand-assembled (llvm-mc-19 for gfx1100): kernarg pointer in s[4:5] after a 4-SGPR private segment buffer,
+# workgroup id x in s6 = s[USER_SGPR_COUNT]; out[wg * 32 + t] = kernarg[0] + 100 * wg + t
+USER6 = bytes.fromhex("020300f4000000f8020204f4080000f807fc89bf06ff0d96640000000c0d0c810c00024a8200003006870d840d00004a00006adc000108000000b0bf")
+
+def test_user_sgpr_layout_follows_descriptor():
+  assert [i.name for i in decode(USER6)][:3] == ["s_load_b32", "s_load_b64", "s_waitcnt"]
+  kd = bytearray(64); struct.pack_into("<II", kd, 48, 0x2, (6 << 1) | (1 << 7))
+  struct.pack_into("<H", kd, 56, (1 << 0) | (1 << 3) | (1 << 10))   # private segment buffer + kernarg ptr, wave32
+  out = np.zeros(96, np.int32); args = np.frombuffer(bytearray(struct.pack("<IIQ", 7000, 0, 0x5000_0000)), np.uint8)
+  st = launch(USER6, bytes(kd), {0x4000_0000: args, 0x5000_0000: out.view(np.uint8)}, 0x4000_0000, (3,), (32,))
+  np.testing.assert_array_equal(out, 7000 + 100 * (np.arange(96) // 32) + np.arange(96) % 32)
+  assert (st.waves, st.wave_insts) == (3, 33)
+  struct.pack_into("<II", kd, 48, 0x2, (1 << 1) | (1 << 7))      # USER_SGPR_COUNT too small for what is enabled
+  with pytest.raises(EmulatorError, match="USER_SGPR_COUNT"): launch(USER6, bytes(kd), {}, 0, (1,), (32,))

@@ -63,13 +63,19 @@ class LaunchStats:
   waves: int
   wave_insts: int
 
-def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory, kernarg_addr: int, grid: tuple[int, ...],
+def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, kernarg_addr: int, grid: tuple[int, ...],
            block: tuple[int, ...], entry: int = 0, dynamic_lds: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0,
            max_waves: int = 8192) -> LaunchStats:
   """Run a gfx1100 kernel: `code` holds its machine code with the first instruction at byte `entry`;
   `grid` counts workgroups per dimension, `block` work-items per workgroup; kernel arguments live at
-  `kernarg_addr` in `mem`. Returns how many waves ran and how many wave-instructions they executed."""
+  `kernarg_addr` in `mem` (a FlatMemory, or a dict {address: buffer}). Returns how many waves ran and how
+  many wave-instructions they executed.
+
+  SGPRs are set up as the dispatcher does: the user SGPRs the descriptor enables (kernarg pointer etc.,
+  then any preloaded kernargs) from s0, the workgroup ids X/Y/Z at s[USER_SGPR_COUNT]..., and v0 holds the
+  work-item ids packed 10 bits each, as many as TIDIG_COMP_CNT asks for."""
   kd = kd if isinstance(kd, KernelDescriptor) else KernelDescriptor.from_bytes(kd)
+  if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
   grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
   if not kd.wave32: raise EmulatorError("kernel descriptor asks for wave64; the RDNA3 emulator runs wave32 only")
   if kd.private_segment_fixed_size: raise EmulatorError(f"kernel needs {kd.private_segment_fixed_size} bytes of scratch; not supported")
@@ -82,7 +88,8 @@ def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory, kernarg_a
   user, pos = {}, 0
   for name, on in kd.user_sgpr_enables().items():
     if on: user[name] = pos; pos += USER_SGPR_SIZES[name]
-  if "private_segment_buffer" in user or "flat_scratch_init" in user: raise EmulatorError("scratch setup SGPRs requested; not supported")
+  # private_segment_buffer / flat_scratch_init are loaded as zeros: no scratch memory exists here, and every
+  # scratch instruction is refused when it is decoded, so a kernel that really uses them fails loudly
   if "dispatch_ptr" in user and not dispatch_ptr: raise EmulatorError("kernel reads the dispatch packet; pass dispatch_ptr")
   if "queue_ptr" in user and not queue_ptr: raise EmulatorError("kernel reads the queue; pass queue_ptr")
   preload = (pos, kd.preload_offset, kd.preload_dwords) if kd.preload_dwords else None
@@ -96,8 +103,7 @@ def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory, kernarg_a
     w = Waves(code, n, kd.vgprs, np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
     for name, at in user.items():
-      val = {"kernarg_segment_ptr": kernarg_addr, "dispatch_ptr": dispatch_ptr, "queue_ptr": queue_ptr, "dispatch_id": 0,
-             "private_segment_size": 0}[name]
+      val = {"kernarg_segment_ptr": kernarg_addr, "dispatch_ptr": dispatch_ptr, "queue_ptr": queue_ptr}.get(name, 0)
       for k in range(USER_SGPR_SIZES[name]): w.s[at + k] = (val >> (32 * k)) & 0xFFFFFFFF
     if preload:
       at, off, cnt = preload

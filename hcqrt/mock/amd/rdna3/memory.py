@@ -15,6 +15,12 @@ class FlatMemory:
   def __init__(self) -> None:
     self.bases: list[int] = []; self.bufs: list[np.ndarray] = []
 
+  @classmethod
+  def from_dict(cls, bufs: dict) -> FlatMemory:
+    m = cls()
+    for base, buf in bufs.items(): m.map(base, buf)
+    return m
+
   def map(self, base: int, buf) -> None:
     arr = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, np.uint8)
     arr = arr.reshape(-1).view(np.uint8)
