@@ -481,3 +481,52 @@ done:
   store i32 %r, ptr addrspace(1) %po
   ret void
 }}"""
+
+KERNELS["wave_ops"] = """@hist = internal addrspace(3) global [8 x i32] undef, align 4
+define amdgpu_kernel void @wave_ops(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr %gen) {
+entry:
+  %wg = call i32 @llvm.amdgcn.workgroup.id.x()
+  %lid = call i32 @llvm.amdgcn.workitem.id.x()
+  %base = mul i32 %wg, 64
+  %i = add i32 %base, %lid
+  %lt8 = icmp ult i32 %lid, 8
+  br i1 %lt8, label %zero, label %go
+zero:
+  %pz = getelementptr [8 x i32], ptr addrspace(3) @hist, i32 0, i32 %lid
+  store i32 0, ptr addrspace(3) %pz
+  br label %go
+go:
+  call void @llvm.amdgcn.s.barrier()
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %i
+  %x = load i32, ptr addrspace(1) %pa
+  %bin = and i32 %x, 7
+  %ph = getelementptr [8 x i32], ptr addrspace(3) @hist, i32 0, i32 %bin
+  %old = atomicrmw add ptr addrspace(3) %ph, i32 1 monotonic
+  %odd = icmp ne i32 %bin, 0
+  %ballot = call i32 @llvm.amdgcn.ballot.i32(i1 %odd)
+  %pop = call i32 @llvm.ctpop.i32(i32 %ballot)
+  %first = call i32 @llvm.amdgcn.readfirstlane.i32(i32 %x)
+  %mb = call i32 @llvm.amdgcn.mbcnt.lo(i32 -1, i32 0)
+  %nb = add i32 %lid, 1
+  %nb4 = shl i32 %nb, 2
+  %nbm = and i32 %nb4, 124
+  %perm = call i32 @llvm.amdgcn.ds.bpermute(i32 %nbm, i32 %x)
+  call void @llvm.amdgcn.s.barrier()
+  %lt8b = icmp ult i32 %lid, 8
+  %hv = load i32, ptr addrspace(3) %ph
+  %pg = getelementptr i32, ptr %gen, i32 %i
+  store i32 %hv, ptr %pg
+  %s1 = add i32 %pop, %first
+  %s2 = mul i32 %mb, 1000
+  %s3 = add i32 %s1, %s2
+  %o0 = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %s3, ptr addrspace(1) %o0
+  %i1 = add i32 %i, 1024
+  %o1 = getelementptr i32, ptr addrspace(1) %out, i32 %i1
+  store i32 %perm, ptr addrspace(1) %o1
+  ret void
+}
+declare i32 @llvm.amdgcn.ballot.i32(i1)
+declare i32 @llvm.amdgcn.readfirstlane.i32(i32)
+declare i32 @llvm.amdgcn.mbcnt.lo(i32, i32)
+declare i32 @llvm.amdgcn.ds.bpermute(i32, i32)"""

@@ -298,3 +298,17 @@ def test_user_sgpr_layout_follows_descriptor():
   assert (st.waves, st.wave_insts) == (3, 33)
   struct.pack_into("<II", kd, 48, 0x2, (1 << 1) | (1 << 7))      # USER_SGPR_COUNT too small for what is enabled
   with pytest.raises(EmulatorError, match="USER_SGPR_COUNT"): launch(USER6, bytes(kd), {}, 0, (1,), (32,))
+
+@needs_llvmlite
+@CODEGEN
+def test_wave_intrinsics_and_lds_atomics(features):
+  """ballot (compare into an SGPR mask) + popcount, readfirstlane, mbcnt, ds_bpermute, LDS atomic add."""
+  rng = np.random.default_rng(17); n = 64 * 4; x = rng.integers(0, 1000, n).astype(np.int32)
+  out, gen = np.zeros(2048, np.int32), np.zeros(n, np.int32)
+  Dev(features).run("wave_ops", [out, x, gen], (n // 64,), (64,))
+  i = np.arange(n); lane = i % 32; wave0 = i - lane; b = x & 7
+  hist = np.stack([np.bincount(b[g * 64:(g + 1) * 64], minlength=8) for g in range(n // 64)])
+  np.testing.assert_array_equal(gen, hist[i // 64, b])
+  pop = np.array([np.count_nonzero(b[w:w + 32]) for w in wave0])
+  np.testing.assert_array_equal(out[:n], pop + x[wave0] + lane * 1000)
+  np.testing.assert_array_equal(out[1024:1024 + n], x[wave0 + (lane + 1) % 32])

@@ -66,6 +66,7 @@ def _ctz(a):
 def _bfrev(a):
   bits = np.unpackbits(np.ascontiguousarray(_u(a)).reshape(-1, 1).view(np.uint8), axis=1, bitorder="little")
   return np.packbits(bits[:, ::-1], axis=1, bitorder="little").view(np.uint32).reshape(np.shape(a))
+_LANES_BELOW = ((np.uint64(1) << np.arange(32, dtype=np.uint64)) - np.uint64(1)).astype(np.uint32)
 def _popc(a): return np.unpackbits(np.ascontiguousarray(_u(a)).reshape(-1, 1).view(np.uint8), axis=1).sum(1).astype(np.uint32).reshape(np.shape(a))
 def _perm(a, b, sel):
   src = (b.astype(np.uint64) | (a.astype(np.uint64) << np.uint64(32)))
@@ -143,6 +144,9 @@ OPS: dict[str, tuple[tuple[str, ...], str, object]] = {
                            (b.astype(np.float16).view(np.uint16).astype(np.uint32) << np.uint32(16))),
   "v_pack_b32_f16": ((F16, F16), U32, lambda a, b: a.view(np.uint16).astype(np.uint32) | (b.view(np.uint16).astype(np.uint32) << np.uint32(16))),
   "v_bcnt_u32_b32": ((U32, U32), U32, lambda a, b: _popc(a) + b),
+  # mbcnt: count the mask bits of lower lanes (wave32: lanes 0..31 live in the lo half, so _hi adds nothing)
+  "v_mbcnt_lo_u32_b32": ((U32, U32), U32, lambda a, b: _popc(np.broadcast_to(a, np.broadcast(a, b).shape) & _LANES_BELOW) + b),
+  "v_mbcnt_hi_u32_b32": ((U32, U32), U32, lambda a, b: b + np.uint32(0)),
   # ternary
   "v_fma_f32": ((F32, F32, F32), F32, _fma), "v_fma_f64": ((F64, F64, F64), F64, _fma), "v_fma_f16": ((F16, F16, F16), F16, _fma),
   "v_fmac_f32": ((F32, F32, F32), F32, _fma), "v_fmac_f16": ((F16, F16, F16), F16, _fma),
