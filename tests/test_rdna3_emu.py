@@ -126,8 +126,16 @@ def test_out_of_bounds_access_faults(features):
 
 def test_refuses_unknown_encodings_by_name():
   with pytest.raises(DecodeError, match="MIMG encoding"): decode(bytes.fromhex("000000f0" "00000000"))
+  with pytest.raises(DecodeError, match="MUBUF encoding"): decode(bytes.fromhex("000050e000000080"))          # buffer_load_b32
+  with pytest.raises(DecodeError, match="v_mov_b32: SDWA/DPP"): decode(bytes.fromhex("fa02007e01b100ff"))    # v_mov_b32_dpp
   with pytest.raises(DecodeError, match="unknown SOPP opcode 127"): decode(struct.pack("<I", 0xBF800000 | (127 << 16)))
   with pytest.raises(DecodeError, match="scratch"): decode(struct.pack("<II", 0xDC510000, 0))
+
+def test_decoded_but_unimplemented_op_is_named():
+  kd = bytearray(64); struct.pack_into("<II", kd, 48, 0, 1 << 7); struct.pack_into("<H", kd, 56, 1 << 10)
+  code = bytes.fromhex("00000cd601050e04" "0000b0bf")   # v_cubeid_f32 v0, v1, v2, v3; s_endpgm
+  assert [i.name for i in decode(code)] == ["v_cubeid_f32", "s_endpgm"]
+  with pytest.raises(EmulatorError, match="v_cubeid_f32 at 0x0: VALU op not implemented"): launch(code, bytes(kd), {}, 0, (1,), (32,))
 
 def test_descriptor_fields_and_refusals():
   kd = bytearray(64); struct.pack_into("<III", kd, 48, 0x2, (15 << 1) | (1 << 7), 0)
