@@ -405,9 +405,10 @@ IBIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "and": np.bitwise
 ICALL = {"smin": np.minimum, "smax": np.maximum}
 FCMP = {"olt": np.less, "ogt": np.greater, "oge": np.greater_equal, "une": np.not_equal}
 
-def random_kernel(seed: int, depth: int = 5) -> tuple[str, str, object]:
-  """-> (kernel name, IR, fn(a, b, c) -> numpy result). Floats for even seeds, ints for odd ones."""
-  rng = np.random.default_rng(seed); isf = seed % 2 == 0; ty = "float" if isf else "i32"
+def random_kernel(seed: int, depth: int = 5, uniform: bool = False) -> tuple[str, str, object]:
+  """-> (kernel name, IR, fn(a, b, c) -> numpy result). Floats for even seeds, ints for odd ones; `uniform`
+  takes a, b, c as i32 kernel arguments, so the expression runs on the scalar ALU."""
+  rng = np.random.default_rng(seed); isf = seed % 2 == 0 and not uniform; ty = "float" if isf else "i32"
   lines, cnt = [], [0]
   def new(expr: str) -> str:
     cnt[0] += 1; lines.append(f"  %t{cnt[0]} = {expr}"); return f"%t{cnt[0]}"
@@ -443,9 +444,11 @@ def random_kernel(seed: int, depth: int = 5) -> tuple[str, str, object]:
     cnd = new(f"icmp slt i32 {x}, {y}")
     return new(f"select i1 {cnd}, i32 {y}, i32 {x}"), lambda a, b, c: np.where(fx(a, b, c) < fy(a, b, c), fy(a, b, c), fx(a, b, c))
   res, fn = gen(depth)
-  name = f"rand{seed}"
+  name = f"rand{'u' if uniform else ''}{seed}"
   loads = "\n".join(f"  %p{v} = getelementptr {ty}, ptr addrspace(1) %{v}in, i32 %i\n  %{v} = load {ty}, ptr addrspace(1) %p{v}" for v in "abc")
-  ir = f"""define amdgpu_kernel void @{name}(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %ain, ptr addrspace(1) noalias %bin, ptr addrspace(1) noalias %cin) {{
+  params = "i32 %a, i32 %b, i32 %c" if uniform else "ptr addrspace(1) noalias %ain, ptr addrspace(1) noalias %bin, ptr addrspace(1) noalias %cin"
+  if uniform: loads = ""
+  ir = f"""define amdgpu_kernel void @{name}(ptr addrspace(1) noalias %out, {params}) {{
 {gid()}
 {loads}
 {chr(10).join(lines)}

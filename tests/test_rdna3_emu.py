@@ -161,7 +161,7 @@ def _objdump(obj: bytes, tmp_path) -> list[tuple[int, str, str]]:
 @pytest.mark.skipif(OBJDUMP is None, reason="llvm-objdump (Debian llvm-19) is not installed; .ci/run installs it")
 def test_decoder_matches_llvm_objdump(tmp_path):
   total = 0
-  srcs = dict(KERNELS) | {name: ir for name, ir, _ in (random_kernel(s) for s in range(16))}
+  srcs = dict(KERNELS) | {name: ir for name, ir, _ in (random_kernel(s, uniform=u) for s in range(16) for u in (False, True))}
   for name, src in srcs.items():
     obj = compile_ir(src); text, entry, size, _ = read_object(obj, name)
     insts, ref = decode(text, entry, entry + size), _objdump(obj, tmp_path)
@@ -320,3 +320,15 @@ def test_wave_intrinsics_and_lds_atomics(features):
   pop = np.array([np.count_nonzero(b[w:w + 32]) for w in wave0])
   np.testing.assert_array_equal(out[:n], pop + x[wave0] + lane * 1000)
   np.testing.assert_array_equal(out[1024:1024 + n], x[wave0 + (lane + 1) % 32])
+
+@needs_llvmlite
+@pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("RDNA3_SEEDS", "12"))))
+def test_random_uniform_expressions(seed):
+  """The same generator over i32 kernel arguments: LLVM keeps it on the scalar ALU (SOP1/SOP2/SOPC/SOPK)."""
+  name, ir, fn = random_kernel(seed, uniform=True)
+  KERNELS[name] = ir
+  rng = np.random.default_rng(200 + seed); a, b, c = (int(v) for v in rng.integers(-2**31, 2**31, 3))
+  if seed % 3 == 0: a = 0
+  out = np.zeros(64, np.int32); Dev().run(name, [out, ("i", a), ("i", b), ("i", c)], (1,), (64,))
+  with np.errstate(all="ignore"): ref = np.asarray(fn(*(np.int32(v) for v in (a, b, c)))).astype(np.int32)
+  np.testing.assert_array_equal(out, np.full(64, ref))

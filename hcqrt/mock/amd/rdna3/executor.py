@@ -100,7 +100,7 @@ class Waves:
 
   # ---- SALU
   def _sop2(self, i: Inst, sel):
-    n = i.name; w64 = n.endswith("64") and not n.startswith(("s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfe")) or n in ("s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfe_u64", "s_bfe_i64")
+    n = i.name; w64 = n.endswith(("_b64", "_i64", "_u64"))
     t = "u64" if w64 else "u32"
     a = self.sread(i.f["ssrc0"], sel, i, "i64" if n in ("s_ashr_i64", "s_bfe_i64") else t)
     b = self.sread(i.f["ssrc1"], sel, i, "u32" if n in ("s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfe_u64", "s_bfe_i64") else t)
@@ -119,8 +119,8 @@ class Waves:
     elif n == "s_ashr_i32": r = sx(a) >> (b & U(31)).astype(np.int64); scc = r != 0
     elif n == "s_ashr_i64": r = a.view(np.int64) >> (b & U(63)).astype(np.int64); scc = r != 0
     elif n.startswith("s_lshl") and n.endswith("_add_u32"):
-      r = (a.astype(np.uint64) << np.uint64(int(n[6]))) + b; r &= np.uint64(2**33 - 1) if False else np.uint64(2**64 - 1)
-      scc = (r >> np.uint64(32)) != 0
+      r = (a.astype(np.uint64) << np.uint64(int(n[6]))) + b
+      scc = (r >> np.uint64(32)) != 0   # carry out of the 32-bit result
     elif n in ("s_min_i32", "s_max_i32"): r = (np.minimum if "min" in n else np.maximum)(sx(a), sx(b)); scc = r == sx(a)
     elif n in ("s_min_u32", "s_max_u32"): r = (np.minimum if "min" in n else np.maximum)(a, b); scc = r == a
     elif n[:-4] in ("s_and", "s_or", "s_xor", "s_nand", "s_nor", "s_xnor", "s_and_not1", "s_or_not1"):
