@@ -6,7 +6,7 @@ import struct
 import subprocess
 import numpy as np
 import pytest
-from hcqrt.mock.amd.rdna3 import decode, launch, FlatMemory, KernelDescriptor, DecodeError, EmulatorError, MemoryFault
+from hcqrt.mock.amd.rdna3 import decode, dispatch, launch, FlatMemory, KernelDescriptor, DecodeError, EmulatorError, MemoryFault
 from hcqrt.mock.amd.rdna3.disasm import operands
 from tests.rdna3_kernels import KERNELS, compile_ir, have_llvmlite, random_kernel, read_object
 
@@ -332,3 +332,16 @@ def test_random_uniform_expressions(seed):
   out = np.zeros(64, np.int32); Dev().run(name, [out, ("i", a), ("i", b), ("i", c)], (1,), (64,))
   with np.errstate(all="ignore"): ref = np.asarray(fn(*(np.int32(v) for v in (a, b, c)))).astype(np.int32)
   np.testing.assert_array_equal(out, np.full(64, ref))
+
+def test_dispatch_from_pm4_registers():
+  """The PM4 view: code fetched from GPU memory at COMPUTE_PGM, user SGPRs from COMPUTE_USER_DATA_*."""
+  out = np.zeros(64, np.int32); args = np.frombuffer(bytearray(struct.pack("<IIQ", 5, 0, 0x5000_0000)), np.uint8)
+  code = np.frombuffer(bytearray(USER6 + b"\0" * 64), np.uint8)
+  mem = {0x4000_0000: args, 0x5000_0000: out.view(np.uint8), 0x7000_0000: code}
+  rsrc2 = (6 << 1) | (1 << 7) | (1 << 15)   # 6 user SGPRs, workgroup id x, LDS_SIZE = 1 granule
+  st = dispatch(mem, 0x7000_0000, 0x2, rsrc2, [0, 0, 0, 0, 0x4000_0000, 0], (2,), (32,))
+  np.testing.assert_array_equal(out, 5 + 100 * (np.arange(64) // 32) + np.arange(64) % 32)
+  assert st.waves == 2
+  with pytest.raises(EmulatorError, match="wave64"): dispatch(mem, 0x7000_0000, 0x2, rsrc2, [0] * 6, (1,), (32,), wave32=False)
+  with pytest.raises(MemoryFault, match="0xbad0bad0"): dispatch(mem, 0x7000_0000, 0x2, rsrc2, [0] * 5, (1,), (32,))   # s5 unset
+  with pytest.raises(MemoryFault, match="instruction fetch"): dispatch(mem, 0x6000_0000, 0x2, rsrc2, [0] * 6, (1,), (32,))

@@ -32,6 +32,12 @@ class FlatMemory:
   def unmap(self, base: int) -> None:
     i = self.bases.index(base); del self.bases[i]; del self.bufs[i]
 
+  def tail(self, addr: int, what: str = "access") -> np.ndarray:
+    """The mapped bytes from `addr` to the end of its buffer (a view; code is fetched from here)."""
+    i = bisect.bisect(self.bases, addr) - 1
+    if i < 0 or addr >= self.bases[i] + len(self.bufs[i]): raise MemoryFault(f"{what}: 0x{addr:x} is outside every mapped buffer")
+    return self.bufs[i][addr - self.bases[i]:]
+
   def _locate(self, addrs: np.ndarray, nbytes: int, what: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Split addresses by mapping: [(mask, buffer, offsets)]; every byte must be mapped."""
     addrs = addrs.astype(np.uint64, copy=False)
