@@ -533,3 +533,14 @@ declare i32 @llvm.amdgcn.ballot.i32(i1)
 declare i32 @llvm.amdgcn.readfirstlane.i32(i32)
 declare i32 @llvm.amdgcn.mbcnt.lo(i32, i32)
 declare i32 @llvm.amdgcn.ds.bpermute(i32, i32)"""
+
+KERNELS["flat_indirect"] = _ew("flat_indirect", "ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %ptrs", """
+  %sel = and i32 %i, 1
+  %pp = getelementptr ptr, ptr addrspace(1) %ptrs, i32 %sel
+  %p = load ptr, ptr addrspace(1) %pp
+  %px = getelementptr float, ptr %p, i32 %i
+  %x = load float, ptr %px
+  %y = fmul float %x, 2.0
+  store float %y, ptr %px
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  store float %x, ptr addrspace(1) %po""")

@@ -345,3 +345,15 @@ def test_dispatch_from_pm4_registers():
   with pytest.raises(EmulatorError, match="wave64"): dispatch(mem, 0x7000_0000, 0x2, rsrc2, [0] * 6, (1,), (32,), wave32=False)
   with pytest.raises(MemoryFault, match="0xbad0bad0"): dispatch(mem, 0x7000_0000, 0x2, rsrc2, [0] * 5, (1,), (32,))   # s5 unset
   with pytest.raises(MemoryFault, match="instruction fetch"): dispatch(mem, 0x6000_0000, 0x2, rsrc2, [0] * 6, (1,), (32,))
+
+@needs_llvmlite
+@CODEGEN
+def test_flat_loads_through_pointers_in_memory(features):
+  """Generic (flat) pointers read from a buffer: flat_load/flat_store, each lane picks one of two buffers."""
+  n = 128; rng = np.random.default_rng(18); a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+  a0, b0 = a.copy(), b.copy(); d = Dev(features); out = np.zeros(n, np.float32)
+  ptrs = np.array([d.put(a), d.put(b)], np.uint64)
+  d.run("flat_indirect", [out, ptrs], (n // 64,), (64,))
+  odd = np.arange(n) % 2 == 1
+  np.testing.assert_array_equal(out, np.where(odd, b0, a0))
+  np.testing.assert_array_equal(a, np.where(odd, a0, 2 * a0)); np.testing.assert_array_equal(b, np.where(odd, 2 * b0, b0))
