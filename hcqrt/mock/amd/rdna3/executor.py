@@ -487,13 +487,15 @@ class Waves:
       else: self.s[reg + k, w] = vals[k][which]
 
   def _retire(self, counter: str, sel, left: int) -> None:
-    """s_waitcnt: for the waves in `sel`, land all but the `left` most recent loads counted by `counter`."""
+    """s_waitcnt: for the waves in `sel`, land all but the `left` most recent loads counted by `counter`.
+    Scalar loads may return out of order, so only a wait for zero is sure to land them; they stay in flight
+    until then (the latest they could arrive)."""
     q = self.pending[counter]
     if not q: return
     member = np.zeros(self.n, bool); member[sel] = True
     seen = np.zeros(self.n, np.int64); due = [None] * len(q)
     for j in range(len(q) - 1, -1, -1):   # newest first: a wave's load is due once `left` younger ones are counted
-      waves = q[j][2]; due[j] = member[waves] & (seen[waves] >= left); seen[waves] += 1
+      waves = q[j][2]; due[j] = member[waves] & (seen[waves] >= left) & (left == 0 or q[j][0] != "s"); seen[waves] += 1
     keep = []
     for e, d in zip(q, due):               # land oldest first, so a newer load to the same register wins
       if d.any(): self._apply(e, d)
