@@ -377,10 +377,10 @@ class Waves:
     f = i.f; ex = self.exec_mask(sel)
     if i.name in ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16"):
       args = []
-      for k in range(3):
+      for k, code in enumerate((f["src0"], f["src1"], f["src2"])):
+        # op_sel_hi picks f16 (else f32) per source, op_sel its high half; neg_hi is abs for these ops
         is16, hi = bool(f["opsel_hi"] >> k & 1) if k < 2 else bool(f["opsel_hi2"]), bool(f["opsel"] >> k & 1)
-        x = self.vsrc(srcs_k := [f["src0"], f["src1"], f["src2"]][k], sel, i, "f16" if is16 else "f32", hi).astype(np.float32)
-        del srcs_k
+        x = self.vsrc(code, sel, i, "f16" if is16 else "f32", hi).astype(np.float32)
         if f["neg_hi"] >> k & 1: x = np.abs(x)
         if f["neg"] >> k & 1: x = -x
         args.append(x)
