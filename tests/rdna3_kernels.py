@@ -544,3 +544,19 @@ KERNELS["flat_indirect"] = _ew("flat_indirect", "ptr addrspace(1) noalias %out, 
   store float %y, ptr %px
   %po = getelementptr float, ptr addrspace(1) %out, i32 %i
   store float %x, ptr addrspace(1) %po""")
+
+KERNELS["mix"] = _ew("mix", "ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %h, ptr addrspace(1) noalias %f", """
+  %ph = getelementptr <2 x half>, ptr addrspace(1) %h, i32 %i
+  %hv = load <2 x half>, ptr addrspace(1) %ph
+  %h0 = extractelement <2 x half> %hv, i32 0
+  %h1 = extractelement <2 x half> %hv, i32 1
+  %pf = getelementptr float, ptr addrspace(1) %f, i32 %i
+  %x = load float, ptr addrspace(1) %pf
+  %e0 = fpext half %h0 to float
+  %e1 = fpext half %h1 to float
+  %r = call float @llvm.fma.f32(float %e0, float %e1, float %x)
+  %nr = fneg float %r
+  %r2 = call float @llvm.fma.f32(float %e1, float %x, float %nr)
+  %t = fptrunc float %r2 to half
+  %po = getelementptr half, ptr addrspace(1) %out, i32 %i
+  store half %t, ptr addrspace(1) %po""")

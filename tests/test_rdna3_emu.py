@@ -357,3 +357,14 @@ def test_flat_loads_through_pointers_in_memory(features):
   odd = np.arange(n) % 2 == 1
   np.testing.assert_array_equal(out, np.where(odd, b0, a0))
   np.testing.assert_array_equal(a, np.where(odd, a0, 2 * a0)); np.testing.assert_array_equal(b, np.where(odd, 2 * b0, b0))
+
+@needs_llvmlite
+@CODEGEN
+def test_fma_mix(features):
+  """fpext'd halves feeding fma become v_fma_mix_f32 / v_fma_mixlo_f16 (per-source f16/f32 and half select)."""
+  rng = np.random.default_rng(19); n = 128
+  h = rng.standard_normal((n, 2)).astype(np.float16); f = rng.standard_normal(n).astype(np.float32)
+  out = np.zeros(n, np.float16); Dev(features).run("mix", [out, h, f], (n // 64,), (64,))
+  e0, e1 = h[:, 0].astype(np.float64), h[:, 1].astype(np.float64)
+  r = (e0 * e1 + f).astype(np.float32)
+  np.testing.assert_array_equal(out, (e1 * f - r).astype(np.float16))

@@ -98,10 +98,15 @@ def operands(i: Inst) -> str | None:
     return s
   if i.enc == "VOP3P":
     n = 3 if any(k in b for k in ("fma", "mad", "dot")) else 2
-    if "mix" in b: return None   # fma_mix prints its per-source f16/f32 choice as op_sel_hi; not attempted
-    s = ", ".join([reg(f["vdst"] + 256)] + [reg(c, 1, i.lit) for c in (f["src0"], f["src1"], f["src2"])[:n]])
     bits = lambda v: "[" + ",".join(str(v >> k & 1) for k in range(n)) + "]"  # noqa: E731
     hi = f["opsel_hi"] | (f["opsel_hi2"] << 2)
+    if "mix" in b:   # fma_mix: neg/neg_hi are -x/|x| per source, op_sel_hi (f16 sources) defaults to all 0
+      srcs = [_mod(reg(c, 1, i.lit), k, f["neg_hi"], f["neg"]) for k, c in enumerate((f["src0"], f["src1"], f["src2"]))]
+      s = ", ".join([reg(f["vdst"] + 256), *srcs])
+      if f["opsel"] or hi: s += f" op_sel:{bits(f['opsel'])}"
+      if hi: s += f" op_sel_hi:{bits(hi)}"
+      return s + (" clamp" if f["clamp"] else "")
+    s = ", ".join([reg(f["vdst"] + 256)] + [reg(c, 1, i.lit) for c in (f["src0"], f["src1"], f["src2"])[:n]])
     if f["opsel"] & ((1 << n) - 1): s += f" op_sel:{bits(f['opsel'])}"
     if hi & ((1 << n) - 1) != (1 << n) - 1: s += f" op_sel_hi:{bits(hi)}"
     if f["neg"]: s += f" neg_lo:{bits(f['neg'])}"

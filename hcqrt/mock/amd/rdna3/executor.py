@@ -384,9 +384,9 @@ class Waves:
         if f["neg_hi"] >> k & 1: x = np.abs(x)
         if f["neg"] >> k & 1: x = -x
         args.append(x)
-      r = V._fma(*args)
+      r = args[0].astype(np.float64) * args[1] + args[2]   # one rounding, straight to the result type
       if f["clamp"]: r = np.clip(r, 0, 1)
-      if i.name == "v_fma_mix_f32": return self.vwrite(f["vdst"], sel, r, "f32", ex)
+      if i.name == "v_fma_mix_f32": return self.vwrite(f["vdst"], sel, r.astype(np.float32), "f32", ex)
       return self.vwrite(f["vdst"], sel, r.astype(np.float16), "f16", ex, i.name.endswith("hi_f16"))
     pk = {"v_pk_add_f16": ("f16", np.add), "v_pk_mul_f16": ("f16", np.multiply), "v_pk_fma_f16": ("f16", V._fma),
           "v_pk_max_f16": ("f16", np.fmax), "v_pk_min_f16": ("f16", np.fmin), "v_pk_add_u16": ("u16", np.add),
