@@ -48,10 +48,12 @@ class DeviceInfo:
   ncores: int = 1
   simd_bytes: int = 0
   arch: str = ""
+  vector_regs: int = 0            # CPU: the register budget of the opts (hcqrt/cpu/isa.py)
+  cc_flags: tuple[str, ...] = ()  # CPU: the C compiler flags selecting the ISA
   @staticmethod
   def of(dev) -> "DeviceInfo":
     return DeviceInfo(getattr(dev, "name", "?"), getattr(dev, "renderer", "c"), getattr(dev, "ncores", 1), getattr(dev, "simd_bytes", 0),
-                      getattr(dev, "arch", ""))
+                      getattr(dev, "arch", ""), getattr(dev, "vector_regs", 0), tuple(getattr(dev, "cc_flags", ())))
 
 @dataclass
 class Built:
@@ -75,7 +77,7 @@ def build(k: LoweredKernel, opts: tuple, dev: DeviceInfo) -> Built | None:
     from compiler.assemble.c_compiler import compile_c
     threads = dev.ncores if ko.threaded is not None else 1
     src = render_c(ko, threads, prog)
-    return Built(tuple(opts), ko.name, src, compile_c(src, ko.name), {"threads": threads})
+    return Built(tuple(opts), ko.name, src, compile_c(src, ko.name, dev.cc_flags or None), {"threads": threads})
   if dev.renderer == "ptx":
     from compiler.render_ptx import render_ptx
     from compiler.assemble.ptx_assembler import assemble_ptx
@@ -98,7 +100,7 @@ def _build_job(args) -> Built | None:
 def cache_key(k: LoweredKernel, dev: DeviceInfo, width: int) -> str:
   """sha256 over the kernel's structure (its UOp graph, buffer dtypes, loops), the device and the beam width."""
   desc = repr((BEAM_VERSION, k.sink.order_key, [d.name for d in k.buf_dtypes], [r.src[0].arg for r in k.global_ranges], k.outputs,
-               dev.name, dev.renderer, dev.ncores, dev.simd_bytes, dev.arch, width))
+               dev.name, dev.renderer, dev.ncores, dev.simd_bytes, dev.arch, width) + ((dev.cc_flags,) if dev.cc_flags else ()))
   return hashlib.sha256(desc.encode()).hexdigest()
 
 def cache_path(key: str): return cache_root() / "beam" / f"{key}.json"

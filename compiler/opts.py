@@ -403,7 +403,7 @@ def check_pressure(k: LoweredKernel, device, opt: Opt | None = None) -> None:
   from compiler.linearize import linearize
   from compiler.pressure import max_live, register_budget, SLACK, MAX_LIVE
   sb = max(16, getattr(device, "simd_bytes", 16))
-  live, budget = max_live(linearize(k), sb), min(MAX_LIVE, register_budget(sb) + SLACK)
+  live, budget = max_live(linearize(k), sb), min(MAX_LIVE, register_budget(sb, getattr(device, "vector_regs", 0)) + SLACK)
   if live > budget: raise OptError(f"{opt or 'opts'} on kernel {k.name}: {live} live vector values exceed the register budget {budget}")
 
 def apply_opts(k: LoweredKernel, opts, device) -> LoweredKernel:

@@ -25,14 +25,16 @@ any target.
 """
 from __future__ import annotations
 import pathlib, re, subprocess, tempfile
+from typing import Sequence
 from compiler.uop import UOp, Ops
 
 MAX_LIVE = 64     # never more live vector values than this, whatever the target
 SLACK = 0         # no headroom: a 16x2 AVX-512 matmul tile (36 live) measurably spills (gcc), so the budget is the register file
 
-def register_budget(simd_bytes: int) -> int:
-  """Vector registers of an x86-64 target by its widest vector: 32 for AVX-512, else 16."""
-  return 32 if simd_bytes >= 64 else 16
+def register_budget(simd_bytes: int, vector_regs: int = 0) -> int:
+  """Vector registers of the target: `vector_regs` when the device reports it (hcqrt/cpu/isa.py), else guessed from
+  the widest vector of an x86-64 target: 32 for AVX-512, 16 for AVX2 or SSE."""
+  return vector_regs if vector_regs > 0 else 32 if simd_bytes >= 64 else 16
 
 def _regs(u: UOp, simd_bytes: int) -> int:
   dt = u.dtype
@@ -84,15 +86,16 @@ def max_live(prog: list[UOp], simd_bytes: int) -> int:
   """The most vector registers live at any point of `prog`."""
   return max(live_values(prog, simd_bytes), default=0)
 
-def stack_usage(src: str, name: str) -> int:
-  """Bytes of stack the C compiler gives function `name` of C source `src` (gcc/clang -fstack-usage): a kernel that
-  spills registers gets a frame; one that does not reports only its return address (8 bytes on x86-64).
+def stack_usage(src: str, name: str, target_flags: Sequence[str] | None = None) -> int:
+  """Bytes of stack the C compiler gives function `name` of C source `src` (gcc/clang -fstack-usage) when compiled
+  for `target_flags` (the CPU device's cc_flags; default this host): a kernel that spills registers gets a frame; one
+  that does not reports only its return address (8 bytes on x86-64).
 
   >>> stack_usage("void f(float *a, int core) { a[0] = 1.0f; }", "f") <= 16
   True
   """
   from compiler.assemble.c_compiler import c_compiler   # same compiler and flags as the kernels are built with
-  cc, flags = c_compiler()
+  cc, flags = c_compiler(target_flags)
   with tempfile.TemporaryDirectory() as d:
     c = pathlib.Path(d) / "k.c"
     c.write_text(src)
@@ -105,20 +108,40 @@ def stack_usage(src: str, name: str) -> int:
       if m and m.group(1) == name: return int(m.group(2))
   raise RuntimeError(f"stack_usage: function {name} not in the compiler's stack-usage report")
 
-_SPILL = re.compile(r"^\s*v?mov\w*\s+.*%[xyz]mm\d+.*\(%[re]sp\)|^\s*v?mov\w*\s+-?\d*\(%[re]sp\).*%[xyz]mm\d+")
+# a vector register moved to, from or combined with a stack slot: a spill, a reload, or a reload folded into an
+# arithmetic instruction (AT&T syntax, as gcc and clang print it). Frames are addressed from %rsp; from %rbp only in
+# a function that makes it the frame pointer (to realign the stack for 64-byte vectors) -- elsewhere %rbp may hold a
+# buffer pointer. Our kernels have no stack arrays, so nothing but spills lives in the frame.
+_SLOT = r"-?\d*\(%{reg}\)"
+_SPILL = {reg: re.compile(rf"^\s*v?[a-z]\w*\s+.*(%[xyz]mm\d+.*{_SLOT.format(reg=reg)}|{_SLOT.format(reg=reg)}.*%[xyz]mm\d+)")
+          for reg in ("rsp", "rbp")}
+_FRAME_POINTER = re.compile(r"^\s*movq?\s+%rsp,\s*%rbp")
 
-def vector_spills(src: str, name: str) -> int:
-  """How many instructions of `name`'s assembly move a vector register to or from the stack (spills and reloads):
-  0 for a kernel whose live values fit the registers. Compiled with the kernels' own compiler and flags (-S).
+def count_spills(asm: str) -> int:
+  """Instructions of assembly text `asm` that move a vector register to or from the stack.
+
+  >>> count_spills("vmovaps %ymm3, 32(%rsp)\\nvaddps 32(%rsp), %ymm1, %ymm2\\nvmovups 64(%rbp), %ymm0\\nvmovups (%rdi), %ymm1")
+  2
+  """
+  n, fp = 0, False
+  for line in asm.splitlines():
+    if _FRAME_POINTER.match(line): fp = True
+    n += bool(_SPILL["rsp"].match(line) or (fp and _SPILL["rbp"].match(line)))
+  return n
+
+def vector_spills(src: str, name: str, target_flags: Sequence[str] | None = None) -> int:
+  """How many instructions of `name`'s assembly move a vector register to or from the stack (spills, reloads and
+  folded reloads): 0 for a kernel whose live values fit the registers. Compiled with the kernels' own compiler and
+  flags (-S) for `target_flags` (the CPU device's cc_flags; default this host).
 
   >>> vector_spills("typedef float f8 __attribute__((vector_size(32))); void f(f8 *a, int core) { a[0] = a[1] + a[2]; }", "f")
   0
   """
   from compiler.assemble.c_compiler import c_compiler
-  cc, flags = c_compiler()
+  cc, flags = c_compiler(target_flags)
   with tempfile.TemporaryDirectory() as d:
     c, s = pathlib.Path(d) / "k.c", pathlib.Path(d) / "k.s"
     c.write_text(src)
     p = subprocess.run([cc, *[f for f in flags if f != "-c"], "-S", str(c), "-o", str(s)], capture_output=True, text=True, cwd=d)
     if p.returncode != 0: raise RuntimeError(f"vector_spills: {cc} failed on {name}:\n{p.stderr[-2000:]}")
-    return sum(1 for line in s.read_text().splitlines() if _SPILL.match(line))
+    return count_spills(s.read_text())

@@ -113,7 +113,7 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
     from compiler.assemble.c_compiler import compile_c
     src = render_c(k, threads, prog)
     if debug_level() >= 4: print(src, file=sys.stderr)
-    program = dev.program(k.name, compile_c(src, k.name))
+    program = dev.program(k.name, compile_c(src, k.name, dev.cc_flags))   # the device's ISA (CPU_ISA)
     launch = {"threads": threads}
   elif dev.renderer == "ptx":
     from compiler.render_ptx import render_ptx, BUFFER_ALIGNMENT
