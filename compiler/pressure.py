@@ -25,7 +25,7 @@ any target.
 """
 from __future__ import annotations
 import pathlib, re, subprocess, tempfile
-from typing import Sequence
+from collections.abc import Sequence
 from compiler.uop import UOp, Ops
 
 MAX_LIVE = 64     # never more live vector values than this, whatever the target

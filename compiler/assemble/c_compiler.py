@@ -30,7 +30,7 @@ cache runs no compiler at all. `CACHE=0` disables reading the cache (objects are
 """
 from __future__ import annotations
 import functools, hashlib, os, pathlib, platform, shutil, subprocess, tempfile
-from typing import Sequence
+from collections.abc import Sequence
 from compiler.assemble.disk_cache import cache_root, atomic_write
 
 class CompileError(RuntimeError):
