@@ -117,14 +117,21 @@ def _matmul_tile(k: LoweredKernel, wmax: int) -> bool:
         return True
   return False
 
-def _reduce_vectors(k: LoweredKernel, wmax: int) -> bool:
+def _reduce_vectors(k: LoweredKernel, wmax: int, device=None) -> bool:
   reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE and all(r.op is Ops.RANGE for r in u.src[1:])]
   if len(reds) != 1 or not reds[0].dtype.is_float or reds[0].arg not in (Ops.ADD, Ops.MAX): return False
   red, r = reds[0], reds[0].src[-1]   # the innermost reduce loop
   n = r.src[0].arg
   w = next((w for w in (wmax, wmax // 2) if w >= 4 and n % w == 0), None)
   if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
-  acc = VEC_ACC if n % (w * VEC_ACC) == 0 else 1
+  # the most accumulators (up to VEC_ACC) whose loop body fits the registers (an exp per accumulator takes several)
+  accs = [a for a in (VEC_ACC, VEC_ACC // 2) if a > 1 and n % (w * a) == 0] + [1]
+  for acc in accs[:-1] if device is not None else ():
+    try: check_pressure(apply_reduce_vectors(copy_kernel(k), red, r, w, acc), device)
+    except OptError: continue
+    break
+  else: acc = accs[0] if device is None else 1
+  number_ranges_after(k)   # (the trials took range ids: the kernel gets the same ones as without them)
   apply_reduce_vectors(k, red, r, w, acc)
   return True
 
@@ -152,7 +159,7 @@ def optimize(k: LoweredKernel, device) -> LoweredKernel:
       if (kc := conv_tile(k, w, device)) is not None: k = kc
       elif _matmul_tile(k, w): k = _more_rows(k, before, device)
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
-      else: _reduce_vectors(k, w) or _elementwise_vectors(k, w)
+      else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w)
   ncores = getattr(device, "ncores", 1)
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2 and 0 not in (getattr(k, "depths", None) or []):
     k.threaded = k.global_ranges[0]
@@ -331,7 +338,7 @@ def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
     from compiler.opts_matmul import packed_matmul_tile
     if (kc := packed_matmul_tile(k, device, thread=False)) is not None: k = kc
     elif (kc := conv_tile(k, w_max, device)) is not None: k = kc
-    elif not _matmul_tile(k, w_max): _check(_reduce_vectors(k, w_max) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
+    elif not _matmul_tile(k, w_max): _check(_reduce_vectors(k, w_max, device) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
   elif kind == "SWAP":
     gr = k.global_ranges
     _check(axis is not None and amt is not None and 0 <= axis < amt < len(gr), opt, k, f"axes {axis}, {amt} out of range (kernel has {len(gr)} output loops)")
