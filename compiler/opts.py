@@ -99,7 +99,18 @@ def apply_reduce_vectors(k: LoweredKernel, red: UOp, r: UOp, w: int, acc: int) -
   k.applied_opts.append(("REDUCE_VEC", r.arg[0], w, acc))
   return k
 
-def _matmul_tile(k: LoweredKernel, wmax: int) -> bool:
+def _fits(device, make) -> bool:
+  """Whether the kernel make() builds (from copies) fits the device's vector registers (True without a device). The
+  range ids the trial takes are given back, so the kernel finally built gets the same ones as without the trial."""
+  global _range_ids
+  if device is None: return True
+  start = next(_range_ids)
+  try: check_pressure(make(), device)
+  except OptError: return False
+  finally: _range_ids = itertools.count(start)
+  return True
+
+def _matmul_tile(k: LoweredKernel, wmax: int, device=None) -> bool:
   if len(k.global_ranges) < 2 or not k.reduce_ranges(): return False
   loads = _loads(k)
   for rj in reversed(k.global_ranges):
@@ -113,7 +124,10 @@ def _matmul_tile(k: LoweredKernel, wmax: int) -> bool:
     for ri in k.global_ranges:
       if ri is rj or ri.src[0].arg % UPCAST_I: continue
       if any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads):
-        apply_tile(k, ri, UPCAST_I, rj, w, uj)
+        # the biggest tile whose accumulators and loads fit the registers (4 x 2 vectors, else 4 x 1, 2 x 1)
+        tiles = [t for t in dict.fromkeys([(UPCAST_I, uj), (UPCAST_I, 1), (UPCAST_I // 2, 1)]) if ri.src[0].arg % t[0] == 0]
+        ui, u = next((t for t in tiles if _fits(device, lambda: apply_tile(copy_kernel(k), ri, t[0], rj, w, t[1]))), tiles[-1])
+        apply_tile(k, ri, ui, rj, w, u)
         return True
   return False
 
@@ -126,12 +140,7 @@ def _reduce_vectors(k: LoweredKernel, wmax: int, device=None) -> bool:
   if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
   # the most accumulators (up to VEC_ACC) whose loop body fits the registers (an exp per accumulator takes several)
   accs = [a for a in (VEC_ACC, VEC_ACC // 2) if a > 1 and n % (w * a) == 0] + [1]
-  for acc in accs[:-1] if device is not None else ():
-    try: check_pressure(apply_reduce_vectors(copy_kernel(k), red, r, w, acc), device)
-    except OptError: continue
-    break
-  else: acc = accs[0] if device is None else 1
-  number_ranges_after(k)   # (the trials took range ids: the kernel gets the same ones as without them)
+  acc = next((a for a in accs if a == 1 or _fits(device, lambda: apply_reduce_vectors(copy_kernel(k), red, r, w, a))), 1)
   apply_reduce_vectors(k, red, r, w, acc)
   return True
 
@@ -157,7 +166,7 @@ def optimize(k: LoweredKernel, device) -> LoweredKernel:
       from compiler.opts_matmul import packed_matmul_tile
       if (kc := packed_matmul_tile(k, device)) is not None: return kc
       if (kc := conv_tile(k, w, device)) is not None: k = kc
-      elif _matmul_tile(k, w): k = _more_rows(k, before, device)
+      elif _matmul_tile(k, w, device): k = _more_rows(k, before, device)
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
       else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w)
   ncores = getattr(device, "ncores", 1)
@@ -338,7 +347,7 @@ def apply_opt(k: LoweredKernel, opt: Opt, device) -> LoweredKernel:
     from compiler.opts_matmul import packed_matmul_tile
     if (kc := packed_matmul_tile(k, device, thread=False)) is not None: k = kc
     elif (kc := conv_tile(k, w_max, device)) is not None: k = kc
-    elif not _matmul_tile(k, w_max): _check(_reduce_vectors(k, w_max, device) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
+    elif not _matmul_tile(k, w_max, device): _check(_reduce_vectors(k, w_max, device) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
   elif kind == "SWAP":
     gr = k.global_ranges
     _check(axis is not None and amt is not None and 0 <= axis < amt < len(gr), opt, k, f"axes {axis}, {amt} out of range (kernel has {len(gr)} output loops)")
