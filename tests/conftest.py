@@ -9,3 +9,14 @@ def on_cpu():
   old, Device.DEFAULT = Device.DEFAULT, "CPU"
   yield
   Device.DEFAULT = old
+
+# The CPU targets every structure test of the opts runs for, on any host: AVX2 (16 registers of 8 floats) and AVX-512
+# (32 of 16). Their kernels are built and inspected everywhere; tests execute them only where the host can
+# (`cpu_target.isa_info.runnable`).
+CPU_TARGETS = ("x86-64-v3", "x86-64-v4")
+
+@pytest.fixture(params=CPU_TARGETS)
+def cpu_target(request):
+  """A CPU device for each target ISA (hcqrt/cpu/isa.py): its simd_bytes, vector_regs and cc_flags are the target's."""
+  from hcqrt.cpu.device import CPUDevice
+  return CPUDevice(isa=request.param)

@@ -30,6 +30,9 @@ CHOICES = ("native", *LEVELS)
 # gcc 12 emits masked `vmovsh` forms for _Float16 selects that binutils 2.40 can't assemble: half math goes
 # through float conversions instead (harmless where the target has no AVX512-FP16)
 _X86_EXTRA = ("-mno-avx512fp16",)
+# kernels for 64-byte vectors declare them explicitly; under the tuning of Intel's AVX-512 cores (-mprefer-vector-width=256,
+# also x86-64-v4's) clang splits each into two 32-byte halves, doubling the registers a tile needs (it spills)
+_WIDE = ("-mprefer-vector-width=512",)
 
 @functools.lru_cache(None)
 def host_cpu_flags() -> frozenset[str]:
@@ -68,7 +71,7 @@ def _native() -> CPUISA:
   flags = host_cpu_flags()
   if platform.machine() in ("x86_64", "AMD64", "i686", "i386"):
     simd = 64 if "avx512f" in flags else 32 if "avx2" in flags or "avx" in flags else 16
-    return CPUISA("native", simd, 32 if "avx512f" in flags else 16, ("-march=native", *_X86_EXTRA))
+    return CPUISA("native", simd, 32 if "avx512f" in flags else 16, ("-march=native", *_X86_EXTRA, *(_WIDE if simd == 64 else ())))
   # AArch64 (NEON: 32 registers of 16 bytes) and anything else: 16-byte vectors
   return CPUISA("native", 16, 32 if platform.machine() in ("aarch64", "arm64") else 16, ("-march=native",))
 
@@ -85,4 +88,4 @@ def _isa(name: str) -> CPUISA:
   if name == "native": return _native()
   if name not in LEVELS: raise ValueError(f"CPU_ISA={name!r} is not a CPU target we know; choose one of {', '.join(CHOICES)}")
   simd, regs, feats = LEVELS[name]
-  return CPUISA(name, simd, regs, (f"-march={name}", *_X86_EXTRA), feats)
+  return CPUISA(name, simd, regs, (f"-march={name}", *_X86_EXTRA, *(_WIDE if simd == 64 else ())), feats)
