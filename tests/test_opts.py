@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings, strategies as st, HealthCheck
 from frontend import Tensor
-from frontend.engine import _beam_runner, _simd_lanes, device_
+from frontend.engine import _beam_runner, device_
 from compiler.pack import pack_matmuls
 from compiler.schedule import create_schedule
 from compiler.lower import lower
