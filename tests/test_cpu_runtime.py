@@ -9,7 +9,7 @@ from hcqrt.cpu import load_elf, ElfLoadError, CPUDevice, CPUProgram, CPUAllocato
 from hcqrt.cpu.device import RUNNER_C, install_runner
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-COMPILERS = [c for c in ("gcc", "clang") if shutil.which(c)]
+COMPILERS = [c for c in ("gcc", next((c for c in cc.CLANGS if shutil.which(c)), None)) if c and shutil.which(c)]   # gcc, a clang
 
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path_factory, monkeypatch):

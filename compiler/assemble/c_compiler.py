@@ -14,8 +14,9 @@ gcc and clang then inline it).
 
 Target: the caller passes the target's flags (`target_flags`, the CPU device's `cc_flags`, e.g.
 `-march=x86-64-v3` for CPU_ISA=x86-64-v3: hcqrt/cpu/isa.py); without them the object is for this host
-(-march=native). Compiler: `HCQRT_CC` forces one (a name on PATH or a path); else clang, the one we promise,
-and gcc when clang is not installed. Both are tested (CI runs the CPU op tests with HCQRT_CC=gcc too).
+(-march=native). Compiler: `HCQRT_CC` forces one (a name on PATH or a path); else clang, the one we promise
+(version 15 or newer: `clang`, or a versioned `clang-19` as Debian installs them), and gcc when there is none.
+Both are tested (CI runs the CPU op tests with HCQRT_CC=gcc too).
 
 Cache: one file per object, `<key>.o`, in `$HCQRT_CACHE/c` (default `${XDG_CACHE_HOME:-~/.cache}/hcqrt/c`),
 key = sha256(source, compiler path, compiler --version, flags, and with -march=native the host CPU features).
@@ -29,7 +30,7 @@ cache runs no compiler at all. `CACHE=0` disables reading the cache (objects are
   b'\\x7fELF'
 """
 from __future__ import annotations
-import functools, hashlib, os, pathlib, platform, shutil, subprocess, tempfile
+import functools, hashlib, os, pathlib, platform, re, shutil, subprocess, tempfile
 from collections.abc import Sequence
 from compiler.assemble.disk_cache import cache_root, atomic_write
 
@@ -41,19 +42,31 @@ FLAGS = ["-c", "-O2", "-ffreestanding", "-fno-math-errno", "-fPIC", "-fno-stack-
 # `vmovsh` forms for _Float16 selects that binutils 2.40 can't assemble; half math goes through float conversions
 NATIVE = ("-march=native", "-mno-avx512fp16") if platform.machine() in ("x86_64", "AMD64") else ("-march=native",)
 
+# clang 15 is the first with _Float16 on every x86-64 target (our half kernels); an older `clang` is passed over for a
+# versioned one (clang-19, as Debian installs them) or gcc
+CLANG_MIN = 15
+CLANGS = ["clang"] + [f"clang-{v}" for v in range(30, CLANG_MIN - 1, -1)]
+
 def c_compiler(target_flags: Sequence[str] | None = None) -> tuple[str, list[str]]:
   """(compiler path, flags for `target_flags` (default: this host, -march=native)): $HCQRT_CC if set, else clang
-  if installed, else gcc.
+  (>= 15) if installed, else gcc.
 
   >>> path, flags = c_compiler(["-march=x86-64-v3"])
   >>> "-fPIC" in flags, "-march=x86-64-v3" in flags, "-march=native" in flags
   (True, True, False)
   """
-  names = [os.environ["HCQRT_CC"]] if os.environ.get("HCQRT_CC") else ["clang", "gcc"]
+  forced = os.environ.get("HCQRT_CC")
+  names = [forced] if forced else CLANGS + ["gcc"]
   flags = FLAGS[:2] + list(NATIVE if target_flags is None else target_flags) + FLAGS[2:]
   for n in names:
-    if (p := _which(n, os.environ.get("PATH", ""))) is not None: return p, flags
-  raise CompileError(f"no C compiler found (looked for {', '.join(names)} on PATH); install clang or gcc")
+    if (p := _which(n, os.environ.get("PATH", ""))) is None: continue
+    if forced or not n.startswith("clang") or _clang_major(p) >= CLANG_MIN: return p, flags
+  raise CompileError(f"no C compiler found (looked for {forced or f'clang >= {CLANG_MIN} and gcc'} on PATH); install clang or gcc")
+
+@functools.lru_cache(None)
+def _clang_major(path: str) -> int:
+  m = re.search(r"clang version (\d+)", compiler_version(path))
+  return int(m.group(1)) if m else 0
 
 @functools.lru_cache(None)
 def _which(name: str, path_env: str) -> str | None: return shutil.which(name, path=path_env)
