@@ -20,7 +20,7 @@ def format_probe(p: Any) -> list[str]:
     return [f"{p.name:6s}  not usable: {p.reason}", f"{'':6s}  what to do: {p.fix}"]
   d = p.props
   if p.backend == "CPU":
-    return [f"{p.name:6s}  {d['cores']} cores, SIMD {' '.join(d['simd']) or 'none'} ({d['vector_bytes'] * 8}-bit vectors), C compiler {d['compiler']}"]
+    return [f"{p.name:6s}  {d['cores']} cores, SIMD {' '.join(d['simd']) or 'none'} (CPU_ISA {d['isa']}: {d['vector_bytes'] * 8}-bit vectors), C compiler {d['compiler']}"]
   return [f"{p.name:6s}  {d['product']}{' (mock driver)' if d.get('mock') else ''}: {d['family']} {d['arch']}, {d['sm_count']} SMs, "
           f"{_gib(d['memory_bytes'])}, driver {d['driver']}",
           f"{'':6s}  classes: GPFIFO {d['gpfifo']}, compute {d['compute']}, copy {d['copy']}; QMD {d['qmd']}"]

@@ -7,7 +7,7 @@ driver: the reason and a fix land in the Probe. `python -m hcqrt` prints them (h
   (True, True)
 """
 from __future__ import annotations
-import grp, os, shutil
+import grp, os, re, shutil, subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +26,26 @@ def _cpu_flags() -> list[str]:
     with open("/proc/cpuinfo") as f: return next((l for l in f if l.startswith(("flags", "Features"))), ":").split(":", 1)[1].split()
   except OSError: return []
 
+def _cc_choices() -> list[str]:
+  # the order compiler/assemble/c_compiler.py tries (hcqrt may not import it): $HCQRT_CC, else clang >= 15, else gcc
+  if os.environ.get("HCQRT_CC"): return [os.environ["HCQRT_CC"]]
+  return ["clang", *[f"clang-{v}" for v in range(30, 14, -1)], "gcc", "cc"]
+
+def _usable_cc(name: str, path: str) -> bool:
+  if not name.startswith("clang") or os.environ.get("HCQRT_CC"): return True
+  try: out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout
+  except (OSError, subprocess.SubprocessError): return False
+  m = re.search(r"clang version (\d+)", out)
+  return bool(m) and int(m.group(1)) >= 15
+
 def probe_cpu() -> Probe:
   """The host CPU: cores, SIMD extensions and vector width, and the C compiler its kernels need."""
   from hcqrt.cpu.device import CPUDevice
   dev = CPUDevice()
   flags = _cpu_flags()
   simd = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "neon", "asimd", "sve") if f in flags]
-  cc = next(((c, p) for c in ("clang", "gcc", "cc") if (p := shutil.which(c))), None)
-  props = {"cores": dev.ncores, "simd": simd, "vector_bytes": dev.simd_bytes, "compiler": cc[1] if cc else None}
+  cc = next(((c, p) for c in _cc_choices() if (p := shutil.which(c)) and _usable_cc(c, p)), None)
+  props = {"cores": dev.ncores, "simd": simd, "isa": dev.isa, "vector_bytes": dev.simd_bytes, "compiler": cc[1] if cc else None}
   if cc is None:
     return Probe("CPU", "CPU", False, props, "no C compiler (clang, gcc or cc) on PATH: CPU kernels are compiled C",
                  "install clang or gcc (e.g. `sudo apt-get install clang`)")
