@@ -91,6 +91,8 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
   key = (si.ast, device, os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))
   if (ck := _kernel_cache.get(key)) is not None: return ck
   dev = device_(device)
+  if dev.renderer not in ("c", "ptx"):   # a backend without its renderer (AMD before issue 13) says what is missing
+    raise NotImplementedError(getattr(dev, "renderer_missing", None) or f"renderer {dev.renderer!r} of device {device}")
   from compiler.opts import optimize
   k = lower(si.ast, si.name)
   if (beam := int(os.environ.get("BEAM", "0") or 0)) > 0 and os.environ.get("NOOPT", "0") != "1":
@@ -122,7 +124,7 @@ def get_kernel(si: ScheduleItem, device: str) -> CompiledKernel:
     src, launch = render_ptx(k, dev.arch, prog, getattr(dev, "buffer_alignment", BUFFER_ALIGNMENT))
     if debug_level() >= 4: print(src, file=sys.stderr)
     program = dev.program(k.name, assemble_ptx(src, dev.arch))
-  else: raise NotImplementedError(f"renderer {dev.renderer!r} of device {device}")
+  else: raise NotImplementedError(getattr(dev, "renderer_missing", None) or f"renderer {dev.renderer!r} of device {device}")
   gsize = tuple(r.src[0].arg for r in k.global_ranges)
   ck = _kernel_cache[key] = CompiledKernel(k.name, program, threads, gsize, launch, _estimate_ops(prog), src)
   return ck

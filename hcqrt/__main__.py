@@ -21,6 +21,9 @@ def format_probe(p: Any) -> list[str]:
   d = p.props
   if p.backend == "CPU":
     return [f"{p.name:6s}  {d['cores']} cores, SIMD {' '.join(d['simd']) or 'none'} ({d['vector_bytes'] * 8}-bit vectors), C compiler {d['compiler']}"]
+  if p.backend == "AMD":
+    return [f"{p.name:6s}  {d['product']}{' (mock KFD)' if d.get('mock') else ''}: {d['family']} {d['arch']}, {d['cu_count']} CUs, "
+            f"wave{d['wave_size']}, {d['driver']}", f"{'':6s}  kernels: {d['renderer']}"]
   return [f"{p.name:6s}  {d['product']}{' (mock driver)' if d.get('mock') else ''}: {d['family']} {d['arch']}, {d['sm_count']} SMs, "
           f"{_gib(d['memory_bytes'])}, driver {d['driver']}",
           f"{'':6s}  classes: GPFIFO {d['gpfifo']}, compute {d['compute']}, copy {d['copy']}; QMD {d['qmd']}"]
