@@ -200,13 +200,15 @@ class Queue:
 
   def release_mem(self, body: list[int]) -> None:
     self.drain()   # end of pipe: every earlier dispatch has completed
-    if body[0] & T.RM_WRITEBACK[self.gfx]: self.vm.writeback()
+    wb = bool(body[0] & T.RM_WRITEBACK[self.gfx])
+    if wb: self.vm.writeback()
     data_sel, int_sel = (body[1] >> 29) & 7, (body[1] >> 24) & 7
     addr = body[2] | (body[3] << 32)
     if data_sel in (1, 2, 3):
       if addr % (4 if data_sel == 1 else 8): raise self.fail(f"RELEASE_MEM address {addr:#x} misaligned for data_sel {data_sel}")
       v = (body[4] | (body[5] << 32)) if data_sel == 2 else body[4] if data_sel == 1 else time.perf_counter_ns() // 10
-      self.vm.write_cached(addr, struct.pack("<Q" if data_sel != 1 else "<I", v))
+      # after a write-back the release reaches memory; without one it may sit in the L2 like the kernel's stores
+      (self.vm.write if wb else self.vm.write_cached)(addr, struct.pack("<Q" if data_sel != 1 else "<I", v))
     elif data_sel != 0: raise self.fail(f"RELEASE_MEM data_sel {data_sel} is not modelled")
     if int_sel: self.kfd.interrupt(body[6])
 
