@@ -1,0 +1,119 @@
+"""The AMD backend on the mock KFD: bring-up, SDMA copies, signals and waits, a PM4 dispatch as the CP decodes it,
+and KFD refusals surfaced as errors naming the ioctl and errno."""
+import ctypes, struct, threading, time
+import numpy as np
+import pytest
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
+from hcqrt.mock.amd.memory import GPUFault
+from hcqrt.amd.device import AMDDevice, AMDError, AMDProgram
+from hcqrt.amd.targets import target_for, UnsupportedTarget
+from ioctl_defs.amd import kd as KD
+
+@pytest.fixture(params=["gfx1100", "gfx942"])
+def dev(request):
+  drv = install_mock_amd(request.param)
+  d = AMDDevice("AMD"); d.drv = drv
+  yield d
+  uninstall_mock_amd(drv)
+
+def test_bring_up(dev):
+  assert dev.drv.calls[:4] == ["GET_VERSION", "ACQUIRE_VM", "RUNTIME_ENABLE", "ALLOC_MEMORY_OF_GPU"]
+  assert dev.wave_size == (32 if dev.arch == "gfx1100" else 64)
+  assert dev.cu_count == (96 if dev.arch == "gfx1100" else 304)
+
+def test_unsupported_target_is_named():
+  with pytest.raises(UnsupportedTarget, match="gfx1030"): target_for(100300)
+
+def test_sdma_copies_round_trip(dev):
+  x = np.random.default_rng(0).standard_normal(3 << 18).astype(np.float32)   # 3 MiB: more than one staging chunk
+  a, b = dev.allocator.alloc(x.nbytes), dev.allocator.alloc(x.nbytes)
+  dev.allocator.copyin(a, memoryview(x.tobytes()))
+  dev.allocator.transfer(b, a, x.nbytes)
+  out = bytearray(x.nbytes); dev.allocator.copyout(memoryview(out), b)
+  assert np.array_equal(np.frombuffer(out, np.float32), x)
+  dev.allocator.free(a); dev.allocator.free(b)
+
+def test_queue_waits_for_a_host_signal_and_wait_sleeps_in_wait_events(dev):
+  gate, done = dev.new_signal(0), dev.new_signal(0)
+  dev.hw_compute_queue().wait(gate, 1).signal(done, 7).submit(dev)
+  dev.hw_copy_queue().wait(done, 7).signal(gate, 2).submit(dev)   # the copy engine waits for the compute queue
+  assert done.value == 0
+  threading.Timer(0.05, lambda: setattr(gate, "value", 1)).start()
+  n = dev.drv.calls.count("WAIT_EVENTS")
+  dev.wait_signal(done, 7, timeout_s=5)
+  dev.wait_signal(gate, 2, timeout_s=5)
+  assert dev.drv.calls.count("WAIT_EVENTS") > n
+
+def test_signal_values_patch_and_resubmit(dev):
+  s = dev.new_signal(0)
+  q = dev.hw_compute_queue().signal(s, 1)
+  q.submit(dev); dev.wait_signal(s, 1, 5)
+  q.update_signal(0, value=(1 << 33) + 5).submit(dev); dev.wait_signal(s, (1 << 33) + 5, 5)
+  c = dev.hw_copy_queue().signal(s, (1 << 34) + 1)
+  c.submit(dev); dev.wait_signal(s, (1 << 34) + 1, 5)
+  assert s.value == (1 << 34) + 1
+
+def _program(dev, kernarg_ptrs=1):
+  props = (1 << 3) | ((1 << 10) if dev.target.wave32 else 0)
+  rsrc1, rsrc2 = 0x60AF0041, 2 << 1 | 1 << 7
+  desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 8 * kernarg_ptrs, 0, 0, rsrc1, rsrc2, props, 0)
+  return AMDProgram(dev, "k", b"\x00\x00\x80\xbf" * 16, desc, [(8 * i, 8) for i in range(kernarg_ptrs)])
+
+def test_pm4_dispatch_is_decoded(dev):
+  seen = []
+  def executor(d, vm):   # a stand-in for the emulator: store 42 through the first kernarg pointer
+    seen.append(d)
+    ptr = struct.unpack("<Q", vm.read(d.kernarg, 8))[0]
+    vm.write(ptr, struct.pack("<I", 42))
+  prev = set_executor(executor)
+  try:
+    prog, buf = _program(dev), dev.allocator.alloc(64)
+    prog(buf, global_size=(3, 2, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+  finally: set_executor(prev)
+  d = seen[0]
+  assert d.program == prog.code_va and d.grid == (3, 2, 1) and d.block == (dev.wave_size, 1, 1)
+  assert d.wave32 == (dev.arch == "gfx1100")
+  assert d.rsrc2 == prog.kd.rsrc2 and d.user_sgprs == 2
+  priv = 1 << KD.RSRC1["PRIV"][0]
+  assert d.rsrc1 == prog.kd.rsrc1 | (priv if dev.arch == "gfx1100" else 0)   # gfx11 CWSR erratum
+  assert struct.unpack("<Q", bytes(dev.drv.vm.read(d.kernarg, 8)))[0] == buf.va
+  out = bytearray(4); dev.allocator.copyout(memoryview(out), buf)
+  assert struct.unpack("<I", out)[0] == 42
+
+def test_unmapped_buffer_in_a_dispatch_faults(dev):
+  def executor(d, vm):
+    ptr = struct.unpack("<Q", vm.read(d.kernarg, 8))[0]
+    vm.write(ptr, b"\0" * 4)
+  prev = set_executor(executor)
+  try:
+    prog, buf = _program(dev), dev.allocator.alloc(64)
+    dev.allocator.free(buf)
+    with pytest.raises(GPUError, match="page fault"): prog(buf.va, global_size=(1, 1, 1), local_size=(1, 1, 1))
+  finally: set_executor(prev)
+
+def test_refusals_name_the_ioctl_and_errno(dev):
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_FREE_MEMORY_OF_GPU failed with ENOMEM"):
+    dev.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=(dev.gpu_id << 32) | 0xFFFF)
+  b = dev.allocator.alloc(64)
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_FREE_MEMORY_OF_GPU failed with EBUSY"):
+    dev.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=b.handle)
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU failed with EBUSY"):
+    dev._map(dev.compute.ring, unmap=True)
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_CREATE_QUEUE failed with EINVAL"):
+    dev.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=dev.compute.ring.va, ring_size=0x3000, gpu_id=dev.gpu_id)
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_ALLOC_MEMORY_OF_GPU failed with EINVAL"):
+    dev.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=b.va, size=4096, gpu_id=dev.gpu_id, flags=1)
+
+def test_graph_replay_copies(dev):
+  x = np.arange(256, dtype=np.float32)
+  a, b = dev.allocator.alloc(x.nbytes), dev.allocator.alloc(x.nbytes)
+  dev.allocator.copyin(a, memoryview(x.tobytes()))
+  g = dev.graph([("copy", b, a, x.nbytes)])
+  for _ in range(2): g.replay(); dev.synchronize()
+  out = bytearray(x.nbytes); dev.allocator.copyout(memoryview(out), b)
+  assert np.array_equal(np.frombuffer(out, np.float32), x)
+
+def test_tensor_ops_name_the_missing_renderer(monkeypatch):
+  monkeypatch.setenv("MOCKGPU", "1")
+  from frontend.tensor import Tensor
+  with pytest.raises(NotImplementedError, match="LLVM AMDGPU renderer"): (Tensor([1.0, 2.0], device="AMD") + 1).numpy()
