@@ -1,10 +1,9 @@
 """The AMD backend on the mock KFD: bring-up, SDMA copies, signals and waits, a PM4 dispatch as the CP decodes it,
 and KFD refusals surfaced as errors naming the ioctl and errno."""
-import ctypes, struct, threading, time
+import struct, threading
 import numpy as np
 import pytest
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
-from hcqrt.mock.amd.memory import GPUFault
 from hcqrt.amd.device import AMDDevice, AMDError, AMDProgram
 from hcqrt.amd.targets import target_for, UnsupportedTarget
 from ioctl_defs.amd import kd as KD

@@ -1,18 +1,17 @@
 """The mock KFD refuses what amdkfd refuses (same errno), keeps its own tables (checked against ../shared/abi), and its
 command processors do the harmful legal thing: unflushed releases stay in the L2, unbarriered dispatches reorder."""
-import ctypes, errno, json, os, struct
+import ctypes, errno, os, struct
 import pytest
 from hcqrt import syscalls
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID
 from ioctl_defs.amd import kfd as K, pm4
+from tests.abi_facts import load
 
-ABI = "/work/shared/abi/amd_kfd.json" if os.path.exists("/work/shared/abi/amd_kfd.json") else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "abi", "amd_kfd.json")
 
 def test_mock_tables_match_the_header_facts():
-  if not os.path.exists(ABI): pytest.skip("shared ABI facts not present")
-  heads = json.load(open(ABI))["kfd_headers"]
+  heads = load("amd_kfd")["kfd_headers"]
   old, new = heads["linux_uapi_6.1_debian"], heads["rocm_libhsakmt_2025_08"]
   for nr, (name, layout, sizes) in T.IOCTLS.items():
     for h in (old, new):
@@ -54,7 +53,7 @@ def mapm(fd, drv, h, name="AMDKFD_IOC_MAP_MEMORY_TO_GPU", n=1, succ=0):
   return call(fd, name, handle=h, device_ids_array_ptr=int(ABI17.ffi.cast("uintptr_t", ids)), n_devices=n, n_success=succ)
 
 def test_version_topology_and_ioctl_numbers(kfd):
-  drv, fd = kfd
+  _, fd = kfd
   v = call(fd, "AMDKFD_IOC_GET_VERSION"); assert (v.major_version, v.minor_version) == (1, 17)
   assert syscalls.read_text("/sys/devices/virtual/kfd/kfd/topology/nodes/1/gpu_id").strip() == str(GPU_ID["gfx1100"])
   bad = K.ioc(K.IOC_READ | K.IOC_WRITE, K.AMDKFD_IOCTL_BASE, 0x30, 8)
