@@ -39,7 +39,8 @@ class _Registry:
       if name.split(":")[0] == "NV" and os.environ.get("MOCKGPU", "0") not in ("", "0"):
         # no GPU here: put the fake NVIDIA kernel driver behind the syscall seam before the backend opens it
         from hcqrt.mock.nv import install_mock_nv
-        install_mock_nv(os.environ.get("MOCKGPU_ARCH", "hopper"))
+        arch = os.environ.get("MOCKGPU_ARCH", "hopper")
+        install_mock_nv("hopper" if arch.startswith("gfx") else arch)
       if name.split(":")[0] == "AMD" and os.environ.get("MOCKGPU", "0") not in ("", "0"):
         from hcqrt.mock.amd import install_mock_amd   # the fake KFD (gfx1100; MOCKGPU_ARCH=gfx942 for an MI300X)
         arch = os.environ.get("MOCKGPU_ARCH", "gfx1100")

@@ -135,6 +135,8 @@ def probe_amd(mock: str | None = None) -> Probe:
       uninstall_mock_amd(drv)
 
 def probe_all(mock: str | None = None) -> list[Probe]:
-  """CPU, NVIDIA GPUs (the mock when `mock` is an arch key) and AMD, in that order."""
-  amd_mock = os.environ.get("MOCKGPU_ARCH", "gfx1100") if mock is not None else None
-  return [probe_cpu(), *probe_nv(mock), probe_amd(amd_mock if amd_mock and amd_mock.startswith("gfx") else "gfx1100" if mock else None)]
+  """CPU, NVIDIA GPUs and AMD, in that order (the mock drivers when `mock` is an arch key: an NV chip or a gfx target)."""
+  # one mock arch names either an NV chip ("hopper") or an AMD target ("gfx942"); the other mock takes its default
+  nv_mock = None if mock is None else "hopper" if mock.startswith("gfx") else mock
+  amd_mock = None if mock is None else mock if mock.startswith("gfx") else "gfx1100"
+  return [probe_cpu(), *probe_nv(nv_mock), probe_amd(amd_mock)]
