@@ -116,3 +116,18 @@ def test_tensor_ops_name_the_missing_renderer(monkeypatch):
   monkeypatch.setenv("MOCKGPU", "1")
   from frontend.tensor import Tensor
   with pytest.raises(NotImplementedError, match="LLVM AMDGPU renderer"): (Tensor([1.0, 2.0], device="AMD") + 1).numpy()
+
+def test_graph_replay_is_one_indirect_buffer_with_patched_pointers(dev):
+  seen = []
+  prev = set_executor(lambda d, vm: seen.append(struct.unpack("<Q", bytes(vm.read(d.kernarg, 8)))[0]))
+  try:
+    prog = _program(dev)
+    a, b = dev.allocator.alloc(64), dev.allocator.alloc(64)
+    g = dev.graph([("exec", prog, [a], [], (1, 1, 1), (dev.wave_size, 1, 1)), ("exec", prog, [a], [], (2, 1, 1), (dev.wave_size, 1, 1))])
+    cq = next(q for q in dev.drv.queues.values() if not q.sdma)
+    ibs = cq.ib_count
+    g.replay(); dev.synchronize()
+    g.replay(bufs={(1, 0): b}); dev.synchronize()
+    assert seen == [a.va, a.va, a.va, b.va]
+    assert cq.ib_count == ibs + 2
+  finally: set_executor(prev)

@@ -16,7 +16,7 @@ the interrupt that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel inst
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import ctypes, errno, io, os, struct, time
+import contextlib, ctypes, errno, io, os, struct, time
 from typing import Any, Sequence
 from hcqrt import syscalls
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay
@@ -111,6 +111,7 @@ class AMDDevice:
     self.va_base = syscalls.mmap(-1, VA_RESERVE, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE, 0)
     self._va_next, self._va_free = self.va_base, []
     self.buffers: dict[int, AMDBuffer] = {}
+    self._scopes: list[list[AMDBuffer]] = []
 
   def _take_va(self, size: int) -> int:
     for i, (va, n) in enumerate(self._va_free):
@@ -169,6 +170,22 @@ class AMDDevice:
     self.kernargs = _Ring(self.gpu_alloc(16 << 20, "gtt", host=True), self.synchronize)
     self.compute = KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
     self.sdma = KFDQueue(self, K.QUEUE_TYPE_SDMA, "sdma")
+
+  # ---- memory outside the rings: prebuilt graph streams and their arguments ----
+  def persistent(self, n: int, align: int) -> tuple[int, int]:
+    """(host, va) of a block that stays until free_persistent (an open persistent_scope records it)."""
+    buf = self.gpu_alloc(max(n, align), "uncached", host=True)
+    if self._scopes: self._scopes[-1].append(buf)
+    assert buf.host is not None
+    return buf.host, buf.va
+  @contextlib.contextmanager
+  def persistent_scope(self):
+    blocks: list[AMDBuffer] = []
+    self._scopes.append(blocks)
+    try: yield blocks
+    finally: self._scopes.pop()
+  def free_persistent(self, blocks: list) -> None:
+    for b in blocks: self.gpu_free(b)
 
   def hw_compute_queue(self) -> "AMDComputeQueue": return AMDComputeQueue(self.target)
   def hw_copy_queue(self) -> "AMDCopyQueue": return AMDCopyQueue(self.target)
@@ -308,7 +325,8 @@ class AMDComputeQueue(AMDQueue):
   def _update_exec(self, rec, g, l):
     if g is not None: self.q[rec["dd"] + 1:rec["dd"] + 4] = list(g)
     if l is not None: self.q[rec["nt"] + 2:rec["nt"] + 5] = list(l)
-  def _submit(self, dev: AMDDevice) -> None:
+  _bound: tuple[int, int, int] | None = None
+  def _stream(self, dev: AMDDevice) -> list[int]:
     out, i = [], 0
     for kind, rec in self.cmds:   # every signal is followed by the event write that wakes WAIT_EVENTS
       if kind == "signal":
@@ -317,8 +335,20 @@ class AMDComputeQueue(AMDQueue):
         out += pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_DATA_AFTER_WRITE_CONFIRM,
                                ctxid=dev.event_id, event_type=pm4.BOTTOM_OF_PIPE_TS)
         i = p + 8
-    out += self.q[i:]
-    dev.compute.submit(out)
+    return out + self.q[i:]
+  def bind(self, dev: AMDDevice) -> None:
+    """Keep the stream in GPU-visible memory for good (a graph): each submit rewrites the patched dwords there and
+    puts one INDIRECT_BUFFER on the ring."""
+    n = len(self._stream(dev))
+    host, va = dev.persistent(n * 4, 256)
+    self._bound = (host, va, n)
+  def _submit(self, dev: AMDDevice) -> None:
+    out = self._stream(dev)
+    if self._bound is None: return dev.compute.submit(out)
+    host, va, n = self._bound
+    if len(out) != n: raise RuntimeError(f"{self.name}: bound stream changed size ({n} -> {len(out)} dwords)")
+    ctypes.memmove(host, struct.pack(f"<{n}I", *out), n * 4)
+    dev.compute.submit(pm4.indirect_buffer(va, n))
 
 class AMDCopyQueue(AMDQueue):
   """SDMA: COPY_LINEAR copies, FENCE signals (+ TRAP to wake WAIT_EVENTS), POLL_REGMEM waits."""
@@ -383,7 +413,8 @@ class AMDProgram(HCQProgram):
     return cls(dev, name, bytes(image[entry:]), desc, [])
 
   def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = (), persistent: bool = False) -> KernArgs:
-    host, va = self.device.kernargs.alloc(self.kernarg_size, 16)
+    # a graph's arguments must outlive the per-launch ring, which is recycled under it
+    host, va = (self.device.persistent if persistent else self.device.kernargs.alloc)(self.kernarg_size, 16)
     view = memoryview((ctypes.c_char * self.kernarg_size).from_address(host)).cast("B")
     ka = KernArgs(view, self.params, len(bufs), va)
     for i, b in enumerate(bufs): ka.set_buffer(i, b if isinstance(b, int) else b.va)

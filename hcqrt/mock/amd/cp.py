@@ -89,6 +89,7 @@ class Queue:
     self.pending: list[Dispatch] = []
     self.dispatches: list[Dispatch] = []   # every dispatch decoded (tests read them)
     self.error: str | None = None
+    self.ib_count = 0
     self.name = f"{'SDMA' if kind == T.QUEUE_SDMA else 'compute'} queue {qid}"
 
   @property
@@ -176,6 +177,7 @@ class Queue:
       if body[2] & (1 << 20) and self.ibs: self.ibs.pop()   # chained: replaces the current IB
       else: self._advance(n)
       self.ibs.append([addr, ndw, 0])
+      self.ib_count += 1
       return 0
     else: raise self.fail(f"PM4 opcode {op:#x} ({name or 'unknown'}) is not executed by the mock CP")
     return n
