@@ -94,7 +94,8 @@ def test_memory_rules(kfd):
   refused(errno.EPERM, syscalls.mmap, syscalls.open_render_node(128), 8192, 3, syscalls.MAP_SHARED, a.mmap_offset)
   assert mapm(fd, drv, a.handle, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU").n_success == 1
   call(fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)
-  refused(errno.ENOMEM, call, fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)   # free: unknown handle is EINVAL
+  refused(errno.ENOMEM, mapm, fd, drv, a.handle)                                       # map: unknown handle is ENOMEM
 
 GTT_UC = K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_UNCACHED | K.ALLOC_MEM_FLAGS_WRITABLE
 def test_queue_parameter_rules(kfd):

@@ -145,14 +145,15 @@ class MockKFD:
     if fl & T.VRAM: self.vram_used += bo.size
     a["handle"], a["mmap_offset"] = handle, bo.mmap_offset   # type: ignore[attr-defined]
 
-  def _bo(self, handle: int) -> BO:
+  def _bo(self, handle: int, missing: int = errno.ENOMEM) -> BO:
+    """The BO of a handle: an unknown GPU id is EINVAL; an unknown IDR index is ENOMEM in map/unmap, EINVAL in free."""
     if handle >> 32 != self.gpu_id: raise _err(errno.EINVAL, f"handle {handle:#x} names no GPU of this process")
-    if (bo := self.bos.get(handle)) is None: raise _err(errno.ENOMEM, f"handle {handle:#x} is not an allocation of this process")
+    if (bo := self.bos.get(handle)) is None: raise _err(missing, f"handle {handle:#x} is not an allocation of this process")
     return bo
 
   def _free_memory_of_gpu(self, a: dict) -> None:
     if self.event_page is not None and a["handle"] == self.event_page.handle: raise _err(errno.EPERM, "freeing the signal event page is not allowed")
-    bo = self._bo(a["handle"])
+    bo = self._bo(a["handle"], errno.EINVAL)
     if bo.gpu_mapped: raise _err(errno.EBUSY, f"BO at {bo.va:#x} is still mapped to the GPU")
     del self.bos[a["handle"]]
     if bo.flags & T.VRAM: self.vram_used -= bo.size
@@ -164,14 +165,16 @@ class MockKFD:
     return list(struct.unpack(f"<{a['n_devices']}I", ctypes.string_at(a["device_ids_array_ptr"], 4 * a["n_devices"])))
 
   def _map_memory_to_gpu(self, a: dict) -> None:
-    bo, ids = self._bo(a["handle"]), self._device_ids(a)
+    ids = self._device_ids(a)
+    bo = self._bo(a["handle"])
     for i in range(a["n_success"], len(ids)):
       self._pdd(ids[i])
       bo.gpu_mapped.add(ids[i]); self.vm.map(bo)
       a["n_success"] = i + 1
 
   def _unmap_memory_from_gpu(self, a: dict) -> None:
-    bo, ids = self._bo(a["handle"]), self._device_ids(a)
+    ids = self._device_ids(a)
+    bo = self._bo(a["handle"])
     for q in self.queues.values():
       if any(bo.va <= x < bo.end for x in q.buffers): raise _err(errno.EBUSY, f"BO at {bo.va:#x} holds buffers of {q.name}")
     for i in range(a["n_success"], len(ids)):
@@ -226,7 +229,7 @@ class MockKFD:
   def _create_event(self, a: dict) -> None:
     if a["event_page_offset"]:
       if self.event_page is not None: raise _err(errno.EINVAL, "the event page was given already")
-      self.event_page = self._bo(a["event_page_offset"])
+      self.event_page = self._bo(a["event_page_offset"], errno.EINVAL)
       if self.event_page.size < KFD_EVENT_LIMIT * 8: raise _err(errno.EINVAL, "event page smaller than 4096 slots")
     if a["event_type"] != T.EVENT_SIGNAL: raise _err(errno.EINVAL, f"mock KFD models signal events only (type {a['event_type']})")
     if self.event_page is None: raise _err(errno.EINVAL, "no event page: pass the handle of a 32 KiB BO in event_page_offset (dGPU)")
