@@ -1,6 +1,6 @@
 """The AMD backend on the mock KFD: bring-up, SDMA copies, signals and waits, a PM4 dispatch as the CP decodes it,
 and KFD refusals surfaced as errors naming the ioctl and errno."""
-import struct, threading
+import struct, threading, time
 import numpy as np
 import pytest
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
@@ -131,3 +131,23 @@ def test_graph_replay_is_one_indirect_buffer_with_patched_pointers(dev):
     assert seen == [a.va, a.va, a.va, b.va]
     assert cq.ib_count == ibs + 2
   finally: set_executor(prev)
+
+def test_kfd_1_11_layouts_and_no_runtime_enable():
+  drv = install_mock_amd(version=(1, 11))
+  try:
+    d = AMDDevice("AMD")
+    assert "RUNTIME_ENABLE" not in drv.calls
+    assert {sz for n, sz in zip(drv.calls, drv.sizes) if n == "CREATE_QUEUE"} == {88}   # the <= 1.16 struct
+    s = d.new_signal(0); d.hw_compute_queue().signal(s, 3).submit(d); d.wait_signal(s, 3, 5)
+  finally: uninstall_mock_amd(drv)
+  drv = install_mock_amd()
+  try:
+    AMDDevice("AMD")
+    assert {sz for n, sz in zip(drv.calls, drv.sizes) if n == "CREATE_QUEUE"} == {96}
+  finally: uninstall_mock_amd(drv)
+
+def test_timed_launch_reports_seconds(dev):
+  prev = set_executor(lambda d, vm: time.sleep(0.02))
+  try: t = _program(dev)(dev.allocator.alloc(64), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
+  finally: set_executor(prev)
+  assert 0.015 < t < 5

@@ -48,6 +48,16 @@ def read_topology() -> list[tuple[int, dict[str, int]]]:
     out.append((gid, props))
   return out
 
+GPU_CLOCK_NS = 10   # RELEASE_MEM's GPU clock counter (DATA_SEL 3) ticks at 100 MHz
+
+class AMDSignal(Signal):
+  """A Signal whose `timestamp` (written by the CP as GPU clock ticks) reads in ns like every HCQ signal's."""
+  @property
+  def timestamp(self) -> int: return self._words[3] * GPU_CLOCK_NS
+
+class AMDSignalPool(SignalPool):
+  signal_cls = AMDSignal
+
 class AMDBuffer:
   """GPU memory: `va` for the GPU, `host` (the same address) when the CPU maps it too."""
   def __init__(self, va: int, size: int, nbytes: int, handle: int, host: int | None, kind: str):
@@ -160,7 +170,7 @@ class AMDDevice:
   # ---- queues ----
   def _setup_queues(self) -> None:
     sig = self.gpu_alloc(0x10000, "uncached", host=True)
-    self.signals = SignalPool(self, sig.host, sig.va, sig.size)
+    self.signals = AMDSignalPool(self, sig.host, sig.va, sig.size)
     self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
     self._timing: tuple[Signal, Signal] | None = None
     # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote)

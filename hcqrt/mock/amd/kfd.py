@@ -51,6 +51,7 @@ class MockKFD:
     self._poller: threading.Thread | None = None
     self.vram_used = 0
     self.calls: list[str] = []               # ioctl names in order (tests read them)
+    self.sizes: list[int] = []               # and the _IOC size each came with
 
   # ---- paths ----
   def claims(self, path: str) -> bool:
@@ -85,6 +86,7 @@ class MockKFD:
     raw = ctypes.string_at(argp, size) + bytes(layout.size - size)
     args = layout.unpack(raw)
     self.calls.append(name)
+    self.sizes.append(size)
     with self.lock:
       try: ret = getattr(self, f"_{name.lower()}")(args) or 0
       finally:
