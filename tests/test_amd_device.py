@@ -151,3 +151,98 @@ def test_timed_launch_reports_seconds(dev):
   try: t = _program(dev)(dev.allocator.alloc(64), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
   finally: set_executor(prev)
   assert 0.015 < t < 5
+
+# ---- HCQ semantics shared with NV, with a stand-in executor that recognises a kernel by its code bytes ----
+ADD_CODE = b"ADD!" + b"\x00\x00\x80\xbf" * 15   # out[i] = a[i] + k * b[i] for i < n (args: out, a, b, k, n)
+
+def add_executor(d, vm):
+  code = bytes(vm.read(d.program, 4))
+  if code != ADD_CODE[:4]: raise AssertionError(f"unknown kernel {code!r}")
+  out, a, b, k, n = struct.unpack("<QQQiI", bytes(vm.read(d.kernarg, 32)))
+  m = min(n, d.grid[0] * d.block[0])
+  x = np.frombuffer(bytes(vm.read(a, 4 * m)), np.float32)
+  y = np.frombuffer(bytes(vm.read(b, 4 * m)), np.float32)
+  vm.write(out, (x + k * y).astype(np.float32).tobytes())
+
+@pytest.fixture
+def add(dev):
+  prev = set_executor(add_executor)
+  props = (1 << 3) | ((1 << 10) if dev.target.wave32 else 0)
+  desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 32, 0, 0, 0, 2 << 1 | 1 << 7, props, 0)
+  yield AMDProgram(dev, "add", ADD_CODE, desc, [(0, 8), (8, 8), (16, 8), (24, 4), (28, 4)])
+  set_executor(prev)
+
+def upload(dev, x):
+  b = dev.allocator.alloc(x.nbytes); dev.allocator.copyin(b, memoryview(x.tobytes())); return b
+def download(dev, b, n):
+  out = bytearray(4 * n); dev.allocator.copyout(memoryview(out), b); return np.frombuffer(out, np.float32)
+
+def test_signals_and_timeout(dev):
+  from hcqrt.hcq import SignalTimeout
+  s = dev.new_signal(name="sigA")
+  big = (1 << 40) + 7
+  dev.hw_compute_queue().signal(s, big).timestamp(s).submit(dev)
+  s.wait(big, 1.0)
+  assert s.timestamp > 0
+  with pytest.raises(SignalTimeout, match=r"AMD.*sigA.*reach 1099511627784.*last completed value is 1099511627783.*AMDComputeQueue"):
+    s.wait(big + 1, 0.05)
+
+def test_launch_after_cpu_and_other_queue(dev, add):
+  gate, done = dev.new_signal(name="gate"), dev.new_signal(name="done")
+  x = np.arange(64, dtype=np.float32)
+  a, o = upload(dev, x), dev.allocator.alloc(256)
+  args = add.fill_kernargs([o, a, a], [1, 64])
+  dev.hw_compute_queue().wait(gate, 2).exec(add, args, (1, 1, 1), (64, 1, 1)).signal(done, 1).submit(dev)
+  time.sleep(0.02)
+  assert done.value == 0
+  dev.hw_copy_queue().signal(gate, 1).submit(dev)
+  time.sleep(0.02)
+  assert done.value == 0   # 1 < 2: still parked
+  gate.value = 2           # a CPU write: the mock's poller notices
+  dev.wait_signal(done, 1, 2.0)
+  assert np.array_equal(download(dev, o, 64), 2 * x)
+
+def test_patch_and_resubmit(dev, add):
+  n = 128
+  x = np.arange(n, dtype=np.float32)
+  a, o1, o2 = upload(dev, x), dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
+  s = dev.new_signal()
+  args = add.fill_kernargs([o1, a, a], [1, n], persistent=True)
+  q = dev.hw_compute_queue().exec(add, args, (1, 1, 1), (n // 2, 1, 1)).signal(s, 1)
+  q.submit(dev); dev.wait_signal(s, 1, 5)
+  assert np.array_equal(download(dev, o1, n)[: n // 2], 2 * x[: n // 2]) and not download(dev, o1, n)[n // 2:].any()
+  args.set_buffer(0, o2.va); args.set_int(0, 4)
+  q.update_exec(0, global_size=(2, 1, 1)).update_signal(1, value=2)
+  q.submit(dev); dev.wait_signal(s, 2, 5)
+  assert np.array_equal(download(dev, o2, n), 5 * x)
+  q.bind(dev)
+  q.update_signal(1, value=3).submit(dev); dev.wait_signal(s, 3, 5)
+  with pytest.raises(IndexError, match="not a wait"): q.update_wait(1, value=1)
+  c = dev.hw_copy_queue().copy(o1.va, o2.va, 16).signal(s, 4)
+  c.submit(dev); dev.wait_signal(s, 4, 5)
+  c.update_copy(0, dst=o2.va, src=a.va).update_signal(1, value=5).submit(dev); dev.wait_signal(s, 5, 5)
+  assert np.array_equal(download(dev, o2, n)[:4], x[:4])
+
+def test_graph_replay_matches_numpy(dev, add):
+  n = 256
+  x = np.arange(n, dtype=np.float32)
+  b = [upload(dev, x) for _ in range(2)] + [dev.allocator.alloc(4 * n) for _ in range(4)]
+  items = [("exec", add, [b[2], b[0], b[1]], [1, n], (1, 1, 1), (n, 1, 1)),      # b2 = b0 + b1
+           ("copy", b[3], b[2], 4 * n),                                          # b3 = b2
+           ("exec", add, [b[4], b[3], b[2]], [2, n], (1, 1, 1), (n, 1, 1)),      # b4 = b3 + 2 b2
+           ("exec", add, [b[5], b[4], b[0]], [1, n], (1, 1, 1), (n, 1, 1))]      # b5 = b4 + b0
+  g = dev.graph(items)
+  g.replay(wait=True)
+  assert np.array_equal(download(dev, b[5], n), 7 * x) and np.array_equal(download(dev, b[4], n), 6 * x)
+  g.replay(bufs={(0, 1): b[5]}, vals={(0, 0): 3}, wait=True)
+  np.testing.assert_array_equal(download(dev, b[2], n), 7 * x + 3 * x)
+  np.testing.assert_array_equal(download(dev, b[5], n), 3 * 10 * x + x)
+
+def test_release_writes_back_the_l2(dev):
+  """A signal in cached memory is seen by the host only because the backend's RELEASE_MEM writes the L2 back
+  (the mock keeps unflushed CP writes in its L2)."""
+  from hcqrt.hcq import Signal
+  buf = dev.gpu_alloc(4096, "gtt", host=True)
+  s = Signal(dev, buf.host, buf.va, "cached")
+  dev.hw_compute_queue().signal(s, 9).submit(dev)
+  dev.wait_signal(s, 9, 2)
