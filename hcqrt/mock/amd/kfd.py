@@ -50,6 +50,7 @@ class MockKFD:
     self.lock = threading.RLock()
     self._poller: threading.Thread | None = None
     self.vram_used = 0
+    self.busy_ns = 0
     self.calls: list[str] = []               # ioctl names in order (tests read them)
     self.sizes: list[int] = []               # and the _IOC size each came with
 
@@ -309,7 +310,9 @@ class MockKFD:
       q = self.doorbells.get(addr - base)
       if q is None: return   # a doorbell no queue owns: the hardware ignores it
       q.target = value
-      self.run_all(q)
+      t0 = time.perf_counter_ns()
+      try: self.run_all(q)
+      finally: self.busy_ns += time.perf_counter_ns() - t0   # time "on the GPU", so benchmarks can take it out
 
   def mmio_write32(self, addr: int, value: int) -> None:
     raise GPUError(f"mock KFD: 32-bit store to {addr:#x}; SOC15+ doorbells are 64-bit")
