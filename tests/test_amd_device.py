@@ -16,7 +16,9 @@ def dev(request):
   uninstall_mock_amd(drv)
 
 def test_bring_up(dev):
-  assert dev.drv.calls[:4] == ["GET_VERSION", "ACQUIRE_VM", "RUNTIME_ENABLE", "ALLOC_MEMORY_OF_GPU"]
+  assert dev.drv.calls[:6] == ["GET_VERSION", "ACQUIRE_VM", "RUNTIME_ENABLE", "GET_PROCESS_APERTURES_NEW", "GET_PROCESS_APERTURES_NEW",
+                               "ALLOC_MEMORY_OF_GPU"]
+  assert dev.gpuvm[0] <= dev.va_base < dev.gpuvm[1]
   assert dev.wave_size == (32 if dev.arch == "gfx1100" else 64)
   assert dev.cu_count == (96 if dev.arch == "gfx1100" else 304)
 

@@ -118,7 +118,16 @@ class AMDDevice:
 
   # ---- memory ----
   def _setup_memory(self) -> None:
+    # the GPUVM aperture this process may allocate in (our VA reservation must lie inside it)
+    n = self.ioctl("AMDKFD_IOC_GET_PROCESS_APERTURES_NEW", num_of_nodes=0).num_of_nodes
+    aps = self.abi.ffi.new("struct kfd_process_device_apertures[]", max(n, 1))
+    self.ioctl("AMDKFD_IOC_GET_PROCESS_APERTURES_NEW", kfd_process_device_apertures_ptr=int(self.abi.ffi.cast("uintptr_t", aps)), num_of_nodes=n)
+    ap = next((aps[i] for i in range(n) if aps[i].gpu_id == self.gpu_id), None)
+    if ap is None: raise AMDError(f"{self.name}: AMDKFD_IOC_GET_PROCESS_APERTURES_NEW lists no aperture for gpu_id {self.gpu_id:#x}")
+    self.gpuvm = (ap.gpuvm_base, ap.gpuvm_limit)
     self.va_base = syscalls.mmap(-1, VA_RESERVE, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE, 0)
+    if not (self.gpuvm[0] <= self.va_base and self.va_base + VA_RESERVE - 1 <= self.gpuvm[1]):
+      raise AMDError(f"{self.name}: reserved VA {self.va_base:#x}+{VA_RESERVE:#x} lies outside the GPUVM aperture {self.gpuvm[0]:#x}..{self.gpuvm[1]:#x}")
     self._va_next, self._va_free = self.va_base, []
     self.buffers: dict[int, AMDBuffer] = {}
     self._scopes: list[list[AMDBuffer]] = []
