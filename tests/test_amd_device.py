@@ -248,3 +248,15 @@ def test_release_writes_back_the_l2(dev):
   s = Signal(dev, buf.host, buf.va, "cached")
   dev.hw_compute_queue().signal(s, 9).submit(dev)
   dev.wait_signal(s, 9, 2)
+
+def test_lds_size_programmed_from_the_descriptor(dev):
+  seen = []
+  prev = set_executor(lambda d, vm: seen.append(d.lds_bytes))
+  try:
+    props = (1 << 3) | ((1 << 10) if dev.target.wave32 else 0)
+    desc = struct.pack("<III4xq20xIIIHH4x", 1000, 0, 8, 0, 0, 0, 2 << 1, props, 0)
+    AMDProgram(dev, "lds", b"\x00\x00\x80\xbf" * 16, desc, [(0, 8)])(0, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
+  finally: set_executor(prev)
+  assert seen == [1024]
+  big = struct.pack("<III4xq20xIIIHH4x", 70000, 0, 8, 0, 0, 0, 2 << 1, 1 << 3, 0)
+  with pytest.raises(ValueError, match="LDS"): AMDProgram(dev, "big", b"\0" * 64, big, [(0, 8)])

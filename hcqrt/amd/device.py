@@ -329,8 +329,10 @@ class AMDComputeQueue(AMDQueue):
     coher = pm4.COHER_SH_ICACHE_ACTION_ENA | pm4.COHER_SH_KCACHE_ACTION_ENA | pm4.COHER_TC_ACTION_ENA | pm4.COHER_TCL1_ACTION_ENA
     self._emit(pm4.acquire_mem(t.gfx, gcr_cntl=gcr) if t.gfx >= 10 else pm4.acquire_mem(t.gfx, coher_cntl=coher))
     rsrc1 = prog.kd.rsrc1 | ((1 << KD.RSRC1["PRIV"][0]) if t.cwsr_priv else 0)
+    # a PM4 dispatch allocates the kernel's LDS from RSRC2.LDS_SIZE (512-byte granules); the descriptor leaves it to the CP
+    rsrc2 = KD.put(prog.kd.rsrc2, KD.RSRC2, "GRANULATED_LDS_SIZE", (prog.kd.group_segment_fixed_size + 511) // 512)
     self._emit(pm4.set_sh_reg(r("PGM_LO"), (prog.code_va >> 8) & 0xFFFFFFFF, prog.code_va >> 40))
-    self._emit(pm4.set_sh_reg(r("PGM_RSRC1"), rsrc1, prog.kd.rsrc2))
+    self._emit(pm4.set_sh_reg(r("PGM_RSRC1"), rsrc1, rsrc2))
     self._emit(pm4.set_sh_reg(r("PGM_RSRC3"), prog.kd.rsrc3))
     self._emit(pm4.set_sh_reg(r("TMPRING_SIZE"), 0))
     self._emit(pm4.set_sh_reg(r("RESOURCE_LIMITS"), 0))
@@ -409,6 +411,9 @@ class AMDProgram(HCQProgram):
     super().__init__(dev, name)
     self.kd = KD.decode(descriptor, dev.arch)
     if self.kd.wave32 and not dev.target.wave32: raise ValueError(f"{name}: a wave32 kernel cannot run on {dev.arch}")
+    if self.kd.private_segment_fixed_size: raise NotImplementedError(f"{name}: kernels with scratch (private segment) are not supported yet")
+    if self.kd.group_segment_fixed_size > dev.lds_bytes:
+      raise ValueError(f"{name}: {self.kd.group_segment_fixed_size} bytes of LDS exceed the {dev.lds_bytes} a workgroup has on {dev.arch}")
     self.image = dev.gpu_alloc(len(code) + 256, "vram", host=True, executable=True)   # +256: instruction prefetch past the end
     self.image.view()[:len(code)] = code
     self.code_va = self.image.va

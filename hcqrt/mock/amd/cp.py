@@ -196,6 +196,8 @@ class Queue:
     grid = (body[0], body[1], body[2])
     block = tuple(r.get(C[f"NUM_THREAD_{a}"], 0) & 0x3FF for a in "XYZ")
     if min(grid) < 1 or min(block) < 1: raise self.fail(f"DISPATCH_DIRECT grid {grid} / COMPUTE_NUM_THREAD {block}: every dimension must be >= 1")
+    if ((rsrc2 >> 15) & 0x1FF) * 512 > 65536: raise self.fail(f"COMPUTE_PGM_RSRC2.LDS_SIZE asks for {((rsrc2 >> 15) & 0x1FF) * 512} bytes; a workgroup has 64 KiB")
+    if rsrc2 & 1: raise self.fail("scratch enabled (RSRC2.SCRATCH_EN) but the mock models no scratch (COMPUTE_TMPRING_SIZE)")
     d = Dispatch(self.arch, prog, r.get(C["PGM_RSRC1"], 0), rsrc2, r.get(T.PGM_RSRC3[self.arch], 0),
                  [r.get(C["USER_DATA_0"] + i, 0) for i in range(nuser)], grid, block, init, self.name, dict(r))  # type: ignore[arg-type]
     self.dispatches.append(d); self.pending.append(d)
