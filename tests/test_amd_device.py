@@ -260,3 +260,8 @@ def test_lds_size_programmed_from_the_descriptor(dev):
   assert seen == [1024]
   big = struct.pack("<III4xq20xIIIHH4x", 70000, 0, 8, 0, 0, 0, 2 << 1, 1 << 3, 0)
   with pytest.raises(ValueError, match="LDS"): AMDProgram(dev, "big", b"\0" * 64, big, [(0, 8)])
+
+def test_sdma_fault_and_flat_map(dev):
+  b = dev.allocator.alloc(4096)
+  assert any(va <= b.va < va + n for va, n, _ in dev.drv.vm.flat_map())
+  with pytest.raises(GPUError, match="page fault"): dev.hw_copy_queue().copy(b.va, 0x1000, 64).submit(dev)

@@ -53,6 +53,9 @@ class Dispatch:
     props = (1 << 3 if self.user_sgprs >= 2 else 0) | (1 << 10 if self.wave32 else 0)
     return struct.pack("<III4xq20xIIIHH4x", self.lds_bytes, 0, 0, 0, self.rsrc3, self.rsrc1, self.rsrc2, props, 0)
 
+# An executor gets the Dispatch and the GPUVM: `vm.read(d.program, n)` is the machine code (the mock never asks the
+# backend what it loaded), `d.descriptor()` a 64-byte kernel descriptor, `d.kernarg` the argument pointer, `vm.flat_map()`
+# the [(va, size, host address)] memory map, `d.grid` / `d.block` the sizes. A fault raises GPUFault.
 def _no_executor(d: Dispatch, vm: GPUVM) -> None:
   raise GPUError(f"mock AMD: no machine-code executor installed, so the dispatch of the program at {d.program:#x} cannot run "
                  "(the RDNA3 emulator, hcqrt/mock/amd/rdna3, plugs in through hcqrt.mock.amd.cp.set_executor)")

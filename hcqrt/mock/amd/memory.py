@@ -73,6 +73,11 @@ class GPUVM:
     b = self.find(va, n)
     return b.host + (va - b.va)
 
+  def flat_map(self) -> list[tuple[int, int, int]]:
+    """(GPU VA, size, host address) of every BO mapped to the GPU: the flat memory map an ISA emulator runs on.
+    (It sees memory, not this VM's L2: dirty CP writes are not in it.)"""
+    return [(b.va, b.size, b.host) for b in self.bos]
+
   def read(self, va: int, n: int) -> bytearray:
     data = bytearray(ctypes.string_at(self.host(va, n), n))
     if self.dirty:   # the GPU sees its own L2
