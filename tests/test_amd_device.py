@@ -265,3 +265,13 @@ def test_sdma_fault_and_flat_map(dev):
   b = dev.allocator.alloc(4096)
   assert any(va <= b.va < va + n for va, n, _ in dev.drv.vm.flat_map())
   with pytest.raises(GPUError, match="page fault"): dev.hw_copy_queue().copy(b.va, 0x1000, 64).submit(dev)
+
+def test_fault_behind_a_wait_is_an_error_not_a_timeout(dev):
+  def executor(d, vm): vm.write(0x1000, b"\0" * 4)   # nothing is mapped at 0x1000
+  prev = set_executor(executor)
+  try:
+    gate, done = dev.new_signal(0, "gate"), dev.new_signal(0, "done")
+    dev.hw_compute_queue().wait(gate, 1).exec(_program(dev), _program(dev).fill_kernargs([0]), (1, 1, 1), (1, 1, 1)).signal(done, 1).submit(dev)
+    gate.value = 1   # the mock's poller runs the dispatch, which faults off the submitting thread
+    with pytest.raises(AMDError, match=r"GPU memory fault at 0x1000"): dev.wait_signal(done, 1, 5)
+  finally: set_executor(prev)

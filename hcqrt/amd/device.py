@@ -186,6 +186,9 @@ class AMDDevice:
     self.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
     ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
     self.event_id, self.event_slot = ev.event_id, self.event_page.va + 8 * ev.event_slot_index
+    # a GPU VM fault stops the queue and fires memory events: waits watch one so a fault is an error, not a timeout
+    self.fault_event = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_MEMORY, auto_reset=1).event_id
+    self._wait_data = self.abi.ffi.new("struct kfd_event_data[2]")
     self.kernargs = _Ring(self.gpu_alloc(16 << 20, "gtt", host=True), self.synchronize)
     self.compute = KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
     self.sdma = KFDQueue(self, K.QUEUE_TYPE_SDMA, "sdma")
@@ -218,17 +221,23 @@ class AMDDevice:
   def wait_signal(self, sig: Signal, value: int, timeout_s: float | None = None) -> None:
     """Wait for `sig` >= value, sleeping in AMDKFD_IOC_WAIT_EVENTS between checks (the signal's release raises the event)."""
     deadline = time.perf_counter() + (self.wait_timeout_s if timeout_s is None else timeout_s)
-    ev = self.abi.new("kfd_event_data", event_id=self.event_id)
+    ev = self._wait_data
     while sig.value < value:
       left = deadline - time.perf_counter()
       if left <= 0:
         sig.wait(value, 0)   # raises SignalTimeout with the full story
-      self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=1, wait_for_all=1,
+      self.abi.ffi.memmove(ev, bytes(2 * self.abi.sizeof("kfd_event_data")), 2 * self.abi.sizeof("kfd_event_data"))
+      ev[0].event_id, ev[1].event_id = self.event_id, self.fault_event
+      self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=2, wait_for_all=0,
                  timeout=max(1, min(10, int(left * 1000))))
+      m = ev[1].memory_exception_data
+      if m.failure.NotPresent or m.failure.ReadOnly or m.failure.NoExecute:
+        raise AMDError(f"{self.name}: GPU memory fault at {m.va:#x} (page {'not present' if m.failure.NotPresent else 'protection'}); "
+                       f"the faulting queue is stopped while waiting for {sig.name} to reach {value}", errno.EFAULT)
 
   def synchronize(self, timeout_s: float | None = None) -> None:
-    """Wait for all submitted work (SignalTimeout after the timeout). Queue faults are not read back yet: KFD reports
-    them as memory-exception events, which this backend does not create (see the issue's follow-ups)."""
+    """Wait for all submitted work: SignalTimeout after the timeout, AMDError naming the address when a GPU memory
+    fault (KFD's memory event) stopped a queue meanwhile."""
     self.wait_signal(self.timeline_signal, self.timeline_value - 1, timeout_s)
 
   def properties(self) -> dict[str, Any]:

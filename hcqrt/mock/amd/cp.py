@@ -130,7 +130,9 @@ class Queue:
         self._advance(n); progressed = True
       if not self.sdma: self.drain()   # nothing else queued behind them: the dispatches complete
     except Blocked: pass
-    except GPUFault as e: raise self.fail(str(e)) from None
+    except GPUFault as e:
+      self.kfd.memory_fault(e.va)
+      raise self.fail(str(e)) from None
     finally: self.vm.write(self.rptr_va, struct.pack("<Q", self.pos))
     return progressed
 
@@ -139,7 +141,9 @@ class Queue:
     q, self.pending = self.pending, []
     for d in reversed(q):   # launched together, they may finish in any order: newest first
       try: execute(d, self.vm)
-      except GPUFault as e: raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}") from None
+      except GPUFault as e:
+        self.kfd.memory_fault(e.va)
+        raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}") from None
 
   def step_pm4(self) -> int:
     hdr = self._dw(0)

@@ -234,7 +234,12 @@ class MockKFD:
       if self.event_page is not None: raise _err(errno.EINVAL, "the event page was given already")
       self.event_page = self._bo(a["event_page_offset"], errno.EINVAL)
       if self.event_page.size < KFD_EVENT_LIMIT * 8: raise _err(errno.EINVAL, "event page smaller than 4096 slots")
-    if a["event_type"] != T.EVENT_SIGNAL: raise _err(errno.EINVAL, f"mock KFD models signal events only (type {a['event_type']})")
+    if a["event_type"] == T.EVENT_MEMORY:   # a VM fault signals these, carrying the faulting address
+      eid = next(i for i in range(T.FIRST_NONSIGNAL_EVENT_ID, 1 << 31) if i not in self.events)
+      self.events[eid] = {"signaled": False, "auto_reset": bool(a["auto_reset"]), "memory": None}
+      a.update(event_id=eid, event_trigger_data=eid)
+      return
+    if a["event_type"] != T.EVENT_SIGNAL: raise _err(errno.EINVAL, f"mock KFD models signal and memory events only (type {a['event_type']})")
     if self.event_page is None: raise _err(errno.EINVAL, "no event page: pass the handle of a 32 KiB BO in event_page_offset (dGPU)")
     eid = next(i for i in range(KFD_EVENT_LIMIT) if i not in self.events)
     self.events[eid] = {"signaled": False, "auto_reset": bool(a["auto_reset"])}
@@ -261,6 +266,11 @@ class MockKFD:
           [e for e in self.events if self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
     for e in hit: self.events[e]["signaled"] = True; self._slot(e, T.UNSIGNALED_EVENT_SLOT)
 
+  def memory_fault(self, va: int) -> None:
+    """A GPU VM fault: every memory event fires with the faulting address (the queue itself is stopped by the CP)."""
+    for ev in self.events.values():
+      if "memory" in ev: ev["signaled"], ev["memory"] = True, va
+
   def _wait_events(self, a: dict) -> None:
     n = a["num_events"]
     if n > KFD_EVENT_LIMIT: raise _err(errno.EINVAL, f"num_events {n} > {KFD_EVENT_LIMIT}")
@@ -272,8 +282,12 @@ class MockKFD:
       self.run_all()
       done = [self.events[e]["signaled"] for e in ids if e in self.events]
       if (all(done) if a["wait_for_all"] else any(done)):
-        for e in ids:
-          if self.events[e]["auto_reset"]: self.events[e]["signaled"] = False
+        for i, e in enumerate(ids):
+          ev = self.events[e]
+          if ev.get("memory") is not None and ev["signaled"]:   # copy the exception data back into the caller's record
+            rec = T.MEMORY_EXCEPTION.pack({"NotPresent": 1, "va": ev["memory"], "gpu_id": self.gpu_id})
+            ctypes.memmove(a["events_ptr"] + 48 * i, rec, len(rec))
+          if ev["auto_reset"] and ev["signaled"]: ev["signaled"] = False
         a["wait_result"] = 0; return
       if time.perf_counter() >= deadline: a["wait_result"] = 1; return
       self.lock.release()

@@ -20,6 +20,8 @@ PAGE = 4096
 
 class GPUFault(RuntimeError):
   """A GPU access to an address no BO of this process maps (the real GPU raises a VM fault and the queue dies)."""
+  def __init__(self, msg: str, va: int = 0):
+    super().__init__(msg); self.va = va
 
 def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
@@ -66,7 +68,7 @@ class GPUVM:
     for b in self.bos:
       if b.va <= va and va + n <= b.end: return b
       if b.va > va: break
-    raise GPUFault(f"GPU page fault: {n} bytes at {va:#x} are not in a BO mapped to the GPU")
+    raise GPUFault(f"GPU page fault: {n} bytes at {va:#x} are not in a BO mapped to the GPU", va)
 
   def host(self, va: int, n: int = 1) -> int:
     """The mock's host address of GPU VA `va` (the whole n bytes must lie in one mapped BO)."""

@@ -50,7 +50,9 @@ EVENT_DATA = Layout("32xQII", "kfd_event_data_ext event_id pad")   # the 32-byte
 VRAM, GTT, USERPTR, DOORBELL, MMIO_REMAP = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4
 WRITABLE, EXECUTABLE, PUBLIC, NO_SUBSTITUTE, AQL_QUEUE_MEM, COHERENT, UNCACHED = 1 << 31, 1 << 30, 1 << 29, 1 << 28, 1 << 27, 1 << 26, 1 << 25
 QUEUE_COMPUTE, QUEUE_SDMA, QUEUE_COMPUTE_AQL = 0, 1, 2
-EVENT_SIGNAL = 0
+EVENT_SIGNAL, EVENT_MEMORY = 0, 8
+FIRST_NONSIGNAL_EVENT_ID = (0x7FFFFFFF >> 1) + 1   # kfd_events.h: signal events use small ids (= their slot)
+MEMORY_EXCEPTION = Layout("IIIIQII", "NotPresent ReadOnly NoExecute imprecise va gpu_id ErrorType")   # 32-byte union member
 MMAP_DOORBELL, MMAP_EVENTS = 3, 2
 UNSIGNALED_EVENT_SLOT = (1 << 64) - 1
 
