@@ -275,3 +275,20 @@ def test_fault_behind_a_wait_is_an_error_not_a_timeout(dev):
     gate.value = 1   # the mock's poller runs the dispatch, which faults off the submitting thread
     with pytest.raises(AMDError, match=r"GPU memory fault at 0x1000"): dev.wait_signal(done, 1, 5)
   finally: set_executor(prev)
+
+def test_unsupported_gpu_in_the_topology_is_refused_by_name():
+  drv = install_mock_amd()
+  try:
+    props = "/sys/devices/virtual/kfd/kfd/topology/nodes/1/properties"
+    drv.files[props] = drv.files[props].replace("gfx_target_version 110000", "gfx_target_version 100300")
+    with pytest.raises(UnsupportedTarget, match=r"gfx1030 \(gfx_target_version 100300\) is not supported; supported: gfx1100"):
+      AMDDevice("AMD")
+  finally: uninstall_mock_amd(drv)
+
+def test_probe_reports_amd(monkeypatch):
+  from hcqrt import probe
+  p = probe.probe_amd("gfx942")
+  assert p.usable and p.props["arch"] == "gfx942" and p.props["wave_size"] == 64 and p.props["mock"]
+  monkeypatch.setattr(probe.os.path, "exists", lambda path: False)
+  p = probe.probe_amd(None)
+  assert not p.usable and "no /dev/kfd" in p.reason and "MOCKGPU=1 AMD=1" in p.fix
