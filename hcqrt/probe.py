@@ -121,13 +121,34 @@ def probe_nv(mock: str | None = None, check_files: bool = True) -> list[Probe]:
       uninstall_mock_nv(drv)
   return out
 
-def probe_amd() -> Probe:
-  """AMD GPUs: only whether the KFD driver is there; the AMD backend is not built yet."""
-  if not os.path.exists("/dev/kfd"):
+def probe_amd(mock: str | None = None) -> Probe:
+  """The AMD GPU KFD reports, opened for real through the seam (`mock`: a gfx arch to probe the mock KFD instead).
+  Usable means the runtime works; tensor ops also need the LLVM AMDGPU renderer (issue 13), which props say is missing."""
+  if mock is None and not os.path.exists("/dev/kfd"):
     return Probe("AMD", "AMD", False, reason="no /dev/kfd: no AMD GPU kernel driver (amdgpu with KFD) is loaded",
-                 fix="install the amdgpu driver; note the AMD backend of hcqrt is not available yet")
-  return Probe("AMD", "AMD", False, reason="/dev/kfd exists, but hcqrt has no AMD backend yet", fix="use NV or CPU for now")
+                 fix="install the amdgpu driver (Linux 6.1+ ships KFD 1.11+); without a GPU, MOCKGPU=1 AMD=1 runs the AMD backend on the mock KFD")
+  drv = None
+  if mock is not None:
+    from hcqrt.mock.amd import install_mock_amd
+    drv = install_mock_amd(mock)
+  try:
+    from hcqrt.amd.device import AMDDevice
+    from hcqrt.amd.targets import UnsupportedTarget
+    try: dev = AMDDevice("AMD")
+    except UnsupportedTarget as e: return Probe("AMD", "AMD", False, reason=str(e), fix="hcqrt drives gfx1100 (RX 7900 XTX) and gfx942 (MI300X) only")
+    except PermissionError as e: return Probe("AMD", "AMD", False, reason=f"permission denied: {e}", fix="add yourself to the render and video groups")
+    except Exception as e:  # noqa: BLE001 - any failure is a reason to report
+      return Probe("AMD", "AMD", False, reason=f"{type(e).__name__}: {e}", fix="check `dmesg` for amdgpu/kfd messages")
+    return Probe("AMD", "AMD", True, {**dev.properties(), "mock": mock is not None, "sm_count": dev.cu_count, "memory_bytes": 0,
+                                      "gpfifo": "PM4 compute queue", "compute": dev.arch, "copy": "SDMA", "qmd": "-"})
+  finally:
+    if drv is not None:
+      from hcqrt.mock.amd import uninstall_mock_amd
+      uninstall_mock_amd(drv)
 
 def probe_all(mock: str | None = None) -> list[Probe]:
-  """CPU, NVIDIA GPUs (the mock when `mock` is an arch key) and AMD, in that order."""
-  return [probe_cpu(), *probe_nv(mock), probe_amd()]
+  """CPU, NVIDIA GPUs and AMD, in that order (the mock drivers when `mock` is an arch key: an NV chip or a gfx target)."""
+  # one mock arch names either an NV chip ("hopper") or an AMD target ("gfx942"); the other mock takes its default
+  nv_mock = None if mock is None else "hopper" if mock.startswith("gfx") else mock
+  amd_mock = None if mock is None else mock if mock.startswith("gfx") else "gfx1100"
+  return [probe_cpu(), *probe_nv(nv_mock), probe_amd(amd_mock)]
