@@ -903,6 +903,7 @@ _pending_assigns: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   
 
 def take_pending_assigns() -> list[Tensor]:
   """The tensors whose in-place write has not run yet; forgets them (the caller realizes them)."""
+  if not _pending_assigns: return []
   ts = [t for t in list(_pending_assigns.values()) if _pending_assign(t.lazydata)]
   _pending_assigns.clear()
   return ts
