@@ -327,3 +327,49 @@ def test_method_jit_binds_self():
   for i in range(4):
     x, y = rnd(3, seed=i), rnd(3, seed=10 + i)
     close(m(y=y, x=x).numpy(), x.numpy() * m.w.numpy() - y.numpy())
+
+# ---- 11. the NV device after a timed-out wait or a channel error ----
+@pytest.fixture
+def nv_fast_timeout(dev, monkeypatch):
+  """The NV device (mock) with short wait timeouts, so an injected hang times out quickly."""
+  from hcqrt import hcq
+  from hcqrt.device import Device
+  d = Device[dev]
+  monkeypatch.setattr(d, "wait_timeout_s", 0.3)
+  monkeypatch.setattr(hcq, "DEFAULT_TIMEOUT_S", 0.3)
+  return d
+
+def _hang(d):
+  """Inject a fault: a launch slot that never signals (it waits for a signal nobody writes)."""
+  never = d.new_signal(name="never")
+  d.hw_compute_queue().wait(never, 1).signal(d.timeline_signal, d.timeline_value).submit(d)
+  d.timeline_value += 1
+  return never
+
+@pytest.mark.parametrize("dev", ["NV"], indirect=True)
+def test_nv_usable_after_signal_timeout(nv_fast_timeout):
+  from hcqrt.hcq import SignalTimeout
+  d = nv_fast_timeout
+  x = rnd(5, seed=1, device="NV")
+  @TinyJit
+  def f(a: Tensor) -> Tensor: return a * 2 + 1
+  for i in range(3): f(rnd(5, seed=i, device="NV"))
+  never = _hang(d)
+  with pytest.raises(SignalTimeout, match="recovered: its channels were recreated.*usable again"): (x * 5).realize()
+  close((x * 3).numpy(), x.numpy() * 3)                   # the fault is gone: later work runs
+  close(f(x).numpy(), x.numpy() * 2 + 1)                  # and so do graph replays
+  _hang(d)
+  f(x)                                                     # a replay queued behind a hang ...
+  with pytest.raises(SignalTimeout, match="recovered"): f(x).numpy()
+  close(f(x).numpy(), x.numpy() * 2 + 1)                  # ... times out once, then the graph replays again
+  never.value = 1
+
+@pytest.mark.parametrize("dev", ["NV"], indirect=True)
+def test_nv_usable_after_channel_error(nv_fast_timeout):
+  from hcqrt.nv.device import SUBC_COMPUTE
+  d = nv_fast_timeout
+  x = rnd(5, seed=2, device="NV")
+  q = d.hw_compute_queue()
+  q.method(SUBC_COMPUTE, 0x104, 0)   # not a compute-class method: the channel goes into an error state
+  with pytest.raises(RuntimeError, match="recovered"): q.signal(d.timeline_signal, d.timeline_value).submit(d)
+  close((x * 3).numpy(), x.numpy() * 3)
