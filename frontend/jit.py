@@ -131,6 +131,8 @@ class TinyJit:
       where = f": {changed[0]} is {changed[1]!r}, the capture had {changed[2]!r}" if changed else ""
       raise JitError(f"{self.name}: the arguments' layout changed since the capture{where}; call .reset() to capture again")
     for (name, v), (_, old) in zip(consts, self.consts):
+      if not _same(v, old) and isinstance(old, _Container):
+        raise JitError(f"{self.name}: {name} is {v!r}, the capture had {old!r}; call .reset() to capture again")
       if not _same(v, old):
         raise JitError(f"{self.name}: non-tensor {name} changed from {old!r} to {v!r}; the capture baked it in (pass it as a Tensor)")
     if len(tensors) != len(self.in_sig): raise JitError(f"{self.name}: called with {len(tensors)} tensor arguments, captured with {len(self.in_sig)}")

@@ -373,3 +373,13 @@ def test_nv_usable_after_channel_error(nv_fast_timeout):
   q.method(SUBC_COMPUTE, 0x104, 0)   # not a compute-class method: the channel goes into an error state
   with pytest.raises(RuntimeError, match="recovered"): q.signal(d.timeline_signal, d.timeline_value).submit(d)
   close((x * 3).numpy(), x.numpy() * 3)
+
+def test_layout_change_messages():
+  @TinyJit
+  def f(d: dict, xs: list) -> Tensor: return d["a"] * xs[0]
+  x = rnd(2, seed=1)
+  f({"a": x}, [x]); f({"a": x}, [x])
+  with pytest.raises(JitError, match=r"argument 'd' is a dict with keys \['a', 'b'\], the capture had a dict with keys \['a'\]"):
+    f({"a": x, "b": 1}, [x])
+  with pytest.raises(JitError, match=r"argument 'xs' is a tuple of 1, the capture had a list of 1"): f({"a": x}, (x,))
+  with pytest.raises(JitError, match="layout changed"): f({"a": x}, [x, 2.0])
