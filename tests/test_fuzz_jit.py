@@ -207,3 +207,12 @@ def test_fuzz_jit_more():
     empty += not run_program(seed); n += 1; seed += 1
   if long: print(f"\nFUZZ_LONG: {n} TinyJit programs ran clean in {time.perf_counter() - t0:.0f} s (seeds 100000..{seed - 1}; "
                  f"{empty} of them launch no kernel and were refused as expected)")
+
+# ---- failures the fuzzer found, kept as named regression tests ----
+def test_found_max_over_padded_rows_compiles():
+  """seed 100305: `x.pad(rows).max(1)`: the C renderer's vector MAX cast a scalar constant (the padding) to a vector
+  type, which gcc refuses ("cannot convert value to a vector")."""
+  x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+  want = np.concatenate([np.zeros((1, 8), np.float32), x]).max(1)
+  np.testing.assert_array_equal(Tensor(x).pad(((1, 0), (0, 0))).max(1).numpy(), want)
+  assert run_program(100305)
