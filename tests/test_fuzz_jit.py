@@ -216,3 +216,11 @@ def test_found_max_over_padded_rows_compiles():
   want = np.concatenate([np.zeros((1, 8), np.float32), x]).max(1)
   np.testing.assert_array_equal(Tensor(x).pad(((1, 0), (0, 0))).max(1).numpy(), want)
   assert run_program(100305)
+
+def test_found_square_of_padding_in_a_vector_reduction_compiles():
+  """seed 100544: `(p * p).max(1)` of a padded tensor: the padding's square (0.0f*0.0f, constants only) was rendered
+  as a scalar initializing a vector ("incompatible types when initializing type float8")."""
+  x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+  p = Tensor(x).pad(((1, 0), (0, 0)))
+  np.testing.assert_array_equal((p * p).max(1).numpy(), np.concatenate([np.zeros((1, 8), np.float32), x * x]).max(1))
+  assert run_program(100544)

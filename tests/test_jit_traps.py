@@ -184,6 +184,23 @@ def test_assign_then_iadd_on_weight():
     ref = ref * 2 + x.numpy()
   close(w.numpy(), ref)
 
+def test_assign_on_pending_assign_writes_the_buffer():
+  """Eager semantics behind the JIT cases: a second assign (or +=) before the first ran must write the same buffer,
+  not rebind the tensor to a new one (other tensors over that buffer would miss the write)."""
+  w = Tensor.zeros(4).contiguous().realize()
+  alias = w.detach()
+  w.assign(w + 1); w += 2; w.assign(w * 3)
+  w.realize()
+  close(alias.numpy(), [9.0] * 4); close(w.numpy(), [9.0] * 4)
+
+def test_assign_reading_the_same_buffer_through_another_tensor():
+  """`old` shares w's buffer: reading it flipped while writing w in place would race (the value is copied first)."""
+  w = Tensor(np.arange(64, dtype=np.float32)).realize()
+  old = w.detach()
+  w.assign(w + 1).realize()
+  w.assign(old.flip(0))
+  close(w.numpy(), np.arange(64, dtype=np.float32)[::-1] + 1)
+
 def test_returns_its_own_argument(dev):
   @TinyJit
   def f(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]: return x, x + y, y.reshape(2, 2)
