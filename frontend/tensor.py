@@ -10,13 +10,14 @@ Ops only record a graph; `.realize()`, `.numpy()`, `.tolist()` or `.item()` comp
 [3.0, 7.0]
 """
 from __future__ import annotations
-import math, itertools, functools
+import math, itertools, functools, weakref
 from contextlib import ContextDecorator
 from typing import Any
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
 from compiler.lazy import LazyBuffer
-from compiler.view import prod
+from compiler.uop import Ops
+from compiler.view import prod, ShapeTracker
 from hcqrt.device import Device
 from frontend import function as F
 from frontend.nn_ops import NNOpsMixin
@@ -164,13 +165,18 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if x.device != self.device: raise ValueError(f"assign: device {x.device} does not match {self.device}")
     if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}")
     if self.lazydata is x.lazydata: return self
-    if not self.lazydata.realized or self.lazydata.is_view:  # nothing to write into yet: just take the value
+    # nothing to write into yet: just take the value (a pending assign is a buffer: this write follows it)
+    if (not self.lazydata.realized or self.lazydata.is_view) and not _pending_assign(self.lazydata):
       self.lazydata = x.lazydata
       return self
     value = x.lazydata
     if _reads_at_other_position(value, self.lazydata.base): value = value.contiguous() if value.is_view else _force(value)
     self.lazydata = self.lazydata.base.assign(value)
+    _pending_assigns[id(self)] = self
     return self
+  def _inplace(self, v: Tensor) -> Tensor:
+    # `x += y`: write into x's buffer when it has one (also one a pending assign will fill), else just rebind
+    return self.assign(v) if self.lazydata.realized or _pending_assign(self.lazydata) else self.replace(v)
   def replace(self, x: Tensor, allow_shape_mismatch: bool = False) -> Tensor:
     if x.shape != self.shape and not allow_shape_mismatch: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
     self.lazydata = x.lazydata
@@ -969,12 +975,12 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return F.Less.apply(b, a).logical_not() if not a.dtype.is_float else F.Less.apply(a, b) | (a == b)
   def __ne__(self, x): return F.Neq.apply(*self._broadcasted(x, op="ne (!=)"))  # type: ignore[override]
   def __eq__(self, x): return F.Neq.apply(*self._broadcasted(x, op="eq (==)")).logical_not()  # type: ignore[override]
-  def __iadd__(self, x): return self.assign(self.add(x)) if self.lazydata.realized else self.replace(self.add(x))
-  def __isub__(self, x): return self.assign(self.sub(x)) if self.lazydata.realized else self.replace(self.sub(x))
-  def __imul__(self, x): return self.assign(self.mul(x)) if self.lazydata.realized else self.replace(self.mul(x))
-  def __itruediv__(self, x): return self.assign(self.div(x)) if self.lazydata.realized else self.replace(self.div(x))
-  def __ifloordiv__(self, x): return self.assign(self.idiv(x)) if self.lazydata.realized else self.replace(self.idiv(x))
-  def __imatmul__(self, x): return self.assign(self.matmul(x)) if self.lazydata.realized else self.replace(self.matmul(x))
+  def __iadd__(self, x): return self._inplace(self.add(x))
+  def __isub__(self, x): return self._inplace(self.sub(x))
+  def __imul__(self, x): return self._inplace(self.mul(x))
+  def __itruediv__(self, x): return self._inplace(self.div(x))
+  def __ifloordiv__(self, x): return self._inplace(self.idiv(x))
+  def __imatmul__(self, x): return self._inplace(self.matmul(x))
   def lt(self, x): return self < x
   def gt(self, x): return self > x
   def eq(self, x): return self == x
@@ -1032,16 +1038,39 @@ def _hash32(x: Tensor) -> Tensor:
   return x ^ (x >> 16)
 
 def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
-  """Does computing `value` read `target`'s buffer anywhere but at the element being written?"""
+  """Does computing `value` read `target`'s buffer anywhere but at the element being written? The buffer is the
+  target's, an earlier pending assign's it follows, or any other lazy buffer's over the same device buffer."""
+  targets, bufs, t = set(), set(), target
+  while True:
+    targets.add(id(t))
+    if t.buffer is not None: bufs.add(id(t.buffer))
+    if not _pending_assign(t): break
+    t = t.srcs[1].base
   seen, stack = set(), [value]
   while stack:
     lb = stack.pop()
     if id(lb) in seen: continue
     seen.add(id(lb))
-    if lb.base is target and lb.is_view and lb.st != target.st: return True
-    if lb.base is target: continue
+    hit = id(lb.base) in targets or lb.base.buffer is not None and id(lb.base.buffer) in bufs
+    if hit and lb.is_view and lb.st != ShapeTracker.from_shape(lb.base.shape): return True
+    if hit: continue
     if lb.base.buffer is None: stack.extend(lb.base.srcs)
   return False
+
+def _pending_assign(lb: LazyBuffer) -> bool:
+  """An in-place write recorded but not run yet (its result is the target's buffer)."""
+  return not lb.is_view and lb.op is Ops.ASSIGN and lb.buffer is None
+
+# tensors given an in-place write (assign, +=) since the last take_pending_assigns(): TinyJit runs those still
+# pending before a replay (it reads and writes the same buffers) and records those a captured function leaves pending
+_pending_assigns: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # id -> tensor (a WeakSet would compare tensors with ==)
+
+def take_pending_assigns() -> list[Tensor]:
+  """The tensors whose in-place write has not run yet; forgets them (the caller realizes them)."""
+  if not _pending_assigns: return []
+  ts = [t for t in list(_pending_assigns.values()) if _pending_assign(t.lazydata)]
+  _pending_assigns.clear()
+  return ts
 
 def _force(lb: LazyBuffer) -> LazyBuffer:
   lb.forced_realize = True

@@ -53,6 +53,9 @@ class Signal:
     while self._words[0] < value:
       if time.perf_counter() > deadline:
         by = f"; it was last promised value {self.last_promised} by {self.last_queue}" if self.last_queue else "; no queue was asked to signal it"
+        if self.last_promised is not None and self.last_promised >= value:   # queued work is stuck and would block every
+          recover = getattr(self.device, "recover", None)                      # later wait: the device drops it (and says so)
+          by += f"; {recover() if recover is not None else 'the device was not reset: work queued behind it will not run'}"
         raise SignalTimeout(f"{self.device}: timed out after {timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S:g} s waiting for "
                             f"{self.name} at {self.va:#x} to reach {value}; last completed value is {self._words[0]}{by}")
       spin += 1
