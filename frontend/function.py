@@ -150,6 +150,33 @@ class Maximum(Function):
     return (g.alu(Ops.MUL, xe.alu(Ops.FDIV, tot)) if self.needs_input_grad[0] else None,
             g.alu(Ops.MUL, ye.alu(Ops.FDIV, tot)) if self.needs_input_grad[1] else None)
 
+def _eq(x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+  return x.alu(Ops.CMPNE, y).alu(Ops.CMPNE, x.const_like(True).cast(dtypes.bool))
+
+class PowGrad(Function):
+  """Gives b**e (computed by Tensor.pow from detached inputs as exp(e*log|b|) plus fix-ups) torch's gradient.
+
+  Differentiating the exp/log composite is NaN at b == 0 (0 * log 0); the derivative written here is
+  e*b**(e-1) with its limits at 0 (1 for e == 1, 0 for e > 1 or e == 0, e*inf for e < 1) and r*ln(b) for e,
+  which torch defines as 0 where b == 0 and e >= 0.
+  """
+  def forward(self, b: LazyBuffer, e: LazyBuffer, r: LazyBuffer):
+    self.b, self.e, self.r = b, e, r
+    return r
+  def backward(self, g):
+    b, e, r = self.b, self.e, self.r
+    bz, one = _eq(b, b.const_like(0)), e.const_like(1)
+    gb = ge = None
+    if self.needs_input_grad[0]:
+      at0 = _eq(e, one).alu(Ops.WHERE, one, e.alu(Ops.CMPLT, one).alu(Ops.WHERE, e.alu(Ops.MUL, e.const_like(math.inf)), e.const_like(0)))
+      at0 = _eq(e, e.const_like(0)).alu(Ops.WHERE, e.const_like(0), at0)
+      gb = bz.alu(Ops.WHERE, at0, e.alu(Ops.MUL, r).alu(Ops.FDIV, b)).alu(Ops.MUL, g)
+    if self.needs_input_grad[1]:
+      ln_b = b.alu(Ops.LOG2).alu(Ops.MUL, b.const_like(math.log(2)))
+      skip = bz.alu(Ops.AND, e.alu(Ops.CMPLT, e.const_like(0)).alu(Ops.CMPNE, bz.const_like(True)))
+      ge = skip.alu(Ops.WHERE, e.const_like(0), r.alu(Ops.MUL, ln_b)).alu(Ops.MUL, g)
+    return gb, ge, None
+
 # ***** ternary *****
 class Where(Function):
   def forward(self, c, x, y):

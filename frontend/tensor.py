@@ -634,18 +634,29 @@ class Tensor(NNOpsMixin):
       if x == 1: return self
       if x == 0.5: return self.sqrt()
       if x == -1: return self.reciprocal()
-      if x == 0: return self.ones_like() if self.dtype.is_float else self._const(1)
+      if x == 0 and not self.dtype.is_float: return self._const(1)
+      if x == 0: return F.PowGrad.apply(self, self.zeros_like(), self.ones_like())   # d/dx x**0 = 0, as torch
+      if self.dtype.is_float and float(x).is_integer() and 0 < x <= 16: return self._mulpow(int(x))
     base, exp = self._broadcasted(x, reverse, op="pow")
     if not base.dtype.is_float and not exp.dtype.is_float:  # integer power by repeated squaring up to 31 bits
       return base._ipow(exp)
     base, exp = base._float(), exp._float()
+    b, e = base.detach(), exp.detach()   # the exp/log composite is NaN to differentiate at 0: PowGrad differentiates
     # |b|^e, negative base: sign by the parity of an integral exponent, nan for a fractional one
-    mag = (exp * base.abs().log()).exp()
-    is_int = exp == exp.trunc()
-    odd = (exp.abs() % 2) == 1
-    neg = base < 0
+    mag = (e * b.abs().log()).exp()
+    is_int = e == e.trunc()
+    odd = (e.abs() % 2) == 1
+    neg = b < 0
     res = neg.where(is_int.where(odd.where(-mag, mag), math.nan), mag)
-    return (base == 0).where((exp == 0).where(1.0, (exp < 0).where(math.inf, 0.0)), res)
+    return F.PowGrad.apply(base, exp, (b == 0).where((e == 0).where(1.0, (e < 0).where(math.inf, 0.0)), res))
+  def _mulpow(self, n: int) -> Tensor:
+    """x**n for a small n > 0 by repeated squaring: exact, and its gradient n*x**(n-1) is right at 0."""
+    ret, b, k = None, self, n
+    while k:
+      if k & 1: ret = b if ret is None else ret * b
+      k >>= 1
+      if k: b = b * b
+    return ret
   def _ipow(self, e: Tensor) -> Tensor:
     ret, b = self.ones_like(), self
     for i in range(31):
