@@ -39,3 +39,31 @@ def test_grad_rpow_and_one_zero_activation_keeps_weights_finite():
   w = Tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
   (Tensor([[0.0, 1.0]]) @ w).gelu().sum().backward()
   assert np.isfinite(w.grad.numpy()).all()
+
+# ***** item 9: integer division by zero and INT_MIN // -1 are defined (numpy's values), never SIGFPE *****
+_DIV_SCRIPT = r'''
+import sys, numpy as np
+from frontend import Tensor
+from compiler.dtypes import dtypes
+dev = sys.argv[1]
+for dt, npdt in [(dtypes.int32, np.int32), (dtypes.int64, np.int64), (dtypes.int8, np.int8), (dtypes.int16, np.int16),
+                 (dtypes.uint32, np.uint32), (dtypes.uint8, np.uint8)]:
+  info = np.iinfo(npdt)
+  signed = info.min < 0
+  a = np.array([7, 9 if not signed else -7, 0, info.min, info.min, 5, info.max, 3] * 3, dtype=npdt)
+  b = np.array([0, 0, 0, info.max if not signed else -1, 0, info.max if not signed else -1, info.max if not signed else -1, 2] * 3, dtype=npdt)
+  with np.errstate(all="ignore"): refs = [a // b, a % b, a // np.zeros_like(a), a % np.zeros_like(a)]
+  ta, tb = Tensor(a, dtype=dt, device=dev), Tensor(b, dtype=dt, device=dev)
+  gots = [(ta // tb).numpy(), (ta % tb).numpy(), (ta // 0).numpy(), (ta % 0).numpy()]
+  for name, got, ref in zip(["//", "%", "// 0", "% 0"], gots, refs):
+    if not (got == ref).all(): print("MISMATCH", dt, name, got[:8], ref[:8]); sys.exit(3)
+print("OK")
+'''
+
+@pytest.mark.parametrize("device", ["CPU", "PTXEMU"])
+def test_integer_division_by_zero_is_defined_no_sigfpe(device):
+  import os, subprocess, sys
+  r = subprocess.run([sys.executable, "-c", _DIV_SCRIPT, device], capture_output=True, text=True, timeout=600,
+                     cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                     env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+  assert r.returncode == 0 and r.stdout.strip().endswith("OK"), f"rc={r.returncode}\n{r.stdout}\n{r.stderr[-2000:]}"
