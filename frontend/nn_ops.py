@@ -273,7 +273,9 @@ class NNOpsMixin:
 
   # ***** normalization, attention, dropout *****
   def layernorm(self: Tensor, axis=-1, eps: float = 1e-5) -> Tensor:
-    """(x - mean) / sqrt(var + eps) over `axis` (biased variance), without affine parameters."""
+    """(x - mean) / sqrt(var + eps) over `axis` (biased variance), without affine parameters; half inputs are
+    normalized in float32 (their squares overflow past |x| ~ 256) and rounded back once."""
+    if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().layernorm(axis, eps).cast(self.dtype)
     y = self - self.mean(axis, keepdim=True)
     return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
 

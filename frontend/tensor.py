@@ -504,13 +504,17 @@ class Tensor(NNOpsMixin):
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
     out_dt = self.dtype if self.dtype.is_float else dtypes.default_float
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="mean"))
-    s = self.cast(out_dt).sum(axis, keepdim)
+    s = self.cast(out_dt).sum(axis, keepdim, acc_dtype=sum_acc_dtype(out_dt))   # half: the sum stays float32 (no overflow)
     return (s / n if n else s * math.nan).cast(out_dt)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    # half squares overflow past |x| ~ 256: compute in float32 and round once at the end (as torch)
+    if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().var(axis, keepdim, correction).cast(self.dtype)
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="var"))
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     return sq / max(0, n - correction) if n - correction > 0 else sq * math.nan
-  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().std(axis, keepdim, correction).cast(self.dtype)
+    return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def _softmax(self, axis, dtype=None):

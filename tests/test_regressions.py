@@ -67,3 +67,17 @@ def test_integer_division_by_zero_is_defined_no_sigfpe(device):
                      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                      env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
   assert r.returncode == 0 and r.stdout.strip().endswith("OK"), f"rc={r.returncode}\n{r.stdout}\n{r.stderr[-2000:]}"
+
+# ***** item 7: half var/std/mean/LayerNorm accumulate in float32 *****
+def test_half_layernorm_var_std_mean_no_overflow():
+  from frontend import nn
+  from compiler.dtypes import dtypes
+  v = [[300.0, -300.0, 200.0, 100.0]]
+  xt = torch.tensor(v, dtype=torch.float16)
+  out = nn.LayerNorm(4)(Tensor(v).cast(dtypes.float16))
+  np.testing.assert_allclose(out.numpy().astype(np.float32), torch.nn.LayerNorm(4).half()(xt).detach().float().numpy(), atol=2e-3)
+  x = Tensor(v).cast(dtypes.float16)
+  np.testing.assert_allclose(x.var(-1).numpy().astype(np.float32), xt.float().var(-1).half().float().numpy(), rtol=1e-3)
+  np.testing.assert_allclose(x.std().numpy().astype(np.float32), xt.float().std().half().float().numpy(), rtol=1e-3)
+  big = Tensor.full((1000,), 100.0).cast(dtypes.float16)   # the sum (1e5) overflows half, the mean does not
+  assert big.mean().dtype == dtypes.float16 and big.mean().item() == 100.0
