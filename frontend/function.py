@@ -33,6 +33,14 @@ class Function:
     ret._ctx = ctx if ctx.requires_grad and not Tensor.no_grad else None
     return ret
 
+class FreedGraph:
+  """What a non-leaf tensor's `_ctx` becomes after backward() used it (without retain_graph): the saved values are
+  gone, so a second backward through it must raise (as torch does) instead of silently adding nothing."""
+  parents: tuple = ()
+  def __init__(self, name: str): self.name = name
+  def backward(self, g): raise RuntimeError(f"backward: trying to backward through the graph a second time (through {self.name}, "
+                                            "whose saved values were freed by the first backward); pass retain_graph=True")
+
 def _zeros_like(x: LazyBuffer) -> LazyBuffer: return x.const_like(0)
 
 # ***** unary *****

@@ -312,9 +312,14 @@ class Tensor(NNOpsMixin):
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device, requires_grad=False)
     if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} != tensor shape {self.shape}")
     if self._ctx is None and not self.requires_grad: raise RuntimeError("backward: this tensor does not require grad")
+    if isinstance(self._ctx, F.FreedGraph): self._ctx.backward(gradient)   # raises: the graph was used up
     self.grad = gradient if self.grad is None or self._ctx is not None else self.grad + gradient
-    for t0 in reversed(self._deepwalk()):
+    walk = self._deepwalk()
+    for t0 in walk:   # a gradient left on an intermediate by an earlier (retain_graph) pass must not be added again
+      if t0 is not self and t0._ctx is not None: t0.grad = None
+    for t0 in reversed(walk):
       if t0._ctx is None: continue
+      if isinstance(t0._ctx, F.FreedGraph) and t0.grad is not None: t0._ctx.backward(t0.grad)
       if t0.grad is None: continue   # e.g. the condition of a where(): nothing flows through it
       grads = t0._ctx.backward(t0.grad.lazydata)
       grads = [Tensor(g, device=self.device, requires_grad=False) if g is not None else None
@@ -323,7 +328,7 @@ class Tensor(NNOpsMixin):
         if g is not None and t.requires_grad:
           if g.shape != t.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
           t.grad = g if t.grad is None else (t.grad + g)
-      if not retain_graph: t0._ctx = None
+      if not retain_graph: t0._ctx = F.FreedGraph(type(t0._ctx).__name__)
     return self
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
     """d(self)/d(target) for each target, without touching `.grad`."""
@@ -542,6 +547,7 @@ class Tensor(NNOpsMixin):
     self._nonempty_reduce("argmax", a)
     n = self.shape[a]
     m = self == self.max(axis=a, keepdim=True)
+    if self.dtype.is_float: m = m | self.isnan()   # the max is NaN where there is one: its first index, as torch
     idx = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
     return (n - (m * idx).max(axis=a, keepdim=keepdim)).cast(dtypes.int32)
   def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:

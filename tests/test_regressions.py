@@ -81,3 +81,27 @@ def test_half_layernorm_var_std_mean_no_overflow():
   np.testing.assert_allclose(x.std().numpy().astype(np.float32), xt.float().std().half().float().numpy(), rtol=1e-3)
   big = Tensor.full((1000,), 100.0).cast(dtypes.float16)   # the sum (1e5) overflows half, the mean does not
   assert big.mean().dtype == dtypes.float16 and big.mean().item() == 100.0
+
+# ***** item 8: NaN in argmax/argmin, a second backward *****
+@pytest.mark.parametrize("vals", [[1.0, math.nan, 3.0], [math.nan, 5.0, math.nan], [2.0, 1.0, math.nan], [1.0, 7.0, 3.0]])
+def test_argmax_argmin_nan_index(vals):
+  for fn in ("argmax", "argmin"):
+    assert getattr(Tensor(vals), fn)().item() == getattr(torch.tensor(vals), fn)().item()
+  m = [vals, vals[::-1]]
+  np.testing.assert_equal(Tensor(m).argmax(1).numpy(), torch.tensor(m).argmax(1).numpy())
+  np.testing.assert_equal(Tensor(m).argmin(0).numpy(), torch.tensor(m).argmin(0).numpy())
+
+def test_second_backward_raises_like_torch():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  y = (x * x).sum()
+  y.backward()
+  with pytest.raises(RuntimeError, match="second time"): y.backward()
+  np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])   # untouched by the refused second pass
+  z = x * 3
+  w = z.sum()
+  w.backward()
+  with pytest.raises(RuntimeError, match="second time"): (z * 2).sum().backward()
+  x.grad = None
+  y = (x * x).sum()
+  y.backward(retain_graph=True); y.backward()   # retain_graph keeps it usable once more
+  np.testing.assert_allclose(x.grad.numpy(), [4.0, 8.0])
