@@ -319,7 +319,10 @@ class Tensor(NNOpsMixin):
       if t0 is not self and t0._ctx is not None: t0.grad = None
     for t0 in reversed(walk):
       if t0._ctx is None: continue
-      if isinstance(t0._ctx, F.FreedGraph) and t0.grad is not None: t0._ctx.backward(t0.grad)
+      if isinstance(t0._ctx, F.FreedGraph):
+        # a realized one is a parameter made as `Tensor.zeros(n, requires_grad=True).contiguous().realize()`: a leaf now
+        if t0.grad is not None and not t0.lazydata.realized: t0._ctx.backward(t0.grad)
+        continue
       if t0.grad is None: continue   # e.g. the condition of a where(): nothing flows through it
       grads = t0._ctx.backward(t0.grad.lazydata)
       grads = [Tensor(g, device=self.device, requires_grad=False) if g is not None else None

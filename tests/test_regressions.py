@@ -105,3 +105,40 @@ def test_second_backward_raises_like_torch():
   y = (x * x).sum()
   y.backward(retain_graph=True); y.backward()   # retain_graph keeps it usable once more
   np.testing.assert_allclose(x.grad.numpy(), [4.0, 8.0])
+
+# ***** item 8: out-of-range indices raise when the value is realized *****
+def _raises(exc, fn):
+  with pytest.raises(exc, match="out of range"): fn()
+
+def test_out_of_range_indices_raise():
+  from frontend import nn
+  x = Tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+  _raises(IndexError, lambda: x[Tensor([2])].numpy())
+  _raises(IndexError, lambda: x[:, Tensor([0, -4])].numpy())
+  _raises(IndexError, lambda: (x[Tensor([0]), Tensor([3])] * 2).sum().item())   # also through what is computed from it
+  np.testing.assert_equal(x[Tensor([-1, 0]), Tensor([2, -3])].numpy(), [6.0, 1.0])          # negative indices wrap
+  _raises(RuntimeError, lambda: x.gather(1, Tensor([[0, 3]])).numpy())
+  _raises(RuntimeError, lambda: x.gather(1, Tensor([[0, -1]])).numpy())
+  np.testing.assert_equal(x.gather(1, Tensor([[2, 0]])).numpy(), [[3.0, 1.0]])
+  emb = nn.Embedding(3, 2)
+  _raises(IndexError, lambda: emb(Tensor([[1, 3]])).numpy())
+  assert emb(Tensor([[0, 2]])).shape == (1, 2, 2)
+  _raises(RuntimeError, lambda: Tensor([0, 3]).one_hot(3).numpy())
+  _raises(RuntimeError, lambda: Tensor([-1]).one_hot(3).numpy())
+  logits = Tensor([[1.0, 2.0], [0.5, 0.1]])
+  _raises(IndexError, lambda: logits.sparse_categorical_crossentropy(Tensor([0, 2])).item())
+  _raises(IndexError, lambda: logits.cross_entropy(Tensor([0, 5])).item())
+  # ignore_index labels are not checked; valid labels give torch's loss
+  ref = torch.nn.functional.cross_entropy(torch.tensor(logits.numpy()), torch.tensor([1, -1]), ignore_index=-1).item()
+  assert abs(logits.sparse_categorical_crossentropy(Tensor([1, -1])).item() - ref) < 1e-5
+
+def test_out_of_range_value_keeps_raising_and_gradients_still_flow():
+  x = Tensor([1.0, 2.0])
+  y = x[Tensor([7])]
+  _raises(IndexError, lambda: y.numpy())
+  _raises(IndexError, lambda: y.numpy())          # a second read of the realized wrong value raises too
+  _raises(IndexError, lambda: (y + 1).numpy())
+  w = Tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+  loss = (w @ Tensor([[1.0], [2.0]])).reshape(1, 2).sparse_categorical_crossentropy(Tensor([1]))
+  loss.backward()
+  assert np.isfinite(loss.item()) and np.isfinite(w.grad.numpy()).all()
