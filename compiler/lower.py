@@ -118,6 +118,10 @@ def safe_divmod(op: Ops, dt: DType, a: UOp, b: UOp) -> UOp:
 def lower(ast: UOp, name: str = "kernel") -> LoweredKernel:
   """Lower a scheduled kernel AST (SINK of STOREs) to a LoweredKernel."""
   lw = _Lowerer(ast)
+  # every buffer of the kernel is a parameter, also one whose loads all fold away (a 0-size or fully padded view):
+  # the caller passes them all by position
+  for u in ast.toposort():
+    if u.op is Ops.LOAD: lw.bufs[u.arg[0]] = u.dtype
   stores, granges = [], []
   shape = ast.src[0].arg[1].shape
   idx = []

@@ -142,3 +142,18 @@ def test_out_of_range_value_keeps_raising_and_gradients_still_flow():
   loss = (w @ Tensor([[1.0], [2.0]])).reshape(1, 2).sparse_categorical_crossentropy(Tensor([1]))
   loss.backward()
   assert np.isfinite(loss.item()) and np.isfinite(w.grad.numpy()).all()
+
+# ***** item 10: valid programs that crashed the compiler; 0-size tensors flow through every op *****
+@pytest.mark.parametrize("device", ["CPU", "PTXEMU"])
+def test_zero_size_slice_of_computed_tensor_then_cat(device):
+  # the 0-size operand's loads all fold away: its buffer must still be a kernel parameter (gcc: undeclared data2)
+  a = (Tensor([1.0, 2.0], device=device) * 2)[0:0]
+  np.testing.assert_equal(a.cat(Tensor([3.0], device=device)).numpy(), [3.0])
+  np.testing.assert_equal(Tensor([3.0], device=device).cat(a, a.exp()).numpy(), [3.0])
+
+def test_zero_size_repeat_and_reshape():
+  assert Tensor.zeros(0).repeat(2).numpy().shape == (0,)   # was ZeroDivisionError in view.py
+  assert Tensor.zeros(0, 3).repeat(2, 2).shape == (0, 6)
+  x = Tensor.zeros(2, 0).repeat(3, 1)
+  assert x.reshape(0, 5).shape == (0, 5) and x.permute(1, 0).reshape(3, 0, 2).shape == (3, 0, 2)
+  np.testing.assert_equal(Tensor.zeros(3)[1:1].repeat(4).cat(Tensor([1.0])).numpy(), [1.0])
