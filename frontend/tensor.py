@@ -522,7 +522,9 @@ class Tensor(NNOpsMixin):
     return sq / max(0, n - correction) if n - correction > 0 else sq * math.nan
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().std(axis, keepdim, correction).cast(self.dtype)
-    return self.var(axis, keepdim, correction).sqrt()
+    v = self.var(axis, keepdim, correction)
+    z = v == 0   # sqrt's gradient is inf at 0 and would make 0 * inf = NaN: torch defines it as 0 there
+    return z.where(0.0, z.where(1.0, v).sqrt())
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def _softmax(self, axis, dtype=None):

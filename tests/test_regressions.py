@@ -157,3 +157,15 @@ def test_zero_size_repeat_and_reshape():
   x = Tensor.zeros(2, 0).repeat(3, 1)
   assert x.reshape(0, 5).shape == (0, 5) and x.permute(1, 0).reshape(3, 0, 2).shape == (3, 0, 2)
   np.testing.assert_equal(Tensor.zeros(3)[1:1].repeat(4).cat(Tensor([1.0])).numpy(), [1.0])
+
+# ***** found by tests/test_fuzz_ops.py *****
+def test_fuzz43_std_of_constant_rows_has_zero_gradient():
+  # leaf(13, 1) -> unsqueeze(2).expand(13, 1, 2) -> std(-1): std 0, whose gradient torch defines as 0 (was NaN)
+  a = np.random.default_rng(0).uniform(-3, 3, (13, 1)).astype(np.float32)
+  x, xt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+  x.unsqueeze(2).expand(13, 1, 2).std(-1).relu().sum().backward()
+  xt.unsqueeze(2).expand(13, 1, 2).std(-1).relu().sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy())
+  y, yt = Tensor([[1.0, 1.0], [1.0, 3.0]], requires_grad=True), torch.tensor([[1.0, 1.0], [1.0, 3.0]], requires_grad=True)
+  y.std(1).sum().backward(); yt.std(1).sum().backward()
+  np.testing.assert_allclose(y.grad.numpy(), yt.grad.numpy(), rtol=1e-5)
