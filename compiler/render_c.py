@@ -247,6 +247,8 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
     else:
       expr = _alu(op, u.dtype, [r(s) for s in u.src], u.src[0].dtype)
       if u.dtype.is_bool and u.dtype.count == 1 and op not in (Ops.WHERE,): expr = f"({expr}!=0)" if op in (Ops.AND, Ops.OR, Ops.XOR) and not u.src[0].dtype.is_bool else expr
+      # constants render as scalars: an op of constants only is a scalar expression, which C won't assign to a vector
+      if u.dtype.count > 1 and all(s.op is Ops.CONST for s in u.src): expr = f"({ctype(u.dtype)}){{{', '.join([expr] * u.dtype.count)}}}"
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {expr};")
     names[u] = name
   params = []

@@ -162,10 +162,16 @@ class Program:
       lo, tlo = (o * Tensor(g, device=self.device)).sum(), (to * torch.tensor(g)).sum()
       loss, tloss = (lo, tlo) if loss is None else (loss + lo, tloss + tlo)
     loss.backward(); tloss.backward()
-    for i, (t, tt) in enumerate(self.leaves):
-      if tt.grad is None: continue
-      assert t.grad is not None, f"leaf {i}: no gradient"
-      _close(t.grad.numpy(), tt.grad.numpy(), f"grad of leaf {i}")
+    got = [(i, t.grad, tt.grad) for i, (t, tt) in enumerate(self.leaves) if tt.grad is not None]
+    for i, g, tg in got: assert g is not None, f"leaf {i}: no gradient"
+    if self.rng.random() < 0.5 and got:
+      # the lazy gradients concatenated (with a value of the forward graph) before any is realized: a grad norm
+      order = [int(j) for j in self.rng.permutation(len(got))]
+      flat = [got[j][1].flatten() for j in order] + [outs[-1][0].detach().flatten()]
+      tflat = [got[j][2].flatten() for j in order] + [outs[-1][1].detach().flatten()]
+      self.log.append(f"cat(grads {order} + out)")
+      _close(flat[0].cat(*flat[1:]).numpy(), torch.cat(tflat).numpy(), "cat of lazy gradients")
+    for i, g, tg in got: _close(g.numpy(), tg.numpy(), f"grad of leaf {i}")
 
 def _close(ours, theirs, what):
   assert ours.shape == theirs.shape, f"{what}: shape {ours.shape} != torch {theirs.shape}"

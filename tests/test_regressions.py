@@ -169,3 +169,14 @@ def test_fuzz43_std_of_constant_rows_has_zero_gradient():
   y, yt = Tensor([[1.0, 1.0], [1.0, 3.0]], requires_grad=True), torch.tensor([[1.0, 1.0], [1.0, 3.0]], requires_grad=True)
   y.std(1).sum().backward(); yt.std(1).sum().backward()
   np.testing.assert_allclose(y.grad.numpy(), yt.grad.numpy(), rtol=1e-5)
+
+@pytest.mark.parametrize("n,m", [(3, 4), (8, 16), (32, 32)])
+def test_softmax_row_times_w_backward_compiles(n, m):
+  # a loop peeled at the row boundary leaves NEG of a vector constant, rendered as a scalar (gcc: incompatible types)
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal((n, m)).astype(np.float32), rng.standard_normal(m).astype(np.float32)
+  x, w = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+  xt, wt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+  (x.softmax(-1)[2] * w).sum().backward(); (xt.softmax(-1)[2] * wt).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), atol=1e-5)
+  np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), atol=1e-5)
