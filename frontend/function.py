@@ -146,17 +146,18 @@ class Div(Function):
     gy = g.alu(Ops.NEG).alu(Ops.MUL, self.x).alu(Ops.FDIV, self.y.alu(Ops.MUL, self.y)) if self.needs_input_grad[1] else None
     return gx, gy
 class Maximum(Function):
-  """max(x, y); where they tie the gradient is split evenly (as torch does)."""
+  """max(x, y); where they tie the gradient is split evenly, and where one is NaN both get it (torch's rule:
+  x gets g unless x < y, y gets g unless x > y, halves on equality)."""
   def forward(self, x, y):
     self.x, self.y = x, y
-    self.ret = x.alu(Ops.MAX, y)
-    return self.ret
+    return x.alu(Ops.MAX, y)
   def backward(self, g):
-    xe = self.x.alu(Ops.CMPNE, self.ret).alu(Ops.CMPNE, self.x.const_like(True).cast(dtypes.bool)).cast(g.dtype)
-    ye = self.y.alu(Ops.CMPNE, self.ret).alu(Ops.CMPNE, self.y.const_like(True).cast(dtypes.bool)).cast(g.dtype)
-    tot = xe.alu(Ops.ADD, ye)
-    return (g.alu(Ops.MUL, xe.alu(Ops.FDIV, tot)) if self.needs_input_grad[0] else None,
-            g.alu(Ops.MUL, ye.alu(Ops.FDIV, tot)) if self.needs_input_grad[1] else None)
+    x, y = self.x, self.y
+    half, one, zero = g.const_like(0.5), g.const_like(1), g.const_like(0)
+    eq = _eq(x, y)
+    gx = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, x.alu(Ops.CMPLT, y).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[0] else None
+    gy = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, y.alu(Ops.CMPLT, x).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[1] else None
+    return gx, gy
 
 def _eq(x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
   return x.alu(Ops.CMPNE, y).alu(Ops.CMPNE, x.const_like(True).cast(dtypes.bool))

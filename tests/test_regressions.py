@@ -180,3 +180,16 @@ def test_softmax_row_times_w_backward_compiles(n, m):
   (x.softmax(-1)[2] * w).sum().backward(); (xt.softmax(-1)[2] * wt).sum().backward()
   np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), atol=1e-5)
   np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), atol=1e-5)
+
+def test_fuzz100341_maximum_with_nan_gradient_like_torch():
+  # leaf(7) cat leaf(2) -> [7:7] -> mean (NaN) -> maximum(leaf()): the NaN side made the split 0/0 = NaN; torch gives
+  # both sides the gradient where one is NaN (x gets g unless x < y, y unless x > y, halves on ties)
+  a, b = [math.nan, 1.0, 2.0, 3.0], [0.5, 1.0, math.nan, 5.0]
+  x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+  xt, yt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+  x.maximum(y).sum().backward(); torch.maximum(xt, yt).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy()); np.testing.assert_allclose(y.grad.numpy(), yt.grad.numpy())
+  e = Tensor([1.0, 2.0]).cat(Tensor([3.0]))[2:2].mean()
+  w, wt = Tensor(1.5, requires_grad=True), torch.tensor(1.5, requires_grad=True)
+  e.maximum(w).backward(); torch.maximum(torch.tensor([]).mean(), wt).backward()
+  assert w.grad.item() == wt.grad.item() == 1.0
