@@ -193,3 +193,28 @@ def test_fuzz100341_maximum_with_nan_gradient_like_torch():
   w, wt = Tensor(1.5, requires_grad=True), torch.tensor(1.5, requires_grad=True)
   e.maximum(w).backward(); torch.maximum(torch.tensor([]).mean(), wt).backward()
   assert w.grad.item() == wt.grad.item() == 1.0
+
+# ***** the programs for items 6 and 10 (right on this branch; kept as guards) *****
+@pytest.mark.parametrize("xs,ws", [((4,), (3,)), ((4, 3), (2, 3)), ((3,), (2, 3)), ((8, 16), (4, 16))])
+def test_cat_of_lazy_gradients(xs, ws):
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+  x, w = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+  xt, wt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+  (x.mean(0, keepdim=True) * w[0]).max().backward(); (xt.mean(0, keepdim=True) * wt[0]).amax().backward()
+  gx, gw = xt.grad.numpy().ravel(), wt.grad.numpy().ravel()
+  np.testing.assert_allclose(x.grad.flatten().cat(w.grad.flatten()).numpy(), np.concatenate([gx, gw]), atol=1e-6)
+  x2, w2 = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+  (x2.mean(0, keepdim=True) * w2[0]).max().backward()
+  np.testing.assert_allclose(w2.grad.flatten().cat(x2.grad.flatten()).numpy(), np.concatenate([gw, gx]), atol=1e-6)
+
+def test_pad_log_softmax_backward_and_cat_std_grad():
+  a = np.random.default_rng(1).standard_normal((5, 7)).astype(np.float32)
+  x, xt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+  x.pad(((0, 0), (1, 2))).log_softmax(-1).sum().backward()
+  torch.nn.functional.pad(xt, (1, 2)).log_softmax(-1).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), atol=1e-5)
+  y, yt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+  (y * y).sum().backward(); (yt * yt).sum().backward()
+  np.testing.assert_allclose(y.std().reshape(1).cat(y.grad.flatten()).numpy(),
+                             torch.cat([yt.std().reshape(1), yt.grad.flatten()]).detach().numpy(), rtol=1e-5)
