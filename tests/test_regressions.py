@@ -218,3 +218,14 @@ def test_pad_log_softmax_backward_and_cat_std_grad():
   (y * y).sum().backward(); (yt * yt).sum().backward()
   np.testing.assert_allclose(y.std().reshape(1).cat(y.grad.flatten()).numpy(),
                              torch.cat([yt.std().reshape(1), yt.grad.flatten()]).detach().numpy(), rtol=1e-5)
+
+def test_fuzz100566_fully_padded_element_reshaped_to_scalar_is_zero():
+  # (3,4,5)[1:2:3, 0:1:2, 1:3].mean(-1).pad(((1,2),(1,2)))[:, 2][2]: the element read is padding; its all-invalid mask
+  # vanished when the view became a scalar, and the reduction was read unmasked (21.5 instead of 0)
+  a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+  y = Tensor(a)[1:2:3, 0:1:2, 1:3].mean(-1).pad(((1, 2), (1, 2)))[:, 2]
+  assert y[2].item() == 0.0 and y[2].reshape(1, 1).numpy().tolist() == [[0.0]]
+  np.testing.assert_equal(y.numpy(), np.zeros(4, np.float32))
+  x = Tensor(a, requires_grad=True)
+  (x[1:2, 0:1, 1:3].mean(-1).pad(((1, 2), (1, 2)))[2, 2] * 3).backward()
+  np.testing.assert_equal(x.grad.numpy(), np.zeros_like(a))
