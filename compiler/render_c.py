@@ -245,7 +245,11 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
     elif op is Ops.GEP:
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {r(u.src[0])}[{u.arg}];")
     else:
-      expr = _alu(op, u.dtype, [r(s) for s in u.src], u.src[0].dtype)
+      args = [r(s) for s in u.src]
+      # vector MAX reinterprets its operands as int vectors: a scalar-rendered constant must be a vector first
+      if op is Ops.MAX and u.dtype.count > 1:
+        args = [f"(({ctype(u.dtype)}){{{', '.join([a] * u.dtype.count)}}})" if s.op is Ops.CONST else a for s, a in zip(u.src, args)]
+      expr = _alu(op, u.dtype, args, u.src[0].dtype)
       if u.dtype.is_bool and u.dtype.count == 1 and op not in (Ops.WHERE,): expr = f"({expr}!=0)" if op in (Ops.AND, Ops.OR, Ops.XOR) and not u.src[0].dtype.is_bool else expr
       # constants render as scalars: an op of constants only is a scalar expression, which C won't assign to a vector
       if u.dtype.count > 1 and all(s.op is Ops.CONST for s in u.src): expr = f"({ctype(u.dtype)}){{{', '.join([expr] * u.dtype.count)}}}"

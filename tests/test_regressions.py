@@ -234,3 +234,18 @@ def test_fuzz100566_fully_padded_element_reshaped_to_scalar_is_zero():
   x = Tensor(a, requires_grad=True)
   (x[1:2, 0:1, 1:3].mean(-1).pad(((1, 2), (1, 2)))[2, 2] * 3).backward()
   np.testing.assert_equal(x.grad.numpy(), np.zeros_like(a))
+
+# The programs below are the fuzzer's own (tests/test_fuzz_ops.py, replayed by seed; each docstring says what it does)
+@pytest.mark.parametrize("seed,what", [
+  (201055, "leaf(3,4,1)[:,1].mean(-2).unsqueeze(0).expand(3,1).maximum(leaf(3,1)), then cat(grads, out): two REDUCEs over "
+           "one loop at different depths made a cycle in the linearizer that dropped the vectorized main store (zeros: "
+           "the issue's 'concatenating lazy gradients')"),
+  (200311, "flip -> logsumexp -> log_softmax -> [-2] -> maximum(leaf(1,1)), cat(grads, out): the same shared loop, "
+           "'AssertionError: ranges ... are not nested'"),
+  (200867, "pad -> max(2) -> sin -> abs -> [0:0, 2:3:3], cat(grads, out): a vector MAX against a constant rendered "
+           "`(int4)0.0f` (gcc: cannot convert value to a vector)")])
+def test_fuzz_found(seed, what):
+  import os, sys
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+  from test_fuzz_ops import run_seed
+  run_seed(seed)
