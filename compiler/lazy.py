@@ -104,6 +104,10 @@ class LazyBuffer:
   # *** movement ops make views ***
   def _view(self, st: ShapeTracker) -> LazyBuffer:
     if st == self.base.st and not self.base.is_view: return self.base
+    # a view that reads nothing valid (padding only) is zeros: say so now, since a mask can't be kept once the view is
+    # reshaped to a scalar (shape () has no dim to hold it) and the value would be read unmasked
+    if any(v.mask is not None and any(lo >= hi for lo, hi in v.mask) for v in st.views):
+      return LazyBuffer.const(0, self.dtype, st.shape, self.device)
     return LazyBuffer(self.device, st, self.dtype, base=self.base)
   def reshape(self, shape) -> LazyBuffer: return self._view(self.st.reshape(tuple(shape)))
   def permute(self, order) -> LazyBuffer: return self._view(self.st.permute(tuple(order)))

@@ -13,6 +13,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.lazy import LazyBuffer
 from compiler.schedule import ScheduleItem, create_schedule
+from frontend.checks import Checks
 from compiler.pack import pack_matmuls
 from compiler.pipeline import CompiledKernel, compile_kernel
 from compiler.uop import UOp, Ops
@@ -50,6 +51,9 @@ def to_host(lb: LazyBuffer, npdtype) -> np.ndarray:
   if capturing() is not None:
     raise JitError("reading tensor values on the host (.item()/.numpy()/.tolist()) during TinyJit capture would freeze them "
                    "into the replay; move the read out of the jitted function")
+  return _copyout(lb, npdtype)
+
+def _copyout(lb: LazyBuffer, npdtype) -> np.ndarray:
   assert lb.realized and not lb.is_view
   out = np.empty(lb.size, dtype=npdtype)
   if out.nbytes: Device[lb.device].allocator.copyout(memoryview(out.view(np.uint8)), lb.buffer.raw)
@@ -153,6 +157,9 @@ def simd_lanes(device: str) -> int:
   return t.simd_bytes // 4
 
 def realize(lbs: list[LazyBuffer]) -> None:
-  items = pack_matmuls(create_schedule(lbs), simd_lanes)
+  checks = Checks(lbs)   # index range checks of the graph: their kernels run with it, then they are read
+  items = pack_matmuls(create_schedule(lbs + checks.flags), simd_lanes)
   run_schedule(items)
   _drop_graph(items)
+  # read also during TinyJit capture (the capture run is a real run); replays run the check kernels unread
+  checks.verify(lambda lb: _copyout(lb.base, np.bool_))

@@ -358,9 +358,17 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device, requires_grad=False)
     if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} != tensor shape {self.shape}")
     if self._ctx is None and not self.requires_grad: raise RuntimeError("backward: this tensor does not require grad")
+    if isinstance(self._ctx, F.FreedGraph): self._ctx.backward(gradient)   # raises: the graph was used up
     self.grad = gradient if self.grad is None or self._ctx is not None else self.grad + gradient
-    for t0 in reversed(self._deepwalk()):
+    walk = self._deepwalk()
+    for t0 in walk:   # a gradient left on an intermediate by an earlier (retain_graph) pass must not be added again
+      if t0 is not self and t0._ctx is not None: t0.grad = None
+    for t0 in reversed(walk):
       if t0._ctx is None: continue
+      if isinstance(t0._ctx, F.FreedGraph):
+        # a realized one is a parameter made as `Tensor.zeros(n, requires_grad=True).contiguous().realize()`: a leaf now
+        if t0.grad is not None and not t0.lazydata.realized: t0._ctx.backward(t0.grad)
+        continue
       if t0.grad is None: continue   # e.g. the condition of a where(): nothing flows through it
       grads = t0._ctx.backward(t0.grad.lazydata)
       grads = [Tensor(g, device=self.device, requires_grad=False) if g is not None else None
@@ -369,7 +377,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         if g is not None and t.requires_grad:
           if g.shape != t.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
           t.grad = g if t.grad is None else (t.grad + g)
-      if not retain_graph: t0._ctx = None
+      if not retain_graph: t0._ctx = F.FreedGraph(type(t0._ctx).__name__)
     return self
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(target) for each target, without touching `.grad`. A target self doesn't depend on is an error
@@ -626,13 +634,19 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
     out_dt = self.dtype if self.dtype.is_float else dtypes.default_float
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="mean"))
-    s = self.cast(out_dt).sum(axis, keepdim)
+    s = self.cast(out_dt).sum(axis, keepdim, acc_dtype=sum_acc_dtype(out_dt))   # half: the sum stays float32 (no overflow)
     return (s / n if n else s * math.nan).cast(out_dt)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    # half squares overflow past |x| ~ 256: compute in float32 and round once at the end (as torch)
+    if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().var(axis, keepdim, correction).cast(self.dtype)
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="var"))
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     return sq / float(max(0, n - correction))
-  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().std(axis, keepdim, correction).cast(self.dtype)
+    v = self.var(axis, keepdim, correction)
+    z = v == 0   # sqrt's gradient is inf at 0 and would make 0 * inf = NaN: torch defines it as 0 there
+    return z.where(0.0, z.where(1.0, v).sqrt())
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def _softmax(self, axis, dtype=None):
@@ -664,6 +678,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     self._nonempty_reduce("argmax", a)
     n = self.shape[a]
     m = self == self.max(axis=a, keepdim=True)
+    if self.dtype.is_float: m = m | self.isnan()   # the max is NaN where there is one: its first index, as torch
     idx = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
     return (n - (m * idx).max(axis=a, keepdim=keepdim)).cast(dtypes.int32)
   def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
@@ -766,18 +781,29 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       if x == 1: return self
       if x == 0.5: return self.sqrt()
       if x == -1: return self.reciprocal()
-      if x == 0: return self.ones_like() if self.dtype.is_float else self._const(1)
+      if x == 0 and not self.dtype.is_float: return self._const(1)
+      if x == 0: return F.PowGrad.apply(self, self.zeros_like(), self.ones_like())   # d/dx x**0 = 0, as torch
+      if self.dtype.is_float and float(x).is_integer() and 0 < x <= 16: return self._mulpow(int(x))
     base, exp = self._broadcasted(x, reverse, op="pow")
     if not base.dtype.is_float and not exp.dtype.is_float:  # integer power by repeated squaring up to 31 bits
       return base._ipow(exp)
     base, exp = base._float(), exp._float()
+    b, e = base.detach(), exp.detach()   # the exp/log composite is NaN to differentiate at 0: PowGrad differentiates
     # |b|^e, negative base: sign by the parity of an integral exponent, nan for a fractional one
-    mag = (exp * base.abs().log()).exp()
-    is_int = exp == exp.trunc()
-    odd = (exp.abs() % 2) == 1
-    neg = base < 0
+    mag = (e * b.abs().log()).exp()
+    is_int = e == e.trunc()
+    odd = (e.abs() % 2) == 1
+    neg = b < 0
     res = neg.where(is_int.where(odd.where(-mag, mag), math.nan), mag)
-    return (base == 0).where((exp == 0).where(1.0, (exp < 0).where(math.inf, 0.0)), res)
+    return F.PowGrad.apply(base, exp, (b == 0).where((e == 0).where(1.0, (e < 0).where(math.inf, 0.0)), res))
+  def _mulpow(self, n: int) -> Tensor:
+    """x**n for a small n > 0 by repeated squaring: exact, and its gradient n*x**(n-1) is right at 0."""
+    ret, b, k = None, self, n
+    while k:
+      if k & 1: ret = b if ret is None else ret * b
+      k >>= 1
+      if k: b = b * b
+    return ret
   def _ipow(self, e: Tensor) -> Tensor:
     ret, b = self.ones_like(), self
     for i in range(31):

@@ -13,6 +13,7 @@ import numpy as np
 from compiler.dtypes import dtypes
 from compiler.view import prod
 from frontend.tensor import Tensor
+from frontend.checks import check_index
 from frontend.nn import state  # noqa: F401  (nn.state.get_parameters...)
 from frontend import optim  # noqa: F401  (tinygrad spells it nn.optim)
 
@@ -172,7 +173,7 @@ class Embedding:
     self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
   def __call__(self, idx: Tensor) -> Tensor:
     if not idx.dtype.is_int: raise TypeError(f"Embedding: indices must be integers, got {idx.dtype}")
-    return idx._one_hot_mask(self.vocab_sz).cast(self.weight.dtype) @ self.weight
+    return check_index(idx._one_hot_mask(self.vocab_sz).cast(self.weight.dtype) @ self.weight, idx, self.vocab_sz, "Embedding")
 
 class Dropout:
   """Zero elements with probability p in training mode (see Tensor.dropout)."""
