@@ -12,7 +12,7 @@ a device buffer) or a *view* of a base (a ShapeTracker over it). Movement ops on
 """
 from __future__ import annotations
 from typing import Any
-import itertools
+import itertools, weakref
 from compiler.dtypes import DType, dtypes
 from compiler.uop import Ops, COMPARISON
 from compiler.view import ShapeTracker, prod
@@ -21,12 +21,18 @@ _ids = itertools.count()
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
 
 class LazyBuffer:
-  __slots__ = ("device", "dtype", "op", "srcs", "arg", "st", "_base", "buffer", "id", "__weakref__", "forced_realize")
+  __slots__ = ("device", "dtype", "op", "srcs", "arg", "st", "_base", "buffer", "id", "__weakref__", "forced_realize", "readers")
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, srcs: tuple = (),
                arg: Any = None, base: LazyBuffer | None = None, buffer: Any = None):
     self.device, self.st, self.dtype = device, st, dtype
     self.op, self.srcs, self.arg, self._base, self.buffer = op, srcs, arg, base, buffer
-    self.id, self.forced_realize = next(_ids), False
+    self.id, self.forced_realize, self.readers = next(_ids), False, None
+    # a node reading a buffer that exists (or an in-place write's result) is noted there: an assign that overwrites
+    # the buffer later must run it first, so it sees the value it was built from (create_schedule)
+    for s in srcs:
+      if (b := s.base).buffer is not None or b.op is Ops.ASSIGN:
+        if b.readers is None: b.readers = weakref.WeakSet()
+        b.readers.add(self)
   def __repr__(self) -> str:
     if self.is_view: return f"<LB view {self.shape} of {self.base!r}>"
     return f"<LB {self.device} {self.shape} {self.dtype} {'realized' if self.realized else self.op.name}>"

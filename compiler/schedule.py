@@ -58,7 +58,8 @@ class _Scheduler:
     self._walk()
 
   def _walk(self):
-    seen, stack = set(), list(self.outs)
+    self.seen = seen = set()   # every base the outputs depend on
+    stack = list(self.outs)
     order = []
     while stack:
       b = stack.pop()
@@ -169,10 +170,17 @@ def kernel_name(ast: UOp) -> str:
   return "E_" + "_".join(str(s) for s in shape) if shape else "E_1"
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
-  """Kernels (in a valid execution order) that realize every buffer in `outs`."""
+  """Kernels (in a valid execution order) that realize every buffer in `outs`. An assign overwrites its target's
+  buffer: unrealized nodes built earlier that read the old value and are not part of this schedule are realized in
+  it too (before the assign), so a clone or any lazy result keeps the value it was built from."""
   outs = [o for o in outs if o.base.buffer is None or o.base.op is Ops.ASSIGN and o.base.buffer is None]
   if not outs: return []
-  sched = _Scheduler(outs)
+  while True:
+    sched = _Scheduler(outs)
+    stale = [r for b in sched.seen if b.op is Ops.ASSIGN and b.buffer is None and (rs := b.srcs[1].base.readers)
+             for r in list(rs) if r.buffer is None and r not in sched.seen]
+    if not stale: break
+    outs = outs + stale
   items: dict[LazyBuffer, ScheduleItem] = {}
   for b in sched.realize:
     if b.buffer is not None: continue

@@ -142,7 +142,9 @@ def run_schedule(items: list[ScheduleItem]) -> None:
       ei = ExecItem("kernel", get_kernel(si, out.device), [buf] + [b.buffer for b in si.inputs], si.assign_target is None)
     ei.run()
     out.buffer = ei.bufs[0]
-    if rec is not None: rec.append(ei)
+    if rec is not None:
+      rec.append(ei)
+      if si.assign_target is not None: rec.written += [weakref.ref(out), weakref.ref(si.assign_target)]
 
 def _drop_graph(items: list[ScheduleItem]) -> None:
   # once realized, a base forgets how it was computed so the graph above it can be freed
@@ -157,9 +159,11 @@ def simd_lanes(device: str) -> int:
   return t.simd_bytes // 4
 
 def realize(lbs: list[LazyBuffer]) -> None:
+  from frontend.jit import capturing   # (jit imports this module)
   checks = Checks(lbs)   # index range checks of the graph: their kernels run with it, then they are read
   items = pack_matmuls(create_schedule(lbs + checks.flags), simd_lanes)
   run_schedule(items)
   _drop_graph(items)
-  # read also during TinyJit capture (the capture run is a real run); replays run the check kernels unread
+  # read also during TinyJit capture (the capture run is a real run); a replay reads the recorded flags (jit.py)
   checks.verify(lambda lb: _copyout(lb.base, np.bool_))
+  if checks.items and (rec := capturing()) is not None: rec.checks += [(lb.base.buffer, msg, exc) for lb, msg, exc, _ in checks.items]

@@ -26,7 +26,7 @@ non-tensor argument (or the layout of a list/dict argument) changes, when the fu
 an argument that is a view or is passed twice, and when `.item()`/`.numpy()` is called during capture.
 """
 from __future__ import annotations
-import contextlib, functools, inspect, sys
+import contextlib, functools, inspect, sys, weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 import numpy as np
@@ -39,10 +39,19 @@ from frontend.devices import open_device
 class JitError(RuntimeError):
   """The JIT can't replay a function correctly; the message says why."""
 
-_recording: list | None = None   # the launches of the capture in progress (only capture() sets it)
+class Recording(list):
+  """The launches (engine.ExecItem) of a capture, plus what a replay needs besides running them: the index checks
+  whose flag buffers it must read (flag buffer, message, exception type), and the lazy buffers the launches wrote
+  in place (their pending readers run before a replay overwrites them)."""
+  def __init__(self):
+    super().__init__()
+    self.checks: list[tuple[engine.Buffer, str, type]] = []
+    self.written: list[weakref.ref] = []   # (weak: LazyBuffers)
+
+_recording: Recording | None = None   # the capture in progress (only capture() sets it)
 
 @contextlib.contextmanager
-def capture(what: str = "TinyJit capture") -> Iterator[list]:
+def capture(what: str = "TinyJit capture") -> Iterator[Recording]:
   """Record every launch (engine.ExecItem) the block runs into the yielded list; `what` names the capturer in errors.
   Captures don't nest, and reading tensor values on the host inside one raises JitError (engine.to_host).
 
@@ -53,11 +62,11 @@ def capture(what: str = "TinyJit capture") -> Iterator[list]:
   """
   global _recording
   if _recording is not None: raise JitError(f"{what}: nested TinyJit capture is not supported")
-  _recording = items = []
+  _recording = items = Recording()
   try: yield items
   finally: _recording = None
 
-def capturing() -> list | None:
+def capturing() -> Recording | None:
   """The list the capture in progress records into (None: no capture)."""
   return _recording
 
@@ -208,6 +217,7 @@ class TinyJit:
     self.fixed_read = {id(b) for ei in captured for b in ei.bufs if id(b) not in in_index} if self.written else set()
     self._check_aliasing(tensors, cur)
     self.items, self.consts, self.in_slots, self.in_index = captured, consts, in_slots, in_index
+    self.checks, self.written_lbs = captured.checks, captured.written
     self.in_sig = [(t.shape, t.dtype, t.device) for _, t in tensors]
     self.subs, self.sub_index = subs, {id(s): i for i, s in enumerate(subs)}
     # buffers handed to the caller get a fresh buffer per replay
@@ -245,6 +255,9 @@ class TinyJit:
                        "(a weight it updates); pass a different tensor")
 
   def _replay(self, tensors):
+    # lazy values built from buffers the recording overwrites must be computed from the values they were built from
+    stale = [r for ref in self.written_lbs if (lb := ref()) is not None and lb.readers for r in list(lb.readers) if r.buffer is None]
+    if stale: engine.realize(stale)
     cur = self._current(tensors)
     if self.written or self.fixed_written: self._check_aliasing(tensors, cur)
     items = self.items
@@ -257,7 +270,15 @@ class TinyJit:
     if self.graph: self._replay_graph()
     else:
       for ei in items: ei.run()
+    if self.checks: self._read_checks()
     return self._rebuild(self.ret, fresh, cur)
+
+  def _read_checks(self) -> None:
+    """Raise as eager mode would when an index check of the recording failed on this replay's data (one byte each)."""
+    flag = np.zeros(1, np.bool_)
+    for buf, msg, exc in self.checks:
+      open_device(buf.device).allocator.copyout(memoryview(flag.view(np.uint8)), buf.raw)
+      if flag[0]: raise exc(f"{self.name} (TinyJit replay): {msg}")
 
   def _rebuild(self, ret, fresh: dict, cur: list):
     """The captured return value with each output pointing at this call's buffer: a fresh output's new buffer, or

@@ -1,0 +1,86 @@
+"""A lazy tensor keeps the value of the buffers it was built from, even when an assign overwrites them before it is
+realized (issue 16): clone, arithmetic, computed views, `+=`, TinyJit and optimizer steps. Plain views of the
+assigned tensor alias its storage, as torch views do."""
+import numpy as np
+from frontend import Tensor, TinyJit, GlobalCounters, nn, optim
+
+def test_clone_is_a_snapshot():
+  a = Tensor([1, 2]).realize()
+  b = a.clone()
+  a.assign(Tensor([3, 4])).realize()
+  assert b.tolist() == [1, 2] and a.tolist() == [3, 4]
+
+def test_arithmetic_reads_old_value():
+  a = Tensor([1, 2]).realize()
+  b = a + 1
+  a.assign(Tensor([3, 4])).realize()
+  assert b.tolist() == [2, 3]
+
+def test_assign_left_pending_then_reader_realized_first_or_later():
+  a = Tensor([1.0, 2.0]).realize()
+  b = a * 2
+  a.assign(a + 1)
+  c = a * 2          # built after the assign: reads the new value
+  a.assign(a + 1)
+  assert b.tolist() == [2.0, 4.0] and c.tolist() == [4.0, 6.0] and a.tolist() == [3.0, 4.0]
+
+def test_views_computed_snapshot_plain_alias():
+  a = Tensor([[1.0, 2.0], [3.0, 4.0]]).realize()
+  v = a[0:1]                             # a plain view: aliases a (torch too)
+  s = a[0:1] * 1                         # computed from a slice: a snapshot
+  t = a.T.contiguous()                   # transpose materialized: a snapshot
+  r = a.reshape(4) + 0
+  a += 10
+  a.realize()
+  assert v.tolist() == [[11.0, 12.0]]
+  assert s.tolist() == [[1.0, 2.0]] and t.tolist() == [[1.0, 3.0], [2.0, 4.0]] and r.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+def test_iadd_snapshot():
+  a = Tensor([1.0, 2.0]).realize()
+  b = a.clone()
+  c = a.sum()
+  a += 1
+  a.realize()
+  assert b.tolist() == [1.0, 2.0] and c.item() == 3.0
+
+def test_reader_realized_together_with_assign():
+  a = Tensor([1.0, 2.0]).realize()
+  b = a * 3
+  a.assign(Tensor([5.0, 5.0]))
+  Tensor.realize(a, b)
+  assert b.tolist() == [3.0, 6.0] and a.tolist() == [5.0, 5.0]
+
+def test_jit_assign_reader_snapshot():
+  w = Tensor([1.0, 2.0]).realize()
+  @TinyJit
+  def step(x: Tensor) -> Tensor:
+    w.assign(w + x)
+    return w.sum()
+  for i in range(5):
+    before = w.clone()          # lazy: must keep the value before this call's write
+    x = Tensor([float(i), 1.0]).realize()
+    ws = w.numpy().copy()
+    out = step(x)
+    assert out.item() == (ws + x.numpy()).sum()
+    assert before.tolist() == ws.tolist(), i
+
+def test_optimizer_step_keeps_lazy_reads():
+  Tensor.manual_seed(0)
+  lin = nn.Linear(3, 2)
+  opt = optim.SGD([lin.weight, lin.bias], lr=0.5)
+  x = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)).realize()
+  w0 = lin.weight.numpy().copy()
+  lin(x).sum().backward()
+  before = lin.weight * 1        # a lazy read of the weight before the step
+  snap = lin.weight.clone()
+  opt.step()
+  assert not np.allclose(lin.weight.numpy(), w0)
+  np.testing.assert_array_equal(before.numpy(), w0)
+  np.testing.assert_array_equal(snap.numpy(), w0)
+
+def test_no_extra_kernels_when_nothing_pending():
+  a = Tensor([1.0, 2.0]).realize()
+  a.assign(a + 1)
+  GlobalCounters.reset()
+  a.realize()
+  assert GlobalCounters.kernel_count == 1
