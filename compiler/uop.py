@@ -91,7 +91,9 @@ class UOp:
   _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
   def __new__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None):
-    key = (op, dtype, src, arg)
+    # -0.0 == 0.0 (same hash): without the sign in the key a -0.0 constant would come back as 0.0 (and a kernel
+    # compiled for one reused for the other)
+    key = (op, dtype, src, arg) if arg.__class__ is not float or arg != 0.0 else (op, dtype, src, arg, math.copysign(1.0, arg))
     try:
       if (ret := UOp._cache.get(key)) is not None: return ret
     except TypeError as e: raise TypeError(f"UOp arg must be hashable: {op} {arg!r}") from e

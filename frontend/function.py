@@ -102,13 +102,21 @@ class Sigmoid(Function):
     return self.ret
   def backward(self, g):
     return self.ret.alu(Ops.MUL, self.ret.const_like(1).alu(Ops.ADD, self.ret.alu(Ops.NEG))).alu(Ops.MUL, g)
+def _sign(x: LazyBuffer) -> LazyBuffer:
+  z = x.const_like(0)
+  pos = z.alu(Ops.CMPLT, x).cast(x.dtype)
+  neg = x.alu(Ops.CMPLT, z).cast(x.dtype)
+  return pos.alu(Ops.ADD, neg.alu(Ops.NEG)) if not x.dtype.is_unsigned else pos  # sign(nan) = 0, as in torch
 class Sign(Function):
-  def forward(self, x):
-    z = x.const_like(0)
-    pos = z.alu(Ops.CMPLT, x).cast(x.dtype)
-    neg = x.alu(Ops.CMPLT, z).cast(x.dtype)
-    return pos.alu(Ops.ADD, neg.alu(Ops.NEG)) if not x.dtype.is_unsigned else pos  # sign(nan) = 0, as in torch
+  def forward(self, x): return _sign(x)
   def backward(self, g): return _zeros_like(g)
+class Abs(Function):
+  """|x|: -0.0 gives +0.0 (x * sign(x) would keep the sign bit), nan stays nan; the gradient is sign(x), 0 at 0 (torch)."""
+  def forward(self, x):
+    self.x = x
+    z = x.const_like(0)
+    return x.alu(Ops.CMPLT, z).alu(Ops.WHERE, x.alu(Ops.NEG), x.alu(Ops.CMPNE, z).alu(Ops.WHERE, x, z))
+  def backward(self, g): return g.alu(Ops.MUL, _sign(self.x))
 class Trunc(Function):
   def forward(self, x): return x.alu(Ops.TRUNC)
   def backward(self, g): return _zeros_like(g)
@@ -161,6 +169,22 @@ class Maximum(Function):
     eq = _eq(x, y)
     gx = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, x.alu(Ops.CMPLT, y).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[0] else None
     gy = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, y.alu(Ops.CMPLT, x).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[1] else None
+    return gx, gy
+
+class Minimum(Function):
+  """min(x, y) as torch: NaN if either is NaN, x where they tie (so the sign of a zero comes from x); the gradient
+  mirrors Maximum's (x gets g unless x > y, y gets g unless y > x, halves on equality)."""
+  def forward(self, x, y):
+    self.x, self.y = x, y
+    pick = y.alu(Ops.CMPLT, x)
+    if x.dtype.is_float: pick = pick.alu(Ops.OR, y.alu(Ops.CMPNE, y))   # y is NaN
+    return pick.alu(Ops.WHERE, y, x)
+  def backward(self, g):
+    x, y = self.x, self.y
+    half, one, zero = g.const_like(0.5), g.const_like(1), g.const_like(0)
+    eq = _eq(x, y)
+    gx = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, y.alu(Ops.CMPLT, x).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[0] else None
+    gy = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, x.alu(Ops.CMPLT, y).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[1] else None
     return gx, gy
 
 def _eq(x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:

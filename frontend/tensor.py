@@ -818,8 +818,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def minimum(self, x) -> Tensor:
     a, b = self._broadcasted(x, op="minimum")
     if a.dtype.is_bool: return a & b
-    if a.dtype.is_unsigned: return ~((~a).maximum(~b))
-    return -((-a).maximum(-b))
+    return F.Minimum.apply(a, b)
   def where(self: Tensor, x, y) -> Tensor:
     """self ? x : y, broadcasting all three."""
     if isinstance(x, Tensor) and isinstance(y, Tensor): x, y = x._broadcasted(y, op="where")
@@ -886,8 +885,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return (d > 0.5).where(f + 1, (d < 0.5).where(f, even.where(f, f + 1)))
   def abs(self) -> Tensor:
     if self.dtype.is_unsigned or self.dtype.is_bool: return self
-    # x * sign(x): nan stays nan and the gradient at 0 is 0, as in torch
-    return self * self.sign()
+    return F.Abs.apply(self)
   def sign(self) -> Tensor: return F.Sign.apply(self)
   def square(self) -> Tensor: return self * self
   def clip(self, min_=None, max_=None) -> Tensor:

@@ -84,3 +84,34 @@ def test_no_extra_kernels_when_nothing_pending():
   GlobalCounters.reset()
   a.realize()
   assert GlobalCounters.kernel_count == 1
+
+# ---- signed zeros and exact small powers, as torch (issue 16 parity items) ----
+def _same_bits(ours, theirs):
+  ours, theirs = np.asarray(ours, np.float32), np.asarray(theirs, np.float32)
+  assert ours.tobytes() == theirs.tobytes() or (np.isnan(ours).all() and np.isnan(theirs).all()), (ours, theirs)
+
+def test_abs_of_negative_zero_is_positive_zero():
+  import torch
+  vals = [-0.0, 0.0, float("nan"), -2.5, float("-inf")]
+  _same_bits(Tensor(vals).abs().numpy(), torch.tensor(vals).abs().numpy())
+  x = Tensor([0.0, -0.0, -2.0, 3.0], requires_grad=True)
+  x.abs().sum().backward()
+  assert x.grad.tolist() == [0.0, 0.0, -1.0, 1.0]
+
+def test_minimum_signed_zero_as_torch():
+  import torch
+  vals = [float("nan"), -0.0, 0.0, -2.0, 3.0, float("inf")]
+  for a in vals:
+    for b in vals:
+      t = torch.minimum(torch.tensor([a]), torch.tensor([b])).numpy()
+      _same_bits(Tensor([a]).minimum(b).numpy(), t)
+      _same_bits(Tensor([a]).minimum(Tensor([b])).numpy(), t)
+  assert Tensor([3, 250], dtype="uint8").minimum(Tensor([4, 2], dtype="uint8")).tolist() == [3, 2]
+
+def test_negative_zero_constant_is_not_zero():
+  # the constant -0.0 and 0.0 are different kernels (a shared cache entry gave -0.0 the 0.0 kernel)
+  _same_bits(Tensor([3.0]).minimum(0.0).numpy(), [0.0])
+  _same_bits(Tensor([3.0]).minimum(-0.0).numpy(), [-0.0])
+
+def test_float_pow_small_integer_exact():
+  assert Tensor([3.0]).pow(3).item() == 27.0 and Tensor([-3.0]).pow(3).item() == -27.0 and Tensor([7.0]).pow(5).item() == 16807.0
