@@ -177,8 +177,11 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   if not outs: return []
   while True:
     sched = _Scheduler(outs)
-    stale = [r for b in sched.seen if b.op is Ops.ASSIGN and b.buffer is None and (rs := b.srcs[1].base.readers)
-             for r in list(rs) if r.buffer is None and r not in sched.seen]
+    assigns = {b for b in sched.seen if b.op is Ops.ASSIGN and b.buffer is None}
+    stale = [r for b in assigns if (rs := b.srcs[1].base.readers) for r in list(rs) if r.buffer is None and r not in sched.seen]
+    # a reader that also reads the result of one of these assigns can't run before it (it reads both values): it is
+    # left to run after, as before
+    stale = [r for r in stale if not _reaches(r, assigns)]
     if not stale: break
     outs = outs + stale
   items: dict[LazyBuffer, ScheduleItem] = {}
@@ -211,6 +214,17 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   done: set = set()
   for b in items: _visit(b, items, deps, order, done, set())
   return order
+
+def _reaches(b: LazyBuffer, targets: set) -> bool:
+  """Does computing b read any of `targets` (unrealized bases)?"""
+  seen, stack = set(), [b]
+  while stack:
+    x = stack.pop()
+    if x in targets: return True
+    if x in seen or x.buffer is not None: continue
+    seen.add(x)
+    stack.extend(s.base for s in x.srcs)
+  return False
 
 def _visit(b: LazyBuffer, items: dict, deps: dict, order: list, done: set, visiting: set) -> None:
   """Depth-first: b's item after those it depends on. (Not a closure: a recursive inner function is a reference cycle,
