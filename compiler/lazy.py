@@ -48,6 +48,11 @@ class LazyBuffer:
   @property
   def size(self) -> int: return prod(self.shape)
 
+  @staticmethod
+  def next_id() -> int:
+    """A number larger than the id of every LazyBuffer built so far and smaller than every later one's."""
+    return next(_ids)
+
   # *** constructors ***
   @staticmethod
   def from_buffer(buffer: Any, shape: tuple, dtype: DType, device: str) -> LazyBuffer:

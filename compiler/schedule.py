@@ -19,6 +19,7 @@ Elementwise values used twice are recomputed in each consumer: that is cheaper t
 ['r_4_8']
 """
 from __future__ import annotations
+import weakref
 from dataclasses import dataclass
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops, ELEMENTWISE
@@ -169,6 +170,10 @@ def kernel_name(ast: UOp) -> str:
     return "r_" + "_".join(str(s) for s in full)
   return "E_" + "_".join(str(s) for s in shape) if shape else "E_1"
 
+# readers realized only because an assign in their schedule overwrites what they read (a TinyJit capture doesn't
+# record those built before it: they are not the captured function's work)
+snapshots: weakref.WeakSet = weakref.WeakSet()
+
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   """Kernels (in a valid execution order) that realize every buffer in `outs`. An assign overwrites its target's
   buffer: unrealized nodes built earlier that read the old value and are not part of this schedule are realized in
@@ -178,12 +183,13 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   while True:
     sched = _Scheduler(outs)
     assigns = {b for b in sched.seen if b.op is Ops.ASSIGN and b.buffer is None}
-    stale = [r for b in assigns if (rs := b.srcs[1].base.readers) for r in list(rs) if r.buffer is None and r not in sched.seen]
-    # a reader that also reads the result of one of these assigns can't run before it (it reads both values): it is
-    # left to run after, as before
-    stale = [r for r in stale if not _reaches(r, assigns)]
+    # (a reader that also reads the result of the assign can't run before it (it reads both values): it is left to
+    # run after, as before)
+    stale = [r for b in assigns if (rs := b.srcs[1].base.readers) for r in list(rs)
+             if r.buffer is None and r not in sched.seen and not _reaches(r, b)]
     if not stale: break
     outs = outs + stale
+    snapshots.update(stale)
   items: dict[LazyBuffer, ScheduleItem] = {}
   for b in sched.realize:
     if b.buffer is not None: continue
@@ -215,12 +221,12 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   for b in items: _visit(b, items, deps, order, done, set())
   return order
 
-def _reaches(b: LazyBuffer, targets: set) -> bool:
-  """Does computing b read any of `targets` (unrealized bases)?"""
+def _reaches(b: LazyBuffer, target: LazyBuffer) -> bool:
+  """Does computing b read `target` (an unrealized base)?"""
   seen, stack = set(), [b]
   while stack:
     x = stack.pop()
-    if x in targets: return True
+    if x is target: return True
     if x in seen or x.buffer is not None: continue
     seen.add(x)
     stack.extend(s.base for s in x.srcs)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from compiler.dtypes import DType
 from compiler.lazy import LazyBuffer
-from compiler.schedule import ScheduleItem, create_schedule
+from compiler.schedule import ScheduleItem, create_schedule, snapshots
 from frontend.checks import Checks
 from compiler.pack import pack_matmuls
 from compiler.pipeline import CompiledKernel, compile_kernel
@@ -142,7 +142,8 @@ def run_schedule(items: list[ScheduleItem]) -> None:
       ei = ExecItem("kernel", get_kernel(si, out.device), [buf] + [b.buffer for b in si.inputs], si.assign_target is None)
     ei.run()
     out.buffer = ei.bufs[0]
-    if rec is not None:
+    # a snapshot of a value from before the capture (an assign overwrites what it read) is not the function's work
+    if rec is not None and not (out.id < rec.first_id and out in snapshots):
       rec.append(ei)
       if si.assign_target is not None: rec.written += [weakref.ref(out), weakref.ref(si.assign_target)]
 

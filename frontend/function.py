@@ -48,8 +48,9 @@ class Contiguous(Function):
   def forward(self, x): return x.contiguous()
   def backward(self, g): return g
 class Clone(Function):
-  def forward(self, x):   # a fresh buffer: a view is copied, a realized buffer gets x + 0, a lazy value is new anyway
-    return x.contiguous() if x.is_view else x.alu(Ops.ADD, x.const_like(0)) if x.realized else x
+  def forward(self, x):   # a fresh buffer: a view is copied, a buffer (also one a pending assign writes) gets x + 0,
+    # a lazy value is new anyway
+    return x.contiguous() if x.is_view else x.alu(Ops.ADD, x.const_like(0)) if x.realized or x.op is Ops.ASSIGN else x
   def backward(self, g): return g
 class ContiguousBackward(Function):
   def forward(self, x): return x

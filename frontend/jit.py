@@ -47,6 +47,7 @@ class Recording(list):
     super().__init__()
     self.checks: list[tuple[engine.Buffer, str, type]] = []
     self.written: list[weakref.ref] = []   # (weak: LazyBuffers)
+    self.first_id = LazyBuffer.next_id()   # lazy buffers built before the capture have smaller ids
 
 _recording: Recording | None = None   # the capture in progress (only capture() sets it)
 

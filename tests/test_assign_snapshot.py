@@ -123,3 +123,37 @@ def test_reader_of_old_and_new_value_does_not_cycle():
   c = v + a                 # reads the buffer through the view and the pending assign
   a.realize()
   assert a.tolist() == [2.0, 3.0] and c.tolist() == [4.0, 6.0]   # the view aliases a (torch: 2+2, 3+3)
+
+def test_jit_capture_does_not_record_earlier_snapshots():
+  # a clone taken before the capture call is realized by the capture (the call overwrites w): replays must not
+  # write into it again
+  w = Tensor([1.0, 2.0]).realize()
+  @TinyJit
+  def step(x: Tensor) -> Tensor:
+    w.assign(w + x)
+    return w.sum()
+  befores, values = [], []
+  for _ in range(5):
+    befores.append(w.clone()); values.append(w.tolist())
+    step(Tensor([1.0, 1.0]).realize())
+  assert [b.tolist() for b in befores] == values
+
+def test_jit_reader_built_inside_the_function_is_replayed():
+  w = Tensor([1.0, 2.0]).realize()
+  @TinyJit
+  def step(x: Tensor) -> Tensor:
+    out = (w * x).sum()      # reads w before the write below
+    w.assign(w + 1)
+    w.realize()              # the function realizes the write first: out must still be computed from the old w
+    return out
+  for i in range(5):
+    ws = np.array(w.tolist())
+    assert step(Tensor([1.0, float(i)]).realize()).item() == (ws * [1.0, float(i)]).sum(), i
+
+def test_clone_of_pending_assign_is_its_own_buffer():
+  a = Tensor([1.0, 2.0]).realize()
+  a.assign(a + 1)
+  b = a.clone()              # of the value the pending write will give
+  a.assign(a * 10)
+  a.realize()
+  assert b.tolist() == [2.0, 3.0] and a.tolist() == [20.0, 30.0]
