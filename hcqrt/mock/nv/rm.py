@@ -83,9 +83,9 @@ _ALLOC_STRUCT = {"device": ("NV0080_ALLOC_PARAMETERS", False), "subdevice": ("NV
 _CTRL_KIND = {0x0000: ("client",), 0x0080: ("device",), 0x2080: ("subdevice",), 0xA06C: ("group",), 0xA06F: ("channel",), 0xC36F: ("channel",)}
 
 def _class_kind(cls: int) -> str | None:
-  fixed = {C.NV01_ROOT_CLIENT: "client", C.NV01_DEVICE_0: "device", C.NV20_SUBDEVICE_0: "subdevice", C.FERMI_VASPACE_A: "vaspace",
-           C.NV01_MEMORY_SYSTEM: "sysmem", C.NV01_MEMORY_LOCAL_USER: "vidmem", C.NV01_MEMORY_VIRTUAL: "virtual",
-           C.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: "osdesc", C.KEPLER_CHANNEL_GROUP_A: "group", C.FERMI_CONTEXT_SHARE_A: "ctxshare"}
+  fixed = {C.CLASSES["NV01_ROOT_CLIENT"]: "client", C.CLASSES["NV01_DEVICE_0"]: "device", C.CLASSES["NV20_SUBDEVICE_0"]: "subdevice", C.CLASSES["FERMI_VASPACE_A"]: "vaspace",
+           C.CLASSES["NV01_MEMORY_SYSTEM"]: "sysmem", C.CLASSES["NV01_MEMORY_LOCAL_USER"]: "vidmem", C.CLASSES["NV01_MEMORY_VIRTUAL"]: "virtual",
+           C.CLASSES["NV01_MEMORY_SYSTEM_OS_DESCRIPTOR"]: "osdesc", C.CLASSES["KEPLER_CHANNEL_GROUP_A"]: "group", C.CLASSES["FERMI_CONTEXT_SHARE_A"]: "ctxshare"}
   if cls in fixed: return fixed[cls]
   return {0x61: "usermode", 0x6F: "channel", 0xC0: "compute", 0xB5: "copy"}.get(cls & 0xFF) if cls >= 0xC300 else None
 
@@ -241,7 +241,7 @@ class MockNV:
   def _esc_rm_alloc_memory(self, fd, st, argp, size):
     p = self.cast("nv_ioctl_nvos02_parameters_with_fd", argp).params
     def go():
-      if p.hClass != C.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: raise _fail("NV_ERR_INVALID_CLASS", f"RM_ALLOC_MEMORY of class {p.hClass:#x}")
+      if p.hClass != C.CLASSES["NV01_MEMORY_SYSTEM_OS_DESCRIPTOR"]: raise _fail("NV_ERR_INVALID_CLASS", f"RM_ALLOC_MEMORY of class {p.hClass:#x}")
       parent = self.obj(p.hRoot, p.hObjectParent)
       self._check_parent("osdesc", parent)
       h = self._new_handle(p.hRoot, p.hObjectNew)
