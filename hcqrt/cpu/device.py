@@ -338,8 +338,10 @@ class CPUDevice:
 
   @property
   def target(self) -> dict:
-    """What the compiler needs to know about this device (the fields of compiler/target.py Target)."""
-    return {"device": self.name, "renderer": self.renderer, "arch": "native", "ncores": self.ncores, "simd_bytes": self.simd_bytes}
+    """What the compiler needs to know about this device (the fields of compiler/target.py Target). CPU_LLVM=1 asks for
+    kernels built by LLVM in-process (renderer "llvm") instead of C and a compiler process."""
+    renderer = "llvm" if os.environ.get("CPU_LLVM", "0") == "1" else self.renderer
+    return {"device": self.name, "renderer": renderer, "arch": "native", "ncores": self.ncores, "simd_bytes": self.simd_bytes}
 
   def program(self, name: str, obj: bytes) -> CPUProgram:
     """Load kernel `name` from an ELF object (same as CPUProgram(name, obj))."""
