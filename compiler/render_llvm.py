@@ -321,9 +321,11 @@ class _Renderer:
         lo, hi = "0", str(n)
         if u is k.threaded and self.threads > 1:
           c = self.emit("sext i32 %core to i64")
-          lo = self.emit(f"trunc i64 {self.emit(f'sdiv i64 {self.emit(f"mul i64 {c}, {n}")}, {self.threads}')} to i32")
-          c1 = self.emit(f"add i64 {c}, 1")
-          hi = self.emit(f"trunc i64 {self.emit(f'sdiv i64 {self.emit(f"mul i64 {c1}, {n}")}, {self.threads}')} to i32")
+          bounds = []
+          for x in (c, self.emit(f"add i64 {c}, 1")):   # chunk core: [n*core/threads, n*(core+1)/threads)
+            m = self.emit(f"mul i64 {x}, {n}")
+            bounds.append(self.emit(f"trunc i64 {self.emit(f'sdiv i64 {m}, {self.threads}')} to i32"))
+          lo, hi = bounds
         pre = self.block
         self.lines.append(f"  br label %{rid}.head")
         self.label(f"{rid}.head")
@@ -355,7 +357,7 @@ class _Renderer:
         v = self.val(u.src[1], u.dtype.count)
         self.lines.append(f"  store {ltype(u.dtype)} {v}, ptr {self.names[u.src[0]]}")
         self.names[u] = v
-      elif op is Ops.REDUCE: self.names[u] = self.val(u.src[0])
+      elif op is Ops.REDUCE: self.names[u] = self.val(u.src[0].src[0])   # after the loops: read the accumulator
       elif op is Ops.VECTORIZE:
         v, vt = "poison", ltype(u.dtype)
         for i, s in enumerate(u.src): v = self.emit(f"insertelement {vt} {v}, {ltype(s.dtype)} {self.val(s)}, i32 {i}")
