@@ -36,11 +36,12 @@ class LLVMTarget:
   addrspace: int = 0
   block: int = 1            # GPUs: work-items per workgroup
   native_f32_math: bool = False   # exp2/log2/sin.f32 are instructions (AMD), not libm calls (CPU)
+  private_addrspace: int = 0      # where allocas live (AMDGPU: 5, scratch; mem2reg promotes them to registers anyway)
 
 HOST = LLVMTarget("x86_64-unknown-linux-gnu")
 def amdgpu_target(wave: int) -> LLVMTarget:
   """The AMDGPU flavour: globals in addrspace(1), 4 waves per workgroup."""
-  return LLVMTarget("amdgcn-amd-amdhsa", gpu=True, addrspace=1, block=4 * wave, native_f32_math=True)
+  return LLVMTarget("amdgcn-amd-amdhsa", gpu=True, addrspace=1, block=4 * wave, native_f32_math=True, private_addrspace=5)
 
 _SCALAR = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16",
            dtypes.int32: "i32", dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64", dtypes.float16: "half",
@@ -94,6 +95,7 @@ class _Renderer:
     self.block = "entry"
     self.decls: set[str] = set()
     self.ptr = "ptr" if t.addrspace == 0 else f"ptr addrspace({t.addrspace})"
+    self.aptr = "ptr" if t.private_addrspace == 0 else f"ptr addrspace({t.private_addrspace})"
 
   def tmp(self) -> str:
     self.cnt += 1
@@ -110,7 +112,7 @@ class _Renderer:
   def val(self, u: UOp, n: int = 1) -> str:
     """The register (or literal) of u, splatted to n lanes when u is a scalar used by a vector op."""
     if u.op is Ops.CONST: return const(u.arg, u.dtype.scalar.vec(n) if n > 1 else u.dtype)
-    if u.op is Ops.DEFINE_ACC: r = self.emit(f"load {ltype(u.dtype)}, ptr {self.names[u]}")
+    if u.op is Ops.DEFINE_ACC: r = self.emit(f"load {ltype(u.dtype)}, {self.aptr} {self.names[u]}")
     else: r = self.names[u]
     if n > 1 and u.dtype.count == 1: return self.splat(r, u.dtype, n)
     return r
@@ -350,12 +352,13 @@ class _Renderer:
       elif op is Ops.STORE: self.store(u)
       elif op is Ops.DEFINE_ACC:
         a = f"%acc{u.arg[0]}"
-        self.allocas.append(f"  {a} = alloca {ltype(u.dtype)}, align {u.dtype.itemsize}")
-        self.lines.append(f"  store {ltype(u.dtype)} {self.val(u.src[0], u.dtype.count)}, ptr {a}")
+        space = f", addrspace({t.private_addrspace})" if t.private_addrspace else ""
+        self.allocas.append(f"  {a} = alloca {ltype(u.dtype)}, align {u.dtype.itemsize}{space}")
+        self.lines.append(f"  store {ltype(u.dtype)} {self.val(u.src[0], u.dtype.count)}, {self.aptr} {a}")
         self.names[u] = a
       elif op is Ops.ASSIGN:
         v = self.val(u.src[1], u.dtype.count)
-        self.lines.append(f"  store {ltype(u.dtype)} {v}, ptr {self.names[u.src[0]]}")
+        self.lines.append(f"  store {ltype(u.dtype)} {v}, {self.aptr} {self.names[u.src[0]]}")
         self.names[u] = v
       elif op is Ops.REDUCE: self.names[u] = self.val(u.src[0].src[0])   # after the loops: read the accumulator
       elif op is Ops.VECTORIZE:
