@@ -6,8 +6,8 @@ i32 core)` with the outermost loop cut into `threads` chunks; the AMDGPU ABI is 
 threads past the end leaving at once. Values are SSA registers; accumulators live in allocas that mem2reg promotes.
 bool is i1 in registers and i8 in memory, bfloat16 is its i16 bits (casts widen/round like the C renderer), half is
 `half`. Integer division is total as in constant folding (compiler/uop.py exec_alu): x/0 and x%0 give 0, INT_MIN/-1
-wraps. exp2/log2/sin: on the CPU always (and float64 on AMD) as the branch-free float64 arithmetic of
-compiler/transcendental.py, inlined, so kernels call no libm; float32 on AMD uses the hardware intrinsics.
+wraps. exp2/log2/sin: on the CPU always (and float64 on AMD) as the branch-free arithmetic of compiler/transcendental.py
+(exp2/log2 in float32, sin and float64 in float64), inlined, so kernels call no libm; float32 on AMD uses the hardware.
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.schedule import create_schedule
@@ -78,12 +78,15 @@ def const(v, dt: DType) -> str:
   if dt.count == 1: return lit
   return "<" + ", ".join([f"{_SCALAR[s]} {lit}"] * dt.count) + ">"
 
-# float64 arithmetic forms of the transcendentals, as graphs over a placeholder (rendered inline, lane-wide)
-_X = UOp(Ops.DEFINE_VAR, dtypes.float64, (), ("x", 0, 1))
+# arithmetic forms of the transcendentals (compiler/transcendental.py), as graphs over a placeholder, rendered inline and
+# lane-wide: exp2/log2 of float32 (and half) in float32, sin and everything float64 in float64
 @functools.lru_cache(None)
-def _math_graph(op: Ops) -> list[UOp]:
-  fn = {Ops.EXP2: transcendental.exp2_f64, Ops.LOG2: transcendental.log2_f64, Ops.SIN: transcendental.sin_f64}[op]
-  return fn(_X).toposort()
+def _math_graph(op: Ops, dt: DType) -> tuple[UOp, list[UOp]]:
+  x = UOp(Ops.DEFINE_VAR, dt, (), ("x", 0, 1))
+  fns = {(Ops.EXP2, dtypes.float32): transcendental.exp2_f32, (Ops.LOG2, dtypes.float32): transcendental.log2_f32,
+         (Ops.EXP2, dtypes.float64): transcendental.exp2_f64, (Ops.LOG2, dtypes.float64): transcendental.log2_f64,
+         (Ops.SIN, dtypes.float64): transcendental.sin_f64}
+  return x, fns[(op, dt)](x).toposort()
 
 class _Renderer:
   def __init__(self, k: LoweredKernel, t: LLVMTarget, threads: int):
@@ -236,9 +239,11 @@ class _Renderer:
     n = dt.count
     if self.t.native_f32_math and dt.scalar in (dtypes.float32, dtypes.float16):
       return self.intrinsic(f"llvm.{op.name.lower()}.{self.vsuffix(dt)}", ltype(dt), [f"{ltype(dt)} {x}"])
-    F = dtypes.float64.vec(n)
-    vals: dict[UOp, str] = {_X: self.cast(x, dt, F)}
-    for g in _math_graph(op):
+    gdt = dtypes.float32 if op is not Ops.SIN and dt.scalar is not dtypes.float64 else dtypes.float64
+    ph, graph = _math_graph(op, gdt)
+    F = gdt.vec(n)
+    vals: dict[UOp, str] = {ph: self.cast(x, dt, F)}
+    for g in graph:
       if g in vals: continue
       if g.op is Ops.CONST: vals[g] = const(g.arg, g.dtype.vec(n) if n > 1 else g.dtype); continue
       gd = g.dtype.vec(n) if n > 1 else g.dtype
@@ -247,7 +252,7 @@ class _Renderer:
       if g.op is Ops.CAST: vals[g] = self.cast(srcs[0], sd, gd)
       elif g.op is Ops.BITCAST: vals[g] = self.bitcast(srcs[0], sd, gd)
       else: vals[g] = self.alu(g.op, gd, gd if g.op is Ops.WHERE else sd, srcs)
-    return self.cast(vals[_math_graph(op)[-1]], F, dt)
+    return self.cast(vals[graph[-1]], F, dt)
 
   # *** memory ***
   def address(self, buf: UOp, idx: UOp, dt: DType) -> str:

@@ -38,6 +38,8 @@ CASES = [
   ("add_mul", [_r(7, 33), _r(7, 33)], lambda a, b: a * b + a, None, 1e-6),
   ("exp_log_sin", [_r(1000, lo=0.1, hi=8.0)], lambda a: a.exp() + a.log() + a.sin(), None, 1e-4),
   ("exp2_big_range", [_r(257, lo=-160.0, hi=130.0)], lambda a: torch.exp2(a), lambda a: a.exp2(), 1e-5),
+  ("log2_exp2_special", [np.array([0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, 1e-40, 1e-30, 3.5, 1e30, 1.4142135, 0.70710677], np.float32)],
+   lambda a: torch.stack([torch.log2(a), torch.exp2(a / 8)]), lambda a: Tensor.stack(a.log2(), (a / 8).exp2()), 4e-7),
   ("sqrt_recip_trunc", [_r(33, lo=0.5, hi=9.0)], lambda a: a.sqrt() + 1 / a + a.trunc(), None, 1e-5),
   ("max_nan", [np.array([1.0, np.nan, -3.0, 2.0], np.float32)], lambda a: a.max(), None, 0),
   ("sum_rows", [_r(33, 1000)], lambda a: a.sum(1), None, 1e-3),
