@@ -43,6 +43,8 @@ def amdgpu_target(wave: int) -> LLVMTarget:
   """The AMDGPU flavour: globals in addrspace(1), 4 waves per workgroup."""
   return LLVMTarget("amdgcn-amd-amdhsa", gpu=True, addrspace=1, block=4 * wave, native_f32_math=True, private_addrspace=5)
 
+GROUP_MAX_OUTPUTS, GROUP_MIN_RANGE = 4096, 64   # GPUs: few outputs, long reductions -> a workgroup per output
+
 _SCALAR = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16",
            dtypes.int32: "i32", dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64", dtypes.float16: "half",
            dtypes.bfloat16: "i16", dtypes.float32: "float", dtypes.float64: "double"}
@@ -97,6 +99,8 @@ class _Renderer:
     self.cnt = 0
     self.block = "entry"
     self.decls: set[str] = set()
+    self.strided: dict[UOp, UOp] = {}   # GPUs, grouped reductions: the reduce range each lane strides -> its REDUCE
+    self.lds_bytes = 0
     self.ptr = "ptr" if t.addrspace == 0 else f"ptr addrspace({t.addrspace})"
     self.aptr = "ptr" if t.private_addrspace == 0 else f"ptr addrspace({t.private_addrspace})"
 
@@ -284,8 +288,15 @@ class _Renderer:
     dt = val.dtype
     v = self.val(val)
     if dt.scalar is dtypes.bool: v = self.emit(f"zext {ltype(dt)} {v} to {ltype(dt, mem=True)}")
+    if self.strided:   # every lane of the group holds the result: lane 0 stores it
+      n = self.cnt = self.cnt + 1
+      self.lines.append(f"  br i1 {self.lead}, label %st{n}, label %stx{n}")
+      self.label(f"st{n}")
     p = self.address(buf, idx, dt)
     self.lines.append(f"  store {ltype(dt, mem=True)} {v}, {self.ptr} {p}, align {dt.scalar.itemsize}")
+    if self.strided:
+      self.lines.append(f"  br label %stx{n}")
+      self.label(f"stx{n}")
 
   # *** GPU launch geometry: all output loops flattened into x ***
   def geometry(self) -> tuple[dict[UOp, str], dict]:
@@ -311,12 +322,78 @@ class _Renderer:
       i = self.emit(f"udiv i32 {i}, {sizes[j]}")
     return idx, {"global_size": (grid, 1, 1), "local_size": (blk, 1, 1)}
 
+  # *** grouped reductions (GPUs): a workgroup per output, each lane a strided share of the loop, combined in LDS ***
+  def plan_groups(self, prog: list[UOp]) -> dict[UOp, UOp]:
+    """The reduce range each REDUCE strides across the lanes, or {} for one work-item per output (many outputs, short or
+    nested reductions, bool accumulators)."""
+    gset, reds = set(self.k.global_ranges), [u for u in prog if u.op is Ops.REDUCE]
+    if not reds or any(r.dtype.scalar is dtypes.bool for r in reds): return {}
+    if math.prod(r.src[0].arg for r in self.k.global_ranges) > GROUP_MAX_OUTPUTS: return {}
+    depth = 0
+    for u in prog:   # every accumulator outside every reduce loop: the lanes meet at each combine (a barrier)
+      if u.op is Ops.RANGE and u not in gset: depth += 1
+      elif u.op is Ops.ENDRANGE and u.src[0] not in gset: depth -= 1
+      elif u.op is Ops.DEFINE_ACC and depth: return {}
+    strided: dict[UOp, UOp] = {}
+    for red in reds:
+      if not (rngs := [r for r in red.src[1:] if r.op is Ops.RANGE]): return {}
+      strided[max(rngs, key=lambda r: r.src[0].arg)] = red
+    return strided if max(r.src[0].arg for r in strided) >= GROUP_MIN_RANGE else {}
+
+  def group_geometry(self) -> tuple[dict[UOp, str], dict]:
+    gr, sizes = self.k.global_ranges, [r.src[0].arg for r in self.k.global_ranges]
+    self.lanes = min(self.t.block, 1 << (max(r.src[0].arg for r in self.strided) - 1).bit_length())
+    self.lane = self.intrinsic("llvm.amdgcn.workitem.id.x", "i32", [])
+    self.lead = self.emit(f"icmp eq i32 {self.lane}, 0")
+    idx: dict[UOp, str] = {}
+    if gr:
+      i = self.intrinsic("llvm.amdgcn.workgroup.id.x", "i32", [])
+      for j in range(len(gr) - 1, 0, -1):
+        idx[gr[j]] = self.emit(f"urem i32 {i}, {sizes[j]}")
+        i = self.emit(f"udiv i32 {i}, {sizes[j]}")
+      idx[gr[0]] = i
+    return idx, {"global_size": (math.prod(sizes), 1, 1), "local_size": (self.lanes, 1, 1)}
+
+  def barrier(self) -> None:
+    """s_barrier with workgroup-scope release/acquire fences, so LDS writes before it are seen after it."""
+    self.lines.append('  fence syncscope("workgroup") release')
+    self.decls.add("declare void @llvm.amdgcn.s.barrier()")
+    self.lines.append("  call void @llvm.amdgcn.s.barrier()")
+    self.lines.append('  fence syncscope("workgroup") acquire')
+
+  def combine_lanes(self, red: UOp, acc: str) -> str:
+    """Tree-combine the lanes' partial accumulators in LDS; every lane gets the result."""
+    t, dt = ltype(red.dtype), red.dtype
+    self.lds_bytes = max(self.lds_bytes, self.lanes * dt.itemsize)
+    L = "ptr addrspace(3)"
+    slot = lambda i: self.emit(f"getelementptr inbounds {t}, {L} @lds, i32 {i}")
+    mine = slot(self.lane)
+    self.lines.append(f"  store {t} {acc}, {L} {mine}, align {dt.scalar.itemsize}")
+    self.barrier()
+    s = self.lanes // 2
+    while s >= 1:
+      n = self.cnt = self.cnt + 1
+      c = self.emit(f"icmp ult i32 {self.lane}, {s}")
+      self.lines.append(f"  br i1 {c}, label %cmb{n}, label %cmbx{n}")
+      self.label(f"cmb{n}")
+      a = self.emit(f"load {t}, {L} {mine}, align {dt.scalar.itemsize}")
+      b = self.emit(f"load {t}, {L} {slot(self.emit(f'add i32 {self.lane}, {s}'))}, align {dt.scalar.itemsize}")
+      self.lines.append(f"  store {t} {self.alu(red.arg, dt, dt, [a, b])}, {L} {mine}, align {dt.scalar.itemsize}")
+      self.lines.append(f"  br label %cmbx{n}")
+      self.label(f"cmbx{n}")
+      self.barrier()
+      s //= 2
+    r = self.emit(f"load {t}, {L} @lds, align {dt.scalar.itemsize}")
+    self.barrier()   # everyone has read the result before the next combine reuses the buffer
+    return r
+
   def render(self, prog: list[UOp]) -> tuple[str, dict]:
     k, t = self.k, self.t
     for u in prog:
       if u.op is Ops.LANE: raise NotImplementedError(f"render_llvm: kernel {k.name} still has a LANE (run compiler.vectorize first)")
       if u.op is Ops.WMMA: raise NotImplementedError(f"render_llvm: kernel {k.name} uses WMMA (tensor cores), which this renderer lacks")
-    gidx, launch = self.geometry() if t.gpu else ({}, {"threads": self.threads})
+    if t.gpu: self.strided = self.plan_groups(prog)
+    gidx, launch = (self.group_geometry() if self.strided else self.geometry()) if t.gpu else ({}, {"threads": self.threads})
     loops: list[tuple[UOp, str]] = []
     for u in prog:
       op = u.op
@@ -325,7 +402,7 @@ class _Renderer:
       if op is Ops.RANGE:
         if u in gidx: self.names[u] = gidx[u]; continue
         n, rid = u.src[0].arg, f"r{u.arg[0]}_{self.cnt}"
-        lo, hi = "0", str(n)
+        lo, hi = (self.lane if u in self.strided else "0"), str(n)
         if u is k.threaded and self.threads > 1:
           c = self.emit("sext i32 %core to i64")
           bounds = []
@@ -349,7 +426,7 @@ class _Renderer:
         assert r is u.src[0], f"render_llvm: ENDRANGE of {u.src[0].arg} closes {r.arg}"
         self.lines.append(f"  br label %{rid}.latch")
         self.label(f"{rid}.latch")
-        self.lines.append(f"  %{rid}.next = add nsw i32 %{rid}, 1")
+        self.lines.append(f"  %{rid}.next = add nsw i32 %{rid}, {self.lanes if r in self.strided else 1}")
         self.lines.append(f"  br label %{rid}.head")
         self.label(f"{rid}.exit")
         continue
@@ -365,7 +442,9 @@ class _Renderer:
         v = self.val(u.src[1], u.dtype.count)
         self.lines.append(f"  store {ltype(u.dtype)} {v}, {self.aptr} {self.names[u.src[0]]}")
         self.names[u] = v
-      elif op is Ops.REDUCE: self.names[u] = self.val(u.src[0].src[0])   # after the loops: read the accumulator
+      elif op is Ops.REDUCE:   # after the loops: read the accumulator (grouped: combined across the lanes)
+        self.names[u] = self.val(u.src[0].src[0])
+        if self.strided: self.names[u] = self.combine_lanes(u, self.names[u])
       elif op is Ops.VECTORIZE:
         v, vt = "poison", ltype(u.dtype)
         for i, s in enumerate(u.src): v = self.emit(f"insertelement {vt} {v}, {ltype(s.dtype)} {self.val(s)}, i32 {i}")
@@ -390,7 +469,8 @@ class _Renderer:
       attrs = 'attributes #0 = { nounwind "frame-pointer"="none" }'
     body = ["entry:", *self.allocas, *self.lines]   # allocas first in the entry block, where mem2reg finds them
     body += ["  br label %exit", "exit:", "  ret void", "}"]
-    src = "\n".join([f'target triple = "{t.triple}"', "", head, *body, "", *sorted(self.decls), attrs, ""])
+    lds = [f"@lds = internal addrspace(3) global [{self.lds_bytes} x i8] poison, align 16", ""] if self.lds_bytes else []
+    src = "\n".join([f'target triple = "{t.triple}"', "", *lds, head, *body, "", *sorted(self.decls), attrs, ""])
     return src, launch
 
 def render_llvm(k: LoweredKernel, target: LLVMTarget = HOST, program: list[UOp] | None = None, threads: int = 1) -> tuple[str, dict]:

@@ -123,9 +123,9 @@ def _objdump(path, *flags) -> str:
 
 def _amd_kernels():
   x, y, h = _buf((64, 96)), _buf((96, 40)), _buf((1000,), dtypes.float16)
-  i = _buf((333,), dtypes.int32)
+  i, g = _buf((333,), dtypes.int32), _buf((8, 1000))
   prod = x.reshape((64, 96, 1)).expand((64, 96, 40)).alu(Ops.MUL, y.reshape((1, 96, 40)).expand((64, 96, 40)))
-  return {"elementwise": x.alu(Ops.ADD, x).alu(Ops.EXP2), "reduction": x.r(Ops.MAX, (1,)), "matmul": prod.r(Ops.ADD, (1,)),
+  return {"elementwise": x.alu(Ops.ADD, x).alu(Ops.EXP2), "reduction": x.r(Ops.MAX, (1,)), "grouped_sum": g.r(Ops.ADD, (1,)), "matmul": prod.r(Ops.ADD, (1,)),
           "half_sin": h.alu(Ops.SIN), "f64_log": x.cast(dtypes.float64).alu(Ops.LOG2), "int_div": i.alu(Ops.IDIV, i.alu(Ops.ADD, i))}
 
 @pytest.mark.parametrize("arch", sorted(AMD_TARGETS))
@@ -145,3 +145,6 @@ def test_amd_code_objects(arch, tmp_path):
     assert insts and not any("<unknown>" in l or ".long" in l for l in insts), dis
     assert any("s_endpgm" in l for l in insts) and any("global_load" in l for l in insts) and any("global_store" in l for l in insts)
     assert not any("scratch_" in l or "buffer_store" in l for l in insts), f"{name} on {arch} spills to scratch"
+    if name == "grouped_sum":   # few outputs, a long reduction: a workgroup per output, lanes combined in LDS between barriers
+      assert ck.launch["global_size"][0] == 8 and "addrspace(3)" in ck.src
+      assert any("s_barrier" in l for l in insts) and any(l.split()[0].startswith(("ds_store", "ds_write")) for l in insts)
