@@ -148,3 +148,12 @@ def test_amd_code_objects(arch, tmp_path):
     if name == "grouped_sum":   # few outputs, a long reduction: a workgroup per output, lanes combined in LDS between barriers
       assert ck.launch["global_size"][0] == 8 and "addrspace(3)" in ck.src
       assert any("s_barrier" in l for l in insts) and any(l.split()[0].startswith(("ds_store", "ds_write")) for l in insts)
+
+def test_cpu_llvm_needs_no_c_compiler(tmp_path):
+  # a machine without a C compiler: CPU_LLVM=1 builds every kernel in-process, launches go through the Python pool
+  import os, pathlib
+  code = "from frontend import Tensor; import numpy as np; x = Tensor(np.arange(64, dtype=np.float32).reshape(8, 8)); print(((x @ x).sum(1) * 1e-5).exp2().log2().tolist())"
+  env = {**os.environ, "HCQRT_CC": "no-such-cc", "CPU_LLVM": "1", "CPU": "1", "HCQRT_CACHE": str(tmp_path)}
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, cwd=pathlib.Path(__file__).parent.parent)
+  a = np.arange(64, dtype=np.float64).reshape(8, 8)
+  np.testing.assert_allclose(eval(out.stdout), (a @ a).sum(1) * 1e-5, rtol=1e-5)
