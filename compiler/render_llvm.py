@@ -180,6 +180,10 @@ class _Renderer:
   def alu(self, op: Ops, dt: DType, sd: DType, a: list[str]) -> str:
     t, st = ltype(dt), ltype(sd)
     B = dtypes.bool.vec(dt.count)
+    if dtypes.bfloat16 in (dt.scalar, sd.scalar) and op is not Ops.WHERE:   # bfloat16 math runs in float32, rounded back
+      F = dtypes.float32.vec(dt.count)
+      r = self.alu(op, F if dt.scalar is dtypes.bfloat16 else dt, F, [self.cast(x, sd, F) for x in a])
+      return self.cast(r, F, dt) if dt.scalar is dtypes.bfloat16 else r
     if op in (Ops.CMPLT, Ops.CMPNE):
       if _isf(sd): return self.emit(f"fcmp {'olt' if op is Ops.CMPLT else 'une'} {st} {a[0]}, {a[1]}")
       if sd.scalar is dtypes.bool and op is Ops.CMPLT:   # a < b <=> !a & b

@@ -50,6 +50,8 @@ CASES = [
   ("where_cmp", [_r(100), _r(100)], lambda a, b: torch.where(a < b, a, b * 2), lambda a, b: (a < b).where(a, b * 2), 0),
   ("half", [_r(77)], lambda a: (a.half() * 3 + 1).exp().float(), None, 1e-2),
   ("bfloat16", [_r(77, lo=-100, hi=100)], lambda a: a.bfloat16().float() * 2, lambda a: a.cast(dtypes.bfloat16).float() * 2, 0),
+  ("bfloat16_math", [_r(64, lo=-30, hi=30), _r(64)], lambda a, b: torch.stack([(a.bfloat16() * b.bfloat16() + a.bfloat16()).float(), (a.bfloat16() < b.bfloat16()).float()]),
+   lambda a, b: Tensor.stack((a.cast(dtypes.bfloat16) * b.cast(dtypes.bfloat16) + a.cast(dtypes.bfloat16)).float(), (a.cast(dtypes.bfloat16) < b.cast(dtypes.bfloat16)).float()), 0),
   ("int64_bool", [_r(50, lo=-1e6, hi=1e6)], lambda a: (a.long() * 3 + (a > 0).long()).double(), lambda a: (a.cast(dtypes.int64) * 3 + (a > 0).cast(dtypes.int64)).cast(dtypes.float64), 0),
   ("int_floordiv_mod", [_r(90, lo=-50, hi=50), _r(90, lo=1, hi=7)],
    lambda a, b: torch.stack([a.int() // b.int(), a.int() % b.int()]), lambda a, b: Tensor.stack(a.int() // b.int(), a.int() % b.int()), 0),
