@@ -60,7 +60,7 @@ def _assemble_llvm(src: str, name: str, t: Target) -> bytes:
 
 def _assemble_c(src: str, name: str, t: Target) -> bytes:
   from compiler.assemble.c_compiler import compile_c
-  return compile_c(src, name)
+  return compile_c(src, name, t.cc_flags or None)
 
 def _assemble_ptx(src: str, name: str, t: Target) -> bytes:
   from compiler.assemble.ptx_assembler import assemble_ptx

@@ -136,8 +136,12 @@ def _math_fn(op: Ops, dt: DType) -> str:
   if op in _FAST: return _FAST[op]
   return f"__builtin_{f}f"
 
+_UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
+
 def _alu(op: Ops, dt: DType, a: list[str], srcdt: DType) -> str:
-  if op is Ops.NEG: return f"(!{a[0]})" if dt.is_bool else f"(-{a[0]})"
+  if op is Ops.NEG:   # (signed ints negate through unsigned: -INT_MIN wraps to itself, as on GPUs, instead of being UB)
+    if dt.is_bool: return f"(!{a[0]})"
+    return f"(({ctype(dt)})(0-({ctype(_UNSIGNED[dt.scalar].vec(dt.count))}){a[0]}))" if dt.scalar in _UNSIGNED else f"(-{a[0]})"
   if op is Ops.RECIP: return f"(({ctype(dt)})1/{a[0]})"
   if op in (Ops.EXP2, Ops.LOG2) and dt.count > 1: return f"{_FAST[op]}_v{dt.count}({a[0]})"
   if op in _MATH:
@@ -233,6 +237,9 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {expr};")
     elif op is Ops.CAST:
       if u.dtype.count > 1: expr = f"__builtin_convertvector({r(u.src[0])}, {ctype(u.dtype)})"
+      # float -> unsigned through a signed 64-bit integer: out of range (negatives) it wraps as on every other backend,
+      # where C leaves it undefined (clang folds it to 0)
+      elif u.src[0].dtype.is_float and u.dtype.scalar in dtypes.uints: expr = f"({ctype(u.dtype)})(long long)({r(u.src[0])})"
       else: expr = f"({ctype(u.dtype)})({r(u.src[0])})"
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {expr};")
     elif op is Ops.BITCAST:

@@ -29,6 +29,7 @@ class Target:
   shared_memory: int = 0       # bytes of shared memory per block (GPUs)
   warp_size: int = 1
   gpu: bool = False
+  cc_flags: tuple[str, ...] = ()   # CPU: the C compiler flags selecting the ISA (hcqrt/cpu/isa.py); () = this host
 
   def __post_init__(self):
     if self.vector_registers == 0 and self.simd_bytes:   # x86-64: 32 registers with AVX-512 (zmm0-31), else 16

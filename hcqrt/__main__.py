@@ -1,6 +1,7 @@
 """`python -m hcqrt`: the devices hcqrt finds here, and for each unusable GPU backend why and what to do.
 
-  python -m hcqrt              # CPU, NVIDIA GPUs (MOCKGPU=1: the mock H100, MOCKGPU_ARCH picks another), AMD
+  python -m hcqrt              # CPU, NVIDIA GPUs, AMD GPUs (MOCKGPU=1: the mock H100 and RX 7900 XTX; MOCKGPU_ARCH picks
+                               # another NV chip or AMD target, e.g. ada or gfx942)
   python -m hcqrt --mock ada   # probe the mock driver pretending to be an Ada GPU
   python -m hcqrt --json       # the same facts as JSON
 
@@ -20,7 +21,10 @@ def format_probe(p: Any) -> list[str]:
     return [f"{p.name:6s}  not usable: {p.reason}", f"{'':6s}  what to do: {p.fix}"]
   d = p.props
   if p.backend == "CPU":
-    return [f"{p.name:6s}  {d['cores']} cores, SIMD {' '.join(d['simd']) or 'none'} ({d['vector_bytes'] * 8}-bit vectors), C compiler {d['compiler']}"]
+    return [f"{p.name:6s}  {d['cores']} cores, SIMD {' '.join(d['simd']) or 'none'} (CPU_ISA {d['isa']}: {d['vector_bytes'] * 8}-bit vectors), C compiler {d['compiler']}"]
+  if p.backend == "AMD":
+    return [f"{p.name:6s}  {d['product']}{' (mock KFD)' if d.get('mock') else ''}: {d['family']} {d['arch']}, {d['cu_count']} CUs, "
+            f"wave{d['wave_size']}, {d['driver']}", f"{'':6s}  kernels: {d['renderer']}"]
   return [f"{p.name:6s}  {d['product']}{' (mock driver)' if d.get('mock') else ''}: {d['family']} {d['arch']}, {d['sm_count']} SMs, "
           f"{_gib(d['memory_bytes'])}, driver {d['driver']}",
           f"{'':6s}  classes: GPFIFO {d['gpfifo']}, compute {d['compute']}, copy {d['copy']}; QMD {d['qmd']}"]
@@ -28,7 +32,7 @@ def format_probe(p: Any) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(prog="python -m hcqrt", description="List the devices hcqrt can use on this machine.")
   ap.add_argument("--mock", metavar="ARCH", nargs="?", const="hopper", default=None,
-                  help="probe the NV mock driver (hopper, ada, ampere, blackwell, blackwell_b); MOCKGPU=1 does the same")
+                  help="probe the mock drivers: an NV chip (hopper, ada, ampere, blackwell, blackwell_b) or an AMD target (gfx1100, gfx942); MOCKGPU=1 does the same")
   ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
   a = ap.parse_args(argv)
   if not require("python -m hcqrt"): return 1

@@ -2,7 +2,8 @@
 
 Choosing the default never opens a driver: an environment variable (`CPU=1`, `NV=1`, `AMD=1`, `PTXEMU=1`) wins,
 otherwise the first GPU whose device file exists, otherwise the CPU. That keeps the choice under a millisecond.
-`MOCKGPU=1` (with `NV=1`) opens NV through the mock kernel driver (hcqrt/mock/nv), for machines without a GPU.
+`MOCKGPU=1` (with `NV=1` or `AMD=1`) opens NV / AMD through the mock kernel drivers (hcqrt/mock/nv, hcqrt/mock/amd),
+for machines without a GPU.
 
 >>> from hcqrt.device import Device
 >>> Device.canonicalize("cpu")
@@ -38,7 +39,12 @@ class _Registry:
       if name.split(":")[0] == "NV" and os.environ.get("MOCKGPU", "0") not in ("", "0"):
         # no GPU here: put the fake NVIDIA kernel driver behind the syscall seam before the backend opens it
         from hcqrt.mock.nv import install_mock_nv
-        install_mock_nv(os.environ.get("MOCKGPU_ARCH", "hopper"))
+        arch = os.environ.get("MOCKGPU_ARCH", "hopper")
+        install_mock_nv("hopper" if arch.startswith("gfx") else arch)
+      if name.split(":")[0] == "AMD" and os.environ.get("MOCKGPU", "0") not in ("", "0"):
+        from hcqrt.mock.amd import install_mock_amd   # the fake KFD (gfx1100; MOCKGPU_ARCH=gfx942 for an MI300X)
+        arch = os.environ.get("MOCKGPU_ARCH", "gfx1100")
+        install_mock_amd(arch if arch.startswith("gfx") else "gfx1100")
       try: d = getattr(importlib.import_module(mod), cls)(name)
       except ImportError as e: raise RuntimeError(f"device {name} is not available: {e}") from e
       self._opened[name] = d

@@ -64,7 +64,9 @@ class Signal:
   def __repr__(self) -> str: return f"<Signal {self.name} va={self.va:#x} value={self.value}>"
 
 class SignalPool:
-  """Hands out Signal slots from one host-visible device buffer (base host address, base device address, bytes)."""
+  """Hands out Signal slots from one host-visible device buffer (base host address, base device address, bytes).
+  `signal_cls` lets a backend read its timestamps in its own clock (AMD: 100 MHz ticks)."""
+  signal_cls: type = Signal
   def __init__(self, device: Any, base: int, va: int, nbytes: int):
     self.device, self.base, self.va = device, base, va
     self.free_slots = list(range(nbytes // Signal.SIZE - 1, -1, -1))
@@ -73,7 +75,7 @@ class SignalPool:
     if not self.free_slots: raise MemoryError(f"{self.device}: out of signals ({self.count} in use)")
     i = self.free_slots.pop()
     self.count += 1
-    s = Signal(self.device, self.base + i * Signal.SIZE, self.va + i * Signal.SIZE, name or f"signal{i}", self._release)
+    s = self.signal_cls(self.device, self.base + i * Signal.SIZE, self.va + i * Signal.SIZE, name or f"signal{i}", self._release)
     ctypes.memset(s.base, 0, Signal.SIZE)
     s.value = value
     return s

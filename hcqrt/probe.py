@@ -7,7 +7,7 @@ driver: the reason and a fix land in the Probe. `python -m hcqrt` prints them (h
   (True, True)
 """
 from __future__ import annotations
-import grp, os, shutil
+import grp, os, re, shutil, subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +26,26 @@ def _cpu_flags() -> list[str]:
     with open("/proc/cpuinfo") as f: return next((l for l in f if l.startswith(("flags", "Features"))), ":").split(":", 1)[1].split()
   except OSError: return []
 
+def _cc_choices() -> list[str]:
+  # the order compiler/assemble/c_compiler.py tries (hcqrt may not import it): $HCQRT_CC, else clang >= 15, else gcc
+  if os.environ.get("HCQRT_CC"): return [os.environ["HCQRT_CC"]]
+  return ["clang", *[f"clang-{v}" for v in range(30, 14, -1)], "gcc", "cc"]
+
+def _usable_cc(name: str, path: str) -> bool:
+  if not name.startswith("clang") or os.environ.get("HCQRT_CC"): return True
+  try: out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout
+  except (OSError, subprocess.SubprocessError): return False
+  m = re.search(r"clang version (\d+)", out)
+  return bool(m) and int(m.group(1)) >= 15
+
 def probe_cpu() -> Probe:
   """The host CPU: cores, SIMD extensions and vector width, and the C compiler its kernels need."""
   from hcqrt.cpu.device import CPUDevice
   dev = CPUDevice()
   flags = _cpu_flags()
   simd = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "neon", "asimd", "sve") if f in flags]
-  cc = next(((c, p) for c in ("clang", "gcc", "cc") if (p := shutil.which(c))), None)
-  props = {"cores": dev.ncores, "simd": simd, "vector_bytes": dev.simd_bytes, "compiler": cc[1] if cc else None}
+  cc = next(((c, p) for c in _cc_choices() if (p := shutil.which(c)) and _usable_cc(c, p)), None)
+  props = {"cores": dev.ncores, "simd": simd, "isa": dev.isa, "vector_bytes": dev.simd_bytes, "compiler": cc[1] if cc else None}
   if cc is None:
     return Probe("CPU", "CPU", False, props, "no C compiler (clang, gcc or cc) on PATH: CPU kernels are compiled C",
                  "install clang or gcc (e.g. `sudo apt-get install clang`)")
@@ -109,13 +121,34 @@ def probe_nv(mock: str | None = None, check_files: bool = True) -> list[Probe]:
       uninstall_mock_nv(drv)
   return out
 
-def probe_amd() -> Probe:
-  """AMD GPUs: only whether the KFD driver is there; the AMD backend is not built yet."""
-  if not os.path.exists("/dev/kfd"):
+def probe_amd(mock: str | None = None) -> Probe:
+  """The AMD GPU KFD reports, opened for real through the seam (`mock`: a gfx arch to probe the mock KFD instead).
+  Usable means the runtime works; tensor ops also need the LLVM AMDGPU renderer (issue 13), which props say is missing."""
+  if mock is None and not os.path.exists("/dev/kfd"):
     return Probe("AMD", "AMD", False, reason="no /dev/kfd: no AMD GPU kernel driver (amdgpu with KFD) is loaded",
-                 fix="install the amdgpu driver; note the AMD backend of hcqrt is not available yet")
-  return Probe("AMD", "AMD", False, reason="/dev/kfd exists, but hcqrt has no AMD backend yet", fix="use NV or CPU for now")
+                 fix="install the amdgpu driver (Linux 6.1+ ships KFD 1.11+); without a GPU, MOCKGPU=1 AMD=1 runs the AMD backend on the mock KFD")
+  drv = None
+  if mock is not None:
+    from hcqrt.mock.amd import install_mock_amd
+    drv = install_mock_amd(mock)
+  try:
+    from hcqrt.amd.device import AMDDevice
+    from hcqrt.amd.targets import UnsupportedTarget
+    try: dev = AMDDevice("AMD")
+    except UnsupportedTarget as e: return Probe("AMD", "AMD", False, reason=str(e), fix="hcqrt drives gfx1100 (RX 7900 XTX) and gfx942 (MI300X) only")
+    except PermissionError as e: return Probe("AMD", "AMD", False, reason=f"permission denied: {e}", fix="add yourself to the render and video groups")
+    except Exception as e:  # noqa: BLE001 - any failure is a reason to report
+      return Probe("AMD", "AMD", False, reason=f"{type(e).__name__}: {e}", fix="check `dmesg` for amdgpu/kfd messages")
+    return Probe("AMD", "AMD", True, {**dev.properties(), "mock": mock is not None, "sm_count": dev.cu_count, "memory_bytes": 0,
+                                      "gpfifo": "PM4 compute queue", "compute": dev.arch, "copy": "SDMA", "qmd": "-"})
+  finally:
+    if drv is not None:
+      from hcqrt.mock.amd import uninstall_mock_amd
+      uninstall_mock_amd(drv)
 
 def probe_all(mock: str | None = None) -> list[Probe]:
-  """CPU, NVIDIA GPUs (the mock when `mock` is an arch key) and AMD, in that order."""
-  return [probe_cpu(), *probe_nv(mock), probe_amd()]
+  """CPU, NVIDIA GPUs and AMD, in that order (the mock drivers when `mock` is an arch key: an NV chip or a gfx target)."""
+  # one mock arch names either an NV chip ("hopper") or an AMD target ("gfx942"); the other mock takes its default
+  nv_mock = None if mock is None else "hopper" if mock.startswith("gfx") else mock
+  amd_mock = None if mock is None else mock if mock.startswith("gfx") else "gfx1100"
+  return [probe_cpu(), *probe_nv(nv_mock), probe_amd(amd_mock)]

@@ -9,3 +9,20 @@ def on_cpu():
   old, Device.DEFAULT = Device.DEFAULT, "CPU"
   yield
   Device.DEFAULT = old
+
+# The CPU targets every structure test of the opts runs for, on any host: AVX2 (16 registers of 8 floats) and AVX-512
+# (32 of 16). Their kernels are built and inspected everywhere; tests execute them only where the host can
+# (`cpu_target.isa_info.runnable`).
+CPU_TARGETS = ("x86-64-v3", "x86-64-v4")
+
+@pytest.fixture(params=CPU_TARGETS)
+def cpu_target(request):
+  """The compile Target of a CPU device for each ISA (hcqrt/cpu/isa.py): its simd_bytes, vector_registers and cc_flags."""
+  from hcqrt.cpu.device import CPUDevice
+  from compiler.target import Target
+  return Target.from_report(CPUDevice(isa=request.param).target)
+
+def host_runs(target) -> bool:
+  """Whether this host can execute kernels built for CPU `target` (its ISA's features are all present)."""
+  from hcqrt.cpu.isa import cpu_isa
+  return cpu_isa(target.arch).runnable

@@ -41,21 +41,20 @@ def test_padded_conv_is_a_copy_then_an_ungated_reduction():
   assert conv.reduce_ranges() and not has_gates(conv)  # ...the conv kernel none
   assert len(conv_kernels(zeros(2, 4, 12, 12), zeros(8, 4, 3, 3))) == 1   # no padding: no copy
 
-@pytest.mark.skipif(W < 8, reason="needs a CPU with 256-bit vectors or wider")
 @pytest.mark.parametrize("hw", [28, 14, 30, 7])
-def test_odd_rows_get_overlapping_full_vectors_and_match_torch(hw):
+def test_odd_rows_get_overlapping_full_vectors_and_match_torch(hw, cpu_target):
   """Rows that no vector width divides: a few vectors cover the row (the last overlaps), several output channels per
-  tile; the kernel has vectors, no gates, no spills, and the result equals torch."""
+  tile; the kernel (built for each target) has vectors, no gates, no spills, and the result (on this host) equals torch."""
   x, w = rng.standard_normal((2, 5, hw, hw)).astype(np.float32), rng.standard_normal((16, 5, 3, 3)).astype(np.float32)
   si = conv_kernels(Tensor(x).realize(), Tensor(w).realize(), padding=1)[-1]
-  k = optimize(lower(si.ast, si.name), DI)
+  k = optimize(lower(si.ast, si.name), cpu_target)
   ov = [o for o in k.applied_opts if o[0] == "OVERLAP_VECTOR"]
   assert ov and has_vectors(k), k.applied_opts
   lanes, starts = ov[0][2], ov[0][3]
   assert starts[-1] == hw - lanes and len(starts) * lanes >= hw and hw % lanes   # full-width vectors, last one overlaps
   assert any(o[0] == "UPCAST" for o in k.applied_opts), k.applied_opts      # several output channels per tile
   assert not any(u.op in (Ops.CMPLT, Ops.WHERE) for u in k.sink.toposort())
-  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name) == 0
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0
   np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), padding=1).numpy(), torch_conv(x, w, padding=1), rtol=1e-4, atol=1e-4)
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -78,19 +77,20 @@ def test_overlap_vectors_store_every_output_once_per_value(n, wv, cout):
   for kk in (kv, optimize(lower(si.ast, si.name), DI)):   # and whatever the default opts make of it
     np.testing.assert_allclose(run(build(kk, (), DI))[1][0], ref, rtol=1e-5, atol=1e-5)
 
-def test_window_tile_leaves_gated_kernels_and_vector_multiples_alone():
+def test_window_tile_leaves_gated_kernels_and_vector_multiples_alone(cpu_target):
+  t, lanes = cpu_target, cpu_target.simd_bytes // 4
   gated = [si for si in create_schedule([zeros(2, 3, 12, 28).pad((1, 1, 1, 1)).conv2d(zeros(8, 3, 3, 3)).lazydata]) if si.kind == "kernel"][-1]
-  assert window_tile(lower(gated.ast, gated.name), W, DI) is None
+  assert window_tile(lower(gated.ast, gated.name), lanes, t) is None
   si = conv_kernels(zeros(2, 3, 8, 32), zeros(8, 3, 3, 3), padding=1)[-1]
-  assert window_tile(lower(si.ast, si.name), W, DI) is None     # 32 lanes: the matmul tile's job
-  k = optimize(lower(si.ast, si.name), DI)
+  assert window_tile(lower(si.ast, si.name), lanes, t) is None     # 32 lanes: the matmul tile's job
+  k = optimize(lower(si.ast, si.name), t)
   assert k.applied_opts[0][0] == "TILE" and has_vectors(k)
 
-def test_bench_conv_kernel_inner_loop_is_fmas_of_plain_vector_loads():
+def test_bench_conv_kernel_inner_loop_is_fmas_of_plain_vector_loads(cpu_target):
   """The benchmark's second conv (32 -> 64 channels, 32x32, pad 1): a register tile of vectors along the row times
   output channels; its reduction body loads whole vectors (no lane-by-lane gathers, no ternaries) and nothing spills."""
   si = conv_kernels(zeros(4, 32, 32, 32), zeros(64, 32, 3, 3), padding=1)[-1]
-  k = optimize(lower(si.ast, si.name), DI)
+  k = optimize(lower(si.ast, si.name), cpu_target)
   prog = linearize(k)
   loads = [u for u in prog if u.op is Ops.LOAD]
   vec_loads = [u for u in loads if u.dtype.count > 1]
@@ -98,4 +98,4 @@ def test_bench_conv_kernel_inner_loop_is_fmas_of_plain_vector_loads():
   assert k.threaded is not None and vec_loads and len(accs) >= 8, (k.applied_opts, len(accs))
   assert all(len(u.src) == 2 for u in loads)   # no gate on any load
   src = render_c(k, 2)
-  assert "?" not in src and vector_spills(src, k.name) == 0
+  assert "?" not in src and vector_spills(src, k.name, cpu_target.cc_flags) == 0

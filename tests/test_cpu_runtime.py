@@ -9,7 +9,7 @@ from hcqrt.cpu import load_elf, ElfLoadError, CPUDevice, CPUProgram, CPUAllocato
 from hcqrt.cpu.device import RUNNER_C, install_runner
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-COMPILERS = [c for c in ("gcc", "clang") if shutil.which(c)]
+COMPILERS = [c for c in ("gcc", next((c for c in cc.CLANGS if shutil.which(c)), None)) if c and shutil.which(c)]   # gcc, a clang
 
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path_factory, monkeypatch):
@@ -364,3 +364,55 @@ def test_external_data_through_got():
   img = load_elf(compile_c("extern char **environ; void *E_env(void) { return environ; }", "E_env"))
   assert any("GOTPCREL" in k for k in img.reloc_counts), img.reloc_counts
   assert img.function("E_env", [], ctypes.c_void_p)() == ctypes.c_void_p.in_dll(ctypes.CDLL(None), "environ").value
+
+# ---- CPU targets (CPU_ISA)
+
+def test_cpu_isa_choice(monkeypatch):
+  """CPU_ISA picks the target: its vector width, register count and -march; an unknown name is refused by name."""
+  from hcqrt.cpu.isa import CHOICES
+  for name, simd, regs in (("x86-64-v3", 32, 16), ("x86-64-v4", 64, 32)):
+    monkeypatch.setenv("CPU_ISA", name)
+    d = CPUDevice()
+    assert (d.isa, d.simd_bytes, d.vector_regs) == (name, simd, regs) and f"-march={name}" in d.cc_flags
+    assert f"-march={name}" in c_compiler(d.cc_flags)[1] and "-march=native" not in c_compiler(d.cc_flags)[1]
+  monkeypatch.setenv("CPU_ISA", "avx9000")
+  with pytest.raises(ValueError, match=r"CPU_ISA='avx9000'.*x86-64-v3") as e: CPUDevice()
+  assert all(c in str(e.value) for c in CHOICES)
+  monkeypatch.delenv("CPU_ISA")
+  assert CPUDevice().isa == "native" and "-march=native" in CPUDevice().cc_flags
+
+def test_isa_the_host_lacks_compiles_but_does_not_run(monkeypatch, compiler):
+  """Kernels for an ISA the host lacks compile (to inspect them); loading one raises, naming CPU_ISA and the feature."""
+  import hcqrt.cpu.isa as isa
+  monkeypatch.setattr(isa, "host_cpu_flags", lambda: frozenset(isa.LEVELS["x86-64-v3"][2]))   # an AVX2-only host
+  d = CPUDevice(isa="x86-64-v4")
+  obj = compile_c(ADD, "E_add", d.cc_flags)
+  assert obj[:4] == b"\x7fELF"
+  with pytest.raises(RuntimeError, match=r"CPU_ISA=x86-64-v4.*avx512f"): d.program("E_add", obj)
+  assert CPUDevice(isa="x86-64-v3").isa_info.runnable
+
+def test_named_isa_objects_do_not_depend_on_the_host(monkeypatch):
+  """The object cache keys on the host's CPU only for -march=native: x86-64-v3 objects are the same on any host."""
+  src = "void E_k(float *a, int core) { a[core] = 1.0f; }"
+  keys = {}
+  for host in ("flags: avx2", "flags: avx2 avx512f"):
+    monkeypatch.setattr(cc, "host_cpu_features", lambda host=host: host)
+    keys[host] = [cc.cache_key(src, "cc", "v1", c_compiler(t)[1]) for t in (None, CPUDevice(isa="x86-64-v3").cc_flags)]
+  (native_a, v3_a), (native_b, v3_b) = keys.values()
+  assert native_a != native_b and v3_a == v3_b
+
+def _accumulators(n: int) -> str:
+  """A kernel keeping n vector accumulators live across its loop (each updated from its own load)."""
+  return ("typedef float f8 __attribute__((vector_size(32)));\n"
+          "void E_acc(f8 *restrict out, const f8 *restrict a, int len, int core) {\n"
+          + "".join(f"  f8 c{j} = a[{j}];\n" for j in range(n))
+          + "  for (int i = 1; i < len; i++) {\n" + "".join(f"    c{j} = c{j} * a[i * {n} + {j}] + c{(j + 1) % n};\n" for j in range(n)) + "  }\n"
+          + "".join(f"  out[{j}] = c{j};\n" for j in range(n)) + "}\n")
+
+def test_vector_spills_counts_with_either_compiler(compiler):
+  """40 live accumulators can't fit 16 registers: both compilers spill inside the loop, and the count sees it; a
+  kernel whose values fit counts 0 (and so does one that only parks loop-invariant constants on the stack)."""
+  from compiler.opt.pressure import vector_spills
+  v3 = CPUDevice(isa="x86-64-v3").cc_flags
+  assert vector_spills(_accumulators(40), "E_acc", v3) > 0
+  assert vector_spills(_accumulators(8), "E_acc", v3) == 0

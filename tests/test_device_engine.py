@@ -45,7 +45,7 @@ def test_failed_compile_leaves_nothing_half_realized(monkeypatch):
   import compiler.assemble.c_compiler as cc
   a = Tensor([1.0, 2.0], device="CPU").realize()   # a C compile failure: pinned to the CPU (also under NV=1)
   y = a * 123.5 + 0.125        # a kernel never compiled before in this process
-  def broken(src, name="kernel"): raise cc.CompileError(f"simulated failure compiling {name}")
+  def broken(src, name="kernel", *_): raise cc.CompileError(f"simulated failure compiling {name}")
   monkeypatch.setattr(cc, "compile_c", broken)
   with pytest.raises(cc.CompileError, match="simulated"): y.realize()
   assert not y.lazydata.realized

@@ -11,7 +11,7 @@ from ioctl_defs.nv.classes import ARCHS, class_name
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _run(*args, **env):
-  e = {k: v for k, v in os.environ.items() if k not in ("MOCKGPU", "MOCKGPU_ARCH", "NV", "CPU")}
+  e = {k: v for k, v in os.environ.items() if k not in ("MOCKGPU", "MOCKGPU_ARCH", "NV", "CPU", "AMD")}
   r = subprocess.run([sys.executable, "-m", "hcqrt", *args], cwd=ROOT, env={**e, **env}, capture_output=True, text=True, timeout=60)
   assert r.returncode == 0, r.stderr
   return r.stdout
@@ -30,8 +30,14 @@ def test_cli_mockgpu_shows_the_mock_h100():
   assert "NVIDIA H100 80GB HBM3 (mock driver)" in out and "sm_90" in out and "driver 580.142" in out
   assert "GPFIFO HOPPER_CHANNEL_GPFIFO_A, compute HOPPER_COMPUTE_A, copy HOPPER_DMA_COPY_A; QMD V04_00" in out
   assert f"{CHIPS['hopper'].fb_size / (1 << 30):.1f} GiB" in out
-  assert "1 GPU(s) usable; default device: CPU (NV=1 selects NV)" in out
+  assert "AMD gfx1100 (mock KFD): RDNA3 gfx1100, 96 CUs, wave32, KFD 1.17" in out
+  assert "2 GPU(s) usable; default device: CPU (NV=1 selects NV)" in out
   assert "default device: NV" in _run(MOCKGPU="1", NV="1")
+
+def test_cli_mock_amd_target_and_missing_renderer():
+  out = _run(MOCKGPU="1", MOCKGPU_ARCH="gfx942")
+  assert "AMD gfx942 (mock KFD): CDNA3 gfx942, 304 CUs, wave64" in out and "LLVM AMDGPU renderer, issue 13" in out
+  assert "NVIDIA H100 80GB HBM3 (mock driver)" in out   # the NV mock keeps its default chip
 
 @pytest.mark.parametrize("arch", ["ampere", "ada", "hopper", "blackwell", "blackwell_b"])
 def test_mock_arch_classes(arch, capsys):

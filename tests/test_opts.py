@@ -138,14 +138,16 @@ def test_second_vectorization_and_second_thread_split_are_illegal():
   with pytest.raises(OptError, match="already vectorized"): apply_opt(k, Opt("VECTOR", 1, 4), DI)
   with pytest.raises(OptError, match="already split"): apply_opt(k, Opt("THREAD", 0), DI)
 
-def test_register_budget_rejects_oversized_tiles():
+def test_register_budget_rejects_oversized_tiles(cpu_target):
   """64 rows x 2 vectors of accumulators can't live in the registers: the pressure check refuses the upcast."""
-  k = apply_opt(lower(_kernel("matmul", 64, 32).ast), Opt("VECTOR", 1, 16), DI)
-  budget = min(MAX_LIVE, register_budget(DI.simd_bytes) + SLACK)
+  t = cpu_target
+  k = apply_opt(lower(_kernel("matmul", 64, 32).ast), Opt("VECTOR", 1, t.simd_bytes // 4), t)
+  budget = min(MAX_LIVE, register_budget(t.simd_bytes, t.vector_registers) + SLACK)
+  assert budget == t.vector_registers == (32 if t.simd_bytes == 64 else 16)
   with pytest.raises(OptError, match="register budget"):
-    apply_opts(k, [Opt("UPCAST", 1, 2), Opt("UPCAST", 0, 32)], DI)
-  ok = apply_opts(k, [Opt("UPCAST", 0, 4)], DI)   # a 4-row tile fits
-  assert max_live(linearize(ok), DI.simd_bytes) <= budget
+    apply_opts(k, [Opt("UPCAST", 1, 2), Opt("UPCAST", 0, 32)], t)
+  ok = apply_opts(k, [Opt("UPCAST", 0, 4)], t)   # a 4-row tile fits
+  assert max_live(linearize(ok), t.simd_bytes) <= budget
 
 def test_upcast_of_a_whole_axis_removes_the_loop():
   k = apply_opt(lower(_kernel("sum", 4, 32).ast), Opt("UPCAST", 0, 4), DI)
@@ -161,24 +163,26 @@ BENCH_KERNELS = {
   "softmax": lambda r: r(64, 4096).softmax(-1), "ew": lambda r: (r(1 << 16) * r(1 << 16) + r(1 << 16)).relu().exp()}
 
 @pytest.mark.parametrize("name", list(BENCH_KERNELS))
-def test_benchmark_kernels_fit_registers_and_do_not_spill(name):
-  """The default opts keep every benchmark-shaped kernel within the register budget, and gcc/clang agree: no vector
-  register is spilled to or reloaded from the stack in the assembly."""
+def test_benchmark_kernels_fit_registers_and_do_not_spill(name, cpu_target):
+  """The default opts keep every benchmark-shaped kernel within the target's register budget, and the C compiler
+  agrees: no vector register is spilled to or reloaded from the stack inside a loop of the assembly (compiled for the
+  target with the kernels' compiler, clang or gcc: HCQRT_CC)."""
+  t = cpu_target
   r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
-  sis = [si for si in pack_matmuls(create_schedule([BENCH_KERNELS[name](r).lazydata]), simd_lanes) if si.kind == "kernel"]
+  sis = [si for si in pack_matmuls(create_schedule([BENCH_KERNELS[name](r).lazydata]), lambda d: t.simd_bytes // 4) if si.kind == "kernel"]
   for si in sis:
-    k = optimize(lower(si.ast, si.name), DI)
-    assert max_live(linearize(k), DI.simd_bytes) <= min(MAX_LIVE, register_budget(DI.simd_bytes) + SLACK), k.name
-    check_pressure(k, DI)
-    assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name) == 0, k.name
+    k = optimize(lower(si.ast, si.name), t)
+    assert max_live(linearize(k), t.simd_bytes) <= min(MAX_LIVE, register_budget(t.simd_bytes, t.vector_registers) + SLACK), k.name
+    check_pressure(k, t)
+    assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, t.cc_flags) == 0, k.name
 
-def test_default_conv_kernel_is_tiled_and_reads_without_gates():
+def test_default_conv_kernel_is_tiled_and_reads_without_gates(cpu_target):
   """conv2d(padding=1) copies the padded input first, so the conv kernel reads it with no border check: the default
   opts give it the register tile (vectors along the output row) and nothing in it compares or gates a load."""
   r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
   sis = [si for si in create_schedule([r(2, 8, 32, 32).conv2d(r(16, 8, 3, 3), padding=1).lazydata]) if si.kind == "kernel"]
   assert len(sis) == 2
-  k = optimize(lower(sis[-1].ast, sis[-1].name), DI)
+  k = optimize(lower(sis[-1].ast, sis[-1].name), cpu_target)
   assert [o[0] for o in k.applied_opts][:1] == ["TILE"] and has_vectors(k), k.applied_opts
   uops = k.sink.toposort()
   assert k.reduce_ranges() and not [u for u in uops if u.op in (Ops.CMPLT, Ops.CMPNE, Ops.WHERE) or (u.op is Ops.LOAD and len(u.src) > 2)]

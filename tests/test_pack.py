@@ -26,15 +26,15 @@ def rnd(*shape) -> np.ndarray: return rng.standard_normal(shape).astype(np.float
 
 pytestmark.append(pytest.mark.skipif(LANES < 8, reason="this CPU has no 256-bit vectors: products are never packed"))
 
-def _names(t: Tensor) -> list[str]:
-  return [si.name for si in pack_matmuls(create_schedule([t.lazydata]), lambda d: LANES)]
+def _names(t: Tensor, lanes: int = LANES) -> list[str]:
+  return [si.name for si in pack_matmuls(create_schedule([t.lazydata]), lambda d: lanes)]
 
-def test_only_big_float32_products_are_packed():
-  a, b = Tensor(rnd(256, 256)), Tensor(rnd(256, 256))
-  assert len(_names(a @ b)) == 3                        # pack A, pack B, the product
-  assert len(_names(Tensor(rnd(64, 64)) @ Tensor(rnd(64, 64)))) == 1
-  assert len(_names(a.half() @ b.half())) == 1          # float16: no vectors, no packing
-  assert len(_names((a * b).sum(1))) == 1               # a reduction, not a product
+def test_only_big_float32_products_are_packed(cpu_target):
+  a, b, lanes = Tensor(rnd(256, 256)), Tensor(rnd(256, 256)), cpu_target.simd_bytes // 4
+  assert len(_names(a @ b, lanes)) == 3                        # pack A, pack B, the product
+  assert len(_names(Tensor(rnd(64, 64)) @ Tensor(rnd(64, 64)), lanes)) == 1
+  assert len(_names(a.half() @ b.half(), lanes)) == 1          # float16: no vectors, no packing
+  assert len(_names((a * b).sum(1), lanes)) == 1               # a reduction, not a product
   assert pack_matmuls(create_schedule([(a @ b).lazydata]), lambda d: 0)[0].name.startswith("r_")   # a GPU: left alone
 
 def test_tile_shapes_fit_the_registers():
@@ -43,11 +43,11 @@ def test_tile_shapes_fit_the_registers():
   assert tile_shape(8, 1024, 1024, True) == (6, 16)     # AVX2: 12 + 2 + 1 <= 16
   assert tile_shape(16, 1024, 1000, True) is None        # N not a multiple of a vector
 
-def test_packed_kernel_reads_contiguously():
-  a, b = Tensor(rnd(301, 256)), Tensor(rnd(256, 512))
-  si = pack_matmuls(create_schedule([(a @ b).lazydata]), lambda d: LANES)[-1]
-  assert si.alloc_nbytes == (312 if LANES == 16 else 306) * 512 * 4   # rows padded to the tile, computed past the end
-  k = optimize(lower(si.ast, si.name), DEV)
+def test_packed_kernel_reads_contiguously(cpu_target):
+  a, b, lanes = Tensor(rnd(301, 256)), Tensor(rnd(256, 512)), cpu_target.simd_bytes // 4
+  si = pack_matmuls(create_schedule([(a @ b).lazydata]), lambda d: lanes)[-1]
+  assert si.alloc_nbytes == (312 if lanes == 16 else 306) * 512 * 4   # rows padded to the tile, computed past the end
+  k = optimize(lower(si.ast, si.name), cpu_target)
   src = render_c(k, 2, linearize(k))
   inner = src[src.index("< 256; r"):]                   # the reduction loop and what follows
   assert not re.search(r"[%/]", inner.split("}")[0]), inner[:800]

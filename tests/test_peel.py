@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 from frontend import Tensor
+from conftest import host_runs
 from frontend.devices import open_device, target_of
 from frontend.beam_runner import beam_runner
 from compiler.schedule import create_schedule
@@ -74,8 +75,9 @@ def _middle_piece_compares(kp: PeeledKernel) -> list[UOp]:
   return [u for s in stores for u in s.toposort() if u.op in (Ops.CMPLT, Ops.CMPNE) and mid in u.toposort()]
 
 @pytest.mark.parametrize("opts", [(), (Opt("DEFAULT"), Opt("THREAD", 0))])
-def test_conv_rows_peeled_results_unchanged(opts):
+def test_conv_rows_peeled_results_unchanged(opts, cpu_target):
   """3x3 conv, pad 1: the output-row loop is cut at 1 and H-1; the middle piece compares nothing against its row."""
+  DI = cpu_target   # (built for the target; run where the host can)
   si = kernel_of(fused_pad_conv(zeros(2, 3, 12, 16), zeros(8, 3, 3, 3)))
   k = apply_opts(lower(si.ast, si.name), opts, DI)
   rows = next(i for i, g in enumerate(k.global_ranges) if g.src[0].arg == 12)
@@ -86,6 +88,7 @@ def test_conv_rows_peeled_results_unchanged(opts):
   assert before and not _middle_piece_compares(kp)
   src = render_c(kp, 2 if kp.threaded is not None else 1)
   assert src.count("for (") == render_c(k, 2 if k.threaded is not None else 1).count("for (") + 2 * (len(k.global_ranges) - rows + len(k.reduce_ranges()))
+  if not host_runs(cpu_target): return
   run = beam_runner(si, DEV)
   ref = run(build(lower(si.ast, si.name), (), DI))[1][0]
   got = run(build(lower(si.ast, si.name), tuple(opts) + (Opt("PEEL", rows),), DI))[1][0]
@@ -99,10 +102,10 @@ def test_peel_errors():
   k = apply_opt(lower(si.ast, si.name), Opt("THREAD", 1), DI)
   with pytest.raises(OptError, match="threaded"): peel_range(k, k.global_ranges[1])
 
-def test_default_opts_peel_the_conv_and_match_noopt():
+def test_default_opts_peel_the_conv_and_match_noopt(cpu_target):
   x, w = np.random.default_rng(1).standard_normal((2, 4, 10, 16)).astype(np.float32), np.random.default_rng(2).standard_normal((8, 4, 3, 3)).astype(np.float32)
   si = kernel_of(fused_pad_conv(Tensor(x).realize(), Tensor(w).realize()))
-  k = optimize(lower(si.ast, si.name), DI)
+  k = optimize(lower(si.ast, si.name), cpu_target)
   assert any(o[0] == "PEEL" for o in k.applied_opts)
   prog = linearize(k)
   assert sum(u.op is Ops.STORE for u in prog) == len(k.sink.src)
@@ -112,18 +115,21 @@ def test_default_opts_peel_the_conv_and_match_noopt():
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 @pytest.mark.parametrize("m, kk, n", [(61, 37, 53), (33, 17, 45), (6, 5, 37)])
-def test_pad_cuts_odd_loops_so_tiles_apply(m, kk, n):
+def test_pad_cuts_odd_loops_so_tiles_apply(m, kk, n, cpu_target):
   """PAD: the output loops are cut at their last multiple of the tile; the main parts take vectors and row unrolls, the
-  remainders run beside them; results equal the unoptimized kernel."""
+  remainders run beside them; results equal the unoptimized kernel (where the host runs the target's code)."""
+  t, lanes = cpu_target, cpu_target.simd_bytes // 4
   si = kernel_of(zeros(m, kk) @ zeros(kk, n))
   k0 = lower(si.ast, si.name)
-  opts = (Opt("PAD", 1, 32), Opt("VECTOR", 1, 16), Opt("UPCAST", 1, 2), Opt("PAD", 0, 4), Opt("UPCAST", 0, 4))
-  k = apply_opts(k0, opts, DI)
+  opts = (Opt("PAD", 1, 2 * lanes), Opt("VECTOR", 1, lanes), Opt("UPCAST", 1, 2), Opt("PAD", 0, 4), Opt("UPCAST", 0, 4))
+  k = apply_opts(k0, opts, t)
   assert [o[0] for o in k.applied_opts].count("PAD") == 2 and len(k.nests) == 3   # rows tail, cols tail, and the corner
-  run = beam_runner(si, DEV)
-  np.testing.assert_allclose(run(build(k0, opts, DI))[1][0], run(build(k0, (), DI))[1][0], rtol=1e-5, atol=1e-5)
-  with pytest.raises(OptError, match="threaded"): apply_opts(k0, (Opt("THREAD", 1), Opt("PAD", 1, 16)), DI)
-  with pytest.raises(OptError, match="every core"): apply_opts(k0, (Opt("PAD", 0, 4), Opt("THREAD", 0)), DI)
+  assert f"float{lanes} " in render_c(k)
+  if host_runs(cpu_target):
+    run = beam_runner(si, DEV)
+    np.testing.assert_allclose(run(build(k0, opts, t))[1][0], run(build(k0, (), t))[1][0], rtol=1e-5, atol=1e-5)
+  with pytest.raises(OptError, match="threaded"): apply_opts(k0, (Opt("THREAD", 1), Opt("PAD", 1, 16)), t)
+  with pytest.raises(OptError, match="every core"): apply_opts(k0, (Opt("PAD", 0, 4), Opt("THREAD", 0)), t)
 
 def test_default_opts_vectorize_odd_matmuls():
   x, w = np.random.default_rng(5).standard_normal((37, 29)).astype(np.float32), np.random.default_rng(6).standard_normal((29, 61)).astype(np.float32)

@@ -12,40 +12,61 @@ object is compiled position independent (-fPIC). Why -fPIC and not -fno-pic:
 that wants `sqrtss` instead of a call to libm's sqrtf should write __builtin_sqrtf (with -fno-math-errno
 gcc and clang then inline it).
 
+Target: the caller passes the target's flags (`target_flags`, the CPU device's `cc_flags`, e.g.
+`-march=x86-64-v3` for CPU_ISA=x86-64-v3: hcqrt/cpu/isa.py); without them the object is for this host
+(-march=native). Compiler: `HCQRT_CC` forces one (a name on PATH or a path); else clang, the one we promise
+(version 15 or newer: `clang`, or a versioned `clang-19` as Debian installs them), and gcc when there is none.
+Both are tested (CI runs the CPU op tests with HCQRT_CC=gcc too).
+
 Cache: one file per object, `<key>.o`, in `$HCQRT_CACHE/c` (default `${XDG_CACHE_HOME:-~/.cache}/hcqrt/c`),
-key = sha256(source, compiler path, compiler --version, flags, host CPU features). The CPU features are in
-the key because -march=native compiles for the machine at hand and a home directory may be shared. The
-compiler's --version text is itself cached (keyed by the compiler binary's path, size and mtime), so a
-process that finds the object in the cache runs no compiler at all. `CACHE=0` disables reading the cache
-(objects are still written). `HCQRT_CC` forces a compiler (a name on PATH or a path).
+key = sha256(source, compiler path, compiler --version, flags, and with -march=native the host CPU features).
+The CPU features are in the key because -march=native compiles for the machine at hand and a home directory may
+be shared; a named target (-march=x86-64-v3) gives the same object on any host. The compiler's --version text is
+itself cached (keyed by the compiler binary's path, size and mtime), so a process that finds the object in the
+cache runs no compiler at all. `CACHE=0` disables reading the cache (objects are still written).
 
   >>> obj = compile_c("void E_1(float *out, int core) { out[core] = 1.0f; }", "E_1")
   >>> obj[:4]
   b'\\x7fELF'
 """
 from __future__ import annotations
-import functools, hashlib, os, pathlib, platform, shutil, subprocess, tempfile
+import functools, hashlib, os, pathlib, platform, re, shutil, subprocess, tempfile
+from collections.abc import Sequence
 from compiler.assemble.disk_cache import cache_root, atomic_write
 
 class CompileError(RuntimeError):
   """The C compiler rejected a kernel; the message carries its stderr and the saved source path."""
 
-# -mno-avx512fp16: gcc 12 emits masked `vmovsh` forms for _Float16 selects that binutils 2.40 can't assemble;
-# half math goes through float conversions instead
-FLAGS = ["-c", "-O2", "-march=native", "-mno-avx512fp16", "-ffreestanding", "-fno-math-errno", "-fPIC",
-         "-fno-stack-protector", "-fno-asynchronous-unwind-tables"]
+FLAGS = ["-c", "-O2", "-ffreestanding", "-fno-math-errno", "-fPIC", "-fno-stack-protector", "-fno-asynchronous-unwind-tables"]
+# the host's own ISA, for callers that name no target (the CPU runner, tools). -mno-avx512fp16: gcc 12 emits masked
+# `vmovsh` forms for _Float16 selects that binutils 2.40 can't assemble; half math goes through float conversions
+NATIVE = ("-march=native", "-mno-avx512fp16") if platform.machine() in ("x86_64", "AMD64") else ("-march=native",)
 
-def c_compiler() -> tuple[str, list[str]]:
-  """(compiler path, flags): $HCQRT_CC if set, else clang if installed, else gcc.
+# clang 15 is the first with _Float16 on every x86-64 target (our half kernels); an older `clang` is passed over for a
+# versioned one (clang-19, as Debian installs them) or gcc
+CLANG_MIN = 15
+CLANGS = ["clang"] + [f"clang-{v}" for v in range(30, CLANG_MIN - 1, -1)]
 
-  >>> path, flags = c_compiler()
-  >>> "-fPIC" in flags
-  True
+def c_compiler(target_flags: Sequence[str] | None = None) -> tuple[str, list[str]]:
+  """(compiler path, flags for `target_flags` (default: this host, -march=native)): $HCQRT_CC if set, else clang
+  (>= 15) if installed, else gcc.
+
+  >>> path, flags = c_compiler(["-march=x86-64-v3"])
+  >>> "-fPIC" in flags, "-march=x86-64-v3" in flags, "-march=native" in flags
+  (True, True, False)
   """
-  names = [os.environ["HCQRT_CC"]] if os.environ.get("HCQRT_CC") else ["clang", "gcc"]
+  forced = os.environ.get("HCQRT_CC")
+  names = [forced] if forced else CLANGS + ["gcc"]
+  flags = FLAGS[:2] + list(NATIVE if target_flags is None else target_flags) + FLAGS[2:]
   for n in names:
-    if (p := _which(n, os.environ.get("PATH", ""))) is not None: return p, list(FLAGS)
-  raise CompileError(f"no C compiler found (looked for {', '.join(names)} on PATH); install clang or gcc")
+    if (p := _which(n, os.environ.get("PATH", ""))) is None: continue
+    if forced or not n.startswith("clang") or _clang_major(p) >= CLANG_MIN: return p, flags
+  raise CompileError(f"no C compiler found (looked for {forced or f'clang >= {CLANG_MIN} and gcc'} on PATH); install clang or gcc")
+
+@functools.lru_cache(None)
+def _clang_major(path: str) -> int:
+  m = re.search(r"clang version (\d+)", compiler_version(path))
+  return int(m.group(1)) if m else 0
 
 @functools.lru_cache(None)
 def _which(name: str, path_env: str) -> str | None: return shutil.which(name, path=path_env)
@@ -84,18 +105,20 @@ def host_cpu_features() -> str:
   return platform.machine() + "\n" + "\n".join(sorted(lines))
 
 def cache_key(src: str, cc: str, version: str, flags: list[str]) -> str:
-  """sha256 hex of everything that decides the object's bytes."""
-  return hashlib.sha256("\0".join([src, cc, version, " ".join(flags), host_cpu_features()]).encode()).hexdigest()
+  """sha256 hex of everything that decides the object's bytes (the host's CPU only when compiling for it)."""
+  host = host_cpu_features() if any(f.endswith("=native") for f in flags) else ""
+  return hashlib.sha256("\0".join([src, cc, version, " ".join(flags), host]).encode()).hexdigest()
 
-def compile_c(src: str, name: str = "kernel") -> bytes:
-  """C source -> bytes of an ELF relocatable object for this host (x86-64 or AArch64); cached on disk.
+def compile_c(src: str, name: str = "kernel", target_flags: Sequence[str] | None = None) -> bytes:
+  """C source -> bytes of an ELF relocatable object (x86-64 or AArch64) for the target `target_flags` selects
+  (a CPU device's `cc_flags`; default this host); cached on disk.
 
   `name` only labels the saved source file (`<cache>/<name>-<key>.c`) and error messages.
 
-  >>> compile_c("int f(int x) { return x + 1; }", "f")[:4]
+  >>> compile_c("int f(int x) { return x + 1; }", "f", ["-march=x86-64-v3"])[:4]
   b'\\x7fELF'
   """
-  cc, flags = c_compiler()
+  cc, flags = c_compiler(target_flags)
   key = cache_key(src, cc, compiler_version(cc), flags)
   d = cache_dir()
   obj_path = d / f"{key}.o"

@@ -1,6 +1,7 @@
 """LLVM IR -> ELF relocatable object bytes, in-process through llvmlite (no clang, no ROCm), with a disk cache.
 
-Host (`arch` "native"): the process triple and the host CPU's name and features, position-independent code: the CPU
+Host (`arch` "native": the process triple and the host CPU's name and features; or a CPU_ISA level such as
+"x86-64-v3"), position-independent code: the CPU
 backend loads the `.o` with its own loader (hcqrt/cpu/elf_loader.py). AMD (`arch` "gfx1100", "gfx942"...):
 `amdgcn-amd-amdhsa`; the object holds `<kernel>` (.text), `<kernel>.kd` (the 64-byte descriptor) and the
 NT_AMDGPU_METADATA note, and for our kernels exactly one relocation, R_AMDGPU_REL64 at kd+16 (constants stay inline).
@@ -40,7 +41,8 @@ def machine_of(arch: str) -> tuple[str, str, str]:
   """(triple, cpu, features) for `arch`: "native" is this host, anything else an AMD gfx name."""
   llvm = _llvm()
   if arch in ("native", ""): return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-  if not arch.startswith("gfx"): raise ValueError(f"compile_llvm: unknown arch {arch!r} (expected 'native' or an AMD gfx target)")
+  if arch.startswith("x86-64"): return llvm.get_process_triple(), arch, ""   # a CPU_ISA level: LLVM knows x86-64-v2/v3/v4
+  if not arch.startswith("gfx"): raise ValueError(f"compile_llvm: unknown arch {arch!r} (expected 'native', an x86-64 level or an AMD gfx target)")
   return AMDGPU_TRIPLE, arch, "-real-true16" if arch.startswith("gfx11") else ""
 
 @functools.lru_cache(None)

@@ -96,9 +96,11 @@ def conv_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
   if not any(_stride(ld.src[1], rj) == 1 for ld in loads): return None
   rows = next((i for i, ri in enumerate(k.global_ranges[:-1]) if ri.src[0].arg % UPCAST_I == 0 and
                any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads)), None)
-  opts = [Opt("VECTOR", j, wv), Opt("UPCAST", j, n // wv)] + ([Opt("UPCAST", rows, UPCAST_I)] if rows is not None else [])
-  try: return apply_opts(k, opts, device)
-  except OptError: return None
+  # as many rows as the registers allow (4 vectors x 4 rows of accumulators fit AVX-512's 32, not AVX2's 16)
+  for ui in ((UPCAST_I, UPCAST_I // 2) if rows is not None else (1,)):
+    try: return apply_opts(k, [Opt("VECTOR", j, wv), Opt("UPCAST", j, n // wv)] + ([Opt("UPCAST", rows, ui)] if rows is not None else []), device)
+    except OptError: continue
+  return None
 
 def peel_default(k: LoweredKernel, device: Target) -> LoweredKernel:
   """Peel the innermost output loop (outside the threaded one) of a kernel with a reduction whose body compares that

@@ -35,7 +35,15 @@ from compiler.opt.conv import conv_tile, peel_default
 from compiler.opt.matmul import packed_matmul_tile
 from compiler.opt.gpu import optimize_gpu
 
-def _matmul_tile(k: LoweredKernel, wmax: int) -> bool:
+def _fits(target: Target | None, make) -> bool:
+  """Whether the kernel make() builds (from copies of the kernel, which number their own new loops) fits the target's
+  vector registers (True without a target)."""
+  if target is None: return True
+  try: check_pressure(make(), target)
+  except OptError: return False
+  return True
+
+def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> bool:
   if len(k.global_ranges) < 2 or not k.reduce_ranges(): return False
   loads = _loads(k)
   for rj in reversed(k.global_ranges):
@@ -49,18 +57,23 @@ def _matmul_tile(k: LoweredKernel, wmax: int) -> bool:
     for ri in k.global_ranges:
       if ri is rj or ri.src[0].arg % UPCAST_I: continue
       if any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads):
-        apply_tile(k, ri, UPCAST_I, rj, w, uj)
+        # the biggest tile whose accumulators and loads fit the registers (4 x 2 vectors, else 4 x 1, 2 x 1)
+        tiles = [t for t in dict.fromkeys([(UPCAST_I, uj), (UPCAST_I, 1), (UPCAST_I // 2, 1)]) if ri.src[0].arg % t[0] == 0]
+        ui, u = next((t for t in tiles if _fits(target, lambda t=t: apply_tile(copy_kernel(k), ri, t[0], rj, w, t[1]))), tiles[-1])
+        apply_tile(k, ri, ui, rj, w, u)
         return True
   return False
 
-def _reduce_vectors(k: LoweredKernel, wmax: int) -> bool:
+def _reduce_vectors(k: LoweredKernel, wmax: int, target: Target | None = None) -> bool:
   reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE and all(r.op is Ops.RANGE for r in u.src[1:])]
   if len(reds) != 1 or not reds[0].dtype.is_float or reds[0].arg not in (Ops.ADD, Ops.MAX): return False
   red, r = reds[0], reds[0].src[-1]   # the innermost reduce loop
   n = r.src[0].arg
   w = next((w for w in (wmax, wmax // 2) if w >= 4 and n % w == 0), None)
   if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
-  acc = VEC_ACC if n % (w * VEC_ACC) == 0 else 1
+  # the most accumulators (up to VEC_ACC) whose loop body fits the registers (an exp per accumulator takes several)
+  accs = [a for a in (VEC_ACC, VEC_ACC // 2) if a > 1 and n % (w * a) == 0] + [1]
+  acc = next((a for a in accs if a == 1 or _fits(target, lambda a=a: apply_reduce_vectors(copy_kernel(k), red, r, w, a))), 1)
   apply_reduce_vectors(k, red, r, w, acc)
   return True
 
@@ -81,9 +94,9 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
       before = list(k.global_ranges)
       if (kc := packed_matmul_tile(k, device)) is not None: return kc
       if (kc := conv_tile(k, w, device)) is not None: k = kc
-      elif _matmul_tile(k, w): k = _more_rows(k, before, device)
+      elif _matmul_tile(k, w, device): k = _more_rows(k, before, device)
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
-      else: _reduce_vectors(k, w) or _elementwise_vectors(k, w)
+      else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w)
   ncores = device.ncores
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2 and 0 not in (getattr(k, "depths", None) or []):
     k.threaded = k.global_ranges[0]
@@ -191,7 +204,7 @@ def apply_default(k: LoweredKernel, target: Target) -> LoweredKernel:
   before = list(k.global_ranges)
   if (kc := packed_matmul_tile(k, target, thread=False)) is not None: k = kc
   elif (kc := conv_tile(k, w_max, target)) is not None: k = kc
-  elif not _matmul_tile(k, w_max): _check(_reduce_vectors(k, w_max) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
+  elif not _matmul_tile(k, w_max, target): _check(_reduce_vectors(k, w_max, target) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
   _replace_global(k, before)
   check_pressure(k, target, opt)
   return k

@@ -25,14 +25,19 @@ any target.
 """
 from __future__ import annotations
 import pathlib, re, subprocess, tempfile
+from collections.abc import Sequence
 from compiler.uop import UOp, Ops
 
 MAX_LIVE = 64     # never more live vector values than this, whatever the target
 SLACK = 0         # no headroom: a 16x2 AVX-512 matmul tile (36 live) measurably spills (gcc), so the budget is the register file
 
-def register_budget(simd_bytes: int) -> int:
-  """Vector registers of an x86-64 target by its widest vector: 32 for AVX-512, else 16."""
-  return 32 if simd_bytes >= 64 else 16
+MATH_TEMPS = 4    # registers a vector exp2/log2/sin holds beside its input: x, the reduced argument, the polynomial, the exponent
+_VMATH = (Ops.EXP2, Ops.LOG2, Ops.SIN)
+
+def register_budget(simd_bytes: int, vector_regs: int = 0) -> int:
+  """Vector registers of the target: `vector_regs` when the device reports it (hcqrt/cpu/isa.py), else guessed from
+  the widest vector of an x86-64 target: 32 for AVX-512, 16 for AVX2 or SSE."""
+  return vector_regs if vector_regs > 0 else 32 if simd_bytes >= 64 else 16
 
 def _regs(u: UOp, simd_bytes: int) -> int:
   dt = u.dtype
@@ -74,6 +79,16 @@ def live_values(prog: list[UOp], simd_bytes: int) -> list[int]:
     if (w := _regs(u, simd_bytes)):
       delta[i] += w
       delta[end[u] + 1] -= w
+  # a vector exp2/log2/sin expands to a polynomial whose temporaries occupy registers too, and the C compiler interleaves
+  # the independent expansions of one loop body: an innermost loop holds MATH_TEMPS registers per expansion throughout
+  # (what makes 4 accumulators of exp(x - max) spill on 16 registers and fit on 32). Their constants are not counted:
+  # hoisted or not, they are read as memory operands.
+  for r, o in opened.items():
+    c = close.get(r, len(prog) - 1)
+    if any(prog[j].op is Ops.RANGE for j in range(o + 1, c)): continue   # not an innermost loop
+    extra = sum(MATH_TEMPS * _regs(u, simd_bytes) for u in prog[o + 1:c] if u.op in _VMATH and u.dtype is not None and u.dtype.count > 1)
+    delta[o] += extra
+    delta[c + 1] -= extra
   out, cur = [], 0
   for i in range(len(prog)):
     cur += delta[i]
@@ -84,15 +99,16 @@ def max_live(prog: list[UOp], simd_bytes: int) -> int:
   """The most vector registers live at any point of `prog`."""
   return max(live_values(prog, simd_bytes), default=0)
 
-def stack_usage(src: str, name: str) -> int:
-  """Bytes of stack the C compiler gives function `name` of C source `src` (gcc/clang -fstack-usage): a kernel that
-  spills registers gets a frame; one that does not reports only its return address (8 bytes on x86-64).
+def stack_usage(src: str, name: str, target_flags: Sequence[str] | None = None) -> int:
+  """Bytes of stack the C compiler gives function `name` of C source `src` (gcc/clang -fstack-usage) when compiled
+  for `target_flags` (the CPU device's cc_flags; default this host): a kernel that spills registers gets a frame; one
+  that does not reports only its return address (8 bytes on x86-64).
 
   >>> stack_usage("void f(float *a, int core) { a[0] = 1.0f; }", "f") <= 16
   True
   """
   from compiler.assemble.c_compiler import c_compiler   # same compiler and flags as the kernels are built with
-  cc, flags = c_compiler()
+  cc, flags = c_compiler(target_flags)
   with tempfile.TemporaryDirectory() as d:
     c = pathlib.Path(d) / "k.c"
     c.write_text(src)
@@ -105,20 +121,69 @@ def stack_usage(src: str, name: str) -> int:
       if m and m.group(1) == name: return int(m.group(2))
   raise RuntimeError(f"stack_usage: function {name} not in the compiler's stack-usage report")
 
-_SPILL = re.compile(r"^\s*v?mov\w*\s+.*%[xyz]mm\d+.*\(%[re]sp\)|^\s*v?mov\w*\s+-?\d*\(%[re]sp\).*%[xyz]mm\d+")
+# Spills in AT&T assembly (as gcc and clang print it): a vector register stored to a stack slot, and every instruction
+# reading a vector from that slot (a reload, or one folded into arithmetic). Frames are addressed from %rsp; from %rbp
+# only in a function that makes it the frame pointer (to realign the stack) -- elsewhere %rbp may hold a buffer pointer.
+# What costs time is a value stored and reloaded inside an innermost loop (accumulators and temporaries that did not fit:
+# a store-load round trip on every iteration). Slots written only outside the innermost loops hold loop invariants (the
+# constants of exp2's polynomial, a row's broadcast maximum) that the compiler hoisted and parked on the stack: the loop
+# reads them as memory operands, just as it would read the constant pool or the row from its buffer. Those are not
+# counted, nor (in loop-free code) slots that only ever receive constants.
+_VREG = re.compile(r"%[xyz]mm\d+")
+_INSN = re.compile(r"^\s*([a-z]\w*)\s+(.*?)\s*(#.*)?$")
+_LABEL = re.compile(r"^([.\w]+):")
+_FRAME_POINTER = re.compile(r"^\s*movq?\s+%rsp,\s*%rbp")
+_ZERO = ("xorps", "pxor", "vxorps", "vxorpd", "vpxor", "vpxord", "vpxorq", "xorl", "xorq")
 
-def vector_spills(src: str, name: str) -> int:
-  """How many instructions of `name`'s assembly move a vector register to or from the stack (spills and reloads):
-  0 for a kernel whose live values fit the registers. Compiled with the kernels' own compiler and flags (-S).
+def _key(operand: str) -> str:   # xmm3/ymm3/zmm3 are one register
+  return re.sub(r"^%[xyz]mm", "%vmm", operand)
+
+def count_spills(asm: str) -> int:
+  """Instructions of assembly text `asm` that store a vector to the stack or read one back, for the slots that matter
+  (see above).
+
+  >>> count_spills("vmovaps %ymm3, 32(%rsp)\\nvaddps 32(%rsp), %ymm1, %ymm2\\nvmovups 64(%rbp), %ymm0\\nvmovups (%rdi), %ymm1")
+  2
+  >>> count_spills("vbroadcastss .LC0(%rip), %ymm4\\nvmovups %ymm4, -32(%rsp)\\n.L2:\\nvmulps -32(%rsp), %ymm0, %ymm0\\njne .L2")
+  0
+  """
+  insns, labels, fp = [], {}, False
+  for line in asm.splitlines():
+    if _FRAME_POINTER.match(line): fp = True
+    if (m := _LABEL.match(line)): labels[m.group(1)] = len(insns)
+    elif (m := _INSN.match(line)): insns.append((m.group(1), [o.strip() for o in re.split(r",\s*(?![^()]*\))", m.group(2))]))
+  loops = [(labels[ops[0]], i) for i, (op, ops) in enumerate(insns) if op.startswith("j") and labels.get(ops[0], i) < i]
+  inner = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
+  slot_re = re.compile(r"-?\d*\(%(rsp|rbp)\)" if fp else r"-?\d*\(%rsp\)")
+  const: dict[str, bool] = {}                                   # register -> holds a constant
+  hot: set[str] = set()                                         # slots that matter
+  uses: list[str] = []
+  for i, (op, ops) in enumerate(insns):
+    slot = next((o for o in ops if slot_re.fullmatch(o)), None)
+    if slot is not None and any(_VREG.fullmatch(o) for o in ops):
+      uses.append(slot)
+      if op.startswith(("vmov", "mov")) and _VREG.fullmatch(ops[0]) and ops[-1] == slot:   # a store
+        if any(a <= i <= b for a, b in inner) or (not loops and not const.get(_key(ops[0]), False)): hot.add(slot)
+        continue
+    if len(ops) >= 2 and re.fullmatch(r"%\w+", ops[-1]):      # AT&T: the destination is the last operand
+      srcs = ops[:-1] + ([ops[-1]] if op.startswith(("vfm", "vfnm")) else [])   # (FMA also reads its destination)
+      zeroed = op in _ZERO and len({_key(o) for o in ops}) == 1   # x ^ x
+      const[_key(ops[-1])] = zeroed or all(o.startswith("$") or o.endswith("(%rip)") or const.get(_key(o), False) for o in srcs)
+  return sum(1 for slot in uses if slot in hot)
+
+def vector_spills(src: str, name: str, target_flags: Sequence[str] | None = None) -> int:
+  """How many instructions of `name`'s assembly move a vector register to or from the stack (spills, reloads and
+  folded reloads): 0 for a kernel whose live values fit the registers. Compiled with the kernels' own compiler and
+  flags (-S) for `target_flags` (the CPU device's cc_flags; default this host).
 
   >>> vector_spills("typedef float f8 __attribute__((vector_size(32))); void f(f8 *a, int core) { a[0] = a[1] + a[2]; }", "f")
   0
   """
   from compiler.assemble.c_compiler import c_compiler
-  cc, flags = c_compiler()
+  cc, flags = c_compiler(target_flags)
   with tempfile.TemporaryDirectory() as d:
     c, s = pathlib.Path(d) / "k.c", pathlib.Path(d) / "k.s"
     c.write_text(src)
     p = subprocess.run([cc, *[f for f in flags if f != "-c"], "-S", str(c), "-o", str(s)], capture_output=True, text=True, cwd=d)
     if p.returncode != 0: raise RuntimeError(f"vector_spills: {cc} failed on {name}:\n{p.stderr[-2000:]}")
-    return sum(1 for line in s.read_text().splitlines() if _SPILL.match(line))
+    return count_spills(s.read_text())

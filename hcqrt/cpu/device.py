@@ -19,6 +19,7 @@ import ctypes, mmap, os, threading, time
 import numpy as np
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.cpu.elf_loader import load_elf
+from hcqrt.cpu.isa import CPUISA, cpu_isa
 
 ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
 _NCORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -316,38 +317,44 @@ class CPUProgram:
 
   def __repr__(self) -> str: return f"<CPUProgram {self.name} at {self.image.symbols[self.name]:#x}>"
 
-def _simd_bytes() -> int:
-  try: flags = next((l for l in open("/proc/cpuinfo") if l.startswith(("flags", "Features"))), "").split()
-  except OSError: return 16
-  return 64 if "avx512f" in flags else 32 if "avx2" in flags or "avx" in flags else 16
-
 class CPUDevice:
-  """The host as a device: allocator, core count, and the names of its renderer and assembler.
+  """The host as a device: allocator, core count, the names of its renderer and assembler, and the ISA its kernels
+  are compiled for (hcqrt/cpu/isa.py; `isa` argument, else $CPU_ISA, else native): `isa`, `simd_bytes`,
+  `vector_regs` and `cc_flags` are what the compiler reads.
 
   >>> dev = CPUDevice(); dev.name, dev.ncores >= 1
   ('CPU', True)
+  >>> v3 = CPUDevice(isa="x86-64-v3"); v3.isa, v3.simd_bytes, v3.vector_regs, v3.cc_flags[0]
+  ('x86-64-v3', 32, 16, '-march=x86-64-v3')
   """
   name = "CPU"
   renderer = "c"
   assembler = "c"
-  def __init__(self, name: str = "CPU", runner_obj: bytes | None = None):
+  def __init__(self, name: str = "CPU", runner_obj: bytes | None = None, isa: str | None = None):
     if runner_obj is not None: install_runner(runner_obj)
     self.allocator = CPUAllocator()
     self.ncores: int = _NCORES
-    self.simd_bytes: int = _simd_bytes()   # widest vector registers the compiler may use with -march=native
+    self.isa_info: CPUISA = cpu_isa(isa)
+    self.isa: str = self.isa_info.name
+    self.simd_bytes: int = self.isa_info.simd_bytes       # widest vector registers the kernels may use
+    self.vector_regs: int = self.isa_info.vector_regs     # how many of them: the opts' register budget
+    self.cc_flags: tuple[str, ...] = self.isa_info.cc_flags   # C compiler flags selecting the ISA
 
   @property
   def target(self) -> dict:
     """What the compiler needs to know about this device (the fields of compiler/target.py Target). CPU_LLVM=1 asks for
     kernels built by LLVM in-process (renderer "llvm") instead of C and a compiler process."""
     renderer = "llvm" if os.environ.get("CPU_LLVM", "0") == "1" else self.renderer
-    return {"device": self.name, "renderer": renderer, "arch": "native", "ncores": self.ncores, "simd_bytes": self.simd_bytes}
+    return {"device": self.name, "renderer": renderer, "arch": self.isa, "ncores": self.ncores, "simd_bytes": self.simd_bytes,
+            "vector_registers": self.vector_regs, "cc_flags": self.cc_flags}
 
   def program(self, name: str, obj: bytes) -> CPUProgram:
-    """Load kernel `name` from an ELF object (same as CPUProgram(name, obj))."""
+    """Load kernel `name` from an ELF object (same as CPUProgram(name, obj)); raises RuntimeError when the device's
+    ISA needs CPU features this host lacks (its kernels can be compiled and inspected, not run)."""
+    self.isa_info.check_runnable(f"CPU kernel {name!r}")
     return CPUProgram(name, obj)
 
   def synchronize(self) -> None:
     """Nothing to wait for: CPU launches and copies are complete when their call returns."""
 
-  def __repr__(self) -> str: return f"<CPUDevice {self.ncores} cores>"
+  def __repr__(self) -> str: return f"<CPUDevice {self.ncores} cores, {self.isa}>"

@@ -1,0 +1,486 @@
+"""The AMD backend: /dev/kfd ioctls, a PM4 compute queue and an SDMA copy queue, with no ROCm userspace.
+
+Bring-up (all through hcqrt.syscalls): open /dev/kfd, GET_VERSION picks the ioctl layouts; the sysfs topology
+names the GPU node (gpu_id, gfx_target_version -> target, CUs, LDS, wave size, EOP/CWSR sizes, render minor);
+open the render node and ACQUIRE_VM with it; RUNTIME_ENABLE (KFD >= 1.14). Memory: a VA range reserved
+PROT_NONE in this process, BOs allocated at addresses in it (ALLOC_MEMORY_OF_GPU), mapped to the GPU
+(MAP_MEMORY_TO_GPU, n_success checked) and, when the host needs them, mmapped through the render node at the
+same address. Signals, rings and read/write pointers live in uncached GTT so the CPU and GPU agree without
+flushes. A signal from the compute queue is RELEASE_MEM with the GL2 write-back (the kernel's stores must
+reach memory before the host sees the value), then a second RELEASE_MEM that writes the event slot and raises
+the interrupt that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel instead of spinning.
+
+  >>> from hcqrt.mock.amd import install_mock_amd
+  >>> drv = install_mock_amd()
+  >>> dev = AMDDevice("AMD"); dev.gfx.name, dev.wave_size
+  ('gfx1100', 32)
+"""
+from __future__ import annotations
+import contextlib, ctypes, errno, io, os, struct, time
+from typing import Any, Sequence
+from hcqrt import syscalls
+from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay
+from hcqrt.amd.targets import Target, target_for
+from ioctl_defs.amd import kfd as K, pm4, sdma, regs, kd as KD
+
+RW = os.O_RDWR | os.O_CLOEXEC
+PAGE = 0x1000
+TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
+VA_RESERVE = 16 << 30
+MAP_NORESERVE = 0x4000
+RING_BYTES = 1 << 16
+EVENT_SLOT_BYTES = K.EVENT_PAGE_SIZE
+
+class AMDError(RuntimeError):
+  """A KFD ioctl failed; the message names the ioctl, the errno and the kernel's reason where the driver gave one."""
+  def __init__(self, msg: str, errno_: int = 0):
+    super().__init__(msg); self.errno = errno_
+
+def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
+
+def read_topology() -> list[tuple[int, dict[str, int]]]:
+  """(gpu_id, properties) of every GPU node of the KFD topology (CPU nodes, gpu_id 0, are skipped)."""
+  out = []
+  for n in syscalls.listdir(TOPOLOGY):
+    gid = int(syscalls.read_text(f"{TOPOLOGY}/{n}/gpu_id").strip() or 0)
+    if gid == 0: continue
+    props = {k: int(v) for k, v in (l.split() for l in syscalls.read_text(f"{TOPOLOGY}/{n}/properties").splitlines() if l.strip())}
+    out.append((gid, props))
+  return out
+
+GPU_CLOCK_NS = 10   # RELEASE_MEM's GPU clock counter (DATA_SEL 3) ticks at 100 MHz
+
+class AMDSignal(Signal):
+  """A Signal whose `timestamp` (written by the CP as GPU clock ticks) reads in ns like every HCQ signal's."""
+  @property
+  def timestamp(self) -> int: return self._words[3] * GPU_CLOCK_NS
+
+class AMDSignalPool(SignalPool):
+  signal_cls = AMDSignal
+
+class AMDBuffer:
+  """GPU memory: `va` for the GPU, `host` (the same address) when the CPU maps it too."""
+  def __init__(self, va: int, size: int, nbytes: int, handle: int, host: int | None, kind: str):
+    self.va, self.size, self.nbytes, self.handle, self.host, self.kind = va, size, nbytes, handle, host, kind
+    self.freed = False
+  def view(self) -> memoryview:
+    assert self.host is not None, "buffer is not host-mapped"
+    return memoryview((ctypes.c_char * self.nbytes).from_address(self.host)).cast("B")
+  def __repr__(self) -> str: return f"<AMDBuffer {self.kind} {self.nbytes} bytes at {self.va:#x}>"
+
+class AMDDevice:
+  """An AMD GPU driven through KFD. Engine interface as NVDevice: name, renderer, arch, allocator, program(), synchronize()."""
+  renderer = "amdgpu-llvm"
+  wait_timeout_s = 30.0
+
+  def __init__(self, name: str = "AMD"):
+    self.name = name
+    self.index = int(name.split(":")[1]) if ":" in name else 0
+    self._open()
+    self._setup_memory()
+    self.allocator = AMDAllocator(self)
+    self._setup_queues()
+
+  # ---- bring-up ----
+  def _open(self) -> None:
+    try: self.kfd = syscalls.open("/dev/kfd", RW)
+    except FileNotFoundError: raise RuntimeError("AMD: /dev/kfd does not exist (no amdgpu driver with KFD loaded)") from None
+    except PermissionError: raise RuntimeError("AMD: permission denied opening /dev/kfd (add yourself to the render group)") from None
+    v = K.abi_for_version(1, 11).new("AMDKFD_IOC_GET_VERSION")
+    self._raw_ioctl(K.abi_for_version(1, 11), "AMDKFD_IOC_GET_VERSION", v)
+    self.kfd_version = (v.major_version, v.minor_version)
+    self.abi = K.abi_for_version(*self.kfd_version)
+    nodes = read_topology()
+    if self.index >= len(nodes): raise RuntimeError(f"{self.name}: the KFD topology lists {len(nodes)} GPU node(s)")
+    self.gpu_id, self.props = nodes[self.index]
+    self.gpu_count = len(nodes)
+    self.gfx: Target = target_for(self.props["gfx_target_version"])
+    self.arch = self.gfx.name
+    self.wave_size = self.props.get("wave_front_size", 64)
+    self.cu_count = self.props["simd_count"] // max(1, self.props.get("simd_per_cu", 2))
+    self.lds_bytes = self.props.get("lds_size_in_kb", 64) << 10
+    self.drm = syscalls.open_render_node(self.props["drm_render_minor"])
+    self.ioctl("AMDKFD_IOC_ACQUIRE_VM", drm_fd=self.drm, gpu_id=self.gpu_id)
+    if self.abi.has("AMDKFD_IOC_RUNTIME_ENABLE") and self.kfd_version >= (1, 14):
+      self.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", r_debug=0, mode_mask=K.RUNTIME_ENABLE_MODE_ENABLE_MASK)
+
+  def _raw_ioctl(self, abi: K.KFDABI, name: str, arg: Any) -> Any:
+    try: syscalls.ioctl(self.kfd, abi.request(name), arg)
+    except OSError as e:
+      raise AMDError(f"{self.name}: {name} failed with {errno.errorcode.get(e.errno or 0, e.errno)} ({e.errno}): {e.strerror}", e.errno or 0) from None
+    return arg
+
+  def ioctl(self, name: str, **fields: Any) -> Any:
+    """Issue one KFD ioctl with its argument struct's fields; returns the struct (raises AMDError naming ioctl and errno)."""
+    return self._raw_ioctl(self.abi, name, self.abi.new(name, **fields))
+
+  # ---- memory ----
+  def _setup_memory(self) -> None:
+    # the GPUVM aperture this process may allocate in (our VA reservation must lie inside it)
+    n = self.ioctl("AMDKFD_IOC_GET_PROCESS_APERTURES_NEW", num_of_nodes=0).num_of_nodes
+    aps = self.abi.ffi.new("struct kfd_process_device_apertures[]", max(n, 1))
+    self.ioctl("AMDKFD_IOC_GET_PROCESS_APERTURES_NEW", kfd_process_device_apertures_ptr=int(self.abi.ffi.cast("uintptr_t", aps)), num_of_nodes=n)
+    ap = next((aps[i] for i in range(n) if aps[i].gpu_id == self.gpu_id), None)
+    if ap is None: raise AMDError(f"{self.name}: AMDKFD_IOC_GET_PROCESS_APERTURES_NEW lists no aperture for gpu_id {self.gpu_id:#x}")
+    self.gpuvm = (ap.gpuvm_base, ap.gpuvm_limit)
+    self.va_base = syscalls.mmap(-1, VA_RESERVE, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE, 0)
+    if not (self.gpuvm[0] <= self.va_base and self.va_base + VA_RESERVE - 1 <= self.gpuvm[1]):
+      raise AMDError(f"{self.name}: reserved VA {self.va_base:#x}+{VA_RESERVE:#x} lies outside the GPUVM aperture {self.gpuvm[0]:#x}..{self.gpuvm[1]:#x}")
+    self._va_next, self._va_free = self.va_base, []
+    self.buffers: dict[int, AMDBuffer] = {}
+    self._scopes: list[list[AMDBuffer]] = []
+
+  def _take_va(self, size: int) -> int:
+    for i, (va, n) in enumerate(self._va_free):
+      if n == size: del self._va_free[i]; return va
+    va = _round_up(self._va_next, 0x10000 if size >= 0x10000 else PAGE)
+    if va + size > self.va_base + VA_RESERVE: raise MemoryError(f"{self.name}: reserved GPU VA range exhausted")
+    self._va_next = va + size
+    return va
+
+  def gpu_alloc(self, nbytes: int, kind: str = "vram", host: bool = False, executable: bool = False) -> AMDBuffer:
+    """Allocate `nbytes`: kind "vram", "gtt" or "uncached" (GTT the GPU does not cache: signals, rings); `host` maps it here."""
+    size = _round_up(max(nbytes, 1), PAGE)
+    fl = K.ALLOC_MEM_FLAGS_WRITABLE | K.ALLOC_MEM_FLAGS_NO_SUBSTITUTE | (K.ALLOC_MEM_FLAGS_EXECUTABLE if executable else 0)
+    if kind == "vram": fl |= K.ALLOC_MEM_FLAGS_VRAM | (K.ALLOC_MEM_FLAGS_PUBLIC if host else 0)
+    elif kind == "gtt": fl |= K.ALLOC_MEM_FLAGS_GTT
+    elif kind == "uncached": fl |= K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_UNCACHED | K.ALLOC_MEM_FLAGS_COHERENT
+    else: raise ValueError(f"memory kind {kind!r} (vram, gtt or uncached)")
+    va = self._take_va(size)
+    a = self.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=va, size=size, gpu_id=self.gpu_id, flags=fl)
+    buf = AMDBuffer(va, size, nbytes, a.handle, None, kind)
+    try:
+      self._map(buf)
+      if host: buf.host = syscalls.mmap(self.drm, size, syscalls.PROT_READ | syscalls.PROT_WRITE, syscalls.MAP_SHARED | syscalls.MAP_FIXED, a.mmap_offset, va)
+    except BaseException:
+      self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle); raise
+    self.buffers[va] = buf
+    return buf
+
+  def _map(self, buf: AMDBuffer, unmap: bool = False) -> None:
+    ids = self.abi.ffi.new("uint32_t[1]", [self.gpu_id])
+    name = "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU" if unmap else "AMDKFD_IOC_MAP_MEMORY_TO_GPU"
+    r = self.ioctl(name, handle=buf.handle, device_ids_array_ptr=int(self.abi.ffi.cast("uintptr_t", ids)), n_devices=1)
+    if r.n_success != 1: raise AMDError(f"{self.name}: {name} succeeded on {r.n_success} of 1 GPUs")
+
+  def gpu_free(self, buf: AMDBuffer) -> None:
+    if buf.freed: return
+    self._map(buf, unmap=True)
+    self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=buf.handle)
+    if buf.host is not None:   # give the range back to the reservation
+      syscalls.munmap(buf.host, buf.size)
+      syscalls.mmap(-1, buf.size, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE | syscalls.MAP_FIXED, 0, buf.va)
+    buf.freed = True
+    self.buffers.pop(buf.va, None)
+    self._va_free.append((buf.va, buf.size))
+
+  # ---- queues ----
+  def _setup_queues(self) -> None:
+    sig = self.gpu_alloc(0x10000, "uncached", host=True)
+    self.signals = AMDSignalPool(self, sig.host, sig.va, sig.size)
+    self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
+    self._timing: tuple[Signal, Signal] | None = None
+    # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote)
+    self.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
+    ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
+    self.event_id, self.event_slot = ev.event_id, self.event_page.va + 8 * ev.event_slot_index
+    # a GPU VM fault stops the queue and fires memory events: waits watch one so a fault is an error, not a timeout
+    self.fault_event = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_MEMORY, auto_reset=1).event_id
+    self._wait_data = self.abi.ffi.new("struct kfd_event_data[2]")
+    self.kernargs = _Ring(self.gpu_alloc(16 << 20, "gtt", host=True), self.synchronize)
+    self.compute = KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
+    self.sdma = KFDQueue(self, K.QUEUE_TYPE_SDMA, "sdma")
+
+  # ---- memory outside the rings: prebuilt graph streams and their arguments ----
+  def persistent(self, n: int, align: int) -> tuple[int, int]:
+    """(host, va) of a block that stays until free_persistent (an open persistent_scope records it)."""
+    buf = self.gpu_alloc(max(n, align), "uncached", host=True)
+    if self._scopes: self._scopes[-1].append(buf)
+    assert buf.host is not None
+    return buf.host, buf.va
+  @contextlib.contextmanager
+  def persistent_scope(self):
+    blocks: list[AMDBuffer] = []
+    self._scopes.append(blocks)
+    try: yield blocks
+    finally: self._scopes.pop()
+  def free_persistent(self, blocks: list) -> None:
+    for b in blocks: self.gpu_free(b)
+
+  @property
+  def target(self) -> dict:
+    """What the compiler needs to know about this GPU (the fields of compiler/target.py Target)."""
+    return {"device": self.name, "renderer": self.renderer, "arch": self.arch, "buffer_alignment": 16,
+            "shared_memory": self.lds_bytes, "warp_size": self.wave_size, "gpu": True}
+  def hw_compute_queue(self) -> "AMDComputeQueue": return AMDComputeQueue(self.gfx)
+  def hw_copy_queue(self) -> "AMDCopyQueue": return AMDCopyQueue(self.gfx)
+  def new_signal(self, value: int = 0, name: str | None = None) -> Signal: return self.signals.new(value, name)
+  def timing_signals(self) -> tuple[Signal, Signal]:
+    if self._timing is None: self._timing = (self.new_signal(name="t0"), self.new_signal(name="t1"))
+    return self._timing
+  def program(self, name: str, lib: bytes) -> "AMDProgram": return AMDProgram.from_elf(self, name, lib)
+  def graph(self, items: list[tuple]) -> GraphReplay: return GraphReplay(self, items)
+
+  def wait_signal(self, sig: Signal, value: int, timeout_s: float | None = None) -> None:
+    """Wait for `sig` >= value, sleeping in AMDKFD_IOC_WAIT_EVENTS between checks (the signal's release raises the event)."""
+    deadline = time.perf_counter() + (self.wait_timeout_s if timeout_s is None else timeout_s)
+    ev = self._wait_data
+    while sig.value < value:
+      left = deadline - time.perf_counter()
+      if left <= 0:
+        sig.wait(value, 0)   # raises SignalTimeout with the full story
+      self.abi.ffi.memmove(ev, bytes(2 * self.abi.sizeof("kfd_event_data")), 2 * self.abi.sizeof("kfd_event_data"))
+      ev[0].event_id, ev[1].event_id = self.event_id, self.fault_event
+      self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=2, wait_for_all=0,
+                 timeout=max(1, min(10, int(left * 1000))))
+      m = ev[1].memory_exception_data
+      if m.failure.NotPresent or m.failure.ReadOnly or m.failure.NoExecute:
+        raise AMDError(f"{self.name}: GPU memory fault at {m.va:#x} (page {'not present' if m.failure.NotPresent else 'protection'}); "
+                       f"the faulting queue is stopped while waiting for {sig.name} to reach {value}", errno.EFAULT)
+
+  def synchronize(self, timeout_s: float | None = None) -> None:
+    """Wait for all submitted work: SignalTimeout after the timeout, AMDError naming the address when a GPU memory
+    fault (KFD's memory event) stopped a queue meanwhile."""
+    self.wait_signal(self.timeline_signal, self.timeline_value - 1, timeout_s)
+
+  def properties(self) -> dict[str, Any]:
+    return {"name": self.name, "product": f"AMD {self.arch}", "arch": self.arch, "family": "RDNA3" if self.gfx.gfx == 11 else "CDNA3",
+            "driver": f"KFD {self.kfd_version[0]}.{self.kfd_version[1]}", "cu_count": self.cu_count, "wave_size": self.wave_size,
+            "lds_bytes": self.lds_bytes, "gpu_id": self.gpu_id, "renderer": "missing (LLVM AMDGPU renderer, issue 13)"}
+
+  def __repr__(self) -> str: return f"<AMDDevice {self.name} {self.arch}>"
+
+class _Ring:
+  """A bump allocator over one host-mapped buffer; wraps after draining the device."""
+  def __init__(self, buf: AMDBuffer, drain: Any): self.buf, self.off, self.drain = buf, 0, drain
+  def alloc(self, n: int, align: int) -> tuple[int, int]:
+    off = _round_up(self.off, align)
+    if off + n > self.buf.size:
+      if n > self.buf.size: raise MemoryError(f"ring of {self.buf.size} bytes cannot hold {n}")
+      self.drain(); off = 0
+    self.off = off + n
+    assert self.buf.host is not None
+    return self.buf.host + off, self.buf.va + off
+
+class KFDQueue:
+  """One KFD user-mode queue: ring, read/write pointers and (compute) EOP + CWSR buffers sized from the topology."""
+  def __init__(self, dev: AMDDevice, qtype: int, name: str):
+    self.dev, self.name, self.sdma = dev, name, qtype == K.QUEUE_TYPE_SDMA
+    self.ring = dev.gpu_alloc(RING_BYTES, "uncached", host=True)
+    self.ptrs = dev.gpu_alloc(PAGE, "uncached", host=True)
+    self.rptr, self.wptr = ctypes.c_uint64.from_address(self.ptrs.host), ctypes.c_uint64.from_address(self.ptrs.host + 8)  # type: ignore[operator]
+    extra: dict[str, int] = {}
+    if not self.sdma:
+      p = dev.props
+      eop_size = p.get("eop_buffer_size", 0x1000)
+      cwsr, ctl = p.get("cwsr_size", 0), p.get("ctl_stack_size", 0)
+      self.eop = dev.gpu_alloc(eop_size, "vram")
+      self.cwsr = dev.gpu_alloc(cwsr, "vram")
+      extra = dict(eop_buffer_address=self.eop.va, eop_buffer_size=eop_size, ctx_save_restore_address=self.cwsr.va,
+                   ctx_save_restore_size=cwsr, ctl_stack_size=ctl)
+    q = dev.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=self.ring.va, ring_size=RING_BYTES, gpu_id=dev.gpu_id, queue_type=qtype,
+                  queue_percentage=K.MAX_QUEUE_PERCENTAGE, queue_priority=7, write_pointer_address=self.ptrs.va + 8,
+                  read_pointer_address=self.ptrs.va, **extra)
+    self.queue_id = q.queue_id
+    frame = q.doorbell_offset & ~(K.DOORBELL_PROCESS_FRAME_SIZE - 1)
+    self.doorbell_page = syscalls.mmap(dev.kfd, K.DOORBELL_PROCESS_FRAME_SIZE, syscalls.PROT_READ | syscalls.PROT_WRITE, syscalls.MAP_SHARED, frame)
+    self.doorbell = self.doorbell_page + (q.doorbell_offset & (K.DOORBELL_PROCESS_FRAME_SIZE - 1))
+    self.put = 0   # PM4: dwords written; SDMA: bytes written
+
+  def submit(self, dwords: list[int]) -> None:
+    n = len(dwords)
+    unit = 4 if self.sdma else 1   # SDMA pointers count bytes, PM4 pointers dwords
+    ring_units = RING_BYTES if self.sdma else RING_BYTES // 4
+    if n * unit > ring_units: raise ValueError(f"{self.name}: {n} dwords do not fit the {RING_BYTES}-byte ring")
+    deadline = time.perf_counter() + self.dev.wait_timeout_s
+    while self.put + n * unit - self.rptr.value > ring_units:   # wait for room (the CP advances rptr)
+      if time.perf_counter() > deadline: raise TimeoutError(f"{self.dev.name}: {self.name} ring stays full (rptr {self.rptr.value}, put {self.put})")
+      time.sleep(0.0001)
+    assert self.ring.host is not None
+    for i, d in enumerate(dwords):
+      off = ((self.put // unit + i) * 4) % RING_BYTES if self.sdma else ((self.put + i) * 4) % RING_BYTES
+      ctypes.c_uint32.from_address(self.ring.host + off).value = d
+    self.put += n * unit
+    self.wptr.value = self.put
+    syscalls.mmio_write64(self.doorbell, self.put)
+
+# ---- command builders ----
+class AMDQueue(HWQueue):
+  def __init__(self, target: Target):
+    super().__init__()
+    self.t, self.q = target, []
+  def _emit(self, dws: list[int]) -> int:
+    pos = len(self.q); self.q += dws; return pos
+  def _put64(self, pos: int, v: int) -> None: self.q[pos], self.q[pos + 1] = v & 0xFFFFFFFF, v >> 32
+
+class AMDComputeQueue(AMDQueue):
+  """PM4 for the MEC: SET_SH_REG + DISPATCH_DIRECT launches, RELEASE_MEM signals, WAIT_REG_MEM waits."""
+  def _cache_release(self) -> int:
+    if self.t.gfx >= 10:
+      return pm4.RM_GCR_GLM_WB | pm4.RM_GCR_GLM_INV | pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV | pm4.RM_GCR_GL2_WB | pm4.RM_GCR_GL2_INV | pm4.RM_GCR_SEQ
+    return pm4.EOP_TC_WB_ACTION_EN | pm4.EOP_TC_ACTION_EN | pm4.EOP_TCL1_ACTION_EN
+  def _wait(self, signal, value):
+    pos = self._emit(pm4.wait_reg_mem(signal.va, value & 0xFFFFFFFF, function=pm4.WRM_GE))
+    return {"pos": pos, "signal": signal, "kind": "wait"}
+  def _signal(self, signal, value):
+    pos = self._emit(pm4.release_mem(signal.va, value, cache=self._cache_release()))
+    return {"pos": pos, "signal": signal, "kind": "signal"}
+  def _timestamp(self, signal):
+    return {"pos": self._emit(pm4.release_mem(signal.va + 24, 0, event_type=pm4.BOTTOM_OF_PIPE_TS, data_sel=pm4.DATA_SEL_GPU_CLOCK_COUNTER))}
+  def _update_sem(self, rec, signal, value):
+    p = rec["pos"]
+    if rec["kind"] == "wait":
+      if signal is not None: self._put64(p + 2, signal.va); rec["signal"] = signal
+      if value is not None: self.q[p + 4] = value & 0xFFFFFFFF
+    else:
+      if signal is not None: self._put64(p + 3, signal.va); rec["signal"] = signal
+      if value is not None: self._put64(p + 5, value)
+  def _exec(self, prog: "AMDProgram", args: KernArgs, g, l):
+    t = self.t
+    def r(name: str) -> int: return regs.COMPUTE_REGS[t.name][name]
+    gcr = pm4.GCR_GLI_INV_ALL | pm4.GCR_GLK_INV | pm4.GCR_GLV_INV | pm4.GCR_GL1_INV | pm4.GCR_GL2_INV
+    coher = pm4.COHER_SH_ICACHE_ACTION_ENA | pm4.COHER_SH_KCACHE_ACTION_ENA | pm4.COHER_TC_ACTION_ENA | pm4.COHER_TCL1_ACTION_ENA
+    self._emit(pm4.acquire_mem(t.gfx, gcr_cntl=gcr) if t.gfx >= 10 else pm4.acquire_mem(t.gfx, coher_cntl=coher))
+    rsrc1 = prog.kd.rsrc1 | ((1 << KD.RSRC1["PRIV"][0]) if t.cwsr_priv else 0)
+    # a PM4 dispatch allocates the kernel's LDS from RSRC2.LDS_SIZE (512-byte granules); the descriptor leaves it to the CP
+    rsrc2 = KD.put(prog.kd.rsrc2, KD.RSRC2, "GRANULATED_LDS_SIZE", (prog.kd.group_segment_fixed_size + 511) // 512)
+    self._emit(pm4.set_sh_reg(r("PGM_LO"), (prog.code_va >> 8) & 0xFFFFFFFF, prog.code_va >> 40))
+    self._emit(pm4.set_sh_reg(r("PGM_RSRC1"), rsrc1, rsrc2))
+    self._emit(pm4.set_sh_reg(r("PGM_RSRC3"), prog.kd.rsrc3))
+    self._emit(pm4.set_sh_reg(r("TMPRING_SIZE"), 0))
+    self._emit(pm4.set_sh_reg(r("RESOURCE_LIMITS"), 0))
+    ka = self._emit(pm4.set_sh_reg(r("USER_DATA_0"), args.va & 0xFFFFFFFF, args.va >> 32))
+    self._emit(pm4.set_sh_reg(r("START_X"), 0, 0, 0))
+    nt = self._emit(pm4.set_sh_reg(r("NUM_THREAD_X"), *l))
+    dd = self._emit(pm4.dispatch_direct(*g, regs.dispatch_initiator(t.name, wave32=prog.kd.wave32)))
+    # the next launch may read what this one wrote: wait for it to finish (launches would otherwise overlap)
+    self._emit(pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_CS_PARTIAL_FLUSH))
+    return {"ka": ka, "nt": nt, "dd": dd, "args": args}
+  def _update_exec(self, rec, g, l):
+    if g is not None: self.q[rec["dd"] + 1:rec["dd"] + 4] = list(g)
+    if l is not None: self.q[rec["nt"] + 2:rec["nt"] + 5] = list(l)
+  _bound: tuple[int, int, int] | None = None
+  def _stream(self, dev: AMDDevice) -> list[int]:
+    out, i = [], 0
+    for kind, rec in self.cmds:   # every signal is followed by the event write that wakes WAIT_EVENTS
+      if kind == "signal":
+        p = rec["pos"]
+        out += self.q[i:p + 8]
+        out += pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_DATA_AFTER_WRITE_CONFIRM,
+                               ctxid=dev.event_id, event_type=pm4.BOTTOM_OF_PIPE_TS)
+        i = p + 8
+    return out + self.q[i:]
+  def bind(self, dev: AMDDevice) -> None:
+    """Keep the stream in GPU-visible memory for good (a graph): each submit rewrites the patched dwords there and
+    puts one INDIRECT_BUFFER on the ring."""
+    n = len(self._stream(dev))
+    host, va = dev.persistent(n * 4, 256)
+    self._bound = (host, va, n)
+  def _submit(self, dev: AMDDevice) -> None:
+    out = self._stream(dev)
+    if self._bound is None: return dev.compute.submit(out)
+    host, va, n = self._bound
+    if len(out) != n: raise RuntimeError(f"{self.name}: bound stream changed size ({n} -> {len(out)} dwords)")
+    ctypes.memmove(host, struct.pack(f"<{n}I", *out), n * 4)
+    dev.compute.submit(pm4.indirect_buffer(va, n))
+
+class AMDCopyQueue(AMDQueue):
+  """SDMA: COPY_LINEAR copies, FENCE signals (+ TRAP to wake WAIT_EVENTS), POLL_REGMEM waits."""
+  def _copy(self, dst, src, nbytes):
+    return {"pos": self._emit(sdma.copy(dst, src, nbytes, gfx=self.t.gfx)), "n": nbytes}
+  def _update_copy(self, rec, dst, src):
+    step, p = sdma.COPY_MAX_BYTES[self.t.gfx], rec["pos"]
+    for k in range((rec["n"] + step - 1) // step):
+      if src is not None: self._put64(p + 7 * k + 3, src + k * step)
+      if dst is not None: self._put64(p + 7 * k + 5, dst + k * step)
+  def _wait(self, signal, value):
+    return {"pos": self._emit(sdma.poll_regmem(signal.va, value & 0xFFFFFFFF, gfx=self.t.gfx)), "kind": "wait"}
+  def _signal(self, signal, value):
+    mt = 3 if self.t.gfx >= 11 else 0   # SDMA 6: write uncached so the host sees it
+    pos = self._emit(sdma.fence(signal.va, value & 0xFFFFFFFF, gfx=self.t.gfx, mtype=mt) + sdma.fence(signal.va + 4, value >> 32, gfx=self.t.gfx, mtype=mt))
+    return {"pos": pos, "kind": "signal"}
+  def _update_sem(self, rec, signal, value):
+    p = rec["pos"]
+    if rec["kind"] == "wait":
+      if signal is not None: self._put64(p + 1, signal.va)
+      if value is not None: self.q[p + 3] = value & 0xFFFFFFFF
+    else:
+      if signal is not None: self._put64(p + 1, signal.va); self._put64(p + 5, signal.va + 4)
+      if value is not None: self.q[p + 3], self.q[p + 7] = value & 0xFFFFFFFF, value >> 32
+  def _submit(self, dev: AMDDevice) -> None:
+    out, i = [], 0
+    mt = 3 if self.t.gfx >= 11 else 0
+    for kind, rec in self.cmds:
+      if kind == "signal":
+        p = rec["pos"]
+        out += self.q[i:p + 8] + sdma.fence(dev.event_slot, dev.event_id, gfx=self.t.gfx, mtype=mt) + sdma.trap(dev.event_id, gfx=self.t.gfx)
+        i = p + 8
+    out += self.q[i:]
+    dev.sdma.submit(out)
+
+class AMDProgram(HCQProgram):
+  """A kernel in GPU memory: `code_va` its first instruction, `kd` its decoded descriptor, `params` [(offset, size)]."""
+  def __init__(self, dev: AMDDevice, name: str, code: bytes, descriptor: bytes, params: Sequence[tuple[int, int]], kernarg_size: int | None = None):
+    super().__init__(dev, name)
+    self.kd = KD.decode(descriptor, dev.arch)
+    if self.kd.wave32 and not dev.gfx.wave32: raise ValueError(f"{name}: a wave32 kernel cannot run on {dev.arch}")
+    if self.kd.private_segment_fixed_size: raise NotImplementedError(f"{name}: kernels with scratch (private segment) are not supported yet")
+    if self.kd.group_segment_fixed_size > dev.lds_bytes:
+      raise ValueError(f"{name}: {self.kd.group_segment_fixed_size} bytes of LDS exceed the {dev.lds_bytes} a workgroup has on {dev.arch}")
+    self.image = dev.gpu_alloc(len(code) + 256, "vram", host=True, executable=True)   # +256: instruction prefetch past the end
+    self.image.view()[:len(code)] = code
+    self.code_va = self.image.va
+    if self.code_va % 256: raise ValueError("program address must be 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
+    self.params = list(params)
+    self.kernarg_size = kernarg_size if kernarg_size is not None else max([o + s for o, s in self.params] + [self.kd.kernarg_size, 8])
+
+  @classmethod
+  def from_elf(cls, dev: AMDDevice, name: str, lib: bytes) -> "AMDProgram":
+    """Load the kernel `name` of an HSA code object: its text and `<name>.kd` descriptor (arguments from the caller's params)."""
+    from elftools.elf.elffile import ELFFile
+    elf = ELFFile(io.BytesIO(lib))
+    syms = {s.name: s for s in elf.get_section_by_name(".symtab").iter_symbols()}
+    if f"{name}.kd" not in syms: raise ValueError(f"code object has no kernel descriptor {name}.kd (symbols: {sorted(syms)[:8]})")
+    image = bytearray(max(s["p_vaddr"] + s["p_memsz"] for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"))
+    for s in elf.iter_segments():
+      if s["p_type"] == "PT_LOAD": image[s["p_vaddr"]:s["p_vaddr"] + s["p_filesz"]] = s.data()
+    kdo = syms[f"{name}.kd"]["st_value"]
+    desc = bytes(image[kdo:kdo + 64])
+    entry = kdo + struct.unpack_from("<q", desc, 16)[0]
+    return cls(dev, name, bytes(image[entry:]), desc, [])
+
+  def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = (), persistent: bool = False) -> KernArgs:
+    # a graph's arguments must outlive the per-launch ring, which is recycled under it
+    host, va = (self.device.persistent if persistent else self.device.kernargs.alloc)(self.kernarg_size, 16)
+    view = memoryview((ctypes.c_char * self.kernarg_size).from_address(host)).cast("B")
+    ka = KernArgs(view, self.params, len(bufs), va)
+    for i, b in enumerate(bufs): ka.set_buffer(i, b if isinstance(b, int) else b.va)
+    for j, v in enumerate(vals): ka.set_int(j, v)
+    return ka
+
+class AMDAllocator:
+  """Device buffers; host copies go through an uncached staging buffer and the SDMA queue."""
+  STAGING = 2 << 20
+  def __init__(self, dev: AMDDevice):
+    self.dev = dev
+    self.staging = dev.gpu_alloc(self.STAGING, "gtt", host=True)
+  def alloc(self, nbytes: int, host: bool = False) -> AMDBuffer: return self.dev.gpu_alloc(nbytes, "gtt" if host else "vram", host=host)
+  def free(self, buf: AMDBuffer) -> None: self.dev.gpu_free(buf)
+  def _copy(self, dst: int, src: int, n: int) -> None:
+    d = self.dev
+    d.hw_copy_queue().wait(d.timeline_signal, d.timeline_value - 1).copy(dst, src, n).signal(d.timeline_signal, d.timeline_value).submit(d)
+    d.timeline_value += 1
+    d.synchronize()
+  def copyin(self, dst: AMDBuffer, src: memoryview) -> None:
+    mv = memoryview(src).cast("B")
+    for off in range(0, mv.nbytes, self.STAGING):
+      m = min(self.STAGING, mv.nbytes - off)
+      self.staging.view()[:m] = mv[off:off + m]
+      self._copy(dst.va + off, self.staging.va, m)
+  def copyout(self, dst: memoryview, src: AMDBuffer) -> None:
+    mv = memoryview(dst).cast("B")
+    for off in range(0, mv.nbytes, self.STAGING):
+      m = min(self.STAGING, mv.nbytes - off)
+      self._copy(self.staging.va, src.va + off, m)
+      mv[off:off + m] = self.staging.view()[:m]
+  def transfer(self, dst: AMDBuffer, src: AMDBuffer, nbytes: int) -> None: self._copy(dst.va, src.va, nbytes)

@@ -1,0 +1,91 @@
+"""The instruction set CPU kernels are compiled for, chosen with `CPU_ISA` (default `native`).
+
+An ISA fixes what the kernel compiler may assume: the widest vector (`simd_bytes`), how many vector registers
+there are (`vector_regs`, the register budget of the opts) and the C compiler's target flags (`cc_flags`).
+`native` is whatever this host has (-march=native); the x86-64 microarchitecture levels name a fixed target, so
+the same kernels come out on any host, and an AVX-512 machine can build (and inspect) the code an AVX2 laptop
+gets with `CPU_ISA=x86-64-v3`. Compiling for an ISA the host lacks works; running such a kernel does not
+(`check_runnable` raises, naming CPU_ISA and the missing CPU features).
+
+  >>> isa = cpu_isa("x86-64-v3"); isa.simd_bytes, isa.vector_regs, isa.cc_flags[0]
+  (32, 16, '-march=x86-64-v3')
+  >>> cpu_isa("x86-64-v4").simd_bytes, cpu_isa("x86-64-v4").vector_regs
+  (64, 32)
+"""
+from __future__ import annotations
+import functools, os, platform
+from dataclasses import dataclass
+
+# x86-64 psABI microarchitecture levels: (widest vector bytes, vector registers, /proc/cpuinfo flags the level needs)
+LEVELS: dict[str, tuple[int, int, tuple[str, ...]]] = {
+  "x86-64":    (16, 16, ("sse2",)),
+  "x86-64-v2": (16, 16, ("sse2", "ssse3", "sse4_1", "sse4_2", "popcnt", "cx16", "lahf_lm")),
+  "x86-64-v3": (32, 16, ("sse2", "ssse3", "sse4_1", "sse4_2", "popcnt", "cx16", "lahf_lm",
+                         "avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave")),
+  "x86-64-v4": (64, 32, ("sse2", "ssse3", "sse4_1", "sse4_2", "popcnt", "cx16", "lahf_lm",
+                         "avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave",
+                         "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")),
+}
+CHOICES = ("native", *LEVELS)
+# gcc 12 emits masked `vmovsh` forms for _Float16 selects that binutils 2.40 can't assemble: half math goes
+# through float conversions instead (harmless where the target has no AVX512-FP16)
+_X86_EXTRA = ("-mno-avx512fp16",)
+# kernels for 64-byte vectors declare them explicitly; under the tuning of Intel's AVX-512 cores (-mprefer-vector-width=256,
+# also x86-64-v4's) clang splits each into two 32-byte halves, doubling the registers a tile needs (it spills)
+_WIDE = ("-mprefer-vector-width=512",)
+
+@functools.lru_cache(None)
+def host_cpu_flags() -> frozenset[str]:
+  """The CPU feature flags of this host (/proc/cpuinfo `flags`, or `Features` on ARM); empty if unreadable."""
+  try:
+    with open("/proc/cpuinfo") as f: line = next((l for l in f if l.startswith(("flags", "Features"))), ":")
+  except OSError: return frozenset()
+  return frozenset(line.split(":", 1)[1].split())
+
+@dataclass(frozen=True)
+class CPUISA:
+  """One CPU target: its name, vector width in bytes, vector register count, and the C compiler flags selecting it."""
+  name: str
+  simd_bytes: int
+  vector_regs: int
+  cc_flags: tuple[str, ...]
+  features: tuple[str, ...] = ()   # CPU flags the generated code may use (all must be present to run it)
+
+  @property
+  def missing(self) -> tuple[str, ...]:
+    """The features this ISA needs that the host lacks (empty: kernels for it run here)."""
+    have = host_cpu_flags()
+    return tuple(f for f in self.features if f not in have)
+
+  @property
+  def runnable(self) -> bool: return not self.missing
+
+  def check_runnable(self, what: str) -> None:
+    """Raise RuntimeError when code compiled for this ISA can't execute on the host; `what` names the code."""
+    if self.missing:
+      raise RuntimeError(f"{what} was compiled for CPU_ISA={self.name}, which needs CPU features this host lacks: "
+                         f"{', '.join(self.missing)}. It can be compiled and inspected here but not run; "
+                         f"unset CPU_ISA (native) or choose one of {', '.join(c for c in CHOICES if c == 'native' or not cpu_isa(c).missing)}")
+
+def _native() -> CPUISA:
+  flags = host_cpu_flags()
+  if platform.machine() in ("x86_64", "AMD64", "i686", "i386"):
+    simd = 64 if "avx512f" in flags else 32 if "avx2" in flags or "avx" in flags else 16
+    return CPUISA("native", simd, 32 if "avx512f" in flags else 16, ("-march=native", *_X86_EXTRA, *(_WIDE if simd == 64 else ())))
+  # AArch64 (NEON: 32 registers of 16 bytes) and anything else: 16-byte vectors
+  return CPUISA("native", 16, 32 if platform.machine() in ("aarch64", "arm64") else 16, ("-march=native",))
+
+def cpu_isa(name: str | None = None) -> CPUISA:
+  """The ISA called `name` (None: $CPU_ISA, default native). Raises ValueError for an unknown name.
+
+  >>> cpu_isa("native").cc_flags[0]
+  '-march=native'
+  """
+  return _isa(name if name is not None else os.environ.get("CPU_ISA", "").strip() or "native")
+
+@functools.lru_cache(None)
+def _isa(name: str) -> CPUISA:
+  if name == "native": return _native()
+  if name not in LEVELS: raise ValueError(f"CPU_ISA={name!r} is not a CPU target we know; choose one of {', '.join(CHOICES)}")
+  simd, regs, feats = LEVELS[name]
+  return CPUISA(name, simd, regs, (f"-march={name}", *_X86_EXTRA, *(_WIDE if simd == 64 else ())), feats)

@@ -1,0 +1,261 @@
+"""The mock GPU's command processors: a PM4 executor for compute queues (the MEC) and an SDMA executor, both
+driven by doorbell writes, reading their rings and indirect buffers from the process's GPUVM.
+
+Harmful-but-legal behaviour: DISPATCH_DIRECTs not separated by a CS_PARTIAL_FLUSH / RELEASE_MEM are queued and
+run together at the next such point, newest first (a missing barrier between dependent kernels shows); CP writes
+to cached memory stay in the L2 until a write-back (memory.py). Shader code runs through `EXECUTOR`, one
+pluggable function (the RDNA3 emulator plugs in here); the mock decodes everything it needs from the packets
+and registers itself (program address, RSRC1/2/3, user SGPRs, grid, wave size), never from the backend.
+"""
+from __future__ import annotations
+import struct, time
+from dataclasses import dataclass, field
+from typing import Callable
+from hcqrt.mock.amd import tables as T
+from hcqrt.mock.amd.memory import GPUVM, GPUFault
+
+class GPUError(RuntimeError):
+  """A queue hit something the hardware would fault or hang on; the queue stops (like a KFD queue reset)."""
+
+class Blocked(Exception):
+  """A WAIT_REG_MEM / POLL_REGMEM whose condition does not hold yet: the queue stays at that packet."""
+
+@dataclass
+class Dispatch:
+  """One DISPATCH_DIRECT as the CP saw it. `grid` is in workgroups, `block` in work-items; `user_data` are the
+  values of the first USER_SGPR SGPRs (COMPUTE_USER_DATA_*), loaded into s0.. of every wave."""
+  arch: str
+  program: int
+  rsrc1: int
+  rsrc2: int
+  rsrc3: int
+  user_data: list[int]
+  grid: tuple[int, int, int]
+  block: tuple[int, int, int]
+  initiator: int
+  queue: str = ""
+  regs: dict[int, int] = field(default_factory=dict, repr=False)
+
+  @property
+  def wave32(self) -> bool: return bool(self.initiator & T.DI_CS_W32_EN)
+  @property
+  def user_sgprs(self) -> int: return (self.rsrc2 >> 1) & 0x1F
+  @property
+  def lds_bytes(self) -> int: return ((self.rsrc2 >> 15) & 0x1FF) * 512
+  @property
+  def kernarg(self) -> int:
+    """The 64-bit pointer in user SGPRs s[0:1] (where a kernel with only ENABLE_SGPR_KERNARG_SEGMENT_PTR finds it)."""
+    return self.user_data[0] | (self.user_data[1] << 32) if len(self.user_data) >= 2 else 0
+
+  def descriptor(self) -> bytes:
+    """A 64-byte kernel descriptor rebuilt from the registers (code at offset 0 of `program`), for an executor
+    whose API takes one: LDS size, RSRC1/2/3, and kernarg-pointer / wave32 properties as the registers imply."""
+    props = (1 << 3 if self.user_sgprs >= 2 else 0) | (1 << 10 if self.wave32 else 0)
+    return struct.pack("<III4xq20xIIIHH4x", self.lds_bytes, 0, 0, 0, self.rsrc3, self.rsrc1, self.rsrc2, props, 0)
+
+# An executor gets the Dispatch and the GPUVM: `vm.read(d.program, n)` is the machine code (the mock never asks the
+# backend what it loaded), `d.descriptor()` a 64-byte kernel descriptor, `d.kernarg` the argument pointer, `vm.flat_map()`
+# the [(va, size, host address)] memory map, `d.grid` / `d.block` the sizes. A fault raises GPUFault.
+def _no_executor(d: Dispatch, vm: GPUVM) -> None:
+  raise GPUError(f"mock AMD: no machine-code executor installed, so the dispatch of the program at {d.program:#x} cannot run "
+                 "(the RDNA3 emulator, hcqrt/mock/amd/rdna3, plugs in through hcqrt.mock.amd.cp.set_executor)")
+
+def _default_executor() -> Callable[[Dispatch, GPUVM], None]:
+  try: from hcqrt.mock.amd import rdna3_executor   # the merge point: an adapter module around the RDNA3 emulator
+  except ImportError: return _no_executor
+  return rdna3_executor.run   # type: ignore[attr-defined]
+
+EXECUTOR: Callable[[Dispatch, GPUVM], None] | None = None
+
+def set_executor(fn: Callable[[Dispatch, GPUVM], None] | None) -> Callable[[Dispatch, GPUVM], None] | None:
+  """Install the function that runs a decoded dispatch's machine code (None: the default); returns the previous one."""
+  global EXECUTOR
+  prev, EXECUTOR = EXECUTOR, fn
+  return prev
+
+def execute(d: Dispatch, vm: GPUVM) -> None:
+  (EXECUTOR or _default_executor())(d, vm)
+
+def _cmp(func: int, v: int, ref: int) -> bool:
+  return [True, v < ref, v <= ref, v == ref, v != ref, v >= ref, v > ref, False][func & 7]
+
+class Queue:
+  """A user-mode queue the mock KFD created: ring, rptr/wptr in the client's memory, doorbell value as the target."""
+  def __init__(self, kfd, qid: int, kind: int, vm: GPUVM, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int, arch: str):
+    self.kfd, self.qid, self.kind, self.vm, self.arch = kfd, qid, kind, vm, arch
+    self.gfx = 11 if arch == "gfx1100" else 9
+    self.ring_va, self.ring_size, self.rptr_va, self.wptr_va = ring_va, ring_size, rptr_va, wptr_va
+    self.pos = 0          # PM4: dwords consumed; SDMA: bytes consumed (both monotonic)
+    self.target = 0       # the last doorbell value
+    self.ibs: list[list[int]] = []   # PM4 indirect buffers being executed: [va, ndwords, pos]
+    self.regs: dict[int, int] = {}
+    self.pending: list[Dispatch] = []
+    self.dispatches: list[Dispatch] = []   # every dispatch decoded (tests read them)
+    self.error: str | None = None
+    self.ib_count = 0
+    self.name = f"{'SDMA' if kind == T.QUEUE_SDMA else 'compute'} queue {qid}"
+
+  @property
+  def sdma(self) -> bool: return self.kind == T.QUEUE_SDMA
+
+  def fail(self, msg: str) -> GPUError:
+    self.error = f"{self.name}: {msg}"
+    self.pending.clear()
+    return GPUError(self.error)
+
+  def _dw(self, i: int) -> int:
+    """Dword i of the current stream (the innermost IB, or the ring)."""
+    if self.ibs: return self.vm.read32(self.ibs[-1][0] + 4 * i)
+    off = ((self.pos + i) * 4 if not self.sdma else self.pos + 4 * i) % self.ring_size
+    return self.vm.read32(self.ring_va + off)
+
+  def _avail(self) -> int:
+    """Dwords left in the current stream."""
+    if self.ibs: return self.ibs[-1][1] - self.ibs[-1][2]
+    return (self.target - self.pos) if not self.sdma else (self.target - self.pos) // 4
+
+  def _advance(self, n: int) -> None:
+    if self.ibs:
+      self.ibs[-1][2] += n; self.ibs[-1][0] += 4 * n
+      if self.ibs[-1][2] >= self.ibs[-1][1]: self.ibs.pop()
+    else: self.pos += n * (1 if not self.sdma else 4)
+
+  def run(self) -> bool:
+    """Execute packets until the stream is empty or blocked; True if any progressed."""
+    if self.error is not None: return False
+    progressed = False
+    try:
+      while self._avail() > 0:
+        n = self.step_sdma() if self.sdma else self.step_pm4()
+        self._advance(n); progressed = True
+      if not self.sdma: self.drain()   # nothing else queued behind them: the dispatches complete
+    except Blocked: pass
+    except GPUFault as e:
+      self.kfd.memory_fault(e.va)
+      raise self.fail(str(e)) from None
+    finally: self.vm.write(self.rptr_va, struct.pack("<Q", self.pos))
+    return progressed
+
+  # ---- PM4 ----
+  def drain(self) -> None:
+    q, self.pending = self.pending, []
+    for d in reversed(q):   # launched together, they may finish in any order: newest first
+      try: execute(d, self.vm)
+      except GPUFault as e:
+        self.kfd.memory_fault(e.va)
+        raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}") from None
+
+  def step_pm4(self) -> int:
+    hdr = self._dw(0)
+    typ = hdr >> 30
+    if typ == 2: return 1
+    if typ != 3: raise self.fail(f"PM4 packet type {typ} (header {hdr:#010x}) is not supported on a compute queue")
+    count, op = (hdr >> 16) & 0x3FFF, (hdr >> 8) & 0xFF
+    n = count + 2
+    if n > self._avail(): raise self.fail(f"PM4 {T.PM4_OPCODES.get(op, hex(op))} of {n} dwords runs past the submitted stream")
+    body = [self._dw(i) for i in range(1, n)]
+    name = T.PM4_OPCODES.get(op)
+    if name == "NOP": return n
+    if name == "SET_SH_REG":
+      for i, v in enumerate(body[1:]): self.regs[T.SH_REG_BASE + (body[0] & 0xFFFF) + i] = v
+    elif name == "ACQUIRE_MEM":
+      if self.gfx >= 10 and len(body) >= 7 and body[6] & T.ACQ_WRITEBACK_GFX11: self.vm.writeback()
+    elif name == "EVENT_WRITE":
+      if body[0] & 0x3F == T.EVENT_CS_PARTIAL_FLUSH: self.drain()
+    elif name == "DISPATCH_DIRECT": self.dispatch(body)
+    elif name == "RELEASE_MEM": self.release_mem(body)
+    elif name == "WAIT_REG_MEM":
+      func, space = body[0] & 7, (body[0] >> 4) & 3
+      if space != 1: raise self.fail("WAIT_REG_MEM on a register is not modelled")
+      addr = body[1] | (body[2] << 32)
+      if addr % 4: raise self.fail(f"WAIT_REG_MEM address {addr:#x} is not dword aligned")
+      if not _cmp(func, self.vm.read32(addr) & body[4], body[3]): raise Blocked
+    elif name == "WRITE_DATA":
+      dst = (body[0] >> 8) & 0xF
+      if dst == T.WD_DST_MEMORY: self.vm.write_cached(body[1] | (body[2] << 32), struct.pack(f"<{len(body) - 3}I", *body[3:]))
+      elif dst == T.WD_DST_REGISTER:
+        for i, v in enumerate(body[3:]): self.regs[body[1] + i] = v
+      else: raise self.fail(f"WRITE_DATA dst_sel {dst} is not modelled")
+    elif name == "INDIRECT_BUFFER":
+      addr, ndw = body[0] | ((body[1] & 0xFFFF) << 32), body[2] & 0xFFFFF
+      if addr % 4: raise self.fail(f"INDIRECT_BUFFER at {addr:#x} is not dword aligned")
+      if not body[2] & (1 << 23): raise self.fail("INDIRECT_BUFFER without the VALID bit")
+      self.vm.find(addr, 4 * ndw)
+      if body[2] & (1 << 20) and self.ibs: self.ibs.pop()   # chained: replaces the current IB
+      else: self._advance(n)
+      self.ibs.append([addr, ndw, 0])
+      self.ib_count += 1
+      return 0
+    else: raise self.fail(f"PM4 opcode {op:#x} ({name or 'unknown'}) is not executed by the mock CP")
+    return n
+
+  def dispatch(self, body: list[int]) -> None:
+    r, C = self.regs, T.COMPUTE
+    init = body[3]
+    if not init & T.DI_COMPUTE_SHADER_EN: raise self.fail("DISPATCH_DIRECT without COMPUTE_SHADER_EN in the initiator")
+    if init & T.DI_CS_W32_EN and self.gfx < 10: raise self.fail("CS_W32_EN on gfx9: there is no wave32")
+    prog = (r.get(C["PGM_LO"], 0) | (r.get(C["PGM_HI"], 0) << 32)) << 8
+    if prog == 0: raise self.fail("DISPATCH_DIRECT with COMPUTE_PGM_LO/HI never set")
+    bo = self.vm.find(prog)
+    if not bo.flags & T.EXECUTABLE: raise self.fail(f"the program at {prog:#x} lies in memory not allocated EXECUTABLE")
+    rsrc2 = r.get(C["PGM_RSRC2"], 0)
+    nuser = (rsrc2 >> 1) & 0x1F
+    grid = (body[0], body[1], body[2])
+    block = tuple(r.get(C[f"NUM_THREAD_{a}"], 0) & 0x3FF for a in "XYZ")
+    if min(grid) < 1 or min(block) < 1: raise self.fail(f"DISPATCH_DIRECT grid {grid} / COMPUTE_NUM_THREAD {block}: every dimension must be >= 1")
+    if ((rsrc2 >> 15) & 0x1FF) * 512 > 65536: raise self.fail(f"COMPUTE_PGM_RSRC2.LDS_SIZE asks for {((rsrc2 >> 15) & 0x1FF) * 512} bytes; a workgroup has 64 KiB")
+    if rsrc2 & 1: raise self.fail("scratch enabled (RSRC2.SCRATCH_EN) but the mock models no scratch (COMPUTE_TMPRING_SIZE)")
+    d = Dispatch(self.arch, prog, r.get(C["PGM_RSRC1"], 0), rsrc2, r.get(T.PGM_RSRC3[self.arch], 0),
+                 [r.get(C["USER_DATA_0"] + i, 0) for i in range(nuser)], grid, block, init, self.name, dict(r))  # type: ignore[arg-type]
+    self.dispatches.append(d); self.pending.append(d)
+
+  def release_mem(self, body: list[int]) -> None:
+    self.drain()   # end of pipe: every earlier dispatch has completed
+    wb = bool(body[0] & T.RM_WRITEBACK[self.gfx])
+    if wb: self.vm.writeback()
+    data_sel, int_sel = (body[1] >> 29) & 7, (body[1] >> 24) & 7
+    addr = body[2] | (body[3] << 32)
+    if data_sel in (1, 2, 3):
+      if addr % (4 if data_sel == 1 else 8): raise self.fail(f"RELEASE_MEM address {addr:#x} misaligned for data_sel {data_sel}")
+      v = (body[4] | (body[5] << 32)) if data_sel == 2 else body[4] if data_sel == 1 else time.perf_counter_ns() // 10
+      # after a write-back the release reaches memory; without one it may sit in the L2 like the kernel's stores
+      (self.vm.write if wb else self.vm.write_cached)(addr, struct.pack("<Q" if data_sel != 1 else "<I", v))
+    elif data_sel != 0: raise self.fail(f"RELEASE_MEM data_sel {data_sel} is not modelled")
+    if int_sel: self.kfd.interrupt(body[6])
+
+  # ---- SDMA ----
+  def step_sdma(self) -> int:
+    hdr = self._dw(0)
+    op, sub = hdr & 0xFF, (hdr >> 8) & 0xFF
+    name = T.SDMA_OPCODES.get(op)
+    def need(n: int) -> list[int]:
+      if n > self._avail(): raise self.fail(f"SDMA {name} of {n} dwords runs past the submitted stream")
+      return [self._dw(i) for i in range(n)]
+    if name == "NOP": return 1 + ((hdr >> 16) & 0x3FFF)
+    if name == "COPY" and sub == 0:
+      b = need(7)
+      n = (b[1] & T.SDMA_COPY_COUNT_MASK[self.gfx]) + 1
+      src, dst = b[3] | (b[4] << 32), b[5] | (b[6] << 32)
+      self.vm.write(dst, bytes(self.vm.read(src, n)))
+      return 7
+    if name == "FENCE":
+      b = need(4)
+      addr = b[1] | (b[2] << 32)
+      if addr % 4: raise self.fail(f"SDMA FENCE address {addr:#x} is not dword aligned")
+      uncached = self.gfx < 11 or (hdr >> 16) & 7 == 3   # SDMA 6: MTYPE 3 (UC) writes around the L2
+      (self.vm.write if uncached else self.vm.write_cached)(addr, struct.pack("<I", b[3]))
+      return 4
+    if name == "POLL_REGMEM":
+      b = need(6)
+      if not hdr >> 31: raise self.fail("POLL_REGMEM on a register is not modelled")
+      if not _cmp((hdr >> 28) & 7, self.vm.read32(b[1] | (b[2] << 32)) & b[4], b[3]): raise Blocked
+      return 6
+    if name == "TRAP":
+      b = need(2); self.kfd.interrupt(b[1] & 0x0FFFFFFF); return 2
+    if name == "TIMESTAMP" and sub == 2:
+      b = need(3); self.vm.write(b[1] | (b[2] << 32), struct.pack("<Q", time.perf_counter_ns() // 10)); return 3
+    if name == "GCR_REQ" and self.gfx >= 11:
+      b = need(5)
+      if (b[2] >> 16) & (1 << 15): self.vm.writeback()
+      return 5
+    raise self.fail(f"SDMA opcode {op} sub_op {sub} ({name or 'unknown'}) is not executed by the mock SDMA engine")

@@ -1,0 +1,359 @@
+"""A fake /dev/kfd (+ the DRM render node and the sysfs topology) behind hcqrt.syscalls, as strict as amdkfd.
+
+It serves one GPU node (gfx1100 by default, gfx942 with arch="gfx942") and checks what kfd_chardev.c and the
+amdgpu VM code check, failing with the same errno: unknown ioctl numbers (EINVAL), unknown gpu_id (EINVAL),
+memory ioctls before ACQUIRE_VM, zero sizes, misaligned or overlapping VAs, n_devices/n_success, freeing a
+mapped BO (EBUSY) or the event page (EPERM), unmapping what is not mapped (EINVAL), queue percentage/priority,
+ring size not a power of two, queue buffers outside GPU-mapped memory, EOP/CWSR sizes other than the
+topology's (EINVAL), RUNTIME_ENABLE twice (EBUSY). Stricter than the kernel in one place, on purpose: an ioctl
+whose _IOC size matches no kfd_ioctl.h version's struct is refused with EINVAL (the kernel would zero-fill or
+truncate it, hiding a client's layout bug).
+
+  >>> drv = MockKFD(); drv.claims("/dev/kfd"), drv.claims("/sys/devices/virtual/kfd/kfd/topology/nodes/1/properties")
+  (True, True)
+"""
+from __future__ import annotations
+import ctypes, errno, mmap as _mmap, os, struct, threading, time
+from typing import Any
+from hcqrt import syscalls
+from hcqrt.mock.amd import tables as T
+from hcqrt.mock.amd.topology import GPU_ID, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties
+from hcqrt.mock.amd.memory import BO, GPUVM, PAGE
+from hcqrt.mock.amd.cp import Queue, GPUError
+
+ENOTSUPP = 524          # kernel-internal errno that set_queue_properties_from_user returns for an unknown queue type
+DOORBELL_FRAME = 0x2000
+GPUVM_BASE, GPUVM_LIMIT = 0x200000, (1 << 47) - 1
+KFD_EVENT_LIMIT = 4096
+
+def _err(e: int, msg: str) -> OSError: return OSError(e, msg)
+
+class MockKFD:
+  """The fake KFD. `arch` "gfx1100" or "gfx942"; `version` the (major, minor) GET_VERSION reports."""
+  def __init__(self, arch: str = "gfx1100", version: tuple[int, int] = (1, 17)):
+    self.arch, self.version = arch, version
+    self.gpu_id, self.props = GPU_ID[arch], gpu_properties(arch)
+    self.files = files(arch)
+    self.render_path = f"/dev/dri/renderD{RENDER_MINOR}"
+    self.kfd_fds: set[int] = set()
+    self.render_fds: set[int] = set()
+    self.vm = GPUVM()
+    self.vm_acquired: int | None = None      # the render fd ACQUIRE_VM bound
+    self.runtime_enabled = False
+    self.bos: dict[int, BO] = {}             # handle -> BO
+    self.next_idr = 1
+    self.queues: dict[int, Queue] = {}
+    self.doorbells: dict[int, Queue] = {}    # doorbell byte offset in the frame -> queue
+    self.doorbell_maps: list[tuple[int, int]] = []   # (address, length) of doorbell frame mappings
+    self.event_page: BO | None = None
+    self.events: dict[int, dict[str, Any]] = {}
+    self.lock = threading.RLock()
+    self._poller: threading.Thread | None = None
+    self.vram_used = 0
+    self.busy_ns = 0
+    self.calls: list[str] = []               # ioctl names in order (tests read them)
+    self.sizes: list[int] = []               # and the _IOC size each came with
+
+  # ---- paths ----
+  def claims(self, path: str) -> bool:
+    return path in ("/dev/kfd", self.render_path) or path.startswith(TOPOLOGY)
+  def listdir(self, path: str) -> list[str]:
+    p = path.rstrip("/") + "/"
+    names = {f[len(p):].split("/")[0] for f in self.files if f.startswith(p)}
+    if not names: raise FileNotFoundError(errno.ENOENT, f"mock KFD: no such directory {path}")
+    return sorted(names)
+  def read_text(self, path: str) -> str:
+    if path not in self.files: raise FileNotFoundError(errno.ENOENT, f"mock KFD: no such file {path}")
+    return self.files[path]
+
+  def open(self, path: str, flags: int) -> int:
+    fd = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)   # a real fd number nothing else will get
+    (self.kfd_fds if path == "/dev/kfd" else self.render_fds).add(fd)
+    return fd
+  def close(self, fd: int) -> None:
+    self.kfd_fds.discard(fd); self.render_fds.discard(fd)
+    os.close(fd)
+
+  # ---- ioctl ----
+  def ioctl(self, fd: int, request: int, argp: int) -> int:
+    d, typ, nr, size = (request >> 30) & 3, (request >> 8) & 0xFF, request & 0xFF, (request >> 16) & 0x3FFF
+    if fd not in self.kfd_fds: raise _err(errno.ENOTTY, "not a /dev/kfd fd")
+    if typ != ord("K"): raise _err(errno.ENOTTY, f"ioctl type {typ:#x} is not AMDKFD_IOCTL_BASE")
+    end = T.COMMAND_END[(1, 11)] if self.version < (1, 14) else T.COMMAND_END[(1, 17)]   # RUNTIME_ENABLE (0x25) arrived with 1.14
+    if not 1 <= nr < end: raise _err(errno.EINVAL, f"ioctl nr {nr:#x} is outside [AMDKFD_COMMAND_START, AMDKFD_COMMAND_END) of KFD {self.version}")
+    if nr not in T.IOCTLS: raise _err(errno.ENOSYS, f"mock KFD does not implement ioctl nr {nr:#x}")
+    name, layout, sizes = T.IOCTLS[nr]
+    if size not in sizes: raise _err(errno.EINVAL, f"AMDKFD_IOC_{name}: argument size {size} matches no kfd_ioctl.h layout ({'/'.join(map(str, sizes))})")
+    raw = ctypes.string_at(argp, size) + bytes(layout.size - size)
+    args = layout.unpack(raw)
+    self.calls.append(name)
+    self.sizes.append(size)
+    with self.lock:
+      try: ret = getattr(self, f"_{name.lower()}")(args) or 0
+      finally:
+        if d & 2: ctypes.memmove(argp, layout.pack(args)[:size], size)   # the kernel copies back even on failure
+    return ret
+
+  def _pdd(self, gpu_id: int, need_vm: bool = True) -> None:
+    if gpu_id != self.gpu_id: raise _err(errno.EINVAL, f"unknown gpu_id {gpu_id:#x} (topology has {self.gpu_id:#x})")
+    if need_vm and self.vm_acquired is None: raise _err(errno.EINVAL, "no ACQUIRE_VM for this GPU yet (the process has no VM on it)")
+
+  def _get_version(self, a: dict) -> None: a["major_version"], a["minor_version"] = self.version
+
+  def _acquire_vm(self, a: dict) -> None:
+    self._pdd(a["gpu_id"], need_vm=False)
+    if a["drm_fd"] not in self.render_fds: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open render node of this GPU")
+    if self.vm_acquired is not None and self.vm_acquired != a["drm_fd"]: raise _err(errno.EBUSY, "VM already acquired through another drm fd")
+    self.vm_acquired = a["drm_fd"]
+
+  def _runtime_enable(self, a: dict) -> None:
+    if a["mode_mask"] & 1:
+      if self.runtime_enabled: raise _err(errno.EBUSY, "runtime already enabled")
+      self.runtime_enabled = True
+    else: self.runtime_enabled = False
+    a["capabilities_mask"] = 0
+
+  def _get_process_apertures_new(self, a: dict) -> None:
+    if a["num_of_nodes"] == 0: a["num_of_nodes"] = 1; return
+    ap = T.APERTURE.pack({"lds_base": 0x1000000000000, "lds_limit": 0x1000000000000 + 0xFFFFFFFF, "scratch_base": 0x2000000000000,
+                          "scratch_limit": 0x2000000000000 + 0xFFFFFFFF, "gpuvm_base": GPUVM_BASE, "gpuvm_limit": GPUVM_LIMIT, "gpu_id": self.gpu_id})
+    ctypes.memmove(a["kfd_process_device_apertures_ptr"], ap, len(ap))
+    a["num_of_nodes"] = 1
+
+  def _available_memory(self, a: dict) -> None:
+    self._pdd(a["gpu_id"]); a["available"] = VRAM_BYTES[self.arch] - self.vram_used
+  def _get_clock_counters(self, a: dict) -> None:
+    t = time.perf_counter_ns()
+    a.update(gpu_clock_counter=t // 10, cpu_clock_counter=t, system_clock_counter=t, system_clock_freq=1_000_000_000)
+  def _set_xnack_mode(self, a: dict) -> None:
+    if a["xnack_enabled"] > 0: raise _err(errno.EPERM, "XNACK cannot be enabled on this GPU")
+
+  # ---- memory ----
+  def _alloc_memory_of_gpu(self, a: dict) -> None:
+    self._pdd(a["gpu_id"])
+    va, size, fl = a["va_addr"], a["size"], a["flags"]
+    if size == 0: raise _err(errno.EINVAL, "size 0")
+    if not fl & (T.VRAM | T.GTT): raise _err(errno.EINVAL, f"flags {fl:#x}: no VRAM or GTT domain (USERPTR/DOORBELL/MMIO_REMAP are not modelled)")
+    if va % PAGE: raise _err(errno.EINVAL, f"va_addr {va:#x} is not page aligned")
+    if not GPUVM_BASE <= va or va + size > GPUVM_LIMIT: raise _err(errno.EINVAL, f"va_addr {va:#x}+{size:#x} is outside the GPUVM aperture")
+    end = va + (size + PAGE - 1) // PAGE * PAGE
+    for b in self.bos.values():
+      if b.va < end and va < b.end: raise _err(errno.EINVAL, f"va range {va:#x}..{end:#x} overlaps the BO at {b.va:#x}..{b.end:#x}")
+    if fl & T.VRAM and self.vram_used + size > VRAM_BYTES[self.arch]: raise _err(errno.ENOMEM, "out of VRAM")
+    handle = (self.gpu_id << 32) | self.next_idr
+    self.next_idr += 1
+    bo = BO(handle, va, size, fl)
+    bo.mmap_offset = (1 << 40) + (handle & 0xFFFFFFFF) * (1 << 24)   # type: ignore[attr-defined]
+    self.bos[handle] = bo
+    if fl & T.VRAM: self.vram_used += bo.size
+    a["handle"], a["mmap_offset"] = handle, bo.mmap_offset   # type: ignore[attr-defined]
+
+  def _bo(self, handle: int, missing: int = errno.ENOMEM) -> BO:
+    """The BO of a handle: an unknown GPU id is EINVAL; an unknown IDR index is ENOMEM in map/unmap, EINVAL in free."""
+    if handle >> 32 != self.gpu_id: raise _err(errno.EINVAL, f"handle {handle:#x} names no GPU of this process")
+    if (bo := self.bos.get(handle)) is None: raise _err(missing, f"handle {handle:#x} is not an allocation of this process")
+    return bo
+
+  def _free_memory_of_gpu(self, a: dict) -> None:
+    if self.event_page is not None and a["handle"] == self.event_page.handle: raise _err(errno.EPERM, "freeing the signal event page is not allowed")
+    bo = self._bo(a["handle"], errno.EINVAL)
+    if bo.gpu_mapped: raise _err(errno.EBUSY, f"BO at {bo.va:#x} is still mapped to the GPU")
+    del self.bos[a["handle"]]
+    if bo.flags & T.VRAM: self.vram_used -= bo.size
+    bo.close()
+
+  def _device_ids(self, a: dict) -> list[int]:
+    if a["n_devices"] == 0: raise _err(errno.EINVAL, "n_devices is 0")
+    if a["n_success"] > a["n_devices"]: raise _err(errno.EINVAL, f"n_success {a['n_success']} > n_devices {a['n_devices']}")
+    return list(struct.unpack(f"<{a['n_devices']}I", ctypes.string_at(a["device_ids_array_ptr"], 4 * a["n_devices"])))
+
+  def _map_memory_to_gpu(self, a: dict) -> None:
+    ids = self._device_ids(a)
+    bo = self._bo(a["handle"])
+    for i in range(a["n_success"], len(ids)):
+      self._pdd(ids[i])
+      bo.gpu_mapped.add(ids[i]); self.vm.map(bo)
+      a["n_success"] = i + 1
+
+  def _unmap_memory_from_gpu(self, a: dict) -> None:
+    ids = self._device_ids(a)
+    bo = self._bo(a["handle"])
+    for q in self.queues.values():
+      if any(bo.va <= x < bo.end for x in q.buffers): raise _err(errno.EBUSY, f"BO at {bo.va:#x} holds buffers of {q.name}")
+    for i in range(a["n_success"], len(ids)):
+      self._pdd(ids[i])
+      if ids[i] not in bo.gpu_mapped: raise _err(errno.EINVAL, f"BO at {bo.va:#x} is not mapped to gpu {ids[i]:#x}")
+      bo.gpu_mapped.discard(ids[i]); self.vm.unmap(bo)
+      a["n_success"] = i + 1
+
+  # ---- queues ----
+  def _mapped(self, what: str, va: int, n: int) -> None:
+    try: self.vm.find(va, max(n, 1))
+    except RuntimeError: raise _err(errno.EINVAL, f"{what} {va:#x}+{n:#x} is not in a BO mapped to the GPU") from None
+
+  def _create_queue(self, a: dict) -> None:
+    if a["queue_percentage"] & 0xFF > 100: raise _err(errno.EINVAL, f"queue_percentage {a['queue_percentage']} > 100")
+    if a["queue_priority"] > 15: raise _err(errno.EINVAL, f"queue_priority {a['queue_priority']} > 15")
+    for k in ("ring_base_address", "read_pointer_address", "write_pointer_address", "eop_buffer_address", "ctx_save_restore_address"):
+      if a[k] >= 1 << 47: raise _err(errno.EFAULT, f"{k} {a[k]:#x} is not a user address")
+    rs = a["ring_size"]
+    if rs and rs & (rs - 1): raise _err(errno.EINVAL, f"ring_size {rs:#x} is not a power of two")
+    qt = a["queue_type"]
+    if qt not in (T.QUEUE_COMPUTE, T.QUEUE_SDMA, T.QUEUE_COMPUTE_AQL): raise _err(ENOTSUPP, f"queue_type {qt} is not supported")
+    self._pdd(a["gpu_id"], need_vm=False)
+    if self.vm_acquired is None: raise _err(errno.ESRCH, "process is not bound to the GPU (no ACQUIRE_VM)")
+    self._mapped("ring", a["ring_base_address"], rs)
+    self._mapped("read pointer", a["read_pointer_address"], 8)
+    self._mapped("write pointer", a["write_pointer_address"], 8)
+    bufs = [a["ring_base_address"], a["read_pointer_address"], a["write_pointer_address"]]
+    if qt != T.QUEUE_SDMA:
+      p = self.props
+      if a["eop_buffer_size"] != p["eop_buffer_size"]: raise _err(errno.EINVAL, f"eop_buffer_size {a['eop_buffer_size']:#x} != the node's {p['eop_buffer_size']:#x}")
+      self._mapped("EOP buffer", a["eop_buffer_address"], a["eop_buffer_size"])
+      if a["ctx_save_restore_size"] != p["cwsr_size"] or a["ctl_stack_size"] != p["ctl_stack_size"]:
+        raise _err(errno.EINVAL, f"ctx_save_restore_size {a['ctx_save_restore_size']:#x} / ctl_stack_size {a['ctl_stack_size']:#x} "
+                                 f"!= the node's cwsr_size {p['cwsr_size']:#x} / ctl_stack_size {p['ctl_stack_size']:#x}")
+      self._mapped("CWSR area", a["ctx_save_restore_address"], a["ctx_save_restore_size"])
+      bufs += [a["eop_buffer_address"], a["ctx_save_restore_address"]]
+    if qt == T.QUEUE_COMPUTE_AQL: raise _err(errno.ENOSYS, "mock KFD runs PM4 compute queues, not AQL queues")
+    qid = next(i for i in range(1024) if i not in self.queues)
+    q = Queue(self, qid, qt, self.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch)
+    q.buffers = bufs   # type: ignore[attr-defined]
+    self.queues[qid] = q
+    self.doorbells[qid * 8] = q
+    a["queue_id"] = qid
+    a["doorbell_offset"] = (T.MMAP_DOORBELL << 62) | (self.gpu_id << 46) | (qid * 8)
+
+  def _destroy_queue(self, a: dict) -> None:
+    if (q := self.queues.pop(a["queue_id"], None)) is None: raise _err(errno.EINVAL, f"no queue {a['queue_id']}")
+    self.doorbells.pop(q.qid * 8, None)
+
+  # ---- events ----
+  def _create_event(self, a: dict) -> None:
+    if a["event_page_offset"]:
+      if self.event_page is not None: raise _err(errno.EINVAL, "the event page was given already")
+      self.event_page = self._bo(a["event_page_offset"], errno.EINVAL)
+      if self.event_page.size < KFD_EVENT_LIMIT * 8: raise _err(errno.EINVAL, "event page smaller than 4096 slots")
+    if a["event_type"] == T.EVENT_MEMORY:   # a VM fault signals these, carrying the faulting address
+      eid = next(i for i in range(T.FIRST_NONSIGNAL_EVENT_ID, 1 << 31) if i not in self.events)
+      self.events[eid] = {"signaled": False, "auto_reset": bool(a["auto_reset"]), "memory": None}
+      a.update(event_id=eid, event_trigger_data=eid)
+      return
+    if a["event_type"] != T.EVENT_SIGNAL: raise _err(errno.EINVAL, f"mock KFD models signal and memory events only (type {a['event_type']})")
+    if self.event_page is None: raise _err(errno.EINVAL, "no event page: pass the handle of a 32 KiB BO in event_page_offset (dGPU)")
+    eid = next(i for i in range(KFD_EVENT_LIMIT) if i not in self.events)
+    self.events[eid] = {"signaled": False, "auto_reset": bool(a["auto_reset"])}
+    self._slot(eid, T.UNSIGNALED_EVENT_SLOT)
+    a.update(event_id=eid, event_slot_index=eid, event_trigger_data=eid)
+
+  def _slot(self, eid: int, v: int | None = None) -> int:
+    assert self.event_page is not None
+    c = ctypes.c_uint64.from_address(self.event_page.host + 8 * eid)   # what the kernel reads: memory, not the L2
+    if v is not None: c.value = v
+    return c.value
+
+  def _ev(self, eid: int) -> dict:
+    if eid not in self.events: raise _err(errno.EINVAL, f"no event {eid}")
+    return self.events[eid]
+  def _destroy_event(self, a: dict) -> None: self._ev(a["event_id"]); del self.events[a["event_id"]]
+  def _set_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = True
+  def _reset_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = False
+
+  def interrupt(self, ctxid: int) -> None:
+    """An end-of-pipe / SDMA trap interrupt: signal the event it names if its slot was written, else every written slot."""
+    if self.event_page is None: return
+    hit = [ctxid] if ctxid in self.events and self._slot(ctxid) != T.UNSIGNALED_EVENT_SLOT else \
+          [e for e in self.events if self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
+    for e in hit: self.events[e]["signaled"] = True; self._slot(e, T.UNSIGNALED_EVENT_SLOT)
+
+  def memory_fault(self, va: int) -> None:
+    """A GPU VM fault: every memory event fires with the faulting address (the queue itself is stopped by the CP)."""
+    for ev in self.events.values():
+      if "memory" in ev: ev["signaled"], ev["memory"] = True, va
+
+  def _wait_events(self, a: dict) -> None:
+    n = a["num_events"]
+    if n > KFD_EVENT_LIMIT: raise _err(errno.EINVAL, f"num_events {n} > {KFD_EVENT_LIMIT}")
+    raw = ctypes.string_at(a["events_ptr"], 48 * n)
+    ids = [T.EVENT_DATA.unpack(raw[48 * i:48 * i + 48])["event_id"] for i in range(n)]
+    for e in ids: self._ev(e)
+    deadline = time.perf_counter() + a["timeout"] / 1000
+    while True:
+      self.run_all()
+      done = [self.events[e]["signaled"] for e in ids if e in self.events]
+      if (all(done) if a["wait_for_all"] else any(done)):
+        for i, e in enumerate(ids):
+          ev = self.events[e]
+          if ev.get("memory") is not None and ev["signaled"]:   # copy the exception data back into the caller's record
+            rec = T.MEMORY_EXCEPTION.pack({"NotPresent": 1, "va": ev["memory"], "gpu_id": self.gpu_id})
+            ctypes.memmove(a["events_ptr"] + 48 * i, rec, len(rec))
+          if ev["auto_reset"] and ev["signaled"]: ev["signaled"] = False
+        a["wait_result"] = 0; return
+      if time.perf_counter() >= deadline: a["wait_result"] = 1; return
+      self.lock.release()
+      try: time.sleep(0.0002)
+      finally: self.lock.acquire()
+
+  # ---- mmap / doorbells ----
+  def mmap(self, fd: int, length: int, prot: int, flags: int, offset: int, addr: int | None) -> int:
+    with self.lock:
+      if fd in self.render_fds:
+        bo = next((b for b in self.bos.values() if getattr(b, "mmap_offset", None) == offset), None)
+        if bo is None: raise _err(errno.EINVAL, f"render node mmap: offset {offset:#x} names no BO")
+        if bo.flags & T.VRAM and not bo.flags & T.PUBLIC: raise _err(errno.EPERM, f"BO at {bo.va:#x} is VRAM without PUBLIC (NO_CPU_ACCESS)")
+        if length > bo.size: raise _err(errno.EINVAL, f"mmap of {length:#x} bytes of a {bo.size:#x}-byte BO")
+        return bo.map_cpu(addr, length, prot)
+      if fd not in self.kfd_fds: raise _err(errno.ENODEV, "mmap of an unknown fd")
+      kind, gpu = offset >> 62, (offset >> 46) & 0xFFFF
+      if kind != T.MMAP_DOORBELL: raise _err(errno.EINVAL, f"/dev/kfd mmap type {kind} is not modelled (dGPU event pages are user BOs)")
+      if gpu != self.gpu_id: raise _err(errno.EINVAL, f"doorbell mmap for unknown gpu_id {gpu:#x}")
+      if length != DOORBELL_FRAME: raise _err(errno.EINVAL, f"doorbell mmap of {length:#x} bytes (the process frame is {DOORBELL_FRAME:#x})")
+      a = syscalls.mmap(-1, length, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS | (syscalls.MAP_FIXED if addr else 0), 0, addr)
+      self.doorbell_maps.append((a, length))
+      return a
+
+  def munmap(self, addr: int, length: int) -> None:
+    self.doorbell_maps = [m for m in self.doorbell_maps if m[0] != addr]
+    syscalls.munmap(addr, length)
+
+  def mmio_write64(self, addr: int, value: int) -> None:
+    base = next((a for a, n in self.doorbell_maps if a <= addr < a + n), None)
+    if base is None: ctypes.c_uint64.from_address(addr).value = value; return
+    ctypes.c_uint64.from_address(addr).value = value
+    with self.lock:
+      q = self.doorbells.get(addr - base)
+      if q is None: return   # a doorbell no queue owns: the hardware ignores it
+      q.target = value
+      t0 = time.perf_counter_ns()
+      try: self.run_all(q)
+      finally: self.busy_ns += time.perf_counter_ns() - t0   # time "on the GPU", so benchmarks can take it out
+
+  def mmio_write32(self, addr: int, value: int) -> None:
+    raise GPUError(f"mock KFD: 32-bit store to {addr:#x}; SOC15+ doorbells are 64-bit")
+
+  # ---- the GPU ----
+  def run_all(self, rung: Queue | None = None) -> None:
+    with self.lock:
+      progressed = True
+      while progressed:
+        progressed = False
+        for q in list(self.queues.values()):
+          try: progressed |= q.run()
+          except GPUError:
+            if q is rung: raise
+      if self.blocked() and (self._poller is None or not self._poller.is_alive()):
+        self._poller = threading.Thread(target=self._poll, daemon=True, name="amdmock-cp")
+        self._poller.start()
+
+  def blocked(self) -> bool:
+    return any(q.error is None and q._avail() > 0 for q in self.queues.values())
+
+  def _poll(self) -> None:
+    # a parked WAIT_REG_MEM may be satisfied by a host write the mock cannot see: retry while anything is parked
+    while True:
+      time.sleep(0.0005)
+      with self.lock:
+        if not self.blocked(): return
+        for q in list(self.queues.values()):
+          try: q.run()
+          except GPUError: pass   # kept on the queue (q.error)

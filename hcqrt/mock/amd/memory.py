@@ -1,0 +1,112 @@
+"""Buffer objects standing in for VRAM/GTT and the GPU's view of them (the process's GPUVM).
+
+Every BO is a memfd mapped into this process; a client's mmap of the BO through the render node maps the same
+memfd at the BO's VA, so the host and the mock "GPU" see the same bytes. The GPU reaches a BO only while it is
+mapped to the GPU (MAP_MEMORY_TO_GPU); anything else is a page fault.
+
+The harmful cache rule: a CP write (RELEASE_MEM / WRITE_DATA) into memory not allocated UNCACHED lands in the
+GPU L2 (`dirty`), which the GPU itself sees but the host does not, until a write-back (RELEASE_MEM with the
+GL2 write-back bits, ACQUIRE_MEM with GL2_WB). So a signal released without the flush never arrives.
+
+  >>> vm = GPUVM(); bo = BO(1, 0x10000, 8192, 0); vm.map(bo); vm.write(0x10008, b"ok"); bytes(vm.read(0x10008, 2))
+  b'ok'
+"""
+from __future__ import annotations
+import ctypes, mmap as _mmap, os
+from dataclasses import dataclass, field
+from hcqrt import syscalls
+
+PAGE = 4096
+
+class GPUFault(RuntimeError):
+  """A GPU access to an address no BO of this process maps (the real GPU raises a VM fault and the queue dies)."""
+  def __init__(self, msg: str, va: int = 0):
+    super().__init__(msg); self.va = va
+
+def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
+
+@dataclass(eq=False)
+class BO:
+  """One allocation: `va`..`va+size` for the GPU; `host` is the mock's own mapping of the same memory."""
+  handle: int
+  va: int
+  size: int
+  flags: int
+  gpu_mapped: set[int] = field(default_factory=set)
+  cpu_maps: int = 0
+
+  def __post_init__(self):
+    self.size = round_up(self.size, PAGE)
+    self.fd = os.memfd_create("amdmock", os.MFD_CLOEXEC)
+    os.ftruncate(self.fd, self.size)
+    self.host = syscalls.mmap(self.fd, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
+
+  @property
+  def end(self) -> int: return self.va + self.size
+
+  def map_cpu(self, addr: int | None, length: int, prot: int) -> int:
+    self.cpu_maps += 1
+    return syscalls.mmap(self.fd, length, prot, _mmap.MAP_SHARED | (syscalls.MAP_FIXED if addr else 0), 0, addr)
+
+  def close(self) -> None:
+    if self.fd >= 0: syscalls.munmap(self.host, self.size); os.close(self.fd); self.fd = -1
+
+class GPUVM:
+  """The GPU virtual address space of one process on one GPU: BOs mapped by MAP_MEMORY_TO_GPU, plus the L2's dirty dwords."""
+  def __init__(self):
+    self.bos: list[BO] = []          # sorted by va
+    self.dirty: dict[int, bytes] = {}   # dword address -> 4 bytes held in L2 (cached memory only)
+    self.writebacks = 0
+
+  def map(self, bo: BO) -> None:
+    self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)
+  def unmap(self, bo: BO) -> None:
+    self.bos = [b for b in self.bos if b is not bo]
+    for a in [a for a in self.dirty if bo.va <= a < bo.end]: del self.dirty[a]
+
+  def find(self, va: int, n: int = 1) -> BO:
+    for b in self.bos:
+      if b.va <= va and va + n <= b.end: return b
+      if b.va > va: break
+    raise GPUFault(f"GPU page fault: {n} bytes at {va:#x} are not in a BO mapped to the GPU", va)
+
+  def host(self, va: int, n: int = 1) -> int:
+    """The mock's host address of GPU VA `va` (the whole n bytes must lie in one mapped BO)."""
+    b = self.find(va, n)
+    return b.host + (va - b.va)
+
+  def flat_map(self) -> list[tuple[int, int, int]]:
+    """(GPU VA, size, host address) of every BO mapped to the GPU: the flat memory map an ISA emulator runs on.
+    (It sees memory, not this VM's L2: dirty CP writes are not in it.)"""
+    return [(b.va, b.size, b.host) for b in self.bos]
+
+  def read(self, va: int, n: int) -> bytearray:
+    data = bytearray(ctypes.string_at(self.host(va, n), n))
+    if self.dirty:   # the GPU sees its own L2
+      for a in range(va - va % 4, va + n, 4):
+        if (d := self.dirty.get(a)) is not None:
+          for i in range(4):
+            if 0 <= a + i - va < n: data[a + i - va] = d[i]
+    return data
+
+  def read32(self, va: int) -> int: return int.from_bytes(self.read(va, 4), "little")
+
+  def write(self, va: int, data: bytes) -> None:
+    ctypes.memmove(self.host(va, len(data)), bytes(data), len(data))
+    if self.dirty:
+      for a in range(va - va % 4, va + len(data), 4): self.dirty.pop(a, None)
+
+  def write_cached(self, va: int, data: bytes) -> None:
+    """A CP write that goes through the L2: visible to the host only at once for UNCACHED memory."""
+    from hcqrt.mock.amd.tables import UNCACHED
+    bo = self.find(va, len(data))
+    if bo.flags & UNCACHED or va % 4 or len(data) % 4: return self.write(va, data)
+    for i in range(0, len(data), 4): self.dirty[va + i] = bytes(data[i:i + 4])
+
+  def writeback(self) -> None:
+    """Write every dirty L2 dword back to memory (what the GL2 write-back bits do)."""
+    d, self.dirty = self.dirty, {}
+    for a, v in d.items():
+      try: ctypes.memmove(self.host(a, 4), v, 4)
+      except GPUFault: pass   # unmapped meanwhile
+    if d: self.writebacks += 1

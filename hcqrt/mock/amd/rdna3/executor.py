@@ -1,0 +1,594 @@
+"""Execute decoded gfx1100 code on a batch of wave32 waves at once (numpy over waves x 32 lanes).
+
+Waves that sit at the same program counter run together as one numpy step; the scheduler always picks
+the lowest PC among runnable waves, so waves that diverged on a scalar branch re-converge. A wave at
+s_barrier waits until every wave of its workgroup is at the barrier or finished.
+
+Loads read memory when they issue but their results land in registers only when an s_waitcnt retires
+them (vmcnt for global/flat, lgkmcnt for LDS and scalar loads, oldest first), so code that reads a load's
+destination without waiting sees the stale register, as it can on hardware. Stores complete at issue.
+"""
+from __future__ import annotations
+import numpy as np
+from hcqrt.mock.amd.rdna3.decoder import Inst, decode_one
+from hcqrt.mock.amd.rdna3.memory import FlatMemory, MemoryFault
+from hcqrt.mock.amd.rdna3 import valu as V
+
+VCC, NULL, M0, EXEC, SCC_SRC, LIT = 106, 124, 125, 126, 253, 255
+class EmulatorError(Exception): pass
+
+F32C = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0, 248: 0.15915494309189535}
+def _inline(code: int, t: str):
+  """Inline constant `code` as raw bits of type `t` (ints sign-extended, floats in the operand's width)."""
+  if 128 <= code <= 192: val = code - 128
+  elif 193 <= code <= 208: val = 192 - code
+  elif code in F32C:
+    if t in ("f16", "f64"):
+      f = np.array(F32C[code], V.NP[t])
+      if code == 248: f = np.array(0x3118, np.uint16).view(np.float16) if t == "f16" else np.array(0x3FC45F306DC9C882, np.uint64).view(np.float64)
+      return f.view(np.uint16 if t == "f16" else np.uint64)[()]
+    return np.array(F32C[code], np.float32).view(np.uint32)[()] if code != 248 else np.uint32(0x3E22F983)
+  else: raise EmulatorError(f"operand code {code} is not supported")
+  if V.BITS.get(t, 32) == 64: return np.uint64(val & 0xFFFFFFFFFFFFFFFF)
+  if V.BITS.get(t, 32) == 16: return np.uint16(val & 0xFFFF)
+  return np.uint32(val & 0xFFFFFFFF)
+
+def unpack_mask(m: np.ndarray) -> np.ndarray:
+  """(n,) uint32 lane masks -> (n, 32) bool."""
+  return np.unpackbits(np.ascontiguousarray(m, np.uint32).view(np.uint8).reshape(-1, 4), axis=1, bitorder="little").astype(bool)
+def pack_mask(b: np.ndarray) -> np.ndarray:
+  """(n, 32) bool -> (n,) uint32 lane masks."""
+  return np.packbits(np.ascontiguousarray(b, bool), axis=1, bitorder="little").view(np.uint32).reshape(-1)
+
+class Waves:
+  """Register state of `n` waves: SGPRs (128, n), VGPRs (nvgpr, n, 32), SCC, PC, and LDS per workgroup."""
+  def __init__(self, code: bytes, n: int, nvgpr: int, wg: np.ndarray, lds_bytes: int, mem: FlatMemory):
+    self.code, self.mem, self.n = code, mem, n
+    self.s = np.zeros((128, n), np.uint32); self.v = np.zeros((nvgpr, n, 32), np.uint32)
+    self.scc = np.zeros(n, np.uint32); self.pc = np.zeros(n, np.int64)
+    self.done = np.zeros(n, bool); self.barrier = np.zeros(n, bool)
+    self.wg = wg; self.lds = np.zeros((int(wg.max()) + 1 if n else 0, max(lds_bytes, 4)), np.uint8)
+    self.cache: dict[int, Inst] = {}; self.wave_insts = 0
+    self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
+
+  # ---- scheduling
+  def run(self, max_steps: int = 50_000_000) -> None:
+    for _ in range(max_steps):
+      ready = ~self.done & ~self.barrier
+      if not ready.any():
+        if not self.barrier.any(): return
+        self.barrier[:] = False   # every live wave of every workgroup has arrived
+        continue
+      p = self.pc[ready].min(); here = ready & (self.pc == p)
+      sel = slice(None) if here.all() else np.nonzero(here)[0]
+      inst = self.cache.get(int(p)) or self.cache.setdefault(int(p), decode_one(self.code, int(p)))
+      self.wave_insts += int(here.sum())
+      try: nxt = self.step(inst, sel)
+      except (EmulatorError, MemoryFault) as e: raise type(e)(f"{inst.name} at 0x{inst.addr:x}: {e}") from None
+      except IndexError as e: raise EmulatorError(f"{inst.name} at 0x{inst.addr:x}: register out of range ({e})") from None
+      self.pc[sel] = inst.addr + inst.size if nxt is None else nxt
+    raise EmulatorError(f"kernel did not finish within {max_steps} steps")
+
+  def step(self, i: Inst, sel):
+    h = getattr(self, "_" + i.enc.lower(), None)
+    if h is None: raise EmulatorError(f"{i.enc} is not implemented")
+    return h(i, sel)
+
+  def nw(self, sel) -> int: return self.n if isinstance(sel, slice) else len(sel)
+  def exec_mask(self, sel) -> np.ndarray: return unpack_mask(self.s[EXEC, sel])
+
+  # ---- scalar operands
+  def sread(self, code: int, sel, i: Inst, t: str = "u32"):
+    wide = V.BITS.get(t, 32) == 64
+    if code < 128:
+      lo = self.s[code, sel]
+      return lo.astype(np.uint64) | (self.s[code + 1, sel].astype(np.uint64) << np.uint64(32)) if wide else lo
+    if code == SCC_SRC: return self.scc[sel].astype(np.uint64 if wide else np.uint32)
+    if code == LIT:
+      if t == "f64": return np.uint64(i.lit << 32)
+      if t == "i64": return np.uint64((i.lit - (1 << 32) if i.lit >> 31 else i.lit) & (2**64 - 1))
+      return np.uint64(i.lit) if wide else np.uint32(i.lit)
+    return _inline(code, t)
+  def swrite(self, d: int, sel, val, wide: bool = False) -> None:
+    if d == NULL: return
+    if d >= 128 or (wide and d + 1 >= 128): raise EmulatorError(f"scalar destination {d} is not writable")
+    val = np.asarray(val)
+    if wide:
+      val = val.astype(np.uint64)
+      self.s[d, sel] = (val & np.uint64(0xFFFFFFFF)).astype(np.uint32); self.s[d + 1, sel] = (val >> np.uint64(32)).astype(np.uint32)
+    else: self.s[d, sel] = val.astype(np.uint32)
+
+  # ---- SALU
+  def _sop2(self, i: Inst, sel):
+    n = i.name; w64 = n.endswith(("_b64", "_i64", "_u64"))
+    t = "u64" if w64 else "u32"
+    a = self.sread(i.f["ssrc0"], sel, i, "i64" if n in ("s_ashr_i64", "s_bfe_i64") else t)
+    b = self.sread(i.f["ssrc1"], sel, i, "u32" if n in ("s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfe_u64", "s_bfe_i64") else t)
+    a, b = np.asarray(a), np.asarray(b)
+    scc, U, one = None, np.uint32, np.uint32(1)
+    sx = lambda x: x.astype(np.uint32).view(np.int32).astype(np.int64)
+    if n == "s_add_u32": r = a.astype(np.uint64) + b; scc = r >> np.uint64(32)
+    elif n == "s_sub_u32": r = a.astype(np.int64) - b; scc = r < 0
+    elif n == "s_addc_u32": r = a.astype(np.uint64) + b + self.scc[sel]; scc = r >> np.uint64(32)
+    elif n == "s_subb_u32": r = a.astype(np.int64) - b - self.scc[sel]; scc = r < 0
+    elif n in ("s_add_i32", "s_sub_i32"):
+      r = sx(a) + sx(b) if n == "s_add_i32" else sx(a) - sx(b); scc = (r > 2**31 - 1) | (r < -2**31)
+    elif n == "s_absdiff_i32": r = np.abs(sx(a) - sx(b)); scc = r != 0
+    elif n in ("s_lshl_b32", "s_lshl_b64"): r = a << (b & U(63 if w64 else 31)).astype(a.dtype); scc = r != 0
+    elif n in ("s_lshr_b32", "s_lshr_b64"): r = a >> (b & U(63 if w64 else 31)).astype(a.dtype); scc = r != 0
+    elif n == "s_ashr_i32": r = sx(a) >> (b & U(31)).astype(np.int64); scc = r != 0
+    elif n == "s_ashr_i64": r = a.view(np.int64) >> (b & U(63)).astype(np.int64); scc = r != 0
+    elif n.startswith("s_lshl") and n.endswith("_add_u32"):
+      r = (a.astype(np.uint64) << np.uint64(int(n[6]))) + b
+      scc = (r >> np.uint64(32)) != 0   # carry out of the 32-bit result
+    elif n in ("s_min_i32", "s_max_i32"): r = (np.minimum if "min" in n else np.maximum)(sx(a), sx(b)); scc = r == sx(a)
+    elif n in ("s_min_u32", "s_max_u32"): r = (np.minimum if "min" in n else np.maximum)(a, b); scc = r == a
+    elif n[:-4] in ("s_and", "s_or", "s_xor", "s_nand", "s_nor", "s_xnor", "s_and_not1", "s_or_not1"):
+      r = {"s_and": lambda: a & b, "s_or": lambda: a | b, "s_xor": lambda: a ^ b, "s_nand": lambda: ~(a & b), "s_nor": lambda: ~(a | b),
+           "s_xnor": lambda: ~(a ^ b), "s_and_not1": lambda: a & ~b, "s_or_not1": lambda: a | ~b}[n[:-4]]()
+      scc = r != 0
+    elif n in ("s_bfe_u32", "s_bfe_i32", "s_bfe_u64", "s_bfe_i64"):
+      off, w = (b & U(63 if w64 else 31)).astype(np.uint64), ((b >> U(16)) & U(0x7F)).astype(np.uint64)
+      r = (a.astype(np.uint64) >> off) & ((np.uint64(1) << w) - np.uint64(1))
+      if n.endswith(("i32", "i64")):
+        bits = np.uint64(64 if w64 else 32)
+        sh = np.where(w > 0, bits - w, np.uint64(0)).astype(np.uint64)
+        r = np.where(w > 0, ((r << sh).view(np.int64) >> sh.astype(np.int64)).view(np.uint64) if w64 else
+                     ((r << sh).astype(np.uint32).view(np.int32) >> sh.astype(np.int32)).astype(np.int64).astype(np.uint64), 0)
+      scc = r != 0
+    elif n == "s_bfm_b32": r = ((one << (a & U(31))) - one) << (b & U(31))
+    elif n == "s_mul_i32": r = a * b
+    elif n == "s_mul_hi_u32": r = (a.astype(np.uint64) * b) >> np.uint64(32)
+    elif n == "s_mul_hi_i32": r = (sx(a) * sx(b)) >> 32
+    elif n in ("s_cselect_b32", "s_cselect_b64"): r = np.where(self.scc[sel] != 0, a, b)
+    elif n == "s_pack_ll_b32_b16": r = (a & U(0xFFFF)) | (b << U(16))
+    elif n == "s_pack_lh_b32_b16": r = (a & U(0xFFFF)) | (b & U(0xFFFF0000))
+    elif n == "s_pack_hh_b32_b16": r = (a >> U(16)) | (b & U(0xFFFF0000))
+    else: raise EmulatorError("SOP2 op not implemented")
+    r = np.broadcast_to(np.asarray(r), (self.nw(sel),))
+    self.swrite(i.f["sdst"], sel, r.astype(np.uint64) & np.uint64(2**64 - 1 if w64 else 2**32 - 1), w64)
+    if scc is not None: self.scc[sel] = np.asarray(scc).astype(bool).astype(np.uint32)
+
+  def _sop1(self, i: Inst, sel):
+    n = i.name; w64 = n.endswith("_b64") and n != "s_bcnt1_i32_b64"
+    a = np.broadcast_to(np.asarray(self.sread(i.f["ssrc0"], sel, i, "u64" if w64 or n == "s_bcnt1_i32_b64" else "u32")), (self.nw(sel),))
+    d, U = i.f["sdst"], np.uint32
+    if n in ("s_mov_b32", "s_mov_b64"): return self.swrite(d, sel, a, w64)
+    if n in ("s_cmov_b32", "s_cmov_b64"):
+      old = self.sread(d, sel, i, "u64" if w64 else "u32"); return self.swrite(d, sel, np.where(self.scc[sel] != 0, a, old), w64)
+    if "saveexec" in n or "wrexec" in n:
+      ex = self.s[EXEC, sel].copy()
+      r = {"s_and_saveexec": a & ex, "s_or_saveexec": a | ex, "s_xor_saveexec": a ^ ex, "s_and_not0_saveexec": ~ex & a,
+           "s_and_not1_saveexec": a & ~ex, "s_or_not1_saveexec": a | ~ex, "s_and_not1_wrexec": a & ~ex}[n[:-4]].astype(U)
+      self.s[EXEC, sel] = r; self.scc[sel] = (r != 0).astype(U)
+      if "wrexec" in n: self.swrite(d, sel, r)
+      else: self.swrite(d, sel, ex)
+      return
+    sgn = a.astype(U).view(np.int32)
+    r, scc = {"s_not_b32": lambda: (~a, ~a != 0), "s_not_b64": lambda: (~a, ~a != 0), "s_brev_b32": lambda: (V._bfrev(a), None),
+              "s_abs_i32": lambda: (np.abs(sgn.astype(np.int64)).astype(U), np.abs(sgn) != 0),
+              "s_bcnt1_i32_b32": lambda: (V._popc(a), V._popc(a) != 0), "s_bcnt0_i32_b32": lambda: (32 - V._popc(a), 32 - V._popc(a) != 0),
+              "s_bcnt1_i32_b64": lambda: (V._popc(a & np.uint64(0xFFFFFFFF)) + V._popc(a >> np.uint64(32)), None),
+              "s_ctz_i32_b32": lambda: (V._ctz(a), None), "s_clz_i32_u32": lambda: (V._clz(a), None),
+              "s_sext_i32_i8": lambda: (a.astype(np.uint8).view(np.int8).astype(np.int32).view(U), None),
+              "s_sext_i32_i16": lambda: (a.astype(np.uint16).view(np.int16).astype(np.int32).view(U), None),
+              "s_bitset0_b32": lambda: (self.s[d, sel] & ~(U(1) << (a & U(31))), None),
+              "s_bitset1_b32": lambda: (self.s[d, sel] | (U(1) << (a & U(31))), None),
+              "s_getpc_b64": lambda: (np.full(self.nw(sel), i.addr + 4, np.uint64), None)}.get(n, lambda: (None, None))()
+    if r is None: raise EmulatorError("SOP1 op not implemented")
+    if n == "s_bcnt1_i32_b64": scc = r != 0
+    self.swrite(d, sel, r, w64 or n == "s_getpc_b64")
+    if scc is not None: self.scc[sel] = np.asarray(scc).astype(U)
+
+  def _sopc(self, i: Inst, sel):
+    n = i.name; t = n[-3:]
+    a = np.asarray(self.sread(i.f["ssrc0"], sel, i, "u64" if t == "u64" else "u32"))
+    b = np.asarray(self.sread(i.f["ssrc1"], sel, i, "u64" if t == "u64" else "u32"))
+    if n.startswith("s_bitcmp"):
+      bit = (a >> (b & np.uint32(31))) & np.uint32(1); r = bit == (0 if n == "s_bitcmp0_b32" else 1)
+    else:
+      if t == "i32": a, b = a.view(np.int32), b.view(np.int32)
+      r = V.CMP_I[{"lg": "ne"}.get(n.split("_")[2], n.split("_")[2])](a, b)
+    self.scc[sel] = np.broadcast_to(r, (self.nw(sel),)).astype(np.uint32)
+
+  def _sopk(self, i: Inst, sel):
+    n, d, k = i.name, i.f["sdst"], i.f["simm16"]
+    ks = k - 0x10000 if k & 0x8000 else k
+    if n == "s_movk_i32": return self.swrite(d, sel, np.full(self.nw(sel), ks & 0xFFFFFFFF, np.uint32))
+    if n == "s_cmovk_i32": return self.swrite(d, sel, np.where(self.scc[sel] != 0, np.uint32(ks & 0xFFFFFFFF), self.s[d, sel]))
+    if n in ("s_version", "s_waitcnt_vscnt", "s_waitcnt_expcnt"): return None   # stores and exports complete at issue
+    if n in ("s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt"):
+      if d != NULL: raise EmulatorError("a waitcnt count taken from an SGPR is not supported")
+      return self._retire("vm" if n == "s_waitcnt_vmcnt" else "lgkm", sel, k & 63)
+    cur = self.s[d, sel]
+    if n == "s_addk_i32":
+      r = cur.view(np.int32).astype(np.int64) + ks
+      self.scc[sel] = ((r > 2**31 - 1) | (r < -2**31)).astype(np.uint32); return self.swrite(d, sel, r.astype(np.uint32))
+    if n == "s_mulk_i32": return self.swrite(d, sel, (cur.view(np.int32).astype(np.int64) * ks).astype(np.uint32))
+    if n.startswith("s_cmpk_"):
+      cond, t = n.split("_")[2], n.split("_")[3]
+      a, b = (cur.view(np.int32), np.int32(ks)) if t == "i32" else (cur, np.uint32(k))
+      self.scc[sel] = V.CMP_I[{"lg": "ne"}.get(cond, cond)](a, b).astype(np.uint32); return None
+    raise EmulatorError("SOPK op not implemented")
+
+  def _sopp(self, i: Inst, sel):
+    n, k = i.name, i.f["simm16"]
+    target = i.addr + 4 + 4 * (k - 0x10000 if k & 0x8000 else k)
+    if n == "s_endpgm" or n == "s_endpgm_saved": self.done[sel] = True; return None
+    if n == "s_barrier": self.barrier[sel] = True; return None
+    if n == "s_branch": return target
+    if n.startswith("s_cbranch_"):
+      c = n[10:]
+      take = {"scc0": lambda: self.scc[sel] == 0, "scc1": lambda: self.scc[sel] != 0, "vccz": lambda: self.s[VCC, sel] == 0,
+              "vccnz": lambda: self.s[VCC, sel] != 0, "execz": lambda: self.s[EXEC, sel] == 0, "execnz": lambda: self.s[EXEC, sel] != 0}[c]()
+      return np.where(take, target, i.addr + 4)
+    if n == "s_waitcnt":   # gfx11 layout: expcnt [2:0], lgkmcnt [9:4], vmcnt [15:10]
+      self._retire("vm", sel, (k >> 10) & 63); self._retire("lgkm", sel, (k >> 4) & 63); return None
+    if n in ("s_nop", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s_set_inst_prefetch_distance", "s_sleep",
+             "s_setprio", "s_icache_inv", "s_wait_idle", "s_sendmsg", "s_ttracedata"): return None
+    if n in ("s_round_mode", "s_denorm_mode"): return None   # FP modes are not modelled: round to nearest, denormals kept
+    raise EmulatorError("SOPP op not implemented")
+
+  def _smem(self, i: Inst, sel):
+    n = i.name
+    if n == "s_dcache_inv": return
+    if not n.startswith("s_load_b"): raise EmulatorError("SMEM op not implemented")
+    nd = int(n[8:]) // 32
+    addr = self.sread(i.f["sbase"], sel, i, "u64") + np.uint64(i.f["offset"] & (2**64 - 1))
+    if i.f["soffset"] != NULL: addr = addr + self.s[i.f["soffset"], sel].astype(np.uint64)
+    data = self.mem.read(np.broadcast_to(addr, (self.nw(sel),)), 4 * nd, n).view(np.uint32)
+    if i.f["sdata"] + nd > NULL: raise EmulatorError("scalar load destination out of range")
+    self.pending["lgkm"].append(("s", i.f["sdata"], self._gidx(sel), None, np.ascontiguousarray(data.T), None))
+
+  # ---- VALU
+  def vsrc(self, code: int, sel, i: Inst, t: str, hi: bool = False):
+    """Source operand as an array of type `t`, broadcastable to (n, 32)."""
+    bits = V.BITS[t]
+    if code >= 256:
+      raw = self.v[code - 256, sel]
+      if bits == 64: raw = raw.astype(np.uint64) | (self.v[code - 255, sel].astype(np.uint64) << np.uint64(32))
+    else:
+      raw = np.asarray(self.sread(code, sel, i, t))
+      if raw.ndim == 1: raw = raw[:, None]
+      if code >= 128 and code != SCC_SRC and not (code == LIT and bits == 16): return raw.view(V.NP[t]) if raw.dtype.itemsize * 8 == bits else \
+          raw.astype({16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]).view(V.NP[t])
+    if bits == 16: return ((raw >> np.uint32(16)) if hi else raw).astype(np.uint16).view(V.NP[t])
+    if bits == 64: return raw.astype(np.uint64).view(V.NP[t])
+    return raw.astype(np.uint32, copy=False).view(V.NP[t])
+
+  def vwrite(self, d: int, sel, val, t: str, ex: np.ndarray, hi: bool = False) -> None:
+    bits = V.BITS[t]; nw = self.nw(sel)
+    val = np.broadcast_to(np.asarray(val).astype(V.NP[t]), (nw, 32))
+    if bits == 64:
+      raw = val.view(np.uint64)
+      self.v[d, sel] = np.where(ex, (raw & np.uint64(0xFFFFFFFF)).astype(np.uint32), self.v[d, sel])
+      self.v[d + 1, sel] = np.where(ex, (raw >> np.uint64(32)).astype(np.uint32), self.v[d + 1, sel])
+    elif bits == 16:
+      old = self.v[d, sel]; h = val.view(np.uint16).astype(np.uint32)
+      new = (old & np.uint32(0xFFFF)) | (h << np.uint32(16)) if hi else (old & np.uint32(0xFFFF0000)) | h
+      self.v[d, sel] = np.where(ex, new, old)
+    elif ex.all(): self.v[d, sel] = val.view(np.uint32)
+    else: self.v[d, sel] = np.where(ex, val.view(np.uint32), self.v[d, sel])
+
+  def mask(self, code: int, sel, i: Inst) -> np.ndarray:
+    return unpack_mask(np.broadcast_to(np.asarray(self.sread(code, sel, i)), (self.nw(sel),)))
+
+  def alu(self, i: Inst, sel, base: str, srcs: list[int], vdst: int, ex, abs_=0, neg=0, opsel=0, clamp=0, omod=0, sdst=None, write=True):
+    """Run one VALU op; returns a deferred write (for VOPD) or performs it."""
+    if base in V.CARRY:
+      a, b = self.vsrc(srcs[0], sel, i, "u32"), self.vsrc(srcs[1], sel, i, "u32")
+      ci = self.mask(srcs[2], sel, i).astype(np.uint64) if base.endswith("_ci_u32") else 0
+      r, co = V.CARRY[base](a, b, ci)
+      def w():
+        self.vwrite(vdst, sel, r, "u32", ex); self.swrite(sdst, sel, pack_mask(co & ex))
+      return w() if write else w
+    if base in ("v_mad_u64_u32", "v_mad_i64_i32"):
+      t = "u32" if base == "v_mad_u64_u32" else "i32"
+      a, b = self.vsrc(srcs[0], sel, i, t), self.vsrc(srcs[1], sel, i, t)
+      c = self.vsrc(srcs[2], sel, i, "u64" if t == "u32" else "i64")
+      r = (a.astype(np.uint64 if t == "u32" else np.int64) * b).astype(c.dtype) + c
+      def w(): self.vwrite(vdst, sel, r.view(np.uint64) if r.dtype == np.int64 else r, "u64", ex); self.swrite(sdst, sel, np.zeros(self.nw(sel), np.uint32))
+      return w() if write else w
+    if base in ("v_div_scale_f32", "v_div_scale_f64"):
+      t = base[-3:]; s0, s1, s2 = (self._mod(self.vsrc(c, sel, i, t), k, abs_, neg) for k, c in enumerate(srcs))
+      r, vcc = _div_scale(s0, s1, s2)
+      def w(): self.vwrite(vdst, sel, r, t, ex); self.swrite(sdst, sel, pack_mask(vcc & ex))
+      return w() if write else w
+    if base in ("v_div_fmas_f32", "v_div_fmas_f64"):
+      t = base[-3:]; a, b, c = (self._mod(self.vsrc(s, sel, i, t), k, abs_, neg) for k, s in enumerate(srcs))
+      r = V._div_fmas(a, b, c, self.mask(VCC, sel, i))
+      def w(): self.vwrite(vdst, sel, r, t, ex)
+      return w() if write else w
+    if base == "v_cndmask_b32":
+      a, b = self.vsrc(srcs[0], sel, i, "f32" if abs_ or neg else "u32"), self.vsrc(srcs[1], sel, i, "f32" if abs_ or neg else "u32")
+      a, b = self._mod(a, 0, abs_, neg), self._mod(b, 1, abs_, neg)
+      r = np.where(self.mask(srcs[2], sel, i), b, a)
+      def w(): self.vwrite(vdst, sel, r.view(np.uint32), "u32", ex)
+      return w() if write else w
+    if base.startswith(("v_cmp_", "v_cmpx_")):
+      t, fn = V.compare(base)
+      a = self._mod(self.vsrc(srcs[0], sel, i, t, bool(opsel & 1)), 0, abs_, neg)
+      b = self.vsrc(srcs[1], sel, i, "u32" if "class" in base else t, bool(opsel & 2))
+      if "class" not in base: b = self._mod(b, 1, abs_, neg)
+      r = pack_mask(np.broadcast_to(fn(a, b), (self.nw(sel), 32)) & ex)
+      if base.startswith("v_cmpx_"): self.s[EXEC, sel] = r
+      else: self.swrite(sdst, sel, r)
+      return None
+    if base == "v_readfirstlane_b32":
+      lane = np.where(self.s[EXEC, sel] == 0, 0, V._ctz(self.s[EXEC, sel]) & np.uint32(31)).astype(np.int64)
+      src = np.broadcast_to(self.vsrc(srcs[0], sel, i, "u32"), (self.nw(sel), 32))
+      return self.swrite(vdst, sel, src[np.arange(self.nw(sel)), lane])
+    if base == "v_readlane_b32":
+      src = np.broadcast_to(self.vsrc(srcs[0], sel, i, "u32"), (self.nw(sel), 32))
+      lane = (np.broadcast_to(np.asarray(self.sread(srcs[1], sel, i)), (self.nw(sel),)) & np.uint32(31)).astype(np.int64)
+      return self.swrite(vdst, sel, src[np.arange(self.nw(sel)), lane])
+    if base == "v_writelane_b32":
+      val = np.broadcast_to(np.asarray(self.sread(srcs[0], sel, i)), (self.nw(sel),))
+      lane = (np.broadcast_to(np.asarray(self.sread(srcs[1], sel, i)), (self.nw(sel),)) & np.uint32(31)).astype(np.int64)
+      onehot = np.arange(32)[None, :] == lane[:, None]
+      return self.vwrite(vdst, sel, np.where(onehot, val[:, None], self.v[vdst, sel]), "u32", np.ones_like(onehot))
+    if base not in V.OPS: raise EmulatorError("VALU op not implemented")
+    types, rt, fn = V.OPS[base]
+    if i.enc in ("VOP1", "VOP2", "VOPC"):
+      # 32-bit encodings address 16-bit operands by register half: VGPR field bit 7 picks the high half (v0.h)
+      for k, t in enumerate(types):
+        if V.BITS[t] == 16 and srcs[k] >= 256 + 128: srcs = [*srcs[:k], srcs[k] - 128, *srcs[k + 1:]]; opsel |= 1 << k
+      if V.BITS[rt] == 16 and vdst >= 128: vdst -= 128; opsel |= 8
+    args = [self._mod(self.vsrc(c, sel, i, t, bool(opsel >> k & 1)), k, abs_, neg) for k, (c, t) in enumerate(zip(srcs, types))]
+    with np.errstate(all="ignore"):
+      r = np.asarray(fn(*args))
+      if rt[0] == "f":
+        if omod: r = r * np.asarray({1: 2.0, 2: 4.0, 3: 0.5}[omod], r.dtype)
+        if clamp: r = np.clip(r, 0, 1).astype(r.dtype)
+    def w(): self.vwrite(vdst, sel, r.astype(V.NP[rt], copy=False), rt, ex, bool(opsel >> 3 & 1))
+    return w() if write else w
+
+  @staticmethod
+  def _mod(x, k: int, abs_: int, neg: int):
+    if x.dtype.kind != "f": return x
+    if abs_ >> k & 1: x = np.abs(x)
+    if neg >> k & 1: x = -x
+    return x
+
+  def _vop1(self, i: Inst, sel):
+    if i.base == "v_nop": return None
+    if i.base == "v_swap_b32":
+      ex = self.exec_mask(sel); a, b = self.v[i.f["vdst"], sel].copy(), self.v[i.f["src0"] - 256, sel].copy()
+      self.vwrite(i.f["vdst"], sel, b, "u32", ex); self.vwrite(i.f["src0"] - 256, sel, a, "u32", ex); return None
+    return self.alu(i, sel, i.base, [i.f["src0"]], i.f["vdst"], self.exec_mask(sel))
+
+  def _vop2(self, i: Inst, sel):
+    b, f = i.base, i.f; s0, s1, d = f["src0"], f["vsrc1"] + 256, f["vdst"]
+    srcs = {"v_fmac_f32": [s0, s1, d + 256], "v_fmac_f16": [s0, s1, d + 256], "v_fmamk_f32": [s0, LIT, s1], "v_fmamk_f16": [s0, LIT, s1],
+            "v_fmaak_f32": [s0, s1, LIT], "v_fmaak_f16": [s0, s1, LIT], "v_cndmask_b32": [s0, s1, VCC]}.get(b, [s0, s1, VCC])
+    return self.alu(i, sel, b, srcs, d, self.exec_mask(sel), sdst=VCC)
+
+  def _vopc(self, i: Inst, sel):
+    return self.alu(i, sel, i.base, [i.f["src0"], i.f["vsrc1"] + 256], 0, self.exec_mask(sel), sdst=VCC)
+
+  def _vop3(self, i: Inst, sel):
+    f = i.f; b = i.base; srcs = [f["src0"], f["src1"], f["src2"]]
+    if b in ("v_fmac_f32", "v_fmac_f16"): srcs[2] = f["vdst"] + 256
+    sdst = f["vdst"] if b.startswith("v_cmp_") else f.get("sdst")
+    return self.alu(i, sel, b, srcs, f["vdst"], self.exec_mask(sel), f["abs"], f["neg"], f["opsel"], f["clamp"], f["omod"], sdst)
+  _vop3sd = _vop3
+
+  def _vop3p(self, i: Inst, sel):
+    f = i.f; ex = self.exec_mask(sel)
+    if i.name in ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16"):
+      args = []
+      for k, code in enumerate((f["src0"], f["src1"], f["src2"])):
+        # op_sel_hi picks f16 (else f32) per source, op_sel its high half; neg_hi is abs for these ops
+        is16, hi = bool(f["opsel_hi"] >> k & 1) if k < 2 else bool(f["opsel_hi2"]), bool(f["opsel"] >> k & 1)
+        x = self.vsrc(code, sel, i, "f16" if is16 else "f32", hi).astype(np.float32)
+        if f["neg_hi"] >> k & 1: x = np.abs(x)
+        if f["neg"] >> k & 1: x = -x
+        args.append(x)
+      r = args[0].astype(np.float64) * args[1] + args[2]   # one rounding, straight to the result type
+      if f["clamp"]: r = np.clip(r, 0, 1)
+      if i.name == "v_fma_mix_f32": return self.vwrite(f["vdst"], sel, r.astype(np.float32), "f32", ex)
+      return self.vwrite(f["vdst"], sel, r.astype(np.float16), "f16", ex, i.name.endswith("hi_f16"))
+    pk = {"v_pk_add_f16": ("f16", np.add), "v_pk_mul_f16": ("f16", np.multiply), "v_pk_fma_f16": ("f16", V._fma),
+          "v_pk_max_f16": ("f16", np.fmax), "v_pk_min_f16": ("f16", np.fmin), "v_pk_add_u16": ("u16", np.add),
+          "v_pk_sub_u16": ("u16", np.subtract), "v_pk_mul_lo_u16": ("u16", np.multiply), "v_pk_add_i16": ("i16", np.add),
+          "v_pk_sub_i16": ("i16", np.subtract), "v_pk_max_i16": ("i16", np.maximum), "v_pk_min_i16": ("i16", np.minimum),
+          "v_pk_max_u16": ("u16", np.maximum), "v_pk_min_u16": ("u16", np.minimum)}.get(i.name)
+    if pk is None: raise EmulatorError("VOP3P op not implemented")
+    t, fn = pk; nargs = 3 if "fma" in i.name else 2; srcs = [f["src0"], f["src1"], f["src2"]][:nargs]
+    halves = []
+    for half in (0, 1):
+      sel_bits = f["opsel"] if half == 0 else (f["opsel_hi"] | (f["opsel_hi2"] << 2))
+      negs = f["neg"] if half == 0 else f["neg_hi"]
+      args = [self._mod(self.vsrc(c, sel, i, t, bool(sel_bits >> k & 1)), k, 0, negs) for k, c in enumerate(srcs)]
+      with np.errstate(all="ignore"): halves.append(np.broadcast_to(np.asarray(fn(*args)).astype(V.NP[t]), (self.nw(sel), 32)))
+    r = halves[0].view(np.uint16).astype(np.uint32) | (halves[1].view(np.uint16).astype(np.uint32) << np.uint32(16))
+    self.vwrite(f["vdst"], sel, r, "u32", ex)
+
+  def _vopd(self, i: Inst, sel):
+    f = i.f; ex = self.exec_mask(sel); writes = []
+    for side in "xy":
+      op, s0, s1, d = f["op" + side], f["src0" + side], f["vsrc1" + side] + 256, f["vdst" + side]
+      srcs = {"v_fmac_f32": [s0, s1, d + 256], "v_fmamk_f32": [s0, LIT, s1], "v_fmaak_f32": [s0, s1, LIT], "v_cndmask_b32": [s0, s1, VCC],
+              "v_mov_b32": [s0]}.get(op, [s0, s1])
+      writes.append(self.alu(i, sel, op, srcs, d, ex, write=False))
+    for w in writes: w()   # both halves read their sources before either writes
+
+  # ---- LDS
+  def _ds(self, i: Inst, sel):
+    n, f = i.name, i.f; ex = self.exec_mask(sel)
+    if n == "ds_nop": return
+    lanes = np.nonzero(ex)
+    raw = self.v[f["addr"], sel][lanes]
+    def at(o: int) -> np.ndarray: return (raw + np.uint32(o)).astype(np.int64)   # LDS addresses wrap at 32 bits
+    wg = np.broadcast_to(self.wg[sel][:, None], ex.shape)[lanes]
+    lds, size = self.lds, self.lds.shape[1]
+    def rd(addr, nb):
+      if (addr < 0).any() or (addr + nb > size).any(): raise MemoryFault(f"LDS read beyond the {size}-byte allocation")
+      return lds[wg[:, None], addr[:, None] + np.arange(nb)]
+    def wr(addr, data):
+      if (addr < 0).any() or (addr + data.shape[1] > size).any(): raise MemoryFault(f"LDS write beyond the {size}-byte allocation")
+      lds[wg[:, None], addr[:, None] + np.arange(data.shape[1])] = data
+    def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes] for k in range(nd)], 1).view(np.uint8)
+    def put(reg, words): self._put(reg, sel, lanes, words, "lgkm")
+    off = f["offset0"] | (f["offset1"] << 8)
+    sizes = {"b32": 4, "b64": 8, "b96": 12, "b128": 16}
+    if n.startswith("ds_store_2addr"):
+      sz = sizes[n.split("_")[-1]]; st = sz * (64 if "stride64" in n else 1)
+      wr(at(f["offset0"] * st), dat(f["data0"], sz // 4)); wr(at(f["offset1"] * st), dat(f["data1"], sz // 4)); return
+    if n.startswith("ds_load_2addr"):
+      sz = sizes[n.split("_")[-1]]; st = sz * (64 if "stride64" in n else 1)
+      a, b = rd(at(f["offset0"] * st), sz), rd(at(f["offset1"] * st), sz)
+      put(f["vdst"], np.concatenate([a, b], 1).view(np.uint32)); return
+    if n in ("ds_store_b32", "ds_store_b64", "ds_store_b96", "ds_store_b128"): wr(at(off), dat(f["data0"], sizes[n[9:]] // 4)); return
+    if n in ("ds_load_b32", "ds_load_b64", "ds_load_b96", "ds_load_b128"): put(f["vdst"], rd(at(off), sizes[n[8:]]).view(np.uint32)); return
+    if n in ("ds_store_b8", "ds_store_b16", "ds_store_b8_d16_hi", "ds_store_b16_d16_hi"):
+      nb = 1 if "b8" in n else 2; d = dat(f["data0"], 1)
+      wr(at(off), d[:, 2:2 + nb] if n.endswith("d16_hi") else d[:, :nb]); return
+    if n in ("ds_load_u8", "ds_load_i8", "ds_load_u16", "ds_load_i16"):
+      nb = 1 if n[-1] == "8" else 2; raw = rd(at(off), nb).copy().view(np.uint8 if nb == 1 else np.uint16)[:, 0]
+      v = raw.view(np.int8 if nb == 1 else np.int16).astype(np.int32).view(np.uint32) if n[8] == "i" else raw.astype(np.uint32)
+      put(f["vdst"], v[:, None]); return
+    if n == "ds_bpermute_b32":
+      src = self.v[f["data0"], sel]; idx = ((self.v[f["addr"], sel].astype(np.int64) + off) // 4) & 31
+      r = np.take_along_axis(src, idx, 1); self.vwrite(f["vdst"], sel, r, "u32", ex); return
+    atom = {"add_u32": (np.add, np.uint32), "sub_u32": (np.subtract, np.uint32), "min_i32": (np.minimum, np.int32),
+            "max_i32": (np.maximum, np.int32), "min_u32": (np.minimum, np.uint32), "max_u32": (np.maximum, np.uint32),
+            "and_b32": (np.bitwise_and, np.uint32), "or_b32": (np.bitwise_or, np.uint32), "xor_b32": (np.bitwise_xor, np.uint32),
+            "add_f32": (np.add, np.float32), "min_f32": (np.fmin, np.float32), "max_f32": (np.fmax, np.float32)}
+    key = n[3:].replace("_rtn", "")
+    if key in atom:
+      fn, dt = atom[key]; addr = at(off)
+      if (addr < 0).any() or (addr + 4 > size).any() or (addr % 4).any(): raise MemoryFault("LDS atomic outside the allocation or misaligned")
+      view = lds.view(dt); val = dat(f["data0"], 1).view(dt)[:, 0]
+      old = view[wg, addr // 4].copy()
+      fn.at(view, (wg, addr // 4), val)   # .at applies duplicates one after another, like the serialised LDS atomic
+      if "_rtn" in n: put(f["vdst"], old.view(np.uint32)[:, None])
+      return
+    raise EmulatorError("DS op not implemented")
+
+  # ---- global / flat memory
+  # ---- loads in flight
+  def _gidx(self, sel) -> np.ndarray: return np.arange(self.n) if isinstance(sel, slice) else sel
+
+  def _put(self, reg: int, sel, lanes, words: np.ndarray, counter: str = "vm", bits: int = 0xFFFFFFFF) -> None:
+    """Queue a load's result (`words`: one row per active lane) for VGPRs reg.. until s_waitcnt retires it."""
+    m = self.nw(sel); mask = np.zeros((m, 32), bool); mask[lanes] = True
+    vals = np.zeros((words.shape[1], m, 32), np.uint32)
+    for k in range(words.shape[1]): vals[k][lanes] = words[:, k].reshape(vals[k][lanes].shape)
+    if reg + words.shape[1] > self.v.shape[0]: raise EmulatorError(f"load destination v{reg + words.shape[1] - 1} beyond the kernel's VGPRs")
+    self.pending[counter].append(("v", reg, self._gidx(sel), mask, vals, np.uint32(bits)))   # bits: a d16 load writes one half
+
+  def _apply(self, e, which: np.ndarray) -> None:
+    kind, reg, waves, mask, vals, bits = e; w = waves[which]
+    for k in range(len(vals)):
+      if kind == "v":
+        old = self.v[reg + k, w]
+        self.v[reg + k, w] = np.where(mask[which], (old & ~bits) | (vals[k][which] & bits), old)
+      else: self.s[reg + k, w] = vals[k][which]
+
+  def _retire(self, counter: str, sel, left: int) -> None:
+    """s_waitcnt: for the waves in `sel`, land all but the `left` most recent loads counted by `counter`.
+    Scalar loads may return out of order, so only a wait for zero is sure to land them; they stay in flight
+    until then (the latest they could arrive)."""
+    q = self.pending[counter]
+    if not q: return
+    member = np.zeros(self.n, bool); member[sel] = True
+    seen = np.zeros(self.n, np.int64); due = [None] * len(q)
+    for j in range(len(q) - 1, -1, -1):   # newest first: a wave's load is due once `left` younger ones are counted
+      waves = q[j][2]; due[j] = member[waves] & (seen[waves] >= left) & (left == 0 or q[j][0] != "s"); seen[waves] += 1
+    keep = []
+    for e, d in zip(q, due):               # land oldest first, so a newer load to the same register wins
+      if d.any(): self._apply(e, d)
+      if not d.all():
+        kind, reg, waves, mask, vals, bits = e; k = ~d
+        keep.append((kind, reg, waves[k], None if mask is None else mask[k], vals[:, k], bits))
+    self.pending[counter] = keep
+
+  def _global(self, i: Inst, sel):
+    n, f = i.name, i.f; ex = self.exec_mask(sel)
+    lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
+    if f["saddr"] != NULL and i.enc == "GLOBAL":
+      sb = np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i, "u64")), (self.nw(sel),))
+      addr = sb[:, None] + self.v[f["addr"], sel].astype(np.uint64)
+    else: addr = self.v[f["addr"], sel].astype(np.uint64) | (self.v[f["addr"] + 1, sel].astype(np.uint64) << np.uint64(32))
+    addr = addr[lanes].reshape(-1) + np.uint64(f["offset"] & (2**64 - 1))   # wraps mod 2**64 like the hardware adder
+    op = n.split("_", 1)[1]
+    def put(reg, words): self._put(reg, sel, lanes, words)
+    def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes].reshape(-1) for k in range(nd)], 1)
+    wide = {"b32": 1, "b64": 2, "b96": 3, "b128": 4}
+    if op.startswith("load_b"): put(f["vdst"], self.mem.read(addr, 4 * wide[op[5:]], n).view(np.uint32)); return None
+    if op.startswith("store_b"):
+      if op in ("store_b8", "store_b16"):
+        self.mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, :1 if op == "store_b8" else 2], n)
+      else: self.mem.write(addr, dat(f["data"], wide[op[6:]]).view(np.uint8), n)
+      return None
+    if op in ("load_u8", "load_i8", "load_u16", "load_i16"):
+      nb = 1 if op[-1] == "8" else 2; raw = self.mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
+      v = raw.view(np.int8 if nb == 1 else np.int16).astype(np.int32).view(np.uint32) if op[5] == "i" else raw.astype(np.uint32)
+      put(f["vdst"], v[:, None]); return None
+    if op.startswith("load_d16"):
+      hi = "_hi_" in op; nb = 2 if op.endswith("b16") else 1
+      raw = self.mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
+      v = raw.view(np.int8).astype(np.int16).view(np.uint16) if op.endswith("i8") else raw.astype(np.uint16)
+      new = v.astype(np.uint32) << np.uint32(16) if hi else v.astype(np.uint32)
+      self._put(f["vdst"], sel, lanes, new[:, None], "vm", 0xFFFF0000 if hi else 0xFFFF); return None
+    if op in ("store_d16_hi_b8", "store_d16_hi_b16"):
+      self.mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, 2:3 if op.endswith("b8") else 4], n); return None
+    if op.startswith("atomic_"):
+      return self._atomic(i, sel, op[7:], addr, dat, put)
+    raise EmulatorError("memory op not implemented")
+  _flat = _global
+
+  def _atomic(self, i: Inst, sel, op: str, addr, dat, put):
+    fns = {"add_u32": (np.add, np.uint32), "sub_u32": (np.subtract, np.uint32), "min_i32": (np.minimum, np.int32),
+           "max_i32": (np.maximum, np.int32), "min_u32": (np.minimum, np.uint32), "max_u32": (np.maximum, np.uint32),
+           "and_b32": (np.bitwise_and, np.uint32), "or_b32": (np.bitwise_or, np.uint32), "xor_b32": (np.bitwise_xor, np.uint32),
+           "add_f32": (np.add, np.float32), "min_f32": (np.fmin, np.float32), "max_f32": (np.fmax, np.float32),
+           "add_u64": (np.add, np.uint64), "swap_b32": (None, np.uint32), "swap_b64": (None, np.uint64),
+           "cmpswap_b32": ("cas", np.uint32), "cmpswap_f32": ("cas", np.float32)}
+    if op not in fns: raise EmulatorError("atomic not implemented")
+    fn, dt = fns[op]; nb = np.dtype(dt).itemsize; nd = nb // 4
+    val = dat(i.f["data"], nd).view(dt)[:, 0]
+    cmp = dat(i.f["data"] + nd, nd).view(dt)[:, 0] if fn == "cas" else None
+    if not i.f["glc"] and fn not in (None, "cas"):   # no return value: ufunc.at lands every lane's update
+      uniq, inv = np.unique(addr, return_inverse=True)
+      new = self.mem.read(uniq, nb, i.name).view(dt)[:, 0].copy(); fn.at(new, inv, val)
+      return self.mem.write(uniq, new.view(np.uint8).reshape(-1, nb), i.name)
+    # lanes hitting the same address take turns in lane order, so every lane sees the value its turn left
+    ret = np.empty(len(addr), dt); todo = np.arange(len(addr))
+    while len(todo):
+      _, first = np.unique(addr[todo], return_index=True); now = todo[first]
+      old = self.mem.read(addr[now], nb, i.name).view(dt)[:, 0].copy(); ret[now] = old
+      if fn == "cas": new = np.where(old.view(np.uint32 if nb == 4 else np.uint64) == cmp[now].view(old.view(np.uint32 if nb == 4 else np.uint64).dtype), val[now], old)
+      elif fn is None: new = val[now]
+      else: new = fn(old, val[now]).astype(dt)
+      self.mem.write(addr[now], np.ascontiguousarray(new).view(np.uint8).reshape(-1, nb), i.name)
+      todo = np.setdiff1d(todo, now, assume_unique=True)
+    if i.f["glc"]: put(i.f["vdst"], ret.view(np.uint32).reshape(len(addr), nd))
+    return None
+
+def _div_scale(s0, s1, s2):
+  """v_div_scale: pre-scale numerator/denominator so the Newton-Raphson steps of a division cannot under/overflow."""
+  dt = s0.dtype; f64 = dt == np.float64
+  ebits, mant = (11, 52) if f64 else (8, 23)
+  udt = np.uint64 if f64 else np.uint32
+  def exp(x): return ((x.view(udt) >> udt(mant)) & udt((1 << ebits) - 1)).astype(np.int64)
+  s0, s1, s2 = np.broadcast_arrays(s0, s1, s2)
+  e1, e2 = exp(s1), exp(s2)
+  big = np.asarray(2.0 ** (128 if f64 else 64), dt); tiny = np.finfo(dt).tiny
+  with np.errstate(all="ignore"):
+    q = s2 / s1; r = 1 / s1
+  r_den = (np.abs(r) < tiny) & (r != 0); q_den = (np.abs(q) < tiny) & (q != 0)
+  d = s0.copy(); vcc = np.zeros(s0.shape, bool)
+  with np.errstate(all="ignore"): return _div_scale_cases(s0, s1, s2, e1, e2, big, r_den, q_den, d, vcc, f64, mant, dt)
+
+def _div_scale_cases(s0, s1, s2, e1, e2, big, r_den, q_den, d, vcc, f64, mant, dt):
+  nan = (s2 == 0) | (s1 == 0) | np.isnan(s1) | np.isnan(s2)
+  c1 = ~nan & (e2 - e1 >= (768 if f64 else 96)); vcc |= c1; d = np.where(c1 & (s0 == s1), s0 * big, d)
+  c2 = ~nan & ~c1 & (e1 == 0); d = np.where(c2, s0 * big, d)
+  c3 = ~nan & ~c1 & ~c2 & r_den & ~q_den; vcc |= c3; d = np.where(c3 & (s0 == s1), s0 * big, d)
+  c4 = ~nan & ~c1 & ~c2 & ~c3 & r_den; d = np.where(c4, s0 / big, d)
+  c5 = ~nan & ~c1 & ~c2 & ~c3 & ~c4 & q_den; vcc |= c5; d = np.where(c5 & (s0 == s2), s0 * big, d)
+  c6 = ~nan & ~c1 & ~c2 & ~c3 & ~c4 & ~c5 & (e2 <= mant); d = np.where(c6, s0 * big, d)
+  d = np.where(nan, np.asarray(np.nan, dt), d)
+  return d.astype(dt), vcc

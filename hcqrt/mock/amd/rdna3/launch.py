@@ -1,0 +1,145 @@
+"""Launch a gfx1100 kernel on the emulator: read the kernel descriptor, set up the initial wave state the
+way the hardware's dispatcher does (AMDGPUUsage "Initial Kernel Execution State"), run every workgroup."""
+from __future__ import annotations
+import struct
+from dataclasses import dataclass
+import numpy as np
+from hcqrt.mock.amd.rdna3.executor import Waves, EmulatorError, EXEC
+from hcqrt.mock.amd.rdna3.memory import FlatMemory
+
+def _bf(v: int, shift: int, width: int) -> int: return (v >> shift) & ((1 << width) - 1)
+
+@dataclass(frozen=True)
+class KernelDescriptor:
+  """The 64-byte amdhsa kernel descriptor (offsets and bit fields from LLVM's AMDHSAKernelDescriptor.h)."""
+  group_segment_fixed_size: int
+  private_segment_fixed_size: int
+  kernarg_size: int
+  entry_offset: int
+  rsrc1: int
+  rsrc2: int
+  rsrc3: int
+  code_properties: int
+  kernarg_preload: int
+
+  @classmethod
+  def from_bytes(cls, b: bytes) -> KernelDescriptor:
+    if len(b) != 64: raise ValueError(f"kernel descriptor must be 64 bytes, got {len(b)}")
+    g, p, k = struct.unpack_from("<III", b, 0); (e,) = struct.unpack_from("<q", b, 16)
+    r3, r1, r2 = struct.unpack_from("<III", b, 44); props, preload = struct.unpack_from("<HH", b, 56)
+    return cls(g, p, k, e, r1, r2, r3, props, preload)
+
+  # RSRC1 / RSRC2 / kernel_code_properties fields
+  @property
+  def vgprs(self) -> int: return (_bf(self.rsrc1, 0, 6) + 1) * (8 if self.wave32 else 4)   # gfx10+ granule: 8 (wave32)
+  @property
+  def user_sgpr_count(self) -> int: return _bf(self.rsrc2, 1, 5)
+  @property
+  def private_segment(self) -> bool: return bool(_bf(self.rsrc2, 0, 1))
+  @property
+  def workgroup_id_enable(self) -> tuple[bool, bool, bool]: return tuple(bool(_bf(self.rsrc2, 7 + k, 1)) for k in range(3))
+  @property
+  def workgroup_info(self) -> bool: return bool(_bf(self.rsrc2, 10, 1))
+  @property
+  def workitem_id_count(self) -> int: return _bf(self.rsrc2, 11, 2) + 1     # TIDIG_COMP_CNT: 0 -> x, 1 -> x,y, 2 -> x,y,z
+  @property
+  def lds_granules(self) -> int: return _bf(self.rsrc2, 15, 9)
+  @property
+  def wave32(self) -> bool: return bool(_bf(self.code_properties, 10, 1))
+  def user_sgpr_enables(self) -> dict[str, bool]:
+    names = ["private_segment_buffer", "dispatch_ptr", "queue_ptr", "kernarg_segment_ptr", "dispatch_id", "flat_scratch_init",
+             "private_segment_size"]
+    return {n: bool(_bf(self.code_properties, k, 1)) for k, n in enumerate(names)}
+  @property
+  def preload_dwords(self) -> int: return _bf(self.kernarg_preload, 0, 7)
+  @property
+  def preload_offset(self) -> int: return _bf(self.kernarg_preload, 7, 9)
+
+USER_SGPR_SIZES = {"private_segment_buffer": 4, "dispatch_ptr": 2, "queue_ptr": 2, "kernarg_segment_ptr": 2, "dispatch_id": 2,
+                   "flat_scratch_init": 2, "private_segment_size": 1}
+
+@dataclass
+class LaunchStats:
+  waves: int
+  wave_insts: int
+
+def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, kernarg_addr: int, grid: tuple[int, ...],
+           block: tuple[int, ...], entry: int = 0, dynamic_lds: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0,
+           max_waves: int = 8192) -> LaunchStats:
+  """Run a gfx1100 kernel the way an AQL packet processor does: `code` holds its machine code with the
+  first instruction at byte `entry`; `grid` counts workgroups per dimension, `block` work-items per
+  workgroup; kernel arguments live at `kernarg_addr` in `mem` (a FlatMemory, or a dict {address: buffer}).
+  Returns how many waves ran and how many wave-instructions they executed.
+
+  The user SGPRs the descriptor's kernel_code_properties enable (kernarg pointer etc., then any preloaded
+  kernargs) fill s0 upwards; `dispatch` does the rest."""
+  kd = kd if isinstance(kd, KernelDescriptor) else KernelDescriptor.from_bytes(kd)
+  if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
+  if kd.private_segment_fixed_size: raise EmulatorError(f"kernel needs {kd.private_segment_fixed_size} bytes of scratch; not supported")
+  # user SGPRs, in the order the hardware loads them, then the kernarg preload
+  user: list[int] = []
+  for name, on in kd.user_sgpr_enables().items():
+    if not on: continue
+    # private_segment_buffer / flat_scratch_init are loaded as zeros: no scratch memory exists here, and every
+    # scratch instruction is refused when it is decoded, so a kernel that really uses them fails loudly
+    if name == "dispatch_ptr" and not dispatch_ptr: raise EmulatorError("kernel reads the dispatch packet; pass dispatch_ptr")
+    if name == "queue_ptr" and not queue_ptr: raise EmulatorError("kernel reads the queue; pass queue_ptr")
+    val = {"kernarg_segment_ptr": kernarg_addr, "dispatch_ptr": dispatch_ptr, "queue_ptr": queue_ptr}.get(name, 0)
+    user += [(val >> (32 * k)) & 0xFFFFFFFF for k in range(USER_SGPR_SIZES[name])]
+  if kd.preload_dwords:
+    addr = np.array([kernarg_addr + 4 * kd.preload_offset], np.uint64)
+    user += [int(v) for v in mem.read(addr, 4 * kd.preload_dwords, "kernarg preload").view(np.uint32)[0]]
+  if len(user) > kd.user_sgpr_count: raise EmulatorError(f"USER_SGPR_COUNT {kd.user_sgpr_count} is smaller than the {len(user)} enabled user SGPRs")
+  return dispatch(mem, code, kd.rsrc1, kd.rsrc2, user, grid, block, wave32=kd.wave32, entry=entry,
+                  lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves)
+
+USER_POISON = 0xBAD0BAD0
+LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignment shift 9 from gfx7 on)
+
+def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, user_data: list[int], grid: tuple[int, ...],
+             block: tuple[int, ...], wave32: bool = True, entry: int = 0, lds_bytes: int | None = None,
+             max_waves: int = 8192) -> LaunchStats:
+  """Run a dispatch from the register values a PM4 stream programs: COMPUTE_PGM_LO/HI (`code` as an address
+  in `mem`, or the code bytes themselves with `entry`), COMPUTE_PGM_RSRC1/2, COMPUTE_USER_DATA_* (`user_data`,
+  the first RSRC2.USER_SGPR_COUNT of them land in s0..), the grid in workgroups, the workgroup size and
+  DISPATCH_INITIATOR.CS_W32_EN (`wave32`). LDS per workgroup is `lds_bytes`, else RSRC2.LDS_SIZE granules.
+
+  After the user SGPRs come the workgroup ids X/Y/Z that RSRC2 enables, and v0 holds the work-item ids
+  packed 10 bits each, as many as RSRC2.TIDIG_COMP_CNT asks for."""
+  if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
+  if isinstance(code, int): code, entry = mem.tail(code, "instruction fetch"), 0
+  r = KernelDescriptor(0, 0, 0, 0, rsrc1, rsrc2, 0, int(wave32) << 10, 0)   # the same bit fields, read from registers
+  grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
+  if not wave32: raise EmulatorError("dispatch asks for wave64; the RDNA3 emulator runs wave32 only")
+  if any(b > 1 for b in block[r.workitem_id_count:]):
+    raise EmulatorError(f"block {block} uses dimensions the kernel does not read (TIDIG_COMP_CNT={r.workitem_id_count - 1})")
+  if np.prod(block) > 1024 or min(block) < 1 or min(grid) < 1: raise EmulatorError(f"bad launch shape grid={grid} block={block}")
+  lds_bytes = r.lds_granules * LDS_GRANULE if lds_bytes is None else lds_bytes
+  if lds_bytes > 65536: raise EmulatorError(f"workgroup needs {lds_bytes} bytes of LDS, gfx1100 has 65536")
+  # user SGPRs nobody set hold garbage on hardware (LLVM reserves more than it reads): poison them, so a
+  # missing kernarg pointer faults instead of quietly reading address 0
+  nuser = r.user_sgpr_count
+  user_data = list(user_data[:nuser]) + [USER_POISON] * max(0, nuser - len(user_data))
+  nthreads = int(np.prod(block)); wpg = -(-nthreads // 32)
+  ngroups = int(np.prod(grid)); groups_per_batch = max(1, max_waves // wpg)
+  total = 0
+  for g0 in range(0, ngroups, groups_per_batch):
+    gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
+    n = len(gids) * wpg
+    w = Waves(code, n, r.vgprs, np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem)
+    wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
+    for k in range(nuser): w.s[k] = user_data[k] & 0xFFFFFFFF
+    s = nuser
+    for d, on in enumerate(r.workgroup_id_enable):
+      if on: w.s[s] = np.repeat(wg_xyz[:, d], wpg); s += 1
+    if r.workgroup_info: s += 1
+    if r.private_segment: s += 1    # private segment wave offset: no scratch is ever used, left 0
+    t = np.arange(wpg * 32)          # work-item ids, packed 10 bits each into v0
+    tid = np.stack([t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1])])
+    packed = tid[0] | (tid[1] << 10 if r.workitem_id_count > 1 else 0) | (tid[2] << 20 if r.workitem_id_count > 2 else 0)
+    w.v[0] = np.tile(packed.reshape(wpg, 32), (len(gids), 1)).astype(np.uint32)
+    live = np.tile((t < nthreads).reshape(wpg, 32), (len(gids), 1))
+    w.s[EXEC] = np.packbits(live, axis=1, bitorder="little").view(np.uint32).reshape(-1)
+    w.pc[:] = entry
+    w.run(); total += w.wave_insts
+  return LaunchStats(ngroups * wpg, total)

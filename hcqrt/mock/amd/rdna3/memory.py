@@ -1,0 +1,86 @@
+"""The flat 64-bit address space the emulated kernel sees: host buffers mapped at GPU virtual addresses."""
+from __future__ import annotations
+import bisect
+import numpy as np
+
+class MemoryFault(Exception): pass
+
+class FlatMemory:
+  """Map host buffers (anything with a writable buffer interface) at 64-bit addresses.
+
+  >>> m = FlatMemory(); buf = bytearray(16); m.map(0x1000, buf)
+  >>> m.write(np.array([0x1004], np.uint64), np.frombuffer(b"\\x01\\x02\\x03\\x04", np.uint8).reshape(1, 4)); bytes(buf[4:8])
+  b'\\x01\\x02\\x03\\x04'
+  """
+  def __init__(self) -> None:
+    self.bases: list[int] = []; self.bufs: list[np.ndarray] = []
+
+  @classmethod
+  def from_dict(cls, bufs: dict) -> FlatMemory:
+    m = cls()
+    for base, buf in bufs.items(): m.map(base, buf)
+    return m
+
+  def map(self, base: int, buf) -> None:
+    arr = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, np.uint8)
+    arr = arr.reshape(-1).view(np.uint8)
+    i = bisect.bisect(self.bases, base)
+    if (i > 0 and self.bases[i - 1] + len(self.bufs[i - 1]) > base) or (i < len(self.bases) and base + len(arr) > self.bases[i]):
+      raise ValueError(f"mapping 0x{base:x}+{len(arr)} overlaps an existing mapping")
+    self.bases.insert(i, base); self.bufs.insert(i, arr)
+
+  def unmap(self, base: int) -> None:
+    i = self.bases.index(base); del self.bases[i]; del self.bufs[i]
+
+  def tail(self, addr: int, what: str = "access") -> np.ndarray:
+    """The mapped bytes from `addr` to the end of its buffer (a view; code is fetched from here)."""
+    i = bisect.bisect(self.bases, addr) - 1
+    if i < 0 or addr >= self.bases[i] + len(self.bufs[i]): raise MemoryFault(f"{what}: 0x{addr:x} is outside every mapped buffer")
+    return self.bufs[i][addr - self.bases[i]:]
+
+  def _locate(self, addrs: np.ndarray, nbytes: int, what: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Split addresses by mapping: [(mask, buffer, offsets)]; every byte must be mapped."""
+    addrs = addrs.astype(np.uint64, copy=False)
+    if len(addrs) == 0: return []
+    bases = np.array(self.bases, np.uint64)
+    ends = np.array([b + len(m) for b, m in zip(self.bases, self.bufs)] + [0], np.uint64)
+    idx = np.searchsorted(bases, addrs, side="right").astype(np.int64) - 1   # -1 (unmapped) picks the 0 end below
+    ok = addrs + np.uint64(nbytes) <= ends[idx]
+    if not ok.all():
+      bad = int(addrs[~ok][0])
+      raise MemoryFault(f"{what}: {nbytes}-byte access at 0x{bad:x} is outside every mapped buffer")
+    lo, hi = int(idx.min()), int(idx.max())
+    if lo == hi: return [(slice(None), self.bufs[lo], addrs - np.uint64(self.bases[lo]))]   # the usual case: one buffer
+    out = []
+    for r in np.unique(idx):
+      m = idx == r
+      out.append((m, self.bufs[r], addrs[m] - np.uint64(self.bases[r])))
+    return out
+
+  def read(self, addrs: np.ndarray, nbytes: int, what: str = "load") -> np.ndarray:
+    """Read `nbytes` at each address -> uint8 array (len(addrs), nbytes)."""
+    out = np.empty((len(addrs), nbytes), np.uint8)
+    for m, buf, offs in self._locate(addrs, nbytes, what):
+      out[m] = _gather(buf, offs, nbytes)
+    return out
+
+  def write(self, addrs: np.ndarray, data: np.ndarray, what: str = "store") -> None:
+    """Write rows of `data` (len(addrs), nbytes) uint8; with duplicate addresses the last row wins."""
+    nbytes = data.shape[1]
+    for m, buf, offs in self._locate(addrs, nbytes, what):
+      if not buf.flags.writeable: raise MemoryFault(f"{what}: buffer at this address is read-only")
+      _scatter(buf, offs, data[m])
+
+def _gather(buf: np.ndarray, offs: np.ndarray, n: int) -> np.ndarray:
+  # aligned word accesses (the common case) index a word view instead of every byte
+  if n % 4 == 0 and len(buf) % 4 == 0 and not (offs % np.uint64(4)).any():
+    w = buf.view(np.uint32)[(offs // np.uint64(4)).astype(np.int64)[:, None] + np.arange(n // 4)]
+    return w.view(np.uint8).reshape(len(offs), n)
+  return buf[offs.astype(np.int64)[:, None] + np.arange(n)]
+
+def _scatter(buf: np.ndarray, offs: np.ndarray, data: np.ndarray) -> None:
+  n = data.shape[1]
+  if n % 4 == 0 and len(buf) % 4 == 0 and not (offs % np.uint64(4)).any():
+    buf.view(np.uint32)[(offs // np.uint64(4)).astype(np.int64)[:, None] + np.arange(n // 4)] = np.ascontiguousarray(data).view(np.uint32)
+  else:
+    buf[offs.astype(np.int64)[:, None] + np.arange(n)] = data

@@ -1,0 +1,80 @@
+"""The mock KFD's own reading of the ABI: ioctl argument layouts (Python struct formats with field names), PM4
+and SDMA opcodes, and the COMPUTE_* registers a dispatch reads. Written from kfd_ioctl.h / nvd.h / soc15d.h /
+sdma_v6_0_0_pkt_open.h / gc_11_0_0_offset.h / gc_9_4_3_offset.h independently of ioctl_defs/amd (a wrong
+shared table must not pass both sides); tests/test_amd_mock_kfd.py checks these against ../shared/abi.
+"""
+from __future__ import annotations
+import struct
+
+class Layout:
+  """A C struct as the kernel sees it: field names and one little-endian struct format (x86-64 alignment spelled out)."""
+  def __init__(self, fmt: str, names: str):
+    self.st, self.names = struct.Struct("<" + fmt), [n for n in names.split() if n != "_"]
+    self._fields = names.split()
+    self.size = self.st.size
+  def unpack(self, data: bytes) -> dict[str, int]:
+    return {n: v for n, v in zip(self._fields, self.st.unpack_from(data)) if n != "_"}
+  def pack(self, d: dict[str, int]) -> bytes:
+    return self.st.pack(*(d.get(n, 0) for n in self._fields))
+
+CREATE_QUEUE_88 = "QQQQIIIIIIQQQII"
+CREATE_QUEUE_FIELDS = ("ring_base_address write_pointer_address read_pointer_address doorbell_offset ring_size gpu_id queue_type "
+                       "queue_percentage queue_priority queue_id eop_buffer_address eop_buffer_size ctx_save_restore_address "
+                       "ctx_save_restore_size ctl_stack_size")
+# nr -> (name, layout of the newest header the mock serves (1.17), sizes any known header gives it)
+IOCTLS: dict[int, tuple[str, Layout, tuple[int, ...]]] = {
+  0x01: ("GET_VERSION", Layout("II", "major_version minor_version"), (8,)),
+  0x02: ("CREATE_QUEUE", Layout(CREATE_QUEUE_88 + "II", CREATE_QUEUE_FIELDS + " sdma_engine_id pad"), (88, 96)),
+  0x03: ("DESTROY_QUEUE", Layout("II", "queue_id pad"), (8,)),
+  0x05: ("GET_CLOCK_COUNTERS", Layout("QQQQII", "gpu_clock_counter cpu_clock_counter system_clock_counter system_clock_freq gpu_id pad"), (40,)),
+  0x08: ("CREATE_EVENT", Layout("QIIIIII", "event_page_offset event_trigger_data event_type auto_reset node_id event_id event_slot_index"), (32,)),
+  0x09: ("DESTROY_EVENT", Layout("II", "event_id pad"), (8,)),
+  0x0A: ("SET_EVENT", Layout("II", "event_id pad"), (8,)),
+  0x0B: ("RESET_EVENT", Layout("II", "event_id pad"), (8,)),
+  0x0C: ("WAIT_EVENTS", Layout("QIIII", "events_ptr num_events wait_for_all timeout wait_result"), (24,)),
+  0x14: ("GET_PROCESS_APERTURES_NEW", Layout("QII", "kfd_process_device_apertures_ptr num_of_nodes pad"), (16,)),
+  0x15: ("ACQUIRE_VM", Layout("II", "drm_fd gpu_id"), (8,)),
+  0x16: ("ALLOC_MEMORY_OF_GPU", Layout("QQQQII", "va_addr size handle mmap_offset gpu_id flags"), (40,)),
+  0x17: ("FREE_MEMORY_OF_GPU", Layout("Q", "handle"), (8,)),
+  0x18: ("MAP_MEMORY_TO_GPU", Layout("QQII", "handle device_ids_array_ptr n_devices n_success"), (24,)),
+  0x19: ("UNMAP_MEMORY_FROM_GPU", Layout("QQII", "handle device_ids_array_ptr n_devices n_success"), (24,)),
+  0x21: ("SET_XNACK_MODE", Layout("i", "xnack_enabled"), (4,)),
+  0x23: ("AVAILABLE_MEMORY", Layout("QII", "available gpu_id pad"), (16,)),
+  0x25: ("RUNTIME_ENABLE", Layout("QII", "r_debug mode_mask capabilities_mask"), (16,)),
+}
+COMMAND_END = {(1, 11): 0x24, (1, 17): 0x27}   # AMDKFD_COMMAND_END per header
+APERTURE = Layout("QQQQQQII", "lds_base lds_limit scratch_base scratch_limit gpuvm_base gpuvm_limit gpu_id pad")
+EVENT_DATA = Layout("32xQII", "kfd_event_data_ext event_id pad")   # the 32-byte union is written back as zeros (no exceptions)
+
+# KFD_IOC_ALLOC_MEM_FLAGS_*
+VRAM, GTT, USERPTR, DOORBELL, MMIO_REMAP = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4
+WRITABLE, EXECUTABLE, PUBLIC, NO_SUBSTITUTE, AQL_QUEUE_MEM, COHERENT, UNCACHED = 1 << 31, 1 << 30, 1 << 29, 1 << 28, 1 << 27, 1 << 26, 1 << 25
+QUEUE_COMPUTE, QUEUE_SDMA, QUEUE_COMPUTE_AQL = 0, 1, 2
+EVENT_SIGNAL, EVENT_MEMORY = 0, 8
+FIRST_NONSIGNAL_EVENT_ID = (0x7FFFFFFF >> 1) + 1   # kfd_events.h: signal events use small ids (= their slot)
+MEMORY_EXCEPTION = Layout("IIIIQII", "NotPresent ReadOnly NoExecute imprecise va gpu_id ErrorType")   # 32-byte union member
+MMAP_DOORBELL, MMAP_EVENTS = 3, 2
+UNSIGNALED_EVENT_SLOT = (1 << 64) - 1
+
+# --- PM4 (type-3 opcodes) ---
+PM4_OPCODES = {0x10: "NOP", 0x15: "DISPATCH_DIRECT", 0x37: "WRITE_DATA", 0x3C: "WAIT_REG_MEM", 0x3F: "INDIRECT_BUFFER",
+               0x46: "EVENT_WRITE", 0x49: "RELEASE_MEM", 0x58: "ACQUIRE_MEM", 0x76: "SET_SH_REG",
+               # known to the CP but not executed by the mock (fail loudly by name)
+               0x23: "PRED_EXEC", 0x40: "COPY_DATA", 0x79: "SET_UCONFIG_REG", 0x16: "DISPATCH_INDIRECT", 0x22: "COND_EXEC"}
+SH_REG_BASE = 0x2C00
+# COMPUTE_* absolute dword addresses a dispatch reads; PGM_RSRC3 moved between gfx9.4.3 and gfx11
+COMPUTE = {"DISPATCH_INITIATOR": 0x2E00, "NUM_THREAD_X": 0x2E07, "NUM_THREAD_Y": 0x2E08, "NUM_THREAD_Z": 0x2E09,
+           "START_X": 0x2E04, "START_Y": 0x2E05, "START_Z": 0x2E06, "PGM_LO": 0x2E0C, "PGM_HI": 0x2E0D,
+           "PGM_RSRC1": 0x2E12, "PGM_RSRC2": 0x2E13, "RESOURCE_LIMITS": 0x2E15, "TMPRING_SIZE": 0x2E18, "USER_DATA_0": 0x2E40}
+PGM_RSRC3 = {"gfx1100": 0x2E28, "gfx942": 0x2E2D}
+DI_COMPUTE_SHADER_EN, DI_CS_W32_EN = 1 << 0, 1 << 15
+EVENT_CS_PARTIAL_FLUSH = 7
+# RELEASE_MEM dword1 cache-action bits that write dirty L2 lines back: gfx11 GCR_GL2_WB, gfx9 EOP_TC_WB_ACTION_EN / TC_ACTION_EN
+RM_WRITEBACK = {11: 1 << 21, 9: (1 << 15) | (1 << 17)}
+ACQ_WRITEBACK_GFX11 = 1 << 15    # ACQUIRE_MEM GCR_CNTL GL2_WB
+WD_DST_MEMORY, WD_DST_REGISTER = 5, 0
+
+# --- SDMA (header op in bits 7:0, sub_op 15:8) ---
+SDMA_OPCODES = {0: "NOP", 1: "COPY", 2: "WRITE", 4: "INDIRECT", 5: "FENCE", 6: "TRAP", 7: "SEM", 8: "POLL_REGMEM",
+                9: "COND_EXE", 10: "ATOMIC", 11: "CONST_FILL", 13: "TIMESTAMP", 17: "GCR_REQ"}
+SDMA_COPY_COUNT_MASK = {11: 0x3FFFFFFF, 9: 0x003FFFFF}

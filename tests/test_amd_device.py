@@ -1,0 +1,294 @@
+"""The AMD backend on the mock KFD: bring-up, SDMA copies, signals and waits, a PM4 dispatch as the CP decodes it,
+and KFD refusals surfaced as errors naming the ioctl and errno."""
+import struct, threading, time
+import numpy as np
+import pytest
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
+from hcqrt.amd.device import AMDDevice, AMDError, AMDProgram
+from hcqrt.amd.targets import target_for, UnsupportedTarget
+from ioctl_defs.amd import kd as KD
+
+@pytest.fixture(params=["gfx1100", "gfx942"])
+def dev(request):
+  drv = install_mock_amd(request.param)
+  d = AMDDevice("AMD"); d.drv = drv
+  yield d
+  uninstall_mock_amd(drv)
+
+def test_bring_up(dev):
+  assert dev.drv.calls[:6] == ["GET_VERSION", "ACQUIRE_VM", "RUNTIME_ENABLE", "GET_PROCESS_APERTURES_NEW", "GET_PROCESS_APERTURES_NEW",
+                               "ALLOC_MEMORY_OF_GPU"]
+  assert dev.gpuvm[0] <= dev.va_base < dev.gpuvm[1]
+  assert dev.wave_size == (32 if dev.arch == "gfx1100" else 64)
+  assert dev.cu_count == (96 if dev.arch == "gfx1100" else 304)
+
+def test_unsupported_target_is_named():
+  with pytest.raises(UnsupportedTarget, match="gfx1030"): target_for(100300)
+
+def test_sdma_copies_round_trip(dev):
+  x = np.random.default_rng(0).standard_normal(3 << 18).astype(np.float32)   # 3 MiB: more than one staging chunk
+  a, b = dev.allocator.alloc(x.nbytes), dev.allocator.alloc(x.nbytes)
+  dev.allocator.copyin(a, memoryview(x.tobytes()))
+  dev.allocator.transfer(b, a, x.nbytes)
+  out = bytearray(x.nbytes); dev.allocator.copyout(memoryview(out), b)
+  assert np.array_equal(np.frombuffer(out, np.float32), x)
+  dev.allocator.free(a); dev.allocator.free(b)
+
+def test_queue_waits_for_a_host_signal_and_wait_sleeps_in_wait_events(dev):
+  gate, done = dev.new_signal(0), dev.new_signal(0)
+  dev.hw_compute_queue().wait(gate, 1).signal(done, 7).submit(dev)
+  dev.hw_copy_queue().wait(done, 7).signal(gate, 2).submit(dev)   # the copy engine waits for the compute queue
+  assert done.value == 0
+  threading.Timer(0.05, lambda: setattr(gate, "value", 1)).start()
+  n = dev.drv.calls.count("WAIT_EVENTS")
+  dev.wait_signal(done, 7, timeout_s=5)
+  dev.wait_signal(gate, 2, timeout_s=5)
+  assert dev.drv.calls.count("WAIT_EVENTS") > n
+
+def test_signal_values_patch_and_resubmit(dev):
+  s = dev.new_signal(0)
+  q = dev.hw_compute_queue().signal(s, 1)
+  q.submit(dev); dev.wait_signal(s, 1, 5)
+  q.update_signal(0, value=(1 << 33) + 5).submit(dev); dev.wait_signal(s, (1 << 33) + 5, 5)
+  c = dev.hw_copy_queue().signal(s, (1 << 34) + 1)
+  c.submit(dev); dev.wait_signal(s, (1 << 34) + 1, 5)
+  assert s.value == (1 << 34) + 1
+
+def _program(dev, kernarg_ptrs=1):
+  props = (1 << 3) | ((1 << 10) if dev.gfx.wave32 else 0)
+  rsrc1, rsrc2 = 0x60AF0041, 2 << 1 | 1 << 7
+  desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 8 * kernarg_ptrs, 0, 0, rsrc1, rsrc2, props, 0)
+  return AMDProgram(dev, "k", b"\x00\x00\x80\xbf" * 16, desc, [(8 * i, 8) for i in range(kernarg_ptrs)])
+
+def test_pm4_dispatch_is_decoded(dev):
+  seen = []
+  def executor(d, vm):   # a stand-in for the emulator: store 42 through the first kernarg pointer
+    seen.append(d)
+    ptr = struct.unpack("<Q", vm.read(d.kernarg, 8))[0]
+    vm.write(ptr, struct.pack("<I", 42))
+  prev = set_executor(executor)
+  try:
+    prog, buf = _program(dev), dev.allocator.alloc(64)
+    prog(buf, global_size=(3, 2, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+  finally: set_executor(prev)
+  d = seen[0]
+  assert d.program == prog.code_va and d.grid == (3, 2, 1) and d.block == (dev.wave_size, 1, 1)
+  assert d.wave32 == (dev.arch == "gfx1100")
+  assert d.rsrc2 == prog.kd.rsrc2 and d.user_sgprs == 2
+  priv = 1 << KD.RSRC1["PRIV"][0]
+  assert d.rsrc1 == prog.kd.rsrc1 | (priv if dev.arch == "gfx1100" else 0)   # gfx11 CWSR erratum
+  assert struct.unpack("<Q", bytes(dev.drv.vm.read(d.kernarg, 8)))[0] == buf.va
+  out = bytearray(4); dev.allocator.copyout(memoryview(out), buf)
+  assert struct.unpack("<I", out)[0] == 42
+
+def test_unmapped_buffer_in_a_dispatch_faults(dev):
+  def executor(d, vm):
+    ptr = struct.unpack("<Q", vm.read(d.kernarg, 8))[0]
+    vm.write(ptr, b"\0" * 4)
+  prev = set_executor(executor)
+  try:
+    prog, buf = _program(dev), dev.allocator.alloc(64)
+    dev.allocator.free(buf)
+    with pytest.raises(GPUError, match="page fault"): prog(buf.va, global_size=(1, 1, 1), local_size=(1, 1, 1))
+  finally: set_executor(prev)
+
+def test_refusals_name_the_ioctl_and_errno(dev):
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_FREE_MEMORY_OF_GPU failed with EINVAL"):
+    dev.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=(dev.gpu_id << 32) | 0xFFFF)
+  b = dev.allocator.alloc(64)
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_FREE_MEMORY_OF_GPU failed with EBUSY"):
+    dev.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=b.handle)
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU failed with EBUSY"):
+    dev._map(dev.compute.ring, unmap=True)
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_CREATE_QUEUE failed with EINVAL"):
+    dev.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=dev.compute.ring.va, ring_size=0x3000, gpu_id=dev.gpu_id)
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_ALLOC_MEMORY_OF_GPU failed with EINVAL"):
+    dev.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=b.va, size=4096, gpu_id=dev.gpu_id, flags=1)
+
+def test_graph_replay_copies(dev):
+  x = np.arange(256, dtype=np.float32)
+  a, b = dev.allocator.alloc(x.nbytes), dev.allocator.alloc(x.nbytes)
+  dev.allocator.copyin(a, memoryview(x.tobytes()))
+  g = dev.graph([("copy", b, a, x.nbytes)])
+  for _ in range(2): g.replay(); dev.synchronize()
+  out = bytearray(x.nbytes); dev.allocator.copyout(memoryview(out), b)
+  assert np.array_equal(np.frombuffer(out, np.float32), x)
+
+def test_tensor_ops_name_the_missing_renderer(monkeypatch):
+  monkeypatch.setenv("MOCKGPU", "1")
+  from frontend.tensor import Tensor
+  with pytest.raises(NotImplementedError, match="no renderer 'amdgpu-llvm' for device AMD"): (Tensor([1.0, 2.0], device="AMD") + 1).numpy()
+
+def test_graph_replay_is_one_indirect_buffer_with_patched_pointers(dev):
+  seen = []
+  prev = set_executor(lambda d, vm: seen.append(struct.unpack("<Q", bytes(vm.read(d.kernarg, 8)))[0]))
+  try:
+    prog = _program(dev)
+    a, b = dev.allocator.alloc(64), dev.allocator.alloc(64)
+    g = dev.graph([("exec", prog, [a], [], (1, 1, 1), (dev.wave_size, 1, 1)), ("exec", prog, [a], [], (2, 1, 1), (dev.wave_size, 1, 1))])
+    cq = next(q for q in dev.drv.queues.values() if not q.sdma)
+    ibs = cq.ib_count
+    g.replay(); dev.synchronize()
+    g.replay(bufs={(1, 0): b}); dev.synchronize()
+    assert seen == [a.va, a.va, a.va, b.va]
+    assert cq.ib_count == ibs + 2
+  finally: set_executor(prev)
+
+def test_kfd_1_11_layouts_and_no_runtime_enable():
+  drv = install_mock_amd(version=(1, 11))
+  try:
+    d = AMDDevice("AMD")
+    assert "RUNTIME_ENABLE" not in drv.calls
+    assert {sz for n, sz in zip(drv.calls, drv.sizes) if n == "CREATE_QUEUE"} == {88}   # the <= 1.16 struct
+    s = d.new_signal(0); d.hw_compute_queue().signal(s, 3).submit(d); d.wait_signal(s, 3, 5)
+  finally: uninstall_mock_amd(drv)
+  drv = install_mock_amd()
+  try:
+    AMDDevice("AMD")
+    assert {sz for n, sz in zip(drv.calls, drv.sizes) if n == "CREATE_QUEUE"} == {96}
+  finally: uninstall_mock_amd(drv)
+
+def test_timed_launch_reports_seconds(dev):
+  prev = set_executor(lambda d, vm: time.sleep(0.02))
+  try: t = _program(dev)(dev.allocator.alloc(64), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
+  finally: set_executor(prev)
+  assert 0.015 < t < 5
+
+# ---- HCQ semantics shared with NV, with a stand-in executor that recognises a kernel by its code bytes ----
+ADD_CODE = b"ADD!" + b"\x00\x00\x80\xbf" * 15   # out[i] = a[i] + k * b[i] for i < n (args: out, a, b, k, n)
+
+def add_executor(d, vm):
+  code = bytes(vm.read(d.program, 4))
+  if code != ADD_CODE[:4]: raise AssertionError(f"unknown kernel {code!r}")
+  out, a, b, k, n = struct.unpack("<QQQiI", bytes(vm.read(d.kernarg, 32)))
+  m = min(n, d.grid[0] * d.block[0])
+  x = np.frombuffer(bytes(vm.read(a, 4 * m)), np.float32)
+  y = np.frombuffer(bytes(vm.read(b, 4 * m)), np.float32)
+  vm.write(out, (x + k * y).astype(np.float32).tobytes())
+
+@pytest.fixture
+def add(dev):
+  prev = set_executor(add_executor)
+  props = (1 << 3) | ((1 << 10) if dev.gfx.wave32 else 0)
+  desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 32, 0, 0, 0, 2 << 1 | 1 << 7, props, 0)
+  yield AMDProgram(dev, "add", ADD_CODE, desc, [(0, 8), (8, 8), (16, 8), (24, 4), (28, 4)])
+  set_executor(prev)
+
+def upload(dev, x):
+  b = dev.allocator.alloc(x.nbytes); dev.allocator.copyin(b, memoryview(x.tobytes())); return b
+def download(dev, b, n):
+  out = bytearray(4 * n); dev.allocator.copyout(memoryview(out), b); return np.frombuffer(out, np.float32)
+
+def test_signals_and_timeout(dev):
+  from hcqrt.hcq import SignalTimeout
+  s = dev.new_signal(name="sigA")
+  big = (1 << 40) + 7
+  dev.hw_compute_queue().signal(s, big).timestamp(s).submit(dev)
+  s.wait(big, 1.0)
+  assert s.timestamp > 0
+  with pytest.raises(SignalTimeout, match=r"AMD.*sigA.*reach 1099511627784.*last completed value is 1099511627783.*AMDComputeQueue"):
+    s.wait(big + 1, 0.05)
+
+def test_launch_after_cpu_and_other_queue(dev, add):
+  gate, done = dev.new_signal(name="gate"), dev.new_signal(name="done")
+  x = np.arange(64, dtype=np.float32)
+  a, o = upload(dev, x), dev.allocator.alloc(256)
+  args = add.fill_kernargs([o, a, a], [1, 64])
+  dev.hw_compute_queue().wait(gate, 2).exec(add, args, (1, 1, 1), (64, 1, 1)).signal(done, 1).submit(dev)
+  time.sleep(0.02)
+  assert done.value == 0
+  dev.hw_copy_queue().signal(gate, 1).submit(dev)
+  time.sleep(0.02)
+  assert done.value == 0   # 1 < 2: still parked
+  gate.value = 2           # a CPU write: the mock's poller notices
+  dev.wait_signal(done, 1, 2.0)
+  assert np.array_equal(download(dev, o, 64), 2 * x)
+
+def test_patch_and_resubmit(dev, add):
+  n = 128
+  x = np.arange(n, dtype=np.float32)
+  a, o1, o2 = upload(dev, x), dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
+  s = dev.new_signal()
+  args = add.fill_kernargs([o1, a, a], [1, n], persistent=True)
+  q = dev.hw_compute_queue().exec(add, args, (1, 1, 1), (n // 2, 1, 1)).signal(s, 1)
+  q.submit(dev); dev.wait_signal(s, 1, 5)
+  assert np.array_equal(download(dev, o1, n)[: n // 2], 2 * x[: n // 2]) and not download(dev, o1, n)[n // 2:].any()
+  args.set_buffer(0, o2.va); args.set_int(0, 4)
+  q.update_exec(0, global_size=(2, 1, 1)).update_signal(1, value=2)
+  q.submit(dev); dev.wait_signal(s, 2, 5)
+  assert np.array_equal(download(dev, o2, n), 5 * x)
+  q.bind(dev)
+  q.update_signal(1, value=3).submit(dev); dev.wait_signal(s, 3, 5)
+  with pytest.raises(IndexError, match="not a wait"): q.update_wait(1, value=1)
+  c = dev.hw_copy_queue().copy(o1.va, o2.va, 16).signal(s, 4)
+  c.submit(dev); dev.wait_signal(s, 4, 5)
+  c.update_copy(0, dst=o2.va, src=a.va).update_signal(1, value=5).submit(dev); dev.wait_signal(s, 5, 5)
+  assert np.array_equal(download(dev, o2, n)[:4], x[:4])
+
+def test_graph_replay_matches_numpy(dev, add):
+  n = 256
+  x = np.arange(n, dtype=np.float32)
+  b = [upload(dev, x) for _ in range(2)] + [dev.allocator.alloc(4 * n) for _ in range(4)]
+  items = [("exec", add, [b[2], b[0], b[1]], [1, n], (1, 1, 1), (n, 1, 1)),      # b2 = b0 + b1
+           ("copy", b[3], b[2], 4 * n),                                          # b3 = b2
+           ("exec", add, [b[4], b[3], b[2]], [2, n], (1, 1, 1), (n, 1, 1)),      # b4 = b3 + 2 b2
+           ("exec", add, [b[5], b[4], b[0]], [1, n], (1, 1, 1), (n, 1, 1))]      # b5 = b4 + b0
+  g = dev.graph(items)
+  g.replay(wait=True)
+  assert np.array_equal(download(dev, b[5], n), 7 * x) and np.array_equal(download(dev, b[4], n), 6 * x)
+  g.replay(bufs={(0, 1): b[5]}, vals={(0, 0): 3}, wait=True)
+  np.testing.assert_array_equal(download(dev, b[2], n), 7 * x + 3 * x)
+  np.testing.assert_array_equal(download(dev, b[5], n), 3 * 10 * x + x)
+
+def test_release_writes_back_the_l2(dev):
+  """A signal in cached memory is seen by the host only because the backend's RELEASE_MEM writes the L2 back
+  (the mock keeps unflushed CP writes in its L2)."""
+  from hcqrt.hcq import Signal
+  buf = dev.gpu_alloc(4096, "gtt", host=True)
+  s = Signal(dev, buf.host, buf.va, "cached")
+  dev.hw_compute_queue().signal(s, 9).submit(dev)
+  dev.wait_signal(s, 9, 2)
+
+def test_lds_size_programmed_from_the_descriptor(dev):
+  seen = []
+  prev = set_executor(lambda d, vm: seen.append(d.lds_bytes))
+  try:
+    props = (1 << 3) | ((1 << 10) if dev.gfx.wave32 else 0)
+    desc = struct.pack("<III4xq20xIIIHH4x", 1000, 0, 8, 0, 0, 0, 2 << 1, props, 0)
+    AMDProgram(dev, "lds", b"\x00\x00\x80\xbf" * 16, desc, [(0, 8)])(0, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
+  finally: set_executor(prev)
+  assert seen == [1024]
+  big = struct.pack("<III4xq20xIIIHH4x", 70000, 0, 8, 0, 0, 0, 2 << 1, 1 << 3, 0)
+  with pytest.raises(ValueError, match="LDS"): AMDProgram(dev, "big", b"\0" * 64, big, [(0, 8)])
+
+def test_sdma_fault_and_flat_map(dev):
+  b = dev.allocator.alloc(4096)
+  assert any(va <= b.va < va + n for va, n, _ in dev.drv.vm.flat_map())
+  with pytest.raises(GPUError, match="page fault"): dev.hw_copy_queue().copy(b.va, 0x1000, 64).submit(dev)
+
+def test_fault_behind_a_wait_is_an_error_not_a_timeout(dev):
+  def executor(d, vm): vm.write(0x1000, b"\0" * 4)   # nothing is mapped at 0x1000
+  prev = set_executor(executor)
+  try:
+    gate, done = dev.new_signal(0, "gate"), dev.new_signal(0, "done")
+    dev.hw_compute_queue().wait(gate, 1).exec(_program(dev), _program(dev).fill_kernargs([0]), (1, 1, 1), (1, 1, 1)).signal(done, 1).submit(dev)
+    gate.value = 1   # the mock's poller runs the dispatch, which faults off the submitting thread
+    with pytest.raises(AMDError, match=r"GPU memory fault at 0x1000"): dev.wait_signal(done, 1, 5)
+  finally: set_executor(prev)
+
+def test_unsupported_gpu_in_the_topology_is_refused_by_name():
+  drv = install_mock_amd()
+  try:
+    props = "/sys/devices/virtual/kfd/kfd/topology/nodes/1/properties"
+    drv.files[props] = drv.files[props].replace("gfx_target_version 110000", "gfx_target_version 100300")
+    with pytest.raises(UnsupportedTarget, match=r"gfx1030 \(gfx_target_version 100300\) is not supported; supported: gfx1100"):
+      AMDDevice("AMD")
+  finally: uninstall_mock_amd(drv)
+
+def test_probe_reports_amd(monkeypatch):
+  from hcqrt import probe
+  p = probe.probe_amd("gfx942")
+  assert p.usable and p.props["arch"] == "gfx942" and p.props["wave_size"] == 64 and p.props["mock"]
+  monkeypatch.setattr(probe.os.path, "exists", lambda path: False)
+  p = probe.probe_amd(None)
+  assert not p.usable and "no /dev/kfd" in p.reason and "MOCKGPU=1 AMD=1" in p.fix

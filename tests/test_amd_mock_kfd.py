@@ -1,0 +1,205 @@
+"""The mock KFD refuses what amdkfd refuses (same errno), keeps its own tables (checked against ../shared/abi), and its
+command processors do the harmful legal thing: unflushed releases stay in the L2, unbarriered dispatches reorder."""
+import ctypes, errno, os, struct
+import pytest
+from hcqrt import syscalls
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
+from hcqrt.mock.amd import tables as T
+from hcqrt.mock.amd.topology import GPU_ID
+from ioctl_defs.amd import kfd as K, pm4
+from tests.abi_facts import load
+
+
+def test_mock_tables_match_the_header_facts():
+  heads = load("amd_kfd")["kfd_headers"]
+  old, new = heads["linux_uapi_6.1_debian"], heads["rocm_libhsakmt_2025_08"]
+  for nr, (name, layout, sizes) in T.IOCTLS.items():
+    for h in (old, new):
+      ent = next((i for i in h["ioctls"] if i["name"] == f"AMDKFD_IOC_{name}"), None)
+      if ent is None: continue
+      assert ent["nr"] == nr, name
+      assert ent["size"] in sizes, (name, ent["size"], sizes)
+    rec = new["records"][next(i for i in new["ioctls"] if i["name"] == f"AMDKFD_IOC_{name}")["arg"].split()[-1]]
+    assert rec["size"] == layout.size, name
+    assert [f["name"] for f in rec["fields"]] == layout.names, name
+
+@pytest.fixture
+def kfd():
+  drv = install_mock_amd()
+  fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  yield drv, fd
+  syscalls.close(fd); uninstall_mock_amd(drv)
+
+ABI17 = K.abi_for_version(1, 17)
+def call(fd, name, **f):
+  a = ABI17.new(name, **f); syscalls.ioctl(fd, ABI17.request(name), a); return a
+def refused(e, fn, *a, **k):
+  with pytest.raises(OSError) as ei: fn(*a, **k)
+  assert ei.value.errno == e, ei.value
+  return str(ei.value)
+
+def acquire(drv, fd):
+  r = syscalls.open_render_node(128)
+  call(fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r, gpu_id=drv.gpu_id)
+  return r
+
+VA = 0x7e0000000000
+def alloc(fd, drv, va, size, flags, mapit=True):
+  a = call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=va, size=size, gpu_id=drv.gpu_id, flags=flags)
+  if mapit: mapm(fd, drv, a.handle)
+  return a
+def mapm(fd, drv, h, name="AMDKFD_IOC_MAP_MEMORY_TO_GPU", n=1, succ=0):
+  ids = ABI17.ffi.new("uint32_t[1]", [drv.gpu_id])
+  return call(fd, name, handle=h, device_ids_array_ptr=int(ABI17.ffi.cast("uintptr_t", ids)), n_devices=n, n_success=succ)
+
+def test_version_topology_and_ioctl_numbers(kfd):
+  _, fd = kfd
+  v = call(fd, "AMDKFD_IOC_GET_VERSION"); assert (v.major_version, v.minor_version) == (1, 17)
+  assert syscalls.read_text("/sys/devices/virtual/kfd/kfd/topology/nodes/1/gpu_id").strip() == str(GPU_ID["gfx1100"])
+  bad = K.ioc(K.IOC_READ | K.IOC_WRITE, K.AMDKFD_IOCTL_BASE, 0x30, 8)
+  assert "nr" in refused(errno.EINVAL, syscalls.ioctl, fd, bad, bytearray(8))
+  # a size no header produces: refused (stricter than the kernel, which would zero-fill)
+  wrong = K.ioc(K.IOC_READ | K.IOC_WRITE, K.AMDKFD_IOCTL_BASE, 0x16, 32)
+  assert "ALLOC_MEMORY_OF_GPU" in refused(errno.EINVAL, syscalls.ioctl, fd, wrong, bytearray(32))
+  # the 88-byte create_queue of <= 1.16 headers is accepted (the kernel zero-fills)
+  assert 88 in T.IOCTLS[0x02][2]
+
+def test_runtime_enable_needs_1_14_and_only_once():
+  drv = install_mock_amd(version=(1, 11)); fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  try: refused(errno.EINVAL, call, fd, "AMDKFD_IOC_RUNTIME_ENABLE", mode_mask=1)
+  finally: syscalls.close(fd); uninstall_mock_amd(drv)
+  drv = install_mock_amd(); fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  try:
+    call(fd, "AMDKFD_IOC_RUNTIME_ENABLE", mode_mask=1)
+    refused(errno.EBUSY, call, fd, "AMDKFD_IOC_RUNTIME_ENABLE", mode_mask=1)
+  finally: syscalls.close(fd); uninstall_mock_amd(drv)
+
+def test_memory_rules(kfd):
+  drv, fd = kfd
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=4096, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)  # no VM
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=fd, gpu_id=drv.gpu_id)   # not a render node
+  acquire(drv, fd)
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=4096, gpu_id=1234, flags=K.ALLOC_MEM_FLAGS_VRAM)
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=0, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA + 8, size=4096, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)
+  a = alloc(fd, drv, VA, 8192, K.ALLOC_MEM_FLAGS_VRAM, mapit=False)
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA + 4096, size=4096, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)
+  refused(errno.EINVAL, mapm, fd, drv, a.handle, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU")          # not mapped
+  refused(errno.EINVAL, mapm, fd, drv, a.handle, n=0)
+  refused(errno.EINVAL, mapm, fd, drv, a.handle, n=1, succ=2)
+  refused(errno.ENOMEM, mapm, fd, drv, (drv.gpu_id << 32) | 999)
+  assert mapm(fd, drv, a.handle).n_success == 1
+  refused(errno.EBUSY, call, fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)           # still mapped
+  # VRAM without PUBLIC cannot be CPU-mapped
+  refused(errno.EPERM, syscalls.mmap, syscalls.open_render_node(128), 8192, 3, syscalls.MAP_SHARED, a.mmap_offset)
+  assert mapm(fd, drv, a.handle, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU").n_success == 1
+  call(fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)   # free: unknown handle is EINVAL
+  refused(errno.ENOMEM, mapm, fd, drv, a.handle)                                       # map: unknown handle is ENOMEM
+
+GTT_UC = K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_UNCACHED | K.ALLOC_MEM_FLAGS_WRITABLE
+def test_queue_parameter_rules(kfd):
+  drv, fd = kfd
+  acquire(drv, fd)
+  ring = alloc(fd, drv, VA, 0x10000, GTT_UC); ptrs = alloc(fd, drv, VA + 0x10000, 4096, GTT_UC)
+  eop = alloc(fd, drv, VA + 0x20000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM)
+  cw = alloc(fd, drv, VA + 0x100000, drv.props["cwsr_size"], K.ALLOC_MEM_FLAGS_VRAM)
+  good = dict(ring_base_address=VA, ring_size=0x10000, gpu_id=drv.gpu_id, queue_type=0, queue_percentage=100, queue_priority=7,
+              read_pointer_address=VA + 0x10000, write_pointer_address=VA + 0x10008, eop_buffer_address=VA + 0x20000, eop_buffer_size=0x1000,
+              ctx_save_restore_address=VA + 0x100000, ctx_save_restore_size=drv.props["cwsr_size"], ctl_stack_size=drv.props["ctl_stack_size"])
+  for bad, e in [(dict(queue_percentage=101), errno.EINVAL), (dict(queue_priority=16), errno.EINVAL), (dict(ring_size=0x3000), errno.EINVAL),
+                 (dict(queue_type=9), 524), (dict(ring_base_address=VA + 0x40000000), errno.EINVAL), (dict(eop_buffer_size=0x800), errno.EINVAL),
+                 (dict(ctx_save_restore_size=0x1000), errno.EINVAL), (dict(gpu_id=7), errno.EINVAL)]:
+    refused(e, call, fd, "AMDKFD_IOC_CREATE_QUEUE", **{**good, **bad})
+  q = call(fd, "AMDKFD_IOC_CREATE_QUEUE", **good)
+  assert q.doorbell_offset >> 62 == K.MMAP_TYPE_DOORBELL
+  refused(errno.EBUSY, mapm, fd, drv, ring.handle, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU")   # the queue still uses it
+  refused(errno.EINVAL, syscalls.mmap, fd, 0x1000, 3, syscalls.MAP_SHARED, q.doorbell_offset & ~0x1FFF)   # frame is 0x2000
+  call(fd, "AMDKFD_IOC_DESTROY_QUEUE", queue_id=q.queue_id)
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_DESTROY_QUEUE", queue_id=q.queue_id)
+  del ptrs, eop, cw
+
+def test_event_page_rules(kfd):
+  drv, fd = kfd
+  acquire(drv, fd)
+  page = alloc(fd, drv, VA, 0x8000, GTT_UC)
+  ev = call(fd, "AMDKFD_IOC_CREATE_EVENT", event_page_offset=page.handle, event_type=0, auto_reset=1)
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_CREATE_EVENT", event_page_offset=page.handle, event_type=0, auto_reset=1)
+  mapm(fd, drv, page.handle, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU")
+  refused(errno.EPERM, call, fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=page.handle)
+  evd = ABI17.new("kfd_event_data", event_id=ev.event_id)
+  w = call(fd, "AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(ABI17.ffi.cast("uintptr_t", evd)), num_events=1, wait_for_all=1, timeout=5)
+  assert w.wait_result == K.WAIT_RESULT_TIMEOUT
+  call(fd, "AMDKFD_IOC_SET_EVENT", event_id=ev.event_id)
+  w = call(fd, "AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(ABI17.ffi.cast("uintptr_t", evd)), num_events=1, wait_for_all=1, timeout=5)
+  assert w.wait_result == K.WAIT_RESULT_COMPLETE
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_SET_EVENT", event_id=ev.event_id + 50)
+
+# ---- the command processor, driven directly ----
+class Rig:
+  """A mock KFD with one compute queue whose ring the test writes."""
+  def __init__(self, drv, fd):
+    self.drv, self.fd = drv, fd
+    self.r = acquire(drv, fd)
+    self.ring = alloc(fd, drv, VA, 0x10000, GTT_UC); alloc(fd, drv, VA + 0x10000, 4096, GTT_UC)
+    alloc(fd, drv, VA + 0x20000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM); alloc(fd, drv, VA + 0x100000, drv.props["cwsr_size"], K.ALLOC_MEM_FLAGS_VRAM)
+    self.cached = alloc(fd, drv, VA + 0x800000, 0x10000, K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_WRITABLE)
+    self.code = alloc(fd, drv, VA + 0x900000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM | K.ALLOC_MEM_FLAGS_EXECUTABLE)
+    q = call(fd, "AMDKFD_IOC_CREATE_QUEUE", ring_base_address=VA, ring_size=0x10000, gpu_id=drv.gpu_id, queue_type=0, queue_percentage=100,
+             read_pointer_address=VA + 0x10000, write_pointer_address=VA + 0x10008, eop_buffer_address=VA + 0x20000, eop_buffer_size=0x1000,
+             ctx_save_restore_address=VA + 0x100000, ctx_save_restore_size=drv.props["cwsr_size"], ctl_stack_size=drv.props["ctl_stack_size"])
+    page = syscalls.mmap(fd, 0x2000, 3, syscalls.MAP_SHARED, q.doorbell_offset & ~0x1FFF)
+    self.doorbell, self.put = page + (q.doorbell_offset & 0x1FFF), 0
+    self.map = syscalls.mmap(self.r, 0x10000, 3, syscalls.MAP_SHARED | syscalls.MAP_FIXED, self.cached.mmap_offset,
+                             syscalls.mmap(-1, 0x10000, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS, 0))
+  def submit(self, dws):
+    for i, d in enumerate(dws): self.drv.vm.write(VA + 4 * ((self.put + i) % 0x4000), struct.pack("<I", d))
+    self.put += len(dws)
+    syscalls.mmio_write64(self.doorbell, self.put)
+  def host64(self, off): return ctypes.c_uint64.from_address(self.map + off).value
+
+@pytest.fixture
+def rig(kfd): return Rig(*kfd)
+
+def test_release_without_writeback_stays_in_l2(rig):
+  rig.submit(pm4.release_mem(rig.cached.va_addr, 5))
+  assert rig.host64(0) == 0                                  # invisible to the host
+  assert rig.drv.vm.read32(rig.cached.va_addr) == 5               # the GPU sees its L2
+  rig.submit(pm4.release_mem(rig.cached.va_addr + 8, 6, cache=pm4.RM_GCR_GL2_WB))
+  assert (rig.host64(0), rig.host64(8)) == (5, 6)
+
+def test_wait_reg_mem_blocks_until_the_host_writes(rig):
+  rig.submit(pm4.wait_reg_mem(rig.cached.va_addr + 64, 3) + pm4.release_mem(rig.cached.va_addr, 9, cache=pm4.RM_GCR_GL2_WB))
+  assert rig.host64(0) == 0
+  ctypes.c_uint32.from_address(rig.map + 64).value = 3
+  rig.drv.run_all()
+  assert rig.host64(0) == 9
+
+def _dispatch(rig, tag):
+  regs = {"PGM_LO": 0x2E0C, "USER_DATA_0": 0x2E40, "NUM_THREAD_X": 0x2E07, "PGM_RSRC1": 0x2E12}
+  return (pm4.set_sh_reg(regs["PGM_LO"], (rig.code.va_addr >> 8) & 0xFFFFFFFF, rig.code.va_addr >> 40) +
+          pm4.set_sh_reg(regs["PGM_RSRC1"], 0, 2 << 1) + pm4.set_sh_reg(regs["USER_DATA_0"], tag, 0) +
+          pm4.set_sh_reg(regs["NUM_THREAD_X"], 32, 1, 1) + pm4.dispatch_direct(4, 1, 1, 1 | 4 | (1 << 15)))
+
+def test_unbarriered_dispatches_reorder_and_barriers_order(rig):
+  ran = []
+  prev = set_executor(lambda d, vm: ran.append(d.user_data[0]))
+  try:
+    rig.submit(_dispatch(rig, 1) + _dispatch(rig, 2) + pm4.release_mem(rig.cached.va_addr, 1))
+    assert ran == [2, 1]                                     # launched together: newest first
+    ran.clear()
+    rig.submit(_dispatch(rig, 1) + pm4.event_write(pm4.CS_PARTIAL_FLUSH, 4) + _dispatch(rig, 2) + pm4.release_mem(rig.cached.va_addr, 2))
+    assert ran == [1, 2]
+    d = rig.drv.queues[0].dispatches[-1]
+    assert (d.program, d.grid, d.block, d.wave32, d.user_sgprs) == (rig.code.va_addr, (4, 1, 1), (32, 1, 1), True, 2)
+  finally: set_executor(prev)
+
+def test_unknown_packets_and_faults_fail_loudly(rig):
+  with pytest.raises(GPUError, match="COPY_DATA"): rig.submit(pm4.packet(pm4.COPY_DATA, 0, 0, 0, 0, 0))
+  assert "COPY_DATA" in rig.drv.queues[0].error
+
+def test_no_executor_is_a_clear_error(rig):
+  prev = set_executor(None)
+  try:
+    with pytest.raises(GPUError, match="RDNA3 emulator"): rig.submit(_dispatch(rig, 1) + pm4.release_mem(rig.cached.va_addr, 1))
+  finally: set_executor(prev)

@@ -1,0 +1,370 @@
+"""The RDNA3 (gfx1100) emulator: LLVM-compiled kernels run on it and match numpy; its decoder agrees with
+llvm-objdump on every instruction of every test kernel."""
+import re
+import shutil
+import struct
+import subprocess
+import numpy as np
+import pytest
+from hcqrt.mock.amd.rdna3 import decode, dispatch, launch, FlatMemory, KernelDescriptor, DecodeError, EmulatorError, MemoryFault
+from hcqrt.mock.amd.rdna3.disasm import operands
+from tests.rdna3_kernels import KERNELS, compile_ir, have_llvmlite, random_kernel, read_object
+
+needs_llvmlite = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+
+# LLVM 22 compiles gfx11 16-bit values into register halves (real-true16) unless told not to; both must run
+CODEGEN = pytest.mark.parametrize("features", ["-real-true16", ""], ids=["fake16", "true16"])
+
+class Dev:
+  """A tiny flat address space: numpy arrays mapped at fake GPU addresses, plus a kernarg buffer."""
+  def __init__(self, features: str = "-real-true16"):
+    self.mem, self.next, self.keep, self.features = FlatMemory(), 0x1_0000_0000, [], features
+  def put(self, arr: np.ndarray) -> int:
+    arr = np.ascontiguousarray(arr); addr = self.next; self.next += (arr.nbytes + 0xFFFF) & ~0xFFFF or 0x10000
+    self.mem.map(addr, arr.view(np.uint8).reshape(-1)); self.keep.append(arr); return addr
+  def run(self, name: str, args: list, grid, block, **kw):
+    text, entry, _, kd = read_object(compile_ir(KERNELS[name], features=self.features), name)
+    ka = b""
+    for a in args:   # kernarg layout: each argument aligned to its size
+      if isinstance(a, np.ndarray): a = ("Q", self.put(a))
+      fmt, v = a; ka += b"\0" * (-len(ka) % struct.calcsize(fmt)) + struct.pack("<" + fmt, v)
+    kbuf = np.frombuffer(bytearray(ka + b"\0" * 16), np.uint8)
+    return launch(text, kd, self.mem, self.put(kbuf), grid, block, entry=entry, **kw)
+
+@needs_llvmlite
+@pytest.mark.parametrize("n", [64, 64 * 37])
+def test_add_f32(n):
+  rng = np.random.default_rng(0); a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+  out = np.zeros(n, np.float32); d = Dev()
+  st = d.run("add_f32", [out, a, b], (n // 64,), (64,))
+  np.testing.assert_array_equal(out, a + b)
+  assert st.waves == n // 32 and st.wave_insts >= st.waves * 15
+
+@needs_llvmlite
+@CODEGEN
+def test_mul_i32(features):
+  rng = np.random.default_rng(1); n = 256
+  a, b = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32), rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+  out = np.zeros(n, np.int32); Dev(features).run("mul_i32", [out, a, b], (n // 64,), (64,))
+  with np.errstate(over="ignore"): ref = (((a * b) - a) >> 3) ^ b
+  np.testing.assert_array_equal(out, ref)
+
+@needs_llvmlite
+@CODEGEN
+def test_ids2d(features):
+  W, H = 24, 12; out = np.full(W * H, -1, np.int32)
+  Dev(features).run("ids2d", [out, ("i", W)], (W // 8, H // 4), (8, 4))
+  y, x = np.mgrid[0:H, 0:W]
+  np.testing.assert_array_equal(out.reshape(H, W), x * 1000 + y)
+
+@needs_llvmlite
+@CODEGEN
+def test_reduce_lds_barrier(features):
+  rng = np.random.default_rng(2); a = rng.integers(-50, 50, 64 * 5).astype(np.float32)
+  out = np.zeros(5, np.float32); Dev(features).run("reduce_lds", [out, a], (5,), (64,))
+  np.testing.assert_array_equal(out, a.reshape(5, 64).sum(1))
+
+@needs_llvmlite
+@CODEGEN
+def test_divergence_if_else(features):
+  rng = np.random.default_rng(3); n = 128
+  a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+  a[:32] = np.abs(a[:32]); a[32:64] = -np.abs(a[32:64])   # whole waves on one side, and mixed waves
+  out = np.zeros(n, np.float32); Dev(features).run("diverge", [out, a, b], (n // 64,), (64,))
+  i = np.arange(n)
+  np.testing.assert_array_equal(out, np.where(a > 0, a * b, np.where(i % 2 == 1, -a, a + np.float32(3.5))))
+
+@needs_llvmlite
+@CODEGEN
+@pytest.mark.parametrize("k", [1, 7])
+def test_loop(k, features):
+  rng = np.random.default_rng(4); n = 128; a = rng.standard_normal(n * k, np.float32)
+  out = np.zeros(n, np.float32); Dev(features).run("loop", [out, a, ("i", k)], (n // 64,), (64,))
+  ref = np.zeros(n, np.float32)
+  for j in range(k): ref += np.maximum(a.reshape(n, k)[:, j], 0)
+  np.testing.assert_array_equal(out, ref)
+
+@needs_llvmlite
+@CODEGEN
+def test_math(features):
+  rng = np.random.default_rng(5); n = 256
+  a = rng.standard_normal(n).astype(np.float32) * 10; b = rng.standard_normal(n).astype(np.float32) * 4
+  a[:4] = [0.0, 1e-40, 3e38, -1e-30]; b[:4] = [1.0, 2.0, 0.5, 1e-3]
+  out = np.zeros(6 * n, np.float32); Dev(features).run("math", [out, a, b], (n // 64,), (64,))
+  o = out.reshape(6, n); ax = np.abs(a).astype(np.float64)
+  np.testing.assert_allclose(o[0], np.float32(a.astype(np.float64) * b + 1), rtol=1e-6)
+  np.testing.assert_allclose(o[1], np.exp2(b.astype(np.float64)), rtol=1e-6)
+  np.testing.assert_allclose(o[2], np.sqrt(ax), rtol=1e-6)
+  with np.errstate(divide="ignore"):
+    np.testing.assert_allclose(o[3], 1 / np.sqrt(ax), rtol=1e-6)
+    np.testing.assert_allclose(o[4], a / b, rtol=1e-6)
+    np.testing.assert_allclose(o[5], np.log2(ax), rtol=1e-6, atol=1e-6)
+
+@needs_llvmlite
+@CODEGEN
+def test_half_and_int64_offset(features):
+  rng = np.random.default_rng(6); n = 128; off = 3
+  a = rng.standard_normal(n + off).astype(np.float16); b = rng.standard_normal(n).astype(np.float16)
+  out = np.zeros(n, np.float16); Dev(features).run("half_i64", [out, a, b, ("q", off)], (n // 64,), (64,))
+  ref = ((a[off:].astype(np.float32) * b.astype(np.float32)).astype(np.float16) + b)
+  np.testing.assert_array_equal(out, ref)
+
+@needs_llvmlite
+def test_waves_batched_like_one():
+  """Splitting the grid into several wave batches gives the same answer as one batch."""
+  rng = np.random.default_rng(7); n = 64 * 12; a = rng.standard_normal(n, np.float32)
+  o1, o2 = np.zeros(n, np.float32), np.zeros(n, np.float32)
+  Dev().run("reduce_lds", [o1[:12], a], (12,), (64,)); Dev().run("reduce_lds", [o2[:12], a], (12,), (64,), max_waves=2)
+  np.testing.assert_array_equal(o1, o2)
+
+@needs_llvmlite
+@CODEGEN
+def test_out_of_bounds_access_faults(features):
+  n = 128; a, b, out = np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(64, np.float32)
+  with pytest.raises(MemoryFault, match="global_store_b32 at 0x.*outside every mapped buffer"):
+    Dev(features).run("add_f32", [out, a, b], (2,), (64,))
+
+def test_refuses_unknown_encodings_by_name():
+  with pytest.raises(DecodeError, match="MIMG encoding"): decode(bytes.fromhex("000000f0" "00000000"))
+  with pytest.raises(DecodeError, match="MUBUF encoding"): decode(bytes.fromhex("000050e000000080"))          # buffer_load_b32
+  with pytest.raises(DecodeError, match="v_mov_b32: SDWA/DPP"): decode(bytes.fromhex("fa02007e01b100ff"))    # v_mov_b32_dpp
+  with pytest.raises(DecodeError, match="unknown SOPP opcode 127"): decode(struct.pack("<I", 0xBF800000 | (127 << 16)))
+  with pytest.raises(DecodeError, match="scratch"): decode(struct.pack("<II", 0xDC510000, 0))
+
+def test_decoded_but_unimplemented_op_is_named():
+  kd = bytearray(64); struct.pack_into("<II", kd, 48, 0, 1 << 7); struct.pack_into("<H", kd, 56, 1 << 10)
+  code = bytes.fromhex("00000cd601050e04" "0000b0bf")   # v_cubeid_f32 v0, v1, v2, v3; s_endpgm
+  assert [i.name for i in decode(code)] == ["v_cubeid_f32", "s_endpgm"]
+  with pytest.raises(EmulatorError, match="v_cubeid_f32 at 0x0: VALU op not implemented"): launch(code, bytes(kd), {}, 0, (1,), (32,))
+
+def test_descriptor_fields_and_refusals():
+  kd = bytearray(64); struct.pack_into("<III", kd, 48, 0x2, (15 << 1) | (1 << 7), 0)
+  struct.pack_into("<H", kd, 56, (1 << 3))   # kernarg ptr, but wave64
+  k = KernelDescriptor.from_bytes(bytes(kd))
+  assert (k.user_sgpr_count, k.workgroup_id_enable, k.wave32, k.vgprs) == (15, (True, False, False), False, 12)
+  with pytest.raises(EmulatorError, match="wave64"): launch(b"\0\0\xb0\xbf", k, FlatMemory(), 0, (1,), (32,))
+  with pytest.raises(ValueError, match="64 bytes"): KernelDescriptor.from_bytes(b"\0" * 63)
+
+# ---- decoder vs LLVM's own disassembler
+OBJDUMP = shutil.which("llvm-objdump-19") or shutil.which("llvm-objdump")
+
+def _objdump(obj: bytes, tmp_path) -> list[tuple[int, str, str]]:
+  p = tmp_path / "k.o"; p.write_bytes(obj)
+  txt = subprocess.run([OBJDUMP, "-d", "--mcpu=gfx1100", str(p)], capture_output=True, text=True, check=True).stdout
+  out = []
+  for line in txt.splitlines():
+    m = re.match(r"\t(\S+)\s*(.*?)\s*// ([0-9A-F]+):", line)
+    if m and m.group(1) != "s_code_end": out.append((int(m.group(3), 16), m.group(1), m.group(2)))
+  return out
+
+@needs_llvmlite
+@pytest.mark.skipif(OBJDUMP is None, reason="llvm-objdump (Debian llvm-19) is not installed; .ci/run installs it")
+def test_decoder_matches_llvm_objdump(tmp_path):
+  total = 0
+  srcs = dict(KERNELS) | {name: ir for name, ir, _ in (random_kernel(s, uniform=u) for s in range(16) for u in (False, True))}
+  for name, src in srcs.items():
+    obj = compile_ir(src); text, entry, size, _ = read_object(obj, name)
+    insts, ref = decode(text, entry, entry + size), _objdump(obj, tmp_path)
+    assert [(i.addr, i.name) for i in insts] == [(a, m) for a, m, _ in ref], f"{name}: mnemonics disagree with llvm-objdump"
+    for i, (_, m, ops) in zip(insts, ref):   # operands too: registers, widths, literals, modifiers, offsets
+      assert operands(i) == ops, f"{name} 0x{i.addr:x} {m}: ours {operands(i)!r}, llvm-objdump {ops!r}"
+    total += len(ref)
+  assert total > 300
+  print(f"decoder agrees with llvm-objdump on all {total} instructions (mnemonic and operands)")
+
+# ---- second round of kernels
+@needs_llvmlite
+@CODEGEN
+def test_integer_division_and_bit_ops(features):
+  rng = np.random.default_rng(8); n = 256
+  x = rng.integers(-10**6, 10**6, n).astype(np.int32); y = rng.integers(1, 5000, n).astype(np.int32) * rng.choice([-1, 1], n).astype(np.int32)
+  x[:3] = [0, -2**31, 2**31 - 1]; y[:3] = [7, 3, -1]
+  out = np.zeros(3 * n, np.int32); Dev(features).run("intdiv", [out, x, y], (n // 64,), (64,))
+  q = (np.abs(x.astype(np.int64)) // np.abs(y)) * np.sign(x.astype(np.int64)) * np.sign(y); q = q.astype(np.int32)
+  r = (x.view(np.uint32) % y.view(np.uint32)).view(np.int32)
+  m = np.maximum(q, r).view(np.uint32); nn = np.minimum(m, x.view(np.uint32))
+  pop = np.array([bin(v).count("1") for v in x.view(np.uint32)], np.uint32)
+  clz = np.array([32 - int(v).bit_length() for v in y.view(np.uint32)], np.uint32)
+  np.testing.assert_array_equal(out[:n], q); np.testing.assert_array_equal(out[n:2 * n], r)
+  np.testing.assert_array_equal(out[2 * n:].view(np.uint32), (nn + pop) * clz)
+
+@needs_llvmlite
+@CODEGEN
+def test_f64_and_i64(features):
+  rng = np.random.default_rng(9); n = 128
+  a, b = rng.standard_normal(n), rng.standard_normal(n) + 3; k = rng.integers(0, 2**63, n, dtype=np.uint64)
+  out = np.zeros(n); c = k.copy(); Dev(features).run("f64_i64", [out, a, b, c], (n // 64,), (64,))
+  with np.errstate(over="ignore"): k3 = (k * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)) >> np.uint64(7)
+  np.testing.assert_array_equal(c, k3)
+  np.testing.assert_allclose(out, (a * b + 0.25) / b + k3.astype(np.float64), rtol=1e-15)
+
+@needs_llvmlite
+@CODEGEN
+def test_conversions_and_sin(features):
+  rng = np.random.default_rng(10); n = 128; x = (rng.random(n) * 300).astype(np.float32)
+  out = np.zeros(n, np.float32); Dev(features).run("convert", [out, x], (n // 64,), (64,))
+  si = np.trunc(x).astype(np.int32); hf = x.astype(np.float16).astype(np.float32)
+  ref = ((si.astype(np.float32) + np.fmin(np.floor(x), hf)) + (si & 255).astype(np.float32)) * np.trunc(x) + np.sin(x)
+  np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-3)
+
+@needs_llvmlite
+@CODEGEN
+def test_global_atomics_with_contention(features):
+  rng = np.random.default_rng(11); n = 64 * 6; x = rng.integers(-8, 8, n).astype(np.float32)
+  out, cnt = np.zeros(4, np.float32), np.zeros(4, np.int32)
+  Dev(features).run("atomics", [out, cnt, x], (n // 64,), (64,))
+  np.testing.assert_array_equal(cnt, [n // 4] * 4)
+  np.testing.assert_array_equal(out, x.reshape(-1, 4).sum(0))
+
+@needs_llvmlite
+@CODEGEN
+def test_vector_loads_and_packed_halves(features):
+  rng = np.random.default_rng(12); n = 128
+  a = rng.standard_normal((n, 4)).astype(np.float32); h = rng.standard_normal((n, 2)).astype(np.float16); h0 = h.copy()
+  out = np.zeros((n, 4), np.float32); Dev(features).run("vec4", [out, a, h], (n // 64,), (64,))
+  np.testing.assert_array_equal(out, a * a[:, ::-1])
+  np.testing.assert_array_equal(h, (h0 + np.array([1, 2], np.float16)) * h0)
+
+@needs_llvmlite
+@CODEGEN
+@pytest.mark.parametrize("flag", [0, 5])
+def test_3d_ids_and_uniform_branch(flag, features):
+  out = np.full(64 * 16, -1, np.int32); Dev(features).run("ids3d", [out, ("i", flag)], (8, 1, 2), (4, 4, 4))
+  idx = np.arange(64 * 16)
+  np.testing.assert_array_equal(out, idx * 3 if flag == 0 else idx ^ flag)
+
+@needs_llvmlite
+@CODEGEN
+def test_lds_8_waves_barrier_and_b128(features):
+  rng = np.random.default_rng(13); n = 256 * 3; a = rng.integers(-100, 100, n).astype(np.float32)
+  out = np.zeros(n, np.float32); Dev(features).run("lds_wide", [out, a], (3,), (256,))
+  t = a.reshape(3, 256); lid = np.arange(256); q = lid & 252
+  np.testing.assert_array_equal(out.reshape(3, 256), t[:, 255 - lid] + t[:, q] + t[:, q + 3])
+
+@needs_llvmlite
+@pytest.mark.parametrize("which", ["vmcnt(0)", "lgkmcnt(0)"])
+def test_missing_waitcnt_reads_stale_registers(which):
+  """Loads land at s_waitcnt: the same kernel with its wait patched into s_nop computes garbage or faults."""
+  text, entry, size, kd = read_object(compile_ir(KERNELS["add_f32"]), "add_f32")
+  from hcqrt.mock.amd.rdna3.disasm import operands as ops
+  waits = [i for i in decode(text, entry, entry + size) if i.name == "s_waitcnt" and ops(i) == which]
+  assert len(waits) == 1
+  patched = bytearray(text); struct.pack_into("<I", patched, waits[0].addr, 0xBF800000)   # s_nop 0
+  n = 64; rng = np.random.default_rng(14); a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+  for code, ok in [(bytes(text), True), (bytes(patched), False)]:
+    d = Dev(); out = np.zeros(n, np.float32)
+    args = struct.pack("<QQQ", d.put(out), d.put(a), d.put(b)); ka = d.put(np.frombuffer(bytearray(args), np.uint8))
+    if ok:
+      launch(code, kd, d.mem, ka, (1,), (64,), entry=entry); np.testing.assert_array_equal(out, a + b)
+    elif which == "lgkmcnt(0)":
+      with pytest.raises(MemoryFault): launch(code, kd, d.mem, ka, (1,), (64,), entry=entry)   # pointers still 0
+    else:
+      launch(code, kd, d.mem, ka, (1,), (64,), entry=entry); assert not np.array_equal(out, a + b)
+
+
+@needs_llvmlite
+@pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("RDNA3_SEEDS", "16"))))
+def test_random_expressions(seed):
+  """Random float/int expression trees (compare+select, min/max, shifts, abs): exact agreement with numpy."""
+  name, ir, fn = random_kernel(seed)
+  KERNELS[name] = ir
+  rng = np.random.default_rng(100 + seed); n = 128
+  if seed % 2 == 0: a, b, c = (rng.standard_normal(n).astype(np.float32) * 4 for _ in range(3)); out = np.zeros(n, np.float32)
+  else: a, b, c = (rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32) for _ in range(3)); out = np.zeros(n, np.int32)
+  a[:8] = 0   # exact zeros exercise min/max/compare edge cases
+  Dev(["-real-true16", ""][seed % 4 // 2]).run(name, [out, a, b, c], (n // 64,), (64,))
+  with np.errstate(all="ignore"): ref = np.broadcast_to(fn(a, b, c), (n,)).astype(out.dtype)
+  np.testing.assert_array_equal(out, ref)
+
+@needs_llvmlite
+@CODEGEN
+def test_divergent_loop_with_break(features):
+  """Per-lane trip counts and an early exit: lanes leave the loop at different iterations (exec-mask loop)."""
+  rng = np.random.default_rng(16); n = 128; cnt = rng.integers(-3, 40, n).astype(np.int32)
+  out = np.zeros(n, np.int32); Dev(features).run("varloop", [out, cnt], (n // 64,), (64,))
+  ref = []
+  for c in cnt:
+    if c <= 0: ref.append(-1); continue
+    acc = 0
+    for k in range(c):
+      acc += k * k
+      if acc > 5000: break
+    ref.append(acc)
+  np.testing.assert_array_equal(out, ref)
+
+# hand-assembled (llvm-mc-19 for gfx1100): kernarg pointer in s[4:5] after a 4-SGPR private segment buffer,
+# workgroup id x in s6 = s[USER_SGPR_COUNT]; out[wg * 32 + t] = kernarg[0] + 100 * wg + t
+USER6 = bytes.fromhex("020300f4000000f8020204f4080000f807fc89bf06ff0d96640000000c0d0c810c00024a8200003006870d840d00004a00006adc000108000000b0bf")
+
+def test_user_sgpr_layout_follows_descriptor():
+  assert [i.name for i in decode(USER6)][:3] == ["s_load_b32", "s_load_b64", "s_waitcnt"]
+  kd = bytearray(64); struct.pack_into("<II", kd, 48, 0x2, (6 << 1) | (1 << 7))
+  struct.pack_into("<H", kd, 56, (1 << 0) | (1 << 3) | (1 << 10))   # private segment buffer + kernarg ptr, wave32
+  out = np.zeros(96, np.int32); args = np.frombuffer(bytearray(struct.pack("<IIQ", 7000, 0, 0x5000_0000)), np.uint8)
+  st = launch(USER6, bytes(kd), {0x4000_0000: args, 0x5000_0000: out.view(np.uint8)}, 0x4000_0000, (3,), (32,))
+  np.testing.assert_array_equal(out, 7000 + 100 * (np.arange(96) // 32) + np.arange(96) % 32)
+  assert (st.waves, st.wave_insts) == (3, 33)
+  struct.pack_into("<II", kd, 48, 0x2, (1 << 1) | (1 << 7))      # USER_SGPR_COUNT too small for what is enabled
+  with pytest.raises(EmulatorError, match="USER_SGPR_COUNT"): launch(USER6, bytes(kd), {}, 0, (1,), (32,))
+
+@needs_llvmlite
+@CODEGEN
+def test_wave_intrinsics_and_lds_atomics(features):
+  """ballot (compare into an SGPR mask) + popcount, readfirstlane, mbcnt, ds_bpermute, LDS atomic add."""
+  rng = np.random.default_rng(17); n = 64 * 4; x = rng.integers(0, 1000, n).astype(np.int32)
+  out, gen = np.zeros(2048, np.int32), np.zeros(n, np.int32)
+  Dev(features).run("wave_ops", [out, x, gen], (n // 64,), (64,))
+  i = np.arange(n); lane = i % 32; wave0 = i - lane; b = x & 7
+  hist = np.stack([np.bincount(b[g * 64:(g + 1) * 64], minlength=8) for g in range(n // 64)])
+  np.testing.assert_array_equal(gen, hist[i // 64, b])
+  pop = np.array([np.count_nonzero(b[w:w + 32]) for w in wave0])
+  np.testing.assert_array_equal(out[:n], pop + x[wave0] + lane * 1000)
+  np.testing.assert_array_equal(out[1024:1024 + n], x[wave0 + (lane + 1) % 32])
+
+@needs_llvmlite
+@pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("RDNA3_SEEDS", "12"))))
+def test_random_uniform_expressions(seed):
+  """The same generator over i32 kernel arguments: LLVM keeps it on the scalar ALU (SOP1/SOP2/SOPC/SOPK)."""
+  name, ir, fn = random_kernel(seed, uniform=True)
+  KERNELS[name] = ir
+  rng = np.random.default_rng(200 + seed); a, b, c = (int(v) for v in rng.integers(-2**31, 2**31, 3))
+  if seed % 3 == 0: a = 0
+  out = np.zeros(64, np.int32); Dev().run(name, [out, ("i", a), ("i", b), ("i", c)], (1,), (64,))
+  with np.errstate(all="ignore"): ref = np.asarray(fn(*(np.int32(v) for v in (a, b, c)))).astype(np.int32)
+  np.testing.assert_array_equal(out, np.full(64, ref))
+
+def test_dispatch_from_pm4_registers():
+  """The PM4 view: code fetched from GPU memory at COMPUTE_PGM, user SGPRs from COMPUTE_USER_DATA_*."""
+  out = np.zeros(64, np.int32); args = np.frombuffer(bytearray(struct.pack("<IIQ", 5, 0, 0x5000_0000)), np.uint8)
+  code = np.frombuffer(bytearray(USER6 + b"\0" * 64), np.uint8)
+  mem = {0x4000_0000: args, 0x5000_0000: out.view(np.uint8), 0x7000_0000: code}
+  rsrc2 = (6 << 1) | (1 << 7) | (1 << 15)   # 6 user SGPRs, workgroup id x, LDS_SIZE = 1 granule
+  st = dispatch(mem, 0x7000_0000, 0x2, rsrc2, [0, 0, 0, 0, 0x4000_0000, 0], (2,), (32,))
+  np.testing.assert_array_equal(out, 5 + 100 * (np.arange(64) // 32) + np.arange(64) % 32)
+  assert st.waves == 2
+  with pytest.raises(EmulatorError, match="wave64"): dispatch(mem, 0x7000_0000, 0x2, rsrc2, [0] * 6, (1,), (32,), wave32=False)
+  with pytest.raises(MemoryFault, match="0xbad0bad0"): dispatch(mem, 0x7000_0000, 0x2, rsrc2, [0] * 5, (1,), (32,))   # s5 unset
+  with pytest.raises(MemoryFault, match="instruction fetch"): dispatch(mem, 0x6000_0000, 0x2, rsrc2, [0] * 6, (1,), (32,))
+
+@needs_llvmlite
+@CODEGEN
+def test_flat_loads_through_pointers_in_memory(features):
+  """Generic (flat) pointers read from a buffer: flat_load/flat_store, each lane picks one of two buffers."""
+  n = 128; rng = np.random.default_rng(18); a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+  a0, b0 = a.copy(), b.copy(); d = Dev(features); out = np.zeros(n, np.float32)
+  ptrs = np.array([d.put(a), d.put(b)], np.uint64)
+  d.run("flat_indirect", [out, ptrs], (n // 64,), (64,))
+  odd = np.arange(n) % 2 == 1
+  np.testing.assert_array_equal(out, np.where(odd, b0, a0))
+  np.testing.assert_array_equal(a, np.where(odd, a0, 2 * a0)); np.testing.assert_array_equal(b, np.where(odd, 2 * b0, b0))
+
+@needs_llvmlite
+@CODEGEN
+def test_fma_mix(features):
+  """fpext'd halves feeding fma become v_fma_mix_f32 / v_fma_mixlo_f16 (per-source f16/f32 and half select)."""
+  rng = np.random.default_rng(19); n = 128
+  h = rng.standard_normal((n, 2)).astype(np.float16); f = rng.standard_normal(n).astype(np.float32)
+  out = np.zeros(n, np.float16); Dev(features).run("mix", [out, h, f], (n // 64,), (64,))
+  e0, e1 = h[:, 0].astype(np.float64), h[:, 1].astype(np.float64)
+  r = (e0 * e1 + f).astype(np.float32)
+  np.testing.assert_array_equal(out, (e1 * f - r).astype(np.float16))
