@@ -109,6 +109,7 @@ def test_disk_cache_and_errors(tmp_path, monkeypatch):
   assert [p.suffix for p in (tmp_path / "llvm").iterdir()] == [".o"] and L.compile_llvm(ir, "f") == obj
   with pytest.raises(L.LLVMCompileError, match="kernel 'bad'"): L.compile_llvm("define void @f() { ret i32 0 }", "bad")
   with pytest.raises(ValueError, match="unknown arch 'sm_90'"): L.compile_llvm(ir, "f", "sm_90")
+  assert load_elf(L.compile_llvm(ir, "f", "x86-64-v3")).symbols.keys() == {"f"}   # a CPU_ISA level is an LLVM CPU name
 
 def test_missing_llvmlite_names_the_extra():
   code = ("import sys; sys.modules['llvmlite'] = None; sys.modules['llvmlite.binding'] = None\n"
