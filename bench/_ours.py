@@ -145,6 +145,10 @@ def _instrument() -> dict[str, list[float]]:
     import compiler.assemble.c_compiler as cc
     cc.compile_c = timed(cc.compile_c, "cc")
   except (ImportError, AttributeError): pass
+  try:   # CPU_LLVM=1: LLVM in-process is the "compiler" of a build
+    import compiler.assemble.llvm as cl
+    cl.compile_llvm = timed(cl.compile_llvm, "cc")
+  except (ImportError, AttributeError): pass
   try:
     from hcqrt.cpu.device import CPUDevice
     CPUDevice.program = timed(CPUDevice.program, "load")
@@ -189,8 +193,12 @@ def main() -> None:
   from hcqrt.device import Device
   info = {"device": str(Device.DEFAULT)}
   try:
-    from compiler.assemble.c_compiler import c_compiler, compiler_version
-    info["cc"] = compiler_version(c_compiler()[0]).splitlines()[0]
+    if os.environ.get("CPU_LLVM", "0") == "1":
+      import llvmlite.binding as llvm
+      info["cc"] = f"LLVM {'.'.join(map(str, llvm.llvm_version_info))} in-process (llvmlite)"
+    else:
+      from compiler.assemble.c_compiler import c_compiler, compiler_version
+      info["cc"] = compiler_version(c_compiler()[0]).splitlines()[0]
   except Exception as e: info["cc"] = f"unknown ({e})"  # noqa: BLE001
   rows = run_all(spec, args.only.split(","), {"matmul": bench_matmul, "ew": bench_ew, "sum": bench_sum,
                                               "softmax": bench_softmax, "compile": bench_compile,

@@ -55,3 +55,7 @@ class Target:
 
 # the target of code that must build anywhere (frontend/export.py): plain C99, no vectors, no threads, not compiled here
 PORTABLE_C = Target("portable", "c99")
+
+# AMD GPUs, compiled by LLVM in-process (compiler/assemble/llvm.py): RDNA3 is wave32, CDNA3 wave64; 64 KiB of LDS each
+AMD_TARGETS = {arch: Target("AMD", "llvm", arch=arch, warp_size=wave, shared_memory=65536, buffer_alignment=256, gpu=True)
+               for arch, wave in (("gfx1100", 32), ("gfx942", 64))}

@@ -342,8 +342,10 @@ class CPUDevice:
 
   @property
   def target(self) -> dict:
-    """What the compiler needs to know about this device (the fields of compiler/target.py Target)."""
-    return {"device": self.name, "renderer": self.renderer, "arch": self.isa, "ncores": self.ncores, "simd_bytes": self.simd_bytes,
+    """What the compiler needs to know about this device (the fields of compiler/target.py Target). CPU_LLVM=1 asks for
+    kernels built by LLVM in-process (renderer "llvm") instead of C and a compiler process."""
+    renderer = "llvm" if os.environ.get("CPU_LLVM", "0") == "1" else self.renderer
+    return {"device": self.name, "renderer": renderer, "arch": self.isa, "ncores": self.ncores, "simd_bytes": self.simd_bytes,
             "vector_registers": self.vector_regs, "cc_flags": self.cc_flags}
 
   def program(self, name: str, obj: bytes) -> CPUProgram:
