@@ -17,7 +17,7 @@ import argparse, importlib.util, json, os, pathlib, platform, resource, shutil, 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import FULL, QUICK, BENCHES, conv_flops  # numpy is imported there, but no BLAS call is made here
+from _common import FULL, QUICK, BENCHES, conv_flops  # noqa: E402 (after the sys.path entry); numpy is imported there, but no BLAS call is made here
 
 def fma_flop_per_cycle(simd: str) -> int:
   """Peak float32 FLOP per cycle per core, assuming two FMA units (true of Intel server cores since Skylake-SP):
@@ -196,7 +196,7 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
   if "ew:torch.compile" in t and "compile_s" in t["ew:torch.compile"]:
     notes.append(f"torch.compile: first call (trace + Inductor build) {t['ew:torch.compile']['compile_s']:.1f} s, not in the table.")
   if peak:
-    mm = [(k, r) for k, r in o.items() if (k.startswith("matmul:") or k.startswith("beam:")) and "median_s" in r]
+    mm = [(k, r) for k, r in o.items() if (k.startswith(("matmul:", "beam:"))) and "median_s" in r]
     fr = lambda r, res: f"{rate(r, res['median_s'])[1] / peak * 100:.0f}%"
     if mm: notes.append(f"FMA peak {peak:.0f} GFLOP/s ({fpc} FLOP/cycle/core x clock x cores); matmul share of it: " + ", ".join(
       f"N={r['n']}{' BEAM' if k.startswith('beam:') else ''} ours {fr(r, r)}" + (f" numpy {fr(r, n[k])}" if k in n and "median_s" in n[k] else "") for k, r in mm))

@@ -21,7 +21,7 @@ is one more entry there, not a new branch in the engine, BEAM or the opts.
 from __future__ import annotations
 import os, sys
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
+from collections.abc import Callable, Sequence
 from compiler.lower import LoweredKernel, lower
 from compiler.linearize import linearize
 from compiler.uop import UOp, Ops, ALU
@@ -112,7 +112,7 @@ class CompiledKernel:
 
 # a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound)
 Search = Callable[[LoweredKernel, Target], Sequence[Opt]]
-OptsArg = Union[None, Sequence[Opt], Search]
+OptsArg = None | Sequence[Opt] | Search
 
 def _debug() -> int:
   try: return int(os.environ.get("DEBUG", "0"))

@@ -41,13 +41,13 @@ class Target:
     return max(1, self.simd_bytes // 4)
 
   @staticmethod
-  def from_report(report: dict) -> "Target":
+  def from_report(report: dict) -> Target:
     """The Target of a device's `target` report (a dict of Target fields); unknown keys are an error, not ignored."""
     known = {f.name for f in fields(Target)}
     if (bad := set(report) - known): raise ValueError(f"Target: unknown field(s) {sorted(bad)} in device report {report!r}")
     return Target(**report)
 
-  def replace(self, **kw) -> "Target":
+  def replace(self, **kw) -> Target:
     """A copy with some fields changed (e.g. a test's AVX2 target on an AVX-512 host); a new vector width re-derives
     the register count unless that is given too."""
     if "simd_bytes" in kw and "vector_registers" not in kw: kw["vector_registers"] = 0

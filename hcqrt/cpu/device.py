@@ -40,7 +40,7 @@ def _backing(nbytes: int) -> np.ndarray:
 
 class CPUBuffer:
   """Host memory owned by CPUAllocator, 64-byte aligned; zero-filled when new, holding old data when reused."""
-  __slots__ = ("nbytes", "address", "_mem", "_raw")
+  __slots__ = ("_mem", "_raw", "address", "nbytes")
   def __init__(self, nbytes: int, raw: np.ndarray):
     off = -raw.ctypes.data % ALIGN
     self.nbytes, self._raw, self._mem = nbytes, raw, raw[off:off + nbytes]

@@ -2,7 +2,7 @@
 decoding into NVError messages that name the call, the class/control and the status.
 
   >>> from hcqrt.mock.nv import MockNV
-  >>> from ioctl_defs.nv import abi_for_version
+  >>> import os; from ioctl_defs.nv import abi_for_version
   >>> with syscalls.installed(drv := MockNV()):
   ...   c = RMClient(syscalls.open("/dev/nvidiactl", os.O_RDWR), abi_for_version(drv.version))
   ...   try: c.alloc(c.root, CLASSES["NV01_DEVICE_0"], "NV0080_ALLOC_PARAMETERS", deviceId=7)
@@ -10,7 +10,6 @@ decoding into NVError messages that name the call, the class/control and the sta
   NV_ERR_INVALID_ARGUMENT
 """
 from __future__ import annotations
-import os
 from typing import Any
 from hcqrt import syscalls
 from ioctl_defs.nv.abi import NVABI

@@ -16,7 +16,8 @@ reports an H100 (or another chip from chips.py) with a configurable 580-series v
 from __future__ import annotations
 import ctypes, errno, os, re, struct, time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 from ioctl_defs.nv.abi import abi_for_version, NVABI
 from ioctl_defs.nv.ioctl import ESCAPES, ESCAPE_BY_NR, NV_IOCTL_MAGIC, ioc_decode, NV_RM_API_VERSION_CMD_QUERY, \
   NV_RM_API_VERSION_CMD_RELAXED, NV_RM_API_VERSION_REPLY_RECOGNIZED
@@ -54,9 +55,9 @@ class RMObject:
   handle: int
   cls: int
   kind: str
-  parent: "RMObject | None"
+  parent: RMObject | None
   client: int
-  children: list["RMObject"] = field(default_factory=list)
+  children: list[RMObject] = field(default_factory=list)
   data: dict[str, Any] = field(default_factory=dict)
 
 @dataclass
@@ -295,7 +296,7 @@ class MockNV:
         if va % PAGE or va < lo or va + length > hi: raise _fail("NV_ERR_INVALID_OFFSET", f"fixed offset {va:#x} outside the virtual range")
       else: va = vs.alloc(round_up(length, PAGE), max(PAGE, m.data.get("align", PAGE)))
       try: vs.map(va, round_up(length, PAGE), m.data["host"] + p.offset)
-      except ValueError as e: raise _fail("NV_ERR_INVALID_OFFSET", str(e))
+      except ValueError as e: raise _fail("NV_ERR_INVALID_OFFSET", str(e)) from None
       m.data.setdefault("gpu_maps", []).append((vs, va))
       p.dmaOffset = va
     self._status_call(p, go)
@@ -491,7 +492,7 @@ class MockNV:
   def _control(self, p: Any) -> None:
     objs = self.client(p.hClient)
     name = CTRL_BY_CMD.get(p.cmd)
-    if p.paramsSize and not p.params or not p.paramsSize and p.params: raise _fail("NV_ERR_INVALID_ARGUMENT", "params/paramsSize mismatch")
+    if (p.paramsSize and not p.params) or (not p.paramsSize and p.params): raise _fail("NV_ERR_INVALID_ARGUMENT", "params/paramsSize mismatch")
     if name is not None and p.paramsSize != self.abi.ctrl_size(name):
       raise _fail("NV_ERR_INVALID_ARGUMENT", f"{name}: paramsSize {p.paramsSize}, expected {self.abi.ctrl_size(name)}")
     if p.hObject not in objs: raise _fail("NV_ERR_OBJECT_NOT_FOUND", f"object {p.hObject:#x}")
