@@ -21,7 +21,7 @@ _ids = itertools.count()
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
 
 class LazyBuffer:
-  __slots__ = ("device", "dtype", "op", "srcs", "arg", "st", "_base", "buffer", "id", "__weakref__", "forced_realize", "readers")
+  __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "srcs", "st")
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, srcs: tuple = (),
                arg: Any = None, base: LazyBuffer | None = None, buffer: Any = None):
     self.device, self.st, self.dtype = device, st, dtype

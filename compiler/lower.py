@@ -142,7 +142,7 @@ def lower(ast: UOp, name: str = "kernel") -> LoweredKernel:
       granges.append(r); idx.append(r)
   for st_node in ast.src:
     bi, st = st_node.arg
-    off, valid = st.to_index(idx)
+    off, _valid = st.to_index(idx)
     val = lw.at(st_node.src[0], tuple(idx))
     g = lw.gbuf(bi, st_node.src[0].dtype)
     stores.append(UOp(Ops.STORE, None, (g, off, val)))

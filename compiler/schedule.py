@@ -94,7 +94,7 @@ class _Scheduler:
     memo = self._reduce_memo
     if b in memo: return memo[b]
     memo[b] = False
-    r = b.buffer is None and (b.op is Ops.REDUCE_AXIS and b not in self.realize or
+    r = b.buffer is None and ((b.op is Ops.REDUCE_AXIS and b not in self.realize) or
                               (b.op in ELEMENTWISE and any(self._has_reduce(s.base) for s in b.srcs)))
     memo[b] = r
     return r
@@ -178,7 +178,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   """Kernels (in a valid execution order) that realize every buffer in `outs`. An assign overwrites its target's
   buffer: unrealized nodes built earlier that read the old value and are not part of this schedule are realized in
   it too (before the assign), so a clone or any lazy result keeps the value it was built from."""
-  outs = [o for o in outs if o.base.buffer is None or o.base.op is Ops.ASSIGN and o.base.buffer is None]
+  outs = [o for o in outs if o.base.buffer is None or (o.base.op is Ops.ASSIGN and o.base.buffer is None)]
   if not outs: return []
   while True:
     sched = _Scheduler(outs)

@@ -34,7 +34,7 @@ class GlobalCounters:
 
 class Buffer:
   """A device buffer owned by the frontend; freed when the last reference goes away."""
-  __slots__ = ("device", "nbytes", "raw", "__weakref__")
+  __slots__ = ("__weakref__", "device", "nbytes", "raw")
   def __init__(self, device: str, nbytes: int):
     self.device, self.nbytes = device, nbytes
     dev = open_device(device)
@@ -116,7 +116,7 @@ class ExecItem:
     GlobalCounters.global_mem += sum(b.nbytes for b in self.bufs)
     GlobalCounters.time_sum_s += et
     if debug_level() >= 2:
-      print(f"{self.bufs[0].device:6s} kernel {GlobalCounters.kernel_count:4d} {ck.name:30s} global {str(ck.global_size):18s} "
+      print(f"{self.bufs[0].device:6s} kernel {GlobalCounters.kernel_count:4d} {ck.name:30s} global {ck.global_size!s:18s} "
             f"{et * 1e6:9.1f} us  {ck.ops / max(et, 1e-9) / 1e9:7.2f} GFLOP/s", file=sys.stderr)
     return et
 

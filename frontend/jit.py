@@ -28,7 +28,8 @@ an argument that is a view or is passed twice, and when `.item()`/`.numpy()` is 
 from __future__ import annotations
 import contextlib, functools, inspect, sys, weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 import numpy as np
 from compiler.lazy import LazyBuffer
 from hcqrt.device import debug_level
@@ -244,7 +245,7 @@ class TinyJit:
                        "the write would not reach the tensor it views: pass a tensor that owns its buffer")
       b = cur[i][1]
       for n2, t2 in tensors:
-        if t2 is not t and t2.lazydata.base.buffer is b or t2 is t and n2 != name:
+        if (t2 is not t and t2.lazydata.base.buffer is b) or (t2 is t and n2 != name):
           raise JitError(f"{self.name}: {name} and {n2} are the same tensor (or views of one) and the function writes into {name} "
                          "in place; the recording can't replay that correctly: pass distinct tensors")
       if id(b) in self.fixed_read:
@@ -264,7 +265,7 @@ class TinyJit:
     items = self.items
     for j, k, i in self.in_slots: items[j].bufs[k] = cur[i][1]
     fresh = {}
-    for t, b, slots in self.out_bases:
+    for _t, b, slots in self.out_bases:
       nb = fresh[id(b)] = engine.Buffer(b.device, b.nbytes)
       for j, k in slots: items[j].bufs[k] = nb
     if self.graph is None: self.graph = self._build_graph()
@@ -313,7 +314,8 @@ class TinyJit:
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
     self.graph_slots = sorted({(j, k) for j, k, _ in self.in_slots} | {s for _, _, slots in self.out_bases for s in slots})
     kernels = [ei for ei in self.items if ei.kind == "kernel"]
-    self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items))   # as ExecItem.run counts
+    moved = sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items)   # as ExecItem.run counts
+    self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), moved)
     if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(gitems)} items on {dev.name}", file=sys.stderr)
     return dev.graph(gitems)
 

@@ -14,7 +14,8 @@ convolution and pooling read the input in place, never copy it into an im2col bu
 """
 from __future__ import annotations
 import math, string
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 import numpy as np
 from compiler.dtypes import dtypes
 from compiler.view import prod

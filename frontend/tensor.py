@@ -12,7 +12,7 @@ Ops only record a graph; `.realize()`, `.numpy()`, `.tolist()` or `.item()` comp
 from __future__ import annotations
 import math, itertools, functools, weakref
 from contextlib import ContextDecorator
-from typing import Any
+from typing import Any, ClassVar
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
 from compiler.lazy import LazyBuffer
@@ -54,7 +54,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   >>> Tensor([1, 2, 3]).dtype, Tensor([1.0]).dtype, Tensor(True).dtype
   (dtypes.int, dtypes.float, dtypes.bool)
   """
-  __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "__weakref__")
+  __slots__ = ("__weakref__", "_ctx", "grad", "lazydata", "requires_grad")
   __deletable__ = ("_ctx",)
   training: bool = False
   no_grad: bool = False
@@ -258,7 +258,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
 
   # ***** random numbers: a counter-based hash run as a kernel on the device *****
   _seed: int = 0
-  _rng_counter: dict = {}
+  _rng_counter: ClassVar[dict] = {}
   @staticmethod
   def manual_seed(seed: int = 0) -> None:
     """Make the following random tensors reproducible."""
@@ -595,7 +595,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if self.ndim == 0:   # a 0-d tensor takes axis 0 or -1 and has nothing to reduce
       for a in make_tuple(axis, 1): self._axis(a, op=op)
       return ()
-    return tuple(sorted(set(self._axis(a, op=op) for a in make_tuple(axis, 1))))
+    return tuple(sorted({self._axis(a, op=op) for a in make_tuple(axis, 1)}))
   def _reduce(self, fn, axis, keepdim: bool) -> Tensor:
     axes = self._reduce_axes(axis, op=fn.__name__.lower())
     if self.ndim == 0: return self
@@ -712,7 +712,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       if isinstance(y, (np.ndarray, list, tuple)): y = Tensor(y, device=x.device)
       else:
         if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
-        dt = x.dtype if not (isinstance(y, float) and not x.dtype.is_float) and not (isinstance(y, int) and not isinstance(y, bool) and x.dtype.is_bool) else (dtypes.default_float if isinstance(y, float) else dtypes.default_int)
+        promote = (isinstance(y, float) and not x.dtype.is_float) or (isinstance(y, int) and not isinstance(y, bool) and x.dtype.is_bool)
+        dt = (dtypes.default_float if isinstance(y, float) else dtypes.default_int) if promote else x.dtype
         y = Tensor(LazyBuffer.const(y, dt, (), x.device))
     if x.device != y.device: raise RuntimeError(f"tensors on different devices: {x.device} and {y.device}")
     if reverse: x, y = y, x
@@ -1075,7 +1076,7 @@ def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
     lb = stack.pop()
     if id(lb) in seen: continue
     seen.add(id(lb))
-    hit = id(lb.base) in targets or lb.base.buffer is not None and id(lb.base.buffer) in bufs
+    hit = id(lb.base) in targets or (lb.base.buffer is not None and id(lb.base.buffer) in bufs)
     if hit and lb.is_view and lb.st != ShapeTracker.from_shape(lb.base.shape): return True
     if hit: continue
     if lb.base.buffer is None: stack.extend(lb.base.srcs)

@@ -168,7 +168,7 @@ class Program:
       loss, tloss = (lo, tlo) if loss is None else (loss + lo, tloss + tlo)
     loss.backward(); tloss.backward()
     got = [(i, t.grad, tt.grad) for i, (t, tt) in enumerate(self.leaves) if tt.grad is not None]
-    for i, g, tg in got: assert g is not None, f"leaf {i}: no gradient"
+    for i, g, _tg in got: assert g is not None, f"leaf {i}: no gradient"
     if self.rng.random() < 0.5 and got:
       # the lazy gradients concatenated (with a value of the forward graph) before any is realized: a grad norm
       order = [int(j) for j in self.rng.permutation(len(got))]

@@ -19,7 +19,8 @@ GPU-uncached: GPU caching of sysmem is not coherent with the CPU. Doorbells go t
 from __future__ import annotations
 import contextlib, ctypes, errno, os, struct, time, weakref
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 from hcqrt import syscalls
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay, buf_addr
@@ -114,7 +115,7 @@ class NVQueue(HWQueue):
       self._put(i, signal.va & 0xFFFFFFFC); self._put(i + 1, signal.va >> 32)
     if value is not None: self._put(i + 2, value & 0xFFFFFFFF); self._put(i + 3, value >> 32)
 
-  def bind(self, dev: "NVDevice") -> None:
+  def bind(self, dev: NVDevice) -> None:
     """Place the pushbuffer in device memory for good: resubmits then only push a GPFIFO entry, and updates
     write straight into that memory."""
     host, va = dev.persistent(len(self.q) * 4, 16)
@@ -122,7 +123,7 @@ class NVQueue(HWQueue):
     view[:] = memoryview(struct.pack(f"<{len(self.q)}I", *self.q)).cast("I")
     self._bound = (host, va, view)
 
-  def _submit(self, dev: "NVDevice") -> None:
+  def _submit(self, dev: NVDevice) -> None:
     if not self.q: return
     if self._bound is not None: va = self._bound[1]
     else: va = dev.cmdq_write(self.q)
@@ -142,7 +143,7 @@ class NVComputeQueue(NVQueue):
     """Wait until every grid launched before has finished (compute WAIT_FOR_IDLE)."""
     self.method(SUBC_COMPUTE, _CP["WAIT_FOR_IDLE"].offset, 0)
 
-  def _exec(self, prog: "NVProgram", args: KernArgs, g, l) -> dict:
+  def _exec(self, prog: NVProgram, args: KernArgs, g, l) -> dict:
     qmd_host, qmd_va = args.extra
     q = QMD(prog.qmd_version, data=prog.qmd_template)
     set_cbuf(q, 0, args.va, prog.cbuf0_size)
@@ -188,7 +189,7 @@ class NVCopyQueue(NVQueue):
 # ---------------------------------------------------------------- channel
 class GPFIFO:
   """One GPFIFO channel: its ring (host view), USERD GPPut/GPGet, and the work-submit token for the doorbell."""
-  def __init__(self, dev: "NVDevice", ring_host: int, ring_va: int, userd_host: int, token: int, name: str, notifier: "NVBuffer | None" = None):
+  def __init__(self, dev: NVDevice, ring_host: int, ring_va: int, userd_host: int, token: int, name: str, notifier: NVBuffer | None = None):
     self.dev, self.ring_va, self.token, self.name, self.notifier = dev, ring_va, token, name, notifier
     self.ring = (ctypes.c_uint64 * GPFIFO_ENTRIES).from_address(ring_host)
     self.gpput = ctypes.c_uint32.from_address(userd_host + USERD_GP_PUT)
@@ -200,7 +201,7 @@ class GPFIFO:
   def error(self) -> str | None:
     """What RM wrote into this channel's error notifier after an RC error (a fault), or None."""
     if self.notifier is None or self.notifier.host is None: return None
-    ns, info32, info16, status = struct.unpack_from("<QIHH", ctypes.string_at(self.notifier.host + NOTIFICATION_TYPE_ERROR * NOTIFICATION_SIZE, NOTIFICATION_SIZE))
+    _ns, info32, info16, status = struct.unpack_from("<QIHH", ctypes.string_at(self.notifier.host + NOTIFICATION_TYPE_ERROR * NOTIFICATION_SIZE, NOTIFICATION_SIZE))
     if status == 0 and info32 == 0: return None
     return f"{self.name} faulted: {rc_error_name(info32)} (Xid {info32}, info16 {info16:#x}, status {status:#x})"
 
@@ -222,7 +223,7 @@ class GPFIFO:
 class NVProgram(HCQProgram):
   """A cubin kernel uploaded to GPU memory: the relocated image, a QMD template and constant bank 0's template.
   Arguments go in constant bank 0 at the offset the cubin declares (buffers as u64, then ints)."""
-  def __init__(self, dev: "NVDevice", name: str, cubin: bytes):
+  def __init__(self, dev: NVDevice, name: str, cubin: bytes):
     super().__init__(dev, name)
     img = load_cubin(cubin)
     if name not in img.kernels: raise RuntimeError(f"kernel {name!r} not in its cubin (has: {', '.join(img.kernels) or 'none'})")
@@ -279,7 +280,7 @@ class NVAllocator(CachingAllocator):
   one that read it. When an allocation fails, the cache is returned to the driver and the allocation tried once more.
   """
   STAGING = 2 << 20
-  def __init__(self, dev: "NVDevice", cache_limit: int | None = None):
+  def __init__(self, dev: NVDevice, cache_limit: int | None = None):
     super().__init__(int(os.environ.get("NV_CACHE_BYTES", 1 << 30)) if cache_limit is None else cache_limit)
     self.dev = dev
 
@@ -531,11 +532,11 @@ class NVDevice:
     va = self._reserve_va(size, align)
     try:
       if sysmem:
-        h, p = rm.alloc(self.hdev, C["NV01_MEMORY_SYSTEM"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, type=13, size=size, limit=size - 1,
+        h, _ = rm.alloc(self.hdev, C["NV01_MEMORY_SYSTEM"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, type=13, size=size, limit=size - 1,
                         attr=F.drf("NVOS32_ATTR_LOCATION", "PCI") | F.drf("NVOS32_ATTR_COHERENCY", "CACHED") | F.drf("NVOS32_ATTR_PHYSICALITY", "NONCONTIGUOUS"),
                         flags=F.VALUES["NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED"], attr2=F.drf("NVOS32_ATTR2_GPU_CACHEABLE", "NO"))   # see module doc
       else:
-        h, p = rm.alloc(self.hdev, C["NV01_MEMORY_LOCAL_USER"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, size=size, limit=size - 1,
+        h, _p = rm.alloc(self.hdev, C["NV01_MEMORY_LOCAL_USER"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, size=size, limit=size - 1,
                         alignment=align, format=6,
                         attr=F.drf("NVOS32_ATTR_PHYSICALITY", "ALLOW_NONCONTIGUOUS") | F.drf("NVOS32_ATTR_PAGE_SIZE", "HUGE" if huge else "4KB"),
                         attr2=F.drf("NVOS32_ATTR2_GPU_CACHEABLE", "YES") | (F.drf("NVOS32_ATTR2_PAGE_SIZE_HUGE", "2MB") if huge else 0),
