@@ -219,7 +219,8 @@ class TinyJit:
     self.fixed_read = {id(b) for ei in captured for b in ei.bufs if id(b) not in in_index} if self.written else set()
     self._check_aliasing(tensors, cur)
     self.items, self.consts, self.in_slots, self.in_index = captured, consts, in_slots, in_index
-    self.checks, self.written_lbs = captured.checks, captured.written
+    # (the lazy buffers still alive: the tensors' current values; each once)
+    self.checks, self.written_lbs = captured.checks, list({id(lb): r for r in captured.written if (lb := r()) is not None}.values())
     self.in_sig = [(t.shape, t.dtype, t.device) for _, t in tensors]
     self.subs, self.sub_index = subs, {id(s): i for i, s in enumerate(subs)}
     # buffers handed to the caller get a fresh buffer per replay
