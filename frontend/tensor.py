@@ -97,23 +97,89 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return self.shape[0]
 
   @property
-  def shape(self) -> tuple[int, ...]: return self.lazydata.shape
+  def shape(self) -> tuple[int, ...]:
+    """The size of each dim, as a tuple of ints.
+
+    >>> Tensor([[1, 2, 3], [4, 5, 6]]).shape
+    (2, 3)
+    """
+    return self.lazydata.shape
   @property
-  def dtype(self) -> DType: return self.lazydata.dtype
+  def dtype(self) -> DType:
+    """The element type, a DType.
+
+    >>> Tensor([1, 2]).dtype, Tensor([1.5]).dtype, Tensor([1], dtype='uint8').dtype
+    (dtypes.int, dtypes.float, dtypes.uchar)
+    """
+    return self.lazydata.dtype
   @property
-  def device(self) -> str: return self.lazydata.device
+  def device(self) -> str:
+    """The canonical name of the device the data lives on, such as 'CPU' or 'NV'.
+
+    >>> Tensor([1, 2], device='CPU').device
+    'CPU'
+    """
+    return self.lazydata.device
   @property
-  def ndim(self) -> int: return len(self.shape)
-  def numel(self) -> int: return prod(self.shape)
-  def element_size(self) -> int: return self.dtype.itemsize
-  def nbytes(self) -> int: return self.numel() * self.element_size()
-  def is_floating_point(self) -> bool: return self.dtype.is_float
-  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._axis(dim)]
+  def ndim(self) -> int:
+    """The number of dims (0 for a scalar).
+
+    >>> Tensor(1.0).ndim, Tensor([[1, 2]]).ndim
+    (0, 2)
+    """
+    return len(self.shape)
+  def numel(self) -> int:
+    """The number of elements (the product of the shape).
+
+    >>> Tensor.zeros(2, 3).numel()
+    6
+    """
+    return prod(self.shape)
+  def element_size(self) -> int:
+    """The size of one element in bytes.
+
+    >>> Tensor([1.0]).element_size(), Tensor([1], dtype=dtypes.int64).element_size()
+    (4, 8)
+    """
+    return self.dtype.itemsize
+  def nbytes(self) -> int:
+    """The size of the data in bytes (`numel() * element_size()`).
+
+    >>> Tensor.zeros(2, 3).nbytes()
+    24
+    """
+    return self.numel() * self.element_size()
+  def is_floating_point(self) -> bool:
+    """Whether the dtype is a floating-point type.
+
+    >>> Tensor([1.0]).is_floating_point(), Tensor([1]).is_floating_point()
+    (True, False)
+    """
+    return self.dtype.is_float
+  def size(self, dim: int | None = None):
+    """The shape, or the size of dim `dim` (negative dims count from the end).
+
+    >>> t = Tensor.zeros(2, 3)
+    >>> t.size(), t.size(-1)
+    ((2, 3), 3)
+    """
+    return self.shape if dim is None else self.shape[self._axis(dim)]
   @property
-  def T(self) -> Tensor: return self.transpose()
+  def T(self) -> Tensor:
+    """The transpose (dims 1 and 0 swapped), like `transpose()`.
+
+    >>> Tensor([[1, 2], [3, 4]]).T.tolist()
+    [[1, 3], [2, 4]]
+    """
+    return self.transpose()
 
   # ***** realization *****
   def schedule(self, *others: Tensor):
+    """The list of ScheduleItems (kernels) that would compute this tensor and `others`; runs nothing.
+
+    >>> len((Tensor([1.0, 2.0]) + 1).schedule())
+    1
+    """
     from compiler.schedule import create_schedule
     return create_schedule([t.lazydata for t in (self,) + others])
   def realize(self, *others: Tensor) -> Tensor:
@@ -135,24 +201,58 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """A numpy copy of the data (dtype matching the tensor's)."""
     if 0 in self.shape: return np.zeros(self.shape, dtype=to_np(self.dtype))
     return self._host_array().copy()
-  def tolist(self): return self.numpy().tolist()
+  def tolist(self):
+    """The data as a (nested) Python list; runs the kernels that compute it.
+
+    >>> (Tensor([[1, 2], [3, 4]]) * 2).tolist()
+    [[2, 4], [6, 8]]
+    """
+    return self.numpy().tolist()
   def item(self):
+    """The only element as a Python scalar; raises ValueError when the tensor has more than one element.
+
+    >>> Tensor([[1.5]]).item(), Tensor([1, 2]).sum().item()
+    (1.5, 3)
+    """
     if self.numel() != 1: raise ValueError(f"item(): the tensor has {self.numel()} elements, not 1 (shape {self.shape})")
     return self.numpy().reshape(()).item()
-  def data(self) -> memoryview: return memoryview(self.numpy())
+  def data(self) -> memoryview:
+    """A memoryview of a host copy of the data (numpy's buffer).
+
+    >>> Tensor([1, 2]).data().tolist()
+    [1, 2]
+    """
+    return memoryview(self.numpy())
   def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
 
-  def detach(self) -> Tensor: return Tensor(self.lazydata, requires_grad=False)
+  def detach(self) -> Tensor:
+    """A tensor with the same data that is cut off the autograd graph (requires_grad=False).
+
+    >>> Tensor([1.0], requires_grad=True).detach().requires_grad
+    False
+    """
+    return Tensor(self.lazydata, requires_grad=False)
   def clone(self) -> Tensor:
     """A copy in a buffer of its own (writes to either don't reach the other); gradients flow through it as in torch."""
     return F.Clone.apply(self)
   def to(self, device: str | None) -> Tensor:
+    """This tensor on `device` (None: the default device): a copy, or self when it is already there. The
+    gradient moves too.
+
+    >>> Tensor([1, 2]).to('CPU').device
+    'CPU'
+    """
     device = Device.canonicalize(device)
     if device == self.device: return self
     ret = Tensor(self.lazydata.copy_to_device(device), requires_grad=self.requires_grad)
     if self.grad is not None: ret.grad = self.grad.to(device)
     return ret
   def to_(self, device: str | None) -> Tensor:
+    """Move this tensor (and its gradient) to `device` in place; returns self.
+
+    >>> Tensor([1, 2]).to_('CPU').device
+    'CPU'
+    """
     device = Device.canonicalize(device)
     if device != self.device:
       self.lazydata = self.lazydata.copy_to_device(device)
@@ -178,29 +278,80 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     # `x += y`: write into x's buffer when it has one (also one a pending assign will fill), else just rebind
     return self.assign(v) if self.lazydata.realized or _pending_assign(self.lazydata) else self.replace(v)
   def replace(self, x: Tensor, allow_shape_mismatch: bool = False) -> Tensor:
+    """Make this tensor refer to x's data (no copy, no kernel); returns self. Raises ValueError if the
+    shapes differ.
+
+    >>> Tensor([1, 2]).replace(Tensor([3, 4])).tolist()
+    [3, 4]
+    """
     if x.shape != self.shape and not allow_shape_mismatch: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
     self.lazydata = x.lazydata
     return self
-  def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
-  def contiguous_backward(self) -> Tensor: return F.ContiguousBackward.apply(self)
+  def contiguous(self) -> Tensor:
+    """The same values laid out densely in row-major order (a copy kernel when self is a view).
+
+    >>> Tensor([[1, 2], [3, 4]]).T.contiguous().tolist()
+    [[1, 3], [2, 4]]
+    """
+    return F.Contiguous.apply(self)
+  def contiguous_backward(self) -> Tensor:
+    """The identity in the forward pass; makes the incoming gradient contiguous in the backward pass."""
+    return F.ContiguousBackward.apply(self)
 
   # ***** creation *****
   @staticmethod
   def empty(*shape, device=None, dtype=None, **kw) -> Tensor:
+    """A tensor of the given shape whose contents are undefined (allocated, not filled).
+
+    >>> Tensor.empty(2, 3).shape, Tensor.empty(4, dtype=dtypes.int32).dtype
+    ((2, 3), dtypes.int)
+    """
     return Tensor(LazyBuffer.empty(argfix(*shape), _to_dtype(dtype) or dtypes.default_float, Device.canonicalize(device)), **kw)
   @staticmethod
   def full(shape, fill_value, device=None, dtype=None, **kw) -> Tensor:
+    """A tensor of `shape` filled with `fill_value`; the dtype follows the value unless given.
+
+    >>> Tensor.full((2, 2), 7).tolist()
+    [[7, 7], [7, 7]]
+    >>> Tensor.full(3, 1.5).tolist()
+    [1.5, 1.5, 1.5]
+    """
     shape = argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
     if any(s < 0 for s in shape): raise ValueError(f"full: negative dimension in {shape}")
     dt = _to_dtype(dtype) or dtypes.from_py(fill_value)
     return Tensor(LazyBuffer.const(fill_value, dt, tuple(shape), Device.canonicalize(device)), **kw)
   @staticmethod
-  def zeros(*shape, **kw) -> Tensor: return Tensor.full(argfix(*shape), 0.0, **kw)
+  def zeros(*shape, **kw) -> Tensor:
+    """A tensor of zeros (default float dtype unless `dtype` is given).
+
+    >>> Tensor.zeros(2, 3).tolist()
+    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    >>> Tensor.zeros((2,), dtype=dtypes.int32).tolist()
+    [0, 0]
+    """
+    return Tensor.full(argfix(*shape), 0.0, **kw)
   @staticmethod
-  def ones(*shape, **kw) -> Tensor: return Tensor.full(argfix(*shape), 1.0, **kw)
+  def ones(*shape, **kw) -> Tensor:
+    """A tensor of ones (default float dtype unless `dtype` is given).
+
+    >>> Tensor.ones(2, 2).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
+    return Tensor.full(argfix(*shape), 1.0, **kw)
   def full_like(self, fill_value, **kw) -> Tensor:
+    """A tensor with self's shape, dtype and device (each may be overridden), filled with `fill_value`.
+
+    >>> Tensor([[1, 2]]).full_like(5).tolist()
+    [[5, 5]]
+    """
     return Tensor.full(self.shape, fill_value, dtype=kw.pop("dtype", self.dtype), device=kw.pop("device", self.device), **kw)
-  def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
+  def zeros_like(self, **kw) -> Tensor:
+    """Zeros with self's shape, dtype and device.
+
+    >>> Tensor([1.0, 2.0]).zeros_like().tolist()
+    [0.0, 0.0]
+    """
+    return self.full_like(0, **kw)
   def empty_like(self, **kw) -> Tensor:
     """An uninitialized tensor of self's shape (and dtype/device unless given)."""
     return Tensor.empty(self.shape, dtype=kw.pop("dtype", self.dtype), device=kw.pop("device", self.device), **kw)
@@ -228,7 +379,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     shape = tuple(shape)
     raw = ctypes.string_at(ptr, prod(shape) * dt.itemsize)
     return Tensor(np.frombuffer(raw, dtype=to_np(dt)).reshape(shape).copy(), **kw)
-  def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
+  def ones_like(self, **kw) -> Tensor:
+    """Ones with self's shape, dtype and device.
+
+    >>> Tensor([1, 2]).ones_like().tolist()
+    [1, 1]
+    """
+    return self.full_like(1, **kw)
   @staticmethod
   def arange(start, stop=None, step=1, **kw) -> Tensor:
     """[start, stop) in steps: `Tensor.arange(5)`, `Tensor.arange(1, 2, 0.25)`."""
@@ -241,6 +398,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return idx * step + start if (step != 1 or start != 0) and n > 0 else idx
   @staticmethod
   def linspace(start, stop, steps: int, **kw) -> Tensor:
+    """`steps` evenly spaced values from start to stop, both included.
+
+    >>> Tensor.linspace(0, 1, 5).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
     if steps < 0: raise ValueError("linspace: steps must be >= 0")
     dt = _to_dtype(kw.pop("dtype", None)) or dtypes.default_float
     if dt is dtypes.bool: raise ValueError("linspace: bool dtype is not supported")
@@ -248,11 +410,23 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return (Tensor.arange(steps, **kw).cast(dt) * ((stop - start) / (steps - 1)) + start).cast(dt)
   @staticmethod
   def eye(n: int, m: int | None = None, **kw) -> Tensor:
+    """The n x m identity matrix (m defaults to n).
+
+    >>> Tensor.eye(2).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    >>> Tensor.eye(2, 3, dtype=dtypes.int32).tolist()
+    [[1, 0, 0], [0, 1, 0]]
+    """
     m = n if m is None else m
     if n < 0 or m < 0: raise ValueError(f"eye: negative size {n}, {m}")
     dt = _to_dtype(kw.pop("dtype", None)) or dtypes.default_float
     return (Tensor.arange(n, **{k: v for k, v in kw.items() if k == "device"}).unsqueeze(1) == Tensor.arange(m, device=kw.get("device"))).cast(dt).requires_grad_(kw.get("requires_grad"))
   def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
+    """Set `requires_grad` in place and return self.
+
+    >>> Tensor([1.0]).requires_grad_().requires_grad
+    True
+    """
     self.requires_grad = requires_grad
     return self
 
@@ -286,7 +460,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     bits = Tensor._random_bits(shape, dev)
     # 24 random bits make a float32 in [0, 1) exactly
     return ((bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))).cast(dt).requires_grad_(kw.get("requires_grad"))
-  def rand_like(self, **kw) -> Tensor: return Tensor.rand(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
+  def rand_like(self, **kw) -> Tensor:
+    """Uniform random numbers in [0, 1) with self's shape and device (an integer tensor gives floats).
+
+    >>> Tensor([[1, 2]]).rand_like().shape
+    (1, 2)
+    """
+    return Tensor.rand(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
   @staticmethod
   def randn(*shape, dtype=None, requires_grad=None, **kw) -> Tensor:
     """Standard normal (Box-Muller)."""
@@ -294,9 +474,21 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     src = Tensor.rand(2, *shape, **kw)
     ret = src[0].mul(2 * math.pi).cos().mul((1 - src[1]).log().mul(-2).sqrt())
     return ret.cast(_to_dtype(dtype) or dtypes.default_float).requires_grad_(requires_grad)
-  def randn_like(self, **kw) -> Tensor: return Tensor.randn(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
+  def randn_like(self, **kw) -> Tensor:
+    """Standard normal random numbers with self's shape and device.
+
+    >>> Tensor([[1.0, 2.0]]).randn_like().shape
+    (1, 2)
+    """
+    return Tensor.randn(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
   @staticmethod
   def randint(*shape, low=0, high=10, **kw) -> Tensor:
+    """Random integers in [low, high) (int32 unless `dtype` is given); raises ValueError unless low < high.
+
+    >>> x = Tensor.randint(2, 3, low=5, high=7)
+    >>> x.shape, x.dtype, ((x >= 5) & (x < 7)).all().item()
+    ((2, 3), dtypes.int, True)
+    """
     if not (isinstance(low, int) and isinstance(high, int)) or high <= low: raise ValueError(f"randint: need ints low < high, got {low}, {high}")
     dt = _to_dtype(kw.pop("dtype", None)) or dtypes.int32
     return (Tensor.rand(*shape, **kw) * (high - low) + low).floor().cast(dt)
@@ -312,27 +504,58 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return Tensor.rand(n, device=device).argsort().cast(_to_dtype(dtype)).requires_grad_(kw.get("requires_grad"))
   @staticmethod
   def uniform(*shape, low=0.0, high=1.0, **kw) -> Tensor:
+    """Uniform random numbers in [low, high).
+
+    >>> x = Tensor.uniform(2, 3, low=-1.0, high=1.0)
+    >>> x.shape, ((x >= -1) & (x < 1)).all().item()
+    ((2, 3), True)
+    """
     dt = _to_dtype(kw.pop("dtype", None)) or dtypes.default_float
     rg = kw.pop("requires_grad", None)
     return ((high - low) * Tensor.rand(*shape, **kw) + low).cast(dt).requires_grad_(rg)
   @staticmethod
   def normal(*shape, mean=0.0, std=1.0, **kw) -> Tensor:
+    """Normal random numbers with the given mean and standard deviation.
+
+    >>> Tensor.normal(2, 3, mean=1.0, std=0.5).shape
+    (2, 3)
+    """
     rg = kw.pop("requires_grad", None)
     return (std * Tensor.randn(*shape, **kw) + mean).requires_grad_(rg)
   @staticmethod
   def scaled_uniform(*shape, **kw) -> Tensor:
+    """Uniform in [-1, 1) scaled by 1/sqrt(numel), an initializer.
+
+    >>> Tensor.scaled_uniform(4, 4).abs().max().item() <= 0.25
+    True
+    """
     return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw).mul(prod(argfix(*shape)) ** -0.5)
   @staticmethod
   def glorot_uniform(*shape, **kw) -> Tensor:
+    """Glorot (Xavier) uniform initializer: U(-b, b) with b = sqrt(6 / (shape[0] + prod(shape[1:]))).
+
+    >>> Tensor.glorot_uniform(3, 5).shape
+    (3, 5)
+    """
     shape = argfix(*shape)
     return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw).mul((6 / (shape[0] + prod(shape[1:]))) ** 0.5)
   @staticmethod
   def kaiming_uniform(*shape, a: float = 0.01, **kw) -> Tensor:
+    """Kaiming (He) uniform initializer: U(-b, b), b = sqrt(3) * sqrt(2 / (1 + a**2)) / sqrt(prod(shape[1:])).
+
+    >>> Tensor.kaiming_uniform(3, 5).shape
+    (3, 5)
+    """
     shape = argfix(*shape)
     bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.uniform(*shape, low=-bound, high=bound, **kw)
   @staticmethod
   def kaiming_normal(*shape, a: float = 0.01, **kw) -> Tensor:
+    """Kaiming (He) normal initializer: N(0, std**2), std = sqrt(2 / (1 + a**2)) / sqrt(prod(shape[1:])).
+
+    >>> Tensor.kaiming_normal(3, 5).shape
+    (3, 5)
+    """
     shape = argfix(*shape)
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.normal(*shape, mean=0.0, std=std, **kw)
@@ -400,6 +623,12 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       raise IndexError(f"{op + ': ' if op else ''}dimension {a} is out of range for a tensor of {n} dims (shape {self.shape})")
     return a + n if a < 0 else a
   def reshape(self, shape, *args) -> Tensor:
+    """The same data with a new shape of the same element count; one dim may be -1 (inferred) and None
+    keeps that dim.
+
+    >>> Tensor.arange(6).reshape(2, 3).tolist(), Tensor.arange(6).reshape(-1, 2).shape
+    ([[0, 1, 2], [3, 4, 5]], (3, 2))
+    """
     asked = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
     if -1 in asked:
@@ -410,8 +639,19 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     new = asked
     if any(s < 0 for s in new) or prod(new) != prod(self.shape): raise ValueError(f"reshape: can't reshape {self.shape} to {argfix(shape, *args)}")
     return self if new == self.shape else F.Reshape.apply(self, shape=new)
-  def view(self, *shape) -> Tensor: return self.reshape(*shape)
+  def view(self, *shape) -> Tensor:
+    """The same as `reshape`.
+
+    >>> Tensor.arange(6).view(3, 2).shape
+    (3, 2)
+    """
+    return self.reshape(*shape)
   def expand(self, shape, *args) -> Tensor:
+    """Broadcast size-1 dims to `shape` without copying (-1 keeps a dim; new leading dims may be added).
+
+    >>> Tensor([[1], [2]]).expand(2, 3).tolist()
+    [[1, 1, 1], [2, 2, 2]]
+    """
     new = argfix(shape, *args)
     if len(new) < self.ndim: raise ValueError(f"expand: {self.shape} to {new} has fewer dims")
     base = (1,) * (len(new) - self.ndim) + self.shape
@@ -421,14 +661,29 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     x = self.reshape(base) if base != self.shape else self
     return x if new == x.shape else F.Expand.apply(x, shape=new)
   def permute(self, order, *args) -> Tensor:
+    """Reorder the dims: dim i of the result is dim order[i] of self.
+
+    >>> Tensor.zeros(1, 2, 3).permute(2, 0, 1).shape
+    (3, 1, 2)
+    """
     order = tuple(self._axis(a, op="permute") for a in argfix(order, *args))
     if sorted(order) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of {self.ndim} dims (shape {self.shape})")
     return self if order == tuple(range(self.ndim)) else F.Permute.apply(self, order=order)
   def flip(self, axis, *args) -> Tensor:
+    """Reverse the order of the elements along the given axes.
+
+    >>> Tensor([[1, 2], [3, 4]]).flip(0).tolist()
+    [[3, 4], [1, 2]]
+    """
     axes = tuple(self._axis(a, op="flip") for a in argfix(axis, *args))
     if len(set(axes)) != len(axes): raise RuntimeError(f"flip: repeated axis in {axes}")
     return self if not axes else F.Flip.apply(self, axis=axes)
   def shrink(self, arg) -> Tensor:
+    """Keep [start, end) of each dim, given as one (start, end) pair per dim (None keeps the whole dim).
+
+    >>> Tensor.arange(9).reshape(3, 3).shrink(((0, 2), (1, 3))).tolist()
+    [[1, 2], [4, 5]]
+    """
     arg = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
     if any(not (0 <= lo <= hi <= s) for (lo, hi), s in zip(arg, self.shape)): raise ValueError(f"shrink: {arg} out of range for {self.shape}")
     return self if arg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=arg)
@@ -500,27 +755,61 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if len(new) != self.ndim: raise ValueError(f"shrink_to: can't shrink {self.shape} to {new}: the number of dims differs")
     return self.shrink(tuple(None if n is None else (0, n) for n in new))
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+    """Swap dims dim0 and dim1 (by default 1 and 0).
+
+    >>> Tensor.arange(6).reshape(2, 3).transpose().tolist()
+    [[0, 3], [1, 4], [2, 5]]
+    >>> Tensor.zeros(1, 2, 3).transpose(0, 2).shape
+    (3, 2, 1)
+    """
     order = list(range(self.ndim))
     if self.ndim < 2 and (dim0, dim1) == (1, 0): return self
     a, b = self._axis(dim0, op="transpose"), self._axis(dim1, op="transpose")
     order[a], order[b] = order[b], order[a]
     return self.permute(order)
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge dims start_dim..end_dim (all by default) into one.
+
+    >>> Tensor.zeros(2, 3, 4).flatten().shape, Tensor.zeros(2, 3, 4).flatten(1).shape
+    ((24,), (2, 12))
+    """
     if self.ndim == 0: return self.reshape(1)
     s, e = self._axis(start_dim, op="flatten"), self._axis(end_dim, op="flatten")
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
   def unflatten(self, dim: int, sizes) -> Tensor:
+    """Split dim `dim` into the given sizes.
+
+    >>> Tensor.arange(6).unflatten(0, (2, 3)).tolist()
+    [[0, 1, 2], [3, 4, 5]]
+    """
     d = self._axis(dim, op="unflatten")
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
   def squeeze(self, dim: int | None = None) -> Tensor:
+    """Remove the size-1 dims (only `dim`, and only if its size is 1, when given).
+
+    >>> Tensor.zeros(1, 2, 1).squeeze().shape, Tensor.zeros(1, 2, 1).squeeze(0).shape
+    ((2,), (2, 1))
+    """
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
     if self.ndim == 0: return self
     d = self._axis(dim, op="squeeze")
     return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
   def unsqueeze(self, dim: int) -> Tensor:
+    """Insert a size-1 dim at position `dim` (negative counts from the end).
+
+    >>> Tensor([1, 2]).unsqueeze(0).shape, Tensor([1, 2]).unsqueeze(-1).shape
+    ((1, 2), (2, 1))
+    """
     d = self._axis(dim, self.ndim + 1, op="unsqueeze")
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
   def repeat(self, repeats, *args) -> Tensor:
+    """Tile the tensor `repeats[i]` times along dim i (extra leading repeats add dims), like torch.repeat.
+
+    >>> Tensor([1, 2]).repeat(2).tolist()
+    [1, 2, 1, 2]
+    >>> Tensor([1, 2]).repeat(2, 1).tolist()
+    [[1, 2], [1, 2]]
+    """
     reps = argfix(repeats, *args)
     if len(reps) < self.ndim: raise ValueError(f"repeat: {len(reps)} repeats for {self.ndim} dims")
     base = (1,) * (len(reps) - self.ndim) + self.shape
@@ -528,10 +817,20 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     x = x.reshape(tuple(v for s in base for v in (1, s))).expand(tuple(v for r, s in zip(reps, base) for v in (r, s)))
     return x.reshape(tuple(r * s for r, s in zip(reps, base)))
   def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+    """Repeat each element `repeats` times along `dim` (over the flattened tensor when dim is None).
+
+    >>> Tensor([1, 2]).repeat_interleave(2).tolist()
+    [1, 1, 2, 2]
+    """
     x, d = (self.flatten(), 0) if dim is None else (self, self._axis(dim))
     shp = x.shape
     return x.reshape(*shp[:d + 1], 1, *shp[d + 1:]).expand(*shp[:d + 1], repeats, *shp[d + 1:]).reshape(*shp[:d], shp[d] * repeats, *shp[d + 1:])
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    """Concatenate self and `args` along `dim`; the dtypes are promoted. Raises ValueError if the other dims differ.
+
+    >>> Tensor([1, 2]).cat(Tensor([3]), Tensor([4, 5])).tolist()
+    [1, 2, 3, 4, 5]
+    """
     ts = (self,) + args
     d = self._axis(dim, op="cat")
     for t in args:
@@ -547,6 +846,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return functools.reduce(Tensor.add, out)
   @staticmethod
   def stack(*args: Tensor, dim: int = 0) -> Tensor:
+    """Join tensors of the same shape along a new dim `dim`.
+
+    >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4])).tolist()
+    [[1, 2], [3, 4]]
+    >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4]), dim=1).tolist()
+    [[1, 3], [2, 4]]
+    """
     ts = argfix(*args)
     first = ts[0]
     d = first._axis(dim, first.ndim + 1, op="stack")
@@ -554,12 +860,23 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       if t.shape != first.shape: raise ValueError(f"stack: shapes {first.shape} and {t.shape} differ")
     return ts[0].unsqueeze(d).cat(*[t.unsqueeze(d) for t in ts[1:]], dim=d)
   def split(self, sizes, dim: int = 0) -> list[Tensor]:
+    """Split along `dim` into pieces of `sizes` elements (an int: equal pieces, the last may be smaller; a
+    list: those sizes, which must add up to the dim's size).
+
+    >>> [t.tolist() for t in Tensor.arange(5).split(2)]
+    [[0, 1], [2, 3], [4]]
+    """
     d = self._axis(dim, op="split")
     if isinstance(sizes, int): sizes = [min(sizes, self.shape[d] - i) for i in range(0, max(1, self.shape[d]), max(1, sizes))]
     if sum(sizes) != self.shape[d]: raise ValueError(f"split: sizes {sizes} don't add up to {self.shape[d]}")
     offs = [0] + list(itertools.accumulate(sizes))
     return [self.shrink(tuple((offs[i], offs[i + 1]) if j == d else None for j in range(self.ndim))) for i in range(len(sizes))]
   def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
+    """Split along `dim` into at most `chunks` pieces of ceil(size / chunks) elements.
+
+    >>> [t.tolist() for t in Tensor.arange(5).chunk(3)]
+    [[0, 1], [2, 3], [4]]
+    """
     d = self._axis(dim, op="chunk")
     if self.shape[d] == 0: return [self] * chunks   # torch: `chunks` empty pieces
     return self.split(math.ceil(self.shape[d] / chunks) if self.shape[d] else 1, dim=d)
@@ -616,12 +933,23 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     # half sums accumulate in float32 but return the input dtype (as tinygrad and torch do)
     return ret.cast(self.dtype) if acc_dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
   def prod(self, axis=None, keepdim: bool = False, dtype=None, acc_dtype=None) -> Tensor:
+    """The product over `axis` (all axes when None); bools and small ints multiply in 32 bits.
+
+    >>> Tensor([[1, 2], [3, 4]]).prod().item(), Tensor([[1, 2], [3, 4]]).prod(axis=0).tolist()
+    (24, [3, 8])
+    """
     acc_dtype = _to_dtype(dtype) or _to_dtype(acc_dtype)
     return self.cast(acc_dtype or sum_acc_dtype(self.dtype) if not self.dtype.is_float else self.dtype)._reduce(F.Prod, axis, keepdim)
   def max(self, axis=None, keepdim: bool = False) -> Tensor:
     """Max over `axis`; over an empty axis it is the dtype's min (-inf for floats), as in tinygrad."""
     return self._reduce(F.Max, axis, keepdim)
   def min(self, axis=None, keepdim: bool = False) -> Tensor:
+    """The minimum over `axis` (all axes when None).
+
+    >>> t = Tensor([[1, 5], [3, 4]])
+    >>> t.min().item(), t.min(axis=1).tolist()
+    (1, [1, 3])
+    """
     self._reduce_axes(axis, op="min")   # name min, not max, in a bad-axis error
     if self.dtype.is_bool: return self.logical_not().max(axis, keepdim).logical_not()
     if self.dtype.is_unsigned: return (~self).max(axis, keepdim).bitwise_not()
@@ -629,26 +957,65 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def _nonempty_reduce(self, name: str, axis):
     for a in self._reduce_axes(axis, op=name):
       if self.shape[a] == 0: raise RuntimeError(f"{name}(): can't reduce over the empty dim {a} of shape {self.shape}")
-  def any(self, axis=None, keepdim=False) -> Tensor: return self.bool().max(axis, keepdim)
-  def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
+  def any(self, axis=None, keepdim=False) -> Tensor:
+    """Whether any element along `axis` (all axes when None) is nonzero, as a bool tensor.
+
+    >>> Tensor([[0, 1], [0, 0]]).any(axis=1).tolist(), Tensor([0, 2]).any().item()
+    ([True, False], True)
+    """
+    return self.bool().max(axis, keepdim)
+  def all(self, axis=None, keepdim=False) -> Tensor:
+    """Whether every element along `axis` (all axes when None) is nonzero, as a bool tensor.
+
+    >>> Tensor([[1, 1], [0, 1]]).all(axis=1).tolist(), Tensor([1, 2]).all().item()
+    ([True, False], True)
+    """
+    return self.logical_not().any(axis, keepdim).logical_not()
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
+    """The mean over `axis` (all axes when None); integer tensors give the default float dtype.
+
+    >>> Tensor([[1, 2], [3, 4]]).mean().item(), Tensor([[1, 2], [3, 4]]).mean(axis=1).tolist()
+    (2.5, [1.5, 3.5])
+    """
     out_dt = self.dtype if self.dtype.is_float else dtypes.default_float
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="mean"))
     s = self.cast(out_dt).sum(axis, keepdim, acc_dtype=sum_acc_dtype(out_dt))   # half: the sum stays float32 (no overflow)
     return (s / n if n else s * math.nan).cast(out_dt)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    """The variance over `axis`: sum((x - mean)**2) / (n - correction); nan when n <= correction.
+
+    >>> Tensor([1.0, 2.0, 3.0, 4.0]).var(correction=0).item(), Tensor([[1.0, 3.0], [2.0, 2.0]]).var(axis=1).tolist()
+    (1.25, [2.0, 0.0])
+    """
     # half squares overflow past |x| ~ 256: compute in float32 and round once at the end (as torch)
     if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().var(axis, keepdim, correction).cast(self.dtype)
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="var"))
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     return sq / float(max(0, n - correction))
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    """The standard deviation over `axis`, `var(...).sqrt()`.
+
+    >>> Tensor([1.0, 3.0, 5.0]).std().item(), Tensor([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).std(correction=0).item()
+    (2.0, 2.0)
+    """
     if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().std(axis, keepdim, correction).cast(self.dtype)
     v = self.var(axis, keepdim, correction)
     z = v == 0   # sqrt's gradient is inf at 0 and would make 0 * inf = NaN: torch defines it as 0 there
     return z.where(0.0, z.where(1.0, v).sqrt())
-  def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
-  def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+  def var_mean(self, axis=None, keepdim=False, correction=1):
+    """`(var, mean)` over `axis` as a tuple of tensors.
+
+    >>> [t.item() for t in Tensor([1.0, 3.0]).var_mean()]
+    [2.0, 2.0]
+    """
+    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+  def std_mean(self, axis=None, keepdim=False, correction=1):
+    """`(std, mean)` over `axis` as a tuple of tensors.
+
+    >>> [t.item() for t in Tensor([1.0, 3.0, 5.0]).std_mean()]
+    [2.0, 3.0]
+    """
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def _softmax(self, axis, dtype=None):
     x = self.cast(dtype) if dtype is not None else self
     # an empty axis has no max to subtract (and the result is empty anyway)
@@ -656,9 +1023,21 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     e = m.exp()
     return m, e, e.sum(axis=axis, keepdim=True)
   def softmax(self, axis: int = -1, dtype=None) -> Tensor:
+    """exp(x) / sum(exp(x)) along `axis`, computed with the maximum subtracted first; `dtype` casts the input.
+
+    >>> Tensor([0.0, 0.0]).softmax().tolist()
+    [0.5, 0.5]
+    >>> [round(v, 4) for v in Tensor([1.0, 2.0, 3.0]).softmax().tolist()]
+    [0.09, 0.2447, 0.6652]
+    """
     _, e, ss = self._softmax(axis, dtype)
     return e.div(ss)
   def log_softmax(self, axis: int = -1, dtype=None) -> Tensor:
+    """log(softmax(x)) along `axis`, computed stably.
+
+    >>> [round(v, 4) for v in Tensor([1.0, 2.0, 3.0]).log_softmax().tolist()]
+    [-2.4076, -1.4076, -0.4076]
+    """
     m, _, ss = self._softmax(axis, dtype)
     return m - ss.log()
   def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
@@ -668,7 +1047,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     m = m.isinf().where(0.0, m)   # an infinite max is not subtracted: inf - inf would be nan
     ret = (x - m).exp().sum(axis=axis, keepdim=True).log().add(m)
     return ret if keepdim else ret.squeeze_axes(x._reduce_axes(axis))
-  def squeeze_axes(self, axes) -> Tensor: return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+  def squeeze_axes(self, axes) -> Tensor:
+    """Remove the given axes, which must have size 1 (as after a keepdim reduction).
+
+    >>> Tensor.zeros(2, 1, 3).squeeze_axes((1,)).shape
+    (2, 3)
+    """
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the first maximum (flattened when axis is None)."""
     if axis is None:
@@ -682,6 +1067,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     idx = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
     return (n - (m * idx).max(axis=a, keepdim=keepdim)).cast(dtypes.int32)
   def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the first minimum along `axis` (of the flattened tensor when None), as int32.
+
+    >>> Tensor([3, 1, 2, 1]).argmin().item(), Tensor([[3, 1], [0, 2]]).argmin(axis=1).tolist()
+    (1, [1, 0])
+    """
     return (-self if not self.dtype.is_bool else self.logical_not()).argmax(axis, keepdim) if not self.dtype.is_unsigned else (~self).argmax(axis, keepdim)
 
   # ***** matmul *****
@@ -697,8 +1087,21 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     dt = least_upper_dtype(x.dtype, wt.dtype)
     if dtype is not None: return (x.cast(dt) * wt.cast(dt)).sum(-1, dtype=dtype)
     return (x.cast(dt) * wt.cast(dt)).sum(-1, acc_dtype=sum_acc_dtype(dt) if not dt.is_float else None).cast(dt)
-  def matmul(self, x: Tensor, reverse: bool = False, dtype=None) -> Tensor: return x.dot(self, dtype) if reverse else self.dot(x, dtype)
+  def matmul(self, x: Tensor, reverse: bool = False, dtype=None) -> Tensor:
+    """The matrix product `self @ x` (`x @ self` when reverse), with `dot`'s broadcasting rules.
+
+    >>> Tensor([[1, 2], [3, 4]]).matmul(Tensor([[5], [6]])).tolist()
+    [[17], [39]]
+    >>> (Tensor([[1, 2], [3, 4]]) @ Tensor([1, 1])).tolist()
+    [3, 7]
+    """
+    return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def linear(self, weight: Tensor, bias: Tensor | None = None, dtype=None) -> Tensor:
+    """`self @ weight + bias`, weight shaped (in, out); a 1-D weight scales elementwise instead.
+
+    >>> Tensor([[1, 2], [3, 4]]).linear(Tensor([[1, 0], [0, 1]]), Tensor([10, 20])).tolist()
+    [[11, 22], [13, 24]]
+    """
     if dtype is not None: return self.cast(dtype).linear(weight.cast(dtype), bias.cast(dtype) if bias is not None else None)
     x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
     return x.add(bias) if bias is not None else x
@@ -727,29 +1130,114 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if self.shape == shape: return self
     return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
   def cast(self, dtype) -> Tensor:
+    """Convert the values to `dtype` (a DType, a name like 'float32' or a numpy dtype); floats become ints
+    by truncation toward zero.
+
+    >>> Tensor([1.7, -1.7]).cast(dtypes.int32).tolist(), Tensor([1, 2]).cast('float32').tolist()
+    ([1, -1], [1.0, 2.0])
+    """
     dt = _to_dtype(dtype)
     return self if self.dtype == dt else F.Cast.apply(self, dtype=dt)
   def bitcast(self, dtype) -> Tensor:
+    """Reinterpret the bits as `dtype`, which must have the same size (else ValueError).
+
+    >>> Tensor([1.0]).bitcast(dtypes.uint32).tolist()
+    [1065353216]
+    """
     dt = _to_dtype(dtype)
     if dt.itemsize != self.dtype.itemsize: raise ValueError(f"bitcast: {self.dtype} and {dt} differ in size")
     return self if self.dtype == dt else F.Cast.apply(self, dtype=dt, bitcast=True)
-  def float(self) -> Tensor: return self.cast(dtypes.float32)
-  def half(self) -> Tensor: return self.cast(dtypes.float16)
-  def int(self) -> Tensor: return self.cast(dtypes.int32)
-  def bool(self) -> Tensor: return self.cast(dtypes.bool)
-  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
-  def short(self) -> Tensor: return self.cast(dtypes.int16)
-  def long(self) -> Tensor: return self.cast(dtypes.int64)
-  def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def float(self) -> Tensor:
+    """Cast to float32.
+
+    >>> Tensor([1, 2]).float().tolist()
+    [1.0, 2.0]
+    """
+    return self.cast(dtypes.float32)
+  def half(self) -> Tensor:
+    """Cast to float16.
+
+    >>> Tensor([1.5]).half().dtype
+    dtypes.half
+    """
+    return self.cast(dtypes.float16)
+  def int(self) -> Tensor:
+    """Cast to int32 (floats truncate toward zero).
+
+    >>> Tensor([1.9, -1.9]).int().tolist()
+    [1, -1]
+    """
+    return self.cast(dtypes.int32)
+  def bool(self) -> Tensor:
+    """Cast to bool (nonzero is True).
+
+    >>> Tensor([0, 2]).bool().tolist()
+    [False, True]
+    """
+    return self.cast(dtypes.bool)
+  def bfloat16(self) -> Tensor:
+    """Cast to bfloat16.
+
+    >>> Tensor([1.5, -2.0]).bfloat16().float().tolist()
+    [1.5, -2.0]
+    """
+    return self.cast(dtypes.bfloat16)
+  def short(self) -> Tensor:
+    """Cast to int16 (floats truncate toward zero).
+
+    >>> Tensor([1.9, -1.9]).short().tolist()
+    [1, -1]
+    """
+    return self.cast(dtypes.int16)
+  def long(self) -> Tensor:
+    """Cast to int64.
+
+    >>> Tensor([1.5, -2.5]).long().tolist()
+    [1, -2]
+    """
+    return self.cast(dtypes.int64)
+  def double(self) -> Tensor:
+    """Cast to float64.
+
+    >>> Tensor([1, 2]).double().dtype
+    dtypes.double
+    """
+    return self.cast(dtypes.float64)
   def _float(self) -> Tensor: return self if self.dtype.is_float else self.cast(dtypes.default_float)
 
-  def add(self, x, reverse=False) -> Tensor: return F.Add.apply(*self._broadcasted(x, reverse, op="add"))
+  def add(self, x, reverse=False) -> Tensor:
+    """`self + x` with broadcasting and dtype promotion (`x + self` when reverse).
+
+    >>> Tensor([[1], [2]]).add(Tensor([10, 20])).tolist()
+    [[11, 21], [12, 22]]
+    >>> Tensor([1, 2]).add(1.5).tolist()
+    [2.5, 3.5]
+    """
+    return F.Add.apply(*self._broadcasted(x, reverse, op="add"))
   def sub(self, x, reverse=False) -> Tensor:
+    """`self - x` with broadcasting (`x - self` when reverse); raises TypeError for bool tensors.
+
+    >>> Tensor([5, 7]).sub(2).tolist(), Tensor([5, 7]).sub(10, reverse=True).tolist()
+    ([3, 5], [5, 3])
+    """
     a, b = self._broadcasted(x, reverse, op="sub")
     if a.dtype.is_bool: raise TypeError("sub: subtraction of bool tensors is not supported; use logical_xor")
     return F.Sub.apply(a, b)
-  def mul(self, x, reverse=False) -> Tensor: return F.Mul.apply(*self._broadcasted(x, reverse, op="mul"))
+  def mul(self, x, reverse=False) -> Tensor:
+    """`self * x` with broadcasting and dtype promotion.
+
+    >>> Tensor([2, 3]).mul(Tensor([4, 5])).tolist(), Tensor([2, 3]).mul(0.5).tolist()
+    ([8, 15], [1.0, 1.5])
+    """
+    return F.Mul.apply(*self._broadcasted(x, reverse, op="mul"))
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+    """`self / x` as floats, or rounded like torch with rounding_mode 'trunc' or 'floor' (then ints stay
+    ints).
+
+    >>> t = Tensor([7, -7])
+    >>> t.div(2).tolist(), t.div(2, rounding_mode='floor').tolist(), t.div(2, rounding_mode='trunc').tolist()
+    ([3.5, -3.5], [3, -4], [3, -3])
+    """
     a, b = self._broadcasted(x, reverse, op="div")
     # integers divide exactly in integers (a float quotient rounds above 2**24)
     if rounding_mode == "trunc": return F.IDiv.apply(a, b) if not a.dtype.is_float and not a.dtype.is_bool else (a / b).trunc()
@@ -774,9 +1262,20 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if a.dtype.is_unsigned: return r
     return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
   def fmod(self, x) -> Tensor:
+    """The remainder with the sign of the dividend (C fmod), unlike `mod`.
+
+    >>> Tensor([7, -7]).fmod(3).tolist(), Tensor([7.5, -7.5]).fmod(2).tolist()
+    ([1, -1], [1.5, -1.5])
+    """
     a, b = self._broadcasted(x, op="fmod")
     return a - (a / b).trunc() * b if a.dtype.is_float else F.Mod.apply(a, b)
   def pow(self, x, reverse=False) -> Tensor:
+    """`self ** x` (`x ** self` when reverse); integers to integer powers stay integers, and a negative base to
+    a fractional power is nan.
+
+    >>> Tensor([2, 3]).pow(3).tolist(), Tensor([1, 2, 3]).pow(2, reverse=True).tolist(), Tensor([4.0]).pow(0.5).tolist()
+    ([8, 27], [2, 4, 8], [2.0])
+    """
     if not isinstance(x, Tensor) and not reverse:
       if x == 2: return self * self
       if x == 1: return self
@@ -813,10 +1312,20 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       b = b * b
     return (e < 0).where(0, ret)
   def maximum(self, x) -> Tensor:
+    """The elementwise maximum of self and x, broadcast; nan propagates.
+
+    >>> Tensor([1, 5]).maximum(Tensor([3, 2])).tolist(), Tensor([1, 5]).maximum(3).tolist()
+    ([3, 5], [3, 5])
+    """
     a, b = self._broadcasted(x, op="maximum")
     if a.dtype.is_bool: return a | b
     return F.Maximum.apply(a, b)
   def minimum(self, x) -> Tensor:
+    """The elementwise minimum of self and x, broadcast; nan propagates.
+
+    >>> Tensor([1, 5]).minimum(Tensor([3, 2])).tolist(), Tensor([1, 5]).minimum(2.5).tolist()
+    ([1, 2], [1.0, 2.5])
+    """
     a, b = self._broadcasted(x, op="minimum")
     if a.dtype.is_bool: return a & b
     return F.Minimum.apply(a, b)
@@ -833,25 +1342,133 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     cond, y = cond._broadcasted(y, match_dtype=False, op="where")
     x, y = x._broadcasted(y, op="where")
     return F.Where.apply(cond, x, y)
-  def masked_fill(self, mask: Tensor, value) -> Tensor: return mask.where(value, self)
+  def masked_fill(self, mask: Tensor, value) -> Tensor:
+    """`value` where `mask` is True, self elsewhere (broadcast).
 
-  def neg(self) -> Tensor: return self.logical_not() if self.dtype.is_bool else F.Neg.apply(self)
-  def reciprocal(self) -> Tensor: return F.Reciprocal.apply(self._float())
-  def sqrt(self) -> Tensor: return F.Sqrt.apply(self._float())
-  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
-  def exp(self) -> Tensor: return F.Exp.apply(self._float())
-  def exp2(self) -> Tensor: return F.Exp.apply(self._float() * math.log(2))
-  def log(self) -> Tensor: return F.Log.apply(self._float())
-  def log2(self) -> Tensor: return self.log() / math.log(2)
-  def log10(self) -> Tensor: return self.log() / math.log(10)
-  def sin(self) -> Tensor: return F.Sin.apply(self._float())
-  def cos(self) -> Tensor: return ((math.pi / 2) - self._float()).sin()
-  def tan(self) -> Tensor: return self.sin() / self.cos()
-  def sinh(self) -> Tensor: return (self.exp() - (-self).exp()) / 2
-  def cosh(self) -> Tensor: return (self.exp() + (-self).exp()) / 2
-  def asinh(self) -> Tensor: return self.sign() * (self.abs() + (self.square() + 1).sqrt()).log()
-  def acosh(self) -> Tensor: return (self + (self.square() - 1).sqrt()).log()
-  def atanh(self) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
+    >>> Tensor([1, 2, 3]).masked_fill(Tensor([True, False, True]), 0).tolist()
+    [0, 2, 0]
+    """
+    return mask.where(value, self)
+
+  def neg(self) -> Tensor:
+    """`-self` (logical not for bool tensors).
+
+    >>> Tensor([1, -2]).neg().tolist()
+    [-1, 2]
+    """
+    return self.logical_not() if self.dtype.is_bool else F.Neg.apply(self)
+  def reciprocal(self) -> Tensor:
+    """`1 / self` as floats.
+
+    >>> Tensor([2, 4]).reciprocal().tolist()
+    [0.5, 0.25]
+    """
+    return F.Reciprocal.apply(self._float())
+  def sqrt(self) -> Tensor:
+    """The square root as floats (nan for negative inputs).
+
+    >>> Tensor([1.0, 4.0, 9.0]).sqrt().tolist()
+    [1.0, 2.0, 3.0]
+    """
+    return F.Sqrt.apply(self._float())
+  def rsqrt(self) -> Tensor:
+    """`1 / sqrt(self)`.
+
+    >>> Tensor([1.0, 4.0, 16.0]).rsqrt().tolist()
+    [1.0, 0.5, 0.25]
+    """
+    return self.sqrt().reciprocal()
+  def exp(self) -> Tensor:
+    """e ** self, as floats.
+
+    >>> [round(v, 4) for v in Tensor([0.0, 1.0, -1.0]).exp().tolist()]
+    [1.0, 2.7183, 0.3679]
+    """
+    return F.Exp.apply(self._float())
+  def exp2(self) -> Tensor:
+    """2 ** self, as floats.
+
+    >>> [round(v, 4) for v in Tensor([0.0, 3.0, -1.0]).exp2().tolist()]
+    [1.0, 8.0, 0.5]
+    """
+    return F.Exp.apply(self._float() * math.log(2))
+  def log(self) -> Tensor:
+    """The natural logarithm (-inf at 0, nan for negative inputs).
+
+    >>> [round(v, 4) for v in Tensor([0.5, 2.0, 10.0]).log().tolist()]
+    [-0.6931, 0.6931, 2.3026]
+    """
+    return F.Log.apply(self._float())
+  def log2(self) -> Tensor:
+    """The base-2 logarithm.
+
+    >>> [round(v, 4) for v in Tensor([8.0, 0.5, 3.0]).log2().tolist()]
+    [3.0, -1.0, 1.585]
+    """
+    return self.log() / math.log(2)
+  def log10(self) -> Tensor:
+    """The base-10 logarithm.
+
+    >>> [round(v, 4) for v in Tensor([1000.0, 2.0, 0.5]).log10().tolist()]
+    [3.0, 0.301, -0.301]
+    """
+    return self.log() / math.log(10)
+  def sin(self) -> Tensor:
+    """The sine (radians).
+
+    >>> [round(v, 4) for v in Tensor([math.pi / 2, 1.0, -1.0]).sin().tolist()]
+    [1.0, 0.8415, -0.8415]
+    """
+    return F.Sin.apply(self._float())
+  def cos(self) -> Tensor:
+    """The cosine (radians).
+
+    >>> [round(v, 4) for v in Tensor([0.0, math.pi, 1.0]).cos().tolist()]
+    [1.0, -1.0, 0.5403]
+    """
+    return ((math.pi / 2) - self._float()).sin()
+  def tan(self) -> Tensor:
+    """The tangent (radians), `sin / cos`.
+
+    >>> [round(v, 4) for v in Tensor([math.pi / 4, 1.0]).tan().tolist()]
+    [1.0, 1.5574]
+    """
+    return self.sin() / self.cos()
+  def sinh(self) -> Tensor:
+    """The hyperbolic sine.
+
+    >>> [round(v, 4) for v in Tensor([1.0, -1.0]).sinh().tolist()]
+    [1.1752, -1.1752]
+    """
+    return (self.exp() - (-self).exp()) / 2
+  def cosh(self) -> Tensor:
+    """The hyperbolic cosine.
+
+    >>> [round(v, 4) for v in Tensor([0.0, 1.0]).cosh().tolist()]
+    [1.0, 1.5431]
+    """
+    return (self.exp() + (-self).exp()) / 2
+  def asinh(self) -> Tensor:
+    """The inverse hyperbolic sine.
+
+    >>> [round(v, 4) for v in Tensor([1.0, -1.0]).asinh().tolist()]
+    [0.8814, -0.8814]
+    """
+    return self.sign() * (self.abs() + (self.square() + 1).sqrt()).log()
+  def acosh(self) -> Tensor:
+    """The inverse hyperbolic cosine (nan below 1).
+
+    >>> [round(v, 4) for v in Tensor([4.0, 10.0]).acosh().tolist()]
+    [2.0634, 2.9932]
+    """
+    return (self + (self.square() - 1).sqrt()).log()
+  def atanh(self) -> Tensor:
+    """The inverse hyperbolic tangent (inf at 1, nan beyond).
+
+    >>> [round(v, 4) for v in Tensor([0.5, -0.5]).atanh().tolist()]
+    [0.5493, -0.5493]
+    """
+    return ((1 + self) / (1 - self)).log() / 2
   def asin(self) -> Tensor:
     """arcsin via Abramowitz-Stegun 4.4.46 (|error| < 2e-8): pi/2 - sqrt(1-|x|) * poly(|x|), odd-extended."""
     x = self._float()
@@ -859,21 +1476,72 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     coefs = [-0.0012624911, 0.0066700901, -0.0170881256, 0.0308918810, -0.0501743046, 0.0889789874, -0.2145988016, 1.5707963050]
     p = functools.reduce(lambda acc, c: acc * a + c, coefs[1:], Tensor.full_like(a, coefs[0]))
     return x.sign() * (math.pi / 2 - (1 - a).sqrt() * p)
-  def acos(self) -> Tensor: return math.pi / 2 - self.asin()
-  def atan(self) -> Tensor: return (self / (1 + self * self).sqrt()).asin()
+  def acos(self) -> Tensor:
+    """The arccosine in radians (nan outside [-1, 1]).
+
+    >>> [round(v, 4) for v in Tensor([0.0, -1.0, 0.5]).acos().tolist()]
+    [1.5708, 3.1416, 1.0472]
+    """
+    return math.pi / 2 - self.asin()
+  def atan(self) -> Tensor:
+    """The arctangent in radians.
+
+    >>> [round(v, 4) for v in Tensor([1.0, -1.0, 0.25]).atan().tolist()]
+    [0.7854, -0.7854, 0.245]
+    """
+    return (self / (1 + self * self).sqrt()).asin()
   def logaddexp(self, other) -> Tensor:
+    """log(exp(self) + exp(other)), computed stably.
+
+    >>> [round(v, 4) for v in Tensor([0.0, 1.0]).logaddexp(Tensor([0.0, 2.0])).tolist()]
+    [0.6931, 2.3133]
+    """
     a, b = self._float()._broadcasted(other)
     m = a.maximum(b).detach()
     return ((a - m).exp() + (b - m).exp()).log() + m
-  def softmin(self, axis: int = -1, dtype=None) -> Tensor: return (-self).softmax(axis, dtype)
-  def relu(self) -> Tensor: return F.Relu.apply(self)
-  def sigmoid(self) -> Tensor: return F.Sigmoid.apply(self._float())
-  def trunc(self) -> Tensor: return F.Trunc.apply(self) if self.dtype.is_float else self
+  def softmin(self, axis: int = -1, dtype=None) -> Tensor:
+    """softmax(-x) along `axis`.
+
+    >>> [round(v, 4) for v in Tensor([1.0, 2.0, 3.0]).softmin().tolist()]
+    [0.6652, 0.2447, 0.09]
+    """
+    return (-self).softmax(axis, dtype)
+  def relu(self) -> Tensor:
+    """max(x, 0).
+
+    >>> Tensor([-1.5, 0.0, 2.5]).relu().tolist()
+    [0.0, 0.0, 2.5]
+    """
+    return F.Relu.apply(self)
+  def sigmoid(self) -> Tensor:
+    """1 / (1 + exp(-x)), as floats.
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 0.0, 1.0]).sigmoid().tolist()]
+    [0.2689, 0.5, 0.7311]
+    """
+    return F.Sigmoid.apply(self._float())
+  def trunc(self) -> Tensor:
+    """Round toward zero (integers are returned as they are).
+
+    >>> Tensor([-1.7, 1.7]).trunc().tolist()
+    [-1.0, 1.0]
+    """
+    return F.Trunc.apply(self) if self.dtype.is_float else self
   def floor(self) -> Tensor:
+    """Round toward -inf (integers are returned as they are).
+
+    >>> Tensor([-1.5, 1.5]).floor().tolist()
+    [-2.0, 1.0]
+    """
     if not self.dtype.is_float: return self
     t = self.trunc()
     return (self < t).where(t - 1, t)
   def ceil(self) -> Tensor:
+    """Round toward +inf (integers are returned as they are).
+
+    >>> Tensor([-1.5, 1.5]).ceil().tolist()
+    [-1.0, 2.0]
+    """
     if not self.dtype.is_float: return self
     t = self.trunc()
     return (self > t).where(t + 1, t)
@@ -885,11 +1553,33 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     even = (f % 2) == 0
     return (d > 0.5).where(f + 1, (d < 0.5).where(f, even.where(f, f + 1)))
   def abs(self) -> Tensor:
+    """The absolute value.
+
+    >>> Tensor([-2, 3]).abs().tolist(), Tensor([-2.5]).abs().tolist()
+    ([2, 3], [2.5])
+    """
     if self.dtype.is_unsigned or self.dtype.is_bool: return self
     return F.Abs.apply(self)
-  def sign(self) -> Tensor: return F.Sign.apply(self)
-  def square(self) -> Tensor: return self * self
+  def sign(self) -> Tensor:
+    """-1, 0 or 1 by the sign of each element, in self's dtype.
+
+    >>> Tensor([-2.5, 0.0, 3.0]).sign().tolist(), Tensor([-2, 0, 3]).sign().tolist()
+    ([-1.0, 0.0, 1.0], [-1, 0, 1])
+    """
+    return F.Sign.apply(self)
+  def square(self) -> Tensor:
+    """`self * self`.
+
+    >>> Tensor([-2, 3]).square().tolist()
+    [4, 9]
+    """
+    return self * self
   def clip(self, min_=None, max_=None) -> Tensor:
+    """Limit the values to [min_, max_] (either bound may be None, not both: RuntimeError).
+
+    >>> Tensor([-2, 0, 5]).clip(-1, 3).tolist(), Tensor([-2, 0, 5]).clip(max_=3).tolist()
+    ([-1, 0, 3], [-2, 0, 3])
+    """
     if min_ is None and max_ is None: raise RuntimeError("clip: at least one of min_ and max_ must be given")
     # where() rather than maximum/minimum: x's gradient is 1 on the bounds themselves and 0 at nan (torch: the mask
     # is lo <= x <= hi), not split in half at a tie; min_ > max_ gives max_ everywhere, nan stays nan
@@ -903,41 +1593,178 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       c, ok = (c > hi).where(hi, c), x <= hi
       inside = ok if inside is None else inside._broadcasted(ok)[0] & ok
     return inside.where(x, c)
-  def clamp(self, min_=None, max_=None) -> Tensor: return self.clip(min_, max_)
-  def isnan(self) -> Tensor: return self != self
+  def clamp(self, min_=None, max_=None) -> Tensor:
+    """The same as `clip`.
+
+    >>> Tensor([-2, 0, 5]).clamp(0).tolist()
+    [0, 0, 5]
+    """
+    return self.clip(min_, max_)
+  def isnan(self) -> Tensor:
+    """Whether each element is nan (bool).
+
+    >>> Tensor([1.0, math.nan]).isnan().tolist()
+    [False, True]
+    """
+    return self != self
   def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+    """Whether each element is +inf or -inf (each can be left out), as bools.
+
+    >>> Tensor([1.0, math.inf, -math.inf]).isinf().tolist()
+    [False, True, True]
+    >>> Tensor([1.0, math.inf, -math.inf]).isinf(detect_negative=False).tolist()
+    [False, True, False]
+    """
     return (self == math.inf) * detect_positive + (self == -math.inf) * detect_negative if self.dtype.is_float else self._const(False, dtypes.bool)
-  def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
-  def lerp(self, end: Tensor, weight) -> Tensor: return self + (end - self) * weight
+  def isfinite(self) -> Tensor:
+    """Whether each element is neither inf nor nan (bool).
+
+    >>> Tensor([1.0, math.inf, math.nan]).isfinite().tolist()
+    [True, False, False]
+    """
+    return (self.isinf() | self.isnan()).logical_not()
+  def lerp(self, end: Tensor, weight) -> Tensor:
+    """Linear interpolation `self + (end - self) * weight`.
+
+    >>> Tensor([0.0, 10.0]).lerp(Tensor([10.0, 20.0]), 0.5).tolist()
+    [5.0, 15.0]
+    """
+    return self + (end - self) * weight
   def copysign(self, other) -> Tensor:
+    """The magnitude of self with the sign of `other` (the sign bit of -0.0 counts), as floats.
+
+    >>> Tensor([1.0, -2.0, 3.0]).copysign(Tensor([-1.0, 1.0, -0.0])).tolist()
+    [-1.0, 2.0, -3.0]
+    """
     a, b = self._float()._broadcasted(other, op="copysign")
     neg = (b < 0) | ((b == 0) & ((1 / b) < 0))
     return neg.where(-a.abs(), a.abs())
-  def logical_not(self) -> Tensor: return F.Neq.apply(*self.bool()._broadcasted(True))
+  def logical_not(self) -> Tensor:
+    """`not x` elementwise, as a bool tensor.
+
+    >>> Tensor([True, False]).logical_not().tolist(), Tensor([0, 3]).logical_not().tolist()
+    ([False, True], [True, False])
+    """
+    return F.Neq.apply(*self.bool()._broadcasted(True))
   def bitwise_not(self) -> Tensor:
+    """`~x` for integers (logical not for bools); raises TypeError for floats.
+
+    >>> Tensor([0, 5]).bitwise_not().tolist(), Tensor([0, 5], dtype=dtypes.uint8).bitwise_not().tolist()
+    ([-1, -6], [255, 250])
+    """
     if self.dtype.is_float: raise TypeError(f"bitwise_not: {self.dtype} is not an integer or bool type")
     return self.logical_not() if self.dtype.is_bool else self ^ -1 if not self.dtype.is_unsigned else self ^ dtypes.max(self.dtype)
   def _bitop(self, fn, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse, op=fn.__name__.lower())
     if a.dtype.is_float: raise TypeError(f"{fn.__name__}: not defined for {a.dtype}")
     return fn.apply(a, b)
-  def bitwise_and(self, x, reverse=False) -> Tensor: return self._bitop(F.BitwiseAnd, x, reverse)
-  def bitwise_or(self, x, reverse=False) -> Tensor: return self._bitop(F.BitwiseOr, x, reverse)
-  def bitwise_xor(self, x, reverse=False) -> Tensor: return self._bitop(F.Xor, x, reverse)
-  def lshift(self, x, reverse=False) -> Tensor: return self._bitop(F.Shl, x, reverse)
-  def rshift(self, x, reverse=False) -> Tensor: return self._bitop(F.Shr, x, reverse)
+  def bitwise_and(self, x, reverse=False) -> Tensor:
+    """`self & x` for integer and bool tensors; raises TypeError for floats.
+
+    >>> Tensor([12, 10]).bitwise_and(6).tolist()
+    [4, 2]
+    """
+    return self._bitop(F.BitwiseAnd, x, reverse)
+  def bitwise_or(self, x, reverse=False) -> Tensor:
+    """`self | x` for integer and bool tensors; raises TypeError for floats.
+
+    >>> Tensor([12, 10]).bitwise_or(3).tolist()
+    [15, 11]
+    """
+    return self._bitop(F.BitwiseOr, x, reverse)
+  def bitwise_xor(self, x, reverse=False) -> Tensor:
+    """`self ^ x` for integer and bool tensors; raises TypeError for floats.
+
+    >>> Tensor([12, 10]).bitwise_xor(6).tolist()
+    [10, 12]
+    """
+    return self._bitop(F.Xor, x, reverse)
+  def lshift(self, x, reverse=False) -> Tensor:
+    """`self << x` for integer tensors.
+
+    >>> Tensor([1, 3]).lshift(2).tolist()
+    [4, 12]
+    """
+    return self._bitop(F.Shl, x, reverse)
+  def rshift(self, x, reverse=False) -> Tensor:
+    """`self >> x` for integer tensors (arithmetic shift for signed types).
+
+    >>> Tensor([16, 7, -16]).rshift(2).tolist()
+    [4, 1, -4]
+    """
+    return self._bitop(F.Shr, x, reverse)
 
   # activations
-  def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
-  def gelu(self) -> Tensor: return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
-  def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()
-  def silu(self) -> Tensor: return self * self.sigmoid()
-  def swish(self) -> Tensor: return self.silu()
-  def relu6(self) -> Tensor: return self.relu() - (self - 6).relu()
-  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self < 0).where(self * neg_slope, self)
-  def elu(self, alpha: float = 1.0) -> Tensor: return self.relu() - alpha * (1 - self.exp()).relu()
-  def celu(self, alpha: float = 1.0) -> Tensor: return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
-  def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor: return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
+  def tanh(self) -> Tensor:
+    """The hyperbolic tangent.
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 1.0, 2.0]).tanh().tolist()]
+    [-0.7616, 0.7616, 0.964]
+    """
+    return 2.0 * ((2.0 * self).sigmoid()) - 1.0
+  def gelu(self) -> Tensor:
+    """GELU with the tanh approximation: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))).
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 0.0, 1.0]).gelu().tolist()]
+    [-0.1588, 0.0, 0.8412]
+    """
+    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
+  def quick_gelu(self) -> Tensor:
+    """x * sigmoid(1.702 * x), a cheaper GELU approximation.
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 0.0, 1.0]).quick_gelu().tolist()]
+    [-0.1542, 0.0, 0.8458]
+    """
+    return self * (self * 1.702).sigmoid()
+  def silu(self) -> Tensor:
+    """x * sigmoid(x) (also called swish).
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 0.0, 1.0]).silu().tolist()]
+    [-0.2689, 0.0, 0.7311]
+    """
+    return self * self.sigmoid()
+  def swish(self) -> Tensor:
+    """The same as `silu`: x * sigmoid(x).
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 1.0]).swish().tolist()]
+    [-0.2689, 0.7311]
+    """
+    return self.silu()
+  def relu6(self) -> Tensor:
+    """min(max(x, 0), 6).
+
+    >>> Tensor([-1.0, 3.0, 8.0]).relu6().tolist()
+    [0.0, 3.0, 6.0]
+    """
+    return self.relu() - (self - 6).relu()
+  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
+    """x for x >= 0, neg_slope * x below.
+
+    >>> Tensor([-2.0, 0.0, 3.0]).leaky_relu(0.5).tolist()
+    [-1.0, 0.0, 3.0]
+    """
+    return (self < 0).where(self * neg_slope, self)
+  def elu(self, alpha: float = 1.0) -> Tensor:
+    """x for x > 0, alpha * (exp(x) - 1) below.
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 2.0]).elu().tolist()]
+    [-0.6321, 2.0]
+    """
+    return self.relu() - alpha * (1 - self.exp()).relu()
+  def celu(self, alpha: float = 1.0) -> Tensor:
+    """max(x, 0) + min(alpha * (exp(x / alpha) - 1), 0).
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 2.0]).celu(alpha=2.0).tolist()]
+    [-0.7869, 2.0]
+    """
+    return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+  def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor:
+    """gamma * x for x >= 0, gamma * alpha * (exp(x) - 1) below (the self-normalizing constants by default).
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 0.0, 2.0]).selu().tolist()]
+    [-1.1113, 0.0, 2.1014]
+    """
+    return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
   def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta*x)) / beta, stable for large |x| forward and backward; x itself where beta*x > threshold
     (torch's convention).
@@ -951,13 +1778,54 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     log1p = (e < 1e-4).where(e * (1 - e * 0.5), (1 + e).log())
     sp = (bx.maximum(0.0) + log1p) * (1 / beta)
     return (bx > threshold).where(self._float(), sp)
-  def mish(self) -> Tensor: return self * self.softplus().tanh()
-  def hardsigmoid(self, alpha=1 / 6, beta=0.5) -> Tensor: return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
-  def hardswish(self) -> Tensor: return self * (self + 3).relu6() * (1 / 6)
-  def hardtanh(self, min_val=-1, max_val=1) -> Tensor: return self.clip(min_val, max_val)
-  def softsign(self) -> Tensor: return self / (1 + self.abs())
-  def logsigmoid(self) -> Tensor: return -(-self).softplus()
+  def mish(self) -> Tensor:
+    """x * tanh(softplus(x)).
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 1.0]).mish().tolist()]
+    [-0.3034, 0.8651]
+    """
+    return self * self.softplus().tanh()
+  def hardsigmoid(self, alpha=1 / 6, beta=0.5) -> Tensor:
+    """Piecewise-linear sigmoid: clip(alpha * x + beta, 0, 1).
+
+    >>> Tensor([-4.0, 0.0, 1.5, 4.0]).hardsigmoid().tolist()
+    [0.0, 0.5, 0.75, 1.0]
+    """
+    return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+  def hardswish(self) -> Tensor:
+    """x * relu6(x + 3) / 6.
+
+    >>> Tensor([-1.5, 0.0, 1.5, 4.0]).hardswish().tolist()
+    [-0.375, 0.0, 1.125, 4.0]
+    """
+    return self * (self + 3).relu6() * (1 / 6)
+  def hardtanh(self, min_val=-1, max_val=1) -> Tensor:
+    """clip(x, min_val, max_val), by default to [-1, 1].
+
+    >>> Tensor([-2.0, 0.5, 2.0]).hardtanh().tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    return self.clip(min_val, max_val)
+  def softsign(self) -> Tensor:
+    """x / (1 + |x|).
+
+    >>> Tensor([-3.0, 0.0, 1.0]).softsign().tolist()
+    [-0.75, 0.0, 0.5]
+    """
+    return self / (1 + self.abs())
+  def logsigmoid(self) -> Tensor:
+    """log(sigmoid(x)), computed as -softplus(-x).
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 0.0, 1.0]).logsigmoid().tolist()]
+    [-1.3133, -0.6931, -0.3133]
+    """
+    return -(-self).softplus()
   def erf(self) -> Tensor:  # Abramowitz-Stegun 7.1.26, max error 1.5e-7
+    """The Gauss error function (Abramowitz-Stegun 7.1.26, |error| < 1.5e-7).
+
+    >>> [round(v, 4) for v in Tensor([-1.0, 0.5, 2.0]).erf().tolist()]
+    [-0.8427, 0.5205, 0.9953]
+    """
     t = 1.0 / (1.0 + 0.3275911 * self.abs())
     return self.sign() * (1.0 - t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))) * (-self.square()).exp())
 
@@ -1006,10 +1874,34 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def __itruediv__(self, x): return self._inplace(self.div(x))
   def __ifloordiv__(self, x): return self._inplace(self.idiv(x))
   def __imatmul__(self, x): return self._inplace(self.matmul(x))
-  def lt(self, x): return self < x
-  def gt(self, x): return self > x
-  def eq(self, x): return self == x
-  def ne(self, x): return self != x
+  def lt(self, x):
+    """`self < x` as a bool tensor.
+
+    >>> Tensor([1, 2, 3]).lt(2).tolist()
+    [True, False, False]
+    """
+    return self < x
+  def gt(self, x):
+    """`self > x` as a bool tensor.
+
+    >>> Tensor([1, 2, 3]).gt(2).tolist()
+    [False, False, True]
+    """
+    return self > x
+  def eq(self, x):
+    """`self == x` as a bool tensor.
+
+    >>> Tensor([1, 2, 3]).eq(Tensor([1, 0, 3])).tolist()
+    [True, False, True]
+    """
+    return self == x
+  def ne(self, x):
+    """`self != x` as a bool tensor.
+
+    >>> Tensor([1, 2, 3]).ne(2).tolist()
+    [True, False, True]
+    """
+    return self != x
   def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
     """|self - other| <= atol + rtol * |other| elementwise; infinities are close only to themselves, nan only to nan
     with equal_nan (torch semantics)."""
@@ -1031,7 +1923,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """`with Tensor.train():` or `@Tensor.train()` enables training mode (dropout, batchnorm stats)."""
     return _Train(mode)
   @staticmethod
-  def test() -> _Train: return _Train(False)
+  def test() -> _Train:
+    """A context manager and decorator that turns training mode off (the opposite of `train()`).
+
+    >>> with Tensor.test(): print(Tensor.training)
+    False
+    """
+    return _Train(False)
 
 def _broadcast_shape(*shapes, op: str | None = None) -> tuple[int, ...]:
   n = max(len(s) for s in shapes)
