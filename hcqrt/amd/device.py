@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from hcqrt import syscalls
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay
 from hcqrt.amd.targets import Target, target_for
+from hcqrt.amd import codeobject
 from ioctl_defs.amd import kfd as K, pm4, sdma, regs, kd as KD
 
 RW = os.O_RDWR | os.O_CLOEXEC
@@ -349,7 +350,8 @@ class AMDComputeQueue(AMDQueue):
     self._emit(pm4.set_sh_reg(r("PGM_RSRC3"), prog.kd.rsrc3))
     self._emit(pm4.set_sh_reg(r("TMPRING_SIZE"), 0))
     self._emit(pm4.set_sh_reg(r("RESOURCE_LIMITS"), 0))
-    ka = self._emit(pm4.set_sh_reg(r("USER_DATA_0"), args.va & 0xFFFFFFFF, args.va >> 32))
+    user = [{"kernarg_lo": args.va & 0xFFFFFFFF, "kernarg_hi": args.va >> 32}.get(u, 0) for u in prog.user_data_layout] or [0]
+    ka = self._emit(pm4.set_sh_reg(r("USER_DATA_0"), *user))
     self._emit(pm4.set_sh_reg(r("START_X"), 0, 0, 0))
     nt = self._emit(pm4.set_sh_reg(r("NUM_THREAD_X"), *l))
     dd = self._emit(pm4.dispatch_direct(*g, regs.dispatch_initiator(t.name, wave32=prog.kd.wave32)))
@@ -418,36 +420,53 @@ class AMDCopyQueue(AMDQueue):
     out += self.q[i:]
     dev.sdma.submit(out)
 
+# the user SGPRs a kernel descriptor enables, in the order the hardware loads them (AMDGPUUsage "Initial Kernel
+# Execution State"), with their dword counts; a PM4 dispatch must put the kernarg pointer where the kernel looks for it
+_USER_SGPRS = [("PRIVATE_SEGMENT_BUFFER", 4), ("DISPATCH_PTR", 2), ("QUEUE_PTR", 2), ("KERNARG_SEGMENT_PTR", 2), ("DISPATCH_ID", 2),
+               ("FLAT_SCRATCH_INIT", 2), ("PRIVATE_SEGMENT_SIZE", 1)]
+
+def user_sgpr_layout(name: str, kd: Any) -> list[str]:
+  """One entry per user SGPR dword: "kernarg_lo"/"kernarg_hi" or "zero". Refuses what a PM4 dispatch cannot provide."""
+  out: list[str] = []
+  for field_name, n in _USER_SGPRS:
+    if not kd.properties[f"ENABLE_SGPR_{field_name}"]: continue
+    if field_name in ("DISPATCH_PTR", "QUEUE_PTR"):
+      raise NotImplementedError(f"{name}: the kernel reads the AQL {field_name.lower()} (ENABLE_SGPR_{field_name}); this runtime dispatches "
+                                "through PM4 without an AQL packet")
+    out += ["kernarg_lo", "kernarg_hi"] if field_name == "KERNARG_SEGMENT_PTR" else ["zero"] * n   # no scratch: zero buffers/sizes
+  if kd.kernarg_preload & 0x7F:   # KERNARG_PRELOAD_SPEC_LENGTH
+    raise NotImplementedError(f"{name}: kernarg preloading is not supported")
+  if len(out) > kd.user_sgpr_count:
+    raise ValueError(f"{name}: the descriptor enables {len(out)} user SGPRs but RSRC2.USER_SGPR_COUNT is {kd.user_sgpr_count}")
+  return out
+
 class AMDProgram(HCQProgram):
   """A kernel in GPU memory: `code_va` its first instruction, `kd` its decoded descriptor, `params` [(offset, size)]."""
-  def __init__(self, dev: AMDDevice, name: str, code: bytes, descriptor: bytes, params: Sequence[tuple[int, int]], kernarg_size: int | None = None):
+  def __init__(self, dev: AMDDevice, name: str, code: bytes, descriptor: bytes, params: Sequence[tuple[int, int]], kernarg_size: int | None = None,
+               entry: int = 0):
+    """`code` is the loadable image (a code object's sections, the descriptor among them) with the first instruction
+    at byte `entry` (256-byte aligned); it goes to executable GPU memory as it is."""
     super().__init__(dev, name)
     self.kd = KD.decode(descriptor, dev.arch)
     if self.kd.wave32 and not dev.gfx.wave32: raise ValueError(f"{name}: a wave32 kernel cannot run on {dev.arch}")
     if self.kd.private_segment_fixed_size: raise NotImplementedError(f"{name}: kernels with scratch (private segment) are not supported yet")
     if self.kd.group_segment_fixed_size > dev.lds_bytes:
       raise ValueError(f"{name}: {self.kd.group_segment_fixed_size} bytes of LDS exceed the {dev.lds_bytes} a workgroup has on {dev.arch}")
+    if entry % 256: raise ValueError(f"{name}: code entry offset {entry:#x} is not 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
+    self.user_data_layout = user_sgpr_layout(name, self.kd)
     self.image = dev.gpu_alloc(len(code) + 256, "vram", host=True, executable=True)   # +256: instruction prefetch past the end
     self.image.view()[:len(code)] = code
-    self.code_va = self.image.va
+    self.code_va = self.image.va + entry
     if self.code_va % 256: raise ValueError("program address must be 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
     self.params = list(params)
     self.kernarg_size = kernarg_size if kernarg_size is not None else max([o + s for o, s in self.params] + [self.kd.kernarg_size, 8])
 
   @classmethod
   def from_elf(cls, dev: AMDDevice, name: str, lib: bytes) -> "AMDProgram":
-    """Load the kernel `name` of an HSA code object: its text and `<name>.kd` descriptor (arguments from the caller's params)."""
-    from elftools.elf.elffile import ELFFile
-    elf = ELFFile(io.BytesIO(lib))
-    syms = {s.name: s for s in elf.get_section_by_name(".symtab").iter_symbols()}
-    if f"{name}.kd" not in syms: raise ValueError(f"code object has no kernel descriptor {name}.kd (symbols: {sorted(syms)[:8]})")
-    image = bytearray(max(s["p_vaddr"] + s["p_memsz"] for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"))
-    for s in elf.iter_segments():
-      if s["p_type"] == "PT_LOAD": image[s["p_vaddr"]:s["p_vaddr"] + s["p_filesz"]] = s.data()
-    kdo = syms[f"{name}.kd"]["st_value"]
-    desc = bytes(image[kdo:kdo + 64])
-    entry = kdo + struct.unpack_from("<q", desc, 16)[0]
-    return cls(dev, name, bytes(image[entry:]), desc, [])
+    """Load kernel `name` of an HSA code object (LLVM's relocatable .o or a linked .hsaco): sections laid out and
+    relocated (the descriptor's entry offset included), arguments from the NT_AMDGPU_METADATA note."""
+    co = codeobject.read(lib, name)
+    return cls(dev, name, co.image, co.descriptor, co.params, co.kernarg_size, entry=co.entry)
 
   def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = (), persistent: bool = False) -> KernArgs:
     # a graph's arguments must outlive the per-launch ring, which is recycled under it

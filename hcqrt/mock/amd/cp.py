@@ -144,6 +144,7 @@ class Queue:
       except GPUFault as e:
         self.kfd.memory_fault(e.va)
         raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}") from None
+      except GPUError as e: raise self.fail(str(e)) from None   # e.g. code the executor cannot run: the queue stops
 
   def step_pm4(self) -> int:
     hdr = self._dw(0)
