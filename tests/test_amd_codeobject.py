@@ -2,13 +2,15 @@
 (sections laid out, R_AMDGPU_REL64 applied, arguments from the metadata note), launched through the PM4 queue and graph
 replay, and executed by the mock's own RDNA3 emulator from the code in its GPU memory."""
 import struct
+
 import numpy as np
 import pytest
-from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, GPUError
-from hcqrt.amd.device import AMDDevice, AMDProgram
-from hcqrt.amd import codeobject
-from ioctl_defs.amd import pm4
 from rdna3_kernels import KERNELS, compile_ir
+
+from hcqrt.amd import codeobject
+from hcqrt.amd.device import AMDDevice, AMDProgram
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+from ioctl_defs.amd import pm4
 
 pytest.importorskip("llvmlite")
 

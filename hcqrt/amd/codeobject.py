@@ -7,7 +7,9 @@ first instruction, which an object file leaves 0 with an R_AMDGPU_REL64 against 
 256-byte aligned (COMPUTE_PGM_LO holds address >> 8).
 """
 from __future__ import annotations
-import io, struct
+
+import io
+import struct
 from dataclasses import dataclass
 
 R_AMDGPU_ABS64, R_AMDGPU_REL64, R_AMDGPU_REL32_LO, R_AMDGPU_REL32_HI = 3, 5, 10, 11

@@ -16,7 +16,7 @@ the interrupt that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel inst
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, io, os, struct, time
+import contextlib, ctypes, errno, os, struct, time
 from typing import Any, Sequence
 from hcqrt import syscalls
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay

@@ -6,11 +6,17 @@ through a flat map of the BOs mapped to the GPU, so an access outside them is a 
 (wave32) is emulated; a gfx942 dispatch fails loudly instead of pretending to run.
 """
 from __future__ import annotations
-import ctypes, re
+
+import ctypes
+import re
+
 import numpy as np
-from hcqrt.mock.amd.memory import GPUVM, GPUFault
+
 from hcqrt.mock.amd.cp import Dispatch, GPUError
-from hcqrt.mock.amd.rdna3 import DecodeError, FlatMemory, MemoryFault, EmulatorError, dispatch as emu_dispatch
+from hcqrt.mock.amd.memory import GPUVM, GPUFault
+from hcqrt.mock.amd.rdna3 import DecodeError, EmulatorError, FlatMemory, MemoryFault
+from hcqrt.mock.amd.rdna3 import dispatch as emu_dispatch
+
 
 def flat_memory(vm: GPUVM) -> FlatMemory:
   """The GPU's view of memory as the emulator wants it: every GPU-mapped BO at its VA, sharing the mock's bytes."""
