@@ -25,6 +25,7 @@ class CodeObject:
   params: list[tuple[int, int]]     # (offset, size) of the explicit arguments: pointers first, then values
   kernarg_size: int | None
   metadata: dict
+  hidden: dict[str, tuple[int, int]]   # implicit arguments (code object v5 "hidden_*"): value kind -> (offset, size)
 
 def _msgpack(b: bytes, i: int = 0):
   """Decode one msgpack value at b[i] -> (value, next index). Only what code-object metadata uses."""
@@ -64,13 +65,14 @@ def _metadata(elf) -> dict:
         return _msgpack(desc if isinstance(desc, bytes) else desc.encode("latin-1"))[0]
   return {}
 
-def _params(meta: dict, name: str) -> tuple[list[tuple[int, int]], int | None]:
+def _params(meta: dict, name: str) -> tuple[list[tuple[int, int]], int | None, dict[str, tuple[int, int]]]:
   k = next((k for k in meta.get("amdhsa.kernels", []) if k.get(".name") == name), None)
-  if k is None: return [], None
+  if k is None: return [], None, {}
   args = [a for a in k.get(".args", []) if not a.get(".value_kind", "").startswith("hidden_")]
   bufs = [(a[".offset"], a[".size"]) for a in args if a[".value_kind"] == "global_buffer"]
   vals = [(a[".offset"], a[".size"]) for a in args if a[".value_kind"] != "global_buffer"]
-  return bufs + vals, k.get(".kernarg_segment_size")
+  hidden = {a[".value_kind"]: (a[".offset"], a[".size"]) for a in k.get(".args", []) if a.get(".value_kind", "").startswith("hidden_")}
+  return bufs + vals, k.get(".kernarg_segment_size"), hidden
 
 def read(lib: bytes, name: str) -> CodeObject:
   """Lay out the code object `lib` and find kernel `name` in it.
@@ -120,5 +122,5 @@ def read(lib: bytes, name: str) -> CodeObject:
   if not 0 <= entry < len(image) or entry % 256:
     raise ValueError(f"{name}: kernel entry at image offset {entry:#x} is outside the image or not 256-byte aligned")
   meta = _metadata(elf)
-  params, kernarg_size = _params(meta, name)
-  return CodeObject(bytes(image), kd_off, entry, desc, params, kernarg_size, meta)
+  params, kernarg_size, hidden = _params(meta, name)
+  return CodeObject(bytes(image), kd_off, entry, desc, params, kernarg_size, meta, hidden)

@@ -314,6 +314,14 @@ class AMDQueue(HWQueue):
     pos = len(self.q); self.q += dws; return pos
   def _put64(self, pos: int, v: int) -> None: self.q[pos], self.q[pos + 1] = v & 0xFFFFFFFF, v >> 32
 
+def _fill_hidden(prog: "AMDProgram", args: KernArgs, g, l) -> None:
+  """Write the implicit arguments a code object v5 kernel reads through its implicitarg pointer (what an AQL packet
+  processor would supply): workgroup counts and sizes, no partial workgroups, no global offset; the rest zero."""
+  vals = {"hidden_block_count_x": g[0], "hidden_block_count_y": g[1], "hidden_block_count_z": g[2], "hidden_group_size_x": l[0],
+          "hidden_group_size_y": l[1], "hidden_group_size_z": l[2], "hidden_grid_dims": 3 if g[2] * l[2] > 1 else 2 if g[1] * l[1] > 1 else 1}
+  for kind, (off, size) in prog.hidden.items():
+    args.view[off:off + size] = int(vals.get(kind, 0)).to_bytes(size, "little")
+
 class AMDComputeQueue(AMDQueue):
   """PM4 for the MEC: SET_SH_REG + DISPATCH_DIRECT launches, RELEASE_MEM signals, WAIT_REG_MEM waits."""
   def _cache_release(self) -> int:
@@ -357,10 +365,12 @@ class AMDComputeQueue(AMDQueue):
     dd = self._emit(pm4.dispatch_direct(*g, regs.dispatch_initiator(t.name, wave32=prog.kd.wave32)))
     # the next launch may read what this one wrote: wait for it to finish (launches would otherwise overlap)
     self._emit(pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_CS_PARTIAL_FLUSH))
-    return {"ka": ka, "nt": nt, "dd": dd, "args": args}
+    _fill_hidden(prog, args, g, l)
+    return {"ka": ka, "nt": nt, "dd": dd, "args": args, "prog": prog, "g": tuple(g), "l": tuple(l)}
   def _update_exec(self, rec, g, l):
-    if g is not None: self.q[rec["dd"] + 1:rec["dd"] + 4] = list(g)
-    if l is not None: self.q[rec["nt"] + 2:rec["nt"] + 5] = list(l)
+    if g is not None: self.q[rec["dd"] + 1:rec["dd"] + 4] = list(g); rec["g"] = tuple(g)
+    if l is not None: self.q[rec["nt"] + 2:rec["nt"] + 5] = list(l); rec["l"] = tuple(l)
+    _fill_hidden(rec["prog"], rec["args"], rec["g"], rec["l"])
   _bound: tuple[int, int, int] | None = None
   def _stream(self, dev: AMDDevice) -> list[int]:
     out, i = [], 0
@@ -395,6 +405,8 @@ class AMDCopyQueue(AMDQueue):
     for k in range((rec["n"] + step - 1) // step):
       if src is not None: self._put64(p + 7 * k + 3, src + k * step)
       if dst is not None: self._put64(p + 7 * k + 5, dst + k * step)
+  def _timestamp(self, signal):
+    return {"pos": self._emit(sdma.timestamp(signal.va + 24))}
   def _wait(self, signal, value):
     return {"pos": self._emit(sdma.poll_regmem(signal.va, value & 0xFFFFFFFF, gfx=self.t.gfx)), "kind": "wait"}
   def _signal(self, signal, value):
@@ -459,6 +471,7 @@ class AMDProgram(HCQProgram):
     self.code_va = self.image.va + entry
     if self.code_va % 256: raise ValueError("program address must be 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
     self.params = list(params)
+    self.hidden: dict[str, tuple[int, int]] = {}   # code object v5 implicit arguments the launch fills (sizes, counts)
     self.kernarg_size = kernarg_size if kernarg_size is not None else max([o + s for o, s in self.params] + [self.kd.kernarg_size, 8])
 
   @classmethod
@@ -466,10 +479,14 @@ class AMDProgram(HCQProgram):
     """Load kernel `name` of an HSA code object (LLVM's relocatable .o or a linked .hsaco): sections laid out and
     relocated (the descriptor's entry offset included), arguments from the NT_AMDGPU_METADATA note."""
     co = codeobject.read(lib, name)
-    return cls(dev, name, co.image, co.descriptor, co.params, co.kernarg_size, entry=co.entry)
+    prog = cls(dev, name, co.image, co.descriptor, co.params, co.kernarg_size, entry=co.entry)
+    prog.hidden = co.hidden
+    return prog
 
   def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = (), persistent: bool = False) -> KernArgs:
     # a graph's arguments must outlive the per-launch ring, which is recycled under it
+    if len(bufs) + len(vals) != len(self.params):
+      raise TypeError(f"{self.name}: takes {len(self.params)} arguments, got {len(bufs)} buffers and {len(vals)} values")
     host, va = (self.device.persistent if persistent else self.device.kernargs.alloc)(self.kernarg_size, 16)
     view = memoryview((ctypes.c_char * self.kernarg_size).from_address(host)).cast("B")
     ka = KernArgs(view, self.params, len(bufs), va)
@@ -484,7 +501,9 @@ class AMDAllocator:
     self.dev = dev
     self.staging = dev.gpu_alloc(self.STAGING, "gtt", host=True)
   def alloc(self, nbytes: int, host: bool = False) -> AMDBuffer: return self.dev.gpu_alloc(nbytes, "gtt" if host else "vram", host=host)
-  def free(self, buf: AMDBuffer) -> None: self.dev.gpu_free(buf)
+  def free(self, buf: AMDBuffer) -> None:
+    if buf.freed: raise RuntimeError(f"{self.dev.name}: double free of {buf}")
+    self.dev.gpu_free(buf)
   def _copy(self, dst: int, src: int, n: int) -> None:
     d = self.dev
     d.hw_copy_queue().wait(d.timeline_signal, d.timeline_value - 1).copy(dst, src, n).signal(d.timeline_signal, d.timeline_value).submit(d)
@@ -492,12 +511,14 @@ class AMDAllocator:
     d.synchronize()
   def copyin(self, dst: AMDBuffer, src: memoryview) -> None:
     mv = memoryview(src).cast("B")
+    if mv.nbytes > dst.nbytes: raise ValueError(f"{self.dev.name}: copyin of {mv.nbytes} bytes into {dst}")
     for off in range(0, mv.nbytes, self.STAGING):
       m = min(self.STAGING, mv.nbytes - off)
       self.staging.view()[:m] = mv[off:off + m]
       self._copy(dst.va + off, self.staging.va, m)
   def copyout(self, dst: memoryview, src: AMDBuffer) -> None:
     mv = memoryview(dst).cast("B")
+    if mv.nbytes > src.nbytes: raise ValueError(f"{self.dev.name}: copyout of {mv.nbytes} bytes from {src}")
     for off in range(0, mv.nbytes, self.STAGING):
       m = min(self.STAGING, mv.nbytes - off)
       self._copy(self.staging.va, src.va + off, m)

@@ -35,7 +35,7 @@ def run(d: Dispatch, vm: GPUVM) -> None:
   try:
     emu_dispatch(flat_memory(vm), d.program, d.rsrc1, d.rsrc2, d.user_data, d.grid, d.block, wave32=True, lds_bytes=d.lds_bytes)
   except MemoryFault as e:
-    m = re.search(r"0x([0-9a-f]+)", str(e))
+    m = re.search(r"(?:access at |: )0x([0-9a-f]+) is outside", str(e))   # the faulting address, not the instruction's
     raise GPUFault(f"shader memory access of the program at {d.program:#x}: {e}", int(m.group(1), 16) if m else 0) from None
   except (EmulatorError, DecodeError) as e:
     raise GPUError(f"mock AMD: the program at {d.program:#x} cannot run on the RDNA3 emulator: {e}") from None
