@@ -123,7 +123,7 @@ class Queue:
   def run(self) -> bool:
     """Execute packets until the stream is empty or blocked; True if any progressed."""
     if self.error is not None: return False
-    progressed, t0 = False, time.perf_counter_ns()
+    progressed = False
     try:
       while self._avail() > 0:
         n = self.step_sdma() if self.sdma else self.step_pm4()
@@ -133,9 +133,7 @@ class Queue:
     except GPUFault as e:
       self.kfd.memory_fault(e.va)
       raise self.fail(str(e)) from None
-    finally:
-      self.vm.write(self.rptr_va, struct.pack("<Q", self.pos))
-      self.kfd.busy_ns += time.perf_counter_ns() - t0
+    finally: self.vm.write(self.rptr_va, struct.pack("<Q", self.pos))
     return progressed
 
   # ---- PM4 ----

@@ -48,7 +48,6 @@ class MockKFD:
     self.event_page: BO | None = None
     self.events: dict[int, dict[str, Any]] = {}
     self.lock = threading.RLock()
-    self.busy_ns = 0   # time the command processors spent (the emulated GPU's time), so hosts can measure their own cost apart
     self._poller: threading.Thread | None = None
     self.vram_used = 0
     self.busy_ns = 0
