@@ -9,7 +9,7 @@ Only numpy is imported here: the numpy and torch children must not pull in our s
 """
 from __future__ import annotations
 import json, statistics, sys, time, traceback
-from typing import Callable
+from collections.abc import Callable
 import numpy as np
 
 # the sizes of one run; run.py picks a set and hands it to every child as JSON
@@ -69,7 +69,7 @@ def run_all(spec: dict, only: list[str], benches: dict[str, Callable[[dict], lis
   for name in only:
     if name not in benches: continue
     try: rows += benches[name](spec)
-    except Exception as e:  # noqa: BLE001 -- report any failure in the table, keep going
+    except Exception as e:
       traceback.print_exc(file=sys.stderr)
       rows.append({"bench": name, "key": name, "error": f"{type(e).__name__}: {e}"[:300]})
   return rows

@@ -54,7 +54,7 @@ def torch_benches(with_compile: bool) -> dict:
         fc(a, b, c)  # the first call traces and compiles (Inductor, C++ through the system compiler)
         first = time.perf_counter() - t0
         rows.append({"bench": "ew", "key": "ew:torch.compile", "n": spec["ew"], "compile_s": first} | median_time(lambda: fc(a, b, c)))
-      except Exception as e:  # noqa: BLE001 -- no C++ compiler, or an Inductor problem: report, keep eager numbers
+      except Exception as e:
         rows.append({"bench": "ew", "key": "ew:torch.compile", "error": f"{type(e).__name__}: {e}"[:300]})
     return rows
   def sum_(spec):
@@ -82,7 +82,7 @@ def main() -> None:
     info = {"version": np.__version__}
     try: info["blas"] = ", ".join(f"{k}: {v.get('name', '?')} {v.get('version', '')}".strip() for k, v in
                                    np.show_config(mode="dicts")["Build Dependencies"].items() if k in ("blas",))
-    except Exception: pass  # noqa: BLE001 -- older numpy: no dict mode
+    except Exception: pass
     rows = run_all(spec, only, numpy_benches())
   else:
     import torch

@@ -68,7 +68,7 @@ def bench_softmax(spec: dict) -> list[dict]:
 
 def _conv_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
   """float64 3x3 convolution, padding 1, as 9 shifted matrix products."""
-  n, c, h, wd = x.shape
+  n, _c, h, wd = x.shape
   xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
   out = np.zeros((n, w.shape[0], h, wd))
   for dy in range(3):
@@ -145,6 +145,10 @@ def _instrument() -> dict[str, list[float]]:
     import compiler.assemble.c_compiler as cc
     cc.compile_c = timed(cc.compile_c, "cc")
   except (ImportError, AttributeError): pass
+  try:   # CPU_LLVM=1: LLVM in-process is the "compiler" of a build
+    import compiler.assemble.llvm as cl
+    cl.compile_llvm = timed(cl.compile_llvm, "cc")
+  except (ImportError, AttributeError): pass
   try:
     from hcqrt.cpu.device import CPUDevice
     CPUDevice.program = timed(CPUDevice.program, "load")
@@ -189,9 +193,13 @@ def main() -> None:
   from hcqrt.device import Device
   info = {"device": str(Device.DEFAULT)}
   try:
-    from compiler.assemble.c_compiler import c_compiler, compiler_version
-    info["cc"] = compiler_version(c_compiler()[0]).splitlines()[0]
-  except Exception as e: info["cc"] = f"unknown ({e})"  # noqa: BLE001
+    if os.environ.get("CPU_LLVM", "0") == "1":
+      import llvmlite.binding as llvm
+      info["cc"] = f"LLVM {'.'.join(map(str, llvm.llvm_version_info))} in-process (llvmlite)"
+    else:
+      from compiler.assemble.c_compiler import c_compiler, compiler_version
+      info["cc"] = compiler_version(c_compiler()[0]).splitlines()[0]
+  except Exception as e: info["cc"] = f"unknown ({e})"
   rows = run_all(spec, args.only.split(","), {"matmul": bench_matmul, "ew": bench_ew, "sum": bench_sum,
                                               "softmax": bench_softmax, "compile": bench_compile,
                                               "conv": bench_conv, "beam": bench_beam})

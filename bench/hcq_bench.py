@@ -110,7 +110,7 @@ def bench(kernels: int = 50, reps: int = 200, arch: str = "hopper") -> dict:
     k = min(kernels, 20)
     @TinyJit
     def chain(x: Tensor) -> Tensor:
-      for i in range(k): x = (x * 1.0001 + 0.5).contiguous()
+      for _i in range(k): x = (x * 1.0001 + 0.5).contiguous()
       return x
     xs = [Tensor.rand(n, device="NV").realize() for _ in range(4)]
     for x in xs[:3]: chain(x)

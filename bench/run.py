@@ -17,7 +17,7 @@ import argparse, importlib.util, json, os, pathlib, platform, resource, shutil, 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import FULL, QUICK, BENCHES, conv_flops  # numpy is imported there, but no BLAS call is made here
+from _common import FULL, QUICK, BENCHES, conv_flops  # noqa: E402 (after the sys.path entry); numpy is imported there, but no BLAS call is made here
 
 def fma_flop_per_cycle(simd: str) -> int:
   """Peak float32 FLOP per cycle per core, assuming two FMA units (true of Intel server cores since Skylake-SP):
@@ -196,11 +196,35 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
   if "ew:torch.compile" in t and "compile_s" in t["ew:torch.compile"]:
     notes.append(f"torch.compile: first call (trace + Inductor build) {t['ew:torch.compile']['compile_s']:.1f} s, not in the table.")
   if peak:
-    mm = [(k, r) for k, r in o.items() if (k.startswith("matmul:") or k.startswith("beam:")) and "median_s" in r]
+    mm = [(k, r) for k, r in o.items() if (k.startswith(("matmul:", "beam:"))) and "median_s" in r]
     fr = lambda r, res: f"{rate(r, res['median_s'])[1] / peak * 100:.0f}%"
     if mm: notes.append(f"FMA peak {peak:.0f} GFLOP/s ({fpc} FLOP/cycle/core x clock x cores); matmul share of it: " + ", ".join(
       f"N={r['n']}{' BEAM' if k.startswith('beam:') else ''} ours {fr(r, r)}" + (f" numpy {fr(r, n[k])}" if k in n and "median_s" in n[k] else "") for k, r in mm))
   return lines + [""] + notes
+
+LLVM_BENCHES = ("matmul", "softmax", "conv", "ew", "sum")
+
+def llvm_table(results: dict[str, dict]) -> list[str]:
+  """The C path and the LLVM path (CPU_LLVM=1) of our CPU backend side by side: kernel time and cold compile."""
+  by = lambda res: {r["key"]: r for r in res.get("rows", [])}
+  c, ll = by(results.get("ours", {})), by(results.get("ours_llvm", {}))
+  head = f"{'C vs LLVM (CPU)':26s} {'C ms':>9s} {'LLVM ms':>9s}  {'unit':7s} {'C':>7s} {'LLVM':>7s} {'LLVM/C':>7s}  check"
+  lines = [head, "-" * len(head)]
+  ms = lambda r: r["median_s"] * 1e3 if r and "median_s" in r else None
+  for k in [k for k in ll if k in c or k == "compile"]:
+    a, b = c.get(k), ll[k]
+    ta, tb = ms(a), ms(b)
+    unit, ra = rate(b, ta / 1e3) if ta and k != "compile" else ("", None)
+    rb = rate(b, tb / 1e3)[1] if tb and k != "compile" else None
+    check = ("ERROR: " + b["error"].splitlines()[0][:60]) if "error" in b else "ok" if b.get("ok") else "WRONG" if b.get("ok") is False else ""
+    lines.append(f"{label(b) if 'error' not in b else k:26s} {fmt(ta, 9, 2)} {fmt(tb, 9, 2)}  {unit:7s} {fmt(ra, 7)} {fmt(rb, 7)} "
+                 f"{fmt(ta / tb if ta and tb else None, 7, 2, 'x')}  {check}".rstrip())
+  if (cb := ll.get("compile")) and "median_s" in cb:
+    part = lambda x: f"{x * 1e3:.1f}" if x is not None else "?"
+    lines += ["", f"LLVM cold compile: median {part(cb['median_s'])} ms per kernel over {cb['builds']} kernels (LLVM codegen "
+              f"{part(cb.get('cc_median_s'))} ms, ELF load {part(cb.get('load_median_s'))} ms, lower/opt/render {part(cb.get('front_median_s'))} ms; "
+              f"slowest {part(cb.get('max_s'))} ms: {cb.get('slowest', '?')}). LLVM/C: C time / LLVM time (>1 = LLVM faster)."]
+  return lines
 
 # --- main ---
 
@@ -214,6 +238,7 @@ def main() -> int:
   p.add_argument("--wait-idle", type=float, default=60, metavar="S",
                  help="before each child, wait while other processes keep the cores busy; at most S seconds in all (default 60)")
   p.add_argument("--no-train", action="store_true", help="skip the digits train-step comparison (bench/train_bench.py)")
+  p.add_argument("--no-llvm", action="store_true", help="skip the LLVM CPU path (CPU_LLVM=1) run next to the C path")
   p.add_argument("-v", "--verbose", action="store_true", help="show the children's stderr (e.g. with DEBUG=2)")
   args = p.parse_args()
   only = [b.strip() for b in args.only.split(",") if b.strip()]
@@ -247,6 +272,12 @@ def main() -> int:
   if "compile" in only:
     # CACHE=0: never read compiled objects from disk; a private cache dir keeps the bench's one-off kernels out of the user's
     jobs.append(("ours_compile", mk("ours", ["--only", "compile"]), quiet_blas | {"CACHE": "0", "HCQRT_CACHE": cache_dir}))
+  if not args.no_llvm and importlib.util.find_spec("llvmlite") is not None:
+    # the same kernels built by LLVM in-process (CPU_LLVM=1): kernel speed, and cold compile with no process spawn
+    speed = [b for b in only if b in LLVM_BENCHES]
+    if speed: jobs.append(("ours_llvm", mk("ours", ["--only", ",".join(speed)]), quiet_blas | {"CPU_LLVM": "1"}))
+    if "compile" in only:
+      jobs.append(("ours_llvm_compile", mk("ours", ["--only", "compile"]), quiet_blas | {"CACHE": "0", "HCQRT_CACHE": cache_dir, "CPU_LLVM": "1"}))
   has_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
   if has_torch:
     jobs.append(("torch", mk("torch", ["--only", ",".join(only)] + ([] if args.no_torch_compile else ["--compile"])), {}))
@@ -265,10 +296,10 @@ def main() -> int:
   finally:
     shutil.rmtree(cache_dir, ignore_errors=True)
     shutil.rmtree(beam_dir, ignore_errors=True)
-  for child, bench in (("ours_compile", "compile"), ("ours_beam", "beam")):  # one "ours" column: fold these children's rows in
-    if child not in results: continue
+  for child, bench, into in (("ours_compile", "compile", "ours"), ("ours_beam", "beam", "ours"), ("ours_llvm_compile", "compile", "ours_llvm")):
+    if child not in results: continue   # one "ours" (and one "ours_llvm") column: fold these children's rows in
     oc = results.pop(child)
-    results.setdefault("ours", {"rows": []}).setdefault("rows", []).extend(oc.get("rows", []) or [{"bench": bench, "key": bench, "error": oc.get("error", "?")}])
+    results.setdefault(into, {"rows": []}).setdefault("rows", []).extend(oc.get("rows", []) or [{"bench": bench, "key": bench, "error": oc.get("error", "?")}])
 
   print(f"ours: {results.get('ours', {}).get('info', {}).get('device', '?')} via {results.get('ours', {}).get('info', {}).get('cc', '?')}; "
         f"numpy {results.get('numpy', {}).get('info', {}).get('version', '?')} ({results.get('numpy', {}).get('info', {}).get('blas', '?')})"
@@ -276,6 +307,9 @@ def main() -> int:
            "; torch: skipped" if args.no_torch else "; torch: not installed"))
   print()
   for line in table(results, peak, fpc): print(line)
+  if "ours_llvm" in results:
+    print()
+    for line in llvm_table(results): print(line)
   for k, r in results.items():
     if "error" in r: print(f"error: the {k} child failed: {r['error'].splitlines()[0][:200]} (run with -v for its stderr)")
   noisy = [f"{k} {r['foreign_load'] * 100:.0f}%" for k, r in results.items() if r.get("foreign_load", 0) > 0.05]

@@ -28,7 +28,7 @@ written to `$HCQRT_CACHE/beam/<key>.json`, key = sha256 of the kernel's structur
 from __future__ import annotations
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 import hashlib, json, multiprocessing, os, sys, time
 import numpy as np
 from compiler.lower import LoweredKernel
@@ -75,7 +75,7 @@ def _build_job(args) -> Built | None:
   opts, dev = args
   k = _SEARCH["kernel"]
   try: return build(k, opts, dev)
-  except Exception as e:   # noqa: BLE001 -- a candidate the renderer or compiler rejects is just not a candidate
+  except Exception as e:
     print(f"BEAM: candidate {list(opts)} of {k.name} failed to build: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
     return None
 
@@ -101,7 +101,7 @@ class _Progress:
     bar = "#" * (20 * done // max(total, 1))
     print(f"\rBEAM {self.name[:28]:28s} round {rnd} [{bar:20s}] {done:3d}/{total:<3d} best {best * 1e6:9.1f} us "
           f"{time.perf_counter() - self.t0:5.1f} s", end="", file=sys.stderr, flush=True)
-  def end(self, best: "Built", timed: int, ref_s: float):
+  def end(self, best: Built, timed: int, ref_s: float):
     if self.on: print(f"\rBEAM {self.name[:28]:28s} {timed} candidates in {time.perf_counter() - self.t0:.1f} s: {best.time_s * 1e6:.1f} us "
                       f"(unoptimized {ref_s * 1e6:.1f} us) with {list(best.opts)}", file=sys.stderr, flush=True)
 

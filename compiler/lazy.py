@@ -21,7 +21,7 @@ _ids = itertools.count()
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
 
 class LazyBuffer:
-  __slots__ = ("device", "dtype", "op", "srcs", "arg", "st", "_base", "buffer", "id", "__weakref__", "forced_realize")
+  __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "srcs", "st")
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, srcs: tuple = (),
                arg: Any = None, base: LazyBuffer | None = None, buffer: Any = None):
     self.device, self.st, self.dtype = device, st, dtype
@@ -104,6 +104,10 @@ class LazyBuffer:
   # *** movement ops make views ***
   def _view(self, st: ShapeTracker) -> LazyBuffer:
     if st == self.base.st and not self.base.is_view: return self.base
+    # a view that reads nothing valid (padding only) is zeros: say so now, since a mask can't be kept once the view is
+    # reshaped to a scalar (shape () has no dim to hold it) and the value would be read unmasked
+    if any(v.mask is not None and any(lo >= hi for lo, hi in v.mask) for v in st.views):
+      return LazyBuffer.const(0, self.dtype, st.shape, self.device)
     return LazyBuffer(self.device, st, self.dtype, base=self.base)
   def reshape(self, shape) -> LazyBuffer: return self._view(self.st.reshape(tuple(shape)))
   def permute(self, order) -> LazyBuffer: return self._view(self.st.permute(tuple(order)))

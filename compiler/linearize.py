@@ -53,9 +53,19 @@ def linearize(k: LoweredKernel) -> list[UOp]:
       updates[u.src[0].src[1]] = frozenset(u.src[1:])
   def generic(u: UOp) -> frozenset:
     return frozenset().union(*(need[s] for s in u.src), updates.get(u, frozenset())) if u.src else frozenset()
+  # a loop has one place: REDUCEs that share a range (vectorized or cut kernels make such) must all live at the
+  # same depth, else the shallower one's result would be read before the loop it needs is open (ranges not nested,
+  # or a cycle that drops a whole store): each gets the ranges the others depend on
+  sharers: dict[UOp, list[UOp]] = {}
+  for u in topo:
+    if u.op is Ops.REDUCE:
+      for q in u.src[1:]: sharers.setdefault(q, []).append(u)
+  shared = [reds for reds in sharers.values() if len(reds) > 1]
+  extra: dict[UOp, frozenset] = {}
+  def red_need(u: UOp) -> frozenset: return (need[u.src[0]] | extra.get(u, frozenset())) - frozenset(u.src[1:])
   for u in topo:
     if u.op is Ops.RANGE: need[u] = frozenset((u,))
-    elif u.op is Ops.REDUCE: need[u] = need[u.src[0]] - frozenset(u.src[1:])
+    elif u.op is Ops.REDUCE: need[u] = red_need(u)
     elif u.op is Ops.DEFINE_ACC: need[u] = frozenset()   # fixed below, once its REDUCE is known
     else: need[u] = generic(u)
   # a DEFINE_ACC lives where its REDUCE lives; everything that read it must include those ranges too
@@ -65,10 +75,14 @@ def linearize(k: LoweredKernel) -> list[UOp]:
     for acc, red in accs.items():
       if need[acc] != need[red]:
         need[acc] = need[red]; changed = True
+    for reds in shared:
+      both = frozenset().union(*(need[r] for r in reds))
+      for r in reds:
+        if not both - frozenset(r.src[1:]) <= need[r]: extra[r] = extra.get(r, frozenset()) | both; changed = True
     if changed:
       for u in topo:
         if u.op in (Ops.RANGE, Ops.DEFINE_ACC): continue
-        if u.op is Ops.REDUCE: need[u] = need[u.src[0]] - frozenset(u.src[1:])
+        if u.op is Ops.REDUCE: need[u] = red_need(u)
         elif u.src: need[u] = generic(u)
 
   path: dict[UOp, tuple] = {}

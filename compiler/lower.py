@@ -102,13 +102,36 @@ class _Lowerer:
       return UOp(Ops.REDUCE, u.dtype, (val, *rngs), op)
     if u.op in ELEMENTWISE:
       srcs = tuple(self.at(s, idx if ast_shape(s) != () else (), gate) for s in u.src)
+      if u.op in (Ops.IDIV, Ops.MOD) and u.dtype.is_int: return safe_divmod(u.op, u.dtype, *srcs)
       if u.op in ALU: return simplify_alu(u.op, u.dtype, srcs)
       return srcs[0].cast(u.dtype) if u.op is Ops.CAST else UOp(u.op, u.dtype, srcs)
     raise NotImplementedError(f"lowering {u.op}")
 
+def safe_divmod(op: Ops, dt: DType, a: UOp, b: UOp) -> UOp:
+  """C's a / b or a % b, defined where C and the hardware are not: x / 0 = x % 0 = 0 and INT_MIN / -1 = INT_MIN
+  (as numpy). x86 `idiv` traps (SIGFPE) on both, so the divisor is replaced by 1 there and the quotient fixed up.
+
+  >>> from compiler.dtypes import dtypes
+  >>> safe_divmod(Ops.IDIV, dtypes.int32, UOp.const(dtypes.int32, 7), UOp.const(dtypes.int32, 0)).arg
+  0
+  """
+  if b.op is Ops.CONST and (b.arg > 0 or (b.arg < -1 and not dt.is_unsigned)): return simplify_alu(op, dt, (a, b))
+  is0 = b.eq(0)
+  bad = is0 if dt.is_unsigned else UOp(Ops.OR, dtypes.bool, (is0, b.eq(-1)))
+  one = UOp.const(dt, 1)
+  r = simplify_alu(op, dt, (a, simplify_alu(Ops.WHERE, dt, (bad, one, b))))
+  if op is Ops.MOD: return r    # x % 1 == 0, which is also x % -1
+  # b == -1 divided by 1: negate (wrapping, so INT_MIN stays INT_MIN); b == 0: 0
+  if not dt.is_unsigned: r = simplify_alu(Ops.WHERE, dt, (b.eq(-1), simplify_alu(Ops.MUL, dt, (r, UOp.const(dt, -1))), r))
+  return simplify_alu(Ops.WHERE, dt, (is0, UOp.const(dt, 0), r))
+
 def lower(ast: UOp, name: str = "kernel") -> LoweredKernel:
   """Lower a scheduled kernel AST (SINK of STOREs) to a LoweredKernel."""
   lw = _Lowerer(ast)
+  # every buffer of the kernel is a parameter, also one whose loads all fold away (a 0-size or fully padded view):
+  # the caller passes them all by position
+  for u in ast.toposort():
+    if u.op is Ops.LOAD: lw.bufs[u.arg[0]] = u.dtype
   stores, granges = [], []
   shape = ast.src[0].arg[1].shape
   idx = []
@@ -119,7 +142,7 @@ def lower(ast: UOp, name: str = "kernel") -> LoweredKernel:
       granges.append(r); idx.append(r)
   for st_node in ast.src:
     bi, st = st_node.arg
-    off, valid = st.to_index(idx)
+    off, _valid = st.to_index(idx)
     val = lw.at(st_node.src[0], tuple(idx))
     g = lw.gbuf(bi, st_node.src[0].dtype)
     stores.append(UOp(Ops.STORE, None, (g, off, val)))

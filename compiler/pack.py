@@ -26,7 +26,7 @@ their plain form.
 """
 from __future__ import annotations
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
 from compiler.schedule import ScheduleItem, ast_shape, kernel_name

@@ -21,7 +21,7 @@ is one more entry there, not a new branch in the engine, BEAM or the opts.
 from __future__ import annotations
 import os, sys
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
+from collections.abc import Callable, Sequence
 from compiler.lower import LoweredKernel, lower
 from compiler.linearize import linearize
 from compiler.uop import UOp, Ops, ALU
@@ -45,6 +45,18 @@ def _render_c99(k: LoweredKernel, t: Target, prog: list[UOp]) -> tuple[str, dict
 def _render_ptx(k: LoweredKernel, t: Target, prog: list[UOp]) -> tuple[str, dict]:
   from compiler.render_ptx import render_ptx
   return render_ptx(k, t.arch, prog, t.buffer_alignment)   # launch: {"global_size": (x,y,z), "local_size": (x,y,z)}
+
+def _llvm_target(t: Target):
+  from compiler.render_llvm import HOST, amdgpu_target
+  return amdgpu_target(t.warp_size) if t.gpu else HOST
+
+def _render_llvm(k: LoweredKernel, t: Target, prog: list[UOp]) -> tuple[str, dict]:
+  from compiler.render_llvm import render_llvm   # the CPU (outer loop split across cores) or an AMD GPU (the grid)
+  return render_llvm(k, _llvm_target(t), prog, t.ncores if k.threaded is not None and not t.gpu else 1)
+
+def _assemble_llvm(src: str, name: str, t: Target) -> bytes:
+  from compiler.assemble.llvm import compile_llvm
+  return compile_llvm(src, name, t.arch or "native")
 
 def _assemble_c(src: str, name: str, t: Target) -> bytes:
   from compiler.assemble.c_compiler import compile_c
@@ -71,6 +83,7 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
   "c": Backend(optimize, _render_c, _assemble_c),
   "ptx": Backend(optimize, _render_ptx, _assemble_ptx, rewrites=(_rewrite_float64,), peel_reductions=True),
+  "llvm": Backend(optimize, _render_llvm, _assemble_llvm),   # CPU_LLVM=1 and the AMD targets (compiler/target.py)
   "c99": Backend(lambda k, t: optimize_portable(k), _render_c99, _assemble_c),   # exported C (frontend/export.py)
 }
 
@@ -99,7 +112,7 @@ class CompiledKernel:
 
 # a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound)
 Search = Callable[[LoweredKernel, Target], Sequence[Opt]]
-OptsArg = Union[None, Sequence[Opt], Search]
+OptsArg = None | Sequence[Opt] | Search
 
 def _debug() -> int:
   try: return int(os.environ.get("DEBUG", "0"))

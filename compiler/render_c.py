@@ -252,7 +252,11 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
     elif op is Ops.GEP:
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {r(u.src[0])}[{u.arg}];")
     else:
-      expr = _alu(op, u.dtype, [r(s) for s in u.src], u.src[0].dtype)
+      # constants render as scalars; a vector op needs a vector operand where a vector MAX casts its operands (to select
+      # bits) and where every operand is a constant (else the result is a scalar): there the constant is splat
+      splat = u.dtype.count > 1 and (op is Ops.MAX or all(s.op is Ops.CONST for s in u.src))
+      srcs = [f"(({ctype(s.dtype)}){{{', '.join([r(s)] * s.dtype.count)}}})" if splat and s.op is Ops.CONST and s.dtype.count > 1 else r(s) for s in u.src]
+      expr = _alu(op, u.dtype, srcs, u.src[0].dtype)
       if u.dtype.is_bool and u.dtype.count == 1 and op not in (Ops.WHERE,): expr = f"({expr}!=0)" if op in (Ops.AND, Ops.OR, Ops.XOR) and not u.src[0].dtype.is_bool else expr
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {expr};")
     names[u] = name

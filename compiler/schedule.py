@@ -92,7 +92,7 @@ class _Scheduler:
     memo = self._reduce_memo
     if b in memo: return memo[b]
     memo[b] = False
-    r = b.buffer is None and (b.op is Ops.REDUCE_AXIS and b not in self.realize or
+    r = b.buffer is None and ((b.op is Ops.REDUCE_AXIS and b not in self.realize) or
                               (b.op in ELEMENTWISE and any(self._has_reduce(s.base) for s in b.srcs)))
     memo[b] = r
     return r
@@ -170,7 +170,7 @@ def kernel_name(ast: UOp) -> str:
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   """Kernels (in a valid execution order) that realize every buffer in `outs`."""
-  outs = [o for o in outs if o.base.buffer is None or o.base.op is Ops.ASSIGN and o.base.buffer is None]
+  outs = [o for o in outs if o.base.buffer is None or (o.base.op is Ops.ASSIGN and o.base.buffer is None)]
   if not outs: return []
   sched = _Scheduler(outs)
   items: dict[LazyBuffer, ScheduleItem] = {}

@@ -41,13 +41,13 @@ class Target:
     return max(1, self.simd_bytes // 4)
 
   @staticmethod
-  def from_report(report: dict) -> "Target":
+  def from_report(report: dict) -> Target:
     """The Target of a device's `target` report (a dict of Target fields); unknown keys are an error, not ignored."""
     known = {f.name for f in fields(Target)}
     if (bad := set(report) - known): raise ValueError(f"Target: unknown field(s) {sorted(bad)} in device report {report!r}")
     return Target(**report)
 
-  def replace(self, **kw) -> "Target":
+  def replace(self, **kw) -> Target:
     """A copy with some fields changed (e.g. a test's AVX2 target on an AVX-512 host); a new vector width re-derives
     the register count unless that is given too."""
     if "simd_bytes" in kw and "vector_registers" not in kw: kw["vector_registers"] = 0
@@ -55,3 +55,7 @@ class Target:
 
 # the target of code that must build anywhere (frontend/export.py): plain C99, no vectors, no threads, not compiled here
 PORTABLE_C = Target("portable", "c99")
+
+# AMD GPUs, compiled by LLVM in-process (compiler/assemble/llvm.py): RDNA3 is wave32, CDNA3 wave64; 64 KiB of LDS each
+AMD_TARGETS = {arch: Target("AMD", "llvm", arch=arch, warp_size=wave, shared_memory=65536, buffer_alignment=256, gpu=True)
+               for arch, wave in (("gfx1100", 32), ("gfx942", 64))}

@@ -90,3 +90,43 @@ _f64 = PatternMatcher([
 def rewrite_float64(sink: UOp) -> UOp:
   """Every float64 EXP2/LOG2/SIN under `sink` replaced by its arithmetic form."""
   return graph_rewrite(sink, _f64)
+
+# ***** float32 exp2/log2 as float32 arithmetic (the C renderer's hc_exp2f/hc_log2f as UOps): lane-wide, no calls *****
+F32, I32 = dtypes.float32, dtypes.int32
+def _f(v) -> UOp: return UOp.const(F32, v)
+def _j(v) -> UOp: return UOp.const(I32, v)
+def _polyf(x: UOp, coefs: list[float]) -> UOp:
+  acc = _f(coefs[0])
+  for c in coefs[1:]: acc = _add(_mul(acc, x), _f(c))
+  return acc
+
+def exp2_f32(x: UOp) -> UOp:
+  """2**x for float32 x within a few ulp: 2^n * p(f), n = rint(x), the power split in two so each factor is normal."""
+  xc = _where(_lt(_f(128.0), x), _f(128.0), _where(_lt(x, _f(-150.0)), _f(-150.0), x))
+  xc = _where(_isnan(x), _f(0.0), xc)
+  n = _add(_add(xc, _f(12582912.0)), _f(-12582912.0))   # rint: add and subtract 1.5 * 2^23
+  p = _polyf(_add(xc, _mul(n, _f(-1.0))), [1.5252734e-05, 0.00015403530, 0.0013333558, 0.0096181291, 0.055504109, 0.24022650, 0.69314718, 1.0])
+  ni = UOp(Ops.CAST, I32, (n,))
+  a = _alu(Ops.SHR, ni, _j(1))
+  b = _add(ni, _mul(a, _j(-1)))
+  pw = lambda e: UOp(Ops.BITCAST, F32, (_alu(Ops.SHL, _add(e, _j(127)), _j(23)),))
+  r = _mul(_mul(p, pw(a)), pw(b))
+  r = _where(_lt(x, _f(128.0)), r, _f(math.inf))
+  r = _where(_lt(_f(-150.0), x), r, _f(0.0))
+  return _where(_isnan(x), x, r)
+
+def log2_f32(x: UOp) -> UOp:
+  """log2(x) for float32 x within a few ulp: exponent + atanh series of the mantissa in [sqrt(1/2), sqrt(2))."""
+  sub = _lt(x, _f(1.17549435e-38))
+  bits = UOp(Ops.BITCAST, I32, (_where(sub, _mul(x, _f(8388608.0)), x),))
+  e = _add(_alu(Ops.AND, _alu(Ops.SHR, bits, _j(23)), _j(0xFF)), _where(sub, _j(-150), _j(-127)))
+  m = UOp(Ops.BITCAST, F32, (_alu(Ops.OR, _alu(Ops.AND, bits, _j(0x007FFFFF)), _j(0x3F800000)),))
+  big = _lt(_f(1.41421356), m)
+  m = _where(big, _mul(m, _f(0.5)), m)
+  e = _where(big, _add(e, _j(1)), e)
+  s = _alu(Ops.FDIV, _add(m, _f(-1.0)), _add(m, _f(1.0)))
+  r = _add(_mul(s, _polyf(_mul(s, s), [0.3205988979, 0.4121985831, 0.5770780164, 0.9617966939, 2.8853900818])), UOp(Ops.CAST, F32, (e,)))
+  r = _where(_lt(x, _f(0.0)), _f(math.nan), r)
+  r = _where(_alu(Ops.CMPNE, x, _f(0.0)), r, _f(-math.inf))
+  r = _where(_alu(Ops.CMPNE, x, _f(math.inf)), r, x)
+  return _where(_isnan(x), x, r)

@@ -11,7 +11,8 @@ hashing is by id, and common subexpressions merge for free.
 """
 from __future__ import annotations
 from enum import Enum, auto
-from typing import Any, Callable, Iterable
+from typing import Any, ClassVar
+from collections.abc import Callable, Iterable
 import functools, math, struct, weakref
 from compiler.dtypes import DType, dtypes
 
@@ -87,8 +88,8 @@ def exec_alu(op: Ops, dtype: DType, srcs: tuple) -> Any:
 
 class UOp:
   """An immutable compiler node. Build with `UOp(op, dtype, src, arg)`; identical builds return one object."""
-  __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
-  _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+  __slots__ = ("__dict__", "__weakref__", "arg", "dtype", "op", "src")
+  _cache: ClassVar[weakref.WeakValueDictionary] = weakref.WeakValueDictionary()
 
   def __new__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None):
     key = (op, dtype, src, arg)
@@ -354,7 +355,7 @@ def _sym_div_mod(op: Ops, x: UOp, c: int) -> UOp | None:
   rest_u = _build_sum(dt, rest, rc)
   if rest_u.vmin < 0: return None
   if op is Ops.MOD:
-    if not quot and qc == 0: 
+    if not quot and qc == 0:
       g = math.gcd(c, *rest.values()) if rest else c
       if g > 1 and rc % g == 0 and all(t.vmin >= 0 for t in rest):
         return _imod(_build_sum(dt, {t: k // g for t, k in rest.items()}, rc // g), c // g) * g

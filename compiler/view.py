@@ -74,7 +74,7 @@ class View:
   def reshape(self, shape) -> View | None:
     """The same elements in a new shape as one view, or None when that needs a second view."""
     if self.shape == shape: return self
-    if self.contiguous: return View.create(shape)
+    if self.contiguous or 0 in shape: return View.create(shape)   # no elements: any layout reads the same nothing
     # drop size-1 dims (keeping their mask validity), then split/merge strided runs
     old = [(s, st, m) for s, st, m in zip(self.shape, self.strides, self.mask or [(0, s) for s in self.shape])]
     if any(s == 1 and m == (0, 0) for s, _, m in old): return View.create(shape, (0,) * len(shape), 0, tuple((0, 0) for _ in shape))

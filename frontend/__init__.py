@@ -12,4 +12,4 @@ from frontend.jit import TinyJit
 from frontend.context import Context
 from frontend import nn, optim
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "GlobalCounters", "TinyJit", "Context", "nn", "optim"]
+__all__ = ["Context", "DType", "Device", "GlobalCounters", "Tensor", "TinyJit", "dtypes", "nn", "optim"]

@@ -6,7 +6,8 @@ compile pipeline (compiler/beam.py searches; this module is the part that touche
 """
 from __future__ import annotations
 import sys
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 import numpy as np
 from compiler import beam
 from compiler.lower import LoweredKernel

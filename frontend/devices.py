@@ -20,8 +20,11 @@ def open_device(name: str) -> Any:
     _prepared.add(name)
     if dev.name == "CPU":
       from hcqrt.cpu.device import RUNNER_C, install_runner
-      from compiler.assemble.c_compiler import compile_c
-      install_runner(compile_c(RUNNER_C, "hcqrt_runner"))
+      from compiler.assemble.c_compiler import compile_c, CompileError
+      # no C compiler: launches use the Python pool (kernels built by LLVM, CPU_LLVM=1, need none; C kernels then fail
+      # at their own compile with the clear CompileError)
+      try: install_runner(compile_c(RUNNER_C, "hcqrt_runner"))
+      except CompileError: install_runner(None)
   return dev
 
 _targets: dict[str, Target] = {}

@@ -13,6 +13,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.lazy import LazyBuffer
 from compiler.schedule import ScheduleItem, create_schedule
+from frontend.checks import Checks
 from compiler.pack import pack_matmuls
 from compiler.pipeline import CompiledKernel, compile_kernel
 from compiler.uop import UOp, Ops
@@ -33,7 +34,7 @@ class GlobalCounters:
 
 class Buffer:
   """A device buffer owned by the frontend; freed when the last reference goes away."""
-  __slots__ = ("device", "nbytes", "raw", "__weakref__")
+  __slots__ = ("__weakref__", "device", "nbytes", "raw")
   def __init__(self, device: str, nbytes: int):
     self.device, self.nbytes = device, nbytes
     dev = open_device(device)
@@ -50,6 +51,9 @@ def to_host(lb: LazyBuffer, npdtype) -> np.ndarray:
   if capturing() is not None:
     raise JitError("reading tensor values on the host (.item()/.numpy()/.tolist()) during TinyJit capture would freeze them "
                    "into the replay; move the read out of the jitted function")
+  return _copyout(lb, npdtype)
+
+def _copyout(lb: LazyBuffer, npdtype) -> np.ndarray:
   assert lb.realized and not lb.is_view
   out = np.empty(lb.size, dtype=npdtype)
   if out.nbytes: Device[lb.device].allocator.copyout(memoryview(out.view(np.uint8)), lb.buffer.raw)
@@ -112,7 +116,7 @@ class ExecItem:
     GlobalCounters.global_mem += sum(b.nbytes for b in self.bufs)
     GlobalCounters.time_sum_s += et
     if debug_level() >= 2:
-      print(f"{self.bufs[0].device:6s} kernel {GlobalCounters.kernel_count:4d} {ck.name:30s} global {str(ck.global_size):18s} "
+      print(f"{self.bufs[0].device:6s} kernel {GlobalCounters.kernel_count:4d} {ck.name:30s} global {ck.global_size!s:18s} "
             f"{et * 1e6:9.1f} us  {ck.ops / max(et, 1e-9) / 1e9:7.2f} GFLOP/s", file=sys.stderr)
     return et
 
@@ -153,6 +157,9 @@ def simd_lanes(device: str) -> int:
   return t.simd_bytes // 4
 
 def realize(lbs: list[LazyBuffer]) -> None:
-  items = pack_matmuls(create_schedule(lbs), simd_lanes)
+  checks = Checks(lbs)   # index range checks of the graph: their kernels run with it, then they are read
+  items = pack_matmuls(create_schedule(lbs + checks.flags), simd_lanes)
   run_schedule(items)
   _drop_graph(items)
+  # read also during TinyJit capture (the capture run is a real run); replays run the check kernels unread
+  checks.verify(lambda lb: _copyout(lb.base, np.bool_))

@@ -27,7 +27,8 @@ input shapes with --input, or a zero-argument factory returning `(fn, example_in
 from __future__ import annotations
 import argparse, functools, importlib, importlib.util, pathlib, re, struct, sys, types, zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 import numpy as np
 from compiler.dtypes import DType, dtypes, to_np
 from compiler.pipeline import CompiledKernel, compile_kernel
@@ -296,11 +297,11 @@ class _Program:
     for j, (s, dt) in enumerate(self.outputs): lines.append(f"#define {up}_OUT{j}_SIZE {int(np.prod(s))}   /* out{j}: {ctype(dt)}{dims(s)} */")
     lines += [f"#define {up}_{k} {v}" for k, v in ERRORS.items()]
     lines += ["", f"/* Load the weights (the contents of {n}.bin; they are copied, so the memory may be freed after). Returns {up}_OK,",
-              f"   or an error code when the size, magic, version, layout or CRC-32 is wrong (the weights are then left unchanged).",
+              "   or an error code when the size, magic, version, layout or CRC-32 is wrong (the weights are then left unchanged).",
               f"   With embedded weights it ignores its arguments and returns {up}_OK. */",
               f"int {n}_init(const void *weights, size_t size);",
-              f"/* Run the model: inputs and outputs are dense row-major arrays that must not overlap. Uses static buffers,",
-              f"   so one call at a time. */", self.signature() + ";", "", "#ifdef __cplusplus", "}", "#endif", f"#endif /* {up}_H */", ""]
+              "/* Run the model: inputs and outputs are dense row-major arrays that must not overlap. Uses static buffers,",
+              "   so one call at a time. */", self.signature() + ";", "", "#ifdef __cplusplus", "}", "#endif", f"#endif /* {up}_H */", ""]
     return "\n".join(lines)
 
   def _arg(self, b: _Buf) -> str:
@@ -351,7 +352,7 @@ class _Program:
       if sz == 1: continue
       ut = f"uint{8 * sz}_t"
       lines += [f"static void {n}_load{sz}(void *dst, const unsigned char *p, size_t count) {{", "  size_t i;", "  int b;",
-                f"  for (i = 0; i < count; i++) {{", f"    {ut} u = 0;", f"    for (b = {sz - 1}; b >= 0; b--) u = ({ut})((u << 8) | p[{sz} * i + (size_t)b]);",
+                "  for (i = 0; i < count; i++) {", f"    {ut} u = 0;", f"    for (b = {sz - 1}; b >= 0; b--) u = ({ut})((u << 8) | p[{sz} * i + (size_t)b]);",
                 f"    memcpy((unsigned char *)dst + {sz} * i, &u, {sz});", "  }", "}"]
     payload = sum(a.nbytes for a in self.wdata)
     lines += [f"int {n}_init(const void *weights, size_t size) {{", "  const unsigned char *p = (const unsigned char *)weights;",

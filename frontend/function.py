@@ -33,6 +33,14 @@ class Function:
     ret._ctx = ctx if ctx.requires_grad and not Tensor.no_grad else None
     return ret
 
+class FreedGraph:
+  """What a non-leaf tensor's `_ctx` becomes after backward() used it (without retain_graph): the saved values are
+  gone, so a second backward through it must raise (as torch does) instead of silently adding nothing."""
+  parents: tuple = ()
+  def __init__(self, name: str): self.name = name
+  def backward(self, g): raise RuntimeError(f"backward: trying to backward through the graph a second time (through {self.name}, "
+                                            "whose saved values were freed by the first backward); pass retain_graph=True")
+
 def _zeros_like(x: LazyBuffer) -> LazyBuffer: return x.const_like(0)
 
 # ***** unary *****
@@ -142,17 +150,45 @@ class Div(Function):
     gy = g.alu(Ops.NEG).alu(Ops.MUL, self.x).alu(Ops.FDIV, self.y.alu(Ops.MUL, self.y)) if self.needs_input_grad[1] else None
     return gx, gy
 class Maximum(Function):
-  """max(x, y); where they tie the gradient is split evenly (as torch does)."""
+  """max(x, y); where they tie the gradient is split evenly, and where one is NaN both get it (torch's rule:
+  x gets g unless x < y, y gets g unless x > y, halves on equality)."""
   def forward(self, x, y):
     self.x, self.y = x, y
-    self.ret = x.alu(Ops.MAX, y)
-    return self.ret
+    return x.alu(Ops.MAX, y)
   def backward(self, g):
-    xe = self.x.alu(Ops.CMPNE, self.ret).alu(Ops.CMPNE, self.x.const_like(True).cast(dtypes.bool)).cast(g.dtype)
-    ye = self.y.alu(Ops.CMPNE, self.ret).alu(Ops.CMPNE, self.y.const_like(True).cast(dtypes.bool)).cast(g.dtype)
-    tot = xe.alu(Ops.ADD, ye)
-    return (g.alu(Ops.MUL, xe.alu(Ops.FDIV, tot)) if self.needs_input_grad[0] else None,
-            g.alu(Ops.MUL, ye.alu(Ops.FDIV, tot)) if self.needs_input_grad[1] else None)
+    x, y = self.x, self.y
+    half, one, zero = g.const_like(0.5), g.const_like(1), g.const_like(0)
+    eq = _eq(x, y)
+    gx = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, x.alu(Ops.CMPLT, y).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[0] else None
+    gy = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, y.alu(Ops.CMPLT, x).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[1] else None
+    return gx, gy
+
+def _eq(x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+  return x.alu(Ops.CMPNE, y).alu(Ops.CMPNE, x.const_like(True).cast(dtypes.bool))
+
+class PowGrad(Function):
+  """Gives b**e (computed by Tensor.pow from detached inputs as exp(e*log|b|) plus fix-ups) torch's gradient.
+
+  Differentiating the exp/log composite is NaN at b == 0 (0 * log 0); the derivative written here is
+  e*b**(e-1) with its limits at 0 (1 for e == 1, 0 for e > 1 or e == 0, e*inf for e < 1) and r*ln(b) for e,
+  which torch defines as 0 where b == 0 and e >= 0.
+  """
+  def forward(self, b: LazyBuffer, e: LazyBuffer, r: LazyBuffer):
+    self.b, self.e, self.r = b, e, r
+    return r
+  def backward(self, g):
+    b, e, r = self.b, self.e, self.r
+    bz, one = _eq(b, b.const_like(0)), e.const_like(1)
+    gb = ge = None
+    if self.needs_input_grad[0]:
+      at0 = _eq(e, one).alu(Ops.WHERE, one, e.alu(Ops.CMPLT, one).alu(Ops.WHERE, e.alu(Ops.MUL, e.const_like(math.inf)), e.const_like(0)))
+      at0 = _eq(e, e.const_like(0)).alu(Ops.WHERE, e.const_like(0), at0)
+      gb = bz.alu(Ops.WHERE, at0, e.alu(Ops.MUL, r).alu(Ops.FDIV, b)).alu(Ops.MUL, g)
+    if self.needs_input_grad[1]:
+      ln_b = b.alu(Ops.LOG2).alu(Ops.MUL, b.const_like(math.log(2)))
+      skip = bz.alu(Ops.AND, e.alu(Ops.CMPLT, e.const_like(0)).alu(Ops.CMPNE, bz.const_like(True)))
+      ge = skip.alu(Ops.WHERE, e.const_like(0), r.alu(Ops.MUL, ln_b)).alu(Ops.MUL, g)
+    return gb, ge, None
 
 # ***** ternary *****
 class Where(Function):

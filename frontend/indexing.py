@@ -11,6 +11,7 @@ kernel, so they stay differentiable and run on the device.
 from __future__ import annotations
 import numpy as np
 from compiler.dtypes import dtypes
+from frontend.checks import check_index
 
 def _normalize(t, indices) -> list:
   from frontend.tensor import Tensor
@@ -63,7 +64,7 @@ def getitem(t, indices):
   # x[0, :, [1, 2]] has shape (x.shape[1], 2)
   x, dim, adv = t, 0, []
   # pass 1: basic indexing as views; remember where advanced indices apply (in terms of the new dims)
-  new_dims = 0
+  new_dims, checks = 0, []
   for kind, v in idx:
     if kind == "none":
       x = x.unsqueeze(new_dims); new_dims += 1; continue
@@ -83,12 +84,16 @@ def getitem(t, indices):
       if kind == "arr":
         if v.size and (v.max() >= n or v.min() < -n): raise IndexError(f"index {v.max() if v.max() >= n else v.min()} is out of bounds for dim {dim} of size {n}")
         v = Tensor(np.where(v < 0, v + n, v).astype(np.int32), device=t.device)
-      else: v = (v < 0).where(v + n, v)
+      else:
+        checks.append((v, n))
+        v = (v < 0).where(v + n, v)
       adv.append((new_dims, v))
       new_dims += 1
     dim += 1
   if not adv: return x
-  return _gather(x, adv)
+  out = _gather(x, adv)
+  for v, n in checks: check_index(out, v, n, "x[tensor]", IndexError, allow_negative=True)
+  return out
 
 def _slice_dim(x, d: int, s: slice):
   n = x.shape[d]

@@ -13,17 +13,28 @@ random-number counter) are written again, exactly as the function would.
 >>> [step(Tensor([float(i), 1.0]).realize()).item() for i in range(4)]
 [2.0, 3.0, 4.0, 5.0]
 
+Arguments are bound to the function's parameter names (so keywords and positions mix freely); tensors inside
+lists, tuples and dicts are inputs too. A tensor argument that is a view (a slice, a transpose, an expand) is
+copied to a contiguous buffer first, so any view of the right shape replays correctly. The recording tells an
+argument's buffer apart from the same tensor read through a closure, and a function that returns its argument
+returns this call's tensor. In-place writes (`.assign`, `+=`) still pending when a capture ends are part of
+the recording; those pending when a replay starts run before it.
+
 Raises JitError instead of returning wrong results: when the function launched nothing to capture, when an
-argument's shape or dtype changes (naming it), when a tensor argument is not realized, when a non-tensor
-argument changes, and when `.item()`/`.numpy()` is called during capture.
+argument's shape, dtype or device changes (naming it), when a tensor argument is not realized, when a
+non-tensor argument (or the layout of a list/dict argument) changes, when the function writes in place into
+an argument that is a view or is passed twice, and when `.item()`/`.numpy()` is called during capture.
 """
 from __future__ import annotations
-import contextlib, functools, sys
-from typing import Any, Callable, Iterator
+import contextlib, functools, inspect, sys
+from dataclasses import dataclass
+from typing import Any
+from collections.abc import Callable, Iterator
+import numpy as np
 from compiler.lazy import LazyBuffer
 from hcqrt.device import debug_level
 from frontend import engine
-from frontend.tensor import Tensor
+from frontend.tensor import Tensor, take_pending_assigns
 from frontend.devices import open_device
 
 class JitError(RuntimeError):
@@ -51,22 +62,63 @@ def capturing() -> list | None:
   """The list the capture in progress records into (None: no capture)."""
   return _recording
 
-def _flatten(args, kwargs) -> tuple[list[tuple[str, Tensor]], list[tuple[str, Any]]]:
-  tensors, consts = [], []
-  for name, v in [(f"argument {i}", a) for i, a in enumerate(args)] + [(f"argument {k!r}", v) for k, v in sorted(kwargs.items())]:
-    if isinstance(v, Tensor): tensors.append((name, v))
-    elif isinstance(v, (list, tuple)) and any(isinstance(x, Tensor) for x in v):
-      for j, x in enumerate(v):
-        if isinstance(x, Tensor): tensors.append((f"{name}[{j}]", x))
-        else: consts.append((f"{name}[{j}]", x))
-    else: consts.append((name, v))
-  return tensors, consts
+class _ArgBuffer(engine.Buffer):
+  """A tensor argument's device memory under a second identity, for the capture: the recording then tells a read
+  through the argument (swapped for the next call's tensor) from a read of the same tensor through a closure."""
+  __slots__ = ("src",)
+  def __init__(self, src: engine.Buffer):   # no allocation, no finalizer: the memory stays src's
+    self.device, self.nbytes, self.raw, self.src = src.device, src.nbytes, src.raw, src
+
+@dataclass(frozen=True)
+class _Container:
+  """The layout of a list/tuple/dict argument: part of what a capture is keyed on."""
+  kind: type
+  keys: tuple
+  def __repr__(self) -> str: return f"a {self.kind.__name__} with keys {list(self.keys)}" if issubclass(self.kind, dict) else f"a {self.kind.__name__} of {len(self.keys)}"
+
+def _walk(name: str, v: Any, tensors: list, consts: list) -> None:
+  """Collects the tensors inside v (through lists, tuples and dicts) and everything else, which the capture bakes in."""
+  if isinstance(v, Tensor): tensors.append((name, v))
+  elif isinstance(v, (list, tuple)):
+    consts.append((name, _Container(type(v), tuple(range(len(v))))))
+    for i, x in enumerate(v): _walk(f"{name}[{i}]", x, tensors, consts)
+  elif isinstance(v, dict):
+    consts.append((name, _Container(type(v), tuple(v))))
+    for k, x in v.items(): _walk(f"{name}[{k!r}]", x, tensors, consts)
+  else: consts.append((name, v))
+
+def _map(v: Any, f: Callable[[Tensor], Tensor]) -> Any:
+  """v with every tensor inside it replaced by f(tensor), in _walk's order."""
+  if isinstance(v, Tensor): return f(v)
+  if isinstance(v, tuple): return type(v)(*(_map(x, f) for x in v)) if hasattr(v, "_fields") else type(v)(_map(x, f) for x in v)
+  if isinstance(v, list): return [_map(x, f) for x in v]
+  if isinstance(v, dict):
+    out = v.copy()
+    for k, x in v.items(): out[k] = _map(x, f)
+    return out
+  return v
+
+def _same(a: Any, b: Any) -> bool:
+  if a is b: return True
+  if type(a) is not type(b): return False
+  if isinstance(a, float) and a != a and b != b: return True   # NaN
+  try: r = a == b
+  except Exception: return False
+  return bool(r) if isinstance(r, (bool, np.bool_)) else False
+
+def _kind(lb: LazyBuffer) -> str:
+  """own: the tensor is its buffer; whole: a reshape of a whole buffer (passed as that buffer); view: anything else
+  (an offset, strides, an expand, a mask): copied to a contiguous buffer for the call."""
+  if not lb.is_view: return "own"
+  return "whole" if lb.st.contiguous and lb.size == lb.base.size else "view"
 
 class TinyJit:
   """Decorator: `@TinyJit def step(x, y): ...`; see the module docstring."""
   def __init__(self, fn: Callable):
     self.fn, self.cnt = fn, 0
     self.name = getattr(fn, "__name__", "function")
+    try: self.sig: inspect.Signature | None = inspect.signature(fn)
+    except (TypeError, ValueError): self.sig = None
     self.items: list[engine.ExecItem] = []
     self.graph: Any = None   # HCQ devices: the prebuilt GraphReplay (False: the items can't form one)
     functools.update_wrapper(self, fn)
@@ -77,67 +129,153 @@ class TinyJit:
   def __get__(self, obj, objtype=None):  # so @TinyJit works on methods
     return functools.partial(self.__call__, obj) if obj is not None else self
 
+  def _bind(self, args: tuple, kwargs: dict) -> tuple[list[tuple[str, Any]], Callable[[list], Any]]:
+    """[(name, value)] of every parameter in the function's order, and how to call the function with new values."""
+    if self.sig is None:   # no signature (a builtin): positions, then keywords by name
+      keys = sorted(kwargs)
+      def call_pos(vals: list) -> Any: return self.fn(*vals[:len(args)], **dict(zip(keys, vals[len(args):])))
+      return [(f"argument {i}", a) for i, a in enumerate(args)] + [(f"argument {k!r}", kwargs[k]) for k in keys], call_pos
+    try: ba = self.sig.bind(*args, **kwargs)
+    except TypeError as e: raise TypeError(f"{self.name}: {e}") from None
+    ba.apply_defaults()
+    for n, p in self.sig.parameters.items():   # **kwargs: matched by key, whatever order they came in
+      if p.kind is p.VAR_KEYWORD and n in ba.arguments: ba.arguments[n] = dict(sorted(ba.arguments[n].items()))
+    names = list(ba.arguments)
+    def call(vals: list) -> Any:
+      ba.arguments.update(zip(names, vals))
+      return self.fn(*ba.args, **ba.kwargs)
+    return [(f"argument {n!r}", ba.arguments[n]) for n in names], call
+
   def _check_inputs(self, tensors, consts):
     for name, t in tensors:
-      if not t.lazydata.realized or t.lazydata.is_view and not t.lazydata.base.realized:
+      if not t.lazydata.realized:
         raise JitError(f"{self.name}: {name} is not realized; call .realize() on it before passing it to the jitted function")
     if self.cnt < 2: return
+    if len(consts) != len(self.consts) or any(n != o for (n, _), (o, _) in zip(consts, self.consts)):
+      changed = next(((n, v, ov) for (n, v), (o, ov) in zip(consts, self.consts) if n != o or not _same(v, ov)), None)
+      where = f": {changed[0]} is {changed[1]!r}, the capture had {changed[2]!r}" if changed else ""
+      raise JitError(f"{self.name}: the arguments' layout changed since the capture{where}; call .reset() to capture again")
+    for (name, v), (_, old) in zip(consts, self.consts):
+      if not _same(v, old) and isinstance(old, _Container):
+        raise JitError(f"{self.name}: {name} is {v!r}, the capture had {old!r}; call .reset() to capture again")
+      if not _same(v, old):
+        raise JitError(f"{self.name}: non-tensor {name} changed from {old!r} to {v!r}; the capture baked it in (pass it as a Tensor)")
     if len(tensors) != len(self.in_sig): raise JitError(f"{self.name}: called with {len(tensors)} tensor arguments, captured with {len(self.in_sig)}")
     for (name, t), (shape, dtype, device) in zip(tensors, self.in_sig):
       if t.shape != shape: raise JitError(f"{self.name}: {name} has shape {t.shape}, the capture had {shape}; call .reset() to capture again")
       if t.dtype != dtype: raise JitError(f"{self.name}: {name} has dtype {t.dtype}, the capture had {dtype}")
       if t.device != device: raise JitError(f"{self.name}: {name} is on {t.device}, the capture was on {device}")
-    for (name, v), (_, old) in zip(consts, self.consts):
-      if type(v) is not type(old) or v != old:
-        raise JitError(f"{self.name}: non-tensor {name} changed from {old!r} to {v!r}; the capture baked it in (pass it as a Tensor)")
 
   def __call__(self, *args, **kwargs):
-    tensors, consts = _flatten(args, kwargs)
+    params, call = self._bind(args, kwargs)
+    tensors, consts = [], []
+    for name, v in params: _walk(name, v, tensors, consts)
+    # in-place writes recorded before this call run first: the call reads (and may write) the same buffers
+    if pending := take_pending_assigns(): Tensor.realize(*pending)
     self._check_inputs(tensors, consts)
     if self.cnt == 0:
       self.cnt = 1
-      return self.fn(*args, **kwargs)
-    if self.cnt == 1: return self._capture(tensors, consts, args, kwargs)
+      return call([v for _, v in params])
+    if self.cnt == 1: return self._capture(params, call, tensors, consts)
     return self._replay(tensors)
 
-  def _capture(self, tensors, consts, args, kwargs):
+  def _current(self, tensors) -> list[tuple[Tensor, engine.Buffer]]:
+    """(tensor, the buffer the recording reads for it) per tensor argument; views are copied to contiguous buffers."""
+    copies = {i: t.lazydata.contiguous() for i, (_, t) in enumerate(tensors) if _kind(t.lazydata) == "view"}
+    if copies: engine.realize(list(copies.values()))
+    return [(t, copies[i].buffer if i in copies else t.lazydata.base.buffer) for i, (_, t) in enumerate(tensors)]
+
+  def _capture(self, params, call, tensors, consts):
+    cur = self._current(tensors)
+    # the function sees stand-ins for its tensor arguments, over buffers only they use (see _ArgBuffer)
+    arg_bufs = [b if _kind(t.lazydata) == "view" else _ArgBuffer(b) for t, b in cur]
+    subs = [Tensor(LazyBuffer.from_buffer(b, t.shape, t.dtype, t.device), requires_grad=t.requires_grad) for (_, t), b in zip(tensors, arg_bufs)]
+    it = iter(subs)
+    vals = [_map(v, lambda _: next(it)) for _, v in params]
     with capture(self.name) as captured:
-      ret = self.fn(*args, **kwargs)
+      ret = call(vals)
       outs = _out_tensors(ret)
-      if outs: Tensor.realize(*outs)
+      pending = take_pending_assigns()   # in-place writes the function left pending belong to the recording
+      if outs or pending: Tensor.realize(*outs, *pending)
     if not captured:
       raise JitError(f"{self.name}: nothing to capture: the call launched no kernels (its outputs were already computed, "
                      "or it does no tensor work); TinyJit only helps functions that run kernels")
-    self.items, self.ret, self.consts = captured, ret, consts
-    self.in_sig = [(t.shape, t.dtype, t.device) for _, t in tensors]
     # where each argument's buffer appears in the recording, to swap in the next arguments' buffers
-    in_bufs = {id(t.lazydata.base.buffer): i for i, (_, t) in enumerate(tensors)}
-    self.in_slots = [(j, k, in_bufs[id(b)]) for j, ei in enumerate(captured) for k, b in enumerate(ei.bufs) if id(b) in in_bufs]
+    in_index = {id(b): i for i, b in enumerate(arg_bufs)}
+    in_slots = [(j, k, in_index[id(b)]) for j, ei in enumerate(captured) for k, b in enumerate(ei.bufs) if id(b) in in_index]
+    # buffers the recording writes in place: arguments (written), and others (weights: fixed)
+    self.written = sorted({i for j, k, i in in_slots if k == 0})
+    self.fixed_written = {id(ei.bufs[0]) for ei in captured if ei.kind == "kernel" and not ei.fresh_out and id(ei.bufs[0]) not in in_index}
+    self.fixed_read = {id(b) for ei in captured for b in ei.bufs if id(b) not in in_index} if self.written else set()
+    self._check_aliasing(tensors, cur)
+    self.items, self.consts, self.in_slots, self.in_index = captured, consts, in_slots, in_index
+    self.in_sig = [(t.shape, t.dtype, t.device) for _, t in tensors]
+    self.subs, self.sub_index = subs, {id(s): i for i, s in enumerate(subs)}
     # buffers handed to the caller get a fresh buffer per replay
     self.out_bases = []
     for t in outs:
       b = t.lazydata.base.buffer
-      if id(b) in in_bufs: continue
+      if id(b) in in_index: continue
       # only a buffer this capture allocated may be replaced: an assign target (a weight) must stay put
       if not any(ei.bufs[0] is b and ei.fresh_out for ei in captured): continue
       slots = [(j, k) for j, ei in enumerate(captured) for k, b2 in enumerate(ei.bufs) if b2 is b]
       self.out_bases.append((t, b, slots))
-    self.cnt, self.graph = 2, None
+    self.ret, self.cnt, self.graph = ret, 2, None
     if debug_level() >= 1: print(f"TinyJit {self.name}: captured {len(captured)} launches", file=sys.stderr)
-    return ret
+    return self._rebuild(ret, {}, cur)
+
+  def _check_aliasing(self, tensors, cur) -> None:
+    """Refuse calls whose result would depend on which arguments share memory: the recording's kernels were built
+    for distinct buffers, so a kernel writing one in place while reading another copy of it could race."""
+    for i in self.written:
+      name, t = tensors[i]
+      if _kind(t.lazydata) != "own":
+        raise JitError(f"{self.name}: {name} is a view of another tensor and the function writes into it in place (assign, +=); "
+                       "the write would not reach the tensor it views: pass a tensor that owns its buffer")
+      b = cur[i][1]
+      for n2, t2 in tensors:
+        if (t2 is not t and t2.lazydata.base.buffer is b) or (t2 is t and n2 != name):
+          raise JitError(f"{self.name}: {name} and {n2} are the same tensor (or views of one) and the function writes into {name} "
+                         "in place; the recording can't replay that correctly: pass distinct tensors")
+      if id(b) in self.fixed_read:
+        raise JitError(f"{self.name}: {name} is also read through a closure or global while the function writes into it in place; "
+                       "pass a different tensor")
+    for name, t in tensors:
+      if _kind(t.lazydata) != "view" and id(t.lazydata.base.buffer) in self.fixed_written:
+        raise JitError(f"{self.name}: {name} is a tensor the function also writes in place through a closure or global "
+                       "(a weight it updates); pass a different tensor")
 
   def _replay(self, tensors):
+    cur = self._current(tensors)
+    if self.written or self.fixed_written: self._check_aliasing(tensors, cur)
     items = self.items
-    for j, k, i in self.in_slots: items[j].bufs[k] = tensors[i][1].lazydata.base.buffer
+    for j, k, i in self.in_slots: items[j].bufs[k] = cur[i][1]
     fresh = {}
-    for t, b, slots in self.out_bases:
+    for _t, b, slots in self.out_bases:
       nb = fresh[id(b)] = engine.Buffer(b.device, b.nbytes)
       for j, k in slots: items[j].bufs[k] = nb
     if self.graph is None: self.graph = self._build_graph()
     if self.graph: self._replay_graph()
     else:
       for ei in items: ei.run()
-    return _rebuild(self.ret, fresh)
+    return self._rebuild(self.ret, fresh, cur)
+
+  def _rebuild(self, ret, fresh: dict, cur: list):
+    """The captured return value with each output pointing at this call's buffer: a fresh output's new buffer, or
+    this call's argument where the function returned (a view of) its argument."""
+    if isinstance(ret, Tensor):
+      if (i := self.sub_index.get(id(ret))) is not None: return cur[i][0]
+      base = ret.lazydata.base
+      if (i := self.in_index.get(id(base.buffer))) is not None: buf = cur[i][1]
+      elif id(base.buffer) in fresh: buf = fresh[id(base.buffer)]
+      else: return ret
+      nb = LazyBuffer.from_buffer(buf, base.shape, base.dtype, base.device)
+      lb = nb if not ret.lazydata.is_view else LazyBuffer(nb.device, ret.lazydata.st, nb.dtype, base=nb)
+      return Tensor(lb, requires_grad=False)
+    if isinstance(ret, tuple): return tuple(self._rebuild(x, fresh, cur) for x in ret)
+    if isinstance(ret, list): return [self._rebuild(x, fresh, cur) for x in ret]
+    if isinstance(ret, dict): return {k: self._rebuild(v, fresh, cur) for k, v in ret.items()}
+    return ret
 
   # ---- graph replay on HCQ devices ----
   def _build_graph(self) -> Any:
@@ -154,7 +292,8 @@ class TinyJit:
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
     self.graph_slots = sorted({(j, k) for j, k, _ in self.in_slots} | {s for _, _, slots in self.out_bases for s in slots})
     kernels = [ei for ei in self.items if ei.kind == "kernel"]
-    self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items))   # as ExecItem.run counts
+    moved = sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items)   # as ExecItem.run counts
+    self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), moved)
     if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(gitems)} items on {dev.name}", file=sys.stderr)
     return dev.graph(gitems)
 
@@ -172,16 +311,3 @@ def _out_tensors(ret) -> list[Tensor]:
   if isinstance(ret, (list, tuple)): return [t for x in ret for t in _out_tensors(x)]
   if isinstance(ret, dict): return [t for x in ret.values() for t in _out_tensors(x)]
   return []
-
-def _rebuild(ret, fresh: dict):
-  """The captured return value with each output tensor pointing at this replay's buffer."""
-  if isinstance(ret, Tensor):
-    base = ret.lazydata.base
-    if id(base.buffer) not in fresh: return ret
-    nb = LazyBuffer.from_buffer(fresh[id(base.buffer)], base.shape, base.dtype, base.device)
-    lb = nb if not ret.lazydata.is_view else LazyBuffer(nb.device, ret.lazydata.st, nb.dtype, base=nb)
-    return Tensor(lb, requires_grad=False)
-  if isinstance(ret, tuple): return tuple(_rebuild(x, fresh) for x in ret)
-  if isinstance(ret, list): return [_rebuild(x, fresh) for x in ret]
-  if isinstance(ret, dict): return {k: _rebuild(v, fresh) for k, v in ret.items()}
-  return ret

@@ -14,10 +14,12 @@ convolution and pooling read the input in place, never copy it into an im2col bu
 """
 from __future__ import annotations
 import math, string
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 import numpy as np
 from compiler.dtypes import dtypes
 from compiler.view import prod
+from frontend.checks import check_index
 
 if TYPE_CHECKING: from frontend.tensor import Tensor
 
@@ -228,7 +230,8 @@ class NNOpsMixin:
     if Y.shape != self.shape:
       exp = self.shape[:cd] + self.shape[cd + 1:]
       if Y.shape != exp: raise RuntimeError(f"cross_entropy: target shape {Y.shape} doesn't match logits {self.shape} (expected {exp})")
-      Y = Y._one_hot_mask(self.shape[cd]).float().unsqueeze(cd).transpose(cd, -1).squeeze(-1)
+      Y = check_index(Y._one_hot_mask(self.shape[cd]).float(), Y, self.shape[cd], "cross_entropy target", IndexError)
+      Y = Y.unsqueeze(cd).transpose(cd, -1).squeeze(-1)
     Y = (1 - label_smoothing) * Y + label_smoothing / self.shape[cd]
     return (-(self.log_softmax(cd) * Y).sum(cd))._do_reduction(reduction)
 
@@ -266,6 +269,7 @@ class NNOpsMixin:
     y = Y._one_hot_mask(self.shape[-1]) & counted.unsqueeze(-1)
     smoothing = label_smoothing * (log_probs.mean(-1) * counted)
     ret = -((1 - label_smoothing) * y.where(log_probs, 0).sum(-1) + smoothing)
+    ret = check_index(ret, Y, self.shape[-1], "sparse_categorical_crossentropy labels", IndexError, counted=counted)
     return ret.sum() / counted.sum() if reduction == "mean" else ret._do_reduction(reduction)
 
   def binary_crossentropy(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
@@ -290,7 +294,9 @@ class NNOpsMixin:
 
   # ***** normalization, attention, dropout *****
   def layernorm(self: Tensor, axis=-1, eps: float = 1e-5) -> Tensor:
-    """(x - mean) / sqrt(var + eps) over `axis` (biased variance), without affine parameters."""
+    """(x - mean) / sqrt(var + eps) over `axis` (biased variance), without affine parameters; half inputs are
+    normalized in float32 (their squares overflow past |x| ~ 256) and rounded back once."""
+    if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().layernorm(axis, eps).cast(self.dtype)
     y = self - self.mean(axis, keepdim=True)
     return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
 
@@ -343,7 +349,7 @@ class NNOpsMixin:
     """
     if not self.dtype.is_int: raise TypeError(f"one_hot: needs an integer tensor, got {self.dtype}")
     if num_classes == -1: num_classes = int(self.max().item()) + 1
-    return self._one_hot_mask(num_classes).where(1, 0)
+    return check_index(self._one_hot_mask(num_classes).where(1, 0), self, num_classes, "one_hot", RuntimeError)
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j][k] = self[i][index[i][j][k]][k] (dim=1), like torch.gather.
@@ -358,8 +364,8 @@ class NNOpsMixin:
       raise RuntimeError(f"gather: index {index.shape} is larger than the input {self.shape} outside dim {dim}")
     x = self.shrink(tuple((0, i) if d != dim else None for d, i in enumerate(index.shape))).unsqueeze(-1).transpose(-1, dim)
     sel = index._one_hot_mask(self.shape[dim])
-    if self.dtype.is_bool: return (sel & x).any(-1)
-    return sel.where(x, 0).sum(-1, acc_dtype=self.dtype)
+    out = (sel & x).any(-1) if self.dtype.is_bool else sel.where(x, 0).sum(-1, acc_dtype=self.dtype)
+    return check_index(out, index, self.shape[dim], "gather", RuntimeError)
 
   def _pre_scatter(self: Tensor, dim: int, index: Tensor, src) -> tuple[int, Tensor, Tensor]:
     """(dim, mask, src) with mask (*self.shape, J): index[.., j at dim, ..] hits position k of dim, and src laid

@@ -132,4 +132,4 @@ def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 
   """AdamW: Adam with decoupled weight decay (p -= lr * wd * p), like torch.optim.AdamW."""
   return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
 
-__all__ = ["Optimizer", "SGD", "LAMB", "Adam", "AdamW"]
+__all__ = ["LAMB", "SGD", "Adam", "AdamW", "Optimizer"]

@@ -10,13 +10,14 @@ Ops only record a graph; `.realize()`, `.numpy()`, `.tolist()` or `.item()` comp
 [3.0, 7.0]
 """
 from __future__ import annotations
-import math, itertools, functools
+import math, itertools, functools, weakref
 from contextlib import ContextDecorator
-from typing import Any
+from typing import Any, ClassVar
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
 from compiler.lazy import LazyBuffer
-from compiler.view import prod
+from compiler.uop import Ops
+from compiler.view import prod, ShapeTracker
 from hcqrt.device import Device
 from frontend import function as F
 from frontend.nn_ops import NNOpsMixin
@@ -53,7 +54,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   >>> Tensor([1, 2, 3]).dtype, Tensor([1.0]).dtype, Tensor(True).dtype
   (dtypes.int, dtypes.float, dtypes.bool)
   """
-  __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "__weakref__")
+  __slots__ = ("__weakref__", "_ctx", "grad", "lazydata", "requires_grad")
   __deletable__ = ("_ctx",)
   training: bool = False
   no_grad: bool = False
@@ -164,13 +165,18 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if x.device != self.device: raise ValueError(f"assign: device {x.device} does not match {self.device}")
     if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}")
     if self.lazydata is x.lazydata: return self
-    if not self.lazydata.realized or self.lazydata.is_view:  # nothing to write into yet: just take the value
+    # nothing to write into yet: just take the value (a pending assign is a buffer: this write follows it)
+    if (not self.lazydata.realized or self.lazydata.is_view) and not _pending_assign(self.lazydata):
       self.lazydata = x.lazydata
       return self
     value = x.lazydata
     if _reads_at_other_position(value, self.lazydata.base): value = value.contiguous() if value.is_view else _force(value)
     self.lazydata = self.lazydata.base.assign(value)
+    _pending_assigns[id(self)] = self
     return self
+  def _inplace(self, v: Tensor) -> Tensor:
+    # `x += y`: write into x's buffer when it has one (also one a pending assign will fill), else just rebind
+    return self.assign(v) if self.lazydata.realized or _pending_assign(self.lazydata) else self.replace(v)
   def replace(self, x: Tensor, allow_shape_mismatch: bool = False) -> Tensor:
     if x.shape != self.shape and not allow_shape_mismatch: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
     self.lazydata = x.lazydata
@@ -252,7 +258,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
 
   # ***** random numbers: a counter-based hash run as a kernel on the device *****
   _seed: int = 0
-  _rng_counter: dict = {}
+  _rng_counter: ClassVar[dict] = {}
   @staticmethod
   def manual_seed(seed: int = 0) -> None:
     """Make the following random tensors reproducible."""
@@ -352,9 +358,17 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device, requires_grad=False)
     if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} != tensor shape {self.shape}")
     if self._ctx is None and not self.requires_grad: raise RuntimeError("backward: this tensor does not require grad")
+    if isinstance(self._ctx, F.FreedGraph): self._ctx.backward(gradient)   # raises: the graph was used up
     self.grad = gradient if self.grad is None or self._ctx is not None else self.grad + gradient
-    for t0 in reversed(self._deepwalk()):
+    walk = self._deepwalk()
+    for t0 in walk:   # a gradient left on an intermediate by an earlier (retain_graph) pass must not be added again
+      if t0 is not self and t0._ctx is not None: t0.grad = None
+    for t0 in reversed(walk):
       if t0._ctx is None: continue
+      if isinstance(t0._ctx, F.FreedGraph):
+        # a realized one is a parameter made as `Tensor.zeros(n, requires_grad=True).contiguous().realize()`: a leaf now
+        if t0.grad is not None and not t0.lazydata.realized: t0._ctx.backward(t0.grad)
+        continue
       if t0.grad is None: continue   # e.g. the condition of a where(): nothing flows through it
       grads = t0._ctx.backward(t0.grad.lazydata)
       grads = [Tensor(g, device=self.device, requires_grad=False) if g is not None else None
@@ -363,7 +377,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         if g is not None and t.requires_grad:
           if g.shape != t.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
           t.grad = g if t.grad is None else (t.grad + g)
-      if not retain_graph: t0._ctx = None
+      if not retain_graph: t0._ctx = F.FreedGraph(type(t0._ctx).__name__)
     return self
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(target) for each target, without touching `.grad`. A target self doesn't depend on is an error
@@ -581,7 +595,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if self.ndim == 0:   # a 0-d tensor takes axis 0 or -1 and has nothing to reduce
       for a in make_tuple(axis, 1): self._axis(a, op=op)
       return ()
-    return tuple(sorted(set(self._axis(a, op=op) for a in make_tuple(axis, 1))))
+    return tuple(sorted({self._axis(a, op=op) for a in make_tuple(axis, 1)}))
   def _reduce(self, fn, axis, keepdim: bool) -> Tensor:
     axes = self._reduce_axes(axis, op=fn.__name__.lower())
     if self.ndim == 0: return self
@@ -620,13 +634,19 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
     out_dt = self.dtype if self.dtype.is_float else dtypes.default_float
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="mean"))
-    s = self.cast(out_dt).sum(axis, keepdim)
+    s = self.cast(out_dt).sum(axis, keepdim, acc_dtype=sum_acc_dtype(out_dt))   # half: the sum stays float32 (no overflow)
     return (s / n if n else s * math.nan).cast(out_dt)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    # half squares overflow past |x| ~ 256: compute in float32 and round once at the end (as torch)
+    if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().var(axis, keepdim, correction).cast(self.dtype)
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="var"))
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     return sq / float(max(0, n - correction))
-  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().std(axis, keepdim, correction).cast(self.dtype)
+    v = self.var(axis, keepdim, correction)
+    z = v == 0   # sqrt's gradient is inf at 0 and would make 0 * inf = NaN: torch defines it as 0 there
+    return z.where(0.0, z.where(1.0, v).sqrt())
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def _softmax(self, axis, dtype=None):
@@ -658,6 +678,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     self._nonempty_reduce("argmax", a)
     n = self.shape[a]
     m = self == self.max(axis=a, keepdim=True)
+    if self.dtype.is_float: m = m | self.isnan()   # the max is NaN where there is one: its first index, as torch
     idx = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
     return (n - (m * idx).max(axis=a, keepdim=keepdim)).cast(dtypes.int32)
   def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
@@ -691,7 +712,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       if isinstance(y, (np.ndarray, list, tuple)): y = Tensor(y, device=x.device)
       else:
         if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
-        dt = x.dtype if not (isinstance(y, float) and not x.dtype.is_float) and not (isinstance(y, int) and not isinstance(y, bool) and x.dtype.is_bool) else (dtypes.default_float if isinstance(y, float) else dtypes.default_int)
+        promote = (isinstance(y, float) and not x.dtype.is_float) or (isinstance(y, int) and not isinstance(y, bool) and x.dtype.is_bool)
+        dt = (dtypes.default_float if isinstance(y, float) else dtypes.default_int) if promote else x.dtype
         y = Tensor(LazyBuffer.const(y, dt, (), x.device))
     if x.device != y.device: raise RuntimeError(f"tensors on different devices: {x.device} and {y.device}")
     if reverse: x, y = y, x
@@ -760,18 +782,29 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       if x == 1: return self
       if x == 0.5: return self.sqrt()
       if x == -1: return self.reciprocal()
-      if x == 0: return self.ones_like() if self.dtype.is_float else self._const(1)
+      if x == 0 and not self.dtype.is_float: return self._const(1)
+      if x == 0: return F.PowGrad.apply(self, self.zeros_like(), self.ones_like())   # d/dx x**0 = 0, as torch
+      if self.dtype.is_float and float(x).is_integer() and 0 < x <= 16: return self._mulpow(int(x))
     base, exp = self._broadcasted(x, reverse, op="pow")
     if not base.dtype.is_float and not exp.dtype.is_float:  # integer power by repeated squaring up to 31 bits
       return base._ipow(exp)
     base, exp = base._float(), exp._float()
+    b, e = base.detach(), exp.detach()   # the exp/log composite is NaN to differentiate at 0: PowGrad differentiates
     # |b|^e, negative base: sign by the parity of an integral exponent, nan for a fractional one
-    mag = (exp * base.abs().log()).exp()
-    is_int = exp == exp.trunc()
-    odd = (exp.abs() % 2) == 1
-    neg = base < 0
+    mag = (e * b.abs().log()).exp()
+    is_int = e == e.trunc()
+    odd = (e.abs() % 2) == 1
+    neg = b < 0
     res = neg.where(is_int.where(odd.where(-mag, mag), math.nan), mag)
-    return (base == 0).where((exp == 0).where(1.0, (exp < 0).where(math.inf, 0.0)), res)
+    return F.PowGrad.apply(base, exp, (b == 0).where((e == 0).where(1.0, (e < 0).where(math.inf, 0.0)), res))
+  def _mulpow(self, n: int) -> Tensor:
+    """x**n for a small n > 0 by repeated squaring: exact, and its gradient n*x**(n-1) is right at 0."""
+    ret, b, k = None, self, n
+    while k:
+      if k & 1: ret = b if ret is None else ret * b
+      k >>= 1
+      if k: b = b * b
+    return ret
   def _ipow(self, e: Tensor) -> Tensor:
     ret, b = self.ones_like(), self
     for i in range(31):
@@ -969,12 +1002,12 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return F.Less.apply(b, a).logical_not() if not a.dtype.is_float else F.Less.apply(a, b) | (a == b)
   def __ne__(self, x): return F.Neq.apply(*self._broadcasted(x, op="ne (!=)"))  # type: ignore[override]
   def __eq__(self, x): return F.Neq.apply(*self._broadcasted(x, op="eq (==)")).logical_not()  # type: ignore[override]
-  def __iadd__(self, x): return self.assign(self.add(x)) if self.lazydata.realized else self.replace(self.add(x))
-  def __isub__(self, x): return self.assign(self.sub(x)) if self.lazydata.realized else self.replace(self.sub(x))
-  def __imul__(self, x): return self.assign(self.mul(x)) if self.lazydata.realized else self.replace(self.mul(x))
-  def __itruediv__(self, x): return self.assign(self.div(x)) if self.lazydata.realized else self.replace(self.div(x))
-  def __ifloordiv__(self, x): return self.assign(self.idiv(x)) if self.lazydata.realized else self.replace(self.idiv(x))
-  def __imatmul__(self, x): return self.assign(self.matmul(x)) if self.lazydata.realized else self.replace(self.matmul(x))
+  def __iadd__(self, x): return self._inplace(self.add(x))
+  def __isub__(self, x): return self._inplace(self.sub(x))
+  def __imul__(self, x): return self._inplace(self.mul(x))
+  def __itruediv__(self, x): return self._inplace(self.div(x))
+  def __ifloordiv__(self, x): return self._inplace(self.idiv(x))
+  def __imatmul__(self, x): return self._inplace(self.matmul(x))
   def lt(self, x): return self < x
   def gt(self, x): return self > x
   def eq(self, x): return self == x
@@ -1032,16 +1065,39 @@ def _hash32(x: Tensor) -> Tensor:
   return x ^ (x >> 16)
 
 def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
-  """Does computing `value` read `target`'s buffer anywhere but at the element being written?"""
+  """Does computing `value` read `target`'s buffer anywhere but at the element being written? The buffer is the
+  target's, an earlier pending assign's it follows, or any other lazy buffer's over the same device buffer."""
+  targets, bufs, t = set(), set(), target
+  while True:
+    targets.add(id(t))
+    if t.buffer is not None: bufs.add(id(t.buffer))
+    if not _pending_assign(t): break
+    t = t.srcs[1].base
   seen, stack = set(), [value]
   while stack:
     lb = stack.pop()
     if id(lb) in seen: continue
     seen.add(id(lb))
-    if lb.base is target and lb.is_view and lb.st != target.st: return True
-    if lb.base is target: continue
+    hit = id(lb.base) in targets or (lb.base.buffer is not None and id(lb.base.buffer) in bufs)
+    if hit and lb.is_view and lb.st != ShapeTracker.from_shape(lb.base.shape): return True
+    if hit: continue
     if lb.base.buffer is None: stack.extend(lb.base.srcs)
   return False
+
+def _pending_assign(lb: LazyBuffer) -> bool:
+  """An in-place write recorded but not run yet (its result is the target's buffer)."""
+  return not lb.is_view and lb.op is Ops.ASSIGN and lb.buffer is None
+
+# tensors given an in-place write (assign, +=) since the last take_pending_assigns(): TinyJit runs those still
+# pending before a replay (it reads and writes the same buffers) and records those a captured function leaves pending
+_pending_assigns: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # id -> tensor (a WeakSet would compare tensors with ==)
+
+def take_pending_assigns() -> list[Tensor]:
+  """The tensors whose in-place write has not run yet; forgets them (the caller realizes them)."""
+  if not _pending_assigns: return []
+  ts = [t for t in list(_pending_assigns.values()) if _pending_assign(t.lazydata)]
+  _pending_assigns.clear()
+  return ts
 
 def _force(lb: LazyBuffer) -> LazyBuffer:
   lb.forced_realize = True

@@ -10,7 +10,8 @@ einops-style `rearrange`, and the small dense factorizations `qr` (Householder) 
 """
 from __future__ import annotations
 import functools, math
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+from collections.abc import Callable
 import numpy as np
 
 if TYPE_CHECKING: from frontend.tensor import Tensor

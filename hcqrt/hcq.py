@@ -14,7 +14,8 @@ A backend (hcqrt/nv, hcqrt/cpu/hcq.py, ...) supplies the encodings; this module 
 """
 from __future__ import annotations
 import contextlib, ctypes, struct, time, weakref
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -25,7 +26,7 @@ class Signal:
   """A timeline: u64 value at +0, the release timestamp at +8, a scratch word at +16 and the timestamp written
   by `HWQueue.timestamp` at +24 (ns). `base` is the host address, `va` the device address of the same bytes."""
   SIZE = 32
-  def __init__(self, device: Any, base: int, va: int, name: str = "signal", release: Callable[["Signal"], None] | None = None):
+  def __init__(self, device: Any, base: int, va: int, name: str = "signal", release: Callable[[Signal], None] | None = None):
     self.device, self.base, self.va, self.name = device, base, va, name
     self._words = (ctypes.c_uint64 * 4).from_address(base)
     self._release = release
@@ -53,6 +54,9 @@ class Signal:
     while self._words[0] < value:
       if time.perf_counter() > deadline:
         by = f"; it was last promised value {self.last_promised} by {self.last_queue}" if self.last_queue else "; no queue was asked to signal it"
+        if self.last_promised is not None and self.last_promised >= value:   # queued work is stuck and would block every
+          recover = getattr(self.device, "recover", None)                      # later wait: the device drops it (and says so)
+          by += f"; {recover() if recover is not None else 'the device was not reset: work queued behind it will not run'}"
         raise SignalTimeout(f"{self.device}: timed out after {timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S:g} s waiting for "
                             f"{self.name} at {self.va:#x} to reach {value}; last completed value is {self._words[0]}{by}")
       spin += 1
@@ -113,18 +117,18 @@ class HWQueue:
     self.name = type(self).__name__
 
   # ---- builders ----
-  def wait(self, signal: Signal, value: int) -> "HWQueue":
+  def wait(self, signal: Signal, value: int) -> HWQueue:
     self.cmds.append(("wait", self._wait(signal, value))); return self
-  def signal(self, signal: Signal, value: int) -> "HWQueue":
+  def signal(self, signal: Signal, value: int) -> HWQueue:
     self.cmds.append(("signal", self._signal(signal, value)))
     signal.last_queue, signal.last_promised = self.name, value
     return self
-  def timestamp(self, signal: Signal) -> "HWQueue":
+  def timestamp(self, signal: Signal) -> HWQueue:
     self.cmds.append(("timestamp", self._timestamp(signal))); return self
-  def exec(self, prog: "HCQProgram", args: KernArgs, global_size: Sequence[int], local_size: Sequence[int]) -> "HWQueue":
+  def exec(self, prog: HCQProgram, args: KernArgs, global_size: Sequence[int], local_size: Sequence[int]) -> HWQueue:
     g, l = _dims(global_size), _dims(local_size)
     self.cmds.append(("exec", self._exec(prog, args, g, l))); return self
-  def copy(self, dst: int, src: int, nbytes: int) -> "HWQueue":
+  def copy(self, dst: int, src: int, nbytes: int) -> HWQueue:
     """Copy `nbytes` from device address `src` to `dst`."""
     if nbytes < 0: raise ValueError(f"copy of {nbytes} bytes")
     self.cmds.append(("copy", self._copy(dst, src, nbytes))); return self
@@ -134,21 +138,21 @@ class HWQueue:
     if not 0 <= i < len(self.cmds) or self.cmds[i][0] != kind:
       raise IndexError(f"{self.name}: command {i} is not a {kind} (commands: {[k for k, _ in self.cmds]})")
     return self.cmds[i][1]
-  def update_wait(self, i: int, signal: Signal | None = None, value: int | None = None) -> "HWQueue":
+  def update_wait(self, i: int, signal: Signal | None = None, value: int | None = None) -> HWQueue:
     self._update_sem(self._cmd(i, "wait"), signal, value); return self
-  def update_signal(self, i: int, signal: Signal | None = None, value: int | None = None) -> "HWQueue":
+  def update_signal(self, i: int, signal: Signal | None = None, value: int | None = None) -> HWQueue:
     self._update_sem(self._cmd(i, "signal"), signal, value)
     if signal is not None or value is not None:
       s = signal or self._cmd(i, "signal").get("signal")
       if s is not None: s.last_queue, s.last_promised = self.name, value
     return self
-  def update_exec(self, i: int, global_size: Sequence[int] | None = None, local_size: Sequence[int] | None = None) -> "HWQueue":
+  def update_exec(self, i: int, global_size: Sequence[int] | None = None, local_size: Sequence[int] | None = None) -> HWQueue:
     self._update_exec(self._cmd(i, "exec"), _dims(global_size) if global_size else None, _dims(local_size) if local_size else None)
     return self
-  def update_copy(self, i: int, dst: int | None = None, src: int | None = None) -> "HWQueue":
+  def update_copy(self, i: int, dst: int | None = None, src: int | None = None) -> HWQueue:
     self._update_copy(self._cmd(i, "copy"), dst, src); return self
 
-  def submit(self, device: Any) -> "HWQueue":
+  def submit(self, device: Any) -> HWQueue:
     self._submit(device); return self
 
   # ---- backend hooks ----

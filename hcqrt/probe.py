@@ -86,7 +86,7 @@ def _nv_open_problem(e: BaseException) -> tuple[str, str]:
   if isinstance(e, NVError):
     return (f"the driver refused a request: {e}",
             "check `dmesg` for NVRM messages; the GPU may be in use exclusively, in a bad state (reset it) or too old for this backend")
-  if isinstance(e, PermissionError) or isinstance(e, OSError) and e.errno in (1, 13):
+  if isinstance(e, PermissionError) or (isinstance(e, OSError) and e.errno in (1, 13)):
     return f"permission denied: {e}", "add yourself to the group owning /dev/nvidia* and log in again"
   if isinstance(e, OSError): return f"a driver call failed: {e}", "check `dmesg` for NVRM messages and that the driver is loaded"
   if "compute architecture" in str(e):
@@ -108,7 +108,7 @@ def probe_nv(mock: str | None = None, check_files: bool = True) -> list[Probe]:
     while i < count:
       name = "NV" if i == 0 else f"NV:{i}"
       try: dev = NVDevice(name)
-      except Exception as e:  # noqa: BLE001 - any failure is a reason to report, not to crash on
+      except Exception as e:
         reason, fix = _nv_open_problem(e)
         out.append(Probe("NV", name, False, reason=reason, fix=fix))
         break
@@ -137,7 +137,7 @@ def probe_amd(mock: str | None = None) -> Probe:
     try: dev = AMDDevice("AMD")
     except UnsupportedTarget as e: return Probe("AMD", "AMD", False, reason=str(e), fix="hcqrt drives gfx1100 (RX 7900 XTX) and gfx942 (MI300X) only")
     except PermissionError as e: return Probe("AMD", "AMD", False, reason=f"permission denied: {e}", fix="add yourself to the render and video groups")
-    except Exception as e:  # noqa: BLE001 - any failure is a reason to report
+    except Exception as e:
       return Probe("AMD", "AMD", False, reason=f"{type(e).__name__}: {e}", fix="check `dmesg` for amdgpu/kfd messages")
     return Probe("AMD", "AMD", True, {**dev.properties(), "mock": mock is not None, "sm_count": dev.cu_count, "memory_bytes": 0,
                                       "gpfifo": "PM4 compute queue", "compute": dev.arch, "copy": "SDMA", "qmd": "-"})

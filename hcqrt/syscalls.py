@@ -20,7 +20,8 @@ from __future__ import annotations
 import bisect, ctypes, ctypes.util, errno as errno_mod, mmap as _mmap, os, threading
 from builtins import open as builtins_open
 from contextlib import contextmanager
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
+from collections.abc import Iterator
 import cffi
 from ioctl_defs.nv.ioctl import ESCAPE_BY_NR, UVM_BY_CMD
 from ioctl_defs.amd.kfd import IOCTL_BY_NR as KFD_BY_NR, AMDKFD_IOCTL_BASE
@@ -97,7 +98,7 @@ def _address(buf: Any) -> tuple[int, Any]:
   c = (ctypes.c_char * mv.nbytes).from_buffer(mv)
   return ctypes.addressof(c), (c, mv)
 
-def open(path: str, flags: int) -> int:  # noqa: A001 - the seam mirrors the syscall names
+def open(path: str, flags: int) -> int:
   """Open a device file; a claimed path goes to the installed fake driver."""
   with _lock: drv = next((d for d in _drivers if d.claims(path)), None)
   if drv is None: fd = os.open(path, flags)
@@ -192,7 +193,7 @@ def read_text(path: str) -> str:
   """The whole text of a (sysfs) file, e.g. .../topology/nodes/1/properties; a claimed path asks the fake driver."""
   drv = _sysfs_driver(path, "read_text")
   if drv is not None: return drv.read_text(path)
-  with builtins_open(path, "r") as f: return f.read()
+  with builtins_open(path) as f: return f.read()
 
 def open_render_node(minor: int, flags: int = os.O_RDWR | os.O_CLOEXEC) -> int:
   """Open the DRM render node /dev/dri/renderD<minor> (KFD's drm_render_minor property names it; ACQUIRE_VM

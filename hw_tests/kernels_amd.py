@@ -4,7 +4,6 @@ kernels.py), compiled in-process with llvmlite to an amdgcn code object for the 
 Workgroup counts and sizes come from the code object v5 implicit arguments (llvm.amdgcn.implicitarg.ptr: block
 counts at +0/+4/+8, group sizes at +12/+14/+16), which the runtime fills per launch."""
 from __future__ import annotations
-from functools import cache
 
 DECL = """
 declare i32 @llvm.amdgcn.workgroup.id.x()
@@ -127,18 +126,12 @@ def have_llvmlite() -> bool:
 
 INSTALL = "pip install llvmlite   (the AMD kernels of hw_tests are LLVM IR compiled in-process)"
 
-@cache
 def compile_ir(src: str, arch: str) -> bytes:
-  """LLVM IR -> relocatable amdgcn ELF object for `arch` (gfx1100: wave32; gfx942: wave64)."""
+  """LLVM IR -> relocatable amdgcn ELF object for `arch` (gfx1100: wave32; gfx942: wave64), through the compiler's
+  in-process llvmlite assembler (cached on disk)."""
   if not have_llvmlite(): raise ImportError(f"hw_tests on AMD needs llvmlite: {INSTALL}")
-  import llvmlite.binding as llvm
-  llvm.initialize_all_targets(); llvm.initialize_all_asmprinters()
-  features = "-real-true16" if arch.startswith("gfx11") else ""
-  tm = llvm.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu=arch, features=features, opt=3)
-  mod = llvm.parse_assembly(src + DECL); mod.verify()
-  pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-  pb.getModulePassManager().run(mod, pb)
-  return tm.emit_object(mod)
+  from compiler.assemble.llvm import compile_llvm
+  return compile_llvm(src + DECL, "hw_tests", arch)
 
 def source(name: str, *args) -> str:
   if name not in SOURCES: raise KeyError(f"hw_tests: kernel {name!r} has no AMD (LLVM IR) version")

@@ -3,10 +3,12 @@ prints a pass/fail table and returns the results (also written as JSON by __main
 from __future__ import annotations
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 import numpy as np
 from hcqrt.hcq import GraphReplay, SignalTimeout
 from hw_tests import kernels as K
+import itertools
 
 @dataclass
 class Ctx:
@@ -87,7 +89,7 @@ def alloc_sizes(c: Ctx):
 def alloc_free_many(c: Ctx):
   bufs = [c.dev.allocator.alloc(4096 * (i + 1)) for i in range(64)]
   vas = sorted((b.va, b.va + b.nbytes) for b in bufs)
-  expect(all(a[1] <= b[0] for a, b in zip(vas, vas[1:])), "overlapping allocations")
+  expect(all(a[1] <= b[0] for a, b in itertools.pairwise(vas)), "overlapping allocations")
   for b in bufs: c.dev.allocator.free(b)
 
 # ---------------------------------------------------------------- copies

@@ -13,7 +13,7 @@ def surface_names(md: str) -> list[str]:
   text = pathlib.Path(md).read_text()
   block = text.split("Tensor methods and properties", 1)[1].split("Python operators", 1)[0]
   block = block.split(":", 1)[1] if ":" in block.split("\n", 1)[0] else block
-  return sorted({w for w in re.findall(r"\b[a-z_A-Z][a-z_0-9A-Z]*\b", block.split("\n", 1)[1])})
+  return sorted(set(re.findall(r"\b[a-z_A-Z][a-z_0-9A-Z]*\b", block.split("\n", 1)[1])))
 
 def main() -> None:
   sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))

@@ -296,7 +296,7 @@ def test_pm4_packet_layouts():
   assert int(L["PRED_EXEC"]["opcode"], 16) == pm4.PRED_EXEC   # no builder: the facts give count 1 but list one body dword
   p = pm4.indirect_buffer(0x7F00_1234_5670, 100, vmid=3)
   assert count(p) == L["INDIRECT_BUFFER"]["count"] and p[1:3] == [0x1234_5670, 0x7F00]
-  fields = dict((m[0], (int(m[2]) if m[2] else int(m[1]), int(m[1]))) for m in re.findall(r"(\w+) (?:in dwords )?\((?:bits )?(\d+)(?::(\d+))?", L["INDIRECT_BUFFER"]["body"][2]))
+  fields = {m[0]: (int(m[2]) if m[2] else int(m[1]), int(m[1])) for m in re.findall(r"(\w+) (?:in dwords )?\((?:bits )?(\d+)(?::(\d+))?", L["INDIRECT_BUFFER"]["body"][2])}
   assert fields["IB_SIZE"] == (0, 19) and p[3] & ((1 << 20) - 1) == 100 and fields["CHAIN"][0].bit_length() <= 5
   assert 1 << fields["CHAIN"][0] == pm4.IB_CHAIN and 1 << fields["VALID"][0] == pm4.IB_VALID and fields["VMID"] == (pm4.IB_VMID_SHIFT, 27)
   assert 1 << fields["PRIV"][0] == pm4.IB_PRIV and (p[3] >> pm4.IB_VMID_SHIFT) & 0xF == 3 and p[3] & pm4.IB_VALID

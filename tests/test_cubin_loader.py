@@ -156,7 +156,7 @@ def test_relocations(built, arch):
   img = cb.load_cubin(data, base)
   sym = {n: img.symbols[n][0] for n in ("gscale", "garr", "gptr")}
   assert {r.type for r in img.relocs} == {cb.R_CUDA_64, cb.R_CUDA_G64}
-  off4, size4 = img.kernels["k_smem"].const_banks[4]
+  off4, _size4 = img.kernels["k_smem"].const_banks[4]
   table = set(struct.unpack_from("<3Q", img.image, off4))
   assert table == {base + o for o in sym.values()}                        # R_CUDA_64 into constant bank 4
   assert struct.unpack_from("<Q", img.image, sym["gptr"])[0] == base + sym["garr"]   # R_CUDA_G64 in .nv.global.init

@@ -1,7 +1,8 @@
 """Device choice, DEBUG output, the README/CI contract, and the engine's behaviour on failure."""
-import os, pathlib, re, subprocess, sys, time
+import os, pathlib, re, subprocess, sys
 import numpy as np
 import pytest
+from hcqrt import syscalls
 from frontend import Tensor, GlobalCounters
 from hcqrt.device import _Registry
 
@@ -10,9 +11,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def test_default_choice_is_cheap_and_env_selects(monkeypatch):
   for name in ("CPU", "NV", "AMD", "PTXEMU"): monkeypatch.delenv(name, raising=False)
   r = _Registry()
-  st = time.perf_counter()
+  opened = []
+  monkeypatch.setattr(syscalls, "open", lambda *a, **k: opened.append(a) or (_ for _ in ()).throw(AssertionError("opened a device file")))
   choice = r.DEFAULT
-  assert time.perf_counter() - st < 0.05
+  assert not opened   # choosing opens no driver (a path check, not an ioctl)
   assert choice in ("CPU", "NV", "AMD")
   monkeypatch.setenv("PTXEMU", "1")
   assert _Registry().DEFAULT == "PTXEMU"
@@ -21,10 +23,11 @@ def test_default_choice_is_cheap_and_env_selects(monkeypatch):
   with pytest.raises(ValueError, match="unknown device"): r.DEFAULT = "TPU"
 
 def test_default_choice_in_a_fresh_process_is_fast():
-  code = "import time; st=time.perf_counter(); from hcqrt.device import Device; d=Device.DEFAULT; print(d, time.perf_counter()-st)"
+  code = ("import sys; from hcqrt.device import Device; d=Device.DEFAULT; "
+          "print(d, [m for m in ('hcqrt.nv.device', 'hcqrt.amd.device', 'hcqrt.cpu.device', 'compiler') if m in sys.modules])")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "DEBUG": "1"}, check=True)
-  dev, secs = out.stdout.split()
-  assert float(secs) < 0.05
+  dev, loaded = out.stdout.split(maxsplit=1)
+  assert loaded.strip() == "[]", loaded   # no backend or compiler is even imported to choose
   assert f"device: {dev}" in out.stderr   # DEBUG=1 names the device chosen
 
 def test_debug_levels_print_kernels_and_source():

@@ -74,7 +74,7 @@ def test_basic_ops_every_dtype(dt):
 
 def test_promotion_matches_torch():
   # tinygrad/torch lattice: bool < ints < floats; same-width signed+unsigned goes wider signed
-  dts = [d for d in TORCH] + [dtypes.uint16, dtypes.uint32]
+  dts = list(TORCH) + [dtypes.uint16, dtypes.uint32]
   for a in TORCH:
     for b in TORCH:
       exp = {v: k for k, v in TORCH.items()}[torch.promote_types(TORCH[a], TORCH[b])]

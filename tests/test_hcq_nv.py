@@ -220,28 +220,30 @@ def test_graph_memory_returns_when_the_graph_goes(nv, add):
   with pytest.raises(ValueError, match="unknown kind"): GraphReplay(nv, items + [("bogus",)])
   assert nfree() == before   # a graph that failed to build gave back the blocks it had taken
 
-def test_graph_replay_cost_is_small(nv, add):
+def test_graph_replay_is_one_submission(nv, add, monkeypatch):
+  """A replay of 20 kernels rings the doorbell once and pushes one GPFIFO entry, where 20 launches ring it 20 times
+  (the host cost of a replay is timed in bench/hcq_bench.py, not here: timings flake on a loaded machine)."""
   n = 32
   bufs = [nv.allocator.alloc(4 * n) for _ in range(3)]
   g = GraphReplay(nv, [("exec", add, bufs, [1, n], (1, 1, 1), (n, 1, 1))] * 20)
   g.replay(wait=True)
-  eng = nv.drv.engine
-  def host_us(fn, reps):
-    b0, t = eng.busy_ns, time.perf_counter_ns()
-    for _ in range(reps): fn()
-    nv.synchronize()
-    return (time.perf_counter_ns() - t - (eng.busy_ns - b0)) / reps / 1e3
-  per_launch = host_us(lambda: add(*bufs, vals=(1, n), global_size=(1, 1, 1), local_size=(n, 1, 1)), 40)
-  per_graph_kernel = host_us(lambda: g.replay(), 10) / 20
-  assert per_graph_kernel < per_launch / 10, (per_launch, per_graph_kernel)
+  rings = []
+  real = syscalls.mmio_write32
+  monkeypatch.setattr(syscalls, "mmio_write32", lambda addr, v: (rings.append(v), real(addr, v))[1])
+  for _ in range(20): add(*bufs, vals=(1, n), global_size=(1, 1, 1), local_size=(n, 1, 1))
+  nv.synchronize()
+  launches, rings[:] = len(rings), []
+  g.replay(wait=True)
+  assert launches >= 20 and len(rings) == 1, (launches, rings)
 
 # ---- the mock refuses what hardware would ----
 def test_invalid_methods_fail_loudly():
   with syscalls.installed(MockNV()):
     dev = NVDevice("NV")
     q = NVComputeQueue(); q.method(SUBC_COMPUTE, 0x1230, 1)
-    with pytest.raises(GPUError, match="method 0x1230 is not a HOPPER_COMPUTE_A method"): q.submit(dev)
-    with pytest.raises(GPUError, match="0x1230"): NVComputeQueue().signal(dev.new_signal(), 1).submit(dev)   # channel stays in error
+    with pytest.raises(GPUError, match="method 0x1230 is not a HOPPER_COMPUTE_A method.*recovered"): q.submit(dev)
+    s = dev.new_signal()   # the device recreated its channels after the error (issue 16): later work runs
+    NVComputeQueue().signal(s, 1).submit(dev); s.wait(1, 5.0)
     c = NVCopyQueue(); c.method(2, 0x300, 0)
     with pytest.raises(GPUError, match="subchannel 2, which has no object"): c.submit(dev)
   with syscalls.installed(MockNV()):

@@ -22,7 +22,7 @@ def test_cli_without_gpu_does_not_crash():
   nv = [l for l in out.splitlines() if l.strip().startswith("NV")]
   assert nv, out
   # whatever this machine has, an NV line is either a device or a reason followed by what to do
-  assert "not usable:" in nv[0] and "what to do:" in out or "classes:" in out
+  assert ("not usable:" in nv[0] and "what to do:" in out) or "classes:" in out
   assert "default device:" in out.splitlines()[-1]
 
 def test_cli_mockgpu_shows_the_mock_h100():

@@ -36,7 +36,7 @@ def test_shape_and_dtype_change_raise():
   @TinyJit
   def f(x: Tensor) -> Tensor: return x + 1
   for i in range(3): f(realized(4, seed=i))
-  with pytest.raises(JitError, match=r"argument 0 has shape \(5,\)"): f(realized(5))
+  with pytest.raises(JitError, match=r"argument .x. has shape \(5,\)"): f(realized(5))
   with pytest.raises(JitError, match="dtype"): f(Tensor([1, 2, 3, 4]).realize())
 
 def test_unrealized_input_raises():

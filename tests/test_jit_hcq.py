@@ -25,7 +25,7 @@ def rnd(*shape, seed=0, device="NV"):
   return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32), device=device).realize()
 
 def test_replay_is_one_graph_one_doorbell(nv):
-  dev, drv = nv
+  _dev, drv = nv
   w = rnd(8, 5, seed=1)
   @TinyJit
   def f(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]: return (x @ w).relu().sum(1), (x - y.sum()) * 2

@@ -125,6 +125,6 @@ def test_load_state_dict_and_errors():
   with pytest.raises(RuntimeError, match="unexpected keys.*extra"): load_state_dict(b, {**get_state_dict(a), "extra": Tensor([1.0])})
   bad = {**get_state_dict(a), "layers.1.weight": Tensor.zeros(3, 4)}
   with pytest.raises(RuntimeError, match=r"shape mismatch for layers.1.weight: checkpoint \(3, 4\) vs model \(2, 4\)"): load_state_dict(b, bad)
-  sd = {k: v for k, v in get_state_dict(a).items()}
+  sd = dict(get_state_dict(a).items())
   load_state_dict(b, sd, consume=True)
   assert sd == {}

@@ -135,7 +135,7 @@ def test_bringup_sequence(mock):
   mv(um_cpu, 0x10000)[0x90:0x94] = (7).to_bytes(4, "little")
   assert mock.clients[c.root][um].data["backing"].view()[0x90] == 7
 
-  vs, vsp = c.alloc(C["FERMI_VASPACE_A"], dev, "NV_VASPACE_ALLOCATION_PARAMETERS", vaBase=0x1000, vaSize=0x1FFFFFB000000,
+  vs, _vsp = c.alloc(C["FERMI_VASPACE_A"], dev, "NV_VASPACE_ALLOCATION_PARAMETERS", vaBase=0x1000, vaSize=0x1FFFFFB000000,
                     flags=F.VALUES["NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING"] | F.VALUES["NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED"])
   # UVM: initialize, second fd MM_INITIALIZE, register GPU + vaspace
   uvm, uvm2 = syscalls.open("/dev/nvidia-uvm", RW), syscalls.open("/dev/nvidia-uvm", RW)
@@ -189,12 +189,12 @@ def test_bringup_sequence(mock):
 
   # scheduling objects and a GPFIFO channel with its compute object; a second channel with the copy object
   grp = c.alloc(C["KEPLER_CHANNEL_GROUP_A"], dev, "NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS", engineType=F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"])[0]
-  ctx, ctxp = c.alloc(C["FERMI_CONTEXT_SHARE_A"], grp, "NV_CTXSHARE_ALLOCATION_PARAMETERS", hVASpace=vs,
+  ctx, _ctxp = c.alloc(C["FERMI_CONTEXT_SHARE_A"], grp, "NV_CTXSHARE_ALLOCATION_PARAMETERS", hVASpace=vs,
                       flags=F.VALUES["NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC"])
   chans = []
   for i, engine in enumerate((arch.compute, arch.copy)):
     # both channels inherit the group's engine (engineType 0); engine object, then UVM registration, then the token
-    ch, chp = c.alloc(arch.gpfifo, grp, "NV_CHANNEL_ALLOC_PARAMS", hObjectError=0, hObjectBuffer=mem, gpFifoOffset=va + i * 0x80000,
+    ch, _chp = c.alloc(arch.gpfifo, grp, "NV_CHANNEL_ALLOC_PARAMS", hObjectError=0, hObjectBuffer=mem, gpFifoOffset=va + i * 0x80000,
                       gpFifoEntries=0x400, hContextShare=ctx, hUserdMemory=[mem], userdOffset=[i * 0x80000 + 0x400 * 8], engineType=0)
     c.alloc(engine, ch)
     assert c.uvm(uvm, "UVM_REGISTER_CHANNEL", gpuUuid=uuid, rmCtrlFd=c.ctl, hClient=c.root, hChannel=ch,

@@ -78,4 +78,4 @@ def test_mock_does_not_import_backend_tables():
   for f in ("gpfifo.py", "kernels.py", "classdefs.py"):
     tree = ast.parse((root / f).read_text())
     mods = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert not [m for m in mods if m and (m.startswith("ioctl_defs") or m.startswith("hcqrt.nv"))], f"{f} imports {mods}"
+    assert not [m for m in mods if m and (m.startswith(("ioctl_defs", "hcqrt.nv")))], f"{f} imports {mods}"

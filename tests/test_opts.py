@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings, strategies as st, HealthCheck
 from frontend import Tensor
-from frontend.engine import simd_lanes
 from frontend.devices import open_device, target_of
 from frontend.beam_runner import beam_runner
 from compiler.pack import pack_matmuls

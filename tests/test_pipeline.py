@@ -49,7 +49,7 @@ def test_avx2_target_from_an_avx512_one():
 
 def test_unknown_renderer_names_the_device():
   si = _kernel_si(lambda: _rand(4, 4) + 1)
-  with pytest.raises(NotImplementedError, match="no renderer 'llvm' for device AMD"): compile_kernel(si.ast, Target("AMD", "llvm"))
+  with pytest.raises(NotImplementedError, match="no renderer 'metal' for device AMD"): compile_kernel(si.ast, Target("AMD", "metal"))
 
 def test_no_renderer_or_device_probes_outside_the_registry():
   """Only compiler/pipeline.py's registry knows renderer names; no compiler or frontend code probes a device object."""

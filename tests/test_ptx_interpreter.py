@@ -17,7 +17,7 @@ class Dev:
     self.next += (arr.nbytes + 0xFFFF) // 0x10000 * 0x10000 + 0x10000
     return va
 
-def f32_bits(x): return "0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
+def f32_bits(x): return "0f{:08X}".format(struct.unpack("<I", struct.pack("<f", x))[0])
 
 # *** hand-written PTX ***
 ADD = HDR + """

@@ -1,6 +1,7 @@
 """hcqrt.syscalls: real OS calls, error decoding, and routing to an installed fake driver."""
 import ctypes, errno, os
 import pytest
+from typing import ClassVar
 from hcqrt import syscalls
 
 def test_real_calls():
@@ -66,7 +67,7 @@ KFD_NODES = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 
 class FakeKFD(Recorder):
   """Claims the KFD topology, /dev/kfd and a render node; serves a two-node topology from a dict."""
-  files = {f"{KFD_NODES}/0/gpu_id": "0\n", f"{KFD_NODES}/1/gpu_id": "4660\n",
+  files: ClassVar[dict] = {f"{KFD_NODES}/0/gpu_id": "0\n", f"{KFD_NODES}/1/gpu_id": "4660\n",
            f"{KFD_NODES}/1/properties": "gfx_target_version 110000\ndrm_render_minor 128\n"}
   def claims(self, path): return path.startswith(("/sys/devices/virtual/kfd", "/dev/kfd", "/dev/dri/renderD"))
   def listdir(self, path):

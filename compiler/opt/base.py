@@ -53,7 +53,7 @@ class Opt:
   def __repr__(self) -> str: return f"Opt({str(self.kind)!r}, {self.axis}, {self.amount})"
   def to_json(self) -> list: return [str(self.kind), self.axis, self.amount]
   @staticmethod
-  def from_json(x: list) -> "Opt": return Opt(x[0], x[1], x[2])
+  def from_json(x: list) -> Opt: return Opt(x[0], x[1], x[2])
 
 def copy_kernel(k: LoweredKernel) -> LoweredKernel:
   """A copy whose lists can be changed without touching `k` (the UOp graph is immutable and shared)."""

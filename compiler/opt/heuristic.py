@@ -139,7 +139,7 @@ def optimize_portable(k: LoweredKernel) -> LoweredKernel:
   inner = [ld for ld in _loads(k) if any(_stride(ld.src[1], r) != 0 for r in rr)]   # the loads of the reduction's body
   def cheap(g: UOp) -> bool:   # every load that moves with g is a plain affine one: the costly ones get shared
     return all(len(ld.src) == 2 and _stride(ld.src[1], g) is not None for ld in inner if _stride(ld.src[1], g) != 0)
-  for g in sorted(reversed(k.global_ranges), key=lambda g: not cheap(g)):
+  for g in sorted(reversed(k.global_ranges), key=lambda g: not cheap(g)):   # noqa: C414 (ties: the innermost first)
     u = next((a for a in PORTABLE_ACC if g.src[0].arg % a == 0), None)
     if u is not None and any(_stride(ld.src[1], g) == 0 for ld in inner) and any(_stride(ld.src[1], g) != 0 for ld in inner):
       return apply_output_unroll(k, g, u)

@@ -28,6 +28,7 @@ from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel, identity_element
 from compiler.uop import UOp, Ops, UPat, PatternMatcher, graph_rewrite, substitute, simplify, symbolic
 from compiler.opt.base import OptError, copy_kernel
+import itertools
 
 MAX_PIECES = 5
 MAX_PEELS = 16   # reduction loops cut per kernel at most (each cut copies the loops beside it)
@@ -88,7 +89,7 @@ cleanup = symbolic + PatternMatcher([(UPat(Ops.LOAD, name="ld"), _load_gate), (U
 
 def _pieces(n: int, pts: list[int]) -> list[tuple[int, int]]:
   b = [0, *pts, n]
-  return list(zip(b[:-1], b[1:]))
+  return list(itertools.pairwise(b))
 
 def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
   """A new kernel with loop r (an output loop of k.global_ranges, or a reduction loop) cut at peel_points."""

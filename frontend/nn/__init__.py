@@ -13,8 +13,9 @@ import numpy as np
 from compiler.dtypes import dtypes
 from compiler.view import prod
 from frontend.tensor import Tensor
-from frontend.nn import state  # noqa: F401  (nn.state.get_parameters...)
-from frontend import optim  # noqa: F401  (tinygrad spells it nn.optim)
+from frontend.checks import check_index
+from frontend.nn import state
+from frontend import optim
 
 def _tuple(x, n: int) -> tuple: return (x,) * n if isinstance(x, int) else tuple(x)
 def _buffer(shape, value: float, dtype=np.float32, requires_grad: bool | None = False) -> Tensor:
@@ -172,7 +173,7 @@ class Embedding:
     self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
   def __call__(self, idx: Tensor) -> Tensor:
     if not idx.dtype.is_int: raise TypeError(f"Embedding: indices must be integers, got {idx.dtype}")
-    return idx._one_hot_mask(self.vocab_sz).cast(self.weight.dtype) @ self.weight
+    return check_index(idx._one_hot_mask(self.vocab_sz).cast(self.weight.dtype) @ self.weight, idx, self.vocab_sz, "Embedding")
 
 class Dropout:
   """Zero elements with probability p in training mode (see Tensor.dropout)."""
@@ -181,5 +182,20 @@ class Dropout:
     self.p = p
   def __call__(self, x: Tensor) -> Tensor: return x.dropout(self.p)
 
-__all__ = ["Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
-           "LayerNorm", "GroupNorm", "RMSNorm", "Embedding", "Dropout", "state", "optim"]
+__all__ = [
+  "BatchNorm",
+  "BatchNorm1d",
+  "BatchNorm2d",
+  "BatchNorm3d",
+  "Conv1d",
+  "Conv2d",
+  "ConvTranspose2d",
+  "Dropout",
+  "Embedding",
+  "GroupNorm",
+  "LayerNorm",
+  "Linear",
+  "RMSNorm",
+  "optim",
+  "state",
+]

@@ -177,4 +177,4 @@ def safe_load(fn: str | os.PathLike | bytes, device: str | None = None) -> dict[
     out[k] = Tensor(from_host(arr, dt, dev)) if arr.size else Tensor.empty(*shape, dtype=dt, device=dev)
   return out
 
-__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata"]
+__all__ = ["get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save"]

@@ -17,7 +17,8 @@ the interrupt that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel inst
 """
 from __future__ import annotations
 import contextlib, ctypes, errno, os, struct, time
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 from hcqrt import syscalls
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay
 from hcqrt.amd.targets import Target, target_for
@@ -213,13 +214,13 @@ class AMDDevice:
     """What the compiler needs to know about this GPU (the fields of compiler/target.py Target)."""
     return {"device": self.name, "renderer": self.renderer, "arch": self.arch, "buffer_alignment": 16,
             "shared_memory": self.lds_bytes, "warp_size": self.wave_size, "gpu": True}
-  def hw_compute_queue(self) -> "AMDComputeQueue": return AMDComputeQueue(self.gfx)
-  def hw_copy_queue(self) -> "AMDCopyQueue": return AMDCopyQueue(self.gfx)
+  def hw_compute_queue(self) -> AMDComputeQueue: return AMDComputeQueue(self.gfx)
+  def hw_copy_queue(self) -> AMDCopyQueue: return AMDCopyQueue(self.gfx)
   def new_signal(self, value: int = 0, name: str | None = None) -> Signal: return self.signals.new(value, name)
   def timing_signals(self) -> tuple[Signal, Signal]:
     if self._timing is None: self._timing = (self.new_signal(name="t0"), self.new_signal(name="t1"))
     return self._timing
-  def program(self, name: str, lib: bytes) -> "AMDProgram": return AMDProgram.from_elf(self, name, lib)
+  def program(self, name: str, lib: bytes) -> AMDProgram: return AMDProgram.from_elf(self, name, lib)
   def graph(self, items: list[tuple]) -> GraphReplay: return GraphReplay(self, items)
 
   def wait_signal(self, sig: Signal, value: int, timeout_s: float | None = None) -> None:
@@ -314,7 +315,7 @@ class AMDQueue(HWQueue):
     pos = len(self.q); self.q += dws; return pos
   def _put64(self, pos: int, v: int) -> None: self.q[pos], self.q[pos + 1] = v & 0xFFFFFFFF, v >> 32
 
-def _fill_hidden(prog: "AMDProgram", args: KernArgs, g, l) -> None:
+def _fill_hidden(prog: AMDProgram, args: KernArgs, g, l) -> None:
   """Write the implicit arguments a code object v5 kernel reads through its implicitarg pointer (what an AQL packet
   processor would supply): workgroup counts and sizes, no partial workgroups, no global offset; the rest zero."""
   vals = {"hidden_block_count_x": g[0], "hidden_block_count_y": g[1], "hidden_block_count_z": g[2], "hidden_group_size_x": l[0],
@@ -344,7 +345,7 @@ class AMDComputeQueue(AMDQueue):
     else:
       if signal is not None: self._put64(p + 3, signal.va); rec["signal"] = signal
       if value is not None: self._put64(p + 5, value)
-  def _exec(self, prog: "AMDProgram", args: KernArgs, g, l):
+  def _exec(self, prog: AMDProgram, args: KernArgs, g, l):
     t = self.t
     def r(name: str) -> int: return regs.COMPUTE_REGS[t.name][name]
     gcr = pm4.GCR_GLI_INV_ALL | pm4.GCR_GLK_INV | pm4.GCR_GLV_INV | pm4.GCR_GL1_INV | pm4.GCR_GL2_INV
@@ -475,7 +476,7 @@ class AMDProgram(HCQProgram):
     self.kernarg_size = kernarg_size if kernarg_size is not None else max([o + s for o, s in self.params] + [self.kd.kernarg_size, 8])
 
   @classmethod
-  def from_elf(cls, dev: AMDDevice, name: str, lib: bytes) -> "AMDProgram":
+  def from_elf(cls, dev: AMDDevice, name: str, lib: bytes) -> AMDProgram:
     """Load kernel `name` of an HSA code object (LLVM's relocatable .o or a linked .hsaco): sections laid out and
     relocated (the descriptor's entry offset included), arguments from the NT_AMDGPU_METADATA note."""
     co = codeobject.read(lib, name)

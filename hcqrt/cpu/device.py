@@ -40,7 +40,7 @@ def _backing(nbytes: int) -> np.ndarray:
 
 class CPUBuffer:
   """Host memory owned by CPUAllocator, 64-byte aligned; zero-filled when new, holding old data when reused."""
-  __slots__ = ("nbytes", "address", "_mem", "_raw")
+  __slots__ = ("_mem", "_raw", "address", "nbytes")
   def __init__(self, nbytes: int, raw: np.ndarray):
     off = -raw.ctypes.data % ALIGN
     self.nbytes, self._raw, self._mem = nbytes, raw, raw[off:off + nbytes]
@@ -342,8 +342,10 @@ class CPUDevice:
 
   @property
   def target(self) -> dict:
-    """What the compiler needs to know about this device (the fields of compiler/target.py Target)."""
-    return {"device": self.name, "renderer": self.renderer, "arch": self.isa, "ncores": self.ncores, "simd_bytes": self.simd_bytes,
+    """What the compiler needs to know about this device (the fields of compiler/target.py Target). CPU_LLVM=1 asks for
+    kernels built by LLVM in-process (renderer "llvm") instead of C and a compiler process."""
+    renderer = "llvm" if os.environ.get("CPU_LLVM", "0") == "1" else self.renderer
+    return {"device": self.name, "renderer": renderer, "arch": self.isa, "ncores": self.ncores, "simd_bytes": self.simd_bytes,
             "vector_registers": self.vector_regs, "cc_flags": self.cc_flags}
 
   def program(self, name: str, obj: bytes) -> CPUProgram:

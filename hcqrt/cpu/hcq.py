@@ -12,7 +12,8 @@ The CPUDevice/CPUProgram call API the engine uses is unchanged; this wraps them.
 """
 from __future__ import annotations
 import ctypes, time
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 import numpy as np
 from hcqrt.cpu.device import CPUDevice, CPUProgram
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, buf_addr
@@ -38,7 +39,7 @@ class CPUQueue(HWQueue):
   def _update_copy(self, rec, dst, src):
     if dst is not None: rec["dst"] = dst
     if src is not None: rec["src"] = src
-  def _submit(self, device: "CPUHCQDevice") -> None:
+  def _submit(self, device: CPUHCQDevice) -> None:
     for kind, r in self.cmds:
       if kind == "wait": r["signal"].wait(r["value"], device.wait_timeout_s)
       elif kind == "signal": r["signal"]._words[1] = time.perf_counter_ns(); r["signal"].value = r["value"]
@@ -49,7 +50,7 @@ class CPUQueue(HWQueue):
 class CPUHCQProgram(HCQProgram):
   """A CPU kernel with HCQ argument blocks: every argument is an 8-byte slot (pointers, then ints).
   The kernel runs on global_size[0] cores (its `core` argument); local_size is ignored."""
-  def __init__(self, device: "CPUHCQDevice", name: str, obj: bytes):
+  def __init__(self, device: CPUHCQDevice, name: str, obj: bytes):
     super().__init__(device, name)
     self.prog = CPUProgram(name, obj)
   def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = (), persistent: bool = False) -> KernArgs:

@@ -35,7 +35,7 @@ VA_ALIGN = 256            # cudaMalloc-like alignment: every vector access of a 
 
 class EmuBuffer:
   """Device memory: `nbytes` bytes at GPU virtual address `va`, backed by a host array."""
-  __slots__ = ("nbytes", "va", "host")
+  __slots__ = ("host", "nbytes", "va")
   def __init__(self, nbytes: int, va: int):
     self.nbytes, self.va = nbytes, va
     self.host: np.ndarray | None = np.zeros(max(nbytes, 1), np.uint8)
@@ -78,7 +78,7 @@ class EmuAllocator:
 class EmuProgram:
   """One kernel of a cubin, run by the PTX interpreter. Calling it launches over `global_size` blocks of
   `local_size` threads with the buffers' addresses as parameters; `wait=True` returns the seconds taken."""
-  def __init__(self, dev: "PTXEmuDevice", name: str, cubin: bytes):
+  def __init__(self, dev: PTXEmuDevice, name: str, cubin: bytes):
     from compiler.assemble.ptx_assembler import ptx_for_cubin   # hcqrt/mock may read the compiler
     img = load_cubin(cubin)
     if name not in img.kernels: raise RuntimeError(f"kernel {name!r} not in its cubin (has: {', '.join(img.kernels) or 'none'})")

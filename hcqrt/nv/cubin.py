@@ -5,9 +5,9 @@ alignment; the NV backend copies it to GPU memory and calls relocate() with the 
 Shared-memory sections (.nv.shared.*) only contribute sizes: shared memory is per block, not in the image.
 Facts (codes, formats, where things live) follow ../shared/abi/nvidia_cubin.json (nvcc/ptxas 13.0).
 
-  >>> img = load_cubin(open("k.cubin", "rb").read(), base_va=0x7f0000000000)   # doctest: +SKIP
-  >>> k = img.kernels["add1"]; k.registers, hex(k.param_cbank_offset), k.params  # doctest: +SKIP
-  (10, '0x210', [(0, 0, 8), (1, 8, 8), (2, 16, 4)])
+For example (a cubin from ptxas; tests/test_cubin_loader.py runs this on real ones), after
+`img = load_cubin(open("k.cubin", "rb").read(), base_va=0x7f0000000000)`, `img.kernels["add1"]` gives the registers
+(10), the parameters' offset in constant bank 0 (0x210) and each parameter's (index, offset, size).
 """
 from __future__ import annotations
 import io, re, struct
@@ -158,21 +158,13 @@ def _implicit_addend(data: bytes, off: int, rtype: int) -> int:
   return 0
 
 def relocate(image: CubinImage, base_va: int) -> None:
-  """Re-apply all relocations so the image runs at `base_va` (call after placing it in GPU memory).
-
-    >>> relocate(img, 0x200000000)   # doctest: +SKIP
-  """
+  """Re-apply all relocations so the image runs at `base_va` (call after placing it in GPU memory)."""
   if base_va % image.align: raise CubinError(f"base_va 0x{base_va:x} is not aligned to {image.align}")
   for r in image.relocs: _patch(image.image, r, base_va)
   image.base_va = base_va
 
 def load_cubin(data: bytes, base_va: int = 0) -> CubinImage:
-  """Parse a cubin and return its image relocated to run at `base_va`, plus each kernel's launch facts.
-
-    >>> img = load_cubin(cubin_bytes)                  # doctest: +SKIP
-    >>> img.kernels["E_4"].param_cbank_offset          # doctest: +SKIP
-    528
-  """
+  """Parse a cubin and return its image relocated to run at `base_va`, plus each kernel's launch facts."""
   if data[:4] != b"\x7fELF": raise CubinError("not an ELF file (cubin expected)")
   elf = ELFFile(io.BytesIO(data))
   if elf["e_machine"] not in ("EM_CUDA", EM_CUDA): raise CubinError(f"e_machine {elf['e_machine']} is not EM_CUDA ({EM_CUDA})")

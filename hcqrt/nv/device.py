@@ -17,9 +17,10 @@ GPU-uncached: GPU caching of sysmem is not coherent with the CPU. Doorbells go t
   ('sm_90', 'V04_00')
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, os, struct, time
+import contextlib, ctypes, errno, os, struct, time, weakref
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 from hcqrt import syscalls
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay, buf_addr
@@ -114,7 +115,7 @@ class NVQueue(HWQueue):
       self._put(i, signal.va & 0xFFFFFFFC); self._put(i + 1, signal.va >> 32)
     if value is not None: self._put(i + 2, value & 0xFFFFFFFF); self._put(i + 3, value >> 32)
 
-  def bind(self, dev: "NVDevice") -> None:
+  def bind(self, dev: NVDevice) -> None:
     """Place the pushbuffer in device memory for good: resubmits then only push a GPFIFO entry, and updates
     write straight into that memory."""
     host, va = dev.persistent(len(self.q) * 4, 16)
@@ -122,7 +123,7 @@ class NVQueue(HWQueue):
     view[:] = memoryview(struct.pack(f"<{len(self.q)}I", *self.q)).cast("I")
     self._bound = (host, va, view)
 
-  def _submit(self, dev: "NVDevice") -> None:
+  def _submit(self, dev: NVDevice) -> None:
     if not self.q: return
     if self._bound is not None: va = self._bound[1]
     else: va = dev.cmdq_write(self.q)
@@ -142,7 +143,7 @@ class NVComputeQueue(NVQueue):
     """Wait until every grid launched before has finished (compute WAIT_FOR_IDLE)."""
     self.method(SUBC_COMPUTE, _CP["WAIT_FOR_IDLE"].offset, 0)
 
-  def _exec(self, prog: "NVProgram", args: KernArgs, g, l) -> dict:
+  def _exec(self, prog: NVProgram, args: KernArgs, g, l) -> dict:
     qmd_host, qmd_va = args.extra
     q = QMD(prog.qmd_version, data=prog.qmd_template)
     set_cbuf(q, 0, args.va, prog.cbuf0_size)
@@ -188,7 +189,7 @@ class NVCopyQueue(NVQueue):
 # ---------------------------------------------------------------- channel
 class GPFIFO:
   """One GPFIFO channel: its ring (host view), USERD GPPut/GPGet, and the work-submit token for the doorbell."""
-  def __init__(self, dev: "NVDevice", ring_host: int, ring_va: int, userd_host: int, token: int, name: str, notifier: "NVBuffer | None" = None):
+  def __init__(self, dev: NVDevice, ring_host: int, ring_va: int, userd_host: int, token: int, name: str, notifier: NVBuffer | None = None):
     self.dev, self.ring_va, self.token, self.name, self.notifier = dev, ring_va, token, name, notifier
     self.ring = (ctypes.c_uint64 * GPFIFO_ENTRIES).from_address(ring_host)
     self.gpput = ctypes.c_uint32.from_address(userd_host + USERD_GP_PUT)
@@ -200,7 +201,7 @@ class GPFIFO:
   def error(self) -> str | None:
     """What RM wrote into this channel's error notifier after an RC error (a fault), or None."""
     if self.notifier is None or self.notifier.host is None: return None
-    ns, info32, info16, status = struct.unpack_from("<QIHH", ctypes.string_at(self.notifier.host + NOTIFICATION_TYPE_ERROR * NOTIFICATION_SIZE, NOTIFICATION_SIZE))
+    _ns, info32, info16, status = struct.unpack_from("<QIHH", ctypes.string_at(self.notifier.host + NOTIFICATION_TYPE_ERROR * NOTIFICATION_SIZE, NOTIFICATION_SIZE))
     if status == 0 and info32 == 0: return None
     return f"{self.name} faulted: {rc_error_name(info32)} (Xid {info32}, info16 {info16:#x}, status {status:#x})"
 
@@ -213,13 +214,16 @@ class GPFIFO:
     self.ring[self.put] = gpfifo_entry(va, ndwords)
     self.put = (self.put + 1) % GPFIFO_ENTRIES
     self.gpput.value = self.put          # USERD is device memory: the GPU reads GPPut from here ...
-    syscalls.mmio_write32(self.dev.doorbell, self.token)   # ... once the doorbell tells it which channel to look at
+    try: syscalls.mmio_write32(self.dev.doorbell, self.token)   # ... once the doorbell tells it which channel to look at
+    except Exception as e:   # the channel went into an error state (a mock GPU reports it here): start over on new ones
+      e.args = (f"{e}; {self.dev.recover()}",)
+      raise
 
 # ---------------------------------------------------------------- programs
 class NVProgram(HCQProgram):
   """A cubin kernel uploaded to GPU memory: the relocated image, a QMD template and constant bank 0's template.
   Arguments go in constant bank 0 at the offset the cubin declares (buffers as u64, then ints)."""
-  def __init__(self, dev: "NVDevice", name: str, cubin: bytes):
+  def __init__(self, dev: NVDevice, name: str, cubin: bytes):
     super().__init__(dev, name)
     img = load_cubin(cubin)
     if name not in img.kernels: raise RuntimeError(f"kernel {name!r} not in its cubin (has: {', '.join(img.kernels) or 'none'})")
@@ -276,7 +280,7 @@ class NVAllocator(CachingAllocator):
   one that read it. When an allocation fails, the cache is returned to the driver and the allocation tried once more.
   """
   STAGING = 2 << 20
-  def __init__(self, dev: "NVDevice", cache_limit: int | None = None):
+  def __init__(self, dev: NVDevice, cache_limit: int | None = None):
     super().__init__(int(os.environ.get("NV_CACHE_BYTES", 1 << 30)) if cache_limit is None else cache_limit)
     self.dev = dev
 
@@ -421,7 +425,6 @@ class NVDevice:
     return fd
 
   def _setup_memory_and_channels(self) -> None:
-    rm, a = self.rm, self.arch_info
     self.gpfifo_mem = self.gpu_alloc(HUGE, host=True)
     self.cmdq = _Ring(self.gpu_alloc(4 << 20, host=True), self._drain_channels)
     self.kernargs_ring = _Ring(self.gpu_alloc(16 << 20, host=True), self.synchronize)
@@ -429,18 +432,26 @@ class NVDevice:
     self._persistent_free: dict[tuple[int, int], list[tuple[int, int]]] = {}
     self._persistent_scopes: list[list] = []
     sigbuf = self.gpu_alloc(0x10000, host=True, sysmem=True)
-    self.signals = SignalPool(self, sigbuf.host, sigbuf.va, sigbuf.size)
+    self.signals, self._signals = SignalPool(self, sigbuf.host, sigbuf.va, sigbuf.size), weakref.WeakSet()
     self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
     self._timing: tuple[Signal, Signal] | None = None
     self.staging = [self.gpu_alloc(NVAllocator.STAGING, host=True, sysmem=True) for _ in range(2)]
+    self.local_bytes, self.local_mem, self._recovering = 0, None, False
+    self._open_channels(0)
+
+  def _open_channels(self, slot: int) -> None:
+    """The channel group, its compute and copy channels (rings and USERD at `slot`, 0 or 2, of gpfifo_mem: recreated
+    channels do not share memory with the ones just freed), and their engine objects bound."""
+    rm, a = self.rm, self.arch_info
+    self.chan_slot, self.chan_handles = slot, []
     self.hgroup = rm.alloc(self.hdev, C["KEPLER_CHANNEL_GROUP_A"], "NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS",
                            engineType=F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"])[0]
     self.hctx = rm.alloc(self.hgroup, C["FERMI_CONTEXT_SHARE_A"], "NV_CTXSHARE_ALLOCATION_PARAMETERS", hVASpace=self.hvaspace,
                          flags=F.VALUES["NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC"])[0]
     # both channels inherit the group's GRAPHICS engine (engineType 0): the copy engine object still works on a GR-runlist
     # channel, and RM refuses a channel whose engine type differs from its TSG's
-    self.compute_ch = self._channel(0, a.compute, "compute")
-    self.copy_ch = self._channel(1, a.copy, "copy")
+    self.compute_ch = self._channel(slot, a.compute, "compute")
+    self.copy_ch = self._channel(slot + 1, a.copy, "copy")
     rm.control(self.hgroup, "NVA06C_CTRL_CMD_GPFIFO_SCHEDULE", bEnable=1)
     # bind the engine objects to their subchannels; point the compute engine at its shared/local windows
     sw, lw = self.windows()
@@ -453,18 +464,39 @@ class NVDevice:
     c.method(SUBC_COPY, _H["SET_OBJECT"].offset, a.copy)
     c.signal(self.timeline_signal, self.timeline_value).submit(self)
     self.timeline_value += 1
-    self.local_bytes, self.local_mem = 0, None
     self.synchronize()
+
+  def recover(self) -> str:
+    """A wait timed out or a channel refused its work, so queued work may never finish (a hung launch, a channel in
+    error) and would block every later wait. Free the channel group (RM preempts its channels and drops their work), open new channels, and write
+    from the CPU every signal value the dropped work promised. Returns the device's state, for the error message."""
+    if self._recovering: return f"{self.name} did not come back after its channels were recreated; reopen the process"
+    faults = "".join(f"{e}; " for e in self.channel_errors())   # what RM wrote in the error notifiers, before they go
+    self._recovering, done = True, self.timeline_signal.value
+    try:
+      for h in self.chan_handles:   # UVM drops its hold on the channels before RM frees them (and may reuse the handles)
+        with contextlib.suppress(NVError):
+          self.rm.uvm(self.uvmfd, "UVM_UNREGISTER_CHANNEL", gpuUuid={"uuid": list(self.uuid)}, hClient=self.rm.root, hChannel=h)
+      with contextlib.suppress(NVError): self.rm.free(self.hdev, self.hgroup)
+      for sig in [self.timeline_signal, *self._signals]:
+        if sig.last_promised is not None and sig.value < sig.last_promised: sig.value = sig.last_promised
+      self._open_channels(2 - self.chan_slot)
+      if self.local_bytes: per, self.local_bytes = self.local_bytes, 0; self.ensure_local_memory(per)
+    finally: self._recovering = False
+    return (f"{faults}{self.name} recovered: its channels were recreated, dropping the work queued after timeline value {done}; "
+            "buffers that work would have written hold undefined data, the device is usable again")
 
   def _channel(self, i: int, engine_cls: int, name: str) -> GPFIFO:
     rm, off = self.rm, i * 0x80000
     ring_off, userd_off = off, off + GPFIFO_ENTRIES * 8
+    ctypes.memset(self.gpfifo_mem.host + userd_off, 0, 512)   # GPGet/GPPut start at entry 0
     # RM writes RC errors (and the work-submit token) into this notifier; uncached sysmem so the CPU sees them
     notifier = self.gpu_alloc(NOTIFICATION_SIZE * NOTIFICATION_TYPE__SIZE_1, host=True, sysmem=True)
     h = rm.alloc(self.hgroup, self.arch_info.gpfifo, "NV_CHANNEL_ALLOC_PARAMS", hObjectError=notifier.handle, hObjectBuffer=self.gpfifo_mem.handle,
                  gpFifoOffset=self.gpfifo_mem.va + ring_off, gpFifoEntries=GPFIFO_ENTRIES, hContextShare=self.hctx,
                  hUserdMemory=[self.gpfifo_mem.handle], userdOffset=[userd_off], engineType=0)[0]
     rm.alloc(h, engine_cls)
+    self.chan_handles.append(h)
     # UVM maps and binds the channel's context buffers inside a VA range we reserve (after the engine object exists)
     ctx_va = self._reserve_va(CHANNEL_VA_BYTES, HUGE)
     rm.uvm(self.uvmfd, "UVM_REGISTER_CHANNEL", gpuUuid={"uuid": list(self.uuid)}, rmCtrlFd=self.ctl, hClient=rm.root, hChannel=h,
@@ -500,11 +532,11 @@ class NVDevice:
     va = self._reserve_va(size, align)
     try:
       if sysmem:
-        h, p = rm.alloc(self.hdev, C["NV01_MEMORY_SYSTEM"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, type=13, size=size, limit=size - 1,
+        h, _ = rm.alloc(self.hdev, C["NV01_MEMORY_SYSTEM"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, type=13, size=size, limit=size - 1,
                         attr=F.drf("NVOS32_ATTR_LOCATION", "PCI") | F.drf("NVOS32_ATTR_COHERENCY", "CACHED") | F.drf("NVOS32_ATTR_PHYSICALITY", "NONCONTIGUOUS"),
                         flags=F.VALUES["NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED"], attr2=F.drf("NVOS32_ATTR2_GPU_CACHEABLE", "NO"))   # see module doc
       else:
-        h, p = rm.alloc(self.hdev, C["NV01_MEMORY_LOCAL_USER"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, size=size, limit=size - 1,
+        h, _p = rm.alloc(self.hdev, C["NV01_MEMORY_LOCAL_USER"], "NV_MEMORY_ALLOCATION_PARAMS", owner=rm.root, size=size, limit=size - 1,
                         alignment=align, format=6,
                         attr=F.drf("NVOS32_ATTR_PHYSICALITY", "ALLOW_NONCONTIGUOUS") | F.drf("NVOS32_ATTR_PAGE_SIZE", "HUGE" if huge else "4KB"),
                         attr2=F.drf("NVOS32_ATTR2_GPU_CACHEABLE", "YES") | (F.drf("NVOS32_ATTR2_PAGE_SIZE_HUGE", "2MB") if huge else 0),
@@ -604,7 +636,9 @@ class NVDevice:
   def channel_for(self, q: NVQueue) -> GPFIFO: return self.copy_ch if isinstance(q, NVCopyQueue) else self.compute_ch
   def hw_compute_queue(self) -> NVComputeQueue: return NVComputeQueue()
   def hw_copy_queue(self) -> NVCopyQueue: return NVCopyQueue()
-  def new_signal(self, value: int = 0, name: str | None = None) -> Signal: return self.signals.new(value, name)
+  def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
+    self._signals.add(s := self.signals.new(value, name))   # (recover completes what they were promised)
+    return s
   def timing_signals(self) -> tuple[Signal, Signal]:
     if self._timing is None: self._timing = (self.new_signal(name="t0"), self.new_signal(name="t1"))
     return self._timing
@@ -624,10 +658,10 @@ class NVDevice:
   def synchronize(self, timeout_s: float | None = None) -> None:
     """Wait for all submitted work; a faulted channel is reported by name (from its error notifier) instead of a timeout."""
     if self.timeline_signal.value >= self.timeline_value - 1: return
-    if (errs := self.channel_errors()): raise NVError(f"{self.name}: " + "; ".join(errs))
+    if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")   # names the fault, then starts over
     try: self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
     except TimeoutError as e:
-      if (errs := self.channel_errors()): raise NVError(f"{self.name}: " + "; ".join(errs)) from e
+      if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}") from e
       raise
 
   def properties(self) -> dict[str, Any]:

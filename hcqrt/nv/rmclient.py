@@ -1,13 +1,19 @@
 """A thin RM + UVM client: allocs, controls, frees and UVM calls through hcqrt.syscalls, with NV_STATUS
 decoding into NVError messages that name the call, the class/control and the status.
 
-  >>> # c = RMClient(ctl_fd, abi); dev, _ = c.alloc(c.root, CLASSES["NV01_DEVICE_0"], "NV0080_ALLOC_PARAMETERS")  # doctest: +SKIP
+  >>> from hcqrt.mock.nv import MockNV
+  >>> import os; from ioctl_defs.nv import abi_for_version
+  >>> with syscalls.installed(drv := MockNV()):
+  ...   c = RMClient(syscalls.open("/dev/nvidiactl", os.O_RDWR), abi_for_version(drv.version))
+  ...   try: c.alloc(c.root, CLASSES["NV01_DEVICE_0"], "NV0080_ALLOC_PARAMETERS", deviceId=7)
+  ...   except NVError as e: print(e.status_name)
+  NV_ERR_INVALID_ARGUMENT
 """
 from __future__ import annotations
 from typing import Any
 from hcqrt import syscalls
 from ioctl_defs.nv.abi import NVABI
-from ioctl_defs.nv.classes import class_name, NV01_ROOT_CLIENT
+from ioctl_defs.nv.classes import CLASSES, class_name
 from ioctl_defs.nv.status import status_name
 
 class NVError(RuntimeError):
@@ -27,7 +33,7 @@ class RMClient:
   def __init__(self, ctl: int, abi: NVABI):
     self.ctl, self.abi, self.ffi = ctl, abi, abi.ffi
     self.root = 0
-    self.root = self.alloc(0, NV01_ROOT_CLIENT)[0]
+    self.root = self.alloc(0, CLASSES["NV01_ROOT_CLIENT"])[0]
 
   def ptr(self, cdata: Any) -> int: return int(self.ffi.cast("uintptr_t", cdata))
 

@@ -15,7 +15,7 @@ layouts of the version the driver reports with AMDKFD_IOC_GET_VERSION.
 """
 from __future__ import annotations
 import re
-from functools import lru_cache
+from functools import cache
 from typing import Any
 import cffi
 
@@ -212,7 +212,7 @@ def cdef_for(version: tuple[int, int]) -> str:
     out.append(f"struct {name} {{ {inner} }};")
   return "\n".join(out)
 
-@lru_cache(maxsize=None)
+@cache
 def _ffi(version: tuple[int, int]) -> cffi.FFI:
   ffi = cffi.FFI()
   ffi.cdef(cdef_for(version))

@@ -11,7 +11,7 @@ size-dependent is computed from the layouts of the branch the running driver rep
 """
 from __future__ import annotations
 import re
-from functools import lru_cache
+from functools import cache
 from typing import Any
 import cffi
 from ioctl_defs.nv.structs import cdef_for, SERIES
@@ -21,7 +21,7 @@ from ioctl_defs.nv.ctrl import CTRL
 class UnsupportedDriverVersion(ValueError):
   """The running NVIDIA driver's version has no known ABI here."""
 
-@lru_cache(maxsize=None)
+@cache
 def _ffi(series: str) -> cffi.FFI:
   ffi = cffi.FFI()
   ffi.cdef(cdef_for(series))
@@ -65,7 +65,7 @@ class NVABI:
   def describe_request(self, request: int) -> str:
     """Human-readable name of an nvidia or UVM request number (for error messages)."""
     if request in UVM_BY_CMD: return UVM_BY_CMD[request]
-    d, typ, nr, size = ioc_decode(request)
+    _d, typ, nr, size = ioc_decode(request)
     if typ == NV_IOCTL_MAGIC and nr in ESCAPE_BY_NR: return f"{ESCAPE_BY_NR[nr]} (size {size})"
     return f"request {request:#x}"
 

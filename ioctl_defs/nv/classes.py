@@ -1,8 +1,8 @@
 """RM class ids (g_allclasses.h) and the classes each GPU architecture uses for compute.
 
-  >>> hex(HOPPER_COMPUTE_A)
+  >>> hex(CLASSES["HOPPER_COMPUTE_A"])
   '0xcbc0'
-  >>> ARCHS["hopper"].compute == HOPPER_COMPUTE_A
+  >>> ARCHS["hopper"].compute == CLASSES["HOPPER_COMPUTE_A"]
   True
 """
 from __future__ import annotations
@@ -30,7 +30,6 @@ CLASSES: dict[str, int] = {
   "BLACKWELL_DMA_COPY_B": 0xCAB5,
 }
 CLASS_NAMES = {v: k for k, v in CLASSES.items()}
-globals().update(CLASSES)
 
 def class_name(cls: int) -> str:
   """Name of a class id, or its hex value when not one of ours."""
@@ -51,19 +50,19 @@ class Arch:
 
 # QMD version per compute class is what Mesa NVK (nak/qmd.rs) uses; NVIDIA's headers do not state it.
 ARCHS: dict[str, Arch] = {a.name: a for a in [
-  Arch("ampere", "GA102", 86, AMPERE_CHANNEL_GPFIFO_A, AMPERE_COMPUTE_B, AMPERE_DMA_COPY_B, AMPERE_USERMODE_A, "V03_00"),
-  Arch("ampere_a100", "GA100", 80, AMPERE_CHANNEL_GPFIFO_A, AMPERE_COMPUTE_A, AMPERE_DMA_COPY_A, AMPERE_USERMODE_A, "V03_00"),
-  Arch("ada", "AD102", 89, AMPERE_CHANNEL_GPFIFO_A, ADA_COMPUTE_A, AMPERE_DMA_COPY_B, AMPERE_USERMODE_A, "V03_00"),
-  Arch("hopper", "GH100", 90, HOPPER_CHANNEL_GPFIFO_A, HOPPER_COMPUTE_A, HOPPER_DMA_COPY_A, HOPPER_USERMODE_A, "V04_00"),
-  Arch("blackwell", "GB100", 100, BLACKWELL_CHANNEL_GPFIFO_A, BLACKWELL_COMPUTE_A, BLACKWELL_DMA_COPY_A, HOPPER_USERMODE_A, "V05_00"),
-  Arch("blackwell_b", "GB202", 120, BLACKWELL_CHANNEL_GPFIFO_B, BLACKWELL_COMPUTE_B, BLACKWELL_DMA_COPY_B, BLACKWELL_USERMODE_A, "V05_00"),
+  Arch("ampere", "GA102", 86, CLASSES["AMPERE_CHANNEL_GPFIFO_A"], CLASSES["AMPERE_COMPUTE_B"], CLASSES["AMPERE_DMA_COPY_B"], CLASSES["AMPERE_USERMODE_A"], "V03_00"),
+  Arch("ampere_a100", "GA100", 80, CLASSES["AMPERE_CHANNEL_GPFIFO_A"], CLASSES["AMPERE_COMPUTE_A"], CLASSES["AMPERE_DMA_COPY_A"], CLASSES["AMPERE_USERMODE_A"], "V03_00"),
+  Arch("ada", "AD102", 89, CLASSES["AMPERE_CHANNEL_GPFIFO_A"], CLASSES["ADA_COMPUTE_A"], CLASSES["AMPERE_DMA_COPY_B"], CLASSES["AMPERE_USERMODE_A"], "V03_00"),
+  Arch("hopper", "GH100", 90, CLASSES["HOPPER_CHANNEL_GPFIFO_A"], CLASSES["HOPPER_COMPUTE_A"], CLASSES["HOPPER_DMA_COPY_A"], CLASSES["HOPPER_USERMODE_A"], "V04_00"),
+  Arch("blackwell", "GB100", 100, CLASSES["BLACKWELL_CHANNEL_GPFIFO_A"], CLASSES["BLACKWELL_COMPUTE_A"], CLASSES["BLACKWELL_DMA_COPY_A"], CLASSES["HOPPER_USERMODE_A"], "V05_00"),
+  Arch("blackwell_b", "GB202", 120, CLASSES["BLACKWELL_CHANNEL_GPFIFO_B"], CLASSES["BLACKWELL_COMPUTE_B"], CLASSES["BLACKWELL_DMA_COPY_B"], CLASSES["BLACKWELL_USERMODE_A"], "V05_00"),
 ]}
 
 def arch_from_classlist(classes: list[int]) -> Arch:
   """Pick the newest architecture whose compute, copy and GPFIFO classes all appear in a device's class list
   (the answer of NV0080_CTRL_CMD_GPU_GET_CLASSLIST); raises naming the compute classes found otherwise.
 
-  >>> arch_from_classlist([HOPPER_COMPUTE_A, HOPPER_DMA_COPY_A, HOPPER_CHANNEL_GPFIFO_A, HOPPER_USERMODE_A]).name
+  >>> arch_from_classlist([CLASSES[n] for n in ("HOPPER_COMPUTE_A", "HOPPER_DMA_COPY_A", "HOPPER_CHANNEL_GPFIFO_A", "HOPPER_USERMODE_A")]).name
   'hopper'
   """
   have = set(classes)

@@ -31,7 +31,6 @@ CTRL: dict[str, tuple[int, str]] = {
   "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN": (0xC36F0108, "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS"),
 }
 CTRL_BY_CMD = {cmd: name for name, (cmd, _) in CTRL.items()}
-globals().update({name: cmd for name, (cmd, _) in CTRL.items()})   # NV2080_CTRL_CMD_GR_GET_INFO etc.
 
 def ctrl_class(cmd: int) -> int:
   """The class (or interface) a control command belongs to: bits 31:16 of the id.

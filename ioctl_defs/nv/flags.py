@@ -191,7 +191,6 @@ VALUES: dict[str, int] = {}
 for _name, _v in (l.split() for l in _TABLE.strip().splitlines()):
   if ":" in _v: FIELDS[_name] = tuple(int(x) for x in _v.split(":"))   # type: ignore[assignment]
   else: VALUES[_name] = int(_v, 0)
-globals().update(VALUES)
 
 def drf(field: str, value: int | str) -> int:
   """`value` (an int or the name of one of the field's values) placed in `field`'s bit range."""

@@ -288,7 +288,7 @@ class QMD:
     if (i is None) != (f.stride == 0): raise ValueError(f"QMD {self.version} field {name} is {'' if f.stride else 'not '}indexed")
     return f.bits(i or 0)
 
-  def set(self, name: str, value: int | str, i: int | None = None) -> "QMD":
+  def set(self, name: str, value: int | str, i: int | None = None) -> QMD:
     hi, lo = self._field(name, i)
     if isinstance(value, str): value = dict(self.fields[name].values)[value]
     width = hi - lo + 1
@@ -304,7 +304,7 @@ class QMD:
     nbytes = (hi >> 3) - (lo >> 3) + 1
     return (int.from_bytes(self.data[lo >> 3:(lo >> 3) + nbytes], "little") >> (lo & 7)) & ((1 << (hi - lo + 1)) - 1)
 
-  def set_address(self, lower: str, upper: str, addr: int, shift: int = 0, i: int | None = None) -> "QMD":
+  def set_address(self, lower: str, upper: str, addr: int, shift: int = 0, i: int | None = None) -> QMD:
     """Split a 64-bit address (>> shift) over a LOWER/UPPER field pair."""
     v = addr >> shift
     if (v << shift) != addr: raise ValueError(f"{lower}: address {addr:#x} is not {1 << shift}-byte aligned")

@@ -47,7 +47,6 @@ NV_STATUS: dict[str, int] = {"NV_OK": NV_OK, "NV_ERR_GENERIC": NV_ERR_GENERIC,
   **{f"NV_ERR_{n}": i + 1 for i, n in enumerate(_ERR_IN_ORDER)},
   **{f"NV_WARN_{n}": 0x10001 + i for i, n in enumerate(_WARN_IN_ORDER)}}
 _BY_VALUE = {v: k for k, v in NV_STATUS.items()}
-globals().update(NV_STATUS)   # NV_ERR_INVALID_ARGUMENT etc. as module constants
 
 def status_name(code: int) -> str:
   """Name of an NV_STATUS value, or 'NV_STATUS_0x...' for a value nvstatus.h does not define."""

@@ -18,4 +18,4 @@ def install_mock_amd(arch: str = "gfx1100", version: tuple[int, int] = (1, 17)) 
 def uninstall_mock_amd(drv: MockKFD | None = None) -> None:
   syscalls.uninstall(drv)
 
-__all__ = ["MockKFD", "GPUError", "Dispatch", "set_executor", "install_mock_amd", "uninstall_mock_amd"]
+__all__ = ["Dispatch", "GPUError", "MockKFD", "install_mock_amd", "set_executor", "uninstall_mock_amd"]

@@ -10,7 +10,7 @@ and registers itself (program address, RSRC1/2/3, user SGPRs, grid, wave size), 
 from __future__ import annotations
 import struct, time
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.memory import GPUVM, GPUFault
 

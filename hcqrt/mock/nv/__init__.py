@@ -18,4 +18,4 @@ def uninstall_mock_nv(drv: MockNV | None = None) -> None:
   """Stop routing new opens of /dev/nvidia* to `drv` (every installed driver when None)."""
   syscalls.uninstall(drv)
 
-__all__ = ["MockNV", "GPUError", "install_mock_nv", "uninstall_mock_nv"]
+__all__ = ["GPUError", "MockNV", "install_mock_nv", "uninstall_mock_nv"]

@@ -64,7 +64,7 @@ class Grid:
 
 class Channel:
   """Execution state of one GPFIFO channel (the RM object holds the ring/USERD facts)."""
-  def __init__(self, engine: "GPFIFOEngine", obj: Any):
+  def __init__(self, engine: GPFIFOEngine, obj: Any):
     self.engine, self.obj, self.d = engine, obj, obj.data
     self.host = CD.table(obj.cls)
     self.subc: dict[int, int] = {}                 # subchannel -> engine class bound by SET_OBJECT

@@ -12,7 +12,7 @@ parameters live) are read here from the cubin with pyelftools, independently of 
 from __future__ import annotations
 import hashlib, io, re, struct
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 from elftools.elf.elffile import ELFFile
 from hcqrt.mock.ptx import PTXModule
 
@@ -65,7 +65,7 @@ def cubin_facts(cubin: bytes) -> dict[str, tuple[bytes, KernelFacts]]:
     if sym["st_info"]["type"] != "STT_FUNC" or text is None: continue
     mod, regs_hint = per_sym.get(sidx, {}), text["sh_info"] >> 24
     poff = psize = barriers = 0
-    for fmt, attr, v in (_nvinfo(secs[f".nv.info.{sym.name}"].data()) if f".nv.info.{sym.name}" in secs else []):
+    for _fmt, attr, v in (_nvinfo(secs[f".nv.info.{sym.name}"].data()) if f".nv.info.{sym.name}" in secs else []):
       if attr == _PARAM_CBANK and isinstance(v, bytes): _, poff, psize = struct.unpack_from("<IHH", v)
       elif attr == _CBANK_PARAM_SIZE and isinstance(v, int): psize = v
       elif attr == _NUM_BARRIERS and isinstance(v, int): barriers = v

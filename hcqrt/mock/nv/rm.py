@@ -16,7 +16,8 @@ reports an H100 (or another chip from chips.py) with a configurable 580-series v
 from __future__ import annotations
 import ctypes, errno, os, re, struct, time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 from ioctl_defs.nv.abi import abi_for_version, NVABI
 from ioctl_defs.nv.ioctl import ESCAPES, ESCAPE_BY_NR, NV_IOCTL_MAGIC, ioc_decode, NV_RM_API_VERSION_CMD_QUERY, \
   NV_RM_API_VERSION_CMD_RELAXED, NV_RM_API_VERSION_REPLY_RECOGNIZED
@@ -54,9 +55,9 @@ class RMObject:
   handle: int
   cls: int
   kind: str
-  parent: "RMObject | None"
+  parent: RMObject | None
   client: int
-  children: list["RMObject"] = field(default_factory=list)
+  children: list[RMObject] = field(default_factory=list)
   data: dict[str, Any] = field(default_factory=dict)
 
 @dataclass
@@ -83,9 +84,9 @@ _ALLOC_STRUCT = {"device": ("NV0080_ALLOC_PARAMETERS", False), "subdevice": ("NV
 _CTRL_KIND = {0x0000: ("client",), 0x0080: ("device",), 0x2080: ("subdevice",), 0xA06C: ("group",), 0xA06F: ("channel",), 0xC36F: ("channel",)}
 
 def _class_kind(cls: int) -> str | None:
-  fixed = {C.NV01_ROOT_CLIENT: "client", C.NV01_DEVICE_0: "device", C.NV20_SUBDEVICE_0: "subdevice", C.FERMI_VASPACE_A: "vaspace",
-           C.NV01_MEMORY_SYSTEM: "sysmem", C.NV01_MEMORY_LOCAL_USER: "vidmem", C.NV01_MEMORY_VIRTUAL: "virtual",
-           C.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: "osdesc", C.KEPLER_CHANNEL_GROUP_A: "group", C.FERMI_CONTEXT_SHARE_A: "ctxshare"}
+  fixed = {C.CLASSES["NV01_ROOT_CLIENT"]: "client", C.CLASSES["NV01_DEVICE_0"]: "device", C.CLASSES["NV20_SUBDEVICE_0"]: "subdevice", C.CLASSES["FERMI_VASPACE_A"]: "vaspace",
+           C.CLASSES["NV01_MEMORY_SYSTEM"]: "sysmem", C.CLASSES["NV01_MEMORY_LOCAL_USER"]: "vidmem", C.CLASSES["NV01_MEMORY_VIRTUAL"]: "virtual",
+           C.CLASSES["NV01_MEMORY_SYSTEM_OS_DESCRIPTOR"]: "osdesc", C.CLASSES["KEPLER_CHANNEL_GROUP_A"]: "group", C.CLASSES["FERMI_CONTEXT_SHARE_A"]: "ctxshare"}
   if cls in fixed: return fixed[cls]
   return {0x61: "usermode", 0x6F: "channel", 0xC0: "compute", 0xB5: "copy"}.get(cls & 0xFF) if cls >= 0xC300 else None
 
@@ -241,7 +242,7 @@ class MockNV:
   def _esc_rm_alloc_memory(self, fd, st, argp, size):
     p = self.cast("nv_ioctl_nvos02_parameters_with_fd", argp).params
     def go():
-      if p.hClass != C.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: raise _fail("NV_ERR_INVALID_CLASS", f"RM_ALLOC_MEMORY of class {p.hClass:#x}")
+      if p.hClass != C.CLASSES["NV01_MEMORY_SYSTEM_OS_DESCRIPTOR"]: raise _fail("NV_ERR_INVALID_CLASS", f"RM_ALLOC_MEMORY of class {p.hClass:#x}")
       parent = self.obj(p.hRoot, p.hObjectParent)
       self._check_parent("osdesc", parent)
       h = self._new_handle(p.hRoot, p.hObjectNew)
@@ -295,7 +296,7 @@ class MockNV:
         if va % PAGE or va < lo or va + length > hi: raise _fail("NV_ERR_INVALID_OFFSET", f"fixed offset {va:#x} outside the virtual range")
       else: va = vs.alloc(round_up(length, PAGE), max(PAGE, m.data.get("align", PAGE)))
       try: vs.map(va, round_up(length, PAGE), m.data["host"] + p.offset)
-      except ValueError as e: raise _fail("NV_ERR_INVALID_OFFSET", str(e))
+      except ValueError as e: raise _fail("NV_ERR_INVALID_OFFSET", str(e)) from None
       m.data.setdefault("gpu_maps", []).append((vs, va))
       p.dmaOffset = va
     self._status_call(p, go)
@@ -491,7 +492,7 @@ class MockNV:
   def _control(self, p: Any) -> None:
     objs = self.client(p.hClient)
     name = CTRL_BY_CMD.get(p.cmd)
-    if p.paramsSize and not p.params or not p.paramsSize and p.params: raise _fail("NV_ERR_INVALID_ARGUMENT", "params/paramsSize mismatch")
+    if (p.paramsSize and not p.params) or (not p.paramsSize and p.params): raise _fail("NV_ERR_INVALID_ARGUMENT", "params/paramsSize mismatch")
     if name is not None and p.paramsSize != self.abi.ctrl_size(name):
       raise _fail("NV_ERR_INVALID_ARGUMENT", f"{name}: paramsSize {p.paramsSize}, expected {self.abi.ctrl_size(name)}")
     if p.hObject not in objs: raise _fail("NV_ERR_OBJECT_NOT_FOUND", f"object {p.hObject:#x}")

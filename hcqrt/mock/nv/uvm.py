@@ -86,7 +86,7 @@ class UVM:
     """An RM memory object is being freed: drop UVM mappings of it (RM revokes them)."""
     for st in self.rm.files.values():
       if st.uvm is None: continue
-      for base, (vs, ln, m) in list(st.uvm.maps.items()):
+      for base, (_vs, _ln, m) in list(st.uvm.maps.items()):
         if m is mem: self._unmap(st.uvm, base)
 
   # ---- commands ----
@@ -199,17 +199,17 @@ class UVM:
       if a.gpuMappingType >= MAPPING_TYPE_COUNT or a.gpuCachingType >= CACHING_TYPE_COUNT:
         raise UVMError("NV_ERR_INVALID_ARGUMENT", f"gpuMappingType {a.gpuMappingType} / gpuCachingType {a.gpuCachingType}")
       cached = mem.kind == "sysmem" and (a.gpuCachingType == CACHING_FORCE_CACHED or
-                                         a.gpuCachingType == CACHING_DEFAULT and mem.data.get("gpu_cacheable", False))
+                                         (a.gpuCachingType == CACHING_DEFAULT and mem.data.get("gpu_cacheable", False)))
       g = self._gpu(f, p.perGpuAttributes[i].gpuUuid)
       if g["vaspace"] is None: raise UVMError("NV_ERR_INVALID_DEVICE", "GPU has no registered vaspace")
       vs = g["vaspace"].data["va"]
       if base in f.maps: self._unmap(f, base)   # remapping replaces the old mapping
       try: vs.map(base, ln, mem.data["host"] + off, gpu_cached=cached)
-      except ValueError as e: raise UVMError("NV_ERR_UVM_ADDRESS_IN_USE", str(e))
+      except ValueError as e: raise UVMError("NV_ERR_UVM_ADDRESS_IN_USE", str(e)) from None
       f.maps[base] = (vs, ln, mem)
 
   def _unmap(self, f: UVMFile, base: int) -> None:
-    vs, ln, mem = f.maps.pop(base)
+    vs, _ln, _mem = f.maps.pop(base)
     try: vs.unmap(base)
     except KeyError: pass
 

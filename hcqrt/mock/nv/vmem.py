@@ -20,7 +20,7 @@ sysmem and video memory (the CPU reaches it through BAR1, behind the L2) are coh
 """
 from __future__ import annotations
 import bisect, contextlib, ctypes, os
-from typing import Iterator
+from collections.abc import Iterator
 import numpy as np
 from hcqrt import syscalls
 
@@ -146,7 +146,7 @@ class GPUVASpace:
 
   def unmap_host_range(self, host_addr: int, size: int) -> None:
     """Drop every mapping backed by [host_addr, host_addr+size) (when its memory is freed)."""
-    for va, (sz, h) in list(self._maps.items()):
+    for va, (_sz, h) in list(self._maps.items()):
       if host_addr <= h < host_addr + size: self.unmap(va)
 
   def alloc(self, size: int, align: int = PAGE) -> int:

@@ -3,4 +3,4 @@ from .parser import PTXError
 from .memory import AddressSpace, MemoryFault
 from .interpreter import PTXModule, PTXKernel
 
-__all__ = ["PTXError", "AddressSpace", "MemoryFault", "PTXModule", "PTXKernel"]
+__all__ = ["AddressSpace", "MemoryFault", "PTXError", "PTXKernel", "PTXModule"]

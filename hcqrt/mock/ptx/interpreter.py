@@ -47,7 +47,7 @@ def _layout(variables: list[Variable], start: int = 0) -> tuple[dict[str, int], 
 
 class PTXKernel:
   """One decoded .entry. params: [(name, ptx_type, size, offset)] in the packed parameter buffer."""
-  def __init__(self, src: KernelSource, module: "PTXModule"):
+  def __init__(self, src: KernelSource, module: PTXModule):
     self.name, self.line = src.name, src.line
     self.params: list[tuple[str, str, int, int]] = [tuple(p) for p in src.params]
     self.param_size = max((p.offset + p.size for p in src.params), default=0)

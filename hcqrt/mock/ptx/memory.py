@@ -18,7 +18,7 @@ class MemoryFault(RuntimeError):
   """An access that falls outside every mapping, or a misaligned access."""
 
 class _Mapping:
-  __slots__ = ("va", "size", "bytes", "views")
+  __slots__ = ("bytes", "size", "va", "views")
   def __init__(self, va: int, backing):
     arr = np.frombuffer(backing, dtype=np.uint8) if not isinstance(backing, np.ndarray) else backing.reshape(-1).view(np.uint8)
     if arr.flags.writeable is False: raise ValueError(f"backing for va {va:#x} is read-only")
@@ -50,7 +50,7 @@ class AddressSpace:
     m = _Mapping(va, backing)
     i = bisect.bisect_right(self._starts, va)
     if m.size == 0: raise ValueError(f"empty mapping at {va:#x}")
-    if i > 0 and self._maps[i-1].va + self._maps[i-1].size > va or i < len(self._maps) and va + m.size > self._starts[i]:
+    if (i > 0 and self._maps[i-1].va + self._maps[i-1].size > va) or (i < len(self._maps) and va + m.size > self._starts[i]):
       raise ValueError(f"mapping [{va:#x}, {va+m.size:#x}) overlaps an existing mapping")
     self._starts.insert(i, va); self._maps.insert(i, m)
 

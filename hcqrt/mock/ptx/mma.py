@@ -57,7 +57,7 @@ def mma_spec(ins: Instr) -> MMASpec:
   other = [x for x in mods if x not in FLOAT_TYPES]
   if other or len(types) != 4: raise PTXError(f"line {ins.line}: {name}: expected .dtype.atype.btype.ctype, got modifiers {other or types}")
   d, a, b, c = types
-  ok = a == b and (a == "f16" and d in ("f16", "f32") and c in ("f16", "f32") or a == "bf16" and d == c == "f32")
+  ok = a == b and ((a == "f16" and d in ("f16", "f32") and c in ("f16", "f32")) or (a == "bf16" and d == c == "f32"))
   if not ok: raise PTXError(f"line {ins.line}: {name}: unsupported types .{d}.{a}.{b}.{c}")
   m, n, k = SHAPES[shape]
   return MMASpec(shape, m, n, k, d, a, b, c)

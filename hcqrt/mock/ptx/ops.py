@@ -59,7 +59,7 @@ def reader(ctx: DecodeCtx, op: Operand, t: str, line: int):
     c = _imm(op.text, t); return lambda st: c
   if op.kind == "sym":
     if op.name not in ctx.symbols: raise PTXError(f"line {line}: unknown symbol {op.name}")
-    space, addr = ctx.symbols[op.name]
+    _space, addr = ctx.symbols[op.name]
     c = _imm(str((addr + op.offset) % (1 << 64)), t); return lambda st: c
   if op.kind != "reg": raise PTXError(f"line {line}: operand kind {op.kind} not usable here")
   key = op.name
@@ -131,7 +131,7 @@ def _exact_round(kind: str, args, et: np.dtype, mode: str):
   err = None
   if kind == "add": r = A[0] + A[1]; err = two_sum_err(A[0], A[1], r)
   elif kind == "sub": r = A[0] - A[1]; err = two_sum_err(A[0], -A[1], r)
-  elif kind == "mul": r = A[0] * A[1]; err = None if hi == F64 else None
+  elif kind == "mul": r = A[0] * A[1]; err = None
   elif kind == "fma":
     p = A[0] * A[1]; r = p + A[2]; err = two_sum_err(p, A[2], r)
   elif kind == "div": r = A[0] / A[1]
@@ -655,7 +655,7 @@ def d_vote(ins, ctx):
   d = writer(ctx, ins.args[0], t, ins.line)
   rp = reader(ctx, ins.args[1], "pred", ins.line)
   def f(st, m):
-    w0, lane, size = _warp_layout(st)
+    w0, lane, _size = _warp_layout(st)
     p = np.broadcast_to(rp(st), (st.n,)).copy()
     act = np.ones(st.n, bool) if m is None else m
     p &= act

@@ -100,7 +100,7 @@ def literal_value(text: str) -> int | float:
   except ValueError: raise PTXError(f"bad literal {text!r}") from None
 
 def is_literal(text: str) -> bool:
-  return bool(re.fullmatch(r"[-+]?(0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}|0[xX][0-9a-fA-F]+[uU]?|0[bB][01]+[uU]?|\d+[uU]?|\d*\.\d+([eE][-+]?\d+)?|\d+\.\d*([eE][-+]?\d+)?|\d+[eE][-+]?\d+)", text.strip()))
+  return bool(re.fullmatch(r"[-+]?(0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}|0[xX][0-9a-fA-F]+[uU]?|0[bB][01]+[uU]?|\d+[uU]?|\d*\.\d+([eE][-+]?\d+)?|\d+\.\d*([eE][-+]?\d+)?|\d+[eE][-+]?\d+)", text.strip()))  # noqa: E501 (a table or constant that reads best on one line)
 
 def _strip_comments(src: str) -> str:
   # keep newlines so statement line numbers stay right
@@ -313,7 +313,7 @@ def parse_ptx(ptx_source: str) -> ModuleSource:
   pos = 0
   while pos < len(src):
     m = re.compile(r"[;{]").search(src, pos)
-    if not m: 
+    if not m:
       if src[pos:].strip(): raise PTXError(f"line {_line_of(src, pos)}: unterminated text {src[pos:].strip()[:40]!r}")
       break
     head = src[pos:m.start()].strip()

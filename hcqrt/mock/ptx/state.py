@@ -88,7 +88,7 @@ class State:
     u = np.uint32
     base, _, comp = name.partition(".")
     ax = "xyz".index(comp) if comp in ("x", "y", "z") else 0
-    bx, by, bz = self.block
+    bx, by, _bz = self.block
     if base == "%ntid": return u(self.block[ax])
     if base == "%nctaid": return u(self.grid[ax])
     tl = np.arange(self.n, dtype=np.uint32) % u(self.tpb) if self.n > 1 else u(0)

@@ -64,7 +64,7 @@ def operands(i: Inst) -> str | None:
   if i.enc == "SOPP": return _sopp(i)
   if i.enc == "SOPK": return f"{reg(f['sdst'])}, 0x{f['simm16']:x}" if b != "s_version" else f"0x{f['simm16']:x}"
   if i.enc in ("SOP1", "SOP2", "SOPC"):
-    w = lambda k: 2 if (b.endswith("64") and not (k == "ssrc1" and b in ("s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfe_u64", "s_bfe_i64"))) else 1  # noqa: E731
+    w = lambda k: 2 if (b.endswith("64") and not (k == "ssrc1" and b in ("s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfe_u64", "s_bfe_i64"))) else 1
     srcs = [reg(f[k], 1 if b == "s_bcnt1_i32_b64" and k == "sdst" else w(k), i.lit) for k in ("sdst", "ssrc0", "ssrc1") if k in f]
     if b == "s_getpc_b64": return reg(f["sdst"], 2)
     return ", ".join(srcs)
@@ -86,7 +86,7 @@ def operands(i: Inst) -> str | None:
       if i.enc in ("VOP2", "VOPC"): nsrc = min(nsrc, 2)
       parts = [_mod(reg(c, sn[k] if k < len(sn) else 1, i.lit), k, f.get("abs", 0), f.get("neg", 0)) for k, c in enumerate(srcs[:nsrc])]
       if b in ("v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32", "v_cndmask_b32") and i.enc == "VOP2": parts.append("vcc_lo")
-    if b.startswith("v_cmpx_"): dst = [] if i.enc == "VOPC" else []
+    if b.startswith("v_cmpx_"): dst = []
     elif b.startswith("v_cmp_"): dst = ["vcc_lo" if i.enc == "VOPC" else reg(f["vdst"])]
     elif b == "v_readfirstlane_b32" or b == "v_readlane_b32": dst = [reg(f["vdst"])]
     else: dst = [reg(f["vdst"] + 256, dn)]
@@ -98,7 +98,7 @@ def operands(i: Inst) -> str | None:
     return s
   if i.enc == "VOP3P":
     n = 3 if any(k in b for k in ("fma", "mad", "dot")) else 2
-    bits = lambda v: "[" + ",".join(str(v >> k & 1) for k in range(n)) + "]"  # noqa: E731
+    bits = lambda v: "[" + ",".join(str(v >> k & 1) for k in range(n)) + "]"
     hi = f["opsel_hi"] | (f["opsel_hi2"] << 2)
     if "mix" in b:   # fma_mix: neg/neg_hi are -x/|x| per source, op_sel_hi (f16 sources) defaults to all 0
       srcs = [_mod(reg(c, 1, i.lit), k, f["neg_hi"], f["neg"]) for k, c in enumerate((f["src0"], f["src1"], f["src2"]))]

@@ -192,4 +192,4 @@ FLAT = {
   67: 'flat_atomic_add_u64', 80: 'flat_atomic_cmpswap_f32', 81: 'flat_atomic_min_f32',
   82: 'flat_atomic_max_f32', 86: 'flat_atomic_add_f32'}
 
-VOPD = {0: 'fmac_f32', 1: 'fmaak_f32', 2: 'fmamk_f32', 3: 'mul_f32', 4: 'add_f32', 5: 'sub_f32', 6: 'subrev_f32', 7: 'mul_dx9_zero_f32', 8: 'mov_b32', 9: 'cndmask_b32', 10: 'max_f32', 11: 'min_f32', 12: 'dot2acc_f32_f16', 16: 'add_nc_u32', 17: 'lshlrev_b32', 18: 'and_b32'}
+VOPD = {0: 'fmac_f32', 1: 'fmaak_f32', 2: 'fmamk_f32', 3: 'mul_f32', 4: 'add_f32', 5: 'sub_f32', 6: 'subrev_f32', 7: 'mul_dx9_zero_f32', 8: 'mov_b32', 9: 'cndmask_b32', 10: 'max_f32', 11: 'min_f32', 12: 'dot2acc_f32_f16', 16: 'add_nc_u32', 17: 'lshlrev_b32', 18: 'and_b32'}  # noqa: E501 (a table or constant that reads best on one line)

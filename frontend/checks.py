@@ -1,0 +1,57 @@
+"""Data-dependent checks (an index out of range) that run as small kernels beside the value they guard and raise
+when that value is realized: the graph stays lazy, and a wrong index never becomes a silent wrong number.
+
+>>> from frontend import Tensor
+>>> x = Tensor([1.0, 2.0])[Tensor([5])]
+>>> try: x.numpy()
+... except IndexError as e: print(str(e).split(":")[0])
+index out of range in x[tensor] (dim of size 2)
+"""
+from __future__ import annotations
+import weakref
+from typing import TYPE_CHECKING
+from compiler.lazy import LazyBuffer
+if TYPE_CHECKING: from frontend.tensor import Tensor
+
+# unrealized base -> [(bool LazyBuffer that is true when the check fails, message, exception type)]
+_pending: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# realized base whose values came from a failed check -> (message, exception type): reading it raises again
+_failed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+def check_index(result: Tensor, idx: Tensor, n: int, what: str, exc: type = IndexError, allow_negative: bool = False,
+                counted: Tensor | None = None) -> Tensor:
+  """Attach to `result` the check that every `idx` lies in [0, n) ([-n, n) with allow_negative; only where
+  `counted` is true); returns `result`. The check runs when something computed from `result` is realized."""
+  if idx.numel() == 0 or result.lazydata.base.realized: return result
+  bad = (idx < (-n if allow_negative else 0)) | (idx >= n)
+  if counted is not None: bad = bad & counted
+  msg = f"index out of range in {what} (dim of size {n}): an index of {idx.shape} is outside [{-n if allow_negative else 0}, {n})"
+  _pending.setdefault(result.lazydata.base, []).append((bad.any().lazydata, msg, exc))
+  return result
+
+class Checks:
+  """The checks one realize() must run, gathered from the graph of `lbs` (and removed from the pending set)."""
+  def __init__(self, lbs: list[LazyBuffer]):
+    self.roots = [lb.base for lb in lbs]
+    self.items: list[tuple[LazyBuffer, str, type, LazyBuffer]] = []   # (bad flag, message, exception, guarded base)
+    if not _pending and not _failed: return
+    seen, stack = set(), list(self.roots)
+    while stack:
+      b = stack.pop()
+      if id(b) in seen: continue
+      seen.add(id(b))
+      if b.buffer is not None:
+        if b in _failed: raise _failed[b][1](_failed[b][0])   # computed from an index that was out of range
+        continue
+      self.items.extend((lb, msg, exc, b) for lb, msg, exc in _pending.pop(b, ()))
+      stack.extend(s.base for s in b.srcs)
+  @property
+  def flags(self) -> list[LazyBuffer]: return [c[0] for c in self.items]
+  def verify(self, read) -> None:
+    """Read each realized flag (`read(lb) -> numpy array`); raise the first failed check, after marking what was
+    computed from it so a later read raises too."""
+    for lb, msg, exc, guarded in self.items:
+      if read(lb).any():
+        for b in self.roots + [guarded]:
+          if b.buffer is not None: _failed[b] = (msg, exc)
+        raise exc(msg)
