@@ -114,3 +114,25 @@ def test_gfx942_execution_is_refused_clearly():
     with pytest.raises(Exception, match="gfx942 execution is not emulated"):
       prog(d.allocator.alloc(64), global_size=(1, 1, 1), local_size=(64, 1, 1), wait=True)
   finally: uninstall_mock_amd(drv)
+
+def test_kernel_reading_the_aql_packet_is_refused_by_name(dev):
+  ir = """declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+define amdgpu_kernel void @dp(ptr addrspace(1) %out) {
+  %d = call ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+  %p = getelementptr i8, ptr addrspace(4) %d, i64 4
+  %x = load i16, ptr addrspace(4) %p
+  %y = zext i16 %x to i32
+  store i32 %y, ptr addrspace(1) %out
+  ret void
+}"""
+  with pytest.raises(NotImplementedError, match="dp: the kernel reads the AQL dispatch_ptr"): dev.program("dp", compile_ir(ir))
+
+def test_implicit_arguments_carry_the_launch_shape(dev):
+  from hw_tests import kernels_amd as KA
+  prog = dev.program("idx3", KA.compile_ir(KA.source("idx3"), dev.arch))
+  assert {"hidden_block_count_x", "hidden_group_size_x"} <= set(prog.hidden)
+  g, l = (2, 3, 2), (4, 2, 4)
+  n = int(np.prod(g) * np.prod(l))
+  bo = dev.allocator.alloc(4 * n)
+  prog(bo, global_size=g, local_size=l, wait=True)
+  np.testing.assert_array_equal(get(dev, bo, n, np.uint32), np.arange(n, dtype=np.uint32))
