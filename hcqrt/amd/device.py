@@ -72,7 +72,7 @@ class AMDBuffer:
 
 class AMDDevice:
   """An AMD GPU driven through KFD. Engine interface as NVDevice: name, renderer, arch, allocator, program(), synchronize()."""
-  renderer = "amdgpu-llvm"
+  renderer = "llvm"   # compiler/render_llvm.py + compiler/assemble/llvm.py (AMD_TARGETS in compiler/target.py)
   wait_timeout_s = 30.0
 
   def __init__(self, name: str = "AMD"):
@@ -248,7 +248,7 @@ class AMDDevice:
   def properties(self) -> dict[str, Any]:
     return {"name": self.name, "product": f"AMD {self.arch}", "arch": self.arch, "family": "RDNA3" if self.gfx.gfx == 11 else "CDNA3",
             "driver": f"KFD {self.kfd_version[0]}.{self.kfd_version[1]}", "cu_count": self.cu_count, "wave_size": self.wave_size,
-            "lds_bytes": self.lds_bytes, "gpu_id": self.gpu_id, "renderer": "missing (LLVM AMDGPU renderer, issue 13)"}
+            "lds_bytes": self.lds_bytes, "gpu_id": self.gpu_id, "renderer": "LLVM AMDGPU (llvmlite)"}
 
   def __repr__(self) -> str: return f"<AMDDevice {self.name} {self.arch}>"
 
