@@ -123,7 +123,7 @@ def probe_nv(mock: str | None = None, check_files: bool = True) -> list[Probe]:
 
 def probe_amd(mock: str | None = None) -> Probe:
   """The AMD GPU KFD reports, opened for real through the seam (`mock`: a gfx arch to probe the mock KFD instead).
-  Usable means the runtime works; tensor ops also need the LLVM AMDGPU renderer (issue 13), which props say is missing."""
+  Usable means the runtime works; tensor ops also need llvmlite (the LLVM AMDGPU renderer compiles in-process)."""
   if mock is None and not os.path.exists("/dev/kfd"):
     return Probe("AMD", "AMD", False, reason="no /dev/kfd: no AMD GPU kernel driver (amdgpu with KFD) is loaded",
                  fix="install the amdgpu driver (Linux 6.1+ ships KFD 1.11+); without a GPU, MOCKGPU=1 AMD=1 runs the AMD backend on the mock KFD")

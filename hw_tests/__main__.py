@@ -1,7 +1,7 @@
-"""`python -m hw_tests --device NV [--mock] [--arch hopper] [--stress N] [--json PATH] [--only GROUP|CHECK]`
+"""`python -m hw_tests --device NV|AMD [--mock] [--arch hopper|gfx1100] [--stress N] [--json PATH] [--only GROUP|CHECK]`
 
-Runs the conformance suite on a device; without an NVIDIA driver (no /dev/nvidiactl) or with --mock, on the
-NV mock (the chip set by --arch). Prints a table, writes a JSON report, exits 1 when a check fails; the last
+Runs the conformance suite on a device; without the vendor's driver (no /dev/nvidiactl, no /dev/kfd) or with --mock,
+on the mock driver (the chip set by --arch; AMD: gfx1100, whose code the mock runs on its RDNA3 emulator). Prints a table, writes a JSON report, exits 1 when a check fails; the last
 line reads `N passed, M failed`. Exits 2 with the install commands when a required Python package is missing.
 """
 from __future__ import annotations
@@ -10,14 +10,18 @@ from hcqrt.deps import require
 
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(prog="python -m hw_tests", description="hcqrt hardware conformance suite")
-  ap.add_argument("--device", default="NV", help="device to test (NV, NV:1)")
-  ap.add_argument("--mock", action="store_true", help="use the NV mock driver even if a real one exists")
-  ap.add_argument("--arch", default="hopper", help="chip the mock reports: ampere, ada, hopper, blackwell, blackwell_b")
-  ap.add_argument("--stress", type=int, default=10_000, help="back-to-back launches")
+  ap.add_argument("--device", default="NV", help="device to test (NV, NV:1, AMD)")
+  ap.add_argument("--mock", action="store_true", help="use the mock driver even if a real one exists")
+  ap.add_argument("--arch", default=None, help="chip the mock reports: NV ampere, ada, hopper (default), blackwell, blackwell_b; "
+                                               "AMD gfx1100 (default), gfx942")
+  ap.add_argument("--stress", type=int, default=None, help="back-to-back launches (default 10000; 1000 on the AMD mock's emulator)")
   ap.add_argument("--json", default="hw_tests_report.json", help="where to write the JSON report")
   ap.add_argument("--only", default=None, help="run one group or check")
   a = ap.parse_args(argv)
-  if not a.device.upper().startswith("NV"): print(f"hw_tests: device {a.device} is not supported (NV only)"); return 2
+  if a.device.upper().startswith("AMD"): return _main_amd(a)
+  if not a.device.upper().startswith("NV"): print(f"hw_tests: device {a.device} is not supported (NV or AMD)"); return 2
+  a.arch = a.arch or "hopper"
+  a.stress = 10_000 if a.stress is None else a.stress
   if not require("python -m hw_tests"): return 2
   mocked = a.mock or not os.path.exists("/dev/nvidiactl")
   drv = None
@@ -30,11 +34,31 @@ def main(argv: list[str] | None = None) -> int:
       from hcqrt.mock.nv import uninstall_mock_nv
       uninstall_mock_nv(drv)
 
+def _main_amd(a: argparse.Namespace) -> int:
+  from hw_tests.kernels_amd import INSTALL, have_llvmlite
+  if not have_llvmlite(): print(f"hw_tests: the AMD kernels are LLVM IR compiled with llvmlite, which is missing: {INSTALL}"); return 2
+  mocked = a.mock or not os.path.exists("/dev/kfd")
+  a.arch = a.arch or "gfx1100"
+  a.stress = (1_000 if mocked else 10_000) if a.stress is None else a.stress
+  drv = None
+  if mocked:
+    from hcqrt.mock.amd import install_mock_amd
+    drv = install_mock_amd(a.arch)
+  try: return _run(a, mocked, drv)
+  finally:
+    if drv is not None:
+      from hcqrt.mock.amd import uninstall_mock_amd
+      uninstall_mock_amd(drv)
+
 def _run(a: argparse.Namespace, mocked: bool, drv) -> int:
-  from hcqrt.nv.device import NVDevice
   from hw_tests.suite import Ctx, run_suite
   t0 = time.perf_counter()
-  dev = NVDevice(a.device.upper())
+  if a.device.upper().startswith("AMD"):
+    from hcqrt.amd.device import AMDDevice
+    dev = AMDDevice(a.device.upper())
+  else:
+    from hcqrt.nv.device import NVDevice
+    dev = NVDevice(a.device.upper())
   if drv is not None: dev.drv = drv
   print(f"hw_tests on {dev} ({'mock ' + a.arch if mocked else 'real driver'}), bring-up {time.perf_counter() - t0:.2f}s")
   c = Ctx(dev, mocked, a.stress)

@@ -107,3 +107,9 @@ def stack_reference(x, keep: int = 20):
   n, i = len(x), np.arange(len(x))
   x = x.astype(np.float64)
   return sum(x[(i + j) % n] * (j + 1) for j in range(64)) + sum(x[(i + 3 * k) % n] * (k + 1) for k in range(keep))
+
+SOURCES = {"idx3": lambda: IDX3, "add": lambda: ADD, "inc": lambda: INC, "rev": lambda: REV, "many": many, "stack": stack}
+
+def source(name: str, *args) -> str:
+  """The PTX of suite kernel `name` (without the .version/.target head)."""
+  return SOURCES[name](*args)

@@ -435,6 +435,9 @@ def test_sdma_packets(gfx, key):
   assert (op["SDMA_OP_NOP"], op["SDMA_OP_COPY"], op["SDMA_OP_FENCE"], op["SDMA_OP_TRAP"], op["SDMA_OP_POLL_REGMEM"], op["SDMA_OP_ATOMIC"], op["SDMA_OP_TIMESTAMP"]) == \
          (sdma.OP_NOP, sdma.OP_COPY, sdma.OP_FENCE, sdma.OP_TRAP, sdma.OP_POLL_REGMEM, sdma.OP_ATOMIC, sdma.OP_TIMESTAMP)
   assert op["SDMA_OP_DUMMY_TRAP"] == sdma.OP_DUMMY_TRAP[gfx] and S["subops"]["SDMA_SUBOP_COPY_LINEAR"] == sdma.SUBOP_COPY_LINEAR
+  assert S["subops"]["SDMA_SUBOP_TIMESTAMP_GET_GLOBAL"] == sdma.SUBOP_TIMESTAMP_GET_GLOBAL
+  t = sdma.timestamp(0x1_0000_0008)
+  assert (t[0] & 0xFF, (t[0] >> 8) & 0xFF, t[1], t[2]) == (op["SDMA_OP_TIMESTAMP"], sdma.SUBOP_TIMESTAMP_GET_GLOBAL, 8, 1)
   P = S["packets"]
   c = sdma.copy_linear(0x7F00_DEAD_BEE0, 0x1_2345_6780, 4096, gfx=gfx)
   F = P["COPY_LINEAR"]["fields"]

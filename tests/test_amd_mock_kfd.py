@@ -198,8 +198,11 @@ def test_unknown_packets_and_faults_fail_loudly(rig):
   with pytest.raises(GPUError, match="COPY_DATA"): rig.submit(pm4.packet(pm4.COPY_DATA, 0, 0, 0, 0, 0))
   assert "COPY_DATA" in rig.drv.queues[0].error
 
-def test_no_executor_is_a_clear_error(rig):
-  prev = set_executor(None)
+def test_default_executor_runs_the_code_in_gpu_memory(rig):
+  prev = set_executor(None)   # the default: the RDNA3 emulator over the mock's own GPU memory
   try:
-    with pytest.raises(GPUError, match="RDNA3 emulator"): rig.submit(_dispatch(rig, 1) + pm4.release_mem(rig.cached.va_addr, 1))
+    rig.drv.vm.write(rig.code.va_addr, bytes(16))   # not an instruction stream: the emulator refuses, the queue stops
+    with pytest.raises(GPUError, match=f"program at {rig.code.va_addr:#x} cannot run on the RDNA3 emulator"):
+      rig.submit(_dispatch(rig, 1) + pm4.release_mem(rig.cached.va_addr, 1))
+    assert "RDNA3 emulator" in rig.drv.queues[0].error
   finally: set_executor(prev)

@@ -34,9 +34,9 @@ def test_cli_mockgpu_shows_the_mock_h100():
   assert "2 GPU(s) usable; default device: CPU (NV=1 selects NV)" in out
   assert "default device: NV" in _run(MOCKGPU="1", NV="1")
 
-def test_cli_mock_amd_target_and_missing_renderer():
+def test_cli_mock_amd_target_and_renderer():
   out = _run(MOCKGPU="1", MOCKGPU_ARCH="gfx942")
-  assert "AMD gfx942 (mock KFD): CDNA3 gfx942, 304 CUs, wave64" in out and "LLVM AMDGPU renderer, issue 13" in out
+  assert "AMD gfx942 (mock KFD): CDNA3 gfx942, 304 CUs, wave64" in out and "LLVM AMDGPU (llvmlite)" in out
   assert "NVIDIA H100 80GB HBM3 (mock driver)" in out   # the NV mock keeps its default chip
 
 @pytest.mark.parametrize("arch", ["ampere", "ada", "hopper", "blackwell", "blackwell_b"])

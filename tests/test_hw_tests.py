@@ -1,5 +1,6 @@
-"""The conformance suite against the NV mock: everything passes (H100 and Ada), the report is complete, and a
-failing check shows up in the table, the JSON and the exit status."""
+"""The conformance suite against the NV mock (H100 and Ada) and the AMD mock (gfx1100, kernels from LLVM IR run by
+the mock's RDNA3 emulator): everything that applies passes, the report is complete, and a failing check shows up in
+the table, the JSON and the exit status."""
 import json
 from hw_tests.__main__ import main
 from hw_tests import suite
@@ -17,12 +18,29 @@ def test_suite_passes_on_mock_h100(tmp_path, capsys):
 def test_suite_on_mock_ada_launches(tmp_path, capsys):
   rc = main(["--mock", "--arch", "ada", "--only", "launches", "--stress", "100", "--json", str(tmp_path / "r.json")])
   rep = json.loads((tmp_path / "r.json").read_text())
-  assert rc == 0 and rep["device"]["arch"] == "sm_89" and rep["passed"] == sum(g == "launches" for g, _, _ in suite.CHECKS) >= 6
+  assert rc == 0 and rep["device"]["arch"] == "sm_89" and rep["passed"] == sum(g == "launches" for g, *_ in suite.CHECKS) >= 6
 
 def test_failure_is_reported(tmp_path, capsys, monkeypatch):
   def broken(c): raise AssertionError("deliberately broken")
-  monkeypatch.setattr(suite, "CHECKS", suite.CHECKS + [("errors", "broken", broken)])
+  monkeypatch.setattr(suite, "CHECKS", suite.CHECKS + [("errors", "broken", broken, ("NV", "AMD"))])
   rc = main(["--mock", "--only", "errors", "--json", str(tmp_path / "r.json")])
   out = capsys.readouterr().out
   assert rc == 1 and "FAIL  errors      broken" in out and "deliberately broken" in out and out.strip().endswith("1 passed, 1 failed")
   assert json.loads((tmp_path / "r.json").read_text())["failed"] == 1
+
+def test_suite_passes_on_mock_amd(tmp_path, capsys):
+  rc = main(["--device", "AMD", "--mock", "--stress", "50", "--json", str(tmp_path / "r.json")])
+  out = capsys.readouterr().out
+  rep = json.loads((tmp_path / "r.json").read_text())
+  amd = [c for c in suite.CHECKS if "AMD" in c[3]]
+  assert rc == 0, out
+  assert out.strip().splitlines()[-1] == f"{len(amd)} passed, 0 failed" and len(amd) >= len(suite.CHECKS) - 1
+  assert "n/a   launches    stack_and_spills" in out
+  assert rep["device"]["arch"] == "gfx1100" and rep["failed"] == 0 and len(rep["results"]) == len(amd)
+  assert {"launch_host_us", "graph_host_us_per_kernel", "back_to_back_us_per_launch"} <= set(rep["metrics"])   # speed: bench/hcq_bench.py
+
+def test_amd_without_llvmlite_says_what_to_install(monkeypatch, capsys):
+  from hw_tests import kernels_amd
+  monkeypatch.setattr(kernels_amd, "have_llvmlite", lambda: False)
+  assert main(["--device", "AMD", "--mock"]) == 2
+  assert "pip install llvmlite" in capsys.readouterr().out

@@ -16,12 +16,13 @@ the interrupt that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel inst
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, io, os, struct, time
+import contextlib, ctypes, errno, os, struct, time
 from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay
 from hcqrt.amd.targets import Target, target_for
+from hcqrt.amd import codeobject
 from ioctl_defs.amd import kfd as K, pm4, sdma, regs, kd as KD
 
 RW = os.O_RDWR | os.O_CLOEXEC
@@ -71,7 +72,7 @@ class AMDBuffer:
 
 class AMDDevice:
   """An AMD GPU driven through KFD. Engine interface as NVDevice: name, renderer, arch, allocator, program(), synchronize()."""
-  renderer = "amdgpu-llvm"
+  renderer = "llvm"   # compiler/render_llvm.py + compiler/assemble/llvm.py (AMD_TARGETS in compiler/target.py)
   wait_timeout_s = 30.0
 
   def __init__(self, name: str = "AMD"):
@@ -247,7 +248,7 @@ class AMDDevice:
   def properties(self) -> dict[str, Any]:
     return {"name": self.name, "product": f"AMD {self.arch}", "arch": self.arch, "family": "RDNA3" if self.gfx.gfx == 11 else "CDNA3",
             "driver": f"KFD {self.kfd_version[0]}.{self.kfd_version[1]}", "cu_count": self.cu_count, "wave_size": self.wave_size,
-            "lds_bytes": self.lds_bytes, "gpu_id": self.gpu_id, "renderer": "missing (LLVM AMDGPU renderer, issue 13)"}
+            "lds_bytes": self.lds_bytes, "gpu_id": self.gpu_id, "renderer": "LLVM AMDGPU (llvmlite)"}
 
   def __repr__(self) -> str: return f"<AMDDevice {self.name} {self.arch}>"
 
@@ -314,6 +315,14 @@ class AMDQueue(HWQueue):
     pos = len(self.q); self.q += dws; return pos
   def _put64(self, pos: int, v: int) -> None: self.q[pos], self.q[pos + 1] = v & 0xFFFFFFFF, v >> 32
 
+def _fill_hidden(prog: AMDProgram, args: KernArgs, g, l) -> None:
+  """Write the implicit arguments a code object v5 kernel reads through its implicitarg pointer (what an AQL packet
+  processor would supply): workgroup counts and sizes, no partial workgroups, no global offset; the rest zero."""
+  vals = {"hidden_block_count_x": g[0], "hidden_block_count_y": g[1], "hidden_block_count_z": g[2], "hidden_group_size_x": l[0],
+          "hidden_group_size_y": l[1], "hidden_group_size_z": l[2], "hidden_grid_dims": 3 if g[2] * l[2] > 1 else 2 if g[1] * l[1] > 1 else 1}
+  for kind, (off, size) in prog.hidden.items():
+    args.view[off:off + size] = int(vals.get(kind, 0)).to_bytes(size, "little")
+
 class AMDComputeQueue(AMDQueue):
   """PM4 for the MEC: SET_SH_REG + DISPATCH_DIRECT launches, RELEASE_MEM signals, WAIT_REG_MEM waits."""
   def _cache_release(self) -> int:
@@ -350,16 +359,19 @@ class AMDComputeQueue(AMDQueue):
     self._emit(pm4.set_sh_reg(r("PGM_RSRC3"), prog.kd.rsrc3))
     self._emit(pm4.set_sh_reg(r("TMPRING_SIZE"), 0))
     self._emit(pm4.set_sh_reg(r("RESOURCE_LIMITS"), 0))
-    ka = self._emit(pm4.set_sh_reg(r("USER_DATA_0"), args.va & 0xFFFFFFFF, args.va >> 32))
+    user = [{"kernarg_lo": args.va & 0xFFFFFFFF, "kernarg_hi": args.va >> 32}.get(u, 0) for u in prog.user_data_layout] or [0]
+    ka = self._emit(pm4.set_sh_reg(r("USER_DATA_0"), *user))
     self._emit(pm4.set_sh_reg(r("START_X"), 0, 0, 0))
     nt = self._emit(pm4.set_sh_reg(r("NUM_THREAD_X"), *l))
     dd = self._emit(pm4.dispatch_direct(*g, regs.dispatch_initiator(t.name, wave32=prog.kd.wave32)))
     # the next launch may read what this one wrote: wait for it to finish (launches would otherwise overlap)
     self._emit(pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_CS_PARTIAL_FLUSH))
-    return {"ka": ka, "nt": nt, "dd": dd, "args": args}
+    _fill_hidden(prog, args, g, l)
+    return {"ka": ka, "nt": nt, "dd": dd, "args": args, "prog": prog, "g": tuple(g), "l": tuple(l)}
   def _update_exec(self, rec, g, l):
-    if g is not None: self.q[rec["dd"] + 1:rec["dd"] + 4] = list(g)
-    if l is not None: self.q[rec["nt"] + 2:rec["nt"] + 5] = list(l)
+    if g is not None: self.q[rec["dd"] + 1:rec["dd"] + 4] = list(g); rec["g"] = tuple(g)
+    if l is not None: self.q[rec["nt"] + 2:rec["nt"] + 5] = list(l); rec["l"] = tuple(l)
+    _fill_hidden(rec["prog"], rec["args"], rec["g"], rec["l"])
   _bound: tuple[int, int, int] | None = None
   def _stream(self, dev: AMDDevice) -> list[int]:
     out, i = [], 0
@@ -394,6 +406,8 @@ class AMDCopyQueue(AMDQueue):
     for k in range((rec["n"] + step - 1) // step):
       if src is not None: self._put64(p + 7 * k + 3, src + k * step)
       if dst is not None: self._put64(p + 7 * k + 5, dst + k * step)
+  def _timestamp(self, signal):
+    return {"pos": self._emit(sdma.timestamp(signal.va + 24))}
   def _wait(self, signal, value):
     return {"pos": self._emit(sdma.poll_regmem(signal.va, value & 0xFFFFFFFF, gfx=self.t.gfx)), "kind": "wait"}
   def _signal(self, signal, value):
@@ -419,39 +433,61 @@ class AMDCopyQueue(AMDQueue):
     out += self.q[i:]
     dev.sdma.submit(out)
 
+# the user SGPRs a kernel descriptor enables, in the order the hardware loads them (AMDGPUUsage "Initial Kernel
+# Execution State"), with their dword counts; a PM4 dispatch must put the kernarg pointer where the kernel looks for it
+_USER_SGPRS = [("PRIVATE_SEGMENT_BUFFER", 4), ("DISPATCH_PTR", 2), ("QUEUE_PTR", 2), ("KERNARG_SEGMENT_PTR", 2), ("DISPATCH_ID", 2),
+               ("FLAT_SCRATCH_INIT", 2), ("PRIVATE_SEGMENT_SIZE", 1)]
+
+def user_sgpr_layout(name: str, kd: Any) -> list[str]:
+  """One entry per user SGPR dword: "kernarg_lo"/"kernarg_hi" or "zero". Refuses what a PM4 dispatch cannot provide."""
+  out: list[str] = []
+  for field_name, n in _USER_SGPRS:
+    if not kd.properties[f"ENABLE_SGPR_{field_name}"]: continue
+    if field_name in ("DISPATCH_PTR", "QUEUE_PTR"):
+      raise NotImplementedError(f"{name}: the kernel reads the AQL {field_name.lower()} (ENABLE_SGPR_{field_name}); this runtime dispatches "
+                                "through PM4 without an AQL packet")
+    out += ["kernarg_lo", "kernarg_hi"] if field_name == "KERNARG_SEGMENT_PTR" else ["zero"] * n   # no scratch: zero buffers/sizes
+  if kd.kernarg_preload & 0x7F:   # KERNARG_PRELOAD_SPEC_LENGTH
+    raise NotImplementedError(f"{name}: kernarg preloading is not supported")
+  if len(out) > kd.user_sgpr_count:
+    raise ValueError(f"{name}: the descriptor enables {len(out)} user SGPRs but RSRC2.USER_SGPR_COUNT is {kd.user_sgpr_count}")
+  return out
+
 class AMDProgram(HCQProgram):
   """A kernel in GPU memory: `code_va` its first instruction, `kd` its decoded descriptor, `params` [(offset, size)]."""
-  def __init__(self, dev: AMDDevice, name: str, code: bytes, descriptor: bytes, params: Sequence[tuple[int, int]], kernarg_size: int | None = None):
+  def __init__(self, dev: AMDDevice, name: str, code: bytes, descriptor: bytes, params: Sequence[tuple[int, int]], kernarg_size: int | None = None,
+               entry: int = 0):
+    """`code` is the loadable image (a code object's sections, the descriptor among them) with the first instruction
+    at byte `entry` (256-byte aligned); it goes to executable GPU memory as it is."""
     super().__init__(dev, name)
     self.kd = KD.decode(descriptor, dev.arch)
     if self.kd.wave32 and not dev.gfx.wave32: raise ValueError(f"{name}: a wave32 kernel cannot run on {dev.arch}")
     if self.kd.private_segment_fixed_size: raise NotImplementedError(f"{name}: kernels with scratch (private segment) are not supported yet")
     if self.kd.group_segment_fixed_size > dev.lds_bytes:
       raise ValueError(f"{name}: {self.kd.group_segment_fixed_size} bytes of LDS exceed the {dev.lds_bytes} a workgroup has on {dev.arch}")
+    if entry % 256: raise ValueError(f"{name}: code entry offset {entry:#x} is not 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
+    self.user_data_layout = user_sgpr_layout(name, self.kd)
     self.image = dev.gpu_alloc(len(code) + 256, "vram", host=True, executable=True)   # +256: instruction prefetch past the end
     self.image.view()[:len(code)] = code
-    self.code_va = self.image.va
+    self.code_va = self.image.va + entry
     if self.code_va % 256: raise ValueError("program address must be 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
     self.params = list(params)
+    self.hidden: dict[str, tuple[int, int]] = {}   # code object v5 implicit arguments the launch fills (sizes, counts)
     self.kernarg_size = kernarg_size if kernarg_size is not None else max([o + s for o, s in self.params] + [self.kd.kernarg_size, 8])
 
   @classmethod
   def from_elf(cls, dev: AMDDevice, name: str, lib: bytes) -> AMDProgram:
-    """Load the kernel `name` of an HSA code object: its text and `<name>.kd` descriptor (arguments from the caller's params)."""
-    from elftools.elf.elffile import ELFFile
-    elf = ELFFile(io.BytesIO(lib))
-    syms = {s.name: s for s in elf.get_section_by_name(".symtab").iter_symbols()}
-    if f"{name}.kd" not in syms: raise ValueError(f"code object has no kernel descriptor {name}.kd (symbols: {sorted(syms)[:8]})")
-    image = bytearray(max(s["p_vaddr"] + s["p_memsz"] for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"))
-    for s in elf.iter_segments():
-      if s["p_type"] == "PT_LOAD": image[s["p_vaddr"]:s["p_vaddr"] + s["p_filesz"]] = s.data()
-    kdo = syms[f"{name}.kd"]["st_value"]
-    desc = bytes(image[kdo:kdo + 64])
-    entry = kdo + struct.unpack_from("<q", desc, 16)[0]
-    return cls(dev, name, bytes(image[entry:]), desc, [])
+    """Load kernel `name` of an HSA code object (LLVM's relocatable .o or a linked .hsaco): sections laid out and
+    relocated (the descriptor's entry offset included), arguments from the NT_AMDGPU_METADATA note."""
+    co = codeobject.read(lib, name)
+    prog = cls(dev, name, co.image, co.descriptor, co.params, co.kernarg_size, entry=co.entry)
+    prog.hidden = co.hidden
+    return prog
 
   def fill_kernargs(self, bufs: Sequence[Any], vals: Sequence[int] = (), persistent: bool = False) -> KernArgs:
     # a graph's arguments must outlive the per-launch ring, which is recycled under it
+    if len(bufs) + len(vals) != len(self.params):
+      raise TypeError(f"{self.name}: takes {len(self.params)} arguments, got {len(bufs)} buffers and {len(vals)} values")
     host, va = (self.device.persistent if persistent else self.device.kernargs.alloc)(self.kernarg_size, 16)
     view = memoryview((ctypes.c_char * self.kernarg_size).from_address(host)).cast("B")
     ka = KernArgs(view, self.params, len(bufs), va)
@@ -466,7 +502,9 @@ class AMDAllocator:
     self.dev = dev
     self.staging = dev.gpu_alloc(self.STAGING, "gtt", host=True)
   def alloc(self, nbytes: int, host: bool = False) -> AMDBuffer: return self.dev.gpu_alloc(nbytes, "gtt" if host else "vram", host=host)
-  def free(self, buf: AMDBuffer) -> None: self.dev.gpu_free(buf)
+  def free(self, buf: AMDBuffer) -> None:
+    if buf.freed: raise RuntimeError(f"{self.dev.name}: double free of {buf}")
+    self.dev.gpu_free(buf)
   def _copy(self, dst: int, src: int, n: int) -> None:
     d = self.dev
     d.hw_copy_queue().wait(d.timeline_signal, d.timeline_value - 1).copy(dst, src, n).signal(d.timeline_signal, d.timeline_value).submit(d)
@@ -474,12 +512,14 @@ class AMDAllocator:
     d.synchronize()
   def copyin(self, dst: AMDBuffer, src: memoryview) -> None:
     mv = memoryview(src).cast("B")
+    if mv.nbytes > dst.nbytes: raise ValueError(f"{self.dev.name}: copyin of {mv.nbytes} bytes into {dst}")
     for off in range(0, mv.nbytes, self.STAGING):
       m = min(self.STAGING, mv.nbytes - off)
       self.staging.view()[:m] = mv[off:off + m]
       self._copy(dst.va + off, self.staging.va, m)
   def copyout(self, dst: memoryview, src: AMDBuffer) -> None:
     mv = memoryview(dst).cast("B")
+    if mv.nbytes > src.nbytes: raise ValueError(f"{self.dev.name}: copyout of {mv.nbytes} bytes from {src}")
     for off in range(0, mv.nbytes, self.STAGING):
       m = min(self.STAGING, mv.nbytes - off)
       self._copy(self.staging.va, src.va + off, m)

@@ -82,6 +82,13 @@ def trap(int_context: int = 0, *, gfx: int) -> list[int]:
   if not 0 <= int_context <= TRAP_INT_CONTEXT_MASK: raise ValueError(f"SDMA TRAP int_context {int_context:#x} does not fit 28 bits")
   return [header(OP_TRAP), int_context]
 
+SUBOP_TIMESTAMP_GET_GLOBAL = 2
+
+def timestamp(addr: int) -> list[int]:
+  """TIMESTAMP / GET_GLOBAL_TIMESTAMP: write the 64-bit GPU clock to `addr` (8-byte aligned)."""
+  if addr % 8: raise ValueError(f"SDMA timestamp address {addr:#x} must be 8-byte aligned")
+  return [header(OP_TIMESTAMP, SUBOP_TIMESTAMP_GET_GLOBAL), _lo(addr), _hi(addr)]
+
 def nop(ndwords: int = 1) -> list[int]:
   """`ndwords` dwords of padding as one NOP packet (header count = ndwords - 1)."""
   if not 1 <= ndwords <= NOP_COUNT_MASK + 1: raise ValueError(f"SDMA NOP of {ndwords} dwords does not fit the 14-bit count")

@@ -144,6 +144,7 @@ class Queue:
       except GPUFault as e:
         self.kfd.memory_fault(e.va)
         raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}") from None
+      except GPUError as e: raise self.fail(str(e)) from None   # e.g. code the executor cannot run: the queue stops
 
   def step_pm4(self) -> int:
     hdr = self._dw(0)
@@ -201,7 +202,7 @@ class Queue:
     rsrc2 = r.get(C["PGM_RSRC2"], 0)
     nuser = (rsrc2 >> 1) & 0x1F
     grid = (body[0], body[1], body[2])
-    block = tuple(r.get(C[f"NUM_THREAD_{a}"], 0) & 0x3FF for a in "XYZ")
+    block = tuple(r.get(C[f"NUM_THREAD_{a}"], 0) & 0xFFFF for a in "XYZ")   # NUM_THREAD_FULL is bits 15:0
     if min(grid) < 1 or min(block) < 1: raise self.fail(f"DISPATCH_DIRECT grid {grid} / COMPUTE_NUM_THREAD {block}: every dimension must be >= 1")
     if ((rsrc2 >> 15) & 0x1FF) * 512 > 65536: raise self.fail(f"COMPUTE_PGM_RSRC2.LDS_SIZE asks for {((rsrc2 >> 15) & 0x1FF) * 512} bytes; a workgroup has 64 KiB")
     if rsrc2 & 1: raise self.fail("scratch enabled (RSRC2.SCRATCH_EN) but the mock models no scratch (COMPUTE_TMPRING_SIZE)")
@@ -253,7 +254,9 @@ class Queue:
     if name == "TRAP":
       b = need(2); self.kfd.interrupt(b[1] & 0x0FFFFFFF); return 2
     if name == "TIMESTAMP" and sub == 2:
-      b = need(3); self.vm.write(b[1] | (b[2] << 32), struct.pack("<Q", time.perf_counter_ns() // 10)); return 3
+      b = need(3)
+      if b[1] % 8: raise self.fail(f"SDMA GET_GLOBAL_TIMESTAMP address {b[1] | (b[2] << 32):#x} is not 8-byte aligned")
+      self.vm.write(b[1] | (b[2] << 32), struct.pack("<Q", time.perf_counter_ns() // 10)); return 3
     if name == "GCR_REQ" and self.gfx >= 11:
       b = need(5)
       if (b[2] >> 16) & (1 << 15): self.vm.writeback()

@@ -12,7 +12,7 @@ GL2 write-back bits, ACQUIRE_MEM with GL2_WB). So a signal released without the 
   b'ok'
 """
 from __future__ import annotations
-import ctypes, mmap as _mmap, os
+import bisect, ctypes, mmap as _mmap, os
 from dataclasses import dataclass, field
 from hcqrt import syscalls
 
@@ -55,19 +55,21 @@ class GPUVM:
   """The GPU virtual address space of one process on one GPU: BOs mapped by MAP_MEMORY_TO_GPU, plus the L2's dirty dwords."""
   def __init__(self):
     self.bos: list[BO] = []          # sorted by va
+    self._vas: list[int] = []        # their VAs, for bisect
     self.dirty: dict[int, bytes] = {}   # dword address -> 4 bytes held in L2 (cached memory only)
     self.writebacks = 0
 
   def map(self, bo: BO) -> None:
     self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)
+    self._vas = [b.va for b in self.bos]
   def unmap(self, bo: BO) -> None:
     self.bos = [b for b in self.bos if b is not bo]
+    self._vas = [b.va for b in self.bos]
     for a in [a for a in self.dirty if bo.va <= a < bo.end]: del self.dirty[a]
 
   def find(self, va: int, n: int = 1) -> BO:
-    for b in self.bos:
-      if b.va <= va and va + n <= b.end: return b
-      if b.va > va: break
+    i = bisect.bisect_right(self._vas, va) - 1   # BOs never overlap: only the last one starting at or below va can hold it
+    if i >= 0 and va + n <= (b := self.bos[i]).va + b.size: return b
     raise GPUFault(f"GPU page fault: {n} bytes at {va:#x} are not in a BO mapped to the GPU", va)
 
   def host(self, va: int, n: int = 1) -> int:

@@ -112,8 +112,12 @@ def decode_one(code: bytes, addr: int) -> Inst:
     f = dict(offset=off, glc=_bits(w, 14, 1), slc=_bits(w, 15, 1), dlc=_bits(w, 13, 1), addr=_bits(w1, 0, 8),
              data=_bits(w1, 8, 8), saddr=_bits(w1, 16, 7), vdst=_bits(w1, 24, 8))
     return Inst(addr, 8, enc, op, name, name, f)
+  if top6 == 0x38 and _bits(w, 18, 8) in MUBUF_CACHE_OPS:   # cache invalidations a workgroup-scope acquire emits
+    return Inst(addr, 8, "MUBUF", _bits(w, 18, 8), MUBUF_CACHE_OPS[_bits(w, 18, 8)], MUBUF_CACHE_OPS[_bits(w, 18, 8)], {})
   kind = {0x38: "MUBUF", 0x3A: "MTBUF", 0x3C: "MIMG", 0x3E: "EXP", 0x33: "VINTERP/LDSDIR"}.get(top6, "unknown")
   raise DecodeError(f"{kind} encoding at 0x{addr:x} (dword 0x{w:08x}) not supported by the RDNA3 emulator")
+
+MUBUF_CACHE_OPS = {0x2B: "buffer_gl0_inv", 0x2C: "buffer_gl1_inv"}   # gfx11 MUBUF opcodes (LLVM's gfx11 MUBUF table)
 
 def decode(code: bytes, start: int = 0, end: int | None = None) -> list[Inst]:
   """Decode a straight run of instructions; stops at the first s_code_end (padding after the kernel).

@@ -211,6 +211,10 @@ class Waves:
       self.scc[sel] = V.CMP_I[{"lg": "ne"}.get(cond, cond)](a, b).astype(np.uint32); return None
     raise EmulatorError("SOPK op not implemented")
 
+  def _mubuf(self, i: Inst, sel):
+    # only the GL0/GL1 invalidations decode as MUBUF: the emulator has no caches, every load already sees memory
+    return None
+
   def _sopp(self, i: Inst, sel):
     n, k = i.name, i.f["simm16"]
     target = i.addr + 4 + 4 * (k - 0x10000 if k & 0x8000 else k)

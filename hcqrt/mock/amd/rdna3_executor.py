@@ -1,0 +1,41 @@
+"""The mock CP's default shader executor: run a decoded DISPATCH_DIRECT on the RDNA3 emulator.
+
+Everything comes from the mock itself: the machine code is fetched from the mock's GPU memory at COMPUTE_PGM_LO/HI
+(never from the backend), RSRC1/2 and the user SGPRs from the registers the PM4 stream set, and every load/store goes
+through a flat map of the BOs mapped to the GPU, so an access outside them is a named GPU page fault. Only gfx1100
+(wave32) is emulated; a gfx942 dispatch fails loudly instead of pretending to run.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+
+import numpy as np
+
+from hcqrt.mock.amd.cp import Dispatch, GPUError
+from hcqrt.mock.amd.memory import GPUVM, GPUFault
+from hcqrt.mock.amd.rdna3 import DecodeError, EmulatorError, FlatMemory, MemoryFault
+from hcqrt.mock.amd.rdna3 import dispatch as emu_dispatch
+
+
+def flat_memory(vm: GPUVM) -> FlatMemory:
+  """The GPU's view of memory as the emulator wants it: every GPU-mapped BO at its VA, sharing the mock's bytes."""
+  mem = FlatMemory()
+  for va, size, host in vm.flat_map():
+    mem.map(va, np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(host)))
+  return mem
+
+def run(d: Dispatch, vm: GPUVM) -> None:
+  """Execute one dispatch; a memory access outside the mapped BOs raises GPUFault (the CP turns it into a queue fault)."""
+  if d.arch != "gfx1100":
+    raise GPUError(f"mock AMD: {d.arch} execution is not emulated (the RDNA3 emulator runs gfx1100 wave32 code only); "
+                   f"dispatch of the program at {d.program:#x} grid {d.grid} block {d.block}")
+  if not d.wave32: raise GPUError(f"mock AMD: gfx1100 dispatch at {d.program:#x} without CS_W32_EN (wave64) is not emulated")
+  vm.find(d.program, 4)   # instruction fetch of an unmapped program is a fault, not an emulator error
+  try:
+    emu_dispatch(flat_memory(vm), d.program, d.rsrc1, d.rsrc2, d.user_data, d.grid, d.block, wave32=True, lds_bytes=d.lds_bytes)
+  except MemoryFault as e:
+    m = re.search(r"(?:access at |: )0x([0-9a-f]+) is outside", str(e))   # the faulting address, not the instruction's
+    raise GPUFault(f"shader memory access of the program at {d.program:#x}: {e}", int(m.group(1), 16) if m else 0) from None
+  except (EmulatorError, DecodeError) as e:
+    raise GPUError(f"mock AMD: the program at {d.program:#x} cannot run on the RDNA3 emulator: {e}") from None
