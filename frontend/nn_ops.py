@@ -790,5 +790,6 @@ class _ConvFn(Function):
       gt = g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()              # (bs, *out, cout): cout contiguous
       gt = gt.permute(1 + nd, 0, *[1 + i for i in range(nd)]).reshape(*[1] * (nd + 1), cout, bs, *oyx)
       dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (*HW, cin, cout)
-      dw = dwt.permute(nd + 1, nd, *range(nd)).contiguous().lazydata
+      # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co
+      dw = dwt.contiguous().permute(nd + 1, nd, *range(nd)).contiguous().lazydata
     return dx, dw
