@@ -755,6 +755,8 @@ def _conv_fn_ok(x: Tensor, w: Tensor, groups, stride, dilation, pads: list[int],
           and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device and
           all(p <= k - 1 for k, pb, pa in zip(w.shape[2:], pads[-2::-2], pads[::-2]) for p in (pb, pa)))
 
+DW_CHUNK_BYTES = 1 << 19   # batch images per weight-gradient chunk: their output gradient and input fit this (L2)
+
 class _ConvFn(Function):
   """conv2d (stride 1, one group) whose backward is made of kernels the conv opts tile: the input gradient is the
   forward conv of the output gradient with the flipped, channel-swapped weight (a transposed conv), and the weight
@@ -782,14 +784,21 @@ class _ConvFn(Function):
       wt = w.transpose(0, 1).flip(*range(2, 2 + nd))
       dx = g.contiguous()._conv_fwd(wt.contiguous(), 1, 1, 1, gpads).lazydata
     if self.needs_input_grad[1]:
-      bs, cout, cin = g.shape[0], g.shape[1], x.shape[1]
-      oyx = g.shape[2:]
-      xp = (x.pad(pads) if any(pads) else x).contiguous()._pool(HW)                # (bs, cin, *out, *HW)
-      xw = xp.permute(*[2 + nd + i for i in range(nd)], 1, 0, *[2 + i for i in range(nd)])   # (*HW, cin, bs, *out)
-      xw = xw.reshape(*HW, cin, 1, bs, *oyx).expand(*HW, cin, cout, bs, *oyx)
+      bs, cout, cin, oyx = g.shape[0], g.shape[1], x.shape[1], g.shape[2:]
+      xp = (x.pad(pads) if any(pads) else x).contiguous()                          # (bs, cin, *padded)
+      # the batch in chunks whose images fit L2 (DW_CHUNK_BYTES): each chunk's partial dW is an output loop of its own
+      # (outermost: split across the cores), so the register tiles of one chunk re-read cached data instead of
+      # streaming the whole batch once per tile; a second small kernel sums the chunks
+      per_img = 4 * (prod(oyx) * cout + prod(xp.shape[2:]) * cin)
+      chunk = max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
+      nb = bs // chunk
+      xw = xp.reshape(nb, chunk, cin, *xp.shape[2:])._pool(HW)                      # (nb, chunk, cin, *out, *HW)
+      xw = xw.permute(0, *[3 + nd + i for i in range(nd)], 2, 1, *[3 + i for i in range(nd)])   # (nb, *HW, cin, chunk, *out)
+      xw = xw.reshape(nb, *HW, cin, 1, chunk, *oyx).expand(nb, *HW, cin, cout, chunk, *oyx)
       gt = g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()              # (bs, *out, cout): cout contiguous
-      gt = gt.permute(1 + nd, 0, *[1 + i for i in range(nd)]).reshape(*[1] * (nd + 1), cout, bs, *oyx)
-      dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (*HW, cin, cout)
+      gt = gt.reshape(nb, chunk, *oyx, cout).permute(0, 2 + nd, 1, *[2 + i for i in range(nd)]).reshape(nb, *[1] * (nd + 1), cout, chunk, *oyx)
+      dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, *HW, cin, cout)
+      dwt = dwt.contiguous().sum(0) if nb > 1 else dwt.reshape(dwt.shape[1:])
       # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co
       dw = dwt.contiguous().permute(nd + 1, nd, *range(nd)).contiguous().lazydata
     return dx, dw
