@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 from compiler.dtypes import dtypes
 from compiler.view import prod
+from compiler.uop import Ops
 from frontend.checks import check_index
 from frontend.function import Function
 
@@ -110,7 +111,7 @@ class NNOpsMixin:
     bs, (cout, cin), HW = self.shape[0], weight.shape[:2], weight.shape[2:]
     # an unrealized computed input (a previous conv + relu) is realized on its own first: fused into the padded copy
     # below, its reduction would run inside a kernel whose stores are gated by the border (no register tile)
-    if any(pads) and not self.lazydata.is_view and self.lazydata.buffer is None: self = self.contiguous()
+    if any(pads) and _computed_by_reduce(self.lazydata): self = self.contiguous()
     # the padded input as a buffer of its own (a cheap copy): the conv kernel then reads every window without border
     # checks, so its loads are plain vectors (a gated load costs a scalar load per lane on the CPU)
     x = (self.pad(pads).contiguous() if any(pads) else self)._pool(HW, stride, dilation)  # (bs, cin_, *out, *HW)
@@ -746,6 +747,21 @@ class NNOpsMixin:
 
 
 # ***** convolution with its gradients as convolutions *****
+
+def _computed_by_reduce(lb) -> bool:
+  """An unrealized value whose elementwise chain holds a reduction of its own size (a conv's output, + bias, relu):
+  what the padded copy would otherwise inline. Elementwise values of realized buffers stay fused into the copy."""
+  if lb.is_view or lb.buffer is not None: return False
+  n, stack, seen = prod(lb.shape), [lb], set()
+  while stack:
+    b = stack.pop()
+    if id(b) in seen or b.buffer is not None: continue
+    seen.add(id(b))
+    if b.op is Ops.REDUCE_AXIS:
+      if prod(b.shape) == n: return True
+      continue
+    stack.extend(s.base for s in b.srcs)
+  return False
 
 def _conv_fn_ok(x: Tensor, w: Tensor, groups, stride, dilation, pads: list[int], acc_dtype) -> bool:
   """Whether _ConvFn covers this conv: float32, one group, stride and dilation 1, padding at most kernel-1 per side
