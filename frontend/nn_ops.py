@@ -811,7 +811,10 @@ class _ConvFn(Function):
       xw = xp.reshape(nb, chunk, cin, *xp.shape[2:])._pool(HW)                      # (nb, chunk, cin, *out, *HW)
       xw = xw.permute(0, *[3 + nd + i for i in range(nd)], 2, 1, *[3 + i for i in range(nd)])   # (nb, *HW, cin, chunk, *out)
       xw = xw.reshape(nb, *HW, cin, 1, chunk, *oyx).expand(nb, *HW, cin, cout, chunk, *oyx)
-      gt = g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()              # (bs, *out, cout): cout contiguous
+      # (bs, *out, cout): cout contiguous. For 2-d, in two copies: (bs, oy, cout, ox) moves whole rows, then each
+      # (cout, ox) block (in L1) is transposed; one copy would read cout values a whole image apart (4 KiB strides
+      # that share a cache set), several times slower
+      gt = g.permute(0, 2, 1, 3).contiguous().permute(0, 1, 3, 2).contiguous() if nd == 2 else g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
       gt = gt.reshape(nb, chunk, *oyx, cout).permute(0, 2 + nd, 1, *[2 + i for i in range(nd)]).reshape(nb, *[1] * (nd + 1), cout, chunk, *oyx)
       dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, *HW, cin, cout)
       dwt = dwt.contiguous().sum(0) if nb > 1 else dwt.reshape(dwt.shape[1:])
