@@ -19,7 +19,8 @@ FULL = {"matmul": [512, 1024, 2048], "ew": 16 * 1024 * 1024, "sum": 64 * 1024 * 
         "conv": [32, 3, 32, 32, 32, 64], "beam": [1024, 2048]}
 QUICK = {"matmul": [128, 256, 512], "ew": 1024 * 1024, "sum": 4 * 1024 * 1024, "softmax": [512, 512], "compile": 6,
          "conv": [4, 3, 16, 16, 8, 16], "beam": [256]}
-BENCHES = ("matmul", "ew", "sum", "softmax", "compile", "conv", "beam")
+# convtrain: the conv sizes, forward + backward (weight gradients, the input gradient of conv 2) as a TinyJit step
+BENCHES = ("matmul", "ew", "sum", "softmax", "compile", "conv", "convtrain", "beam")
 
 def median_time(fn: Callable[[], object], setup: Callable[[], object] | None = None, warmup: int = 1,
                 min_reps: int = 3, max_reps: int = 20, budget_s: float = 2.0) -> dict:
@@ -60,6 +61,13 @@ def conv_inputs(spec: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def conv_flops(spec: list[int]) -> int:
   n, c, h, w, c1, c2 = spec
   return 2 * n * h * w * 9 * (c * c1 + c1 * c2)
+
+def conv_train_flops(spec: list[int]) -> int:
+  """Forward (both convs) + weight gradients (both) + input gradient of conv 2 (the input needs none): each costs
+  as much as that conv's forward."""
+  n, c, h, w, c1, c2 = spec
+  f1, f2 = 2 * n * h * w * 9 * c * c1, 2 * n * h * w * 9 * c1 * c2
+  return 2 * f1 + 3 * f2
 
 def softmax_input(rows: int, cols: int) -> np.ndarray: return rng().standard_normal((rows, cols), dtype=np.float32) * 4
 

@@ -68,7 +68,17 @@ def torch_benches(with_compile: bool) -> dict:
     F = torch.nn.functional
     with torch.no_grad():
       return [{"bench": "conv", "key": "conv", "shape": spec["conv"]} | median_time(lambda: F.conv2d(F.conv2d(x, w1, padding=1), w2, padding=1))]
-  return {"matmul": matmul, "ew": ew, "sum": sum_, "softmax": softmax, "conv": conv}
+  def convtrain(spec):
+    x, w1, w2 = map(T, conv_inputs(spec["conv"]))
+    w1.requires_grad_(True); w2.requires_grad_(True)
+    F = torch.nn.functional
+    def step():
+      w1.grad = w2.grad = None
+      loss = F.conv2d(F.conv2d(x, w1, padding=1).relu(), w2, padding=1).square().mean()
+      loss.backward()
+      return loss.item()
+    return [{"bench": "convtrain", "key": "convtrain", "shape": spec["conv"]} | median_time(step, warmup=2, budget_s=3.0, max_reps=15)]
+  return {"matmul": matmul, "ew": ew, "sum": sum_, "softmax": softmax, "conv": conv, "convtrain": convtrain}
 
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

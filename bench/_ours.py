@@ -83,6 +83,34 @@ def bench_conv(spec: dict) -> list[dict]:
   want = _conv_ref(_conv_ref(xn[:k], w1n), w2n)
   return [{"bench": "conv", "key": "conv", "shape": spec["conv"]} | _check(res, res["_out"].numpy()[:k], want, 1e-3, 1e-3)]
 
+def bench_convtrain(spec: dict) -> list[dict]:
+  """The conv benchmark's two convs with a relu between, forward + backward (w1, w2 gradients) as a TinyJit step;
+  checked against the float64 reference of the forward and the weight gradient of conv 2 on the first images."""
+  from frontend import TinyJit
+  xn, w1n, w2n = conv_inputs(spec["conv"])
+  x = Tensor(xn).realize()
+  w1, w2 = (Tensor(a, requires_grad=True).realize() for a in (w1n, w2n))
+  @TinyJit
+  def step():
+    w1.grad = w2.grad = None
+    loss = x.conv2d(w1, padding=1).relu().conv2d(w2, padding=1).square().mean()
+    loss.backward()
+    return loss.realize(), w1.grad.realize(), w2.grad.realize()
+  GlobalCounters.reset()
+  res = median_time(step, warmup=3, budget_s=3.0, max_reps=15)
+  GlobalCounters.reset(); loss, _, g2 = step()
+  res.update(kernels=GlobalCounters.kernel_count, kernel_s=GlobalCounters.time_sum_s)
+  h1 = np.maximum(_conv_ref(xn, w1n), 0)
+  out = _conv_ref(h1, w2n)
+  want_loss = np.array((out ** 2).mean())
+  go = 2 * out / out.size   # d loss / d out
+  hp = np.pad(h1, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  hh, ww = xn.shape[2:]
+  want_g2 = np.stack([np.einsum("nohw,nchw->oc", go, hp[:, :, dy:dy + hh, dx:dx + ww]) for dy in range(3) for dx in range(3)], -1).reshape(w2n.shape)
+  ok = _check(res | {"_out": None}, loss.numpy(), want_loss, 1e-3, 1e-6)
+  ok2 = _check(res | {"_out": None}, g2.numpy(), want_g2, 1e-2, 1e-4 * float(np.abs(want_g2).max()))
+  return [{"bench": "convtrain", "key": "convtrain", "shape": spec["conv"]} | ok | {"ok": ok["ok"] and ok2["ok"], "rel_err": max(ok["rel_err"], ok2["rel_err"])}]
+
 def bench_beam(spec: dict) -> list[dict]:
   """matmul with BEAM=2 (run.py starts this child with BEAM=2 and a fresh private HCQRT_CACHE): the warm-up call
   searches (its wall time is the search), then the median as for matmul; finally the engine's in-process kernel cache
@@ -202,7 +230,7 @@ def main() -> None:
   except Exception as e: info["cc"] = f"unknown ({e})"
   rows = run_all(spec, args.only.split(","), {"matmul": bench_matmul, "ew": bench_ew, "sum": bench_sum,
                                               "softmax": bench_softmax, "compile": bench_compile,
-                                              "conv": bench_conv, "beam": bench_beam})
+                                              "conv": bench_conv, "convtrain": bench_convtrain, "beam": bench_beam})
   emit({"lib": "ours", "info": info, "rows": rows})
 
 if __name__ == "__main__": main()

@@ -17,7 +17,7 @@ import argparse, importlib.util, json, os, pathlib, platform, resource, shutil, 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import FULL, QUICK, BENCHES, conv_flops  # noqa: E402 (after the sys.path entry); numpy is imported there, but no BLAS call is made here
+from _common import FULL, QUICK, BENCHES, conv_flops, conv_train_flops  # noqa: E402 (after the sys.path entry); numpy is imported there, but no BLAS call is made here
 
 def fma_flop_per_cycle(simd: str) -> int:
   """Peak float32 FLOP per cycle per core, assuming two FMA units (true of Intel server cores since Skylake-SP):
@@ -131,6 +131,7 @@ def _rate(row: dict, t: float) -> tuple[str, float | None]:
   if b == "sum": return "GB/s", 4 * row["n"] / t / 1e9
   if b == "softmax": return "GB/s", 8 * row["shape"][0] * row["shape"][1] / t / 1e9  # read once + write once
   if b == "conv": return "GFLOP/s", conv_flops(row["shape"]) / t / 1e9
+  if b == "convtrain": return "GFLOP/s", conv_train_flops(row["shape"]) / t / 1e9
   return "", None
 
 def label(row: dict) -> str:
@@ -142,6 +143,7 @@ def _label(row: dict) -> str:
   if k.startswith("matmul:"): return f"matmul f32 N={row['n']}"
   if k.startswith("beam:"): return f"matmul f32 N={row['n']} BEAM=2"
   if k == "conv": return "conv2d {}x{}x{}x{}>{}>{}".format(*row["shape"])
+  if k == "convtrain": return "  fwd+bwd, TinyJit step"
   if k == "ew": return f"exp(relu(a*b+c)) {_n(row['n'])}"
   if k == "ew:torch.compile": return "  torch.compile"
   if k == "sum": return f"sum f32 {_n(row['n'])}"

@@ -1,7 +1,9 @@
 """Train-step time of the digits CNN (examples/train_digits.py): ours eager, ours TinyJit, torch CPU, and the
-JIT's replay cost per kernel. Each side runs in its own process, torch right after ours.
+JIT's replay cost per kernel; then tinygrad's beautiful_mnist CNN (Conv 1->32 5x5, 32->32 5x5, BatchNorm, maxpool,
+32->64 3x3, 64->64 3x3, BatchNorm, maxpool, Linear 576->10; Adam) on random 28x28 images at --mnist-batch, ours
+TinyJit vs torch. Each side runs in its own process, torch right after ours.
 
-  python bench/train_bench.py [--batch 64] [--steps 30] [--json]
+  python bench/train_bench.py [--batch 64] [--steps 30] [--mnist-batch 128] [--mnist-steps 10] [--no-mnist] [--json]
 """
 from __future__ import annotations
 import argparse, json, os, subprocess, sys
@@ -70,6 +72,54 @@ ts = ts[3:]
 print(json.dumps({"torch_ms": 1e3 * sorted(ts)[len(ts) // 2], "torch_threads": torch.get_num_threads()}))
 '''
 
+MNIST_OURS = r'''
+import json, sys, time, numpy as np
+sys.path.insert(0, ROOT)
+from frontend import Tensor, TinyJit, GlobalCounters, nn, optim
+from frontend.nn.state import get_parameters
+class Model:
+  def __init__(self):
+    self.layers = [nn.Conv2d(1, 32, 5), Tensor.relu, nn.Conv2d(32, 32, 5), Tensor.relu, nn.BatchNorm(32), Tensor.max_pool2d,
+                   nn.Conv2d(32, 64, 3), Tensor.relu, nn.Conv2d(64, 64, 3), Tensor.relu, nn.BatchNorm(64), Tensor.max_pool2d,
+                   lambda x: x.flatten(1), nn.Linear(576, 10)]
+  def __call__(self, x): return x.sequential(self.layers)
+Tensor.manual_seed(0)
+model = Model(); opt = optim.Adam(get_parameters(model))
+@TinyJit
+def step(x, y):
+  with Tensor.train():
+    opt.zero_grad(); loss = model(x).sparse_categorical_crossentropy(y); loss.backward(); opt.step()
+    return loss.realize()
+rng = np.random.default_rng(0)
+batches = [(Tensor(rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32)).realize(), Tensor(rng.integers(0, 10, BATCH).astype(np.int32)).realize())
+           for _ in range(STEPS)]
+ts = []
+for i, (xb, yb) in enumerate(batches):
+  GlobalCounters.reset(); st = time.perf_counter(); step(xb, yb); ts.append(time.perf_counter() - st)
+ts = ts[3:]   # compile, capture
+print(json.dumps({"mnist_jit_ms": 1e3 * sorted(ts)[len(ts) // 2], "mnist_kernels_per_step": GlobalCounters.kernel_count,
+                  "mnist_kernel_ms": 1e3 * GlobalCounters.time_sum_s}))
+'''
+
+MNIST_TORCH = r'''
+import json, time, numpy as np, torch
+torch.manual_seed(0)
+nn = torch.nn
+model = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(), nn.BatchNorm2d(32), nn.MaxPool2d(2),
+                      nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.BatchNorm2d(64), nn.MaxPool2d(2),
+                      nn.Flatten(), nn.Linear(576, 10))
+opt = torch.optim.Adam(model.parameters())
+rng = np.random.default_rng(0)
+batches = [(torch.tensor(rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32)), torch.tensor(rng.integers(0, 10, BATCH))) for _ in range(STEPS)]
+ts = []
+for x, y in batches:
+  st = time.perf_counter()
+  opt.zero_grad(); loss = nn.functional.cross_entropy(model(x), y); loss.backward(); opt.step(); loss.item()
+  ts.append(time.perf_counter() - st)
+ts = ts[3:]
+print(json.dumps({"mnist_torch_ms": 1e3 * sorted(ts)[len(ts) // 2]}))
+'''
+
 def run(code: str, batch: int, steps: int) -> dict:
   src = f"ROOT = {ROOT!r}\nBATCH = {batch}\nSTEPS = {steps}\n" + code
   out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, cwd=ROOT)
@@ -82,13 +132,19 @@ def main() -> None:
   ap.add_argument("--steps", type=int, default=30)
   ap.add_argument("--json", action="store_true")
   ap.add_argument("--no-torch", action="store_true")
+  ap.add_argument("--mnist-batch", type=int, default=128)
+  ap.add_argument("--mnist-steps", type=int, default=10)
+  ap.add_argument("--no-mnist", action="store_true", help="skip the beautiful_mnist CNN step")
   a = ap.parse_args()
+  import importlib.util
+  has_torch = not a.no_torch and importlib.util.find_spec("torch") is not None
   ours = run(OURS, a.batch, a.steps)
-  try:
-    import importlib.util
-    theirs = {"error": "skipped"} if a.no_torch else run(TORCH, a.batch, a.steps) if importlib.util.find_spec("torch") else {"error": "torch not installed"}
+  try: theirs = {"error": "skipped"} if a.no_torch else run(TORCH, a.batch, a.steps) if has_torch else {"error": "torch not installed"}
   except Exception as e: theirs = {"error": str(e)}
-  res = {**ours, **theirs, "batch": a.batch}
+  mn: dict = {}
+  if not a.no_mnist:
+    mn = {"ours": run(MNIST_OURS, a.mnist_batch, a.mnist_steps), "torch": run(MNIST_TORCH, a.mnist_batch, a.mnist_steps) if has_torch else {"error": "skipped"}}
+  res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"}}
   if a.json: print(json.dumps(res)); return
   print(f"digits CNN train step, batch {a.batch} (median of {a.steps - 3} steps)")
   if "error" in ours: print("  ours failed:", ours["error"])
@@ -99,6 +155,14 @@ def main() -> None:
   if "torch_ms" in theirs and "jit_ms" in ours:
     print(f"  torch CPU    {theirs['torch_ms']:8.2f} ms   ({theirs['torch_threads']} threads)  ours-jit/torch = {ours['jit_ms'] / theirs['torch_ms']:.2f}x")
   elif "error" in theirs: print("  torch:", theirs["error"])
+  if mn:
+    o, t = mn["ours"], mn["torch"]
+    print(f"beautiful_mnist CNN train step, batch {a.mnist_batch}, TinyJit, Adam (median of {a.mnist_steps - 3} steps)")
+    if "error" in o: print("  ours failed:", o["error"])
+    else: print(f"  ours TinyJit {o['mnist_jit_ms']:8.2f} ms   ({o['mnist_kernels_per_step']} kernels, {o['mnist_kernel_ms']:.1f} ms in kernels)")
+    if "mnist_torch_ms" in t:
+      print(f"  torch CPU    {t['mnist_torch_ms']:8.2f} ms" + (f"   ours/torch = {o['mnist_jit_ms'] / t['mnist_torch_ms']:.2f}x" if "mnist_jit_ms" in o else ""))
+    elif "error" in t: print("  torch:", t["error"])
 
 if __name__ == "__main__":
   main()

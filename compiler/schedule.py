@@ -5,7 +5,8 @@ A base is realized (gets its own buffer) when:
   - it was asked for (the targets), is CONTIGUOUS, a COPY, an ASSIGN, or already has a buffer;
   - it is a reduction used by more than one consumer (recomputing a reduction is never cheap);
   - it is a reduction read through a view that is not a plain reshape/permute (an expand would recompute it
-    once per broadcast element, a pad needs a validity mask around a loop);
+    once per broadcast element, a pad needs a validity mask around a loop), or an elementwise value holding an
+    inlined reduction read through an expanding view (the same recomputation, one op later);
   - it sits inside another reduction's body through an expanding view and is not just a constant (a
     broadcast input of a matmul would be recomputed K times).
 Elementwise values used twice are recomputed in each consumer: that is cheaper than a memory round trip.
@@ -80,7 +81,7 @@ class _Scheduler:
     # views that force realization are found while building the kernels; then an elementwise value used twice is
     # recomputed by each user, unless that would repeat a reduction that is still inlined; repeat until stable
     while True:
-      before = len(self.realize)
+      before, self._reduce_memo = len(self.realize), {}
       for b in list(self.realize): self._probe(b, b, in_reduce=False, seen=set())
       if len(self.realize) == before:
         self._reduce_memo = {}
@@ -113,6 +114,8 @@ class _Scheduler:
       if sb.op is Ops.REDUCE_AXIS and (not rearrange or in_reduce or b.op is Ops.REDUCE_AXIS):
         self.realize[sb] = None; continue
       grows = s.is_view and prod(s.shape) > prod(sb.shape)
+      if grows and sb.op in ELEMENTWISE and self._has_reduce(sb):   # (x - x.mean()): the mean once, not once per element
+        self.realize[sb] = None; continue
       if (in_reduce or b.op is Ops.REDUCE_AXIS) and grows and not _cheap(sb):
         self.realize[sb] = None; continue
       self._probe(sb, root, in_reduce or b.op is Ops.REDUCE_AXIS, seen)

@@ -19,7 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 from compiler.dtypes import dtypes
 from compiler.view import prod
+from compiler.uop import Ops
 from frontend.checks import check_index
+from frontend.function import Function
 
 if TYPE_CHECKING: from frontend.tensor import Tensor
 
@@ -93,11 +95,23 @@ class NNOpsMixin:
     """
     self._check_conv_args(weight, bias, groups, padding)
     acc_dtype = dtype if dtype is not None else acc_dtype   # tinygrad's name for the accumulation dtype
-    bs, (cout, cin), HW = self.shape[0], weight.shape[:2], weight.shape[2:]
+    HW = weight.shape[2:]
     pads = self._resolve_pads(padding, len(HW))
     for i, k, d, pb, pa in zip(self.shape[2:], HW, _tuple(dilation, len(HW)), pads[-2::-2], pads[::-2]):
       if i + pb + pa < d * (k - 1) + 1:
         raise RuntimeError(f"conv2d: the padded input {tuple(self.shape[2:])} (padding {list(pads)}) is smaller than the kernel {tuple(HW)} (dilation {dilation})")
+    if (self.requires_grad or weight.requires_grad) and not self.__class__.no_grad and _conv_fn_ok(self, weight, groups, stride, dilation, pads, acc_dtype):
+      ret = _ConvFn.apply(self, weight, pads=tuple(pads))
+    else: ret = self._conv_fwd(weight, groups, stride, dilation, pads, acc_dtype)
+    return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(HW))
+
+  def _conv_fwd(self: Tensor, weight: Tensor, groups, stride, dilation, pads: list[int], acc_dtype=None) -> Tensor:
+    """conv2d's forward as a composition of views, a multiply and a sum (its gradient, when taken through these ops,
+    is a windowed 6-d tensor folded back: _ConvFn gives the common case convolutions instead)."""
+    bs, (cout, cin), HW = self.shape[0], weight.shape[:2], weight.shape[2:]
+    # an unrealized computed input (a previous conv + relu) is realized on its own first: fused into the padded copy
+    # below, its reduction would run inside a kernel whose stores are gated by the border (no register tile)
+    if any(pads) and _computed_by_reduce(self.lazydata): self = self.contiguous()
     # the padded input as a buffer of its own (a cheap copy): the conv kernel then reads every window without border
     # checks, so its loads are plain vectors (a gated load costs a scalar load per lane on the CPU)
     x = (self.pad(pads).contiguous() if any(pads) else self)._pool(HW, stride, dilation)  # (bs, cin_, *out, *HW)
@@ -105,8 +119,7 @@ class NNOpsMixin:
     x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
     x = x.permute(0, 1, 3, *[4 + i for i in range(nd)], 2, *[4 + nd + i for i in range(nd)])  # (bs, g, rcout, *out, cin, *HW)
     w = weight.reshape(1, groups, rcout, *[1] * nd, cin, *HW)
-    ret = (x * w).sum(tuple(range(-1 - nd, 0)), acc_dtype=acc_dtype).reshape(bs, cout, *oyx)
-    return ret if bias is None else ret + bias.reshape(1, -1, *[1] * nd)
+    return (x * w).sum(tuple(range(-1 - nd, 0)), acc_dtype=acc_dtype).reshape(bs, cout, *oyx)
 
   def _check_conv_args(self: Tensor, weight: Tensor, bias: Tensor | None, groups: int, padding) -> None:
     """Name the wrong argument of a convolution the way torch does (RuntimeError), before any shape arithmetic."""
@@ -731,3 +744,80 @@ class NNOpsMixin:
     u = self.rand(num_samples, cdf.shape[0], 1, device=self.device)
     idx = (u >= cdf.unsqueeze(0)).sum(2).permute(1, 0).cast(dtypes.int32)
     return idx.squeeze(0) if self.ndim == 1 else idx
+
+
+# ***** convolution with its gradients as convolutions *****
+
+def _computed_by_reduce(lb) -> bool:
+  """An unrealized value whose elementwise chain holds a reduction of its own size (a conv's output, + bias, relu):
+  what the padded copy would otherwise inline. Elementwise values of realized buffers stay fused into the copy."""
+  if lb.is_view or lb.buffer is not None: return False
+  n, stack, seen = prod(lb.shape), [lb], set()
+  while stack:
+    b = stack.pop()
+    if id(b) in seen or b.buffer is not None: continue
+    seen.add(id(b))
+    if b.op is Ops.REDUCE_AXIS:
+      if prod(b.shape) == n: return True
+      continue
+    stack.extend(s.base for s in b.srcs)
+  return False
+
+def _conv_fn_ok(x: Tensor, w: Tensor, groups, stride, dilation, pads: list[int], acc_dtype) -> bool:
+  """Whether _ConvFn covers this conv: float32, one group, stride and dilation 1, padding at most kernel-1 per side
+  (the input gradient's padding kernel-1-p must not be negative). Others keep the composite gradient."""
+  nd = w.ndim - 2
+  return (groups == 1 and all(s == 1 for s in _tuple(stride, nd)) and all(d == 1 for d in _tuple(dilation, nd)) and acc_dtype is None
+          and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device and
+          all(p <= k - 1 for k, pb, pa in zip(w.shape[2:], pads[-2::-2], pads[::-2]) for p in (pb, pa)))
+
+DW_CHUNK_BYTES = 1 << 19   # batch images per weight-gradient chunk: their output gradient and input fit this (L2)
+
+class _ConvFn(Function):
+  """conv2d (stride 1, one group) whose backward is made of kernels the conv opts tile: the input gradient is the
+  forward conv of the output gradient with the flipped, channel-swapped weight (a transposed conv), and the weight
+  gradient dW[co, ci, ky, kx] = sum over n, oy, ox of G[n, co, oy, ox] * Xpad[n, ci, oy+ky, ox+kx], computed as
+  (ky, kx, ci, co) with co contiguous: a matmul-like reduction (rows ci, vector columns co) the register tile takes.
+  Through the composite ops the gradient would be a 9x bigger windowed tensor reduced over channels, folded back by a
+  gated kernel, and a weight gradient reduced to a scalar per output (no output vectors)."""
+  def forward(self, x, w, pads: tuple):
+    from frontend.tensor import Tensor
+    self.x, self.w, self.pads = x, w, list(pads)
+    prev, Tensor.no_grad = Tensor.no_grad, True
+    try: return Tensor(x)._conv_fwd(Tensor(w), 1, 1, 1, self.pads).lazydata
+    finally: Tensor.no_grad = prev
+  def backward(self, g):
+    from frontend.tensor import Tensor
+    prev, Tensor.no_grad = Tensor.no_grad, True
+    try: return self._grads(Tensor(g), Tensor(self.x), Tensor(self.w))
+    finally: Tensor.no_grad = prev
+  def _grads(self, g: Tensor, x: Tensor, w: Tensor):
+    nd, HW, pads = w.ndim - 2, w.shape[2:], self.pads
+    dx = dw = None
+    if self.needs_input_grad[0]:
+      # full correlation with the flipped kernel: padding k-1-p on each side (torch order: last dim first)
+      gpads = [k - 1 - p for k, p in zip([k for k in reversed(HW) for _ in (0, 1)], pads)]
+      wt = w.transpose(0, 1).flip(*range(2, 2 + nd))
+      dx = g.contiguous()._conv_fwd(wt.contiguous(), 1, 1, 1, gpads).lazydata
+    if self.needs_input_grad[1]:
+      bs, cout, cin, oyx = g.shape[0], g.shape[1], x.shape[1], g.shape[2:]
+      xp = (x.pad(pads) if any(pads) else x).contiguous()                          # (bs, cin, *padded)
+      # the batch in chunks whose images fit L2 (DW_CHUNK_BYTES): each chunk's partial dW is an output loop of its own
+      # (outermost: split across the cores), so the register tiles of one chunk re-read cached data instead of
+      # streaming the whole batch once per tile; a second small kernel sums the chunks
+      per_img = 4 * (prod(oyx) * cout + prod(xp.shape[2:]) * cin)
+      chunk = max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
+      nb = bs // chunk
+      xw = xp.reshape(nb, chunk, cin, *xp.shape[2:])._pool(HW)                      # (nb, chunk, cin, *out, *HW)
+      xw = xw.permute(0, *[3 + nd + i for i in range(nd)], 2, 1, *[3 + i for i in range(nd)])   # (nb, *HW, cin, chunk, *out)
+      xw = xw.reshape(nb, *HW, cin, 1, chunk, *oyx).expand(nb, *HW, cin, cout, chunk, *oyx)
+      # (bs, *out, cout): cout contiguous. For 2-d, in two copies: (bs, oy, cout, ox) moves whole rows, then each
+      # (cout, ox) block (in L1) is transposed; one copy would read cout values a whole image apart (4 KiB strides
+      # that share a cache set), several times slower
+      gt = g.permute(0, 2, 1, 3).contiguous().permute(0, 1, 3, 2).contiguous() if nd == 2 else g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
+      gt = gt.reshape(nb, chunk, *oyx, cout).permute(0, 2 + nd, 1, *[2 + i for i in range(nd)]).reshape(nb, *[1] * (nd + 1), cout, chunk, *oyx)
+      dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, *HW, cin, cout)
+      dwt = dwt.contiguous().sum(0) if nb > 1 else dwt.reshape(dwt.shape[1:])
+      # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co
+      dw = dwt.contiguous().permute(nd + 1, nd, *range(nd)).contiguous().lazydata
+    return dx, dw

@@ -43,6 +43,8 @@ def _fits(target: Target | None, make) -> bool:
   except OptError: return False
   return True
 
+ODD_ROWS = (3, 5)   # row unrolls for a row loop that no multiple of UPCAST_I divides
+
 def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> bool:
   if len(k.global_ranges) < 2 or not k.reduce_ranges(): return False
   loads = _loads(k)
@@ -53,12 +55,15 @@ def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> b
     if w is None: continue
     uj = VEC_UNROLL if n % (w * VEC_UNROLL) == 0 else 1
     if n % (w * uj) or not any(_stride(ld.src[1], rj) == 1 for ld in loads): continue
-    # the row loop: one whose contiguous-in-rj load does not move with it (so its loads are shared)
-    for ri in k.global_ranges:
-      if ri is rj or ri.src[0].arg % UPCAST_I: continue
+    # the row loop: one whose contiguous-in-rj load does not move with it (so its loads are shared); a multiple of
+    # UPCAST_I first, else one of 3 or 5 rows (a 3x3/5x5 conv's weight gradient with 1-3 input channels: ky rows)
+    rows = [(ri, UPCAST_I) for ri in k.global_ranges if ri.src[0].arg % UPCAST_I == 0] + \
+           [(ri, d) for ri in k.global_ranges for d in ODD_ROWS if ri.src[0].arg % UPCAST_I and ri.src[0].arg % d == 0]
+    for ri, ui in rows:
+      if ri is rj: continue
       if any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads):
         # the biggest tile whose accumulators and loads fit the registers (4 x 2 vectors, else 4 x 1, 2 x 1)
-        tiles = [t for t in dict.fromkeys([(UPCAST_I, uj), (UPCAST_I, 1), (UPCAST_I // 2, 1)]) if ri.src[0].arg % t[0] == 0]
+        tiles = [t for t in dict.fromkeys([(ui, uj), (ui, 1), (UPCAST_I // 2, 1)]) if ri.src[0].arg % t[0] == 0]
         ui, u = next((t for t in tiles if _fits(target, lambda t=t: apply_tile(copy_kernel(k), ri, t[0], rj, w, t[1]))), tiles[-1])
         apply_tile(k, ri, ui, rj, w, u)
         return True
