@@ -560,3 +560,17 @@ KERNELS["mix"] = _ew("mix", "ptr addrspace(1) noalias %out, ptr addrspace(1) noa
   %t = fptrunc float %r2 to half
   %po = getelementptr half, ptr addrspace(1) %out, i32 %i
   store half %t, ptr addrspace(1) %po""")
+
+# 64-bit add/sub with carries and borrows across the halves (v_sub_co_u32 + v_sub_co_ci_u32, v_add_co_ci_u32)
+KERNELS["i64_carry"] = _ew("i64_carry", "ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %b", """
+  %pa = getelementptr i64, ptr addrspace(1) %a, i32 %i
+  %pb = getelementptr i64, ptr addrspace(1) %b, i32 %i
+  %x = load i64, ptr addrspace(1) %pa
+  %y = load i64, ptr addrspace(1) %pb
+  %d = sub i64 %x, %y
+  %s = add i64 %x, %y
+  %o0 = getelementptr i64, ptr addrspace(1) %out, i32 %i
+  store i64 %d, ptr addrspace(1) %o0
+  %i1 = add i32 %i, 128
+  %o1 = getelementptr i64, ptr addrspace(1) %out, i32 %i1
+  store i64 %s, ptr addrspace(1) %o1""")

@@ -368,3 +368,13 @@ def test_fma_mix(features):
   e0, e1 = h[:, 0].astype(np.float64), h[:, 1].astype(np.float64)
   r = (e0 * e1 + f).astype(np.float32)
   np.testing.assert_array_equal(out, (e1 * f - r).astype(np.float16))
+
+@needs_llvmlite
+@CODEGEN
+def test_i64_add_sub_carry_borrow(features):
+  """A borrow out of the low half must reach the high half exactly (a float64 intermediate once set bit 63 instead)."""
+  rng = np.random.default_rng(20); n = 128
+  a = rng.integers(-50, 50, n).astype(np.int64); b = rng.integers(-50, 50, n).astype(np.int64)
+  a[:4], b[:4] = [0, -1, 2**62, -2**63], [1, 2**32, -(2**62), 1]
+  out = np.zeros(2 * n, np.int64); Dev(features).run("i64_carry", [out, a, b], (n // 64,), (64,))
+  with np.errstate(over="ignore"): np.testing.assert_array_equal(out[:n], a - b); np.testing.assert_array_equal(out[n:], a + b)

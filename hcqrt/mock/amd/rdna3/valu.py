@@ -197,8 +197,9 @@ for _n, _fn in [("exp", np.exp2), ("log", np.log2), ("rcp", None), ("rsq", None)
     OPS[f"v_{_n}_{_t}"] = ((_t,), _t, f)
 OPS["v_rcp_iflag_f32"] = OPS["v_rcp_f32"]
 # ops with an extra lane-mask input and/or output: name -> (types, result type, fn(a, b, [c], carry_in) -> (result, carry_out))
-def _addc(a, b, ci): s = a.astype(np.uint64) + b + ci; return s.astype(np.uint32), s >> np.uint64(32) != 0
-def _subc(a, b, ci): s = a.astype(np.int64) - b - ci; return s.astype(np.uint32), s < 0
+# every operand is cast to one 64-bit type: numpy turns int64 - uint64 into float64, which loses the borrow and wraps wrongly
+def _addc(a, b, ci): s = a.astype(np.uint64) + b.astype(np.uint64) + np.asarray(ci).astype(np.uint64); return s.astype(np.uint32), s >> np.uint64(32) != 0
+def _subc(a, b, ci): s = a.astype(np.int64) - b.astype(np.int64) - np.asarray(ci).astype(np.int64); return s.astype(np.uint32), s < 0
 CARRY = {"v_add_co_u32": lambda a, b, ci: _addc(a, b, 0), "v_sub_co_u32": lambda a, b, ci: _subc(a, b, 0),
          "v_subrev_co_u32": lambda a, b, ci: _subc(b, a, 0), "v_add_co_ci_u32": _addc, "v_sub_co_ci_u32": _subc,
          "v_subrev_co_ci_u32": lambda a, b, ci: _subc(b, a, ci)}
