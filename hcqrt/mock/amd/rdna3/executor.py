@@ -170,6 +170,7 @@ class Waves:
               "s_bcnt1_i32_b32": lambda: (V._popc(a), V._popc(a) != 0), "s_bcnt0_i32_b32": lambda: (32 - V._popc(a), 32 - V._popc(a) != 0),
               "s_bcnt1_i32_b64": lambda: (V._popc(a & np.uint64(0xFFFFFFFF)) + V._popc(a >> np.uint64(32)), None),
               "s_ctz_i32_b32": lambda: (V._ctz(a), None), "s_clz_i32_u32": lambda: (V._clz(a), None),
+              "s_cls_i32": lambda: (V._cls(a), None),
               "s_sext_i32_i8": lambda: (a.astype(np.uint8).view(np.int8).astype(np.int32).view(U), None),
               "s_sext_i32_i16": lambda: (a.astype(np.uint16).view(np.int16).astype(np.int32).view(U), None),
               "s_bitset0_b32": lambda: (self.s[d, sel] & ~(U(1) << (a & U(31))), None),
