@@ -26,3 +26,16 @@ def host_runs(target) -> bool:
   """Whether this host can execute kernels built for CPU `target` (its ISA's features are all present)."""
   from hcqrt.cpu.isa import cpu_isa
   return cpu_isa(target.arch).runnable
+
+@pytest.fixture(autouse=True, scope="session")
+def _short_gpu_waits_on_the_amd_mock():
+  """On `MOCKGPU=1 AMD=1` the mock runs each dispatch when its doorbell rings, so a wait that lasts seconds means
+  stuck work: time out after 10 s (not 30) so the device recovers and one broken kernel fails one test, quickly."""
+  import os
+  if not (os.environ.get("MOCKGPU") and os.environ.get("AMD")): yield; return
+  from hcqrt import hcq
+  from hcqrt.amd.device import AMDDevice
+  old = hcq.DEFAULT_TIMEOUT_S, AMDDevice.wait_timeout_s
+  hcq.DEFAULT_TIMEOUT_S = AMDDevice.wait_timeout_s = 10.0
+  yield
+  hcq.DEFAULT_TIMEOUT_S, AMDDevice.wait_timeout_s = old

@@ -8,6 +8,9 @@ import numpy as np
 from functools import cache
 
 DECL = """
+declare i32 @llvm.amdgcn.sffbh.i32(i32)
+declare i16 @llvm.umax.i16(i16, i16)
+declare i16 @llvm.smin.i16(i16, i16)
 declare i32 @llvm.amdgcn.workgroup.id.x()
 declare i32 @llvm.amdgcn.workgroup.id.y()
 declare i32 @llvm.amdgcn.workitem.id.x()
@@ -560,3 +563,44 @@ KERNELS["mix"] = _ew("mix", "ptr addrspace(1) noalias %out, ptr addrspace(1) noa
   %t = fptrunc float %r2 to half
   %po = getelementptr half, ptr addrspace(1) %out, i32 %i
   store half %t, ptr addrspace(1) %po""")
+
+# 64-bit add/sub with carries and borrows across the halves (v_sub_co_u32 + v_sub_co_ci_u32, v_add_co_ci_u32)
+KERNELS["i64_carry"] = _ew("i64_carry", "ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %b", """
+  %pa = getelementptr i64, ptr addrspace(1) %a, i32 %i
+  %pb = getelementptr i64, ptr addrspace(1) %b, i32 %i
+  %x = load i64, ptr addrspace(1) %pa
+  %y = load i64, ptr addrspace(1) %pb
+  %d = sub i64 %x, %y
+  %s = add i64 %x, %y
+  %o0 = getelementptr i64, ptr addrspace(1) %out, i32 %i
+  store i64 %d, ptr addrspace(1) %o0
+  %i1 = add i32 %i, 128
+  %o1 = getelementptr i64, ptr addrspace(1) %out, i32 %i1
+  store i64 %s, ptr addrspace(1) %o1""")
+
+# count-leading-sign-bits (v_cls_i32 per lane, s_cls_i32 on a uniform argument) and 16-bit 3-input min/max
+KERNELS["cls_minmax16"] = _ew("cls_minmax16", "ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a, i32 %k", """
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %i
+  %x = load i32, ptr addrspace(1) %pa
+  %c = call i32 @llvm.amdgcn.sffbh.i32(i32 %x)
+  %ck = call i32 @llvm.amdgcn.sffbh.i32(i32 %k)
+  %cs = add i32 %c, %ck
+  %h0 = trunc i32 %x to i16
+  %x8 = lshr i32 %x, 8
+  %h1 = trunc i32 %x8 to i16
+  %x16 = lshr i32 %x, 16
+  %h2 = trunc i32 %x16 to i16
+  %u01 = call i16 @llvm.umax.i16(i16 %h0, i16 %h1)
+  %u = call i16 @llvm.umax.i16(i16 %u01, i16 %h2)
+  %s01 = call i16 @llvm.smin.i16(i16 %h0, i16 %h1)
+  %s = call i16 @llvm.smin.i16(i16 %s01, i16 %h2)
+  %uz = zext i16 %u to i32
+  %sz = sext i16 %s to i32
+  %o0 = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %cs, ptr addrspace(1) %o0
+  %i1 = add i32 %i, 128
+  %o1 = getelementptr i32, ptr addrspace(1) %out, i32 %i1
+  store i32 %uz, ptr addrspace(1) %o1
+  %i2 = add i32 %i, 256
+  %o2 = getelementptr i32, ptr addrspace(1) %out, i32 %i2
+  store i32 %sz, ptr addrspace(1) %o2""")

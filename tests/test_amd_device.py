@@ -296,3 +296,44 @@ def test_probe_reports_amd(monkeypatch):
   monkeypatch.setattr(probe.os.path, "exists", lambda path: False)
   p = probe.probe_amd(None)
   assert not p.usable and "no /dev/kfd" in p.reason and "MOCKGPU=1 AMD=1" in p.fix
+
+# ---- after a GPU error the device recovers: one failure must not leave later work waiting for a dead queue
+def test_usable_after_a_queue_error_at_the_doorbell(dev, add):
+  def broken(d, vm): raise GPUError("mock AMD: the program cannot run: v_bogus at 0x24: VALU op not implemented")
+  x = np.arange(64, dtype=np.float32)
+  a, o = upload(dev, x), dev.allocator.alloc(256)
+  set_executor(broken)
+  promised = dev.new_signal(name="promised")
+  with pytest.raises(GPUError, match=r"v_bogus.*recovered: its compute and SDMA queues were recreated.*usable again"):
+    dev.hw_compute_queue().exec(add, add.fill_kernargs([o, a, a], [1, 64]), (1, 1, 1), (64, 1, 1)).signal(promised, 5).submit(dev)
+  assert promised.value == 5   # what the dropped work promised is written from the CPU, so nobody waits for it
+  set_executor(add_executor)
+  t0 = time.perf_counter()
+  dev.hw_compute_queue().exec(add, add.fill_kernargs([o, a, a], [1, 64]), (1, 1, 1), (64, 1, 1)).signal(dev.timeline_signal, dev.timeline_value).submit(dev)
+  dev.timeline_value += 1
+  dev.synchronize(2.0)
+  assert np.array_equal(download(dev, o, 64), 2 * x) and time.perf_counter() - t0 < 2.0
+  assert "DESTROY_QUEUE" in dev.drv.calls
+
+def test_usable_after_a_fault_seen_by_a_wait(dev):
+  def executor(d, vm): vm.write(0x1000, b"\0" * 4)   # nothing is mapped at 0x1000
+  prev = set_executor(executor)
+  try:
+    gate, done = dev.new_signal(0, "gate"), dev.new_signal(0, "done")
+    dev.hw_compute_queue().wait(gate, 1).exec(_program(dev), _program(dev).fill_kernargs([0]), (1, 1, 1), (1, 1, 1)).signal(done, 1).submit(dev)
+    gate.value = 1
+    with pytest.raises(AMDError, match=r"GPU memory fault at 0x1000.*recovered"): dev.wait_signal(done, 1, 5)
+    assert done.value == 1
+  finally: set_executor(prev)
+  x = np.arange(1000, dtype=np.float32); b = upload(dev, x)   # an SDMA round trip on the new queues
+  assert np.array_equal(download(dev, b, 1000), x)
+
+def test_usable_after_a_wait_timeout(dev, monkeypatch):
+  from hcqrt import hcq
+  monkeypatch.setattr(dev, "wait_timeout_s", 0.2); monkeypatch.setattr(hcq, "DEFAULT_TIMEOUT_S", 0.2)
+  never = dev.new_signal(name="never")
+  dev.hw_compute_queue().wait(never, 1).signal(dev.timeline_signal, dev.timeline_value).submit(dev)
+  dev.timeline_value += 1
+  with pytest.raises(hcq.SignalTimeout, match="recovered"): dev.synchronize()
+  x = np.arange(64, dtype=np.float32); b = upload(dev, x)
+  assert np.array_equal(download(dev, b, 64), x)

@@ -1,4 +1,4 @@
-"""TinyJit on an HCQ device (NV on the mock driver): replays go through one prebuilt GraphReplay, patched per call
+"""TinyJit on the HCQ devices (NV and AMD on their mock drivers): replays go through one prebuilt GraphReplay, patched per call
 and submitted with one doorbell per engine; results equal eager execution and the CPU."""
 import os
 import numpy as np
@@ -9,58 +9,64 @@ from hcqrt import syscalls
 from hcqrt.device import Device
 from hcqrt.hcq import GraphReplay
 
-@pytest.fixture(scope="module")
-def nv():
+DEV = "NV"   # the device the test runs on (set by the fixture)
+
+@pytest.fixture(scope="module", params=["NV", "AMD"])
+def gpu(request):
+  """(device, mock driver, doorbell count) for NV or AMD; the tests' tensors default to it."""
+  global DEV
   old = os.environ.get("MOCKGPU")
-  os.environ["MOCKGPU"] = "1"   # the registry opens NV through the mock driver (no-op if NV is already open)
-  try: dev = Device["NV"]
+  os.environ["MOCKGPU"] = "1"   # the registry opens the device through its mock driver (no-op if it is already open)
+  try: dev = Device[request.param]
   finally:
     if old is None: del os.environ["MOCKGPU"]
     else: os.environ["MOCKGPU"] = old
-  drv = syscalls.driver_of(dev.ctl)
-  assert drv is not None, "these tests need NV on the mock driver"
-  return dev, drv
+  drv = syscalls.driver_of(dev.ctl if request.param == "NV" else dev.kfd)
+  assert drv is not None, f"these tests need {request.param} on its mock driver"
+  DEV, prev = request.param, DEV
+  yield dev, drv, (lambda: drv.doorbells) if request.param == "NV" else (lambda: drv.doorbell_writes)
+  DEV = prev
 
-def rnd(*shape, seed=0, device="NV"):
-  return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32), device=device).realize()
+def rnd(*shape, seed=0, device=None):
+  return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32), device=device or DEV).realize()
 
-def test_replay_is_one_graph_one_doorbell(nv):
-  _dev, drv = nv
+def test_replay_is_one_graph_one_doorbell(gpu):
+  _dev, _drv, doorbells = gpu
   w = rnd(8, 5, seed=1)
   @TinyJit
   def f(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]: return (x @ w).relu().sum(1), (x - y.sum()) * 2
   outs = []
   for i in range(6):
     x, y = rnd(3, 8, seed=10 + i), rnd(4, seed=20 + i)
-    GlobalCounters.reset(); d0 = drv.doorbells
+    GlobalCounters.reset(); d0 = doorbells()
     a, b = f(x, y)
     if i >= 2:   # replays: the whole capture goes out as one pushbuffer on the compute channel
-      assert isinstance(f.graph, GraphReplay) and drv.doorbells - d0 == 1
+      assert isinstance(f.graph, GraphReplay) and doorbells() - d0 == 1
       assert GlobalCounters.kernel_count == sum(ei.kind == "kernel" for ei in f.items) >= 2
     outs.append((x.numpy(), y.numpy(), a, b))
   for xn, yn, a, b in outs:   # each call's outputs are its own (fresh buffers), computed from its own inputs
     np.testing.assert_allclose(a.numpy(), np.maximum(xn @ w.numpy(), 0).sum(1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(b.numpy(), (xn - yn.sum()) * 2, rtol=1e-5, atol=1e-5)
 
-def test_graph_equals_loop_and_cpu(nv):
+def test_graph_equals_loop_and_cpu(gpu):
   xs = [np.random.default_rng(i).standard_normal((4, 6)).astype(np.float32) for i in range(5)]
   def fn(x: Tensor) -> Tensor: return (x.exp() * 0.5 + x.max(1, keepdim=True)).softmax(1)
   results = {}
-  for dev in ("NV", "CPU"):
+  for dev in (DEV, "CPU"):
     j = TinyJit(fn)
     results[dev] = [j(Tensor(x, device=dev).realize()).numpy() for x in xs]
-    assert (j.graph is not False) == (dev == "NV")   # the CPU keeps the ExecItem loop
-  eager = [fn(Tensor(x, device="NV")).numpy() for x in xs]
-  for g, c, e in zip(results["NV"], results["CPU"], eager):
+    assert (j.graph is not False) == (dev == DEV)   # the CPU keeps the ExecItem loop
+  eager = [fn(Tensor(x, device=DEV)).numpy() for x in xs]
+  for g, c, e in zip(results[DEV], results["CPU"], eager):
     np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(g, c, rtol=1e-5, atol=1e-6)
 
-def test_in_place_updates_replay(nv):
+def test_in_place_updates_replay(gpu):
   """A train step: weights and optimizer state are assign targets the graph rewrites in place every replay."""
   def model(seed):
     Tensor.manual_seed(seed)
     lin = nn.Linear(6, 3)
-    lin.weight, lin.bias = (Tensor(p.numpy(), device="NV", requires_grad=True).realize() for p in (lin.weight, lin.bias))
+    lin.weight, lin.bias = (Tensor(p.numpy(), device=DEV, requires_grad=True).realize() for p in (lin.weight, lin.bias))
     return lin, SGD([lin.weight, lin.bias], lr=0.1, momentum=0.9)
   def step_of(lin, opt):
     def step(x: Tensor, y: Tensor) -> Tensor:
@@ -78,29 +84,30 @@ def test_in_place_updates_replay(nv):
   np.testing.assert_allclose(losses_j, losses_e, rtol=1e-5)
   np.testing.assert_allclose(l1.weight.numpy(), l2.weight.numpy(), rtol=1e-5, atol=1e-6)
 
-def test_cross_device_capture_falls_back(nv):
-  """A copy from the CPU inside the function can't live in an NV graph: replays loop over the items instead."""
+def test_cross_device_capture_falls_back(gpu):
+  """A copy from the CPU inside the function can't live in a GPU graph: replays loop over the items instead."""
   @TinyJit
-  def f(x: Tensor) -> Tensor: return (x.to("NV") * 3).sum()
+  def f(x: Tensor) -> Tensor: return (x.to(DEV) * 3).sum()
   for i in range(4):
     x = rnd(5, seed=i, device="CPU")
     assert f(x).item() == pytest.approx(float(x.numpy().sum() * 3), rel=1e-5)
   assert f.graph is False
 
-def test_graph_arguments_survive_the_launch_ring(nv):
+def test_graph_arguments_survive_the_launch_ring(gpu):
   """Graph kernel arguments live in persistent memory: the per-launch argument ring may wrap under it."""
-  dev, _ = nv
+  dev = gpu[0]
   @TinyJit
   def f(x: Tensor) -> Tensor: return x * 2 + 1
   for i in range(3): f(rnd(4, seed=i))
-  ring = dev.kernargs_ring.buf
+  kring = dev.kernargs_ring if hasattr(dev, "kernargs_ring") else dev.kernargs   # (NV, AMD)
+  ring = kring.buf
   for a in f.graph.args.values(): assert not ring.va <= a.va < ring.va + ring.size
-  dev.kernargs_ring.off = ring.size   # force the ring to wrap on the next eager launch ...
+  kring.off = ring.size   # force the ring to wrap on the next eager launch ...
   (rnd(4, seed=9) * 5).realize()
   x = rnd(4, seed=7)
   np.testing.assert_allclose(f(x).numpy(), x.numpy() * 2 + 1, rtol=1e-6)   # ... and the graph is unaffected
 
-def test_reset_rebuilds_the_graph(nv):
+def test_reset_rebuilds_the_graph(gpu):
   @TinyJit
   def f(x: Tensor) -> Tensor: return x + 1
   for i in range(3): f(rnd(4, seed=i))

@@ -13,19 +13,19 @@ def rnd(*shape, seed=0, device=None):
 
 def close(a, b): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
-@pytest.fixture(params=["CPU", "NV"])
+@pytest.fixture(params=["CPU", "NV", "AMD"])
 def dev(request):
-  """Both devices for the cases that matter most on a graph (NV) replay; the CPU alone for the rest."""
-  if request.param == "NV":
+  """The CPU and both HCQ devices (graph replays) on their mock drivers."""
+  if request.param in ("NV", "AMD"):
     from hcqrt.device import Device
     from hcqrt import syscalls
     old = os.environ.get("MOCKGPU")
     os.environ["MOCKGPU"] = "1"
-    try: d = Device["NV"]
+    try: d = Device[request.param]
     finally:
       if old is None: del os.environ["MOCKGPU"]
       else: os.environ["MOCKGPU"] = old
-    assert syscalls.driver_of(d.ctl) is not None, "the NV cases need NV on the mock driver"
+    assert syscalls.driver_of(d.ctl if request.param == "NV" else d.kfd) is not None, f"the {request.param} cases need the mock driver"
   return request.param
 
 # ---- 1. inputs that are views ----
@@ -345,10 +345,10 @@ def test_method_jit_binds_self():
     x, y = rnd(3, seed=i), rnd(3, seed=10 + i)
     close(m(y=y, x=x).numpy(), x.numpy() * m.w.numpy() - y.numpy())
 
-# ---- 11. the NV device after a timed-out wait or a channel error ----
+# ---- 11. the NV (and AMD) device after a timed-out wait or a channel error ----
 @pytest.fixture
 def nv_fast_timeout(dev, monkeypatch):
-  """The NV device (mock) with short wait timeouts, so an injected hang times out quickly."""
+  """The NV or AMD device (mock) with short wait timeouts, so an injected hang times out quickly."""
   from hcqrt import hcq
   from hcqrt.device import Device
   d = Device[dev]
@@ -363,16 +363,16 @@ def _hang(d):
   d.timeline_value += 1
   return never
 
-@pytest.mark.parametrize("dev", ["NV"], indirect=True)
-def test_nv_usable_after_signal_timeout(nv_fast_timeout):
+@pytest.mark.parametrize("dev", ["NV", "AMD"], indirect=True)
+def test_nv_usable_after_signal_timeout(nv_fast_timeout, dev):
   from hcqrt.hcq import SignalTimeout
   d = nv_fast_timeout
-  x = rnd(5, seed=1, device="NV")
+  x = rnd(5, seed=1, device=dev)
   @TinyJit
   def f(a: Tensor) -> Tensor: return a * 2 + 1
-  for i in range(3): f(rnd(5, seed=i, device="NV"))
+  for i in range(3): f(rnd(5, seed=i, device=dev))
   never = _hang(d)
-  with pytest.raises(SignalTimeout, match="recovered: its channels were recreated.*usable again"): (x * 5).realize()
+  with pytest.raises(SignalTimeout, match="recovered: its (channels|compute and SDMA queues) were recreated.*usable again"): (x * 5).realize()
   close((x * 3).numpy(), x.numpy() * 3)                   # the fault is gone: later work runs
   close(f(x).numpy(), x.numpy() * 2 + 1)                  # and so do graph replays
   _hang(d)

@@ -368,3 +368,34 @@ def test_fma_mix(features):
   e0, e1 = h[:, 0].astype(np.float64), h[:, 1].astype(np.float64)
   r = (e0 * e1 + f).astype(np.float32)
   np.testing.assert_array_equal(out, (e1 * f - r).astype(np.float16))
+
+@needs_llvmlite
+@CODEGEN
+def test_i64_add_sub_carry_borrow(features):
+  """A borrow out of the low half must reach the high half exactly (a float64 intermediate once set bit 63 instead)."""
+  rng = np.random.default_rng(20); n = 128
+  a = rng.integers(-50, 50, n).astype(np.int64); b = rng.integers(-50, 50, n).astype(np.int64)
+  a[:4], b[:4] = [0, -1, 2**62, -2**63], [1, 2**32, -(2**62), 1]
+  out = np.zeros(2 * n, np.int64); Dev(features).run("i64_carry", [out, a, b], (n // 64,), (64,))
+  with np.errstate(over="ignore"): np.testing.assert_array_equal(out[:n], a - b); np.testing.assert_array_equal(out[n:], a + b)
+
+def _cls_ref(x: np.ndarray) -> np.ndarray:
+  u = x.view(np.uint32) ^ (x >> 31).view(np.uint32)
+  return np.array([-1 if v == 0 else 32 - int(v).bit_length() for v in u], np.int32)
+
+@needs_llvmlite
+@CODEGEN
+def test_cls_and_16bit_min3_max3(features):
+  """v_cls_i32 / s_cls_i32 (leading sign bits) and v_max3_u16 / v_min3_i16, as LLVM emits them for int64 and int8 ops."""
+  rng = np.random.default_rng(21); n = 128
+  x = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32); x[:6] = [0, -1, 1, -2, 2**30, -2**31]
+  k = -5
+  out = np.zeros(3 * n, np.int32); d = Dev(features)
+  text, *_ = read_object(compile_ir(KERNELS["cls_minmax16"], features=features), "cls_minmax16")
+  names = {i.name for i in decode(text, 0, len(text))}
+  assert {"v_cls_i32_e32", "s_cls_i32"} <= names and any(n.startswith("v_max3_u16") for n in names), names
+  d.run("cls_minmax16", [out, x, ("i", k)], (n // 64,), (64,))
+  np.testing.assert_array_equal(out[:n], _cls_ref(x) + _cls_ref(np.array([k], np.int32))[0])
+  h = np.stack([x & 0xFFFF, (x >> 8) & 0xFFFF, (x >> 16) & 0xFFFF]).astype(np.uint16)
+  np.testing.assert_array_equal(out[n:2 * n], h.max(0).astype(np.int32))
+  np.testing.assert_array_equal(out[2 * n:], h.view(np.int16).min(0).astype(np.int32))

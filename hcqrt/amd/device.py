@@ -16,7 +16,7 @@ the interrupt that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel inst
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, os, struct, time
+import contextlib, ctypes, errno, os, struct, time, weakref
 from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
@@ -179,7 +179,8 @@ class AMDDevice:
   # ---- queues ----
   def _setup_queues(self) -> None:
     sig = self.gpu_alloc(0x10000, "uncached", host=True)
-    self.signals = AMDSignalPool(self, sig.host, sig.va, sig.size)
+    self.signals, self._signals = AMDSignalPool(self, sig.host, sig.va, sig.size), weakref.WeakSet()
+    self._recovering = False
     self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
     self._timing: tuple[Signal, Signal] | None = None
     # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote)
@@ -216,7 +217,9 @@ class AMDDevice:
             "shared_memory": self.lds_bytes, "warp_size": self.wave_size, "gpu": True}
   def hw_compute_queue(self) -> AMDComputeQueue: return AMDComputeQueue(self.gfx)
   def hw_copy_queue(self) -> AMDCopyQueue: return AMDCopyQueue(self.gfx)
-  def new_signal(self, value: int = 0, name: str | None = None) -> Signal: return self.signals.new(value, name)
+  def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
+    self._signals.add(s := self.signals.new(value, name))   # (recover completes what they were promised)
+    return s
   def timing_signals(self) -> tuple[Signal, Signal]:
     if self._timing is None: self._timing = (self.new_signal(name="t0"), self.new_signal(name="t1"))
     return self._timing
@@ -238,7 +241,23 @@ class AMDDevice:
       m = ev[1].memory_exception_data
       if m.failure.NotPresent or m.failure.ReadOnly or m.failure.NoExecute:
         raise AMDError(f"{self.name}: GPU memory fault at {m.va:#x} (page {'not present' if m.failure.NotPresent else 'protection'}); "
-                       f"the faulting queue is stopped while waiting for {sig.name} to reach {value}", errno.EFAULT)
+                       f"the faulting queue is stopped while waiting for {sig.name} to reach {value}; {self.recover()}", errno.EFAULT)
+
+  def recover(self) -> str:
+    """A queue stopped (a GPU fault, code the GPU could not run) or a wait timed out, so queued work may never
+    finish and would block every later wait. Destroy both KFD queues (the kernel drops their work), create new
+    ones, and write from the CPU every signal value the dropped work promised. Returns what happened, for the error."""
+    if self._recovering: return f"{self.name} did not come back after its queues were recreated; reopen the process"
+    self._recovering, done = True, self.timeline_signal.value
+    try:
+      for q in (self.compute, self.sdma): q.close()
+      for sig in [self.timeline_signal, *self._signals]:
+        if sig.last_promised is not None and sig.value < sig.last_promised: sig.value = sig.last_promised
+      self.compute = KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
+      self.sdma = KFDQueue(self, K.QUEUE_TYPE_SDMA, "sdma")
+    finally: self._recovering = False
+    return (f"{self.name} recovered: its compute and SDMA queues were recreated, dropping the work queued after timeline value {done}; "
+            "buffers that work would have written hold undefined data, the device is usable again")
 
   def synchronize(self, timeout_s: float | None = None) -> None:
     """Wait for all submitted work: SignalTimeout after the timeout, AMDError naming the address when a GPU memory
@@ -304,7 +323,17 @@ class KFDQueue:
       ctypes.c_uint32.from_address(self.ring.host + off).value = d
     self.put += n * unit
     self.wptr.value = self.put
-    syscalls.mmio_write64(self.doorbell, self.put)
+    try: syscalls.mmio_write64(self.doorbell, self.put)
+    except Exception as e:   # the queue stopped on this work (a mock GPU reports it at the doorbell): start over on new queues
+      e.args = (f"{e}; {self.dev.recover()}",)
+      raise
+
+  def close(self) -> None:
+    """DESTROY_QUEUE (the kernel preempts it and drops its work; errors are ignored, the queue may be gone) and free its memory."""
+    with contextlib.suppress(AMDError): self.dev.ioctl("AMDKFD_IOC_DESTROY_QUEUE", queue_id=self.queue_id)
+    with contextlib.suppress(OSError): syscalls.munmap(self.doorbell_page, K.DOORBELL_PROCESS_FRAME_SIZE)
+    for b in (self.ring, self.ptrs, *((self.eop, self.cwsr) if not self.sdma else ())):
+      with contextlib.suppress(AMDError): self.dev.gpu_free(b)
 
 # ---- command builders ----
 class AMDQueue(HWQueue):

@@ -44,6 +44,7 @@ class MockKFD:
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
     self.doorbells: dict[int, Queue] = {}    # doorbell byte offset in the frame -> queue
+    self.doorbell_writes = 0                  # doorbell writes seen (tests and benchmarks count submissions)
     self.doorbell_maps: list[tuple[int, int]] = []   # (address, length) of doorbell frame mappings
     self.event_page: BO | None = None
     self.events: dict[int, dict[str, Any]] = {}
@@ -323,6 +324,7 @@ class MockKFD:
     with self.lock:
       q = self.doorbells.get(addr - base)
       if q is None: return   # a doorbell no queue owns: the hardware ignores it
+      self.doorbell_writes += 1
       q.target = value
       t0 = time.perf_counter_ns()
       try: self.run_all(q)

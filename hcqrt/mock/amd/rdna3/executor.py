@@ -108,9 +108,9 @@ class Waves:
     scc, U, one = None, np.uint32, np.uint32(1)
     sx = lambda x: x.astype(np.uint32).view(np.int32).astype(np.int64)
     if n == "s_add_u32": r = a.astype(np.uint64) + b; scc = r >> np.uint64(32)
-    elif n == "s_sub_u32": r = a.astype(np.int64) - b; scc = r < 0
-    elif n == "s_addc_u32": r = a.astype(np.uint64) + b + self.scc[sel]; scc = r >> np.uint64(32)
-    elif n == "s_subb_u32": r = a.astype(np.int64) - b - self.scc[sel]; scc = r < 0
+    elif n == "s_sub_u32": r = a.astype(np.int64) - b.astype(np.int64); scc = r < 0
+    elif n == "s_addc_u32": r = a.astype(np.uint64) + b.astype(np.uint64) + np.asarray(self.scc[sel]).astype(np.uint64); scc = r >> np.uint64(32)
+    elif n == "s_subb_u32": r = a.astype(np.int64) - b.astype(np.int64) - np.asarray(self.scc[sel]).astype(np.int64); scc = r < 0
     elif n in ("s_add_i32", "s_sub_i32"):
       r = sx(a) + sx(b) if n == "s_add_i32" else sx(a) - sx(b); scc = (r > 2**31 - 1) | (r < -2**31)
     elif n == "s_absdiff_i32": r = np.abs(sx(a) - sx(b)); scc = r != 0
@@ -170,6 +170,7 @@ class Waves:
               "s_bcnt1_i32_b32": lambda: (V._popc(a), V._popc(a) != 0), "s_bcnt0_i32_b32": lambda: (32 - V._popc(a), 32 - V._popc(a) != 0),
               "s_bcnt1_i32_b64": lambda: (V._popc(a & np.uint64(0xFFFFFFFF)) + V._popc(a >> np.uint64(32)), None),
               "s_ctz_i32_b32": lambda: (V._ctz(a), None), "s_clz_i32_u32": lambda: (V._clz(a), None),
+              "s_cls_i32": lambda: (V._cls(a), None),
               "s_sext_i32_i8": lambda: (a.astype(np.uint8).view(np.int8).astype(np.int32).view(U), None),
               "s_sext_i32_i16": lambda: (a.astype(np.uint16).view(np.int16).astype(np.int32).view(U), None),
               "s_bitset0_b32": lambda: (self.s[d, sel] & ~(U(1) << (a & U(31))), None),

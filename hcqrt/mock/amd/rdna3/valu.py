@@ -59,6 +59,9 @@ def _clz(a):
   a = _u(a); out = np.full(a.shape, 0xFFFFFFFF, np.uint32); nz = a != 0
   out[nz] = (31 - np.floor(np.log2(a[nz].astype(np.float64)))).astype(np.uint32)
   return out
+def _cls(a):
+  """Leading bits equal to the sign bit, the sign bit included (V_CLS_I32 / S_CLS_I32; -1 for 0 and -1)."""
+  a = _u(a); return _clz(a ^ (a.view(np.int32) >> 31).view(np.uint32))
 def _ctz(a):
   a = _u(a); out = np.full(a.shape, 0xFFFFFFFF, np.uint32); nz = a != 0
   out[nz] = np.log2((a[nz] & (~a[nz] + np.uint32(1))).astype(np.float64)).astype(np.uint32)
@@ -102,7 +105,7 @@ OPS: dict[str, tuple[tuple[str, ...], str, object]] = {
   "v_cvt_f32_ubyte1": ((U32,), F32, lambda a: ((a >> np.uint32(8)) & np.uint32(0xFF)).astype(np.float32)),
   "v_cvt_f32_ubyte2": ((U32,), F32, lambda a: ((a >> np.uint32(16)) & np.uint32(0xFF)).astype(np.float32)),
   "v_cvt_f32_ubyte3": ((U32,), F32, lambda a: (a >> np.uint32(24)).astype(np.float32)),
-  "v_bfrev_b32": ((U32,), U32, _bfrev), "v_clz_i32_u32": ((U32,), U32, _clz), "v_ctz_i32_b32": ((U32,), U32, _ctz),
+  "v_bfrev_b32": ((U32,), U32, _bfrev), "v_clz_i32_u32": ((U32,), U32, _clz), "v_cls_i32": ((U32,), U32, _cls), "v_ctz_i32_b32": ((U32,), U32, _ctz),
   "v_frexp_mant_f32": ((F32,), F32, _frexp_mant), "v_frexp_exp_i32_f32": ((F32,), I32, _frexp_exp),
   "v_frexp_mant_f64": ((F64,), F64, _frexp_mant), "v_frexp_exp_i32_f64": ((F64,), I32, _frexp_exp),
   # binary (VOP2 and VOP3 forms share these)
@@ -184,6 +187,11 @@ OPS: dict[str, tuple[tuple[str, ...], str, object]] = {
   "v_minmax_i32": ((I32, I32, I32), I32, lambda a, b, c: np.maximum(np.minimum(a, b), c)),
   "v_maxmin_u32": ((U32, U32, U32), U32, lambda a, b, c: np.minimum(np.maximum(a, b), c)),
   "v_minmax_u32": ((U32, U32, U32), U32, lambda a, b, c: np.maximum(np.minimum(a, b), c)),
+  # the 16-bit forms (gfx11 VOP3 0x249..0x251): LLVM picks them for max/min of i8/u8/i16/f16 values
+  **{f"v_{k}3_{t}": ((t, t, t), t, f) for t in ("f16", "i16", "u16") for k, f in
+     (("min", lambda a, b, c: np.fmin(np.fmin(a, b), c) if a.dtype.kind == "f" else np.minimum(np.minimum(a, b), c)),
+      ("max", lambda a, b, c: np.fmax(np.fmax(a, b), c) if a.dtype.kind == "f" else np.maximum(np.maximum(a, b), c)),
+      ("med", lambda a, b, c: _fmed3(a, b, c) if a.dtype.kind == "f" else _med3(a, b, c)))},
   "v_med3_f32": ((F32, F32, F32), F32, _fmed3), "v_med3_i32": ((I32, I32, I32), I32, _med3), "v_med3_u32": ((U32, U32, U32), U32, _med3),
   "v_div_fixup_f32": ((F32, F32, F32), F32, _div_fixup), "v_div_fixup_f64": ((F64, F64, F64), F64, _div_fixup),
   "v_div_fixup_f16": ((F16, F16, F16), F16, _div_fixup),
@@ -197,8 +205,9 @@ for _n, _fn in [("exp", np.exp2), ("log", np.log2), ("rcp", None), ("rsq", None)
     OPS[f"v_{_n}_{_t}"] = ((_t,), _t, f)
 OPS["v_rcp_iflag_f32"] = OPS["v_rcp_f32"]
 # ops with an extra lane-mask input and/or output: name -> (types, result type, fn(a, b, [c], carry_in) -> (result, carry_out))
-def _addc(a, b, ci): s = a.astype(np.uint64) + b + ci; return s.astype(np.uint32), s >> np.uint64(32) != 0
-def _subc(a, b, ci): s = a.astype(np.int64) - b - ci; return s.astype(np.uint32), s < 0
+# every operand is cast to one 64-bit type: numpy turns int64 - uint64 into float64, which loses the borrow and wraps wrongly
+def _addc(a, b, ci): s = a.astype(np.uint64) + b.astype(np.uint64) + np.asarray(ci).astype(np.uint64); return s.astype(np.uint32), s >> np.uint64(32) != 0
+def _subc(a, b, ci): s = a.astype(np.int64) - b.astype(np.int64) - np.asarray(ci).astype(np.int64); return s.astype(np.uint32), s < 0
 CARRY = {"v_add_co_u32": lambda a, b, ci: _addc(a, b, 0), "v_sub_co_u32": lambda a, b, ci: _subc(a, b, 0),
          "v_subrev_co_u32": lambda a, b, ci: _subc(b, a, 0), "v_add_co_ci_u32": _addc, "v_sub_co_ci_u32": _subc,
          "v_subrev_co_ci_u32": lambda a, b, ci: _subc(b, a, ci)}
