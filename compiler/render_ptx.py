@@ -44,7 +44,7 @@ from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
 
 # PTX ISA version per target: the oldest that knows the arch (ptxas 12.x/13.x and nvJitLink accept all of them)
-PTX_ISA = {"sm_80": "7.0", "sm_86": "7.1", "sm_87": "7.4", "sm_89": "7.8", "sm_90": "7.8", "sm_90a": "8.0"}
+PTX_ISA = {"sm_80": "7.0", "sm_86": "7.1", "sm_87": "7.4", "sm_89": "7.8", "sm_90": "7.8", "sm_90a": "8.0", "sm_100": "8.6", "sm_120": "8.7"}   # the first PTX ISA that knows each (ptxas 13)
 BLOCK = 128          # threads per block along the flattened (x, y) dims
 GROUP_MAX_OUTPUTS = 4096   # kernels with at most this many outputs...
 GROUP_MIN_RANGE = 64       # ...and a reduce loop at least this long get a block of lanes per output

@@ -10,6 +10,7 @@ from compiler.render_ptx import render_ptx, PTX_ISA
 from compiler.assemble.ptx_assembler import assemble_ptx
 from compiler.lower import lower
 from hcqrt.nv.cubin import load_cubin
+from ioctl_defs.nv.classes import ARCHS
 from hcqrt.device import Device
 
 rng = np.random.default_rng(4)
@@ -220,3 +221,14 @@ def test_grouped_geometry_and_full_sum():
   assert "bar.sync" not in src and dims["local_size"][0] == 128
   same(lambda t: t.sum(), f32(1000, 1000), rtol=2e-5)
   same(lambda t: (t - t.mean(1, keepdim=True)).square().mean(1), f32(3, 1000), rtol=2e-5)   # two grouped reduces in a row
+
+@pytest.mark.parametrize("arch", sorted({f"sm_{a.sm}" for a in ARCHS.values()}))
+def test_every_nv_arch_renders_and_assembles(arch):
+  """Each GPU the NV backend (and its mock) knows gets kernels: render_ptx knows its PTX ISA and the assembler takes it
+  (Blackwell's sm_100/sm_120 were refused, so tensor ops failed on MOCKGPU_ARCH=blackwell)."""
+  from compiler.schedule import create_schedule
+  x = Tensor(np.arange(8, dtype=np.float32)).realize()
+  si = next(s for s in create_schedule([(x * 3 + 1).lazydata]) if s.kind == "kernel")
+  src, _ = render_ptx(lower(si.ast, si.name), arch)
+  assert f".target {arch}" in src and f".version {PTX_ISA[arch]}" in src
+  assert load_cubin(assemble_ptx(src, arch)).kernels
