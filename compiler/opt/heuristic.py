@@ -35,13 +35,18 @@ from compiler.opt.conv import conv_tile, peel_default
 from compiler.opt.matmul import packed_matmul_tile
 from compiler.opt.gpu import optimize_gpu
 
-def _fits(target: Target | None, make) -> bool:
-  """Whether the kernel make() builds (from copies of the kernel, which number their own new loops) fits the target's
-  vector registers (True without a target)."""
-  if target is None: return True
-  try: check_pressure(make(), target)
-  except OptError: return False
-  return True
+def _first_fit(k: LoweredKernel, target: Target | None, builds: list) -> None:
+  """Apply to `k` the first of `builds` (functions that apply opts to a kernel in place) whose result fits the target's
+  vector registers, else the last. Each is tried on a copy (copies number their new loops as `k` would), and the copy
+  that fits becomes `k`: no build runs twice (a trial costs as much as the build itself)."""
+  for i, build in enumerate(builds):
+    kc = copy_kernel(k)
+    build(kc)
+    if target is not None and i < len(builds) - 1:
+      try: check_pressure(kc, target)
+      except OptError: continue
+    vars(k).update(vars(kc))
+    return
 
 ODD_ROWS = (3, 5)   # row unrolls for a row loop that no multiple of UPCAST_I divides
 
@@ -64,8 +69,7 @@ def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> b
       if any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads):
         # the biggest tile whose accumulators and loads fit the registers (4 x 2 vectors, else 4 x 1, 2 x 1)
         tiles = [t for t in dict.fromkeys([(ui, uj), (ui, 1), (UPCAST_I // 2, 1)]) if ri.src[0].arg % t[0] == 0]
-        ui, u = next((t for t in tiles if _fits(target, lambda t=t: apply_tile(copy_kernel(k), ri, t[0], rj, w, t[1]))), tiles[-1])
-        apply_tile(k, ri, ui, rj, w, u)
+        _first_fit(k, target, [lambda kc, t=t: apply_tile(kc, ri, t[0], rj, w, t[1]) for t in tiles])
         return True
   return False
 
@@ -78,8 +82,7 @@ def _reduce_vectors(k: LoweredKernel, wmax: int, target: Target | None = None) -
   if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
   # the most accumulators (up to VEC_ACC) whose loop body fits the registers (an exp per accumulator takes several)
   accs = [a for a in (VEC_ACC, VEC_ACC // 2) if a > 1 and n % (w * a) == 0] + [1]
-  acc = next((a for a in accs if a == 1 or _fits(target, lambda a=a: apply_reduce_vectors(copy_kernel(k), red, r, w, a))), 1)
-  apply_reduce_vectors(k, red, r, w, acc)
+  _first_fit(k, target, [lambda kc, a=a: apply_reduce_vectors(kc, red, r, w, a) for a in accs])
   return True
 
 def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
