@@ -37,7 +37,7 @@ from compiler.assemble.disk_cache import cache_root, atomic_write
 class CompileError(RuntimeError):
   """The C compiler rejected a kernel; the message carries its stderr and the saved source path."""
 
-FLAGS = ["-c", "-O2", "-ffreestanding", "-fno-math-errno", "-fPIC", "-fno-stack-protector", "-fno-asynchronous-unwind-tables"]
+FLAGS = ["-c", "-O2", "-ffreestanding", "-fno-math-errno", "-ffp-contract=fast", "-fPIC", "-fno-stack-protector", "-fno-asynchronous-unwind-tables"]
 # the host's own ISA, for callers that name no target (the CPU runner, tools). -mno-avx512fp16: gcc 12 emits masked
 # `vmovsh` forms for _Float16 selects that binutils 2.40 can't assemble; half math goes through float conversions
 NATIVE = ("-march=native", "-mno-avx512fp16") if platform.machine() in ("x86_64", "AMD64") else ("-march=native",)
