@@ -164,13 +164,7 @@ class Maximum(Function):
   def forward(self, x, y):
     self.x, self.y = x, y
     return x.alu(Ops.MAX, y)
-  def backward(self, g):
-    x, y = self.x, self.y
-    half, one, zero = g.const_like(0.5), g.const_like(1), g.const_like(0)
-    eq = _eq(x, y)
-    gx = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, x.alu(Ops.CMPLT, y).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[0] else None
-    gy = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, y.alu(Ops.CMPLT, x).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[1] else None
-    return gx, gy
+  def backward(self, g): return _pick_grads(self, g, self.x.alu(Ops.CMPLT, self.y), self.y.alu(Ops.CMPLT, self.x))
 
 class Minimum(Function):
   """min(x, y) as torch: NaN if either is NaN, x where they tie (so the sign of a zero comes from x); the gradient
@@ -180,13 +174,15 @@ class Minimum(Function):
     pick = y.alu(Ops.CMPLT, x)
     if x.dtype.is_float: pick = pick.alu(Ops.OR, y.alu(Ops.CMPNE, y))   # y is NaN
     return pick.alu(Ops.WHERE, y, x)
-  def backward(self, g):
-    x, y = self.x, self.y
-    half, one, zero = g.const_like(0.5), g.const_like(1), g.const_like(0)
-    eq = _eq(x, y)
-    gx = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, y.alu(Ops.CMPLT, x).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[0] else None
-    gy = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, x.alu(Ops.CMPLT, y).alu(Ops.WHERE, zero, one))) if self.needs_input_grad[1] else None
-    return gx, gy
+  def backward(self, g): return _pick_grads(self, g, self.y.alu(Ops.CMPLT, self.x), self.x.alu(Ops.CMPLT, self.y))
+
+def _pick_grads(fn: Function, g: LazyBuffer, x_loses: LazyBuffer, y_loses: LazyBuffer) -> tuple:
+  """The gradients of a pick between x and y (max, min): each side gets g where the other did not win, halves on a tie."""
+  half, one, zero = g.const_like(0.5), g.const_like(1), g.const_like(0)
+  eq = _eq(fn.x, fn.y)
+  gx = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, x_loses.alu(Ops.WHERE, zero, one))) if fn.needs_input_grad[0] else None
+  gy = g.alu(Ops.MUL, eq.alu(Ops.WHERE, half, y_loses.alu(Ops.WHERE, zero, one))) if fn.needs_input_grad[1] else None
+  return gx, gy
 
 def _eq(x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
   return x.alu(Ops.CMPNE, y).alu(Ops.CMPNE, x.const_like(True).cast(dtypes.bool))
