@@ -18,37 +18,24 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--json", default="hw_tests_report.json", help="where to write the JSON report")
   ap.add_argument("--only", default=None, help="run one group or check")
   a = ap.parse_args(argv)
-  if a.device.upper().startswith("AMD"): return _main_amd(a)
-  if not a.device.upper().startswith("NV"): print(f"hw_tests: device {a.device} is not supported (NV or AMD)"); return 2
-  a.arch = a.arch or "hopper"
-  a.stress = 10_000 if a.stress is None else a.stress
+  vendor = next((v for v in ("NV", "AMD") if a.device.upper().startswith(v)), None)
+  if vendor is None: print(f"hw_tests: device {a.device} is not supported (NV or AMD)"); return 2
   if not require("python -m hw_tests"): return 2
-  mocked = a.mock or not os.path.exists("/dev/nvidiactl")
+  if vendor == "AMD":
+    from hw_tests.kernels_amd import INSTALL, have_llvmlite
+    if not have_llvmlite(): print(f"hw_tests: the AMD kernels are LLVM IR compiled with llvmlite, which is missing: {INSTALL}"); return 2
+  mocked = a.mock or not os.path.exists("/dev/nvidiactl" if vendor == "NV" else "/dev/kfd")
+  a.arch = a.arch or ("hopper" if vendor == "NV" else "gfx1100")
+  a.stress = (1_000 if vendor == "AMD" and mocked else 10_000) if a.stress is None else a.stress   # the AMD mock emulates the ISA
   drv = None
-  if mocked:
-    from hcqrt.mock.nv import install_mock_nv
-    drv = install_mock_nv(a.arch)
+  if mocked:   # the vendor's mock driver behind hcqrt.syscalls for the run
+    from hcqrt import syscalls
+    if vendor == "NV": from hcqrt.mock.nv import install_mock_nv as install
+    else: from hcqrt.mock.amd import install_mock_amd as install
+    drv = install(a.arch)
   try: return _run(a, mocked, drv)
   finally:
-    if drv is not None:
-      from hcqrt.mock.nv import uninstall_mock_nv
-      uninstall_mock_nv(drv)
-
-def _main_amd(a: argparse.Namespace) -> int:
-  from hw_tests.kernels_amd import INSTALL, have_llvmlite
-  if not have_llvmlite(): print(f"hw_tests: the AMD kernels are LLVM IR compiled with llvmlite, which is missing: {INSTALL}"); return 2
-  mocked = a.mock or not os.path.exists("/dev/kfd")
-  a.arch = a.arch or "gfx1100"
-  a.stress = (1_000 if mocked else 10_000) if a.stress is None else a.stress
-  drv = None
-  if mocked:
-    from hcqrt.mock.amd import install_mock_amd
-    drv = install_mock_amd(a.arch)
-  try: return _run(a, mocked, drv)
-  finally:
-    if drv is not None:
-      from hcqrt.mock.amd import uninstall_mock_amd
-      uninstall_mock_amd(drv)
+    if drv is not None: syscalls.uninstall(drv)
 
 def _run(a: argparse.Namespace, mocked: bool, drv) -> int:
   from hw_tests.suite import Ctx, run_suite
