@@ -37,6 +37,9 @@ class Signal:
   def value(self) -> int: return self._words[0]
   @value.setter
   def value(self, v: int) -> None: self._words[0] = v
+  def complete_promised(self) -> None:
+    """Write from the CPU the value a queue last promised: the device dropped that work (recovery after a fault)."""
+    if self.last_promised is not None and self.value < self.last_promised: self.value = self.last_promised
   @property
   def timestamp(self) -> int:
     """ns time written by the last `timestamp()` command on this signal."""

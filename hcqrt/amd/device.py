@@ -251,8 +251,7 @@ class AMDDevice:
     self._recovering, done = True, self.timeline_signal.value
     try:
       for q in (self.compute, self.sdma): q.close()
-      for sig in [self.timeline_signal, *self._signals]:
-        if sig.last_promised is not None and sig.value < sig.last_promised: sig.value = sig.last_promised
+      for sig in [self.timeline_signal, *self._signals]: sig.complete_promised()
       self.compute = KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
       self.sdma = KFDQueue(self, K.QUEUE_TYPE_SDMA, "sdma")
     finally: self._recovering = False

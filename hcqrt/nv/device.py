@@ -478,8 +478,7 @@ class NVDevice:
         with contextlib.suppress(NVError):
           self.rm.uvm(self.uvmfd, "UVM_UNREGISTER_CHANNEL", gpuUuid={"uuid": list(self.uuid)}, hClient=self.rm.root, hChannel=h)
       with contextlib.suppress(NVError): self.rm.free(self.hdev, self.hgroup)
-      for sig in [self.timeline_signal, *self._signals]:
-        if sig.last_promised is not None and sig.value < sig.last_promised: sig.value = sig.last_promised
+      for sig in [self.timeline_signal, *self._signals]: sig.complete_promised()
       self._open_channels(2 - self.chan_slot)
       if self.local_bytes: per, self.local_bytes = self.local_bytes, 0; self.ensure_local_memory(per)
     finally: self._recovering = False
