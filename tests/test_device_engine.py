@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hcqrt import syscalls
 from frontend import Tensor, GlobalCounters
+from frontend.devices import target_of
 from hcqrt.device import _Registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -32,10 +33,11 @@ def test_default_choice_in_a_fresh_process_is_fast():
 
 def test_debug_levels_print_kernels_and_source():
   code = "from frontend import Tensor; (Tensor([1.0, 2.0, 3.0]) * 7 + 0.25).realize()"
-  env = {**os.environ, "DEBUG": "4", "CACHE": "0", "CPU": "1"}   # the CPU's C source (CPU=1 wins over NV=1)
+  env = {**os.environ, "DEBUG": "4", "CACHE": "0", "CPU": "1"}   # the CPU's source (CPU=1 wins over NV=1)
   err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True).stderr
   assert re.search(r"kernel\s+1 E_3\s", err)            # DEBUG>=2: one line per kernel with its name
-  assert "void E_3(" in err                              # DEBUG>=4: the generated C
+  # DEBUG>=4: the generated source, C or (CPU_LLVM=1) LLVM IR
+  assert ("define void @E_3(" if os.environ.get("CPU_LLVM") == "1" else "void E_3(") in err
 
 def test_readme_commands_match_ci():
   readme = (ROOT / "README.md").read_text()
@@ -45,12 +47,14 @@ def test_readme_commands_match_ci():
   assert test_cmd in (ROOT / ".ci" / "run").read_text()
 
 def test_failed_compile_leaves_nothing_half_realized(monkeypatch):
-  import compiler.assemble.c_compiler as cc
-  a = Tensor([1.0, 2.0], device="CPU").realize()   # a C compile failure: pinned to the CPU (also under NV=1)
+  import compiler.assemble.c_compiler as cc, compiler.assemble.llvm as cl
+  a = Tensor([1.0, 2.0], device="CPU").realize()   # a compile failure: pinned to the CPU (also under NV=1)
   y = a * 123.5 + 0.125        # a kernel never compiled before in this process
-  def broken(src, name="kernel", *_): raise cc.CompileError(f"simulated failure compiling {name}")
-  monkeypatch.setattr(cc, "compile_c", broken)
-  with pytest.raises(cc.CompileError, match="simulated"): y.realize()
+  # the CPU's compiler: the C compiler, or LLVM in-process (CPU_LLVM=1)
+  mod, fn, err = (cl, "compile_llvm", cl.LLVMCompileError) if target_of("CPU").renderer == "llvm" else (cc, "compile_c", cc.CompileError)
+  def broken(src, name="kernel", *_): raise err(f"simulated failure compiling {name}")
+  monkeypatch.setattr(mod, fn, broken)
+  with pytest.raises(err, match="simulated"): y.realize()
   assert not y.lazydata.realized
   monkeypatch.undo()
   np.testing.assert_allclose(y.numpy(), [123.625, 247.125])

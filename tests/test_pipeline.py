@@ -1,6 +1,6 @@
 """The compile pipeline's seams: Targets reported by devices, one compile_kernel for engine/BEAM/export, the optimizer
 package without import cycles, ranges numbered by their kernel, JIT capture owned by frontend/jit.py."""
-import ast, json, pathlib, re, subprocess, sys
+import ast, json, os, pathlib, re, subprocess, sys
 import numpy as np
 import pytest
 from frontend import Tensor
@@ -35,7 +35,7 @@ def _rand(*shape, seed=0): return Tensor(np.random.default_rng(seed).standard_no
 
 def test_devices_report_their_target():
   cpu = target_of("CPU")
-  assert cpu.renderer == "c" and not cpu.gpu and cpu.ncores >= 1 and cpu.simd_bytes in (16, 32, 64)
+  assert cpu.renderer == ("llvm" if os.environ.get("CPU_LLVM") == "1" else "c") and not cpu.gpu and cpu.ncores >= 1 and cpu.simd_bytes in (16, 32, 64)
   assert cpu.vector_registers == (32 if cpu.simd_bytes >= 64 else 16)
   emu = target_of("PTXEMU")
   assert emu.renderer == "ptx" and emu.gpu and emu.arch == "sm_90" and emu.warp_size == 32 and emu.buffer_alignment == 256
