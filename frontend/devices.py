@@ -18,14 +18,24 @@ def open_device(name: str) -> Any:
   dev = Device[name]
   if name not in _prepared:
     _prepared.add(name)
-    if dev.name == "CPU":
-      from hcqrt.cpu.device import RUNNER_C, install_runner
-      from compiler.assemble.c_compiler import compile_c, CompileError
-      # no C compiler: launches use the Python pool (kernels built by LLVM, CPU_LLVM=1, need none; C kernels then fail
-      # at their own compile with the clear CompileError)
-      try: install_runner(compile_c(RUNNER_C, "hcqrt_runner"))
-      except CompileError: install_runner(None)
+    if dev.name == "CPU": _install_cpu_runner(dev)
   return dev
+
+def _install_cpu_runner(dev: Any) -> None:
+  """The CPU's native thread-pool runner, built by the same compiler as its kernels: C (RUNNER_C), or with CPU_LLVM=1
+  LLVM in-process (RUNNER_LLVM: no C compiler is ever spawned). When it can't be built launches use the Python pool
+  (C kernels then fail at their own compile with the clear CompileError)."""
+  from hcqrt.cpu.device import install_runner
+  if dev.target["renderer"] == "llvm":
+    from hcqrt.cpu.runner_llvm import RUNNER_LLVM
+    from compiler.assemble.llvm import compile_llvm
+    try: install_runner(compile_llvm(RUNNER_LLVM, "hcqrt_runner"))
+    except ImportError: install_runner(None)   # no llvmlite: the kernels' own compile names the missing extra
+    return
+  from hcqrt.cpu.device import RUNNER_C
+  from compiler.assemble.c_compiler import compile_c, CompileError
+  try: install_runner(compile_c(RUNNER_C, "hcqrt_runner"))
+  except CompileError: install_runner(None)
 
 _targets: dict[str, Target] = {}
 def target_of(name: str) -> Target:

@@ -24,10 +24,18 @@ def compiler(request, monkeypatch):
   monkeypatch.setenv("HCQRT_CC", request.param)
   return request.param
 
-@pytest.fixture(params=["python-pool", "c-runner"])
+def _runner_obj(kind: str) -> bytes | None:
+  if kind == "c-runner": return compile_c(RUNNER_C, "hcqrt_runner")
+  if kind == "llvm-runner":   # the same runner in LLVM IR, built in-process (CPU_LLVM=1 needs no C compiler)
+    from compiler.assemble.llvm import compile_llvm
+    from hcqrt.cpu.runner_llvm import RUNNER_LLVM
+    return compile_llvm(RUNNER_LLVM, "hcqrt_runner")
+  return None
+
+@pytest.fixture(params=["python-pool", "c-runner", "llvm-runner"])
 def launcher(request):
-  # multi-core launches go through the Python worker pool or the native runner; both must behave the same
-  install_runner(compile_c(RUNNER_C, "hcqrt_runner") if request.param == "c-runner" else None)
+  # multi-core launches go through the Python worker pool or a native runner (C or LLVM); all must behave the same
+  install_runner(_runner_obj(request.param))
   yield request.param
   install_runner(None)
 

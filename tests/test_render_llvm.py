@@ -153,10 +153,31 @@ def test_amd_code_objects(arch, tmp_path):
       assert any("s_barrier" in l for l in insts) and any(l.split()[0].startswith(("ds_store", "ds_write")) for l in insts)
 
 def test_cpu_llvm_needs_no_c_compiler(tmp_path):
-  # a machine without a C compiler: CPU_LLVM=1 builds every kernel in-process, launches go through the Python pool
+  # a machine without a C compiler: PATH holds only stand-ins for every compiler name we look for, each recording
+  # that it was run (and failing). CPU_LLVM=1 builds every kernel and the thread-pool runner in-process: the main
+  # job (examples/train_digits.py) trains, its kernels launch through the LLVM-built native runner, nothing spawns one.
   import os, pathlib
-  code = "from frontend import Tensor; import numpy as np; x = Tensor(np.arange(64, dtype=np.float32).reshape(8, 8)); print(((x @ x).sum(1) * 1e-5).exp2().log2().tolist())"
-  env = {**os.environ, "HCQRT_CC": "no-such-cc", "CPU_LLVM": "1", "CPU": "1", "HCQRT_CACHE": str(tmp_path)}
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, cwd=pathlib.Path(__file__).parent.parent)
-  a = np.arange(64, dtype=np.float64).reshape(8, 8)
-  np.testing.assert_allclose(eval(out.stdout), (a @ a).sum(1) * 1e-5, rtol=1e-5)
+  from compiler.assemble.c_compiler import CLANGS
+  repo, fake, log = pathlib.Path(__file__).parent.parent, tmp_path / "bin", tmp_path / "spawned.txt"
+  fake.mkdir()
+  for n in ["cc", "gcc", "c99", *CLANGS]:
+    (fake / n).write_text(f'#!/bin/sh\necho "$0 $*" >> {log}\nexit 1\n'); (fake / n).chmod(0o755)
+  env = {k: v for k, v in os.environ.items() if k not in ("HCQRT_CC", "CC", "NV", "AMD", "MOCKGPU")}
+  env |= {"PATH": str(fake), "CPU_LLVM": "1", "CPU": "1", "HCQRT_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(repo)}
+  run = lambda *args: subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=repo, timeout=900)
+  code = ("from frontend import Tensor; import numpy as np; import hcqrt.cpu.device as d\n"
+          "x = Tensor(np.arange(4096, dtype=np.float32).reshape(64, 64) * 1e-3)\n"
+          "print(((x @ x).sum(1) * 1e-4).exp2().log2().tolist()); print(d._runner is not None)")
+  r = run("-c", code)
+  assert r.returncode == 0, r.stderr
+  vals, native = r.stdout.splitlines()
+  a = np.arange(4096, dtype=np.float64).reshape(64, 64) * 1e-3
+  np.testing.assert_allclose(eval(vals), (a @ a).sum(1) * 1e-4, rtol=1e-5)
+  assert native == "True"   # multi-core launches go through the native runner, not the Python pool
+  r = run("examples/train_digits.py", "--steps", "20")
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert not log.exists(), log.read_text()
+  # the stand-ins do catch a compiler spawn: the C path (CPU_LLVM=0) runs one (and fails)
+  env["CPU_LLVM"] = "0"
+  r = run("-c", "from frontend import Tensor; (Tensor([1.0]) + 1).realize()")
+  assert r.returncode != 0 and log.exists()
