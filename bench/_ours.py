@@ -148,7 +148,7 @@ def _instrument() -> dict[str, list[float]]:
 
   Returns lists the wrappers append each call's seconds to; a hook that is missing stays empty.
   """
-  acc: dict[str, list] = {"build": [], "cc": [], "load": [], "names": []}
+  acc: dict[str, list] = {"build": [], "build_cpu": [], "cc": [], "llvm_passes": [], "load": [], "names": []}
   def timed(fn, key):
     def w(*a, **kw):
       t0 = time.perf_counter()
@@ -158,12 +158,14 @@ def _instrument() -> dict[str, list[float]]:
   def build(fn):
     # get_kernel also serves in-process cache hits; only a call that ran the C compiler counts as a build
     def w(*a, **kw):
-      n, t0, ck = len(acc["cc"]), time.perf_counter(), None
+      n, t0, c0, ck = len(acc["cc"]), time.perf_counter(), time.thread_time(), None
       try:
         ck = fn(*a, **kw)
         return ck
       finally:
-        if len(acc["cc"]) > n: acc["build"].append(time.perf_counter() - t0); acc["names"].append(getattr(ck, "name", "?"))
+        if len(acc["cc"]) > n:
+          acc["build"].append(time.perf_counter() - t0); acc["names"].append(getattr(ck, "name", "?"))
+          acc["build_cpu"].append(time.thread_time() - c0)   # this thread's CPU time: what a loaded host does not inflate
     return w
   try:
     import frontend.engine as eng
@@ -176,6 +178,7 @@ def _instrument() -> dict[str, list[float]]:
   try:   # CPU_LLVM=1: LLVM in-process is the "compiler" of a build
     import compiler.assemble.llvm as cl
     cl.compile_llvm = timed(cl.compile_llvm, "cc")
+    cl._module = timed(cl._module, "llvm_passes")   # parse + verify + the O3 pipeline; the rest of cc is codegen
   except (ImportError, AttributeError): pass
   try:
     from hcqrt.cpu.device import CPUDevice
@@ -209,6 +212,7 @@ def bench_compile(spec: dict) -> list[dict]:
            "median_s": med(acc["build"]) if acc["build"] else sum(walls) / max(nkern, 1),
            "front_median_s": med([b - c - l for b, c, l in zip(acc["build"], acc["cc"], acc["load"])]) if len(acc["build"]) == len(acc["cc"]) == len(acc["load"]) else None,
            "cc_median_s": med(acc["cc"]), "load_median_s": med(acc["load"]), "max_s": max(acc["build"] or walls),
+           "cpu_median_s": med(acc["build_cpu"]), "llvm_passes_median_s": med(acc["llvm_passes"]),
            "slowest": acc["names"][acc["build"].index(max(acc["build"]))] if acc["build"] else None,
            "realize_per_kernel_s": sum(walls) / max(nkern, 1), "ok": len(acc["build"]) > 0}]
 
