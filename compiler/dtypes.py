@@ -26,12 +26,14 @@ class DType:
   def __repr__(self) -> str: return f"dtypes.{self.name}"
   def __reduce__(self):   # unpickle to the canonical object, so `dt is dtypes.float32` holds in other processes
     return (_dtype_by_name, (self.scalar.name, self.count))
+  # by name (unique per scalar type): `in` over a tuple of DTypes calls the dataclass __eq__ on every miss, and the
+  # compiler's simplifier asks these tens of thousands of times per kernel
   @property
-  def is_float(self) -> bool: return self.scalar in dtypes.floats
+  def is_float(self) -> bool: return self.scalar.name in _FLOAT_NAMES
   @property
-  def is_int(self) -> bool: return self.scalar in dtypes.ints
+  def is_int(self) -> bool: return self.scalar.name in _INT_NAMES
   @property
-  def is_unsigned(self) -> bool: return self.scalar in dtypes.uints
+  def is_unsigned(self) -> bool: return self.scalar.name in _UINT_NAMES
   @property
   def is_bool(self) -> bool: return self.scalar is dtypes.bool
   @property
@@ -64,11 +66,11 @@ class dtypes:
   ints = uints + sints
 
   @staticmethod
-  def is_float(dt: DType) -> bool: return dt.scalar in dtypes.floats
+  def is_float(dt: DType) -> bool: return dt.is_float
   @staticmethod
-  def is_int(dt: DType) -> bool: return dt.scalar in dtypes.ints
+  def is_int(dt: DType) -> bool: return dt.is_int
   @staticmethod
-  def is_unsigned(dt: DType) -> bool: return dt.scalar in dtypes.uints
+  def is_unsigned(dt: DType) -> bool: return dt.is_unsigned
   @staticmethod
   def min(dt: DType):
     if dt.is_int: return 0 if dt.is_unsigned else -2**(8*dt.itemsize-1)
@@ -105,6 +107,8 @@ ALL_DTYPES = [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint1
 DTYPES_BY_NAME = {d.name: d for d in ALL_DTYPES} | {"float32": dtypes.float32, "float16": dtypes.float16,
   "float64": dtypes.float64, "int32": dtypes.int32, "int64": dtypes.int64, "uint8": dtypes.uint8, "int8": dtypes.int8,
   "int16": dtypes.int16, "uint16": dtypes.uint16, "uint32": dtypes.uint32, "uint64": dtypes.uint64, "bfloat16": dtypes.bfloat16}
+
+_FLOAT_NAMES, _INT_NAMES, _UINT_NAMES = (frozenset(d.name for d in ds) for ds in (dtypes.floats, dtypes.ints, dtypes.uints))
 
 def _dtype_by_name(name: str, count: int) -> DType:
   dt = next(d for d in ALL_DTYPES + [dtypes.bfloat16] if d.name == name)
