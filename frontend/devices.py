@@ -27,8 +27,10 @@ def _install_cpu_runner(dev: Any) -> None:
   (C kernels then fail at their own compile with the clear CompileError)."""
   from hcqrt.cpu.device import install_runner
   if dev.target["renderer"] == "llvm":
+    import platform
     from hcqrt.cpu.runner_llvm import RUNNER_LLVM
     from compiler.assemble.llvm import compile_llvm
+    if platform.machine() not in ("x86_64", "AMD64"): install_runner(None); return   # RUNNER_LLVM is x86-64 IR
     try: install_runner(compile_llvm(RUNNER_LLVM, "hcqrt_runner"))
     except ImportError: install_runner(None)   # no llvmlite: the kernels' own compile names the missing extra
     return
