@@ -18,6 +18,9 @@ class DType:
   count: int = 1
   _scalar: DType | None = None
 
+  def __post_init__(self):   # the hash, once: every UOp built is looked up by a key holding its dtype
+    object.__setattr__(self, "_hash", hash((self.name, self.count, self.itemsize)))
+  def __hash__(self) -> int: return self._hash
   @property
   def scalar(self) -> DType: return self._scalar if self._scalar is not None else self
   def vec(self, n: int) -> DType:

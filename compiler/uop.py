@@ -11,7 +11,7 @@ hashing is by id, and common subexpressions merge for free.
 """
 from __future__ import annotations
 from enum import Enum, auto
-from typing import Any, ClassVar
+from typing import Any
 from collections.abc import Callable, Iterable
 import functools, math, struct, weakref
 from compiler.dtypes import DType, dtypes
@@ -86,21 +86,26 @@ def exec_alu(op: Ops, dtype: DType, srcs: tuple) -> Any:
   if dtype.is_float and dtype.scalar is dtypes.float32: return _f32(float(r))
   return dtypes.as_const(r, dtype)
 
+# The interning table: key -> weak reference to the live UOp (a plain dict of KeyedRefs rather than a
+# WeakValueDictionary: every UOp built looks itself up here, and the method call of .get() cost a third of that).
+_interned: dict[tuple, weakref.KeyedRef] = {}
+def _forget(ref: weakref.KeyedRef) -> None:   # a UOp died: drop its entry unless a new UOp took the key already
+  if _interned.get(ref.key) is ref: del _interned[ref.key]
+
 class UOp:
   """An immutable compiler node. Build with `UOp(op, dtype, src, arg)`; identical builds return one object."""
   __slots__ = ("__dict__", "__weakref__", "arg", "dtype", "op", "src")
-  _cache: ClassVar[weakref.WeakValueDictionary] = weakref.WeakValueDictionary()
 
   def __new__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None):
     # -0.0 == 0.0 (same hash): without the sign in the key a -0.0 constant would come back as 0.0 (and a kernel
     # compiled for one reused for the other)
     key = (op, dtype, src, arg) if arg.__class__ is not float or arg != 0.0 else (op, dtype, src, arg, math.copysign(1.0, arg))
-    try:
-      if (ret := UOp._cache.get(key)) is not None: return ret
+    try: ref = _interned.get(key)
     except TypeError as e: raise TypeError(f"UOp arg must be hashable: {op} {arg!r}") from e
+    if ref is not None and (ret := ref()) is not None: return ret
     ret = super().__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
-    UOp._cache[key] = ret
+    _interned[key] = weakref.KeyedRef(ret, _forget, key)
     return ret
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
   def __repr__(self) -> str: return pretty(self)
@@ -250,19 +255,30 @@ class PatternMatcher:
         if (ret := fn(**binds)) is not None and ret is not u: return ret
     return None
 
-def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_steps: int = 100000) -> UOp:
-  """Rewrite bottom-up: sources first, then the node until no rule applies (a fixed point)."""
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_steps: int = 100000, cache: str | None = None) -> UOp:
+  """Rewrite bottom-up: sources first, then the node until no rule applies (a fixed point).
+
+  `cache` (only for rules that depend on nothing but the node, ctx None): the name under which each node keeps its
+  rewritten form, so that later rewrites with the same rules skip every subgraph they have seen (UOps are immutable and
+  interned, and the result for a node depends only on the node). A node that is its own result keeps True (itself would
+  be a reference cycle that outlives the interning table's weak reference)."""
   memo: dict[UOp, UOp] = {}
   steps = 0
+  def known(u: UOp) -> bool:
+    if u in memo: return True
+    if cache is not None and (r := u.__dict__.get(cache)) is not None:
+      memo[u] = u if r is True else r
+      return True
+    return False
   def visit(u: UOp) -> UOp:
     nonlocal steps
-    if (r := memo.get(u)) is not None: return r
+    if known(u): return memo[u]
     stack = [u]
     # iterative post-order over the not-yet-rewritten part of the graph
     while stack:
       x = stack.pop()
       if x in memo: continue
-      pending = [s for s in x.src if s not in memo]
+      pending = [s for s in x.src if not known(s)]
       if pending:
         stack.append(x); stack.extend(pending)
         continue
@@ -278,7 +294,10 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_steps: int = 1000
     return memo[u]
   def visit_child(n: UOp) -> UOp:
     return n.replace(src=tuple(visit(s) for s in n.src))
-  return visit(root)
+  out = visit(root)
+  if cache is not None:
+    for x, r in memo.items(): x.__dict__[cache] = True if r is x else r
+  return out
 
 def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
   """Replace nodes (by identity) and rebuild everything above them."""
@@ -439,4 +458,6 @@ def _fold(x: UOp) -> UOp | None:
 # built without the smart constructors (or after a substitution) reaches the same canonical form.
 symbolic = PatternMatcher([(UPat(ALU, name="x"), _fold)])
 
-def simplify(u: UOp) -> UOp: return graph_rewrite(u, symbolic)
+def simplify(u: UOp) -> UOp:
+  """`u` with the symbolic rules applied to a fixed point (each node's result is kept on it: simplifying again is free)."""
+  return graph_rewrite(u, symbolic, cache="_simplified")

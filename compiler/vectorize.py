@@ -16,7 +16,7 @@ the W substituted copies), so the result is always correct.
 """
 from __future__ import annotations
 from compiler.dtypes import dtypes
-from compiler.uop import UOp, Ops, substitute, simplify
+from compiler.uop import UOp, Ops, simplify
 
 VECTOR_ALU = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX}
 VECTOR_MATH = {Ops.EXP2, Ops.LOG2}   # float32 only: the C renderer has vector versions of these
@@ -34,6 +34,7 @@ class _Vectorizer:
     self.lane, self.w = lane, lane.arg
     self.memo: dict[UOp, UOp] = {}
     self.dep_memo: dict[UOp, bool] = {}
+    self.sub_memo: dict[tuple[UOp, int], UOp] = {}
   def dep(self, u: UOp) -> bool:
     if (r := self.dep_memo.get(u)) is not None: return r
     r = u is self.lane or any(self.dep(s) for s in u.src)
@@ -41,11 +42,24 @@ class _Vectorizer:
     return r
   def at(self, u: UOp, c: int) -> UOp:
     """u for lane c alone; sums over the lanes inside u are folded first (they don't depend on the lane)."""
-    m = {x: self.value(x) for x in u.toposort() if x.op is Ops.REDUCE and self.lane in x.src[1:]}
-    m[self.lane] = UOp.const(self.lane.dtype, c)
-    return simplify(substitute(u, m))
+    return simplify(self.lane_sub(u, c))
+  def lane_sub(self, u: UOp, c: int) -> UOp:
+    """u with LANE = c, each sum over the lanes replaced by its folded value: only the part of u that depends on the
+    lane is rebuilt (the rest is shared), and each node once per lane (memoized across the calls of this pass)."""
+    if not self.dep(u): return u
+    if (r := self.sub_memo.get((u, c))) is not None: return r
+    if u is self.lane: r = UOp.const(self.lane.dtype, c)
+    elif u.op is Ops.REDUCE and self.lane in u.src[1:]: r = self.value(u)
+    else: r = u.replace(src=tuple(self.lane_sub(s, c) for s in u.src))
+    self.sub_memo[(u, c)] = r
+    return r
   def stride(self, idx: UOp) -> int | None:
-    """The constant step of idx per lane, if idx is affine in LANE."""
+    """The constant step of idx per lane, if idx is affine in LANE (kept on idx per lane width: the tile trials of the
+    opts vectorize the same index expressions again)."""
+    memo = idx.__dict__.setdefault("_lane_stride", {})
+    if self.w not in memo: memo[self.w] = self._stride(idx)
+    return memo[self.w]
+  def _stride(self, idx: UOp) -> int | None:
     base = self.at(idx, 0)
     d = simplify(self.at(idx, 1) - base)
     if d.op is not Ops.CONST: return None

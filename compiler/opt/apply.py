@@ -55,7 +55,13 @@ def work(k: LoweredKernel) -> int:
 def _loads(k: LoweredKernel) -> list[UOp]: return [u for u in k.sink.toposort() if u.op is Ops.LOAD]
 
 def _stride(idx: UOp, r: UOp) -> int | None:
-  """How far idx moves when r grows by one (None when not affine in r)."""
+  """How far idx moves when r grows by one (None when not affine in r). Kept on idx per range: the heuristics ask the
+  same question of the same loads many times."""
+  memo = idx.__dict__.setdefault("_stride", {})
+  if r not in memo: memo[r] = _affine_step(idx, r)
+  return memo[r]
+
+def _affine_step(idx: UOp, r: UOp) -> int | None:
   z, o = UOp.const(dtypes.int32, 0), UOp.const(dtypes.int32, 1)
   two = UOp.const(dtypes.int32, 2)
   a, b, c = (simplify(substitute(idx, {r: v})) for v in (z, o, two))
