@@ -34,6 +34,9 @@ class Ops(Enum):
   # warp-level matrix multiply-accumulate (tensor cores): WMMA(a fragment, b fragment, accumulator), arg = (shape,
   # input dtype name, accumulator dtype name); one lane's share of D = A @ B + C (compiler/opt/tc.py)
   WMMA = auto()
+  # members are singletons compared by identity: hash them by identity too (Enum's own __hash__ is a Python call,
+  # and every UOp built hashes its op)
+  __hash__ = object.__hash__
 
 UNARY = {Ops.NEG, Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC}
 BINARY = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
@@ -115,7 +118,10 @@ class UOp:
 
   # *** construction helpers ***
   @staticmethod
-  def const(dtype: DType, value) -> UOp: return UOp(Ops.CONST, dtype, (), dtypes.as_const(value, dtype))
+  def const(dtype: DType, value) -> UOp:
+    # the index math's int32 constants are most of them: skip the conversion when it would change nothing
+    if dtype is dtypes.int32 and value.__class__ is int and -0x80000000 <= value <= 0x7fffffff: return UOp(Ops.CONST, dtype, (), value)
+    return UOp(Ops.CONST, dtype, (), dtypes.as_const(value, dtype))
   def const_like(self, value) -> UOp: return UOp.const(self.dtype, value)
   def alu(self, op: Ops, *srcs: UOp) -> UOp:
     out = dtypes.bool.vec(self.dtype.count) if op in COMPARISON else self.dtype
@@ -304,7 +310,8 @@ def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
   memo = dict(mapping)
   for u in root.toposort():
     if u in memo: continue
-    memo[u] = u if not u.src else u.replace(src=tuple(memo[s] for s in u.src))
+    # a node none of whose sources changed is itself (interning would return it anyway, at the cost of a lookup)
+    memo[u] = u if not u.src or (srcs := tuple(memo[s] for s in u.src)) == u.src else u.replace(src=srcs)
   return memo[root]
 
 # ***** smart construction of ALU nodes: constant folding and the symbolic integer rules *****
