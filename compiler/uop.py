@@ -89,11 +89,15 @@ def exec_alu(op: Ops, dtype: DType, srcs: tuple) -> Any:
   if dtype.is_float and dtype.scalar is dtypes.float32: return _f32(float(r))
   return dtypes.as_const(r, dtype)
 
-# The interning table: key -> weak reference to the live UOp (a plain dict of KeyedRefs rather than a
-# WeakValueDictionary: every UOp built looks itself up here, and the method call of .get() cost a third of that).
-_interned: dict[tuple, weakref.KeyedRef] = {}
-def _forget(ref: weakref.KeyedRef) -> None:   # a UOp died: drop its entry unless a new UOp took the key already
-  if _interned.get(ref.key) is ref: del _interned[ref.key]
+# The interning table: key -> weak reference to the UOp. Dead entries are not dropped one by one as UOps die (a weakref
+# callback per node cost as much as building the node: the simplifier makes and drops many temporaries) but swept
+# when the table has doubled since the last sweep; until then a dead entry's key keeps its sources alive.
+_interned: dict[tuple, weakref.ref] = {}
+_sweep_at = 1 << 16
+def _sweep() -> None:
+  global _sweep_at
+  for key in [key for key, ref in _interned.items() if ref() is None]: del _interned[key]
+  _sweep_at = max(1 << 16, 2 * len(_interned))
 
 class UOp:
   """An immutable compiler node. Build with `UOp(op, dtype, src, arg)`; identical builds return one object."""
@@ -108,7 +112,8 @@ class UOp:
     if ref is not None and (ret := ref()) is not None: return ret
     ret = super().__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
-    _interned[key] = weakref.KeyedRef(ret, _forget, key)
+    _interned[key] = weakref.ref(ret)
+    if len(_interned) > _sweep_at: _sweep()
     return ret
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
   def __repr__(self) -> str: return pretty(self)
