@@ -41,7 +41,16 @@ def _reduce_to_acc(sink: UOp) -> UOp:
   return mapping[sink]
 
 def linearize(k: LoweredKernel) -> list[UOp]:
-  """The kernel as an ordered list; RANGE opens a loop, ENDRANGE(range) closes it."""
+  """The kernel as an ordered list; RANGE opens a loop, ENDRANGE(range) closes it. The last program is kept on the sink
+  (with the loops it was ordered for): the register check of the opts linearizes the kernel the pipeline then renders."""
+  nests = getattr(k, "nests", None) or []
+  key = (tuple(k.global_ranges), tuple(tuple(c) for c in nests), tuple(getattr(k, "depths", None) or ()))
+  if (hit := k.sink.__dict__.get("_linearized")) is not None and hit[0] == key: return list(hit[1])
+  prog = _linearize(k)
+  k.sink.__dict__["_linearized"] = (key, tuple(prog))
+  return prog
+
+def _linearize(k: LoweredKernel) -> list[UOp]:
   sink = _reduce_to_acc(k.sink)
   topo = sink.toposort()
   need: dict[UOp, frozenset] = {}
