@@ -24,9 +24,8 @@ def _reduce_to_acc(sink: UOp) -> UOp:
   """REDUCE(value, *rngs) -> REDUCE(ASSIGN(acc, acc op value, *rngs), *rngs) with acc = DEFINE_ACC(identity)."""
   ids = itertools.count()
   mapping: dict[UOp, UOp] = {}
-  for u in sink.toposort():
-    srcs = tuple(mapping.get(s, s) for s in u.src)
-    nu = u if srcs == u.src else u.replace(src=srcs)
+  for u in sink.toposort():   # (mapping holds only the nodes that changed)
+    nu = u if mapping.keys().isdisjoint(u.src) else u.replace(src=tuple(mapping.get(s, s) for s in u.src))
     if u.op is Ops.REDUCE and nu.src[0].op is not Ops.ASSIGN:
       value, rngs = nu.src[0], nu.src[1:]
       init = UOp.const(u.dtype, identity_element(u.arg, u.dtype.scalar))
@@ -37,8 +36,8 @@ def _reduce_to_acc(sink: UOp) -> UOp:
       else: step = UOp(u.arg, u.dtype, (acc, value))
       upd = UOp(Ops.ASSIGN, u.dtype, (acc, step, *rngs))
       nu = UOp(Ops.REDUCE, u.dtype, (upd, *rngs), u.arg)
-    mapping[u] = nu
-  return mapping[sink]
+    if nu is not u: mapping[u] = nu
+  return mapping.get(sink, sink)
 
 def linearize(k: LoweredKernel) -> list[UOp]:
   """The kernel as an ordered list; RANGE opens a loop, ENDRANGE(range) closes it. The last program is kept on the sink
@@ -117,37 +116,39 @@ def _linearize(k: LoweredKernel) -> list[UOp]:
   order = {u: i for i, u in enumerate(topo)}
   out: list[UOp] = []
   def emit(p: tuple, members: list[UOp]):
-    own, groups = [], {}
+    # the items of this block: its own nodes, and one per loop opened inside it (that loop's ENDRANGE stands for it)
+    own, groups, n = [], {}, len(p)
     for u in members:
       if u.op is Ops.RANGE: continue
       h = home[u]
-      if len(h) == len(p): own.append(u)
-      else: groups.setdefault(h[len(p)], []).append(u)
-    item_of = {u: ("u", u) for u in own}
+      if len(h) == n: own.append(u)
+      else: groups.setdefault(h[n], []).append(u)
+    item_of = {u: u for u in own}
+    first = {u: order[u] for u in own}
     for r, us in groups.items():
-      for u in us: item_of[u] = ("b", r)
-    items = [("u", u) for u in own] + [("b", r) for r in groups]
-    first = {("u", u): order[u] for u in own} | {("b", r): min(order[u] for u in us) for r, us in groups.items()}
-    deps: dict = {it: set() for it in items}
+      end = UOp(Ops.ENDRANGE, None, (r,))
+      for u in us: item_of[u] = end
+      first[end] = min(order[u] for u in us)
+    deps: dict = {it: set() for it in first}
     for u, it in item_of.items():
       for s in u.src:
-        if (d := item_of.get(s)) is not None and d != it: deps[it].add(d)
+        if (d := item_of.get(s)) is not None and d is not it: deps[it].add(d)
     # register pressure: walk from the roots (stores, loops, values nothing in this block reads) in program order and
     # emit each one right after what it needs: a load sinks to just before its first use, a store rises to just
     # after its value is ready, instead of sitting at its place in the graph order with its value live meanwhile
     used = set().union(*deps.values()) if deps else set()
-    roots = sorted((it for it in items if it not in used), key=first.__getitem__)
+    roots = sorted((it for it in first if it not in used), key=first.__getitem__)
     done: set = set()
     for root in roots:
       stack = [(root, False)]
       while stack:   # iterative post-order (unrolled kernels make dependency chains longer than the recursion limit)
         it, ready = stack.pop()
         if ready:
-          if it[0] == "u": out.append(it[1])
+          if it.op is not Ops.ENDRANGE: out.append(it)
           else:
-            out.append(it[1])
-            emit(p + (it[1],), groups[it[1]])
-            out.append(UOp(Ops.ENDRANGE, None, (it[1],)))
+            out.append(it.src[0])
+            emit(p + (it.src[0],), groups[it.src[0]])
+            out.append(it)
           continue
         if it in done: continue
         done.add(it)

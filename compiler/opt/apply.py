@@ -78,7 +78,7 @@ def apply_tile(k: LoweredKernel, ri: UOp | None, ui: int, rj: UOp, w: int, uj: i
     for u in range(uj):
       m = {rj: rj_o * (w * uj) + u * w + lane}
       if ri is not None: m[ri] = ri_o * ui + c
-      stores.extend(substitute(s, m) for s in k.sink.src)
+      stores.extend(substitute(k.sink, m).src)   # (the stores at once: they share most of their graph)
   sink = vectorize(UOp(Ops.SINK, None, tuple(stores)), lane)
   k.global_ranges = [rj_o if r is rj else ri_o if r is ri else r for r in k.global_ranges]
   k.sink = sink
@@ -123,7 +123,7 @@ def apply_output_unroll(k: LoweredKernel, g: UOp, u: int) -> LoweredKernel:
   """Output loop g unrolled by u (g = go*u + a): u outputs per iteration, each with its own accumulator, sharing
   every value that does not depend on g (hash-consing merges the copies)."""
   go = k.new_range(g.src[0].arg // u, "global")
-  k.sink = UOp(Ops.SINK, None, tuple(substitute(s, {g: go * u + a}) for a in range(u) for s in k.sink.src))
+  k.sink = UOp(Ops.SINK, None, tuple(s for a in range(u) for s in substitute(k.sink, {g: go * u + a}).src))
   k.global_ranges = [go if r is g else r for r in k.global_ranges]
   k.applied_opts.append(("UPCAST", g.arg[0], u))
   return k
