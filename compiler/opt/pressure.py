@@ -56,10 +56,15 @@ def live_values(prog: list[UOp], simd_bytes: int) -> list[int]:
     loop_of.append(stack[-1] if stack else None)
     if u.op is Ops.ENDRANGE: close[stack.pop()] = i
   opened: dict[UOp, int] = {u: i for i, u in enumerate(prog) if u.op is Ops.RANGE}
+  nopen = [0]   # nopen[j]: loops opened before position j (no loop opened between a definition and a use: no scan)
+  for u in prog: nopen.append(nopen[-1] + (u.op is Ops.RANGE))
   for i, u in enumerate(prog):
     for s in u.src:
       if s not in pos: continue
       e = i
+      if nopen[i] == nopen[pos[s] + 1]:
+        if i > end[s]: end[s] = i
+        continue
       # used inside loops that opened after s was defined: s must survive until the outermost such loop ends
       for r, o in opened.items():
         if pos[s] < o < i and close.get(r, -1) >= i: e = max(e, close[r])
