@@ -118,8 +118,7 @@ class UOp:
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
   def __repr__(self) -> str: return pretty(self)
   def replace(self, **kw) -> UOp:
-    d = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg} | kw
-    return UOp(d["op"], d["dtype"], d["src"], d["arg"])
+    return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))
 
   # *** construction helpers ***
   @staticmethod
@@ -259,7 +258,9 @@ class PatternMatcher:
         for op in p.ops: self.by_op.setdefault(op, []).append((p, fn))
   def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
   def rewrite(self, u: UOp, ctx=None) -> UOp | None:
-    for p, fn in self.by_op.get(u.op, []) + self.any_op:
+    rules = self.by_op.get(u.op, [])
+    if self.any_op: rules = rules + self.any_op
+    for p, fn in rules:
       binds: dict = {}
       if p.match(u, binds):
         if ctx is not None: binds["ctx"] = ctx
@@ -335,7 +336,7 @@ def _split_sum(u: UOp) -> tuple[dict[UOp, int], int]:
     elif x.op is Ops.MUL and x.src[1].op is Ops.CONST: stack.append((x.src[0], k * x.src[1].arg))
     else: terms[x] = terms.get(x, 0) + k
   # (x//c)*c + x%c -> x : undo a split of one index into two
-  changed = True
+  changed = any(t.op is Ops.MOD for t in terms)
   while changed:
     changed = False
     for t, k in list(terms.items()):
