@@ -59,8 +59,11 @@ def _linearize(k: LoweredKernel) -> list[UOp]:
     if u.op is Ops.REDUCE:
       accs[u.src[0].src[0]] = u
       updates[u.src[0].src[1]] = frozenset(u.src[1:])
-  def generic(u: UOp) -> frozenset:
-    return frozenset().union(*(need[s] for s in u.src), updates.get(u, frozenset())) if u.src else frozenset()
+  none: frozenset = frozenset()
+  def generic(u: UOp) -> frozenset:   # (frozensets are immutable: a node with one source shares its source's set)
+    if not u.src: return none
+    if len(u.src) == 1 and u not in updates: return need[u.src[0]]
+    return none.union(*(need[s] for s in u.src), updates.get(u, none))
   # a loop has one place: REDUCEs that share a range (vectorized or cut kernels make such) must all live at the
   # same depth, else the shallower one's result would be read before the loop it needs is open (ranges not nested,
   # or a cycle that drops a whole store): each gets the ranges the others depend on
@@ -111,7 +114,8 @@ def _linearize(k: LoweredKernel) -> list[UOp]:
     hp = deepest(need[red])
     for j, q in enumerate(red.src[1:]):
       if q.op is Ops.RANGE: path.setdefault(q, hp + tuple(red.src[1:j + 2]))
-  home = {u: deepest(need[u]) for u in topo if u is not sink}   # (the sink spans sibling loops of a peeled kernel)
+  homes: dict[frozenset, tuple] = {}   # many nodes need the same loops
+  home = {u: homes[rs] if (rs := need[u]) in homes else homes.setdefault(rs, deepest(rs)) for u in topo if u is not sink}   # (the sink spans sibling loops of a peeled kernel)
 
   order = {u: i for i, u in enumerate(topo)}
   out: list[UOp] = []
