@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 from dataclasses import dataclass
-import math
+import functools, math
 
 @dataclass(frozen=True, eq=True)
 class DType:
@@ -25,7 +25,7 @@ class DType:
   def scalar(self) -> DType: return self._scalar if self._scalar is not None else self
   def vec(self, n: int) -> DType:
     assert self.count == 1, f"can't vectorize {self}"
-    return self if n == 1 else DType(self.priority, self.itemsize * n, f"{self.name}{n}", None, n, self)
+    return self if n == 1 else _vec(self, n)
   def __repr__(self) -> str: return f"dtypes.{self.name}"
   def __reduce__(self):   # unpickle to the canonical object, so `dt is dtypes.float32` holds in other processes
     return (_dtype_by_name, (self.scalar.name, self.count))
@@ -43,6 +43,10 @@ class DType:
   def min(self): return dtypes.min(self)
   @property
   def max(self): return dtypes.max(self)
+
+@functools.lru_cache(None)
+def _vec(dt: DType, n: int) -> DType:   # one object per vector type: the renderers ask for them per instruction
+  return DType(dt.priority, dt.itemsize * n, f"{dt.name}{n}", None, n, dt)
 
 class dtypes:
   """The dtype namespace: `dtypes.float32`, `dtypes.default_float`, `dtypes.min(dt)`..."""
