@@ -96,7 +96,8 @@ _interned: dict[tuple, weakref.ref] = {}
 _sweep_at = 1 << 16
 def _sweep() -> None:
   global _sweep_at
-  for key in [key for key, ref in _interned.items() if ref() is None]: del _interned[key]
+  for key, ref in list(_interned.items()):   # (a snapshot: dropping a key can free its sources)
+    if ref() is None and _interned.get(key) is ref: del _interned[key]
   _sweep_at = max(1 << 16, 2 * len(_interned))
 
 class UOp:
