@@ -107,6 +107,7 @@ class CompiledKernel:
   opts: tuple | None              # the explicit Opts it was built with (None: the default heuristic)
   applied_opts: tuple             # what was applied, step by step (kernel.applied_opts)
   buf_dtypes: tuple               # element dtype of each buffer argument, outputs first
+  vars: tuple = ()                # the Variables (DEFINE_VAR) passed as int arguments after the buffers, in this order
   @property
   def threads(self) -> int: return self.launch.get("threads", 1)
 
@@ -122,7 +123,7 @@ def estimate_ops(prog: list[UOp]) -> int:
   """Arithmetic operations of one launch of the linearized `prog` (vector ops count per lane; integer index math not)."""
   mult, stack, ops = 1, [], 0
   for u in prog:
-    if u.op is Ops.RANGE: stack.append(mult); mult *= u.src[0].arg
+    if u.op is Ops.RANGE: stack.append(mult); mult *= u.src[0].vmax   # (a symbolic loop: at its Variables' maxima)
     elif u.op is Ops.ENDRANGE: mult = stack.pop()
     elif u.op in ALU and u.dtype is not None and not (u.dtype.is_int and u.dtype.count == 1 and u.op in (Ops.ADD, Ops.MUL)): ops += mult * (u.dtype.count or 1)
   return ops
@@ -130,6 +131,8 @@ def estimate_ops(prog: list[UOp]) -> int:
 def optimize_kernel(k: LoweredKernel, target: Target, opts: OptsArg = None) -> tuple[LoweredKernel, tuple | None]:
   """Stage 2 alone: `k` optimized for `target` (a copy), and the explicit opts used (None for the heuristic)."""
   k = copy_kernel(k)
+  # the opts split and unroll loops by their sizes: a loop of Variable size runs as written (compiled once for any value)
+  if k.symbolic(): return k, None
   if opts is None: return backend(target).optimize(k, target), None
   if callable(opts): opts = opts(k, target)
   opts = tuple(opts)
@@ -146,10 +149,10 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
   k, used = optimize_kernel(k, target, opts)
   for rw in be.rewrites: k.sink = rw(k.sink)
   k = apply_rewrites(k, target.renderer)   # the documented pre-render hook (compiler/kernel_api.py register_rewrite)
-  if be.peel_reductions and os.environ.get("NOOPT", "0") != "1": k = peel(k, output_loops=False)
+  if be.peel_reductions and os.environ.get("NOOPT", "0") != "1" and not k.symbolic(): k = peel(k, output_loops=False)
   prog = linearize(k)
   src, launch = be.render(k, target, prog)
   if _debug() >= 4: print(src, file=sys.stderr)
   binary = be.assemble(src, k.name, target) if assemble else b""
-  return CompiledKernel(k.name, src, binary, launch, tuple(r.src[0].arg for r in k.global_ranges), estimate_ops(prog), used,
-                        tuple(k.applied_opts), tuple(k.buf_dtypes))
+  return CompiledKernel(k.name, src, binary, launch, tuple(r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax for r in k.global_ranges),
+                        estimate_ops(prog), used, tuple(k.applied_opts), tuple(k.buf_dtypes), tuple(k.vars()))

@@ -20,6 +20,8 @@ class Ops(Enum):
   # kernel AST (what the scheduler produces): shaped nodes
   SINK = auto(); STORE = auto(); LOAD = auto(); VIEW = auto(); REDUCE_AXIS = auto()
   CONST = auto(); DEFINE_VAR = auto()
+  # a Variable bound to a value (frontend shapes): BIND(DEFINE_VAR, CONST value); kernels only ever see the DEFINE_VAR
+  BIND = auto()
   # lazy graph only (frontend level)
   EMPTY = auto(); COPY = auto(); CONTIGUOUS = auto()
   # lowered program
@@ -140,6 +142,29 @@ class UOp:
     if self.op is Ops.CONST: return UOp.const(dtype, self.arg)
     return UOp(Ops.CAST, dtype, (self,))
 
+  # *** symbolic variables (tinygrad's Variable) ***
+  def bind(self, value: int) -> UOp:
+    """This Variable (a DEFINE_VAR) bound to `value`: usable as a tensor dimension. ValueError outside [min, max].
+
+    >>> from compiler.uop import Variable
+    >>> Variable("n", 1, 8).bind(3)
+    n=3
+    """
+    if self.op is not Ops.DEFINE_VAR: raise TypeError(f"bind: only a Variable can be bound, not {self.op.name}")
+    name, lo, hi = self.arg
+    if isinstance(value, bool) or not isinstance(value, int):
+      raise TypeError(f"bind: Variable {name!r} takes an int value, got {type(value).__name__}")
+    if not lo <= value <= hi: raise ValueError(f"Variable {name!r}: value {value} is outside its range [{lo}, {hi}]")
+    return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, value)))
+  def unbind(self) -> tuple[UOp, int]:
+    """(the Variable, its value) of a bound Variable."""
+    if self.op is not Ops.BIND: raise TypeError(f"unbind: {pretty(self)} is not a bound Variable")
+    return self.src[0], self.src[1].arg
+  @property
+  def expr(self) -> str:
+    """A Variable's name (tinygrad spells it .expr)."""
+    return self.arg[0] if self.op is Ops.DEFINE_VAR else self.unbind()[0].arg[0]
+
   # *** graph walks ***
   def toposort(self) -> list[UOp]:
     """Every node reachable from self, each after all of its sources."""
@@ -165,6 +190,7 @@ class UOp:
     if op is Ops.CONST: return (self.arg, self.arg)
     if op is Ops.RANGE: return (0, s[0].vmax - 1)
     if op is Ops.DEFINE_VAR: return (self.arg[1], self.arg[2])
+    if op is Ops.BIND: return s[0]._bounds   # (a kernel must not depend on the bound value: only the range is known)
     if op is Ops.LANE: return (0, self.arg - 1)
     if self.dtype is not None and self.dtype.count == 1 and (self.dtype.is_int or self.dtype.is_bool):
       if op is Ops.ADD: return (s[0].vmin + s[1].vmin, s[0].vmax + s[1].vmax)
@@ -193,6 +219,7 @@ def pretty(u: UOp, depth: int = 6) -> str:
   if u.op is Ops.CONST: return f"{u.arg!r}"
   if u.op is Ops.RANGE: return f"r{u.arg[0]}"
   if u.op is Ops.DEFINE_VAR: return u.arg[0]
+  if u.op is Ops.BIND: return f"{u.src[0].arg[0]}={u.src[1].arg}"
   inner = ", ".join(pretty(s, depth - 1) for s in u.src)
   return f"{u.op.name}({inner}{', ' if u.src and u.arg is not None else ''}{'' if u.arg is None else repr(u.arg)})"
 
@@ -440,3 +467,16 @@ def _fold(x: UOp) -> UOp | None:
 symbolic = PatternMatcher([(UPat(ALU, name="x"), _fold)])
 
 def simplify(u: UOp) -> UOp: return graph_rewrite(u, symbolic)
+
+def Variable(name: str, min_val: int, max_val: int) -> UOp:
+  """A named integer in [min_val, max_val] (tinygrad's Variable): `.bind(value)` makes a symbolic tensor dimension;
+  kernels are built once for the whole range and take the value as an integer argument.
+
+  >>> v = Variable("batch", 1, 64)
+  >>> v.bind(17).unbind()[1], v.vmin, v.vmax
+  (17, 1, 64)
+  """
+  if not isinstance(name, str) or not name.isidentifier(): raise ValueError(f"Variable: name {name!r} must be an identifier")
+  if not (isinstance(min_val, int) and isinstance(max_val, int)) or not 0 <= min_val <= max_val < 2 ** 31:
+    raise ValueError(f"Variable {name!r}: need integers 0 <= min <= max < 2**31, got [{min_val}, {max_val}]")
+  return UOp(Ops.DEFINE_VAR, dtypes.int32, (), (name, min_val, max_val))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import functools, math
 from compiler.uop import UOp
 from compiler.dtypes import dtypes
+from compiler.sint import any_sym
 
 def prod(xs) -> int: return math.prod(xs)
 
@@ -38,7 +39,7 @@ class View:
     strides = strides_for_shape(shape) if strides is None else tuple(0 if s == 1 else st for s, st in zip(shape, strides))
     if mask is not None:
       if all(lo == 0 and hi == s for (lo, hi), s in zip(mask, shape)): mask = None
-      elif any(lo >= hi for lo, hi in mask):  # nothing is valid: a view of zeros
+      elif any(not any_sym((lo, hi)) and lo >= hi for lo, hi in mask):  # nothing is valid: a view of zeros
         return View(shape, (0,) * len(shape), 0, tuple((0, 0) for _ in shape))
     return View(shape, strides, offset, None if mask is None else tuple(mask))
   @functools.cached_property
@@ -75,6 +76,7 @@ class View:
     """The same elements in a new shape as one view, or None when that needs a second view."""
     if self.shape == shape: return self
     if self.contiguous or 0 in shape: return View.create(shape)   # no elements: any layout reads the same nothing
+    if any_sym(self.shape) or any_sym(shape): return self._reshape_sym(shape)
     # drop size-1 dims (keeping their mask validity), then split/merge strided runs
     old = [(s, st, m) for s, st, m in zip(self.shape, self.strides, self.mask or [(0, s) for s in self.shape])]
     if any(s == 1 and m == (0, 0) for s, _, m in old): return View.create(shape, (0,) * len(shape), 0, tuple((0, 0) for _ in shape))
@@ -110,18 +112,34 @@ class View:
       else: full_strides.append(next(it_s)); full_mask.append(next(it_m))
     return View.create(shape, full_strides, self.offset, tuple(full_mask) if self.mask is not None else None)
 
+  def _reshape_sym(self, shape) -> View | None:
+    """A reshape with symbolic dims as one view: only size-1 dims added or removed (else None: a second view)."""
+    old = [(s, st, m) for s, st, m in zip(self.shape, self.strides, self.mask or [None] * len(self.shape)) if not (isinstance(s, int) and s == 1)]
+    new = [s for s in shape if not (isinstance(s, int) and s == 1)]
+    if len(old) != len(new) or any(o[0] is not n and o[0] != n for o, n in zip(old, new)): return None
+    if self.mask is not None and any(m == (0, 0) for s, _, m in zip(self.shape, self.strides, self.mask) if isinstance(s, int) and s == 1):
+      return View.create(shape, (0,) * len(shape), 0, tuple((0, 0) for _ in shape))
+    it = iter(old)
+    strides, mask = [], []
+    for s in shape:
+      if isinstance(s, int) and s == 1: strides.append(0); mask.append((0, 1))
+      else:
+        _, st, m = next(it)
+        strides.append(st); mask.append(m)
+    return View.create(shape, strides, self.offset, tuple(mask) if self.mask is not None else None)
+
   def to_index(self, idxs: list[UOp]) -> tuple[UOp, UOp]:
     """(offset expression, validity expression) for reading element `idxs` of this view."""
     i32 = dtypes.int32 if not any(i.dtype is dtypes.int64 for i in idxs) else dtypes.int64
     off = UOp.const(i32, self.offset)
     valid = UOp.const(dtypes.bool, True)
     for i, (ix, st) in enumerate(zip(idxs, self.strides)):
-      if st != 0: off = off + ix * st
+      if isinstance(st, UOp) or st != 0: off = off + ix * st
       if self.mask is not None:
         lo, hi = self.mask[i]
-        if lo > 0: valid = valid.logical_and(UOp.const(ix.dtype, lo - 1).lt(ix))
-        if hi < self.shape[i]: valid = valid.logical_and(ix.lt(hi))
-        if hi <= lo: valid = UOp.const(dtypes.bool, False)
+        if isinstance(lo, UOp) or lo > 0: valid = valid.logical_and((lo - 1 if isinstance(lo, UOp) else UOp.const(ix.dtype, lo - 1)).lt(ix))
+        if hi is not self.shape[i] and (isinstance(hi, UOp) or isinstance(self.shape[i], UOp) or hi < self.shape[i]): valid = valid.logical_and(ix.lt(hi))
+        if not any_sym((lo, hi)) and hi <= lo: valid = UOp.const(dtypes.bool, False)
     return off, valid
 
 def unravel(off: UOp, shape: tuple[int, ...]) -> list[UOp]:
@@ -162,9 +180,20 @@ class ShapeTracker:
   def flip(self, axes) -> ShapeTracker: return self._last(self.views[-1].flip(tuple(axes)))
   def reshape(self, shape) -> ShapeTracker:
     shape = tuple(shape)
-    assert prod(shape) == self.size(), f"reshape {self.shape} -> {shape} changes the size"
+    assert any_sym(shape) or any_sym(self.shape) or prod(shape) == self.size(), f"reshape {self.shape} -> {shape} changes the size"
     if (v := self.views[-1].reshape(shape)) is not None: return self._last(v)
     return ShapeTracker(self.views + (View.create(shape),))
+  def map_sints(self, fn) -> ShapeTracker:
+    """The same views with fn applied to every symbolic (UOp) shape, stride, offset and mask bound."""
+    f = lambda x: fn(x) if isinstance(x, UOp) else x
+    return ShapeTracker(tuple(View(tuple(map(f, v.shape)), tuple(map(f, v.strides)), f(v.offset),
+                                   None if v.mask is None else tuple((f(lo), f(hi)) for lo, hi in v.mask)) for v in self.views))
+  def sints(self) -> list[UOp]:
+    """Every symbolic value in the views."""
+    out = []
+    for v in self.views:
+      out += [x for x in (*v.shape, *v.strides, v.offset, *(b for m in (v.mask or ()) for b in m)) if isinstance(x, UOp)]
+    return out
   def to_index(self, idxs: list[UOp]) -> tuple[UOp, UOp]:
     off, valid = self.views[-1].to_index(idxs)
     for v in reversed(self.views[:-1]):

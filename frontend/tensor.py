@@ -16,8 +16,9 @@ from typing import Any, ClassVar
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
 from compiler.lazy import LazyBuffer
-from compiler.uop import Ops
+from compiler.uop import UOp, Ops
 from compiler.view import prod, ShapeTracker
+from compiler.sint import any_sym, sval, binds_of
 from hcqrt.device import Device
 from frontend import function as F
 from frontend.nn_ops import NNOpsMixin
@@ -193,13 +194,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     lb = self.lazydata
     if lb.is_view and lb.st.contiguous and lb.base.size == lb.size:   # a reshape of its base: read the base as is
       Tensor(lb.base).realize()
-      return to_host(lb.base, to_np(self.dtype)).reshape(self.shape)
+      return to_host(lb.base, to_np(self.dtype)).reshape(tuple(map(sval, self.shape)))
     t = self.contiguous() if lb.is_view or not lb.realized else self
     t.realize()
-    return to_host(t.lazydata, to_np(self.dtype)).reshape(self.shape)
+    return to_host(t.lazydata, to_np(self.dtype)).reshape(tuple(map(sval, self.shape)))
   def numpy(self) -> np.ndarray:
     """A numpy copy of the data (dtype matching the tensor's)."""
-    if 0 in self.shape: return np.zeros(self.shape, dtype=to_np(self.dtype))
+    if 0 in self.shape or 0 in map(sval, self.shape): return np.zeros(tuple(map(sval, self.shape)), dtype=to_np(self.dtype))
     return self._host_array().copy()
   def tolist(self):
     """The data as a (nested) Python list; runs the kernels that compute it.
@@ -631,6 +632,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     asked = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
+    if any_sym(asked) or any_sym(self.shape): return self._reshape_sym(asked, argfix(shape, *args))
     if -1 in asked:
       known = prod(s for s in asked if s != -1)
       # with 0 elements, -1 could be any size (torch refuses the same way)
@@ -639,6 +641,21 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     new = asked
     if any(s < 0 for s in new) or prod(new) != prod(self.shape): raise ValueError(f"reshape: can't reshape {self.shape} to {argfix(shape, *args)}")
     return self if new == self.shape else F.Reshape.apply(self, shape=new)
+  def _reshape_sym(self, asked: tuple, orig) -> Tensor:
+    # symbolic dims (bound Variables): the -1 is inferred from the concrete dims once the symbolic ones that appear on
+    # both sides are set aside; a Variable of the old shape must stay in the new one (dropping it would bake its value
+    # into the graph, and a TinyJit replay for another value would compute the old shape)
+    if -1 in asked:
+      rest_old = [s for s in self.shape if not any(s is a for a in asked)]
+      rest_new = [s for s in asked if s != -1 and not any(s is o for o in self.shape)]
+      if any_sym(rest_old) or any_sym(rest_new) or prod(rest_new) == 0:
+        raise RuntimeError(f"reshape: can't infer the -1 in {asked} for symbolic shape {self.shape}")
+      asked = tuple(prod(rest_old) // prod(rest_new) if s == -1 else s for s in asked)
+    if any(isinstance(s, int) and s < 0 for s in asked) or sval(prod(asked)) != sval(prod(self.shape)):
+      raise ValueError(f"reshape: can't reshape {self.shape} to {orig}")
+    if not set(binds_of(prod(self.shape))) <= set(binds_of(prod(asked))):
+      raise ValueError(f"reshape: {self.shape} to {orig} drops a symbolic dim; keep the bound Variable in the shape")
+    return self if asked == self.shape else F.Reshape.apply(self, shape=asked)
   def view(self, *shape) -> Tensor:
     """The same as `reshape`.
 
@@ -685,7 +702,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     [[1, 2], [4, 5]]
     """
     arg = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
-    if any(not (0 <= lo <= hi <= s) for (lo, hi), s in zip(arg, self.shape)): raise ValueError(f"shrink: {arg} out of range for {self.shape}")
+    if any(not (0 <= sval(lo) <= sval(hi) <= sval(s)) for (lo, hi), s in zip(arg, self.shape)): raise ValueError(f"shrink: {arg} out of range for {self.shape}")
     return self if arg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=arg)
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """pad((before, after) per dim) or the torch-style flat (last dim first) form; negative amounts crop.
@@ -1113,6 +1130,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     x = self
     if not isinstance(y, Tensor):
       if isinstance(y, (np.ndarray, list, tuple)): y = Tensor(y, device=x.device)
+      elif isinstance(y, UOp):   # a bound Variable (or an expression of them) as a value, e.g. a symbolic element count
+        if not binds_of(y) or y.dtype is None or not y.dtype.is_int: raise TypeError(f"can't combine a Tensor with {y!r}: bind its Variables")
+        y = Tensor(LazyBuffer.const(y, x.dtype if not x.dtype.is_bool else dtypes.default_int, (), x.device))
       else:
         if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
         promote = (isinstance(y, float) and not x.dtype.is_float) or (isinstance(y, int) and not isinstance(y, bool) and x.dtype.is_bool)
