@@ -67,3 +67,21 @@ def merge_vals(*dicts: dict[UOp, int], what: str = "") -> dict[UOp, int]:
       if out.setdefault(k, v) != v:
         raise ValueError(f"{what + ': ' if what else ''}Variable {k.arg[0]!r} is bound to both {out[k]} and {v}")
   return out
+
+def _lo(x: sint) -> int: return x if not isinstance(x, UOp) else int(x.vmin)
+
+def smin(a: sint, b: sint) -> sint:
+  """min(a, b) where it holds for every value of the Variables (NotImplementedError where it depends on them)."""
+  if a is b or a == b: return a
+  if smax(a) <= _lo(b): return a
+  if smax(b) <= _lo(a): return b
+  raise NotImplementedError(f"symbolic shapes: min({a}, {b}) depends on the Variables' values")
+
+def smax2(a: sint, b: sint) -> sint:
+  """max(a, b) where it holds for every value of the Variables (NotImplementedError where it depends on them)."""
+  if a is b or a == b: return a
+  return b if smin(a, b) is a else a
+
+def empty_range(lo: sint, hi: sint) -> bool:
+  """Is [lo, hi) empty for every value of the Variables? (False where it may hold something.)"""
+  return smax(hi) <= _lo(lo)

@@ -806,8 +806,9 @@ class _ConvFn(Function):
       # (outermost: split across the cores), so the register tiles of one chunk re-read cached data instead of
       # streaming the whole batch once per tile; a second small kernel sums the chunks
       per_img = 4 * (prod(oyx) * cout + prod(xp.shape[2:]) * cin)
-      chunk = max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
-      nb = bs // chunk
+      # (a symbolic batch, a bound Variable, is one chunk: the split must not depend on its value)
+      chunk = bs if not isinstance(bs, int) else max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
+      nb = bs // chunk if isinstance(bs, int) else 1
       xw = xp.reshape(nb, chunk, cin, *xp.shape[2:])._pool(HW)                      # (nb, chunk, cin, *out, *HW)
       xw = xw.permute(0, *[3 + nd + i for i in range(nd)], 2, 1, *[3 + i for i in range(nd)])   # (nb, *HW, cin, chunk, *out)
       xw = xw.reshape(nb, *HW, cin, 1, chunk, *oyx).expand(nb, *HW, cin, cout, chunk, *oyx)
