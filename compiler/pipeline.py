@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from compiler.lower import LoweredKernel, lower
 from compiler.linearize import linearize
-from compiler.uop import UOp, Ops, ALU
+from compiler.uop import UOp, Ops, ALU, substitute
 from compiler.target import Target
 from compiler.opt.base import Opt, copy_kernel
 from compiler.opt.heuristic import optimize, optimize_portable, apply_opts
@@ -131,12 +131,28 @@ def estimate_ops(prog: list[UOp]) -> int:
 def optimize_kernel(k: LoweredKernel, target: Target, opts: OptsArg = None) -> tuple[LoweredKernel, tuple | None]:
   """Stage 2 alone: `k` optimized for `target` (a copy), and the explicit opts used (None for the heuristic)."""
   k = copy_kernel(k)
-  # the opts split and unroll loops by their sizes: a loop of Variable size runs as written (compiled once for any value)
-  if k.symbolic(): return k, None
+  # the opts split and unroll loops by their sizes: a loop of Variable size is never touched (compiled once for any value)
+  if k.symbolic(): return _optimize_symbolic(k, target, opts), None
   if opts is None: return backend(target).optimize(k, target), None
   if callable(opts): opts = opts(k, target)
   opts = tuple(opts)
   return apply_opts(k, opts, target), opts
+
+def _optimize_symbolic(k: LoweredKernel, target: Target, opts: OptsArg) -> LoweredKernel:
+  """A kernel with loops of Variable size. When the only one is the outermost output loop (a symbolic batch) on a CPU,
+  the default opts tile the rest: the loop is hidden from them as an opaque index in [0, max) (a value that doesn't
+  change inside the other loops, which is what it is per iteration) and wraps the optimized kernel again afterwards.
+  Otherwise (symbolic reductions, GPUs, explicit opts) the kernel runs as lowered."""
+  sym = [r for r in [*k.global_ranges, *k.reduce_ranges()] if r.src[0].op is not Ops.CONST]
+  if opts is not None or target.gpu or len(sym) != 1 or not k.global_ranges or sym[0] is not k.global_ranges[0] or os.environ.get("NOOPT", "0") == "1": return k
+  r = sym[0]
+  idx = UOp(Ops.DEFINE_VAR, r.dtype, (), (f"__loop{r.arg[0]}", 0, r.src[0].vmax - 1))
+  k.next_range = 1 + max(u.arg[0] for u in [*k.sink.toposort(), *k.global_ranges] if u.op is Ops.RANGE)   # (no reuse of r's number)
+  k.sink, k.global_ranges = substitute(k.sink, {r: idx}), k.global_ranges[1:]
+  k = backend(target).optimize(k, target)
+  k.sink, k.global_ranges = substitute(k.sink, {idx: r}), [r, *k.global_ranges]
+  if getattr(k, "depths", None): k.depths = [d + 1 for d in k.depths]   # loop chains hang one output loop deeper
+  return k
 
 def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: OptsArg = None, *, name: str = "kernel",
                    assemble: bool = True) -> CompiledKernel:
