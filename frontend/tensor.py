@@ -648,9 +648,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if -1 in asked:
       rest_old = [s for s in self.shape if not any(s is a for a in asked)]
       rest_new = [s for s in asked if s != -1 and not any(s is o for o in self.shape)]
-      if any_sym(rest_old) or any_sym(rest_new) or prod(rest_new) == 0:
-        raise RuntimeError(f"reshape: can't infer the -1 in {asked} for symbolic shape {self.shape}")
-      asked = tuple(prod(rest_old) // prod(rest_new) if s == -1 else s for s in asked)
+      if not any_sym(rest_old) and not any_sym(rest_new) and prod(rest_new) != 0: n = prod(rest_old) // prod(rest_new)
+      elif not any_sym(self.shape) and sval(prod(s for s in asked if s != -1)) != 0:   # concrete data: its bound size
+        n = prod(self.shape) // sval(prod(s for s in asked if s != -1))
+      else: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for symbolic shape {self.shape}")
+      asked = tuple(n if s == -1 else s for s in asked)
     if any(isinstance(s, int) and s < 0 for s in asked) or sval(prod(asked)) != sval(prod(self.shape)):
       raise ValueError(f"reshape: can't reshape {self.shape} to {orig}")
     if not set(binds_of(prod(self.shape))) <= set(binds_of(prod(asked))):
