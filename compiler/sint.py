@@ -11,10 +11,10 @@ maximum (`smax`), never the bound value, so the kernel built for one value is th
 (12, 30, {n: 4})
 """
 from __future__ import annotations
-from typing import Any, Union
+from typing import Any
 from compiler.uop import UOp, Ops, exec_alu, substitute, ALU
 
-sint = Union[int, UOp]
+sint = int | UOp   # a dimension, stride or offset
 
 def is_sym(x: Any) -> bool: return isinstance(x, UOp)
 def any_sym(xs) -> bool: return any(isinstance(x, UOp) for x in xs)

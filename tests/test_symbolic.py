@@ -137,10 +137,10 @@ def test_jit_replays_compile_nothing(compiles):
   _m, step = _model(4)
   jit = TinyJit(step)
   batches = _batches([64, 64, 17, 3, 64, 40], B)
-  for x, y, xb, yb in batches[:2]: jit(xb, yb)   # eager run, capture
+  for _x, _y, xb, yb in batches[:2]: jit(xb, yb)   # eager run, capture
   before = len(compiles)
   assert before > 0
-  for x, y, xb, yb in batches[2:]: jit(xb, yb).item()
+  for _x, _y, xb, yb in batches[2:]: jit(xb, yb).item()
   assert len(compiles) == before   # replays for 17, 3, 64, 40: no compile at all
 
 def test_jit_rejects_a_non_symbolic_shape_change():
