@@ -22,7 +22,7 @@ from __future__ import annotations
 import os, sys
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
-from compiler.lower import LoweredKernel, lower
+from compiler.lower import LoweredKernel, lower, identity_element
 from compiler.linearize import linearize
 from compiler.uop import UOp, Ops, ALU, substitute
 from compiler.target import Target
@@ -138,13 +138,41 @@ def optimize_kernel(k: LoweredKernel, target: Target, opts: OptsArg = None) -> t
   opts = tuple(opts)
   return apply_opts(k, opts, target), opts
 
+def _bounded_reduce(k: LoweredKernel, r: UOp) -> None:
+  """Reduction loop `r` of Variable size as a loop of the Variable's maximum whose extra iterations add the identity:
+  every load that moves with it is gated (nothing past the tensor is read) and the reduced value is the identity there.
+  The opts then see constant loops only. (In place on `k`.)"""
+  n = r.src[0]
+  rp = UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, n.vmax),), r.arg)
+  ok = rp.lt(n)
+  memo: dict[UOp, UOp] = {}
+  moves: set[UOp] = {rp}
+  for u in k.sink.toposort():
+    if u is r: memo[u] = rp; continue
+    srcs = tuple(memo[s] for s in u.src)
+    new = u if srcs == u.src else u.replace(src=srcs)
+    if any(s in moves for s in new.src): moves.add(new)
+    if new.op is Ops.LOAD and new.src[1] in moves:
+      new = new.replace(src=(*new.src[:2], ok if len(new.src) == 2 else new.src[2].logical_and(ok)))
+      moves.add(new)
+    if new.op is Ops.REDUCE and rp in new.src[1:]:
+      val = new.src[0]
+      new = new.replace(src=(ok.where(val, UOp.const(val.dtype, identity_element(new.arg, val.dtype.scalar))), *new.src[1:]))
+    memo[u] = new
+  k.sink = memo[k.sink]
+
 def _optimize_symbolic(k: LoweredKernel, target: Target, opts: OptsArg) -> LoweredKernel:
-  """A kernel with loops of Variable size. When the only one is the outermost output loop (a symbolic batch) on a CPU,
-  the default opts tile the rest: the loop is hidden from them as an opaque index in [0, max) (a value that doesn't
-  change inside the other loops, which is what it is per iteration) and wraps the optimized kernel again afterwards.
-  Otherwise (symbolic reductions, GPUs, explicit opts) the kernel runs as lowered."""
-  sym = [r for r in [*k.global_ranges, *k.reduce_ranges()] if r.src[0].op is not Ops.CONST]
-  if opts is not None or target.gpu or len(sym) != 1 or not k.global_ranges or sym[0] is not k.global_ranges[0] or os.environ.get("NOOPT", "0") == "1": return k
+  """A kernel with loops of Variable size, for the CPU's default opts (else it runs as lowered: GPUs, explicit opts):
+  - a reduction loop of Variable size runs to the Variable's maximum, its extra iterations gated off (_bounded_reduce);
+  - the outermost output loop of Variable size (a symbolic batch) is hidden from the opts as an opaque index in
+    [0, max) (a value that doesn't change inside the other loops, which is what it is per iteration) and wraps the
+    optimized kernel again afterwards. Other output loops of Variable size leave the kernel unoptimized."""
+  if opts is not None or target.gpu or os.environ.get("NOOPT", "0") == "1": return k
+  for r in k.reduce_ranges():
+    if r.src[0].op is not Ops.CONST: _bounded_reduce(k, r)
+  sym = [r for r in k.global_ranges if r.src[0].op is not Ops.CONST]
+  if not sym: return backend(target).optimize(k, target)
+  if len(sym) != 1 or sym[0] is not k.global_ranges[0]: return k
   r = sym[0]
   idx = UOp(Ops.DEFINE_VAR, r.dtype, (), (f"__loop{r.arg[0]}", 0, r.src[0].vmax - 1))
   k.next_range = 1 + max(u.arg[0] for u in [*k.sink.toposort(), *k.global_ranges] if u.op is Ops.RANGE)   # (no reuse of r's number)
