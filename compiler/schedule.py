@@ -185,14 +185,18 @@ def ast_shape(u: UOp) -> tuple[int, ...]:
   if u.op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(ast_shape(u.src[0])))
   return next((sh for s in u.src if (sh := ast_shape(s)) != ()), ())
 
+def _dim(s) -> str:
+  # a symbolic dim is named by its Variables (kernel names are C identifiers)
+  return str(s) if isinstance(s, int) else "".join(u.arg[0] for u in s.toposort() if u.op is Ops.DEFINE_VAR) or "s"
+
 def kernel_name(ast: UOp) -> str:
   store = ast.src[0]
   shape = store.arg[1].shape
   reds = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
   if reds:
     full = ast_shape(reds[0].src[0])
-    return "r_" + "_".join(str(s) for s in full)
-  return "E_" + "_".join(str(s) for s in shape) if shape else "E_1"
+    return "r_" + "_".join(_dim(s) for s in full)
+  return "E_" + "_".join(_dim(s) for s in shape) if shape else "E_1"
 
 # readers realized only because an assign in their schedule overwrites what they read (a TinyJit capture doesn't
 # record those built before it: they are not the captured function's work)

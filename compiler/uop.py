@@ -160,6 +160,14 @@ class UOp:
     """(the Variable, its value) of a bound Variable."""
     if self.op is not Ops.BIND: raise TypeError(f"unbind: {pretty(self)} is not a bound Variable")
     return self.src[0], self.src[1].arg
+  # `<` etc. on UOps would be a Python bool of a value only known at run time (a symbolic dim): refuse clearly
+  def _cmp(self, x, op: str):
+    raise TypeError(f"symbolic shapes: `{pretty(self)} {op} {pretty(x) if isinstance(x, UOp) else x!r}` depends on a Variable's value; "
+                    "this operation does not support a symbolic (Variable) dimension")
+  def __lt__(self, x): return self._cmp(x, "<")
+  def __le__(self, x): return self._cmp(x, "<=")
+  def __gt__(self, x): return self._cmp(x, ">")
+  def __ge__(self, x): return self._cmp(x, ">=")
   @property
   def expr(self) -> str:
     """A Variable's name (tinygrad spells it .expr)."""

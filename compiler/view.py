@@ -131,7 +131,7 @@ class View:
   def to_index(self, idxs: list[UOp]) -> tuple[UOp, UOp]:
     """(offset expression, validity expression) for reading element `idxs` of this view."""
     i32 = dtypes.int32 if not any(i.dtype is dtypes.int64 for i in idxs) else dtypes.int64
-    off = UOp.const(i32, self.offset)
+    off = self.offset if isinstance(self.offset, UOp) else UOp.const(i32, self.offset)
     valid = UOp.const(dtypes.bool, True)
     for i, (ix, st) in enumerate(zip(idxs, self.strides)):
       if isinstance(st, UOp) or st != 0: off = off + ix * st

@@ -318,7 +318,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     [1.5, 1.5, 1.5]
     """
     shape = argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if any(s < 0 for s in shape): raise ValueError(f"full: negative dimension in {shape}")
+    if any(isinstance(s, int) and s < 0 for s in shape): raise ValueError(f"full: negative dimension in {shape}")
     dt = _to_dtype(dtype) or dtypes.from_py(fill_value)
     return Tensor(LazyBuffer.const(fill_value, dt, tuple(shape), Device.canonicalize(device)), **kw)
   @staticmethod
