@@ -2,7 +2,6 @@
 compiled once for the whole range and take the value as an integer argument; TinyJit captures once and replays for
 any value in range, patching that argument (CPU: the ExecItems; NV: the prebuilt graph). Checked against numpy/torch,
 against eager execution, and by counting compiles."""
-import os
 import numpy as np
 import pytest
 import torch
@@ -214,14 +213,15 @@ def test_attention_kv_cache_ptxemu(compiles, monkeypatch):
   monkeypatch.setattr(Device, "DEFAULT", "PTXEMU")
   _run_attention(6, compiles)
 
-@pytest.mark.skipif(os.environ.get("MOCKGPU") == "1" and os.environ.get("NV") == "1", reason="covered by the default device")
-def test_jit_graph_replay_on_nv_mock(compiles, monkeypatch):
-  """The NV graph: one GraphReplay captured at one value, its Variable arguments patched for the others."""
+@pytest.mark.parametrize("dev", ["NV", "AMD"])
+def test_jit_graph_replay_on_hcq_mock(dev, compiles, monkeypatch):
+  """The HCQ graph (NV: PTX, AMD: LLVM IR for gfx1100, both on their mock drivers): one GraphReplay captured at one
+  value, its Variable arguments patched in place for the others."""
   from frontend import Device
   from hcqrt.hcq import GraphReplay
   monkeypatch.setenv("MOCKGPU", "1")
-  Device["NV"]   # opened through the mock driver
-  monkeypatch.setattr(Device, "DEFAULT", "NV")
+  Device[dev]   # opened through the mock driver (a no-op when it is open already)
+  monkeypatch.setattr(Device, "DEFAULT", dev)
   B = Variable("batch", 1, 64)
   w = Tensor(rnd(8, 3, seed=9)).realize()
   f = TinyJit(lambda x: ((x @ w).relu().softmax(0) * 2 + x.mean()).realize())
