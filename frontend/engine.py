@@ -89,7 +89,8 @@ def get_kernel(si: ScheduleItem, device: str) -> Kernel:
   if (kern := _kernel_cache.get(key)) is not None: return kern
   dev = open_device(device)
   opts = None
-  if (width := int(os.environ.get("BEAM", "0") or 0)) > 0 and os.environ.get("NOOPT", "0") != "1": opts = beam_search_for(si, dev, width)
+  # (BEAM times candidate opts at concrete sizes: a kernel of Variable sizes keeps the default opts)
+  if (width := int(os.environ.get("BEAM", "0") or 0)) > 0 and os.environ.get("NOOPT", "0") != "1" and not si.var_vals: opts = beam_search_for(si, dev, width)
   ck = compile_kernel(si.ast, target, opts, name=si.name)
   kern = _kernel_cache[key] = Kernel(ck, dev.program(ck.name, ck.binary), si.ast)
   return kern

@@ -20,6 +20,11 @@ argument's buffer apart from the same tensor read through a closure, and a funct
 returns this call's tensor. In-place writes (`.assign`, `+=`) still pending when a capture ends are part of
 the recording; those pending when a replay starts run before it.
 
+Symbolic shapes: a dimension of a tensor argument may be a bound Variable (`x.reshape(Variable("batch", 1, 64).bind(n),
+64)`), and bound Variables may be passed as arguments. The capture is keyed on the Variables, not their values: every
+later call with values in range replays it, the values patched in as the kernels' integer arguments (in the prebuilt
+graph on HCQ devices), and the outputs' shapes bound to this call's values. No kernel is compiled again.
+
 Raises JitError instead of returning wrong results: when the function launched nothing to capture, when an
 argument's shape, dtype or device changes (naming it), when a tensor argument is not realized, when a
 non-tensor argument (or the layout of a list/dict argument) changes, when the function writes in place into

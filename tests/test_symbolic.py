@@ -233,3 +233,9 @@ def test_jit_graph_replay_on_hcq_mock(dev, compiles, monkeypatch):
     np.testing.assert_allclose(got, e / e.sum(0) * 2 + a.mean(), rtol=1e-5, atol=1e-5)
     if i == 1: n_compiled = len(compiles)
   assert isinstance(f.graph, GraphReplay) and len(compiles) == n_compiled
+
+def test_export_refuses_symbolic_kernels():
+  from frontend.export import export_c, ExportError
+  v = Variable("n", 1, 8)
+  with pytest.raises(ExportError, match="symbolic sizes"):
+    export_c(lambda x: (x.reshape(v.bind(4), 2) * 2).sum(0), np.zeros(8, np.float32))
