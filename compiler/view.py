@@ -5,6 +5,10 @@ expand a zero stride, flip a negative stride. A reshape that one view cannot exp
 `ShapeTracker`. `ShapeTracker.to_index(idxs)` turns index expressions into a buffer offset and a validity
 expression (both UOps, kept small by the symbolic rules).
 
+Sizes, strides, offsets and mask bounds may be symbolic (compiler/sint.py: UOps over Variables); a reshape then stays
+one view only when it adds or drops size-1 dims (else a second view), and comparisons that would depend on a
+Variable's value raise instead of guessing.
+
 >>> from compiler.view import ShapeTracker
 >>> st = ShapeTracker.from_shape((4, 6)).permute((1, 0)).shrink(((1, 3), (0, 4)))
 >>> st.shape, st.views[-1].strides, st.views[-1].offset
@@ -13,7 +17,7 @@ expression (both UOps, kept small by the symbolic rules).
 from __future__ import annotations
 from dataclasses import dataclass
 import functools, math
-from compiler.uop import UOp
+from compiler.uop import UOp, Ops, simplify_alu
 from compiler.dtypes import dtypes
 from compiler.sint import any_sym, smin, smax2
 
@@ -146,9 +150,12 @@ def unravel(off: UOp, shape: tuple[int, ...]) -> list[UOp]:
   """Index expressions into `shape` for a flat offset into its contiguous layout."""
   out, acc = [], 1
   for i, s in enumerate(reversed(shape)):
+    # a symbolic size divides as max(s, 1): a Variable's minimum may be 0, and the division may be hoisted out of the
+    # (then empty) loops that guard it (for minima >= 1 the max folds away)
+    if isinstance(s, UOp): s = simplify_alu(Ops.MAX, s.dtype, (s, UOp.const(s.dtype, 1)))
     # the outermost index needs no modulo: a valid offset is below the total size
     outer = i == len(shape) - 1
-    out.append(UOp.const(off.dtype, 0) if s == 1 else (off // acc if outer else (off // acc) % s))
+    out.append(UOp.const(off.dtype, 0) if isinstance(s, int) and s == 1 else (off // acc if outer else (off // acc) % s))
     acc *= s
   return list(reversed(out))
 
