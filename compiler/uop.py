@@ -20,8 +20,6 @@ class Ops(Enum):
   # kernel AST (what the scheduler produces): shaped nodes
   SINK = auto(); STORE = auto(); LOAD = auto(); VIEW = auto(); REDUCE_AXIS = auto()
   CONST = auto(); DEFINE_VAR = auto()
-  # a Variable bound to a value (frontend shapes): BIND(DEFINE_VAR, CONST value); kernels only ever see the DEFINE_VAR
-  BIND = auto()
   # lazy graph only (frontend level)
   EMPTY = auto(); COPY = auto(); CONTIGUOUS = auto()
   # lowered program
@@ -36,6 +34,8 @@ class Ops(Enum):
   # warp-level matrix multiply-accumulate (tensor cores): WMMA(a fragment, b fragment, accumulator), arg = (shape,
   # input dtype name, accumulator dtype name); one lane's share of D = A @ B + C (compiler/opt/tc.py)
   WMMA = auto()
+  # a Variable bound to a value (frontend shapes): BIND(DEFINE_VAR, CONST value); kernels only ever see the DEFINE_VAR
+  BIND = auto()
 
 UNARY = {Ops.NEG, Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC}
 BINARY = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
