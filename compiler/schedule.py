@@ -172,6 +172,7 @@ def unbind_ast(ast: UOp) -> tuple[UOp, dict]:
     arg = u.arg
     if u.op in (Ops.LOAD, Ops.STORE) and arg[1].sints(): arg = (arg[0], arg[1].map_sints(ub))
     elif u.op is Ops.VIEW and arg.sints(): arg = arg.map_sints(ub)
+    elif u.op is Ops.INDEX and isinstance(arg, UOp): arg = ub(arg)   # an iota of symbolic length
     srcs = tuple(memo[s] for s in u.src)
     memo[u] = u if srcs == u.src and arg is u.arg else UOp(u.op, u.dtype, srcs, arg)
   return memo[ast], merge_vals(*vals, what="kernel")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import Enum, auto
 from typing import Any, ClassVar
 from collections.abc import Callable, Iterable
-import functools, math, struct, weakref
+import functools, math, numbers, struct, weakref
 from compiler.dtypes import DType, dtypes
 
 class Ops(Enum):
@@ -118,6 +118,7 @@ class UOp:
     out = dtypes.bool.vec(self.dtype.count) if op in COMPARISON else self.dtype
     return UOp(op, out, (self,) + srcs)
   def _bin(self, op: Ops, x, rev=False) -> UOp:
+    if not isinstance(x, (UOp, numbers.Number)): return NotImplemented   # (a Tensor's reflected op takes a symbolic value)
     y = x if isinstance(x, UOp) else self.const_like(x)
     a, b = (y, self) if rev else (self, y)
     return simplify_alu(op, a.dtype if op not in COMPARISON else dtypes.bool, (a, b))

@@ -393,8 +393,14 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange: step must not be 0")
     dt = _to_dtype(kw.pop("dtype", None)) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
-    n = max(0, math.ceil((stop - start) / step))
     dev = Device.canonicalize(kw.pop("device", None))
+    if any_sym((start, stop, step)):   # a bound Variable as a bound: a symbolic count (steps of +-1 only)
+      if isinstance(step, UOp) or step not in (1, -1) or any(isinstance(x, float) for x in (start, stop)):
+        raise TypeError(f"arange: with a symbolic bound ({start}, {stop}) the step must be the int 1 or -1, got {step!r}")
+      n = (stop - start) if step == 1 else (start - stop)
+      idx = Tensor(LazyBuffer.iota(n, dt, dev), **kw)
+      return idx * step + start if step != 1 or not (isinstance(start, int) and start == 0) else idx
+    n = max(0, math.ceil((stop - start) / step))
     idx = Tensor(LazyBuffer.iota(n, dt, dev), **kw) if n > 0 else Tensor.empty(0, dtype=dt, device=dev, **kw)
     return idx * step + start if (step != 1 or start != 0) and n > 0 else idx
   @staticmethod
@@ -1010,7 +1016,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().var(axis, keepdim, correction).cast(self.dtype)
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="var"))
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq / float(max(0, n - correction))
+    return sq / (n - correction if isinstance(n, UOp) else float(max(0, n - correction)))
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     """The standard deviation over `axis`, `var(...).sqrt()`.
 
