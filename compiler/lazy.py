@@ -115,9 +115,10 @@ class LazyBuffer:
     if device == self.device: return self
     src = self.contiguous() if self.is_view else self
     return LazyBuffer(device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.COPY, (src,), self.device)
-  def assign(self, value: LazyBuffer) -> LazyBuffer:
-    """Write `value` into this (realized, contiguous) buffer; the result aliases the same device buffer."""
-    return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, (value, self))
+  def assign(self, value: LazyBuffer, st: ShapeTracker | None = None) -> LazyBuffer:
+    """Write `value` into this (realized, contiguous) buffer, or only into the elements view `st` of it picks (a
+    shrink, permute or reshape: each element once); the result aliases the same device buffer."""
+    return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape if st is None else st.shape), self.dtype, Ops.ASSIGN, (value, self), st)
 
   # *** movement ops make views ***
   def _view(self, st: ShapeTracker) -> LazyBuffer:

@@ -231,7 +231,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
       tbuf = target.base
       # the store goes to the target's buffer; reading the target at other positions in the same kernel would
       # race with the store, so such values were realized by the frontend (Tensor.assign) first
-      st = ShapeTracker.from_shape(b.shape)
+      st = ShapeTracker.from_shape(b.shape) if b.arg is None else b.arg   # (a write through a view: its positions)
       ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, st)),))
       ast, vv = unbind_ast(ast)
       items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast), assign_target=tbuf, var_vals=vv)

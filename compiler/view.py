@@ -23,6 +23,8 @@ from compiler.sint import any_sym, smin, smax2
 
 def prod(xs) -> int: return math.prod(xs)
 
+def _int(x): return x.arg if isinstance(x, UOp) and x.op is Ops.CONST else x
+
 def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
   out, acc = [], 1
   for s in reversed(shape):
@@ -39,7 +41,9 @@ class View:
 
   @staticmethod
   def create(shape, strides=None, offset=0, mask=None) -> View:
-    shape = tuple(shape)
+    shape, offset = tuple(map(_int, shape)), _int(offset)   # (symbolic arithmetic that folded to a number is a number)
+    if strides is not None: strides = tuple(map(_int, strides))
+    if mask is not None: mask = tuple((_int(lo), _int(hi)) for lo, hi in mask)
     strides = strides_for_shape(shape) if strides is None else tuple(0 if s == 1 else st for s, st in zip(shape, strides))
     if mask is not None:
       if all(lo == 0 and hi == s for (lo, hi), s in zip(mask, shape)): mask = None

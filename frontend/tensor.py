@@ -266,6 +266,15 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if x.device != self.device: raise ValueError(f"assign: device {x.device} does not match {self.device}")
     if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}")
     if self.lazydata is x.lazydata: return self
+    # a view of a realized buffer that picks each element once (shrink, permute, reshape): written in place now, so
+    # every tensor over that buffer (the KV cache a `cache.shrink(...).assign(kv)` updates) sees the new values
+    lb = self.lazydata
+    if lb.is_view and lb.base.buffer is not None and _writable_view(lb.st):
+      value = x.lazydata
+      if _reads_at_other_position(value, lb.base): value = value.contiguous() if value.is_view else _force(value)
+      from frontend.engine import realize
+      realize([lb.base.assign(value, lb.st)])
+      return self
     # nothing to write into yet: just take the value (a pending assign is a buffer: this write follows it)
     if (not self.lazydata.realized or self.lazydata.is_view) and not _pending_assign(self.lazydata):
       self.lazydata = x.lazydata
@@ -2007,6 +2016,11 @@ def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
     if hit: continue
     if lb.base.buffer is None: stack.extend(lb.base.srcs)
   return False
+
+def _writable_view(st: ShapeTracker) -> bool:
+  """One view, no padding, no broadcast (a nonzero stride on every dim longer than 1): each element once."""
+  if len(st.views) != 1 or (v := st.views[0]).mask is not None: return False
+  return all(not (isinstance(st_, int) and st_ == 0) or (isinstance(s, int) and s <= 1) for s, st_ in zip(v.shape, v.strides))
 
 def _pending_assign(lb: LazyBuffer) -> bool:
   """An in-place write recorded but not run yet (its result is the target's buffer)."""

@@ -175,6 +175,18 @@ class Attention:
     att = (q.reshape(HEADS, 1, HD) @ keys / HD ** 0.5).softmax(-1)                        # (H, 1, T): softmax over T
     return ((att @ vals).reshape(1, DIM) @ self.w["o"]).realize()
 
+class AttentionShrinkAssign(Attention):
+  """The same block with tinygrad's cache update: the new key/value written into `cache.shrink(((T-1, T), ...))`, a
+  view at a symbolic offset (one kernel for every position)."""
+  def __call__(self, x: Tensor, T) -> Tensor:
+    q, k, v = (x @ self.w[c] for c in "qkv")
+    self.cache_k.shrink(((T - 1, T), None)).assign(k)
+    self.cache_v.shrink(((T - 1, T), None)).assign(v)
+    keys = self.cache_k.shrink(((0, T), None)).reshape(T, HEADS, HD).permute(1, 2, 0)
+    vals = self.cache_v.shrink(((0, T), None)).reshape(T, HEADS, HD).permute(1, 0, 2)
+    att = (q.reshape(HEADS, 1, HD) @ keys / HD ** 0.5).softmax(-1)
+    return ((att @ vals).reshape(1, DIM) @ self.w["o"]).realize()
+
 def _attention_ref(xs: list[np.ndarray], w: dict) -> list[np.ndarray]:
   ks, vs, out = [], [], []
   W = {c: torch.tensor(x.numpy()) for c, x in w.items()}
@@ -187,10 +199,10 @@ def _attention_ref(xs: list[np.ndarray], w: dict) -> list[np.ndarray]:
     out.append(((att @ V).reshape(1, DIM) @ W["o"]).numpy())
   return out
 
-def _run_attention(steps: int, compiles: list) -> None:
+def _run_attention(steps: int, compiles: list, cls=Attention) -> None:
   T = Variable("T", 1, MAX)
   xs = [rnd(1, DIM, seed=500 + i) for i in range(steps)]
-  jit_attn, eager_attn = Attention(), Attention()
+  jit_attn, eager_attn = cls(), cls()
   step = TinyJit(jit_attn.__call__)
   ref = _attention_ref(xs, jit_attn.w)
   per_call = []
@@ -208,10 +220,23 @@ def _run_attention(steps: int, compiles: list) -> None:
 def test_attention_kv_cache_grows_1_to_64(compiles):
   _run_attention(MAX, compiles)
 
+def test_attention_kv_cache_shrink_assign_1_to_64(compiles):
+  _run_attention(MAX, compiles, AttentionShrinkAssign)
+
+def test_assign_through_a_view_writes_the_base():
+  c = Tensor.zeros(6, 2).contiguous().realize()
+  c.shrink(((1, 3), None)).assign(Tensor([[1.0, 2.0], [3.0, 4.0]]))
+  c.T.shrink((None, (4, 5))).assign(Tensor([[9.0], [8.0]]))
+  want = np.zeros((6, 2), np.float32); want[1:3] = [[1, 2], [3, 4]]; want[4] = [9, 8]
+  np.testing.assert_array_equal(c.numpy(), want)
+  t = torch.zeros(6, 2); t[1:3] = torch.tensor([[1.0, 2.0], [3.0, 4.0]]); t.T[:, 4:5] = torch.tensor([[9.0], [8.0]])
+  np.testing.assert_array_equal(c.numpy(), t.numpy())
+
 def test_attention_kv_cache_ptxemu(compiles, monkeypatch):
   from frontend import Device
   monkeypatch.setattr(Device, "DEFAULT", "PTXEMU")
   _run_attention(6, compiles)
+  _run_attention(4, compiles, AttentionShrinkAssign)
 
 @pytest.mark.parametrize("dev", ["NV", "AMD"])
 def test_jit_graph_replay_on_hcq_mock(dev, compiles, monkeypatch):
