@@ -269,10 +269,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     # a view of a realized buffer that picks each element once (shrink, permute, reshape): written in place now, so
     # every tensor over that buffer (the KV cache a `cache.shrink(...).assign(kv)` updates) sees the new values
     lb = self.lazydata
-    if lb.is_view and lb.base.buffer is not None and _writable_view(lb.st):
+    if lb.is_view and (lb.base.buffer is not None or _pending_assign(lb.base)) and _writable_view(lb.st):
+      from frontend.engine import realize
+      if lb.base.buffer is None: realize([lb.base])   # an earlier write into the whole buffer goes first
       value = x.lazydata
       if _reads_at_other_position(value, lb.base): value = value.contiguous() if value.is_view else _force(value)
-      from frontend.engine import realize
       realize([lb.base.assign(value, lb.st)])
       return self
     # nothing to write into yet: just take the value (a pending assign is a buffer: this write follows it)

@@ -229,6 +229,10 @@ def test_assign_through_a_view_writes_the_base():
   c.T.shrink((None, (4, 5))).assign(Tensor([[9.0], [8.0]]))
   want = np.zeros((6, 2), np.float32); want[1:3] = [[1, 2], [3, 4]]; want[4] = [9, 8]
   np.testing.assert_array_equal(c.numpy(), want)
+  d = Tensor.zeros(4).contiguous().realize()
+  d.assign(Tensor.ones(4))                      # pending write into the whole buffer: runs first
+  d.shrink(((1, 2),)).assign(Tensor([5.0]))
+  np.testing.assert_array_equal(d.numpy(), [1, 5, 1, 1])
   t = torch.zeros(6, 2); t[1:3] = torch.tensor([[1.0, 2.0], [3.0, 4.0]]); t.T[:, 4:5] = torch.tensor([[9.0], [8.0]])
   np.testing.assert_array_equal(c.numpy(), t.numpy())
 
