@@ -162,17 +162,18 @@ def _bounded_reduce(k: LoweredKernel, r: UOp) -> None:
   k.sink = memo[k.sink]
 
 def _optimize_symbolic(k: LoweredKernel, target: Target, opts: OptsArg) -> LoweredKernel:
-  """A kernel with loops of Variable size, for the CPU's default opts (else it runs as lowered: GPUs, explicit opts):
+  """A kernel with loops of Variable size, for the default opts (explicit opts: it runs as lowered):
   - a reduction loop of Variable size runs to the Variable's maximum, its extra iterations gated off (_bounded_reduce);
-  - the outermost output loop of Variable size (a symbolic batch) is hidden from the opts as an opaque index in
-    [0, max) (a value that doesn't change inside the other loops, which is what it is per iteration) and wraps the
-    optimized kernel again afterwards. Other output loops of Variable size leave the kernel unoptimized."""
-  if opts is not None or target.gpu or os.environ.get("NOOPT", "0") == "1": return k
+  - on a CPU, the outermost output loop of Variable size (a symbolic batch) is hidden from the opts as an opaque index
+    in [0, max) (a value that doesn't change inside the other loops, which is what it is per iteration) and wraps the
+    optimized kernel again afterwards. Other output loops of Variable size (and any on a GPU, whose opts map output
+    loops to the grid) leave the kernel unoptimized."""
+  if opts is not None or os.environ.get("NOOPT", "0") == "1": return k
   for r in k.reduce_ranges():
     if r.src[0].op is not Ops.CONST: _bounded_reduce(k, r)
   sym = [r for r in k.global_ranges if r.src[0].op is not Ops.CONST]
   if not sym: return backend(target).optimize(k, target)
-  if len(sym) != 1 or sym[0] is not k.global_ranges[0]: return k
+  if target.gpu or len(sym) != 1 or sym[0] is not k.global_ranges[0]: return k
   r = sym[0]
   idx = UOp(Ops.DEFINE_VAR, r.dtype, (), (f"__loop{r.arg[0]}", 0, r.src[0].vmax - 1))
   k.next_range = 1 + max(u.arg[0] for u in [*k.sink.toposort(), *k.global_ranges] if u.op is Ops.RANGE)   # (no reuse of r's number)
