@@ -806,8 +806,9 @@ class _ConvFn(Function):
       # (outermost: split across the cores), so the register tiles of one chunk re-read cached data instead of
       # streaming the whole batch once per tile; a second small kernel sums the chunks
       per_img = 4 * (prod(oyx) * cout + prod(xp.shape[2:]) * cin)
-      chunk = max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
-      nb = bs // chunk
+      # (a symbolic batch, a bound Variable: chunks of one image, the batch an output loop the opts leave alone)
+      chunk = 1 if not isinstance(bs, int) else max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
+      nb = bs // chunk if isinstance(bs, int) else bs
       xw = xp.reshape(nb, chunk, cin, *xp.shape[2:])._pool(HW)                      # (nb, chunk, cin, *out, *HW)
       xw = xw.permute(0, *[3 + nd + i for i in range(nd)], 2, 1, *[3 + i for i in range(nd)])   # (nb, *HW, cin, chunk, *out)
       xw = xw.reshape(nb, *HW, cin, 1, chunk, *oyx).expand(nb, *HW, cin, cout, chunk, *oyx)
@@ -817,7 +818,7 @@ class _ConvFn(Function):
       gt = g.permute(0, 2, 1, 3).contiguous().permute(0, 1, 3, 2).contiguous() if nd == 2 else g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
       gt = gt.reshape(nb, chunk, *oyx, cout).permute(0, 2 + nd, 1, *[2 + i for i in range(nd)]).reshape(nb, *[1] * (nd + 1), cout, chunk, *oyx)
       dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, *HW, cin, cout)
-      dwt = dwt.contiguous().sum(0) if nb > 1 else dwt.reshape(dwt.shape[1:])
+      dwt = dwt.contiguous().sum(0) if not isinstance(nb, int) or nb > 1 else dwt.reshape(dwt.shape[1:])
       # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co
       dw = dwt.contiguous().permute(nd + 1, nd, *range(nd)).contiguous().lazydata
     return dx, dw

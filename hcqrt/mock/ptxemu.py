@@ -77,7 +77,7 @@ class EmuAllocator:
 
 class EmuProgram:
   """One kernel of a cubin, run by the PTX interpreter. Calling it launches over `global_size` blocks of
-  `local_size` threads with the buffers' addresses as parameters; `wait=True` returns the seconds taken."""
+  `local_size` threads with the buffers' addresses (then the `vals` integers) as parameters; `wait=True` returns the seconds taken."""
   def __init__(self, dev: PTXEmuDevice, name: str, cubin: bytes):
     from compiler.assemble.ptx_assembler import ptx_for_cubin   # hcqrt/mock may read the compiler
     img = load_cubin(cubin)
@@ -89,14 +89,18 @@ class EmuProgram:
     self.module = mod
     if name not in mod.kernels: raise RuntimeError(f"kernel {name!r} is in the cubin but not in its PTX")
 
-  def __call__(self, *bufs: EmuBuffer, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = True, **_) -> float | None:
+  def __call__(self, *bufs: EmuBuffer, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait: bool = True, **_) -> float | None:
     k = self.kernel
-    if len(bufs) != len(k.params):
-      raise TypeError(f"kernel {self.name} takes {len(k.params)} buffers, got {len(bufs)}")
+    if len(bufs) + len(vals) != len(k.params):
+      raise TypeError(f"kernel {self.name} takes {len(k.params)} arguments, got {len(bufs)} buffers + {len(vals)} ints")
     params = bytearray(k.param_size)
-    for ordinal, off, size in k.params:
-      if size != 8: raise TypeError(f"kernel {self.name}: parameter {ordinal} has {size} bytes, only 8-byte pointers are supported")
-      struct.pack_into("<Q", params, off, bufs[ordinal].va)
+    for ordinal, off, size in k.params:   # buffers (8-byte pointers) first, then the 4-byte integers (Variables)
+      if ordinal < len(bufs):
+        if size != 8: raise TypeError(f"kernel {self.name}: parameter {ordinal} has {size} bytes, not a pointer")
+        struct.pack_into("<Q", params, off, bufs[ordinal].va)
+      else:
+        if size != 4: raise TypeError(f"kernel {self.name}: parameter {ordinal} has {size} bytes, not a 32-bit integer")
+        struct.pack_into("<i", params, off, vals[ordinal - len(bufs)])
     st = time.perf_counter()
     self.module.launch(self.name, self.dev.mem, tuple(global_size), tuple(local_size), bytes(params), 0)
     return time.perf_counter() - st if wait else None
