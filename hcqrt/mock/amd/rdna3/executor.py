@@ -49,6 +49,7 @@ class Waves:
     self.done = np.zeros(n, bool); self.barrier = np.zeros(n, bool)
     self.wg = wg; self.lds = np.zeros((int(wg.max()) + 1 if n else 0, max(lds_bytes, 4)), np.uint8)
     self.cache: dict[int, Inst] = {}; self.wave_insts = 0
+    self._full: dict[int, np.ndarray] = {}   # wave count -> read-only all-lanes-on mask
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
 
   # ---- scheduling
@@ -75,7 +76,12 @@ class Waves:
     return h(i, sel)
 
   def nw(self, sel) -> int: return self.n if isinstance(sel, slice) else len(sel)
-  def exec_mask(self, sel) -> np.ndarray: return unpack_mask(self.s[EXEC, sel])
+  def exec_mask(self, sel) -> np.ndarray:
+    ex = self.s[EXEC, sel]
+    if (ex == 0xFFFFFFFF).all():   # every lane on (the common case): one shared all-true array, never written
+      if (full := self._full.get(len(ex))) is None: full = self._full[len(ex)] = np.ones((len(ex), 32), bool)
+      return full
+    return unpack_mask(ex)
 
   # ---- scalar operands
   def sread(self, code: int, sel, i: Inst, t: str = "u32"):
@@ -473,23 +479,32 @@ class Waves:
 
   # ---- global / flat memory
   # ---- loads in flight
-  def _gidx(self, sel) -> np.ndarray: return np.arange(self.n) if isinstance(sel, slice) else sel
+  def _gidx(self, sel) -> np.ndarray | None: return None if isinstance(sel, slice) else sel   # None: all waves, in order
 
   def _put(self, reg: int, sel, lanes, words: np.ndarray, counter: str = "vm", bits: int = 0xFFFFFFFF) -> None:
-    """Queue a load's result (`words`: one row per active lane) for VGPRs reg.. until s_waitcnt retires it."""
-    m = self.nw(sel); mask = np.zeros((m, 32), bool); mask[lanes] = True
-    vals = np.zeros((words.shape[1], m, 32), np.uint32)
-    for k in range(words.shape[1]): vals[k][lanes] = words[:, k].reshape(vals[k][lanes].shape)
-    if reg + words.shape[1] > self.v.shape[0]: raise EmulatorError(f"load destination v{reg + words.shape[1] - 1} beyond the kernel's VGPRs")
+    """Queue a load's result (`words`: one row per active lane) for VGPRs reg.. until s_waitcnt retires it.
+    `lanes` is (slice, slice) when every lane of every wave in `sel` loaded (then the rows are wave-major)."""
+    m, nd = self.nw(sel), words.shape[1]
+    if reg + nd > self.v.shape[0]: raise EmulatorError(f"load destination v{reg + nd - 1} beyond the kernel's VGPRs")
+    if isinstance(lanes[0], slice): mask, vals = None, np.ascontiguousarray(words.T).reshape(nd, m, 32)
+    else:
+      mask = np.zeros((m, 32), bool); mask[lanes] = True
+      vals = np.zeros((nd, m, 32), np.uint32)
+      for k in range(nd): vals[k][lanes] = words[:, k]
     self.pending[counter].append(("v", reg, self._gidx(sel), mask, vals, np.uint32(bits)))   # bits: a d16 load writes one half
 
-  def _apply(self, e, which: np.ndarray) -> None:
-    kind, reg, waves, mask, vals, bits = e; w = waves[which]
+  def _apply(self, e, which: np.ndarray | None) -> None:
+    """Land pending load `e` in the waves `which` picks of its own (None: all of them)."""
+    kind, reg, waves, mask, vals, bits = e
+    w = (slice(None) if waves is None else waves) if which is None else (np.nonzero(which)[0] if waves is None else waves[which])
+    if which is not None: vals, mask = vals[:, which], None if mask is None else mask[which]
     for k in range(len(vals)):
-      if kind == "v":
+      if kind == "s": self.s[reg + k, w] = vals[k]
+      elif mask is None and bits == 0xFFFFFFFF: self.v[reg + k, w] = vals[k]
+      else:
         old = self.v[reg + k, w]
-        self.v[reg + k, w] = np.where(mask[which], (old & ~bits) | (vals[k][which] & bits), old)
-      else: self.s[reg + k, w] = vals[k][which]
+        new = (old & ~bits) | (vals[k] & bits)
+        self.v[reg + k, w] = new if mask is None else np.where(mask, new, old)
 
   def _retire(self, counter: str, sel, left: int) -> None:
     """s_waitcnt: for the waves in `sel`, land all but the `left` most recent loads counted by `counter`.
@@ -497,16 +512,21 @@ class Waves:
     until then (the latest they could arrive)."""
     q = self.pending[counter]
     if not q: return
+    if left == 0 and isinstance(sel, slice):   # every wave waits for everything: land it all, oldest first
+      for e in q: self._apply(e, None)
+      self.pending[counter] = []; return
     member = np.zeros(self.n, bool); member[sel] = True
+    everyone = np.arange(self.n)
     seen = np.zeros(self.n, np.int64); due = [None] * len(q)
     for j in range(len(q) - 1, -1, -1):   # newest first: a wave's load is due once `left` younger ones are counted
-      waves = q[j][2]; due[j] = member[waves] & (seen[waves] >= left) & (left == 0 or q[j][0] != "s"); seen[waves] += 1
+      waves = everyone if q[j][2] is None else q[j][2]
+      due[j] = member[waves] & (seen[waves] >= left) & (left == 0 or q[j][0] != "s"); seen[waves] += 1
     keep = []
     for e, d in zip(q, due):               # land oldest first, so a newer load to the same register wins
+      if d.all(): self._apply(e, None); continue
       if d.any(): self._apply(e, d)
-      if not d.all():
-        kind, reg, waves, mask, vals, bits = e; k = ~d
-        keep.append((kind, reg, waves[k], None if mask is None else mask[k], vals[:, k], bits))
+      kind, reg, waves, mask, vals, bits = e; k = ~d
+      keep.append((kind, reg, (everyone if waves is None else waves)[k], None if mask is None else mask[k], vals[:, k], bits))
     self.pending[counter] = keep
 
   def _global(self, i: Inst, sel):
