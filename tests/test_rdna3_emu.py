@@ -399,3 +399,14 @@ def test_cls_and_16bit_min3_max3(features):
   h = np.stack([x & 0xFFFF, (x >> 8) & 0xFFFF, (x >> 16) & 0xFFFF]).astype(np.uint16)
   np.testing.assert_array_equal(out[n:2 * n], h.max(0).astype(np.int32))
   np.testing.assert_array_equal(out[2 * n:], h.view(np.int16).min(0).astype(np.int32))
+
+def test_vopd_halves_read_before_either_writes():
+  """A dual move that swaps two VGPRs: each half reads its source before the other half writes (a plain move's
+  result once aliased its source register, so the swap copied one value into both)."""
+  from hcqrt.mock.amd.rdna3.executor import Waves, EXEC
+  code = bytes.fromhex("010110ca" "00010000" "0000b0bf")   # llvm-mc-19: v_dual_mov_b32 v0, v1 :: v_dual_mov_b32 v1, v0; s_endpgm
+  assert [i.name for i in decode(code)] == ["v_dual_mov_b32", "s_endpgm"]
+  w = Waves(code, 2, 8, np.zeros(2, np.int64), 0, FlatMemory())
+  w.s[EXEC] = 0xFFFFFFFF; w.v[0], w.v[1] = 1, 2
+  w.run()
+  assert (w.v[0] == 2).all() and (w.v[1] == 1).all()

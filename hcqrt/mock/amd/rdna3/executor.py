@@ -269,16 +269,19 @@ class Waves:
 
   def vwrite(self, d: int, sel, val, t: str, ex: np.ndarray, hi: bool = False) -> None:
     bits = V.BITS[t]; nw = self.nw(sel)
-    val = np.broadcast_to(np.asarray(val).astype(V.NP[t]), (nw, 32))
+    val = np.asarray(val).astype(V.NP[t], copy=False)
+    if val.shape != (nw, 32): val = np.broadcast_to(val, (nw, 32))
+    full = ex is self._full.get(nw)   # exec_mask's shared all-lanes array: no merge with the old values
     if bits == 64:
       raw = val.view(np.uint64)
-      self.v[d, sel] = np.where(ex, (raw & np.uint64(0xFFFFFFFF)).astype(np.uint32), self.v[d, sel])
-      self.v[d + 1, sel] = np.where(ex, (raw >> np.uint64(32)).astype(np.uint32), self.v[d + 1, sel])
+      lo, hi_ = raw.astype(np.uint32), (raw >> np.uint64(32)).astype(np.uint32)   # uint64 -> uint32 keeps the low word
+      self.v[d, sel] = lo if full else np.where(ex, lo, self.v[d, sel])
+      self.v[d + 1, sel] = hi_ if full else np.where(ex, hi_, self.v[d + 1, sel])
     elif bits == 16:
       old = self.v[d, sel]; h = val.view(np.uint16).astype(np.uint32)
       new = (old & np.uint32(0xFFFF)) | (h << np.uint32(16)) if hi else (old & np.uint32(0xFFFF0000)) | h
-      self.v[d, sel] = np.where(ex, new, old)
-    elif ex.all(): self.v[d, sel] = val.view(np.uint32)
+      self.v[d, sel] = new if full else np.where(ex, new, old)
+    elif full or ex.all(): self.v[d, sel] = val.view(np.uint32)
     else: self.v[d, sel] = np.where(ex, val.view(np.uint32), self.v[d, sel])
 
   def mask(self, code: int, sel, i: Inst) -> np.ndarray:
@@ -348,6 +351,9 @@ class Waves:
     args = [self._mod(self.vsrc(c, sel, i, t, bool(opsel >> k & 1)), k, abs_, neg) for k, (c, t) in enumerate(zip(srcs, types))]
     with np.errstate(all="ignore"):
       r = np.asarray(fn(*args))
+      # a deferred write (VOPD) must hold its value now: a plain move returns a view of its source VGPR, which the
+      # other half of the pair may overwrite first
+      if not write: r = r.copy()
       if rt[0] == "f":
         if omod: r = r * np.asarray({1: 2.0, 2: 4.0, 3: 0.5}[omod], r.dtype)
         if clamp: r = np.clip(r, 0, 1).astype(r.dtype)
