@@ -42,32 +42,40 @@ def pack_mask(b: np.ndarray) -> np.ndarray:
 
 class Waves:
   """Register state of `n` waves: SGPRs (128, n), VGPRs (nvgpr, n, 32), SCC, PC, and LDS per workgroup."""
-  def __init__(self, code: bytes, n: int, nvgpr: int, wg: np.ndarray, lds_bytes: int, mem: FlatMemory):
+  def __init__(self, code: bytes, n: int, nvgpr: int, wg: np.ndarray, lds_bytes: int, mem: FlatMemory, cache: dict | None = None):
+    """`cache` (address -> Inst) may be shared by every batch of waves running the same code."""
     self.code, self.mem, self.n = code, mem, n
     self.s = np.zeros((128, n), np.uint32); self.v = np.zeros((nvgpr, n, 32), np.uint32)
     self.scc = np.zeros(n, np.uint32); self.pc = np.zeros(n, np.int64)
     self.done = np.zeros(n, bool); self.barrier = np.zeros(n, bool)
     self.wg = wg; self.lds = np.zeros((int(wg.max()) + 1 if n else 0, max(lds_bytes, 4)), np.uint8)
-    self.cache: dict[int, Inst] = {}; self.wave_insts = 0
+    self.cache: dict[int, Inst] = {} if cache is None else cache; self.wave_insts = 0
     self._full: dict[int, np.ndarray] = {}   # wave count -> read-only all-lanes-on mask
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
 
   # ---- scheduling
   def run(self, max_steps: int = 50_000_000) -> None:
-    for _ in range(max_steps):
-      ready = ~self.done & ~self.barrier
-      if not ready.any():
-        if not self.barrier.any(): return
-        self.barrier[:] = False   # every live wave of every workgroup has arrived
-        continue
-      p = self.pc[ready].min(); here = ready & (self.pc == p)
-      sel = slice(None) if here.all() else np.nonzero(here)[0]
-      inst = self.cache.get(int(p)) or self.cache.setdefault(int(p), decode_one(self.code, int(p)))
-      self.wave_insts += int(here.sum())
-      try: nxt = self.step(inst, sel)
-      except (EmulatorError, MemoryFault) as e: raise type(e)(f"{inst.name} at 0x{inst.addr:x}: {e}") from None
-      except IndexError as e: raise EmulatorError(f"{inst.name} at 0x{inst.addr:x}: register out of range ({e})") from None
-      self.pc[sel] = inst.addr + inst.size if nxt is None else nxt
+    if self.n == 0: return
+    # spc: the PC of every wave that may issue, IDLE for finished waves and waves at a barrier
+    IDLE = np.iinfo(np.int64).max
+    spc = np.where(self.done | self.barrier, IDLE, self.pc)
+    with np.errstate(all="ignore"):   # inf, NaN and wrap-around are results the hardware computes, not warnings
+      for _ in range(max_steps):
+        p = int(spc.min())
+        if p == IDLE:
+          if not self.barrier.any(): return
+          self.barrier[:] = False   # every live wave of every workgroup has arrived
+          spc = np.where(self.done, IDLE, self.pc); continue
+        here = spc == p; cnt = int(np.count_nonzero(here))
+        sel = slice(None) if cnt == self.n else np.flatnonzero(here)
+        inst = self.cache.get(p) or self.cache.setdefault(p, decode_one(self.code, p))
+        self.wave_insts += cnt
+        try: nxt = self.step(inst, sel)
+        except (EmulatorError, MemoryFault) as e: raise type(e)(f"{inst.name} at 0x{inst.addr:x}: {e}") from None
+        except IndexError as e: raise EmulatorError(f"{inst.name} at 0x{inst.addr:x}: register out of range ({e})") from None
+        self.pc[sel] = inst.addr + inst.size if nxt is None else nxt
+        if inst.enc == "SOPP" and inst.name in ("s_endpgm", "s_endpgm_saved", "s_barrier"): spc = np.where(self.done | self.barrier, IDLE, self.pc)
+        else: spc[sel] = self.pc[sel]
     raise EmulatorError(f"kernel did not finish within {max_steps} steps")
 
   def step(self, i: Inst, sel):
@@ -349,14 +357,13 @@ class Waves:
         if V.BITS[t] == 16 and srcs[k] >= 256 + 128: srcs = [*srcs[:k], srcs[k] - 128, *srcs[k + 1:]]; opsel |= 1 << k
       if V.BITS[rt] == 16 and vdst >= 128: vdst -= 128; opsel |= 8
     args = [self._mod(self.vsrc(c, sel, i, t, bool(opsel >> k & 1)), k, abs_, neg) for k, (c, t) in enumerate(zip(srcs, types))]
-    with np.errstate(all="ignore"):
-      r = np.asarray(fn(*args))
-      # a deferred write (VOPD) must hold its value now: a plain move returns a view of its source VGPR, which the
-      # other half of the pair may overwrite first
-      if not write: r = r.copy()
-      if rt[0] == "f":
-        if omod: r = r * np.asarray({1: 2.0, 2: 4.0, 3: 0.5}[omod], r.dtype)
-        if clamp: r = np.clip(r, 0, 1).astype(r.dtype)
+    r = np.asarray(fn(*args))   # (run() ignores floating-point warnings)
+    # a deferred write (VOPD) must hold its value now: a plain move returns a view of its source VGPR, which the
+    # other half of the pair may overwrite first
+    if not write: r = r.copy()
+    if rt[0] == "f":
+      if omod: r = r * np.asarray({1: 2.0, 2: 4.0, 3: 0.5}[omod], r.dtype)
+      if clamp: r = np.clip(r, 0, 1).astype(r.dtype)
     def w(): self.vwrite(vdst, sel, r.astype(V.NP[rt], copy=False), rt, ex, bool(opsel >> 3 & 1))
     return w() if write else w
 
@@ -512,15 +519,25 @@ class Waves:
         new = (old & ~bits) | (vals[k] & bits)
         self.v[reg + k, w] = new if mask is None else np.where(mask, new, old)
 
+  @staticmethod
+  def _same_waves(q: list, sel) -> bool:
+    """Whether every queued load belongs to exactly the waves of `sel` (None / a slice: all waves)."""
+    if isinstance(sel, slice): return all(e[2] is None for e in q)
+    return all(e[2] is not None and (e[2] is sel or (len(e[2]) == len(sel) and (e[2] == sel).all())) for e in q)
+
   def _retire(self, counter: str, sel, left: int) -> None:
     """s_waitcnt: for the waves in `sel`, land all but the `left` most recent loads counted by `counter`.
     Scalar loads may return out of order, so only a wait for zero is sure to land them; they stay in flight
     until then (the latest they could arrive)."""
     q = self.pending[counter]
     if not q: return
-    if left == 0 and isinstance(sel, slice):   # every wave waits for everything: land it all, oldest first
-      for e in q: self._apply(e, None)
-      self.pending[counter] = []; return
+    if self._same_waves(q, sel):   # the usual case: every load in flight was issued by exactly the waves now waiting
+      cut = len(q) - left          # so the oldest len(q) - left of them are due, in every wave alike
+      keep = []
+      for j, e in enumerate(q):    # land oldest first, so a newer load to the same register wins
+        if j < cut and (left == 0 or e[0] != "s"): self._apply(e, None)
+        else: keep.append(e)
+      self.pending[counter] = keep; return
     member = np.zeros(self.n, bool); member[sel] = True
     everyone = np.arange(self.n)
     seen = np.zeros(self.n, np.int64); due = [None] * len(q)

@@ -93,6 +93,14 @@ def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, ke
   return dispatch(mem, code, kd.rsrc1, kd.rsrc2, user, grid, block, wave32=kd.wave32, entry=entry,
                   lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves)
 
+_DECODED: dict[bytes, dict] = {}
+def _decoded(code) -> dict:
+  """The decoded-instruction cache for `code`: kept across launches of the same code bytes (a program launched again
+  is not decoded again); code fetched from mutable memory gets a fresh one."""
+  if not isinstance(code, bytes): return {}
+  if len(_DECODED) > 512: _DECODED.clear()
+  return _DECODED.setdefault(code, {})
+
 USER_POISON = 0xBAD0BAD0
 LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignment shift 9 from gfx7 on)
 
@@ -122,11 +130,11 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
   user_data = list(user_data[:nuser]) + [USER_POISON] * max(0, nuser - len(user_data))
   nthreads = int(np.prod(block)); wpg = -(-nthreads // 32)
   ngroups = int(np.prod(grid)); groups_per_batch = max(1, max_waves // wpg)
-  total = 0
+  total, cache = 0, _decoded(code)
   for g0 in range(0, ngroups, groups_per_batch):
     gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
     n = len(gids) * wpg
-    w = Waves(code, n, r.vgprs, np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem)
+    w = Waves(code, n, r.vgprs, np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
     for k in range(nuser): w.s[k] = user_data[k] & 0xFFFFFFFF
     s = nuser

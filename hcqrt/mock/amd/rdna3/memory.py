@@ -81,17 +81,26 @@ def _word_index(buf: np.ndarray, offs: np.ndarray, n: int) -> np.ndarray | None:
   if (o & 3).any(): return None
   return o >> 2
 
+def _rows(buf: np.ndarray, w: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+  """(buffer as n-byte elements, element indices) when every store is n-byte aligned (n = 8, 16): one index per lane."""
+  if n not in (8, 16) or len(buf) % n or (w & (n // 4 - 1)).any(): return None
+  return buf.view(np.dtype(f"V{n}")), w // (n // 4)
+
 def _gather(buf: np.ndarray, offs: np.ndarray, n: int) -> np.ndarray:
   if (w := _word_index(buf, offs, n)) is not None:
     words = buf.view(np.uint32)
-    return (words[w] if n == 4 else words[w[:, None] + np.arange(n // 4)]).view(np.uint8).reshape(len(offs), n)
+    if n == 4: return words[w].view(np.uint8).reshape(len(offs), n)
+    # n-byte elements starting at every word (overlapping): one index per lane instead of one per word
+    elems = np.ndarray((len(buf) // 4 - n // 4 + 1,), np.dtype(f"V{n}"), buffer=buf, strides=(4,))
+    return elems[w].view(np.uint8).reshape(len(offs), n)
   return buf[offs.astype(np.int64)[:, None] + np.arange(n)]
 
 def _scatter(buf: np.ndarray, offs: np.ndarray, data: np.ndarray) -> None:
   n = data.shape[1]
   if (w := _word_index(buf, offs, n)) is not None:
-    d = np.ascontiguousarray(data).view(np.uint32)
-    if n == 4: buf.view(np.uint32)[w] = d[:, 0]
-    else: buf.view(np.uint32)[w[:, None] + np.arange(n // 4)] = d
+    d = np.ascontiguousarray(data)
+    if n == 4: buf.view(np.uint32)[w] = d.view(np.uint32)[:, 0]
+    elif (r := _rows(buf, w, n)) is not None: r[0][r[1]] = d.view(r[0].dtype)[:, 0]
+    else: buf.view(np.uint32)[w[:, None] + np.arange(n // 4)] = d.view(np.uint32)
   else:
     buf[offs.astype(np.int64)[:, None] + np.arange(n)] = data
