@@ -67,7 +67,10 @@ class Waves:
           self.barrier[:] = False   # every live wave of every workgroup has arrived
           spc = np.where(self.done, IDLE, self.pc); continue
         here = spc == p; cnt = int(np.count_nonzero(here))
-        sel = slice(None) if cnt == self.n else np.flatnonzero(here)
+        if cnt == self.n: sel = slice(None)
+        else:   # a run of neighbouring waves (others finished or elsewhere) is a slice: views instead of gathers
+          sel = np.flatnonzero(here)
+          if sel[-1] - sel[0] + 1 == cnt: sel = slice(int(sel[0]), int(sel[-1]) + 1)
         inst = self.cache.get(p) or self.cache.setdefault(p, decode_one(self.code, p))
         self.wave_insts += cnt
         try: nxt = self.step(inst, sel)
@@ -83,7 +86,9 @@ class Waves:
     if h is None: raise EmulatorError(f"{i.enc} is not implemented")
     return h(i, sel)
 
-  def nw(self, sel) -> int: return self.n if isinstance(sel, slice) else len(sel)
+  def nw(self, sel) -> int:
+    """How many waves `sel` picks: slice(None) (all), a slice of neighbours, or an index array."""
+    return (self.n if sel.stop is None else sel.stop - sel.start) if isinstance(sel, slice) else len(sel)
   def exec_mask(self, sel) -> np.ndarray:
     ex = self.s[EXEC, sel]
     if (ex == 0xFFFFFFFF).all():   # every lane on (the common case): one shared all-true array, never written
@@ -492,7 +497,10 @@ class Waves:
 
   # ---- global / flat memory
   # ---- loads in flight
-  def _gidx(self, sel) -> np.ndarray | None: return None if isinstance(sel, slice) else sel   # None: all waves, in order
+  def _gidx(self, sel) -> np.ndarray | None:
+    """The wave indices of `sel`, None for all waves (in order)."""
+    if isinstance(sel, slice): return None if sel.stop is None else np.arange(sel.start, sel.stop)
+    return sel
 
   def _put(self, reg: int, sel, lanes, words: np.ndarray, counter: str = "vm", bits: int = 0xFFFFFFFF) -> None:
     """Queue a load's result (`words`: one row per active lane) for VGPRs reg.. until s_waitcnt retires it.
@@ -521,8 +529,10 @@ class Waves:
 
   @staticmethod
   def _same_waves(q: list, sel) -> bool:
-    """Whether every queued load belongs to exactly the waves of `sel` (None / a slice: all waves)."""
-    if isinstance(sel, slice): return all(e[2] is None for e in q)
+    """Whether every queued load belongs to exactly the waves of `sel`."""
+    if isinstance(sel, slice) and sel.stop is None: return all(e[2] is None for e in q)
+    if isinstance(sel, slice): return all(e[2] is not None and len(e[2]) == sel.stop - sel.start and e[2][0] == sel.start and
+                                          e[2][-1] == sel.stop - 1 for e in q)   # sorted, distinct: the ends decide
     return all(e[2] is not None and (e[2] is sel or (len(e[2]) == len(sel) and (e[2] == sel).all())) for e in q)
 
   def _retire(self, counter: str, sel, left: int) -> None:
