@@ -453,10 +453,10 @@ class Waves:
     lds, size = self.lds, self.lds.shape[1]
     def rd(addr, nb):
       if (addr < 0).any() or (addr + nb > size).any(): raise MemoryFault(f"LDS read beyond the {size}-byte allocation")
-      return lds[wg[:, None], addr[:, None] + np.arange(nb)]
+      return _lds_read(lds, wg * size + addr, nb)
     def wr(addr, data):
       if (addr < 0).any() or (addr + data.shape[1] > size).any(): raise MemoryFault(f"LDS write beyond the {size}-byte allocation")
-      lds[wg[:, None], addr[:, None] + np.arange(data.shape[1])] = data
+      _lds_write(lds, wg * size + addr, data)
     def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes] for k in range(nd)], 1).view(np.uint8)
     def put(reg, words): self._put(reg, sel, lanes, words, "lgkm")
     off = f["offset0"] | (f["offset1"] << 8)
@@ -624,6 +624,21 @@ class Waves:
       todo = np.setdiff1d(todo, now, assume_unique=True)
     if i.f["glc"]: put(i.f["vdst"], ret.view(np.uint32).reshape(len(addr), nd))
     return None
+
+def _lds_read(lds: np.ndarray, flat: np.ndarray, nb: int) -> np.ndarray:
+  """`nb` bytes at each byte offset `flat` of all workgroups' LDS (one C-contiguous array) -> (len(flat), nb) uint8.
+  Word-aligned accesses read one (overlapping) nb-byte element per lane rather than nb bytes one by one."""
+  if nb % 4 == 0 and lds.size % 4 == 0 and not (flat & 3).any():
+    elems = np.ndarray((lds.size // 4 - nb // 4 + 1,), np.dtype(f"V{nb}"), buffer=lds, strides=(4,))
+    return elems[flat >> 2].view(np.uint8).reshape(len(flat), nb)
+  return lds.reshape(-1)[flat[:, None] + np.arange(nb)]
+
+def _lds_write(lds: np.ndarray, flat: np.ndarray, data: np.ndarray) -> None:
+  """Store the rows of `data` at byte offsets `flat` (with duplicate offsets the last row wins, as per byte)."""
+  nb = data.shape[1]
+  if nb in (4, 8, 16) and lds.size % nb == 0 and not (flat & (nb - 1)).any():
+    lds.reshape(-1).view(np.dtype(f"V{nb}"))[flat // nb] = np.ascontiguousarray(data).view(np.dtype(f"V{nb}"))[:, 0]
+  else: lds.reshape(-1)[flat[:, None] + np.arange(nb)] = data
 
 def _div_scale(s0, s1, s2):
   """v_div_scale: pre-scale numerator/denominator so the Newton-Raphson steps of a division cannot under/overflow."""
