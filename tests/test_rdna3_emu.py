@@ -410,3 +410,10 @@ def test_vopd_halves_read_before_either_writes():
   w.s[EXEC] = 0xFFFFFFFF; w.v[0], w.v[1] = 1, 2
   w.run()
   assert (w.v[0] == 2).all() and (w.v[1] == 1).all()
+
+def test_sendmsg_other_than_dealloc_vgprs_is_refused():
+  kd = bytearray(64); struct.pack_into("<II", kd, 48, 0, 1 << 7); struct.pack_into("<H", kd, 56, 1 << 10)
+  ok = bytes.fromhex("0300b6bf" "0000b0bf")   # llvm-mc-19: s_sendmsg sendmsg(MSG_DEALLOC_VGPRS); s_endpgm
+  launch(ok, bytes(kd), {}, 0, (1,), (32,))
+  bad = bytes.fromhex("0100b6bf" "0000b0bf")  # s_sendmsg sendmsg(MSG_INTERRUPT)
+  with pytest.raises(EmulatorError, match="s_sendmsg at 0x0: message 0x1 is not emulated"): launch(bad, bytes(kd), {}, 0, (1,), (32,))

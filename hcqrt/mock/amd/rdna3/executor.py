@@ -249,7 +249,11 @@ class Waves:
     if n == "s_waitcnt":   # gfx11 layout: expcnt [2:0], lgkmcnt [9:4], vmcnt [15:10]
       self._retire("vm", sel, (k >> 10) & 63); self._retire("lgkm", sel, (k >> 4) & 63); return None
     if n in ("s_nop", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s_set_inst_prefetch_distance", "s_sleep",
-             "s_setprio", "s_icache_inv", "s_wait_idle", "s_sendmsg", "s_ttracedata"): return None
+             "s_setprio", "s_icache_inv", "s_wait_idle", "s_ttracedata"): return None
+    # the one message a compute kernel sends: MSG_DEALLOC_VGPRS (gfx11 id 3) before s_endpgm; others would need the SPI
+    if n == "s_sendmsg":
+      if k == 3: return None
+      raise EmulatorError(f"message {k:#x} is not emulated (only MSG_DEALLOC_VGPRS)")
     if n in ("s_round_mode", "s_denorm_mode"): return None   # FP modes are not modelled: round to nearest, denormals kept
     raise EmulatorError("SOPP op not implemented")
 
