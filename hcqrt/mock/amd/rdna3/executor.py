@@ -572,8 +572,10 @@ class Waves:
     if f["saddr"] != NULL and i.enc == "GLOBAL":
       sb = np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i, "u64")), (self.nw(sel),))
       addr = sb[:, None] + self.v[f["addr"], sel].astype(np.uint64)
-    else: addr = self.v[f["addr"], sel].astype(np.uint64) | (self.v[f["addr"] + 1, sel].astype(np.uint64) << np.uint64(32))
-    addr = addr[lanes].reshape(-1) + np.uint64(f["offset"] & (2**64 - 1))   # wraps mod 2**64 like the hardware adder
+    else:   # a 64-bit address in a VGPR pair: interleave the dwords (little-endian: low first) and read them as one
+      addr = np.stack((self.v[f["addr"], sel], self.v[f["addr"] + 1, sel]), -1).view(np.uint64)[..., 0]
+    addr = addr[lanes].reshape(-1)
+    if f["offset"]: addr = addr + np.uint64(f["offset"] & (2**64 - 1))   # wraps mod 2**64 like the hardware adder
     op = n.split("_", 1)[1]
     def put(reg, words): self._put(reg, sel, lanes, words)
     def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes].reshape(-1) for k in range(nd)], 1)
