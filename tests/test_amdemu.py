@@ -106,6 +106,30 @@ def test_jit_step():
     np.testing.assert_allclose(step(Tensor(x, device="AMDEMU")).numpy(), np.maximum(x @ w.numpy(), 0).sum(1), rtol=1e-5, atol=1e-5)
   assert step.cnt >= 2
 
+def test_constants_read_pc_relative():
+  """A constant table lands in .rodata and the code finds it through s_getpc_b64 and R_AMDGPU_REL32_LO/HI
+  relocations: the image is mapped in device memory at the address the PC reports."""
+  from compiler.assemble.llvm import compile_llvm
+  table = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.5]
+  ir = f"""@tbl = internal addrspace(4) constant [8 x float] [{", ".join(f"float {v}" for v in table)}]
+declare i32 @llvm.amdgcn.workitem.id.x()
+define amdgpu_kernel void @k(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %idx) {{
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %pi = getelementptr i32, ptr addrspace(1) %idx, i32 %t
+  %i = load i32, ptr addrspace(1) %pi
+  %pt = getelementptr [8 x float], ptr addrspace(4) @tbl, i32 0, i32 %i
+  %v = load float, ptr addrspace(4) %pt
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %t
+  store float %v, ptr addrspace(1) %po
+  ret void
+}}"""
+  dev = Device["AMDEMU"]
+  out, idx = dev.allocator.alloc(32), dev.allocator.alloc(32)
+  ix = np.array([7, 0, 3, 2, 1, 6, 5, 4], np.int32); dev.allocator.copyin(idx, memoryview(ix))
+  dev.program("k", compile_llvm(ir, "k", "gfx1100"))(out, idx, local_size=(8, 1, 1))
+  o = np.zeros(8, np.float32); dev.allocator.copyout(memoryview(o), out)
+  np.testing.assert_array_equal(o, np.array(table, np.float32)[ix])
+
 # ***** refusals by name *****
 def _ir(body: str, decls: str = "") -> str:
   return decls + "define amdgpu_kernel void @k(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %a) {\n" + body + "\n  ret void\n}"

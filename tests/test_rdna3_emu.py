@@ -417,3 +417,15 @@ def test_sendmsg_other_than_dealloc_vgprs_is_refused():
   launch(ok, bytes(kd), {}, 0, (1,), (32,))
   bad = bytes.fromhex("0100b6bf" "0000b0bf")  # s_sendmsg sendmsg(MSG_INTERRUPT)
   with pytest.raises(EmulatorError, match="s_sendmsg at 0x0: message 0x1 is not emulated"): launch(bad, bytes(kd), {}, 0, (1,), (32,))
+
+def test_getpc_reads_the_code_address():
+  """s_getpc_b64 gives the GPU address of the next instruction (code reads its .rodata PC-relative), whether the code
+  is fetched from memory (a PM4 dispatch) or given as bytes mapped at code_va."""
+  # llvm-mc-19: s_getpc_b64 s[2:3]; v_mov_b32 v1, s2; v_mov_b32 v2, s3; global_store_b64 v0, v[1:2], s[0:1]; s_endpgm
+  prog = bytes.fromhex("004782be" "0202027e" "0302047e" "00006edc00010000" "0000b0bf")
+  out = np.zeros(1, np.uint64); code = np.frombuffer(bytearray(prog + b"\0" * 64), np.uint8)
+  mem = {0x5000_0000: out.view(np.uint8), 0x7000_0100: code}
+  dispatch(mem, 0x7000_0100, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,))
+  assert out[0] == 0x7000_0104
+  dispatch(mem, b"\0" * 256 + prog, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,), entry=256, code_va=0x9000_0000)
+  assert out[0] == 0x9000_0104

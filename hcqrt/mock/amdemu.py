@@ -46,6 +46,9 @@ class EmuProgram:
     self.kernarg_size = co.kernarg_size if co.kernarg_size is not None else max([o + s for o, s in co.params] + [self.kd.kernarg_size, 8])
     # the kernarg segment lives in device memory for the kernel's scalar loads, one per program (launches are synchronous)
     self.kernargs = dev.allocator.alloc(self.kernarg_size)
+    # the whole image (code, descriptor, read-only data) at a 256-aligned address: code reads constants PC-relative
+    self.image = dev.allocator.alloc(len(co.image))
+    dev.allocator.copyin(self.image, memoryview(co.image))
 
   def __call__(self, *bufs: EmuBuffer, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                vals: Sequence[int] = (), wait: bool = False, **_) -> float | None:
@@ -66,7 +69,7 @@ class EmuProgram:
     for kind, (off, size) in self.co.hidden.items(): ka[off:off + size] = int(hidden.get(kind, 0)).to_bytes(size, "little")
     self.dev.allocator.copyin(self.kernargs, memoryview(ka))
     st = time.perf_counter()
-    launch(self.co.image, self.kd, self.dev.mem, self.kernargs.va, g, lsz, entry=self.co.entry)
+    launch(self.co.image, self.kd, self.dev.mem, self.kernargs.va, g, lsz, entry=self.co.entry, code_va=self.image.va)
     return time.perf_counter() - st if wait else None
 
 class AMDEmuDevice:

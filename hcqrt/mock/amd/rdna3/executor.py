@@ -42,9 +42,11 @@ def pack_mask(b: np.ndarray) -> np.ndarray:
 
 class Waves:
   """Register state of `n` waves: SGPRs (128, n), VGPRs (nvgpr, n, 32), SCC, PC, and LDS per workgroup."""
-  def __init__(self, code: bytes, n: int, nvgpr: int, wg: np.ndarray, lds_bytes: int, mem: FlatMemory, cache: dict | None = None):
-    """`cache` (address -> Inst) may be shared by every batch of waves running the same code."""
-    self.code, self.mem, self.n = code, mem, n
+  def __init__(self, code: bytes, n: int, nvgpr: int, wg: np.ndarray, lds_bytes: int, mem: FlatMemory, cache: dict | None = None,
+               code_va: int = 0):
+    """`cache` (address -> Inst) may be shared by every batch of waves running the same code; `code_va` is the GPU
+    address of code[0], which s_getpc_b64 adds (PC-relative data: constants in .rodata next to the code)."""
+    self.code, self.mem, self.n, self.code_va = code, mem, n, code_va
     self.s = np.zeros((128, n), np.uint32); self.v = np.zeros((nvgpr, n, 32), np.uint32)
     self.scc = np.zeros(n, np.uint32); self.pc = np.zeros(n, np.int64)
     self.done = np.zeros(n, bool); self.barrier = np.zeros(n, bool)
@@ -194,7 +196,7 @@ class Waves:
               "s_sext_i32_i16": lambda: (a.astype(np.uint16).view(np.int16).astype(np.int32).view(U), None),
               "s_bitset0_b32": lambda: (self.s[d, sel] & ~(U(1) << (a & U(31))), None),
               "s_bitset1_b32": lambda: (self.s[d, sel] | (U(1) << (a & U(31))), None),
-              "s_getpc_b64": lambda: (np.full(self.nw(sel), i.addr + 4, np.uint64), None)}.get(n, lambda: (None, None))()
+              "s_getpc_b64": lambda: (np.full(self.nw(sel), self.code_va + i.addr + 4, np.uint64), None)}.get(n, lambda: (None, None))()
     if r is None: raise EmulatorError("SOP1 op not implemented")
     if n == "s_bcnt1_i32_b64": scc = r != 0
     self.swrite(d, sel, r, w64 or n == "s_getpc_b64")
