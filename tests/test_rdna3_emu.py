@@ -429,3 +429,9 @@ def test_getpc_reads_the_code_address():
   assert out[0] == 0x7000_0104
   dispatch(mem, b"\0" * 256 + prog, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,), entry=256, code_va=0x9000_0000)
   assert out[0] == 0x9000_0104
+
+def test_fp_mode_switches_other_than_the_emulated_mode_are_refused():
+  kd = bytearray(64); struct.pack_into("<II", kd, 48, 0, 1 << 7); struct.pack_into("<H", kd, 56, 1 << 10)
+  launch(bytes.fromhex("000091bf" "0f0092bf" "0000b0bf"), bytes(kd), {}, 0, (1,), (32,))   # s_round_mode 0x0; s_denorm_mode 15
+  with pytest.raises(EmulatorError, match="s_denorm_mode at 0x0: mode 0x0 is not emulated"):   # flush denormals
+    launch(bytes.fromhex("000092bf" "0000b0bf"), bytes(kd), {}, 0, (1,), (32,))

@@ -256,7 +256,9 @@ class Waves:
     if n == "s_sendmsg":
       if k == 3: return None
       raise EmulatorError(f"message {k:#x} is not emulated (only MSG_DEALLOC_VGPRS)")
-    if n in ("s_round_mode", "s_denorm_mode"): return None   # FP modes are not modelled: round to nearest, denormals kept
+    # FP modes are not modelled: the emulator rounds to nearest even and keeps denormals, so only switching to that is fine
+    if (n, k) in (("s_round_mode", 0), ("s_denorm_mode", 0xF)): return None
+    if n in ("s_round_mode", "s_denorm_mode"): raise EmulatorError(f"mode {k:#x} is not emulated (only round to nearest even, denormals kept)")
     raise EmulatorError("SOPP op not implemented")
 
   def _smem(self, i: Inst, sel):
