@@ -58,8 +58,9 @@ def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> b
     # the widest vector that divides the row (narrower vectors still beat scalars)
     w = next((w for w in (wmax, wmax // 2, wmax // 4) if w >= 4 and n % w == 0), None)
     if w is None: continue
-    uj = VEC_UNROLL if n % (w * VEC_UNROLL) == 0 else 1
-    if n % (w * uj) or not any(_stride(ld.src[1], rj) == 1 for ld in loads): continue
+    # 2 vectors per row, or 3 when only 3 divide it (a 24-wide conv row: 4 x 3 = 12 accumulators hide the FMA latency)
+    uj = next((u for u in (VEC_UNROLL, 3) if n % (w * u) == 0), 1)
+    if not any(_stride(ld.src[1], rj) == 1 for ld in loads): continue
     # the row loop: one whose contiguous-in-rj load does not move with it (so its loads are shared); a multiple of
     # UPCAST_I first, else one of 3 or 5 rows (a 3x3/5x5 conv's weight gradient with 1-3 input channels: ky rows)
     rows = [(ri, UPCAST_I) for ri in k.global_ranges if ri.src[0].arg % UPCAST_I == 0] + \
@@ -67,7 +68,7 @@ def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> b
     for ri, ui in rows:
       if ri is rj: continue
       if any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads):
-        # the biggest tile whose accumulators and loads fit the registers (4 x 2 vectors, else 4 x 1, 2 x 1)
+        # the biggest tile whose accumulators and loads fit the registers (4 x 2 or 3 vectors, else 4 x 1, 2 x 1)
         tiles = [t for t in dict.fromkeys([(ui, uj), (ui, 1), (UPCAST_I // 2, 1)]) if ri.src[0].arg % t[0] == 0]
         _first_fit(k, target, [lambda kc, t=t: apply_tile(kc, ri, t[0], rj, w, t[1]) for t in tiles])
         return True

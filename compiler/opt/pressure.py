@@ -71,11 +71,21 @@ def live_values(prog: list[UOp], simd_bytes: int) -> list[int]:
     if u.op is Ops.REDUCE and u.src and u.src[0] in pos:
       acc = u.src[0].src[0] if u.src[0].op is Ops.ASSIGN else None
       if acc is not None and acc in pos: end[acc] = max(end[acc], pos[u], end[u])
-  # the update `acc op value` is computed into the accumulator's own register; constants are memory operands
+  # the update `acc op value` is computed into the accumulator's own register; constants are memory operands, and so is
+  # a scalar load read only by broadcasts (vbroadcastss from memory: the scalar never sits in a register of its own)
   updates = {u.src[1] for u in prog if u.op is Ops.ASSIGN}
+  users: dict[UOp, list[UOp]] = {}
+  for u in prog:
+    for s in u.src: users.setdefault(s, []).append(u)
+  # and a product added into an accumulator is one FMA with it (both renderers let the compiler contract a*b + c)
+  def folded(u: UOp) -> bool:
+    us = users.get(u, [])
+    if u.op is Ops.LOAD and u.dtype is not None and u.dtype.count == 1:
+      return bool(us) and all(x.op is Ops.VECTORIZE and all(s is u for s in x.src) for x in us)
+    return u.op is Ops.MUL and len(us) == 1 and us[0].op is Ops.ADD and us[0] in updates
   delta = [0] * (len(prog) + 1)
   for u, i in pos.items():
-    if u.op in (Ops.ASSIGN, Ops.REDUCE, Ops.CONST, Ops.DEFINE_GLOBAL) or u in updates: continue
+    if u.op in (Ops.ASSIGN, Ops.REDUCE, Ops.CONST, Ops.DEFINE_GLOBAL) or u in updates or folded(u): continue
     if (w := _regs(u, simd_bytes)):
       delta[i] += w
       delta[end[u] + 1] -= w
