@@ -100,10 +100,10 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
   if os.environ.get("NOOPT", "0") != "1":
     w = device.lanes
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
-      before = list(k.global_ranges)
+      before, kc0 = list(k.global_ranges), copy_kernel(k)
       if (kc := packed_matmul_tile(k, device)) is not None: return kc
       if (kc := conv_tile(k, w, device)) is not None: k = kc
-      elif _matmul_tile(k, w, device): k = _more_rows(k, before, device)
+      elif _matmul_tile(k, w, device): k = _six_rows(kc0, k, device) if (k2 := _more_rows(k, before, device)) is k else k2
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
       else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w)
   ncores = device.ncores
@@ -172,6 +172,28 @@ def _more_rows(k: LoweredKernel, before: list[UOp], device: Target) -> LoweredKe
       try: return apply_opt(k, Opt("UPCAST", i, f), device)
       except OptError: continue
   return k
+
+def _six_rows(k0: LoweredKernel, k: LoweredKernel, device: Target) -> LoweredKernel:
+  """A 4-row x 2-vector matmul tile that got no more rows (8 accumulators: too few to hide a 4-5 cycle FMA latency at
+  2 FMAs per cycle) as 6 rows x 2 vectors (12), built again from the untiled `k0`: a row loop that 6 divides takes it
+  directly; an even one of 12 or more as pairs of rows cut at their last multiple of 3 (PAD), the main part 3 pairs at
+  a time and the one or two remaining pairs as 2 x 2 tiles (64 channels: 60 + 4). Kept only if it fits the registers;
+  a cut outermost loop would leave its remainder on every core, so that one is never cut on a multi-core target."""
+  tile = k.applied_opts[0] if len(k.applied_opts) == 1 else None
+  if tile is None or tile[0] != "TILE" or tile[2] != UPCAST_I or tile[5] != VEC_UNROLL: return k
+  ri = next((r for r in k0.global_ranges if r.arg[0] == tile[1]), None)
+  rj = next((r for r in k0.global_ranges if r.arg[0] == tile[3]), None)
+  if ri is None or rj is None: return k
+  i, n = k0.global_ranges.index(ri), ri.src[0].arg
+  try:
+    if n % 6 == 0: kc = apply_tile(copy_kernel(k0), ri, 6, rj, tile[4], VEC_UNROLL)
+    elif n % 2 == 0 and n >= 12 and (i > 0 or device.ncores == 1):
+      kc = apply_tile(copy_kernel(k0), ri, 2, rj, tile[4], VEC_UNROLL)
+      for o in (Opt("PAD", i, 3), Opt("UPCAST", i, 3)): kc = apply_opt(kc, o, device)
+    else: return k
+    check_pressure(kc, device)
+    return kc
+  except OptError: return k
 
 def _odd_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
   """Sizes the tiles don't divide (primes, 1000 x 61...): cut the contiguous output loop at its last multiple of the

@@ -106,8 +106,16 @@ def live_values(prog: list[UOp], simd_bytes: int) -> list[int]:
   return out
 
 def max_live(prog: list[UOp], simd_bytes: int) -> int:
-  """The most vector registers live at any point of `prog`."""
-  return max(live_values(prog, simd_bytes), default=0)
+  """The most vector registers live at any point of an innermost loop of `prog` (anywhere when it has no loops): a
+  spill there costs every iteration, while one in the code after a reduction loop (an epilogue building a vector
+  from scalars) costs once per tile."""
+  live, hot, stack = live_values(prog, simd_bytes), [], []
+  for i, u in enumerate(prog):
+    if u.op is Ops.RANGE: stack = [(o, False) for o, _ in stack] + [(i, True)]   # (a loop opens inside the open ones)
+    elif u.op is Ops.ENDRANGE and stack:
+      o, innermost = stack.pop()
+      if innermost: hot += live[o:i + 1]
+  return max(hot or live, default=0)
 
 def stack_usage(src: str, name: str, target_flags: Sequence[str] | None = None) -> int:
   """Bytes of stack the C compiler gives function `name` of C source `src` (gcc/clang -fstack-usage) when compiled
