@@ -94,6 +94,17 @@ def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
   apply_tile(k, None, 1, rj, w, 1)
   return True
 
+def _output_vectors(k: LoweredKernel, w: int) -> bool:
+  """A reduction over non-contiguous loops whose innermost output loop is contiguous in the store and in every load that
+  moves with it (partial sums of a conv weight gradient added over the batch): w output lanes per iteration, two vectors
+  when they divide the loop (two independent accumulators)."""
+  if not k.global_ranges or not k.reduce_ranges() or len(k.sink.src) != 1: return False
+  rj = k.global_ranges[-1]
+  if rj.src[0].arg % w or _stride(k.sink.src[0].src[1], rj) != 1: return False
+  if not all(_stride(ld.src[1], rj) in (0, 1) and len(ld.src) == 2 for ld in _loads(k)): return False
+  apply_tile(k, None, 1, rj, w, VEC_UNROLL if rj.src[0].arg % (w * VEC_UNROLL) == 0 else 1)
+  return True
+
 def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
   """The default opts for the target `device` (its cores and vector width; GPUs: compiler/opt/gpu.py)."""
   if device.gpu: return optimize_gpu(k, device)
@@ -105,7 +116,7 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
       if (kc := conv_tile(k, w, device)) is not None: k = kc
       elif _matmul_tile(k, w, device): k = _six_rows(kc0, k, device) if (k2 := _more_rows(k, before, device)) is k else k2
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
-      else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w)
+      else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w) or _output_vectors(k, w)
   ncores = device.ncores
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2 and 0 not in (getattr(k, "depths", None) or []):
     k.threaded = k.global_ranges[0]
