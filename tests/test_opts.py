@@ -195,3 +195,25 @@ def test_linearizer_sinks_loads_and_hoists_stores():
   body = [u.op for u in linearize(k) if u.op is Ops.STORE or (u.op in (Ops.LOAD, Ops.MUL) and u.dtype.is_float)]
   assert body == [Ops.LOAD, Ops.LOAD, Ops.MUL, Ops.STORE] * 4
   assert max_live(linearize(k), DI.simd_bytes) <= 3
+
+def test_linearizer_computes_an_epilogue_after_the_reduction_loop():
+  """(c > 0) * (a @ b), the shape of a conv's input gradient through a relu: c's values are read only after the
+  product's loop, so they are loaded after it (not before it, live in registers all through it)."""
+  r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
+  a, b, c = r(8, 16), r(16, 8), r(8, 8)
+  si = [si for si in create_schedule([((c > 0) * (a @ b)).lazydata]) if si.kind == "kernel"][-1]
+  prog = linearize(lower(si.ast, si.name))
+  red = next(u for u in prog if u.op is Ops.RANGE and u.arg[1] == "reduce")
+  start, end = prog.index(red), next(i for i, u in enumerate(prog) if u.op is Ops.ENDRANGE and u.src[0] is red)
+  outside = [i for i, u in enumerate(prog) if u.op is Ops.LOAD and not start < i < end]
+  assert outside and all(i > end for i in outside), (start, end, outside)
+
+def test_reduction_over_outer_loops_gets_output_vectors(cpu_target):
+  """A sum over the batch of (batch, 9, 64) partial sums: the contiguous output loop as vectors, the reduction inside
+  (no scalar adds), and the same values as NOOPT."""
+  r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
+  si = [si for si in create_schedule([r(32, 9, 64).sum(axis=0).lazydata]) if si.kind == "kernel"][-1]
+  k = optimize(lower(si.ast, si.name), cpu_target)
+  assert k.applied_opts and k.applied_opts[0][0] == "TILE" and has_vectors(k) and k.reduce_ranges(), k.applied_opts
+  x = rnd(32, 9, 64)
+  close(*both(lambda t: t.sum(axis=0), x), k=32)
