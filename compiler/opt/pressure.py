@@ -84,11 +84,21 @@ def live_values(prog: list[UOp], simd_bytes: int) -> list[int]:
       return bool(us) and all(x.op is Ops.VECTORIZE and all(s is u for s in x.src) for x in us)
     return u.op is Ops.MUL and len(us) == 1 and us[0].op is Ops.ADD and us[0] in updates
   delta = [0] * (len(prog) + 1)
+  counted: list[tuple[UOp, int]] = []
   for u, i in pos.items():
     if u.op in (Ops.ASSIGN, Ops.REDUCE, Ops.CONST, Ops.DEFINE_GLOBAL) or u in updates or folded(u): continue
     if (w := _regs(u, simd_bytes)):
       delta[i] += w
       delta[end[u] + 1] -= w
+      counted.append((u, w))
+  # a value live across an innermost loop that never reads it (a conv's bias, broadcast before the output loops and
+  # added after the reduction) is parked on the stack around that loop by the compiler: one reload per outer iteration
+  for r, o in opened.items():
+    c = close.get(r, len(prog) - 1)
+    if any(prog[j].op is Ops.RANGE for j in range(o + 1, c)): continue   # not an innermost loop
+    idle = sum(w for u, w in counted if pos[u] < o and end[u] > c and not any(o < pos.get(x, -1) < c for x in users.get(u, [])))
+    delta[o] -= idle
+    delta[c + 1] += idle
   # a vector exp2/log2/sin expands to a polynomial whose temporaries occupy registers too, and the C compiler interleaves
   # the independent expansions of one loop body: an innermost loop holds MATH_TEMPS registers per expansion throughout
   # (what makes 4 accumulators of exp(x - max) spill on 16 registers and fit on 32). Their constants are not counted:
