@@ -217,3 +217,16 @@ def test_reduction_over_outer_loops_gets_output_vectors(cpu_target):
   assert k.applied_opts and k.applied_opts[0][0] == "TILE" and has_vectors(k) and k.reduce_ranges(), k.applied_opts
   x = rnd(32, 9, 64)
   close(*both(lambda t: t.sum(axis=0), x), k=32)
+
+def test_short_row_and_double_sums_get_independent_accumulators(cpu_target):
+  """Sums over (batch, 20, 20) per channel, BatchNorm's: a row of 20 floats holds too few vectors for several
+  accumulators, so the next loop out gives them (REDUCE_UNROLL); two such sums in one kernel (no single vector
+  reduction) each get interleaved scalar accumulators. Both equal NOOPT."""
+  x, y = rnd(16, 8, 20, 20), rnd(16, 8, 20, 20)
+  one = lambda a: a.sum(axis=(0, 2, 3))
+  two = lambda a, b: a.sum(axis=(0, 2, 3)) + b.sum(axis=(0, 2, 3))
+  for fn, arrs in ((one, (x,)), (two, (x, y))):
+    si = [si for si in create_schedule([fn(*[Tensor(a) for a in arrs]).lazydata]) if si.kind == "kernel"][-1]
+    k = optimize(lower(si.ast, si.name), cpu_target)
+    assert [o for o in k.applied_opts if o[0] == "REDUCE_UNROLL"], (si.name, k.applied_opts)
+    close(*both(fn, *arrs), k=16 * 400)

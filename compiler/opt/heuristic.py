@@ -30,6 +30,7 @@ from compiler.uop import UOp, Ops
 from compiler.target import Target
 from compiler.opt.base import Opt, OptError, OptKind
 from compiler.opt.apply import (THREAD_MIN_WORK, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
+                                apply_reduce_split,
                                 apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
 from compiler.opt.conv import conv_tile, peel_default
 from compiler.opt.matmul import packed_matmul_tile
@@ -81,10 +82,32 @@ def _reduce_vectors(k: LoweredKernel, wmax: int, target: Target | None = None) -
   n = r.src[0].arg
   w = next((w for w in (wmax, wmax // 2) if w >= 4 and n % w == 0), None)
   if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
-  # the most accumulators (up to VEC_ACC) whose loop body fits the registers (an exp per accumulator takes several)
-  accs = [a for a in (VEC_ACC, VEC_ACC // 2) if a > 1 and n % (w * a) == 0] + [1]
-  _first_fit(k, target, [lambda kc, a=a: apply_reduce_vectors(kc, red, r, w, a) for a in accs])
+  # the most accumulators (up to VEC_ACC) whose loop body fits the registers (an exp per accumulator takes several);
+  # a row too short for several (20 floats: 5 vectors) takes them from the next loop out (BatchNorm's sums over 20x20)
+  accs = [a for a in (VEC_ACC, VEC_ACC // 2) if a > 1 and n % (w * a) == 0]
+  outer = next((x for x in reversed(red.src[1:-1]) if x.src[0].arg % 2 == 0), None) if not accs else None
+  def vec_outer(kc: LoweredKernel, a: int) -> None:
+    apply_reduce_vectors(kc, red, r, w, 1)
+    apply_reduce_split(kc, outer, a, separate=True)
+    kc.applied_opts.append(("REDUCE_UNROLL", outer.arg[0], a))
+  builds = [lambda kc, a=a: apply_reduce_vectors(kc, red, r, w, a) for a in accs]
+  if outer is not None: builds += [lambda kc, a=a: vec_outer(kc, a) for a in (VEC_ACC, VEC_ACC // 2) if outer.src[0].arg % a == 0]
+  _first_fit(k, target, builds + [lambda kc: apply_reduce_vectors(kc, red, r, w, 1)])
   return True
+
+def _reduce_unrolls(k: LoweredKernel) -> bool:
+  """Float sums no vector fits (several in one kernel, as BatchNorm's backward adds two; or one reading through a
+  maxpool's index arithmetic): each over its own innermost loop with VEC_ACC interleaved scalar accumulators, so the
+  adds of one chain don't wait on each other's latency."""
+  done = False
+  while True:
+    reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE and u.dtype.is_float and u.arg in (Ops.ADD, Ops.MAX) and len(u.src) > 1
+            and all(x.op is Ops.RANGE for x in u.src[1:]) and u.src[-1].src[0].arg % VEC_ACC == 0 and u.src[-1].src[0].arg > VEC_ACC]
+    if not reds: return done
+    r = reds[0].src[-1]
+    apply_reduce_split(k, r, VEC_ACC, separate=True)
+    k.applied_opts.append(("REDUCE_UNROLL", r.arg[0], VEC_ACC))
+    done = True
 
 def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
   """An elementwise kernel whose innermost loop is contiguous in its store: w lanes per iteration."""
@@ -116,7 +139,7 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
       if (kc := conv_tile(k, w, device)) is not None: k = kc
       elif _matmul_tile(k, w, device): k = _six_rows(kc0, k, device) if (k2 := _more_rows(k, before, device)) is k else k2
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
-      else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w) or _output_vectors(k, w)
+      else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w) or _output_vectors(k, w) or _reduce_unrolls(k)
   ncores = device.ncores
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2 and 0 not in (getattr(k, "depths", None) or []):
     k.threaded = k.global_ranges[0]
