@@ -230,3 +230,16 @@ def test_short_row_and_double_sums_get_independent_accumulators(cpu_target):
     k = optimize(lower(si.ast, si.name), cpu_target)
     assert [o for o in k.applied_opts if o[0] == "REDUCE_UNROLL"], (si.name, k.applied_opts)
     close(*both(fn, *arrs), k=16 * 400)
+
+@pytest.mark.parametrize("cin, h, w, cout, pad", [(3, 6, 16, 16, 1), (4, 5, 32, 64, 1), (5, 4, 24, 12, 0), (2, 6, 20, 32, 0),
+                                                  (8, 3, 24, 40, 2)])
+def test_twelve_accumulator_conv_tiles_equal_noopt(cin, h, w, cout, pad):
+  """The conv tiles with 12 accumulators (6 x 2 with the channels cut at a multiple of 6 and the remainder as 2 x 2,
+  4 x 3 on 24-wide rows, 4 rows of overlapping vectors on 20-wide ones): forward and both gradients equal NOOPT."""
+  x, wt = rnd(2, cin, h + 4, w + 4 - 2 * pad), rnd(cout, cin, 5, 5)
+  def step(a, b):
+    a, b = a.requires_grad_(), b.requires_grad_()
+    out = a.conv2d(b, padding=pad).relu()
+    (out * out).sum().backward()
+    return out.flatten().cat(a.grad.flatten(), b.grad.flatten())
+  close(*both(step, x, wt), k=cin * 25 * 2 * (h + 4) * (w + 4))
