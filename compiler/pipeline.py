@@ -110,8 +110,9 @@ class CompiledKernel:
   @property
   def threads(self) -> int: return self.launch.get("threads", 1)
 
-# a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound)
-Search = Callable[[LoweredKernel, Target], Sequence[Opt]]
+# a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound);
+# None keeps the target's default opts
+Search = Callable[[LoweredKernel, Target], Sequence[Opt] | None]
 OptsArg = None | Sequence[Opt] | Search
 
 def _debug() -> int:
@@ -131,14 +132,16 @@ def optimize_kernel(k: LoweredKernel, target: Target, opts: OptsArg = None) -> t
   """Stage 2 alone: `k` optimized for `target` (a copy), and the explicit opts used (None for the heuristic)."""
   k = copy_kernel(k)
   if opts is None: return backend(target).optimize(k, target), None
-  if callable(opts): opts = opts(k, target)
+  if callable(opts):
+    opts = opts(k, target)
+    if opts is None: return backend(target).optimize(k, target), None   # the search kept the default opts
   opts = tuple(opts)
   return apply_opts(k, opts, target), opts
 
 def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: OptsArg = None, *, name: str = "kernel",
                    assemble: bool = True) -> CompiledKernel:
   """Build a kernel for `target`. `opts`: None for the target's default opts, a sequence of Opts (compiler/opt/apply.py,
-  DEFAULT included), or a search `(kernel, target) -> opts` (BEAM). `name` names a kernel lowered from an AST.
+  DEFAULT included), or a search `(kernel, target) -> opts` (BEAM; None keeps the default opts). `name` names a kernel lowered from an AST.
   `assemble=False` stops after rendering (binary b""). Raises OptError for an illegal opt, NotImplementedError for a
   target no registry entry builds, and the assembler's error (CompileError...) for a kernel it rejects."""
   be = backend(target)
