@@ -14,8 +14,10 @@ searched: launch overhead bounds it, and a step of a small model has dozens of s
 bounded: each round renders every legal next opt of every beam entry, drops the ones whose source was seen already,
 and compiles and times at most MAX_CANDIDATES of them (interleaving the opt kinds, so one kind's many amounts don't
 crowd the others out); a candidate whose first run is SLOW_CUTOFF x the best is not run again; the search stops when
-a round finds nothing 1% faster, after MAX_DEPTH opts, or when its time budget (BEAM_BUDGET seconds per kernel, default
-6) is spent. The winner must beat the heuristic by GAIN, else the result is None: keep the heuristic.
+a round finds nothing 1% faster, after MAX_DEPTH opts, or when its time budget is spent (BEAM_BUDGET seconds, default
+6, times the heuristic kernel's time in ms clamped to 0.5..2: the search time goes where the kernel time is; compiles
+not started by then are dropped). The winner must beat the heuristic by GAIN (both run again in turns), else the result is None: keep
+the heuristic.
 
 The result (the winner's opts, or None for the heuristic) is written to `$HCQRT_CACHE/beam/<key>.json`, key = sha256 of
 the kernel's structure, the Target and the width; the next search for the same kernel reads it and builds and times
@@ -41,7 +43,7 @@ import numpy as np
 from compiler.lower import LoweredKernel
 from compiler.target import Target
 from compiler.opt.base import Opt, OptError, OptKind
-from compiler.opt.apply import candidate_opts, work, THREAD_MIN_WORK
+from compiler.opt.apply import candidate_opts, has_vectors, work, THREAD_MIN_WORK
 from compiler.opt.heuristic import apply_opts
 from compiler.pipeline import CompiledKernel, compile_kernel, backend
 from compiler.assemble.disk_cache import cache_root, atomic_write
@@ -52,7 +54,9 @@ TIME_REPS = 3               # timed runs per candidate (the minimum counts)
 SLOW_CUTOFF = 3.0           # a candidate whose first run is this many times slower than the best stops there
 PRUNE = 2.0                 # a beam entry this many times slower than the best is not expanded
 MAX_CANDIDATES = 12         # compiled and timed per round
-GAIN = 0.95                 # the winner's time must be below this fraction of the heuristic's
+RENDER_FACTOR = 3           # ... out of at most this many times as many rendered (the rest wait for the next round)
+GAIN = 0.95                 # the winner's time must be below this fraction of the heuristic's...
+CONFIRM_REPS = 5            # ...when both are run again in turns
 # the order the opt kinds take turns in a round's candidates: what most often beats the heuristic on the CPU first
 KIND_ORDER = (OptKind.DEFAULT, OptKind.UPCAST, OptKind.UNROLL, OptKind.SWAP, OptKind.SPLIT, OptKind.THREAD, OptKind.REDUCE_UNROLL,
               OptKind.VECTOR, OptKind.PEEL, OptKind.REDUCE_VECTOR, OptKind.PAD)
@@ -66,7 +70,7 @@ def min_seconds() -> float:
   return _env_float("BEAM_MIN_US", 100.0) * 1e-6
 
 def budget_seconds() -> float:
-  """The time one kernel's search may take after its baseline (BEAM_BUDGET, seconds; default 6)."""
+  """The time one kernel's search may take after its baseline (BEAM_BUDGET, seconds; default 6), before scaling."""
   return _env_float("BEAM_BUDGET", 6.0)
 
 @dataclass
@@ -101,10 +105,22 @@ def finish(b: Built, target: Target) -> Built:
 # workers' UOps and dtypes are the very objects of the parent's graph, so identity checks keep working)
 _SEARCH: dict = {}
 
+def _applied(opts: tuple, dev: Target) -> LoweredKernel:
+  """The searched kernel with `opts` applied, memoized per process: a candidate is its beam entry's opts plus one, and
+  the entry's (DEFAULT alone costs most of a render) is applied once per worker, not once per candidate. Opts number
+  their new loops from the kernel's own counter, so this builds the same source as applying all of them at once."""
+  memo = _SEARCH.setdefault("memo", {})
+  if (kb := memo.get(opts)) is None: kb = memo[opts] = apply_opts(_SEARCH["kernel"], opts, dev)
+  return kb
+
 def _render_job(args) -> Built | None:
   opts, dev = args
   k = _SEARCH["kernel"]
-  try: return build(k, opts, dev, assemble=False)
+  try:
+    if not opts: return build(k, opts, dev, assemble=False)
+    b = build(_applied(opts[:-1], dev), opts[-1:], dev, assemble=False)
+    return None if b is None else Built(opts, dc_replace(b.ck, opts=opts))
+  except OptError: return None
   except Exception as e:
     print(f"BEAM: candidate {list(opts)} of {k.name} failed to render: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
     return None
@@ -174,12 +190,13 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
   """The opts of the fastest correct variant of the unoptimized kernel `k` found by a beam of `width` (see the module
   doc), or None when the default heuristic's kernel is kept. `run(built)` runs a candidate and returns (seconds,
   [output arrays]). `min_s`, `budget_s`, `max_candidates`, `max_depth` override BEAM_MIN_US, BEAM_BUDGET,
-  MAX_CANDIDATES and MAX_DEPTH. `stats` (if given) gets counters: cache_hit, skipped (too fast to search), rendered,
+  MAX_CANDIDATES and MAX_DEPTH. `stats` (if given) gets counters: cache_hit, skipped (too fast to search), offered (next
+  opts listed), rendered,
   built, timed, rounds, compile_s and run_s (where the search time went), best_opts (None: the heuristic) and `best`
   (the winner's Built) after a search."""
   dev = target
   st = stats if stats is not None else {}
-  st.update(cache_hit=False, skipped=False, rendered=0, built=0, timed=0, wrong=0, rounds=0, compile_s=0.0, run_s=0.0)
+  st.update(cache_hit=False, skipped=False, offered=0, rendered=0, built=0, timed=0, wrong=0, rounds=0, compile_s=0.0, run_s=0.0)
   max_depth = MAX_DEPTH if max_depth is None else max_depth
   cap = MAX_CANDIDATES if max_candidates is None else max_candidates
   path = cache_path(cache_key(k, dev, width))
@@ -217,7 +234,8 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
   if base.time_s < (min_seconds() if min_s is None else min_s):
     st["skipped"] = True
     return keep(None, base)
-  deadline = time.perf_counter() + (budget_seconds() if budget_s is None else budget_s)
+  # the budget, scaled by what the kernel costs: half for a kernel of 0.5 ms or less, twice for 2 ms or more
+  deadline = time.perf_counter() + (budget_seconds() * min(2.0, max(0.5, base.time_s / 1e-3)) if budget_s is None else budget_s)
   # fork: the workers need nothing but the kernel and the compiler, and a spawned worker would re-run an unguarded
   # __main__ script; they never touch the parent's device or threads
   ctx = multiprocessing.get_context("fork")
@@ -228,17 +246,20 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
     with ProcessPoolExecutor(max_workers=workers or max(1, min(4, os.cpu_count() or 1)), mp_context=ctx) as pool:
       def evaluate(seqs: list[tuple], rnd: int) -> list[Built]:
         """Render seqs (in order), compile and time the first `cap` whose source is new; the Builts of seqs."""
-        seqs = [s for s in dict.fromkeys(seqs) if s not in tried]
+        seqs = [s for s in dict.fromkeys(seqs) if s not in tried][:RENDER_FACTOR * cap]   # (in interleaved order)
         t0 = time.perf_counter()
         rendered = list(pool.map(_render_job, [(s, dev) for s in seqs], chunksize=max(1, len(seqs) // 16)))
         st["rendered"] += sum(r is not None for r in rendered)
         fresh: dict[str, tuple] = {}
         for s, r in zip(seqs, rendered):
           if r is None: tried[s] = None
-          elif r.src in seen_src: tried[s] = seen_src[r.src]   # the same code by another path
+          elif (same := seen_src.get(r.src)) is not None:   # the same code by another path (the heuristic's, maybe):
+            tried[s] = Built(s, same.ck, same.time_s, same.outputs, same.wrong)   # its time, these opts to expand
           elif r.src not in fresh and len(fresh) < cap: fresh[r.src] = (s, r)
         jobs = list(fresh.values())
-        built = list(pool.map(_assemble_job, [(r, dev) for _, r in jobs], chunksize=1))
+        futs = [pool.submit(_assemble_job, (r, dev)) for _, r in jobs]
+        # past the budget the compiles not started yet are dropped (those running finish: one compile per worker)
+        built = [None if time.perf_counter() > deadline and f.cancel() else f.result() for f in futs]
         st["compile_s"] += time.perf_counter() - t0
         best = min((b.time_s for b in seen_src.values() if not b.wrong), default=float("inf"))
         for i, ((s, _), b) in enumerate(zip(jobs, built)):
@@ -259,8 +280,10 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
       # a kernel big enough for the default to use every core always does: a one-core variant only wins when other
       # processes happen to load the machine during the search, and the search is shorter without them
       threads = dev.ncores > 1 and not dev.gpu and bool(k.global_ranges) and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2
-      seeds = [(Opt("DEFAULT"), Opt("THREAD", 0)), (Opt("THREAD", 0),)] if threads else [(Opt("DEFAULT"),), ()]
-      evaluate(seeds, 0)
+      # the seed: the heuristic's vectorization (split across the cores); the unoptimized kernel only where there is
+      # none (it can run 100x slower than the heuristic: timing it costs more than it teaches)
+      seeds = [(Opt("DEFAULT"), Opt("THREAD", 0))] if threads else [(Opt("DEFAULT"),)]
+      if not evaluate(seeds, 0): evaluate(seeds := [(Opt("THREAD", 0),)] if threads else [()], 0)
       ranked = lambda bs: sorted({id(b): b for b in bs if b is not None and b.opts is not None and b.time_s < float("inf")}.values(), key=lambda b: b.time_s)
       prune = lambda bs: [b for b in bs[:width] if b.time_s <= PRUNE * bs[0].time_s] if bs else []
       beam = prune(ranked(tried.get(s) for s in seeds))
@@ -270,8 +293,10 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
         st["rounds"] = rnd
         nxt = []
         for bi, b in enumerate(beam):
-          kb = apply_opts(k, b.opts, dev)
-          nxt += [(bi, b.opts + (o,)) for o in candidate_opts(kb, dev)]
+          kb = _applied(b.opts, dev)
+          vec = has_vectors(kb)   # (a second vectorization is never legal: not worth a render)
+          nxt += [(bi, b.opts + (o,)) for o in candidate_opts(kb, dev) if not (vec and o.kind in (OptKind.VECTOR, OptKind.REDUCE_VECTOR))]
+        st["offered"] += len(nxt)
         new = evaluate(interleave(nxt), rnd)
         beam = prune(ranked(beam + new))
         if not beam or beam[0].time_s >= best_t * 0.99: break   # nothing meaningfully faster this round
@@ -279,4 +304,11 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
   finally: _SEARCH.clear()
   win = min((b for b in seen_src.values() if not b.wrong and b.opts is not None), key=lambda b: b.time_s, default=None)
   if win is None or win.time_s >= GAIN * base.time_s: return keep(None, base)
-  return keep(win.opts, win)
+  # confirm on a loaded machine: the winner and the heuristic run in turns, each keeps its minimum (a candidate that was
+  # timed while another process held the cores briefly must not win by luck)
+  t0 = time.perf_counter()
+  tw, tb = win.time_s, base.time_s
+  for _ in range(CONFIRM_REPS): tw, tb = min(tw, run(win)[0]), min(tb, run(base)[0])
+  win.time_s, base.time_s = tw, tb
+  st["run_s"] += time.perf_counter() - t0
+  return keep(win.opts, win) if tw < GAIN * tb else keep(None, base)

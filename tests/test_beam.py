@@ -48,17 +48,17 @@ def test_beam_search_caches_its_winner(cache):
   assert k2 == k
 
 def test_wrong_candidates_are_never_chosen(cache):
-  """Candidates with an UPCAST return wrong outputs but look 100x faster: the winner must not be one of them."""
+  """Every candidate but the heuristic's kernel returns wrong outputs and looks 100x faster: none may win (nor be
+  expanded), the heuristic is kept."""
   si = mm_kernel()
   real = beam_runner(si, DEV)
   def run(b):
     t, out = real(b)
-    if any(o.kind == "UPCAST" for o in b.opts or ()): return t / 100, [out[0] + 1.0]
+    if b.opts is not None: return t / 100, [out[0] + 1.0]
     return t, out
   st: dict = {}
-  beam_search(lower(si.ast, si.name), DI, run, 2, stats=st, max_depth=2, min_s=0, budget_s=1e9)
-  assert st["wrong"] > 0   # there were such candidates, and they were timed...
-  assert not any(o.kind == "UPCAST" for o in st["best_opts"] or ())   # ...but not picked
+  assert beam_search(lower(si.ast, si.name), DI, run, 2, stats=st, max_depth=2, min_s=0, budget_s=1e9) is None
+  assert st["wrong"] > 0 and st["best_opts"] is None and st["rounds"] <= 1
 
 def test_stale_cache_entry_is_searched_again(cache):
   si = mm_kernel(16)
@@ -111,7 +111,7 @@ def test_search_is_bounded(cache):
   st: dict = {}
   beam_search(lower(si.ast, si.name), DI, beam_runner(si, DEV), 2, stats=st, max_depth=2, min_s=0, budget_s=1e9, max_candidates=3)
   assert 1 <= st["rounds"] <= 2 and st["built"] <= 1 + 2 + 3 * st["rounds"] and st["timed"] <= st["built"]
-  assert st["rendered"] > st["built"]   # more legal candidates than the cap: the cap did bound the compiles
+  assert st["offered"] > st["built"]   # more candidates than the cap: the cap did bound the compiles
   st2: dict = {}
   beam_search(lower(si.ast, si.name), DI, beam_runner(si, DEV), 2, stats=st2, use_cache=False, min_s=0, budget_s=0.0)
   assert st2["rounds"] == 0 and st2["timed"] == 1 and st2["built"] <= 3   # the baseline timed; the seeds past the budget
