@@ -248,7 +248,9 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
         """Render seqs (in order), compile and time the first `cap` whose source is new; the Builts of seqs."""
         seqs = [s for s in dict.fromkeys(seqs) if s not in tried][:RENDER_FACTOR * cap]   # (in interleaved order)
         t0 = time.perf_counter()
-        rendered = list(pool.map(_render_job, [(s, dev) for s in seqs], chunksize=max(1, len(seqs) // 16)))
+        # past the budget the renders and compiles not started yet are dropped (those running finish)
+        futs = [pool.submit(_render_job, (s, dev)) for s in seqs]
+        rendered = [None if time.perf_counter() > deadline and f.cancel() else f.result() for f in futs]
         st["rendered"] += sum(r is not None for r in rendered)
         fresh: dict[str, tuple] = {}
         for s, r in zip(seqs, rendered):
@@ -258,7 +260,6 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
           elif r.src not in fresh and len(fresh) < cap: fresh[r.src] = (s, r)
         jobs = list(fresh.values())
         futs = [pool.submit(_assemble_job, (r, dev)) for _, r in jobs]
-        # past the budget the compiles not started yet are dropped (those running finish: one compile per worker)
         built = [None if time.perf_counter() > deadline and f.cancel() else f.result() for f in futs]
         st["compile_s"] += time.perf_counter() - t0
         best = min((b.time_s for b in seen_src.values() if not b.wrong), default=float("inf"))
