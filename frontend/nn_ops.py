@@ -100,7 +100,8 @@ class NNOpsMixin:
     for i, k, d, pb, pa in zip(self.shape[2:], HW, _tuple(dilation, len(HW)), pads[-2::-2], pads[::-2]):
       if i + pb + pa < d * (k - 1) + 1:
         raise RuntimeError(f"conv2d: the padded input {tuple(self.shape[2:])} (padding {list(pads)}) is smaller than the kernel {tuple(HW)} (dilation {dilation})")
-    if (self.requires_grad or weight.requires_grad) and not self.__class__.no_grad and _conv_fn_ok(self, weight, groups, stride, dilation, pads, acc_dtype):
+    if (rw := _conv_rewrite(self, weight, groups, stride, dilation, pads, acc_dtype)) is not None: ret = rw
+    elif (self.requires_grad or weight.requires_grad) and not self.__class__.no_grad and _conv_fn_ok(self, weight, groups, stride, dilation, pads, acc_dtype):
       ret = _ConvFn.apply(self, weight, pads=tuple(pads))
     else: ret = self._conv_fwd(weight, groups, stride, dilation, pads, acc_dtype)
     return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(HW))
@@ -770,6 +771,43 @@ def _conv_fn_ok(x: Tensor, w: Tensor, groups, stride, dilation, pads: list[int],
   return (groups == 1 and all(s == 1 for s in _tuple(stride, nd)) and all(d == 1 for d in _tuple(dilation, nd)) and acc_dtype is None
           and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device and
           all(p <= k - 1 for k, pb, pa in zip(w.shape[2:], pads[-2::-2], pads[::-2]) for p in (pb, pa)))
+
+def _pad_to(x: Tensor, befores: list[int], sizes: list[int]) -> Tensor:
+  """The last len(sizes) dims of x padded by `befores` in front and cut or zero-extended at the end to `sizes`."""
+  nd = len(sizes)
+  x = x.pad(tuple([None] * (x.ndim - nd) + [(b, max(0, n - i - b)) for i, b, n in zip(x.shape[-nd:], befores, sizes)]))
+  return x.shrink(tuple([None] * (x.ndim - nd) + [(0, n) for n in sizes]))
+
+def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: list[int], acc_dtype) -> Tensor | None:
+  """A 2-d strided or dilated conv as a stride-1, undilated one (None for any other conv), so that it gets the conv
+  register tiles and _ConvFn's gradient instead of the composite ones (a stride-s row has no contiguous load to
+  vectorize; the composite gradient folds a windowed tensor back with a gated kernel):
+  - stride s (space to depth): the padded input's s x s phases become channels, x'[n, c*s*s + ry*s + rx, a, b] =
+    xpad[n, c, a*s + ry, b*s + rx], the kernel (zero-padded to a multiple of s) likewise, w'[co, c*s*s + ry*s + rx, qy, qx]
+    = w[co, c, qy*s + ry, qx*s + rx]: a ceil(k/s)-wide stride-1 conv over s*s times the channels (3x3, s=2: 2x2 over 4C,
+    16/9 of the arithmetic at the dense conv's speed);
+  - dilation d (phases to batch): out[n, co, qy*d + ry, qx*d + rx] = sum w[ky, kx] xpad[n, c, (qy + ky)*d + ry, ...]: each
+    of the d*d phases of the padded input is an image of its own, convolved with w undilated; the outputs interleave back.
+  Both copy the input once (as the padded copy would); the groups carry over (a group's channels stay together)."""
+  if w.ndim != 4 or acc_dtype is not None: return None
+  s_, d_, HW = _tuple(stride, 2), _tuple(dilation, 2), w.shape[2:]
+  if all(v == 1 for v in s_ + d_) or (any(s > 1 for s in s_) and any(d > 1 for d in d_)): return None
+  bs, c, (co, ci) = x.shape[0], x.shape[1], w.shape[:2]
+  pb, pa = pads[-2::-2], pads[::-2]   # (before, after) per spatial dim, first dim first
+  out = [(i + b + a - d * (k - 1) - 1) // s + 1 for i, b, a, k, s, d in zip(x.shape[2:], pb, pa, HW, s_, d_)]
+  if any(s > 1 for s in s_):
+    kq = [-(-k // s) for k, s in zip(HW, s_)]
+    xp = _pad_to(x, pb, [s * (o + q - 1) for s, o, q in zip(s_, out, kq)])
+    xs = xp.reshape(bs, c, out[0] + kq[0] - 1, s_[0], out[1] + kq[1] - 1, s_[1]).permute(0, 1, 3, 5, 2, 4)
+    xs = xs.reshape(bs, c * s_[0] * s_[1], out[0] + kq[0] - 1, out[1] + kq[1] - 1).contiguous()
+    wp = _pad_to(w, [0, 0], [q * s for q, s in zip(kq, s_)]).reshape(co, ci, kq[0], s_[0], kq[1], s_[1]).permute(0, 1, 3, 5, 2, 4)
+    return xs.conv2d(wp.reshape(co, ci * s_[0] * s_[1], kq[0], kq[1]), groups=groups)
+  q = [-(-o // d) for o, d in zip(out, d_)]
+  xp = _pad_to(x, pb, [d * (qq + k - 1) for d, qq, k in zip(d_, q, HW)])
+  xs = xp.reshape(bs, c, q[0] + HW[0] - 1, d_[0], q[1] + HW[1] - 1, d_[1]).permute(0, 3, 5, 1, 2, 4)
+  y = xs.reshape(bs * d_[0] * d_[1], c, q[0] + HW[0] - 1, q[1] + HW[1] - 1).contiguous().conv2d(w, groups=groups)
+  y = y.reshape(bs, d_[0], d_[1], co, q[0], q[1]).permute(0, 3, 4, 1, 5, 2).reshape(bs, co, q[0] * d_[0], q[1] * d_[1])
+  return y.shrink((None, None, (0, out[0]), (0, out[1]))) if q[0] * d_[0] != out[0] or q[1] * d_[1] != out[1] else y
 
 DW_CHUNK_BYTES = 1 << 19   # batch images per weight-gradient chunk: their output gradient and input fit this (L2)
 
