@@ -112,6 +112,12 @@ class NNOpsMixin:
     """conv2d's forward as a composition of views, a multiply and a sum (its gradient, when taken through these ops,
     is a windowed 6-d tensor folded back: _ConvFn gives the common case convolutions instead)."""
     bs, (cout, cin), HW = self.shape[0], weight.shape[:2], weight.shape[2:]
+    if HW and all(k == 1 for k in HW) and not any(pads) and acc_dtype is None and all(v == 1 for v in _tuple(stride, len(HW)) + _tuple(dilation, len(HW))):
+      # 1x1: per image and group a matrix product W (cout/g, cin) @ X (cin, pixels), which the matmul opts run ~2x faster
+      # than the conv tile (the pixels as one loop, the register tile's rows over output channels)
+      sp = self.shape[2:]
+      w2 = weight.reshape(1, groups, cout // groups, cin)
+      return (w2 @ self.reshape(bs, groups, cin, prod(sp))).reshape(bs, cout, *sp)
     # an unrealized computed input (a previous conv + relu) is realized on its own first: fused into the padded copy
     # below, its reduction would run inside a kernel whose stores are gated by the border (no register tile)
     if any(pads) and _computed_by_reduce(self.lazydata): self = self.contiguous()
