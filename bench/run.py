@@ -143,6 +143,7 @@ def label(row: dict) -> str:
 def _label(row: dict) -> str:
   k = row["key"]
   if k.startswith("matmul:"): return f"matmul f32 N={row['n']}"
+  if k == "beam:conv": return "  conv2d BEAM=2"
   if k.startswith("beam:"): return f"matmul f32 N={row['n']} BEAM=2"
   if k == "conv": return "conv2d {}x{}x{}x{}>{}>{}".format(*row["shape"])
   if k == "convtrain": return "  fwd+bwd, TinyJit step"
@@ -172,7 +173,7 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
   lines = [head, "-" * len(head)]
   for k in keys:
     src = o.get(k) or (o.get("ew") if k == "ew:torch.compile" else None)
-    rk = k.replace("beam:", "matmul:")   # BEAM rows compare with the same matmul of numpy / torch
+    rk = "conv" if k == "beam:conv" else k.replace("beam:", "matmul:")   # BEAM rows compare with the same product / conv of numpy / torch
     ref = n.get(rk) or t.get(rk) or src or {}
     ms = lambda r: r["median_s"] * 1e3 if r and "median_s" in r else None
     to, tn, tt = ms(src), ms(n.get(rk)), ms(t.get(rk))
@@ -199,7 +200,7 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
                  f"slowest {part(c.get('max_s'))} ms: {c.get('slowest', '?')}).")
   beams = [r for kk, r in o.items() if kk.startswith("beam:") and "search_s" in r]
   if beams: notes.append("BEAM=2 search (first call, compiles + timings): " + ", ".join(
-    f"N={r['n']} {r['search_s']:.1f} s, second run {r['second_run_s'] * 1e3:.0f} ms with {r['second_run_cc_calls']} C compiles" for r in beams))
+    f"{'conv2d' if 'n' not in r else 'N=' + str(r['n'])} {r['search_s']:.1f} s, second run {r['second_run_s'] * 1e3:.0f} ms with {r['second_run_cc_calls']} C compiles" for r in beams))
   if "ew:torch.compile" in t and "compile_s" in t["ew:torch.compile"]:
     notes.append(f"torch.compile: first call (trace + Inductor build) {t['ew:torch.compile']['compile_s']:.1f} s, not in the table.")
   if peak:
