@@ -15,7 +15,7 @@ bounded: each round renders every legal next opt of every beam entry, drops the 
 and compiles and times at most MAX_CANDIDATES of them (interleaving the opt kinds, so one kind's many amounts don't
 crowd the others out); a candidate whose first run is SLOW_CUTOFF x the best is not run again; the search stops when
 a round finds nothing 1% faster, after MAX_DEPTH opts, or when its time budget is spent (BEAM_BUDGET seconds, default
-6, times the heuristic kernel's time in ms clamped to 0.5..2: the search time goes where the kernel time is; compiles
+4, times the heuristic kernel's time in ms clamped to 0.5..2: the search time goes where the kernel time is; compiles
 not started by then are dropped). The winner must beat the heuristic by GAIN (both run again in turns), else the result is None: keep
 the heuristic.
 
@@ -70,8 +70,8 @@ def min_seconds() -> float:
   return _env_float("BEAM_MIN_US", 100.0) * 1e-6
 
 def budget_seconds() -> float:
-  """The time one kernel's search may take after its baseline (BEAM_BUDGET, seconds; default 6), before scaling."""
-  return _env_float("BEAM_BUDGET", 6.0)
+  """The time one kernel's search may take after its baseline (BEAM_BUDGET, seconds; default 4), before scaling."""
+  return _env_float("BEAM_BUDGET", 4.0)
 
 @dataclass
 class Built:
