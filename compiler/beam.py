@@ -16,8 +16,8 @@ and compiles and times at most MAX_CANDIDATES of them (interleaving the opt kind
 crowd the others out); a candidate whose first run is SLOW_CUTOFF x the best is not run again; the search stops when
 a round finds nothing 1% faster, after MAX_DEPTH opts, or when its time budget is spent (BEAM_BUDGET seconds, default
 4, times the heuristic kernel's time in ms clamped to 0.5..2: the search time goes where the kernel time is; compiles
-not started by then are dropped). The winner must beat the heuristic by GAIN (both run again in turns), else the result is None: keep
-the heuristic.
+not started by then are dropped). The winner must beat the heuristic by GAIN (both run again in turns), else the
+result is None: keep the heuristic.
 
 The result (the winner's opts, or None for the heuristic) is written to `$HCQRT_CACHE/beam/<key>.json`, key = sha256 of
 the kernel's structure, the Target and the width; the next search for the same kernel reads it and builds and times
