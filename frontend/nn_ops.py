@@ -794,8 +794,9 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
     xpad[n, c, a*s + ry, b*s + rx], the kernel (zero-padded to a multiple of s) likewise, w'[co, c*s*s + ry*s + rx, qy, qx]
     = w[co, c, qy*s + ry, qx*s + rx]: a ceil(k/s)-wide stride-1 conv over s*s times the channels (3x3, s=2: 2x2 over 4C,
     16/9 of the arithmetic at the dense conv's speed);
-  - dilation d (phases to batch): out[n, co, qy*d + ry, qx*d + rx] = sum w[ky, kx] xpad[n, c, (qy + ky)*d + ry, ...]: each
-    of the d*d phases of the padded input is an image of its own, convolved with w undilated; the outputs interleave back.
+  - dilation d (phases to batch), when a gradient is needed: out[n, co, qy*d + ry, qx*d + rx] = sum w[ky, kx]
+    xpad[n, c, (qy + ky)*d + ry, ...]: each of the d*d phases of the padded input is an image of its own, convolved with
+    w undilated; the outputs interleave back.
   Both copy the input once (as the padded copy would); the groups carry over (a group's channels stay together)."""
   if w.ndim != 4 or acc_dtype is not None: return None
   s_, d_, HW = _tuple(stride, 2), _tuple(dilation, 2), w.shape[2:]
@@ -810,6 +811,8 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
     xs = xs.reshape(bs, c * s_[0] * s_[1], out[0] + kq[0] - 1, out[1] + kq[1] - 1).contiguous()
     wp = _pad_to(w, [0, 0], [q * s for q, s in zip(kq, s_)]).reshape(co, ci, kq[0], s_[0], kq[1], s_[1]).permute(0, 1, 3, 5, 2, 4)
     return xs.conv2d(wp.reshape(co, ci * s_[0] * s_[1], kq[0], kq[1]), groups=groups)
+  # a dilated forward alone is tiled as it is (its row is contiguous): the phases' copies pay off in the gradient only
+  if not ((x.requires_grad or w.requires_grad) and not x.__class__.no_grad): return None
   q = [-(-o // d) for o, d in zip(out, d_)]
   xp = _pad_to(x, pb, [d * (qq + k - 1) for d, qq, k in zip(d_, q, HW)])
   xs = xp.reshape(bs, c, q[0] + HW[0] - 1, d_[0], q[1] + HW[1] - 1, d_[1]).permute(0, 3, 5, 1, 2, 4)
