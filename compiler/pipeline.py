@@ -111,8 +111,9 @@ class CompiledKernel:
   @property
   def threads(self) -> int: return self.launch.get("threads", 1)
 
-# a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound)
-Search = Callable[[LoweredKernel, Target], Sequence[Opt]]
+# a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound);
+# None keeps the target's default opts
+Search = Callable[[LoweredKernel, Target], Sequence[Opt] | None]
 OptsArg = None | Sequence[Opt] | Search
 
 def _debug() -> int:
@@ -134,7 +135,9 @@ def optimize_kernel(k: LoweredKernel, target: Target, opts: OptsArg = None) -> t
   # the opts split and unroll loops by their sizes: a loop of Variable size is never touched (compiled once for any value)
   if k.symbolic(): return _optimize_symbolic(k, target, opts), None
   if opts is None: return backend(target).optimize(k, target), None
-  if callable(opts): opts = opts(k, target)
+  if callable(opts):
+    opts = opts(k, target)
+    if opts is None: return backend(target).optimize(k, target), None   # the search kept the default opts
   opts = tuple(opts)
   return apply_opts(k, opts, target), opts
 
@@ -186,7 +189,7 @@ def _optimize_symbolic(k: LoweredKernel, target: Target, opts: OptsArg) -> Lower
 def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: OptsArg = None, *, name: str = "kernel",
                    assemble: bool = True) -> CompiledKernel:
   """Build a kernel for `target`. `opts`: None for the target's default opts, a sequence of Opts (compiler/opt/apply.py,
-  DEFAULT included), or a search `(kernel, target) -> opts` (BEAM). `name` names a kernel lowered from an AST.
+  DEFAULT included), or a search `(kernel, target) -> opts` (BEAM; None keeps the default opts). `name` names a kernel lowered from an AST.
   `assemble=False` stops after rendering (binary b""). Raises OptError for an illegal opt, NotImplementedError for a
   target no registry entry builds, and the assembler's error (CompileError...) for a kernel it rejects."""
   be = backend(target)
