@@ -16,11 +16,13 @@ import numpy as np
 # conv: [batch, in channels, height, width, channels of conv 1, channels of conv 2]: two 3x3 convs, padding 1
 # beam: matmul sizes searched with BEAM=2 (in a child of their own, with a private cache: the search is timed too)
 FULL = {"matmul": [512, 1024, 2048], "ew": 16 * 1024 * 1024, "sum": 64 * 1024 * 1024, "softmax": [4096, 4096], "compile": 12,
-        "conv": [32, 3, 32, 32, 32, 64], "beam": [1024, 2048]}
+        "conv": [32, 3, 32, 32, 32, 64], "beam": [1024, 2048], "convvar": [32, 64, 32]}
 QUICK = {"matmul": [128, 256, 512], "ew": 1024 * 1024, "sum": 4 * 1024 * 1024, "softmax": [512, 512], "compile": 6,
-         "conv": [4, 3, 16, 16, 8, 16], "beam": [256]}
+         "conv": [4, 3, 16, 16, 8, 16], "beam": [256], "convvar": [4, 16, 16]}
 # convtrain: the conv sizes, forward + backward (weight gradients, the input gradient of conv 2) as a TinyJit step
-BENCHES = ("matmul", "ew", "sum", "softmax", "compile", "conv", "convtrain", "beam")
+# convvar: [batch, channels, size]: one conv of each variant below (channels -> channels, size x size), forward alone and
+# forward + backward (input and weight gradients) as a TinyJit step
+BENCHES = ("matmul", "ew", "sum", "softmax", "compile", "conv", "convtrain", "convvar", "beam")
 
 def median_time(fn: Callable[[], object], setup: Callable[[], object] | None = None, warmup: int = 1,
                 min_reps: int = 3, max_reps: int = 20, budget_s: float = 2.0) -> dict:
@@ -68,6 +70,25 @@ def conv_train_flops(spec: list[int]) -> int:
   n, c, h, w, c1, c2 = spec
   f1, f2 = 2 * n * h * w * 9 * c * c1, 2 * n * h * w * 9 * c1 * c2
   return 2 * f1 + 3 * f2
+
+def conv_variants(spec: list[int]) -> dict[str, tuple[tuple[int, ...], dict]]:
+  """name -> (weight shape, conv2d keyword arguments) of the conv variants (issue 17: none may fall off a cliff)."""
+  _n, c, _h = spec
+  return {"dense": ((c, c, 3, 3), {"padding": 1}), "dw": ((c, 1, 3, 3), {"padding": 1, "groups": c}),
+          "g4": ((c, c // 4, 3, 3), {"padding": 1, "groups": 4}), "1x1": ((c, c, 1, 1), {}),
+          "s2": ((c, c, 3, 3), {"padding": 1, "stride": 2}), "d2": ((c, c, 3, 3), {"padding": 2, "dilation": 2})}
+
+def convvar_inputs(spec: list[int], name: str) -> tuple[np.ndarray, np.ndarray]:
+  n, c, h = spec
+  r = rng()
+  return r.standard_normal((n, c, h, h), dtype=np.float32), r.standard_normal(conv_variants(spec)[name][0], dtype=np.float32) / 4
+
+def convvar_flops(spec: list[int], name: str) -> int:
+  """The forward's multiply-adds x 2 (forward + backward: 3x, the input and the weight gradient each cost a forward)."""
+  n, _c, h = spec
+  (co, ci, kh, kw), kwargs = conv_variants(spec)[name]
+  o = (h + 2 * kwargs.get("padding", 0) - kwargs.get("dilation", 1) * (kh - 1) - 1) // kwargs.get("stride", 1) + 1
+  return 2 * n * co * o * o * ci * kh * kw
 
 def softmax_input(rows: int, cols: int) -> np.ndarray: return rng().standard_normal((rows, cols), dtype=np.float32) * 4
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse, json, os, pathlib, sys, time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import numpy as np
-from _common import FULL, BENCHES, median_time, matmul_inputs, ew_inputs, sum_input, softmax_input, conv_inputs, run_all, emit
+from _common import FULL, BENCHES, median_time, matmul_inputs, ew_inputs, sum_input, softmax_input, conv_inputs, conv_variants, convvar_inputs, run_all, emit
 
 def numpy_benches() -> dict:
   def matmul(spec):
@@ -78,7 +78,22 @@ def torch_benches(with_compile: bool) -> dict:
       loss.backward()
       return loss.item()
     return [{"bench": "convtrain", "key": "convtrain", "shape": spec["conv"]} | median_time(step, warmup=2, budget_s=3.0, max_reps=15)]
-  return {"matmul": matmul, "ew": ew, "sum": sum_, "softmax": softmax, "conv": conv, "convtrain": convtrain}
+  def convvar(spec):
+    F, rows = torch.nn.functional, []
+    for name, (_ws, kw) in conv_variants(spec["convvar"]).items():
+      x, w = map(T, convvar_inputs(spec["convvar"], name))
+      with torch.no_grad():
+        rows.append({"bench": "convvar", "key": f"convvar:{name}", "shape": spec["convvar"], "variant": name} | median_time(lambda: F.conv2d(x, w, **kw)))
+      x.requires_grad_(True); w.requires_grad_(True)
+      def step():
+        x.grad = w.grad = None
+        loss = F.conv2d(x, w, **kw).square().mean()
+        loss.backward()
+        return loss.item()
+      rows.append({"bench": "convvar", "key": f"convvar:{name}:train", "shape": spec["convvar"], "variant": name, "train": True}
+                  | median_time(step, warmup=2, budget_s=2.0, max_reps=10))
+    return rows
+  return {"matmul": matmul, "ew": ew, "sum": sum_, "softmax": softmax, "conv": conv, "convtrain": convtrain, "convvar": convvar}
 
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

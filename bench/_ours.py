@@ -11,7 +11,7 @@ import argparse, json, os, pathlib, statistics, sys, time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import numpy as np
-from _common import FULL, BENCHES, median_time, matmul_inputs, ew_inputs, sum_input, softmax_input, conv_inputs, run_all, emit
+from _common import FULL, BENCHES, median_time, matmul_inputs, ew_inputs, sum_input, softmax_input, conv_inputs, conv_variants, convvar_inputs, run_all, emit
 from frontend import Tensor, GlobalCounters
 
 def _time_realize(build, **kw) -> dict:
@@ -111,6 +111,50 @@ def bench_convtrain(spec: dict) -> list[dict]:
   ok2 = _check(res | {"_out": None}, g2.numpy(), want_g2, 1e-2, 1e-4 * float(np.abs(want_g2).max()))
   return [{"bench": "convtrain", "key": "convtrain", "shape": spec["conv"]} | ok | {"ok": ok["ok"] and ok2["ok"], "rel_err": max(ok["rel_err"], ok2["rel_err"])}]
 
+def _conv_ref_any(x: np.ndarray, w: np.ndarray, padding=0, stride=1, dilation=1, groups=1) -> np.ndarray:
+  """float64 2-d convolution with stride, dilation and groups, one kernel tap at a time (a test oracle)."""
+  xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+  n, _c, hp, _ = xp.shape
+  co, cig, k, _ = w.shape
+  o = (hp - dilation * (k - 1) - 1) // stride + 1
+  out = np.zeros((n, co, o, o))
+  cog = co // groups
+  for g in range(groups):
+    xg, wg = xp[:, g * cig:(g + 1) * cig], w[g * cog:(g + 1) * cog].astype(np.float64)
+    for ky in range(k):
+      for kx in range(k):
+        win = xg[:, :, ky * dilation:ky * dilation + stride * (o - 1) + 1:stride, kx * dilation:kx * dilation + stride * (o - 1) + 1:stride]
+        out[:, g * cog:(g + 1) * cog] += np.einsum("nchw,oc->nohw", win, wg[:, :, ky, kx])
+  return out
+
+def bench_convvar(spec: dict) -> list[dict]:
+  """Each conv variant (depthwise, groups=4, 1x1, stride 2, dilation 2, and the dense 3x3 they compare with): the
+  forward alone, and forward + backward (input and weight gradients) as a TinyJit step; the forward and the loss are
+  checked against float64 numpy on the first images."""
+  from frontend import TinyJit
+  rows = []
+  for name, (_ws, kw) in conv_variants(spec["convvar"]).items():
+    xn, wn = convvar_inputs(spec["convvar"], name)
+    x, w = Tensor(xn).realize(), Tensor(wn).realize()
+    res = _time_realize(lambda: x.conv2d(w, **kw))
+    k = min(2, xn.shape[0])
+    want = _conv_ref_any(xn[:k], wn, **kw)
+    rows.append({"bench": "convvar", "key": f"convvar:{name}", "shape": spec["convvar"], "variant": name} | _check(res, res["_out"].numpy()[:k], want, 1e-3, 1e-3))
+    xg, wg = Tensor(xn, requires_grad=True).realize(), Tensor(wn, requires_grad=True).realize()
+    @TinyJit
+    def step():
+      xg.grad = wg.grad = None
+      loss = xg.conv2d(wg, **kw).square().mean()
+      loss.backward()
+      return loss.realize(), xg.grad.realize(), wg.grad.realize()
+    res = median_time(step, warmup=3, budget_s=2.0, max_reps=10)
+    GlobalCounters.reset(); loss, _, _ = step()
+    res.update(kernels=GlobalCounters.kernel_count, kernel_s=GlobalCounters.time_sum_s)
+    want_loss = np.array((_conv_ref_any(xn, wn, **kw) ** 2).mean())
+    rows.append({"bench": "convvar", "key": f"convvar:{name}:train", "shape": spec["convvar"], "variant": name, "train": True}
+                | _check(res | {"_out": None}, loss.numpy(), want_loss, 1e-3, 1e-6))
+  return rows
+
 def bench_beam(spec: dict) -> list[dict]:
   """matmul with BEAM=2 (run.py starts this child with BEAM=2 and a fresh private HCQRT_CACHE): the warm-up call
   searches (its wall time is the search), then the median as for matmul; finally the engine's in-process kernel cache
@@ -141,6 +185,26 @@ def bench_beam(spec: dict) -> list[dict]:
     want = an[:k].astype(np.float64) @ bn.astype(np.float64)
     rows.append({"bench": "matmul", "key": f"beam:{n}", "n": n, "search_s": search, "second_run_s": second, "second_run_cc_calls": calls[0]}
                 | _check(res, res["_out"].numpy()[:k], want, 1e-3, 1e-3 * np.sqrt(n)))
+  if "conv" in spec:   # the conv benchmark's two convs under BEAM=2, timed the same way
+    xn, w1n, w2n = conv_inputs(spec["conv"])
+    x, w1, w2 = (Tensor(a).realize() for a in (xn, w1n, w2n))
+    conv = lambda: x.conv2d(w1, padding=1).conv2d(w2, padding=1)
+    t0 = time.perf_counter()
+    conv().realize()
+    search = time.perf_counter() - t0
+    res = _time_realize(conv)
+    eng._kernel_cache.clear()
+    calls[0] = 0
+    cc.subprocess.run = counting
+    try:
+      t0 = time.perf_counter()
+      conv().realize()
+      second = time.perf_counter() - t0
+    finally: cc.subprocess.run = real_run
+    k = min(2, xn.shape[0])
+    want = _conv_ref(_conv_ref(xn[:k], w1n), w2n)
+    rows.append({"bench": "conv", "key": "beam:conv", "shape": spec["conv"], "search_s": search, "second_run_s": second,
+                 "second_run_cc_calls": calls[0]} | _check(res, res["_out"].numpy()[:k], want, 1e-3, 1e-3))
   return rows
 
 def _instrument() -> dict[str, list[float]]:
@@ -234,7 +298,7 @@ def main() -> None:
   except Exception as e: info["cc"] = f"unknown ({e})"
   rows = run_all(spec, args.only.split(","), {"matmul": bench_matmul, "ew": bench_ew, "sum": bench_sum,
                                               "softmax": bench_softmax, "compile": bench_compile,
-                                              "conv": bench_conv, "convtrain": bench_convtrain, "beam": bench_beam})
+                                              "conv": bench_conv, "convtrain": bench_convtrain, "convvar": bench_convvar, "beam": bench_beam})
   emit({"lib": "ours", "info": info, "rows": rows})
 
 if __name__ == "__main__": main()

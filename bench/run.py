@@ -6,7 +6,8 @@
 
 Benchmarks: float32 matmul (N=512/1024/2048, GFLOP/s), exp(relu(a*b+c)) over 16M floats (GB/s counting 3
 reads + 1 write), sum of 64M floats, softmax over the rows of 4096x4096, cold compile time per kernel, two 3x3
-convolutions (32x3x32x32 -> 32 -> 64 channels, padding 1, GFLOP/s; torch only), and matmul N=1024/2048 with BEAM=2
+convolutions (32x3x32x32 -> 32 -> 64 channels, padding 1, GFLOP/s; torch only), the conv variants (depthwise, groups=4,
+1x1, stride 2, dilation 2 next to the dense 3x3; 32x64x32x32, forward and forward+backward), and matmul N=1024/2048 with BEAM=2
 (search time and the cache-hit second run in the notes).
 This process runs no numpy/torch/our work itself (it imports neither torch nor our stack): it starts one child per library
 (bench/_ours.py, bench/_oracle.py), reads one JSON line from each, and writes everything to
@@ -17,7 +18,7 @@ import argparse, importlib.util, json, os, pathlib, platform, resource, shutil, 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import FULL, QUICK, BENCHES, conv_flops, conv_train_flops  # noqa: E402 (after the sys.path entry); numpy is imported there, but no BLAS call is made here
+from _common import FULL, QUICK, BENCHES, conv_flops, conv_train_flops, convvar_flops  # noqa: E402 (after the sys.path entry); numpy is imported there, but no BLAS call is made here
 
 def fma_flop_per_cycle(simd: str) -> int:
   """Peak float32 FLOP per cycle per core, assuming two FMA units (true of Intel server cores since Skylake-SP):
@@ -132,6 +133,7 @@ def _rate(row: dict, t: float) -> tuple[str, float | None]:
   if b == "softmax": return "GB/s", 8 * row["shape"][0] * row["shape"][1] / t / 1e9  # read once + write once
   if b == "conv": return "GFLOP/s", conv_flops(row["shape"]) / t / 1e9
   if b == "convtrain": return "GFLOP/s", conv_train_flops(row["shape"]) / t / 1e9
+  if b == "convvar": return "GFLOP/s", convvar_flops(row["shape"], row["variant"]) * (3 if row.get("train") else 1) / t / 1e9
   return "", None
 
 def label(row: dict) -> str:
@@ -141,9 +143,13 @@ def label(row: dict) -> str:
 def _label(row: dict) -> str:
   k = row["key"]
   if k.startswith("matmul:"): return f"matmul f32 N={row['n']}"
+  if k == "beam:conv": return "  conv2d BEAM=2"
   if k.startswith("beam:"): return f"matmul f32 N={row['n']} BEAM=2"
   if k == "conv": return "conv2d {}x{}x{}x{}>{}>{}".format(*row["shape"])
   if k == "convtrain": return "  fwd+bwd, TinyJit step"
+  if k.startswith("convvar:"):
+    names = {"dense": "3x3", "dw": "dw 3x3", "g4": "g4 3x3", "1x1": "1x1", "s2": "s2 3x3", "d2": "d2 3x3"}   # (bench/README.md)
+    return "  fwd+bwd" if row.get("train") else "conv {} {}x{}x{s}x{s}".format(names.get(row["variant"], row["variant"]), *row["shape"][:2], s=row["shape"][2])
   if k == "ew": return f"exp(relu(a*b+c)) {_n(row['n'])}"
   if k == "ew:torch.compile": return "  torch.compile"
   if k == "sum": return f"sum f32 {_n(row['n'])}"
@@ -167,7 +173,7 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
   lines = [head, "-" * len(head)]
   for k in keys:
     src = o.get(k) or (o.get("ew") if k == "ew:torch.compile" else None)
-    rk = k.replace("beam:", "matmul:")   # BEAM rows compare with the same matmul of numpy / torch
+    rk = "conv" if k == "beam:conv" else k.replace("beam:", "matmul:")   # BEAM rows compare with the same product / conv of numpy / torch
     ref = n.get(rk) or t.get(rk) or src or {}
     ms = lambda r: r["median_s"] * 1e3 if r and "median_s" in r else None
     to, tn, tt = ms(src), ms(n.get(rk)), ms(t.get(rk))
@@ -194,7 +200,7 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
                  f"slowest {part(c.get('max_s'))} ms: {c.get('slowest', '?')}).")
   beams = [r for kk, r in o.items() if kk.startswith("beam:") and "search_s" in r]
   if beams: notes.append("BEAM=2 search (first call, compiles + timings): " + ", ".join(
-    f"N={r['n']} {r['search_s']:.1f} s, second run {r['second_run_s'] * 1e3:.0f} ms with {r['second_run_cc_calls']} C compiles" for r in beams))
+    f"{'conv2d' if 'n' not in r else 'N=' + str(r['n'])} {r['search_s']:.1f} s, second run {r['second_run_s'] * 1e3:.0f} ms with {r['second_run_cc_calls']} C compiles" for r in beams))
   if "ew:torch.compile" in t and "compile_s" in t["ew:torch.compile"]:
     notes.append(f"torch.compile: first call (trace + Inductor build) {t['ew:torch.compile']['compile_s']:.1f} s, not in the table.")
   if peak:

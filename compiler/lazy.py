@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Any
 import itertools, weakref
 from compiler.dtypes import DType, dtypes
-from compiler.uop import Ops, COMPARISON
+from compiler.uop import UOp, Ops, COMPARISON
 from compiler.view import ShapeTracker, prod
+from compiler.sint import any_sym, smax, empty_range
 
 _ids = itertools.count()
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
@@ -47,6 +48,10 @@ class LazyBuffer:
   def realized(self) -> bool: return self.base.buffer is not None
   @property
   def size(self) -> int: return prod(self.shape)
+  @property
+  def max_size(self) -> int:
+    """The element count with every Variable at its maximum: what a buffer of this shape is allocated for."""
+    return smax(prod(self.shape))
 
   @staticmethod
   def next_id() -> int:
@@ -62,7 +67,9 @@ class LazyBuffer:
     return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, Ops.EMPTY)
   @staticmethod
   def const(value, dtype: DType, shape: tuple, device: str) -> LazyBuffer:
-    base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, arg=dtypes.as_const(value, dtype))
+    # a bound Variable as a value (a symbolic count, e.g. the n of a mean): the kernel reads the Variable's argument
+    arg = value if isinstance(value, UOp) else dtypes.as_const(value, dtype)
+    base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, arg=arg)
     return base.reshape((1,) * len(shape)).expand(shape) if shape else base
   @staticmethod
   def iota(n: int, dtype: DType, device: str) -> LazyBuffer:
@@ -89,10 +96,10 @@ class LazyBuffer:
   def r(self, op: Ops, axes: tuple[int, ...]) -> LazyBuffer:
     shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
     if not axes: return self
-    if self.size == 0:  # reduce of nothing is the identity
+    if not any_sym(self.shape) and self.size == 0:  # reduce of nothing is the identity
       return LazyBuffer.const({Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op], self.dtype, shape, self.device)
     # a big reduction into a few outputs has no loop to spread over cores: reduce in two stages
-    if len(axes) == 1 and prod(shape) <= 64 and (n := self.shape[axes[0]]) >= SPLIT_REDUCE_MIN:
+    if len(axes) == 1 and not any_sym(self.shape) and prod(shape) <= 64 and (n := self.shape[axes[0]]) >= SPLIT_REDUCE_MIN:
       split = next((d for d in (256, 128, 64, 32, 16) if n % d == 0 and n // d >= 1024), None)
       if split is not None:
         a = axes[0]
@@ -108,16 +115,17 @@ class LazyBuffer:
     if device == self.device: return self
     src = self.contiguous() if self.is_view else self
     return LazyBuffer(device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.COPY, (src,), self.device)
-  def assign(self, value: LazyBuffer) -> LazyBuffer:
-    """Write `value` into this (realized, contiguous) buffer; the result aliases the same device buffer."""
-    return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, (value, self))
+  def assign(self, value: LazyBuffer, st: ShapeTracker | None = None) -> LazyBuffer:
+    """Write `value` into this (realized, contiguous) buffer, or only into the elements view `st` of it picks (a
+    shrink, permute or reshape: each element once); the result aliases the same device buffer."""
+    return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape if st is None else st.shape), self.dtype, Ops.ASSIGN, (value, self), st)
 
   # *** movement ops make views ***
   def _view(self, st: ShapeTracker) -> LazyBuffer:
     if st == self.base.st and not self.base.is_view: return self.base
     # a view that reads nothing valid (padding only) is zeros: say so now, since a mask can't be kept once the view is
     # reshaped to a scalar (shape () has no dim to hold it) and the value would be read unmasked
-    if any(v.mask is not None and any(lo >= hi for lo, hi in v.mask) for v in st.views):
+    if any(v.mask is not None and any(empty_range(lo, hi) for lo, hi in v.mask) for v in st.views):
       return LazyBuffer.const(0, self.dtype, st.shape, self.device)
     return LazyBuffer(self.device, st, self.dtype, base=self.base)
   def reshape(self, shape) -> LazyBuffer: return self._view(self.st.reshape(tuple(shape)))

@@ -140,6 +140,15 @@ def _linearize(k: LoweredKernel) -> list[UOp]:
     # register pressure: walk from the roots (stores, loops, values nothing in this block reads) in program order and
     # emit each one right after what it needs: a load sinks to just before its first use, a store rises to just
     # after its value is ready, instead of sitting at its place in the graph order with its value live meanwhile
+    # and what needs a loop of this block goes first: a value read only after a loop (a conv's relu-mask epilogue) is
+    # computed after it, not held in a register all through it
+    loops: dict = {}
+    def has_loop(it) -> bool:
+      if it not in loops:
+        loops[it] = False   # (no cycles: the graph is a DAG)
+        loops[it] = it.op is Ops.ENDRANGE or any(has_loop(d) for d in deps[it])
+      return loops[it]
+    key = lambda it: (not has_loop(it), first[it])
     used = set().union(*deps.values()) if deps else set()
     roots = sorted((it for it in first if it not in used), key=first.__getitem__)
     done: set = set()
@@ -157,6 +166,6 @@ def _linearize(k: LoweredKernel) -> list[UOp]:
         if it in done: continue
         done.add(it)
         stack.append((it, True))
-        stack.extend((d, False) for d in sorted(deps[it], key=first.__getitem__, reverse=True) if d not in done)
+        stack.extend((d, False) for d in sorted(deps[it], key=key, reverse=True) if d not in done)
   emit((), [u for u in topo if u is not sink])
   return out

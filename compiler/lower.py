@@ -41,6 +41,13 @@ class LoweredKernel:
       self.next_range = 1 + max((u.arg[0] for u in [*self.sink.toposort(), *self.global_ranges] if u.op is Ops.RANGE), default=-1)
     self.next_range += 1
     return UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, size),), (self.next_range - 1, kind))
+  def vars(self) -> list[UOp]:
+    """The Variables (DEFINE_VAR) the kernel takes as integer arguments after its buffers, in name order."""
+    vs = {u for u in self.sink.toposort() if u.op is Ops.DEFINE_VAR} | {u for r in self.global_ranges for u in r.toposort() if u.op is Ops.DEFINE_VAR}
+    return sorted(vs, key=lambda v: v.arg[0])
+  def symbolic(self) -> bool:
+    """Does a loop run a symbolic number of times (a dim of Variable size)?"""
+    return any(r.op is Ops.RANGE and r.src[0].op is not Ops.CONST for r in [*self.sink.toposort(), *self.global_ranges])
   def reduce_ranges(self) -> list[UOp]:
     seen: dict[UOp, None] = {}
     for u in self.sink.toposort():
@@ -58,8 +65,9 @@ class _Lowerer:
     self.ids = itertools.count()
     self.memo: dict = {}
     self.bufs: dict[int, DType] = {}
-  def rng(self, size: int, kind: str) -> UOp:
-    return UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, size),), (next(self.ids), kind))
+  def rng(self, size, kind: str) -> UOp:
+    # a symbolic size (an expression of Variables) is the loop's bound as it is: the kernel takes the values as arguments
+    return UOp(Ops.RANGE, dtypes.int32, (size if isinstance(size, UOp) else UOp.const(dtypes.int32, size),), (next(self.ids), kind))
   def gbuf(self, i: int, dt: DType) -> UOp:
     self.bufs[i] = dt
     return UOp(Ops.DEFINE_GLOBAL, dt, (), i)
@@ -72,7 +80,7 @@ class _Lowerer:
     self.memo[key] = r = self._at(u, idx, gate)
     return r
   def _at(self, u: UOp, idx: tuple[UOp, ...], gate: UOp | None) -> UOp:
-    if u.op is Ops.CONST: return u
+    if u.op in (Ops.CONST, Ops.DEFINE_VAR): return u
     if u.op is Ops.INDEX: return idx[0].cast(u.dtype)   # iota: the element's own (1-D) index
     if u.op is Ops.LOAD:
       bi, st = u.arg
@@ -136,7 +144,7 @@ def lower(ast: UOp, name: str = "kernel") -> LoweredKernel:
   shape = ast.src[0].arg[1].shape
   idx = []
   for s in shape:
-    if s == 1: idx.append(UOp.const(dtypes.int32, 0))
+    if isinstance(s, int) and s == 1: idx.append(UOp.const(dtypes.int32, 0))
     else:
       r = lw.rng(s, "global")
       granges.append(r); idx.append(r)

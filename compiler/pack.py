@@ -152,7 +152,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
 
 def pack_item(si: ScheduleItem, lanes: int) -> list[ScheduleItem]:
   """`si` with its operands packed (the two copy kernels first), or [si] unchanged when it is not a big float32 product."""
-  if si.kind != "kernel" or si.ast is None or si.assign_target is not None or (plan := _plan(si.ast, lanes)) is None: return [si]
+  if si.kind != "kernel" or si.ast is None or si.assign_target is not None or si.var_vals or (plan := _plan(si.ast, lanes)) is None: return [si]
   inputs, items = list(si.inputs), []
   for ast, shape, src_slot, dst_slot in plan.packs:
     out = LazyBuffer.empty(shape, dtypes.float32, si.outputs[0].device)

@@ -22,9 +22,9 @@ from __future__ import annotations
 import os, sys
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
-from compiler.lower import LoweredKernel, lower
+from compiler.lower import LoweredKernel, lower, identity_element
 from compiler.linearize import linearize
-from compiler.uop import UOp, Ops, ALU
+from compiler.uop import UOp, Ops, ALU, substitute
 from compiler.target import Target
 from compiler.opt.base import Opt, copy_kernel
 from compiler.opt.heuristic import optimize, optimize_portable, apply_opts
@@ -107,11 +107,13 @@ class CompiledKernel:
   opts: tuple | None              # the explicit Opts it was built with (None: the default heuristic)
   applied_opts: tuple             # what was applied, step by step (kernel.applied_opts)
   buf_dtypes: tuple               # element dtype of each buffer argument, outputs first
+  vars: tuple = ()                # the Variables (DEFINE_VAR) passed as int arguments after the buffers, in this order
   @property
   def threads(self) -> int: return self.launch.get("threads", 1)
 
-# a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound)
-Search = Callable[[LoweredKernel, Target], Sequence[Opt]]
+# a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound);
+# None keeps the target's default opts
+Search = Callable[[LoweredKernel, Target], Sequence[Opt] | None]
 OptsArg = None | Sequence[Opt] | Search
 
 def _debug() -> int:
@@ -122,7 +124,7 @@ def estimate_ops(prog: list[UOp]) -> int:
   """Arithmetic operations of one launch of the linearized `prog` (vector ops count per lane; integer index math not)."""
   mult, stack, ops = 1, [], 0
   for u in prog:
-    if u.op is Ops.RANGE: stack.append(mult); mult *= u.src[0].arg
+    if u.op is Ops.RANGE: stack.append(mult); mult *= u.src[0].vmax   # (a symbolic loop: at its Variables' maxima)
     elif u.op is Ops.ENDRANGE: mult = stack.pop()
     elif u.op in ALU and u.dtype is not None and not (u.dtype.is_int and u.dtype.count == 1 and u.op in (Ops.ADD, Ops.MUL)): ops += mult * (u.dtype.count or 1)
   return ops
@@ -130,15 +132,64 @@ def estimate_ops(prog: list[UOp]) -> int:
 def optimize_kernel(k: LoweredKernel, target: Target, opts: OptsArg = None) -> tuple[LoweredKernel, tuple | None]:
   """Stage 2 alone: `k` optimized for `target` (a copy), and the explicit opts used (None for the heuristic)."""
   k = copy_kernel(k)
+  # the opts split and unroll loops by their sizes: a loop of Variable size is never touched (compiled once for any value)
+  if k.symbolic(): return _optimize_symbolic(k, target, opts), None
   if opts is None: return backend(target).optimize(k, target), None
-  if callable(opts): opts = opts(k, target)
+  if callable(opts):
+    opts = opts(k, target)
+    if opts is None: return backend(target).optimize(k, target), None   # the search kept the default opts
   opts = tuple(opts)
   return apply_opts(k, opts, target), opts
+
+def _bounded_reduce(k: LoweredKernel, r: UOp) -> None:
+  """Reduction loop `r` of Variable size as a loop of the Variable's maximum whose extra iterations add the identity:
+  every load that moves with it is gated (nothing past the tensor is read) and the reduced value is the identity there.
+  The opts then see constant loops only. (In place on `k`.)"""
+  n = r.src[0]
+  rp = UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, n.vmax),), r.arg)
+  ok = rp.lt(n)
+  memo: dict[UOp, UOp] = {}
+  moves: set[UOp] = {rp}
+  for u in k.sink.toposort():
+    if u is r: memo[u] = rp; continue
+    srcs = tuple(memo[s] for s in u.src)
+    new = u if srcs == u.src else u.replace(src=srcs)
+    if any(s in moves for s in new.src): moves.add(new)
+    if new.op is Ops.LOAD and new.src[1] in moves:
+      new = new.replace(src=(*new.src[:2], ok if len(new.src) == 2 else new.src[2].logical_and(ok)))
+      moves.add(new)
+    if new.op is Ops.REDUCE and rp in new.src[1:]:
+      val = new.src[0]
+      new = new.replace(src=(ok.where(val, UOp.const(val.dtype, identity_element(new.arg, val.dtype.scalar))), *new.src[1:]))
+    memo[u] = new
+  k.sink = memo[k.sink]
+
+def _optimize_symbolic(k: LoweredKernel, target: Target, opts: OptsArg) -> LoweredKernel:
+  """A kernel with loops of Variable size, for the default opts (explicit opts: it runs as lowered):
+  - a reduction loop of Variable size runs to the Variable's maximum, its extra iterations gated off (_bounded_reduce);
+  - on a CPU, the outermost output loop of Variable size (a symbolic batch) is hidden from the opts as an opaque index
+    in [0, max) (a value that doesn't change inside the other loops, which is what it is per iteration) and wraps the
+    optimized kernel again afterwards. Other output loops of Variable size (and any on a GPU, whose opts map output
+    loops to the grid) leave the kernel unoptimized."""
+  if opts is not None or os.environ.get("NOOPT", "0") == "1": return k
+  for r in k.reduce_ranges():
+    if r.src[0].op is not Ops.CONST: _bounded_reduce(k, r)
+  sym = [r for r in k.global_ranges if r.src[0].op is not Ops.CONST]
+  if not sym: return backend(target).optimize(k, target)
+  if target.gpu or len(sym) != 1 or sym[0] is not k.global_ranges[0]: return k
+  r = sym[0]
+  idx = UOp(Ops.DEFINE_VAR, r.dtype, (), (f"__loop{r.arg[0]}", 0, r.src[0].vmax - 1))
+  k.next_range = 1 + max(u.arg[0] for u in [*k.sink.toposort(), *k.global_ranges] if u.op is Ops.RANGE)   # (no reuse of r's number)
+  k.sink, k.global_ranges = substitute(k.sink, {r: idx}), k.global_ranges[1:]
+  k = backend(target).optimize(k, target)
+  k.sink, k.global_ranges = substitute(k.sink, {idx: r}), [r, *k.global_ranges]
+  if getattr(k, "depths", None): k.depths = [d + 1 for d in k.depths]   # loop chains hang one output loop deeper
+  return k
 
 def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: OptsArg = None, *, name: str = "kernel",
                    assemble: bool = True) -> CompiledKernel:
   """Build a kernel for `target`. `opts`: None for the target's default opts, a sequence of Opts (compiler/opt/apply.py,
-  DEFAULT included), or a search `(kernel, target) -> opts` (BEAM). `name` names a kernel lowered from an AST.
+  DEFAULT included), or a search `(kernel, target) -> opts` (BEAM; None keeps the default opts). `name` names a kernel lowered from an AST.
   `assemble=False` stops after rendering (binary b""). Raises OptError for an illegal opt, NotImplementedError for a
   target no registry entry builds, and the assembler's error (CompileError...) for a kernel it rejects."""
   be = backend(target)
@@ -146,10 +197,10 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
   k, used = optimize_kernel(k, target, opts)
   for rw in be.rewrites: k.sink = rw(k.sink)
   k = apply_rewrites(k, target.renderer)   # the documented pre-render hook (compiler/kernel_api.py register_rewrite)
-  if be.peel_reductions and os.environ.get("NOOPT", "0") != "1": k = peel(k, output_loops=False)
+  if be.peel_reductions and os.environ.get("NOOPT", "0") != "1" and not k.symbolic(): k = peel(k, output_loops=False)
   prog = linearize(k)
   src, launch = be.render(k, target, prog)
   if _debug() >= 4: print(src, file=sys.stderr)
   binary = be.assemble(src, k.name, target) if assemble else b""
-  return CompiledKernel(k.name, src, binary, launch, tuple(r.src[0].arg for r in k.global_ranges), estimate_ops(prog), used,
-                        tuple(k.applied_opts), tuple(k.buf_dtypes))
+  return CompiledKernel(k.name, src, binary, launch, tuple(r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax for r in k.global_ranges),
+                        estimate_ops(prog), used, tuple(k.applied_opts), tuple(k.buf_dtypes), tuple(k.vars()))

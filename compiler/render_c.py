@@ -1,6 +1,7 @@
 """The C renderer: a linearized kernel becomes one C function.
 
-ABI: `void name(T0 *restrict data0, const T1 *restrict data1, ..., int core)`: buffers (outputs first), then
+ABI: `void name(T0 *restrict data0, const T1 *restrict data1, ..., int var_n, ..., int core)`: buffers (outputs first),
+the Variables of symbolic sizes (in name order), then
 the index of the CPU core running this call. When the kernel is threaded its outermost loop is cut into
 `threads` contiguous chunks and `core` picks one. Vector values use GCC/clang vector extensions.
 `portable=True` (model export) instead renders a `static` function without `core`, spelled in plain C99 with
@@ -193,6 +194,8 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
   depth = 1
   cnt = 0
   def r(u: UOp) -> str: return names[u]
+  kvars = k.vars()
+  for v in kvars: names[v] = f"var_{v.arg[0]}"   # integer arguments after the buffers (symbolic sizes); no other name starts so
   for u in prog:
     if u.dtype is not None and u.dtype.count > 1:
       vec_types.add(u.dtype)
@@ -200,8 +203,9 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
     op, pad = u.op, "  " * depth
     if op is Ops.CONST: names[u] = render_const(u.arg, u.dtype); continue
     if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"; continue
+    if op is Ops.DEFINE_VAR: continue
     if op is Ops.RANGE:
-      n, rid = u.src[0].arg, f"r{u.arg[0]}"
+      n, rid = u.src[0].arg if u.src[0].op is Ops.CONST else r(u.src[0]), f"r{u.arg[0]}"
       names[u] = rid
       if u is k.threaded and threads > 1:
         lines.append(f"{pad}int {rid}_lo = (int)(((long long){n}*core)/{threads}), {rid}_hi = (int)(((long long){n}*(core+1))/{threads});")
@@ -263,6 +267,7 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
   params = []
   for i, dt in enumerate(k.buf_dtypes):
     params.append(f"{'const ' if i >= k.outputs else ''}{ctype(dt)} *restrict data{i}")
+  params += [f"int {names[v]}" for v in kvars]
   if portable:
     bad = sorted({dt.name for dt in vec_types} | {dt.name for dt in k.buf_dtypes if dt.scalar is dtypes.float16} |
                  {u.dtype.name for u in prog if u.dtype is not None and u.dtype.scalar is dtypes.float16})

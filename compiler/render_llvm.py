@@ -304,7 +304,8 @@ class _Renderer:
 
   # *** GPU launch geometry: all output loops flattened into x ***
   def geometry(self) -> tuple[dict[UOp, str], dict]:
-    gr = self.k.global_ranges
+    # a loop of Variable size is not part of the grid (the launch is built once for every value): it runs in the kernel
+    gr = [r for r in self.k.global_ranges if r.src[0].op is Ops.CONST]
     sizes = [r.src[0].arg for r in gr]
     total = math.prod(sizes)
     if total >= 2 ** 31: raise NotImplementedError(f"render_llvm: kernel {self.k.name} has {total} threads")
@@ -331,7 +332,7 @@ class _Renderer:
     """The reduce range each REDUCE strides across the lanes, or {} for one work-item per output (many outputs, short or
     nested reductions, bool accumulators)."""
     gset, reds = set(self.k.global_ranges), [u for u in prog if u.op is Ops.REDUCE]
-    if not reds or any(r.dtype.scalar is dtypes.bool for r in reds): return {}
+    if not reds or any(r.dtype.scalar is dtypes.bool for r in reds) or self.k.symbolic(): return {}
     if math.prod(r.src[0].arg for r in self.k.global_ranges) > GROUP_MAX_OUTPUTS: return {}
     depth = 0
     for u in prog:   # every accumulator outside every reduce loop: the lanes meet at each combine (a barrier)
@@ -396,16 +397,17 @@ class _Renderer:
     for u in prog:
       if u.op is Ops.LANE: raise NotImplementedError(f"render_llvm: kernel {k.name} still has a LANE (run compiler.vectorize first)")
       if u.op is Ops.WMMA: raise NotImplementedError(f"render_llvm: kernel {k.name} uses WMMA (tensor cores), which this renderer lacks")
+    for v in k.vars(): self.names[v] = f"%var_{v.arg[0]}"   # integer arguments after the buffers
     if t.gpu: self.strided = self.plan_groups(prog)
     gidx, launch = (self.group_geometry() if self.strided else self.geometry()) if t.gpu else ({}, {"threads": self.threads})
     loops: list[tuple[UOp, str]] = []
     for u in prog:
       op = u.op
-      if op is Ops.CONST: continue   # rendered where used
+      if op in (Ops.CONST, Ops.DEFINE_VAR): continue   # rendered where used
       if op is Ops.DEFINE_GLOBAL: self.names[u] = f"%data{u.arg}"; continue
       if op is Ops.RANGE:
         if u in gidx: self.names[u] = gidx[u]; continue
-        n, rid = u.src[0].arg, f"r{u.arg[0]}_{self.cnt}"
+        n, rid = u.src[0].arg if u.src[0].op is Ops.CONST else self.val(u.src[0]), f"r{u.arg[0]}_{self.cnt}"
         lo, hi = (self.lane if u in self.strided else "0"), str(n)
         if u is k.threaded and self.threads > 1:
           c = self.emit("sext i32 %core to i64")
@@ -465,6 +467,7 @@ class _Renderer:
         sd = u.src[1].dtype if op is Ops.WHERE else u.src[0].dtype
         self.names[u] = self.alu(op, u.dtype.scalar.vec(n), sd.scalar.vec(n), srcs)
     params = [f"{self.ptr} noalias %data{i}" for i in range(len(k.buf_dtypes))]   # C's restrict
+    params += [f"i32 %var_{v.arg[0]}" for v in k.vars()]
     if t.gpu:
       head = f"define amdgpu_kernel void @{k.name}({', '.join(params)}) #0 {{"
       attrs = f'attributes #0 = {{ nounwind "amdgpu-flat-work-group-size"="1,{max(64, launch["local_size"][0])}" }}'

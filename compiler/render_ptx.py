@@ -468,7 +468,8 @@ class _Renderer:
   # *** launch geometry ***
   def geometry(self) -> tuple[dict[UOp, str], tuple[int, int, int], tuple[int, int, int]]:
     """Map global ranges to (x, y, z) and emit the index prologue; returns range -> index register, grid, block."""
-    gr = self.k.global_ranges
+    # a loop of Variable size is not part of the grid (the launch is built once for every value): it runs in the kernel
+    gr = [r for r in self.k.global_ranges if r.src[0].op is Ops.CONST]
     sizes = [r.src[0].arg for r in gr]
     n = len(gr)
     if n == 0: dims: list[list[int]] = [[], [], []]
@@ -506,7 +507,7 @@ class _Renderer:
     (enough outputs to fill a GPU, short reductions, nested reductions or bool accumulators)."""
     gset = set(self.k.global_ranges)
     reds = [u for u in prog if u.op is Ops.REDUCE]
-    if not reds or any(r.dtype.scalar is dtypes.bool for r in reds): return None
+    if not reds or any(r.dtype.scalar is dtypes.bool for r in reds) or self.k.symbolic(): return None
     if any(u.op is Ops.WMMA for u in prog): return None   # a warp works on one tile together: its lanes are not a group
     if math.prod(r.src[0].arg for r in self.k.global_ranges) > GROUP_MAX_OUTPUTS: return None
     depth = 0
@@ -610,25 +611,31 @@ class _Renderer:
       p, g = self.reg("rd"), self.reg("rd")
       self.emit(f"ld.param.u64 {p}, [data{i}]"); self.emit(f"cvta.to.global.u64 {g}, {p}")
       bufs[i] = g
+    kvars = self.k.vars()
+    for v in kvars:   # integer arguments after the buffers (Variables of symbolic sizes)
+      r = self.reg("r"); self.emit(f"ld.param.u32 {r}, [var_{v.arg[0]}]"); self.names[v] = r
     self.strided = self.plan_groups(prog) or {}
     gidx, grid, block = self.group_geometry() if self.strided else self.geometry()
     loops: list[tuple[UOp, str, str]] = []
     for u in prog:
       op = u.op
       if op is Ops.DEFINE_GLOBAL: self.names[u] = bufs[u.arg]
+      elif op is Ops.DEFINE_VAR: continue
       elif op is Ops.CONST:   # a vector constant is the same register in every lane
         r = self.const(u.arg, u.dtype.scalar)
         self.names[u] = r if u.dtype.count == 1 else [r] * u.dtype.count
       elif op is Ops.RANGE:
         if u in gidx: self.names[u] = gidx[u]; continue
-        n, i = u.src[0].arg, self.reg("r")
+        n, i = (u.src[0].arg if u.src[0].op is Ops.CONST else self.names[u.src[0]]), self.reg("r")
         top, end = self.label("loop"), self.label("end")
         if u in self.strided:   # lane l of the block runs iterations l, l+L, l+2L, ...
           p = self.reg("p")
           self.emit(f"mov.u32 {i}, {self.lane}"); self.emit(f"setp.ge.s32 {p}, {i}, {n}"); self.emit(f"@{p} bra {end}")
         else:
           self.emit(f"mov.u32 {i}, 0")
-          if n <= 0: self.emit(f"bra {end}")
+          if isinstance(n, str):   # a symbolic bound (a register): the loop body runs at least once, so check first
+            p = self.reg("p"); self.emit(f"setp.le.s32 {p}, {n}, 0"); self.emit(f"@{p} bra {end}")
+          elif n <= 0: self.emit(f"bra {end}")
         self.lines.append(f"{top}:")
         self.names[u] = i
         loops.append((u, top, end))
@@ -641,7 +648,7 @@ class _Renderer:
         self.addr_scopes.pop()
         i, p = self.names[r], self.reg("p")
         self.emit(f"add.s32 {i}, {i}, {block[0] if r in self.strided else 1}")
-        self.emit(f"setp.lt.s32 {p}, {i}, {r.src[0].arg}"); self.emit(f"@{p} bra {top}")
+        self.emit(f"setp.lt.s32 {p}, {i}, {r.src[0].arg if r.src[0].op is Ops.CONST else self.names[r.src[0]]}"); self.emit(f"@{p} bra {top}")
         self.lines.append(f"{end}:")
       elif op is Ops.LOAD: self.names[u] = self.load(u)
       elif op is Ops.STORE: self.store(u)
@@ -652,7 +659,7 @@ class _Renderer:
         w = u.dtype.count
         out = [self.lane_op(u, i, block) for i in range(w)]
         self.names[u] = out if w > 1 else out[0]
-    params = ",\n".join(f"  .param .u64 data{i}" for i in range(nbufs))
+    params = ",\n".join([f"  .param .u64 data{i}" for i in range(nbufs)] + [f"  .param .u32 var_{v.arg[0]}" for v in kvars])
     decls = [f"  .reg {REG_DECL[c]} %{c}<{n + 1}>;" for c, n in self.counts.items()]
     if self.strided: decls.append(f"  .shared .align 8 .b8 red_smem[{8 * block[0]}];")
     src = "\n".join([f".version {PTX_ISA[self.arch]}", f".target {self.arch}", ".address_size 64", "",

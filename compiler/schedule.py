@@ -21,10 +21,11 @@ Elementwise values used twice are recomputed in each consumer: that is cheaper t
 """
 from __future__ import annotations
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops, ELEMENTWISE
 from compiler.view import ShapeTracker, prod
+from compiler.sint import any_sym, smax, unbind, merge_vals
 
 @dataclass
 class ScheduleItem:
@@ -36,6 +37,7 @@ class ScheduleItem:
   name: str = ""
   assign_target: LazyBuffer | None = None  # the buffer an ASSIGN kernel writes in place
   alloc_nbytes: int | None = None          # the output buffer's size when the kernel writes past the tensor's end
+  var_vals: dict = field(default_factory=dict)   # {Variable: value} of the symbolic dims (the ast holds only Variables)
   @property
   def bufs(self) -> list[LazyBuffer]: return self.outputs + self.inputs
 
@@ -44,6 +46,7 @@ def _view_is_rearrange(st: ShapeTracker, base_shape) -> bool:
   return prod(st.shape) == prod(base_shape) and all(v.mask is None and _dense(v) for v in st.views)
 
 def _dense(v) -> bool:
+  if any_sym(v.shape) or any_sym(v.strides): return v.contiguous   # symbolic: only the plain layout is known dense
   # positive strides that tile [0, size) exactly: sorted by stride, each is the product of the smaller dims
   acc = 1
   for st, s in sorted((st, s) for st, s in zip(v.strides, v.shape) if s != 1):
@@ -113,7 +116,7 @@ class _Scheduler:
       rearrange = not s.is_view or _view_is_rearrange(s.st, sb.shape)
       if sb.op is Ops.REDUCE_AXIS and (not rearrange or in_reduce or b.op is Ops.REDUCE_AXIS):
         self.realize[sb] = None; continue
-      grows = s.is_view and prod(s.shape) > prod(sb.shape)
+      grows = s.is_view and smax(prod(s.shape)) > smax(prod(sb.shape))
       if grows and sb.op in ELEMENTWISE and self._has_reduce(sb):   # (x - x.mean()): the mean once, not once per element
         self.realize[sb] = None; continue
       if (in_reduce or b.op is Ops.REDUCE_AXIS) and grows and not _cheap(sb):
@@ -137,7 +140,7 @@ class _KernelBuilder:
     sb = s.base
     st = s.st if s.is_view else ShapeTracker.from_shape(sb.shape)
     if sb.op is Ops.CONST and sb.buffer is None:
-      c = UOp.const(sb.dtype, sb.arg)
+      c = sb.arg.cast(sb.dtype) if isinstance(sb.arg, UOp) else UOp.const(sb.dtype, sb.arg)
       # keep the shape (a reduction over a broadcast constant needs its axes), unless it is a scalar
       return c if st.shape == () else UOp(Ops.VIEW, sb.dtype, (c,), st)
     if self.sched._must_load(sb, self.root) or sb.op is Ops.EMPTY:
@@ -147,13 +150,32 @@ class _KernelBuilder:
   def base(self, b: LazyBuffer) -> UOp:
     if b in self.memo: return self.memo[b]
     if b.op is Ops.INDEX: ret = UOp(Ops.INDEX, b.dtype, (), b.shape[0])
-    elif b.op is Ops.CONST: ret = UOp.const(b.dtype, b.arg)   # only as a kernel's root: realizing a constant
+    elif b.op is Ops.CONST: ret = b.arg.cast(b.dtype) if isinstance(b.arg, UOp) else UOp.const(b.dtype, b.arg)   # only as a kernel's root
     elif b.op in ELEMENTWISE: ret = UOp(b.op, b.dtype, tuple(self.ref(s) for s in b.srcs))
     elif b.op is Ops.REDUCE_AXIS: ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
     elif b.op is Ops.CONTIGUOUS: ret = self.ref(b.srcs[0])
     else: raise RuntimeError(f"can't inline {b.op} into a kernel")
     self.memo[b] = ret
     return ret
+
+def unbind_ast(ast: UOp) -> tuple[UOp, dict]:
+  """The ast with every bound Variable (in views and values) replaced by the Variable, and {Variable: value}: the
+  kernel is then the same for every value, which it takes as an argument."""
+  vals: list[dict] = []
+  def ub(x: UOp) -> UOp:
+    x2, vv = unbind(x)
+    vals.append(vv)
+    return x2
+  memo: dict[UOp, UOp] = {}
+  for u in ast.toposort():
+    if u.op is Ops.BIND: memo[u] = ub(u); continue
+    arg = u.arg
+    if u.op in (Ops.LOAD, Ops.STORE) and arg[1].sints(): arg = (arg[0], arg[1].map_sints(ub))
+    elif u.op is Ops.VIEW and arg.sints(): arg = arg.map_sints(ub)
+    elif u.op is Ops.INDEX and isinstance(arg, UOp): arg = ub(arg)   # an iota of symbolic length
+    srcs = tuple(memo[s] for s in u.src)
+    memo[u] = u if srcs == u.src and arg is u.arg else UOp(u.op, u.dtype, srcs, arg)
+  return memo[ast], merge_vals(*vals, what="kernel")
 
 def ast_shape(u: UOp) -> tuple[int, ...]:
   """The shape of a kernel AST node."""
@@ -164,14 +186,18 @@ def ast_shape(u: UOp) -> tuple[int, ...]:
   if u.op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(ast_shape(u.src[0])))
   return next((sh for s in u.src if (sh := ast_shape(s)) != ()), ())
 
+def _dim(s) -> str:
+  # a symbolic dim is named by its Variables (kernel names are C identifiers)
+  return str(s) if isinstance(s, int) else "".join(u.arg[0] for u in s.toposort() if u.op is Ops.DEFINE_VAR) or "s"
+
 def kernel_name(ast: UOp) -> str:
   store = ast.src[0]
   shape = store.arg[1].shape
   reds = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
   if reds:
     full = ast_shape(reds[0].src[0])
-    return "r_" + "_".join(str(s) for s in full)
-  return "E_" + "_".join(str(s) for s in shape) if shape else "E_1"
+    return "r_" + "_".join(_dim(s) for s in full)
+  return "E_" + "_".join(_dim(s) for s in shape) if shape else "E_1"
 
 # readers realized only because an assign in their schedule overwrites what they read (a TinyJit capture doesn't
 # record those built before it: they are not the captured function's work)
@@ -205,13 +231,14 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
       tbuf = target.base
       # the store goes to the target's buffer; reading the target at other positions in the same kernel would
       # race with the store, so such values were realized by the frontend (Tensor.assign) first
-      st = ShapeTracker.from_shape(b.shape)
+      st = ShapeTracker.from_shape(b.shape) if b.arg is None else b.arg   # (a write through a view: its positions)
       ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, st)),))
-      items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast), assign_target=tbuf)
+      ast, vv = unbind_ast(ast)
+      items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast), assign_target=tbuf, var_vals=vv)
       continue
     val = kb.base(b) if b.op is not Ops.CONTIGUOUS else kb.ref(b.srcs[0])
-    ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, ShapeTracker.from_shape(b.shape))),))
-    items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast))
+    ast, vv = unbind_ast(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, ShapeTracker.from_shape(b.shape))),)))
+    items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast), var_vals=vv)
   # order: an item runs after the items producing its inputs; an assign runs after every item reading its target
   deps: dict[LazyBuffer, set] = {b: {i for i in it.inputs if i in items} for b, it in items.items()}
   for b, it in items.items():

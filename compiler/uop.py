@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import Enum, auto
 from typing import Any
 from collections.abc import Callable, Iterable
-import functools, math, struct, weakref
+import functools, math, numbers, struct, weakref
 from compiler.dtypes import DType, dtypes
 
 class Ops(Enum):
@@ -34,6 +34,8 @@ class Ops(Enum):
   # warp-level matrix multiply-accumulate (tensor cores): WMMA(a fragment, b fragment, accumulator), arg = (shape,
   # input dtype name, accumulator dtype name); one lane's share of D = A @ B + C (compiler/opt/tc.py)
   WMMA = auto()
+  # a Variable bound to a value (frontend shapes): BIND(DEFINE_VAR, CONST value); kernels only ever see the DEFINE_VAR
+  BIND = auto()
   # members are singletons compared by identity: hash them by identity too (Enum's own __hash__ is a Python call,
   # and every UOp built hashes its op)
   __hash__ = object.__hash__
@@ -132,6 +134,7 @@ class UOp:
     out = dtypes.bool.vec(self.dtype.count) if op in COMPARISON else self.dtype
     return UOp(op, out, (self,) + srcs)
   def _bin(self, op: Ops, x, rev=False) -> UOp:
+    if not isinstance(x, (UOp, numbers.Number)): return NotImplemented   # (a Tensor's reflected op takes a symbolic value)
     y = x if isinstance(x, UOp) else self.const_like(x)
     a, b = (y, self) if rev else (self, y)
     return simplify_alu(op, a.dtype if op not in COMPARISON else dtypes.bool, (a, b))
@@ -155,6 +158,37 @@ class UOp:
     if self.dtype == dtype: return self
     if self.op is Ops.CONST: return UOp.const(dtype, self.arg)
     return UOp(Ops.CAST, dtype, (self,))
+
+  # *** symbolic variables (tinygrad's Variable) ***
+  def bind(self, value: int) -> UOp:
+    """This Variable (a DEFINE_VAR) bound to `value`: usable as a tensor dimension. ValueError outside [min, max].
+
+    >>> from compiler.uop import Variable
+    >>> Variable("n", 1, 8).bind(3)
+    n=3
+    """
+    if self.op is not Ops.DEFINE_VAR: raise TypeError(f"bind: only a Variable can be bound, not {self.op.name}")
+    name, lo, hi = self.arg
+    if isinstance(value, bool) or not isinstance(value, int):
+      raise TypeError(f"bind: Variable {name!r} takes an int value, got {type(value).__name__}")
+    if not lo <= value <= hi: raise ValueError(f"Variable {name!r}: value {value} is outside its range [{lo}, {hi}]")
+    return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, value)))
+  def unbind(self) -> tuple[UOp, int]:
+    """(the Variable, its value) of a bound Variable."""
+    if self.op is not Ops.BIND: raise TypeError(f"unbind: {pretty(self)} is not a bound Variable")
+    return self.src[0], self.src[1].arg
+  # `<` etc. on UOps would be a Python bool of a value only known at run time (a symbolic dim): refuse clearly
+  def _cmp(self, x, op: str):
+    raise TypeError(f"symbolic shapes: `{pretty(self)} {op} {pretty(x) if isinstance(x, UOp) else x!r}` depends on a Variable's value; "
+                    "this operation does not support a symbolic (Variable) dimension")
+  def __lt__(self, x): return self._cmp(x, "<")
+  def __le__(self, x): return self._cmp(x, "<=")
+  def __gt__(self, x): return self._cmp(x, ">")
+  def __ge__(self, x): return self._cmp(x, ">=")
+  @property
+  def expr(self) -> str:
+    """A Variable's name (tinygrad spells it .expr)."""
+    return self.arg[0] if self.op is Ops.DEFINE_VAR else self.unbind()[0].arg[0]
 
   # *** graph walks ***
   def toposort(self) -> list[UOp]:
@@ -181,6 +215,7 @@ class UOp:
     if op is Ops.CONST: return (self.arg, self.arg)
     if op is Ops.RANGE: return (0, s[0].vmax - 1)
     if op is Ops.DEFINE_VAR: return (self.arg[1], self.arg[2])
+    if op is Ops.BIND: return s[0]._bounds   # (a kernel must not depend on the bound value: only the range is known)
     if op is Ops.LANE: return (0, self.arg - 1)
     if self.dtype is not None and self.dtype.count == 1 and (self.dtype.is_int or self.dtype.is_bool):
       if op is Ops.ADD: return (s[0].vmin + s[1].vmin, s[0].vmax + s[1].vmax)
@@ -209,6 +244,7 @@ def pretty(u: UOp, depth: int = 6) -> str:
   if u.op is Ops.CONST: return f"{u.arg!r}"
   if u.op is Ops.RANGE: return f"r{u.arg[0]}"
   if u.op is Ops.DEFINE_VAR: return u.arg[0]
+  if u.op is Ops.BIND: return f"{u.src[0].arg[0]}={u.src[1].arg}"
   inner = ", ".join(pretty(s, depth - 1) for s in u.src)
   return f"{u.op.name}({inner}{', ' if u.src and u.arg is not None else ''}{'' if u.arg is None else repr(u.arg)})"
 
@@ -475,3 +511,16 @@ symbolic = PatternMatcher([(UPat(ALU, name="x"), _fold)])
 def simplify(u: UOp) -> UOp:
   """`u` with the symbolic rules applied to a fixed point (each node's result is kept on it: simplifying again is free)."""
   return graph_rewrite(u, symbolic, cache="_simplified")
+
+def Variable(name: str, min_val: int, max_val: int) -> UOp:
+  """A named integer in [min_val, max_val] (tinygrad's Variable): `.bind(value)` makes a symbolic tensor dimension;
+  kernels are built once for the whole range and take the value as an integer argument.
+
+  >>> v = Variable("batch", 1, 64)
+  >>> v.bind(17).unbind()[1], v.vmin, v.vmax
+  (17, 1, 64)
+  """
+  if not isinstance(name, str) or not name.isidentifier(): raise ValueError(f"Variable: name {name!r} must be an identifier")
+  if not (isinstance(min_val, int) and isinstance(max_val, int)) or not 0 <= min_val <= max_val < 2 ** 31:
+    raise ValueError(f"Variable {name!r}: need integers 0 <= min <= max < 2**31, got [{min_val}, {max_val}]")
+  return UOp(Ops.DEFINE_VAR, dtypes.int32, (), (name, min_val, max_val))

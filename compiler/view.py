@@ -5,6 +5,10 @@ expand a zero stride, flip a negative stride. A reshape that one view cannot exp
 `ShapeTracker`. `ShapeTracker.to_index(idxs)` turns index expressions into a buffer offset and a validity
 expression (both UOps, kept small by the symbolic rules).
 
+Sizes, strides, offsets and mask bounds may be symbolic (compiler/sint.py: UOps over Variables); a reshape then stays
+one view only when it adds or drops size-1 dims (else a second view), and comparisons that would depend on a
+Variable's value raise instead of guessing.
+
 >>> from compiler.view import ShapeTracker
 >>> st = ShapeTracker.from_shape((4, 6)).permute((1, 0)).shrink(((1, 3), (0, 4)))
 >>> st.shape, st.views[-1].strides, st.views[-1].offset
@@ -13,10 +17,13 @@ expression (both UOps, kept small by the symbolic rules).
 from __future__ import annotations
 from dataclasses import dataclass
 import functools, math
-from compiler.uop import UOp
+from compiler.uop import UOp, Ops, simplify_alu
 from compiler.dtypes import dtypes
+from compiler.sint import any_sym, smin, smax2
 
 def prod(xs) -> int: return math.prod(xs)
+
+def _int(x): return x.arg if isinstance(x, UOp) and x.op is Ops.CONST else x
 
 def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
   out, acc = [], 1
@@ -34,11 +41,13 @@ class View:
 
   @staticmethod
   def create(shape, strides=None, offset=0, mask=None) -> View:
-    shape = tuple(shape)
+    shape, offset = tuple(map(_int, shape)), _int(offset)   # (symbolic arithmetic that folded to a number is a number)
+    if strides is not None: strides = tuple(map(_int, strides))
+    if mask is not None: mask = tuple((_int(lo), _int(hi)) for lo, hi in mask)
     strides = strides_for_shape(shape) if strides is None else tuple(0 if s == 1 else st for s, st in zip(shape, strides))
     if mask is not None:
       if all(lo == 0 and hi == s for (lo, hi), s in zip(mask, shape)): mask = None
-      elif any(lo >= hi for lo, hi in mask):  # nothing is valid: a view of zeros
+      elif any(not any_sym((lo, hi)) and lo >= hi for lo, hi in mask):  # nothing is valid: a view of zeros
         return View(shape, (0,) * len(shape), 0, tuple((0, 0) for _ in shape))
     return View(shape, strides, offset, None if mask is None else tuple(mask))
   @functools.cached_property
@@ -57,14 +66,14 @@ class View:
     offset = self.offset + sum(st * lo for st, (lo, _) in zip(self.strides, arg))
     mask = None
     if self.mask is not None:
-      mask = tuple((max(0, mlo - lo), max(0, min(mhi, hi) - lo)) for (mlo, mhi), (lo, hi) in zip(self.mask, arg))
+      mask = tuple((smax2(0, mlo - lo), smax2(0, smin(mhi, hi) - lo)) for (mlo, mhi), (lo, hi) in zip(self.mask, arg))
     return View.create(tuple(hi - lo for lo, hi in arg), self.strides, offset, mask)
   def pad(self, arg) -> View:
     if all(b == 0 and a == 0 for b, a in arg): return self
     # pad = shrink with negative begin, then mask out what was not there
     zv = self.shrink(tuple((-b, s + a) for s, (b, a) in zip(self.shape, arg)))
     mask = tuple((b, s + b) for s, (b, _) in zip(self.shape, arg))
-    if self.mask is not None: mask = tuple((max(lo, b + mlo), min(hi, b + mhi)) for (lo, hi), (b, _), (mlo, mhi) in zip(mask, arg, self.mask))
+    if self.mask is not None: mask = tuple((smax2(lo, b + mlo), smin(hi, b + mhi)) for (lo, hi), (b, _), (mlo, mhi) in zip(mask, arg, self.mask))
     return View.create(zv.shape, zv.strides, zv.offset, mask)
   def flip(self, axes) -> View:
     strides = tuple(-st if i in axes else st for i, st in enumerate(self.strides))
@@ -75,6 +84,7 @@ class View:
     """The same elements in a new shape as one view, or None when that needs a second view."""
     if self.shape == shape: return self
     if self.contiguous or 0 in shape: return View.create(shape)   # no elements: any layout reads the same nothing
+    if any_sym(self.shape) or any_sym(shape): return self._reshape_sym(shape)
     # drop size-1 dims (keeping their mask validity), then split/merge strided runs
     old = [(s, st, m) for s, st, m in zip(self.shape, self.strides, self.mask or [(0, s) for s in self.shape])]
     if any(s == 1 and m == (0, 0) for s, _, m in old): return View.create(shape, (0,) * len(shape), 0, tuple((0, 0) for _ in shape))
@@ -110,27 +120,46 @@ class View:
       else: full_strides.append(next(it_s)); full_mask.append(next(it_m))
     return View.create(shape, full_strides, self.offset, tuple(full_mask) if self.mask is not None else None)
 
+  def _reshape_sym(self, shape) -> View | None:
+    """A reshape with symbolic dims as one view: only size-1 dims added or removed (else None: a second view)."""
+    old = [(s, st, m) for s, st, m in zip(self.shape, self.strides, self.mask or [None] * len(self.shape)) if not (isinstance(s, int) and s == 1)]
+    new = [s for s in shape if not (isinstance(s, int) and s == 1)]
+    if len(old) != len(new) or any(o[0] is not n and o[0] != n for o, n in zip(old, new)): return None
+    if self.mask is not None and any(m == (0, 0) for s, _, m in zip(self.shape, self.strides, self.mask) if isinstance(s, int) and s == 1):
+      return View.create(shape, (0,) * len(shape), 0, tuple((0, 0) for _ in shape))
+    it = iter(old)
+    strides, mask = [], []
+    for s in shape:
+      if isinstance(s, int) and s == 1: strides.append(0); mask.append((0, 1))
+      else:
+        _, st, m = next(it)
+        strides.append(st); mask.append(m)
+    return View.create(shape, strides, self.offset, tuple(mask) if self.mask is not None else None)
+
   def to_index(self, idxs: list[UOp]) -> tuple[UOp, UOp]:
     """(offset expression, validity expression) for reading element `idxs` of this view."""
     i32 = dtypes.int32 if not any(i.dtype is dtypes.int64 for i in idxs) else dtypes.int64
-    off = UOp.const(i32, self.offset)
+    off = self.offset if isinstance(self.offset, UOp) else UOp.const(i32, self.offset)
     valid = UOp.const(dtypes.bool, True)
     for i, (ix, st) in enumerate(zip(idxs, self.strides)):
-      if st != 0: off = off + ix * st
+      if isinstance(st, UOp) or st != 0: off = off + ix * st
       if self.mask is not None:
         lo, hi = self.mask[i]
-        if lo > 0: valid = valid.logical_and(UOp.const(ix.dtype, lo - 1).lt(ix))
-        if hi < self.shape[i]: valid = valid.logical_and(ix.lt(hi))
-        if hi <= lo: valid = UOp.const(dtypes.bool, False)
+        if isinstance(lo, UOp) or lo > 0: valid = valid.logical_and((lo - 1 if isinstance(lo, UOp) else UOp.const(ix.dtype, lo - 1)).lt(ix))
+        if hi is not self.shape[i] and (isinstance(hi, UOp) or isinstance(self.shape[i], UOp) or hi < self.shape[i]): valid = valid.logical_and(ix.lt(hi))
+        if not any_sym((lo, hi)) and hi <= lo: valid = UOp.const(dtypes.bool, False)
     return off, valid
 
 def unravel(off: UOp, shape: tuple[int, ...]) -> list[UOp]:
   """Index expressions into `shape` for a flat offset into its contiguous layout."""
   out, acc = [], 1
   for i, s in enumerate(reversed(shape)):
+    # a symbolic size divides as max(s, 1): a Variable's minimum may be 0, and the division may be hoisted out of the
+    # (then empty) loops that guard it (for minima >= 1 the max folds away)
+    if isinstance(s, UOp): s = simplify_alu(Ops.MAX, s.dtype, (s, UOp.const(s.dtype, 1)))
     # the outermost index needs no modulo: a valid offset is below the total size
     outer = i == len(shape) - 1
-    out.append(UOp.const(off.dtype, 0) if s == 1 else (off // acc if outer else (off // acc) % s))
+    out.append(UOp.const(off.dtype, 0) if isinstance(s, int) and s == 1 else (off // acc if outer else (off // acc) % s))
     acc *= s
   return list(reversed(out))
 
@@ -162,9 +191,20 @@ class ShapeTracker:
   def flip(self, axes) -> ShapeTracker: return self._last(self.views[-1].flip(tuple(axes)))
   def reshape(self, shape) -> ShapeTracker:
     shape = tuple(shape)
-    assert prod(shape) == self.size(), f"reshape {self.shape} -> {shape} changes the size"
+    assert any_sym(shape) or any_sym(self.shape) or prod(shape) == self.size(), f"reshape {self.shape} -> {shape} changes the size"
     if (v := self.views[-1].reshape(shape)) is not None: return self._last(v)
     return ShapeTracker(self.views + (View.create(shape),))
+  def map_sints(self, fn) -> ShapeTracker:
+    """The same views with fn applied to every symbolic (UOp) shape, stride, offset and mask bound."""
+    f = lambda x: fn(x) if isinstance(x, UOp) else x
+    return ShapeTracker(tuple(View(tuple(map(f, v.shape)), tuple(map(f, v.strides)), f(v.offset),
+                                   None if v.mask is None else tuple((f(lo), f(hi)) for lo, hi in v.mask)) for v in self.views))
+  def sints(self) -> list[UOp]:
+    """Every symbolic value in the views."""
+    out = []
+    for v in self.views:
+      out += [x for x in (*v.shape, *v.strides, v.offset, *(b for m in (v.mask or ()) for b in m)) if isinstance(x, UOp)]
+    return out
   def to_index(self, idxs: list[UOp]) -> tuple[UOp, UOp]:
     off, valid = self.views[-1].to_index(idxs)
     for v in reversed(self.views[:-1]):

@@ -5,6 +5,7 @@
 [2, 4, 6]
 """
 from compiler.dtypes import dtypes, DType
+from compiler.uop import Variable
 from hcqrt.device import Device
 from frontend.engine import GlobalCounters
 from frontend.tensor import Tensor
@@ -12,4 +13,4 @@ from frontend.jit import TinyJit
 from frontend.context import Context
 from frontend import nn, optim
 
-__all__ = ["Context", "DType", "Device", "GlobalCounters", "Tensor", "TinyJit", "dtypes", "nn", "optim"]
+__all__ = ["Context", "DType", "Device", "GlobalCounters", "Tensor", "TinyJit", "Variable", "dtypes", "nn", "optim"]

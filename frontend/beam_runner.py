@@ -17,30 +17,36 @@ from hcqrt.device import debug_level
 
 def beam_runner(si: ScheduleItem, dev: Any) -> Callable[[beam.Built], tuple[float, list]]:
   """BEAM's callback: run a built candidate on random buffers shaped like si's (the same data for every candidate);
-  returns (seconds, [output array]). Outputs are filled with NaN bytes before each run, so an unwritten element shows."""
+  returns (seconds, [output array]). Outputs are filled with NaN bytes before each run, so an unwritten element shows.
+  The buffers are made on the first run (a search answered from the cache runs nothing and allocates nothing)."""
   from frontend.engine import Buffer   # (the engine imports this module)
-  rng = np.random.default_rng(0)
   lbs = [si.outputs[0], *si.inputs]
   npdt = lambda dt: np.dtype(dt.fmt) if dt.fmt else np.dtype(np.uint16)
-  bufs = [Buffer(si.outputs[0].device, max(1, lb.size * lb.dtype.itemsize, (si.alloc_nbytes or 0) if i == 0 else 0)) for i, lb in enumerate(lbs)]
-  for b, lb in zip(bufs[1:], lbs[1:]):
-    d = npdt(lb.dtype)
-    x = rng.standard_normal(lb.size) if d.kind == "f" else rng.integers(-3, 4, lb.size) if d.kind in "iu" else rng.integers(0, 2, lb.size)
-    x = x.astype(d) if d.kind != "u" else np.abs(x).astype(d)
-    if x.nbytes: dev.allocator.copyin(b.raw, memoryview(x.reshape(-1).view(np.uint8)))
-  out_dt, garbage = npdt(lbs[0].dtype), np.full(bufs[0].nbytes, 0xFF, np.uint8)
-  progs: dict[int, object] = {}
+  state: dict = {}
+  def setup() -> dict:
+    rng = np.random.default_rng(0)
+    bufs = [Buffer(si.outputs[0].device, max(1, lb.size * lb.dtype.itemsize, (si.alloc_nbytes or 0) if i == 0 else 0)) for i, lb in enumerate(lbs)]
+    for b, lb in zip(bufs[1:], lbs[1:]):
+      d = npdt(lb.dtype)
+      x = rng.standard_normal(lb.size) if d.kind == "f" else rng.integers(-3, 4, lb.size) if d.kind in "iu" else rng.integers(0, 2, lb.size)
+      x = x.astype(d) if d.kind != "u" else np.abs(x).astype(d)
+      if x.nbytes: dev.allocator.copyin(b.raw, memoryview(x.reshape(-1).view(np.uint8)))
+    return {"bufs": bufs, "garbage": np.full(bufs[0].nbytes, 0xFF, np.uint8), "progs": {}}
+  out_dt = npdt(lbs[0].dtype)
   def run(built: beam.Built) -> tuple[float, list]:
+    if not state: state.update(setup())
+    bufs, progs = state["bufs"], state["progs"]
     if (prog := progs.get(id(built))) is None: prog = progs[id(built)] = dev.program(built.name, built.binary)
-    dev.allocator.copyin(bufs[0].raw, memoryview(garbage))
+    dev.allocator.copyin(bufs[0].raw, memoryview(state["garbage"]))
     et = prog(*[b.raw for b in bufs], **built.launch, wait=True) or 0.0
     out = np.empty(lbs[0].size, out_dt)
     if out.nbytes: dev.allocator.copyout(memoryview(out.view(np.uint8)), bufs[0].raw)
     return et, [out]
   return run
 
-def beam_search_for(si: ScheduleItem, device: Any, width: int) -> Callable[[LoweredKernel, Target], tuple]:
-  """The search compile_kernel runs as its optimize stage under BEAM=width: beam_search timing candidates on `device`."""
-  def search(k: LoweredKernel, target: Target) -> tuple:
+def beam_search_for(si: ScheduleItem, device: Any, width: int) -> Callable[[LoweredKernel, Target], tuple | None]:
+  """The search compile_kernel runs as its optimize stage under BEAM=width: beam_search timing candidates on `device`
+  (None: the default opts are kept)."""
+  def search(k: LoweredKernel, target: Target) -> tuple | None:
     return beam.beam_search(k, target, beam_runner(si, device), width, progress=sys.stderr.isatty() or debug_level() >= 1)
   return search

@@ -17,6 +17,7 @@ from frontend.checks import Checks
 from compiler.pack import pack_matmuls
 from compiler.pipeline import CompiledKernel, compile_kernel
 from compiler.uop import UOp, Ops
+from compiler.sint import sval
 from hcqrt.device import Device, debug_level
 from frontend.devices import open_device, target_of
 from frontend.beam_runner import beam_search_for
@@ -55,7 +56,7 @@ def to_host(lb: LazyBuffer, npdtype) -> np.ndarray:
 
 def _copyout(lb: LazyBuffer, npdtype) -> np.ndarray:
   assert lb.realized and not lb.is_view
-  out = np.empty(lb.size, dtype=npdtype)
+  out = np.empty(sval(lb.size), dtype=npdtype)   # (symbolic: the elements at the bound values, laid out densely)
   if out.nbytes: Device[lb.device].allocator.copyout(memoryview(out.view(np.uint8)), lb.buffer.raw)
   return out
 
@@ -88,7 +89,8 @@ def get_kernel(si: ScheduleItem, device: str) -> Kernel:
   if (kern := _kernel_cache.get(key)) is not None: return kern
   dev = open_device(device)
   opts = None
-  if (width := int(os.environ.get("BEAM", "0") or 0)) > 0 and os.environ.get("NOOPT", "0") != "1": opts = beam_search_for(si, dev, width)
+  # (BEAM times candidate opts at concrete sizes: a kernel of Variable sizes keeps the default opts)
+  if (width := int(os.environ.get("BEAM", "0") or 0)) > 0 and os.environ.get("NOOPT", "0") != "1" and not si.var_vals: opts = beam_search_for(si, dev, width)
   ck = compile_kernel(si.ast, target, opts, name=si.name)
   kern = _kernel_cache[key] = Kernel(ck, dev.program(ck.name, ck.binary), si.ast)
   return kern
@@ -100,6 +102,14 @@ class ExecItem:
   ck: Kernel | None
   bufs: list[Buffer]        # outputs first
   fresh_out: bool = True    # bufs[0] was allocated for this launch (False: an in-place assign target)
+  var_vals: dict | None = None   # {Variable: value} of a kernel with symbolic sizes (a TinyJit replay sets new values)
+  def vals(self) -> tuple[int, ...]:
+    """The kernel's integer arguments: its Variables' values in the order the kernel takes them."""
+    if not self.ck.ck.vars: return ()
+    vv = self.var_vals or {}
+    missing = [v.arg[0] for v in self.ck.ck.vars if v not in vv]
+    if missing: raise RuntimeError(f"kernel {self.ck.name}: no value for Variable(s) {', '.join(missing)}")
+    return tuple(vv[v] for v in self.ck.ck.vars)
   def run(self) -> float:
     if self.kind == "copy":
       dst, src = self.bufs
@@ -110,7 +120,9 @@ class ExecItem:
       GlobalCounters.global_mem += data.nbytes
       return 0.0
     ck = self.ck
-    et = ck.program(*[b.raw for b in self.bufs], **ck.launch, wait=True) or 0.0
+    vals = self.vals()
+    et = (ck.program(*[b.raw for b in self.bufs], **ck.launch, vals=vals, wait=True) if vals else
+          ck.program(*[b.raw for b in self.bufs], **ck.launch, wait=True)) or 0.0
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ck.ops
     GlobalCounters.global_mem += sum(b.nbytes for b in self.bufs)
@@ -125,7 +137,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
   rec = capturing()   # while the JIT (or export) captures, every ExecItem run is recorded
   for si in items:
     out = si.outputs[0]
-    nbytes = si.alloc_nbytes or out.size * out.dtype.itemsize
+    nbytes = si.alloc_nbytes or out.max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
     if si.kind == "empty":
       out.buffer = Buffer(out.device, nbytes)
       continue
@@ -135,11 +147,12 @@ def run_schedule(items: list[ScheduleItem]) -> None:
       for b in si.inputs:
         if b.device != out.device: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {out.device}")
       buf = si.assign_target.buffer if si.assign_target is not None else Buffer(out.device, nbytes)
-      if out.size == 0:
+      if out.max_size == 0:
         out.buffer = buf
         continue
       # get_kernel may raise (a compile error): then nothing of this item is marked realized
-      ei = ExecItem("kernel", get_kernel(si, out.device), [buf] + [b.buffer for b in si.inputs], si.assign_target is None)
+      ei = ExecItem("kernel", get_kernel(si, out.device), [buf] + [b.buffer for b in si.inputs], si.assign_target is None,
+                    dict(si.var_vals) if si.var_vals else None)
     ei.run()
     out.buffer = ei.bufs[0]
     # a snapshot of a value from before the capture (an assign overwrites what it read) is not the function's work

@@ -208,6 +208,8 @@ def export_c(fn: Callable, *example_inputs, name: str = "net", embed_weights: bo
     if ei.kind == "kernel":
       if not ei.fresh_out: raise ExportError(f"kernel {ei.ck.name} writes into an existing tensor (an assign, e.g. BatchNorm running "
                                              "statistics in training mode); an exported function must not update state")
+      if ei.ck.ck.vars: raise ExportError(f"kernel {ei.ck.name} has symbolic sizes (Variables {', '.join(v.arg[0] for v in ei.ck.ck.vars)}); "
+                                          "export needs concrete shapes")
       ast = ei.ck.ast
       if ast not in kernels:   # portable C99 (compiler/opt/heuristic.py optimize_portable), rendered, not compiled here
         ck = compile_kernel(ast, PORTABLE_C, name=f"{name}_k{len(kernels)}_{ei.ck.name}", assemble=False)

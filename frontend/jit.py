@@ -20,6 +20,11 @@ argument's buffer apart from the same tensor read through a closure, and a funct
 returns this call's tensor. In-place writes (`.assign`, `+=`) still pending when a capture ends are part of
 the recording; those pending when a replay starts run before it.
 
+Symbolic shapes: a dimension of a tensor argument may be a bound Variable (`x.reshape(Variable("batch", 1, 64).bind(n),
+64)`), and bound Variables may be passed as arguments. The capture is keyed on the Variables, not their values: every
+later call with values in range replays it, the values patched in as the kernels' integer arguments (in the prebuilt
+graph on HCQ devices), and the outputs' shapes bound to this call's values. No kernel is compiled again.
+
 Raises JitError instead of returning wrong results: when the function launched nothing to capture, when an
 argument's shape, dtype or device changes (naming it), when a tensor argument is not realized, when a
 non-tensor argument (or the layout of a list/dict argument) changes, when the function writes in place into
@@ -32,6 +37,8 @@ from typing import Any
 from collections.abc import Callable, Iterator
 import numpy as np
 from compiler.lazy import LazyBuffer
+from compiler.uop import UOp, Ops
+from compiler.sint import sval, unbind, rebind, merge_vals, binds_of
 from hcqrt.device import debug_level
 from frontend import engine
 from frontend.tensor import Tensor, take_pending_assigns
@@ -110,6 +117,7 @@ def _map(v: Any, f: Callable[[Tensor], Tensor]) -> Any:
 
 def _same(a: Any, b: Any) -> bool:
   if a is b: return True
+  if isinstance(a, UOp) and isinstance(b, UOp) and a.op is Ops.BIND and b.op is Ops.BIND: return a.src[0] is b.src[0]   # value: a variable
   if type(a) is not type(b): return False
   if isinstance(a, float) and a != a and b != b: return True   # NaN
   try: r = a == b
@@ -120,7 +128,7 @@ def _kind(lb: LazyBuffer) -> str:
   """own: the tensor is its buffer; whole: a reshape of a whole buffer (passed as that buffer); view: anything else
   (an offset, strides, an expand, a mask): copied to a contiguous buffer for the call."""
   if not lb.is_view: return "own"
-  return "whole" if lb.st.contiguous and lb.size == lb.base.size else "view"
+  return "whole" if lb.st.contiguous and sval(lb.size) == sval(lb.base.size) else "view"
 
 class TinyJit:
   """Decorator: `@TinyJit def step(x, y): ...`; see the module docstring."""
@@ -172,7 +180,7 @@ class TinyJit:
         raise JitError(f"{self.name}: non-tensor {name} changed from {old!r} to {v!r}; the capture baked it in (pass it as a Tensor)")
     if len(tensors) != len(self.in_sig): raise JitError(f"{self.name}: called with {len(tensors)} tensor arguments, captured with {len(self.in_sig)}")
     for (name, t), (shape, dtype, device) in zip(tensors, self.in_sig):
-      if t.shape != shape: raise JitError(f"{self.name}: {name} has shape {t.shape}, the capture had {shape}; call .reset() to capture again")
+      if _unbound(t.shape) != shape: raise JitError(f"{self.name}: {name} has shape {t.shape}, the capture had {shape}; call .reset() to capture again")
       if t.dtype != dtype: raise JitError(f"{self.name}: {name} has dtype {t.dtype}, the capture had {dtype}")
       if t.device != device: raise JitError(f"{self.name}: {name} is on {t.device}, the capture was on {device}")
 
@@ -187,7 +195,7 @@ class TinyJit:
       self.cnt = 1
       return call([v for _, v in params])
     if self.cnt == 1: return self._capture(params, call, tensors, consts)
-    return self._replay(tensors)
+    return self._replay(tensors, consts)
 
   def _current(self, tensors) -> list[tuple[Tensor, engine.Buffer]]:
     """(tensor, the buffer the recording reads for it) per tensor argument; views are copied to contiguous buffers."""
@@ -221,7 +229,10 @@ class TinyJit:
     self.items, self.consts, self.in_slots, self.in_index = captured, consts, in_slots, in_index
     # (the lazy buffers still alive: the tensors' current values; each once)
     self.checks, self.written_lbs = captured.checks, list({id(lb): r for r in captured.written if (lb := r()) is not None}.values())
-    self.in_sig = [(t.shape, t.dtype, t.device) for _, t in tensors]
+    self.in_sig = [(_unbound(t.shape), t.dtype, t.device) for _, t in tensors]
+    # the Variables a replay sets: those of the arguments; (item, Variable) slots of every launch that takes them
+    self.vars = _var_vals(tensors, consts)
+    self.var_slots = [(j, v) for j, ei in enumerate(captured) if ei.kind == "kernel" and ei.var_vals for v in ei.ck.ck.vars if v in self.vars]
     self.subs, self.sub_index = subs, {id(s): i for i, s in enumerate(subs)}
     # buffers handed to the caller get a fresh buffer per replay
     self.out_bases = []
@@ -234,7 +245,7 @@ class TinyJit:
       self.out_bases.append((t, b, slots))
     self.ret, self.cnt, self.graph = ret, 2, None
     if debug_level() >= 1: print(f"TinyJit {self.name}: captured {len(captured)} launches", file=sys.stderr)
-    return self._rebuild(ret, {}, cur)
+    return self._rebuild(ret, {}, cur, self.vars)
 
   def _check_aliasing(self, tensors, cur) -> None:
     """Refuse calls whose result would depend on which arguments share memory: the recording's kernels were built
@@ -257,7 +268,7 @@ class TinyJit:
         raise JitError(f"{self.name}: {name} is a tensor the function also writes in place through a closure or global "
                        "(a weight it updates); pass a different tensor")
 
-  def _replay(self, tensors):
+  def _replay(self, tensors, consts):
     # lazy values built from buffers the recording overwrites must be computed from the values they were built from
     stale = [r for ref in self.written_lbs if (lb := ref()) is not None and lb.readers for r in list(lb.readers) if r.buffer is None]
     if stale: engine.realize(stale)
@@ -269,12 +280,14 @@ class TinyJit:
     for _t, b, slots in self.out_bases:
       nb = fresh[id(b)] = engine.Buffer(b.device, b.nbytes)
       for j, k in slots: items[j].bufs[k] = nb
+    vv = _var_vals(tensors, consts)
+    for j, v in self.var_slots: items[j].var_vals[v] = vv[v]
     if self.graph is None: self.graph = self._build_graph()
     if self.graph: self._replay_graph()
     else:
       for ei in items: ei.run()
     if self.checks: self._read_checks()
-    return self._rebuild(self.ret, fresh, cur)
+    return self._rebuild(self.ret, fresh, cur, vv)
 
   def _read_checks(self) -> None:
     """Raise as eager mode would when an index check of the recording failed on this replay's data (one byte each)."""
@@ -283,21 +296,23 @@ class TinyJit:
       open_device(buf.device).allocator.copyout(memoryview(flag.view(np.uint8)), buf.raw)
       if flag[0]: raise exc(f"{self.name} (TinyJit replay): {msg}")
 
-  def _rebuild(self, ret, fresh: dict, cur: list):
+  def _rebuild(self, ret, fresh: dict, cur: list, vv: dict):
     """The captured return value with each output pointing at this call's buffer: a fresh output's new buffer, or
-    this call's argument where the function returned (a view of) its argument."""
+    this call's argument where the function returned (a view of) its argument; symbolic shapes bound to this call's
+    values `vv`."""
     if isinstance(ret, Tensor):
       if (i := self.sub_index.get(id(ret))) is not None: return cur[i][0]
       base = ret.lazydata.base
       if (i := self.in_index.get(id(base.buffer))) is not None: buf = cur[i][1]
       elif id(base.buffer) in fresh: buf = fresh[id(base.buffer)]
-      else: return ret
-      nb = LazyBuffer.from_buffer(buf, base.shape, base.dtype, base.device)
-      lb = nb if not ret.lazydata.is_view else LazyBuffer(nb.device, ret.lazydata.st, nb.dtype, base=nb)
+      elif not vv or not any(binds_of(s) for s in ret.shape): return ret
+      else: buf = base.buffer
+      nb = LazyBuffer.from_buffer(buf, tuple(rebind(s, vv) for s in base.shape), base.dtype, base.device)
+      lb = nb if not ret.lazydata.is_view else LazyBuffer(nb.device, ret.lazydata.st.map_sints(lambda x: rebind(x, vv)), nb.dtype, base=nb)
       return Tensor(lb, requires_grad=False)
-    if isinstance(ret, tuple): return tuple(self._rebuild(x, fresh, cur) for x in ret)
-    if isinstance(ret, list): return [self._rebuild(x, fresh, cur) for x in ret]
-    if isinstance(ret, dict): return {k: self._rebuild(v, fresh, cur) for k, v in ret.items()}
+    if isinstance(ret, tuple): return tuple(self._rebuild(x, fresh, cur, vv) for x in ret)
+    if isinstance(ret, list): return [self._rebuild(x, fresh, cur, vv) for x in ret]
+    if isinstance(ret, dict): return {k: self._rebuild(v, fresh, cur, vv) for k, v in ret.items()}
     return ret
 
   # ---- graph replay on HCQ devices ----
@@ -311,7 +326,7 @@ class TinyJit:
     gitems: list[tuple] = []
     for ei in self.items:
       if ei.kind == "copy": gitems.append(("copy", ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes))   # (as ExecItem.run)
-      else: gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], (), ei.ck.launch["global_size"], ei.ck.launch["local_size"]))
+      else: gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], ei.vals(), ei.ck.launch["global_size"], ei.ck.launch["local_size"]))
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
     self.graph_slots = sorted({(j, k) for j, k, _ in self.in_slots} | {s for _, _, slots in self.out_bases for s in slots})
     kernels = [ei for ei in self.items if ei.kind == "kernel"]
@@ -322,12 +337,24 @@ class TinyJit:
 
   def _replay_graph(self) -> None:
     items = self.items
-    self.graph.replay(bufs={(j, k): items[j].bufs[k].raw for j, k in self.graph_slots})
+    # the Variables' values are the kernels' integer arguments, patched in place like the buffer pointers
+    self.graph.replay(bufs={(j, k): items[j].bufs[k].raw for j, k in self.graph_slots},
+                      vals={(j, items[j].ck.ck.vars.index(v)): items[j].var_vals[v] for j, v in self.var_slots})
     n, ops, mem = self.graph_counts
     engine.GlobalCounters.kernel_count += n
     engine.GlobalCounters.global_ops += ops
     engine.GlobalCounters.global_mem += mem
     if debug_level() >= 2: print(f"TinyJit {self.name}: replayed a graph of {n} kernels", file=sys.stderr)
+
+def _unbound(shape: tuple) -> tuple:
+  """A shape with its bound Variables unbound: what a capture is keyed on (any value in range replays it)."""
+  return tuple(unbind(s)[0] for s in shape)
+
+def _var_vals(tensors, consts) -> dict:
+  """{Variable: value} of this call: the bound Variables in the tensor arguments' shapes and the bound Variables
+  passed as arguments."""
+  return merge_vals(*(binds_of(s) for _, t in tensors for s in t.shape),
+                    *(binds_of(v) for _, v in consts if isinstance(v, UOp)), what="TinyJit arguments")
 
 def _out_tensors(ret) -> list[Tensor]:
   if isinstance(ret, Tensor): return [ret]

@@ -16,8 +16,9 @@ from typing import Any, ClassVar
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
 from compiler.lazy import LazyBuffer
-from compiler.uop import Ops
+from compiler.uop import UOp, Ops
 from compiler.view import prod, ShapeTracker
+from compiler.sint import any_sym, sval, binds_of
 from hcqrt.device import Device
 from frontend import function as F
 from frontend.nn_ops import NNOpsMixin
@@ -193,13 +194,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     lb = self.lazydata
     if lb.is_view and lb.st.contiguous and lb.base.size == lb.size:   # a reshape of its base: read the base as is
       Tensor(lb.base).realize()
-      return to_host(lb.base, to_np(self.dtype)).reshape(self.shape)
+      return to_host(lb.base, to_np(self.dtype)).reshape(tuple(map(sval, self.shape)))
     t = self.contiguous() if lb.is_view or not lb.realized else self
     t.realize()
-    return to_host(t.lazydata, to_np(self.dtype)).reshape(self.shape)
+    return to_host(t.lazydata, to_np(self.dtype)).reshape(tuple(map(sval, self.shape)))
   def numpy(self) -> np.ndarray:
     """A numpy copy of the data (dtype matching the tensor's)."""
-    if 0 in self.shape: return np.zeros(self.shape, dtype=to_np(self.dtype))
+    if 0 in self.shape or 0 in map(sval, self.shape): return np.zeros(tuple(map(sval, self.shape)), dtype=to_np(self.dtype))
     return self._host_array().copy()
   def tolist(self):
     """The data as a (nested) Python list; runs the kernels that compute it.
@@ -265,6 +266,16 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if x.device != self.device: raise ValueError(f"assign: device {x.device} does not match {self.device}")
     if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}")
     if self.lazydata is x.lazydata: return self
+    # a view of a realized buffer that picks each element once (shrink, permute, reshape): written in place now, so
+    # every tensor over that buffer (the KV cache a `cache.shrink(...).assign(kv)` updates) sees the new values
+    lb = self.lazydata
+    if lb.is_view and (lb.base.buffer is not None or _pending_assign(lb.base)) and _writable_view(lb.st):
+      from frontend.engine import realize
+      if lb.base.buffer is None: realize([lb.base])   # an earlier write into the whole buffer goes first
+      value = x.lazydata
+      if _reads_at_other_position(value, lb.base): value = value.contiguous() if value.is_view else _force(value)
+      realize([lb.base.assign(value, lb.st)])
+      return self
     # nothing to write into yet: just take the value (a pending assign is a buffer: this write follows it)
     if (not self.lazydata.realized or self.lazydata.is_view) and not _pending_assign(self.lazydata):
       self.lazydata = x.lazydata
@@ -317,7 +328,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     [1.5, 1.5, 1.5]
     """
     shape = argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if any(s < 0 for s in shape): raise ValueError(f"full: negative dimension in {shape}")
+    if any(isinstance(s, int) and s < 0 for s in shape): raise ValueError(f"full: negative dimension in {shape}")
     dt = _to_dtype(dtype) or dtypes.from_py(fill_value)
     return Tensor(LazyBuffer.const(fill_value, dt, tuple(shape), Device.canonicalize(device)), **kw)
   @staticmethod
@@ -392,8 +403,14 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange: step must not be 0")
     dt = _to_dtype(kw.pop("dtype", None)) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
-    n = max(0, math.ceil((stop - start) / step))
     dev = Device.canonicalize(kw.pop("device", None))
+    if any_sym((start, stop, step)):   # a bound Variable as a bound: a symbolic count (steps of +-1 only)
+      if isinstance(step, UOp) or step not in (1, -1) or any(isinstance(x, float) for x in (start, stop)):
+        raise TypeError(f"arange: with a symbolic bound ({start}, {stop}) the step must be the int 1 or -1, got {step!r}")
+      n = (stop - start) if step == 1 else (start - stop)
+      idx = Tensor(LazyBuffer.iota(n, dt, dev), **kw)
+      return idx * step + start if step != 1 or not (isinstance(start, int) and start == 0) else idx
+    n = max(0, math.ceil((stop - start) / step))
     idx = Tensor(LazyBuffer.iota(n, dt, dev), **kw) if n > 0 else Tensor.empty(0, dtype=dt, device=dev, **kw)
     return idx * step + start if (step != 1 or start != 0) and n > 0 else idx
   @staticmethod
@@ -631,6 +648,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     asked = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
+    if any_sym(asked) or any_sym(self.shape): return self._reshape_sym(asked, argfix(shape, *args))
     if -1 in asked:
       known = prod(s for s in asked if s != -1)
       # with 0 elements, -1 could be any size (torch refuses the same way)
@@ -639,6 +657,23 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     new = asked
     if any(s < 0 for s in new) or prod(new) != prod(self.shape): raise ValueError(f"reshape: can't reshape {self.shape} to {argfix(shape, *args)}")
     return self if new == self.shape else F.Reshape.apply(self, shape=new)
+  def _reshape_sym(self, asked: tuple, orig) -> Tensor:
+    # symbolic dims (bound Variables): the -1 is inferred from the concrete dims once the symbolic ones that appear on
+    # both sides are set aside; a Variable of the old shape must stay in the new one (dropping it would bake its value
+    # into the graph, and a TinyJit replay for another value would compute the old shape)
+    if -1 in asked:
+      rest_old = [s for s in self.shape if not any(s is a for a in asked)]
+      rest_new = [s for s in asked if s != -1 and not any(s is o for o in self.shape)]
+      if not any_sym(rest_old) and not any_sym(rest_new) and prod(rest_new) != 0: n = prod(rest_old) // prod(rest_new)
+      elif not any_sym(self.shape) and sval(prod(s for s in asked if s != -1)) != 0:   # concrete data: its bound size
+        n = prod(self.shape) // sval(prod(s for s in asked if s != -1))
+      else: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for symbolic shape {self.shape}")
+      asked = tuple(n if s == -1 else s for s in asked)
+    if any(isinstance(s, int) and s < 0 for s in asked) or sval(prod(asked)) != sval(prod(self.shape)):
+      raise ValueError(f"reshape: can't reshape {self.shape} to {orig}")
+    if not set(binds_of(prod(self.shape))) <= set(binds_of(prod(asked))):
+      raise ValueError(f"reshape: {self.shape} to {orig} drops a symbolic dim; keep the bound Variable in the shape")
+    return self if asked == self.shape else F.Reshape.apply(self, shape=asked)
   def view(self, *shape) -> Tensor:
     """The same as `reshape`.
 
@@ -685,7 +720,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     [[1, 2], [4, 5]]
     """
     arg = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
-    if any(not (0 <= lo <= hi <= s) for (lo, hi), s in zip(arg, self.shape)): raise ValueError(f"shrink: {arg} out of range for {self.shape}")
+    if any(not (0 <= sval(lo) <= sval(hi) <= sval(s)) for (lo, hi), s in zip(arg, self.shape)): raise ValueError(f"shrink: {arg} out of range for {self.shape}")
     return self if arg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=arg)
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """pad((before, after) per dim) or the torch-style flat (last dim first) form; negative amounts crop.
@@ -991,7 +1026,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if self.dtype in (dtypes.float16, dtypes.bfloat16): return self.float().var(axis, keepdim, correction).cast(self.dtype)
     n = prod(self.shape[a] for a in self._reduce_axes(axis, op="var"))
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq / float(max(0, n - correction))
+    return sq / (n - correction if isinstance(n, UOp) else float(max(0, n - correction)))
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     """The standard deviation over `axis`, `var(...).sqrt()`.
 
@@ -1113,6 +1148,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     x = self
     if not isinstance(y, Tensor):
       if isinstance(y, (np.ndarray, list, tuple)): y = Tensor(y, device=x.device)
+      elif isinstance(y, UOp):   # a bound Variable (or an expression of them) as a value, e.g. a symbolic element count
+        if not binds_of(y) or y.dtype is None or not y.dtype.is_int: raise TypeError(f"can't combine a Tensor with {y!r}: bind its Variables")
+        y = Tensor(LazyBuffer.const(y, x.dtype if not x.dtype.is_bool else dtypes.default_int, (), x.device))
       else:
         if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
         promote = (isinstance(y, float) and not x.dtype.is_float) or (isinstance(y, int) and not isinstance(y, bool) and x.dtype.is_bool)
@@ -1979,6 +2017,11 @@ def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
     if hit: continue
     if lb.base.buffer is None: stack.extend(lb.base.srcs)
   return False
+
+def _writable_view(st: ShapeTracker) -> bool:
+  """One view, no padding, no broadcast (a nonzero stride on every dim longer than 1): each element once."""
+  if len(st.views) != 1 or (v := st.views[0]).mask is not None: return False
+  return all(not (isinstance(st_, int) and st_ == 0) or (isinstance(s, int) and s <= 1) for s, st_ in zip(v.shape, v.strides))
 
 def _pending_assign(lb: LazyBuffer) -> bool:
   """An in-place write recorded but not run yet (its result is the target's buffer)."""

@@ -1,7 +1,7 @@
 """Device registry: names -> opened devices, and the choice of the default device.
 
-Choosing the default never opens a driver: an environment variable (`CPU=1`, `NV=1`, `AMD=1`, `PTXEMU=1`) wins,
-otherwise the first GPU whose device file exists, otherwise the CPU. That keeps the choice under a millisecond.
+Choosing the default never opens a driver: an environment variable (`CPU=1`, `NV=1`, `AMD=1`, `PTXEMU=1`,
+`AMDEMU=1`) wins, otherwise the first GPU whose device file exists, otherwise the CPU. That keeps the choice under a millisecond.
 `MOCKGPU=1` (with `NV=1` or `AMD=1`) opens NV / AMD through the mock kernel drivers (hcqrt/mock/nv, hcqrt/mock/amd),
 for machines without a GPU.
 
@@ -14,7 +14,7 @@ import importlib, os, sys
 from typing import Any
 
 BACKENDS = {"CPU": "hcqrt.cpu.device:CPUDevice", "NV": "hcqrt.nv.device:NVDevice", "AMD": "hcqrt.amd.device:AMDDevice",
-            "PTXEMU": "hcqrt.mock.ptxemu:PTXEmuDevice"}
+            "PTXEMU": "hcqrt.mock.ptxemu:PTXEmuDevice", "AMDEMU": "hcqrt.mock.amdemu:AMDEmuDevice"}
 # device files whose presence makes a GPU backend worth trying, in order of preference
 PROBE_FILES = [("NV", "/dev/nvidiactl"), ("AMD", "/dev/kfd")]
 

@@ -71,3 +71,42 @@ def test_train_step_conv_kernels_tiled_for_each_cpu_target(cpu_target):
     assert _tiled(k.applied_opts) and has_vectors(k), (k.name, k.applied_opts)
     src = render_c(k, 2 if k.threaded is not None else 1)
     assert vector_spills(src, k.name, cpu_target.cc_flags) == 0, (k.name, k.applied_opts)
+
+def inner_accumulators(k) -> int:
+  """The most vector accumulators updated inside one innermost loop of kernel k (what hides the FMA latency)."""
+  from compiler.linearize import linearize
+  from compiler.uop import Ops
+  best, stack = 0, []
+  for u in linearize(k):
+    if u.op is Ops.RANGE: stack = [(c, False) for c, _ in stack] + [(0, True)]
+    elif u.op is Ops.ASSIGN and u.dtype.count > 1 and stack: stack[-1] = (stack[-1][0] + 1, stack[-1][1])
+    elif u.op is Ops.ENDRANGE:
+      c, inner = stack.pop()
+      if inner: best = max(best, c)
+  return best
+
+def test_wide_conv_kernels_keep_twelve_accumulators_on_avx2():
+  """Rows of 24 (3 vectors) and a channel count 6 does not divide (16): on AVX2 (16 registers) the big conv kernels
+  of the step keep 12 vector accumulators in their inner loop (4 rows x 3 vectors, or 6 x 2 with the channels cut at
+  a multiple of 6), where 8 leave the FMA units waiting on the latency; every conv kernel is spill-free; and the
+  engine's step on this host gives torch's gradients."""
+  import torch
+  from hcqrt.cpu.device import CPUDevice
+  from compiler.target import Target
+  rng = np.random.default_rng(2)
+  xn, w1n, w2n = (rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((2, 4, 12, 24), (16, 4, 3, 3), (16, 16, 3, 3)))
+  items, (loss, gx, gw1, gw2) = _step_items(xn, w1n, w2n)
+  avx2 = Target.from_report(CPUDevice(isa="x86-64-v3").target)
+  wide = 0
+  for ei in items:
+    k = optimize(lower(ei.ck.ast, ei.ck.name), avx2)
+    if not _conv_like(k): continue
+    wide += inner_accumulators(k) >= 12
+    assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, avx2.cc_flags) == 0, (k.name, k.applied_opts)
+  assert wide >= 4, wide   # conv 2 forward, both input gradients (rows of 3 vectors), the weight gradient of conv 2
+  x, w1, w2 = (torch.tensor(a, requires_grad=True) for a in (xn, w1n, w2n))
+  out = torch.nn.functional.conv2d(torch.nn.functional.conv2d(x, w1, padding=1).relu(), w2, padding=1)
+  tl = (out * out).mean(); tl.backward()
+  np.testing.assert_allclose(loss, tl.item(), rtol=1e-4)
+  for ours, theirs in ((gx, x.grad), (gw1, w1.grad), (gw2, w2.grad)):
+    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-3, atol=1e-4)

@@ -195,3 +195,51 @@ def test_linearizer_sinks_loads_and_hoists_stores():
   body = [u.op for u in linearize(k) if u.op is Ops.STORE or (u.op in (Ops.LOAD, Ops.MUL) and u.dtype.is_float)]
   assert body == [Ops.LOAD, Ops.LOAD, Ops.MUL, Ops.STORE] * 4
   assert max_live(linearize(k), DI.simd_bytes) <= 3
+
+def test_linearizer_computes_an_epilogue_after_the_reduction_loop():
+  """(c > 0) * (a @ b), the shape of a conv's input gradient through a relu: c's values are read only after the
+  product's loop, so they are loaded after it (not before it, live in registers all through it)."""
+  r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
+  a, b, c = r(8, 16), r(16, 8), r(8, 8)
+  si = [si for si in create_schedule([((c > 0) * (a @ b)).lazydata]) if si.kind == "kernel"][-1]
+  prog = linearize(lower(si.ast, si.name))
+  red = next(u for u in prog if u.op is Ops.RANGE and u.arg[1] == "reduce")
+  start, end = prog.index(red), next(i for i, u in enumerate(prog) if u.op is Ops.ENDRANGE and u.src[0] is red)
+  outside = [i for i, u in enumerate(prog) if u.op is Ops.LOAD and not start < i < end]
+  assert outside and all(i > end for i in outside), (start, end, outside)
+
+def test_reduction_over_outer_loops_gets_output_vectors(cpu_target):
+  """A sum over the batch of (batch, 9, 64) partial sums: the contiguous output loop as vectors, the reduction inside
+  (no scalar adds), and the same values as NOOPT."""
+  r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
+  si = [si for si in create_schedule([r(32, 9, 64).sum(axis=0).lazydata]) if si.kind == "kernel"][-1]
+  k = optimize(lower(si.ast, si.name), cpu_target)
+  assert k.applied_opts and k.applied_opts[0][0] == "TILE" and has_vectors(k) and k.reduce_ranges(), k.applied_opts
+  x = rnd(32, 9, 64)
+  close(*both(lambda t: t.sum(axis=0), x), k=32)
+
+def test_short_row_and_double_sums_get_independent_accumulators(cpu_target):
+  """Sums over (batch, 20, 20) per channel, BatchNorm's: a row of 20 floats holds too few vectors for several
+  accumulators, so the next loop out gives them (REDUCE_UNROLL); two such sums in one kernel (no single vector
+  reduction) each get interleaved scalar accumulators. Both equal NOOPT."""
+  x, y = rnd(16, 8, 20, 20), rnd(16, 8, 20, 20)
+  one = lambda a: a.sum(axis=(0, 2, 3))
+  two = lambda a, b: a.sum(axis=(0, 2, 3)) + b.sum(axis=(0, 2, 3))
+  for fn, arrs in ((one, (x,)), (two, (x, y))):
+    si = [si for si in create_schedule([fn(*[Tensor(a) for a in arrs]).lazydata]) if si.kind == "kernel"][-1]
+    k = optimize(lower(si.ast, si.name), cpu_target)
+    assert [o for o in k.applied_opts if o[0] == "REDUCE_UNROLL"], (si.name, k.applied_opts)
+    close(*both(fn, *arrs), k=16 * 400)
+
+@pytest.mark.parametrize("cin, h, w, cout, pad", [(3, 6, 16, 16, 1), (4, 5, 32, 64, 1), (5, 4, 24, 12, 0), (2, 6, 20, 32, 0),
+                                                  (8, 3, 24, 40, 2)])
+def test_twelve_accumulator_conv_tiles_equal_noopt(cin, h, w, cout, pad):
+  """The conv tiles with 12 accumulators (6 x 2 with the channels cut at a multiple of 6 and the remainder as 2 x 2,
+  4 x 3 on 24-wide rows, 4 rows of overlapping vectors on 20-wide ones): forward and both gradients equal NOOPT."""
+  x, wt = rnd(2, cin, h + 4, w + 4 - 2 * pad), rnd(cout, cin, 5, 5)
+  def step(a, b):
+    a, b = a.requires_grad_(), b.requires_grad_()
+    out = a.conv2d(b, padding=pad).relu()
+    (out * out).sum().backward()
+    return out.flatten().cat(a.grad.flatten(), b.grad.flatten())
+  close(*both(step, x, wt), k=cin * 25 * 2 * (h + 4) * (w + 4))

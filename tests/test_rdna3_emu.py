@@ -399,3 +399,39 @@ def test_cls_and_16bit_min3_max3(features):
   h = np.stack([x & 0xFFFF, (x >> 8) & 0xFFFF, (x >> 16) & 0xFFFF]).astype(np.uint16)
   np.testing.assert_array_equal(out[n:2 * n], h.max(0).astype(np.int32))
   np.testing.assert_array_equal(out[2 * n:], h.view(np.int16).min(0).astype(np.int32))
+
+def test_vopd_halves_read_before_either_writes():
+  """A dual move that swaps two VGPRs: each half reads its source before the other half writes (a plain move's
+  result once aliased its source register, so the swap copied one value into both)."""
+  from hcqrt.mock.amd.rdna3.executor import Waves, EXEC
+  code = bytes.fromhex("010110ca" "00010000" "0000b0bf")   # llvm-mc-19: v_dual_mov_b32 v0, v1 :: v_dual_mov_b32 v1, v0; s_endpgm
+  assert [i.name for i in decode(code)] == ["v_dual_mov_b32", "s_endpgm"]
+  w = Waves(code, 2, 8, np.zeros(2, np.int64), 0, FlatMemory())
+  w.s[EXEC] = 0xFFFFFFFF; w.v[0], w.v[1] = 1, 2
+  w.run()
+  assert (w.v[0] == 2).all() and (w.v[1] == 1).all()
+
+def test_sendmsg_other_than_dealloc_vgprs_is_refused():
+  kd = bytearray(64); struct.pack_into("<II", kd, 48, 0, 1 << 7); struct.pack_into("<H", kd, 56, 1 << 10)
+  ok = bytes.fromhex("0300b6bf" "0000b0bf")   # llvm-mc-19: s_sendmsg sendmsg(MSG_DEALLOC_VGPRS); s_endpgm
+  launch(ok, bytes(kd), {}, 0, (1,), (32,))
+  bad = bytes.fromhex("0100b6bf" "0000b0bf")  # s_sendmsg sendmsg(MSG_INTERRUPT)
+  with pytest.raises(EmulatorError, match="s_sendmsg at 0x0: message 0x1 is not emulated"): launch(bad, bytes(kd), {}, 0, (1,), (32,))
+
+def test_getpc_reads_the_code_address():
+  """s_getpc_b64 gives the GPU address of the next instruction (code reads its .rodata PC-relative), whether the code
+  is fetched from memory (a PM4 dispatch) or given as bytes mapped at code_va."""
+  # llvm-mc-19: s_getpc_b64 s[2:3]; v_mov_b32 v1, s2; v_mov_b32 v2, s3; global_store_b64 v0, v[1:2], s[0:1]; s_endpgm
+  prog = bytes.fromhex("004782be" "0202027e" "0302047e" "00006edc00010000" "0000b0bf")
+  out = np.zeros(1, np.uint64); code = np.frombuffer(bytearray(prog + b"\0" * 64), np.uint8)
+  mem = {0x5000_0000: out.view(np.uint8), 0x7000_0100: code}
+  dispatch(mem, 0x7000_0100, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,))
+  assert out[0] == 0x7000_0104
+  dispatch(mem, b"\0" * 256 + prog, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,), entry=256, code_va=0x9000_0000)
+  assert out[0] == 0x9000_0104
+
+def test_fp_mode_switches_other_than_the_emulated_mode_are_refused():
+  kd = bytearray(64); struct.pack_into("<II", kd, 48, 0, 1 << 7); struct.pack_into("<H", kd, 56, 1 << 10)
+  launch(bytes.fromhex("000091bf" "0f0092bf" "0000b0bf"), bytes(kd), {}, 0, (1,), (32,))   # s_round_mode 0x0; s_denorm_mode 15
+  with pytest.raises(EmulatorError, match="s_denorm_mode at 0x0: mode 0x0 is not emulated"):   # flush denormals
+    launch(bytes.fromhex("000092bf" "0000b0bf"), bytes(kd), {}, 0, (1,), (32,))

@@ -32,3 +32,26 @@ def test_jit_step_launches_the_eager_kernels_and_gives_identical_parameters():
   assert jit.cnt == 2  # the last steps were replays
   for pe, pj in zip(get_parameters(m_eager), get_parameters(m_jit)):
     np.testing.assert_array_equal(pe.numpy(), pj.numpy())
+
+def test_short_last_batch_replays_the_jit_step():
+  """The epoch's short last batch (a Variable batch) goes through the captured step: no new capture, no compile, and the
+  same parameters as the eager step (which runs the same symbolic kernels) and, closely, as concrete-shape steps."""
+  from frontend import Variable, engine
+  x_train, y_train, _, _ = td.load_digits(0)
+  B = Variable("batch", 1, 64)
+  sizes = [64, 64, 26, 64, 26]
+  (m_jit, s_jit), (m_eager, s_eager), (m_plain, s_plain) = _make(5), _make(5), _make(5)
+  jit = TinyJit(s_jit)
+  compiled = []
+  for i, n in enumerate(sizes):
+    idx = np.arange(i * 64, i * 64 + n)
+    sym = lambda: (Tensor(x_train[idx]).reshape(B.bind(n), 1, 8, 8).realize(), Tensor(y_train[idx]).reshape(B.bind(n)).realize())
+    before = len(engine._kernel_cache)
+    lj = jit(*sym()).item()
+    compiled.append(len(engine._kernel_cache) - before)
+    assert lj == s_eager(*sym()).item()
+    np.testing.assert_allclose(lj, s_plain(Tensor(x_train[idx]).realize(), Tensor(y_train[idx]).realize()).item(), rtol=1e-4)
+  assert jit.cnt == 2 and compiled[2:] == [0, 0, 0]   # the replays at 26 and 64 built nothing new
+  for pj, pe, pp in zip(get_parameters(m_jit), get_parameters(m_eager), get_parameters(m_plain)):
+    np.testing.assert_array_equal(pj.numpy(), pe.numpy())
+    np.testing.assert_allclose(pj.numpy(), pp.numpy(), rtol=1e-3, atol=1e-5)

@@ -86,7 +86,7 @@ def conv_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
   plus 4 rows of another output loop whose loads don't move with it (output channels), like the matmul tile.
   Ungated convolutions with odd rows go to window_tile."""
   if len(k.global_ranges) < 2 or not k.reduce_ranges(): return None
-  if not has_gates(k): return window_tile(k, w, device)
+  if not has_gates(k): return window_tile(k, w, device) or depthwise_tile(k, w, device)
   rj = k.global_ranges[-1]
   n, j = rj.src[0].arg, len(k.global_ranges) - 1
   if not peel_points(k, rj): return None
@@ -113,3 +113,27 @@ def peel_default(k: LoweredKernel, device: Target) -> LoweredKernel:
       try: return apply_opt(k, Opt("PEEL", i), device)
       except OptError: return k
   return k
+
+DEPTHWISE_ROWS = (4, 2)   # image rows per tile of a depthwise conv, the most the registers allow
+
+def depthwise_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
+  """A window reduction with no output loop that its sliding load ignores (depthwise: every output channel reads its
+  own input channel, so no row of the matmul tile shares a load): the output row rj as vectors (two when it holds
+  them), times a few rows of the output loop right outside rj that moves the sliding load by whole rows (the image
+  rows: row oy + 1's window overlaps row oy's, so their loads are shared). Other convs (an output loop the sliding
+  load ignores exists) get the matmul tile or window_tile instead."""
+  if len(k.global_ranges) < 2 or not k.reduce_ranges() or getattr(k, "nests", None) or has_gates(k): return None
+  j = len(k.global_ranges) - 1
+  rj, n = k.global_ranges[j], k.global_ranges[j].src[0].arg
+  wv = next((x for x in (w, w // 2) if x >= 4 and n % x == 0), None)
+  if wv is None or not _window_loop(k, rj): return None
+  loads = [ld for ld in _loads(k) if _stride(ld.src[1], rj) == 1]
+  if any(_stride(ld.src[1], ri) == 0 for ld in loads for ri in k.global_ranges[:-1]): return None   # rows exist: not ours
+  opts = [Opt("VECTOR", j, wv)] + ([Opt("UPCAST", j, 2)] if n % (2 * wv) == 0 else [])
+  ri = k.global_ranges[j - 1]
+  for u in DEPTHWISE_ROWS:
+    if ri.src[0].arg % u == 0 and ri.src[0].arg > u and all(_stride(ld.src[1], ri) not in (0, None) for ld in loads):
+      try: return apply_opts(k, opts + [Opt("UPCAST", j - 1, u)], device)
+      except OptError: continue
+  try: return apply_opts(k, opts, device)
+  except OptError: return None

@@ -30,6 +30,7 @@ from compiler.uop import UOp, Ops
 from compiler.target import Target
 from compiler.opt.base import Opt, OptError, OptKind
 from compiler.opt.apply import (THREAD_MIN_WORK, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
+                                apply_reduce_split,
                                 apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
 from compiler.opt.conv import conv_tile, peel_default
 from compiler.opt.matmul import packed_matmul_tile
@@ -58,8 +59,9 @@ def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> b
     # the widest vector that divides the row (narrower vectors still beat scalars)
     w = next((w for w in (wmax, wmax // 2, wmax // 4) if w >= 4 and n % w == 0), None)
     if w is None: continue
-    uj = VEC_UNROLL if n % (w * VEC_UNROLL) == 0 else 1
-    if n % (w * uj) or not any(_stride(ld.src[1], rj) == 1 for ld in loads): continue
+    # 2 vectors per row, or 3 when only 3 divide it (a 24-wide conv row: 4 x 3 = 12 accumulators hide the FMA latency)
+    uj = next((u for u in (VEC_UNROLL, 3) if n % (w * u) == 0), 1)
+    if not any(_stride(ld.src[1], rj) == 1 for ld in loads): continue
     # the row loop: one whose contiguous-in-rj load does not move with it (so its loads are shared); a multiple of
     # UPCAST_I first, else one of 3 or 5 rows (a 3x3/5x5 conv's weight gradient with 1-3 input channels: ky rows)
     rows = [(ri, UPCAST_I) for ri in k.global_ranges if ri.src[0].arg % UPCAST_I == 0] + \
@@ -67,7 +69,7 @@ def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> b
     for ri, ui in rows:
       if ri is rj: continue
       if any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads):
-        # the biggest tile whose accumulators and loads fit the registers (4 x 2 vectors, else 4 x 1, 2 x 1)
+        # the biggest tile whose accumulators and loads fit the registers (4 x 2 or 3 vectors, else 4 x 1, 2 x 1)
         tiles = [t for t in dict.fromkeys([(ui, uj), (ui, 1), (UPCAST_I // 2, 1)]) if ri.src[0].arg % t[0] == 0]
         _first_fit(k, target, [lambda kc, t=t: apply_tile(kc, ri, t[0], rj, w, t[1]) for t in tiles])
         return True
@@ -80,10 +82,32 @@ def _reduce_vectors(k: LoweredKernel, wmax: int, target: Target | None = None) -
   n = r.src[0].arg
   w = next((w for w in (wmax, wmax // 2) if w >= 4 and n % w == 0), None)
   if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
-  # the most accumulators (up to VEC_ACC) whose loop body fits the registers (an exp per accumulator takes several)
-  accs = [a for a in (VEC_ACC, VEC_ACC // 2) if a > 1 and n % (w * a) == 0] + [1]
-  _first_fit(k, target, [lambda kc, a=a: apply_reduce_vectors(kc, red, r, w, a) for a in accs])
+  # the most accumulators (up to VEC_ACC) whose loop body fits the registers (an exp per accumulator takes several);
+  # a row too short for several (20 floats: 5 vectors) takes them from the next loop out (BatchNorm's sums over 20x20)
+  accs = [a for a in (VEC_ACC, VEC_ACC // 2) if a > 1 and n % (w * a) == 0]
+  outer = next((x for x in reversed(red.src[1:-1]) if x.src[0].arg % 2 == 0), None) if not accs else None
+  def vec_outer(kc: LoweredKernel, a: int) -> None:
+    apply_reduce_vectors(kc, red, r, w, 1)
+    apply_reduce_split(kc, outer, a, separate=True)
+    kc.applied_opts.append(("REDUCE_UNROLL", outer.arg[0], a))
+  builds = [lambda kc, a=a: apply_reduce_vectors(kc, red, r, w, a) for a in accs]
+  if outer is not None: builds += [lambda kc, a=a: vec_outer(kc, a) for a in (VEC_ACC, VEC_ACC // 2) if outer.src[0].arg % a == 0]
+  _first_fit(k, target, builds + [lambda kc: apply_reduce_vectors(kc, red, r, w, 1)])
   return True
+
+def _reduce_unrolls(k: LoweredKernel) -> bool:
+  """Float sums no vector fits (several in one kernel, as BatchNorm's backward adds two; or one reading through a
+  maxpool's index arithmetic): each over its own innermost loop with VEC_ACC interleaved scalar accumulators, so the
+  adds of one chain don't wait on each other's latency."""
+  done = False
+  while True:
+    reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE and u.dtype.is_float and u.arg in (Ops.ADD, Ops.MAX) and len(u.src) > 1
+            and all(x.op is Ops.RANGE for x in u.src[1:]) and u.src[-1].src[0].arg % VEC_ACC == 0 and u.src[-1].src[0].arg > VEC_ACC]
+    if not reds: return done
+    r = reds[0].src[-1]
+    apply_reduce_split(k, r, VEC_ACC, separate=True)
+    k.applied_opts.append(("REDUCE_UNROLL", r.arg[0], VEC_ACC))
+    done = True
 
 def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
   """An elementwise kernel whose innermost loop is contiguous in its store: w lanes per iteration."""
@@ -93,18 +117,29 @@ def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
   apply_tile(k, None, 1, rj, w, 1)
   return True
 
+def _output_vectors(k: LoweredKernel, w: int) -> bool:
+  """A reduction over non-contiguous loops whose innermost output loop is contiguous in the store and in every load that
+  moves with it (partial sums of a conv weight gradient added over the batch): w output lanes per iteration, two vectors
+  when they divide the loop (two independent accumulators)."""
+  if not k.global_ranges or not k.reduce_ranges() or len(k.sink.src) != 1: return False
+  rj = k.global_ranges[-1]
+  if rj.src[0].arg % w or _stride(k.sink.src[0].src[1], rj) != 1: return False
+  if not all(_stride(ld.src[1], rj) in (0, 1) and len(ld.src) == 2 for ld in _loads(k)): return False
+  apply_tile(k, None, 1, rj, w, VEC_UNROLL if rj.src[0].arg % (w * VEC_UNROLL) == 0 else 1)
+  return True
+
 def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
   """The default opts for the target `device` (its cores and vector width; GPUs: compiler/opt/gpu.py)."""
   if device.gpu: return optimize_gpu(k, device)
   if os.environ.get("NOOPT", "0") != "1":
     w = device.lanes
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
-      before = list(k.global_ranges)
+      before, kc0 = list(k.global_ranges), copy_kernel(k)
       if (kc := packed_matmul_tile(k, device)) is not None: return kc
       if (kc := conv_tile(k, w, device)) is not None: k = kc
-      elif _matmul_tile(k, w, device): k = _more_rows(k, before, device)
+      elif _matmul_tile(k, w, device): k = _six_rows(kc0, k, device) if (k2 := _more_rows(k, before, device)) is k else k2
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
-      else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w)
+      else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w) or _output_vectors(k, w) or _reduce_unrolls(k)
   ncores = device.ncores
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2 and 0 not in (getattr(k, "depths", None) or []):
     k.threaded = k.global_ranges[0]
@@ -171,6 +206,28 @@ def _more_rows(k: LoweredKernel, before: list[UOp], device: Target) -> LoweredKe
       try: return apply_opt(k, Opt("UPCAST", i, f), device)
       except OptError: continue
   return k
+
+def _six_rows(k0: LoweredKernel, k: LoweredKernel, device: Target) -> LoweredKernel:
+  """A 4-row x 2-vector matmul tile that got no more rows (8 accumulators: too few to hide a 4-5 cycle FMA latency at
+  2 FMAs per cycle) as 6 rows x 2 vectors (12), built again from the untiled `k0`: a row loop that 6 divides takes it
+  directly; an even one of 12 or more as pairs of rows cut at their last multiple of 3 (PAD), the main part 3 pairs at
+  a time and the one or two remaining pairs as 2 x 2 tiles (64 channels: 60 + 4). Kept only if it fits the registers;
+  a cut outermost loop would leave its remainder on every core, so that one is never cut on a multi-core target."""
+  tile = k.applied_opts[0] if len(k.applied_opts) == 1 else None
+  if tile is None or tile[0] != "TILE" or tile[2] != UPCAST_I or tile[5] != VEC_UNROLL: return k
+  ri = next((r for r in k0.global_ranges if r.arg[0] == tile[1]), None)
+  rj = next((r for r in k0.global_ranges if r.arg[0] == tile[3]), None)
+  if ri is None or rj is None: return k
+  i, n = k0.global_ranges.index(ri), ri.src[0].arg
+  try:
+    if n % 6 == 0: kc = apply_tile(copy_kernel(k0), ri, 6, rj, tile[4], VEC_UNROLL)
+    elif n % 2 == 0 and n >= 12 and (i > 0 or device.ncores == 1):
+      kc = apply_tile(copy_kernel(k0), ri, 2, rj, tile[4], VEC_UNROLL)
+      for o in (Opt("PAD", i, 3), Opt("UPCAST", i, 3)): kc = apply_opt(kc, o, device)
+    else: return k
+    check_pressure(kc, device)
+    return kc
+  except OptError: return k
 
 def _odd_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
   """Sizes the tiles don't divide (primes, 1000 x 61...): cut the contiguous output loop at its last multiple of the

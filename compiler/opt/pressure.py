@@ -76,14 +76,34 @@ def live_values(prog: list[UOp], simd_bytes: int) -> list[int]:
     if u.op is Ops.REDUCE and u.src and u.src[0] in pos:
       acc = u.src[0].src[0] if u.src[0].op is Ops.ASSIGN else None
       if acc is not None and acc in pos: end[acc] = max(end[acc], pos[u], end[u])
-  # the update `acc op value` is computed into the accumulator's own register; constants are memory operands
+  # the update `acc op value` is computed into the accumulator's own register; constants are memory operands, and so is
+  # a scalar load read only by broadcasts (vbroadcastss from memory: the scalar never sits in a register of its own)
   updates = {u.src[1] for u in prog if u.op is Ops.ASSIGN}
+  users: dict[UOp, list[UOp]] = {}
+  for u in prog:
+    for s in u.src: users.setdefault(s, []).append(u)
+  # and a product added into an accumulator is one FMA with it (both renderers let the compiler contract a*b + c)
+  def folded(u: UOp) -> bool:
+    us = users.get(u, [])
+    if u.op is Ops.LOAD and u.dtype is not None and u.dtype.count == 1:
+      return bool(us) and all(x.op is Ops.VECTORIZE and all(s is u for s in x.src) for x in us)
+    return u.op is Ops.MUL and len(us) == 1 and us[0].op is Ops.ADD and us[0] in updates
   delta = [0] * (len(prog) + 1)
+  counted: list[tuple[UOp, int]] = []
   for u, i in pos.items():
-    if u.op in (Ops.ASSIGN, Ops.REDUCE, Ops.CONST, Ops.DEFINE_GLOBAL) or u in updates: continue
+    if u.op in (Ops.ASSIGN, Ops.REDUCE, Ops.CONST, Ops.DEFINE_GLOBAL) or u in updates or folded(u): continue
     if (w := _regs(u, simd_bytes)):
       delta[i] += w
       delta[end[u] + 1] -= w
+      counted.append((u, w))
+  # a value live across an innermost loop that never reads it (a conv's bias, broadcast before the output loops and
+  # added after the reduction) is parked on the stack around that loop by the compiler: one reload per outer iteration
+  for r, o in opened.items():
+    c = close.get(r, len(prog) - 1)
+    if any(prog[j].op is Ops.RANGE for j in range(o + 1, c)): continue   # not an innermost loop
+    idle = sum(w for u, w in counted if pos[u] < o and end[u] > c and not any(o < pos.get(x, -1) < c for x in users.get(u, [])))
+    delta[o] -= idle
+    delta[c + 1] += idle
   # a vector exp2/log2/sin expands to a polynomial whose temporaries occupy registers too, and the C compiler interleaves
   # the independent expansions of one loop body: an innermost loop holds MATH_TEMPS registers per expansion throughout
   # (what makes 4 accumulators of exp(x - max) spill on 16 registers and fit on 32). Their constants are not counted:
@@ -101,8 +121,16 @@ def live_values(prog: list[UOp], simd_bytes: int) -> list[int]:
   return out
 
 def max_live(prog: list[UOp], simd_bytes: int) -> int:
-  """The most vector registers live at any point of `prog`."""
-  return max(live_values(prog, simd_bytes), default=0)
+  """The most vector registers live at any point of an innermost loop of `prog` (anywhere when it has no loops): a
+  spill there costs every iteration, while one in the code after a reduction loop (an epilogue building a vector
+  from scalars) costs once per tile."""
+  live, hot, stack = live_values(prog, simd_bytes), [], []
+  for i, u in enumerate(prog):
+    if u.op is Ops.RANGE: stack = [(o, False) for o, _ in stack] + [(i, True)]   # (a loop opens inside the open ones)
+    elif u.op is Ops.ENDRANGE and stack:
+      o, innermost = stack.pop()
+      if innermost: hot += live[o:i + 1]
+  return max(hot or live, default=0)
 
 def stack_usage(src: str, name: str, target_flags: Sequence[str] | None = None) -> int:
   """Bytes of stack the C compiler gives function `name` of C source `src` (gcc/clang -fstack-usage) when compiled

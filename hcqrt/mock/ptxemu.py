@@ -26,58 +26,13 @@ AddressSpace at GPU-like virtual addresses; kernel parameters are packed exactly
 """
 from __future__ import annotations
 import struct, time
-import numpy as np
 from hcqrt.mock.ptx import AddressSpace, PTXModule
 from hcqrt.nv.cubin import load_cubin
-
-VA_BASE = 0x2_0000_0000   # where device buffers start (a typical GPU heap address, far from 0)
-VA_ALIGN = 256            # cudaMalloc-like alignment: every vector access of a buffer is aligned
-
-class EmuBuffer:
-  """Device memory: `nbytes` bytes at GPU virtual address `va`, backed by a host array."""
-  __slots__ = ("host", "nbytes", "va")
-  def __init__(self, nbytes: int, va: int):
-    self.nbytes, self.va = nbytes, va
-    self.host: np.ndarray | None = np.zeros(max(nbytes, 1), np.uint8)
-  def __repr__(self) -> str: return f"<EmuBuffer {self.nbytes} bytes at {self.va:#x}{'' if self.host is not None else ' (freed)'}>"
-
-class EmuAllocator:
-  """Allocates EmuBuffers in an AddressSpace (bump allocation: addresses are never reused, so a stale
-  pointer faults instead of silently reading another buffer).
-
-  >>> al = EmuAllocator(AddressSpace()); b = al.alloc(8); al.copyin(b, memoryview(b"abcdefgh"))
-  >>> out = bytearray(8); al.copyout(memoryview(out), b); bytes(out)
-  b'abcdefgh'
-  """
-  def __init__(self, mem: AddressSpace):
-    self.mem, self.next_va = mem, VA_BASE
-  def alloc(self, nbytes: int) -> EmuBuffer:
-    if not isinstance(nbytes, int) or nbytes < 0: raise ValueError(f"EmuAllocator.alloc: bad size {nbytes!r}")
-    b = EmuBuffer(nbytes, self.next_va)
-    self.next_va += -(-max(nbytes, 1) // VA_ALIGN) * VA_ALIGN + VA_ALIGN   # a guard gap between buffers
-    self.mem.map(b.va, b.host)
-    return b
-  def free(self, buf: EmuBuffer) -> None:
-    if buf.host is None: raise RuntimeError(f"double free of {buf!r}")
-    self.mem.unmap(buf.va); buf.host = None
-  def _host(self, buf: EmuBuffer) -> np.ndarray:
-    if buf.host is None: raise RuntimeError(f"{buf!r} used after free")
-    return buf.host
-  def copyin(self, dst: EmuBuffer, src: memoryview) -> None:
-    """Copy all of `src` (any contiguous buffer) into the start of `dst`."""
-    s = np.frombuffer(src, np.uint8)
-    if s.nbytes > dst.nbytes: raise ValueError(f"copyin: {s.nbytes} bytes do not fit in {dst!r}")
-    self._host(dst)[:s.nbytes] = s
-  def copyout(self, dst: memoryview, src: EmuBuffer) -> None:
-    """Fill all of `dst` (a writable contiguous buffer) from the start of `src`."""
-    d = np.frombuffer(dst, np.uint8)
-    if d.nbytes > src.nbytes: raise ValueError(f"copyout: {d.nbytes} bytes wanted from {src!r}")
-    if d.nbytes and not d.flags.writeable: raise ValueError("copyout destination is read-only")
-    d[:] = self._host(src)[:d.nbytes]
+from hcqrt.mock.emu_alloc import VA_ALIGN, EmuAllocator, EmuBuffer
 
 class EmuProgram:
   """One kernel of a cubin, run by the PTX interpreter. Calling it launches over `global_size` blocks of
-  `local_size` threads with the buffers' addresses as parameters; `wait=True` returns the seconds taken."""
+  `local_size` threads with the buffers' addresses (then the `vals` integers) as parameters; `wait=True` returns the seconds taken."""
   def __init__(self, dev: PTXEmuDevice, name: str, cubin: bytes):
     from compiler.assemble.ptx_assembler import ptx_for_cubin   # hcqrt/mock may read the compiler
     img = load_cubin(cubin)
@@ -89,14 +44,18 @@ class EmuProgram:
     self.module = mod
     if name not in mod.kernels: raise RuntimeError(f"kernel {name!r} is in the cubin but not in its PTX")
 
-  def __call__(self, *bufs: EmuBuffer, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = True, **_) -> float | None:
+  def __call__(self, *bufs: EmuBuffer, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait: bool = True, **_) -> float | None:
     k = self.kernel
-    if len(bufs) != len(k.params):
-      raise TypeError(f"kernel {self.name} takes {len(k.params)} buffers, got {len(bufs)}")
+    if len(bufs) + len(vals) != len(k.params):
+      raise TypeError(f"kernel {self.name} takes {len(k.params)} arguments, got {len(bufs)} buffers + {len(vals)} ints")
     params = bytearray(k.param_size)
-    for ordinal, off, size in k.params:
-      if size != 8: raise TypeError(f"kernel {self.name}: parameter {ordinal} has {size} bytes, only 8-byte pointers are supported")
-      struct.pack_into("<Q", params, off, bufs[ordinal].va)
+    for ordinal, off, size in k.params:   # buffers (8-byte pointers) first, then the 4-byte integers (Variables)
+      if ordinal < len(bufs):
+        if size != 8: raise TypeError(f"kernel {self.name}: parameter {ordinal} has {size} bytes, not a pointer")
+        struct.pack_into("<Q", params, off, bufs[ordinal].va)
+      else:
+        if size != 4: raise TypeError(f"kernel {self.name}: parameter {ordinal} has {size} bytes, not a 32-bit integer")
+        struct.pack_into("<i", params, off, vals[ordinal - len(bufs)])
     st = time.perf_counter()
     self.module.launch(self.name, self.dev.mem, tuple(global_size), tuple(local_size), bytes(params), 0)
     return time.perf_counter() - st if wait else None

@@ -43,8 +43,8 @@ DELAY_SKIP = ["SAME", "NEXT", "SKIP_1", "SKIP_2", "SKIP_3", "SKIP_4"]
 def _sopp(i: Inst) -> str | None:
   b, k = i.base, i.f["simm16"]
   if b in ("s_endpgm", "s_barrier", "s_code_end", "s_endpgm_saved", "s_wait_idle", "s_icache_inv"): return ""
-  if b == "s_branch" or b.startswith("s_cbranch_") or b in ("s_nop", "s_sleep", "s_setprio", "s_set_inst_prefetch_distance"): return str(k)
-  if b == "s_clause": return f"0x{k:x}"
+  if b == "s_branch" or b.startswith("s_cbranch_") or b in ("s_nop", "s_sleep", "s_setprio"): return str(k)
+  if b in ("s_clause", "s_set_inst_prefetch_distance"): return f"0x{k:x}"
   if b == "s_waitcnt":   # gfx11 layout: expcnt [2:0], lgkmcnt [9:4], vmcnt [15:10]; counters at their maximum are not printed
     parts = [f"{n}({v})" for n, v, mx in (("vmcnt", k >> 10, 63), ("expcnt", k & 7, 7), ("lgkmcnt", (k >> 4) & 63, 63)) if v != mx]
     return " ".join(parts) if parts else None
@@ -55,6 +55,7 @@ def _sopp(i: Inst) -> str | None:
     if skip: parts.append(f"instskip({DELAY_SKIP[skip]})")
     if id1: parts.append(f"instid1({DELAY_ID[id1]})")
     return " | ".join(parts) if parts else None
+  if b == "s_sendmsg" and k == 3: return "sendmsg(MSG_DEALLOC_VGPRS)"   # gfx11 message 3: release the wave's VGPRs early
   if b == "s_waitcnt_depctr" and k & 0xFFF == 0xF9F: return f"depctr_va_vdst({k >> 12})"  # other counters at their defaults
   return None
 
@@ -62,6 +63,7 @@ def operands(i: Inst) -> str | None:
   """Operand text of `i`, or None where this printer does not try (some SOPP immediates, VOP3P op_sel)."""
   f, b = i.f, i.base
   if i.enc == "SOPP": return _sopp(i)
+  if i.enc == "MUBUF": return ""   # only the cache invalidations (buffer_gl0_inv, buffer_gl1_inv) decode: they take no operands
   if i.enc == "SOPK": return f"{reg(f['sdst'])}, 0x{f['simm16']:x}" if b != "s_version" else f"0x{f['simm16']:x}"
   if i.enc in ("SOP1", "SOP2", "SOPC"):
     w = lambda k: 2 if (b.endswith("64") and not (k == "ssrc1" and b in ("s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfe_u64", "s_bfe_i64"))) else 1
@@ -84,7 +86,10 @@ def operands(i: Inst) -> str | None:
       if b in ("v_fmac_f32", "v_fmac_f16") and e3: nsrc = 2
       if i.enc in ("VOP1",): nsrc = 1
       if i.enc in ("VOP2", "VOPC"): nsrc = min(nsrc, 2)
-      parts = [_mod(reg(c, sn[k] if k < len(sn) else 1, i.lit), k, f.get("abs", 0), f.get("neg", 0)) for k, c in enumerate(srcs[:nsrc])]
+      # a literal of a 16-bit operand prints as its low half (LLVM encodes e.g. i16 -21845 as 0xffffaaab, prints 0xaaab)
+      lit16 = [b in V.OPS and k < len(V.OPS[b][0]) and V.BITS[V.OPS[b][0][k]] == 16 for k in range(len(srcs))]
+      parts = [_mod(reg(c, sn[k] if k < len(sn) else 1, i.lit & 0xFFFF if lit16[k] and i.lit is not None else i.lit), k, f.get("abs", 0),
+                    f.get("neg", 0)) for k, c in enumerate(srcs[:nsrc])]
       if b in ("v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32", "v_cndmask_b32") and i.enc == "VOP2": parts.append("vcc_lo")
     if b.startswith("v_cmpx_"): dst = []
     elif b.startswith("v_cmp_"): dst = ["vcc_lo" if i.enc == "VOPC" else reg(f["vdst"])]
@@ -103,7 +108,7 @@ def operands(i: Inst) -> str | None:
     if "mix" in b:   # fma_mix: neg/neg_hi are -x/|x| per source, op_sel_hi (f16 sources) defaults to all 0
       srcs = [_mod(reg(c, 1, i.lit), k, f["neg_hi"], f["neg"]) for k, c in enumerate((f["src0"], f["src1"], f["src2"]))]
       s = ", ".join([reg(f["vdst"] + 256), *srcs])
-      if f["opsel"] or hi: s += f" op_sel:{bits(f['opsel'])}"
+      if f["opsel"]: s += f" op_sel:{bits(f['opsel'])}"
       if hi: s += f" op_sel_hi:{bits(hi)}"
       return s + (" clamp" if f["clamp"] else "")
     s = ", ".join([reg(f["vdst"] + 256)] + [reg(c, 1, i.lit) for c in (f["src0"], f["src1"], f["src2"])[:n]])

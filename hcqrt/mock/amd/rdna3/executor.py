@@ -42,31 +42,45 @@ def pack_mask(b: np.ndarray) -> np.ndarray:
 
 class Waves:
   """Register state of `n` waves: SGPRs (128, n), VGPRs (nvgpr, n, 32), SCC, PC, and LDS per workgroup."""
-  def __init__(self, code: bytes, n: int, nvgpr: int, wg: np.ndarray, lds_bytes: int, mem: FlatMemory):
-    self.code, self.mem, self.n = code, mem, n
+  def __init__(self, code: bytes, n: int, nvgpr: int, wg: np.ndarray, lds_bytes: int, mem: FlatMemory, cache: dict | None = None,
+               code_va: int = 0):
+    """`cache` (address -> Inst) may be shared by every batch of waves running the same code; `code_va` is the GPU
+    address of code[0], which s_getpc_b64 adds (PC-relative data: constants in .rodata next to the code)."""
+    self.code, self.mem, self.n, self.code_va = code, mem, n, code_va
     self.s = np.zeros((128, n), np.uint32); self.v = np.zeros((nvgpr, n, 32), np.uint32)
     self.scc = np.zeros(n, np.uint32); self.pc = np.zeros(n, np.int64)
     self.done = np.zeros(n, bool); self.barrier = np.zeros(n, bool)
     self.wg = wg; self.lds = np.zeros((int(wg.max()) + 1 if n else 0, max(lds_bytes, 4)), np.uint8)
-    self.cache: dict[int, Inst] = {}; self.wave_insts = 0
+    self.cache: dict[int, Inst] = {} if cache is None else cache; self.wave_insts = 0
+    self._full: dict[int, np.ndarray] = {}   # wave count -> read-only all-lanes-on mask
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
 
   # ---- scheduling
   def run(self, max_steps: int = 50_000_000) -> None:
-    for _ in range(max_steps):
-      ready = ~self.done & ~self.barrier
-      if not ready.any():
-        if not self.barrier.any(): return
-        self.barrier[:] = False   # every live wave of every workgroup has arrived
-        continue
-      p = self.pc[ready].min(); here = ready & (self.pc == p)
-      sel = slice(None) if here.all() else np.nonzero(here)[0]
-      inst = self.cache.get(int(p)) or self.cache.setdefault(int(p), decode_one(self.code, int(p)))
-      self.wave_insts += int(here.sum())
-      try: nxt = self.step(inst, sel)
-      except (EmulatorError, MemoryFault) as e: raise type(e)(f"{inst.name} at 0x{inst.addr:x}: {e}") from None
-      except IndexError as e: raise EmulatorError(f"{inst.name} at 0x{inst.addr:x}: register out of range ({e})") from None
-      self.pc[sel] = inst.addr + inst.size if nxt is None else nxt
+    if self.n == 0: return
+    # spc: the PC of every wave that may issue, IDLE for finished waves and waves at a barrier
+    IDLE = np.iinfo(np.int64).max
+    spc = np.where(self.done | self.barrier, IDLE, self.pc)
+    with np.errstate(all="ignore"):   # inf, NaN and wrap-around are results the hardware computes, not warnings
+      for _ in range(max_steps):
+        p = int(spc.min())
+        if p == IDLE:
+          if not self.barrier.any(): return
+          self.barrier[:] = False   # every live wave of every workgroup has arrived
+          spc = np.where(self.done, IDLE, self.pc); continue
+        here = spc == p; cnt = int(np.count_nonzero(here))
+        if cnt == self.n: sel = slice(None)
+        else:   # a run of neighbouring waves (others finished or elsewhere) is a slice: views instead of gathers
+          sel = np.flatnonzero(here)
+          if sel[-1] - sel[0] + 1 == cnt: sel = slice(int(sel[0]), int(sel[-1]) + 1)
+        inst = self.cache.get(p) or self.cache.setdefault(p, decode_one(self.code, p))
+        self.wave_insts += cnt
+        try: nxt = self.step(inst, sel)
+        except (EmulatorError, MemoryFault) as e: raise type(e)(f"{inst.name} at 0x{inst.addr:x}: {e}") from None
+        except IndexError as e: raise EmulatorError(f"{inst.name} at 0x{inst.addr:x}: register out of range ({e})") from None
+        self.pc[sel] = inst.addr + inst.size if nxt is None else nxt
+        if inst.enc == "SOPP" and inst.name in ("s_endpgm", "s_endpgm_saved", "s_barrier"): spc = np.where(self.done | self.barrier, IDLE, self.pc)
+        else: spc[sel] = self.pc[sel]
     raise EmulatorError(f"kernel did not finish within {max_steps} steps")
 
   def step(self, i: Inst, sel):
@@ -74,8 +88,15 @@ class Waves:
     if h is None: raise EmulatorError(f"{i.enc} is not implemented")
     return h(i, sel)
 
-  def nw(self, sel) -> int: return self.n if isinstance(sel, slice) else len(sel)
-  def exec_mask(self, sel) -> np.ndarray: return unpack_mask(self.s[EXEC, sel])
+  def nw(self, sel) -> int:
+    """How many waves `sel` picks: slice(None) (all), a slice of neighbours, or an index array."""
+    return (self.n if sel.stop is None else sel.stop - sel.start) if isinstance(sel, slice) else len(sel)
+  def exec_mask(self, sel) -> np.ndarray:
+    ex = self.s[EXEC, sel]
+    if (ex == 0xFFFFFFFF).all():   # every lane on (the common case): one shared all-true array, never written
+      if (full := self._full.get(len(ex))) is None: full = self._full[len(ex)] = np.ones((len(ex), 32), bool)
+      return full
+    return unpack_mask(ex)
 
   # ---- scalar operands
   def sread(self, code: int, sel, i: Inst, t: str = "u32"):
@@ -175,7 +196,7 @@ class Waves:
               "s_sext_i32_i16": lambda: (a.astype(np.uint16).view(np.int16).astype(np.int32).view(U), None),
               "s_bitset0_b32": lambda: (self.s[d, sel] & ~(U(1) << (a & U(31))), None),
               "s_bitset1_b32": lambda: (self.s[d, sel] | (U(1) << (a & U(31))), None),
-              "s_getpc_b64": lambda: (np.full(self.nw(sel), i.addr + 4, np.uint64), None)}.get(n, lambda: (None, None))()
+              "s_getpc_b64": lambda: (np.full(self.nw(sel), self.code_va + i.addr + 4, np.uint64), None)}.get(n, lambda: (None, None))()
     if r is None: raise EmulatorError("SOP1 op not implemented")
     if n == "s_bcnt1_i32_b64": scc = r != 0
     self.swrite(d, sel, r, w64 or n == "s_getpc_b64")
@@ -230,8 +251,14 @@ class Waves:
     if n == "s_waitcnt":   # gfx11 layout: expcnt [2:0], lgkmcnt [9:4], vmcnt [15:10]
       self._retire("vm", sel, (k >> 10) & 63); self._retire("lgkm", sel, (k >> 4) & 63); return None
     if n in ("s_nop", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s_set_inst_prefetch_distance", "s_sleep",
-             "s_setprio", "s_icache_inv", "s_wait_idle", "s_sendmsg", "s_ttracedata"): return None
-    if n in ("s_round_mode", "s_denorm_mode"): return None   # FP modes are not modelled: round to nearest, denormals kept
+             "s_setprio", "s_icache_inv", "s_wait_idle", "s_ttracedata"): return None
+    # the one message a compute kernel sends: MSG_DEALLOC_VGPRS (gfx11 id 3) before s_endpgm; others would need the SPI
+    if n == "s_sendmsg":
+      if k == 3: return None
+      raise EmulatorError(f"message {k:#x} is not emulated (only MSG_DEALLOC_VGPRS)")
+    # FP modes are not modelled: the emulator rounds to nearest even and keeps denormals, so only switching to that is fine
+    if (n, k) in (("s_round_mode", 0), ("s_denorm_mode", 0xF)): return None
+    if n in ("s_round_mode", "s_denorm_mode"): raise EmulatorError(f"mode {k:#x} is not emulated (only round to nearest even, denormals kept)")
     raise EmulatorError("SOPP op not implemented")
 
   def _smem(self, i: Inst, sel):
@@ -263,16 +290,19 @@ class Waves:
 
   def vwrite(self, d: int, sel, val, t: str, ex: np.ndarray, hi: bool = False) -> None:
     bits = V.BITS[t]; nw = self.nw(sel)
-    val = np.broadcast_to(np.asarray(val).astype(V.NP[t]), (nw, 32))
+    val = np.asarray(val).astype(V.NP[t], copy=False)
+    if val.shape != (nw, 32): val = np.broadcast_to(val, (nw, 32))
+    full = ex is self._full.get(nw)   # exec_mask's shared all-lanes array: no merge with the old values
     if bits == 64:
       raw = val.view(np.uint64)
-      self.v[d, sel] = np.where(ex, (raw & np.uint64(0xFFFFFFFF)).astype(np.uint32), self.v[d, sel])
-      self.v[d + 1, sel] = np.where(ex, (raw >> np.uint64(32)).astype(np.uint32), self.v[d + 1, sel])
+      lo, hi_ = raw.astype(np.uint32), (raw >> np.uint64(32)).astype(np.uint32)   # uint64 -> uint32 keeps the low word
+      self.v[d, sel] = lo if full else np.where(ex, lo, self.v[d, sel])
+      self.v[d + 1, sel] = hi_ if full else np.where(ex, hi_, self.v[d + 1, sel])
     elif bits == 16:
       old = self.v[d, sel]; h = val.view(np.uint16).astype(np.uint32)
       new = (old & np.uint32(0xFFFF)) | (h << np.uint32(16)) if hi else (old & np.uint32(0xFFFF0000)) | h
-      self.v[d, sel] = np.where(ex, new, old)
-    elif ex.all(): self.v[d, sel] = val.view(np.uint32)
+      self.v[d, sel] = new if full else np.where(ex, new, old)
+    elif full or ex.all(): self.v[d, sel] = val.view(np.uint32)
     else: self.v[d, sel] = np.where(ex, val.view(np.uint32), self.v[d, sel])
 
   def mask(self, code: int, sel, i: Inst) -> np.ndarray:
@@ -340,11 +370,13 @@ class Waves:
         if V.BITS[t] == 16 and srcs[k] >= 256 + 128: srcs = [*srcs[:k], srcs[k] - 128, *srcs[k + 1:]]; opsel |= 1 << k
       if V.BITS[rt] == 16 and vdst >= 128: vdst -= 128; opsel |= 8
     args = [self._mod(self.vsrc(c, sel, i, t, bool(opsel >> k & 1)), k, abs_, neg) for k, (c, t) in enumerate(zip(srcs, types))]
-    with np.errstate(all="ignore"):
-      r = np.asarray(fn(*args))
-      if rt[0] == "f":
-        if omod: r = r * np.asarray({1: 2.0, 2: 4.0, 3: 0.5}[omod], r.dtype)
-        if clamp: r = np.clip(r, 0, 1).astype(r.dtype)
+    r = np.asarray(fn(*args))   # (run() ignores floating-point warnings)
+    # a deferred write (VOPD) must hold its value now: a plain move returns a view of its source VGPR, which the
+    # other half of the pair may overwrite first
+    if not write: r = r.copy()
+    if rt[0] == "f":
+      if omod: r = r * np.asarray({1: 2.0, 2: 4.0, 3: 0.5}[omod], r.dtype)
+      if clamp: r = np.clip(r, 0, 1).astype(r.dtype)
     def w(): self.vwrite(vdst, sel, r.astype(V.NP[rt], copy=False), rt, ex, bool(opsel >> 3 & 1))
     return w() if write else w
 
@@ -429,10 +461,10 @@ class Waves:
     lds, size = self.lds, self.lds.shape[1]
     def rd(addr, nb):
       if (addr < 0).any() or (addr + nb > size).any(): raise MemoryFault(f"LDS read beyond the {size}-byte allocation")
-      return lds[wg[:, None], addr[:, None] + np.arange(nb)]
+      return _lds_read(lds, wg * size + addr, nb)
     def wr(addr, data):
       if (addr < 0).any() or (addr + data.shape[1] > size).any(): raise MemoryFault(f"LDS write beyond the {size}-byte allocation")
-      lds[wg[:, None], addr[:, None] + np.arange(data.shape[1])] = data
+      _lds_write(lds, wg * size + addr, data)
     def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes] for k in range(nd)], 1).view(np.uint8)
     def put(reg, words): self._put(reg, sel, lanes, words, "lgkm")
     off = f["offset0"] | (f["offset1"] << 8)
@@ -473,23 +505,43 @@ class Waves:
 
   # ---- global / flat memory
   # ---- loads in flight
-  def _gidx(self, sel) -> np.ndarray: return np.arange(self.n) if isinstance(sel, slice) else sel
+  def _gidx(self, sel) -> np.ndarray | None:
+    """The wave indices of `sel`, None for all waves (in order)."""
+    if isinstance(sel, slice): return None if sel.stop is None else np.arange(sel.start, sel.stop)
+    return sel
 
   def _put(self, reg: int, sel, lanes, words: np.ndarray, counter: str = "vm", bits: int = 0xFFFFFFFF) -> None:
-    """Queue a load's result (`words`: one row per active lane) for VGPRs reg.. until s_waitcnt retires it."""
-    m = self.nw(sel); mask = np.zeros((m, 32), bool); mask[lanes] = True
-    vals = np.zeros((words.shape[1], m, 32), np.uint32)
-    for k in range(words.shape[1]): vals[k][lanes] = words[:, k].reshape(vals[k][lanes].shape)
-    if reg + words.shape[1] > self.v.shape[0]: raise EmulatorError(f"load destination v{reg + words.shape[1] - 1} beyond the kernel's VGPRs")
+    """Queue a load's result (`words`: one row per active lane) for VGPRs reg.. until s_waitcnt retires it.
+    `lanes` is (slice, slice) when every lane of every wave in `sel` loaded (then the rows are wave-major)."""
+    m, nd = self.nw(sel), words.shape[1]
+    if reg + nd > self.v.shape[0]: raise EmulatorError(f"load destination v{reg + nd - 1} beyond the kernel's VGPRs")
+    if isinstance(lanes[0], slice): mask, vals = None, np.ascontiguousarray(words.T).reshape(nd, m, 32)
+    else:
+      mask = np.zeros((m, 32), bool); mask[lanes] = True
+      vals = np.zeros((nd, m, 32), np.uint32)
+      for k in range(nd): vals[k][lanes] = words[:, k]
     self.pending[counter].append(("v", reg, self._gidx(sel), mask, vals, np.uint32(bits)))   # bits: a d16 load writes one half
 
-  def _apply(self, e, which: np.ndarray) -> None:
-    kind, reg, waves, mask, vals, bits = e; w = waves[which]
+  def _apply(self, e, which: np.ndarray | None) -> None:
+    """Land pending load `e` in the waves `which` picks of its own (None: all of them)."""
+    kind, reg, waves, mask, vals, bits = e
+    w = (slice(None) if waves is None else waves) if which is None else (np.nonzero(which)[0] if waves is None else waves[which])
+    if which is not None: vals, mask = vals[:, which], None if mask is None else mask[which]
     for k in range(len(vals)):
-      if kind == "v":
+      if kind == "s": self.s[reg + k, w] = vals[k]
+      elif mask is None and bits == 0xFFFFFFFF: self.v[reg + k, w] = vals[k]
+      else:
         old = self.v[reg + k, w]
-        self.v[reg + k, w] = np.where(mask[which], (old & ~bits) | (vals[k][which] & bits), old)
-      else: self.s[reg + k, w] = vals[k][which]
+        new = (old & ~bits) | (vals[k] & bits)
+        self.v[reg + k, w] = new if mask is None else np.where(mask, new, old)
+
+  @staticmethod
+  def _same_waves(q: list, sel) -> bool:
+    """Whether every queued load belongs to exactly the waves of `sel`."""
+    if isinstance(sel, slice) and sel.stop is None: return all(e[2] is None for e in q)
+    if isinstance(sel, slice): return all(e[2] is not None and len(e[2]) == sel.stop - sel.start and e[2][0] == sel.start and
+                                          e[2][-1] == sel.stop - 1 for e in q)   # sorted, distinct: the ends decide
+    return all(e[2] is not None and (e[2] is sel or (len(e[2]) == len(sel) and (e[2] == sel).all())) for e in q)
 
   def _retire(self, counter: str, sel, left: int) -> None:
     """s_waitcnt: for the waves in `sel`, land all but the `left` most recent loads counted by `counter`.
@@ -497,16 +549,25 @@ class Waves:
     until then (the latest they could arrive)."""
     q = self.pending[counter]
     if not q: return
+    if self._same_waves(q, sel):   # the usual case: every load in flight was issued by exactly the waves now waiting
+      cut = len(q) - left          # so the oldest len(q) - left of them are due, in every wave alike
+      keep = []
+      for j, e in enumerate(q):    # land oldest first, so a newer load to the same register wins
+        if j < cut and (left == 0 or e[0] != "s"): self._apply(e, None)
+        else: keep.append(e)
+      self.pending[counter] = keep; return
     member = np.zeros(self.n, bool); member[sel] = True
+    everyone = np.arange(self.n)
     seen = np.zeros(self.n, np.int64); due = [None] * len(q)
     for j in range(len(q) - 1, -1, -1):   # newest first: a wave's load is due once `left` younger ones are counted
-      waves = q[j][2]; due[j] = member[waves] & (seen[waves] >= left) & (left == 0 or q[j][0] != "s"); seen[waves] += 1
+      waves = everyone if q[j][2] is None else q[j][2]
+      due[j] = member[waves] & (seen[waves] >= left) & (left == 0 or q[j][0] != "s"); seen[waves] += 1
     keep = []
     for e, d in zip(q, due):               # land oldest first, so a newer load to the same register wins
+      if d.all(): self._apply(e, None); continue
       if d.any(): self._apply(e, d)
-      if not d.all():
-        kind, reg, waves, mask, vals, bits = e; k = ~d
-        keep.append((kind, reg, waves[k], None if mask is None else mask[k], vals[:, k], bits))
+      kind, reg, waves, mask, vals, bits = e; k = ~d
+      keep.append((kind, reg, (everyone if waves is None else waves)[k], None if mask is None else mask[k], vals[:, k], bits))
     self.pending[counter] = keep
 
   def _global(self, i: Inst, sel):
@@ -515,8 +576,10 @@ class Waves:
     if f["saddr"] != NULL and i.enc == "GLOBAL":
       sb = np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i, "u64")), (self.nw(sel),))
       addr = sb[:, None] + self.v[f["addr"], sel].astype(np.uint64)
-    else: addr = self.v[f["addr"], sel].astype(np.uint64) | (self.v[f["addr"] + 1, sel].astype(np.uint64) << np.uint64(32))
-    addr = addr[lanes].reshape(-1) + np.uint64(f["offset"] & (2**64 - 1))   # wraps mod 2**64 like the hardware adder
+    else:   # a 64-bit address in a VGPR pair: interleave the dwords (little-endian: low first) and read them as one
+      addr = np.stack((self.v[f["addr"], sel], self.v[f["addr"] + 1, sel]), -1).view(np.uint64)[..., 0]
+    addr = addr[lanes].reshape(-1)
+    if f["offset"]: addr = addr + np.uint64(f["offset"] & (2**64 - 1))   # wraps mod 2**64 like the hardware adder
     op = n.split("_", 1)[1]
     def put(reg, words): self._put(reg, sel, lanes, words)
     def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes].reshape(-1) for k in range(nd)], 1)
@@ -571,6 +634,21 @@ class Waves:
       todo = np.setdiff1d(todo, now, assume_unique=True)
     if i.f["glc"]: put(i.f["vdst"], ret.view(np.uint32).reshape(len(addr), nd))
     return None
+
+def _lds_read(lds: np.ndarray, flat: np.ndarray, nb: int) -> np.ndarray:
+  """`nb` bytes at each byte offset `flat` of all workgroups' LDS (one C-contiguous array) -> (len(flat), nb) uint8.
+  Word-aligned accesses read one (overlapping) nb-byte element per lane rather than nb bytes one by one."""
+  if nb % 4 == 0 and lds.size % 4 == 0 and not (flat & 3).any():
+    elems = np.ndarray((lds.size // 4 - nb // 4 + 1,), np.dtype(f"V{nb}"), buffer=lds, strides=(4,))
+    return elems[flat >> 2].view(np.uint8).reshape(len(flat), nb)
+  return lds.reshape(-1)[flat[:, None] + np.arange(nb)]
+
+def _lds_write(lds: np.ndarray, flat: np.ndarray, data: np.ndarray) -> None:
+  """Store the rows of `data` at byte offsets `flat` (with duplicate offsets the last row wins, as per byte)."""
+  nb = data.shape[1]
+  if nb in (4, 8, 16) and lds.size % nb == 0 and not (flat & (nb - 1)).any():
+    lds.reshape(-1).view(np.dtype(f"V{nb}"))[flat // nb] = np.ascontiguousarray(data).view(np.dtype(f"V{nb}"))[:, 0]
+  else: lds.reshape(-1)[flat[:, None] + np.arange(nb)] = data
 
 def _div_scale(s0, s1, s2):
   """v_div_scale: pre-scale numerator/denominator so the Newton-Raphson steps of a division cannot under/overflow."""

@@ -65,10 +65,11 @@ class LaunchStats:
 
 def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, kernarg_addr: int, grid: tuple[int, ...],
            block: tuple[int, ...], entry: int = 0, dynamic_lds: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0,
-           max_waves: int = 8192) -> LaunchStats:
+           max_waves: int = 8192, code_va: int = 0) -> LaunchStats:
   """Run a gfx1100 kernel the way an AQL packet processor does: `code` holds its machine code with the
   first instruction at byte `entry`; `grid` counts workgroups per dimension, `block` work-items per
-  workgroup; kernel arguments live at `kernarg_addr` in `mem` (a FlatMemory, or a dict {address: buffer}).
+  workgroup; kernel arguments live at `kernarg_addr` in `mem` (a FlatMemory, or a dict {address: buffer}); `code_va` is
+  where `code` itself is mapped in `mem` (s_getpc_b64 reads it: PC-relative constants), 0 if it is not.
   Returns how many waves ran and how many wave-instructions they executed.
 
   The user SGPRs the descriptor's kernel_code_properties enable (kernarg pointer etc., then any preloaded
@@ -91,23 +92,32 @@ def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, ke
     user += [int(v) for v in mem.read(addr, 4 * kd.preload_dwords, "kernarg preload").view(np.uint32)[0]]
   if len(user) > kd.user_sgpr_count: raise EmulatorError(f"USER_SGPR_COUNT {kd.user_sgpr_count} is smaller than the {len(user)} enabled user SGPRs")
   return dispatch(mem, code, kd.rsrc1, kd.rsrc2, user, grid, block, wave32=kd.wave32, entry=entry,
-                  lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves)
+                  lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves, code_va=code_va)
+
+_DECODED: dict[bytes, dict] = {}
+def _decoded(code) -> dict:
+  """The decoded-instruction cache for `code`: kept across launches of the same code bytes (a program launched again
+  is not decoded again); code fetched from mutable memory gets a fresh one."""
+  if not isinstance(code, bytes): return {}
+  if len(_DECODED) > 512: _DECODED.clear()
+  return _DECODED.setdefault(code, {})
 
 USER_POISON = 0xBAD0BAD0
 LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignment shift 9 from gfx7 on)
 
 def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, user_data: list[int], grid: tuple[int, ...],
              block: tuple[int, ...], wave32: bool = True, entry: int = 0, lds_bytes: int | None = None,
-             max_waves: int = 8192) -> LaunchStats:
+             max_waves: int = 8192, code_va: int = 0) -> LaunchStats:
   """Run a dispatch from the register values a PM4 stream programs: COMPUTE_PGM_LO/HI (`code` as an address
   in `mem`, or the code bytes themselves with `entry`), COMPUTE_PGM_RSRC1/2, COMPUTE_USER_DATA_* (`user_data`,
   the first RSRC2.USER_SGPR_COUNT of them land in s0..), the grid in workgroups, the workgroup size and
   DISPATCH_INITIATOR.CS_W32_EN (`wave32`). LDS per workgroup is `lds_bytes`, else RSRC2.LDS_SIZE granules.
+  Code given as bytes is mapped at `code_va` (what s_getpc_b64 sees; 0: not mapped).
 
   After the user SGPRs come the workgroup ids X/Y/Z that RSRC2 enables, and v0 holds the work-item ids
   packed 10 bits each, as many as RSRC2.TIDIG_COMP_CNT asks for."""
   if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
-  if isinstance(code, int): code, entry = mem.tail(code, "instruction fetch"), 0
+  if isinstance(code, int): code, entry, code_va = mem.tail(code, "instruction fetch"), 0, code
   r = KernelDescriptor(0, 0, 0, 0, rsrc1, rsrc2, 0, int(wave32) << 10, 0)   # the same bit fields, read from registers
   grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
   if not wave32: raise EmulatorError("dispatch asks for wave64; the RDNA3 emulator runs wave32 only")
@@ -122,11 +132,11 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
   user_data = list(user_data[:nuser]) + [USER_POISON] * max(0, nuser - len(user_data))
   nthreads = int(np.prod(block)); wpg = -(-nthreads // 32)
   ngroups = int(np.prod(grid)); groups_per_batch = max(1, max_waves // wpg)
-  total = 0
+  total, cache = 0, _decoded(code)
   for g0 in range(0, ngroups, groups_per_batch):
     gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
     n = len(gids) * wpg
-    w = Waves(code, n, r.vgprs, np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem)
+    w = Waves(code, n, r.vgprs, np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache, code_va)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
     for k in range(nuser): w.s[k] = user_data[k] & 0xFFFFFFFF
     s = nuser

@@ -42,6 +42,11 @@ class FlatMemory:
     """Split addresses by mapping: [(mask, buffer, offsets)]; every byte must be mapped."""
     addrs = addrs.astype(np.uint64, copy=False)
     if len(addrs) == 0: return []
+    # the usual case, every address in one buffer, is decided from the lowest and highest address alone
+    lo_a, hi_a = int(addrs.min()), int(addrs.max())
+    i = bisect.bisect(self.bases, lo_a) - 1
+    if i >= 0 and hi_a + nbytes <= self.bases[i] + len(self.bufs[i]):
+      return [(slice(None), self.bufs[i], addrs - np.uint64(self.bases[i]) if self.bases[i] else addrs)]
     bases = np.array(self.bases, np.uint64)
     ends = np.array([b + len(m) for b, m in zip(self.bases, self.bufs)] + [0], np.uint64)
     idx = np.searchsorted(bases, addrs, side="right").astype(np.int64) - 1   # -1 (unmapped) picks the 0 end below
@@ -49,8 +54,6 @@ class FlatMemory:
     if not ok.all():
       bad = int(addrs[~ok][0])
       raise MemoryFault(f"{what}: {nbytes}-byte access at 0x{bad:x} is outside every mapped buffer")
-    lo, hi = int(idx.min()), int(idx.max())
-    if lo == hi: return [(slice(None), self.bufs[lo], addrs - np.uint64(self.bases[lo]))]   # the usual case: one buffer
     out = []
     for r in np.unique(idx):
       m = idx == r
@@ -71,16 +74,33 @@ class FlatMemory:
       if not buf.flags.writeable: raise MemoryFault(f"{what}: buffer at this address is read-only")
       _scatter(buf, offs, data[m])
 
+def _word_index(buf: np.ndarray, offs: np.ndarray, n: int) -> np.ndarray | None:
+  """Word indices (len(offs),) for aligned whole-word accesses (the common case), else None (byte indexing)."""
+  if n % 4 or len(buf) % 4: return None
+  o = offs.view(np.int64)   # offsets are below the buffer length, far below 2**63
+  if (o & 3).any(): return None
+  return o >> 2
+
+def _rows(buf: np.ndarray, w: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+  """(buffer as n-byte elements, element indices) when every store is n-byte aligned (n = 8, 16): one index per lane."""
+  if n not in (8, 16) or len(buf) % n or (w & (n // 4 - 1)).any(): return None
+  return buf.view(np.dtype(f"V{n}")), w // (n // 4)
+
 def _gather(buf: np.ndarray, offs: np.ndarray, n: int) -> np.ndarray:
-  # aligned word accesses (the common case) index a word view instead of every byte
-  if n % 4 == 0 and len(buf) % 4 == 0 and not (offs % np.uint64(4)).any():
-    w = buf.view(np.uint32)[(offs // np.uint64(4)).astype(np.int64)[:, None] + np.arange(n // 4)]
-    return w.view(np.uint8).reshape(len(offs), n)
+  if (w := _word_index(buf, offs, n)) is not None:
+    words = buf.view(np.uint32)
+    if n == 4: return words[w].view(np.uint8).reshape(len(offs), n)
+    # n-byte elements starting at every word (overlapping): one index per lane instead of one per word
+    elems = np.ndarray((len(buf) // 4 - n // 4 + 1,), np.dtype(f"V{n}"), buffer=buf, strides=(4,))
+    return elems[w].view(np.uint8).reshape(len(offs), n)
   return buf[offs.astype(np.int64)[:, None] + np.arange(n)]
 
 def _scatter(buf: np.ndarray, offs: np.ndarray, data: np.ndarray) -> None:
   n = data.shape[1]
-  if n % 4 == 0 and len(buf) % 4 == 0 and not (offs % np.uint64(4)).any():
-    buf.view(np.uint32)[(offs // np.uint64(4)).astype(np.int64)[:, None] + np.arange(n // 4)] = np.ascontiguousarray(data).view(np.uint32)
+  if (w := _word_index(buf, offs, n)) is not None:
+    d = np.ascontiguousarray(data)
+    if n == 4: buf.view(np.uint32)[w] = d.view(np.uint32)[:, 0]
+    elif (r := _rows(buf, w, n)) is not None: r[0][r[1]] = d.view(r[0].dtype)[:, 0]
+    else: buf.view(np.uint32)[w[:, None] + np.arange(n // 4)] = d.view(np.uint32)
   else:
     buf[offs.astype(np.int64)[:, None] + np.arange(n)] = data

@@ -206,7 +206,12 @@ for _n, _fn in [("exp", np.exp2), ("log", np.log2), ("rcp", None), ("rsq", None)
 OPS["v_rcp_iflag_f32"] = OPS["v_rcp_f32"]
 # ops with an extra lane-mask input and/or output: name -> (types, result type, fn(a, b, [c], carry_in) -> (result, carry_out))
 # every operand is cast to one 64-bit type: numpy turns int64 - uint64 into float64, which loses the borrow and wraps wrongly
-def _addc(a, b, ci): s = a.astype(np.uint64) + b.astype(np.uint64) + np.asarray(ci).astype(np.uint64); return s.astype(np.uint32), s >> np.uint64(32) != 0
+def _addc(a, b, ci):
+  if np.ndim(a) and np.ndim(b) and a.dtype == b.dtype == np.uint32:   # arrays: wrapping 32-bit adds, a carry is a wrap (s < a)
+    s = a + b; co = s < a
+    if np.ndim(ci): c = ci.astype(np.uint32); s2 = s + c; co = co | (s2 < s); s = s2
+    return s, co
+  s = a.astype(np.uint64) + b.astype(np.uint64) + np.asarray(ci).astype(np.uint64); return s.astype(np.uint32), s >> np.uint64(32) != 0
 def _subc(a, b, ci): s = a.astype(np.int64) - b.astype(np.int64) - np.asarray(ci).astype(np.int64); return s.astype(np.uint32), s < 0
 CARRY = {"v_add_co_u32": lambda a, b, ci: _addc(a, b, 0), "v_sub_co_u32": lambda a, b, ci: _subc(a, b, 0),
          "v_subrev_co_u32": lambda a, b, ci: _subc(b, a, 0), "v_add_co_ci_u32": _addc, "v_sub_co_ci_u32": _subc,

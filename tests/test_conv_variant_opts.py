@@ -1,0 +1,87 @@
+"""Conv variants don't fall off the optimized path (issue 17): depthwise (groups = channels), grouped, 1x1, strided and
+dilated convolutions, forward + backward in a TinyJit step. Strided/dilated ones are rewritten as stride-1 convs
+(frontend/nn_ops.py _conv_rewrite), grouped ones get a grouped-conv gradient (_GroupConvFn), 1x1 ones are matrix
+products: every conv forward and input-gradient kernel of the step carries a register tile of vectors (the matmul /
+conv tile, or the depthwise tile: vectors x image rows), every weight-gradient kernel vectors (a tile, or vector
+accumulators for the grouped reduction), for both CPU targets (the depthwise tile spill-free); the gradients equal
+torch's."""
+import numpy as np
+import pytest
+from frontend import Tensor, TinyJit
+from compiler.lower import lower
+from compiler.opt.heuristic import optimize
+from compiler.opt.apply import has_vectors
+from compiler.opt.pressure import vector_spills
+from compiler.render_c import render_c
+from compiler.view import prod
+
+pytestmark = [pytest.mark.usefixtures("on_cpu")]   # CPU opts: CPU tensors even under MOCKGPU=1 NV=1
+
+C = 16
+VARIANTS = {"depthwise": ((C, 1, 3, 3), {"padding": 1, "groups": C}), "groups4": ((C, C // 4, 3, 3), {"padding": 1, "groups": 4}),
+            "1x1": ((C, C, 1, 1), {}), "stride2": ((C, C, 3, 3), {"padding": 1, "stride": 2}),
+            "dilation2": ((C, C, 3, 3), {"padding": 2, "dilation": 2})}
+
+def _step(name: str, seed: int = 0):
+  """A TinyJit step: loss = mean(conv(x, w)^2), backward into x and w; the kernels it captured and (loss, dx, dw)."""
+  wshape, kw = VARIANTS[name]
+  rng = np.random.default_rng(seed)
+  xn, wn = rng.standard_normal((2, C, 16, 16)).astype(np.float32), rng.standard_normal(wshape).astype(np.float32) * 0.3
+  x, w = Tensor(xn, requires_grad=True).realize(), Tensor(wn, requires_grad=True).realize()
+  @TinyJit
+  def step():
+    x.grad = w.grad = None
+    loss = x.conv2d(w, **kw).square().mean()
+    loss.backward()
+    return loss.realize(), x.grad.realize(), w.grad.realize()
+  for _ in range(3): res = step()   # run, capture, replay
+  return [ei for ei in step.items if ei.kind == "kernel"], [r.numpy() for r in res], (xn, wn, kw)
+
+def _conv_like(k) -> bool:
+  """A window or batch x pixels reduction with several output loops (a conv forward or gradient, not the loss's sum)."""
+  return len(k.global_ranges) >= 2 and prod(r.src[0].arg for r in k.reduce_ranges()) >= 9
+
+def _tiled(opts) -> bool:
+  """A register tile: vector columns x unrolled rows (TILE with rows, overlapping vectors x rows, vectors x rows)."""
+  return any(o[0] == "TILE" and o[1] is not None and o[2] > 1 for o in opts) or \
+         (any(o[0] in ("OVERLAP_VECTOR", "VECTOR") for o in opts) and any(o[0] == "UPCAST" for o in opts))
+
+def _vector_reduce(opts) -> bool: return any(o[0] == "REDUCE_VECTOR" for o in opts)   # vector accumulators
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_variant_step_matches_torch_and_keeps_the_conv_opts(name):
+  import torch
+  items, (loss, gx, gw), (xn, wn, kw) = _step(name)
+  x, w = torch.tensor(xn, requires_grad=True), torch.tensor(wn, requires_grad=True)
+  tl = torch.nn.functional.conv2d(x, w, **kw).square().mean()
+  tl.backward()
+  np.testing.assert_allclose(loss, tl.item(), rtol=1e-4)
+  np.testing.assert_allclose(gx, x.grad.numpy(), rtol=1e-3, atol=1e-5)
+  np.testing.assert_allclose(gw, w.grad.numpy(), rtol=1e-3, atol=1e-4)
+  convs = [ei.ck for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name))]
+  assert len(convs) >= 3, [k.name for k in convs]   # forward, input gradient, weight gradient
+  untiled = [(k.name, k.ck.applied_opts) for k in convs if not _tiled(k.ck.applied_opts)]
+  # only a grouped conv's weight gradient (a reduction of batch x pixels per (group, co, ci, tap)) may do without the
+  # tile, and it then keeps vector accumulators
+  assert len(untiled) <= (1 if name in ("depthwise", "groups4") else 0), untiled
+  assert all(_vector_reduce(opts) for _, opts in untiled), untiled
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_variant_kernels_vectorized_for_each_cpu_target(name, cpu_target):
+  """The same step's conv kernels built for AVX2 and AVX-512 (from the captured ASTs): vectors; the depthwise tile
+  without spills."""
+  items, _, _ = _step(name, seed=1)
+  for ei in items:
+    k0 = lower(ei.ck.ast, ei.ck.name)
+    if not _conv_like(k0): continue
+    k = optimize(k0, cpu_target)
+    assert has_vectors(k) and (_tiled(k.applied_opts) or _vector_reduce(k.applied_opts)), (k.name, k.applied_opts)
+    if any(o[0] == "VECTOR" for o in k.applied_opts):   # the depthwise tile (the dense tiles' spills: tests/test_conv_*opts.py)
+      assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, (k.name, k.applied_opts)
+
+def test_strided_conv_is_rewritten_as_a_stride_one_conv():
+  """A stride-2 3x3 conv runs as a 2x2 stride-1 conv over 4x the channels (space to depth): no kernel reads its input
+  with a stride along the row, so the row is a vector."""
+  items, _, _ = _step("stride2")
+  fwd = next(ei.ck for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name)))
+  assert fwd.name.endswith(f"{4 * C}_2_2"), fwd.name   # reduction over 4C channels x 2 x 2 taps
