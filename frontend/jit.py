@@ -130,7 +130,8 @@ class TinyJit:
     try: self.sig: inspect.Signature | None = inspect.signature(fn)
     except (TypeError, ValueError): self.sig = None
     self.items: list[engine.ExecItem] = []
-    self.graph: Any = None   # HCQ devices: the prebuilt GraphReplay (False: the items can't form one)
+    self.graph: Any = None   # the prebuilt GraphReplay (HCQ) or CPULaunchList (CPU); False: the items can't form one
+    self.graph_cpu = False
     functools.update_wrapper(self, fn)
   def reset(self) -> None:
     """Forget the capture: the next call runs eagerly, the one after captures again."""
@@ -270,7 +271,9 @@ class TinyJit:
       nb = fresh[id(b)] = engine.Buffer(b.device, b.nbytes)
       for j, k in slots: items[j].bufs[k] = nb
     if self.graph is None: self.graph = self._build_graph()
-    if self.graph: self._replay_graph()
+    # (DEBUG=2 on the CPU: one launch at a time, each timed and printed as eager mode does)
+    dbg = debug_level()
+    if self.graph and not (self.graph_cpu and dbg >= 2): self._replay_graph(dbg)
     else:
       for ei in items: ei.run()
     if self.checks: self._read_checks()
@@ -300,16 +303,23 @@ class TinyJit:
     if isinstance(ret, dict): return {k: self._rebuild(v, fresh, cur) for k, v in ret.items()}
     return ret
 
-  # ---- graph replay on HCQ devices ----
+  # ---- graph replay: HCQ devices, and the CPU's launch list ----
   def _build_graph(self) -> Any:
     """One GraphReplay of all captured launches and copies, when they all run on one HCQ device that builds
-    graphs (NV); False otherwise (the CPU, or copies between devices), and replays loop over ExecItem.run."""
+    graphs (NV), or one CPU launch list (hcqrt/cpu/device.py CPULaunchList: every launch bound once, the whole
+    list run by one native call) when they are all kernels on the CPU; False otherwise (copies between devices),
+    and replays loop over ExecItem.run."""
+    self.graph_cpu = False
     devs = {b.device for ei in self.items for b in ei.bufs}
     if len(devs) != 1: return False
     dev = open_device(devs.pop())
-    if not hasattr(dev, "graph"): return False
     gitems: list[tuple] = []
-    for ei in self.items:
+    if not hasattr(dev, "graph"):
+      if not hasattr(dev, "launch_list") or any(ei.kind != "kernel" for ei in self.items): return False
+      self.graph_cpu = True
+      for ei in self.items:
+        gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], ei.ck.launch.get("vals", ()), ei.ck.launch.get("threads", 1)))
+    for ei in self.items if not self.graph_cpu else ():
       if ei.kind == "copy": gitems.append(("copy", ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes))   # (as ExecItem.run)
       else: gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], (), ei.ck.launch["global_size"], ei.ck.launch["local_size"]))
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
@@ -317,17 +327,19 @@ class TinyJit:
     kernels = [ei for ei in self.items if ei.kind == "kernel"]
     moved = sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items)   # as ExecItem.run counts
     self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), moved)
-    if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(gitems)} items on {dev.name}", file=sys.stderr)
-    return dev.graph(gitems)
+    if debug_level() >= 1: print(f"TinyJit {self.name}: {'launch list' if self.graph_cpu else 'graph'} of {len(gitems)} items on {dev.name}", file=sys.stderr)
+    return dev.launch_list(gitems) if self.graph_cpu else dev.graph(gitems)
 
-  def _replay_graph(self) -> None:
+  def _replay_graph(self, dbg: int) -> None:
     items = self.items
-    self.graph.replay(bufs={(j, k): items[j].bufs[k].raw for j, k in self.graph_slots})
+    bufs = {(j, k): items[j].bufs[k].raw for j, k in self.graph_slots}
+    if self.graph_cpu: engine.GlobalCounters.time_sum_s += self.graph.replay(bufs=bufs, wait=True) or 0.0
+    else: self.graph.replay(bufs=bufs)
     n, ops, mem = self.graph_counts
     engine.GlobalCounters.kernel_count += n
     engine.GlobalCounters.global_ops += ops
     engine.GlobalCounters.global_mem += mem
-    if debug_level() >= 2: print(f"TinyJit {self.name}: replayed a graph of {n} kernels", file=sys.stderr)
+    if dbg >= 2: print(f"TinyJit {self.name}: replayed a graph of {n} kernels", file=sys.stderr)
 
 def _out_tensors(ret) -> list[Tensor]:
   if isinstance(ret, Tensor): return [ret]
