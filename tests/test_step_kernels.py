@@ -1,0 +1,44 @@
+"""Kernels per training step (issue 17): what a step's capture launches, counted, so fusions that were won stay won.
+Correctness of the same steps is tested against torch in test_optim.py, test_nn.py and test_train_digits.py."""
+import numpy as np
+import torch
+from frontend import Tensor, TinyJit, nn
+from frontend.optim import Adam
+
+def _capture(step, *args):
+  for _ in range(2): step(*args)
+  return [ei for ei in step.items if ei.kind == "kernel"]
+
+def test_conv_padded_input_is_copied_once():
+  """A padded conv's forward and its weight gradient read the same padded copy of the input (one kernel, not two)."""
+  x = Tensor(np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(np.float32)).realize()
+  w = Tensor(np.random.default_rng(1).standard_normal((4, 3, 3, 3)).astype(np.float32), requires_grad=True).realize()
+  @TinyJit
+  def step(x):
+    w.grad = None
+    loss = x.conv2d(w, padding=1).square().mean(); loss.backward()
+    return loss.realize(), w.grad.realize()
+  items = _capture(step, x)
+  pads = [ei for ei in items if ei.ck.name == "E_2_3_8_8" and len(ei.bufs) == 2]   # (bs, cin, h+2, w+2) from x alone
+  assert len(pads) == 1, [ei.ck.name for ei in items]
+  tx, tw = torch.tensor(x.numpy()), torch.tensor(w.numpy(), requires_grad=True)
+  (torch.nn.functional.conv2d(tx, tw, padding=1) ** 2).mean().backward()
+  np.testing.assert_allclose(step(x)[1].numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+def test_digits_step_kernel_count():
+  """The digits CNN's Adam step (examples/train_digits.py): at most 62 kernels (70 before the update was fused with
+  its copy-back and the padded inputs were shared)."""
+  import importlib.util, pathlib
+  spec = importlib.util.spec_from_file_location("td", pathlib.Path(__file__).parents[1] / "examples/train_digits.py")
+  td = importlib.util.module_from_spec(spec); spec.loader.exec_module(td)
+  Tensor.manual_seed(0)
+  model = td.DigitsNet(8)
+  opt = Adam(nn.state.get_parameters(model), lr=3e-3)
+  @TinyJit
+  def step(x, y):
+    with Tensor.train():
+      opt.zero_grad(); loss = model(x).sparse_categorical_crossentropy(y); loss.backward(); opt.step()
+      return loss.realize()
+  rng = np.random.default_rng(0)
+  x, y = Tensor(rng.standard_normal((8, 1, 8, 8)).astype(np.float32)).realize(), Tensor(rng.integers(0, 10, 8).astype(np.int32)).realize()
+  assert len(_capture(step, x, y)) <= 62
