@@ -34,10 +34,12 @@ class ScheduleItem:
   inputs: list[LazyBuffer]
   kind: str = "kernel"   # kernel | copy | empty
   name: str = ""
-  assign_target: LazyBuffer | None = None  # the buffer an ASSIGN kernel writes in place
+  assign_targets: list[LazyBuffer] | None = None  # an ASSIGN kernel: the buffers it writes in place, one per output
   alloc_nbytes: int | None = None          # the output buffer's size when the kernel writes past the tensor's end
   @property
   def bufs(self) -> list[LazyBuffer]: return self.outputs + self.inputs
+  @property
+  def assign_target(self) -> LazyBuffer | None: return self.assign_targets[0] if self.assign_targets else None
 
 def _view_is_rearrange(st: ShapeTracker, base_shape) -> bool:
   """True when st reads every base element exactly once, in any order (reshape/permute only)."""
@@ -125,14 +127,15 @@ def _cheap(b: LazyBuffer) -> bool:
   return b.op in (Ops.CAST, Ops.BITCAST) and (b.srcs[0].base.buffer is not None or b.srcs[0].base.op is Ops.CONST)
 
 class _KernelBuilder:
-  def __init__(self, sched: _Scheduler, root: LazyBuffer):
-    self.sched, self.root = sched, root
+  """Builds the AST of the kernel storing `outs` (the root, and the assigns fused with it: their values are inlined)."""
+  def __init__(self, sched: _Scheduler, root: LazyBuffer, outs: list[LazyBuffer] | None = None):
+    self.sched, self.root, self.outs = sched, root, outs or [root]
     self.inputs: list[LazyBuffer] = []
     self.memo: dict = {}
   def buf_index(self, b: LazyBuffer) -> int:
-    if b is self.root: return 0
+    if any(b is o for o in self.outs): return next(i for i, o in enumerate(self.outs) if o is b)
     if b not in self.inputs: self.inputs.append(b)
-    return 1 + self.inputs.index(b)
+    return len(self.outs) + self.inputs.index(b)
   def ref(self, s: LazyBuffer) -> UOp:
     sb = s.base
     st = s.st if s.is_view else ShapeTracker.from_shape(sb.shape)
@@ -140,7 +143,7 @@ class _KernelBuilder:
       c = UOp.const(sb.dtype, sb.arg)
       # keep the shape (a reduction over a broadcast constant needs its axes), unless it is a scalar
       return c if st.shape == () else UOp(Ops.VIEW, sb.dtype, (c,), st)
-    if self.sched._must_load(sb, self.root) or sb.op is Ops.EMPTY:
+    if (self.sched._must_load(sb, self.root) and not any(sb is o for o in self.outs)) or sb.op is Ops.EMPTY:
       return UOp(Ops.LOAD, sb.dtype, (), (self.buf_index(sb), st))
     inner = self.base(sb)
     return inner if not s.is_view or st == ShapeTracker.from_shape(sb.shape) else UOp(Ops.VIEW, sb.dtype, (inner,), st)
@@ -151,6 +154,7 @@ class _KernelBuilder:
     elif b.op in ELEMENTWISE: ret = UOp(b.op, b.dtype, tuple(self.ref(s) for s in b.srcs))
     elif b.op is Ops.REDUCE_AXIS: ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
     elif b.op is Ops.CONTIGUOUS: ret = self.ref(b.srcs[0])
+    elif b.op is Ops.ASSIGN and any(b is o for o in self.outs): ret = self.ref(b.srcs[0])   # a fused assign: its value
     else: raise RuntimeError(f"can't inline {b.op} into a kernel")
     self.memo[b] = ret
     return ret
@@ -193,36 +197,92 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     if not stale: break
     outs = outs + stale
     snapshots.update(stale)
-  items: dict[LazyBuffer, ScheduleItem] = {}
+  try: return _build(sched, fuse=True)
+  except RuntimeError:   # a fused update ordered into a cycle (something it writes is read between its parts)
+    return _build(sched, fuse=False)
+
+def _build(sched: _Scheduler, fuse: bool) -> list[ScheduleItem]:
+  """The kernels of the realized bases, in a valid execution order."""
+  groups = _assign_groups(sched) if fuse else {}
+  absorbed = {g for gs in groups.values() for g in gs}
+  items: dict[LazyBuffer, ScheduleItem] = {}   # every realized base -> the item computing it (fused assigns share one)
   for b in sched.realize:
-    if b.buffer is not None: continue
+    if b.buffer is not None or b in absorbed: continue
     if b.op is Ops.COPY: items[b] = ScheduleItem(None, [b], [b.srcs[0].base], "copy", f"copy {b.arg}->{b.device}"); continue
     if b.op is Ops.EMPTY: items[b] = ScheduleItem(None, [b], [], "empty", "empty"); continue
-    kb = _KernelBuilder(sched, b)
     if b.op is Ops.ASSIGN:
-      value, target = b.srcs
-      val = kb.ref(value)
-      tbuf = target.base
       # the store goes to the target's buffer; reading the target at other positions in the same kernel would
       # race with the store, so such values were realized by the frontend (Tensor.assign) first
-      st = ShapeTracker.from_shape(b.shape)
-      ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, st)),))
-      items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast), assign_target=tbuf)
+      for it in _assign_items(sched, [b] + groups.get(b, [])):
+        for o in it.outputs: items[o] = it
       continue
+    kb = _KernelBuilder(sched, b)
     val = kb.base(b) if b.op is not Ops.CONTIGUOUS else kb.ref(b.srcs[0])
     ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, ShapeTracker.from_shape(b.shape))),))
     items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast))
   # order: an item runs after the items producing its inputs; an assign runs after every item reading its target
-  deps: dict[LazyBuffer, set] = {b: {i for i in it.inputs if i in items} for b, it in items.items()}
-  for b, it in items.items():
-    if (tgt := it.assign_target) is None: continue
-    for b2, it2 in items.items():
-      if b2 is not b and tgt in it2.inputs: deps[b].add(b2)
-    if tgt in items: deps[b].add(tgt)
+  unique = list({id(it): it for it in items.values()}.values())
+  deps: dict[int, set] = {id(it): {id(items[i]) for i in it.inputs if i in items} for it in unique}
+  for it in unique:
+    for tgt in it.assign_targets or ():
+      for it2 in unique:
+        if it2 is not it and tgt in it2.inputs: deps[id(it)].add(id(it2))
+      if tgt in items and items[tgt] is not it: deps[id(it)].add(id(items[tgt]))
+  byid = {id(it): it for it in unique}
   order: list[ScheduleItem] = []
   done: set = set()
-  for b in items: _visit(b, items, deps, order, done, set())
+  for it in unique: _visit(id(it), byid, deps, order, done, set())
   return order
+
+def _assign_items(sched: _Scheduler, group: list[LazyBuffer]) -> list[ScheduleItem]:
+  """One kernel storing every assign of `group` (the first reads the others' new values: they are inlined), or one
+  kernel each when the fused kernel would read a buffer it writes at another element than the one it writes."""
+  st = ShapeTracker.from_shape(group[0].shape)
+  kb = _KernelBuilder(sched, group[0], group)
+  ast = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (kb.ref(g.srcs[0]),), (i, st)) for i, g in enumerate(group)))
+  targets = [g.srcs[1].base for g in group]
+  if len(group) > 1:
+    written = {id(t.buffer) for t in targets}
+    if any(u.op is Ops.LOAD and (lb := kb.inputs[u.arg[0] - len(group)].base).buffer is not None and id(lb.buffer) in written
+           and u.arg[1] != st for u in ast.toposort()):
+      return [it for g in group for it in _assign_items(sched, [g])]
+  return [ScheduleItem(ast, list(group), kb.inputs, "kernel", kernel_name(ast), assign_targets=targets)]
+
+def _assign_groups(sched: _Scheduler) -> dict[LazyBuffer, list[LazyBuffer]]:
+  """Assigns fused into one kernel (an optimizer step: a weight's update reads its new moments): host -> the assigns of
+  the same shape whose new value the host's value reads at the same element, all computed elementwise (no reduction
+  inlined) into targets that already have buffers."""
+  def inlined(b: LazyBuffer) -> tuple[bool, list]:
+    """(is the kernel of assign b elementwise, [(pending assign it reads, read at the same element)])"""
+    found, seen, stack = [], set(), [b.srcs[0]]
+    while stack:
+      s = stack.pop()
+      sb = s.base
+      if id(sb) in seen or sb.buffer is not None or sb.op in (Ops.CONST, Ops.INDEX): continue
+      seen.add(id(sb))
+      if sb.op is Ops.ASSIGN and sb in sched.realize:
+        found.append((sb, not s.is_view or s.st == ShapeTracker.from_shape(sb.shape))); continue
+      if sb in sched.realize: continue   # its own kernel: loaded
+      if sb.op not in ELEMENTWISE and sb.op is not Ops.CONTIGUOUS: return False, []
+      stack.extend(sb.srcs)
+    return True, found
+  cands: dict[LazyBuffer, list] = {}
+  for b in sched.realize:
+    if b.buffer is not None or b.op is not Ops.ASSIGN or b.srcs[1].base.buffer is None: continue
+    ok, found = inlined(b)
+    if ok: cands[b] = found
+  groups: dict[LazyBuffer, list[LazyBuffer]] = {}
+  taken: set = set()
+  for host, found in cands.items():
+    if id(host) in taken: continue
+    parts = {id(a): a for a, same in found if same and a in cands and a.shape == host.shape and id(a) not in taken}
+    # a part read through a view too, or one that itself reads another assign, stays a kernel of its own
+    for a, same in found:
+      if not same or cands.get(a): parts.pop(id(a), None)
+    if parts:
+      groups[host] = list(parts.values())
+      taken.update(parts, {id(host)})
+  return groups
 
 def _reaches(b: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing b read `target` (an unrealized base)?"""
@@ -235,9 +295,9 @@ def _reaches(b: LazyBuffer, target: LazyBuffer) -> bool:
     stack.extend(s.base for s in x.srcs)
   return False
 
-def _visit(b: LazyBuffer, items: dict, deps: dict, order: list, done: set, visiting: set) -> None:
-  """Depth-first: b's item after those it depends on. (Not a closure: a recursive inner function is a reference cycle,
-  which would keep every buffer of the schedule alive until the garbage collector runs.)"""
+def _visit(b: int, items: dict, deps: dict, order: list, done: set, visiting: set) -> None:
+  """Depth-first: item b (by id) after those it depends on. (Not a closure: a recursive inner function is a reference
+  cycle, which would keep every buffer of the schedule alive until the garbage collector runs.)"""
   if b in done: return
   if b in visiting: raise RuntimeError("cycle in the schedule (an assign whose value reads its own target at another position?)")
   visiting.add(b)

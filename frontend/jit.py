@@ -215,8 +215,8 @@ class TinyJit:
     in_index = {id(b): i for i, b in enumerate(arg_bufs)}
     in_slots = [(j, k, in_index[id(b)]) for j, ei in enumerate(captured) for k, b in enumerate(ei.bufs) if id(b) in in_index]
     # buffers the recording writes in place: arguments (written), and others (weights: fixed)
-    self.written = sorted({i for j, k, i in in_slots if k == 0})
-    self.fixed_written = {id(ei.bufs[0]) for ei in captured if ei.kind == "kernel" and not ei.fresh_out and id(ei.bufs[0]) not in in_index}
+    self.written = sorted({i for j, k, i in in_slots if k < captured[j].nout})
+    self.fixed_written = {id(b) for ei in captured if ei.kind == "kernel" and not ei.fresh_out for b in ei.bufs[:ei.nout] if id(b) not in in_index}
     self.fixed_read = {id(b) for ei in captured for b in ei.bufs if id(b) not in in_index} if self.written else set()
     self._check_aliasing(tensors, cur)
     self.items, self.consts, self.in_slots, self.in_index = captured, consts, in_slots, in_index
