@@ -197,23 +197,26 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     if not stale: break
     outs = outs + stale
     snapshots.update(stale)
-  try: return _build(sched, fuse=True)
-  except RuntimeError:   # a fused update ordered into a cycle (something it writes is read between its parts)
-    return _build(sched, fuse=False)
+  for fuse in (2, 1):
+    # a fused update ordered into a cycle (something it writes is read between its parts): fuse less
+    try: return _build(sched, fuse)
+    except RuntimeError: pass
+  return _build(sched, 0)
 
-def _build(sched: _Scheduler, fuse: bool) -> list[ScheduleItem]:
-  """The kernels of the realized bases, in a valid execution order."""
-  groups = _assign_groups(sched) if fuse else {}
-  absorbed = {g for gs in groups.values() for g in gs}
+def _build(sched: _Scheduler, fuse: int) -> list[ScheduleItem]:
+  """The kernels of the realized bases, in a valid execution order. fuse: 0 one kernel per assign, 1 an assign with
+  the assigns it reads (_assign_groups), 2 also those groups of one shape together."""
+  groups = _assign_groups(sched, fuse) if fuse else {}
+  absorbed = {id(g) for host, chains in groups.items() for chain in chains for g in chain if g is not host}
   items: dict[LazyBuffer, ScheduleItem] = {}   # every realized base -> the item computing it (fused assigns share one)
   for b in sched.realize:
-    if b.buffer is not None or b in absorbed: continue
+    if b.buffer is not None or id(b) in absorbed: continue
     if b.op is Ops.COPY: items[b] = ScheduleItem(None, [b], [b.srcs[0].base], "copy", f"copy {b.arg}->{b.device}"); continue
     if b.op is Ops.EMPTY: items[b] = ScheduleItem(None, [b], [], "empty", "empty"); continue
     if b.op is Ops.ASSIGN:
       # the store goes to the target's buffer; reading the target at other positions in the same kernel would
       # race with the store, so such values were realized by the frontend (Tensor.assign) first
-      for it in _assign_items(sched, [b] + groups.get(b, [])):
+      for it in _assign_items(sched, groups.get(b, [[b]])):
         for o in it.outputs: items[o] = it
       continue
     kb = _KernelBuilder(sched, b)
@@ -234,9 +237,11 @@ def _build(sched: _Scheduler, fuse: bool) -> list[ScheduleItem]:
   for it in unique: _visit(id(it), byid, deps, order, done, set())
   return order
 
-def _assign_items(sched: _Scheduler, group: list[LazyBuffer]) -> list[ScheduleItem]:
-  """One kernel storing every assign of `group` (the first reads the others' new values: they are inlined), or one
-  kernel each when the fused kernel would read a buffer it writes at another element than the one it writes."""
+def _assign_items(sched: _Scheduler, chains: list[list[LazyBuffer]]) -> list[ScheduleItem]:
+  """One kernel storing every assign of `chains` (in each chain the first reads the others' new values: they are
+  inlined), or less fused when that kernel would read a buffer it writes at another element than the one it writes:
+  a kernel per chain, then per assign."""
+  group = [g for chain in chains for g in chain]
   st = ShapeTracker.from_shape(group[0].shape)
   kb = _KernelBuilder(sched, group[0], group)
   ast = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (kb.ref(g.srcs[0]),), (i, st)) for i, g in enumerate(group)))
@@ -245,13 +250,16 @@ def _assign_items(sched: _Scheduler, group: list[LazyBuffer]) -> list[ScheduleIt
     written = {id(t.buffer) for t in targets}
     if any(u.op is Ops.LOAD and (lb := kb.inputs[u.arg[0] - len(group)].base).buffer is not None and id(lb.buffer) in written
            and u.arg[1] != st for u in ast.toposort()):
-      return [it for g in group for it in _assign_items(sched, [g])]
-  return [ScheduleItem(ast, list(group), kb.inputs, "kernel", kernel_name(ast), assign_targets=targets)]
+      return [it for part in (chains if len(chains) > 1 else [[g] for g in group]) for it in _assign_items(sched, [part])]
+  return [ScheduleItem(ast, group, kb.inputs, "kernel", kernel_name(ast), assign_targets=targets)]
 
-def _assign_groups(sched: _Scheduler) -> dict[LazyBuffer, list[LazyBuffer]]:
-  """Assigns fused into one kernel (an optimizer step: a weight's update reads its new moments): host -> the assigns of
-  the same shape whose new value the host's value reads at the same element, all computed elementwise (no reduction
-  inlined) into targets that already have buffers."""
+MAX_FUSED_CHAINS = 4   # chains of one shape merged into one kernel (each adds ~10 buffer arguments)
+
+def _assign_groups(sched: _Scheduler, fuse: int) -> dict[LazyBuffer, list[list[LazyBuffer]]]:
+  """Assigns fused into one kernel (an optimizer step): chains [host, parts...], where the host's value reads the
+  parts' new values at the same element (a weight's update reads its new moments), all of one shape, computed
+  elementwise (no reduction inlined) into targets that already have buffers; with fuse=2, up to MAX_FUSED_CHAINS
+  chains of one shape and device go into one kernel. Returns the first host -> its kernel's chains."""
   def inlined(b: LazyBuffer) -> tuple[bool, list]:
     """(is the kernel of assign b elementwise, [(pending assign it reads, read at the same element)])"""
     found, seen, stack = [], set(), [b.srcs[0]]
@@ -271,18 +279,24 @@ def _assign_groups(sched: _Scheduler) -> dict[LazyBuffer, list[LazyBuffer]]:
     if b.buffer is not None or b.op is not Ops.ASSIGN or b.srcs[1].base.buffer is None: continue
     ok, found = inlined(b)
     if ok: cands[b] = found
-  groups: dict[LazyBuffer, list[LazyBuffer]] = {}
+  chains: list[list[LazyBuffer]] = []
   taken: set = set()
   for host, found in cands.items():
-    if id(host) in taken: continue
+    if id(host) in taken or not found: continue
     parts = {id(a): a for a, same in found if same and a in cands and a.shape == host.shape and id(a) not in taken}
     # a part read through a view too, or one that itself reads another assign, stays a kernel of its own
     for a, same in found:
       if not same or cands.get(a): parts.pop(id(a), None)
     if parts:
-      groups[host] = list(parts.values())
+      chains.append([host, *parts.values()])
       taken.update(parts, {id(host)})
-  return groups
+  if fuse >= 2: chains += [[b] for b in cands if id(b) not in taken]
+  merged: dict[tuple, list[list[list[LazyBuffer]]]] = {}
+  for chain in chains:
+    kernels = merged.setdefault((chain[0].shape, chain[0].device), [])
+    if fuse < 2 or not kernels or len(kernels[-1]) >= MAX_FUSED_CHAINS: kernels.append([])
+    kernels[-1].append(chain)
+  return {ks[0][0]: ks for kernels in merged.values() for ks in kernels if len(ks) > 1 or len(ks[0]) > 1}
 
 def _reaches(b: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing b read `target` (an unrealized base)?"""
