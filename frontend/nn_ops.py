@@ -822,6 +822,7 @@ class _ConvFn(Function):
       gt = gt.reshape(nb, chunk, *oyx, cout).permute(0, 2 + nd, 1, *[2 + i for i in range(nd)]).reshape(nb, *[1] * (nd + 1), cout, chunk, *oyx)
       dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, *HW, cin, cout)
       dwt = dwt.contiguous().sum(0) if nb > 1 else dwt.reshape(dwt.shape[1:])
-      # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co
-      dw = dwt.contiguous().permute(nd + 1, nd, *range(nd)).contiguous().lazydata
+      # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co;
+      # the (cout, cin, *HW) gradient stays a view of it (the optimizer update reads it in place of a permuted copy)
+      dw = dwt.contiguous().permute(nd + 1, nd, *range(nd)).lazydata
     return dx, dw

@@ -26,8 +26,9 @@ def test_conv_padded_input_is_copied_once():
   np.testing.assert_allclose(step(x)[1].numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-6)
 
 def test_digits_step_kernel_count():
-  """The digits CNN's Adam step (examples/train_digits.py): at most 49 kernels (70 before: each parameter's update
-  was a fresh buffer copied back, its moments kernels of their own, and the padded inputs were copied twice)."""
+  """The digits CNN's Adam step (examples/train_digits.py): at most 47 kernels (70 before: each parameter's update
+  was a fresh buffer copied back, its moments kernels of their own, the padded inputs were copied twice and each
+  conv weight gradient was copied once more into (cout, cin, kh, kw))."""
   import importlib.util, pathlib
   spec = importlib.util.spec_from_file_location("td", pathlib.Path(__file__).parents[1] / "examples/train_digits.py")
   td = importlib.util.module_from_spec(spec); spec.loader.exec_module(td)
@@ -41,7 +42,7 @@ def test_digits_step_kernel_count():
       return loss.realize()
   rng = np.random.default_rng(0)
   x, y = Tensor(rng.standard_normal((8, 1, 8, 8)).astype(np.float32)).realize(), Tensor(rng.integers(0, 10, 8).astype(np.int32)).realize()
-  assert len(_capture(step, x, y)) <= 49
+  assert len(_capture(step, x, y)) <= 47
 
 def test_fused_assigns_and_the_shifted_read_fallback():
   """Assigns whose values chain (SGD momentum: the weight reads its new momentum) run as one kernel with two outputs;
