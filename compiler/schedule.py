@@ -10,6 +10,9 @@ A base is realized (gets its own buffer) when:
   - it sits inside another reduction's body through an expanding view and is not just a constant (a
     broadcast input of a matmul would be recomputed K times).
 Elementwise values used twice are recomputed in each consumer: that is cheaper than a memory round trip.
+Assigns computed elementwise are fused (an optimizer step): a weight's update with the moments it reads (one kernel,
+several outputs), and such updates of one shape together; never when the kernel would read a buffer it writes at
+another element than the one it writes (_assign_items).
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.dtypes import dtypes
