@@ -251,7 +251,8 @@ def _assign_items(sched: _Scheduler, chains: list[list[LazyBuffer]]) -> list[Sch
   targets = [g.srcs[1].base for g in group]
   if len(group) > 1:
     written = {id(t.buffer) for t in targets}
-    if any(u.op is Ops.LOAD and (lb := kb.inputs[u.arg[0] - len(group)].base).buffer is not None and id(lb.buffer) in written
+    # (two assigns into one buffer: their order matters, keep them apart)
+    if len(written) < len(targets) or any(u.op is Ops.LOAD and (lb := kb.inputs[u.arg[0] - len(group)].base).buffer is not None and id(lb.buffer) in written
            and u.arg[1] != st for u in ast.toposort()):
       return [it for part in (chains if len(chains) > 1 else [[g] for g in group]) for it in _assign_items(sched, [part])]
   return [ScheduleItem(ast, group, kb.inputs, "kernel", kernel_name(ast), assign_targets=targets)]
