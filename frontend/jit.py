@@ -129,6 +129,9 @@ class TinyJit:
     self.name = getattr(fn, "__name__", "function")
     try: self.sig: inspect.Signature | None = inspect.signature(fn)
     except (TypeError, ValueError): self.sig = None
+    # plain positional parameters (no defaults, *args or keyword-only): a call with exactly those binds without inspect
+    ps = self.sig.parameters.values() if self.sig is not None else ()
+    self.pos_names = [f"argument {p.name!r}" for p in ps] if self.sig is not None and all(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in ps) else None
     self.items: list[engine.ExecItem] = []
     self.graph: Any = None   # the prebuilt GraphReplay (HCQ) or CPULaunchList (CPU); False: the items can't form one
     self.graph_cpu = False
@@ -142,6 +145,8 @@ class TinyJit:
 
   def _bind(self, args: tuple, kwargs: dict) -> tuple[list[tuple[str, Any]], Callable[[list], Any]]:
     """[(name, value)] of every parameter in the function's order, and how to call the function with new values."""
+    if self.pos_names is not None and not kwargs and len(args) == len(self.pos_names):
+      return list(zip(self.pos_names, args)), lambda vals: self.fn(*vals)
     if self.sig is None:   # no signature (a builtin): positions, then keywords by name
       keys = sorted(kwargs)
       def call_pos(vals: list) -> Any: return self.fn(*vals[:len(args)], **dict(zip(keys, vals[len(args):])))
