@@ -90,3 +90,24 @@ def test_same_shape_updates_share_a_kernel():
     h = torch.relu(torch.tensor(x.numpy()) @ tp[0].T + tp[1])
     ((h @ tp[2].T + tp[3]) ** 2).mean().backward(); topt.step()
   for p, t in zip(params, tp): np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+def test_batchnorm_step_computes_nothing_twice():
+  """A conv + BatchNorm (training statistics) + maxpool Adam step: no kernel runs twice on the same inputs (the
+  normalized output reuses the statistics' x - mean instead of building it again); the output equals torch's."""
+  Tensor.manual_seed(0)
+  conv, bn = nn.Conv2d(4, 8, 3), nn.BatchNorm(8)
+  opt = Adam(nn.state.get_parameters([conv, bn]))
+  @TinyJit
+  def step(x):
+    with Tensor.train():
+      opt.zero_grad(); out = bn(conv(x).relu()); loss = out.max_pool2d().square().mean(); loss.backward(); opt.step()
+      return out.realize()
+  xn = np.random.default_rng(0).standard_normal((2, 4, 10, 10)).astype(np.float32)
+  w0, b0 = conv.weight.numpy().copy(), conv.bias.numpy().copy()
+  out = step(Tensor(xn).realize())
+  items = _capture(step, Tensor(xn).realize())
+  keys = [(ei.ck.ast, tuple(id(b) for b in ei.bufs[ei.nout:])) for ei in items]
+  assert len(set(keys)) == len(keys), [ei.ck.name for ei in items]
+  tbn = torch.nn.BatchNorm2d(8).train()
+  want = tbn(torch.relu(torch.nn.functional.conv2d(torch.tensor(xn), torch.tensor(w0), torch.tensor(b0))))
+  np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
