@@ -462,3 +462,24 @@ def test_launch_list_runs_in_order_and_patches(launcher):
   np.testing.assert_allclose(got, (-x + x) * 5, atol=1e-6)
   with pytest.raises(ValueError, match="only kernel launches"): CPULaunchList([("copy", b, a, 4)])
   with pytest.raises(ValueError, match="threads"): CPULaunchList([("exec", prog, [b, a], (n, 2), 0)])
+
+@pytest.mark.parametrize("kind", ["c-runner", "llvm-runner"])
+def test_native_launch_list_refuses_a_bad_record_before_running_any(kind):
+  """hcqrt_run_list (C and LLVM IR) checks every record first: a list whose second record is bad runs nothing."""
+  from hcqrt.cpu import device as cpu_device
+  install_runner(_runner_obj(kind))
+  try:
+    dev, n = CPUDevice(), 16
+    one = CPUProgram("E_add", compile_c(ADD, "E_add"))
+    a, b = dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
+    dev.allocator.copyin(a, memoryview(np.ones(n, np.float32)))
+    dev.allocator.copyin(b, memoryview(np.zeros(n, np.float32)))
+    good = [one.addr, 4, 1, 0, b.address, a.address, a.address, n]
+    table = np.array(good + [one.addr, 4, 0, 0, b.address, a.address, a.address, n], np.int64)   # threads 0
+    with pytest.raises(RuntimeError, match=r"code -2\)"): cpu_device._runner.run_list(table, 2)
+    got = np.empty(n, np.float32); dev.allocator.copyout(memoryview(got), b)
+    assert not got.any()
+    cpu_device._runner.run_list(np.array(good, np.int64), 1)
+    dev.allocator.copyout(memoryview(got), b)
+    np.testing.assert_array_equal(got, 2.0)
+  finally: install_runner(None)
