@@ -10,6 +10,9 @@ A base is realized (gets its own buffer) when:
   - it sits inside another reduction's body through an expanding view and is not just a constant (a
     broadcast input of a matmul would be recomputed K times).
 Elementwise values used twice are recomputed in each consumer: that is cheaper than a memory round trip.
+Assigns computed elementwise are fused (an optimizer step): a weight's update with the moments it reads (one kernel,
+several outputs), and such updates of one shape together; never when the kernel would read a buffer it writes at
+another element than the one it writes (_assign_items).
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.dtypes import dtypes
@@ -35,11 +38,13 @@ class ScheduleItem:
   inputs: list[LazyBuffer]
   kind: str = "kernel"   # kernel | copy | empty
   name: str = ""
-  assign_target: LazyBuffer | None = None  # the buffer an ASSIGN kernel writes in place
+  assign_targets: list[LazyBuffer] | None = None  # an ASSIGN kernel: the buffers it writes in place, one per output
   alloc_nbytes: int | None = None          # the output buffer's size when the kernel writes past the tensor's end
   var_vals: dict = field(default_factory=dict)   # {Variable: value} of the symbolic dims (the ast holds only Variables)
   @property
   def bufs(self) -> list[LazyBuffer]: return self.outputs + self.inputs
+  @property
+  def assign_target(self) -> LazyBuffer | None: return self.assign_targets[0] if self.assign_targets else None
 
 def _view_is_rearrange(st: ShapeTracker, base_shape) -> bool:
   """True when st reads every base element exactly once, in any order (reshape/permute only)."""
@@ -128,14 +133,15 @@ def _cheap(b: LazyBuffer) -> bool:
   return b.op in (Ops.CAST, Ops.BITCAST) and (b.srcs[0].base.buffer is not None or b.srcs[0].base.op is Ops.CONST)
 
 class _KernelBuilder:
-  def __init__(self, sched: _Scheduler, root: LazyBuffer):
-    self.sched, self.root = sched, root
+  """Builds the AST of the kernel storing `outs` (the root, and the assigns fused with it: their values are inlined)."""
+  def __init__(self, sched: _Scheduler, root: LazyBuffer, outs: list[LazyBuffer] | None = None):
+    self.sched, self.root, self.outs = sched, root, outs or [root]
     self.inputs: list[LazyBuffer] = []
     self.memo: dict = {}
   def buf_index(self, b: LazyBuffer) -> int:
-    if b is self.root: return 0
+    if any(b is o for o in self.outs): return next(i for i, o in enumerate(self.outs) if o is b)
     if b not in self.inputs: self.inputs.append(b)
-    return 1 + self.inputs.index(b)
+    return len(self.outs) + self.inputs.index(b)
   def ref(self, s: LazyBuffer) -> UOp:
     sb = s.base
     st = s.st if s.is_view else ShapeTracker.from_shape(sb.shape)
@@ -143,7 +149,7 @@ class _KernelBuilder:
       c = sb.arg.cast(sb.dtype) if isinstance(sb.arg, UOp) else UOp.const(sb.dtype, sb.arg)
       # keep the shape (a reduction over a broadcast constant needs its axes), unless it is a scalar
       return c if st.shape == () else UOp(Ops.VIEW, sb.dtype, (c,), st)
-    if self.sched._must_load(sb, self.root) or sb.op is Ops.EMPTY:
+    if (self.sched._must_load(sb, self.root) and not any(sb is o for o in self.outs)) or sb.op is Ops.EMPTY:
       return UOp(Ops.LOAD, sb.dtype, (), (self.buf_index(sb), st))
     inner = self.base(sb)
     return inner if not s.is_view or st == ShapeTracker.from_shape(sb.shape) else UOp(Ops.VIEW, sb.dtype, (inner,), st)
@@ -154,6 +160,7 @@ class _KernelBuilder:
     elif b.op in ELEMENTWISE: ret = UOp(b.op, b.dtype, tuple(self.ref(s) for s in b.srcs))
     elif b.op is Ops.REDUCE_AXIS: ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
     elif b.op is Ops.CONTIGUOUS: ret = self.ref(b.srcs[0])
+    elif b.op is Ops.ASSIGN and any(b is o for o in self.outs): ret = self.ref(b.srcs[0])   # a fused assign: its value
     else: raise RuntimeError(f"can't inline {b.op} into a kernel")
     self.memo[b] = ret
     return ret
@@ -219,37 +226,109 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     if not stale: break
     outs = outs + stale
     snapshots.update(stale)
-  items: dict[LazyBuffer, ScheduleItem] = {}
+  for fuse in (2, 1):
+    # a fused update ordered into a cycle (something it writes is read between its parts): fuse less
+    try: return _build(sched, fuse)
+    except RuntimeError: pass
+  return _build(sched, 0)
+
+def _build(sched: _Scheduler, fuse: int) -> list[ScheduleItem]:
+  """The kernels of the realized bases, in a valid execution order. fuse: 0 one kernel per assign, 1 an assign with
+  the assigns it reads (_assign_groups), 2 also those groups of one shape together."""
+  groups = _assign_groups(sched, fuse) if fuse else {}
+  absorbed = {id(g) for host, chains in groups.items() for chain in chains for g in chain if g is not host}
+  items: dict[LazyBuffer, ScheduleItem] = {}   # every realized base -> the item computing it (fused assigns share one)
   for b in sched.realize:
-    if b.buffer is not None: continue
+    if b.buffer is not None or id(b) in absorbed: continue
     if b.op is Ops.COPY: items[b] = ScheduleItem(None, [b], [b.srcs[0].base], "copy", f"copy {b.arg}->{b.device}"); continue
     if b.op is Ops.EMPTY: items[b] = ScheduleItem(None, [b], [], "empty", "empty"); continue
-    kb = _KernelBuilder(sched, b)
     if b.op is Ops.ASSIGN:
-      value, target = b.srcs
-      val = kb.ref(value)
-      tbuf = target.base
       # the store goes to the target's buffer; reading the target at other positions in the same kernel would
       # race with the store, so such values were realized by the frontend (Tensor.assign) first
-      st = ShapeTracker.from_shape(b.shape) if b.arg is None else b.arg   # (a write through a view: its positions)
-      ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, st)),))
-      ast, vv = unbind_ast(ast)
-      items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast), assign_target=tbuf, var_vals=vv)
+      for it in _assign_items(sched, groups.get(b, [[b]])):
+        for o in it.outputs: items[o] = it
       continue
+    kb = _KernelBuilder(sched, b)
     val = kb.base(b) if b.op is not Ops.CONTIGUOUS else kb.ref(b.srcs[0])
     ast, vv = unbind_ast(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, ShapeTracker.from_shape(b.shape))),)))
     items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast), var_vals=vv)
   # order: an item runs after the items producing its inputs; an assign runs after every item reading its target
-  deps: dict[LazyBuffer, set] = {b: {i for i in it.inputs if i in items} for b, it in items.items()}
-  for b, it in items.items():
-    if (tgt := it.assign_target) is None: continue
-    for b2, it2 in items.items():
-      if b2 is not b and tgt in it2.inputs: deps[b].add(b2)
-    if tgt in items: deps[b].add(tgt)
+  unique = list({id(it): it for it in items.values()}.values())
+  deps: dict[int, set] = {id(it): {id(items[i]) for i in it.inputs if i in items} for it in unique}
+  for it in unique:
+    for tgt in it.assign_targets or ():
+      for it2 in unique:
+        if it2 is not it and tgt in it2.inputs: deps[id(it)].add(id(it2))
+      if tgt in items and items[tgt] is not it: deps[id(it)].add(id(items[tgt]))
+  byid = {id(it): it for it in unique}
   order: list[ScheduleItem] = []
   done: set = set()
-  for b in items: _visit(b, items, deps, order, done, set())
+  for it in unique: _visit(id(it), byid, deps, order, done, set())
   return order
+
+def _assign_items(sched: _Scheduler, chains: list[list[LazyBuffer]]) -> list[ScheduleItem]:
+  """One kernel storing every assign of `chains` (in each chain the first reads the others' new values: they are
+  inlined), or less fused when that kernel would read a buffer it writes at another element than the one it writes:
+  a kernel per chain, then per assign."""
+  group = [g for chain in chains for g in chain]
+  # (a write through a view, never fused, stores at the view's positions)
+  st = ShapeTracker.from_shape(group[0].shape) if group[0].arg is None else group[0].arg
+  kb = _KernelBuilder(sched, group[0], group)
+  ast = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (kb.ref(g.srcs[0]),), (i, st)) for i, g in enumerate(group)))
+  targets = [g.srcs[1].base for g in group]
+  if len(group) > 1:
+    written = {id(t.buffer) for t in targets}
+    # (two assigns into one buffer: their order matters, keep them apart)
+    if len(written) < len(targets) or any(u.op is Ops.LOAD and (lb := kb.inputs[u.arg[0] - len(group)].base).buffer is not None and id(lb.buffer) in written
+           and u.arg[1] != st for u in ast.toposort()):
+      return [it for part in (chains if len(chains) > 1 else [[g] for g in group]) for it in _assign_items(sched, [part])]
+  ast, vv = unbind_ast(ast)
+  return [ScheduleItem(ast, group, kb.inputs, "kernel", kernel_name(ast), assign_targets=targets, var_vals=vv)]
+
+MAX_FUSED_CHAINS = 4   # chains of one shape merged into one kernel (each adds ~10 buffer arguments)
+
+def _assign_groups(sched: _Scheduler, fuse: int) -> dict[LazyBuffer, list[list[LazyBuffer]]]:
+  """Assigns fused into one kernel (an optimizer step): chains [host, parts...], where the host's value reads the
+  parts' new values at the same element (a weight's update reads its new moments), all of one shape, computed
+  elementwise (no reduction inlined) into targets that already have buffers; with fuse=2, up to MAX_FUSED_CHAINS
+  chains of one shape and device go into one kernel. Returns the first host -> its kernel's chains."""
+  def inlined(b: LazyBuffer) -> tuple[bool, list]:
+    """(is the kernel of assign b elementwise, [(pending assign it reads, read at the same element)])"""
+    found, seen, stack = [], set(), [b.srcs[0]]
+    while stack:
+      s = stack.pop()
+      sb = s.base
+      if id(sb) in seen or sb.buffer is not None or sb.op in (Ops.CONST, Ops.INDEX): continue
+      seen.add(id(sb))
+      if sb.op is Ops.ASSIGN and sb in sched.realize:
+        found.append((sb, not s.is_view or s.st == ShapeTracker.from_shape(sb.shape))); continue
+      if sb in sched.realize: continue   # its own kernel: loaded
+      if sb.op not in ELEMENTWISE and sb.op is not Ops.CONTIGUOUS: return False, []
+      stack.extend(sb.srcs)
+    return True, found
+  cands: dict[LazyBuffer, list] = {}
+  for b in sched.realize:
+    if b.buffer is not None or b.op is not Ops.ASSIGN or b.arg is not None or b.srcs[1].base.buffer is None: continue
+    ok, found = inlined(b)
+    if ok: cands[b] = found
+  chains: list[list[LazyBuffer]] = []
+  taken: set = set()
+  for host, found in cands.items():
+    if id(host) in taken or not found: continue
+    parts = {id(a): a for a, same in found if same and a in cands and a.shape == host.shape and id(a) not in taken}
+    # a part read through a view too, or one that itself reads another assign, stays a kernel of its own
+    for a, same in found:
+      if not same or cands.get(a): parts.pop(id(a), None)
+    if parts:
+      chains.append([host, *parts.values()])
+      taken.update(parts, {id(host)})
+  if fuse >= 2: chains += [[b] for b in cands if id(b) not in taken]
+  merged: dict[tuple, list[list[list[LazyBuffer]]]] = {}
+  for chain in chains:
+    kernels = merged.setdefault((chain[0].shape, chain[0].device), [])
+    if fuse < 2 or not kernels or len(kernels[-1]) >= MAX_FUSED_CHAINS: kernels.append([])
+    kernels[-1].append(chain)
+  return {ks[0][0]: ks for kernels in merged.values() for ks in kernels if len(ks) > 1 or len(ks[0]) > 1}
 
 def _reaches(b: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing b read `target` (an unrealized base)?"""
@@ -262,9 +341,9 @@ def _reaches(b: LazyBuffer, target: LazyBuffer) -> bool:
     stack.extend(s.base for s in x.srcs)
   return False
 
-def _visit(b: LazyBuffer, items: dict, deps: dict, order: list, done: set, visiting: set) -> None:
-  """Depth-first: b's item after those it depends on. (Not a closure: a recursive inner function is a reference cycle,
-  which would keep every buffer of the schedule alive until the garbage collector runs.)"""
+def _visit(b: int, items: dict, deps: dict, order: list, done: set, visiting: set) -> None:
+  """Depth-first: item b (by id) after those it depends on. (Not a closure: a recursive inner function is a reference
+  cycle, which would keep every buffer of the schedule alive until the garbage collector runs.)"""
   if b in done: return
   if b in visiting: raise RuntimeError("cycle in the schedule (an assign whose value reads its own target at another position?)")
   visiting.add(b)

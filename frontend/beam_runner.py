@@ -20,28 +20,29 @@ def beam_runner(si: ScheduleItem, dev: Any) -> Callable[[beam.Built], tuple[floa
   returns (seconds, [output array]). Outputs are filled with NaN bytes before each run, so an unwritten element shows.
   The buffers are made on the first run (a search answered from the cache runs nothing and allocates nothing)."""
   from frontend.engine import Buffer   # (the engine imports this module)
-  lbs = [si.outputs[0], *si.inputs]
+  lbs, nout = [*si.outputs, *si.inputs], len(si.outputs)   # (an assign fused with others has several outputs)
   npdt = lambda dt: np.dtype(dt.fmt) if dt.fmt else np.dtype(np.uint16)
   state: dict = {}
   def setup() -> dict:
     rng = np.random.default_rng(0)
     bufs = [Buffer(si.outputs[0].device, max(1, lb.size * lb.dtype.itemsize, (si.alloc_nbytes or 0) if i == 0 else 0)) for i, lb in enumerate(lbs)]
-    for b, lb in zip(bufs[1:], lbs[1:]):
+    for b, lb in zip(bufs[nout:], lbs[nout:]):
       d = npdt(lb.dtype)
       x = rng.standard_normal(lb.size) if d.kind == "f" else rng.integers(-3, 4, lb.size) if d.kind in "iu" else rng.integers(0, 2, lb.size)
       x = x.astype(d) if d.kind != "u" else np.abs(x).astype(d)
       if x.nbytes: dev.allocator.copyin(b.raw, memoryview(x.reshape(-1).view(np.uint8)))
-    return {"bufs": bufs, "garbage": np.full(bufs[0].nbytes, 0xFF, np.uint8), "progs": {}}
-  out_dt = npdt(lbs[0].dtype)
+    return {"bufs": bufs, "garbage": [np.full(b.nbytes, 0xFF, np.uint8) for b in bufs[:nout]], "progs": {}}
   def run(built: beam.Built) -> tuple[float, list]:
     if not state: state.update(setup())
     bufs, progs = state["bufs"], state["progs"]
     if (prog := progs.get(id(built))) is None: prog = progs[id(built)] = dev.program(built.name, built.binary)
-    dev.allocator.copyin(bufs[0].raw, memoryview(state["garbage"]))
+    for b, garbage in zip(bufs[:nout], state["garbage"]): dev.allocator.copyin(b.raw, memoryview(garbage))
     et = prog(*[b.raw for b in bufs], **built.launch, wait=True) or 0.0
-    out = np.empty(lbs[0].size, out_dt)
-    if out.nbytes: dev.allocator.copyout(memoryview(out.view(np.uint8)), bufs[0].raw)
-    return et, [out]
+    outs = []
+    for b, lb in zip(bufs[:nout], lbs):
+      outs.append(out := np.empty(lb.size, npdt(lb.dtype)))
+      if out.nbytes: dev.allocator.copyout(memoryview(out.view(np.uint8)), b.raw)
+    return et, outs
   return run
 
 def beam_search_for(si: ScheduleItem, device: Any, width: int) -> Callable[[LoweredKernel, Target], tuple | None]:

@@ -101,7 +101,8 @@ class ExecItem:
   kind: str                 # kernel | copy
   ck: Kernel | None
   bufs: list[Buffer]        # outputs first
-  fresh_out: bool = True    # bufs[0] was allocated for this launch (False: an in-place assign target)
+  fresh_out: bool = True    # bufs[0] was allocated for this launch (False: in-place assign targets)
+  nout: int = 1             # how many of bufs are outputs (an optimizer update fused with its moments writes three)
   var_vals: dict | None = None   # {Variable: value} of a kernel with symbolic sizes (a TinyJit replay sets new values)
   def vals(self) -> tuple[int, ...]:
     """The kernel's integer arguments: its Variables' values in the order the kernel takes them."""
@@ -146,19 +147,19 @@ def run_schedule(items: list[ScheduleItem]) -> None:
     else:
       for b in si.inputs:
         if b.device != out.device: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {out.device}")
-      buf = si.assign_target.buffer if si.assign_target is not None else Buffer(out.device, nbytes)
+      outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(out.device, nbytes)]
       if out.max_size == 0:
-        out.buffer = buf
+        for o, b in zip(si.outputs, outs): o.buffer = b
         continue
       # get_kernel may raise (a compile error): then nothing of this item is marked realized
-      ei = ExecItem("kernel", get_kernel(si, out.device), [buf] + [b.buffer for b in si.inputs], si.assign_target is None,
+      ei = ExecItem("kernel", get_kernel(si, out.device), outs + [b.buffer for b in si.inputs], not si.assign_targets, len(outs),
                     dict(si.var_vals) if si.var_vals else None)
     ei.run()
-    out.buffer = ei.bufs[0]
+    for o, b in zip(si.outputs, ei.bufs): o.buffer = b
     # a snapshot of a value from before the capture (an assign overwrites what it read) is not the function's work
     if rec is not None and not (out.id < rec.first_id and out in snapshots):
       rec.append(ei)
-      if si.assign_target is not None: rec.written += [weakref.ref(out), weakref.ref(si.assign_target)]
+      for o, t in zip(si.outputs, si.assign_targets or ()): rec.written += [weakref.ref(o), weakref.ref(t)]
 
 def _drop_graph(items: list[ScheduleItem]) -> None:
   # once realized, a base forgets how it was computed so the graph above it can be freed

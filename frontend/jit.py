@@ -137,8 +137,12 @@ class TinyJit:
     self.name = getattr(fn, "__name__", "function")
     try: self.sig: inspect.Signature | None = inspect.signature(fn)
     except (TypeError, ValueError): self.sig = None
+    # plain positional parameters (no defaults, *args or keyword-only): a call with exactly those binds without inspect
+    ps = self.sig.parameters.values() if self.sig is not None else ()
+    self.pos_names = [f"argument {p.name!r}" for p in ps] if self.sig is not None and all(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in ps) else None
     self.items: list[engine.ExecItem] = []
-    self.graph: Any = None   # HCQ devices: the prebuilt GraphReplay (False: the items can't form one)
+    self.graph: Any = None   # the prebuilt GraphReplay (HCQ) or CPULaunchList (CPU); False: the items can't form one
+    self.graph_cpu = False
     functools.update_wrapper(self, fn)
   def reset(self) -> None:
     """Forget the capture: the next call runs eagerly, the one after captures again."""
@@ -149,6 +153,8 @@ class TinyJit:
 
   def _bind(self, args: tuple, kwargs: dict) -> tuple[list[tuple[str, Any]], Callable[[list], Any]]:
     """[(name, value)] of every parameter in the function's order, and how to call the function with new values."""
+    if self.pos_names is not None and not kwargs and len(args) == len(self.pos_names):
+      return list(zip(self.pos_names, args)), lambda vals: self.fn(*vals)
     if self.sig is None:   # no signature (a builtin): positions, then keywords by name
       keys = sorted(kwargs)
       def call_pos(vals: list) -> Any: return self.fn(*vals[:len(args)], **dict(zip(keys, vals[len(args):])))
@@ -222,8 +228,8 @@ class TinyJit:
     in_index = {id(b): i for i, b in enumerate(arg_bufs)}
     in_slots = [(j, k, in_index[id(b)]) for j, ei in enumerate(captured) for k, b in enumerate(ei.bufs) if id(b) in in_index]
     # buffers the recording writes in place: arguments (written), and others (weights: fixed)
-    self.written = sorted({i for j, k, i in in_slots if k == 0})
-    self.fixed_written = {id(ei.bufs[0]) for ei in captured if ei.kind == "kernel" and not ei.fresh_out and id(ei.bufs[0]) not in in_index}
+    self.written = sorted({i for j, k, i in in_slots if k < captured[j].nout})
+    self.fixed_written = {id(b) for ei in captured if ei.kind == "kernel" and not ei.fresh_out for b in ei.bufs[:ei.nout] if id(b) not in in_index}
     self.fixed_read = {id(b) for ei in captured for b in ei.bufs if id(b) not in in_index} if self.written else set()
     self._check_aliasing(tensors, cur)
     self.items, self.consts, self.in_slots, self.in_index = captured, consts, in_slots, in_index
@@ -283,7 +289,9 @@ class TinyJit:
     vv = _var_vals(tensors, consts)
     for j, v in self.var_slots: items[j].var_vals[v] = vv[v]
     if self.graph is None: self.graph = self._build_graph()
-    if self.graph: self._replay_graph()
+    # (DEBUG=2 on the CPU: one launch at a time, each timed and printed as eager mode does)
+    dbg = debug_level()
+    if self.graph and not (self.graph_cpu and dbg >= 2): self._replay_graph(dbg)
     else:
       for ei in items: ei.run()
     if self.checks: self._read_checks()
@@ -315,16 +323,23 @@ class TinyJit:
     if isinstance(ret, dict): return {k: self._rebuild(v, fresh, cur, vv) for k, v in ret.items()}
     return ret
 
-  # ---- graph replay on HCQ devices ----
+  # ---- graph replay: HCQ devices, and the CPU's launch list ----
   def _build_graph(self) -> Any:
     """One GraphReplay of all captured launches and copies, when they all run on one HCQ device that builds
-    graphs (NV); False otherwise (the CPU, or copies between devices), and replays loop over ExecItem.run."""
+    graphs (NV), or one CPU launch list (hcqrt/cpu/device.py CPULaunchList: every launch bound once, the whole
+    list run by one native call) when they are all kernels on the CPU; False otherwise (copies between devices),
+    and replays loop over ExecItem.run."""
+    self.graph_cpu = False
     devs = {b.device for ei in self.items for b in ei.bufs}
     if len(devs) != 1: return False
     dev = open_device(devs.pop())
-    if not hasattr(dev, "graph"): return False
     gitems: list[tuple] = []
-    for ei in self.items:
+    if not hasattr(dev, "graph"):
+      if not hasattr(dev, "launch_list") or any(ei.kind != "kernel" for ei in self.items): return False
+      self.graph_cpu = True
+      for ei in self.items:
+        gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], ei.vals(), ei.ck.launch.get("threads", 1)))
+    for ei in self.items if not self.graph_cpu else ():
       if ei.kind == "copy": gitems.append(("copy", ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes))   # (as ExecItem.run)
       else: gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], ei.vals(), ei.ck.launch["global_size"], ei.ck.launch["local_size"]))
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
@@ -332,19 +347,21 @@ class TinyJit:
     kernels = [ei for ei in self.items if ei.kind == "kernel"]
     moved = sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items)   # as ExecItem.run counts
     self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), moved)
-    if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(gitems)} items on {dev.name}", file=sys.stderr)
-    return dev.graph(gitems)
+    if debug_level() >= 1: print(f"TinyJit {self.name}: {'launch list' if self.graph_cpu else 'graph'} of {len(gitems)} items on {dev.name}", file=sys.stderr)
+    return dev.launch_list(gitems) if self.graph_cpu else dev.graph(gitems)
 
-  def _replay_graph(self) -> None:
+  def _replay_graph(self, dbg: int) -> None:
     items = self.items
+    bufs = {(j, k): items[j].bufs[k].raw for j, k in self.graph_slots}
     # the Variables' values are the kernels' integer arguments, patched in place like the buffer pointers
-    self.graph.replay(bufs={(j, k): items[j].bufs[k].raw for j, k in self.graph_slots},
-                      vals={(j, items[j].ck.ck.vars.index(v)): items[j].var_vals[v] for j, v in self.var_slots})
+    vals = {(j, items[j].ck.ck.vars.index(v)): items[j].var_vals[v] for j, v in self.var_slots}
+    if self.graph_cpu: engine.GlobalCounters.time_sum_s += self.graph.replay(bufs=bufs, vals=vals, wait=True) or 0.0
+    else: self.graph.replay(bufs=bufs, vals=vals)
     n, ops, mem = self.graph_counts
     engine.GlobalCounters.kernel_count += n
     engine.GlobalCounters.global_ops += ops
     engine.GlobalCounters.global_mem += mem
-    if debug_level() >= 2: print(f"TinyJit {self.name}: replayed a graph of {n} kernels", file=sys.stderr)
+    if dbg >= 2: print(f"TinyJit {self.name}: replayed a graph of {n} kernels", file=sys.stderr)
 
 def _unbound(shape: tuple) -> tuple:
   """A shape with its bound Variables unbound: what a capture is keyed on (any value in range replays it)."""

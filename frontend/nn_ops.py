@@ -836,7 +836,11 @@ class _ConvFn(Function):
     from frontend.tensor import Tensor
     self.x, self.w, self.pads = x, w, list(pads)
     prev, Tensor.no_grad = Tensor.no_grad, True
-    try: return Tensor(x)._conv_fwd(Tensor(w), 1, 1, 1, self.pads).lazydata
+    try:
+      # the padded input (as _conv_fwd would pad it) is kept: the weight gradient reads the same copy, one kernel less
+      X = Tensor(x).contiguous() if any(pads) and _computed_by_reduce(x) else Tensor(x)
+      self.xp = X.pad(self.pads).contiguous() if any(pads) else X
+      return self.xp._conv_fwd(Tensor(w), 1, 1, 1, [0] * len(self.pads)).lazydata
     finally: Tensor.no_grad = prev
   def backward(self, g):
     from frontend.tensor import Tensor
@@ -853,7 +857,7 @@ class _ConvFn(Function):
       dx = g.contiguous()._conv_fwd(wt.contiguous(), 1, 1, 1, gpads).lazydata
     if self.needs_input_grad[1]:
       bs, cout, cin, oyx = g.shape[0], g.shape[1], x.shape[1], g.shape[2:]
-      xp = (x.pad(pads) if any(pads) else x).contiguous()                          # (bs, cin, *padded)
+      xp = self.xp if any(pads) else x.contiguous()                                # (bs, cin, *padded)
       # the batch in chunks whose images fit L2 (DW_CHUNK_BYTES): each chunk's partial dW is an output loop of its own
       # (outermost: split across the cores), so the register tiles of one chunk re-read cached data instead of
       # streaming the whole batch once per tile; a second small kernel sums the chunks
@@ -871,8 +875,9 @@ class _ConvFn(Function):
       gt = gt.reshape(nb, chunk, *oyx, cout).permute(0, 2 + nd, 1, *[2 + i for i in range(nd)]).reshape(nb, *[1] * (nd + 1), cout, chunk, *oyx)
       dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, *HW, cin, cout)
       dwt = dwt.contiguous().sum(0) if not isinstance(nb, int) or nb > 1 else dwt.reshape(dwt.shape[1:])
-      # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co
-      dw = dwt.contiguous().permute(nd + 1, nd, *range(nd)).contiguous().lazydata
+      # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co;
+      # the (cout, cin, *HW) gradient stays a view of it (the optimizer update reads it in place of a permuted copy)
+      dw = dwt.contiguous().permute(nd + 1, nd, *range(nd)).lazydata
     return dx, dw
 
 class _GroupConvFn(Function):

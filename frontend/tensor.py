@@ -2015,7 +2015,10 @@ def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
     hit = id(lb.base) in targets or (lb.base.buffer is not None and id(lb.base.buffer) in bufs)
     if hit and lb.is_view and lb.st != ShapeTracker.from_shape(lb.base.shape): return True
     if hit: continue
-    if lb.base.buffer is None: stack.extend(lb.base.srcs)
+    # another pending assign (an optimizer's moment) is written by its own kernel, or fused into this one only when
+    # no load of a written buffer is shifted (compiler/schedule.py _assign_items): not walked (it would find the weight
+    # read at shifted positions by the backward pass, and force a copy of every update)
+    if lb.base.buffer is None and not _pending_assign(lb.base): stack.extend(lb.base.srcs)
   return False
 
 def _writable_view(st: ShapeTracker) -> bool:

@@ -435,3 +435,51 @@ def test_separate_multiply_and_add_statements_become_fma(tmp_path):
   c.write_text("float f(float a, float b, float acc) { float t = a * b; acc = acc + t; return acc; }\n")
   subprocess.run([compiler, *[f for f in flags if f != "-c"], "-S", str(c), "-o", str(s)], check=True, capture_output=True)
   assert "vfmadd" in s.read_text(), compiler
+
+SCALE = """void E_scale(float *restrict out, const float *restrict a, int n, int mul, int core) {
+  int lo = (int)((long long)n * core / THREADS), hi = (int)((long long)n * (core + 1) / THREADS);
+  for (int i = lo; i < hi; i++) out[i] = a[i] * mul;
+}"""
+
+def test_launch_list_runs_in_order_and_patches(launcher):
+  """A CPULaunchList (the JIT's CPU replay) runs its launches in order, multi-core ones on every core, and a replay's
+  patched pointers and ints are what the kernels see; the Python walk (no native runner) gives the same."""
+  from hcqrt.cpu.device import CPULaunchList
+  dev, n, th = CPUDevice(), 1001, 3
+  prog = CPUProgram("E_scale", compile_c(SCALE.replace("THREADS", str(th)), "E_scale"))
+  one = CPUProgram("E_add", compile_c(ADD, "E_add"))
+  a, b, c, d = (dev.allocator.alloc(4 * n) for _ in range(4))
+  x = f32(n, seed=3)
+  dev.allocator.copyin(a, memoryview(x))
+  # b = a*2 (on 3 cores), c = b + a, d = c*3 (on 3 cores)
+  g = CPULaunchList([("exec", prog, [b, a], (n, 2), th), ("exec", one, [c, b, a], (n,), 1), ("exec", prog, [d, c], (n, 3), th)])
+  assert isinstance(g.replay(wait=True), float)
+  got = np.empty(n, np.float32); dev.allocator.copyout(memoryview(got), d)
+  np.testing.assert_allclose(got, (x * 2 + x) * 3, rtol=1e-6)
+  e = dev.allocator.alloc(4 * n)
+  g.replay(bufs={(2, 0): e}, vals={(2, 1): 5, (0, 1): -1})   # last output moved to e; multipliers changed
+  dev.allocator.copyout(memoryview(got), e)
+  np.testing.assert_allclose(got, (-x + x) * 5, atol=1e-6)
+  with pytest.raises(ValueError, match="only kernel launches"): CPULaunchList([("copy", b, a, 4)])
+  with pytest.raises(ValueError, match="threads"): CPULaunchList([("exec", prog, [b, a], (n, 2), 0)])
+
+@pytest.mark.parametrize("kind", ["c-runner", "llvm-runner"])
+def test_native_launch_list_refuses_a_bad_record_before_running_any(kind):
+  """hcqrt_run_list (C and LLVM IR) checks every record first: a list whose second record is bad runs nothing."""
+  from hcqrt.cpu import device as cpu_device
+  install_runner(_runner_obj(kind))
+  try:
+    dev, n = CPUDevice(), 16
+    one = CPUProgram("E_add", compile_c(ADD, "E_add"))
+    a, b = dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
+    dev.allocator.copyin(a, memoryview(np.ones(n, np.float32)))
+    dev.allocator.copyin(b, memoryview(np.zeros(n, np.float32)))
+    good = [one.addr, 4, 1, 0, b.address, a.address, a.address, n]
+    table = np.array(good + [one.addr, 4, 0, 0, b.address, a.address, a.address, n], np.int64)   # threads 0
+    with pytest.raises(RuntimeError, match=r"code -2\)"): cpu_device._runner.run_list(table, 2)
+    got = np.empty(n, np.float32); dev.allocator.copyout(memoryview(got), b)
+    assert not got.any()
+    cpu_device._runner.run_list(np.array(good, np.int64), 1)
+    dev.allocator.copyout(memoryview(got), b)
+    np.testing.assert_array_equal(got, 2.0)
+  finally: install_runner(None)

@@ -115,3 +115,24 @@ def test_training_step_matches_eager_bit_for_bit():
   assert GlobalCounters.kernel_count == eager_kernels
   np.testing.assert_array_equal(wj.numpy(), we.numpy())
   np.testing.assert_array_equal(bj.numpy(), be.numpy())
+
+def test_cpu_replay_is_one_launch_list(monkeypatch, capfd):
+  """On the CPU a replay runs the capture's prebuilt launch list (one native call); the counters still count every
+  kernel, and DEBUG=2 replays launch by launch so each kernel's time is printed as in eager mode."""
+  from hcqrt.cpu.device import CPULaunchList
+  w = realized(16, 16, seed=1)
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return ((x @ w).relu() @ w).softmax(1)
+  want = lambda x: ((lambda h: np.exp(h - h.max(1, keepdims=True)) / np.exp(h - h.max(1, keepdims=True)).sum(1, keepdims=True))(np.maximum(x @ w.numpy(), 0) @ w.numpy()))
+  outs = []
+  for i in range(4):
+    x = realized(64, 16, seed=30 + i)
+    GlobalCounters.reset()
+    outs.append((x.numpy(), f(x)))
+  assert isinstance(f.graph, CPULaunchList) and GlobalCounters.kernel_count == len(f.items) >= 3 and GlobalCounters.time_sum_s > 0
+  monkeypatch.setenv("DEBUG", "2")
+  capfd.readouterr()
+  x = realized(64, 16, seed=40)
+  outs.append((x.numpy(), f(x)))
+  assert capfd.readouterr().err.count(" kernel ") == len(f.items)
+  for xn, y in outs: np.testing.assert_allclose(y.numpy(), want(xn), rtol=1e-5, atol=1e-6)

@@ -122,3 +122,27 @@ def test_cnn_training_steps_match_torch():
       opt.zero_grad(); net(Tensor(X[i])).sparse_categorical_crossentropy(Tensor(Y[i])).backward(); opt.step()
       topt.zero_grad(); torch.nn.functional.cross_entropy(tnet(torch.tensor(X[i])), torch.tensor(Y[i])).backward(); topt.step()
   for k, v in tsd.items(): np.testing.assert_allclose(v.numpy(), tnet.state_dict()[k].numpy(), atol=2e-4, rtol=1e-3, err_msg=k)
+
+def test_adam_update_is_one_kernel_per_parameter():
+  """Each Adam step updates a parameter and its two moments with ONE kernel (three outputs): the new moments are computed
+  in it, not written by kernels of their own and read back; the backward pass reading the weight at shifted positions
+  (a conv) does not force the update into a separate buffer copied back. b1^t and b2^t: one kernel for both."""
+  from frontend import TinyJit, nn
+  Tensor.manual_seed(0)
+  conv, lin = nn.Conv2d(1, 4, 3, padding=1), nn.Linear(4 * 16, 3)
+  params = [conv.weight, conv.bias, lin.weight, lin.bias]
+  opt = Adam(params, lr=1e-2)
+  @TinyJit
+  def step(x):
+    opt.zero_grad(); loss = lin(conv(x).relu().flatten(1)).square().mean(); loss.backward(); opt.step()
+    return loss.realize()
+  x = Tensor(np.random.default_rng(0).standard_normal((2, 1, 4, 4)).astype(np.float32)).realize()
+  for _ in range(3): step(x)
+  assigns = [ei for ei in step.items if ei.kind == "kernel" and not ei.fresh_out]
+  buf = lambda t: t.lazydata.base.buffer
+  assert len(assigns) == len(params) + 1
+  for p, m, v in zip(params, opt.m, opt.v):
+    (upd,) = [ei for ei in assigns if ei.bufs[0] is buf(p)]
+    assert upd.nout == 3 and {id(b) for b in upd.bufs[1:3]} == {id(buf(m)), id(buf(v))}
+  (powers,) = [ei for ei in assigns if ei.nout == 2]   # b1^t and b2^t (one shape): one kernel
+  assert {id(b) for b in powers.bufs[:2]} == {id(buf(opt.b1_t)), id(buf(opt.b2_t))}

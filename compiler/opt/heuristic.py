@@ -110,10 +110,11 @@ def _reduce_unrolls(k: LoweredKernel) -> bool:
     done = True
 
 def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
-  """An elementwise kernel whose innermost loop is contiguous in its store: w lanes per iteration."""
-  if not k.global_ranges or k.reduce_ranges() or len(k.sink.src) != 1: return False
+  """An elementwise kernel whose innermost loop is contiguous in its stores (an optimizer update fused with its moments
+  has three): w lanes per iteration."""
+  if not k.global_ranges or k.reduce_ranges(): return False
   rj = k.global_ranges[-1]
-  if rj.src[0].arg % w or _stride(k.sink.src[0].src[1], rj) != 1: return False
+  if rj.src[0].arg % w or any(_stride(st.src[1], rj) != 1 for st in k.sink.src): return False
   apply_tile(k, None, 1, rj, w, 1)
   return True
 

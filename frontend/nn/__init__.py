@@ -101,15 +101,20 @@ class BatchNorm:
       self.num_batches_tracked = _buffer((), 0, np.int64)
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     """Batch mean and biased variance over every dim but 1."""
+    _, mean, var = self._stats(x)
+    return mean, var
+  def _stats(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(x - mean, mean, biased variance) over every dim but 1."""
     axes = tuple(a for a in range(x.ndim) if a != 1)
     mean = x.mean(axes)
     y = x - mean.reshape(1, -1, *[1] * (x.ndim - 2))
-    return mean, (y * y).mean(axes)
+    return y, mean, (y * y).mean(axes)
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2 or (self.weight is not None and x.shape[1] != self.weight.shape[0]):
       raise ValueError(f"BatchNorm: input {x.shape} doesn't have {self.weight.shape[0] if self.weight is not None else '?'} channels on dim 1")
+    centered = None
     if Tensor.training or not self.track_running_stats:
-      mean, var = self.calc_stats(x)
+      centered, mean, var = self._stats(x)
       if Tensor.training and self.track_running_stats:
         n = x.numel() // x.shape[1]
         m = self.momentum
@@ -117,7 +122,14 @@ class BatchNorm:
         self.running_var.assign((1 - m) * self.running_var + (m * n / max(n - 1, 1)) * var.detach())
         self.num_batches_tracked.assign(self.num_batches_tracked + 1)
     else: mean, var = self.running_mean, self.running_var
-    return x.batchnorm(self.weight, self.bias, mean, var.add(self.eps).rsqrt())
+    invstd = var.add(self.eps).rsqrt()
+    if centered is None: return x.batchnorm(self.weight, self.bias, mean, invstd)
+    # batch statistics: the normalized output reuses the statistics' x - mean (as Tensor.batchnorm computes it): one
+    # lazy value, so the kernels that need it realized compute it once, not once for the variance and again here
+    shape = (1, -1, *[1] * (x.ndim - 2))
+    if self.weight is not None: centered = centered * self.weight.reshape(shape)
+    centered = centered * invstd.reshape(shape)
+    return centered + self.bias.reshape(shape) if self.bias is not None else centered
 BatchNorm2d = BatchNorm3d = BatchNorm1d = BatchNorm
 
 class LayerNorm:

@@ -208,19 +208,21 @@ static void *worker(void *arg) {
   return 0;
 }
 
-/* returns 0, or -1 if arguments are out of range, or -2 if a worker thread could not be started.
-   spin: pause-loop iterations before sleeping (0 when threads outnumber cores: spinning would then steal
-   the cores the other threads need). Not reentrant: the caller serializes launches. */
-int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
-  if (nargs < 0 || nargs > MAXARGS || threads < 1 || threads > MAXW + 1) return -1;
+static int start_workers(int threads) {
   while (nworkers < threads - 1) {
     unsigned long tid;
     if (pthread_create(&tid, 0, worker, (void *)(i64)nworkers) != 0) return -2;
     nworkers++;
   }
+  return 0;
+}
+
+/* one launch on `threads` cores (workers already started); returns when all are done */
+static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin) {
   job_fn = fn; job_nargs = nargs;
-  __atomic_store_n(&spin_limit, spin, __ATOMIC_RELAXED);
   for (int i = 0; i < nargs; i++) job_args[i] = args[i];
+  if (threads == 1) { call(0); return; }   /* (a JIT launch list mixes single- and multi-core kernels) */
+  __atomic_store_n(&spin_limit, spin, __ATOMIC_RELAXED);
   __atomic_store_n(&remaining, threads - 1, __ATOMIC_SEQ_CST);
   int woke = 0;
   for (int w = 0; w < threads - 1; w++) {
@@ -239,6 +241,31 @@ int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
     __atomic_store_n(&caller_sleeping, 0, __ATOMIC_SEQ_CST);
     s = 0;
   }
+}
+
+/* returns 0, or -1 if arguments are out of range, or -2 if a worker thread could not be started.
+   spin: pause-loop iterations before sleeping (0 when threads outnumber cores: spinning would then steal
+   the cores the other threads need). Not reentrant: the caller serializes launches. */
+int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
+  if (nargs < 0 || nargs > MAXARGS || threads < 1 || threads > MAXW + 1) return -1;
+  if (start_workers(threads) != 0) return -2;
+  run_one(fn, args, nargs, threads, spin);
+  return 0;
+}
+
+/* a launch list (the JIT's replay): n records laid out one after another as
+   [fn, nargs, threads, spin, arg0 .. arg(nargs-1)], run in order. Every record is checked before the first
+   runs, so a bad list runs nothing: returns 0, or -1 - i for bad record i, or -2 - n if a thread failed to start. */
+int hcqrt_run_list(const i64 *list, int n) {
+  const i64 *r = list;
+  int most = 1;
+  for (int i = 0; i < n; i++) {
+    if (r[0] == 0 || r[1] < 0 || r[1] > MAXARGS || r[2] < 1 || r[2] > MAXW + 1) return -1 - i;
+    if (r[2] > most) most = (int)r[2];
+    r += 4 + r[1];
+  }
+  if (start_workers(most) != 0) return -2 - n;
+  for (r = list; n > 0; n--, r += 4 + r[1]) run_one((void *)r[0], r + 4, (int)r[1], (int)r[2], (int)r[3]);
   return 0;
 }
 
@@ -257,6 +284,7 @@ class _CRunner:
     self.image = load_elf(obj)
     self.image.keep_forever()  # its worker threads run this code until the process ends
     self.run_fn = self.image.function("hcqrt_run", [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3, ctypes.c_int)
+    self.run_list_fn = self.image.function("hcqrt_run_list", [ctypes.c_void_p, ctypes.c_int], ctypes.c_int)
     self.reset = self.image.function("hcqrt_reset", [])
     self.lock = threading.Lock()  # the runner's job slot is global: one launch at a time
 
@@ -264,6 +292,12 @@ class _CRunner:
     arr = (ctypes.c_int64 * (len(args) or 1))(*args)
     with self.lock: rc = self.run_fn(fn_addr, arr, len(args), threads, self.SPIN if threads <= _NCORES else 0)
     if rc != 0: raise RuntimeError(f"CPU runner failed ({'bad arguments' if rc == -1 else 'pthread_create failed'}) for a launch on {threads} threads")
+
+  def spin(self, threads: int) -> int: return self.SPIN if threads <= _NCORES else 0
+
+  def run_list(self, table: np.ndarray, n: int) -> None:
+    with self.lock: rc = self.run_list_fn(table.ctypes.data, n)
+    if rc != 0: raise RuntimeError(f"CPU runner refused a launch list of {n} launches (code {rc})")
 
 _pool = _Pool()
 _runner: _CRunner | None = None
@@ -317,6 +351,56 @@ class CPUProgram:
 
   def __repr__(self) -> str: return f"<CPUProgram {self.name} at {self.image.symbols[self.name]:#x}>"
 
+class CPULaunchList:
+  """Kernel launches bound once and run in order by one native call: the CPU's replay of a TinyJit capture.
+
+  items: ("exec", CPUProgram, bufs, vals, threads). The launches live in one int64 table of records
+  [fn, nargs, threads, spin, buf addresses..., vals...] that the runner's hcqrt_run_list walks, so a replay costs
+  one ctypes call however many kernels it holds; `replay(bufs={(item, arg): buf}, vals={(item, j): v})` patches
+  table words first (the JIT swaps argument and output buffers, a symbolic shape its ints). Without the native
+  runner (no C compiler), or for a launch of more arguments than it takes, the same table is walked in Python.
+
+  >>> import ctypes, numpy as np, subprocess, tempfile
+  >>> d = tempfile.mkdtemp(); _ = open(f"{d}/k.c", "w").write("void inc(float *a, int core) { a[0] += 1; }")
+  >>> _ = subprocess.run(["cc", "-c", "-O2", "-fPIC", f"{d}/k.c", "-o", f"{d}/k.o"], check=True)
+  >>> dev, prog = CPUDevice(), CPUProgram("inc", open(f"{d}/k.o", "rb").read())
+  >>> a = dev.allocator.alloc(4)
+  >>> g = CPULaunchList([("exec", prog, [a], (), 1)] * 3); _ = g.replay()
+  >>> np.frombuffer(a.view(), np.float32).tolist()
+  [3.0]
+  """
+  def __init__(self, items: list[tuple]):
+    words: list[int] = []
+    self.offsets: list[int] = []   # table index of each launch's first argument
+    self.items = items             # (keeps the programs, and so their code, mapped)
+    for i, it in enumerate(items):
+      if it[0] != "exec": raise ValueError(f"CPULaunchList: item {i} is a {it[0]!r}; only kernel launches ('exec') can be listed")
+      _, prog, bufs, vals, threads = it
+      if not isinstance(threads, int) or threads < 1: raise ValueError(f"kernel {prog.name}: threads must be an int >= 1, got {threads!r}")
+      args = [b.address for b in bufs] + [int(v) for v in vals]
+      self.offsets.append(len(words) + 4)
+      words += [prog.addr, len(args), threads, _runner.spin(threads) if _runner is not None else 0, *args]
+    self.table = np.array(words, np.int64)
+    self.n, self.nbufs = len(items), [len(it[2]) for it in items]
+    self.native = _runner if _runner is not None and all(len(it[2]) + len(it[3]) <= _CRunner.MAXARGS for it in items) else None
+
+  def replay(self, bufs: dict[tuple[int, int], CPUBuffer] | None = None, vals: dict[tuple[int, int], int] | None = None,
+             wait: bool = False) -> float | None:
+    """Patch buffer pointers `{(item, arg): buf}` and ints `{(item, j): v}`, then run every launch; `wait=True`
+    returns the seconds the launches took. Launches are complete when this returns."""
+    t, off = self.table, self.offsets
+    for (i, a), b in (bufs or {}).items(): t[off[i] + a] = b.address
+    for (i, j), v in (vals or {}).items(): t[off[i] + self.nbufs[i] + j] = v
+    st = time.perf_counter()
+    if self.native is not None: self.native.run_list(t, self.n)
+    else:
+      for (_, prog, bufs_, vals_, threads), o in zip(self.items, off):
+        args = t[o:o + len(bufs_) + len(vals_)].tolist()
+        fn = prog._fns.get((len(bufs_), len(vals_))) or prog._fn(len(bufs_), len(vals_))
+        if threads == 1: fn(*args, 0)
+        else: _pool.run(fn, args, threads)
+    return time.perf_counter() - st if wait else None
+
 class CPUDevice:
   """The host as a device: allocator, core count, the names of its renderer and assembler, and the ISA its kernels
   are compiled for (hcqrt/cpu/isa.py; `isa` argument, else $CPU_ISA, else native): `isa`, `simd_bytes`,
@@ -353,6 +437,10 @@ class CPUDevice:
     ISA needs CPU features this host lacks (its kernels can be compiled and inspected, not run)."""
     self.isa_info.check_runnable(f"CPU kernel {name!r}")
     return CPUProgram(name, obj)
+
+  def launch_list(self, items: list[tuple]) -> CPULaunchList:
+    """Launches ("exec", CPUProgram, bufs, vals, threads) bound once, replayed by one call (see CPULaunchList)."""
+    return CPULaunchList(items)
 
   def synchronize(self) -> None:
     """Nothing to wait for: CPU launches and copies are complete when their call returns."""

@@ -3,12 +3,13 @@ still gets the native thread pool (built in-process by llvmlite) instead of the 
 
 Same symbols, ABI and protocol as RUNNER_C: `hcqrt_run(fn, args, nargs, threads, spin)` calls `fn(args..., core)` for
 core 0..threads-1 (core 0 on the calling thread) and returns 0, -1 (arguments out of range) or -2 (pthread_create
-failed); `hcqrt_reset()` forgets the workers after fork. Workers spin `spin` pause iterations after a job, then sleep on
-a futex. Every argument is passed as an i64 (x86-64 SysV: one register or stack slot each, so extra trailing ones are
-harmless); the futex syscall gets its int arguments as i64 too (C would leave the upper halves of varargs undefined).
+failed); `hcqrt_run_list(list, n)` runs a JIT launch list of records as the C runner's does; `hcqrt_reset()` forgets
+the workers after fork. Workers spin `spin` pause iterations after a job, then sleep on a futex. Every argument is
+passed as an i64 (x86-64 SysV: one register or stack slot each, so extra trailing ones are harmless); the futex
+syscall gets its int arguments as i64 too (C would leave the upper halves of varargs undefined).
 x86-64 only, like the ELF loader that maps it (hcqrt/cpu/elf_loader.py).
 
->>> "define i32 @hcqrt_run(" in RUNNER_LLVM and "@pthread_create" in RUNNER_LLVM
+>>> all(f"define i32 @{f}(" in RUNNER_LLVM for f in ("hcqrt_run", "hcqrt_run_list")) and "@pthread_create" in RUNNER_LLVM
 True
 """
 MAXW, MAXARGS = 255, 63
@@ -196,6 +197,88 @@ slept:
   store atomic i32 0, ptr @caller_sleeping seq_cst, align 4
   br label %wait
 exit:
+  ret i32 0
+}}
+
+; a launch list (the JIT's replay), as the C runner's hcqrt_run_list: n records [fn, nargs, threads, spin, args...]
+; checked before any runs (-1 - i for a bad record i), workers started for the widest (-2 - n if one fails), then run
+define i32 @hcqrt_run_list(ptr %list, i32 %n) {{
+entry:
+  %tid = alloca i64, align 8
+  br label %chk.head
+chk.head:
+  %i = phi i32 [ 0, %entry ], [ %i1, %chk.next ]
+  %r = phi ptr [ %list, %entry ], [ %rn, %chk.next ]
+  %most = phi i64 [ 1, %entry ], [ %most1, %chk.next ]
+  %more = icmp slt i32 %i, %n
+  br i1 %more, label %chk.body, label %spawn
+chk.body:
+  %fn = load i64, ptr %r
+  %p1 = getelementptr inbounds i64, ptr %r, i64 1
+  %na = load i64, ptr %p1
+  %p2 = getelementptr inbounds i64, ptr %r, i64 2
+  %th = load i64, ptr %p2
+  %c0 = icmp eq i64 %fn, 0
+  %c1 = icmp slt i64 %na, 0
+  %c2 = icmp sgt i64 %na, {MAXARGS}
+  %c3 = icmp slt i64 %th, 1
+  %c4 = icmp sgt i64 %th, {MAXW + 1}
+  %o1 = or i1 %c0, %c1
+  %o2 = or i1 %c2, %c3
+  %o3 = or i1 %o1, %o2
+  %bad = or i1 %o3, %c4
+  br i1 %bad, label %badrec, label %chk.next
+badrec:
+  %neg = sub i32 -1, %i
+  ret i32 %neg
+chk.next:
+  %wider = icmp sgt i64 %th, %most
+  %most1 = select i1 %wider, i64 %th, i64 %most
+  %step = add i64 %na, 4
+  %rn = getelementptr inbounds i64, ptr %r, i64 %step
+  %i1 = add i32 %i, 1
+  br label %chk.head
+spawn:
+  %nw = load i32, ptr @nworkers
+  %nw64 = sext i32 %nw to i64
+  %want = sub i64 %most, 1
+  %enough = icmp sge i64 %nw64, %want
+  br i1 %enough, label %run.head, label %create
+create:
+  %warg = inttoptr i64 %nw64 to ptr
+  %rc = call i32 @pthread_create(ptr %tid, ptr null, ptr @worker, ptr %warg)
+  %fail = icmp ne i32 %rc, 0
+  br i1 %fail, label %nothread, label %created
+nothread:
+  %neg2 = sub i32 -2, %n
+  ret i32 %neg2
+created:
+  %nwp = add i32 %nw, 1
+  store i32 %nwp, ptr @nworkers
+  br label %spawn
+run.head:
+  %j = phi i32 [ 0, %spawn ], [ %j1, %run.body ]
+  %q = phi ptr [ %list, %spawn ], [ %qn, %run.body ]
+  %rmore = icmp slt i32 %j, %n
+  br i1 %rmore, label %run.body, label %done
+run.body:
+  %f = load ptr, ptr %q
+  %q1 = getelementptr inbounds i64, ptr %q, i64 1
+  %a = load i64, ptr %q1
+  %q2 = getelementptr inbounds i64, ptr %q, i64 2
+  %t = load i64, ptr %q2
+  %q3 = getelementptr inbounds i64, ptr %q, i64 3
+  %sp = load i64, ptr %q3
+  %args = getelementptr inbounds i64, ptr %q, i64 4
+  %a32 = trunc i64 %a to i32
+  %t32 = trunc i64 %t to i32
+  %sp32 = trunc i64 %sp to i32
+  %ignored = call i32 @hcqrt_run(ptr %f, ptr %args, i32 %a32, i32 %t32, i32 %sp32)
+  %step2 = add i64 %a, 4
+  %qn = getelementptr inbounds i64, ptr %q, i64 %step2
+  %j1 = add i32 %j, 1
+  br label %run.head
+done:
   ret i32 0
 }}
 
