@@ -204,7 +204,7 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
   if "ew:torch.compile" in t and "compile_s" in t["ew:torch.compile"]:
     notes.append(f"torch.compile: first call (trace + Inductor build) {t['ew:torch.compile']['compile_s']:.1f} s, not in the table.")
   if peak:
-    mm = [(k, r) for k, r in o.items() if (k.startswith(("matmul:", "beam:"))) and "median_s" in r]
+    mm = [(k, r) for k, r in o.items() if k.startswith(("matmul:", "beam:")) and k != "beam:conv" and "median_s" in r]
     fr = lambda r, res: f"{rate(r, res['median_s'])[1] / peak * 100:.0f}%"
     if mm: notes.append(f"FMA peak {peak:.0f} GFLOP/s ({fpc} FLOP/cycle/core x clock x cores); matmul share of it: " + ", ".join(
       f"N={r['n']}{' BEAM' if k.startswith('beam:') else ''} ours {fr(r, r)}" + (f" numpy {fr(r, n[k])}" if k in n and "median_s" in n[k] else "") for k, r in mm))
