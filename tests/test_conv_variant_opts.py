@@ -80,8 +80,33 @@ def test_variant_kernels_vectorized_for_each_cpu_target(name, cpu_target):
       assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, (k.name, k.applied_opts)
 
 def test_strided_conv_is_rewritten_as_a_stride_one_conv():
-  """A stride-2 3x3 conv runs as a 2x2 stride-1 conv over 4x the channels (space to depth): no kernel reads its input
-  with a stride along the row, so the row is a vector."""
+  """A stride-2 3x3 conv's forward runs as a 3x2 conv over 2x the channels (the columns' phases as channels, the rows'
+  stride kept: every load is contiguous along the output row), its gradients as those of a 2x2 stride-1 conv over 4x
+  the channels (space to depth): the input gradient is a conv whose outputs are the 4C phase channels."""
   items, _, _ = _step("stride2")
-  fwd = next(ei.ck for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name)))
-  assert fwd.name.endswith(f"{4 * C}_2_2"), fwd.name   # reduction over 4C channels x 2 x 2 taps
+  convs = [ei.ck.name for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name))]
+  assert convs[0].endswith(f"{2 * C}_3_2"), convs   # the forward: a reduction over 2C channels x 3 x 2 taps
+  assert any(n.endswith(f"{C}_2_2") and f"_{4 * C}_" in n for n in convs[1:]), convs   # the input gradient: 4C outputs
+
+@pytest.mark.parametrize("kw", [dict(stride=2, padding=1), dict(stride=(2, 1), padding=1), dict(stride=(1, 3), padding=(2, 0)),
+                                dict(stride=3, padding=2), dict(stride=2, padding=1, groups=2), dict(stride=2, padding=(0, 1, 2, 0))])
+def test_strided_conv_forward_and_gradients_match_torch(kw):
+  """Strided convs of other shapes (one-sided strides, a 5x5 kernel wider than the stride, groups, uneven padding):
+  the forward alone, and the forward + gradients, equal torch's."""
+  import torch
+  rng = np.random.default_rng(3)
+  groups = kw.get("groups", 1)
+  xn = rng.standard_normal((2, 4, 11, 13)).astype(np.float32)
+  wn = (rng.standard_normal((6, 4 // groups, 5, 5 if "groups" in kw else 3)) * 0.3).astype(np.float32)
+  tx, tw = torch.tensor(xn, requires_grad=True), torch.tensor(wn, requires_grad=True)
+  pad = kw["padding"]
+  if isinstance(pad, tuple) and len(pad) == 4: ty = torch.nn.functional.conv2d(torch.nn.functional.pad(tx, pad), tw, stride=kw["stride"], groups=groups)
+  else: ty = torch.nn.functional.conv2d(tx, tw, **kw)
+  np.testing.assert_allclose(Tensor(xn).conv2d(Tensor(wn), **kw).numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+  x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
+  y = x.conv2d(w, **kw)
+  np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+  (y * y).sum().backward()
+  (ty * ty).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-3, atol=1e-3)
+  np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-3, atol=1e-3)
