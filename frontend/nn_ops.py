@@ -844,10 +844,20 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   # a dilated forward alone is tiled as it is (its row is contiguous): the phases' copies pay off in the gradient only
   if not grad: return None
   q = [-(-o // d) for o, d in zip(out, d_)]
-  xp = _pad_to(x, pb, [d * (qq + k - 1) for d, qq, k in zip(d_, q, HW)])
-  xs = xp.reshape(bs, c, q[0] + HW[0] - 1, d_[0], q[1] + HW[1] - 1, d_[1]).permute(0, 3, 5, 1, 2, 4)
+  # the phases of x itself (shifted by pb mod d), each padded by the conv (pb // d before): the padded phase's border
+  # is then the conv's padding, so the input gradient (_ConvFn's) is computed for x's pixels only, not for the padding
+  # (an 18x18 instead of a 16x16 row per phase image: odd vectors, 2.3x slower than the forward)
+  b0, P = [b % d for b, d in zip(pb, d_)], [b // d for b, d in zip(pb, d_)]
+  m = [-(-(i + b) // d) for i, b, d in zip(x.shape[2:], b0, d_)]
+  A = [max(0, qq + k - 1 - p - mm) for qq, k, p, mm in zip(q, HW, P, m)]
+  if all(p <= k - 1 and a <= k - 1 for p, a, k in zip(P, A, HW)): sz, cpads = m, [P[1], A[1], P[0], A[0]]
+  else: sz, b0, cpads = [qq + k - 1 for qq, k in zip(q, HW)], pb, [0, 0, 0, 0]   # (more padding: the padded phases)
+  xp = _pad_to(x, b0, [d * n for d, n in zip(d_, sz)])
+  xs = xp.reshape(bs, c, sz[0], d_[0], sz[1], d_[1]).permute(0, 3, 5, 1, 2, 4)
   # (the conv realized on its own: its permuted store fused into the conv kernel would leave it no contiguous row)
-  y = xs.reshape(bs * d_[0] * d_[1], c, q[0] + HW[0] - 1, q[1] + HW[1] - 1).contiguous().conv2d(w, groups=groups).contiguous()
+  y = xs.reshape(bs * d_[0] * d_[1], c, sz[0], sz[1]).contiguous().conv2d(w, groups=groups, padding=cpads)
+  if tuple(y.shape[2:]) != tuple(q): y = y.shrink((None, None, (0, q[0]), (0, q[1])))
+  y = y.contiguous()
   y = y.reshape(bs, d_[0], d_[1], co, q[0], q[1]).permute(0, 3, 4, 1, 5, 2).reshape(bs, co, q[0] * d_[0], q[1] * d_[1])
   # interleaved back into a buffer of its own: a consumer reading the phases in place gets no vectors (a loss summed
   # over that view ran as one scalar accumulator over millions of values: 1e-3 relative error, 170x the contiguous sum's)
