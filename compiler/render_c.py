@@ -19,7 +19,7 @@ void E_4(float *restrict data0, const float *restrict data1, int core) {
 from __future__ import annotations
 import math, re, struct
 from compiler.dtypes import DType, dtypes
-from compiler.uop import UOp, Ops
+from compiler.uop import UOp, Ops, ALU
 from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
 
@@ -184,6 +184,23 @@ def _bf16_cast(x: str, src: DType, dst: DType) -> str:
   bits = f"((union {{float f; unsigned int i;}}){{.f={fx}}}).i"
   return f"(unsigned short)(({fx}!={fx})?0x7fc0u:(({bits}+0x7fffu+(({bits}>>16)&1u))>>16))"
 
+TILE_BODY_VECTOR_OPS = 16   # a loop body with this many vector ALU ops is a register tile's (12 FMAs: 24)
+
+def _tile_pairs(prog: list[UOp]) -> set[UOp]:
+  """The innermost loops of two iterations whose body is a register tile's step (a 2x2 conv's taps): clang unrolls
+  them fully and then schedules both iterations' loads together, which spills the tile's accumulators (18 spills, half
+  the speed of the 3x3 conv's tile); kept as loops they run spill-free."""
+  out, stack = set(), []
+  for u in prog:
+    if u.op is Ops.RANGE:
+      for fr in stack: fr[2] = False   # (the enclosing loops are not innermost)
+      stack.append([u, 0, True])
+    elif u.op is Ops.ENDRANGE and stack:
+      r, nvec, innermost = stack.pop()
+      if innermost and r.src[0].op is Ops.CONST and r.src[0].arg == 2 and nvec >= TILE_BODY_VECTOR_OPS: out.add(r)
+    elif stack and u.op in ALU and u.dtype is not None and u.dtype.count > 1: stack[-1][1] += 1
+  return out
+
 def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = None, portable: bool = False) -> str:
   """C source for kernel `k`; `threads` > 1 splits k.threaded (the outermost loop) across that many cores.
   `portable`: only the `static` C99 function (no `core`); the caller includes <math.h> and the MATH_PRELUDE it uses."""
@@ -195,6 +212,7 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
   cnt = 0
   def r(u: UOp) -> str: return names[u]
   kvars = k.vars()
+  no_unroll = _tile_pairs(prog)
   for v in kvars: names[v] = f"var_{v.arg[0]}"   # integer arguments after the buffers (symbolic sizes); no other name starts so
   for u in prog:
     if u.dtype is not None and u.dtype.count > 1:
@@ -210,7 +228,9 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
       if u is k.threaded and threads > 1:
         lines.append(f"{pad}int {rid}_lo = (int)(((long long){n}*core)/{threads}), {rid}_hi = (int)(((long long){n}*(core+1))/{threads});")
         lines.append(f"{pad}for (int {rid} = {rid}_lo; {rid} < {rid}_hi; {rid}++) {{")
-      else: lines.append(f"{pad}for (int {rid} = 0; {rid} < {n}; {rid}++) {{")
+      else:
+        if not portable and u in no_unroll: lines.append(f"{pad}#pragma clang loop unroll(disable)")
+        lines.append(f"{pad}for (int {rid} = 0; {rid} < {n}; {rid}++) {{")
       depth += 1; continue
     if op is Ops.ENDRANGE:
       depth -= 1; lines.append("  " * depth + "}"); continue

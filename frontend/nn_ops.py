@@ -828,19 +828,33 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   grad = (x.requires_grad or w.requires_grad) and not x.__class__.no_grad
   if any(s > 1 for s in s_) and not grad: return _col_phase_conv(x, w, groups, s_, pb, out)
   if any(s > 1 for s in s_):
-    kq = [-(-k // s) for k, s in zip(HW, s_)]
-    xp = _pad_to(x, pb, [s * (o + q - 1) for s, o, q in zip(s_, out, kq)])
-    xs = xp.reshape(bs, c, out[0] + kq[0] - 1, s_[0], out[1] + kq[1] - 1, s_[1]).permute(0, 1, 3, 5, 2, 4)
-    xs = xs.reshape(bs, c * s_[0] * s_[1], out[0] + kq[0] - 1, out[1] + kq[1] - 1).contiguous()
-    wp = _pad_to(w, [0, 0], [q * s for q, s in zip(kq, s_)]).reshape(co, ci, kq[0], s_[0], kq[1], s_[1]).permute(0, 1, 3, 5, 2, 4)
+    # the kernel shifted by t = -pb mod s (t zero taps in front) makes the padding pb + t a multiple of s: the phases
+    # of the padded input are then x's own phases padded by P = (pb + t) / s, which the conv pads, so the input
+    # gradient is computed for x's pixels only (16x16 per phase, not 17x17 with the border: odd vectors, ~2x slower)
+    t = [(-b) % s for b, s in zip(pb, s_)]
+    kq = [-(-(k + tt) // s) for k, tt, s in zip(HW, t, s_)]
+    P = [(b + tt) // s for b, tt, s in zip(pb, t, s_)]
+    m = [-(-i // s) for i, s in zip(x.shape[2:], s_)]
+    A = [max(0, o + q - 1 - p - mm) for o, q, p, mm in zip(out, kq, P, m)]
+    if not all(p <= q - 1 and a <= q - 1 for p, a, q in zip(P, A, kq)):   # (more padding: the padded input's phases)
+      t, P, A, kq = [0, 0], [0, 0], [0, 0], [-(-k // s) for k, s in zip(HW, s_)]
+      m = [o + q - 1 for o, q in zip(out, kq)]
+      xp = _pad_to(x, pb, [s * mm for s, mm in zip(s_, m)])
+    else: xp = _pad_to(x, [0, 0], [s * mm for s, mm in zip(s_, m)])
+    xs = xp.reshape(bs, c, m[0], s_[0], m[1], s_[1]).permute(0, 1, 3, 5, 2, 4)
+    xs = xs.reshape(bs, c * s_[0] * s_[1], m[0], m[1]).contiguous()
+    wp = _pad_to(w, t, [q * s for q, s in zip(kq, s_)]).reshape(co, ci, kq[0], s_[0], kq[1], s_[1]).permute(0, 1, 3, 5, 2, 4)
     # the phase weight as a buffer of its own (small): read in place, every tap of the conv's inner loop would redo the
     # pad's gate and the phase permute's divisions (a 2.4x slower conv kernel)
     wp = wp.reshape(co, ci * s_[0] * s_[1], kq[0], kq[1]).contiguous()
-    if groups > 1: return xs.conv2d(wp, groups=groups)
-    # the forward as the column-phase conv (~2.5x faster than the 2x2-phase one), the gradients as the 2x2-phase
-    # conv's (_ConvFn's, which flow back through the phase copy to x and w)
-    with _no_grad(): fast = _col_phase_conv(x.detach(), w.detach(), groups, s_, pb, out).lazydata
-    return _ConvFn.apply(xs, wp, pads=(0, 0, 0, 0), fwd=fast)
+    cpads = (P[1], A[1], P[0], A[0])
+    if groups > 1: y = xs.conv2d(wp, groups=groups, padding=cpads)
+    else:
+      # the forward as the column-phase conv (~2.5x faster than the 2x2-phase one), the gradients as the 2x2-phase
+      # conv's (_ConvFn's, which flow back through the phase copy to x and w)
+      with _no_grad(): fast = _col_phase_conv(x.detach(), w.detach(), groups, s_, pb, out).lazydata
+      y = _ConvFn.apply(xs, wp, pads=cpads, fwd=fast)
+    return y if tuple(y.shape[2:]) == tuple(out) else y.shrink((None, None, (0, out[0]), (0, out[1])))
   # a dilated forward alone is tiled as it is (its row is contiguous): the phases' copies pay off in the gradient only
   if not grad: return None
   q = [-(-o // d) for o, d in zip(out, d_)]
@@ -878,9 +892,10 @@ class _ConvFn(Function):
     from frontend.tensor import Tensor
     self.x, self.w, self.pads = x, w, list(pads)
     if fwd is not None:
-      assert not any(pads), "_ConvFn: a given forward comes with an unpadded input"
-      self.xp = Tensor(x)
-      return fwd
+      # (x padded lazily: only the weight gradient reads it; the conv's output may be longer than fwd: zeros past it)
+      self.xp = Tensor(x).pad(self.pads).contiguous() if any(pads) else Tensor(x)
+      full = [n + a + b - k + 1 for n, a, b, k in zip(x.shape[2:], pads[-2::-2], pads[::-2], w.shape[2:])]
+      return fwd if list(fwd.shape[2:]) == full else fwd.pad(((0, 0), (0, 0), *[(0, f - o) for f, o in zip(full, fwd.shape[2:])]))
     prev, Tensor.no_grad = Tensor.no_grad, True
     try:
       # the padded input (as _conv_fwd would pad it) is kept: the weight gradient reads the same copy, one kernel less
