@@ -110,3 +110,15 @@ def test_strided_conv_forward_and_gradients_match_torch(kw):
   (ty * ty).sum().backward()
   np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-3, atol=1e-3)
   np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-3, atol=1e-3)
+
+def test_two_by_two_conv_tile_renders_without_spills(cpu_target):
+  """A 2x2 conv (the strided conv's phase conv, its input gradient) gets the 3x3 conv's register tile; its innermost
+  2-tap loop stays a loop in the C (clang's full unroll scheduled both taps' loads together: 18 spills, half speed)."""
+  from compiler.schedule import create_schedule
+  x = Tensor.empty(4, 64, 17, 17).realize()
+  w = Tensor.empty(64, 64, 2, 2).realize()
+  k = optimize(lower(create_schedule([x._conv_fwd(w, 1, 1, 1, [0, 0, 0, 0]).lazydata])[0].ast), cpu_target)
+  assert _tiled(k.applied_opts), k.applied_opts
+  src = render_c(k, 2 if k.threaded is not None else 1)
+  assert "unroll(disable)" in src
+  assert vector_spills(src, k.name, cpu_target.cc_flags) == 0, k.applied_opts
