@@ -814,7 +814,9 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   - stride s (space to depth): the padded input's s x s phases become channels, x'[n, c*s*s + ry*s + rx, a, b] =
     xpad[n, c, a*s + ry, b*s + rx], the kernel (zero-padded to a multiple of s) likewise, w'[co, c*s*s + ry*s + rx, qy, qx]
     = w[co, c, qy*s + ry, qx*s + rx]: a ceil(k/s)-wide stride-1 conv over s*s times the channels (3x3, s=2: 2x2 over 4C,
-    16/9 of the arithmetic at the dense conv's speed);
+    16/9 of the arithmetic at the dense conv's speed). Its forward alone (and, with a gradient, the value of the forward)
+    is the cheaper column-phase conv (_col_phase_conv: 3x2 over 2C, the rows' stride kept); the gradients are the
+    space-to-depth conv's, with the kernel shifted so that the phases are x's own, padded by the conv (see below);
   - dilation d (phases to batch), when a gradient is needed: out[n, co, qy*d + ry, qx*d + rx] = sum w[ky, kx]
     xpad[n, c, (qy + ky)*d + ry, ...]: each of the d*d phases of the padded input is an image of its own, convolved with
     w undilated; the outputs interleave back.
