@@ -31,6 +31,8 @@ def beam_runner(si: ScheduleItem, dev: Any) -> Callable[[beam.Built], tuple[floa
       x = rng.standard_normal(lb.size) if d.kind == "f" else rng.integers(-3, 4, lb.size) if d.kind in "iu" else rng.integers(0, 2, lb.size)
       x = x.astype(d) if d.kind != "u" else np.abs(x).astype(d)
       if x.nbytes: dev.allocator.copyin(b.raw, memoryview(x.reshape(-1).view(np.uint8)))
+    # BEAM's compile workers are forked during the search: they must not share these (see share_with_forks)
+    for b in bufs: dev.allocator.share_with_forks(b.raw, False)
     return {"bufs": bufs, "garbage": [np.full(b.nbytes, 0xFF, np.uint8) for b in bufs[:nout]], "progs": {}}
   def run(built: beam.Built) -> tuple[float, list]:
     if not state: state.update(setup())
@@ -43,11 +45,17 @@ def beam_runner(si: ScheduleItem, dev: Any) -> Callable[[beam.Built], tuple[floa
       outs.append(out := np.empty(lb.size, npdt(lb.dtype)))
       if out.nbytes: dev.allocator.copyout(memoryview(out.view(np.uint8)), b.raw)
     return et, outs
+  def release() -> None:
+    for b in state.get("bufs", ()): dev.allocator.share_with_forks(b.raw, True)   # (back in the cache: user memory again)
+    state.clear()
+  run.release = release
   return run
 
 def beam_search_for(si: ScheduleItem, device: Any, width: int) -> Callable[[LoweredKernel, Target], tuple | None]:
   """The search compile_kernel runs as its optimize stage under BEAM=width: beam_search timing candidates on `device`
   (None: the default opts are kept)."""
   def search(k: LoweredKernel, target: Target) -> tuple | None:
-    return beam.beam_search(k, target, beam_runner(si, device), width, progress=sys.stderr.isatty() or debug_level() >= 1)
+    run = beam_runner(si, device)
+    try: return beam.beam_search(k, target, run, width, progress=sys.stderr.isatty() or debug_level() >= 1)
+    finally: run.release()
   return search

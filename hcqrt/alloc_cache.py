@@ -46,6 +46,9 @@ class CachingAllocator:
       self.cached_bytes -= self._size(old)
       self._release(old)
 
+  def share_with_forks(self, item: Any, share: bool) -> None:
+    """Whether a process forked later maps this memory (CPU buffers: hcqrt/cpu/device.py); nothing to do here."""
+
   def flush(self) -> None:
     """Return all cached memory to the system."""
     for items in self.cache.values():

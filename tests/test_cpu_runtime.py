@@ -483,3 +483,27 @@ def test_native_launch_list_refuses_a_bad_record_before_running_any(kind):
     dev.allocator.copyout(memoryview(got), b)
     np.testing.assert_array_equal(got, 2.0)
   finally: install_runner(None)
+
+def _vm_flags(addr: int) -> set[str]:
+  """The VmFlags of the mapping holding addr (/proc/self/smaps)."""
+  inside = False
+  for line in open("/proc/self/smaps"):
+    head = line.split()[0]
+    if "-" in head and ":" not in head:
+      lo, hi = (int(x, 16) for x in head.split("-"))
+      inside = lo <= addr < hi
+    elif inside and line.startswith("VmFlags:"): return set(line.split()[1:])
+  raise AssertionError(f"no mapping holds {addr:#x}")
+
+def test_share_with_forks_sets_and_clears_dontfork():
+  """A big buffer kept out of forks is mapped MADV_DONTFORK ("dc" in VmFlags) and shared again on request: BEAM keeps
+  its timing buffers out of its forked compile workers (written beside a live child, memory stays in small pages)."""
+  from hcqrt.cpu.device import HUGE
+  al = CPUAllocator()
+  b = al.alloc(HUGE)
+  assert "dc" not in _vm_flags(b.address)
+  al.share_with_forks(b, False)
+  assert "dc" in _vm_flags(b.address)
+  al.share_with_forks(b, True)
+  assert "dc" not in _vm_flags(b.address)
+  al.share_with_forks(al.alloc(64), False)   # small buffers live in the heap: left alone

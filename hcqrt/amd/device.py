@@ -533,6 +533,8 @@ class AMDAllocator:
   def free(self, buf: AMDBuffer) -> None:
     if buf.freed: raise RuntimeError(f"{self.dev.name}: double free of {buf}")
     self.dev.gpu_free(buf)
+  def share_with_forks(self, buf: AMDBuffer, share: bool) -> None:
+    """(as CPUAllocator's: device memory has nothing a fork would copy)"""
   def _copy(self, dst: int, src: int, n: int) -> None:
     d = self.dev
     d.hw_copy_queue().wait(d.timeline_signal, d.timeline_value - 1).copy(dst, src, n).signal(d.timeline_signal, d.timeline_value).submit(d)

@@ -25,6 +25,8 @@ class EmuAllocator:
   """
   def __init__(self, mem):
     self.mem, self.next_va = mem, VA_BASE
+  def share_with_forks(self, buf: EmuBuffer, share: bool) -> None:
+    """(as CPUAllocator's: emulated device memory is never written beside a forked child's copy)"""
   def alloc(self, nbytes: int) -> EmuBuffer:
     if not isinstance(nbytes, int) or nbytes < 0: raise ValueError(f"EmuAllocator.alloc: bad size {nbytes!r}")
     b = EmuBuffer(nbytes, self.next_va)
