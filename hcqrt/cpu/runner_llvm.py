@@ -109,24 +109,16 @@ dowake:
   br label %wait
 }}
 
-define i32 @hcqrt_run(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0) {{
+; start workers until there are threads - 1: 0, or -2 when pthread_create fails
+define internal i32 @start_workers(i32 %threads) {{
 entry:
   %tid = alloca i64, align 8
-  %b0 = icmp slt i32 %nargs, 0
-  %b1 = icmp sgt i32 %nargs, {MAXARGS}
-  %b2 = icmp slt i32 %threads, 1
-  %b3 = icmp sgt i32 %threads, {MAXW + 1}
-  %b01 = or i1 %b0, %b1
-  %b23 = or i1 %b2, %b3
-  %bad = or i1 %b01, %b23
-  br i1 %bad, label %badargs, label %spawn
-badargs:
-  ret i32 -1
-spawn:                                  ; start workers until there are threads - 1
-  %nw = load i32, ptr @nworkers
   %want = sub i32 %threads, 1
+  br label %spawn
+spawn:
+  %nw = load i32, ptr @nworkers
   %enough = icmp sge i32 %nw, %want
-  br i1 %enough, label %post, label %create
+  br i1 %enough, label %done, label %create
 create:
   %nw64 = sext i32 %nw to i64
   %warg = inttoptr i64 %nw64 to ptr
@@ -139,7 +131,30 @@ created:
   %nw1 = add i32 %nw, 1
   store i32 %nw1, ptr @nworkers
   br label %spawn
+done:
+  ret i32 0
+}}
+
+define i32 @hcqrt_run(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0) {{
+entry:
+  %b0 = icmp slt i32 %nargs, 0
+  %b1 = icmp sgt i32 %nargs, {MAXARGS}
+  %b2 = icmp slt i32 %threads, 1
+  %b3 = icmp sgt i32 %threads, {MAXW + 1}
+  %b01 = or i1 %b0, %b1
+  %b23 = or i1 %b2, %b3
+  %bad = or i1 %b01, %b23
+  br i1 %bad, label %badargs, label %spawn
+badargs:
+  ret i32 -1
+spawn:
+  %st = call i32 @start_workers(i32 %threads)
+  %nothread = icmp ne i32 %st, 0
+  br i1 %nothread, label %badthread, label %post
+badthread:
+  ret i32 -2
 post:
+  %want = sub i32 %threads, 1
   store ptr %fn, ptr @job_fn
   store i32 %nargs, ptr @job_nargs
   store atomic i32 %spin0, ptr @spin_limit monotonic, align 4
@@ -204,7 +219,6 @@ exit:
 ; checked before any runs (-1 - i for a bad record i), workers started for the widest (-2 - n if one fails), then run
 define i32 @hcqrt_run_list(ptr %list, i32 %n) {{
 entry:
-  %tid = alloca i64, align 8
   br label %chk.head
 chk.head:
   %i = phi i32 [ 0, %entry ], [ %i1, %chk.next ]
@@ -239,23 +253,13 @@ chk.next:
   %i1 = add i32 %i, 1
   br label %chk.head
 spawn:
-  %nw = load i32, ptr @nworkers
-  %nw64 = sext i32 %nw to i64
-  %want = sub i64 %most, 1
-  %enough = icmp sge i64 %nw64, %want
-  br i1 %enough, label %run.head, label %create
-create:
-  %warg = inttoptr i64 %nw64 to ptr
-  %rc = call i32 @pthread_create(ptr %tid, ptr null, ptr @worker, ptr %warg)
-  %fail = icmp ne i32 %rc, 0
-  br i1 %fail, label %nothread, label %created
-nothread:
+  %most32 = trunc i64 %most to i32
+  %st = call i32 @start_workers(i32 %most32)
+  %nothread = icmp ne i32 %st, 0
+  br i1 %nothread, label %badthread, label %run.head
+badthread:
   %neg2 = sub i32 -2, %n
   ret i32 %neg2
-created:
-  %nwp = add i32 %nw, 1
-  store i32 %nwp, ptr @nworkers
-  br label %spawn
 run.head:
   %j = phi i32 [ 0, %spawn ], [ %j1, %run.body ]
   %q = phi ptr [ %list, %spawn ], [ %qn, %run.body ]
