@@ -333,15 +333,15 @@ class TinyJit:
     devs = {b.device for ei in self.items for b in ei.bufs}
     if len(devs) != 1: return False
     dev = open_device(devs.pop())
-    gitems: list[tuple] = []
     if not hasattr(dev, "graph"):
       if not hasattr(dev, "launch_list") or any(ei.kind != "kernel" for ei in self.items): return False
       self.graph_cpu = True
-      for ei in self.items:
-        gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], ei.vals(), ei.ck.launch.get("threads", 1)))
-    for ei in self.items if not self.graph_cpu else ():
+    gitems: list[tuple] = []
+    for ei in self.items:
       if ei.kind == "copy": gitems.append(("copy", ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes))   # (as ExecItem.run)
-      else: gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], ei.vals(), ei.ck.launch["global_size"], ei.ck.launch["local_size"]))
+      else:
+        launch = (ei.ck.launch.get("threads", 1),) if self.graph_cpu else (ei.ck.launch["global_size"], ei.ck.launch["local_size"])
+        gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], ei.vals(), *launch))
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
     self.graph_slots = sorted({(j, k) for j, k, _ in self.in_slots} | {s for _, _, slots in self.out_bases for s in slots})
     kernels = [ei for ei in self.items if ei.kind == "kernel"]
