@@ -15,18 +15,9 @@ from tests import test_ptx_render as P
 pytestmark = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
 rng = np.random.default_rng(13)
 
-def run(fn, arrays, device):
-  prev = Device.DEFAULT
-  Device.DEFAULT = device   # also where Python scalars and creation ops inside fn land
-  try: return fn(*[Tensor(a, device=device) for a in arrays]).numpy()
-  finally: Device.DEFAULT = prev
-
-def same(fn, *arrays, rtol=2e-6, atol=1e-6):
-  """fn on AMDEMU equals fn on the CPU (floats up to rounding, ints and bools exactly, NaN where NaN)."""
-  cpu, emu = run(fn, arrays, "CPU"), run(fn, arrays, "AMDEMU")
-  assert cpu.dtype == emu.dtype and cpu.shape == emu.shape, (cpu.dtype, emu.dtype, cpu.shape, emu.shape)
-  if cpu.dtype.kind == "f": np.testing.assert_allclose(emu.astype(np.float64), cpu.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
-  else: np.testing.assert_array_equal(emu, cpu)
+def same(fn, *arrays, **tol):
+  """fn on AMDEMU equals fn on the CPU (test_ptx_render's comparison)."""
+  P.same(fn, *arrays, device="AMDEMU", **tol)
 
 def test_device_reports_the_amd_target():
   dev = Device["AMDEMU"]

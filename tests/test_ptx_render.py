@@ -25,12 +25,13 @@ def run(fn, arrays, device):
   try: return fn(*[Tensor(a, device=device) for a in arrays]).numpy()
   finally: Device.DEFAULT = prev
 
-def same(fn, *arrays, rtol=2e-6, atol=1e-6):
-  """fn on PTXEMU equals fn on CPU (floats up to rounding, ints and bools exactly, NaN where NaN)."""
-  cpu, ptx = run(fn, arrays, "CPU"), run(fn, arrays, "PTXEMU")
-  assert cpu.dtype == ptx.dtype and cpu.shape == ptx.shape, (cpu.dtype, ptx.dtype, cpu.shape, ptx.shape)
-  if cpu.dtype.kind == "f": np.testing.assert_allclose(ptx.astype(np.float64), cpu.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
-  else: np.testing.assert_array_equal(ptx, cpu)
+def same(fn, *arrays, rtol=2e-6, atol=1e-6, device="PTXEMU"):
+  """fn on `device` (PTXEMU; test_amdemu passes AMDEMU) equals fn on CPU (floats up to rounding, ints and bools exactly,
+  NaN where NaN)."""
+  cpu, emu = run(fn, arrays, "CPU"), run(fn, arrays, device)
+  assert cpu.dtype == emu.dtype and cpu.shape == emu.shape, (cpu.dtype, emu.dtype, cpu.shape, emu.shape)
+  if cpu.dtype.kind == "f": np.testing.assert_allclose(emu.astype(np.float64), cpu.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
+  else: np.testing.assert_array_equal(emu, cpu)
 
 # ***** one parametrised pass over the foundation ops, each on sizes 1, 7, 33, 1000 *****
 UNARY = {
