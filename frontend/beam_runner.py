@@ -15,7 +15,7 @@ from compiler.schedule import ScheduleItem
 from compiler.target import Target
 from hcqrt.device import debug_level
 
-def beam_runner(si: ScheduleItem, dev: Any) -> Callable[[beam.Built], tuple[float, list]]:
+def beam_runner(si: ScheduleItem, dev: Any, warm: bool = True) -> Callable[[beam.Built], tuple[float, list]]:
   """BEAM's callback: run a built candidate on random buffers shaped like si's (the same data for every candidate);
   returns (seconds, [output array]). Outputs are filled with NaN bytes before each run, so an unwritten element shows.
   The buffers are made on the first run (a search answered from the cache runs nothing and allocates nothing)."""
@@ -38,8 +38,13 @@ def beam_runner(si: ScheduleItem, dev: Any) -> Callable[[beam.Built], tuple[floa
     if not state: state.update(setup())
     bufs, progs = state["bufs"], state["progs"]
     if (prog := progs.get(id(built))) is None: prog = progs[id(built)] = dev.program(built.name, built.binary)
+    raws = [b.raw for b in bufs]
     for b, garbage in zip(bufs[:nout], state["garbage"]): dev.allocator.copyin(b.raw, memoryview(garbage))
-    et = prog(*[b.raw for b in bufs], **built.launch, wait=True) or 0.0
+    # an untimed launch first: the Python work above outlasts the worker threads' spin, and waking a sleeping worker
+    # (100-500 us on a VM) would be timed instead of the kernel; it also leaves the caches as a step's previous
+    # kernel would. (A kernel is deterministic: an element it never writes still holds the NaN garbage after both.)
+    if warm: prog(*raws, **built.launch, wait=True)
+    et = prog(*raws, **built.launch, wait=True) or 0.0
     outs = []
     for b, lb in zip(bufs[:nout], lbs):
       outs.append(out := np.empty(lb.size, npdt(lb.dtype)))
