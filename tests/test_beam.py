@@ -121,3 +121,78 @@ def test_interleave_lets_kinds_take_turns():
   seqs = [(0, (Opt("UPCAST", 0, a),)) for a in (2, 4, 8)] + [(0, (Opt("UNROLL", 0, 2),)), (1, (Opt("SWAP", 0, 1),))]
   kinds = [s[-1].kind.value for s in beam.interleave(seqs)]
   assert kinds[:3] == ["UPCAST", "UNROLL", "SWAP"] and kinds[3:] == ["UPCAST", "UPCAST"]
+
+class _Recording:
+  """A device whose programs and output copies are logged in order (the real CPU device underneath)."""
+  def __init__(self, dev):
+    self.dev, self.log = dev, []
+    rec, alloc = self, dev.allocator
+    class Alloc:
+      def copyin(self, dst, src): rec.log.append("copyin"); alloc.copyin(dst, src)
+      def __getattr__(self, name): return getattr(alloc, name)
+    self.allocator = Alloc()
+  def program(self, name, binary):
+    prog = self.dev.program(name, binary)
+    def launch(*a, **kw):
+      self.log.append("launch")
+      return prog(*a, **kw)
+    return launch
+
+def test_runner_launches_once_untimed_right_before_the_timed_launch():
+  """The Python work between two timed launches (NaN garbage into the outputs, outputs copied out) outlasts the worker
+  threads' spin: the runner launches once untimed after the garbage copy, so the timed launch finds the workers awake.
+  The outputs still come out right (each launch writes every element), and warm=False launches once."""
+  x = np.random.default_rng(0).standard_normal((16, 24)).astype(np.float32)
+  si = [s for s in create_schedule([(Tensor(x).realize() * 2 + 1).lazydata]) if s.kind == "kernel"][-1]
+  b = beam.build(lower(si.ast, si.name), None, DI)
+  for warm, launches in ((True, ["launch", "launch"]), (False, ["launch"])):
+    dev = _Recording(DEV)
+    run = beam_runner(si, dev, warm=warm)
+    run(b)   # (the first run also fills the inputs)
+    dev.log.clear()
+    t, outs = run(b)
+    run.release()
+    assert dev.log == ["copyin"] + launches and t > 0
+    np.testing.assert_allclose(outs[0].reshape(x.shape), x * 2 + 1, rtol=1e-6)
+
+def test_confirm_accepts_a_steady_small_gain_and_rejects_noise():
+  """confirm's rule on scripted times (no clock): a steady 3% gain wins; equal speeds whose runs interleave don't, nor
+  does a winner that was fast once (one lucky run); a 30% gain on runs spread by load still wins; runs alternate."""
+  def script(tw, tb):
+    it, order = {"w": iter(tw), "b": iter(tb)}, []
+    def run(b):
+      order.append(b)
+      return next(it[b]), []
+    return run, order
+  steady = [100.0, 100.4, 100.2, 100.6, 100.1, 100.3, 100.5]
+  run, order = script([t * 0.97 for t in steady], steady)
+  assert beam.confirm(run, "w", "b")[0] and order[:4] == ["w", "b", "b", "w"]
+  same_w, same_b = [100.0, 101.5, 100.2, 102.0, 100.9, 101.1, 100.4], [100.6, 100.1, 101.8, 100.3, 101.2, 100.8, 102.2]
+  assert not beam.confirm(script(same_w, same_b)[0], "w", "b")[0]
+  assert not beam.confirm(script([90.0] + steady[1:], steady)[0], "w", "b")[0]   # one fast run: noise
+  loaded_b = [100.0, 130.0, 104.0, 160.0, 101.0, 120.0, 102.0]
+  assert beam.confirm(script([70.0, 95.0, 71.0, 140.0, 72.0, 90.0, 75.0], loaded_b)[0], "w", "b")[0]
+
+@pytest.mark.parametrize("ratio, wins", [(0.97, True), (0.99, False)])
+def test_search_takes_a_steady_small_gain_only_past_small_gain(cache, ratio, wins):
+  """With steady timings (scripted: the heuristic 100 us, one candidate `ratio` of it, the rest 2x), the search keeps a
+  3% gain (below SMALL_GAIN) and drops a 1% one."""
+  si = mm_kernel(32)
+  real = beam_runner(si, DEV)
+  fast: list = []
+  def run(b):
+    _, outs = real(b)
+    if b.opts is not None and not fast: fast.append(b.opts)
+    return (100e-6 if b.opts is None else ratio * 100e-6 if b.opts == fast[0] else 200e-6), outs
+  st: dict = {}
+  got = beam_search(lower(si.ast, si.name), DI, run, 2, stats=st, max_depth=1, min_s=0, budget_s=1e9)
+  real.release()
+  assert (got == fast[0]) if wins else got is None
+  assert st["confirm"] if wins else True
+
+def test_default_threshold_searches_kernels_of_ten_microseconds(monkeypatch):
+  """Kernels of 10-100 us are half a small model's step: searched by default; BEAM_MIN_US still overrides."""
+  monkeypatch.delenv("BEAM_MIN_US", raising=False)
+  assert beam.min_seconds() == pytest.approx(10e-6)
+  monkeypatch.setenv("BEAM_MIN_US", "250")
+  assert beam.min_seconds() == pytest.approx(250e-6)
