@@ -507,3 +507,69 @@ def test_share_with_forks_sets_and_clears_dontfork():
   al.share_with_forks(b, True)
   assert "dc" not in _vm_flags(b.address)
   al.share_with_forks(al.alloc(64), False)   # small buffers live in the heap: left alone
+
+PIN_SCRIPT = r"""
+import glob, json, os, sys
+import numpy as np
+from compiler.assemble.c_compiler import compile_c
+from hcqrt.cpu.device import RUNNER_C, install_runner, CPUDevice, CPUProgram, CPULaunchList
+kind, src = sys.argv[1], sys.stdin.read()
+if kind == "c-runner": install_runner(compile_c(RUNNER_C, "hcqrt_runner"))
+else:
+  from compiler.assemble.llvm import compile_llvm
+  from hcqrt.cpu.runner_llvm import RUNNER_LLVM
+  install_runner(compile_llvm(RUNNER_LLVM, "hcqrt_runner"))
+cpus = sorted(os.sched_getaffinity(0))
+dev, n = CPUDevice(), 1000
+prog = CPUProgram("E_scale", compile_c(src, "E_scale"))
+a, b = dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
+dev.allocator.copyin(a, memoryview(np.arange(n, dtype=np.float32)))
+tasks = lambda: {int(t.rsplit("/", 1)[1]) for t in glob.glob("/proc/self/task/*")}
+before = tasks()   # (threads started by imports; the runner's workers start at the first multi-core launch)
+def workers(): return [sorted(os.sched_getaffinity(t)) for t in tasks() - before]
+out = {"cpus": cpus, "steps": []}
+if os.environ.get("PIN_CALLER", "1") == "1":
+  for step, c in enumerate(cpus[:2]):
+    os.sched_setaffinity(0, {c})   # (this thread only)
+    if step == 0: prog(b, a, vals=(n, 2), threads=2)
+    else: CPULaunchList([("exec", prog, [b, a], (n, 3), 2)]).replay()
+    got = np.empty(n, np.float32); dev.allocator.copyout(memoryview(got), b)
+    out["steps"].append({"caller": c, "workers": workers(), "ok": bool((got == np.arange(n) * (2 + step)).all())})
+else:
+  prog(b, a, vals=(n, 2), threads=2)
+  out["steps"].append({"caller": None, "workers": workers(), "ok": True})
+print(json.dumps(out))
+"""
+
+def _pin_run(kind: str, **env) -> dict:
+  import json
+  r = subprocess.run([sys.executable, "-c", PIN_SCRIPT, kind], input=SCALE.replace("THREADS", "2"), capture_output=True,
+                     text=True, cwd=REPO, env=os.environ | env, timeout=120)
+  assert r.returncode == 0, r.stderr
+  return json.loads(r.stdout)
+
+@pytest.mark.parametrize("kind", ["c-runner", "llvm-runner"])
+def test_native_runner_pins_workers_away_from_the_caller(kind):
+  """Each worker of a native runner (C, LLVM IR) is pinned to one CPU the caller is not on, and re-pinned when the
+  caller has moved (hcqrt_run and a launch list alike): left to the OS, a worker woken by the futex can land on the
+  caller's CPU and stay there, and every launch runs its halves one after the other. On one CPU nothing is pinned."""
+  out = _pin_run(kind)
+  cpus = out["cpus"]
+  for st in out["steps"]:
+    assert st["ok"]
+    if len(cpus) >= 2: assert st["workers"] and all(len(w) == 1 and w[0] != st["caller"] and w[0] in cpus for w in st["workers"]), st
+    else: assert all(w == cpus for w in st["workers"]), st
+
+def test_cpu_pin_0_leaves_workers_to_the_os():
+  """CPU_PIN=0: the workers keep the process's CPUs."""
+  out = _pin_run("c-runner", CPU_PIN="0", PIN_CALLER="0")
+  assert out["steps"][0]["workers"] and all(w == out["cpus"] for w in out["steps"][0]["workers"])
+
+@pytest.mark.parametrize("kind", ["c-runner", "llvm-runner"])
+def test_runner_set_cpus_refuses_out_of_range(kind):
+  """hcqrt_set_cpus refuses a CPU number outside its mask (-1, nothing changed) and takes a valid list."""
+  from hcqrt.cpu.device import _CRunner
+  r = _CRunner(_runner_obj(kind))
+  bad, good = (ctypes.c_int64 * 2)(0, 5000), (ctypes.c_int64 * 2)(0, 1)
+  assert r.set_cpus(bad, 2) == -1 and r.set_cpus(good, -1) == -1
+  assert r.set_cpus(good, 2) == 0 and r.set_cpus(good, 0) == 0

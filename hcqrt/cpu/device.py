@@ -160,21 +160,32 @@ class _Pool:
 RUNNER_C = r"""/* hcqrt CPU runner: persistent worker threads for multi-core kernel launches.
    hcqrt_run(fn, args, nargs, threads) calls fn(args..., core) for core 0..threads-1 and returns when all
    are done; core 0 runs on the calling thread. Workers spin briefly after a job (back-to-back launches
-   then cost no syscall), then sleep on a futex. Only libc's pthread_create and syscall are used. */
+   then cost no syscall), then sleep on a futex. Only libc's pthread_create and syscall are used.
+   Placement: given the process's CPUs (hcqrt_set_cpus), each worker is pinned to one CPU other than the one the
+   caller runs on (re-pinned when the caller has moved). Unpinned, a worker woken by the futex can be placed on the
+   caller's CPU (on a VM the idle vCPU looks busy to the guest's scheduler) and stay there: every launch then runs
+   its halves one after the other, at half speed. */
 typedef long i64;
 int pthread_create(unsigned long *thread, const void *attr, void *(*start)(void *), void *arg);
 long syscall(long number, ...);
 #if defined(__x86_64__)
 #define SYS_FUTEX 202
+#define SYS_GETTID 186
+#define SYS_GETCPU 309
+#define SYS_SETAFFINITY 203
 #define PAUSE() __builtin_ia32_pause()
 #elif defined(__aarch64__)
 #define SYS_FUTEX 98
+#define SYS_GETTID 178
+#define SYS_GETCPU 168
+#define SYS_SETAFFINITY 122
 #define PAUSE() __asm__ volatile("yield")
 #endif
 #define FUTEX_WAIT_PRIVATE 128
 #define FUTEX_WAKE_PRIVATE 129
 #define MAXW 255
 #define MAXARGS 63
+#define MAXCPU 1024
 
 typedef void (*k8)(i64, i64, i64, i64, i64, i64, i64, i64);
 #define A8(p) p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
@@ -190,6 +201,9 @@ static int nworkers;
 static int go[MAXW], sleeping[MAXW];   /* go[w]: 1 = run core w+1 now, 0 = idle/done */
 static int remaining, caller_sleeping;
 static int spin_limit;                /* pause-loop iterations before sleeping on a futex */
+static int wtid[MAXW];                /* each worker's thread id, written by the worker as it starts */
+static int cpus[MAXCPU], ncpus;       /* the CPUs to place workers on (hcqrt_set_cpus); fewer than 2: no pinning */
+static int placed_for = -1;           /* the caller's CPU when the workers were last pinned */
 
 /* the kernel ABI is (void*..., int..., int core): on x86-64 SysV and AArch64 Linux every argument takes one
    64-bit register or stack slot, so passing all as 64-bit integers (and extra trailing ones) is ABI-correct */
@@ -203,6 +217,7 @@ static void call(int core) {
 
 static void *worker(void *arg) {
   int w = (int)(i64)arg;
+  __atomic_store_n(&wtid[w], (int)syscall(SYS_GETTID), __ATOMIC_RELEASE);
   for (;;) {
     for (int spin = 0; !__atomic_load_n(&go[w], __ATOMIC_ACQUIRE); spin++) {
       if (spin < __atomic_load_n(&spin_limit, __ATOMIC_RELAXED)) { PAUSE(); continue; }
@@ -223,9 +238,29 @@ static int start_workers(int threads) {
   while (nworkers < threads - 1) {
     unsigned long tid;
     if (pthread_create(&tid, 0, worker, (void *)(i64)nworkers) != 0) return -2;
+    while (!__atomic_load_n(&wtid[nworkers], __ATOMIC_ACQUIRE)) PAUSE();   /* (place() needs its thread id) */
     nworkers++;
+    placed_for = -1;
   }
   return 0;
+}
+
+/* pin worker w to the w-th of the CPUs other than the caller's (cycling when workers outnumber them); a no-op while
+   the caller stays on the CPU they were placed for. A refused pin (a CPU taken away since) leaves that worker as it is. */
+static void place(void) {
+  if (ncpus < 2) return;
+  unsigned cpu = 0;
+  if (syscall(SYS_GETCPU, &cpu, 0, 0) != 0 || (int)cpu == placed_for) return;
+  placed_for = (int)cpu;
+  int others[MAXCPU], n = 0;
+  for (int i = 0; i < ncpus; i++) if (cpus[i] != (int)cpu) others[n++] = cpus[i];
+  if (n == 0) return;
+  for (int w = 0; w < nworkers; w++) {
+    unsigned long mask[MAXCPU / 64] = {0};
+    int c = others[w % n];
+    mask[c / 64] |= 1UL << (c % 64);
+    syscall(SYS_SETAFFINITY, (long)wtid[w], (long)sizeof(mask), mask);
+  }
 }
 
 /* one launch on `threads` cores (workers already started); returns when all are done */
@@ -240,8 +275,8 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
     __atomic_store_n(&go[w], 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&sleeping[w], __ATOMIC_SEQ_CST)) { syscall(SYS_FUTEX, &go[w], FUTEX_WAKE_PRIVATE, 1, 0, 0, 0); woke = 1; }
   }
-  /* a woken worker is often placed on this very core: spinning here would only delay it */
-  if (woke) spin = 0;
+  /* unpinned, a woken worker is often placed on this very core: spinning here would only delay it */
+  if (woke && ncpus < 2) spin = 0;
   call(0);
   for (int s = 0;; s++) {
     int r = __atomic_load_n(&remaining, __ATOMIC_SEQ_CST);
@@ -260,6 +295,7 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
 int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
   if (nargs < 0 || nargs > MAXARGS || threads < 1 || threads > MAXW + 1) return -1;
   if (start_workers(threads) != 0) return -2;
+  if (threads > 1) place();
   run_one(fn, args, nargs, threads, spin);
   return 0;
 }
@@ -276,14 +312,25 @@ int hcqrt_run_list(const i64 *list, int n) {
     r += 4 + r[1];
   }
   if (start_workers(most) != 0) return -2 - n;
+  if (most > 1) place();
   for (r = list; n > 0; n--, r += 4 + r[1]) run_one((void *)r[0], r + 4, (int)r[1], (int)r[2], (int)r[3]);
   return 0;
 }
 
 /* after fork() only the forking thread exists in the child: forget the workers, new ones start on demand */
 void hcqrt_reset(void) {
-  nworkers = 0; remaining = 0; caller_sleeping = 0;
-  for (int w = 0; w < MAXW; w++) go[w] = sleeping[w] = 0;
+  nworkers = 0; remaining = 0; caller_sleeping = 0; placed_for = -1;
+  for (int w = 0; w < MAXW; w++) go[w] = sleeping[w] = wtid[w] = 0;
+}
+
+/* the CPUs workers may be pinned to (the process's affinity mask); n < 2 turns pinning off. Returns 0, or -1 if a
+   CPU number is out of range (nothing changed). */
+int hcqrt_set_cpus(const i64 *list, int n) {
+  if (n < 0 || n > MAXCPU) return -1;
+  for (int i = 0; i < n; i++) if (list[i] < 0 || list[i] >= MAXCPU) return -1;
+  for (int i = 0; i < n; i++) cpus[i] = (int)list[i];
+  ncpus = n; placed_for = -1;
+  return 0;
 }
 """
 
@@ -297,7 +344,16 @@ class _CRunner:
     self.run_fn = self.image.function("hcqrt_run", [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3, ctypes.c_int)
     self.run_list_fn = self.image.function("hcqrt_run_list", [ctypes.c_void_p, ctypes.c_int], ctypes.c_int)
     self.reset = self.image.function("hcqrt_reset", [])
+    self.set_cpus = self.image.function("hcqrt_set_cpus", [ctypes.c_void_p, ctypes.c_int], ctypes.c_int)
     self.lock = threading.Lock()  # the runner's job slot is global: one launch at a time
+    self.pin(os.environ.get("CPU_PIN", "1") != "0")
+
+  def pin(self, on: bool) -> None:
+    """Pin the workers to the process's CPUs, each to one the caller is not on (CPU_PIN=0: leave them to the OS)."""
+    cpus = sorted(os.sched_getaffinity(0)) if on and hasattr(os, "sched_getaffinity") else []
+    arr = (ctypes.c_int64 * (len(cpus) or 1))(*cpus)
+    with self.lock:
+      if self.set_cpus(arr, len(cpus)) != 0: self.set_cpus(arr, 0)   # (a CPU number past the runner's mask size)
 
   def run(self, fn_addr: int, args: list, threads: int) -> None:
     arr = (ctypes.c_int64 * (len(args) or 1))(*args)

@@ -4,7 +4,8 @@ still gets the native thread pool (built in-process by llvmlite) instead of the 
 Same symbols, ABI and protocol as RUNNER_C: `hcqrt_run(fn, args, nargs, threads, spin)` calls `fn(args..., core)` for
 core 0..threads-1 (core 0 on the calling thread) and returns 0, -1 (arguments out of range) or -2 (pthread_create
 failed); `hcqrt_run_list(list, n)` runs a JIT launch list of records as the C runner's does; `hcqrt_reset()` forgets
-the workers after fork. Workers spin `spin` pause iterations after a job, then sleep on a futex. Every argument is
+the workers after fork; `hcqrt_set_cpus(list, n)` gives the CPUs workers are pinned to (each to one the caller is not
+on, as the C runner does). Workers spin `spin` pause iterations after a job, then sleep on a futex. Every argument is
 passed as an i64 (x86-64 SysV: one register or stack slot each, so extra trailing ones are harmless); the futex
 syscall gets its int arguments as i64 too (C would leave the upper halves of varargs undefined).
 x86-64 only, like the ELF loader that maps it (hcqrt/cpu/elf_loader.py).
@@ -12,8 +13,9 @@ x86-64 only, like the ELF loader that maps it (hcqrt/cpu/elf_loader.py).
 >>> all(f"define i32 @{f}(" in RUNNER_LLVM for f in ("hcqrt_run", "hcqrt_run_list")) and "@pthread_create" in RUNNER_LLVM
 True
 """
-MAXW, MAXARGS = 255, 63
+MAXW, MAXARGS, MAXCPU = 255, 63, 1024
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129   # x86-64 Linux
+SYS_GETTID, SYS_GETCPU, SYS_SETAFFINITY = 186, 309, 203
 
 def _call_fn(n: int) -> str:
   """`call(core)` with n i64 arguments read from %a (the copied job arguments plus the core number)."""
@@ -30,6 +32,10 @@ RUNNER_LLVM = f"""
 @remaining = internal global i32 0, align 4
 @caller_sleeping = internal global i32 0, align 4
 @spin_limit = internal global i32 0, align 4
+@wtid = internal global [{MAXW} x i32] zeroinitializer, align 16
+@cpus = internal global [{MAXCPU} x i32] zeroinitializer, align 16
+@ncpus = internal global i32 0, align 4
+@placed_for = internal global i32 -1, align 4
 
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i64 @syscall(i64, ...)
@@ -69,6 +75,10 @@ entry:
   %slp = getelementptr inbounds [{MAXW} x i32], ptr @sleeping, i64 0, i64 %w
   %w32 = trunc i64 %w to i32
   %core = add i32 %w32, 1
+  %tid = call i64 (i64, ...) @syscall(i64 {SYS_GETTID})
+  %tid32 = trunc i64 %tid to i32
+  %tidp = getelementptr inbounds [{MAXW} x i32], ptr @wtid, i64 0, i64 %w
+  store atomic i32 %tid32, ptr %tidp release, align 4
   br label %wait
 wait:                                   ; spin while go[w] == 0, then sleep on the futex
   %spin = phi i32 [ 0, %entry ], [ %spin1, %pause ], [ 0, %slept ], [ 0, %job ], [ 0, %lastw ], [ 0, %dowake ]
@@ -127,15 +137,106 @@ create:
   br i1 %fail, label %nothread, label %created
 nothread:
   ret i32 -2
-created:
+created:                                ; wait for its thread id (place() pins by it)
+  %tidp = getelementptr inbounds [{MAXW} x i32], ptr @wtid, i64 0, i64 %nw64
+  %t = load atomic i32, ptr %tidp acquire, align 4
+  %started = icmp ne i32 %t, 0
+  br i1 %started, label %counted, label %waittid
+waittid:
+  call void @llvm.x86.sse2.pause()
+  br label %created
+counted:
   %nw1 = add i32 %nw, 1
   store i32 %nw1, ptr @nworkers
+  store i32 -1, ptr @placed_for
   br label %spawn
 done:
   ret i32 0
 }}
 
+; pin worker w to the w-th of the CPUs other than the caller's (cycling); nothing while the caller stays on the CPU
+; the workers were placed for, or with fewer than 2 CPUs given. A refused pin leaves that worker as it is.
+define internal void @place() {{
+entry:
+  %cpu = alloca i32, align 4
+  %mask = alloca [{MAXCPU // 64} x i64], align 16
+  %others = alloca [{MAXCPU} x i32], align 16
+  %nc = load i32, ptr @ncpus
+  %few = icmp slt i32 %nc, 2
+  br i1 %few, label %ret, label %ask
+ask:
+  store i32 0, ptr %cpu
+  %rc = call i64 (i64, ...) @syscall(i64 {SYS_GETCPU}, ptr %cpu, i64 0, i64 0)
+  %failed = icmp ne i64 %rc, 0
+  %c = load i32, ptr %cpu
+  %pf = load i32, ptr @placed_for
+  %same = icmp eq i32 %c, %pf
+  %skip = or i1 %failed, %same
+  br i1 %skip, label %ret, label %collect
+collect:
+  store i32 %c, ptr @placed_for
+  br label %col.head
+col.head:
+  %i = phi i32 [ 0, %collect ], [ %i1, %col.next ]
+  %n = phi i32 [ 0, %collect ], [ %n1, %col.next ]
+  %more = icmp slt i32 %i, %nc
+  br i1 %more, label %col.body, label %pin.start
+col.body:
+  %i64 = sext i32 %i to i64
+  %cp = getelementptr inbounds [{MAXCPU} x i32], ptr @cpus, i64 0, i64 %i64
+  %ci = load i32, ptr %cp
+  %isme = icmp eq i32 %ci, %c
+  br i1 %isme, label %col.next, label %col.add
+col.add:
+  %n64 = sext i32 %n to i64
+  %op = getelementptr inbounds [{MAXCPU} x i32], ptr %others, i64 0, i64 %n64
+  store i32 %ci, ptr %op
+  %nadd = add i32 %n, 1
+  br label %col.next
+col.next:
+  %n1 = phi i32 [ %n, %col.body ], [ %nadd, %col.add ]
+  %i1 = add i32 %i, 1
+  br label %col.head
+pin.start:
+  %none = icmp eq i32 %n, 0
+  %nw = load i32, ptr @nworkers
+  br i1 %none, label %ret, label %pin.head
+pin.head:
+  %w = phi i32 [ 0, %pin.start ], [ %w1, %pin.body ]
+  %pm = icmp slt i32 %w, %nw
+  br i1 %pm, label %pin.body, label %ret
+pin.body:
+  call void @llvm.memset.p0.i64(ptr %mask, i8 0, i64 {MAXCPU // 8}, i1 false)
+  %k = urem i32 %w, %n
+  %k64 = zext i32 %k to i64
+  %tp = getelementptr inbounds [{MAXCPU} x i32], ptr %others, i64 0, i64 %k64
+  %t = load i32, ptr %tp
+  %word = lshr i32 %t, 6
+  %bit = and i32 %t, 63
+  %word64 = zext i32 %word to i64
+  %bit64 = zext i32 %bit to i64
+  %mp = getelementptr inbounds [{MAXCPU // 64} x i64], ptr %mask, i64 0, i64 %word64
+  %one = shl i64 1, %bit64
+  store i64 %one, ptr %mp
+  %w64 = sext i32 %w to i64
+  %tidp = getelementptr inbounds [{MAXW} x i32], ptr @wtid, i64 0, i64 %w64
+  %tid = load i32, ptr %tidp
+  %tid64 = sext i32 %tid to i64
+  %r2 = call i64 (i64, ...) @syscall(i64 {SYS_SETAFFINITY}, i64 %tid64, i64 {MAXCPU // 8}, ptr %mask)
+  %w1 = add i32 %w, 1
+  br label %pin.head
+ret:
+  ret void
+}}
+
 define i32 @hcqrt_run(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0) {{
+entry:
+  %r = call i32 @run_impl(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0, i1 true)
+  ret i32 %r
+}}
+
+; one launch; %doplace: pin the workers first (hcqrt_run_list places once for the whole list)
+define internal i32 @run_impl(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0, i1 %doplace) {{
 entry:
   %b0 = icmp slt i32 %nargs, 0
   %b1 = icmp sgt i32 %nargs, {MAXARGS}
@@ -150,9 +251,16 @@ badargs:
 spawn:
   %st = call i32 @start_workers(i32 %threads)
   %nothread = icmp ne i32 %st, 0
-  br i1 %nothread, label %badthread, label %post
+  br i1 %nothread, label %badthread, label %placing
 badthread:
   ret i32 -2
+placing:
+  %multi = icmp sgt i32 %threads, 1
+  %pl = and i1 %doplace, %multi
+  br i1 %pl, label %doplacing, label %post
+doplacing:
+  call void @place()
+  br label %post
 post:
   %want = sub i32 %threads, 1
   store ptr %fn, ptr @job_fn
@@ -183,8 +291,11 @@ go.next:
   %woke1 = or i1 %woke, %asleep
   %w1 = add i32 %w, 1
   br label %go.head
-go.done:                                ; a woken worker often lands on this very core: then do not spin
-  %spin = select i1 %woke, i32 0, i32 %spin0
+go.done:                                ; unpinned, a woken worker often lands on this very core: then do not spin
+  %ncp = load i32, ptr @ncpus
+  %unpinned = icmp slt i32 %ncp, 2
+  %nospin = and i1 %woke, %unpinned
+  %spin = select i1 %nospin, i32 0, i32 %spin0
   call void @call(i32 0)
   br label %wait
 wait:
@@ -256,13 +367,19 @@ spawn:
   %most32 = trunc i64 %most to i32
   %st = call i32 @start_workers(i32 %most32)
   %nothread = icmp ne i32 %st, 0
-  br i1 %nothread, label %badthread, label %run.head
+  br i1 %nothread, label %badthread, label %placing
 badthread:
   %neg2 = sub i32 -2, %n
   ret i32 %neg2
+placing:
+  %multi = icmp sgt i32 %most32, 1
+  br i1 %multi, label %doplacing, label %run.head
+doplacing:
+  call void @place()
+  br label %run.head
 run.head:
-  %j = phi i32 [ 0, %spawn ], [ %j1, %run.body ]
-  %q = phi ptr [ %list, %spawn ], [ %qn, %run.body ]
+  %j = phi i32 [ 0, %placing ], [ 0, %doplacing ], [ %j1, %run.body ]
+  %q = phi ptr [ %list, %placing ], [ %list, %doplacing ], [ %qn, %run.body ]
   %rmore = icmp slt i32 %j, %n
   br i1 %rmore, label %run.body, label %done
 run.body:
@@ -277,7 +394,7 @@ run.body:
   %a32 = trunc i64 %a to i32
   %t32 = trunc i64 %t to i32
   %sp32 = trunc i64 %sp to i32
-  %ignored = call i32 @hcqrt_run(ptr %f, ptr %args, i32 %a32, i32 %t32, i32 %sp32)
+  %ignored = call i32 @run_impl(ptr %f, ptr %args, i32 %a32, i32 %t32, i32 %sp32, i1 false)
   %step2 = add i64 %a, 4
   %qn = getelementptr inbounds i64, ptr %q, i64 %step2
   %j1 = add i32 %j, 1
@@ -290,9 +407,54 @@ define void @hcqrt_reset() {{
   store i32 0, ptr @nworkers
   store i32 0, ptr @remaining
   store i32 0, ptr @caller_sleeping
+  store i32 -1, ptr @placed_for
   call void @llvm.memset.p0.i64(ptr @go, i8 0, i64 {4 * MAXW}, i1 false)
   call void @llvm.memset.p0.i64(ptr @sleeping, i8 0, i64 {4 * MAXW}, i1 false)
+  call void @llvm.memset.p0.i64(ptr @wtid, i8 0, i64 {4 * MAXW}, i1 false)
   ret void
 }}
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+
+; the CPUs workers may be pinned to; n < 2 turns pinning off. 0, or -1 when a CPU number is out of range (no change)
+define i32 @hcqrt_set_cpus(ptr %list, i32 %n) {{
+entry:
+  %neg = icmp slt i32 %n, 0
+  %big = icmp sgt i32 %n, {MAXCPU}
+  %badn = or i1 %neg, %big
+  br i1 %badn, label %bad, label %chk.head
+chk.head:
+  %i = phi i32 [ 0, %entry ], [ %i1, %chk.body ]
+  %more = icmp slt i32 %i, %n
+  br i1 %more, label %chk.item, label %copy.head
+chk.item:
+  %i64 = sext i32 %i to i64
+  %p = getelementptr inbounds i64, ptr %list, i64 %i64
+  %c = load i64, ptr %p
+  %lo = icmp slt i64 %c, 0
+  %hi = icmp sge i64 %c, {MAXCPU}
+  %out = or i1 %lo, %hi
+  br i1 %out, label %bad, label %chk.body
+chk.body:
+  %i1 = add i32 %i, 1
+  br label %chk.head
+copy.head:
+  %j = phi i32 [ 0, %chk.head ], [ %j1, %copy.body ]
+  %cm = icmp slt i32 %j, %n
+  br i1 %cm, label %copy.body, label %set
+copy.body:
+  %j64 = sext i32 %j to i64
+  %q = getelementptr inbounds i64, ptr %list, i64 %j64
+  %v = load i64, ptr %q
+  %v32 = trunc i64 %v to i32
+  %d = getelementptr inbounds [{MAXCPU} x i32], ptr @cpus, i64 0, i64 %j64
+  store i32 %v32, ptr %d
+  %j1 = add i32 %j, 1
+  br label %copy.head
+set:
+  store i32 %n, ptr @ncpus
+  store i32 -1, ptr @placed_for
+  ret i32 0
+bad:
+  ret i32 -1
+}}
 """
