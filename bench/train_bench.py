@@ -3,7 +3,13 @@ JIT's replay cost per kernel; then tinygrad's beautiful_mnist CNN (Conv 1->32 5x
 32->64 3x3, 64->64 3x3, BatchNorm, maxpool, Linear 576->10; Adam) on random 28x28 images at --mnist-batch, ours
 TinyJit vs torch. Each side runs in its own process, torch right after ours.
 
-  python bench/train_bench.py [--batch 64] [--steps 30] [--mnist-batch 128] [--mnist-steps 10] [--no-mnist] [--json]
+BEAM=2 on the digits step (--beam-runs R, 0 skips it): a first process with a fresh private cache searches (its first
+three steps' wall time is compiles + search; a BEAM=0 process with a fresh cache of its own gives the compile-only
+wall time next to it), then R processes with BEAM=2 (served from that cache: they count C compiles and searches, both
+0 when the cache works) and R with BEAM=0 take turns, each timing the median of --steps steps; the medians of each
+side's medians are reported.
+
+  python bench/train_bench.py [--batch 64] [--steps 30] [--mnist-batch 128] [--mnist-steps 10] [--no-mnist] [--beam-runs 5] [--json]
 """
 from __future__ import annotations
 import argparse, json, os, subprocess, sys
@@ -120,11 +126,72 @@ ts = ts[3:]
 print(json.dumps({"mnist_torch_ms": 1e3 * sorted(ts)[len(ts) // 2]}))
 '''
 
-def run(code: str, batch: int, steps: int) -> dict:
+# the digits step under the BEAM setting of the environment: wall time of the first 3 steps (compile, capture, BEAM
+# search), the median step, and what the first steps did: C compiles, BEAM searches run and answered by the cache
+BEAM_OURS = r'''
+import json, sys, time, importlib.util, numpy as np
+sys.path.insert(0, ROOT)
+from frontend import Tensor, TinyJit, optim
+from frontend.nn.state import get_parameters
+import compiler.beam as beam, compiler.assemble.c_compiler as cc
+counts = {"cc_calls": 0, "searched": 0, "beam_cache_hits": 0, "beam_changed": 0}
+real_run, real_search = cc.subprocess.run, beam.beam_search
+def counting_run(*a, **kw):
+  counts["cc_calls"] += 1
+  return real_run(*a, **kw)
+def counting_search(*a, **kw):
+  st = {}
+  opts = real_search(*a, stats=st, **kw)
+  counts["beam_cache_hits" if st["cache_hit"] else "searched"] += 1
+  counts["beam_changed"] += opts is not None
+  return opts
+cc.subprocess.run, beam.beam_search = counting_run, counting_search
+spec = importlib.util.spec_from_file_location("td", ROOT + "/examples/train_digits.py"); td = importlib.util.module_from_spec(spec); spec.loader.exec_module(td)
+x_train, y_train, _, _ = td.load_digits(0)
+Tensor.manual_seed(0)
+model = td.DigitsNet(8); opt = optim.Adam(get_parameters(model), lr=3e-3)
+step = TinyJit(td.make_train_step(model, opt))
+rng = np.random.default_rng(0)
+batches = [(Tensor(x_train[i]).realize(), Tensor(y_train[i]).realize()) for i in (rng.integers(0, len(x_train), BATCH) for _ in range(STEPS))]
+st = time.perf_counter()
+for xb, yb in batches[:3]: step(xb, yb)
+first = time.perf_counter() - st
+ts = []
+for xb, yb in batches[3:]:
+  st = time.perf_counter(); step(xb, yb); ts.append(time.perf_counter() - st)
+print(json.dumps({"first_s": first, "step_ms": 1e3 * sorted(ts)[len(ts) // 2], **counts}))
+'''
+
+def run(code: str, batch: int, steps: int, env: dict | None = None) -> dict:
   src = f"ROOT = {ROOT!r}\nBATCH = {batch}\nSTEPS = {steps}\n" + code
-  out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, cwd=ROOT)
+  out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, cwd=ROOT, env=None if env is None else {**os.environ, **env})
   if out.returncode != 0: return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
   return json.loads(out.stdout.strip().splitlines()[-1])
+
+def beam_rows(batch: int, steps: int, runs: int) -> dict:
+  """The digits step under BEAM=2 against BEAM=0 (see the module doc): search and compile wall times from fresh caches,
+  then `runs` interleaved processes per side (their step medians), and the cache's answer in the BEAM=2 ones."""
+  import tempfile, shutil
+  dirs = {b: tempfile.mkdtemp(prefix=f"hcqrt-train-beam{b}-") for b in ("0", "2")}
+  try:
+    env = lambda b: {"BEAM": b, "HCQRT_CACHE": dirs[b]}
+    first = {b: run(BEAM_OURS, batch, steps, env(b)) for b in ("2", "0")}
+    if any("error" in r for r in first.values()): return {"beam_error": next(r["error"] for r in first.values() if "error" in r)}
+    again: dict[str, list] = {"0": [], "2": []}
+    for _ in range(runs):
+      for b in ("2", "0"):
+        if "error" in (r := run(BEAM_OURS, batch, steps, env(b))): return {"beam_error": r["error"]}
+        again[b].append(r)
+  finally:
+    for d in dirs.values(): shutil.rmtree(d, ignore_errors=True)
+  med = lambda xs: sorted(xs)[len(xs) // 2]
+  warm = again["2"]
+  return {"beam_first_s": first["2"]["first_s"], "beam_noopt_first_s": first["0"]["first_s"], "beam_searched": first["2"]["searched"],
+          "beam_changed": first["2"]["beam_changed"], "beam_runs": runs,
+          "beam_step_ms": med([r["step_ms"] for r in warm]), "beam_heuristic_step_ms": med([r["step_ms"] for r in again["0"]]),
+          "beam_step_ms_all": [round(r["step_ms"], 3) for r in warm], "beam_heuristic_step_ms_all": [round(r["step_ms"], 3) for r in again["0"]],
+          "beam_second_cc_calls": max(r["cc_calls"] for r in warm), "beam_second_searched": max(r["searched"] for r in warm),
+          "beam_second_cache_hits": min(r["beam_cache_hits"] for r in warm)}
 
 def main() -> None:
   ap = argparse.ArgumentParser()
@@ -135,6 +202,7 @@ def main() -> None:
   ap.add_argument("--mnist-batch", type=int, default=128)
   ap.add_argument("--mnist-steps", type=int, default=10)
   ap.add_argument("--no-mnist", action="store_true", help="skip the beautiful_mnist CNN step")
+  ap.add_argument("--beam-runs", type=int, default=5, help="processes per side for the BEAM=2 vs BEAM=0 digits step (0: skip)")
   a = ap.parse_args()
   import importlib.util
   has_torch = not a.no_torch and importlib.util.find_spec("torch") is not None
@@ -144,7 +212,8 @@ def main() -> None:
   mn: dict = {}
   if not a.no_mnist:
     mn = {"ours": run(MNIST_OURS, a.mnist_batch, a.mnist_steps), "torch": run(MNIST_TORCH, a.mnist_batch, a.mnist_steps) if has_torch else {"error": "skipped"}}
-  res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"}}
+  bm = beam_rows(a.batch, a.steps, a.beam_runs) if a.beam_runs > 0 else {}
+  res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"}, **bm}
   if a.json: print(json.dumps(res)); return
   print(f"digits CNN train step, batch {a.batch} (median of {a.steps - 3} steps)")
   if "error" in ours: print("  ours failed:", ours["error"])
@@ -155,6 +224,12 @@ def main() -> None:
   if "torch_ms" in theirs and "jit_ms" in ours:
     print(f"  torch CPU    {theirs['torch_ms']:8.2f} ms   ({theirs['torch_threads']} threads)  ours-jit/torch = {ours['jit_ms'] / theirs['torch_ms']:.2f}x")
   elif "error" in theirs: print("  torch:", theirs["error"])
+  if "beam_error" in bm: print("  BEAM=2 failed:", bm["beam_error"])
+  elif bm:
+    print(f"  BEAM=2 TinyJit {bm['beam_step_ms']:7.2f} ms vs BEAM=0 {bm['beam_heuristic_step_ms']:.2f} ms (median of {bm['beam_runs']} interleaved "
+          f"processes each): {bm['beam_heuristic_step_ms'] / bm['beam_step_ms']:.2f}x; first run {bm['beam_first_s']:.1f} s with the search "
+          f"({bm['beam_searched']} kernels searched, {bm['beam_changed']} changed) vs {bm['beam_noopt_first_s']:.1f} s without; next runs: "
+          f"{bm['beam_second_cc_calls']} C compiles, {bm['beam_second_searched']} searches, {bm['beam_second_cache_hits']} cache hits")
   if mn:
     o, t = mn["ours"], mn["torch"]
     print(f"beautiful_mnist CNN train step, batch {a.mnist_batch}, TinyJit, Adam (median of {a.mnist_steps - 3} steps)")
