@@ -163,6 +163,10 @@ def bench_beam(spec: dict) -> list[dict]:
   import frontend.engine as eng
   import compiler.assemble.c_compiler as cc
   rows = []
+  calls, real_run = [0], cc.subprocess.run
+  def counting(*args, **kw):
+    calls[0] += 1
+    return real_run(*args, **kw)
   for n in spec["beam"]:
     an, bn = matmul_inputs(n)
     a, b = Tensor(an).realize(), Tensor(bn).realize()
@@ -171,10 +175,7 @@ def bench_beam(spec: dict) -> list[dict]:
     search = time.perf_counter() - t0
     res = _time_realize(lambda: a @ b, budget_s=3.0, max_reps=10)
     eng._kernel_cache.clear()
-    calls, real_run = [0], cc.subprocess.run
-    def counting(*args, **kw):
-      calls[0] += 1
-      return real_run(*args, **kw)
+    calls[0] = 0
     cc.subprocess.run = counting
     try:
       t0 = time.perf_counter()
