@@ -58,8 +58,9 @@ PRUNE = 2.0                 # a beam entry this many times slower than the best 
 MAX_CANDIDATES = 12         # compiled and timed per round
 RENDER_FACTOR = 3           # ... out of at most this many times as many rendered (the rest wait for the next round)
 GAIN = 0.95                 # the winner's fastest and median runs below this fraction of the heuristic's, or...
-SMALL_GAIN = 0.98           # ...all the winner's runs but its slowest below this fraction of the heuristic's fastest...
-CONFIRM_REPS = 7            # ...when both are run again in turns, this many times each (see `confirm`)
+SMALL_GAIN = 0.98           # ...all the winner's runs but its slowest quarter below this fraction of the heuristic's fastest...
+CONFIRM_REPS = 7            # ...when both are run again in turns, this many times each (see `confirm`)...
+CONFIRM_ROUNDS = 2          # ...and once more when undecided
 # the order the opt kinds take turns in a round's candidates: what most often beats the heuristic on the CPU first
 KIND_ORDER = (OptKind.DEFAULT, OptKind.UPCAST, OptKind.UNROLL, OptKind.SWAP, OptKind.SPLIT, OptKind.THREAD, OptKind.REDUCE_UNROLL,
               OptKind.VECTOR, OptKind.PEEL, OptKind.REDUCE_VECTOR, OptKind.PAD)
@@ -186,15 +187,18 @@ def _cached(path) -> tuple[bool, tuple | None]:
   try: return True, tuple(Opt.from_json(o) for o in entry["opts"])
   except (KeyError, TypeError, IndexError): return False, None
 
-def confirm(run: Callable[[Built], tuple[float, list]], win: Built, base: Built, reps: int = CONFIRM_REPS) -> tuple[bool, list[float], list[float]]:
+def confirm(run: Callable[[Built], tuple[float, list]], win: Built, base: Built, reps: int = CONFIRM_REPS,
+            rounds: int = CONFIRM_ROUNDS) -> tuple[bool, list[float], list[float]]:
   """Whether `win` really beats the heuristic's `base`: both run `reps` times in turns (which goes first alternates, so
-  neither always runs on caches or cores the other warmed). The winner wins when all its runs but the slowest are below
-  SMALL_GAIN x the heuristic's fastest run, or when both its fastest and its median run are below GAIN x the
-  heuristic's. Two kernels of the same speed give time samples of one distribution: the 6 fastest of 14 runs all being
-  one kernel's has a chance of 8 in 3432 (1 in 429) for 7 + 7 runs, before the SMALL_GAIN margin, which makes it rarer
-  still, while a real gain of a few % passes as soon as the runs spread less than the gain (the runner makes them: see
-  frontend/beam_runner.py). A big gain timed on a loaded machine passes by the second rule. Returns (won, winner's
-  times, heuristic's times).
+  neither always runs on caches or cores the other warmed). The winner wins when all its runs but the slowest quarter
+  (rounded down) are below SMALL_GAIN x the heuristic's fastest run, or when both its fastest and its median run are
+  below GAIN x the heuristic's. Undecided while its fastest run is below SMALL_GAIN x the heuristic's fastest (other
+  processes slowed some of its runs), both run `reps` times more, up to `rounds` times, and the rule is applied to
+  all the runs. Two kernels of the same speed give samples of one distribution: n - k given runs of n being the fastest
+  of 2n has a chance of C(n+k, k) / C(2n, n): 8 in 3432 (1 in 429) for 7 + 7 runs (k = 1), 1 in 59000 for 14 + 14
+  (k = 3), before the SMALL_GAIN margin, which makes it rarer still; while a real gain of a few % passes as soon as
+  most runs spread less than the gain (the runner makes them: see frontend/beam_runner.py). A big gain timed on a
+  loaded machine passes by the second rule. Returns (won, winner's times, heuristic's times).
 
   >>> t = {"w": iter([9.6, 9.7, 9.6, 9.8, 9.6, 9.7, 9.6]), "b": iter([10.0, 10.1, 10.0, 10.2, 10.0, 10.1, 10.0])}
   >>> confirm(lambda b: (next(t[b]), []), "w", "b")[0]
@@ -202,11 +206,13 @@ def confirm(run: Callable[[Built], tuple[float, list]], win: Built, base: Built,
   """
   tw: list[float] = []
   tb: list[float] = []
-  for i in range(reps):
-    for b, ts in ((win, tw), (base, tb))[::1 if i % 2 == 0 else -1]: ts.append(run(b)[0])
   med = lambda ts: sorted(ts)[len(ts) // 2]
-  won = sorted(tw)[-2] < SMALL_GAIN * min(tb) or (min(tw) < GAIN * min(tb) and med(tw) < GAIN * med(tb))
-  return won, tw, tb
+  for _ in range(rounds):
+    for i in range(reps):
+      for b, ts in ((win, tw), (base, tb))[::1 if i % 2 == 0 else -1]: ts.append(run(b)[0])
+    if sorted(tw)[-1 - len(tw) // 4] < SMALL_GAIN * min(tb) or (min(tw) < GAIN * min(tb) and med(tw) < GAIN * med(tb)): return True, tw, tb
+    if min(tw) >= SMALL_GAIN * min(tb): break   # not even its fastest run: more runs won't change that
+  return False, tw, tb
 
 def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[float, list]], width: int = 2, *,
                 use_cache: bool = True, progress: bool = False, workers: int | None = None, stats: dict | None = None,

@@ -157,7 +157,9 @@ def test_runner_launches_once_untimed_right_before_the_timed_launch():
 
 def test_confirm_accepts_a_steady_small_gain_and_rejects_noise():
   """confirm's rule on scripted times (no clock): a steady 3% gain wins; equal speeds whose runs interleave don't, nor
-  does a winner that was fast once (one lucky run); a 30% gain on runs spread by load still wins; runs alternate."""
+  does a winner that was fast once (one lucky run, also after the second round of runs it earns); a 30% gain on runs
+  spread by load still wins; a 3% gain with two of its first 7 runs slowed by load wins in the second round; the
+  order of the runs alternates."""
   def script(tw, tb):
     it, order = {"w": iter(tw), "b": iter(tb)}, []
     def run(b):
@@ -166,12 +168,18 @@ def test_confirm_accepts_a_steady_small_gain_and_rejects_noise():
     return run, order
   steady = [100.0, 100.4, 100.2, 100.6, 100.1, 100.3, 100.5]
   run, order = script([t * 0.97 for t in steady], steady)
-  assert beam.confirm(run, "w", "b")[0] and order[:4] == ["w", "b", "b", "w"]
+  won, tw, tb = beam.confirm(run, "w", "b")
+  assert won and len(tw) == len(tb) == 7 and order[:4] == ["w", "b", "b", "w"]
   same_w, same_b = [100.0, 101.5, 100.2, 102.0, 100.9, 101.1, 100.4], [100.6, 100.1, 101.8, 100.3, 101.2, 100.8, 102.2]
-  assert not beam.confirm(script(same_w, same_b)[0], "w", "b")[0]
-  assert not beam.confirm(script([90.0] + steady[1:], steady)[0], "w", "b")[0]   # one fast run: noise
+  won, tw, _ = beam.confirm(script(same_w, same_b)[0], "w", "b")
+  assert not won and len(tw) == 7   # (not even its fastest run 2% ahead: no second round)
+  won, tw, _ = beam.confirm(script([90.0] + steady[1:] + steady, steady * 2)[0], "w", "b")
+  assert not won and len(tw) == 14   # one fast run: noise, also after 7 more runs
   loaded_b = [100.0, 130.0, 104.0, 160.0, 101.0, 120.0, 102.0]
   assert beam.confirm(script([70.0, 95.0, 71.0, 140.0, 72.0, 90.0, 75.0], loaded_b)[0], "w", "b")[0]
+  slowed = [97.0, 150.0, 97.2, 97.1, 130.0, 97.3, 97.0] + [97.1, 97.0, 97.2, 97.0, 97.3, 97.1, 97.0]
+  won, tw, _ = beam.confirm(script(slowed, steady * 2)[0], "w", "b")
+  assert won and len(tw) == 14
 
 @pytest.mark.parametrize("ratio, wins", [(0.97, True), (0.99, False)])
 def test_search_takes_a_steady_small_gain_only_past_small_gain(cache, ratio, wins):
