@@ -154,6 +154,13 @@ def test_runner_launches_once_untimed_right_before_the_timed_launch():
     run.release()
     assert dev.log == ["copyin"] + launches and t > 0
     np.testing.assert_allclose(outs[0].reshape(x.shape), x * 2 + 1, rtol=1e-6)
+  # a kernel that writes nothing leaves the NaN garbage in place, warm launch or not (so BEAM sees an unwritten element)
+  class Lazy(_Recording):
+    def program(self, name, binary): return lambda *a, **kw: 1e-6
+  run = beam_runner(si, Lazy(DEV))
+  outs = run(b)[1]
+  run.release()
+  assert np.isnan(outs[0]).all()
 
 def test_confirm_accepts_a_steady_small_gain_and_rejects_noise():
   """confirm's rule on scripted times (no clock): a steady 3% gain wins; equal speeds whose runs interleave don't, nor
