@@ -147,7 +147,7 @@ def test_runner_launches_once_untimed_right_before_the_timed_launch():
   b = beam.build(lower(si.ast, si.name), None, DI)
   for warm, launches in ((True, ["launch", "launch"]), (False, ["launch"])):
     dev = _Recording(DEV)
-    run = beam_runner(si, dev, warm=warm)
+    run = beam_runner(si, dev) if warm else beam_runner(si, dev, warm=False)   # (warm by default)
     run(b)   # (the first run also fills the inputs)
     dev.log.clear()
     t, outs = run(b)
