@@ -7,7 +7,7 @@ BEAM=2 on the digits step (--beam-runs R, 0 skips it): a first process with a fr
 three steps' wall time is compiles + search; a BEAM=0 process with a fresh cache of its own gives the compile-only
 wall time next to it), then R processes with BEAM=2 (served from that cache: they count C compiles and searches, both
 0 when the cache works) and R with BEAM=0 take turns, each timing the median of --steps steps; the medians of each
-side's medians are reported.
+side's medians are reported (each process times at least 200 steps).
 
   python bench/train_bench.py [--batch 64] [--steps 30] [--mnist-batch 128] [--mnist-steps 10] [--no-mnist] [--beam-runs 5] [--json]
 """
@@ -212,7 +212,7 @@ def main() -> None:
   mn: dict = {}
   if not a.no_mnist:
     mn = {"ours": run(MNIST_OURS, a.mnist_batch, a.mnist_steps), "torch": run(MNIST_TORCH, a.mnist_batch, a.mnist_steps) if has_torch else {"error": "skipped"}}
-  bm = beam_rows(a.batch, a.steps, a.beam_runs) if a.beam_runs > 0 else {}
+  bm = beam_rows(a.batch, max(a.steps, 200), a.beam_runs) if a.beam_runs > 0 else {}   # (steps are cheap here: more of them steady the medians)
   res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"}, **bm}
   if a.json: print(json.dumps(res)); return
   print(f"digits CNN train step, batch {a.batch} (median of {a.steps - 3} steps)")
