@@ -134,7 +134,7 @@ sys.path.insert(0, ROOT)
 from frontend import Tensor, TinyJit, optim
 from frontend.nn.state import get_parameters
 import compiler.beam as beam, compiler.assemble.c_compiler as cc
-counts = {"cc_calls": 0, "searched": 0, "beam_cache_hits": 0, "beam_changed": 0}
+counts = {"cc_calls": 0, "searched": 0, "too_fast": 0, "beam_cache_hits": 0, "beam_changed": 0}
 real_run, real_search = cc.subprocess.run, beam.beam_search
 def counting_run(*a, **kw):
   counts["cc_calls"] += 1
@@ -142,7 +142,7 @@ def counting_run(*a, **kw):
 def counting_search(*a, **kw):
   st = {}
   opts = real_search(*a, stats=st, **kw)
-  counts["beam_cache_hits" if st["cache_hit"] else "searched"] += 1
+  counts["beam_cache_hits" if st["cache_hit"] else "too_fast" if st["skipped"] else "searched"] += 1
   counts["beam_changed"] += opts is not None
   return opts
 cc.subprocess.run, beam.beam_search = counting_run, counting_search
@@ -187,10 +187,11 @@ def beam_rows(batch: int, steps: int, runs: int) -> dict:
   med = lambda xs: sorted(xs)[len(xs) // 2]
   warm = again["2"]
   return {"beam_first_s": first["2"]["first_s"], "beam_noopt_first_s": first["0"]["first_s"], "beam_searched": first["2"]["searched"],
+          "beam_too_fast": first["2"]["too_fast"],
           "beam_changed": first["2"]["beam_changed"], "beam_runs": runs,
           "beam_step_ms": med([r["step_ms"] for r in warm]), "beam_heuristic_step_ms": med([r["step_ms"] for r in again["0"]]),
           "beam_step_ms_all": [round(r["step_ms"], 3) for r in warm], "beam_heuristic_step_ms_all": [round(r["step_ms"], 3) for r in again["0"]],
-          "beam_second_cc_calls": max(r["cc_calls"] for r in warm), "beam_second_searched": max(r["searched"] for r in warm),
+          "beam_second_cc_calls": max(r["cc_calls"] for r in warm), "beam_second_searched": max(r["searched"] + r["too_fast"] for r in warm),
           "beam_second_cache_hits": min(r["beam_cache_hits"] for r in warm)}
 
 def main() -> None:
@@ -228,7 +229,7 @@ def main() -> None:
   elif bm:
     print(f"  BEAM=2 TinyJit {bm['beam_step_ms']:7.2f} ms vs BEAM=0 {bm['beam_heuristic_step_ms']:.2f} ms (median of {bm['beam_runs']} interleaved "
           f"processes each): {bm['beam_heuristic_step_ms'] / bm['beam_step_ms']:.2f}x; first run {bm['beam_first_s']:.1f} s with the search "
-          f"({bm['beam_searched']} kernels searched, {bm['beam_changed']} changed) vs {bm['beam_noopt_first_s']:.1f} s without; next runs: "
+          f"({bm['beam_searched']} kernels searched, {bm['beam_changed']} changed, {bm['beam_too_fast']} under BEAM_MIN_US) vs {bm['beam_noopt_first_s']:.1f} s without; next runs: "
           f"{bm['beam_second_cc_calls']} C compiles, {bm['beam_second_searched']} searches, {bm['beam_second_cache_hits']} cache hits")
   if mn:
     o, t = mn["ours"], mn["torch"]
