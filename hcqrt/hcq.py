@@ -52,18 +52,24 @@ class Signal:
   def wait(self, value: int, timeout_s: float | None = None) -> None:
     """Block until value >= `value`; raises SignalTimeout after `timeout_s` (default 30 s)."""
     if self._words[0] >= value: return
-    deadline = time.perf_counter() + (DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
+    timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+    deadline = time.perf_counter() + timeout_s
     spin = 0
     while self._words[0] < value:
-      if time.perf_counter() > deadline:
-        by = f"; it was last promised value {self.last_promised} by {self.last_queue}" if self.last_queue else "; no queue was asked to signal it"
-        if self.last_promised is not None and self.last_promised >= value:   # queued work is stuck and would block every
-          recover = getattr(self.device, "recover", None)                      # later wait: the device drops it (and says so)
-          by += f"; {recover() if recover is not None else 'the device was not reset: work queued behind it will not run'}"
-        raise SignalTimeout(f"{self.device}: timed out after {timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S:g} s waiting for "
-                            f"{self.name} at {self.va:#x} to reach {value}; last completed value is {self._words[0]}{by}")
+      if time.perf_counter() > deadline: raise self.timed_out(value, timeout_s)
       spin += 1
       if spin > 100: time.sleep(0.0002 if spin < 2000 else 0.002)   # spin briefly (fast kernels), then back off
+
+  def timed_out(self, value: int, waited_s: float) -> SignalTimeout:
+    """The error for a wait of `waited_s` seconds that `value` never came to: it names the device, the signal, the queue
+    that promised the value and the last value seen. Work that was promised and is stuck would block every later wait,
+    so the device recovers first (and the message says so)."""
+    by = f"; it was last promised value {self.last_promised} by {self.last_queue}" if self.last_queue else "; no queue was asked to signal it"
+    if self.last_promised is not None and self.last_promised >= value:
+      recover = getattr(self.device, "recover", None)
+      by += f"; {recover() if recover is not None else 'the device was not reset: work queued behind it will not run'}"
+    return SignalTimeout(f"{self.device}: timed out after {waited_s:g} s waiting for {self.name} at {self.va:#x} to reach {value}; "
+                         f"last completed value is {self._words[0]}{by}")
 
   def free(self) -> None:
     if self._release is not None: self._release(self); self._release = None

@@ -283,10 +283,12 @@ def test_cpu_hcq_graph(tmp_path):
   with pytest.raises(SignalTimeout, match="cpu-sig"): s.wait(1, 0.01)
 
 # ---- the frontend on NV ----
-def test_frontend_on_nv_mock(nv):
+def test_frontend_on_nv_mock(nv, monkeypatch):
   from hcqrt.device import Device
   from frontend import Tensor
-  if "NV" not in Device._opened: Device._opened["NV"] = nv   # the registry's NV is our mock-backed device
+  # the registry's NV is our mock-backed device for this test only: the module's mock is uninstalled after it, and a
+  # later test opening NV must get a device of its own
+  if "NV" not in Device._opened: monkeypatch.setitem(Device._opened, "NV", nv)
   rng = np.random.default_rng(0)
   a, b = rng.random((5, 7), dtype=np.float32), rng.random((7, 3), dtype=np.float32)
   np.testing.assert_allclose((Tensor(a, device="NV") + 1).numpy(), a + 1, rtol=1e-6)

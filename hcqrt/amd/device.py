@@ -228,12 +228,12 @@ class AMDDevice:
 
   def wait_signal(self, sig: Signal, value: int, timeout_s: float | None = None) -> None:
     """Wait for `sig` >= value, sleeping in AMDKFD_IOC_WAIT_EVENTS between checks (the signal's release raises the event)."""
-    deadline = time.perf_counter() + (self.wait_timeout_s if timeout_s is None else timeout_s)
+    timeout_s = self.wait_timeout_s if timeout_s is None else timeout_s
+    deadline = time.perf_counter() + timeout_s
     ev = self._wait_data
     while sig.value < value:
       left = deadline - time.perf_counter()
-      if left <= 0:
-        sig.wait(value, 0)   # raises SignalTimeout with the full story
+      if left <= 0 and sig.value < value: raise sig.timed_out(value, timeout_s)
       self.abi.ffi.memmove(ev, bytes(2 * self.abi.sizeof("kfd_event_data")), 2 * self.abi.sizeof("kfd_event_data"))
       ev[0].event_id, ev[1].event_id = self.event_id, self.fault_event
       self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=2, wait_for_all=0,
