@@ -23,7 +23,9 @@ from compiler.uop import Ops
 from frontend.checks import check_index
 from frontend.function import Function
 
-if TYPE_CHECKING: from frontend.tensor import Tensor
+if TYPE_CHECKING:
+  from frontend.tensor import Tensor
+  from compiler.lazy import LazyBuffer
 
 def _tuple(x, n: int) -> tuple:
   return (x,) * n if isinstance(x, int) else tuple(x)
@@ -807,6 +809,20 @@ def _col_phase_conv(x: Tensor, w: Tensor, groups: int, s_: tuple, pb: list[int],
   wp = _pad_to(w, [0, 0], [HW[0], kqx * sx]).reshape(co, ci, HW[0], kqx, sx).permute(0, 1, 4, 2, 3)
   return xs._conv_fwd(wp.reshape(co, ci * sx, HW[0], kqx).contiguous(), groups, (sy, 1), 1, [0, 0, 0, 0])
 
+def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple) -> Tensor:
+  """A 2-d strided conv (one group) of the padded input xp (a buffer, cut to the rows and columns the windows reach)
+  with the output channels as the vector loop: out[ox, n, oy, co] = sum over c, ky, kx of xp[n, c, oy*sy + ky,
+  ox*sx + kx] * W[c, ky, kx, co], the register tile's rows the output columns (neighbours in xp), each a broadcast
+  scalar, so the stride costs nothing (a conv vectorized along the output row would need every s-th column). Exactly
+  the conv's taps (the column-phase conv computes 12/9 of them for 3x3, s=2), no phase copy; the (ox, n, oy, co)
+  result is transposed back in a small copy."""
+  bs, (co, c), HW = xp.shape[0], w.shape[:2], w.shape[2:]
+  xw = xp._pool(HW, stride)                                                     # (bs, c, oy, ox, ky, kx)
+  oy, ox = xw.shape[2:4]
+  xw = xw.permute(3, 0, 2, 1, 4, 5).reshape(ox, bs, oy, 1, c, *HW)
+  wt = w.permute(1, 2, 3, 0).contiguous().permute(3, 0, 1, 2).reshape(1, 1, 1, co, c, *HW)
+  return (xw * wt).sum((4, 5, 6)).contiguous().permute(1, 3, 2, 0).contiguous()
+
 def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: list[int], acc_dtype) -> Tensor | None:
   """A 2-d strided or dilated conv as a stride-1, undilated one (None for any other conv), so that it gets the conv
   register tiles and _ConvFn's gradient instead of the composite ones (a stride-s row has no contiguous load to
@@ -828,6 +844,11 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   pb, pa = pads[-2::-2], pads[::-2]   # (before, after) per spatial dim, first dim first
   out = [(i + b + a - d * (k - 1) - 1) // s + 1 for i, b, a, k, s, d in zip(x.shape[2:], pb, pa, HW, s_, d_)]
   grad = (x.requires_grad or w.requires_grad) and not x.__class__.no_grad
+  # one group, output channels a multiple of 8 (the vector loop of _conv_fwd_cout): exactly the conv's taps, forward
+  # and gradients (see _StridedConvFn); other strided convs go through the phases below
+  if any(s > 1 for s in s_) and groups == 1 and co % 8 == 0 and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device:
+    if grad: return _StridedConvFn.apply(x, w, stride=s_, pads=tuple(pads), out=tuple(out))
+    return _conv_fwd_cout(_pad_to(x, pb, [s * (o - 1) + k for s, o, k in zip(s_, out, HW)]).contiguous(), w, s_)
   if any(s > 1 for s in s_) and not grad: return _col_phase_conv(x, w, groups, s_, pb, out)
   if any(s > 1 for s in s_):
     # the kernel shifted by t = -pb mod s (t zero taps in front) makes the padding pb + t a multiple of s: the phases
@@ -881,6 +902,84 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
 
 DW_CHUNK_BYTES = 1 << 19   # batch images per weight-gradient chunk: their output gradient and input fit this (L2)
 
+def _conv_wgrad(g: Tensor, xp: Tensor, HW: tuple, stride) -> LazyBuffer:
+  """dW[co, ci, *k] = sum over n, *o of G[n, co, *o] * Xp[n, ci, *(o*s + k)] (one group; xp: the padded input, a
+  buffer, so the windows read without border checks), computed as (*k, ci, co) with co contiguous: a matmul-like
+  reduction (rows ci, vector columns co) the register tile takes. A strided window only changes the broadcast loads of
+  xp (scalars along co), so a stride-s conv's weight gradient costs the taps' arithmetic, no phase padding."""
+  nd = len(HW)
+  bs, cout, cin, oyx = g.shape[0], g.shape[1], xp.shape[1], g.shape[2:]
+  # the batch in chunks whose images fit L2 (DW_CHUNK_BYTES): each chunk's partial dW is an output loop of its own
+  # (outermost: split across the cores), so the register tiles of one chunk re-read cached data instead of
+  # streaming the whole batch once per tile; a second small kernel sums the chunks
+  per_img = 4 * (prod(oyx) * cout + prod(xp.shape[2:]) * cin)
+  # (a symbolic batch, a bound Variable: chunks of one image, the batch an output loop the opts leave alone)
+  chunk = 1 if not isinstance(bs, int) else max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
+  nb = bs // chunk if isinstance(bs, int) else bs
+  xw = xp.reshape(nb, chunk, cin, *xp.shape[2:])._pool(HW, stride)               # (nb, chunk, cin, *out, *HW)
+  xw = xw.permute(0, *[3 + nd + i for i in range(nd)], 2, 1, *[3 + i for i in range(nd)])   # (nb, *HW, cin, chunk, *out)
+  xw = xw.reshape(nb, *HW, cin, 1, chunk, *oyx).expand(nb, *HW, cin, cout, chunk, *oyx)
+  # (bs, *out, cout): cout contiguous. For 2-d, in two copies: (bs, oy, cout, ox) moves whole rows, then each
+  # (cout, ox) block (in L1) is transposed; one copy would read cout values a whole image apart (4 KiB strides
+  # that share a cache set), several times slower
+  gt = g.permute(0, 2, 1, 3).contiguous().permute(0, 1, 3, 2).contiguous() if nd == 2 else g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
+  gt = gt.reshape(nb, chunk, *oyx, cout).permute(0, 2 + nd, 1, *[2 + i for i in range(nd)]).reshape(nb, *[1] * (nd + 1), cout, chunk, *oyx)
+  dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, *HW, cin, cout)
+  dwt = dwt.contiguous().sum(0) if not isinstance(nb, int) or nb > 1 else dwt.reshape(dwt.shape[1:])
+  # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co;
+  # the (cout, cin, *HW) gradient stays a view of it (the optimizer update reads it in place of a permuted copy)
+  return dwt.contiguous().permute(nd + 1, nd, *range(nd)).lazydata
+
+def _strided_dgrad(g: Tensor, w: Tensor, s_: tuple, pb: list[int], ishape: tuple) -> Tensor:
+  """The input gradient of a 2-d stride-s conv (one group; x's pixels, not the padding), dx[n, c, X] = sum over
+  s*o + k - pb = X of G[n, co, o] * W[co, c, k], as its output phases: pixels X = s*u + r take the taps k = s*j + e,
+  e = (r + pb) % s, from G[u + (r + pb - e)/s - j], a stride-1 correlation of G with that flipped sub-kernel (3x3, s=2:
+  2x2, 2x1, 1x2 and 1x1 taps, 9 in all; the 2x2-phase conv's transposed form would compute 16). The phases interleave
+  back in one copy."""
+  from frontend.tensor import Tensor
+  bs, c, HW = g.shape[0], w.shape[1], w.shape[2:]
+  dims = []   # per spatial dim, per phase r: (taps, first G row read, pixels)
+  for i, s, k, b in zip(ishape, s_, HW, pb):
+    dims.append([(list(range((r + b) % s, k, s)), (r + b - (r + b) % s) // s - len(range((r + b) % s, k, s)) + 1, -(-(i - r) // s))
+                 for r in range(s)])
+  # G padded once (a buffer: every phase conv reads a window of it without border checks), enough for every phase
+  lo = [max(0, -min(st for _, st, _ in d)) for d in dims]
+  hi = [max(0, max(st + u + len(t) - 1 for t, st, u in d) - o) for d, o in zip(dims, g.shape[2:])]
+  gp = g.pad(((0, 0), (0, 0), (lo[0], hi[0]), (lo[1], hi[1]))).contiguous() if any(lo + hi) else g.contiguous()
+  um = [-(-i // s) for i, s in zip(ishape, s_)]
+  phases = []
+  for ty, sty, uy in dims[0]:
+    for tx, stx, ux in dims[1]:
+      if not ty or not tx: phases.append(Tensor.zeros(bs, c, *um, device=g.device)); continue
+      win = gp.shrink((None, None, (sty + lo[0], sty + lo[0] + uy + len(ty) - 1), (stx + lo[1], stx + lo[1] + ux + len(tx) - 1)))
+      wsub = w[:, :, ty[0]::s_[0], tx[0]::s_[1]].flip(2, 3).transpose(0, 1).contiguous()   # (c, co, |ty|, |tx|)
+      # (a 1x1 phase that reads G itself: the matrix product of _conv_fwd, straight from G)
+      if len(ty) == 1 and len(tx) == 1 and (sty, stx, uy, ux) == (0, 0, *g.shape[2:]): win = g
+      ph = win.contiguous()._conv_fwd(wsub, 1, 1, 1, [0, 0, 0, 0]) if len(ty) == 1 and len(tx) == 1 else win._conv_fwd(wsub, 1, 1, 1, [0, 0, 0, 0])
+      phases.append(_pad_to(ph.contiguous(), [0, 0], um))
+  dx = Tensor.stack(*phases, dim=2).reshape(bs, c, s_[0], s_[1], *um).permute(0, 1, 4, 2, 5, 3)
+  return dx.reshape(bs, c, um[0] * s_[0], um[1] * s_[1]).shrink((None, None, (0, ishape[0]), (0, ishape[1])))
+
+class _StridedConvFn(Function):
+  """A 2-d stride-s conv (one group, float32) with gradients of exactly its own taps: the forward is the column-phase
+  conv (_col_phase_conv), the input gradient its output phases' stride-1 convs (_strided_dgrad), the weight gradient
+  a strided window reduction (_conv_wgrad). Space to depth (a 2x2 stride-1 conv over 4C for a 3x3 s=2 one) would do
+  16/9 of the arithmetic in both gradients, plus the copies of the input's and its gradient's phases."""
+  def forward(self, x, w, stride: tuple, pads: tuple, out: tuple):
+    from frontend.tensor import Tensor
+    self.x, self.w, self.s_, self.pb = x, w, stride, list(pads[-2::-2])
+    with _no_grad():
+      # the padded input, cut to the rows and columns the windows reach: the forward's and the weight gradient's
+      self.xp = _pad_to(Tensor(x), self.pb, [s * (o - 1) + k for s, o, k in zip(stride, out, w.shape[2:])]).contiguous()
+      return _conv_fwd_cout(self.xp, Tensor(w), stride).lazydata
+  def backward(self, g):
+    from frontend.tensor import Tensor
+    with _no_grad():
+      g, x, w = Tensor(g), Tensor(self.x), Tensor(self.w)
+      dx = _strided_dgrad(g, w, self.s_, self.pb, tuple(x.shape[2:])).lazydata if self.needs_input_grad[0] else None
+      if not self.needs_input_grad[1]: return dx, None
+      return dx, _conv_wgrad(g, self.xp, tuple(w.shape[2:]), self.s_)
+
 class _ConvFn(Function):
   """conv2d (stride 1, one group) whose backward is made of kernels the conv opts tile: the input gradient is the
   forward conv of the output gradient with the flipped, channel-swapped weight (a transposed conv), and the weight
@@ -918,29 +1017,7 @@ class _ConvFn(Function):
       gpads = [k - 1 - p for k, p in zip([k for k in reversed(HW) for _ in (0, 1)], pads)]
       wt = w.transpose(0, 1).flip(*range(2, 2 + nd))
       dx = g.contiguous()._conv_fwd(wt.contiguous(), 1, 1, 1, gpads).lazydata
-    if self.needs_input_grad[1]:
-      bs, cout, cin, oyx = g.shape[0], g.shape[1], x.shape[1], g.shape[2:]
-      xp = self.xp if any(pads) else x.contiguous()                                # (bs, cin, *padded)
-      # the batch in chunks whose images fit L2 (DW_CHUNK_BYTES): each chunk's partial dW is an output loop of its own
-      # (outermost: split across the cores), so the register tiles of one chunk re-read cached data instead of
-      # streaming the whole batch once per tile; a second small kernel sums the chunks
-      per_img = 4 * (prod(oyx) * cout + prod(xp.shape[2:]) * cin)
-      # (a symbolic batch, a bound Variable: chunks of one image, the batch an output loop the opts leave alone)
-      chunk = 1 if not isinstance(bs, int) else max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
-      nb = bs // chunk if isinstance(bs, int) else bs
-      xw = xp.reshape(nb, chunk, cin, *xp.shape[2:])._pool(HW)                      # (nb, chunk, cin, *out, *HW)
-      xw = xw.permute(0, *[3 + nd + i for i in range(nd)], 2, 1, *[3 + i for i in range(nd)])   # (nb, *HW, cin, chunk, *out)
-      xw = xw.reshape(nb, *HW, cin, 1, chunk, *oyx).expand(nb, *HW, cin, cout, chunk, *oyx)
-      # (bs, *out, cout): cout contiguous. For 2-d, in two copies: (bs, oy, cout, ox) moves whole rows, then each
-      # (cout, ox) block (in L1) is transposed; one copy would read cout values a whole image apart (4 KiB strides
-      # that share a cache set), several times slower
-      gt = g.permute(0, 2, 1, 3).contiguous().permute(0, 1, 3, 2).contiguous() if nd == 2 else g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
-      gt = gt.reshape(nb, chunk, *oyx, cout).permute(0, 2 + nd, 1, *[2 + i for i in range(nd)]).reshape(nb, *[1] * (nd + 1), cout, chunk, *oyx)
-      dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, *HW, cin, cout)
-      dwt = dwt.contiguous().sum(0) if not isinstance(nb, int) or nb > 1 else dwt.reshape(dwt.shape[1:])
-      # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co;
-      # the (cout, cin, *HW) gradient stays a view of it (the optimizer update reads it in place of a permuted copy)
-      dw = dwt.contiguous().permute(nd + 1, nd, *range(nd)).lazydata
+    if self.needs_input_grad[1]: dw = _conv_wgrad(g, self.xp if any(pads) else x.contiguous(), HW, 1)
     return dx, dw
 
 class _GroupConvFn(Function):
