@@ -819,9 +819,9 @@ def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple) -> Tensor:
   bs, (co, c), HW = xp.shape[0], w.shape[:2], w.shape[2:]
   xw = xp._pool(HW, stride)                                                     # (bs, c, oy, ox, ky, kx)
   oy, ox = xw.shape[2:4]
-  xw = xw.permute(3, 0, 2, 1, 4, 5).reshape(ox, bs, oy, 1, c, *HW)
+  xw = xw.permute(0, 2, 3, 1, 4, 5).reshape(bs, oy, ox, 1, c, *HW)
   wt = w.permute(1, 2, 3, 0).contiguous().permute(3, 0, 1, 2).reshape(1, 1, 1, co, c, *HW)
-  return (xw * wt).sum((4, 5, 6)).contiguous().permute(1, 3, 2, 0).contiguous()
+  return (xw * wt).sum((4, 5, 6)).contiguous().permute(0, 3, 1, 2).contiguous()
 
 def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: list[int], acc_dtype) -> Tensor | None:
   """A 2-d strided or dilated conv as a stride-1, undilated one (None for any other conv), so that it gets the conv

@@ -177,3 +177,22 @@ def test_two_by_two_conv_tile_renders_without_spills(cpu_target):
   src = render_c(k, 2 if k.threaded is not None else 1)
   assert "unroll(disable)" in src
   assert vector_spills(src, k.name, cpu_target.cc_flags) == 0, k.applied_opts
+
+def test_strided_conv_forward_tile_rows_are_output_columns():
+  """The stride-2 forward vectorized along the output channels (bench shape: 64 channels, 16x16 outputs) takes its
+  tile's rows from the innermost loop that the weight vector does not move with, the output columns (neighbours in
+  the input: shared cache lines), not the images; on AVX2 that is 6 columns x 2 vectors, 12 accumulators, no spills."""
+  from compiler.schedule import create_schedule
+  from hcqrt.cpu.device import CPUDevice
+  from compiler.target import Target
+  from test_conv_train_opts import inner_accumulators
+  avx2 = Target.from_report(CPUDevice(isa="x86-64-v3").target)
+  y = Tensor.empty(2, 64, 32, 32).conv2d(Tensor.empty(64, 64, 3, 3), stride=2, padding=1)
+  k0 = next(k for k in (lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None) if _conv_like(k))
+  assert [r.src[0].arg for r in k0.global_ranges] == [2, 16, 16, 64], k0.name   # (images, rows, columns, out channels)
+  cols, chans = (r.arg[0] for r in k0.global_ranges[2:])
+  k = optimize(k0, avx2)
+  tile = next(o for o in k.applied_opts if o[0] == "TILE")
+  assert tile[1] == cols and tile[3] == chans, k.applied_opts
+  assert inner_accumulators(k) >= 12, k.applied_opts
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, avx2.cc_flags) == 0, k.applied_opts
