@@ -902,13 +902,15 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
 
 DW_CHUNK_BYTES = 1 << 19   # batch images per weight-gradient chunk: their output gradient and input fit this (L2)
 
-def _conv_wgrad(g: Tensor, xp: Tensor, HW: tuple, stride) -> LazyBuffer:
-  """dW[co, ci, *k] = sum over n, *o of G[n, co, *o] * Xp[n, ci, *(o*s + k)] (one group; xp: the padded input, a
-  buffer, so the windows read without border checks), computed as (*k, ci, co) with co contiguous: a matmul-like
-  reduction (rows ci, vector columns co) the register tile takes. A strided window only changes the broadcast loads of
-  xp (scalars along co), so a stride-s conv's weight gradient costs the taps' arithmetic, no phase padding."""
-  nd = len(HW)
-  bs, cout, cin, oyx = g.shape[0], g.shape[1], xp.shape[1], g.shape[2:]
+def _conv_wgrad(g: Tensor, xp: Tensor, HW: tuple, stride, groups: int = 1) -> LazyBuffer:
+  """dW[co, ci, *k] = sum over n, *o of G[n, co, *o] * Xp[n, ci, *(o*s + k)] (xp: the padded input, a buffer, so the
+  windows read without border checks), computed as (*k, ci, co) with co contiguous: a matmul-like reduction (rows ci,
+  vector columns co) the register tile takes. A strided window only changes the broadcast loads of xp (scalars along
+  co), so a stride-s conv's weight gradient costs the taps' arithmetic, no phase padding. With groups, the same per
+  group, (group, *k, ci, co): the group's own output channels are the vectors (a grouped dW summed per (co, ci, tap)
+  with no output vector ran at a third of the speed)."""
+  nd, grp = len(HW), groups
+  bs, cout, cin, oyx = g.shape[0], g.shape[1] // grp, xp.shape[1] // grp, g.shape[2:]
   # the batch in chunks whose images fit L2 (DW_CHUNK_BYTES): each chunk's partial dW is an output loop of its own
   # (outermost: split across the cores), so the register tiles of one chunk re-read cached data instead of
   # streaming the whole batch once per tile; a second small kernel sums the chunks
@@ -916,19 +918,22 @@ def _conv_wgrad(g: Tensor, xp: Tensor, HW: tuple, stride) -> LazyBuffer:
   # (a symbolic batch, a bound Variable: chunks of one image, the batch an output loop the opts leave alone)
   chunk = 1 if not isinstance(bs, int) else max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
   nb = bs // chunk if isinstance(bs, int) else bs
-  xw = xp.reshape(nb, chunk, cin, *xp.shape[2:])._pool(HW, stride)               # (nb, chunk, cin, *out, *HW)
-  xw = xw.permute(0, *[3 + nd + i for i in range(nd)], 2, 1, *[3 + i for i in range(nd)])   # (nb, *HW, cin, chunk, *out)
-  xw = xw.reshape(nb, *HW, cin, 1, chunk, *oyx).expand(nb, *HW, cin, cout, chunk, *oyx)
+  xw = xp.reshape(nb, chunk, grp, cin, *xp.shape[2:])._pool(HW, stride)          # (nb, chunk, grp, cin, *out, *HW)
+  xw = xw.permute(0, 2, *[4 + nd + i for i in range(nd)], 3, 1, *[4 + i for i in range(nd)])   # (nb, grp, *HW, cin, chunk, *out)
+  xw = xw.reshape(nb, grp, *HW, cin, 1, chunk, *oyx).expand(nb, grp, *HW, cin, cout, chunk, *oyx)
   # (bs, *out, cout): cout contiguous. For 2-d, in two copies: (bs, oy, cout, ox) moves whole rows, then each
   # (cout, ox) block (in L1) is transposed; one copy would read cout values a whole image apart (4 KiB strides
   # that share a cache set), several times slower
   gt = g.permute(0, 2, 1, 3).contiguous().permute(0, 1, 3, 2).contiguous() if nd == 2 else g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
-  gt = gt.reshape(nb, chunk, *oyx, cout).permute(0, 2 + nd, 1, *[2 + i for i in range(nd)]).reshape(nb, *[1] * (nd + 1), cout, chunk, *oyx)
-  dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, *HW, cin, cout)
+  gt = gt.reshape(nb, chunk, *oyx, grp, cout).permute(0, 2 + nd, 3 + nd, 1, *[2 + i for i in range(nd)])
+  gt = gt.reshape(nb, grp, *[1] * (nd + 1), cout, chunk, *oyx)
+  dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, grp, *HW, cin, cout)
   dwt = dwt.contiguous().sum(0) if not isinstance(nb, int) or nb > 1 else dwt.reshape(dwt.shape[1:])
-  # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co;
-  # the (cout, cin, *HW) gradient stays a view of it (the optimizer update reads it in place of a permuted copy)
-  return dwt.contiguous().permute(nd + 1, nd, *range(nd)).lazydata
+  # realized as (grp, *HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows
+  # co; with one group the (cout, cin, *HW) gradient stays a view of it (the optimizer update reads it in place of a
+  # permuted copy); with groups, (grp, cout) merge into the output channels: a small copy
+  dwt = dwt.contiguous().permute(0, nd + 2, nd + 1, *range(1, nd + 1))          # (grp, cout, cin, *HW)
+  return dwt.reshape(grp * cout, cin, *HW).lazydata if grp == 1 else dwt.contiguous().reshape(grp * cout, cin, *HW).lazydata
 
 def _strided_dgrad(g: Tensor, w: Tensor, s_: tuple, pb: list[int], ishape: tuple) -> Tensor:
   """The input gradient of a 2-d stride-s conv (one group; x's pixels, not the padding), dx[n, c, X] = sum over
@@ -1045,7 +1050,9 @@ class _GroupConvFn(Function):
       gpads = [k - 1 - p for k, p in zip([k for k in reversed(HW) for _ in (0, 1)], pads)]
       wt = w.reshape(grp, cog, cig, *HW).transpose(1, 2).reshape(grp * cig, cog, *HW).flip(*range(2, 2 + nd))
       dx = g.contiguous()._conv_fwd(wt.contiguous(), grp, 1, 1, gpads).lazydata
-    if self.needs_input_grad[1]:
+    if self.needs_input_grad[1] and cog % 8 == 0:   # a group's output channels fill vectors: the weight gradient's tile
+      dw = _conv_wgrad(g, (x.pad(pads) if any(pads) else x).contiguous(), HW, 1, grp)
+    elif self.needs_input_grad[1]:
       xp = (x.pad(pads) if any(pads) else x).contiguous()
       xw = xp._pool(HW).reshape(bs, grp, 1, cig, *oyx, *HW)                            # (bs, g, 1, cig, *out, *HW)
       gg = g.reshape(bs, grp, cog, 1, *oyx, *[1] * nd)

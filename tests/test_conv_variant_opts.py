@@ -196,3 +196,27 @@ def test_strided_conv_forward_tile_rows_are_output_columns():
   assert tile[1] == cols and tile[3] == chans, k.applied_opts
   assert inner_accumulators(k) >= 12, k.applied_opts
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, avx2.cc_flags) == 0, k.applied_opts
+
+@pytest.mark.parametrize("shape,wshape,kw", [((2, 32, 10, 10), (32, 8, 3, 3), dict(padding=1, groups=4)),
+                                             ((3, 16, 9, 7), (16, 8, 3, 3), dict(padding=(1, 0), groups=2)),
+                                             ((2, 16, 8, 8), (32, 8, 5, 5), dict(padding=2, groups=2)),
+                                             ((2, 16, 8, 8), (16, 16, 3, 3), dict(padding=1, groups=1))])
+def test_grouped_weight_gradient_tiled_per_group(shape, wshape, kw):
+  """Grouped convs whose groups have 8 or more output channels (a multiple of 8): the weight gradient is the per-group
+  (group, ky, kx, ci, co) reduction with co the vectors (_conv_wgrad), the register tile; the gradients equal float64
+  torch's (groups=1 through _ConvFn, the same function)."""
+  rng = np.random.default_rng(9)
+  xn, wn = rng.standard_normal(shape).astype(np.float32), (rng.standard_normal(wshape) * 0.3).astype(np.float32)
+  _, want_gx, want_gw = _torch_conv_grads(xn, wn, kw)
+  x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
+  @TinyJit
+  def step():
+    x.grad = w.grad = None
+    y = x.conv2d(w, **kw)
+    (y * y).sum().backward()
+    return x.grad.realize(), w.grad.realize()
+  for _ in range(3): gx, gw = step()
+  np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-3)
+  convs = [ei.ck for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.ck.ast, ei.ck.name))]
+  assert len(convs) >= 3 and all(_tiled(k.ck.applied_opts) for k in convs), [(k.name, k.ck.applied_opts) for k in convs]
