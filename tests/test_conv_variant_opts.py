@@ -220,3 +220,15 @@ def test_grouped_weight_gradient_tiled_per_group(shape, wshape, kw):
   np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-3)
   convs = [ei.ck for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.ck.ast, ei.ck.name))]
   assert len(convs) >= 3 and all(_tiled(k.ck.applied_opts) for k in convs), [(k.name, k.ck.applied_opts) for k in convs]
+
+@pytest.mark.parametrize("taps", [(2, 1), (1, 2), (1, 3)])
+def test_one_wide_tap_conv_tile_renders_without_spills(taps, cpu_target):
+  """Convs with a single tap along one dim (the strided conv's input-gradient phases: 2x1, 1x2; a 1x3 conv): the loop
+  of one iteration that the lowering keeps is no loop for the register budget nor for the 2-tap loop's unroll guard,
+  so the tile is sized for the loop around it (2x1 took 8 rows x 2 vectors: 16 accumulators, 70 spills on AVX2)."""
+  from compiler.schedule import create_schedule
+  x = Tensor.empty(4, 64, 16 + taps[0] - 1, 16 + taps[1] - 1).realize()
+  w = Tensor.empty(64, 64, *taps).realize()
+  k = optimize(lower(create_schedule([x._conv_fwd(w, 1, 1, 1, [0, 0, 0, 0]).lazydata])[0].ast), cpu_target)
+  assert _tiled(k.applied_opts), k.applied_opts
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, k.applied_opts
