@@ -191,7 +191,7 @@ def _tile_pairs(prog: list[UOp]) -> set[UOp]:
   them fully and then schedules both iterations' loads together, which spills the tile's accumulators (18 spills, half
   the speed of the 3x3 conv's tile); kept as loops they run spill-free."""
   out, stack = set(), []
-  one = lambda r: r.src[0].op is Ops.CONST and r.src[0].arg == 1   # noqa: E731
+  one = lambda r: r.src[0].op is Ops.CONST and r.src[0].arg == 1
   for u in prog:
     if u.op is Ops.RANGE:
       # (the enclosing loops are not innermost; a loop of one iteration, a 2x1 conv's column taps, is no loop for this)
