@@ -232,3 +232,31 @@ def test_one_wide_tap_conv_tile_renders_without_spills(taps, cpu_target):
   k = optimize(lower(create_schedule([x._conv_fwd(w, 1, 1, 1, [0, 0, 0, 0]).lazydata])[0].ast), cpu_target)
   assert _tiled(k.applied_opts), k.applied_opts
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, k.applied_opts
+
+@pytest.mark.parametrize("shape,wshape,kw,tiled", [((2, 16, 10, 10), (16, 4, 3, 3), dict(stride=2, padding=1, groups=4), False),
+                                                   ((2, 32, 11, 9), (32, 8, 3, 3), dict(stride=2, padding=1, groups=4), False),
+                                                   ((2, 16, 12, 12), (32, 8, 5, 5), dict(stride=(2, 3), padding=2, groups=2), False),
+                                                   ((2, 32, 32, 32), (32, 8, 3, 3), dict(stride=2, padding=1, groups=4), True)])
+def test_grouped_strided_conv_matches_float64_and_is_tiled(shape, wshape, kw, tiled):
+  """Grouped strided convs: with 8 output channels per group (or more) the taps path (forward along the group's output
+  channels, grouped phase convs for the input gradient, the per-group weight gradient), every conv kernel tiled where
+  the phases' rows hold vectors (16 wide); with fewer (16 channels in 4 groups) the phase convs; all equal float64
+  torch's forward and gradients."""
+  rng = np.random.default_rng(10)
+  xn, wn = rng.standard_normal(shape).astype(np.float32), (rng.standard_normal(wshape) * 0.3).astype(np.float32)
+  want_y, want_gx, want_gw = _torch_conv_grads(xn, wn, kw)
+  np.testing.assert_allclose(Tensor(xn).conv2d(Tensor(wn), **kw).numpy(), want_y, rtol=1e-4, atol=1e-4)
+  x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
+  @TinyJit
+  def step():
+    x.grad = w.grad = None
+    y = x.conv2d(w, **kw)
+    (y * y).sum().backward()
+    return y.realize(), x.grad.realize(), w.grad.realize()
+  for _ in range(3): y, gx, gw = step()
+  np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-3)
+  if tiled:
+    convs = [ei.ck for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.ck.ast, ei.ck.name))]
+    assert len(convs) >= 3 and all(_tiled(k.ck.applied_opts) for k in convs), [(k.name, k.ck.applied_opts) for k in convs]
