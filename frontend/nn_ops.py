@@ -829,10 +829,13 @@ def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1) -> Ten
   return y.contiguous().permute(0, 3, 1, 2).contiguous()
 
 def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: list[int], acc_dtype) -> Tensor | None:
-  """A 2-d strided or dilated conv as a stride-1, undilated one (None for any other conv), so that it gets the conv
-  register tiles and _ConvFn's gradient instead of the composite ones (a stride-s row has no contiguous load to
-  vectorize; the composite gradient folds a windowed tensor back with a gated kernel):
-  - stride s (space to depth): the padded input's s x s phases become channels, x'[n, c*s*s + ry*s + rx, a, b] =
+  """A 2-d strided or dilated conv as kernels the conv register tiles take (None for any other conv) instead of the
+  composite ones (a stride-s row has no contiguous load to vectorize; the composite gradient folds a windowed tensor
+  back with a gated kernel):
+  - stride s, each group's output channels a multiple of 8: exactly the conv's taps (_StridedConvFn): the forward
+    vectorized along the output channels (_conv_fwd_cout), the input gradient as its output phases' stride-1 convs
+    (_strided_dgrad), the weight gradient a strided window reduction (_conv_wgrad);
+  - other strides (space to depth): the padded input's s x s phases become channels, x'[n, c*s*s + ry*s + rx, a, b] =
     xpad[n, c, a*s + ry, b*s + rx], the kernel (zero-padded to a multiple of s) likewise, w'[co, c*s*s + ry*s + rx, qy, qx]
     = w[co, c, qy*s + ry, qx*s + rx]: a ceil(k/s)-wide stride-1 conv over s*s times the channels (3x3, s=2: 2x2 over 4C,
     16/9 of the arithmetic at the dense conv's speed). Its forward alone (and, with a gradient, the value of the forward)
