@@ -260,3 +260,30 @@ def test_grouped_strided_conv_matches_float64_and_is_tiled(shape, wshape, kw, ti
   if tiled:
     convs = [ei.ck for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.ck.ast, ei.ck.name))]
     assert len(convs) >= 3 and all(_tiled(k.ck.applied_opts) for k in convs), [(k.name, k.ck.applied_opts) for k in convs]
+
+@pytest.mark.parametrize("k,pad", [(3, 1), (1, 0)])
+def test_strided_conv_symbolic_batch_in_tinyjit(k, pad):
+  """The taps path with a bound Variable batch (the epoch's short last batch): one capture replays for every batch size,
+  the loss and the weight gradient equal float64 torch's (1x1 s=2: input-gradient phases with no taps, zeros)."""
+  from frontend import Variable
+  import torch
+  rng = np.random.default_rng(11)
+  wn = (rng.standard_normal((16, 8, k, k)) * 0.3).astype(np.float32)
+  w = Tensor(wn, requires_grad=True).realize()
+  B = Variable("batch", 1, 8)
+  @TinyJit
+  def step(x):
+    w.grad = None
+    y = x.conv2d(w, stride=2, padding=pad)
+    loss = (y * y).sum()
+    loss.backward()
+    return loss.realize(), w.grad.realize()
+  for n in (8, 8, 8, 5, 3):
+    xn = rng.standard_normal((n, 8, 16, 16)).astype(np.float32)
+    loss, gw = step(Tensor(xn).reshape(B.bind(n), 8, 16, 16))
+    tw = torch.tensor(wn, dtype=torch.float64, requires_grad=True)
+    ty = torch.nn.functional.conv2d(torch.tensor(xn, dtype=torch.float64), tw, stride=2, padding=pad)
+    tl = (ty * ty).sum()
+    tl.backward()
+    np.testing.assert_allclose(float(loss.numpy()), tl.item(), rtol=1e-5)
+    np.testing.assert_allclose(gw.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
