@@ -191,12 +191,16 @@ def _tile_pairs(prog: list[UOp]) -> set[UOp]:
   them fully and then schedules both iterations' loads together, which spills the tile's accumulators (18 spills, half
   the speed of the 3x3 conv's tile); kept as loops they run spill-free."""
   out, stack = set(), []
+  one = lambda r: r.src[0].op is Ops.CONST and r.src[0].arg == 1
   for u in prog:
     if u.op is Ops.RANGE:
-      for fr in stack: fr[2] = False   # (the enclosing loops are not innermost)
+      # (the enclosing loops are not innermost; a loop of one iteration, a 2x1 conv's column taps, is no loop for this)
+      if not one(u):
+        for fr in stack: fr[2] = False
       stack.append([u, 0, True])
     elif u.op is Ops.ENDRANGE and stack:
       r, nvec, innermost = stack.pop()
+      if one(r) and stack: stack[-1][1] += nvec
       if innermost and r.src[0].op is Ops.CONST and r.src[0].arg == 2 and nvec >= TILE_BODY_VECTOR_OPS: out.add(r)
     elif stack and u.op in ALU and u.dtype is not None and u.dtype.count > 1: stack[-1][1] += 1
   return out

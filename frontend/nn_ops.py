@@ -23,7 +23,9 @@ from compiler.uop import Ops
 from frontend.checks import check_index
 from frontend.function import Function
 
-if TYPE_CHECKING: from frontend.tensor import Tensor
+if TYPE_CHECKING:
+  from frontend.tensor import Tensor
+  from compiler.lazy import LazyBuffer
 
 def _tuple(x, n: int) -> tuple:
   return (x,) * n if isinstance(x, int) else tuple(x)
@@ -108,16 +110,19 @@ class NNOpsMixin:
     else: ret = self._conv_fwd(weight, groups, stride, dilation, pads, acc_dtype)
     return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(HW))
 
-  def _conv_fwd(self: Tensor, weight: Tensor, groups, stride, dilation, pads: list[int], acc_dtype=None) -> Tensor:
+  def _conv_fwd(self: Tensor, weight: Tensor, groups, stride, dilation, pads: list[int], acc_dtype=None, realize: bool = False) -> Tensor:
     """conv2d's forward as a composition of views, a multiply and a sum (its gradient, when taken through these ops,
-    is a windowed 6-d tensor folded back: _ConvFn gives the common case convolutions instead)."""
+    is a windowed 6-d tensor folded back: _ConvFn gives the common case convolutions instead). `realize`: the grouped
+    sum realized in its own (bs, groups, cout/groups, ...) shape before the channels merge (a buffer stored in the
+    merged shape gives its kernel one channel loop that every input load divides by the group size: no tile rows)."""
     bs, (cout, cin), HW = self.shape[0], weight.shape[:2], weight.shape[2:]
     if HW and all(k == 1 for k in HW) and not any(pads) and acc_dtype is None and all(v == 1 for v in _tuple(stride, len(HW)) + _tuple(dilation, len(HW))):
       # 1x1: per image and group a matrix product W (cout/g, cin) @ X (cin, pixels), which the matmul opts run ~2x faster
       # than the conv tile (the pixels as one loop, the register tile's rows over output channels)
       sp = self.shape[2:]
       w2 = weight.reshape(1, groups, cout // groups, cin)
-      return (w2 @ self.reshape(bs, groups, cin, prod(sp))).reshape(bs, cout, *sp)
+      y = w2 @ self.reshape(bs, groups, cin, prod(sp))
+      return (y.contiguous() if realize and groups > 1 else y).reshape(bs, cout, *sp)
     # an unrealized computed input (a previous conv + relu) is realized on its own first: fused into the padded copy
     # below, its reduction would run inside a kernel whose stores are gated by the border (no register tile)
     if any(pads) and _computed_by_reduce(self.lazydata): self = self.contiguous()
@@ -128,7 +133,8 @@ class NNOpsMixin:
     x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
     x = x.permute(0, 1, 3, *[4 + i for i in range(nd)], 2, *[4 + nd + i for i in range(nd)])  # (bs, g, rcout, *out, cin, *HW)
     w = weight.reshape(1, groups, rcout, *[1] * nd, cin, *HW)
-    return (x * w).sum(tuple(range(-1 - nd, 0)), acc_dtype=acc_dtype).reshape(bs, cout, *oyx)
+    y = (x * w).sum(tuple(range(-1 - nd, 0)), acc_dtype=acc_dtype)
+    return (y.contiguous() if realize and groups > 1 else y).reshape(bs, cout, *oyx)
 
   def _check_conv_args(self: Tensor, weight: Tensor, bias: Tensor | None, groups: int, padding) -> None:
     """Name the wrong argument of a convolution the way torch does (RuntimeError), before any shape arithmetic."""
@@ -807,11 +813,29 @@ def _col_phase_conv(x: Tensor, w: Tensor, groups: int, s_: tuple, pb: list[int],
   wp = _pad_to(w, [0, 0], [HW[0], kqx * sx]).reshape(co, ci, HW[0], kqx, sx).permute(0, 1, 4, 2, 3)
   return xs._conv_fwd(wp.reshape(co, ci * sx, HW[0], kqx).contiguous(), groups, (sy, 1), 1, [0, 0, 0, 0])
 
+def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1) -> Tensor:
+  """A 2-d strided conv (one group) of the padded input xp (a buffer, cut to the rows and columns the windows reach)
+  with the output channels as the vector loop: out[ox, n, oy, co] = sum over c, ky, kx of xp[n, c, oy*sy + ky,
+  ox*sx + kx] * W[c, ky, kx, co], the register tile's rows the output columns (neighbours in xp), each a broadcast
+  scalar, so the stride costs nothing (a conv vectorized along the output row would need every s-th column). Exactly
+  the conv's taps (the column-phase conv computes 12/9 of them for 3x3, s=2), no phase copy; the (ox, n, oy, co)
+  result is transposed back in a small copy. Groups: (ox, n, oy, group, co), the group's own channels the vectors."""
+  bs, (co, c), HW, grp = xp.shape[0], w.shape[:2], w.shape[2:], groups
+  xw = xp.reshape(bs, grp, c, *xp.shape[2:])._pool(HW, stride)                  # (bs, grp, c, oy, ox, ky, kx)
+  oy, ox = xw.shape[3:5]
+  xw = xw.permute(0, 3, 4, 1, 2, 5, 6).reshape(bs, oy, ox, grp, 1, c, *HW)
+  wt = w.reshape(grp, co // grp, c, *HW).permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3).reshape(1, 1, 1, grp, co // grp, c, *HW)
+  y = (xw * wt).sum((5, 6, 7)).reshape(bs, oy, ox, co)
+  return y.contiguous().permute(0, 3, 1, 2).contiguous()
+
 def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: list[int], acc_dtype) -> Tensor | None:
-  """A 2-d strided or dilated conv as a stride-1, undilated one (None for any other conv), so that it gets the conv
-  register tiles and _ConvFn's gradient instead of the composite ones (a stride-s row has no contiguous load to
-  vectorize; the composite gradient folds a windowed tensor back with a gated kernel):
-  - stride s (space to depth): the padded input's s x s phases become channels, x'[n, c*s*s + ry*s + rx, a, b] =
+  """A 2-d strided or dilated conv as kernels the conv register tiles take (None for any other conv) instead of the
+  composite ones (a stride-s row has no contiguous load to vectorize; the composite gradient folds a windowed tensor
+  back with a gated kernel):
+  - stride s, each group's output channels a multiple of 8: exactly the conv's taps (_StridedConvFn): the forward
+    vectorized along the output channels (_conv_fwd_cout), the input gradient as its output phases' stride-1 convs
+    (_strided_dgrad), the weight gradient a strided window reduction (_conv_wgrad);
+  - other strides (space to depth): the padded input's s x s phases become channels, x'[n, c*s*s + ry*s + rx, a, b] =
     xpad[n, c, a*s + ry, b*s + rx], the kernel (zero-padded to a multiple of s) likewise, w'[co, c*s*s + ry*s + rx, qy, qx]
     = w[co, c, qy*s + ry, qx*s + rx]: a ceil(k/s)-wide stride-1 conv over s*s times the channels (3x3, s=2: 2x2 over 4C,
     16/9 of the arithmetic at the dense conv's speed). Its forward alone (and, with a gradient, the value of the forward)
@@ -828,6 +852,11 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   pb, pa = pads[-2::-2], pads[::-2]   # (before, after) per spatial dim, first dim first
   out = [(i + b + a - d * (k - 1) - 1) // s + 1 for i, b, a, k, s, d in zip(x.shape[2:], pb, pa, HW, s_, d_)]
   grad = (x.requires_grad or w.requires_grad) and not x.__class__.no_grad
+  # a group's output channels a multiple of 8 (the vector loop of _conv_fwd_cout): exactly the conv's taps, forward
+  # and gradients (see _StridedConvFn); other strided convs go through the phases below
+  if any(s > 1 for s in s_) and (co // groups) % 8 == 0 and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device:
+    if grad: return _StridedConvFn.apply(x, w, stride=s_, pads=tuple(pads), out=tuple(out), groups=groups)
+    return _conv_fwd_cout(_pad_to(x, pb, [s * (o - 1) + k for s, o, k in zip(s_, out, HW)]).contiguous(), w, s_, groups)
   if any(s > 1 for s in s_) and not grad: return _col_phase_conv(x, w, groups, s_, pb, out)
   if any(s > 1 for s in s_):
     # the kernel shifted by t = -pb mod s (t zero taps in front) makes the padding pb + t a multiple of s: the phases
@@ -881,6 +910,91 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
 
 DW_CHUNK_BYTES = 1 << 19   # batch images per weight-gradient chunk: their output gradient and input fit this (L2)
 
+def _conv_wgrad(g: Tensor, xp: Tensor, HW: tuple, stride, groups: int = 1) -> LazyBuffer:
+  """dW[co, ci, *k] = sum over n, *o of G[n, co, *o] * Xp[n, ci, *(o*s + k)] (xp: the padded input, a buffer, so the
+  windows read without border checks), computed as (*k, ci, co) with co contiguous: a matmul-like reduction (rows ci,
+  vector columns co) the register tile takes. A strided window only changes the broadcast loads of xp (scalars along
+  co), so a stride-s conv's weight gradient costs the taps' arithmetic, no phase padding. With groups, the same per
+  group, (group, *k, ci, co): the group's own output channels are the vectors (a grouped dW summed per (co, ci, tap)
+  with no output vector ran at a third of the speed)."""
+  nd, grp = len(HW), groups
+  bs, cout, cin, oyx = g.shape[0], g.shape[1] // grp, xp.shape[1] // grp, g.shape[2:]
+  # the batch in chunks whose images fit L2 (DW_CHUNK_BYTES): each chunk's partial dW is an output loop of its own
+  # (outermost: split across the cores), so the register tiles of one chunk re-read cached data instead of
+  # streaming the whole batch once per tile; a second small kernel sums the chunks
+  per_img = 4 * (prod(oyx) * cout + prod(xp.shape[2:]) * cin)
+  # (a symbolic batch, a bound Variable: chunks of one image, the batch an output loop the opts leave alone)
+  chunk = 1 if not isinstance(bs, int) else max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
+  nb = bs // chunk if isinstance(bs, int) else bs
+  xw = xp.reshape(nb, chunk, grp, cin, *xp.shape[2:])._pool(HW, stride)          # (nb, chunk, grp, cin, *out, *HW)
+  xw = xw.permute(0, 2, *[4 + nd + i for i in range(nd)], 3, 1, *[4 + i for i in range(nd)])   # (nb, grp, *HW, cin, chunk, *out)
+  xw = xw.reshape(nb, grp, *HW, cin, 1, chunk, *oyx).expand(nb, grp, *HW, cin, cout, chunk, *oyx)
+  # (bs, *out, cout): cout contiguous. For 2-d, in two copies: (bs, oy, cout, ox) moves whole rows, then each
+  # (cout, ox) block (in L1) is transposed; one copy would read cout values a whole image apart (4 KiB strides
+  # that share a cache set), several times slower
+  gt = g.permute(0, 2, 1, 3).contiguous().permute(0, 1, 3, 2).contiguous() if nd == 2 else g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
+  gt = gt.reshape(nb, chunk, *oyx, grp, cout).permute(0, 2 + nd, 3 + nd, 1, *[2 + i for i in range(nd)])
+  gt = gt.reshape(nb, grp, *[1] * (nd + 1), cout, chunk, *oyx)
+  dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, grp, *HW, cin, cout)
+  dwt = dwt.contiguous().sum(0) if not isinstance(nb, int) or nb > 1 else dwt.reshape(dwt.shape[1:])
+  # realized as (grp, *HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows
+  # co; with one group the (cout, cin, *HW) gradient stays a view of it (the optimizer update reads it in place of a
+  # permuted copy); with groups, (grp, cout) merge into the output channels: a small copy
+  dwt = dwt.contiguous().permute(0, nd + 2, nd + 1, *range(1, nd + 1))          # (grp, cout, cin, *HW)
+  return dwt.reshape(grp * cout, cin, *HW).lazydata if grp == 1 else dwt.contiguous().reshape(grp * cout, cin, *HW).lazydata
+
+def _strided_dgrad(g: Tensor, w: Tensor, s_: tuple, pb: list[int], ishape: tuple, groups: int = 1) -> Tensor:
+  """The input gradient of a 2-d stride-s conv (one group; x's pixels, not the padding), dx[n, c, X] = sum over
+  s*o + k - pb = X of G[n, co, o] * W[co, c, k], as its output phases: pixels X = s*u + r take the taps k = s*j + e,
+  e = (r + pb) % s, from G[u + (r + pb - e)/s - j], a stride-1 correlation of G with that flipped sub-kernel (3x3, s=2:
+  2x2, 2x1, 1x2 and 1x1 taps, 9 in all; the 2x2-phase conv's transposed form would compute 16). The phases interleave
+  back in one copy."""
+  from frontend.tensor import Tensor
+  bs, c, HW, grp = g.shape[0], w.shape[1] * groups, w.shape[2:], groups
+  dims = []   # per spatial dim, per phase r: (taps, first G row read, pixels)
+  for i, s, k, b in zip(ishape, s_, HW, pb):
+    dims.append([(list(range((r + b) % s, k, s)), (r + b - (r + b) % s) // s - len(range((r + b) % s, k, s)) + 1, -(-(i - r) // s))
+                 for r in range(s)])
+  # G padded once (a buffer: every phase conv reads a window of it without border checks), enough for every phase
+  lo = [max(0, -min(st for _, st, _ in d)) for d in dims]
+  hi = [max(0, max(st + u + len(t) - 1 for t, st, u in d) - o) for d, o in zip(dims, g.shape[2:])]
+  gp = g.pad(((0, 0), (0, 0), (lo[0], hi[0]), (lo[1], hi[1]))).contiguous() if any(lo + hi) else g.contiguous()
+  um = [-(-i // s) for i, s in zip(ishape, s_)]
+  phases = []
+  for ty, sty, uy in dims[0]:
+    for tx, stx, ux in dims[1]:
+      if not ty or not tx: phases.append(Tensor.zeros(bs, c, *um, device=g.device)); continue
+      win = gp.shrink((None, None, (sty + lo[0], sty + lo[0] + uy + len(ty) - 1), (stx + lo[1], stx + lo[1] + ux + len(tx) - 1)))
+      # (c, co/groups, |ty|, |tx|): each group's sub-kernel flipped, its in and out channels swapped
+      wsub = w[:, :, ty[0]::s_[0], tx[0]::s_[1]].flip(2, 3)
+      wsub = wsub.reshape(grp, w.shape[0] // grp, *wsub.shape[1:]).transpose(1, 2).reshape(c, w.shape[0] // grp, len(ty), len(tx)).contiguous()
+      # (a 1x1 phase that reads G itself: the matrix product of _conv_fwd, straight from G)
+      if len(ty) == 1 and len(tx) == 1 and (sty, stx, uy, ux) == (0, 0, *g.shape[2:]): win = g
+      ph = (win.contiguous() if len(ty) == 1 and len(tx) == 1 else win)._conv_fwd(wsub, grp, 1, 1, [0, 0, 0, 0], realize=True)
+      phases.append(_pad_to(ph if grp > 1 else ph.contiguous(), [0, 0], um))   # (grouped: realized by _conv_fwd)
+  dx = Tensor.stack(*phases, dim=2).reshape(bs, c, s_[0], s_[1], *um).permute(0, 1, 4, 2, 5, 3)
+  return dx.reshape(bs, c, um[0] * s_[0], um[1] * s_[1]).shrink((None, None, (0, ishape[0]), (0, ishape[1])))
+
+class _StridedConvFn(Function):
+  """A 2-d stride-s conv (float32; groups of a multiple of 8 output channels) with gradients of exactly its own taps:
+  the forward vectorized along the output channels (_conv_fwd_cout), the input gradient its output phases' stride-1
+  convs (_strided_dgrad), the weight gradient a strided window reduction (_conv_wgrad). Space to depth (a 2x2 stride-1 conv over 4C for a 3x3 s=2 one) would do
+  16/9 of the arithmetic in both gradients, plus the copies of the input's and its gradient's phases."""
+  def forward(self, x, w, stride: tuple, pads: tuple, out: tuple, groups: int = 1):
+    from frontend.tensor import Tensor
+    self.x, self.w, self.s_, self.pb, self.groups = x, w, stride, list(pads[-2::-2]), groups
+    with _no_grad():
+      # the padded input, cut to the rows and columns the windows reach: the forward's and the weight gradient's
+      self.xp = _pad_to(Tensor(x), self.pb, [s * (o - 1) + k for s, o, k in zip(stride, out, w.shape[2:])]).contiguous()
+      return _conv_fwd_cout(self.xp, Tensor(w), stride, groups).lazydata
+  def backward(self, g):
+    from frontend.tensor import Tensor
+    with _no_grad():
+      g, x, w = Tensor(g), Tensor(self.x), Tensor(self.w)
+      dx = _strided_dgrad(g, w, self.s_, self.pb, tuple(x.shape[2:]), self.groups).lazydata if self.needs_input_grad[0] else None
+      if not self.needs_input_grad[1]: return dx, None
+      return dx, _conv_wgrad(g, self.xp, tuple(w.shape[2:]), self.s_, self.groups)
+
 class _ConvFn(Function):
   """conv2d (stride 1, one group) whose backward is made of kernels the conv opts tile: the input gradient is the
   forward conv of the output gradient with the flipped, channel-swapped weight (a transposed conv), and the weight
@@ -918,29 +1032,7 @@ class _ConvFn(Function):
       gpads = [k - 1 - p for k, p in zip([k for k in reversed(HW) for _ in (0, 1)], pads)]
       wt = w.transpose(0, 1).flip(*range(2, 2 + nd))
       dx = g.contiguous()._conv_fwd(wt.contiguous(), 1, 1, 1, gpads).lazydata
-    if self.needs_input_grad[1]:
-      bs, cout, cin, oyx = g.shape[0], g.shape[1], x.shape[1], g.shape[2:]
-      xp = self.xp if any(pads) else x.contiguous()                                # (bs, cin, *padded)
-      # the batch in chunks whose images fit L2 (DW_CHUNK_BYTES): each chunk's partial dW is an output loop of its own
-      # (outermost: split across the cores), so the register tiles of one chunk re-read cached data instead of
-      # streaming the whole batch once per tile; a second small kernel sums the chunks
-      per_img = 4 * (prod(oyx) * cout + prod(xp.shape[2:]) * cin)
-      # (a symbolic batch, a bound Variable: chunks of one image, the batch an output loop the opts leave alone)
-      chunk = 1 if not isinstance(bs, int) else max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
-      nb = bs // chunk if isinstance(bs, int) else bs
-      xw = xp.reshape(nb, chunk, cin, *xp.shape[2:])._pool(HW)                      # (nb, chunk, cin, *out, *HW)
-      xw = xw.permute(0, *[3 + nd + i for i in range(nd)], 2, 1, *[3 + i for i in range(nd)])   # (nb, *HW, cin, chunk, *out)
-      xw = xw.reshape(nb, *HW, cin, 1, chunk, *oyx).expand(nb, *HW, cin, cout, chunk, *oyx)
-      # (bs, *out, cout): cout contiguous. For 2-d, in two copies: (bs, oy, cout, ox) moves whole rows, then each
-      # (cout, ox) block (in L1) is transposed; one copy would read cout values a whole image apart (4 KiB strides
-      # that share a cache set), several times slower
-      gt = g.permute(0, 2, 1, 3).contiguous().permute(0, 1, 3, 2).contiguous() if nd == 2 else g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
-      gt = gt.reshape(nb, chunk, *oyx, cout).permute(0, 2 + nd, 1, *[2 + i for i in range(nd)]).reshape(nb, *[1] * (nd + 1), cout, chunk, *oyx)
-      dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, *HW, cin, cout)
-      dwt = dwt.contiguous().sum(0) if not isinstance(nb, int) or nb > 1 else dwt.reshape(dwt.shape[1:])
-      # realized as (*HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows co;
-      # the (cout, cin, *HW) gradient stays a view of it (the optimizer update reads it in place of a permuted copy)
-      dw = dwt.contiguous().permute(nd + 1, nd, *range(nd)).lazydata
+    if self.needs_input_grad[1]: dw = _conv_wgrad(g, self.xp if any(pads) else x.contiguous(), HW, 1)
     return dx, dw
 
 class _GroupConvFn(Function):
@@ -968,7 +1060,9 @@ class _GroupConvFn(Function):
       gpads = [k - 1 - p for k, p in zip([k for k in reversed(HW) for _ in (0, 1)], pads)]
       wt = w.reshape(grp, cog, cig, *HW).transpose(1, 2).reshape(grp * cig, cog, *HW).flip(*range(2, 2 + nd))
       dx = g.contiguous()._conv_fwd(wt.contiguous(), grp, 1, 1, gpads).lazydata
-    if self.needs_input_grad[1]:
+    if self.needs_input_grad[1] and cog % 8 == 0:   # a group's output channels fill vectors: the weight gradient's tile
+      dw = _conv_wgrad(g, (x.pad(pads) if any(pads) else x).contiguous(), HW, 1, grp)
+    elif self.needs_input_grad[1]:
       xp = (x.pad(pads) if any(pads) else x).contiguous()
       xw = xp._pool(HW).reshape(bs, grp, 1, cig, *oyx, *HW)                            # (bs, g, 1, cig, *out, *HW)
       gg = g.reshape(bs, grp, cog, 1, *oyx, *[1] * nd)

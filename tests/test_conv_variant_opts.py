@@ -79,14 +79,69 @@ def test_variant_kernels_vectorized_for_each_cpu_target(name, cpu_target):
     if any(o[0] == "VECTOR" for o in k.applied_opts):   # the depthwise tile (the dense tiles' spills: tests/test_conv_*opts.py)
       assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, (k.name, k.applied_opts)
 
-def test_strided_conv_is_rewritten_as_a_stride_one_conv():
-  """A stride-2 3x3 conv's forward runs as a 3x2 conv over 2x the channels (the columns' phases as channels, the rows'
-  stride kept: every load is contiguous along the output row), its gradients as those of a 2x2 stride-1 conv over 4x
-  the channels (space to depth): the input gradient is a conv whose outputs are the 4C phase channels."""
+def test_strided_conv_computes_only_its_own_taps():
+  """A stride-2 3x3 conv (one group) with gradients: the forward is a reduction over C x 3 x 3 taps vectorized along the
+  output channels (no phase channels: 12/9 or 16/9 of the arithmetic), the input gradient four stride-1 convs of the
+  output gradient, one per output phase, with 1x1, 1x2, 2x1 and 2x2 taps (9 in all), the weight gradient a reduction
+  over the batch's output pixels: each conv kernel tiled."""
   items, _, _ = _step("stride2")
-  convs = [ei.ck.name for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name))]
-  assert convs[0].endswith(f"{2 * C}_3_2"), convs   # the forward: a reduction over 2C channels x 3 x 2 taps
-  assert any(n.endswith(f"{C}_2_2") and f"_{4 * C}_" in n for n in convs[1:]), convs   # the input gradient: 4C outputs
+  convs = [(ei.ck.name, ei.ck.ck.applied_opts) for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name))]
+  names = [n for n, _ in convs]
+  assert names[0].endswith(f"_{C}_3_3"), names   # the forward: C channels x 3 x 3 taps, no phases
+  # not the phase convs: 3x2 taps over 2C (the column phases), 4C outputs of 2x2 taps (space to depth)
+  assert not any(n.endswith(f"_{2 * C}_3_2") or (n.endswith("_2_2") and f"_{4 * C}_" in n) for n in names), names
+  taps = sorted(n.rsplit("_", 2)[-2:] for n in names[1:] if n.startswith("r_2_1_") and "_8_8_" in n)   # the input gradient's phases
+  assert taps == [["1", "2"], ["2", "1"], ["2", "2"]], names   # (+ the 1x1 phase: a matrix product)
+  assert all(_tiled(opts) for _, opts in convs), convs
+  # the forward's vector loop is the output channels: the tile's vector axis is the innermost output loop (C of them)
+  assert convs[0][1][0][0] == "TILE" and convs[0][1][0][4] == 8, convs[0]
+
+def _torch_conv_grads(xn, wn, kw):
+  """float64 torch: the conv (its padding given per side as F.pad's) and the gradients of sum(y * y)."""
+  import torch
+  tx, tw = torch.tensor(xn, dtype=torch.float64, requires_grad=True), torch.tensor(wn, dtype=torch.float64, requires_grad=True)
+  kw = dict(kw)
+  pad = kw.pop("padding", 0)
+  if isinstance(pad, tuple) and len(pad) == 4: ty = torch.nn.functional.conv2d(torch.nn.functional.pad(tx, pad), tw, **kw)
+  else: ty = torch.nn.functional.conv2d(tx, tw, padding=pad, **kw)
+  (ty * ty).sum().backward()
+  return ty.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()
+
+@pytest.mark.parametrize("shape,kw", [((2, 5, 16, 16), dict(stride=2, padding=1)), ((2, 5, 11, 13), dict(stride=2, padding=1)),
+                                      ((3, 4, 11, 13), dict(stride=(2, 1), padding=1)), ((2, 3, 12, 10), dict(stride=(1, 3), padding=(2, 0))),
+                                      ((2, 4, 13, 14), dict(stride=3, padding=2)), ((2, 4, 11, 9), dict(stride=2, padding=(0, 1, 2, 0))),
+                                      ((2, 6, 9, 9), dict(stride=2, padding=3)), ((2, 4, 10, 10), dict(stride=2)),
+                                      ((2, 4, 9, 11), dict(stride=2, padding=0, k=1)), ((2, 3, 15, 15), dict(stride=4, padding=2, k=5)),
+                                      ((2, 16, 8, 8), dict(stride=2, padding=1, k=2))])
+def test_strided_conv_taps_path_matches_float64(shape, kw):
+  """The taps path (one group, output channels a multiple of 8: _StridedConvFn, _conv_fwd_cout): strides per dim,
+  odd sizes, uneven and large padding (an output phase whose window starts before the output gradient), kernels
+  smaller than the stride (1x1 s=2: phases with no taps), 5x5 s=4, 2x2: forward alone, forward + both gradients."""
+  kw = dict(kw)
+  k = kw.pop("k", 3)
+  rng = np.random.default_rng(7)
+  xn = rng.standard_normal(shape).astype(np.float32)
+  wn = (rng.standard_normal((8, shape[1], k, k if "stride" not in kw or kw["stride"] != (1, 3) else 2)) * 0.3).astype(np.float32)
+  want_y, want_gx, want_gw = _torch_conv_grads(xn, wn, kw)
+  np.testing.assert_allclose(Tensor(xn).conv2d(Tensor(wn), **kw).numpy(), want_y, rtol=1e-4, atol=1e-4)
+  x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
+  y = x.conv2d(w, **kw)
+  np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-4, atol=1e-4)
+  (y * y).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), want_gx, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(w.grad.numpy(), want_gw, rtol=1e-4, atol=1e-3)
+
+def test_strided_conv_input_gradient_alone_and_weight_gradient_alone():
+  """Only one of x, w requiring a gradient: the other gradient isn't built, the one asked for is right."""
+  rng = np.random.default_rng(8)
+  xn, wn = rng.standard_normal((2, 4, 10, 10)).astype(np.float32), (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
+  _, want_gx, want_gw = _torch_conv_grads(xn, wn, dict(stride=2, padding=1))
+  for xg in (True, False):
+    x, w = Tensor(xn, requires_grad=xg), Tensor(wn, requires_grad=not xg)
+    y = x.conv2d(w, stride=2, padding=1)
+    (y * y).sum().backward()
+    if xg: np.testing.assert_allclose(x.grad.numpy(), want_gx, rtol=1e-4, atol=1e-3); assert w.grad is None
+    else: np.testing.assert_allclose(w.grad.numpy(), want_gw, rtol=1e-4, atol=1e-3); assert x.grad is None
 
 @pytest.mark.parametrize("kw", [dict(stride=2, padding=1), dict(stride=(2, 1), padding=1), dict(stride=(1, 3), padding=(2, 0)),
                                 dict(stride=3, padding=2), dict(stride=2, padding=1, groups=2), dict(stride=2, padding=(0, 1, 2, 0))])
@@ -122,3 +177,113 @@ def test_two_by_two_conv_tile_renders_without_spills(cpu_target):
   src = render_c(k, 2 if k.threaded is not None else 1)
   assert "unroll(disable)" in src
   assert vector_spills(src, k.name, cpu_target.cc_flags) == 0, k.applied_opts
+
+def test_strided_conv_forward_tile_rows_are_output_columns():
+  """The stride-2 forward vectorized along the output channels (bench shape: 64 channels, 16x16 outputs) takes its
+  tile's rows from the innermost loop that the weight vector does not move with, the output columns (neighbours in
+  the input: shared cache lines), not the images; on AVX2 that is 6 columns x 2 vectors, 12 accumulators, no spills."""
+  from compiler.schedule import create_schedule
+  from hcqrt.cpu.device import CPUDevice
+  from compiler.target import Target
+  from test_conv_train_opts import inner_accumulators
+  avx2 = Target.from_report(CPUDevice(isa="x86-64-v3").target)
+  y = Tensor.empty(2, 64, 32, 32).conv2d(Tensor.empty(64, 64, 3, 3), stride=2, padding=1)
+  k0 = next(k for k in (lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None) if _conv_like(k))
+  assert [r.src[0].arg for r in k0.global_ranges] == [2, 16, 16, 64], k0.name   # (images, rows, columns, out channels)
+  cols, chans = (r.arg[0] for r in k0.global_ranges[2:])
+  k = optimize(k0, avx2)
+  tile = next(o for o in k.applied_opts if o[0] == "TILE")
+  assert tile[1] == cols and tile[3] == chans, k.applied_opts
+  assert inner_accumulators(k) >= 12, k.applied_opts
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, avx2.cc_flags) == 0, k.applied_opts
+
+@pytest.mark.parametrize("shape,wshape,kw", [((2, 32, 10, 10), (32, 8, 3, 3), dict(padding=1, groups=4)),
+                                             ((3, 16, 9, 7), (16, 8, 3, 3), dict(padding=(1, 0), groups=2)),
+                                             ((2, 16, 8, 8), (32, 8, 5, 5), dict(padding=2, groups=2)),
+                                             ((2, 16, 8, 8), (16, 16, 3, 3), dict(padding=1, groups=1))])
+def test_grouped_weight_gradient_tiled_per_group(shape, wshape, kw):
+  """Grouped convs whose groups have 8 or more output channels (a multiple of 8): the weight gradient is the per-group
+  (group, ky, kx, ci, co) reduction with co the vectors (_conv_wgrad), the register tile; the gradients equal float64
+  torch's (groups=1 through _ConvFn, the same function)."""
+  rng = np.random.default_rng(9)
+  xn, wn = rng.standard_normal(shape).astype(np.float32), (rng.standard_normal(wshape) * 0.3).astype(np.float32)
+  _, want_gx, want_gw = _torch_conv_grads(xn, wn, kw)
+  x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
+  @TinyJit
+  def step():
+    x.grad = w.grad = None
+    y = x.conv2d(w, **kw)
+    (y * y).sum().backward()
+    return x.grad.realize(), w.grad.realize()
+  for _ in range(3): gx, gw = step()
+  np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-3)
+  convs = [ei.ck for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.ck.ast, ei.ck.name))]
+  assert len(convs) >= 3 and all(_tiled(k.ck.applied_opts) for k in convs), [(k.name, k.ck.applied_opts) for k in convs]
+
+@pytest.mark.parametrize("taps", [(2, 1), (1, 2), (1, 3)])
+def test_one_wide_tap_conv_tile_renders_without_spills(taps, cpu_target):
+  """Convs with a single tap along one dim (the strided conv's input-gradient phases: 2x1, 1x2; a 1x3 conv): the loop
+  of one iteration that the lowering keeps is no loop for the register budget nor for the 2-tap loop's unroll guard,
+  so the tile is sized for the loop around it (2x1 took 8 rows x 2 vectors: 16 accumulators, 70 spills on AVX2)."""
+  from compiler.schedule import create_schedule
+  x = Tensor.empty(4, 64, 16 + taps[0] - 1, 16 + taps[1] - 1).realize()
+  w = Tensor.empty(64, 64, *taps).realize()
+  k = optimize(lower(create_schedule([x._conv_fwd(w, 1, 1, 1, [0, 0, 0, 0]).lazydata])[0].ast), cpu_target)
+  assert _tiled(k.applied_opts), k.applied_opts
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, k.applied_opts
+
+@pytest.mark.parametrize("shape,wshape,kw,tiled", [((2, 16, 10, 10), (16, 4, 3, 3), dict(stride=2, padding=1, groups=4), False),
+                                                   ((2, 32, 11, 9), (32, 8, 3, 3), dict(stride=2, padding=1, groups=4), False),
+                                                   ((2, 16, 12, 12), (32, 8, 5, 5), dict(stride=(2, 3), padding=2, groups=2), False),
+                                                   ((2, 32, 32, 32), (32, 8, 3, 3), dict(stride=2, padding=1, groups=4), True)])
+def test_grouped_strided_conv_matches_float64_and_is_tiled(shape, wshape, kw, tiled):
+  """Grouped strided convs: with 8 output channels per group (or more) the taps path (forward along the group's output
+  channels, grouped phase convs for the input gradient, the per-group weight gradient), every conv kernel tiled where
+  the phases' rows hold vectors (16 wide); with fewer (16 channels in 4 groups) the phase convs; all equal float64
+  torch's forward and gradients."""
+  rng = np.random.default_rng(10)
+  xn, wn = rng.standard_normal(shape).astype(np.float32), (rng.standard_normal(wshape) * 0.3).astype(np.float32)
+  want_y, want_gx, want_gw = _torch_conv_grads(xn, wn, kw)
+  np.testing.assert_allclose(Tensor(xn).conv2d(Tensor(wn), **kw).numpy(), want_y, rtol=1e-4, atol=1e-4)
+  x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
+  @TinyJit
+  def step():
+    x.grad = w.grad = None
+    y = x.conv2d(w, **kw)
+    (y * y).sum().backward()
+    return y.realize(), x.grad.realize(), w.grad.realize()
+  for _ in range(3): y, gx, gw = step()
+  np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-3)
+  if tiled:
+    convs = [ei.ck for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.ck.ast, ei.ck.name))]
+    assert len(convs) >= 3 and all(_tiled(k.ck.applied_opts) for k in convs), [(k.name, k.ck.applied_opts) for k in convs]
+
+@pytest.mark.parametrize("k,pad", [(3, 1), (1, 0)])
+def test_strided_conv_symbolic_batch_in_tinyjit(k, pad):
+  """The taps path with a bound Variable batch (the epoch's short last batch): one capture replays for every batch size,
+  the loss and the weight gradient equal float64 torch's (1x1 s=2: input-gradient phases with no taps, zeros)."""
+  from frontend import Variable
+  import torch
+  rng = np.random.default_rng(11)
+  wn = (rng.standard_normal((16, 8, k, k)) * 0.3).astype(np.float32)
+  w = Tensor(wn, requires_grad=True).realize()
+  B = Variable("batch", 1, 8)
+  @TinyJit
+  def step(x):
+    w.grad = None
+    y = x.conv2d(w, stride=2, padding=pad)
+    loss = (y * y).sum()
+    loss.backward()
+    return loss.realize(), w.grad.realize()
+  for n in (8, 8, 8, 5, 3):
+    xn = rng.standard_normal((n, 8, 16, 16)).astype(np.float32)
+    loss, gw = step(Tensor(xn).reshape(B.bind(n), 8, 16, 16))
+    tw = torch.tensor(wn, dtype=torch.float64, requires_grad=True)
+    ty = torch.nn.functional.conv2d(torch.tensor(xn, dtype=torch.float64), tw, stride=2, padding=pad)
+    tl = (ty * ty).sum()
+    tl.backward()
+    np.testing.assert_allclose(float(loss.numpy()), tl.item(), rtol=1e-5)
+    np.testing.assert_allclose(gw.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)

@@ -63,8 +63,10 @@ def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> b
     uj = next((u for u in (VEC_UNROLL, 3) if n % (w * u) == 0), 1)
     if not any(_stride(ld.src[1], rj) == 1 for ld in loads): continue
     # the row loop: one whose contiguous-in-rj load does not move with it (so its loads are shared); a multiple of
-    # UPCAST_I first, else one of 3 or 5 rows (a 3x3/5x5 conv's weight gradient with 1-3 input channels: ky rows)
-    rows = [(ri, UPCAST_I) for ri in k.global_ranges if ri.src[0].arg % UPCAST_I == 0] + \
+    # UPCAST_I first, else one of 3 or 5 rows (a 3x3/5x5 conv's weight gradient with 1-3 input channels: ky rows).
+    # The innermost such loop: neighbouring rows (a strided conv's output columns vectorized along its output channels,
+    # rather than its images) share cache lines, and the loops outside the tile stay whole for the cores
+    rows = [(ri, UPCAST_I) for ri in reversed(k.global_ranges) if ri.src[0].arg % UPCAST_I == 0] + \
            [(ri, d) for ri in k.global_ranges for d in ODD_ROWS if ri.src[0].arg % UPCAST_I and ri.src[0].arg % d == 0]
     for ri, ui in rows:
       if ri is rj: continue

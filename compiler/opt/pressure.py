@@ -126,7 +126,11 @@ def max_live(prog: list[UOp], simd_bytes: int) -> int:
   from scalars) costs once per tile."""
   live, hot, stack = live_values(prog, simd_bytes), [], []
   for i, u in enumerate(prog):
-    if u.op is Ops.RANGE: stack = [(o, False) for o, _ in stack] + [(i, True)]   # (a loop opens inside the open ones)
+    # (a loop opens inside the open ones; one of a single iteration, a 2x1 conv's column taps, is no loop: the one
+    # around it stays innermost, as the C compiler sees it)
+    if u.op is Ops.RANGE:
+      one = u.src[0].op is Ops.CONST and u.src[0].arg == 1
+      stack = (stack if one else [(o, False) for o, _ in stack]) + [(i, not one)]
     elif u.op is Ops.ENDRANGE and stack:
       o, innermost = stack.pop()
       if innermost: hot += live[o:i + 1]
