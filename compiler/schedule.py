@@ -27,7 +27,7 @@ import weakref
 from dataclasses import dataclass, field
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops, ELEMENTWISE
-from compiler.view import ShapeTracker, prod
+from compiler.view import ShapeTracker, prod, CACHE_MAX
 from compiler.sint import any_sym, smax, unbind, merge_vals
 
 @dataclass
@@ -49,6 +49,17 @@ class ScheduleItem:
 def _view_is_rearrange(st: ShapeTracker, base_shape) -> bool:
   """True when st reads every base element exactly once, in any order (reshape/permute only)."""
   return prod(st.shape) == prod(base_shape) and all(v.mask is None and _dense(v) for v in st.views)
+
+# (rearrange, grows) of reading a base of base_shape through view st: a pure function of the two (frozen) values, asked
+# for every edge of every kernel at every schedule, so memoized (bounded: emptied when full; keyed with the dims' types
+# as compiler/view.py's tables, since 1 == True)
+_view_facts_cache: dict[tuple, tuple[bool, bool]] = {}
+def _view_facts(st: ShapeTracker, base_shape: tuple) -> tuple[bool, bool]:
+  """(st reads each base element once: _view_is_rearrange, st reads more elements than the base has)"""
+  if (r := _view_facts_cache.get(key := (st, base_shape, tuple(map(type, base_shape))))) is None:
+    if len(_view_facts_cache) >= CACHE_MAX: _view_facts_cache.clear()
+    r = _view_facts_cache[key] = (_view_is_rearrange(st, base_shape), smax(prod(st.shape)) > smax(prod(base_shape)))
+  return r
 
 def _dense(v) -> bool:
   if any_sym(v.shape) or any_sym(v.strides): return v.contiguous   # symbolic: only the plain layout is known dense
@@ -78,8 +89,9 @@ class _Scheduler:
       order.append(b)
       if b.buffer is not None: continue
       for s in b.srcs:
-        self.children[s.base] = self.children.get(s.base, 0) + 1
-        stack.append(s.base)
+        sb = s._base or s   # (s.base, inlined: this loop visits every edge of the graph)
+        self.children[sb] = self.children.get(sb, 0) + 1
+        stack.append(sb)
     for b in self.outs: self.realize[b] = None
     for b in order:
       if b.buffer is not None: continue
@@ -115,18 +127,18 @@ class _Scheduler:
     """Walk what kernel `root` inlines, marking the bases that must be realized instead."""
     if (b, in_reduce) in seen or self._must_load(b, root) or b.op in (Ops.COPY, Ops.EMPTY): return
     seen.add((b, in_reduce))
+    realize, inner = self.realize, in_reduce or b.op is Ops.REDUCE_AXIS
     for s in (b.srcs[:1] if b.op is Ops.ASSIGN else b.srcs):
-      sb = s.base
-      if self._must_load(sb, root) or sb.op is Ops.CONST: continue
-      rearrange = not s.is_view or _view_is_rearrange(s.st, sb.shape)
-      if sb.op is Ops.REDUCE_AXIS and (not rearrange or in_reduce or b.op is Ops.REDUCE_AXIS):
-        self.realize[sb] = None; continue
-      grows = s.is_view and smax(prod(s.shape)) > smax(prod(sb.shape))
+      sb = s._base or s
+      if sb.buffer is not None or (sb in realize and sb is not root) or sb.op is Ops.CONST: continue   # (_must_load)
+      rearrange, grows = _view_facts(s.st, sb.st.shape) if s._base is not None else (True, False)
+      if sb.op is Ops.REDUCE_AXIS and (not rearrange or inner):
+        realize[sb] = None; continue
       if grows and sb.op in ELEMENTWISE and self._has_reduce(sb):   # (x - x.mean()): the mean once, not once per element
-        self.realize[sb] = None; continue
-      if (in_reduce or b.op is Ops.REDUCE_AXIS) and grows and not _cheap(sb):
-        self.realize[sb] = None; continue
-      self._probe(sb, root, in_reduce or b.op is Ops.REDUCE_AXIS, seen)
+        realize[sb] = None; continue
+      if inner and grows and not _cheap(sb):
+        realize[sb] = None; continue
+      if (sb, inner) not in seen and sb.op is not Ops.COPY and sb.op is not Ops.EMPTY: self._probe(sb, root, inner, seen)
 
 def _cheap(b: LazyBuffer) -> bool:
   """A cast or bitcast of something already in memory costs no more to recompute than to load."""
@@ -177,8 +189,8 @@ def unbind_ast(ast: UOp) -> tuple[UOp, dict]:
   for u in ast.toposort():
     if u.op is Ops.BIND: memo[u] = ub(u); continue
     arg = u.arg
-    if u.op in (Ops.LOAD, Ops.STORE) and arg[1].sints(): arg = (arg[0], arg[1].map_sints(ub))
-    elif u.op is Ops.VIEW and arg.sints(): arg = arg.map_sints(ub)
+    if u.op in (Ops.LOAD, Ops.STORE) and arg[1]._sints: arg = (arg[0], arg[1].map_sints(ub))
+    elif u.op is Ops.VIEW and arg._sints: arg = arg.map_sints(ub)
     elif u.op is Ops.INDEX and isinstance(arg, UOp): arg = ub(arg)   # an iota of symbolic length
     srcs = tuple(memo[s] for s in u.src)
     memo[u] = u if srcs == u.src and arg is u.arg else UOp(u.op, u.dtype, srcs, arg)

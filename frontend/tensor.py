@@ -2003,22 +2003,28 @@ def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
   target's, an earlier pending assign's it follows, or any other lazy buffer's over the same device buffer."""
   targets, bufs, t = set(), set(), target
   while True:
-    targets.add(id(t))
+    targets.add(t)
     if t.buffer is not None: bufs.add(id(t.buffer))
     if not _pending_assign(t): break
     t = t.srcs[1].base
-  seen, stack = set(), [value]
+  # (every optimizer update walks its gradient's whole graph: the loop is written for speed; seen holds the nodes
+  # (views and bases) checked, walked the bases whose sources were pushed, so a base read through several views is
+  # expanded once)
+  seen, walked, stack = set(), set(), [value]
   while stack:
     lb = stack.pop()
-    if id(lb) in seen: continue
-    seen.add(id(lb))
-    hit = id(lb.base) in targets or (lb.base.buffer is not None and id(lb.base.buffer) in bufs)
-    if hit and lb.is_view and lb.st != ShapeTracker.from_shape(lb.base.shape): return True
-    if hit: continue
+    if lb in seen: continue
+    seen.add(lb)
+    b = lb._base or lb
+    if b in targets or (b.buffer is not None and id(b.buffer) in bufs):
+      if lb._base is not None and lb.st != ShapeTracker.from_shape(b.st.shape): return True
+      continue
     # another pending assign (an optimizer's moment) is written by its own kernel, or fused into this one only when
     # no load of a written buffer is shifted (compiler/schedule.py _assign_items): not walked (it would find the weight
     # read at shifted positions by the backward pass, and force a copy of every update)
-    if lb.base.buffer is None and not _pending_assign(lb.base): stack.extend(lb.base.srcs)
+    if b.buffer is None and b.op is not Ops.ASSIGN and b not in walked:
+      walked.add(b)
+      stack.extend(b.srcs)
   return False
 
 def _writable_view(st: ShapeTracker) -> bool:
