@@ -196,6 +196,18 @@ def unbind_ast(ast: UOp) -> tuple[UOp, dict]:
     memo[u] = u if srcs == u.src and arg is u.arg else UOp(u.op, u.dtype, srcs, arg)
   return memo[ast], merge_vals(*vals, what="kernel")
 
+def _finish(ast: UOp, topo: list[UOp] | None = None) -> tuple[UOp, dict, str]:
+  """(unbind_ast(ast), kernel_name): one walk of the ast when it holds no symbolic value (then unbinding changes
+  nothing: every node maps to itself, and there are no values)."""
+  topo = ast.toposort() if topo is None else topo
+  for u in topo:
+    op = u.op
+    if op is Ops.BIND or (op in (Ops.LOAD, Ops.STORE) and u.arg[1]._sints) or (op is Ops.VIEW and u.arg._sints) or \
+       (op is Ops.INDEX and isinstance(u.arg, UOp)):
+      ast, vv = unbind_ast(ast)
+      return ast, vv, kernel_name(ast)
+  return ast, {}, kernel_name(ast, topo)
+
 def ast_shape(u: UOp) -> tuple[int, ...]:
   """The shape of a kernel AST node."""
   if u.op in (Ops.LOAD, Ops.STORE): return u.arg[1].shape
@@ -209,10 +221,11 @@ def _dim(s) -> str:
   # a symbolic dim is named by its Variables (kernel names are C identifiers)
   return str(s) if isinstance(s, int) else "".join(u.arg[0] for u in s.toposort() if u.op is Ops.DEFINE_VAR) or "s"
 
-def kernel_name(ast: UOp) -> str:
+def kernel_name(ast: UOp, topo: list[UOp] | None = None) -> str:
+  """The kernel's name from its shape (topo: ast.toposort(), when the caller has it)."""
   store = ast.src[0]
   shape = store.arg[1].shape
-  reds = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
+  reds = [u for u in (ast.toposort() if topo is None else topo) if u.op is Ops.REDUCE_AXIS]
   if reds:
     full = ast_shape(reds[0].src[0])
     return "r_" + "_".join(_dim(s) for s in full)
@@ -262,8 +275,8 @@ def _build(sched: _Scheduler, fuse: int) -> list[ScheduleItem]:
       continue
     kb = _KernelBuilder(sched, b)
     val = kb.base(b) if b.op is not Ops.CONTIGUOUS else kb.ref(b.srcs[0])
-    ast, vv = unbind_ast(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, ShapeTracker.from_shape(b.shape))),)))
-    items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast), var_vals=vv)
+    ast, vv, name = _finish(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, ShapeTracker.from_shape(b.shape))),)))
+    items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", name, var_vals=vv)
   # order: an item runs after the items producing its inputs; an assign runs after every item reading its target
   unique = list({id(it): it for it in items.values()}.values())
   deps: dict[int, set] = {id(it): {id(items[i]) for i in it.inputs if i in items} for it in unique}
@@ -288,14 +301,15 @@ def _assign_items(sched: _Scheduler, chains: list[list[LazyBuffer]]) -> list[Sch
   kb = _KernelBuilder(sched, group[0], group)
   ast = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (kb.ref(g.srcs[0]),), (i, st)) for i, g in enumerate(group)))
   targets = [g.srcs[1].base for g in group]
+  topo = ast.toposort()
   if len(group) > 1:
     written = {id(t.buffer) for t in targets}
     # (two assigns into one buffer: their order matters, keep them apart)
     if len(written) < len(targets) or any(u.op is Ops.LOAD and (lb := kb.inputs[u.arg[0] - len(group)].base).buffer is not None and id(lb.buffer) in written
-           and u.arg[1] != st for u in ast.toposort()):
+           and u.arg[1] != st for u in topo):
       return [it for part in (chains if len(chains) > 1 else [[g] for g in group]) for it in _assign_items(sched, [part])]
-  ast, vv = unbind_ast(ast)
-  return [ScheduleItem(ast, group, kb.inputs, "kernel", kernel_name(ast), assign_targets=targets, var_vals=vv)]
+  ast, vv, name = _finish(ast, topo)
+  return [ScheduleItem(ast, group, kb.inputs, "kernel", name, assign_targets=targets, var_vals=vv)]
 
 MAX_FUSED_CHAINS = 4   # chains of one shape merged into one kernel (each adds ~10 buffer arguments)
 

@@ -1155,6 +1155,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
         promote = (isinstance(y, float) and not x.dtype.is_float) or (isinstance(y, int) and not isinstance(y, bool) and x.dtype.is_bool)
         dt = (dtypes.default_float if isinstance(y, float) else dtypes.default_int) if promote else x.dtype
+        if not promote and not any_sym(x.shape):
+          # (a Python number in x's dtype: the constant at x's shape right away; LazyBuffer.const makes the same view
+          # of the same constant that the reshape+expand below would, without two autograd nodes per number)
+          y = Tensor(LazyBuffer.const(y, dt, x.shape, x.device))
+          return (y, x) if reverse else (x, y)
         y = Tensor(LazyBuffer.const(y, dt, (), x.device))
     if x.device != y.device: raise RuntimeError(f"tensors on different devices: {x.device} and {y.device}")
     if reverse: x, y = y, x
