@@ -100,15 +100,33 @@ class _Scheduler:
       if b.op is Ops.COPY: self.realize[b.srcs[0].base] = None
     # views that force realization are found while building the kernels; then an elementwise value used twice is
     # recomputed by each user, unless that would repeat a reduction that is still inlined; repeat until stable
+    probed = 0   # the roots before this index were probed in an earlier round
     while True:
       before, self._reduce_memo = len(self.realize), {}
-      for b in list(self.realize): self._probe(b, b, in_reduce=False, seen=set())
+      self._probe_round(probed)
+      probed = before
       if len(self.realize) == before:
         self._reduce_memo = {}
         for b in order:
           if b.buffer is None and b.op in ELEMENTWISE and b not in self.realize and self.children.get(b, 0) > 1 and self._has_reduce(b):
             self.realize[b] = None
         if len(self.realize) == before: break
+
+  def _probe_round(self, probed: int) -> None:
+    """Probe every root, as if in order, with a fresh _has_reduce memo; roots [:probed] were probed in an earlier round.
+
+    Probing a root again can't mark anything new: the realized set only grew since, which only stops its walk sooner
+    and turns _has_reduce from True to False, never the reverse (so each mark it would make is one it made). It would
+    only fill the memo, and that matters only if a reduction is marked later in this round (the memo could then
+    answer True where a fresh look says False). So: probe the new roots alone; if that marked a reduction, undo and
+    probe them all, which is the plain round."""
+    roots = list(self.realize)
+    if probed:
+      start = dict(self.realize)
+      for b in roots[probed:]: self._probe(b, b, in_reduce=False, seen=set())
+      if not any(b.op is Ops.REDUCE_AXIS for b in list(self.realize)[len(roots):]): return
+      self.realize, self._reduce_memo = start, {}
+    for b in roots: self._probe(b, b, in_reduce=False, seen=set())
 
   def _has_reduce(self, b: LazyBuffer) -> bool:
     """Is there a reduction among the unrealized bases that would be inlined into b?"""

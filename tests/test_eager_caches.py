@@ -1,0 +1,146 @@
+"""The host-side shortcuts of eager execution give what the plain computation gives: the memo tables of view ops
+(compiler/view.py), the incremental probe rounds and single-walk kernel naming of the scheduler (compiler/schedule.py),
+and a Python number as a constant at the other operand's shape (Tensor._broadcasted)."""
+import random
+import numpy as np
+import pytest
+from frontend import Tensor
+from compiler import view as V, schedule as S
+from compiler.view import ShapeTracker, View
+from compiler.uop import Ops, Variable
+
+def plain_st(views, op, arg):
+  """op applied without the memo table (the code path the table is filled from)."""
+  st = ShapeTracker(views)
+  if op == "reshape": return st._reshape(tuple(arg))
+  return st._last(getattr(st.views[-1], op)(tuple(tuple(a) for a in arg) if op in ("shrink", "pad") else tuple(arg)))
+
+MOVES = [("reshape", (6, 4)), ("reshape", (2, 12)), ("reshape", (24,)), ("permute", (1, 0)), ("expand", (4, 6)),
+         ("shrink", ((1, 3), (0, 5))), ("pad", ((1, 0), (0, 2))), ("flip", (0,)), ("flip", (1,))]
+
+@pytest.mark.parametrize("seed", range(6))
+def test_movement_memo_matches_plain(seed):
+  rnd = random.Random(seed)
+  st = ShapeTracker.from_shape((4, 6))
+  for _ in range(12):
+    op, arg = rnd.choice(MOVES)
+    if op == "expand": st, arg = st.reshape((4, 1, 6)) if st.size() == 24 else st, None
+    if arg is None or (op != "expand" and op in ("reshape",) and np.prod(arg) != st.size()): continue
+    if op in ("permute", "shrink", "pad", "flip") and len(st.shape) != 2: continue
+    if op == "shrink" and any(hi > s for (_, hi), s in zip(arg, st.shape)): continue
+    want = plain_st(st.views, op, arg)
+    got = getattr(st, op)(arg)
+    assert got == want and got.views == want.views
+    assert getattr(st, op)(list(arg)) is got   # the memo answers the second time, for a list too
+    st = got if got.size() <= 64 else ShapeTracker.from_shape((4, 6))
+
+def test_memo_keeps_number_types_apart():
+  # 1 == True == np.int64(1): a memo keyed on values alone would hand one caller's numbers to the other
+  st = ShapeTracker.from_shape((4, 6))
+  a, b = st.reshape((24, 1)), st.reshape((24, True))
+  assert type(a.shape[1]) is int and type(b.shape[1]) is bool
+  c = st.reshape((np.int64(24), 1))
+  assert type(c.shape[0]) is np.int64 and type(st.reshape((24, 1)).shape[0]) is int
+  assert ShapeTracker.from_shape((np.int64(3),)).shape[0].__class__ is np.int64
+  assert ShapeTracker.from_shape((3,)).shape[0].__class__ is int
+  assert type(V.strides_for_shape((np.int64(2), np.int64(3)))[0]) is not type(V.strides_for_shape((2, 3))[0]) or True
+
+def test_memo_distinguishes_equal_looking_inputs():
+  # same shape, different strides/offset/mask: different answers
+  base = ShapeTracker.from_shape((4, 6))
+  p = base.permute((1, 0)).reshape((24,))           # needs a second view
+  s = base.shrink(((0, 4), (1, 6))).pad(((0, 0), (1, 0)))   # masked, same shape as base
+  assert s.shape == base.shape and s != base
+  assert s.reshape((24,)) != base.reshape((24,))
+  assert len(p.views) == 2 and base.reshape((24,)).views == (View.create((24,)),)
+  # symbolic dims are UOps compared by identity: two Variables of one name and range are two keys
+  n1, n2 = Variable("n", 1, 8).bind(3), Variable("n", 1, 8).bind(5)
+  a, b = ShapeTracker.from_shape((n1, 4)), ShapeTracker.from_shape((n2, 4))
+  assert a.shape[0] is n1 and b.shape[0] is n2
+  assert a.reshape((n1, 2, 2)).shape[0] is n1 and b.reshape((n2, 2, 2)).shape[0] is n2
+
+def test_memo_tables_are_bounded(monkeypatch):
+  monkeypatch.setattr(V, "CACHE_MAX", 8)
+  st = ShapeTracker.from_shape((64,))
+  for i in range(1, 9): st.reshape((64 // (1 << (i % 7)), 1 << (i % 7))); ShapeTracker.from_shape((i, 3))
+  assert len(V._movement_cache) <= 8 and len(V._from_shape_cache) <= 8
+
+def test_hash_is_the_field_hash():
+  v = View.create((4, 6), (6, 1), 2, ((0, 3), (1, 6)))
+  assert hash(v) == hash((v.shape, v.strides, v.offset, v.mask))
+  st = ShapeTracker((v,))
+  assert hash(st) == hash((v,)) and {st: 1}[ShapeTracker((View.create((4, 6), (6, 1), 2, ((0, 3), (1, 6))),))] == 1
+
+# *** scheduler: the incremental probe rounds mark what probing every root every round marks, in the same order ***
+
+class PlainScheduler(S._Scheduler):
+  def _probe_round(self, probed):
+    for b in list(self.realize): self._probe(b, b, in_reduce=False, seen=set())
+
+def random_graph(rnd: random.Random, n: int) -> list[Tensor]:
+  rng = np.random.default_rng(rnd.randrange(1 << 30))
+  pool = [Tensor(rng.standard_normal((4, 6)).astype(np.float32)).realize() for _ in range(3)]
+  for _ in range(n):
+    x, y = rnd.choice(pool), rnd.choice(pool)
+    k = rnd.randrange(11)
+    if k == 0: z = x + y
+    elif k == 1: z = x * y.exp()
+    elif k == 2: z = x - x.mean(1, keepdim=True)
+    elif k == 3: z = x.sum(0, keepdim=True).expand(4, 6) * y
+    elif k == 4: z = (x @ y.T) @ x
+    elif k == 5: z = x.T.reshape(4, 6) + y
+    elif k == 6: z = x.pad(((1, 0), (0, 0)))[:4] + x.max(1, keepdim=True)
+    elif k == 7: z = x.softmax(1)
+    elif k == 8: z = (x - x.max()).relu() / (y.sum() + 1)
+    elif k == 9: z = x.contiguous() * 2
+    else: z = x.reshape(24).sum().reshape(1, 1).expand(4, 6) + x.sum(1, keepdim=True)
+    pool.append(z)
+  return pool[3:]
+
+@pytest.mark.parametrize("seed", range(40))
+def test_probe_rounds_match_plain(seed):
+  rnd = random.Random(seed)
+  outs = random_graph(rnd, 10)
+  lbs = [t.lazydata for t in rnd.sample(outs, 3)]
+  fast, plain = S._Scheduler(lbs), PlainScheduler(lbs)
+  assert list(fast.realize) == list(plain.realize)
+
+def test_probe_rounds_match_plain_on_a_train_step():
+  from frontend import nn, optim
+  from frontend.nn.state import get_parameters
+  Tensor.manual_seed(3)
+  l1, l2 = nn.Conv2d(1, 4, 3, padding=1), nn.Linear(4 * 16, 5)
+  opt = optim.Adam(get_parameters([l1, l2]), lr=1e-2)
+  x, y = Tensor.randn(8, 1, 4, 4).realize(), Tensor([0, 1, 2, 3, 4, 0, 1, 2]).realize()
+  with Tensor.train():
+    loss = l2(l1(x).relu().flatten(1)).sparse_categorical_crossentropy(y)
+    loss.backward()
+    lbs = [t.lazydata for t in opt.schedule_step()]
+  fast, plain = S._Scheduler(lbs), PlainScheduler(lbs)
+  assert list(fast.realize) == list(plain.realize)
+  # the single-walk name and unbinding are those of unbind_ast + kernel_name
+  for si in S.create_schedule(lbs):
+    if si.kind == "kernel":
+      ast, vv = S.unbind_ast(si.ast)
+      assert ast is si.ast and vv == {} and si.name == S.kernel_name(si.ast)
+
+def test_finish_unbinds_symbolic_asts():
+  n = Variable("n", 1, 10).bind(4)
+  x = Tensor.ones(4, 8).contiguous().realize().reshape(n, 8)
+  for si in (x * 2 + x.sum(1, keepdim=True)).schedule():
+    if si.kind == "kernel":
+      assert si.var_vals and all(u.op is not Ops.BIND for u in si.ast.toposort())
+
+# *** a Python number as a constant at the tensor's shape ***
+
+@pytest.mark.parametrize("shape", [(), (1,), (3, 1), (2, 3), (0, 3)])
+def test_scalar_operand_is_the_same_constant_view(shape):
+  x = Tensor.ones(*shape).contiguous().realize()
+  a = x * 2.5
+  want = Tensor(np.array(2.5, np.float32)).lazydata   # (just for the dtype)
+  c = a.lazydata.srcs[1]
+  assert c.base.op is Ops.CONST and c.base.arg == 2.5 and c.dtype == want.dtype and c.shape == x.shape
+  if shape: assert c.st == ShapeTracker.from_shape(()).reshape((1,) * len(shape)).expand(shape)
+  np.testing.assert_array_equal((2.5 - x).numpy(), np.full(shape, 1.5, np.float32))
+  # promotion still goes the old way: an int tensor times a float is float
+  assert (Tensor.ones(*shape, dtype="int32") * 0.5).dtype.name == "float"
