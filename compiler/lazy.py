@@ -22,10 +22,11 @@ _ids = itertools.count()
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
 
 class LazyBuffer:
-  __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "srcs", "st")
+  __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "shape", "srcs", "st")
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, srcs: tuple = (),
                arg: Any = None, base: LazyBuffer | None = None, buffer: Any = None):
     self.device, self.st, self.dtype = device, st, dtype
+    self.shape: tuple = st.shape   # (st never changes: read on every op and every schedule edge, so kept, not derived)
     self.op, self.srcs, self.arg, self._base, self.buffer = op, srcs, arg, base, buffer
     self.id, self.forced_realize, self.readers = next(_ids), False, None
     # a node reading a buffer that exists (or an in-place write's result) is noted there: an assign that overwrites
@@ -38,8 +39,6 @@ class LazyBuffer:
     if self.is_view: return f"<LB view {self.shape} of {self.base!r}>"
     return f"<LB {self.device} {self.shape} {self.dtype} {'realized' if self.realized else self.op.name}>"
 
-  @property
-  def shape(self) -> tuple[int, ...]: return self.st.shape
   @property
   def is_view(self) -> bool: return self._base is not None
   @property
