@@ -16,7 +16,7 @@ import itertools, weakref
 from compiler.dtypes import DType, dtypes
 from compiler.uop import UOp, Ops, COMPARISON
 from compiler.view import ShapeTracker, prod
-from compiler.sint import any_sym, smax, empty_range
+from compiler.sint import any_sym, smax
 
 _ids = itertools.count()
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
@@ -32,7 +32,7 @@ class LazyBuffer:
     # a node reading a buffer that exists (or an in-place write's result) is noted there: an assign that overwrites
     # the buffer later must run it first, so it sees the value it was built from (create_schedule)
     for s in srcs:
-      if (b := s.base).buffer is not None or b.op is Ops.ASSIGN:
+      if (b := s._base or s).buffer is not None or b.op is Ops.ASSIGN:   # (b = s.base, inlined: every op comes here)
         if b.readers is None: b.readers = weakref.WeakSet()
         b.readers.add(self)
   def __repr__(self) -> str:
@@ -124,7 +124,7 @@ class LazyBuffer:
     if st == self.base.st and not self.base.is_view: return self.base
     # a view that reads nothing valid (padding only) is zeros: say so now, since a mask can't be kept once the view is
     # reshaped to a scalar (shape () has no dim to hold it) and the value would be read unmasked
-    if any(v.mask is not None and any(empty_range(lo, hi) for lo, hi in v.mask) for v in st.views):
+    if st.reads_nothing:
       return LazyBuffer.const(0, self.dtype, st.shape, self.device)
     return LazyBuffer(self.device, st, self.dtype, base=self.base)
   def reshape(self, shape) -> LazyBuffer: return self._view(self.st.reshape(tuple(shape)))

@@ -168,29 +168,36 @@ class _KernelBuilder:
     self.sched, self.root, self.outs = sched, root, outs or [root]
     self.inputs: list[LazyBuffer] = []
     self.memo: dict = {}
+    # ref(s) of each source already seen: the answer can't change while this kernel is built (the realized set and
+    # the outputs are fixed; buf_index only appends an input the first time)
+    self.refs: dict[LazyBuffer, UOp] = {}
   def buf_index(self, b: LazyBuffer) -> int:
-    if any(b is o for o in self.outs): return next(i for i, o in enumerate(self.outs) if o is b)
+    # (`in`/index on lists of LazyBuffers compare by identity: LazyBuffer has no __eq__)
+    if b in self.outs: return self.outs.index(b)
     if b not in self.inputs: self.inputs.append(b)
     return len(self.outs) + self.inputs.index(b)
   def ref(self, s: LazyBuffer) -> UOp:
-    sb = s.base
-    st = s.st if s.is_view else ShapeTracker.from_shape(sb.shape)
+    if (r := self.refs.get(s)) is None: r = self.refs[s] = self._ref(s)
+    return r
+  def _ref(self, s: LazyBuffer) -> UOp:
+    sb, view = s._base or s, s._base is not None
+    st = s.st if view else ShapeTracker.from_shape(sb.shape)
     if sb.op is Ops.CONST and sb.buffer is None:
       c = sb.arg.cast(sb.dtype) if isinstance(sb.arg, UOp) else UOp.const(sb.dtype, sb.arg)
       # keep the shape (a reduction over a broadcast constant needs its axes), unless it is a scalar
       return c if st.shape == () else UOp(Ops.VIEW, sb.dtype, (c,), st)
-    if (self.sched._must_load(sb, self.root) and not any(sb is o for o in self.outs)) or sb.op is Ops.EMPTY:
+    if (self.sched._must_load(sb, self.root) and sb not in self.outs) or sb.op is Ops.EMPTY:
       return UOp(Ops.LOAD, sb.dtype, (), (self.buf_index(sb), st))
     inner = self.base(sb)
-    return inner if not s.is_view or st == ShapeTracker.from_shape(sb.shape) else UOp(Ops.VIEW, sb.dtype, (inner,), st)
+    return inner if not view or st == ShapeTracker.from_shape(sb.shape) else UOp(Ops.VIEW, sb.dtype, (inner,), st)
   def base(self, b: LazyBuffer) -> UOp:
-    if b in self.memo: return self.memo[b]
+    if (r := self.memo.get(b)) is not None: return r
     if b.op is Ops.INDEX: ret = UOp(Ops.INDEX, b.dtype, (), b.shape[0])
     elif b.op is Ops.CONST: ret = b.arg.cast(b.dtype) if isinstance(b.arg, UOp) else UOp.const(b.dtype, b.arg)   # only as a kernel's root
     elif b.op in ELEMENTWISE: ret = UOp(b.op, b.dtype, tuple(self.ref(s) for s in b.srcs))
     elif b.op is Ops.REDUCE_AXIS: ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
     elif b.op is Ops.CONTIGUOUS: ret = self.ref(b.srcs[0])
-    elif b.op is Ops.ASSIGN and any(b is o for o in self.outs): ret = self.ref(b.srcs[0])   # a fused assign: its value
+    elif b.op is Ops.ASSIGN and b in self.outs: ret = self.ref(b.srcs[0])   # a fused assign: its value
     else: raise RuntimeError(f"can't inline {b.op} into a kernel")
     self.memo[b] = ret
     return ret
@@ -214,12 +221,13 @@ def unbind_ast(ast: UOp) -> tuple[UOp, dict]:
     memo[u] = u if srcs == u.src and arg is u.arg else UOp(u.op, u.dtype, srcs, arg)
   return memo[ast], merge_vals(*vals, what="kernel")
 
+_SYM_OPS = {Ops.BIND, Ops.LOAD, Ops.STORE, Ops.VIEW, Ops.INDEX}   # the nodes unbind_ast may change
 def _finish(ast: UOp, topo: list[UOp] | None = None) -> tuple[UOp, dict, str]:
   """(unbind_ast(ast), kernel_name): one walk of the ast when it holds no symbolic value (then unbinding changes
   nothing: every node maps to itself, and there are no values)."""
   topo = ast.toposort() if topo is None else topo
   for u in topo:
-    op = u.op
+    if (op := u.op) not in _SYM_OPS: continue
     if op is Ops.BIND or (op in (Ops.LOAD, Ops.STORE) and u.arg[1]._sints) or (op is Ops.VIEW and u.arg._sints) or \
        (op is Ops.INDEX and isinstance(u.arg, UOp)):
       ast, vv = unbind_ast(ast)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import functools, math
 from compiler.uop import UOp, Ops, simplify_alu
 from compiler.dtypes import dtypes
-from compiler.sint import any_sym, smin, smax2
+from compiler.sint import any_sym, smin, smax2, empty_range
 
 def prod(xs) -> int: return math.prod(xs)
 
@@ -238,6 +238,10 @@ class ShapeTracker:
     f = lambda x: fn(x) if isinstance(x, UOp) else x
     return ShapeTracker(tuple(View(tuple(map(f, v.shape)), tuple(map(f, v.strides)), f(v.offset),
                                    None if v.mask is None else tuple((f(lo), f(hi)) for lo, hi in v.mask)) for v in self.views))
+  @functools.cached_property
+  def reads_nothing(self) -> bool:
+    """Does a view mask out every element (padding only)? (a frozen value: computed once per tracker)"""
+    return any(v.mask is not None and any(empty_range(lo, hi) for lo, hi in v.mask) for v in self.views)
   def sints(self) -> list[UOp]:
     """Every symbolic value in the views."""
     return list(self._sints)

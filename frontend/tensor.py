@@ -649,6 +649,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     asked = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
     if any_sym(asked) or any_sym(self.shape): return self._reshape_sym(asked, argfix(shape, *args))
+    if asked == self.shape: return self   # (what the checks below come to: a shape has no -1 and its own size)
     if -1 in asked:
       known = prod(s for s in asked if s != -1)
       # with 0 elements, -1 could be any size (torch refuses the same way)
