@@ -171,6 +171,10 @@ class _KernelBuilder:
     # ref(s) of each source already seen: the answer can't change while this kernel is built (the realized set and
     # the outputs are fixed; buf_index only appends an input the first time)
     self.refs: dict[LazyBuffer, UOp] = {}
+    # what the finished ast holds, noted while building it so that naming it needs no walk (_finish_built): might it
+    # hold a bound Variable (a symbolic view, value or iota length), its first reduction in toposort order (the first
+    # one built: both are depth-first post-orders over the sources in order), and its loads as (buffer index, view)
+    self.sym, self.first_reduce, self.loads = False, None, []
   def buf_index(self, b: LazyBuffer) -> int:
     # (`in`/index on lists of LazyBuffers compare by identity: LazyBuffer has no __eq__)
     if b in self.outs: return self.outs.index(b)
@@ -184,18 +188,27 @@ class _KernelBuilder:
     st = s.st if view else ShapeTracker.from_shape(sb.shape)
     if sb.op is Ops.CONST and sb.buffer is None:
       c = sb.arg.cast(sb.dtype) if isinstance(sb.arg, UOp) else UOp.const(sb.dtype, sb.arg)
+      if isinstance(sb.arg, UOp) or st._sints: self.sym = True
       # keep the shape (a reduction over a broadcast constant needs its axes), unless it is a scalar
       return c if st.shape == () else UOp(Ops.VIEW, sb.dtype, (c,), st)
+    if st._sints: self.sym = True
     if (self.sched._must_load(sb, self.root) and sb not in self.outs) or sb.op is Ops.EMPTY:
-      return UOp(Ops.LOAD, sb.dtype, (), (self.buf_index(sb), st))
+      self.loads.append(arg := (self.buf_index(sb), st))
+      return UOp(Ops.LOAD, sb.dtype, (), arg)
     inner = self.base(sb)
     return inner if not view or st == ShapeTracker.from_shape(sb.shape) else UOp(Ops.VIEW, sb.dtype, (inner,), st)
   def base(self, b: LazyBuffer) -> UOp:
     if (r := self.memo.get(b)) is not None: return r
-    if b.op is Ops.INDEX: ret = UOp(Ops.INDEX, b.dtype, (), b.shape[0])
-    elif b.op is Ops.CONST: ret = b.arg.cast(b.dtype) if isinstance(b.arg, UOp) else UOp.const(b.dtype, b.arg)   # only as a kernel's root
+    if b.op is Ops.INDEX:
+      ret = UOp(Ops.INDEX, b.dtype, (), b.shape[0])
+      if isinstance(b.shape[0], UOp): self.sym = True
+    elif b.op is Ops.CONST:   # only as a kernel's root
+      ret = b.arg.cast(b.dtype) if isinstance(b.arg, UOp) else UOp.const(b.dtype, b.arg)
+      if isinstance(b.arg, UOp): self.sym = True
     elif b.op in ELEMENTWISE: ret = UOp(b.op, b.dtype, tuple(self.ref(s) for s in b.srcs))
-    elif b.op is Ops.REDUCE_AXIS: ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
+    elif b.op is Ops.REDUCE_AXIS:
+      ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
+      if self.first_reduce is None: self.first_reduce = ret
     elif b.op is Ops.CONTIGUOUS: ret = self.ref(b.srcs[0])
     elif b.op is Ops.ASSIGN and b in self.outs: ret = self.ref(b.srcs[0])   # a fused assign: its value
     else: raise RuntimeError(f"can't inline {b.op} into a kernel")
@@ -234,6 +247,12 @@ def _finish(ast: UOp, topo: list[UOp] | None = None) -> tuple[UOp, dict, str]:
       return ast, vv, kernel_name(ast)
   return ast, {}, kernel_name(ast, topo)
 
+def _finish_built(kb: _KernelBuilder, ast: UOp, store_st: ShapeTracker) -> tuple[UOp, dict, str]:
+  """_finish(ast) for the ast kb built (stored through store_st), from what kb noted: without a walk when nothing in
+  it is symbolic (the common case), else by the walk."""
+  if kb.sym or store_st._sints: return _finish(ast)
+  return ast, {}, _kernel_name(ast, kb.first_reduce)
+
 def ast_shape(u: UOp) -> tuple[int, ...]:
   """The shape of a kernel AST node."""
   if u.op in (Ops.LOAD, Ops.STORE): return u.arg[1].shape
@@ -249,11 +268,12 @@ def _dim(s) -> str:
 
 def kernel_name(ast: UOp, topo: list[UOp] | None = None) -> str:
   """The kernel's name from its shape (topo: ast.toposort(), when the caller has it)."""
-  store = ast.src[0]
-  shape = store.arg[1].shape
-  reds = [u for u in (ast.toposort() if topo is None else topo) if u.op is Ops.REDUCE_AXIS]
-  if reds:
-    full = ast_shape(reds[0].src[0])
+  return _kernel_name(ast, next((u for u in (ast.toposort() if topo is None else topo) if u.op is Ops.REDUCE_AXIS), None))
+
+def _kernel_name(ast: UOp, first_reduce: UOp | None) -> str:
+  shape = ast.src[0].arg[1].shape
+  if first_reduce is not None:
+    full = ast_shape(first_reduce.src[0])
     return "r_" + "_".join(_dim(s) for s in full)
   return "E_" + "_".join(_dim(s) for s in shape) if shape else "E_1"
 
@@ -301,7 +321,8 @@ def _build(sched: _Scheduler, fuse: int) -> list[ScheduleItem]:
       continue
     kb = _KernelBuilder(sched, b)
     val = kb.base(b) if b.op is not Ops.CONTIGUOUS else kb.ref(b.srcs[0])
-    ast, vv, name = _finish(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, ShapeTracker.from_shape(b.shape))),)))
+    store_st = ShapeTracker.from_shape(b.shape)
+    ast, vv, name = _finish_built(kb, UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, store_st)),)), store_st)
     items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", name, var_vals=vv)
   # order: an item runs after the items producing its inputs; an assign runs after every item reading its target
   unique = list({id(it): it for it in items.values()}.values())
@@ -327,14 +348,13 @@ def _assign_items(sched: _Scheduler, chains: list[list[LazyBuffer]]) -> list[Sch
   kb = _KernelBuilder(sched, group[0], group)
   ast = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (kb.ref(g.srcs[0]),), (i, st)) for i, g in enumerate(group)))
   targets = [g.srcs[1].base for g in group]
-  topo = ast.toposort()
   if len(group) > 1:
     written = {id(t.buffer) for t in targets}
-    # (two assigns into one buffer: their order matters, keep them apart)
-    if len(written) < len(targets) or any(u.op is Ops.LOAD and (lb := kb.inputs[u.arg[0] - len(group)].base).buffer is not None and id(lb.buffer) in written
-           and u.arg[1] != st for u in topo):
+    # (two assigns into one buffer: their order matters, keep them apart; kb.loads are the ast's loads)
+    if len(written) < len(targets) or any((lb := kb.inputs[i - len(group)].base).buffer is not None and id(lb.buffer) in written
+           and lst != st for i, lst in kb.loads):
       return [it for part in (chains if len(chains) > 1 else [[g] for g in group]) for it in _assign_items(sched, [part])]
-  ast, vv, name = _finish(ast, topo)
+  ast, vv, name = _finish_built(kb, ast, st)
   return [ScheduleItem(ast, group, kb.inputs, "kernel", name, assign_targets=targets, var_vals=vv)]
 
 MAX_FUSED_CHAINS = 4   # chains of one shape merged into one kernel (each adds ~10 buffer arguments)

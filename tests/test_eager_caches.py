@@ -104,6 +104,15 @@ def test_probe_rounds_match_plain(seed):
   lbs = [t.lazydata for t in rnd.sample(outs, 3)]
   fast, plain = S._Scheduler(lbs), PlainScheduler(lbs)
   assert list(fast.realize) == list(plain.realize)
+  check_names(S.create_schedule(lbs))
+
+def check_names(items):
+  """The name and unbinding noted while building each kernel are those of walking its ast."""
+  for si in items:
+    if si.kind != "kernel": continue
+    ast, vv = S.unbind_ast(si.ast)
+    assert ast is si.ast and si.name == S.kernel_name(si.ast)
+    assert (si.var_vals or {}) == (vv or {})
 
 def test_probe_rounds_match_plain_on_a_train_step():
   from frontend import nn, optim
@@ -118,18 +127,20 @@ def test_probe_rounds_match_plain_on_a_train_step():
     lbs = [t.lazydata for t in opt.schedule_step()]
   fast, plain = S._Scheduler(lbs), PlainScheduler(lbs)
   assert list(fast.realize) == list(plain.realize)
-  # the single-walk name and unbinding are those of unbind_ast + kernel_name
-  for si in S.create_schedule(lbs):
-    if si.kind == "kernel":
-      ast, vv = S.unbind_ast(si.ast)
-      assert ast is si.ast and vv == {} and si.name == S.kernel_name(si.ast)
+  # the single-walk name and unbinding are those of unbind_ast + kernel_name (fused updates included)
+  items = S.create_schedule(lbs)
+  assert any(si.assign_targets and len(si.assign_targets) > 1 for si in items)
+  check_names(items)
 
 def test_finish_unbinds_symbolic_asts():
   n = Variable("n", 1, 10).bind(4)
   x = Tensor.ones(4, 8).contiguous().realize().reshape(n, 8)
-  for si in (x * 2 + x.sum(1, keepdim=True)).schedule():
+  items = (x * 2 + x.sum(1, keepdim=True)).schedule()
+  for si in items:
     if si.kind == "kernel":
       assert si.var_vals and all(u.op is not Ops.BIND for u in si.ast.toposort())
+  # the names are those of the unbound ast (a Variable names its dim)
+  assert all(si.name == S.kernel_name(si.ast) and "n" in si.name for si in items if si.kind == "kernel")
 
 # *** a Python number as a constant at the tensor's shape ***
 
