@@ -61,9 +61,12 @@ def test_memo_distinguishes_equal_looking_inputs():
 
 def test_memo_tables_are_bounded(monkeypatch):
   monkeypatch.setattr(V, "CACHE_MAX", 8)
+  for name in ("_movement_cache", "_from_shape_cache", "_strides_cache"): monkeypatch.setattr(V, name, {})
   st = ShapeTracker.from_shape((64,))
-  for i in range(1, 9): st.reshape((64 // (1 << (i % 7)), 1 << (i % 7))); ShapeTracker.from_shape((i, 3))
-  assert len(V._movement_cache) <= 8 and len(V._from_shape_cache) <= 8
+  for i in range(1, 30):
+    st.reshape((64 // (1 << (i % 7)), 1 << (i % 7))); ShapeTracker.from_shape((i, 3))
+    assert len(V._movement_cache) <= 8 and len(V._from_shape_cache) <= 8 and len(V._strides_cache) <= 8
+  assert ShapeTracker.from_shape((29, 3)) is ShapeTracker.from_shape((29, 3))   # (still a cache after clearing)
 
 def test_hash_is_the_field_hash():
   v = View.create((4, 6), (6, 1), 2, ((0, 3), (1, 6)))
