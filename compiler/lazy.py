@@ -69,7 +69,8 @@ class LazyBuffer:
     # a bound Variable as a value (a symbolic count, e.g. the n of a mean): the kernel reads the Variable's argument
     arg = value if isinstance(value, UOp) else dtypes.as_const(value, dtype)
     base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, arg=arg)
-    return base.reshape((1,) * len(shape)).expand(shape) if shape else base
+    # (base.reshape((1,) * n).expand(shape), without the intermediate view: the same tracker, the same final view)
+    return base._view(base.st.reshape((1,) * len(shape)).expand(shape)) if shape else base
   @staticmethod
   def iota(n: int, dtype: DType, device: str) -> LazyBuffer:
     """0, 1, ..., n-1 computed in the kernel that uses it (never stored unless realized)."""

@@ -2013,14 +2013,11 @@ def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
     if t.buffer is not None: bufs.add(id(t.buffer))
     if not _pending_assign(t): break
     t = t.srcs[1].base
-  # (every optimizer update walks its gradient's whole graph: the loop is written for speed; seen holds the nodes
-  # (views and bases) checked, walked the bases whose sources were pushed, so a base read through several views is
-  # expanded once)
-  seen, walked, stack = set(), set(), [value]
+  # (every optimizer update walks its gradient's whole graph: the loop is written for speed; walked holds the bases
+  # whose sources were pushed, so each is expanded once; a node reached twice is just checked twice)
+  walked, stack = set(), [value]
   while stack:
     lb = stack.pop()
-    if lb in seen: continue
-    seen.add(lb)
     b = lb._base or lb
     if b in targets or (b.buffer is not None and id(b.buffer) in bufs):
       if lb._base is not None and lb.st != ShapeTracker.from_shape(b.st.shape): return True

@@ -158,3 +158,41 @@ def test_scalar_operand_is_the_same_constant_view(shape):
   np.testing.assert_array_equal((2.5 - x).numpy(), np.full(shape, 1.5, np.float32))
   # promotion still goes the old way: an int tensor times a float is float
   assert (Tensor.ones(*shape, dtype="int32") * 0.5).dtype.name == "float"
+
+# *** Tensor.assign's read check walks each base once: the same answer as the walk over every node ***
+
+def reads_at_other_position_plain(value, target):
+  from frontend.tensor import _pending_assign
+  targets, bufs, t = set(), set(), target
+  while True:
+    targets.add(id(t))
+    if t.buffer is not None: bufs.add(id(t.buffer))
+    if not _pending_assign(t): break
+    t = t.srcs[1].base
+  seen, stack = set(), [value]
+  while stack:
+    lb = stack.pop()
+    if id(lb) in seen: continue
+    seen.add(id(lb))
+    hit = id(lb.base) in targets or (lb.base.buffer is not None and id(lb.base.buffer) in bufs)
+    if hit and lb.is_view and lb.st != ShapeTracker.from_shape(lb.base.shape): return True
+    if hit: continue
+    if lb.base.buffer is None and not _pending_assign(lb.base): stack.extend(lb.base.srcs)
+  return False
+
+@pytest.mark.parametrize("seed", range(30))
+def test_reads_at_other_position_matches_plain(seed):
+  from frontend.tensor import _reads_at_other_position
+  rnd = random.Random(seed)
+  rng = np.random.default_rng(seed)
+  w = Tensor(rng.standard_normal((4, 6)).astype(np.float32)).realize()
+  others = [Tensor(rng.standard_normal((4, 6)).astype(np.float32)).realize() for _ in range(2)]
+  if rnd.random() < 0.5: w.assign(w * 2)   # a pending write the check follows
+  reads = [lambda: w, lambda: w.flip(1), lambda: w.pad(((1, 0), (0, 0)))[:4], lambda: w.T.reshape(4, 6),
+           lambda: w.reshape(24).reshape(4, 6), lambda: rnd.choice(others), lambda: w.sum(1, keepdim=True).expand(4, 6)]
+  pool = [rnd.choice(reads)() for _ in range(3)]
+  for _ in range(6):
+    x, y = rnd.choice(pool), rnd.choice(pool + [rnd.choice(reads)()])
+    pool.append(rnd.choice([lambda: x + y, lambda: x * y.exp(), lambda: x.relu() - y, lambda: x.flip(0) * y])())
+  for v in pool:
+    assert _reads_at_other_position(v.lazydata, w.lazydata.base) == reads_at_other_position_plain(v.lazydata, w.lazydata.base)
