@@ -73,6 +73,9 @@ class View:
   @functools.cached_property
   def _hash(self) -> int: return hash((self.shape, self.strides, self.offset, self.mask))
   def __hash__(self) -> int: return self._hash
+  # pickled (an ast sent to a BEAM worker) without the cached values: a symbolic dim is a UOp, hashed by identity, so
+  # a hash cached in one process is wrong in another
+  def __getstate__(self) -> dict: return {k: self.__dict__[k] for k in ("shape", "strides", "offset", "mask")}
   @functools.cached_property
   def contiguous(self) -> bool:
     return self.offset == 0 and self.mask is None and self.strides == strides_for_shape(self.shape)
@@ -194,6 +197,7 @@ class ShapeTracker:
   @functools.cached_property
   def _hash(self) -> int: return hash(self.views)
   def __hash__(self) -> int: return self._hash
+  def __getstate__(self) -> dict: return {"views": self.views}   # (without the cached values: see View)
   @staticmethod
   def from_shape(shape) -> ShapeTracker:
     shape = tuple(shape)

@@ -196,3 +196,14 @@ def test_reads_at_other_position_matches_plain(seed):
     pool.append(rnd.choice([lambda: x + y, lambda: x * y.exp(), lambda: x.relu() - y, lambda: x.flip(0) * y])())
   for v in pool:
     assert _reads_at_other_position(v.lazydata, w.lazydata.base) == reads_at_other_position_plain(v.lazydata, w.lazydata.base)
+
+def test_pickle_drops_cached_values():
+  # a symbolic dim is a UOp hashed by identity: a hash cached in this process must not travel to a BEAM worker
+  import pickle, copy
+  n = Variable("n", 1, 8).bind(3)
+  st = ShapeTracker.from_shape((n, 4)).permute((1, 0))
+  hash(st), st.sints(), st.reads_nothing, st.views[0].contiguous
+  assert not set(copy.copy(st).__dict__) - {"views"}
+  for x in (pickle.loads(pickle.dumps(st)), copy.deepcopy(st)):
+    assert x == st and not set(x.__dict__) - {"views"} and all(not set(v.__dict__) - {"shape", "strides", "offset", "mask"} for v in x.views)
+    assert hash(x) == hash(st)   # (in this process the UOps come back as the same interned objects)
