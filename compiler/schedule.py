@@ -80,7 +80,7 @@ class _Scheduler:
 
   def _walk(self):
     self.seen = seen = set()   # every base the outputs depend on
-    stack = list(self.outs)
+    stack, children = list(self.outs), self.children
     order = []
     while stack:
       b = stack.pop()
@@ -90,7 +90,7 @@ class _Scheduler:
       if b.buffer is not None: continue
       for s in b.srcs:
         sb = s._base or s   # (s.base, inlined: this loop visits every edge of the graph)
-        self.children[sb] = self.children.get(sb, 0) + 1
+        children[sb] = children.get(sb, 0) + 1
         stack.append(sb)
     for b in self.outs: self.realize[b] = None
     for b in order:
@@ -101,15 +101,16 @@ class _Scheduler:
     # views that force realization are found while building the kernels; then an elementwise value used twice is
     # recomputed by each user, unless that would repeat a reduction that is still inlined; repeat until stable
     probed = 0   # the roots before this index were probed in an earlier round
+    # (the elementwise values used twice, in walk order: what the rounds below ask about; fixed while they run)
+    shared = [b for b in order if b.buffer is None and b.op in ELEMENTWISE and children.get(b, 0) > 1]
     while True:
       before, self._reduce_memo = len(self.realize), {}
       self._probe_round(probed)
       probed = before
       if len(self.realize) == before:
         self._reduce_memo = {}
-        for b in order:
-          if b.buffer is None and b.op in ELEMENTWISE and b not in self.realize and self.children.get(b, 0) > 1 and self._has_reduce(b):
-            self.realize[b] = None
+        for b in shared:
+          if b not in self.realize and self._has_reduce(b): self.realize[b] = None
         if len(self.realize) == before: break
 
   def _probe_round(self, probed: int) -> None:

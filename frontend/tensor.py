@@ -1172,7 +1172,15 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return x._expand_to(shape), y._expand_to(shape)
   def _expand_to(self, shape) -> Tensor:
     if self.shape == shape: return self
-    return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
+    ones = (1,) * (len(shape) - self.ndim) + self.shape
+    if not self.requires_grad and not any_sym(shape) and not any_sym(ones):
+      # (no gradient to record, e.g. an optimizer's lr or bias correction: the reshape and expand below made two autograd
+      # nodes with no parents and returned a tensor with this one's requires_grad; this makes the same lazy view)
+      lb = self.lazydata if ones == self.shape else self.lazydata.reshape(ones)
+      ret = Tensor.__new__(Tensor)
+      ret.lazydata, ret.requires_grad, ret.grad, ret._ctx = lb if shape == ones else lb.expand(shape), self.requires_grad, None, None
+      return ret
+    return self.reshape(ones).expand(shape)
   def cast(self, dtype) -> Tensor:
     """Convert the values to `dtype` (a DType, a name like 'float32' or a numpy dtype); floats become ints
     by truncation toward zero.

@@ -207,3 +207,19 @@ def test_pickle_drops_cached_values():
   for x in (pickle.loads(pickle.dumps(st)), copy.deepcopy(st)):
     assert x == st and not set(x.__dict__) - {"views"} and all(not set(v.__dict__) - {"shape", "strides", "offset", "mask"} for v in x.views)
     assert hash(x) == hash(st)   # (in this process the UOps come back as the same interned objects)
+
+@pytest.mark.parametrize("rg", [None, False])
+@pytest.mark.parametrize("shapes", [((), (2, 3)), ((3,), (2, 3)), ((1, 3), (4, 3)), ((2, 1), (2, 5)), ((1,), (1, 1))])
+def test_expand_without_grad_is_the_same_view(rg, shapes):
+  src, dst = shapes
+  t = Tensor(np.arange(int(np.prod(src)), dtype=np.float32).reshape(src), requires_grad=rg).realize()
+  fast = t._expand_to(dst)
+  ones = (1,) * (len(dst) - len(src)) + src
+  slow = t.reshape(ones).expand(dst)
+  assert fast.requires_grad is slow.requires_grad is rg and fast._ctx is None and fast.grad is None
+  assert fast.lazydata.base is slow.lazydata.base and fast.lazydata.st == slow.lazydata.st
+  np.testing.assert_array_equal(fast.numpy(), np.broadcast_to(t.numpy().reshape(ones), dst))
+  # a tensor that needs a gradient still records the autograd nodes
+  g = Tensor(np.ones(src, np.float32), requires_grad=True)
+  e = g._expand_to(dst)
+  if e is not g: assert e._ctx is not None
