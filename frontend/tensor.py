@@ -1173,7 +1173,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def _expand_to(self, shape) -> Tensor:
     if self.shape == shape: return self
     ones = (1,) * (len(shape) - self.ndim) + self.shape
-    if not self.requires_grad and not any_sym(shape) and not any_sym(ones):
+    if not self.requires_grad and len(shape) >= self.ndim and not any_sym(shape) and not any_sym(ones) and \
+       all(b == n or b == 1 for b, n in zip(ones, shape)):   # (else the slow way, which raises expand's error)
       # (no gradient to record, e.g. an optimizer's lr or bias correction: the reshape and expand below made two autograd
       # nodes with no parents and returned a tensor with this one's requires_grad; this makes the same lazy view)
       lb = self.lazydata if ones == self.shape else self.lazydata.reshape(ones)

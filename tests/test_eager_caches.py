@@ -223,3 +223,8 @@ def test_expand_without_grad_is_the_same_view(rg, shapes):
   g = Tensor(np.ones(src, np.float32), requires_grad=True)
   e = g._expand_to(dst)
   if e is not g: assert e._ctx is not None
+
+def test_expand_without_grad_still_refuses_bad_shapes():
+  t = Tensor(np.ones((2, 3), np.float32)).realize()
+  with pytest.raises(ValueError, match="expand"): t._expand_to((5, 6))
+  with pytest.raises(ValueError, match="expand"): t._expand_to((3,))
