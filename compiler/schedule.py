@@ -186,7 +186,8 @@ class _KernelBuilder:
     return r
   def _ref(self, s: LazyBuffer) -> UOp:
     sb, view = s._base or s, s._base is not None
-    st = s.st if view else ShapeTracker.from_shape(sb.shape)
+    # (a contiguous tracker of a shape equals from_shape(shape): one view, the default strides, no offset, no mask)
+    st = s.st if view or s.st.contiguous else ShapeTracker.from_shape(sb.shape)
     if sb.op is Ops.CONST and sb.buffer is None:
       c = sb.arg.cast(sb.dtype) if isinstance(sb.arg, UOp) else UOp.const(sb.dtype, sb.arg)
       if isinstance(sb.arg, UOp) or st._sints: self.sym = True
@@ -197,7 +198,7 @@ class _KernelBuilder:
       self.loads.append(arg := (self.buf_index(sb), st))
       return UOp(Ops.LOAD, sb.dtype, (), arg)
     inner = self.base(sb)
-    return inner if not view or st == ShapeTracker.from_shape(sb.shape) else UOp(Ops.VIEW, sb.dtype, (inner,), st)
+    return inner if not view or (st.contiguous and st.shape == sb.shape) else UOp(Ops.VIEW, sb.dtype, (inner,), st)
   def base(self, b: LazyBuffer) -> UOp:
     if (r := self.memo.get(b)) is not None: return r
     if b.op is Ops.INDEX:

@@ -41,13 +41,13 @@ class Checks:
     seen, stack = set(), list(self.roots)
     while stack:
       b = stack.pop()
-      if id(b) in seen: continue
-      seen.add(id(b))
+      if b in seen: continue   # (LazyBuffers hash and compare by identity)
+      seen.add(b)
       if b.buffer is not None:
         if id(b) in failed: raise _failed[b][1](_failed[b][0])   # computed from an index that was out of range
         continue
       if id(b) in pending: self.items.extend((lb, msg, exc, b) for lb, msg, exc in _pending.pop(b, ()))
-      stack.extend(s.base for s in b.srcs)
+      for s in b.srcs: stack.append(s._base or s)   # (s.base)
   @property
   def flags(self) -> list[LazyBuffer]: return [c[0] for c in self.items]
   def verify(self, read) -> None:
