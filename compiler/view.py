@@ -26,6 +26,12 @@ def prod(xs) -> int: return math.prod(xs)
 def _int(x): return x.arg if isinstance(x, UOp) and x.op is Ops.CONST else x
 
 def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+  """The row-major strides of a dense layout of `shape` (0 for the size-1 dims).
+
+  >>> strides_for_shape((2, 1, 3))
+  (3, 0, 1)
+  """
+  if shape.__class__ is not tuple: shape = tuple(shape)
   if (r := _strides_cache.get(key := (shape, tuple(map(type, shape))))) is not None: return r
   out, acc = [], 1
   for s in reversed(shape):
