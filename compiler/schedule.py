@@ -272,12 +272,17 @@ def kernel_name(ast: UOp, topo: list[UOp] | None = None) -> str:
   """The kernel's name from its shape (topo: ast.toposort(), when the caller has it)."""
   return _kernel_name(ast, next((u for u in (ast.toposort() if topo is None else topo) if u.op is Ops.REDUCE_AXIS), None))
 
+# kernel names by (first reduction, stored shape, its numbers' types): a pure function of immutable values (UOps are
+# interned and compared by identity), asked for every kernel of every schedule; bounded like compiler/view.py's tables
+_name_cache: dict[tuple, str] = {}
 def _kernel_name(ast: UOp, first_reduce: UOp | None) -> str:
   shape = ast.src[0].arg[1].shape
-  if first_reduce is not None:
-    full = ast_shape(first_reduce.src[0])
-    return "r_" + "_".join(_dim(s) for s in full)
-  return "E_" + "_".join(_dim(s) for s in shape) if shape else "E_1"
+  if (name := _name_cache.get(key := (first_reduce, shape, tuple(map(type, shape))))) is not None: return name
+  if first_reduce is not None: name = "r_" + "_".join(_dim(s) for s in ast_shape(first_reduce.src[0]))
+  else: name = "E_" + "_".join(_dim(s) for s in shape) if shape else "E_1"
+  if len(_name_cache) >= CACHE_MAX: _name_cache.clear()
+  _name_cache[key] = name
+  return name
 
 # readers realized only because an assign in their schedule overwrites what they read (a TinyJit capture doesn't
 # record those built before it: they are not the captured function's work)
