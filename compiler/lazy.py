@@ -16,30 +16,29 @@ import itertools, weakref
 from compiler.dtypes import DType, dtypes
 from compiler.uop import UOp, Ops, COMPARISON
 from compiler.view import ShapeTracker, prod
-from compiler.sint import any_sym, smax, empty_range
+from compiler.sint import any_sym, smax
 
 _ids = itertools.count()
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
 
 class LazyBuffer:
-  __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "srcs", "st")
+  __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "shape", "srcs", "st")
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, srcs: tuple = (),
                arg: Any = None, base: LazyBuffer | None = None, buffer: Any = None):
     self.device, self.st, self.dtype = device, st, dtype
+    self.shape: tuple = st.shape   # (st never changes: read on every op and every schedule edge, so kept, not derived)
     self.op, self.srcs, self.arg, self._base, self.buffer = op, srcs, arg, base, buffer
     self.id, self.forced_realize, self.readers = next(_ids), False, None
     # a node reading a buffer that exists (or an in-place write's result) is noted there: an assign that overwrites
     # the buffer later must run it first, so it sees the value it was built from (create_schedule)
     for s in srcs:
-      if (b := s.base).buffer is not None or b.op is Ops.ASSIGN:
+      if (b := s._base or s).buffer is not None or b.op is Ops.ASSIGN:   # (b = s.base, inlined: every op comes here)
         if b.readers is None: b.readers = weakref.WeakSet()
         b.readers.add(self)
   def __repr__(self) -> str:
     if self.is_view: return f"<LB view {self.shape} of {self.base!r}>"
     return f"<LB {self.device} {self.shape} {self.dtype} {'realized' if self.realized else self.op.name}>"
 
-  @property
-  def shape(self) -> tuple[int, ...]: return self.st.shape
   @property
   def is_view(self) -> bool: return self._base is not None
   @property
@@ -70,7 +69,8 @@ class LazyBuffer:
     # a bound Variable as a value (a symbolic count, e.g. the n of a mean): the kernel reads the Variable's argument
     arg = value if isinstance(value, UOp) else dtypes.as_const(value, dtype)
     base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, arg=arg)
-    return base.reshape((1,) * len(shape)).expand(shape) if shape else base
+    # (base.reshape((1,) * n).expand(shape), without the intermediate view: the same tracker, the same final view)
+    return base._view(base.st.reshape((1,) * len(shape)).expand(shape)) if shape else base
   @staticmethod
   def iota(n: int, dtype: DType, device: str) -> LazyBuffer:
     """0, 1, ..., n-1 computed in the kernel that uses it (never stored unless realized)."""
@@ -125,7 +125,7 @@ class LazyBuffer:
     if st == self.base.st and not self.base.is_view: return self.base
     # a view that reads nothing valid (padding only) is zeros: say so now, since a mask can't be kept once the view is
     # reshaped to a scalar (shape () has no dim to hold it) and the value would be read unmasked
-    if any(v.mask is not None and any(empty_range(lo, hi) for lo, hi in v.mask) for v in st.views):
+    if st.reads_nothing:
       return LazyBuffer.const(0, self.dtype, st.shape, self.device)
     return LazyBuffer(self.device, st, self.dtype, base=self.base)
   def reshape(self, shape) -> LazyBuffer: return self._view(self.st.reshape(tuple(shape)))

@@ -27,7 +27,7 @@ import weakref
 from dataclasses import dataclass, field
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops, ELEMENTWISE
-from compiler.view import ShapeTracker, prod
+from compiler.view import ShapeTracker, prod, CACHE_MAX
 from compiler.sint import any_sym, smax, unbind, merge_vals
 
 @dataclass
@@ -50,6 +50,17 @@ def _view_is_rearrange(st: ShapeTracker, base_shape) -> bool:
   """True when st reads every base element exactly once, in any order (reshape/permute only)."""
   return prod(st.shape) == prod(base_shape) and all(v.mask is None and _dense(v) for v in st.views)
 
+# (rearrange, grows) of reading a base of base_shape through view st: a pure function of the two (frozen) values, asked
+# for every edge of every kernel at every schedule, so memoized (bounded: emptied when full; keyed with the dims' types
+# as compiler/view.py's tables, since 1 == True)
+_view_facts_cache: dict[tuple, tuple[bool, bool]] = {}
+def _view_facts(st: ShapeTracker, base_shape: tuple) -> tuple[bool, bool]:
+  """(st reads each base element once: _view_is_rearrange, st reads more elements than the base has)"""
+  if (r := _view_facts_cache.get(key := (st, base_shape, tuple(map(type, base_shape))))) is None:
+    if len(_view_facts_cache) >= CACHE_MAX: _view_facts_cache.clear()
+    r = _view_facts_cache[key] = (_view_is_rearrange(st, base_shape), smax(prod(st.shape)) > smax(prod(base_shape)))
+  return r
+
 def _dense(v) -> bool:
   if any_sym(v.shape) or any_sym(v.strides): return v.contiguous   # symbolic: only the plain layout is known dense
   # positive strides that tile [0, size) exactly: sorted by stride, each is the product of the smaller dims
@@ -69,7 +80,7 @@ class _Scheduler:
 
   def _walk(self):
     self.seen = seen = set()   # every base the outputs depend on
-    stack = list(self.outs)
+    stack, children = list(self.outs), self.children
     order = []
     while stack:
       b = stack.pop()
@@ -78,8 +89,9 @@ class _Scheduler:
       order.append(b)
       if b.buffer is not None: continue
       for s in b.srcs:
-        self.children[s.base] = self.children.get(s.base, 0) + 1
-        stack.append(s.base)
+        sb = s._base or s   # (s.base, inlined: this loop visits every edge of the graph)
+        children[sb] = children.get(sb, 0) + 1
+        stack.append(sb)
     for b in self.outs: self.realize[b] = None
     for b in order:
       if b.buffer is not None: continue
@@ -88,15 +100,34 @@ class _Scheduler:
       if b.op is Ops.COPY: self.realize[b.srcs[0].base] = None
     # views that force realization are found while building the kernels; then an elementwise value used twice is
     # recomputed by each user, unless that would repeat a reduction that is still inlined; repeat until stable
+    probed = 0   # the roots before this index were probed in an earlier round
+    # (the elementwise values used twice, in walk order: what the rounds below ask about; fixed while they run)
+    shared = [b for b in order if b.buffer is None and b.op in ELEMENTWISE and children.get(b, 0) > 1]
     while True:
       before, self._reduce_memo = len(self.realize), {}
-      for b in list(self.realize): self._probe(b, b, in_reduce=False, seen=set())
+      self._probe_round(probed)
+      probed = before
       if len(self.realize) == before:
         self._reduce_memo = {}
-        for b in order:
-          if b.buffer is None and b.op in ELEMENTWISE and b not in self.realize and self.children.get(b, 0) > 1 and self._has_reduce(b):
-            self.realize[b] = None
+        for b in shared:
+          if b not in self.realize and self._has_reduce(b): self.realize[b] = None
         if len(self.realize) == before: break
+
+  def _probe_round(self, probed: int) -> None:
+    """Probe every root, as if in order, with a fresh _has_reduce memo; roots [:probed] were probed in an earlier round.
+
+    Probing a root again can't mark anything new: the realized set only grew since, which only stops its walk sooner
+    and turns _has_reduce from True to False, never the reverse (so each mark it would make is one it made). It would
+    only fill the memo, and that matters only if a reduction is marked later in this round (the memo could then
+    answer True where a fresh look says False). So: probe the new roots alone; if that marked a reduction, undo and
+    probe them all, which is the plain round."""
+    roots = list(self.realize)
+    if probed:
+      start = dict(self.realize)
+      for b in roots[probed:]: self._probe(b, b, in_reduce=False, seen=set())
+      if not any(b.op is Ops.REDUCE_AXIS for b in list(self.realize)[len(roots):]): return
+      self.realize, self._reduce_memo = start, {}
+    for b in roots: self._probe(b, b, in_reduce=False, seen=set())
 
   def _has_reduce(self, b: LazyBuffer) -> bool:
     """Is there a reduction among the unrealized bases that would be inlined into b?"""
@@ -115,18 +146,18 @@ class _Scheduler:
     """Walk what kernel `root` inlines, marking the bases that must be realized instead."""
     if (b, in_reduce) in seen or self._must_load(b, root) or b.op in (Ops.COPY, Ops.EMPTY): return
     seen.add((b, in_reduce))
+    realize, inner = self.realize, in_reduce or b.op is Ops.REDUCE_AXIS
     for s in (b.srcs[:1] if b.op is Ops.ASSIGN else b.srcs):
-      sb = s.base
-      if self._must_load(sb, root) or sb.op is Ops.CONST: continue
-      rearrange = not s.is_view or _view_is_rearrange(s.st, sb.shape)
-      if sb.op is Ops.REDUCE_AXIS and (not rearrange or in_reduce or b.op is Ops.REDUCE_AXIS):
-        self.realize[sb] = None; continue
-      grows = s.is_view and smax(prod(s.shape)) > smax(prod(sb.shape))
+      sb = s._base or s
+      if sb.buffer is not None or (sb in realize and sb is not root) or sb.op is Ops.CONST: continue   # (_must_load)
+      rearrange, grows = _view_facts(s.st, sb.st.shape) if s._base is not None else (True, False)
+      if sb.op is Ops.REDUCE_AXIS and (not rearrange or inner):
+        realize[sb] = None; continue
       if grows and sb.op in ELEMENTWISE and self._has_reduce(sb):   # (x - x.mean()): the mean once, not once per element
-        self.realize[sb] = None; continue
-      if (in_reduce or b.op is Ops.REDUCE_AXIS) and grows and not _cheap(sb):
-        self.realize[sb] = None; continue
-      self._probe(sb, root, in_reduce or b.op is Ops.REDUCE_AXIS, seen)
+        realize[sb] = None; continue
+      if inner and grows and not _cheap(sb):
+        realize[sb] = None; continue
+      if (sb, inner) not in seen and sb.op is not Ops.COPY and sb.op is not Ops.EMPTY: self._probe(sb, root, inner, seen)
 
 def _cheap(b: LazyBuffer) -> bool:
   """A cast or bitcast of something already in memory costs no more to recompute than to load."""
@@ -138,29 +169,50 @@ class _KernelBuilder:
     self.sched, self.root, self.outs = sched, root, outs or [root]
     self.inputs: list[LazyBuffer] = []
     self.memo: dict = {}
+    # ref(s) of each source already seen: the answer can't change while this kernel is built (the realized set and
+    # the outputs are fixed; buf_index only appends an input the first time)
+    self.refs: dict[LazyBuffer, UOp] = {}
+    # what the finished ast holds, noted while building it so that naming it needs no walk (_finish_built): might it
+    # hold a bound Variable (a symbolic view, value or iota length), its first reduction in toposort order (the first
+    # one built: both are depth-first post-orders over the sources in order), and its loads as (buffer index, view)
+    self.sym, self.first_reduce, self.loads = False, None, []
   def buf_index(self, b: LazyBuffer) -> int:
-    if any(b is o for o in self.outs): return next(i for i, o in enumerate(self.outs) if o is b)
+    # (`in`/index on lists of LazyBuffers compare by identity: LazyBuffer has no __eq__)
+    if b in self.outs: return self.outs.index(b)
     if b not in self.inputs: self.inputs.append(b)
     return len(self.outs) + self.inputs.index(b)
   def ref(self, s: LazyBuffer) -> UOp:
-    sb = s.base
-    st = s.st if s.is_view else ShapeTracker.from_shape(sb.shape)
+    if (r := self.refs.get(s)) is None: r = self.refs[s] = self._ref(s)
+    return r
+  def _ref(self, s: LazyBuffer) -> UOp:
+    sb, view = s._base or s, s._base is not None
+    # (a contiguous tracker of a shape equals from_shape(shape): one view, the default strides, no offset, no mask)
+    st = s.st if view or s.st.contiguous else ShapeTracker.from_shape(sb.shape)
     if sb.op is Ops.CONST and sb.buffer is None:
       c = sb.arg.cast(sb.dtype) if isinstance(sb.arg, UOp) else UOp.const(sb.dtype, sb.arg)
+      if isinstance(sb.arg, UOp) or st._sints: self.sym = True
       # keep the shape (a reduction over a broadcast constant needs its axes), unless it is a scalar
       return c if st.shape == () else UOp(Ops.VIEW, sb.dtype, (c,), st)
-    if (self.sched._must_load(sb, self.root) and not any(sb is o for o in self.outs)) or sb.op is Ops.EMPTY:
-      return UOp(Ops.LOAD, sb.dtype, (), (self.buf_index(sb), st))
+    if st._sints: self.sym = True
+    if (self.sched._must_load(sb, self.root) and sb not in self.outs) or sb.op is Ops.EMPTY:
+      self.loads.append(arg := (self.buf_index(sb), st))
+      return UOp(Ops.LOAD, sb.dtype, (), arg)
     inner = self.base(sb)
-    return inner if not s.is_view or st == ShapeTracker.from_shape(sb.shape) else UOp(Ops.VIEW, sb.dtype, (inner,), st)
+    return inner if not view or (st.contiguous and st.shape == sb.shape) else UOp(Ops.VIEW, sb.dtype, (inner,), st)
   def base(self, b: LazyBuffer) -> UOp:
-    if b in self.memo: return self.memo[b]
-    if b.op is Ops.INDEX: ret = UOp(Ops.INDEX, b.dtype, (), b.shape[0])
-    elif b.op is Ops.CONST: ret = b.arg.cast(b.dtype) if isinstance(b.arg, UOp) else UOp.const(b.dtype, b.arg)   # only as a kernel's root
+    if (r := self.memo.get(b)) is not None: return r
+    if b.op is Ops.INDEX:
+      ret = UOp(Ops.INDEX, b.dtype, (), b.shape[0])
+      if isinstance(b.shape[0], UOp): self.sym = True
+    elif b.op is Ops.CONST:   # only as a kernel's root
+      ret = b.arg.cast(b.dtype) if isinstance(b.arg, UOp) else UOp.const(b.dtype, b.arg)
+      if isinstance(b.arg, UOp): self.sym = True
     elif b.op in ELEMENTWISE: ret = UOp(b.op, b.dtype, tuple(self.ref(s) for s in b.srcs))
-    elif b.op is Ops.REDUCE_AXIS: ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
+    elif b.op is Ops.REDUCE_AXIS:
+      ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
+      if self.first_reduce is None: self.first_reduce = ret
     elif b.op is Ops.CONTIGUOUS: ret = self.ref(b.srcs[0])
-    elif b.op is Ops.ASSIGN and any(b is o for o in self.outs): ret = self.ref(b.srcs[0])   # a fused assign: its value
+    elif b.op is Ops.ASSIGN and b in self.outs: ret = self.ref(b.srcs[0])   # a fused assign: its value
     else: raise RuntimeError(f"can't inline {b.op} into a kernel")
     self.memo[b] = ret
     return ret
@@ -177,12 +229,31 @@ def unbind_ast(ast: UOp) -> tuple[UOp, dict]:
   for u in ast.toposort():
     if u.op is Ops.BIND: memo[u] = ub(u); continue
     arg = u.arg
-    if u.op in (Ops.LOAD, Ops.STORE) and arg[1].sints(): arg = (arg[0], arg[1].map_sints(ub))
-    elif u.op is Ops.VIEW and arg.sints(): arg = arg.map_sints(ub)
+    if u.op in (Ops.LOAD, Ops.STORE) and arg[1]._sints: arg = (arg[0], arg[1].map_sints(ub))
+    elif u.op is Ops.VIEW and arg._sints: arg = arg.map_sints(ub)
     elif u.op is Ops.INDEX and isinstance(arg, UOp): arg = ub(arg)   # an iota of symbolic length
     srcs = tuple(memo[s] for s in u.src)
     memo[u] = u if srcs == u.src and arg is u.arg else UOp(u.op, u.dtype, srcs, arg)
   return memo[ast], merge_vals(*vals, what="kernel")
+
+_SYM_OPS = {Ops.BIND, Ops.LOAD, Ops.STORE, Ops.VIEW, Ops.INDEX}   # the nodes unbind_ast may change
+def _finish(ast: UOp, topo: list[UOp] | None = None) -> tuple[UOp, dict, str]:
+  """(unbind_ast(ast), kernel_name): one walk of the ast when it holds no symbolic value (then unbinding changes
+  nothing: every node maps to itself, and there are no values)."""
+  topo = ast.toposort() if topo is None else topo
+  for u in topo:
+    if (op := u.op) not in _SYM_OPS: continue
+    if op is Ops.BIND or (op in (Ops.LOAD, Ops.STORE) and u.arg[1]._sints) or (op is Ops.VIEW and u.arg._sints) or \
+       (op is Ops.INDEX and isinstance(u.arg, UOp)):
+      ast, vv = unbind_ast(ast)
+      return ast, vv, kernel_name(ast)
+  return ast, {}, kernel_name(ast, topo)
+
+def _finish_built(kb: _KernelBuilder, ast: UOp, store_st: ShapeTracker) -> tuple[UOp, dict, str]:
+  """_finish(ast) for the ast kb built (stored through store_st), from what kb noted: without a walk when nothing in
+  it is symbolic (the common case), else by the walk."""
+  if kb.sym or store_st._sints: return _finish(ast)
+  return ast, {}, _kernel_name(ast, kb.first_reduce)
 
 def ast_shape(u: UOp) -> tuple[int, ...]:
   """The shape of a kernel AST node."""
@@ -197,14 +268,21 @@ def _dim(s) -> str:
   # a symbolic dim is named by its Variables (kernel names are C identifiers)
   return str(s) if isinstance(s, int) else "".join(u.arg[0] for u in s.toposort() if u.op is Ops.DEFINE_VAR) or "s"
 
-def kernel_name(ast: UOp) -> str:
-  store = ast.src[0]
-  shape = store.arg[1].shape
-  reds = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
-  if reds:
-    full = ast_shape(reds[0].src[0])
-    return "r_" + "_".join(_dim(s) for s in full)
-  return "E_" + "_".join(_dim(s) for s in shape) if shape else "E_1"
+def kernel_name(ast: UOp, topo: list[UOp] | None = None) -> str:
+  """The kernel's name from its shape (topo: ast.toposort(), when the caller has it)."""
+  return _kernel_name(ast, next((u for u in (ast.toposort() if topo is None else topo) if u.op is Ops.REDUCE_AXIS), None))
+
+# kernel names by (first reduction, stored shape, its numbers' types): a pure function of immutable values (UOps are
+# interned and compared by identity), asked for every kernel of every schedule; bounded like compiler/view.py's tables
+_name_cache: dict[tuple, str] = {}
+def _kernel_name(ast: UOp, first_reduce: UOp | None) -> str:
+  shape = ast.src[0].arg[1].shape
+  if (name := _name_cache.get(key := (first_reduce, shape, tuple(map(type, shape))))) is not None: return name
+  if first_reduce is not None: name = "r_" + "_".join(_dim(s) for s in ast_shape(first_reduce.src[0]))
+  else: name = "E_" + "_".join(_dim(s) for s in shape) if shape else "E_1"
+  if len(_name_cache) >= CACHE_MAX: _name_cache.clear()
+  _name_cache[key] = name
+  return name
 
 # readers realized only because an assign in their schedule overwrites what they read (a TinyJit capture doesn't
 # record those built before it: they are not the captured function's work)
@@ -250,8 +328,9 @@ def _build(sched: _Scheduler, fuse: int) -> list[ScheduleItem]:
       continue
     kb = _KernelBuilder(sched, b)
     val = kb.base(b) if b.op is not Ops.CONTIGUOUS else kb.ref(b.srcs[0])
-    ast, vv = unbind_ast(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, ShapeTracker.from_shape(b.shape))),)))
-    items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", kernel_name(ast), var_vals=vv)
+    store_st = ShapeTracker.from_shape(b.shape)
+    ast, vv, name = _finish_built(kb, UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (val,), (0, store_st)),)), store_st)
+    items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", name, var_vals=vv)
   # order: an item runs after the items producing its inputs; an assign runs after every item reading its target
   unique = list({id(it): it for it in items.values()}.values())
   deps: dict[int, set] = {id(it): {id(items[i]) for i in it.inputs if i in items} for it in unique}
@@ -278,12 +357,12 @@ def _assign_items(sched: _Scheduler, chains: list[list[LazyBuffer]]) -> list[Sch
   targets = [g.srcs[1].base for g in group]
   if len(group) > 1:
     written = {id(t.buffer) for t in targets}
-    # (two assigns into one buffer: their order matters, keep them apart)
-    if len(written) < len(targets) or any(u.op is Ops.LOAD and (lb := kb.inputs[u.arg[0] - len(group)].base).buffer is not None and id(lb.buffer) in written
-           and u.arg[1] != st for u in ast.toposort()):
+    # (two assigns into one buffer: their order matters, keep them apart; kb.loads are the ast's loads)
+    if len(written) < len(targets) or any((lb := kb.inputs[i - len(group)].base).buffer is not None and id(lb.buffer) in written
+           and lst != st for i, lst in kb.loads):
       return [it for part in (chains if len(chains) > 1 else [[g] for g in group]) for it in _assign_items(sched, [part])]
-  ast, vv = unbind_ast(ast)
-  return [ScheduleItem(ast, group, kb.inputs, "kernel", kernel_name(ast), assign_targets=targets, var_vals=vv)]
+  ast, vv, name = _finish_built(kb, ast, st)
+  return [ScheduleItem(ast, group, kb.inputs, "kernel", name, assign_targets=targets, var_vals=vv)]
 
 MAX_FUSED_CHAINS = 4   # chains of one shape merged into one kernel (each adds ~10 buffer arguments)
 

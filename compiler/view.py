@@ -19,18 +19,42 @@ from dataclasses import dataclass
 import functools, math
 from compiler.uop import UOp, Ops, simplify_alu
 from compiler.dtypes import dtypes
-from compiler.sint import any_sym, smin, smax2
+from compiler.sint import any_sym, smin, smax2, empty_range
 
 def prod(xs) -> int: return math.prod(xs)
 
 def _int(x): return x.arg if isinstance(x, UOp) and x.op is Ops.CONST else x
 
 def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+  """The row-major strides of a dense layout of `shape` (0 for the size-1 dims).
+
+  >>> strides_for_shape((2, 1, 3))
+  (3, 0, 1)
+  """
+  if shape.__class__ is not tuple: shape = tuple(shape)
+  if (r := _strides_cache.get(key := (shape, tuple(map(type, shape))))) is not None: return r
   out, acc = [], 1
   for s in reversed(shape):
     out.append(0 if s == 1 else acc)
     acc *= s
-  return tuple(reversed(out))
+  if len(_strides_cache) >= CACHE_MAX: _strides_cache.clear()
+  _strides_cache[key] = ret = tuple(reversed(out))
+  return ret
+
+# Memo tables of pure functions of immutable values (shapes, Views, ShapeTrackers, argument tuples), so that the same
+# movement op on the same view is computed once, not per tensor per step. Correct because a View is frozen and every
+# op below depends only on its fields and the argument (UOps in symbolic dims are immutable and compared by identity).
+# Keys carry the types of the plain numbers (tuple(map(type, ...))): 1 == True == 1.0 == np.int64(1) compare equal, and
+# without the types a shape of bools or numpy ints would come back as the first caller's ints (or the reverse).
+# Bounded: a table that reaches CACHE_MAX entries is emptied (it is only a cache: a miss recomputes).
+CACHE_MAX = 1 << 14
+_strides_cache: dict[tuple, tuple] = {}
+_from_shape_cache: dict[tuple, ShapeTracker] = {}
+_movement_cache: dict[tuple, ShapeTracker] = {}
+
+def _types(arg: tuple) -> tuple:
+  """The types of arg's numbers (one level of nesting: shrink/pad pairs)."""
+  return tuple(map(type, arg)) if not arg or arg[0].__class__ is not tuple else tuple(tuple(map(type, a)) for a in arg)
 
 @dataclass(frozen=True)
 class View:
@@ -50,6 +74,14 @@ class View:
       elif any(not any_sym((lo, hi)) and lo >= hi for lo, hi in mask):  # nothing is valid: a view of zeros
         return View(shape, (0,) * len(shape), 0, tuple((0, 0) for _ in shape))
     return View(shape, strides, offset, None if mask is None else tuple(mask))
+  # (views are dict keys of the memo tables and parts of UOp args: hash the fields once, not at every lookup; the same
+  # value as the hash dataclass would generate)
+  @functools.cached_property
+  def _hash(self) -> int: return hash((self.shape, self.strides, self.offset, self.mask))
+  def __hash__(self) -> int: return self._hash
+  # pickled (an ast sent to a BEAM worker) without the cached values: a symbolic dim is a UOp, hashed by identity, so
+  # a hash cached in one process is wrong in another
+  def __getstate__(self) -> dict: return {k: self.__dict__[k] for k in ("shape", "strides", "offset", "mask")}
   @functools.cached_property
   def contiguous(self) -> bool:
     return self.offset == 0 and self.mask is None and self.strides == strides_for_shape(self.shape)
@@ -168,8 +200,17 @@ class ShapeTracker:
   """A stack of views, applied last-first: views[-1] has the visible shape, views[0] addresses the buffer."""
   views: tuple[View, ...]
 
+  @functools.cached_property
+  def _hash(self) -> int: return hash(self.views)
+  def __hash__(self) -> int: return self._hash
+  def __getstate__(self) -> dict: return {"views": self.views}   # (without the cached values: see View)
   @staticmethod
-  def from_shape(shape) -> ShapeTracker: return ShapeTracker((View.create(tuple(shape)),))
+  def from_shape(shape) -> ShapeTracker:
+    shape = tuple(shape)
+    if (st := _from_shape_cache.get(key := (shape, tuple(map(type, shape))))) is None:
+      if len(_from_shape_cache) >= CACHE_MAX: _from_shape_cache.clear()
+      st = _from_shape_cache[key] = ShapeTracker((View.create(shape),))
+    return st
   @property
   def shape(self) -> tuple[int, ...]: return self.views[-1].shape
   @property
@@ -184,13 +225,21 @@ class ShapeTracker:
     return hi + 1 if hi >= lo else 0
 
   def _last(self, v: View) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (v,))
-  def permute(self, order) -> ShapeTracker: return self._last(self.views[-1].permute(tuple(order)))
-  def expand(self, shape) -> ShapeTracker: return self._last(self.views[-1].expand(tuple(shape)))
-  def shrink(self, arg) -> ShapeTracker: return self._last(self.views[-1].shrink(tuple(arg)))
-  def pad(self, arg) -> ShapeTracker: return self._last(self.views[-1].pad(tuple(arg)))
-  def flip(self, axes) -> ShapeTracker: return self._last(self.views[-1].flip(tuple(axes)))
-  def reshape(self, shape) -> ShapeTracker:
-    shape = tuple(shape)
+  def _memo(self, op: str, arg) -> ShapeTracker:
+    # (see _movement_cache; an op that raises caches nothing)
+    arg = tuple(tuple(a) for a in arg) if op in ("shrink", "pad") else tuple(arg)
+    if (st := _movement_cache.get(key := (self, op, arg, _types(arg)))) is None:
+      st = self._reshape(arg) if op == "reshape" else self._last(getattr(self.views[-1], op)(arg))
+      if len(_movement_cache) >= CACHE_MAX: _movement_cache.clear()
+      _movement_cache[key] = st
+    return st
+  def permute(self, order) -> ShapeTracker: return self._memo("permute", order)
+  def expand(self, shape) -> ShapeTracker: return self._memo("expand", shape)
+  def shrink(self, arg) -> ShapeTracker: return self._memo("shrink", arg)
+  def pad(self, arg) -> ShapeTracker: return self._memo("pad", arg)
+  def flip(self, axes) -> ShapeTracker: return self._memo("flip", axes)
+  def reshape(self, shape) -> ShapeTracker: return self._memo("reshape", shape)
+  def _reshape(self, shape: tuple) -> ShapeTracker:
     assert any_sym(shape) or any_sym(self.shape) or prod(shape) == self.size(), f"reshape {self.shape} -> {shape} changes the size"
     if (v := self.views[-1].reshape(shape)) is not None: return self._last(v)
     return ShapeTracker(self.views + (View.create(shape),))
@@ -199,12 +248,19 @@ class ShapeTracker:
     f = lambda x: fn(x) if isinstance(x, UOp) else x
     return ShapeTracker(tuple(View(tuple(map(f, v.shape)), tuple(map(f, v.strides)), f(v.offset),
                                    None if v.mask is None else tuple((f(lo), f(hi)) for lo, hi in v.mask)) for v in self.views))
+  @functools.cached_property
+  def reads_nothing(self) -> bool:
+    """Does a view mask out every element (padding only)? (a frozen value: computed once per tracker)"""
+    return any(v.mask is not None and any(empty_range(lo, hi) for lo, hi in v.mask) for v in self.views)
   def sints(self) -> list[UOp]:
     """Every symbolic value in the views."""
-    out = []
+    return list(self._sints)
+  @functools.cached_property
+  def _sints(self) -> tuple[UOp, ...]:   # (a frozen value: computed once; the schedule asks for every kernel input)
+    out: list[UOp] = []
     for v in self.views:
       out += [x for x in (*v.shape, *v.strides, v.offset, *(b for m in (v.mask or ()) for b in m)) if isinstance(x, UOp)]
-    return out
+    return tuple(out)
   def to_index(self, idxs: list[UOp]) -> tuple[UOp, UOp]:
     off, valid = self.views[-1].to_index(idxs)
     for v in reversed(self.views[:-1]):

@@ -35,16 +35,19 @@ class Checks:
     self.roots = [lb.base for lb in lbs]
     self.items: list[tuple[LazyBuffer, str, type, LazyBuffer]] = []   # (bad flag, message, exception, guarded base)
     if not _pending and not _failed: return
+    # (a weak dictionary makes a weak reference at every lookup: the walk, which visits the whole graph, asks sets of
+    # the keys' ids instead; every key is alive while it is in the dictionary, so its id names it)
+    pending, failed = {id(k) for k in _pending.keys()}, {id(k) for k in _failed.keys()}
     seen, stack = set(), list(self.roots)
     while stack:
       b = stack.pop()
-      if id(b) in seen: continue
-      seen.add(id(b))
+      if b in seen: continue   # (LazyBuffers hash and compare by identity)
+      seen.add(b)
       if b.buffer is not None:
-        if b in _failed: raise _failed[b][1](_failed[b][0])   # computed from an index that was out of range
+        if id(b) in failed: raise _failed[b][1](_failed[b][0])   # computed from an index that was out of range
         continue
-      self.items.extend((lb, msg, exc, b) for lb, msg, exc in _pending.pop(b, ()))
-      stack.extend(s.base for s in b.srcs)
+      if id(b) in pending: self.items.extend((lb, msg, exc, b) for lb, msg, exc in _pending.pop(b, ()))
+      for s in b.srcs: stack.append(s._base or s)   # (s.base)
   @property
   def flags(self) -> list[LazyBuffer]: return [c[0] for c in self.items]
   def verify(self, read) -> None:

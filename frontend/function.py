@@ -25,13 +25,22 @@ class Function:
   def backward(self, *args, **kwargs): raise NotImplementedError(f"backward not implemented for {type(self).__name__}")
   @classmethod
   def apply(cls, *x, **kwargs):
-    from frontend.tensor import Tensor
+    Tensor = _tensor_cls()
     ctx = cls(x[0].device, *x)
     if not cls.differentiable: ctx.requires_grad = False   # comparisons/bit ops: no gradient flows through them
     ret = Tensor.__new__(Tensor)
     ret.lazydata, ret.requires_grad, ret.grad = ctx.forward(*[t.lazydata for t in x], **kwargs), ctx.requires_grad, None
     ret._ctx = ctx if ctx.requires_grad and not Tensor.no_grad else None
     return ret
+
+def _tensor_cls():
+  # (frontend.tensor imports this module: the class is looked up once, at the first op, not imported at every op)
+  global _Tensor
+  if _Tensor is None:
+    from frontend.tensor import Tensor
+    _Tensor = Tensor
+  return _Tensor
+_Tensor = None
 
 class FreedGraph:
   """What a non-leaf tensor's `_ctx` becomes after backward() used it (without retain_graph): the saved values are

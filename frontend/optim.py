@@ -101,14 +101,16 @@ class LAMB(Optimizer):
   def _step(self) -> list[Tensor]:
     self.b1_t.assign(self.b1_t * self.b1)
     self.b2_t.assign(self.b2_t * self.b2)
+    # (the bias corrections are the same for every parameter: one node each, read by every update kernel)
+    c1, c2 = 1.0 - self.b1_t, 1.0 - self.b2_t
     for i, t in enumerate(self.params):
       p = t.detach()
       g = t.grad.detach().cast(self.m[i].dtype)
       if self.l2: g = g + self.l2 * p   # Adam's (coupled) L2 weight decay, as torch.optim.Adam does
       self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g)
       self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * (g * g))
-      m_hat = self.m[i] / (1.0 - self.b1_t)
-      v_hat = self.v[i] / (1.0 - self.b2_t)
+      m_hat = self.m[i] / c1
+      v_hat = self.v[i] / c2
       up = m_hat / (v_hat.sqrt() + self.eps) + self.wd * p
       if not self.adam:
         r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()

@@ -649,6 +649,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     asked = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
     if any_sym(asked) or any_sym(self.shape): return self._reshape_sym(asked, argfix(shape, *args))
+    if asked == self.shape: return self   # (what the checks below come to: a shape has no -1 and its own size)
     if -1 in asked:
       known = prod(s for s in asked if s != -1)
       # with 0 elements, -1 could be any size (torch refuses the same way)
@@ -1155,6 +1156,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
         promote = (isinstance(y, float) and not x.dtype.is_float) or (isinstance(y, int) and not isinstance(y, bool) and x.dtype.is_bool)
         dt = (dtypes.default_float if isinstance(y, float) else dtypes.default_int) if promote else x.dtype
+        if not promote and not any_sym(x.shape):
+          # (a Python number in x's dtype: the constant at x's shape right away; LazyBuffer.const makes the same view
+          # of the same constant that the reshape+expand below would, without two autograd nodes per number)
+          y = Tensor(LazyBuffer.const(y, dt, x.shape, x.device))
+          return (y, x) if reverse else (x, y)
         y = Tensor(LazyBuffer.const(y, dt, (), x.device))
     if x.device != y.device: raise RuntimeError(f"tensors on different devices: {x.device} and {y.device}")
     if reverse: x, y = y, x
@@ -1166,7 +1172,16 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return x._expand_to(shape), y._expand_to(shape)
   def _expand_to(self, shape) -> Tensor:
     if self.shape == shape: return self
-    return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
+    ones = (1,) * (len(shape) - self.ndim) + self.shape
+    if not self.requires_grad and len(shape) >= self.ndim and not any_sym(shape) and not any_sym(ones) and \
+       all(b == n or b == 1 for b, n in zip(ones, shape)):   # (else the slow way, which raises expand's error)
+      # (no gradient to record, e.g. an optimizer's lr or bias correction: the reshape and expand below made two autograd
+      # nodes with no parents and returned a tensor with this one's requires_grad; this makes the same lazy view)
+      lb = self.lazydata if ones == self.shape else self.lazydata.reshape(ones)
+      ret = Tensor.__new__(Tensor)
+      ret.lazydata, ret.requires_grad, ret.grad, ret._ctx = lb if shape == ones else lb.expand(shape), self.requires_grad, None, None
+      return ret
+    return self.reshape(ones).expand(shape)
   def cast(self, dtype) -> Tensor:
     """Convert the values to `dtype` (a DType, a name like 'float32' or a numpy dtype); floats become ints
     by truncation toward zero.
@@ -2003,22 +2018,25 @@ def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
   target's, an earlier pending assign's it follows, or any other lazy buffer's over the same device buffer."""
   targets, bufs, t = set(), set(), target
   while True:
-    targets.add(id(t))
+    targets.add(t)
     if t.buffer is not None: bufs.add(id(t.buffer))
     if not _pending_assign(t): break
     t = t.srcs[1].base
-  seen, stack = set(), [value]
+  # (every optimizer update walks its gradient's whole graph: the loop is written for speed; walked holds the bases
+  # whose sources were pushed, so each is expanded once; a node reached twice is just checked twice)
+  walked, stack = set(), [value]
   while stack:
     lb = stack.pop()
-    if id(lb) in seen: continue
-    seen.add(id(lb))
-    hit = id(lb.base) in targets or (lb.base.buffer is not None and id(lb.base.buffer) in bufs)
-    if hit and lb.is_view and lb.st != ShapeTracker.from_shape(lb.base.shape): return True
-    if hit: continue
+    b = lb._base or lb
+    if b in targets or (b.buffer is not None and id(b.buffer) in bufs):
+      if lb._base is not None and lb.st != ShapeTracker.from_shape(b.st.shape): return True
+      continue
     # another pending assign (an optimizer's moment) is written by its own kernel, or fused into this one only when
     # no load of a written buffer is shifted (compiler/schedule.py _assign_items): not walked (it would find the weight
     # read at shifted positions by the backward pass, and force a copy of every update)
-    if lb.base.buffer is None and not _pending_assign(lb.base): stack.extend(lb.base.srcs)
+    if b.buffer is None and b.op is not Ops.ASSIGN and b not in walked:
+      walked.add(b)
+      stack.extend(b.srcs)
   return False
 
 def _writable_view(st: ShapeTracker) -> bool:

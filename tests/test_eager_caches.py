@@ -1,0 +1,239 @@
+"""The host-side shortcuts of eager execution give what the plain computation gives: the memo tables of view ops
+(compiler/view.py), the incremental probe rounds and single-walk kernel naming of the scheduler (compiler/schedule.py),
+and a Python number as a constant at the other operand's shape (Tensor._broadcasted)."""
+import random
+import numpy as np
+import pytest
+from frontend import Tensor
+from compiler import view as V, schedule as S
+from compiler.view import ShapeTracker, View
+from compiler.uop import Ops, Variable
+
+def plain_st(views, op, arg):
+  """op applied without the memo table (the code path the table is filled from)."""
+  st = ShapeTracker(views)
+  if op == "reshape": return st._reshape(tuple(arg))
+  return st._last(getattr(st.views[-1], op)(tuple(tuple(a) for a in arg) if op in ("shrink", "pad") else tuple(arg)))
+
+MOVES = [("reshape", (6, 4)), ("reshape", (2, 12)), ("reshape", (24,)), ("permute", (1, 0)), ("expand", (4, 6)),
+         ("shrink", ((1, 3), (0, 5))), ("pad", ((1, 0), (0, 2))), ("flip", (0,)), ("flip", (1,))]
+
+@pytest.mark.parametrize("seed", range(6))
+def test_movement_memo_matches_plain(seed):
+  rnd = random.Random(seed)
+  st = ShapeTracker.from_shape((4, 6))
+  for _ in range(12):
+    op, arg = rnd.choice(MOVES)
+    if op == "expand": st, arg = st.reshape((4, 1, 6)) if st.size() == 24 else st, None
+    if arg is None or (op != "expand" and op in ("reshape",) and np.prod(arg) != st.size()): continue
+    if op in ("permute", "shrink", "pad", "flip") and len(st.shape) != 2: continue
+    if op == "shrink" and any(hi > s for (_, hi), s in zip(arg, st.shape)): continue
+    want = plain_st(st.views, op, arg)
+    got = getattr(st, op)(arg)
+    assert got == want and got.views == want.views
+    assert getattr(st, op)(list(arg)) is got   # the memo answers the second time, for a list too
+    st = got if got.size() <= 64 else ShapeTracker.from_shape((4, 6))
+
+def test_memo_keeps_number_types_apart():
+  # 1 == True == np.int64(1): a memo keyed on values alone would hand one caller's numbers to the other
+  st = ShapeTracker.from_shape((4, 6))
+  a, b = st.reshape((24, 1)), st.reshape((24, True))
+  assert type(a.shape[1]) is int and type(b.shape[1]) is bool
+  c = st.reshape((np.int64(24), 1))
+  assert type(c.shape[0]) is np.int64 and type(st.reshape((24, 1)).shape[0]) is int
+  assert ShapeTracker.from_shape((np.int64(3),)).shape[0].__class__ is np.int64
+  assert ShapeTracker.from_shape((3,)).shape[0].__class__ is int
+  for _ in range(2):
+    assert type(V.strides_for_shape((2, 3))[0]) is int and type(V.strides_for_shape((np.int64(2), np.int64(3)))[0]) is np.int64
+  assert V.strides_for_shape([2, 3]) == (3, 1)
+
+def test_memo_distinguishes_equal_looking_inputs():
+  # same shape, different strides/offset/mask: different answers
+  base = ShapeTracker.from_shape((4, 6))
+  p = base.permute((1, 0)).reshape((24,))           # needs a second view
+  s = base.shrink(((0, 4), (1, 6))).pad(((0, 0), (1, 0)))   # masked, same shape as base
+  assert s.shape == base.shape and s != base
+  assert s.reshape((24,)) != base.reshape((24,))
+  assert len(p.views) == 2 and base.reshape((24,)).views == (View.create((24,)),)
+  # symbolic dims are UOps compared by identity: two Variables of one name and range are two keys
+  n1, n2 = Variable("n", 1, 8).bind(3), Variable("n", 1, 8).bind(5)
+  a, b = ShapeTracker.from_shape((n1, 4)), ShapeTracker.from_shape((n2, 4))
+  assert a.shape[0] is n1 and b.shape[0] is n2
+  assert a.reshape((n1, 2, 2)).shape[0] is n1 and b.reshape((n2, 2, 2)).shape[0] is n2
+
+def test_memo_tables_are_bounded(monkeypatch):
+  monkeypatch.setattr(V, "CACHE_MAX", 8)
+  for name in ("_movement_cache", "_from_shape_cache", "_strides_cache"): monkeypatch.setattr(V, name, {})
+  st = ShapeTracker.from_shape((64,))
+  for i in range(1, 30):
+    st.reshape((64 // (1 << (i % 7)), 1 << (i % 7))); ShapeTracker.from_shape((i, 3))
+    assert len(V._movement_cache) <= 8 and len(V._from_shape_cache) <= 8 and len(V._strides_cache) <= 8
+  assert ShapeTracker.from_shape((29, 3)) is ShapeTracker.from_shape((29, 3))   # (still a cache after clearing)
+
+def test_hash_is_the_field_hash():
+  v = View.create((4, 6), (6, 1), 2, ((0, 3), (1, 6)))
+  assert hash(v) == hash((v.shape, v.strides, v.offset, v.mask))
+  st = ShapeTracker((v,))
+  assert hash(st) == hash((v,)) and {st: 1}[ShapeTracker((View.create((4, 6), (6, 1), 2, ((0, 3), (1, 6))),))] == 1
+
+# *** scheduler: the incremental probe rounds mark what probing every root every round marks, in the same order ***
+
+class PlainScheduler(S._Scheduler):
+  def _probe_round(self, probed):
+    for b in list(self.realize): self._probe(b, b, in_reduce=False, seen=set())
+
+def random_graph(rnd: random.Random, n: int) -> list[Tensor]:
+  rng = np.random.default_rng(rnd.randrange(1 << 30))
+  pool = [Tensor(rng.standard_normal((4, 6)).astype(np.float32)).realize() for _ in range(3)]
+  for _ in range(n):
+    x, y = rnd.choice(pool), rnd.choice(pool)
+    k = rnd.randrange(11)
+    if k == 0: z = x + y
+    elif k == 1: z = x * y.exp()
+    elif k == 2: z = x - x.mean(1, keepdim=True)
+    elif k == 3: z = x.sum(0, keepdim=True).expand(4, 6) * y
+    elif k == 4: z = (x @ y.T) @ x
+    elif k == 5: z = x.T.reshape(4, 6) + y
+    elif k == 6: z = x.pad(((1, 0), (0, 0)))[:4] + x.max(1, keepdim=True)
+    elif k == 7: z = x.softmax(1)
+    elif k == 8: z = (x - x.max()).relu() / (y.sum() + 1)
+    elif k == 9: z = x.contiguous() * 2
+    else: z = x.reshape(24).sum().reshape(1, 1).expand(4, 6) + x.sum(1, keepdim=True)
+    pool.append(z)
+  return pool[3:]
+
+@pytest.mark.parametrize("seed", range(40))
+def test_probe_rounds_match_plain(seed):
+  rnd = random.Random(seed)
+  outs = random_graph(rnd, 10)
+  lbs = [t.lazydata for t in rnd.sample(outs, 3)]
+  fast, plain = S._Scheduler(lbs), PlainScheduler(lbs)
+  assert list(fast.realize) == list(plain.realize)
+  check_names(S.create_schedule(lbs))
+
+def plain_name(ast) -> str:
+  """kernel_name as it was: the first reduction of the toposort, no tables."""
+  reds = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
+  if reds: return "r_" + "_".join(S._dim(s) for s in S.ast_shape(reds[0].src[0]))
+  shape = ast.src[0].arg[1].shape
+  return "E_" + "_".join(S._dim(s) for s in shape) if shape else "E_1"
+
+def check_names(items):
+  """The name and unbinding noted while building each kernel are those of walking its ast."""
+  for si in items:
+    if si.kind != "kernel": continue
+    ast, vv = S.unbind_ast(si.ast)
+    assert ast is si.ast and si.name == plain_name(si.ast) == S.kernel_name(si.ast)
+    assert (si.var_vals or {}) == (vv or {})
+
+def test_probe_rounds_match_plain_on_a_train_step():
+  from frontend import nn, optim
+  from frontend.nn.state import get_parameters
+  Tensor.manual_seed(3)
+  l1, l2 = nn.Conv2d(1, 4, 3, padding=1), nn.Linear(4 * 16, 5)
+  opt = optim.Adam(get_parameters([l1, l2]), lr=1e-2)
+  x, y = Tensor.randn(8, 1, 4, 4).realize(), Tensor([0, 1, 2, 3, 4, 0, 1, 2]).realize()
+  with Tensor.train():
+    loss = l2(l1(x).relu().flatten(1)).sparse_categorical_crossentropy(y)
+    loss.backward()
+    lbs = [t.lazydata for t in opt.schedule_step()]
+  fast, plain = S._Scheduler(lbs), PlainScheduler(lbs)
+  assert list(fast.realize) == list(plain.realize)
+  # the single-walk name and unbinding are those of unbind_ast + kernel_name (fused updates included)
+  items = S.create_schedule(lbs)
+  assert any(si.assign_targets and len(si.assign_targets) > 1 for si in items)
+  check_names(items)
+
+def test_finish_unbinds_symbolic_asts():
+  n = Variable("n", 1, 10).bind(4)
+  x = Tensor.ones(4, 8).contiguous().realize().reshape(n, 8)
+  items = (x * 2 + x.sum(1, keepdim=True)).schedule()
+  for si in items:
+    if si.kind == "kernel":
+      assert si.var_vals and all(u.op is not Ops.BIND for u in si.ast.toposort())
+  # the names are those of the unbound ast (a Variable names its dim)
+  assert all(si.name == plain_name(si.ast) and "n" in si.name for si in items if si.kind == "kernel")
+
+# *** a Python number as a constant at the tensor's shape ***
+
+@pytest.mark.parametrize("shape", [(), (1,), (3, 1), (2, 3), (0, 3)])
+def test_scalar_operand_is_the_same_constant_view(shape):
+  x = Tensor.ones(*shape).contiguous().realize()
+  a = x * 2.5
+  want = Tensor(np.array(2.5, np.float32)).lazydata   # (just for the dtype)
+  c = a.lazydata.srcs[1]
+  assert c.base.op is Ops.CONST and c.base.arg == 2.5 and c.dtype == want.dtype and c.shape == x.shape
+  if shape: assert c.st == ShapeTracker.from_shape(()).reshape((1,) * len(shape)).expand(shape)
+  np.testing.assert_array_equal((2.5 - x).numpy(), np.full(shape, 1.5, np.float32))
+  # promotion still goes the old way: an int tensor times a float is float
+  assert (Tensor.ones(*shape, dtype="int32") * 0.5).dtype.name == "float"
+
+# *** Tensor.assign's read check walks each base once: the same answer as the walk over every node ***
+
+def reads_at_other_position_plain(value, target):
+  from frontend.tensor import _pending_assign
+  targets, bufs, t = set(), set(), target
+  while True:
+    targets.add(id(t))
+    if t.buffer is not None: bufs.add(id(t.buffer))
+    if not _pending_assign(t): break
+    t = t.srcs[1].base
+  seen, stack = set(), [value]
+  while stack:
+    lb = stack.pop()
+    if id(lb) in seen: continue
+    seen.add(id(lb))
+    hit = id(lb.base) in targets or (lb.base.buffer is not None and id(lb.base.buffer) in bufs)
+    if hit and lb.is_view and lb.st != ShapeTracker.from_shape(lb.base.shape): return True
+    if hit: continue
+    if lb.base.buffer is None and not _pending_assign(lb.base): stack.extend(lb.base.srcs)
+  return False
+
+@pytest.mark.parametrize("seed", range(30))
+def test_reads_at_other_position_matches_plain(seed):
+  from frontend.tensor import _reads_at_other_position
+  rnd = random.Random(seed)
+  rng = np.random.default_rng(seed)
+  w = Tensor(rng.standard_normal((4, 6)).astype(np.float32)).realize()
+  others = [Tensor(rng.standard_normal((4, 6)).astype(np.float32)).realize() for _ in range(2)]
+  if rnd.random() < 0.5: w.assign(w * 2)   # a pending write the check follows
+  reads = [lambda: w, lambda: w.flip(1), lambda: w.pad(((1, 0), (0, 0)))[:4], lambda: w.T.reshape(4, 6),
+           lambda: w.reshape(24).reshape(4, 6), lambda: rnd.choice(others), lambda: w.sum(1, keepdim=True).expand(4, 6)]
+  pool = [rnd.choice(reads)() for _ in range(3)]
+  for _ in range(6):
+    x, y = rnd.choice(pool), rnd.choice(pool + [rnd.choice(reads)()])
+    pool.append(rnd.choice([lambda: x + y, lambda: x * y.exp(), lambda: x.relu() - y, lambda: x.flip(0) * y])())
+  for v in pool:
+    assert _reads_at_other_position(v.lazydata, w.lazydata.base) == reads_at_other_position_plain(v.lazydata, w.lazydata.base)
+
+def test_pickle_drops_cached_values():
+  # a symbolic dim is a UOp hashed by identity: a hash cached in this process must not travel to a BEAM worker
+  import pickle, copy
+  n = Variable("n", 1, 8).bind(3)
+  st = ShapeTracker.from_shape((n, 4)).permute((1, 0))
+  hash(st), st.sints(), st.reads_nothing, st.views[0].contiguous
+  assert not set(copy.copy(st).__dict__) - {"views"}
+  for x in (pickle.loads(pickle.dumps(st)), copy.deepcopy(st)):
+    assert x == st and not set(x.__dict__) - {"views"} and all(not set(v.__dict__) - {"shape", "strides", "offset", "mask"} for v in x.views)
+    assert hash(x) == hash(st)   # (in this process the UOps come back as the same interned objects)
+
+@pytest.mark.parametrize("rg", [None, False])
+@pytest.mark.parametrize("shapes", [((), (2, 3)), ((3,), (2, 3)), ((1, 3), (4, 3)), ((2, 1), (2, 5)), ((1,), (1, 1))])
+def test_expand_without_grad_is_the_same_view(rg, shapes):
+  src, dst = shapes
+  t = Tensor(np.arange(int(np.prod(src)), dtype=np.float32).reshape(src), requires_grad=rg).realize()
+  fast = t._expand_to(dst)
+  ones = (1,) * (len(dst) - len(src)) + src
+  slow = t.reshape(ones).expand(dst)
+  assert fast.requires_grad is slow.requires_grad is rg and fast._ctx is None and fast.grad is None
+  assert fast.lazydata.base is slow.lazydata.base and fast.lazydata.st == slow.lazydata.st
+  np.testing.assert_array_equal(fast.numpy(), np.broadcast_to(t.numpy().reshape(ones), dst))
+  # a tensor that needs a gradient still records the autograd nodes
+  g = Tensor(np.ones(src, np.float32), requires_grad=True)
+  e = g._expand_to(dst)
+  if e is not g: assert e._ctx is not None
+
+def test_expand_without_grad_still_refuses_bad_shapes():
+  t = Tensor(np.ones((2, 3), np.float32)).realize()
+  with pytest.raises(ValueError, match="expand"): t._expand_to((5, 6))
+  with pytest.raises(ValueError, match="expand"): t._expand_to((3,))
