@@ -197,6 +197,39 @@ def test_strided_conv_forward_tile_rows_are_output_columns():
   assert inner_accumulators(k) >= 12, k.applied_opts
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, avx2.cc_flags) == 0, k.applied_opts
 
+def _fewest_inner_accumulators(k) -> int:
+  """The fewest vector accumulators updated inside an innermost loop of k that updates any (the weakest tile's)."""
+  from compiler.linearize import linearize
+  from compiler.uop import Ops
+  counts, stack = [], []
+  for u in linearize(k):
+    if u.op is Ops.RANGE: stack = [(c, False) for c, _ in stack] + [(0, True)]
+    elif u.op is Ops.ASSIGN and u.dtype.count > 1 and stack: stack[-1] = (stack[-1][0] + 1, stack[-1][1])
+    elif u.op is Ops.ENDRANGE:
+      c, inner = stack.pop()
+      if inner and c: counts.append(c)
+  return min(counts)
+
+@pytest.mark.parametrize("conv", [dict(stride=2, padding=1), dict(padding=1), dict(padding=2, dilation=2)])
+def test_six_row_tile_remainder_is_one_four_row_tile(conv, cpu_target):
+  """64 rows of a 6-row tile (the strided forward's 16 output columns in pairs, the dense and dilated forwards' 64
+  output channels) leave two pairs: they run as one 4 x 2 tile (8 accumulators), not a loop of two 2 x 2 tiles (4,
+  half the FMA rate at a 5-cycle latency), spill-free; on AVX2 the main part keeps 12. Values: float64 torch."""
+  import torch
+  from compiler.schedule import create_schedule
+  n = 16 if "stride" not in conv else 32   # 16 output columns / 64 output channels
+  y = Tensor.empty(2, 64, n, n).conv2d(Tensor.empty(64, 64, 3, 3), **conv)
+  k0 = next(k for k in (lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None) if _conv_like(k))
+  k = optimize(k0, cpu_target)
+  if cpu_target.simd_bytes == 32:
+    assert any(o[0] == "UNROLL_TAIL" for o in k.applied_opts), k.applied_opts
+    assert _fewest_inner_accumulators(k) >= 8, k.applied_opts
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, k.applied_opts
+  rng = np.random.default_rng(3)
+  xn, wn = rng.standard_normal((2, 64, n, n)).astype(np.float32), (rng.standard_normal((64, 64, 3, 3)) * 0.1).astype(np.float32)
+  want = torch.nn.functional.conv2d(torch.tensor(xn, dtype=torch.float64), torch.tensor(wn, dtype=torch.float64), **conv).numpy()
+  np.testing.assert_allclose(Tensor(xn).conv2d(Tensor(wn), **conv).numpy(), want, rtol=1e-4, atol=1e-4)
+
 @pytest.mark.parametrize("shape,wshape,kw", [((2, 32, 10, 10), (32, 8, 3, 3), dict(padding=1, groups=4)),
                                              ((3, 16, 9, 7), (16, 8, 3, 3), dict(padding=(1, 0), groups=2)),
                                              ((2, 16, 8, 8), (32, 8, 5, 5), dict(padding=2, groups=2)),

@@ -33,6 +33,7 @@ from compiler.opt.apply import (THREAD_MIN_WORK, UPCAST_I, VEC_UNROLL, VEC_ACC, 
                                 apply_reduce_split,
                                 apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
 from compiler.opt.conv import conv_tile, peel_default
+from compiler.opt.peel import unroll_tail
 from compiler.opt.matmul import packed_matmul_tile
 from compiler.opt.gpu import optimize_gpu
 
@@ -225,8 +226,10 @@ def _six_rows(k0: LoweredKernel, k: LoweredKernel, device: Target) -> LoweredKer
   try:
     if n % 6 == 0: kc = apply_tile(copy_kernel(k0), ri, 6, rj, tile[4], VEC_UNROLL)
     elif n % 2 == 0 and n >= 12 and (i > 0 or device.ncores == 1):
-      kc = apply_tile(copy_kernel(k0), ri, 2, rj, tile[4], VEC_UNROLL)
-      for o in (Opt("PAD", i, 3), Opt("UPCAST", i, 3)): kc = apply_opt(kc, o, device)
+      kc = apply_opt(apply_tile(copy_kernel(k0), ri, 2, rj, tile[4], VEC_UNROLL), Opt("PAD", i, 3), device)
+      # two remaining pairs (64 rows: 60 + 4) as one 4 x 2 tile (8 accumulators) rather than a loop of two 2 x 2 ones
+      if n % 6 == 4: kc = unroll_tail(kc)
+      kc = apply_opt(kc, Opt("UPCAST", i, 3), device)
     else: return k
     check_pressure(kc, device)
     return kc

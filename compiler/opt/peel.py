@@ -174,3 +174,31 @@ def split_tail(k: LoweredKernel, g: UOp, amt: int) -> LoweredKernel:
                      k.outputs, list(k.applied_opts), k.threaded, nests + new_nests, depths + new_depths, next_range=k.next_range)
   out.applied_opts.append(("PAD", g.arg[0], amt))
   return out
+
+def unroll_tail(k: LoweredKernel) -> LoweredKernel:
+  """The remainder loop that the last PAD (split_tail) left (the first loop of k's last chain) fully unrolled: its
+  iterations become one body sharing the loops inside it. A 6-row matmul tile cut from 64 rows leaves 2 pairs of rows
+  as a loop of 2 (two 2 x 2 tiles: 4 accumulators, half the FMA rate at a 5-cycle latency); unrolled, one 4 x 2 tile.
+
+  >>> from compiler.lazy import LazyBuffer
+  >>> from compiler.schedule import create_schedule
+  >>> from compiler.lower import lower
+  >>> x = LazyBuffer.empty((10, 8), dtypes.float32, "CPU"); x.buffer = object()
+  >>> k = lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast)
+  >>> k2 = unroll_tail(split_tail(k, k.global_ranges[0], 4))
+  >>> [len(c) for c in k2.nests], k2.applied_opts[-1][2], len(k2.sink.src)
+  ([], 2, 3)
+  """
+  nests, depths = list(getattr(k, "nests", None) or []), list(getattr(k, "depths", None) or [])
+  if not nests or not k.applied_opts or k.applied_opts[-1][0] != "PAD": raise OptError(f"unroll_tail of kernel {k.name}: no remainder loop")
+  tail, d = nests[-1][0], depths[-1]
+  if any(dd > d for dd in depths[:-1]) or any(tail in c for c in nests[:-1]):
+    raise OptError(f"unroll_tail of kernel {k.name}: other loop chains hang inside the remainder loop")
+  inside = [s for s in k.sink.src if tail in s.toposort()]
+  stores = [s for s in k.sink.src if s not in inside] + [substitute(s, {tail: UOp.const(dtypes.int32, a)}) for a in range(tail.src[0].arg) for s in inside]
+  out = copy_kernel(k)
+  out.sink = UOp(Ops.SINK, None, tuple(dict.fromkeys(stores)))
+  if len(nests[-1]) > 1: out.nests, out.depths = nests[:-1] + [nests[-1][1:]], depths
+  else: out.nests, out.depths = nests[:-1], depths[:-1]
+  out.applied_opts.append(("UNROLL_TAIL", tail.arg[0], tail.src[0].arg))
+  return out
