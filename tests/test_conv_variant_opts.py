@@ -179,15 +179,16 @@ def test_two_by_two_conv_tile_renders_without_spills(cpu_target):
   assert vector_spills(src, k.name, cpu_target.cc_flags) == 0, k.applied_opts
 
 def test_strided_conv_forward_tile_rows_are_output_columns():
-  """The stride-2 forward vectorized along the output channels (bench shape: 64 channels, 16x16 outputs) takes its
-  tile's rows from the innermost loop that the weight vector does not move with, the output columns (neighbours in
-  the input: shared cache lines), not the images; on AVX2 that is 6 columns x 2 vectors, 12 accumulators, no spills."""
+  """The stride-2 forward of a conv with a gradient, vectorized along the output channels (bench shape: 64 channels,
+  16x16 outputs) takes its tile's rows from the innermost loop that the weight vector does not move with, the output
+  columns (neighbours in the input: shared cache lines), not the images; on AVX2 that is 6 columns x 2 vectors, 12
+  accumulators, no spills."""
   from compiler.schedule import create_schedule
   from hcqrt.cpu.device import CPUDevice
   from compiler.target import Target
   from test_conv_train_opts import inner_accumulators
   avx2 = Target.from_report(CPUDevice(isa="x86-64-v3").target)
-  y = Tensor.empty(2, 64, 32, 32).conv2d(Tensor.empty(64, 64, 3, 3), stride=2, padding=1)
+  y = Tensor.empty(2, 64, 32, 32).requires_grad_().conv2d(Tensor.empty(64, 64, 3, 3).requires_grad_(), stride=2, padding=1)
   k0 = next(k for k in (lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None) if _conv_like(k))
   assert [r.src[0].arg for r in k0.global_ranges] == [2, 16, 16, 64], k0.name   # (images, rows, columns, out channels)
   cols, chans = (r.arg[0] for r in k0.global_ranges[2:])
@@ -196,6 +197,41 @@ def test_strided_conv_forward_tile_rows_are_output_columns():
   assert tile[1] == cols and tile[3] == chans, k.applied_opts
   assert inner_accumulators(k) >= 12, k.applied_opts
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, avx2.cc_flags) == 0, k.applied_opts
+
+def test_strided_forward_alone_is_a_column_phase_conv_with_its_own_taps(cpu_target):
+  """A strided forward with no gradient whose output row holds whole vectors (bench shape: 16x16 outputs) is the
+  column-phase conv: one copy of the padded input's column phases, then the conv kernel vectorized along the output
+  row with output-channel rows (a tile, no spills), its tap loop exactly the 3x3 taps (no zero-padded 4th column),
+  writing channels-first: 2 kernels, no weight copy and no transpose."""
+  from compiler.schedule import create_schedule
+  y = Tensor.empty(2, 64, 32, 32).conv2d(Tensor.empty(64, 64, 3, 3), stride=2, padding=1)
+  ks = [lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None]
+  assert len(ks) == 2, [k.name for k in ks]
+  k0 = ks[-1]
+  assert [r.src[0].arg for r in k0.global_ranges] == [2, 64, 16, 16] and [r.src[0].arg for r in k0.reduce_ranges()] == [64, 3, 3]
+  chans, cols = k0.global_ranges[1].arg[0], k0.global_ranges[3].arg[0]
+  k = optimize(k0, cpu_target)
+  tile = next(o for o in k.applied_opts if o[0] == "TILE")
+  assert tile[1] == chans and tile[3] == cols and tile[2] > 1, k.applied_opts
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, k.applied_opts
+
+@pytest.mark.parametrize("shape,wshape,kw", [((2, 5, 32, 32), (8, 5, 3, 3), dict(stride=2, padding=1)),
+                                             ((2, 4, 17, 17), (6, 4, 3, 3), dict(stride=2)),
+                                             ((3, 4, 11, 16), (8, 4, 3, 3), dict(stride=(3, 2), padding=(1, 1, 2, 0))),
+                                             ((2, 3, 9, 31), (5, 3, 5, 5), dict(stride=4, padding=2)),
+                                             ((2, 4, 10, 24), (8, 4, 3, 2), dict(stride=3, padding=(0, 1, 1, 0))),
+                                             ((2, 6, 12, 16), (9, 2, 3, 1), dict(stride=2, groups=3)),
+                                             ((2, 8, 8, 33), (8, 2, 2, 3), dict(stride=(1, 4), padding=(1, 0), groups=4)),
+                                             ((1, 16, 16, 16), (16, 1, 3, 3), dict(stride=(2, 1), padding=1, groups=16))])
+def test_column_phase_forward_matches_float64(shape, wshape, kw):
+  """The column-phase forward (output rows of 8 or 16): strides per dim (rows alone, columns alone), odd input sizes,
+  uneven padding, kernels narrower than the stride (one phase unread), non-square kernels, groups and depthwise:
+  float64 torch."""
+  rng = np.random.default_rng(11)
+  xn, wn = rng.standard_normal(shape).astype(np.float32), (rng.standard_normal(wshape) * 0.3).astype(np.float32)
+  want = _torch_conv_grads(xn, wn, kw)[0]
+  assert want.shape[-1] % 8 == 0, want.shape
+  np.testing.assert_allclose(Tensor(xn).conv2d(Tensor(wn), **kw).numpy(), want, rtol=1e-4, atol=1e-4)
 
 def _fewest_inner_accumulators(k) -> int:
   """The fewest vector accumulators updated inside an innermost loop of k that updates any (the weakest tile's)."""
