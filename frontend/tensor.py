@@ -11,7 +11,7 @@ Ops only record a graph; `.realize()`, `.numpy()`, `.tolist()` or `.item()` comp
 """
 from __future__ import annotations
 import math, itertools, functools, weakref
-from contextlib import ContextDecorator
+from contextlib import ContextDecorator, contextmanager
 from typing import Any, ClassVar
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
@@ -2022,22 +2022,65 @@ def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
     if t.buffer is not None: bufs.add(id(t.buffer))
     if not _pending_assign(t): break
     t = t.srcs[1].base
-  # (every optimizer update walks its gradient's whole graph: the loop is written for speed; walked holds the bases
-  # whose sources were pushed, so each is expanded once; a node reached twice is just checked twice)
-  walked, stack = set(), [value]
-  while stack:
-    lb = stack.pop()
-    b = lb._base or lb
-    if b in targets or (b.buffer is not None and id(b.buffer) in bufs):
-      if lb._base is not None and lb.st != ShapeTracker.from_shape(b.st.shape): return True
-      continue
-    # another pending assign (an optimizer's moment) is written by its own kernel, or fused into this one only when
-    # no load of a written buffer is shifted (compiler/schedule.py _assign_items): not walked (it would find the weight
-    # read at shifted positions by the backward pass, and force a copy of every update)
-    if b.buffer is None and b.op is not Ops.ASSIGN and b not in walked:
-      walked.add(b)
-      stack.extend(b.srcs)
+  for b in _shifted_reads(value, _read_walk_memo()):
+    if b in targets or (b.buffer is not None and id(b.buffer) in bufs): return True
   return False
+
+_EMPTY: frozenset = frozenset()
+
+def _shifted_reads(value: LazyBuffer, memo: dict) -> frozenset:
+  """The bases that computing `value` reads through a view other than their plain shape: realized bases and pending
+  assigns (another pending assign, an optimizer's moment, is written by its own kernel, or fused into this one only
+  when no load of a written buffer is shifted (compiler/schedule.py _assign_items): not walked into, else it would find
+  the weight read at shifted positions by the backward pass, and force a copy of every update); every other base is
+  walked into. memo: node -> its answer, for nodes walked into; it holds only while no buffer is realized (a realized
+  base stops the walk), see _read_walk_memo."""
+  b = value._base or value
+  if b.buffer is not None or b.op is Ops.ASSIGN:
+    return frozenset((b,)) if value._base is not None and value.st != ShapeTracker.from_shape(b.shape) else _EMPTY
+  # post-order over the bases walked into (each one's answer is the union of its sources'); a node pushed twice is
+  # answered once
+  stack = [(b, False)]
+  while stack:
+    n, ready = stack.pop()
+    if n in memo: continue
+    if not ready:
+      stack.append((n, True))
+      for s in n.srcs:
+        sb = s._base or s
+        if sb.buffer is None and sb.op is not Ops.ASSIGN and sb not in memo: stack.append((sb, False))
+      continue
+    acc = None
+    for s in n.srcs:
+      sb = s._base or s
+      if sb.buffer is not None or sb.op is Ops.ASSIGN:
+        if s._base is None or s.st == ShapeTracker.from_shape(sb.shape): continue
+        r = frozenset((sb,))
+      elif not (r := memo[sb]): continue
+      acc = r if acc is None or acc == r else acc | r
+    memo[n] = _EMPTY if acc is None else acc
+  return memo[b]
+
+# an optimizer step makes an assign per parameter and moment, whose values walk the same gradient graphs: there
+# (shared_read_walks) the walks share one memo. A walk's answer holds while the graph holds, which changes only when a
+# schedule runs (a base gets its buffer, its sources dropped: frontend/engine.py counts runs), so the memo is emptied
+# when a run happened since it was filled; and it lives only as long as the step that made the nodes it holds
+_read_walks: list | None = None   # [engine runs when filled, memo]
+
+def _read_walk_memo() -> dict:
+  if _read_walks is None: return {}
+  from frontend.engine import schedule_runs
+  if _read_walks[0] != schedule_runs():
+    _read_walks[0], _read_walks[1] = schedule_runs(), {}
+  return _read_walks[1]
+
+@contextmanager
+def shared_read_walks():
+  """Within: Tensor.assign's read walks share one memo (an optimizer step's updates)."""
+  global _read_walks
+  prev, _read_walks = _read_walks, [-1, {}]
+  try: yield
+  finally: _read_walks = prev
 
 def _writable_view(st: ShapeTracker) -> bool:
   """One view, no padding, no broadcast (a nonzero stride on every dim longer than 1): each element once."""

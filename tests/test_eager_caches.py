@@ -237,3 +237,70 @@ def test_expand_without_grad_still_refuses_bad_shapes():
   t = Tensor(np.ones((2, 3), np.float32)).realize()
   with pytest.raises(ValueError, match="expand"): t._expand_to((5, 6))
   with pytest.raises(ValueError, match="expand"): t._expand_to((3,))
+
+# *** Tensor.assign's read walk: the memoized walk (shared by an optimizer step's assigns) answers as the plain walk ***
+
+def plain_reads_at_other_position(value, target) -> bool:
+  """The walk as it was: every call walks value's whole graph, no memo."""
+  from frontend.tensor import _pending_assign
+  targets, bufs, t = set(), set(), target
+  while True:
+    targets.add(t)
+    if t.buffer is not None: bufs.add(id(t.buffer))
+    if not _pending_assign(t): break
+    t = t.srcs[1].base
+  walked, stack = set(), [value]
+  while stack:
+    lb = stack.pop()
+    b = lb._base or lb
+    if b in targets or (b.buffer is not None and id(b.buffer) in bufs):
+      if lb._base is not None and lb.st != ShapeTracker.from_shape(b.st.shape): return True
+      continue
+    if b.buffer is None and b.op is not Ops.ASSIGN and b not in walked:
+      walked.add(b)
+      stack.extend(b.srcs)
+  return False
+
+@pytest.mark.parametrize("seed", range(12))
+def test_shared_read_walks_match_plain(seed):
+  from frontend import tensor as T
+  rnd = random.Random(seed)
+  rng = np.random.default_rng(seed)
+  bufs = [Tensor(rng.standard_normal((4, 4)).astype(np.float32)).realize() for _ in range(3)]
+  alias = Tensor(bufs[0].lazydata)   # another tensor over the same lazy buffer
+  views = [lambda t: t, lambda t: t.flip(0), lambda t: t.T, lambda t: t.pad(((1, 0), (0, 0)))[:4],
+           lambda t: t.reshape(16).reshape(4, 4), lambda t: t.sum(1, keepdim=True).expand(4, 4)]
+  with T.shared_read_walks():
+    pool = list(bufs) + [alias]
+    for step in range(25):
+      k = rnd.randrange(4)
+      if k == 0:   # a new lazy value over the pool, through some view
+        a, b = rnd.choice(pool), rnd.choice(pool)
+        pool.append(rnd.choice(views)(a) * 2 + rnd.choice(views)(b))
+      elif k == 1:   # a pending assign into one of the buffers (later walks stop at it)
+        t = rnd.choice(bufs)
+        t.assign(rnd.choice(pool) + 1)
+      else:   # ask: the memoized answer (the memo filled by earlier asks) is the plain one
+        value, target = rnd.choice(pool).lazydata, rnd.choice(bufs).lazydata.base
+        memo = T._read_walk_memo()
+        assert T._reads_at_other_position(value, target) == plain_reads_at_other_position(value, target)
+        assert memo is T._read_walk_memo()   # (nothing ran: the same memo)
+      if step == 12:   # a run in between: the memo is emptied, answers still match
+        Tensor.ones(2).contiguous().realize()
+        assert T._read_walk_memo() == {}
+  assert T._read_walks is None
+
+def test_read_walk_sees_shifted_read_through_memo():
+  # the first ask fills the memo for the shared value; a second target that value reads shifted must still say True
+  from frontend import tensor as T
+  a, b = Tensor.ones(4, 4).contiguous().realize(), Tensor.ones(4, 4).contiguous().realize()
+  shared = a.flip(0) * 2 + b
+  with T.shared_read_walks():
+    assert T._reads_at_other_position((shared + 1).lazydata, b.lazydata.base) is False
+    assert T._reads_at_other_position((shared * 3).lazydata, a.lazydata.base) is True
+    assert len(T._read_walk_memo()) > 0
+    # shared realized: a walk from u now stops at shared's buffer (read in place); the memo of before said True for u
+    u = (shared + 1).lazydata
+    assert T._reads_at_other_position(u, a.lazydata.base) is True
+    shared.realize()
+    assert T._reads_at_other_position(u, a.lazydata.base) is plain_reads_at_other_position(u, a.lazydata.base) is False
