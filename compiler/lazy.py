@@ -84,9 +84,8 @@ class LazyBuffer:
       if s.shape != self.shape: raise ValueError(f"{op.name}: shapes {self.shape} and {s.shape} differ")
       if s.device != self.device: raise ValueError(f"{op.name}: devices {self.device} and {s.device} differ")
     out = dtypes.bool if op in COMPARISON else (srcs[0].dtype if op is Ops.WHERE else self.dtype)
-    if op is Ops.WHERE: allsrc = (self,) + srcs
-    # fold constant inputs so `x * 1` style graphs stay small
-    return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), out, op, allsrc)
+    # (a base's tracker is from_shape(its shape): every base is made with one, and the result has self's shape)
+    return LazyBuffer(self.device, self.st if self._base is None else ShapeTracker.from_shape(self.shape), out, op, allsrc)
   def cast(self, dtype: DType, bitcast: bool = False) -> LazyBuffer:
     if dtype == self.dtype and not bitcast: return self
     if bitcast and dtype.itemsize != self.dtype.itemsize: raise ValueError(f"bitcast {self.dtype} -> {dtype}: sizes differ")

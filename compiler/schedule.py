@@ -145,6 +145,11 @@ class _Scheduler:
   def _probe(self, b: LazyBuffer, root: LazyBuffer, in_reduce: bool, seen: set):
     """Walk what kernel `root` inlines, marking the bases that must be realized instead."""
     if (b, in_reduce) in seen or self._must_load(b, root) or b.op in (Ops.COPY, Ops.EMPTY): return
+    self._probe_in(b, root, in_reduce, seen)
+
+  def _probe_in(self, b: LazyBuffer, root: LazyBuffer, in_reduce: bool, seen: set):
+    # (_probe past its entry checks: the loop below makes the same checks before each recursion, and nothing between
+    # the check and the call changes their answer)
     seen.add((b, in_reduce))
     realize, inner = self.realize, in_reduce or b.op is Ops.REDUCE_AXIS
     for s in (b.srcs[:1] if b.op is Ops.ASSIGN else b.srcs):
@@ -157,7 +162,7 @@ class _Scheduler:
         realize[sb] = None; continue
       if inner and grows and not _cheap(sb):
         realize[sb] = None; continue
-      if (sb, inner) not in seen and sb.op is not Ops.COPY and sb.op is not Ops.EMPTY: self._probe(sb, root, inner, seen)
+      if (sb, inner) not in seen and sb.op is not Ops.COPY and sb.op is not Ops.EMPTY: self._probe_in(sb, root, inner, seen)
 
 def _cheap(b: LazyBuffer) -> bool:
   """A cast or bitcast of something already in memory costs no more to recompute than to load."""
@@ -207,7 +212,9 @@ class _KernelBuilder:
     elif b.op is Ops.CONST:   # only as a kernel's root
       ret = b.arg.cast(b.dtype) if isinstance(b.arg, UOp) else UOp.const(b.dtype, b.arg)
       if isinstance(b.arg, UOp): self.sym = True
-    elif b.op in ELEMENTWISE: ret = UOp(b.op, b.dtype, tuple(self.ref(s) for s in b.srcs))
+    elif b.op in ELEMENTWISE:
+      refs = self.refs   # (self.ref, inlined: every edge of every kernel comes here)
+      ret = UOp(b.op, b.dtype, tuple([r if (r := refs.get(s)) is not None else self.ref(s) for s in b.srcs]))
     elif b.op is Ops.REDUCE_AXIS:
       ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
       if self.first_reduce is None: self.first_reduce = ret

@@ -600,7 +600,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if self._ctx is None and not self.requires_grad: raise RuntimeError("backward: this tensor does not require grad")
     if isinstance(self._ctx, F.FreedGraph): self._ctx.backward(gradient)   # raises: the graph was used up
     self.grad = gradient if self.grad is None or self._ctx is not None else self.grad + gradient
-    walk = self._deepwalk()
+    walk, dev = self._deepwalk(), self.device
     for t0 in walk:   # a gradient left on an intermediate by an earlier (retain_graph) pass must not be added again
       if t0 is not self and t0._ctx is not None: t0.grad = None
     for t0 in reversed(walk):
@@ -611,7 +611,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         continue
       if t0.grad is None: continue   # e.g. the condition of a where(): nothing flows through it
       grads = t0._ctx.backward(t0.grad.lazydata)
-      grads = [Tensor(g, device=self.device, requires_grad=False) if g is not None else None
+      grads = [(_wrap(g) if g.device == dev else Tensor(g, device=dev, requires_grad=False)) if g is not None else None
                for g in ([grads] if len(t0._ctx.parents) == 1 else grads)]
       for t, g in zip(t0._ctx.parents, grads):
         if g is not None and t.requires_grad:
@@ -1159,9 +1159,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         if not promote and not any_sym(x.shape):
           # (a Python number in x's dtype: the constant at x's shape right away; LazyBuffer.const makes the same view
           # of the same constant that the reshape+expand below would, without two autograd nodes per number)
-          y = Tensor(LazyBuffer.const(y, dt, x.shape, x.device))
+          y = _wrap(LazyBuffer.const(y, dt, x.shape, x.device), None)
           return (y, x) if reverse else (x, y)
-        y = Tensor(LazyBuffer.const(y, dt, (), x.device))
+        y = _wrap(LazyBuffer.const(y, dt, (), x.device), None)
     if x.device != y.device: raise RuntimeError(f"tensors on different devices: {x.device} and {y.device}")
     if reverse: x, y = y, x
     if match_dtype and x.dtype != y.dtype:
@@ -2012,6 +2012,13 @@ def _hash32(x: Tensor) -> Tensor:
   x = x ^ (x >> 15)
   x = x * 0x846CA68B
   return x ^ (x >> 16)
+
+def _wrap(lb: LazyBuffer, requires_grad: bool | None = False) -> Tensor:
+  """Tensor(lb, requires_grad=requires_grad) for a LazyBuffer on the device asked for: no dtype to cast to, no copy
+  to make (what Tensor.__init__ comes to then, without its checks; for the ops that make a tensor per operand)."""
+  t = Tensor.__new__(Tensor)
+  t.lazydata, t.requires_grad, t.grad, t._ctx = lb, requires_grad, None, None
+  return t
 
 def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing `value` read `target`'s buffer anywhere but at the element being written? The buffer is the
