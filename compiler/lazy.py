@@ -15,11 +15,21 @@ from typing import Any
 import itertools, weakref
 from compiler.dtypes import DType, dtypes
 from compiler.uop import UOp, Ops, COMPARISON
-from compiler.view import ShapeTracker, prod
+from compiler.view import ShapeTracker, prod, CACHE_MAX
 from compiler.sint import any_sym, smax
 
 _ids = itertools.count()
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
+
+# the tracker of a scalar broadcast to a shape: a pure function of the shape (its dims' types in the key, as
+# compiler/view.py's tables: 1 == True), asked for every constant of every op; bounded like those tables
+_broadcast_cache: dict[tuple, ShapeTracker] = {}
+def _broadcast_st(shape) -> ShapeTracker:
+  if shape.__class__ is not tuple: shape = tuple(shape)
+  if (st := _broadcast_cache.get(key := (shape, tuple(map(type, shape))))) is None:
+    if len(_broadcast_cache) >= CACHE_MAX: _broadcast_cache.clear()
+    st = _broadcast_cache[key] = ShapeTracker.from_shape(()).reshape((1,) * len(shape)).expand(shape)
+  return st
 
 class LazyBuffer:
   __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "shape", "srcs", "st")
@@ -69,8 +79,9 @@ class LazyBuffer:
     # a bound Variable as a value (a symbolic count, e.g. the n of a mean): the kernel reads the Variable's argument
     arg = value if isinstance(value, UOp) else dtypes.as_const(value, dtype)
     base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, arg=arg)
-    # (base.reshape((1,) * n).expand(shape), without the intermediate view: the same tracker, the same final view)
-    return base._view(base.st.reshape((1,) * len(shape)).expand(shape)) if shape else base
+    # (base.reshape((1,) * n).expand(shape), without the intermediate view: the same tracker, the same final view; a
+    # view of a scalar is never the base itself nor masked, so _view would make just this)
+    return LazyBuffer(device, _broadcast_st(shape), dtype, base=base) if shape else base
   @staticmethod
   def iota(n: int, dtype: DType, device: str) -> LazyBuffer:
     """0, 1, ..., n-1 computed in the kernel that uses it (never stored unless realized)."""

@@ -190,16 +190,18 @@ class _KernelBuilder:
     if (r := self.refs.get(s)) is None: r = self.refs[s] = self._ref(s)
     return r
   def _ref(self, s: LazyBuffer) -> UOp:
-    sb, view = s._base or s, s._base is not None
-    # (a contiguous tracker of a shape equals from_shape(shape): one view, the default strides, no offset, no mask)
-    st = s.st if view or s.st.contiguous else ShapeTracker.from_shape(sb.shape)
+    # (a base's tracker is from_shape(its shape): every base is made with one, so s.st is the view read either way)
+    sb, st = s._base, s.st
+    view = sb is not None
+    if not view: sb = s
     if sb.op is Ops.CONST and sb.buffer is None:
       c = sb.arg.cast(sb.dtype) if isinstance(sb.arg, UOp) else UOp.const(sb.dtype, sb.arg)
       if isinstance(sb.arg, UOp) or st._sints: self.sym = True
       # keep the shape (a reduction over a broadcast constant needs its axes), unless it is a scalar
       return c if st.shape == () else UOp(Ops.VIEW, sb.dtype, (c,), st)
     if st._sints: self.sym = True
-    if (self.sched._must_load(sb, self.root) and sb not in self.outs) or sb.op is Ops.EMPTY:
+    # (self.sched._must_load(sb, self.root), inlined)
+    if ((sb.buffer is not None or (sb in self.sched.realize and sb is not self.root)) and sb not in self.outs) or sb.op is Ops.EMPTY:
       self.loads.append(arg := (self.buf_index(sb), st))
       return UOp(Ops.LOAD, sb.dtype, (), arg)
     inner = self.base(sb)

@@ -1167,20 +1167,24 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if match_dtype and x.dtype != y.dtype:
       dt = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(dt), y.cast(dt)
-    if x.shape == y.shape: return x, y
-    shape = _broadcast_shape(x.shape, y.shape, op=op)
+    if (xs := x.lazydata.shape) == (ys := y.lazydata.shape): return x, y
+    shape = _broadcast_shape(xs, ys, op=op)
     return x._expand_to(shape), y._expand_to(shape)
   def _expand_to(self, shape) -> Tensor:
-    if self.shape == shape: return self
-    ones = (1,) * (len(shape) - self.ndim) + self.shape
-    if not self.requires_grad and len(shape) >= self.ndim and not any_sym(shape) and not any_sym(ones) and \
+    lb = self.lazydata
+    if (sh := lb.shape) == shape: return self
+    ones = (1,) * (len(shape) - len(sh)) + sh
+    if not self.requires_grad and len(shape) >= len(sh) and not any_sym(shape) and not any_sym(ones) and \
        all(b == n or b == 1 for b, n in zip(ones, shape)):   # (else the slow way, which raises expand's error)
       # (no gradient to record, e.g. an optimizer's lr or bias correction: the reshape and expand below made two autograd
       # nodes with no parents and returned a tensor with this one's requires_grad; this makes the same lazy view)
-      lb = self.lazydata if ones == self.shape else self.lazydata.reshape(ones)
-      ret = Tensor.__new__(Tensor)
-      ret.lazydata, ret.requires_grad, ret.grad, ret._ctx = lb if shape == ones else lb.expand(shape), self.requires_grad, None, None
-      return ret
+      if shape == ones: lb = lb.reshape(ones)
+      elif ones == sh: lb = lb.expand(shape)
+      # (lb.reshape(ones).expand(shape) in one view: the reshape's view has the tracker st, unless it reads nothing
+      # (then it is a constant 0, expanded the other way)
+      elif not (st := lb.st.reshape(ones)).reads_nothing: lb = lb._view(st.expand(shape))
+      else: lb = lb.reshape(ones).expand(shape)
+      return _wrap(lb, self.requires_grad)
     return self.reshape(ones).expand(shape)
   def cast(self, dtype) -> Tensor:
     """Convert the values to `dtype` (a DType, a name like 'float32' or a numpy dtype); floats become ints
@@ -1985,6 +1989,16 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return _Train(False)
 
 def _broadcast_shape(*shapes, op: str | None = None) -> tuple[int, ...]:
+  if len(shapes) == 2:   # (the binary ops' case, with plain int dims: each dim is the one that is not 1)
+    a, b = shapes
+    if len(a) != len(b): a, b = (1,) * (len(b) - len(a)) + tuple(a), (1,) * (len(a) - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+      if x.__class__ is not int or y.__class__ is not int: break
+      if x == y or y == 1: out.append(x)
+      elif x == 1: out.append(y)
+      else: break   # (the general loop below raises the error)
+    else: return tuple(out)
   n = max(len(s) for s in shapes)
   padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
   out = []

@@ -304,3 +304,72 @@ def test_read_walk_sees_shifted_read_through_memo():
     assert T._reads_at_other_position(u, a.lazydata.base) is True
     shared.realize()
     assert T._reads_at_other_position(u, a.lazydata.base) is plain_reads_at_other_position(u, a.lazydata.base) is False
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_base_has_the_plain_tracker(seed):
+  # the kernel builder and LazyBuffer.alu read a base's own tracker as from_shape(its shape): true of every base made
+  outs = random_graph(random.Random(seed), 12)
+  seen, stack = set(), [t.lazydata for t in outs]
+  while stack:
+    lb = stack.pop()
+    b = lb.base
+    if b in seen: continue
+    seen.add(b)
+    assert b.st == ShapeTracker.from_shape(b.shape) and b.st.contiguous
+    stack.extend(b.srcs)
+  assert len(seen) > 12
+
+def test_const_broadcast_memo_matches_plain(monkeypatch):
+  from compiler import lazy as L
+  from compiler.dtypes import dtypes
+  n = Variable("n", 1, 8).bind(3)
+  for shape in [(4, 6), [4, 6], (1,), (0, 3), (np.int64(2), 3), (True, 3), (n, 4), (Variable("n", 1, 8).bind(5), 4)]:
+    for _ in range(2):   # the second time from the table
+      lb = L.LazyBuffer.const(1.5, dtypes.float32, shape, "CPU")
+      base = L.LazyBuffer(lb.device, ShapeTracker.from_shape(()), dtypes.float32, Ops.CONST, arg=1.5)
+      want = base._view(base.st.reshape((1,) * len(shape)).expand(tuple(shape)))
+      assert lb.st == want.st and lb.st.views == want.st.views and lb.is_view and lb.base.op is Ops.CONST
+      assert [type(s) for s in lb.shape] == [type(s) for s in tuple(shape)] and all(a is b or a == b for a, b in zip(lb.shape, shape))
+  assert L.LazyBuffer.const(2, dtypes.int32, (), "CPU").shape == ()
+  monkeypatch.setattr(L, "CACHE_MAX", 4); monkeypatch.setattr(L, "_broadcast_cache", {})
+  for i in range(1, 12):
+    assert L._broadcast_st((i, 2)).shape == (i, 2) and len(L._broadcast_cache) <= 4
+
+def plain_broadcast_shape(*shapes):
+  n = max(len(s) for s in shapes)
+  out = []
+  for dims in zip(*[(1,) * (n - len(s)) + tuple(s) for s in shapes]):
+    big = {d for d in dims if d != 1}
+    if len(big) > 1: raise ValueError("can't be broadcast")
+    out.append(big.pop() if big else (0 if 0 in dims else 1))
+  return tuple(out)
+
+def test_broadcast_shape_fast_path_matches_plain():
+  from frontend.tensor import _broadcast_shape
+  rnd = random.Random(0)
+  for _ in range(2000):
+    a = tuple(rnd.choice([0, 1, 1, 2, 3]) for _ in range(rnd.randrange(4)))
+    b = tuple(rnd.choice([0, 1, 1, 2, 3]) for _ in range(rnd.randrange(4)))
+    try: want = plain_broadcast_shape(a, b)
+    except ValueError:
+      with pytest.raises(ValueError, match="can't be broadcast"): _broadcast_shape(a, b, op="add")
+      continue
+    got = _broadcast_shape(a, b)
+    assert got == want and all(type(g) is int for g in got)
+  assert [type(d) for d in _broadcast_shape((np.int64(2), 1), (1, 3))] == [np.int64, int]   # (not ints: the general way)
+  assert _broadcast_shape((True, 3), (1, 3)) == (1, 3)
+
+def test_expand_to_one_view_matches_two_step():
+  rng = np.random.default_rng(0)
+  a = Tensor(rng.standard_normal((3, 4)).astype(np.float32)).realize()
+  cases = [a, a.T, a[1:2], a.sum(0), a.pad(((0, 0), (5, 0)))[:, :2][0:1],   # (the last reads only padding)
+           a.reshape(12)[3:7], a[:, 1:2]]
+  for t in cases:
+    for shape in [(2,) + t.shape, (5,) + tuple(1 if d == 1 else d for d in t.shape)]:
+      want_shape = tuple(d if d != 1 else s for d, s in zip((1,) * (len(shape) - t.ndim) + t.shape, shape))
+      if want_shape != shape: continue
+      got = t.detach()._expand_to(shape).lazydata
+      ones = (1,) * (len(shape) - t.ndim) + t.shape
+      want = t.lazydata.reshape(ones).expand(shape)
+      assert got.st == want.st and got.base.op is want.base.op and (got.base is want.base or got.base.op is Ops.CONST)
+      np.testing.assert_array_equal(Tensor(got).numpy(), np.broadcast_to(t.numpy().reshape(ones), shape))
