@@ -342,17 +342,28 @@ def _build(sched: _Scheduler, fuse: int) -> list[ScheduleItem]:
     items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", name, var_vals=vv)
   # order: an item runs after the items producing its inputs; an assign runs after every item reading its target
   unique = list({id(it): it for it in items.values()}.values())
-  deps: dict[int, set] = {id(it): {id(items[i]) for i in it.inputs if i in items} for it in unique}
-  for it in unique:
-    for tgt in it.assign_targets or ():
-      for it2 in unique:
-        if it2 is not it and tgt in it2.inputs: deps[id(it)].add(id(it2))
-      if tgt in items and items[tgt] is not it: deps[id(it)].add(id(items[tgt]))
+  deps = _item_deps(unique, items)
   byid = {id(it): it for it in unique}
   order: list[ScheduleItem] = []
   done: set = set()
   for it in unique: _visit(id(it), byid, deps, order, done, set())
   return order
+
+def _item_deps(unique: list[ScheduleItem], items: dict[LazyBuffer, ScheduleItem]) -> dict[int, set]:
+  """id(item) -> ids of the items it runs after: those producing its inputs, and for an assign every other item
+  reading its target (they read the old value) and the one producing the target."""
+  deps: dict[int, set] = {id(it): {id(items[i]) for i in it.inputs if i in items} for it in unique}
+  # the items reading each buffer, in item order (what scanning every item's inputs per target finds, in that order)
+  readers: dict[int, list] = {}
+  for it2 in unique:
+    for i in it2.inputs:
+      if not (lst := readers.setdefault(id(i), [])) or lst[-1] is not it2: lst.append(it2)
+  for it in unique:
+    for tgt in it.assign_targets or ():
+      for it2 in readers.get(id(tgt), ()):
+        if it2 is not it: deps[id(it)].add(id(it2))
+      if tgt in items and items[tgt] is not it: deps[id(it)].add(id(items[tgt]))
+  return deps
 
 def _assign_items(sched: _Scheduler, chains: list[list[LazyBuffer]]) -> list[ScheduleItem]:
   """One kernel storing every assign of `chains` (in each chain the first reads the others' new values: they are

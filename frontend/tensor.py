@@ -646,18 +646,20 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor.arange(6).reshape(2, 3).tolist(), Tensor.arange(6).reshape(-1, 2).shape
     ([[0, 1, 2], [3, 4, 5]], (3, 2))
     """
-    asked = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
+    sh = self.lazydata.shape
+    asked = tuple([sh[i] if s is None else s for i, s in enumerate(argfix(shape, *args))])
+    # (what the checks below come to, symbolic or not: a shape has no -1 and its own size)
+    if asked == sh: return self
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
-    if any_sym(asked) or any_sym(self.shape): return self._reshape_sym(asked, argfix(shape, *args))
-    if asked == self.shape: return self   # (what the checks below come to: a shape has no -1 and its own size)
+    if any_sym(asked) or any_sym(sh): return self._reshape_sym(asked, argfix(shape, *args))
     if -1 in asked:
       known = prod(s for s in asked if s != -1)
       # with 0 elements, -1 could be any size (torch refuses the same way)
       if known == 0: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for {self.shape}: any size would fit 0 elements")
-      asked = tuple(prod(self.shape) // known if s == -1 else s for s in asked)
+      asked = tuple(prod(sh) // known if s == -1 else s for s in asked)
     new = asked
-    if any(s < 0 for s in new) or prod(new) != prod(self.shape): raise ValueError(f"reshape: can't reshape {self.shape} to {argfix(shape, *args)}")
-    return self if new == self.shape else F.Reshape.apply(self, shape=new)
+    if any(s < 0 for s in new) or prod(new) != prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(shape, *args)}")
+    return self if new == sh else F.Reshape.apply(self, shape=new)
   def _reshape_sym(self, asked: tuple, orig) -> Tensor:
     # symbolic dims (bound Variables): the -1 is inferred from the concrete dims once the symbolic ones that appear on
     # both sides are set aside; a Variable of the old shape must stay in the new one (dropping it would bake its value

@@ -373,3 +373,37 @@ def test_expand_to_one_view_matches_two_step():
       want = t.lazydata.reshape(ones).expand(shape)
       assert got.st == want.st and got.base.op is want.base.op and (got.base is want.base or got.base.op is Ops.CONST)
       np.testing.assert_array_equal(Tensor(got).numpy(), np.broadcast_to(t.numpy().reshape(ones), shape))
+
+def plain_item_deps(unique, items):
+  deps = {id(it): {id(items[i]) for i in it.inputs if i in items} for it in unique}
+  for it in unique:
+    for tgt in it.assign_targets or ():
+      for it2 in unique:
+        if it2 is not it and tgt in it2.inputs: deps[id(it)].add(id(it2))
+      if tgt in items and items[tgt] is not it: deps[id(it)].add(id(items[tgt]))
+  return deps
+
+def test_item_deps_match_plain_scan(monkeypatch):
+  # the reader index gives the deps the scan over every item gives, added in the same order (so the same set order,
+  # hence the same execution order)
+  from frontend import nn, optim
+  from frontend.nn.state import get_parameters
+  seen = []
+  real = S._item_deps
+  def both(unique, items):
+    got, want = real(unique, items), plain_item_deps(unique, items)
+    assert got == want and all(list(got[k]) == list(want[k]) for k in want)
+    seen.append(sum(len(it.assign_targets or ()) for it in unique))
+    return got
+  monkeypatch.setattr(S, "_item_deps", both)
+  Tensor.manual_seed(5)
+  l1, l2 = nn.Conv2d(1, 4, 3, padding=1), nn.Linear(4 * 16, 5)
+  opt = optim.Adam(get_parameters([l1, l2]), lr=1e-2)
+  x, y = Tensor.randn(8, 1, 4, 4).realize(), Tensor([0, 1, 2, 3, 4, 0, 1, 2]).realize()
+  for _ in range(2):
+    with Tensor.train():
+      opt.zero_grad(); l2(l1(x).relu().flatten(1)).sparse_categorical_crossentropy(y).backward(); opt.step()
+  a = Tensor.ones(4, 4).contiguous().realize()
+  r = a.flip(0) + 1   # read before the assign: runs first
+  a.assign(a * 2); Tensor.realize(a, r)
+  assert max(seen) > 4
