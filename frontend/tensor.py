@@ -2077,7 +2077,8 @@ def _shifted_reads(value: LazyBuffer, memo: dict) -> frozenset:
     for s in n.srcs:
       sb = s._base or s
       if sb.buffer is not None or sb.op is Ops.ASSIGN:
-        if s._base is None or s.st == ShapeTracker.from_shape(sb.shape): continue
+        # (s.st == from_shape(sb.shape): one view of that shape, the default strides, no offset, no mask)
+        if s._base is None or ((st := s.st).contiguous and st.shape == sb.shape): continue
         r = frozenset((sb,))
       elif not (r := memo[sb]): continue
       acc = r if acc is None or acc == r else acc | r
