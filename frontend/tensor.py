@@ -722,9 +722,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor.arange(9).reshape(3, 3).shrink(((0, 2), (1, 3))).tolist()
     [[1, 2], [4, 5]]
     """
-    arg = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
-    if any(not (0 <= sval(lo) <= sval(hi) <= sval(s)) for (lo, hi), s in zip(arg, self.shape)): raise ValueError(f"shrink: {arg} out of range for {self.shape}")
-    return self if arg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=arg)
+    sh = self.lazydata.shape
+    arg = tuple([(0, s) if a is None else tuple(a) for a, s in zip(arg, sh)])
+    for (lo, hi), s in zip(arg, sh):
+      # (sval, skipped for plain ints)
+      if lo.__class__ is not int or hi.__class__ is not int or s.__class__ is not int: lo, hi, s = sval(lo), sval(hi), sval(s)
+      if not 0 <= lo <= hi <= s: raise ValueError(f"shrink: {arg} out of range for {sh}")
+    return self if arg == tuple([(0, s) for s in sh]) else F.Shrink.apply(self, arg=arg)
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """pad((before, after) per dim) or the torch-style flat (last dim first) form; negative amounts crop.
     mode: 'constant' (value), 'reflect' (mirror without the edge), 'replicate' (repeat the edge), 'circular' (wrap).
