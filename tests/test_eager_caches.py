@@ -1,6 +1,8 @@
 """The host-side shortcuts of eager execution give what the plain computation gives: the memo tables of view ops
 (compiler/view.py), the incremental probe rounds and single-walk kernel naming of the scheduler (compiler/schedule.py),
-and a Python number as a constant at the other operand's shape (Tensor._broadcasted)."""
+a Python number as a constant at the other operand's shape (Tensor._broadcasted), the memoized broadcast tracker of a
+constant, the one-view expand of a no-grad operand, the int fast path of broadcast shapes, the reader index of the
+schedule's ordering, and Tensor.assign's read walk with the memo an optimizer step shares."""
 import random
 import numpy as np
 import pytest
