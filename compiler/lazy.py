@@ -132,12 +132,13 @@ class LazyBuffer:
 
   # *** movement ops make views ***
   def _view(self, st: ShapeTracker) -> LazyBuffer:
-    if st == self.base.st and not self.base.is_view: return self.base
+    b = self._base or self   # (self.base, inlined: every movement op comes here)
+    if b._base is None and st == b.st: return b
     # a view that reads nothing valid (padding only) is zeros: say so now, since a mask can't be kept once the view is
     # reshaped to a scalar (shape () has no dim to hold it) and the value would be read unmasked
     if st.reads_nothing:
       return LazyBuffer.const(0, self.dtype, st.shape, self.device)
-    return LazyBuffer(self.device, st, self.dtype, base=self.base)
+    return LazyBuffer(self.device, st, self.dtype, base=b)
   def reshape(self, shape) -> LazyBuffer: return self._view(self.st.reshape(tuple(shape)))
   def permute(self, order) -> LazyBuffer: return self._view(self.st.permute(tuple(order)))
   def expand(self, shape) -> LazyBuffer: return self._view(self.st.expand(tuple(shape)))

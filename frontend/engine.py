@@ -149,7 +149,8 @@ def run_schedule(items: list[ScheduleItem]) -> None:
   opts_key, debug = _opts_key(), debug_level()   # (the env, read once for the whole schedule)
   for si in items:
     out = si.outputs[0]
-    nbytes = si.alloc_nbytes or out.max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
+    max_size = out.max_size
+    nbytes = si.alloc_nbytes or max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
     if si.kind == "empty":
       out.buffer = Buffer(out.device, nbytes)
       continue
@@ -160,7 +161,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
       for b in si.inputs:
         if b.device != dev: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {dev}")
       outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(dev, nbytes)]
-      if out.max_size == 0:
+      if max_size == 0:
         for o, b in zip(si.outputs, outs): o.buffer = b
         continue
       # get_kernel may raise (a compile error): then nothing of this item is marked realized
