@@ -15,11 +15,21 @@ from typing import Any
 import itertools, weakref
 from compiler.dtypes import DType, dtypes
 from compiler.uop import UOp, Ops, COMPARISON
-from compiler.view import ShapeTracker, prod
+from compiler.view import ShapeTracker, prod, CACHE_MAX
 from compiler.sint import any_sym, smax
 
 _ids = itertools.count()
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
+
+# the tracker of a scalar broadcast to a shape: a pure function of the shape (its dims' types in the key, as
+# compiler/view.py's tables: 1 == True), asked for every constant of every op; bounded like those tables
+_broadcast_cache: dict[tuple, ShapeTracker] = {}
+def _broadcast_st(shape) -> ShapeTracker:
+  if shape.__class__ is not tuple: shape = tuple(shape)
+  if (st := _broadcast_cache.get(key := (shape, tuple(map(type, shape))))) is None:
+    if len(_broadcast_cache) >= CACHE_MAX: _broadcast_cache.clear()
+    st = _broadcast_cache[key] = ShapeTracker.from_shape(()).reshape((1,) * len(shape)).expand(shape)
+  return st
 
 class LazyBuffer:
   __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "shape", "srcs", "st")
@@ -69,8 +79,9 @@ class LazyBuffer:
     # a bound Variable as a value (a symbolic count, e.g. the n of a mean): the kernel reads the Variable's argument
     arg = value if isinstance(value, UOp) else dtypes.as_const(value, dtype)
     base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, arg=arg)
-    # (base.reshape((1,) * n).expand(shape), without the intermediate view: the same tracker, the same final view)
-    return base._view(base.st.reshape((1,) * len(shape)).expand(shape)) if shape else base
+    # (base.reshape((1,) * n).expand(shape), without the intermediate view: the same tracker, the same final view; a
+    # view of a scalar is never the base itself nor masked, so _view would make just this)
+    return LazyBuffer(device, _broadcast_st(shape), dtype, base=base) if shape else base
   @staticmethod
   def iota(n: int, dtype: DType, device: str) -> LazyBuffer:
     """0, 1, ..., n-1 computed in the kernel that uses it (never stored unless realized)."""
@@ -84,9 +95,8 @@ class LazyBuffer:
       if s.shape != self.shape: raise ValueError(f"{op.name}: shapes {self.shape} and {s.shape} differ")
       if s.device != self.device: raise ValueError(f"{op.name}: devices {self.device} and {s.device} differ")
     out = dtypes.bool if op in COMPARISON else (srcs[0].dtype if op is Ops.WHERE else self.dtype)
-    if op is Ops.WHERE: allsrc = (self,) + srcs
-    # fold constant inputs so `x * 1` style graphs stay small
-    return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), out, op, allsrc)
+    # (a base's tracker is from_shape(its shape): every base is made with one, and the result has self's shape)
+    return LazyBuffer(self.device, self.st if self._base is None else ShapeTracker.from_shape(self.shape), out, op, allsrc)
   def cast(self, dtype: DType, bitcast: bool = False) -> LazyBuffer:
     if dtype == self.dtype and not bitcast: return self
     if bitcast and dtype.itemsize != self.dtype.itemsize: raise ValueError(f"bitcast {self.dtype} -> {dtype}: sizes differ")
@@ -122,12 +132,13 @@ class LazyBuffer:
 
   # *** movement ops make views ***
   def _view(self, st: ShapeTracker) -> LazyBuffer:
-    if st == self.base.st and not self.base.is_view: return self.base
+    b = self._base or self   # (self.base, inlined: every movement op comes here)
+    if b._base is None and st == b.st: return b
     # a view that reads nothing valid (padding only) is zeros: say so now, since a mask can't be kept once the view is
     # reshaped to a scalar (shape () has no dim to hold it) and the value would be read unmasked
     if st.reads_nothing:
       return LazyBuffer.const(0, self.dtype, st.shape, self.device)
-    return LazyBuffer(self.device, st, self.dtype, base=self.base)
+    return LazyBuffer(self.device, st, self.dtype, base=b)
   def reshape(self, shape) -> LazyBuffer: return self._view(self.st.reshape(tuple(shape)))
   def permute(self, order) -> LazyBuffer: return self._view(self.st.permute(tuple(order)))
   def expand(self, shape) -> LazyBuffer: return self._view(self.st.expand(tuple(shape)))

@@ -145,6 +145,11 @@ class _Scheduler:
   def _probe(self, b: LazyBuffer, root: LazyBuffer, in_reduce: bool, seen: set):
     """Walk what kernel `root` inlines, marking the bases that must be realized instead."""
     if (b, in_reduce) in seen or self._must_load(b, root) or b.op in (Ops.COPY, Ops.EMPTY): return
+    self._probe_in(b, root, in_reduce, seen)
+
+  def _probe_in(self, b: LazyBuffer, root: LazyBuffer, in_reduce: bool, seen: set):
+    # (_probe past its entry checks: the loop below makes the same checks before each recursion, and nothing between
+    # the check and the call changes their answer)
     seen.add((b, in_reduce))
     realize, inner = self.realize, in_reduce or b.op is Ops.REDUCE_AXIS
     for s in (b.srcs[:1] if b.op is Ops.ASSIGN else b.srcs):
@@ -157,7 +162,7 @@ class _Scheduler:
         realize[sb] = None; continue
       if inner and grows and not _cheap(sb):
         realize[sb] = None; continue
-      if (sb, inner) not in seen and sb.op is not Ops.COPY and sb.op is not Ops.EMPTY: self._probe(sb, root, inner, seen)
+      if (sb, inner) not in seen and sb.op is not Ops.COPY and sb.op is not Ops.EMPTY: self._probe_in(sb, root, inner, seen)
 
 def _cheap(b: LazyBuffer) -> bool:
   """A cast or bitcast of something already in memory costs no more to recompute than to load."""
@@ -185,16 +190,18 @@ class _KernelBuilder:
     if (r := self.refs.get(s)) is None: r = self.refs[s] = self._ref(s)
     return r
   def _ref(self, s: LazyBuffer) -> UOp:
-    sb, view = s._base or s, s._base is not None
-    # (a contiguous tracker of a shape equals from_shape(shape): one view, the default strides, no offset, no mask)
-    st = s.st if view or s.st.contiguous else ShapeTracker.from_shape(sb.shape)
+    # (a base's tracker is from_shape(its shape): every base is made with one, so s.st is the view read either way)
+    sb, st = s._base, s.st
+    view = sb is not None
+    if not view: sb = s
     if sb.op is Ops.CONST and sb.buffer is None:
       c = sb.arg.cast(sb.dtype) if isinstance(sb.arg, UOp) else UOp.const(sb.dtype, sb.arg)
       if isinstance(sb.arg, UOp) or st._sints: self.sym = True
       # keep the shape (a reduction over a broadcast constant needs its axes), unless it is a scalar
       return c if st.shape == () else UOp(Ops.VIEW, sb.dtype, (c,), st)
     if st._sints: self.sym = True
-    if (self.sched._must_load(sb, self.root) and sb not in self.outs) or sb.op is Ops.EMPTY:
+    # (self.sched._must_load(sb, self.root), inlined)
+    if ((sb.buffer is not None or (sb in self.sched.realize and sb is not self.root)) and sb not in self.outs) or sb.op is Ops.EMPTY:
       self.loads.append(arg := (self.buf_index(sb), st))
       return UOp(Ops.LOAD, sb.dtype, (), arg)
     inner = self.base(sb)
@@ -207,7 +214,9 @@ class _KernelBuilder:
     elif b.op is Ops.CONST:   # only as a kernel's root
       ret = b.arg.cast(b.dtype) if isinstance(b.arg, UOp) else UOp.const(b.dtype, b.arg)
       if isinstance(b.arg, UOp): self.sym = True
-    elif b.op in ELEMENTWISE: ret = UOp(b.op, b.dtype, tuple(self.ref(s) for s in b.srcs))
+    elif b.op in ELEMENTWISE:
+      refs = self.refs   # (self.ref, inlined: every edge of every kernel comes here)
+      ret = UOp(b.op, b.dtype, tuple([r if (r := refs.get(s)) is not None else self.ref(s) for s in b.srcs]))
     elif b.op is Ops.REDUCE_AXIS:
       ret = UOp(Ops.REDUCE_AXIS, b.dtype, (self.ref(b.srcs[0]),), b.arg)
       if self.first_reduce is None: self.first_reduce = ret
@@ -333,17 +342,28 @@ def _build(sched: _Scheduler, fuse: int) -> list[ScheduleItem]:
     items[b] = ScheduleItem(ast, [b], kb.inputs, "kernel", name, var_vals=vv)
   # order: an item runs after the items producing its inputs; an assign runs after every item reading its target
   unique = list({id(it): it for it in items.values()}.values())
-  deps: dict[int, set] = {id(it): {id(items[i]) for i in it.inputs if i in items} for it in unique}
-  for it in unique:
-    for tgt in it.assign_targets or ():
-      for it2 in unique:
-        if it2 is not it and tgt in it2.inputs: deps[id(it)].add(id(it2))
-      if tgt in items and items[tgt] is not it: deps[id(it)].add(id(items[tgt]))
+  deps = _item_deps(unique, items)
   byid = {id(it): it for it in unique}
   order: list[ScheduleItem] = []
   done: set = set()
   for it in unique: _visit(id(it), byid, deps, order, done, set())
   return order
+
+def _item_deps(unique: list[ScheduleItem], items: dict[LazyBuffer, ScheduleItem]) -> dict[int, set]:
+  """id(item) -> ids of the items it runs after: those producing its inputs, and for an assign every other item
+  reading its target (they read the old value) and the one producing the target."""
+  deps: dict[int, set] = {id(it): {id(items[i]) for i in it.inputs if i in items} for it in unique}
+  # the items reading each buffer, in item order (what scanning every item's inputs per target finds, in that order)
+  readers: dict[int, list] = {}
+  for it2 in unique:
+    for i in it2.inputs:
+      if not (lst := readers.setdefault(id(i), [])) or lst[-1] is not it2: lst.append(it2)
+  for it in unique:
+    for tgt in it.assign_targets or ():
+      for it2 in readers.get(id(tgt), ()):
+        if it2 is not it: deps[id(it)].add(id(it2))
+      if tgt in items and items[tgt] is not it: deps[id(it)].add(id(items[tgt]))
+  return deps
 
 def _assign_items(sched: _Scheduler, chains: list[list[LazyBuffer]]) -> list[ScheduleItem]:
   """One kernel storing every assign of `chains` (in each chain the first reads the others' new values: they are

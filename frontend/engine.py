@@ -66,12 +66,11 @@ class Kernel:
   ck: CompiledKernel        # source, binary, launch arguments (compiler/pipeline.py)
   program: object           # the device's loaded program
   ast: UOp                  # what it computes (export lowers it again as portable C)
-  @property
-  def name(self) -> str: return self.ck.name
-  @property
-  def launch(self) -> dict: return self.ck.launch
-  @property
-  def ops(self) -> int: return self.ck.ops
+  def __post_init__(self):
+    # read at every launch: copied out of ck once (a CompiledKernel is never changed after compile_kernel built it)
+    self.name: str = self.ck.name
+    self.launch: dict = self.ck.launch
+    self.ops: int = self.ck.ops
   @property
   def src(self) -> str: return self.ck.src
   @property
@@ -81,16 +80,20 @@ class Kernel:
 
 _kernel_cache: dict[tuple, Kernel] = {}
 
-def get_kernel(si: ScheduleItem, device: str) -> Kernel:
-  """si's kernel compiled for `device` and loaded (cached per AST, target and the opts settings)."""
+def _opts_key() -> tuple:
+  # the env settings that change a kernel's code: part of its cache key (read once per schedule, not per kernel)
+  return (os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))
+
+def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> Kernel:
+  """si's kernel compiled for `device` and loaded (cached per AST, target and the opts settings; opts_key: _opts_key()
+  when the caller has it)."""
   target = target_of(device)
-  # the opts change the code: part of the key
-  key = (si.ast, target, os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))
+  key = (si.ast, target, *(opts_key or _opts_key()))
   if (kern := _kernel_cache.get(key)) is not None: return kern
   dev = open_device(device)
   opts = None
   # (BEAM times candidate opts at concrete sizes: a kernel of Variable sizes keeps the default opts)
-  if (width := int(os.environ.get("BEAM", "0") or 0)) > 0 and os.environ.get("NOOPT", "0") != "1" and not si.var_vals: opts = beam_search_for(si, dev, width)
+  if (width := int(key[3] or 0)) > 0 and key[2] != "1" and not si.var_vals: opts = beam_search_for(si, dev, width)
   ck = compile_kernel(si.ast, target, opts, name=si.name)
   kern = _kernel_cache[key] = Kernel(ck, dev.program(ck.name, ck.binary), si.ast)
   return kern
@@ -111,7 +114,8 @@ class ExecItem:
     missing = [v.arg[0] for v in self.ck.ck.vars if v not in vv]
     if missing: raise RuntimeError(f"kernel {self.ck.name}: no value for Variable(s) {', '.join(missing)}")
     return tuple(vv[v] for v in self.ck.ck.vars)
-  def run(self) -> float:
+  def run(self, debug: int | None = None) -> float:
+    """Launch (or copy); returns the kernel's seconds. debug: debug_level(), when the caller read it already."""
     if self.kind == "copy":
       dst, src = self.bufs
       data = np.empty(dst.nbytes, np.uint8)   # the tensor's bytes: a packed product's buffer has padding past them
@@ -120,41 +124,50 @@ class ExecItem:
         Device[dst.device].allocator.copyin(dst.raw, memoryview(data))
       GlobalCounters.global_mem += data.nbytes
       return 0.0
-    ck = self.ck
-    vals = self.vals()
-    et = (ck.program(*[b.raw for b in self.bufs], **ck.launch, vals=vals, wait=True) if vals else
-          ck.program(*[b.raw for b in self.bufs], **ck.launch, wait=True)) or 0.0
+    ck, bufs = self.ck, self.bufs
+    et = (ck.program(*[b.raw for b in bufs], **ck.launch, vals=self.vals(), wait=True) if ck.ck.vars else
+          ck.program(*[b.raw for b in bufs], **ck.launch, wait=True)) or 0.0
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ck.ops
-    GlobalCounters.global_mem += sum(b.nbytes for b in self.bufs)
+    GlobalCounters.global_mem += sum([b.nbytes for b in bufs])
     GlobalCounters.time_sum_s += et
-    if debug_level() >= 2:
-      print(f"{self.bufs[0].device:6s} kernel {GlobalCounters.kernel_count:4d} {ck.name:30s} global {ck.global_size!s:18s} "
+    if (debug_level() if debug is None else debug) >= 2:
+      print(f"{bufs[0].device:6s} kernel {GlobalCounters.kernel_count:4d} {ck.name:30s} global {ck.global_size!s:18s} "
             f"{et * 1e6:9.1f} us  {ck.ops / max(et, 1e-9) / 1e9:7.2f} GFLOP/s", file=sys.stderr)
     return et
 
+_runs = 0
+def schedule_runs() -> int:
+  """How many times run_schedule has started: a lazy graph changes (bases get buffers, drop their sources) only then."""
+  return _runs
+
 def run_schedule(items: list[ScheduleItem]) -> None:
+  global _runs
   from frontend.jit import capturing   # (jit imports this module)
+  _runs += 1
   rec = capturing()   # while the JIT (or export) captures, every ExecItem run is recorded
+  opts_key, debug = _opts_key(), debug_level()   # (the env, read once for the whole schedule)
   for si in items:
     out = si.outputs[0]
-    nbytes = si.alloc_nbytes or out.max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
+    max_size = out.max_size
+    nbytes = si.alloc_nbytes or max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
     if si.kind == "empty":
       out.buffer = Buffer(out.device, nbytes)
       continue
     if si.kind == "copy":
       ei = ExecItem("copy", None, [Buffer(out.device, nbytes), si.inputs[0].buffer])
     else:
+      dev = out.device
       for b in si.inputs:
-        if b.device != out.device: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {out.device}")
-      outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(out.device, nbytes)]
-      if out.max_size == 0:
+        if b.device != dev: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {dev}")
+      outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(dev, nbytes)]
+      if max_size == 0:
         for o, b in zip(si.outputs, outs): o.buffer = b
         continue
       # get_kernel may raise (a compile error): then nothing of this item is marked realized
-      ei = ExecItem("kernel", get_kernel(si, out.device), outs + [b.buffer for b in si.inputs], not si.assign_targets, len(outs),
+      ei = ExecItem("kernel", get_kernel(si, dev, opts_key), outs + [b.buffer for b in si.inputs], not si.assign_targets, len(outs),
                     dict(si.var_vals) if si.var_vals else None)
-    ei.run()
+    ei.run(debug)
     for o, b in zip(si.outputs, ei.bufs): o.buffer = b
     # a snapshot of a value from before the capture (an assign overwrites what it read) is not the function's work
     if rec is not None and not (out.id < rec.first_id and out in snapshots):

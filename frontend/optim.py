@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from compiler.dtypes import dtypes, to_np
 from frontend.engine import from_host
-from frontend.tensor import Tensor
+from frontend.tensor import Tensor, shared_read_walks
 
 def _dedup(xs: list[Tensor]) -> list[Tensor]: return list({id(x): x for x in xs}.values())
 def _host(arr: np.ndarray, device: str) -> Tensor:
@@ -54,7 +54,8 @@ class Optimizer:
     for i, p in enumerate(self.params):
       if p.grad is None: raise RuntimeError(f"{type(self).__name__}.step: parameter {i} {p.shape} has no gradient; call .backward() first")
     prev, Tensor.no_grad = Tensor.no_grad, True   # the update itself is not differentiated
-    try: state = self._step()
+    try:
+      with shared_read_walks(): state = self._step()   # (the updates' assigns walk the same gradient graphs)
     finally: Tensor.no_grad = prev
     return state + self.params + self.buffers
 

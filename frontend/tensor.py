@@ -11,7 +11,7 @@ Ops only record a graph; `.realize()`, `.numpy()`, `.tolist()` or `.item()` comp
 """
 from __future__ import annotations
 import math, itertools, functools, weakref
-from contextlib import ContextDecorator
+from contextlib import ContextDecorator, contextmanager
 from typing import Any, ClassVar
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
@@ -600,7 +600,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if self._ctx is None and not self.requires_grad: raise RuntimeError("backward: this tensor does not require grad")
     if isinstance(self._ctx, F.FreedGraph): self._ctx.backward(gradient)   # raises: the graph was used up
     self.grad = gradient if self.grad is None or self._ctx is not None else self.grad + gradient
-    walk = self._deepwalk()
+    walk, dev = self._deepwalk(), self.device
     for t0 in walk:   # a gradient left on an intermediate by an earlier (retain_graph) pass must not be added again
       if t0 is not self and t0._ctx is not None: t0.grad = None
     for t0 in reversed(walk):
@@ -611,7 +611,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         continue
       if t0.grad is None: continue   # e.g. the condition of a where(): nothing flows through it
       grads = t0._ctx.backward(t0.grad.lazydata)
-      grads = [Tensor(g, device=self.device, requires_grad=False) if g is not None else None
+      grads = [(_wrap(g) if g.device == dev else Tensor(g, device=dev, requires_grad=False)) if g is not None else None
                for g in ([grads] if len(t0._ctx.parents) == 1 else grads)]
       for t, g in zip(t0._ctx.parents, grads):
         if g is not None and t.requires_grad:
@@ -646,18 +646,20 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor.arange(6).reshape(2, 3).tolist(), Tensor.arange(6).reshape(-1, 2).shape
     ([[0, 1, 2], [3, 4, 5]], (3, 2))
     """
-    asked = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
+    sh = self.lazydata.shape
+    asked = tuple([sh[i] if s is None else s for i, s in enumerate(argfix(shape, *args))])
+    # (what the checks below come to, symbolic or not: a shape has no -1 and its own size)
+    if asked == sh: return self
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
-    if any_sym(asked) or any_sym(self.shape): return self._reshape_sym(asked, argfix(shape, *args))
-    if asked == self.shape: return self   # (what the checks below come to: a shape has no -1 and its own size)
+    if any_sym(asked) or any_sym(sh): return self._reshape_sym(asked, argfix(shape, *args))
     if -1 in asked:
       known = prod(s for s in asked if s != -1)
       # with 0 elements, -1 could be any size (torch refuses the same way)
       if known == 0: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for {self.shape}: any size would fit 0 elements")
-      asked = tuple(prod(self.shape) // known if s == -1 else s for s in asked)
+      asked = tuple(prod(sh) // known if s == -1 else s for s in asked)
     new = asked
-    if any(s < 0 for s in new) or prod(new) != prod(self.shape): raise ValueError(f"reshape: can't reshape {self.shape} to {argfix(shape, *args)}")
-    return self if new == self.shape else F.Reshape.apply(self, shape=new)
+    if any(s < 0 for s in new) or prod(new) != prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(shape, *args)}")
+    return self if new == sh else F.Reshape.apply(self, shape=new)
   def _reshape_sym(self, asked: tuple, orig) -> Tensor:
     # symbolic dims (bound Variables): the -1 is inferred from the concrete dims once the symbolic ones that appear on
     # both sides are set aside; a Variable of the old shape must stay in the new one (dropping it would bake its value
@@ -720,9 +722,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor.arange(9).reshape(3, 3).shrink(((0, 2), (1, 3))).tolist()
     [[1, 2], [4, 5]]
     """
-    arg = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
-    if any(not (0 <= sval(lo) <= sval(hi) <= sval(s)) for (lo, hi), s in zip(arg, self.shape)): raise ValueError(f"shrink: {arg} out of range for {self.shape}")
-    return self if arg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=arg)
+    sh = self.lazydata.shape
+    arg = tuple([(0, s) if a is None else tuple(a) for a, s in zip(arg, sh)])
+    for (lo, hi), s in zip(arg, sh):
+      # (sval, skipped for plain ints)
+      if lo.__class__ is not int or hi.__class__ is not int or s.__class__ is not int: lo, hi, s = sval(lo), sval(hi), sval(s)
+      if not 0 <= lo <= hi <= s: raise ValueError(f"shrink: {arg} out of range for {sh}")
+    return self if arg == tuple([(0, s) for s in sh]) else F.Shrink.apply(self, arg=arg)
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """pad((before, after) per dim) or the torch-style flat (last dim first) form; negative amounts crop.
     mode: 'constant' (value), 'reflect' (mirror without the edge), 'replicate' (repeat the edge), 'circular' (wrap).
@@ -1159,28 +1165,32 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         if not promote and not any_sym(x.shape):
           # (a Python number in x's dtype: the constant at x's shape right away; LazyBuffer.const makes the same view
           # of the same constant that the reshape+expand below would, without two autograd nodes per number)
-          y = Tensor(LazyBuffer.const(y, dt, x.shape, x.device))
+          y = _wrap(LazyBuffer.const(y, dt, x.shape, x.device), None)
           return (y, x) if reverse else (x, y)
-        y = Tensor(LazyBuffer.const(y, dt, (), x.device))
+        y = _wrap(LazyBuffer.const(y, dt, (), x.device), None)
     if x.device != y.device: raise RuntimeError(f"tensors on different devices: {x.device} and {y.device}")
     if reverse: x, y = y, x
     if match_dtype and x.dtype != y.dtype:
       dt = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(dt), y.cast(dt)
-    if x.shape == y.shape: return x, y
-    shape = _broadcast_shape(x.shape, y.shape, op=op)
+    if (xs := x.lazydata.shape) == (ys := y.lazydata.shape): return x, y
+    shape = _broadcast_shape(xs, ys, op=op)
     return x._expand_to(shape), y._expand_to(shape)
   def _expand_to(self, shape) -> Tensor:
-    if self.shape == shape: return self
-    ones = (1,) * (len(shape) - self.ndim) + self.shape
-    if not self.requires_grad and len(shape) >= self.ndim and not any_sym(shape) and not any_sym(ones) and \
+    lb = self.lazydata
+    if (sh := lb.shape) == shape: return self
+    ones = (1,) * (len(shape) - len(sh)) + sh
+    if not self.requires_grad and len(shape) >= len(sh) and not any_sym(shape) and not any_sym(ones) and \
        all(b == n or b == 1 for b, n in zip(ones, shape)):   # (else the slow way, which raises expand's error)
       # (no gradient to record, e.g. an optimizer's lr or bias correction: the reshape and expand below made two autograd
       # nodes with no parents and returned a tensor with this one's requires_grad; this makes the same lazy view)
-      lb = self.lazydata if ones == self.shape else self.lazydata.reshape(ones)
-      ret = Tensor.__new__(Tensor)
-      ret.lazydata, ret.requires_grad, ret.grad, ret._ctx = lb if shape == ones else lb.expand(shape), self.requires_grad, None, None
-      return ret
+      if shape == ones: lb = lb.reshape(ones)
+      elif ones == sh: lb = lb.expand(shape)
+      # (lb.reshape(ones).expand(shape) in one view: the reshape's view has the tracker st, unless it reads nothing
+      # (then it is a constant 0, expanded the other way)
+      elif not (st := lb.st.reshape(ones)).reads_nothing: lb = lb._view(st.expand(shape))
+      else: lb = lb.reshape(ones).expand(shape)
+      return _wrap(lb, self.requires_grad)
     return self.reshape(ones).expand(shape)
   def cast(self, dtype) -> Tensor:
     """Convert the values to `dtype` (a DType, a name like 'float32' or a numpy dtype); floats become ints
@@ -1985,6 +1995,16 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return _Train(False)
 
 def _broadcast_shape(*shapes, op: str | None = None) -> tuple[int, ...]:
+  if len(shapes) == 2:   # (the binary ops' case, with plain int dims: each dim is the one that is not 1)
+    a, b = shapes
+    if len(a) != len(b): a, b = (1,) * (len(b) - len(a)) + tuple(a), (1,) * (len(a) - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+      if x.__class__ is not int or y.__class__ is not int: break
+      if x == y or y == 1: out.append(x)
+      elif x == 1: out.append(y)
+      else: break   # (the general loop below raises the error)
+    else: return tuple(out)
   n = max(len(s) for s in shapes)
   padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
   out = []
@@ -2013,6 +2033,13 @@ def _hash32(x: Tensor) -> Tensor:
   x = x * 0x846CA68B
   return x ^ (x >> 16)
 
+def _wrap(lb: LazyBuffer, requires_grad: bool | None = False) -> Tensor:
+  """Tensor(lb, requires_grad=requires_grad) for a LazyBuffer on the device asked for: no dtype to cast to, no copy
+  to make (what Tensor.__init__ comes to then, without its checks; for the ops that make a tensor per operand)."""
+  t = Tensor.__new__(Tensor)
+  t.lazydata, t.requires_grad, t.grad, t._ctx = lb, requires_grad, None, None
+  return t
+
 def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing `value` read `target`'s buffer anywhere but at the element being written? The buffer is the
   target's, an earlier pending assign's it follows, or any other lazy buffer's over the same device buffer."""
@@ -2022,22 +2049,66 @@ def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
     if t.buffer is not None: bufs.add(id(t.buffer))
     if not _pending_assign(t): break
     t = t.srcs[1].base
-  # (every optimizer update walks its gradient's whole graph: the loop is written for speed; walked holds the bases
-  # whose sources were pushed, so each is expanded once; a node reached twice is just checked twice)
-  walked, stack = set(), [value]
-  while stack:
-    lb = stack.pop()
-    b = lb._base or lb
-    if b in targets or (b.buffer is not None and id(b.buffer) in bufs):
-      if lb._base is not None and lb.st != ShapeTracker.from_shape(b.st.shape): return True
-      continue
-    # another pending assign (an optimizer's moment) is written by its own kernel, or fused into this one only when
-    # no load of a written buffer is shifted (compiler/schedule.py _assign_items): not walked (it would find the weight
-    # read at shifted positions by the backward pass, and force a copy of every update)
-    if b.buffer is None and b.op is not Ops.ASSIGN and b not in walked:
-      walked.add(b)
-      stack.extend(b.srcs)
+  for b in _shifted_reads(value, _read_walk_memo()):
+    if b in targets or (b.buffer is not None and id(b.buffer) in bufs): return True
   return False
+
+_EMPTY: frozenset = frozenset()
+
+def _shifted_reads(value: LazyBuffer, memo: dict) -> frozenset:
+  """The bases that computing `value` reads through a view other than their plain shape: realized bases and pending
+  assigns (another pending assign, an optimizer's moment, is written by its own kernel, or fused into this one only
+  when no load of a written buffer is shifted (compiler/schedule.py _assign_items): not walked into, else it would find
+  the weight read at shifted positions by the backward pass, and force a copy of every update); every other base is
+  walked into. memo: node -> its answer, for nodes walked into; it holds only while no buffer is realized (a realized
+  base stops the walk), see _read_walk_memo."""
+  b = value._base or value
+  if b.buffer is not None or b.op is Ops.ASSIGN:
+    return frozenset((b,)) if value._base is not None and value.st != ShapeTracker.from_shape(b.shape) else _EMPTY
+  # post-order over the bases walked into (each one's answer is the union of its sources'); a node pushed twice is
+  # answered once
+  stack = [(b, False)]
+  while stack:
+    n, ready = stack.pop()
+    if n in memo: continue
+    if not ready:
+      stack.append((n, True))
+      for s in n.srcs:
+        sb = s._base or s
+        if sb.buffer is None and sb.op is not Ops.ASSIGN and sb not in memo: stack.append((sb, False))
+      continue
+    acc = None
+    for s in n.srcs:
+      sb = s._base or s
+      if sb.buffer is not None or sb.op is Ops.ASSIGN:
+        # (s.st == from_shape(sb.shape): one view of that shape, the default strides, no offset, no mask)
+        if s._base is None or ((st := s.st).contiguous and st.shape == sb.shape): continue
+        r = frozenset((sb,))
+      elif not (r := memo[sb]): continue
+      acc = r if acc is None or acc == r else acc | r
+    memo[n] = _EMPTY if acc is None else acc
+  return memo[b]
+
+# an optimizer step makes an assign per parameter and moment, whose values walk the same gradient graphs: there
+# (shared_read_walks) the walks share one memo. A walk's answer holds while the graph holds, which changes only when a
+# schedule runs (a base gets its buffer, its sources dropped: frontend/engine.py counts runs), so the memo is emptied
+# when a run happened since it was filled; and it lives only as long as the step that made the nodes it holds
+_read_walks: list | None = None   # [engine runs when filled, memo]
+
+def _read_walk_memo() -> dict:
+  if _read_walks is None: return {}
+  from frontend.engine import schedule_runs
+  if _read_walks[0] != schedule_runs():
+    _read_walks[0], _read_walks[1] = schedule_runs(), {}
+  return _read_walks[1]
+
+@contextmanager
+def shared_read_walks():
+  """Within: Tensor.assign's read walks share one memo (an optimizer step's updates)."""
+  global _read_walks
+  prev, _read_walks = _read_walks, [-1, {}]
+  try: yield
+  finally: _read_walks = prev
 
 def _writable_view(st: ShapeTracker) -> bool:
   """One view, no padding, no broadcast (a nonzero stride on every dim longer than 1): each element once."""

@@ -1,6 +1,8 @@
 """The host-side shortcuts of eager execution give what the plain computation gives: the memo tables of view ops
 (compiler/view.py), the incremental probe rounds and single-walk kernel naming of the scheduler (compiler/schedule.py),
-and a Python number as a constant at the other operand's shape (Tensor._broadcasted)."""
+a Python number as a constant at the other operand's shape (Tensor._broadcasted), the memoized broadcast tracker of a
+constant, the one-view expand of a no-grad operand, the int fast path of broadcast shapes, the reader index of the
+schedule's ordering, and Tensor.assign's read walk with the memo an optimizer step shares."""
 import random
 import numpy as np
 import pytest
@@ -237,3 +239,173 @@ def test_expand_without_grad_still_refuses_bad_shapes():
   t = Tensor(np.ones((2, 3), np.float32)).realize()
   with pytest.raises(ValueError, match="expand"): t._expand_to((5, 6))
   with pytest.raises(ValueError, match="expand"): t._expand_to((3,))
+
+# *** Tensor.assign's read walk: the memoized walk (shared by an optimizer step's assigns) answers as the plain walk ***
+
+def plain_reads_at_other_position(value, target) -> bool:
+  """The walk as it was: every call walks value's whole graph, no memo."""
+  from frontend.tensor import _pending_assign
+  targets, bufs, t = set(), set(), target
+  while True:
+    targets.add(t)
+    if t.buffer is not None: bufs.add(id(t.buffer))
+    if not _pending_assign(t): break
+    t = t.srcs[1].base
+  walked, stack = set(), [value]
+  while stack:
+    lb = stack.pop()
+    b = lb._base or lb
+    if b in targets or (b.buffer is not None and id(b.buffer) in bufs):
+      if lb._base is not None and lb.st != ShapeTracker.from_shape(b.st.shape): return True
+      continue
+    if b.buffer is None and b.op is not Ops.ASSIGN and b not in walked:
+      walked.add(b)
+      stack.extend(b.srcs)
+  return False
+
+@pytest.mark.parametrize("seed", range(12))
+def test_shared_read_walks_match_plain(seed):
+  from frontend import tensor as T
+  rnd = random.Random(seed)
+  rng = np.random.default_rng(seed)
+  bufs = [Tensor(rng.standard_normal((4, 4)).astype(np.float32)).realize() for _ in range(3)]
+  alias = Tensor(bufs[0].lazydata)   # another tensor over the same lazy buffer
+  views = [lambda t: t, lambda t: t.flip(0), lambda t: t.T, lambda t: t.pad(((1, 0), (0, 0)))[:4],
+           lambda t: t.reshape(16).reshape(4, 4), lambda t: t.sum(1, keepdim=True).expand(4, 4)]
+  with T.shared_read_walks():
+    pool = list(bufs) + [alias]
+    for step in range(25):
+      k = rnd.randrange(4)
+      if k == 0:   # a new lazy value over the pool, through some view
+        a, b = rnd.choice(pool), rnd.choice(pool)
+        pool.append(rnd.choice(views)(a) * 2 + rnd.choice(views)(b))
+      elif k == 1:   # a pending assign into one of the buffers (later walks stop at it)
+        t = rnd.choice(bufs)
+        t.assign(rnd.choice(pool) + 1)
+      else:   # ask: the memoized answer (the memo filled by earlier asks) is the plain one
+        value, target = rnd.choice(pool).lazydata, rnd.choice(bufs).lazydata.base
+        memo = T._read_walk_memo()
+        assert T._reads_at_other_position(value, target) == plain_reads_at_other_position(value, target)
+        assert memo is T._read_walk_memo()   # (nothing ran: the same memo)
+      if step == 12:   # a run in between: the memo is emptied, answers still match
+        Tensor.ones(2).contiguous().realize()
+        assert T._read_walk_memo() == {}
+  assert T._read_walks is None
+
+def test_read_walk_sees_shifted_read_through_memo():
+  # the first ask fills the memo for the shared value; a second target that value reads shifted must still say True
+  from frontend import tensor as T
+  a, b = Tensor.ones(4, 4).contiguous().realize(), Tensor.ones(4, 4).contiguous().realize()
+  shared = a.flip(0) * 2 + b
+  with T.shared_read_walks():
+    assert T._reads_at_other_position((shared + 1).lazydata, b.lazydata.base) is False
+    assert T._reads_at_other_position((shared * 3).lazydata, a.lazydata.base) is True
+    assert len(T._read_walk_memo()) > 0
+    # shared realized: a walk from u now stops at shared's buffer (read in place); the memo of before said True for u
+    u = (shared + 1).lazydata
+    assert T._reads_at_other_position(u, a.lazydata.base) is True
+    shared.realize()
+    assert T._reads_at_other_position(u, a.lazydata.base) is plain_reads_at_other_position(u, a.lazydata.base) is False
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_base_has_the_plain_tracker(seed):
+  # the kernel builder and LazyBuffer.alu read a base's own tracker as from_shape(its shape): true of every base made
+  outs = random_graph(random.Random(seed), 12)
+  seen, stack = set(), [t.lazydata for t in outs]
+  while stack:
+    lb = stack.pop()
+    b = lb.base
+    if b in seen: continue
+    seen.add(b)
+    assert b.st == ShapeTracker.from_shape(b.shape) and b.st.contiguous
+    stack.extend(b.srcs)
+  assert len(seen) > 12
+
+def test_const_broadcast_memo_matches_plain(monkeypatch):
+  from compiler import lazy as L
+  from compiler.dtypes import dtypes
+  n = Variable("n", 1, 8).bind(3)
+  for shape in [(4, 6), [4, 6], (1,), (0, 3), (np.int64(2), 3), (True, 3), (n, 4), (Variable("n", 1, 8).bind(5), 4)]:
+    for _ in range(2):   # the second time from the table
+      lb = L.LazyBuffer.const(1.5, dtypes.float32, shape, "CPU")
+      base = L.LazyBuffer(lb.device, ShapeTracker.from_shape(()), dtypes.float32, Ops.CONST, arg=1.5)
+      want = base._view(base.st.reshape((1,) * len(shape)).expand(tuple(shape)))
+      assert lb.st == want.st and lb.st.views == want.st.views and lb.is_view and lb.base.op is Ops.CONST
+      assert [type(s) for s in lb.shape] == [type(s) for s in tuple(shape)] and all(a is b or a == b for a, b in zip(lb.shape, shape))
+  assert L.LazyBuffer.const(2, dtypes.int32, (), "CPU").shape == ()
+  monkeypatch.setattr(L, "CACHE_MAX", 4); monkeypatch.setattr(L, "_broadcast_cache", {})
+  for i in range(1, 12):
+    assert L._broadcast_st((i, 2)).shape == (i, 2) and len(L._broadcast_cache) <= 4
+
+def plain_broadcast_shape(*shapes):
+  n = max(len(s) for s in shapes)
+  out = []
+  for dims in zip(*[(1,) * (n - len(s)) + tuple(s) for s in shapes]):
+    big = {d for d in dims if d != 1}
+    if len(big) > 1: raise ValueError("can't be broadcast")
+    out.append(big.pop() if big else (0 if 0 in dims else 1))
+  return tuple(out)
+
+def test_broadcast_shape_fast_path_matches_plain():
+  from frontend.tensor import _broadcast_shape
+  rnd = random.Random(0)
+  for _ in range(2000):
+    a = tuple(rnd.choice([0, 1, 1, 2, 3]) for _ in range(rnd.randrange(4)))
+    b = tuple(rnd.choice([0, 1, 1, 2, 3]) for _ in range(rnd.randrange(4)))
+    try: want = plain_broadcast_shape(a, b)
+    except ValueError:
+      with pytest.raises(ValueError, match="can't be broadcast"): _broadcast_shape(a, b, op="add")
+      continue
+    got = _broadcast_shape(a, b)
+    assert got == want and all(type(g) is int for g in got)
+  assert [type(d) for d in _broadcast_shape((np.int64(2), 1), (1, 3))] == [np.int64, int]   # (not ints: the general way)
+  assert _broadcast_shape((True, 3), (1, 3)) == (1, 3)
+
+def test_expand_to_one_view_matches_two_step():
+  rng = np.random.default_rng(0)
+  a = Tensor(rng.standard_normal((3, 4)).astype(np.float32)).realize()
+  cases = [a, a.T, a[1:2], a.sum(0), a.pad(((0, 0), (5, 0)))[:, :2][0:1],   # (the last reads only padding)
+           a.reshape(12)[3:7], a[:, 1:2]]
+  for t in cases:
+    for shape in [(2,) + t.shape, (5,) + tuple(1 if d == 1 else d for d in t.shape)]:
+      want_shape = tuple(d if d != 1 else s for d, s in zip((1,) * (len(shape) - t.ndim) + t.shape, shape))
+      if want_shape != shape: continue
+      got = t.detach()._expand_to(shape).lazydata
+      ones = (1,) * (len(shape) - t.ndim) + t.shape
+      want = t.lazydata.reshape(ones).expand(shape)
+      assert got.st == want.st and got.base.op is want.base.op and (got.base is want.base or got.base.op is Ops.CONST)
+      np.testing.assert_array_equal(Tensor(got).numpy(), np.broadcast_to(t.numpy().reshape(ones), shape))
+
+def plain_item_deps(unique, items):
+  deps = {id(it): {id(items[i]) for i in it.inputs if i in items} for it in unique}
+  for it in unique:
+    for tgt in it.assign_targets or ():
+      for it2 in unique:
+        if it2 is not it and tgt in it2.inputs: deps[id(it)].add(id(it2))
+      if tgt in items and items[tgt] is not it: deps[id(it)].add(id(items[tgt]))
+  return deps
+
+def test_item_deps_match_plain_scan(monkeypatch):
+  # the reader index gives the deps the scan over every item gives, added in the same order (so the same set order,
+  # hence the same execution order)
+  from frontend import nn, optim
+  from frontend.nn.state import get_parameters
+  seen = []
+  real = S._item_deps
+  def both(unique, items):
+    got, want = real(unique, items), plain_item_deps(unique, items)
+    assert got == want and all(list(got[k]) == list(want[k]) for k in want)
+    seen.append(sum(len(it.assign_targets or ()) for it in unique))
+    return got
+  monkeypatch.setattr(S, "_item_deps", both)
+  Tensor.manual_seed(5)
+  l1, l2 = nn.Conv2d(1, 4, 3, padding=1), nn.Linear(4 * 16, 5)
+  opt = optim.Adam(get_parameters([l1, l2]), lr=1e-2)
+  x, y = Tensor.randn(8, 1, 4, 4).realize(), Tensor([0, 1, 2, 3, 4, 0, 1, 2]).realize()
+  for _ in range(2):
+    with Tensor.train():
+      opt.zero_grad(); l2(l1(x).relu().flatten(1)).sparse_categorical_crossentropy(y).backward(); opt.step()
+  a = Tensor.ones(4, 4).contiguous().realize()
+  r = a.flip(0) + 1   # read before the assign: runs first
+  a.assign(a * 2); Tensor.realize(a, r)
+  assert max(seen) > 4

@@ -42,9 +42,10 @@ class CPUBuffer:
   """Host memory owned by CPUAllocator, 64-byte aligned; zero-filled when new, holding old data when reused."""
   __slots__ = ("_mem", "_raw", "address", "nbytes")
   def __init__(self, nbytes: int, raw: np.ndarray):
-    off = -raw.ctypes.data % ALIGN
+    addr = raw.ctypes.data   # (read once: each .ctypes builds a ctypes object, microseconds per allocation)
+    off = -addr % ALIGN
     self.nbytes, self._raw, self._mem = nbytes, raw, raw[off:off + nbytes]
-    self.address: int = raw.ctypes.data + off
+    self.address: int = addr + off
 
   def view(self) -> memoryview:
     """The raw bytes, writable (format 'B')."""
@@ -346,6 +347,7 @@ class _CRunner:
     self.reset = self.image.function("hcqrt_reset", [])
     self.set_cpus = self.image.function("hcqrt_set_cpus", [ctypes.c_void_p, ctypes.c_int], ctypes.c_int)
     self.lock = threading.Lock()  # the runner's job slot is global: one launch at a time
+    self._args = (ctypes.c_int64 * self.MAXARGS)()
     self.pin(os.environ.get("CPU_PIN", "1") != "0")
 
   def pin(self, on: bool) -> None:
@@ -356,8 +358,15 @@ class _CRunner:
       if self.set_cpus(arr, len(cpus)) != 0: self.set_cpus(arr, 0)   # (a CPU number past the runner's mask size)
 
   def run(self, fn_addr: int, args: list, threads: int) -> None:
-    arr = (ctypes.c_int64 * (len(args) or 1))(*args)
-    with self.lock: rc = self.run_fn(fn_addr, arr, len(args), threads, self.SPIN if threads <= _NCORES else 0)
+    n = len(args)
+    with self.lock:
+      # (one argument array, filled under the lock: hcqrt_run copies it before it returns; too many arguments go in an
+      # array of their own, for the runner to refuse)
+      if n <= self.MAXARGS:
+        arr = self._args
+        arr[:n] = args
+      else: arr = (ctypes.c_int64 * n)(*args)
+      rc = self.run_fn(fn_addr, arr, n, threads, self.SPIN if threads <= _NCORES else 0)
     if rc != 0: raise RuntimeError(f"CPU runner failed ({'bad arguments' if rc == -1 else 'pthread_create failed'}) for a launch on {threads} threads")
 
   def spin(self, threads: int) -> int: return self.SPIN if threads <= _NCORES else 0
@@ -405,7 +414,7 @@ class CPUProgram:
     return f
 
   def __call__(self, *bufs: CPUBuffer, vals: tuple[int, ...] = (), threads: int = 1, wait: bool = True) -> float | None:
-    fn = self._fns.get((len(bufs), len(vals))) or self._fn(len(bufs), len(vals))
+    fn = self._fns.get(key := (len(bufs), len(vals))) or self._fn(*key)
     args = [b.address for b in bufs]
     if vals: args.extend(vals)
     st = time.perf_counter()
