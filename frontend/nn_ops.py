@@ -187,7 +187,15 @@ class NNOpsMixin:
     pads = self._resolve_pads(padding, len(k_))
     if ceil_mode: pads = self._ceil_pads(pads, k_, s_, d_)
     axes = tuple(range(-len(k_), 0))
-    win = self.pad(pads, value=dtypes.min(self.dtype))._pool(k_, s_, d_)
+    xp = self.pad(pads, value=dtypes.min(self.dtype))
+    if not return_indices and s_ == k_ and all(d == 1 for d in d_) and all(i % k == 0 for i, k in zip(xp.shape[-len(k_):], k_)):
+      # windows that tile the input: max over the (o, k) split dims in place, not over a permuted view, so that the
+      # gradient (where each window's max was, times its output's gradient) is stored in the input's own layout:
+      # a permuted one costs its readers (ReLU and BatchNorm backward) gathers
+      nn = self.ndim - len(k_)
+      split = xp.reshape(*xp.shape[:nn], *_flat((i // k, k) for i, k in zip(xp.shape[nn:], k_)))
+      return split.max(tuple(nn + 2 * j + 1 for j in range(len(k_))))
+    win = xp._pool(k_, s_, d_)
     ret = win.max(axes)
     if not return_indices: return ret
     spatial = self.shape[-len(k_):]
