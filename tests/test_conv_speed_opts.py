@@ -34,14 +34,14 @@ def torch_conv(x: np.ndarray, w: np.ndarray, **kw) -> np.ndarray:
   return torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), **kw).numpy()
 
 def test_padded_conv_is_a_copy_then_an_ungated_reduction():
-  sis = conv_kernels(zeros(2, 4, 12, 12), zeros(8, 4, 3, 3), padding=1)
+  sis = conv_kernels(zeros(2, 4, 14, 14), zeros(8, 4, 3, 3), padding=1)
   assert len(sis) == 2
   pad, conv = (lower(si.ast, si.name) for si in sis)
   assert not pad.reduce_ranges() and has_gates(pad)   # the copy holds the border checks...
   assert conv.reduce_ranges() and not has_gates(conv)  # ...the conv kernel none
-  assert len(conv_kernels(zeros(2, 4, 12, 12), zeros(8, 4, 3, 3))) == 1   # no padding: no copy
+  assert len(conv_kernels(zeros(2, 4, 14, 14), zeros(8, 4, 3, 3))) == 1   # no padding: no copy
 
-@pytest.mark.parametrize("hw", [28, 14, 30, 7])
+@pytest.mark.parametrize("hw", [28, 14, 30, 13])
 def test_odd_rows_get_overlapping_full_vectors_and_match_torch(hw, cpu_target):
   """Rows that no vector width divides: a few vectors cover the row (the last overlaps), several output channels per
   tile; the kernel (built for each target) has vectors, no gates, no spills, and the result (on this host) equals torch."""
@@ -56,6 +56,32 @@ def test_odd_rows_get_overlapping_full_vectors_and_match_torch(hw, cpu_target):
   assert not any(u.op in (Ops.CMPLT, Ops.WHERE) for u in k.sink.toposort())
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0
   np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), padding=1).numpy(), torch_conv(x, w, padding=1), rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("hw,pad", [(8, 0), (12, 0), (7, 1), (3, 1)])
+def test_short_odd_rows_vectorize_output_channels_and_match_torch(hw, pad, cpu_target):
+  """Output rows shorter than 12 and no multiple of 8 (6, 10, 7, 3): the conv runs vectorized along its output
+  channels (_conv_fwd_cout: a tile whose vector loop is the innermost output loop, cout), with no overlapping row
+  vectors; the kernel has no gates, no spills, and the result equals torch (forward and both gradients)."""
+  import torch
+  x, w = rng.standard_normal((3, 5, hw, hw)).astype(np.float32), rng.standard_normal((16, 5, 3, 3)).astype(np.float32)
+  sis = conv_kernels(Tensor(x).realize(), Tensor(w).realize(), padding=pad)
+  conv = next(si for si in sis if lower(si.ast, si.name).reduce_ranges())
+  k0 = lower(conv.ast, conv.name)
+  assert k0.global_ranges[-1].src[0].arg == 16   # the innermost output loop: the output channels
+  k = optimize(k0, cpu_target)
+  assert not any(o[0] == "OVERLAP_VECTOR" for o in k.applied_opts), k.applied_opts
+  tile = [o for o in k.applied_opts if o[0] == "TILE"]
+  assert tile and tile[0][3] == len(k0.global_ranges) - 1 and tile[0][4] >= 8, k.applied_opts   # vectors along cout
+  assert has_vectors(k) and not any(u.op in (Ops.CMPLT, Ops.WHERE) for u in k.sink.toposort())
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0
+  xt, wt = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+  g = rng.standard_normal((3, 16, hw + 2 * pad - 2, hw + 2 * pad - 2)).astype(np.float32)
+  (xt.conv2d(wt, padding=pad) * Tensor(g)).sum().backward()
+  tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+  ref = torch.nn.functional.conv2d(tx, tw, padding=pad); (ref * torch.tensor(g)).sum().backward()
+  np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), padding=pad).numpy(), ref.detach().numpy(), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(xt.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(wt.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(4, 70), st.sampled_from([4, 8, 16]), st.integers(1, 3))

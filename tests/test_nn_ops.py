@@ -55,6 +55,11 @@ def test_max_pool2d(k, stride, padding, dilation, ceil):
   check(lambda x: x.max_pool2d(k, stride, dilation, padding, ceil_mode=ceil),
         lambda x: TF.max_pool2d(x, k, stride, padding, dilation, ceil_mode=ceil), (2, 3, 7, 8))
 
+# windows that tile the (padded) input: the max over the input's own (o, k) split dims, no permuted view
+@pytest.mark.parametrize("shape,k,padding", [((2, 3, 8, 6), 2, 0), ((2, 3, 6, 9), (2, 3), 0), ((1, 2, 6, 6), 2, 1), ((2, 1, 4, 12), (1, 4), 0)])
+def test_max_pool2d_tiling_windows(shape, k, padding):
+  check(lambda x: x.max_pool2d(k, padding=padding), lambda x: TF.max_pool2d(x, k, padding=padding), shape)
+
 def test_max_pool2d_indices_and_unpool():
   x = _inputs([(2, 3, 6, 6)], 3, -2, 2)[0]
   v, i = Tensor(x).max_pool2d(2, return_indices=True)

@@ -231,6 +231,25 @@ def test_short_row_and_double_sums_get_independent_accumulators(cpu_target):
     assert [o for o in k.applied_opts if o[0] == "REDUCE_UNROLL"], (si.name, k.applied_opts)
     close(*both(fn, *arrs), k=16 * 400)
 
+def test_sums_over_a_short_odd_map_take_accumulators_from_the_batch(cpu_target):
+  """Sums over (batch, 6, 6) per channel (BatchNorm after a 3x3 conv over 8x8): no loop of the map divides into
+  accumulators, so the batch loop gives them (REDUCE_UNROLL on it, once per kernel, one or two sums); equal to a
+  float64 oracle and to NOOPT."""
+  x, y = rnd(16, 8, 6, 6), rnd(16, 8, 6, 6)
+  one = lambda a: a.sum(axis=(0, 2, 3))
+  two = lambda a, b: a.sum(axis=(0, 2, 3)) + (a * b).sum(axis=(0, 2, 3))
+  for fn, arrs, nsums, ref in ((one, (x,), 1, x.astype(np.float64).sum((0, 2, 3))),
+                               (two, (x, y), 2, x.astype(np.float64).sum((0, 2, 3)) + (x.astype(np.float64) * y).sum((0, 2, 3)))):
+    si = [si for si in create_schedule([fn(*[Tensor(a) for a in arrs]).lazydata]) if si.kind == "kernel"][-1]
+    k0 = lower(si.ast, si.name)
+    size = {u.arg[0]: u.src[0].arg for u in k0.sink.toposort() if u.op is Ops.RANGE}
+    k = optimize(k0, cpu_target)
+    unrolls = [o for o in k.applied_opts if o[0] == "REDUCE_UNROLL"]
+    assert len(unrolls) == nsums and all(size[o[1]] == 16 and o[2] == 4 for o in unrolls), (si.name, k.applied_opts)
+    ours, noopt = both(fn, *arrs)
+    close(ours, noopt, k=16 * 36)
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-4)
+
 @pytest.mark.parametrize("cin, h, w, cout, pad", [(3, 6, 16, 16, 1), (4, 5, 32, 64, 1), (5, 4, 24, 12, 0), (2, 6, 20, 32, 0),
                                                   (8, 3, 24, 40, 2)])
 def test_twelve_accumulator_conv_tiles_equal_noopt(cin, h, w, cout, pad):

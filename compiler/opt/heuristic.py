@@ -106,11 +106,23 @@ def _reduce_unrolls(k: LoweredKernel) -> bool:
   while True:
     reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE and u.dtype.is_float and u.arg in (Ops.ADD, Ops.MAX) and len(u.src) > 1
             and all(x.op is Ops.RANGE for x in u.src[1:]) and u.src[-1].src[0].arg % VEC_ACC == 0 and u.src[-1].src[0].arg > VEC_ACC]
-    if not reds: return done
+    if not reds: break
     r = reds[0].src[-1]
     apply_reduce_split(k, r, VEC_ACC, separate=True)
     k.applied_opts.append(("REDUCE_UNROLL", r.arg[0], VEC_ACC))
     done = True
+  if done: return True
+  # an innermost loop too short for them (BatchNorm's sums over a 6x6 map): the accumulators from the innermost loop
+  # outside it that has them (the batch), once per loop; one scalar chain would wait on every add's latency
+  loops = {next((x for x in reversed(u.src[1:]) if x.src[0].arg % VEC_ACC == 0 and x.src[0].arg > VEC_ACC), None): None
+           for u in k.sink.toposort() if u.op is Ops.REDUCE and u.dtype.is_float and u.arg in (Ops.ADD, Ops.MAX) and len(u.src) > 1
+           and all(x.op is Ops.RANGE for x in u.src[1:])}
+  for r in loops:
+    if r is None: continue
+    apply_reduce_split(k, r, VEC_ACC, separate=True)
+    k.applied_opts.append(("REDUCE_UNROLL", r.arg[0], VEC_ACC))
+    done = True
+  return done
 
 def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
   """An elementwise kernel whose innermost loop is contiguous in its stores (an optimizer update fused with its moments
