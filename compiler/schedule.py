@@ -24,6 +24,7 @@ another element than the one it writes (_assign_items).
 """
 from __future__ import annotations
 import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops, ELEMENTWISE
@@ -100,18 +101,27 @@ class _Scheduler:
       if b.op is Ops.COPY: self.realize[b.srcs[0].base] = None
     # views that force realization are found while building the kernels; then an elementwise value used twice is
     # recomputed by each user, unless that would repeat a reduction that is still inlined; repeat until stable
-    probed = 0   # the roots before this index were probed in an earlier round
     # (the elementwise values used twice, in walk order: what the rounds below ask about; fixed while they run)
-    shared = [b for b in order if b.buffer is None and b.op in ELEMENTWISE and children.get(b, 0) > 1]
+    self._shared = [b for b in order if b.buffer is None and b.op in ELEMENTWISE and children.get(b, 0) > 1]
+    self._settle(0)
+
+  def _settle(self, probed: int) -> None:
+    """Probe rounds until no base is added; the roots before index `probed` were probed in an earlier round."""
     while True:
       before, self._reduce_memo = len(self.realize), {}
       self._probe_round(probed)
       probed = before
       if len(self.realize) == before:
         self._reduce_memo = {}
-        for b in shared:
+        for b in self._shared:
           if b not in self.realize and self._has_reduce(b): self.realize[b] = None
         if len(self.realize) == before: break
+
+  def add_roots(self, bases: list[LazyBuffer]) -> None:
+    """Realize also `bases` (of the walked graph): new roots, probed as a later round of the constructor's would."""
+    probed = len(self.realize)
+    for b in bases: self.realize[b] = None
+    self._settle(probed)
 
   def _probe_round(self, probed: int) -> None:
     """Probe every root, as if in order, with a fresh _has_reduce memo; roots [:probed] were probed in an earlier round.
@@ -297,10 +307,13 @@ def _kernel_name(ast: UOp, first_reduce: UOp | None) -> str:
 # record those built before it: they are not the captured function's work)
 snapshots: weakref.WeakSet = weakref.WeakSet()
 
-def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None = None) -> list[ScheduleItem]:
   """Kernels (in a valid execution order) that realize every buffer in `outs`. An assign overwrites its target's
   buffer: unrealized nodes built earlier that read the old value and are not part of this schedule are realized in
-  it too (before the assign), so a clone or any lazy result keeps the value it was built from."""
+  it too (before the assign), so a clone or any lazy result keeps the value it was built from. So are the nodes of
+  `live()` (what the program still holds: the frontend's tensors) that would read the old value when realized later,
+  through a reader this schedule only inlines (`loss.backward(); opt.step(); loss.numpy()`: the loss, built from the
+  weights before the step, is computed in the step's schedule, before the weights change)."""
   outs = [o for o in outs if o.base.buffer is None or (o.base.op is Ops.ASSIGN and o.base.buffer is None)]
   if not outs: return []
   while True:
@@ -310,6 +323,10 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     # run after, as before)
     stale = [r for b in assigns if (rs := b.srcs[1].base.readers) for r in list(rs)
              if r.buffer is None and r not in sched.seen and not _reaches(r, b)]
+    if not stale and assigns and live is not None and (held := _held_readers(sched, assigns, live())):
+      # (those of the walked graph join this schedule as roots; others (rare) are walked again with the outputs)
+      if not (stale := [b for b in held if b not in sched.seen]): sched.add_roots(held)
+      snapshots.update(held)
     if not stale: break
     outs = outs + stale
     snapshots.update(stale)
@@ -428,6 +445,40 @@ def _assign_groups(sched: _Scheduler, fuse: int) -> dict[LazyBuffer, list[list[L
     if fuse < 2 or not kernels or len(kernels[-1]) >= MAX_FUSED_CHAINS: kernels.append([])
     kernels[-1].append(chain)
   return {ks[0][0]: ks for kernels in merged.values() for ks in kernels if len(ks) > 1 or len(ks[0]) > 1}
+
+def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer]) -> list[LazyBuffer]:
+  """The bases of `live` that this schedule leaves unrealized and whose later computation would go through a reader of
+  an assign's target that the schedule inlines (so runs before the assign here, but after it when realized later):
+  they must be realized now. A base that also reads an assign's result is left alone (it reads both values)."""
+  inlined = {r for b in assigns if (rs := b.srcs[1].base.readers) for r in list(rs)
+             if r.buffer is None and r in sched.seen and r not in sched.realize}
+  if not inlined: return []
+  memo: dict[LazyBuffer, bool] = {}
+  def stale(root: LazyBuffer) -> bool:
+    # post-order over the unrealized bases under root, stopping at buffers and at what this schedule stores
+    stack = [(root, False)]
+    while stack:
+      x, ready = stack.pop()
+      if x in memo: continue
+      if x.buffer is not None or x in sched.realize: memo[x] = False; continue
+      if ready: memo[x] = x in inlined or any(memo[s.base] for s in x.srcs); continue
+      stack.append((x, True))
+      stack.extend((s.base, False) for s in x.srcs if s.base not in memo)
+    return memo[root]
+  held = {id(b): b for lb in live if (b := lb.base).buffer is None and b not in sched.realize and stale(b)}
+  if not held: return []
+  reads_new: dict[LazyBuffer, bool] = {}   # does computing x read an assign's result (one walk for all of held)
+  def reads_assign(root: LazyBuffer) -> bool:
+    stack = [(root, False)]
+    while stack:
+      x, ready = stack.pop()
+      if x in reads_new: continue
+      if x.buffer is not None: reads_new[x] = False; continue
+      if ready: reads_new[x] = x in assigns or any(reads_new[s.base] for s in x.srcs); continue
+      stack.append((x, True))
+      stack.extend((s.base, False) for s in x.srcs if s.base not in reads_new)
+    return reads_new[root]
+  return [b for b in held.values() if not reads_assign(b)]
 
 def _reaches(b: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing b read `target` (an unrealized base)?"""

@@ -189,7 +189,8 @@ def simd_lanes(device: str) -> int:
 def realize(lbs: list[LazyBuffer]) -> None:
   from frontend.jit import capturing   # (jit imports this module)
   checks = Checks(lbs)   # index range checks of the graph: their kernels run with it, then they are read
-  items = pack_matmuls(create_schedule(lbs + checks.flags), simd_lanes)
+  from frontend.tensor import live_lazydata   # (tensor imports this module)
+  items = pack_matmuls(create_schedule(lbs + checks.flags, live_lazydata), simd_lanes)
   run_schedule(items)
   _drop_graph(items)
   # read also during TinyJit capture (the capture run is a real run); a replay reads the recorded flags (jit.py)

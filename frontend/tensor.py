@@ -60,6 +60,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   training: bool = False
   no_grad: bool = False
 
+  def __new__(cls, *args, **kwargs):
+    # every tensor is noted (weakly) in _live, however it is made: an optimizer step's schedule must know which lazy
+    # results the program still holds (live_lazydata)
+    t = super().__new__(cls)
+    _live.add(t)
+    return t
+
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = _to_dtype(dtype)
     # a LazyBuffer already lives somewhere: stay there unless a device is asked for
@@ -182,7 +189,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     1
     """
     from compiler.schedule import create_schedule
-    return create_schedule([t.lazydata for t in (self,) + others])
+    return create_schedule([t.lazydata for t in (self,) + others], live_lazydata)
   def realize(self, *others: Tensor) -> Tensor:
     """Run the kernels that compute this tensor (and `others`) now."""
     from frontend.engine import realize
@@ -2032,6 +2039,13 @@ def _hash32(x: Tensor) -> Tensor:
   x = x ^ (x >> 15)
   x = x * 0x846CA68B
   return x ^ (x >> 16)
+
+_live: weakref.WeakSet = weakref.WeakSet()
+
+def live_lazydata() -> list[LazyBuffer]:
+  """The lazy buffers of every tensor the program still holds (what a schedule that overwrites a buffer must not
+  leave to read the new value later: compiler/schedule.py create_schedule)."""
+  return [t.lazydata for t in list(_live) if hasattr(t, "lazydata")]
 
 def _wrap(lb: LazyBuffer, requires_grad: bool | None = False) -> Tensor:
   """Tensor(lb, requires_grad=requires_grad) for a LazyBuffer on the device asked for: no dtype to cast to, no copy

@@ -78,6 +78,45 @@ def test_optimizer_step_keeps_lazy_reads():
   np.testing.assert_array_equal(before.numpy(), w0)
   np.testing.assert_array_equal(snap.numpy(), w0)
 
+def test_reader_inlined_in_the_assigns_schedule_keeps_old_value():
+  """A lazy value read by a kernel of the assign's own schedule (inlined there, so computed before the assign) and
+  realized again later must not read the new value then: the schedule stores it before the assign."""
+  x, w = Tensor([1.0, 2.0, 3.0]).realize(), Tensor([10.0, 20.0, 30.0]).realize()
+  a = x * w
+  s = a.sum()
+  w.assign(w + 1)
+  Tensor.realize(s, w)
+  assert s.item() == 140.0 and w.tolist() == [11.0, 21.0, 31.0]
+  assert a.tolist() == [10.0, 40.0, 90.0]
+
+def _linear_loss_after_step(jit: bool, steps: int = 4):
+  Tensor.manual_seed(0)
+  lin = nn.Linear(4, 3)
+  opt = optim.SGD([lin.weight, lin.bias], lr=0.5)
+  def step(x: Tensor):
+    with Tensor.train():
+      out = lin(x)
+      loss = (out * out).mean()
+      opt.zero_grad(); loss.backward(); opt.step()
+      return loss.realize(), out.realize()
+  step = TinyJit(step) if jit else step
+  rng = np.random.default_rng(0)
+  for i in range(steps):
+    xn = rng.standard_normal((5, 4)).astype(np.float32)
+    w, b = lin.weight.numpy().copy(), lin.bias.numpy().copy()
+    loss, out = step(Tensor(xn).realize())
+    want = xn.astype(np.float64) @ w.T + b
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5, err_msg=f"step {i}")
+    np.testing.assert_allclose(loss.item(), (want ** 2).mean(), rtol=1e-5, err_msg=f"step {i}")
+    assert not np.allclose(lin.weight.numpy(), w)
+
+def test_loss_realized_after_the_optimizer_step_is_the_loss_before_it():
+  """`loss.backward(); opt.step(); loss.realize()` (the usual step, and examples/train_digits.py's): the loss and the
+  forward output are those of the weights before the step, eager and under TinyJit (before: the bias add inlined in
+  the step's kernels was computed again after the update, with the new bias)."""
+  _linear_loss_after_step(jit=False)
+  _linear_loss_after_step(jit=True)
+
 def test_no_extra_kernels_when_nothing_pending():
   a = Tensor([1.0, 2.0]).realize()
   a.assign(a + 1)
