@@ -334,7 +334,13 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
     # a fused update ordered into a cycle (something it writes is read between its parts): fuse less
     try: return _build(sched, fuse)
     except RuntimeError: pass
-  return _build(sched, 0)
+  try: return _build(sched, 0)
+  except RuntimeError:
+    # a reader of an assign's old value inlined into a kernel that needs the assign's result (h = a + b; a.assign(..);
+    # c.assign(f(a) + h)): stored by a kernel of its own, it runs before the assign
+    if not (readers := _inlined_readers(sched, assigns, exact=True)): raise
+    sched.add_roots(readers)
+    return _build(sched, 0)
 
 def _build(sched: _Scheduler, fuse: int) -> list[ScheduleItem]:
   """The kernels of the realized bases, in a valid execution order. fuse: 0 one kernel per assign, 1 an assign with
@@ -396,10 +402,22 @@ def _assign_items(sched: _Scheduler, chains: list[list[LazyBuffer]]) -> list[Sch
     written = {id(t.buffer) for t in targets}
     # (two assigns into one buffer: their order matters, keep them apart; kb.loads are the ast's loads)
     if len(written) < len(targets) or any((lb := kb.inputs[i - len(group)].base).buffer is not None and id(lb.buffer) in written
-           and lst != st for i, lst in kb.loads):
+           and lst != st for i, lst in kb.loads) or _load_after_store(ast, targets, kb.inputs):
       return [it for part in (chains if len(chains) > 1 else [[g] for g in group]) for it in _assign_items(sched, [part])]
   ast, vv, name = _finish_built(kb, ast, st)
   return [ScheduleItem(ast, group, kb.inputs, "kernel", name, assign_targets=targets, var_vals=vv)]
+
+def _load_after_store(ast: UOp, targets: list[LazyBuffer], inputs: list[LazyBuffer]) -> bool:
+  """Does one output's value load another output's target (its old value, at the same element)? Nothing orders that
+  load before the other store (their values are independent), so the kernel may write the element first: a store's
+  own loads of its target are safe, since its value is computed from them."""
+  nout, out_of = len(targets), {id(t.buffer): i for i, t in enumerate(targets)}
+  loads = [{u for u in store.src[0].toposort() if u.op is Ops.LOAD} for store in ast.src]
+  for i, ls in enumerate(loads):
+    for u in ls:
+      if u.arg[0] < nout or (b := inputs[u.arg[0] - nout].base).buffer is None: continue
+      if (j := out_of.get(id(b.buffer))) is not None and j != i and u not in loads[j]: return True
+  return False
 
 MAX_FUSED_CHAINS = 4   # chains of one shape merged into one kernel (each adds ~10 buffer arguments)
 
@@ -446,13 +464,19 @@ def _assign_groups(sched: _Scheduler, fuse: int) -> dict[LazyBuffer, list[list[L
     kernels[-1].append(chain)
   return {ks[0][0]: ks for kernels in merged.values() for ks in kernels if len(ks) > 1 or len(ks[0]) > 1}
 
+def _inlined_readers(sched: _Scheduler, assigns: set, exact: bool = False) -> list[LazyBuffer]:
+  """The readers of the assigns' targets (nodes built from their old values) that this schedule computes inside
+  other kernels rather than storing; `exact`: without those that also read that assign's result (they can't run
+  before it; a walk per reader, so only where it matters)."""
+  return list({id(r): r for b in assigns if (rs := b.srcs[1].base.readers) for r in list(rs)
+               if r.buffer is None and r in sched.seen and r not in sched.realize and not (exact and _reaches(r, b))}.values())
+
 def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer]) -> list[LazyBuffer]:
   """The bases of `live` that this schedule leaves unrealized and whose later computation would go through a reader of
   an assign's target that the schedule inlines (so runs before the assign here, but after it when realized later):
-  they must be realized now. A base that also reads an assign's result is left alone (it reads both values)."""
-  inlined = {r for b in assigns if (rs := b.srcs[1].base.readers) for r in list(rs)
-             if r.buffer is None and r in sched.seen and r not in sched.realize}
-  if not inlined: return []
+  they must be realized now. (One that also reads an assign's result can't run before it: ordering it makes a cycle,
+  which create_schedule breaks by storing the inlined readers instead.)"""
+  if not (inlined := set(_inlined_readers(sched, assigns))): return []
   memo: dict[LazyBuffer, bool] = {}
   def stale(root: LazyBuffer) -> bool:
     # post-order over the unrealized bases under root, stopping at buffers and at what this schedule stores
@@ -465,20 +489,7 @@ def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer]) -
       stack.append((x, True))
       stack.extend((s.base, False) for s in x.srcs if s.base not in memo)
     return memo[root]
-  held = {id(b): b for lb in live if (b := lb.base).buffer is None and b not in sched.realize and stale(b)}
-  if not held: return []
-  reads_new: dict[LazyBuffer, bool] = {}   # does computing x read an assign's result (one walk for all of held)
-  def reads_assign(root: LazyBuffer) -> bool:
-    stack = [(root, False)]
-    while stack:
-      x, ready = stack.pop()
-      if x in reads_new: continue
-      if x.buffer is not None: reads_new[x] = False; continue
-      if ready: reads_new[x] = x in assigns or any(reads_new[s.base] for s in x.srcs); continue
-      stack.append((x, True))
-      stack.extend((s.base, False) for s in x.srcs if s.base not in reads_new)
-    return reads_new[root]
-  return [b for b in held.values() if not reads_assign(b)]
+  return list({id(b): b for lb in live if (b := lb.base).buffer is None and b not in sched.realize and stale(b)}.values())
 
 def _reaches(b: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing b read `target` (an unrealized base)?"""
