@@ -803,6 +803,7 @@ def _pad_to(x: Tensor, befores: list[int], sizes: list[int]) -> Tensor:
   return x.shrink(tuple([None] * (x.ndim - nd) + [(0, n) for n in sizes]))
 
 class _no_grad:
+  """`with _no_grad():` the ops inside record no autograd graph (a Function's forward/backward built from Tensors)."""
   def __enter__(self):
     from frontend.tensor import Tensor
     self.prev, Tensor.no_grad = Tensor.no_grad, True
@@ -1009,6 +1010,12 @@ def _strided_dgrad(g: Tensor, w: Tensor, s_: tuple, pb: list[int], ishape: tuple
   dx = Tensor.stack(*phases, dim=2).reshape(bs, c, s_[0], s_[1], *um).permute(0, 1, 4, 2, 5, 3)
   return dx.reshape(bs, c, um[0] * s_[0], um[1] * s_[1]).shrink((None, None, (0, ishape[0]), (0, ishape[1])))
 
+class _ConvGradsFn(Function):
+  """A conv Function whose backward is `_grads(g, x, w)` on Tensors, built without recording a graph."""
+  def backward(self, g):
+    from frontend.tensor import Tensor
+    with _no_grad(): return self._grads(Tensor(g), Tensor(self.x), Tensor(self.w))
+
 class _StridedConvFn(Function):
   """A 2-d stride-s conv (float32; groups of a multiple of 8 output channels) with gradients of exactly its own taps:
   the forward vectorized along the output channels (_conv_fwd_cout), the input gradient its output phases' stride-1
@@ -1029,7 +1036,7 @@ class _StridedConvFn(Function):
       if not self.needs_input_grad[1]: return dx, None
       return dx, _conv_wgrad(g, self.xp, tuple(w.shape[2:]), self.s_, self.groups)
 
-class _ConvFn(Function):
+class _ConvFn(_ConvGradsFn):
   """conv2d (stride 1, one group) whose backward is made of kernels the conv opts tile: the input gradient is the
   forward conv of the output gradient with the flipped, channel-swapped weight (a transposed conv), and the weight
   gradient dW[co, ci, ky, kx] = sum over n, oy, ox of G[n, co, oy, ox] * Xpad[n, ci, oy+ky, ox+kx], computed as
@@ -1046,18 +1053,11 @@ class _ConvFn(Function):
       self.xp = Tensor(x).pad(self.pads).contiguous() if any(pads) else Tensor(x)
       full = [n + a + b - k + 1 for n, a, b, k in zip(x.shape[2:], pads[-2::-2], pads[::-2], w.shape[2:])]
       return fwd if list(fwd.shape[2:]) == full else fwd.pad(((0, 0), (0, 0), *[(0, f - o) for f, o in zip(full, fwd.shape[2:])]))
-    prev, Tensor.no_grad = Tensor.no_grad, True
-    try:
+    with _no_grad():
       # the padded input (as _conv_fwd would pad it) is kept: the weight gradient reads the same copy, one kernel less
       X = Tensor(x).contiguous() if any(pads) and _computed_by_reduce(x) else Tensor(x)
       self.xp = X.pad(self.pads).contiguous() if any(pads) else X
       return self.xp._conv_fwd(Tensor(w), 1, 1, 1, [0] * len(self.pads)).lazydata
-    finally: Tensor.no_grad = prev
-  def backward(self, g):
-    from frontend.tensor import Tensor
-    prev, Tensor.no_grad = Tensor.no_grad, True
-    try: return self._grads(Tensor(g), Tensor(self.x), Tensor(self.w))
-    finally: Tensor.no_grad = prev
   def _grads(self, g: Tensor, x: Tensor, w: Tensor):
     nd, HW, pads = w.ndim - 2, w.shape[2:], self.pads
     dx = dw = None
@@ -1069,7 +1069,7 @@ class _ConvFn(Function):
     if self.needs_input_grad[1]: dw = _conv_wgrad(g, self.xp if any(pads) else x.contiguous(), HW, 1)
     return dx, dw
 
-class _GroupConvFn(Function):
+class _GroupConvFn(_ConvGradsFn):
   """conv2d with groups > 1 (stride 1; depthwise: groups = channels) whose backward is a grouped conv and a plain
   reduction instead of the composite gradient (a windowed tensor folded back by a gated kernel, ~10x slower):
   the input gradient is the grouped forward conv of the output gradient with each group's weight transposed and
@@ -1078,14 +1078,7 @@ class _GroupConvFn(Function):
   def forward(self, x, w, groups: int, pads: tuple):
     from frontend.tensor import Tensor
     self.x, self.w, self.groups, self.pads = x, w, groups, list(pads)
-    prev, Tensor.no_grad = Tensor.no_grad, True
-    try: return Tensor(x)._conv_fwd(Tensor(w), groups, 1, 1, self.pads).lazydata
-    finally: Tensor.no_grad = prev
-  def backward(self, g):
-    from frontend.tensor import Tensor
-    prev, Tensor.no_grad = Tensor.no_grad, True
-    try: return self._grads(Tensor(g), Tensor(self.x), Tensor(self.w))
-    finally: Tensor.no_grad = prev
+    with _no_grad(): return Tensor(x)._conv_fwd(Tensor(w), groups, 1, 1, self.pads).lazydata
   def _grads(self, g: Tensor, x: Tensor, w: Tensor):
     nd, HW, pads, grp = w.ndim - 2, w.shape[2:], self.pads, self.groups
     (cout, cig), cog, bs, oyx = w.shape[:2], w.shape[0] // self.groups, g.shape[0], g.shape[2:]

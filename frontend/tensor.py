@@ -38,11 +38,6 @@ def _to_dtype(d) -> DType:
   if isinstance(d, str): return DTYPES_BY_NAME[d]
   return dtypes.from_np(d)
 
-class _NoGrad(ContextDecorator):
-  def __init__(self, value: bool): self.value = value
-  def __enter__(self): self.prev, Tensor.no_grad = Tensor.no_grad, self.value
-  def __exit__(self, *exc): Tensor.no_grad = self.prev
-
 class _Train(ContextDecorator):
   def __init__(self, mode: bool): self.mode = mode
   def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode

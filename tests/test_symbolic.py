@@ -2,6 +2,7 @@
 compiled once for the whole range and take the value as an integer argument; TinyJit captures once and replays for
 any value in range, patching that argument (CPU: the ExecItems; NV: the prebuilt graph). Checked against numpy/torch,
 against eager execution, and by counting compiles."""
+import importlib.util, pathlib
 import numpy as np
 import pytest
 import torch
@@ -91,15 +92,10 @@ class MLP:
     self.l1, self.l2 = nn.Linear(8, 16), nn.Linear(16, 4)
   def __call__(self, x: Tensor) -> Tensor: return self.l2(self.l1(x).relu())
 
-def _train_step(model, opt):
-  def step(x: Tensor, y: Tensor) -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      loss = model(x).sparse_categorical_crossentropy(y)
-      loss.backward()
-      opt.step()
-      return loss.realize()
-  return step
+# the main job's step (examples/train_digits.py make_train_step): forward, loss, backward, update, the realized loss
+_spec = importlib.util.spec_from_file_location("train_digits", pathlib.Path(__file__).parents[1] / "examples/train_digits.py")
+_td = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(_td)
+_train_step = _td.make_train_step
 
 def _model(seed: int):
   Tensor.manual_seed(seed)
