@@ -44,21 +44,25 @@ def _tiled(opts) -> bool:
   return any(o[0] == "TILE" and o[1] is not None and o[2] > 1 for o in opts) or \
          (any(o[0] == "OVERLAP_VECTOR" for o in opts) and any(o[0] == "UPCAST" for o in opts))
 
-def test_train_step_conv_kernels_are_tiled_and_match_torch():
-  """The engine's kernels (built for this host): forward convs, dx and dW all tiled; the gradients equal torch."""
+def _match_torch(xn, w1n, w2n, loss, gx, gw1, gw2):
+  """The step's loss and gradients equal torch's."""
   import torch
-  xn, w1n, w2n = _inputs()
-  items, (loss, gx, gw1, gw2) = _step_items(xn, w1n, w2n)
-  convs = [ei.ck for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name))]
-  # 2 forward convs, the input gradients of both (x requires grad), the two weight gradients
-  assert len(convs) == 6, [k.name for k in convs]
-  for k in convs: assert _tiled(k.ck.applied_opts), (k.name, k.ck.applied_opts)
   x, w1, w2 = (torch.tensor(a, requires_grad=True) for a in (xn, w1n, w2n))
   out = torch.nn.functional.conv2d(torch.nn.functional.conv2d(x, w1, padding=1).relu(), w2, padding=1)
   tl = (out * out).mean(); tl.backward()
   np.testing.assert_allclose(loss, tl.item(), rtol=1e-4)
   for ours, theirs in ((gx, x.grad), (gw1, w1.grad), (gw2, w2.grad)):
     np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-3, atol=1e-4)
+
+def test_train_step_conv_kernels_are_tiled_and_match_torch():
+  """The engine's kernels (built for this host): forward convs, dx and dW all tiled; the gradients equal torch."""
+  xn, w1n, w2n = _inputs()
+  items, (loss, gx, gw1, gw2) = _step_items(xn, w1n, w2n)
+  convs = [ei.ck for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name))]
+  # 2 forward convs, the input gradients of both (x requires grad), the two weight gradients
+  assert len(convs) == 6, [k.name for k in convs]
+  for k in convs: assert _tiled(k.ck.applied_opts), (k.name, k.ck.applied_opts)
+  _match_torch(xn, w1n, w2n, loss, gx, gw1, gw2)
 
 def test_train_step_conv_kernels_tiled_for_each_cpu_target(cpu_target):
   """The same step's conv kernels built for AVX2 and AVX-512 (from the ASTs the JIT captured): each has a register
@@ -90,7 +94,6 @@ def test_wide_conv_kernels_keep_twelve_accumulators_on_avx2():
   of the step keep 12 vector accumulators in their inner loop (4 rows x 3 vectors, or 6 x 2 with the channels cut at
   a multiple of 6), where 8 leave the FMA units waiting on the latency; every conv kernel is spill-free; and the
   engine's step on this host gives torch's gradients."""
-  import torch
   from hcqrt.cpu.device import CPUDevice
   from compiler.target import Target
   rng = np.random.default_rng(2)
@@ -104,9 +107,4 @@ def test_wide_conv_kernels_keep_twelve_accumulators_on_avx2():
     wide += inner_accumulators(k) >= 12
     assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, avx2.cc_flags) == 0, (k.name, k.applied_opts)
   assert wide >= 4, wide   # conv 2 forward, both input gradients (rows of 3 vectors), the weight gradient of conv 2
-  x, w1, w2 = (torch.tensor(a, requires_grad=True) for a in (xn, w1n, w2n))
-  out = torch.nn.functional.conv2d(torch.nn.functional.conv2d(x, w1, padding=1).relu(), w2, padding=1)
-  tl = (out * out).mean(); tl.backward()
-  np.testing.assert_allclose(loss, tl.item(), rtol=1e-4)
-  for ours, theirs in ((gx, x.grad), (gw1, w1.grad), (gw2, w2.grad)):
-    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-3, atol=1e-4)
+  _match_torch(xn, w1n, w2n, loss, gx, gw1, gw2)

@@ -96,6 +96,26 @@ def test_strided_conv_computes_only_its_own_taps():
   # the forward's vector loop is the output channels: the tile's vector axis is the innermost output loop (C of them)
   assert convs[0][1][0][0] == "TILE" and convs[0][1][0][4] == 8, convs[0]
 
+def _jit_conv_grads_match_torch(xn, wn, kw, tiled: bool) -> np.ndarray:
+  """A TinyJit step of y = conv2d(x, w, **kw) and the gradients of sum(y * y) (run, captured, replayed) equals float64
+  torch's; `tiled`: every conv kernel of it (at least 3) carries the conv tile. Returns torch's y."""
+  want_y, want_gx, want_gw = _torch_conv_grads(xn, wn, kw)
+  x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
+  @TinyJit
+  def step():
+    x.grad = w.grad = None
+    y = x.conv2d(w, **kw)
+    (y * y).sum().backward()
+    return y.realize(), x.grad.realize(), w.grad.realize()
+  for _ in range(3): y, gx, gw = step()
+  np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-3)
+  if tiled:
+    convs = [ei.ck for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.ck.ast, ei.ck.name))]
+    assert len(convs) >= 3 and all(_tiled(k.ck.applied_opts) for k in convs), [(k.name, k.ck.applied_opts) for k in convs]
+  return want_y
+
 def _torch_conv_grads(xn, wn, kw):
   """float64 torch: the conv (its padding given per side as F.pad's) and the gradients of sum(y * y)."""
   import torch
@@ -276,19 +296,7 @@ def test_grouped_weight_gradient_tiled_per_group(shape, wshape, kw):
   torch's (groups=1 through _ConvFn, the same function)."""
   rng = np.random.default_rng(9)
   xn, wn = rng.standard_normal(shape).astype(np.float32), (rng.standard_normal(wshape) * 0.3).astype(np.float32)
-  _, want_gx, want_gw = _torch_conv_grads(xn, wn, kw)
-  x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
-  @TinyJit
-  def step():
-    x.grad = w.grad = None
-    y = x.conv2d(w, **kw)
-    (y * y).sum().backward()
-    return x.grad.realize(), w.grad.realize()
-  for _ in range(3): gx, gw = step()
-  np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-3)
-  np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-3)
-  convs = [ei.ck for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.ck.ast, ei.ck.name))]
-  assert len(convs) >= 3 and all(_tiled(k.ck.applied_opts) for k in convs), [(k.name, k.ck.applied_opts) for k in convs]
+  _jit_conv_grads_match_torch(xn, wn, kw, tiled=True)
 
 @pytest.mark.parametrize("taps", [(2, 1), (1, 2), (1, 3)])
 def test_one_wide_tap_conv_tile_renders_without_spills(taps, cpu_target):
@@ -313,22 +321,8 @@ def test_grouped_strided_conv_matches_float64_and_is_tiled(shape, wshape, kw, ti
   torch's forward and gradients."""
   rng = np.random.default_rng(10)
   xn, wn = rng.standard_normal(shape).astype(np.float32), (rng.standard_normal(wshape) * 0.3).astype(np.float32)
-  want_y, want_gx, want_gw = _torch_conv_grads(xn, wn, kw)
+  want_y = _jit_conv_grads_match_torch(xn, wn, kw, tiled)
   np.testing.assert_allclose(Tensor(xn).conv2d(Tensor(wn), **kw).numpy(), want_y, rtol=1e-4, atol=1e-4)
-  x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
-  @TinyJit
-  def step():
-    x.grad = w.grad = None
-    y = x.conv2d(w, **kw)
-    (y * y).sum().backward()
-    return y.realize(), x.grad.realize(), w.grad.realize()
-  for _ in range(3): y, gx, gw = step()
-  np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-4, atol=1e-4)
-  np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-3)
-  np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-3)
-  if tiled:
-    convs = [ei.ck for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.ck.ast, ei.ck.name))]
-    assert len(convs) >= 3 and all(_tiled(k.ck.applied_opts) for k in convs), [(k.name, k.ck.applied_opts) for k in convs]
 
 @pytest.mark.parametrize("k,pad", [(3, 1), (1, 0)])
 def test_strided_conv_symbolic_batch_in_tinyjit(k, pad):
