@@ -96,7 +96,8 @@ class _Scheduler:
     for b in self.outs: self.realize[b] = None
     for b in order:
       if b.buffer is not None: continue
-      if b.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN) or b.forced_realize: self.realize[b] = None
+      # (an EMPTY read by a kernel is loaded, so it needs a buffer of its own: its values are unspecified)
+      if b.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.EMPTY) or b.forced_realize: self.realize[b] = None
       if b.op is Ops.REDUCE_AXIS and self.children.get(b, 0) > 1: self.realize[b] = None
       if b.op is Ops.COPY: self.realize[b.srcs[0].base] = None
     # views that force realization are found while building the kernels; then an elementwise value used twice is
