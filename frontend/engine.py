@@ -7,7 +7,7 @@ frontend/beam_runner.py, JIT capture frontend/jit.py (capture()).
 1
 """
 from __future__ import annotations
-import os, sys, weakref
+import errno, os, sys, weakref
 from dataclasses import dataclass
 import numpy as np
 from compiler.dtypes import DType
@@ -33,17 +33,27 @@ class GlobalCounters:
     GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = 0
     GlobalCounters.time_sum_s = 0.0
 
+def _out_of_memory(e: Exception) -> bool:
+  # the host's mmap/numpy (ENOMEM, MemoryError) or a driver's status (NV_ERR_NO_MEMORY; KFD's ioctl ENOMEM)
+  return (isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOMEM)
+          or "NO_MEMORY" in str(getattr(e, "status_name", "")))
+
 class Buffer:
-  """A device buffer owned by the frontend; freed when the last reference goes away."""
+  """A device buffer owned by the frontend; freed when the last reference goes away. `what` names what needs it
+  (a kernel and its output) for the error when the device is out of memory."""
   __slots__ = ("__weakref__", "device", "nbytes", "raw")
-  def __init__(self, device: str, nbytes: int):
+  def __init__(self, device: str, nbytes: int, what: str = ""):
     self.device, self.nbytes = device, nbytes
     dev = open_device(device)
-    self.raw = dev.allocator.alloc(nbytes)
+    try: self.raw = dev.allocator.alloc(nbytes)
+    except Exception as e:
+      if not _out_of_memory(e): raise
+      raise MemoryError(f"out of memory on {device}: allocating {nbytes} bytes ({nbytes / 2**30:.4g} GiB)"
+                        f"{' for ' + what if what else ''}: {type(e).__name__}: {e}") from e
     weakref.finalize(self, dev.allocator.free, self.raw)
 
 def from_host(arr: np.ndarray, dtype: DType, device: str) -> LazyBuffer:
-  buf = Buffer(device, arr.nbytes)
+  buf = Buffer(device, arr.nbytes, f"a copy from the host of shape {arr.shape} {dtype}")
   if arr.nbytes: open_device(device).allocator.copyin(buf.raw, memoryview(arr.reshape(-1).view(np.uint8)))
   return LazyBuffer.from_buffer(buf, arr.shape, dtype, device)
 
@@ -151,16 +161,17 @@ def run_schedule(items: list[ScheduleItem]) -> None:
     out = si.outputs[0]
     max_size = out.max_size
     nbytes = si.alloc_nbytes or max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
+    what = f"{'Tensor.empty' if si.kind == 'empty' else si.name} (output {out.shape} {out.dtype})"
     if si.kind == "empty":
-      out.buffer = Buffer(out.device, nbytes)
+      out.buffer = Buffer(out.device, nbytes, what)
       continue
     if si.kind == "copy":
-      ei = ExecItem("copy", None, [Buffer(out.device, nbytes), si.inputs[0].buffer])
+      ei = ExecItem("copy", None, [Buffer(out.device, nbytes, what), si.inputs[0].buffer])
     else:
       dev = out.device
       for b in si.inputs:
         if b.device != dev: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {dev}")
-      outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(dev, nbytes)]
+      outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(dev, nbytes, f"kernel {what}")]
       if max_size == 0:
         for o, b in zip(si.outputs, outs): o.buffer = b
         continue
