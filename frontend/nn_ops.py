@@ -21,6 +21,7 @@ from compiler.dtypes import dtypes
 from compiler.view import prod
 from compiler.uop import Ops
 from frontend.checks import check_index
+from frontend import function as F
 from frontend.function import Function
 
 if TYPE_CHECKING:
@@ -436,7 +437,7 @@ class NNOpsMixin:
       return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
     _, mask, src = self._pre_scatter(dim, index, src)
     pos = self.arange(1, mask.shape[-1] + 1, device=self.device)
-    last = mask.where(pos, 0).max(-1, keepdim=True)
+    last = mask.where(pos, 0)._reduce(F.Max, -1, True)   # (no index: an empty axis, whose max is the identity 0)
     mask = mask & (pos == last)
     val = (mask & src.bool()).any(-1) if self.dtype.is_bool else mask.where(src, 0).sum(-1, acc_dtype=self.dtype)
     return mask.any(-1).where(val, self)
@@ -465,7 +466,7 @@ class NNOpsMixin:
       return hit.where((s / cnt).cast(self.dtype) if self.dtype.is_float else s.idiv(cnt.maximum(1)).cast(self.dtype), self)
     if reduce in ("amax", "amin"):
       sgn = 1 if reduce == "amax" else -1
-      r = mask.where(src * sgn, dtypes.min(self.dtype) if self.dtype.is_float or not self.dtype.is_unsigned else 0).max(-1) * sgn
+      r = mask.where(src * sgn, dtypes.min(self.dtype) if self.dtype.is_float or not self.dtype.is_unsigned else 0)._reduce(F.Max, -1, False) * sgn
       if include_self: r = r.maximum(self) if reduce == "amax" else r.minimum(self)
       return hit.where(r, self)
     raise RuntimeError(f"scatter_reduce: reduce must be one of sum, prod, mean, amax, amin, not {reduce!r}")

@@ -985,7 +985,12 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     acc_dtype = _to_dtype(dtype) or _to_dtype(acc_dtype)
     return self.cast(acc_dtype or sum_acc_dtype(self.dtype) if not self.dtype.is_float else self.dtype)._reduce(F.Prod, axis, keepdim)
   def max(self, axis=None, keepdim: bool = False) -> Tensor:
-    """Max over `axis`; over an empty axis it is the dtype's min (-inf for floats), as in tinygrad."""
+    """The maximum over `axis` (all axes when None). An empty axis has no maximum: that raises, as in numpy and torch.
+
+    >>> Tensor([[1, 5], [3, 4]]).max(axis=0).tolist()
+    [3, 5]
+    """
+    self._nonempty_reduce("max", axis)
     return self._reduce(F.Max, axis, keepdim)
   def min(self, axis=None, keepdim: bool = False) -> Tensor:
     """The minimum over `axis` (all axes when None).
@@ -994,20 +999,21 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> t.min().item(), t.min(axis=1).tolist()
     (1, [1, 3])
     """
-    self._reduce_axes(axis, op="min")   # name min, not max, in a bad-axis error
+    self._nonempty_reduce("min", axis)   # (names min, not max, in an axis error)
     if self.dtype.is_bool: return self.logical_not().max(axis, keepdim).logical_not()
     if self.dtype.is_unsigned: return (~self).max(axis, keepdim).bitwise_not()
     return -((-self).max(axis, keepdim))
   def _nonempty_reduce(self, name: str, axis):
     for a in self._reduce_axes(axis, op=name):
-      if self.shape[a] == 0: raise RuntimeError(f"{name}(): can't reduce over the empty dim {a} of shape {self.shape}")
+      if self.shape[a] == 0:
+        raise RuntimeError(f"{name}(): can't reduce over the empty dim {a} of shape {self.shape}: a reduction without identity")
   def any(self, axis=None, keepdim=False) -> Tensor:
     """Whether any element along `axis` (all axes when None) is nonzero, as a bool tensor.
 
     >>> Tensor([[0, 1], [0, 0]]).any(axis=1).tolist(), Tensor([0, 2]).any().item()
     ([True, False], True)
     """
-    return self.bool().max(axis, keepdim)
+    return self.bool()._reduce(F.Max, axis, keepdim)   # (over an empty axis: False, the identity of or)
   def all(self, axis=None, keepdim=False) -> Tensor:
     """Whether every element along `axis` (all axes when None) is nonzero, as a bool tensor.
 
@@ -1087,7 +1093,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over `axis`, stable; an all -inf (or any +inf) slice gives -inf (+inf) like torch."""
     x = self._float()
-    m = x.max(axis=axis, keepdim=True).detach()
+    m = x._reduce(F.Max, axis, True).detach()   # (an empty axis: -inf, and the result is log(0) = -inf, as torch)
     m = m.isinf().where(0.0, m)   # an infinite max is not subtracted: inf - inf would be nan
     ret = (x - m).exp().sum(axis=axis, keepdim=True).log().add(m)
     return ret if keepdim else ret.squeeze_axes(x._reduce_axes(axis))
