@@ -753,8 +753,10 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if all(b == 0 and a == 0 for b, a in padding): return x
     ret = F.Pad.apply(x, arg=padding)
     if value != 0:
+      if self.dtype.is_int and not math.isfinite(float(value)): raise ValueError(f"pad: value {value} can't be stored in a {self.dtype} tensor of shape {self.shape}")
+      # the value takes the tensor's dtype (as torch: 3 pads a bool tensor with True), never the other way round
       mask = F.Pad.apply(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device), arg=padding)
-      ret = mask.where(ret, value)
+      ret = mask.where(ret, ret._const(value))
     return ret
   def _pad_mode(self, padding: tuple, mode: str) -> Tensor:
     """reflect / replicate / circular padding per dim, built from slices and cat; negative amounts crop (after the
@@ -1406,7 +1408,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     elif isinstance(x, Tensor): x, y = x._broadcasted(y, op="where")
     elif isinstance(y, Tensor): y, x = y._broadcasted(x, op="where")
     else:
-      dt = dtypes.default_float if isinstance(x, float) or isinstance(y, float) else dtypes.from_py(x)
+      # two Python scalars: the wider kind of the two (True and 2 give ints 1 and 2, as torch and numpy)
+      dt = (dtypes.default_float if isinstance(x, float) or isinstance(y, float) else
+            dtypes.bool if isinstance(x, bool) and isinstance(y, bool) else dtypes.default_int)
       x, y = Tensor(x, device=self.device, dtype=dt), Tensor(y, device=self.device, dtype=dt)
       x, y = x._broadcasted(y)
     cond, x = self.bool()._broadcasted(x, match_dtype=False, op="where")
