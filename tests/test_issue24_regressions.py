@@ -1,0 +1,72 @@
+"""Issue 24: silent wrong results and crashes a newcomer found from outside. Each test reproduces one and checks the
+value torch/numpy give, or that a clear error names the op."""
+import numpy as np
+import pytest
+import torch
+
+from compiler.dtypes import dtypes
+from frontend import Tensor
+
+DEVICES = ["CPU", "PTXEMU"]   # the C path and the PTX path (PTX interpreted, no driver)
+
+# ***** constants take the tensor's dtype *****
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("vals,value,tdt", [([True, False], 3, torch.bool), ([1, 2], 2.7, torch.int32), ([1, -2], -7, torch.int8),
+                                            ([1.5, 2.0], 3, torch.float32), ([True, False], 0.5, torch.bool)])
+def test_pad_value_is_cast_to_the_tensor_dtype(device, vals, value, tdt):
+  ref = torch.nn.functional.pad(torch.tensor(vals, dtype=tdt), (1, 2), value=value)
+  out = Tensor(np.array(ref[1:-2].numpy()), device=device).pad((1, 2), value=value)
+  assert out.dtype == dtypes.from_np(ref.numpy().dtype)
+  assert out.tolist() == ref.tolist()
+
+def test_pad_of_an_int_tensor_with_inf_is_refused():
+  with pytest.raises(ValueError, match=r"pad: value -inf .*int.*\(2,\)"): Tensor([1, 2]).pad((1, 1), value=-float("inf"))
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_python_scalar_consts_into_bool_and_int(device):
+  c = Tensor([True, False], device=device)
+  tc = torch.tensor([True, False])
+  for x, y in ((True, 2), (2, True), (1.5, 2), (True, False), (3, -4)):
+    ref = torch.where(tc, x, y)
+    out = c.where(x, y)
+    assert out.tolist() == ref.tolist(), (x, y)
+    assert out.dtype.is_float == ref.dtype.is_floating_point and out.dtype.is_bool == (ref.dtype == torch.bool)
+  assert Tensor.full((3,), 3, dtype=dtypes.bool, device=device).contiguous().tolist() == [True] * 3
+  assert Tensor.full((2,), 2.7, dtype=dtypes.int32, device=device).contiguous().tolist() == [2, 2]
+  assert Tensor.full((2,), 300, dtype=dtypes.uint8, device=device).contiguous().tolist() == [44, 44]   # wraps, as numpy's astype
+
+# ***** max/min of nothing *****
+@pytest.mark.parametrize("name,fn", [("max", lambda t: t.max()), ("min", lambda t: t.min()), ("max", lambda t: t.max(axis=0)),
+                                     ("min", lambda t: t.min(axis=0, keepdim=True)), ("argmax", lambda t: t.argmax(axis=0)),
+                                     ("argmin", lambda t: t.argmin())])
+def test_max_min_argmax_of_empty_raise(name, fn):
+  x = Tensor.zeros(0, 3)
+  with pytest.raises(RuntimeError, match=rf"(?:{name}|argmax)\(\): can't reduce over the empty dim 0 of shape \(0"): fn(x)
+  with pytest.raises((RuntimeError, IndexError, ValueError)): fn(torch.zeros(0, 3))   # (the oracle raises too)
+
+def test_empty_reductions_that_have_a_value_keep_it():
+  z, n = Tensor.zeros(0, 3), np.zeros((0, 3), np.float32)
+  assert z.sum().item() == n.sum() and z.sum(0).tolist() == n.sum(0).tolist()
+  assert np.isnan(z.mean().item()) and z.max(axis=1).shape == (0,)   # a non-empty axis: an empty result
+  assert z.any().item() is False and z.all().item() is True
+
+# ***** reading uninitialised memory *****
+def test_kernel_reading_tensor_empty_runs():
+  e = Tensor.empty(4, 3)
+  assert (e * 0).tolist() == [[0.0] * 3] * 4       # (values unspecified; times 0 is 0 unless a NaN: ints below)
+  assert (Tensor.empty(5, dtype=dtypes.int32) & 0).tolist() == [0] * 5
+  assert (Tensor.empty(3, 3) @ Tensor.zeros(3, 2)).shape == (3, 2) and e.lazydata.realized
+
+# ***** out of memory *****
+# 2**58 bytes: past the 57-bit virtual address space of any x86-64, so the allocation fails whatever the overcommit policy
+HUGE = (2**28, 2**28)
+
+def test_out_of_memory_names_bytes_device_and_op():
+  with pytest.raises(MemoryError, match=r"out of memory on CPU: allocating 288230376151711744 bytes .* for Tensor.empty \(output \(268435456, 268435456\)"):
+    Tensor.empty(*HUGE, device="CPU").realize()
+  a, b = Tensor.ones(HUGE[0], 1, device="CPU"), Tensor.ones(1, HUGE[1], device="CPU")
+  with pytest.raises(MemoryError, match=r"allocating 288230376151711744 bytes .* for kernel \S+ \(output \(268435456, 268435456"):
+    (a @ b).realize()
+  # and everything still works afterwards, the same tensors included
+  assert (a[:2] @ b[:, :3]).tolist() == [[1.0] * 3] * 2
+  assert (Tensor([1.0, 2.0], device="CPU") + 1).tolist() == [2.0, 3.0]
