@@ -33,10 +33,16 @@ def argfix(*x):
 def make_tuple(x, n: int) -> tuple: return (x,) * n if isinstance(x, int) else tuple(x)
 def round_up(n: int, a: int) -> int: return (n + a - 1) // a * a
 
-def _to_dtype(d) -> DType:
+def _to_dtype(d, op: str = "dtype") -> DType:
+  """d as a DType (None stays None): a DType, one of DTYPES_BY_NAME's names, or a numpy dtype. op names the caller
+  in the error."""
   if d is None or isinstance(d, DType): return d
-  if isinstance(d, str): return DTYPES_BY_NAME[d]
-  return dtypes.from_np(d)
+  if isinstance(d, str) and d in DTYPES_BY_NAME: return DTYPES_BY_NAME[d]
+  if not isinstance(d, str):
+    try: return dtypes.from_np(d)
+    except TypeError: pass
+  raise TypeError(f"{op}: unknown dtype {d!r}; use a DType (dtypes.float32), a numpy dtype or one of the names "
+                  f"{', '.join(sorted(DTYPES_BY_NAME))}")
 
 class _Train(ContextDecorator):
   def __init__(self, mode: bool): self.mode = mode
@@ -1209,7 +1215,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor([1.7, -1.7]).cast(dtypes.int32).tolist(), Tensor([1, 2]).cast('float32').tolist()
     ([1, -1], [1.0, 2.0])
     """
-    dt = _to_dtype(dtype)
+    dt = _to_dtype(dtype, f"cast of a {self.dtype} tensor of shape {self.shape}")
     return self if self.dtype == dt else F.Cast.apply(self, dtype=dt)
   def bitcast(self, dtype) -> Tensor:
     """Reinterpret the bits as `dtype`, which must have the same size (else ValueError).
@@ -1217,7 +1223,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor([1.0]).bitcast(dtypes.uint32).tolist()
     [1065353216]
     """
-    dt = _to_dtype(dtype)
+    dt = _to_dtype(dtype, f"bitcast of a {self.dtype} tensor of shape {self.shape}")
     if dt.itemsize != self.dtype.itemsize: raise ValueError(f"bitcast: {self.dtype} and {dt} differ in size")
     return self if self.dtype == dt else F.Cast.apply(self, dtype=dt, bitcast=True)
   def float(self) -> Tensor:

@@ -70,3 +70,12 @@ def test_out_of_memory_names_bytes_device_and_op():
   # and everything still works afterwards, the same tensors included
   assert (a[:2] @ b[:, :3]).tolist() == [[1.0] * 3] * 2
   assert (Tensor([1.0, 2.0], device="CPU") + 1).tolist() == [2.0, 3.0]
+
+# ***** unknown dtype names *****
+@pytest.mark.parametrize("bad", ["floaty", "f32", np.complex64, object])
+def test_cast_to_an_unknown_dtype_lists_the_valid_names(bad):
+  with pytest.raises(TypeError, match=r"cast of a dtypes.float tensor of shape \(2,\): unknown dtype .*one of the names .*float32.*uint8"):
+    Tensor([1.0, 2.0]).cast(bad)
+  with pytest.raises(TypeError, match=r"bitcast of a dtypes.float tensor .*: unknown dtype"): Tensor([1.0, 2.0]).bitcast(bad)
+  with pytest.raises(TypeError, match=r"unknown dtype .*float16"): Tensor.zeros(2, dtype=bad)
+  assert Tensor([1.5]).cast("half").dtype == dtypes.float16 and Tensor([1.5]).cast(np.int8).tolist() == [1]
