@@ -1,6 +1,6 @@
 """safetensors written and read by frontend.nn.state: bit-exact round trips for every dtype, the on-disk layout,
 files from another writer, and clear errors for broken files."""
-import json, struct
+import json, re, struct
 import numpy as np
 import pytest
 from compiler.dtypes import dtypes
@@ -79,13 +79,50 @@ def test_reads_other_writers(tmp_path):
     assert out["z"].dtype == dtypes.bfloat16 and _bits(out["z"]) == np.array([0x4000], "<u2").tobytes()
 
 def test_errors(tmp_path):
-  with pytest.raises(ValueError, match="unknown dtype 'F8'"): safe_load(_foreign_file({"x": ("F8", np.zeros(2, np.uint8))}))
+  with pytest.raises(ValueError, match="tensor 'x': dtype 'F8' is unknown"): safe_load(_foreign_file({"x": ("F8", np.zeros(2, np.uint8))}))
   good = _foreign_file({"x": ("F32", np.zeros(4, np.float32))})
-  with pytest.raises(ValueError, match=r"'x' \(F32 \[4\]\) has data_offsets \[0, 16\] but needs 16 bytes within 12"): safe_load(good[:-4])
+  with pytest.raises(ValueError, match=r"<bytes>: tensor 'x': data_offsets \[0, 16\] are outside the 12 bytes of data"): safe_load(good[:-4])
   with pytest.raises(ValueError, match="header length"): safe_load(good[:20])
   with pytest.raises(ValueError, match="too short"): safe_load(b"\x01\x00")
   with pytest.raises(TypeError, match="metadata"): safe_save({}, tmp_path / "m", metadata={"a": 1})
   with pytest.raises(TypeError, match="not a Tensor"): safe_save({"a": np.zeros(2)}, tmp_path / "m")
+
+def _with_header(header: dict, body: bytes) -> bytes:
+  hj = json.dumps(header).encode()
+  return struct.pack("<Q", len(hj)) + hj + body
+
+@pytest.mark.parametrize("entry,match", [
+  ({"dtype": "F32", "shape": [2]}, r"tensor 'w': data_offsets is missing \(the entry has \['dtype', 'shape'\]\)"),
+  ({"shape": [2], "data_offsets": [0, 8]}, r"tensor 'w': dtype is missing"),
+  ({"dtype": "F32", "data_offsets": [0, 8]}, r"tensor 'w': shape is missing"),
+  ({"dtype": "F32", "shape": 2, "data_offsets": [0, 8]}, r"tensor 'w': shape 2 is not a list of non-negative integers"),
+  ({"dtype": "F32", "shape": [2, "a"], "data_offsets": [0, 8]}, r"tensor 'w': shape \[2, 'a'\] is not a list"),
+  ({"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}, r"tensor 'w': shape \[-2\] is not a list of non-negative"),
+  ({"dtype": "float32", "shape": [2], "data_offsets": [0, 8]}, r"tensor 'w': dtype 'float32' is unknown \(known: BOOL, U8"),
+  ({"dtype": "F32", "shape": [2], "data_offsets": 8}, r"tensor 'w': data_offsets 8 is not a list of two integers"),
+  ({"dtype": "F32", "shape": [2], "data_offsets": [0, 8.0]}, r"tensor 'w': data_offsets \[0, 8.0\] is not a list of two integers"),
+  ({"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}, r"tensor 'w': data_offsets \[4, 12\] are outside the 8 bytes"),
+  ({"dtype": "F32", "shape": [2], "data_offsets": [-4, 4]}, r"tensor 'w': data_offsets \[-4, 4\] are outside"),
+  ({"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}, r"tensor 'w': data_offsets \[0, 8\] hold 8 bytes, but F32 \[3\] needs 12"),
+  ("F32", r"tensor 'w': the entry is a JSON str, not an object")])
+def test_bad_header_fields_name_the_file_tensor_and_field(tmp_path, entry, match):
+  fn = tmp_path / "bad.safetensors"
+  fn.write_bytes(_with_header({"w": entry}, np.zeros(2, np.float32).tobytes()))
+  with pytest.raises(ValueError, match=f"safetensors {re.escape(str(fn))}: " + match): safe_load(fn)
+  with pytest.raises(ValueError, match=r"safetensors <bytes>: " + match): safe_load(fn.read_bytes())
+
+def test_bad_header_shape_and_overlap(tmp_path):
+  fn = tmp_path / "bad.safetensors"
+  fn.write_bytes(_with_header([1, 2], b""))
+  with pytest.raises(ValueError, match=re.escape(str(fn)) + r": the header is a JSON list, not an object"): safe_load(fn)
+  both = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "I32", "shape": [2], "data_offsets": [4, 12]}}
+  fn.write_bytes(_with_header(both, bytes(12)))
+  with pytest.raises(ValueError, match=r"tensors 'a' \[0, 8\] and 'b' \[4, 12\] overlap in data_offsets"): safe_load(fn)
+  # empty tensors at any offset share nothing
+  ok = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "e": {"dtype": "F32", "shape": [0, 3], "data_offsets": [4, 4]}}
+  fn.write_bytes(_with_header(ok, np.ones(2, np.float32).tobytes()))
+  out = safe_load(fn)
+  assert out["a"].tolist() == [1.0, 1.0] and out["e"].shape == (0, 3)
 
 def test_model_checkpoint_round_trip(tmp_path):
   class M:

@@ -12,7 +12,7 @@ little-endian data; offsets are relative to the end of the header.
 [[1.0, 2.0]]
 """
 from __future__ import annotations
-import json, os, struct
+import itertools, json, os, struct
 from collections import OrderedDict
 from typing import Any
 import numpy as np
@@ -135,15 +135,37 @@ def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike, metadata: dict[
     f.write(struct.pack("<Q", len(hj)) + hj)
     for b in blobs: f.write(b)
 
+def _name(fn) -> str: return "<bytes>" if isinstance(fn, (bytes, bytearray, memoryview)) else str(fn)
+
 def _read(fn) -> tuple[bytes, int, dict]:
   data = fn if isinstance(fn, (bytes, bytearray, memoryview)) else open(fn, "rb").read()
-  data = bytes(data)
-  if len(data) < 8: raise ValueError(f"safetensors: {len(data)} bytes is too short for a header")
+  data, where = bytes(data), f"safetensors {_name(fn)}"
+  if len(data) < 8: raise ValueError(f"{where}: {len(data)} bytes is too short for a header")
   n = struct.unpack("<Q", data[:8])[0]
-  if 8 + n > len(data): raise ValueError(f"safetensors: header length {n} runs past the end of the {len(data)}-byte file")
+  if 8 + n > len(data): raise ValueError(f"{where}: header length {n} runs past the end of the {len(data)}-byte file")
   try: header = json.loads(data[8:8 + n])
-  except (json.JSONDecodeError, UnicodeDecodeError) as e: raise ValueError(f"safetensors: bad JSON header: {e}") from None
+  except (json.JSONDecodeError, UnicodeDecodeError) as e: raise ValueError(f"{where}: bad JSON header: {e}") from None
+  if not isinstance(header, dict): raise ValueError(f"{where}: the header is a JSON {type(header).__name__}, not an object")
   return data, n, header
+
+def _entry(where: str, k: str, info: Any, body_len: int) -> tuple[DType, tuple[int, ...], int, int]:
+  """(dtype, shape, begin, end) of one header entry, each field checked: a bad one is named with the file and tensor."""
+  def bad(field: str, why: str): return ValueError(f"{where}: tensor {k!r}: {field} {why}")
+  if not isinstance(info, dict): raise ValueError(f"{where}: tensor {k!r}: the entry is a JSON {type(info).__name__}, not an object")
+  for field in ("dtype", "shape", "data_offsets"):
+    if field not in info: raise bad(field, f"is missing (the entry has {sorted(info)})")
+  if info["dtype"] not in _ST_DTYPES: raise bad("dtype", f"{info['dtype']!r} is unknown (known: {', '.join(_ST_DTYPES)})")
+  dt, shape, offs = _ST_DTYPES[info["dtype"]], info["shape"], info["data_offsets"]
+  if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+    raise bad("shape", f"{shape!r} is not a list of non-negative integers")
+  if not isinstance(offs, list) or len(offs) != 2 or not all(type(o) is int for o in offs):
+    raise bad("data_offsets", f"{offs!r} is not a list of two integers [begin, end]")
+  b, e = offs
+  size = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+  if not 0 <= b <= e <= body_len:
+    raise bad("data_offsets", f"[{b}, {e}] are outside the {body_len} bytes of data after the header (a short or truncated file?)")
+  if e - b != size: raise bad("data_offsets", f"[{b}, {e}] hold {e - b} bytes, but {info['dtype']} {shape} needs {size}")
+  return dt, tuple(shape), b, e
 
 def safe_load_metadata(fn: str | os.PathLike | bytes) -> tuple[Tensor, int, dict]:
   """(the file as a uint8 Tensor, header length, the parsed JSON header including '__metadata__')."""
@@ -163,15 +185,13 @@ def safe_load(fn: str | os.PathLike | bytes, device: str | None = None) -> dict[
   from frontend.engine import from_host
   from hcqrt.device import Device
   data, n, header = _read(fn)
-  body, dev, out = memoryview(data)[8 + n:], Device.canonicalize(device), {}
-  for k, info in header.items():
-    if k == "__metadata__": continue
-    if info.get("dtype") not in _ST_DTYPES: raise ValueError(f"safetensors: {k!r} has unknown dtype {info.get('dtype')!r}")
-    dt, shape = _ST_DTYPES[info["dtype"]], tuple(info["shape"])
-    b, e = info["data_offsets"]
-    size = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-    if not 0 <= b <= e <= len(body) or e - b != size:
-      raise ValueError(f"safetensors: {k!r} ({info['dtype']} {list(shape)}) has data_offsets [{b}, {e}] but needs {size} bytes within {len(body)}")
+  body, dev, out, where = memoryview(data)[8 + n:], Device.canonicalize(device), {}, f"safetensors {_name(fn)}"
+  entries = {k: _entry(where, k, info, len(body)) for k, info in header.items() if k != "__metadata__"}
+  # two tensors sharing bytes would alias in the file but not once loaded: a damaged or hand-made header
+  spans = sorted((b, e, k) for k, (_, _, b, e) in entries.items() if e > b)
+  for (b0, e0, k0), (b1, e1, k1) in itertools.pairwise(spans):
+    if b1 < e0: raise ValueError(f"{where}: tensors {k0!r} [{b0}, {e0}] and {k1!r} [{b1}, {e1}] overlap in data_offsets")
+  for k, (dt, shape, b, e) in entries.items():
     arr = np.frombuffer(body[b:e], dtype=_np_bits(dt)).astype(_np_bits(dt).newbyteorder("="), copy=True).reshape(shape)
     # straight from host bytes with the target dtype: no kernel, and bf16 needs no numpy type
     out[k] = Tensor(from_host(arr, dt, dev)) if arr.size else Tensor.empty(*shape, dtype=dt, device=dev)
