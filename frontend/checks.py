@@ -10,6 +10,8 @@ index out of range in x[tensor] (dim of size 2)
 from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
+import numpy as np
+from compiler.dtypes import to_np
 from compiler.lazy import LazyBuffer
 if TYPE_CHECKING: from frontend.tensor import Tensor
 
@@ -23,17 +25,39 @@ def check_index(result: Tensor, idx: Tensor, n: int, what: str, exc: type = Inde
   """Attach to `result` the check that every `idx` lies in [0, n) ([-n, n) with allow_negative; only where
   `counted` is true); returns `result`. The check runs when something computed from `result` is realized."""
   if idx.numel() == 0 or result.lazydata.base.realized: return result
-  bad = (idx < (-n if allow_negative else 0)) | (idx >= n)
+  lo = -n if allow_negative else 0
+  bad = (idx < lo) | (idx >= n)
   if counted is not None: bad = bad & counted
-  msg = f"index out of range in {what} (dim of size {n}): an index of {idx.shape} is outside [{-n if allow_negative else 0}, {n})"
-  _pending.setdefault(result.lazydata.base, []).append((bad.any().lazydata, msg, exc))
+  msg = f"index out of range in {what} (dim of size {n}): an index of {idx.shape} is outside [{lo}, {n})"
+  # (the message when the indices can't be read again: a TinyJit replay; else _offender names the value)
+  # the indices themselves are kept for the error: which value, at which position (read only when the check fails)
+  culprit = (idx.lazydata, None if counted is None else counted.lazydata, lo, n)
+  _pending.setdefault(result.lazydata.base, []).append((bad.any().lazydata, msg, exc, culprit))
   return result
+
+def _offender(culprit: tuple) -> str:
+  """'; the first offending index is V at position P (and K more)' for a failed check, from the indices read again."""
+  from frontend.engine import _copyout, realize   # (engine imports this module)
+  idx, counted, lo, n = culprit
+  def values(lb: LazyBuffer, npdt) -> np.ndarray:
+    c = lb if lb.realized and not lb.is_view else lb.contiguous()   # (a view or an unrealized value: a dense copy)
+    if not c.realized: realize([c])
+    return _copyout(c, np.dtype(to_np(c.dtype))).astype(npdt).reshape(idx.shape)
+  v = values(idx, np.int64) if not idx.dtype.is_unsigned else values(idx, np.uint64).astype(object)
+  bad = (v < lo) | (v >= n)
+  if counted is not None: bad &= values(counted, np.bool_)
+  where = np.argwhere(bad)
+  if not len(where): return ""
+  pos = tuple(int(i) for i in where[0])
+  more = f" (and {len(where) - 1} more)" if len(where) > 1 else ""
+  return f"; the first offending index is {v[pos]} at position {pos if len(pos) != 1 else pos[0]}{more}"
 
 class Checks:
   """The checks one realize() must run, gathered from the graph of `lbs` (and removed from the pending set)."""
   def __init__(self, lbs: list[LazyBuffer]):
     self.roots = [lb.base for lb in lbs]
-    self.items: list[tuple[LazyBuffer, str, type, LazyBuffer]] = []   # (bad flag, message, exception, guarded base)
+    # (bad flag, message, exception, guarded base, the indices for the error)
+    self.items: list[tuple[LazyBuffer, str, type, LazyBuffer, tuple]] = []
     if not _pending and not _failed: return
     # (a weak dictionary makes a weak reference at every lookup: the walk, which visits the whole graph, asks sets of
     # the keys' ids instead; every key is alive while it is in the dictionary, so its id names it)
@@ -46,15 +70,18 @@ class Checks:
       if b.buffer is not None:
         if id(b) in failed: raise _failed[b][1](_failed[b][0])   # computed from an index that was out of range
         continue
-      if id(b) in pending: self.items.extend((lb, msg, exc, b) for lb, msg, exc in _pending.pop(b, ()))
+      if id(b) in pending: self.items.extend((lb, msg, exc, b, c) for lb, msg, exc, c in _pending.pop(b, ()))
       for s in b.srcs: stack.append(s._base or s)   # (s.base)
   @property
   def flags(self) -> list[LazyBuffer]: return [c[0] for c in self.items]
   def verify(self, read) -> None:
     """Read each realized flag (`read(lb) -> numpy array`); raise the first failed check, after marking what was
     computed from it so a later read raises too."""
-    for lb, msg, exc, guarded in self.items:
+    for lb, msg, exc, guarded, culprit in self.items:
       if read(lb).any():
+        # (naming the value is a courtesy: a failure to read it must not hide the error itself)
+        try: msg += _offender(culprit)
+        except Exception as e: msg += f" (the offending value could not be read: {type(e).__name__})"
         for b in self.roots + [guarded]:
           if b.buffer is not None: _failed[b] = (msg, exc)
         raise exc(msg)

@@ -206,4 +206,4 @@ def realize(lbs: list[LazyBuffer]) -> None:
   _drop_graph(items)
   # read also during TinyJit capture (the capture run is a real run); a replay reads the recorded flags (jit.py)
   checks.verify(lambda lb: _copyout(lb.base, np.bool_))
-  if checks.items and (rec := capturing()) is not None: rec.checks += [(lb.base.buffer, msg, exc) for lb, msg, exc, _ in checks.items]
+  if checks.items and (rec := capturing()) is not None: rec.checks += [(lb.base.buffer, msg, exc) for lb, msg, exc, *_ in checks.items]

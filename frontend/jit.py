@@ -302,7 +302,8 @@ class TinyJit:
     flag = np.zeros(1, np.bool_)
     for buf, msg, exc in self.checks:
       open_device(buf.device).allocator.copyout(memoryview(flag.view(np.uint8)), buf.raw)
-      if flag[0]: raise exc(f"{self.name} (TinyJit replay): {msg}")
+      # (the replay keeps one flag per check, not the indices: the eager call names the offending value)
+      if flag[0]: raise exc(f"{self.name} (TinyJit replay): {msg}; call it without TinyJit to see the offending index")
 
   def _rebuild(self, ret, fresh: dict, cur: list, vv: dict):
     """The captured return value with each output pointing at this call's buffer: a fresh output's new buffer, or

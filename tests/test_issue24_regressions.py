@@ -79,3 +79,20 @@ def test_cast_to_an_unknown_dtype_lists_the_valid_names(bad):
   with pytest.raises(TypeError, match=r"bitcast of a dtypes.float tensor .*: unknown dtype"): Tensor([1.0, 2.0]).bitcast(bad)
   with pytest.raises(TypeError, match=r"unknown dtype .*float16"): Tensor.zeros(2, dtype=bad)
   assert Tensor([1.5]).cast("half").dtype == dtypes.float16 and Tensor([1.5]).cast(np.int8).tolist() == [1]
+
+# ***** index errors name the offending value *****
+def _embedding(idx):
+  from frontend import nn
+  return nn.Embedding(4, 2)(idx)
+
+@pytest.mark.parametrize("what,fn,exc,value,pos", [
+  ("x\\[tensor\\]", lambda: Tensor([1.0, 2.0, 3.0])[Tensor([0, 5, 1])], IndexError, 5, "1"),
+  ("x\\[tensor\\]", lambda: Tensor([[1.0, 2.0], [3.0, 4.0]])[Tensor([1, -3]), Tensor([0, 1])], IndexError, -3, "1"),
+  ("gather", lambda: Tensor([[1.0, 2.0]]).gather(1, Tensor([[0, 7]])), RuntimeError, 7, "\\(0, 1\\)"),
+  ("Embedding", lambda: _embedding(Tensor([[1, 2], [9, 4]])), IndexError, 9, "\\(1, 0\\) \\(and 1 more\\)"),
+  ("one_hot", lambda: (Tensor([0, 1]) * 3).one_hot(3), RuntimeError, 3, "1"),   # (a computed index, never stored)
+  ("cross_entropy target", lambda: Tensor.ones(3, 4).cross_entropy(Tensor([1, 2, 4])), IndexError, 4, "2"),
+  ("sparse_categorical_crossentropy labels", lambda: Tensor.ones(3, 4).sparse_categorical_crossentropy(Tensor([10, 2, 7]), ignore_index=10),
+   IndexError, 7, "2")])   # (10 is ignored, so 7 is the first bad one)
+def test_index_errors_name_the_offending_value(what, fn, exc, value, pos):
+  with pytest.raises(exc, match=rf"index out of range in {what} .*the first offending index is {value} at position {pos}"): fn().numpy()
