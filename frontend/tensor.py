@@ -33,6 +33,9 @@ def argfix(*x):
 def make_tuple(x, n: int) -> tuple: return (x,) * n if isinstance(x, int) else tuple(x)
 def round_up(n: int, a: int) -> int: return (n + a - 1) // a * a
 
+# random bits per uniform draw: the significand's precision (dtypes not listed take float32's 24)
+_RAND_BITS = {dtypes.float16: 11, dtypes.bfloat16: 8}
+
 def _to_dtype(d, op: str = "dtype") -> DType:
   """d as a DType (None stays None): a DType, one of DTYPES_BY_NAME's names, or a numpy dtype. op names the caller
   in the error."""
@@ -482,9 +485,12 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """Uniform in [0, 1)."""
     shape, dev = argfix(*shape), Device.canonicalize(device)
     dt = _to_dtype(dtype) or dtypes.default_float
+    if not dt.is_float: raise TypeError(f"rand: dtype must be a float type, not {dt}")
     bits = Tensor._random_bits(shape, dev)
-    # 24 random bits make a float32 in [0, 1) exactly
-    return ((bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))).cast(dt).requires_grad_(kw.get("requires_grad"))
+    # as many random bits as dt's significand holds: k / 2**p is then exact in dt, so the largest value is below 1 in
+    # dt too (24 bits rounded to half would give 1.0 about once in 2,000 draws)
+    p = _RAND_BITS.get(dt, 24)
+    return ((bits >> (32 - p)).cast(dtypes.float32) * (1.0 / (1 << p))).cast(dt).requires_grad_(kw.get("requires_grad"))
   def rand_like(self, **kw) -> Tensor:
     """Uniform random numbers in [0, 1) with self's shape and device (an integer tensor gives floats).
 
@@ -495,10 +501,12 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   @staticmethod
   def randn(*shape, dtype=None, requires_grad=None, **kw) -> Tensor:
     """Standard normal (Box-Muller)."""
-    shape = argfix(*shape)
-    src = Tensor.rand(2, *shape, **kw)
+    shape, dt = argfix(*shape), _to_dtype(dtype) or dtypes.default_float
+    # computed in float32 (float64 for float64) whatever dt is: from half uniforms 1 - u would be 0 once in 2**11
+    # draws and log(0) an infinity; in float32 1 - u >= 2**-24, so |x| <= 5.8, which every float dtype holds
+    src = Tensor.rand(2, *shape, dtype=dtypes.float64 if dt == dtypes.float64 else dtypes.float32, **kw)
     ret = src[0].mul(2 * math.pi).cos().mul((1 - src[1]).log().mul(-2).sqrt())
-    return ret.cast(_to_dtype(dtype) or dtypes.default_float).requires_grad_(requires_grad)
+    return ret.cast(dt).requires_grad_(requires_grad)
   def randn_like(self, **kw) -> Tensor:
     """Standard normal random numbers with self's shape and device.
 

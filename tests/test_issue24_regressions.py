@@ -96,3 +96,30 @@ def _embedding(idx):
    IndexError, 7, "2")])   # (10 is ignored, so 7 is the first bad one)
 def test_index_errors_name_the_offending_value(what, fn, exc, value, pos):
   with pytest.raises(exc, match=rf"index out of range in {what} .*the first offending index is {value} at position {pos}"): fn().numpy()
+
+# ***** random numbers in half precision *****
+N_RANDOM = 2_000_000   # ~1,000 of the old rand's float16 draws were 1.0, ~650 of randn's infinite
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16, dtypes.float32])
+def test_rand_stays_below_one_in_its_dtype(dt):
+  Tensor.manual_seed(3)
+  r = Tensor.rand(N_RANDOM, dtype=dt)
+  assert r.dtype == dt
+  v = r.float().numpy()
+  assert v.min() >= 0.0 and v.max() < 1.0, v.max()
+  # still uniform over [0, 1): on the grid k / 2**p of the dtype's p-bit significand (as torch), whose mean is 1/2 - 2**-(p+1)
+  p = {dtypes.float16: 11, dtypes.bfloat16: 8}.get(dt, 24)
+  assert abs(v.astype(np.float64).mean() - (0.5 - 2.0 ** -(p + 1))) < 1e-3 and v.max() > 0.99
+
+def test_randn_with_half_default_float_is_finite():
+  prev = dtypes.default_float
+  try:
+    dtypes.default_float = dtypes.float16
+    Tensor.manual_seed(5)
+    r = Tensor.randn(N_RANDOM)
+    assert r.dtype == dtypes.float16
+    v = r.numpy().astype(np.float64)
+  finally: dtypes.default_float = prev
+  assert np.isfinite(v).all(), f"{np.isinf(v).sum()} infinities"
+  assert abs(v.mean()) < 5e-3 and abs(v.std() - 1) < 5e-3 and 4 < np.abs(v).max() < 6
+  assert np.isfinite(Tensor.randn(N_RANDOM, dtype=dtypes.bfloat16).float().numpy()).all()
