@@ -171,6 +171,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
       dev = out.device
       for b in si.inputs:
         if b.device != dev: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {dev}")
+      if si.assign_targets and rec is not None and rec.refuse_write is not None: rec.refuse_write(si.name)
       outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(dev, nbytes, f"kernel {what}")]
       if max_size == 0:
         for o, b in zip(si.outputs, outs): o.buffer = b

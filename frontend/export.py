@@ -112,11 +112,14 @@ def _unwrap_jit(fn: Callable) -> Callable:
   if isinstance(call, TinyJit): return functools.partial(call.fn, fn)   # a model whose __call__ is jitted
   return fn
 
-def _flat_outputs(ret) -> list[Tensor]:
+def _flat_outputs(ret, where: str = "the return value") -> list[Tensor]:
+  """The tensors of a return value (a tensor, or lists/tuples/dicts of them) in order. Anything else is refused: the
+  C function has only tensor outputs, and dropping a value silently would export a different function."""
   if isinstance(ret, Tensor): return [ret]
-  if isinstance(ret, (list, tuple)): return [t for x in ret for t in _flat_outputs(x)]
-  if isinstance(ret, dict): return [t for x in ret.values() for t in _flat_outputs(x)]
-  return []
+  if isinstance(ret, (list, tuple)): return [t for i, x in enumerate(ret) for t in _flat_outputs(x, f"{where}[{i}]")]
+  if isinstance(ret, dict): return [t for k, x in ret.items() for t in _flat_outputs(x, f"{where}[{k!r}]")]
+  raise ExportError(f"export_c: {where} is not a Tensor but the {type(ret).__name__} {ret!r:.60}; an exported function returns "
+                    "only tensors (a constant can be returned as Tensor(value))")
 
 def _capture(fn: Callable, arrays: list[np.ndarray]) -> tuple[list[engine.ExecItem], list[Tensor], list[Tensor], dict[int, str]]:
   """Run fn on CPU copies of everything, recording each launch. Returns (launches, inputs, outputs, weight names)."""
@@ -131,9 +134,22 @@ def _capture(fn: Callable, arrays: list[np.ndarray]) -> tuple[list[engine.ExecIt
     names = {id(t.lazydata.base.buffer): p for p, t in found if t.lazydata.realized}
     Device.DEFAULT, Tensor.training, Tensor.no_grad = "CPU", False, True
     inputs = [Tensor(a, device="CPU").realize() for a in arrays]
+    before = [(p, t, t.lazydata) for p, t in found]
+    def impure(kernel: str | None = None):
+      # an update of the model's state (BatchNorm's running statistics in training mode, any assign): refused before
+      # it runs, and dropped where it is still pending, so the live model is untouched
+      changed = [p or "a tensor" for p, t, lb in before if t.lazydata is not lb]
+      for _, t, lb in before: t.lazydata = lb
+      what = ", ".join(([f"kernel {kernel} writes into an existing tensor"] if kernel else []) + changed)
+      raise ExportError(f"export_c: the function updates state ({what}), e.g. BatchNorm in training mode (Tensor.train() "
+                        "inside it) or an assign; an exported function must be pure. The model was left unchanged")
     with capture("export_c") as captured:
-      outs = _flat_outputs(fn(*inputs))
-      if not outs: raise ExportError(f"{getattr(fn, '__name__', 'fn')} returned no tensors (got {type(outs).__name__})")
+      captured.refuse_write = impure
+      ret = fn(*inputs)
+      # (an update that the outputs don't read is still pending: it would run later, on the live model)
+      if any(t.lazydata is not lb for _, t, lb in before): impure()
+      outs = _flat_outputs(ret)
+      if not outs: raise ExportError(f"{getattr(fn, '__name__', 'fn')} returned no tensors (got {type(ret).__name__})")
       outs = [o.contiguous() for o in outs]
       outs[0].realize(*outs[1:])
   except RuntimeError as e:

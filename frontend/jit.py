@@ -56,6 +56,9 @@ class Recording(list):
     self.checks: list[tuple[engine.Buffer, str, type]] = []
     self.written: list[weakref.ref] = []   # (weak: LazyBuffers)
     self.first_id = LazyBuffer.next_id()   # lazy buffers built before the capture have smaller ids
+    # set by a capturer that must not write into existing tensors (export): called with the kernel's name before an
+    # in-place write would run, it raises, so that the write never happens
+    self.refuse_write: Callable[[str], None] | None = None
 
 _recording: Recording | None = None   # the capture in progress (only capture() sets it)
 

@@ -249,7 +249,12 @@ def test_stateful_function_is_refused():
   def bad(x: Tensor) -> Tensor:
     acc.assign(acc + x)
     return acc * 2
-  with pytest.raises(ExportError, match="writes into an existing tensor"): export_c(bad, np.ones(4, np.float32))
+  with pytest.raises(ExportError, match=r"updates state \(acc\)"): export_c(bad, np.ones(4, np.float32))
+  def bad_realized(x: Tensor) -> Tensor:
+    acc.assign(acc + x).realize()
+    return acc * 2
+  with pytest.raises(ExportError, match=r"kernel \S+ writes into an existing tensor, acc\)"): export_c(bad_realized, np.ones(4, np.float32))
+  assert acc.tolist() == [0.0] * 4   # refused before the write ran
   with pytest.raises(ValueError, match="C identifier"): export_c(bad, np.ones(4, np.float32), name="1net")
 
 def test_command_line(tmp_path):
@@ -280,3 +285,30 @@ def test_packed_product_with_padded_rows(tmp_path):
   lib.pk(np.ascontiguousarray(a).ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p))
   assert np.isnan(out[301 * 256:]).all()
   assert_close(out[:301 * 256].reshape(301, 256), fn(Tensor(a)).numpy())
+
+@pytest.mark.parametrize("realize_stats", [False, True])
+def test_batchnorm_in_training_mode_is_refused_and_the_model_untouched(realize_stats):
+  """BatchNorm in training mode updates its running statistics: pending (the outputs don't read them) or realized
+  inside the function, the export is refused and the live model keeps its state and keeps working."""
+  Tensor.manual_seed(0)
+  bn, ref = nn.BatchNorm2d(3), nn.BatchNorm2d(3)
+  x = np.random.default_rng(0).standard_normal((2, 3, 2, 2)).astype(np.float32)
+  def train_fn(inp: Tensor) -> Tensor:
+    with Tensor.train(): y = bn(inp)
+    if realize_stats: Tensor.realize(y, bn.running_mean, bn.running_var, bn.num_batches_tracked)
+    return y
+  with pytest.raises(ExportError, match=r"updates state \(.*bn\.running_mean, bn\.running_var, bn\.num_batches_tracked\).*BatchNorm in training mode"):
+    export_c(train_fn, x)
+  for name in ("running_mean", "running_var", "num_batches_tracked"):
+    assert getattr(bn, name).lazydata.realized, name   # nothing left pending
+    np.testing.assert_array_equal(getattr(bn, name).numpy(), getattr(ref, name).numpy())
+  with Tensor.train(): a, b = bn(Tensor(x)).numpy(), ref(Tensor(x)).numpy()
+  np.testing.assert_array_equal(a, b)
+  np.testing.assert_array_equal(bn.running_mean.numpy(), ref.running_mean.numpy())
+  assert bn.num_batches_tracked.item() == 1
+  assert export_c(bn, x).kernels > 0   # in eval mode (export's default) the same model exports
+
+@pytest.mark.parametrize("ret,where,what", [(lambda y: (y, 3.0), r"\[1\]", "float 3.0"), (lambda y: {"a": y, "b": None}, r"\['b'\]", "NoneType None"),
+                                            (lambda y: [y, [y, "s"]], r"\[1\]\[1\]", "str 's'"), (lambda y: 5, "", "int 5")])
+def test_non_tensor_return_values_are_refused(ret, where, what):
+  with pytest.raises(ExportError, match=rf"the return value{where} is not a Tensor but the {what}"): export_c(lambda x: ret(x * 2), np.ones(3, np.float32))
