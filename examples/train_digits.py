@@ -9,13 +9,19 @@ IDX files instead (train-images-idx3-ubyte[.gz] etc. in DIR).
 
   python examples/train_digits.py                  # default device, JIT on
   python examples/train_digits.py --no-jit --steps 300 --device CPU
+  python examples/train_digits.py --steps 200 --save ck.safetensors     # then, later, 200 more steps:
+  python examples/train_digits.py --steps 200 --resume ck.safetensors   # the same model as --steps 400 gives
+
+A checkpoint (`--save`) is one safetensors file: the model's weights, the optimizer's state (Adam's moments, its
+bias-correction products and learning rate) and the number of steps taken; `--resume` loads it and continues the
+batch order where it stopped, so a resumed run computes exactly what an uninterrupted one does.
 """
 from __future__ import annotations
-import argparse, gzip, pathlib, struct, sys, time
+import argparse, gzip, os, pathlib, struct, sys, time
 import numpy as np
 from frontend import Tensor, TinyJit, Device, GlobalCounters, Variable, nn
 from frontend import optim
-from frontend.nn.state import get_parameters
+from frontend.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_metadata, safe_save
 
 DATA = pathlib.Path(__file__).parent / "data" / "digits.csv.gz"
 
@@ -72,6 +78,26 @@ def batches(n: int, batch_size: int, rng: np.random.Generator):
     perm = rng.permutation(n)
     for i in range(0, n, batch_size): yield perm[i:i + batch_size]
 
+def _optimizer_state(opt) -> dict[str, Tensor]:
+  """The optimizer's own tensors (moments, step products, lr): its params are the model's, saved with the model."""
+  return {k: t for k, t in get_state_dict(opt).items() if not k.startswith(("params.", "buffers."))}
+
+def save_checkpoint(path: str, model, opt, step: int) -> None:
+  """Model and optimizer state and the step count in one safetensors file (written whole, then renamed into place)."""
+  tensors = {f"model.{k}": t for k, t in get_state_dict(model).items()} | {f"optim.{k}": t for k, t in _optimizer_state(opt).items()}
+  tmp = f"{path}.tmp"
+  safe_save(tensors, tmp, metadata={"step": str(step)})
+  os.replace(tmp, path)
+
+def load_checkpoint(path: str, model, opt) -> int:
+  """Load what save_checkpoint wrote into model and opt (their shapes must match); returns the steps it had taken."""
+  meta = safe_load_metadata(path)[2].get("__metadata__", {})
+  if "step" not in meta: raise ValueError(f"{path}: not a train_digits checkpoint (no 'step' in its metadata)")
+  sd = safe_load(path)
+  for prefix, target in (("model.", model), ("optim.", _optimizer_state(opt))):
+    load_state_dict(target, {k[len(prefix):]: t for k, t in sd.items() if k.startswith(prefix)})
+  return int(meta["step"])
+
 def accuracy(model, x: np.ndarray, y: np.ndarray, batch: int = 512) -> float:
   hits = 0
   with Tensor.test():
@@ -88,6 +114,8 @@ def main(argv=None) -> float:
   ap.add_argument("--no-jit", action="store_true", help="run the train step eagerly")
   ap.add_argument("--mnist", default=None, help="directory with MNIST IDX files")
   ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--save", default=None, metavar="PATH", help="write a checkpoint (model + optimizer + step) at the end")
+  ap.add_argument("--resume", default=None, metavar="PATH", help="continue from a checkpoint: --steps more steps")
   args = ap.parse_args(argv)
   if args.device: Device.DEFAULT = args.device
   x_train, y_train, x_test, y_test = load_mnist(args.mnist) if args.mnist else load_digits(args.seed)
@@ -96,14 +124,18 @@ def main(argv=None) -> float:
   Tensor.manual_seed(args.seed)
   model = DigitsNet(x_train.shape[2])
   opt = optim.Adam(get_parameters(model), lr=args.lr)
+  start = load_checkpoint(args.resume, model, opt) if args.resume else 0
+  if args.resume: print(f"resumed from {args.resume} after {start} steps")
 
   train_step = make_train_step(model, opt)
   step_fn = train_step if args.no_jit else TinyJit(train_step)
 
   rng = np.random.default_rng(args.seed)
+  order = batches(len(x_train), args.batch_size, rng)
+  for _ in range(start): next(order)   # the batches the checkpointed run already took: the order continues after them
   B = Variable("batch", 1, args.batch_size)
   t_start, losses, kernels, step_times, short = time.perf_counter(), [], 0, [], 0
-  for step, idx in zip(range(1, args.steps + 1), batches(len(x_train), args.batch_size, rng)):
+  for step, idx in zip(range(1, args.steps + 1), order):
     b = B.bind(len(idx))   # the batch size, symbolic: the short last batch of an epoch replays the same capture
     short += len(idx) < args.batch_size
     # host-side batch selection (data loading)
@@ -120,6 +152,9 @@ def main(argv=None) -> float:
       bar = "#" * int(30 * done) + "." * (30 - int(30 * done))
       print(f"\r[{bar}] step {step}/{args.steps} loss {losses[-1]:.4f} {rate:6.1f} steps/s", end="", file=sys.stderr, flush=True)
   print(file=sys.stderr)
+  if args.save:
+    save_checkpoint(args.save, model, opt, start + args.steps)
+    print(f"saved {args.save} after {start + args.steps} steps")
   steady = sorted(step_times[len(step_times) // 2:])
   ms = 1e3 * steady[len(steady) // 2] if steady else float("nan")
   acc = accuracy(model, x_test, y_test)

@@ -55,3 +55,17 @@ def test_short_last_batch_replays_the_jit_step():
   for pj, pe, pp in zip(get_parameters(m_jit), get_parameters(m_eager), get_parameters(m_plain)):
     np.testing.assert_array_equal(pj.numpy(), pe.numpy())
     np.testing.assert_allclose(pj.numpy(), pp.numpy(), rtol=1e-3, atol=1e-5)
+
+def test_resume_continues_exactly(tmp_path):
+  """N + M steps in one run equal N steps, a checkpoint, and M more steps resumed from it: the same weights and
+  optimizer state, bit for bit (the batch order continues where it stopped)."""
+  from frontend.nn.state import safe_load, safe_load_metadata
+  common = ["--steps", "3", "--batch-size", "32", "--seed", "2"]
+  td.main(["--steps", "7", "--batch-size", "32", "--seed", "2", "--save", str(tmp_path / "whole.st")])
+  td.main(common + ["--save", str(tmp_path / "first.st")])
+  td.main(["--steps", "4", "--batch-size", "32", "--seed", "2", "--resume", str(tmp_path / "first.st"), "--save", str(tmp_path / "resumed.st")])
+  whole, first, resumed = (safe_load(tmp_path / f) for f in ("whole.st", "first.st", "resumed.st"))
+  assert safe_load_metadata(tmp_path / "resumed.st")[2]["__metadata__"] == {"step": "7"}
+  assert set(whole) == set(resumed) and any(k.startswith("optim.m.") for k in whole) and "optim.b1_t" in whole
+  for k in whole: np.testing.assert_array_equal(resumed[k].numpy(), whole[k].numpy(), err_msg=k)
+  assert any(not np.array_equal(first[k].numpy(), whole[k].numpy()) for k in whole)   # (the last 4 steps changed them)
