@@ -1,5 +1,6 @@
 """Issue 24: silent wrong results and crashes a newcomer found from outside. Each test reproduces one and checks the
 value torch/numpy give, or that a clear error names the op."""
+import os
 import numpy as np
 import pytest
 import torch
@@ -123,3 +124,17 @@ def test_randn_with_half_default_float_is_finite():
   assert np.isfinite(v).all(), f"{np.isinf(v).sum()} infinities"
   assert abs(v.mean()) < 5e-3 and abs(v.std() - 1) < 5e-3 and 4 < np.abs(v).max() < 6
   assert np.isfinite(Tensor.randn(N_RANDOM, dtype=dtypes.bfloat16).float().numpy()).all()
+
+@pytest.mark.parametrize("device", ["NV", "AMD"])
+def test_out_of_memory_on_the_mock_gpus(device):
+  """The GPU runtimes' own failures (NV: RM_ALLOC's NV_ERR_NO_MEMORY; AMD: its VA reserve) name the bytes too."""
+  from hcqrt.device import Device
+  old = os.environ.get("MOCKGPU")
+  os.environ["MOCKGPU"] = "1"   # the registry opens the device through its mock driver (no-op if it is already open)
+  try: Device[device]
+  finally:
+    if old is None: del os.environ["MOCKGPU"]
+    else: os.environ["MOCKGPU"] = old
+  with pytest.raises(MemoryError, match=rf"out of memory on {device}: allocating 274877906944 bytes \(256 GiB\) for Tensor.empty"):
+    Tensor.empty(2**36, device=device).realize()
+  assert (Tensor([1.0, 2.0], device=device) + 1).tolist() == [2.0, 3.0]
