@@ -52,11 +52,12 @@ def test_empty_reductions_that_have_a_value_keep_it():
   assert z.any().item() is False and z.all().item() is True
 
 # ***** reading uninitialised memory *****
-def test_kernel_reading_tensor_empty_runs():
-  e = Tensor.empty(4, 3)
-  assert (e * 0).tolist() == [[0.0] * 3] * 4       # (values unspecified; times 0 is 0 unless a NaN: ints below)
-  assert (Tensor.empty(5, dtype=dtypes.int32) & 0).tolist() == [0] * 5
-  assert (Tensor.empty(3, 3) @ Tensor.zeros(3, 2)).shape == (3, 2) and e.lazydata.realized
+@pytest.mark.parametrize("device", DEVICES)
+def test_kernel_reading_tensor_empty_runs(device):
+  e = Tensor.empty(4, 3, device=device)
+  assert (e * 0).realize().shape == (4, 3) and e.lazydata.realized   # (values unspecified: a NaN times 0 is NaN; ints below)
+  assert (Tensor.empty(5, dtype=dtypes.int32, device=device) & 0).tolist() == [0] * 5
+  assert (Tensor.empty(3, 3, device=device) @ Tensor.zeros(3, 2, device=device)).numpy().shape == (3, 2)
 
 # ***** out of memory *****
 # 2**58 bytes: past the 57-bit virtual address space of any x86-64, so the allocation fails whatever the overcommit policy
