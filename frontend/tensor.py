@@ -976,7 +976,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def _reduce(self, fn, axis, keepdim: bool) -> Tensor:
     axes = self._reduce_axes(axis, op=fn.__name__.lower())
     if self.ndim == 0: return self
-    # an empty axis reduces to the op's identity (0, 1, the dtype's min for max, as tinygrad), kept in the graph
+    # an empty axis reduces to the op's identity (0, 1, the dtype's min for max: internal uses only, since the public
+    # max/min raise there), kept in the graph
     ret = fn.apply(self, axis=axes) if axes else self
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, axis=None, keepdim: bool = False, dtype=None, acc_dtype: DType | None = None) -> Tensor:
