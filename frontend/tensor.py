@@ -767,10 +767,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if all(b == 0 and a == 0 for b, a in padding): return x
     ret = F.Pad.apply(x, arg=padding)
     if value != 0:
-      if self.dtype.is_int and not math.isfinite(float(value)): raise ValueError(f"pad: value {value} can't be stored in a {self.dtype} tensor of shape {self.shape}")
       # the value takes the tensor's dtype (as torch: 3 pads a bool tensor with True), never the other way round
       mask = F.Pad.apply(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device), arg=padding)
-      ret = mask.where(ret, ret._const(value))
+      ret = mask.where(ret, self._fill_value(value, "pad", ret.shape))
     return ret
   def _pad_mode(self, padding: tuple, mode: str) -> Tensor:
     """reflect / replicate / circular padding per dim, built from slices and cat; negative amounts crop (after the
@@ -1174,6 +1173,12 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return x.add(bias) if bias is not None else x
 
   # ***** elementwise *****
+  def _fill_value(self, value, op: str, shape: tuple | None = None) -> Tensor:
+    """The Python scalar `value` as a constant of self's dtype (wrapping ints, truncating floats, as numpy's astype)
+    and self's shape (or `shape`); an infinity or NaN, which no integer holds, is refused."""
+    if self.dtype.is_int and not math.isfinite(float(value)):
+      raise ValueError(f"{op}: value {value} can't be stored in a {self.dtype} tensor of shape {self.shape}")
+    return Tensor(LazyBuffer.const(value, self.dtype, self.shape if shape is None else shape, self.device))
   def _const(self, x, dtype=None) -> Tensor:
     return Tensor(LazyBuffer.const(x, dtype or self.dtype, self.shape, self.device))
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True, op: str | None = None) -> tuple[Tensor, Tensor]:
@@ -1438,7 +1443,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor([1, 2, 3]).masked_fill(Tensor([True, False, True]), 0).tolist()
     [0, 2, 0]
     """
-    return mask.where(value, self)
+    # the result keeps self's dtype (as torch): a value of another kind is converted, not the tensor
+    if not isinstance(value, Tensor): return mask.where(self._fill_value(value, "masked_fill"), self)
+    return mask.where(value, self).cast(self.dtype)
 
   def neg(self) -> Tensor:
     """`-self` (logical not for bool tensors).

@@ -142,3 +142,13 @@ def test_out_of_memory_on_the_mock_gpus(device):
   with pytest.raises(MemoryError, match=rf"out of memory on {device}: allocating 274877906944 bytes \(256 GiB\) for Tensor.empty"):
     Tensor.empty(2**36, device=device).realize()
   assert (Tensor([1.0, 2.0], device=device) + 1).tolist() == [2.0, 3.0]
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("vals,value,tdt", [([False, False], 3, torch.bool), ([1, 2], 2.5, torch.int32), ([1.5, 2.0], 7, torch.float32)])
+def test_masked_fill_keeps_the_tensor_dtype(device, vals, value, tdt):
+  ref = torch.tensor(vals, dtype=tdt).masked_fill(torch.tensor([True, False]), value)
+  out = Tensor(np.array(vals, dtype=ref.numpy().dtype), device=device).masked_fill(Tensor([True, False], device=device), value)
+  assert out.dtype == dtypes.from_np(ref.numpy().dtype) and out.tolist() == ref.tolist()
+
+def test_masked_fill_of_an_int_tensor_with_inf_is_refused():
+  with pytest.raises(ValueError, match=r"masked_fill: value -inf .*int"): Tensor([1, 2]).masked_fill(Tensor([True, False]), -float("inf"))
