@@ -9,6 +9,7 @@ frontend/beam_runner.py, JIT capture frontend/jit.py (capture()).
 from __future__ import annotations
 import errno, os, sys, weakref
 from dataclasses import dataclass
+from collections.abc import Callable
 import numpy as np
 from compiler.dtypes import DType
 from compiler.lazy import LazyBuffer
@@ -40,20 +41,21 @@ def _out_of_memory(e: Exception) -> bool:
 
 class Buffer:
   """A device buffer owned by the frontend; freed when the last reference goes away. `what` names what needs it
-  (a kernel and its output) for the error when the device is out of memory."""
+  (a kernel and its output; a function making the name, so that it costs nothing unless the device is out of memory)."""
   __slots__ = ("__weakref__", "device", "nbytes", "raw")
-  def __init__(self, device: str, nbytes: int, what: str = ""):
+  def __init__(self, device: str, nbytes: int, what: str | Callable[[], str] = ""):
     self.device, self.nbytes = device, nbytes
     dev = open_device(device)
     try: self.raw = dev.allocator.alloc(nbytes)
     except Exception as e:
       if not _out_of_memory(e): raise
+      if callable(what): what = what()
       raise MemoryError(f"out of memory on {device}: allocating {nbytes} bytes ({nbytes / 2**30:.4g} GiB)"
                         f"{' for ' + what if what else ''}: {type(e).__name__}: {e}") from e
     weakref.finalize(self, dev.allocator.free, self.raw)
 
 def from_host(arr: np.ndarray, dtype: DType, device: str) -> LazyBuffer:
-  buf = Buffer(device, arr.nbytes, f"a copy from the host of shape {arr.shape} {dtype}")
+  buf = Buffer(device, arr.nbytes, lambda: f"a copy from the host of shape {arr.shape} {dtype}")
   if arr.nbytes: open_device(device).allocator.copyin(buf.raw, memoryview(arr.reshape(-1).view(np.uint8)))
   return LazyBuffer.from_buffer(buf, arr.shape, dtype, device)
 
@@ -161,7 +163,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
     out = si.outputs[0]
     max_size = out.max_size
     nbytes = si.alloc_nbytes or max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
-    what = f"{'Tensor.empty' if si.kind == 'empty' else si.name} (output {out.shape} {out.dtype})"
+    what = lambda si=si, out=out: f"{'Tensor.empty' if si.kind == 'empty' else si.name} (output {out.shape} {out.dtype})"
     if si.kind == "empty":
       out.buffer = Buffer(out.device, nbytes, what)
       continue
@@ -172,7 +174,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
       for b in si.inputs:
         if b.device != dev: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {dev}")
       if si.assign_targets and rec is not None and rec.refuse_write is not None: rec.refuse_write(si.name)
-      outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(dev, nbytes, f"kernel {what}")]
+      outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(dev, nbytes, lambda: f"kernel {what()}")]
       if max_size == 0:
         for o, b in zip(si.outputs, outs): o.buffer = b
         continue

@@ -287,7 +287,7 @@ class TinyJit:
     for j, k, i in self.in_slots: items[j].bufs[k] = cur[i][1]
     fresh = {}
     for _t, b, slots in self.out_bases:
-      nb = fresh[id(b)] = engine.Buffer(b.device, b.nbytes, f"an output of {self.name} (TinyJit replay)")
+      nb = fresh[id(b)] = engine.Buffer(b.device, b.nbytes, lambda: f"an output of {self.name} (TinyJit replay)")
       for j, k in slots: items[j].bufs[k] = nb
     vv = _var_vals(tensors, consts)
     for j, v in self.var_slots: items[j].var_vals[v] = vv[v]
