@@ -1,0 +1,150 @@
+"""frontend/distributed.py: data-parallel training over MPI, checked by launching real jobs with `mpiexec` (the
+MPICH wheel of the `dist` extra) on this machine: 2 and 4 ranks (4 is more ranks than CI's 2 cores), over shared
+memory and over TCP on the loopback interface. The ranks run tests/dist/dp_train.py and tests/dist/gpu_step.py and
+write what they computed to one file each, which the tests compare. Without mpi4py these tests skip, naming the
+install command, unless HCQRT_REQUIRE_DIST=1 (CI sets it: .ci/run) makes that a failure."""
+import os, pathlib, re, shutil, subprocess, sys, sysconfig, time
+import numpy as np
+import pytest
+from frontend import Tensor, optim
+from frontend import distributed as dist
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DP, GPU = ROOT / "tests" / "dist" / "dp_train.py", ROOT / "tests" / "dist" / "gpu_step.py"
+# MPICH control variables (listed with their meaning by the wheel's `mpivars`): MPIR_CVAR_NOLOCAL=1 treats every rank
+# as if on another node, so no shared memory; the ofi netmod with libfabric's tcp provider on `lo`; DEBUG_SUMMARY=1
+# makes ch4:ofi print the provider it chose ("libfabric provider: tcp - 127.0.0.1/32"), which the test checks
+TCP_ENV = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo", "MPIR_CVAR_DEBUG_SUMMARY": "1"}
+LAUNCHER_VARS = ("PMI_", "OMPI_", "PMIX_", "SLURM_", "MPI_LOCAL", "HYDRA_", "MPIR_CVAR_", "FI_", "UCX_", "HCQRT_DIST_")
+
+def _mpiexec() -> str | None:
+  # pip puts the wheel's mpiexec next to the interpreter (a venv's bin, pyenv's versions/X/bin: not always on PATH)
+  for d in (os.path.dirname(sys.executable), sysconfig.get_path("scripts")):
+    if os.access(p := os.path.join(d, "mpiexec"), os.X_OK): return p
+  return shutil.which("mpiexec")
+
+def _have_mpi() -> str | None:
+  try: import mpi4py  # noqa: F401
+  except ImportError: return "mpi4py is not installed"
+  return None if _mpiexec() else "no mpiexec next to the interpreter or on PATH"
+
+_why_not = _have_mpi()
+needs_mpi = pytest.mark.skipif(_why_not is not None and os.environ.get("HCQRT_REQUIRE_DIST", "0") in ("", "0"),
+                               reason=f"{_why_not}; install: {dist.INSTALL_HINT}")
+
+def _env(**extra: str) -> dict:
+  env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS) and k not in ("MOCKGPU", "NV", "AMD", "CPU", "PTXEMU", "AMDEMU")}
+  env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+  return env | extra
+
+def _launch(n: int, script: pathlib.Path, *args: str, env: dict | None = None, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
+  if _why_not: pytest.fail(f"HCQRT_REQUIRE_DIST=1 but {_why_not}; install: {dist.INSTALL_HINT}")
+  st = time.monotonic()
+  r = subprocess.run([_mpiexec(), "-n", str(n), sys.executable, str(script), *args], cwd=ROOT, env=env or _env(),
+                     capture_output=True, text=True, timeout=timeout)
+  return r, time.monotonic() - st
+
+def _lines(out: pathlib.Path, n: int) -> str:
+  files = sorted(out.glob("rank*.txt"))
+  assert len(files) == n, f"{len(files)} of {n} ranks wrote their results"
+  return "".join(f.read_text() for f in files)
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_data_parallel_equals_one_process(n, transport, tmp_path):
+  r, _ = _launch(n, DP, "--out", str(tmp_path), env=_env(**(TCP_ENV if transport == "tcp" else {})))
+  assert r.returncode == 0, r.stdout + r.stderr
+  if transport == "tcp": assert "libfabric provider: tcp - 127.0.0.1" in r.stdout + r.stderr, "the job did not run over TCP on lo"
+  text = _lines(tmp_path, n)
+  assert sorted(int(rk) for rk, w in re.findall(r"rank (\d+) device CPU world (\d+)", text) if int(w) == n) == list(range(n))
+  for variant in ("float", "exact"):
+    digests = re.findall(rf"rank \d+ {variant} digest ([0-9a-f]{{64}})", text)
+    assert len(digests) == n and len(set(digests)) == 1, f"{variant}: ranks differ: {digests}"   # bit-identical ranks
+    diffs = [float(d) for d in re.findall(rf"rank \d+ {variant} maxdiff (\S+)", text)]
+    assert len(diffs) == n
+    if variant == "exact": assert diffs == [0.0] * n, f"exact variant: {diffs} elements differ from one process"
+    else: assert max(diffs) <= 1.0, f"float variant: {max(diffs)} x (atol 1e-6 + rtol 1e-5) from one process"
+    losses = [tuple(map(float, x)) for x in re.findall(rf"rank \d+ {variant} loss (\S+) (\S+)", text)]
+    assert sum(b for _, b in losses) < sum(a for a, _ in losses), f"{variant}: the loss did not go down: {losses}"
+
+@needs_mpi
+def test_crashing_rank_ends_the_job(tmp_path):
+  r, took = _launch(2, DP, "--only", "float", "--fail-rank", "1", timeout=60)
+  assert r.returncode != 0
+  assert took < 10, f"the job took {took:.1f} s to end after rank 1 raised"
+  assert "rank 1/2: uncaught RuntimeError; aborting the MPI job" in r.stderr and "injected failure on rank 1 at step 2" in r.stderr
+
+@needs_mpi
+def test_stalled_rank_aborts_naming_the_collective():
+  r, took = _launch(2, DP, "--only", "float", "--stall-rank", "1", env=_env(HCQRT_DIST_TIMEOUT="2"), timeout=60)
+  assert r.returncode != 0 and took < 40, (took, r.stderr)   # rank 1 would sleep 60 s: the abort ended it
+  assert re.search(r"rank 0/2: collective allreduce\(sum\) of the gradient bucket \(4 \S+ gradients on CPU\) \(848 bytes\) "
+                   r"timed out after 2\.\d s", r.stderr), r.stderr
+
+@needs_mpi
+def test_param_check_names_the_diverged_rank():
+  r, _ = _launch(2, DP, "--only", "float", "--diverge-rank", "1", env=_env(HCQRT_DIST_CHECK="1"), timeout=60)
+  assert r.returncode != 0
+  assert "HCQRT_DIST_CHECK: the parameters of rank 1 diverged from rank 0's" in r.stderr, r.stderr
+
+@needs_mpi
+def test_mock_gpu_ranks_stage_through_host(tmp_path):
+  r, _ = _launch(2, GPU, str(tmp_path), env=_env(MOCKGPU="1", NV="1"))
+  assert r.returncode == 0, r.stdout + r.stderr
+  text = _lines(tmp_path, 2)
+  assert "rank 0 gpu ok NV NVBuffer" in text and "rank 1 gpu ok NV NVBuffer" in text
+
+@needs_mpi
+def test_example_trains_data_parallel():
+  r, _ = _launch(2, ROOT / "examples" / "train_digits_dp.py", "--steps", "6", "--global-batch", "32")
+  assert r.returncode == 0, r.stdout + r.stderr
+  m = re.search(r"world 2: 6 steps .* parameters identical on every rank \(sha256 ([0-9a-f]{16})", r.stdout)
+  assert m, r.stdout
+
+# ---- without a launcher: a world of one, and the errors (no mpi4py needed)
+
+def test_world_of_one_is_plain_training(tmp_path):
+  r = subprocess.run([sys.executable, str(DP), "--out", str(tmp_path)], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0, r.stderr
+  text = _lines(tmp_path, 1)
+  assert "rank 0 exact maxdiff 0\n" in text and "world 1" in text
+
+def test_launcher_without_mpi4py_says_what_to_install():
+  code = ("import sys\n"
+          "class _Block:\n"
+          "  def find_spec(self, name, path=None, target=None):\n"
+          "    if name.split('.')[0] == 'mpi4py': raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+          "sys.meta_path.insert(0, _Block())\n"
+          "from frontend import distributed as dist\n"
+          "dist.init()\n")
+  r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(PMI_SIZE="2", PMI_RANK="0"), capture_output=True, text=True, timeout=60)
+  assert r.returncode != 0
+  assert "started by an MPI launcher but mpi4py cannot be imported" in r.stderr and "pip install 'hcqrt[dist]'" in r.stderr
+
+def test_launched_reads_the_launchers_variables(monkeypatch):
+  for k in [k for k in os.environ if k.startswith(LAUNCHER_VARS)]: monkeypatch.delenv(k)
+  assert not dist.launched()
+  monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "1"); assert not dist.launched()   # one task: nothing to join
+  monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4"); assert dist.launched()
+
+def test_collectives_refuse_bad_input():
+  dist.init()
+  t = Tensor([[1.0, 2.0], [3.0, 4.0]]).realize()
+  with pytest.raises(dist.DistributedError, match=r"allreduce\(sum\): tensor 0 of shape \(2, 1\) .* is a view"): dist.allreduce([t[:, :1]])
+  with pytest.raises(ValueError, match="op must be 'sum', 'mean' or 'max', not 'min'"): dist.allreduce([t], op="min")
+  with pytest.raises(dist.DistributedError, match=r"allreduce\(mean\): tensor 0 of shape \(2,\) has integer dtype"): dist.allreduce([Tensor([1, 2]).realize()], op="mean")
+  with pytest.raises(TypeError, match="allreduce.*item 0 is a ndarray"): dist.allreduce([np.ones(2)])
+  with pytest.raises(ValueError, match="broadcast: root 3 is not a rank of this job of 1"): dist.broadcast([t], root=3)
+  w = Tensor([1.0], requires_grad=True)
+  with pytest.raises(dist.DistributedError, match=r"GradBucket.pack: parameter 0 \(1,\) .* has no gradient"): dist.GradBucket([w]).pack()
+
+def test_world_of_one_bucket_is_the_plain_gradient():
+  dist.init()
+  w, v = Tensor([1.0, 2.0], requires_grad=True), Tensor([[3.0]], requires_grad=True)
+  opt = optim.SGD([w, v], lr=0.25)
+  ((w * w).sum() + (v * 4).sum()).backward()
+  dist.allreduce_grads([w, v])
+  assert w.grad.tolist() == [2.0, 4.0] and v.grad.tolist() == [[4.0]]
+  opt.step()
+  assert w.tolist() == [0.5, 1.0] and v.tolist() == [[2.0]]
