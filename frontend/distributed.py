@@ -69,7 +69,13 @@ def _abort_hook(exc_type, exc, tb) -> None:
   # print this rank's traceback first (Abort's own message says nothing of the cause), then end every rank
   sys.stderr.write(f"rank {_S.rank}/{_S.size}: uncaught {exc_type.__name__}; aborting the MPI job\n")
   traceback.print_exception(exc_type, exc, tb, file=sys.stderr)
-  sys.stderr.flush()
+  _abort()
+
+def _abort() -> None:
+  # the launcher reads the ranks' output pipes on its own schedule and kills every rank on Abort: give it a moment
+  # to forward what this rank just wrote, or the message that says why the job died can be lost
+  sys.stdout.flush(); sys.stderr.flush()
+  time.sleep(0.25)
   _S.comm.Abort(1)
 
 def _gpu_count(base: str) -> int:
@@ -111,11 +117,23 @@ def init(seed: int | None = None) -> None:
       lr = node.Get_rank(); node.Free()
     _S.local_rank = lr
   _S.initialized = True
-  base = Device.DEFAULT.split(":")[0]
-  if base in ("NV", "AMD") and ":" not in Device.DEFAULT and (n := _gpu_count(base)) > 1: Device.DEFAULT = f"{base}:{_S.local_rank % n}"
+  Device.DEFAULT = gpu_for_local_rank(Device.DEFAULT, _S.local_rank, _gpu_count(Device.DEFAULT.split(":")[0]))
+  if _S.comm is None:   # a world of one: the RNG stream stays as it is unless a seed is asked for
+    if seed is not None: Tensor.manual_seed(seed)
+    return
   s = np.array([Tensor._seed if seed is None else seed], np.int64)
-  if _S.comm is not None: _wait(_S.comm.Ibcast([s, _S.MPI.INT64_T], root=0), "seed broadcast", s.nbytes, None)
+  _wait(_S.comm.Ibcast([s, _S.MPI.INT64_T], root=0), "seed broadcast", s.nbytes, None)
   Tensor.manual_seed(int(s[0]))
+
+def gpu_for_local_rank(default: str, local_rank: int, gpus: int) -> str:
+  """The device a rank uses: with a GPU default (no index given) on a node of several GPUs, the one at local_rank
+  modulo their count; else the default unchanged.
+
+  >>> gpu_for_local_rank("NV", 3, 2), gpu_for_local_rank("NV", 3, 1), gpu_for_local_rank("NV:1", 0, 8), gpu_for_local_rank("CPU", 1, 8)
+  ('NV:1', 'NV', 'NV:1', 'CPU')
+  """
+  base = default.split(":")[0]
+  return f"{base}:{local_rank % gpus}" if base in ("NV", "AMD") and ":" not in default and gpus > 1 else default
 
 def _need_init() -> None:
   if not _S.initialized: init()
@@ -156,8 +174,7 @@ def _wait(req: Any, what: str, nbytes: int, timeout_s: float | None) -> None:
     if waited > deadline:
       sys.stderr.write(f"rank {_S.rank}/{_S.size}: collective {what} ({nbytes} bytes) timed out after {waited:.1f} s "
                        f"(deadline {deadline:g} s, HCQRT_DIST_TIMEOUT); another rank is stalled or dead; aborting the MPI job\n")
-      sys.stderr.flush()
-      _S.comm.Abort(1)
+      _abort()
     time.sleep(nap); nap = min(nap * 2, 1e-3)
 
 _MPI_TYPES = {dtypes.float32: "FLOAT", dtypes.float64: "DOUBLE", dtypes.int8: "INT8_T", dtypes.int16: "INT16_T", dtypes.int32: "INT32_T",

@@ -67,7 +67,7 @@ def train(exact: bool, args) -> None:
   losses = []
   for step in range(1, args.steps + 1):
     loss = fwd_bwd(xs, ys)
-    if step == args.fail_step and r == args.fail_rank: raise RuntimeError(f"injected failure on rank {r} at step {step}")
+    if step == args.fail_step and r == args.fail_rank: raise RuntimeError(f"injected failure on rank {r} at step {step} at time {time.time():.3f}")
     if step == args.fail_step and r == args.stall_rank: time.sleep(60)
     if step == args.fail_step and r == args.diverge_rank: model.l2.bias.assign(model.l2.bias + 1).realize()
     bucket.allreduce()
