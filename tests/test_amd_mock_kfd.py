@@ -25,7 +25,7 @@ def test_mock_tables_match_the_header_facts():
 
 @pytest.fixture
 def kfd():
-  drv = install_mock_amd()
+  drv = install_mock_amd(kernel="6.12")
   fd = syscalls.open("/dev/kfd", os.O_RDWR)
   yield drv, fd
   syscalls.close(fd); uninstall_mock_amd(drv)
@@ -97,16 +97,18 @@ def test_memory_rules(kfd):
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)   # free: unknown handle is EINVAL
   refused(errno.ENOMEM, mapm, fd, drv, a.handle)                                       # map: unknown handle is ENOMEM
 
+CW = VA + 0x10000000   # the CWSR area (44 MiB on gfx1100, 186 MiB on gfx942) after everything else
+def cwsr_bytes(drv): n = drv.node_sizes; return -(-(n["cwsr_size"] + n["debug_memory_size"]) * drv.props["num_xcc"] // 4096) * 4096
 GTT_UC = K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_UNCACHED | K.ALLOC_MEM_FLAGS_WRITABLE
 def test_queue_parameter_rules(kfd):
   drv, fd = kfd
   acquire(drv, fd)
   ring = alloc(fd, drv, VA, 0x10000, GTT_UC); ptrs = alloc(fd, drv, VA + 0x10000, 4096, GTT_UC)
   eop = alloc(fd, drv, VA + 0x20000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM)
-  cw = alloc(fd, drv, VA + 0x100000, drv.props["cwsr_size"], K.ALLOC_MEM_FLAGS_VRAM)
+  cw = alloc(fd, drv, CW, cwsr_bytes(drv), K.ALLOC_MEM_FLAGS_VRAM)
   good = dict(ring_base_address=VA, ring_size=0x10000, gpu_id=drv.gpu_id, queue_type=0, queue_percentage=100, queue_priority=7,
               read_pointer_address=VA + 0x10000, write_pointer_address=VA + 0x10008, eop_buffer_address=VA + 0x20000, eop_buffer_size=0x1000,
-              ctx_save_restore_address=VA + 0x100000, ctx_save_restore_size=drv.props["cwsr_size"], ctl_stack_size=drv.props["ctl_stack_size"])
+              ctx_save_restore_address=CW, ctx_save_restore_size=drv.props["cwsr_size"], ctl_stack_size=drv.props["ctl_stack_size"])
   for bad, e in [(dict(queue_percentage=101), errno.EINVAL), (dict(queue_priority=16), errno.EINVAL), (dict(ring_size=0x3000), errno.EINVAL),
                  (dict(queue_type=9), 524), (dict(ring_base_address=VA + 0x40000000), errno.EINVAL), (dict(eop_buffer_size=0x800), errno.EINVAL),
                  (dict(ctx_save_restore_size=0x1000), errno.EINVAL), (dict(gpu_id=7), errno.EINVAL)]:
@@ -142,12 +144,12 @@ class Rig:
     self.drv, self.fd = drv, fd
     self.r = acquire(drv, fd)
     self.ring = alloc(fd, drv, VA, 0x10000, GTT_UC); alloc(fd, drv, VA + 0x10000, 4096, GTT_UC)
-    alloc(fd, drv, VA + 0x20000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM); alloc(fd, drv, VA + 0x100000, drv.props["cwsr_size"], K.ALLOC_MEM_FLAGS_VRAM)
+    alloc(fd, drv, VA + 0x20000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM); alloc(fd, drv, CW, cwsr_bytes(drv), K.ALLOC_MEM_FLAGS_VRAM)
     self.cached = alloc(fd, drv, VA + 0x800000, 0x10000, K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_WRITABLE)
     self.code = alloc(fd, drv, VA + 0x900000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM | K.ALLOC_MEM_FLAGS_EXECUTABLE)
     q = call(fd, "AMDKFD_IOC_CREATE_QUEUE", ring_base_address=VA, ring_size=0x10000, gpu_id=drv.gpu_id, queue_type=0, queue_percentage=100,
              read_pointer_address=VA + 0x10000, write_pointer_address=VA + 0x10008, eop_buffer_address=VA + 0x20000, eop_buffer_size=0x1000,
-             ctx_save_restore_address=VA + 0x100000, ctx_save_restore_size=drv.props["cwsr_size"], ctl_stack_size=drv.props["ctl_stack_size"])
+             ctx_save_restore_address=CW, ctx_save_restore_size=drv.props["cwsr_size"], ctl_stack_size=drv.props["ctl_stack_size"])
     page = syscalls.mmap(fd, 0x2000, 3, syscalls.MAP_SHARED, q.doorbell_offset & ~0x1FFF)
     self.doorbell, self.put = page + (q.doorbell_offset & 0x1FFF), 0
     self.map = syscalls.mmap(self.r, 0x10000, 3, syscalls.MAP_SHARED | syscalls.MAP_FIXED, self.cached.mmap_offset,

@@ -2,7 +2,7 @@
 
 Bring-up (all through hcqrt.syscalls): open /dev/kfd, GET_VERSION picks the ioctl layouts; the sysfs topology
 names the GPU node (gpu_id, gfx_target_version -> target, CUs, LDS, wave size, EOP/CWSR sizes, render minor);
-open the render node and ACQUIRE_VM with it; RUNTIME_ENABLE (KFD >= 1.14). Memory: a VA range reserved
+open the render node and ACQUIRE_VM with it; RUNTIME_ENABLE (KFD >= 1.13). Memory: a VA range reserved
 PROT_NONE in this process, BOs allocated at addresses in it (ALLOC_MEMORY_OF_GPU), mapped to the GPU
 (MAP_MEMORY_TO_GPU, n_success checked) and, when the host needs them, mmapped through the render node at the
 same address. Signals, rings and read/write pointers live in uncached GTT so the CPU and GPU agree without
@@ -23,6 +23,7 @@ from hcqrt import syscalls
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay
 from hcqrt.amd.targets import Target, target_for
 from hcqrt.amd import codeobject
+from hcqrt.amd.cwsr import queue_sizes
 from ioctl_defs.amd import kfd as K, pm4, sdma, regs, kd as KD
 
 RW = os.O_RDWR | os.O_CLOEXEC
@@ -41,13 +42,18 @@ class AMDError(RuntimeError):
 def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
 def read_topology() -> list[tuple[int, dict[str, int]]]:
-  """(gpu_id, properties) of every GPU node of the KFD topology (CPU nodes, gpu_id 0, are skipped)."""
+  """(gpu_id, properties) of every GPU node of the KFD topology in node order (CPU nodes, gpu_id 0, are skipped).
+  Node directories are numbers: sorted as such (node 10 after node 9, as MI300X boxes have). A node whose GPU
+  the device cgroup denies answers EPERM (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:435-452):
+  skipped, as the thunk and tinygrad skip it."""
   out = []
-  for n in syscalls.listdir(TOPOLOGY):
-    gid = int(syscalls.read_text(f"{TOPOLOGY}/{n}/gpu_id").strip() or 0)
-    if gid == 0: continue
-    props = {k: int(v) for k, v in (l.split() for l in syscalls.read_text(f"{TOPOLOGY}/{n}/properties").splitlines() if l.strip())}
-    out.append((gid, props))
+  for n in sorted(syscalls.listdir(TOPOLOGY), key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n)):
+    try:
+      gid = int(syscalls.read_text(f"{TOPOLOGY}/{n}/gpu_id").strip() or 0)
+      if gid == 0: continue
+      text = syscalls.read_text(f"{TOPOLOGY}/{n}/properties")
+    except PermissionError: continue
+    out.append((gid, {k: int(v) for k, v in (l.split() for l in text.splitlines() if l.strip())}))
   return out
 
 GPU_CLOCK_NS = 10   # RELEASE_MEM's GPU clock counter (DATA_SEL 3) ticks at 100 MHz
@@ -103,7 +109,8 @@ class AMDDevice:
     self.lds_bytes = self.props.get("lds_size_in_kb", 64) << 10
     self.drm = syscalls.open_render_node(self.props["drm_render_minor"])
     self.ioctl("AMDKFD_IOC_ACQUIRE_VM", drm_fd=self.drm, gpu_id=self.gpu_id)
-    if self.abi.has("AMDKFD_IOC_RUNTIME_ENABLE") and self.kfd_version >= (1, 14):
+    # RUNTIME_ENABLE exists from KFD 1.13 ("Add debugger API", linux@v6.12.117:include/uapi/linux/kfd_ioctl.h:41)
+    if self.abi.has("AMDKFD_IOC_RUNTIME_ENABLE") and self.kfd_version >= (1, 13):
       self.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", r_debug=0, mode_mask=K.RUNTIME_ENABLE_MODE_ENABLE_MASK)
 
   def _raw_ioctl(self, abi: K.KFDABI, name: str, arg: Any) -> Any:
@@ -291,13 +298,13 @@ class KFDQueue:
     self.rptr, self.wptr = ctypes.c_uint64.from_address(self.ptrs.host), ctypes.c_uint64.from_address(self.ptrs.host + 8)  # type: ignore[operator]
     extra: dict[str, int] = {}
     if not self.sdma:
-      p = dev.props
-      eop_size = p.get("eop_buffer_size", 0x1000)
-      cwsr, ctl = p.get("cwsr_size", 0), p.get("ctl_stack_size", 0)
-      self.eop = dev.gpu_alloc(eop_size, "vram")
-      self.cwsr = dev.gpu_alloc(cwsr, "vram")
-      extra = dict(eop_buffer_address=self.eop.va, eop_buffer_size=eop_size, ctx_save_restore_address=self.cwsr.va,
-                   ctx_save_restore_size=cwsr, ctl_stack_size=ctl)
+      # sizes from sysfs (>= 6.12) or the kernel's formula (older kernels print none but still use what we pass);
+      # the CWSR BO holds every XCC's save area plus the debugger's: exactly what kfd_queue.c requires
+      sz = queue_sizes(dev.props)
+      self.eop = dev.gpu_alloc(sz.eop, "vram")
+      self.cwsr = dev.gpu_alloc(sz.bo_bytes, "vram")
+      extra = dict(eop_buffer_address=self.eop.va, eop_buffer_size=sz.eop, ctx_save_restore_address=self.cwsr.va,
+                   ctx_save_restore_size=sz.cwsr, ctl_stack_size=sz.ctl_stack)
     q = dev.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=self.ring.va, ring_size=RING_BYTES, gpu_id=dev.gpu_id, queue_type=qtype,
                   queue_percentage=K.MAX_QUEUE_PERCENTAGE, queue_priority=7, write_pointer_address=self.ptrs.va + 8,
                   read_pointer_address=self.ptrs.va, **extra)

@@ -4,8 +4,9 @@ It serves one GPU node (gfx1100 by default, gfx942 with arch="gfx942") and check
 amdgpu VM code check, failing with the same errno: unknown ioctl numbers (EINVAL), unknown gpu_id (EINVAL),
 memory ioctls before ACQUIRE_VM, zero sizes, misaligned or overlapping VAs, n_devices/n_success, freeing a
 mapped BO (EBUSY) or the event page (EPERM), unmapping what is not mapped (EINVAL), queue percentage/priority,
-ring size not a power of two, queue buffers outside GPU-mapped memory, EOP/CWSR sizes other than the
-topology's (EINVAL), RUNTIME_ENABLE twice (EBUSY). Stricter than the kernel in one place, on purpose: an ioctl
+ring size not a power of two, RUNTIME_ENABLE twice (EBUSY) or after a queue exists (EEXIST). On a 6.12 kernel
+(MOCKGPU_KFD, topology.py) CREATE_QUEUE checks every queue buffer as kfd_queue_acquire_buffers does (EINVAL);
+on 6.1 it checks none, and a preemption (`preempt`) saves wave state into whatever CWSR area the queue named. Stricter than the kernel in one place, on purpose: an ioctl
 whose _IOC size matches no kfd_ioctl.h version's struct is refused with EINVAL (the kernel would zero-fill or
 truncate it, hiding a client's layout bug).
 
@@ -17,8 +18,8 @@ import ctypes, errno, mmap as _mmap, os, struct, threading, time
 from typing import Any
 from hcqrt import syscalls
 from hcqrt.mock.amd import tables as T
-from hcqrt.mock.amd.topology import GPU_ID, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties
-from hcqrt.mock.amd.memory import BO, GPUVM, PAGE
+from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, node_sizes
+from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE
 from hcqrt.mock.amd.cp import Queue, GPUError
 
 ENOTSUPP = 524          # kernel-internal errno that set_queue_properties_from_user returns for an unknown queue type
@@ -29,11 +30,17 @@ KFD_EVENT_LIMIT = 4096
 def _err(e: int, msg: str) -> OSError: return OSError(e, msg)
 
 class MockKFD:
-  """The fake KFD. `arch` "gfx1100" or "gfx942"; `version` the (major, minor) GET_VERSION reports."""
-  def __init__(self, arch: str = "gfx1100", version: tuple[int, int] = (1, 17)):
-    self.arch, self.version = arch, version
-    self.gpu_id, self.props = GPU_ID[arch], gpu_properties(arch)
-    self.files = files(arch)
+  """The fake KFD. `arch` "gfx1100" or "gfx942"; `kernel` "6.12" or "6.1" (default: MOCKGPU_KFD); `version` the
+  (major, minor) GET_VERSION reports (default: that kernel's). `gpus` GPU nodes are listed (nodes 1..gpus), the
+  mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies."""
+  def __init__(self, arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, gpus: int = 1,
+               serve: int = 1, hidden: tuple[int, ...] = ()):
+    self.kernel = kernel or kernel_from_env()
+    self.arch, self.version = arch, version or KFD_VERSION[self.kernel]
+    gpu_ids = [GPU_ID[arch] + i for i in range(gpus)]
+    self.gpu_id, self.props, self.node_sizes = gpu_ids[serve - 1], gpu_properties(arch, self.kernel), node_sizes(arch)
+    self.files = files(arch, self.kernel, gpu_ids)
+    self.hidden = {f"{TOPOLOGY}/nodes/{n}/{f}" for n in hidden for f in ("gpu_id", "properties")}
     self.render_path = f"/dev/dri/renderD{RENDER_MINOR}"
     self.kfd_fds: set[int] = set()
     self.render_fds: set[int] = set()
@@ -65,6 +72,9 @@ class MockKFD:
     return sorted(names)
   def read_text(self, path: str) -> str:
     if path not in self.files: raise FileNotFoundError(errno.ENOENT, f"mock KFD: no such file {path}")
+    # a GPU the device cgroup denies: node_show returns -EPERM for gpu_id and properties
+    # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:435-452)
+    if path in self.hidden: raise PermissionError(errno.EPERM, f"mock KFD: {path}: the device cgroup denies this GPU")
     return self.files[path]
 
   def open(self, path: str, flags: int) -> int:
@@ -80,7 +90,8 @@ class MockKFD:
     d, typ, nr, size = (request >> 30) & 3, (request >> 8) & 0xFF, request & 0xFF, (request >> 16) & 0x3FFF
     if fd not in self.kfd_fds: raise _err(errno.ENOTTY, "not a /dev/kfd fd")
     if typ != ord("K"): raise _err(errno.ENOTTY, f"ioctl type {typ:#x} is not AMDKFD_IOCTL_BASE")
-    end = T.COMMAND_END[(1, 11)] if self.version < (1, 14) else T.COMMAND_END[(1, 17)]   # RUNTIME_ENABLE (0x25) arrived with 1.14
+    # RUNTIME_ENABLE (0x25) arrived with 1.13, "Add debugger API" (linux@v6.12.117:include/uapi/linux/kfd_ioctl.h:41)
+    end = T.COMMAND_END[(1, 11)] if self.version < (1, 13) else T.COMMAND_END[(1, 17)]
     if not 1 <= nr < end: raise _err(errno.EINVAL, f"ioctl nr {nr:#x} is outside [AMDKFD_COMMAND_START, AMDKFD_COMMAND_END) of KFD {self.version}")
     if nr not in T.IOCTLS: raise _err(errno.ENOSYS, f"mock KFD does not implement ioctl nr {nr:#x}")
     name, layout, sizes = T.IOCTLS[nr]
@@ -110,6 +121,8 @@ class MockKFD:
   def _runtime_enable(self, a: dict) -> None:
     if a["mode_mask"] & 1:
       if self.runtime_enabled: raise _err(errno.EBUSY, "runtime already enabled")
+      # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:2792-2796: not once the process has user queues
+      if self.queues: raise _err(errno.EEXIST, "RUNTIME_ENABLE after a user queue was created")
       self.runtime_enabled = True
     else: self.runtime_enabled = False
     a["capabilities_mask"] = 0
@@ -188,9 +201,14 @@ class MockKFD:
       a["n_success"] = i + 1
 
   # ---- queues ----
-  def _mapped(self, what: str, va: int, n: int) -> None:
-    try: self.vm.find(va, max(n, 1))
-    except RuntimeError: raise _err(errno.EINVAL, f"{what} {va:#x}+{n:#x} is not in a BO mapped to the GPU") from None
+  def _queue_buffer(self, what: str, va: int, size: int) -> None:
+    """kfd_queue_buffer_get (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_queue.c:197-217): the GPU page of `va`
+    must be the first page of a GPU mapping and, unless `size` is under a page, the mapping exactly `size` bytes
+    (compared in 4 KiB pages), else EINVAL."""
+    bo = next((b for b in self.vm.bos if b.va >> 12 <= va >> 12 < b.end >> 12), None)
+    if bo is None: raise _err(errno.EINVAL, f"{what} {va:#x}: no GPU mapping holds it")
+    if va >> 12 != bo.va >> 12 or (size >> 12 and bo.size >> 12 != size >> 12):
+      raise _err(errno.EINVAL, f"{what} {va:#x}: expected a mapping of {size:#x} bytes starting at its page, the BO is {bo.va:#x}+{bo.size:#x}")
 
   def _create_queue(self, a: dict) -> None:
     if a["queue_percentage"] & 0xFF > 100: raise _err(errno.EINVAL, f"queue_percentage {a['queue_percentage']} > 100")
@@ -203,27 +221,57 @@ class MockKFD:
     if qt not in (T.QUEUE_COMPUTE, T.QUEUE_SDMA, T.QUEUE_COMPUTE_AQL): raise _err(ENOTSUPP, f"queue_type {qt} is not supported")
     self._pdd(a["gpu_id"], need_vm=False)
     if self.vm_acquired is None: raise _err(errno.ESRCH, "process is not bound to the GPU (no ACQUIRE_VM)")
-    self._mapped("ring", a["ring_base_address"], rs)
-    self._mapped("read pointer", a["read_pointer_address"], 8)
-    self._mapped("write pointer", a["write_pointer_address"], 8)
     bufs = [a["ring_base_address"], a["read_pointer_address"], a["write_pointer_address"]]
-    if qt != T.QUEUE_SDMA:
-      p = self.props
-      if a["eop_buffer_size"] != p["eop_buffer_size"]: raise _err(errno.EINVAL, f"eop_buffer_size {a['eop_buffer_size']:#x} != the node's {p['eop_buffer_size']:#x}")
-      self._mapped("EOP buffer", a["eop_buffer_address"], a["eop_buffer_size"])
-      if a["ctx_save_restore_size"] != p["cwsr_size"] or a["ctl_stack_size"] != p["ctl_stack_size"]:
-        raise _err(errno.EINVAL, f"ctx_save_restore_size {a['ctx_save_restore_size']:#x} / ctl_stack_size {a['ctl_stack_size']:#x} "
-                                 f"!= the node's cwsr_size {p['cwsr_size']:#x} / ctl_stack_size {p['ctl_stack_size']:#x}")
-      self._mapped("CWSR area", a["ctx_save_restore_address"], a["ctx_save_restore_size"])
-      bufs += [a["eop_buffer_address"], a["ctx_save_restore_address"]]
+    if qt != T.QUEUE_SDMA: bufs += [a["eop_buffer_address"], a["ctx_save_restore_address"]]
+    if self.kernel != "6.1": self._acquire_buffers(a, qt)
+    # 6.1 has no kfd_queue_acquire_buffers: it copies the addresses and sizes into the MQD unchecked
+    # (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c set_queue_properties_from_user); the CP finds out later
     if qt == T.QUEUE_COMPUTE_AQL: raise _err(errno.ENOSYS, "mock KFD runs PM4 compute queues, not AQL queues")
     qid = next(i for i in range(1024) if i not in self.queues)
     q = Queue(self, qid, qt, self.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch)
     q.buffers = bufs   # type: ignore[attr-defined]
+    q.ctx_save = (a["ctx_save_restore_address"], a["ctx_save_restore_size"]) if qt != T.QUEUE_SDMA else None   # type: ignore[attr-defined]
     self.queues[qid] = q
     self.doorbells[qid * 8] = q
     a["queue_id"] = qid
     a["doorbell_offset"] = (T.MMAP_DOORBELL << 62) | (self.gpu_id << 46) | (qid * 8)
+
+  def _acquire_buffers(self, a: dict, qt: int) -> None:
+    """kfd_queue_acquire_buffers (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_queue.c:233-345), called from
+    kfd_ioctl_create_queue (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:362): wptr and rptr one page
+    each, the ring exactly ring_size; compute queues also the EOP buffer (the node's size), ctl_stack_size equal to
+    the node's, ctx_save_restore_size at least the node's cwsr_size (42ea9cf2f16b "Relax size checking") and the CWSR
+    BO exactly ALIGN((ctx_save_restore_size + debug_memory_size) * NUM_XCC, 4 KiB) (kfd_queue.c:318-338)."""
+    self._queue_buffer("write_pointer_address", a["write_pointer_address"], PAGE)
+    self._queue_buffer("read_pointer_address", a["read_pointer_address"], PAGE)
+    self._queue_buffer("ring_base_address", a["ring_base_address"], a["ring_size"])
+    if qt == T.QUEUE_SDMA: return
+    n = self.node_sizes
+    if a["eop_buffer_address"]:
+      if a["eop_buffer_size"] != n["eop_buffer_size"]: raise _err(errno.EINVAL, f"eop_buffer_size {a['eop_buffer_size']:#x} != the node's {n['eop_buffer_size']:#x}")
+      self._queue_buffer("eop_buffer_address", a["eop_buffer_address"], a["eop_buffer_size"])
+    if a["ctl_stack_size"] != n["ctl_stack_size"]: raise _err(errno.EINVAL, f"ctl_stack_size {a['ctl_stack_size']:#x} != the node's {n['ctl_stack_size']:#x}")
+    if a["ctx_save_restore_size"] < n["cwsr_size"]:
+      raise _err(errno.EINVAL, f"ctx_save_restore_size {a['ctx_save_restore_size']:#x} < the node's cwsr_size {n['cwsr_size']:#x}")
+    total = -(-(a["ctx_save_restore_size"] + n["debug_memory_size"]) * self.props["num_xcc"] // PAGE) * PAGE
+    self._queue_buffer("ctx_save_restore_address", a["ctx_save_restore_address"], total)
+
+  def preempt(self, qid: int | None = None) -> None:
+    """Preempt compute queues with waves in flight (HWS oversubscription, eviction, suspend, a debugger): the CP saves
+    each XCC's wave state into the queue's CWSR area, XCC i at base + i * ctx_save_restore_size
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:691-701; one XCC on gfx11,
+    kfd_mqd_manager_v11.c:151-162). A full-occupancy save fills the node's cwsr_size (kfd_queue.c:450-490) however
+    little the queue declared, so a too-small area is a GPU VM fault (the queue stops, memory events fire)."""
+    with self.lock:
+      for q in [self.queues[qid]] if qid is not None else list(self.queues.values()):
+        if getattr(q, "ctx_save", None) is None or q.error is not None: continue
+        base, size = q.ctx_save
+        for xcc in range(self.props["num_xcc"]):
+          at = base + xcc * size
+          try: self.vm.find(at, self.node_sizes["cwsr_size"])
+          except GPUFault as e:
+            self.memory_fault(e.va)
+            raise q.fail(f"CWSR save of XCC {xcc} at {at:#x}+{self.node_sizes['cwsr_size']:#x} faulted: {e}") from None
 
   def _destroy_queue(self, a: dict) -> None:
     if (q := self.queues.pop(a["queue_id"], None)) is None: raise _err(errno.EINVAL, f"no queue {a['queue_id']}")
