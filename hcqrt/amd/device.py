@@ -318,9 +318,13 @@ class KFDQueue:
     n = len(dwords)
     unit = 4 if self.sdma else 1   # SDMA pointers count bytes, PM4 pointers dwords
     ring_units = RING_BYTES if self.sdma else RING_BYTES // 4
-    if n * unit > ring_units: raise ValueError(f"{self.name}: {n} dwords do not fit the {RING_BYTES}-byte ring")
+    if n * unit > ring_units - unit: raise ValueError(f"{self.name}: {n} dwords do not fit the {RING_BYTES}-byte ring")
     deadline = time.perf_counter() + self.dev.wait_timeout_s
-    while self.put + n * unit - self.rptr.value > ring_units:   # wait for room (the CP advances rptr)
+    # The PM4 read pointer is a dword offset that wraps at the ring size (ROCm/ROCR-Runtime@c7785a6:libhsakmt/tests/
+    # kfdtest/src/PM4Queue.cpp:44-55), SDMA's a monotonic byte count: the fill level modulo the ring is right for
+    # both. One unit stays free so a full ring never reads as empty (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+    # kfd_kernel_queue.c:241-256 does the same).
+    while (self.put - self.rptr.value) % ring_units + n * unit > ring_units - unit:   # wait for room (the CP advances rptr)
       if time.perf_counter() > deadline: raise TimeoutError(f"{self.dev.name}: {self.name} ring stays full (rptr {self.rptr.value}, put {self.put})")
       time.sleep(0.0001)
     assert self.ring.host is not None

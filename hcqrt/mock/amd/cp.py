@@ -97,6 +97,14 @@ class Queue:
 
   @property
   def sdma(self) -> bool: return self.kind == T.QUEUE_SDMA
+  @property
+  def rptr(self) -> int:
+    """What the engine reports at the read-pointer address. PM4: a 32-bit dword offset that wraps at the ring size
+    ("On PM4 queues Rptr is always 32-bit in dword units and wraps at queue size",
+    ROCm/ROCR-Runtime@c7785a6:libhsakmt/tests/kfdtest/src/PM4Queue.cpp:44-55; the kernel's own PM4 queue reads it
+    so, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_kernel_queue.c:241-256). SDMA: a monotonic byte count
+    (ROCR-Runtime@c7785a6:libhsakmt/tests/kfdtest/src/SDMAQueue.cpp:45-62)."""
+    return self.pos if self.sdma else self.pos % (self.ring_size // 4)
 
   def fail(self, msg: str) -> GPUError:
     self.error = f"{self.name}: {msg}"
@@ -133,7 +141,7 @@ class Queue:
     except GPUFault as e:
       self.kfd.memory_fault(e.va)
       raise self.fail(str(e)) from None
-    finally: self.vm.write(self.rptr_va, struct.pack("<Q", self.pos))
+    finally: self.vm.write(self.rptr_va, struct.pack("<Q" if self.sdma else "<I", self.rptr))   # PM4: a 32-bit store
     return progressed
 
   # ---- PM4 ----
