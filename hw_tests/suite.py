@@ -279,7 +279,7 @@ def error_paths(c: Ctx):
     from ioctl_defs.amd import pm4
     with syscalls.installed(MockKFD(d.arch)):
       d2 = AMDDevice("AMD")
-      try: d2.compute.submit(pm4.packet(pm4.COPY_DATA, 0, 0, 0, 0, 0))
+      try: d2.compute.submit(pm4.packet(pm4.COPY_DATA, 0, 0, 0, 0, 0)); d2.wait_signal(d2.timeline_signal, 1, 5)   # runs later: seen at the wait
       except AMDGPUError as e: expect("COPY_DATA" in str(e), str(e))
       else: raise AssertionError("unexecuted PM4 packet accepted")
   elif c.mocked:   # the mock GPU refuses a method the class does not have (hardware would raise an Xid)

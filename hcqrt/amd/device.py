@@ -8,7 +8,8 @@ PROT_NONE in this process, BOs allocated at addresses in it (ALLOC_MEMORY_OF_GPU
 same address. Signals, rings and read/write pointers live in uncached GTT so the CPU and GPU agree without
 flushes. A signal from the compute queue is RELEASE_MEM with the GL2 write-back (the kernel's stores must
 reach memory before the host sees the value), then a second RELEASE_MEM that writes the event slot and raises
-the interrupt that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel instead of spinning.
+the interrupt (INT_SEL 2) that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel instead of spinning.
+Queues run asynchronously to the host: `free` waits for the timeline first.
 
   >>> from hcqrt.mock.amd import install_mock_amd
   >>> drv = install_mock_amd()
@@ -190,9 +191,14 @@ class AMDDevice:
     self._recovering = False
     self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
     self._timing: tuple[Signal, Signal] | None = None
-    # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote)
+    # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote). Signal event ids
+    # start at 0 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:95-132) and GC >= 9.4.1 drops end-of-pipe
+    # interrupts with context id 0 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336): the
+    # event that registers the page takes id 0 and is never waited on; the queues wake the next one
     self.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
-    ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
+    self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
+    ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1)
+    if ev.event_id == 0: raise AMDError(f"{self.name}: AMDKFD_IOC_CREATE_EVENT gave event id 0 twice")
     self.event_id, self.event_slot = ev.event_id, self.event_page.va + 8 * ev.event_slot_index
     # a GPU VM fault stops the queue and fires memory events: waits watch one so a fault is an error, not a timeout
     self.fault_event = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_MEMORY, auto_reset=1).event_id
@@ -215,7 +221,11 @@ class AMDDevice:
     try: yield blocks
     finally: self._scopes.pop()
   def free_persistent(self, blocks: list) -> None:
+    self.wait_idle()   # a graph's last IB may still be read by the CP after its graph signal
     for b in blocks: self.gpu_free(b)
+  def wait_idle(self) -> None:
+    """Wait until the GPU has passed every submission so far (nothing to wait for while the queues are being recreated)."""
+    if not self._recovering and self.timeline_signal.value < self.timeline_value - 1: self.synchronize()
 
   @property
   def target(self) -> dict:
@@ -243,8 +253,13 @@ class AMDDevice:
       if left <= 0 and sig.value < value: raise sig.timed_out(value, timeout_s)
       self.abi.ffi.memmove(ev, bytes(2 * self.abi.sizeof("kfd_event_data")), 2 * self.abi.sizeof("kfd_event_data"))
       ev[0].event_id, ev[1].event_id = self.event_id, self.fault_event
-      self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=2, wait_for_all=0,
-                 timeout=max(1, min(10, int(left * 1000))))
+      try:
+        self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=2, wait_for_all=0,
+                   timeout=max(1, min(10, int(left * 1000))))
+      except AMDError: raise
+      except Exception as e:   # a (mock) driver reporting a stopped queue: start over on new queues
+        e.args = (f"{e}; {self.recover()}",)
+        raise
       m = ev[1].memory_exception_data
       if m.failure.NotPresent or m.failure.ReadOnly or m.failure.NoExecute:
         raise AMDError(f"{self.name}: GPU memory fault at {m.va:#x} (page {'not present' if m.failure.NotPresent else 'protection'}); "
@@ -418,7 +433,10 @@ class AMDComputeQueue(AMDQueue):
       if kind == "signal":
         p = rec["pos"]
         out += self.q[i:p + 8]
-        out += pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_DATA_AFTER_WRITE_CONFIRM,
+        # INT_SEL 2: interrupt once the write is confirmed, as the kernel's own fences do (linux@v6.12.117:drivers/gpu/
+        # drm/amd/amdgpu/gfx_v11_0.c:5740-5741); 3 would write the slot with no interrupt and WAIT_EVENTS would sleep out
+        # its timeout (mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40)
+        out += pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
                                ctxid=dev.event_id, event_type=pm4.BOTTOM_OF_PIPE_TS)
         i = p + 8
     return out + self.q[i:]
@@ -542,7 +560,11 @@ class AMDAllocator:
     self.staging = dev.gpu_alloc(self.STAGING, "gtt", host=True)
   def alloc(self, nbytes: int, host: bool = False) -> AMDBuffer: return self.dev.gpu_alloc(nbytes, "gtt" if host else "vram", host=host)
   def free(self, buf: AMDBuffer) -> None:
+    """Unmap and free. UNMAP takes the pages from the GPU at once, without waiting for queued work
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452), so first wait until the timeline has passed
+    every submission that may still use the buffer (as the NV backend does)."""
     if buf.freed: raise RuntimeError(f"{self.dev.name}: double free of {buf}")
+    self.dev.wait_idle()
     self.dev.gpu_free(buf)
   def share_with_forks(self, buf: AMDBuffer, share: bool) -> None:
     """(as CPUAllocator's: device memory has nothing a fork would copy)"""

@@ -92,6 +92,7 @@ class Queue:
     self.pending: list[Dispatch] = []
     self.dispatches: list[Dispatch] = []   # every dispatch decoded (tests read them)
     self.error: str | None = None
+    self.reported = False   # the process was told of `error`
     self.ib_count = 0
     self.name = f"{'SDMA' if kind == T.QUEUE_SDMA else 'compute'} queue {qid}"
 
@@ -106,8 +107,10 @@ class Queue:
     (ROCR-Runtime@c7785a6:libhsakmt/tests/kfdtest/src/SDMAQueue.cpp:45-62)."""
     return self.pos if self.sdma else self.pos % (self.ring_size // 4)
 
-  def fail(self, msg: str) -> GPUError:
-    self.error = f"{self.name}: {msg}"
+  def fail(self, msg: str, fault: bool = False) -> GPUError:
+    """Stop the queue. A VM fault reaches the process through its memory events (`fault`); any other error is left
+    for the mock's own report (MockKFD._raise_queue_error)."""
+    self.error, self.reported = f"{self.name}: {msg}", fault
     self.pending.clear()
     return GPUError(self.error)
 
@@ -140,7 +143,7 @@ class Queue:
     except Blocked: pass
     except GPUFault as e:
       self.kfd.memory_fault(e.va)
-      raise self.fail(str(e)) from None
+      raise self.fail(str(e), fault=True) from None
     finally: self.vm.write(self.rptr_va, struct.pack("<Q" if self.sdma else "<I", self.rptr))   # PM4: a 32-bit store
     return progressed
 
@@ -151,7 +154,7 @@ class Queue:
       try: execute(d, self.vm)
       except GPUFault as e:
         self.kfd.memory_fault(e.va)
-        raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}") from None
+        raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}", fault=True) from None
       except GPUError as e: raise self.fail(str(e)) from None   # e.g. code the executor cannot run: the queue stops
 
   def step_pm4(self) -> int:
@@ -230,7 +233,12 @@ class Queue:
       # after a write-back the release reaches memory; without one it may sit in the L2 like the kernel's stores
       (self.vm.write if wb else self.vm.write_cached)(addr, struct.pack("<Q" if data_sel != 1 else "<I", v))
     elif data_sel != 0: raise self.fail(f"RELEASE_MEM data_sel {data_sel} is not modelled")
-    if int_sel: self.kfd.interrupt(body[6])
+    # INT_SEL (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_pm4_headers_ai.h:487-493): 2 = interrupt after the
+    # write is confirmed (what the kernel asks for, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:5740-5741);
+    # 3 = write the data after confirmation and raise no interrupt ("don't send an interrupt",
+    # mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40); 0 none. The rest (interrupt only, ctxid compares) are not modelled.
+    if int_sel == 2: self.kfd.interrupt(body[6], eop=True)
+    elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
 
   # ---- SDMA ----
   def step_sdma(self) -> int:

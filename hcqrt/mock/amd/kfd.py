@@ -56,9 +56,13 @@ class MockKFD:
     self.event_page: BO | None = None
     self.events: dict[int, dict[str, Any]] = {}
     self.lock = threading.RLock()
-    self._poller: threading.Thread | None = None
+    self.work = threading.Condition(self.lock)   # doorbells wake the engine; the engine wakes WAIT_EVENTS
+    self._engine: threading.Thread | None = None
+    self._due: float | None = None           # when the engine runs the queues next (doorbell time + latency_s)
+    self.latency_s = 0.0                     # how long after a doorbell the CP starts on the work (tests widen races)
     self.vram_used = 0
     self.busy_ns = 0
+    self.wait_timeouts = 0                   # WAIT_EVENTS that slept out their timeout (no interrupt came)
     self.calls: list[str] = []               # ioctl names in order (tests read them)
     self.sizes: list[int] = []               # and the _IOC size each came with
 
@@ -271,7 +275,7 @@ class MockKFD:
           try: self.vm.find(at, self.node_sizes["cwsr_size"])
           except GPUFault as e:
             self.memory_fault(e.va)
-            raise q.fail(f"CWSR save of XCC {xcc} at {at:#x}+{self.node_sizes['cwsr_size']:#x} faulted: {e}") from None
+            raise q.fail(f"CWSR save of XCC {xcc} at {at:#x}+{self.node_sizes['cwsr_size']:#x} faulted: {e}", fault=True) from None
 
   def _destroy_queue(self, a: dict) -> None:
     if (q := self.queues.pop(a["queue_id"], None)) is None: raise _err(errno.EINVAL, f"no queue {a['queue_id']}")
@@ -308,8 +312,12 @@ class MockKFD:
   def _set_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = True
   def _reset_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = False
 
-  def interrupt(self, ctxid: int) -> None:
-    """An end-of-pipe / SDMA trap interrupt: signal the event it names if its slot was written, else every written slot."""
+  def interrupt(self, ctxid: int, eop: bool = False) -> None:
+    """An end-of-pipe (RELEASE_MEM INT_SEL 2) or SDMA trap interrupt: signal the event it names if its slot was
+    written, else every written slot (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c, kfd_signal_event_interrupt).
+    On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336)."""
+    if eop and ctxid == 0 and self.arch == "gfx942": return
     if self.event_page is None: return
     hit = [ctxid] if ctxid in self.events and self._slot(ctxid) != T.UNSIGNALED_EVENT_SLOT else \
           [e for e in self.events if self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
@@ -327,8 +335,8 @@ class MockKFD:
     ids = [T.EVENT_DATA.unpack(raw[48 * i:48 * i + 48])["event_id"] for i in range(n)]
     for e in ids: self._ev(e)
     deadline = time.perf_counter() + a["timeout"] / 1000
-    while True:
-      self.run_all()
+    while True:   # the engine thread runs the queues; this only sleeps until an interrupt signals an event
+      self._raise_queue_error()
       done = [self.events[e]["signaled"] for e in ids if e in self.events]
       if (all(done) if a["wait_for_all"] else any(done)):
         for i, e in enumerate(ids):
@@ -338,10 +346,18 @@ class MockKFD:
             ctypes.memmove(a["events_ptr"] + 48 * i, rec, len(rec))
           if ev["auto_reset"] and ev["signaled"]: ev["signaled"] = False
         a["wait_result"] = 0; return
-      if time.perf_counter() >= deadline: a["wait_result"] = 1; return
-      self.lock.release()
-      try: time.sleep(0.0002)
-      finally: self.lock.acquire()
+      if (left := deadline - time.perf_counter()) <= 0:
+        self.wait_timeouts += 1; a["wait_result"] = 1; return
+      self.work.wait(left)
+
+  def _raise_queue_error(self) -> None:
+    """A queue the CP stopped on something that is not a VM fault (a packet or program the mock cannot execute, where
+    hardware would hang): the mock's own report, raised once from the process's next WAIT_EVENTS (no kernel does this;
+    without it the client would sit out its timeout)."""
+    for q in self.queues.values():
+      if q.error is not None and not q.reported:
+        q.reported = True
+        raise GPUError(q.error)
 
   # ---- mmap / doorbells ----
   def mmap(self, fd: int, length: int, prot: int, flags: int, offset: int, addr: int | None) -> int:
@@ -367,43 +383,67 @@ class MockKFD:
 
   def mmio_write64(self, addr: int, value: int) -> None:
     base = next((a for a, n in self.doorbell_maps if a <= addr < a + n), None)
-    if base is None: ctypes.c_uint64.from_address(addr).value = value; return
     ctypes.c_uint64.from_address(addr).value = value
+    if base is None: return
     with self.lock:
       q = self.doorbells.get(addr - base)
       if q is None: return   # a doorbell no queue owns: the hardware ignores it
       self.doorbell_writes += 1
       q.target = value
-      t0 = time.perf_counter_ns()
-      try: self.run_all(q)
-      finally: self.busy_ns += time.perf_counter_ns() - t0   # time "on the GPU", so benchmarks can take it out
+      self._kick()
 
   def mmio_write32(self, addr: int, value: int) -> None:
     raise GPUError(f"mock KFD: 32-bit store to {addr:#x}; SOC15+ doorbells are 64-bit")
 
   # ---- the GPU ----
-  def run_all(self, rung: Queue | None = None) -> None:
+  # The doorbell only tells the CP there is work: it runs later, on the engine thread, while the process goes on
+  # (hardware queues run asynchronously to the host), so a buffer freed or rewritten while work is in flight, or a
+  # missing wait, shows up as a VM fault or a wrong result. `latency_s` delays the start to widen such races.
+  def _kick(self) -> None:
+    due = time.perf_counter() + self.latency_s
+    self._due = due if self._due is None else min(self._due, due)
+    if self._engine is None or not self._engine.is_alive():
+      self._engine = threading.Thread(target=self._run_engine, daemon=True, name="amdmock-cp")
+      self._engine.start()
+    self.work.notify_all()
+
+  def _run_engine(self) -> None:
+    with self.lock:
+      idle_since, poll = time.perf_counter(), False
+      while True:
+        now = time.perf_counter()
+        if self._due is not None and now < self._due: self.work.wait(self._due - now); continue
+        if self._due is not None or poll:
+          self._due, poll = None, False
+          t0 = time.perf_counter_ns()
+          try: self.run_all()
+          finally: self.busy_ns += time.perf_counter_ns() - t0   # time "on the GPU", so benchmarks can take it out
+          self.work.notify_all()   # interrupts were raised: wake WAIT_EVENTS and settle()
+          idle_since = time.perf_counter()
+          continue
+        # parked on a WAIT_REG_MEM / POLL_REGMEM a host write may satisfy (the mock cannot see host stores): poll
+        if self.blocked(): self.work.wait(0.0005); poll = True; continue
+        if now - idle_since > 0.05: self._engine = None; return   # idle: the next doorbell starts a new engine thread
+        self.work.wait(0.05)
+
+  def run_all(self) -> None:
+    """Run every queue until all are empty, blocked or stopped (errors stay on the queue, q.error)."""
     with self.lock:
       progressed = True
       while progressed:
         progressed = False
         for q in list(self.queues.values()):
           try: progressed |= q.run()
-          except GPUError:
-            if q is rung: raise
-      if self.blocked() and (self._poller is None or not self._poller.is_alive()):
-        self._poller = threading.Thread(target=self._poll, daemon=True, name="amdmock-cp")
-        self._poller.start()
+          except GPUError: pass
 
   def blocked(self) -> bool:
     return any(q.error is None and q._avail() > 0 for q in self.queues.values())
 
-  def _poll(self) -> None:
-    # a parked WAIT_REG_MEM may be satisfied by a host write the mock cannot see: retry while anything is parked
-    while True:
-      time.sleep(0.0005)
-      with self.lock:
-        if not self.blocked(): return
-        for q in list(self.queues.values()):
-          try: q.run()
-          except GPUError: pass   # kept on the queue (q.error)
+  def settle(self, timeout_s: float = 10.0) -> None:
+    """(tests) Wait until the engine has run everything it can, then raise the error a queue stopped on, if any."""
+    deadline = time.perf_counter() + timeout_s
+    with self.lock:
+      while self._due is not None:   # (the engine holds the lock while it runs: with it here, nothing is mid-run)
+        if time.perf_counter() > deadline: raise TimeoutError("mock KFD: the engine did not settle")
+        self.work.wait(0.01)
+      self._raise_queue_error()

@@ -1,0 +1,61 @@
+"""The mock GPU runs queued work later, on its own engine thread, and wakes WAIT_EVENTS only with the interrupts the
+hardware raises: the backend must wait before freeing, and ask for interrupts it will get."""
+import struct
+import numpy as np
+import pytest
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
+from hcqrt.amd.device import AMDDevice, AMDProgram
+
+@pytest.fixture(params=["gfx1100", "gfx942"])
+def dev(request):
+  drv = install_mock_amd(request.param, kernel="6.12")
+  d = AMDDevice("AMD"); d.drv = drv
+  yield d
+  uninstall_mock_amd(drv)
+
+def _store42(d, vm):   # stand-in executor: the kernel stores 42 through its first argument
+  vm.write(struct.unpack("<Q", bytes(vm.read(d.kernarg, 8)))[0], struct.pack("<I", 42))
+
+def _program(dev):
+  props = (1 << 3) | ((1 << 10) if dev.gfx.wave32 else 0)
+  desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 8, 0, 0, 0x60AF0041, 2 << 1 | 1 << 7, props, 0)
+  return AMDProgram(dev, "k", b"\x00\x00\xb0\xbf" * 16, desc, [(0, 8)])
+
+@pytest.fixture
+def store42():
+  prev = set_executor(_store42); yield; set_executor(prev)
+
+def test_the_doorbell_only_queues_work(dev):
+  dev.drv.latency_s = 0.05
+  s = dev.new_signal(0)
+  dev.hw_compute_queue().signal(s, 1).submit(dev)
+  assert s.value == 0   # not run yet: the host must wait for it
+  dev.wait_signal(s, 1, 5)
+
+def test_synchronize_is_woken_by_the_interrupt_not_the_timeout(dev, store42):
+  dev.drv.latency_s = 0.002   # the CP starts after the host is asleep in WAIT_EVENTS
+  prog, buf = _program(dev), dev.allocator.alloc(64)
+  for _ in range(20): prog(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+  assert dev.event_id != 0 and "WAIT_EVENTS" in dev.drv.calls
+  assert dev.drv.wait_timeouts == 0   # INT_SEL 3 (no interrupt) or event id 0 on gfx942 sleeps out every 10 ms wait
+
+def test_free_of_a_buffer_in_flight_waits_for_the_gpu(dev, store42):
+  dev.drv.latency_s = 0.05
+  prog, buf, keep = _program(dev), dev.allocator.alloc(64), dev.allocator.alloc(64)
+  prog(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1))   # no wait: the kernel is still queued
+  dev.allocator.free(buf)   # unmapping now would fault the kernel's store
+  prog(keep, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+  out = bytearray(4); dev.allocator.copyout(memoryview(out), keep)
+  assert struct.unpack("<I", out)[0] == 42 and all(q.error is None for q in dev.drv.queues.values())
+
+def test_graph_replays_back_to_back_on_an_async_gpu(dev, store42):
+  dev.drv.latency_s = 0.01
+  prog = _program(dev)
+  bufs = [dev.allocator.alloc(64) for _ in range(3)]
+  g = dev.graph([("exec", prog, [bufs[0]], [], (1, 1, 1), (dev.wave_size, 1, 1))])
+  for b in bufs: g.replay(bufs={(0, 0): b})
+  dev.synchronize()
+  for b in bufs:
+    out = bytearray(4); dev.allocator.copyout(memoryview(out), b)
+    assert struct.unpack("<I", out)[0] == 42
+  assert np.all([q.error is None for q in dev.drv.queues.values()])
