@@ -59,3 +59,10 @@ def test_graph_replays_back_to_back_on_an_async_gpu(dev, store42):
     out = bytearray(4); dev.allocator.copyout(memoryview(out), b)
     assert struct.unpack("<I", out)[0] == 42
   assert np.all([q.error is None for q in dev.drv.queues.values()])
+
+def test_the_dispatch_acquire_writes_the_l2_back_before_invalidating(dev, store42):
+  # a dirty line in the L2 (an earlier GPU write to cached memory) must survive the next launch's cache invalidate
+  buf = dev.allocator.alloc(64)
+  dev.drv.vm.write_cached(buf.va + 32, struct.pack("<I", 7))
+  _program(dev)(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+  assert dev.drv.vm.read32(buf.va + 32) == 7

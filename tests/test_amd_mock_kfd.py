@@ -227,3 +227,17 @@ def test_only_int_sel_2_interrupts_and_gfx942_drops_context_id_0(arch):
     assert release(ev1, pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM)
     assert release(ev0, pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM) == (arch != "gfx942")   # GC 9.4.x drops ctx id 0
   finally: syscalls.close(fd); uninstall_mock_amd(drv)
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_l2_invalidate_without_writeback_loses_dirty_lines(arch):
+  drv = install_mock_amd(arch, kernel="6.12"); fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  gfx = 11 if arch == "gfx1100" else 9
+  inv_only = dict(gcr_cntl=pm4.GCR_GL2_INV) if gfx == 11 else dict(coher_cntl=pm4.COHER_TC_ACTION_ENA)
+  inv_wb = dict(gcr_cntl=pm4.GCR_GL2_INV | pm4.GCR_GL2_WB) if gfx == 11 else dict(coher_cntl=pm4.COHER_TC_ACTION_ENA | pm4.COHER_TC_WB_ACTION_ENA)
+  try:
+    rig = Rig(drv, fd)
+    rig.submit(pm4.release_mem(rig.cached.va_addr, 5) + pm4.acquire_mem(gfx, **inv_only))   # dirty in L2, then invalidated
+    assert rig.host64(0) == 0 and drv.vm.read32(rig.cached.va_addr) == 0                     # gone for host and GPU
+    rig.submit(pm4.release_mem(rig.cached.va_addr, 6) + pm4.acquire_mem(gfx, **inv_wb))
+    assert rig.host64(0) == 6                                                                  # written back first
+  finally: syscalls.close(fd); uninstall_mock_amd(drv)

@@ -402,8 +402,13 @@ class AMDComputeQueue(AMDQueue):
   def _exec(self, prog: AMDProgram, args: KernArgs, g, l):
     t = self.t
     def r(name: str) -> int: return regs.COMPUTE_REGS[t.name][name]
-    gcr = pm4.GCR_GLI_INV_ALL | pm4.GCR_GLK_INV | pm4.GCR_GLV_INV | pm4.GCR_GL1_INV | pm4.GCR_GL2_INV
-    coher = pm4.COHER_SH_ICACHE_ACTION_ENA | pm4.COHER_SH_KCACHE_ACTION_ENA | pm4.COHER_TC_ACTION_ENA | pm4.COHER_TCL1_ACTION_ENA
+    # an L2 invalidate always goes with its write-back, or the previous kernel's dirty lines are lost: gfx11 GL2_WB
+    # with GL2_INV (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:6565-6573), gfx9 TC_WB_ACTION with
+    # TC_ACTION, the kernel's five CP_COHER_CNTL bits (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v9_4_3.c:3401-3417;
+    # "WB must be set on GFX8+ when TC_ACTION is set", mesa@25.0.7:src/gallium/drivers/radeonsi/si_barrier.c:442-445)
+    gcr = pm4.GCR_GLI_INV_ALL | pm4.GCR_GLK_INV | pm4.GCR_GLV_INV | pm4.GCR_GL1_INV | pm4.GCR_GL2_INV | pm4.GCR_GL2_WB
+    coher = (pm4.COHER_SH_ICACHE_ACTION_ENA | pm4.COHER_SH_KCACHE_ACTION_ENA | pm4.COHER_TC_ACTION_ENA | pm4.COHER_TCL1_ACTION_ENA |
+             pm4.COHER_TC_WB_ACTION_ENA)
     self._emit(pm4.acquire_mem(t.gfx, gcr_cntl=gcr) if t.gfx >= 10 else pm4.acquire_mem(t.gfx, coher_cntl=coher))
     rsrc1 = prog.kd.rsrc1 | ((1 << KD.RSRC1["PRIV"][0]) if t.cwsr_priv else 0)
     # a PM4 dispatch allocates the kernel's LDS from RSRC2.LDS_SIZE (512-byte granules); the descriptor leaves it to the CP

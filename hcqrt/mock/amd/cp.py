@@ -3,7 +3,9 @@ driven by doorbell writes, reading their rings and indirect buffers from the pro
 
 Harmful-but-legal behaviour: DISPATCH_DIRECTs not separated by a CS_PARTIAL_FLUSH / RELEASE_MEM are queued and
 run together at the next such point, newest first (a missing barrier between dependent kernels shows); CP writes
-to cached memory stay in the L2 until a write-back (memory.py). Shader code runs through `EXECUTOR`, one
+to cached memory stay in the L2 until a write-back (memory.py), and an L2 invalidate without write-back loses them;
+the PM4 read pointer wraps at the ring size; only INT_SEL 2 interrupts; the queues run on the MockKFD's engine
+thread, after the doorbell (kfd.py). Shader code runs through `EXECUTOR`, one
 pluggable function (the RDNA3 emulator plugs in here); the mock decodes everything it needs from the packets
 and registers itself (program address, RSRC1/2/3, user SGPRs, grid, wave size), never from the backend.
 """
@@ -171,7 +173,14 @@ class Queue:
     if name == "SET_SH_REG":
       for i, v in enumerate(body[1:]): self.regs[T.SH_REG_BASE + (body[0] & 0xFFFF) + i] = v
     elif name == "ACQUIRE_MEM":
-      if self.gfx >= 10 and len(body) >= 7 and body[6] & T.ACQ_WRITEBACK_GFX11: self.vm.writeback()
+      # An L2 invalidate without the write-back drops the dirty lines: the kernel and Mesa always pair them (gfx11
+      # GL2_INV with GL2_WB, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:6565-6573; gfx9 TC_ACTION with
+      # TC_WB_ACTION, "WB must be set on GFX8+ when TC_ACTION is set", mesa@25.0.7:src/gallium/drivers/radeonsi/
+      # si_barrier.c:442-445, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v9_4_3.c:3401-3417); the mock does the harmful thing
+      if self.gfx >= 10: wb, inv = len(body) >= 7 and body[6] & T.ACQ_WRITEBACK_GFX11, len(body) >= 7 and body[6] & T.ACQ_GL2_INV_GFX11
+      else: wb, inv = body[0] & T.COHER_TC_WB_ACTION, body[0] & T.COHER_TC_ACTION
+      if wb: self.vm.writeback()
+      elif inv: self.vm.discard()
     elif name == "EVENT_WRITE":
       if body[0] & 0x3F == T.EVENT_CS_PARTIAL_FLUSH: self.drain()
     elif name == "DISPATCH_DIRECT": self.dispatch(body)
