@@ -106,3 +106,19 @@ def test_runtime_enable_from_kfd_1_13_and_never_after_a_queue(mock):
   with pytest.raises(AMDError, match="EBUSY"): d.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", mode_mask=1)
   drv.runtime_enabled = False
   with pytest.raises(AMDError, match="EEXIST"): d.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", mode_mask=1)
+
+def test_small_bar_code_goes_through_sdma_and_public_vram_names_resizable_bar(mock):
+  from hcqrt.mock.amd import set_executor
+  import struct
+  drv = mock("gfx1100", kernel="6.12", small_bar=True)
+  d = AMDDevice("AMD")
+  code = b"\x00\x00\xb0\xbf" * 16
+  desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 8, 0, 0, 0x60AF0041, 2 << 1 | 1 << 7, (1 << 3) | (1 << 10), 0)
+  from hcqrt.amd.device import AMDProgram
+  seen = []
+  prev = set_executor(lambda disp, vm: seen.append(bytes(vm.read(disp.program, len(code)))))
+  try: AMDProgram(d, "k", code, desc, [(0, 8)])(0, global_size=(1, 1, 1), local_size=(32, 1, 1), wait=True)
+  finally: set_executor(prev)
+  assert seen == [code]   # the CP fetched the code the SDMA engine put into (CPU-invisible) VRAM
+  assert not any(b.flags & K.ALLOC_MEM_FLAGS_PUBLIC for b in drv.bos.values())
+  with pytest.raises(AMDError, match="EINVAL.*Resizable BAR"): d.gpu_alloc(4096, "vram", host=True)

@@ -157,7 +157,13 @@ class AMDDevice:
     elif kind == "uncached": fl |= K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_UNCACHED | K.ALLOC_MEM_FLAGS_COHERENT
     else: raise ValueError(f"memory kind {kind!r} (vram, gtt or uncached)")
     va = self._take_va(size)
-    a = self.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=va, size=size, gpu_id=self.gpu_id, flags=fl)
+    try: a = self.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=va, size=size, gpu_id=self.gpu_id, flags=fl)
+    except AMDError as e:
+      self._va_free.append((va, size))
+      if e.errno == errno.EINVAL and fl & K.ALLOC_MEM_FLAGS_PUBLIC:   # kfd_chardev.c:1112-1118: small BAR
+        raise AMDError(f"{e}; host-visible VRAM needs the whole VRAM behind the PCI BAR: enable Resizable BAR (and Above 4G "
+                       "Decoding) in the firmware setup", e.errno) from None
+      raise
     buf = AMDBuffer(va, size, nbytes, a.handle, None, kind)
     try:
       self._map(buf)
@@ -529,8 +535,13 @@ class AMDProgram(HCQProgram):
       raise ValueError(f"{name}: {self.kd.group_segment_fixed_size} bytes of LDS exceed the {dev.lds_bytes} a workgroup has on {dev.arch}")
     if entry % 256: raise ValueError(f"{name}: code entry offset {entry:#x} is not 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
     self.user_data_layout = user_sgpr_layout(name, self.kd)
-    self.image = dev.gpu_alloc(len(code) + 256, "vram", host=True, executable=True)   # +256: instruction prefetch past the end
-    self.image.view()[:len(code)] = code
+    # The image goes to VRAM the CPU never maps, copied by the SDMA engine from the GTT staging buffer: CPU stores
+    # through the BAR would sit in the HDP until flushed, which KFD user queues never do (linux@v6.12.117:drivers/gpu/
+    # drm/amd/amdgpu/amdgpu_ib.c:234 flushes only for kernel-submitted IBs), and host-visible VRAM needs a large BAR
+    # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1112-1118). The I$ invalidate before every dispatch
+    # (ACQUIRE_MEM) makes the new code visible to the shader.
+    self.image = dev.gpu_alloc(len(code) + 256, "vram", executable=True)   # +256: instruction prefetch past the end
+    dev.allocator.copyin(self.image, memoryview(code))
     self.code_va = self.image.va + entry
     if self.code_va % 256: raise ValueError("program address must be 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
     self.params = list(params)

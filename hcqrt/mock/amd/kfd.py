@@ -32,15 +32,17 @@ def _err(e: int, msg: str) -> OSError: return OSError(e, msg)
 class MockKFD:
   """The fake KFD. `arch` "gfx1100" or "gfx942"; `kernel` "6.12" or "6.1" (default: MOCKGPU_KFD); `version` the
   (major, minor) GET_VERSION reports (default: that kernel's). `gpus` GPU nodes are listed (nodes 1..gpus), the
-  mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies."""
+  mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies. `small_bar`:
+  the PCI BAR shows only part of VRAM (a board without Resizable BAR)."""
   def __init__(self, arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, gpus: int = 1,
-               serve: int = 1, hidden: tuple[int, ...] = ()):
+               serve: int = 1, hidden: tuple[int, ...] = (), small_bar: bool = False):
     self.kernel = kernel or kernel_from_env()
     self.arch, self.version = arch, version or KFD_VERSION[self.kernel]
     gpu_ids = [GPU_ID[arch] + i for i in range(gpus)]
     self.gpu_id, self.props, self.node_sizes = gpu_ids[serve - 1], gpu_properties(arch, self.kernel), node_sizes(arch)
     self.files = files(arch, self.kernel, gpu_ids)
     self.hidden = {f"{TOPOLOGY}/nodes/{n}/{f}" for n in hidden for f in ("gpu_id", "properties")}
+    self.small_bar = small_bar
     self.render_path = f"/dev/dri/renderD{RENDER_MINOR}"
     self.kfd_fds: set[int] = set()
     self.render_fds: set[int] = set()
@@ -153,6 +155,8 @@ class MockKFD:
     if size == 0: raise _err(errno.EINVAL, "size 0")
     if not fl & (T.VRAM | T.GTT): raise _err(errno.EINVAL, f"flags {fl:#x}: no VRAM or GTT domain (USERPTR/DOORBELL/MMIO_REMAP are not modelled)")
     if va % PAGE: raise _err(errno.EINVAL, f"va_addr {va:#x} is not page aligned")
+    # "Alloc host visible vram on small bar is not allowed" (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1112-1118)
+    if self.small_bar and fl & T.VRAM and fl & T.PUBLIC: raise _err(errno.EINVAL, "host-visible VRAM on a small BAR")
     if not GPUVM_BASE <= va or va + size > GPUVM_LIMIT: raise _err(errno.EINVAL, f"va_addr {va:#x}+{size:#x} is outside the GPUVM aperture")
     end = va + (size + PAGE - 1) // PAGE * PAGE
     for b in self.bos.values():
