@@ -122,3 +122,18 @@ def test_small_bar_code_goes_through_sdma_and_public_vram_names_resizable_bar(mo
   assert seen == [code]   # the CP fetched the code the SDMA engine put into (CPU-invisible) VRAM
   assert not any(b.flags & K.ALLOC_MEM_FLAGS_PUBLIC for b in drv.bos.values())
   with pytest.raises(AMDError, match="EINVAL.*Resizable BAR"): d.gpu_alloc(4096, "vram", host=True)
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_va_range_covers_vram_and_coalesces(mock, arch):
+  from hcqrt.mock.amd.topology import VRAM_BYTES
+  mock(arch, kernel="6.12")
+  d = AMDDevice("AMD")
+  assert d.va_size >= VRAM_BYTES[arch]   # an MI300X's 192 GiB fit
+  holes = len(d.va.free)
+  for k in range(300):   # 19 GiB of ever-changing sizes with nothing live (exhausted a 16 GiB, same-size-only free list)
+    b = d.gpu_alloc((64 << 20) + k * 4096); d.gpu_free(b)
+  assert len(d.va.free) == holes
+  a = d.allocator
+  b = a.alloc(1 << 20); va = b.va; a.free(b)
+  b2 = a.alloc(1 << 20)                 # the size-keyed cache hands the same memory back
+  assert b2.va == va and b2.handle == b.handle and b.freed and not b2.freed

@@ -25,12 +25,13 @@ from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphRe
 from hcqrt.amd.targets import Target, target_for
 from hcqrt.amd import codeobject
 from hcqrt.amd.cwsr import queue_sizes
+from hcqrt.amd.va import VARange
+from hcqrt.alloc_cache import CachingAllocator
 from ioctl_defs.amd import kfd as K, pm4, sdma, regs, kd as KD
 
 RW = os.O_RDWR | os.O_CLOEXEC
 PAGE = 0x1000
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
-VA_RESERVE = 16 << 30
 MAP_NORESERVE = 0x4000
 RING_BYTES = 1 << 16
 EVENT_SLOT_BYTES = K.EVENT_PAGE_SIZE
@@ -133,20 +134,20 @@ class AMDDevice:
     ap = next((aps[i] for i in range(n) if aps[i].gpu_id == self.gpu_id), None)
     if ap is None: raise AMDError(f"{self.name}: AMDKFD_IOC_GET_PROCESS_APERTURES_NEW lists no aperture for gpu_id {self.gpu_id:#x}")
     self.gpuvm = (ap.gpuvm_base, ap.gpuvm_limit)
-    self.va_base = syscalls.mmap(-1, VA_RESERVE, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE, 0)
-    if not (self.gpuvm[0] <= self.va_base and self.va_base + VA_RESERVE - 1 <= self.gpuvm[1]):
-      raise AMDError(f"{self.name}: reserved VA {self.va_base:#x}+{VA_RESERVE:#x} lies outside the GPUVM aperture {self.gpuvm[0]:#x}..{self.gpuvm[1]:#x}")
-    self._va_next, self._va_free = self.va_base, []
+    # one PROT_NONE, NORESERVE range (costs nothing) as large as everything this GPU can allocate: its VRAM and GTT
+    # (system memory), handed out by a coalescing allocator
+    vram = self.ioctl("AMDKFD_IOC_AVAILABLE_MEMORY", gpu_id=self.gpu_id).available if self.abi.has("AMDKFD_IOC_AVAILABLE_MEMORY") else 64 << 30
+    self.va_size = _round_up(vram + os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") + (4 << 30), 2 << 20)
+    self.va_base = syscalls.mmap(-1, self.va_size, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE, 0)
+    if not (self.gpuvm[0] <= self.va_base and self.va_base + self.va_size - 1 <= self.gpuvm[1]):
+      raise AMDError(f"{self.name}: reserved VA {self.va_base:#x}+{self.va_size:#x} lies outside the GPUVM aperture {self.gpuvm[0]:#x}..{self.gpuvm[1]:#x}")
+    self.va = VARange(self.va_base, self.va_size)
     self.buffers: dict[int, AMDBuffer] = {}
     self._scopes: list[list[AMDBuffer]] = []
 
   def _take_va(self, size: int) -> int:
-    for i, (va, n) in enumerate(self._va_free):
-      if n == size: del self._va_free[i]; return va
-    va = _round_up(self._va_next, 0x10000 if size >= 0x10000 else PAGE)
-    if va + size > self.va_base + VA_RESERVE: raise MemoryError(f"{self.name}: reserved GPU VA range exhausted")
-    self._va_next = va + size
-    return va
+    try: return self.va.take(size, 0x200000 if size >= 0x200000 else 0x10000 if size >= 0x10000 else PAGE)
+    except MemoryError as e: raise MemoryError(f"{self.name}: {e}") from None
 
   def gpu_alloc(self, nbytes: int, kind: str = "vram", host: bool = False, executable: bool = False) -> AMDBuffer:
     """Allocate `nbytes`: kind "vram", "gtt" or "uncached" (GTT the GPU does not cache: signals, rings); `host` maps it here."""
@@ -159,7 +160,7 @@ class AMDDevice:
     va = self._take_va(size)
     try: a = self.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=va, size=size, gpu_id=self.gpu_id, flags=fl)
     except AMDError as e:
-      self._va_free.append((va, size))
+      self.va.give(va, size)
       if e.errno == errno.EINVAL and fl & K.ALLOC_MEM_FLAGS_PUBLIC:   # kfd_chardev.c:1112-1118: small BAR
         raise AMDError(f"{e}; host-visible VRAM needs the whole VRAM behind the PCI BAR: enable Resizable BAR (and Above 4G "
                        "Decoding) in the firmware setup", e.errno) from None
@@ -188,7 +189,7 @@ class AMDDevice:
       syscalls.mmap(-1, buf.size, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE | syscalls.MAP_FIXED, 0, buf.va)
     buf.freed = True
     self.buffers.pop(buf.va, None)
-    self._va_free.append((buf.va, buf.size))
+    self.va.give(buf.va, buf.size)
 
   # ---- queues ----
   def _setup_queues(self) -> None:
@@ -568,20 +569,38 @@ class AMDProgram(HCQProgram):
     for j, v in enumerate(vals): ka.set_int(j, v)
     return ka
 
-class AMDAllocator:
-  """Device buffers; host copies go through an uncached staging buffer and the SDMA queue."""
+class AMDAllocator(CachingAllocator):
+  """Device buffers; host copies go through an uncached staging buffer and the SDMA queue.
+
+  Freed memory is kept (hcqrt/alloc_cache.py; up to `cache_limit` bytes, env AMD_CACHE_BYTES) for the next allocation
+  of the same size, as NV's allocator: reuse needs no wait, since every queue runs behind the timeline, after the
+  work that last used the memory. Returning memory to KFD does wait: UNMAP takes the pages from the GPU at once,
+  without waiting for queued work (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452), so the
+  timeline must first pass every submission that may still use them."""
   STAGING = 2 << 20
-  def __init__(self, dev: AMDDevice):
+  def __init__(self, dev: AMDDevice, cache_limit: int | None = None):
+    super().__init__(int(os.environ.get("AMD_CACHE_BYTES", 1 << 30)) if cache_limit is None else cache_limit)
     self.dev = dev
     self.staging = dev.gpu_alloc(self.STAGING, "gtt", host=True)
-  def alloc(self, nbytes: int, host: bool = False) -> AMDBuffer: return self.dev.gpu_alloc(nbytes, "gtt" if host else "vram", host=host)
-  def free(self, buf: AMDBuffer) -> None:
-    """Unmap and free. UNMAP takes the pages from the GPU at once, without waiting for queued work
-    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452), so first wait until the timeline has passed
-    every submission that may still use the buffer (as the NV backend does)."""
-    if buf.freed: raise RuntimeError(f"{self.dev.name}: double free of {buf}")
+  def _size(self, b: AMDBuffer) -> int: return b.size
+  def _release(self, b: AMDBuffer) -> None:
     self.dev.wait_idle()
-    self.dev.gpu_free(buf)
+    self.dev.gpu_free(b)
+  def alloc(self, nbytes: int, host: bool = False) -> AMDBuffer:
+    kind = "gtt" if host else "vram"
+    if (b := self._take((_round_up(max(nbytes, 1), PAGE), kind))) is not None:
+      return AMDBuffer(b.va, b.size, nbytes, b.handle, b.host, b.kind)
+    try: return self.dev.gpu_alloc(nbytes, kind, host=host)
+    except (AMDError, MemoryError):
+      if not self.cached_bytes: raise
+      self.flush()
+      return self.dev.gpu_alloc(nbytes, kind, host=host)
+  def free(self, buf: AMDBuffer) -> None:
+    if buf.freed: raise RuntimeError(f"{self.dev.name}: double free of {buf}")
+    if buf.size > self.cache_limit: return self._release(buf)
+    buf.freed = True   # this record is dead; the memory lives on in a new one
+    self.dev.buffers[buf.va] = kept = AMDBuffer(buf.va, buf.size, buf.size, buf.handle, buf.host, buf.kind)
+    self._keep((buf.size, buf.kind), kept)
   def share_with_forks(self, buf: AMDBuffer, share: bool) -> None:
     """(as CPUAllocator's: device memory has nothing a fork would copy)"""
   def _copy(self, dst: int, src: int, n: int) -> None:
