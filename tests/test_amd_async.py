@@ -66,3 +66,10 @@ def test_the_dispatch_acquire_writes_the_l2_back_before_invalidating(dev, store4
   dev.drv.vm.write_cached(buf.va + 32, struct.pack("<I", 7))
   _program(dev)(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
   assert dev.drv.vm.read32(buf.va + 32) == 7
+
+def test_gpu_waits_past_2_pow_32_are_refused_by_name(dev):
+  s = dev.new_signal(0)
+  for q in (dev.hw_compute_queue(), dev.hw_copy_queue()):
+    with pytest.raises(ValueError, match=r"2\*\*32.*low 32 bits"): q.wait(s, 1 << 32)
+    q.wait(s, 5)
+    with pytest.raises(ValueError, match=r"2\*\*32"): q.update_wait(0, value=(1 << 32) + 5)

@@ -376,6 +376,13 @@ class AMDQueue(HWQueue):
     pos = len(self.q); self.q += dws; return pos
   def _put64(self, pos: int, v: int) -> None: self.q[pos], self.q[pos + 1] = v & 0xFFFFFFFF, v >> 32
 
+def _wait_value(value: int) -> int:
+  """A value a GPU wait can compare: WAIT_REG_MEM and SDMA POLL_REGMEM read 32 bits of the 64-bit signal (its low
+  word), so waits are limited to values below 2**32 (4 billion timeline steps; signals themselves are 64-bit)."""
+  if not 0 <= value < 1 << 32:
+    raise ValueError(f"AMD: a GPU wait for signal value {value} (>= 2**32): WAIT_REG_MEM / POLL_REGMEM compare the low 32 bits only")
+  return value
+
 def _fill_hidden(prog: AMDProgram, args: KernArgs, g, l) -> None:
   """Write the implicit arguments a code object v5 kernel reads through its implicitarg pointer (what an AQL packet
   processor would supply): workgroup counts and sizes, no partial workgroups, no global offset; the rest zero."""
@@ -391,7 +398,7 @@ class AMDComputeQueue(AMDQueue):
       return pm4.RM_GCR_GLM_WB | pm4.RM_GCR_GLM_INV | pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV | pm4.RM_GCR_GL2_WB | pm4.RM_GCR_GL2_INV | pm4.RM_GCR_SEQ
     return pm4.EOP_TC_WB_ACTION_EN | pm4.EOP_TC_ACTION_EN | pm4.EOP_TCL1_ACTION_EN
   def _wait(self, signal, value):
-    pos = self._emit(pm4.wait_reg_mem(signal.va, value & 0xFFFFFFFF, function=pm4.WRM_GE))
+    pos = self._emit(pm4.wait_reg_mem(signal.va, _wait_value(value), function=pm4.WRM_GE))
     return {"pos": pos, "signal": signal, "kind": "wait"}
   def _signal(self, signal, value):
     pos = self._emit(pm4.release_mem(signal.va, value, cache=self._cache_release()))
@@ -402,7 +409,7 @@ class AMDComputeQueue(AMDQueue):
     p = rec["pos"]
     if rec["kind"] == "wait":
       if signal is not None: self._put64(p + 2, signal.va); rec["signal"] = signal
-      if value is not None: self.q[p + 4] = value & 0xFFFFFFFF
+      if value is not None: self.q[p + 4] = _wait_value(value)
     else:
       if signal is not None: self._put64(p + 3, signal.va); rec["signal"] = signal
       if value is not None: self._put64(p + 5, value)
@@ -478,7 +485,7 @@ class AMDCopyQueue(AMDQueue):
   def _timestamp(self, signal):
     return {"pos": self._emit(sdma.timestamp(signal.va + 24))}
   def _wait(self, signal, value):
-    return {"pos": self._emit(sdma.poll_regmem(signal.va, value & 0xFFFFFFFF, gfx=self.t.gfx)), "kind": "wait"}
+    return {"pos": self._emit(sdma.poll_regmem(signal.va, _wait_value(value), gfx=self.t.gfx)), "kind": "wait"}
   def _signal(self, signal, value):
     mt = 3 if self.t.gfx >= 11 else 0   # SDMA 6: write uncached so the host sees it
     pos = self._emit(sdma.fence(signal.va, value & 0xFFFFFFFF, gfx=self.t.gfx, mtype=mt) + sdma.fence(signal.va + 4, value >> 32, gfx=self.t.gfx, mtype=mt))
@@ -487,7 +494,7 @@ class AMDCopyQueue(AMDQueue):
     p = rec["pos"]
     if rec["kind"] == "wait":
       if signal is not None: self._put64(p + 1, signal.va)
-      if value is not None: self.q[p + 3] = value & 0xFFFFFFFF
+      if value is not None: self.q[p + 3] = _wait_value(value)
     else:
       if signal is not None: self._put64(p + 1, signal.va); self._put64(p + 5, signal.va + 4)
       if value is not None: self.q[p + 3], self.q[p + 7] = value & 0xFFFFFFFF, value >> 32
