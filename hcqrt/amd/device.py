@@ -9,7 +9,7 @@ same address. Signals, rings and read/write pointers live in uncached GTT so the
 flushes. A signal from the compute queue is RELEASE_MEM with the GL2 write-back (the kernel's stores must
 reach memory before the host sees the value), then a second RELEASE_MEM that writes the event slot and raises
 the interrupt (INT_SEL 2) that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel instead of spinning.
-Queues run asynchronously to the host: `free` waits for the timeline first.
+Queues run asynchronously to the host: memory goes back to KFD only once the timeline has passed its last use.
 
   >>> from hcqrt.mock.amd import install_mock_amd
   >>> drv = install_mock_amd()
@@ -143,6 +143,7 @@ class AMDDevice:
       raise AMDError(f"{self.name}: reserved VA {self.va_base:#x}+{self.va_size:#x} lies outside the GPUVM aperture {self.gpuvm[0]:#x}..{self.gpuvm[1]:#x}")
     self.va = VARange(self.va_base, self.va_size)
     self.buffers: dict[int, AMDBuffer] = {}
+    self._deferred: list[tuple[int, AMDBuffer]] = []   # (timeline value, buffer) to free once the GPU has passed it
     self._scopes: list[list[AMDBuffer]] = []
 
   def _take_va(self, size: int) -> int:
@@ -151,6 +152,7 @@ class AMDDevice:
 
   def gpu_alloc(self, nbytes: int, kind: str = "vram", host: bool = False, executable: bool = False) -> AMDBuffer:
     """Allocate `nbytes`: kind "vram", "gtt" or "uncached" (GTT the GPU does not cache: signals, rings); `host` maps it here."""
+    self._reap()
     size = _round_up(max(nbytes, 1), PAGE)
     fl = K.ALLOC_MEM_FLAGS_WRITABLE | K.ALLOC_MEM_FLAGS_NO_SUBSTITUTE | (K.ALLOC_MEM_FLAGS_EXECUTABLE if executable else 0)
     if kind == "vram": fl |= K.ALLOC_MEM_FLAGS_VRAM | (K.ALLOC_MEM_FLAGS_PUBLIC if host else 0)
@@ -228,11 +230,22 @@ class AMDDevice:
     try: yield blocks
     finally: self._scopes.pop()
   def free_persistent(self, blocks: list) -> None:
-    self.wait_idle()   # a graph's last IB may still be read by the CP after its graph signal
-    for b in blocks: self.gpu_free(b)
-  def wait_idle(self) -> None:
-    """Wait until the GPU has passed every submission so far (nothing to wait for while the queues are being recreated)."""
-    if not self._recovering and self.timeline_signal.value < self.timeline_value - 1: self.synchronize()
+    for b in blocks: self.free_after_gpu(b)   # a graph's last IB may still be read by the CP after its graph signal
+
+  def free_after_gpu(self, buf: AMDBuffer) -> None:
+    """Free `buf` once the timeline has passed every submission so far: at once if it has, else at a later
+    synchronize or allocation. UNMAP takes the pages from the GPU without waiting for queued work
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452). Never blocks (finalizers call it)."""
+    if buf.freed: return
+    if self._recovering or self.timeline_signal.value >= self.timeline_value - 1: return self.gpu_free(buf)
+    self._deferred.append((self.timeline_value - 1, buf))
+  def _reap(self) -> None:
+    """Free the deferred buffers whose last submission the timeline has passed."""
+    if not self._deferred: return
+    done = self.timeline_signal.value
+    ready = [b for v, b in self._deferred if v <= done]
+    self._deferred = [(v, b) for v, b in self._deferred if v > done]
+    for b in ready: self.gpu_free(b)
 
   @property
   def target(self) -> dict:
@@ -291,6 +304,7 @@ class AMDDevice:
     """Wait for all submitted work: SignalTimeout after the timeout, AMDError naming the address when a GPU memory
     fault (KFD's memory event) stopped a queue meanwhile."""
     self.wait_signal(self.timeline_signal, self.timeline_value - 1, timeout_s)
+    self._reap()
 
   def properties(self) -> dict[str, Any]:
     return {"name": self.name, "product": f"AMD {self.arch}", "arch": self.arch, "family": "RDNA3" if self.gfx.gfx == 11 else "CDNA3",
@@ -590,9 +604,7 @@ class AMDAllocator(CachingAllocator):
     self.dev = dev
     self.staging = dev.gpu_alloc(self.STAGING, "gtt", host=True)
   def _size(self, b: AMDBuffer) -> int: return b.size
-  def _release(self, b: AMDBuffer) -> None:
-    self.dev.wait_idle()
-    self.dev.gpu_free(b)
+  def _release(self, b: AMDBuffer) -> None: self.dev.free_after_gpu(b)
   def alloc(self, nbytes: int, host: bool = False) -> AMDBuffer:
     kind = "gtt" if host else "vram"
     if (b := self._take((_round_up(max(nbytes, 1), PAGE), kind))) is not None:

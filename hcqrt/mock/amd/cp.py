@@ -95,6 +95,7 @@ class Queue:
     self.dispatches: list[Dispatch] = []   # every dispatch decoded (tests read them)
     self.error: str | None = None
     self.reported = False   # the process was told of `error`
+    self.destroyed = False  # DESTROY_QUEUE took it (its memory may be gone)
     self.ib_count = 0
     self.name = f"{'SDMA' if kind == T.QUEUE_SDMA else 'compute'} queue {qid}"
 
@@ -135,7 +136,7 @@ class Queue:
 
   def run(self) -> bool:
     """Execute packets until the stream is empty or blocked; True if any progressed."""
-    if self.error is not None: return False
+    if self.error is not None or self.destroyed: return False
     progressed = False
     try:
       while self._avail() > 0:
@@ -146,7 +147,8 @@ class Queue:
     except GPUFault as e:
       self.kfd.memory_fault(e.va)
       raise self.fail(str(e), fault=True) from None
-    finally: self.vm.write(self.rptr_va, struct.pack("<Q" if self.sdma else "<I", self.rptr))   # PM4: a 32-bit store
+    finally:
+      if not self.destroyed: self.vm.write(self.rptr_va, struct.pack("<Q" if self.sdma else "<I", self.rptr))   # PM4: a 32-bit store
     return progressed
 
   # ---- PM4 ----

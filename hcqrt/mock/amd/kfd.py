@@ -284,6 +284,7 @@ class MockKFD:
   def _destroy_queue(self, a: dict) -> None:
     if (q := self.queues.pop(a["queue_id"], None)) is None: raise _err(errno.EINVAL, f"no queue {a['queue_id']}")
     self.doorbells.pop(q.qid * 8, None)
+    q.destroyed = True
 
   # ---- events ----
   def _create_event(self, a: dict) -> None:
@@ -436,7 +437,7 @@ class MockKFD:
       progressed = True
       while progressed:
         progressed = False
-        for q in list(self.queues.values()):
+        for q in list(self.queues.values()):   # (a queue destroyed meanwhile, e.g. by a finalizer on this thread, is skipped)
           try: progressed |= q.run()
           except GPUError: pass
 
