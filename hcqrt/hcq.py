@@ -208,7 +208,9 @@ class HCQProgram:
 
 def _release_graph(device: Any, sig: Any, last: list[int], blocks: list) -> None:
   if not blocks: return
-  if last[0]: sig.wait(last[0])   # the GPU may still read them
+  # the GPU may still read them; a device that frees only once its timeline has passed (AMD) needs no wait here, and
+  # must not get one: a finalizer may run on any thread, the mock GPU's own included
+  if last[0] and not getattr(device, "frees_after_gpu", False): sig.wait(last[0])
   device.free_persistent(blocks)
 
 def buf_addr(b: Any) -> int:

@@ -137,3 +137,15 @@ def test_va_range_covers_vram_and_coalesces(mock, arch):
   b = a.alloc(1 << 20); va = b.va; a.free(b)
   b2 = a.alloc(1 << 20)                 # the size-keyed cache hands the same memory back
   assert b2.va == va and b2.handle == b.handle and b.freed and not b2.freed
+
+def test_mes_wptr_and_event_page_must_be_gtt(mock):
+  drv = mock("gfx1100", kernel="6.12")
+  fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  create = _queue_args(drv, fd)
+  drv.bos[next(h for h, b in drv.bos.items() if b.va == 0x7e0000100000)].flags = K.ALLOC_MEM_FLAGS_VRAM   # the pointers' BO in VRAM
+  with pytest.raises(OSError, match="GTT") as e: create()
+  assert e.value.errno == errno.EINVAL
+  abi = K.abi_for_version(*drv.version)
+  vram = next(h for h, b in drv.bos.items() if b.va == 0x7e0000200000)
+  with pytest.raises(OSError, match="GTT"):
+    syscalls.ioctl(fd, abi.request("AMDKFD_IOC_CREATE_EVENT"), abi.new("AMDKFD_IOC_CREATE_EVENT", event_page_offset=vram, event_type=0))

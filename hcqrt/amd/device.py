@@ -81,6 +81,7 @@ class AMDBuffer:
 class AMDDevice:
   """An AMD GPU driven through KFD. Engine interface as NVDevice: name, renderer, arch, allocator, program(), synchronize()."""
   renderer = "llvm"   # compiler/render_llvm.py + compiler/assemble/llvm.py (AMD_TARGETS in compiler/target.py)
+  frees_after_gpu = True   # free_persistent defers to the timeline (hcq._release_graph need not wait)
   wait_timeout_s = 30.0
 
   def __init__(self, name: str = "AMD"):

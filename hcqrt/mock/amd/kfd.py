@@ -252,6 +252,10 @@ class MockKFD:
     BO exactly ALIGN((ctx_save_restore_size + debug_memory_size) * NUM_XCC, 4 KiB) (kfd_queue.c:318-338)."""
     self._queue_buffer("write_pointer_address", a["write_pointer_address"], PAGE)
     self._queue_buffer("read_pointer_address", a["read_pointer_address"], PAGE)
+    # MES (gfx11) reads the write pointer through the GART: the kernel pins the wptr BO there, which only a GTT BO
+    # allows (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process_queue_manager.c:277-293)
+    if self.arch == "gfx1100" and not self.vm.find(a["write_pointer_address"]).flags & T.GTT:
+      raise _err(errno.EINVAL, f"write_pointer_address {a['write_pointer_address']:#x}: MES needs the wptr in a GTT BO (GART-mapped)")
     self._queue_buffer("ring_base_address", a["ring_base_address"], a["ring_size"])
     if qt == T.QUEUE_SDMA: return
     n = self.node_sizes
@@ -290,7 +294,11 @@ class MockKFD:
   def _create_event(self, a: dict) -> None:
     if a["event_page_offset"]:
       if self.event_page is not None: raise _err(errno.EINVAL, "the event page was given already")
-      self.event_page = self._bo(a["event_page_offset"], errno.EINVAL)
+      page = self._bo(a["event_page_offset"], errno.EINVAL)
+      # the kernel maps the page into its own address space through the GART: a GTT BO only
+      # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:359-403 -> amdgpu_amdkfd_gpuvm.c:2297-2326)
+      if not page.flags & T.GTT: raise _err(errno.EINVAL, "the event page must be a GTT BO (the kernel maps it through the GART)")
+      self.event_page = page
       if self.event_page.size < KFD_EVENT_LIMIT * 8: raise _err(errno.EINVAL, "event page smaller than 4096 slots")
     if a["event_type"] == T.EVENT_MEMORY:   # a VM fault signals these, carrying the faulting address
       eid = next(i for i in range(T.FIRST_NONSIGNAL_EVENT_ID, 1 << 31) if i not in self.events)
