@@ -73,3 +73,15 @@ def test_gpu_waits_past_2_pow_32_are_refused_by_name(dev):
     with pytest.raises(ValueError, match=r"2\*\*32.*low 32 bits"): q.wait(s, 1 << 32)
     q.wait(s, 5)
     with pytest.raises(ValueError, match=r"2\*\*32"): q.update_wait(0, value=(1 << 32) + 5)
+
+def test_graph_replay_waits_for_the_value_its_stream_writes_last(dev, store42):
+  # The CP stalls after each release: the graph signal is visible while the previous replay's stream still has its
+  # timeline release to run. A replay that rewrote the stream then would let that release write the new timeline value.
+  dev.drv.release_stall_s = 0.05
+  prog = _program(dev)
+  bufs = [dev.allocator.alloc(64) for _ in range(2)]
+  g = dev.graph([("exec", prog, [bufs[0]], [], (1, 1, 1), (dev.wave_size, 1, 1))])
+  for b in bufs: g.replay(bufs={(0, 0): b})
+  dev.synchronize()   # must mean the second replay has run
+  assert [dev.drv.vm.read32(b.va) for b in bufs] == [42, 42]   # (read as the GPU sees memory now, while the CP may stall)
+  dev.drv.release_stall_s = 0

@@ -250,6 +250,7 @@ class Queue:
     # mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40); 0 none. The rest (interrupt only, ctxid compares) are not modelled.
     if int_sel == 2: self.kfd.interrupt(body[6], eop=True)
     elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
+    self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)
 
   # ---- SDMA ----
   def step_sdma(self) -> int:

@@ -62,6 +62,7 @@ class MockKFD:
     self._engine: threading.Thread | None = None
     self._due: float | None = None           # when the engine runs the queues next (doorbell time + latency_s)
     self.latency_s = 0.0                     # how long after a doorbell the CP starts on the work (tests widen races)
+    self.release_stall_s = 0.0               # how long the CP stalls after each RELEASE_MEM (tests widen races)
     self.vram_used = 0
     self.busy_ns = 0
     self.wait_timeouts = 0                   # WAIT_EVENTS that slept out their timeout (no interrupt came)
@@ -438,6 +439,12 @@ class MockKFD:
         if self.blocked(): self.work.wait(0.0005); poll = True; continue
         if now - idle_since > 0.05: self._engine = None; return   # idle: the next doorbell starts a new engine thread
         self.work.wait(0.05)
+
+  def stall(self) -> None:
+    """The CP falls behind for `release_stall_s` (the host runs meanwhile and sees what was released so far)."""
+    if self.release_stall_s > 0:
+      self.work.notify_all()
+      self.work.wait(self.release_stall_s)
 
   def run_all(self) -> None:
     """Run every queue until all are empty, blocked or stopped (errors stay on the queue, q.error)."""
