@@ -187,7 +187,7 @@ def test_signals_and_timeout(dev):
   from hcqrt.hcq import SignalTimeout
   s = dev.new_signal(name="sigA")
   big = (1 << 40) + 7
-  dev.hw_compute_queue().signal(s, big).timestamp(s).submit(dev)
+  dev.hw_compute_queue().timestamp(s).signal(s, big).submit(dev)   # (the GPU runs on: the timestamp must come first)
   s.wait(big, 1.0)
   assert s.timestamp > 0
   with pytest.raises(SignalTimeout, match=r"AMD.*sigA.*reach 1099511627784.*last completed value is 1099511627783.*AMDComputeQueue"):

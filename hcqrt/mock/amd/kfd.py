@@ -4,11 +4,14 @@ It serves one GPU node (gfx1100 by default, gfx942 with arch="gfx942") and check
 amdgpu VM code check, failing with the same errno: unknown ioctl numbers (EINVAL), unknown gpu_id (EINVAL),
 memory ioctls before ACQUIRE_VM, zero sizes, misaligned or overlapping VAs, n_devices/n_success, freeing a
 mapped BO (EBUSY) or the event page (EPERM), unmapping what is not mapped (EINVAL), queue percentage/priority,
-ring size not a power of two, RUNTIME_ENABLE twice (EBUSY) or after a queue exists (EEXIST). On a 6.12 kernel
-(MOCKGPU_KFD, topology.py) CREATE_QUEUE checks every queue buffer as kfd_queue_acquire_buffers does (EINVAL);
-on 6.1 it checks none, and a preemption (`preempt`) saves wave state into whatever CWSR area the queue named. Stricter than the kernel in one place, on purpose: an ioctl
-whose _IOC size matches no kfd_ioctl.h version's struct is refused with EINVAL (the kernel would zero-fill or
-truncate it, hiding a client's layout bug).
+ring size not a power of two, RUNTIME_ENABLE twice (EBUSY) or after a queue exists (EEXIST), host-visible VRAM
+on a small BAR (EINVAL), an event page or (gfx11, MES) wptr outside GTT (EINVAL). On a 6.12 kernel (MOCKGPU_KFD,
+topology.py) CREATE_QUEUE checks every queue buffer as kfd_queue_acquire_buffers does (EINVAL); on 6.1 it checks
+none, and a preemption (`preempt`) saves wave state into whatever CWSR area the queue named. The queues run on an
+engine thread after the doorbell (asynchronously to the process); WAIT_EVENTS sleeps until an interrupt (RELEASE_MEM
+INT_SEL 2, SDMA TRAP; gfx942 drops context id 0) signals an event. Stricter than the kernel in one place, on
+purpose: an ioctl whose _IOC size matches no kfd_ioctl.h version's struct is refused with EINVAL (the kernel would
+zero-fill or truncate it, hiding a client's layout bug).
 
   >>> drv = MockKFD(); drv.claims("/dev/kfd"), drv.claims("/sys/devices/virtual/kfd/kfd/topology/nodes/1/properties")
   (True, True)
