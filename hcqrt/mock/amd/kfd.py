@@ -69,6 +69,7 @@ class MockKFD:
     self.vram_used = 0
     self.busy_ns = 0
     self.wait_timeouts = 0                   # WAIT_EVENTS that slept out their timeout (no interrupt came)
+    self.missed_wakeups = 0                  # ... of them, with a waited-for event slot written (the release raised no interrupt)
     self.calls: list[str] = []               # ioctl names in order (tests read them)
     self.sizes: list[int] = []               # and the _IOC size each came with
 
@@ -364,7 +365,10 @@ class MockKFD:
           if ev["auto_reset"] and ev["signaled"]: ev["signaled"] = False
         a["wait_result"] = 0; return
       if (left := deadline - time.perf_counter()) <= 0:
-        self.wait_timeouts += 1; a["wait_result"] = 1; return
+        self.wait_timeouts += 1
+        # a slot the CP wrote with no interrupt to signal it: the wait slept out its timeout for nothing
+        self.missed_wakeups += any(e in self.events and "memory" not in self.events[e] and self._slot(e) != T.UNSIGNALED_EVENT_SLOT for e in ids)
+        a["wait_result"] = 1; return
       self.work.wait(left)
 
   def _raise_queue_error(self) -> None:
