@@ -289,9 +289,9 @@ class GraphReplay:
     if self.submitted:
       # the previous replay must be done before its memory is rewritten: its graph signal, and the timeline value its
       # stream releases last (the engine may still be reading the stream's tail after the graph signal)
-      wait = getattr(dev, "wait_signal", None) or (lambda sig, v: sig.wait(v))   # (AMD sleeps until the interrupt)
-      wait(self.sig, self.base + self.final)
-      if self._last_tl: wait(dev.timeline_signal, self._last_tl)
+      wait_for = getattr(dev, "wait_signal", None) or (lambda sig, v: sig.wait(v))   # (AMD sleeps until the interrupt)
+      wait_for(self.sig, self.base + self.final)
+      if self._last_tl: wait_for(dev.timeline_signal, self._last_tl)
       self.base += self.final
     for (i, a), b in (bufs or {}).items():
       if self.items[i][0] == "exec": self.args[i].set_buffer(a, buf_addr(b))

@@ -244,14 +244,13 @@ def graph_cost(c: Ctx):
   g.replay(wait=True)
   eng = getattr(getattr(d, "drv", None), "engine", getattr(d, "drv", None))   # NV mock: its engine; AMD mock: the KFD's CP
   busy = (lambda: eng.busy_ns) if hasattr(eng, "busy_ns") else (lambda: 0)   # mock: exclude the emulated GPU's time
-  def host_us(fn, reps):   # each call on an idle GPU, so a wait for earlier work (an async GPU) is not host cost
-    total = 0
+  def host_us(fn, reps):   # each call from an idle GPU until it is idle again, less the (mock) GPU's busy time, so the
+    total = 0              # work of an asynchronous GPU is counted whole or not at all
     for _ in range(reps):
       d.synchronize()
       b0, t = busy(), time.perf_counter_ns()
-      fn()
+      fn(); d.synchronize()
       total += time.perf_counter_ns() - t - (busy() - b0)
-    d.synchronize()
     return total / reps / 1e3
   launch = host_us(lambda: p(*bufs, vals=(1, n), global_size=(1, 1, 1), local_size=(n, 1, 1)), 100)
   graph = host_us(lambda: g.replay(), 10) / k
