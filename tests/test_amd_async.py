@@ -85,3 +85,15 @@ def test_graph_replay_waits_for_the_value_its_stream_writes_last(dev, store42):
   dev.synchronize()   # must mean the second replay has run
   assert [dev.drv.vm.read32(b.va) for b in bufs] == [42, 42]   # (read as the GPU sees memory now, while the CP may stall)
   dev.drv.release_stall_s = 0
+
+def test_gfx11_invalidates_gl2_and_icache_only_after_a_wait(dev):
+  if dev.arch != "gfx1100": pytest.skip("gfx9 keeps its full TC write-back + invalidate before every launch")
+  from ioctl_defs.amd import pm4
+  prog, s = _program(dev), dev.new_signal(0)
+  q = dev.hw_compute_queue().exec(prog, prog.fill_kernargs([0]), (1, 1, 1), (32, 1, 1)).exec(prog, prog.fill_kernargs([0]), (1, 1, 1), (32, 1, 1))
+  q.wait(s, 0).exec(prog, prog.fill_kernargs([0]), (1, 1, 1), (32, 1, 1))
+  hdr = pm4.packet(pm4.ACQUIRE_MEM, *([0] * 7))[0]
+  gcrs = [q.q[i + 7] for i in range(len(q.q)) if q.q[i] == hdr]
+  full = pm4.GCR_GLI_INV_ALL | pm4.GCR_GL2_INV | pm4.GCR_GL2_WB
+  assert [g & full for g in gcrs] == [full, 0, full]   # GL2 written back with every invalidate, and only where needed
+  assert all(g & pm4.GCR_GLK_INV and g & pm4.GCR_GLV_INV for g in gcrs)

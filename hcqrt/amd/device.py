@@ -435,7 +435,12 @@ class AMDComputeQueue(AMDQueue):
     # with GL2_INV (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:6565-6573), gfx9 TC_WB_ACTION with
     # TC_ACTION, the kernel's five CP_COHER_CNTL bits (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v9_4_3.c:3401-3417;
     # "WB must be set on GFX8+ when TC_ACTION is set", mesa@25.0.7:src/gallium/drivers/radeonsi/si_barrier.c:442-445)
-    gcr = pm4.GCR_GLI_INV_ALL | pm4.GCR_GLK_INV | pm4.GCR_GLV_INV | pm4.GCR_GL1_INV | pm4.GCR_GL2_INV | pm4.GCR_GL2_WB
+    # gfx11: GL2 (shared by the whole GPU) and the I$ need it only before the first launch after a wait (data from the
+    # host, the SDMA engine or new code may have arrived); later launches of the stream see the earlier ones' stores
+    # in GL2 and invalidate only the per-CU/per-SE caches (tinygrad's per-dispatch ACQUIRE_MEM likewise leaves GL2 out)
+    after_wait = next((k == "wait" for k, _ in reversed(self.cmds) if k in ("wait", "exec")), True)
+    gcr = pm4.GCR_GLK_INV | pm4.GCR_GLV_INV | pm4.GCR_GL1_INV
+    if after_wait: gcr |= pm4.GCR_GLI_INV_ALL | pm4.GCR_GL2_INV | pm4.GCR_GL2_WB
     coher = (pm4.COHER_SH_ICACHE_ACTION_ENA | pm4.COHER_SH_KCACHE_ACTION_ENA | pm4.COHER_TC_ACTION_ENA | pm4.COHER_TCL1_ACTION_ENA |
              pm4.COHER_TC_WB_ACTION_ENA)
     self._emit(pm4.acquire_mem(t.gfx, gcr_cntl=gcr) if t.gfx >= 10 else pm4.acquire_mem(t.gfx, coher_cntl=coher))
