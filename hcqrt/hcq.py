@@ -208,7 +208,9 @@ class HCQProgram:
 
 def _release_graph(device: Any, sig: Any, last: list[int], blocks: list) -> None:
   if not blocks: return
-  if last[0]: sig.wait(last[0])   # the GPU may still read them
+  # the GPU may still read them; a device that frees only once its timeline has passed (AMD) needs no wait here, and
+  # must not get one: a finalizer may run on any thread, the mock GPU's own included
+  if last[0] and not getattr(device, "frees_after_gpu", False): sig.wait(last[0])
   device.free_persistent(blocks)
 
 def buf_addr(b: Any) -> int:
@@ -236,6 +238,7 @@ class GraphReplay:
     self.submitted = False
     # the graph's argument blocks and pushbuffers go back to the device once the graph is gone and its last replay done
     self._last = [0]   # graph signal value that ends the last replay (0: never submitted)
+    self._last_tl = 0  # device timeline value the last replay releases last
     fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks)
     fin.atexit = False  # at exit the device goes away as a whole
 
@@ -284,7 +287,11 @@ class GraphReplay:
     """Patch buffer pointers `{(item, arg): buf}` (for a copy: arg 0 = dst, 1 = src) and ints `{(item, j): v}`, then submit."""
     dev = self.dev
     if self.submitted:
-      self.sig.wait(self.base + self.final)   # the previous replay must be done before its memory is rewritten
+      # the previous replay must be done before its memory is rewritten: its graph signal, and the timeline value its
+      # stream releases last (the engine may still be reading the stream's tail after the graph signal)
+      wait_for = getattr(dev, "wait_signal", None) or (lambda sig, v: sig.wait(v))   # (AMD sleeps until the interrupt)
+      wait_for(self.sig, self.base + self.final)
+      if self._last_tl: wait_for(dev.timeline_signal, self._last_tl)
       self.base += self.final
     for (i, a), b in (bufs or {}).items():
       if self.items[i][0] == "exec": self.args[i].set_buffer(a, buf_addr(b))
@@ -295,6 +302,7 @@ class GraphReplay:
     for update, c, off in self.sem_updates: update(c, value=self.base + off)
     for q, c in self.tl_waits: q.update_wait(c, value=dev.timeline_value - 1)
     self.end[0].update_signal(self.end[1], value=dev.timeline_value)
+    self._last_tl = dev.timeline_value
     self.submitted = True
     self._last[0] = self.base + self.final
     t0 = time.perf_counter()
