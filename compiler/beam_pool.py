@@ -9,7 +9,7 @@ spawn/forkserver children:
   `if __name__ == "__main__":` guard (a training script run with BEAM=2 would train again in every worker).
 A worker gets the parent's sys.path and environment, runs `init` once (BEAM: the kernel being searched), then answers
 jobs, each a pickled (function name, argument) on its stdin, with a length-prefixed pickled (ok, value) on its
-stdout. The parent waits with select(): a job that gets no answer within `job_timeout_s` of being sent (a hung or
+stdout. The parent waits with poll(): a job that gets no answer within `job_timeout_s` of being sent (a hung or
 dead worker) raises WorkerError, and the pool kills its workers on the way out.
 
 >>> with WorkerPool(1, "compiler.beam_pool:echo", "hi", job_timeout_s=60) as pool:
@@ -91,8 +91,9 @@ class WorkerPool:
       if wait <= 0:
         p, i, _, _ = min(busy.values(), key=lambda b: b[2])
         raise WorkerError(f"BEAM: compile worker {p.pid} gave no answer to {name}({_short(args[i])}) in {self.job_timeout_s:g} s")
-      ready, _, _ = select.select(list(busy), [], [], wait)
-      for fd in ready:
+      poll = select.poll()   # (not select(): a process with 1024 files open gets fds select cannot take)
+      for fd in busy: poll.register(fd, select.POLLIN)
+      for fd, _ in poll.poll(wait * 1000):
         p, i, _, buf = busy[fd]
         data = os.read(fd, 1 << 20)
         if not data: raise WorkerError(f"BEAM: compile worker {p.pid} exited (code {p.wait(timeout=5)}) during {name}({_short(args[i])})")

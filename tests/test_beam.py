@@ -278,3 +278,17 @@ def test_worker_failure_keeps_the_default_opts_with_a_warning(cache, monkeypatch
   with pytest.warns(RuntimeWarning, match="gave no answer.*keeps the default opts"):
     assert beam_search(k, DI, beam_runner(si, DEV), 2, stats=st, min_s=0, budget_s=1e9) is None
   assert "gave no answer" in st["worker_error"] and not cache_path(cache_key(k, DI, 2)).exists()
+
+def test_pool_works_in_a_process_with_many_files_open():
+  """The full suite has over 1024 files open by the time BEAM runs: the pool waits with poll(), which takes any fd
+  (select() raised 'filedescriptor out of range')."""
+  import os, resource
+  from compiler.beam_pool import WorkerPool
+  soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+  if soft < 1200: resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+  fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+  try:
+    with WorkerPool(1, "compiler.beam_pool:echo", "p", job_timeout_s=60) as pool: assert pool.map("compiler.beam_pool:echo", [1, 2]) == ["p1", "p2"]
+  finally:
+    for fd in fds: os.close(fd)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
