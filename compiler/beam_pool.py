@@ -63,10 +63,11 @@ class WorkerPool:
     self.job_timeout_s, self.procs = job_timeout_s, []
     try:
       hello = pickle.dumps(list(sys.path)) + pickle.dumps((init, init_arg))
-      for _ in range(max(1, n)):
-        p = subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(os.environ))
-        self.procs.append(p)
-        p.stdin.write(hello); p.stdin.flush()
+      # all started before any is written to: a hello bigger than the pipe waits for its worker's imports, and those run
+      # side by side
+      self.procs = [subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(os.environ))
+                    for _ in range(max(1, n))]
+      for p in self.procs: p.stdin.write(hello); p.stdin.flush()
     except (OSError, pickle.PicklingError) as e:
       self.close(kill=True)
       raise WorkerError(f"BEAM: could not start a compile worker: {type(e).__name__}: {e}") from e
