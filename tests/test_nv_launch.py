@@ -24,7 +24,7 @@ def nv():
     yield dev
 
 def prog(dev, name, src):
-  return dev.program(name, assemble_ptx(K.HEAD.format(arch=dev.arch) + src, dev.arch))
+  return dev.program(name, assemble_ptx(K.head(dev.arch) + src, dev.arch))
 def upload(dev, arr):
   b = dev.allocator.alloc(arr.nbytes); dev.allocator.copyin(b, memoryview(arr)); return b
 def download(dev, b, n, dt=np.float32):

@@ -25,7 +25,7 @@ from hcqrt import syscalls
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay, buf_addr
 from hcqrt.nv.cubin import load_cubin, relocate
-from hcqrt.nv.qmd_build import launch_qmd, local_high_size, set_cbuf, set_dims, INITIAL_STACK_POINTER
+from hcqrt.nv.qmd_build import launch_qmd, local_high_size, set_cbuf, set_cbuf_dims, set_dims, CB0_DIMS, INITIAL_STACK_POINTER
 from hcqrt.nv.rmclient import RMClient, NVError
 from ioctl_defs.nv.abi import abi_for_version
 from ioctl_defs.nv.classes import CLASSES as C, arch_from_classlist, class_name
@@ -148,6 +148,7 @@ class NVComputeQueue(NVQueue):
     q = QMD(prog.qmd_version, data=prog.qmd_template)
     set_cbuf(q, 0, args.va, prog.cbuf0_size)
     set_dims(q, g, l)
+    set_cbuf_dims(args.view, prog.qmd_version, g, l)   # the code reads %ntid/%nctaid from c[0], the QMD only runs them
     ctypes.memmove(qmd_host, bytes(q.data), len(q.data))
     if not self.idle: self.barrier()
     self.idle = False
@@ -163,7 +164,9 @@ class NVComputeQueue(NVQueue):
     qmd_host, _ = rec["args"].extra
     n = QMD_SIZE[rec["prog"].qmd_version]
     q = QMD(rec["prog"].qmd_version, data=ctypes.string_at(qmd_host, n))
-    set_dims(q, g or _qdims(q, "grid"), l or _qdims(q, "block"))
+    g, l = g or _qdims(q, "grid"), l or _qdims(q, "block")
+    set_dims(q, g, l)
+    set_cbuf_dims(rec["args"].view, rec["prog"].qmd_version, g, l)
     ctypes.memmove(qmd_host, bytes(q.data), n)
 
 def _qdims(q: QMD, which: str) -> tuple[int, int, int]:
@@ -236,7 +239,7 @@ class NVProgram(HCQProgram):
     self.qmd_version = dev.qmd_version
     self.params = [(k.param_cbank_offset + off, size) for _, off, size in k.params]
     off0, size0 = k.const_banks.get(0, (0, 0))
-    self.cbuf0_size = _round_up(max(size0, k.param_cbank_offset + k.param_size), 64)
+    self.cbuf0_size = _round_up(max(size0, k.param_cbank_offset + k.param_size, CB0_DIMS[dev.qmd_version][1] + 12), 64)
     cb = bytearray(self.cbuf0_size)
     cb[:size0] = img.image[off0:off0 + size0]
     # driver-owned words below the parameters: shared/local window bases and the initial stack pointer that every

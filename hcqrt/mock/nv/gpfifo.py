@@ -27,7 +27,7 @@ space. Anything unknown or malformed raises GPUError naming the channel, the pus
 method, and the channel is left in an error state (later doorbells on it raise the same error).
 """
 from __future__ import annotations
-import ctypes, struct, threading, time
+import ctypes, re, struct, threading, time
 from dataclasses import dataclass
 from typing import Any
 import numpy as np
@@ -45,6 +45,28 @@ PREFETCH_SLACK = 0x1000      # instruction prefetch reads this far past a kernel
 INTERLEAVE_SLICES = 4        # queued grids are cut into this many slices of blocks and run slice by slice
 STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0] word an sm_XX kernel loads its stack pointer from
 
+# Where the code reads PTX special registers and generic-address windows from: constant bank 0 (the bound cbuf's
+# memory), not the QMD. The QMD's grid/block only decide which CTAs and threads run (%ctaid, %tid: S2R SR_CTAID /
+# SR_TID). Evidence: ptxas 13.0 (CUDA 13.0, r13.0/compiler.36424714_0) of one probe kernel reading every register
+# below, disassembled with nvdisasm 13.5.37 (PyPI nvidia-cuda-nvdisasm) -- the SASS lines are quoted per entry:
+#   sm_80/sm_89 (QMD V03_00) and sm_90 (V04_00): %ntid.x/y/z `LDC R16, c[0x0][RZ]` / `c[0x0][0x4]` / `c[0x0][0x8]`,
+#     %nctaid.x/y/z `LDC R19, c[0x0][0xc]` / `c[0x0][0x10]` / `c[0x0][0x14]`, %dynamic_smem_size `LDC R20, c[0x0][0x2c]`,
+#     %nsmid `LDC R22, c[0x0][0x10c]`; stack pointer `LDC R1, c[0x0][0x28]`; cvta.local `ULDC UR4, c[0x0][0x20]` +
+#     `c[0x0][0x24]`; parameters from c[0x0][0x160] (sm_8x) / c[0x0][0x210] (sm_90).
+#   sm_100/sm_120 (V05_00): %ntid.x/y/z `LDC R16, c[0x0][0x360]` / `0x364` / `0x368`, %nctaid.x/y/z `LDC R19,
+#     c[0x0][0x370]` / `0x374` / `0x378`, %nsmid `LDC R22, c[0x0][0x2d0]`; stack pointer `LDC R1, c[0x0][0x37c]`;
+#     cvta.local `LDCU UR6, c[0x0][0x2f8]` + `0x2fc`; parameters from c[0x0][0x380]. %dynamic_smem_size is
+#     `LDC R20, c[0x0][R20+0x2ac]` indexed by SR_CgaSize, which the mock cannot know: it keeps the QMD's value there.
+#   cvta.shared: sm_8x adds c[0x0][0x18] (`IMAD.MOV.U32 R4, RZ, RZ, c[0x0][0x18]` / `MOV R5, c[0x0][0x1c]`); sm_90+
+#     takes the high word from `S2R R7, SR_SWINHI`, i.e. the window SET_SHADER_SHARED_MEMORY_WINDOW programmed.
+def _cb0_specials(off_block: int, off_grid: int, extra: dict[str, int]) -> dict[str, int]:
+  return {**{f"%ntid.{a}": off_block + 4 * i for i, a in enumerate("xyz")}, **{f"%nctaid.{a}": off_grid + 4 * i for i, a in enumerate("xyz")}, **extra}
+CB0_SPECIALS = {"V03_00": _cb0_specials(0x0, 0xc, {"%dynamic_smem_size": 0x2c, "%nsmid": 0x10c}),
+                "V04_00": _cb0_specials(0x0, 0xc, {"%dynamic_smem_size": 0x2c, "%nsmid": 0x10c}),
+                "V05_00": _cb0_specials(0x360, 0x370, {"%nsmid": 0x2d0})}
+LOCAL_WINDOW_CB0 = {"V03_00": 0x20, "V04_00": 0x20, "V05_00": 0x2f8}
+SHARED_WINDOW_CB0 = {"V03_00": 0x18}   # later versions: the SET_SHADER_SHARED_MEMORY_WINDOW method (SR_SWINHI)
+
 def _carveout_kib(v: int) -> int: return (v - 1) * 4   # SM config encoding: KiB / 4 + 1
 
 class Blocked(Exception):
@@ -60,6 +82,8 @@ class Grid:
   params: bytes
   dyn: int
   at: int
+  specials: dict[str, int]           # special registers as read from constant bank 0 at launch
+  windows: tuple[int | None, int | None]   # (shared, local) generic-address window bases (None: the kernel uses none)
   done: int = 0          # blocks run so far
 
 class Channel:
@@ -259,16 +283,31 @@ class Channel:
     if shared < k.shared_static: raise bad(f"{who} has {k.shared_static} bytes of static shared memory, the QMD's SHARED_MEMORY_SIZE is {shared}")
     self.check_sm_config(q, shared, bad)
     sm = self.engine.rm.chip.arch.sm
-    if sm >= 90:   # generic addresses into shared memory need a 4 GiB aligned window
-      win = (t.field("SET_SHADER_SHARED_MEMORY_WINDOW_A", "BASE_ADDRESS_UPPER", self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_A", 0)) << 32) | \
-            self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
-      if win == 0 or win % (1 << 32): raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
+    win = (t.field("SET_SHADER_SHARED_MEMORY_WINDOW_A", "BASE_ADDRESS_UPPER", self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_A", 0)) << 32) | \
+          self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
+    if sm >= 90 and (win == 0 or win % (1 << 32)):   # generic addresses into shared memory need a 4 GiB aligned window
+      raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
     if k.stack: self.check_stack(q, version, k.stack, cb0, who, bad)
     params = self.read(cb0 + k.param_offset, k.param_size) if k.param_size else b""
+    specials, windows = self.cb0_reads(version, kk, cb0, cb0_size, win, bad)
     # what the QMD gives beyond the static shared memory (and sm_90's reserved 1 KiB) is dynamic shared memory
     static = k.shared_static or (0x400 if sm >= 90 else 0)
-    self.queued.append(Grid(kk, self.engine.address_space(self.vs), grid, block, params, max(0, shared - static), at))
+    self.queued.append(Grid(kk, self.engine.address_space(self.vs), grid, block, params, max(0, shared - static), at, specials, windows))
     self.engine.launches += 1
+
+  def cb0_reads(self, version: str, kk: KnownKernel, cb0: int, cb0_size: int, win: int, bad) -> tuple[dict[str, int], tuple[int | None, int | None]]:
+    """The special registers and windows the kernel's code loads from constant bank 0 (CB0_SPECIALS), read from the
+    bound buffer now (the launch's INVALIDATE makes the engine fetch it afresh). A word past the buffer's size the
+    kernel reads is a launch error; a word it does not read is left out."""
+    def word(off: int, n: int, what: str) -> int:
+      if off + n > cb0_size: raise bad(f"kernel {kk.name} reads {what} from c[0][{off:#x}], past constant buffer 0's {cb0_size} bytes")
+      return int.from_bytes(self.read(cb0 + off, n), "little")
+    used = set(re.findall(r"%(?:ntid|nctaid)\.[xyz]|%dynamic_smem_size|%nsmid", kk.ptx))
+    specials = {r: word(off, 4, r) for r, off in CB0_SPECIALS[version].items() if r in used}
+    cvta = set(re.findall(r"cvta(?:\.to)?\.(shared|local)", kk.ptx)) | ({"shared", "local"} if re.search(r"\b(?:ld|st|atom|red)(?!\.(?:global|shared|local|param|const))\.", kk.ptx) else set())
+    local = word(LOCAL_WINDOW_CB0[version], 8, "the local window") if "local" in cvta else None
+    shared = (word(SHARED_WINDOW_CB0[version], 8, "the shared window") if version in SHARED_WINDOW_CB0 else win) if "shared" in cvta else None
+    return specials, (shared, local)
 
   def check_sm_config(self, q: CD.QMDRead, shared: int, bad) -> None:
     lo, tgt, hi = (q.get(f"{f}_SM_CONFIG_SHARED_MEM_SIZE") for f in ("MIN", "TARGET", "MAX"))
@@ -311,7 +350,8 @@ class Channel:
 
   def run_grid(self, g: Grid, first: int, count: int) -> None:
     try:
-      with self.vs.kernel_access(): INDEX.module(g.kk).launch(g.kk.name, g.mem, g.grid, g.block, g.params, g.dyn, blocks=(first, count))
+      with self.vs.kernel_access(): INDEX.module(g.kk).launch(g.kk.name, g.mem, g.grid, g.block, g.params, g.dyn, blocks=(first, count),
+                                                                          specials=g.specials, windows=g.windows)
     except Exception as e:
       self.queued.clear()
       raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} faulted: {e}", g.at) from None

@@ -110,10 +110,13 @@ class PTXModule:
     self._mapped_in.add(mem)
 
   def launch(self, name: str, mem: AddressSpace, grid: tuple[int, int, int], block: tuple[int, int, int],
-             params: bytes, shared_bytes: int = 0, blocks: tuple[int, int] | None = None) -> None:
+             params: bytes, shared_bytes: int = 0, blocks: tuple[int, int] | None = None,
+             specials: dict[str, int] | None = None, windows: tuple[int | None, int | None] | None = None) -> None:
     """Run kernel `name` over `grid` blocks of `block` threads. `params` is the packed parameter buffer
     (laid out as in constant bank 0 from the parameter offset); `shared_bytes` is the dynamic shared memory.
-    `blocks` = (first linear block id, count) runs only part of the grid (a GPU model interleaving grids)."""
+    `blocks` = (first linear block id, count) runs only part of the grid (a GPU model interleaving grids).
+    `specials` gives special registers a GPU reads from memory rather than the launch ({"%ntid.x": v, ...}), and
+    `windows` the (shared, local) generic-address window bases cvta and generic accesses use."""
     k = self.kernels.get(name)
     if k is None: raise PTXError(f"no kernel {name!r} in module (has: {', '.join(self.kernels) or 'none'})")
     grid, block = tuple(int(x) for x in grid) + (1,) * (3 - len(grid)), tuple(int(x) for x in block) + (1,) * (3 - len(block))
@@ -131,7 +134,7 @@ class PTXModule:
     per = max(1, self.max_chunk_threads // tpb)
     with np.errstate(all="ignore"):   # integer wraparound and IEEE specials are PTX semantics, not warnings
       for b0 in range(first, end, per):
-        st = State(mem, grid, block, b0, min(per, end - b0), parr, shared, k.local_size, self.const)
+        st = State(mem, grid, block, b0, min(per, end - b0), parr, shared, k.local_size, self.const, specials, windows)
         st.dynamic_smem = shared_bytes
         st.R = dict(k._zero)
         self._run(k, st)
