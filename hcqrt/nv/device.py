@@ -216,7 +216,12 @@ class GPFIFO:
         time.sleep(0.0001)
     self.ring[self.put] = gpfifo_entry(va, ndwords)
     self.put = (self.put + 1) % GPFIFO_ENTRIES
+    # QMD, constant buffer, pushbuffer and this entry are write-combined stores; the PBDMA reads USERD GPPut on its own
+    # while the channel is loaded ("not immediately synchronized with NV_RAMUSERD_GP_PUT", open-gpu-doc@c8607fe
+    # manuals/ampere/ga100/dev_pbdma.ref.txt:476-480), so they must be visible before GPPut is (syscalls.store_fence)
+    syscalls.store_fence()
     self.gpput.value = self.put          # USERD is device memory: the GPU reads GPPut from here ...
+    syscalls.store_fence()               # ... and GPPut before the doorbell (as UVM: uvm_volta_host.c:31-44 wmb())
     try: syscalls.mmio_write32(self.dev.doorbell, self.token)   # ... once the doorbell tells it which channel to look at
     except Exception as e:   # the channel went into an error state (a mock GPU reports it here): start over on new ones
       e.args = (f"{e}; {self.dev.recover()}",)
