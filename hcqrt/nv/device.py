@@ -51,6 +51,18 @@ PROGRAM_SLACK = 0x1000             # instruction prefetch reads past a program's
 
 def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
+def sm_from_version(v: int) -> int:
+  """NV2080_CTRL_GR_INFO_SM_VERSION (major << 8 | minor: 0x809 = 8.9, 0xa00 = 10.0, 0xc01 = 12.1; OGKM@580.142
+  src/common/sdk/nvidia/inc/ctrl/ctrl2080/ctrl2080gr.h:280-317) -> the sm_XY number. Other encodings are refused.
+
+  >>> sm_from_version(0x900), sm_from_version(0x809), sm_from_version(0xA00), sm_from_version(0xC01)
+  (90, 89, 100, 121)
+  """
+  major, minor = v >> 8, v & 0xFF
+  if not 1 <= major <= 0xFF or minor > 9:
+    raise RuntimeError(f"NV: GR_GET_INFO SM_VERSION {v:#x} is not major << 8 | minor (e.g. 0x900 for sm_90); unknown GPU or driver")
+  return major * 10 + minor
+
 # host (channel) and engine methods: offsets are the same in every class we drive (checked against the tables)
 _H = methods_for(C["HOPPER_CHANNEL_GPFIFO_A"])
 _CP = methods_for(C["HOPPER_COMPUTE_A"])
@@ -405,7 +417,7 @@ class NVDevice:
     gr = self.abi.ffi.new("NV2080_CTRL_GR_INFO[1]")
     gr[0].index = F.VALUES["NV2080_CTRL_GR_INFO_INDEX_SM_VERSION"]
     rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_INFO", grInfoListSize=1, grInfoList=rm.ptr(gr))
-    self.sm = (gr[0].data >> 8) * 10 + (gr[0].data & 0xFF)
+    self.sm = sm_from_version(gr[0].data)
     self.arch = f"sm_{self.sm}"
     # the SMs this part enables (RM lists each one), not the die's LITTER GPC x TPC x SM product (GH100: 144; an H100 SXM enables 132)
     self.sm_count = rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_SM_TO_GPC_TPC_MAPPINGS").smCount
@@ -451,7 +463,7 @@ class NVDevice:
     """The channel group, its compute and copy channels (rings and USERD at `slot`, 0 or 2, of gpfifo_mem: recreated
     channels do not share memory with the ones just freed), and their engine objects bound."""
     rm, a = self.rm, self.arch_info
-    self.chan_slot, self.chan_handles = slot, []
+    self.chan_slot, self.chan_handles, self._chan_memory = slot, [], []
     self.hgroup = rm.alloc(self.hdev, C["KEPLER_CHANNEL_GROUP_A"], "NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS",
                            engineType=F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"])[0]
     self.hctx = rm.alloc(self.hgroup, C["FERMI_CONTEXT_SHARE_A"], "NV_CTXSHARE_ALLOCATION_PARAMETERS", hVASpace=self.hvaspace,
@@ -486,6 +498,9 @@ class NVDevice:
         with contextlib.suppress(NVError):
           self.rm.uvm(self.uvmfd, "UVM_UNREGISTER_CHANNEL", gpuUuid={"uuid": list(self.uuid)}, hClient=self.rm.root, hChannel=h)
       with contextlib.suppress(NVError): self.rm.free(self.hdev, self.hgroup)
+      for notifier, ctx_va in self._chan_memory:   # the old channels' notifiers and context VA ranges
+        with contextlib.suppress(NVError, OSError): self._release_memory(notifier)
+        syscalls.munmap(ctx_va, CHANNEL_VA_BYTES)
       for sig in [self.timeline_signal, *self._signals]: sig.complete_promised()
       self._open_channels(2 - self.chan_slot)
       if self.local_bytes: per, self.local_bytes = self.local_bytes, 0; self.ensure_local_memory(per)
@@ -499,6 +514,10 @@ class NVDevice:
     ctypes.memset(self.gpfifo_mem.host + userd_off, 0, 512)   # GPGet/GPPut start at entry 0
     # RM writes RC errors (and the work-submit token) into this notifier; uncached sysmem so the CPU sees them
     notifier = self.gpu_alloc(NOTIFICATION_SIZE * NOTIFICATION_TYPE__SIZE_1, host=True, sysmem=True)
+    # zero it: RM clears new sysmem only while NVreg_InitializeSystemMemoryAllocations=1 (OGKM@580.142
+    # src/nvidia/arch/nvalloc/unix/src/os.c:1013-1021), and stale bytes here would read as a fault
+    assert notifier.host is not None
+    ctypes.memset(notifier.host, 0, NOTIFICATION_SIZE * NOTIFICATION_TYPE__SIZE_1)
     h = rm.alloc(self.hgroup, self.arch_info.gpfifo, "NV_CHANNEL_ALLOC_PARAMS", hObjectError=notifier.handle, hObjectBuffer=self.gpfifo_mem.handle,
                  gpFifoOffset=self.gpfifo_mem.va + ring_off, gpFifoEntries=GPFIFO_ENTRIES, hContextShare=self.hctx,
                  hUserdMemory=[self.gpfifo_mem.handle], userdOffset=[userd_off], engineType=0)[0]
@@ -506,6 +525,7 @@ class NVDevice:
     self.chan_handles.append(h)
     # UVM maps and binds the channel's context buffers inside a VA range we reserve (after the engine object exists)
     ctx_va = self._reserve_va(CHANNEL_VA_BYTES, HUGE)
+    self._chan_memory.append((notifier, ctx_va))   # given back when recover() replaces the channels
     rm.uvm(self.uvmfd, "UVM_REGISTER_CHANNEL", gpuUuid={"uuid": list(self.uuid)}, rmCtrlFd=self.ctl, hClient=rm.root, hChannel=h,
            base=ctx_va, length=CHANNEL_VA_BYTES)
     tok = rm.control(h, "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN").workSubmitToken
@@ -563,10 +583,13 @@ class NVDevice:
   def gpu_free(self, buf: NVBuffer) -> None:
     if buf.freed: raise RuntimeError(f"double free of {buf!r}")
     self.synchronize()   # the GPU may still use it
+    self._release_memory(buf)
+
+  def _release_memory(self, buf: NVBuffer) -> None:
+    buf.freed = True
     self.rm.uvm(self.uvmfd, "UVM_FREE", base=buf.va, length=buf.size)
     self.rm.free(self.hdev, buf.handle)
     syscalls.munmap(buf.va, buf.size)
-    buf.freed = True
 
   def windows(self) -> tuple[int, int]:
     """(shared, local) memory window bases the compute engine and constant bank 0 are given."""
@@ -661,6 +684,10 @@ class NVDevice:
   def channel_errors(self) -> list[str]:
     """RC errors RM reported in the channels' error notifiers (a channel that faulted stops; its signals never come)."""
     return [e for ch in (self.compute_ch, self.copy_ch) if (e := ch.error()) is not None]
+
+  def raise_if_faulted(self) -> None:
+    """If RM reported a fault in an error notifier, recover and raise NVError naming it (Signal.wait polls this)."""
+    if not self._recovering and self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")
 
   def synchronize(self, timeout_s: float | None = None) -> None:
     """Wait for all submitted work; a faulted channel is reported by name (from its error notifier) instead of a timeout."""

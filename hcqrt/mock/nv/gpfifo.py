@@ -34,7 +34,9 @@ import numpy as np
 from hcqrt.mock.nv import classdefs as CD
 from hcqrt.mock.nv.classdefs import class_name
 from hcqrt.mock.ptx import AddressSpace
+from hcqrt.mock.ptx.memory import MemoryFault
 from hcqrt.mock.nv.kernels import INDEX, KnownKernel
+from hcqrt.mock.nv.rm import NV2080_ENGINE_TYPE_GR0, NV2080_ENGINE_TYPE_COPY0
 
 class GPUError(RuntimeError):
   """The mock GPU refused a command (the real one would raise an RC error / Xid on the channel)."""
@@ -42,6 +44,13 @@ class GPUError(RuntimeError):
 # shared memory an SM can give one block (KiB; the largest carve-out MAX_SM_CONFIG_SHARED_MEM_SIZE may name)
 SM_SHARED_KIB = {80: 164, 86: 100, 89: 100, 90: 228, 100: 228, 120: 100}
 PREFETCH_SLACK = 0x1000      # instruction prefetch reads this far past a kernel's last instruction
+# The PBDMA "fetches pushbuffer data from memory" as it goes (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:42-45);
+# fetched-but-unprocessed data sits in a latency buffer and prefetched data may be discarded and fetched again
+# (:583-585, :3831-3834), so nothing makes it read a segment's later methods before an earlier semaphore release is
+# visible to the CPU. The harmful case: after a release in the middle of a segment the mock's front end pauses this
+# long and then fetches the rest of the segment from memory again: a CPU that rewrites the pushbuffer once it sees
+# the release changes what the GPU still has to run.
+RELEASE_STALL_S = 0.002
 INTERLEAVE_SLICES = 4        # queued grids are cut into this many slices of blocks and run slice by slice
 STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0] word an sm_XX kernel loads its stack pointer from
 
@@ -97,6 +106,10 @@ class Channel:
     self.pos = 0
     self.error: GPUError | None = None
     self.queued: list[Grid] = []                   # launched grids not yet run (unordered with each other)
+    self.seg_src = (0, 0)                          # (va, dwords) of the current entry's pushbuffer segment
+    self.released = self.refetch = False           # a semaphore release just landed / the segment must be fetched again
+    self.stall_until = 0.0
+    self.fault_engine = NV2080_ENGINE_TYPE_GR0          # engine a fault is charged to (the notifier's info16)
     self.name = f"channel {obj.data['chid']} ({class_name(obj.cls)})"
 
   @property
@@ -105,7 +118,8 @@ class Channel:
 
   def fail(self, msg: str, va: int | None = None) -> GPUError:
     self.error = GPUError(f"mock GPU: {self.name}{f' pushbuffer {va:#x}' if va is not None else ''}: {msg}")
-    self.engine.rm.channel_error(self.obj, msg)   # RC recovery fills the channel's error notifier
+    # RC recovery fills the error notifiers; info16 names the engine that faulted (GR0 unless the copy engine did)
+    self.engine.rm.channel_error(self.obj, self.error.args[0], self.fault_engine)
     return self.error
 
   # ---- front end ----
@@ -121,10 +135,21 @@ class Channel:
       if self.segment is None:
         entry = struct.unpack("<Q", self.read(self.d["ring_va"] + get * CD.GP_ENTRY_BYTES, 8))[0]
         va, ndw, _ = CD.decode_gp_entry(entry)
+        self.seg_src = (va, ndw)
         self.segment, self.pos = self.decode(va, ndw), 0
+      elif self.refetch:   # the rest of the segment comes from memory once the front end goes on, as it is then
+        if (now := time.perf_counter()) < self.stall_until: return progressed
+        self.engine.busy_ns += int((now - self.stall_until + RELEASE_STALL_S) * 1e9)   # GPU-side latency, not host time
+        self.refetch = False
+        self.segment = self.decode(*self.seg_src)
       try:
         while self.pos < len(self.segment):
           self.execute(*self.segment[self.pos]); self.pos += 1; progressed = True
+          if self.released and self.pos < len(self.segment):
+            # a release landed mid-segment: the front end goes on later, fetching what follows afresh (below)
+            self.released, self.refetch, self.stall_until = False, True, time.perf_counter() + RELEASE_STALL_S
+            return progressed
+          self.released = False
       except Blocked: return progressed
       except GPUError: self.u32(CD.USERD_GPGET).value = put; self.segment = None; self.queued.clear(); raise
       self.segment = None
@@ -170,6 +195,7 @@ class Channel:
     cls = self.subc.get(subc)
     if cls is None: raise self.fail(f"method {off:#x} on subchannel {subc}, which has no object (SET_OBJECT first)", at)
     t = CD.table(cls)
+    self.fault_engine = NV2080_ENGINE_TYPE_COPY0 if (cls & 0xFF) == 0xB5 else NV2080_ENGINE_TYPE_GR0
     name = t.name_at(off)
     if name is None: raise self.fail(f"method {off:#x} is not a {class_name(cls)} method", at)
     self.regs[name] = data
@@ -191,6 +217,7 @@ class Channel:
       if addr % (8 if wide else 4): raise self.fail(f"semaphore release address {addr:#x} is misaligned", at)
       self.write(addr, struct.pack("<Q", payload) if wide else struct.pack("<I", payload & 0xFFFFFFFF), at)
       if h.field("SEM_EXECUTE", "RELEASE_TIMESTAMP", data): self.write(addr + 8, struct.pack("<Q", time.perf_counter_ns()), at)
+      self.released = True
       return
     if h.field("SEM_EXECUTE", "ACQUIRE_SWITCH_TSG", data):
       # switching out the TSG on a failed acquire also switches out the group's other channels, which may be
@@ -348,13 +375,27 @@ class Channel:
         end = n * (s + 1) // slices
         if end > g.done: self.run_grid(g, g.done, end - g.done); g.done = end
 
+  def preempted(self) -> str | None:
+    """Freeing a channel (or its group) stops what it runs: freeing a TSG first frees each of its channels
+    (OGKM@580.142 src/nvidia/src/kernel/gpu/fifo/kernel_channel_group_api.c, kchangrpapiDestruct_IMPL: "If channels
+    still exist in this group, free them"), and a freed channel's context leaves the engine with it; a grid still
+    running there (one that never ends) is dropped rather than finished."""
+    o = self.obj
+    while o is not None:
+      if o.data.get("freed"): return "preempted: its channel was freed"
+      o = o.parent
+    return None
+
   def run_grid(self, g: Grid, first: int, count: int) -> None:
     try:
       with self.vs.kernel_access(): INDEX.module(g.kk).launch(g.kk.name, g.mem, g.grid, g.block, g.params, g.dyn, blocks=(first, count),
-                                                                          specials=g.specials, windows=g.windows)
+                                                                          specials=g.specials, windows=g.windows, abort=self.preempted)
     except Exception as e:
       self.queued.clear()
-      raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} faulted: {e}", g.at) from None
+      if self.preempted(): return   # its channel went away mid-grid: dropped, not a fault (nobody is left to tell)
+      # a global access outside every GPU mapping is an MMU fault (RM: Xid 31), anything else a GR exception (Xid 13)
+      kind = "hit a GPU page fault" if isinstance(e, MemoryFault) and "outside every mapping" in str(e) else "faulted"
+      raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} {kind}: {e}", g.at) from None
 
 class GPFIFOEngine:
   """All channels of one MockNV; `ring(token)` is the doorbell."""
@@ -432,8 +473,10 @@ class GPFIFOEngine:
       time.sleep(0.0005)
       with self.lock:
         if not self.blocked(): return
+        t0 = time.perf_counter_ns()
         try:
           for c in list(self.channels.values()):
             if c.segment is not None and c.error is None: c.run()
           self.finish_grids()
         except GPUError: pass   # kept on the channel; the next doorbell raises it
+        finally: self.busy_ns += time.perf_counter_ns() - t0
