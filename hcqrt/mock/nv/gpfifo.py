@@ -17,7 +17,10 @@ Execution is adversarial where hardware is free: a launched grid is only *queued
 Grids run when something orders them — WAIT_FOR_IDLE, the host WFI, a semaphore release with RELEASE_WFI —
 or when the channels run dry. Several queued grids then run concurrently: their blocks interleave slice by
 slice, the newest launch's slice first, so a kernel that reads its predecessor's output without a barrier
-reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish.
+reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish. The front end also
+runs later than the CPU expects: after a release in the middle of a segment it pauses and then fetches the rest of
+the segment from memory again (RELEASE_STALL_S), so a CPU that rewrites a pushbuffer as soon as it sees a release
+changes what still runs. Freeing a channel preempts a grid it is running (a kernel that never ends).
 
 A launch checks the QMD as the hardware reads it (major version, QMD_TYPE, grid/block, registers, shared
 memory and its SM carve-out, barriers, constant bank 0, stack/local memory for a kernel with a stack, the
