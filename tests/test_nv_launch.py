@@ -223,3 +223,34 @@ def test_other_archs_stack_and_order(arch, monkeypatch):
 
 def test_mock_knows_the_slices():
   assert mock_gpfifo.INTERLEAVE_SLICES > 1 and mock_gpfifo.PREFETCH_SLACK == 0x1000
+
+# ---------------------------------------------------------------- the mock's kernel lookup
+DEAD_LOAD = """.visible .entry dead_load(.param .u64 out, .param .u64 x)
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [x];
+  ld.global.u32 %r1, [%rd2]; and.b32 %r2, %r1, 0; st.global.u32 [%rd1], %r2;
+  ret;
+}"""
+STORE_ZERO = """.visible .entry store_zero(.param .u64 out)
+{
+  .reg .b32 %r<2>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out]; mov.u32 %r1, 0; st.global.u32 [%rd1], %r1;
+  ret;
+}"""
+
+def test_same_machine_code_from_two_ptx_kernels_runs_as_the_gpu_would(nv):
+  """ptxas drops the unused load of `x & 0`, so both kernels are the same machine code, and the GPU runs a launch of
+  store_zero with its one parameter fine. The mock must not interpret dead_load's PTX for it (it would load through
+  the parameter the launch never set and fault)."""
+  from hcqrt.mock.nv.kernels import cubin_facts
+  texts = [code for src in (DEAD_LOAD, STORE_ZERO) for code, _ in cubin_facts(assemble_ptx(K.head(nv.arch) + src, nv.arch)).values()]
+  assert texts[0] == texts[1], "ptxas kept the dead load: the two kernels no longer share machine code"
+  prog(nv, "dead_load", DEAD_LOAD)   # known to the mock first
+  zero = prog(nv, "store_zero", STORE_ZERO)
+  out = upload(nv, np.full(4, 7, np.uint32))
+  q = nv.hw_compute_queue().wait(nv.timeline_signal, nv.timeline_value - 1)
+  q.exec(zero, zero.fill_kernargs([out], []), (1, 1, 1), (1, 1, 1)).signal(nv.timeline_signal, nv.timeline_value).submit(nv)
+  nv.timeline_value += 1
+  nv.synchronize()
+  assert download(nv, out, 4, np.uint32).tolist() == [0, 7, 7, 7]

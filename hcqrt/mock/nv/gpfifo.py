@@ -299,7 +299,7 @@ class Channel:
     def code(n: int) -> bytes:
       try: return self.vs.read(prog, n)
       except MemoryError: return b""
-    kk = INDEX.find(code)
+    kk = INDEX.find(code, cb0_size)
     if kk is None: raise bad(f"no known kernel at program address {prog:#x} (code not from a cubin assembled in this process)")
     k, who = kk.facts, f"kernel {kk.name}"
     try: self.vs.translate(prog, len(kk.text) + PREFETCH_SLACK)
