@@ -36,8 +36,8 @@ def test_synchronize_is_woken_by_the_interrupt_not_the_timeout(dev, store42):
   dev.drv.latency_s = 0.002   # the CP starts after the host is asleep in WAIT_EVENTS
   prog, buf = _program(dev), dev.allocator.alloc(64)
   for _ in range(20): prog(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
-  assert dev.event_id != 0 and "WAIT_EVENTS" in dev.drv.calls
-  assert dev.drv.missed_wakeups == 0   # INT_SEL 3 (no interrupt) or event id 0 on gfx942: the slot is written, nothing wakes the wait
+  assert dev.event_id == 1 and "WAIT_EVENTS" in dev.drv.calls   # the first signal event (the kernel reserves id 0)
+  assert dev.drv.missed_wakeups == 0   # INT_SEL 3 (no interrupt): the slot is written, nothing wakes the wait
 
 def test_free_of_a_buffer_in_flight_waits_for_the_gpu(dev, store42):
   dev.drv.latency_s = 0.05

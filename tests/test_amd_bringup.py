@@ -31,12 +31,14 @@ def test_sysfs_as_each_kernel_prints_it(mock, arch):
   assert names.index("cwsr_size") == names.index("num_cp_queues") + 1 and names.index("ctl_stack_size") == names.index("cwsr_size") + 1
   assert "eop_buffer_size" not in names and "debug_memory_size" not in names   # never printed
   syscalls.uninstall(None)
+  if arch == "gfx942":   # 6.1 has no GC 9.4.3 (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_device.c:137): refused
+    with pytest.raises(ValueError, match="6.1 cannot drive gfx942"): mock(arch, kernel="6.1")
+    return
   mock(arch, kernel="6.1")
   names = [k for k, _ in props(1)]
   assert "cwsr_size" not in names and "ctl_stack_size" not in names
 
-@pytest.mark.parametrize("kernel", ["6.12", "6.1"])
-@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+@pytest.mark.parametrize("arch,kernel", [("gfx1100", "6.12"), ("gfx1100", "6.1"), ("gfx942", "6.12")])   # (no gfx942 on 6.1)
 def test_backend_sizes_the_cwsr_area_as_the_kernel_requires(mock, arch, kernel):
   drv = mock(arch, kernel=kernel)
   d = AMDDevice("AMD")
@@ -84,6 +86,16 @@ def test_create_queue_checks_buffers_like_kfd_queue_c(mock, bad):
   drv = mock("gfx1100", kernel="6.12")   # and the same buffers, done right, are accepted
   fd = syscalls.open("/dev/kfd", os.O_RDWR)
   assert _queue_args(drv, fd)().queue_id == 0
+
+@pytest.mark.parametrize("bad", [dict(size_ptrs=0x2000), dict(write_pointer_address=0x7e0000100000 + 0x1000),
+                                 dict(write_pointer_address=0x7e0000200000)])   # two pages; no BO; the EOP buffer (VRAM)
+def test_6_1_still_checks_the_mes_wptr(mock, bad):
+  # 6.1 skips kfd_queue_acquire_buffers but keeps the MES wptr lookup, the one-page limit and the GART (GTT) mapping
+  # (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:345-376)
+  drv = mock("gfx1100", kernel="6.1")
+  fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  with pytest.raises(OSError) as e: _queue_args(drv, fd, **bad)()
+  assert e.value.errno == errno.EINVAL and "write_pointer_address" in str(e.value)
 
 def test_pre_6_12_takes_anything_but_a_preemption_faults_a_short_cwsr_area(mock):
   drv = mock("gfx1100", kernel="6.1")

@@ -1,6 +1,6 @@
 """The AMD backend on the mock KFD: bring-up, SDMA copies, signals and waits, a PM4 dispatch as the CP decodes it,
 and KFD refusals surfaced as errors naming the ioctl and errno."""
-import struct, threading, time
+import ctypes, struct, threading, time
 import numpy as np
 import pytest
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
@@ -307,8 +307,10 @@ def test_usable_after_a_queue_error_seen_by_a_wait(dev, add):
   set_executor(broken)
   promised = dev.new_signal(name="promised")
   dev.hw_compute_queue().exec(add, add.fill_kernargs([o, a, a], [1, 64]), (1, 1, 1), (64, 1, 1)).signal(promised, 5).submit(dev)
-  with pytest.raises(GPUError, match=r"v_bogus.*recovered: its compute and SDMA queues were recreated.*usable again"):
+  t0 = time.perf_counter()
+  with pytest.raises(AMDError, match=r"EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION.*recovered: its compute and SDMA queues were recreated.*usable again"):
     dev.wait_signal(promised, 5, 5)
+  assert time.perf_counter() - t0 < 4   # woken by the CWSR header's error event, not the 5 s timeout
   assert promised.value == 5   # what the dropped work promised is written from the CPU, so nobody waits for it
   set_executor(add_executor)
   t0 = time.perf_counter()
@@ -340,3 +342,109 @@ def test_usable_after_a_wait_timeout(dev, monkeypatch):
   with pytest.raises(hcq.SignalTimeout, match=r"timed out after 0\.2 s .*recovered"): dev.synchronize()   # (the time waited, not 0)
   x = np.arange(64, dtype=np.float32); b = upload(dev, x)
   assert np.array_equal(download(dev, b, 64), x)
+
+# ---- queue exceptions reach the host through the CWSR header (kfd_send_exception_to_runtime), not a timeout
+@pytest.fixture(params=["gfx1100", "gfx942"])
+def dev612(request):
+  drv = install_mock_amd(request.param, kernel="6.12")   # KFD 1.17: RUNTIME_ENABLE, so the kernel reports to the runtime
+  d = AMDDevice("AMD"); d.drv = drv
+  yield d
+  uninstall_mock_amd(drv)
+
+def _bad_packet(dev):
+  from ioctl_defs.amd import pm4
+  dev.compute.submit(pm4.packet(pm4.COPY_DATA, 0, 0, 0, 0, 0))   # a packet the mock CP rejects (CP bad opcode)
+
+def test_cwsr_headers_are_filled_as_the_thunk_does(dev612):
+  from ioctl_defs.amd import kfd as K
+  from hcqrt.amd.cwsr import queue_sizes
+  d, sz = dev612, queue_sizes(dev612.props)
+  assert d.compute.cwsr.kind == "gtt" and d.compute.cwsr.host == d.compute.cwsr.va   # CPU-visible at the address the kernel gets
+  for xcc in range(sz.num_xcc):
+    hdr = ctypes.string_at(d.compute.cwsr.host + xcc * sz.cwsr, K.CWSR_HEADER_BYTES)
+    assert struct.unpack_from("<IIQI", hdr, 16) == ((sz.num_xcc - xcc) * sz.cwsr, sz.debug * sz.num_xcc, d.error_payload.host, d.error_event)
+
+def test_bad_packet_is_reported_by_name_at_once(dev612):
+  _bad_packet(dev612)
+  t0 = time.perf_counter()
+  with pytest.raises(AMDError, match=r"GPU exception \(EC_QUEUE_PACKET_UNSUPPORTED\).*recovered"):
+    dev612.wait_signal(dev612.timeline_signal, dev612.timeline_value, 5)
+  assert time.perf_counter() - t0 < 4 and dev612.drv.wait_timeouts == 0   # the error event woke it
+  x = np.arange(64, dtype=np.float32); b = upload(dev612, x)   # usable again
+  assert np.array_equal(download(dev612, b, 64), x)
+
+def test_unfilled_cwsr_header_wakes_nobody(monkeypatch):
+  # the old backend: the kernel's get_user finds no error event (0, reserved) and nothing wakes the host
+  from hcqrt import hcq
+  from hcqrt.amd import device as D
+  monkeypatch.setattr(D, "_fill_cwsr_headers", lambda *a: None)
+  drv = install_mock_amd("gfx1100", kernel="6.12")
+  try:
+    d = AMDDevice("AMD")
+    q = drv.queues[d.compute.queue_id]
+    _bad_packet(d)
+    with pytest.raises(hcq.SignalTimeout): d.wait_signal(d.timeline_signal, d.timeline_value, 0.3)
+    assert drv.wait_timeouts >= 1 and "COPY_DATA" in q.error   # the queue did stop; the host only timed out
+  finally: uninstall_mock_amd(drv)
+
+def test_queue_exception_needs_a_cpu_mapped_header():
+  # a CWSR area the CPU cannot read (VRAM without PUBLIC, as before): get_user faults, nothing is signalled
+  drv = install_mock_amd("gfx1100", kernel="6.12")
+  try:
+    d = AMDDevice("AMD")
+    q = drv.queues[d.compute.queue_id]
+    assert drv.user_read(q.ctx_save[0], 40) is not None
+    q.ctx_save = (d.kernargs.buf.va + (16 << 20) + 0x100000000, q.ctx_save[1])   # no CPU mapping there
+    q.fail("test", ec=20)
+    assert not drv.events[d.error_event]["signaled"] and d._take_queue_exceptions() == []
+  finally: uninstall_mock_amd(drv)
+
+def test_mock_only_error_report_is_behind_a_switch():
+  drv = install_mock_amd("gfx1100", kernel="6.12", report_queue_errors=True)
+  try:
+    d = AMDDevice("AMD")
+    d.error_event = d.event_id   # (no header channel: only the mock's own report can end the wait early)
+    _bad_packet(d)
+    with pytest.raises(GPUError, match="COPY_DATA"): d.wait_signal(d.timeline_signal, d.timeline_value, 5)
+  finally: uninstall_mock_amd(drv)
+
+def test_kernel_6_1_has_no_runtime_channel_so_a_bad_packet_times_out():
+  from hcqrt import hcq
+  drv = install_mock_amd("gfx1100", kernel="6.1")
+  try:
+    d = AMDDevice("AMD")
+    _bad_packet(d)
+    with pytest.raises(hcq.SignalTimeout): d.wait_signal(d.timeline_signal, d.timeline_value, 0.3)
+  finally: uninstall_mock_amd(drv)
+
+# ---- finalizers free from any thread
+def test_concurrent_gpu_free_of_one_buffer_frees_it_once(dev, monkeypatch):
+  buf = dev.gpu_alloc(4096, "gtt", host=True)
+  entered, go, real = threading.Event(), threading.Event(), dev._map
+  def slow_map(b, unmap=False):
+    if unmap and b is buf and not entered.is_set(): entered.set(); go.wait(2)
+    return real(b, unmap)
+  monkeypatch.setattr(dev, "_map", slow_map)
+  errors = []
+  def free():
+    try: dev.gpu_free(buf)
+    except Exception as e: errors.append(e)
+  t = threading.Thread(target=free); t.start()
+  entered.wait(2)
+  t2 = threading.Thread(target=free); t2.start()
+  time.sleep(0.05); go.set(); t.join(); t2.join()
+  assert errors == [] and buf.freed and dev.va.take(4096, 4096) is not None
+
+def test_deferred_frees_from_other_threads_are_all_done(dev):
+  # finalizers append to the deferred list from any thread while this one reaps it: nothing may be lost or freed twice
+  bufs = [dev.gpu_alloc(4096, "gtt", host=True) for _ in range(200)]
+  dev.timeline_value += 1   # work "in flight": free_after_gpu defers
+  def finalizer(chunk):
+    for b in chunk: dev.free_after_gpu(b)
+  ts = [threading.Thread(target=finalizer, args=(bufs[i::4],)) for i in range(4)]
+  for t in ts: t.start()
+  for _ in range(200): dev._reap()
+  for t in ts: t.join()
+  dev.timeline_signal.value = dev.timeline_value - 1   # the GPU passes it
+  dev._reap()
+  assert all(b.freed for b in bufs) and not dev._deferred

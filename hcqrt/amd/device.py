@@ -10,6 +10,8 @@ flushes. A signal from the compute queue is RELEASE_MEM with the GL2 write-back 
 reach memory before the host sees the value), then a second RELEASE_MEM that writes the event slot and raises
 the interrupt (INT_SEL 2) that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel instead of spinning.
 Queues run asynchronously to the host: memory goes back to KFD only once the timeline has passed its last use.
+Errors wake the wait too: a VM fault through KFD's memory event, a queue exception (bad packet, wave trap) through
+the error event and payload word that each compute queue's CWSR header names (host-mapped GTT, read by the kernel).
 
   >>> from hcqrt.mock.amd import install_mock_amd
   >>> drv = install_mock_amd()
@@ -17,7 +19,7 @@ Queues run asynchronously to the host: memory goes back to KFD only once the tim
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, os, struct, time, weakref
+import contextlib, ctypes, errno, os, struct, threading, time, weakref
 from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
@@ -143,12 +145,16 @@ class AMDDevice:
     if not (self.gpuvm[0] <= self.va_base and self.va_base + self.va_size - 1 <= self.gpuvm[1]):
       raise AMDError(f"{self.name}: reserved VA {self.va_base:#x}+{self.va_size:#x} lies outside the GPUVM aperture {self.gpuvm[0]:#x}..{self.gpuvm[1]:#x}")
     self.va = VARange(self.va_base, self.va_size)
+    # finalizers free memory on whatever thread drops the last reference: one lock over the VA free list, the
+    # deferred list and gpu_free's check-then-free (reentrant: gpu_alloc -> _reap -> gpu_free)
+    self._mem_lock = threading.RLock()
     self.buffers: dict[int, AMDBuffer] = {}
     self._deferred: list[tuple[int, AMDBuffer]] = []   # (timeline value, buffer) to free once the GPU has passed it
     self._scopes: list[list[AMDBuffer]] = []
 
   def _take_va(self, size: int) -> int:
-    try: return self.va.take(size, 0x200000 if size >= 0x200000 else 0x10000 if size >= 0x10000 else PAGE)
+    try:
+      with self._mem_lock: return self.va.take(size, 0x200000 if size >= 0x200000 else 0x10000 if size >= 0x10000 else PAGE)
     except MemoryError as e: raise MemoryError(f"{self.name}: {e}") from None
 
   def gpu_alloc(self, nbytes: int, kind: str = "vram", host: bool = False, executable: bool = False) -> AMDBuffer:
@@ -163,7 +169,7 @@ class AMDDevice:
     va = self._take_va(size)
     try: a = self.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=va, size=size, gpu_id=self.gpu_id, flags=fl)
     except AMDError as e:
-      self.va.give(va, size)
+      with self._mem_lock: self.va.give(va, size)
       if e.errno == errno.EINVAL and fl & K.ALLOC_MEM_FLAGS_PUBLIC:   # kfd_chardev.c:1112-1118: small BAR
         raise AMDError(f"{e}; host-visible VRAM needs the whole VRAM behind the PCI BAR: enable Resizable BAR (and Above 4G "
                        "Decoding) in the firmware setup", e.errno) from None
@@ -184,6 +190,8 @@ class AMDDevice:
     if r.n_success != 1: raise AMDError(f"{self.name}: {name} succeeded on {r.n_success} of 1 GPUs")
 
   def gpu_free(self, buf: AMDBuffer) -> None:
+    with self._mem_lock: self._gpu_free(buf)
+  def _gpu_free(self, buf: AMDBuffer) -> None:
     if buf.freed: return
     self._map(buf, unmap=True)
     self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=buf.handle)
@@ -201,18 +209,21 @@ class AMDDevice:
     self._recovering = False
     self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
     self._timing: tuple[Signal, Signal] | None = None
-    # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote). Signal event ids
-    # start at 0 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:95-132) and GC >= 9.4.1 drops end-of-pipe
-    # interrupts with context id 0 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336): the
-    # event that registers the page takes id 0 and is never waited on; the queues wake the next one
+    # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote). The first signal
+    # event registers it; its id is never 0, which the kernel reserves when the process opens /dev/kfd
+    # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:245-262), so gfx942's drop of end-of-pipe interrupts
+    # with context id 0 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336) never hits it
     self.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
-    self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
-    ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1)
-    if ev.event_id == 0: raise AMDError(f"{self.name}: AMDKFD_IOC_CREATE_EVENT gave event id 0 twice")
+    ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
     self.event_id, self.event_slot = ev.event_id, self.event_page.va + 8 * ev.event_slot_index
     # a GPU VM fault stops the queue and fires memory events: waits watch one so a fault is an error, not a timeout
     self.fault_event = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_MEMORY, auto_reset=1).event_id
-    self._wait_data = self.abi.ffi.new("struct kfd_event_data[2]")
+    # a queue exception (bad packet, wave trap) with the runtime enabled: the kernel ORs KFD_EC_MASK(code) into the
+    # word the queue's CWSR header names and sets the header's event (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+    # kfd_process.c:2225-2236); waits watch that event too, so the error wakes the host at once
+    self.error_event = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1).event_id
+    self.error_payload = self.gpu_alloc(PAGE, "uncached", host=True)
+    self._wait_data = self.abi.ffi.new("struct kfd_event_data[3]")
     self.kernargs = _Ring(self.gpu_alloc(16 << 20, "gtt", host=True), self.synchronize)
     self.compute = KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
     self.sdma = KFDQueue(self, K.QUEUE_TYPE_SDMA, "sdma")
@@ -237,16 +248,18 @@ class AMDDevice:
     """Free `buf` once the timeline has passed every submission so far: at once if it has, else at a later
     synchronize or allocation. UNMAP takes the pages from the GPU without waiting for queued work
     (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452). Never blocks (finalizers call it)."""
-    if buf.freed: return
-    if self._recovering or self.timeline_signal.value >= self.timeline_value - 1: return self.gpu_free(buf)
-    self._deferred.append((self.timeline_value - 1, buf))
+    with self._mem_lock:
+      if buf.freed: return
+      if self._recovering or self.timeline_signal.value >= self.timeline_value - 1: return self.gpu_free(buf)
+      self._deferred.append((self.timeline_value - 1, buf))
   def _reap(self) -> None:
     """Free the deferred buffers whose last submission the timeline has passed."""
-    if not self._deferred: return
-    done = self.timeline_signal.value
-    ready = [b for v, b in self._deferred if v <= done]
-    self._deferred = [(v, b) for v, b in self._deferred if v > done]
-    for b in ready: self.gpu_free(b)
+    with self._mem_lock:
+      if not self._deferred: return
+      done = self.timeline_signal.value
+      ready = [b for v, b in self._deferred if v <= done]
+      self._deferred = [(v, b) for v, b in self._deferred if v > done]
+      for b in ready: self.gpu_free(b)
 
   @property
   def target(self) -> dict:
@@ -272,19 +285,23 @@ class AMDDevice:
     while sig.value < value:
       left = deadline - time.perf_counter()
       if left <= 0 and sig.value < value: raise sig.timed_out(value, timeout_s)
-      self.abi.ffi.memmove(ev, bytes(2 * self.abi.sizeof("kfd_event_data")), 2 * self.abi.sizeof("kfd_event_data"))
-      ev[0].event_id, ev[1].event_id = self.event_id, self.fault_event
-      try:
-        self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=2, wait_for_all=0,
-                   timeout=max(1, min(10, int(left * 1000))))
-      except AMDError: raise
-      except Exception as e:   # a (mock) driver reporting a stopped queue: start over on new queues
-        e.args = (f"{e}; {self.recover()}",)
-        raise
+      self.abi.ffi.memmove(ev, bytes(3 * self.abi.sizeof("kfd_event_data")), 3 * self.abi.sizeof("kfd_event_data"))
+      ev[0].event_id, ev[1].event_id, ev[2].event_id = self.event_id, self.fault_event, self.error_event
+      self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=3, wait_for_all=0,
+                 timeout=max(1, min(10, int(left * 1000))))
+      if (codes := self._take_queue_exceptions()):
+        raise AMDError(f"{self.name}: a queue stopped on a GPU exception ({', '.join(codes)}) while waiting for {sig.name} to reach "
+                       f"{value}; {self.recover()}", errno.EIO)
       m = ev[1].memory_exception_data
       if m.failure.NotPresent or m.failure.ReadOnly or m.failure.NoExecute:
         raise AMDError(f"{self.name}: GPU memory fault at {m.va:#x} (page {'not present' if m.failure.NotPresent else 'protection'}); "
                        f"the faulting queue is stopped while waiting for {sig.name} to reach {value}; {self.recover()}", errno.EFAULT)
+
+  def _take_queue_exceptions(self) -> list[str]:
+    """The exception codes the kernel ORed into the error payload since the last look (cleared here), by name."""
+    word = ctypes.c_uint64.from_address(self.error_payload.host)  # type: ignore[arg-type]
+    bits, word.value = word.value, 0
+    return [K.EXCEPTION_CODES.get(i + 1, f"exception code {i + 1}") for i in range(64) if bits >> i & 1]
 
   def recover(self) -> str:
     """A queue stopped (a GPU fault, code the GPU could not run) or a wait timed out, so queued work may never
@@ -326,6 +343,16 @@ class _Ring:
     assert self.buf.host is not None
     return self.buf.host + off, self.buf.va + off
 
+def _fill_cwsr_headers(dev: AMDDevice, cwsr: AMDBuffer, sz: Any) -> None:
+  """Write each XCC's kfd_context_save_area_header as the thunk does (ROCm/ROCR-Runtime@16bf965:libhsakmt/src/
+  queues.c fill_cwsr_header): the error event and payload word the kernel reports queue exceptions through
+  (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process.c:2225-2236 reads XCC 0's, at the CPU address of the
+  area), and where the debugger's area starts (after every XCC's save area) and its size."""
+  assert cwsr.host is not None and dev.error_payload.host is not None
+  for xcc in range(sz.num_xcc):   # XCC i's area at base + i * ctx_save_restore_size (kfd_mqd_manager_v9.c:691-701)
+    struct.pack_into("<IIQII", (ctypes.c_char * K.CWSR_HEADER_BYTES).from_address(cwsr.host + xcc * sz.cwsr), K.CWSR_HEADER_DEBUG_OFFSET,
+                     (sz.num_xcc - xcc) * sz.cwsr, sz.debug * sz.num_xcc, dev.error_payload.host, dev.error_event, 0)
+
 class KFDQueue:
   """One KFD user-mode queue: ring, read/write pointers and (compute) EOP + CWSR buffers sized from the topology."""
   def __init__(self, dev: AMDDevice, qtype: int, name: str):
@@ -339,7 +366,8 @@ class KFDQueue:
       # the CWSR BO holds every XCC's save area plus the debugger's: exactly what kfd_queue.c requires
       sz = queue_sizes(dev.props)
       self.eop = dev.gpu_alloc(sz.eop, "vram")
-      self.cwsr = dev.gpu_alloc(sz.bo_bytes, "vram")
+      self.cwsr = dev.gpu_alloc(sz.bo_bytes, "gtt", host=True)   # CPU-visible: the kernel reads its headers
+      _fill_cwsr_headers(dev, self.cwsr, sz)
       extra = dict(eop_buffer_address=self.eop.va, eop_buffer_size=sz.eop, ctx_save_restore_address=self.cwsr.va,
                    ctx_save_restore_size=sz.cwsr, ctl_stack_size=sz.ctl_stack)
     q = dev.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=self.ring.va, ring_size=RING_BYTES, gpu_id=dev.gpu_id, queue_type=qtype,
@@ -370,10 +398,7 @@ class KFDQueue:
       ctypes.c_uint32.from_address(self.ring.host + off).value = d
     self.put += n * unit
     self.wptr.value = self.put
-    try: syscalls.mmio_write64(self.doorbell, self.put)
-    except Exception as e:   # the queue stopped on this work (a mock GPU reports it at the doorbell): start over on new queues
-      e.args = (f"{e}; {self.dev.recover()}",)
-      raise
+    syscalls.mmio_write64(self.doorbell, self.put)
 
   def close(self) -> None:
     """DESTROY_QUEUE (the kernel preempts it and drops its work; errors are ignored, the queue may be gone) and free its memory."""
@@ -566,8 +591,10 @@ class AMDProgram(HCQProgram):
     # The image goes to VRAM the CPU never maps, copied by the SDMA engine from the GTT staging buffer: CPU stores
     # through the BAR would sit in the HDP until flushed, which KFD user queues never do (linux@v6.12.117:drivers/gpu/
     # drm/amd/amdgpu/amdgpu_ib.c:234 flushes only for kernel-submitted IBs), and host-visible VRAM needs a large BAR
-    # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1112-1118). The I$ invalidate before every dispatch
-    # (ACQUIRE_MEM) makes the new code visible to the shader.
+    # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1112-1118). The new code reaches the shader through
+    # the I$ invalidate of the first dispatch after a wait (ACQUIRE_MEM, gfx9 on every dispatch): copyin ends in a
+    # host synchronize, and a launch is always preceded by a wait on the timeline, so the next dispatch that can run
+    # this program counts as after-a-wait.
     self.image = dev.gpu_alloc(len(code) + 256, "vram", executable=True)   # +256: instruction prefetch past the end
     dev.allocator.copyin(self.image, memoryview(code))
     self.code_va = self.image.va + entry

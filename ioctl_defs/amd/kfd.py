@@ -132,7 +132,7 @@ IOCTLS: dict[str, tuple[int, int, str, tuple[int, int]]] = {
   "AMDKFD_IOC_GET_DMABUF_INFO":          (_RW, 0x1C, "kfd_ioctl_get_dmabuf_info_args", (1, 0)),
   "AMDKFD_IOC_IMPORT_DMABUF":            (_RW, 0x1D, "kfd_ioctl_import_dmabuf_args", (1, 0)),
   "AMDKFD_IOC_SET_XNACK_MODE":           (_RW, 0x21, "kfd_ioctl_set_xnack_mode_args", (1, 0)),
-  "AMDKFD_IOC_AVAILABLE_MEMORY":         (_RW, 0x23, "kfd_ioctl_get_available_memory_args", (1, 0)),
+  "AMDKFD_IOC_AVAILABLE_MEMORY":         (_RW, 0x23, "kfd_ioctl_get_available_memory_args", (1, 9)),   # "1.9 - Add available memory ioctl"
   "AMDKFD_IOC_EXPORT_DMABUF":            (_RW, 0x24, "kfd_ioctl_export_dmabuf_args", (1, 12)),
   "AMDKFD_IOC_RUNTIME_ENABLE":           (_RW, 0x25, "kfd_ioctl_runtime_enable_args", (1, 13)),
 }
@@ -165,6 +165,16 @@ EVENT_SYSTEM_EVENT, EVENT_DEBUG_EVENT, EVENT_PROFILE_EVENT, EVENT_QUEUE_EVENT, E
 WAIT_RESULT_COMPLETE, WAIT_RESULT_TIMEOUT, WAIT_RESULT_FAIL = 0, 1, 2
 SIGNAL_EVENT_LIMIT = 4096                 # slots in the event page; each slot is a u64 -> 32 KiB page
 EVENT_PAGE_SIZE = SIGNAL_EVENT_LIMIT * 8
+
+# --- queue exceptions: struct kfd_context_save_area_header (KFD >= 1.13) and enum kfd_dbg_trap_exception_code ---
+CWSR_HEADER_BYTES, CWSR_HEADER_DEBUG_OFFSET = 40, 16   # debug_offset, debug_size, err_payload_addr, err_event_id follow
+EXCEPTION_CODES: dict[int, str] = {   # the payload word holds KFD_EC_MASK(code) = 1 << (code - 1)
+  1: "EC_QUEUE_WAVE_ABORT", 2: "EC_QUEUE_WAVE_TRAP", 3: "EC_QUEUE_WAVE_MATH_ERROR", 4: "EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION",
+  5: "EC_QUEUE_WAVE_MEMORY_VIOLATION", 6: "EC_QUEUE_WAVE_APERTURE_VIOLATION", 16: "EC_QUEUE_PACKET_DISPATCH_DIM_INVALID",
+  17: "EC_QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID", 18: "EC_QUEUE_PACKET_DISPATCH_CODE_INVALID", 19: "EC_QUEUE_PACKET_RESERVED",
+  20: "EC_QUEUE_PACKET_UNSUPPORTED", 21: "EC_QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID",
+  22: "EC_QUEUE_PACKET_DISPATCH_REGISTER_INVALID", 23: "EC_QUEUE_PACKET_VENDOR_UNSUPPORTED", 30: "EC_QUEUE_PREEMPTION_ERROR",
+  31: "EC_QUEUE_NEW"}
 
 # --- topology: properties.gfx_target_version = major*10000 + minor*100 + stepping (kfd_device.c) ---
 GFX_TARGET_VERSION: dict[int, str] = {110000: "gfx1100", 90402: "gfx942"}   # the targets this project supports

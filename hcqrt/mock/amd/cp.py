@@ -110,11 +110,14 @@ class Queue:
     (ROCR-Runtime@c7785a6:libhsakmt/tests/kfdtest/src/SDMAQueue.cpp:45-62)."""
     return self.pos if self.sdma else self.pos % (self.ring_size // 4)
 
-  def fail(self, msg: str, fault: bool = False) -> GPUError:
-    """Stop the queue. A VM fault reaches the process through its memory events (`fault`); any other error is left
-    for the mock's own report (MockKFD._raise_queue_error)."""
+  def fail(self, msg: str, fault: bool = False, ec: int = T.EC_QUEUE_PACKET_UNSUPPORTED) -> GPUError:
+    """Stop the queue. A VM fault reaches the process through its memory events (`fault`); any other error is a
+    queue exception `ec` (a packet the CP rejects raises the CP bad-opcode interrupt with its packet error code,
+    linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v11.c:332-339; a wave that cannot go on traps,
+    :360-365), which the kernel hands to the runtime through the CWSR header (MockKFD.queue_exception)."""
     self.error, self.reported = f"{self.name}: {msg}", fault
     self.pending.clear()
+    if not fault: self.kfd.queue_exception(self, ec)
     return GPUError(self.error)
 
   def _dw(self, i: int) -> int:
@@ -159,7 +162,7 @@ class Queue:
       except GPUFault as e:
         self.kfd.memory_fault(e.va)
         raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}", fault=True) from None
-      except GPUError as e: raise self.fail(str(e)) from None   # e.g. code the executor cannot run: the queue stops
+      except GPUError as e: raise self.fail(str(e), ec=T.EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION) from None   # code the executor cannot run: the wave traps
 
   def step_pm4(self) -> int:
     hdr = self._dw(0)
@@ -175,10 +178,12 @@ class Queue:
     if name == "SET_SH_REG":
       for i, v in enumerate(body[1:]): self.regs[T.SH_REG_BASE + (body[0] & 0xFFFF) + i] = v
     elif name == "ACQUIRE_MEM":
-      # An L2 invalidate without the write-back drops the dirty lines: the kernel and Mesa always pair them (gfx11
-      # GL2_INV with GL2_WB, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:6565-6573; gfx9 TC_ACTION with
-      # TC_WB_ACTION, "WB must be set on GFX8+ when TC_ACTION is set", mesa@25.0.7:src/gallium/drivers/radeonsi/
-      # si_barrier.c:442-445, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v9_4_3.c:3401-3417); the mock does the harmful thing
+      # An L2 invalidate without the write-back drops the dirty lines. gfx9: documented, "WB must be set on GFX8+ when
+      # TC_ACTION is set" (mesa@25.0.7:src/gallium/drivers/radeonsi/si_barrier.c:442-445; the kernel pairs them,
+      # linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v9_4_3.c:3401-3417). gfx11: NOT documented, an assumed worst
+      # case: the kernel only shows GL2_INV always paired with GL2_WB (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
+      # gfx_v11_0.c:6565-6573), and GCR_CNTL has a separate GL2_DISCARD bit (linux@v6.12.117:drivers/gpu/drm/amd/
+      # amdgpu/nvd.h:297), so GL2_INV alone may well keep dirty lines; the mock does the harmful thing
       if self.gfx >= 10: wb, inv = len(body) >= 7 and body[6] & T.ACQ_WRITEBACK_GFX11, len(body) >= 7 and body[6] & T.ACQ_GL2_INV_GFX11
       else: wb, inv = body[0] & T.COHER_TC_WB_ACTION, body[0] & T.COHER_TC_ACTION
       if wb: self.vm.writeback()

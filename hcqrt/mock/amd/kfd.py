@@ -6,10 +6,13 @@ memory ioctls before ACQUIRE_VM, zero sizes, misaligned or overlapping VAs, n_de
 mapped BO (EBUSY) or the event page (EPERM), unmapping what is not mapped (EINVAL), queue percentage/priority,
 ring size not a power of two, RUNTIME_ENABLE twice (EBUSY) or after a queue exists (EEXIST), host-visible VRAM
 on a small BAR (EINVAL), an event page or (gfx11, MES) wptr outside GTT (EINVAL). On a 6.12 kernel (MOCKGPU_KFD,
-topology.py) CREATE_QUEUE checks every queue buffer as kfd_queue_acquire_buffers does (EINVAL); on 6.1 it checks
-none, and a preemption (`preempt`) saves wave state into whatever CWSR area the queue named. The queues run on an
+topology.py) CREATE_QUEUE checks every queue buffer as kfd_queue_acquire_buffers does (EINVAL); on 6.1 only the
+gfx11 MES write pointer (kfd_chardev.c of 6.1), and 6.1 has no gfx942 at all. A preemption (`preempt`) saves wave state into whatever CWSR area the queue named. The queues run on an
 engine thread after the doorbell (asynchronously to the process); WAIT_EVENTS sleeps until an interrupt (RELEASE_MEM
-INT_SEL 2, SDMA TRAP; gfx942 drops context id 0) signals an event. Stricter than the kernel in one place, on
+INT_SEL 2, SDMA TRAP; gfx942 drops context id 0) signals an event. A compute queue the CP stops for a reason
+other than a VM fault raises a queue exception: with the runtime enabled the kernel reads the queue's CWSR header
+at its CPU address and signals the header's error event (`queue_exception`); if that memory is not CPU-mapped,
+nothing wakes the process and its wait times out, as on hardware. Stricter than the kernel in one place, on
 purpose: an ioctl whose _IOC size matches no kfd_ioctl.h version's struct is refused with EINVAL (the kernel would
 zero-fill or truncate it, hiding a client's layout bug).
 
@@ -36,10 +39,16 @@ class MockKFD:
   """The fake KFD. `arch` "gfx1100" or "gfx942"; `kernel` "6.12" or "6.1" (default: MOCKGPU_KFD); `version` the
   (major, minor) GET_VERSION reports (default: that kernel's). `gpus` GPU nodes are listed (nodes 1..gpus), the
   mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies. `small_bar`:
-  the PCI BAR shows only part of VRAM (a board without Resizable BAR)."""
+  the PCI BAR shows only part of VRAM (a board without Resizable BAR). `report_queue_errors` (tests only; no kernel
+  does this): a queue stopped on something other than a VM fault also fails the process's next WAIT_EVENTS."""
   def __init__(self, arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, gpus: int = 1,
-               serve: int = 1, hidden: tuple[int, ...] = (), small_bar: bool = False):
+               serve: int = 1, hidden: tuple[int, ...] = (), small_bar: bool = False, report_queue_errors: bool = False):
     self.kernel = kernel or kernel_from_env()
+    # 6.1 knows no GC 9.4.3: the newest gfx9 in its device table is 9.4.2 Aldebaran
+    # (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_device.c:137), so an MI300X gets no KFD node there
+    if arch == "gfx942" and self.kernel == "6.1":
+      raise ValueError("mock KFD: Linux 6.1 cannot drive gfx942 (MI300X, GC 9.4.3 arrived after 6.1); use MOCKGPU_KFD=6.12")
+    self.report_queue_errors = report_queue_errors
     self.arch, self.version = arch, version or KFD_VERSION[self.kernel]
     gpu_ids = [GPU_ID[arch] + i for i in range(gpus)]
     self.gpu_id, self.props, self.node_sizes = gpu_ids[serve - 1], gpu_properties(arch, self.kernel), node_sizes(arch)
@@ -59,7 +68,10 @@ class MockKFD:
     self.doorbell_writes = 0                  # doorbell writes seen (tests and benchmarks count submissions)
     self.doorbell_maps: list[tuple[int, int]] = []   # (address, length) of doorbell frame mappings
     self.event_page: BO | None = None
+    # "Allocate event ID 0. It is used for a fast path to ignore bogus events": the process's first signal event is 1
+    # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:245-262; linux@v6.1.192:.../kfd_events.c:252-255)
     self.events: dict[int, dict[str, Any]] = {}
+    self.reserved_event_ids = {0}
     self.lock = threading.RLock()
     self.work = threading.Condition(self.lock)   # doorbells wake the engine; the engine wakes WAIT_EVENTS
     self._engine: threading.Thread | None = None
@@ -238,7 +250,9 @@ class MockKFD:
     if qt != T.QUEUE_SDMA: bufs += [a["eop_buffer_address"], a["ctx_save_restore_address"]]
     if self.kernel != "6.1": self._acquire_buffers(a, qt)
     # 6.1 has no kfd_queue_acquire_buffers: it copies the addresses and sizes into the MQD unchecked
-    # (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c set_queue_properties_from_user); the CP finds out later
+    # (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c set_queue_properties_from_user); the CP finds out later.
+    # It does check the MES (gfx11) write pointer (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:345-376)
+    elif self.arch == "gfx1100": self._mes_wptr_61(a["write_pointer_address"])
     if qt == T.QUEUE_COMPUTE_AQL: raise _err(errno.ENOSYS, "mock KFD runs PM4 compute queues, not AQL queues")
     qid = next(i for i in range(1024) if i not in self.queues)
     q = Queue(self, qid, qt, self.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch)
@@ -248,6 +262,15 @@ class MockKFD:
     self.doorbells[qid * 8] = q
     a["queue_id"] = qid
     a["doorbell_offset"] = (T.MMAP_DOORBELL << 62) | (self.gpu_id << 46) | (qid * 8)
+
+  def _mes_wptr_61(self, wptr: int) -> None:
+    """6.1's MES wptr rule (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:345-376): the BO mapped at
+    write_pointer_address is looked up ("Failed to lookup wptr bo"), must be at most a page ("Requested GART mapping
+    for wptr bo larger than one page") and is then mapped into the GART, which a GTT BO only allows; else EINVAL."""
+    bo = next((b for b in self.vm.bos if b.va <= wptr < b.end), None)
+    if bo is None: raise _err(errno.EINVAL, f"write_pointer_address {wptr:#x}: no GPU mapping holds it (failed to lookup wptr bo)")
+    if bo.size > PAGE: raise _err(errno.EINVAL, f"write_pointer_address {wptr:#x}: the wptr BO is {bo.size:#x} bytes, more than one page")
+    if not bo.flags & T.GTT: raise _err(errno.EINVAL, f"write_pointer_address {wptr:#x}: MES needs the wptr in a GTT BO (GART-mapped)")
 
   def _acquire_buffers(self, a: dict, qt: int) -> None:
     """kfd_queue_acquire_buffers (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_queue.c:233-345), called from
@@ -312,7 +335,7 @@ class MockKFD:
       return
     if a["event_type"] != T.EVENT_SIGNAL: raise _err(errno.EINVAL, f"mock KFD models signal and memory events only (type {a['event_type']})")
     if self.event_page is None: raise _err(errno.EINVAL, "no event page: pass the handle of a 32 KiB BO in event_page_offset (dGPU)")
-    eid = next(i for i in range(KFD_EVENT_LIMIT) if i not in self.events)
+    eid = next(i for i in range(KFD_EVENT_LIMIT) if i not in self.events and i not in self.reserved_event_ids)
     self.events[eid] = {"signaled": False, "auto_reset": bool(a["auto_reset"])}
     self._slot(eid, T.UNSIGNALED_EVENT_SLOT)
     a.update(event_id=eid, event_slot_index=eid, event_trigger_data=eid)
@@ -346,6 +369,34 @@ class MockKFD:
     for ev in self.events.values():
       if "memory" in ev: ev["signaled"], ev["memory"] = True, va
 
+  def user_read(self, addr: int, n: int) -> bytes | None:
+    """What get_user/copy_from_user read at a CPU address of the process, or None (EFAULT) where the process has no
+    CPU mapping (the mock sees only the BOs mapped through the render node)."""
+    for b in self.bos.values():
+      for at, length in b.cpu_at:
+        if at <= addr and addr + n <= at + length: return ctypes.string_at(b.host + addr - at, n)
+    return None
+  def user_write(self, addr: int, data: bytes) -> bool:
+    for b in self.bos.values():
+      for at, length in b.cpu_at:
+        if at <= addr and addr + len(data) <= at + length: ctypes.memmove(b.host + addr - at, data, len(data)); return True
+    return False
+
+  def queue_exception(self, q: Queue, ec: int) -> None:
+    """A queue exception (CP bad opcode, a wave trap) with the runtime enabled: kfd_set_dbg_ev_from_interrupt passes
+    it to kfd_send_exception_to_runtime (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_debug.c:219-235), whose work
+    handler (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process.c:2225-2236) get_user's err_payload_addr from
+    the CWSR header at the queue's ctx_save_restore_address (a CPU address), ORs KFD_EC_MASK(ec) into the payload
+    word, get_user's err_event_id and sets that event. Failed get_user's read 0 and their errors are ignored; event 0
+    is the reserved one, so an unmapped or unfilled header wakes nobody (the process's wait times out)."""
+    if not self.runtime_enabled or q.kind == T.QUEUE_SDMA or getattr(q, "ctx_save", None) is None: return
+    hdr = self.user_read(q.ctx_save[0], T.CWSR_HEADER_BYTES)
+    if hdr is None: return
+    payload, ev = struct.unpack_from("<Q", hdr, T.CWSR_HEADER_ERR_PAYLOAD)[0], struct.unpack_from("<I", hdr, T.CWSR_HEADER_ERR_EVENT)[0]
+    if (cur := self.user_read(payload, 8)) is not None: self.user_write(payload, struct.pack("<Q", struct.unpack("<Q", cur)[0] | 1 << (ec - 1)))
+    if ev in self.events and "memory" not in self.events[ev]: self.events[ev]["signaled"] = True
+    self.work.notify_all()
+
   def _wait_events(self, a: dict) -> None:
     n = a["num_events"]
     if n > KFD_EVENT_LIMIT: raise _err(errno.EINVAL, f"num_events {n} > {KFD_EVENT_LIMIT}")
@@ -354,7 +405,7 @@ class MockKFD:
     for e in ids: self._ev(e)
     deadline = time.perf_counter() + a["timeout"] / 1000
     while True:   # the engine thread runs the queues; this only sleeps until an interrupt signals an event
-      self._raise_queue_error()
+      if self.report_queue_errors: self._raise_queue_error()
       done = [self.events[e]["signaled"] for e in ids if e in self.events]
       if (all(done) if a["wait_for_all"] else any(done)):
         for i, e in enumerate(ids):
@@ -372,9 +423,8 @@ class MockKFD:
       self.work.wait(left)
 
   def _raise_queue_error(self) -> None:
-    """A queue the CP stopped on something that is not a VM fault (a packet or program the mock cannot execute, where
-    hardware would hang): the mock's own report, raised once from the process's next WAIT_EVENTS (no kernel does this;
-    without it the client would sit out its timeout)."""
+    """(tests: settle(), and WAIT_EVENTS with `report_queue_errors`) Raise, once, the error a queue stopped on that
+    is not a VM fault. No kernel does this: the process learns of it only through `queue_exception`."""
     for q in self.queues.values():
       if q.error is not None and not q.reported:
         q.reported = True

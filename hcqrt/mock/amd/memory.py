@@ -34,6 +34,7 @@ class BO:
   flags: int
   gpu_mapped: set[int] = field(default_factory=set)
   cpu_maps: int = 0
+  cpu_at: list[tuple[int, int]] = field(default_factory=list)   # (address, length) of the process's CPU mappings
 
   def __post_init__(self):
     self.size = round_up(self.size, PAGE)
@@ -46,7 +47,9 @@ class BO:
 
   def map_cpu(self, addr: int | None, length: int, prot: int) -> int:
     self.cpu_maps += 1
-    return syscalls.mmap(self.fd, length, prot, _mmap.MAP_SHARED | (syscalls.MAP_FIXED if addr else 0), 0, addr)
+    at = syscalls.mmap(self.fd, length, prot, _mmap.MAP_SHARED | (syscalls.MAP_FIXED if addr else 0), 0, addr)
+    self.cpu_at.append((at, length))
+    return at
 
   def close(self) -> None:
     if self.fd >= 0: syscalls.munmap(self.host, self.size); os.close(self.fd); self.fd = -1
@@ -106,7 +109,8 @@ class GPUVM:
     for i in range(0, len(data), 4): self.dirty[va + i] = bytes(data[i:i + 4])
 
   def discard(self) -> None:
-    """Invalidate the L2 without writing it back: dirty dwords are lost (memory keeps its old bytes)."""
+    """Invalidate the L2 without writing it back: dirty dwords are lost (memory keeps its old bytes). Documented for
+    gfx9, the assumed worst case for gfx11 (see the ACQUIRE_MEM comment in cp.py)."""
     self.dirty = {}
 
   def writeback(self) -> None:

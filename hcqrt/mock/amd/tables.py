@@ -55,6 +55,11 @@ FIRST_NONSIGNAL_EVENT_ID = (0x7FFFFFFF >> 1) + 1   # kfd_events.h: signal events
 MEMORY_EXCEPTION = Layout("IIIIQII", "NotPresent ReadOnly NoExecute imprecise va gpu_id ErrorType")   # 32-byte union member
 MMAP_DOORBELL, MMAP_EVENTS = 3, 2
 UNSIGNALED_EVENT_SLOT = (1 << 64) - 1
+# struct kfd_context_save_area_header (kfd_ioctl.h, KFD >= 1.13; ../../../shared/abi/amd_kfd.json): 40 bytes,
+# err_payload_addr at 24, err_event_id at 32
+CWSR_HEADER_BYTES, CWSR_HEADER_ERR_PAYLOAD, CWSR_HEADER_ERR_EVENT = 40, 24, 32
+# enum kfd_dbg_trap_exception_code (kfd_ioctl.h): what the mock CP raises
+EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION, EC_QUEUE_PACKET_UNSUPPORTED = 4, 20
 
 # --- PM4 (type-3 opcodes) ---
 PM4_OPCODES = {0x10: "NOP", 0x15: "DISPATCH_DIRECT", 0x37: "WRITE_DATA", 0x3C: "WAIT_REG_MEM", 0x3F: "INDIRECT_BUFFER",
