@@ -1,4 +1,5 @@
-"""The AMD backend: /dev/kfd ioctls, a PM4 compute queue and an SDMA copy queue, with no ROCm userspace.
+"""The AMD backend: /dev/kfd ioctls, a PM4 compute queue (an AQL queue on multi-XCC GPUs, or with AMD_AQL=1: see
+aql_queue.py) and an SDMA copy queue, with no ROCm userspace.
 
 Bring-up (all through hcqrt.syscalls): open /dev/kfd, GET_VERSION picks the ioctl layouts; the sysfs topology
 names the GPU node (gpu_id, gfx_target_version -> target, CUs, LDS, wave size, EOP/CWSR sizes, render minor);
@@ -28,8 +29,9 @@ from hcqrt.amd.targets import Target, target_for
 from hcqrt.amd import codeobject
 from hcqrt.amd.cwsr import queue_sizes
 from hcqrt.amd.va import VARange
+from hcqrt.amd.aql_queue import AQLQueue, use_aql
 from hcqrt.alloc_cache import CachingAllocator
-from ioctl_defs.amd import kfd as K, pm4, sdma, regs, kd as KD
+from ioctl_defs.amd import kfd as K, pm4, sdma, regs, kd as KD, aql
 
 RW = os.O_RDWR | os.O_CLOEXEC
 PAGE = 0x1000
@@ -225,8 +227,12 @@ class AMDDevice:
     self.error_payload = self.gpu_alloc(PAGE, "uncached", host=True)
     self._wait_data = self.abi.ffi.new("struct kfd_event_data[3]")
     self.kernargs = _Ring(self.gpu_alloc(16 << 20, "gtt", host=True), self.synchronize)
-    self.compute = KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
+    # multi-XCC nodes (gfx942) launch through an AQL queue, whose dispatches the CP spreads over every XCC (aql_queue.py)
+    self.aql = use_aql(self.props)
+    self.compute = self._compute_queue()
     self.sdma = KFDQueue(self, K.QUEUE_TYPE_SDMA, "sdma")
+  def _compute_queue(self) -> KFDQueue | AQLQueue:
+    return AQLQueue(self, "compute") if self.aql else KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
 
   # ---- memory outside the rings: prebuilt graph streams and their arguments ----
   def persistent(self, n: int, align: int) -> tuple[int, int]:
@@ -266,7 +272,7 @@ class AMDDevice:
     """What the compiler needs to know about this GPU (the fields of compiler/target.py Target)."""
     return {"device": self.name, "renderer": self.renderer, "arch": self.arch, "buffer_alignment": 16,
             "shared_memory": self.lds_bytes, "warp_size": self.wave_size, "gpu": True}
-  def hw_compute_queue(self) -> AMDComputeQueue: return AMDComputeQueue(self.gfx)
+  def hw_compute_queue(self) -> AMDComputeQueue: return (AMDAQLComputeQueue if self.aql else AMDComputeQueue)(self.gfx)
   def hw_copy_queue(self) -> AMDCopyQueue: return AMDCopyQueue(self.gfx)
   def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
     self._signals.add(s := self.signals.new(value, name))   # (recover completes what they were promised)
@@ -312,7 +318,7 @@ class AMDDevice:
     try:
       for q in (self.compute, self.sdma): q.close()
       for sig in [self.timeline_signal, *self._signals]: sig.complete_promised()
-      self.compute = KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
+      self.compute = self._compute_queue()
       self.sdma = KFDQueue(self, K.QUEUE_TYPE_SDMA, "sdma")
     finally: self._recovering = False
     return (f"{self.name} recovered: its compute and SDMA queues were recreated, dropping the work queued after timeline value {done}; "
@@ -518,6 +524,60 @@ class AMDComputeQueue(AMDQueue):
     ctypes.memmove(host, struct.pack(f"<{n}I", *out), n * 4)
     dev.compute.submit(pm4.indirect_buffer(va, n))
 
+class AMDAQLComputeQueue(AMDComputeQueue):
+  """The compute builder for an AQL queue: each launch is an hsa_kernel_dispatch_packet_t (the CP loads the registers
+  from the kernel descriptor and splits the grid over the XCCs); waits, signals and timestamps stay PM4 (WAIT_REG_MEM,
+  RELEASE_MEM), run from an indirect buffer through an AMD PM4-IB packet as ROCr's ExecutePM4 does
+  (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:1513-1543). Not BARRIER_AND or
+  completion signals: those wait for / decrement an amd_signal_t towards 0 (HSA signal semantics), while HCQ signals
+  are 64-bit timelines that a queue sets to arbitrary larger values and waits on with >=.
+  Every packet has the barrier bit (it starts only after all earlier packets completed, hsa.h hsa_packet_header_t
+  HSA_PACKET_HEADER_BARRIER), so launches are ordered as on the PM4 queue, and system-scope acquire/release fences."""
+  def _exec(self, prog: AMDProgram, args: KernArgs, g, l):
+    _fill_hidden(prog, args, g, l)
+    return {"pos": len(self.q), "args": args, "prog": prog, "g": tuple(g), "l": tuple(l)}
+  def _update_exec(self, rec, g, l):
+    if g is not None: rec["g"] = tuple(g)
+    if l is not None: rec["l"] = tuple(l)
+    _fill_hidden(rec["prog"], rec["args"], rec["g"], rec["l"])
+  def _segments(self, dev: AMDDevice) -> list[tuple[str, Any]]:
+    """The stream in order: ("pm4", dwords) runs between launches (each signal followed by its event write) and ("exec", rec)."""
+    out: list[tuple[str, Any]] = []
+    cur, i = [], 0
+    for kind, rec in self.cmds:
+      if kind == "exec":
+        cur += self.q[i:rec["pos"]]; i = rec["pos"]
+        if cur: out.append(("pm4", cur))
+        out.append(("exec", rec)); cur = []
+      elif kind == "signal":
+        p = rec["pos"]
+        cur += self.q[i:p + 8] + pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW,
+                                                 int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, ctxid=dev.event_id,
+                                                 event_type=pm4.BOTTOM_OF_PIPE_TS)
+        i = p + 8
+    if cur + self.q[i:]: out.append(("pm4", cur + self.q[i:]))
+    return out
+  _ibs: list[tuple[int, int, int]] | None = None
+  def bind(self, dev: AMDDevice) -> None:
+    """(a graph) Keep each indirect buffer in memory of its own for good; a submit rewrites them and queues the packets."""
+    self._ibs = [(*dev.persistent(len(d) * 4, 256), len(d)) for k, d in self._segments(dev) if k == "pm4"]
+  def _packets(self, dev: AMDDevice) -> list[bytes]:
+    segs, out = self._segments(dev), []
+    ibs = iter(self._ibs) if self._ibs is not None else None
+    if ibs is not None and sum(k == "pm4" for k, _ in segs) != len(self._ibs or []): raise RuntimeError(f"{self.name}: bound stream changed shape")
+    for kind, x in segs:
+      if kind == "pm4":
+        host, va, n = next(ibs) if ibs is not None else (*dev.kernargs.alloc(len(x) * 4, 256), len(x))
+        if n != len(x): raise RuntimeError(f"{self.name}: bound stream changed size ({n} -> {len(x)} dwords)")
+        ctypes.memmove(host, struct.pack(f"<{n}I", *x), n * 4)
+        out.append(aql.pm4_ib(pm4.indirect_buffer(va, n)))
+      else:
+        p, g, l = x["prog"], x["g"], x["l"]
+        out.append(aql.kernel_dispatch(p.kd_va, x["args"].va, (g[0] * l[0], g[1] * l[1], g[2] * l[2]), l,
+                                       group_segment_size=p.kd.group_segment_fixed_size))
+    return out
+  def _submit(self, dev: AMDDevice) -> None: dev.compute.submit_packets(self._packets(dev))
+
 class AMDCopyQueue(AMDQueue):
   """SDMA: COPY_LINEAR copies, FENCE signals (+ TRAP to wake WAIT_EVENTS), POLL_REGMEM waits."""
   def _copy(self, dst, src, nbytes):
@@ -577,9 +637,9 @@ def user_sgpr_layout(name: str, kd: Any) -> list[str]:
 class AMDProgram(HCQProgram):
   """A kernel in GPU memory: `code_va` its first instruction, `kd` its decoded descriptor, `params` [(offset, size)]."""
   def __init__(self, dev: AMDDevice, name: str, code: bytes, descriptor: bytes, params: Sequence[tuple[int, int]], kernarg_size: int | None = None,
-               entry: int = 0):
-    """`code` is the loadable image (a code object's sections, the descriptor among them) with the first instruction
-    at byte `entry` (256-byte aligned); it goes to executable GPU memory as it is."""
+               entry: int = 0, kd_offset: int | None = None):
+    """`code` is the loadable image (a code object's sections, the descriptor among them at byte `kd_offset`) with the
+    first instruction at byte `entry` (256-byte aligned); it goes to executable GPU memory as it is."""
     super().__init__(dev, name)
     self.kd = KD.decode(descriptor, dev.arch)
     if self.kd.wave32 and not dev.gfx.wave32: raise ValueError(f"{name}: a wave32 kernel cannot run on {dev.arch}")
@@ -595,9 +655,13 @@ class AMDProgram(HCQProgram):
     # the I$ invalidate of the first dispatch after a wait (ACQUIRE_MEM, gfx9 on every dispatch): copyin ends in a
     # host synchronize, and a launch is always preceded by a wait on the timeline, so the next dispatch that can run
     # this program counts as after-a-wait.
+    if kd_offset is None:   # no descriptor in the image: append one (64-byte aligned) whose entry offset points back at the code
+      kd_offset = _round_up(len(code), 64)
+      code = code + bytes(kd_offset - len(code)) + descriptor[:16] + struct.pack("<q", entry - kd_offset) + descriptor[24:64]
     self.image = dev.gpu_alloc(len(code) + 256, "vram", executable=True)   # +256: instruction prefetch past the end
     dev.allocator.copyin(self.image, memoryview(code))
     self.code_va = self.image.va + entry
+    self.kd_va = self.image.va + kd_offset   # an AQL dispatch names the kernel by its descriptor's address (kernel_object)
     if self.code_va % 256: raise ValueError("program address must be 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
     self.params = list(params)
     self.hidden: dict[str, tuple[int, int]] = {}   # code object v5 implicit arguments the launch fills (sizes, counts)
@@ -608,7 +672,7 @@ class AMDProgram(HCQProgram):
     """Load kernel `name` of an HSA code object (LLVM's relocatable .o or a linked .hsaco): sections laid out and
     relocated (the descriptor's entry offset included), arguments from the NT_AMDGPU_METADATA note."""
     co = codeobject.read(lib, name)
-    prog = cls(dev, name, co.image, co.descriptor, co.params, co.kernarg_size, entry=co.entry)
+    prog = cls(dev, name, co.image, co.descriptor, co.params, co.kernarg_size, entry=co.entry, kd_offset=co.kd_offset)
     prog.hidden = co.hidden
     return prog
 

@@ -82,3 +82,16 @@ def barrier_and(deps: list[int], completion_signal: int = 0, hdr: int | None = N
 def barrier_or(deps: list[int], completion_signal: int = 0) -> bytes:
   """A BARRIER_OR packet (completes when any dependent signal reaches 0)."""
   return barrier_and(deps, completion_signal, header(PACKET_TYPE_BARRIER_OR, True, FENCE_SCOPE_SYSTEM, FENCE_SCOPE_SYSTEM))
+
+_PM4_IB = struct.Struct("<HH4II8IQ")
+
+def pm4_ib(ib_command: list[int], completion_signal: int = 0, hdr: int | None = None) -> bytes:
+  """A 64-byte amd_aql_pm4_ib_packet_t: the packet processor runs the 4-dword PM4 INDIRECT_BUFFER `ib_command`
+  (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:1513-1543 builds it so for gfx9+).
+
+  >>> len(pm4_ib([0xC0023F00, 0x1000, 0, 0x800004])), hex(int.from_bytes(pm4_ib([0, 0, 0, 0])[:4], "little"))
+  (64, '0x11500')
+  """
+  if len(ib_command) != 4: raise ValueError(f"a PM4-IB AQL packet carries one 4-dword INDIRECT_BUFFER, got {len(ib_command)} dwords")
+  h = header(PACKET_TYPE_VENDOR_SPECIFIC, True, FENCE_SCOPE_SYSTEM, FENCE_SCOPE_SYSTEM) if hdr is None else hdr
+  return _PM4_IB.pack(h, AMD_AQL_PM4_IB_FORMAT, *ib_command, AMD_AQL_PM4_IB_DW_COUNT_REMAIN, *([0] * 8), completion_signal)

@@ -37,6 +37,7 @@ class Dispatch:
   initiator: int
   queue: str = ""
   regs: dict[int, int] = field(default_factory=dict, repr=False)
+  xcc_workgroups: tuple[int, ...] = ()   # workgroups each XCC of the node runs (index = logical XCC id)
 
   @property
   def wave32(self) -> bool: return bool(self.initiator & T.DI_CS_W32_EN)
@@ -77,6 +78,29 @@ def set_executor(fn: Callable[[Dispatch, GPUVM], None] | None) -> Callable[[Disp
 
 def execute(d: Dispatch, vm: GPUVM) -> None:
   (EXECUTOR or _default_executor())(d, vm)
+
+def pm4_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
+  """Workgroups per XCC of a PM4 dispatch. On a multi-XCC node the kernel gives each XCC's copy of a PM4 queue's MQD
+  COMPUTE_TG_CHUNK_SIZE 0, logical XCC id 0 and one pm4_target_xcc (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+  kfd_mqd_manager_v9.c:680-723, init_mqd_v9_4_3): the dispatch is not split, the target XCC runs all of it and the
+  other XCCs none (tinygrad's PM4 path had to program TG_CHUNK_SIZE / CURRENT_LOGIC_XCC_ID per XCC itself, commit
+  5908b89f71). 1/num_xcc of the GPU: the mock records the share so a test can see it.
+
+  >>> pm4_xcc_share(16, 8)
+  (16, 0, 0, 0, 0, 0, 0, 0)
+  """
+  return (workgroups,) + (0,) * (max(1, num_xcc) - 1)
+
+def aql_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
+  """Workgroups per logical XCC of an AQL dispatch: the AQL queue's MQD copies get COMPUTE_TG_CHUNK_SIZE 1 and logical
+  ids 0..num_xcc-1 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723), so workgroup i runs on
+  logical XCC i % num_xcc (chunks of one workgroup dealt round robin).
+
+  >>> aql_xcc_share(10, 8)
+  (2, 2, 1, 1, 1, 1, 1, 1)
+  """
+  n = max(1, num_xcc)
+  return tuple(workgroups // n + (x < workgroups % n) for x in range(n))
 
 def _cmp(func: int, v: int, ref: int) -> bool:
   return [True, v < ref, v <= ref, v == ref, v != ref, v >= ref, v > ref, False][func & 7]
@@ -235,6 +259,7 @@ class Queue:
     if rsrc2 & 1: raise self.fail("scratch enabled (RSRC2.SCRATCH_EN) but the mock models no scratch (COMPUTE_TMPRING_SIZE)")
     d = Dispatch(self.arch, prog, r.get(C["PGM_RSRC1"], 0), rsrc2, r.get(T.PGM_RSRC3[self.arch], 0),
                  [r.get(C["USER_DATA_0"] + i, 0) for i in range(nuser)], grid, block, init, self.name, dict(r))  # type: ignore[arg-type]
+    d.xcc_workgroups = pm4_xcc_share(grid[0] * grid[1] * grid[2], self.kfd.props.get("num_xcc", 1))
     self.dispatches.append(d); self.pending.append(d)
 
   def release_mem(self, body: list[int]) -> None:

@@ -8,7 +8,8 @@ ring size not a power of two, RUNTIME_ENABLE twice (EBUSY) or after a queue exis
 on a small BAR (EINVAL), an event page or (gfx11, MES) wptr outside GTT (EINVAL). On a 6.12 kernel (MOCKGPU_KFD,
 topology.py) CREATE_QUEUE checks every queue buffer as kfd_queue_acquire_buffers does (EINVAL); on 6.1 only the
 gfx11 MES write pointer (kfd_chardev.c of 6.1), and 6.1 has no gfx942 at all. A preemption (`preempt`) saves wave state into whatever CWSR area the queue named. The queues run on an
-engine thread after the doorbell (asynchronously to the process); WAIT_EVENTS sleeps until an interrupt (RELEASE_MEM
+engine thread after the doorbell (asynchronously to the process); a COMPUTE_AQL queue runs HSA packets (aql.py);
+WAIT_EVENTS sleeps until an interrupt (RELEASE_MEM
 INT_SEL 2, SDMA TRAP; gfx942 drops context id 0) signals an event. A compute queue the CP stops for a reason
 other than a VM fault raises a queue exception: with the runtime enabled the kernel reads the queue's CWSR header
 at its CPU address and signals the header's error event (`queue_exception`); if that memory is not CPU-mapped,
@@ -27,11 +28,13 @@ from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, node_sizes
 from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE
 from hcqrt.mock.amd.cp import Queue, GPUError
+from hcqrt.mock.amd.aql import AQLQueue
 
 ENOTSUPP = 524          # kernel-internal errno that set_queue_properties_from_user returns for an unknown queue type
 DOORBELL_FRAME = 0x2000
 GPUVM_BASE, GPUVM_LIMIT = 0x200000, (1 << 47) - 1
 KFD_EVENT_LIMIT = 4096
+KFD_MIN_QUEUE_RING_SIZE = 1024
 
 def _err(e: int, msg: str) -> OSError: return OSError(e, msg)
 
@@ -242,6 +245,9 @@ class MockKFD:
       if a[k] >= 1 << 47: raise _err(errno.EFAULT, f"{k} {a[k]:#x} is not a user address")
     rs = a["ring_size"]
     if rs and rs & (rs - 1): raise _err(errno.EINVAL, f"ring_size {rs:#x} is not a power of two")
+    # "Size lower. clamped to KFD_MIN_QUEUE_RING_SIZE" (1 KiB; set_queue_properties_from_user, linux stable since the
+    # 2025 fix that added it, before kfd_queue_acquire_buffers sees the size)
+    rs = a["ring_size"] = max(rs, KFD_MIN_QUEUE_RING_SIZE)
     qt = a["queue_type"]
     if qt not in (T.QUEUE_COMPUTE, T.QUEUE_SDMA, T.QUEUE_COMPUTE_AQL): raise _err(ENOTSUPP, f"queue_type {qt} is not supported")
     self._pdd(a["gpu_id"], need_vm=False)
@@ -253,9 +259,11 @@ class MockKFD:
     # (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c set_queue_properties_from_user); the CP finds out later.
     # It does check the MES (gfx11) write pointer (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:345-376)
     elif self.arch == "gfx1100": self._mes_wptr_61(a["write_pointer_address"])
-    if qt == T.QUEUE_COMPUTE_AQL: raise _err(errno.ENOSYS, "mock KFD runs PM4 compute queues, not AQL queues")
     qid = next(i for i in range(1024) if i not in self.queues)
-    q = Queue(self, qid, qt, self.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch)
+    if qt == T.QUEUE_COMPUTE_AQL:   # KFD_QUEUE_FORMAT_AQL (kfd_chardev.c set_queue_properties_from_user): the CP reads HSA packets
+      q: Queue = AQLQueue(self, qid, self.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch,
+                          self.props["num_xcc"])
+    else: q = Queue(self, qid, qt, self.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch)
     q.buffers = bufs   # type: ignore[attr-defined]
     q.ctx_save = (a["ctx_save_restore_address"], a["ctx_save_restore_size"]) if qt != T.QUEUE_SDMA else None   # type: ignore[attr-defined]
     self.queues[qid] = q

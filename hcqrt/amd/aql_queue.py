@@ -1,0 +1,96 @@
+"""A KFD AQL compute queue (KFD_IOC_QUEUE_TYPE_COMPUTE_AQL): the ring of 64-byte HSA packets the CP firmware reads.
+
+Why: on a multi-XCC node (MI300X, gfx942: 8 XCCs in one KFD node) the kernel replicates a queue's MQD on every XCC;
+an AQL queue's copies get COMPUTE_TG_CHUNK_SIZE 1 and each its own logical XCC id, so the XCCs share a dispatch's
+workgroups, while a PM4 queue's copies get chunk size 0, logical id 0 and one pm4_target_xcc
+(linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723, init_mqd_v9_4_3): a PM4 dispatch runs on
+one XCC. ROCr and tinygrad use AQL whenever num_xcc > 1 (tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:1030).
+
+The queue as ROCr creates it (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:131-150):
+every slot's header INVALID before CREATE_QUEUE; the read/write pointers are amd_queue_t's read_dispatch_id and
+write_dispatch_id (64-bit packet indices, runtime/hsa-runtime/inc/amd_hsa_queue.h:75-88); a packet is stored body
+first and its first dword (header + setup) last with a release store, then the doorbell gets the packet's index
+(amd_aql_queue.cpp:1548-1560 and :462-465 for a doorbell with AQL semantics, gfx9+).
+
+  >>> from ioctl_defs.amd import aql
+  >>> aql.PACKET_SIZE, aql.AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET, aql.AMD_QUEUE_READ_DISPATCH_ID_OFFSET
+  (64, 56, 128)
+"""
+from __future__ import annotations
+import contextlib, ctypes, os, time
+from typing import Any
+from hcqrt import syscalls
+from hcqrt.amd.cwsr import queue_sizes
+from ioctl_defs.amd import aql, kfd as K
+
+PAGE = 0x1000
+RING_BYTES = 1 << 16   # 1024 packets
+HSA_QUEUE_BASE_ADDRESS, HSA_QUEUE_SIZE = 8, 24   # hsa_queue_t fields (runtime/hsa-runtime/inc/hsa.h hsa_queue_t)
+
+def use_aql(props: dict[str, int], env: str | None = None) -> bool:
+  """AQL on multi-XCC nodes (a PM4 queue would use one XCC); `env` (default: env AMD_AQL) "1" / "0" forces it on / off.
+
+  >>> use_aql({"num_xcc": 8}, ""), use_aql({"num_xcc": 1}, ""), use_aql({"num_xcc": 1}, "1"), use_aql({"num_xcc": 8}, "0")
+  (True, False, True, False)
+  """
+  env = os.environ.get("AMD_AQL", "") if env is None else env
+  return env == "1" if env in ("0", "1") else props.get("num_xcc", 1) > 1
+
+class AQLQueue:
+  """One KFD AQL queue: the packet ring, amd_queue_t (its dispatch ids), EOP and CWSR buffers, the doorbell."""
+  sdma = False
+  def __init__(self, dev: Any, name: str, ring_bytes: int = RING_BYTES):
+    self.dev, self.name = dev, name
+    self.ring = dev.gpu_alloc(ring_bytes, "uncached", host=True)
+    self.slots = ring_bytes // aql.PACKET_SIZE
+    for i in range(self.slots): ctypes.c_uint16.from_address(self.ring.host + i * aql.PACKET_SIZE).value = aql.PACKET_TYPE_INVALID
+    self.amd_queue = dev.gpu_alloc(PAGE, "uncached", host=True)   # amd_queue_t (64-byte aligned: a page is)
+    h = self.amd_queue.host
+    ctypes.c_uint64.from_address(h + HSA_QUEUE_BASE_ADDRESS).value = self.ring.va
+    ctypes.c_uint32.from_address(h + HSA_QUEUE_SIZE).value = self.slots
+    self.write_id = ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET)
+    self.read_id = ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_READ_DISPATCH_ID_OFFSET)
+    self.sizes = sz = queue_sizes(dev.props)
+    self.eop = dev.gpu_alloc(sz.eop, "vram")
+    self.cwsr = dev.gpu_alloc(sz.bo_bytes, "vram")
+    q = dev.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=self.ring.va, ring_size=ring_bytes, gpu_id=dev.gpu_id,
+                  queue_type=K.QUEUE_TYPE_COMPUTE_AQL, queue_percentage=K.MAX_QUEUE_PERCENTAGE, queue_priority=7,
+                  write_pointer_address=self.amd_queue.va + aql.AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET,
+                  read_pointer_address=self.amd_queue.va + aql.AMD_QUEUE_READ_DISPATCH_ID_OFFSET,
+                  eop_buffer_address=self.eop.va, eop_buffer_size=sz.eop, ctx_save_restore_address=self.cwsr.va,
+                  ctx_save_restore_size=sz.cwsr, ctl_stack_size=sz.ctl_stack)
+    self.queue_id = q.queue_id
+    frame = q.doorbell_offset & ~(K.DOORBELL_PROCESS_FRAME_SIZE - 1)
+    self.doorbell_page = syscalls.mmap(dev.kfd, K.DOORBELL_PROCESS_FRAME_SIZE, syscalls.PROT_READ | syscalls.PROT_WRITE, syscalls.MAP_SHARED, frame)
+    self.doorbell = self.doorbell_page + (q.doorbell_offset & (K.DOORBELL_PROCESS_FRAME_SIZE - 1))
+    self.put = 0   # packets written: the next write_dispatch_id
+
+  def submit_packets(self, packets: list[bytes]) -> None:
+    """Store each 64-byte packet into its slot (waiting while the ring is full), body first and dword 0 last, then
+    publish write_dispatch_id and ring the doorbell with the last packet's index."""
+    if not packets: return
+    deadline = time.perf_counter() + self.dev.wait_timeout_s
+    for p in packets:
+      if len(p) != aql.PACKET_SIZE: raise ValueError(f"{self.name}: an AQL packet is {aql.PACKET_SIZE} bytes, got {len(p)}")
+      while self.put - self.read_id.value >= self.slots:   # the slot is free once the CP's read_dispatch_id passed it
+        if time.perf_counter() > deadline:
+          raise TimeoutError(f"{self.dev.name}: {self.name} AQL ring stays full (read_dispatch_id {self.read_id.value}, write {self.put})")
+        time.sleep(0.0001)
+      slot = self.ring.host + (self.put % self.slots) * aql.PACKET_SIZE
+      ctypes.memmove(slot + 4, p[4:], aql.PACKET_SIZE - 4)
+      # the header last: the CP may take the slot as soon as it stops reading INVALID. An aligned 32-bit store after
+      # the body is a release store on x86-64 (stores are not reordered with older stores)
+      ctypes.c_uint32.from_address(slot).value = int.from_bytes(p[:4], "little")
+      self.put += 1
+    self.write_id.value = self.put
+    try: syscalls.mmio_write64(self.doorbell, self.put - 1)
+    except Exception as e:   # the queue stopped on this work (a mock GPU reports it at the doorbell): start over on new queues
+      e.args = (f"{e}; {self.dev.recover()}",)
+      raise
+
+  def close(self) -> None:
+    """DESTROY_QUEUE (errors ignored: the queue may be gone) and free its memory."""
+    with contextlib.suppress(Exception): self.dev.ioctl("AMDKFD_IOC_DESTROY_QUEUE", queue_id=self.queue_id)
+    with contextlib.suppress(OSError): syscalls.munmap(self.doorbell_page, K.DOORBELL_PROCESS_FRAME_SIZE)
+    for b in (self.ring, self.amd_queue, self.eop, self.cwsr):
+      with contextlib.suppress(Exception): self.dev.gpu_free(b)

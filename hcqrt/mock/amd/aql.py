@@ -1,0 +1,160 @@
+"""The mock CP's AQL packet processor: a KFD_IOC_QUEUE_TYPE_COMPUTE_AQL queue's ring of 64-byte HSA packets.
+
+Rules, each from the sources (ROCR = ROCm/ROCR-Runtime@c7785a6, paths under runtime/hsa-runtime/):
+- A slot whose header type is INVALID is not ready: the processor stops there and resumes at the next doorbell
+  (ROCR:core/runtime/amd_aql_queue.cpp:131-135 fills every slot with INVALID before the queue exists; :1548-1556
+  stores the header last "to prevent the slot from being read until it's fully written"). The processor does not
+  wait for the doorbell to read a slot whose header is valid (the harmful choice: a header stored before its body
+  is taken with a half-written body).
+- A consumed packet's header goes back to INVALID and read_dispatch_id (64-bit, the queue's read pointer) advances,
+  which frees the slot for the producer (ROCR:core/runtime/amd_aql_queue.cpp:1498-1500: on gfx8 the runtime has to
+  do in PM4 what the CP does for AQL packets, "advance the read index and invalidate the packet header").
+- Barrier bit: the packet starts only when every earlier packet of the queue has completed (ROCR:inc/hsa.h:2880-2884);
+  kernel dispatches without it may run together, newest first (as PM4 dispatches without a partial flush, cp.py).
+- Kernel dispatch (ROCR:inc/hsa.h:2959-3065): dimensions 1..3 in `setup`, sizes > 0, unused dimensions 1, grid not
+  smaller than the workgroup, reserved fields 0; kernel_object is the 64-byte kernel descriptor's address and the
+  CP loads COMPUTE_PGM_RSRC1/2/3 and the user SGPRs it enables from it (LLVM AMDGPUUsage "Kernel Descriptor",
+  "Initial Kernel Execution State"; ../shared/abi/amd_packets.json), LDS from group_segment_size.
+- XCCs: an AQL queue's MQD copies split each dispatch over the node's XCCs with TG chunk size 1 (cp.aql_xcc_share).
+- Vendor packets: AMD PM4-IB (format 1 in bits 16-31 of dword 0, dw_count_remain 10) runs its INDIRECT_BUFFER
+  (ROCR:core/runtime/amd_aql_queue.cpp:1513-1543); BARRIER_AND / BARRIER_OR wait until all / any non-zero
+  dep_signal's amd_signal_t value is 0, handle 0 counting as met (ROCR:inc/hsa.h:3124-3159).
+- Completion signal: an amd_signal_t handle (its address, ROCR:inc/amd_hsa_signal.h:61-78): value (+8) decremented
+  at completion; when event_mailbox_ptr (+16) is set, event_id (+24) is written there and an interrupt raised with
+  it, as the runtime's own engines do for interrupt signals (ROCR:core/runtime/amd_blit_sdma.cpp:469-478,
+  core/runtime/interrupt_signal.cpp:104-116).
+"""
+from __future__ import annotations
+import struct
+from hcqrt.mock.amd import tables as T
+from hcqrt.mock.amd.cp import Blocked, Dispatch, GPUError, Queue, aql_xcc_share
+from hcqrt.mock.amd.memory import GPUFault
+
+PACKET = 64
+VENDOR, INVALID, KERNEL_DISPATCH, BARRIER_AND, AGENT_DISPATCH, BARRIER_OR = 0, 1, 2, 3, 4, 5
+AMD_PM4_IB_FORMAT, PM4_IB_DW_COUNT_REMAIN = 1, 10
+PM4_INDIRECT_BUFFER = 0x3F
+_DISPATCH = struct.Struct("<HHHHHHIIIIIQQQQ")
+# kernel_code_properties bits (AMDGPUUsage "Kernel Descriptor"): user SGPRs in load order, with their dword counts
+_SGPRS = [(0, "PRIVATE_SEGMENT_BUFFER", 4), (1, "DISPATCH_PTR", 2), (2, "QUEUE_PTR", 2), (3, "KERNARG_SEGMENT_PTR", 2),
+          (4, "DISPATCH_ID", 2), (5, "FLAT_SCRATCH_INIT", 2), (6, "PRIVATE_SEGMENT_SIZE", 1)]
+KD_WAVE32 = 1 << 10
+
+class AQLQueue(Queue):
+  """An AQL queue: ring of `ring_size` bytes of packets; `rptr_va`/`wptr_va` are amd_queue_t's read/write_dispatch_id."""
+  def __init__(self, kfd, qid: int, vm, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int, arch: str, num_xcc: int):
+    super().__init__(kfd, qid, T.QUEUE_COMPUTE_AQL, vm, ring_va, ring_size, rptr_va, wptr_va, arch)
+    self.slots, self.num_xcc, self.read_id = ring_size // PACKET, num_xcc, 0
+    self.completions: list[tuple[Dispatch, int]] = []   # dispatches in flight with their completion signals
+    self.name = f"AQL queue {qid}"
+
+  def _slot(self) -> int: return self.ring_va + (self.read_id % self.slots) * PACKET
+  def _avail(self) -> int:
+    if self.ibs: return self.ibs[-1][1] - self.ibs[-1][2]
+    return int(self.vm.read32(self._slot()) & 0xFF != INVALID)
+
+  def run(self) -> bool:
+    if self.error is not None or self.destroyed: return False
+    progressed = False
+    try:
+      while True:
+        if self.ibs:   # the PM4 indirect buffer of the current PM4-IB packet
+          while self.ibs: self._advance(self.step_pm4()); progressed = True
+          self.drain(); self._retire(); continue
+        pkt = bytes(self.vm.read(self._slot(), PACKET))
+        if pkt[0] == INVALID: break   # not ready: stop here until the next doorbell
+        self.packet(pkt); progressed = True
+      self.drain()
+    except Blocked: pass
+    except GPUFault as e:
+      self.kfd.memory_fault(e.va)
+      raise self.fail(str(e), fault=True) from None
+    return progressed
+
+  def _retire(self, completion: int = 0) -> None:
+    """The packet at read_dispatch_id is done with its slot: header INVALID, read_dispatch_id + 1."""
+    slot = self._slot()
+    self.vm.write(slot, struct.pack("<H", INVALID))
+    self.read_id += 1
+    if not self.destroyed: self.vm.write(self.rptr_va, struct.pack("<Q", self.read_id))
+    if completion: self.complete(completion)
+
+  def drain(self) -> None:
+    done, self.completions = self.completions, []
+    super().drain()
+    for _d, sig in done:
+      if sig: self.complete(sig)
+
+  def complete(self, handle: int) -> None:
+    """Decrement the amd_signal_t's value; write its event id to its mailbox and interrupt when it has one."""
+    if handle % 8: raise self.fail(f"completion signal {handle:#x} is not an 8-byte aligned amd_signal_t address")
+    v = struct.unpack("<q", bytes(self.vm.read(handle + 8, 8)))[0]
+    self.vm.write(handle + 8, struct.pack("<q", v - 1))
+    mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
+    if mailbox:
+      self.vm.write(mailbox, struct.pack("<I", event_id))
+      self.kfd.interrupt(event_id, eop=True)
+
+  def packet(self, pkt: bytes) -> None:
+    hdr = pkt[0] | pkt[1] << 8
+    typ, barrier, completion = hdr & 0xFF, hdr >> 8 & 1, struct.unpack_from("<Q", pkt, 56)[0]
+    if barrier: self.drain()   # every earlier packet completes first
+    if typ == KERNEL_DISPATCH:
+      self.dispatch_packet(pkt, completion)
+      self._retire()
+    elif typ in (BARRIER_AND, BARRIER_OR):
+      deps = [h for h in struct.unpack_from("<5Q", pkt, 8) if h]
+      zero = [struct.unpack("<q", bytes(self.vm.read(h + 8, 8)))[0] == 0 for h in deps]
+      if deps and not (all(zero) if typ == BARRIER_AND else any(zero)): raise Blocked
+      self.drain(); self._retire(completion)
+    elif typ == VENDOR:
+      fmt = pkt[2] | pkt[3] << 8
+      if fmt != AMD_PM4_IB_FORMAT: raise self.fail(f"vendor-specific AQL packet format {fmt} is not modelled (only PM4-IB, 1)")
+      ib = struct.unpack_from("<4I", pkt, 4)
+      if struct.unpack_from("<I", pkt, 20)[0] != PM4_IB_DW_COUNT_REMAIN: raise self.fail("PM4-IB packet with dw_count_remain != 10")
+      if ib[0] >> 30 != 3 or (ib[0] >> 8) & 0xFF != PM4_INDIRECT_BUFFER or not ib[3] & (1 << 23):
+        raise self.fail(f"PM4-IB packet does not carry a valid INDIRECT_BUFFER ({[hex(x) for x in ib]})")
+      addr, ndw = ib[1] | ((ib[2] & 0xFFFF) << 32), ib[3] & 0xFFFFF
+      if addr % 4 or ndw == 0: raise self.fail(f"PM4-IB packet: IB at {addr:#x} of {ndw} dwords")
+      self.vm.find(addr, 4 * ndw)
+      self.ibs.append([addr, ndw, 0]); self.ib_count += 1
+      if completion: raise self.fail("completion signals on PM4-IB packets are not modelled")
+    else: raise self.fail(f"AQL packet type {typ} (header {hdr:#06x}) is not modelled (kernel dispatch, barrier-and/or, AMD PM4-IB)")
+
+  def dispatch_packet(self, pkt: bytes, completion: int) -> None:
+    (_, setup, wx, wy, wz, res0, gx, gy, gz, private, group, kobj, kernarg, res2, _) = _DISPATCH.unpack(pkt)
+    dims, wg, grid = setup & 3, (wx, wy, wz), (gx, gy, gz)
+    if not 1 <= dims <= 3: raise self.fail(f"kernel dispatch with {dims} dimensions (setup {setup:#x})")
+    if res0 or res2 or setup >> 2: raise self.fail("kernel dispatch with non-zero reserved fields")
+    for i in range(3):
+      if wg[i] < 1 or grid[i] < 1 or (i >= dims and (wg[i] != 1 or grid[i] != 1)) or grid[i] < wg[i]:
+        raise self.fail(f"kernel dispatch of {dims} dimension(s): grid {grid} workgroup {wg} breaks hsa.h's size rules")
+      if grid[i] % wg[i]: raise self.fail(f"kernel dispatch grid {grid} with partial workgroups ({wg}) is not modelled")
+    if kobj % 64: raise self.fail(f"kernel_object {kobj:#x} is not a 64-byte aligned kernel descriptor")
+    kd = bytes(self.vm.read(kobj, 64))
+    entry, r3, r1, r2, props = struct.unpack_from("<q20xIIIH", kd, 16)
+    prog = kobj + entry
+    if not self.vm.find(prog).flags & T.EXECUTABLE: raise self.fail(f"the program at {prog:#x} lies in memory not allocated EXECUTABLE")
+    if private or struct.unpack_from("<I", kd, 4)[0] or r2 & 1: raise self.fail("scratch (private segment) is not modelled")
+    user: list[int] = []
+    for bit, name, _n in _SGPRS:
+      if not props >> bit & 1: continue
+      if name == "PRIVATE_SEGMENT_BUFFER": user += [0] * 4   # no scratch (refused above): the descriptor is unused
+      elif name == "DISPATCH_PTR": user += [self._slot() & 0xFFFFFFFF, self._slot() >> 32]
+      elif name == "KERNARG_SEGMENT_PTR": user += [kernarg & 0xFFFFFFFF, kernarg >> 32]
+      elif name == "DISPATCH_ID": user += [self.read_id & 0xFFFFFFFF, self.read_id >> 32]
+      else: raise self.fail(f"the kernel descriptor enables {name}, which the mock does not model")
+    nuser = (r2 >> 1) & 0x1F
+    user = (user + [0] * nuser)[:nuser]
+    if group > 65536: raise self.fail(f"group_segment_size {group} exceeds the 64 KiB of LDS a workgroup has")
+    r2 = (r2 & ~(0x1FF << 15)) | (((group + 511) // 512) << 15)   # the CP programs LDS_SIZE from the packet
+    init = T.DI_COMPUTE_SHADER_EN | (T.DI_CS_W32_EN if props & KD_WAVE32 else 0)
+    if init & T.DI_CS_W32_EN and self.gfx < 10: raise self.fail("a wave32 kernel descriptor on gfx9: there is no wave32")
+    groups = tuple(grid[i] // wg[i] for i in range(3))
+    d = Dispatch(self.arch, prog, r1, r2, r3, user, groups, wg, init, self.name)   # type: ignore[arg-type]
+    d.xcc_workgroups = aql_xcc_share(groups[0] * groups[1] * groups[2], self.num_xcc)
+    self.dispatches.append(d); self.pending.append(d); self.completions.append((d, completion))
+
+  def fail(self, msg: str, fault: bool = False) -> GPUError:
+    self.completions.clear()
+    return super().fail(msg, fault)

@@ -1,0 +1,174 @@
+"""The AQL compute queue (audit row 7): on the mock KFD's AQL packet processor, gfx942 spreads a launch over its 8 XCCs
+(a PM4 queue leaves 7 idle), gfx1100 with AMD_AQL=1 runs real code through it, and each packet-processor rule of
+hcqrt/mock/amd/aql.py has a test here."""
+import ctypes, errno, struct
+import numpy as np
+import pytest
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
+from hcqrt.amd.device import AMDDevice, AMDError, AMDProgram
+from hcqrt.amd.aql_queue import AQLQueue
+from ioctl_defs.amd import aql, kfd as K, pm4
+
+def _device(monkeypatch, arch, aql_env=None):
+  if aql_env is None: monkeypatch.delenv("AMD_AQL", raising=False)
+  else: monkeypatch.setenv("AMD_AQL", aql_env)
+  drv = install_mock_amd(arch)
+  d = AMDDevice("AMD"); d.drv = drv; d.wait_timeout_s = 5.0
+  return d
+
+@pytest.fixture
+def mi300(monkeypatch):
+  d = _device(monkeypatch, "gfx942")
+  yield d
+  uninstall_mock_amd(d.drv)
+
+@pytest.fixture
+def rx(monkeypatch):
+  d = _device(monkeypatch, "gfx1100", "1")
+  yield d
+  uninstall_mock_amd(d.drv)
+
+def _store_program(dev):
+  """A program the recording executor below stands in for (gfx942 code is not emulated): kernarg pointer in s[0:1]."""
+  props = (1 << 3) | ((1 << 10) if dev.gfx.wave32 else 0)
+  desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 8, 0, 0, 0, 2 << 1, props, 0)
+  return AMDProgram(dev, "k", b"\x00\x00\x81\xbf" * 16, desc, [(0, 8)])
+
+def _launch_recorded(dev, groups):
+  seen = []
+  def executor(d, vm):   # a stand-in for the machine-code executor: record the dispatch, store 42 at the kernarg pointer
+    seen.append(d); vm.write(struct.unpack("<Q", bytes(vm.read(d.kernarg, 8)))[0], struct.pack("<I", 42))
+  prev = set_executor(executor)
+  try:
+    prog, buf = _store_program(dev), dev.allocator.alloc(64)
+    prog(buf, global_size=(groups, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+  finally: set_executor(prev)
+  out = bytearray(4); dev.allocator.copyout(memoryview(out), buf)
+  return seen, struct.unpack("<I", out)[0]
+
+def test_gfx942_launches_through_an_aql_queue_over_all_8_xccs(mi300):
+  assert isinstance(mi300.compute, AQLQueue)
+  seen, v = _launch_recorded(mi300, 16)
+  assert v == 42 and len(seen) == 1
+  d = seen[0]
+  assert d.grid == (16, 1, 1) and d.block == (64, 1, 1) and d.kernarg != 0 and d.queue.startswith("AQL")
+  assert d.xcc_workgroups == (2,) * 8   # TG chunk size 1 over logical XCCs 0..7: every XCC runs its share
+
+def test_pm4_queue_on_gfx942_runs_the_grid_on_one_xcc(monkeypatch):
+  """The old backend (one PM4 queue) on an MI300X: the MQDs give the dispatch to one XCC, 7 of 8 stay idle."""
+  d = _device(monkeypatch, "gfx942", "0")
+  try:
+    assert not isinstance(d.compute, AQLQueue)
+    seen, v = _launch_recorded(d, 16)
+    assert v == 42 and seen[0].xcc_workgroups == (16, 0, 0, 0, 0, 0, 0, 0)
+  finally: uninstall_mock_amd(d.drv)
+
+def test_gfx942_code_is_still_refused_by_name_after_the_xcc_split(mi300):
+  prog, buf = _store_program(mi300), mi300.allocator.alloc(64)
+  q = mi300.drv.queues[mi300.compute.queue_id]   # (the failed launch makes the device recreate its queues)
+  with pytest.raises(GPUError, match="gfx942 execution is not emulated"):
+    prog(buf, global_size=(8, 1, 1), local_size=(64, 1, 1), wait=True)
+  assert q.dispatches[-1].xcc_workgroups == (1,) * 8
+
+def test_create_queue_is_aql_with_amd_queue_dispatch_ids(mi300):
+  q = mi300.drv.queues[mi300.compute.queue_id]
+  c = mi300.compute
+  assert q.kind == K.QUEUE_TYPE_COMPUTE_AQL and q.ring_va == c.ring.va and q.ring_size == c.slots * 64
+  assert q.rptr_va == c.amd_queue.va + 128 and q.wptr_va == c.amd_queue.va + 56
+
+def test_ring_starts_invalid_and_consumed_slots_go_back_to_invalid(rx):
+  c = rx.compute
+  hdrs = lambda n: [ctypes.c_uint16.from_address(c.ring.host + 64 * i).value for i in range(n)]
+  assert set(hdrs(c.slots)) == {aql.PACKET_TYPE_INVALID}
+  s = rx.new_signal(0)
+  rx.hw_compute_queue().signal(s, 5).submit(rx); rx.wait_signal(s, 5)
+  rx.drv.settle()
+  assert c.put == 1 and c.read_id.value == 1 and c.write_id.value == 1 and hdrs(2) == [aql.PACKET_TYPE_INVALID] * 2
+
+def _signal_packet(dev, s, v):
+  host, va = dev.kernargs.alloc(64, 256)
+  dws = pm4.release_mem(s.va, v)
+  ctypes.memmove(host, struct.pack(f"<{len(dws)}I", *dws), 4 * len(dws))
+  return aql.pm4_ib(pm4.indirect_buffer(va, len(dws)))
+
+def test_invalid_header_stops_the_processor_until_the_header_is_stored(rx):
+  c, s = rx.compute, rx.new_signal(0)
+  pkt = _signal_packet(rx, s, 9)
+  c.submit_packets([struct.pack("<H", aql.PACKET_TYPE_INVALID) + pkt[2:]])   # body written, header not yet
+  rx.drv.settle()
+  assert s.value == 0 and c.read_id.value == 0
+  slot = c.ring.host
+  ctypes.c_uint32.from_address(slot).value = int.from_bytes(pkt[:4], "little")   # now the header
+  from hcqrt import syscalls
+  syscalls.mmio_write64(c.doorbell, 0)   # the doorbell again, with the same packet index
+  rx.wait_signal(s, 9)
+  assert c.read_id.value == 1
+
+def test_a_header_stored_before_the_body_is_taken_with_the_body_unwritten(rx):
+  """The header-first race: the processor takes a slot as soon as its header is valid, so a dispatch whose body has not
+  arrived yet is read as zero sizes and the queue stops."""
+  c = rx.compute
+  from hcqrt import syscalls
+  slot = c.ring.host + (c.put % c.slots) * 64
+  ctypes.memset(slot, 0, 64)
+  ctypes.c_uint32.from_address(slot).value = aql.header(aql.PACKET_TYPE_KERNEL_DISPATCH, True) | (1 << 16)
+  syscalls.mmio_write64(c.doorbell, c.put)   # any doorbell (another producer's) wakes the processor
+  with pytest.raises(GPUError, match="breaks hsa.h's size rules"): rx.drv.settle()
+
+@pytest.mark.parametrize("field,value,msg", [("setup", 0, "0 dimensions"), ("reserved0", 1, "reserved"), ("wy", 2, "size rules"),
+                                             ("kobj", 0x40 + 8, "64-byte aligned"), ("gx", 33, "partial workgroups")])
+def test_kernel_dispatch_packet_rules(rx, field, value, msg):
+  prog, buf = _store_program(rx), rx.allocator.alloc(64)
+  f = dict(setup=1, wx=32, wy=1, wz=1, reserved0=0, gx=64, gy=1, gz=1, kobj=prog.kd_va, kernarg=buf.va)
+  f[field] = value if field != "kobj" else prog.kd_va + 8
+  pkt = struct.pack("<HHHHHHIIIIIQQQQ", aql.header(aql.PACKET_TYPE_KERNEL_DISPATCH, True), f["setup"], f["wx"], f["wy"], f["wz"],
+                    f["reserved0"], f["gx"], f["gy"], f["gz"], 0, 0, f["kobj"], f["kernarg"], 0, 0)
+  rx.compute.submit_packets([pkt])
+  with pytest.raises(GPUError, match=msg): rx.drv.settle()
+
+def _amd_signal(dev, value, mailbox=0, event_id=0):
+  host, va = dev.persistent(64, 64)
+  ctypes.memset(host, 0, 64)
+  struct.pack_into("<qqQI", (ctypes.c_char * 64).from_address(host), 0, aql.AMD_SIGNAL_KIND_USER, value, mailbox, event_id)
+  return host, va
+
+def test_barrier_and_waits_for_zero_and_completion_signal_writes_the_mailbox(rx):
+  dep_host, dep = _amd_signal(rx, 1)
+  done_host, done = _amd_signal(rx, 1, rx.event_slot, rx.event_id)
+  rx.compute.submit_packets([aql.barrier_and([dep], completion_signal=done)])
+  rx.drv.settle()
+  value = lambda h: ctypes.c_int64.from_address(h + 8).value
+  assert value(done_host) == 1 and rx.compute.read_id.value == 0   # the dependency is not 0 yet: the barrier waits
+  ctypes.c_int64.from_address(dep_host + 8).value = 0
+  import time
+  deadline = time.time() + 5
+  while value(done_host) != 0 and time.time() < deadline: time.sleep(0.001)
+  assert value(done_host) == 0 and rx.compute.read_id.value == 1   # completion: decremented by one
+  assert rx.drv.events[rx.event_id]["signaled"]                    # and the interrupt woke the event of its mailbox
+
+def test_aql_create_queue_ring_rules(rx):
+  r, p = rx.gpu_alloc(1 << 16, "uncached", host=True), rx.gpu_alloc(0x1000, "uncached", host=True)
+  def create(ring_size):
+    return rx.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=r.va, ring_size=ring_size, gpu_id=rx.gpu_id, queue_type=K.QUEUE_TYPE_COMPUTE_AQL,
+             queue_percentage=100, queue_priority=7, write_pointer_address=p.va + 56, read_pointer_address=p.va + 128,
+             eop_buffer_address=rx.compute.eop.va, eop_buffer_size=0x1000, ctx_save_restore_address=rx.compute.cwsr.va,
+             ctx_save_restore_size=rx.compute.sizes.cwsr, ctl_stack_size=rx.compute.sizes.ctl_stack)
+  # kfd_queue_acquire_buffers (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_queue.c:233-345): the ring BO is exactly ring_size
+  # bytes on gfx9+ (only gfx7/8 AQL rings count twice); a ring under 1 KiB is clamped to KFD_MIN_QUEUE_RING_SIZE
+  with pytest.raises(AMDError, match="CREATE_QUEUE.*EINVAL") as e: create(1 << 15)
+  assert e.value.errno == errno.EINVAL
+  q = rx.drv.queues[create(32).queue_id]
+  assert q.slots == 1024 // 64
+
+def test_gfx1100_aql_runs_a_compiled_kernel_on_the_emulator(rx):
+  pytest.importorskip("llvmlite")
+  from rdna3_kernels import KERNELS, compile_ir
+  prog = rx.program("add_f32", compile_ir(KERNELS["add_f32"]))
+  a = np.arange(256, dtype=np.float32); b = np.full(256, 3, np.float32)
+  ba, bb, bo = (rx.allocator.alloc(1024) for _ in range(3))
+  rx.allocator.copyin(ba, memoryview(a.tobytes())); rx.allocator.copyin(bb, memoryview(b.tobytes()))
+  prog(bo, ba, bb, global_size=(4, 1, 1), local_size=(64, 1, 1), wait=True)
+  out = bytearray(1024); rx.allocator.copyout(memoryview(out), bo)
+  np.testing.assert_array_equal(np.frombuffer(out, np.float32), a + b)
+  q = rx.drv.queues[rx.compute.queue_id]
+  assert q.kind == K.QUEUE_TYPE_COMPUTE_AQL and q.dispatches[-1].program == prog.code_va and q.dispatches[-1].xcc_workgroups == (4,)
