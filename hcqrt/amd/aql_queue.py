@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib, ctypes, os, time
 from typing import Any
 from hcqrt import syscalls
-from hcqrt.amd.cwsr import queue_sizes
+from hcqrt.amd.cwsr import fill_cwsr_headers, queue_sizes
 from ioctl_defs.amd import aql, kfd as K
 
 PAGE = 0x1000
@@ -52,7 +52,8 @@ class AQLQueue:
     self.read_id = ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_READ_DISPATCH_ID_OFFSET)
     self.sizes = sz = queue_sizes(dev.props)
     self.eop = dev.gpu_alloc(sz.eop, "vram")
-    self.cwsr = dev.gpu_alloc(sz.bo_bytes, "vram")
+    self.cwsr = dev.gpu_alloc(sz.bo_bytes, "gtt", host=True)   # CPU-visible: the kernel reads its headers (cwsr.py)
+    fill_cwsr_headers(self.cwsr.host, sz, dev.error_payload.host, dev.error_event)
     q = dev.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=self.ring.va, ring_size=ring_bytes, gpu_id=dev.gpu_id,
                   queue_type=K.QUEUE_TYPE_COMPUTE_AQL, queue_percentage=K.MAX_QUEUE_PERCENTAGE, queue_priority=7,
                   write_pointer_address=self.amd_queue.va + aql.AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET,

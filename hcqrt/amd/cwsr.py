@@ -14,6 +14,8 @@ thunk does (ROCm/ROCR-Runtime@c7785a6:libhsakmt/src/queues.c:282-316). debug_mem
 """
 from __future__ import annotations
 from dataclasses import dataclass
+import ctypes, struct
+from ioctl_defs.amd import kfd as K
 
 PAGE = 4096
 def _align(x: int, a: int) -> int: return -(-x // a) * a
@@ -46,3 +48,13 @@ def queue_sizes(props: dict[str, int]) -> QueueSizes:
   ctl, cwsr = props.get("ctl_stack_size", ctl), props.get("cwsr_size", ctl + wg_data)
   # eop_buffer_size is not in sysfs either: 4096 on every gfx9+ target (kfd_queue.c:484-489)
   return QueueSizes(ctl, cwsr, _align(waves * 32, 64), 4096, xcc)
+
+def fill_cwsr_headers(host: int, sz: QueueSizes, payload_host: int, error_event: int) -> None:
+  """Write each XCC's kfd_context_save_area_header, at CPU address `host`, as the thunk does (ROCm/ROCR-Runtime@16bf965:
+  libhsakmt/src/queues.c fill_cwsr_header): the error event and payload word the kernel reports queue exceptions
+  through (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process.c:2225-2236 reads XCC 0's, at the CPU address of
+  the area), and where the debugger's area starts (after every XCC's save area) and its size. PM4 and AQL compute
+  queues both need it."""
+  for xcc in range(sz.num_xcc):   # XCC i's area at base + i * ctx_save_restore_size (kfd_mqd_manager_v9.c:691-701)
+    struct.pack_into("<IIQII", (ctypes.c_char * K.CWSR_HEADER_BYTES).from_address(host + xcc * sz.cwsr), K.CWSR_HEADER_DEBUG_OFFSET,
+                     (sz.num_xcc - xcc) * sz.cwsr, sz.debug * sz.num_xcc, payload_host, error_event, 0)

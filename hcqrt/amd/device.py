@@ -27,7 +27,7 @@ from hcqrt import syscalls
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay
 from hcqrt.amd.targets import Target, target_for
 from hcqrt.amd import codeobject
-from hcqrt.amd.cwsr import queue_sizes
+from hcqrt.amd.cwsr import fill_cwsr_headers, queue_sizes
 from hcqrt.amd.va import VARange
 from hcqrt.amd.aql_queue import AQLQueue, use_aql
 from hcqrt.alloc_cache import CachingAllocator
@@ -349,16 +349,6 @@ class _Ring:
     assert self.buf.host is not None
     return self.buf.host + off, self.buf.va + off
 
-def _fill_cwsr_headers(dev: AMDDevice, cwsr: AMDBuffer, sz: Any) -> None:
-  """Write each XCC's kfd_context_save_area_header as the thunk does (ROCm/ROCR-Runtime@16bf965:libhsakmt/src/
-  queues.c fill_cwsr_header): the error event and payload word the kernel reports queue exceptions through
-  (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process.c:2225-2236 reads XCC 0's, at the CPU address of the
-  area), and where the debugger's area starts (after every XCC's save area) and its size."""
-  assert cwsr.host is not None and dev.error_payload.host is not None
-  for xcc in range(sz.num_xcc):   # XCC i's area at base + i * ctx_save_restore_size (kfd_mqd_manager_v9.c:691-701)
-    struct.pack_into("<IIQII", (ctypes.c_char * K.CWSR_HEADER_BYTES).from_address(cwsr.host + xcc * sz.cwsr), K.CWSR_HEADER_DEBUG_OFFSET,
-                     (sz.num_xcc - xcc) * sz.cwsr, sz.debug * sz.num_xcc, dev.error_payload.host, dev.error_event, 0)
-
 class KFDQueue:
   """One KFD user-mode queue: ring, read/write pointers and (compute) EOP + CWSR buffers sized from the topology."""
   def __init__(self, dev: AMDDevice, qtype: int, name: str):
@@ -373,7 +363,7 @@ class KFDQueue:
       sz = queue_sizes(dev.props)
       self.eop = dev.gpu_alloc(sz.eop, "vram")
       self.cwsr = dev.gpu_alloc(sz.bo_bytes, "gtt", host=True)   # CPU-visible: the kernel reads its headers
-      _fill_cwsr_headers(dev, self.cwsr, sz)
+      fill_cwsr_headers(self.cwsr.host, sz, dev.error_payload.host, dev.error_event)
       extra = dict(eop_buffer_address=self.eop.va, eop_buffer_size=sz.eop, ctx_save_restore_address=self.cwsr.va,
                    ctx_save_restore_size=sz.cwsr, ctl_stack_size=sz.ctl_stack)
     q = dev.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=self.ring.va, ring_size=RING_BYTES, gpu_id=dev.gpu_id, queue_type=qtype,
