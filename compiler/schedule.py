@@ -401,12 +401,18 @@ def _assign_items(sched: _Scheduler, chains: list[list[LazyBuffer]]) -> list[Sch
   targets = [g.srcs[1].base for g in group]
   if len(group) > 1:
     written = {id(t.buffer) for t in targets}
+    def writes(i: int) -> bool: return i >= len(group) and (lb := kb.inputs[i - len(group)].base).buffer is not None and id(lb.buffer) in written
     # (two assigns into one buffer: their order matters, keep them apart; kb.loads are the ast's loads)
-    if len(written) < len(targets) or any((lb := kb.inputs[i - len(group)].base).buffer is not None and id(lb.buffer) in written
-           and lst != st for i, lst in kb.loads) or _load_after_store(ast, targets, kb.inputs):
+    if len(written) < len(targets) or any(writes(i) and lst != st for i, lst in kb.loads) \
+       or any(writes(u.arg[0]) for u in _loads_under_views(ast)) or _load_after_store(ast, targets, kb.inputs):
       return [it for part in (chains if len(chains) > 1 else [[g] for g in group]) for it in _assign_items(sched, [part])]
   ast, vv, name = _finish_built(kb, ast, st)
   return [ScheduleItem(ast, group, kb.inputs, "kernel", name, assign_targets=targets, var_vals=vv)]
+
+def _loads_under_views(ast: UOp) -> set[UOp]:
+  """The loads under a VIEW of an inlined value (another fused assign's value read shifted or flipped): their own
+  tracker is the identity, yet the kernel reads them at the view's elements."""
+  return {u for v in ast.toposort() if v.op is Ops.VIEW for u in v.toposort() if u.op is Ops.LOAD}
 
 def _load_after_store(ast: UOp, targets: list[LazyBuffer], inputs: list[LazyBuffer]) -> bool:
   """Does one output's value load another output's target (its old value, at the same element)? Nothing orders that

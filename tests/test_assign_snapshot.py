@@ -2,6 +2,7 @@
 realized (issue 16): clone, arithmetic, computed views, `+=`, TinyJit and optimizer steps. Plain views of the
 assigned tensor alias its storage, as torch views do."""
 import numpy as np
+import pytest
 from frontend import Tensor, TinyJit, GlobalCounters, nn, optim
 
 def test_clone_is_a_snapshot():
@@ -196,6 +197,18 @@ def test_clone_of_pending_assign_is_its_own_buffer():
   a.assign(a * 10)
   a.realize()
   assert b.tolist() == [2.0, 3.0] and a.tolist() == [20.0, 30.0]
+
+@pytest.mark.parametrize("device", ["CPU", "PTXEMU"])
+def test_assign_reading_another_pending_assign_through_a_view(device):
+  """b's assign and a's (which reads b's new value shifted or flipped) are of one shape, so they were stored by one
+  kernel with b's value inlined under the view: that kernel loaded a at other elements than the one it writes, and
+  loaded it again for b after storing a (seed 101 of the random programs on PTXEMU and NV)."""
+  for move, want in ((lambda t: t.pad(((1, 0),)).shrink(((0, 4),)), [0.0, 2.0, 4.0, 6.0]), (lambda t: t.flip(0), [8.0, 6.0, 4.0, 2.0])):
+    a, b = Tensor([1.0, 2.0, 3.0, 4.0], device=device).realize(), Tensor([0.0, 0.0, 0.0, 0.0], device=device).realize()
+    b.assign(a * 2)
+    a.assign(move(b))
+    a.realize()
+    assert a.tolist() == want and b.tolist() == [2.0, 4.0, 6.0, 8.0]
 
 # ---- random programs of lazy reads, assigns and realizes: every tensor keeps the value it was built with ----
 _shift = lambda v: np.concatenate([[0.0], v[:3]]).astype(np.float32)

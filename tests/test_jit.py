@@ -4,8 +4,8 @@ import pytest
 from frontend import Tensor, TinyJit, GlobalCounters
 from frontend.jit import JitError
 
-def realized(*shape, seed=0):
-  return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32)).realize()
+def realized(*shape, seed=0, device=None):
+  return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32), device=device).realize()
 
 def test_replay_uses_new_inputs():
   w = realized(4, 3, seed=1)
@@ -118,21 +118,22 @@ def test_training_step_matches_eager_bit_for_bit():
 
 def test_cpu_replay_is_one_launch_list(monkeypatch, capfd):
   """On the CPU a replay runs the capture's prebuilt launch list (one native call); the counters still count every
-  kernel, and DEBUG=2 replays launch by launch so each kernel's time is printed as in eager mode."""
+  kernel, and DEBUG=2 replays launch by launch so each kernel's time is printed as in eager mode. (On the CPU device
+  by name: the default may be a GPU.)"""
   from hcqrt.cpu.device import CPULaunchList
-  w = realized(16, 16, seed=1)
+  w = realized(16, 16, seed=1, device="CPU")
   @TinyJit
   def f(x: Tensor) -> Tensor: return ((x @ w).relu() @ w).softmax(1)
   want = lambda x: ((lambda h: np.exp(h - h.max(1, keepdims=True)) / np.exp(h - h.max(1, keepdims=True)).sum(1, keepdims=True))(np.maximum(x @ w.numpy(), 0) @ w.numpy()))
   outs = []
   for i in range(4):
-    x = realized(64, 16, seed=30 + i)
+    x = realized(64, 16, seed=30 + i, device="CPU")
     GlobalCounters.reset()
     outs.append((x.numpy(), f(x)))
   assert isinstance(f.graph, CPULaunchList) and GlobalCounters.kernel_count == len(f.items) >= 3 and GlobalCounters.time_sum_s > 0
   monkeypatch.setenv("DEBUG", "2")
   capfd.readouterr()
-  x = realized(64, 16, seed=40)
+  x = realized(64, 16, seed=40, device="CPU")
   outs.append((x.numpy(), f(x)))
   assert capfd.readouterr().err.count(" kernel ") == len(f.items)
   for xn, y in outs: np.testing.assert_allclose(y.numpy(), want(xn), rtol=1e-5, atol=1e-6)
