@@ -40,6 +40,8 @@ from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops
 from compiler.sint import sval, unbind, rebind, merge_vals, binds_of
 from hcqrt.device import debug_level
+from hcqrt.hcq import GraphReplay
+from compiler import profile
 from frontend import engine
 from frontend.tensor import Tensor, take_pending_assigns
 from frontend.devices import open_device
@@ -294,7 +296,8 @@ class TinyJit:
     if self.graph is None: self.graph = self._build_graph()
     # (DEBUG=2 on the CPU: one launch at a time, each timed and printed as eager mode does)
     dbg = debug_level()
-    if self.graph and not (self.graph_cpu and dbg >= 2): self._replay_graph(dbg)
+    if profile.ENABLED: self._replay_profiled(dbg)
+    elif self.graph and not (self.graph_cpu and dbg >= 2): self._replay_graph(dbg)
     else:
       for ei in items: ei.run()
     if self.checks: self._read_checks()
@@ -352,7 +355,32 @@ class TinyJit:
     moved = sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items)   # as ExecItem.run counts
     self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), moved)
     if debug_level() >= 1: print(f"TinyJit {self.name}: {'launch list' if self.graph_cpu else 'graph'} of {len(gitems)} items on {dev.name}", file=sys.stderr)
-    return dev.launch_list(gitems) if self.graph_cpu else dev.graph(gitems)
+    if self.graph_cpu: return dev.launch_list(gitems)
+    # profiled: the graph brackets each launch with GPU timestamps (hcqrt/hcq.py GraphReplay.kernel_times)
+    return GraphReplay(dev, gitems, timestamps=True) if profile.ENABLED else dev.graph(gitems)
+
+  def _replay_profiled(self, dbg: int) -> None:
+    """A replay recorded in the trace: one span for the replay on the device's track and one event per kernel inside it
+    (GPU: the graph's own timestamps, placed from the replay's host start; the CPU's launch list has no per-launch clock,
+    so its launches run one at a time, each timed as in eager mode)."""
+    items = self.items
+    track = next(b.device for ei in items for b in ei.bufs)
+    st = profile.now_us()
+    g = self.graph
+    if g and not self.graph_cpu:
+      self._replay_graph(dbg)
+      g.dev.synchronize()
+      dur = profile.now_us() - st
+      times = g.kernel_times() if isinstance(g, GraphReplay) else []
+      t0 = min((s for _, s, _ in times), default=0)
+      for i, s, e in times:
+        profile.kernel(track, items[i].ck.name, st + (s - t0) / 1e3, max(0, e - s) / 1e9,
+                       {**engine.kernel_args(items[i]), "jit": self.name, "clock": "gpu"}, tid=1)
+      mode = "graph"
+    else:
+      for ei in items: ei.run(dbg)
+      dur, mode = profile.now_us() - st, "one by one (profiled)"
+    profile.add(f"TinyJit {self.name}", track, st, dur, "jit", {"kernels": sum(ei.kind == "kernel" for ei in items), "mode": mode})
 
   def _replay_graph(self, dbg: int) -> None:
     items = self.items

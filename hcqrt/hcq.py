@@ -206,10 +206,11 @@ class HCQProgram:
     dev.synchronize()
     return max(0, en.timestamp - st.timestamp) / 1e9
 
-def _release_graph(device: Any, sig: Any, last: list[int], blocks: list) -> None:
-  if not blocks: return
-  if last[0]: sig.wait(last[0])   # the GPU may still read them
-  device.free_persistent(blocks)
+def _release_graph(device: Any, sig: Any, last: list[int], blocks: list, ts_sigs: list) -> None:
+  if not blocks and not ts_sigs: return
+  if last[0]: sig.wait(last[0])   # the GPU may still read them (and write the timestamps)
+  if blocks: device.free_persistent(blocks)
+  for s in ts_sigs: s.free()
 
 def buf_addr(b: Any) -> int:
   """Device address of a buffer object (`.va`, or `.address` for host buffers) or an int."""
@@ -226,7 +227,10 @@ class GraphReplay:
   >>> from hcqrt.cpu.hcq import CPUHCQDevice
   >>> dev = CPUHCQDevice(); g = GraphReplay(dev, []); g.replay(); dev.synchronize()
   """
-  def __init__(self, device: Any, items: list[tuple]):
+  def __init__(self, device: Any, items: list[tuple], timestamps: bool = False):
+    # timestamps: a timestamp command before and after each launch (the profiler's per-kernel GPU times: kernel_times())
+    self.ts: dict[int, tuple[Signal, Signal]] = {}
+    self.want_ts = timestamps
     scope = device.persistent_scope() if hasattr(device, "persistent_scope") else contextlib.nullcontext([])
     with scope as blocks:
       try: self._record(device, items)
@@ -236,7 +240,7 @@ class GraphReplay:
     self.submitted = False
     # the graph's argument blocks and pushbuffers go back to the device once the graph is gone and its last replay done
     self._last = [0]   # graph signal value that ends the last replay (0: never submitted)
-    fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks)
+    fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks, [s for p in self.ts.values() for s in p])
     fin.atexit = False  # at exit the device goes away as a whole
 
   def _record(self, device: Any, items: list[tuple]) -> None:
@@ -261,7 +265,9 @@ class GraphReplay:
       if it[0] == "exec":
         _, prog, bufs, vals, g, l = it
         self.args[i] = prog.fill_kernargs(bufs, vals, persistent=True)   # the ring would recycle them under the graph
+        if self.want_ts: self.ts[i] = (device.new_signal(name=f"ts{i}"), device.new_signal(name=f"te{i}")); q.timestamp(self.ts[i][0])
         self.where[i] = (q, len(q.cmds)); q.exec(prog, self.args[i], g, l)
+        if self.want_ts: q.timestamp(self.ts[i][1])
       elif it[0] == "copy":
         _, dst, src, n = it
         self.where[i] = (q, len(q.cmds)); q.copy(buf_addr(dst), buf_addr(src), n)
@@ -303,3 +309,8 @@ class GraphReplay:
     if not wait: return None
     dev.synchronize()
     return time.perf_counter() - t0
+
+  def kernel_times(self) -> list[tuple[int, int, int]]:
+    """(item, start ns, end ns) of each launch of the last replay, from the device's timestamps (a graph built with
+    timestamps=True, after a replay that waited)."""
+    return [(i, st.timestamp, en.timestamp) for i, (st, en) in sorted(self.ts.items())]
