@@ -75,7 +75,9 @@ class Buffer:
 
 def from_host(arr: np.ndarray, dtype: DType, device: str) -> LazyBuffer:
   buf = Buffer(device, arr.nbytes, lambda: f"a copy from the host of shape {arr.shape} {dtype}")
+  if profile.ENABLED: st = profile.now_us()
   if arr.nbytes: open_device(device).allocator.copyin(buf.raw, memoryview(arr.reshape(-1).view(np.uint8)))
+  if profile.ENABLED: profile.add(f"copy host -> {device}", device, st, profile.now_us() - st, "copy", {"bytes": arr.nbytes, "shape": list(arr.shape)})
   return LazyBuffer.from_buffer(buf, arr.shape, dtype, device)
 
 def to_host(lb: LazyBuffer, npdtype) -> np.ndarray:
@@ -88,7 +90,9 @@ def to_host(lb: LazyBuffer, npdtype) -> np.ndarray:
 def _copyout(lb: LazyBuffer, npdtype) -> np.ndarray:
   assert lb.realized and not lb.is_view
   out = np.empty(sval(lb.size), dtype=npdtype)   # (symbolic: the elements at the bound values, laid out densely)
+  if profile.ENABLED: st = profile.now_us()
   if out.nbytes: Device[lb.device].allocator.copyout(memoryview(out.view(np.uint8)), lb.buffer.raw)
+  if profile.ENABLED: profile.add(f"copy {lb.device} -> host", lb.device, st, profile.now_us() - st, "copy", {"bytes": out.nbytes})
   return out
 
 @dataclass
@@ -251,7 +255,7 @@ def realize(lbs: list[LazyBuffer]) -> None:
   if VIZ or debug_level() >= 3:
     ex = explain_schedule(items, lbs)
     if debug_level() >= 3 and items: print(format_schedule(ex), file=sys.stderr)
-    if VIZ: vizdata.add_realize(ex, items)
+    if VIZ and items: vizdata.add_realize(ex, items)
   run_schedule(items)
   _drop_graph(items)
   # read also during TinyJit capture (the capture run is a real run); a replay reads the recorded flags (jit.py)
