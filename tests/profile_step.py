@@ -4,7 +4,6 @@
   PROFILE=t.json python tests/profile_step.py digits|tiny
 """
 import importlib.util, json, os, sys
-import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from frontend import Tensor, TinyJit, GlobalCounters, optim, nn
 from frontend.nn.state import get_parameters
