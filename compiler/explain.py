@@ -29,7 +29,7 @@ def _fused_nodes(si: ScheduleItem, stop: set[int]) -> list[LazyBuffer]:
   return sorted(out, key=lambda b: b.id)
 
 def explain_schedule(items: list[ScheduleItem], requested: list[LazyBuffer]) -> dict:
-  """{"kernels": [{name, kind, ops, lines, why, outputs, inputs, nodes}], "edges": [(from kernel, to kernel)]}.
+  """{"kernels": [{name, kind, ops, lines, why, outputs, inputs, nodes: the lazy ops fused in}], "edges": [(from kernel, to kernel)]}.
   Call it before the schedule runs (running drops the lazy graph)."""
   req = {lb.base.id for lb in requested}
   made_by = {o.base.id: i for i, si in enumerate(items) for o in si.outputs}
@@ -50,7 +50,8 @@ def explain_schedule(items: list[ScheduleItem], requested: list[LazyBuffer]) -> 
       red = " (a reduction's result: later ops read it at other indices)" if any(n.op is Ops.REDUCE for n in nodes) else ""
       why = f"its output is read by kernel{'s' if len(rd) > 1 else ''} {', '.join(items[j].name for j in rd)}{red}"
     else: why = "its output is kept (a live tensor)"
-    kernels.append({"name": si.name, "kind": si.kind, "ops": ops, "lines": lines, "why": why, "nodes": [n.id for n in nodes],
+    kernels.append({"name": si.name, "kind": si.kind, "ops": ops, "lines": lines, "why": why, "nodes": [{"id": n.id, "op": n.op.name, "shape": str(tuple(n.shape)), "src": [x.base.id for x in n.srcs]}
+                                                                          for n in nodes],
                     "outputs": [f"{tuple(o.shape)} {o.dtype}" for o in si.outputs],
                     "inputs": [f"{tuple(b.shape)} {b.dtype}" for b in si.inputs]})
     edges += [(made_by[b.base.id], i) for b in si.inputs if b.base.id in made_by]

@@ -45,6 +45,10 @@ def now_us() -> float:
   """Microseconds since this module was imported (the trace's clock: the host's perf_counter)."""
   return (time.perf_counter_ns() - _t0_ns) / 1e3
 
+def host_us(perf_counter_ns: int) -> float:
+  """A time.perf_counter_ns() reading (CLOCK_MONOTONIC) on the trace's clock."""
+  return (perf_counter_ns - _t0_ns) / 1e3
+
 def _pid(track: str) -> int:
   if (p := _tracks.get(track)) is None: p = _tracks[track] = len(_tracks) + 1
   return p

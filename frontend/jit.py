@@ -360,23 +360,25 @@ class TinyJit:
     return GraphReplay(dev, gitems, timestamps=True) if profile.ENABLED else dev.graph(gitems)
 
   def _replay_profiled(self, dbg: int) -> None:
-    """A replay recorded in the trace: one span for the replay on the device's track and one event per kernel inside it
-    (GPU: the graph's own timestamps, placed from the replay's host start; the CPU's launch list has no per-launch clock,
-    so its launches run one at a time, each timed as in eager mode)."""
+    """A replay recorded in the trace: one span for the replay on the device's track and one event per kernel inside it:
+    GPU graphs from their own timestamps (placed from the replay's host start), the CPU's launch list from the native
+    runner's clock readings around each launch; without either (the LLVM IR runner, no graph) the launches run one at
+    a time, each timed as in eager mode."""
     items = self.items
     track = next(b.device for ei in items for b in ei.bufs)
     st = profile.now_us()
     g = self.graph
-    if g and not self.graph_cpu:
+    if g and (not self.graph_cpu or g.times is not None or g.timed()):
       self._replay_graph(dbg)
-      g.dev.synchronize()
+      if not self.graph_cpu: g.dev.synchronize()
       dur = profile.now_us() - st
-      times = g.kernel_times() if isinstance(g, GraphReplay) else []
+      if self.graph_cpu: times, clock, base = g.launch_times(), "host", None
+      else: times, clock, base = (g.kernel_times() if isinstance(g, GraphReplay) else []), "gpu", st
       t0 = min((s for _, s, _ in times), default=0)
       for i, s, e in times:
-        profile.kernel(track, items[i].ck.name, st + (s - t0) / 1e3, max(0, e - s) / 1e9,
-                       {**engine.kernel_args(items[i]), "jit": self.name, "clock": "gpu"}, tid=1)
-      mode = "graph"
+        ts = base + (s - t0) / 1e3 if base is not None else profile.host_us(s)
+        profile.kernel(track, items[i].ck.name, ts, max(0, e - s) / 1e9, {**engine.kernel_args(items[i]), "jit": self.name, "clock": clock}, tid=1)
+      mode = "graph" if not self.graph_cpu else "launch list"
     else:
       for ei in items: ei.run(dbg)
       dur, mode = profile.now_us() - st, "one by one (profiled)"

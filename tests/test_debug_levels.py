@@ -2,7 +2,6 @@
 schedule (ops, source lines, why a kernel is separate), 5 UOps before/after optimization and the opts, 6 each rewrite
 pass, 7 disassembly (or a note naming the missing tool)."""
 import os, re, shutil, subprocess, sys
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _out: dict[int, str] = {}

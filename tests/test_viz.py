@@ -70,6 +70,10 @@ def test_page_in_chromium(recording):
     src = re.search(r'<pre id="source">(.*?)</pre>', dom, re.S).group(1)
     assert f"{name}(" in src   # the kernel's source shown
     assert re.search(r'<pre id="asm">.+</pre>', dom, re.S)
+    j = max(range(len(data["realizes"])), key=lambda j: len(data["realizes"][j]["kernels"]))
+    rz = _dom(f"{url}#realize{j}", str(d / "realize.png"))   # the lazy graph, one outlined box per kernel
+    assert rz.count('<g class="kgroup">') == len(data["realizes"][j]["kernels"]) > 1
+    assert "separate because" in rz
     tl = _dom(f"{url}#timeline", str(d / "timeline.png"))
     for track in ("host", "CPU"):
       m = re.search(rf'<g class="track" data-track="{track}">(.*?)</g>', tl, re.S)

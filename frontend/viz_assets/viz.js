@@ -33,11 +33,44 @@ function showRealize(i) {
   const r = DATA.realizes[i], m = $("main");
   m.innerHTML = "";
   m.appendChild(el("h3", {}, `realize ${i}: ${r.kernels.length} schedule items`));
-  // the lazy graph: one box per tensor op, outlined per kernel (kernels are the layers' units)
-  const nodes = r.kernels.map((k, j) => ({ id: j, src: r.edges.filter((e) => e[1] === j).map((e) => e[0]),
-    label: `${k.name}`, title: `${k.name}: ${k.ops.filter((o) => o !== "CONST").join(" ")}\n${k.why}\n${k.lines.join("\n")}` }));
-  const svg = layered(nodes, 160, 18);
-  svg.id = "lazygraph";
+  // the lazy graph: kernels in dependency layers, each outlined, with the tensor ops fused into it laid out inside
+  const kdepth = [], boxes = [];
+  r.kernels.forEach((k, j) => { kdepth[j] = 1 + Math.max(-1, ...r.edges.filter((e) => e[1] === j).map((e) => kdepth[e[0]])); });
+  let W = 0, H = 0;
+  r.kernels.forEach((k, j) => {
+    const ops = k.nodes.filter((n) => n.op !== "CONST"), ids = new Set(ops.map((n) => n.id)), d = {};
+    for (const n of ops) d[n.id] = 1 + Math.max(-1, ...n.src.filter((s) => ids.has(s)).map((s) => d[s]));
+    const layers = Math.max(0, ...Object.values(d)) + 1, per = {};
+    for (const n of ops) per[d[n.id]] = (per[d[n.id]] || 0) + 1;
+    const w = Math.max(150, layers * 95 + 10), h = 24 + Math.max(1, ...Object.values(per)) * 20;
+    const x = 0, y = 0;   // (placed below)
+    boxes.push({ j, k, ops, d, w, h, x, y });
+  });
+  // place: one column per kernel layer, boxes stacked in it
+  const colX = {}, colY = {};
+  for (const b of boxes) { colX[kdepth[b.j]] = Math.max(colX[kdepth[b.j]] || 0, b.w); }
+  const xs = {}; let acc = 10;
+  for (const c of Object.keys(colX).map(Number).sort((a, b) => a - b)) { xs[c] = acc; acc += colX[c] + 40; }
+  for (const b of boxes) { const c = kdepth[b.j]; b.x = xs[c]; b.y = 10 + (colY[c] || 0); colY[c] = (colY[c] || 0) + b.h + 16; W = Math.max(W, b.x + b.w); H = Math.max(H, b.y + b.h); }
+  const svg = el("svg", { id: "lazygraph", width: W + 20, height: H + 20 });
+  for (const [a, b] of r.edges) {
+    const A = boxes[a], B = boxes[b];
+    svg.appendChild(el("line", { class: "edge", x1: A.x + A.w, y1: A.y + A.h / 2, x2: B.x, y2: B.y + B.h / 2 }));
+  }
+  for (const b of boxes) {
+    const g = el("g", { class: "kgroup" });
+    g.appendChild(el("rect", { class: "kbox", x: b.x, y: b.y, width: b.w, height: b.h, rx: 4 }));
+    g.appendChild(el("text", { x: b.x + 4, y: b.y + 12 }, `${b.k.kind} ${b.k.name}`));
+    g.appendChild(el("title", {}, `${b.k.name}: separate because ${b.k.why}\n${b.k.lines.join("\n")}`));
+    const row = {};
+    for (const n of b.ops) {
+      const c = b.d[n.id]; row[c] = (row[c] || 0) + 1;
+      const nx = b.x + 5 + c * 95, ny = b.y + 18 + (row[c] - 1) * 20;
+      g.appendChild(el("rect", { class: "node", x: nx, y: ny, width: 90, height: 16, rx: 3 }));
+      g.appendChild(el("text", { x: nx + 3, y: ny + 11 }, n.op.slice(0, 13)));
+    }
+    svg.appendChild(g);
+  }
   m.appendChild(svg);
   const tbl = el("div", { id: "schedule" });
   r.kernels.forEach((k, j) => {
@@ -106,6 +139,7 @@ function init() {
   $("tl").onclick = showTimeline;
   const h = location.hash.slice(1);
   if (h === "timeline") showTimeline();
+  else if (h.startsWith("realize")) showRealize(+h.slice(7) || 0);
   else if (h.startsWith("kernel")) showKernel(+h.slice(6) || 0);
   else if (DATA.kernels.length) showKernel(0);
 }
