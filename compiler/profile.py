@@ -13,7 +13,7 @@ allocation.
 >>> prof.kernel("CPU", "E_4", 0.0, 1e-6, args={"flops": 4})
 >>> [e["name"] for e in prof.trace()["traceEvents"] if e["ph"] == "X"]
 ['schedule', 'E_4']
->>> prof.disable()
+>>> prof.disable(); prof.clear()
 """
 from __future__ import annotations
 import atexit, contextlib, json, os, sys, tempfile, threading, time
@@ -39,7 +39,7 @@ def disable() -> None:
 
 def clear() -> None:
   """Forget the events recorded so far."""
-  with _lock: _events.clear()
+  with _lock: _events.clear(); _tracks.clear()
 
 def now_us() -> float:
   """Microseconds since this module was imported (the trace's clock: the host's perf_counter)."""
@@ -54,14 +54,13 @@ def _pid(track: str) -> int:
   return p
 
 def add(name: str, track: str, ts_us: float, dur_us: float, cat: str, args: dict | None = None, tid: int = 0) -> None:
-  """One complete ("X") event on `track` (a device name or "host")."""
-  with _lock:
-    _events.append({"name": name, "cat": cat, "ph": "X", "pid": _pid(track), "tid": tid, "ts": ts_us, "dur": max(dur_us, 0.0),
-                    "args": args or {}})
+  """One complete ("X") event on `track` (a device name or "host"). Kept as a tuple (list.append is atomic): the
+  JSON dicts are made by trace(), not while the program runs. `args` must not be changed afterwards."""
+  _events.append((name, track, ts_us, dur_us, cat, args, tid))
 
 def kernel(device: str, name: str, ts_us: float, seconds: float, args: dict | None = None, tid: int = 0) -> None:
   """A kernel run on `device`: started at host time `ts_us`, ran `seconds` (GPU timestamps on NV/AMD, host on the CPU)."""
-  add(name, device, ts_us, seconds * 1e6, "kernel", args, tid)
+  _events.append((name, device, ts_us, seconds * 1e6, "kernel", args, tid))
 
 @contextlib.contextmanager
 def span(name: str, cat: str = "host", track: str = "host", args: dict | None = None) -> Iterator[dict]:
@@ -74,8 +73,10 @@ def span(name: str, cat: str = "host", track: str = "host", args: dict | None = 
 def trace() -> dict[str, Any]:
   """The recorded events as a Chrome trace ({"traceEvents": [...]}), with a name for each track."""
   with _lock:
+    evs = [{"name": n, "cat": c, "ph": "X", "pid": _pid(t), "tid": tid, "ts": ts, "dur": max(d, 0.0), "args": dict(a or {})}
+           for n, t, ts, d, c, a, tid in list(_events)]
     meta = [{"name": "process_name", "ph": "M", "pid": p, "tid": 0, "args": {"name": t}} for t, p in _tracks.items()]
-    return {"traceEvents": meta + list(_events), "displayTimeUnit": "ms"}
+  return {"traceEvents": meta + evs, "displayTimeUnit": "ms"}
 
 def save(path: str) -> str:
   """Write the trace to `path` (JSON); returns the path."""
@@ -89,7 +90,7 @@ def default_path() -> str:
 def _at_exit() -> None:
   if not ENABLED or not _events or _setting() in ("", "0"): return   # (VIZ records without PROFILE: it saves the trace itself)
   path = save(default_path())
-  print(f"PROFILE: trace of {sum(e['ph'] == 'X' for e in _events)} events written to {path} (open in https://ui.perfetto.dev)",
+  print(f"PROFILE: trace of {len(_events)} events written to {path} (open in https://ui.perfetto.dev)",
         file=sys.stderr)
 
 atexit.register(_at_exit)

@@ -148,10 +148,11 @@ class TinyJit:
     self.items: list[engine.ExecItem] = []
     self.graph: Any = None   # the prebuilt GraphReplay (HCQ) or CPULaunchList (CPU); False: the items can't form one
     self.graph_cpu = False
+    self.prof_args: list | None = None   # PROFILE: each launch's trace-event arguments (made on the first profiled replay)
     functools.update_wrapper(self, fn)
   def reset(self) -> None:
     """Forget the capture: the next call runs eagerly, the one after captures again."""
-    self.cnt, self.items, self.graph = 0, [], None
+    self.cnt, self.items, self.graph, self.prof_args = 0, [], None, None
 
   def __get__(self, obj, objtype=None):  # so @TinyJit works on methods
     return functools.partial(self.__call__, obj) if obj is not None else self
@@ -254,7 +255,7 @@ class TinyJit:
       if not any(ei.bufs[0] is b and ei.fresh_out for ei in captured): continue
       slots = [(j, k) for j, ei in enumerate(captured) for k, b2 in enumerate(ei.bufs) if b2 is b]
       self.out_bases.append((t, b, slots))
-    self.ret, self.cnt, self.graph = ret, 2, None
+    self.ret, self.cnt, self.graph, self.prof_args = ret, 2, None, None
     if debug_level() >= 1: print(f"TinyJit {self.name}: captured {len(captured)} launches", file=sys.stderr)
     return self._rebuild(ret, {}, cur, self.vars)
 
@@ -375,9 +376,12 @@ class TinyJit:
       if self.graph_cpu: times, clock, base = g.launch_times(), "host", None
       else: times, clock, base = (g.kernel_times() if isinstance(g, GraphReplay) else []), "gpu", st
       t0 = min((s for _, s, _ in times), default=0)
+      # (each launch's arguments are the same every replay: made once)
+      if self.prof_args is None:
+        self.prof_args = [{**engine.kernel_args(ei), "jit": self.name, "clock": clock} if ei.kind == "kernel" else None for ei in items]
+      pa = self.prof_args
       for i, s, e in times:
-        ts = base + (s - t0) / 1e3 if base is not None else profile.host_us(s)
-        profile.kernel(track, items[i].ck.name, ts, max(0, e - s) / 1e9, {**engine.kernel_args(items[i]), "jit": self.name, "clock": clock}, tid=1)
+        profile.kernel(track, items[i].ck.name, base + (s - t0) / 1e3 if base is not None else profile.host_us(s), max(0, e - s) / 1e9, pa[i], tid=1)
       mode = "graph" if not self.graph_cpu else "launch list"
     else:
       for ei in items: ei.run(dbg)

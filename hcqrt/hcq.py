@@ -230,7 +230,9 @@ class GraphReplay:
   def __init__(self, device: Any, items: list[tuple], timestamps: bool = False):
     # timestamps: a timestamp command before and after each launch (the profiler's per-kernel GPU times: kernel_times())
     self.ts: dict[int, tuple[Signal, Signal]] = {}
-    self.want_ts = timestamps
+    # (two signals per launch: a graph too big for the device's free signals goes untimed, its replays one span each)
+    n_exec = sum(it[0] == "exec" for it in items)
+    self.want_ts = timestamps and len(getattr(getattr(device, "signals", None), "free_slots", ())) >= 2 * n_exec + 64
     scope = device.persistent_scope() if hasattr(device, "persistent_scope") else contextlib.nullcontext([])
     with scope as blocks:
       try: self._record(device, items)

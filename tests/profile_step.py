@@ -17,16 +17,19 @@ class Tiny:   # one conv and a linear layer: the mock GPUs run the digits CNN sl
   def __init__(self): self.c, self.l = nn.Conv2d(1, 2, 3), nn.Linear(2 * 6 * 6, 10)
   def __call__(self, x): return self.l(self.c(x).relu().flatten(1))
 
-x_train, y_train, _, _ = td.load_digits(0)
-Tensor.manual_seed(0)
-model = td.DigitsNet(8) if sys.argv[1] == "digits" else Tiny()
-bs = 16 if sys.argv[1] == "digits" else 4
-opt = optim.Adam(get_parameters(model), lr=3e-3)
-@TinyJit
-def step(x, y):
-  with Tensor.train():
-    opt.zero_grad(); loss = model(x).sparse_categorical_crossentropy(y); loss.backward(); opt.step()
-    return loss.realize()
-GlobalCounters.reset(); profile.clear()   # (the model's initialization ran kernels already)
-for i in range(4): step(Tensor(x_train[i * bs:(i + 1) * bs]).realize(), Tensor(y_train[i * bs:(i + 1) * bs]).realize())
-print(json.dumps({"kernel_count": GlobalCounters.kernel_count, "jit_kernels": [ei.ck.name for ei in step.items if ei.kind == "kernel"]}))
+def main(which: str) -> None:
+  x_train, y_train, _, _ = td.load_digits(0)
+  Tensor.manual_seed(0)
+  model = td.DigitsNet(8) if which == "digits" else Tiny()
+  bs = 16 if which == "digits" else 4
+  opt = optim.Adam(get_parameters(model), lr=3e-3)
+  @TinyJit
+  def step(x, y):
+    with Tensor.train():
+      opt.zero_grad(); loss = model(x).sparse_categorical_crossentropy(y); loss.backward(); opt.step()
+      return loss.realize()
+  GlobalCounters.reset(); profile.clear()   # (the model's initialization ran kernels already)
+  for i in range(4): step(Tensor(x_train[i * bs:(i + 1) * bs]).realize(), Tensor(y_train[i * bs:(i + 1) * bs]).realize())
+  print(json.dumps({"kernel_count": GlobalCounters.kernel_count, "jit_kernels": [ei.ck.name for ei in step.items if ei.kind == "kernel"]}))
+
+if __name__ == "__main__": main(sys.argv[1])

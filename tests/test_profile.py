@@ -1,6 +1,6 @@
 """PROFILE: the Chrome trace of a TinyJit training step has one "X" event per kernel launch, named as the kernel, on
 the device's track, with the JIT replays' kernels inside their replay span; on the CPU and the NV and AMD mocks."""
-import json, os, subprocess, sys
+import itertools, json, os, subprocess, sys
 import pytest
 import compiler.profile as prof
 
@@ -53,5 +53,31 @@ def test_off_records_nothing():
     prof.enable()
     (Tensor([1.0, 2.0]) * 4).realize()
     assert any(e["ph"] == "X" and e["cat"] == "kernel" for e in prof.trace()["traceEvents"])
+  finally:
+    prof.ENABLED = was; prof.clear()
+
+def test_cpu_launch_list_times_each_launch():
+  """The CPU's launch list under PROFILE: the native runner's clock readings bracket each launch, in order, inside the
+  replay's span (the LLVM IR runner has no timed entry: then the launches run one at a time, also one event each)."""
+  from frontend import Tensor, TinyJit, Device
+  if Device.DEFAULT != "CPU": pytest.skip("the CPU's launch list")
+  was = prof.ENABLED
+  prof.enable(); prof.clear()
+  try:
+    @TinyJit
+    def chain(x):
+      for _ in range(5): x = (x * 2 + 1).contiguous()
+      return x
+    x = Tensor([1.0, 2.0, 3.0]).realize()
+    for _ in range(4): out = chain(x)
+    assert out.tolist() == [63.0, 95.0, 127.0]
+    evs = [e for e in prof.trace()["traceEvents"] if e["ph"] == "X"]
+    spans = [e for e in evs if e["cat"] == "jit"]
+    assert len(spans) == 2
+    for sp in spans:
+      inner = sorted((e for e in evs if e["cat"] == "kernel" and sp["ts"] <= e["ts"] <= sp["ts"] + sp["dur"]), key=lambda e: e["ts"])
+      assert len(inner) == 5 and all(e["dur"] > 0 for e in inner)
+      assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in itertools.pairwise(inner))   # one after another
+      assert inner[-1]["ts"] + inner[-1]["dur"] <= sp["ts"] + sp["dur"]
   finally:
     prof.ENABLED = was; prof.clear()

@@ -161,7 +161,8 @@ class _Pool:
 RUNNER_C = r"""/* hcqrt CPU runner: persistent worker threads for multi-core kernel launches.
    hcqrt_run(fn, args, nargs, threads) calls fn(args..., core) for core 0..threads-1 and returns when all
    are done; core 0 runs on the calling thread. Workers spin briefly after a job (back-to-back launches
-   then cost no syscall), then sleep on a futex. Only libc's pthread_create and syscall are used.
+   then cost no syscall), then sleep on a futex. Only libc's pthread_create, syscall and
+   clock_gettime (the launch times of a profiled launch list) are used.
    Placement: given the process's CPUs (hcqrt_set_cpus), each worker is pinned to one CPU other than the one the
    caller runs on (re-pinned when the caller has moved). Unpinned, a worker woken by the futex can be placed on the
    caller's CPU (on a VM the idle vCPU looks busy to the guest's scheduler) and stay there: every launch then runs
@@ -174,14 +175,12 @@ long syscall(long number, ...);
 #define SYS_GETTID 186
 #define SYS_GETCPU 309
 #define SYS_SETAFFINITY 203
-#define SYS_CLOCK_GETTIME 228
 #define PAUSE() __builtin_ia32_pause()
 #elif defined(__aarch64__)
 #define SYS_FUTEX 98
 #define SYS_GETTID 178
 #define SYS_GETCPU 168
 #define SYS_SETAFFINITY 122
-#define SYS_CLOCK_GETTIME 113
 #define PAUSE() __asm__ volatile("yield")
 #endif
 #define FUTEX_WAIT_PRIVATE 128
@@ -306,9 +305,10 @@ int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
 /* a launch list (the JIT's replay): n records laid out one after another as
    [fn, nargs, threads, spin, arg0 .. arg(nargs-1)], run in order. Every record is checked before the first
    runs, so a bad list runs nothing: returns 0, or -1 - i for bad record i, or -2 - n if a thread failed to start. */
+int clock_gettime(int clk, void *ts);   /* libc's: the vDSO, no syscall */
 static i64 now_ns(void) {   /* CLOCK_MONOTONIC: the clock of Python's time.perf_counter_ns on Linux */
   i64 t[2];
-  syscall(SYS_CLOCK_GETTIME, 1L, t);
+  clock_gettime(1, t);
   return t[0] * 1000000000L + t[1];
 }
 
