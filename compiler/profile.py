@@ -17,13 +17,14 @@ allocation.
 """
 from __future__ import annotations
 import atexit, contextlib, json, os, sys, tempfile, threading, time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 def _setting() -> str: return os.environ.get("PROFILE", "0")
 
 ENABLED: bool = _setting() not in ("", "0")
-_events: list[dict] = []
+_events: list[tuple] = []
+_deferred: list[Callable[[], list[tuple]]] = []   # makers of event tuples, called by trace() (a JIT replay's kernels)
 _tracks: dict[str, int] = {}   # track (a device, "host") -> Chrome pid
 _lock = threading.Lock()
 _t0_ns = time.perf_counter_ns()
@@ -39,7 +40,7 @@ def disable() -> None:
 
 def clear() -> None:
   """Forget the events recorded so far."""
-  with _lock: _events.clear(); _tracks.clear()
+  with _lock: _events.clear(); _deferred.clear(); _tracks.clear()
 
 def now_us() -> float:
   """Microseconds since this module was imported (the trace's clock: the host's perf_counter)."""
@@ -62,6 +63,11 @@ def kernel(device: str, name: str, ts_us: float, seconds: float, args: dict | No
   """A kernel run on `device`: started at host time `ts_us`, ran `seconds` (GPU timestamps on NV/AMD, host on the CPU)."""
   _events.append((name, device, ts_us, seconds * 1e6, "kernel", args, tid))
 
+def defer(make: Callable[[], list[tuple]]) -> None:
+  """Events made later, when the trace is written: `make()` returns (name, track, ts_us, dur_us, cat, args, tid)
+  tuples. A hot path (a JIT replay's kernels) then keeps only its raw clock readings."""
+  _deferred.append(make)
+
 @contextlib.contextmanager
 def span(name: str, cat: str = "host", track: str = "host", args: dict | None = None) -> Iterator[dict]:
   """A host span (schedule, lower, compile, BEAM...); yields its args dict, which the body may fill."""
@@ -74,7 +80,7 @@ def trace() -> dict[str, Any]:
   """The recorded events as a Chrome trace ({"traceEvents": [...]}), with a name for each track."""
   with _lock:
     evs = [{"name": n, "cat": c, "ph": "X", "pid": _pid(t), "tid": tid, "ts": ts, "dur": max(d, 0.0), "args": dict(a or {})}
-           for n, t, ts, d, c, a, tid in list(_events)]
+           for n, t, ts, d, c, a, tid in list(_events) + [e for make in _deferred for e in make()]]
     meta = [{"name": "process_name", "ph": "M", "pid": p, "tid": 0, "args": {"name": t}} for t, p in _tracks.items()]
   return {"traceEvents": meta + evs, "displayTimeUnit": "ms"}
 
@@ -88,9 +94,9 @@ def default_path() -> str:
   return os.path.join(tempfile.gettempdir(), f"hcqrt_profile_{os.getpid()}.json") if s == "1" else s
 
 def _at_exit() -> None:
-  if not ENABLED or not _events or _setting() in ("", "0"): return   # (VIZ records without PROFILE: it saves the trace itself)
+  if not ENABLED or not (_events or _deferred) or _setting() in ("", "0"): return   # (VIZ records without PROFILE: it saves the trace itself)
   path = save(default_path())
-  print(f"PROFILE: trace of {len(_events)} events written to {path} (open in https://ui.perfetto.dev)",
+  print(f"PROFILE: trace of {len(trace()['traceEvents'])} events written to {path} (open in https://ui.perfetto.dev)",
         file=sys.stderr)
 
 atexit.register(_at_exit)

@@ -373,20 +373,17 @@ class TinyJit:
       self._replay_graph(dbg)
       if not self.graph_cpu: g.dev.synchronize()
       dur = profile.now_us() - st
-      if self.graph_cpu: times, clock, base = g.launch_times(), "host", None
-      else: times, clock, base = (g.kernel_times() if isinstance(g, GraphReplay) else []), "gpu", st
-      t0 = min((s for _, s, _ in times), default=0)
-      # (each launch's arguments are the same every replay: made once)
-      if self.prof_args is None:
-        self.prof_args = [{**engine.kernel_args(ei), "jit": self.name, "clock": clock} if ei.kind == "kernel" else None for ei in items]
-      pa = self.prof_args
-      for i, s, e in times:
-        profile.kernel(track, items[i].ck.name, base + (s - t0) / 1e3 if base is not None else profile.host_us(s), max(0, e - s) / 1e9, pa[i], tid=1)
+      if self.prof_args is None:   # (each launch's name and arguments are the same every replay: made once)
+        clock = "host" if self.graph_cpu else "gpu"
+        self.prof_args = [(ei.ck.name, {**engine.kernel_args(ei), "jit": self.name, "clock": clock}) if ei.kind == "kernel" else None for ei in items]
+      # only the clock readings are kept now; the events are made when the trace is written
+      if self.graph_cpu: profile.defer(functools.partial(_cpu_launch_events, track, self.prof_args, g.launch_times_raw()))
+      elif isinstance(g, GraphReplay): profile.defer(functools.partial(_launch_events, track, self.prof_args, g.kernel_times(), st))
       mode = "graph" if not self.graph_cpu else "launch list"
     else:
       for ei in items: ei.run(dbg)
       dur, mode = profile.now_us() - st, "one by one (profiled)"
-    profile.add(f"TinyJit {self.name}", track, st, dur, "jit", {"kernels": sum(ei.kind == "kernel" for ei in items), "mode": mode})
+    profile.add(f"TinyJit {self.name}", track, st, dur, "jit", {"kernels": len(items) if not g else self.graph_counts[0], "mode": mode})
 
   def _replay_graph(self, dbg: int) -> None:
     items = self.items
@@ -400,6 +397,17 @@ class TinyJit:
     engine.GlobalCounters.global_ops += ops
     engine.GlobalCounters.global_mem += mem
     if dbg >= 2: print(f"TinyJit {self.name}: replayed a graph of {n} kernels", file=sys.stderr)
+
+def _launch_events(track: str, args: list, times: list[tuple[int, int, int]], base_us: float | None) -> list[tuple]:
+  """Trace events of one profiled replay's launches: (item, start ns, end ns) on the host's perf_counter clock
+  (base_us None), or GPU timestamps placed from the replay's host start `base_us`."""
+  t0 = min((s for _, s, _ in times), default=0)
+  return [(args[i][0], track, base_us + (s - t0) / 1e3 if base_us is not None else profile.host_us(s), max(0, e - s) / 1e3, "kernel", args[i][1], 1)
+          for i, s, e in times]
+
+def _cpu_launch_events(track: str, args: list, raw) -> list[tuple]:
+  t = raw.tolist()   # (n + 1 clock readings: launch i ran from t[i] to t[i + 1])
+  return _launch_events(track, args, [(i, t[i], t[i + 1]) for i in range(len(t) - 1)], None)
 
 def _unbound(shape: tuple) -> tuple:
   """A shape with its bound Variables unbound: what a capture is keyed on (any value in range replays it)."""

@@ -483,15 +483,14 @@ class CPULaunchList:
     self.times: np.ndarray | None = None   # set by timed(): each replay then records its launches' times there
 
   def timed(self) -> bool:
-    """Record each launch's start and end on every later replay (launch_times()); False where the runner can't."""
+    """Record each launch's start and end on every later replay (launch_times_raw()); False where the runner can't."""
     if self.native is None or self.native.run_list_timed_fn is None: return False
     self.times = np.zeros(self.n + 1, np.int64)
     return True
 
-  def launch_times(self) -> list[tuple[int, int, int]]:
-    """(item, start ns, end ns) of each launch of the last replay, in time.perf_counter_ns's clock (after timed())."""
-    t = self.times.tolist() if self.times is not None else []
-    return [(i, t[i], t[i + 1]) for i in range(len(t) - 1)]
+  def launch_times_raw(self) -> np.ndarray | None:
+    """A copy of the last replay's clock readings (n + 1 ns values; launch i ran from [i] to [i + 1]), or None."""
+    return None if self.times is None else self.times.copy()
 
   def replay(self, bufs: dict[tuple[int, int], CPUBuffer] | None = None, vals: dict[tuple[int, int], int] | None = None,
              wait: bool = False) -> float | None:
