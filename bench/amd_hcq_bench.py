@@ -1,4 +1,5 @@
-"""CPU-side cost of HCQ submission on the AMD backend (mock KFD): now part of bench/hcq_bench.py.
+"""CPU-side cost of HCQ submission on the AMD backend (mock KFD): now part of bench/hcq_bench.py. Includes the host
+time of an eager launch with a waiting synchronize (woken by the end-of-pipe interrupt, never by the 10 ms timeout).
 
   python bench/amd_hcq_bench.py [--kernels 50] [--reps 200]   ==   python bench/hcq_bench.py --device AMD ...
 """

@@ -14,7 +14,8 @@ into the prebuilt pushbuffer): the exit status is 1 when it does not.
 AMD (mock KFD, gfx1100): the same launch / build-only / graph-replay numbers for a PM4 queue, with the kernel an LLVM
 IR `add` compiled by llvmlite and run by the mock's RDNA3 emulator (its time, the mock's busy_ns, subtracted); the host
 path alone swaps in a no-op executor. The graph must cost under a tenth of a launch per kernel and carry a
-CS_PARTIAL_FLUSH between its launches. Without llvmlite the AMD part is skipped with a note.
+CS_PARTIAL_FLUSH between its launches. "eager launch + synchronize" is a launch whose wait sleeps in WAIT_EVENTS: the
+end-of-pipe interrupt must wake it (no 10 ms WAIT_EVENTS timeouts). The mock's engine runs work on its own thread. Without llvmlite the AMD part is skipped with a note.
 
   python bench/hcq_bench.py [--device NV|AMD|all] [--kernels 50] [--reps 200] [--json]
 """
@@ -46,6 +47,16 @@ def host_us(dev, eng, fn, reps: int, per: int = 1) -> float:
     b0, t0 = eng.busy_ns, time.perf_counter_ns()
     fn()
     out.append((time.perf_counter_ns() - t0 - (eng.busy_ns - b0)) / 1e3 / per)
+  dev.synchronize()
+  return statistics.median(out)
+
+def host_us_idle(dev, fn, reps: int, per: int = 1) -> float:
+  """Median host µs per call of `fn` started on an idle GPU (the AMD mock runs work on its own engine thread, after
+  the doorbell: the wait for earlier work is outside the timed region, and nothing is subtracted)."""
+  out = []
+  for _ in range(reps):
+    dev.synchronize()
+    t0 = time.perf_counter_ns(); fn(); out.append((time.perf_counter_ns() - t0) / 1e3 / per)
   dev.synchronize()
   return statistics.median(out)
 
@@ -135,7 +146,12 @@ def bench_amd(kernels: int = 50, reps: int = 200, arch: str = "gfx1100") -> dict
     bufs = [dev.allocator.alloc(4 * n) for _ in range(4)]
     launch = dict(global_size=(1, 1, 1), local_size=(n, 1, 1))
     res: dict = {"device": f"AMD {dev.arch} (mock KFD {dev.kfd_version[0]}.{dev.kfd_version[1]}, RDNA3 emulator)", "kernels_per_graph": kernels}
-    res["launch_us"] = host_us(dev, drv, lambda: prog(bufs[0], bufs[1], bufs[2], vals=(1, n), **launch), reps)
+    res["launch_us"] = host_us_idle(dev, lambda: prog(bufs[0], bufs[1], bufs[2], vals=(1, n), **launch), reps)
+    # an eager launch that waits: the host sleeps in WAIT_EVENTS until the end-of-pipe interrupt; a release that
+    # raises none (or one the GPU drops) costs the whole 10 ms WAIT_EVENTS timeout per launch
+    t0 = drv.missed_wakeups
+    res["eager_sync_us"] = host_us(dev, drv, lambda: prog(bufs[0], bufs[1], bufs[2], vals=(1, n), wait=True, **launch), max(reps // 4, 10))
+    res["missed_wakeups_per_sync"] = (drv.missed_wakeups - t0) / max(reps // 4, 10)
     def build():
       a = prog.fill_kernargs([bufs[0], bufs[1], bufs[2]], (1, n))
       dev.hw_compute_queue().wait(dev.timeline_signal, dev.timeline_value - 1).exec(prog, a, launch["global_size"], launch["local_size"]) \
@@ -149,9 +165,9 @@ def bench_amd(kernels: int = 50, reps: int = 200, arch: str = "gfx1100") -> dict
     def replay():
       flip[0] ^= 1
       g.replay(bufs={(0, 1): bufs[flip[0]], (0, 2): bufs[1 - flip[0]]})
-    res["graph_per_kernel_us"] = host_us(dev, drv, replay, max(reps // 4, 10), per=kernels)
+    res["graph_per_kernel_us"] = host_us_idle(dev, replay, max(reps // 4, 10), per=kernels)
     prev = set_executor(lambda d, vm: None)   # host path alone: the CP still parses every packet, no shader runs
-    try: res["graph_host_path_per_kernel_us"] = host_us(dev, drv, replay, max(reps // 4, 10), per=kernels)
+    try: res["graph_host_path_per_kernel_us"] = host_us_idle(dev, replay, max(reps // 4, 10), per=kernels)
     finally: set_executor(prev)
     flush = pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_CS_PARTIAL_FLUSH)
     q = g.compute.q
@@ -178,7 +194,7 @@ def main() -> int:
     from hw_tests.kernels_amd import INSTALL, have_llvmlite
     if have_llvmlite():
       r = bench_amd(a.kernels, a.reps, a.amd_arch)
-      r["ok"] = r["graph_vs_launch"] < 0.1 and r["barriers_per_graph"] >= r["kernels_per_graph"] - 1
+      r["ok"] = r["graph_vs_launch"] < 0.1 and r["barriers_per_graph"] >= r["kernels_per_graph"] - 1 and r["missed_wakeups_per_sync"] == 0
       out["AMD"] = r
     else: out["AMD"] = {"skipped": f"llvmlite missing: {INSTALL}", "ok": True}
   ok = all(r["ok"] for r in out.values())
@@ -188,6 +204,8 @@ def main() -> int:
     print(f"HCQ host cost on {r['device']}")
     print(f"  launch (build queue + submit)     {r['launch_us']:8.1f} µs")
     print(f"  build only (no submit)            {r['build_only_us']:8.1f} µs")
+    if "eager_sync_us" in r:
+      print(f"  eager launch + synchronize        {r['eager_sync_us']:8.1f} µs   ({r['missed_wakeups_per_sync']:.2f} 10 ms WAIT_EVENTS sleeps without interrupt per sync: must be 0)")
     print(f"  graph replay, per kernel          {r['graph_per_kernel_us']:8.2f} µs   ({r['kernels_per_graph']} kernels, {r['barriers_per_graph']} barriers)")
     print(f"  graph replay host path, per kernel{r['graph_host_path_per_kernel_us']:8.2f} µs   (host alone, no shader run{'; must be <= 1 µs' if name == 'NV' else ''})")
     if "jit_per_kernel_us" in r:

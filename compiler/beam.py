@@ -37,10 +37,9 @@ nothing.
 64
 """
 from __future__ import annotations
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace as dc_replace
 from collections.abc import Callable
-import hashlib, json, multiprocessing, os, sys, time
+import hashlib, json, os, sys, time, warnings
 import numpy as np
 from compiler.lower import LoweredKernel
 from compiler.target import Target
@@ -49,6 +48,7 @@ from compiler.opt.apply import candidate_opts, has_vectors, work, THREAD_MIN_WOR
 from compiler.opt.heuristic import apply_opts
 from compiler.pipeline import CompiledKernel, compile_kernel, backend
 from compiler.assemble.disk_cache import cache_root, atomic_write
+from compiler.beam_pool import WorkerPool, WorkerError
 
 BEAM_VERSION = 4            # bump when opts or the rules change meaning: old cache entries are then ignored
 MAX_DEPTH = 4               # opts per sequence
@@ -61,6 +61,7 @@ GAIN = 0.95                 # the winner's fastest and median runs below this fr
 SMALL_GAIN = 0.98           # ...all the winner's runs but its slowest quarter below this fraction of the heuristic's fastest...
 CONFIRM_REPS = 7            # ...when both are run again in turns, this many times each (see `confirm`)...
 CONFIRM_ROUNDS = 2          # ...and once more when undecided
+JOB_TIMEOUT_S = 120.0       # a render or C compile in a worker answers within this, else the search ends (no hang)
 # the order the opt kinds take turns in a round's candidates: what most often beats the heuristic on the CPU first
 KIND_ORDER = (OptKind.DEFAULT, OptKind.UPCAST, OptKind.UNROLL, OptKind.SWAP, OptKind.SPLIT, OptKind.THREAD, OptKind.REDUCE_UNROLL,
               OptKind.VECTOR, OptKind.PEEL, OptKind.REDUCE_VECTOR, OptKind.PAD)
@@ -105,9 +106,13 @@ def finish(b: Built, target: Target) -> Built:
   """A rendered candidate assembled: its binary from its source, as compile_kernel would have made it."""
   return dc_replace(b, ck=dc_replace(b.ck, binary=backend(target).assemble(b.ck.src, b.ck.name, target)))
 
-# the kernel being searched, inherited by the forked workers: a job sends only its opts (no graph pickling, and the
-# workers' UOps and dtypes are the very objects of the parent's graph, so identity checks keep working)
+# the kernel being searched, sent to each worker once (compiler/beam_pool.py: _begin is its init), so a job sends only
+# its opts; UOps and dtypes unpickle to the worker's interned objects, so identity checks keep working there
 _SEARCH: dict = {}
+
+def _begin(k: LoweredKernel) -> None:
+  _SEARCH.clear()
+  _SEARCH["kernel"] = k
 
 def _applied(opts: tuple, dev: Target) -> LoweredKernel:
   """The searched kernel with `opts` applied, memoized per process: a candidate is its beam entry's opts plus one, and
@@ -267,21 +272,18 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
     return keep(None, base)
   # the budget, scaled by what the kernel costs: half for a kernel of 0.5 ms or less, twice for 2 ms or more
   deadline = time.perf_counter() + (budget_seconds() * min(2.0, max(0.5, base.time_s / 1e-3)) if budget_s is None else budget_s)
-  # fork: the workers need nothing but the kernel and the compiler, and a spawned worker would re-run an unguarded
-  # __main__ script; they never touch the parent's device or threads
-  ctx = multiprocessing.get_context("fork")
-  _SEARCH["kernel"] = k
+  # the workers are fresh interpreters that import only the compiler (compiler/beam_pool.py says why not fork)
+  _begin(k)
   tried: dict[tuple, Built | None] = {}
   seen_src: dict[str, Built] = {base.src: base}
   try:
-    with ProcessPoolExecutor(max_workers=workers or max(1, min(4, os.cpu_count() or 1)), mp_context=ctx) as pool:
+    with WorkerPool(workers or max(1, min(4, os.cpu_count() or 1)), "compiler.beam:_begin", k, JOB_TIMEOUT_S) as pool:
       def evaluate(seqs: list[tuple], rnd: int) -> list[Built]:
         """Render seqs (in order), compile and time the first `cap` whose source is new; the Builts of seqs."""
         seqs = [s for s in dict.fromkeys(seqs) if s not in tried][:RENDER_FACTOR * cap]   # (in interleaved order)
         t0 = time.perf_counter()
         # past the budget the renders and compiles not started yet are dropped (those running finish)
-        futs = [pool.submit(_render_job, (s, dev)) for s in seqs]
-        rendered = [None if time.perf_counter() > deadline and f.cancel() else f.result() for f in futs]
+        rendered = pool.map("compiler.beam:_render_job", [(s, dev) for s in seqs], start_by=deadline)
         st["rendered"] += sum(r is not None for r in rendered)
         fresh: dict[str, tuple] = {}
         for s, r in zip(seqs, rendered):
@@ -290,8 +292,7 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
             tried[s] = Built(s, same.ck, same.time_s, same.outputs, same.wrong)   # its time, these opts to expand
           elif r.src not in fresh and len(fresh) < cap: fresh[r.src] = (s, r)
         jobs = list(fresh.values())
-        futs = [pool.submit(_assemble_job, (r, dev)) for _, r in jobs]
-        built = [None if time.perf_counter() > deadline and f.cancel() else f.result() for f in futs]
+        built = pool.map("compiler.beam:_assemble_job", [(r, dev) for _, r in jobs], start_by=deadline)
         st["compile_s"] += time.perf_counter() - t0
         best = min((b.time_s for b in seen_src.values() if not b.wrong), default=float("inf"))
         for i, ((s, _), b) in enumerate(zip(jobs, built)):
@@ -333,6 +334,10 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
         beam = prune(ranked(beam + new))
         if not beam or beam[0].time_s >= best_t * 0.99: break   # nothing meaningfully faster this round
         best_t = beam[0].time_s
+  except WorkerError as e:   # a worker hung or died: keep the heuristic for this run (not cached: the next run searches)
+    warnings.warn(f"{e}; {k.name} keeps the default opts", RuntimeWarning, stacklevel=2)
+    st["worker_error"] = str(e)
+    return None
   finally: _SEARCH.clear()
   win = min((b for b in seen_src.values() if not b.wrong and b.opts is not None), key=lambda b: b.time_s, default=None)
   if win is None or win.time_s >= SMALL_GAIN * base.time_s: return keep(None, base)

@@ -217,6 +217,17 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
   def r(u: UOp) -> str: return names[u]
   kvars = k.vars()
   no_unroll = _tile_pairs(prog)
+  # portable C: loops around another loop are not vectorized by clang, whose outer-loop vectorizer (once it unrolls
+  # a short reduction) turns each scalar accumulator into a 16-lane gather loop that spills (600-byte frames with
+  # AVX-512); the export promises frames of at most 512 bytes. gcc never reads the pragma (guarded: -Wall warns)
+  outer: set[UOp] = set()
+  if portable:
+    open_ranges: list[UOp] = []
+    for u in prog:
+      if u.op is Ops.RANGE:
+        if open_ranges: outer.add(open_ranges[-1])
+        open_ranges.append(u)
+      elif u.op is Ops.ENDRANGE: open_ranges.pop()
   for v in kvars: names[v] = f"var_{v.arg[0]}"   # integer arguments after the buffers (symbolic sizes); no other name starts so
   for u in prog:
     if u.dtype is not None and u.dtype.count > 1:
@@ -234,6 +245,7 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
         lines.append(f"{pad}for (int {rid} = {rid}_lo; {rid} < {rid}_hi; {rid}++) {{")
       else:
         if not portable and u in no_unroll: lines.append(f"{pad}#pragma clang loop unroll(disable)")
+        if u in outer: lines += ["#if defined(__clang__)", "#pragma clang loop vectorize(disable)", "#endif"]
         lines.append(f"{pad}for (int {rid} = 0; {rid} < {n}; {rid}++) {{")
       depth += 1; continue
     if op is Ops.ENDRANGE:

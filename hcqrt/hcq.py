@@ -208,9 +208,15 @@ class HCQProgram:
 
 def _release_graph(device: Any, sig: Any, last: list[int], blocks: list, ts_sigs: list) -> None:
   if not blocks and not ts_sigs: return
-  if last[0]: sig.wait(last[0])   # the GPU may still read them (and write the timestamps)
+  # the GPU may still read them; a device that frees only once its timeline has passed (AMD) needs no wait here, and
+  # must not get one: a finalizer may run on any thread, the mock GPU's own included
+  waited = not last[0] or not getattr(device, "frees_after_gpu", False)
+  if last[0] and waited: sig.wait(last[0])
   if blocks: device.free_persistent(blocks)
-  for s in ts_sigs: s.free()
+  # a profiled graph's timestamp signals: free once the GPU is past its last write into them; where nothing waited and
+  # the last replay may still run, they stay taken (a reused slot would get this graph's late timestamp)
+  if waited or sig.value >= last[0]:
+    for s in ts_sigs: s.free()
 
 def buf_addr(b: Any) -> int:
   """Device address of a buffer object (`.va`, or `.address` for host buffers) or an int."""
@@ -242,6 +248,7 @@ class GraphReplay:
     self.submitted = False
     # the graph's argument blocks and pushbuffers go back to the device once the graph is gone and its last replay done
     self._last = [0]   # graph signal value that ends the last replay (0: never submitted)
+    self._last_tl = 0  # device timeline value the last replay releases last
     fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks, [s for p in self.ts.values() for s in p])
     fin.atexit = False  # at exit the device goes away as a whole
 
@@ -292,7 +299,11 @@ class GraphReplay:
     """Patch buffer pointers `{(item, arg): buf}` (for a copy: arg 0 = dst, 1 = src) and ints `{(item, j): v}`, then submit."""
     dev = self.dev
     if self.submitted:
-      self.sig.wait(self.base + self.final)   # the previous replay must be done before its memory is rewritten
+      # the previous replay must be done before its memory is rewritten: its graph signal, and the timeline value its
+      # stream releases last (the engine may still be reading the stream's tail after the graph signal)
+      wait_for = getattr(dev, "wait_signal", None) or (lambda sig, v: sig.wait(v))   # (AMD sleeps until the interrupt)
+      wait_for(self.sig, self.base + self.final)
+      if self._last_tl: wait_for(dev.timeline_signal, self._last_tl)
       self.base += self.final
     for (i, a), b in (bufs or {}).items():
       if self.items[i][0] == "exec": self.args[i].set_buffer(a, buf_addr(b))
@@ -303,6 +314,7 @@ class GraphReplay:
     for update, c, off in self.sem_updates: update(c, value=self.base + off)
     for q, c in self.tl_waits: q.update_wait(c, value=dev.timeline_value - 1)
     self.end[0].update_signal(self.end[1], value=dev.timeline_value)
+    self._last_tl = dev.timeline_value
     self.submitted = True
     self._last[0] = self.base + self.final
     t0 = time.perf_counter()

@@ -23,9 +23,11 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 from collections.abc import Iterator
 import cffi
+from hcqrt.host import require_linux
 from ioctl_defs.nv.ioctl import ESCAPE_BY_NR, UVM_BY_CMD
 from ioctl_defs.amd.kfd import IOCTL_BY_NR as KFD_BY_NR, AMDKFD_IOCTL_BASE
 
+require_linux("hcqrt.syscalls (the NV and AMD backends)")   # before the mmap constants and libc that only Linux has
 PROT_READ, PROT_WRITE, PROT_EXEC = _mmap.PROT_READ, _mmap.PROT_WRITE, getattr(_mmap, "PROT_EXEC", 4)
 MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS = _mmap.MAP_SHARED, _mmap.MAP_PRIVATE, _mmap.MAP_ANONYMOUS
 MAP_FIXED = 0x10   # Linux value; not exported by the mmap module

@@ -88,7 +88,8 @@ def test_ioc_encoding_and_ranges():
 def test_kfd_versions_refused():
   for bad in [(2, 0), (1, 10), (0, 99)]:
     with pytest.raises(kfd.UnsupportedKFDVersion, match="not supported"): kfd.abi_for_version(*bad)
-  with pytest.raises(kfd.UnsupportedKFDVersion, match="RUNTIME_ENABLE needs KFD 1.14"): kfd.abi_for_version(1, 13).request("AMDKFD_IOC_RUNTIME_ENABLE")
+  with pytest.raises(kfd.UnsupportedKFDVersion, match="RUNTIME_ENABLE needs KFD 1.13"): kfd.abi_for_version(1, 12).request("AMDKFD_IOC_RUNTIME_ENABLE")
+  assert kfd.abi_for_version(1, 13).request("AMDKFD_IOC_RUNTIME_ENABLE") == 0xC0104B25   # "1.13 - Add debugger API"
 
 @pytest.mark.parametrize("header", list(HEADERS))
 def test_kfd_constants(header):

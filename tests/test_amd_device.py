@@ -16,8 +16,8 @@ def dev(request):
   uninstall_mock_amd(drv)
 
 def test_bring_up(dev):
-  assert dev.drv.calls[:6] == ["GET_VERSION", "ACQUIRE_VM", "RUNTIME_ENABLE", "GET_PROCESS_APERTURES_NEW", "GET_PROCESS_APERTURES_NEW",
-                               "ALLOC_MEMORY_OF_GPU"]
+  assert dev.drv.calls[:7] == ["GET_VERSION", "ACQUIRE_VM", "RUNTIME_ENABLE", "GET_PROCESS_APERTURES_NEW", "GET_PROCESS_APERTURES_NEW",
+                               "AVAILABLE_MEMORY", "ALLOC_MEMORY_OF_GPU"]
   assert dev.gpuvm[0] <= dev.va_base < dev.gpuvm[1]
   assert dev.wave_size == (32 if dev.arch == "gfx1100" else 64)
   assert dev.cu_count == (96 if dev.arch == "gfx1100" else 304)
@@ -88,8 +88,8 @@ def test_unmapped_buffer_in_a_dispatch_faults(dev):
   prev = set_executor(executor)
   try:
     prog, buf = _program(dev), dev.allocator.alloc(64)
-    dev.allocator.free(buf)
-    with pytest.raises(GPUError, match="page fault"): prog(buf.va, global_size=(1, 1, 1), local_size=(1, 1, 1))
+    dev.gpu_free(buf)   # (past the allocator's cache) unmapped; the queue runs later: the fault shows at the wait
+    with pytest.raises(AMDError, match=f"GPU memory fault at {buf.va:#x}"): prog(buf.va, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
   finally: set_executor(prev)
 
 def test_refusals_name_the_ioctl_and_errno(dev):
@@ -187,7 +187,7 @@ def test_signals_and_timeout(dev):
   from hcqrt.hcq import SignalTimeout
   s = dev.new_signal(name="sigA")
   big = (1 << 40) + 7
-  dev.hw_compute_queue().signal(s, big).timestamp(s).submit(dev)
+  dev.hw_compute_queue().timestamp(s).signal(s, big).submit(dev)   # (the GPU runs on: the timestamp must come first)
   s.wait(big, 1.0)
   assert s.timestamp > 0
   with pytest.raises(SignalTimeout, match=r"AMD.*sigA.*reach 1099511627784.*last completed value is 1099511627783.*AMDComputeQueue"):
@@ -268,7 +268,9 @@ def test_lds_size_programmed_from_the_descriptor(dev):
 def test_sdma_fault_and_flat_map(dev):
   b = dev.allocator.alloc(4096)
   assert any(va <= b.va < va + n for va, n, _ in dev.drv.vm.flat_map())
-  with pytest.raises(GPUError, match="page fault"): dev.hw_copy_queue().copy(b.va, 0x1000, 64).submit(dev)
+  dev.hw_copy_queue().copy(b.va, 0x1000, 64).signal(dev.timeline_signal, dev.timeline_value).submit(dev)
+  dev.timeline_value += 1
+  with pytest.raises(AMDError, match="GPU memory fault at 0x1000"): dev.synchronize()
 
 def test_fault_behind_a_wait_is_an_error_not_a_timeout(dev):
   def executor(d, vm): vm.write(0x1000, b"\0" * 4)   # nothing is mapped at 0x1000
@@ -298,14 +300,15 @@ def test_probe_reports_amd(monkeypatch):
   assert not p.usable and "no /dev/kfd" in p.reason and "MOCKGPU=1 AMD=1" in p.fix
 
 # ---- after a GPU error the device recovers: one failure must not leave later work waiting for a dead queue
-def test_usable_after_a_queue_error_at_the_doorbell(dev, add):
+def test_usable_after_a_queue_error_seen_by_a_wait(dev, add):
   def broken(d, vm): raise GPUError("mock AMD: the program cannot run: v_bogus at 0x24: VALU op not implemented")
   x = np.arange(64, dtype=np.float32)
   a, o = upload(dev, x), dev.allocator.alloc(256)
   set_executor(broken)
   promised = dev.new_signal(name="promised")
+  dev.hw_compute_queue().exec(add, add.fill_kernargs([o, a, a], [1, 64]), (1, 1, 1), (64, 1, 1)).signal(promised, 5).submit(dev)
   with pytest.raises(GPUError, match=r"v_bogus.*recovered: its compute and SDMA queues were recreated.*usable again"):
-    dev.hw_compute_queue().exec(add, add.fill_kernargs([o, a, a], [1, 64]), (1, 1, 1), (64, 1, 1)).signal(promised, 5).submit(dev)
+    dev.wait_signal(promised, 5, 5)
   assert promised.value == 5   # what the dropped work promised is written from the CPU, so nobody waits for it
   set_executor(add_executor)
   t0 = time.perf_counter()

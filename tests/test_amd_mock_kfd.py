@@ -25,7 +25,7 @@ def test_mock_tables_match_the_header_facts():
 
 @pytest.fixture
 def kfd():
-  drv = install_mock_amd()
+  drv = install_mock_amd(kernel="6.12")
   fd = syscalls.open("/dev/kfd", os.O_RDWR)
   yield drv, fd
   syscalls.close(fd); uninstall_mock_amd(drv)
@@ -97,16 +97,18 @@ def test_memory_rules(kfd):
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)   # free: unknown handle is EINVAL
   refused(errno.ENOMEM, mapm, fd, drv, a.handle)                                       # map: unknown handle is ENOMEM
 
+CW = VA + 0x10000000   # the CWSR area (44 MiB on gfx1100, 186 MiB on gfx942) after everything else
+def cwsr_bytes(drv): n = drv.node_sizes; return -(-(n["cwsr_size"] + n["debug_memory_size"]) * drv.props["num_xcc"] // 4096) * 4096
 GTT_UC = K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_UNCACHED | K.ALLOC_MEM_FLAGS_WRITABLE
 def test_queue_parameter_rules(kfd):
   drv, fd = kfd
   acquire(drv, fd)
   ring = alloc(fd, drv, VA, 0x10000, GTT_UC); ptrs = alloc(fd, drv, VA + 0x10000, 4096, GTT_UC)
   eop = alloc(fd, drv, VA + 0x20000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM)
-  cw = alloc(fd, drv, VA + 0x100000, drv.props["cwsr_size"], K.ALLOC_MEM_FLAGS_VRAM)
+  cw = alloc(fd, drv, CW, cwsr_bytes(drv), K.ALLOC_MEM_FLAGS_VRAM)
   good = dict(ring_base_address=VA, ring_size=0x10000, gpu_id=drv.gpu_id, queue_type=0, queue_percentage=100, queue_priority=7,
               read_pointer_address=VA + 0x10000, write_pointer_address=VA + 0x10008, eop_buffer_address=VA + 0x20000, eop_buffer_size=0x1000,
-              ctx_save_restore_address=VA + 0x100000, ctx_save_restore_size=drv.props["cwsr_size"], ctl_stack_size=drv.props["ctl_stack_size"])
+              ctx_save_restore_address=CW, ctx_save_restore_size=drv.props["cwsr_size"], ctl_stack_size=drv.props["ctl_stack_size"])
   for bad, e in [(dict(queue_percentage=101), errno.EINVAL), (dict(queue_priority=16), errno.EINVAL), (dict(ring_size=0x3000), errno.EINVAL),
                  (dict(queue_type=9), 524), (dict(ring_base_address=VA + 0x40000000), errno.EINVAL), (dict(eop_buffer_size=0x800), errno.EINVAL),
                  (dict(ctx_save_restore_size=0x1000), errno.EINVAL), (dict(gpu_id=7), errno.EINVAL)]:
@@ -142,12 +144,12 @@ class Rig:
     self.drv, self.fd = drv, fd
     self.r = acquire(drv, fd)
     self.ring = alloc(fd, drv, VA, 0x10000, GTT_UC); alloc(fd, drv, VA + 0x10000, 4096, GTT_UC)
-    alloc(fd, drv, VA + 0x20000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM); alloc(fd, drv, VA + 0x100000, drv.props["cwsr_size"], K.ALLOC_MEM_FLAGS_VRAM)
+    alloc(fd, drv, VA + 0x20000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM); alloc(fd, drv, CW, cwsr_bytes(drv), K.ALLOC_MEM_FLAGS_VRAM)
     self.cached = alloc(fd, drv, VA + 0x800000, 0x10000, K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_WRITABLE)
     self.code = alloc(fd, drv, VA + 0x900000, 0x1000, K.ALLOC_MEM_FLAGS_VRAM | K.ALLOC_MEM_FLAGS_EXECUTABLE)
     q = call(fd, "AMDKFD_IOC_CREATE_QUEUE", ring_base_address=VA, ring_size=0x10000, gpu_id=drv.gpu_id, queue_type=0, queue_percentage=100,
              read_pointer_address=VA + 0x10000, write_pointer_address=VA + 0x10008, eop_buffer_address=VA + 0x20000, eop_buffer_size=0x1000,
-             ctx_save_restore_address=VA + 0x100000, ctx_save_restore_size=drv.props["cwsr_size"], ctl_stack_size=drv.props["ctl_stack_size"])
+             ctx_save_restore_address=CW, ctx_save_restore_size=drv.props["cwsr_size"], ctl_stack_size=drv.props["ctl_stack_size"])
     page = syscalls.mmap(fd, 0x2000, 3, syscalls.MAP_SHARED, q.doorbell_offset & ~0x1FFF)
     self.doorbell, self.put = page + (q.doorbell_offset & 0x1FFF), 0
     self.map = syscalls.mmap(self.r, 0x10000, 3, syscalls.MAP_SHARED | syscalls.MAP_FIXED, self.cached.mmap_offset,
@@ -156,6 +158,7 @@ class Rig:
     for i, d in enumerate(dws): self.drv.vm.write(VA + 4 * ((self.put + i) % 0x4000), struct.pack("<I", d))
     self.put += len(dws)
     syscalls.mmio_write64(self.doorbell, self.put)
+    self.drv.settle()   # the CP runs the work later, on its engine thread: wait for it (and for the error it stopped on)
   def host64(self, off): return ctypes.c_uint64.from_address(self.map + off).value
 
 @pytest.fixture
@@ -206,3 +209,35 @@ def test_default_executor_runs_the_code_in_gpu_memory(rig):
       rig.submit(_dispatch(rig, 1) + pm4.release_mem(rig.cached.va_addr, 1))
     assert "RDNA3 emulator" in rig.drv.queues[0].error
   finally: set_executor(prev)
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_only_int_sel_2_interrupts_and_gfx942_drops_context_id_0(arch):
+  drv = install_mock_amd(arch, kernel="6.12"); fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  try:
+    rig = Rig(drv, fd)
+    page = alloc(fd, drv, VA + 0x2000000, 0x8000, GTT_UC)
+    ev0 = call(fd, "AMDKFD_IOC_CREATE_EVENT", event_page_offset=page.handle, event_type=0, auto_reset=1).event_id
+    ev1 = call(fd, "AMDKFD_IOC_CREATE_EVENT", event_type=0, auto_reset=1).event_id
+    assert (ev0, ev1) == (0, 1)   # signal event ids count from 0
+    def release(ev, int_sel):
+      rig.submit(pm4.release_mem(VA + 0x2000000 + 8 * ev, ev, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=int_sel, ctxid=ev,
+                                 event_type=pm4.BOTTOM_OF_PIPE_TS))
+      return drv.events[ev]["signaled"]
+    assert not release(ev1, pm4.INT_SEL_SEND_DATA_AFTER_WRITE_CONFIRM)   # data only, no interrupt
+    assert release(ev1, pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM)
+    assert release(ev0, pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM) == (arch != "gfx942")   # GC 9.4.x drops ctx id 0
+  finally: syscalls.close(fd); uninstall_mock_amd(drv)
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_l2_invalidate_without_writeback_loses_dirty_lines(arch):
+  drv = install_mock_amd(arch, kernel="6.12"); fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  gfx = 11 if arch == "gfx1100" else 9
+  inv_only = dict(gcr_cntl=pm4.GCR_GL2_INV) if gfx == 11 else dict(coher_cntl=pm4.COHER_TC_ACTION_ENA)
+  inv_wb = dict(gcr_cntl=pm4.GCR_GL2_INV | pm4.GCR_GL2_WB) if gfx == 11 else dict(coher_cntl=pm4.COHER_TC_ACTION_ENA | pm4.COHER_TC_WB_ACTION_ENA)
+  try:
+    rig = Rig(drv, fd)
+    rig.submit(pm4.release_mem(rig.cached.va_addr, 5) + pm4.acquire_mem(gfx, **inv_only))   # dirty in L2, then invalidated
+    assert rig.host64(0) == 0 and drv.vm.read32(rig.cached.va_addr) == 0                     # gone for host and GPU
+    rig.submit(pm4.release_mem(rig.cached.va_addr, 6) + pm4.acquire_mem(gfx, **inv_wb))
+    assert rig.host64(0) == 6                                                                  # written back first
+  finally: syscalls.close(fd); uninstall_mock_amd(drv)

@@ -2,7 +2,7 @@
 emulator with no driver. The foundation ops equal the CPU backend on odd sizes and views, forward and backward;
 a TinyJit step replays; unsupported code is refused by name; and the decoder agrees with llvm-objdump on every
 instruction of every kernel this file compiled."""
-import re, shutil, subprocess
+import re, subprocess
 import numpy as np
 import pytest
 from frontend import Tensor, TinyJit, dtypes
@@ -10,6 +10,7 @@ from hcqrt.device import Device
 from hcqrt.mock.amd.rdna3 import EmulatorError, decode
 from hcqrt.mock.amd.rdna3.disasm import operands
 from tests.rdna3_kernels import have_llvmlite, read_object
+from tests.needs import need_llvm_objdump_19
 from tests import test_ptx_render as P
 
 pytestmark = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
@@ -147,10 +148,8 @@ def test_wrong_argument_count_names_the_kernel():
   with pytest.raises(TypeError, match="kernel k takes 2 arguments, got 1 buffers"): prog(dev.allocator.alloc(4))
 
 # ***** the decoder agrees with llvm-objdump on the kernels the frontend built here (runs last: it reads the cache) *****
-OBJDUMP = shutil.which("llvm-objdump-19") or shutil.which("llvm-objdump")
-
-@pytest.mark.skipif(OBJDUMP is None, reason="llvm-objdump (Debian llvm-19) is not installed; .ci/run installs it")
 def test_zz_decoder_matches_llvm_objdump_on_frontend_kernels(tmp_path):
+  objdump = need_llvm_objdump_19()
   from frontend.engine import _kernel_cache
   libs = {(k.ck.name, k.ck.binary) for key, k in list(_kernel_cache.items()) if key[1].device == "AMDEMU"}
   if len(libs) < 20: pytest.skip("run with the rest of this file: it checks the kernels the other tests compiled")
@@ -158,7 +157,7 @@ def test_zz_decoder_matches_llvm_objdump_on_frontend_kernels(tmp_path):
   for name, lib in sorted(libs):
     text, entry, size, _ = read_object(lib, name)
     p = tmp_path / "k.o"; p.write_bytes(lib)
-    txt = subprocess.run([OBJDUMP, "-d", "--mcpu=gfx1100", str(p)], capture_output=True, text=True, check=True).stdout
+    txt = subprocess.run([objdump, "-d", "--mcpu=gfx1100", str(p)], capture_output=True, text=True, check=True).stdout
     ref = [(int(m.group(3), 16), m.group(1), m.group(2)) for m in (re.match(r"\t(\S+)\s*(.*?)\s*// ([0-9A-F]+):", ln) for ln in txt.splitlines())
            if m and m.group(1) != "s_code_end"]
     insts = decode(text, entry, entry + size)

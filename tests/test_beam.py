@@ -211,3 +211,84 @@ def test_default_threshold_searches_kernels_of_ten_microseconds(monkeypatch):
   assert beam.min_seconds() == pytest.approx(10e-6)
   monkeypatch.setenv("BEAM_MIN_US", "250")
   assert beam.min_seconds() == pytest.approx(250e-6)
+
+# ***** the worker pool never hangs the search *****
+
+STRESS = r"""
+import queue, sys, threading, warnings
+import numpy as np
+warnings.simplefilter("error")   # a fallback to the default opts (a worker that hung or died) fails this run too
+from frontend import Tensor, Device
+from frontend.devices import open_device, target_of
+from frontend.beam_runner import beam_runner
+from compiler.schedule import create_schedule
+from compiler.lower import lower
+from compiler.beam import beam_search
+Device.DEFAULT = "CPU"
+stop = threading.Event()
+def churn():   # threads that hold locks all the time (a queue's, the GIL's, stderr's): what a fork copies held
+  q = queue.Queue()
+  while not stop.is_set(): q.put(np.ones(64).sum()); q.get(); print(end="", file=sys.stderr, flush=True)
+threads = [threading.Thread(target=churn, daemon=True) for _ in range(2)]
+for t in threads: t.start()
+a, b = (Tensor(np.ones((32, 32), np.float32)).realize() for _ in range(2))
+si = [si for si in create_schedule([(a @ b).lazydata]) if si.kind == "kernel"][-1]
+dev, di = open_device("CPU"), target_of("CPU")
+for i in range(SEARCHES):   # in turns: a whole round, a budget spent before the seeds (all jobs dropped), one spent mid-way
+  st, budget = {}, (1e9, 0.0, 0.02)[i % 3]
+  beam_search(lower(si.ast, si.name), di, beam_runner(si, dev), 2, stats=st, use_cache=False, min_s=0, budget_s=budget, max_depth=1, max_candidates=2)
+  assert "worker_error" not in st and (st["rounds"] == 1 and st["built"] >= 2 if budget > 1 else st["rounds"] <= 1), st
+stop.set()
+print("searches done:", SEARCHES)
+"""
+
+def test_search_never_hangs_with_busy_threads(tmp_path):
+  """Repeated searches, some whose budget runs out with jobs still queued, while other threads of the process hold
+  locks all the time, all finish with no worker timing out (Python 3.11.2's ProcessPoolExecutor over forked workers
+  waited forever in shutdown after such a search, its workers stuck in Queue.get). Run in a child process, so a hang
+  fails the test instead of stopping the suite."""
+  import os, subprocess, sys
+  env = dict(os.environ, HCQRT_CACHE=str(tmp_path), CPU="1")
+  p = subprocess.run([sys.executable, "-c", STRESS.replace("SEARCHES", "6")], capture_output=True, text=True, timeout=150, env=env)
+  assert p.returncode == 0 and "searches done: 6" in p.stdout, p.stderr[-3000:]
+
+def test_a_worker_that_never_answers_ends_the_wait():
+  """A job with no answer raises WorkerError after the pool's job timeout, and the workers are gone."""
+  from compiler.beam_pool import WorkerPool, WorkerError
+  pool = WorkerPool(2, "compiler.beam_pool:echo", "x", job_timeout_s=2.0)
+  procs = list(pool.procs)
+  with pytest.raises(WorkerError, match="gave no answer to compiler.beam_pool:echo"):
+    with pool: pool.map("compiler.beam_pool:echo", [1, "sleep", 2])
+  assert all(p.poll() is not None for p in procs)
+
+def test_a_dead_worker_ends_the_wait():
+  from compiler.beam_pool import WorkerPool, WorkerError
+  with pytest.raises(WorkerError, match="exited"), WorkerPool(1, "compiler.beam_pool:echo", "x", job_timeout_s=60) as pool:
+    pool.map("os:_exit", [3])
+
+def test_worker_failure_keeps_the_default_opts_with_a_warning(cache, monkeypatch):
+  """When the pool fails (a hung or dead worker) the search returns None (the default opts), warns, and caches nothing,
+  so the next run searches again."""
+  from compiler.beam_pool import WorkerError
+  class Hung(beam.WorkerPool):
+    def map(self, *a, **kw): raise WorkerError("BEAM: compile worker 1 gave no answer")
+  monkeypatch.setattr(beam, "WorkerPool", Hung)
+  si = mm_kernel(32)
+  k, st = lower(si.ast, si.name), {}
+  with pytest.warns(RuntimeWarning, match="gave no answer.*keeps the default opts"):
+    assert beam_search(k, DI, beam_runner(si, DEV), 2, stats=st, min_s=0, budget_s=1e9) is None
+  assert "gave no answer" in st["worker_error"] and not cache_path(cache_key(k, DI, 2)).exists()
+
+def test_pool_works_in_a_process_with_many_files_open():
+  """The full suite has over 1024 files open by the time BEAM runs: the pool waits with poll(), which takes any fd
+  (select() raised 'filedescriptor out of range')."""
+  import os, resource
+  from compiler.beam_pool import WorkerPool
+  soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+  if soft < 1200: resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+  fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+  try:
+    with WorkerPool(1, "compiler.beam_pool:echo", "p", job_timeout_s=60) as pool: assert pool.map("compiler.beam_pool:echo", [1, 2]) == ["p1", "p2"]
+  finally:
+    for fd in fds: os.close(fd)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -14,8 +14,12 @@ from compiler.opt.apply import has_vectors
 from compiler.opt.pressure import vector_spills
 from compiler.render_c import render_c
 from compiler.view import prod
+from tests.needs import need_clang
 
 pytestmark = [pytest.mark.usefixtures("on_cpu")]   # CPU opts: CPU tensors even under MOCKGPU=1 NV=1
+# the register budget of the opts is tuned against clang's allocator (the compiler the backend prefers); gcc 12 spills
+# a few of the tiles clang keeps in registers, so those spill counts are checked with clang
+SPILLS_ARE_CLANGS = "the tile's spill count is clang's register allocation, which the opts are tuned for"
 
 C = 16
 VARIANTS = {"depthwise": ((C, 1, 3, 3), {"padding": 1, "groups": C}), "groups4": ((C, C // 4, 3, 3), {"padding": 1, "groups": 4}),
@@ -93,8 +97,10 @@ def test_strided_conv_computes_only_its_own_taps():
   taps = sorted(n.rsplit("_", 2)[-2:] for n in names[1:] if n.startswith("r_2_1_") and "_8_8_" in n)   # the input gradient's phases
   assert taps == [["1", "2"], ["2", "1"], ["2", "2"]], names   # (+ the 1x1 phase: a matrix product)
   assert all(_tiled(opts) for _, opts in convs), convs
-  # the forward's vector loop is the output channels: the tile's vector axis is the innermost output loop (C of them)
-  assert convs[0][1][0][0] == "TILE" and convs[0][1][0][4] == 8, convs[0]
+  # the forward's vector loop is the output channels: the tile's vector axis is the innermost output loop (C of them),
+  # one vector of the CPU target the step was built for wide (8 floats with AVX2, 16 with AVX-512: never the host's guess)
+  from frontend.devices import target_of
+  assert convs[0][1][0][0] == "TILE" and convs[0][1][0][4] == min(C, target_of("CPU").lanes), convs[0]
 
 def _jit_conv_grads_match_torch(xn, wn, kw, tiled: bool) -> np.ndarray:
   """A TinyJit step of y = conv2d(x, w, **kw) and the gradients of sum(y * y) (run, captured, replayed) equals float64
@@ -198,11 +204,12 @@ def test_two_by_two_conv_tile_renders_without_spills(cpu_target):
   assert "unroll(disable)" in src
   assert vector_spills(src, k.name, cpu_target.cc_flags) == 0, k.applied_opts
 
-def test_strided_conv_forward_tile_rows_are_output_columns():
+def test_strided_conv_forward_tile_rows_are_output_columns(monkeypatch):
   """The stride-2 forward of a conv with a gradient, vectorized along the output channels (bench shape: 64 channels,
   16x16 outputs) takes its tile's rows from the innermost loop that the weight vector does not move with, the output
   columns (neighbours in the input: shared cache lines), not the images; on AVX2 that is 6 columns x 2 vectors, 12
-  accumulators, no spills."""
+  accumulators, no spills with clang (gcc 12's allocator spills this 12-accumulator tile: 19 moves)."""
+  monkeypatch.setenv("HCQRT_CC", need_clang(SPILLS_ARE_CLANGS))
   from compiler.schedule import create_schedule
   from hcqrt.cpu.device import CPUDevice
   from compiler.target import Target
@@ -299,10 +306,12 @@ def test_grouped_weight_gradient_tiled_per_group(shape, wshape, kw):
   _jit_conv_grads_match_torch(xn, wn, kw, tiled=True)
 
 @pytest.mark.parametrize("taps", [(2, 1), (1, 2), (1, 3)])
-def test_one_wide_tap_conv_tile_renders_without_spills(taps, cpu_target):
+def test_one_wide_tap_conv_tile_renders_without_spills(taps, cpu_target, monkeypatch):
   """Convs with a single tap along one dim (the strided conv's input-gradient phases: 2x1, 1x2; a 1x3 conv): the loop
   of one iteration that the lowering keeps is no loop for the register budget nor for the 2-tap loop's unroll guard,
-  so the tile is sized for the loop around it (2x1 took 8 rows x 2 vectors: 16 accumulators, 70 spills on AVX2)."""
+  so the tile is sized for the loop around it (2x1 took 8 rows x 2 vectors: 16 accumulators, 70 spills on AVX2).
+  Spills counted with clang (gcc 12 spills the AVX2 2x1 tile: 12 moves)."""
+  monkeypatch.setenv("HCQRT_CC", need_clang(SPILLS_ARE_CLANGS))
   from compiler.schedule import create_schedule
   x = Tensor.empty(4, 64, 16 + taps[0] - 1, 16 + taps[1] - 1).realize()
   w = Tensor.empty(64, 64, *taps).realize()

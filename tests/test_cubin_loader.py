@@ -1,11 +1,12 @@
 """The cubin loader against ../shared/abi/nvidia_cubin.json and against cubins nvcc/ptxas build here."""
-import io, re, shutil, struct, subprocess
+import io, re, struct, subprocess
 from concurrent.futures import ThreadPoolExecutor
 import pytest
 from elftools.elf.elffile import ELFFile
 from hcqrt.nv import cubin as cb
 
 from tests.abi_facts import load as load_facts
+from tests.needs import need_tool
 ABI = load_facts("nvidia_cubin")
 
 CUDA_SRC = r"""
@@ -50,7 +51,7 @@ def ptxas_info(log: str) -> dict[str, dict[str, int]]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-  if shutil.which("nvcc") is None: pytest.skip("nvcc (CUDA toolkit) is not installed on this machine")
+  need_tool("nvcc")
   d = tmp_path_factory.mktemp("cubins")
   (d / "k.cu").write_text(CUDA_SRC)
   def build(arch):

@@ -44,3 +44,18 @@ def test_amd_without_llvmlite_says_what_to_install(monkeypatch, capsys):
   monkeypatch.setattr(kernels_amd, "have_llvmlite", lambda: False)
   assert main(["--device", "AMD", "--mock"]) == 2
   assert "pip install llvmlite" in capsys.readouterr().out
+
+def test_hw_tests_ships_in_the_wheel():
+  """`pip install .` then `python -m hw_tests` works from any directory (README): the packages pyproject.toml ships
+  are every top-level package of the repository but the tests, and none of them imports a folder that is not shipped
+  (tests/, bench/, examples/)."""
+  import fnmatch, pathlib, re
+  root = pathlib.Path(__file__).resolve().parents[1]
+  include = re.findall(r'"([^"]+)"', re.search(r"\[tool\.setuptools\.packages\.find\]\s*include\s*=\s*\[([^\]]*)\]", (root / "pyproject.toml").read_text()).group(1))
+  packages = {p.parent.name for p in root.glob("*/__init__.py")} - {"tests"}
+  shipped = {p for p in packages if any(fnmatch.fnmatch(p, pat) for pat in include)}
+  assert shipped == packages and "hw_tests" in shipped, (include, packages)
+  unshipped = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")} - shipped
+  bad = [(str(f.relative_to(root)), m) for pkg in shipped for f in (root / pkg).rglob("*.py")
+         for m in re.findall(r"^\s*(?:from|import) (\w+)", f.read_text(), re.MULTILINE) if m in unshipped]
+  assert not bad, bad

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as hst
 from hcqrt.mock.ptx import PTXModule, PTXError, AddressSpace, MemoryFault
+from tests.needs import need_tool
 
 HDR = ".version 8.0\n.target sm_90\n.address_size 64\n"
 
@@ -560,7 +561,7 @@ def _nvcc(src: str, *flags: str) -> PTXModule:
 
 @pytest.fixture(scope="module", params=["default", "fast-math"])
 def nv_misc(request):
-  if NVCC is None: pytest.skip("nvcc not installed: cannot generate PTX from CUDA C")
+  need_tool("nvcc")
   return _nvcc(CUDA_MISC, *(["-use_fast_math"] if request.param == "fast-math" else []))
 
 def _bf16_nearest(x: np.ndarray) -> np.ndarray:
@@ -600,7 +601,7 @@ def test_nvcc_misc_dtypes_and_libdevice(nv_misc):
 
 @pytest.fixture(scope="module")
 def nv():
-  if NVCC is None: pytest.skip("nvcc not installed: cannot generate PTX from CUDA C")
+  need_tool("nvcc")
   return _nvcc(CUDA)
 
 def test_nvcc_add_and_saxpy(nv):
@@ -699,8 +700,8 @@ HAND = {"add": ADD, "diverge": DIVERGE, "barrier": BARRIER, "unary": _unary_src(
         "setp": _binop_kernel("sp", "setp.equ.f32 %p1, %a, %b; selp.u32 %d, 1, 0, %p1;", "f32", "f32", "u32", ".reg .f32 %a, %b; .reg .b32 %d; .reg .pred %p1;"),
         "intops": _binop_kernel("io", "div.s64 %d, %a, %b; mul.hi.u64 %d, %d, %a; shr.s64 %d, %d, 3;", "s64", "s64", "s64", ".reg .b64 %a, %b, %d;")}
 
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed: cannot cross-check PTX syntax")
 def test_hand_written_ptx_assembles():
+  need_tool("ptxas")
   with tempfile.TemporaryDirectory() as td:
     for name, src in HAND.items():
       p = pathlib.Path(td) / f"{name}.ptx"; p.write_text(src)

@@ -1,7 +1,6 @@
 """The RDNA3 (gfx1100) emulator: LLVM-compiled kernels run on it and match numpy; its decoder agrees with
 llvm-objdump on every instruction of every test kernel."""
 import re
-import shutil
 import struct
 import subprocess
 import numpy as np
@@ -9,6 +8,7 @@ import pytest
 from hcqrt.mock.amd.rdna3 import decode, dispatch, launch, FlatMemory, KernelDescriptor, DecodeError, EmulatorError, MemoryFault
 from hcqrt.mock.amd.rdna3.disasm import operands
 from tests.rdna3_kernels import KERNELS, compile_ir, have_llvmlite, random_kernel, read_object
+from tests.needs import need_llvm_objdump_19
 
 needs_llvmlite = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
 
@@ -146,11 +146,9 @@ def test_descriptor_fields_and_refusals():
   with pytest.raises(ValueError, match="64 bytes"): KernelDescriptor.from_bytes(b"\0" * 63)
 
 # ---- decoder vs LLVM's own disassembler
-OBJDUMP = shutil.which("llvm-objdump-19") or shutil.which("llvm-objdump")
-
 def _objdump(obj: bytes, tmp_path) -> list[tuple[int, str, str]]:
   p = tmp_path / "k.o"; p.write_bytes(obj)
-  txt = subprocess.run([OBJDUMP, "-d", "--mcpu=gfx1100", str(p)], capture_output=True, text=True, check=True).stdout
+  txt = subprocess.run([need_llvm_objdump_19(), "-d", "--mcpu=gfx1100", str(p)], capture_output=True, text=True, check=True).stdout
   out = []
   for line in txt.splitlines():
     m = re.match(r"\t(\S+)\s*(.*?)\s*// ([0-9A-F]+):", line)
@@ -158,8 +156,8 @@ def _objdump(obj: bytes, tmp_path) -> list[tuple[int, str, str]]:
   return out
 
 @needs_llvmlite
-@pytest.mark.skipif(OBJDUMP is None, reason="llvm-objdump (Debian llvm-19) is not installed; .ci/run installs it")
 def test_decoder_matches_llvm_objdump(tmp_path):
+  need_llvm_objdump_19()
   total = 0
   srcs = dict(KERNELS) | {name: ir for name, ir, _ in (random_kernel(s, uniform=u) for s in range(16) for u in (False, True))}
   for name, src in srcs.items():

@@ -18,6 +18,7 @@ from compiler.target import AMD_TARGETS, Target
 from compiler.uop import Ops
 from frontend import Tensor, devices, dtypes
 from hcqrt.cpu.elf_loader import load_elf
+from tests.needs import need_llvm_objdump_19
 
 
 @pytest.fixture
@@ -122,7 +123,7 @@ def test_missing_llvmlite_names_the_extra():
 # ***** AMD code objects *****
 
 def _objdump(path, *flags) -> str:
-  return subprocess.run(["llvm-objdump-19", *flags, str(path)], capture_output=True, text=True, check=True).stdout
+  return subprocess.run([need_llvm_objdump_19(), *flags, str(path)], capture_output=True, text=True, check=True).stdout
 
 def _amd_kernels():
   x, y, h = _buf((64, 96)), _buf((96, 40)), _buf((1000,), dtypes.float16)

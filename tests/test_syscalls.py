@@ -129,3 +129,16 @@ def test_kfd_requests_named_in_errors():
   with pytest.raises(OSError, match="AMDKFD_IOC_CREATE_QUEUE") as e: syscalls.ioctl(fd, req, bytearray(96))
   assert e.value.errno == errno.ENOTTY
   syscalls.close(fd)
+
+def test_other_platforms_are_refused_by_name(monkeypatch):
+  """Off Linux x86-64 the seam (and so the NV/AMD backends) and the CPU device refuse with the platform named, instead
+  of failing later with an unrelated error (a missing mmap constant, an ELF loader's 'unsupported machine')."""
+  import subprocess, sys
+  code = "import sys; sys.platform = 'darwin'\ntry: import hcqrt.syscalls\nexcept Exception as e: print(type(e).__name__, e)"
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+  assert out.startswith("UnsupportedPlatform hcqrt.syscalls (the NV and AMD backends) needs Linux; this is darwin"), out
+  from hcqrt.host import UnsupportedPlatform
+  from hcqrt.cpu.device import CPUDevice
+  import platform
+  monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+  with pytest.raises(UnsupportedPlatform, match="the CPU device needs Linux on x86-64; this is linux on aarch64"): CPUDevice()

@@ -2,13 +2,14 @@
 
 Bring-up (all through hcqrt.syscalls): open /dev/kfd, GET_VERSION picks the ioctl layouts; the sysfs topology
 names the GPU node (gpu_id, gfx_target_version -> target, CUs, LDS, wave size, EOP/CWSR sizes, render minor);
-open the render node and ACQUIRE_VM with it; RUNTIME_ENABLE (KFD >= 1.14). Memory: a VA range reserved
+open the render node and ACQUIRE_VM with it; RUNTIME_ENABLE (KFD >= 1.13). Memory: a VA range reserved
 PROT_NONE in this process, BOs allocated at addresses in it (ALLOC_MEMORY_OF_GPU), mapped to the GPU
 (MAP_MEMORY_TO_GPU, n_success checked) and, when the host needs them, mmapped through the render node at the
 same address. Signals, rings and read/write pointers live in uncached GTT so the CPU and GPU agree without
 flushes. A signal from the compute queue is RELEASE_MEM with the GL2 write-back (the kernel's stores must
 reach memory before the host sees the value), then a second RELEASE_MEM that writes the event slot and raises
-the interrupt that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel instead of spinning.
+the interrupt (INT_SEL 2) that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel instead of spinning.
+Queues run asynchronously to the host: memory goes back to KFD only once the timeline has passed its last use.
 
   >>> from hcqrt.mock.amd import install_mock_amd
   >>> drv = install_mock_amd()
@@ -23,12 +24,14 @@ from hcqrt import syscalls
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay
 from hcqrt.amd.targets import Target, target_for
 from hcqrt.amd import codeobject
+from hcqrt.amd.cwsr import queue_sizes
+from hcqrt.amd.va import VARange
+from hcqrt.alloc_cache import CachingAllocator
 from ioctl_defs.amd import kfd as K, pm4, sdma, regs, kd as KD
 
 RW = os.O_RDWR | os.O_CLOEXEC
 PAGE = 0x1000
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
-VA_RESERVE = 16 << 30
 MAP_NORESERVE = 0x4000
 RING_BYTES = 1 << 16
 EVENT_SLOT_BYTES = K.EVENT_PAGE_SIZE
@@ -41,13 +44,18 @@ class AMDError(RuntimeError):
 def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
 def read_topology() -> list[tuple[int, dict[str, int]]]:
-  """(gpu_id, properties) of every GPU node of the KFD topology (CPU nodes, gpu_id 0, are skipped)."""
+  """(gpu_id, properties) of every GPU node of the KFD topology in node order (CPU nodes, gpu_id 0, are skipped).
+  Node directories are numbers: sorted as such (node 10 after node 9, as MI300X boxes have). A node whose GPU
+  the device cgroup denies answers EPERM (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:435-452):
+  skipped, as the thunk and tinygrad skip it."""
   out = []
-  for n in syscalls.listdir(TOPOLOGY):
-    gid = int(syscalls.read_text(f"{TOPOLOGY}/{n}/gpu_id").strip() or 0)
-    if gid == 0: continue
-    props = {k: int(v) for k, v in (l.split() for l in syscalls.read_text(f"{TOPOLOGY}/{n}/properties").splitlines() if l.strip())}
-    out.append((gid, props))
+  for n in sorted(syscalls.listdir(TOPOLOGY), key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n)):
+    try:
+      gid = int(syscalls.read_text(f"{TOPOLOGY}/{n}/gpu_id").strip() or 0)
+      if gid == 0: continue
+      text = syscalls.read_text(f"{TOPOLOGY}/{n}/properties")
+    except PermissionError: continue
+    out.append((gid, {k: int(v) for k, v in (l.split() for l in text.splitlines() if l.strip())}))
   return out
 
 GPU_CLOCK_NS = 10   # RELEASE_MEM's GPU clock counter (DATA_SEL 3) ticks at 100 MHz
@@ -73,6 +81,7 @@ class AMDBuffer:
 class AMDDevice:
   """An AMD GPU driven through KFD. Engine interface as NVDevice: name, renderer, arch, allocator, program(), synchronize()."""
   renderer = "llvm"   # compiler/render_llvm.py + compiler/assemble/llvm.py (AMD_TARGETS in compiler/target.py)
+  frees_after_gpu = True   # free_persistent defers to the timeline (hcq._release_graph need not wait)
   wait_timeout_s = 30.0
 
   def __init__(self, name: str = "AMD"):
@@ -103,7 +112,8 @@ class AMDDevice:
     self.lds_bytes = self.props.get("lds_size_in_kb", 64) << 10
     self.drm = syscalls.open_render_node(self.props["drm_render_minor"])
     self.ioctl("AMDKFD_IOC_ACQUIRE_VM", drm_fd=self.drm, gpu_id=self.gpu_id)
-    if self.abi.has("AMDKFD_IOC_RUNTIME_ENABLE") and self.kfd_version >= (1, 14):
+    # RUNTIME_ENABLE exists from KFD 1.13 ("Add debugger API", linux@v6.12.117:include/uapi/linux/kfd_ioctl.h:41)
+    if self.abi.has("AMDKFD_IOC_RUNTIME_ENABLE") and self.kfd_version >= (1, 13):
       self.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", r_debug=0, mode_mask=K.RUNTIME_ENABLE_MODE_ENABLE_MASK)
 
   def _raw_ioctl(self, abi: K.KFDABI, name: str, arg: Any) -> Any:
@@ -125,23 +135,25 @@ class AMDDevice:
     ap = next((aps[i] for i in range(n) if aps[i].gpu_id == self.gpu_id), None)
     if ap is None: raise AMDError(f"{self.name}: AMDKFD_IOC_GET_PROCESS_APERTURES_NEW lists no aperture for gpu_id {self.gpu_id:#x}")
     self.gpuvm = (ap.gpuvm_base, ap.gpuvm_limit)
-    self.va_base = syscalls.mmap(-1, VA_RESERVE, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE, 0)
-    if not (self.gpuvm[0] <= self.va_base and self.va_base + VA_RESERVE - 1 <= self.gpuvm[1]):
-      raise AMDError(f"{self.name}: reserved VA {self.va_base:#x}+{VA_RESERVE:#x} lies outside the GPUVM aperture {self.gpuvm[0]:#x}..{self.gpuvm[1]:#x}")
-    self._va_next, self._va_free = self.va_base, []
+    # one PROT_NONE, NORESERVE range (costs nothing) as large as everything this GPU can allocate: its VRAM and GTT
+    # (system memory), handed out by a coalescing allocator
+    vram = self.ioctl("AMDKFD_IOC_AVAILABLE_MEMORY", gpu_id=self.gpu_id).available if self.abi.has("AMDKFD_IOC_AVAILABLE_MEMORY") else 64 << 30
+    self.va_size = _round_up(vram + os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") + (4 << 30), 2 << 20)
+    self.va_base = syscalls.mmap(-1, self.va_size, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE, 0)
+    if not (self.gpuvm[0] <= self.va_base and self.va_base + self.va_size - 1 <= self.gpuvm[1]):
+      raise AMDError(f"{self.name}: reserved VA {self.va_base:#x}+{self.va_size:#x} lies outside the GPUVM aperture {self.gpuvm[0]:#x}..{self.gpuvm[1]:#x}")
+    self.va = VARange(self.va_base, self.va_size)
     self.buffers: dict[int, AMDBuffer] = {}
+    self._deferred: list[tuple[int, AMDBuffer]] = []   # (timeline value, buffer) to free once the GPU has passed it
     self._scopes: list[list[AMDBuffer]] = []
 
   def _take_va(self, size: int) -> int:
-    for i, (va, n) in enumerate(self._va_free):
-      if n == size: del self._va_free[i]; return va
-    va = _round_up(self._va_next, 0x10000 if size >= 0x10000 else PAGE)
-    if va + size > self.va_base + VA_RESERVE: raise MemoryError(f"{self.name}: reserved GPU VA range exhausted")
-    self._va_next = va + size
-    return va
+    try: return self.va.take(size, 0x200000 if size >= 0x200000 else 0x10000 if size >= 0x10000 else PAGE)
+    except MemoryError as e: raise MemoryError(f"{self.name}: {e}") from None
 
   def gpu_alloc(self, nbytes: int, kind: str = "vram", host: bool = False, executable: bool = False) -> AMDBuffer:
     """Allocate `nbytes`: kind "vram", "gtt" or "uncached" (GTT the GPU does not cache: signals, rings); `host` maps it here."""
+    self._reap()
     size = _round_up(max(nbytes, 1), PAGE)
     fl = K.ALLOC_MEM_FLAGS_WRITABLE | K.ALLOC_MEM_FLAGS_NO_SUBSTITUTE | (K.ALLOC_MEM_FLAGS_EXECUTABLE if executable else 0)
     if kind == "vram": fl |= K.ALLOC_MEM_FLAGS_VRAM | (K.ALLOC_MEM_FLAGS_PUBLIC if host else 0)
@@ -149,7 +161,13 @@ class AMDDevice:
     elif kind == "uncached": fl |= K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_UNCACHED | K.ALLOC_MEM_FLAGS_COHERENT
     else: raise ValueError(f"memory kind {kind!r} (vram, gtt or uncached)")
     va = self._take_va(size)
-    a = self.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=va, size=size, gpu_id=self.gpu_id, flags=fl)
+    try: a = self.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=va, size=size, gpu_id=self.gpu_id, flags=fl)
+    except AMDError as e:
+      self.va.give(va, size)
+      if e.errno == errno.EINVAL and fl & K.ALLOC_MEM_FLAGS_PUBLIC:   # kfd_chardev.c:1112-1118: small BAR
+        raise AMDError(f"{e}; host-visible VRAM needs the whole VRAM behind the PCI BAR: enable Resizable BAR (and Above 4G "
+                       "Decoding) in the firmware setup", e.errno) from None
+      raise
     buf = AMDBuffer(va, size, nbytes, a.handle, None, kind)
     try:
       self._map(buf)
@@ -174,7 +192,7 @@ class AMDDevice:
       syscalls.mmap(-1, buf.size, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE | syscalls.MAP_FIXED, 0, buf.va)
     buf.freed = True
     self.buffers.pop(buf.va, None)
-    self._va_free.append((buf.va, buf.size))
+    self.va.give(buf.va, buf.size)
 
   # ---- queues ----
   def _setup_queues(self) -> None:
@@ -183,9 +201,14 @@ class AMDDevice:
     self._recovering = False
     self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
     self._timing: tuple[Signal, Signal] | None = None
-    # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote)
+    # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote). Signal event ids
+    # start at 0 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:95-132) and GC >= 9.4.1 drops end-of-pipe
+    # interrupts with context id 0 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336): the
+    # event that registers the page takes id 0 and is never waited on; the queues wake the next one
     self.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
-    ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
+    self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
+    ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1)
+    if ev.event_id == 0: raise AMDError(f"{self.name}: AMDKFD_IOC_CREATE_EVENT gave event id 0 twice")
     self.event_id, self.event_slot = ev.event_id, self.event_page.va + 8 * ev.event_slot_index
     # a GPU VM fault stops the queue and fires memory events: waits watch one so a fault is an error, not a timeout
     self.fault_event = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_MEMORY, auto_reset=1).event_id
@@ -208,7 +231,22 @@ class AMDDevice:
     try: yield blocks
     finally: self._scopes.pop()
   def free_persistent(self, blocks: list) -> None:
-    for b in blocks: self.gpu_free(b)
+    for b in blocks: self.free_after_gpu(b)   # a graph's last IB may still be read by the CP after its graph signal
+
+  def free_after_gpu(self, buf: AMDBuffer) -> None:
+    """Free `buf` once the timeline has passed every submission so far: at once if it has, else at a later
+    synchronize or allocation. UNMAP takes the pages from the GPU without waiting for queued work
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452). Never blocks (finalizers call it)."""
+    if buf.freed: return
+    if self._recovering or self.timeline_signal.value >= self.timeline_value - 1: return self.gpu_free(buf)
+    self._deferred.append((self.timeline_value - 1, buf))
+  def _reap(self) -> None:
+    """Free the deferred buffers whose last submission the timeline has passed."""
+    if not self._deferred: return
+    done = self.timeline_signal.value
+    ready = [b for v, b in self._deferred if v <= done]
+    self._deferred = [(v, b) for v, b in self._deferred if v > done]
+    for b in ready: self.gpu_free(b)
 
   @property
   def target(self) -> dict:
@@ -236,8 +274,13 @@ class AMDDevice:
       if left <= 0 and sig.value < value: raise sig.timed_out(value, timeout_s)
       self.abi.ffi.memmove(ev, bytes(2 * self.abi.sizeof("kfd_event_data")), 2 * self.abi.sizeof("kfd_event_data"))
       ev[0].event_id, ev[1].event_id = self.event_id, self.fault_event
-      self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=2, wait_for_all=0,
-                 timeout=max(1, min(10, int(left * 1000))))
+      try:
+        self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=2, wait_for_all=0,
+                   timeout=max(1, min(10, int(left * 1000))))
+      except AMDError: raise
+      except Exception as e:   # a (mock) driver reporting a stopped queue: start over on new queues
+        e.args = (f"{e}; {self.recover()}",)
+        raise
       m = ev[1].memory_exception_data
       if m.failure.NotPresent or m.failure.ReadOnly or m.failure.NoExecute:
         raise AMDError(f"{self.name}: GPU memory fault at {m.va:#x} (page {'not present' if m.failure.NotPresent else 'protection'}); "
@@ -262,6 +305,7 @@ class AMDDevice:
     """Wait for all submitted work: SignalTimeout after the timeout, AMDError naming the address when a GPU memory
     fault (KFD's memory event) stopped a queue meanwhile."""
     self.wait_signal(self.timeline_signal, self.timeline_value - 1, timeout_s)
+    self._reap()
 
   def properties(self) -> dict[str, Any]:
     return {"name": self.name, "product": f"AMD {self.arch}", "arch": self.arch, "family": "RDNA3" if self.gfx.gfx == 11 else "CDNA3",
@@ -291,13 +335,13 @@ class KFDQueue:
     self.rptr, self.wptr = ctypes.c_uint64.from_address(self.ptrs.host), ctypes.c_uint64.from_address(self.ptrs.host + 8)  # type: ignore[operator]
     extra: dict[str, int] = {}
     if not self.sdma:
-      p = dev.props
-      eop_size = p.get("eop_buffer_size", 0x1000)
-      cwsr, ctl = p.get("cwsr_size", 0), p.get("ctl_stack_size", 0)
-      self.eop = dev.gpu_alloc(eop_size, "vram")
-      self.cwsr = dev.gpu_alloc(cwsr, "vram")
-      extra = dict(eop_buffer_address=self.eop.va, eop_buffer_size=eop_size, ctx_save_restore_address=self.cwsr.va,
-                   ctx_save_restore_size=cwsr, ctl_stack_size=ctl)
+      # sizes from sysfs (>= 6.12) or the kernel's formula (older kernels print none but still use what we pass);
+      # the CWSR BO holds every XCC's save area plus the debugger's: exactly what kfd_queue.c requires
+      sz = queue_sizes(dev.props)
+      self.eop = dev.gpu_alloc(sz.eop, "vram")
+      self.cwsr = dev.gpu_alloc(sz.bo_bytes, "vram")
+      extra = dict(eop_buffer_address=self.eop.va, eop_buffer_size=sz.eop, ctx_save_restore_address=self.cwsr.va,
+                   ctx_save_restore_size=sz.cwsr, ctl_stack_size=sz.ctl_stack)
     q = dev.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=self.ring.va, ring_size=RING_BYTES, gpu_id=dev.gpu_id, queue_type=qtype,
                   queue_percentage=K.MAX_QUEUE_PERCENTAGE, queue_priority=7, write_pointer_address=self.ptrs.va + 8,
                   read_pointer_address=self.ptrs.va, **extra)
@@ -311,9 +355,13 @@ class KFDQueue:
     n = len(dwords)
     unit = 4 if self.sdma else 1   # SDMA pointers count bytes, PM4 pointers dwords
     ring_units = RING_BYTES if self.sdma else RING_BYTES // 4
-    if n * unit > ring_units: raise ValueError(f"{self.name}: {n} dwords do not fit the {RING_BYTES}-byte ring")
+    if n * unit > ring_units - unit: raise ValueError(f"{self.name}: {n} dwords do not fit the {RING_BYTES}-byte ring")
     deadline = time.perf_counter() + self.dev.wait_timeout_s
-    while self.put + n * unit - self.rptr.value > ring_units:   # wait for room (the CP advances rptr)
+    # The PM4 read pointer is a dword offset that wraps at the ring size (ROCm/ROCR-Runtime@c7785a6:libhsakmt/tests/
+    # kfdtest/src/PM4Queue.cpp:44-55), SDMA's a monotonic byte count: the fill level modulo the ring is right for
+    # both. One unit stays free so a full ring never reads as empty (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+    # kfd_kernel_queue.c:241-256 does the same).
+    while (self.put - self.rptr.value) % ring_units + n * unit > ring_units - unit:   # wait for room (the CP advances rptr)
       if time.perf_counter() > deadline: raise TimeoutError(f"{self.dev.name}: {self.name} ring stays full (rptr {self.rptr.value}, put {self.put})")
       time.sleep(0.0001)
     assert self.ring.host is not None
@@ -343,6 +391,13 @@ class AMDQueue(HWQueue):
     pos = len(self.q); self.q += dws; return pos
   def _put64(self, pos: int, v: int) -> None: self.q[pos], self.q[pos + 1] = v & 0xFFFFFFFF, v >> 32
 
+def _wait_value(value: int) -> int:
+  """A value a GPU wait can compare: WAIT_REG_MEM and SDMA POLL_REGMEM read 32 bits of the 64-bit signal (its low
+  word), so waits are limited to values below 2**32 (4 billion timeline steps; signals themselves are 64-bit)."""
+  if not 0 <= value < 1 << 32:
+    raise ValueError(f"AMD: a GPU wait for signal value {value} (>= 2**32): WAIT_REG_MEM / POLL_REGMEM compare the low 32 bits only")
+  return value
+
 def _fill_hidden(prog: AMDProgram, args: KernArgs, g, l) -> None:
   """Write the implicit arguments a code object v5 kernel reads through its implicitarg pointer (what an AQL packet
   processor would supply): workgroup counts and sizes, no partial workgroups, no global offset; the rest zero."""
@@ -358,7 +413,7 @@ class AMDComputeQueue(AMDQueue):
       return pm4.RM_GCR_GLM_WB | pm4.RM_GCR_GLM_INV | pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV | pm4.RM_GCR_GL2_WB | pm4.RM_GCR_GL2_INV | pm4.RM_GCR_SEQ
     return pm4.EOP_TC_WB_ACTION_EN | pm4.EOP_TC_ACTION_EN | pm4.EOP_TCL1_ACTION_EN
   def _wait(self, signal, value):
-    pos = self._emit(pm4.wait_reg_mem(signal.va, value & 0xFFFFFFFF, function=pm4.WRM_GE))
+    pos = self._emit(pm4.wait_reg_mem(signal.va, _wait_value(value), function=pm4.WRM_GE))
     return {"pos": pos, "signal": signal, "kind": "wait"}
   def _signal(self, signal, value):
     pos = self._emit(pm4.release_mem(signal.va, value, cache=self._cache_release()))
@@ -369,15 +424,25 @@ class AMDComputeQueue(AMDQueue):
     p = rec["pos"]
     if rec["kind"] == "wait":
       if signal is not None: self._put64(p + 2, signal.va); rec["signal"] = signal
-      if value is not None: self.q[p + 4] = value & 0xFFFFFFFF
+      if value is not None: self.q[p + 4] = _wait_value(value)
     else:
       if signal is not None: self._put64(p + 3, signal.va); rec["signal"] = signal
       if value is not None: self._put64(p + 5, value)
   def _exec(self, prog: AMDProgram, args: KernArgs, g, l):
     t = self.t
     def r(name: str) -> int: return regs.COMPUTE_REGS[t.name][name]
-    gcr = pm4.GCR_GLI_INV_ALL | pm4.GCR_GLK_INV | pm4.GCR_GLV_INV | pm4.GCR_GL1_INV | pm4.GCR_GL2_INV
-    coher = pm4.COHER_SH_ICACHE_ACTION_ENA | pm4.COHER_SH_KCACHE_ACTION_ENA | pm4.COHER_TC_ACTION_ENA | pm4.COHER_TCL1_ACTION_ENA
+    # an L2 invalidate always goes with its write-back, or the previous kernel's dirty lines are lost: gfx11 GL2_WB
+    # with GL2_INV (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:6565-6573), gfx9 TC_WB_ACTION with
+    # TC_ACTION, the kernel's five CP_COHER_CNTL bits (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v9_4_3.c:3401-3417;
+    # "WB must be set on GFX8+ when TC_ACTION is set", mesa@25.0.7:src/gallium/drivers/radeonsi/si_barrier.c:442-445)
+    # gfx11: GL2 (shared by the whole GPU) and the I$ need it only before the first launch after a wait (data from the
+    # host, the SDMA engine or new code may have arrived); later launches of the stream see the earlier ones' stores
+    # in GL2 and invalidate only the per-CU/per-SE caches (tinygrad's per-dispatch ACQUIRE_MEM likewise leaves GL2 out)
+    after_wait = next((k == "wait" for k, _ in reversed(self.cmds) if k in ("wait", "exec")), True)
+    gcr = pm4.GCR_GLK_INV | pm4.GCR_GLV_INV | pm4.GCR_GL1_INV
+    if after_wait: gcr |= pm4.GCR_GLI_INV_ALL | pm4.GCR_GL2_INV | pm4.GCR_GL2_WB
+    coher = (pm4.COHER_SH_ICACHE_ACTION_ENA | pm4.COHER_SH_KCACHE_ACTION_ENA | pm4.COHER_TC_ACTION_ENA | pm4.COHER_TCL1_ACTION_ENA |
+             pm4.COHER_TC_WB_ACTION_ENA)
     self._emit(pm4.acquire_mem(t.gfx, gcr_cntl=gcr) if t.gfx >= 10 else pm4.acquire_mem(t.gfx, coher_cntl=coher))
     rsrc1 = prog.kd.rsrc1 | ((1 << KD.RSRC1["PRIV"][0]) if t.cwsr_priv else 0)
     # a PM4 dispatch allocates the kernel's LDS from RSRC2.LDS_SIZE (512-byte granules); the descriptor leaves it to the CP
@@ -407,7 +472,10 @@ class AMDComputeQueue(AMDQueue):
       if kind == "signal":
         p = rec["pos"]
         out += self.q[i:p + 8]
-        out += pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_DATA_AFTER_WRITE_CONFIRM,
+        # INT_SEL 2: interrupt once the write is confirmed, as the kernel's own fences do (linux@v6.12.117:drivers/gpu/
+        # drm/amd/amdgpu/gfx_v11_0.c:5740-5741); 3 would write the slot with no interrupt and WAIT_EVENTS would sleep out
+        # its timeout (mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40)
+        out += pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
                                ctxid=dev.event_id, event_type=pm4.BOTTOM_OF_PIPE_TS)
         i = p + 8
     return out + self.q[i:]
@@ -437,7 +505,7 @@ class AMDCopyQueue(AMDQueue):
   def _timestamp(self, signal):
     return {"pos": self._emit(sdma.timestamp(signal.va + 24))}
   def _wait(self, signal, value):
-    return {"pos": self._emit(sdma.poll_regmem(signal.va, value & 0xFFFFFFFF, gfx=self.t.gfx)), "kind": "wait"}
+    return {"pos": self._emit(sdma.poll_regmem(signal.va, _wait_value(value), gfx=self.t.gfx)), "kind": "wait"}
   def _signal(self, signal, value):
     mt = 3 if self.t.gfx >= 11 else 0   # SDMA 6: write uncached so the host sees it
     pos = self._emit(sdma.fence(signal.va, value & 0xFFFFFFFF, gfx=self.t.gfx, mtype=mt) + sdma.fence(signal.va + 4, value >> 32, gfx=self.t.gfx, mtype=mt))
@@ -446,7 +514,7 @@ class AMDCopyQueue(AMDQueue):
     p = rec["pos"]
     if rec["kind"] == "wait":
       if signal is not None: self._put64(p + 1, signal.va)
-      if value is not None: self.q[p + 3] = value & 0xFFFFFFFF
+      if value is not None: self.q[p + 3] = _wait_value(value)
     else:
       if signal is not None: self._put64(p + 1, signal.va); self._put64(p + 5, signal.va + 4)
       if value is not None: self.q[p + 3], self.q[p + 7] = value & 0xFFFFFFFF, value >> 32
@@ -495,8 +563,13 @@ class AMDProgram(HCQProgram):
       raise ValueError(f"{name}: {self.kd.group_segment_fixed_size} bytes of LDS exceed the {dev.lds_bytes} a workgroup has on {dev.arch}")
     if entry % 256: raise ValueError(f"{name}: code entry offset {entry:#x} is not 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
     self.user_data_layout = user_sgpr_layout(name, self.kd)
-    self.image = dev.gpu_alloc(len(code) + 256, "vram", host=True, executable=True)   # +256: instruction prefetch past the end
-    self.image.view()[:len(code)] = code
+    # The image goes to VRAM the CPU never maps, copied by the SDMA engine from the GTT staging buffer: CPU stores
+    # through the BAR would sit in the HDP until flushed, which KFD user queues never do (linux@v6.12.117:drivers/gpu/
+    # drm/amd/amdgpu/amdgpu_ib.c:234 flushes only for kernel-submitted IBs), and host-visible VRAM needs a large BAR
+    # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1112-1118). The I$ invalidate before every dispatch
+    # (ACQUIRE_MEM) makes the new code visible to the shader.
+    self.image = dev.gpu_alloc(len(code) + 256, "vram", executable=True)   # +256: instruction prefetch past the end
+    dev.allocator.copyin(self.image, memoryview(code))
     self.code_va = self.image.va + entry
     if self.code_va % 256: raise ValueError("program address must be 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")
     self.params = list(params)
@@ -523,16 +596,36 @@ class AMDProgram(HCQProgram):
     for j, v in enumerate(vals): ka.set_int(j, v)
     return ka
 
-class AMDAllocator:
-  """Device buffers; host copies go through an uncached staging buffer and the SDMA queue."""
+class AMDAllocator(CachingAllocator):
+  """Device buffers; host copies go through an uncached staging buffer and the SDMA queue.
+
+  Freed memory is kept (hcqrt/alloc_cache.py; up to `cache_limit` bytes, env AMD_CACHE_BYTES) for the next allocation
+  of the same size, as NV's allocator: reuse needs no wait, since every queue runs behind the timeline, after the
+  work that last used the memory. Returning memory to KFD does wait: UNMAP takes the pages from the GPU at once,
+  without waiting for queued work (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452), so the
+  timeline must first pass every submission that may still use them."""
   STAGING = 2 << 20
-  def __init__(self, dev: AMDDevice):
+  def __init__(self, dev: AMDDevice, cache_limit: int | None = None):
+    super().__init__(int(os.environ.get("AMD_CACHE_BYTES", 1 << 30)) if cache_limit is None else cache_limit)
     self.dev = dev
     self.staging = dev.gpu_alloc(self.STAGING, "gtt", host=True)
-  def alloc(self, nbytes: int, host: bool = False) -> AMDBuffer: return self.dev.gpu_alloc(nbytes, "gtt" if host else "vram", host=host)
+  def _size(self, b: AMDBuffer) -> int: return b.size
+  def _release(self, b: AMDBuffer) -> None: self.dev.free_after_gpu(b)
+  def alloc(self, nbytes: int, host: bool = False) -> AMDBuffer:
+    kind = "gtt" if host else "vram"
+    if (b := self._take((_round_up(max(nbytes, 1), PAGE), kind))) is not None:
+      return AMDBuffer(b.va, b.size, nbytes, b.handle, b.host, b.kind)
+    try: return self.dev.gpu_alloc(nbytes, kind, host=host)
+    except (AMDError, MemoryError):
+      if not self.cached_bytes: raise
+      self.flush()
+      return self.dev.gpu_alloc(nbytes, kind, host=host)
   def free(self, buf: AMDBuffer) -> None:
     if buf.freed: raise RuntimeError(f"{self.dev.name}: double free of {buf}")
-    self.dev.gpu_free(buf)
+    if buf.size > self.cache_limit: return self._release(buf)
+    buf.freed = True   # this record is dead; the memory lives on in a new one
+    self.dev.buffers[buf.va] = kept = AMDBuffer(buf.va, buf.size, buf.size, buf.handle, buf.host, buf.kind)
+    self._keep((buf.size, buf.kind), kept)
   def share_with_forks(self, buf: AMDBuffer, share: bool) -> None:
     """(as CPUAllocator's: device memory has nothing a fork would copy)"""
   def _copy(self, dst: int, src: int, n: int) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.cpu.elf_loader import load_elf
 from hcqrt.cpu.isa import CPUISA, cpu_isa
+from hcqrt.host import require_x86_64_linux
 
 ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
 _NCORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -523,6 +524,7 @@ class CPUDevice:
   renderer = "c"
   assembler = "c"
   def __init__(self, name: str = "CPU", runner_obj: bytes | None = None, isa: str | None = None):
+    require_x86_64_linux(f"the {name} device")
     if runner_obj is not None: install_runner(runner_obj)
     self.allocator = CPUAllocator()
     self.ncores: int = _NCORES

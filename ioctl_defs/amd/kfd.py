@@ -103,7 +103,7 @@ STRUCTS: list[tuple[str, str]] = [
 
 # name -> (direction, nr, argument struct, first KFD version that has it). The 28 compute-client ioctls.
 # First versions of RUNTIME_ENABLE / EXPORT_DMABUF are from the header's version history (1.12 "Add DMA buf
-# export ioctl"; runtime_enable came with the debugger API and is used from 1.14 on as ROCr/tinygrad do);
+# export ioctl"; runtime_enable came with "1.13 - Add debugger API", linux@v6.12.117:include/uapi/linux/kfd_ioctl.h:41);
 # the JSON only establishes "absent in 1.11, present in 1.17".
 _R, _W, _RW = IOC_READ, IOC_WRITE, IOC_READ | IOC_WRITE
 IOCTLS: dict[str, tuple[int, int, str, tuple[int, int]]] = {
@@ -134,7 +134,7 @@ IOCTLS: dict[str, tuple[int, int, str, tuple[int, int]]] = {
   "AMDKFD_IOC_SET_XNACK_MODE":           (_RW, 0x21, "kfd_ioctl_set_xnack_mode_args", (1, 0)),
   "AMDKFD_IOC_AVAILABLE_MEMORY":         (_RW, 0x23, "kfd_ioctl_get_available_memory_args", (1, 0)),
   "AMDKFD_IOC_EXPORT_DMABUF":            (_RW, 0x24, "kfd_ioctl_export_dmabuf_args", (1, 12)),
-  "AMDKFD_IOC_RUNTIME_ENABLE":           (_RW, 0x25, "kfd_ioctl_runtime_enable_args", (1, 14)),
+  "AMDKFD_IOC_RUNTIME_ENABLE":           (_RW, 0x25, "kfd_ioctl_runtime_enable_args", (1, 13)),
 }
 IOCTL_BY_NR = {nr: name for name, (_, nr, _, _) in IOCTLS.items()}
 

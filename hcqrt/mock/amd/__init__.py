@@ -11,9 +11,10 @@ from hcqrt import syscalls
 from hcqrt.mock.amd.kfd import MockKFD
 from hcqrt.mock.amd.cp import GPUError, Dispatch, set_executor
 
-def install_mock_amd(arch: str = "gfx1100", version: tuple[int, int] = (1, 17)) -> MockKFD:
-  """Put a fake KFD with one GPU node (an RX 7900 XTX, or "gfx942": an MI300X) behind hcqrt.syscalls."""
-  return syscalls.install(MockKFD(arch, version))
+def install_mock_amd(arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, **topology) -> MockKFD:
+  """Put a fake KFD with one GPU node (an RX 7900 XTX, or "gfx942": an MI300X) behind hcqrt.syscalls. `kernel`
+  "6.12" or "6.1" (default MOCKGPU_KFD, else 6.12) picks the sysfs and CREATE_QUEUE rules; `topology` as MockKFD's."""
+  return syscalls.install(MockKFD(arch, version, kernel, **topology))
 
 def uninstall_mock_amd(drv: MockKFD | None = None) -> None:
   syscalls.uninstall(drv)

@@ -3,7 +3,9 @@ driven by doorbell writes, reading their rings and indirect buffers from the pro
 
 Harmful-but-legal behaviour: DISPATCH_DIRECTs not separated by a CS_PARTIAL_FLUSH / RELEASE_MEM are queued and
 run together at the next such point, newest first (a missing barrier between dependent kernels shows); CP writes
-to cached memory stay in the L2 until a write-back (memory.py). Shader code runs through `EXECUTOR`, one
+to cached memory stay in the L2 until a write-back (memory.py), and an L2 invalidate without write-back loses them;
+the PM4 read pointer wraps at the ring size; only INT_SEL 2 interrupts; the queues run on the MockKFD's engine
+thread, after the doorbell (kfd.py). Shader code runs through `EXECUTOR`, one
 pluggable function (the RDNA3 emulator plugs in here); the mock decodes everything it needs from the packets
 and registers itself (program address, RSRC1/2/3, user SGPRs, grid, wave size), never from the backend.
 """
@@ -92,14 +94,26 @@ class Queue:
     self.pending: list[Dispatch] = []
     self.dispatches: list[Dispatch] = []   # every dispatch decoded (tests read them)
     self.error: str | None = None
+    self.reported = False   # the process was told of `error`
+    self.destroyed = False  # DESTROY_QUEUE took it (its memory may be gone)
     self.ib_count = 0
     self.name = f"{'SDMA' if kind == T.QUEUE_SDMA else 'compute'} queue {qid}"
 
   @property
   def sdma(self) -> bool: return self.kind == T.QUEUE_SDMA
+  @property
+  def rptr(self) -> int:
+    """What the engine reports at the read-pointer address. PM4: a 32-bit dword offset that wraps at the ring size
+    ("On PM4 queues Rptr is always 32-bit in dword units and wraps at queue size",
+    ROCm/ROCR-Runtime@c7785a6:libhsakmt/tests/kfdtest/src/PM4Queue.cpp:44-55; the kernel's own PM4 queue reads it
+    so, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_kernel_queue.c:241-256). SDMA: a monotonic byte count
+    (ROCR-Runtime@c7785a6:libhsakmt/tests/kfdtest/src/SDMAQueue.cpp:45-62)."""
+    return self.pos if self.sdma else self.pos % (self.ring_size // 4)
 
-  def fail(self, msg: str) -> GPUError:
-    self.error = f"{self.name}: {msg}"
+  def fail(self, msg: str, fault: bool = False) -> GPUError:
+    """Stop the queue. A VM fault reaches the process through its memory events (`fault`); any other error is left
+    for the mock's own report (MockKFD._raise_queue_error)."""
+    self.error, self.reported = f"{self.name}: {msg}", fault
     self.pending.clear()
     return GPUError(self.error)
 
@@ -122,7 +136,7 @@ class Queue:
 
   def run(self) -> bool:
     """Execute packets until the stream is empty or blocked; True if any progressed."""
-    if self.error is not None: return False
+    if self.error is not None or self.destroyed: return False
     progressed = False
     try:
       while self._avail() > 0:
@@ -132,8 +146,9 @@ class Queue:
     except Blocked: pass
     except GPUFault as e:
       self.kfd.memory_fault(e.va)
-      raise self.fail(str(e)) from None
-    finally: self.vm.write(self.rptr_va, struct.pack("<Q", self.pos))
+      raise self.fail(str(e), fault=True) from None
+    finally:
+      if not self.destroyed: self.vm.write(self.rptr_va, struct.pack("<Q" if self.sdma else "<I", self.rptr))   # PM4: a 32-bit store
     return progressed
 
   # ---- PM4 ----
@@ -143,7 +158,7 @@ class Queue:
       try: execute(d, self.vm)
       except GPUFault as e:
         self.kfd.memory_fault(e.va)
-        raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}") from None
+        raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}", fault=True) from None
       except GPUError as e: raise self.fail(str(e)) from None   # e.g. code the executor cannot run: the queue stops
 
   def step_pm4(self) -> int:
@@ -160,7 +175,14 @@ class Queue:
     if name == "SET_SH_REG":
       for i, v in enumerate(body[1:]): self.regs[T.SH_REG_BASE + (body[0] & 0xFFFF) + i] = v
     elif name == "ACQUIRE_MEM":
-      if self.gfx >= 10 and len(body) >= 7 and body[6] & T.ACQ_WRITEBACK_GFX11: self.vm.writeback()
+      # An L2 invalidate without the write-back drops the dirty lines: the kernel and Mesa always pair them (gfx11
+      # GL2_INV with GL2_WB, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:6565-6573; gfx9 TC_ACTION with
+      # TC_WB_ACTION, "WB must be set on GFX8+ when TC_ACTION is set", mesa@25.0.7:src/gallium/drivers/radeonsi/
+      # si_barrier.c:442-445, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v9_4_3.c:3401-3417); the mock does the harmful thing
+      if self.gfx >= 10: wb, inv = len(body) >= 7 and body[6] & T.ACQ_WRITEBACK_GFX11, len(body) >= 7 and body[6] & T.ACQ_GL2_INV_GFX11
+      else: wb, inv = body[0] & T.COHER_TC_WB_ACTION, body[0] & T.COHER_TC_ACTION
+      if wb: self.vm.writeback()
+      elif inv: self.vm.discard()
     elif name == "EVENT_WRITE":
       if body[0] & 0x3F == T.EVENT_CS_PARTIAL_FLUSH: self.drain()
     elif name == "DISPATCH_DIRECT": self.dispatch(body)
@@ -222,7 +244,13 @@ class Queue:
       # after a write-back the release reaches memory; without one it may sit in the L2 like the kernel's stores
       (self.vm.write if wb else self.vm.write_cached)(addr, struct.pack("<Q" if data_sel != 1 else "<I", v))
     elif data_sel != 0: raise self.fail(f"RELEASE_MEM data_sel {data_sel} is not modelled")
-    if int_sel: self.kfd.interrupt(body[6])
+    # INT_SEL (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_pm4_headers_ai.h:487-493): 2 = interrupt after the
+    # write is confirmed (what the kernel asks for, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:5740-5741);
+    # 3 = write the data after confirmation and raise no interrupt ("don't send an interrupt",
+    # mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40); 0 none. The rest (interrupt only, ctxid compares) are not modelled.
+    if int_sel == 2: self.kfd.interrupt(body[6], eop=True)
+    elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
+    self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)
 
   # ---- SDMA ----
   def step_sdma(self) -> int:

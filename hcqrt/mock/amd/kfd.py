@@ -4,10 +4,14 @@ It serves one GPU node (gfx1100 by default, gfx942 with arch="gfx942") and check
 amdgpu VM code check, failing with the same errno: unknown ioctl numbers (EINVAL), unknown gpu_id (EINVAL),
 memory ioctls before ACQUIRE_VM, zero sizes, misaligned or overlapping VAs, n_devices/n_success, freeing a
 mapped BO (EBUSY) or the event page (EPERM), unmapping what is not mapped (EINVAL), queue percentage/priority,
-ring size not a power of two, queue buffers outside GPU-mapped memory, EOP/CWSR sizes other than the
-topology's (EINVAL), RUNTIME_ENABLE twice (EBUSY). Stricter than the kernel in one place, on purpose: an ioctl
-whose _IOC size matches no kfd_ioctl.h version's struct is refused with EINVAL (the kernel would zero-fill or
-truncate it, hiding a client's layout bug).
+ring size not a power of two, RUNTIME_ENABLE twice (EBUSY) or after a queue exists (EEXIST), host-visible VRAM
+on a small BAR (EINVAL), an event page or (gfx11, MES) wptr outside GTT (EINVAL). On a 6.12 kernel (MOCKGPU_KFD,
+topology.py) CREATE_QUEUE checks every queue buffer as kfd_queue_acquire_buffers does (EINVAL); on 6.1 it checks
+none, and a preemption (`preempt`) saves wave state into whatever CWSR area the queue named. The queues run on an
+engine thread after the doorbell (asynchronously to the process); WAIT_EVENTS sleeps until an interrupt (RELEASE_MEM
+INT_SEL 2, SDMA TRAP; gfx942 drops context id 0) signals an event. Stricter than the kernel in one place, on
+purpose: an ioctl whose _IOC size matches no kfd_ioctl.h version's struct is refused with EINVAL (the kernel would
+zero-fill or truncate it, hiding a client's layout bug).
 
   >>> drv = MockKFD(); drv.claims("/dev/kfd"), drv.claims("/sys/devices/virtual/kfd/kfd/topology/nodes/1/properties")
   (True, True)
@@ -17,8 +21,8 @@ import ctypes, errno, mmap as _mmap, os, struct, threading, time
 from typing import Any
 from hcqrt import syscalls
 from hcqrt.mock.amd import tables as T
-from hcqrt.mock.amd.topology import GPU_ID, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties
-from hcqrt.mock.amd.memory import BO, GPUVM, PAGE
+from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, node_sizes
+from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE
 from hcqrt.mock.amd.cp import Queue, GPUError
 
 ENOTSUPP = 524          # kernel-internal errno that set_queue_properties_from_user returns for an unknown queue type
@@ -29,11 +33,19 @@ KFD_EVENT_LIMIT = 4096
 def _err(e: int, msg: str) -> OSError: return OSError(e, msg)
 
 class MockKFD:
-  """The fake KFD. `arch` "gfx1100" or "gfx942"; `version` the (major, minor) GET_VERSION reports."""
-  def __init__(self, arch: str = "gfx1100", version: tuple[int, int] = (1, 17)):
-    self.arch, self.version = arch, version
-    self.gpu_id, self.props = GPU_ID[arch], gpu_properties(arch)
-    self.files = files(arch)
+  """The fake KFD. `arch` "gfx1100" or "gfx942"; `kernel` "6.12" or "6.1" (default: MOCKGPU_KFD); `version` the
+  (major, minor) GET_VERSION reports (default: that kernel's). `gpus` GPU nodes are listed (nodes 1..gpus), the
+  mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies. `small_bar`:
+  the PCI BAR shows only part of VRAM (a board without Resizable BAR)."""
+  def __init__(self, arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, gpus: int = 1,
+               serve: int = 1, hidden: tuple[int, ...] = (), small_bar: bool = False):
+    self.kernel = kernel or kernel_from_env()
+    self.arch, self.version = arch, version or KFD_VERSION[self.kernel]
+    gpu_ids = [GPU_ID[arch] + i for i in range(gpus)]
+    self.gpu_id, self.props, self.node_sizes = gpu_ids[serve - 1], gpu_properties(arch, self.kernel), node_sizes(arch)
+    self.files = files(arch, self.kernel, gpu_ids)
+    self.hidden = {f"{TOPOLOGY}/nodes/{n}/{f}" for n in hidden for f in ("gpu_id", "properties")}
+    self.small_bar = small_bar
     self.render_path = f"/dev/dri/renderD{RENDER_MINOR}"
     self.kfd_fds: set[int] = set()
     self.render_fds: set[int] = set()
@@ -49,9 +61,15 @@ class MockKFD:
     self.event_page: BO | None = None
     self.events: dict[int, dict[str, Any]] = {}
     self.lock = threading.RLock()
-    self._poller: threading.Thread | None = None
+    self.work = threading.Condition(self.lock)   # doorbells wake the engine; the engine wakes WAIT_EVENTS
+    self._engine: threading.Thread | None = None
+    self._due: float | None = None           # when the engine runs the queues next (doorbell time + latency_s)
+    self.latency_s = 0.0                     # how long after a doorbell the CP starts on the work (tests widen races)
+    self.release_stall_s = 0.0               # how long the CP stalls after each RELEASE_MEM (tests widen races)
     self.vram_used = 0
     self.busy_ns = 0
+    self.wait_timeouts = 0                   # WAIT_EVENTS that slept out their timeout (no interrupt came)
+    self.missed_wakeups = 0                  # ... of them, with a waited-for event slot written (the release raised no interrupt)
     self.calls: list[str] = []               # ioctl names in order (tests read them)
     self.sizes: list[int] = []               # and the _IOC size each came with
 
@@ -65,6 +83,9 @@ class MockKFD:
     return sorted(names)
   def read_text(self, path: str) -> str:
     if path not in self.files: raise FileNotFoundError(errno.ENOENT, f"mock KFD: no such file {path}")
+    # a GPU the device cgroup denies: node_show returns -EPERM for gpu_id and properties
+    # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:435-452)
+    if path in self.hidden: raise PermissionError(errno.EPERM, f"mock KFD: {path}: the device cgroup denies this GPU")
     return self.files[path]
 
   def open(self, path: str, flags: int) -> int:
@@ -80,7 +101,8 @@ class MockKFD:
     d, typ, nr, size = (request >> 30) & 3, (request >> 8) & 0xFF, request & 0xFF, (request >> 16) & 0x3FFF
     if fd not in self.kfd_fds: raise _err(errno.ENOTTY, "not a /dev/kfd fd")
     if typ != ord("K"): raise _err(errno.ENOTTY, f"ioctl type {typ:#x} is not AMDKFD_IOCTL_BASE")
-    end = T.COMMAND_END[(1, 11)] if self.version < (1, 14) else T.COMMAND_END[(1, 17)]   # RUNTIME_ENABLE (0x25) arrived with 1.14
+    # RUNTIME_ENABLE (0x25) arrived with 1.13, "Add debugger API" (linux@v6.12.117:include/uapi/linux/kfd_ioctl.h:41)
+    end = T.COMMAND_END[(1, 11)] if self.version < (1, 13) else T.COMMAND_END[(1, 17)]
     if not 1 <= nr < end: raise _err(errno.EINVAL, f"ioctl nr {nr:#x} is outside [AMDKFD_COMMAND_START, AMDKFD_COMMAND_END) of KFD {self.version}")
     if nr not in T.IOCTLS: raise _err(errno.ENOSYS, f"mock KFD does not implement ioctl nr {nr:#x}")
     name, layout, sizes = T.IOCTLS[nr]
@@ -110,6 +132,8 @@ class MockKFD:
   def _runtime_enable(self, a: dict) -> None:
     if a["mode_mask"] & 1:
       if self.runtime_enabled: raise _err(errno.EBUSY, "runtime already enabled")
+      # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:2792-2796: not once the process has user queues
+      if self.queues: raise _err(errno.EEXIST, "RUNTIME_ENABLE after a user queue was created")
       self.runtime_enabled = True
     else: self.runtime_enabled = False
     a["capabilities_mask"] = 0
@@ -136,6 +160,8 @@ class MockKFD:
     if size == 0: raise _err(errno.EINVAL, "size 0")
     if not fl & (T.VRAM | T.GTT): raise _err(errno.EINVAL, f"flags {fl:#x}: no VRAM or GTT domain (USERPTR/DOORBELL/MMIO_REMAP are not modelled)")
     if va % PAGE: raise _err(errno.EINVAL, f"va_addr {va:#x} is not page aligned")
+    # "Alloc host visible vram on small bar is not allowed" (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1112-1118)
+    if self.small_bar and fl & T.VRAM and fl & T.PUBLIC: raise _err(errno.EINVAL, "host-visible VRAM on a small BAR")
     if not GPUVM_BASE <= va or va + size > GPUVM_LIMIT: raise _err(errno.EINVAL, f"va_addr {va:#x}+{size:#x} is outside the GPUVM aperture")
     end = va + (size + PAGE - 1) // PAGE * PAGE
     for b in self.bos.values():
@@ -188,9 +214,14 @@ class MockKFD:
       a["n_success"] = i + 1
 
   # ---- queues ----
-  def _mapped(self, what: str, va: int, n: int) -> None:
-    try: self.vm.find(va, max(n, 1))
-    except RuntimeError: raise _err(errno.EINVAL, f"{what} {va:#x}+{n:#x} is not in a BO mapped to the GPU") from None
+  def _queue_buffer(self, what: str, va: int, size: int) -> None:
+    """kfd_queue_buffer_get (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_queue.c:197-217): the GPU page of `va`
+    must be the first page of a GPU mapping and, unless `size` is under a page, the mapping exactly `size` bytes
+    (compared in 4 KiB pages), else EINVAL."""
+    bo = next((b for b in self.vm.bos if b.va >> 12 <= va >> 12 < b.end >> 12), None)
+    if bo is None: raise _err(errno.EINVAL, f"{what} {va:#x}: no GPU mapping holds it")
+    if va >> 12 != bo.va >> 12 or (size >> 12 and bo.size >> 12 != size >> 12):
+      raise _err(errno.EINVAL, f"{what} {va:#x}: expected a mapping of {size:#x} bytes starting at its page, the BO is {bo.va:#x}+{bo.size:#x}")
 
   def _create_queue(self, a: dict) -> None:
     if a["queue_percentage"] & 0xFF > 100: raise _err(errno.EINVAL, f"queue_percentage {a['queue_percentage']} > 100")
@@ -203,37 +234,76 @@ class MockKFD:
     if qt not in (T.QUEUE_COMPUTE, T.QUEUE_SDMA, T.QUEUE_COMPUTE_AQL): raise _err(ENOTSUPP, f"queue_type {qt} is not supported")
     self._pdd(a["gpu_id"], need_vm=False)
     if self.vm_acquired is None: raise _err(errno.ESRCH, "process is not bound to the GPU (no ACQUIRE_VM)")
-    self._mapped("ring", a["ring_base_address"], rs)
-    self._mapped("read pointer", a["read_pointer_address"], 8)
-    self._mapped("write pointer", a["write_pointer_address"], 8)
     bufs = [a["ring_base_address"], a["read_pointer_address"], a["write_pointer_address"]]
-    if qt != T.QUEUE_SDMA:
-      p = self.props
-      if a["eop_buffer_size"] != p["eop_buffer_size"]: raise _err(errno.EINVAL, f"eop_buffer_size {a['eop_buffer_size']:#x} != the node's {p['eop_buffer_size']:#x}")
-      self._mapped("EOP buffer", a["eop_buffer_address"], a["eop_buffer_size"])
-      if a["ctx_save_restore_size"] != p["cwsr_size"] or a["ctl_stack_size"] != p["ctl_stack_size"]:
-        raise _err(errno.EINVAL, f"ctx_save_restore_size {a['ctx_save_restore_size']:#x} / ctl_stack_size {a['ctl_stack_size']:#x} "
-                                 f"!= the node's cwsr_size {p['cwsr_size']:#x} / ctl_stack_size {p['ctl_stack_size']:#x}")
-      self._mapped("CWSR area", a["ctx_save_restore_address"], a["ctx_save_restore_size"])
-      bufs += [a["eop_buffer_address"], a["ctx_save_restore_address"]]
+    if qt != T.QUEUE_SDMA: bufs += [a["eop_buffer_address"], a["ctx_save_restore_address"]]
+    if self.kernel != "6.1": self._acquire_buffers(a, qt)
+    # 6.1 has no kfd_queue_acquire_buffers: it copies the addresses and sizes into the MQD unchecked
+    # (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c set_queue_properties_from_user); the CP finds out later
     if qt == T.QUEUE_COMPUTE_AQL: raise _err(errno.ENOSYS, "mock KFD runs PM4 compute queues, not AQL queues")
     qid = next(i for i in range(1024) if i not in self.queues)
     q = Queue(self, qid, qt, self.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch)
     q.buffers = bufs   # type: ignore[attr-defined]
+    q.ctx_save = (a["ctx_save_restore_address"], a["ctx_save_restore_size"]) if qt != T.QUEUE_SDMA else None   # type: ignore[attr-defined]
     self.queues[qid] = q
     self.doorbells[qid * 8] = q
     a["queue_id"] = qid
     a["doorbell_offset"] = (T.MMAP_DOORBELL << 62) | (self.gpu_id << 46) | (qid * 8)
 
+  def _acquire_buffers(self, a: dict, qt: int) -> None:
+    """kfd_queue_acquire_buffers (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_queue.c:233-345), called from
+    kfd_ioctl_create_queue (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:362): wptr and rptr one page
+    each, the ring exactly ring_size; compute queues also the EOP buffer (the node's size), ctl_stack_size equal to
+    the node's, ctx_save_restore_size at least the node's cwsr_size (42ea9cf2f16b "Relax size checking") and the CWSR
+    BO exactly ALIGN((ctx_save_restore_size + debug_memory_size) * NUM_XCC, 4 KiB) (kfd_queue.c:318-338)."""
+    self._queue_buffer("write_pointer_address", a["write_pointer_address"], PAGE)
+    self._queue_buffer("read_pointer_address", a["read_pointer_address"], PAGE)
+    # MES (gfx11) reads the write pointer through the GART: the kernel pins the wptr BO there, which only a GTT BO
+    # allows (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process_queue_manager.c:277-293)
+    if self.arch == "gfx1100" and not self.vm.find(a["write_pointer_address"]).flags & T.GTT:
+      raise _err(errno.EINVAL, f"write_pointer_address {a['write_pointer_address']:#x}: MES needs the wptr in a GTT BO (GART-mapped)")
+    self._queue_buffer("ring_base_address", a["ring_base_address"], a["ring_size"])
+    if qt == T.QUEUE_SDMA: return
+    n = self.node_sizes
+    if a["eop_buffer_address"]:
+      if a["eop_buffer_size"] != n["eop_buffer_size"]: raise _err(errno.EINVAL, f"eop_buffer_size {a['eop_buffer_size']:#x} != the node's {n['eop_buffer_size']:#x}")
+      self._queue_buffer("eop_buffer_address", a["eop_buffer_address"], a["eop_buffer_size"])
+    if a["ctl_stack_size"] != n["ctl_stack_size"]: raise _err(errno.EINVAL, f"ctl_stack_size {a['ctl_stack_size']:#x} != the node's {n['ctl_stack_size']:#x}")
+    if a["ctx_save_restore_size"] < n["cwsr_size"]:
+      raise _err(errno.EINVAL, f"ctx_save_restore_size {a['ctx_save_restore_size']:#x} < the node's cwsr_size {n['cwsr_size']:#x}")
+    total = -(-(a["ctx_save_restore_size"] + n["debug_memory_size"]) * self.props["num_xcc"] // PAGE) * PAGE
+    self._queue_buffer("ctx_save_restore_address", a["ctx_save_restore_address"], total)
+
+  def preempt(self, qid: int | None = None) -> None:
+    """Preempt compute queues with waves in flight (HWS oversubscription, eviction, suspend, a debugger): the CP saves
+    each XCC's wave state into the queue's CWSR area, XCC i at base + i * ctx_save_restore_size
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:691-701; one XCC on gfx11,
+    kfd_mqd_manager_v11.c:151-162). A full-occupancy save fills the node's cwsr_size (kfd_queue.c:450-490) however
+    little the queue declared, so a too-small area is a GPU VM fault (the queue stops, memory events fire)."""
+    with self.lock:
+      for q in [self.queues[qid]] if qid is not None else list(self.queues.values()):
+        if getattr(q, "ctx_save", None) is None or q.error is not None: continue
+        base, size = q.ctx_save
+        for xcc in range(self.props["num_xcc"]):
+          at = base + xcc * size
+          try: self.vm.find(at, self.node_sizes["cwsr_size"])
+          except GPUFault as e:
+            self.memory_fault(e.va)
+            raise q.fail(f"CWSR save of XCC {xcc} at {at:#x}+{self.node_sizes['cwsr_size']:#x} faulted: {e}", fault=True) from None
+
   def _destroy_queue(self, a: dict) -> None:
     if (q := self.queues.pop(a["queue_id"], None)) is None: raise _err(errno.EINVAL, f"no queue {a['queue_id']}")
     self.doorbells.pop(q.qid * 8, None)
+    q.destroyed = True
 
   # ---- events ----
   def _create_event(self, a: dict) -> None:
     if a["event_page_offset"]:
       if self.event_page is not None: raise _err(errno.EINVAL, "the event page was given already")
-      self.event_page = self._bo(a["event_page_offset"], errno.EINVAL)
+      page = self._bo(a["event_page_offset"], errno.EINVAL)
+      # the kernel maps the page into its own address space through the GART: a GTT BO only
+      # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:359-403 -> amdgpu_amdkfd_gpuvm.c:2297-2326)
+      if not page.flags & T.GTT: raise _err(errno.EINVAL, "the event page must be a GTT BO (the kernel maps it through the GART)")
+      self.event_page = page
       if self.event_page.size < KFD_EVENT_LIMIT * 8: raise _err(errno.EINVAL, "event page smaller than 4096 slots")
     if a["event_type"] == T.EVENT_MEMORY:   # a VM fault signals these, carrying the faulting address
       eid = next(i for i in range(T.FIRST_NONSIGNAL_EVENT_ID, 1 << 31) if i not in self.events)
@@ -260,8 +330,12 @@ class MockKFD:
   def _set_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = True
   def _reset_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = False
 
-  def interrupt(self, ctxid: int) -> None:
-    """An end-of-pipe / SDMA trap interrupt: signal the event it names if its slot was written, else every written slot."""
+  def interrupt(self, ctxid: int, eop: bool = False) -> None:
+    """An end-of-pipe (RELEASE_MEM INT_SEL 2) or SDMA trap interrupt: signal the event it names if its slot was
+    written, else every written slot (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c, kfd_signal_event_interrupt).
+    On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336)."""
+    if eop and ctxid == 0 and self.arch == "gfx942": return
     if self.event_page is None: return
     hit = [ctxid] if ctxid in self.events and self._slot(ctxid) != T.UNSIGNALED_EVENT_SLOT else \
           [e for e in self.events if self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
@@ -279,8 +353,8 @@ class MockKFD:
     ids = [T.EVENT_DATA.unpack(raw[48 * i:48 * i + 48])["event_id"] for i in range(n)]
     for e in ids: self._ev(e)
     deadline = time.perf_counter() + a["timeout"] / 1000
-    while True:
-      self.run_all()
+    while True:   # the engine thread runs the queues; this only sleeps until an interrupt signals an event
+      self._raise_queue_error()
       done = [self.events[e]["signaled"] for e in ids if e in self.events]
       if (all(done) if a["wait_for_all"] else any(done)):
         for i, e in enumerate(ids):
@@ -290,10 +364,21 @@ class MockKFD:
             ctypes.memmove(a["events_ptr"] + 48 * i, rec, len(rec))
           if ev["auto_reset"] and ev["signaled"]: ev["signaled"] = False
         a["wait_result"] = 0; return
-      if time.perf_counter() >= deadline: a["wait_result"] = 1; return
-      self.lock.release()
-      try: time.sleep(0.0002)
-      finally: self.lock.acquire()
+      if (left := deadline - time.perf_counter()) <= 0:
+        self.wait_timeouts += 1
+        # a slot the CP wrote with no interrupt to signal it: the wait slept out its timeout for nothing
+        self.missed_wakeups += any(e in self.events and "memory" not in self.events[e] and self._slot(e) != T.UNSIGNALED_EVENT_SLOT for e in ids)
+        a["wait_result"] = 1; return
+      self.work.wait(left)
+
+  def _raise_queue_error(self) -> None:
+    """A queue the CP stopped on something that is not a VM fault (a packet or program the mock cannot execute, where
+    hardware would hang): the mock's own report, raised once from the process's next WAIT_EVENTS (no kernel does this;
+    without it the client would sit out its timeout)."""
+    for q in self.queues.values():
+      if q.error is not None and not q.reported:
+        q.reported = True
+        raise GPUError(q.error)
 
   # ---- mmap / doorbells ----
   def mmap(self, fd: int, length: int, prot: int, flags: int, offset: int, addr: int | None) -> int:
@@ -319,43 +404,73 @@ class MockKFD:
 
   def mmio_write64(self, addr: int, value: int) -> None:
     base = next((a for a, n in self.doorbell_maps if a <= addr < a + n), None)
-    if base is None: ctypes.c_uint64.from_address(addr).value = value; return
     ctypes.c_uint64.from_address(addr).value = value
+    if base is None: return
     with self.lock:
       q = self.doorbells.get(addr - base)
       if q is None: return   # a doorbell no queue owns: the hardware ignores it
       self.doorbell_writes += 1
       q.target = value
-      t0 = time.perf_counter_ns()
-      try: self.run_all(q)
-      finally: self.busy_ns += time.perf_counter_ns() - t0   # time "on the GPU", so benchmarks can take it out
+      self._kick()
 
   def mmio_write32(self, addr: int, value: int) -> None:
     raise GPUError(f"mock KFD: 32-bit store to {addr:#x}; SOC15+ doorbells are 64-bit")
 
   # ---- the GPU ----
-  def run_all(self, rung: Queue | None = None) -> None:
+  # The doorbell only tells the CP there is work: it runs later, on the engine thread, while the process goes on
+  # (hardware queues run asynchronously to the host), so a buffer freed or rewritten while work is in flight, or a
+  # missing wait, shows up as a VM fault or a wrong result. `latency_s` delays the start to widen such races.
+  def _kick(self) -> None:
+    due = time.perf_counter() + self.latency_s
+    self._due = due if self._due is None else min(self._due, due)
+    if self._engine is None or not self._engine.is_alive():
+      self._engine = threading.Thread(target=self._run_engine, daemon=True, name="amdmock-cp")
+      self._engine.start()
+    self.work.notify_all()
+
+  def _run_engine(self) -> None:
+    with self.lock:
+      idle_since, poll = time.perf_counter(), False
+      while True:
+        now = time.perf_counter()
+        if self._due is not None and now < self._due: self.work.wait(self._due - now); continue
+        if self._due is not None or poll:
+          self._due, poll = None, False
+          t0 = time.perf_counter_ns()
+          try: self.run_all()
+          finally: self.busy_ns += time.perf_counter_ns() - t0   # time "on the GPU", so benchmarks can take it out
+          self.work.notify_all()   # interrupts were raised: wake WAIT_EVENTS and settle()
+          idle_since = time.perf_counter()
+          continue
+        # parked on a WAIT_REG_MEM / POLL_REGMEM a host write may satisfy (the mock cannot see host stores): poll
+        if self.blocked(): self.work.wait(0.0005); poll = True; continue
+        if now - idle_since > 0.05: self._engine = None; return   # idle: the next doorbell starts a new engine thread
+        self.work.wait(0.05)
+
+  def stall(self) -> None:
+    """The CP falls behind for `release_stall_s` (the host runs meanwhile and sees what was released so far)."""
+    if self.release_stall_s > 0:
+      self.work.notify_all()
+      self.work.wait(self.release_stall_s)
+
+  def run_all(self) -> None:
+    """Run every queue until all are empty, blocked or stopped (errors stay on the queue, q.error)."""
     with self.lock:
       progressed = True
       while progressed:
         progressed = False
-        for q in list(self.queues.values()):
+        for q in list(self.queues.values()):   # (a queue destroyed meanwhile, e.g. by a finalizer on this thread, is skipped)
           try: progressed |= q.run()
-          except GPUError:
-            if q is rung: raise
-      if self.blocked() and (self._poller is None or not self._poller.is_alive()):
-        self._poller = threading.Thread(target=self._poll, daemon=True, name="amdmock-cp")
-        self._poller.start()
+          except GPUError: pass
 
   def blocked(self) -> bool:
     return any(q.error is None and q._avail() > 0 for q in self.queues.values())
 
-  def _poll(self) -> None:
-    # a parked WAIT_REG_MEM may be satisfied by a host write the mock cannot see: retry while anything is parked
-    while True:
-      time.sleep(0.0005)
-      with self.lock:
-        if not self.blocked(): return
-        for q in list(self.queues.values()):
-          try: q.run()
-          except GPUError: pass   # kept on the queue (q.error)
+  def settle(self, timeout_s: float = 10.0) -> None:
+    """(tests) Wait until the engine has run everything it can, then raise the error a queue stopped on, if any."""
+    deadline = time.perf_counter() + timeout_s
+    with self.lock:
+      while self._due is not None:   # (the engine holds the lock while it runs: with it here, nothing is mid-run)
+        if time.perf_counter() > deadline: raise TimeoutError("mock KFD: the engine did not settle")
+        self.work.wait(0.01)
+      self._raise_queue_error()

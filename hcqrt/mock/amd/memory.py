@@ -105,6 +105,10 @@ class GPUVM:
     if bo.flags & UNCACHED or va % 4 or len(data) % 4: return self.write(va, data)
     for i in range(0, len(data), 4): self.dirty[va + i] = bytes(data[i:i + 4])
 
+  def discard(self) -> None:
+    """Invalidate the L2 without writing it back: dirty dwords are lost (memory keeps its old bytes)."""
+    self.dirty = {}
+
   def writeback(self) -> None:
     """Write every dirty L2 dword back to memory (what the GL2 write-back bits do)."""
     d, self.dirty = self.dirty, {}

@@ -1,0 +1,99 @@
+"""The mock GPU runs queued work later, on its own engine thread, and wakes WAIT_EVENTS only with the interrupts the
+hardware raises: the backend must wait before freeing, and ask for interrupts it will get."""
+import struct
+import numpy as np
+import pytest
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
+from hcqrt.amd.device import AMDDevice, AMDProgram
+
+@pytest.fixture(params=["gfx1100", "gfx942"])
+def dev(request):
+  drv = install_mock_amd(request.param, kernel="6.12")
+  d = AMDDevice("AMD"); d.drv = drv
+  yield d
+  uninstall_mock_amd(drv)
+
+def _store42(d, vm):   # stand-in executor: the kernel stores 42 through its first argument
+  vm.write(struct.unpack("<Q", bytes(vm.read(d.kernarg, 8)))[0], struct.pack("<I", 42))
+
+def _program(dev):
+  props = (1 << 3) | ((1 << 10) if dev.gfx.wave32 else 0)
+  desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 8, 0, 0, 0x60AF0041, 2 << 1 | 1 << 7, props, 0)
+  return AMDProgram(dev, "k", b"\x00\x00\xb0\xbf" * 16, desc, [(0, 8)])
+
+@pytest.fixture
+def store42():
+  prev = set_executor(_store42); yield; set_executor(prev)
+
+def test_the_doorbell_only_queues_work(dev):
+  dev.drv.latency_s = 0.05
+  s = dev.new_signal(0)
+  dev.hw_compute_queue().signal(s, 1).submit(dev)
+  assert s.value == 0   # not run yet: the host must wait for it
+  dev.wait_signal(s, 1, 5)
+
+def test_synchronize_is_woken_by_the_interrupt_not_the_timeout(dev, store42):
+  dev.drv.latency_s = 0.002   # the CP starts after the host is asleep in WAIT_EVENTS
+  prog, buf = _program(dev), dev.allocator.alloc(64)
+  for _ in range(20): prog(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+  assert dev.event_id != 0 and "WAIT_EVENTS" in dev.drv.calls
+  assert dev.drv.missed_wakeups == 0   # INT_SEL 3 (no interrupt) or event id 0 on gfx942: the slot is written, nothing wakes the wait
+
+def test_free_of_a_buffer_in_flight_waits_for_the_gpu(dev, store42):
+  dev.drv.latency_s = 0.05
+  prog, buf, keep = _program(dev), dev.allocator.alloc(64), dev.allocator.alloc(64)
+  prog(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1))   # no wait: the kernel is still queued
+  dev.allocator.free(buf)   # unmapping now would fault the kernel's store
+  prog(keep, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+  out = bytearray(4); dev.allocator.copyout(memoryview(out), keep)
+  assert struct.unpack("<I", out)[0] == 42 and all(q.error is None for q in dev.drv.queues.values())
+
+def test_graph_replays_back_to_back_on_an_async_gpu(dev, store42):
+  dev.drv.latency_s = 0.01
+  prog = _program(dev)
+  bufs = [dev.allocator.alloc(64) for _ in range(3)]
+  g = dev.graph([("exec", prog, [bufs[0]], [], (1, 1, 1), (dev.wave_size, 1, 1))])
+  for b in bufs: g.replay(bufs={(0, 0): b})
+  dev.synchronize()
+  for b in bufs:
+    out = bytearray(4); dev.allocator.copyout(memoryview(out), b)
+    assert struct.unpack("<I", out)[0] == 42
+  assert np.all([q.error is None for q in dev.drv.queues.values()])
+
+def test_the_dispatch_acquire_writes_the_l2_back_before_invalidating(dev, store42):
+  # a dirty line in the L2 (an earlier GPU write to cached memory) must survive the next launch's cache invalidate
+  buf = dev.allocator.alloc(64)
+  dev.drv.vm.write_cached(buf.va + 32, struct.pack("<I", 7))
+  _program(dev)(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+  assert dev.drv.vm.read32(buf.va + 32) == 7
+
+def test_gpu_waits_past_2_pow_32_are_refused_by_name(dev):
+  s = dev.new_signal(0)
+  for q in (dev.hw_compute_queue(), dev.hw_copy_queue()):
+    with pytest.raises(ValueError, match=r"2\*\*32.*low 32 bits"): q.wait(s, 1 << 32)
+    q.wait(s, 5)
+    with pytest.raises(ValueError, match=r"2\*\*32"): q.update_wait(0, value=(1 << 32) + 5)
+
+def test_graph_replay_waits_for_the_value_its_stream_writes_last(dev, store42):
+  # The CP stalls after each release: the graph signal is visible while the previous replay's stream still has its
+  # timeline release to run. A replay that rewrote the stream then would let that release write the new timeline value.
+  dev.drv.release_stall_s = 0.05
+  prog = _program(dev)
+  bufs = [dev.allocator.alloc(64) for _ in range(2)]
+  g = dev.graph([("exec", prog, [bufs[0]], [], (1, 1, 1), (dev.wave_size, 1, 1))])
+  for b in bufs: g.replay(bufs={(0, 0): b})
+  dev.synchronize()   # must mean the second replay has run
+  assert [dev.drv.vm.read32(b.va) for b in bufs] == [42, 42]   # (read as the GPU sees memory now, while the CP may stall)
+  dev.drv.release_stall_s = 0
+
+def test_gfx11_invalidates_gl2_and_icache_only_after_a_wait(dev):
+  if dev.arch != "gfx1100": pytest.skip("gfx9 keeps its full TC write-back + invalidate before every launch")
+  from ioctl_defs.amd import pm4
+  prog, s = _program(dev), dev.new_signal(0)
+  q = dev.hw_compute_queue().exec(prog, prog.fill_kernargs([0]), (1, 1, 1), (32, 1, 1)).exec(prog, prog.fill_kernargs([0]), (1, 1, 1), (32, 1, 1))
+  q.wait(s, 0).exec(prog, prog.fill_kernargs([0]), (1, 1, 1), (32, 1, 1))
+  hdr = pm4.packet(pm4.ACQUIRE_MEM, *([0] * 7))[0]
+  gcrs = [q.q[i + 7] for i in range(len(q.q)) if q.q[i] == hdr]
+  full = pm4.GCR_GLI_INV_ALL | pm4.GCR_GL2_INV | pm4.GCR_GL2_WB
+  assert [g & full for g in gcrs] == [full, 0, full]   # GL2 written back with every invalidate, and only where needed
+  assert all(g & pm4.GCR_GLK_INV and g & pm4.GCR_GLV_INV for g in gcrs)
