@@ -141,10 +141,11 @@ def disassemble(binary: bytes, target: Target) -> str:
   """Machine code of a built kernel (DEBUG=7): objdump for CPU objects, nvdisasm for cubins, llvm-objdump for AMD code
   objects; a one-line note naming the tool where it is not installed."""
   import shutil, subprocess, tempfile
-  tools = {"NV": ["nvdisasm", "-c"], "AMD": ["llvm-objdump", "-d", f"--mcpu={target.arch}"]}
-  cmd = tools.get(target.device.split(":")[0], ["objdump", "-d", "--no-show-raw-insn"])
-  if target.device.startswith("AMD") and shutil.which(cmd[0]) is None and shutil.which("llvm-objdump-19"): cmd[0] = "llvm-objdump-19"
-  if shutil.which(cmd[0]) is None: return f"(no disassembly: {cmd[0]} is not installed)"
+  dev = target.device.split(":")[0]
+  # (AMD: LLVM 19's objdump first; older ones, e.g. Debian 12's LLVM 14, don't decode gfx11)
+  names = {"NV": ["nvdisasm"], "AMD": ["llvm-objdump-19", "llvm-objdump"]}.get(dev, ["objdump"])
+  if (tool := next((n for n in names if shutil.which(n)), None)) is None: return f"(no disassembly: {names[0]} is not installed)"
+  cmd = {"NV": [tool, "-c"], "AMD": [tool, "-d", f"--mcpu={target.arch}"]}.get(dev, [tool, "-d", "--no-show-raw-insn"])
   with tempfile.NamedTemporaryFile(suffix=".bin") as f:
     f.write(binary); f.flush()
     r = subprocess.run([*cmd, f.name], capture_output=True, text=True)

@@ -2,6 +2,7 @@
 schedule (ops, source lines, why a kernel is separate), 5 UOps before/after optimization and the opts, 6 each rewrite
 pass, 7 disassembly (or a note naming the missing tool)."""
 import os, re, shutil, subprocess, sys
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _out: dict[int, str] = {}
@@ -57,3 +58,17 @@ def test_disassembly_note_names_missing_tool(monkeypatch):
   from compiler.target import Target
   monkeypatch.setenv("PATH", "/nonexistent")
   assert disassemble(b"\x7fELF", Target("NV", "ptx", arch="sm_90")) == "(no disassembly: nvdisasm is not installed)"
+
+def test_disassembly_of_amd_code_object():
+  if shutil.which("llvm-objdump-19") is None: pytest.skip("llvm-objdump-19 is not installed: apt-get install llvm-19")
+  pytest.importorskip("llvmlite")
+  from compiler.lazy import LazyBuffer
+  from compiler.schedule import create_schedule
+  from compiler.dtypes import dtypes
+  from compiler.uop import Ops
+  from compiler.target import AMD_TARGETS
+  from compiler.pipeline import compile_kernel, disassemble
+  x = LazyBuffer.empty((64,), dtypes.float32, "AMD"); x.buffer = object()
+  ck = compile_kernel(create_schedule([x.alu(Ops.MUL, x)])[0].ast, AMD_TARGETS["gfx1100"], name="sq")
+  asm = disassemble(ck.binary, AMD_TARGETS["gfx1100"])
+  assert "<sq>:" in asm and "v_mul_f32" in asm and "s_endpgm" in asm
