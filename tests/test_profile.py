@@ -81,3 +81,14 @@ def test_cpu_launch_list_times_each_launch():
       assert inner[-1]["ts"] + inner[-1]["dur"] <= sp["ts"] + sp["dur"]
   finally:
     prof.ENABLED = was; prof.clear()
+
+def test_profile_1_names_its_file(tmp_path):
+  """PROFILE=1: the trace goes to a file in the temp directory, named on stderr at exit."""
+  code = "from frontend import Tensor; print((Tensor([1.0, 2.0]) + 1).tolist())"
+  r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                     env={**os.environ, "PYTHONPATH": ROOT, "CPU": "1", "PROFILE": "1", "TMPDIR": str(tmp_path)})
+  assert r.returncode == 0 and r.stdout.strip() == "[2.0, 3.0]", r.stderr
+  path = r.stderr.split("written to ")[1].split(" ")[0]
+  assert os.path.dirname(path) == str(tmp_path)
+  names = [e["name"] for e in _check_schema(json.load(open(path))) if e["cat"] == "kernel"]
+  assert len(names) == 1 and names[0].startswith("E_2")
