@@ -18,6 +18,14 @@ CS_PARTIAL_FLUSH between its launches. "eager launch + synchronize" is a launch 
 end-of-pipe interrupt must wake it (no 10 ms WAIT_EVENTS timeouts). The mock's engine runs work on its own thread. Without llvmlite the AMD part is skipped with a note.
 
   python bench/hcq_bench.py [--device NV|AMD|all] [--kernels 50] [--reps 200] [--json]
+
+Barrier cost (`--barrier-cost`, NV; `--real` opens the machine's GPU instead of the mock): wall time per kernel of a
+replayed graph of N independent one-thread kernels with the per-kernel WAIT_FOR_IDLE and without it (safe only because
+they are independent), and of a chain of N dependent ones. Host cost is the same in the first two, so their difference
+is what one WAIT_FOR_IDLE boundary costs on the GPU; the chain shows what a dependency costs. On the mock the numbers
+are the emulator's, not a GPU's; the results are checked either way (every kernel ran once per replay).
+
+  python bench/hcq_bench.py --barrier-cost [--real] [--kernels 200] [--reps 20] [--json]
 """
 from __future__ import annotations
 import argparse, json, os, statistics, sys, time
@@ -131,6 +139,39 @@ def bench(kernels: int = 50, reps: int = 200, arch: str = "hopper") -> dict:
     return res
   finally: syscalls.uninstall(drv)
 
+def barrier_cost(dev, kernels: int = 200, reps: int = 20) -> dict:
+  """µs per kernel (best of `reps` replays) of: `indep_wfi_us` independent kernels with WAIT_FOR_IDLE between them,
+  `indep_no_wfi_us` the same without it, `chain_us` a dependent chain; `wfi_cost_us` = the first minus the second."""
+  import numpy as np
+  from hcqrt.hcq import GraphReplay
+  from hcqrt.nv.device import NVComputeQueue
+  from hw_tests import kernels as K
+  from compiler.assemble.ptx_assembler import assemble_ptx
+  inc = dev.program("inc", assemble_ptx(K.head(dev.arch) + K.INC, dev.arch))
+  bufs = [dev.allocator.alloc(4) for _ in range(kernels)]
+  for b in bufs: dev.allocator.copyin(b, memoryview(np.zeros(1, np.uint32)))
+  def graph(items: list, wfi: bool = True) -> GraphReplay:
+    orig = NVComputeQueue.barrier
+    if not wfi: NVComputeQueue.barrier = lambda self: None   # recorded without barriers: fine for independent kernels only
+    try: return GraphReplay(dev, items)
+    finally: NVComputeQueue.barrier = orig
+  def per_kernel_us(g: GraphReplay) -> float:
+    g.replay(wait=True)
+    return min(g.replay(wait=True) or 0.0 for _ in range(reps)) / kernels * 1e6
+  indep = [("exec", inc, [b], [], (1, 1, 1), (1, 1, 1)) for b in bufs]
+  res = {"kernels": kernels, "reps": reps, "device": repr(dev)}
+  res["indep_wfi_us"] = per_kernel_us(graph(indep))
+  res["indep_no_wfi_us"] = per_kernel_us(graph(indep, wfi=False))
+  res["chain_us"] = per_kernel_us(graph([indep[0]] * kernels))
+  res["wfi_cost_us"] = res["indep_wfi_us"] - res["indep_no_wfi_us"]
+  got = np.zeros(kernels, np.uint32)
+  for i, b in enumerate(bufs):
+    v = np.zeros(1, np.uint32); dev.allocator.copyout(memoryview(v), b); got[i] = v[0]
+  runs = 2 * (reps + 1)   # two independent graphs, each replayed reps + 1 times; the chain adds kernels per replay to bufs[0]
+  want = np.full(kernels, runs, np.uint32); want[0] += kernels * (reps + 1)
+  res["correct"] = bool(np.array_equal(got, want))
+  return res
+
 def bench_amd(kernels: int = 50, reps: int = 200, arch: str = "gfx1100") -> dict:
   """The AMD backend's host cost on the mock KFD (see the module docstring)."""
   from hcqrt import syscalls
@@ -178,13 +219,17 @@ def bench_amd(kernels: int = 50, reps: int = 200, arch: str = "gfx1100") -> dict
 
 def main() -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--kernels", type=int, default=50, help="launches in the replayed graph")
-  ap.add_argument("--reps", type=int, default=200)
+  ap.add_argument("--kernels", type=int, default=None, help="launches in the replayed graph (50; --barrier-cost: 200)")
+  ap.add_argument("--reps", type=int, default=None, help="repetitions (200; --barrier-cost: 20)")
   ap.add_argument("--arch", default="hopper", help="NV mock GPU: hopper, ada, ampere, blackwell, blackwell_b")
   ap.add_argument("--amd-arch", default="gfx1100", help="AMD mock GPU (only gfx1100 code is emulated)")
   ap.add_argument("--device", default="all", choices=["NV", "AMD", "all"])
   ap.add_argument("--json", action="store_true")
+  ap.add_argument("--barrier-cost", action="store_true", help="NV: what the per-kernel WAIT_FOR_IDLE costs (see above)")
+  ap.add_argument("--real", action="store_true", help="with --barrier-cost: the machine's GPU, not the mock")
   a = ap.parse_args()
+  if a.barrier_cost: return barrier_main(a)
+  a.kernels, a.reps = a.kernels or 50, a.reps or 200
   out: dict = {}
   if a.device in ("NV", "all"):
     r = bench(a.kernels, a.reps, a.arch)
@@ -217,5 +262,26 @@ def main() -> int:
     for k in ("launch_us", "build_only_us", "graph_per_kernel_us", "graph_host_path_per_kernel_us"):
       print(f"  {k:32s}{nv[k]:10.2f}{amd[k]:10.2f}")
   return 0 if ok else 1
+
+def barrier_main(a) -> int:
+  from hcqrt import syscalls
+  from hcqrt.nv.device import NVDevice
+  drv = None
+  if not a.real:
+    from hcqrt.mock.nv import MockNV
+    drv = syscalls.install(MockNV(arch=a.arch))
+  try:
+    r = barrier_cost(NVDevice("NV"), a.kernels or 200, a.reps or 20)
+  finally:
+    if drv is not None: syscalls.uninstall(drv)
+  r["mock"] = drv is not None
+  if a.json: print(json.dumps(r, indent=1))
+  else:
+    print(f"WAIT_FOR_IDLE cost on {r['device']}{' (mock: emulator time, not a GPU)' if r['mock'] else ''}, {r['kernels']} kernels, best of {r['reps']}")
+    print(f"  independent, WAIT_FOR_IDLE between  {r['indep_wfi_us']:9.2f} µs/kernel")
+    print(f"  independent, no barrier             {r['indep_no_wfi_us']:9.2f} µs/kernel")
+    print(f"  dependent chain                     {r['chain_us']:9.2f} µs/kernel")
+    print(f"  one WAIT_FOR_IDLE boundary          {r['wfi_cost_us']:9.2f} µs   results {'correct' if r['correct'] else 'WRONG'}")
+  return 0 if r["correct"] else 1
 
 if __name__ == "__main__": sys.exit(main())

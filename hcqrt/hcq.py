@@ -18,6 +18,7 @@ from typing import Any
 from collections.abc import Callable, Sequence
 
 DEFAULT_TIMEOUT_S = 30.0
+FAULT_POLL_S = 0.01   # how often a waiting Signal asks its device whether a queue faulted
 
 class SignalTimeout(TimeoutError):
   """A signal did not reach a value in time (message names device, signal, queue and last value)."""
@@ -54,11 +55,17 @@ class Signal:
     if self._words[0] >= value: return
     timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     deadline = time.perf_counter() + timeout_s
+    # a device that can see faults (NV: RM's error notifiers) is asked every FAULT_POLL_S: a faulted queue never
+    # signals, and its error should not wait for the timeout
+    check, next_check = getattr(self.device, "raise_if_faulted", None), 0.0
     spin = 0
     while self._words[0] < value:
-      if time.perf_counter() > deadline: raise self.timed_out(value, timeout_s)
+      now = time.perf_counter()
+      if now > deadline: raise self.timed_out(value, timeout_s)
       spin += 1
-      if spin > 100: time.sleep(0.0002 if spin < 2000 else 0.002)   # spin briefly (fast kernels), then back off
+      if spin > 100:
+        if check is not None and now >= next_check: check(); next_check = now + FAULT_POLL_S
+        time.sleep(0.0002 if spin < 2000 else 0.002)   # spin briefly (fast kernels), then back off
 
   def timed_out(self, value: int, waited_s: float) -> SignalTimeout:
     """The error for a wait of `waited_s` seconds that `value` never came to: it names the device, the signal, the queue
@@ -282,11 +289,13 @@ class GraphReplay:
         self.where[i] = (q, len(q.cmds)); q.copy(buf_addr(dst), buf_addr(src), n)
       else: raise ValueError(f"graph item {i}: unknown kind {it[0]!r} (exec or copy)")
     # The queue running the last item has (through the hand-overs) waited for everything before it, so it alone
-    # marks the end: the graph signal (next replay may rewrite memory) and the device timeline.
+    # marks the end: the device timeline, then the graph signal. The graph signal must be the replay's LAST release:
+    # the next replay rewrites this pushbuffer (the timeline value included) as soon as it sees it, and the GPU may
+    # still have to fetch whatever follows it (a later release would then carry the next replay's value).
     self.final = step + 1
     last = engine or self.compute
-    self.sem.append((last, len(last.cmds), self.final)); last.signal(self.sig, self.final)
     self.end = (last, len(last.cmds)); last.signal(device.timeline_signal, 0)
+    self.sem.append((last, len(last.cmds), self.final)); last.signal(self.sig, self.final)
     self.used = [q for q in (self.compute, self.copyq) if q is last or any(k in ("exec", "copy") for k, _ in q.cmds)]
     # what each replay rewrites, resolved once (a queue that is never submitted needs no update)
     self.tl_waits = [(q, c) for q, c in self.tl_waits if any(q is u for u in self.used)]

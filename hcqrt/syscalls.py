@@ -162,6 +162,43 @@ def mmio_write32(addr: int, value: int) -> None:
   if (drv := _mmio_driver(addr)) is not None and hasattr(drv, "mmio_write32"): return drv.mmio_write32(addr, value)
   ctypes.c_uint32.from_address(addr).value = value
 
+# A CPU store fence. Memory the driver maps from video memory is write-combined for the CPU (OGKM 580.142
+# src/nvidia/src/kernel/rmapi/mapping_cpu.c:292-296: FB -> NV_MEMORY_WRITECOMBINED); WC stores sit in fill buffers and
+# may become visible out of order until "a serializing event; such as an SFENCE or MFENCE instruction, ... a read or
+# write to uncached memory, ... or execution of a LOCK instruction" (Intel SDM vol. 3A, 13.3.1 "Buffering of
+# Write Combining Memory Locations"). NVIDIA's own submit fences before GPPut and before the doorbell (OGKM
+# kernel-open/nvidia-uvm/uvm_channel.c:1008-1014 `mb()`, uvm_volta_host.c:31-44 `wmb()`). Python has no fence
+# instruction, and we must not need a C compiler at run time: the fence is a 4-byte function (x86-64 `sfence; ret`,
+# aarch64 `dmb oshst; ret`) placed in an executable page and called through ctypes. Where no such page can be made
+# (W^X policies), a lock round trip stands in: acquiring a pthread mutex is a LOCK-prefixed atomic on x86.
+_FENCE_CODE = {"x86_64": bytes([0x0F, 0xAE, 0xF8, 0xC3]), "amd64": bytes([0x0F, 0xAE, 0xF8, 0xC3]),
+               "aarch64": (0xD50332BF).to_bytes(4, "little") + (0xD65F03C0).to_bytes(4, "little")}
+_fence_fn: Any = None
+
+def _make_fence() -> Any:
+  import platform
+  code = _FENCE_CODE.get(platform.machine().lower())
+  if code is not None:
+    page = _libc.mmap(None, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    if page not in (None, _MAP_FAILED):
+      ctypes.memmove(page, code, len(code))
+      if _libc.mprotect(ctypes.c_void_p(page), ctypes.c_size_t(4096), PROT_READ | PROT_EXEC) == 0:
+        return ctypes.CFUNCTYPE(None)(page)
+  lock = threading.Lock()
+  def locked() -> None:
+    with lock: pass
+  return locked
+
+def store_fence() -> None:
+  """Make every earlier CPU store (write-combined ones included) visible before any later one: call it between
+  filling what the GPU reads (QMD, constant buffer, pushbuffer, GPFIFO entry) and publishing it (GPPut, doorbell).
+
+    >>> store_fence()
+  """
+  global _fence_fn
+  if _fence_fn is None: _fence_fn = _make_fence()
+  _fence_fn()
+
 def _mmio_driver(addr: int) -> FakeDriver | None:
   if not _fake_ranges: return None
   i = bisect.bisect_right(_fake_ranges, addr, key=lambda r: r[0])

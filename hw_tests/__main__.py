@@ -1,4 +1,5 @@
 """`python -m hw_tests --device NV|AMD [--mock] [--arch hopper|gfx1100] [--stress N] [--json PATH] [--only GROUP|CHECK]`
+`python -m hw_tests --first-run [--mock] ...`: the whole first run on a GPU machine (hw_tests/first_run.py).
 
 Runs the conformance suite on a device; without the vendor's driver (no /dev/nvidiactl, no /dev/kfd) or with --mock,
 on the mock driver (the chip set by --arch; AMD: gfx1100, whose code the mock runs on its RDNA3 emulator). Prints a table, writes a JSON report, exits 1 when a check fails; the last
@@ -9,6 +10,10 @@ import argparse, json, os, sys, time
 from hcqrt.deps import require
 
 def main(argv: list[str] | None = None) -> int:
+  argv = sys.argv[1:] if argv is None else argv
+  if "--first-run" in argv:
+    from hw_tests.first_run import main as first_run
+    return first_run([x for x in argv if x != "--first-run"])
   ap = argparse.ArgumentParser(prog="python -m hw_tests", description="hcqrt hardware conformance suite")
   ap.add_argument("--device", default="NV", help="device to test (NV, NV:1, AMD)")
   ap.add_argument("--mock", action="store_true", help="use the mock driver even if a real one exists")

@@ -1,7 +1,16 @@
 """PTX kernels of the conformance suite (hand-written, assembled for the device's arch by NVIDIA's assembler)."""
 from __future__ import annotations
 
-HEAD = ".version 8.7\n.target {arch}\n.address_size 64\n"
+def head(arch: str) -> str:
+  """The module head for `arch`: the oldest PTX ISA that knows it, as the frontend's renderer emits (7.8 for sm_80..sm_90:
+  nvJitLink 12.4, which PyTorch's CUDA 12 wheels bring, rejects `.version` 8.5 and later).
+
+  >>> head("sm_90").splitlines()[0], head("sm_120").splitlines()[0]
+  ('.version 7.8', '.version 8.7')
+  """
+  from compiler.render_ptx import PTX_ISA
+  version = max(PTX_ISA.get(arch, "7.8"), "7.8", key=lambda v: tuple(map(int, v.split("."))))
+  return f".version {version}\n.target {arch}\n.address_size 64\n"
 
 # out[g] = g for the linear global thread id of a 3-D grid of 3-D blocks
 IDX3 = """.visible .entry idx3(.param .u64 out)

@@ -33,7 +33,7 @@ class Ctx:
         self.progs[key] = self.dev.program(name, KA.compile_ir(KA.source(name, *args), self.dev.arch))
       else:
         from compiler.assemble.ptx_assembler import assemble_ptx
-        self.progs[key] = self.dev.program(name, assemble_ptx(K.HEAD.format(arch=self.dev.arch) + K.source(name, *args), self.dev.arch))
+        self.progs[key] = self.dev.program(name, assemble_ptx(K.head(self.dev.arch) + K.source(name, *args), self.dev.arch))
     return self.progs[key]
   def up(self, arr: np.ndarray) -> Any:
     b = self.dev.allocator.alloc(arr.nbytes); self.dev.allocator.copyin(b, memoryview(arr.reshape(-1).view(np.uint8))); return b

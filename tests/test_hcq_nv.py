@@ -123,7 +123,7 @@ def test_launch_matches_numpy(nv, add):
 # ---- signals ----
 def test_signals_and_timeout(nv):
   s = nv.new_signal(name="sigA")
-  nv.hw_copy_queue().signal(s, 5).timestamp(s).submit(nv)
+  nv.hw_copy_queue().timestamp(s).signal(s, 5).submit(nv)   # the value last: the GPU may run what follows a release later
   s.wait(5, 1.0)
   assert s.value == 5 and s.timestamp > 0 and s.release_timestamp > 0
   big = (1 << 40) + 7   # 64-bit payloads survive

@@ -1,7 +1,7 @@
 """NV launches against the strict mock: ordering of dependent launches on a GPU model that overlaps unordered grids,
 and the QMD / local-memory / window / prefetch / semaphore rules the mock checks as hardware would (issue 11,
 defects 5-10). Each "refused" test puts the old behaviour back and shows the mock failing the channel."""
-import struct
+import contextlib, re, struct
 import numpy as np
 import pytest
 from hcqrt import syscalls
@@ -10,6 +10,7 @@ from hcqrt.mock.nv import MockNV, GPUError
 from hcqrt.mock.nv import gpfifo as mock_gpfifo
 from hcqrt.nv import device as D
 from hcqrt.nv.device import NVDevice, NVComputeQueue, SUBC_COMPUTE, _CP, _H
+from hcqrt.nv.rmclient import NVError
 from hcqrt.nv.qmd_build import INITIAL_STACK_POINTER
 from compiler.assemble.ptx_assembler import assemble_ptx
 from ioctl_defs.nv.qmd import QMD
@@ -24,11 +25,19 @@ def nv():
     yield dev
 
 def prog(dev, name, src):
-  return dev.program(name, assemble_ptx(K.HEAD.format(arch=dev.arch) + src, dev.arch))
+  return dev.program(name, assemble_ptx(K.head(dev.arch) + src, dev.arch))
 def upload(dev, arr):
   b = dev.allocator.alloc(arr.nbytes); dev.allocator.copyin(b, memoryview(arr)); return b
 def download(dev, b, n, dt=np.float32):
   out = np.zeros(n, dt); dev.allocator.copyout(memoryview(out), b); return out
+@contextlib.contextmanager
+def refused(dev, match: str):
+  """The mock refuses a command: at the doorbell (GPUError), or, where the GPU got to it after the doorbell returned,
+  as the fault the backend finds in the error notifier (NVError). Either way the mock recorded why (drv.faults)."""
+  n = len(dev.drv.faults)
+  with pytest.raises((GPUError, NVError)): yield
+  assert len(dev.drv.faults) > n and re.search(match, dev.drv.faults[n]), dev.drv.faults[n:]
+
 def no_barrier(monkeypatch):
   monkeypatch.setattr(NVComputeQueue, "barrier", lambda self: None)
 
@@ -120,31 +129,31 @@ def patch_qmd(p, **fields):
 def test_refuses_queue_type_qmd(nv):
   p = prog(nv, "add", K.ADD)
   patch_qmd(p, QMD_TYPE=0)                                       # the old QMD_TYPE (QUEUE)
-  with pytest.raises(GPUError, match="QMD_TYPE 0"): run_add(nv, p)
+  with refused(nv, "QMD_TYPE 0"): run_add(nv, p)
 
 def test_refuses_too_few_registers(nv):
   p = prog(nv, "add", K.ADD)
   patch_qmd(p, REGISTER_COUNT=4)
-  with pytest.raises(GPUError, match="registers per thread"): run_add(nv, p)
+  with refused(nv, "registers per thread"): run_add(nv, p)
 
 def test_refuses_shared_and_barriers_the_kernel_lacks(nv):
   rev = prog(nv, "rev", K.REV)
   x = np.arange(256, dtype=np.float32)
   a, o = upload(nv, x), nv.allocator.alloc(1024)
   patch_qmd(rev, BARRIER_COUNT=0)
-  with pytest.raises(GPUError, match="BARRIER_COUNT"): rev(o, a, global_size=(1, 1, 1), local_size=(256, 1, 1), wait=True)
+  with refused(nv, "BARRIER_COUNT"): rev(o, a, global_size=(1, 1, 1), local_size=(256, 1, 1), wait=True)
 
 def test_refuses_shared_size_below_static(nv):
   rev = prog(nv, "rev", K.REV)
   x = np.arange(256, dtype=np.float32)
   a, o = upload(nv, x), nv.allocator.alloc(1024)
   patch_qmd(rev, SHARED_MEMORY_SIZE=0x400)
-  with pytest.raises(GPUError, match="static shared memory"): rev(o, a, global_size=(1, 1, 1), local_size=(256, 1, 1), wait=True)
+  with refused(nv, "static shared memory"): rev(o, a, global_size=(1, 1, 1), local_size=(256, 1, 1), wait=True)
 
 def test_refuses_bad_sm_config(nv):
   p = prog(nv, "add", K.ADD)
   patch_qmd(p, MIN_SM_CONFIG_SHARED_MEM_SIZE=0x3A, TARGET_SM_CONFIG_SHARED_MEM_SIZE=0x3A, MAX_SM_CONFIG_SHARED_MEM_SIZE=0x1A)
-  with pytest.raises(GPUError, match="SM shared-memory config"): run_add(nv, p)
+  with refused(nv, "SM shared-memory config"): run_add(nv, p)
 
 def run_stack(dev, p):
   n = 300
@@ -163,12 +172,12 @@ def test_refuses_stack_in_low_local_memory(nv):
   p = prog(nv, "stack", K.stack())
   q = QMD(p.qmd_version, data=p.qmd_template)
   patch_qmd(p, SHADER_LOCAL_MEMORY_LOW_SIZE=q.get("SHADER_LOCAL_MEMORY_HIGH_SIZE"), SHADER_LOCAL_MEMORY_HIGH_SIZE=0)   # the old programming
-  with pytest.raises(GPUError, match="SHADER_LOCAL_MEMORY_HIGH_SIZE is 0"): run_stack(nv, p)
+  with refused(nv, "SHADER_LOCAL_MEMORY_HIGH_SIZE is 0"): run_stack(nv, p)
 
 def test_refuses_unset_stack_pointer(nv):
   p = prog(nv, "stack", K.stack())
   cb = bytearray(p.cbuf0); struct.pack_into("<Q", cb, 0x28, 0); p.cbuf0 = bytes(cb)   # c[0][0x28] never written
-  with pytest.raises(GPUError, match=r"stack pointer c\[0\]\[0x28\]"): run_stack(nv, p)
+  with refused(nv, r"stack pointer c\[0\]\[0x28\]"): run_stack(nv, p)
 
 def test_refuses_local_memory_total_as_per_tpc(nv):
   p = prog(nv, "stack", K.stack())
@@ -176,19 +185,19 @@ def test_refuses_local_memory_total_as_per_tpc(nv):
   q = NVComputeQueue().wait(nv.timeline_signal, nv.timeline_value - 1)
   q.method(SUBC_COMPUTE, _CP["SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A"].offset, size >> 32, size & 0xFFFFFFFF, 0xFF)
   q.signal(nv.timeline_signal, nv.timeline_value).submit(nv); nv.timeline_value += 1
-  with pytest.raises(GPUError, match="bytes per TPC"): run_stack(nv, p)
+  with refused(nv, "bytes per TPC"): run_stack(nv, p)
 
 def test_refuses_unaligned_shared_window(nv):
   q = NVComputeQueue()
   q.method(SUBC_COMPUTE, _CP["SET_SHADER_SHARED_MEMORY_WINDOW_A"].offset, 0, 0xFE000000)   # the old window base
   q.signal(nv.timeline_signal, nv.timeline_value).submit(nv); nv.timeline_value += 1
-  with pytest.raises(GPUError, match="4 GiB aligned"): run_add(nv)
+  with refused(nv, "4 GiB aligned"): run_add(nv)
 
 def test_refuses_short_prefetch_slack(nv, monkeypatch):
   monkeypatch.setattr(D, "PROGRAM_SLACK", 0x100)                # the old 0x100 bytes after the image
   p = prog(nv, "add", K.ADD)
   assert p.lib.size - p.kernel.text_offset - p.kernel.text_size < 0x1000
-  with pytest.raises(GPUError, match="instruction prefetch"): run_add(nv, p)
+  with refused(nv, "instruction prefetch"): run_add(nv, p)
 
 # ---------------------------------------------------------------- semaphores (defect 10)
 def test_acquire_without_switch_tsg(nv):
@@ -198,7 +207,7 @@ def test_acquire_without_switch_tsg(nv):
 
 def test_refuses_switch_tsg_between_channels_of_one_group(nv, monkeypatch):
   monkeypatch.setattr(D, "SEM_ACQUIRE", D.SEM_ACQUIRE | _H["SEM_EXECUTE"].value("ACQUIRE_SWITCH_TSG", "EN"))   # the old acquire
-  with pytest.raises(GPUError, match="ACQUIRE_SWITCH_TSG"): run_add(nv)
+  with refused(nv, "ACQUIRE_SWITCH_TSG"): run_add(nv)
 
 @pytest.mark.parametrize("arch", ["ampere", "ada", "blackwell"])
 def test_other_archs_stack_and_order(arch, monkeypatch):
@@ -214,3 +223,34 @@ def test_other_archs_stack_and_order(arch, monkeypatch):
 
 def test_mock_knows_the_slices():
   assert mock_gpfifo.INTERLEAVE_SLICES > 1 and mock_gpfifo.PREFETCH_SLACK == 0x1000
+
+# ---------------------------------------------------------------- the mock's kernel lookup
+DEAD_LOAD = """.visible .entry dead_load(.param .u64 out, .param .u64 x)
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [x];
+  ld.global.u32 %r1, [%rd2]; and.b32 %r2, %r1, 0; st.global.u32 [%rd1], %r2;
+  ret;
+}"""
+STORE_ZERO = """.visible .entry store_zero(.param .u64 out)
+{
+  .reg .b32 %r<2>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out]; mov.u32 %r1, 0; st.global.u32 [%rd1], %r1;
+  ret;
+}"""
+
+def test_same_machine_code_from_two_ptx_kernels_runs_as_the_gpu_would(nv):
+  """ptxas drops the unused load of `x & 0`, so both kernels are the same machine code, and the GPU runs a launch of
+  store_zero with its one parameter fine. The mock must not interpret dead_load's PTX for it (it would load through
+  the parameter the launch never set and fault)."""
+  from hcqrt.mock.nv.kernels import cubin_facts
+  texts = [code for src in (DEAD_LOAD, STORE_ZERO) for code, _ in cubin_facts(assemble_ptx(K.head(nv.arch) + src, nv.arch)).values()]
+  assert texts[0] == texts[1], "ptxas kept the dead load: the two kernels no longer share machine code"
+  prog(nv, "dead_load", DEAD_LOAD)   # known to the mock first
+  zero = prog(nv, "store_zero", STORE_ZERO)
+  out = upload(nv, np.full(4, 7, np.uint32))
+  q = nv.hw_compute_queue().wait(nv.timeline_signal, nv.timeline_value - 1)
+  q.exec(zero, zero.fill_kernargs([out], []), (1, 1, 1), (1, 1, 1)).signal(nv.timeline_signal, nv.timeline_value).submit(nv)
+  nv.timeline_value += 1
+  nv.synchronize()
+  assert download(nv, out, 4, np.uint32).tolist() == [0, 7, 7, 7]

@@ -173,8 +173,9 @@ def test_channel_fault_is_reported_by_name():
     except GPUError as e: assert "page fault" in str(e) and re.search(fault, str(e)), e   # the mock may report it at the doorbell
     else:
       with pytest.raises(NVError, match=fault): dev.synchronize(timeout_s=0.2)        # not a bare signal timeout
-    # RM also put the work-submit token into notifier entry 1
-    assert struct.unpack_from("<I", ctypes.string_at(ch.notifier.host + 24, 4))[0] == ch.token
+    # RM also put the work-submit token into notifier entry 1 (the new channel's: recover() gave the old notifier back)
+    assert ch.notifier.freed
+    assert struct.unpack_from("<I", ctypes.string_at(dev.compute_ch.notifier.host + 24, 4))[0] == dev.compute_ch.token
     assert dev.compute_ch is not ch and dev.compute_ch.error() is None and dev.copy_ch.error() is None   # new channels
     dev.synchronize(timeout_s=1.0)                                        # and the device works again
 

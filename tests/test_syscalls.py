@@ -142,3 +142,25 @@ def test_other_platforms_are_refused_by_name(monkeypatch):
   import platform
   monkeypatch.setattr(platform, "machine", lambda: "aarch64")
   with pytest.raises(UnsupportedPlatform, match="the CPU device needs Linux on x86-64; this is linux on aarch64"): CPUDevice()
+
+def test_store_fence_is_a_machine_fence_where_the_cpu_has_one():
+  import platform
+  syscalls.store_fence()
+  if platform.machine().lower() in ("x86_64", "amd64", "aarch64"): assert isinstance(syscalls._fence_fn, ctypes._CFuncPtr)
+
+def test_nv_submit_fences_before_gpput_and_before_the_doorbell(monkeypatch):
+  """Issue 22 N2: the GP entry (and everything before it) is fenced before GPPut is stored, GPPut before the doorbell."""
+  from hcqrt.mock.nv import MockNV
+  from hcqrt.nv.device import NVDevice
+  with syscalls.installed(MockNV()):
+    dev = NVDevice("NV")
+    ch, seen, rings = dev.compute_ch, [], []
+    monkeypatch.setattr(syscalls, "store_fence", lambda: seen.append((ch.ring[ch.put - 1], ch.gpput.value, len(rings))))
+    real = syscalls.mmio_write32
+    monkeypatch.setattr(syscalls, "mmio_write32", lambda a, v: (rings.append(v), real(a, v)))
+    put0 = ch.put
+    dev.hw_compute_queue().signal(dev.timeline_signal, dev.timeline_value).submit(dev)
+    dev.timeline_value += 1
+    dev.synchronize()
+    entry = ch.ring[put0]
+    assert seen[:2] == [(entry, put0, 0), (entry, put0 + 1, 0)] and rings == [ch.token]

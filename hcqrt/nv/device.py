@@ -25,7 +25,7 @@ from hcqrt import syscalls
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay, buf_addr
 from hcqrt.nv.cubin import load_cubin, relocate
-from hcqrt.nv.qmd_build import launch_qmd, local_high_size, set_cbuf, set_dims, INITIAL_STACK_POINTER
+from hcqrt.nv.qmd_build import launch_qmd, local_high_size, set_cbuf, set_cbuf_dims, set_dims, CB0_DIMS, INITIAL_STACK_POINTER
 from hcqrt.nv.rmclient import RMClient, NVError
 from ioctl_defs.nv.abi import abi_for_version
 from ioctl_defs.nv.classes import CLASSES as C, arch_from_classlist, class_name
@@ -50,6 +50,18 @@ SHARED_WINDOW_SM90, LOCAL_WINDOW_SM90 = 0x729400000000, 0x729300000000
 PROGRAM_SLACK = 0x1000             # instruction prefetch reads past a program's end: keep 4 KiB mapped after every image
 
 def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
+
+def sm_from_version(v: int) -> int:
+  """NV2080_CTRL_GR_INFO_SM_VERSION (major << 8 | minor: 0x809 = 8.9, 0xa00 = 10.0, 0xc01 = 12.1; OGKM@580.142
+  src/common/sdk/nvidia/inc/ctrl/ctrl2080/ctrl2080gr.h:280-317) -> the sm_XY number. Other encodings are refused.
+
+  >>> sm_from_version(0x900), sm_from_version(0x809), sm_from_version(0xA00), sm_from_version(0xC01)
+  (90, 89, 100, 121)
+  """
+  major, minor = v >> 8, v & 0xFF
+  if not 1 <= major <= 0xFF or minor > 9:
+    raise RuntimeError(f"NV: GR_GET_INFO SM_VERSION {v:#x} is not major << 8 | minor (e.g. 0x900 for sm_90); unknown GPU or driver")
+  return major * 10 + minor
 
 # host (channel) and engine methods: offsets are the same in every class we drive (checked against the tables)
 _H = methods_for(C["HOPPER_CHANNEL_GPFIFO_A"])
@@ -148,6 +160,7 @@ class NVComputeQueue(NVQueue):
     q = QMD(prog.qmd_version, data=prog.qmd_template)
     set_cbuf(q, 0, args.va, prog.cbuf0_size)
     set_dims(q, g, l)
+    set_cbuf_dims(args.view, prog.qmd_version, g, l)   # the code reads %ntid/%nctaid from c[0], the QMD only runs them
     ctypes.memmove(qmd_host, bytes(q.data), len(q.data))
     if not self.idle: self.barrier()
     self.idle = False
@@ -163,7 +176,9 @@ class NVComputeQueue(NVQueue):
     qmd_host, _ = rec["args"].extra
     n = QMD_SIZE[rec["prog"].qmd_version]
     q = QMD(rec["prog"].qmd_version, data=ctypes.string_at(qmd_host, n))
-    set_dims(q, g or _qdims(q, "grid"), l or _qdims(q, "block"))
+    g, l = g or _qdims(q, "grid"), l or _qdims(q, "block")
+    set_dims(q, g, l)
+    set_cbuf_dims(rec["args"].view, rec["prog"].qmd_version, g, l)
     ctypes.memmove(qmd_host, bytes(q.data), n)
 
 def _qdims(q: QMD, which: str) -> tuple[int, int, int]:
@@ -213,7 +228,12 @@ class GPFIFO:
         time.sleep(0.0001)
     self.ring[self.put] = gpfifo_entry(va, ndwords)
     self.put = (self.put + 1) % GPFIFO_ENTRIES
+    # QMD, constant buffer, pushbuffer and this entry are write-combined stores; the PBDMA reads USERD GPPut on its own
+    # while the channel is loaded ("not immediately synchronized with NV_RAMUSERD_GP_PUT", open-gpu-doc@c8607fe
+    # manuals/ampere/ga100/dev_pbdma.ref.txt:476-480), so they must be visible before GPPut is (syscalls.store_fence)
+    syscalls.store_fence()
     self.gpput.value = self.put          # USERD is device memory: the GPU reads GPPut from here ...
+    syscalls.store_fence()               # ... and GPPut before the doorbell (as UVM: uvm_volta_host.c:31-44 wmb())
     try: syscalls.mmio_write32(self.dev.doorbell, self.token)   # ... once the doorbell tells it which channel to look at
     except Exception as e:   # the channel went into an error state (a mock GPU reports it here): start over on new ones
       e.args = (f"{e}; {self.dev.recover()}",)
@@ -236,7 +256,7 @@ class NVProgram(HCQProgram):
     self.qmd_version = dev.qmd_version
     self.params = [(k.param_cbank_offset + off, size) for _, off, size in k.params]
     off0, size0 = k.const_banks.get(0, (0, 0))
-    self.cbuf0_size = _round_up(max(size0, k.param_cbank_offset + k.param_size), 64)
+    self.cbuf0_size = _round_up(max(size0, k.param_cbank_offset + k.param_size, CB0_DIMS[dev.qmd_version][1] + 12), 64)
     cb = bytearray(self.cbuf0_size)
     cb[:size0] = img.image[off0:off0 + size0]
     # driver-owned words below the parameters: shared/local window bases and the initial stack pointer that every
@@ -397,7 +417,7 @@ class NVDevice:
     gr = self.abi.ffi.new("NV2080_CTRL_GR_INFO[1]")
     gr[0].index = F.VALUES["NV2080_CTRL_GR_INFO_INDEX_SM_VERSION"]
     rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_INFO", grInfoListSize=1, grInfoList=rm.ptr(gr))
-    self.sm = (gr[0].data >> 8) * 10 + (gr[0].data & 0xFF)
+    self.sm = sm_from_version(gr[0].data)
     self.arch = f"sm_{self.sm}"
     # the SMs this part enables (RM lists each one), not the die's LITTER GPC x TPC x SM product (GH100: 144; an H100 SXM enables 132)
     self.sm_count = rm.control(self.hsub, "NV2080_CTRL_CMD_GR_GET_SM_TO_GPC_TPC_MAPPINGS").smCount
@@ -443,7 +463,7 @@ class NVDevice:
     """The channel group, its compute and copy channels (rings and USERD at `slot`, 0 or 2, of gpfifo_mem: recreated
     channels do not share memory with the ones just freed), and their engine objects bound."""
     rm, a = self.rm, self.arch_info
-    self.chan_slot, self.chan_handles = slot, []
+    self.chan_slot, self.chan_handles, self._chan_memory = slot, [], []
     self.hgroup = rm.alloc(self.hdev, C["KEPLER_CHANNEL_GROUP_A"], "NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS",
                            engineType=F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"])[0]
     self.hctx = rm.alloc(self.hgroup, C["FERMI_CONTEXT_SHARE_A"], "NV_CTXSHARE_ALLOCATION_PARAMETERS", hVASpace=self.hvaspace,
@@ -478,6 +498,9 @@ class NVDevice:
         with contextlib.suppress(NVError):
           self.rm.uvm(self.uvmfd, "UVM_UNREGISTER_CHANNEL", gpuUuid={"uuid": list(self.uuid)}, hClient=self.rm.root, hChannel=h)
       with contextlib.suppress(NVError): self.rm.free(self.hdev, self.hgroup)
+      for notifier, ctx_va in self._chan_memory:   # the old channels' notifiers and context VA ranges
+        with contextlib.suppress(NVError, OSError): self._release_memory(notifier)
+        syscalls.munmap(ctx_va, CHANNEL_VA_BYTES)
       for sig in [self.timeline_signal, *self._signals]: sig.complete_promised()
       self._open_channels(2 - self.chan_slot)
       if self.local_bytes: per, self.local_bytes = self.local_bytes, 0; self.ensure_local_memory(per)
@@ -491,6 +514,10 @@ class NVDevice:
     ctypes.memset(self.gpfifo_mem.host + userd_off, 0, 512)   # GPGet/GPPut start at entry 0
     # RM writes RC errors (and the work-submit token) into this notifier; uncached sysmem so the CPU sees them
     notifier = self.gpu_alloc(NOTIFICATION_SIZE * NOTIFICATION_TYPE__SIZE_1, host=True, sysmem=True)
+    # zero it: RM clears new sysmem only while NVreg_InitializeSystemMemoryAllocations=1 (OGKM@580.142
+    # src/nvidia/arch/nvalloc/unix/src/os.c:1013-1021), and stale bytes here would read as a fault
+    assert notifier.host is not None
+    ctypes.memset(notifier.host, 0, NOTIFICATION_SIZE * NOTIFICATION_TYPE__SIZE_1)
     h = rm.alloc(self.hgroup, self.arch_info.gpfifo, "NV_CHANNEL_ALLOC_PARAMS", hObjectError=notifier.handle, hObjectBuffer=self.gpfifo_mem.handle,
                  gpFifoOffset=self.gpfifo_mem.va + ring_off, gpFifoEntries=GPFIFO_ENTRIES, hContextShare=self.hctx,
                  hUserdMemory=[self.gpfifo_mem.handle], userdOffset=[userd_off], engineType=0)[0]
@@ -498,6 +525,7 @@ class NVDevice:
     self.chan_handles.append(h)
     # UVM maps and binds the channel's context buffers inside a VA range we reserve (after the engine object exists)
     ctx_va = self._reserve_va(CHANNEL_VA_BYTES, HUGE)
+    self._chan_memory.append((notifier, ctx_va))   # given back when recover() replaces the channels
     rm.uvm(self.uvmfd, "UVM_REGISTER_CHANNEL", gpuUuid={"uuid": list(self.uuid)}, rmCtrlFd=self.ctl, hClient=rm.root, hChannel=h,
            base=ctx_va, length=CHANNEL_VA_BYTES)
     tok = rm.control(h, "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN").workSubmitToken
@@ -555,10 +583,13 @@ class NVDevice:
   def gpu_free(self, buf: NVBuffer) -> None:
     if buf.freed: raise RuntimeError(f"double free of {buf!r}")
     self.synchronize()   # the GPU may still use it
+    self._release_memory(buf)
+
+  def _release_memory(self, buf: NVBuffer) -> None:
+    buf.freed = True
     self.rm.uvm(self.uvmfd, "UVM_FREE", base=buf.va, length=buf.size)
     self.rm.free(self.hdev, buf.handle)
     syscalls.munmap(buf.va, buf.size)
-    buf.freed = True
 
   def windows(self) -> tuple[int, int]:
     """(shared, local) memory window bases the compute engine and constant bank 0 are given."""
@@ -653,6 +684,10 @@ class NVDevice:
   def channel_errors(self) -> list[str]:
     """RC errors RM reported in the channels' error notifiers (a channel that faulted stops; its signals never come)."""
     return [e for ch in (self.compute_ch, self.copy_ch) if (e := ch.error()) is not None]
+
+  def raise_if_faulted(self) -> None:
+    """If RM reported a fault in an error notifier, recover and raise NVError naming it (Signal.wait polls this)."""
+    if not self._recovering and self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")
 
   def synchronize(self, timeout_s: float | None = None) -> None:
     """Wait for all submitted work; a faulted channel is reported by name (from its error notifier) instead of a timeout."""

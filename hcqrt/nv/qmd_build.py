@@ -8,6 +8,7 @@ sizes shifted), so a small table maps each launch fact to (field, shift) per ver
   (4, 32, 2)
 """
 from __future__ import annotations
+import struct
 from ioctl_defs.nv.qmd import QMD
 
 # fact -> (lower field, upper field or None, shift)
@@ -77,6 +78,23 @@ def set_cbuf(q: QMD, i: int, va: int, size: int) -> None:
   q.set_address(lo, hi, va, sh, i=i)
   q.set("CONSTANT_BUFFER_SIZE_SHIFTED4", _round_up(size, 16) >> 4, i=i)
   q.set("CONSTANT_BUFFER_VALID", 1, i=i)
+
+# Compiled code reads blockDim (%ntid) and gridDim (%nctaid) from constant bank 0, not from the QMD (which only says
+# which CTAs and threads run): (block, grid) offsets of three u32 each, per QMD version. Evidence: ptxas 13.0 output
+# disassembled by nvdisasm 13.5.37 -- sm_80/sm_89/sm_90: `LDC R16, c[0x0][RZ]`, `c[0x0][0x4]`, `c[0x0][0x8]` (%ntid.x/y/z)
+# and `c[0x0][0xc]`, `c[0x0][0x10]`, `c[0x0][0x14]` (%nctaid.x/y/z); sm_100/sm_120: `LDC R16, c[0x0][0x360]` .. `0x368`
+# and `c[0x0][0x370]` .. `0x378`. tinygrad writes the same words (tinygrad/runtime/ops_nv.py, NVComputeQueue._exec).
+CB0_DIMS = {"V03_00": (0x0, 0xc), "V04_00": (0x0, 0xc), "V05_00": (0x360, 0x370)}
+
+def set_cbuf_dims(cb, version: str, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
+  """Write the launch's block and grid dimensions where the code reads them in constant bank 0 (`cb`, writable bytes).
+
+  >>> cb = bytearray(0x400); set_cbuf_dims(cb, "V05_00", (4, 2, 1), (32, 1, 1)); struct.unpack_from("<3I", cb, 0x370)
+  (4, 2, 1)
+  """
+  b, g = CB0_DIMS[version]
+  struct.pack_into("<3I", cb, b, *block)
+  struct.pack_into("<3I", cb, g, *grid)
 
 def set_dims(q: QMD, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
   for f, v in zip(SPEC[q.version]["grid"], grid): q.set(f, v)

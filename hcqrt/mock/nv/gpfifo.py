@@ -17,7 +17,10 @@ Execution is adversarial where hardware is free: a launched grid is only *queued
 Grids run when something orders them — WAIT_FOR_IDLE, the host WFI, a semaphore release with RELEASE_WFI —
 or when the channels run dry. Several queued grids then run concurrently: their blocks interleave slice by
 slice, the newest launch's slice first, so a kernel that reads its predecessor's output without a barrier
-reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish.
+reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish. The front end also
+runs later than the CPU expects: after a release in the middle of a segment it pauses and then fetches the rest of
+the segment from memory again (RELEASE_STALL_S), so a CPU that rewrites a pushbuffer as soon as it sees a release
+changes what still runs. Freeing a channel preempts a grid it is running (a kernel that never ends).
 
 A launch checks the QMD as the hardware reads it (major version, QMD_TYPE, grid/block, registers, shared
 memory and its SM carve-out, barriers, constant bank 0, stack/local memory for a kernel with a stack, the
@@ -27,14 +30,16 @@ space. Anything unknown or malformed raises GPUError naming the channel, the pus
 method, and the channel is left in an error state (later doorbells on it raise the same error).
 """
 from __future__ import annotations
-import ctypes, struct, threading, time
+import ctypes, re, struct, threading, time
 from dataclasses import dataclass
 from typing import Any
 import numpy as np
 from hcqrt.mock.nv import classdefs as CD
 from hcqrt.mock.nv.classdefs import class_name
 from hcqrt.mock.ptx import AddressSpace
+from hcqrt.mock.ptx.memory import MemoryFault
 from hcqrt.mock.nv.kernels import INDEX, KnownKernel
+from hcqrt.mock.nv.rm import NV2080_ENGINE_TYPE_GR0, NV2080_ENGINE_TYPE_COPY0
 
 class GPUError(RuntimeError):
   """The mock GPU refused a command (the real one would raise an RC error / Xid on the channel)."""
@@ -42,8 +47,37 @@ class GPUError(RuntimeError):
 # shared memory an SM can give one block (KiB; the largest carve-out MAX_SM_CONFIG_SHARED_MEM_SIZE may name)
 SM_SHARED_KIB = {80: 164, 86: 100, 89: 100, 90: 228, 100: 228, 120: 100}
 PREFETCH_SLACK = 0x1000      # instruction prefetch reads this far past a kernel's last instruction
+# The PBDMA "fetches pushbuffer data from memory" as it goes (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:42-45);
+# fetched-but-unprocessed data sits in a latency buffer and prefetched data may be discarded and fetched again
+# (:583-585, :3831-3834), so nothing makes it read a segment's later methods before an earlier semaphore release is
+# visible to the CPU. The harmful case: after a release in the middle of a segment the mock's front end pauses this
+# long and then fetches the rest of the segment from memory again: a CPU that rewrites the pushbuffer once it sees
+# the release changes what the GPU still has to run.
+RELEASE_STALL_S = 0.002
 INTERLEAVE_SLICES = 4        # queued grids are cut into this many slices of blocks and run slice by slice
 STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0] word an sm_XX kernel loads its stack pointer from
+
+# Where the code reads PTX special registers and generic-address windows from: constant bank 0 (the bound cbuf's
+# memory), not the QMD. The QMD's grid/block only decide which CTAs and threads run (%ctaid, %tid: S2R SR_CTAID /
+# SR_TID). Evidence: ptxas 13.0 (CUDA 13.0, r13.0/compiler.36424714_0) of one probe kernel reading every register
+# below, disassembled with nvdisasm 13.5.37 (PyPI nvidia-cuda-nvdisasm) -- the SASS lines are quoted per entry:
+#   sm_80/sm_89 (QMD V03_00) and sm_90 (V04_00): %ntid.x/y/z `LDC R16, c[0x0][RZ]` / `c[0x0][0x4]` / `c[0x0][0x8]`,
+#     %nctaid.x/y/z `LDC R19, c[0x0][0xc]` / `c[0x0][0x10]` / `c[0x0][0x14]`, %dynamic_smem_size `LDC R20, c[0x0][0x2c]`,
+#     %nsmid `LDC R22, c[0x0][0x10c]`; stack pointer `LDC R1, c[0x0][0x28]`; cvta.local `ULDC UR4, c[0x0][0x20]` +
+#     `c[0x0][0x24]`; parameters from c[0x0][0x160] (sm_8x) / c[0x0][0x210] (sm_90).
+#   sm_100/sm_120 (V05_00): %ntid.x/y/z `LDC R16, c[0x0][0x360]` / `0x364` / `0x368`, %nctaid.x/y/z `LDC R19,
+#     c[0x0][0x370]` / `0x374` / `0x378`, %nsmid `LDC R22, c[0x0][0x2d0]`; stack pointer `LDC R1, c[0x0][0x37c]`;
+#     cvta.local `LDCU UR6, c[0x0][0x2f8]` + `0x2fc`; parameters from c[0x0][0x380]. %dynamic_smem_size is
+#     `LDC R20, c[0x0][R20+0x2ac]` indexed by SR_CgaSize, which the mock cannot know: it keeps the QMD's value there.
+#   cvta.shared: sm_8x adds c[0x0][0x18] (`IMAD.MOV.U32 R4, RZ, RZ, c[0x0][0x18]` / `MOV R5, c[0x0][0x1c]`); sm_90+
+#     takes the high word from `S2R R7, SR_SWINHI`, i.e. the window SET_SHADER_SHARED_MEMORY_WINDOW programmed.
+def _cb0_specials(off_block: int, off_grid: int, extra: dict[str, int]) -> dict[str, int]:
+  return {**{f"%ntid.{a}": off_block + 4 * i for i, a in enumerate("xyz")}, **{f"%nctaid.{a}": off_grid + 4 * i for i, a in enumerate("xyz")}, **extra}
+CB0_SPECIALS = {"V03_00": _cb0_specials(0x0, 0xc, {"%dynamic_smem_size": 0x2c, "%nsmid": 0x10c}),
+                "V04_00": _cb0_specials(0x0, 0xc, {"%dynamic_smem_size": 0x2c, "%nsmid": 0x10c}),
+                "V05_00": _cb0_specials(0x360, 0x370, {"%nsmid": 0x2d0})}
+LOCAL_WINDOW_CB0 = {"V03_00": 0x20, "V04_00": 0x20, "V05_00": 0x2f8}
+SHARED_WINDOW_CB0 = {"V03_00": 0x18}   # later versions: the SET_SHADER_SHARED_MEMORY_WINDOW method (SR_SWINHI)
 
 def _carveout_kib(v: int) -> int: return (v - 1) * 4   # SM config encoding: KiB / 4 + 1
 
@@ -60,6 +94,8 @@ class Grid:
   params: bytes
   dyn: int
   at: int
+  specials: dict[str, int]           # special registers as read from constant bank 0 at launch
+  windows: tuple[int | None, int | None]   # (shared, local) generic-address window bases (None: the kernel uses none)
   done: int = 0          # blocks run so far
 
 class Channel:
@@ -73,6 +109,10 @@ class Channel:
     self.pos = 0
     self.error: GPUError | None = None
     self.queued: list[Grid] = []                   # launched grids not yet run (unordered with each other)
+    self.seg_src = (0, 0)                          # (va, dwords) of the current entry's pushbuffer segment
+    self.released = self.refetch = False           # a semaphore release just landed / the segment must be fetched again
+    self.stall_until = 0.0
+    self.fault_engine = NV2080_ENGINE_TYPE_GR0          # engine a fault is charged to (the notifier's info16)
     self.name = f"channel {obj.data['chid']} ({class_name(obj.cls)})"
 
   @property
@@ -81,7 +121,8 @@ class Channel:
 
   def fail(self, msg: str, va: int | None = None) -> GPUError:
     self.error = GPUError(f"mock GPU: {self.name}{f' pushbuffer {va:#x}' if va is not None else ''}: {msg}")
-    self.engine.rm.channel_error(self.obj, msg)   # RC recovery fills the channel's error notifier
+    # RC recovery fills the error notifiers; info16 names the engine that faulted (GR0 unless the copy engine did)
+    self.engine.rm.channel_error(self.obj, self.error.args[0], self.fault_engine)
     return self.error
 
   # ---- front end ----
@@ -97,10 +138,21 @@ class Channel:
       if self.segment is None:
         entry = struct.unpack("<Q", self.read(self.d["ring_va"] + get * CD.GP_ENTRY_BYTES, 8))[0]
         va, ndw, _ = CD.decode_gp_entry(entry)
+        self.seg_src = (va, ndw)
         self.segment, self.pos = self.decode(va, ndw), 0
+      elif self.refetch:   # the rest of the segment comes from memory once the front end goes on, as it is then
+        if (now := time.perf_counter()) < self.stall_until: return progressed
+        self.engine.busy_ns += int((now - self.stall_until + RELEASE_STALL_S) * 1e9)   # GPU-side latency, not host time
+        self.refetch = False
+        self.segment = self.decode(*self.seg_src)
       try:
         while self.pos < len(self.segment):
           self.execute(*self.segment[self.pos]); self.pos += 1; progressed = True
+          if self.released and self.pos < len(self.segment):
+            # a release landed mid-segment: the front end goes on later, fetching what follows afresh (below)
+            self.released, self.refetch, self.stall_until = False, True, time.perf_counter() + RELEASE_STALL_S
+            return progressed
+          self.released = False
       except Blocked: return progressed
       except GPUError: self.u32(CD.USERD_GPGET).value = put; self.segment = None; self.queued.clear(); raise
       self.segment = None
@@ -146,6 +198,7 @@ class Channel:
     cls = self.subc.get(subc)
     if cls is None: raise self.fail(f"method {off:#x} on subchannel {subc}, which has no object (SET_OBJECT first)", at)
     t = CD.table(cls)
+    self.fault_engine = NV2080_ENGINE_TYPE_COPY0 if (cls & 0xFF) == 0xB5 else NV2080_ENGINE_TYPE_GR0
     name = t.name_at(off)
     if name is None: raise self.fail(f"method {off:#x} is not a {class_name(cls)} method", at)
     self.regs[name] = data
@@ -167,6 +220,7 @@ class Channel:
       if addr % (8 if wide else 4): raise self.fail(f"semaphore release address {addr:#x} is misaligned", at)
       self.write(addr, struct.pack("<Q", payload) if wide else struct.pack("<I", payload & 0xFFFFFFFF), at)
       if h.field("SEM_EXECUTE", "RELEASE_TIMESTAMP", data): self.write(addr + 8, struct.pack("<Q", time.perf_counter_ns()), at)
+      self.released = True
       return
     if h.field("SEM_EXECUTE", "ACQUIRE_SWITCH_TSG", data):
       # switching out the TSG on a failed acquire also switches out the group's other channels, which may be
@@ -245,7 +299,7 @@ class Channel:
     def code(n: int) -> bytes:
       try: return self.vs.read(prog, n)
       except MemoryError: return b""
-    kk = INDEX.find(code)
+    kk = INDEX.find(code, cb0_size)
     if kk is None: raise bad(f"no known kernel at program address {prog:#x} (code not from a cubin assembled in this process)")
     k, who = kk.facts, f"kernel {kk.name}"
     try: self.vs.translate(prog, len(kk.text) + PREFETCH_SLACK)
@@ -259,16 +313,31 @@ class Channel:
     if shared < k.shared_static: raise bad(f"{who} has {k.shared_static} bytes of static shared memory, the QMD's SHARED_MEMORY_SIZE is {shared}")
     self.check_sm_config(q, shared, bad)
     sm = self.engine.rm.chip.arch.sm
-    if sm >= 90:   # generic addresses into shared memory need a 4 GiB aligned window
-      win = (t.field("SET_SHADER_SHARED_MEMORY_WINDOW_A", "BASE_ADDRESS_UPPER", self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_A", 0)) << 32) | \
-            self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
-      if win == 0 or win % (1 << 32): raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
+    win = (t.field("SET_SHADER_SHARED_MEMORY_WINDOW_A", "BASE_ADDRESS_UPPER", self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_A", 0)) << 32) | \
+          self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
+    if sm >= 90 and (win == 0 or win % (1 << 32)):   # generic addresses into shared memory need a 4 GiB aligned window
+      raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
     if k.stack: self.check_stack(q, version, k.stack, cb0, who, bad)
     params = self.read(cb0 + k.param_offset, k.param_size) if k.param_size else b""
+    specials, windows = self.cb0_reads(version, kk, cb0, cb0_size, win, bad)
     # what the QMD gives beyond the static shared memory (and sm_90's reserved 1 KiB) is dynamic shared memory
     static = k.shared_static or (0x400 if sm >= 90 else 0)
-    self.queued.append(Grid(kk, self.engine.address_space(self.vs), grid, block, params, max(0, shared - static), at))
+    self.queued.append(Grid(kk, self.engine.address_space(self.vs), grid, block, params, max(0, shared - static), at, specials, windows))
     self.engine.launches += 1
+
+  def cb0_reads(self, version: str, kk: KnownKernel, cb0: int, cb0_size: int, win: int, bad) -> tuple[dict[str, int], tuple[int | None, int | None]]:
+    """The special registers and windows the kernel's code loads from constant bank 0 (CB0_SPECIALS), read from the
+    bound buffer now (the launch's INVALIDATE makes the engine fetch it afresh). A word past the buffer's size the
+    kernel reads is a launch error; a word it does not read is left out."""
+    def word(off: int, n: int, what: str) -> int:
+      if off + n > cb0_size: raise bad(f"kernel {kk.name} reads {what} from c[0][{off:#x}], past constant buffer 0's {cb0_size} bytes")
+      return int.from_bytes(self.read(cb0 + off, n), "little")
+    used = set(re.findall(r"%(?:ntid|nctaid)\.[xyz]|%dynamic_smem_size|%nsmid", kk.ptx))
+    specials = {r: word(off, 4, r) for r, off in CB0_SPECIALS[version].items() if r in used}
+    cvta = set(re.findall(r"cvta(?:\.to)?\.(shared|local)", kk.ptx)) | ({"shared", "local"} if re.search(r"\b(?:ld|st|atom|red)(?!\.(?:global|shared|local|param|const))\.", kk.ptx) else set())
+    local = word(LOCAL_WINDOW_CB0[version], 8, "the local window") if "local" in cvta else None
+    shared = (word(SHARED_WINDOW_CB0[version], 8, "the shared window") if version in SHARED_WINDOW_CB0 else win) if "shared" in cvta else None
+    return specials, (shared, local)
 
   def check_sm_config(self, q: CD.QMDRead, shared: int, bad) -> None:
     lo, tgt, hi = (q.get(f"{f}_SM_CONFIG_SHARED_MEM_SIZE") for f in ("MIN", "TARGET", "MAX"))
@@ -309,12 +378,27 @@ class Channel:
         end = n * (s + 1) // slices
         if end > g.done: self.run_grid(g, g.done, end - g.done); g.done = end
 
+  def preempted(self) -> str | None:
+    """Freeing a channel (or its group) stops what it runs: freeing a TSG first frees each of its channels
+    (OGKM@580.142 src/nvidia/src/kernel/gpu/fifo/kernel_channel_group_api.c, kchangrpapiDestruct_IMPL: "If channels
+    still exist in this group, free them"), and a freed channel's context leaves the engine with it; a grid still
+    running there (one that never ends) is dropped rather than finished."""
+    o = self.obj
+    while o is not None:
+      if o.data.get("freed"): return "preempted: its channel was freed"
+      o = o.parent
+    return None
+
   def run_grid(self, g: Grid, first: int, count: int) -> None:
     try:
-      with self.vs.kernel_access(): INDEX.module(g.kk).launch(g.kk.name, g.mem, g.grid, g.block, g.params, g.dyn, blocks=(first, count))
+      with self.vs.kernel_access(): INDEX.module(g.kk).launch(g.kk.name, g.mem, g.grid, g.block, g.params, g.dyn, blocks=(first, count),
+                                                                          specials=g.specials, windows=g.windows, abort=self.preempted)
     except Exception as e:
       self.queued.clear()
-      raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} faulted: {e}", g.at) from None
+      if self.preempted(): return   # its channel went away mid-grid: dropped, not a fault (nobody is left to tell)
+      # a global access outside every GPU mapping is an MMU fault (RM: Xid 31), anything else a GR exception (Xid 13)
+      kind = "hit a GPU page fault" if isinstance(e, MemoryFault) and "outside every mapping" in str(e) else "faulted"
+      raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} {kind}: {e}", g.at) from None
 
 class GPFIFOEngine:
   """All channels of one MockNV; `ring(token)` is the doorbell."""
@@ -392,8 +476,10 @@ class GPFIFOEngine:
       time.sleep(0.0005)
       with self.lock:
         if not self.blocked(): return
+        t0 = time.perf_counter_ns()
         try:
           for c in list(self.channels.values()):
             if c.segment is not None and c.error is None: c.run()
           self.finish_grids()
         except GPUError: pass   # kept on the channel; the next doorbell raises it
+        finally: self.busy_ns += time.perf_counter_ns() - t0

@@ -101,11 +101,18 @@ class KernelIndex:
     for name, (text, facts) in cubin_facts(cubin).items():
       self._by_prefix.setdefault(text[:PREFIX], []).append(KnownKernel(name, text, ptx, facts))
 
-  def find(self, read: Callable[[int], bytes]) -> KnownKernel | None:
+  def find(self, read: Callable[[int], bytes], cb0_size: int | None = None) -> KnownKernel | None:
+    """The known kernel whose code is at the program address. Two PTX kernels can assemble to the same machine code
+    (ptxas drops a load whose value is unused, e.g. of `x & 0`, and then `E_5(out, x)` is `zeros(out)`); the hardware
+    runs the code, so every match behaves the same there, but their PTX differ in the work ptxas removed. The match
+    whose parameters fit the bound constant buffer and that has the fewest parameters and loads is the PTX closest to
+    the code: interpreting another could read a parameter the launch never set and fault where the GPU does not."""
     for attempt in range(2):
       head = read(PREFIX)
-      for kk in self._by_prefix.get(head, []):
-        if len(kk.text) <= PREFIX or read(len(kk.text)) == kk.text: return kk
+      found = [kk for kk in self._by_prefix.get(head, []) if len(kk.text) <= PREFIX or read(len(kk.text)) == kk.text]
+      if found:
+        fits = [kk for kk in found if cb0_size is None or kk.facts.param_offset + kk.facts.param_size <= cb0_size] or found
+        return min(fits, key=lambda kk: (kk.facts.param_size, len(re.findall(r"\bld\.", kk.ptx))))
       if attempt == 0: self._refresh()
     return None
 

@@ -37,6 +37,9 @@ ENGINE_NULL, ENGINE_GR0, ENGINE_COPY0, ENGINE_COPY9 = 0, 1, 9, 0x12
 # RC error codes RM writes into a channel's error notifier (nverror.h; they are also the Xid numbers)
 ROBUST_CHANNEL_GR_EXCEPTION, ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT = 13, 31
 NOTIFIER_SIZE = 16   # NvNotification: timeStamp (u64 ns), info32, info16, status (u16)
+# NV2080 engine types RM writes as a notifier's info16 (OGKM@580.142 src/common/sdk/nvidia/inc/class/cl2080_notification.h:
+# NV2080_ENGINE_TYPE_GRAPHICS 0x1 = GR0, NV2080_ENGINE_TYPE_COPY0 0x9)
+NV2080_ENGINE_TYPE_GR0, NV2080_ENGINE_TYPE_COPY0 = 0x1, 0x9
 
 def runlist_of(engine: int) -> int:
   """The runlist an engine's channels are scheduled on. The mock gives every copy engine its own runlist
@@ -101,6 +104,8 @@ class MockNV:
     self.files: dict[int, FileState] = {}
     self.clients: dict[int, dict[int, RMObject]] = {}
     self.gpu_id = 0x100                           # RM's gpu id = PCI domain/bus derived; bus 1
+    self.init_sysmem = True                       # NVreg_InitializeSystemMemoryAllocations (see _memory)
+    self.faults: list[str] = []                   # what each RC error was (for tests; RM itself only writes the notifiers)
     self.uuid = bytes([0x4A, 0x1C, 0x90, 0x07] + [0x5E] * 12)
     self.next_client, self.next_chid = 0, 0
     self.vidmem_used = 0
@@ -382,6 +387,10 @@ class MockNV:
     if vid and self.vidmem_used + size > self.chip.fb_size: raise _fail("NV_ERR_NO_MEMORY", f"video memory exhausted ({size:#x} bytes)")
     if prm.flags & F.VALUES["NVOS32_ALLOC_FLAGS_VIRTUAL"]: raise _fail("NV_ERR_NOT_SUPPORTED", "virtual allocation through a memory class")
     b = HostMemory(size, "nv-vidmem" if vid else "nv-sysmem")
+    # RM zeroes new system memory only while NVreg_InitializeSystemMemoryAllocations=1 (OGKM@580.142
+    # src/nvidia/arch/nvalloc/unix/src/os.c:1013-1021, default in src/nvidia/arch/nvalloc/unix/include/nv-reg.h:960);
+    # with it 0 the pages hold whatever was there before
+    if not vid and not self.init_sysmem: ctypes.memset(b.addr, 0xA5, size)
     if vid: self.vidmem_used += size
     cacheable = (prm.attr2 >> ATTR2_GPU_CACHEABLE_SHIFT) & 3 == GPU_CACHEABLE_YES
     o.data.update(backing=b, size=size, host=b.addr, align=max(page, align), page=page, vid=vid, gpu_cacheable=not vid and cacheable)
@@ -480,6 +489,7 @@ class MockNV:
     self._release(o)
 
   def _release(self, o: RMObject) -> None:
+    o.data["freed"] = True   # a running grid of a freed channel is preempted (gpfifo.py)
     for c in list(o.children): self._release(c)
     for vs, va in o.data.get("gpu_maps", []): vs.unmap(va)
     self.uvm.forget_memory(o)
@@ -631,13 +641,20 @@ class MockNV:
   def vaspaces(self) -> list[GPUVASpace]:
     return [o.data["va"] for objs in self.clients.values() for o in objs.values() if o.kind == "vaspace"]
 
-  def channel_error(self, ch: RMObject, msg: str) -> None:
-    """A channel hit an RC error (robust channel recovery): RM fills the error notifier the client gave as
-    hObjectError -- NvNotification[0]: time in ns, info32 = the RC error code, info16 0, status 0xFFFF."""
-    n = ch.data.get("notifier")
-    if n is None or n.data.get("backing") is None: return
+  def channel_error(self, ch: RMObject, msg: str, engine: int = NV2080_ENGINE_TYPE_GR0) -> None:
+    """A channel hit an RC error (robust channel recovery): RM fills the error notifier (hObjectError) of every channel
+    of the faulting channel's TSG (krcErrorSetNotifier with TSG scope when subcontexts are supported, OGKM@580.142
+    src/nvidia/src/kernel/gpu/rc/kernel_rc_notification.c:234-340) with NvNotification[0] = {time, info32 = the RC
+    error code, info16 = the NV2080 engine type of the faulting engine, status 0xFFFF} (notifyFillNvNotification,
+    src/nvidia/src/kernel/gpu/mem_mgr/method_notification.c:154-185; timestamp halves swapped, :183-184)."""
+    self.faults.append(msg)
     code = ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT if "page fault" in msg else ROBUST_CHANNEL_GR_EXCEPTION
-    ctypes.memmove(n.data["host"], struct.pack("<QIHH", time.time_ns(), code, 0, 0xFFFF), NOTIFIER_SIZE)
+    t = time.time_ns()
+    group = ch.parent if ch.parent is not None and ch.parent.kind == "group" else None
+    for c in ([c for c in group.children if c.kind == "channel"] if group is not None else [ch]):
+      n = c.data.get("notifier")
+      if n is None or n.data.get("backing") is None: continue
+      ctypes.memmove(n.data["host"], struct.pack("<IIIHH", t >> 32, t & 0xFFFFFFFF, code, engine, 0xFFFF), NOTIFIER_SIZE)
 
   def channels(self) -> list[RMObject]:
     return [o for objs in self.clients.values() for o in objs.values() if o.kind == "channel"]

@@ -29,6 +29,7 @@ together, so barriers need no extra work.
 """
 from __future__ import annotations
 import weakref
+from collections.abc import Callable
 import numpy as np
 from .parser import PTXError, parse_ptx, KernelSource, Variable, Instr
 from .memory import AddressSpace, MemoryFault
@@ -110,10 +111,15 @@ class PTXModule:
     self._mapped_in.add(mem)
 
   def launch(self, name: str, mem: AddressSpace, grid: tuple[int, int, int], block: tuple[int, int, int],
-             params: bytes, shared_bytes: int = 0, blocks: tuple[int, int] | None = None) -> None:
+             params: bytes, shared_bytes: int = 0, blocks: tuple[int, int] | None = None,
+             specials: dict[str, int] | None = None, windows: tuple[int | None, int | None] | None = None,
+             abort: Callable[[], str | None] | None = None) -> None:
     """Run kernel `name` over `grid` blocks of `block` threads. `params` is the packed parameter buffer
     (laid out as in constant bank 0 from the parameter offset); `shared_bytes` is the dynamic shared memory.
-    `blocks` = (first linear block id, count) runs only part of the grid (a GPU model interleaving grids)."""
+    `blocks` = (first linear block id, count) runs only part of the grid (a GPU model interleaving grids).
+    `specials` gives special registers a GPU reads from memory rather than the launch ({"%ntid.x": v, ...}), and
+    `windows` the (shared, local) generic-address window bases cvta and generic accesses use. `abort` is asked every
+    few thousand steps; a message from it stops the launch with a PTXError (a GPU model preempting a grid)."""
     k = self.kernels.get(name)
     if k is None: raise PTXError(f"no kernel {name!r} in module (has: {', '.join(self.kernels) or 'none'})")
     grid, block = tuple(int(x) for x in grid) + (1,) * (3 - len(grid)), tuple(int(x) for x in block) + (1,) * (3 - len(block))
@@ -131,12 +137,12 @@ class PTXModule:
     per = max(1, self.max_chunk_threads // tpb)
     with np.errstate(all="ignore"):   # integer wraparound and IEEE specials are PTX semantics, not warnings
       for b0 in range(first, end, per):
-        st = State(mem, grid, block, b0, min(per, end - b0), parr, shared, k.local_size, self.const)
+        st = State(mem, grid, block, b0, min(per, end - b0), parr, shared, k.local_size, self.const, specials, windows)
         st.dynamic_smem = shared_bytes
         st.R = dict(k._zero)
-        self._run(k, st)
+        self._run(k, st, abort)
 
-  def _run(self, k: PTXKernel, st: State) -> None:
+  def _run(self, k: PTXKernel, st: State, abort: Callable[[], str | None] | None = None) -> None:
     prog = k.program
     groups: dict[int, object] = {0: None}   # pc -> active mask (None: every thread of the chunk)
     steps, limit = 0, self.max_steps
@@ -160,6 +166,7 @@ class PTXModule:
             groups[pc] = _merge(groups[pc], mask) if pc in groups else mask
             break
           if steps > limit: raise PTXError(f"kernel {k.name}: more than {limit} instruction steps (infinite loop?)")
+          if abort is not None and not steps & 0xFFF and (why := abort()): raise PTXError(f"kernel {k.name}: {why}")
     except MemoryFault as e:
       i = k.instrs[pc] if pc < len(k.instrs) else None
       raise MemoryFault(f"kernel {k.name}, line {i.line if i else '?'} `{i.text if i else 'end'}`: {e}") from None

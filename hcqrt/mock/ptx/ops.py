@@ -14,7 +14,6 @@ import numpy as np
 from .parser import Instr, Operand, PTXError, TYPE_SIZE, literal_value
 from .numerics import (NP, UINT, SINT, F32, F64, F16, LD, storage, is_float, is_signed, ftz, saturate, round_float, two_sum_err,
                        idiv, irem, mul_hi, widen, cvt, bf16_to_f32, f32_to_bf16)
-from .state import SHARED_WINDOW, LOCAL_WINDOW
 from .mma import check_mma, warp_mma
 
 EXIT = -1
@@ -411,11 +410,12 @@ def d_cvta(ins, ctx):
   t = _types(ins)[-1]
   space = next((x for x in ins.mods if x in ("global", "shared", "local", "const", "param")), None)
   d, r = writer(ctx, ins.args[0], t, ins.line), reader(ctx, ins.args[1], t, ins.line)
-  win = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
-  if win == 0: return lambda st, m: d(st, r(st), m)   # global/const/param: generic == state space address
-  dt = NP[t]; w = np.array(win % (1 << (8 * dt.itemsize)), dtype=np.uint64).astype(dt)[()]
-  if "to" in ins.mods: return lambda st, m: d(st, r(st) - w, m)
-  return lambda st, m: d(st, r(st) + w, m)
+  attr = {"shared": "shared_window", "local": "local_window"}.get(space or "")
+  if attr is None: return lambda st, m: d(st, r(st), m)   # global/const/param: generic == state space address
+  dt = NP[t]
+  def w(st): return np.array(getattr(st, attr) % (1 << (8 * dt.itemsize)), dtype=np.uint64).astype(dt)[()]   # the launch's window
+  if "to" in ins.mods: return lambda st, m: d(st, r(st) - w(st), m)
+  return lambda st, m: d(st, r(st) + w(st), m)
 
 def _address(ctx, op: Operand, space: str, line: int):
   """st -> address value (uint64 scalar/array) and the resolved state space name."""

@@ -60,8 +60,17 @@ class GlobalSpace:
 class State:
   """Registers and state spaces of `nblocks` consecutive blocks (linear ids from `block0`) run as one array of threads."""
   def __init__(self, mem: AddressSpace, grid: tuple[int, int, int], block: tuple[int, int, int], block0: int, nblocks: int,
-               params: np.ndarray, shared_size: int, local_size: int, const: FlatSpace | None):
+               params: np.ndarray, shared_size: int, local_size: int, const: FlatSpace | None,
+               specials: dict[str, int] | None = None, windows: tuple[int | None, int | None] | None = None):
     self.grid, self.block, self.block0, self.nblocks = grid, block, block0, nblocks
+    # special registers the GPU's code reads from constant bank 0, not from the launch (a GPU model passes them)
+    self.cb_specials = specials or {}
+    # generic-address windows of shared and local memory; each reaches up to 4 GiB or to the other window's base
+    sw0, lw0 = windows or (None, None)
+    self.shared_window, self.local_window = SHARED_WINDOW if sw0 is None else sw0, LOCAL_WINDOW if lw0 is None else lw0
+    sw, lw = self.shared_window, self.local_window
+    self.shared_end = min(sw + WINDOW_SIZE, lw if lw > sw else 1 << 64)
+    self.local_end = min(lw + WINDOW_SIZE, sw if sw > lw else 1 << 64)
     self.tpb = block[0] * block[1] * block[2]
     self.n = self.tpb * nblocks
     self.R: dict = {}
@@ -86,6 +95,7 @@ class State:
 
   def _compute_special(self, name: str):
     u = np.uint32
+    if name in self.cb_specials: return u(self.cb_specials[name])
     base, _, comp = name.partition(".")
     ax = "xyz".index(comp) if comp in ("x", "y", "z") else 0
     bx, by, _bz = self.block
@@ -116,19 +126,21 @@ class State:
     """Turn addresses (uint64 scalar or per-thread array) in `space` into [(space object, positions of the active
     threads, selection mask)]. Generic addresses are split by window."""
     if space == "generic":
+      wins = ((self.shared_window, self.shared_end, "shared"), (self.local_window, self.local_end, "local"))
       if np.ndim(addr) == 0:
         a = int(addr)
-        for win, sp in ((SHARED_WINDOW, "shared"), (LOCAL_WINDOW, "local")):
-          if win <= a < win + WINDOW_SIZE: return self.resolve(sp, np.uint64(a - win), mask, nbytes)
+        for win, end, sp in wins:
+          if win <= a < end: return self.resolve(sp, np.uint64(a - win), mask, nbytes)
         return self.resolve("global", addr, mask, nbytes)
-      sh = (addr >= np.uint64(SHARED_WINDOW)) & (addr < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
-      lo = (addr >= np.uint64(LOCAL_WINDOW)) & (addr < np.uint64(LOCAL_WINDOW + WINDOW_SIZE))
+      (sw, se, _), (lw, le, _) = wins
+      sh = (addr >= np.uint64(sw)) & (addr < np.uint64(se))
+      lo = (addr >= np.uint64(lw)) & (addr < np.uint64(le))
       if mask is not None: sh, lo = sh & mask, lo & mask
       if not sh.any() and not lo.any(): return self.resolve("global", addr, mask, nbytes)
       gl = ~(sh | lo) if mask is None else (mask & ~(sh | lo))
       out = []
-      if sh.any(): out += self.resolve("shared", addr - np.uint64(SHARED_WINDOW), sh, nbytes)
-      if lo.any(): out += self.resolve("local", addr - np.uint64(LOCAL_WINDOW), lo, nbytes)
+      if sh.any(): out += self.resolve("shared", addr - np.uint64(sw), sh, nbytes)
+      if lo.any(): out += self.resolve("local", addr - np.uint64(lw), lo, nbytes)
       if gl.any(): out += self.resolve("global", addr, gl, nbytes)
       return out
     if space == "global": sp, pos = self.gmem, addr
