@@ -12,13 +12,24 @@ a device buffer) or a *view* of a base (a ShapeTracker over it). Movement ops on
 """
 from __future__ import annotations
 from typing import Any
-import itertools, weakref
+import itertools, os, sys, weakref
 from compiler.dtypes import DType, dtypes
 from compiler.uop import UOp, Ops, COMPARISON
 from compiler.view import ShapeTracker, prod, CACHE_MAX
 from compiler.sint import any_sym, smax
 
 _ids = itertools.count()
+
+# DEBUG>=3 / VIZ: the user source line that built each lazy node ({id: "file:line"}); off, one flag read per node
+TRACK_SOURCE: bool = False
+source_lines: dict[int, str] = {}
+_INTERNAL = (os.sep + "frontend" + os.sep, os.sep + "compiler" + os.sep)
+
+def _user_line() -> str:
+  f = sys._getframe(2)
+  while f is not None and (any(d in f.f_code.co_filename for d in _INTERNAL) or f.f_code.co_filename.startswith("<frozen")):
+    f = f.f_back
+  return f"{os.path.relpath(f.f_code.co_filename)}:{f.f_lineno}" if f is not None else "?"
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
 
 # the tracker of a scalar broadcast to a shape: a pure function of the shape (its dims' types in the key, as
@@ -39,6 +50,7 @@ class LazyBuffer:
     self.shape: tuple = st.shape   # (st never changes: read on every op and every schedule edge, so kept, not derived)
     self.op, self.srcs, self.arg, self._base, self.buffer = op, srcs, arg, base, buffer
     self.id, self.forced_realize, self.readers = next(_ids), False, None
+    if TRACK_SOURCE: source_lines[self.id] = _user_line()
     # a node reading a buffer that exists (or an in-place write's result) is noted there: an assign that overwrites
     # the buffer later must run it first, so it sees the value it was built from (create_schedule)
     for s in srcs:

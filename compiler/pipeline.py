@@ -30,6 +30,7 @@ from compiler.opt.base import Opt, copy_kernel
 from compiler.opt.heuristic import optimize, optimize_portable, apply_opts
 from compiler.opt.peel import peel
 from compiler.kernel_api import apply_rewrites
+from compiler import profile, vizdata
 
 # ***** the registry: how each renderer builds *****
 
@@ -120,6 +121,36 @@ def _debug() -> int:
   try: return int(os.environ.get("DEBUG", "0"))
   except ValueError: return 0
 
+def format_uops(sink: UOp) -> str:
+  """The UOp graph under `sink`, one line per node in dependency order (what DEBUG=5/6 print)."""
+  topo = sink.toposort()
+  num = {u: i for i, u in enumerate(topo)}
+  return "\n".join(f"  {num[u]:4d} {u.op.name:14s} {str(u.dtype) if u.dtype is not None else '':12s} "
+                   f"{[num[s] for s in u.src]!s:20s} {u.arg!r}"[:200] for u in topo)
+
+def _show_pass(name: str, kname: str, before: UOp, after: UOp) -> None:
+  old, new = set(before.toposort()), set(after.toposort())
+  print(f"*** {kname}: pass {name}: " + (f"{len(new - old)} UOps new, {len(old - new)} gone" if new != old else "no change"), file=sys.stderr)
+
+def _pass(name: str, kname: str, sink: UOp, rw: Callable[[UOp], UOp], dbg: int) -> UOp:
+  out = rw(sink)
+  if dbg >= 6: _show_pass(name, kname, sink, out)
+  return out
+
+def disassemble(binary: bytes, target: Target) -> str:
+  """Machine code of a built kernel (DEBUG=7): objdump for CPU objects, nvdisasm for cubins, llvm-objdump for AMD code
+  objects; a one-line note naming the tool where it is not installed."""
+  import shutil, subprocess, tempfile
+  dev = target.device.split(":")[0]
+  # (AMD: LLVM 19's objdump first; older ones, e.g. Debian 12's LLVM 14, don't decode gfx11)
+  names = {"NV": ["nvdisasm"], "AMD": ["llvm-objdump-19", "llvm-objdump"]}.get(dev, ["objdump"])
+  if (tool := next((n for n in names if shutil.which(n)), None)) is None: return f"(no disassembly: {names[0]} is not installed)"
+  cmd = {"NV": [tool, "-c"], "AMD": [tool, "-d", f"--mcpu={target.arch}"]}.get(dev, [tool, "-d", "--no-show-raw-insn"])
+  with tempfile.NamedTemporaryFile(suffix=".bin") as f:
+    f.write(binary); f.flush()
+    r = subprocess.run([*cmd, f.name], capture_output=True, text=True)
+  return r.stdout if r.returncode == 0 else f"(no disassembly: {' '.join(cmd)} failed: {r.stderr.strip()[:200]})"
+
 def estimate_ops(prog: list[UOp]) -> int:
   """Arithmetic operations of one launch of the linearized `prog` (vector ops count per lane; integer index math not)."""
   mult, stack, ops = 1, [], 0
@@ -193,14 +224,41 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
   `assemble=False` stops after rendering (binary b""). Raises OptError for an illegal opt, NotImplementedError for a
   target no registry entry builds, and the assembler's error (CompileError...) for a kernel it rejects."""
   be = backend(target)
+  marks = [profile.now_us()] if profile.ENABLED else None   # host spans of the stages (PROFILE)
   k = lower(ast_or_kernel, name) if isinstance(ast_or_kernel, UOp) else ast_or_kernel
+  dbg = _debug()
+  rec = vizdata.KernelRecord(k.name, target.device) if vizdata.ENABLED else None
+  if rec is not None: rec.stage("lowered", k.sink)
+  if dbg >= 5: print(f"*** {k.name}: UOps before optimization\n{format_uops(k.sink)}", file=sys.stderr)
+  if marks is not None: marks.append(profile.now_us())
   k, used = optimize_kernel(k, target, opts)
-  for rw in be.rewrites: k.sink = rw(k.sink)
+  if dbg >= 5: print(f"*** {k.name}: opts applied {list(k.applied_opts)}\n*** {k.name}: UOps after optimization\n{format_uops(k.sink)}", file=sys.stderr)
+  if rec is not None: rec.stage(f"optimized: {', '.join(map(str, k.applied_opts)) or 'no opts'}", k.sink)
+  for rw in be.rewrites:
+    k.sink = _pass(getattr(rw, "__name__", "target rewrite"), k.name, k.sink, rw, dbg)
+    if rec is not None: rec.stage(f"target rewrite {getattr(rw, '__name__', '')}", k.sink)
+  before = k.sink
   k = apply_rewrites(k, target.renderer)   # the documented pre-render hook (compiler/kernel_api.py register_rewrite)
-  if be.peel_reductions and os.environ.get("NOOPT", "0") != "1" and not k.symbolic(): k = peel(k, output_loops=False)
+  if dbg >= 6: _show_pass("registered rewrites", k.name, before, k.sink)
+  if rec is not None and k.sink is not before: rec.stage("registered rewrites", k.sink)
+  if be.peel_reductions and os.environ.get("NOOPT", "0") != "1" and not k.symbolic():
+    before = k.sink
+    k = peel(k, output_loops=False)
+    if dbg >= 6: _show_pass("peel", k.name, before, k.sink)
+    if rec is not None: rec.stage("peel (reduction loops cut at padding borders)", k.sink)
   prog = linearize(k)
+  if marks is not None: marks.append(profile.now_us())
   src, launch = be.render(k, target, prog)
-  if _debug() >= 4: print(src, file=sys.stderr)
+  if dbg >= 4: print(src, file=sys.stderr)
+  if marks is not None: marks.append(profile.now_us())
   binary = be.assemble(src, k.name, target) if assemble else b""
+  if dbg >= 7 or rec is not None:
+    asm = disassemble(binary, target) if assemble else ""
+    if dbg >= 7: print(asm, file=sys.stderr)
+    if rec is not None: rec.done(list(k.applied_opts), src, asm)
+  if marks is not None:
+    marks.append(profile.now_us())
+    for stage, a, b in zip(("lower", "optimize+linearize", "render", "assemble"), marks, marks[1:]):
+      profile.add(f"{stage} {k.name}", "host", a, b - a, "compile", {"target": target.device}, tid=1)
   return CompiledKernel(k.name, src, binary, launch, tuple(r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax for r in k.global_ranges),
                         estimate_ops(prog), used, tuple(k.applied_opts), tuple(k.buf_dtypes), tuple(k.vars()))

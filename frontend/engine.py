@@ -12,16 +12,26 @@ from dataclasses import dataclass
 from collections.abc import Callable
 import numpy as np
 from compiler.dtypes import DType
+from compiler import lazy
 from compiler.lazy import LazyBuffer
+from compiler.explain import explain_schedule, format_schedule
 from compiler.schedule import ScheduleItem, create_schedule, snapshots
 from frontend.checks import Checks
 from compiler.pack import pack_matmuls
 from compiler.pipeline import CompiledKernel, compile_kernel
+from compiler import profile, vizdata
 from compiler.uop import UOp, Ops
 from compiler.sint import sval
 from hcqrt.device import Device, debug_level
 from frontend.devices import open_device, target_of
 from frontend.beam_runner import beam_search_for
+
+VIZ = os.environ.get("VIZ", "0") not in ("", "0")
+# the schedule's explanation (DEBUG>=3, VIZ) names the user's source lines: the lazy graph notes them only then
+lazy.TRACK_SOURCE = lazy.TRACK_SOURCE or debug_level() >= 3 or VIZ
+if VIZ:
+  from frontend import viz
+  viz.start()
 
 class GlobalCounters:
   """Counters of everything run since the last `reset()`: kernels, estimated FLOPs, bytes moved, time."""
@@ -29,10 +39,17 @@ class GlobalCounters:
   global_ops: int = 0
   global_mem: int = 0
   time_sum_s: float = 0.0
+  mem_used: int = 0    # bytes of device buffers alive now (all devices; not reset)
+  mem_peak: int = 0    # the most mem_used reached since the last reset()
   @staticmethod
   def reset() -> None:
     GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = 0
     GlobalCounters.time_sum_s = 0.0
+    GlobalCounters.mem_peak = GlobalCounters.mem_used
+
+def _free(free: Callable, raw: object, nbytes: int) -> None:
+  GlobalCounters.mem_used -= nbytes
+  free(raw)
 
 def _out_of_memory(e: Exception) -> bool:
   # the host's mmap/numpy (ENOMEM, MemoryError) or a driver's status (NV_ERR_NO_MEMORY; KFD's ioctl ENOMEM)
@@ -52,11 +69,15 @@ class Buffer:
       if callable(what): what = what()
       raise MemoryError(f"out of memory on {device}: allocating {nbytes} bytes ({nbytes / 2**30:.4g} GiB)"
                         f"{' for ' + what if what else ''}: {type(e).__name__}: {e}") from e
-    weakref.finalize(self, dev.allocator.free, self.raw)
+    GlobalCounters.mem_used += nbytes
+    if GlobalCounters.mem_used > GlobalCounters.mem_peak: GlobalCounters.mem_peak = GlobalCounters.mem_used
+    weakref.finalize(self, _free, dev.allocator.free, self.raw, nbytes)
 
 def from_host(arr: np.ndarray, dtype: DType, device: str) -> LazyBuffer:
   buf = Buffer(device, arr.nbytes, lambda: f"a copy from the host of shape {arr.shape} {dtype}")
+  if profile.ENABLED: st = profile.now_us()
   if arr.nbytes: open_device(device).allocator.copyin(buf.raw, memoryview(arr.reshape(-1).view(np.uint8)))
+  if profile.ENABLED: profile.add(f"copy host -> {device}", device, st, profile.now_us() - st, "copy", {"bytes": arr.nbytes, "shape": list(arr.shape)})
   return LazyBuffer.from_buffer(buf, arr.shape, dtype, device)
 
 def to_host(lb: LazyBuffer, npdtype) -> np.ndarray:
@@ -69,7 +90,9 @@ def to_host(lb: LazyBuffer, npdtype) -> np.ndarray:
 def _copyout(lb: LazyBuffer, npdtype) -> np.ndarray:
   assert lb.realized and not lb.is_view
   out = np.empty(sval(lb.size), dtype=npdtype)   # (symbolic: the elements at the bound values, laid out densely)
+  if profile.ENABLED: st = profile.now_us()
   if out.nbytes: Device[lb.device].allocator.copyout(memoryview(out.view(np.uint8)), lb.buffer.raw)
+  if profile.ENABLED: profile.add(f"copy {lb.device} -> host", lb.device, st, profile.now_us() - st, "copy", {"bytes": out.nbytes})
   return out
 
 @dataclass
@@ -105,8 +128,15 @@ def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> 
   dev = open_device(device)
   opts = None
   # (BEAM times candidate opts at concrete sizes: a kernel of Variable sizes keeps the default opts)
-  if (width := int(key[3] or 0)) > 0 and key[2] != "1" and not si.var_vals: opts = beam_search_for(si, dev, width)
-  ck = compile_kernel(si.ast, target, opts, name=si.name)
+  if (width := int(key[3] or 0)) > 0 and key[2] != "1" and not si.var_vals:
+    if profile.ENABLED:
+      with profile.span(f"BEAM {si.name}", cat="beam", args={"width": width, "device": device}): opts = beam_search_for(si, dev, width)
+    else: opts = beam_search_for(si, dev, width)
+  if profile.ENABLED:
+    with profile.span(f"compile {si.name}", cat="compile", args={"device": device}) as a:
+      ck = compile_kernel(si.ast, target, opts, name=si.name)
+      a.update(src_bytes=len(ck.src), binary_bytes=len(ck.binary), opts=[str(o) for o in ck.applied_opts])
+  else: ck = compile_kernel(si.ast, target, opts, name=si.name)
   kern = _kernel_cache[key] = Kernel(ck, dev.program(ck.name, ck.binary), si.ast)
   return kern
 
@@ -130,23 +160,36 @@ class ExecItem:
     """Launch (or copy); returns the kernel's seconds. debug: debug_level(), when the caller read it already."""
     if self.kind == "copy":
       dst, src = self.bufs
+      if profile.ENABLED: st = profile.now_us()
       data = np.empty(dst.nbytes, np.uint8)   # the tensor's bytes: a packed product's buffer has padding past them
       if data.nbytes:
         Device[src.device].allocator.copyout(memoryview(data), src.raw)
         Device[dst.device].allocator.copyin(dst.raw, memoryview(data))
       GlobalCounters.global_mem += data.nbytes
+      if (debug_level() if debug is None else debug) >= 2:
+        print(f"{dst.device:6s} copy   from {src.device}: {data.nbytes / 1e6:.3f} MB moved", file=sys.stderr)
+      if profile.ENABLED:
+        profile.add(f"copy {src.device} -> {dst.device}", dst.device, st, profile.now_us() - st, "copy", {"bytes": data.nbytes})
       return 0.0
     ck, bufs = self.ck, self.bufs
+    if profile.ENABLED: st = profile.now_us()
     et = (ck.program(*[b.raw for b in bufs], **ck.launch, vals=self.vals(), wait=True) if ck.ck.vars else
           ck.program(*[b.raw for b in bufs], **ck.launch, wait=True)) or 0.0
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ck.ops
-    GlobalCounters.global_mem += sum([b.nbytes for b in bufs])
+    GlobalCounters.global_mem += (moved := sum([b.nbytes for b in bufs]))
     GlobalCounters.time_sum_s += et
+    if profile.ENABLED: profile.kernel(bufs[0].device, ck.name, st, et, kernel_args(self))
     if (debug_level() if debug is None else debug) >= 2:
       print(f"{bufs[0].device:6s} kernel {GlobalCounters.kernel_count:4d} {ck.name:30s} global {ck.global_size!s:18s} "
-            f"{et * 1e6:9.1f} us  {ck.ops / max(et, 1e-9) / 1e9:7.2f} GFLOP/s", file=sys.stderr)
+            f"{et * 1e6:9.1f} us  {ck.ops / max(et, 1e-9) / 1e9:7.2f} GFLOP/s  {moved / 1e6:8.3f} MB moved  "
+            f"live {GlobalCounters.mem_used / 1e6:.2f} MB (peak {GlobalCounters.mem_peak / 1e6:.2f})", file=sys.stderr)
     return et
+
+def kernel_args(ei: ExecItem) -> dict:
+  """What a kernel run's trace event carries: sizes, FLOPs, bytes."""
+  return {"global_size": list(ei.ck.global_size), "launch": {k: list(v) if isinstance(v, tuple) else v for k, v in ei.ck.launch.items()},
+          "flops": ei.ck.ops, "bytes": sum(b.nbytes for b in ei.bufs)}
 
 _runs = 0
 def schedule_runs() -> int:
@@ -204,7 +247,15 @@ def realize(lbs: list[LazyBuffer]) -> None:
   from frontend.jit import capturing   # (jit imports this module)
   checks = Checks(lbs)   # index range checks of the graph: their kernels run with it, then they are read
   from frontend.tensor import live_lazydata   # (tensor imports this module)
-  items = pack_matmuls(create_schedule(lbs + checks.flags, live_lazydata), simd_lanes)
+  if profile.ENABLED:
+    with profile.span("schedule", args={"outputs": len(lbs)}) as a:
+      items = pack_matmuls(create_schedule(lbs + checks.flags, live_lazydata), simd_lanes)
+      a["kernels"] = sum(si.kind == "kernel" for si in items)
+  else: items = pack_matmuls(create_schedule(lbs + checks.flags, live_lazydata), simd_lanes)
+  if VIZ or debug_level() >= 3:
+    ex = explain_schedule(items, lbs)
+    if debug_level() >= 3 and items: print(format_schedule(ex), file=sys.stderr)
+    if VIZ and items: vizdata.add_realize(ex, items)
   run_schedule(items)
   _drop_graph(items)
   # read also during TinyJit capture (the capture run is a real run); a replay reads the recorded flags (jit.py)

@@ -40,6 +40,8 @@ from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops
 from compiler.sint import sval, unbind, rebind, merge_vals, binds_of
 from hcqrt.device import debug_level
+from hcqrt.hcq import GraphReplay
+from compiler import profile
 from frontend import engine
 from frontend.tensor import Tensor, take_pending_assigns
 from frontend.devices import open_device
@@ -146,10 +148,11 @@ class TinyJit:
     self.items: list[engine.ExecItem] = []
     self.graph: Any = None   # the prebuilt GraphReplay (HCQ) or CPULaunchList (CPU); False: the items can't form one
     self.graph_cpu = False
+    self.prof_args: list | None = None   # PROFILE: each launch's trace-event arguments (made on the first profiled replay)
     functools.update_wrapper(self, fn)
   def reset(self) -> None:
     """Forget the capture: the next call runs eagerly, the one after captures again."""
-    self.cnt, self.items, self.graph = 0, [], None
+    self.cnt, self.items, self.graph, self.prof_args = 0, [], None, None
 
   def __get__(self, obj, objtype=None):  # so @TinyJit works on methods
     return functools.partial(self.__call__, obj) if obj is not None else self
@@ -252,7 +255,7 @@ class TinyJit:
       if not any(ei.bufs[0] is b and ei.fresh_out for ei in captured): continue
       slots = [(j, k) for j, ei in enumerate(captured) for k, b2 in enumerate(ei.bufs) if b2 is b]
       self.out_bases.append((t, b, slots))
-    self.ret, self.cnt, self.graph = ret, 2, None
+    self.ret, self.cnt, self.graph, self.prof_args = ret, 2, None, None
     if debug_level() >= 1: print(f"TinyJit {self.name}: captured {len(captured)} launches", file=sys.stderr)
     return self._rebuild(ret, {}, cur, self.vars)
 
@@ -294,7 +297,8 @@ class TinyJit:
     if self.graph is None: self.graph = self._build_graph()
     # (DEBUG=2 on the CPU: one launch at a time, each timed and printed as eager mode does)
     dbg = debug_level()
-    if self.graph and not (self.graph_cpu and dbg >= 2): self._replay_graph(dbg)
+    if profile.ENABLED: self._replay_profiled(dbg)
+    elif self.graph and not (self.graph_cpu and dbg >= 2): self._replay_graph(dbg)
     else:
       for ei in items: ei.run()
     if self.checks: self._read_checks()
@@ -352,7 +356,34 @@ class TinyJit:
     moved = sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items)   # as ExecItem.run counts
     self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), moved)
     if debug_level() >= 1: print(f"TinyJit {self.name}: {'launch list' if self.graph_cpu else 'graph'} of {len(gitems)} items on {dev.name}", file=sys.stderr)
-    return dev.launch_list(gitems) if self.graph_cpu else dev.graph(gitems)
+    if self.graph_cpu: return dev.launch_list(gitems)
+    # profiled: the graph brackets each launch with GPU timestamps (hcqrt/hcq.py GraphReplay.kernel_times)
+    return GraphReplay(dev, gitems, timestamps=True) if profile.ENABLED else dev.graph(gitems)
+
+  def _replay_profiled(self, dbg: int) -> None:
+    """A replay recorded in the trace: one span for the replay on the device's track and one event per kernel inside it:
+    GPU graphs from their own timestamps (placed from the replay's host start), the CPU's launch list from the native
+    runner's clock readings around each launch; without either (the LLVM IR runner, no graph) the launches run one at
+    a time, each timed as in eager mode."""
+    items = self.items
+    track = next(b.device for ei in items for b in ei.bufs)
+    st = profile.now_us()
+    g = self.graph
+    if g and (not self.graph_cpu or g.times is not None or g.timed()):
+      self._replay_graph(dbg)
+      if not self.graph_cpu: g.dev.synchronize()
+      dur = profile.now_us() - st
+      if self.prof_args is None:   # (each launch's name and arguments are the same every replay: made once)
+        clock = "host" if self.graph_cpu else "gpu"
+        self.prof_args = [(ei.ck.name, {**engine.kernel_args(ei), "jit": self.name, "clock": clock}) if ei.kind == "kernel" else None for ei in items]
+      # only the clock readings are kept now; the events are made when the trace is written
+      if self.graph_cpu: profile.defer(functools.partial(_cpu_launch_events, track, self.prof_args, g.launch_times_raw()))
+      elif isinstance(g, GraphReplay): profile.defer(functools.partial(_launch_events, track, self.prof_args, g.kernel_times(), st))
+      mode = "graph" if not self.graph_cpu else "launch list"
+    else:
+      for ei in items: ei.run(dbg)
+      dur, mode = profile.now_us() - st, "one by one (profiled)"
+    profile.add(f"TinyJit {self.name}", track, st, dur, "jit", {"kernels": len(items) if not g else self.graph_counts[0], "mode": mode})
 
   def _replay_graph(self, dbg: int) -> None:
     items = self.items
@@ -366,6 +397,17 @@ class TinyJit:
     engine.GlobalCounters.global_ops += ops
     engine.GlobalCounters.global_mem += mem
     if dbg >= 2: print(f"TinyJit {self.name}: replayed a graph of {n} kernels", file=sys.stderr)
+
+def _launch_events(track: str, args: list, times: list[tuple[int, int, int]], base_us: float | None) -> list[tuple]:
+  """Trace events of one profiled replay's launches: (item, start ns, end ns) on the host's perf_counter clock
+  (base_us None), or GPU timestamps placed from the replay's host start `base_us`."""
+  t0 = min((s for _, s, _ in times), default=0)
+  return [(args[i][0], track, base_us + (s - t0) / 1e3 if base_us is not None else profile.host_us(s), max(0, e - s) / 1e3, "kernel", args[i][1], 1)
+          for i, s, e in times]
+
+def _cpu_launch_events(track: str, args: list, raw) -> list[tuple]:
+  t = raw.tolist()   # (n + 1 clock readings: launch i ran from t[i] to t[i + 1])
+  return _launch_events(track, args, [(i, t[i], t[i + 1]) for i in range(len(t) - 1)], None)
 
 def _unbound(shape: tuple) -> tuple:
   """A shape with its bound Variables unbound: what a capture is keyed on (any value in range replays it)."""

@@ -213,12 +213,17 @@ class HCQProgram:
     dev.synchronize()
     return max(0, en.timestamp - st.timestamp) / 1e9
 
-def _release_graph(device: Any, sig: Any, last: list[int], blocks: list) -> None:
-  if not blocks: return
+def _release_graph(device: Any, sig: Any, last: list[int], blocks: list, ts_sigs: list) -> None:
+  if not blocks and not ts_sigs: return
   # the GPU may still read them; a device that frees only once its timeline has passed (AMD) needs no wait here, and
   # must not get one: a finalizer may run on any thread, the mock GPU's own included
-  if last[0] and not getattr(device, "frees_after_gpu", False): sig.wait(last[0])
-  device.free_persistent(blocks)
+  waited = not last[0] or not getattr(device, "frees_after_gpu", False)
+  if last[0] and waited: sig.wait(last[0])
+  if blocks: device.free_persistent(blocks)
+  # a profiled graph's timestamp signals: free once the GPU is past its last write into them; where nothing waited and
+  # the last replay may still run, they stay taken (a reused slot would get this graph's late timestamp)
+  if waited or sig.value >= last[0]:
+    for s in ts_sigs: s.free()
 
 def buf_addr(b: Any) -> int:
   """Device address of a buffer object (`.va`, or `.address` for host buffers) or an int."""
@@ -235,7 +240,12 @@ class GraphReplay:
   >>> from hcqrt.cpu.hcq import CPUHCQDevice
   >>> dev = CPUHCQDevice(); g = GraphReplay(dev, []); g.replay(); dev.synchronize()
   """
-  def __init__(self, device: Any, items: list[tuple]):
+  def __init__(self, device: Any, items: list[tuple], timestamps: bool = False):
+    # timestamps: a timestamp command before and after each launch (the profiler's per-kernel GPU times: kernel_times())
+    self.ts: dict[int, tuple[Signal, Signal]] = {}
+    # (two signals per launch: a graph too big for the device's free signals goes untimed, its replays one span each)
+    n_exec = sum(it[0] == "exec" for it in items)
+    self.want_ts = timestamps and len(getattr(getattr(device, "signals", None), "free_slots", ())) >= 2 * n_exec + 64
     scope = device.persistent_scope() if hasattr(device, "persistent_scope") else contextlib.nullcontext([])
     with scope as blocks:
       try: self._record(device, items)
@@ -246,7 +256,7 @@ class GraphReplay:
     # the graph's argument blocks and pushbuffers go back to the device once the graph is gone and its last replay done
     self._last = [0]   # graph signal value that ends the last replay (0: never submitted)
     self._last_tl = 0  # device timeline value the last replay releases last
-    fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks)
+    fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks, [s for p in self.ts.values() for s in p])
     fin.atexit = False  # at exit the device goes away as a whole
 
   def _record(self, device: Any, items: list[tuple]) -> None:
@@ -271,7 +281,9 @@ class GraphReplay:
       if it[0] == "exec":
         _, prog, bufs, vals, g, l = it
         self.args[i] = prog.fill_kernargs(bufs, vals, persistent=True)   # the ring would recycle them under the graph
+        if self.want_ts: self.ts[i] = (device.new_signal(name=f"ts{i}"), device.new_signal(name=f"te{i}")); q.timestamp(self.ts[i][0])
         self.where[i] = (q, len(q.cmds)); q.exec(prog, self.args[i], g, l)
+        if self.want_ts: q.timestamp(self.ts[i][1])
       elif it[0] == "copy":
         _, dst, src, n = it
         self.where[i] = (q, len(q.cmds)); q.copy(buf_addr(dst), buf_addr(src), n)
@@ -320,3 +332,8 @@ class GraphReplay:
     if not wait: return None
     dev.synchronize()
     return time.perf_counter() - t0
+
+  def kernel_times(self) -> list[tuple[int, int, int]]:
+    """(item, start ns, end ns) of each launch of the last replay, from the device's timestamps (a graph built with
+    timestamps=True, after a replay that waited)."""
+    return [(i, st.timestamp, en.timestamp) for i, (st, en) in sorted(self.ts.items())]

@@ -162,7 +162,8 @@ class _Pool:
 RUNNER_C = r"""/* hcqrt CPU runner: persistent worker threads for multi-core kernel launches.
    hcqrt_run(fn, args, nargs, threads) calls fn(args..., core) for core 0..threads-1 and returns when all
    are done; core 0 runs on the calling thread. Workers spin briefly after a job (back-to-back launches
-   then cost no syscall), then sleep on a futex. Only libc's pthread_create and syscall are used.
+   then cost no syscall), then sleep on a futex. Only libc's pthread_create, syscall and
+   clock_gettime (the launch times of a profiled launch list) are used.
    Placement: given the process's CPUs (hcqrt_set_cpus), each worker is pinned to one CPU other than the one the
    caller runs on (re-pinned when the caller has moved). Unpinned, a worker woken by the futex can be placed on the
    caller's CPU (on a VM the idle vCPU looks busy to the guest's scheduler) and stay there: every launch then runs
@@ -305,7 +306,16 @@ int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
 /* a launch list (the JIT's replay): n records laid out one after another as
    [fn, nargs, threads, spin, arg0 .. arg(nargs-1)], run in order. Every record is checked before the first
    runs, so a bad list runs nothing: returns 0, or -1 - i for bad record i, or -2 - n if a thread failed to start. */
-int hcqrt_run_list(const i64 *list, int n) {
+int clock_gettime(int clk, void *ts);   /* libc's: the vDSO, no syscall */
+static i64 now_ns(void) {   /* CLOCK_MONOTONIC: the clock of Python's time.perf_counter_ns on Linux */
+  i64 t[2];
+  clock_gettime(1, t);
+  return t[0] * 1000000000L + t[1];
+}
+
+/* as hcqrt_run_list; ns (when not null) gets n + 1 CLOCK_MONOTONIC times: before the first launch and after each
+   (the profiler's per-launch times of a JIT replay) */
+int hcqrt_run_list_timed(const i64 *list, int n, i64 *ns) {
   const i64 *r = list;
   int most = 1;
   for (int i = 0; i < n; i++) {
@@ -315,9 +325,15 @@ int hcqrt_run_list(const i64 *list, int n) {
   }
   if (start_workers(most) != 0) return -2 - n;
   if (most > 1) place();
-  for (r = list; n > 0; n--, r += 4 + r[1]) run_one((void *)r[0], r + 4, (int)r[1], (int)r[2], (int)r[3]);
+  if (ns) *ns++ = now_ns();
+  for (r = list; n > 0; n--, r += 4 + r[1]) {
+    run_one((void *)r[0], r + 4, (int)r[1], (int)r[2], (int)r[3]);
+    if (ns) *ns++ = now_ns();
+  }
   return 0;
 }
+
+int hcqrt_run_list(const i64 *list, int n) { return hcqrt_run_list_timed(list, n, 0); }
 
 /* after fork() only the forking thread exists in the child: forget the workers, new ones start on demand */
 void hcqrt_reset(void) {
@@ -345,6 +361,9 @@ class _CRunner:
     self.image.keep_forever()  # its worker threads run this code until the process ends
     self.run_fn = self.image.function("hcqrt_run", [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3, ctypes.c_int)
     self.run_list_fn = self.image.function("hcqrt_run_list", [ctypes.c_void_p, ctypes.c_int], ctypes.c_int)
+    # (the C runner's; the LLVM IR runner has none: a profiled replay then runs its launches one at a time)
+    self.run_list_timed_fn = (self.image.function("hcqrt_run_list_timed", [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p], ctypes.c_int)
+                              if "hcqrt_run_list_timed" in self.image.symbols else None)
     self.reset = self.image.function("hcqrt_reset", [])
     self.set_cpus = self.image.function("hcqrt_set_cpus", [ctypes.c_void_p, ctypes.c_int], ctypes.c_int)
     self.lock = threading.Lock()  # the runner's job slot is global: one launch at a time
@@ -372,8 +391,10 @@ class _CRunner:
 
   def spin(self, threads: int) -> int: return self.SPIN if threads <= _NCORES else 0
 
-  def run_list(self, table: np.ndarray, n: int) -> None:
-    with self.lock: rc = self.run_list_fn(table.ctypes.data, n)
+  def run_list(self, table: np.ndarray, n: int, times: np.ndarray | None = None) -> None:
+    """Run a launch list; `times` (int64, n + 1): CLOCK_MONOTONIC ns before the first launch and after each."""
+    with self.lock:
+      rc = self.run_list_fn(table.ctypes.data, n) if times is None else self.run_list_timed_fn(table.ctypes.data, n, times.ctypes.data)
     if rc != 0: raise RuntimeError(f"CPU runner refused a launch list of {n} launches (code {rc})")
 
 _pool = _Pool()
@@ -460,6 +481,17 @@ class CPULaunchList:
     self.table = np.array(words, np.int64)
     self.n, self.nbufs = len(items), [len(it[2]) for it in items]
     self.native = _runner if _runner is not None and all(len(it[2]) + len(it[3]) <= _CRunner.MAXARGS for it in items) else None
+    self.times: np.ndarray | None = None   # set by timed(): each replay then records its launches' times there
+
+  def timed(self) -> bool:
+    """Record each launch's start and end on every later replay (launch_times_raw()); False where the runner can't."""
+    if self.native is None or self.native.run_list_timed_fn is None: return False
+    self.times = np.zeros(self.n + 1, np.int64)
+    return True
+
+  def launch_times_raw(self) -> np.ndarray | None:
+    """A copy of the last replay's clock readings (n + 1 ns values; launch i ran from [i] to [i + 1]), or None."""
+    return None if self.times is None else self.times.copy()
 
   def replay(self, bufs: dict[tuple[int, int], CPUBuffer] | None = None, vals: dict[tuple[int, int], int] | None = None,
              wait: bool = False) -> float | None:
@@ -469,7 +501,7 @@ class CPULaunchList:
     for (i, a), b in (bufs or {}).items(): t[off[i] + a] = b.address
     for (i, j), v in (vals or {}).items(): t[off[i] + self.nbufs[i] + j] = v
     st = time.perf_counter()
-    if self.native is not None: self.native.run_list(t, self.n)
+    if self.native is not None: self.native.run_list(t, self.n, self.times)
     else:
       for (_, prog, bufs_, vals_, threads), o in zip(self.items, off):
         args = t[o:o + len(bufs_) + len(vals_)].tolist()
