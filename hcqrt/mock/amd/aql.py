@@ -155,6 +155,6 @@ class AQLQueue(Queue):
     d.xcc_workgroups = aql_xcc_share(groups[0] * groups[1] * groups[2], self.num_xcc)
     self.dispatches.append(d); self.pending.append(d); self.completions.append((d, completion))
 
-  def fail(self, msg: str, fault: bool = False) -> GPUError:
+  def fail(self, msg: str, fault: bool = False, ec: int = T.EC_QUEUE_PACKET_UNSUPPORTED) -> GPUError:
     self.completions.clear()
-    return super().fail(msg, fault)
+    return super().fail(msg, fault, ec)
