@@ -354,8 +354,12 @@ def dev612(request):
   uninstall_mock_amd(drv)
 
 def _bad_packet(dev):
-  from ioctl_defs.amd import pm4
-  dev.compute.submit(pm4.packet(pm4.COPY_DATA, 0, 0, 0, 0, 0))   # a packet the mock CP rejects (CP bad opcode)
+  from ioctl_defs.amd import aql, pm4
+  bad = pm4.packet(pm4.COPY_DATA, 0, 0, 0, 0, 0)   # a packet the mock CP rejects (CP bad opcode)
+  if not dev.aql: return dev.compute.submit(bad)
+  host, va = dev.kernargs.alloc(4 * len(bad), 256)   # an AQL queue runs PM4 from an IB named by a PM4-IB packet
+  for i, w in enumerate(bad): ctypes.c_uint32.from_address(host + 4 * i).value = w
+  dev.compute.submit_packets([aql.pm4_ib(pm4.indirect_buffer(va, len(bad)))])
 
 def test_cwsr_headers_are_filled_as_the_thunk_does(dev612):
   from ioctl_defs.amd import kfd as K
@@ -379,7 +383,8 @@ def test_unfilled_cwsr_header_wakes_nobody(monkeypatch):
   # the old backend: the kernel's get_user finds no error event (0, reserved) and nothing wakes the host
   from hcqrt import hcq
   from hcqrt.amd import device as D
-  monkeypatch.setattr(D, "_fill_cwsr_headers", lambda *a: None)
+  from hcqrt.amd import aql_queue
+  for m in (D, aql_queue): monkeypatch.setattr(m, "fill_cwsr_headers", lambda *a: None)
   drv = install_mock_amd("gfx1100", kernel="6.12")
   try:
     d = AMDDevice("AMD")
