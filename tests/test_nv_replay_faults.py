@@ -168,3 +168,32 @@ def test_sm_version_decoding():
   assert [sm_from_version(v) for v in (0x800, 0x806, 0x809, 0x900, 0xA00, 0xA03, 0xC00)] == [80, 86, 89, 90, 100, 103, 120]
   for bad in (0x350, 0x0, 0x90A):
     with pytest.raises(RuntimeError, match="SM_VERSION"): sm_from_version(bad)
+
+def _recover_counting(nv) -> tuple[str, list[int]]:
+  import hcqrt.nv.device as D
+  unmapped, real = [], D.syscalls.munmap
+  def spy(addr, n): unmapped.append(n); return real(addr, n)
+  D.syscalls.munmap = spy
+  try: return nv.recover(), unmapped
+  finally: D.syscalls.munmap = real
+
+def test_recover_keeps_notifiers_when_the_group_free_fails(nv):
+  import hcqrt.nv.device as D
+  old_notifiers = [n.handle for n, _ in nv._chan_memory]
+  old_group = nv.hgroup
+  nv.drv.fail_free["group"] = "NV_ERR_GPU_IN_FULLCHIP_RESET"   # RM refuses the free: the old channels live on
+  msg, unmapped = _recover_counting(nv)
+  assert "freeing the channel group failed" in msg and "NV_ERR_GPU_IN_FULLCHIP_RESET" in msg and "kept (leaked)" in msg
+  objs = nv.drv.clients[nv.rm.root]
+  assert old_group in objs and all(h in objs and not objs[h].data.get("freed") for h in old_notifiers)
+  assert D.CHANNEL_VA_BYTES not in unmapped
+  got, want = run_add(nv)   # the new channels work
+  assert np.array_equal(got, want)
+
+def test_recover_keeps_ctx_va_when_uvm_unregister_fails(nv):
+  import hcqrt.nv.device as D
+  h = nv.chan_handles[0]   # unregister it behind recover's back: UVM then refuses with NV_ERR_INVALID_CHANNEL
+  nv.rm.uvm(nv.uvmfd, "UVM_UNREGISTER_CHANNEL", gpuUuid={"uuid": list(nv.uuid)}, hClient=nv.rm.root, hChannel=h)
+  msg, unmapped = _recover_counting(nv)
+  assert "UVM_UNREGISTER_CHANNEL" in msg and "kept (leaked)" in msg
+  assert unmapped.count(D.CHANNEL_VA_BYTES) == 1   # only the other channel's range is given back

@@ -494,13 +494,24 @@ class NVDevice:
     faults = "".join(f"{e}; " for e in self.channel_errors())   # what RM wrote in the error notifiers, before they go
     self._recovering, done = True, self.timeline_signal.value
     try:
+      kept = []   # why memory the old channels may still use was not given back
+      unregistered = []
       for h in self.chan_handles:   # UVM drops its hold on the channels before RM frees them (and may reuse the handles)
-        with contextlib.suppress(NVError):
+        try:
           self.rm.uvm(self.uvmfd, "UVM_UNREGISTER_CHANNEL", gpuUuid={"uuid": list(self.uuid)}, hClient=self.rm.root, hChannel=h)
-      with contextlib.suppress(NVError): self.rm.free(self.hdev, self.hgroup)
-      for notifier, ctx_va in self._chan_memory:   # the old channels' notifiers and context VA ranges
-        with contextlib.suppress(NVError, OSError): self._release_memory(notifier)
-        syscalls.munmap(ctx_va, CHANNEL_VA_BYTES)
+          unregistered.append(True)
+        except NVError as e: unregistered.append(False); kept.append(f"UVM_UNREGISTER_CHANNEL of {h:#x} failed ({e})")
+      try: self.rm.free(self.hdev, self.hgroup); group_freed = True
+      except NVError as e: group_freed = False; kept.append(f"freeing the channel group failed ({e})")
+      # RM hands GSP the notifier's physical address at channel alloc and takes no reference on it (OGKM@580.142
+      # src/nvidia/src/kernel/gpu/fifo/kernel_channel.c:549-567, 2016-2080): while the channels may live, freeing it
+      # lets a later RC write into pages back in the kernel's pool, and UVM may still map context buffers in ctx_va
+      for (notifier, ctx_va), unreg in zip(self._chan_memory, unregistered):   # the old channels' notifiers and context VA ranges
+        if group_freed:
+          with contextlib.suppress(NVError, OSError): self._release_memory(notifier)
+        if group_freed and unreg: syscalls.munmap(ctx_va, CHANNEL_VA_BYTES)
+      if kept: faults += (f"{'; '.join(kept)}: the old channels' error notifiers and context VA ranges are kept (leaked) "
+                          "since the GPU may still write them; ")
       for sig in [self.timeline_signal, *self._signals]: sig.complete_promised()
       self._open_channels(2 - self.chan_slot)
       if self.local_bytes: per, self.local_bytes = self.local_bytes, 0; self.ensure_local_memory(per)
