@@ -68,7 +68,9 @@ STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0]
 #   sm_100/sm_120 (V05_00): %ntid.x/y/z `LDC R16, c[0x0][0x360]` / `0x364` / `0x368`, %nctaid.x/y/z `LDC R19,
 #     c[0x0][0x370]` / `0x374` / `0x378`, %nsmid `LDC R22, c[0x0][0x2d0]`; stack pointer `LDC R1, c[0x0][0x37c]`;
 #     cvta.local `LDCU UR6, c[0x0][0x2f8]` + `0x2fc`; parameters from c[0x0][0x380]. %dynamic_smem_size is
-#     `LDC R20, c[0x0][R20+0x2ac]` indexed by SR_CgaSize, which the mock cannot know: it keeps the QMD's value there.
+#     `CS2R.32 R17, SR_CgaSize` + `LDC R17, c[0x0][R17+0x2ac]` (nv22 R3): a c[0] word indexed by a value no source
+#     gives, which the backend never writes, so the GPU hands the kernel whatever is there. The mock cannot read the
+#     right word and must not answer with the QMD's value (what the backend expects): such a launch is refused.
 #   cvta.shared: sm_8x adds c[0x0][0x18] (`IMAD.MOV.U32 R4, RZ, RZ, c[0x0][0x18]` / `MOV R5, c[0x0][0x1c]`); sm_90+
 #     takes the high word from `S2R R7, SR_SWINHI`, i.e. the window SET_SHADER_SHARED_MEMORY_WINDOW programmed.
 def _cb0_specials(off_block: int, off_grid: int, extra: dict[str, int]) -> dict[str, int]:
@@ -333,6 +335,9 @@ class Channel:
       if off + n > cb0_size: raise bad(f"kernel {kk.name} reads {what} from c[0][{off:#x}], past constant buffer 0's {cb0_size} bytes")
       return int.from_bytes(self.read(cb0 + off, n), "little")
     used = set(re.findall(r"%(?:ntid|nctaid)\.[xyz]|%dynamic_smem_size|%nsmid", kk.ptx))
+    if version == "V05_00" and "%dynamic_smem_size" in used:
+      raise bad(f"kernel {kk.name} reads %dynamic_smem_size, which QMD V05_00 code loads from c[0][SR_CgaSize+0x2ac], "
+                "a word the backend does not write (unknown index): pass the size as a kernel parameter")
     specials = {r: word(off, 4, r) for r, off in CB0_SPECIALS[version].items() if r in used}
     cvta = set(re.findall(r"cvta(?:\.to)?\.(shared|local)", kk.ptx)) | ({"shared", "local"} if re.search(r"\b(?:ld|st|atom|red)(?!\.(?:global|shared|local|param|const))\.", kk.ptx) else set())
     local = word(LOCAL_WINDOW_CB0[version], 8, "the local window") if "local" in cvta else None
