@@ -19,7 +19,7 @@ or when the channels run dry. Several queued grids then run concurrently: their 
 slice, the newest launch's slice first, so a kernel that reads its predecessor's output without a barrier
 reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish. The front end also
 runs later than the CPU expects: after a release in the middle of a segment it pauses and then fetches the rest of
-the segment from memory again (RELEASE_STALL_S), so a CPU that rewrites a pushbuffer as soon as it sees a release
+the segment from memory again (RELEASE_STALL_S; inferred from the PBDMA manual, see there), so a CPU that rewrites a pushbuffer as soon as it sees a release
 changes what still runs. Freeing a channel preempts a grid it is running (a kernel that never ends).
 
 A launch checks the QMD as the hardware reads it (major version, QMD_TYPE, grid/block, registers, shared
@@ -48,11 +48,13 @@ class GPUError(RuntimeError):
 SM_SHARED_KIB = {80: 164, 86: 100, 89: 100, 90: 228, 100: 228, 120: 100}
 PREFETCH_SLACK = 0x1000      # instruction prefetch reads this far past a kernel's last instruction
 # The PBDMA "fetches pushbuffer data from memory" as it goes (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:42-45);
-# fetched-but-unprocessed data sits in a latency buffer and prefetched data may be discarded and fetched again
-# (:583-585, :3831-3834), so nothing makes it read a segment's later methods before an earlier semaphore release is
-# visible to the CPU. The harmful case: after a release in the middle of a segment the mock's front end pauses this
-# long and then fetches the rest of the segment from memory again: a CPU that rewrites the pushbuffer once it sees
-# the release changes what the GPU still has to run.
+# fetched-but-unprocessed data sits in a latency buffer, and prefetched data is discarded when the channel is switched
+# out (:583-585, :3831-3834) -- which this TSG does on every failed acquire. The manual never says "refetch after a
+# release": the model below is *inferred* from those lines, as their most harmful reading (nv22 R4). Nothing makes the
+# PBDMA read a segment's later methods before an earlier semaphore release is visible to the CPU, so after a release
+# in the middle of a segment the mock's front end pauses and then fetches the rest of the segment from memory again:
+# a CPU that rewrites the pushbuffer once it sees the release changes what the GPU still has to run. The pause
+# length is the mock's own choice (no source gives one); it only has to be long enough for a host to act.
 RELEASE_STALL_S = 0.002
 INTERLEAVE_SLICES = 4        # queued grids are cut into this many slices of blocks and run slice by slice
 STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0] word an sm_XX kernel loads its stack pointer from
