@@ -165,7 +165,7 @@ def test_recover_gives_back_the_old_channels_memory(nv):
 
 def test_sm_version_decoding():
   from hcqrt.nv.device import sm_from_version
-  assert [sm_from_version(v) for v in (0x800, 0x806, 0x809, 0x900, 0xA00, 0xA03, 0xC00)] == [80, 86, 89, 90, 100, 103, 120]
+  assert [sm_from_version(v) for v in (0x800, 0x806, 0x809, 0x900, 0xA00, 0xA03, 0xC00, 0xA04)] == [80, 86, 89, 90, 100, 103, 120, 120]
   for bad in (0x350, 0x0, 0x90A):
     with pytest.raises(RuntimeError, match="SM_VERSION"): sm_from_version(bad)
 

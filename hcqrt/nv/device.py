@@ -55,9 +55,12 @@ def sm_from_version(v: int) -> int:
   """NV2080_CTRL_GR_INFO_SM_VERSION (major << 8 | minor: 0x809 = 8.9, 0xa00 = 10.0, 0xc01 = 12.1; OGKM@580.142
   src/common/sdk/nvidia/inc/ctrl/ctrl2080/ctrl2080gr.h:280-317) -> the sm_XY number. Other encodings are refused.
 
-  >>> sm_from_version(0x900), sm_from_version(0x809), sm_from_version(0xA00), sm_from_version(0xC01)
-  (90, 89, 100, 121)
+  >>> sm_from_version(0x900), sm_from_version(0x809), sm_from_version(0xA00), sm_from_version(0xC01), sm_from_version(0xA04)
+  (90, 89, 100, 121, 120)
   """
+  # SM_VERSION_10_04 is the placeholder RM used for GB20x before "versions 12_*" (ctrl2080gr.h:323-329: "once 12_* is
+  # tested and validated ... remove 10_04 support"); there is no sm_104 target, the chip is sm_120
+  if v == 0xA04: return 120
   major, minor = v >> 8, v & 0xFF
   if not 1 <= major <= 0xFF or minor > 9:
     raise RuntimeError(f"NV: GR_GET_INFO SM_VERSION {v:#x} is not major << 8 | minor (e.g. 0x900 for sm_90); unknown GPU or driver")
