@@ -197,3 +197,21 @@ def test_recover_keeps_ctx_va_when_uvm_unregister_fails(nv):
   msg, unmapped = _recover_counting(nv)
   assert "UVM_UNREGISTER_CHANNEL" in msg and "kept (leaked)" in msg
   assert unmapped.count(D.CHANNEL_VA_BYTES) == 1   # only the other channel's range is given back
+
+def test_full_ring_wait_reports_a_fault_without_the_whole_timeout(nv, monkeypatch):
+  """A faulted channel never drains its GPFIFO: push's ring-full wait reads the error notifiers as Signal.wait does."""
+  nv.wait_timeout_s = 20.0
+  bad = prog(nv, "bad", ".visible .entry bad()\n{\n  .reg .b64 %rd<2>; .reg .b32 %r<2>;\n  mov.u64 %rd1, 4096; mov.u32 %r1, 1;\n"
+                        "  st.global.u32 [%rd1], %r1;\n  ret;\n}")
+  ch, gate = nv.compute_ch, nv.new_signal(name="gate")
+  nv.hw_compute_queue().wait(gate, 1).submit(nv)           # the channel parks here ...
+  bad(global_size=(1, 1, 1), local_size=(1, 1, 1))          # ... so this launch faults later, not at its doorbell
+  gate.value = 1
+  t = time.perf_counter()
+  while not nv.channel_errors() and time.perf_counter() - t < 10: time.sleep(0.001)   # the mock's poller ran it
+  assert nv.channel_errors()
+  import hcqrt.nv.device as D
+  monkeypatch.setattr(ch, "pending", lambda: D.GPFIFO_ENTRIES - 1)   # as if the ring stays full
+  t = time.perf_counter()
+  with pytest.raises(NVError, match="faulted"): ch.push(0, 0)
+  assert time.perf_counter() - t < 10.0

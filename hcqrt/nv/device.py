@@ -226,8 +226,11 @@ class GPFIFO:
   def push(self, va: int, ndwords: int) -> None:
     if self.pending() >= GPFIFO_ENTRIES - 1:
       deadline = time.perf_counter() + self.dev.wait_timeout_s
+      next_check = 0.0
       while self.pending() >= GPFIFO_ENTRIES - 1:
-        if time.perf_counter() > deadline: raise TimeoutError(f"{self.dev.name}: {self.name} GPFIFO ring stays full (GPGet {self.gpget.value}, put {self.put})")
+        if (now := time.perf_counter()) > deadline: raise TimeoutError(f"{self.dev.name}: {self.name} GPFIFO ring stays full (GPGet {self.gpget.value}, put {self.put})")
+        # a faulted channel never drains its ring: report RM's notifier now instead of after the whole timeout
+        if now >= next_check: self.dev.raise_if_faulted(); next_check = now + 0.01
         time.sleep(0.0001)
     self.ring[self.put] = gpfifo_entry(va, ndwords)
     self.put = (self.put + 1) % GPFIFO_ENTRIES
