@@ -77,7 +77,9 @@ def test_barrier_cost_measurement_on_the_mock():
   with syscalls.installed(MockNV()):
     r = bench.barrier_cost(NVDevice("NV"), kernels=8, reps=1)
   assert r["correct"] and r["kernels"] == 8
-  assert {"indep_wfi_us", "indep_no_wfi_us", "chain_us", "wfi_cost_us"} <= set(r)
+  assert {"indep_wfi_us", "indep_no_wfi_us", "chain_us", "wfi_cost_us", "wfi_cost_host_us"} <= set(r)
+  # GPU time comes from the graph's own timestamps: positive, and inside the host's submit-to-wait interval
+  for k in ("indep_wfi", "indep_no_wfi", "chain"): assert 0 < r[f"{k}_us"] <= r[f"{k}_host_us"], (k, r)
 
 def test_first_run_sh_reports_a_missing_pytest(tmp_path):
   """The ops step runs pytest: first_run.sh must count it (and its dependencies) among the wheels to install."""
