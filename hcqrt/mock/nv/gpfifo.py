@@ -221,9 +221,13 @@ class Channel:
     if op == CD.SEM_OP["RELEASE"]:
       # RELEASE_WFI: the release waits for the engine to go idle; without it the value lands while grids still run
       if h.field("SEM_EXECUTE", "RELEASE_WFI", data): self.drain()
-      if addr % (8 if wide else 4): raise self.fail(f"semaphore release address {addr:#x} is misaligned", at)
+      ts = h.field("SEM_EXECUTE", "RELEASE_TIMESTAMP", data)
+      # a release with RELEASE_TIMESTAMP writes 16 bytes: the address must be 16-byte aligned (else the SEMAPHORE
+      # interrupt), and the ns timestamp at +8 is written before the payload (open-gpu-doc@c8607fe
+      # manuals/ampere/ga100/dev_pbdma.ref.txt:3633-3634, 3861-3873)
+      if addr % (16 if ts else 8 if wide else 4): raise self.fail(f"semaphore release address {addr:#x} is misaligned{' for a timestamp' if ts else ''}", at)
+      if ts: self.write(addr + 8, struct.pack("<Q", time.perf_counter_ns()), at)
       self.write(addr, struct.pack("<Q", payload) if wide else struct.pack("<I", payload & 0xFFFFFFFF), at)
-      if h.field("SEM_EXECUTE", "RELEASE_TIMESTAMP", data): self.write(addr + 8, struct.pack("<Q", time.perf_counter_ns()), at)
       self.released = True
       return
     if h.field("SEM_EXECUTE", "ACQUIRE_SWITCH_TSG", data):
