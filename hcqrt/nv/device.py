@@ -516,8 +516,9 @@ class NVDevice:
         if group_freed:
           with contextlib.suppress(NVError, OSError): self._release_memory(notifier)
         if group_freed and unreg: syscalls.munmap(ctx_va, CHANNEL_VA_BYTES)
-      if kept: faults += (f"{'; '.join(kept)}: the old channels' error notifiers and context VA ranges are kept (leaked) "
-                          "since the GPU may still write them; ")
+      if kept:
+        what = "the old channels' error notifiers and context VA ranges are" if not group_freed else "its context VA range is"
+        faults += f"{'; '.join(kept)}: {what} kept (leaked) since the GPU may still use them; "
       for sig in [self.timeline_signal, *self._signals]: sig.complete_promised()
       self._open_channels(2 - self.chan_slot)
       if self.local_bytes: per, self.local_bytes = self.local_bytes, 0; self.ensure_local_memory(per)
