@@ -189,6 +189,8 @@ def test_recover_keeps_notifiers_when_the_group_free_fails(nv):
   assert D.CHANNEL_VA_BYTES not in unmapped
   got, want = run_add(nv)   # the new channels work
   assert np.array_equal(got, want)
+  # the old channels keep their rings: a second recovery must not put new channels on them
+  assert "cannot recreate its channels" in nv.recover() and nv.chan_slot == 2
 
 def test_recover_keeps_ctx_va_when_uvm_unregister_fails(nv):
   import hcqrt.nv.device as D

@@ -463,6 +463,7 @@ class NVDevice:
     self._timing: tuple[Signal, Signal] | None = None
     self.staging = [self.gpu_alloc(NVAllocator.STAGING, host=True, sysmem=True) for _ in range(2)]
     self.local_bytes, self.local_mem, self._recovering = 0, None, False
+    self._leaked_slot: int | None = None   # gpfifo_mem slot of channels whose group RM would not free (recover)
     self._open_channels(0)
 
   def _open_channels(self, slot: int) -> None:
@@ -497,6 +498,8 @@ class NVDevice:
     error) and would block every later wait. Free the channel group (RM preempts its channels and drops their work), open new channels, and write
     from the CPU every signal value the dropped work promised. Returns the device's state, for the error message."""
     if self._recovering: return f"{self.name} did not come back after its channels were recreated; reopen the process"
+    if self._leaked_slot == 2 - self.chan_slot:   # new channels would share rings and USERD with channels that may live
+      return f"{self.name} cannot recreate its channels again: an earlier channel group could not be freed; reopen the process"
     faults = "".join(f"{e}; " for e in self.channel_errors())   # what RM wrote in the error notifiers, before they go
     self._recovering, done = True, self.timeline_signal.value
     try:
@@ -508,7 +511,7 @@ class NVDevice:
           unregistered.append(True)
         except NVError as e: unregistered.append(False); kept.append(f"UVM_UNREGISTER_CHANNEL of {h:#x} failed ({e})")
       try: self.rm.free(self.hdev, self.hgroup); group_freed = True
-      except NVError as e: group_freed = False; kept.append(f"freeing the channel group failed ({e})")
+      except NVError as e: group_freed, self._leaked_slot = False, self.chan_slot; kept.append(f"freeing the channel group failed ({e})")
       # RM hands GSP the notifier's physical address at channel alloc and takes no reference on it (OGKM@580.142
       # src/nvidia/src/kernel/gpu/fifo/kernel_channel.c:549-567, 2016-2080): while the channels may live, freeing it
       # lets a later RC write into pages back in the kernel's pool, and UVM may still map context buffers in ctx_va
