@@ -19,10 +19,12 @@ end-of-pipe interrupt must wake it (no 10 ms WAIT_EVENTS timeouts). The mock's e
 
   python bench/hcq_bench.py [--device NV|AMD|all] [--kernels 50] [--reps 200] [--json]
 
-Barrier cost (`--barrier-cost`, NV; `--real` opens the machine's GPU instead of the mock): wall time per kernel of a
+Barrier cost (`--barrier-cost`, NV; `--real` opens the machine's GPU instead of the mock): GPU time per kernel of a
 replayed graph of N independent one-thread kernels with the per-kernel WAIT_FOR_IDLE and without it (safe only because
-they are independent), and of a chain of N dependent ones. Host cost is the same in the first two, so their difference
-is what one WAIT_FOR_IDLE boundary costs on the GPU; the chain shows what a dependency costs. On the mock the numbers
+they are independent), and of a chain of N dependent ones. The time is the difference of two GPU timestamps (semaphore
+releases with RELEASE_TIMESTAMP) the graph writes before its first and after its last kernel, so the host's wait
+(which sleeps in 0.2 ms steps) does not blur it; the difference of the first two is what one WAIT_FOR_IDLE boundary
+costs on the GPU; the chain shows what a dependency costs. Host wall times are reported too. On the mock the numbers
 are the emulator's, not a GPU's; the results are checked either way (every kernel ran once per replay).
 
   python bench/hcq_bench.py --barrier-cost [--real] [--kernels 200] [--reps 20] [--json]
@@ -140,8 +142,9 @@ def bench(kernels: int = 50, reps: int = 200, arch: str = "hopper") -> dict:
   finally: syscalls.uninstall(drv)
 
 def barrier_cost(dev, kernels: int = 200, reps: int = 20) -> dict:
-  """µs per kernel (best of `reps` replays) of: `indep_wfi_us` independent kernels with WAIT_FOR_IDLE between them,
-  `indep_no_wfi_us` the same without it, `chain_us` a dependent chain; `wfi_cost_us` = the first minus the second."""
+  """GPU µs per kernel (best of `reps` replays, from GPU timestamps around the kernels) of: `indep_wfi_us` independent
+  kernels with WAIT_FOR_IDLE between them, `indep_no_wfi_us` the same without it, `chain_us` a dependent chain;
+  `wfi_cost_us` = the first minus the second. `*_host_us`: the same from the host's wall time per replay."""
   import numpy as np
   from hcqrt.hcq import GraphReplay
   from hcqrt.nv.device import NVComputeQueue
@@ -155,15 +158,22 @@ def barrier_cost(dev, kernels: int = 200, reps: int = 20) -> dict:
     if not wfi: NVComputeQueue.barrier = lambda self: None   # recorded without barriers: fine for independent kernels only
     try: return GraphReplay(dev, items)
     finally: NVComputeQueue.barrier = orig
-  def per_kernel_us(g: GraphReplay) -> float:
+  t0, t1 = dev.new_signal(name="bench start"), dev.new_signal(name="bench end")
+  def timed(items: list) -> list: return [("timestamp", t0), *items, ("timestamp", t1)]
+  def per_kernel_us(g: GraphReplay) -> tuple[float, float]:
     g.replay(wait=True)
-    return min(g.replay(wait=True) or 0.0 for _ in range(reps)) / kernels * 1e6
+    gpu, host = [], []
+    for _ in range(reps):
+      host.append(g.replay(wait=True) or 0.0)
+      gpu.append((t1.timestamp - t0.timestamp) / 1e3)
+    return min(gpu) / kernels, min(host) / kernels * 1e6
   indep = [("exec", inc, [b], [], (1, 1, 1), (1, 1, 1)) for b in bufs]
   res = {"kernels": kernels, "reps": reps, "device": repr(dev)}
-  res["indep_wfi_us"] = per_kernel_us(graph(indep))
-  res["indep_no_wfi_us"] = per_kernel_us(graph(indep, wfi=False))
-  res["chain_us"] = per_kernel_us(graph([indep[0]] * kernels))
+  res["indep_wfi_us"], res["indep_wfi_host_us"] = per_kernel_us(graph(timed(indep)))
+  res["indep_no_wfi_us"], res["indep_no_wfi_host_us"] = per_kernel_us(graph(timed(indep), wfi=False))
+  res["chain_us"], res["chain_host_us"] = per_kernel_us(graph(timed([indep[0]] * kernels)))
   res["wfi_cost_us"] = res["indep_wfi_us"] - res["indep_no_wfi_us"]
+  res["wfi_cost_host_us"] = res["indep_wfi_host_us"] - res["indep_no_wfi_host_us"]
   got = np.zeros(kernels, np.uint32)
   for i, b in enumerate(bufs):
     v = np.zeros(1, np.uint32); dev.allocator.copyout(memoryview(v), b); got[i] = v[0]
@@ -282,6 +292,7 @@ def barrier_main(a) -> int:
     print(f"  independent, no barrier             {r['indep_no_wfi_us']:9.2f} µs/kernel")
     print(f"  dependent chain                     {r['chain_us']:9.2f} µs/kernel")
     print(f"  one WAIT_FOR_IDLE boundary          {r['wfi_cost_us']:9.2f} µs   results {'correct' if r['correct'] else 'WRONG'}")
+    print(f"  (GPU timestamps; host wall time: {r['indep_wfi_host_us']:.2f} / {r['indep_no_wfi_host_us']:.2f} / {r['chain_host_us']:.2f} µs/kernel)")
   return 0 if r["correct"] else 1
 
 if __name__ == "__main__": sys.exit(main())

@@ -232,8 +232,9 @@ def buf_addr(b: Any) -> int:
 class GraphReplay:
   """Launches and copies recorded once, replayed with one submission per engine.
 
-  items: ("exec", program, bufs, vals, global_size, local_size) or ("copy", dst_buf, src_buf, nbytes).
-  Compute items go to one compute queue, copies to one copy queue; where the engine changes, a graph-private
+  items: ("exec", program, bufs, vals, global_size, local_size), ("copy", dst_buf, src_buf, nbytes) or
+  ("timestamp", signal): the device's clock once everything before it on the compute queue is done (GPU-side timing).
+  Compute items and timestamps go to one compute queue, copies to one copy queue; where the engine changes, a graph-private
   signal orders them. `replay(bufs={(item, arg): buf}, vals={(item, j): v})` patches pointers/ints in place,
   bumps the signal values and submits (waiting for the previous replay first, whose memory it rewrites).
 
@@ -272,7 +273,7 @@ class GraphReplay:
     self.tl_waits = [(q, len(q.cmds)) for q in (self.compute, self.copyq)]
     for q in (self.compute, self.copyq): q.wait(device.timeline_signal, 0)
     for i, it in enumerate(items):
-      q = self.compute if it[0] == "exec" else self.copyq
+      q = self.copyq if it[0] == "copy" else self.compute
       if engine is not None and q is not engine:   # hand over between engines through the graph signal
         step += 1
         self.sem.append((engine, len(engine.cmds), step)); engine.signal(self.sig, step)
@@ -287,7 +288,8 @@ class GraphReplay:
       elif it[0] == "copy":
         _, dst, src, n = it
         self.where[i] = (q, len(q.cmds)); q.copy(buf_addr(dst), buf_addr(src), n)
-      else: raise ValueError(f"graph item {i}: unknown kind {it[0]!r} (exec or copy)")
+      elif it[0] == "timestamp": self.where[i] = (q, len(q.cmds)); q.timestamp(it[1])
+      else: raise ValueError(f"graph item {i}: unknown kind {it[0]!r} (exec, copy or timestamp)")
     # The queue running the last item has (through the hand-overs) waited for everything before it, so it alone
     # marks the end: the device timeline, then the graph signal. The graph signal must be the replay's LAST release:
     # the next replay rewrites this pushbuffer (the timeline value included) as soon as it sees it, and the GPU may
@@ -296,7 +298,7 @@ class GraphReplay:
     last = engine or self.compute
     self.end = (last, len(last.cmds)); last.signal(device.timeline_signal, 0)
     self.sem.append((last, len(last.cmds), self.final)); last.signal(self.sig, self.final)
-    self.used = [q for q in (self.compute, self.copyq) if q is last or any(k in ("exec", "copy") for k, _ in q.cmds)]
+    self.used = [q for q in (self.compute, self.copyq) if q is last or any(k in ("exec", "copy", "timestamp") for k, _ in q.cmds)]
     # what each replay rewrites, resolved once (a queue that is never submitted needs no update)
     self.tl_waits = [(q, c) for q, c in self.tl_waits if any(q is u for u in self.used)]
     self.sem_updates = [(q.update_wait if q.cmds[c][0] == "wait" else q.update_signal, c, off) for q, c, off in self.sem]

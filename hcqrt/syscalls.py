@@ -168,10 +168,16 @@ def mmio_write32(addr: int, value: int) -> None:
 # write to uncached memory, ... or execution of a LOCK instruction" (Intel SDM vol. 3A, 13.3.1 "Buffering of
 # Write Combining Memory Locations"). NVIDIA's own submit fences before GPPut and before the doorbell (OGKM
 # kernel-open/nvidia-uvm/uvm_channel.c:1008-1014 `mb()`, uvm_volta_host.c:31-44 `wmb()`). Python has no fence
-# instruction, and we must not need a C compiler at run time: the fence is a 4-byte function (x86-64 `sfence; ret`,
-# aarch64 `dmb oshst; ret`) placed in an executable page and called through ctypes. Where no such page can be made
-# (W^X policies), a lock round trip stands in: acquiring a pthread mutex is a LOCK-prefixed atomic on x86.
-_FENCE_CODE = {"x86_64": bytes([0x0F, 0xAE, 0xF8, 0xC3]), "amd64": bytes([0x0F, 0xAE, 0xF8, 0xC3]),
+# instruction, and we must not need a C compiler at run time: the fence is a tiny function (x86-64 `endbr64; sfence;
+# ret`, 8 bytes; aarch64 `dmb oshst; ret`, 8 bytes -- the barrier Linux's writel uses) placed in an executable page and
+# called through ctypes. endbr64 (F3 0F 1E FA, a NOP on CPUs without CET) marks it a valid indirect-call target, so the
+# call still works if user-space IBT is ever enforced (without it the call would raise #CP). aarch64 issues no
+# `IC IVAU`: the code is written before mprotect makes the fresh anonymous page executable, and Linux arm64 syncs the
+# I-cache when it maps a page executable (__sync_icache_dcache from set_pte_at). Where no such page can be made
+# (W^X, SELinux execmem, MDWE: mprotect fails), the page is unmapped and a lock round trip stands in: acquiring a
+# pthread mutex is a LOCK-prefixed atomic on x86.
+_FENCE_X86 = bytes([0xF3, 0x0F, 0x1E, 0xFA, 0x0F, 0xAE, 0xF8, 0xC3])
+_FENCE_CODE = {"x86_64": _FENCE_X86, "amd64": _FENCE_X86,
                "aarch64": (0xD50332BF).to_bytes(4, "little") + (0xD65F03C0).to_bytes(4, "little")}
 _fence_fn: Any = None
 
@@ -184,6 +190,7 @@ def _make_fence() -> Any:
       ctypes.memmove(page, code, len(code))
       if _libc.mprotect(ctypes.c_void_p(page), ctypes.c_size_t(4096), PROT_READ | PROT_EXEC) == 0:
         return ctypes.CFUNCTYPE(None)(page)
+      _libc.munmap(page, 4096)   # refused: the page would only be wasted address space
   lock = threading.Lock()
   def locked() -> None:
     with lock: pass

@@ -3,8 +3,11 @@ the conformance suite with its JSON report, the op tests on NV, the main job on 
 fault-report check -- each step a subprocess with its own time cap (a hang or crash ends that step, not the run),
 everything written under $OUT (or ./first_run_out), and a short table last. `--mock` runs it on the mock driver
 (MOCKGPU=1, shorter caps). Exit status 1 when a step failed (a step that reached its cap is "capped", not failed).
+A GPU step that reaches its cap is a hang, and GPU.md says to record it and stop: `nvidia-smi -q` and `dmesg | tail`
+go to $OUT/hang.txt and the remaining GPU steps are skipped; a step whose processes outlive SIGKILL (stuck in the
+driver) ends the run. The fault step raises an Xid on a shared GPU, so it runs only with `--with-fault`.
 
-  python -m hw_tests --first-run [--mock] [--cap-scale F] [--skip STEP,...]     (or: bash hw_tests/first_run.sh ...)
+  python -m hw_tests --first-run [--mock] [--with-fault] [--cap-scale F] [--skip STEP,...]   (or: bash hw_tests/first_run.sh ...)
 
   >>> [s.name for s in STEPS]
   ['env', 'probe', 'conformance', 'ops', 'train', 'barrier', 'fault']
@@ -42,23 +45,35 @@ class Step:
   what: str
   cap_s: float        # on a real GPU
   mock_cap_s: float   # on the mock (the PTX interpreter is orders of magnitude slower than a GPU)
+  gpu: bool = True    # opens the GPU: reaching the cap is a hang, which ends the GPU part of the run
+  mock_slow: bool = False   # on the mock the interpreter often reaches the cap: there that is slowness, not a hang
 
 # real caps add up to 575 s: with process start-up the whole run stays within 10 minutes (BUDGET_S guards the rest)
-STEPS = [Step("env", "environment facts", 20, 20), Step("probe", "python -m hcqrt", 45, 30),
-         Step("conformance", "python -m hw_tests --device NV", 150, 60), Step("ops", "op tests on NV (tests/test_ops.py)", 120, 20),
-         Step("train", "main job on NV (examples/train_digits.py)", 150, 60), Step("barrier", "WAIT_FOR_IDLE cost (bench/hcq_bench.py)", 45, 30),
+STEPS = [Step("env", "environment facts", 20, 20, gpu=False), Step("probe", "python -m hcqrt", 45, 30),
+         Step("conformance", "python -m hw_tests --device NV", 150, 60), Step("ops", "op tests on NV (tests/test_ops.py)", 120, 20, mock_slow=True),
+         Step("train", "main job on NV (examples/train_digits.py)", 150, 60, mock_slow=True),
+         Step("barrier", "WAIT_FOR_IDLE cost (bench/hcq_bench.py)", 45, 30),
          Step("fault", "fault report and recovery (audits/nv.md 5.7)", 45, 30)]
 BUDGET_S = 585.0
+KILL_WAIT_S = 10.0   # after SIGKILL: a process in an uninterruptible driver call (D state) is never reaped
+HANG_COMMANDS = ["nvidia-smi -q", "dmesg 2>&1 | tail -50"]   # GPU.md: after a hang record any pending Xid, then stop
+
+def _kill(p: subprocess.Popen) -> bool:
+  """SIGKILL `p`'s process group; True when it was reaped within KILL_WAIT_S."""
+  os.killpg(p.pid, 9)
+  try: p.wait(timeout=KILL_WAIT_S); return True
+  except subprocess.TimeoutExpired: return False
 
 def run(cmd: str, out_path: str, cap_s: float, env: dict) -> tuple[str, float, str]:
-  """Run `cmd` (shell) with stdout+stderr into `out_path`; returns (status ok|FAIL|capped, seconds, last output line)."""
+  """Run `cmd` (shell) with stdout+stderr into `out_path`; returns (status ok|FAIL|capped|stuck, seconds, last output
+  line): "stuck" when it reached its cap and SIGKILL did not end it."""
   t0 = time.perf_counter()
   with open(out_path, "ab") as f:
     f.write(f"$ {cmd}\n".encode()); f.flush()
     p = subprocess.Popen(cmd, shell=True, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     try: rc, status = p.wait(timeout=max(1.0, cap_s)), None
     except subprocess.TimeoutExpired:
-      os.killpg(p.pid, 9); p.wait(); rc, status = -9, "capped"
+      rc, status = (-9, "capped") if _kill(p) else (None, "stuck")
     f.write(f"\n[exit {rc} after {time.perf_counter() - t0:.1f} s]\n".encode())
   with open(out_path, "rb") as f: tail = [ln for ln in f.read().decode(errors="replace").replace("\r", "\n").splitlines() if ln.strip()]
   last = next((ln for ln in reversed(tail) if not ln.startswith("[exit") and not ln.startswith("$ ")), "")
@@ -115,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--mock", action="store_true", help="run against the mock driver (MOCKGPU=1), with shorter caps")
   ap.add_argument("--cap-scale", type=float, default=1.0, help="multiply every step's time cap (CI uses < 1)")
   ap.add_argument("--skip", default="", help="comma-separated steps to leave out")
+  ap.add_argument("--with-fault", action="store_true", help="run the fault step (it raises an Xid 31 on the GPU, which fleet "
+                  "health agents log; RC confines it to our channel group)")
   ap.add_argument("--fault-check", action="store_true", help=argparse.SUPPRESS)   # the fault step's own process
   a = ap.parse_args(argv)
   if a.fault_check: return fault_check(a.mock)
@@ -126,9 +143,11 @@ def main(argv: list[str] | None = None) -> int:
   skip = {s for s in a.skip.split(",") if s}
   if bad := skip - {s.name for s in STEPS}: ap.error(f"--skip: unknown step(s) {', '.join(sorted(bad))}")
   print(f"first run ({'mock' if a.mock else 'real GPU'}), output in {out}", flush=True)
-  rows, t_all = [], time.perf_counter()
+  rows, t_all, hung, stuck = [], time.perf_counter(), "", False
   for s in STEPS:
     if s.name in skip: rows.append((s, "skipped", 0.0, "")); continue
+    if s.name == "fault" and not a.with_fault: rows.append((s, "skipped", 0.0, "opt-in: --with-fault")); continue
+    if stuck or (hung and s.gpu): rows.append((s, "skipped", 0.0, f"after the {hung} step hung")); continue
     cap = min((s.mock_cap_s if a.mock else s.cap_s) * a.cap_scale, BUDGET_S - (time.perf_counter() - t_all))
     path = os.path.join(out, f"{s.name}.txt")
     open(path, "w").close()
@@ -141,8 +160,16 @@ def main(argv: list[str] | None = None) -> int:
       st, dt, ln = run(cmd, path, min(left, 10.0) if s.name == "env" else left, env)
       secs += dt; last = ln or last
       if s.name != "env" and st != "ok": status = st
+      if st == "stuck": status = "stuck"; break
     print(f"  {s.name:12s} {status:7s} {secs:6.1f} s  {last}", flush=True)
     rows.append((s, status, secs, last))
+    if status == "stuck" or (status == "capped" and s.gpu and not (a.mock and s.mock_slow)):
+      hung, stuck = s.name, stuck or status == "stuck"
+      hang = os.path.join(out, "hang.txt")
+      with open(hang, "w") as f: f.write(f"the {s.name} step was {status} after {secs:.1f} s\n")
+      for cmd in HANG_COMMANDS: run(cmd, hang, 20.0, env)
+      print(f"  the {s.name} step {'is stuck in the driver: stopping' if stuck else 'hung: skipping the other GPU steps'}; "
+            f"nvidia-smi -q and dmesg in {hang}", flush=True)
   facts = _facts(out)
   summary = {"mock": a.mock, "seconds": time.perf_counter() - t_all, "facts": facts,
              "steps": [{"step": s.name, "what": s.what, "status": st, "seconds": round(dt, 1), "last": ln} for s, st, dt, ln in rows]}
@@ -151,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
   for s, st, dt, ln in rows: print(f"{s.name:12s} {st:8s} {dt:6.1f}  {ln[:100]}")
   for k, v in facts.items(): print(f"  {k}: {v}")
   print(f"first run: {sum(st == 'ok' for _, st, _, _ in rows)} ok, {sum(st == 'FAIL' for _, st, _, _ in rows)} failed, "
-        f"{sum(st == 'capped' for _, st, _, _ in rows)} capped, {time.perf_counter() - t_all:.0f} s; files in {out}")
-  return 1 if any(st == "FAIL" for _, st, _, _ in rows) else 0
+        f"{sum(st == 'capped' for _, st, _, _ in rows)} capped, {sum(st == 'stuck' for _, st, _, _ in rows)} stuck, "
+        f"{time.perf_counter() - t_all:.0f} s; files in {out}")
+  return 1 if any(st in ("FAIL", "stuck") for _, st, _, _ in rows) else 0
 
 def _facts(out: str) -> dict:
   """A few numbers pulled out of the step outputs for the table (whatever is there)."""

@@ -294,3 +294,17 @@ def test_frontend_on_nv_mock(nv, monkeypatch):
   np.testing.assert_allclose((Tensor(a, device="NV") + 1).numpy(), a + 1, rtol=1e-6)
   np.testing.assert_allclose((Tensor(a, device="NV") * 2).sum(axis=1).numpy(), (2 * a).sum(1), rtol=1e-5)
   np.testing.assert_allclose((Tensor(a, device="NV") @ Tensor(b, device="NV")).relu().numpy(), np.maximum(a @ b, 0), rtol=1e-5)
+
+def test_graph_timestamps_bracket_the_kernels(nv, add):
+  """("timestamp", signal) items: GPU clock releases on the compute queue, rewritten by every replay (bench timing)."""
+  n = 64
+  x = np.arange(n, dtype=np.float32)
+  a, o = upload(nv, x), nv.allocator.alloc(4 * n)
+  t0, t1 = nv.new_signal(name="t0"), nv.new_signal(name="t1")
+  g = GraphReplay(nv, [("timestamp", t0), ("exec", add, [o, a, a], [1, n], (1, 1, 1), (n, 1, 1)), ("timestamp", t1)])
+  g.replay(wait=True)
+  first = (t0.timestamp, t1.timestamp)
+  assert 0 < first[0] <= first[1]
+  np.testing.assert_array_equal(download(nv, o, n), 2 * x)
+  g.replay(wait=True)
+  assert first[1] <= t0.timestamp <= t1.timestamp   # the second replay wrote new times

@@ -49,8 +49,11 @@ def nv(request):
     dev.drv = drv
     yield dev
 
+def probe_src(dev) -> str:   # sm_100+ refuse %dynamic_smem_size (test_dynamic_smem_size_is_refused_on_v05)
+  return PROBE if dev.sm < 100 else PROBE.replace("%dynamic_smem_size", "0")
+
 def run_probe(dev, grid=(3, 1, 1), block=(4, 2, 1)):
-  p = dev.program("probe", assemble_ptx(K.head(dev.arch) + PROBE, dev.arch))
+  p = dev.program("probe", assemble_ptx(K.head(dev.arch) + probe_src(dev), dev.arch))
   out = dev.allocator.alloc(4096)
   dev.allocator.copyin(out, memoryview(np.zeros(1024, np.uint32)))
   p(out, global_size=grid, local_size=block, wait=True)
@@ -93,7 +96,15 @@ def test_nsmid_and_dynamic_smem_size_come_from_constant_bank_0(nv, monkeypatch):
   monkeypatch.setattr(D, "set_cbuf_dims", poke)
   _, r = run_probe(nv)
   assert r[6] == 1234
-  if nv.sm < 100: assert r[7] == 4321   # sm_100+ index it by SR_CgaSize (see CB0_SPECIALS): not modelled
+  if nv.sm < 100: assert r[7] == 4321
+
+def test_dynamic_smem_size_is_refused_on_v05(nv):
+  """sm_100+ code reads it from c[0][SR_CgaSize+0x2ac], a word nobody writes: a launch error, not the QMD's value."""
+  if nv.qmd_version != "V05_00": pytest.skip("sm_8x/sm_90 read %dynamic_smem_size from c[0][0x2c] (tested above)")
+  p = nv.program("probe", assemble_ptx(K.head(nv.arch) + PROBE, nv.arch))
+  out = nv.allocator.alloc(4096)
+  with pytest.raises(D.NVError, match="Xid 13"): p(out, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
+  assert "%dynamic_smem_size" in nv.drv.faults[-1] and "0x2ac" in nv.drv.faults[-1]   # the launch error the RC reported
 
 def test_local_window_comes_from_constant_bank_0(nv):
   p, r = run_probe(nv)
@@ -121,7 +132,7 @@ def test_shared_window_source(nv):
   assert int(res[10]) | int(res[11]) << 32 == (sw + (1 << 34) if nv.sm < 90 else sw)
 
 def test_update_exec_rewrites_the_dims_in_constant_bank_0(nv):
-  p = nv.program("probe", assemble_ptx(K.head(nv.arch) + PROBE, nv.arch))
+  p = nv.program("probe", assemble_ptx(K.head(nv.arch) + probe_src(nv), nv.arch))
   out = nv.allocator.alloc(4096)
   from hcqrt.hcq import GraphReplay
   g = GraphReplay(nv, [("exec", p, [out], [], (3, 1, 1), (4, 2, 1))])

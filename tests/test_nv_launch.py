@@ -254,3 +254,22 @@ def test_same_machine_code_from_two_ptx_kernels_runs_as_the_gpu_would(nv):
   nv.timeline_value += 1
   nv.synchronize()
   assert download(nv, out, 4, np.uint32).tolist() == [0, 7, 7, 7]
+
+def test_timestamp_release_needs_16_byte_alignment(nv):
+  """RELEASE_TIMESTAMP writes 16 bytes, so an address that is not 16-byte aligned is an error (dev_pbdma.ref.txt:3861-3868)."""
+  s = nv.new_signal()
+  q = nv.hw_compute_queue()
+  q._sem(s.va + 8, 1, D.SEM_RELEASE_TS)
+  with pytest.raises((GPUError, NVError), match="misaligned for a timestamp"): q.submit(nv)
+
+def test_timestamp_is_written_before_the_payload(nv, monkeypatch):
+  """dev_pbdma.ref.txt:3869-3871: the timestamp lands first, so a host that sees the payload reads a current time."""
+  s, order = nv.new_signal(), []
+  real = mock_gpfifo.Channel.write
+  def spy(self, addr, data, *a):
+    if s.va <= addr < s.va + 16: order.append(addr - s.va)
+    return real(self, addr, data, *a)
+  monkeypatch.setattr(mock_gpfifo.Channel, "write", spy)
+  nv.hw_compute_queue().signal(s, 5).submit(nv)
+  s.wait(5, 10)
+  assert order == [8, 0] and s.release_timestamp > 0

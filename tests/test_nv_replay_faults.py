@@ -165,6 +165,53 @@ def test_recover_gives_back_the_old_channels_memory(nv):
 
 def test_sm_version_decoding():
   from hcqrt.nv.device import sm_from_version
-  assert [sm_from_version(v) for v in (0x800, 0x806, 0x809, 0x900, 0xA00, 0xA03, 0xC00)] == [80, 86, 89, 90, 100, 103, 120]
+  assert [sm_from_version(v) for v in (0x800, 0x806, 0x809, 0x900, 0xA00, 0xA03, 0xC00, 0xA04)] == [80, 86, 89, 90, 100, 103, 120, 120]
   for bad in (0x350, 0x0, 0x90A):
     with pytest.raises(RuntimeError, match="SM_VERSION"): sm_from_version(bad)
+
+def _recover_counting(nv) -> tuple[str, list[int]]:
+  import hcqrt.nv.device as D
+  unmapped, real = [], D.syscalls.munmap
+  def spy(addr, n): unmapped.append(n); return real(addr, n)
+  D.syscalls.munmap = spy
+  try: return nv.recover(), unmapped
+  finally: D.syscalls.munmap = real
+
+def test_recover_keeps_notifiers_when_the_group_free_fails(nv):
+  import hcqrt.nv.device as D
+  old_notifiers = [n.handle for n, _ in nv._chan_memory]
+  old_group = nv.hgroup
+  nv.drv.fail_free["group"] = "NV_ERR_GPU_IN_FULLCHIP_RESET"   # RM refuses the free: the old channels live on
+  msg, unmapped = _recover_counting(nv)
+  assert "freeing the channel group failed" in msg and "NV_ERR_GPU_IN_FULLCHIP_RESET" in msg and "kept (leaked)" in msg
+  objs = nv.drv.clients[nv.rm.root]
+  assert old_group in objs and all(h in objs and not objs[h].data.get("freed") for h in old_notifiers)
+  assert D.CHANNEL_VA_BYTES not in unmapped
+  got, want = run_add(nv)   # the new channels work
+  assert np.array_equal(got, want)
+  # the old channels keep their rings: a second recovery must not put new channels on them
+  assert "cannot recreate its channels" in nv.recover() and nv.chan_slot == 2
+
+def test_recover_keeps_ctx_va_when_uvm_unregister_fails(nv):
+  import hcqrt.nv.device as D
+  h = nv.chan_handles[0]   # unregister it behind recover's back: UVM then refuses with NV_ERR_INVALID_CHANNEL
+  nv.rm.uvm(nv.uvmfd, "UVM_UNREGISTER_CHANNEL", gpuUuid={"uuid": list(nv.uuid)}, hClient=nv.rm.root, hChannel=h)
+  msg, unmapped = _recover_counting(nv)
+  assert "UVM_UNREGISTER_CHANNEL" in msg and "kept (leaked)" in msg
+  assert unmapped.count(D.CHANNEL_VA_BYTES) == 1   # only the other channel's range is given back
+
+def test_full_ring_wait_reports_a_fault_without_the_whole_timeout(nv, monkeypatch):
+  """A faulted channel never drains its GPFIFO: push's ring-full wait reads the error notifiers as Signal.wait does."""
+  nv.wait_timeout_s = 20.0
+  bad = prog(nv, "bad", ".visible .entry bad()\n{\n  .reg .b64 %rd<2>; .reg .b32 %r<2>;\n  mov.u64 %rd1, 4096; mov.u32 %r1, 1;\n"
+                        "  st.global.u32 [%rd1], %r1;\n  ret;\n}")
+  ch, gate = nv.compute_ch, nv.new_signal(name="gate")
+  nv.hw_compute_queue().wait(gate, 1).submit(nv)           # the channel parks here ...
+  bad(global_size=(1, 1, 1), local_size=(1, 1, 1))          # ... so this launch faults later, not at its doorbell
+  gate.value = 1
+  t = time.perf_counter()
+  while not nv.channel_errors() and time.perf_counter() - t < 10: time.sleep(0.001)   # the mock's poller ran it
+  assert nv.channel_errors()
+  import hcqrt.nv.device as D
+  monkeypatch.setattr(ch, "pending", lambda: D.GPFIFO_ENTRIES - 1)   # as if the ring stays full
+  with pytest.raises(NVError, match="faulted"): ch.push(0, 0)   # not a TimeoutError after wait_timeout_s

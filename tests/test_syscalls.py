@@ -147,6 +147,20 @@ def test_store_fence_is_a_machine_fence_where_the_cpu_has_one():
   import platform
   syscalls.store_fence()
   if platform.machine().lower() in ("x86_64", "amd64", "aarch64"): assert isinstance(syscalls._fence_fn, ctypes._CFuncPtr)
+  if platform.machine().lower() in ("x86_64", "amd64"):   # a valid indirect-call target under IBT: starts with endbr64
+    assert ctypes.string_at(ctypes.cast(syscalls._fence_fn, ctypes.c_void_p).value, 4) == bytes([0xF3, 0x0F, 0x1E, 0xFA])
+
+def test_store_fence_falls_back_and_unmaps_when_the_page_cannot_be_executable(monkeypatch):
+  """W^X / SELinux execmem / MDWE refuse PROT_EXEC: the lock fallback is used and the page is given back."""
+  import platform
+  if platform.machine().lower() not in ("x86_64", "amd64", "aarch64"): pytest.skip("no machine fence on this CPU")
+  unmapped, real = [], syscalls._libc.munmap
+  def spy(addr, n): unmapped.append(n); return real(addr, n)
+  monkeypatch.setattr(syscalls._libc, "mprotect", lambda *a: -1)
+  monkeypatch.setattr(syscalls._libc, "munmap", spy)
+  fn = syscalls._make_fence()
+  assert not isinstance(fn, ctypes._CFuncPtr) and unmapped == [4096]
+  fn()
 
 def test_nv_submit_fences_before_gpput_and_before_the_doorbell(monkeypatch):
   """Issue 22 N2: the GP entry (and everything before it) is fenced before GPPut is stored, GPPut before the doorbell."""

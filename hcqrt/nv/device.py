@@ -55,9 +55,12 @@ def sm_from_version(v: int) -> int:
   """NV2080_CTRL_GR_INFO_SM_VERSION (major << 8 | minor: 0x809 = 8.9, 0xa00 = 10.0, 0xc01 = 12.1; OGKM@580.142
   src/common/sdk/nvidia/inc/ctrl/ctrl2080/ctrl2080gr.h:280-317) -> the sm_XY number. Other encodings are refused.
 
-  >>> sm_from_version(0x900), sm_from_version(0x809), sm_from_version(0xA00), sm_from_version(0xC01)
-  (90, 89, 100, 121)
+  >>> sm_from_version(0x900), sm_from_version(0x809), sm_from_version(0xA00), sm_from_version(0xC01), sm_from_version(0xA04)
+  (90, 89, 100, 121, 120)
   """
+  # SM_VERSION_10_04 is the placeholder RM used for GB20x before "versions 12_*" (ctrl2080gr.h:323-329: "once 12_* is
+  # tested and validated ... remove 10_04 support"); there is no sm_104 target, the chip is sm_120
+  if v == 0xA04: return 120
   major, minor = v >> 8, v & 0xFF
   if not 1 <= major <= 0xFF or minor > 9:
     raise RuntimeError(f"NV: GR_GET_INFO SM_VERSION {v:#x} is not major << 8 | minor (e.g. 0x900 for sm_90); unknown GPU or driver")
@@ -223,8 +226,11 @@ class GPFIFO:
   def push(self, va: int, ndwords: int) -> None:
     if self.pending() >= GPFIFO_ENTRIES - 1:
       deadline = time.perf_counter() + self.dev.wait_timeout_s
+      next_check = 0.0
       while self.pending() >= GPFIFO_ENTRIES - 1:
-        if time.perf_counter() > deadline: raise TimeoutError(f"{self.dev.name}: {self.name} GPFIFO ring stays full (GPGet {self.gpget.value}, put {self.put})")
+        if (now := time.perf_counter()) > deadline: raise TimeoutError(f"{self.dev.name}: {self.name} GPFIFO ring stays full (GPGet {self.gpget.value}, put {self.put})")
+        # a faulted channel never drains its ring: report RM's notifier now instead of after the whole timeout
+        if now >= next_check: self.dev.raise_if_faulted(); next_check = now + 0.01
         time.sleep(0.0001)
     self.ring[self.put] = gpfifo_entry(va, ndwords)
     self.put = (self.put + 1) % GPFIFO_ENTRIES
@@ -457,6 +463,7 @@ class NVDevice:
     self._timing: tuple[Signal, Signal] | None = None
     self.staging = [self.gpu_alloc(NVAllocator.STAGING, host=True, sysmem=True) for _ in range(2)]
     self.local_bytes, self.local_mem, self._recovering = 0, None, False
+    self._leaked_slot: int | None = None   # gpfifo_mem slot of channels whose group RM would not free (recover)
     self._open_channels(0)
 
   def _open_channels(self, slot: int) -> None:
@@ -491,16 +498,30 @@ class NVDevice:
     error) and would block every later wait. Free the channel group (RM preempts its channels and drops their work), open new channels, and write
     from the CPU every signal value the dropped work promised. Returns the device's state, for the error message."""
     if self._recovering: return f"{self.name} did not come back after its channels were recreated; reopen the process"
+    if self._leaked_slot == 2 - self.chan_slot:   # new channels would share rings and USERD with channels that may live
+      return f"{self.name} cannot recreate its channels again: an earlier channel group could not be freed; reopen the process"
     faults = "".join(f"{e}; " for e in self.channel_errors())   # what RM wrote in the error notifiers, before they go
     self._recovering, done = True, self.timeline_signal.value
     try:
+      kept = []   # why memory the old channels may still use was not given back
+      unregistered = []
       for h in self.chan_handles:   # UVM drops its hold on the channels before RM frees them (and may reuse the handles)
-        with contextlib.suppress(NVError):
+        try:
           self.rm.uvm(self.uvmfd, "UVM_UNREGISTER_CHANNEL", gpuUuid={"uuid": list(self.uuid)}, hClient=self.rm.root, hChannel=h)
-      with contextlib.suppress(NVError): self.rm.free(self.hdev, self.hgroup)
-      for notifier, ctx_va in self._chan_memory:   # the old channels' notifiers and context VA ranges
-        with contextlib.suppress(NVError, OSError): self._release_memory(notifier)
-        syscalls.munmap(ctx_va, CHANNEL_VA_BYTES)
+          unregistered.append(True)
+        except NVError as e: unregistered.append(False); kept.append(f"UVM_UNREGISTER_CHANNEL of {h:#x} failed ({e})")
+      try: self.rm.free(self.hdev, self.hgroup); group_freed = True
+      except NVError as e: group_freed, self._leaked_slot = False, self.chan_slot; kept.append(f"freeing the channel group failed ({e})")
+      # RM hands GSP the notifier's physical address at channel alloc and takes no reference on it (OGKM@580.142
+      # src/nvidia/src/kernel/gpu/fifo/kernel_channel.c:549-567, 2016-2080): while the channels may live, freeing it
+      # lets a later RC write into pages back in the kernel's pool, and UVM may still map context buffers in ctx_va
+      for (notifier, ctx_va), unreg in zip(self._chan_memory, unregistered):   # the old channels' notifiers and context VA ranges
+        if group_freed:
+          with contextlib.suppress(NVError, OSError): self._release_memory(notifier)
+        if group_freed and unreg: syscalls.munmap(ctx_va, CHANNEL_VA_BYTES)
+      if kept:
+        what = "the old channels' error notifiers and context VA ranges are" if not group_freed else "its context VA range is"
+        faults += f"{'; '.join(kept)}: {what} kept (leaked) since the GPU may still use them; "
       for sig in [self.timeline_signal, *self._signals]: sig.complete_promised()
       self._open_channels(2 - self.chan_slot)
       if self.local_bytes: per, self.local_bytes = self.local_bytes, 0; self.ensure_local_memory(per)

@@ -83,7 +83,7 @@ def set_cbuf(q: QMD, i: int, va: int, size: int) -> None:
 # which CTAs and threads run): (block, grid) offsets of three u32 each, per QMD version. Evidence: ptxas 13.0 output
 # disassembled by nvdisasm 13.5.37 -- sm_80/sm_89/sm_90: `LDC R16, c[0x0][RZ]`, `c[0x0][0x4]`, `c[0x0][0x8]` (%ntid.x/y/z)
 # and `c[0x0][0xc]`, `c[0x0][0x10]`, `c[0x0][0x14]` (%nctaid.x/y/z); sm_100/sm_120: `LDC R16, c[0x0][0x360]` .. `0x368`
-# and `c[0x0][0x370]` .. `0x378`. tinygrad writes the same words (tinygrad/runtime/ops_nv.py, NVComputeQueue._exec).
+# and `c[0x0][0x370]` .. `0x378`.
 CB0_DIMS = {"V03_00": (0x0, 0xc), "V04_00": (0x0, 0xc), "V05_00": (0x360, 0x370)}
 
 def set_cbuf_dims(cb, version: str, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:

@@ -19,7 +19,7 @@ or when the channels run dry. Several queued grids then run concurrently: their 
 slice, the newest launch's slice first, so a kernel that reads its predecessor's output without a barrier
 reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish. The front end also
 runs later than the CPU expects: after a release in the middle of a segment it pauses and then fetches the rest of
-the segment from memory again (RELEASE_STALL_S), so a CPU that rewrites a pushbuffer as soon as it sees a release
+the segment from memory again (RELEASE_STALL_S; inferred from the PBDMA manual, see there), so a CPU that rewrites a pushbuffer as soon as it sees a release
 changes what still runs. Freeing a channel preempts a grid it is running (a kernel that never ends).
 
 A launch checks the QMD as the hardware reads it (major version, QMD_TYPE, grid/block, registers, shared
@@ -48,11 +48,13 @@ class GPUError(RuntimeError):
 SM_SHARED_KIB = {80: 164, 86: 100, 89: 100, 90: 228, 100: 228, 120: 100}
 PREFETCH_SLACK = 0x1000      # instruction prefetch reads this far past a kernel's last instruction
 # The PBDMA "fetches pushbuffer data from memory" as it goes (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:42-45);
-# fetched-but-unprocessed data sits in a latency buffer and prefetched data may be discarded and fetched again
-# (:583-585, :3831-3834), so nothing makes it read a segment's later methods before an earlier semaphore release is
-# visible to the CPU. The harmful case: after a release in the middle of a segment the mock's front end pauses this
-# long and then fetches the rest of the segment from memory again: a CPU that rewrites the pushbuffer once it sees
-# the release changes what the GPU still has to run.
+# fetched-but-unprocessed data sits in a latency buffer, and prefetched data is discarded when the channel is switched
+# out (:583-585, :3831-3834) -- which this TSG does on every failed acquire. The manual never says "refetch after a
+# release": the model below is *inferred* from those lines, as their most harmful reading (nv22 R4). Nothing makes the
+# PBDMA read a segment's later methods before an earlier semaphore release is visible to the CPU, so after a release
+# in the middle of a segment the mock's front end pauses and then fetches the rest of the segment from memory again:
+# a CPU that rewrites the pushbuffer once it sees the release changes what the GPU still has to run. The pause
+# length is the mock's own choice (no source gives one); it only has to be long enough for a host to act.
 RELEASE_STALL_S = 0.002
 INTERLEAVE_SLICES = 4        # queued grids are cut into this many slices of blocks and run slice by slice
 STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0] word an sm_XX kernel loads its stack pointer from
@@ -68,7 +70,9 @@ STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0]
 #   sm_100/sm_120 (V05_00): %ntid.x/y/z `LDC R16, c[0x0][0x360]` / `0x364` / `0x368`, %nctaid.x/y/z `LDC R19,
 #     c[0x0][0x370]` / `0x374` / `0x378`, %nsmid `LDC R22, c[0x0][0x2d0]`; stack pointer `LDC R1, c[0x0][0x37c]`;
 #     cvta.local `LDCU UR6, c[0x0][0x2f8]` + `0x2fc`; parameters from c[0x0][0x380]. %dynamic_smem_size is
-#     `LDC R20, c[0x0][R20+0x2ac]` indexed by SR_CgaSize, which the mock cannot know: it keeps the QMD's value there.
+#     `CS2R.32 R17, SR_CgaSize` + `LDC R17, c[0x0][R17+0x2ac]` (nv22 R3): a c[0] word indexed by a value no source
+#     gives, which the backend never writes, so the GPU hands the kernel whatever is there. The mock cannot read the
+#     right word and must not answer with the QMD's value (what the backend expects): such a launch is refused.
 #   cvta.shared: sm_8x adds c[0x0][0x18] (`IMAD.MOV.U32 R4, RZ, RZ, c[0x0][0x18]` / `MOV R5, c[0x0][0x1c]`); sm_90+
 #     takes the high word from `S2R R7, SR_SWINHI`, i.e. the window SET_SHADER_SHARED_MEMORY_WINDOW programmed.
 def _cb0_specials(off_block: int, off_grid: int, extra: dict[str, int]) -> dict[str, int]:
@@ -217,9 +221,13 @@ class Channel:
     if op == CD.SEM_OP["RELEASE"]:
       # RELEASE_WFI: the release waits for the engine to go idle; without it the value lands while grids still run
       if h.field("SEM_EXECUTE", "RELEASE_WFI", data): self.drain()
-      if addr % (8 if wide else 4): raise self.fail(f"semaphore release address {addr:#x} is misaligned", at)
+      ts = h.field("SEM_EXECUTE", "RELEASE_TIMESTAMP", data)
+      # a release with RELEASE_TIMESTAMP writes 16 bytes: the address must be 16-byte aligned (else the SEMAPHORE
+      # interrupt), and the ns timestamp at +8 is written before the payload (open-gpu-doc@c8607fe
+      # manuals/ampere/ga100/dev_pbdma.ref.txt:3633-3634, 3861-3873)
+      if addr % (16 if ts else 8 if wide else 4): raise self.fail(f"semaphore release address {addr:#x} is misaligned{' for a timestamp' if ts else ''}", at)
+      if ts: self.write(addr + 8, struct.pack("<Q", time.perf_counter_ns()), at)
       self.write(addr, struct.pack("<Q", payload) if wide else struct.pack("<I", payload & 0xFFFFFFFF), at)
-      if h.field("SEM_EXECUTE", "RELEASE_TIMESTAMP", data): self.write(addr + 8, struct.pack("<Q", time.perf_counter_ns()), at)
       self.released = True
       return
     if h.field("SEM_EXECUTE", "ACQUIRE_SWITCH_TSG", data):
@@ -333,6 +341,9 @@ class Channel:
       if off + n > cb0_size: raise bad(f"kernel {kk.name} reads {what} from c[0][{off:#x}], past constant buffer 0's {cb0_size} bytes")
       return int.from_bytes(self.read(cb0 + off, n), "little")
     used = set(re.findall(r"%(?:ntid|nctaid)\.[xyz]|%dynamic_smem_size|%nsmid", kk.ptx))
+    if version == "V05_00" and "%dynamic_smem_size" in used:
+      raise bad(f"kernel {kk.name} reads %dynamic_smem_size, which QMD V05_00 code loads from c[0][SR_CgaSize+0x2ac], "
+                "a word the backend does not write (unknown index): pass the size as a kernel parameter")
     specials = {r: word(off, 4, r) for r, off in CB0_SPECIALS[version].items() if r in used}
     cvta = set(re.findall(r"cvta(?:\.to)?\.(shared|local)", kk.ptx)) | ({"shared", "local"} if re.search(r"\b(?:ld|st|atom|red)(?!\.(?:global|shared|local|param|const))\.", kk.ptx) else set())
     local = word(LOCAL_WINDOW_CB0[version], 8, "the local window") if "local" in cvta else None

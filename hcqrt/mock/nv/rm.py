@@ -106,6 +106,11 @@ class MockNV:
     self.gpu_id = 0x100                           # RM's gpu id = PCI domain/bus derived; bus 1
     self.init_sysmem = True                       # NVreg_InitializeSystemMemoryAllocations (see _memory)
     self.faults: list[str] = []                   # what each RC error was (for tests; RM itself only writes the notifiers)
+    # kind -> status for the next RM free of an object of that kind (tests): Nv01Free fails before anything is freed
+    # when its prologue or top/client lock fails (OGKM@580.142 src/nvidia/src/kernel/rmapi/alloc_free.c:1497-1546,
+    # src/nvidia/src/libraries/resserv/src/rs_server.c:1222-1231 `goto done` before the tree free), e.g. with
+    # NV_ERR_GPU_IN_FULLCHIP_RESET (alloc_free.c:1539) or NV_ERR_GPU_IS_LOST; the object and its children stay alive
+    self.fail_free: dict[str, str] = {}
     self.uuid = bytes([0x4A, 0x1C, 0x90, 0x07] + [0x5E] * 12)
     self.next_client, self.next_chid = 0, 0
     self.vidmem_used = 0
@@ -485,6 +490,7 @@ class MockNV:
       self._release(objs[hroot]); del self.clients[hroot]; return
     if h not in objs: raise _fail("NV_ERR_OBJECT_NOT_FOUND", f"handle {h:#x}")
     o = objs[h]
+    if (st := self.fail_free.pop(o.kind, None)) is not None: raise _fail(st, f"free of {o.kind} {h:#x} refused; it stays allocated")
     o.parent.children.remove(o)
     self._release(o)
 
