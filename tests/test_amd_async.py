@@ -86,9 +86,19 @@ def test_graph_replay_waits_for_the_value_its_stream_writes_last(dev, store42):
   assert [dev.drv.vm.read32(b.va) for b in bufs] == [42, 42]   # (read as the GPU sees memory now, while the CP may stall)
   dev.drv.release_stall_s = 0
 
-def test_gfx11_invalidates_gl2_and_icache_only_after_a_wait(dev):
-  if dev.arch != "gfx1100": pytest.skip("gfx9 keeps its full TC write-back + invalidate before every launch")
-  if dev.aql: pytest.skip("a PM4 queue rule (AMD_AQL=1: launches are AQL packets, their fences do the cache work)")
+@pytest.fixture
+def gfx11_pm4(monkeypatch):
+  """An RX 7900 XTX on a PM4 compute queue (the gfx11 cache rule is about PM4's ACQUIRE_MEM; AQL packets' fences do
+  that work, and gfx9 keeps its full write-back + invalidate before every launch)."""
+  monkeypatch.setenv("AMD_AQL", "0")
+  drv = install_mock_amd("gfx1100", kernel="6.12")
+  d = AMDDevice("AMD"); d.drv = drv
+  yield d
+  uninstall_mock_amd(drv)
+
+def test_gfx11_invalidates_gl2_and_icache_only_after_a_wait(gfx11_pm4):
+  dev = gfx11_pm4
+  assert not dev.aql
   from ioctl_defs.amd import pm4
   prog, s = _program(dev), dev.new_signal(0)
   q = dev.hw_compute_queue().exec(prog, prog.fill_kernargs([0]), (1, 1, 1), (32, 1, 1)).exec(prog, prog.fill_kernargs([0]), (1, 1, 1), (32, 1, 1))
