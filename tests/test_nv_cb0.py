@@ -98,9 +98,18 @@ def test_nsmid_and_dynamic_smem_size_come_from_constant_bank_0(nv, monkeypatch):
   assert r[6] == 1234
   if nv.sm < 100: assert r[7] == 4321
 
-def test_dynamic_smem_size_is_refused_on_v05(nv):
-  """sm_100+ code reads it from c[0][SR_CgaSize+0x2ac], a word nobody writes: a launch error, not the QMD's value."""
-  if nv.qmd_version != "V05_00": pytest.skip("sm_8x/sm_90 read %dynamic_smem_size from c[0][0x2c] (tested above)")
+@pytest.fixture
+def blackwell():
+  with syscalls.installed(MockNV(arch="blackwell")) as drv:
+    dev = NVDevice("NV")
+    dev.drv = drv
+    yield dev
+
+def test_dynamic_smem_size_is_refused_on_v05(blackwell):
+  """sm_100+ code reads it from c[0][SR_CgaSize+0x2ac], a word nobody writes: a launch error, not the QMD's value
+  (sm_8x/sm_90 read it from c[0][0x2c]: tested above on every arch)."""
+  nv = blackwell
+  assert nv.qmd_version == "V05_00"
   p = nv.program("probe", assemble_ptx(K.head(nv.arch) + PROBE, nv.arch))
   out = nv.allocator.alloc(4096)
   with pytest.raises(D.NVError, match="Xid 13"): p(out, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
