@@ -173,3 +173,19 @@ def test_gfx1100_aql_runs_a_compiled_kernel_on_the_emulator(rx):
   np.testing.assert_array_equal(np.frombuffer(out, np.float32), a + b)
   q = rx.drv.queues[rx.compute.queue_id]
   assert q.kind == K.QUEUE_TYPE_COMPUTE_AQL and q.dispatches[-1].program == prog.code_va and q.dispatches[-1].xcc_workgroups == (4,)
+
+@pytest.mark.parametrize("arch,env", [("gfx942", None), ("gfx1100", "1")])
+def test_a_submit_of_more_packets_than_ring_slots_completes(monkeypatch, arch, env):
+  """Audit amd23b row 1: a batch larger than the free slots publishes what it stored before it waits for room (the CP
+  reads only up to the doorbell), so it completes instead of waiting on itself."""
+  d = _device(monkeypatch, arch, env)
+  try:
+    c = d.compute
+    done_host, done = _amd_signal(d, 1)
+    n = c.slots + 76
+    c.submit_packets([aql.barrier_and([])] * (n - 1) + [aql.barrier_and([], completion_signal=done)])
+    d.drv.settle()
+    assert ctypes.c_int64.from_address(done_host + 8).value == 0
+    assert c.put == c.write_id.value == c.read_id.value == n
+    assert d.drv.queues[c.queue_id].target == n - 1   # the last doorbell carries the last packet's index
+  finally: uninstall_mock_amd(d.drv)

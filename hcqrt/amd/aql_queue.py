@@ -67,22 +67,37 @@ class AQLQueue:
     self.put = 0   # packets written: the next write_dispatch_id
 
   def submit_packets(self, packets: list[bytes]) -> None:
-    """Store each 64-byte packet into its slot (waiting while the ring is full), body first and dword 0 last, then
-    publish write_dispatch_id and ring the doorbell with the last packet's index."""
+    """Store each 64-byte packet into its slot, body first and dword 0 last, then publish write_dispatch_id and ring
+    the doorbell with the last packet's index. When the ring is full, what is already stored is published first: the
+    CP reads only up to the doorbell/wptr (SLOT_BASED_WPTR, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+    kfd_mqd_manager_v9.c:300-304), so a batch larger than the free slots would otherwise wait on itself (ROCr too
+    publishes each packet before it waits for the next slot, ROCR@c7785a6:amd_aql_queue.cpp:1443-1447, 1559-1560)."""
     if not packets: return
-    deadline = time.perf_counter() + self.dev.wait_timeout_s
     for p in packets:
       if len(p) != aql.PACKET_SIZE: raise ValueError(f"{self.name}: an AQL packet is {aql.PACKET_SIZE} bytes, got {len(p)}")
-      while self.put - self.read_id.value >= self.slots:   # the slot is free once the CP's read_dispatch_id passed it
-        if time.perf_counter() > deadline:
-          raise TimeoutError(f"{self.dev.name}: {self.name} AQL ring stays full (read_dispatch_id {self.read_id.value}, write {self.put})")
-        time.sleep(0.0001)
+    deadline = time.perf_counter() + self.dev.wait_timeout_s
+    for i, p in enumerate(packets):
+      if self.put - self.read_id.value >= self.slots:   # the slot is free once the CP's read_dispatch_id passed it
+        self._publish()
+        while self.put - self.read_id.value >= self.slots:
+          if time.perf_counter() > deadline:   # every stored packet is published (put == write_dispatch_id): no roll back
+            raise TimeoutError(f"{self.dev.name}: {self.name} AQL ring stays full (read_dispatch_id {self.read_id.value}, "
+                               f"write {self.put}); {i} of {len(packets)} packets of this submit were queued")
+          time.sleep(0.0001)
       slot = self.ring.host + (self.put % self.slots) * aql.PACKET_SIZE
       ctypes.memmove(slot + 4, p[4:], aql.PACKET_SIZE - 4)
       # the header last: the CP may take the slot as soon as it stops reading INVALID. An aligned 32-bit store after
-      # the body is a release store on x86-64 (stores are not reordered with older stores)
+      # the body is a release store on x86-64 (stores are not reordered with older stores), and the ring is KFD GTT,
+      # which is CPU write-back, not write-combined (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd_gpuvm.c:
+      # 1751-1781 sets no CPU_GTT_USWC); ROCr adds an sfence only for a WC (VRAM) ring (amd_aql_queue.cpp:1552-1555).
+      # A weakly ordered host would need a store barrier here.
       ctypes.c_uint32.from_address(slot).value = int.from_bytes(p[:4], "little")
       self.put += 1
+    self._publish()
+
+  def _publish(self) -> None:
+    """write_dispatch_id = put, then the doorbell with the last stored packet's index (when there is a new one)."""
+    if self.write_id.value == self.put: return
     self.write_id.value = self.put
     try: syscalls.mmio_write64(self.doorbell, self.put - 1)
     except Exception as e:   # the queue stopped on this work (a mock GPU reports it at the doorbell): start over on new queues
