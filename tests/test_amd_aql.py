@@ -189,3 +189,15 @@ def test_a_submit_of_more_packets_than_ring_slots_completes(monkeypatch, arch, e
     assert c.put == c.write_id.value == c.read_id.value == n
     assert d.drv.queues[c.queue_id].target == n - 1   # the last doorbell carries the last packet's index
   finally: uninstall_mock_amd(d.drv)
+
+def test_amd_queue_t_is_filled_as_rocr_fills_it(mi300):
+  """Audit amd23b row 2: read_dispatch_id's offset, IS_PTR64, max_cu_id / max_wave_id and a queue_inactive_signal whose
+  mailbox is the error event (ROCR@c7785a6:amd_aql_queue.cpp:159-176, 255-270)."""
+  c, p = mi300.compute, mi300.props
+  u32 = lambda off: ctypes.c_uint32.from_address(c.amd_queue.host + off).value
+  assert u32(136) == 128 and u32(180) & 2 and u32(72) == p["simd_count"] // p["simd_per_cu"] - 1 == 303
+  assert u32(76) == p["max_waves_per_simd"] * p["simd_per_cu"] - 1
+  sig = ctypes.c_uint64.from_address(c.amd_queue.host + 192).value
+  assert sig and sig % aql.AMD_SIGNAL_ALIGN == 0 and c.amd_queue.va <= sig < c.amd_queue.va + 0x1000
+  kind, value, mailbox, event = struct.unpack_from("<qqQI", (ctypes.c_char * 0x1000).from_address(c.amd_queue.host), sig - c.amd_queue.va)
+  assert (kind, value, mailbox, event) == (aql.AMD_SIGNAL_KIND_USER, 0, mi300.error_slot, mi300.error_event)

@@ -17,7 +17,7 @@ first and its first dword (header + setup) last with a release store, then the d
   (64, 56, 128)
 """
 from __future__ import annotations
-import contextlib, ctypes, os, time
+import contextlib, ctypes, os, struct, time
 from typing import Any
 from hcqrt import syscalls
 from hcqrt.amd.cwsr import fill_cwsr_headers, queue_sizes
@@ -48,6 +48,20 @@ class AQLQueue:
     h = self.amd_queue.host
     ctypes.c_uint64.from_address(h + HSA_QUEUE_BASE_ADDRESS).value = self.ring.va
     ctypes.c_uint32.from_address(h + HSA_QUEUE_SIZE).value = self.slots
+    # the fields ROCr fills before CREATE_QUEUE (ROCR@c7785a6:amd_aql_queue.cpp:159-176; tinygrad@a9069c1:ops_amd.py:
+    # 1086-1088 fills the same): where read_dispatch_id lies in amd_queue_t (the CP is given only its address,
+    # kfd_mqd_manager_v9.c:258-259), 64-bit pointers, the last CU and wave ids (NumFComputeCores is KFD's simd_count)
+    p = dev.props
+    ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_READ_DISPATCH_ID_FIELD_BASE_BYTE_OFFSET_OFFSET).value = aql.AMD_QUEUE_READ_DISPATCH_ID_OFFSET
+    ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_PROPERTIES_OFFSET).value = aql.AMD_QUEUE_PROPERTIES_IS_PTR64
+    ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_MAX_CU_ID_OFFSET).value = p["simd_count"] // p["simd_per_cu"] - 1
+    ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_MAX_WAVE_ID_OFFSET).value = p["max_waves_per_simd"] * p["simd_per_cu"] - 1
+    # queue_inactive_signal: ROCr always installs one (amd_aql_queue.cpp:255-270); the CP reports AQL errors through it
+    # (the runtime decodes its value, :1126-1213). Ours is a USER amd_signal_t right after amd_queue_t in the same page
+    # whose mailbox is the error event's slot, so such a report wakes a wait instead of writing through handle 0
+    sig = aql.AMD_QUEUE_BYTES
+    struct.pack_into("<qqQI", (ctypes.c_char * PAGE).from_address(h), sig, aql.AMD_SIGNAL_KIND_USER, 0, dev.error_slot, dev.error_event)
+    ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_INACTIVE_SIGNAL_OFFSET).value = self.amd_queue.va + sig
     self.write_id = ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET)
     self.read_id = ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_READ_DISPATCH_ID_OFFSET)
     self.sizes = sz = queue_sizes(dev.props)

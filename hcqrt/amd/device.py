@@ -223,7 +223,8 @@ class AMDDevice:
     # a queue exception (bad packet, wave trap) with the runtime enabled: the kernel ORs KFD_EC_MASK(code) into the
     # word the queue's CWSR header names and sets the header's event (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
     # kfd_process.c:2225-2236); waits watch that event too, so the error wakes the host at once
-    self.error_event = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1).event_id
+    err = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1)
+    self.error_event, self.error_slot = err.event_id, self.event_page.va + 8 * err.event_slot_index
     self.error_payload = self.gpu_alloc(PAGE, "uncached", host=True)
     self._wait_data = self.abi.ffi.new("struct kfd_event_data[3]")
     self.kernargs = _Ring(self.gpu_alloc(16 << 20, "gtt", host=True), self.synchronize)

@@ -49,6 +49,10 @@ typedef struct {
 """
 # amd_queue_t (begins with hsa_queue_t, 64-byte aligned): the 64-bit packet indices an AQL queue's rptr/wptr point at
 AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET, AMD_QUEUE_READ_DISPATCH_ID_OFFSET, AMD_QUEUE_ALIGN = 56, 128, 64
+# more amd_queue_t fields ROCr fills (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/inc/amd_hsa_queue.h:75-98)
+AMD_QUEUE_MAX_CU_ID_OFFSET, AMD_QUEUE_MAX_WAVE_ID_OFFSET, AMD_QUEUE_READ_DISPATCH_ID_FIELD_BASE_BYTE_OFFSET_OFFSET = 72, 76, 136
+AMD_QUEUE_PROPERTIES_OFFSET, AMD_QUEUE_INACTIVE_SIGNAL_OFFSET, AMD_QUEUE_BYTES = 180, 192, 256
+AMD_QUEUE_PROPERTIES_IS_PTR64 = 1 << 1   # amd_hsa_queue.h:53
 # amd_signal_t is 64-byte aligned in the header (the cdef cannot say so; allocate signals 64-byte aligned)
 AMD_SIGNAL_ALIGN = 64
 
