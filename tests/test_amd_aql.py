@@ -201,3 +201,35 @@ def test_amd_queue_t_is_filled_as_rocr_fills_it(mi300):
   assert sig and sig % aql.AMD_SIGNAL_ALIGN == 0 and c.amd_queue.va <= sig < c.amd_queue.va + 0x1000
   kind, value, mailbox, event = struct.unpack_from("<qqQI", (ctypes.c_char * 0x1000).from_address(c.amd_queue.host), sig - c.amd_queue.va)
   assert (kind, value, mailbox, event) == (aql.AMD_SIGNAL_KIND_USER, 0, mi300.error_slot, mi300.error_event)
+
+def _signal_interrupts(dev):
+  s, before = dev.new_signal(0), len(dev.drv.interrupts)
+  dev.hw_compute_queue().timestamp(s).signal(s, 5).submit(dev); dev.wait_signal(s, 5)
+  dev.drv.settle()
+  return s, dev.drv.interrupts[before:].count(dev.event_id)
+
+def test_pm4_ib_runs_on_every_xcc_and_signals_are_predicated_to_xcc_0(mi300, monkeypatch):
+  """Audit amd23b rows 3 and 7: each of gfx942's 8 XCCs runs a PM4-IB, so a signal's event interrupt would come 8
+  times; PRED_EXEC(xcc_mask=1) around signals and timestamps keeps them on XCC 0."""
+  s, n = _signal_interrupts(mi300)
+  assert s.value == 5 and n == 1 and mi300.drv.queues[mi300.compute.queue_id].num_xcc == 8
+  from ioctl_defs.amd import pm4 as pm4_mod
+  monkeypatch.setattr(pm4_mod, "pred_exec", lambda mask, body: body)   # the unpredicated stream: every XCC interrupts
+  assert _signal_interrupts(mi300)[1] == 8
+
+def test_pred_exec_skips_its_dwords_on_other_xccs(rx):
+  """One XCC (gfx1100): mask 1 runs the body, mask 2 skips it."""
+  c, s = rx.compute, rx.new_signal(0)
+  host, va = rx.kernargs.alloc(256, 256)
+  dws = pm4.pred_exec(2, pm4.release_mem(s.va, 7)) + pm4.pred_exec(1, pm4.release_mem(s.va, 3))
+  ctypes.memmove(host, struct.pack(f"<{len(dws)}I", *dws), 4 * len(dws))
+  c.submit_packets([aql.pm4_ib(pm4.indirect_buffer(va, len(dws)))])
+  rx.wait_signal(s, 3); rx.drv.settle()
+  assert s.value == 3
+
+def test_pred_exec_on_the_pm4_ring_is_refused(monkeypatch):
+  d = _device(monkeypatch, "gfx1100", "0")
+  try:
+    d.compute.submit(pm4.pred_exec(1, pm4.nop(1)))
+    with pytest.raises(GPUError, match="PRED_EXEC on the ring"): d.drv.settle()
+  finally: uninstall_mock_amd(d.drv)

@@ -535,16 +535,20 @@ class AMDAQLComputeQueue(AMDComputeQueue):
     """The stream in order: ("pm4", dwords) runs between launches (each signal followed by its event write) and ("exec", rec)."""
     out: list[tuple[str, Any]] = []
     cur, i = [], 0
+    # every XCC's MQD runs the queue, so the PM4 of a PM4-IB runs on all of them (linux@v6.12.117:drivers/gpu/drm/amd/
+    # amdkfd/kfd_mqd_manager_v9.c:680-723): signals, their interrupts and timestamps run on XCC 0 only, as tinygrad
+    # predicates them (tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:372-392); waits stay on every XCC
+    one_xcc = (lambda dws: pm4.pred_exec(1, dws)) if dev.props.get("num_xcc", 1) > 1 else (lambda dws: dws)
     for kind, rec in self.cmds:
       if kind == "exec":
         cur += self.q[i:rec["pos"]]; i = rec["pos"]
         if cur: out.append(("pm4", cur))
         out.append(("exec", rec)); cur = []
-      elif kind == "signal":
+      elif kind in ("signal", "timestamp"):
         p = rec["pos"]
-        cur += self.q[i:p + 8] + pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW,
-                                                 int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, ctxid=dev.event_id,
-                                                 event_type=pm4.BOTTOM_OF_PIPE_TS)
+        ev = pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
+                             ctxid=dev.event_id, event_type=pm4.BOTTOM_OF_PIPE_TS) if kind == "signal" else []
+        cur += self.q[i:p] + one_xcc(self.q[p:p + 8] + ev)
         i = p + 8
     if cur + self.q[i:]: out.append(("pm4", cur + self.q[i:]))
     return out

@@ -17,7 +17,8 @@ Rules, each from the sources (ROCR = ROCm/ROCR-Runtime@c7785a6, paths under runt
   "Initial Kernel Execution State"; ../shared/abi/amd_packets.json), LDS from group_segment_size.
 - XCCs: an AQL queue's MQD copies split each dispatch over the node's XCCs with TG chunk size 1 (cp.aql_xcc_share).
 - Vendor packets: AMD PM4-IB (format 1 in bits 16-31 of dword 0, dw_count_remain 10) runs its INDIRECT_BUFFER
-  (ROCR:core/runtime/amd_aql_queue.cpp:1513-1543); BARRIER_AND / BARRIER_OR wait until all / any non-zero
+  (ROCR:core/runtime/amd_aql_queue.cpp:1513-1543) once on every XCC, since each XCC's MQD copy reads the queue
+  (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723); PRED_EXEC limits a part to some XCCs; BARRIER_AND / BARRIER_OR wait until all / any non-zero
   dep_signal's amd_signal_t value is 0, handle 0 counting as met (ROCR:inc/hsa.h:3124-3159).
 - Completion signal: an amd_signal_t handle (its address, ROCR:inc/amd_hsa_signal.h:61-78): value (+8) decremented
   at completion; when event_mailbox_ptr (+16) is set, event_id (+24) is written there and an interrupt raised with
@@ -117,7 +118,10 @@ class AQLQueue(Queue):
       addr, ndw = ib[1] | ((ib[2] & 0xFFFF) << 32), ib[3] & 0xFFFFF
       if addr % 4 or ndw == 0: raise self.fail(f"PM4-IB packet: IB at {addr:#x} of {ndw} dwords")
       self.vm.find(addr, 4 * ndw)
-      self.ibs.append([addr, ndw, 0]); self.ib_count += 1
+      # every XCC's MQD copy reads this queue (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723),
+      # so each runs the IB: once per XCC, XCC 0 first (the top of the stack), unpredicated packets 8 times on gfx942
+      for x in reversed(range(self.num_xcc)): self.ibs.append([addr, ndw, 0, x])
+      self.ib_count += 1
       if completion: raise self.fail("completion signals on PM4-IB packets are not modelled")
     else: raise self.fail(f"AQL packet type {typ} (header {hdr:#06x}) is not modelled (kernel dispatch, barrier-and/or, AMD PM4-IB)")
 
