@@ -20,7 +20,7 @@ the error event and payload word that each compute queue's CWSR header names (ho
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, os, struct, threading, time, weakref
+import collections, contextlib, ctypes, errno, os, struct, threading, time, weakref
 from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
@@ -147,10 +147,13 @@ class AMDDevice:
     if not (self.gpuvm[0] <= self.va_base and self.va_base + self.va_size - 1 <= self.gpuvm[1]):
       raise AMDError(f"{self.name}: reserved VA {self.va_base:#x}+{self.va_size:#x} lies outside the GPUVM aperture {self.gpuvm[0]:#x}..{self.gpuvm[1]:#x}")
     self.va = VARange(self.va_base, self.va_size)
-    # finalizers free memory on whatever thread drops the last reference: one lock over the VA free list, the
-    # deferred list and gpu_free's check-then-free (reentrant: gpu_alloc -> _reap -> gpu_free)
-    self._mem_lock = threading.RLock()
+    # finalizers run on whatever thread drops the last reference (the mock GPU's engine thread, which holds the mock
+    # KFD's lock, included) and may fire inside our own code through cyclic GC: they only append to `_freed_later`
+    # (deque.append is atomic) and never take a lock or call an ioctl. The threads that allocate, free and synchronize
+    # drain it in _reap under one plain lock over the VA free list, `_deferred` and gpu_free's check-then-free
+    self._mem_lock = threading.Lock()
     self.buffers: dict[int, AMDBuffer] = {}
+    self._freed_later: collections.deque[tuple[int, AMDBuffer]] = collections.deque()   # (timeline value, buffer)
     self._deferred: list[tuple[int, AMDBuffer]] = []   # (timeline value, buffer) to free once the GPU has passed it
     self._scopes: list[list[AMDBuffer]] = []
 
@@ -252,21 +255,20 @@ class AMDDevice:
     for b in blocks: self.free_after_gpu(b)   # a graph's last IB may still be read by the CP after its graph signal
 
   def free_after_gpu(self, buf: AMDBuffer) -> None:
-    """Free `buf` once the timeline has passed every submission so far: at once if it has, else at a later
-    synchronize or allocation. UNMAP takes the pages from the GPU without waiting for queued work
-    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452). Never blocks (finalizers call it)."""
-    with self._mem_lock:
-      if buf.freed: return
-      if self._recovering or self.timeline_signal.value >= self.timeline_value - 1: return self.gpu_free(buf)
-      self._deferred.append((self.timeline_value - 1, buf))
+    """Free `buf` once the timeline has passed every submission so far: the next allocation or synchronize that
+    finds the timeline past it frees it. UNMAP takes the pages from the GPU without waiting for queued work
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452). It only appends to a deque (no lock, no
+    ioctl), so finalizers may call it on any thread and inside any of our calls."""
+    if not buf.freed: self._freed_later.append((self.timeline_value - 1, buf))
   def _reap(self) -> None:
-    """Free the deferred buffers whose last submission the timeline has passed."""
+    """Free the deferred buffers whose last submission the timeline has passed (never called from a finalizer)."""
     with self._mem_lock:
+      while self._freed_later: self._deferred.append(self._freed_later.popleft())
       if not self._deferred: return
       done = self.timeline_signal.value
       ready = [b for v, b in self._deferred if v <= done]
       self._deferred = [(v, b) for v, b in self._deferred if v > done]
-      for b in ready: self.gpu_free(b)
+      for b in ready: self._gpu_free(b)
 
   @property
   def target(self) -> dict:
