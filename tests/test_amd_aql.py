@@ -233,3 +233,20 @@ def test_pred_exec_on_the_pm4_ring_is_refused(monkeypatch):
     d.compute.submit(pm4.pred_exec(1, pm4.nop(1)))
     with pytest.raises(GPUError, match="PRED_EXEC on the ring"): d.drv.settle()
   finally: uninstall_mock_amd(d.drv)
+
+def test_processor_reads_only_up_to_the_doorbell_index(rx):
+  """Audit amd23b row 5: valid packets past the last doorbell value wait for the next doorbell (SLOT_BASED_WPTR)."""
+  from hcqrt import syscalls
+  c = rx.compute
+  done_host, done = _amd_signal(rx, 1)
+  pkts = [aql.barrier_and([])] * 4 + [aql.barrier_and([], completion_signal=done)]
+  for i, p in enumerate(pkts):   # stored as submit_packets stores them, but published by hand
+    slot = c.ring.host + i * 64
+    ctypes.memmove(slot + 4, p[4:], 60); ctypes.c_uint32.from_address(slot).value = int.from_bytes(p[:4], "little")
+  c.put = c.write_id.value = 5
+  syscalls.mmio_write64(c.doorbell, 1)   # packets 0 and 1 only
+  rx.drv.settle()
+  assert c.read_id.value == 2 and ctypes.c_int64.from_address(done_host + 8).value == 1
+  syscalls.mmio_write64(c.doorbell, 4)
+  rx.drv.settle()
+  assert c.read_id.value == 5 and ctypes.c_int64.from_address(done_host + 8).value == 0

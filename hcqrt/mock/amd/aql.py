@@ -1,11 +1,15 @@
 """The mock CP's AQL packet processor: a KFD_IOC_QUEUE_TYPE_COMPUTE_AQL queue's ring of 64-byte HSA packets.
 
 Rules, each from the sources (ROCR = ROCm/ROCR-Runtime@c7785a6, paths under runtime/hsa-runtime/):
+- The doorbell carries the index of the last packet written (ROCR:core/runtime/amd_aql_queue.cpp:462-465,
+  1559-1560) and the CP reads the ring only up to it: AQL MQDs use SLOT_BASED_WPTR with the wptr in packets
+  (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:235-236, 300-304). Packets past the last doorbell
+  index wait for the next doorbell, whatever their headers say.
 - A slot whose header type is INVALID is not ready: the processor stops there and resumes at the next doorbell
   (ROCR:core/runtime/amd_aql_queue.cpp:131-135 fills every slot with INVALID before the queue exists; :1548-1556
-  stores the header last "to prevent the slot from being read until it's fully written"). The processor does not
-  wait for the doorbell to read a slot whose header is valid (the harmful choice: a header stored before its body
-  is taken with a half-written body).
+  stores the header last "to prevent the slot from being read until it's fully written"). Up to the doorbell index
+  it takes each slot as soon as its header is valid, without waiting (the harmful choice: a header stored before
+  its body is taken with a half-written body).
 - A consumed packet's header goes back to INVALID and read_dispatch_id (64-bit, the queue's read pointer) advances,
   which frees the slot for the producer (ROCR:core/runtime/amd_aql_queue.cpp:1498-1500: on gfx8 the runtime has to
   do in PM4 what the CP does for AQL packets, "advance the read index and invalidate the packet header").
@@ -46,6 +50,7 @@ class AQLQueue(Queue):
   def __init__(self, kfd, qid: int, vm, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int, arch: str, num_xcc: int):
     super().__init__(kfd, qid, T.QUEUE_COMPUTE_AQL, vm, ring_va, ring_size, rptr_va, wptr_va, arch)
     self.slots, self.num_xcc, self.read_id = ring_size // PACKET, num_xcc, 0
+    self.target = -1   # the last doorbell value: the index of the last packet the CP may read (none rung yet)
     self.completions: list[tuple[Dispatch, int]] = []   # dispatches in flight with their completion signals
     self.name = f"AQL queue {qid}"
 
@@ -62,6 +67,7 @@ class AQLQueue(Queue):
         if self.ibs:   # the PM4 indirect buffer of the current PM4-IB packet
           while self.ibs: self._advance(self.step_pm4()); progressed = True
           self.drain(); self._retire(); continue
+        if self.read_id > self.target: break   # past the last rung packet index: wait for the next doorbell
         pkt = bytes(self.vm.read(self._slot(), PACKET))
         if pkt[0] == INVALID: break   # not ready: stop here until the next doorbell
         self.packet(pkt); progressed = True
