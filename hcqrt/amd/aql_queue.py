@@ -6,7 +6,10 @@ workgroups, while a PM4 queue's copies get chunk size 0, logical id 0 and one pm
 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723, init_mqd_v9_4_3): a PM4 dispatch runs on
 one XCC. ROCr and tinygrad use AQL whenever num_xcc > 1 (tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:1030).
 
-The queue as ROCr creates it (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:131-150):
+The queue as ROCr creates it (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:131-150),
+except for a 4 KiB EOP buffer, which libhsakmt passes only for PM4 queues (libhsakmt/src/queues.c:651-652) and the
+kernel accepts either way (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_queue.c:286-300): the RELEASE_MEMs in our
+PM4-IBs need one (tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:387).
 every slot's header INVALID before CREATE_QUEUE; the read/write pointers are amd_queue_t's read_dispatch_id and
 write_dispatch_id (64-bit packet indices, runtime/hsa-runtime/inc/amd_hsa_queue.h:75-88); a packet is stored body
 first and its first dword (header + setup) last with a release store, then the doorbell gets the packet's index

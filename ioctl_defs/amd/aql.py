@@ -92,6 +92,8 @@ _PM4_IB = struct.Struct("<HH4II8IQ")
 def pm4_ib(ib_command: list[int], completion_signal: int = 0, hdr: int | None = None) -> bytes:
   """A 64-byte amd_aql_pm4_ib_packet_t: the packet processor runs the 4-dword PM4 INDIRECT_BUFFER `ib_command`
   (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:1513-1543 builds it so for gfx9+).
+  The layout is ROCr's; the default header sets the barrier bit as tinygrad does (tinygrad@a9069c1:tinygrad/runtime/
+  ops_amd.py:433-435; ROCr's has none, :1531-1533): our waits and signals must not overlap earlier packets.
 
   >>> len(pm4_ib([0xC0023F00, 0x1000, 0, 0x800004])), hex(int.from_bytes(pm4_ib([0, 0, 0, 0])[:4], "little"))
   (64, '0x11500')

@@ -93,8 +93,8 @@ def pm4_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
 
 def aql_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
   """Workgroups per logical XCC of an AQL dispatch: the AQL queue's MQD copies get COMPUTE_TG_CHUNK_SIZE 1 and logical
-  ids 0..num_xcc-1 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723), so workgroup i runs on
-  logical XCC i % num_xcc (chunks of one workgroup dealt round robin).
+  ids 0..num_xcc-1 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:677, 680-723). INFERRED, not in
+  the sources: workgroup i runs on logical XCC i % num_xcc (chunks of one workgroup dealt round robin).
 
   >>> aql_xcc_share(10, 8)
   (2, 2, 1, 1, 1, 1, 1, 1)

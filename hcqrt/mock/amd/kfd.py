@@ -246,8 +246,9 @@ class MockKFD:
       if a[k] >= 1 << 47: raise _err(errno.EFAULT, f"{k} {a[k]:#x} is not a user address")
     rs = a["ring_size"]
     if rs and rs & (rs - 1): raise _err(errno.EINVAL, f"ring_size {rs:#x} is not a power of two")
-    # "Size lower. clamped to KFD_MIN_QUEUE_RING_SIZE" (1 KiB; set_queue_properties_from_user, linux stable since the
-    # 2025 fix that added it, before kfd_queue_acquire_buffers sees the size)
+    # "Size lower. clamped to KFD_MIN_QUEUE_RING_SIZE" (1 KiB; set_queue_properties_from_user,
+    # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:216-218, linux@v6.1.192:...:212-214), before
+    # kfd_queue_acquire_buffers sees the size
     rs = a["ring_size"] = max(rs, KFD_MIN_QUEUE_RING_SIZE)
     qt = a["queue_type"]
     if qt not in (T.QUEUE_COMPUTE, T.QUEUE_SDMA, T.QUEUE_COMPUTE_AQL): raise _err(ENOTSUPP, f"queue_type {qt} is not supported")
