@@ -250,3 +250,15 @@ def test_processor_reads_only_up_to_the_doorbell_index(rx):
   syscalls.mmio_write64(c.doorbell, 4)
   rx.drv.settle()
   assert c.read_id.value == 5 and ctypes.c_int64.from_address(done_host + 8).value == 0
+
+def test_a_graph_of_1100_kernels_runs_on_gfx942(mi300):
+  """Audit amd23b row 1's reproduction: 1100 launches are one AQL batch of ~1102 packets, more than the 1024 slots."""
+  from hcqrt.hcq import GraphReplay
+  seen = []
+  prev = set_executor(lambda d, vm: seen.append(d))
+  try:
+    prog, buf = _store_program(mi300), mi300.allocator.alloc(64)
+    g = GraphReplay(mi300, [("exec", prog, [buf], [], (1, 1, 1), (64, 1, 1))] * 1100)
+    g.replay(wait=True)
+  finally: set_executor(prev)
+  assert len(seen) == 1100 and mi300.compute.put > mi300.compute.slots
