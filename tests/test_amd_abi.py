@@ -157,6 +157,10 @@ def test_aql_layouts():
   assert PKT["aql"]["records"]["amd_signal_t"]["align"] == aql.AMD_SIGNAL_ALIGN
   q = {f["name"]: f["offset"] for f in PKT["aql"]["records"]["amd_queue_t"]["fields"]}
   assert (q["write_dispatch_id"], q["read_dispatch_id"]) == (aql.AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET, aql.AMD_QUEUE_READ_DISPATCH_ID_OFFSET)
+  assert (q["max_cu_id"], q["max_wave_id"], q["read_dispatch_id_field_base_byte_offset"], q["queue_properties"], q["queue_inactive_signal"]) == \
+    (aql.AMD_QUEUE_MAX_CU_ID_OFFSET, aql.AMD_QUEUE_MAX_WAVE_ID_OFFSET, aql.AMD_QUEUE_READ_DISPATCH_ID_FIELD_BASE_BYTE_OFFSET_OFFSET,
+     aql.AMD_QUEUE_PROPERTIES_OFFSET, aql.AMD_QUEUE_INACTIVE_SIGNAL_OFFSET)
+  assert PKT["aql"]["records"]["amd_queue_t"]["size"] == aql.AMD_QUEUE_BYTES
   assert PKT["aql"]["records"]["amd_queue_t"]["align"] == aql.AMD_QUEUE_ALIGN == PKT["aql"]["constants"]["AMD_QUEUE_ALIGN_BYTES"]
 
 def test_aql_enums_and_header():

@@ -173,3 +173,92 @@ def test_gfx1100_aql_runs_a_compiled_kernel_on_the_emulator(rx):
   np.testing.assert_array_equal(np.frombuffer(out, np.float32), a + b)
   q = rx.drv.queues[rx.compute.queue_id]
   assert q.kind == K.QUEUE_TYPE_COMPUTE_AQL and q.dispatches[-1].program == prog.code_va and q.dispatches[-1].xcc_workgroups == (4,)
+
+@pytest.mark.parametrize("arch,env", [("gfx942", None), ("gfx1100", "1")])
+def test_a_submit_of_more_packets_than_ring_slots_completes(monkeypatch, arch, env):
+  """Audit amd23b row 1: a batch larger than the free slots publishes what it stored before it waits for room (the CP
+  reads only up to the doorbell), so it completes instead of waiting on itself."""
+  d = _device(monkeypatch, arch, env)
+  try:
+    c = d.compute
+    done_host, done = _amd_signal(d, 1)
+    n = c.slots + 76
+    c.submit_packets([aql.barrier_and([])] * (n - 1) + [aql.barrier_and([], completion_signal=done)])
+    d.drv.settle()
+    assert ctypes.c_int64.from_address(done_host + 8).value == 0
+    assert c.put == c.write_id.value == c.read_id.value == n
+    assert d.drv.queues[c.queue_id].target == n - 1   # the last doorbell carries the last packet's index
+  finally: uninstall_mock_amd(d.drv)
+
+def test_amd_queue_t_is_filled_as_rocr_fills_it(mi300):
+  """Audit amd23b row 2: read_dispatch_id's offset, IS_PTR64, max_cu_id / max_wave_id and a queue_inactive_signal whose
+  mailbox is the error event (ROCR@c7785a6:amd_aql_queue.cpp:159-176, 255-270)."""
+  c, p = mi300.compute, mi300.props
+  u32 = lambda off: ctypes.c_uint32.from_address(c.amd_queue.host + off).value
+  assert u32(136) == 128 and u32(180) & 2 and u32(72) == p["simd_count"] // p["simd_per_cu"] - 1 == 303
+  assert u32(76) == p["max_waves_per_simd"] * p["simd_per_cu"] - 1
+  sig = ctypes.c_uint64.from_address(c.amd_queue.host + 192).value
+  assert sig and sig % aql.AMD_SIGNAL_ALIGN == 0 and c.amd_queue.va <= sig < c.amd_queue.va + 0x1000
+  kind, value, mailbox, event = struct.unpack_from("<qqQI", (ctypes.c_char * 0x1000).from_address(c.amd_queue.host), sig - c.amd_queue.va)
+  assert (kind, value, mailbox, event) == (aql.AMD_SIGNAL_KIND_USER, 0, mi300.error_slot, mi300.error_event)
+
+def _signal_interrupts(dev):
+  s, before = dev.new_signal(0), len(dev.drv.interrupts)
+  dev.hw_compute_queue().timestamp(s).signal(s, 5).submit(dev); dev.wait_signal(s, 5)
+  dev.drv.settle()
+  return s, dev.drv.interrupts[before:].count(dev.event_id)
+
+def test_pm4_ib_runs_on_every_xcc_and_signals_are_predicated_to_xcc_0(mi300, monkeypatch):
+  """Audit amd23b rows 3 and 7: each of gfx942's 8 XCCs runs a PM4-IB, so a signal's event interrupt would come 8
+  times; PRED_EXEC(xcc_mask=1) around signals and timestamps keeps them on XCC 0."""
+  s, n = _signal_interrupts(mi300)
+  assert s.value == 5 and n == 1 and mi300.drv.queues[mi300.compute.queue_id].num_xcc == 8
+  from ioctl_defs.amd import pm4 as pm4_mod
+  monkeypatch.setattr(pm4_mod, "pred_exec", lambda mask, body: body)   # the unpredicated stream: every XCC interrupts
+  assert _signal_interrupts(mi300)[1] == 8
+
+def test_pred_exec_skips_its_dwords_on_other_xccs(rx):
+  """One XCC (gfx1100): mask 1 runs the body, mask 2 skips it."""
+  c, s = rx.compute, rx.new_signal(0)
+  host, va = rx.kernargs.alloc(256, 256)
+  dws = pm4.pred_exec(2, pm4.release_mem(s.va, 7)) + pm4.pred_exec(1, pm4.release_mem(s.va, 3))
+  ctypes.memmove(host, struct.pack(f"<{len(dws)}I", *dws), 4 * len(dws))
+  c.submit_packets([aql.pm4_ib(pm4.indirect_buffer(va, len(dws)))])
+  rx.wait_signal(s, 3); rx.drv.settle()
+  assert s.value == 3
+
+def test_pred_exec_on_the_pm4_ring_is_refused(monkeypatch):
+  d = _device(monkeypatch, "gfx1100", "0")
+  try:
+    d.compute.submit(pm4.pred_exec(1, pm4.nop(1)))
+    with pytest.raises(GPUError, match="PRED_EXEC on the ring"): d.drv.settle()
+  finally: uninstall_mock_amd(d.drv)
+
+def test_processor_reads_only_up_to_the_doorbell_index(rx):
+  """Audit amd23b row 5: valid packets past the last doorbell value wait for the next doorbell (SLOT_BASED_WPTR)."""
+  from hcqrt import syscalls
+  c = rx.compute
+  done_host, done = _amd_signal(rx, 1)
+  pkts = [aql.barrier_and([])] * 4 + [aql.barrier_and([], completion_signal=done)]
+  for i, p in enumerate(pkts):   # stored as submit_packets stores them, but published by hand
+    slot = c.ring.host + i * 64
+    ctypes.memmove(slot + 4, p[4:], 60); ctypes.c_uint32.from_address(slot).value = int.from_bytes(p[:4], "little")
+  c.put = c.write_id.value = 5
+  syscalls.mmio_write64(c.doorbell, 1)   # packets 0 and 1 only
+  rx.drv.settle()
+  assert c.read_id.value == 2 and ctypes.c_int64.from_address(done_host + 8).value == 1
+  syscalls.mmio_write64(c.doorbell, 4)
+  rx.drv.settle()
+  assert c.read_id.value == 5 and ctypes.c_int64.from_address(done_host + 8).value == 0
+
+def test_a_graph_of_1100_kernels_runs_on_gfx942(mi300):
+  """Audit amd23b row 1's reproduction: 1100 launches are one AQL batch of ~1102 packets, more than the 1024 slots."""
+  from hcqrt.hcq import GraphReplay
+  seen = []
+  prev = set_executor(lambda d, vm: seen.append(d))
+  try:
+    prog, buf = _store_program(mi300), mi300.allocator.alloc(64)
+    g = GraphReplay(mi300, [("exec", prog, [buf], [], (1, 1, 1), (64, 1, 1))] * 1100)
+    g.replay(wait=True)
+  finally: set_executor(prev)
+  assert len(seen) == 1100 and mi300.compute.put > mi300.compute.slots

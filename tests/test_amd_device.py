@@ -455,3 +455,15 @@ def test_deferred_frees_from_other_threads_are_all_done(dev):
   dev.timeline_signal.value = dev.timeline_value - 1   # the GPU passes it
   dev._reap()
   assert all(b.freed for b in bufs) and not dev._deferred
+
+def test_free_after_gpu_never_takes_the_memory_lock(dev):
+  """Audit amd23b row 4: a finalizer (another thread, e.g. the mock GPU's engine thread holding the mock KFD's lock,
+  or GC inside our own allocator) only queues the buffer; the next allocation or synchronize frees it."""
+  buf = dev.gpu_alloc(4096, "gtt", host=True)
+  done = threading.Event()
+  with dev._mem_lock:   # another thread is inside gpu_free / _reap
+    t = threading.Thread(target=lambda: (dev.free_after_gpu(buf), done.set()), daemon=True); t.start()
+    assert done.wait(10), "free_after_gpu blocked on the memory lock"
+  assert not buf.freed   # only queued
+  dev.synchronize()
+  assert buf.freed and not dev._freed_later and not dev._deferred

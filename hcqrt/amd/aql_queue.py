@@ -6,7 +6,10 @@ workgroups, while a PM4 queue's copies get chunk size 0, logical id 0 and one pm
 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723, init_mqd_v9_4_3): a PM4 dispatch runs on
 one XCC. ROCr and tinygrad use AQL whenever num_xcc > 1 (tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:1030).
 
-The queue as ROCr creates it (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:131-150):
+The queue as ROCr creates it (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:131-150),
+except for a 4 KiB EOP buffer, which libhsakmt passes only for PM4 queues (libhsakmt/src/queues.c:651-652) and the
+kernel accepts either way (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_queue.c:286-300): the RELEASE_MEMs in our
+PM4-IBs need one (tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:387).
 every slot's header INVALID before CREATE_QUEUE; the read/write pointers are amd_queue_t's read_dispatch_id and
 write_dispatch_id (64-bit packet indices, runtime/hsa-runtime/inc/amd_hsa_queue.h:75-88); a packet is stored body
 first and its first dword (header + setup) last with a release store, then the doorbell gets the packet's index
@@ -17,7 +20,7 @@ first and its first dword (header + setup) last with a release store, then the d
   (64, 56, 128)
 """
 from __future__ import annotations
-import contextlib, ctypes, os, time
+import contextlib, ctypes, os, struct, time
 from typing import Any
 from hcqrt import syscalls
 from hcqrt.amd.cwsr import fill_cwsr_headers, queue_sizes
@@ -48,6 +51,20 @@ class AQLQueue:
     h = self.amd_queue.host
     ctypes.c_uint64.from_address(h + HSA_QUEUE_BASE_ADDRESS).value = self.ring.va
     ctypes.c_uint32.from_address(h + HSA_QUEUE_SIZE).value = self.slots
+    # the fields ROCr fills before CREATE_QUEUE (ROCR@c7785a6:amd_aql_queue.cpp:159-176; tinygrad@a9069c1:ops_amd.py:
+    # 1086-1088 fills the same): where read_dispatch_id lies in amd_queue_t (the CP is given only its address,
+    # kfd_mqd_manager_v9.c:258-259), 64-bit pointers, the last CU and wave ids (NumFComputeCores is KFD's simd_count)
+    p = dev.props
+    ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_READ_DISPATCH_ID_FIELD_BASE_BYTE_OFFSET_OFFSET).value = aql.AMD_QUEUE_READ_DISPATCH_ID_OFFSET
+    ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_PROPERTIES_OFFSET).value = aql.AMD_QUEUE_PROPERTIES_IS_PTR64
+    ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_MAX_CU_ID_OFFSET).value = p["simd_count"] // p["simd_per_cu"] - 1
+    ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_MAX_WAVE_ID_OFFSET).value = p["max_waves_per_simd"] * p["simd_per_cu"] - 1
+    # queue_inactive_signal: ROCr always installs one (amd_aql_queue.cpp:255-270); the CP reports AQL errors through it
+    # (the runtime decodes its value, :1126-1213). Ours is a USER amd_signal_t right after amd_queue_t in the same page
+    # whose mailbox is the error event's slot, so such a report wakes a wait instead of writing through handle 0
+    sig = aql.AMD_QUEUE_BYTES
+    struct.pack_into("<qqQI", (ctypes.c_char * PAGE).from_address(h), sig, aql.AMD_SIGNAL_KIND_USER, 0, dev.error_slot, dev.error_event)
+    ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_INACTIVE_SIGNAL_OFFSET).value = self.amd_queue.va + sig
     self.write_id = ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET)
     self.read_id = ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_READ_DISPATCH_ID_OFFSET)
     self.sizes = sz = queue_sizes(dev.props)
@@ -67,22 +84,37 @@ class AQLQueue:
     self.put = 0   # packets written: the next write_dispatch_id
 
   def submit_packets(self, packets: list[bytes]) -> None:
-    """Store each 64-byte packet into its slot (waiting while the ring is full), body first and dword 0 last, then
-    publish write_dispatch_id and ring the doorbell with the last packet's index."""
+    """Store each 64-byte packet into its slot, body first and dword 0 last, then publish write_dispatch_id and ring
+    the doorbell with the last packet's index. When the ring is full, what is already stored is published first: the
+    CP reads only up to the doorbell/wptr (SLOT_BASED_WPTR, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+    kfd_mqd_manager_v9.c:300-304), so a batch larger than the free slots would otherwise wait on itself (ROCr too
+    publishes each packet before it waits for the next slot, ROCR@c7785a6:amd_aql_queue.cpp:1443-1447, 1559-1560)."""
     if not packets: return
-    deadline = time.perf_counter() + self.dev.wait_timeout_s
     for p in packets:
       if len(p) != aql.PACKET_SIZE: raise ValueError(f"{self.name}: an AQL packet is {aql.PACKET_SIZE} bytes, got {len(p)}")
-      while self.put - self.read_id.value >= self.slots:   # the slot is free once the CP's read_dispatch_id passed it
-        if time.perf_counter() > deadline:
-          raise TimeoutError(f"{self.dev.name}: {self.name} AQL ring stays full (read_dispatch_id {self.read_id.value}, write {self.put})")
-        time.sleep(0.0001)
+    deadline = time.perf_counter() + self.dev.wait_timeout_s
+    for i, p in enumerate(packets):
+      if self.put - self.read_id.value >= self.slots:   # the slot is free once the CP's read_dispatch_id passed it
+        self._publish()
+        while self.put - self.read_id.value >= self.slots:
+          if time.perf_counter() > deadline:   # every stored packet is published (put == write_dispatch_id): no roll back
+            raise TimeoutError(f"{self.dev.name}: {self.name} AQL ring stays full (read_dispatch_id {self.read_id.value}, "
+                               f"write {self.put}); {i} of {len(packets)} packets of this submit were queued")
+          time.sleep(0.0001)
       slot = self.ring.host + (self.put % self.slots) * aql.PACKET_SIZE
       ctypes.memmove(slot + 4, p[4:], aql.PACKET_SIZE - 4)
       # the header last: the CP may take the slot as soon as it stops reading INVALID. An aligned 32-bit store after
-      # the body is a release store on x86-64 (stores are not reordered with older stores)
+      # the body is a release store on x86-64 (stores are not reordered with older stores), and the ring is KFD GTT,
+      # which is CPU write-back, not write-combined (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd_gpuvm.c:
+      # 1751-1781 sets no CPU_GTT_USWC); ROCr adds an sfence only for a WC (VRAM) ring (amd_aql_queue.cpp:1552-1555).
+      # A weakly ordered host would need a store barrier here.
       ctypes.c_uint32.from_address(slot).value = int.from_bytes(p[:4], "little")
       self.put += 1
+    self._publish()
+
+  def _publish(self) -> None:
+    """write_dispatch_id = put, then the doorbell with the last stored packet's index (when there is a new one)."""
+    if self.write_id.value == self.put: return
     self.write_id.value = self.put
     try: syscalls.mmio_write64(self.doorbell, self.put - 1)
     except Exception as e:   # the queue stopped on this work (a mock GPU reports it at the doorbell): start over on new queues

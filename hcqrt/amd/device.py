@@ -20,7 +20,7 @@ the error event and payload word that each compute queue's CWSR header names (ho
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, os, struct, threading, time, weakref
+import collections, contextlib, ctypes, errno, os, struct, threading, time, weakref
 from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
@@ -147,10 +147,13 @@ class AMDDevice:
     if not (self.gpuvm[0] <= self.va_base and self.va_base + self.va_size - 1 <= self.gpuvm[1]):
       raise AMDError(f"{self.name}: reserved VA {self.va_base:#x}+{self.va_size:#x} lies outside the GPUVM aperture {self.gpuvm[0]:#x}..{self.gpuvm[1]:#x}")
     self.va = VARange(self.va_base, self.va_size)
-    # finalizers free memory on whatever thread drops the last reference: one lock over the VA free list, the
-    # deferred list and gpu_free's check-then-free (reentrant: gpu_alloc -> _reap -> gpu_free)
-    self._mem_lock = threading.RLock()
+    # finalizers run on whatever thread drops the last reference (the mock GPU's engine thread, which holds the mock
+    # KFD's lock, included) and may fire inside our own code through cyclic GC: they only append to `_freed_later`
+    # (deque.append is atomic) and never take a lock or call an ioctl. The threads that allocate, free and synchronize
+    # drain it in _reap under one plain lock over the VA free list, `_deferred` and gpu_free's check-then-free
+    self._mem_lock = threading.Lock()
     self.buffers: dict[int, AMDBuffer] = {}
+    self._freed_later: collections.deque[tuple[int, AMDBuffer]] = collections.deque()   # (timeline value, buffer)
     self._deferred: list[tuple[int, AMDBuffer]] = []   # (timeline value, buffer) to free once the GPU has passed it
     self._scopes: list[list[AMDBuffer]] = []
 
@@ -223,7 +226,8 @@ class AMDDevice:
     # a queue exception (bad packet, wave trap) with the runtime enabled: the kernel ORs KFD_EC_MASK(code) into the
     # word the queue's CWSR header names and sets the header's event (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
     # kfd_process.c:2225-2236); waits watch that event too, so the error wakes the host at once
-    self.error_event = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1).event_id
+    err = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1)
+    self.error_event, self.error_slot = err.event_id, self.event_page.va + 8 * err.event_slot_index
     self.error_payload = self.gpu_alloc(PAGE, "uncached", host=True)
     self._wait_data = self.abi.ffi.new("struct kfd_event_data[3]")
     self.kernargs = _Ring(self.gpu_alloc(16 << 20, "gtt", host=True), self.synchronize)
@@ -251,21 +255,20 @@ class AMDDevice:
     for b in blocks: self.free_after_gpu(b)   # a graph's last IB may still be read by the CP after its graph signal
 
   def free_after_gpu(self, buf: AMDBuffer) -> None:
-    """Free `buf` once the timeline has passed every submission so far: at once if it has, else at a later
-    synchronize or allocation. UNMAP takes the pages from the GPU without waiting for queued work
-    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452). Never blocks (finalizers call it)."""
-    with self._mem_lock:
-      if buf.freed: return
-      if self._recovering or self.timeline_signal.value >= self.timeline_value - 1: return self.gpu_free(buf)
-      self._deferred.append((self.timeline_value - 1, buf))
+    """Free `buf` once the timeline has passed every submission so far: the next allocation or synchronize that
+    finds the timeline past it frees it. UNMAP takes the pages from the GPU without waiting for queued work
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1369-1452). It only appends to a deque (no lock, no
+    ioctl), so finalizers may call it on any thread and inside any of our calls."""
+    if not buf.freed: self._freed_later.append((self.timeline_value - 1, buf))
   def _reap(self) -> None:
-    """Free the deferred buffers whose last submission the timeline has passed."""
+    """Free the deferred buffers whose last submission the timeline has passed (never called from a finalizer)."""
     with self._mem_lock:
+      while self._freed_later: self._deferred.append(self._freed_later.popleft())
       if not self._deferred: return
       done = self.timeline_signal.value
       ready = [b for v, b in self._deferred if v <= done]
       self._deferred = [(v, b) for v, b in self._deferred if v > done]
-      for b in ready: self.gpu_free(b)
+      for b in ready: self._gpu_free(b)
 
   @property
   def target(self) -> dict:
@@ -534,16 +537,20 @@ class AMDAQLComputeQueue(AMDComputeQueue):
     """The stream in order: ("pm4", dwords) runs between launches (each signal followed by its event write) and ("exec", rec)."""
     out: list[tuple[str, Any]] = []
     cur, i = [], 0
+    # every XCC's MQD runs the queue, so the PM4 of a PM4-IB runs on all of them (linux@v6.12.117:drivers/gpu/drm/amd/
+    # amdkfd/kfd_mqd_manager_v9.c:680-723): signals, their interrupts and timestamps run on XCC 0 only, as tinygrad
+    # predicates them (tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:372-392); waits stay on every XCC
+    one_xcc = (lambda dws: pm4.pred_exec(1, dws)) if dev.props.get("num_xcc", 1) > 1 else (lambda dws: dws)
     for kind, rec in self.cmds:
       if kind == "exec":
         cur += self.q[i:rec["pos"]]; i = rec["pos"]
         if cur: out.append(("pm4", cur))
         out.append(("exec", rec)); cur = []
-      elif kind == "signal":
+      elif kind in ("signal", "timestamp"):
         p = rec["pos"]
-        cur += self.q[i:p + 8] + pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW,
-                                                 int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, ctxid=dev.event_id,
-                                                 event_type=pm4.BOTTOM_OF_PIPE_TS)
+        ev = pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
+                             ctxid=dev.event_id, event_type=pm4.BOTTOM_OF_PIPE_TS) if kind == "signal" else []
+        cur += self.q[i:p] + one_xcc(self.q[p:p + 8] + ev)
         i = p + 8
     if cur + self.q[i:]: out.append(("pm4", cur + self.q[i:]))
     return out

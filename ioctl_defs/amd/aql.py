@@ -49,6 +49,10 @@ typedef struct {
 """
 # amd_queue_t (begins with hsa_queue_t, 64-byte aligned): the 64-bit packet indices an AQL queue's rptr/wptr point at
 AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET, AMD_QUEUE_READ_DISPATCH_ID_OFFSET, AMD_QUEUE_ALIGN = 56, 128, 64
+# more amd_queue_t fields ROCr fills (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/inc/amd_hsa_queue.h:75-98)
+AMD_QUEUE_MAX_CU_ID_OFFSET, AMD_QUEUE_MAX_WAVE_ID_OFFSET, AMD_QUEUE_READ_DISPATCH_ID_FIELD_BASE_BYTE_OFFSET_OFFSET = 72, 76, 136
+AMD_QUEUE_PROPERTIES_OFFSET, AMD_QUEUE_INACTIVE_SIGNAL_OFFSET, AMD_QUEUE_BYTES = 180, 192, 256
+AMD_QUEUE_PROPERTIES_IS_PTR64 = 1 << 1   # amd_hsa_queue.h:53
 # amd_signal_t is 64-byte aligned in the header (the cdef cannot say so; allocate signals 64-byte aligned)
 AMD_SIGNAL_ALIGN = 64
 
@@ -88,6 +92,8 @@ _PM4_IB = struct.Struct("<HH4II8IQ")
 def pm4_ib(ib_command: list[int], completion_signal: int = 0, hdr: int | None = None) -> bytes:
   """A 64-byte amd_aql_pm4_ib_packet_t: the packet processor runs the 4-dword PM4 INDIRECT_BUFFER `ib_command`
   (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:1513-1543 builds it so for gfx9+).
+  The layout is ROCr's; the default header sets the barrier bit as tinygrad does (tinygrad@a9069c1:tinygrad/runtime/
+  ops_amd.py:433-435; ROCr's has none, :1531-1533): our waits and signals must not overlap earlier packets.
 
   >>> len(pm4_ib([0xC0023F00, 0x1000, 0, 0x800004])), hex(int.from_bytes(pm4_ib([0, 0, 0, 0])[:4], "little"))
   (64, '0x11500')

@@ -160,6 +160,18 @@ def write_data(addr: int, *values: int, dst_sel: int = WD_DST_SEL_MEMORY, confir
   ctl = (dst_sel << WD_DST_SEL_SHIFT) | (WR_CONFIRM if confirm else 0) | (cache_policy << WD_CACHE_POLICY_SHIFT)
   return packet(WRITE_DATA, ctl, _lo(addr), _hi(addr), *values)
 
+def pred_exec(xcc_mask: int, body: list[int]) -> list[int]:
+  """`body` runs only on the XCCs in `xcc_mask` (bits 31:24 of dword 1, the predicated dword count in bits 13:0;
+  ../shared/abi/amd_packets.json PRED_EXEC; tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:72-77). It works in IBs only
+  (ops_amd.py:409).
+
+  >>> [hex(x) for x in pred_exec(1, nop(1))]
+  ['0xc0002300', '0x1000002', '0xc0001000', '0x0']
+  """
+  if not 0 < xcc_mask <= 0xFF: raise ValueError(f"PRED_EXEC: xcc mask {xcc_mask:#x} does not fit 8 bits")
+  if not 0 < len(body) <= COUNT_MASK: raise ValueError(f"PRED_EXEC: {len(body)} predicated dwords do not fit 14 bits")
+  return packet(PRED_EXEC, (xcc_mask << 24) | len(body)) + body
+
 def indirect_buffer(addr: int, ndwords: int, *, vmid: int = 0, chain: bool = False, cache_policy: int = 0) -> list[int]:
   """Execute `ndwords` dwords of PM4 at `addr` (dword aligned), then continue here (or not, with chain)."""
   if addr % 4: raise ValueError(f"INDIRECT_BUFFER: address {addr:#x} is not dword aligned")

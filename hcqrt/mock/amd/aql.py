@@ -1,11 +1,15 @@
 """The mock CP's AQL packet processor: a KFD_IOC_QUEUE_TYPE_COMPUTE_AQL queue's ring of 64-byte HSA packets.
 
 Rules, each from the sources (ROCR = ROCm/ROCR-Runtime@c7785a6, paths under runtime/hsa-runtime/):
+- The doorbell carries the index of the last packet written (ROCR:core/runtime/amd_aql_queue.cpp:462-465,
+  1559-1560) and the CP reads the ring only up to it: AQL MQDs use SLOT_BASED_WPTR with the wptr in packets
+  (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:235-236, 300-304). Packets past the last doorbell
+  index wait for the next doorbell, whatever their headers say.
 - A slot whose header type is INVALID is not ready: the processor stops there and resumes at the next doorbell
   (ROCR:core/runtime/amd_aql_queue.cpp:131-135 fills every slot with INVALID before the queue exists; :1548-1556
-  stores the header last "to prevent the slot from being read until it's fully written"). The processor does not
-  wait for the doorbell to read a slot whose header is valid (the harmful choice: a header stored before its body
-  is taken with a half-written body).
+  stores the header last "to prevent the slot from being read until it's fully written"). Up to the doorbell index
+  it takes each slot as soon as its header is valid, without waiting (the harmful choice: a header stored before
+  its body is taken with a half-written body).
 - A consumed packet's header goes back to INVALID and read_dispatch_id (64-bit, the queue's read pointer) advances,
   which frees the slot for the producer (ROCR:core/runtime/amd_aql_queue.cpp:1498-1500: on gfx8 the runtime has to
   do in PM4 what the CP does for AQL packets, "advance the read index and invalidate the packet header").
@@ -17,7 +21,8 @@ Rules, each from the sources (ROCR = ROCm/ROCR-Runtime@c7785a6, paths under runt
   "Initial Kernel Execution State"; ../shared/abi/amd_packets.json), LDS from group_segment_size.
 - XCCs: an AQL queue's MQD copies split each dispatch over the node's XCCs with TG chunk size 1 (cp.aql_xcc_share).
 - Vendor packets: AMD PM4-IB (format 1 in bits 16-31 of dword 0, dw_count_remain 10) runs its INDIRECT_BUFFER
-  (ROCR:core/runtime/amd_aql_queue.cpp:1513-1543); BARRIER_AND / BARRIER_OR wait until all / any non-zero
+  (ROCR:core/runtime/amd_aql_queue.cpp:1513-1543) once on every XCC, since each XCC's MQD copy reads the queue
+  (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723); PRED_EXEC limits a part to some XCCs; BARRIER_AND / BARRIER_OR wait until all / any non-zero
   dep_signal's amd_signal_t value is 0, handle 0 counting as met (ROCR:inc/hsa.h:3124-3159).
 - Completion signal: an amd_signal_t handle (its address, ROCR:inc/amd_hsa_signal.h:61-78): value (+8) decremented
   at completion; when event_mailbox_ptr (+16) is set, event_id (+24) is written there and an interrupt raised with
@@ -45,6 +50,7 @@ class AQLQueue(Queue):
   def __init__(self, kfd, qid: int, vm, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int, arch: str, num_xcc: int):
     super().__init__(kfd, qid, T.QUEUE_COMPUTE_AQL, vm, ring_va, ring_size, rptr_va, wptr_va, arch)
     self.slots, self.num_xcc, self.read_id = ring_size // PACKET, num_xcc, 0
+    self.target = -1   # the last doorbell value: the index of the last packet the CP may read (none rung yet)
     self.completions: list[tuple[Dispatch, int]] = []   # dispatches in flight with their completion signals
     self.name = f"AQL queue {qid}"
 
@@ -61,6 +67,7 @@ class AQLQueue(Queue):
         if self.ibs:   # the PM4 indirect buffer of the current PM4-IB packet
           while self.ibs: self._advance(self.step_pm4()); progressed = True
           self.drain(); self._retire(); continue
+        if self.read_id > self.target: break   # past the last rung packet index: wait for the next doorbell
         pkt = bytes(self.vm.read(self._slot(), PACKET))
         if pkt[0] == INVALID: break   # not ready: stop here until the next doorbell
         self.packet(pkt); progressed = True
@@ -117,7 +124,10 @@ class AQLQueue(Queue):
       addr, ndw = ib[1] | ((ib[2] & 0xFFFF) << 32), ib[3] & 0xFFFFF
       if addr % 4 or ndw == 0: raise self.fail(f"PM4-IB packet: IB at {addr:#x} of {ndw} dwords")
       self.vm.find(addr, 4 * ndw)
-      self.ibs.append([addr, ndw, 0]); self.ib_count += 1
+      # every XCC's MQD copy reads this queue (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723),
+      # so each runs the IB: once per XCC, XCC 0 first (the top of the stack), unpredicated packets 8 times on gfx942
+      for x in reversed(range(self.num_xcc)): self.ibs.append([addr, ndw, 0, x])
+      self.ib_count += 1
       if completion: raise self.fail("completion signals on PM4-IB packets are not modelled")
     else: raise self.fail(f"AQL packet type {typ} (header {hdr:#06x}) is not modelled (kernel dispatch, barrier-and/or, AMD PM4-IB)")
 

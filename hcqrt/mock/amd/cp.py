@@ -93,8 +93,8 @@ def pm4_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
 
 def aql_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
   """Workgroups per logical XCC of an AQL dispatch: the AQL queue's MQD copies get COMPUTE_TG_CHUNK_SIZE 1 and logical
-  ids 0..num_xcc-1 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723), so workgroup i runs on
-  logical XCC i % num_xcc (chunks of one workgroup dealt round robin).
+  ids 0..num_xcc-1 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:677, 680-723). INFERRED, not in
+  the sources: workgroup i runs on logical XCC i % num_xcc (chunks of one workgroup dealt round robin).
 
   >>> aql_xcc_share(10, 8)
   (2, 2, 1, 1, 1, 1, 1, 1)
@@ -155,6 +155,10 @@ class Queue:
     if self.ibs: return self.ibs[-1][1] - self.ibs[-1][2]
     return (self.target - self.pos) if not self.sdma else (self.target - self.pos) // 4
 
+  def xcc(self) -> int:
+    """The XCC running the current IB (an AQL queue's PM4-IB runs once per XCC, aql.py); 0 on the ring."""
+    return self.ibs[-1][3] if self.ibs and len(self.ibs[-1]) > 3 else 0
+
   def _advance(self, n: int) -> None:
     if self.ibs:
       self.ibs[-1][2] += n; self.ibs[-1][0] += 4 * n
@@ -199,6 +203,14 @@ class Queue:
     body = [self._dw(i) for i in range(1, n)]
     name = T.PM4_OPCODES.get(op)
     if name == "NOP": return n
+    if name == "PRED_EXEC":
+      # the next (dw1 & 0x3FFF) dwords run only on the XCCs of mask dw1[31:24] (../shared/abi/amd_packets.json PRED_EXEC;
+      # tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:72-77); "doesn't work in rings, only in IBs" (ops_amd.py:409):
+      # on a ring the mock refuses it rather than guess
+      if not self.ibs: raise self.fail("PRED_EXEC on the ring: it works only inside an indirect buffer")
+      skip = body[0] & 0x3FFF
+      if n + skip > self._avail(): raise self.fail(f"PRED_EXEC predicates {skip} dwords past the end of its indirect buffer")
+      return n if (body[0] >> 24) >> self.xcc() & 1 else n + skip
     if name == "SET_SH_REG":
       for i, v in enumerate(body[1:]): self.regs[T.SH_REG_BASE + (body[0] & 0xFFFF) + i] = v
     elif name == "ACQUIRE_MEM":
@@ -233,9 +245,10 @@ class Queue:
       if addr % 4: raise self.fail(f"INDIRECT_BUFFER at {addr:#x} is not dword aligned")
       if not body[2] & (1 << 23): raise self.fail("INDIRECT_BUFFER without the VALID bit")
       self.vm.find(addr, 4 * ndw)
+      xcc = self.xcc()   # a nested IB runs on the XCC that fetched it
       if body[2] & (1 << 20) and self.ibs: self.ibs.pop()   # chained: replaces the current IB
       else: self._advance(n)
-      self.ibs.append([addr, ndw, 0])
+      self.ibs.append([addr, ndw, 0, xcc])
       self.ib_count += 1
       return 0
     else: raise self.fail(f"PM4 opcode {op:#x} ({name or 'unknown'}) is not executed by the mock CP")

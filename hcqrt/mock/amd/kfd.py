@@ -69,6 +69,7 @@ class MockKFD:
     self.queues: dict[int, Queue] = {}
     self.doorbells: dict[int, Queue] = {}    # doorbell byte offset in the frame -> queue
     self.doorbell_writes = 0                  # doorbell writes seen (tests and benchmarks count submissions)
+    self.interrupts: list[int] = []           # context ids of the interrupts raised, in order (tests count them)
     self.doorbell_maps: list[tuple[int, int]] = []   # (address, length) of doorbell frame mappings
     self.event_page: BO | None = None
     # "Allocate event ID 0. It is used for a fast path to ignore bogus events": the process's first signal event is 1
@@ -245,8 +246,9 @@ class MockKFD:
       if a[k] >= 1 << 47: raise _err(errno.EFAULT, f"{k} {a[k]:#x} is not a user address")
     rs = a["ring_size"]
     if rs and rs & (rs - 1): raise _err(errno.EINVAL, f"ring_size {rs:#x} is not a power of two")
-    # "Size lower. clamped to KFD_MIN_QUEUE_RING_SIZE" (1 KiB; set_queue_properties_from_user, linux stable since the
-    # 2025 fix that added it, before kfd_queue_acquire_buffers sees the size)
+    # "Size lower. clamped to KFD_MIN_QUEUE_RING_SIZE" (1 KiB; set_queue_properties_from_user,
+    # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:216-218, linux@v6.1.192:...:212-214), before
+    # kfd_queue_acquire_buffers sees the size
     rs = a["ring_size"] = max(rs, KFD_MIN_QUEUE_RING_SIZE)
     qt = a["queue_type"]
     if qt not in (T.QUEUE_COMPUTE, T.QUEUE_SDMA, T.QUEUE_COMPUTE_AQL): raise _err(ENOTSUPP, f"queue_type {qt} is not supported")
@@ -366,6 +368,7 @@ class MockKFD:
     written, else every written slot (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c, kfd_signal_event_interrupt).
     On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
     (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336)."""
+    self.interrupts.append(ctxid)
     if eop and ctxid == 0 and self.arch == "gfx942": return
     if self.event_page is None: return
     hit = [ctxid] if ctxid in self.events and self._slot(ctxid) != T.UNSIGNALED_EVENT_SLOT else \

@@ -63,9 +63,9 @@ EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION, EC_QUEUE_PACKET_UNSUPPORTED = 4, 20
 
 # --- PM4 (type-3 opcodes) ---
 PM4_OPCODES = {0x10: "NOP", 0x15: "DISPATCH_DIRECT", 0x37: "WRITE_DATA", 0x3C: "WAIT_REG_MEM", 0x3F: "INDIRECT_BUFFER",
-               0x46: "EVENT_WRITE", 0x49: "RELEASE_MEM", 0x58: "ACQUIRE_MEM", 0x76: "SET_SH_REG",
+               0x46: "EVENT_WRITE", 0x49: "RELEASE_MEM", 0x58: "ACQUIRE_MEM", 0x76: "SET_SH_REG", 0x23: "PRED_EXEC",
                # known to the CP but not executed by the mock (fail loudly by name)
-               0x23: "PRED_EXEC", 0x40: "COPY_DATA", 0x79: "SET_UCONFIG_REG", 0x16: "DISPATCH_INDIRECT", 0x22: "COND_EXEC"}
+               0x40: "COPY_DATA", 0x79: "SET_UCONFIG_REG", 0x16: "DISPATCH_INDIRECT", 0x22: "COND_EXEC"}
 SH_REG_BASE = 0x2C00
 # COMPUTE_* absolute dword addresses a dispatch reads; PGM_RSRC3 moved between gfx9.4.3 and gfx11
 COMPUTE = {"DISPATCH_INITIATOR": 0x2E00, "NUM_THREAD_X": 0x2E07, "NUM_THREAD_Y": 0x2E08, "NUM_THREAD_Z": 0x2E09,
