@@ -262,3 +262,19 @@ def test_a_graph_of_1100_kernels_runs_on_gfx942(mi300):
     g.replay(wait=True)
   finally: set_executor(prev)
   assert len(seen) == 1100 and mi300.compute.put > mi300.compute.slots
+
+def test_waits_on_any_signal_and_for_ring_room_end_at_a_stopped_queue(mi300):
+  """A queue exception stops the queue for good: a wait on a plain signal (Signal.wait, not the device's timeline
+  wait) and a submit waiting for ring room both see the kernel's exception word at once instead of their timeouts."""
+  import time
+  prog, buf, s = _store_program(mi300), mi300.allocator.alloc(64), mi300.new_signal(0)
+  q = mi300.hw_compute_queue().exec(prog, prog.fill_kernargs([buf]), (8, 1, 1), (64, 1, 1)).signal(s, 1)
+  q.submit(mi300)   # gfx942 code: the wave traps, the queue stops
+  t0 = time.perf_counter()
+  with pytest.raises(AMDError, match="EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION"): s.wait(1, 10)
+  assert time.perf_counter() - t0 < 2
+  mi300.hw_compute_queue().exec(prog, prog.fill_kernargs([buf]), (8, 1, 1), (64, 1, 1)).submit(mi300)   # stops the new queue too
+  t0 = time.perf_counter()
+  with pytest.raises(AMDError, match="EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION"):
+    mi300.compute.submit_packets([aql.barrier_and([])] * (mi300.compute.slots + 8))
+  assert time.perf_counter() - t0 < 2

@@ -92,7 +92,7 @@ class AQLQueue:
     if not packets: return
     for p in packets:
       if len(p) != aql.PACKET_SIZE: raise ValueError(f"{self.name}: an AQL packet is {aql.PACKET_SIZE} bytes, got {len(p)}")
-    deadline = time.perf_counter() + self.dev.wait_timeout_s
+    deadline, next_check = time.perf_counter() + self.dev.wait_timeout_s, 0.0
     for i, p in enumerate(packets):
       if self.put - self.read_id.value >= self.slots:   # the slot is free once the CP's read_dispatch_id passed it
         self._publish()
@@ -100,6 +100,7 @@ class AQLQueue:
           if time.perf_counter() > deadline:   # every stored packet is published (put == write_dispatch_id): no roll back
             raise TimeoutError(f"{self.dev.name}: {self.name} AQL ring stays full (read_dispatch_id {self.read_id.value}, "
                                f"write {self.put}); {i} of {len(packets)} packets of this submit were queued")
+          if time.perf_counter() >= next_check: self.dev.raise_if_faulted(); next_check = time.perf_counter() + 0.01   # a stopped queue never drains
           time.sleep(0.0001)
       slot = self.ring.host + (self.put % self.slots) * aql.PACKET_SIZE
       ctypes.memmove(slot + 4, p[4:], aql.PACKET_SIZE - 4)

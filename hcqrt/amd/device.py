@@ -306,6 +306,12 @@ class AMDDevice:
         raise AMDError(f"{self.name}: GPU memory fault at {m.va:#x} (page {'not present' if m.failure.NotPresent else 'protection'}); "
                        f"the faulting queue is stopped while waiting for {sig.name} to reach {value}; {self.recover()}", errno.EFAULT)
 
+  def raise_if_faulted(self) -> None:
+    """If the kernel reported a queue exception into the CWSR header's payload word, recover and raise AMDError naming
+    it: Signal.wait polls this, so a wait on any signal (not only through wait_signal) ends at a stopped queue."""
+    if not self._recovering and (codes := self._take_queue_exceptions()):
+      raise AMDError(f"{self.name}: a queue stopped on a GPU exception ({', '.join(codes)}); {self.recover()}", errno.EIO)
+
   def _take_queue_exceptions(self) -> list[str]:
     """The exception codes the kernel ORed into the error payload since the last look (cleared here), by name."""
     word = ctypes.c_uint64.from_address(self.error_payload.host)  # type: ignore[arg-type]
@@ -388,8 +394,10 @@ class KFDQueue:
     # kfdtest/src/PM4Queue.cpp:44-55), SDMA's a monotonic byte count: the fill level modulo the ring is right for
     # both. One unit stays free so a full ring never reads as empty (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
     # kfd_kernel_queue.c:241-256 does the same).
+    next_check = 0.0
     while (self.put - self.rptr.value) % ring_units + n * unit > ring_units - unit:   # wait for room (the CP advances rptr)
       if time.perf_counter() > deadline: raise TimeoutError(f"{self.dev.name}: {self.name} ring stays full (rptr {self.rptr.value}, put {self.put})")
+      if time.perf_counter() >= next_check: self.dev.raise_if_faulted(); next_check = time.perf_counter() + 0.01   # a stopped queue never drains
       time.sleep(0.0001)
     assert self.ring.host is not None
     for i, d in enumerate(dwords):
