@@ -24,13 +24,13 @@ def props(node: int) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
 def test_sysfs_as_each_kernel_prints_it(mock, arch):
-  mock(arch, kernel="6.12")
+  drv = mock(arch, kernel="6.12")
   p = props(1); names = [k for k, _ in p]
   ctl, cwsr, _ = KERNEL_SIZES[arch]
   assert dict(p)["cwsr_size"] == cwsr and dict(p)["ctl_stack_size"] == ctl
   assert names.index("cwsr_size") == names.index("num_cp_queues") + 1 and names.index("ctl_stack_size") == names.index("cwsr_size") + 1
   assert "eop_buffer_size" not in names and "debug_memory_size" not in names   # never printed
-  syscalls.uninstall(None)
+  uninstall_mock_amd(drv)
   if arch == "gfx942":   # 6.1 has no GC 9.4.3 (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_device.c:137): refused
     with pytest.raises(ValueError, match="6.1 cannot drive gfx942"): mock(arch, kernel="6.1")
     return
@@ -82,7 +82,7 @@ def test_create_queue_checks_buffers_like_kfd_queue_c(mock, bad):
   fd = syscalls.open("/dev/kfd", os.O_RDWR)
   with pytest.raises(OSError) as e: _queue_args(drv, fd, **bad)()
   assert e.value.errno == errno.EINVAL
-  syscalls.uninstall(None)
+  uninstall_mock_amd(drv)   # (only this mock: a MOCKGPU=1 run's own drivers stay)
   drv = mock("gfx1100", kernel="6.12")   # and the same buffers, done right, are accepted
   fd = syscalls.open("/dev/kfd", os.O_RDWR)
   assert _queue_args(drv, fd)().queue_id == 0

@@ -215,3 +215,11 @@ def test_full_ring_wait_reports_a_fault_without_the_whole_timeout(nv, monkeypatc
   import hcqrt.nv.device as D
   monkeypatch.setattr(ch, "pending", lambda: D.GPFIFO_ENTRIES - 1)   # as if the ring stays full
   with pytest.raises(NVError, match="faulted"): ch.push(0, 0)   # not a TimeoutError after wait_timeout_s
+
+def test_a_recovery_that_fails_midway_leaves_no_channel_reading_freed_notifiers(nv, monkeypatch):
+  """recover() gives the old notifiers back once the group is freed; if opening new channels then fails, the old
+  channel objects are still the device's: reading their (unmapped) notifiers would be a segfault, not an error."""
+  def fail(slot): raise NVError("NV: no channels (test)")
+  monkeypatch.setattr(nv, "_open_channels", fail)
+  with pytest.raises(NVError, match="no channels"): nv.recover()
+  assert nv.channel_errors() == []   # read nothing freed (before the fix: a read of unmapped memory)

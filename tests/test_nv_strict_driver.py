@@ -167,14 +167,14 @@ def test_channel_fault_is_reported_by_name():
     q = NVComputeQueue()
     q.method(0, _H["SEM_ADDR_LO"].offset, 0, 0x7, 1, 0, _H["SEM_EXECUTE"].data(OPERATION="RELEASE"))   # release to unmapped 0x7_00000000
     q.signal(dev.timeline_signal, dev.timeline_value); dev.timeline_value += 1
-    ch = dev.compute_ch
+    ch, old_notifier = dev.compute_ch, dev.compute_ch.notifier
     fault = r"compute channel faulted: ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT \(Xid 31.*recovered"
     try: q.submit(dev)
     except GPUError as e: assert "page fault" in str(e) and re.search(fault, str(e)), e   # the mock may report it at the doorbell
     else:
       with pytest.raises(NVError, match=fault): dev.synchronize(timeout_s=0.2)        # not a bare signal timeout
     # RM also put the work-submit token into notifier entry 1 (the new channel's: recover() gave the old notifier back)
-    assert ch.notifier.freed
+    assert old_notifier.freed and ch.notifier is None   # and the old channel can no longer read it
     assert struct.unpack_from("<I", ctypes.string_at(dev.compute_ch.notifier.host + 24, 4))[0] == dev.compute_ch.token
     assert dev.compute_ch is not ch and dev.compute_ch.error() is None and dev.copy_ch.error() is None   # new channels
     dev.synchronize(timeout_s=1.0)                                        # and the device works again

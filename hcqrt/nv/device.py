@@ -515,6 +515,8 @@ class NVDevice:
       # RM hands GSP the notifier's physical address at channel alloc and takes no reference on it (OGKM@580.142
       # src/nvidia/src/kernel/gpu/fifo/kernel_channel.c:549-567, 2016-2080): while the channels may live, freeing it
       # lets a later RC write into pages back in the kernel's pool, and UVM may still map context buffers in ctx_va
+      if group_freed:   # the old channels' notifiers go away: nothing may read them again (even if reopening fails below)
+        for ch in (self.compute_ch, self.copy_ch): ch.notifier = None
       for (notifier, ctx_va), unreg in zip(self._chan_memory, unregistered):   # the old channels' notifiers and context VA ranges
         if group_freed:
           with contextlib.suppress(NVError, OSError): self._release_memory(notifier)
