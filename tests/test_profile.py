@@ -6,10 +6,15 @@ import compiler.profile as prof
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+def _base_env() -> dict:
+  """This process's environment without its device choice (the suite may run under MOCKGPU=1 NV=1): each run names
+  its own device."""
+  return {k: v for k, v in os.environ.items() if k not in ("CPU", "NV", "AMD", "PTXEMU", "AMDEMU", "MOCKGPU", "MOCKGPU_ARCH")}
+
 def _run_step(tmp_path, env: dict, model: str) -> tuple[dict, dict]:
   path = tmp_path / "trace.json"
   r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "profile_step.py"), model], cwd=ROOT, capture_output=True, text=True,
-                     env={**os.environ, "PYTHONPATH": ROOT, "PROFILE": str(path), **env}, timeout=600)
+                     env={**_base_env(), "PYTHONPATH": ROOT, "PROFILE": str(path), **env}, timeout=600)
   assert r.returncode == 0, r.stderr[-3000:]
   assert f"written to {path}" in r.stderr
   return json.loads(r.stdout.strip().splitlines()[-1]), json.loads(path.read_text())
@@ -86,7 +91,7 @@ def test_profile_1_names_its_file(tmp_path):
   """PROFILE=1: the trace goes to a file in the temp directory, named on stderr at exit."""
   code = "from frontend import Tensor; print((Tensor([1.0, 2.0]) + 1).tolist())"
   r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                     env={**os.environ, "PYTHONPATH": ROOT, "CPU": "1", "PROFILE": "1", "TMPDIR": str(tmp_path)})
+                     env={**_base_env(), "PYTHONPATH": ROOT, "CPU": "1", "PROFILE": "1", "TMPDIR": str(tmp_path)})
   assert r.returncode == 0 and r.stdout.strip() == "[2.0, 3.0]", r.stderr
   path = r.stderr.split("written to ")[1].split(" ")[0]
   assert os.path.dirname(path) == str(tmp_path)
