@@ -39,3 +39,18 @@ def _short_gpu_waits_on_the_amd_mock():
   hcq.DEFAULT_TIMEOUT_S = AMDDevice.wait_timeout_s = 10.0
   yield
   hcq.DEFAULT_TIMEOUT_S, AMDDevice.wait_timeout_s = old
+
+def mock_nv_device(arch: str | None = None):
+  """A fresh NVDevice on its own mock driver (`dev.drv`), removed again on exit: the tests' per-test NV fixtures.
+  A refused launch leaves its channel in an error state, as on hardware, so tests that break one get their own."""
+  import contextlib
+  from hcqrt import syscalls
+  from hcqrt.mock.nv import MockNV
+  from hcqrt.nv.device import NVDevice
+  @contextlib.contextmanager
+  def cm():
+    with syscalls.installed(MockNV() if arch is None else MockNV(arch=arch)) as drv:
+      dev = NVDevice("NV")
+      dev.drv = drv
+      yield dev
+  return cm()

@@ -8,11 +8,9 @@ hcqrt/mock/nv/gpfifo.py (CB0_SPECIALS) and hcqrt/nv/qmd_build.py (CB0_DIMS)."""
 import struct
 import numpy as np
 import pytest
-from hcqrt import syscalls
-from hcqrt.mock.nv import MockNV
+from conftest import mock_nv_device
 from hcqrt.mock.nv import gpfifo as G
 from hcqrt.nv import device as D
-from hcqrt.nv.device import NVDevice
 from compiler.assemble.ptx_assembler import assemble_ptx
 from hw_tests import kernels as K
 
@@ -44,10 +42,7 @@ PROBE = """.visible .entry probe(.param .u64 out)
 
 @pytest.fixture(params=ARCHS)
 def nv(request):
-  with syscalls.installed(MockNV(arch=request.param)) as drv:
-    dev = NVDevice("NV")
-    dev.drv = drv
-    yield dev
+  with mock_nv_device(request.param) as dev: yield dev
 
 def probe_src(dev) -> str:   # sm_100+ refuse %dynamic_smem_size (test_dynamic_smem_size_is_refused_on_v05)
   return PROBE if dev.sm < 100 else PROBE.replace("%dynamic_smem_size", "0")
@@ -100,10 +95,7 @@ def test_nsmid_and_dynamic_smem_size_come_from_constant_bank_0(nv, monkeypatch):
 
 @pytest.fixture
 def blackwell():
-  with syscalls.installed(MockNV(arch="blackwell")) as drv:
-    dev = NVDevice("NV")
-    dev.drv = drv
-    yield dev
+  with mock_nv_device("blackwell") as dev: yield dev
 
 def test_dynamic_smem_size_is_refused_on_v05(blackwell):
   """sm_100+ code reads it from c[0][SR_CgaSize+0x2ac], a word nobody writes: a launch error, not the QMD's value

@@ -4,6 +4,7 @@ defects 5-10). Each "refused" test puts the old behaviour back and shows the moc
 import contextlib, re, struct
 import numpy as np
 import pytest
+from conftest import mock_nv_device
 from hcqrt import syscalls
 from hcqrt.hcq import GraphReplay
 from hcqrt.mock.nv import MockNV, GPUError
@@ -19,10 +20,7 @@ from hw_tests import kernels as K
 @pytest.fixture
 def nv():
   """A fresh mock H100 per test: a refused launch leaves its channel in an error state, as on hardware."""
-  with syscalls.installed(MockNV()) as drv:
-    dev = NVDevice("NV")
-    dev.drv = drv
-    yield dev
+  with mock_nv_device() as dev: yield dev
 
 def prog(dev, name, src):
   return dev.program(name, assemble_ptx(K.head(dev.arch) + src, dev.arch))

@@ -3,6 +3,7 @@ they happen, with the device usable afterwards (N4)."""
 import time
 import numpy as np
 import pytest
+from conftest import mock_nv_device
 from hcqrt import syscalls
 from hcqrt.hcq import GraphReplay, SignalTimeout
 from hcqrt.mock.nv import MockNV, GPUError
@@ -14,10 +15,7 @@ from hw_tests import kernels as K
 
 @pytest.fixture
 def nv():
-  with syscalls.installed(MockNV()) as drv:
-    dev = NVDevice("NV")
-    dev.drv = drv
-    yield dev
+  with mock_nv_device() as dev: yield dev
 
 def prog(dev, name, src): return dev.program(name, assemble_ptx(K.head(dev.arch) + src, dev.arch))
 
