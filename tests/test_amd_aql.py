@@ -278,3 +278,13 @@ def test_waits_on_any_signal_and_for_ring_room_end_at_a_stopped_queue(mi300):
   with pytest.raises(AMDError, match="EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION"):
     mi300.compute.submit_packets([aql.barrier_and([])] * (mi300.compute.slots + 8))
   assert time.perf_counter() - t0 < 2
+
+def test_a_long_submit_times_out_only_when_the_cp_stops_reading(mi300):
+  """Audit amd23c row 1: the ring-room wait is a no-progress timeout. A submit of 4x the ring's slots whose GPU work
+  takes longer than wait_timeout_s in all (the mock CP answers each doorbell after 0.4 s, the timeout is 1 s) still
+  completes, because read_dispatch_id keeps moving; the old single deadline cut it in half."""
+  mi300.wait_timeout_s, mi300.drv.latency_s = 1.0, 0.4
+  c = mi300.compute
+  c.submit_packets([aql.barrier_and([])] * (4 * c.slots))
+  mi300.drv.settle()
+  assert c.put == c.write_id.value == c.read_id.value == 4 * c.slots

@@ -92,13 +92,19 @@ class AQLQueue:
     if not packets: return
     for p in packets:
       if len(p) != aql.PACKET_SIZE: raise ValueError(f"{self.name}: an AQL packet is {aql.PACKET_SIZE} bytes, got {len(p)}")
-    deadline, next_check = time.perf_counter() + self.dev.wait_timeout_s, 0.0
+    next_check = 0.0
     for i, p in enumerate(packets):
       if self.put - self.read_id.value >= self.slots:   # the slot is free once the CP's read_dispatch_id passed it
         self._publish()
-        while self.put - self.read_id.value >= self.slots:
+        # a no-progress timeout: the deadline moves whenever read_dispatch_id does, so a long graph whose GPU work
+        # outlasts wait_timeout_s is never cut in half (ROCr waits for a slot with no deadline at all,
+        # ROCR@c7785a6:amd_aql_queue.cpp:1443-1447); only a CP that stops reading ends the wait
+        seen, deadline = self.read_id.value, time.perf_counter() + self.dev.wait_timeout_s
+        while self.put - (rd := self.read_id.value) >= self.slots:
+          if rd != seen: seen, deadline = rd, time.perf_counter() + self.dev.wait_timeout_s
           if time.perf_counter() > deadline:   # every stored packet is published (put == write_dispatch_id): no roll back
-            raise TimeoutError(f"{self.dev.name}: {self.name} AQL ring stays full (read_dispatch_id {self.read_id.value}, "
+            raise TimeoutError(f"{self.dev.name}: {self.name} AQL ring stays full, no packet read for {self.dev.wait_timeout_s:g} s "
+                               f"(read_dispatch_id {rd}, "
                                f"write {self.put}); {i} of {len(packets)} packets of this submit were queued")
           if time.perf_counter() >= next_check: self.dev.raise_if_faulted(); next_check = time.perf_counter() + 0.01   # a stopped queue never drains
           time.sleep(0.0001)
