@@ -116,16 +116,41 @@ def test_a_header_stored_before_the_body_is_taken_with_the_body_unwritten(rx):
   syscalls.mmio_write64(c.doorbell, c.put)   # any doorbell (another producer's) wakes the processor
   with pytest.raises(GPUError, match="breaks hsa.h's size rules"): rx.drv.settle()
 
-@pytest.mark.parametrize("field,value,msg", [("setup", 0, "0 dimensions"), ("reserved0", 1, "reserved"), ("wy", 2, "size rules"),
-                                             ("kobj", 0x40 + 8, "64-byte aligned"), ("gx", 33, "partial workgroups")])
-def test_kernel_dispatch_packet_rules(rx, field, value, msg):
-  prog, buf = _store_program(rx), rx.allocator.alloc(64)
+def _bad_dispatch(dev, field, value):
+  prog, buf = _store_program(dev), dev.allocator.alloc(64)
   f = dict(setup=1, wx=32, wy=1, wz=1, reserved0=0, gx=64, gy=1, gz=1, kobj=prog.kd_va, kernarg=buf.va)
   f[field] = value if field != "kobj" else prog.kd_va + 8
-  pkt = struct.pack("<HHHHHHIIIIIQQQQ", aql.header(aql.PACKET_TYPE_KERNEL_DISPATCH, True), f["setup"], f["wx"], f["wy"], f["wz"],
-                    f["reserved0"], f["gx"], f["gy"], f["gz"], 0, 0, f["kobj"], f["kernarg"], 0, 0)
-  rx.compute.submit_packets([pkt])
+  return struct.pack("<HHHHHHIIIIIQQQQ", aql.header(aql.PACKET_TYPE_KERNEL_DISPATCH, True), f["setup"], f["wx"], f["wy"], f["wz"],
+                     f["reserved0"], f["gx"], f["gy"], f["gz"], 0, 0, f["kobj"], f["kernarg"], 0, 0)
+
+@pytest.mark.parametrize("field,value,msg,cp_error", [("setup", 0, "0 dimensions", "invalid dimensions"),
+                         ("reserved0", 1, "reserved", "invalid packet format"), ("wy", 2, "size rules", "invalid dimensions"),
+                         ("kobj", 0x40 + 8, "64-byte aligned", "invalid \\(or NULL\\) code object"), ("gx", 33, "partial workgroups", None)])
+def test_kernel_dispatch_packet_rules(rx, field, value, msg, cp_error):
+  """Each rule stops the queue; a packet error the CP detects is reported through amd_queue_t's queue_inactive_signal
+  (audit amd23c rows 2 and 4), so a wait on the device ends at once naming ROCr's meaning of the error bit."""
+  import time
+  rx.compute.submit_packets([_bad_dispatch(rx, field, value)])
   with pytest.raises(GPUError, match=msg): rx.drv.settle()
+  if cp_error is None: return   # a mock limitation, reported as before
+  t0 = time.perf_counter()
+  with pytest.raises(AMDError, match=f"AQL {cp_error}"): rx.wait_signal(rx.new_signal(0), 1, 5.0)
+  assert time.perf_counter() - t0 < 0.5
+
+def test_aql_packet_errors_reach_a_runtime_that_reads_the_inactive_signal_only(rx, monkeypatch):
+  """The mock's default is the harmful one: the CP reports a packet error only through queue_inactive_signal, so a
+  backend that looks only at KFD's CWSR payload word sleeps out its whole timeout. With `aql_errors_via_kfd` (what
+  firmware may also do) the kernel's packet exception code reaches the payload word too."""
+  from hcqrt.hcq import SignalTimeout
+  rx.wait_timeout_s = 1.0
+  monkeypatch.setattr(AQLQueue, "take_errors", lambda self: [])
+  rx.compute.submit_packets([_bad_dispatch(rx, "setup", 0)])
+  with pytest.raises(SignalTimeout): rx.wait_signal(rx.new_signal(0), 1)
+  monkeypatch.undo()
+  rx.recover()   # (what a timed-out synchronize does: new queues, the stopped one and its inactive signal gone)
+  rx.drv.aql_errors_via_kfd = True
+  rx.compute.submit_packets([_bad_dispatch(rx, "setup", 0)])
+  with pytest.raises(AMDError, match="EC_QUEUE_PACKET_DISPATCH_DIM_INVALID.*AQL invalid dimensions"): rx.wait_signal(rx.new_signal(0), 1)
 
 def _amd_signal(dev, value, mailbox=0, event_id=0):
   host, va = dev.persistent(64, 64)

@@ -119,6 +119,14 @@ class AQLQueue:
       self.put += 1
     self._publish()
 
+  def take_errors(self) -> list[str]:
+    """The error bits the CP wrote into queue_inactive_signal's value (cleared here, as ROCr stores 0 after handling
+    them, ROCR@c7785a6:amd_aql_queue.cpp:1213), by name. The CP's own channel for AQL packet errors; whether the MEC
+    also raises a bad-opcode interrupt that reaches the CWSR payload word depends on the firmware, so a wait reads both."""
+    value = ctypes.c_int64.from_address(self.amd_queue.host + aql.AMD_QUEUE_BYTES + 8)
+    bits, value.value = value.value & (1 << 64) - 1, 0
+    return aql.queue_error_names(bits) if bits else []
+
   def _publish(self) -> None:
     """write_dispatch_id = put, then the doorbell with the last stored packet's index (when there is a new one)."""
     if self.write_id.value == self.put: return

@@ -313,10 +313,11 @@ class AMDDevice:
       raise AMDError(f"{self.name}: a queue stopped on a GPU exception ({', '.join(codes)}); {self.recover()}", errno.EIO)
 
   def _take_queue_exceptions(self) -> list[str]:
-    """The exception codes the kernel ORed into the error payload since the last look (cleared here), by name."""
+    """The exception codes the kernel ORed into the error payload since the last look (cleared here), by name, and
+    on an AQL queue the error bits the CP wrote into its queue_inactive_signal."""
     word = ctypes.c_uint64.from_address(self.error_payload.host)  # type: ignore[arg-type]
     bits, word.value = word.value, 0
-    return [K.EXCEPTION_CODES.get(i + 1, f"exception code {i + 1}") for i in range(64) if bits >> i & 1]
+    return [K.EXCEPTION_CODES.get(i + 1, f"exception code {i + 1}") for i in range(64) if bits >> i & 1] + self.compute.take_errors()
 
   def recover(self) -> str:
     """A queue stopped (a GPU fault, code the GPU could not run) or a wait timed out, so queued work may never
@@ -406,6 +407,10 @@ class KFDQueue:
     self.put += n * unit
     self.wptr.value = self.put
     syscalls.mmio_write64(self.doorbell, self.put)
+
+  def take_errors(self) -> list[str]:
+    """A PM4 queue's CP reports errors only through KFD (the CWSR payload word): nothing of its own to read."""
+    return []
 
   def close(self) -> None:
     """DESTROY_QUEUE (the kernel preempts it and drops its work; errors are ignored, the queue may be gone) and free its memory."""

@@ -53,6 +53,24 @@ AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET, AMD_QUEUE_READ_DISPATCH_ID_OFFSET, AMD_QUEUE
 AMD_QUEUE_MAX_CU_ID_OFFSET, AMD_QUEUE_MAX_WAVE_ID_OFFSET, AMD_QUEUE_READ_DISPATCH_ID_FIELD_BASE_BYTE_OFFSET_OFFSET = 72, 76, 136
 AMD_QUEUE_PROPERTIES_OFFSET, AMD_QUEUE_INACTIVE_SIGNAL_OFFSET, AMD_QUEUE_BYTES = 180, 192, 256
 AMD_QUEUE_PROPERTIES_IS_PTR64 = 1 << 1   # amd_hsa_queue.h:53
+# The bits the AQL CP ORs into queue_inactive_signal's value when it stops the queue on a packet or wave error, as ROCr
+# decodes them (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:1167-1206); 512 (a
+# large-scratch reclaim, :1143) and bit 63 (a scratch retry, :1137-1139) are requests to the runtime, not errors.
+QUEUE_ERROR_BITS: dict[int, str] = {
+  0x1: "insufficient scratch (wave64)", 0x400: "insufficient scratch (wave32)", 0x2: "invalid dimensions",
+  0x4: "invalid group memory", 0x8: "invalid (or NULL) code object", 0x20: "invalid packet format",
+  0x100: "invalid vendor packet format", 0x40: "group too large", 0x80: "out of VGPRs",
+  0x20000000: "memory violation (>48-bit address)", 0x40000000: "illegal instruction", 0x80000000: "debug trap"}
+
+def queue_error_names(value: int) -> list[str]:
+  """Name the error bits of a queue_inactive_signal value.
+
+  >>> queue_error_names(0x2 | 0x100)
+  ['AQL invalid dimensions (0x2)', 'AQL invalid vendor packet format (0x100)']
+  """
+  names = [f"AQL {n} ({b:#x})" for b, n in QUEUE_ERROR_BITS.items() if value & b]
+  rest = value & ~sum(QUEUE_ERROR_BITS) & ~(1 << 63) & ~512
+  return names + ([f"AQL queue error bits {rest:#x}"] if rest else [])
 # amd_signal_t is 64-byte aligned in the header (the cdef cannot say so; allocate signals 64-byte aligned)
 AMD_SIGNAL_ALIGN = 64
 

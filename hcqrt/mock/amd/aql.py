@@ -44,6 +44,8 @@ _DISPATCH = struct.Struct("<HHHHHHIIIIIQQQQ")
 _SGPRS = [(0, "PRIVATE_SEGMENT_BUFFER", 4), (1, "DISPATCH_PTR", 2), (2, "QUEUE_PTR", 2), (3, "KERNARG_SEGMENT_PTR", 2),
           (4, "DISPATCH_ID", 2), (5, "FLAT_SCRATCH_INIT", 2), (6, "PRIVATE_SEGMENT_SIZE", 1)]
 KD_WAVE32 = 1 << 10
+# amd_queue_t (ROCR:inc/amd_hsa_queue.h:75-98): read_dispatch_id and queue_inactive_signal offsets
+AMD_QUEUE_READ_DISPATCH_ID_OFFSET, AMD_QUEUE_INACTIVE_SIGNAL_OFFSET = 128, 192
 
 class AQLQueue(Queue):
   """An AQL queue: ring of `ring_size` bytes of packets; `rptr_va`/`wptr_va` are amd_queue_t's read/write_dispatch_id."""
@@ -116,11 +118,11 @@ class AQLQueue(Queue):
       self.drain(); self._retire(completion)
     elif typ == VENDOR:
       fmt = pkt[2] | pkt[3] << 8
-      if fmt != AMD_PM4_IB_FORMAT: raise self.fail(f"vendor-specific AQL packet format {fmt} is not modelled (only PM4-IB, 1)")
+      if fmt != AMD_PM4_IB_FORMAT: raise self.fail(f"vendor-specific AQL packet format {fmt} is not modelled (only PM4-IB, 1)", cp_bits=0x100, ec=23)
       ib = struct.unpack_from("<4I", pkt, 4)
-      if struct.unpack_from("<I", pkt, 20)[0] != PM4_IB_DW_COUNT_REMAIN: raise self.fail("PM4-IB packet with dw_count_remain != 10")
+      if struct.unpack_from("<I", pkt, 20)[0] != PM4_IB_DW_COUNT_REMAIN: raise self.fail("PM4-IB packet with dw_count_remain != 10", cp_bits=0x100, ec=23)
       if ib[0] >> 30 != 3 or (ib[0] >> 8) & 0xFF != PM4_INDIRECT_BUFFER or not ib[3] & (1 << 23):
-        raise self.fail(f"PM4-IB packet does not carry a valid INDIRECT_BUFFER ({[hex(x) for x in ib]})")
+        raise self.fail(f"PM4-IB packet does not carry a valid INDIRECT_BUFFER ({[hex(x) for x in ib]})", cp_bits=0x100, ec=23)
       addr, ndw = ib[1] | ((ib[2] & 0xFFFF) << 32), ib[3] & 0xFFFFF
       if addr % 4 or ndw == 0: raise self.fail(f"PM4-IB packet: IB at {addr:#x} of {ndw} dwords")
       self.vm.find(addr, 4 * ndw)
@@ -129,18 +131,19 @@ class AQLQueue(Queue):
       for x in reversed(range(self.num_xcc)): self.ibs.append([addr, ndw, 0, x])
       self.ib_count += 1
       if completion: raise self.fail("completion signals on PM4-IB packets are not modelled")
-    else: raise self.fail(f"AQL packet type {typ} (header {hdr:#06x}) is not modelled (kernel dispatch, barrier-and/or, AMD PM4-IB)")
+    else: raise self.fail(f"AQL packet type {typ} (header {hdr:#06x}) is not modelled (kernel dispatch, barrier-and/or, AMD PM4-IB)",
+                          cp_bits=0x20, ec=T.EC_QUEUE_PACKET_UNSUPPORTED)
 
   def dispatch_packet(self, pkt: bytes, completion: int) -> None:
     (_, setup, wx, wy, wz, res0, gx, gy, gz, private, group, kobj, kernarg, res2, _) = _DISPATCH.unpack(pkt)
     dims, wg, grid = setup & 3, (wx, wy, wz), (gx, gy, gz)
-    if not 1 <= dims <= 3: raise self.fail(f"kernel dispatch with {dims} dimensions (setup {setup:#x})")
-    if res0 or res2 or setup >> 2: raise self.fail("kernel dispatch with non-zero reserved fields")
+    if not 1 <= dims <= 3: raise self.fail(f"kernel dispatch with {dims} dimensions (setup {setup:#x})", cp_bits=0x2, ec=16)
+    if res0 or res2 or setup >> 2: raise self.fail("kernel dispatch with non-zero reserved fields", cp_bits=0x20, ec=19)
     for i in range(3):
       if wg[i] < 1 or grid[i] < 1 or (i >= dims and (wg[i] != 1 or grid[i] != 1)) or grid[i] < wg[i]:
-        raise self.fail(f"kernel dispatch of {dims} dimension(s): grid {grid} workgroup {wg} breaks hsa.h's size rules")
+        raise self.fail(f"kernel dispatch of {dims} dimension(s): grid {grid} workgroup {wg} breaks hsa.h's size rules", cp_bits=0x2, ec=16)
       if grid[i] % wg[i]: raise self.fail(f"kernel dispatch grid {grid} with partial workgroups ({wg}) is not modelled")
-    if kobj % 64: raise self.fail(f"kernel_object {kobj:#x} is not a 64-byte aligned kernel descriptor")
+    if kobj % 64: raise self.fail(f"kernel_object {kobj:#x} is not a 64-byte aligned kernel descriptor", cp_bits=0x8, ec=18)
     kd = bytes(self.vm.read(kobj, 64))
     entry, r3, r1, r2, props = struct.unpack_from("<q20xIIIH", kd, 16)
     prog = kobj + entry
@@ -156,7 +159,7 @@ class AQLQueue(Queue):
       else: raise self.fail(f"the kernel descriptor enables {name}, which the mock does not model")
     nuser = (r2 >> 1) & 0x1F
     user = (user + [0] * nuser)[:nuser]
-    if group > 65536: raise self.fail(f"group_segment_size {group} exceeds the 64 KiB of LDS a workgroup has")
+    if group > 65536: raise self.fail(f"group_segment_size {group} exceeds the 64 KiB of LDS a workgroup has", cp_bits=0x4, ec=17)
     r2 = (r2 & ~(0x1FF << 15)) | (((group + 511) // 512) << 15)   # the CP programs LDS_SIZE from the packet
     init = T.DI_COMPUTE_SHADER_EN | (T.DI_CS_W32_EN if props & KD_WAVE32 else 0)
     if init & T.DI_CS_W32_EN and self.gfx < 10: raise self.fail("a wave32 kernel descriptor on gfx9: there is no wave32")
@@ -165,6 +168,29 @@ class AQLQueue(Queue):
     d.xcc_workgroups = aql_xcc_share(groups[0] * groups[1] * groups[2], self.num_xcc)
     self.dispatches.append(d); self.pending.append(d); self.completions.append((d, completion))
 
-  def fail(self, msg: str, fault: bool = False, ec: int = T.EC_QUEUE_PACKET_UNSUPPORTED) -> GPUError:
+  def fail(self, msg: str, fault: bool = False, ec: int = T.EC_QUEUE_PACKET_UNSUPPORTED, cp_bits: int = 0) -> GPUError:
+    """Stop the queue. A packet the AQL packet processor rejects (`cp_bits`) is reported on the CP's own channel: its
+    error bits ORed into amd_queue_t.queue_inactive_signal's value and that signal's event raised, which is where ROCr
+    looks for them (ROCR:core/runtime/amd_aql_queue.cpp:1167-1206 decodes them; :255-270 installs the signal with an
+    event). Whether the MEC also raises a CP bad-opcode interrupt with a packet exception code that reaches the CWSR
+    payload word (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:432-437) depends on the firmware,
+    which no source shows: the mock does it only when `kfd.aql_errors_via_kfd` is set (the harmful default: a runtime
+    that reads only the KFD channel waits out its timeout)."""
     self.completions.clear()
-    return super().fail(msg, fault, ec)
+    if not cp_bits or fault: return super().fail(msg, fault, ec)
+    self._write_inactive_signal(cp_bits)
+    if self.kfd.aql_errors_via_kfd: return super().fail(msg, False, ec)
+    self.error, self.reported = f"{self.name}: {msg}", False   # (not reported: settle() still raises it, for tests)
+    self.pending.clear()
+    return GPUError(self.error)
+
+  def _write_inactive_signal(self, bits: int) -> None:
+    base = self.rptr_va - AMD_QUEUE_READ_DISPATCH_ID_OFFSET   # amd_queue_t (the CP knows it from the MQD's rptr address)
+    handle = struct.unpack("<Q", bytes(self.vm.read(base + AMD_QUEUE_INACTIVE_SIGNAL_OFFSET, 8)))[0]
+    if not handle: return   # no signal installed: the error has nowhere to go (the process's waits time out)
+    v = struct.unpack("<q", bytes(self.vm.read(handle + 8, 8)))[0]
+    self.vm.write(handle + 8, struct.pack("<q", v | bits))
+    mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
+    if mailbox:
+      self.vm.write(mailbox, struct.pack("<I", event_id))
+      self.kfd.interrupt(event_id, eop=True)

@@ -52,6 +52,7 @@ class MockKFD:
     if arch == "gfx942" and self.kernel == "6.1":
       raise ValueError("mock KFD: Linux 6.1 cannot drive gfx942 (MI300X, GC 9.4.3 arrived after 6.1); use MOCKGPU_KFD=6.12")
     self.report_queue_errors = report_queue_errors
+    self.aql_errors_via_kfd = False   # an AQL packet error also reaches the CWSR payload word (firmware-dependent, aql.py)
     self.arch, self.version = arch, version or KFD_VERSION[self.kernel]
     gpu_ids = [GPU_ID[arch] + i for i in range(gpus)]
     self.gpu_id, self.props, self.node_sizes = gpu_ids[serve - 1], gpu_properties(arch, self.kernel), node_sizes(arch)
