@@ -115,6 +115,9 @@ def _grouped_plan(k: LoweredKernel, target: Target, grouped: frozenset[UOp]) -> 
 def _grid_plan(k: LoweredKernel, target: Target) -> GpuPlan:
   """One thread per output: x the innermost output loop, y the next, z the rest (or everything along x when y or z
   would pass the grid's limit), blocks of up to target.block threads filled along x first."""
+  # NVIDIA and AMD both launch 3-D grids (CUDA gridDim/blockDim; AMD's dispatch has x, y and z sizes and the workitem
+  # and workgroup ids of all three). The LLVM renderer used to merge every AMD grid into x, paying a div/rem per merged
+  # loop in every thread where PTX read the id of the axis: both now take these axes.
   gr = tuple(r for r in k.global_ranges if r.src[0].op is Ops.CONST)
   if (bad := [r.src[0].arg for r in gr if r.src[0].arg < 1]):   # e.g. a size past int32 that wrapped: no launch shape
     raise NotImplementedError(f"plan_launch: kernel {k.name} has a loop of size {bad[0]} (loops {[r.src[0].arg for r in gr]})")

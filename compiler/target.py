@@ -36,8 +36,9 @@ class Target:
   gpu: bool = False
   cc_flags: tuple[str, ...] = ()   # CPU: the C compiler flags selecting the ISA (hcqrt/cpu/isa.py); () = this host
   block: int = 0
-  # CUDA's gridDim limits (x: 2^31-1, y and z: 65535); AMD's dispatch takes 32-bit sizes in every dimension, so the
-  # NVIDIA bounds are safe there too (a kernel past them is planned with all its outputs along x)
+  # CUDA's gridDim limits (x: 2^31-1, y and z: 65535); AMD's dispatch takes 32-bit sizes in every dimension (PM4
+  # DISPATCH_DIRECT, the AQL packet's grid_size_x/y/z in ioctl_defs/amd/aql.py), so the NVIDIA bounds are safe there too
+  # (a kernel past them is planned with all its outputs along x)
   max_grid: tuple[int, int, int] = (2 ** 31 - 1, 65535, 65535)
   group_max_outputs: int = 4096   # few outputs can't fill the GPU with one thread each...
   group_min_reduce: int = 64      # ...and a loop this long is worth splitting across the lanes of a block
