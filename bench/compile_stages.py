@@ -42,7 +42,7 @@ def main() -> None:
     for rw in be.rewrites: k.sink = rw(k.sink)
     k = pl.apply_rewrites(k, target.renderer)
     t2 = t(); prog = pl.linearize(k)
-    t3 = t(); src, _launch = be.render(k, target, prog)
+    t3 = t(); src, _launch = be.render(k, target, prog, pl.plan_launch(k, target, prog) if target.gpu else None)
     t4 = t()
     for s, v in (("lower", t1 - t0), ("optimize", t2 - t1), ("linearize", t3 - t2), ("render", t4 - t3)): st.setdefault(s, []).append(v)
     return k, src

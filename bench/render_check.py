@@ -66,7 +66,9 @@ def render(pkls: list[str], out: str) -> None:
 
 def compare(a: str, b: str) -> None:
   ra, rb = json.load(open(a)), json.load(open(b))
-  diff = [i for i, (x, y) in enumerate(zip(ra, rb)) if x != y]
+  # rows line up by position (same jobs, same targets); a Target's repr changes when Target gains a field, so it isn't compared
+  same = lambda x, y: {k: v for k, v in x.items() if k != "target"} == {k: v for k, v in y.items() if k != "target"}
+  diff = [i for i, (x, y) in enumerate(zip(ra, rb)) if not same(x, y)]
   if len(ra) != len(rb) or diff:
     for i in diff[:5]: print("DIFFERS:", ra[i]["name"], ra[i]["target"])
     sys.exit(f"{len(diff)} of {len(ra)} kernels differ (lengths {len(ra)} / {len(rb)})")

@@ -3,8 +3,8 @@
 Stages, in order: lower (an AST; a LoweredKernel is taken as it is), optimize (the target's default heuristic, an explicit
 list of Opts, or a search such as BEAM that picks the Opts), target rewrites (what the renderer can't say, e.g. float64
 transcendentals in PTX), the registered rewrite hooks (compiler/kernel_api.py register_rewrite), peel (GPUs: reduction
-loops cut at their padding borders), linearize, render, assemble. The engine, BEAM and export all call it, so what BEAM
-times is byte for byte what the engine later runs.
+loops cut at their padding borders), linearize, the launch plan (GPUs: compiler/gpudims.py), render, assemble. The
+engine, BEAM and export all call it, so what BEAM times is byte for byte what the engine later runs.
 
 Renderers and assemblers are found in `BACKENDS`, keyed by the target's renderer name: a new code generator (LLVM, AMD)
 is one more entry there, not a new branch in the engine, BEAM or the opts.
@@ -26,6 +26,7 @@ from compiler.lower import LoweredKernel, lower, identity_element
 from compiler.linearize import linearize
 from compiler.uop import UOp, Ops, ALU, substitute
 from compiler.target import Target
+from compiler.gpudims import GpuPlan, plan_launch
 from compiler.opt.base import Opt, copy_kernel
 from compiler.opt.heuristic import optimize, optimize_portable, apply_opts
 from compiler.opt.peel import peel
@@ -34,26 +35,22 @@ from compiler import profile, vizdata
 
 # ***** the registry: how each renderer builds *****
 
-def _render_c(k: LoweredKernel, t: Target, prog: list[UOp]) -> tuple[str, dict]:
+def _render_c(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, dict]:
   from compiler.render_c import render_c
   threads = t.ncores if k.threaded is not None else 1
   return render_c(k, threads, prog), {"threads": threads}
 
-def _render_c99(k: LoweredKernel, t: Target, prog: list[UOp]) -> tuple[str, dict]:
+def _render_c99(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, dict]:
   from compiler.render_c import render_c
   return render_c(k, 1, prog, portable=True), {"threads": 1}
 
-def _render_ptx(k: LoweredKernel, t: Target, prog: list[UOp]) -> tuple[str, dict]:
+def _render_ptx(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, dict]:
   from compiler.render_ptx import render_ptx
-  return render_ptx(k, t.arch, prog, t.buffer_alignment)   # launch: {"global_size": (x,y,z), "local_size": (x,y,z)}
+  return render_ptx(k, t.arch, prog, t.buffer_alignment, plan)   # launch: {"global_size": (x,y,z), "local_size": (x,y,z)}
 
-def _llvm_target(t: Target):
-  from compiler.render_llvm import HOST, amdgpu_target
-  return amdgpu_target(t.warp_size) if t.gpu else HOST
-
-def _render_llvm(k: LoweredKernel, t: Target, prog: list[UOp]) -> tuple[str, dict]:
-  from compiler.render_llvm import render_llvm   # the CPU (outer loop split across cores) or an AMD GPU (the grid)
-  return render_llvm(k, _llvm_target(t), prog, t.ncores if k.threaded is not None and not t.gpu else 1)
+def _render_llvm(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, dict]:
+  from compiler.render_llvm import render_llvm, HOST, AMDGPU   # the CPU (outer loop split across cores) or an AMD GPU (the grid)
+  return render_llvm(k, AMDGPU if t.gpu else HOST, prog, t.ncores if k.threaded is not None and not t.gpu else 1, plan)
 
 def _assemble_llvm(src: str, name: str, t: Target) -> bytes:
   from compiler.assemble.llvm import compile_llvm
@@ -74,9 +71,10 @@ def _rewrite_float64(sink: UOp) -> UOp:
 @dataclass(frozen=True)
 class Backend:
   """One registry entry: the default opts, the target rewrites, whether reduction loops are peeled after the opts,
-  the renderer (kernel, target, program) -> (source, launch arguments) and the assembler (source, name, target) -> binary."""
+  the renderer (kernel, target, program, launch plan: None on CPUs) -> (source, launch arguments) and the assembler
+  (source, name, target) -> binary."""
   optimize: Callable[[LoweredKernel, Target], LoweredKernel]
-  render: Callable[[LoweredKernel, Target, list[UOp]], tuple[str, dict]]
+  render: Callable[[LoweredKernel, Target, list[UOp], GpuPlan | None], tuple[str, dict]]
   assemble: Callable[[str, str, Target], bytes]
   rewrites: tuple[Callable[[UOp], UOp], ...] = ()
   peel_reductions: bool = False   # GPUs: the output loops are the grid, so only reduction loops are cut
@@ -247,8 +245,9 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
     if dbg >= 6: _show_pass("peel", k.name, before, k.sink)
     if rec is not None: rec.stage("peel (reduction loops cut at padding borders)", k.sink)
   prog = linearize(k)
+  plan = plan_launch(k, target, prog) if target.gpu else None   # GPUs: the output loops are the grid (compiler/gpudims.py)
   if marks is not None: marks.append(profile.now_us())
-  src, launch = be.render(k, target, prog)
+  src, launch = be.render(k, target, prog, plan)
   if dbg >= 4: print(src, file=sys.stderr)
   if marks is not None: marks.append(profile.now_us())
   binary = be.assemble(src, k.name, target) if assemble else b""

@@ -2,9 +2,9 @@
 
 One renderer, parameterized by the target (`LLVMTarget`): the CPU ABI is the C renderer's, `void name(T0* data0, ...,
 i32 core)` with the outermost loop cut into `threads` chunks; the AMDGPU ABI is an `amdgpu_kernel` taking one
-`ptr addrspace(1)` per buffer, its output loops flattened into a 1-D grid of workgroups (workitem.id.x, workgroup.id.x),
-threads past the end leaving at once. Values are SSA registers; accumulators live in allocas that mem2reg promotes.
-bool is i1 in registers and i8 in memory, bfloat16 is its i16 bits (casts widen/round like the C renderer), half is
+`ptr addrspace(1)` per buffer, its output loops the grid of workgroups that compiler/gpudims.py plans (workitem.id and
+workgroup.id per axis, div/rem for merged loops, work-items past the end leaving at once). Values are SSA registers;
+accumulators live in allocas that mem2reg promotes. bool is i1 in registers and i8 in memory, bfloat16 is its i16 bits (casts widen/round like the C renderer), half is
 `half`. Integer division is total as in constant folding (compiler/uop.py exec_alu): x/0 and x%0 give 0, INT_MIN/-1
 wraps. exp2/log2/sin: on the CPU always (and float64 on AMD) as the branch-free arithmetic of compiler/transcendental.py
 (exp2/log2 in float32, sin and float64 in float64), inlined, so kernels call no libm; float32 on AMD uses the hardware.
@@ -26,24 +26,21 @@ from compiler.dtypes import DType, dtypes
 from compiler.uop import UOp, Ops
 from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
+from compiler.gpudims import GpuPlan
 from compiler import transcendental
 
 @dataclass(frozen=True)
 class LLVMTarget:
-  """What the IR depends on: the triple, the global address space, GPU (grid) or CPU (loops + core) ABI, block size."""
+  """What the IR depends on: the triple, the global address space, GPU (grid) or CPU (loops + core) ABI. (A GPU kernel's
+  launch is a GpuPlan, compiler/gpudims.py.)"""
   triple: str
   gpu: bool = False
   addrspace: int = 0
-  block: int = 1            # GPUs: work-items per workgroup
   native_f32_math: bool = False   # exp2/log2/sin.f32 are instructions (AMD), not libm calls (CPU)
   private_addrspace: int = 0      # where allocas live (AMDGPU: 5, scratch; mem2reg promotes them to registers anyway)
 
 HOST = LLVMTarget("x86_64-unknown-linux-gnu")
-def amdgpu_target(wave: int) -> LLVMTarget:
-  """The AMDGPU flavour: globals in addrspace(1), 4 waves per workgroup."""
-  return LLVMTarget("amdgcn-amd-amdhsa", gpu=True, addrspace=1, block=4 * wave, native_f32_math=True, private_addrspace=5)
-
-GROUP_MAX_OUTPUTS, GROUP_MIN_RANGE = 4096, 64   # GPUs: few outputs, long reductions -> a workgroup per output
+AMDGPU = LLVMTarget("amdgcn-amd-amdhsa", gpu=True, addrspace=1, native_f32_math=True, private_addrspace=5)   # globals in addrspace(1)
 
 _SCALAR = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16",
            dtypes.int32: "i32", dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64", dtypes.float16: "half",
@@ -91,15 +88,16 @@ def _math_graph(op: Ops, dt: DType) -> tuple[UOp, list[UOp]]:
   return x, fns[(op, dt)](x).toposort()
 
 class _Renderer:
-  def __init__(self, k: LoweredKernel, t: LLVMTarget, threads: int):
-    self.k, self.t, self.threads = k, t, threads
+  def __init__(self, k: LoweredKernel, t: LLVMTarget, threads: int, plan: GpuPlan | None):
+    if t.gpu and plan is None: raise ValueError(f"render_llvm: GPU kernel {k.name} needs its launch plan (compiler/gpudims.py plan_launch)")
+    self.k, self.t, self.threads, self.plan = k, t, threads, plan
     self.lines: list[str] = []
     self.allocas: list[str] = []
     self.names: dict[UOp, str] = {}
     self.cnt = 0
     self.block = "entry"
     self.decls: set[str] = set()
-    self.strided: dict[UOp, UOp] = {}   # GPUs, grouped reductions: the reduce range each lane strides -> its REDUCE
+    self.strided = plan.grouped if plan is not None else frozenset()   # GPUs, grouped reductions: the loops the lanes stride
     self.lds_bytes = 0
     self.ptr = "ptr" if t.addrspace == 0 else f"ptr addrspace({t.addrspace})"
     self.aptr = "ptr" if t.private_addrspace == 0 else f"ptr addrspace({t.private_addrspace})"
@@ -302,62 +300,30 @@ class _Renderer:
       self.lines.append(f"  br label %stx{n}")
       self.label(f"stx{n}")
 
-  # *** GPU launch geometry: all output loops flattened into x ***
-  def geometry(self) -> tuple[dict[UOp, str], dict]:
-    # a loop of Variable size is not part of the grid (the launch is built once for every value): it runs in the kernel
-    gr = [r for r in self.k.global_ranges if r.src[0].op is Ops.CONST]
-    sizes = [r.src[0].arg for r in gr]
-    total = math.prod(sizes)
-    if total >= 2 ** 31: raise NotImplementedError(f"render_llvm: kernel {self.k.name} has {total} threads")
-    blk = max(1, min(total, self.t.block))
-    grid = -(-total // blk)
-    tid = self.intrinsic("llvm.amdgcn.workitem.id.x", "i32", [])
-    if grid > 1:
-      wg = self.intrinsic("llvm.amdgcn.workgroup.id.x", "i32", [])
-      i = self.emit(f"add nuw i32 {self.emit(f'mul nuw i32 {wg}, {blk}')}, {tid}")
-    else: i = tid
-    if total % blk:
-      c = self.emit(f"icmp sge i32 {i}, {total}")
-      self.lines.append(f"  br i1 {c}, label %exit, label %body")
-      self.label("body")
+  # *** GPU launch geometry (compiler/gpudims.py decides it; this prints it) ***
+  def grid_indices(self) -> dict[UOp, str]:
+    """The index prologue of the plan: each output loop of the grid -> the register holding its index. A grouped
+    reduction's lanes read workitem.id.x (lane 0 stores); a work-item past the end of a guarded axis branches to the exit."""
+    plan = self.plan
+    if plan.grouped:
+      self.lane = self.intrinsic("llvm.amdgcn.workitem.id.x", "i32", [])
+      self.lead = self.emit(f"icmp eq i32 {self.lane}, 0")
     idx: dict[UOp, str] = {}
-    for j in range(len(gr) - 1, -1, -1):
-      if j == 0: idx[gr[j]] = i; break
-      idx[gr[j]] = self.emit(f"urem i32 {i}, {sizes[j]}")
-      i = self.emit(f"udiv i32 {i}, {sizes[j]}")
-    return idx, {"global_size": (grid, 1, 1), "local_size": (blk, 1, 1)}
-
-  # *** grouped reductions (GPUs): a workgroup per output, each lane a strided share of the loop, combined in LDS ***
-  def plan_groups(self, prog: list[UOp]) -> dict[UOp, UOp]:
-    """The reduce range each REDUCE strides across the lanes, or {} for one work-item per output (many outputs, short or
-    nested reductions, bool accumulators)."""
-    gset, reds = set(self.k.global_ranges), [u for u in prog if u.op is Ops.REDUCE]
-    if not reds or any(r.dtype.scalar is dtypes.bool for r in reds) or self.k.symbolic(): return {}
-    if math.prod(r.src[0].arg for r in self.k.global_ranges) > GROUP_MAX_OUTPUTS: return {}
-    depth = 0
-    for u in prog:   # every accumulator outside every reduce loop: the lanes meet at each combine (a barrier)
-      if u.op is Ops.RANGE and u not in gset: depth += 1
-      elif u.op is Ops.ENDRANGE and u.src[0] not in gset: depth -= 1
-      elif u.op is Ops.DEFINE_ACC and depth: return {}
-    strided: dict[UOp, UOp] = {}
-    for red in reds:
-      if not (rngs := [r for r in red.src[1:] if r.op is Ops.RANGE]): return {}
-      strided[max(rngs, key=lambda r: r.src[0].arg)] = red
-    return strided if max(r.src[0].arg for r in strided) >= GROUP_MIN_RANGE else {}
-
-  def group_geometry(self) -> tuple[dict[UOp, str], dict]:
-    gr, sizes = self.k.global_ranges, [r.src[0].arg for r in self.k.global_ranges]
-    self.lanes = min(self.t.block, 1 << (max(r.src[0].arg for r in self.strided) - 1).bit_length())
-    self.lane = self.intrinsic("llvm.amdgcn.workitem.id.x", "i32", [])
-    self.lead = self.emit(f"icmp eq i32 {self.lane}, 0")
-    idx: dict[UOp, str] = {}
-    if gr:
-      i = self.intrinsic("llvm.amdgcn.workgroup.id.x", "i32", [])
-      for j in range(len(gr) - 1, 0, -1):
-        idx[gr[j]] = self.emit(f"urem i32 {i}, {sizes[j]}")
-        i = self.emit(f"udiv i32 {i}, {sizes[j]}")
-      idx[gr[0]] = i
-    return idx, {"global_size": (math.prod(sizes), 1, 1), "local_size": (self.lanes, 1, 1)}
+    for c, ax in zip("xyz", plan.axes):
+      if not ax.ranges: continue
+      tid = self.intrinsic(f"llvm.amdgcn.workitem.id.{c}", "i32", []) if ax.thread_id else None
+      i = self.intrinsic(f"llvm.amdgcn.workgroup.id.{c}", "i32", []) if ax.block_id else tid
+      if ax.block_id and ax.thread_id: i = self.emit(f"add nuw i32 {self.emit(f'mul nuw i32 {i}, {ax.threads}')}, {tid}")
+      if ax.guard:
+        g = self.emit(f"icmp sge i32 {i}, {ax.extent}")
+        body = "body" if c == "x" else f"body.{c}"
+        self.lines.append(f"  br i1 {g}, label %exit, label %{body}")
+        self.label(body)
+      for r, n in zip(ax.ranges[:0:-1], ax.sizes[:0:-1]):   # the innermost loop of a merged axis varies fastest
+        idx[r] = self.emit(f"urem i32 {i}, {n}")
+        i = self.emit(f"udiv i32 {i}, {n}")
+      idx[ax.ranges[0]] = i
+    return idx
 
   def barrier(self) -> None:
     """s_barrier with workgroup-scope release/acquire fences, so LDS writes before it are seen after it."""
@@ -369,13 +335,13 @@ class _Renderer:
   def combine_lanes(self, red: UOp, acc: str) -> str:
     """Tree-combine the lanes' partial accumulators in LDS; every lane gets the result."""
     t, dt = ltype(red.dtype), red.dtype
-    self.lds_bytes = max(self.lds_bytes, self.lanes * dt.itemsize)
+    self.lds_bytes = max(self.lds_bytes, self.plan.lanes * dt.itemsize)
     L = "ptr addrspace(3)"
     slot = lambda i: self.emit(f"getelementptr inbounds {t}, {L} @lds, i32 {i}")
     mine = slot(self.lane)
     self.lines.append(f"  store {t} {acc}, {L} {mine}, align {dt.scalar.itemsize}")
     self.barrier()
-    s = self.lanes // 2
+    s = self.plan.lanes // 2
     while s >= 1:
       n = self.cnt = self.cnt + 1
       c = self.emit(f"icmp ult i32 {self.lane}, {s}")
@@ -398,8 +364,7 @@ class _Renderer:
       if u.op is Ops.LANE: raise NotImplementedError(f"render_llvm: kernel {k.name} still has a LANE (run compiler.vectorize first)")
       if u.op is Ops.WMMA: raise NotImplementedError(f"render_llvm: kernel {k.name} uses WMMA (tensor cores), which this renderer lacks")
     for v in k.vars(): self.names[v] = f"%var_{v.arg[0]}"   # integer arguments after the buffers
-    if t.gpu: self.strided = self.plan_groups(prog)
-    gidx, launch = (self.group_geometry() if self.strided else self.geometry()) if t.gpu else ({}, {"threads": self.threads})
+    gidx, launch = (self.grid_indices(), self.plan.launch) if self.plan is not None else ({}, {"threads": self.threads})
     loops: list[tuple[UOp, str]] = []
     for u in prog:
       op = u.op
@@ -432,7 +397,7 @@ class _Renderer:
         assert r is u.src[0], f"render_llvm: ENDRANGE of {u.src[0].arg} closes {r.arg}"
         self.lines.append(f"  br label %{rid}.latch")
         self.label(f"{rid}.latch")
-        self.lines.append(f"  %{rid}.next = add nsw i32 %{rid}, {self.lanes if r in self.strided else 1}")
+        self.lines.append(f"  %{rid}.next = add nsw i32 %{rid}, {self.plan.lanes if r in self.strided else 1}")
         self.lines.append(f"  br label %{rid}.head")
         self.label(f"{rid}.exit")
         continue
@@ -470,7 +435,7 @@ class _Renderer:
     params += [f"i32 %var_{v.arg[0]}" for v in k.vars()]
     if t.gpu:
       head = f"define amdgpu_kernel void @{k.name}({', '.join(params)}) #0 {{"
-      attrs = f'attributes #0 = {{ nounwind "amdgpu-flat-work-group-size"="1,{max(64, launch["local_size"][0])}" }}'
+      attrs = f'attributes #0 = {{ nounwind "amdgpu-flat-work-group-size"="1,{max(64, self.plan.threads)}" }}'
     else:
       head = f"define void @{k.name}({', '.join(params + ['i32 %core'])}) #0 {{"
       attrs = 'attributes #0 = { nounwind "frame-pointer"="none" }'
@@ -480,7 +445,9 @@ class _Renderer:
     src = "\n".join([f'target triple = "{t.triple}"', "", *lds, head, *body, "", *sorted(self.decls), attrs, ""])
     return src, launch
 
-def render_llvm(k: LoweredKernel, target: LLVMTarget = HOST, program: list[UOp] | None = None, threads: int = 1) -> tuple[str, dict]:
+def render_llvm(k: LoweredKernel, target: LLVMTarget = HOST, program: list[UOp] | None = None, threads: int = 1,
+                plan: GpuPlan | None = None) -> tuple[str, dict]:
   """LLVM IR of kernel `k` for `target` and its launch arguments: {"threads": n} on the CPU (the outermost loop
-  k.threaded cut into n chunks by the `core` argument), {"global_size", "local_size"} (x, y, z) on a GPU."""
-  return _Renderer(k, target, threads).render(linearize(k) if program is None else program)
+  k.threaded cut into n chunks by the `core` argument), on a GPU the launch of `plan` (compiler/gpudims.py plan_launch:
+  {"global_size", "local_size"}, (x, y, z))."""
+  return _Renderer(k, target, threads, plan).render(linearize(k) if program is None else program)

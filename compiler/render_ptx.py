@@ -1,13 +1,11 @@
 """The PTX renderer: a linearized kernel becomes one `.entry` of NVIDIA PTX for sm_80, sm_89 or sm_90.
 
 ABI: `.entry name(.param .u64 data0, .param .u64 data1, ...)`: one global pointer per buffer, outputs first.
-Output loops become threads: the innermost global range is x (blocks of up to 128 threads), the next one y,
-the outer ones z (merged with div/mod when there are more than three, or everything merged into x when a y/z
-extent exceeds the hardware's 65535). Threads past the end of a dimension leave at once (a guarded branch to
-the exit). Reduce loops stay loops. Index math is 32-bit; addresses are 64-bit (cvta.to.global + mul.wide).
-Kernels with few outputs (<= 4096) and a long reduce loop (>= 64) are grouped instead: one block of up to 128
-lanes per output, each lane runs a strided share of the loop, and the partial accumulators are tree-combined
-in shared memory between bar.syncs; lane 0 stores.
+Output loops become threads as compiler/gpudims.py plans them (a GpuPlan: which loops are x, y and z, the block, the
+grouped reductions); this prints the plan: %ctaid/%tid reads, div/rem for merged loops, a guarded branch to the exit
+for threads past the end of an axis. Reduce loops stay loops. Index math is 32-bit; addresses are 64-bit
+(cvta.to.global + mul.wide). In a grouped reduction each lane of a block runs a strided share of the loop and the
+partial accumulators are tree-combined in shared memory between bar.syncs; lane 0 stores.
 Division, reciprocal and sqrt are inline fma-refined approximations (correctly rounded in the normal range)
 rather than div.rn/sqrt.rn, which ptxas turns into subroutine calls; sin reduces its argument modulo 2*pi
 before sin.approx; float64 exp2/log2/sin go through float32 (PTX has no f64 approximations).
@@ -42,14 +40,11 @@ from compiler.dtypes import DType, dtypes
 from compiler.uop import UOp, Ops, simplify
 from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
+from compiler.gpudims import GpuPlan, plan_launch
+from compiler.target import Target
 
 # PTX ISA version per target: the oldest that knows the arch (ptxas 12.x/13.x and nvJitLink accept all of them)
 PTX_ISA = {"sm_80": "7.0", "sm_86": "7.1", "sm_87": "7.4", "sm_89": "7.8", "sm_90": "7.8", "sm_90a": "8.0", "sm_100": "8.6", "sm_120": "8.7"}   # the first PTX ISA that knows each (ptxas 13)
-BLOCK = 128          # threads per block along the flattened (x, y) dims
-GROUP_MAX_OUTPUTS = 4096   # kernels with at most this many outputs...
-GROUP_MIN_RANGE = 64       # ...and a reduce loop at least this long get a block of lanes per output
-GROUP_LANES = 128
-MAX_YZ = 65535       # hardware limit of gridDim.y and gridDim.z
 # The device property vector loads/stores rely on: every buffer argument points at the start of an allocation aligned to
 # at least this many bytes (PTXEMU aligns to 256, the NV device to 4 KiB pages; cudaMalloc guarantees 256). A device
 # whose allocator guarantees less passes its `buffer_alignment` to render_ptx. Buffers are never passed at an offset.
@@ -134,9 +129,10 @@ def vector_chunk(idx: UOp, dt: DType, w: int, buffer_alignment: int = BUFFER_ALI
   return 1
 
 class _Renderer:
-  def __init__(self, k: LoweredKernel, arch: str, buffer_alignment: int = BUFFER_ALIGNMENT):
+  def __init__(self, k: LoweredKernel, arch: str, plan: GpuPlan, buffer_alignment: int = BUFFER_ALIGNMENT):
     if arch not in PTX_ISA: raise ValueError(f"render_ptx: unsupported arch {arch!r}; known: {', '.join(PTX_ISA)}")
-    self.k, self.arch, self.align = k, arch, buffer_alignment
+    self.k, self.arch, self.align, self.plan = k, arch, buffer_alignment, plan
+    self.strided = plan.grouped   # reduce loops whose iterations the lanes of a block share
     self.lines: list[str] = []
     self.counts: dict[str, int] = {}
     self.names: dict[UOp, str | list[str]] = {}   # a register per value; a list of one per lane for vectors
@@ -465,82 +461,31 @@ class _Renderer:
     self.emit(f"fma.rn.f32 {r}, {q}, {imm(-_C3, dtypes.float32)}, {r}")
     self.emit(f"sin.approx.f32 {d}, {r}")
 
-  # *** launch geometry ***
-  def geometry(self) -> tuple[dict[UOp, str], tuple[int, int, int], tuple[int, int, int]]:
-    """Map global ranges to (x, y, z) and emit the index prologue; returns range -> index register, grid, block."""
-    # a loop of Variable size is not part of the grid (the launch is built once for every value): it runs in the kernel
-    gr = [r for r in self.k.global_ranges if r.src[0].op is Ops.CONST]
-    sizes = [r.src[0].arg for r in gr]
-    n = len(gr)
-    if n == 0: dims: list[list[int]] = [[], [], []]
-    elif n == 1: dims = [[0], [], []]
-    elif n == 2: dims = [[1], [0], []]
-    else: dims = [[n - 1], [n - 2], list(range(n - 2))]
-    ext = [math.prod(sizes[i] for i in d) for d in dims]
-    if ext[1] > MAX_YZ or ext[2] > MAX_YZ: dims, ext = [list(range(n)), [], []], [math.prod(sizes), 1, 1]
-    if ext[0] >= 2 ** 31: raise NotImplementedError(f"render_ptx: kernel {self.k.name} has {ext[0]} threads along x")
-    lx = min(ext[0], BLOCK)
-    ly = min(ext[1], max(1, BLOCK // lx))
-    block = (lx, ly, 1)
-    grid = tuple(-(-e // l) for e, l in zip(ext, block))
+  # *** launch geometry (compiler/gpudims.py decides it; this prints it) ***
+  def grid_indices(self) -> dict[UOp, str]:
+    """The index prologue of the plan: each output loop of the grid -> the register holding its index. A grouped
+    reduction's lanes read tid.x (lane 0 stores); a thread past the end of a guarded axis branches to the exit."""
+    if self.plan.grouped:
+      self.lane = self.special("%tid.x")
+      self.lead = self.reg("p")
+      self.emit(f"setp.eq.u32 {self.lead}, {self.lane}, 0")
     idx: dict[UOp, str] = {}
-    for ax, (d, e, l, g) in enumerate(zip(dims, ext, block, grid)):
-      if not d: continue
-      c = "xyz"[ax]
-      if g == 1: i = self.special(f"%tid.{c}")
-      elif l == 1: i = self.special(f"%ctaid.{c}")
-      else:
+    for c, ax in zip("xyz", self.plan.axes):
+      if not ax.ranges: continue
+      if ax.block_id and ax.thread_id:
         i = self.reg("r")
-        self.emit(f"mad.lo.s32 {i}, {self.special(f'%ctaid.{c}')}, {l}, {self.special(f'%tid.{c}')}")
-      if e % l:
-        p = self.reg("p"); self.emit(f"setp.ge.s32 {p}, {i}, {e}"); self.emit(f"@{p} bra $Lexit")
-      for j in reversed(d):   # innermost range of a merged dim varies fastest
-        if j == d[0]: idx[gr[j]] = i; break
+        self.emit(f"mad.lo.s32 {i}, {self.special(f'%ctaid.{c}')}, {ax.threads}, {self.special(f'%tid.{c}')}")
+      else: i = self.special(f"%ctaid.{c}" if ax.block_id else f"%tid.{c}")
+      if ax.guard:
+        p = self.reg("p"); self.emit(f"setp.ge.s32 {p}, {i}, {ax.extent}"); self.emit(f"@{p} bra $Lexit")
+      for r, n in zip(ax.ranges[:0:-1], ax.sizes[:0:-1]):   # the innermost loop of a merged axis varies fastest
         q, m = self.reg("r"), self.reg("r")
-        self.emit(f"rem.u32 {m}, {i}, {sizes[j]}"); self.emit(f"div.u32 {q}, {i}, {sizes[j]}")
-        idx[gr[j]], i = m, q
-    return idx, grid, block
+        self.emit(f"rem.u32 {m}, {i}, {n}"); self.emit(f"div.u32 {q}, {i}, {n}")
+        idx[r], i = m, q
+      idx[ax.ranges[0]] = i
+    return idx
 
   # *** grouped reductions: a block of L lanes per output, each lane a strided share, combined in shared memory ***
-  def plan_groups(self, prog: list[UOp]) -> dict[UOp, UOp] | None:
-    """The reduce range of each REDUCE to split across lanes, or None when the kernel runs one thread per output
-    (enough outputs to fill a GPU, short reductions, nested reductions or bool accumulators)."""
-    gset = set(self.k.global_ranges)
-    reds = [u for u in prog if u.op is Ops.REDUCE]
-    if not reds or any(r.dtype.scalar is dtypes.bool for r in reds) or self.k.symbolic(): return None
-    if any(u.op is Ops.WMMA for u in prog): return None   # a warp works on one tile together: its lanes are not a group
-    if math.prod(r.src[0].arg for r in self.k.global_ranges) > GROUP_MAX_OUTPUTS: return None
-    depth = 0
-    for u in prog:   # every accumulator must live outside every reduce loop (no nested reductions)
-      if u.op is Ops.RANGE and u not in gset: depth += 1
-      elif u.op is Ops.ENDRANGE and u.src[0] not in gset: depth -= 1
-      elif u.op is Ops.DEFINE_ACC and depth: return None
-    strided: dict[UOp, UOp] = {}
-    for red in reds:
-      rngs = [r for r in red.src[1:] if r.op is Ops.RANGE]
-      if not rngs: return None
-      strided[max(rngs, key=lambda r: r.src[0].arg)] = red
-    longest = max(r.src[0].arg for r in strided)
-    return strided if longest >= GROUP_MIN_RANGE else None
-
-  def group_geometry(self) -> tuple[dict[UOp, str], tuple[int, int, int], tuple[int, int, int]]:
-    """One block per output (all output loops flattened into ctaid.x), lanes along tid.x."""
-    gr, sizes = self.k.global_ranges, [r.src[0].arg for r in self.k.global_ranges]
-    longest = max(r.src[0].arg for r in self.strided)
-    lanes = min(GROUP_LANES, 1 << (longest - 1).bit_length())
-    self.lane = self.special("%tid.x")
-    self.lead = self.reg("p")
-    self.emit(f"setp.eq.u32 {self.lead}, {self.lane}, 0")
-    idx: dict[UOp, str] = {}
-    if gr:
-      i = self.special("%ctaid.x")
-      for j in range(len(gr) - 1, 0, -1):
-        q, m = self.reg("r"), self.reg("r")
-        self.emit(f"rem.u32 {m}, {i}, {sizes[j]}"); self.emit(f"div.u32 {q}, {i}, {sizes[j]}")
-        idx[gr[j]], i = m, q
-      idx[gr[0]] = i
-    return idx, (math.prod(sizes), 1, 1), (lanes, 1, 1)
-
   def combine_lanes(self, red: UOp, acc: str, lanes: int) -> str:
     """Tree-combine the lanes' partial accumulators through shared memory; every lane gets the result."""
     dt = red.dtype.scalar
@@ -564,13 +509,13 @@ class _Renderer:
     self.emit("bar.sync 0")   # everyone has read the result before the buffer is reused
     return res
 
-  def lane_op(self, u: UOp, i: int, block: tuple) -> str:
+  def lane_op(self, u: UOp, i: int) -> str:
     """Lane i of an accumulator, cast or ALU value."""
     op, a = u.op, [self.at_lane(s, i) for s in u.src]
     if op is Ops.DEFINE_ACC:   # every lane gets a register of its own, even when the initial value is shared
       r = self.reg(_kind(u.dtype)); self.emit(f"mov.{_b(u.dtype)} {r}, {a[0]}"); return r
     if op is Ops.ASSIGN: self.emit(f"mov.{_b(u.dtype)} {a[0]}, {a[1]}"); return a[0]
-    if op is Ops.REDUCE: return a[0] if not self.strided else self.combine_lanes(u, a[0], block[0])
+    if op is Ops.REDUCE: return a[0] if not self.strided else self.combine_lanes(u, a[0], self.plan.lanes)
     if op is Ops.CAST: return self.cast(a[0], u.src[0].dtype, u.dtype)
     if op is Ops.BITCAST: return self.bitcast(a[0], u.src[0].dtype, u.dtype)
     return self.alu(u, a)
@@ -614,8 +559,7 @@ class _Renderer:
     kvars = self.k.vars()
     for v in kvars:   # integer arguments after the buffers (Variables of symbolic sizes)
       r = self.reg("r"); self.emit(f"ld.param.u32 {r}, [var_{v.arg[0]}]"); self.names[v] = r
-    self.strided = self.plan_groups(prog) or {}
-    gidx, grid, block = self.group_geometry() if self.strided else self.geometry()
+    gidx = self.grid_indices()
     loops: list[tuple[UOp, str, str]] = []
     for u in prog:
       op = u.op
@@ -647,7 +591,7 @@ class _Renderer:
         assert lr is r, f"render_ptx: ENDRANGE of {r.arg} closes {lr.arg}"
         self.addr_scopes.pop()
         i, p = self.names[r], self.reg("p")
-        self.emit(f"add.s32 {i}, {i}, {block[0] if r in self.strided else 1}")
+        self.emit(f"add.s32 {i}, {i}, {self.plan.lanes if r in self.strided else 1}")
         self.emit(f"setp.lt.s32 {p}, {i}, {r.src[0].arg if r.src[0].op is Ops.CONST else self.names[r.src[0]]}"); self.emit(f"@{p} bra {top}")
         self.lines.append(f"{end}:")
       elif op is Ops.LOAD: self.names[u] = self.load(u)
@@ -657,19 +601,22 @@ class _Renderer:
       elif op is Ops.WMMA: self.names[u] = self.wmma(u)
       else:   # everything else works lane by lane on scalar registers
         w = u.dtype.count
-        out = [self.lane_op(u, i, block) for i in range(w)]
+        out = [self.lane_op(u, i) for i in range(w)]
         self.names[u] = out if w > 1 else out[0]
     params = ",\n".join([f"  .param .u64 data{i}" for i in range(nbufs)] + [f"  .param .u32 var_{v.arg[0]}" for v in kvars])
     decls = [f"  .reg {REG_DECL[c]} %{c}<{n + 1}>;" for c, n in self.counts.items()]
-    if self.strided: decls.append(f"  .shared .align 8 .b8 red_smem[{8 * block[0]}];")
+    if self.strided: decls.append(f"  .shared .align 8 .b8 red_smem[{8 * self.plan.lanes}];")
     src = "\n".join([f".version {PTX_ISA[self.arch]}", f".target {self.arch}", ".address_size 64", "",
-                     f".visible .entry {k.name}(\n{params}\n)", f".maxntid {block[0] * block[1] * block[2]}, 1, 1", "{",
+                     f".visible .entry {k.name}(\n{params}\n)", f".maxntid {self.plan.threads}, 1, 1", "{",
                      *decls, *self.lines, "$Lexit:", "  ret;", "}", ""])
-    return src, {"global_size": grid, "local_size": block}
+    return src, self.plan.launch
 
 def render_ptx(k: LoweredKernel, arch: str = "sm_90", program: list[UOp] | None = None,
-               buffer_alignment: int = BUFFER_ALIGNMENT) -> tuple[str, dict]:
+               buffer_alignment: int = BUFFER_ALIGNMENT, plan: GpuPlan | None = None) -> tuple[str, dict]:
   """PTX source of kernel `k` for `arch` and its launch dims {"global_size": blocks (x,y,z), "local_size": threads}.
   `buffer_alignment`: the bytes every buffer argument's address is a multiple of (a property of the device's allocator,
-  see BUFFER_ALIGNMENT); vector accesses wider than it are split."""
-  return _Renderer(k, arch, buffer_alignment).render(linearize(k) if program is None else program)
+  see BUFFER_ALIGNMENT); vector accesses wider than it are split. `plan`: the launch (compiler/gpudims.py plan_launch;
+  None plans it for an NVIDIA GPU of `arch` with the default tuning)."""
+  prog = linearize(k) if program is None else program
+  if plan is None: plan = plan_launch(k, Target("NV", "ptx", arch=arch, warp_size=32, gpu=True), prog)
+  return _Renderer(k, arch, plan, buffer_alignment).render(prog)

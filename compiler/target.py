@@ -9,6 +9,8 @@ to BEAM's worker processes.
 >>> t = Target.from_report({"device": "CPU", "renderer": "c", "arch": "native", "ncores": 2, "simd_bytes": 32})
 >>> t.lanes, t.vector_registers, t.gpu
 (8, 16, False)
+>>> AMD_TARGETS["gfx942"].block, AMD_TARGETS["gfx942"].replace(warp_size=32).block
+(256, 128)
 """
 from __future__ import annotations
 from dataclasses import dataclass, fields, replace
@@ -18,7 +20,10 @@ class Target:
   """A compile target. `gpu`: output loops are the launch grid (one thread per output), not loops; `simd_bytes`: the
   widest vector registers kernels may use (0: no vector opts); `vector_registers`: how many of them (the register budget
   of compiler/opt/pressure.py; 0 derives it from simd_bytes); `buffer_alignment`: every buffer starts on this boundary
-  (the PTX renderer proves vector accesses with it)."""
+  (the PTX renderer proves vector accesses with it). The GPU launch tuning (compiler/gpudims.py plan_launch): `block`:
+  threads per block (0 derives it: four warps, at least 128), `max_grid`: blocks per grid dimension, and the grouped
+  reductions (a block of `group_lanes` lanes per output, 0: `block`) for kernels of at most `group_max_outputs` outputs
+  with a reduce loop of at least `group_min_reduce` iterations."""
   device: str                  # the device name the kernels run on ("CPU", "NV", "PTXEMU")
   renderer: str                # which renderer/assembler pair builds them (compiler/pipeline.py registry key)
   arch: str = ""               # CPU: the ISA the C compiler targets ("native", "x86-64-v3"...); NV: "sm_90"
@@ -30,10 +35,22 @@ class Target:
   warp_size: int = 1
   gpu: bool = False
   cc_flags: tuple[str, ...] = ()   # CPU: the C compiler flags selecting the ISA (hcqrt/cpu/isa.py); () = this host
+  block: int = 0
+  # CUDA's gridDim limits (x: 2^31-1, y and z: 65535); AMD's dispatch takes 32-bit sizes in every dimension (PM4
+  # DISPATCH_DIRECT, the AQL packet's grid_size_x/y/z in ioctl_defs/amd/aql.py), so the NVIDIA bounds are safe there too
+  # (a kernel past them is planned with all its outputs along x)
+  max_grid: tuple[int, int, int] = (2 ** 31 - 1, 65535, 65535)
+  group_max_outputs: int = 4096   # few outputs can't fill the GPU with one thread each...
+  group_min_reduce: int = 64      # ...and a loop this long is worth splitting across the lanes of a block
+  group_lanes: int = 0
 
   def __post_init__(self):
     if self.vector_registers == 0 and self.simd_bytes:   # x86-64: 32 registers with AVX-512 (zmm0-31), else 16
       object.__setattr__(self, "vector_registers", 32 if self.simd_bytes >= 64 else 16)
+    # four warps per block: NVIDIA's 4 x 32 and AMD's 4 waves per workgroup (128 on wave32 RDNA3, 256 on wave64 CDNA3),
+    # so a block has warps to switch between while one waits on memory; 128 where a target does not report its warp
+    if self.block == 0: object.__setattr__(self, "block", max(128, 4 * self.warp_size))
+    if self.group_lanes == 0: object.__setattr__(self, "group_lanes", self.block)
 
   @property
   def lanes(self) -> int:
@@ -49,8 +66,10 @@ class Target:
 
   def replace(self, **kw) -> Target:
     """A copy with some fields changed (e.g. a test's AVX2 target on an AVX-512 host); a new vector width re-derives
-    the register count unless that is given too."""
+    the register count, a new warp size the block and a new block the group lanes, unless those are given too."""
     if "simd_bytes" in kw and "vector_registers" not in kw: kw["vector_registers"] = 0
+    if "warp_size" in kw and "block" not in kw: kw["block"] = 0
+    if ("warp_size" in kw or "block" in kw) and "group_lanes" not in kw: kw["group_lanes"] = 0
     return replace(self, **kw)
 
 # the target of code that must build anywhere (frontend/export.py): plain C99, no vectors, no threads, not compiled here

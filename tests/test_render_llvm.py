@@ -2,6 +2,7 @@
 (CPU_LLVM=1) on a representative subset of the ops against torch/numpy, LLVM-only properties (total integer division, no
 libm calls, the disk cache, the missing-extra error), and AMD code objects for gfx1100 and gfx942 checked with
 llvm-objdump-19 (kernel + descriptor, one R_AMDGPU_REL64 at kd+16, a clean disassembly)."""
+import math
 import re
 import subprocess
 import sys
@@ -137,8 +138,8 @@ def test_amd_code_objects(arch, tmp_path):
   t = AMD_TARGETS[arch]
   for name, lb in _amd_kernels().items():
     ck = compile_kernel(_ast(lb), t, name=name)
-    gx, bx = ck.launch["global_size"][0], ck.launch["local_size"][0]
-    assert 1 <= bx <= 4 * t.warp_size and gx * bx >= max(1, *ck.global_size), ck.launch
+    blocks, threads = math.prod(ck.launch["global_size"]), math.prod(ck.launch["local_size"])   # (the grid of compiler/gpudims.py)
+    assert 1 <= threads <= 4 * t.warp_size and blocks * threads >= math.prod(ck.global_size), ck.launch
     p = tmp_path / f"{name}.o"; p.write_bytes(ck.binary)
     syms = _objdump(p, "-t")
     assert re.search(rf"\sF \.text\s+\w+ (\.protected )?{name}\n", syms) and re.search(rf"\sO \.rodata\s+0+40 {name}\.kd\n", syms), syms
