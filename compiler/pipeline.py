@@ -97,12 +97,33 @@ def backend(target: Target) -> Backend:
 # ***** the pipeline *****
 
 @dataclass(frozen=True)
+class Launch:
+  """How every launch of a kernel runs, the same type for every renderer: on a GPU `global_size` blocks of `local_size`
+  threads, on the CPU `threads` cores (each device's Program takes all three and reads its own, hcqrt/interface.py).
+
+  >>> Launch(threads=4).kwargs()
+  {'global_size': (1, 1, 1), 'local_size': (1, 1, 1), 'threads': 4}
+  """
+  global_size: tuple[int, ...] = (1, 1, 1)
+  local_size: tuple[int, ...] = (1, 1, 1)
+  threads: int = 1
+  @staticmethod
+  def of(rendered: dict) -> Launch:
+    """From a renderer's launch report ({"threads": n}, or {"global_size": ..., "local_size": ...})."""
+    unknown = set(rendered) - {"global_size", "local_size", "threads"}
+    if unknown: raise ValueError(f"renderer launch report has unknown keys {sorted(unknown)}: {rendered}")
+    return Launch(**{k: tuple(int(x) for x in v) if k != "threads" else int(v) for k, v in rendered.items()})
+  def kwargs(self) -> dict:
+    """The keyword arguments of a Program call."""
+    return {"global_size": self.global_size, "local_size": self.local_size, "threads": self.threads}
+
+@dataclass(frozen=True)
 class CompiledKernel:
   """A built kernel: its source, binary and launch arguments, and what the opts did."""
   name: str
   src: str
   binary: bytes
-  launch: dict                    # keyword arguments of every launch (threads on the CPU, grid/block dims on GPUs)
+  launch: Launch                  # how every launch runs (threads on the CPU, grid/block dims on GPUs)
   global_size: tuple[int, ...]    # the output loops left to the launch
   ops: int                        # estimated arithmetic operations per launch
   opts: tuple | None              # the explicit Opts it was built with (None: the default heuristic)
@@ -110,7 +131,7 @@ class CompiledKernel:
   buf_dtypes: tuple               # element dtype of each buffer argument, outputs first
   vars: tuple = ()                # the Variables (DEFINE_VAR) passed as int arguments after the buffers, in this order
   @property
-  def threads(self) -> int: return self.launch.get("threads", 1)
+  def threads(self) -> int: return self.launch.threads
 
 # a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound);
 # None keeps the target's default opts
@@ -260,5 +281,5 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
     marks.append(profile.now_us())
     for stage, a, b in zip(("lower", "optimize+linearize", "render", "assemble"), marks, marks[1:]):
       profile.add(f"{stage} {k.name}", "host", a, b - a, "compile", {"target": target.device}, tid=1)
-  return CompiledKernel(k.name, src, binary, launch, tuple(r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax for r in k.global_ranges),
+  return CompiledKernel(k.name, src, binary, Launch.of(launch), tuple(r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax for r in k.global_ranges),
                         estimate_ops(prog), used, tuple(k.applied_opts), tuple(k.buf_dtypes), tuple(k.vars()))

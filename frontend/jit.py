@@ -348,7 +348,7 @@ class TinyJit:
     for ei in self.items:
       if ei.kind == "copy": gitems.append(("copy", ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes))   # (as ExecItem.run)
       else:
-        launch = (ei.ck.launch.get("threads", 1),) if self.graph_cpu else (ei.ck.launch["global_size"], ei.ck.launch["local_size"])
+        launch = (ei.ck.launch.threads,) if self.graph_cpu else (ei.ck.launch.global_size, ei.ck.launch.local_size)
         gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], ei.vals(), *launch))
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
     self.graph_slots = sorted({(j, k) for j, k, _ in self.in_slots} | {s for _, _, slots in self.out_bases for s in slots})

@@ -198,8 +198,9 @@ class HCQProgram:
     """The argument block for one launch; `persistent` blocks outlive the per-launch ring (a prebuilt graph's)."""
     raise NotImplementedError
 
-  def __call__(self, *bufs: Any, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
+  def __call__(self, *bufs: Any, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1), threads: int = 1,
                vals: Sequence[int] = (), wait: bool = False) -> float | None:
+    """Launch (`threads` is the CPU's launch dimension and ignored here)."""
     dev = self.device
     args = self.fill_kernargs(bufs, vals)
     st, en = dev.timing_signals()

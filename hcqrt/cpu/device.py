@@ -16,6 +16,7 @@ each core index 0..n-1, in parallel (ctypes releases the GIL for the duration of
 """
 from __future__ import annotations
 import ctypes, mmap, os, threading, time
+from collections.abc import Sequence
 import numpy as np
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.cpu.elf_loader import load_elf
@@ -435,7 +436,9 @@ class CPUProgram:
       f = self._fns[(nbufs, nvals)] = self.image.function(self.name, [ctypes.c_void_p] * nbufs + [ctypes.c_int] * (nvals + 1))
     return f
 
-  def __call__(self, *bufs: CPUBuffer, vals: tuple[int, ...] = (), threads: int = 1, wait: bool = True) -> float | None:
+  def __call__(self, *bufs: CPUBuffer, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1), threads: int = 1,
+               vals: Sequence[int] = (), wait: bool = True) -> float | None:
+    """Run on `threads` cores (the GPU launch dims are ignored)."""
     fn = self._fns.get(key := (len(bufs), len(vals))) or self._fn(*key)
     args = [b.address for b in bufs]
     if vals: args.extend(vals)
