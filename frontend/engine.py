@@ -23,6 +23,7 @@ from compiler import profile, vizdata
 from compiler.uop import UOp, Ops
 from compiler.sint import sval
 from hcqrt.device import Device, debug_level
+from hcqrt.interface import Program
 from frontend.devices import open_device, target_of
 from frontend.beam_runner import beam_search_for
 
@@ -99,7 +100,7 @@ def _copyout(lb: LazyBuffer, npdtype) -> np.ndarray:
 class Kernel:
   """A compiled kernel loaded on its device: what an ExecItem launches."""
   ck: CompiledKernel        # source, binary, launch arguments (compiler/pipeline.py)
-  program: object           # the device's loaded program
+  program: Program          # the device's loaded program
   ast: UOp                  # what it computes (export lowers it again as portable C)
   def __post_init__(self):
     # read at every launch: copied out of ck once (a CompiledKernel is never changed after compile_kernel built it)
