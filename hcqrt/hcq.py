@@ -169,9 +169,9 @@ class HWQueue:
   def update_copy(self, i: int, dst: int | None = None, src: int | None = None) -> HWQueue:
     self._update_copy(self._cmd(i, "copy"), dst, src); return self
 
-  def submit(self, device: Any) -> HWQueue:
+  def submit(self, device: HCQDevice) -> HWQueue:
     self._submit(device); return self
-  def bind(self, device: Any) -> None:
+  def bind(self, device: HCQDevice) -> None:
     """Place the built commands in device memory for good (a graph's queues: a replay then rewrites them in place);
     a backend whose submit copies nothing (the CPU's) has nothing to do."""
 
@@ -179,12 +179,12 @@ class HWQueue:
   def _wait(self, signal: Signal, value: int) -> Any: raise NotImplementedError(f"{self.name} cannot wait")
   def _signal(self, signal: Signal, value: int) -> Any: raise NotImplementedError(f"{self.name} cannot signal")
   def _timestamp(self, signal: Signal) -> Any: raise NotImplementedError(f"{self.name} cannot write timestamps")
-  def _exec(self, prog, args, g, l) -> Any: raise NotImplementedError(f"{self.name} cannot launch kernels")
+  def _exec(self, prog: HCQProgram, args: KernArgs, g: tuple[int, int, int], l: tuple[int, int, int]) -> Any: raise NotImplementedError(f"{self.name} cannot launch kernels")
   def _copy(self, dst: int, src: int, nbytes: int) -> Any: raise NotImplementedError(f"{self.name} cannot copy")
   def _update_sem(self, rec: Any, signal: Signal | None, value: int | None) -> None: raise NotImplementedError
   def _update_exec(self, rec: Any, g, l) -> None: raise NotImplementedError
   def _update_copy(self, rec: Any, dst: int | None, src: int | None) -> None: raise NotImplementedError
-  def _submit(self, device: Any) -> None: raise NotImplementedError
+  def _submit(self, device: HCQDevice) -> None: raise NotImplementedError
 
 def _dims(x: Sequence[int]) -> tuple[int, int, int]:
   t = tuple(int(v) for v in x) + (1,) * (3 - len(x))
@@ -270,8 +270,8 @@ class GraphReplay:
     self.base = 0
     self.compute, self.copyq = device.hw_compute_queue(), device.hw_copy_queue()
     self.args: dict[int, KernArgs] = {}
-    self.where: dict[int, tuple[Any, int]] = {}   # item -> (queue, command index)
-    self.sem: list[tuple[Any, int, int]] = []     # (queue, command index, offset from base) of waits/signals
+    self.where: dict[int, tuple[HWQueue, int]] = {}   # item -> (queue, command index)
+    self.sem: list[tuple[HWQueue, int, int]] = []     # (queue, command index, offset from base) of waits/signals
     step, engine = 0, None
     # both queues first wait for the device timeline (all earlier work) ...
     self.tl_waits = [(q, len(q.cmds)) for q in (self.compute, self.copyq)]
