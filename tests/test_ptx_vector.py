@@ -52,7 +52,7 @@ from tests.test_ptx_render import same   # noqa: E402 (after the helpers it need
 def test_elementwise_vectors_and_launch():
   src, launch = ptx_of(lambda a, b: (a * b + a).relu(), f32(64, 1024), f32(64, 1024))
   assert "ld.global.v4.f32" in src and "st.global.v4.f32" in src
-  assert launch == {"global_size": (2, 64, 1), "local_size": (128, 1, 1)}   # 1024 columns / 4 lanes = 256 threads per row
+  assert launch == Launch(global_size=(2, 64, 1), local_size=(128, 1, 1))   # 1024 columns / 4 lanes = 256 threads per row
   assert "ld.global.f32" not in src and "st.global.f32" not in src
 
 @pytest.mark.parametrize("n", [2, 4, 12])
