@@ -4,7 +4,7 @@ import inspect
 import numpy as np
 import pytest
 from hcqrt import interface
-from hcqrt.interface import GraphCopy, GraphExec
+from hcqrt.interface import GraphCopy
 from hcqrt.hcq import HCQDevice, GraphReplay
 from compiler.pipeline import Launch
 
