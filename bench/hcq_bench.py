@@ -75,6 +75,7 @@ def bench(kernels: int = 50, reps: int = 200, arch: str = "hopper") -> dict:
   from hcqrt.mock.nv import MockNV
   from hcqrt.nv.device import NVDevice
   from hcqrt.hcq import GraphReplay
+  from hcqrt.interface import GraphExec
   from compiler.assemble.ptx_assembler import assemble_ptx
   drv = syscalls.install(MockNV(arch=arch))
   try:
@@ -93,7 +94,7 @@ def bench(kernels: int = 50, reps: int = 200, arch: str = "hopper") -> dict:
          .signal(dev.timeline_signal, dev.timeline_value)
     res["build_only_us"] = host_us(dev, eng, build, reps)
 
-    items = [("exec", prog, [bufs[(i + 2) % 4], bufs[i % 4], bufs[(i + 1) % 4]], [n], launch["global_size"], launch["local_size"])
+    items = [GraphExec(prog, [bufs[(i + 2) % 4], bufs[i % 4], bufs[(i + 1) % 4]], [n], launch["global_size"], launch["local_size"])
              for i in range(kernels)]
     g = GraphReplay(dev, items)
     g.replay(); dev.synchronize()
@@ -112,7 +113,8 @@ def bench(kernels: int = 50, reps: int = 200, arch: str = "hopper") -> dict:
     eng.paused, times = True, []
     try:
       for _ in range(max(reps // 4, 10)):
-        if g.submitted: g.sig.value = g.base + g.final
+        # (the previous replay as finished: its graph signal and the timeline value it releases, both of which a replay waits for)
+        if g.submitted: g.sig.value, dev.timeline_signal.value = g.base + g.final, dev.timeline_value - 1
         t0 = time.perf_counter_ns(); replay(); times.append((time.perf_counter_ns() - t0) / 1e3 / kernels)
     finally:
       eng.pending_doorbells.clear(); eng.paused = False
@@ -147,6 +149,7 @@ def barrier_cost(dev, kernels: int = 200, reps: int = 20) -> dict:
   `wfi_cost_us` = the first minus the second. `*_host_us`: the same from the host's wall time per replay."""
   import numpy as np
   from hcqrt.hcq import GraphReplay
+  from hcqrt.interface import GraphExec, GraphTimestamp
   from hcqrt.nv.device import NVComputeQueue
   from hw_tests import kernels as K
   from compiler.assemble.ptx_assembler import assemble_ptx
@@ -159,7 +162,7 @@ def barrier_cost(dev, kernels: int = 200, reps: int = 20) -> dict:
     try: return GraphReplay(dev, items)
     finally: NVComputeQueue.barrier = orig
   t0, t1 = dev.new_signal(name="bench start"), dev.new_signal(name="bench end")
-  def timed(items: list) -> list: return [("timestamp", t0), *items, ("timestamp", t1)]
+  def timed(items: list) -> list: return [GraphTimestamp(t0), *items, GraphTimestamp(t1)]
   def per_kernel_us(g: GraphReplay) -> tuple[float, float]:
     g.replay(wait=True)
     gpu, host = [], []
@@ -167,7 +170,7 @@ def barrier_cost(dev, kernels: int = 200, reps: int = 20) -> dict:
       host.append(g.replay(wait=True) or 0.0)
       gpu.append((t1.timestamp - t0.timestamp) / 1e3)
     return min(gpu) / kernels, min(host) / kernels * 1e6
-  indep = [("exec", inc, [b], [], (1, 1, 1), (1, 1, 1)) for b in bufs]
+  indep = [GraphExec(inc, [b], [], (1, 1, 1), (1, 1, 1)) for b in bufs]
   res = {"kernels": kernels, "reps": reps, "device": repr(dev)}
   res["indep_wfi_us"], res["indep_wfi_host_us"] = per_kernel_us(graph(timed(indep)))
   res["indep_no_wfi_us"], res["indep_no_wfi_host_us"] = per_kernel_us(graph(timed(indep), wfi=False))
@@ -187,6 +190,7 @@ def bench_amd(kernels: int = 50, reps: int = 200, arch: str = "gfx1100") -> dict
   from hcqrt import syscalls
   from hcqrt.mock.amd import install_mock_amd, set_executor
   from hcqrt.amd.device import AMDDevice
+  from hcqrt.interface import GraphExec
   from ioctl_defs.amd import pm4
   from hw_tests import kernels_amd as KA
   drv = install_mock_amd(arch)
@@ -208,7 +212,7 @@ def bench_amd(kernels: int = 50, reps: int = 200, arch: str = "gfx1100") -> dict
       dev.hw_compute_queue().wait(dev.timeline_signal, dev.timeline_value - 1).exec(prog, a, launch["global_size"], launch["local_size"]) \
          .signal(dev.timeline_signal, dev.timeline_value)
     res["build_only_us"] = host_us(dev, drv, build, reps)
-    items = [("exec", prog, [bufs[(i + 2) % 4], bufs[i % 4], bufs[(i + 1) % 4]], [1, n], launch["global_size"], launch["local_size"])
+    items = [GraphExec(prog, [bufs[(i + 2) % 4], bufs[i % 4], bufs[(i + 1) % 4]], [1, n], launch["global_size"], launch["local_size"])
              for i in range(kernels)]
     g = dev.graph(items)
     g.replay(); dev.synchronize()

@@ -23,7 +23,7 @@ def main(runs: int = 3) -> float:
   best = float("inf")
   for _ in range(runs):
     t0 = time.perf_counter()
-    ck.program(buf.raw, *[x.buffer.raw for x in si.inputs], **ck.launch, wait=True)
+    ck.program(buf.raw, *[x.buffer.raw for x in si.inputs], **ck.launch.kwargs(), wait=True)
     best = min(best, time.perf_counter() - t0)
   res = np.empty((1024, 1024), np.float32)
   Device["PTXEMU"].allocator.copyout(memoryview(res).cast("B"), buf.raw)

@@ -46,7 +46,7 @@ from compiler.target import Target
 from compiler.opt.base import Opt, OptError, OptKind
 from compiler.opt.apply import candidate_opts, has_vectors, work, THREAD_MIN_WORK
 from compiler.opt.heuristic import apply_opts
-from compiler.pipeline import CompiledKernel, compile_kernel, backend
+from compiler.pipeline import CompiledKernel, Launch, compile_kernel, backend
 from compiler.assemble.disk_cache import cache_root, atomic_write
 from compiler.beam_pool import WorkerPool, WorkerError
 
@@ -94,7 +94,7 @@ class Built:
   @property
   def binary(self) -> bytes: return self.ck.binary
   @property
-  def launch(self) -> dict: return self.ck.launch
+  def launch(self) -> Launch: return self.ck.launch
 
 def build(k: LoweredKernel, opts: tuple | None, target: Target, assemble: bool = True) -> Built | None:
   """Build a candidate with the compile pipeline (opts None: the heuristic). None when an opt is not legal.

@@ -19,10 +19,10 @@ and the lane combine in shared memory. Tuning values are `Target` fields (compil
 >>> gpu = Target("NV", "ptx", arch="sm_90", warp_size=32, gpu=True)
 >>> x = LazyBuffer.empty((70, 1000), dtypes.float32, "NV"); x.buffer = object()
 >>> plan_launch(lower(create_schedule([x.alu(Ops.ADD, x)])[0].ast), gpu).launch
-{'global_size': (8, 70, 1), 'local_size': (128, 1, 1)}
+Launch(global_size=(8, 70, 1), local_size=(128, 1, 1), threads=1)
 >>> p = plan_launch(lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast), gpu)
 >>> p.launch, p.lanes, [r.src[0].arg for r in p.grouped]
-({'global_size': (70, 1, 1), 'local_size': (128, 1, 1)}, 128, [1000])
+(Launch(global_size=(70, 1, 1), local_size=(128, 1, 1), threads=1), 128, [1000])
 """
 from __future__ import annotations
 import math
@@ -32,6 +32,7 @@ from compiler.uop import UOp, Ops
 from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
 from compiler.target import Target
+from compiler.launch import Launch
 
 # both renderers compute indices in signed 32-bit registers (PTX .s32 compares, LLVM i32 `icmp sge`)
 INDEX_LIMIT = 2 ** 31
@@ -73,9 +74,9 @@ class GpuPlan:
   @property
   def threads(self) -> int: return math.prod(self.block)
   @property
-  def launch(self) -> dict:
+  def launch(self) -> Launch:
     """The launch arguments of every run: blocks per grid dimension and threads per block."""
-    return {"global_size": self.grid, "local_size": self.block}
+    return Launch(global_size=self.grid, local_size=self.block)
 
 def plan_launch(k: LoweredKernel, target: Target, prog: list[UOp] | None = None) -> GpuPlan:
   """The launch of kernel `k` (linearized as `prog`; linearized here when None) on GPU `target`. Raises

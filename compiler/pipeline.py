@@ -27,6 +27,7 @@ from compiler.linearize import linearize
 from compiler.uop import UOp, Ops, ALU, substitute
 from compiler.target import Target
 from compiler.gpudims import GpuPlan, plan_launch
+from compiler.launch import Launch
 from compiler.opt.base import Opt, copy_kernel
 from compiler.opt.heuristic import optimize, optimize_portable, apply_opts
 from compiler.opt.peel import peel
@@ -100,7 +101,7 @@ class CompiledKernel:
   name: str
   src: str
   binary: bytes
-  launch: dict                    # keyword arguments of every launch (threads on the CPU, grid/block dims on GPUs)
+  launch: Launch                  # how every launch runs (threads on the CPU, grid/block dims on GPUs)
   global_size: tuple[int, ...]    # the output loops left to the launch
   ops: int                        # estimated arithmetic operations per launch
   opts: tuple | None              # the explicit Opts it was built with (None: the default heuristic)
@@ -108,7 +109,7 @@ class CompiledKernel:
   buf_dtypes: tuple               # element dtype of each buffer argument, outputs first
   vars: tuple = ()                # the Variables (DEFINE_VAR) passed as int arguments after the buffers, in this order
   @property
-  def threads(self) -> int: return self.launch.get("threads", 1)
+  def threads(self) -> int: return self.launch.threads
 
 # a search picks the opts of a lowered kernel for a target (BEAM: compiler/beam.py beam_search with a runner bound);
 # None keeps the target's default opts
@@ -259,5 +260,5 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
     marks.append(profile.now_us())
     for stage, a, b in zip(("lower", "optimize+linearize", "render", "assemble"), marks, marks[1:]):
       profile.add(f"{stage} {k.name}", "host", a, b - a, "compile", {"target": target.device}, tid=1)
-  return CompiledKernel(k.name, src, binary, launch, tuple(r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax for r in k.global_ranges),
+  return CompiledKernel(k.name, src, binary, Launch.of(launch), tuple(r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax for r in k.global_ranges),
                         estimate_ops(prog), used, tuple(k.applied_opts), tuple(k.buf_dtypes), tuple(k.vars()))

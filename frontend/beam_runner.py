@@ -44,8 +44,8 @@ def beam_runner(si: ScheduleItem, dev: Any, warm: bool = True) -> Callable[[beam
     # an untimed launch first: the Python work above outlasts the worker threads' spin, and waking a sleeping worker
     # (100-500 us on a VM) would be timed instead of the kernel; it also leaves the caches as a step's previous
     # kernel would. (A kernel is deterministic: an element it never writes still holds the NaN garbage after both.)
-    if warm: prog(*raws, **built.launch, wait=True)
-    et = prog(*raws, **built.launch, wait=True) or 0.0
+    if warm: prog(*raws, **built.launch.kwargs(), wait=True)
+    et = prog(*raws, **built.launch.kwargs(), wait=True) or 0.0
     outs = []
     for b, lb in zip(bufs[:nout], lbs):
       outs.append(out := np.empty(lb.size, npdt(lb.dtype)))

@@ -8,12 +8,12 @@ runner); `target_of(name)` is the compiler's view of the device (compiler/target
 (True, True)
 """
 from __future__ import annotations
-from typing import Any
 from compiler.target import Target
 from hcqrt.device import Device
+from hcqrt import interface
 
 _prepared: set[str] = set()
-def open_device(name: str) -> Any:
+def open_device(name: str) -> interface.Device:
   """The opened device `name`; the first use of the CPU installs its native thread-pool runner."""
   dev = Device[name]
   if name not in _prepared:
@@ -21,7 +21,7 @@ def open_device(name: str) -> Any:
     if dev.name == "CPU": _install_cpu_runner(dev)
   return dev
 
-def _install_cpu_runner(dev: Any) -> None:
+def _install_cpu_runner(dev: interface.Device) -> None:
   """The CPU's native thread-pool runner, built by the same compiler as its kernels: C (RUNNER_C), or with CPU_LLVM=1
   LLVM in-process (RUNNER_LLVM: no C compiler is ever spawned). When it can't be built launches use the Python pool
   (C kernels then fail at their own compile with the clear CompileError)."""

@@ -18,11 +18,12 @@ from compiler.explain import explain_schedule, format_schedule
 from compiler.schedule import ScheduleItem, create_schedule, snapshots
 from frontend.checks import Checks
 from compiler.pack import pack_matmuls
-from compiler.pipeline import CompiledKernel, compile_kernel
+from compiler.pipeline import CompiledKernel, Launch, compile_kernel
 from compiler import profile, vizdata
 from compiler.uop import UOp, Ops
 from compiler.sint import sval
 from hcqrt.device import Device, debug_level
+from hcqrt.interface import Program
 from frontend.devices import open_device, target_of
 from frontend.beam_runner import beam_search_for
 
@@ -99,12 +100,13 @@ def _copyout(lb: LazyBuffer, npdtype) -> np.ndarray:
 class Kernel:
   """A compiled kernel loaded on its device: what an ExecItem launches."""
   ck: CompiledKernel        # source, binary, launch arguments (compiler/pipeline.py)
-  program: object           # the device's loaded program
+  program: Program          # the device's loaded program
   ast: UOp                  # what it computes (export lowers it again as portable C)
   def __post_init__(self):
     # read at every launch: copied out of ck once (a CompiledKernel is never changed after compile_kernel built it)
     self.name: str = self.ck.name
-    self.launch: dict = self.ck.launch
+    self.launch: Launch = self.ck.launch
+    self.launch_kwargs: dict = self.launch.kwargs()   # (the Program call's launch dims, made once)
     self.ops: int = self.ck.ops
   @property
   def src(self) -> str: return self.ck.src
@@ -173,8 +175,8 @@ class ExecItem:
       return 0.0
     ck, bufs = self.ck, self.bufs
     if profile.ENABLED: st = profile.now_us()
-    et = (ck.program(*[b.raw for b in bufs], **ck.launch, vals=self.vals(), wait=True) if ck.ck.vars else
-          ck.program(*[b.raw for b in bufs], **ck.launch, wait=True)) or 0.0
+    et = (ck.program(*[b.raw for b in bufs], **ck.launch_kwargs, vals=self.vals(), wait=True) if ck.ck.vars else
+          ck.program(*[b.raw for b in bufs], **ck.launch_kwargs, wait=True)) or 0.0
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ck.ops
     GlobalCounters.global_mem += (moved := sum([b.nbytes for b in bufs]))
@@ -188,7 +190,7 @@ class ExecItem:
 
 def kernel_args(ei: ExecItem) -> dict:
   """What a kernel run's trace event carries: sizes, FLOPs, bytes."""
-  return {"global_size": list(ei.ck.global_size), "launch": {k: list(v) if isinstance(v, tuple) else v for k, v in ei.ck.launch.items()},
+  return {"global_size": list(ei.ck.global_size), "launch": {k: list(v) if isinstance(v, tuple) else v for k, v in ei.ck.launch_kwargs.items()},
           "flops": ei.ck.ops, "bytes": sum(b.nbytes for b in ei.bufs)}
 
 _runs = 0

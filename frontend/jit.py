@@ -40,7 +40,7 @@ from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops
 from compiler.sint import sval, unbind, rebind, merge_vals, binds_of
 from hcqrt.device import debug_level
-from hcqrt.hcq import GraphReplay
+from hcqrt.interface import Graph, GraphCopy, GraphExec, GraphItem
 from compiler import profile
 from frontend import engine
 from frontend.tensor import Tensor, take_pending_assigns
@@ -146,13 +146,13 @@ class TinyJit:
     ps = self.sig.parameters.values() if self.sig is not None else ()
     self.pos_names = [f"argument {p.name!r}" for p in ps] if self.sig is not None and all(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in ps) else None
     self.items: list[engine.ExecItem] = []
-    self.graph: Any = None   # the prebuilt GraphReplay (HCQ) or CPULaunchList (CPU); False: the items can't form one
-    self.graph_cpu = False
+    self.graph: Graph | None = None   # the device's prebuilt graph of the capture (interface.Device.graph)
+    self.graph_built = False          # (graph None after building: the device can't replay these items as one)
     self.prof_args: list | None = None   # PROFILE: each launch's trace-event arguments (made on the first profiled replay)
     functools.update_wrapper(self, fn)
   def reset(self) -> None:
     """Forget the capture: the next call runs eagerly, the one after captures again."""
-    self.cnt, self.items, self.graph, self.prof_args = 0, [], None, None
+    self.cnt, self.items, self.graph, self.graph_built, self.prof_args = 0, [], None, False, None
 
   def __get__(self, obj, objtype=None):  # so @TinyJit works on methods
     return functools.partial(self.__call__, obj) if obj is not None else self
@@ -255,7 +255,7 @@ class TinyJit:
       if not any(ei.bufs[0] is b and ei.fresh_out for ei in captured): continue
       slots = [(j, k) for j, ei in enumerate(captured) for k, b2 in enumerate(ei.bufs) if b2 is b]
       self.out_bases.append((t, b, slots))
-    self.ret, self.cnt, self.graph, self.prof_args = ret, 2, None, None
+    self.ret, self.cnt, self.graph, self.graph_built, self.prof_args = ret, 2, None, False, None
     if debug_level() >= 1: print(f"TinyJit {self.name}: captured {len(captured)} launches", file=sys.stderr)
     return self._rebuild(ret, {}, cur, self.vars)
 
@@ -294,11 +294,12 @@ class TinyJit:
       for j, k in slots: items[j].bufs[k] = nb
     vv = _var_vals(tensors, consts)
     for j, v in self.var_slots: items[j].var_vals[v] = vv[v]
-    if self.graph is None: self.graph = self._build_graph()
-    # (DEBUG=2 on the CPU: one launch at a time, each timed and printed as eager mode does)
+    if not self.graph_built: self.graph, self.graph_built = self._build_graph(), True
+    # (DEBUG=2 where a graph's launches complete on return, the CPU: one launch at a time, each timed and printed as
+    # eager mode does; a GPU graph would have to wait for each)
     dbg = debug_level()
     if profile.ENABLED: self._replay_profiled(dbg)
-    elif self.graph and not (self.graph_cpu and dbg >= 2): self._replay_graph(dbg)
+    elif self.graph is not None and not (self.graph.completes_on_return and dbg >= 2): self._replay_graph(self.graph, dbg)
     else:
       for ei in items: ei.run()
     if self.checks: self._read_checks()
@@ -331,67 +332,57 @@ class TinyJit:
     if isinstance(ret, dict): return {k: self._rebuild(v, fresh, cur, vv) for k, v in ret.items()}
     return ret
 
-  # ---- graph replay: HCQ devices, and the CPU's launch list ----
-  def _build_graph(self) -> Any:
-    """One GraphReplay of all captured launches and copies, when they all run on one HCQ device that builds
-    graphs (NV), or one CPU launch list (hcqrt/cpu/device.py CPULaunchList: every launch bound once, the whole
-    list run by one native call) when they are all kernels on the CPU; False otherwise (copies between devices),
-    and replays loop over ExecItem.run."""
-    self.graph_cpu = False
+  # ---- graph replay: one prebuilt graph of the whole capture, from the device (interface.Device.graph) ----
+  def _build_graph(self) -> Graph | None:
+    """The device's graph of all captured launches and copies when they all run on one device (an HCQ device's
+    GraphReplay, the CPU's launch list); None otherwise (copies between devices, a device without graphs, copies on
+    the CPU), and replays loop over ExecItem.run."""
     devs = {b.device for ei in self.items for b in ei.bufs}
-    if len(devs) != 1: return False
-    dev = open_device(devs.pop())
-    if not hasattr(dev, "graph"):
-      if not hasattr(dev, "launch_list") or any(ei.kind != "kernel" for ei in self.items): return False
-      self.graph_cpu = True
-    gitems: list[tuple] = []
-    for ei in self.items:
-      if ei.kind == "copy": gitems.append(("copy", ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes))   # (as ExecItem.run)
-      else:
-        launch = (ei.ck.launch.get("threads", 1),) if self.graph_cpu else (ei.ck.launch["global_size"], ei.ck.launch["local_size"])
-        gitems.append(("exec", ei.ck.program, [b.raw for b in ei.bufs], ei.vals(), *launch))
+    if len(devs) != 1: return None
+    dev = self.graph_dev = open_device(devs.pop())
+    gitems: list[GraphItem] = [GraphCopy(ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes) if ei.kind == "copy" else   # (as ExecItem.run)
+                               GraphExec(ei.ck.program, [b.raw for b in ei.bufs], ei.vals(), **ei.ck.launch_kwargs) for ei in self.items]
+    # profiled: each launch bracketed by timestamps (kernel_times()), where the device can take them
+    if (g := dev.graph(gitems, timestamps=profile.ENABLED)) is None: return None
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
     self.graph_slots = sorted({(j, k) for j, k, _ in self.in_slots} | {s for _, _, slots in self.out_bases for s in slots})
     kernels = [ei for ei in self.items if ei.kind == "kernel"]
     moved = sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items)   # as ExecItem.run counts
     self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), moved)
-    if debug_level() >= 1: print(f"TinyJit {self.name}: {'launch list' if self.graph_cpu else 'graph'} of {len(gitems)} items on {dev.name}", file=sys.stderr)
-    if self.graph_cpu: return dev.launch_list(gitems)
-    # profiled: the graph brackets each launch with GPU timestamps (hcqrt/hcq.py GraphReplay.kernel_times)
-    return GraphReplay(dev, gitems, timestamps=True) if profile.ENABLED else dev.graph(gitems)
+    if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(gitems)} items on {dev.name}", file=sys.stderr)
+    return g
 
   def _replay_profiled(self, dbg: int) -> None:
-    """A replay recorded in the trace: one span for the replay on the device's track and one event per kernel inside it:
-    GPU graphs from their own timestamps (placed from the replay's host start), the CPU's launch list from the native
-    runner's clock readings around each launch; without either (the LLVM IR runner, no graph) the launches run one at
-    a time, each timed as in eager mode."""
+    """A replay recorded in the trace: one span for the replay on the device's track and one event per kernel inside it,
+    from the graph's kernel_times (GPU timestamps placed from the replay's host start, or the CPU runner's clock
+    readings around each launch). A graph whose replays complete on return but can't time its launches (the LLVM IR
+    runner) is left for one launch at a time, each timed as in eager mode; a GPU graph too big to time runs untimed."""
     items = self.items
     track = next(b.device for ei in items for b in ei.bufs)
     st = profile.now_us()
     g = self.graph
-    if g and (not self.graph_cpu or g.times is not None or g.timed()):
-      self._replay_graph(dbg)
-      if not self.graph_cpu: g.dev.synchronize()
+    if g is not None and (g.timestamps or not g.completes_on_return):
+      self._replay_graph(g, dbg)
+      self.graph_dev.synchronize()
       dur = profile.now_us() - st
       if self.prof_args is None:   # (each launch's name and arguments are the same every replay: made once)
-        clock = "host" if self.graph_cpu else "gpu"
-        self.prof_args = [(ei.ck.name, {**engine.kernel_args(ei), "jit": self.name, "clock": clock}) if ei.kind == "kernel" else None for ei in items]
+        self.prof_args = [(ei.ck.name, {**engine.kernel_args(ei), "jit": self.name, "clock": g.clock}) if ei.kind == "kernel" else None for ei in items]
       # only the clock readings are kept now; the events are made when the trace is written
-      if self.graph_cpu: profile.defer(functools.partial(_cpu_launch_events, track, self.prof_args, g.launch_times_raw()))
-      elif isinstance(g, GraphReplay): profile.defer(functools.partial(_launch_events, track, self.prof_args, g.kernel_times(), st))
-      mode = "graph" if not self.graph_cpu else "launch list"
+      profile.defer(functools.partial(_launch_events, track, self.prof_args, g.kernel_times(), st if g.clock == "gpu" else None))
+      mode = "graph" if not g.completes_on_return else "launch list"
     else:
       for ei in items: ei.run(dbg)
       dur, mode = profile.now_us() - st, "one by one (profiled)"
-    profile.add(f"TinyJit {self.name}", track, st, dur, "jit", {"kernels": len(items) if not g else self.graph_counts[0], "mode": mode})
+    profile.add(f"TinyJit {self.name}", track, st, dur, "jit", {"kernels": len(items) if g is None else self.graph_counts[0], "mode": mode})
 
-  def _replay_graph(self, dbg: int) -> None:
+  def _replay_graph(self, g: Graph, dbg: int) -> None:
     items = self.items
     bufs = {(j, k): items[j].bufs[k].raw for j, k in self.graph_slots}
     # the Variables' values are the kernels' integer arguments, patched in place like the buffer pointers
     vals = {(j, items[j].ck.ck.vars.index(v)): items[j].var_vals[v] for j, v in self.var_slots}
-    if self.graph_cpu: engine.GlobalCounters.time_sum_s += self.graph.replay(bufs=bufs, vals=vals, wait=True) or 0.0
-    else: self.graph.replay(bufs=bufs, vals=vals)
+    # a graph that completes on return (the CPU) times its replay for free; a GPU graph runs on while the host goes on
+    if g.completes_on_return: engine.GlobalCounters.time_sum_s += g.replay(bufs=bufs, vals=vals, wait=True) or 0.0
+    else: g.replay(bufs=bufs, vals=vals)
     n, ops, mem = self.graph_counts
     engine.GlobalCounters.kernel_count += n
     engine.GlobalCounters.global_ops += ops
@@ -404,10 +395,6 @@ def _launch_events(track: str, args: list, times: list[tuple[int, int, int]], ba
   t0 = min((s for _, s, _ in times), default=0)
   return [(args[i][0], track, base_us + (s - t0) / 1e3 if base_us is not None else profile.host_us(s), max(0, e - s) / 1e3, "kernel", args[i][1], 1)
           for i, s, e in times]
-
-def _cpu_launch_events(track: str, args: list, raw) -> list[tuple]:
-  t = raw.tolist()   # (n + 1 clock readings: launch i ran from t[i] to t[i + 1])
-  return _launch_events(track, args, [(i, t[i], t[i + 1]) for i in range(len(t) - 1)], None)
 
 def _unbound(shape: tuple) -> tuple:
   """A shape with its bound Variables unbound: what a capture is keyed on (any value in range replays it)."""

@@ -11,7 +11,7 @@ for machines without a GPU.
 """
 from __future__ import annotations
 import importlib, os, sys
-from typing import Any
+from hcqrt import interface
 
 BACKENDS = {"CPU": "hcqrt.cpu.device:CPUDevice", "NV": "hcqrt.nv.device:NVDevice", "AMD": "hcqrt.amd.device:AMDDevice",
             "PTXEMU": "hcqrt.mock.ptxemu:PTXEmuDevice", "AMDEMU": "hcqrt.mock.amdemu:AMDEmuDevice"}
@@ -24,7 +24,7 @@ def debug_level() -> int:
 
 class _Registry:
   def __init__(self):
-    self._opened: dict[str, Any] = {}
+    self._opened: dict[str, interface.Device] = {}
     self._default: str | None = None
   def canonicalize(self, name: str | None) -> str:
     if name is None: return self.DEFAULT
@@ -32,7 +32,8 @@ class _Registry:
     base = base.upper()
     if base not in BACKENDS: raise ValueError(f"unknown device {name!r}; known: {', '.join(BACKENDS)}")
     return base if idx in ("", "0") else f"{base}:{idx}"
-  def __getitem__(self, name: str) -> Any:
+  def __getitem__(self, name: str) -> interface.Device:
+    """The opened device `name` (opened on first use): what it offers is hcqrt/interface.py Device."""
     name = self.canonicalize(name)
     if (d := self._opened.get(name)) is None:
       mod, cls = BACKENDS[name.split(":")[0]].split(":")

@@ -6,6 +6,8 @@ A backend (hcqrt/nv, hcqrt/cpu/hcq.py, ...) supplies the encodings; this module 
     built queue keeps where each command's operands live, so it can be patched (update_*) and resubmitted.
   - `HCQProgram` / `KernArgs`: a loaded kernel and its argument block (buffer pointers and ints).
   - `GraphReplay`: launches and copies -> one prebuilt queue per engine; replays patch buffers/ints in place.
+  - `HCQDevice`: what every HCQ device owns the same way (NV and AMD subclass it): the signal pool and the timeline,
+    programs launched behind it, graphs, the persistent-memory scope a graph allocates in, fault checks and recovery.
 
   >>> from hcqrt.cpu.hcq import CPUHCQDevice
   >>> dev = CPUHCQDevice(); s = dev.new_signal()
@@ -14,8 +16,9 @@ A backend (hcqrt/nv, hcqrt/cpu/hcq.py, ...) supplies the encodings; this module 
 """
 from __future__ import annotations
 import contextlib, ctypes, struct, time, weakref
-from typing import Any
-from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from hcqrt.interface import GraphCopy, GraphExec, GraphItem, GraphTimestamp
 
 DEFAULT_TIMEOUT_S = 30.0
 FAULT_POLL_S = 0.01   # how often a waiting Signal asks its device whether a queue faulted
@@ -27,7 +30,7 @@ class Signal:
   """A timeline: u64 value at +0, the release timestamp at +8, a scratch word at +16 and the timestamp written
   by `HWQueue.timestamp` at +24 (ns). `base` is the host address, `va` the device address of the same bytes."""
   SIZE = 32
-  def __init__(self, device: Any, base: int, va: int, name: str = "signal", release: Callable[[Signal], None] | None = None):
+  def __init__(self, device: HCQDevice, base: int, va: int, name: str = "signal", release: Callable[[Signal], None] | None = None):
     self.device, self.base, self.va, self.name = device, base, va, name
     self._words = (ctypes.c_uint64 * 4).from_address(base)
     self._release = release
@@ -57,14 +60,14 @@ class Signal:
     deadline = time.perf_counter() + timeout_s
     # a device that can see faults (NV: RM's error notifiers) is asked every FAULT_POLL_S: a faulted queue never
     # signals, and its error should not wait for the timeout
-    check, next_check = getattr(self.device, "raise_if_faulted", None), 0.0
+    check, next_check = self.device.raise_if_faulted, 0.0
     spin = 0
     while self._words[0] < value:
       now = time.perf_counter()
       if now > deadline: raise self.timed_out(value, timeout_s)
       spin += 1
       if spin > 100:
-        if check is not None and now >= next_check: check(); next_check = now + FAULT_POLL_S
+        if now >= next_check: check(); next_check = now + FAULT_POLL_S
         time.sleep(0.0002 if spin < 2000 else 0.002)   # spin briefly (fast kernels), then back off
 
   def timed_out(self, value: int, waited_s: float) -> SignalTimeout:
@@ -72,9 +75,7 @@ class Signal:
     that promised the value and the last value seen. Work that was promised and is stuck would block every later wait,
     so the device recovers first (and the message says so)."""
     by = f"; it was last promised value {self.last_promised} by {self.last_queue}" if self.last_queue else "; no queue was asked to signal it"
-    if self.last_promised is not None and self.last_promised >= value:
-      recover = getattr(self.device, "recover", None)
-      by += f"; {recover() if recover is not None else 'the device was not reset: work queued behind it will not run'}"
+    if self.last_promised is not None and self.last_promised >= value: by += f"; {self.device.recover()}"
     return SignalTimeout(f"{self.device}: timed out after {waited_s:g} s waiting for {self.name} at {self.va:#x} to reach {value}; "
                          f"last completed value is {self._words[0]}{by}")
 
@@ -86,8 +87,8 @@ class Signal:
 class SignalPool:
   """Hands out Signal slots from one host-visible device buffer (base host address, base device address, bytes).
   `signal_cls` lets a backend read its timestamps in its own clock (AMD: 100 MHz ticks)."""
-  signal_cls: type = Signal
-  def __init__(self, device: Any, base: int, va: int, nbytes: int):
+  signal_cls: type[Signal] = Signal
+  def __init__(self, device: HCQDevice, base: int, va: int, nbytes: int):
     self.device, self.base, self.va = device, base, va
     self.free_slots = list(range(nbytes // Signal.SIZE - 1, -1, -1))
     self.count = 0
@@ -168,19 +169,22 @@ class HWQueue:
   def update_copy(self, i: int, dst: int | None = None, src: int | None = None) -> HWQueue:
     self._update_copy(self._cmd(i, "copy"), dst, src); return self
 
-  def submit(self, device: Any) -> HWQueue:
+  def submit(self, device: HCQDevice) -> HWQueue:
     self._submit(device); return self
+  def bind(self, device: HCQDevice) -> None:
+    """Place the built commands in device memory for good (a graph's queues: a replay then rewrites them in place);
+    a backend whose submit copies nothing (the CPU's) has nothing to do."""
 
   # ---- backend hooks ----
   def _wait(self, signal: Signal, value: int) -> Any: raise NotImplementedError(f"{self.name} cannot wait")
   def _signal(self, signal: Signal, value: int) -> Any: raise NotImplementedError(f"{self.name} cannot signal")
   def _timestamp(self, signal: Signal) -> Any: raise NotImplementedError(f"{self.name} cannot write timestamps")
-  def _exec(self, prog, args, g, l) -> Any: raise NotImplementedError(f"{self.name} cannot launch kernels")
+  def _exec(self, prog: HCQProgram, args: KernArgs, g: tuple[int, int, int], l: tuple[int, int, int]) -> Any: raise NotImplementedError(f"{self.name} cannot launch kernels")
   def _copy(self, dst: int, src: int, nbytes: int) -> Any: raise NotImplementedError(f"{self.name} cannot copy")
   def _update_sem(self, rec: Any, signal: Signal | None, value: int | None) -> None: raise NotImplementedError
   def _update_exec(self, rec: Any, g, l) -> None: raise NotImplementedError
   def _update_copy(self, rec: Any, dst: int | None, src: int | None) -> None: raise NotImplementedError
-  def _submit(self, device: Any) -> None: raise NotImplementedError
+  def _submit(self, device: HCQDevice) -> None: raise NotImplementedError
 
 def _dims(x: Sequence[int]) -> tuple[int, int, int]:
   t = tuple(int(v) for v in x) + (1,) * (3 - len(x))
@@ -190,7 +194,7 @@ def _dims(x: Sequence[int]) -> tuple[int, int, int]:
 class HCQProgram:
   """A loaded kernel. Subclasses set `self.params` [(offset, size)] and implement `fill_kernargs`.
   Calling it launches on the device's compute queue behind the timeline and returns seconds when `wait`."""
-  def __init__(self, device: Any, name: str):
+  def __init__(self, device: HCQDevice, name: str):
     self.device, self.name = device, name
     self.params: list[tuple[int, int]] = []
 
@@ -198,26 +202,26 @@ class HCQProgram:
     """The argument block for one launch; `persistent` blocks outlive the per-launch ring (a prebuilt graph's)."""
     raise NotImplementedError
 
-  def __call__(self, *bufs: Any, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
+  def __call__(self, *bufs: Any, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1), threads: int = 1,
                vals: Sequence[int] = (), wait: bool = False) -> float | None:
+    """Launch (interface.Program; `threads` is the CPU's and ignored here)."""
     dev = self.device
     args = self.fill_kernargs(bufs, vals)
     st, en = dev.timing_signals()
-    q = dev.hw_compute_queue().wait(dev.timeline_signal, dev.timeline_value - 1)
+    q = dev.after_timeline(dev.hw_compute_queue())
     if wait: q.timestamp(st)
     q.exec(self, args, global_size, local_size)
     if wait: q.timestamp(en)
-    q.signal(dev.timeline_signal, dev.timeline_value).submit(dev)
-    dev.timeline_value += 1
+    dev.submit_timeline(q)
     if not wait: return None
     dev.synchronize()
     return max(0, en.timestamp - st.timestamp) / 1e9
 
-def _release_graph(device: Any, sig: Any, last: list[int], blocks: list, ts_sigs: list) -> None:
+def _release_graph(device: HCQDevice, sig: Signal, last: list[int], blocks: list, ts_sigs: list[Signal]) -> None:
   if not blocks and not ts_sigs: return
   # the GPU may still read them; a device that frees only once its timeline has passed (AMD) needs no wait here, and
   # must not get one: a finalizer may run on any thread, the mock GPU's own included
-  waited = not last[0] or not getattr(device, "frees_after_gpu", False)
+  waited = not last[0] or not device.frees_after_gpu
   if last[0] and waited: sig.wait(last[0])
   if blocks: device.free_persistent(blocks)
   # a profiled graph's timestamp signals: free once the GPU is past its last write into them; where nothing waited and
@@ -232,8 +236,8 @@ def buf_addr(b: Any) -> int:
 class GraphReplay:
   """Launches and copies recorded once, replayed with one submission per engine.
 
-  items: ("exec", program, bufs, vals, global_size, local_size), ("copy", dst_buf, src_buf, nbytes) or
-  ("timestamp", signal): the device's clock once everything before it on the compute queue is done (GPU-side timing).
+  items (hcqrt/interface.py): GraphExec(program, bufs, vals, global_size, local_size), GraphCopy(dst_buf, src_buf, nbytes)
+  or GraphTimestamp(signal): the device's clock once everything before it on the compute queue is done (GPU-side timing).
   Compute items and timestamps go to one compute queue, copies to one copy queue; where the engine changes, a graph-private
   signal orders them. `replay(bufs={(item, arg): buf}, vals={(item, j): v})` patches pointers/ints in place,
   bumps the signal values and submits (waiting for the previous replay first, whose memory it rewrites).
@@ -241,14 +245,14 @@ class GraphReplay:
   >>> from hcqrt.cpu.hcq import CPUHCQDevice
   >>> dev = CPUHCQDevice(); g = GraphReplay(dev, []); g.replay(); dev.synchronize()
   """
-  def __init__(self, device: Any, items: list[tuple], timestamps: bool = False):
+  completes_on_return, clock = False, "gpu"   # (interface.Graph) replays run on the GPU after replay returns
+  def __init__(self, device: HCQDevice, items: Sequence[GraphItem], timestamps: bool = False):
     # timestamps: a timestamp command before and after each launch (the profiler's per-kernel GPU times: kernel_times())
     self.ts: dict[int, tuple[Signal, Signal]] = {}
     # (two signals per launch: a graph too big for the device's free signals goes untimed, its replays one span each)
-    n_exec = sum(it[0] == "exec" for it in items)
-    self.want_ts = timestamps and len(getattr(getattr(device, "signals", None), "free_slots", ())) >= 2 * n_exec + 64
-    scope = device.persistent_scope() if hasattr(device, "persistent_scope") else contextlib.nullcontext([])
-    with scope as blocks:
+    n_exec = sum(isinstance(it, GraphExec) for it in items)
+    self.want_ts = self.timestamps = timestamps and len(device.signals.free_slots) >= 2 * n_exec + 64
+    with device.persistent_scope() as blocks:
       try: self._record(device, items)
       except BaseException:
         if blocks: device.free_persistent(blocks)   # nothing was submitted: the blocks are free at once
@@ -260,36 +264,33 @@ class GraphReplay:
     fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks, [s for p in self.ts.values() for s in p])
     fin.atexit = False  # at exit the device goes away as a whole
 
-  def _record(self, device: Any, items: list[tuple]) -> None:
+  def _record(self, device: HCQDevice, items: Sequence[GraphItem]) -> None:
     self.dev, self.items = device, items
     self.sig = device.new_signal(name="graph")
     self.base = 0
     self.compute, self.copyq = device.hw_compute_queue(), device.hw_copy_queue()
     self.args: dict[int, KernArgs] = {}
-    self.where: dict[int, tuple[Any, int]] = {}   # item -> (queue, command index)
-    self.sem: list[tuple[Any, int, int]] = []     # (queue, command index, offset from base) of waits/signals
+    self.where: dict[int, tuple[HWQueue, int]] = {}   # item -> (queue, command index)
+    self.sem: list[tuple[HWQueue, int, int]] = []     # (queue, command index, offset from base) of waits/signals
     step, engine = 0, None
     # both queues first wait for the device timeline (all earlier work) ...
     self.tl_waits = [(q, len(q.cmds)) for q in (self.compute, self.copyq)]
     for q in (self.compute, self.copyq): q.wait(device.timeline_signal, 0)
     for i, it in enumerate(items):
-      q = self.copyq if it[0] == "copy" else self.compute
+      q = self.copyq if isinstance(it, GraphCopy) else self.compute
       if engine is not None and q is not engine:   # hand over between engines through the graph signal
         step += 1
         self.sem.append((engine, len(engine.cmds), step)); engine.signal(self.sig, step)
         self.sem.append((q, len(q.cmds), step)); q.wait(self.sig, step)
       engine = q
-      if it[0] == "exec":
-        _, prog, bufs, vals, g, l = it
-        self.args[i] = prog.fill_kernargs(bufs, vals, persistent=True)   # the ring would recycle them under the graph
+      if isinstance(it, GraphExec):
+        self.args[i] = it.prog.fill_kernargs(it.bufs, it.vals, persistent=True)   # the ring would recycle them under the graph
         if self.want_ts: self.ts[i] = (device.new_signal(name=f"ts{i}"), device.new_signal(name=f"te{i}")); q.timestamp(self.ts[i][0])
-        self.where[i] = (q, len(q.cmds)); q.exec(prog, self.args[i], g, l)
+        self.where[i] = (q, len(q.cmds)); q.exec(it.prog, self.args[i], it.global_size, it.local_size)
         if self.want_ts: q.timestamp(self.ts[i][1])
-      elif it[0] == "copy":
-        _, dst, src, n = it
-        self.where[i] = (q, len(q.cmds)); q.copy(buf_addr(dst), buf_addr(src), n)
-      elif it[0] == "timestamp": self.where[i] = (q, len(q.cmds)); q.timestamp(it[1])
-      else: raise ValueError(f"graph item {i}: unknown kind {it[0]!r} (exec, copy or timestamp)")
+      elif isinstance(it, GraphCopy): self.where[i] = (q, len(q.cmds)); q.copy(buf_addr(it.dst), buf_addr(it.src), it.nbytes)
+      elif isinstance(it, GraphTimestamp): self.where[i] = (q, len(q.cmds)); q.timestamp(it.signal)
+      else: raise TypeError(f"graph item {i}: {it!r} is not a GraphExec, GraphCopy or GraphTimestamp")
     # The queue running the last item has (through the hand-overs) waited for everything before it, so it alone
     # marks the end: the device timeline, then the graph signal. The graph signal must be the replay's LAST release:
     # the next replay rewrites this pushbuffer (the timeline value included) as soon as it sees it, and the GPU may
@@ -302,8 +303,7 @@ class GraphReplay:
     # what each replay rewrites, resolved once (a queue that is never submitted needs no update)
     self.tl_waits = [(q, c) for q, c in self.tl_waits if any(q is u for u in self.used)]
     self.sem_updates = [(q.update_wait if q.cmds[c][0] == "wait" else q.update_signal, c, off) for q, c, off in self.sem]
-    for q in self.used:
-      if hasattr(q, "bind"): q.bind(device)
+    for q in self.used: q.bind(device)
 
   def replay(self, bufs: dict[tuple[int, int], Any] | None = None, vals: dict[tuple[int, int], int] | None = None,
              wait: bool = False) -> float | None:
@@ -312,12 +312,11 @@ class GraphReplay:
     if self.submitted:
       # the previous replay must be done before its memory is rewritten: its graph signal, and the timeline value its
       # stream releases last (the engine may still be reading the stream's tail after the graph signal)
-      wait_for = getattr(dev, "wait_signal", None) or (lambda sig, v: sig.wait(v))   # (AMD sleeps until the interrupt)
-      wait_for(self.sig, self.base + self.final)
-      if self._last_tl: wait_for(dev.timeline_signal, self._last_tl)
+      dev.wait_signal(self.sig, self.base + self.final)   # (AMD sleeps until the interrupt)
+      if self._last_tl: dev.wait_signal(dev.timeline_signal, self._last_tl)
       self.base += self.final
     for (i, a), b in (bufs or {}).items():
-      if self.items[i][0] == "exec": self.args[i].set_buffer(a, buf_addr(b))
+      if isinstance(self.items[i], GraphExec): self.args[i].set_buffer(a, buf_addr(b))
       else:
         q, c = self.where[i]
         q.update_copy(c, dst=buf_addr(b)) if a == 0 else q.update_copy(c, src=buf_addr(b))
@@ -339,3 +338,87 @@ class GraphReplay:
     """(item, start ns, end ns) of each launch of the last replay, from the device's timestamps (a graph built with
     timestamps=True, after a replay that waited)."""
     return [(i, st.timestamp, en.timestamp) for i, (st, en) in sorted(self.ts.items())]
+
+Q = TypeVar("Q", bound=HWQueue)
+
+class HCQDevice:
+  """The half of a device that every HCQ backend has the same way; NVDevice and AMDDevice subclass it and keep only
+  their driver: bring-up, memory, queues and their encodings, fault reports and recovery.
+
+  It owns the timeline: one signal that the device's queues release in submission order, each submission waiting for
+  the previous value first (`after_timeline` / `submit_timeline`), so every queue runs after all work submitted before
+  it and `synchronize` is one wait. It also hands out signals (`new_signal`; each one kept so `recover` can complete
+  what dropped work promised), builds graphs, and scopes the persistent memory a graph allocates (`persistent_scope`).
+
+  A subclass calls `_init_signals(pool)` once its signal memory exists, and implements hw_compute_queue, hw_copy_queue,
+  program, synchronize, persistent/free_persistent (graphs) and, where its driver reports faults, raise_if_faulted and
+  recover.
+
+  >>> from hcqrt.cpu.hcq import CPUHCQDevice
+  >>> dev = CPUHCQDevice(); q = dev.after_timeline(dev.hw_compute_queue())
+  >>> v = dev.timeline_value; dev.submit_timeline(q); dev.synchronize(); dev.timeline_signal.value == v, dev.timeline_value == v + 1
+  (True, True)
+  """
+  name: str
+  wait_timeout_s: float = 30.0
+  frees_after_gpu = False   # free_persistent defers to the timeline itself (AMD): a graph's finalizer must not wait
+  signals: SignalPool
+  timeline_signal: Signal
+  timeline_value: int       # the value the next submission releases (the last one released is timeline_value - 1)
+
+  def _init_signals(self, pool: SignalPool) -> None:
+    self.signals, self._signals = pool, weakref.WeakSet[Signal]()
+    self.timeline_signal, self.timeline_value = pool.new(0, "timeline"), 1
+    self._timing: tuple[Signal, Signal] | None = None
+    self._persistent_scopes: list[list] = []
+    self._recovering = False
+
+  # ---- the timeline ----
+  def after_timeline(self, q: Q) -> Q:
+    """`q` with a first command that waits for everything submitted before it (the timeline's last value)."""
+    return q.wait(self.timeline_signal, self.timeline_value - 1)   # type: ignore[return-value]
+  def submit_timeline(self, q: HWQueue) -> None:
+    """Submit `q` ending in a release of the timeline's next value; the value is taken once the submit went through."""
+    q.signal(self.timeline_signal, self.timeline_value).submit(self)
+    self.timeline_value += 1
+  def wait_signal(self, sig: Signal, value: int, timeout_s: float | None = None) -> None:
+    """Wait until `sig` reaches `value` (a backend whose driver can sleep until the GPU signals overrides it: AMD)."""
+    sig.wait(value, timeout_s)
+
+  # ---- signals ----
+  def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
+    self._signals.add(s := self.signals.new(value, name))   # (recover completes what they were promised)
+    return s
+  def timing_signals(self) -> tuple[Signal, Signal]:
+    """The two signals a launch with wait=True writes its start and end timestamps into."""
+    if self._timing is None: self._timing = (self.new_signal(name="t0"), self.new_signal(name="t1"))
+    return self._timing
+
+  # ---- graphs and their memory ----
+  def graph(self, items: Sequence[GraphItem], timestamps: bool = False) -> GraphReplay:
+    """interface.Device.graph: a GraphReplay of the items (launches, copies, timestamps)."""
+    return GraphReplay(self, items, timestamps)
+  @contextlib.contextmanager
+  def persistent_scope(self) -> Iterator[list]:
+    """Collects every block `persistent` allocates inside (for free_persistent once the graph is gone)."""
+    blocks: list = []
+    self._persistent_scopes.append(blocks)
+    try: yield blocks
+    finally: self._persistent_scopes.remove(blocks)
+  def _note_persistent(self, block: Any) -> None:
+    if self._persistent_scopes: self._persistent_scopes[-1].append(block)
+  def persistent(self, n: int, align: int) -> tuple[int, int]:
+    """(host, va) of `n` bytes that outlive the per-launch rings (a graph's queues and arguments), until free_persistent."""
+    raise NotImplementedError(f"{self.name} has no persistent memory")
+  def free_persistent(self, blocks: list) -> None:
+    raise NotImplementedError(f"{self.name} has no persistent memory")
+
+  # ---- queues, programs, faults (the backend's) ----
+  def hw_compute_queue(self) -> HWQueue: raise NotImplementedError
+  def hw_copy_queue(self) -> HWQueue: raise NotImplementedError
+  def synchronize(self, timeout_s: float | None = None) -> None: raise NotImplementedError
+  def raise_if_faulted(self) -> None:
+    """Raise naming the fault when the driver reported one (Signal.wait polls this while it waits); no report: nothing."""
+  def recover(self) -> str:
+    """Drop the work a fault or a hang left queued so later waits can finish; returns the device's state for the error."""
+    return "the device was not reset: work queued behind it will not run"

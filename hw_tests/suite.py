@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable
 import numpy as np
+from hcqrt.interface import GraphCopy, GraphExec
 from hcqrt.hcq import GraphReplay, SignalTimeout
 from hw_tests import kernels as K
 import itertools
@@ -228,8 +229,8 @@ def graph_replay_patched(c: Ctx):
   add = c.prog("add")
   x = np.arange(n, dtype=np.float32)
   b = [c.up(x), c.up(x)] + [d.allocator.alloc(4 * n) for _ in range(4)]
-  g = GraphReplay(d, [("exec", add, [b[2], b[0], b[1]], [1, n], (2, 1, 1), (256, 1, 1)), ("copy", b[3], b[2], 4 * n),
-                      ("exec", add, [b[4], b[3], b[0]], [2, n], (2, 1, 1), (256, 1, 1))])
+  g = GraphReplay(d, [GraphExec(add, [b[2], b[0], b[1]], [1, n], (2, 1, 1), (256, 1, 1)), GraphCopy(b[3], b[2], 4 * n),
+                      GraphExec(add, [b[4], b[3], b[0]], [2, n], (2, 1, 1), (256, 1, 1))])
   g.replay(wait=True)
   expect(np.array_equal(c.down(b[4], n), 4 * x), "first replay")
   g.replay(bufs={(0, 1): b[4], (1, 0): b[5], (2, 1): b[5]}, vals={(2, 0): 3}, wait=True)   # b2 = 4x + x; b5 = b2; b4 = b5 + 3x
@@ -240,7 +241,7 @@ def graph_cost(c: Ctx):
   d, n, k = c.dev, 32, 50
   p = c.prog("add")
   bufs = [d.allocator.alloc(4 * n) for _ in range(3)]
-  g = GraphReplay(d, [("exec", p, bufs, [1, n], (1, 1, 1), (n, 1, 1))] * k)
+  g = GraphReplay(d, [GraphExec(p, bufs, [1, n], (1, 1, 1), (n, 1, 1))] * k)
   g.replay(wait=True)
   eng = getattr(getattr(d, "drv", None), "engine", getattr(d, "drv", None))   # NV mock: its engine; AMD mock: the KFD's CP
   busy = (lambda: eng.busy_ns) if hasattr(eng, "busy_ns") else (lambda: 0)   # mock: exclude the emulated GPU's time

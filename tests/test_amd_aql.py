@@ -4,6 +4,7 @@ hcqrt/mock/amd/aql.py has a test here."""
 import ctypes, errno, struct
 import numpy as np
 import pytest
+from hcqrt.interface import GraphExec
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
 from hcqrt.amd.device import AMDDevice, AMDError, AMDProgram
 from hcqrt.amd.aql_queue import AQLQueue
@@ -283,7 +284,7 @@ def test_a_graph_of_1100_kernels_runs_on_gfx942(mi300):
   prev = set_executor(lambda d, vm: seen.append(d))
   try:
     prog, buf = _store_program(mi300), mi300.allocator.alloc(64)
-    g = GraphReplay(mi300, [("exec", prog, [buf], [], (1, 1, 1), (64, 1, 1))] * 1100)
+    g = GraphReplay(mi300, [GraphExec(prog, [buf], [], (1, 1, 1), (64, 1, 1))] * 1100)
     g.replay(wait=True)
   finally: set_executor(prev)
   assert len(seen) == 1100 and mi300.compute.put > mi300.compute.slots

@@ -3,6 +3,7 @@ hardware raises: the backend must wait before freeing, and ask for interrupts it
 import struct
 import numpy as np
 import pytest
+from hcqrt.interface import GraphExec
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
 from hcqrt.amd.device import AMDDevice, AMDProgram
 
@@ -52,7 +53,7 @@ def test_graph_replays_back_to_back_on_an_async_gpu(dev, store42):
   dev.drv.latency_s = 0.01
   prog = _program(dev)
   bufs = [dev.allocator.alloc(64) for _ in range(3)]
-  g = dev.graph([("exec", prog, [bufs[0]], [], (1, 1, 1), (dev.wave_size, 1, 1))])
+  g = dev.graph([GraphExec(prog, [bufs[0]], [], (1, 1, 1), (dev.wave_size, 1, 1))])
   for b in bufs: g.replay(bufs={(0, 0): b})
   dev.synchronize()
   for b in bufs:
@@ -80,7 +81,7 @@ def test_graph_replay_waits_for_the_value_its_stream_writes_last(dev, store42):
   dev.drv.release_stall_s = 0.05
   prog = _program(dev)
   bufs = [dev.allocator.alloc(64) for _ in range(2)]
-  g = dev.graph([("exec", prog, [bufs[0]], [], (1, 1, 1), (dev.wave_size, 1, 1))])
+  g = dev.graph([GraphExec(prog, [bufs[0]], [], (1, 1, 1), (dev.wave_size, 1, 1))])
   for b in bufs: g.replay(bufs={(0, 0): b})
   dev.synchronize()   # must mean the second replay has run
   assert [dev.drv.vm.read32(b.va) for b in bufs] == [42, 42]   # (read as the GPU sees memory now, while the CP may stall)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from rdna3_kernels import KERNELS, compile_ir
 
+from hcqrt.interface import GraphExec
 from hcqrt.amd import codeobject
 from hcqrt.amd.device import AMDDevice, AMDProgram
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
@@ -94,7 +95,7 @@ def test_graph_replay_with_patched_pointers(dev):
   a, b, c = (rng.standard_normal(256).astype(np.float32) for _ in range(3))
   add = load(dev, "add_f32")
   ba, bb, bc, bt, bo = put(dev, a), put(dev, b), put(dev, c), dev.allocator.alloc(1024), dev.allocator.alloc(1024)
-  g = dev.graph([("exec", add, [bt, ba, bb], [], (4, 1, 1), (64, 1, 1)), ("exec", add, [bo, bt, bc], [], (4, 1, 1), (64, 1, 1))])
+  g = dev.graph([GraphExec(add, [bt, ba, bb], [], (4, 1, 1), (64, 1, 1)), GraphExec(add, [bo, bt, bc], [], (4, 1, 1), (64, 1, 1))])
   g.replay(); dev.synchronize()
   np.testing.assert_array_equal(get(dev, bo, 256), a + b + c)
   g.replay(bufs={(0, 1): bc}); dev.synchronize()   # t = c + b

@@ -3,6 +3,7 @@ and KFD refusals surfaced as errors naming the ioctl and errno."""
 import ctypes, struct, threading, time
 import numpy as np
 import pytest
+from hcqrt.interface import GraphCopy, GraphExec
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
 from hcqrt.amd.device import AMDDevice, AMDError, AMDProgram
 from hcqrt.amd.targets import target_for, UnsupportedTarget
@@ -110,7 +111,7 @@ def test_graph_replay_copies(dev):
   x = np.arange(256, dtype=np.float32)
   a, b = dev.allocator.alloc(x.nbytes), dev.allocator.alloc(x.nbytes)
   dev.allocator.copyin(a, memoryview(x.tobytes()))
-  g = dev.graph([("copy", b, a, x.nbytes)])
+  g = dev.graph([GraphCopy(b, a, x.nbytes)])
   for _ in range(2): g.replay(); dev.synchronize()
   out = bytearray(x.nbytes); dev.allocator.copyout(memoryview(out), b)
   assert np.array_equal(np.frombuffer(out, np.float32), x)
@@ -130,7 +131,7 @@ def test_graph_replay_is_one_indirect_buffer_with_patched_pointers(dev):
   try:
     prog = _program(dev)
     a, b = dev.allocator.alloc(64), dev.allocator.alloc(64)
-    g = dev.graph([("exec", prog, [a], [], (1, 1, 1), (dev.wave_size, 1, 1)), ("exec", prog, [a], [], (2, 1, 1), (dev.wave_size, 1, 1))])
+    g = dev.graph([GraphExec(prog, [a], [], (1, 1, 1), (dev.wave_size, 1, 1)), GraphExec(prog, [a], [], (2, 1, 1), (dev.wave_size, 1, 1))])
     cq = next(q for q in dev.drv.queues.values() if not q.sdma)
     ibs = cq.ib_count
     g.replay(); dev.synchronize()
@@ -235,10 +236,10 @@ def test_graph_replay_matches_numpy(dev, add):
   n = 256
   x = np.arange(n, dtype=np.float32)
   b = [upload(dev, x) for _ in range(2)] + [dev.allocator.alloc(4 * n) for _ in range(4)]
-  items = [("exec", add, [b[2], b[0], b[1]], [1, n], (1, 1, 1), (n, 1, 1)),      # b2 = b0 + b1
-           ("copy", b[3], b[2], 4 * n),                                          # b3 = b2
-           ("exec", add, [b[4], b[3], b[2]], [2, n], (1, 1, 1), (n, 1, 1)),      # b4 = b3 + 2 b2
-           ("exec", add, [b[5], b[4], b[0]], [1, n], (1, 1, 1), (n, 1, 1))]      # b5 = b4 + b0
+  items = [GraphExec(add, [b[2], b[0], b[1]], [1, n], (1, 1, 1), (n, 1, 1)),      # b2 = b0 + b1
+           GraphCopy(b[3], b[2], 4 * n),                                          # b3 = b2
+           GraphExec(add, [b[4], b[3], b[2]], [2, n], (1, 1, 1), (n, 1, 1)),      # b4 = b3 + 2 b2
+           GraphExec(add, [b[5], b[4], b[0]], [1, n], (1, 1, 1), (n, 1, 1))]      # b5 = b4 + b0
   g = dev.graph(items)
   g.replay(wait=True)
   assert np.array_equal(download(dev, b[5], n), 7 * x) and np.array_equal(download(dev, b[4], n), 6 * x)

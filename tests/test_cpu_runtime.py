@@ -7,6 +7,7 @@ from compiler.assemble import c_compiler as cc
 from compiler.assemble.c_compiler import compile_c, c_compiler, CompileError
 from hcqrt.cpu import load_elf, ElfLoadError, CPUDevice, CPUProgram, CPUAllocator
 from hcqrt.cpu.device import RUNNER_C, install_runner
+from hcqrt.interface import GraphCopy, GraphExec
 from tests.needs import need_clang
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -453,7 +454,7 @@ def test_launch_list_runs_in_order_and_patches(launcher):
   x = f32(n, seed=3)
   dev.allocator.copyin(a, memoryview(x))
   # b = a*2 (on 3 cores), c = b + a, d = c*3 (on 3 cores)
-  g = CPULaunchList([("exec", prog, [b, a], (n, 2), th), ("exec", one, [c, b, a], (n,), 1), ("exec", prog, [d, c], (n, 3), th)])
+  g = CPULaunchList([GraphExec(prog, [b, a], (n, 2), threads=th), GraphExec(one, [c, b, a], (n,)), GraphExec(prog, [d, c], (n, 3), threads=th)])
   assert isinstance(g.replay(wait=True), float)
   got = np.empty(n, np.float32); dev.allocator.copyout(memoryview(got), d)
   np.testing.assert_allclose(got, (x * 2 + x) * 3, rtol=1e-6)
@@ -461,8 +462,9 @@ def test_launch_list_runs_in_order_and_patches(launcher):
   g.replay(bufs={(2, 0): e}, vals={(2, 1): 5, (0, 1): -1})   # last output moved to e; multipliers changed
   dev.allocator.copyout(memoryview(got), e)
   np.testing.assert_allclose(got, (-x + x) * 5, atol=1e-6)
-  with pytest.raises(ValueError, match="only kernel launches"): CPULaunchList([("copy", b, a, 4)])
-  with pytest.raises(ValueError, match="threads"): CPULaunchList([("exec", prog, [b, a], (n, 2), 0)])
+  with pytest.raises(ValueError, match="only kernel launches"): CPULaunchList([GraphCopy(b, a, 4)])
+  with pytest.raises(ValueError, match="threads"): CPULaunchList([GraphExec(prog, [b, a], (n, 2), threads=0)])
+  assert dev.graph([GraphCopy(b, a, 4)]) is None   # the JIT then runs the items one at a time
 
 @pytest.mark.parametrize("kind", ["c-runner", "llvm-runner"])
 def test_native_launch_list_refuses_a_bad_record_before_running_any(kind):
@@ -514,6 +516,7 @@ import glob, json, os, sys
 import numpy as np
 from compiler.assemble.c_compiler import compile_c
 from hcqrt.cpu.device import RUNNER_C, install_runner, CPUDevice, CPUProgram, CPULaunchList
+from hcqrt.interface import GraphExec
 kind, src = sys.argv[1], sys.stdin.read()
 if kind == "c-runner": install_runner(compile_c(RUNNER_C, "hcqrt_runner"))
 else:
@@ -533,7 +536,7 @@ if os.environ.get("PIN_CALLER", "1") == "1":
   for step, c in enumerate(cpus[:2]):
     os.sched_setaffinity(0, {c})   # (this thread only)
     if step == 0: prog(b, a, vals=(n, 2), threads=2)
-    else: CPULaunchList([("exec", prog, [b, a], (n, 3), 2)]).replay()
+    else: CPULaunchList([GraphExec(prog, [b, a], (n, 3), threads=2)]).replay()
     got = np.empty(n, np.float32); dev.allocator.copyout(memoryview(got), b)
     out["steps"].append({"caller": c, "workers": workers(), "ok": bool((got == np.arange(n) * (2 + step)).all())})
 else:

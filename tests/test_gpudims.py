@@ -4,6 +4,7 @@ and tuning) and decide none of it themselves."""
 import ast, pathlib, re
 import numpy as np
 import pytest
+from compiler.launch import Launch
 from frontend import Tensor
 from compiler.dtypes import dtypes
 from compiler.gpudims import GpuPlan, plan_launch
@@ -34,7 +35,7 @@ def sizes(rs) -> list[int]: return [r.src[0].arg for r in rs]
 def test_one_axis_in_blocks_of_128_with_a_guarded_tail():
   k = kernel(lambda x: x * 2, (1000,))
   p = plan_launch(k, NV)
-  assert p.launch == {"global_size": (8, 1, 1), "local_size": (128, 1, 1)} and not p.grouped and p.lanes == 1
+  assert p.launch == Launch(global_size=(8, 1, 1), local_size=(128, 1, 1)) and not p.grouped and p.lanes == 1
   x = p.axes[0]
   assert x.ranges == tuple(k.global_ranges) and x.extent == 1000 and x.guard and x.block_id and x.thread_id
   assert not p.axes[1].ranges and not p.axes[2].ranges
@@ -42,27 +43,27 @@ def test_one_axis_in_blocks_of_128_with_a_guarded_tail():
 def test_two_axes_fill_the_block_along_y():
   k = kernel(lambda x: x.permute(1, 0) + 1, (7, 5))   # output (5, 7): x = the 7, y = the 5
   p = plan_launch(k, NV)
-  assert p.launch == {"global_size": (1, 1, 1), "local_size": (7, 5, 1)} and p.threads == 35
+  assert p.launch == Launch(global_size=(1, 1, 1), local_size=(7, 5, 1)) and p.threads == 35
   assert p.axes[0].ranges == (k.global_ranges[1],) and p.axes[1].ranges == (k.global_ranges[0],)
   assert not any(a.guard or a.block_id for a in p.axes)   # one block covering everything: thread ids alone
   k = kernel(lambda x: x + 1, (20, 7))   # y: 20 rows in blocks of 18 -> the second block's last rows leave
   p = plan_launch(k, NV)
-  assert p.launch == {"global_size": (1, 2, 1), "local_size": (7, 18, 1)} and p.axes[1].guard and not p.axes[0].guard
+  assert p.launch == Launch(global_size=(1, 2, 1), local_size=(7, 18, 1)) and p.axes[1].guard and not p.axes[0].guard
 
 def test_outer_axes_merge_into_z():
   k = kernel(lambda x: x.permute(4, 2, 0, 3, 1) * 2, (3, 5, 2, 7, 4))   # output (4, 2, 3, 7, 5)
   p = plan_launch(k, NV)
   x, y, z = p.axes
   assert sizes(x.ranges) == [5] and sizes(y.ranges) == [7] and z.ranges == tuple(k.global_ranges[:3]) and z.extent == 24
-  assert p.launch == {"global_size": (1, 1, 24), "local_size": (5, 7, 1)}
+  assert p.launch == Launch(global_size=(1, 1, 24), local_size=(5, 7, 1))
   assert z.block_id and not z.thread_id   # one z per block: the block id alone
 
 def test_huge_y_goes_along_x_unless_the_target_allows_it():
   k = kernel(lambda x: x + 1, (70000, 3))   # y = 70000 > CUDA's 65535 blocks
   p = plan_launch(k, NV)
-  assert p.axes[0].ranges == tuple(k.global_ranges) and p.axes[0].extent == 210000 and p.launch["global_size"] == (1641, 1, 1)
+  assert p.axes[0].ranges == tuple(k.global_ranges) and p.axes[0].extent == 210000 and p.launch.global_size == (1641, 1, 1)
   p = plan_launch(k, NV.replace(max_grid=(2 ** 31 - 1, 2 ** 31 - 1, 65535)))
-  assert p.launch == {"global_size": (1, 1667, 1), "local_size": (3, 42, 1)}
+  assert p.launch == Launch(global_size=(1, 1667, 1), local_size=(3, 42, 1))
 
 def test_variable_loops_are_no_part_of_the_grid():
   v = Variable("n", 1, 64)
@@ -77,8 +78,8 @@ def test_variable_loops_are_no_part_of_the_grid():
 def test_block_is_four_warps():
   k = kernel(lambda x: x * 2, (1000,))
   assert plan_launch(k, AMD_TARGETS["gfx1100"]).block == (128, 1, 1)   # wave32
-  assert plan_launch(k, AMD_TARGETS["gfx942"]).launch == {"global_size": (4, 1, 1), "local_size": (256, 1, 1)}   # wave64
-  assert plan_launch(k, NV.replace(block=64)).launch == {"global_size": (16, 1, 1), "local_size": (64, 1, 1)}
+  assert plan_launch(k, AMD_TARGETS["gfx942"]).launch == Launch(global_size=(4, 1, 1), local_size=(256, 1, 1))   # wave64
+  assert plan_launch(k, NV.replace(block=64)).launch == Launch(global_size=(16, 1, 1), local_size=(64, 1, 1))
   assert Target("X", "ptx", gpu=True).block == 128 and NV.replace(warp_size=64).block == 256
 
 def test_too_many_blocks_or_outputs_is_an_error_naming_the_kernel():
@@ -102,7 +103,7 @@ def test_grouped_reduction_is_a_block_per_output():
   k = kernel(lambda x: x.sum(1), (5, 1000))
   p = plan_launch(k, NV)
   assert [sizes([r]) for r in p.grouped] == [[1000]] and p.lanes == 128
-  assert p.launch == {"global_size": (5, 1, 1), "local_size": (128, 1, 1)}
+  assert p.launch == Launch(global_size=(5, 1, 1), local_size=(128, 1, 1))
   x = p.axes[0]
   assert x.ranges == tuple(k.global_ranges) and x.block_id and not x.thread_id and not x.guard   # the lanes aren't outputs
   assert plan_launch(k, AMD_TARGETS["gfx942"]).lanes == 256 and plan_launch(k, NV.replace(group_lanes=32)).lanes == 32
@@ -143,7 +144,7 @@ def test_ptx_and_amd_launch_the_same_grid(name):
   k = kernel(fn, shape)
   nv, amd = (compile_kernel(k, t, opts=(), assemble=False) for t in (NV, AMD_TARGETS["gfx1100"]))
   assert nv.launch == amd.launch == plan_launch(k, NV).launch
-  _, gy, gz = amd.launch["global_size"]
+  _, gy, gz = amd.launch.global_size
   assert ("llvm.amdgcn.workitem.id.y" in amd.src) == (name in ("2d", "y_guard", "z")) == ("%tid.y" in nv.src)
   assert ("llvm.amdgcn.workgroup.id.y" in amd.src) == (gy > 1) and ("llvm.amdgcn.workgroup.id.z" in amd.src) == (gz > 1)
   assert ("%ctaid.y" in nv.src) == (gy > 1) and ("%ctaid.z" in nv.src) == (gz > 1)
@@ -151,7 +152,7 @@ def test_ptx_and_amd_launch_the_same_grid(name):
 def test_amd_work_group_size_attribute_counts_every_dimension():
   k = kernel(lambda x: x + 1, (64, 8))   # gfx942: a block of 8 x 32 work-items
   ck = compile_kernel(k, AMD_TARGETS["gfx942"], opts=(), assemble=False)
-  assert ck.launch["local_size"] == (8, 32, 1) and '"amdgpu-flat-work-group-size"="1,256"' in ck.src
+  assert ck.launch.local_size == (8, 32, 1) and '"amdgpu-flat-work-group-size"="1,256"' in ck.src
 
 def test_renderers_take_the_plan():
   k = kernel(lambda x: x * 2, (1000,))

@@ -4,6 +4,7 @@ assembler; the frontend test at the end goes through the PTX renderer."""
 import ctypes, struct, time
 import numpy as np
 import pytest
+from hcqrt.interface import GraphCopy, GraphExec, GraphTimestamp
 from hcqrt import syscalls
 from hcqrt.hcq import GraphReplay, SignalTimeout
 from hcqrt.mock.nv import MockNV, GPUError
@@ -175,10 +176,10 @@ def test_graph_replay(nv, add):
   n = 256
   x = np.arange(n, dtype=np.float32)
   b = [upload(nv, x) for _ in range(2)] + [nv.allocator.alloc(4 * n) for _ in range(4)]
-  items = [("exec", add, [b[2], b[0], b[1]], [1, n], (1, 1, 1), (n, 1, 1)),      # b2 = b0 + b1
-           ("copy", b[3], b[2], 4 * n),                                          # b3 = b2
-           ("exec", add, [b[4], b[3], b[2]], [2, n], (1, 1, 1), (n, 1, 1)),      # b4 = b3 + 2 b2
-           ("exec", add, [b[5], b[4], b[0]], [1, n], (1, 1, 1), (n, 1, 1))]      # b5 = b4 + b0
+  items = [GraphExec(add, [b[2], b[0], b[1]], [1, n], (1, 1, 1), (n, 1, 1)),      # b2 = b0 + b1
+           GraphCopy(b[3], b[2], 4 * n),                                          # b3 = b2
+           GraphExec(add, [b[4], b[3], b[2]], [2, n], (1, 1, 1), (n, 1, 1)),      # b4 = b3 + 2 b2
+           GraphExec(add, [b[5], b[4], b[0]], [1, n], (1, 1, 1), (n, 1, 1))]      # b5 = b4 + b0
   g = GraphReplay(nv, items)
   g.replay(wait=True)
   assert np.array_equal(download(nv, b[5], n), 7 * x)
@@ -202,7 +203,7 @@ def test_graph_memory_returns_when_the_graph_goes(nv, add):
   n = 64
   x = np.arange(n, dtype=np.float32)
   a, o = upload(nv, x), nv.allocator.alloc(4 * n)
-  items = [("exec", add, [o, a, a], [1, n], (1, 1, 1), (n, 1, 1))] * 3
+  items = [GraphExec(add, [o, a, a], [1, n], (1, 1, 1), (n, 1, 1))] * 3
   g = GraphReplay(nv, items)
   g.replay()
   arena = [(r.buf.va, r.off) for r in nv._arena]
@@ -217,7 +218,7 @@ def test_graph_memory_returns_when_the_graph_goes(nv, add):
   assert [(r.buf.va, r.off) for r in nv._arena] == arena   # nothing new was carved from the arena
   nfree = lambda: sum(len(b) for b in nv._persistent_free.values())
   before = nfree()
-  with pytest.raises(ValueError, match="unknown kind"): GraphReplay(nv, items + [("bogus",)])
+  with pytest.raises(TypeError, match="is not a GraphExec"): GraphReplay(nv, items + [("bogus",)])
   assert nfree() == before   # a graph that failed to build gave back the blocks it had taken
 
 def test_graph_replay_is_one_submission(nv, add, monkeypatch):
@@ -225,7 +226,7 @@ def test_graph_replay_is_one_submission(nv, add, monkeypatch):
   (the host cost of a replay is timed in bench/hcq_bench.py, not here: timings flake on a loaded machine)."""
   n = 32
   bufs = [nv.allocator.alloc(4 * n) for _ in range(3)]
-  g = GraphReplay(nv, [("exec", add, bufs, [1, n], (1, 1, 1), (n, 1, 1))] * 20)
+  g = GraphReplay(nv, [GraphExec(add, bufs, [1, n], (1, 1, 1), (n, 1, 1))] * 20)
   g.replay(wait=True)
   rings = []
   real = syscalls.mmio_write32
@@ -274,7 +275,7 @@ def test_cpu_hcq_graph(tmp_path):
   x = np.arange(8, dtype=np.float32)
   b = [dev.allocator.alloc(32) for _ in range(4)]
   for i in (0, 1): dev.allocator.copyin(b[i], memoryview(x))
-  g = GraphReplay(dev, [("exec", prog, [b[2], b[0], b[1]], [2, 8], (1,), (1,)), ("copy", b[3], b[2], 32)])
+  g = GraphReplay(dev, [GraphExec(prog, [b[2], b[0], b[1]], [2, 8], (1,), (1,)), GraphCopy(b[3], b[2], 32)])
   g.replay(wait=True)
   assert np.frombuffer(b[3].view(), np.float32).tolist() == (3 * x).tolist()
   g.replay(vals={(0, 0): 5}, wait=True)
@@ -296,12 +297,12 @@ def test_frontend_on_nv_mock(nv, monkeypatch):
   np.testing.assert_allclose((Tensor(a, device="NV") @ Tensor(b, device="NV")).relu().numpy(), np.maximum(a @ b, 0), rtol=1e-5)
 
 def test_graph_timestamps_bracket_the_kernels(nv, add):
-  """("timestamp", signal) items: GPU clock releases on the compute queue, rewritten by every replay (bench timing)."""
+  """GraphTimestamp(signal) items: GPU clock releases on the compute queue, rewritten by every replay (bench timing)."""
   n = 64
   x = np.arange(n, dtype=np.float32)
   a, o = upload(nv, x), nv.allocator.alloc(4 * n)
   t0, t1 = nv.new_signal(name="t0"), nv.new_signal(name="t1")
-  g = GraphReplay(nv, [("timestamp", t0), ("exec", add, [o, a, a], [1, n], (1, 1, 1), (n, 1, 1)), ("timestamp", t1)])
+  g = GraphReplay(nv, [GraphTimestamp(t0), GraphExec(add, [o, a, a], [1, n], (1, 1, 1), (n, 1, 1)), GraphTimestamp(t1)])
   g.replay(wait=True)
   first = (t0.timestamp, t1.timestamp)
   assert 0 < first[0] <= first[1]

@@ -23,7 +23,7 @@ def run(k, arrays: list[np.ndarray], out_size: int, opts=()) -> np.ndarray:
   b = build(k, tuple(opts), target_of("CPU"))
   bufs = [Buffer("CPU", out_size * 4)] + [Buffer("CPU", a.nbytes) for a in arrays]
   for buf, a in zip(bufs[1:], arrays): DEV.allocator.copyin(buf.raw, memoryview(a.reshape(-1).view(np.uint8)))
-  DEV.program(b.name, b.binary)(*[x.raw for x in bufs], **b.launch, wait=True)
+  DEV.program(b.name, b.binary)(*[x.raw for x in bufs], **b.launch.kwargs(), wait=True)
   out = np.empty(out_size, np.float32)
   DEV.allocator.copyout(memoryview(out.view(np.uint8)), bufs[0].raw)
   return out

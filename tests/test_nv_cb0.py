@@ -9,6 +9,7 @@ import struct
 import numpy as np
 import pytest
 from conftest import mock_nv_device
+from hcqrt.interface import GraphExec
 from hcqrt.mock.nv import gpfifo as G
 from hcqrt.nv import device as D
 from compiler.assemble.ptx_assembler import assemble_ptx
@@ -136,7 +137,7 @@ def test_update_exec_rewrites_the_dims_in_constant_bank_0(nv):
   p = nv.program("probe", assemble_ptx(K.head(nv.arch) + probe_src(nv), nv.arch))
   out = nv.allocator.alloc(4096)
   from hcqrt.hcq import GraphReplay
-  g = GraphReplay(nv, [("exec", p, [out], [], (3, 1, 1), (4, 2, 1))])
+  g = GraphReplay(nv, [GraphExec(p, [out], [], (3, 1, 1), (4, 2, 1))])
   g.replay(wait=True)
   q, c = g.where[0]
   q.update_exec(c, global_size=(5, 1, 1), local_size=(2, 3, 1))

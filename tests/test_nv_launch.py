@@ -5,6 +5,7 @@ import contextlib, re, struct
 import numpy as np
 import pytest
 from conftest import mock_nv_device
+from hcqrt.interface import GraphExec
 from hcqrt import syscalls
 from hcqrt.hcq import GraphReplay
 from hcqrt.mock.nv import MockNV, GPUError
@@ -76,7 +77,7 @@ def graph(dev, n=512):
   add = prog(dev, "add", K.ADD)
   x = np.arange(n, dtype=np.float32)
   b = [upload(dev, x)] + [upload(dev, np.full(n, -1000, np.float32)) for _ in range(4)]
-  g = GraphReplay(dev, [("exec", add, [b[i + 1], b[i], b[0]], [1, n], (n // 128, 1, 1), (128, 1, 1)) for i in range(4)])
+  g = GraphReplay(dev, [GraphExec(add, [b[i + 1], b[i], b[0]], [1, n], (n // 128, 1, 1), (128, 1, 1)) for i in range(4)])
   g.replay(wait=True)
   return download(dev, b[4], n), 5 * x
 

@@ -4,6 +4,7 @@ import time
 import numpy as np
 import pytest
 from conftest import mock_nv_device
+from hcqrt.interface import GraphExec
 from hcqrt import syscalls
 from hcqrt.hcq import GraphReplay, SignalTimeout
 from hcqrt.mock.nv import MockNV, GPUError
@@ -44,7 +45,7 @@ def test_graph_replay_never_releases_the_timeline_early(nv, monkeypatch):
     real(self, data, at)
     releases.append((nv.timeline_signal.value, self.engine.launches))
   monkeypatch.setattr(G.Channel, "semaphore", spy)
-  g = GraphReplay(nv, [("exec", inc, [buf], [], (1, 1, 1), (1, 1, 1))])
+  g = GraphReplay(nv, [GraphExec(inc, [buf], [], (1, 1, 1), (1, 1, 1))])
   g.replay()
   v1 = nv.timeline_value - 1
   g.replay()

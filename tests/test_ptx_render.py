@@ -4,6 +4,7 @@ Also: the same kernels assemble for sm_80 and sm_89, launch geometry (guards, >3
 IEEE special values of the inline division/sqrt sequences."""
 import numpy as np
 import pytest
+from compiler.launch import Launch
 from frontend import Tensor, dtypes
 from frontend.engine import _kernel_cache
 from compiler.render_ptx import render_ptx, PTX_ISA
@@ -174,10 +175,10 @@ def _kernel(t: Tensor):
 def test_geometry_guard_and_dims():
   k = _kernel(Tensor(f32(1000)) * 2)
   _, dims = render_ptx(k, "sm_90")
-  assert dims == {"global_size": (8, 1, 1), "local_size": (128, 1, 1)}   # 1000 = 7*128 + 104: guarded last block
+  assert dims == Launch(global_size=(8, 1, 1), local_size=(128, 1, 1))   # 1000 = 7*128 + 104: guarded last block
   k = _kernel(Tensor(f32(7, 5)).permute(1, 0) + 1)
   src, dims = render_ptx(k, "sm_90")
-  assert dims == {"global_size": (1, 1, 1), "local_size": (7, 5, 1)} and "bra $Lexit" not in src
+  assert dims == Launch(global_size=(1, 1, 1), local_size=(7, 5, 1)) and "bra $Lexit" not in src
 
 def test_many_dims_and_huge_y():
   same(lambda x: x.permute(4, 2, 0, 3, 1) * 2, f32(3, 5, 2, 7, 4))      # 5 output loops: z merges three
@@ -185,7 +186,7 @@ def test_many_dims_and_huge_y():
   x = f32(70000, 3)
   k = _kernel(Tensor(x).permute(1, 0) + 1)
   _, dims = render_ptx(k, "sm_90")
-  assert dims["global_size"][1] <= 65535 and dims["global_size"][2] <= 65535
+  assert dims.global_size[1] <= 65535 and dims.global_size[2] <= 65535
   same(lambda t: t.permute(1, 0) + 1, x)
 
 # ***** every kernel rendered above also assembles and loads for the other archs *****
@@ -216,10 +217,10 @@ def test_grouped_reduction(dt):
 def test_grouped_geometry_and_full_sum():
   k = _kernel(Tensor(f32(5, 1000)).sum(1))
   src, dims = render_ptx(k, "sm_90")
-  assert dims == {"global_size": (5, 1, 1), "local_size": (128, 1, 1)} and "bar.sync" in src and ".shared" in src
+  assert dims == Launch(global_size=(5, 1, 1), local_size=(128, 1, 1)) and "bar.sync" in src and ".shared" in src
   k = _kernel(Tensor(f32(5000, 40)).sum(1))   # many outputs, short loops: one thread per output
   src, dims = render_ptx(k, "sm_90")
-  assert "bar.sync" not in src and dims["local_size"][0] == 128
+  assert "bar.sync" not in src and dims.local_size[0] == 128
   same(lambda t: t.sum(), f32(1000, 1000), rtol=2e-5)
   same(lambda t: (t - t.mean(1, keepdim=True)).square().mean(1), f32(3, 1000), rtol=2e-5)   # two grouped reduces in a row
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from frontend import Tensor, dtypes
 from frontend.engine import get_kernel
+from compiler.pipeline import Launch
 from compiler.render_ptx import render_ptx, vector_chunk, BUFFER_ALIGNMENT
 from compiler.opt.gpu import optimize_gpu
 from frontend.devices import target_of
@@ -39,7 +40,7 @@ def vector_accesses(monkeypatch):
 
 def f32(*shape): return rng.uniform(-2, 2, shape).astype(np.float32)
 
-def ptx_of(fn, *arrays) -> tuple[str, dict]:
+def ptx_of(fn, *arrays) -> tuple[str, Launch]:
   """PTX and launch dims of the last kernel of fn on PTXEMU, compiled the way the engine does it (opts included)."""
   si = fn(*[Tensor(a, device="PTXEMU") for a in arrays]).schedule()[-1]
   ck = get_kernel(si, "PTXEMU")
@@ -51,13 +52,13 @@ from tests.test_ptx_render import same   # noqa: E402 (after the helpers it need
 def test_elementwise_vectors_and_launch():
   src, launch = ptx_of(lambda a, b: (a * b + a).relu(), f32(64, 1024), f32(64, 1024))
   assert "ld.global.v4.f32" in src and "st.global.v4.f32" in src
-  assert launch == {"global_size": (2, 64, 1), "local_size": (128, 1, 1)}   # 1024 columns / 4 lanes = 256 threads per row
+  assert launch == Launch(global_size=(2, 64, 1), local_size=(128, 1, 1))   # 1024 columns / 4 lanes = 256 threads per row
   assert "ld.global.f32" not in src and "st.global.f32" not in src
 
 @pytest.mark.parametrize("n", [2, 4, 12])
 def test_whole_kernel_in_one_thread(n, vector_accesses):   # n <= 4: the loop disappears into the lanes of one thread
   src, launch = ptx_of(lambda a: a * 2 + 1, f32(n))
-  assert launch["local_size"] == ((1, 1, 1) if n <= 4 else (3, 1, 1)) and f"ld.global.v{min(n, 4)}.f32" in src
+  assert launch.local_size == ((1, 1, 1) if n <= 4 else (3, 1, 1)) and f"ld.global.v{min(n, 4)}.f32" in src
   same(lambda a: a * 2 + 1, f32(n))
   assert vector_accesses["n"] > 0
 
@@ -144,7 +145,7 @@ def test_vector_copy_every_dtype(npdt, vector_accesses):
     bi, bo = dev.allocator.alloc(x.nbytes), dev.allocator.alloc(n * x.itemsize)
     dev.allocator.copyin(bi, memoryview(np.ascontiguousarray(x).view(np.uint8)))
     before = vector_accesses["n"]
-    prog(bo, bi, **dims)
+    prog(bo, bi, **dims.kwargs())
     out = np.empty(n, npdt)
     dev.allocator.copyout(memoryview(out.view(np.uint8)), bo)
     want = x[off:off + n].copy()

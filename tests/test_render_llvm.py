@@ -138,7 +138,7 @@ def test_amd_code_objects(arch, tmp_path):
   t = AMD_TARGETS[arch]
   for name, lb in _amd_kernels().items():
     ck = compile_kernel(_ast(lb), t, name=name)
-    blocks, threads = math.prod(ck.launch["global_size"]), math.prod(ck.launch["local_size"])   # (the grid of compiler/gpudims.py)
+    blocks, threads = math.prod(ck.launch.global_size), math.prod(ck.launch.local_size)   # (the grid of compiler/gpudims.py)
     assert 1 <= threads <= 4 * t.warp_size and blocks * threads >= math.prod(ck.global_size), ck.launch
     p = tmp_path / f"{name}.o"; p.write_bytes(ck.binary)
     syms = _objdump(p, "-t")
@@ -151,7 +151,7 @@ def test_amd_code_objects(arch, tmp_path):
     assert any("s_endpgm" in l for l in insts) and any("global_load" in l for l in insts) and any("global_store" in l for l in insts)
     assert not any("scratch_" in l or "buffer_store" in l for l in insts), f"{name} on {arch} spills to scratch"
     if name == "grouped_sum":   # few outputs, a long reduction: a workgroup per output, lanes combined in LDS between barriers
-      assert ck.launch["global_size"][0] == 8 and "addrspace(3)" in ck.src
+      assert ck.launch.global_size[0] == 8 and "addrspace(3)" in ck.src
       assert any("s_barrier" in l for l in insts) and any(l.split()[0].startswith(("ds_store", "ds_write")) for l in insts)
 
 def test_cpu_llvm_needs_no_c_compiler(tmp_path):

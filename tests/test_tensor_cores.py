@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from frontend import Tensor, dtypes
 from frontend.engine import get_kernel
+from compiler.pipeline import Launch
 from compiler.lower import lower
 from compiler.opt.heuristic import optimize
 from compiler.opt.tc import tensor_cores
@@ -163,7 +164,7 @@ MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 def test_tc_ptx_for_half_matmul():
   _, ck = kernel(lambda a, b: a @ b, h(32, 48), h(48, 64))
   assert MMA in ck.src and ck.src.count("mma.sync") == 1   # one mma per k-step, in the loop over k / 16
-  assert ck.launch == {"global_size": (1, 2, 2), "local_size": (32, 4, 1)}   # x = the 32 lanes of a warp, y = tiles along N
+  assert ck.launch == Launch(global_size=(1, 2, 2), local_size=(32, 4, 1))   # x = the 32 lanes of a warp, y = tiles along N
   assert "ld.global.v2.b16" in ck.src   # A's neighbouring k elements arrive as one 2-wide load
 
 @pytest.mark.parametrize("fn, arrays", [

@@ -20,11 +20,11 @@ the error event and payload word that each compute queue's CWSR header names (ho
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import collections, contextlib, ctypes, errno, os, struct, threading, time, weakref
+import collections, contextlib, ctypes, errno, os, struct, threading, time
 from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
-from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay
+from hcqrt.hcq import HWQueue, HCQDevice, HCQProgram, KernArgs, Signal, SignalPool
 from hcqrt.amd.targets import Target, target_for
 from hcqrt.amd import codeobject
 from hcqrt.amd.cwsr import fill_cwsr_headers, queue_sizes
@@ -82,11 +82,11 @@ class AMDBuffer:
     return memoryview((ctypes.c_char * self.nbytes).from_address(self.host)).cast("B")
   def __repr__(self) -> str: return f"<AMDBuffer {self.kind} {self.nbytes} bytes at {self.va:#x}>"
 
-class AMDDevice:
-  """An AMD GPU driven through KFD. Engine interface as NVDevice: name, renderer, arch, allocator, program(), synchronize()."""
+class AMDDevice(HCQDevice):
+  """An AMD GPU driven through KFD. The device contract (hcqrt/interface.py Device) and the timeline, signals and graphs
+  come from HCQDevice; this class is the driver: KFD bring-up, memory, PM4/AQL and SDMA queues, events, recovery."""
   renderer = "llvm"   # compiler/render_llvm.py + compiler/assemble/llvm.py (AMD_TARGETS in compiler/target.py)
   frees_after_gpu = True   # free_persistent defers to the timeline (hcq._release_graph need not wait)
-  wait_timeout_s = 30.0
 
   def __init__(self, name: str = "AMD"):
     self.name = name
@@ -155,7 +155,6 @@ class AMDDevice:
     self.buffers: dict[int, AMDBuffer] = {}
     self._freed_later: collections.deque[tuple[int, AMDBuffer]] = collections.deque()   # (timeline value, buffer)
     self._deferred: list[tuple[int, AMDBuffer]] = []   # (timeline value, buffer) to free once the GPU has passed it
-    self._scopes: list[list[AMDBuffer]] = []
 
   def _take_va(self, size: int) -> int:
     try:
@@ -210,10 +209,8 @@ class AMDDevice:
   # ---- queues ----
   def _setup_queues(self) -> None:
     sig = self.gpu_alloc(0x10000, "uncached", host=True)
-    self.signals, self._signals = AMDSignalPool(self, sig.host, sig.va, sig.size), weakref.WeakSet()
-    self._recovering = False
-    self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
-    self._timing: tuple[Signal, Signal] | None = None
+    assert sig.host is not None
+    self._init_signals(AMDSignalPool(self, sig.host, sig.va, sig.size))
     # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote). The first signal
     # event registers it; its id is never 0, which the kernel reserves when the process opens /dev/kfd
     # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:245-262), so gfx942's drop of end-of-pipe interrupts
@@ -242,15 +239,9 @@ class AMDDevice:
   def persistent(self, n: int, align: int) -> tuple[int, int]:
     """(host, va) of a block that stays until free_persistent (an open persistent_scope records it)."""
     buf = self.gpu_alloc(max(n, align), "uncached", host=True)
-    if self._scopes: self._scopes[-1].append(buf)
+    self._note_persistent(buf)
     assert buf.host is not None
     return buf.host, buf.va
-  @contextlib.contextmanager
-  def persistent_scope(self):
-    blocks: list[AMDBuffer] = []
-    self._scopes.append(blocks)
-    try: yield blocks
-    finally: self._scopes.pop()
   def free_persistent(self, blocks: list) -> None:
     for b in blocks: self.free_after_gpu(b)   # a graph's last IB may still be read by the CP after its graph signal
 
@@ -277,14 +268,7 @@ class AMDDevice:
             "shared_memory": self.lds_bytes, "warp_size": self.wave_size, "gpu": True}
   def hw_compute_queue(self) -> AMDComputeQueue: return (AMDAQLComputeQueue if self.aql else AMDComputeQueue)(self.gfx)
   def hw_copy_queue(self) -> AMDCopyQueue: return AMDCopyQueue(self.gfx)
-  def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
-    self._signals.add(s := self.signals.new(value, name))   # (recover completes what they were promised)
-    return s
-  def timing_signals(self) -> tuple[Signal, Signal]:
-    if self._timing is None: self._timing = (self.new_signal(name="t0"), self.new_signal(name="t1"))
-    return self._timing
   def program(self, name: str, lib: bytes) -> AMDProgram: return AMDProgram.from_elf(self, name, lib)
-  def graph(self, items: list[tuple]) -> GraphReplay: return GraphReplay(self, items)
 
   def wait_signal(self, sig: Signal, value: int, timeout_s: float | None = None) -> None:
     """Wait for `sig` >= value, sleeping in AMDKFD_IOC_WAIT_EVENTS between checks (the signal's release raises the event)."""
@@ -731,8 +715,7 @@ class AMDAllocator(CachingAllocator):
     """(as CPUAllocator's: device memory has nothing a fork would copy)"""
   def _copy(self, dst: int, src: int, n: int) -> None:
     d = self.dev
-    d.hw_copy_queue().wait(d.timeline_signal, d.timeline_value - 1).copy(dst, src, n).signal(d.timeline_signal, d.timeline_value).submit(d)
-    d.timeline_value += 1
+    d.submit_timeline(d.after_timeline(d.hw_copy_queue()).copy(dst, src, n))
     d.synchronize()
   def copyin(self, dst: AMDBuffer, src: memoryview) -> None:
     mv = memoryview(src).cast("B")

@@ -16,11 +16,13 @@ each core index 0..n-1, in parallel (ctypes releases the GIL for the duration of
 """
 from __future__ import annotations
 import ctypes, mmap, os, threading, time
+from collections.abc import Sequence
 import numpy as np
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.cpu.elf_loader import load_elf
 from hcqrt.cpu.isa import CPUISA, cpu_isa
 from hcqrt.host import require_x86_64_linux
+from hcqrt.interface import GraphExec, GraphItem
 
 ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
 _NCORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -435,7 +437,9 @@ class CPUProgram:
       f = self._fns[(nbufs, nvals)] = self.image.function(self.name, [ctypes.c_void_p] * nbufs + [ctypes.c_int] * (nvals + 1))
     return f
 
-  def __call__(self, *bufs: CPUBuffer, vals: tuple[int, ...] = (), threads: int = 1, wait: bool = True) -> float | None:
+  def __call__(self, *bufs: CPUBuffer, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1), threads: int = 1,
+               vals: Sequence[int] = (), wait: bool = True) -> float | None:
+    """Run on `threads` cores (interface.Program: the GPU launch dims are ignored)."""
     fn = self._fns.get(key := (len(bufs), len(vals))) or self._fn(*key)
     args = [b.address for b in bufs]
     if vals: args.extend(vals)
@@ -452,7 +456,7 @@ class CPUProgram:
 class CPULaunchList:
   """Kernel launches bound once and run in order by one native call: the CPU's replay of a TinyJit capture.
 
-  items: ("exec", CPUProgram, bufs, vals, threads). The launches live in one int64 table of records
+  items: GraphExec(CPUProgram, bufs, vals, threads=n) (hcqrt/interface.py). The launches live in one int64 table of records
   [fn, nargs, threads, spin, buf addresses..., vals...] that the runner's hcqrt_run_list walks, so a replay costs
   one ctypes call however many kernels it holds; `replay(bufs={(item, arg): buf}, vals={(item, j): v})` patches
   table words first (the JIT swaps argument and output buffers, a symbolic shape its ints). Without the native
@@ -463,25 +467,27 @@ class CPULaunchList:
   >>> _ = subprocess.run(["cc", "-c", "-O2", "-fPIC", f"{d}/k.c", "-o", f"{d}/k.o"], check=True)
   >>> dev, prog = CPUDevice(), CPUProgram("inc", open(f"{d}/k.o", "rb").read())
   >>> a = dev.allocator.alloc(4)
-  >>> g = CPULaunchList([("exec", prog, [a], (), 1)] * 3); _ = g.replay()
+  >>> g = CPULaunchList([GraphExec(prog, [a])] * 3); _ = g.replay()
   >>> np.frombuffer(a.view(), np.float32).tolist()
   [3.0]
   """
-  def __init__(self, items: list[tuple]):
+  completes_on_return, clock = True, "host"   # (interface.Graph) a replay returns once every launch ran; times: perf_counter ns
+  def __init__(self, items: Sequence[GraphItem], timestamps: bool = False):
     words: list[int] = []
     self.offsets: list[int] = []   # table index of each launch's first argument
-    self.items = items             # (keeps the programs, and so their code, mapped)
+    self.items: list[GraphExec] = []   # (keeps the programs, and so their code, mapped)
     for i, it in enumerate(items):
-      if it[0] != "exec": raise ValueError(f"CPULaunchList: item {i} is a {it[0]!r}; only kernel launches ('exec') can be listed")
-      _, prog, bufs, vals, threads = it
-      if not isinstance(threads, int) or threads < 1: raise ValueError(f"kernel {prog.name}: threads must be an int >= 1, got {threads!r}")
-      args = [b.address for b in bufs] + [int(v) for v in vals]
+      if not isinstance(it, GraphExec): raise ValueError(f"CPULaunchList: item {i} is {it!r}; only kernel launches (GraphExec) can be listed")
+      if not isinstance(it.threads, int) or it.threads < 1: raise ValueError(f"kernel {it.prog.name}: threads must be an int >= 1, got {it.threads!r}")
+      args = [b.address for b in it.bufs] + [int(v) for v in it.vals]
       self.offsets.append(len(words) + 4)
-      words += [prog.addr, len(args), threads, _runner.spin(threads) if _runner is not None else 0, *args]
+      words += [it.prog.addr, len(args), it.threads, _runner.spin(it.threads) if _runner is not None else 0, *args]
+      self.items.append(it)
     self.table = np.array(words, np.int64)
-    self.n, self.nbufs = len(items), [len(it[2]) for it in items]
-    self.native = _runner if _runner is not None and all(len(it[2]) + len(it[3]) <= _CRunner.MAXARGS for it in items) else None
+    self.n, self.nbufs = len(items), [len(it.bufs) for it in self.items]
+    self.native = _runner if _runner is not None and all(len(it.bufs) + len(it.vals) <= _CRunner.MAXARGS for it in self.items) else None
     self.times: np.ndarray | None = None   # set by timed(): each replay then records its launches' times there
+    self.timestamps = timestamps and self.timed()
 
   def timed(self) -> bool:
     """Record each launch's start and end on every later replay (launch_times_raw()); False where the runner can't."""
@@ -493,6 +499,11 @@ class CPULaunchList:
     """A copy of the last replay's clock readings (n + 1 ns values; launch i ran from [i] to [i + 1]), or None."""
     return None if self.times is None else self.times.copy()
 
+  def kernel_times(self) -> list[tuple[int, int, int]]:
+    """(item, start ns, end ns) of each launch of the last replay (timed lists; else [])."""
+    t = [] if self.times is None else self.times.tolist()
+    return [(i, t[i], t[i + 1]) for i in range(len(t) - 1)]
+
   def replay(self, bufs: dict[tuple[int, int], CPUBuffer] | None = None, vals: dict[tuple[int, int], int] | None = None,
              wait: bool = False) -> float | None:
     """Patch buffer pointers `{(item, arg): buf}` and ints `{(item, j): v}`, then run every launch; `wait=True`
@@ -503,11 +514,12 @@ class CPULaunchList:
     st = time.perf_counter()
     if self.native is not None: self.native.run_list(t, self.n, self.times)
     else:
-      for (_, prog, bufs_, vals_, threads), o in zip(self.items, off):
-        args = t[o:o + len(bufs_) + len(vals_)].tolist()
-        fn = prog._fns.get((len(bufs_), len(vals_))) or prog._fn(len(bufs_), len(vals_))
-        if threads == 1: fn(*args, 0)
-        else: _pool.run(fn, args, threads)
+      for it, o in zip(self.items, off):
+        nb, nv = len(it.bufs), len(it.vals)
+        args = t[o:o + nb + nv].tolist()
+        fn = it.prog._fns.get((nb, nv)) or it.prog._fn(nb, nv)
+        if it.threads == 1: fn(*args, 0)
+        else: _pool.run(fn, args, it.threads)
     return time.perf_counter() - st if wait else None
 
 class CPUDevice:
@@ -548,11 +560,13 @@ class CPUDevice:
     self.isa_info.check_runnable(f"CPU kernel {name!r}")
     return CPUProgram(name, obj)
 
-  def launch_list(self, items: list[tuple]) -> CPULaunchList:
-    """Launches ("exec", CPUProgram, bufs, vals, threads) bound once, replayed by one call (see CPULaunchList)."""
-    return CPULaunchList(items)
+  def graph(self, items: Sequence[GraphItem], timestamps: bool = False) -> CPULaunchList | None:
+    """interface.Device.graph: kernel launches bound once, replayed by one call (see CPULaunchList); None when an item
+    is not a launch (copies run one at a time). `timestamps`: each launch's times where the runner can take them."""
+    if not all(isinstance(it, GraphExec) for it in items): return None
+    return CPULaunchList(items, timestamps)
 
-  def synchronize(self) -> None:
+  def synchronize(self, timeout_s: float | None = None) -> None:
     """Nothing to wait for: CPU launches and copies are complete when their call returns."""
 
   def __repr__(self) -> str: return f"<CPUDevice {self.ncores} cores, {self.isa}>"

@@ -16,7 +16,7 @@ from typing import Any
 from collections.abc import Sequence
 import numpy as np
 from hcqrt.cpu.device import CPUDevice, CPUProgram
-from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, buf_addr
+from hcqrt.hcq import HWQueue, HCQDevice, HCQProgram, KernArgs, Signal, SignalPool, buf_addr
 
 class _Ptr:
   """What CPUProgram reads from a buffer argument: its address."""
@@ -65,22 +65,17 @@ class CPUHCQProgram(HCQProgram):
     vals = tuple(ctypes.c_int32(w & 0xFFFFFFFF).value for w in words[args.nbufs:])
     self.prog(*[_Ptr(w) for w in words[:args.nbufs]], vals=vals, threads=g[0], wait=False)
 
-class CPUHCQDevice(CPUDevice):
-  """CPUDevice plus a timeline signal, a signal pool and in-process compute/copy queues."""
+class CPUHCQDevice(HCQDevice, CPUDevice):
+  """CPUDevice plus HCQDevice's timeline, signals and graphs (GraphReplay over in-process compute/copy queues)."""
   wait_timeout_s = 10.0
   def __init__(self, name: str = "CPU"):
-    super().__init__(name)
+    CPUDevice.__init__(self, name)
     self._sigmem = np.zeros(Signal.SIZE * 1024, np.uint8)
     base = self._sigmem.ctypes.data
-    self.signals = SignalPool(self, base, base, self._sigmem.nbytes)
-    self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
-    self._timing = None
-  def new_signal(self, value: int = 0, name: str | None = None) -> Signal: return self.signals.new(value, name)
-  def timing_signals(self) -> tuple[Signal, Signal]:
-    if self._timing is None: self._timing = (self.new_signal(name="t0"), self.new_signal(name="t1"))
-    return self._timing
+    self._init_signals(SignalPool(self, base, base, self._sigmem.nbytes))
   def hw_compute_queue(self) -> CPUQueue: return CPUQueue()
   def hw_copy_queue(self) -> CPUQueue: return CPUQueue()
   def hcq_program(self, name: str, obj: bytes) -> CPUHCQProgram: return CPUHCQProgram(self, name, obj)
-  def synchronize(self) -> None: self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s)
+  def synchronize(self, timeout_s: float | None = None) -> None:
+    self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
   def __repr__(self) -> str: return f"<CPUHCQDevice {self.ncores} cores>"

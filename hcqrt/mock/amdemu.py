@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from hcqrt.amd import codeobject
 from hcqrt.mock.amd.rdna3 import FlatMemory, KernelDescriptor, launch
 from hcqrt.mock.emu_alloc import EmuAllocator, EmuBuffer
+from hcqrt.interface import GraphItem
 
 ARCH = "gfx1100"        # the only target the emulator runs (wave32)
 LDS_BYTES = 64 << 10    # LDS per workgroup on gfx1100
@@ -94,6 +95,8 @@ class AMDEmuDevice:
   def program(self, name: str, lib: bytes) -> EmuProgram:
     """Kernel `name` of an HSA code object (LLVM's relocatable .o for gfx1100)."""
     return EmuProgram(self, name, lib)
-  def synchronize(self) -> None:
+  def synchronize(self, timeout_s: float | None = None) -> None:
     """Nothing to wait for: emulated launches are complete when their call returns."""
+  def graph(self, items: Sequence[GraphItem], timestamps: bool = False) -> None:
+    """No graphs (interface.Device.graph): a JIT replay runs the launches one at a time."""
   def __repr__(self) -> str: return f"<AMDEmuDevice {self.arch}>"

@@ -26,9 +26,11 @@ AddressSpace at GPU-like virtual addresses; kernel parameters are packed exactly
 """
 from __future__ import annotations
 import struct, time
+from collections.abc import Sequence
 from hcqrt.mock.ptx import AddressSpace, PTXModule
 from hcqrt.nv.cubin import load_cubin
 from hcqrt.mock.emu_alloc import VA_ALIGN, EmuAllocator, EmuBuffer
+from hcqrt.interface import GraphItem
 
 class EmuProgram:
   """One kernel of a cubin, run by the PTX interpreter. Calling it launches over `global_size` blocks of
@@ -82,6 +84,8 @@ class PTXEmuDevice:
   def program(self, name: str, cubin: bytes) -> EmuProgram:
     """Kernel `name` of a cubin made by assemble_ptx in this process."""
     return EmuProgram(self, name, cubin)
-  def synchronize(self) -> None:
+  def synchronize(self, timeout_s: float | None = None) -> None:
     """Nothing to wait for: interpreted launches are complete when their call returns."""
+  def graph(self, items: Sequence[GraphItem], timestamps: bool = False) -> None:
+    """No graphs (interface.Device.graph): a JIT replay runs the launches one at a time."""
   def __repr__(self) -> str: return f"<PTXEmuDevice {self.arch}>"

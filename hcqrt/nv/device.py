@@ -17,13 +17,13 @@ GPU-uncached: GPU caching of sysmem is not coherent with the CPU. Doorbells go t
   ('sm_90', 'V04_00')
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, os, struct, time, weakref
+import contextlib, ctypes, errno, os, struct, time
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
 from hcqrt.alloc_cache import CachingAllocator
-from hcqrt.hcq import HWQueue, HCQProgram, KernArgs, Signal, SignalPool, GraphReplay, buf_addr
+from hcqrt.hcq import HWQueue, HCQDevice, HCQProgram, KernArgs, SignalPool, buf_addr
 from hcqrt.nv.cubin import load_cubin, relocate
 from hcqrt.nv.qmd_build import launch_qmd, local_high_size, set_cbuf, set_cbuf_dims, set_dims, CB0_DIMS, INITIAL_STACK_POINTER
 from hcqrt.nv.rmclient import RMClient, NVError
@@ -336,9 +336,7 @@ class NVAllocator(CachingAllocator):
       m = min(self.STAGING, n - off)
       st = dev.staging[(off // self.STAGING) % 2]
       if fill: fill(st, off, m)
-      dev.hw_copy_queue().wait(dev.timeline_signal, dev.timeline_value - 1).copy(dst_va(st, off), src_va(st, off), m) \
-         .signal(dev.timeline_signal, dev.timeline_value).submit(dev)
-      dev.timeline_value += 1
+      dev.submit_timeline(dev.after_timeline(dev.hw_copy_queue()).copy(dst_va(st, off), src_va(st, off), m))
       if drain: dev.synchronize(); drain(st, off, m)
     dev.synchronize()
 
@@ -363,9 +361,7 @@ class NVAllocator(CachingAllocator):
   def transfer(self, dst: NVBuffer, src: NVBuffer, nbytes: int) -> None:
     """Device-to-device copy on the copy engine."""
     dev = self.dev
-    dev.hw_copy_queue().wait(dev.timeline_signal, dev.timeline_value - 1).copy(dst.va, src.va, nbytes) \
-       .signal(dev.timeline_signal, dev.timeline_value).submit(dev)
-    dev.timeline_value += 1
+    dev.submit_timeline(dev.after_timeline(dev.hw_copy_queue()).copy(dst.va, src.va, nbytes))
 
 # ---------------------------------------------------------------- device
 class _Ring:
@@ -379,11 +375,11 @@ class _Ring:
     self.off = off + n
     return self.buf.host + off, self.buf.va + off   # type: ignore[operator]
 
-class NVDevice:
-  """An NVIDIA GPU driven through its kernel driver. `name` "NV" or "NV:<n>" (the n-th GPU).
-  Engine interface: name, renderer ("ptx"), arch ("sm_90"), allocator, program(name, cubin), synchronize()."""
+class NVDevice(HCQDevice):
+  """An NVIDIA GPU driven through its kernel driver. `name` "NV" or "NV:<n>" (the n-th GPU). The device contract
+  (hcqrt/interface.py Device) and the timeline, signals and graphs come from HCQDevice; this class is the driver:
+  RM/UVM bring-up, memory, GPFIFO channels, error notifiers and recovery. renderer "ptx", arch "sm_90"."""
   renderer = "ptx"
-  wait_timeout_s = 30.0
 
   def __init__(self, name: str = "NV"):
     self.name = name
@@ -456,13 +452,11 @@ class NVDevice:
     self.kernargs_ring = _Ring(self.gpu_alloc(16 << 20, host=True), self.synchronize)
     self._arena: list[_Ring] = []
     self._persistent_free: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    self._persistent_scopes: list[list] = []
     sigbuf = self.gpu_alloc(0x10000, host=True, sysmem=True)
-    self.signals, self._signals = SignalPool(self, sigbuf.host, sigbuf.va, sigbuf.size), weakref.WeakSet()
-    self.timeline_signal, self.timeline_value = self.signals.new(0, "timeline"), 1
-    self._timing: tuple[Signal, Signal] | None = None
+    assert sigbuf.host is not None
+    self._init_signals(SignalPool(self, sigbuf.host, sigbuf.va, sigbuf.size))
     self.staging = [self.gpu_alloc(NVAllocator.STAGING, host=True, sysmem=True) for _ in range(2)]
-    self.local_bytes, self.local_mem, self._recovering = 0, None, False
+    self.local_bytes, self.local_mem = 0, None
     self._leaked_slot: int | None = None   # gpfifo_mem slot of channels whose group RM would not free (recover)
     self._open_channels(0)
 
@@ -646,8 +640,7 @@ class NVDevice:
     va = self.local_mem.va
     q.method(SUBC_COMPUTE, _CP["SET_SHADER_LOCAL_MEMORY_A"].offset, va >> 32, va & 0xFFFFFFFF)
     q.method(SUBC_COMPUTE, _CP["SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A"].offset, per_tpc >> 32, per_tpc & 0xFFFFFFFF, 0xFF)
-    q.signal(self.timeline_signal, self.timeline_value).submit(self)
-    self.timeline_value += 1
+    self.submit_timeline(q)
 
   def kernargs(self, n: int, align: int) -> tuple[int, int]: return self.kernargs_ring.alloc(n, align)
   def persistent(self, n: int, align: int) -> tuple[int, int]:
@@ -658,16 +651,8 @@ class NVDevice:
       r = next((r for r in self._arena if _round_up(r.off, align) + n <= r.buf.size), None)
       if r is None: self._arena.append(r := _Ring(self.gpu_alloc(max(HUGE, _round_up(n, HUGE)), host=True), lambda: None))
       blk = r.alloc(n, align)
-    if self._persistent_scopes: self._persistent_scopes[-1].append((n, align) + blk)
+    self._note_persistent((n, align) + blk)   # (n, align, host, va): what free_persistent gives back
     return blk
-
-  @contextlib.contextmanager
-  def persistent_scope(self):
-    """Collects the (n, align, host, va) of every persistent block allocated inside, for free_persistent."""
-    blocks: list[tuple[int, int, int, int]] = []
-    self._persistent_scopes.append(blocks)
-    try: yield blocks
-    finally: self._persistent_scopes.remove(blocks)
 
   def free_persistent(self, blocks: list[tuple[int, int, int, int]]) -> None:
     """Give back persistent blocks the GPU no longer reads (the caller waited for their last use)."""
@@ -689,12 +674,6 @@ class NVDevice:
   def channel_for(self, q: NVQueue) -> GPFIFO: return self.copy_ch if isinstance(q, NVCopyQueue) else self.compute_ch
   def hw_compute_queue(self) -> NVComputeQueue: return NVComputeQueue()
   def hw_copy_queue(self) -> NVCopyQueue: return NVCopyQueue()
-  def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
-    self._signals.add(s := self.signals.new(value, name))   # (recover completes what they were promised)
-    return s
-  def timing_signals(self) -> tuple[Signal, Signal]:
-    if self._timing is None: self._timing = (self.new_signal(name="t0"), self.new_signal(name="t1"))
-    return self._timing
   def program(self, name: str, cubin: bytes) -> NVProgram: return NVProgram(self, name, cubin)
 
   @property
@@ -703,7 +682,6 @@ class NVDevice:
     aligned, but 16 bytes (one v4 access) is all the PTX renderer needs to prove its widest vector access."""
     return {"device": self.name, "renderer": self.renderer, "arch": self.arch, "buffer_alignment": 16,
             "shared_memory": 48 << 10, "warp_size": 32, "gpu": True}
-  def graph(self, items: list[tuple]) -> GraphReplay: return GraphReplay(self, items)
   def channel_errors(self) -> list[str]:
     """RC errors RM reported in the channels' error notifiers (a channel that faulted stops; its signals never come)."""
     return [e for ch in (self.compute_ch, self.copy_ch) if (e := ch.error()) is not None]
