@@ -74,6 +74,15 @@ class LazyBuffer:
     """The element count with every Variable at its maximum: what a buffer of this shape is allocated for."""
     return smax(prod(self.shape))
 
+  def forget_graph(self) -> None:
+    """Drop how this (now realized) base was computed, so the graph above it can be freed: it reads as its buffer.
+
+    >>> lb = LazyBuffer.const(1.0, dtypes.float32, (), "CPU").alu(Ops.ADD, LazyBuffer.const(2.0, dtypes.float32, (), "CPU"))
+    >>> lb.forget_graph(); lb.op is Ops.EMPTY, lb.srcs, lb.arg
+    (True, (), None)
+    """
+    self.srcs, self.op, self.arg = (), Ops.EMPTY, None
+
   @staticmethod
   def next_id() -> int:
     """A number larger than the id of every LazyBuffer built so far and smaller than every later one's."""
