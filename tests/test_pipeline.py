@@ -1,12 +1,13 @@
 """The compile pipeline's seams: Targets reported by devices, one compile_kernel for engine/BEAM/export, the optimizer
-package without import cycles, ranges numbered by their kernel, JIT capture owned by frontend/jit.py."""
+package without import cycles, ranges numbered by their kernel, the capture slot below the engine (frontend/capture.py;
+the frontend's own layering: tests/test_frontend_layers.py)."""
 import ast, json, os, pathlib, re, subprocess, sys
 import numpy as np
 import pytest
 from frontend import Tensor
 import frontend.engine as engine
 from frontend.devices import target_of
-from frontend.jit import JitError, capture
+from frontend.capture import JitError, capture
 from compiler import beam
 from compiler.lower import lower
 from compiler.linearize import linearize
@@ -132,7 +133,7 @@ def test_beam_times_the_binary_the_engine_runs(tmp_path, monkeypatch):
   kern = engine.get_kernel(si, "CPU")
   assert len(found) == 1 and not found[0]["cache_hit"]
   best = found[0]["best"]
-  assert kern.ck.opts == best.opts and kern.ck.src == best.src and kern.ck.binary == best.binary
+  assert kern.compiled.opts == best.opts and kern.compiled.src == best.src and kern.compiled.binary == best.binary
   np.testing.assert_allclose((Tensor(x) @ Tensor(y)).numpy(), x @ y, rtol=1e-4, atol=1e-4)
   assert json.loads(next((tmp_path / "beam").glob("*.json")).read_text())["opts"] == (None if best.opts is None else [o.to_json() for o in best.opts])
 
