@@ -63,6 +63,14 @@ def _assemble_c(src: str, name: str, t: Target) -> bytes:
   from compiler.assemble.c_compiler import compile_c
   return compile_c(src, name, t.cc_flags or None)
 
+def _assemble_host_llvm(src: str, name: str) -> bytes:
+  from compiler.assemble.llvm import compile_llvm
+  return compile_llvm(src, name)
+
+def _assemble_host_c(src: str, name: str) -> bytes:
+  from compiler.assemble.c_compiler import compile_c
+  return compile_c(src, name)
+
 def _assemble_ptx(src: str, name: str, t: Target) -> bytes:
   from compiler.assemble.ptx_assembler import assemble_ptx
   return assemble_ptx(src, t.arch)
@@ -74,17 +82,20 @@ def _rewrite_float64(sink: UOp) -> UOp:
 @dataclass(frozen=True)
 class Backend:
   """One registry entry: the default opts, the target rewrites, whether reduction loops are peeled after the opts,
-  the renderer (kernel, target, program) -> (source, launch arguments) and the assembler (source, name, target) -> binary."""
+  the renderer (kernel, target, program) -> (source, launch arguments) and the assembler (source, name, target) -> binary;
+  assemble_host (source, name) -> an object for this host, where the renderer's language also builds host code (the CPU
+  device's native runner, hcqrt/cpu/device.py runner_source(): built by the same compiler as the kernels it runs)."""
   optimize: Callable[[LoweredKernel, Target], LoweredKernel]
   render: Callable[[LoweredKernel, Target, list[UOp]], tuple[str, dict]]
   assemble: Callable[[str, str, Target], bytes]
   rewrites: tuple[Callable[[UOp], UOp], ...] = ()
   peel_reductions: bool = False   # GPUs: the output loops are the grid, so only reduction loops are cut
+  assemble_host: Callable[[str, str], bytes] | None = None
 
 BACKENDS: dict[str, Backend] = {
-  "c": Backend(optimize, _render_c, _assemble_c),
+  "c": Backend(optimize, _render_c, _assemble_c, assemble_host=_assemble_host_c),
   "ptx": Backend(optimize, _render_ptx, _assemble_ptx, rewrites=(_rewrite_float64,), peel_reductions=True),
-  "llvm": Backend(optimize, _render_llvm, _assemble_llvm),   # CPU_LLVM=1 and the AMD targets (compiler/target.py)
+  "llvm": Backend(optimize, _render_llvm, _assemble_llvm, assemble_host=_assemble_host_llvm),   # CPU_LLVM=1 and the AMD targets (compiler/target.py)
   "c99": Backend(lambda k, t: optimize_portable(k), _render_c99, _assemble_c),   # exported C (frontend/export.py)
 }
 

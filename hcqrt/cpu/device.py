@@ -20,6 +20,7 @@ import numpy as np
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.cpu.elf_loader import load_elf
 from hcqrt.cpu.isa import CPUISA, cpu_isa
+from hcqrt.cpu import runner_llvm
 from hcqrt.host import require_x86_64_linux
 
 ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
@@ -541,6 +542,15 @@ class CPUDevice:
     renderer = "llvm" if os.environ.get("CPU_LLVM", "0") == "1" else self.renderer
     return {"device": self.name, "renderer": renderer, "arch": self.isa, "ncores": self.ncores, "simd_bytes": self.simd_bytes,
             "vector_registers": self.vector_regs, "cc_flags": self.cc_flags}
+
+  def runner_source(self) -> str:
+    """The native thread-pool runner's source in the language of this device's kernels (its `target` renderer): RUNNER_C,
+    or with CPU_LLVM=1 the same runner in LLVM IR (hcqrt/cpu/runner_llvm.py), so no C compiler is ever needed.
+
+    >>> CPUDevice().runner_source() in (RUNNER_C, runner_llvm.RUNNER_LLVM)
+    True
+    """
+    return runner_llvm.RUNNER_LLVM if self.target["renderer"] == "llvm" else RUNNER_C
 
   def program(self, name: str, obj: bytes) -> CPUProgram:
     """Load kernel `name` from an ELF object (same as CPUProgram(name, obj)); raises RuntimeError when the device's
