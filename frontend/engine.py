@@ -8,7 +8,7 @@ here points down: the Tensor passes what the engine needs of it (its live lazy b
 1
 """
 from __future__ import annotations
-import os, sys, weakref
+import sys, weakref
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 import numpy as np
@@ -20,7 +20,7 @@ from compiler.schedule import ScheduleItem, create_schedule, snapshots
 from frontend.checks import Checks
 from compiler.pack import pack_matmuls
 from compiler.pipeline import CompiledKernel, compile_kernel
-from compiler import profile, vizdata
+from compiler import profile, settings, vizdata
 from compiler.uop import UOp
 from compiler.sint import sval
 from hcqrt.device import Device, debug_level
@@ -29,7 +29,7 @@ from frontend.beam_runner import beam_search_for
 from frontend.buffer import Buffer, GlobalCounters
 from frontend.capture import JitError, capturing
 
-VIZ = os.environ.get("VIZ", "0") not in ("", "0")
+VIZ = settings.flag("VIZ")
 # the schedule's explanation (DEBUG>=3, VIZ) names the user's source lines: the lazy graph notes them only then
 lazy.TRACK_SOURCE = lazy.TRACK_SOURCE or debug_level() >= 3 or VIZ
 if VIZ:
@@ -77,15 +77,11 @@ class LoadedKernel:
 
 _kernel_cache: dict[tuple, LoadedKernel] = {}
 
-def _opts_key() -> tuple:
-  # the env settings that change a kernel's code: part of its cache key (read once per schedule, not per kernel)
-  return (os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))
-
 def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> LoadedKernel:
-  """si's kernel compiled for `device` and loaded (cached per AST, target and the opts settings; opts_key: _opts_key()
+  """si's kernel compiled for `device` and loaded (cached per AST, target and the opts settings; opts_key: settings.opts_key()
   when the caller has it)."""
   target = target_of(device)
-  key = (si.ast, target, *(opts_key or _opts_key()))
+  key = (si.ast, target, *(opts_key or settings.opts_key()))
   if (kern := _kernel_cache.get(key)) is not None: return kern
   dev = open_device(device)
   opts = None
@@ -162,7 +158,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
   global _runs
   _runs += 1
   rec = capturing()   # while the JIT (or export) captures, every ExecItem run is recorded
-  opts_key, debug = _opts_key(), debug_level()   # (the env, read once for the whole schedule)
+  opts_key, debug = settings.opts_key(), debug_level()   # (the env, read once for the whole schedule)
   for si in items:
     out = si.outputs[0]
     max_size = out.max_size
@@ -195,7 +191,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
 def simd_lanes(device: str) -> int:
   """float32 lanes of the device's kernel vectors; 0 where products are not packed (GPUs, NOOPT=1)."""
   t = target_of(device)
-  if t.gpu or os.environ.get("NOOPT", "0") == "1": return 0
+  if t.gpu or settings.noopt(): return 0
   return t.simd_bytes // 4
 
 def realize(lbs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None) -> None:
