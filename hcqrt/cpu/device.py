@@ -22,6 +22,7 @@ from hcqrt.cpu.elf_loader import load_elf
 from hcqrt.cpu.isa import CPUISA, cpu_isa
 from hcqrt.cpu import runner_llvm
 from hcqrt.host import require_x86_64_linux
+from hcqrt.settings import env_int
 
 ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
 _NCORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -71,7 +72,7 @@ class CPUAllocator(CachingAllocator):
   b'abcdefgh'
   """
   def __init__(self, cache_limit: int | None = None):
-    super().__init__(int(os.environ.get("CPU_CACHE_BYTES", 1 << 31)) if cache_limit is None else cache_limit)
+    super().__init__(env_int("CPU_CACHE_BYTES", 1 << 31) if cache_limit is None else cache_limit)
 
   @staticmethod
   def _key(nbytes: int) -> int: return nbytes if nbytes < HUGE else (nbytes + ALIGN + HUGE - 1) // HUGE * HUGE
