@@ -49,6 +49,7 @@ from compiler.opt.heuristic import apply_opts
 from compiler.pipeline import CompiledKernel, Launch, compile_kernel, backend
 from compiler.assemble.disk_cache import cache_root, atomic_write
 from compiler.beam_pool import WorkerPool, WorkerError
+from compiler.settings import env_float
 
 BEAM_VERSION = 4            # bump when opts or the rules change meaning: old cache entries are then ignored
 MAX_DEPTH = 4               # opts per sequence
@@ -66,17 +67,13 @@ JOB_TIMEOUT_S = 120.0       # a render or C compile in a worker answers within t
 KIND_ORDER = (OptKind.DEFAULT, OptKind.UPCAST, OptKind.UNROLL, OptKind.SWAP, OptKind.SPLIT, OptKind.THREAD, OptKind.REDUCE_UNROLL,
               OptKind.VECTOR, OptKind.PEEL, OptKind.REDUCE_VECTOR, OptKind.PAD)
 
-def _env_float(name: str, default: float) -> float:
-  try: return float(os.environ.get(name, "") or default)
-  except ValueError: return default
-
 def min_seconds() -> float:
   """Kernels the heuristic runs faster than this are not searched (BEAM_MIN_US, microseconds; default 10)."""
-  return _env_float("BEAM_MIN_US", 10.0) * 1e-6
+  return env_float("BEAM_MIN_US", 10.0) * 1e-6
 
 def budget_seconds() -> float:
   """The time one kernel's search may take after its baseline (BEAM_BUDGET, seconds; default 4), before scaling."""
-  return _env_float("BEAM_BUDGET", 4.0)
+  return env_float("BEAM_BUDGET", 4.0)
 
 @dataclass
 class Built:

@@ -15,7 +15,8 @@ from typing import Any
 import itertools, os, sys, weakref
 from compiler.dtypes import DType, dtypes
 from compiler.uop import UOp, Ops, COMPARISON
-from compiler.view import ShapeTracker, prod, CACHE_MAX
+from compiler.view import ShapeTracker, prod
+from compiler.memo import memo_put
 from compiler.sint import any_sym, smax
 
 _ids = itertools.count()
@@ -38,8 +39,7 @@ _broadcast_cache: dict[tuple, ShapeTracker] = {}
 def _broadcast_st(shape) -> ShapeTracker:
   if shape.__class__ is not tuple: shape = tuple(shape)
   if (st := _broadcast_cache.get(key := (shape, tuple(map(type, shape))))) is None:
-    if len(_broadcast_cache) >= CACHE_MAX: _broadcast_cache.clear()
-    st = _broadcast_cache[key] = ShapeTracker.from_shape(()).reshape((1,) * len(shape)).expand(shape)
+    st = memo_put(_broadcast_cache, key, ShapeTracker.from_shape(()).reshape((1,) * len(shape)).expand(shape))
   return st
 
 class LazyBuffer:
@@ -73,6 +73,15 @@ class LazyBuffer:
   def max_size(self) -> int:
     """The element count with every Variable at its maximum: what a buffer of this shape is allocated for."""
     return smax(prod(self.shape))
+
+  def forget_graph(self) -> None:
+    """Drop how this (now realized) base was computed, so the graph above it can be freed: it reads as its buffer.
+
+    >>> lb = LazyBuffer.const(1.0, dtypes.float32, (), "CPU").alu(Ops.ADD, LazyBuffer.const(2.0, dtypes.float32, (), "CPU"))
+    >>> lb.forget_graph(); lb.op is Ops.EMPTY, lb.srcs, lb.arg
+    (True, (), None)
+    """
+    self.srcs, self.op, self.arg = (), Ops.EMPTY, None
 
   @staticmethod
   def next_id() -> int:

@@ -19,7 +19,7 @@ is one more entry there, not a new branch in the engine, BEAM or the opts.
 (b'\\x7fELF', (('TILE', None, 1, 1, 8, 1),))
 """
 from __future__ import annotations
-import os, sys
+import sys
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from compiler.lower import LoweredKernel, lower, identity_element
@@ -33,6 +33,7 @@ from compiler.opt.heuristic import optimize, optimize_portable, apply_opts
 from compiler.opt.peel import peel
 from compiler.kernel_api import apply_rewrites
 from compiler import profile, vizdata
+from compiler.settings import debug_level, noopt
 
 # ***** the registry: how each renderer builds *****
 
@@ -61,6 +62,14 @@ def _assemble_c(src: str, name: str, t: Target) -> bytes:
   from compiler.assemble.c_compiler import compile_c
   return compile_c(src, name, t.cc_flags or None)
 
+def _assemble_host_llvm(src: str, name: str) -> bytes:
+  from compiler.assemble.llvm import compile_llvm
+  return compile_llvm(src, name)
+
+def _assemble_host_c(src: str, name: str) -> bytes:
+  from compiler.assemble.c_compiler import compile_c
+  return compile_c(src, name)
+
 def _assemble_ptx(src: str, name: str, t: Target) -> bytes:
   from compiler.assemble.ptx_assembler import assemble_ptx
   return assemble_ptx(src, t.arch)
@@ -73,17 +82,20 @@ def _rewrite_float64(sink: UOp) -> UOp:
 class Backend:
   """One registry entry: the default opts, the target rewrites, whether reduction loops are peeled after the opts,
   the renderer (kernel, target, program, launch plan: None on CPUs) -> (source, launch arguments) and the assembler
-  (source, name, target) -> binary."""
+  (source, name, target) -> binary; assemble_host (source, name) -> an object for this host, where the renderer's language
+  also builds host code (the CPU device's native runner, hcqrt/cpu/device.py runner_source(): built by the same compiler
+  as the kernels it runs)."""
   optimize: Callable[[LoweredKernel, Target], LoweredKernel]
   render: Callable[[LoweredKernel, Target, list[UOp], GpuPlan | None], tuple[str, dict]]
   assemble: Callable[[str, str, Target], bytes]
   rewrites: tuple[Callable[[UOp], UOp], ...] = ()
   peel_reductions: bool = False   # GPUs: the output loops are the grid, so only reduction loops are cut
+  assemble_host: Callable[[str, str], bytes] | None = None
 
 BACKENDS: dict[str, Backend] = {
-  "c": Backend(optimize, _render_c, _assemble_c),
+  "c": Backend(optimize, _render_c, _assemble_c, assemble_host=_assemble_host_c),
   "ptx": Backend(optimize, _render_ptx, _assemble_ptx, rewrites=(_rewrite_float64,), peel_reductions=True),
-  "llvm": Backend(optimize, _render_llvm, _assemble_llvm),   # CPU_LLVM=1 and the AMD targets (compiler/target.py)
+  "llvm": Backend(optimize, _render_llvm, _assemble_llvm, assemble_host=_assemble_host_llvm),   # CPU_LLVM=1 and the AMD targets (compiler/target.py)
   "c99": Backend(lambda k, t: optimize_portable(k), _render_c99, _assemble_c),   # exported C (frontend/export.py)
 }
 
@@ -115,10 +127,6 @@ class CompiledKernel:
 # None keeps the target's default opts
 Search = Callable[[LoweredKernel, Target], Sequence[Opt] | None]
 OptsArg = None | Sequence[Opt] | Search
-
-def _debug() -> int:
-  try: return int(os.environ.get("DEBUG", "0"))
-  except ValueError: return 0
 
 def format_uops(sink: UOp) -> str:
   """The UOp graph under `sink`, one line per node in dependency order (what DEBUG=5/6 print)."""
@@ -201,7 +209,7 @@ def _optimize_symbolic(k: LoweredKernel, target: Target, opts: OptsArg) -> Lower
     in [0, max) (a value that doesn't change inside the other loops, which is what it is per iteration) and wraps the
     optimized kernel again afterwards. Other output loops of Variable size (and any on a GPU, whose opts map output
     loops to the grid) leave the kernel unoptimized."""
-  if opts is not None or os.environ.get("NOOPT", "0") == "1": return k
+  if opts is not None or noopt(): return k
   for r in k.reduce_ranges():
     if r.src[0].op is not Ops.CONST: _bounded_reduce(k, r)
   sym = [r for r in k.global_ranges if r.src[0].op is not Ops.CONST]
@@ -225,7 +233,7 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
   be = backend(target)
   marks = [profile.now_us()] if profile.ENABLED else None   # host spans of the stages (PROFILE)
   k = lower(ast_or_kernel, name) if isinstance(ast_or_kernel, UOp) else ast_or_kernel
-  dbg = _debug()
+  dbg = debug_level()
   rec = vizdata.KernelRecord(k.name, target.device) if vizdata.ENABLED else None
   if rec is not None: rec.stage("lowered", k.sink)
   if dbg >= 5: print(f"*** {k.name}: UOps before optimization\n{format_uops(k.sink)}", file=sys.stderr)
@@ -240,7 +248,7 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
   k = apply_rewrites(k, target.renderer)   # the documented pre-render hook (compiler/kernel_api.py register_rewrite)
   if dbg >= 6: _show_pass("registered rewrites", k.name, before, k.sink)
   if rec is not None and k.sink is not before: rec.stage("registered rewrites", k.sink)
-  if be.peel_reductions and os.environ.get("NOOPT", "0") != "1" and not k.symbolic():
+  if be.peel_reductions and not noopt() and not k.symbolic():
     before = k.sink
     k = peel(k, output_loops=False)
     if dbg >= 6: _show_pass("peel", k.name, before, k.sink)

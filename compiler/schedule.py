@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops, ELEMENTWISE
-from compiler.view import ShapeTracker, prod, CACHE_MAX
+from compiler.view import ShapeTracker, prod
+from compiler.memo import memo_put
 from compiler.sint import any_sym, smax, unbind, merge_vals
 
 @dataclass
@@ -58,8 +59,7 @@ _view_facts_cache: dict[tuple, tuple[bool, bool]] = {}
 def _view_facts(st: ShapeTracker, base_shape: tuple) -> tuple[bool, bool]:
   """(st reads each base element once: _view_is_rearrange, st reads more elements than the base has)"""
   if (r := _view_facts_cache.get(key := (st, base_shape, tuple(map(type, base_shape))))) is None:
-    if len(_view_facts_cache) >= CACHE_MAX: _view_facts_cache.clear()
-    r = _view_facts_cache[key] = (_view_is_rearrange(st, base_shape), smax(prod(st.shape)) > smax(prod(base_shape)))
+    r = memo_put(_view_facts_cache, key, (_view_is_rearrange(st, base_shape), smax(prod(st.shape)) > smax(prod(base_shape))))
   return r
 
 def _dense(v) -> bool:
@@ -300,9 +300,7 @@ def _kernel_name(ast: UOp, first_reduce: UOp | None) -> str:
   if (name := _name_cache.get(key := (first_reduce, shape, tuple(map(type, shape))))) is not None: return name
   if first_reduce is not None: name = "r_" + "_".join(_dim(s) for s in ast_shape(first_reduce.src[0]))
   else: name = "E_" + "_".join(_dim(s) for s in shape) if shape else "E_1"
-  if len(_name_cache) >= CACHE_MAX: _name_cache.clear()
-  _name_cache[key] = name
-  return name
+  return memo_put(_name_cache, key, name)
 
 # readers realized only because an assign in their schedule overwrites what they read (a TinyJit capture doesn't
 # record those built before it: they are not the captured function's work)

@@ -20,6 +20,7 @@ import functools, math
 from compiler.uop import UOp, Ops, simplify_alu
 from compiler.dtypes import dtypes
 from compiler.sint import any_sym, smin, smax2, empty_range
+from compiler.memo import memo_put
 
 def prod(xs) -> int: return math.prod(xs)
 
@@ -37,17 +38,14 @@ def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
   for s in reversed(shape):
     out.append(0 if s == 1 else acc)
     acc *= s
-  if len(_strides_cache) >= CACHE_MAX: _strides_cache.clear()
-  _strides_cache[key] = ret = tuple(reversed(out))
-  return ret
+  return memo_put(_strides_cache, key, tuple(reversed(out)))
 
 # Memo tables of pure functions of immutable values (shapes, Views, ShapeTrackers, argument tuples), so that the same
 # movement op on the same view is computed once, not per tensor per step. Correct because a View is frozen and every
 # op below depends only on its fields and the argument (UOps in symbolic dims are immutable and compared by identity).
 # Keys carry the types of the plain numbers (tuple(map(type, ...))): 1 == True == 1.0 == np.int64(1) compare equal, and
 # without the types a shape of bools or numpy ints would come back as the first caller's ints (or the reverse).
-# Bounded: a table that reaches CACHE_MAX entries is emptied (it is only a cache: a miss recomputes).
-CACHE_MAX = 1 << 14
+# Bounded: a table that reaches CACHE_MAX entries is emptied (compiler/memo.py memo_put; it is only a cache: a miss recomputes).
 _strides_cache: dict[tuple, tuple] = {}
 _from_shape_cache: dict[tuple, ShapeTracker] = {}
 _movement_cache: dict[tuple, ShapeTracker] = {}
@@ -208,8 +206,7 @@ class ShapeTracker:
   def from_shape(shape) -> ShapeTracker:
     shape = tuple(shape)
     if (st := _from_shape_cache.get(key := (shape, tuple(map(type, shape))))) is None:
-      if len(_from_shape_cache) >= CACHE_MAX: _from_shape_cache.clear()
-      st = _from_shape_cache[key] = ShapeTracker((View.create(shape),))
+      st = memo_put(_from_shape_cache, key, ShapeTracker((View.create(shape),)))
     return st
   @property
   def shape(self) -> tuple[int, ...]: return self.views[-1].shape
@@ -229,9 +226,7 @@ class ShapeTracker:
     # (see _movement_cache; an op that raises caches nothing)
     arg = tuple(tuple(a) for a in arg) if op in ("shrink", "pad") else tuple(arg)
     if (st := _movement_cache.get(key := (self, op, arg, _types(arg)))) is None:
-      st = self._reshape(arg) if op == "reshape" else self._last(getattr(self.views[-1], op)(arg))
-      if len(_movement_cache) >= CACHE_MAX: _movement_cache.clear()
-      _movement_cache[key] = st
+      st = memo_put(_movement_cache, key, self._reshape(arg) if op == "reshape" else self._last(getattr(self.views[-1], op)(arg)))
     return st
   def permute(self, order) -> ShapeTracker: return self._memo("permute", order)
   def expand(self, shape) -> ShapeTracker: return self._memo("expand", shape)

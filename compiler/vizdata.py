@@ -9,10 +9,10 @@ frontend/viz.py saves it with the profiler's trace and serves or exports the pag
 (['CONST', 'ADD'], [True, True])
 """
 from __future__ import annotations
-import os
 from compiler.uop import UOp
+from compiler.settings import flag
 
-ENABLED: bool = os.environ.get("VIZ", "0") not in ("", "0")
+ENABLED: bool = flag("VIZ")
 realizes: list[dict] = []
 kernels: list[dict] = []
 

@@ -7,7 +7,7 @@
 from compiler.dtypes import dtypes, DType
 from compiler.uop import Variable
 from hcqrt.device import Device
-from frontend.engine import GlobalCounters
+from frontend.buffer import GlobalCounters
 from frontend.tensor import Tensor
 from frontend.jit import TinyJit
 from frontend.context import Context

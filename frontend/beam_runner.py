@@ -14,13 +14,13 @@ from compiler.lower import LoweredKernel
 from compiler.schedule import ScheduleItem
 from compiler.target import Target
 from hcqrt.device import debug_level
+from frontend.buffer import Buffer
 
 def beam_runner(si: ScheduleItem, dev: Any, warm: bool = True) -> Callable[[beam.Built], tuple[float, list]]:
   """BEAM's callback: run a built candidate on random buffers shaped like si's (the same data for every candidate);
   returns (seconds, [output array]). Outputs are filled with NaN bytes before each run, so an unwritten element shows.
   The timed launch follows an untimed one (`warm`), so it times the kernel with its threads awake, as in a step.
   The buffers are made on the first run (a search answered from the cache runs nothing and allocates nothing)."""
-  from frontend.engine import Buffer   # (the engine imports this module)
   lbs, nout = [*si.outputs, *si.inputs], len(si.outputs)   # (an assign fused with others has several outputs)
   npdt = lambda dt: np.dtype(dt.fmt) if dt.fmt else np.dtype(np.uint16)
   state: dict = {}

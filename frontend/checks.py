@@ -10,8 +10,8 @@ index out of range in x[tensor] (dim of size 2)
 from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
+from collections.abc import Callable
 import numpy as np
-from compiler.dtypes import to_np
 from compiler.lazy import LazyBuffer
 if TYPE_CHECKING: from frontend.tensor import Tensor
 
@@ -35,14 +35,11 @@ def check_index(result: Tensor, idx: Tensor, n: int, what: str, exc: type = Inde
   _pending.setdefault(result.lazydata.base, []).append((bad.any().lazydata, msg, exc, culprit))
   return result
 
-def _offender(culprit: tuple) -> str:
-  """'; the first offending index is V at position P (and K more)' for a failed check, from the indices read again."""
-  from frontend.engine import _copyout, realize   # (engine imports this module)
+def _offender(culprit: tuple, read_back: Callable[[LazyBuffer], np.ndarray]) -> str:
+  """'; the first offending index is V at position P (and K more)' for a failed check, from the indices read again
+  (read_back(lb): lb's values on the host in its own dtype, computed first when they are not; the engine's)."""
   idx, counted, lo, n = culprit
-  def values(lb: LazyBuffer, npdt) -> np.ndarray:
-    c = lb if lb.realized and not lb.is_view else lb.contiguous()   # (a view or an unrealized value: a dense copy)
-    if not c.realized: realize([c])
-    return _copyout(c, np.dtype(to_np(c.dtype))).astype(npdt).reshape(idx.shape)
+  def values(lb: LazyBuffer, npdt) -> np.ndarray: return read_back(lb).astype(npdt).reshape(idx.shape)
   v = values(idx, np.int64) if not idx.dtype.is_unsigned else values(idx, np.uint64).astype(object)
   bad = (v < lo) | (v >= n)
   if counted is not None: bad &= values(counted, np.bool_)
@@ -74,13 +71,13 @@ class Checks:
       for s in b.srcs: stack.append(s._base or s)   # (s.base)
   @property
   def flags(self) -> list[LazyBuffer]: return [c[0] for c in self.items]
-  def verify(self, read) -> None:
+  def verify(self, read: Callable[[LazyBuffer], np.ndarray], read_back: Callable[[LazyBuffer], np.ndarray]) -> None:
     """Read each realized flag (`read(lb) -> numpy array`); raise the first failed check, after marking what was
-    computed from it so a later read raises too."""
+    computed from it so a later read raises too (naming the offending index, read with `read_back`: see _offender)."""
     for lb, msg, exc, guarded, culprit in self.items:
       if read(lb).any():
         # (naming the value is a courtesy: a failure to read it must not hide the error itself)
-        try: msg += _offender(culprit)
+        try: msg += _offender(culprit, read_back)
         except Exception as e: msg += f" (the offending value could not be read: {type(e).__name__})"
         for b in self.roots + [guarded]:
           if b.buffer is not None: _failed[b] = (msg, exc)

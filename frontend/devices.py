@@ -9,6 +9,8 @@ runner); `target_of(name)` is the compiler's view of the device (compiler/target
 """
 from __future__ import annotations
 from compiler.target import Target
+from compiler.pipeline import backend
+from compiler.assemble.c_compiler import CompileError
 from hcqrt.device import Device
 from hcqrt import interface
 
@@ -22,22 +24,15 @@ def open_device(name: str) -> interface.Device:
   return dev
 
 def _install_cpu_runner(dev: interface.Device) -> None:
-  """The CPU's native thread-pool runner, built by the same compiler as its kernels: C (RUNNER_C), or with CPU_LLVM=1
-  LLVM in-process (RUNNER_LLVM: no C compiler is ever spawned). When it can't be built launches use the Python pool
-  (C kernels then fail at their own compile with the clear CompileError)."""
+  """The CPU's native thread-pool runner, built by the same compiler as its kernels (the registry entry of its renderer,
+  compiler/pipeline.py BACKENDS: C, or with CPU_LLVM=1 LLVM in-process, so no C compiler is ever spawned). When it can't
+  be built launches use the Python pool (C kernels then fail at their own compile with the clear CompileError; without
+  llvmlite, the LLVM kernels' own compile names the missing extra)."""
   from hcqrt.cpu.device import install_runner
-  if dev.target["renderer"] == "llvm":
-    import platform
-    from hcqrt.cpu.runner_llvm import RUNNER_LLVM
-    from compiler.assemble.llvm import compile_llvm
-    if platform.machine() not in ("x86_64", "AMD64"): install_runner(None); return   # RUNNER_LLVM is x86-64 IR
-    try: install_runner(compile_llvm(RUNNER_LLVM, "hcqrt_runner"))
-    except ImportError: install_runner(None)   # no llvmlite: the kernels' own compile names the missing extra
-    return
-  from hcqrt.cpu.device import RUNNER_C
-  from compiler.assemble.c_compiler import compile_c, CompileError
-  try: install_runner(compile_c(RUNNER_C, "hcqrt_runner"))
-  except CompileError: install_runner(None)
+  assemble = backend(Target.from_report(dev.target)).assemble_host
+  if assemble is None: install_runner(None); return
+  try: install_runner(assemble(dev.runner_source(), "hcqrt_runner"))
+  except (CompileError, ImportError): install_runner(None)
 
 _targets: dict[str, Target] = {}
 def target_of(name: str) -> Target:

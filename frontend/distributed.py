@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 from compiler.dtypes import DType, dtypes, to_np
 from hcqrt.device import Device
+from hcqrt.settings import flag
 from frontend.tensor import Tensor
 
 INSTALL_HINT = "pip install 'hcqrt[dist]'   (mpi4py and the MPICH wheel: pip install mpi4py mpich)"
@@ -80,7 +81,7 @@ def _abort() -> None:
 
 def _gpu_count(base: str) -> int:
   """GPUs of kind `base` this node's kernel drivers expose (the mocks model one)."""
-  if os.environ.get("MOCKGPU", "0") not in ("", "0"): return 1
+  if flag("MOCKGPU"): return 1
   if base == "NV": return sum(1 for f in os.listdir("/dev") if f.startswith("nvidia") and f[6:].isdigit()) if os.path.isdir("/dev") else 0
   if base == "AMD":
     d = "/sys/class/kfd/kfd/topology/nodes"

@@ -1,17 +1,18 @@
 """The engine: realizes lazy buffers. Schedules them, allocates buffers, gets each kernel built (compiler/pipeline.py,
-cached per AST and target), runs it as an ExecItem, counts. Device opening is frontend/devices.py, BEAM's device side
-frontend/beam_runner.py, JIT capture frontend/jit.py (capture()).
+cached per AST and target), runs it as an ExecItem, counts. Device opening is frontend/devices.py, buffers and counters
+frontend/buffer.py, BEAM's device side frontend/beam_runner.py, the capture slot frontend/capture.py. Every frontend import
+here points down: the Tensor passes what the engine needs of it (its live lazy buffers) as an argument.
 
 >>> from frontend import Tensor, GlobalCounters
 >>> GlobalCounters.reset(); _ = (Tensor([1.0, 2.0]) + 1).realize(); GlobalCounters.kernel_count
 1
 """
 from __future__ import annotations
-import errno, os, sys, weakref
+import sys, weakref
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 import numpy as np
-from compiler.dtypes import DType
+from compiler.dtypes import DType, to_np
 from compiler import lazy
 from compiler.lazy import LazyBuffer
 from compiler.explain import explain_schedule, format_schedule
@@ -19,60 +20,22 @@ from compiler.schedule import ScheduleItem, create_schedule, snapshots
 from frontend.checks import Checks
 from compiler.pack import pack_matmuls
 from compiler.pipeline import CompiledKernel, Launch, compile_kernel
-from compiler import profile, vizdata
-from compiler.uop import UOp, Ops
+from compiler import profile, settings, vizdata
+from compiler.uop import UOp
 from compiler.sint import sval
 from hcqrt.device import Device, debug_level
 from hcqrt.interface import Program
 from frontend.devices import open_device, target_of
 from frontend.beam_runner import beam_search_for
+from frontend.buffer import Buffer, GlobalCounters
+from frontend.capture import JitError, capturing
 
-VIZ = os.environ.get("VIZ", "0") not in ("", "0")
+VIZ = settings.flag("VIZ")
 # the schedule's explanation (DEBUG>=3, VIZ) names the user's source lines: the lazy graph notes them only then
 lazy.TRACK_SOURCE = lazy.TRACK_SOURCE or debug_level() >= 3 or VIZ
 if VIZ:
   from frontend import viz
   viz.start()
-
-class GlobalCounters:
-  """Counters of everything run since the last `reset()`: kernels, estimated FLOPs, bytes moved, time."""
-  kernel_count: int = 0
-  global_ops: int = 0
-  global_mem: int = 0
-  time_sum_s: float = 0.0
-  mem_used: int = 0    # bytes of device buffers alive now (all devices; not reset)
-  mem_peak: int = 0    # the most mem_used reached since the last reset()
-  @staticmethod
-  def reset() -> None:
-    GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = 0
-    GlobalCounters.time_sum_s = 0.0
-    GlobalCounters.mem_peak = GlobalCounters.mem_used
-
-def _free(free: Callable, raw: object, nbytes: int) -> None:
-  GlobalCounters.mem_used -= nbytes
-  free(raw)
-
-def _out_of_memory(e: Exception) -> bool:
-  # the host's mmap/numpy (ENOMEM, MemoryError) or a driver's status (NV_ERR_NO_MEMORY; KFD's ioctl ENOMEM)
-  return (isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOMEM)
-          or "NO_MEMORY" in str(getattr(e, "status_name", "")))
-
-class Buffer:
-  """A device buffer owned by the frontend; freed when the last reference goes away. `what` names what needs it
-  (a kernel and its output; a function making the name, so that it costs nothing unless the device is out of memory)."""
-  __slots__ = ("__weakref__", "device", "nbytes", "raw")
-  def __init__(self, device: str, nbytes: int, what: str | Callable[[], str] = ""):
-    self.device, self.nbytes = device, nbytes
-    dev = open_device(device)
-    try: self.raw = dev.allocator.alloc(nbytes)
-    except Exception as e:
-      if not _out_of_memory(e): raise
-      if callable(what): what = what()
-      raise MemoryError(f"out of memory on {device}: allocating {nbytes} bytes ({nbytes / 2**30:.4g} GiB)"
-                        f"{' for ' + what if what else ''}: {type(e).__name__}: {e}") from e
-    GlobalCounters.mem_used += nbytes
-    if GlobalCounters.mem_used > GlobalCounters.mem_peak: GlobalCounters.mem_peak = GlobalCounters.mem_used
-    weakref.finalize(self, _free, dev.allocator.free, self.raw, nbytes)
 
 def from_host(arr: np.ndarray, dtype: DType, device: str) -> LazyBuffer:
   buf = Buffer(device, arr.nbytes, lambda: f"a copy from the host of shape {arr.shape} {dtype}")
@@ -82,7 +45,6 @@ def from_host(arr: np.ndarray, dtype: DType, device: str) -> LazyBuffer:
   return LazyBuffer.from_buffer(buf, arr.shape, dtype, device)
 
 def to_host(lb: LazyBuffer, npdtype) -> np.ndarray:
-  from frontend.jit import JitError, capturing   # (jit imports this module)
   if capturing() is not None:
     raise JitError("reading tensor values on the host (.item()/.numpy()/.tolist()) during TinyJit capture would freeze them "
                    "into the replay; move the read out of the jitted function")
@@ -97,35 +59,31 @@ def _copyout(lb: LazyBuffer, npdtype) -> np.ndarray:
   return out
 
 @dataclass
-class Kernel:
+class LoadedKernel:
   """A compiled kernel loaded on its device: what an ExecItem launches."""
-  ck: CompiledKernel        # source, binary, launch arguments (compiler/pipeline.py)
+  compiled: CompiledKernel  # source, binary, launch arguments (compiler/pipeline.py)
   program: Program          # the device's loaded program
   ast: UOp                  # what it computes (export lowers it again as portable C)
   def __post_init__(self):
-    # read at every launch: copied out of ck once (a CompiledKernel is never changed after compile_kernel built it)
-    self.name: str = self.ck.name
-    self.launch: Launch = self.ck.launch
+    # read at every launch: copied out of compiled once (a CompiledKernel is never changed after compile_kernel built it)
+    self.name: str = self.compiled.name
+    self.launch: Launch = self.compiled.launch
     self.launch_kwargs: dict = self.launch.kwargs()   # (the Program call's launch dims, made once)
-    self.ops: int = self.ck.ops
+    self.ops: int = self.compiled.ops
   @property
-  def src(self) -> str: return self.ck.src
+  def src(self) -> str: return self.compiled.src
   @property
-  def global_size(self) -> tuple[int, ...]: return self.ck.global_size
+  def global_size(self) -> tuple[int, ...]: return self.compiled.global_size
   @property
-  def threads(self) -> int: return self.ck.threads
+  def threads(self) -> int: return self.compiled.threads
 
-_kernel_cache: dict[tuple, Kernel] = {}
+_kernel_cache: dict[tuple, LoadedKernel] = {}
 
-def _opts_key() -> tuple:
-  # the env settings that change a kernel's code: part of its cache key (read once per schedule, not per kernel)
-  return (os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))
-
-def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> Kernel:
-  """si's kernel compiled for `device` and loaded (cached per AST, target and the opts settings; opts_key: _opts_key()
+def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> LoadedKernel:
+  """si's kernel compiled for `device` and loaded (cached per AST, target and the opts settings; opts_key: settings.opts_key()
   when the caller has it)."""
   target = target_of(device)
-  key = (si.ast, target, *(opts_key or _opts_key()))
+  key = (si.ast, target, *(opts_key or settings.opts_key()))
   if (kern := _kernel_cache.get(key)) is not None: return kern
   dev = open_device(device)
   opts = None
@@ -139,25 +97,25 @@ def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> 
       ck = compile_kernel(si.ast, target, opts, name=si.name)
       a.update(src_bytes=len(ck.src), binary_bytes=len(ck.binary), opts=[str(o) for o in ck.applied_opts])
   else: ck = compile_kernel(si.ast, target, opts, name=si.name)
-  kern = _kernel_cache[key] = Kernel(ck, dev.program(ck.name, ck.binary), si.ast)
+  kern = _kernel_cache[key] = LoadedKernel(ck, dev.program(ck.name, ck.binary), si.ast)
   return kern
 
 @dataclass
 class ExecItem:
   """One launch (or copy) with its buffers bound: what the JIT records and replays."""
   kind: str                 # kernel | copy
-  ck: Kernel | None
+  kernel: LoadedKernel | None
   bufs: list[Buffer]        # outputs first
   fresh_out: bool = True    # bufs[0] was allocated for this launch (False: in-place assign targets)
   nout: int = 1             # how many of bufs are outputs (an optimizer update fused with its moments writes three)
   var_vals: dict | None = None   # {Variable: value} of a kernel with symbolic sizes (a TinyJit replay sets new values)
   def vals(self) -> tuple[int, ...]:
     """The kernel's integer arguments: its Variables' values in the order the kernel takes them."""
-    if not self.ck.ck.vars: return ()
+    if not (vars_ := self.kernel.compiled.vars): return ()
     vv = self.var_vals or {}
-    missing = [v.arg[0] for v in self.ck.ck.vars if v not in vv]
-    if missing: raise RuntimeError(f"kernel {self.ck.name}: no value for Variable(s) {', '.join(missing)}")
-    return tuple(vv[v] for v in self.ck.ck.vars)
+    missing = [v.arg[0] for v in vars_ if v not in vv]
+    if missing: raise RuntimeError(f"kernel {self.kernel.name}: no value for Variable(s) {', '.join(missing)}")
+    return tuple(vv[v] for v in vars_)
   def run(self, debug: int | None = None) -> float:
     """Launch (or copy); returns the kernel's seconds. debug: debug_level(), when the caller read it already."""
     if self.kind == "copy":
@@ -173,9 +131,9 @@ class ExecItem:
       if profile.ENABLED:
         profile.add(f"copy {src.device} -> {dst.device}", dst.device, st, profile.now_us() - st, "copy", {"bytes": data.nbytes})
       return 0.0
-    ck, bufs = self.ck, self.bufs
+    ck, bufs = self.kernel, self.bufs
     if profile.ENABLED: st = profile.now_us()
-    et = (ck.program(*[b.raw for b in bufs], **ck.launch_kwargs, vals=self.vals(), wait=True) if ck.ck.vars else
+    et = (ck.program(*[b.raw for b in bufs], **ck.launch_kwargs, vals=self.vals(), wait=True) if ck.compiled.vars else
           ck.program(*[b.raw for b in bufs], **ck.launch_kwargs, wait=True)) or 0.0
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ck.ops
@@ -190,8 +148,8 @@ class ExecItem:
 
 def kernel_args(ei: ExecItem) -> dict:
   """What a kernel run's trace event carries: sizes, FLOPs, bytes."""
-  return {"global_size": list(ei.ck.global_size), "launch": {k: list(v) if isinstance(v, tuple) else v for k, v in ei.ck.launch_kwargs.items()},
-          "flops": ei.ck.ops, "bytes": sum(b.nbytes for b in ei.bufs)}
+  return {"global_size": list(ei.kernel.global_size), "launch": {k: list(v) if isinstance(v, tuple) else v for k, v in ei.kernel.launch_kwargs.items()},
+          "flops": ei.kernel.ops, "bytes": sum(b.nbytes for b in ei.bufs)}
 
 _runs = 0
 def schedule_runs() -> int:
@@ -200,10 +158,9 @@ def schedule_runs() -> int:
 
 def run_schedule(items: list[ScheduleItem]) -> None:
   global _runs
-  from frontend.jit import capturing   # (jit imports this module)
   _runs += 1
   rec = capturing()   # while the JIT (or export) captures, every ExecItem run is recorded
-  opts_key, debug = _opts_key(), debug_level()   # (the env, read once for the whole schedule)
+  opts_key, debug = settings.opts_key(), debug_level()   # (the env, read once for the whole schedule)
   for si in items:
     out = si.outputs[0]
     max_size = out.max_size
@@ -233,33 +190,47 @@ def run_schedule(items: list[ScheduleItem]) -> None:
       rec.append(ei)
       for o, t in zip(si.outputs, si.assign_targets or ()): rec.written += [weakref.ref(o), weakref.ref(t)]
 
-def _drop_graph(items: list[ScheduleItem]) -> None:
-  # once realized, a base forgets how it was computed so the graph above it can be freed
-  for si in items:
-    for b in si.outputs:
-      b.srcs, b.op, b.arg = (), Ops.EMPTY, None
-
 def simd_lanes(device: str) -> int:
   """float32 lanes of the device's kernel vectors; 0 where products are not packed (GPUs, NOOPT=1)."""
   t = target_of(device)
-  if t.gpu or os.environ.get("NOOPT", "0") == "1": return 0
+  if t.gpu or settings.noopt(): return 0
   return t.simd_bytes // 4
 
-def realize(lbs: list[LazyBuffer]) -> None:
-  from frontend.jit import capturing   # (jit imports this module)
+def realize(lbs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None) -> None:
+  """Compute `lbs` now. live: what the program still holds (frontend/tensor.py live_lazydata), which a schedule that
+  overwrites a buffer must not leave reading the new value (compiler/schedule.py create_schedule); the Tensor passes it,
+  so this layer never imports the one above.
+
+  >>> from frontend import Tensor
+  >>> t = Tensor([1.0]) + 1; realize([t.lazydata], None); t.lazydata.realized
+  True
+  """
   checks = Checks(lbs)   # index range checks of the graph: their kernels run with it, then they are read
-  from frontend.tensor import live_lazydata   # (tensor imports this module)
   if profile.ENABLED:
     with profile.span("schedule", args={"outputs": len(lbs)}) as a:
-      items = pack_matmuls(create_schedule(lbs + checks.flags, live_lazydata), simd_lanes)
+      items = pack_matmuls(create_schedule(lbs + checks.flags, live), simd_lanes)
       a["kernels"] = sum(si.kind == "kernel" for si in items)
-  else: items = pack_matmuls(create_schedule(lbs + checks.flags, live_lazydata), simd_lanes)
+  else: items = pack_matmuls(create_schedule(lbs + checks.flags, live), simd_lanes)
   if VIZ or debug_level() >= 3:
     ex = explain_schedule(items, lbs)
     if debug_level() >= 3 and items: print(format_schedule(ex), file=sys.stderr)
     if VIZ and items: vizdata.add_realize(ex, items)
   run_schedule(items)
-  _drop_graph(items)
+  # once realized, a base forgets how it was computed so the graph above it can be freed
+  for si in items:
+    for b in si.outputs: b.forget_graph()
   # read also during TinyJit capture (the capture run is a real run); a replay reads the recorded flags (jit.py)
-  checks.verify(lambda lb: _copyout(lb.base, np.bool_))
+  checks.verify(lambda lb: _copyout(lb.base, np.bool_), lambda lb: read_back(lb, live))
   if checks.items and (rec := capturing()) is not None: rec.checks += [(lb.base.buffer, msg, exc) for lb, msg, exc, *_ in checks.items]
+
+def read_back(lb: LazyBuffer, live: Callable[[], Iterable[LazyBuffer]] | None = None) -> np.ndarray:
+  """lb's values on the host, flat, in its own dtype: realized first when it is not (a view or an unrealized value: as
+  a dense copy); live as for realize().
+
+  >>> from frontend import Tensor
+  >>> read_back((Tensor([1, 2]) * 3).lazydata).tolist()
+  [3, 6]
+  """
+  c = lb if lb.realized and not lb.is_view else lb.contiguous()
+  if not c.realized: realize([c], live)
+  return _copyout(c, np.dtype(to_np(c.dtype)))

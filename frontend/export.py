@@ -38,7 +38,9 @@ from compiler.uop import UOp
 from hcqrt.device import Device
 from frontend import engine
 from frontend.tensor import Tensor
-from frontend.jit import TinyJit, capture, capturing
+from frontend.buffer import Buffer
+from frontend.capture import capture, capturing
+from frontend.jit import TinyJit
 
 MAGIC, VERSION, HEADER_BYTES = b"HCQW", 1, 32
 # init's return codes (the .h defines them as <NAME>_OK, <NAME>_ERR_...)
@@ -214,7 +216,7 @@ def export_c(fn: Callable, *example_inputs, name: str = "net", embed_weights: bo
   input_dependent = set(bufs)
   kernels: dict[UOp, tuple[str, CompiledKernel]] = {}
   steps, weights, hoisted = [], [], []   # weights: (buffer, _Buf); hoisted: launches that don't depend on the inputs
-  def weight(b: engine.Buffer, dt: DType) -> _Buf:
+  def weight(b: Buffer, dt: DType) -> _Buf:
     if id(b) not in bufs:
       bufs[id(b)] = wb = _Buf("w", len(weights), b.nbytes, dt)
       weights.append((b, wb))
@@ -222,13 +224,13 @@ def export_c(fn: Callable, *example_inputs, name: str = "net", embed_weights: bo
   nscratch = 0
   for ei in captured:
     if ei.kind == "kernel":
-      if not ei.fresh_out: raise ExportError(f"kernel {ei.ck.name} writes into an existing tensor (an assign, e.g. BatchNorm running "
+      if not ei.fresh_out: raise ExportError(f"kernel {ei.kernel.name} writes into an existing tensor (an assign, e.g. BatchNorm running "
                                              "statistics in training mode); an exported function must not update state")
-      if ei.ck.ck.vars: raise ExportError(f"kernel {ei.ck.name} has symbolic sizes (Variables {', '.join(v.arg[0] for v in ei.ck.ck.vars)}); "
+      if ei.kernel.compiled.vars: raise ExportError(f"kernel {ei.kernel.name} has symbolic sizes (Variables {', '.join(v.arg[0] for v in ei.kernel.compiled.vars)}); "
                                           "export needs concrete shapes")
-      ast = ei.ck.ast
+      ast = ei.kernel.ast
       if ast not in kernels:   # portable C99 (compiler/opt/heuristic.py optimize_portable), rendered, not compiled here
-        ck = compile_kernel(ast, PORTABLE_C, name=f"{name}_k{len(kernels)}_{ei.ck.name}", assemble=False)
+        ck = compile_kernel(ast, PORTABLE_C, name=f"{name}_k{len(kernels)}_{ei.kernel.name}", assemble=False)
         kernels[ast] = (ck.name, ck)
       kname, ck = kernels[ast]
       dts = list(ck.buf_dtypes)

@@ -31,10 +31,10 @@ non-tensor argument (or the layout of a list/dict argument) changes, when the fu
 an argument that is a view or is passed twice, and when `.item()`/`.numpy()` is called during capture.
 """
 from __future__ import annotations
-import contextlib, functools, inspect, sys, weakref
+import functools, inspect, sys
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 import numpy as np
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops
@@ -43,52 +43,16 @@ from hcqrt.device import debug_level
 from hcqrt.interface import Graph, GraphCopy, GraphExec, GraphItem
 from compiler import profile
 from frontend import engine
-from frontend.tensor import Tensor, take_pending_assigns
+from frontend.buffer import Buffer, GlobalCounters
+from frontend.capture import JitError, Recording, capture, capturing   # noqa: F401 (JitError, Recording, capturing: importable from here too)
+from frontend.tensor import Tensor, take_pending_assigns, live_lazydata
 from frontend.devices import open_device
 
-class JitError(RuntimeError):
-  """The JIT can't replay a function correctly; the message says why."""
-
-class Recording(list):
-  """The launches (engine.ExecItem) of a capture, plus what a replay needs besides running them: the index checks
-  whose flag buffers it must read (flag buffer, message, exception type), and the lazy buffers the launches wrote
-  in place (their pending readers run before a replay overwrites them)."""
-  def __init__(self):
-    super().__init__()
-    self.checks: list[tuple[engine.Buffer, str, type]] = []
-    self.written: list[weakref.ref] = []   # (weak: LazyBuffers)
-    self.first_id = LazyBuffer.next_id()   # lazy buffers built before the capture have smaller ids
-    # set by a capturer that must not write into existing tensors (export): called with the kernel's name before an
-    # in-place write would run, it raises, so that the write never happens
-    self.refuse_write: Callable[[str], None] | None = None
-
-_recording: Recording | None = None   # the capture in progress (only capture() sets it)
-
-@contextlib.contextmanager
-def capture(what: str = "TinyJit capture") -> Iterator[Recording]:
-  """Record every launch (engine.ExecItem) the block runs into the yielded list; `what` names the capturer in errors.
-  Captures don't nest, and reading tensor values on the host inside one raises JitError (engine.to_host).
-
-  >>> from frontend import Tensor
-  >>> with capture() as items: _ = (Tensor([1.0]) + 1).realize()
-  >>> [ei.kind for ei in items]
-  ['kernel']
-  """
-  global _recording
-  if _recording is not None: raise JitError(f"{what}: nested TinyJit capture is not supported")
-  _recording = items = Recording()
-  try: yield items
-  finally: _recording = None
-
-def capturing() -> Recording | None:
-  """The list the capture in progress records into (None: no capture)."""
-  return _recording
-
-class _ArgBuffer(engine.Buffer):
+class _ArgBuffer(Buffer):
   """A tensor argument's device memory under a second identity, for the capture: the recording then tells a read
   through the argument (swapped for the next call's tensor) from a read of the same tensor through a closure."""
   __slots__ = ("src",)
-  def __init__(self, src: engine.Buffer):   # no allocation, no finalizer: the memory stays src's
+  def __init__(self, src: Buffer):   # no allocation, no finalizer: the memory stays src's
     self.device, self.nbytes, self.raw, self.src = src.device, src.nbytes, src.raw, src
 
 @dataclass(frozen=True)
@@ -209,10 +173,10 @@ class TinyJit:
     if self.cnt == 1: return self._capture(params, call, tensors, consts)
     return self._replay(tensors, consts)
 
-  def _current(self, tensors) -> list[tuple[Tensor, engine.Buffer]]:
+  def _current(self, tensors) -> list[tuple[Tensor, Buffer]]:
     """(tensor, the buffer the recording reads for it) per tensor argument; views are copied to contiguous buffers."""
     copies = {i: t.lazydata.contiguous() for i, (_, t) in enumerate(tensors) if _kind(t.lazydata) == "view"}
-    if copies: engine.realize(list(copies.values()))
+    if copies: engine.realize(list(copies.values()), live_lazydata)
     return [(t, copies[i].buffer if i in copies else t.lazydata.base.buffer) for i, (_, t) in enumerate(tensors)]
 
   def _capture(self, params, call, tensors, consts):
@@ -244,7 +208,7 @@ class TinyJit:
     self.in_sig = [(_unbound(t.shape), t.dtype, t.device) for _, t in tensors]
     # the Variables a replay sets: those of the arguments; (item, Variable) slots of every launch that takes them
     self.vars = _var_vals(tensors, consts)
-    self.var_slots = [(j, v) for j, ei in enumerate(captured) if ei.kind == "kernel" and ei.var_vals for v in ei.ck.ck.vars if v in self.vars]
+    self.var_slots = [(j, v) for j, ei in enumerate(captured) if ei.kind == "kernel" and ei.var_vals for v in ei.kernel.compiled.vars if v in self.vars]
     self.subs, self.sub_index = subs, {id(s): i for i, s in enumerate(subs)}
     # buffers handed to the caller get a fresh buffer per replay
     self.out_bases = []
@@ -283,14 +247,14 @@ class TinyJit:
   def _replay(self, tensors, consts):
     # lazy values built from buffers the recording overwrites must be computed from the values they were built from
     stale = [r for ref in self.written_lbs if (lb := ref()) is not None and lb.readers for r in list(lb.readers) if r.buffer is None]
-    if stale: engine.realize(stale)
+    if stale: engine.realize(stale, live_lazydata)
     cur = self._current(tensors)
     if self.written or self.fixed_written: self._check_aliasing(tensors, cur)
     items = self.items
     for j, k, i in self.in_slots: items[j].bufs[k] = cur[i][1]
     fresh = {}
     for _t, b, slots in self.out_bases:
-      nb = fresh[id(b)] = engine.Buffer(b.device, b.nbytes, lambda: f"an output of {self.name} (TinyJit replay)")
+      nb = fresh[id(b)] = Buffer(b.device, b.nbytes, lambda: f"an output of {self.name} (TinyJit replay)")
       for j, k in slots: items[j].bufs[k] = nb
     vv = _var_vals(tensors, consts)
     for j, v in self.var_slots: items[j].var_vals[v] = vv[v]
@@ -341,14 +305,14 @@ class TinyJit:
     if len(devs) != 1: return None
     dev = self.graph_dev = open_device(devs.pop())
     gitems: list[GraphItem] = [GraphCopy(ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes) if ei.kind == "copy" else   # (as ExecItem.run)
-                               GraphExec(ei.ck.program, [b.raw for b in ei.bufs], ei.vals(), **ei.ck.launch_kwargs) for ei in self.items]
+                               GraphExec(ei.kernel.program, [b.raw for b in ei.bufs], ei.vals(), **ei.kernel.launch_kwargs) for ei in self.items]
     # profiled: each launch bracketed by timestamps (kernel_times()), where the device can take them
     if (g := dev.graph(gitems, timestamps=profile.ENABLED)) is None: return None
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
     self.graph_slots = sorted({(j, k) for j, k, _ in self.in_slots} | {s for _, _, slots in self.out_bases for s in slots})
     kernels = [ei for ei in self.items if ei.kind == "kernel"]
     moved = sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items)   # as ExecItem.run counts
-    self.graph_counts = (len(kernels), sum(ei.ck.ops for ei in kernels), moved)
+    self.graph_counts = (len(kernels), sum(ei.kernel.ops for ei in kernels), moved)
     if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(gitems)} items on {dev.name}", file=sys.stderr)
     return g
 
@@ -366,7 +330,7 @@ class TinyJit:
       self.graph_dev.synchronize()
       dur = profile.now_us() - st
       if self.prof_args is None:   # (each launch's name and arguments are the same every replay: made once)
-        self.prof_args = [(ei.ck.name, {**engine.kernel_args(ei), "jit": self.name, "clock": g.clock}) if ei.kind == "kernel" else None for ei in items]
+        self.prof_args = [(ei.kernel.name, {**engine.kernel_args(ei), "jit": self.name, "clock": g.clock}) if ei.kind == "kernel" else None for ei in items]
       # only the clock readings are kept now; the events are made when the trace is written
       profile.defer(functools.partial(_launch_events, track, self.prof_args, g.kernel_times(), st if g.clock == "gpu" else None))
       mode = "graph" if not g.completes_on_return else "launch list"
@@ -379,14 +343,14 @@ class TinyJit:
     items = self.items
     bufs = {(j, k): items[j].bufs[k].raw for j, k in self.graph_slots}
     # the Variables' values are the kernels' integer arguments, patched in place like the buffer pointers
-    vals = {(j, items[j].ck.ck.vars.index(v)): items[j].var_vals[v] for j, v in self.var_slots}
+    vals = {(j, items[j].kernel.compiled.vars.index(v)): items[j].var_vals[v] for j, v in self.var_slots}
     # a graph that completes on return (the CPU) times its replay for free; a GPU graph runs on while the host goes on
-    if g.completes_on_return: engine.GlobalCounters.time_sum_s += g.replay(bufs=bufs, vals=vals, wait=True) or 0.0
+    if g.completes_on_return: GlobalCounters.time_sum_s += g.replay(bufs=bufs, vals=vals, wait=True) or 0.0
     else: g.replay(bufs=bufs, vals=vals)
     n, ops, mem = self.graph_counts
-    engine.GlobalCounters.kernel_count += n
-    engine.GlobalCounters.global_ops += ops
-    engine.GlobalCounters.global_mem += mem
+    GlobalCounters.kernel_count += n
+    GlobalCounters.global_ops += ops
+    GlobalCounters.global_mem += mem
     if dbg >= 2: print(f"TinyJit {self.name}: replayed a graph of {n} kernels", file=sys.stderr)
 
 def _launch_events(track: str, args: list, times: list[tuple[int, int, int]], base_us: float | None) -> list[tuple]:

@@ -20,7 +20,7 @@ from compiler.uop import UOp, Ops
 from compiler.view import prod, ShapeTracker
 from compiler.sint import any_sym, sval, binds_of
 from hcqrt.device import Device
-from frontend import function as F
+from frontend import engine, function as F
 from frontend.nn_ops import NNOpsMixin
 from frontend.tensor_extra import ExtraOpsMixin
 
@@ -196,19 +196,17 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return create_schedule([t.lazydata for t in (self,) + others], live_lazydata)
   def realize(self, *others: Tensor) -> Tensor:
     """Run the kernels that compute this tensor (and `others`) now."""
-    from frontend.engine import realize
-    realize([t.lazydata for t in (self,) + others])
+    engine.realize([t.lazydata for t in (self,) + others], live_lazydata)
     return self
   def _host_array(self) -> np.ndarray:
-    from frontend.engine import to_host
     if self.dtype is dtypes.bfloat16: return self.cast(dtypes.float32)._host_array()
     lb = self.lazydata
     if lb.is_view and lb.st.contiguous and lb.base.size == lb.size:   # a reshape of its base: read the base as is
       Tensor(lb.base).realize()
-      return to_host(lb.base, to_np(self.dtype)).reshape(tuple(map(sval, self.shape)))
+      return engine.to_host(lb.base, to_np(self.dtype)).reshape(tuple(map(sval, self.shape)))
     t = self.contiguous() if lb.is_view or not lb.realized else self
     t.realize()
-    return to_host(t.lazydata, to_np(self.dtype)).reshape(tuple(map(sval, self.shape)))
+    return engine.to_host(t.lazydata, to_np(self.dtype)).reshape(tuple(map(sval, self.shape)))
   def numpy(self) -> np.ndarray:
     """A numpy copy of the data (dtype matching the tensor's)."""
     if 0 in self.shape or 0 in map(sval, self.shape): return np.zeros(tuple(map(sval, self.shape)), dtype=to_np(self.dtype))
@@ -281,11 +279,10 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     # every tensor over that buffer (the KV cache a `cache.shrink(...).assign(kv)` updates) sees the new values
     lb = self.lazydata
     if lb.is_view and (lb.base.buffer is not None or _pending_assign(lb.base)) and _writable_view(lb.st):
-      from frontend.engine import realize
-      if lb.base.buffer is None: realize([lb.base])   # an earlier write into the whole buffer goes first
+      if lb.base.buffer is None: engine.realize([lb.base], live_lazydata)   # an earlier write into the whole buffer goes first
       value = x.lazydata
       if _reads_at_other_position(value, lb.base): value = value.contiguous() if value.is_view else _force(value)
-      realize([lb.base.assign(value, lb.st)])
+      engine.realize([lb.base.assign(value, lb.st)], live_lazydata)
       return self
     # nothing to write into yet: just take the value (a pending assign is a buffer: this write follows it)
     if (not self.lazydata.realized or self.lazydata.is_view) and not _pending_assign(self.lazydata):
@@ -2054,10 +2051,9 @@ def _canonical(arr: np.ndarray) -> np.ndarray:
   return arr.view(np.dtype(arr.dtype.str)) if arr.dtype.kind in "iu" and arr.dtype.type is not np.dtype(arr.dtype.str).type else arr
 
 def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
-  from frontend.engine import from_host
   arr = _canonical(arr)
   # np.ascontiguousarray turns a 0-d array into shape (1,): keep the original shape
-  return from_host(np.ascontiguousarray(arr).reshape(arr.shape), dtypes.from_np(arr.dtype), device)
+  return engine.from_host(np.ascontiguousarray(arr).reshape(arr.shape), dtypes.from_np(arr.dtype), device)
 
 def _hash32(x: Tensor) -> Tensor:
   """A 32-bit integer mixer (xor-shift-multiply rounds) used by the random number generator."""
@@ -2138,9 +2134,8 @@ _read_walks: list | None = None   # [engine runs when filled, memo]
 
 def _read_walk_memo() -> dict:
   if _read_walks is None: return {}
-  from frontend.engine import schedule_runs
-  if _read_walks[0] != schedule_runs():
-    _read_walks[0], _read_walks[1] = schedule_runs(), {}
+  if _read_walks[0] != engine.schedule_runs():
+    _read_walks[0], _read_walks[1] = engine.schedule_runs(), {}
   return _read_walks[1]
 
 @contextmanager

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse, json, os, sys
 from typing import Any
 from hcqrt.deps import require
+from hcqrt.settings import flag
 
 def _gib(n: int) -> str: return f"{n / (1 << 30):.1f} GiB"
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
   from hcqrt.device import Device
   from hcqrt.probe import probe_all
   mock = a.mock
-  if mock is None and os.environ.get("MOCKGPU", "0") not in ("", "0"): mock = os.environ.get("MOCKGPU_ARCH", "hopper")
+  if mock is None and flag("MOCKGPU"): mock = os.environ.get("MOCKGPU_ARCH", "hopper")
   probes = probe_all(mock)
   if a.json:
     print(json.dumps([p.__dict__ for p in probes], indent=1, default=str))

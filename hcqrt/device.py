@@ -12,15 +12,12 @@ for machines without a GPU.
 from __future__ import annotations
 import importlib, os, sys
 from hcqrt import interface
+from hcqrt.settings import debug_level, flag   # (debug_level: importable from here too)
 
 BACKENDS = {"CPU": "hcqrt.cpu.device:CPUDevice", "NV": "hcqrt.nv.device:NVDevice", "AMD": "hcqrt.amd.device:AMDDevice",
             "PTXEMU": "hcqrt.mock.ptxemu:PTXEmuDevice", "AMDEMU": "hcqrt.mock.amdemu:AMDEmuDevice"}
 # device files whose presence makes a GPU backend worth trying, in order of preference
 PROBE_FILES = [("NV", "/dev/nvidiactl"), ("AMD", "/dev/kfd")]
-
-def debug_level() -> int:
-  try: return int(os.environ.get("DEBUG", "0"))
-  except ValueError: return 0
 
 class _Registry:
   def __init__(self):
@@ -37,12 +34,12 @@ class _Registry:
     name = self.canonicalize(name)
     if (d := self._opened.get(name)) is None:
       mod, cls = BACKENDS[name.split(":")[0]].split(":")
-      if name.split(":")[0] == "NV" and os.environ.get("MOCKGPU", "0") not in ("", "0"):
+      if name.split(":")[0] == "NV" and flag("MOCKGPU"):
         # no GPU here: put the fake NVIDIA kernel driver behind the syscall seam before the backend opens it
         from hcqrt.mock.nv import install_mock_nv
         arch = os.environ.get("MOCKGPU_ARCH", "hopper")
         install_mock_nv("hopper" if arch.startswith("gfx") else arch)
-      if name.split(":")[0] == "AMD" and os.environ.get("MOCKGPU", "0") not in ("", "0"):
+      if name.split(":")[0] == "AMD" and flag("MOCKGPU"):
         from hcqrt.mock.amd import install_mock_amd   # the fake KFD (gfx1100; MOCKGPU_ARCH=gfx942 for an MI300X)
         arch = os.environ.get("MOCKGPU_ARCH", "gfx1100")
         install_mock_amd(arch if arch.startswith("gfx") else "gfx1100")

@@ -30,6 +30,6 @@ def main(which: str) -> None:
       return loss.realize()
   GlobalCounters.reset(); profile.clear()   # (the model's initialization ran kernels already)
   for i in range(4): step(Tensor(x_train[i * bs:(i + 1) * bs]).realize(), Tensor(y_train[i * bs:(i + 1) * bs]).realize())
-  print(json.dumps({"kernel_count": GlobalCounters.kernel_count, "jit_kernels": [ei.ck.name for ei in step.items if ei.kind == "kernel"]}))
+  print(json.dumps({"kernel_count": GlobalCounters.kernel_count, "jit_kernels": [ei.kernel.name for ei in step.items if ei.kind == "kernel"]}))
 
 if __name__ == "__main__": main(sys.argv[1])

@@ -151,7 +151,7 @@ def test_wrong_argument_count_names_the_kernel():
 def test_zz_decoder_matches_llvm_objdump_on_frontend_kernels(tmp_path):
   objdump = need_llvm_objdump_19()
   from frontend.engine import _kernel_cache
-  libs = {(k.ck.name, k.ck.binary) for key, k in list(_kernel_cache.items()) if key[1].device == "AMDEMU"}
+  libs = {(k.compiled.name, k.compiled.binary) for key, k in list(_kernel_cache.items()) if key[1].device == "AMDEMU"}
   if len(libs) < 20: pytest.skip("run with the rest of this file: it checks the kernels the other tests compiled")
   total = 0
   for name, lib in sorted(libs):

@@ -58,18 +58,18 @@ def test_train_step_conv_kernels_are_tiled_and_match_torch():
   """The engine's kernels (built for this host): forward convs, dx and dW all tiled; the gradients equal torch."""
   xn, w1n, w2n = _inputs()
   items, (loss, gx, gw1, gw2) = _step_items(xn, w1n, w2n)
-  convs = [ei.ck for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name))]
+  convs = [ei.kernel for ei in items if _conv_like(lower(ei.kernel.ast, ei.kernel.name))]
   # 2 forward convs, the input gradients of both (x requires grad), the two weight gradients
   assert len(convs) == 6, [k.name for k in convs]
-  for k in convs: assert _tiled(k.ck.applied_opts), (k.name, k.ck.applied_opts)
+  for k in convs: assert _tiled(k.compiled.applied_opts), (k.name, k.compiled.applied_opts)
   _match_torch(xn, w1n, w2n, loss, gx, gw1, gw2)
 
 def test_train_step_conv_kernels_tiled_for_each_cpu_target(cpu_target):
   """The same step's conv kernels built for AVX2 and AVX-512 (from the ASTs the JIT captured): each has a register
   tile of vectors and no vector spills."""
   items, _ = _step_items(*_inputs(1))
-  ks = [optimize(lower(ei.ck.ast, ei.ck.name), cpu_target) for ei in items]
-  convs = [k for k, ei in zip(ks, items) if _conv_like(lower(ei.ck.ast, ei.ck.name))]
+  ks = [optimize(lower(ei.kernel.ast, ei.kernel.name), cpu_target) for ei in items]
+  convs = [k for k, ei in zip(ks, items) if _conv_like(lower(ei.kernel.ast, ei.kernel.name))]
   assert len(convs) == 6, [k.name for k in convs]
   for k in convs:
     assert _tiled(k.applied_opts) and has_vectors(k), (k.name, k.applied_opts)
@@ -102,7 +102,7 @@ def test_wide_conv_kernels_keep_twelve_accumulators_on_avx2():
   avx2 = Target.from_report(CPUDevice(isa="x86-64-v3").target)
   wide = 0
   for ei in items:
-    k = optimize(lower(ei.ck.ast, ei.ck.name), avx2)
+    k = optimize(lower(ei.kernel.ast, ei.kernel.name), avx2)
     if not _conv_like(k): continue
     wide += inner_accumulators(k) >= 12
     assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, avx2.cc_flags) == 0, (k.name, k.applied_opts)

@@ -62,9 +62,9 @@ def test_variant_step_matches_torch_and_keeps_the_conv_opts(name):
   np.testing.assert_allclose(loss, tl.item(), rtol=1e-4)
   np.testing.assert_allclose(gx, x.grad.numpy(), rtol=1e-3, atol=1e-5)
   np.testing.assert_allclose(gw, w.grad.numpy(), rtol=1e-3, atol=1e-4)
-  convs = [ei.ck for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name))]
+  convs = [ei.kernel for ei in items if _conv_like(lower(ei.kernel.ast, ei.kernel.name))]
   assert len(convs) >= 3, [k.name for k in convs]   # forward, input gradient, weight gradient
-  untiled = [(k.name, k.ck.applied_opts) for k in convs if not _tiled(k.ck.applied_opts)]
+  untiled = [(k.name, k.compiled.applied_opts) for k in convs if not _tiled(k.compiled.applied_opts)]
   # only a grouped conv's weight gradient (a reduction of batch x pixels per (group, co, ci, tap)) may do without the
   # tile, and it then keeps vector accumulators
   assert len(untiled) <= (1 if name in ("depthwise", "groups4") else 0), untiled
@@ -76,7 +76,7 @@ def test_variant_kernels_vectorized_for_each_cpu_target(name, cpu_target):
   without spills."""
   items, _, _ = _step(name, seed=1)
   for ei in items:
-    k0 = lower(ei.ck.ast, ei.ck.name)
+    k0 = lower(ei.kernel.ast, ei.kernel.name)
     if not _conv_like(k0): continue
     k = optimize(k0, cpu_target)
     assert has_vectors(k) and (_tiled(k.applied_opts) or _vector_reduce(k.applied_opts)), (k.name, k.applied_opts)
@@ -89,7 +89,7 @@ def test_strided_conv_computes_only_its_own_taps():
   output gradient, one per output phase, with 1x1, 1x2, 2x1 and 2x2 taps (9 in all), the weight gradient a reduction
   over the batch's output pixels: each conv kernel tiled."""
   items, _, _ = _step("stride2")
-  convs = [(ei.ck.name, ei.ck.ck.applied_opts) for ei in items if _conv_like(lower(ei.ck.ast, ei.ck.name))]
+  convs = [(ei.kernel.name, ei.kernel.compiled.applied_opts) for ei in items if _conv_like(lower(ei.kernel.ast, ei.kernel.name))]
   names = [n for n, _ in convs]
   assert names[0].endswith(f"_{C}_3_3"), names   # the forward: C channels x 3 x 3 taps, no phases
   # not the phase convs: 3x2 taps over 2C (the column phases), 4C outputs of 2x2 taps (space to depth)
@@ -118,8 +118,8 @@ def _jit_conv_grads_match_torch(xn, wn, kw, tiled: bool) -> np.ndarray:
   np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-3)
   np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-3)
   if tiled:
-    convs = [ei.ck for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.ck.ast, ei.ck.name))]
-    assert len(convs) >= 3 and all(_tiled(k.ck.applied_opts) for k in convs), [(k.name, k.ck.applied_opts) for k in convs]
+    convs = [ei.kernel for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.kernel.ast, ei.kernel.name))]
+    assert len(convs) >= 3 and all(_tiled(k.compiled.applied_opts) for k in convs), [(k.name, k.compiled.applied_opts) for k in convs]
   return want_y
 
 def _torch_conv_grads(xn, wn, kw):

@@ -9,6 +9,7 @@ import pytest
 from frontend import Tensor
 from compiler import view as V, schedule as S
 from compiler.view import ShapeTracker, View
+from compiler import memo
 from compiler.uop import Ops, Variable
 
 def plain_st(views, op, arg):
@@ -64,7 +65,7 @@ def test_memo_distinguishes_equal_looking_inputs():
   assert a.reshape((n1, 2, 2)).shape[0] is n1 and b.reshape((n2, 2, 2)).shape[0] is n2
 
 def test_memo_tables_are_bounded(monkeypatch):
-  monkeypatch.setattr(V, "CACHE_MAX", 8)
+  monkeypatch.setattr(memo, "CACHE_MAX", 8)
   for name in ("_movement_cache", "_from_shape_cache", "_strides_cache"): monkeypatch.setattr(V, name, {})
   st = ShapeTracker.from_shape((64,))
   for i in range(1, 30):
@@ -333,7 +334,7 @@ def test_const_broadcast_memo_matches_plain(monkeypatch):
       assert lb.st == want.st and lb.st.views == want.st.views and lb.is_view and lb.base.op is Ops.CONST
       assert [type(s) for s in lb.shape] == [type(s) for s in tuple(shape)] and all(a is b or a == b for a, b in zip(lb.shape, shape))
   assert L.LazyBuffer.const(2, dtypes.int32, (), "CPU").shape == ()
-  monkeypatch.setattr(L, "CACHE_MAX", 4); monkeypatch.setattr(L, "_broadcast_cache", {})
+  monkeypatch.setattr(memo, "CACHE_MAX", 4); monkeypatch.setattr(L, "_broadcast_cache", {})
   for i in range(1, 12):
     assert L._broadcast_st((i, 2)).shape == (i, 2) and len(L._broadcast_cache) <= 4
 
@@ -409,3 +410,16 @@ def test_item_deps_match_plain_scan(monkeypatch):
   r = a.flip(0) + 1   # read before the assign: runs first
   a.assign(a * 2); Tensor.realize(a, r)
   assert max(seen) > 4
+
+def test_memo_tables_share_one_bounded_helper():
+  """Every bounded memo table goes through compiler/memo.py memo_put: no hand-written `if len(c) >= N: c.clear()`
+  copies (hcqrt/mock's decoder cache is the mock's own)."""
+  import pathlib, re
+  root = pathlib.Path(__file__).resolve().parent.parent
+  bad = [f"{p.relative_to(root)}:{i}: {line.strip()}" for d in ("compiler", "frontend", "hcqrt") for p in sorted((root / d).rglob("*.py"))
+         if "mock" not in p.parts and p != root / "compiler" / "memo.py"
+         for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"if len\((\w+)\) >=? [\w.]+: \1\.clear\(\)", line)]
+  assert not bad, "\n".join(bad)
+  # (and memo_put is what bounds the schedule's tables too)
+  import inspect
+  assert all("memo_put(" in inspect.getsource(f) for f in (S._view_facts, S._kernel_name))

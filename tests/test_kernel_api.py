@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from frontend import Tensor
 import frontend.engine as engine
-from frontend.engine import Buffer
+from frontend.buffer import Buffer
 from frontend.devices import open_device, target_of
 from compiler.dtypes import dtypes
 from compiler.uop import UOp, Ops, UPat, PatternMatcher

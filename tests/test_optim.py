@@ -70,7 +70,7 @@ def test_one_realize_per_step(monkeypatch):
   _loss(w, b, Tensor(_data()[2])).backward()
   calls = []
   real = engine.realize
-  monkeypatch.setattr(engine, "realize", lambda lbs: (calls.append(len(lbs)), real(lbs))[1])
+  monkeypatch.setattr(engine, "realize", lambda lbs, live: (calls.append(len(lbs)), real(lbs, live))[1])
   opt.step()
   # one call covering params (2) + moments (4) + b1_t, b2_t
   assert calls == [8]

@@ -1,12 +1,13 @@
 """The compile pipeline's seams: Targets reported by devices, one compile_kernel for engine/BEAM/export, the optimizer
-package without import cycles, ranges numbered by their kernel, JIT capture owned by frontend/jit.py."""
+package without import cycles, ranges numbered by their kernel, the capture slot below the engine (frontend/capture.py;
+the frontend's own layering: tests/test_frontend_layers.py)."""
 import ast, json, os, pathlib, re, subprocess, sys
 import numpy as np
 import pytest
 from frontend import Tensor
 import frontend.engine as engine
 from frontend.devices import target_of
-from frontend.jit import JitError, capture
+from frontend.capture import JitError, capture
 from compiler import beam
 from compiler.lower import lower
 from compiler.linearize import linearize
@@ -51,6 +52,15 @@ def test_unknown_renderer_names_the_device():
   si = _kernel_si(lambda: _rand(4, 4) + 1)
   with pytest.raises(NotImplementedError, match="no renderer 'metal' for device AMD"): compile_kernel(si.ast, Target("AMD", "metal"))
 
+# a branch on a renderer's name (an attribute, a report's key or .get) or a probe of a device object
+_PROBE = re.compile(r"""renderer\b["')\]]*\s*[!=]=|getattr\((dev|device)\b""")
+
+def test_probe_pattern_catches_each_spelling():
+  for line in ('if t.renderer == "c":', 'if dev.target["renderer"] == "llvm":', "x = target.get('renderer') != 'ptx'",
+               "getattr(dev, 'graph', None)"):
+    assert _PROBE.search(line), line
+  for line in ("be = BACKENDS[target.renderer]", "renderer = report['renderer']"): assert not _PROBE.search(line), line
+
 def test_no_renderer_or_device_probes_outside_the_registry():
   """Only compiler/pipeline.py's registry knows renderer names; no compiler or frontend code probes a device object."""
   bad = []
@@ -58,11 +68,29 @@ def test_no_renderer_or_device_probes_outside_the_registry():
     for p in sorted((ROOT / d).rglob("*.py")):
       if p == ROOT / "compiler" / "pipeline.py": continue
       for i, line in enumerate(p.read_text().splitlines(), 1):
-        if re.search(r"renderer\s*[!=]=|getattr\((dev|device)\b", line): bad.append(f"{p.relative_to(ROOT)}:{i}: {line.strip()}")
+        if _PROBE.search(line): bad.append(f"{p.relative_to(ROOT)}:{i}: {line.strip()}")
   assert not bad, "\n".join(bad)
 
 def test_registry_has_every_renderer_the_devices_report():
   assert {target_of("CPU").renderer, target_of("PTXEMU").renderer} <= set(BACKENDS)
+
+@pytest.mark.parametrize("cpu_llvm", ["0", "1"])
+def test_cpu_runner_is_built_by_the_registry_entry_of_its_renderer(cpu_llvm, monkeypatch):
+  """The CPU's native runner goes through the same compiler as its kernels, chosen by the registry (CPU_LLVM=1: the
+  LLVM IR runner built in-process, so a machine without a C compiler still gets it), not by a name test in the frontend."""
+  if cpu_llvm == "1": pytest.importorskip("llvmlite")
+  import dataclasses
+  import hcqrt.cpu.device as cpu
+  from frontend import devices
+  monkeypatch.setattr(cpu, "_runner", cpu._runner)   # (put back after the test: the runner the session had)
+  monkeypatch.setenv("CPU_LLVM", cpu_llvm)
+  dev = devices.open_device("CPU")
+  name, built = Target.from_report(dev.target).renderer, []
+  be = BACKENDS[name]
+  monkeypatch.setitem(BACKENDS, name, dataclasses.replace(be, assemble_host=lambda src, n: (built.append(src), be.assemble_host(src, n))[1]))
+  devices._install_cpu_runner(dev)
+  assert built == [cpu.runner_llvm.RUNNER_LLVM if cpu_llvm == "1" else cpu.RUNNER_C]
+  assert cpu._runner is not None and cpu._runner is cpu._kept[be.assemble_host(built[0], "hcqrt_runner")]
 
 # ***** the optimizer package *****
 
@@ -132,7 +160,7 @@ def test_beam_times_the_binary_the_engine_runs(tmp_path, monkeypatch):
   kern = engine.get_kernel(si, "CPU")
   assert len(found) == 1 and not found[0]["cache_hit"]
   best = found[0]["best"]
-  assert kern.ck.opts == best.opts and kern.ck.src == best.src and kern.ck.binary == best.binary
+  assert kern.compiled.opts == best.opts and kern.compiled.src == best.src and kern.compiled.binary == best.binary
   np.testing.assert_allclose((Tensor(x) @ Tensor(y)).numpy(), x @ y, rtol=1e-4, atol=1e-4)
   assert json.loads(next((tmp_path / "beam").glob("*.json")).read_text())["opts"] == (None if best.opts is None else [o.to_json() for o in best.opts])
 

@@ -19,8 +19,8 @@ def test_conv_padded_input_is_copied_once():
     loss = x.conv2d(w, padding=1).square().mean(); loss.backward()
     return loss.realize(), w.grad.realize()
   items = _capture(step, x)
-  pads = [ei for ei in items if ei.ck.name == "E_2_3_8_8" and len(ei.bufs) == 2]   # (bs, cin, h+2, w+2) from x alone
-  assert len(pads) == 1, [ei.ck.name for ei in items]
+  pads = [ei for ei in items if ei.kernel.name == "E_2_3_8_8" and len(ei.bufs) == 2]   # (bs, cin, h+2, w+2) from x alone
+  assert len(pads) == 1, [ei.kernel.name for ei in items]
   tx, tw = torch.tensor(x.numpy()), torch.tensor(w.numpy(), requires_grad=True)
   (torch.nn.functional.conv2d(tx, tw, padding=1) ** 2).mean().backward()
   np.testing.assert_allclose(step(x)[1].numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-6)
@@ -102,8 +102,8 @@ def test_batchnorm_step_computes_nothing_twice():
   w0, b0 = conv.weight.numpy().copy(), conv.bias.numpy().copy()
   out = step(Tensor(xn).realize())
   items = _capture(step, Tensor(xn).realize())
-  keys = [(ei.ck.ast, tuple(id(b) for b in ei.bufs[ei.nout:])) for ei in items]
-  assert len(set(keys)) == len(keys), [ei.ck.name for ei in items]
+  keys = [(ei.kernel.ast, tuple(id(b) for b in ei.bufs[ei.nout:])) for ei in items]
+  assert len(set(keys)) == len(keys), [ei.kernel.name for ei in items]
   tbn = torch.nn.BatchNorm2d(8).train()
   want = tbn(torch.relu(torch.nn.functional.conv2d(torch.tensor(xn), torch.tensor(w0), torch.tensor(b0))))
   np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)

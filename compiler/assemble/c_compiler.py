@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools, hashlib, os, pathlib, platform, re, shutil, subprocess, tempfile
 from collections.abc import Sequence
 from compiler.assemble.disk_cache import cache_root, atomic_write
+from compiler.settings import disk_cache
 
 class CompileError(RuntimeError):
   """The C compiler rejected a kernel; the message carries its stderr and the saved source path."""
@@ -122,7 +123,7 @@ def compile_c(src: str, name: str = "kernel", target_flags: Sequence[str] | None
   key = cache_key(src, cc, compiler_version(cc), flags)
   d = cache_dir()
   obj_path = d / f"{key}.o"
-  if os.environ.get("CACHE", "1") != "0" and obj_path.exists(): return obj_path.read_bytes()
+  if disk_cache() and obj_path.exists(): return obj_path.read_bytes()
   d.mkdir(parents=True, exist_ok=True)
   safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64] or "kernel"
   src_path = d / f"{safe}-{key[:16]}.c"

@@ -17,8 +17,9 @@ llvmlite is an optional dependency (`pip install hcqrt[llvm]`); without it every
   b'\\x7fELF'
 """
 from __future__ import annotations
-import functools, hashlib, os
+import functools, hashlib
 from compiler.assemble.disk_cache import cache_root, atomic_write
+from compiler.settings import disk_cache
 
 class LLVMUnavailable(ImportError):
   """llvmlite is not installed: LLVM targets (AMD, CPU_LLVM) need the `llvm` extra."""
@@ -79,7 +80,7 @@ def compile_llvm(ir: str, name: str = "kernel", arch: str = "native") -> bytes:
   triple, cpu, features = machine_of(arch)
   key = cache_key(ir, triple, cpu, features)
   path = cache_root() / "llvm" / f"{key}.o"
-  if os.environ.get("CACHE", "1") != "0" and path.exists(): return path.read_bytes()
+  if disk_cache() and path.exists(): return path.read_bytes()
   tm = _target_machine(triple, cpu, features)
   obj = tm.emit_object(_module(ir, triple, tm, name))
   atomic_write(path, obj)

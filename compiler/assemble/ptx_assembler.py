@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools, glob, hashlib, importlib.util, os, re, shutil, subprocess, tempfile
 from pathlib import Path
 from compiler.assemble.disk_cache import cache_root, atomic_write
+from compiler.settings import disk_cache
 
 class PTXAssembleError(RuntimeError):
   """Assembling PTX failed; the message carries the assembler's log and the path where the PTX was saved."""
@@ -164,7 +165,7 @@ def assemble_ptx(ptx: str, arch: str = "sm_90") -> bytes:
   asm = get_assembler(os.environ.get("PTX_ASSEMBLER", "").lower())
   key = hashlib.sha256("\0".join((asm.identity, arch, ptx)).encode()).hexdigest()
   path = cache_dir() / f"{key}.cubin"
-  if os.environ.get("CACHE", "1") != "0" and path.is_file():
+  if disk_cache() and path.is_file():
     cubin = path.read_bytes()
   else:
     cubin, log = asm.assemble(ptx, arch)

@@ -21,7 +21,6 @@ columns of B in A @ B (each thread reads one A value per step and shares it acro
 ([('VECTOR', 1, 4)], [8, 256])
 """
 from __future__ import annotations
-import os
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops, substitute
@@ -29,6 +28,7 @@ from compiler.vectorize import vectorize
 from compiler.opt.apply import _loads, _stride
 from compiler.opt.tc import tensor_cores
 from compiler.target import Target
+from compiler.settings import noopt
 
 GPU_UPCAST = (4, 2)   # lanes per thread, widest first: 4 x 32-bit is the widest (16-byte) PTX vector access
 
@@ -46,7 +46,7 @@ def apply_upcast(k: LoweredKernel, r: UOp, w: int) -> LoweredKernel:
 def optimize_gpu(k: LoweredKernel, device: Target) -> LoweredKernel:
   """The default GPU opts: upcast the innermost output loop when that makes a load (or an elementwise store) contiguous
   across the lanes of a thread. NOOPT=1 leaves the kernel alone (one output per thread)."""
-  if os.environ.get("NOOPT", "0") == "1" or not k.global_ranges: return k
+  if noopt() or not k.global_ranges: return k
   if tensor_cores(k, device) is not None: return k   # half matmuls on sm_80+: mma.sync tiles (compiler/opt/tc.py)
   r = k.global_ranges[-1]
   w = next((w for w in GPU_UPCAST if r.src[0].arg % w == 0), None)

@@ -23,7 +23,6 @@
 True
 """
 from __future__ import annotations
-import os
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops
@@ -36,6 +35,7 @@ from compiler.opt.conv import conv_tile, peel_default
 from compiler.opt.peel import unroll_tail
 from compiler.opt.matmul import packed_matmul_tile
 from compiler.opt.gpu import optimize_gpu
+from compiler.settings import noopt
 
 def _first_fit(k: LoweredKernel, target: Target | None, builds: list) -> None:
   """Apply to `k` the first of `builds` (functions that apply opts to a kernel in place) whose result fits the target's
@@ -147,7 +147,7 @@ def _output_vectors(k: LoweredKernel, w: int) -> bool:
 def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
   """The default opts for the target `device` (its cores and vector width; GPUs: compiler/opt/gpu.py)."""
   if device.gpu: return optimize_gpu(k, device)
-  if os.environ.get("NOOPT", "0") != "1":
+  if not noopt():
     w = device.lanes
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
       before, kc0 = list(k.global_ranges), copy_kernel(k)
@@ -159,7 +159,7 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
   ncores = device.ncores
   if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2 and 0 not in (getattr(k, "depths", None) or []):
     k.threaded = k.global_ranges[0]
-  if os.environ.get("NOOPT", "0") != "1":
+  if not noopt():
     k = peel_default(k, device)
   return k
 
@@ -181,7 +181,7 @@ def optimize_portable(k: LoweredKernel) -> LoweredKernel:
   >>> optimize_portable(lower(create_schedule([x.r(Ops.ADD, (1,))])[0].ast)).applied_opts
   [('REDUCE_UNROLL', 1, 8)]
   """
-  if os.environ.get("NOOPT", "0") == "1": return k
+  if noopt(): return k
   done: set[UOp] = set()   # ranges of reductions already handled (including the ones opts made)
   while True:
     red = next((u for u in k.sink.toposort() if u.op is Ops.REDUCE and len(u.src) > 1 and all(x.op is Ops.RANGE for x in u.src[1:])

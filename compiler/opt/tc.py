@@ -32,11 +32,12 @@ replaced by that element (in pairs: elements 0/1 and 2/3 are neighbours in a row
 ([('TC', 'm16n8k16', 32, 64, 16)], [2, 8, 32])
 """
 from __future__ import annotations
-import os, re
+import re
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops, substitute, simplify
 from compiler.target import Target
+from compiler import settings
 
 TC_SHAPE, TC_M, TC_N, TC_K = "m16n8k16", 16, 8, 16
 TC_DTYPES = (dtypes.float16, dtypes.bfloat16)   # mma.sync input types (the accumulator is float32)
@@ -61,7 +62,7 @@ def _ranges(u: UOp) -> set[UOp]: return {x for x in u.toposort() if x.op is Ops.
 
 def tensor_cores(k: LoweredKernel, device: Target) -> LoweredKernel | None:
   """k rewritten into mma.sync tiles (in place, and returned) when it qualifies (see the module doc), else None."""
-  if os.environ.get("TC", "1") == "0" or not _arch_ok(device.arch): return None
+  if not settings.tensor_cores() or not _arch_ok(device.arch): return None
   if len(k.sink.src) != 1 or k.sink.src[0].op is not Ops.STORE: return None
   reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE]
   if len(reds) != 1: return None

@@ -31,6 +31,7 @@ from hcqrt.amd.cwsr import fill_cwsr_headers, queue_sizes
 from hcqrt.amd.va import VARange
 from hcqrt.amd.aql_queue import AQLQueue, use_aql
 from hcqrt.alloc_cache import CachingAllocator
+from hcqrt.settings import env_int
 from ioctl_defs.amd import kfd as K, pm4, sdma, regs, kd as KD, aql
 
 RW = os.O_RDWR | os.O_CLOEXEC
@@ -691,7 +692,7 @@ class AMDAllocator(CachingAllocator):
   timeline must first pass every submission that may still use them."""
   STAGING = 2 << 20
   def __init__(self, dev: AMDDevice, cache_limit: int | None = None):
-    super().__init__(int(os.environ.get("AMD_CACHE_BYTES", 1 << 30)) if cache_limit is None else cache_limit)
+    super().__init__(env_int("AMD_CACHE_BYTES", 1 << 30) if cache_limit is None else cache_limit)
     self.dev = dev
     self.staging = dev.gpu_alloc(self.STAGING, "gtt", host=True)
   def _size(self, b: AMDBuffer) -> int: return b.size

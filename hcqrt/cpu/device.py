@@ -21,8 +21,10 @@ import numpy as np
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.cpu.elf_loader import load_elf
 from hcqrt.cpu.isa import CPUISA, cpu_isa
+from hcqrt.cpu import runner_llvm
 from hcqrt.host import require_x86_64_linux
 from hcqrt.interface import GraphExec, GraphItem
+from hcqrt.settings import env_int
 
 ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
 _NCORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -72,7 +74,7 @@ class CPUAllocator(CachingAllocator):
   b'abcdefgh'
   """
   def __init__(self, cache_limit: int | None = None):
-    super().__init__(int(os.environ.get("CPU_CACHE_BYTES", 1 << 31)) if cache_limit is None else cache_limit)
+    super().__init__(env_int("CPU_CACHE_BYTES", 1 << 31) if cache_limit is None else cache_limit)
 
   @staticmethod
   def _key(nbytes: int) -> int: return nbytes if nbytes < HUGE else (nbytes + ALIGN + HUGE - 1) // HUGE * HUGE
@@ -553,6 +555,15 @@ class CPUDevice:
     renderer = "llvm" if os.environ.get("CPU_LLVM", "0") == "1" else self.renderer
     return {"device": self.name, "renderer": renderer, "arch": self.isa, "ncores": self.ncores, "simd_bytes": self.simd_bytes,
             "vector_registers": self.vector_regs, "cc_flags": self.cc_flags}
+
+  def runner_source(self) -> str:
+    """The native thread-pool runner's source in the language of this device's kernels (its `target` renderer): RUNNER_C,
+    or with CPU_LLVM=1 the same runner in LLVM IR (hcqrt/cpu/runner_llvm.py), so no C compiler is ever needed.
+
+    >>> CPUDevice().runner_source() in (RUNNER_C, runner_llvm.RUNNER_LLVM)
+    True
+    """
+    return runner_llvm.RUNNER_LLVM if self.target["renderer"] == "llvm" else RUNNER_C
 
   def program(self, name: str, obj: bytes) -> CPUProgram:
     """Load kernel `name` from an ELF object (same as CPUProgram(name, obj)); raises RuntimeError when the device's

@@ -27,6 +27,7 @@ from hcqrt.hcq import HWQueue, HCQDevice, HCQProgram, KernArgs, SignalPool, buf_
 from hcqrt.nv.cubin import load_cubin, relocate
 from hcqrt.nv.qmd_build import launch_qmd, local_high_size, set_cbuf, set_cbuf_dims, set_dims, CB0_DIMS, INITIAL_STACK_POINTER
 from hcqrt.nv.rmclient import RMClient, NVError
+from hcqrt.settings import env_int
 from ioctl_defs.nv.abi import abi_for_version
 from ioctl_defs.nv.classes import CLASSES as C, arch_from_classlist, class_name
 from ioctl_defs.nv import flags as F
@@ -307,7 +308,7 @@ class NVAllocator(CachingAllocator):
   """
   STAGING = 2 << 20
   def __init__(self, dev: NVDevice, cache_limit: int | None = None):
-    super().__init__(int(os.environ.get("NV_CACHE_BYTES", 1 << 30)) if cache_limit is None else cache_limit)
+    super().__init__(env_int("NV_CACHE_BYTES", 1 << 30) if cache_limit is None else cache_limit)
     self.dev = dev
 
   def _size(self, b: NVBuffer) -> int: return b.size

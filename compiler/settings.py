@@ -1,0 +1,40 @@
+"""The environment settings the compiler reads, each spelled in one place. They are read at every call, not at import:
+`Context(NOOPT=1)` and a test's patched environment take effect at once (the kernel cache keys on `opts_key()`).
+
+>>> import os; os.environ.get("NOOPT", "0") == "1" == noopt() or not noopt()
+True
+>>> flag("HCQRT_SURELY_UNSET"), env_float("HCQRT_SURELY_UNSET", 2.5)
+(False, 2.5)
+"""
+from __future__ import annotations
+import os
+
+def flag(name: str, default: str = "0") -> bool:
+  """An on/off setting: on unless unset (and `default` off), empty or "0"."""
+  return os.environ.get(name, default) not in ("", "0")
+
+def debug_level() -> int:
+  """DEBUG: how much to print (0 nothing; 2 each kernel run; 3 schedules; 4 source); a bad value reads as 0."""
+  try: return int(os.environ.get("DEBUG", "0"))
+  except ValueError: return 0
+
+def noopt() -> bool:
+  """NOOPT=1: kernels keep their plain loops (no heuristic opts, no packing, no peeling)."""
+  return os.environ.get("NOOPT", "0") == "1"
+
+def tensor_cores() -> bool:
+  """TC=0 turns tensor-core (WMMA) kernels off."""
+  return os.environ.get("TC", "1") != "0"
+
+def disk_cache() -> bool:
+  """CACHE=0: the assemblers build every binary again instead of reading their on-disk cache."""
+  return os.environ.get("CACHE", "1") != "0"
+
+def opts_key() -> tuple[str, str, str]:
+  """The settings that change a kernel's code (NOOPT, BEAM, TC) as written: part of a built kernel's cache key."""
+  return (os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))
+
+def env_float(name: str, default: float) -> float:
+  """A number setting (`default` when unset, empty or not a number)."""
+  try: return float(os.environ.get(name, "") or default)
+  except ValueError: return default
