@@ -18,7 +18,7 @@ from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops
 from compiler.view import prod, ShapeTracker
-from compiler.sint import any_sym, sval, binds_of
+from compiler.sint import any_sym, sval, binds_of, smin, smax2
 from hcqrt.device import Device
 from frontend import function as F
 from frontend.nn_ops import NNOpsMixin
@@ -761,9 +761,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for {self.ndim} dims")
     if all(b == 0 and a == 0 for b, a in padding): return self
     if mode != "constant": return self._pad_mode(padding, mode)
-    # negative padding shrinks
-    x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(padding, self.shape)))
-    padding = tuple((max(b, 0), max(a, 0)) for b, a in padding)
+    # negative padding shrinks; a symbolic amount (a bound Variable's expression) must have one sign over its whole
+    # range, since the kernel is built for every value in it
+    try: neg, pos = [tuple((smin(b, 0), smin(a, 0)) for b, a in padding), tuple((smax2(b, 0), smax2(a, 0)) for b, a in padding)]
+    except NotImplementedError:
+      raise ValueError(f"pad: {padding} of shape {self.shape}: a symbolic amount must be >= 0 (or <= 0) for every value of its Variables") from None
+    x = self.shrink(tuple((-nb, s + na) for (nb, na), s in zip(neg, self.shape)))
+    padding = pos
     if all(b == 0 and a == 0 for b, a in padding): return x
     ret = F.Pad.apply(x, arg=padding)
     if value != 0:
