@@ -282,6 +282,8 @@ class TinyJit:
                        "(a weight it updates); pass a different tensor")
 
   def _replay(self, tensors, consts):
+    vv = _var_vals(tensors, consts)
+    engine.check_var_vals(f"TinyJit {self.name} replay", vv)   # (the graph patches the values in without ExecItem.vals)
     # lazy values built from buffers the recording overwrites must be computed from the values they were built from
     stale = [r for ref in self.written_lbs if (lb := ref()) is not None and lb.readers for r in list(lb.readers) if r.buffer is None]
     if stale: engine.realize(stale)
@@ -293,7 +295,6 @@ class TinyJit:
     for _t, b, slots in self.out_bases:
       nb = fresh[id(b)] = engine.Buffer(b.device, b.nbytes, lambda: f"an output of {self.name} (TinyJit replay)")
       for j, k in slots: items[j].bufs[k] = nb
-    vv = _var_vals(tensors, consts)
     for j, v in self.var_slots: items[j].var_vals[v] = vv[v]
     if self.graph is None: self.graph = self._build_graph()
     # (DEBUG=2 on the CPU: one launch at a time, each timed and printed as eager mode does)

@@ -95,6 +95,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       lb = _from_numpy(arr, device)
     elif isinstance(data, (bytes, bytearray, memoryview)):
       lb = _from_numpy(np.frombuffer(bytes(data), dtype=to_np(dtype or dtypes.uint8)), device)
+    elif isinstance(data, UOp):   # a bound Variable (or an integer expression of them): a 0-d tensor of its value
+      try: ok = data.dtype.is_int and bool(binds_of(data)) and isinstance(sval(data), int)
+      except ValueError: ok = False
+      if not ok: raise TypeError(f"Tensor: {data!r} must be an integer expression of bound Variables (Variable(...).bind(value))")
+      lb = LazyBuffer.const(data, dtype or dtypes.default_int, (), device)
     elif data is None: lb = LazyBuffer.empty((0,), dtype or dtypes.default_float, device)
     else: raise TypeError(f"Tensor: can't make a tensor from {type(data).__name__}")
     if lb.device != device: lb = lb.copy_to_device(device)
@@ -478,7 +483,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     ctr.assign(ctr + 1)
     Tensor.realize(key, ctr)
     idx = Tensor.arange(n, dtype=dtypes.uint32, device=device)
-    bits = _hash32(_hash32(idx) ^ key.expand(n)) if n > 0 else idx
+    bits = _hash32(_hash32(idx) ^ key.expand(n)) if isinstance(n, UOp) or n > 0 else idx   # (a symbolic n: any size)
     return bits.reshape(shape)
   @staticmethod
   def rand(*shape, device=None, dtype=None, **kw) -> Tensor:
