@@ -125,9 +125,10 @@ def _slice_sym(x, d: int, s: slice):
       if sval(v) < 0: raise IndexError(f"index {s} of dim {d} (shape {x.shape}): a symbolic bound must be >= 0, got {v}")
       return v
     v = int(v)
-    if v < 0: v = n + v if sval(n) + v > 0 else 0   # counts from the end (of the symbolic size), clamped at 0 like Python
-    # past the end: the dim's size (symbolic for a symbolic dim); a concrete bound within it stays concrete
-    return n if v >= sval(n) else v
+    if v < 0: return n + v if sval(n) + v > 0 else 0   # counts from the end (of the symbolic size), clamped at 0 like Python
+    # past the end: the dim's size (symbolic for a symbolic dim); a concrete bound within it stays concrete (tinygrad's
+    # `f(a[:, :v])[:, :i]` is a concrete shape again)
+    return n if v > sval(n) else v
   lo, hi = end(s.start, 0), end(s.stop, n)
   if not 0 <= sval(lo) <= sval(hi) <= sval(n):
     raise IndexError(f"index {s} of dim {d} (shape {x.shape}): [{lo}, {hi}) is not a range within the size {n}; "

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops
-from compiler.sint import sval, unbind, rebind, merge_vals, binds_of
+from compiler.sint import sval, unbind, rebind, merge_vals, binds_of, any_sym
 from hcqrt.device import debug_level
 from hcqrt.hcq import GraphReplay
 from compiler import profile
@@ -59,6 +59,9 @@ class Recording(list):
     self.checks: list[tuple[engine.Buffer, str, type]] = []
     self.written: list[weakref.ref] = []   # (weak: LazyBuffers)
     self.first_id = LazyBuffer.next_id()   # lazy buffers built before the capture have smaller ids
+    # symbolic shrinks made during the capture (what, ((lo, hi) per dim), shape): a replay checks them at its values,
+    # as Tensor.shrink checked them at the capture's (a window past the dim would read another row, or past the buffer)
+    self.bounds: list[tuple[str, tuple, tuple]] = []
     # set by a capturer that must not write into existing tensors (export): called with the kernel's name before an
     # in-place write would run, it raises, so that the write never happens
     self.refuse_write: Callable[[str], None] | None = None
@@ -241,6 +244,7 @@ class TinyJit:
     self._check_aliasing(tensors, cur)
     self.items, self.consts, self.in_slots, self.in_index = captured, consts, in_slots, in_index
     # (the lazy buffers still alive: the tensors' current values; each once)
+    self.bounds = [b for b in captured.bounds if any_sym(b[2]) or any(any_sym(p) for p in b[1])]
     self.checks, self.written_lbs = captured.checks, list({id(lb): r for r in captured.written if (lb := r()) is not None}.values())
     self.in_sig = [(_unbound(t.shape), t.dtype, t.device) for _, t in tensors]
     # the Variables a replay sets: those of the arguments; (item, Variable) slots of every launch that takes them
@@ -284,6 +288,11 @@ class TinyJit:
   def _replay(self, tensors, consts):
     vv = _var_vals(tensors, consts)
     engine.check_var_vals(f"TinyJit {self.name} replay", vv)   # (the graph patches the values in without ExecItem.vals)
+    for what, arg, sh in self.bounds:
+      at = lambda x: sval(rebind(x, vv)) if isinstance(x, UOp) else x
+      if not all(0 <= at(lo) <= at(hi) <= at(s) for (lo, hi), s in zip(arg, sh)):
+        vals = ", ".join(f"{v.arg[0]}={x}" for v, x in vv.items())
+        raise ValueError(f"TinyJit {self.name} replay: the captured {what} is out of range at {vals}; call .reset() to capture again")
     # lazy values built from buffers the recording overwrites must be computed from the values they were built from
     stale = [r for ref in self.written_lbs if (lb := ref()) is not None and lb.readers for r in list(lb.readers) if r.buffer is None]
     if stale: engine.realize(stale)

@@ -749,6 +749,10 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       # (sval, skipped for plain ints)
       if lo.__class__ is not int or hi.__class__ is not int or s.__class__ is not int: lo, hi, s = sval(lo), sval(hi), sval(s)
       if not 0 <= lo <= hi <= s: raise ValueError(f"shrink: {arg} out of range for {sh}")
+    if any_sym(sh) or any(lo.__class__ is not int or hi.__class__ is not int for lo, hi in arg):
+      # checked above at the bound values; a TinyJit replay for other values checks the same bounds again first
+      from frontend.jit import capturing
+      if (rec := capturing()) is not None: rec.bounds.append((f"shrink {arg} of shape {sh}", arg, sh))
     return self if arg == tuple([(0, s) for s in sh]) else F.Shrink.apply(self, arg=arg)
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """pad((before, after) per dim) or the torch-style flat (last dim first) form; negative amounts crop.
