@@ -691,6 +691,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       if not any_sym(rest_old) and not any_sym(rest_new) and prod(rest_new) != 0: n = prod(rest_old) // prod(rest_new)
       elif not any_sym(self.shape) and sval(prod(s for s in asked if s != -1)) != 0:   # concrete data: its bound size
         n = prod(self.shape) // sval(prod(s for s in asked if s != -1))
+      elif isinstance(known := prod(s for s in asked if s != -1), int) and known > 0 and \
+           (q := prod(self.shape) // known) * known is prod(self.shape):   # the element count divides exactly for every value
+        n = q
       else: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for symbolic shape {self.shape}")
       asked = tuple(n if s == -1 else s for s in asked)
     if any(isinstance(s, int) and s < 0 for s in asked) or sval(prod(asked)) != sval(prod(self.shape)):
