@@ -254,6 +254,28 @@ class KVAttention:
     att = xq.transpose(1, 2).scaled_dot_product_attention(keys.transpose(1, 2), values.transpose(1, 2))
     return (att.transpose(1, 2).reshape(Bt, 1, D) @ self.w["c_proj"]).realize()
 
+class KVAttentionCat(KVAttention):
+  """The same step written as tinygrad's gpt2 writes it: the position embedding read through a symbolic shrink of an
+  `arange`, the cached keys/values `cache.shrink((0, start_pos))` concatenated with this token's, and the first
+  position (the prompt) run with a plain int outside the jit (`if start_pos > 0` is decided by the Variable's range)."""
+  first = 1   # the Variable's minimum: position 0 is the prompt
+  def __init__(self, w: dict[str, np.ndarray]):
+    super().__init__(w)
+    self.allpos = Tensor.arange(MAXC).reshape(1, -1).realize()
+  def __call__(self, x: Tensor, start_pos) -> Tensor:
+    pos = self.allpos.shrink((None, (start_pos, start_pos + 1)))                            # (1, 1) int positions
+    pe = (pos.reshape(1, 1, 1) == Tensor.arange(MAXC).reshape(1, 1, MAXC)).float() @ self.w["wpe"]   # (one-hot @ wpe)
+    x = x + pe + Tensor(start_pos).float() * 0.01
+    xqkv = x @ self.w["c_attn"] + self.w["c_attn_b"]
+    xq, xk, xv = [xqkv.shrink((None, None, (i * D, (i + 1) * D))).reshape(None, None, H, HD) for i in range(3)]
+    self.cache_kv.shrink((None, None, (start_pos, start_pos + 1), None, None)).assign(Tensor.stack(xk, xv)).realize()
+    if start_pos > 0:
+      keys = self.cache_kv[0].shrink((None, (0, start_pos), None, None)).cat(xk, dim=1)
+      values = self.cache_kv[1].shrink((None, (0, start_pos), None, None)).cat(xv, dim=1)
+    else: keys, values = xk, xv
+    att = xq.transpose(1, 2).scaled_dot_product_attention(keys.transpose(1, 2), values.transpose(1, 2))
+    return (att.transpose(1, 2).reshape(Bt, 1, D) @ self.w["c_proj"]).realize()
+
 def _weights(seed: int) -> dict[str, np.ndarray]:
   return {"wpe": rnd(MAXC, D, seed=seed) / 4, "c_attn": rnd(D, 3 * D, seed=seed + 1) / 4, "c_attn_b": rnd(3 * D, seed=seed + 2) / 4,
           "c_proj": rnd(D, D, seed=seed + 3) / 4}
@@ -274,14 +296,18 @@ def _reference(w: dict, xs: list[np.ndarray]) -> list[np.ndarray]:
     out.append(att.reshape(Bt, 1, D) @ w["c_proj"])
   return out
 
-def run_kv_attention(steps: int, compiles: list) -> None:
-  start_pos = Variable("start_pos", 0, MAXC - 1)
+def run_kv_attention(steps: int, compiles: list, cls=KVAttention) -> None:
+  first = getattr(cls, "first", 0)
+  start_pos = Variable("start_pos", first, MAXC - 1)
   w, xs = _weights(20), [rnd(Bt, 1, D, seed=700 + i) for i in range(steps)]
-  jit_attn, eager_attn = KVAttention(w), KVAttention(w)
+  jit_attn, eager_attn = cls(w), cls(w)
   step = TinyJit(jit_attn.__call__)
   ref = _reference(w, xs)
   per_call = []
   for p, x in enumerate(xs):
+    if p < first:   # the prompt: concrete shapes, not jitted
+      for m in (jit_attn, eager_attn): np.testing.assert_allclose(m(Tensor(x).realize(), p).numpy(), ref[p], rtol=1e-4, atol=1e-5)
+      continue
     before = len(compiles)
     got = step(Tensor(x).realize(), start_pos.bind(p)).numpy()
     per_call.append(len(compiles) - before)
@@ -294,12 +320,13 @@ def run_kv_attention(steps: int, compiles: list) -> None:
   with pytest.raises(ValueError, match="start_pos"): start_pos.bind(MAXC)
   cache = jit_attn.cache_kv.numpy()
   forged = UOp(Ops.BIND, dtypes.int32, (start_pos, UOp.const(dtypes.int32, MAXC)))
-  with pytest.raises(ValueError, match=rf"Variable 'start_pos' = {MAXC} is outside its range \[0, {MAXC - 1}\]"): step(Tensor(xs[0]).realize(), forged)
+  with pytest.raises(ValueError, match=rf"Variable 'start_pos' = {MAXC} is outside its range \[{first}, {MAXC - 1}\]"): step(Tensor(xs[0]).realize(), forged)
   np.testing.assert_array_equal(jit_attn.cache_kv.numpy(), cache)
 
-def test_kv_attention_64_steps(compiles):
+@pytest.mark.parametrize("cls", [KVAttention, KVAttentionCat])
+def test_kv_attention_64_steps(cls, compiles):
   """64 steps on the default device (under `MOCKGPU=1 NV=1` / `MOCKGPU=1 AMD=1`: on the mock GPU)."""
-  run_kv_attention(MAXC, compiles)
+  run_kv_attention(MAXC, compiles, cls)
 
 @pytest.mark.parametrize("dev", ["NV", "AMD", "PTXEMU"])
 def test_kv_attention_on_gpu_backends(dev, compiles, monkeypatch):
@@ -311,3 +338,4 @@ def test_kv_attention_on_gpu_backends(dev, compiles, monkeypatch):
     Device[dev]   # opened through the mock driver (a no-op when it is open already)
   monkeypatch.setattr(Device, "DEFAULT", dev)
   run_kv_attention(5, compiles)
+  run_kv_attention(4, compiles, KVAttentionCat)
