@@ -339,3 +339,12 @@ def test_kv_attention_on_gpu_backends(dev, compiles, monkeypatch):
   monkeypatch.setattr(Device, "DEFAULT", dev)
   run_kv_attention(5, compiles)
   run_kv_attention(4, compiles, KVAttentionCat)
+
+def test_readme_symbolic_example_runs():
+  import pathlib, re
+  readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+  code = re.search(r"## Symbolic shapes.*?```python\n(.*?)```", readme, re.S).group(1)
+  env: dict = {}
+  exec(code, env)
+  assert env["step"].cnt == 2 and len(env["outs"]) == 64 and val(env["outs"][9].shape) == (10, 1)
+  np.testing.assert_allclose(env["outs"][9].numpy().sum(), 1.0, rtol=1e-5)
