@@ -137,6 +137,10 @@ def _linearize(k: LoweredKernel) -> list[UOp]:
     for u, it in item_of.items():
       for s in u.src:
         if (d := item_of.get(s)) is not None and d is not it: deps[it].add(d)
+    # a loop opens after its bound: a symbolic bound (`start_pos+1`) is a value of this block, read by no member
+    for r in groups:
+      for s in r.src:
+        if s.op is not Ops.CONST and (d := item_of.get(s)) is not None: deps[UOp(Ops.ENDRANGE, None, (r,))].add(d)
     # register pressure: walk from the roots (stores, loops, values nothing in this block reads) in program order and
     # emit each one right after what it needs: a load sinks to just before its first use, a store rises to just
     # after its value is ready, instead of sitting at its place in the graph order with its value live meanwhile

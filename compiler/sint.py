@@ -82,6 +82,17 @@ def smax2(a: sint, b: sint) -> sint:
   if a is b or a == b: return a
   return b if smin(a, b) is a else a
 
+def smax_expr(a: sint, b: sint) -> sint:
+  """max(a, b): a number or one operand where that holds for every value of the Variables, else a MAX expression
+  (a view's mask bound that differs by value, e.g. a concrete slice of a padded symbolic dim)."""
+  try: return smax2(a, b)
+  except NotImplementedError: return (a if isinstance(a, UOp) else b.const_like(a))._bin(Ops.MAX, b)
+
+def smin_expr(a: sint, b: sint) -> sint:
+  """min(a, b), as smax_expr: min(a, b) = -max(-a, -b)."""
+  try: return smin(a, b)
+  except NotImplementedError: return -smax_expr(-a, -b)
+
 def empty_range(lo: sint, hi: sint) -> bool:
   """Is [lo, hi) empty for every value of the Variables? (False where it may hold something.)"""
   return smax(hi) <= _lo(lo)

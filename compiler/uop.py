@@ -177,14 +177,30 @@ class UOp:
     """(the Variable, its value) of a bound Variable."""
     if self.op is not Ops.BIND: raise TypeError(f"unbind: {pretty(self)} is not a bound Variable")
     return self.src[0], self.src[1].arg
-  # `<` etc. on UOps would be a Python bool of a value only known at run time (a symbolic dim): refuse clearly
+  # `<` etc. on UOps: a Python bool where it holds the same for every value of the Variables (`start_pos > 0` for a
+  # start_pos in [1, 64], tinygrad's `if start_pos > 0`); else it is only known at run time: refuse clearly
   def _cmp(self, x, op: str):
-    raise TypeError(f"symbolic shapes: `{pretty(self)} {op} {pretty(x) if isinstance(x, UOp) else x!r}` depends on a Variable's value; "
+    if isinstance(x, (int, UOp)) and not isinstance(x, bool) and self.dtype is not None and self.dtype.is_int:
+      d = self - x   # (simplified: `n+2 > n` is decided by the constant that is left)
+      lo, hi = d.vmin, d.vmax
+      if op == "<" and (hi < 0 or lo >= 0): return hi < 0
+      if op == "<=" and (hi <= 0 or lo > 0): return hi <= 0
+      if op == ">" and (lo > 0 or hi <= 0): return lo > 0
+      if op == ">=" and (lo >= 0 or hi < 0): return lo >= 0
+    raise TypeError(f"symbolic shapes: `{pretty(self)} {op} {pretty(x) if isinstance(x, UOp) else repr(x)}` depends on a Variable's value; "
                     "this operation does not support a symbolic (Variable) dimension")
   def __lt__(self, x): return self._cmp(x, "<")
   def __le__(self, x): return self._cmp(x, "<=")
   def __gt__(self, x): return self._cmp(x, ">")
   def __ge__(self, x): return self._cmp(x, ">=")
+  @property
+  def val(self) -> int:
+    """A bound Variable's value (tinygrad's `start_pos.val`).
+
+    >>> Variable("n", 1, 8).bind(3).val
+    3
+    """
+    return self.unbind()[1]
   @property
   def expr(self) -> str:
     """A Variable's name (tinygrad spells it .expr)."""

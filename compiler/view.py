@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import functools, math
 from compiler.uop import UOp, Ops, simplify_alu
 from compiler.dtypes import dtypes
-from compiler.sint import any_sym, smin, smax2, empty_range
+from compiler.sint import any_sym, smin_expr, smax_expr, empty_range
 from compiler.memo import memo_put
 
 def prod(xs) -> int: return math.prod(xs)
@@ -96,14 +96,14 @@ class View:
     offset = self.offset + sum(st * lo for st, (lo, _) in zip(self.strides, arg))
     mask = None
     if self.mask is not None:
-      mask = tuple((smax2(0, mlo - lo), smax2(0, smin(mhi, hi) - lo)) for (mlo, mhi), (lo, hi) in zip(self.mask, arg))
+      mask = tuple((smax_expr(0, mlo - lo), smax_expr(0, smin_expr(mhi, hi) - lo)) for (mlo, mhi), (lo, hi) in zip(self.mask, arg))
     return View.create(tuple(hi - lo for lo, hi in arg), self.strides, offset, mask)
   def pad(self, arg) -> View:
     if all(b == 0 and a == 0 for b, a in arg): return self
     # pad = shrink with negative begin, then mask out what was not there
     zv = self.shrink(tuple((-b, s + a) for s, (b, a) in zip(self.shape, arg)))
     mask = tuple((b, s + b) for s, (b, _) in zip(self.shape, arg))
-    if self.mask is not None: mask = tuple((smax2(lo, b + mlo), smin(hi, b + mhi)) for (lo, hi), (b, _), (mlo, mhi) in zip(mask, arg, self.mask))
+    if self.mask is not None: mask = tuple((smax_expr(lo, b + mlo), smin_expr(hi, b + mhi)) for (lo, hi), (b, _), (mlo, mhi) in zip(mask, arg, self.mask))
     return View.create(zv.shape, zv.strides, zv.offset, mask)
   def flip(self, axes) -> View:
     strides = tuple(-st if i in axes else st for i, st in enumerate(self.strides))

@@ -27,6 +27,9 @@ class Recording(list):
     self.checks: list[tuple[Buffer, str, type]] = []
     self.written: list[weakref.ref] = []   # (weak: LazyBuffers)
     self.first_id = LazyBuffer.next_id()   # lazy buffers built before the capture have smaller ids
+    # symbolic shrinks made during the capture (what, ((lo, hi) per dim), shape): a replay checks them at its values,
+    # as Tensor.shrink checked them at the capture's (a window past the dim would read another row, or past the buffer)
+    self.bounds: list[tuple[str, tuple, tuple]] = []
     # set by a capturer that must not write into existing tensors (export): called with the kernel's name before an
     # in-place write would run, it raises, so that the write never happens
     self.refuse_write: Callable[[str], None] | None = None

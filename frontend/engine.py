@@ -100,6 +100,19 @@ def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> 
   kern = _kernel_cache[key] = LoadedKernel(ck, dev.program(ck.name, ck.binary), si.ast)
   return kern
 
+def check_var_vals(what: str, vv: dict) -> None:
+  """Refuse a Variable value outside its [min, max] before it reaches a kernel: the kernel was built (buffer sizes,
+  loop bounds) for that range only, so a value past it would read and write outside its buffers.
+
+  >>> from compiler.uop import Variable
+  >>> check_var_vals("kernel E_n", {Variable("n", 1, 8): 9})
+  Traceback (most recent call last):
+  ValueError: kernel E_n: Variable 'n' = 9 is outside its range [1, 8]
+  """
+  for v, x in vv.items():
+    name, lo, hi = v.arg
+    if not lo <= x <= hi: raise ValueError(f"{what}: Variable {name!r} = {x} is outside its range [{lo}, {hi}]")
+
 @dataclass
 class ExecItem:
   """One launch (or copy) with its buffers bound: what the JIT records and replays."""
@@ -115,6 +128,7 @@ class ExecItem:
     vv = self.var_vals or {}
     missing = [v.arg[0] for v in vars_ if v not in vv]
     if missing: raise RuntimeError(f"kernel {self.kernel.name}: no value for Variable(s) {', '.join(missing)}")
+    check_var_vals(f"kernel {self.kernel.name}", {v: vv[v] for v in vars_})
     return tuple(vv[v] for v in vars_)
   def run(self, debug: int | None = None) -> float:
     """Launch (or copy); returns the kernel's seconds. debug: debug_level(), when the caller read it already."""

@@ -11,6 +11,8 @@ kernel, so they stay differentiable and run on the device.
 from __future__ import annotations
 import numpy as np
 from compiler.dtypes import dtypes
+from compiler.uop import UOp
+from compiler.sint import binds_of, sval
 from frontend.checks import check_index
 
 def _normalize(t, indices) -> list:
@@ -36,9 +38,12 @@ def _normalize(t, indices) -> list:
     elif i is Ellipsis: out.append(("ellipsis", None))
     elif isinstance(i, (bool, np.bool_)): out.append(("bool", np.asarray(i)))
     elif isinstance(i, (int, np.integer)): out.append(("int", int(i)))
+    elif isinstance(i, UOp): out.append(("int", _bound(i, i)))
     elif isinstance(i, slice):
-      for v in (i.start, i.stop, i.step):
-        if v is not None and not isinstance(v, (int, np.integer)): raise TypeError(f"slice indices must be integers or None, got {type(v).__name__} in {i}")
+      for v in (i.start, i.stop):
+        if isinstance(v, UOp): _bound(v, i)
+        elif v is not None and not isinstance(v, (int, np.integer)): raise TypeError(f"slice indices must be integers or None, got {type(v).__name__} in {i}")
+      if i.step is not None and not isinstance(i.step, (int, np.integer)): raise TypeError(f"slice steps must be integers or None, got {type(i.step).__name__} in {i}")
       out.append(("slice", i))
     else: raise IndexError(f"unsupported index type {type(i).__name__}: only ints, slices, None, ..., integer/bool lists and tensors index a Tensor")
   # bool arrays become the integer positions they select (their shape decides the result's shape)
@@ -57,6 +62,15 @@ def _normalize(t, indices) -> list:
   if not any(k == "ellipsis" for k, _ in expanded): res.extend([("slice", slice(None))] * (t.ndim - used))
   return res
 
+def _bound(v: UOp, where) -> UOp:
+  """v, an integer expression of bound Variables (a symbolic index); TypeError for anything else (an unbound Variable
+  has no value to index with)."""
+  try: ok = v.dtype is not None and v.dtype.is_int and bool(binds_of(v)) and isinstance(sval(v), int)
+  except ValueError: ok = False
+  if not ok:
+    raise TypeError(f"index {where}: {v!r} must be an integer expression of bound Variables (Variable(...).bind(value))")
+  return v
+
 def getitem(t, indices):
   from frontend.tensor import Tensor
   idx = _normalize(t, indices)
@@ -73,8 +87,13 @@ def getitem(t, indices):
       new_dims += 1; continue
     n = x.shape[new_dims]
     if kind == "int":
-      if not -n <= v < n: raise IndexError(f"index {v} is out of bounds for dim {dim} of size {n} (shape {t.shape})")
-      v = v + n if v < 0 else v
+      if isinstance(v, UOp) or isinstance(n, UOp):   # a symbolic position or dim: checked at the bound values
+        if not -sval(n) <= sval(v) < sval(n): raise IndexError(f"index {v} is out of bounds for dim {dim} of size {n} (shape {t.shape})")
+        if sval(v) < 0:
+          if isinstance(v, UOp): raise IndexError(f"index {v}: a symbolic index must be >= 0 (it can't count from the end)")
+          v = n + v
+      elif not -n <= v < n: raise IndexError(f"index {v} is out of bounds for dim {dim} of size {n} (shape {t.shape})")
+      else: v = v + n if v < 0 else v
       x = x.shrink(tuple((v, v + 1) if i == new_dims else None for i in range(x.ndim)))
       x = x.reshape(x.shape[:new_dims] + x.shape[new_dims + 1:])
     elif kind == "slice":
@@ -95,8 +114,30 @@ def getitem(t, indices):
   for v, n in checks: check_index(out, v, n, "x[tensor]", IndexError, allow_negative=True)
   return out
 
+def _slice_sym(x, d: int, s: slice):
+  """x[..., s, ...] at dim d where the dim or the slice's bounds are symbolic (bound Variables): a shrink with step 1
+  whose bounds are expressions (one kernel for every value), checked at the bound values."""
+  n = x.shape[d]
+  if s.step not in (None, 1): raise IndexError(f"index {s} of dim {d} (shape {x.shape}): a symbolic slice takes step 1, not {s.step}")
+  def end(v, default):
+    if v is None: return default
+    if isinstance(v, UOp):
+      if sval(v) < 0: raise IndexError(f"index {s} of dim {d} (shape {x.shape}): a symbolic bound must be >= 0, got {v}")
+      return v
+    v = int(v)
+    if v < 0: return n + v if sval(n) + v > 0 else 0   # counts from the end (of the symbolic size), clamped at 0 like Python
+    # past the end: the dim's size (symbolic for a symbolic dim); a concrete bound within it stays concrete (tinygrad's
+    # `f(a[:, :v])[:, :i]` is a concrete shape again)
+    return n if v > sval(n) else v
+  lo, hi = end(s.start, 0), end(s.stop, n)
+  if not 0 <= sval(lo) <= sval(hi) <= sval(n):
+    raise IndexError(f"index {s} of dim {d} (shape {x.shape}): [{lo}, {hi}) is not a range within the size {n}; "
+                     "a symbolic slice can't be empty by start > stop")
+  return x.shrink(tuple((lo, hi) if i == d else None for i in range(x.ndim)))
+
 def _slice_dim(x, d: int, s: slice):
   n = x.shape[d]
+  if isinstance(n, UOp) or isinstance(s.start, UOp) or isinstance(s.stop, UOp): return _slice_sym(x, d, s)
   start, stop, step = s.indices(n)
   if step > 0: lo, hi = start, max(start, stop)
   else: lo, hi = min(stop + 1, start + 1), start + 1

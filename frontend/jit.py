@@ -15,7 +15,8 @@ random-number counter) are written again, exactly as the function would.
 
 Arguments are bound to the function's parameter names (so keywords and positions mix freely); tensors inside
 lists, tuples and dicts are inputs too. A tensor argument that is a view (a slice, a transpose, an expand) is
-copied to a contiguous buffer first, so any view of the right shape replays correctly. The recording tells an
+copied to a contiguous buffer first, so any view of the right shape replays correctly; an argument that is not
+realized yet is realized first (those kernels are not recorded). The recording tells an
 argument's buffer apart from the same tensor read through a closure, and a function that returns its argument
 returns this call's tensor. In-place writes (`.assign`, `+=`) still pending when a capture ends are part of
 the recording; those pending when a replay starts run before it.
@@ -26,7 +27,7 @@ later call with values in range replays it, the values patched in as the kernels
 graph on HCQ devices), and the outputs' shapes bound to this call's values. No kernel is compiled again.
 
 Raises JitError instead of returning wrong results: when the function launched nothing to capture, when an
-argument's shape, dtype or device changes (naming it), when a tensor argument is not realized, when a
+argument's shape, dtype or device changes (naming it), when a
 non-tensor argument (or the layout of a list/dict argument) changes, when the function writes in place into
 an argument that is a view or is passed twice, and when `.item()`/`.numpy()` is called during capture.
 """
@@ -38,7 +39,7 @@ from collections.abc import Callable
 import numpy as np
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops
-from compiler.sint import sval, unbind, rebind, merge_vals, binds_of
+from compiler.sint import sval, unbind, rebind, merge_vals, binds_of, any_sym
 from hcqrt.device import debug_level
 from hcqrt.interface import Graph, GraphCopy, GraphExec, GraphItem
 from compiler import profile
@@ -141,9 +142,6 @@ class TinyJit:
     return [(f"argument {n!r}", ba.arguments[n]) for n in names], call
 
   def _check_inputs(self, tensors, consts):
-    for name, t in tensors:
-      if not t.lazydata.realized:
-        raise JitError(f"{self.name}: {name} is not realized; call .realize() on it before passing it to the jitted function")
     if self.cnt < 2: return
     if len(consts) != len(self.consts) or any(n != o for (n, _), (o, _) in zip(consts, self.consts)):
       changed = next(((n, v, ov) for (n, v), (o, ov) in zip(consts, self.consts) if n != o or not _same(v, ov)), None)
@@ -166,6 +164,9 @@ class TinyJit:
     for name, v in params: _walk(name, v, tensors, consts)
     # in-place writes recorded before this call run first: the call reads (and may write) the same buffers
     if pending := take_pending_assigns(): Tensor.realize(*pending)
+    # unrealized arguments (`jit(a[:, :v])` of a lazy `a`) are computed here, outside any capture: their kernels make
+    # this call's inputs and are not part of the function's recording
+    if todo := [t for _, t in tensors if not t.lazydata.realized]: Tensor.realize(*todo)
     self._check_inputs(tensors, consts)
     if self.cnt == 0:
       self.cnt = 1
@@ -204,6 +205,7 @@ class TinyJit:
     self._check_aliasing(tensors, cur)
     self.items, self.consts, self.in_slots, self.in_index = captured, consts, in_slots, in_index
     # (the lazy buffers still alive: the tensors' current values; each once)
+    self.bounds = [b for b in captured.bounds if any_sym(b[2]) or any(any_sym(p) for p in b[1])]
     self.checks, self.written_lbs = captured.checks, list({id(lb): r for r in captured.written if (lb := r()) is not None}.values())
     self.in_sig = [(_unbound(t.shape), t.dtype, t.device) for _, t in tensors]
     # the Variables a replay sets: those of the arguments; (item, Variable) slots of every launch that takes them
@@ -245,6 +247,13 @@ class TinyJit:
                        "(a weight it updates); pass a different tensor")
 
   def _replay(self, tensors, consts):
+    vv = _var_vals(tensors, consts)
+    engine.check_var_vals(f"TinyJit {self.name} replay", vv)   # (the graph patches the values in without ExecItem.vals)
+    for what, arg, sh in self.bounds:
+      at = lambda x: sval(rebind(x, vv)) if isinstance(x, UOp) else x
+      if not all(0 <= at(lo) <= at(hi) <= at(s) for (lo, hi), s in zip(arg, sh)):
+        vals = ", ".join(f"{v.arg[0]}={x}" for v, x in vv.items())
+        raise ValueError(f"TinyJit {self.name} replay: the captured {what} is out of range at {vals}; call .reset() to capture again")
     # lazy values built from buffers the recording overwrites must be computed from the values they were built from
     stale = [r for ref in self.written_lbs if (lb := ref()) is not None and lb.readers for r in list(lb.readers) if r.buffer is None]
     if stale: engine.realize(stale, live_lazydata)
@@ -256,7 +265,6 @@ class TinyJit:
     for _t, b, slots in self.out_bases:
       nb = fresh[id(b)] = Buffer(b.device, b.nbytes, lambda: f"an output of {self.name} (TinyJit replay)")
       for j, k in slots: items[j].bufs[k] = nb
-    vv = _var_vals(tensors, consts)
     for j, v in self.var_slots: items[j].var_vals[v] = vv[v]
     if not self.graph_built: self.graph, self.graph_built = self._build_graph(), True
     # (DEBUG=2 where a graph's launches complete on return, the CPU: one launch at a time, each timed and printed as

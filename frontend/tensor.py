@@ -18,9 +18,10 @@ from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_
 from compiler.lazy import LazyBuffer
 from compiler.uop import UOp, Ops
 from compiler.view import prod, ShapeTracker
-from compiler.sint import any_sym, sval, binds_of
+from compiler.sint import any_sym, sval, binds_of, smin, smax2
 from hcqrt.device import Device
 from frontend import engine, function as F
+from frontend.capture import capturing
 from frontend.nn_ops import NNOpsMixin
 from frontend.tensor_extra import ExtraOpsMixin
 
@@ -95,6 +96,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       lb = _from_numpy(arr, device)
     elif isinstance(data, (bytes, bytearray, memoryview)):
       lb = _from_numpy(np.frombuffer(bytes(data), dtype=to_np(dtype or dtypes.uint8)), device)
+    elif isinstance(data, UOp):   # a bound Variable (or an integer expression of them): a 0-d tensor of its value
+      try: ok = data.dtype.is_int and bool(binds_of(data)) and isinstance(sval(data), int)
+      except ValueError: ok = False
+      if not ok: raise TypeError(f"Tensor: {data!r} must be an integer expression of bound Variables (Variable(...).bind(value))")
+      lb = LazyBuffer.const(data, dtype or dtypes.default_int, (), device)
     elif data is None: lb = LazyBuffer.empty((0,), dtype or dtypes.default_float, device)
     else: raise TypeError(f"Tensor: can't make a tensor from {type(data).__name__}")
     if lb.device != device: lb = lb.copy_to_device(device)
@@ -475,7 +481,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     ctr.assign(ctr + 1)
     Tensor.realize(key, ctr)
     idx = Tensor.arange(n, dtype=dtypes.uint32, device=device)
-    bits = _hash32(_hash32(idx) ^ key.expand(n)) if n > 0 else idx
+    bits = _hash32(_hash32(idx) ^ key.expand(n)) if isinstance(n, UOp) or n > 0 else idx   # (a symbolic n: any size)
     return bits.reshape(shape)
   @staticmethod
   def rand(*shape, device=None, dtype=None, **kw) -> Tensor:
@@ -683,6 +689,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       if not any_sym(rest_old) and not any_sym(rest_new) and prod(rest_new) != 0: n = prod(rest_old) // prod(rest_new)
       elif not any_sym(self.shape) and sval(prod(s for s in asked if s != -1)) != 0:   # concrete data: its bound size
         n = prod(self.shape) // sval(prod(s for s in asked if s != -1))
+      elif isinstance(known := prod(s for s in asked if s != -1), int) and known > 0 and \
+           (q := prod(self.shape) // known) * known is prod(self.shape):   # the element count divides exactly for every value
+        n = q
       else: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for symbolic shape {self.shape}")
       asked = tuple(n if s == -1 else s for s in asked)
     if any(isinstance(s, int) and s < 0 for s in asked) or sval(prod(asked)) != sval(prod(self.shape)):
@@ -741,6 +750,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       # (sval, skipped for plain ints)
       if lo.__class__ is not int or hi.__class__ is not int or s.__class__ is not int: lo, hi, s = sval(lo), sval(hi), sval(s)
       if not 0 <= lo <= hi <= s: raise ValueError(f"shrink: {arg} out of range for {sh}")
+    if any_sym(sh) or any(lo.__class__ is not int or hi.__class__ is not int for lo, hi in arg):
+      # checked above at the bound values; a TinyJit replay for other values checks the same bounds again first
+      if (rec := capturing()) is not None: rec.bounds.append((f"shrink {arg} of shape {sh}", arg, sh))
     return self if arg == tuple([(0, s) for s in sh]) else F.Shrink.apply(self, arg=arg)
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """pad((before, after) per dim) or the torch-style flat (last dim first) form; negative amounts crop.
@@ -758,9 +770,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for {self.ndim} dims")
     if all(b == 0 and a == 0 for b, a in padding): return self
     if mode != "constant": return self._pad_mode(padding, mode)
-    # negative padding shrinks
-    x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(padding, self.shape)))
-    padding = tuple((max(b, 0), max(a, 0)) for b, a in padding)
+    # negative padding shrinks; a symbolic amount (a bound Variable's expression) must have one sign over its whole
+    # range, since the kernel is built for every value in it
+    try: neg, pos = [tuple((smin(b, 0), smin(a, 0)) for b, a in padding), tuple((smax2(b, 0), smax2(a, 0)) for b, a in padding)]
+    except NotImplementedError:
+      raise ValueError(f"pad: {padding} of shape {self.shape}: a symbolic amount must be >= 0 (or <= 0) for every value of its Variables") from None
+    x = self.shrink(tuple((-nb, s + na) for (nb, na), s in zip(neg, self.shape)))
+    padding = pos
     if all(b == 0 and a == 0 for b, a in padding): return x
     ret = F.Pad.apply(x, arg=padding)
     if value != 0:
