@@ -314,3 +314,18 @@ def test_a_long_submit_times_out_only_when_the_cp_stops_reading(mi300):
   c.submit_packets([aql.barrier_and([])] * (4 * c.slots))
   mi300.drv.settle()
   assert c.put == c.write_id.value == c.read_id.value == 4 * c.slots
+
+def test_a_wait_after_a_failed_recover_reads_no_freed_queue_page(rx):
+  """Audit hw4 row 1: every wait reads the AQL queue's inactive signal. When recover() closed the queue and then failed
+  to create a new one, that page is unmapped: the wait must not touch it (it segfaulted), and the error bits the page
+  held at close are still reported once."""
+  real = rx._compute_queue
+  def broken(): raise AMDError("CREATE_QUEUE failed (simulated)", errno.ENOMEM)
+  q = rx.compute
+  ctypes.c_int64.from_address(q.amd_queue.host + aql.AMD_QUEUE_BYTES + 8).value = 0x2   # the CP reported a bad dispatch
+  rx._compute_queue = broken
+  with pytest.raises(AMDError, match="simulated"): rx.recover()
+  assert q.closed and q.amd_queue.freed
+  assert q.take_errors() == ["AQL invalid dimensions (0x2)"] and q.take_errors() == []
+  rx.raise_if_faulted()   # reads nothing freed
+  rx._compute_queue = real

@@ -20,7 +20,7 @@ first and its first dword (header + setup) last with a release store, then the d
   (64, 56, 128)
 """
 from __future__ import annotations
-import contextlib, ctypes, os, struct, time
+import contextlib, ctypes, os, struct, threading, time
 from typing import Any
 from hcqrt import syscalls
 from hcqrt.amd.cwsr import fill_cwsr_headers, queue_sizes
@@ -82,6 +82,7 @@ class AQLQueue:
     self.doorbell_page = syscalls.mmap(dev.kfd, K.DOORBELL_PROCESS_FRAME_SIZE, syscalls.PROT_READ | syscalls.PROT_WRITE, syscalls.MAP_SHARED, frame)
     self.doorbell = self.doorbell_page + (q.doorbell_offset & (K.DOORBELL_PROCESS_FRAME_SIZE - 1))
     self.put = 0   # packets written: the next write_dispatch_id
+    self.closed, self._closed_bits, self._errors_lock = False, 0, threading.Lock()
 
   def submit_packets(self, packets: list[bytes]) -> None:
     """Store each 64-byte packet into its slot, body first and dword 0 last, then publish write_dispatch_id and ring
@@ -122,10 +123,17 @@ class AQLQueue:
   def take_errors(self) -> list[str]:
     """The error bits the CP wrote into queue_inactive_signal's value (cleared here, as ROCr stores 0 after handling
     them, ROCR@c7785a6:amd_aql_queue.cpp:1213), by name. The CP's own channel for AQL packet errors; whether the MEC
-    also raises a bad-opcode interrupt that reaches the CWSR payload word depends on the firmware, so a wait reads both."""
+    also raises a bad-opcode interrupt that reaches the CWSR payload word depends on the firmware, so a wait reads both.
+    After close() the page is gone: what it held then is kept and reported once (under the lock, so a wait on another
+    thread never reads the page while close() frees it)."""
+    with self._errors_lock:
+      bits, self._closed_bits = (self._closed_bits, 0) if self.closed else (self._read_error_bits(), 0)
+    return aql.queue_error_names(bits) if bits else []
+
+  def _read_error_bits(self) -> int:
     value = ctypes.c_int64.from_address(self.amd_queue.host + aql.AMD_QUEUE_BYTES + 8)
     bits, value.value = value.value & (1 << 64) - 1, 0
-    return aql.queue_error_names(bits) if bits else []
+    return bits
 
   def _publish(self) -> None:
     """write_dispatch_id = put, then the doorbell with the last stored packet's index (when there is a new one)."""
@@ -138,6 +146,9 @@ class AQLQueue:
 
   def close(self) -> None:
     """DESTROY_QUEUE (errors ignored: the queue may be gone) and free its memory."""
+    with self._errors_lock:
+      if self.closed: return
+      self._closed_bits, self.closed = self._read_error_bits(), True
     with contextlib.suppress(Exception): self.dev.ioctl("AMDKFD_IOC_DESTROY_QUEUE", queue_id=self.queue_id)
     with contextlib.suppress(OSError): syscalls.munmap(self.doorbell_page, K.DOORBELL_PROCESS_FRAME_SIZE)
     for b in (self.ring, self.amd_queue, self.eop, self.cwsr):
