@@ -101,6 +101,7 @@ class Kernel:
   ck: CompiledKernel        # source, binary, launch arguments (compiler/pipeline.py)
   program: object           # the device's loaded program
   ast: UOp                  # what it computes (export lowers it again as portable C)
+  device: str = ""          # the device the program is loaded on
   def __post_init__(self):
     # read at every launch: copied out of ck once (a CompiledKernel is never changed after compile_kernel built it)
     self.name: str = self.ck.name
@@ -114,6 +115,7 @@ class Kernel:
   def threads(self) -> int: return self.ck.threads
 
 _kernel_cache: dict[tuple, Kernel] = {}
+_loaded: dict[tuple, Kernel] = {}   # (cache key, device) -> the same kernel loaded on another device of the same target
 
 def _opts_key() -> tuple:
   # the env settings that change a kernel's code: part of its cache key (read once per schedule, not per kernel)
@@ -124,7 +126,12 @@ def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> 
   when the caller has it)."""
   target = target_of(device)
   key = (si.ast, target, *(opts_key or _opts_key()))
-  if (kern := _kernel_cache.get(key)) is not None: return kern
+  # (two devices of one target, NV:0 and NV:1, share the compile but each loads the program into its own memory)
+  if (kern := _kernel_cache.get(key)) is not None:
+    if kern.device == device: return kern
+    if (other := _loaded.get((key, device))) is not None: return other
+    other = _loaded[(key, device)] = Kernel(kern.ck, open_device(device).program(kern.ck.name, kern.ck.binary), kern.ast, device)
+    return other
   dev = open_device(device)
   opts = None
   # (BEAM times candidate opts at concrete sizes: a kernel of Variable sizes keeps the default opts)
@@ -137,7 +144,7 @@ def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> 
       ck = compile_kernel(si.ast, target, opts, name=si.name)
       a.update(src_bytes=len(ck.src), binary_bytes=len(ck.binary), opts=[str(o) for o in ck.applied_opts])
   else: ck = compile_kernel(si.ast, target, opts, name=si.name)
-  kern = _kernel_cache[key] = Kernel(ck, dev.program(ck.name, ck.binary), si.ast)
+  kern = _kernel_cache[key] = Kernel(ck, dev.program(ck.name, ck.binary), si.ast, device)
   return kern
 
 @dataclass
