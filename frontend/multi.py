@@ -113,8 +113,9 @@ class MultiLazyBuffer:
       for lb in self.real_lbs:
         if lb.device == device: return lb
       return self.real_lbs[0].copy_to_device(device)
-    full = self.bounds[-1][1]
-    parts = [lb.copy_to_device(device).pad(tuple((0, 0) if a != self.axis else (st, full - ed) for a in range(len(lb.shape))))
+    # (after a shrink to one shard only the real shards make the value: their bounds span it)
+    lo, hi = min(st for (st, _), r in zip(self.bounds, self.real) if r), max(ed for (_, ed), r in zip(self.bounds, self.real) if r)
+    parts = [lb.copy_to_device(device).pad(tuple((0, 0) if a != self.axis else (st - lo, hi - ed) for a in range(len(lb.shape))))
              for lb, r, (st, ed) in zip(self.lbs, self.real, self.bounds) if r]
     return _concat(parts)
 
