@@ -412,9 +412,9 @@ class Channel:
       raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} {kind}: {e}", g.at) from None
 
 class GPFIFOEngine:
-  """All channels of one MockNV; `ring(token)` is the doorbell."""
-  def __init__(self, rm: Any):
-    self.rm = rm
+  """All channels of one GPU of a MockNV; `ring(token)` is its doorbell. Each GPU's engine runs only its own channels."""
+  def __init__(self, rm: Any, gpu: int = 0):
+    self.rm, self.gpu = rm, gpu
     self.channels: dict[int, Channel] = {}
     self._spaces: dict[int, tuple[list, AddressSpace]] = {}
     self.lock = threading.RLock()
@@ -444,7 +444,7 @@ class GPFIFOEngine:
     with self.lock:
       t0 = time.perf_counter_ns()
       try:
-        try: obj = self.rm.channel_by_token(token)
+        try: obj = self.rm.channel_by_token(token, self.gpu)
         except KeyError: raise GPUError(f"mock GPU: doorbell with unknown work-submit token {token}") from None
         self.channel(obj)
         self.run_all(obj)
@@ -453,7 +453,7 @@ class GPFIFOEngine:
   def run_all(self, rung: Any = None) -> None:
     """Run channels until none progresses; an errored channel raises only when its own doorbell rang."""
     with self.lock:
-      live = {id(o): o for o in self.rm.channels()}
+      live = {id(o): o for o in self.rm.channels(self.gpu)}
       for k in [k for k in self.channels if k not in live]: del self.channels[k]
       progressed = True
       while progressed:
