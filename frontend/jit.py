@@ -46,6 +46,9 @@ from frontend import engine
 from frontend.tensor import Tensor, take_pending_assigns
 from frontend.devices import open_device
 
+# (stage 3 of issue 26 builds one graph replay across devices; until then a multi-device capture is refused)
+_SHARDED = "{}: {} is on several devices {}; TinyJit does not capture multi-device work yet: call the function without TinyJit"
+
 class JitError(RuntimeError):
   """The JIT can't replay a function correctly; the message says why."""
 
@@ -200,6 +203,8 @@ class TinyJit:
     params, call = self._bind(args, kwargs)
     tensors, consts = [], []
     for name, v in params: _walk(name, v, tensors, consts)
+    for name, t in tensors:
+      if isinstance(t.device, tuple): raise JitError(_SHARDED.format(self.name, name, t.device))
     # in-place writes recorded before this call run first: the call reads (and may write) the same buffers
     if pending := take_pending_assigns(): Tensor.realize(*pending)
     self._check_inputs(tensors, consts)
@@ -225,6 +230,7 @@ class TinyJit:
     with capture(self.name) as captured:
       ret = call(vals)
       outs = _out_tensors(ret)
+      if (sh := next((t for t in outs if isinstance(t.device, tuple)), None)) is not None: raise JitError(_SHARDED.format(self.name, "its result", sh.device))
       pending = take_pending_assigns()   # in-place writes the function left pending belong to the recording
       if outs or pending: Tensor.realize(*outs, *pending)
     if not captured:

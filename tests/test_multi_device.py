@@ -358,3 +358,15 @@ def test_batchnorm_over_sharded_batch():
 def test_mock_gpus_are_distinct_devices():
   a, b = Device[d0], Device[d1]
   assert a is not b
+
+def test_tinyjit_refuses_sharded_work_clearly():
+  from frontend import TinyJit
+  from frontend.jit import JitError
+  @TinyJit
+  def f(a): return (a * 2).realize()
+  x = shard_np(rng(4, 4), 0).realize()
+  with pytest.raises(JitError, match=r"argument 'a' is on several devices \(.*\); TinyJit does not capture multi-device work"): f(x)
+  @TinyJit
+  def g(): return (Tensor.ones(4, 4).contiguous().shard(D, 0) + 1).realize()
+  g()
+  with pytest.raises(JitError, match="its result is on several devices"): g()
