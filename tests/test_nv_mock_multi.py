@@ -89,3 +89,11 @@ def test_registry_installs_one_driver_for_all_gpus(monkeypatch):
   with pytest.raises(ValueError, match="MOCKGPU_COUNT='x'"): mock_gpu_count()
   monkeypatch.setenv("MOCKGPU_COUNT", "0")
   with pytest.raises(ValueError, match="1 to 32"): mock_gpu_count()
+
+def test_copy_engine_faults_on_another_gpus_memory(two):
+  drv, d0, d1 = two
+  # GPU 0's buffer is not mapped in GPU 1's VA space: GPU 1's copy engine reading it is an MMU fault naming GPU 1 and the VA
+  a, b = d0.allocator.alloc(4096), d1.allocator.alloc(4096)
+  with pytest.raises(GPUError, match=rf"mock GPU 1: .*GPU page fault: {a.va:#x}\+0x1000 is not mapped"):
+    d1.allocator.transfer(b, a, 4096); d1.synchronize()
+  assert any("GPU page fault" in f for f in drv.faults)

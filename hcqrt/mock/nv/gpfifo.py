@@ -124,7 +124,7 @@ class Channel:
   def u32(self, off: int) -> ctypes.c_uint32: return ctypes.c_uint32.from_address(self.d["userd"] + off)
 
   def fail(self, msg: str, va: int | None = None) -> GPUError:
-    self.error = GPUError(f"mock GPU: {self.name}{f' pushbuffer {va:#x}' if va is not None else ''}: {msg}")
+    self.error = GPUError(f"mock GPU {self.engine.gpu}: {self.name}{f' pushbuffer {va:#x}' if va is not None else ''}: {msg}")
     # RC recovery fills the error notifiers; info16 names the engine that faulted (GR0 unless the copy engine did)
     self.engine.rm.channel_error(self.obj, self.error.args[0], self.fault_engine)
     return self.error
@@ -445,7 +445,7 @@ class GPFIFOEngine:
       t0 = time.perf_counter_ns()
       try:
         try: obj = self.rm.channel_by_token(token, self.gpu)
-        except KeyError: raise GPUError(f"mock GPU: doorbell with unknown work-submit token {token}") from None
+        except KeyError: raise GPUError(f"mock GPU {self.gpu}: doorbell with unknown work-submit token {token}") from None
         self.channel(obj)
         self.run_all(obj)
       finally: self.busy_ns += time.perf_counter_ns() - t0
