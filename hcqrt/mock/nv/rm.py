@@ -256,7 +256,8 @@ class MockNV:
   def _esc_card_info(self, fd, st, argp, size):
     cards = self.ffi.cast("nv_ioctl_card_info_t *", argp)
     self.ffi.memmove(cards, b"\0" * size, size)
-    # (nvidia.ko fills one entry per probed GPU, as many as the caller's array holds: nv.c nvidia_ioctl NV_ESC_CARD_INFO)
+    # (nvidia.ko fills one entry per probed GPU, as many as the caller's array holds: OGKM@580.142 kernel-open/nvidia/nv.c
+    # nvidia_ioctl NV_ESC_CARD_INFO -> nvidia_read_card_info(arg_copy, arg_size / sizeof(nv_ioctl_card_info_t)))
     for g in self.gpus[: size // self.abi.sizeof("nv_ioctl_card_info_t")]:
       c = cards[g.index]
       c.valid, c.gpu_id, c.minor_number, c.fb_size = 1, g.gpu_id, g.index, self.chip.fb_size
