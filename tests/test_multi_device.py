@@ -295,6 +295,14 @@ def test_conv_data_shard(bias):
   assert out.device == D and out.lazydata.axis == 0
   np.testing.assert_allclose(out.numpy(), _conv_ref(img, w, b), atol=1e-4, rtol=1e-4)
 
+def test_two_padded_convs_data_shard():
+  # a padded conv of a computed (conv + relu) sharded input: the input is realized on its own first, per shard
+  c1, c2 = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 2, 3, padding=1)
+  img = rng(2, 3, 6, 6)
+  want = c2(c1(Tensor(img)).relu()).numpy()
+  for p in nn.state.get_parameters(c1) + nn.state.get_parameters(c2): p.shard_(D)
+  np.testing.assert_allclose(c2(c1(Tensor(img).shard(D, 0)).relu()).numpy(), want, atol=1e-4, rtol=1e-4)
+
 def test_backward_of_sum_and_conv():
   n = rng(4, 4)
   x = Tensor(n, requires_grad=True)
