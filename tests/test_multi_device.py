@@ -378,3 +378,16 @@ def test_tinyjit_refuses_sharded_work_clearly():
   def g(): return (Tensor.ones(4, 4).contiguous().shard(D, 0) + 1).realize()
   g()
   with pytest.raises(JitError, match="its result is on several devices"): g()
+
+def test_state_dict_of_sharded_model_round_trips(tmp_path):
+  from frontend.nn.state import get_state_dict, load_state_dict, safe_save, safe_load
+  lin = nn.Linear(4, 6)
+  w, b = lin.weight.numpy(), lin.bias.numpy()
+  lin.weight.shard_(D, 0).realize(); lin.bias.shard_(D).realize()
+  safe_save(get_state_dict(lin), tmp_path / "lin.safetensors")
+  new = nn.Linear(4, 6)
+  new.weight.shard_(D, 0).realize(); new.bias.shard_(D).realize()
+  load_state_dict(new, safe_load(tmp_path / "lin.safetensors"))
+  assert new.weight.device == D and new.weight.lazydata.axis == 0
+  np.testing.assert_equal(new.weight.numpy(), w)
+  np.testing.assert_equal(new.bias.numpy(), b)
