@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from collections.abc import Callable
 import numpy as np
 from compiler.lazy import LazyBuffer
+from frontend.multi import MultiLazyBuffer
 if TYPE_CHECKING: from frontend.tensor import Tensor
 
 # unrealized base -> [(bool LazyBuffer that is true when the check fails, message, exception type)]
@@ -24,8 +25,9 @@ def check_index(result: Tensor, idx: Tensor, n: int, what: str, exc: type = Inde
                 counted: Tensor | None = None) -> Tensor:
   """Attach to `result` the check that every `idx` lies in [0, n) ([-n, n) with allow_negative; only where
   `counted` is true); returns `result`. The check runs when something computed from `result` is realized."""
-  if idx.numel() == 0 or result.lazydata.base.realized: return result
+  if idx.numel() == 0 or result.lazydata.realized: return result
   lo = -n if allow_negative else 0
+  if isinstance(result.lazydata, MultiLazyBuffer): return _check_index_multi(result, idx, n, what, exc, lo, counted)
   bad = (idx < lo) | (idx >= n)
   if counted is not None: bad = bad & counted
   msg = f"index out of range in {what} (dim of size {n}): an index of {idx.shape} is outside [{lo}, {n})"
@@ -33,6 +35,23 @@ def check_index(result: Tensor, idx: Tensor, n: int, what: str, exc: type = Inde
   # the indices themselves are kept for the error: which value, at which position (read only when the check fails)
   culprit = (idx.lazydata, None if counted is None else counted.lazydata, lo, n)
   _pending.setdefault(result.lazydata.base, []).append((bad.any().lazydata, msg, exc, culprit))
+  return result
+
+def _check_index_multi(result: Tensor, idx: Tensor, n: int, what: str, exc: type, lo: int, counted: Tensor | None) -> Tensor:
+  """check_index for a result on several devices: the flag is allreduced, so each device's shard carries the check of
+  all the indices (the indices gathered to one device name the offender)."""
+  bad = (idx < lo) | (idx >= n)
+  if counted is not None: bad = bad & counted
+  flags = bad.any()
+  if isinstance(flags.lazydata, MultiLazyBuffer) and flags.device != result.device: flags = flags.to(flags.device[0])
+  flags = flags.lazydata.lbs if isinstance(flags.lazydata, MultiLazyBuffer) else [flags.lazydata] * len(result.lazydata.lbs)
+  msg = f"index out of range in {what} (dim of size {n}): an index of {idx.shape} is outside [{lo}, {n})"
+  one = idx.to(idx.device[0]) if isinstance(idx.lazydata, MultiLazyBuffer) else idx
+  cnt = None if counted is None else counted.to(one.device) if counted.device != one.device else counted
+  culprit = (one.lazydata, None if cnt is None else cnt.lazydata, lo, n)
+  for lb, flag in zip(result.lazydata.lbs, flags):
+    if flag.device != lb.device: flag = flag.copy_to_device(lb.device)
+    _pending.setdefault(lb.base, []).append((flag, msg, exc, culprit))
   return result
 
 def _offender(culprit: tuple, read_back: Callable[[LazyBuffer], np.ndarray]) -> str:

@@ -64,6 +64,7 @@ class LoadedKernel:
   compiled: CompiledKernel  # source, binary, launch arguments (compiler/pipeline.py)
   program: Program          # the device's loaded program
   ast: UOp                  # what it computes (export lowers it again as portable C)
+  device: str = ""          # the device the program is loaded on
   def __post_init__(self):
     # read at every launch: copied out of compiled once (a CompiledKernel is never changed after compile_kernel built it)
     self.name: str = self.compiled.name
@@ -78,13 +79,19 @@ class LoadedKernel:
   def threads(self) -> int: return self.compiled.threads
 
 _kernel_cache: dict[tuple, LoadedKernel] = {}
+_loaded: dict[tuple, LoadedKernel] = {}   # (cache key, device) -> the same kernel loaded on another device of the same target
 
 def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> LoadedKernel:
   """si's kernel compiled for `device` and loaded (cached per AST, target and the opts settings; opts_key: settings.opts_key()
   when the caller has it)."""
   target = target_of(device)
   key = (si.ast, target, *(opts_key or settings.opts_key()))
-  if (kern := _kernel_cache.get(key)) is not None: return kern
+  # (two devices of one target, NV:0 and NV:1, share the compile but each loads the program into its own memory)
+  if (kern := _kernel_cache.get(key)) is not None:
+    if kern.device == device: return kern
+    if (other := _loaded.get((key, device))) is not None: return other
+    other = _loaded[(key, device)] = LoadedKernel(kern.compiled, open_device(device).program(kern.name, kern.compiled.binary), kern.ast, device)
+    return other
   dev = open_device(device)
   opts = None
   # (BEAM times candidate opts at concrete sizes: a kernel of Variable sizes keeps the default opts)
@@ -97,7 +104,7 @@ def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> 
       ck = compile_kernel(si.ast, target, opts, name=si.name)
       a.update(src_bytes=len(ck.src), binary_bytes=len(ck.binary), opts=[str(o) for o in ck.applied_opts])
   else: ck = compile_kernel(si.ast, target, opts, name=si.name)
-  kern = _kernel_cache[key] = LoadedKernel(ck, dev.program(ck.name, ck.binary), si.ast)
+  kern = _kernel_cache[key] = LoadedKernel(ck, dev.program(ck.name, ck.binary), si.ast, device)
   return kern
 
 def check_var_vals(what: str, vv: dict) -> None:

@@ -49,6 +49,9 @@ from frontend.capture import JitError, Recording, capture, capturing   # noqa: F
 from frontend.tensor import Tensor, take_pending_assigns, live_lazydata
 from frontend.devices import open_device
 
+# (stage 3 of issue 26 builds one graph replay across devices; until then a multi-device capture is refused)
+_SHARDED = "{}: {} is on several devices {}; TinyJit does not capture multi-device work yet: call the function without TinyJit"
+
 class _ArgBuffer(Buffer):
   """A tensor argument's device memory under a second identity, for the capture: the recording then tells a read
   through the argument (swapped for the next call's tensor) from a read of the same tensor through a closure."""
@@ -162,6 +165,8 @@ class TinyJit:
     params, call = self._bind(args, kwargs)
     tensors, consts = [], []
     for name, v in params: _walk(name, v, tensors, consts)
+    for name, t in tensors:
+      if isinstance(t.device, tuple): raise JitError(_SHARDED.format(self.name, name, t.device))
     # in-place writes recorded before this call run first: the call reads (and may write) the same buffers
     if pending := take_pending_assigns(): Tensor.realize(*pending)
     # unrealized arguments (`jit(a[:, :v])` of a lazy `a`) are computed here, outside any capture: their kernels make
@@ -190,6 +195,7 @@ class TinyJit:
     with capture(self.name) as captured:
       ret = call(vals)
       outs = _out_tensors(ret)
+      if (sh := next((t for t in outs if isinstance(t.device, tuple)), None)) is not None: raise JitError(_SHARDED.format(self.name, "its result", sh.device))
       pending = take_pending_assigns()   # in-place writes the function left pending belong to the recording
       if outs or pending: Tensor.realize(*outs, *pending)
     if not captured:

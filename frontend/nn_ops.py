@@ -21,6 +21,7 @@ from compiler.dtypes import dtypes
 from compiler.view import prod
 from compiler.uop import Ops
 from frontend.checks import check_index
+from frontend.multi import MultiLazyBuffer
 from frontend import function as F
 from frontend.function import Function
 
@@ -777,6 +778,7 @@ class NNOpsMixin:
 def _computed_by_reduce(lb) -> bool:
   """An unrealized value whose elementwise chain holds a reduction of its own size (a conv's output, + bias, relu):
   what the padded copy would otherwise inline. Elementwise values of realized buffers stay fused into the copy."""
+  if isinstance(lb, MultiLazyBuffer): lb = lb.lbs[0]   # (a sharded value: every shard is computed the same way)
   if lb.is_view or lb.buffer is not None: return False
   n, stack, seen = prod(lb.shape), [lb], set()
   while stack:

@@ -17,12 +17,14 @@ from frontend.engine import from_host
 from frontend.tensor import Tensor, shared_read_walks
 
 def _dedup(xs: list[Tensor]) -> list[Tensor]: return list({id(x): x for x in xs}.values())
-def _host(arr: np.ndarray, device: str) -> Tensor:
+def _host(arr: np.ndarray, device: str | tuple[str, ...], axis: int | None = None) -> Tensor:
   """A realized tensor from host memory (no kernel runs; assign then writes it in place). from_host keeps a 0-d
-  shape, which Tensor(ndarray) currently doesn't."""
+  shape, which Tensor(ndarray) currently doesn't. On a tuple of devices: sharded along `axis` like the parameter."""
+  if isinstance(device, tuple): return _host(arr, device[0]).shard(device, axis).realize()
   return Tensor(from_host(arr, dtypes.from_np(arr.dtype), device), requires_grad=False)
 def _state_like(t: Tensor, value: float = 0.0) -> Tensor:
-  return _host(np.full(t.shape, value, dtype=to_np(t.dtype) if t.dtype.is_float and t.dtype.fmt else np.float32), t.device)
+  return _host(np.full(t.shape, value, dtype=to_np(t.dtype) if t.dtype.is_float and t.dtype.fmt else np.float32), t.device,
+               getattr(t.lazydata, "axis", None))
 
 class Optimizer:
   """Base class: `params` that require grad (None counts as yes) are optimized; the others (running stats) are

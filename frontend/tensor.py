@@ -21,7 +21,9 @@ from compiler.view import prod, ShapeTracker
 from compiler.sint import any_sym, sval, binds_of, smin, smax2
 from hcqrt.device import Device
 from frontend import engine, function as F
+from frontend import multi
 from frontend.capture import capturing
+from frontend.multi import MultiLazyBuffer
 from frontend.nn_ops import NNOpsMixin
 from frontend.tensor_extra import ExtraOpsMixin
 
@@ -72,8 +74,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     _live.add(t)
     return t
 
-  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+  def __init__(self, data: Any, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = _to_dtype(dtype)
+    if isinstance(data, MultiLazyBuffer) or isinstance(device, (tuple, list)):   # on several devices (frontend/multi.py)
+      _init_multi(self, data, device, dtype, requires_grad)
+      return
     # a LazyBuffer already lives somewhere: stay there unless a device is asked for
     device = data.device if isinstance(data, LazyBuffer) and device is None else Device.canonicalize(device)
     self.grad: Tensor | None = None
@@ -199,13 +204,14 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     1
     """
     from compiler.schedule import create_schedule
-    return create_schedule([t.lazydata for t in (self,) + others], live_lazydata)
+    return create_schedule(multi.lazy_buffers([t.lazydata for t in (self,) + others]), live_lazydata)
   def realize(self, *others: Tensor) -> Tensor:
     """Run the kernels that compute this tensor (and `others`) now."""
-    engine.realize([t.lazydata for t in (self,) + others], live_lazydata)
+    engine.realize(multi.lazy_buffers([t.lazydata for t in (self,) + others]), live_lazydata)
     return self
   def _host_array(self) -> np.ndarray:
     if self.dtype is dtypes.bfloat16: return self.cast(dtypes.float32)._host_array()
+    if isinstance(self.lazydata, MultiLazyBuffer): return self.to(self.device[0])._host_array()   # the shards, concatenated
     lb = self.lazydata
     if lb.is_view and lb.st.contiguous and lb.base.size == lb.size:   # a reshape of its base: read the base as is
       Tensor(lb.base).realize()
@@ -251,15 +257,21 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def clone(self) -> Tensor:
     """A copy in a buffer of its own (writes to either don't reach the other); gradients flow through it as in torch."""
     return F.Clone.apply(self)
-  def to(self, device: str | None) -> Tensor:
+  def to(self, device: str | tuple[str, ...] | None) -> Tensor:
     """This tensor on `device` (None: the default device): a copy, or self when it is already there. The
-    gradient moves too.
+    gradient moves too. A tuple of devices replicates it on each (`shard(devices)`); a sharded tensor sent to one
+    device is its shards concatenated there.
 
     >>> Tensor([1, 2]).to('CPU').device
     'CPU'
+    >>> Tensor([1, 2]).to(('CPU:1', 'CPU:2')).device
+    ('CPU:1', 'CPU:2')
     """
-    device = Device.canonicalize(device)
+    device = multi.canonical(device)
     if device == self.device: return self
+    if isinstance(device, tuple):
+      if isinstance(self.lazydata, MultiLazyBuffer): raise RuntimeError(f"to: the tensor is already on {self.device}; move it to one device first")
+      return self.shard(device)
     ret = Tensor(self.lazydata.copy_to_device(device), requires_grad=self.requires_grad)
     if self.grad is not None: ret.grad = self.grad.to(device)
     return ret
@@ -269,10 +281,32 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor([1, 2]).to_('CPU').device
     'CPU'
     """
-    device = Device.canonicalize(device)
+    device = multi.canonical(device)
+    if isinstance(device, tuple): return self.shard_(device)
     if device != self.device:
       self.lazydata = self.lazydata.copy_to_device(device)
       if self.grad is not None: self.grad.to_(device)
+    return self
+  def shard(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+    """This tensor on several devices: split evenly along `axis` (device i holds the i-th piece), or, with axis None,
+    a whole copy on each. One device is `to(device)`. The pieces travel through the host for now (issue 26 stage 1).
+
+    >>> t = Tensor([[1, 2], [3, 4]]).shard(('CPU:1', 'CPU:2'), axis=0)
+    >>> t.device, t.shape, [lb.shape for lb in t.lazydata.lbs]
+    (('CPU:1', 'CPU:2'), (2, 2), [(1, 2), (1, 2)])
+    """
+    if isinstance(self.lazydata, MultiLazyBuffer): raise RuntimeError(f"shard: the tensor is already on {self.device}; move it to one device first")
+    devices = multi.canonical(tuple(devices) if isinstance(devices, (tuple, list)) else (devices,))
+    if len(devices) == 1: return self.to(devices[0])
+    if axis is not None: axis = self._axis(axis)
+    return Tensor(MultiLazyBuffer.from_sharded(self.lazydata, devices, axis), requires_grad=self.requires_grad)
+  def shard_(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+    """`shard` in place: this tensor now lives on `devices`; returns self.
+
+    >>> Tensor([1, 2, 3, 4]).shard_(('CPU:1', 'CPU:2'), axis=0).device
+    ('CPU:1', 'CPU:2')
+    """
+    self.lazydata = self.shard(devices, axis).lazydata
     return self
   def assign(self, x) -> Tensor:
     """Write x into this tensor's storage (in place on the device); returns self."""
@@ -281,6 +315,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if x.device != self.device: raise ValueError(f"assign: device {x.device} does not match {self.device}")
     if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}")
     if self.lazydata is x.lazydata: return self
+    if isinstance(self.lazydata, MultiLazyBuffer): return _assign_multi(self, x)
     # a view of a realized buffer that picks each element once (shrink, permute, reshape): written in place now, so
     # every tensor over that buffer (the KV cache a `cache.shrink(...).assign(kv)` updates) sees the new values
     lb = self.lazydata
@@ -331,7 +366,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor.empty(2, 3).shape, Tensor.empty(4, dtype=dtypes.int32).dtype
     ((2, 3), dtypes.int)
     """
-    return Tensor(LazyBuffer.empty(argfix(*shape), _to_dtype(dtype) or dtypes.default_float, Device.canonicalize(device)), **kw)
+    shape, dt, dev = argfix(*shape), _to_dtype(dtype) or dtypes.default_float, multi.canonical(device)
+    if isinstance(dev, tuple): return Tensor(MultiLazyBuffer([LazyBuffer.empty(shape, dt, d) for d in dev], None), **kw)
+    return Tensor(LazyBuffer.empty(shape, dt, dev), **kw)
   @staticmethod
   def full(shape, fill_value, device=None, dtype=None, **kw) -> Tensor:
     """A tensor of `shape` filled with `fill_value`; the dtype follows the value unless given.
@@ -344,7 +381,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     shape = argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
     if any(isinstance(s, int) and s < 0 for s in shape): raise ValueError(f"full: negative dimension in {shape}")
     dt = _to_dtype(dtype) or dtypes.from_py(fill_value)
-    return Tensor(LazyBuffer.const(fill_value, dt, tuple(shape), Device.canonicalize(device)), **kw)
+    return Tensor(multi.const(fill_value, dt, tuple(shape), multi.canonical(device)), **kw)
   @staticmethod
   def zeros(*shape, **kw) -> Tensor:
     """A tensor of zeros (default float dtype unless `dtype` is given).
@@ -417,7 +454,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange: step must not be 0")
     dt = _to_dtype(kw.pop("dtype", None)) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
-    dev = Device.canonicalize(kw.pop("device", None))
+    dev = multi.canonical(kw.pop("device", None))
+    if isinstance(dev, tuple): return Tensor.arange(start, stop, step, dtype=dt, device=dev[0], **kw).shard(dev)
     if any_sym((start, stop, step)):   # a bound Variable as a bound: a symbolic count (steps of +-1 only)
       if isinstance(step, UOp) or step not in (1, -1) or any(isinstance(x, float) for x in (start, stop)):
         raise TypeError(f"arange: with a symbolic bound ({start}, {stop}) the step must be the int 1 or -1, got {step!r}")
@@ -486,9 +524,10 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   @staticmethod
   def rand(*shape, device=None, dtype=None, **kw) -> Tensor:
     """Uniform in [0, 1)."""
-    shape, dev = argfix(*shape), Device.canonicalize(device)
+    shape, dev = argfix(*shape), multi.canonical(device)
     dt = _to_dtype(dtype) or dtypes.default_float
     if not dt.is_float: raise TypeError(f"rand: dtype must be a float type, not {dt}")
+    if isinstance(dev, tuple): raise ValueError(f"rand: random numbers on several devices {dev}; make them on one device and shard() them")
     bits = Tensor._random_bits(shape, dev)
     # as many random bits as dt's significand holds: k / 2**p is then exact in dt, so the largest value is below 1 in
     # dt too (24 bits rounded to half would give 1.0 about once in 2,000 draws)
@@ -1191,16 +1230,16 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     and self's shape (or `shape`); an infinity or NaN, which no integer holds, is refused."""
     if self.dtype.is_int and not math.isfinite(float(value)):
       raise ValueError(f"{op}: value {value} can't be stored in a {self.dtype} tensor of shape {self.shape}")
-    return Tensor(LazyBuffer.const(value, self.dtype, self.shape if shape is None else shape, self.device))
+    return Tensor(multi.const(value, self.dtype, self.shape if shape is None else shape, self.device))
   def _const(self, x, dtype=None) -> Tensor:
-    return Tensor(LazyBuffer.const(x, dtype or self.dtype, self.shape, self.device))
+    return Tensor(multi.const(x, dtype or self.dtype, self.shape, self.device))
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True, op: str | None = None) -> tuple[Tensor, Tensor]:
     x = self
     if not isinstance(y, Tensor):
       if isinstance(y, (np.ndarray, list, tuple)): y = Tensor(y, device=x.device)
       elif isinstance(y, UOp):   # a bound Variable (or an expression of them) as a value, e.g. a symbolic element count
         if not binds_of(y) or y.dtype is None or not y.dtype.is_int: raise TypeError(f"can't combine a Tensor with {y!r}: bind its Variables")
-        y = Tensor(LazyBuffer.const(y, x.dtype if not x.dtype.is_bool else dtypes.default_int, (), x.device))
+        y = Tensor(multi.const(y, x.dtype if not x.dtype.is_bool else dtypes.default_int, (), x.device))
       else:
         if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
         promote = (isinstance(y, float) and not x.dtype.is_float) or (isinstance(y, int) and not isinstance(y, bool) and x.dtype.is_bool)
@@ -1208,9 +1247,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         if not promote and not any_sym(x.shape):
           # (a Python number in x's dtype: the constant at x's shape right away; LazyBuffer.const makes the same view
           # of the same constant that the reshape+expand below would, without two autograd nodes per number)
-          y = _wrap(LazyBuffer.const(y, dt, x.shape, x.device), None)
+          y = _wrap(multi.const(y, dt, x.shape, x.device), None)
           return (y, x) if reverse else (x, y)
-        y = _wrap(LazyBuffer.const(y, dt, (), x.device), None)
+        y = _wrap(multi.const(y, dt, (), x.device), None)
     if x.device != y.device: raise RuntimeError(f"tensors on different devices: {x.device} and {y.device}")
     if reverse: x, y = y, x
     if match_dtype and x.dtype != y.dtype:
@@ -1223,7 +1262,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     lb = self.lazydata
     if (sh := lb.shape) == shape: return self
     ones = (1,) * (len(shape) - len(sh)) + sh
-    if not self.requires_grad and len(shape) >= len(sh) and not any_sym(shape) and not any_sym(ones) and \
+    if not self.requires_grad and isinstance(lb, LazyBuffer) and len(shape) >= len(sh) and not any_sym(shape) and not any_sym(ones) and \
        all(b == n or b == 1 for b, n in zip(ones, shape)):   # (else the slow way, which raises expand's error)
       # (no gradient to record, e.g. an optimizer's lr or bias correction: the reshape and expand below made two autograd
       # nodes with no parents and returned a tensor with this one's requires_grad; this makes the same lazy view)
@@ -2081,10 +2120,29 @@ def _hash32(x: Tensor) -> Tensor:
 
 _live: weakref.WeakSet = weakref.WeakSet()
 
+def _init_multi(t: Tensor, data: Any, device, dtype: DType | None, requires_grad: bool | None) -> None:
+  """Tensor(data, device=(d0, d1, ...)): made on the first device, then replicated; or a MultiLazyBuffer as is."""
+  t.grad, t.requires_grad, t._ctx = None, requires_grad, None
+  if isinstance(data, MultiLazyBuffer):
+    if device is not None and multi.canonical(device) != data.device: raise ValueError(f"Tensor: data on {data.device}, device {device} asked for")
+    t.lazydata = data if dtype is None else data.cast(dtype)
+    return
+  devs = multi.canonical(device)
+  one = Tensor(data, device=devs[0], dtype=dtype)
+  t.lazydata = one.lazydata if len(devs) == 1 else MultiLazyBuffer.from_sharded(one.lazydata, devs, None)
+
+def _assign_multi(t: Tensor, x: Tensor) -> Tensor:
+  """assign into a sharded tensor: each shard's buffer gets the value's shard (run now, so no later read of the
+  target sees the old value)."""
+  if not t.lazydata.realized or t.lazydata.is_view: t.lazydata = x.lazydata; return t
+  t.lazydata = t.lazydata.assign(x.lazydata)
+  engine.realize(multi.lazy_buffers([t.lazydata]), live_lazydata)
+  return t
+
 def live_lazydata() -> list[LazyBuffer]:
   """The lazy buffers of every tensor the program still holds (what a schedule that overwrites a buffer must not
   leave to read the new value later: compiler/schedule.py create_schedule)."""
-  return [t.lazydata for t in list(_live) if hasattr(t, "lazydata")]
+  return multi.lazy_buffers([t.lazydata for t in list(_live) if hasattr(t, "lazydata")])
 
 def _wrap(lb: LazyBuffer, requires_grad: bool | None = False) -> Tensor:
   """Tensor(lb, requires_grad=requires_grad) for a LazyBuffer on the device asked for: no dtype to cast to, no copy

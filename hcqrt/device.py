@@ -3,7 +3,7 @@
 Choosing the default never opens a driver: an environment variable (`CPU=1`, `NV=1`, `AMD=1`, `PTXEMU=1`,
 `AMDEMU=1`) wins, otherwise the first GPU whose device file exists, otherwise the CPU. That keeps the choice under a millisecond.
 `MOCKGPU=1` (with `NV=1` or `AMD=1`) opens NV / AMD through the mock kernel drivers (hcqrt/mock/nv, hcqrt/mock/amd),
-for machines without a GPU.
+for machines without a GPU; `MOCKGPU_COUNT=n` gives that one driver n GPUs (`NV:1`, `AMD:1`, ... open).
 
 >>> from hcqrt.device import Device
 >>> Device.canonicalize("cpu")
@@ -19,9 +19,22 @@ BACKENDS = {"CPU": "hcqrt.cpu.device:CPUDevice", "NV": "hcqrt.nv.device:NVDevice
 # device files whose presence makes a GPU backend worth trying, in order of preference
 PROBE_FILES = [("NV", "/dev/nvidiactl"), ("AMD", "/dev/kfd")]
 
+def mock_gpu_count() -> int:
+  """MOCKGPU_COUNT: how many GPUs the mock drivers present (default 1).
+
+  >>> mock_gpu_count() >= 1
+  True
+  """
+  raw = os.environ.get("MOCKGPU_COUNT", "1") or "1"
+  try: n = int(raw)
+  except ValueError: raise ValueError(f"MOCKGPU_COUNT={raw!r}: a number of GPUs, 1 to 32") from None
+  if not 1 <= n <= 32: raise ValueError(f"MOCKGPU_COUNT={n}: the mocks present 1 to 32 GPUs")
+  return n
+
 class _Registry:
   def __init__(self):
     self._opened: dict[str, interface.Device] = {}
+    self._mocks: dict[str, object] = {}   # "NV"/"AMD" -> the mock driver MOCKGPU=1 installed for all the GPUs
     self._default: str | None = None
   def canonicalize(self, name: str | None) -> str:
     if name is None: return self.DEFAULT
@@ -34,19 +47,25 @@ class _Registry:
     name = self.canonicalize(name)
     if (d := self._opened.get(name)) is None:
       mod, cls = BACKENDS[name.split(":")[0]].split(":")
-      if name.split(":")[0] == "NV" and flag("MOCKGPU"):
-        # no GPU here: put the fake NVIDIA kernel driver behind the syscall seam before the backend opens it
-        from hcqrt.mock.nv import install_mock_nv
-        arch = os.environ.get("MOCKGPU_ARCH", "hopper")
-        install_mock_nv("hopper" if arch.startswith("gfx") else arch)
-      if name.split(":")[0] == "AMD" and flag("MOCKGPU"):
-        from hcqrt.mock.amd import install_mock_amd   # the fake KFD (gfx1100; MOCKGPU_ARCH=gfx942 for an MI300X)
-        arch = os.environ.get("MOCKGPU_ARCH", "gfx1100")
-        install_mock_amd(arch if arch.startswith("gfx") else "gfx1100")
+      if name.split(":")[0] in ("NV", "AMD") and flag("MOCKGPU"): self._install_mock(name.split(":")[0])
       try: d = getattr(importlib.import_module(mod), cls)(name)
       except ImportError as e: raise RuntimeError(f"device {name} is not available: {e}") from e
       self._opened[name] = d
     return d
+  def _install_mock(self, base: str) -> None:
+    """No GPU here: put the fake kernel driver behind the syscall seam before the backend opens it. One driver serves
+    all MOCKGPU_COUNT GPUs, as one nvidia.ko / amdkfd serves the box; it is installed again only if a test removed it."""
+    from hcqrt import syscalls
+    if (drv := self._mocks.get(base)) is not None and drv in syscalls._drivers: return
+    count = mock_gpu_count()
+    if base == "NV":
+      from hcqrt.mock.nv import install_mock_nv
+      arch = os.environ.get("MOCKGPU_ARCH", "hopper")
+      self._mocks[base] = install_mock_nv("hopper" if arch.startswith("gfx") else arch, count=count)
+    else:
+      from hcqrt.mock.amd import install_mock_amd   # the fake KFD (gfx1100; MOCKGPU_ARCH=gfx942 for an MI300X)
+      arch = os.environ.get("MOCKGPU_ARCH", "gfx1100")
+      self._mocks[base] = install_mock_amd(arch if arch.startswith("gfx") else "gfx1100", gpus=count)
   @property
   def DEFAULT(self) -> str:
     if self._default is None:

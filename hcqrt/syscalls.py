@@ -74,6 +74,14 @@ def installed(driver: FakeDriver) -> Iterator[FakeDriver]:
   try: yield driver
   finally: uninstall(driver)
 
+def same_file(a: int, b: int) -> bool:
+  """Whether fds `a` and `b` reach the same kernel object: opened on the same device file of the same driver. For
+  /dev/kfd that is the same KFD process (one per mm): its event page and runtime state are shared by both fds."""
+  da, db = _fake_fds.get(a), _fake_fds.get(b)
+  if da is not None or db is not None: return da is db and _paths.get(a) == _paths.get(b)
+  sa, sb = os.fstat(a), os.fstat(b)
+  return (sa.st_dev, sa.st_ino, sa.st_rdev) == (sb.st_dev, sb.st_ino, sb.st_rdev)
+
 def is_fake(fd: int) -> bool: return fd in _fake_fds
 def driver_of(fd: int) -> FakeDriver | None:
   """The fake driver serving `fd` (None for a real device file): tests and benchmarks inspect the mock through it."""

@@ -8,7 +8,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FRONTEND = ROOT / "frontend"
 # the execution core, lowest first where it matters; none of them may import an upper module
-LOWER = ("devices", "buffer", "capture", "checks", "beam_runner", "engine", "context", "viz")
+LOWER = ("devices", "buffer", "capture", "checks", "beam_runner", "engine", "context", "viz", "multi")
 # the user-facing layer: the Tensor with its mixins, and what is built on it
 UPPER = ("tensor", "function", "indexing", "nn_ops", "tensor_extra", "jit", "export", "nn", "optim", "distributed")
 # the modules the old code tied into a cycle (engine -> jit -> engine, engine -> checks -> engine, beam_runner -> engine)

@@ -79,7 +79,8 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     if k not in state_dict: continue
     v = state_dict[k]
     if not isinstance(v, Tensor): v = Tensor(np.asarray(v), device=t.device)
-    v = v.to(t.device).cast(t.dtype)
+    # (a sharded parameter gets the value split the same way; tinygrad's load_state_dict does the same)
+    v = (v.shard(t.device, t.lazydata.axis) if isinstance(t.device, tuple) and not isinstance(v.device, tuple) else v.to(t.device)).cast(t.dtype)
     if verbose: print(f"load_state_dict: {k} {t.shape} {t.dtype}")
     # into the existing storage when there is one (anything that holds the tensor, a JIT or an optimizer, keeps
     # seeing it); an unrealized tensor just takes the new value
@@ -103,6 +104,7 @@ def _np_bits(dt: DType):
 def _tensor_bytes(t: Tensor) -> bytes:
   from frontend.engine import to_host
   if t.numel() == 0: return b""
+  if isinstance(t.device, tuple): t = t.to(t.device[0])   # a sharded tensor: its shards gathered on one device
   c = t.contiguous() if t.lazydata.is_view or not t.lazydata.realized else t
   c.realize()
   return to_host(c.lazydata, _np_bits(t.dtype)).tobytes()

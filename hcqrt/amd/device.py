@@ -20,7 +20,7 @@ the error event and payload word that each compute queue's CWSR header names (ho
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import collections, contextlib, ctypes, errno, os, struct, threading, time
+import collections, contextlib, ctypes, errno, os, struct, threading, time, weakref
 from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
@@ -83,6 +83,8 @@ class AMDBuffer:
     return memoryview((ctypes.c_char * self.nbytes).from_address(self.host)).cast("B")
   def __repr__(self) -> str: return f"<AMDBuffer {self.kind} {self.nbytes} bytes at {self.va:#x}>"
 
+_kfd_devices: list[weakref.ref] = []   # every AMDDevice opened, oldest first (those of one KFD process share its state)
+
 class AMDDevice(HCQDevice):
   """An AMD GPU driven through KFD. The device contract (hcqrt/interface.py Device) and the timeline, signals and graphs
   come from HCQDevice; this class is the driver: KFD bring-up, memory, PM4/AQL and SDMA queues, events, recovery."""
@@ -119,7 +121,17 @@ class AMDDevice(HCQDevice):
     self.ioctl("AMDKFD_IOC_ACQUIRE_VM", drm_fd=self.drm, gpu_id=self.gpu_id)
     # RUNTIME_ENABLE exists from KFD 1.13 ("Add debugger API", linux@v6.12.117:include/uapi/linux/kfd_ioctl.h:41)
     if self.abi.has("AMDKFD_IOC_RUNTIME_ENABLE") and self.kfd_version >= (1, 13):
-      self.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", r_debug=0, mode_mask=K.RUNTIME_ENABLE_MODE_ENABLE_MASK)
+      # the runtime is per KFD process (one per mm, shared by every /dev/kfd fd): the first GPU of the process enables
+      # it, and it stays enabled (EBUSY: linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c runtime_enable)
+      if self._process_peer() is None:
+        self.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", r_debug=0, mode_mask=K.RUNTIME_ENABLE_MODE_ENABLE_MASK)
+    _kfd_devices[:] = [r for r in _kfd_devices if r() is not None] + [weakref.ref(self)]
+
+  def _process_peer(self) -> AMDDevice | None:
+    """The newest other live AMDDevice of this KFD process (its /dev/kfd fd reaches the same process), if any."""
+    for r in reversed(_kfd_devices):
+      if (d := r()) is not None and d is not self and syscalls.same_file(d.kfd, self.kfd): return d
+    return None
 
   def _raw_ioctl(self, abi: K.KFDABI, name: str, arg: Any) -> Any:
     try: syscalls.ioctl(self.kfd, abi.request(name), arg)
@@ -216,8 +228,16 @@ class AMDDevice(HCQDevice):
     # event registers it; its id is never 0, which the kernel reserves when the process opens /dev/kfd
     # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:245-262), so gfx942's drop of end-of-pipe interrupts
     # with context id 0 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336) never hits it
-    self.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
-    ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
+    # The page is the process's (kfd_kmap_event_page: a second one is EINVAL, "Event page is already set",
+    # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c): a second GPU of the process maps the first one's page
+    # (a GTT BO maps on every GPU of the process) and creates its events in it
+    if (peer := self._process_peer()) is not None:
+      self.event_page = peer.event_page
+      self._map(self.event_page)
+      ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1)
+    else:
+      self.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
+      ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
     self.event_id, self.event_slot = ev.event_id, self.event_page.va + 8 * ev.event_slot_index
     # a GPU VM fault stops the queue and fires memory events: waits watch one so a fault is an error, not a timeout
     self.fault_event = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_MEMORY, auto_reset=1).event_id

@@ -38,14 +38,31 @@ KFD_MIN_QUEUE_RING_SIZE = 1024
 
 def _err(e: int, msg: str) -> OSError: return OSError(e, msg)
 
+class KFDNode:
+  """One GPU of the process (the kernel's kfd_process_device): its gpu_id, its render node, and the GPU VM that
+  ACQUIRE_VM binds through that render node; BOs allocated on it count against its VRAM."""
+  def __init__(self, gpu_id: int, node: int, render_minor: int):
+    self.gpu_id, self.node, self.render_minor = gpu_id, node, render_minor
+    self.render_path = f"/dev/dri/renderD{render_minor}"
+    self.render_fds: set[int] = set()
+    self.vm = GPUVM()
+    self.vm_acquired: int | None = None      # the render fd ACQUIRE_VM bound
+    self.vram_used = 0
+
 class MockKFD:
   """The fake KFD. `arch` "gfx1100" or "gfx942"; `kernel` "6.12" or "6.1" (default: MOCKGPU_KFD); `version` the
   (major, minor) GET_VERSION reports (default: that kernel's). `gpus` GPU nodes are listed (nodes 1..gpus), the
   mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies. `small_bar`:
   the PCI BAR shows only part of VRAM (a board without Resizable BAR). `report_queue_errors` (tests only; no kernel
-  does this): a queue stopped on something other than a VM fault also fails the process's next WAIT_EVENTS."""
+  does this): a queue stopped on something other than a VM fault also fails the process's next WAIT_EVENTS.
+  `serve` None serves every GPU node, as one amdkfd serves the box: one KFD process shared by all /dev/kfd fds of the
+  process (one per mm: kfd_process.c kfd_create_process looks the process up by current->mm), a VM per GPU
+  (ACQUIRE_VM through that GPU's render node), BO handles (gpu_id << 32) | idr naming their GPU. Another GPU's VRAM
+  maps only over XGMI or a large-BAR PCIe peer path (amdgpu_amdkfd_gpuvm.c kfd_mem_attach: "Prevent this BO from
+  being mapped to a peer device unless it is in the same XGMI hive, or peer device has large BAR"); the mock's
+  topology has no p2p_links, so that is EINVAL; GTT maps on any GPU of the process."""
   def __init__(self, arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, gpus: int = 1,
-               serve: int = 1, hidden: tuple[int, ...] = (), small_bar: bool = False, report_queue_errors: bool = False):
+               serve: int | None = None, hidden: tuple[int, ...] = (), small_bar: bool = False, report_queue_errors: bool = False):
     self.kernel = kernel or kernel_from_env()
     # 6.1 knows no GC 9.4.3: the newest gfx9 in its device table is 9.4.2 Aldebaran
     # (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_device.c:137), so an MI300X gets no KFD node there
@@ -55,23 +72,21 @@ class MockKFD:
     self.aql_errors_via_kfd = False   # an AQL packet error also reaches the CWSR payload word (firmware-dependent, aql.py)
     self.arch, self.version = arch, version or KFD_VERSION[self.kernel]
     gpu_ids = [GPU_ID[arch] + i for i in range(gpus)]
-    self.gpu_id, self.props, self.node_sizes = gpu_ids[serve - 1], gpu_properties(arch, self.kernel), node_sizes(arch)
+    self.props, self.node_sizes = gpu_properties(arch, self.kernel), node_sizes(arch)
+    self.nodes: dict[int, KFDNode] = {gpu_ids[n - 1]: KFDNode(gpu_ids[n - 1], n, RENDER_MINOR + n - 1)
+                                      for n in (range(1, gpus + 1) if serve is None else (serve,))}
     self.files = files(arch, self.kernel, gpu_ids)
     self.hidden = {f"{TOPOLOGY}/nodes/{n}/{f}" for n in hidden for f in ("gpu_id", "properties")}
     self.small_bar = small_bar
-    self.render_path = f"/dev/dri/renderD{RENDER_MINOR}"
     self.kfd_fds: set[int] = set()
-    self.render_fds: set[int] = set()
-    self.vm = GPUVM()
-    self.vm_acquired: int | None = None      # the render fd ACQUIRE_VM bound
     self.runtime_enabled = False
     self.bos: dict[int, BO] = {}             # handle -> BO
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
-    self.doorbells: dict[int, Queue] = {}    # doorbell byte offset in the frame -> queue
+    self.doorbells: dict[tuple[int, int], Queue] = {}    # (gpu_id, doorbell byte offset in its frame) -> queue
     self.doorbell_writes = 0                  # doorbell writes seen (tests and benchmarks count submissions)
     self.interrupts: list[int] = []           # context ids of the interrupts raised, in order (tests count them)
-    self.doorbell_maps: list[tuple[int, int]] = []   # (address, length) of doorbell frame mappings
+    self.doorbell_maps: list[tuple[int, int, int]] = []   # (address, length, gpu_id) of doorbell frame mappings
     self.event_page: BO | None = None
     # "Allocate event ID 0. It is used for a fast path to ignore bogus events": the process's first signal event is 1
     # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:245-262; linux@v6.1.192:.../kfd_events.c:252-255)
@@ -83,16 +98,34 @@ class MockKFD:
     self._due: float | None = None           # when the engine runs the queues next (doorbell time + latency_s)
     self.latency_s = 0.0                     # how long after a doorbell the CP starts on the work (tests widen races)
     self.release_stall_s = 0.0               # how long the CP stalls after each RELEASE_MEM (tests widen races)
-    self.vram_used = 0
     self.busy_ns = 0
     self.wait_timeouts = 0                   # WAIT_EVENTS that slept out their timeout (no interrupt came)
     self.missed_wakeups = 0                  # ... of them, with a waited-for event slot written (the release raised no interrupt)
     self.calls: list[str] = []               # ioctl names in order (tests read them)
     self.sizes: list[int] = []               # and the _IOC size each came with
 
+  # the first served GPU's state under the names the one-GPU mock had (tests read them)
+  @property
+  def first(self) -> KFDNode: return next(iter(self.nodes.values()))
+  @property
+  def gpu_id(self) -> int: return self.first.gpu_id
+  @property
+  def vm(self) -> GPUVM: return self.first.vm
+  @property
+  def vm_acquired(self) -> int | None: return self.first.vm_acquired
+  @property
+  def vram_used(self) -> int: return sum(n.vram_used for n in self.nodes.values())
+  @property
+  def render_path(self) -> str: return self.first.render_path
+  @property
+  def render_fds(self) -> set[int]: return {fd for n in self.nodes.values() for fd in n.render_fds}
+  def node_of(self, gpu_id: int) -> KFDNode:
+    if (n := self.nodes.get(gpu_id)) is None: raise _err(errno.EINVAL, f"unknown gpu_id {gpu_id:#x} (the process has {', '.join(f'{g:#x}' for g in self.nodes)})")
+    return n
+
   # ---- paths ----
   def claims(self, path: str) -> bool:
-    return path in ("/dev/kfd", self.render_path) or path.startswith(TOPOLOGY)
+    return path == "/dev/kfd" or any(path == n.render_path for n in self.nodes.values()) or path.startswith(TOPOLOGY)
   def listdir(self, path: str) -> list[str]:
     p = path.rstrip("/") + "/"
     names = {f[len(p):].split("/")[0] for f in self.files if f.startswith(p)}
@@ -107,10 +140,12 @@ class MockKFD:
 
   def open(self, path: str, flags: int) -> int:
     fd = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)   # a real fd number nothing else will get
-    (self.kfd_fds if path == "/dev/kfd" else self.render_fds).add(fd)
+    if path == "/dev/kfd": self.kfd_fds.add(fd)
+    else: next(n for n in self.nodes.values() if n.render_path == path).render_fds.add(fd)
     return fd
   def close(self, fd: int) -> None:
-    self.kfd_fds.discard(fd); self.render_fds.discard(fd)
+    self.kfd_fds.discard(fd)
+    for n in self.nodes.values(): n.render_fds.discard(fd)
     os.close(fd)
 
   # ---- ioctl ----
@@ -134,17 +169,18 @@ class MockKFD:
         if d & 2: ctypes.memmove(argp, layout.pack(args)[:size], size)   # the kernel copies back even on failure
     return ret
 
-  def _pdd(self, gpu_id: int, need_vm: bool = True) -> None:
-    if gpu_id != self.gpu_id: raise _err(errno.EINVAL, f"unknown gpu_id {gpu_id:#x} (topology has {self.gpu_id:#x})")
-    if need_vm and self.vm_acquired is None: raise _err(errno.EINVAL, "no ACQUIRE_VM for this GPU yet (the process has no VM on it)")
+  def _pdd(self, gpu_id: int, need_vm: bool = True) -> KFDNode:
+    n = self.node_of(gpu_id)
+    if need_vm and n.vm_acquired is None: raise _err(errno.EINVAL, f"no ACQUIRE_VM for gpu_id {gpu_id:#x} yet (the process has no VM on it)")
+    return n
 
   def _get_version(self, a: dict) -> None: a["major_version"], a["minor_version"] = self.version
 
   def _acquire_vm(self, a: dict) -> None:
-    self._pdd(a["gpu_id"], need_vm=False)
-    if a["drm_fd"] not in self.render_fds: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open render node of this GPU")
-    if self.vm_acquired is not None and self.vm_acquired != a["drm_fd"]: raise _err(errno.EBUSY, "VM already acquired through another drm fd")
-    self.vm_acquired = a["drm_fd"]
+    n = self._pdd(a["gpu_id"], need_vm=False)
+    if a["drm_fd"] not in n.render_fds: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open render node of GPU {a['gpu_id']:#x}")
+    if n.vm_acquired is not None and n.vm_acquired != a["drm_fd"]: raise _err(errno.EBUSY, "VM already acquired through another drm fd")
+    n.vm_acquired = a["drm_fd"]
 
   def _runtime_enable(self, a: dict) -> None:
     if a["mode_mask"] & 1:
@@ -156,14 +192,16 @@ class MockKFD:
     a["capabilities_mask"] = 0
 
   def _get_process_apertures_new(self, a: dict) -> None:
-    if a["num_of_nodes"] == 0: a["num_of_nodes"] = 1; return
-    ap = T.APERTURE.pack({"lds_base": 0x1000000000000, "lds_limit": 0x1000000000000 + 0xFFFFFFFF, "scratch_base": 0x2000000000000,
-                          "scratch_limit": 0x2000000000000 + 0xFFFFFFFF, "gpuvm_base": GPUVM_BASE, "gpuvm_limit": GPUVM_LIMIT, "gpu_id": self.gpu_id})
-    ctypes.memmove(a["kfd_process_device_apertures_ptr"], ap, len(ap))
-    a["num_of_nodes"] = 1
+    # one aperture per GPU of the process (kfd_chardev.c kfd_ioctl_get_process_apertures_new walks p->pdds)
+    if a["num_of_nodes"] == 0: a["num_of_nodes"] = len(self.nodes); return
+    aps = [T.APERTURE.pack({"lds_base": 0x1000000000000, "lds_limit": 0x1000000000000 + 0xFFFFFFFF, "scratch_base": 0x2000000000000,
+                            "scratch_limit": 0x2000000000000 + 0xFFFFFFFF, "gpuvm_base": GPUVM_BASE, "gpuvm_limit": GPUVM_LIMIT, "gpu_id": g})
+           for g in list(self.nodes)[: a["num_of_nodes"]]]
+    ctypes.memmove(a["kfd_process_device_apertures_ptr"], b"".join(aps), sum(map(len, aps)))
+    a["num_of_nodes"] = len(aps)
 
   def _available_memory(self, a: dict) -> None:
-    self._pdd(a["gpu_id"]); a["available"] = VRAM_BYTES[self.arch] - self.vram_used
+    a["available"] = VRAM_BYTES[self.arch] - self._pdd(a["gpu_id"]).vram_used
   def _get_clock_counters(self, a: dict) -> None:
     t = time.perf_counter_ns()
     a.update(gpu_clock_counter=t // 10, cpu_clock_counter=t, system_clock_counter=t, system_clock_freq=1_000_000_000)
@@ -172,7 +210,7 @@ class MockKFD:
 
   # ---- memory ----
   def _alloc_memory_of_gpu(self, a: dict) -> None:
-    self._pdd(a["gpu_id"])
+    node = self._pdd(a["gpu_id"])
     va, size, fl = a["va_addr"], a["size"], a["flags"]
     if size == 0: raise _err(errno.EINVAL, "size 0")
     if not fl & (T.VRAM | T.GTT): raise _err(errno.EINVAL, f"flags {fl:#x}: no VRAM or GTT domain (USERPTR/DOORBELL/MMIO_REMAP are not modelled)")
@@ -183,18 +221,18 @@ class MockKFD:
     end = va + (size + PAGE - 1) // PAGE * PAGE
     for b in self.bos.values():
       if b.va < end and va < b.end: raise _err(errno.EINVAL, f"va range {va:#x}..{end:#x} overlaps the BO at {b.va:#x}..{b.end:#x}")
-    if fl & T.VRAM and self.vram_used + size > VRAM_BYTES[self.arch]: raise _err(errno.ENOMEM, "out of VRAM")
-    handle = (self.gpu_id << 32) | self.next_idr
+    if fl & T.VRAM and node.vram_used + size > VRAM_BYTES[self.arch]: raise _err(errno.ENOMEM, "out of VRAM")
+    handle = (node.gpu_id << 32) | self.next_idr
     self.next_idr += 1
     bo = BO(handle, va, size, fl)
     bo.mmap_offset = (1 << 40) + (handle & 0xFFFFFFFF) * (1 << 24)   # type: ignore[attr-defined]
     self.bos[handle] = bo
-    if fl & T.VRAM: self.vram_used += bo.size
+    if fl & T.VRAM: node.vram_used += bo.size
     a["handle"], a["mmap_offset"] = handle, bo.mmap_offset   # type: ignore[attr-defined]
 
   def _bo(self, handle: int, missing: int = errno.ENOMEM) -> BO:
     """The BO of a handle: an unknown GPU id is EINVAL; an unknown IDR index is ENOMEM in map/unmap, EINVAL in free."""
-    if handle >> 32 != self.gpu_id: raise _err(errno.EINVAL, f"handle {handle:#x} names no GPU of this process")
+    if handle >> 32 not in self.nodes: raise _err(errno.EINVAL, f"handle {handle:#x} names no GPU of this process")
     if (bo := self.bos.get(handle)) is None: raise _err(missing, f"handle {handle:#x} is not an allocation of this process")
     return bo
 
@@ -203,7 +241,7 @@ class MockKFD:
     bo = self._bo(a["handle"], errno.EINVAL)
     if bo.gpu_mapped: raise _err(errno.EBUSY, f"BO at {bo.va:#x} is still mapped to the GPU")
     del self.bos[a["handle"]]
-    if bo.flags & T.VRAM: self.vram_used -= bo.size
+    if bo.flags & T.VRAM: self.nodes[a["handle"] >> 32].vram_used -= bo.size
     bo.close()
 
   def _device_ids(self, a: dict) -> list[int]:
@@ -215,27 +253,29 @@ class MockKFD:
     ids = self._device_ids(a)
     bo = self._bo(a["handle"])
     for i in range(a["n_success"], len(ids)):
-      self._pdd(ids[i])
-      bo.gpu_mapped.add(ids[i]); self.vm.map(bo)
+      node = self._pdd(ids[i])
+      if bo.flags & T.VRAM and node.gpu_id != a["handle"] >> 32:   # peer VRAM: no XGMI hive, no p2p link (class doc)
+        raise _err(errno.EINVAL, f"VRAM of gpu_id {a['handle'] >> 32:#x} mapped to gpu_id {node.gpu_id:#x}: no XGMI or PCIe peer path")
+      bo.gpu_mapped.add(ids[i]); node.vm.map(bo)
       a["n_success"] = i + 1
 
   def _unmap_memory_from_gpu(self, a: dict) -> None:
     ids = self._device_ids(a)
     bo = self._bo(a["handle"])
     for q in self.queues.values():
-      if any(bo.va <= x < bo.end for x in q.buffers): raise _err(errno.EBUSY, f"BO at {bo.va:#x} holds buffers of {q.name}")
+      if q.gpu_id in ids and any(bo.va <= x < bo.end for x in q.buffers): raise _err(errno.EBUSY, f"BO at {bo.va:#x} holds buffers of {q.name}")
     for i in range(a["n_success"], len(ids)):
-      self._pdd(ids[i])
+      node = self._pdd(ids[i])
       if ids[i] not in bo.gpu_mapped: raise _err(errno.EINVAL, f"BO at {bo.va:#x} is not mapped to gpu {ids[i]:#x}")
-      bo.gpu_mapped.discard(ids[i]); self.vm.unmap(bo)
+      bo.gpu_mapped.discard(ids[i]); node.vm.unmap(bo)
       a["n_success"] = i + 1
 
   # ---- queues ----
-  def _queue_buffer(self, what: str, va: int, size: int) -> None:
+  def _queue_buffer(self, vm: GPUVM, what: str, va: int, size: int) -> None:
     """kfd_queue_buffer_get (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_queue.c:197-217): the GPU page of `va`
     must be the first page of a GPU mapping and, unless `size` is under a page, the mapping exactly `size` bytes
     (compared in 4 KiB pages), else EINVAL."""
-    bo = next((b for b in self.vm.bos if b.va >> 12 <= va >> 12 < b.end >> 12), None)
+    bo = next((b for b in vm.bos if b.va >> 12 <= va >> 12 < b.end >> 12), None)
     if bo is None: raise _err(errno.EINVAL, f"{what} {va:#x}: no GPU mapping holds it")
     if va >> 12 != bo.va >> 12 or (size >> 12 and bo.size >> 12 != size >> 12):
       raise _err(errno.EINVAL, f"{what} {va:#x}: expected a mapping of {size:#x} bytes starting at its page, the BO is {bo.va:#x}+{bo.size:#x}")
@@ -253,59 +293,59 @@ class MockKFD:
     rs = a["ring_size"] = max(rs, KFD_MIN_QUEUE_RING_SIZE)
     qt = a["queue_type"]
     if qt not in (T.QUEUE_COMPUTE, T.QUEUE_SDMA, T.QUEUE_COMPUTE_AQL): raise _err(ENOTSUPP, f"queue_type {qt} is not supported")
-    self._pdd(a["gpu_id"], need_vm=False)
-    if self.vm_acquired is None: raise _err(errno.ESRCH, "process is not bound to the GPU (no ACQUIRE_VM)")
+    node = self._pdd(a["gpu_id"], need_vm=False)
+    if node.vm_acquired is None: raise _err(errno.ESRCH, "process is not bound to the GPU (no ACQUIRE_VM)")
     bufs = [a["ring_base_address"], a["read_pointer_address"], a["write_pointer_address"]]
     if qt != T.QUEUE_SDMA: bufs += [a["eop_buffer_address"], a["ctx_save_restore_address"]]
-    if self.kernel != "6.1": self._acquire_buffers(a, qt)
+    if self.kernel != "6.1": self._acquire_buffers(node.vm, a, qt)
     # 6.1 has no kfd_queue_acquire_buffers: it copies the addresses and sizes into the MQD unchecked
     # (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c set_queue_properties_from_user); the CP finds out later.
     # It does check the MES (gfx11) write pointer (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:345-376)
-    elif self.arch == "gfx1100": self._mes_wptr_61(a["write_pointer_address"])
+    elif self.arch == "gfx1100": self._mes_wptr_61(node.vm, a["write_pointer_address"])
     qid = next(i for i in range(1024) if i not in self.queues)
     if qt == T.QUEUE_COMPUTE_AQL:   # KFD_QUEUE_FORMAT_AQL (kfd_chardev.c set_queue_properties_from_user): the CP reads HSA packets
-      q: Queue = AQLQueue(self, qid, self.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch,
+      q: Queue = AQLQueue(self, qid, node.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch,
                           self.props["num_xcc"])
-    else: q = Queue(self, qid, qt, self.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch)
-    q.buffers = bufs   # type: ignore[attr-defined]
+    else: q = Queue(self, qid, qt, node.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch)
+    q.buffers, q.gpu_id = bufs, node.gpu_id   # type: ignore[attr-defined]
     q.ctx_save = (a["ctx_save_restore_address"], a["ctx_save_restore_size"]) if qt != T.QUEUE_SDMA else None   # type: ignore[attr-defined]
     self.queues[qid] = q
-    self.doorbells[qid * 8] = q
+    self.doorbells[(node.gpu_id, qid * 8)] = q
     a["queue_id"] = qid
-    a["doorbell_offset"] = (T.MMAP_DOORBELL << 62) | (self.gpu_id << 46) | (qid * 8)
+    a["doorbell_offset"] = (T.MMAP_DOORBELL << 62) | (node.gpu_id << 46) | (qid * 8)
 
-  def _mes_wptr_61(self, wptr: int) -> None:
+  def _mes_wptr_61(self, vm: GPUVM, wptr: int) -> None:
     """6.1's MES wptr rule (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:345-376): the BO mapped at
     write_pointer_address is looked up ("Failed to lookup wptr bo"), must be at most a page ("Requested GART mapping
     for wptr bo larger than one page") and is then mapped into the GART, which a GTT BO only allows; else EINVAL."""
-    bo = next((b for b in self.vm.bos if b.va <= wptr < b.end), None)
+    bo = next((b for b in vm.bos if b.va <= wptr < b.end), None)
     if bo is None: raise _err(errno.EINVAL, f"write_pointer_address {wptr:#x}: no GPU mapping holds it (failed to lookup wptr bo)")
     if bo.size > PAGE: raise _err(errno.EINVAL, f"write_pointer_address {wptr:#x}: the wptr BO is {bo.size:#x} bytes, more than one page")
     if not bo.flags & T.GTT: raise _err(errno.EINVAL, f"write_pointer_address {wptr:#x}: MES needs the wptr in a GTT BO (GART-mapped)")
 
-  def _acquire_buffers(self, a: dict, qt: int) -> None:
+  def _acquire_buffers(self, vm: GPUVM, a: dict, qt: int) -> None:
     """kfd_queue_acquire_buffers (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_queue.c:233-345), called from
     kfd_ioctl_create_queue (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:362): wptr and rptr one page
     each, the ring exactly ring_size; compute queues also the EOP buffer (the node's size), ctl_stack_size equal to
     the node's, ctx_save_restore_size at least the node's cwsr_size (42ea9cf2f16b "Relax size checking") and the CWSR
     BO exactly ALIGN((ctx_save_restore_size + debug_memory_size) * NUM_XCC, 4 KiB) (kfd_queue.c:318-338)."""
-    self._queue_buffer("write_pointer_address", a["write_pointer_address"], PAGE)
-    self._queue_buffer("read_pointer_address", a["read_pointer_address"], PAGE)
+    self._queue_buffer(vm, "write_pointer_address", a["write_pointer_address"], PAGE)
+    self._queue_buffer(vm, "read_pointer_address", a["read_pointer_address"], PAGE)
     # MES (gfx11) reads the write pointer through the GART: the kernel pins the wptr BO there, which only a GTT BO
     # allows (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process_queue_manager.c:277-293)
-    if self.arch == "gfx1100" and not self.vm.find(a["write_pointer_address"]).flags & T.GTT:
+    if self.arch == "gfx1100" and not vm.find(a["write_pointer_address"]).flags & T.GTT:
       raise _err(errno.EINVAL, f"write_pointer_address {a['write_pointer_address']:#x}: MES needs the wptr in a GTT BO (GART-mapped)")
-    self._queue_buffer("ring_base_address", a["ring_base_address"], a["ring_size"])
+    self._queue_buffer(vm, "ring_base_address", a["ring_base_address"], a["ring_size"])
     if qt == T.QUEUE_SDMA: return
     n = self.node_sizes
     if a["eop_buffer_address"]:
       if a["eop_buffer_size"] != n["eop_buffer_size"]: raise _err(errno.EINVAL, f"eop_buffer_size {a['eop_buffer_size']:#x} != the node's {n['eop_buffer_size']:#x}")
-      self._queue_buffer("eop_buffer_address", a["eop_buffer_address"], a["eop_buffer_size"])
+      self._queue_buffer(vm, "eop_buffer_address", a["eop_buffer_address"], a["eop_buffer_size"])
     if a["ctl_stack_size"] != n["ctl_stack_size"]: raise _err(errno.EINVAL, f"ctl_stack_size {a['ctl_stack_size']:#x} != the node's {n['ctl_stack_size']:#x}")
     if a["ctx_save_restore_size"] < n["cwsr_size"]:
       raise _err(errno.EINVAL, f"ctx_save_restore_size {a['ctx_save_restore_size']:#x} < the node's cwsr_size {n['cwsr_size']:#x}")
     total = -(-(a["ctx_save_restore_size"] + n["debug_memory_size"]) * self.props["num_xcc"] // PAGE) * PAGE
-    self._queue_buffer("ctx_save_restore_address", a["ctx_save_restore_address"], total)
+    self._queue_buffer(vm, "ctx_save_restore_address", a["ctx_save_restore_address"], total)
 
   def preempt(self, qid: int | None = None) -> None:
     """Preempt compute queues with waves in flight (HWS oversubscription, eviction, suspend, a debugger): the CP saves
@@ -319,14 +359,14 @@ class MockKFD:
         base, size = q.ctx_save
         for xcc in range(self.props["num_xcc"]):
           at = base + xcc * size
-          try: self.vm.find(at, self.node_sizes["cwsr_size"])
+          try: q.vm.find(at, self.node_sizes["cwsr_size"])
           except GPUFault as e:
             self.memory_fault(e.va)
             raise q.fail(f"CWSR save of XCC {xcc} at {at:#x}+{self.node_sizes['cwsr_size']:#x} faulted: {e}", fault=True) from None
 
   def _destroy_queue(self, a: dict) -> None:
     if (q := self.queues.pop(a["queue_id"], None)) is None: raise _err(errno.EINVAL, f"no queue {a['queue_id']}")
-    self.doorbells.pop(q.qid * 8, None)
+    self.doorbells.pop((q.gpu_id, q.qid * 8), None)
     q.destroyed = True
 
   # ---- events ----
@@ -446,18 +486,20 @@ class MockKFD:
   def mmap(self, fd: int, length: int, prot: int, flags: int, offset: int, addr: int | None) -> int:
     with self.lock:
       if fd in self.render_fds:
-        bo = next((b for b in self.bos.values() if getattr(b, "mmap_offset", None) == offset), None)
-        if bo is None: raise _err(errno.EINVAL, f"render node mmap: offset {offset:#x} names no BO")
+        # a BO's mmap offset lives in its own GPU's DRM device: another GPU's render node does not know it
+        node = next(n for n in self.nodes.values() if fd in n.render_fds)
+        bo = next((b for b in self.bos.values() if getattr(b, "mmap_offset", None) == offset and b.handle >> 32 == node.gpu_id), None)
+        if bo is None: raise _err(errno.EINVAL, f"render node mmap: offset {offset:#x} names no BO of gpu_id {node.gpu_id:#x}")
         if bo.flags & T.VRAM and not bo.flags & T.PUBLIC: raise _err(errno.EPERM, f"BO at {bo.va:#x} is VRAM without PUBLIC (NO_CPU_ACCESS)")
         if length > bo.size: raise _err(errno.EINVAL, f"mmap of {length:#x} bytes of a {bo.size:#x}-byte BO")
         return bo.map_cpu(addr, length, prot)
       if fd not in self.kfd_fds: raise _err(errno.ENODEV, "mmap of an unknown fd")
       kind, gpu = offset >> 62, (offset >> 46) & 0xFFFF
       if kind != T.MMAP_DOORBELL: raise _err(errno.EINVAL, f"/dev/kfd mmap type {kind} is not modelled (dGPU event pages are user BOs)")
-      if gpu != self.gpu_id: raise _err(errno.EINVAL, f"doorbell mmap for unknown gpu_id {gpu:#x}")
+      if gpu not in self.nodes: raise _err(errno.EINVAL, f"doorbell mmap for unknown gpu_id {gpu:#x}")
       if length != DOORBELL_FRAME: raise _err(errno.EINVAL, f"doorbell mmap of {length:#x} bytes (the process frame is {DOORBELL_FRAME:#x})")
       a = syscalls.mmap(-1, length, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS | (syscalls.MAP_FIXED if addr else 0), 0, addr)
-      self.doorbell_maps.append((a, length))
+      self.doorbell_maps.append((a, length, gpu))
       return a
 
   def munmap(self, addr: int, length: int) -> None:
@@ -465,11 +507,11 @@ class MockKFD:
     syscalls.munmap(addr, length)
 
   def mmio_write64(self, addr: int, value: int) -> None:
-    base = next((a for a, n in self.doorbell_maps if a <= addr < a + n), None)
+    base, gpu = next(((a, g) for a, n, g in self.doorbell_maps if a <= addr < a + n), (None, None))
     ctypes.c_uint64.from_address(addr).value = value
     if base is None: return
     with self.lock:
-      q = self.doorbells.get(addr - base)
+      q = self.doorbells.get((gpu, addr - base))   # each GPU's doorbell frame rings only its own queues
       if q is None: return   # a doorbell no queue owns: the hardware ignores it
       self.doorbell_writes += 1
       q.target = value

@@ -88,6 +88,10 @@ def files(arch: str, kernel: str = "6.12", gpu_ids: list[int] | None = None) -> 
   """path -> text of every topology file the mock serves: node 0 the CPU, nodes 1.. the GPUs of `gpu_ids` (default one)."""
   out = {f"{TOPOLOGY}/generation_id": "1\n", f"{TOPOLOGY}/system_properties": "platform_oem 0\nplatform_id 0\nplatform_rev 0\n"}
   nodes = [(0, cpu_properties())] + [(g, gpu_properties(arch, kernel)) for g in (gpu_ids or [GPU_ID[arch]])]
+  # each GPU its own render node (renderD128, 129, ...: DRM hands out render minors from 128 up in probe order,
+  # linux@v6.12.117:drivers/gpu/drm/drm_drv.c drm_minor_alloc, DRM_MINOR_RENDER range 128..191) and PCI
+  # slot (location_id = bus << 8 | devfn; the k-th GPU one bus further on)
+  for k, (_, props) in enumerate(nodes[1:]): props["drm_render_minor"], props["location_id"] = RENDER_MINOR + k, props["location_id"] + (k << 8)
   for n, (gpu_id, props) in enumerate(nodes):
     out[f"{TOPOLOGY}/nodes/{n}/gpu_id"] = f"{gpu_id}\n"
     out[f"{TOPOLOGY}/nodes/{n}/name"] = ("" if n == 0 else arch) + "\n"

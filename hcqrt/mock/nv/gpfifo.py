@@ -124,7 +124,7 @@ class Channel:
   def u32(self, off: int) -> ctypes.c_uint32: return ctypes.c_uint32.from_address(self.d["userd"] + off)
 
   def fail(self, msg: str, va: int | None = None) -> GPUError:
-    self.error = GPUError(f"mock GPU: {self.name}{f' pushbuffer {va:#x}' if va is not None else ''}: {msg}")
+    self.error = GPUError(f"mock GPU {self.engine.gpu}: {self.name}{f' pushbuffer {va:#x}' if va is not None else ''}: {msg}")
     # RC recovery fills the error notifiers; info16 names the engine that faulted (GR0 unless the copy engine did)
     self.engine.rm.channel_error(self.obj, self.error.args[0], self.fault_engine)
     return self.error
@@ -412,9 +412,9 @@ class Channel:
       raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} {kind}: {e}", g.at) from None
 
 class GPFIFOEngine:
-  """All channels of one MockNV; `ring(token)` is the doorbell."""
-  def __init__(self, rm: Any):
-    self.rm = rm
+  """All channels of one GPU of a MockNV; `ring(token)` is its doorbell. Each GPU's engine runs only its own channels."""
+  def __init__(self, rm: Any, gpu: int = 0):
+    self.rm, self.gpu = rm, gpu
     self.channels: dict[int, Channel] = {}
     self._spaces: dict[int, tuple[list, AddressSpace]] = {}
     self.lock = threading.RLock()
@@ -444,8 +444,8 @@ class GPFIFOEngine:
     with self.lock:
       t0 = time.perf_counter_ns()
       try:
-        try: obj = self.rm.channel_by_token(token)
-        except KeyError: raise GPUError(f"mock GPU: doorbell with unknown work-submit token {token}") from None
+        try: obj = self.rm.channel_by_token(token, self.gpu)
+        except KeyError: raise GPUError(f"mock GPU {self.gpu}: doorbell with unknown work-submit token {token}") from None
         self.channel(obj)
         self.run_all(obj)
       finally: self.busy_ns += time.perf_counter_ns() - t0
@@ -453,7 +453,7 @@ class GPFIFOEngine:
   def run_all(self, rung: Any = None) -> None:
     """Run channels until none progresses; an errored channel raises only when its own doorbell rang."""
     with self.lock:
-      live = {id(o): o for o in self.rm.channels()}
+      live = {id(o): o for o in self.rm.channels(self.gpu)}
       for k in [k for k in self.channels if k not in live]: del self.channels[k]
       progressed = True
       while progressed:

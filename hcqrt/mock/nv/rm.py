@@ -93,17 +93,35 @@ def _class_kind(cls: int) -> str | None:
   if cls in fixed: return fixed[cls]
   return {0x61: "usermode", 0x6F: "channel", 0xC0: "compute", 0xB5: "copy"}.get(cls & 0xFF) if cls >= 0xC300 else None
 
+@dataclass
+class MockGPU:
+  """One GPU of the box: where it sits on PCI and what RM and UVM name it by. RM derives the 32-bit gpuId from the PCI
+  address, (domain & 0xffff) << 16 | bus << 8 | device (OGKM@580.142 src/nvidia/src/kernel/gpu/gpu.c gpuGenerate32BitId,
+  called through nv_generate_id_from_pci_info in src/nvidia/arch/nvalloc/unix/include/nv.h); the mock puts GPU i alone
+  on bus i + 1, device 0. Its device instance (NV0000_CTRL_GPU_GET_ID_INFO_V2 deviceInstance, the NV01_DEVICE_0
+  deviceId) and /dev/nvidia minor are its probe order, i."""
+  index: int
+  uuid: bytes
+  engine: Any = None       # its GPFIFO engine (gpfifo.py): each GPU runs its own channels
+  vidmem_used: int = 0
+  @property
+  def bus(self) -> int: return self.index + 1
+  @property
+  def gpu_id(self) -> int: return self.bus << 8
+
 class MockNV:
   """The fake NVIDIA driver. `arch` picks the GPU (chips.CHIPS), `version` the driver version it reports;
-  struct layouts follow `layout_version` (default: `version`, so a mismatched client sees EINVAL/status errors)."""
-  def __init__(self, arch: str = "hopper", version: str = "580.142", layout_version: str | None = None):
+  struct layouts follow `layout_version` (default: `version`, so a mismatched client sees EINVAL/status errors).
+  `count` GPUs of that chip sit behind the one driver (one /dev/nvidiactl, /dev/nvidia0..count-1), as nvidia.ko
+  presents every GPU of the box."""
+  def __init__(self, arch: str = "hopper", version: str = "580.142", layout_version: str | None = None, count: int = 1):
+    if not 1 <= count <= 32: raise ValueError(f"MockNV: {count} GPUs (RM lists at most 32: NV0000_CTRL_GPU_MAX_ATTACHED_GPUS)")
     self.chip: Chip = CHIPS[arch]
     self.version = version
     self.abi: NVABI = abi_for_version(layout_version or version)
     self.ffi = self.abi.ffi
     self.files: dict[int, FileState] = {}
     self.clients: dict[int, dict[int, RMObject]] = {}
-    self.gpu_id = 0x100                           # RM's gpu id = PCI domain/bus derived; bus 1
     self.init_sysmem = True                       # NVreg_InitializeSystemMemoryAllocations (see _memory)
     self.faults: list[str] = []                   # what each RC error was (for tests; RM itself only writes the notifiers)
     # kind -> status for the next RM free of an object of that kind (tests): Nv01Free fails before anything is freed
@@ -111,16 +129,33 @@ class MockNV:
     # src/nvidia/src/libraries/resserv/src/rs_server.c:1222-1231 `goto done` before the tree free), e.g. with
     # NV_ERR_GPU_IN_FULLCHIP_RESET (alloc_free.c:1539) or NV_ERR_GPU_IS_LOST; the object and its children stay alive
     self.fail_free: dict[str, str] = {}
-    self.uuid = bytes([0x4A, 0x1C, 0x90, 0x07] + [0x5E] * 12)
+    self.gpus = [MockGPU(i, bytes([0x4A, 0x1C, 0x90, 0x07 + i] + [0x5E] * 12)) for i in range(count)]
     self.next_client, self.next_chid = 0, 0
-    self.vidmem_used = 0
     from hcqrt.mock.nv.uvm import UVM
     from hcqrt.mock.nv.gpfifo import GPFIFOEngine
     self.uvm = UVM(self)
-    self.engine = GPFIFOEngine(self)
-    self.doorbell_pages: dict[int, int] = {}   # CPU address of a mapped usermode page -> its length
+    for g in self.gpus: g.engine = GPFIFOEngine(self, g.index)
+    self.doorbell_pages: dict[int, tuple[int, int]] = {}   # CPU address of a mapped usermode page -> (its length, its GPU)
     self.doorbells = 0                          # doorbell writes seen (tests and benchmarks count submissions)
     self.uvm_mm_enabled = False                 # False: UVM_MM_INITIALIZE answers NV_WARN_NOTHING_TO_DO (as without HMM/ATS)
+
+  # GPU 0's state under the names the one-GPU mock had (tests and benchmarks read them)
+  @property
+  def gpu_id(self) -> int: return self.gpus[0].gpu_id
+  @property
+  def uuid(self) -> bytes: return self.gpus[0].uuid
+  @property
+  def engine(self) -> Any: return self.gpus[0].engine
+  @property
+  def vidmem_used(self) -> int: return sum(g.vidmem_used for g in self.gpus)
+
+  def gpu_of(self, o: RMObject) -> MockGPU:
+    """The GPU an object belongs to: its device's (a client-level object has none)."""
+    while o.kind != "device":
+      if o.parent is None: raise _fail("NV_ERR_INVALID_OBJECT_PARENT", f"{o.kind} {o.handle:#x} is not under a device")
+      o = o.parent
+    return self.gpus[o.data["gpu"]]
+  def gpu_by_id(self, gpu_id: int) -> MockGPU | None: return next((g for g in self.gpus if g.gpu_id == gpu_id), None)
 
   # ---- the syscall seam interface ----
   def claims(self, path: str) -> bool: return re.fullmatch(r"/dev/nvidia(ctl|-uvm|\d+)", path) is not None
@@ -128,8 +163,8 @@ class MockNV:
   def open(self, path: str, flags: int) -> int:
     if path == "/dev/nvidiactl": st = FileState("ctl", path)
     elif path == "/dev/nvidia-uvm": st = FileState("uvm", path)
-    elif path == "/dev/nvidia0": st = FileState("dev", path, minor=0)
-    else: raise FileNotFoundError(errno.ENOENT, f"No such device: {path} (the mock has one GPU, /dev/nvidia0)")
+    elif (m := re.fullmatch(r"/dev/nvidia(\d+)", path)) and int(m.group(1)) < len(self.gpus): st = FileState("dev", path, minor=int(m.group(1)))
+    else: raise FileNotFoundError(errno.ENOENT, f"No such device: {path} (the mock has {len(self.gpus)} GPU(s), /dev/nvidia0..{len(self.gpus) - 1})")
     fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)   # a real, unique fd number the client can hold
     self.files[fd] = st
     return fd
@@ -169,15 +204,16 @@ class MockNV:
     if (st.kind == "dev" and length != ln) or length > ln:
       raise OSError(errno.ENXIO, f"mmap of {st.path}: length {length:#x} differs from the mapped size {ln:#x}")
     a = backing.map_into(length, prot, addr, off)
-    if any(o.kind == "usermode" and o.data.get("backing") is backing for objs in self.clients.values() for o in objs.values()):
-      self.doorbell_pages[a] = length
+    um = next((o for objs in self.clients.values() for o in objs.values() if o.kind == "usermode" and o.data.get("backing") is backing), None)
+    if um is not None: self.doorbell_pages[a] = (length, self.gpu_of(um).index)
     return a
 
   def mmio_write32(self, addr: int, value: int) -> None:
-    """A register write into one of our mappings: the doorbell (usermode + 0x90) runs the GPFIFO engine."""
+    """A register write into one of our mappings: the doorbell (usermode + 0x90) runs the GPFIFO engine of the GPU whose
+    usermode region it is (a token rung on another GPU's doorbell names no channel there)."""
     ctypes.c_uint32.from_address(addr).value = value
-    for base in self.doorbell_pages:
-      if addr == base + 0x90: self.doorbells += 1; self.engine.ring(value); return
+    for base, (_, gpu) in self.doorbell_pages.items():
+      if addr == base + 0x90: self.doorbells += 1; self.gpus[gpu].engine.ring(value); return
 
   def munmap(self, addr: int, length: int) -> None:
     self.doorbell_pages.pop(addr, None)
@@ -220,10 +256,13 @@ class MockNV:
   def _esc_card_info(self, fd, st, argp, size):
     cards = self.ffi.cast("nv_ioctl_card_info_t *", argp)
     self.ffi.memmove(cards, b"\0" * size, size)
-    c = cards[0]
-    c.valid, c.gpu_id, c.minor_number, c.fb_size = 1, self.gpu_id, 0, self.chip.fb_size
-    c.pci_info.domain, c.pci_info.bus, c.pci_info.vendor_id, c.pci_info.device_id = 0, 1, 0x10DE, self.chip.pci_device_id
-    c.reg_address, c.reg_size, c.fb_address = 0xFB000000, 16 << 20, 0xC000000000
+    # (nvidia.ko fills one entry per probed GPU, as many as the caller's array holds: OGKM@580.142 kernel-open/nvidia/nv.c
+    # nvidia_ioctl NV_ESC_CARD_INFO -> nvidia_read_card_info(arg_copy, arg_size / sizeof(nv_ioctl_card_info_t)))
+    for g in self.gpus[: size // self.abi.sizeof("nv_ioctl_card_info_t")]:
+      c = cards[g.index]
+      c.valid, c.gpu_id, c.minor_number, c.fb_size = 1, g.gpu_id, g.index, self.chip.fb_size
+      c.pci_info.domain, c.pci_info.bus, c.pci_info.vendor_id, c.pci_info.device_id = 0, g.bus, 0x10DE, self.chip.pci_device_id
+      c.reg_address, c.reg_size, c.fb_address = 0xFB000000 - (g.index << 25), 16 << 20, 0xC000000000 + (g.index << 36)
 
   def _esc_register_fd(self, fd, st, argp, size):
     ctl = self.cast("nv_ioctl_register_fd_t", argp).ctl_fd
@@ -234,7 +273,7 @@ class MockNV:
     if st.attached: raise OSError(errno.EINVAL, "ATTACH_GPUS_TO_FD may only be done once per fd")
     ids = self.ffi.cast("NvU32 *", argp)
     for i in range(size // 4):
-      if ids[i] != self.gpu_id: raise OSError(errno.EINVAL, f"ATTACH_GPUS_TO_FD: unknown gpu id {ids[i]:#x}")
+      if self.gpu_by_id(ids[i]) is None: raise OSError(errno.EINVAL, f"ATTACH_GPUS_TO_FD: unknown gpu id {ids[i]:#x}")
     st.attached = True
 
   def _esc_alloc_os_event(self, fd, st, argp, size):
@@ -362,8 +401,10 @@ class MockNV:
     p.hObjectNew = h
 
   def _alloc_device(self, o, prm):
-    if prm.deviceId != 0: raise _fail("NV_ERR_INVALID_ARGUMENT", f"deviceId {prm.deviceId}: the mock has one GPU")
-    if any(c.kind == "device" for c in o.parent.children): raise _fail("NV_ERR_STATE_IN_USE", "device already allocated under this client")
+    if prm.deviceId >= len(self.gpus): raise _fail("NV_ERR_INVALID_ARGUMENT", f"deviceId {prm.deviceId}: the mock has {len(self.gpus)} GPU(s)")
+    if any(c.kind == "device" and c.data["gpu"] == prm.deviceId for c in o.parent.children):
+      raise _fail("NV_ERR_STATE_IN_USE", f"device {prm.deviceId} already allocated under this client")
+    o.data["gpu"] = prm.deviceId
   def _alloc_subdevice(self, o, prm):
     if prm.subDeviceId != 0: raise _fail("NV_ERR_INVALID_ARGUMENT", f"subDeviceId {prm.subDeviceId}")
     if any(c.kind == "subdevice" for c in o.parent.children): raise _fail("NV_ERR_STATE_IN_USE", "subdevice already allocated")
@@ -389,16 +430,17 @@ class MockNV:
     if align & (align - 1): raise _fail("NV_ERR_INVALID_ARGUMENT", f"alignment {align:#x} is not a power of two")
     page = (2 << 20) if huge else PAGE
     size = round_up(prm.size, max(page, align))
-    if vid and self.vidmem_used + size > self.chip.fb_size: raise _fail("NV_ERR_NO_MEMORY", f"video memory exhausted ({size:#x} bytes)")
+    gpu = self.gpu_of(o.parent)
+    if vid and gpu.vidmem_used + size > self.chip.fb_size: raise _fail("NV_ERR_NO_MEMORY", f"video memory of GPU {gpu.index} exhausted ({size:#x} bytes)")
     if prm.flags & F.VALUES["NVOS32_ALLOC_FLAGS_VIRTUAL"]: raise _fail("NV_ERR_NOT_SUPPORTED", "virtual allocation through a memory class")
     b = HostMemory(size, "nv-vidmem" if vid else "nv-sysmem")
     # RM zeroes new system memory only while NVreg_InitializeSystemMemoryAllocations=1 (OGKM@580.142
     # src/nvidia/arch/nvalloc/unix/src/os.c:1013-1021, default in src/nvidia/arch/nvalloc/unix/include/nv-reg.h:960);
     # with it 0 the pages hold whatever was there before
     if not vid and not self.init_sysmem: ctypes.memset(b.addr, 0xA5, size)
-    if vid: self.vidmem_used += size
+    if vid: gpu.vidmem_used += size
     cacheable = (prm.attr2 >> ATTR2_GPU_CACHEABLE_SHIFT) & 3 == GPU_CACHEABLE_YES
-    o.data.update(backing=b, size=size, host=b.addr, align=max(page, align), page=page, vid=vid, gpu_cacheable=not vid and cacheable)
+    o.data.update(backing=b, size=size, host=b.addr, align=max(page, align), page=page, vid=vid, gpu_cacheable=not vid and cacheable, gpu=gpu.index)
     prm.size, prm.limit, prm.offset = size, size - 1, 0
     prm.attr = (prm.attr & ~(3 << 25)) | F.drf("NVOS32_ATTR_LOCATION", "VIDMEM" if vid else "PCI")
   def _alloc_sysmem(self, o, prm): self._memory(o, prm, vid=False)
@@ -500,7 +542,7 @@ class MockNV:
     for vs, va in o.data.get("gpu_maps", []): vs.unmap(va)
     self.uvm.forget_memory(o)
     if (b := o.data.get("backing")) is not None:
-      if o.data.get("vid"): self.vidmem_used -= o.data["size"]
+      if o.data.get("vid"): self.gpus[o.data["gpu"]].vidmem_used -= o.data["size"]
       b.close()
     if o.kind != "client": self.clients[o.client].pop(o.handle, None)
 
@@ -528,17 +570,20 @@ class MockNV:
     prm.changelistNumber = prm.officialChangelistNumber = 0
 
   def _ctrl_nv0000_ctrl_cmd_gpu_get_attached_ids(self, o, prm):
-    for i in range(32): prm.gpuIds[i] = self.gpu_id if i == 0 else F.VALUES["NV0000_CTRL_GPU_INVALID_ID"]
+    for i in range(32): prm.gpuIds[i] = self.gpus[i].gpu_id if i < len(self.gpus) else F.VALUES["NV0000_CTRL_GPU_INVALID_ID"]
   def _ctrl_nv0000_ctrl_cmd_gpu_get_probed_ids(self, o, prm):
     for i in range(32):
-      prm.gpuIds[i] = self.gpu_id if i == 0 else F.VALUES["NV0000_CTRL_GPU_INVALID_ID"]
+      prm.gpuIds[i] = self.gpus[i].gpu_id if i < len(self.gpus) else F.VALUES["NV0000_CTRL_GPU_INVALID_ID"]
       prm.excludedGpuIds[i] = F.VALUES["NV0000_CTRL_GPU_INVALID_ID"]
+  def _gpu_by_id_or_fail(self, gpu_id: int) -> MockGPU:
+    if (g := self.gpu_by_id(gpu_id)) is None: raise _fail("NV_ERR_INVALID_ARGUMENT", f"gpuId {gpu_id:#x}")
+    return g
   def _ctrl_nv0000_ctrl_cmd_gpu_get_id_info_v2(self, o, prm):
-    if prm.gpuId != self.gpu_id: raise _fail("NV_ERR_INVALID_ARGUMENT", f"gpuId {prm.gpuId:#x}")
-    prm.gpuFlags, prm.deviceInstance, prm.subDeviceInstance, prm.sliStatus, prm.boardId, prm.gpuInstance, prm.numaId = 1, 0, 0, 0, 0, 0, -1
+    g = self._gpu_by_id_or_fail(prm.gpuId)
+    prm.gpuFlags, prm.deviceInstance, prm.subDeviceInstance, prm.sliStatus, prm.boardId, prm.gpuInstance, prm.numaId = 1, g.index, 0, 0, 0, 0, -1
   def _ctrl_nv0000_ctrl_cmd_gpu_get_uuid_from_gpu_id(self, o, prm):
-    if prm.gpuId != self.gpu_id: raise _fail("NV_ERR_INVALID_ARGUMENT", f"gpuId {prm.gpuId:#x}")
-    self.ffi.memmove(prm.gpuUuid, self.uuid, 16); prm.uuidStrLen = 16
+    g = self._gpu_by_id_or_fail(prm.gpuId)
+    self.ffi.memmove(prm.gpuUuid, g.uuid, 16); prm.uuidStrLen = 16
 
   def _ctrl_nv0080_ctrl_cmd_gpu_get_classlist(self, o, prm):
     cl = self.chip.classes
@@ -582,7 +627,7 @@ class MockNV:
     if n > len(prm.fbInfoList): raise _fail("NV_ERR_INVALID_ARGUMENT", f"fbInfoListSize {n}")
     table = {V["NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE"]: kb, V["NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE"]: kb,
       V["NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE"]: kb, V["NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE"]: kb,
-      V["NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE"]: (self.chip.fb_size - self.vidmem_used) >> 10,
+      V["NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE"]: (self.chip.fb_size - self.gpu_of(o).vidmem_used) >> 10,
       V["NV2080_CTRL_FB_INFO_INDEX_BUS_WIDTH"]: self.chip.bus_width, V["NV2080_CTRL_FB_INFO_INDEX_L2CACHE_SIZE"]: self.chip.l2_size}
     for i in range(n): prm.fbInfoList[i].data = table.get(prm.fbInfoList[i].index, 0)
 
@@ -590,13 +635,14 @@ class MockNV:
     if prm.addressArraySize > 500: raise _fail("NV_ERR_INVALID_ARGUMENT", "addressArraySize > 500")
     wb, inv = (prm.flags >> 2) & 1, (prm.flags >> 3) & 1   # FLAGS_WRITE_BACK (2:2), FLAGS_INVALIDATE (3:3)
     if wb or inv:
-      for vs in self.vaspaces(): vs.flush_l2(invalidate=bool(inv))
+      for vs in self.vaspaces(self.gpu_of(o).index): vs.flush_l2(invalidate=bool(inv))
 
   def _ctrl_nv2080_ctrl_cmd_gpu_get_gid_info(self, o, prm):
     fmt = F.field_get("NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT", prm.flags)
-    if fmt == F.VALUES["NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY"]: data = self.uuid
+    uuid = self.gpu_of(o).uuid
+    if fmt == F.VALUES["NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY"]: data = uuid
     elif fmt == F.VALUES["NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_ASCII"]:
-      u = self.uuid.hex(); data = f"GPU-{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}".encode() + b"\0"
+      u = uuid.hex(); data = f"GPU-{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}".encode() + b"\0"
     else: raise _fail("NV_ERR_INVALID_ARGUMENT", f"GID format {fmt}")
     self.ffi.memmove(prm.data, data, len(data)); prm.length = len(data)
 
@@ -644,8 +690,9 @@ class MockNV:
       ctypes.memmove(n.data["host"] + NOTIFIER_SIZE, struct.pack("<QIHH", time.time_ns(), o.data["token"], 0, 0), NOTIFIER_SIZE)
 
   # ---- lookups for the GPFIFO engine / tests ----
-  def vaspaces(self) -> list[GPUVASpace]:
-    return [o.data["va"] for objs in self.clients.values() for o in objs.values() if o.kind == "vaspace"]
+  def vaspaces(self, gpu: int | None = None) -> list[GPUVASpace]:
+    """The VA spaces of every GPU (or of GPU `gpu`)."""
+    return [o.data["va"] for objs in self.clients.values() for o in objs.values() if o.kind == "vaspace" and (gpu is None or self.gpu_of(o).index == gpu)]
 
   def channel_error(self, ch: RMObject, msg: str, engine: int = NV2080_ENGINE_TYPE_GR0) -> None:
     """A channel hit an RC error (robust channel recovery): RM fills the error notifier (hObjectError) of every channel
@@ -662,9 +709,10 @@ class MockNV:
       if n is None or n.data.get("backing") is None: continue
       ctypes.memmove(n.data["host"], struct.pack("<IIIHH", t >> 32, t & 0xFFFFFFFF, code, engine, 0xFFFF), NOTIFIER_SIZE)
 
-  def channels(self) -> list[RMObject]:
-    return [o for objs in self.clients.values() for o in objs.values() if o.kind == "channel"]
-  def channel_by_token(self, token: int) -> RMObject:
-    for c in self.channels():
+  def channels(self, gpu: int | None = None) -> list[RMObject]:
+    """The channels of every GPU (or of GPU `gpu`)."""
+    return [o for objs in self.clients.values() for o in objs.values() if o.kind == "channel" and (gpu is None or self.gpu_of(o).index == gpu)]
+  def channel_by_token(self, token: int, gpu: int | None = None) -> RMObject:
+    for c in self.channels(gpu):
       if c.data["token"] == token: return c
-    raise KeyError(f"no channel with work-submit token {token}")
+    raise KeyError(f"no channel with work-submit token {token}{'' if gpu is None else f' on GPU {gpu}'}")

@@ -106,7 +106,7 @@ class UVM:
 
   def register_gpu(self, f: UVMFile, p: Any) -> None:
     u = self.uuid(p.gpu_uuid)
-    if u != self.rm.uuid: raise UVMError("NV_ERR_GPU_UUID_NOT_FOUND", u.hex())
+    if all(u != g.uuid for g in self.rm.gpus): raise UVMError("NV_ERR_GPU_UUID_NOT_FOUND", u.hex())
     if u in f.gpus: raise UVMError("NV_ERR_IN_USE", "GPU already registered")
     if p.rmCtrlFd != -1: self.rm.client(p.hClient)   # with an RM fd, the client must exist
     f.gpus[u] = {"vaspace": None}
@@ -202,6 +202,12 @@ class UVM:
                                          (a.gpuCachingType == CACHING_DEFAULT and mem.data.get("gpu_cacheable", False)))
       g = self._gpu(f, p.perGpuAttributes[i].gpuUuid)
       if g["vaspace"] is None: raise UVMError("NV_ERR_INVALID_DEVICE", "GPU has no registered vaspace")
+      # another GPU's video memory maps only where peer access is enabled in this VA space; system memory maps on any GPU
+      # (OGKM@580.142 kernel-open/nvidia-uvm/uvm_map_external.c set_ext_gpu_map_location: owning_gpu != mapping_gpu and
+      # not sysmem -> uvm_va_space_peer_enabled, else NV_ERR_INVALID_DEVICE). The mock never enables peers (stage 1).
+      owner, mapper = mem.data.get("gpu"), self.rm.gpu_of(g["vaspace"]).index
+      if mem.kind == "vidmem" and owner != mapper:
+        raise UVMError("NV_ERR_INVALID_DEVICE", f"video memory of GPU {owner} mapped on GPU {mapper} without peer access")
       vs = g["vaspace"].data["va"]
       if base in f.maps: self._unmap(f, base)   # remapping replaces the old mapping
       try: vs.map(base, ln, mem.data["host"] + off, gpu_cached=cached)

@@ -1,0 +1,232 @@
+"""Tensors on several devices: a MultiLazyBuffer is one LazyBuffer per device plus the axis they split (None: each
+device holds the whole tensor). It answers the LazyBuffer calls the autograd Functions make (alu, r, movement ops,
+cast, copy_to_device), so every op runs per shard; where an op cannot keep the sharding it says so naming the op and
+the shapes. Semantics follow tinygrad v0.9's multi.py (shards, axis, `real` and `bounds`) with HEAD's even-shards
+rule; a reduce over the sharded axis is a naive allreduce (each device copies every partial result through the host
+and adds them in the same order, so every device holds the same bits).
+
+>>> from frontend import Tensor
+>>> t = Tensor([[1.0, 2.0], [3.0, 4.0]]).shard(("CPU:1", "CPU:2"), axis=0)
+>>> t.device, t.lazydata.bounds
+(('CPU:1', 'CPU:2'), [(0, 1), (1, 2)])
+>>> (t * 2).sum(axis=0).tolist()
+[8.0, 12.0]
+"""
+from __future__ import annotations
+import functools, itertools, operator
+from compiler.dtypes import DType, dtypes
+from compiler.lazy import LazyBuffer
+from compiler.uop import Ops
+from compiler.view import prod
+from hcqrt.device import Device
+
+def canonical(device) -> str | tuple[str, ...]:
+  """A device name, or a tuple/list of them, in canonical form ('cpu:0' -> 'CPU'; a tuple stays a tuple).
+
+  >>> canonical(["cpu:1", "CPU:2"]), canonical("cpu:0")
+  (('CPU:1', 'CPU:2'), 'CPU')
+  """
+  if isinstance(device, (tuple, list)):
+    if not device: raise ValueError("devices: an empty tuple of devices")
+    return tuple(Device.canonicalize(d) for d in device)
+  return Device.canonicalize(device)
+
+def _shard_bounds(size: int, n: int, axis: int, shape: tuple, op: str) -> list[tuple[int, int]]:
+  # even shards only (tinygrad dropped uneven ones, #8656): the error names the axis and the sizes
+  if not isinstance(size, int): raise ValueError(f"{op}: axis {axis} of shape {shape} is symbolic ({size}); it can't be sharded")
+  if size % n: raise ValueError(f"{op}: axis {axis} of shape {shape} has {size} elements, which do not split evenly over {n} devices")
+  sz = size // n
+  return [(sz * i, sz * (i + 1)) for i in range(n)]
+
+def _to_sharded(lbs: list[LazyBuffer], axis: int, bounds: list[tuple[int, int]]) -> list[LazyBuffer]:
+  """Each device's piece of a replicated tensor: device i keeps bounds[i] of `axis`."""
+  return [lb.shrink(tuple((0, s) if a != axis else b for a, s in enumerate(lb.shape))) for lb, b in zip(lbs, bounds)]
+
+def all_reduce(op: Ops, lbs: list[LazyBuffer]) -> list[LazyBuffer]:
+  """Naive allreduce: every device copies every partial result and combines them, in the same order on each device
+  (n*(n-1) copies; the ring lowering comes with stage 3 of issue 26)."""
+  return [functools.reduce(lambda x, y: x.alu(op, y), [x.copy_to_device(lb.device) for x in lbs]) for lb in lbs]
+
+_UINT = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
+def _concat(parts: list[LazyBuffer]) -> LazyBuffer:
+  """Pieces on one device, each padded with zeros to the whole shape, combined. OR of the bit patterns (not ADD, which
+  turns -0.0 into 0.0) so the concatenation is exact for every dtype."""
+  if len(parts) == 1: return parts[0]
+  dt = parts[0].dtype
+  if dt == dtypes.bool: return functools.reduce(lambda x, y: x.alu(Ops.OR, y), parts)
+  bits = [p.cast(_UINT[dt.itemsize], bitcast=True) for p in parts]
+  return functools.reduce(lambda x, y: x.alu(Ops.OR, y), bits).cast(dt, bitcast=True)
+
+class MultiLazyBuffer:
+  """One LazyBuffer per device. `axis`: the axis split across them (None: replicated); `bounds[i]`: the slice of that
+  axis device i holds; `real[i]`: False where a shrink to one shard left device i holding nothing of the value."""
+  __slots__ = ("__weakref__", "axis", "bounds", "device", "dtype", "lbs", "real")
+  def __init__(self, lbs: list[LazyBuffer], axis: int | None, real: list[bool] | None = None):
+    if not lbs or not all(isinstance(x, LazyBuffer) for x in lbs): raise TypeError(f"MultiLazyBuffer: needs LazyBuffers, got {lbs!r}")
+    if len({x.dtype for x in lbs}) != 1: raise TypeError(f"MultiLazyBuffer: shards of different dtypes {[x.dtype for x in lbs]}")
+    self.lbs, self.axis, self.dtype = lbs, axis, lbs[0].dtype
+    self.device: tuple[str, ...] = tuple(x.device for x in lbs)
+    self.real: list[bool] = real or [True] * len(lbs)
+    if axis is not None:
+      splits = list(itertools.accumulate([lb.shape[axis] for lb in lbs], initial=0))
+      self.bounds: list[tuple[int, int]] | None = list(itertools.pairwise(splits))
+    else: self.bounds = None
+
+  @property
+  def real_lbs(self) -> list[LazyBuffer]: return [lb for lb, r in zip(self.lbs, self.real) if r]
+  @property
+  def shape(self) -> tuple:
+    first = self.real_lbs[0]
+    return tuple(sum(y.shape[a] for y in self.real_lbs) if a == self.axis else s for a, s in enumerate(first.shape))
+  @property
+  def size(self) -> int: return prod(self.shape)
+  @property
+  def max_size(self) -> int: return self.size
+  @property
+  def realized(self) -> bool: return all(lb.realized for lb in self.real_lbs)
+  @property
+  def is_view(self) -> bool: return any(lb.is_view for lb in self.lbs)
+  @property
+  def op(self): return self.lbs[0].base.op
+  def __repr__(self) -> str:
+    return f"<MLB axis={self.axis} real={self.real} {self.shape} {self.dtype} on {self.device}>"
+
+  # *** making one ***
+  @staticmethod
+  def from_sharded(lb: LazyBuffer, devices: tuple[str, ...], axis: int | None) -> MultiLazyBuffer:
+    """lb split along `axis` (None: copied whole) over `devices`; each piece is copied from lb's device (the host path
+    for now) and is its device's own buffer."""
+    src = lb.contiguous() if lb.is_view and lb.base.op is not Ops.CONST else lb
+    pieces = [src] * len(devices)
+    if axis is not None: pieces = _to_sharded(pieces, axis, _shard_bounds(lb.shape[axis], len(devices), axis, lb.shape, "shard"))
+    out = []
+    for p, d in zip(pieces, devices):
+      if p.base.op is Ops.CONST and p.device != d: out.append(LazyBuffer.const(p.base.arg, p.dtype, p.shape, d))   # a constant is made there
+      else: out.append(p.copy_to_device(d) if p.device != d else p.contiguous())
+    return MultiLazyBuffer(out, axis)
+
+  # *** to one device ***
+  def copy_to_device(self, device: str) -> LazyBuffer:
+    """The whole tensor on `device`: the shards copied there and concatenated (a replicated tensor: one copy)."""
+    if self.axis is None:
+      for lb in self.real_lbs:
+        if lb.device == device: return lb
+      return self.real_lbs[0].copy_to_device(device)
+    # (after a shrink to one shard only the real shards make the value: their bounds span it)
+    lo, hi = min(st for (st, _), r in zip(self.bounds, self.real) if r), max(ed for (_, ed), r in zip(self.bounds, self.real) if r)
+    parts = [lb.copy_to_device(device).pad(tuple((0, 0) if a != self.axis else (st - lo, hi - ed) for a in range(len(lb.shape))))
+             for lb, r, (st, ed) in zip(self.lbs, self.real, self.bounds) if r]
+    return _concat(parts)
+
+  # *** per shard ***
+  def _same(self, lbs: list[LazyBuffer]) -> MultiLazyBuffer: return MultiLazyBuffer(lbs, self.axis, self.real)
+  def cast(self, dtype: DType, bitcast: bool = False) -> MultiLazyBuffer: return self._same([x.cast(dtype, bitcast) for x in self.lbs])
+  def const_like(self, value) -> MultiLazyBuffer: return self._same([x.const_like(value) for x in self.lbs])
+  def contiguous(self) -> MultiLazyBuffer: return self._same([x.contiguous() for x in self.lbs])
+
+  def alu(self, op: Ops, *in_srcs: MultiLazyBuffer) -> MultiLazyBuffer:
+    """Elementwise per shard. Inputs sharded differently are brought to the last sharded input's axis and bounds: a
+    replicated one is cut down locally, one split on another axis is gathered to each device and cut."""
+    msrcs = (self,) + in_srcs
+    for x in msrcs:
+      if not isinstance(x, MultiLazyBuffer): raise RuntimeError(f"{op.name}: mixing a sharded tensor on {self.device} with one on {x.device}")
+      if x.device != self.device: raise RuntimeError(f"{op.name}: sharded tensors on different devices {self.device} and {x.device}")
+      if x.shape != self.shape: raise ValueError(f"{op.name}: shapes {self.shape} and {x.shape} differ")
+    sharded = [(x.axis, x.bounds) for x in msrcs if x.axis is not None]
+    axis, bounds = sharded[-1] if sharded else (None, None)
+    not_all_real = any(not all(x.real) for x in msrcs)
+    new_real = [all(rs) for rs in zip(*[x.real for x in msrcs])] if not_all_real else self.real
+    if not any(new_real): raise RuntimeError(f"{op.name}: the inputs keep no shard in common (real masks {[x.real for x in msrcs]})")
+    srcs: list[list[LazyBuffer]] = []
+    for x in msrcs:
+      if (x.axis == axis and x.bounds == bounds) or not_all_real: srcs.append(x.lbs)
+      elif x.axis is None: srcs.append(_to_sharded(x.lbs, axis, bounds))
+      else: srcs.append(_to_sharded([x.copy_to_device(lb.device) for lb in x.lbs], axis, bounds))
+    outs = {i: ls[0].alu(op, *ls[1:]) for i, (ls, r) in enumerate(zip(zip(*srcs), new_real)) if r}
+    dt = next(iter(outs.values())).dtype
+    return MultiLazyBuffer([outs.get(i, LazyBuffer.const(0, dt, ls[0].shape, ls[0].device)) for i, ls in enumerate(zip(*srcs))], axis, new_real)
+
+  def r(self, op: Ops, axes: tuple[int, ...]) -> MultiLazyBuffer:
+    """A reduce. Over the sharded axis: each device reduces its shard, then the partial results are allreduced (or,
+    when only one shard is real, that one is kept); over other axes each shard reduces on its own."""
+    if self.axis is not None and self.axis in axes:
+      parts = [(x if r else x.const_like(0)).r(op, axes) for x, r in zip(self.lbs, self.real)]
+      if all(self.real): return MultiLazyBuffer(all_reduce(op, parts), None)
+      return MultiLazyBuffer(parts, None, self.real)
+    return self._same([x.r(op, axes) for x in self.lbs])
+
+  def assign(self, value: MultiLazyBuffer) -> MultiLazyBuffer:
+    """Write `value` (sharded the same way) into each shard's buffer."""
+    if not isinstance(value, MultiLazyBuffer) or value.device != self.device or value.axis != self.axis or value.bounds != self.bounds:
+      raise ValueError(f"assign: the value on {getattr(value, 'device', '?')} (axis {getattr(value, 'axis', '?')}) is not sharded like "
+                       f"the target on {self.device} (axis {self.axis})")
+    return self._same([s.base.assign(v) for s, v in zip(self.lbs, value.lbs)])
+
+  # *** movement ***
+  def _one_shard(self, shape: tuple, lb: LazyBuffer) -> tuple:
+    return tuple(lb.shape[self.axis] if a == self.axis else s for a, s in enumerate(shape))
+
+  def reshape(self, shape: tuple) -> MultiLazyBuffer:
+    """A reshape per shard. The sharded axis becomes the new axis whose leading dims keep the same product; the
+    reshape must not move elements from one shard to another."""
+    shape = tuple(shape)
+    if self.axis is None: return self._same([x.reshape(shape) for x in self.lbs])
+    acc = list(itertools.accumulate(shape, operator.mul, initial=1))
+    lead = prod(self.shape[:self.axis])
+    if lead not in acc: raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
+    new_axis = len(acc) - acc[::-1].index(lead) - 1
+    if new_axis >= len(shape) or any(prod(lb.shape[self.axis:]) % prod(shape[new_axis + 1:]) for lb in self.lbs):
+      raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
+    new = [x.reshape(tuple(s if a != new_axis else prod(x.shape[self.axis:]) // prod(shape[new_axis + 1:]) for a, s in enumerate(shape)))
+           for x in self.lbs]
+    if any(x.shape[new_axis] * len(self.lbs) != shape[new_axis] for x in new if all(self.real)):
+      raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
+    return MultiLazyBuffer(new, new_axis, self.real)
+
+  def pad(self, arg: tuple) -> MultiLazyBuffer:
+    """A pad per shard; the sharded axis can only be padded back to the whole axis around its one real shard."""
+    if self.axis is not None and arg[self.axis] != (0, 0):
+      if all(self.real): raise RuntimeError(f"pad {arg} of shape {self.shape}: can't pad the sharded axis {self.axis}")
+      if any(arg[i] != (0, 0) for i in range(len(self.shape)) if i != self.axis):
+        raise RuntimeError(f"pad {arg} of shape {self.shape}: can't pad the sharded axis {self.axis} and another axis together")
+      full, bound = self.bounds[-1][1], self.bounds[self.real.index(True)]
+      if arg[self.axis] != (bound[0], full - bound[1]):
+        raise RuntimeError(f"pad {arg} of shape {self.shape}: the sharded axis {self.axis} can only be padded back to its whole size {full}")
+      return MultiLazyBuffer([x if r else x.const_like(0) for x, r in zip(self.lbs, self.real)], self.axis)
+    return self._same([x.pad(arg) for x in self.lbs])
+
+  def expand(self, shape: tuple) -> MultiLazyBuffer:
+    if self.axis is not None and shape[self.axis] != self.shape[self.axis]:
+      raise RuntimeError(f"expand {self.shape} -> {tuple(shape)}: can't expand the sharded axis {self.axis}")
+    return self._same([x.expand(self._one_shard(tuple(shape), x)) for x in self.lbs])
+
+  def permute(self, order: tuple) -> MultiLazyBuffer:
+    return MultiLazyBuffer([x.permute(order) for x in self.lbs], None if self.axis is None else tuple(order).index(self.axis), self.real)
+
+  def shrink(self, arg: tuple) -> MultiLazyBuffer:
+    """A shrink per shard; the sharded axis can only be kept whole or shrunk to exactly one shard's bounds (the other
+    devices then hold nothing real)."""
+    if self.axis is not None and arg[self.axis] != (0, self.shape[self.axis]):
+      if tuple(arg[self.axis]) not in self.bounds:
+        raise RuntimeError(f"shrink {arg} of shape {self.shape}: axis {self.axis} is sharded as {self.bounds}; it can only be shrunk to one shard")
+      if any(arg[i] != (0, s) for i, s in enumerate(self.shape) if i != self.axis):
+        raise RuntimeError(f"shrink {arg} of shape {self.shape}: can't shrink the sharded axis {self.axis} and another axis together")
+      idx = self.bounds.index(tuple(arg[self.axis]))
+      return MultiLazyBuffer([lb if i == idx else lb.const_like(0) for i, lb in enumerate(self.lbs)], self.axis,
+                             [i == idx for i in range(len(self.lbs))])
+    return self._same([x.shrink(tuple((0, x.shape[self.axis]) if a == self.axis else s for a, s in enumerate(arg))) for x in self.lbs])
+
+  def flip(self, axes: tuple) -> MultiLazyBuffer:
+    if self.axis is not None and self.axis in axes: raise RuntimeError(f"flip {tuple(axes)} of shape {self.shape}: can't flip the sharded axis {self.axis}")
+    return self._same([x.flip(axes) for x in self.lbs])
+
+# *** helpers the Tensor uses where a device may be a tuple ***
+def const(value, dtype: DType, shape: tuple, device) -> LazyBuffer | MultiLazyBuffer:
+  """A constant on one device, or on each device of a tuple (replicated)."""
+  if isinstance(device, tuple): return MultiLazyBuffer([LazyBuffer.const(value, dtype, shape, d) for d in device], None)
+  return LazyBuffer.const(value, dtype, shape, device)
+
+def lazy_buffers(lbs) -> list[LazyBuffer]:
+  """The LazyBuffers to schedule for a list that may hold MultiLazyBuffers (each contributes all its shards)."""
+  return [x for lb in lbs for x in (lb.lbs if isinstance(lb, MultiLazyBuffer) else (lb,))]

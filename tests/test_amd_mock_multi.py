@@ -1,0 +1,87 @@
+"""The AMD mock with several GPUs behind one KFD (MockKFD(gpus=n), MOCKGPU_COUNT): one KFD process for every /dev/kfd
+fd, a VM per GPU bound through its own render node, peer VRAM refused, GTT shared (issue 26 stage 1)."""
+import errno, os
+import numpy as np
+import pytest
+from hcqrt import syscalls
+from hcqrt.amd.device import AMDDevice
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+from hcqrt.mock.amd.topology import GPU_ID, TOPOLOGY
+from ioctl_defs.amd import kfd as K
+
+ABI = K.abi_for_version(1, 17)
+def call(fd, name, **f):
+  a = ABI.new(name, **f); syscalls.ioctl(fd, ABI.request(name), a); return a
+def refused(e, fn, *a, **k):
+  with pytest.raises(OSError) as ei: fn(*a, **k)
+  assert ei.value.errno == e, ei.value
+  return str(ei.value)
+def mapm(fd, handle, gpu_ids, name="AMDKFD_IOC_MAP_MEMORY_TO_GPU"):
+  ids = ABI.ffi.new(f"uint32_t[{len(gpu_ids)}]", gpu_ids)
+  a = ABI.new(name, handle=handle, device_ids_array_ptr=int(ABI.ffi.cast("uintptr_t", ids)), n_devices=len(gpu_ids))
+  try: syscalls.ioctl(fd, ABI.request(name), a)
+  except OSError as e: return a, e
+  return a, None
+
+@pytest.fixture
+def drv():
+  d = install_mock_amd("gfx1100", kernel="6.12", gpus=2)
+  yield d
+  uninstall_mock_amd(d)
+
+G0, G1 = GPU_ID["gfx1100"], GPU_ID["gfx1100"] + 1
+
+def test_each_gpu_has_its_render_node_and_slot(drv):
+  props = [dict(l.split() for l in syscalls.read_text(f"{TOPOLOGY}/nodes/{n}/properties").splitlines()) for n in (1, 2)]
+  assert [p["drm_render_minor"] for p in props] == ["128", "129"]
+  assert props[0]["location_id"] != props[1]["location_id"]
+  assert sorted(drv.nodes) == [G0, G1]
+
+def test_acquire_vm_needs_that_gpus_render_node(drv):
+  fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  r0, r1 = syscalls.open_render_node(128), syscalls.open_render_node(129)
+  assert "not an open render node of GPU" in refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r0, gpu_id=G1)
+  call(fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r1, gpu_id=G1)
+  # GPU 0 has no VM yet: allocations on it are refused, on GPU 1 they work
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G0, flags=K.ALLOC_MEM_FLAGS_VRAM)
+  call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G1, flags=K.ALLOC_MEM_FLAGS_VRAM)
+  n = call(fd, "AMDKFD_IOC_GET_PROCESS_APERTURES_NEW", num_of_nodes=0).num_of_nodes
+  assert n == 2
+
+def test_peer_vram_refused_gtt_shared_partial_success(drv):
+  fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  for g, minor in ((G0, 128), (G1, 129)): call(fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=syscalls.open_render_node(minor), gpu_id=g)
+  vram = call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G0, flags=K.ALLOC_MEM_FLAGS_VRAM).handle
+  gtt = call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000100000, size=4096, gpu_id=G0, flags=K.ALLOC_MEM_FLAGS_GTT).handle
+  a, err = mapm(fd, vram, [G0, G1])   # maps on its own GPU, then EINVAL on the peer; n_success counts the first
+  assert err is not None and err.errno == errno.EINVAL and "no XGMI or PCIe peer path" in str(err) and a.n_success == 1
+  a, err = mapm(fd, gtt, [G0, G1])
+  assert err is None and a.n_success == 2
+  assert drv.nodes[G0].vm.find(0x7e0000100000) is drv.nodes[G1].vm.find(0x7e0000100000)
+  assert drv.nodes[G0].vram_used == 4096 and drv.nodes[G1].vram_used == 0
+
+def test_render_node_mmap_only_of_its_own_gpus_bo(drv):
+  fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  r0, r1 = syscalls.open_render_node(128), syscalls.open_render_node(129)
+  call(fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r0, gpu_id=G0)
+  a = call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G0, flags=K.ALLOC_MEM_FLAGS_GTT)
+  refused(errno.EINVAL, syscalls.mmap, r1, 4096, 3, 1, a.mmap_offset)
+  assert syscalls.mmap(r0, 4096, 3, 1, a.mmap_offset)
+
+def test_two_devices_share_one_kfd_process(drv):
+  d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
+  assert (d0.gpu_id, d1.gpu_id) == (G0, G1) and d0.gpu_count == d1.gpu_count == 2
+  # the runtime is enabled once for the process, the event page is registered once and mapped on both GPUs
+  assert drv.calls.count("RUNTIME_ENABLE") == 1
+  assert d1.event_page is d0.event_page and drv.bos[d0.event_page.handle].gpu_mapped == {G0, G1}
+  for dev, val in ((d0, 3.0), (d1, 5.0)):
+    buf = dev.allocator.alloc(256)
+    dev.allocator.copyin(buf, memoryview(np.full(64, val, np.float32).view(np.uint8)))
+  d0.synchronize(); d1.synchronize()
+  assert drv.nodes[G0].vram_used > 0 and drv.nodes[G1].vram_used > 0
+
+def test_one_gpu_serving_a_many_node_topology_claims_only_its_render_node():
+  d = install_mock_amd("gfx1100", kernel="6.12", gpus=3, serve=2)
+  try:
+    assert list(d.nodes) == [G1] and d.claims("/dev/dri/renderD129") and not d.claims("/dev/dri/renderD128")
+  finally: uninstall_mock_amd(d)
