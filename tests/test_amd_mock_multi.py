@@ -85,3 +85,31 @@ def test_one_gpu_serving_a_many_node_topology_claims_only_its_render_node():
   try:
     assert list(d.nodes) == [G1] and d.claims("/dev/dri/renderD129") and not d.claims("/dev/dri/renderD128")
   finally: uninstall_mock_amd(d)
+
+def test_a_fault_on_one_gpu_leaves_the_other_gpus_work_alone(drv):
+  """Audit m26 row 1: the kernel fires every memory event of the process and names the faulting GPU
+  (kfd_events.c:1213-1247). A VM fault on AMD:1 must not make AMD:0 raise and recover (dropping its healthy work);
+  AMD:1's own wait reports it."""
+  from hcqrt.amd.device import AMDError
+  from hcqrt.hcq import SignalTimeout
+  d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
+  b1 = d1.allocator.alloc(4096)
+  d1.hw_copy_queue().copy(b1.va, 0x1000, 64).signal(d1.timeline_signal, d1.timeline_value).submit(d1); d1.timeline_value += 1
+  gate = d0.new_signal(0, "gate")
+  d0.hw_compute_queue().wait(gate, 1).signal(d0.timeline_signal, d0.timeline_value).submit(d0); d0.timeline_value += 1
+  with pytest.raises(SignalTimeout): d0.wait_signal(gate, 1, 0.5)   # no error: GPU 0 did not fault
+  with pytest.raises(AMDError, match="AMD:1: GPU memory fault at 0x1000"): d1.synchronize(5)
+  gate.value = 1
+  d0.synchronize(5)   # its queued work was never dropped
+
+def test_a_second_gpu_opens_after_the_first_device_is_gone(drv):
+  """Audit m26 row 2: the runtime and the event page belong to the KFD process until it exits, not to the device that
+  set them up: AMD:1 opened after AMD:0 was collected neither enables the runtime again (EBUSY) nor registers a
+  second event page (EINVAL), and its signals still wake it."""
+  import gc
+  d0 = AMDDevice("AMD"); del d0; gc.collect()
+  d1 = AMDDevice("AMD:1")
+  x = np.arange(64, dtype=np.float32); b = d1.allocator.alloc(x.nbytes)
+  d1.allocator.copyin(b, memoryview(x.view(np.uint8))); out = np.empty_like(x)
+  d1.allocator.copyout(memoryview(out.view(np.uint8)), b)
+  assert np.array_equal(out, x)

@@ -20,7 +20,8 @@ the error event and payload word that each compute queue's CWSR header names (ho
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import collections, contextlib, ctypes, errno, os, struct, threading, time, weakref
+import collections, contextlib, ctypes, errno, os, struct, threading, time
+from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
@@ -83,7 +84,26 @@ class AMDBuffer:
     return memoryview((ctypes.c_char * self.nbytes).from_address(self.host)).cast("B")
   def __repr__(self) -> str: return f"<AMDBuffer {self.kind} {self.nbytes} bytes at {self.va:#x}>"
 
-_kfd_devices: list[weakref.ref] = []   # every AMDDevice opened, oldest first (those of one KFD process share its state)
+@dataclass
+class _KFDProcess:
+  """What the kernel keeps per KFD process (one per mm; every /dev/kfd fd of the process reaches it) until the process
+  exits, whatever happens to the devices that set it up: the runtime enabled, the one event page. Kept here for the
+  life of the process, as the thunk keeps its one fd and open count; a forked child is another process
+  (libhsakmt/src/openclose.c: a child after fork must open KFD anew)."""
+  pid: int
+  kfd: int                               # the fd of the first device of the process: identifies the KFD process
+  runtime_enabled: bool = False
+  event_page: AMDBuffer | None = None    # registered with the first signal event (kfd_kmap_event_page)
+
+_kfd_processes: list[_KFDProcess] = []
+
+def _kfd_process(kfd: int) -> _KFDProcess:
+  """The KFD process `kfd` reaches (the same kernel object as an earlier device's fd, in this very process)."""
+  pid = os.getpid()
+  for p in _kfd_processes:
+    if p.pid == pid and syscalls.same_file(p.kfd, kfd): return p
+  _kfd_processes.append(p := _KFDProcess(pid, kfd))
+  return p
 
 class AMDDevice(HCQDevice):
   """An AMD GPU driven through KFD. The device contract (hcqrt/interface.py Device) and the timeline, signals and graphs
@@ -107,6 +127,7 @@ class AMDDevice(HCQDevice):
     v = K.abi_for_version(1, 11).new("AMDKFD_IOC_GET_VERSION")
     self._raw_ioctl(K.abi_for_version(1, 11), "AMDKFD_IOC_GET_VERSION", v)
     self.kfd_version = (v.major_version, v.minor_version)
+    self.process = _kfd_process(self.kfd)
     self.abi = K.abi_for_version(*self.kfd_version)
     nodes = read_topology()
     if self.index >= len(nodes): raise RuntimeError(f"{self.name}: the KFD topology lists {len(nodes)} GPU node(s)")
@@ -123,15 +144,9 @@ class AMDDevice(HCQDevice):
     if self.abi.has("AMDKFD_IOC_RUNTIME_ENABLE") and self.kfd_version >= (1, 13):
       # the runtime is per KFD process (one per mm, shared by every /dev/kfd fd): the first GPU of the process enables
       # it, and it stays enabled (EBUSY: linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c runtime_enable)
-      if self._process_peer() is None:
+      if not self.process.runtime_enabled:
         self.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", r_debug=0, mode_mask=K.RUNTIME_ENABLE_MODE_ENABLE_MASK)
-    _kfd_devices[:] = [r for r in _kfd_devices if r() is not None] + [weakref.ref(self)]
-
-  def _process_peer(self) -> AMDDevice | None:
-    """The newest other live AMDDevice of this KFD process (its /dev/kfd fd reaches the same process), if any."""
-    for r in reversed(_kfd_devices):
-      if (d := r()) is not None and d is not self and syscalls.same_file(d.kfd, self.kfd): return d
-    return None
+        self.process.runtime_enabled = True
 
   def _raw_ioctl(self, abi: K.KFDABI, name: str, arg: Any) -> Any:
     try: syscalls.ioctl(self.kfd, abi.request(name), arg)
@@ -231,12 +246,12 @@ class AMDDevice(HCQDevice):
     # The page is the process's (kfd_kmap_event_page: a second one is EINVAL, "Event page is already set",
     # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c): a second GPU of the process maps the first one's page
     # (a GTT BO maps on every GPU of the process) and creates its events in it
-    if (peer := self._process_peer()) is not None:
-      self.event_page = peer.event_page
+    if (page := self.process.event_page) is not None:
+      self.event_page = page
       self._map(self.event_page)
       ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1)
     else:
-      self.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
+      self.event_page = self.process.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
       ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
     self.event_id, self.event_slot = ev.event_id, self.event_page.va + 8 * ev.event_slot_index
     # a GPU VM fault stops the queue and fires memory events: waits watch one so a fault is an error, not a timeout
@@ -307,7 +322,9 @@ class AMDDevice(HCQDevice):
         raise AMDError(f"{self.name}: a queue stopped on a GPU exception ({', '.join(codes)}) while waiting for {sig.name} to reach "
                        f"{value}; {self.recover()}", errno.EIO)
       m = ev[1].memory_exception_data
-      if m.failure.NotPresent or m.failure.ReadOnly or m.failure.NoExecute:
+      # the kernel fires every memory event of the process and names the faulting GPU (linux@v6.12.117:drivers/gpu/drm/
+      # amd/amdkfd/kfd_events.c:1213-1247): another GPU's fault is that GPU's to report, our queues run on
+      if (m.failure.NotPresent or m.failure.ReadOnly or m.failure.NoExecute) and m.gpu_id == self.gpu_id:
         raise AMDError(f"{self.name}: GPU memory fault at {m.va:#x} (page {'not present' if m.failure.NotPresent else 'protection'}); "
                        f"the faulting queue is stopped while waiting for {sig.name} to reach {value}; {self.recover()}", errno.EFAULT)
 

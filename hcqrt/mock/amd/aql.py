@@ -76,7 +76,7 @@ class AQLQueue(Queue):
       self.drain()
     except Blocked: pass
     except GPUFault as e:
-      self.kfd.memory_fault(e.va)
+      self.kfd.memory_fault(e.va, getattr(self, "gpu_id", None))
       raise self.fail(str(e), fault=True) from None
     return progressed
 

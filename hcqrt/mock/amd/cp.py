@@ -176,7 +176,7 @@ class Queue:
       if not self.sdma: self.drain()   # nothing else queued behind them: the dispatches complete
     except Blocked: pass
     except GPUFault as e:
-      self.kfd.memory_fault(e.va)
+      self.kfd.memory_fault(e.va, getattr(self, "gpu_id", None))
       raise self.fail(str(e), fault=True) from None
     finally:
       if not self.destroyed: self.vm.write(self.rptr_va, struct.pack("<Q" if self.sdma else "<I", self.rptr))   # PM4: a 32-bit store
@@ -188,7 +188,7 @@ class Queue:
     for d in reversed(q):   # launched together, they may finish in any order: newest first
       try: execute(d, self.vm)
       except GPUFault as e:
-        self.kfd.memory_fault(e.va)
+        self.kfd.memory_fault(e.va, getattr(self, "gpu_id", None))
         raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}", fault=True) from None
       except GPUError as e: raise self.fail(str(e), ec=T.EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION) from None   # code the executor cannot run: the wave traps
 

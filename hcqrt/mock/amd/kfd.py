@@ -361,7 +361,7 @@ class MockKFD:
           at = base + xcc * size
           try: q.vm.find(at, self.node_sizes["cwsr_size"])
           except GPUFault as e:
-            self.memory_fault(e.va)
+            self.memory_fault(e.va, getattr(q, "gpu_id", None))
             raise q.fail(f"CWSR save of XCC {xcc} at {at:#x}+{self.node_sizes['cwsr_size']:#x} faulted: {e}", fault=True) from None
 
   def _destroy_queue(self, a: dict) -> None:
@@ -416,10 +416,12 @@ class MockKFD:
           [e for e in self.events if self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
     for e in hit: self.events[e]["signaled"] = True; self._slot(e, T.UNSIGNALED_EVENT_SLOT)
 
-  def memory_fault(self, va: int) -> None:
-    """A GPU VM fault: every memory event fires with the faulting address (the queue itself is stopped by the CP)."""
+  def memory_fault(self, va: int, gpu_id: int | None = None) -> None:
+    """A GPU VM fault on GPU `gpu_id` (default: the served one): every memory event of the process fires with the
+    faulting address and that GPU's id (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:1213-1247,
+    kfd_signal_vm_fault_event); the queue itself is stopped by the CP, the other GPUs' queues run on."""
     for ev in self.events.values():
-      if "memory" in ev: ev["signaled"], ev["memory"] = True, va
+      if "memory" in ev: ev["signaled"], ev["memory"], ev["fault_gpu"] = True, va, self.gpu_id if gpu_id is None else gpu_id
 
   def user_read(self, addr: int, n: int) -> bytes | None:
     """What get_user/copy_from_user read at a CPU address of the process, or None (EFAULT) where the process has no
@@ -463,7 +465,7 @@ class MockKFD:
         for i, e in enumerate(ids):
           ev = self.events[e]
           if ev.get("memory") is not None and ev["signaled"]:   # copy the exception data back into the caller's record
-            rec = T.MEMORY_EXCEPTION.pack({"NotPresent": 1, "va": ev["memory"], "gpu_id": self.gpu_id})
+            rec = T.MEMORY_EXCEPTION.pack({"NotPresent": 1, "va": ev["memory"], "gpu_id": ev.get("fault_gpu", self.gpu_id)})
             ctypes.memmove(a["events_ptr"] + 48 * i, rec, len(rec))
           if ev["auto_reset"] and ev["signaled"]: ev["signaled"] = False
         a["wait_result"] = 0; return
