@@ -77,7 +77,17 @@ def torch_benches(with_compile: bool) -> dict:
       loss = F.conv2d(F.conv2d(x, w1, padding=1).relu(), w2, padding=1).square().mean()
       loss.backward()
       return loss.item()
-    return [{"bench": "convtrain", "key": "convtrain", "shape": spec["conv"]} | median_time(step, warmup=2, budget_s=3.0, max_reps=15)]
+    rows = [{"bench": "convtrain", "key": "convtrain", "shape": spec["conv"]} | median_time(step, warmup=2, budget_s=3.0, max_reps=15)]
+    # the same step with torch.nn.Conv2d layers (bias on): what ours' nn.Conv2d rows (lazy and realized parameters) compare with
+    ci, c1, c2 = spec["conv"][1], *spec["conv"][4:]
+    l1, l2 = torch.nn.Conv2d(ci, c1, 3, padding=1), torch.nn.Conv2d(c1, c2, 3, padding=1)
+    def nn_step():
+      for p in (*l1.parameters(), *l2.parameters()): p.grad = None
+      loss = l2(l1(x).relu()).square().mean()
+      loss.backward()
+      return loss.item()
+    r = median_time(nn_step, warmup=2, budget_s=3.0, max_reps=15)
+    return rows + [{"bench": "convtrain", "key": f"convtrain:{k}", "shape": spec["conv"]} | r for k in ("nn_lazy", "nn_realized")]
   def convvar(spec):
     F, rows = torch.nn.functional, []
     for name, (_ws, kw) in conv_variants(spec["convvar"]).items():

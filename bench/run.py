@@ -147,6 +147,8 @@ def _label(row: dict) -> str:
   if k.startswith("beam:"): return f"matmul f32 N={row['n']} BEAM=2"
   if k == "conv": return "conv2d {}x{}x{}x{}>{}>{}".format(*row["shape"])
   if k == "convtrain": return "  fwd+bwd, TinyJit step"
+  if k == "convtrain:nn_lazy": return "  nn.Conv2d, never realized"
+  if k == "convtrain:nn_realized": return "  nn.Conv2d, realized"
   if k.startswith("convvar:"):
     names = {"dense": "3x3", "dw": "dw 3x3", "g4": "g4 3x3", "1x1": "1x1", "s2": "s2 3x3", "d2": "d2 3x3"}   # (bench/README.md)
     return "  fwd+bwd" if row.get("train") else "conv {} {}x{}x{s}x{s}".format(names.get(row["variant"], row["variant"]), *row["shape"][:2], s=row["shape"][2])
@@ -198,6 +200,10 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
     notes.append(f"cold compile: median {part(c['median_s'])} ms per kernel over {c['builds']} kernels (C compiler {part(c.get('cc_median_s'))} ms, "
                  f"ELF load {part(c.get('load_median_s'))} ms, lower/opt/render {part(c.get('front_median_s'))} ms; "
                  f"slowest {part(c.get('max_s'))} ms: {c.get('slowest', '?')}).")
+  if "median_s" in o.get("convtrain:nn_lazy", {}) and "median_s" in o.get("convtrain:nn_realized", {}):
+    lz, rz = o["convtrain:nn_lazy"], o["convtrain:nn_realized"]
+    notes.append(f"nn.Conv2d step, parameters never realized / realized by hand: {lz['median_s'] / rz['median_s']:.2f}x "
+                 f"(target <= 1.2x; the two steps take turns in one process), kernels {lz.get('kernels')} / {rz.get('kernels')}.")
   beams = [r for kk, r in o.items() if kk.startswith("beam:") and "search_s" in r]
   if beams: notes.append("BEAM=2 search (first call, compiles + timings): " + ", ".join(
     f"{'conv2d' if 'n' not in r else 'N=' + str(r['n'])} {r['search_s']:.1f} s, second run {r['second_run_s'] * 1e3:.0f} ms with {r['second_run_cc_calls']} C compiles" for r in beams))
