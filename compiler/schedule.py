@@ -118,7 +118,7 @@ class _Scheduler:
       if b.op is Ops.COPY: self.realize[b.srcs[0].base] = None
     # (only a graph with an iota can generate a value from next to no memory: the random bits are hashed indices)
     if has_index and self._live is not None:
-      for b in self._held_generated(order): self.realize[b] = None
+      for b in self._held_generated(): self.realize[b] = None
     # views that force realization are found while building the kernels; then an elementwise value used twice is
     # recomputed by each user, unless that would repeat a reduction that is still inlined; repeat until stable
     # (the elementwise values used twice, in walk order: what the rounds below ask about; fixed while they run)
@@ -189,14 +189,17 @@ class _Scheduler:
     memo[b] = r = cost >= COSTLY_OPS
     return r
 
-  def _held_generated(self, order: list[LazyBuffer]) -> list[LazyBuffer]:
+  def _held_generated(self) -> list[LazyBuffer]:
     """Costly values generated from next to no memory (a layer's random initialisation: hashed indices and a key)
     that the program holds (a tensor's own value, not a view of it): stored when first computed, so every later
     schedule loads them. Inlined, the next schedule reading them would compute them again (a TinyJit step would draw
     a never-realized weight anew at each replay, inside its conv)."""
-    held = {lb.base for lb in self._live()}
-    return [b for b in order if b in held and b.buffer is None and b not in self.realize and b.op in ELEMENTWISE
-            and self._costly(b) and self._reads_little(b)]
+    seen, realize, found = self.seen, self.realize, {}
+    for lb in self._live():
+      b = lb._base or lb
+      if b.buffer is None and b.op in ELEMENTWISE and b in seen and b not in realize and b not in found: found[b] = None
+    # (in the order the lazy graph was built: the schedule must not depend on the order the program's tensors are listed)
+    return sorted((b for b in found if self._costly(b) and self._reads_little(b)), key=lambda b: b.id)
 
   def _reads_little(self, b: LazyBuffer) -> bool:
     """Does computing b load at most GENERATED_MAX_READ elements of memory (constants and iotas load none)?"""
@@ -403,6 +406,8 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
   weights before the step, is computed in the step's schedule, before the weights change)."""
   outs = [o for o in outs if o.base.buffer is None or (o.base.op is Ops.ASSIGN and o.base.buffer is None)]
   if not outs: return []
+  if live is not None:   # asked at most once (it lists every tensor the program holds): nothing changes them meanwhile
+    live = _once(live)
   while True:
     sched = _Scheduler(outs, live)
     assigns = {b for b in sched.seen if b.op is Ops.ASSIGN and b.buffer is None}
@@ -428,6 +433,13 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
     if not (readers := _inlined_readers(sched, assigns, exact=True)): raise
     sched.add_roots(readers)
     return _build(sched, 0)
+
+def _once(fn: Callable[[], Iterable[LazyBuffer]]) -> Callable[[], list[LazyBuffer]]:
+  got: list[list[LazyBuffer]] = []
+  def once() -> list[LazyBuffer]:
+    if not got: got.append(list(fn()))
+    return got[0]
+  return once
 
 def _build(sched: _Scheduler, fuse: int) -> list[ScheduleItem]:
   """The kernels of the realized bases, in a valid execution order. fuse: 0 one kernel per assign, 1 an assign with
