@@ -12,6 +12,32 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import numpy as np
 from _common import FULL, BENCHES, median_time, matmul_inputs, ew_inputs, sum_input, softmax_input, conv_inputs, conv_variants, convvar_inputs, run_all, emit
 
+# the OpenBLAS variables that pick its kernel and blocking: read once, when numpy loads OpenBLAS (run.py starts this
+# process without them, so numpy runs the kernel OpenBLAS picks for this CPU; a Haswell kernel on an AVX-512 CPU runs
+# at about half the speed). Noted here as this process saw them, before numpy's import loaded the library.
+BLAS_ENV = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS") if k in os.environ}
+
+def blas_kernel() -> str:
+  """The BLAS library numpy loaded and the kernel it runs: threadpoolctl's report when installed, else asked of
+  OpenBLAS itself (its get_corename/get_config entry points, under the symbol prefixes numpy's wheels use)."""
+  try:
+    from threadpoolctl import threadpool_info
+    return "; ".join(f"{d.get('internal_api')} {d.get('version')} {d.get('architecture')} kernel, {d.get('num_threads')} threads"
+                     for d in threadpool_info() if d.get("user_api") == "blas") or "no BLAS found by threadpoolctl"
+  except ImportError: pass
+  import ctypes
+  try: libs = sorted({ln.split()[-1] for ln in pathlib.Path("/proc/self/maps").read_text().splitlines() if "openblas" in ln.lower() and "/" in ln})
+  except OSError: return "unknown (no threadpoolctl, no /proc/self/maps)"
+  for path in libs:
+    lib = ctypes.CDLL(path)
+    for pre, suf in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "64_"), ("openblas", "")):
+      try: core, conf, nthr = (getattr(lib, f"{pre}_{f}{suf}") for f in ("get_corename", "get_config", "get_num_threads"))
+      except AttributeError: continue
+      core.restype = conf.restype = ctypes.c_char_p
+      ver = conf().decode().split()[1:2]   # "OpenBLAS 0.3.31 DYNAMIC_ARCH ..."
+      return f"OpenBLAS {' '.join(ver)} {core().decode()} kernel, {nthr()} threads".replace("  ", " ")
+  return "unknown (not OpenBLAS, and no threadpoolctl)"
+
 def numpy_benches() -> dict:
   def matmul(spec):
     rows = []
@@ -77,7 +103,17 @@ def torch_benches(with_compile: bool) -> dict:
       loss = F.conv2d(F.conv2d(x, w1, padding=1).relu(), w2, padding=1).square().mean()
       loss.backward()
       return loss.item()
-    return [{"bench": "convtrain", "key": "convtrain", "shape": spec["conv"]} | median_time(step, warmup=2, budget_s=3.0, max_reps=15)]
+    rows = [{"bench": "convtrain", "key": "convtrain", "shape": spec["conv"]} | median_time(step, warmup=2, budget_s=3.0, max_reps=15)]
+    # the same step with torch.nn.Conv2d layers (bias on): what ours' nn.Conv2d rows (lazy and realized parameters) compare with
+    ci, c1, c2 = spec["conv"][1], *spec["conv"][4:]
+    l1, l2 = torch.nn.Conv2d(ci, c1, 3, padding=1), torch.nn.Conv2d(c1, c2, 3, padding=1)
+    def nn_step():
+      for p in (*l1.parameters(), *l2.parameters()): p.grad = None
+      loss = l2(l1(x).relu()).square().mean()
+      loss.backward()
+      return loss.item()
+    r = median_time(nn_step, warmup=2, budget_s=3.0, max_reps=15)
+    return rows + [{"bench": "convtrain", "key": f"convtrain:{k}", "shape": spec["conv"]} | r for k in ("nn_lazy", "nn_realized")]
   def convvar(spec):
     F, rows = torch.nn.functional, []
     for name, (_ws, kw) in conv_variants(spec["convvar"]).items():
@@ -104,7 +140,7 @@ def main() -> None:
   args = p.parse_args()
   spec, only = json.loads(args.spec), args.only.split(",")
   if args.lib == "numpy":
-    info = {"version": np.__version__}
+    info = {"version": np.__version__, "blas_kernel": blas_kernel(), "blas_env": BLAS_ENV}
     try: info["blas"] = ", ".join(f"{k}: {v.get('name', '?')} {v.get('version', '')}".strip() for k, v in
                                    np.show_config(mode="dicts")["Build Dependencies"].items() if k in ("blas",))
     except Exception: pass

@@ -109,7 +109,47 @@ def bench_convtrain(spec: dict) -> list[dict]:
   want_g2 = np.stack([np.einsum("nohw,nchw->oc", go, hp[:, :, dy:dy + hh, dx:dx + ww]) for dy in range(3) for dx in range(3)], -1).reshape(w2n.shape)
   ok = _check(res | {"_out": None}, loss.numpy(), want_loss, 1e-3, 1e-6)
   ok2 = _check(res | {"_out": None}, g2.numpy(), want_g2, 1e-2, 1e-4 * float(np.abs(want_g2).max()))
-  return [{"bench": "convtrain", "key": "convtrain", "shape": spec["conv"]} | ok | {"ok": ok["ok"] and ok2["ok"], "rel_err": max(ok["rel_err"], ok2["rel_err"])}]
+  return [{"bench": "convtrain", "key": "convtrain", "shape": spec["conv"]} | ok | {"ok": ok["ok"] and ok2["ok"], "rel_err": max(ok["rel_err"], ok2["rel_err"])}] \
+         + bench_convtrain_nn(spec)
+
+def bench_convtrain_nn(spec: dict) -> list[dict]:
+  """The same two convs as nn.Conv2d layers (bias on), forward + backward (every parameter's gradient) as a TinyJit
+  step: once with parameters the user never realized (issue 28: their initialisation must run once, not inside every
+  replayed conv), once with each parameter realized by hand first. The two steps take turns, so load on the machine
+  hits both alike; both must give the same loss and gradients (the same seed draws the same parameters)."""
+  from frontend import TinyJit, nn
+  from frontend.nn.state import get_parameters
+  ci, c1, c2 = spec["conv"][1], *spec["conv"][4:]
+  x = Tensor(conv_inputs(spec["conv"])[0]).realize()
+  def make(realized: bool):
+    Tensor.manual_seed(7)
+    layers = [nn.Conv2d(ci, c1, 3, padding=1), nn.Conv2d(c1, c2, 3, padding=1)]
+    ps = get_parameters(layers)
+    for p in ps: p.requires_grad = True
+    if realized: Tensor.realize(*ps)
+    @TinyJit
+    def step():
+      for p in ps: p.grad = None
+      loss = layers[1](layers[0](x).relu()).square().mean()
+      loss.backward()
+      return [loss.realize()] + [p.grad.realize() for p in ps]
+    return step
+  steps = {"nn_lazy": make(False), "nn_realized": make(True)}
+  outs = {k: [t.numpy() for t in st()] for k, st in steps.items()}   # call 1 (eager): the lazy step realizes its parameters
+  same = all(np.array_equal(a, b) for a, b in zip(outs["nn_lazy"], outs["nn_realized"]))
+  for st in steps.values():
+    for _ in range(2): st()   # capture, first replay
+  times: dict[str, list[float]] = {k: [] for k in steps}
+  budget = time.perf_counter() + 6.0
+  while min(map(len, times.values())) < 3 or (time.perf_counter() < budget and min(map(len, times.values())) < 15):
+    for k, st in steps.items():
+      t0 = time.perf_counter(); st(); times[k].append(time.perf_counter() - t0)
+  rows = []
+  for k, ts in times.items():
+    GlobalCounters.reset(); steps[k]()
+    rows.append({"bench": "convtrain", "key": f"convtrain:{k}", "shape": spec["conv"], "median_s": statistics.median(ts), "min_s": min(ts),
+                 "reps": len(ts), "kernels": GlobalCounters.kernel_count, "kernel_s": GlobalCounters.time_sum_s, "ok": same, "rel_err": 0.0 if same else 1.0})
+  return rows
 
 def _conv_ref_any(x: np.ndarray, w: np.ndarray, padding=0, stride=1, dilation=1, groups=1) -> np.ndarray:
   """float64 2-d convolution with stride, dilation and groups, one kernel tap at a time (a test oracle)."""

@@ -25,6 +25,12 @@ def fma_flop_per_cycle(simd: str) -> int:
   AVX-512 64 (2 x 16 lanes x 2), AVX2+FMA 32 (2 x 8 x 2; the figure issue 7 uses), else SSE 8."""
   return 64 if "avx512f" in simd.split() else 32 if "fma" in simd.split() else 8
 
+def peak_isa(simd: str) -> str:
+  """The vector ISA the peak figure assumes, in words (what fma_flop_per_cycle counted)."""
+  f = simd.split()
+  return ("AVX-512: 2 FMA units x 16 float32 lanes x 2" if "avx512f" in f else "AVX2+FMA: 2 FMA units x 8 float32 lanes x 2"
+          if "fma" in f else "SSE: no FMA, 4 lanes x (add + mul)")
+
 # --- the machine ---
 
 def cpu_info() -> dict:
@@ -97,9 +103,16 @@ def measure_clock_ghz() -> float | None:
 
 # --- the children ---
 
-def run_child(cmd: list[str], env_extra: dict[str, str], timeout: float, verbose: bool) -> dict:
-  """Run one benchmark child; its last stdout line is its JSON result. Failures become {"error": ...}."""
-  env = os.environ | env_extra | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+# set on some hosts to pin OpenBLAS to one kernel (OPENBLAS_CORETYPE=Haswell runs its AVX2 kernel on an AVX-512 CPU at
+# about half the speed) or blocking: the numpy and torch children run without them, so "ours/np" is against the kernel
+# OpenBLAS picks for this CPU (their results name it)
+BLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+def run_child(cmd: list[str], env_extra: dict[str, str], timeout: float, verbose: bool, drop: tuple[str, ...] = ()) -> dict:
+  """Run one benchmark child (its environment less the variables in `drop`); its last stdout line is its JSON result.
+  Failures become {"error": ...}."""
+  env = {k: v for k, v in os.environ.items() if k not in drop} | env_extra | \
+        {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
   t0, b0, r0 = time.perf_counter(), cpu_busy_s(), resource.getrusage(resource.RUSAGE_CHILDREN)
   try:
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
@@ -147,6 +160,8 @@ def _label(row: dict) -> str:
   if k.startswith("beam:"): return f"matmul f32 N={row['n']} BEAM=2"
   if k == "conv": return "conv2d {}x{}x{}x{}>{}>{}".format(*row["shape"])
   if k == "convtrain": return "  fwd+bwd, TinyJit step"
+  if k == "convtrain:nn_lazy": return "  nn.Conv2d, never realized"
+  if k == "convtrain:nn_realized": return "  nn.Conv2d, realized"
   if k.startswith("convvar:"):
     names = {"dense": "3x3", "dw": "dw 3x3", "g4": "g4 3x3", "1x1": "1x1", "s2": "s2 3x3", "d2": "d2 3x3"}   # (bench/README.md)
     return "  fwd+bwd" if row.get("train") else "conv {} {}x{}x{s}x{s}".format(names.get(row["variant"], row["variant"]), *row["shape"][:2], s=row["shape"][2])
@@ -161,7 +176,7 @@ def _n(n: int) -> str: return f"{n // 2**20}M" if n % 2**20 == 0 else f"{n // 10
 
 def fmt(x: float | None, w: int, p: int = 1, suffix: str = "") -> str: return ("-" if x is None else f"{x:.{p}f}{suffix}").rjust(w)
 
-def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[str]:
+def table(results: dict[str, dict], peak: float | None, fpc: int = 0, isa: str = "") -> list[str]:
   ours, npy, tor = (results.get(k, {}) for k in ("ours", "numpy", "torch"))
   by = lambda res: {r["key"]: r for r in res.get("rows", [])}
   o, n, t = by(ours), by(npy), by(tor)
@@ -198,6 +213,10 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
     notes.append(f"cold compile: median {part(c['median_s'])} ms per kernel over {c['builds']} kernels (C compiler {part(c.get('cc_median_s'))} ms, "
                  f"ELF load {part(c.get('load_median_s'))} ms, lower/opt/render {part(c.get('front_median_s'))} ms; "
                  f"slowest {part(c.get('max_s'))} ms: {c.get('slowest', '?')}).")
+  if "median_s" in o.get("convtrain:nn_lazy", {}) and "median_s" in o.get("convtrain:nn_realized", {}):
+    lz, rz = o["convtrain:nn_lazy"], o["convtrain:nn_realized"]
+    notes.append(f"nn.Conv2d step, parameters never realized / realized by hand: {lz['median_s'] / rz['median_s']:.2f}x "
+                 f"(target <= 1.2x; the two steps take turns in one process), kernels {lz.get('kernels')} / {rz.get('kernels')}.")
   beams = [r for kk, r in o.items() if kk.startswith("beam:") and "search_s" in r]
   if beams: notes.append("BEAM=2 search (first call, compiles + timings): " + ", ".join(
     f"{'conv2d' if 'n' not in r else 'N=' + str(r['n'])} {r['search_s']:.1f} s, second run {r['second_run_s'] * 1e3:.0f} ms with {r['second_run_cc_calls']} C compiles" for r in beams))
@@ -206,9 +225,16 @@ def table(results: dict[str, dict], peak: float | None, fpc: int = 0) -> list[st
   if peak:
     mm = [(k, r) for k, r in o.items() if k.startswith(("matmul:", "beam:")) and k != "beam:conv" and "median_s" in r]
     fr = lambda r, res: f"{rate(r, res['median_s'])[1] / peak * 100:.0f}%"
-    if mm: notes.append(f"FMA peak {peak:.0f} GFLOP/s ({fpc} FLOP/cycle/core x clock x cores); matmul share of it: " + ", ".join(
+    if mm: notes.append(f"FMA peak {peak:.0f} GFLOP/s ({fpc} FLOP/cycle/core{f' = {isa}' if isa else ''}, x clock x cores; "
+                        f"ours compiled for CPU_ISA={os.environ.get('CPU_ISA', 'native')}{_isa_ceiling(peak, fpc)}); matmul share of it: " + ", ".join(
       f"N={r['n']}{' BEAM' if k.startswith('beam:') else ''} ours {fr(r, r)}" + (f" numpy {fr(r, n[k])}" if k in n and "median_s" in n[k] else "") for k, r in mm))
   return lines + [""] + notes
+
+def _isa_ceiling(peak: float, fpc: int) -> str:
+  """A CPU_ISA level narrower than the host's vectors (x86-64-v3 on an AVX-512 host): the peak ours can reach there."""
+  isa = os.environ.get("CPU_ISA", "native")
+  lanes = {"x86-64-v3": 32, "x86-64-v2": 8, "x86-64": 8}.get(isa)
+  return f", whose own FMA peak is {peak * lanes / fpc:.0f} GFLOP/s" if lanes and fpc > lanes else ""
 
 LLVM_BENCHES = ("matmul", "softmax", "conv", "ew", "sum")
 
@@ -300,7 +326,7 @@ def main() -> int:
         print(f"  waiting for the cores to go idle (up to {wait_budget:.0f} s) ...", file=sys.stderr, flush=True)
         wait_budget -= wait_idle(wait_budget)
       print(f"  running {name} ...", end="", file=sys.stderr, flush=True)
-      results[name] = r = run_child(cmd, env, timeout=600, verbose=args.verbose)
+      results[name] = r = run_child(cmd, env, timeout=600, verbose=args.verbose, drop=BLAS_PINS if name in ("numpy", "torch") else ())
       print(f" {r.get('wall_s', 0):.0f} s" + (f", other processes used {r['foreign_load'] * 100:.0f}% of the cores meanwhile"
             if r.get("foreign_load", 0) > 0.05 else ""), file=sys.stderr, flush=True)
       if "error" in r: print(f"  {name} failed: {r['error']}", file=sys.stderr)
@@ -313,11 +339,13 @@ def main() -> int:
     results.setdefault(into, {"rows": []}).setdefault("rows", []).extend(oc.get("rows", []) or [{"bench": bench, "key": bench, "error": oc.get("error", "?")}])
 
   print(f"ours: {results.get('ours', {}).get('info', {}).get('device', '?')} via {results.get('ours', {}).get('info', {}).get('cc', '?')}; "
-        f"numpy {results.get('numpy', {}).get('info', {}).get('version', '?')} ({results.get('numpy', {}).get('info', {}).get('blas', '?')})"
+        f"numpy {results.get('numpy', {}).get('info', {}).get('version', '?')} ({results.get('numpy', {}).get('info', {}).get('blas', '?')}; "
+        f"runs the {results.get('numpy', {}).get('info', {}).get('blas_kernel', '?')}"
+        + (f", with {', '.join(k for k in BLAS_PINS if k in os.environ)} unset" if any(k in os.environ for k in BLAS_PINS) else "") + ")"
         + (f"; torch {results['torch'].get('info', {}).get('version', '?')}" if "torch" in results else
            "; torch: skipped" if args.no_torch else "; torch: not installed"))
   print()
-  for line in table(results, peak, fpc): print(line)
+  for line in table(results, peak, fpc, peak_isa(info.get("simd", ""))): print(line)
   if "ours_llvm" in results:
     print()
     for line in llvm_table(results): print(line)

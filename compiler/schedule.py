@@ -8,8 +8,12 @@ A base is realized (gets its own buffer) when:
     once per broadcast element, a pad needs a validity mask around a loop), or an elementwise value holding an
     inlined reduction read through an expanding view (the same recomputation, one op later);
   - it sits inside another reduction's body through an expanding view and is not just a constant (a
-    broadcast input of a matmul would be recomputed K times).
-Elementwise values used twice are recomputed in each consumer: that is cheaper than a memory round trip.
+    broadcast input of a matmul would be recomputed K times);
+  - it is a costly elementwise value (_Scheduler._costly: random bits, transcendentals, long chains) read through an
+    expanding view (a lazy bias added to a conv's output would be drawn once per output element), or inlined into
+    more than one kernel (a lazy weight read by the forward and the backward): computed once, stored, loaded. A
+    parameter whose initialisation was never realized is then realized by the first schedule that reads it.
+Cheap elementwise values used twice are recomputed in each consumer: that is cheaper than a memory round trip.
 Assigns computed elementwise are fused (an optimizer step): a weight's update with the moments it reads (one kernel,
 several outputs), and such updates of one shape together; never when the kernel would read a buffer it writes at
 another element than the one it writes (_assign_items).
@@ -71,24 +75,36 @@ def _dense(v) -> bool:
     acc *= s
   return v.offset == 0
 
+# the work per element of an elementwise value, in simple ALU ops: a transcendental is lowered to a polynomial of about
+# this many (compiler/transcendental.py), an integer division or modulo to a long sequence. A value costing at least
+# COSTLY_OPS per element is worth a memory round trip rather than a recomputation: the counter-based random bits of
+# Tensor.rand are two hash rounds (~20 integer ops), a uniform initialiser ~24; a bias-free relu, a scale, a cast or
+# exp(x) (~11) stay below and are still recomputed wherever they are read.
+_OP_COST = {Ops.EXP2: 10, Ops.LOG2: 10, Ops.SIN: 10, Ops.IDIV: 4, Ops.MOD: 4, Ops.FDIV: 2, Ops.SQRT: 2, Ops.RECIP: 2}
+COSTLY_OPS = 16
+
+GENERATED_MAX_READ = 64   # a value reading at most this many elements of memory is generated (a random key, scalars)
+
 class _Scheduler:
-  def __init__(self, outs: list[LazyBuffer]):
-    self.outs = [o.base for o in outs]
+  def __init__(self, outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None = None):
+    self.outs, self._live = [o.base for o in outs], live
     self.realize: dict[LazyBuffer, None] = {}
     self.children: dict[LazyBuffer, int] = {}
     self._reduce_memo: dict[LazyBuffer, bool] = {}
+    self._cost_memo: dict[LazyBuffer, bool] = {}
     self._walk()
 
   def _walk(self):
     self.seen = seen = set()   # every base the outputs depend on
     stack, children = list(self.outs), self.children
-    order = []
+    order, has_index = [], False
     while stack:
       b = stack.pop()
       if b in seen: continue
       seen.add(b)
       order.append(b)
       if b.buffer is not None: continue
+      if b.op is Ops.INDEX: has_index = True
       for s in b.srcs:
         sb = s._base or s   # (s.base, inlined: this loop visits every edge of the graph)
         children[sb] = children.get(sb, 0) + 1
@@ -100,6 +116,9 @@ class _Scheduler:
       if b.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.EMPTY) or b.forced_realize: self.realize[b] = None
       if b.op is Ops.REDUCE_AXIS and self.children.get(b, 0) > 1: self.realize[b] = None
       if b.op is Ops.COPY: self.realize[b.srcs[0].base] = None
+    # (only a graph with an iota can generate a value from next to no memory: the random bits are hashed indices)
+    if has_index and self._live is not None:
+      for b in self._held_generated(): self.realize[b] = None
     # views that force realization are found while building the kernels; then an elementwise value used twice is
     # recomputed by each user, unless that would repeat a reduction that is still inlined; repeat until stable
     # (the elementwise values used twice, in walk order: what the rounds below ask about; fixed while they run)
@@ -109,13 +128,17 @@ class _Scheduler:
   def _settle(self, probed: int) -> None:
     """Probe rounds until no base is added; the roots before index `probed` were probed in an earlier round."""
     while True:
-      before, self._reduce_memo = len(self.realize), {}
+      before, self._reduce_memo, self._cost_memo = len(self.realize), {}, {}
       self._probe_round(probed)
       probed = before
       if len(self.realize) == before:
         self._reduce_memo = {}
         for b in self._shared:
           if b not in self.realize and self._has_reduce(b): self.realize[b] = None
+        # a costly value two kernels would each compute: once (only asked when nothing else changed: realizing more
+        # only shrinks what kernels inline, so the count below is the settled one)
+        if len(self.realize) == before:
+          for b in self._shared_costly(): self.realize[b] = None
         if len(self.realize) == before: break
 
   def add_roots(self, bases: list[LazyBuffer]) -> None:
@@ -150,6 +173,70 @@ class _Scheduler:
     memo[b] = r
     return r
 
+  def _costly(self, b: LazyBuffer) -> bool:
+    """Does computing unrealized elementwise b inline at least COSTLY_OPS ALU ops per element (each node of the
+    expression once, as the kernel computes it; stopping at what is loaded)? The walk stops as soon as it knows."""
+    memo = self._cost_memo
+    if (r := memo.get(b)) is not None: return r
+    cost, seen, stack, realize = 0, {b}, [b], self.realize
+    while stack and cost < COSTLY_OPS:
+      x = stack.pop()
+      cost += _OP_COST.get(x.op, 1)
+      for s in x.srcs:
+        sb = s._base or s
+        if sb not in seen and sb.buffer is None and sb not in realize and (sb.op in ELEMENTWISE or sb.op is Ops.INDEX):
+          seen.add(sb); stack.append(sb)
+    memo[b] = r = cost >= COSTLY_OPS
+    return r
+
+  def _held_generated(self) -> list[LazyBuffer]:
+    """Costly values generated from next to no memory (a layer's random initialisation: hashed indices and a key)
+    that the program holds (a tensor's own value, not a view of it): stored when first computed, so every later
+    schedule loads them. Inlined, the next schedule reading them would compute them again (a TinyJit step would draw
+    a never-realized weight anew at each replay, inside its conv)."""
+    seen, realize, found = self.seen, self.realize, {}
+    for lb in self._live():
+      b = lb._base or lb
+      if b.buffer is None and b.op in ELEMENTWISE and b in seen and b not in realize and b not in found: found[b] = None
+    # (in the order the lazy graph was built: the schedule must not depend on the order the program's tensors are listed)
+    return sorted((b for b in found if self._costly(b) and self._reads_little(b)), key=lambda b: b.id)
+
+  def _reads_little(self, b: LazyBuffer) -> bool:
+    """Does computing b load at most GENERATED_MAX_READ elements of memory (constants and iotas load none)?"""
+    seen, stack, read = {b}, [b], 0
+    while stack:
+      for s in stack.pop().srcs:
+        sb = s._base or s
+        if sb in seen or sb.op is Ops.CONST: continue
+        seen.add(sb)
+        if sb.buffer is not None or sb in self.realize or sb.op not in ELEMENTWISE:
+          if sb.op is not Ops.INDEX and (read := read + smax(prod(sb.shape))) > GENERATED_MAX_READ: return False
+        else: stack.append(sb)
+    return True
+
+  def _shared_costly(self) -> list[LazyBuffer]:
+    """The costly elementwise values (of those read more than once) that more than one kernel would inline."""
+    self._cost_memo = {}
+    cands = {b for b in self._shared if b not in self.realize and self._costly(b)}
+    if not cands: return []
+    users: dict[LazyBuffer, int] = {}
+    for root in self.realize:
+      if root.buffer is not None or root.op in (Ops.COPY, Ops.EMPTY): continue
+      for b in self._inlined(root) & cands: users[b] = users.get(b, 0) + 1
+    return [b for b in self._shared if users.get(b, 0) > 1]
+
+  def _inlined(self, root: LazyBuffer) -> set[LazyBuffer]:
+    """The unrealized bases root's kernel computes inside itself (what _KernelBuilder inlines)."""
+    seen: set[LazyBuffer] = set()
+    stack = [root]
+    while stack:
+      b = stack.pop()
+      for s in (b.srcs[:1] if b.op is Ops.ASSIGN else b.srcs):
+        sb = s._base or s
+        if sb in seen or self._must_load(sb, root) or sb.op in (Ops.CONST, Ops.COPY, Ops.EMPTY): continue
+        seen.add(sb); stack.append(sb)
+    return seen
+
   def _must_load(self, b: LazyBuffer, root: LazyBuffer) -> bool:
     return b.buffer is not None or (b in self.realize and b is not root)
 
@@ -172,6 +259,8 @@ class _Scheduler:
       if grows and sb.op in ELEMENTWISE and self._has_reduce(sb):   # (x - x.mean()): the mean once, not once per element
         realize[sb] = None; continue
       if inner and grows and not _cheap(sb):
+        realize[sb] = None; continue
+      if grows and sb.op in ELEMENTWISE and self._costly(sb):   # a lazy bias in a conv's epilogue: drawn once, not per output
         realize[sb] = None; continue
       if (sb, inner) not in seen and sb.op is not Ops.COPY and sb.op is not Ops.EMPTY: self._probe_in(sb, root, inner, seen)
 
@@ -315,8 +404,10 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
   weights before the step, is computed in the step's schedule, before the weights change)."""
   outs = [o for o in outs if o.base.buffer is None or (o.base.op is Ops.ASSIGN and o.base.buffer is None)]
   if not outs: return []
+  if live is not None:   # asked at most once (it lists every tensor the program holds): nothing changes them meanwhile
+    live = _once(live)
   while True:
-    sched = _Scheduler(outs)
+    sched = _Scheduler(outs, live)
     assigns = {b for b in sched.seen if b.op is Ops.ASSIGN and b.buffer is None}
     # (a reader that also reads the result of the assign can't run before it (it reads both values): it is left to
     # run after, as before)
@@ -340,6 +431,13 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
     if not (readers := _inlined_readers(sched, assigns, exact=True)): raise
     sched.add_roots(readers)
     return _build(sched, 0)
+
+def _once(fn: Callable[[], Iterable[LazyBuffer]]) -> Callable[[], list[LazyBuffer]]:
+  got: list[list[LazyBuffer]] = []
+  def once() -> list[LazyBuffer]:
+    if not got: got.append(list(fn()))
+    return got[0]
+  return once
 
 def _build(sched: _Scheduler, fuse: int) -> list[ScheduleItem]:
   """The kernels of the realized bases, in a valid execution order. fuse: 0 one kernel per assign, 1 an assign with

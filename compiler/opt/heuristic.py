@@ -85,6 +85,9 @@ def _reduce_vectors(k: LoweredKernel, wmax: int, target: Target | None = None) -
   n = r.src[0].arg
   w = next((w for w in (wmax, wmax // 2) if w >= 4 and n % w == 0), None)
   if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
+  # a load that moves with r at another stride (a column sum of x * m, m broadcast per row: m is contiguous along r, x
+  # is not) would walk down a column, one cache line per element: vectors along the output loop instead, when it can
+  if any(_stride(ld.src[1], r) not in (0, 1) for ld in _loads(k)) and _output_vectors_fit(k, wmax): return False
   # the most accumulators (up to VEC_ACC) whose loop body fits the registers (an exp per accumulator takes several);
   # a row too short for several (20 floats: 5 vectors) takes them from the next loop out (BatchNorm's sums over 20x20)
   accs = [a for a in (VEC_ACC, VEC_ACC // 2) if a > 1 and n % (w * a) == 0]
@@ -133,14 +136,19 @@ def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
   apply_tile(k, None, 1, rj, w, 1)
   return True
 
+def _output_vectors_fit(k: LoweredKernel, w: int) -> bool:
+  """Can _output_vectors vectorize k's innermost output loop?"""
+  if not k.global_ranges or not k.reduce_ranges() or len(k.sink.src) != 1: return False
+  rj = k.global_ranges[-1]
+  if rj.src[0].arg % w or _stride(k.sink.src[0].src[1], rj) != 1: return False
+  return all(_stride(ld.src[1], rj) in (0, 1) and len(ld.src) == 2 for ld in _loads(k))
+
 def _output_vectors(k: LoweredKernel, w: int) -> bool:
   """A reduction over non-contiguous loops whose innermost output loop is contiguous in the store and in every load that
   moves with it (partial sums of a conv weight gradient added over the batch): w output lanes per iteration, two vectors
   when they divide the loop (two independent accumulators)."""
-  if not k.global_ranges or not k.reduce_ranges() or len(k.sink.src) != 1: return False
+  if not _output_vectors_fit(k, w): return False
   rj = k.global_ranges[-1]
-  if rj.src[0].arg % w or _stride(k.sink.src[0].src[1], rj) != 1: return False
-  if not all(_stride(ld.src[1], rj) in (0, 1) and len(ld.src) == 2 for ld in _loads(k)): return False
   apply_tile(k, None, 1, rj, w, VEC_UNROLL if rj.src[0].arg % (w * VEC_UNROLL) == 0 else 1)
   return True
 
