@@ -126,14 +126,14 @@ def heavy(kernels: list, kind: str) -> list[int]:
   """Indices of the kernels that carry the work: for a compute op those with at least a quarter of the biggest one's
   FLOPs (and 1 MFLOP), for a reduction the one moving the most bytes."""
   if kind == "reduce": return [max(range(len(kernels)), key=lambda i: nbytes(kernels[i]))] if kernels else []
-  top = max((ei.ck.ops for ei in kernels), default=0)
-  return [i for i, ei in enumerate(kernels) if ei.ck.ops >= max(top / 4, 1e6)]
+  top = max((ei.kernel.ops for ei in kernels), default=0)
+  return [i for i, ei in enumerate(kernels) if ei.kernel.ops >= max(top / 4, 1e6)]
 
-def draws_random(ei) -> bool: return any(u.op is Ops.XOR for u in ei.ck.ast.toposort())
+def draws_random(ei) -> bool: return any(u.op is Ops.XOR for u in ei.kernel.ast.toposort())
 
 def summary(ks: list, ts: list[float], kind: str) -> dict:
   return {"kernels": len(ks), "step_kernel_s": sum(ts),
-          "heavy": [{"name": ks[i].ck.name, "flops": ks[i].ck.ops, "bytes": nbytes(ks[i]), "s": ts[i], "rng": draws_random(ks[i])} for i in heavy(ks, kind)]}
+          "heavy": [{"name": ks[i].kernel.name, "flops": ks[i].kernel.ops, "bytes": nbytes(ks[i]), "s": ts[i], "rng": draws_random(ks[i])} for i in heavy(ks, kind)]}
 
 def roofline_launch():
   """A plain elementwise kernel over 64 MB (16M float32 read, 16M written): its GB/s is what a memory-bound kernel can

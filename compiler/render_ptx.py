@@ -30,7 +30,7 @@ reductions, since the 32 lanes of a warp must stay one tile.
 >>> x = LazyBuffer.empty((1000,), dtypes.float32, "CPU"); x.buffer = object()
 >>> src, dims = render_ptx(lower(create_schedule([x.alu(Ops.ADD, x)])[0].ast, "E_1000"), "sm_90")
 >>> dims
-{'global_size': (8, 1, 1), 'local_size': (128, 1, 1)}
+Launch(global_size=(8, 1, 1), local_size=(128, 1, 1), threads=1)
 >>> src.splitlines()[1], "add.rn.f32" in src
 ('.target sm_90', True)
 """

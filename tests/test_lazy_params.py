@@ -31,7 +31,7 @@ def _draws_random(ast) -> bool:
 def _kernels(fn) -> list:
   """The ASTs of the kernels fn() launches."""
   with capture("test") as items: out = fn()
-  return [ei.ck.ast for ei in items if ei.kind == "kernel"], out
+  return [ei.kernel.ast for ei in items if ei.kind == "kernel"], out
 
 def test_lazy_params_eager_init_is_own_kernel_run_once():
   ps, step = _model(realized=False)
@@ -59,7 +59,7 @@ def test_lazy_params_tinyjit_replays_no_init():
   ps, step = _model(realized=False)
   jit = TinyJit(step)
   for _ in range(3): jit()
-  asts = [ei.ck.ast for ei in jit.items if ei.kind == "kernel"]
+  asts = [ei.kernel.ast for ei in jit.items if ei.kind == "kernel"]
   assert asts and not any(_draws_random(a) for a in asts), "the TinyJit replays the initialisation every step"
   assert all(p.lazydata.realized for p in ps)
 
