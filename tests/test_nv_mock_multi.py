@@ -68,12 +68,14 @@ def test_peer_video_memory_map_refused(two):
   with pytest.raises(NVError, match="UVM_MAP_EXTERNAL_ALLOCATION failed: NV_ERR_INVALID_DEVICE"):
     d1.rm.uvm(d1.uvmfd, "UVM_MAP_EXTERNAL_ALLOCATION", base=va, length=2 << 20, rmCtrlFd=d0.ctl, hClient=d0.rm.root,
               hMemory=src.handle, gpuAttributesCount=1, perGpuAttributes=[attrs])
-  # system memory maps on any GPU
+  # system memory allocated under GPU 0's device: GPU 0 owns it, and it is not registered in GPU 1's VA space
+  # (uvm_map_external.c:648-652): refused too (audit m26 row 3; the mock used to map it)
   sysbuf = d0.gpu_alloc(2 << 20, sysmem=True)
   va2 = d1._reserve_va(2 << 20, 2 << 20)
   d1.rm.uvm(d1.uvmfd, "UVM_CREATE_EXTERNAL_RANGE", base=va2, length=2 << 20)
-  d1.rm.uvm(d1.uvmfd, "UVM_MAP_EXTERNAL_ALLOCATION", base=va2, length=2 << 20, rmCtrlFd=d0.ctl, hClient=d0.rm.root,
-            hMemory=sysbuf.handle, gpuAttributesCount=1, perGpuAttributes=[attrs])
+  with pytest.raises(NVError, match="UVM_MAP_EXTERNAL_ALLOCATION failed: NV_ERR_INVALID_DEVICE"):
+    d1.rm.uvm(d1.uvmfd, "UVM_MAP_EXTERNAL_ALLOCATION", base=va2, length=2 << 20, rmCtrlFd=d0.ctl, hClient=d0.rm.root,
+              hMemory=sysbuf.handle, gpuAttributesCount=1, perGpuAttributes=[attrs])
 
 def test_registry_installs_one_driver_for_all_gpus(monkeypatch):
   from hcqrt.device import _Registry, mock_gpu_count

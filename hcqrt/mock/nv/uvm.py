@@ -202,10 +202,13 @@ class UVM:
                                          (a.gpuCachingType == CACHING_DEFAULT and mem.data.get("gpu_cacheable", False)))
       g = self._gpu(f, p.perGpuAttributes[i].gpuUuid)
       if g["vaspace"] is None: raise UVMError("NV_ERR_INVALID_DEVICE", "GPU has no registered vaspace")
-      # another GPU's video memory maps only where peer access is enabled in this VA space; system memory maps on any GPU
-      # (OGKM@580.142 kernel-open/nvidia-uvm/uvm_map_external.c set_ext_gpu_map_location: owning_gpu != mapping_gpu and
-      # not sysmem -> uvm_va_space_peer_enabled, else NV_ERR_INVALID_DEVICE). The mock never enables peers (stage 1).
+      # the GPU that owns the allocation (system memory too: it was allocated under a GPU's device) must be registered
+      # in this VA space, else NV_ERR_INVALID_DEVICE (OGKM@595.45.04 kernel-open/nvidia-uvm/uvm_map_external.c:648-652,
+      # set_ext_gpu_map_location); another GPU's video memory maps only where peer access is enabled in this VA space
+      # (:661-667: owning_gpu != mapping_gpu and not sysmem -> uvm_va_space_peer_enabled). The mock never enables peers.
       owner, mapper = mem.data.get("gpu"), self.rm.gpu_of(g["vaspace"]).index
+      if owner is not None and self.rm.gpus[owner].uuid not in f.gpus:
+        raise UVMError("NV_ERR_INVALID_DEVICE", f"the allocation's GPU {owner} is not registered in this UVM VA space")
       if mem.kind == "vidmem" and owner != mapper:
         raise UVMError("NV_ERR_INVALID_DEVICE", f"video memory of GPU {owner} mapped on GPU {mapper} without peer access")
       vs = g["vaspace"].data["va"]
