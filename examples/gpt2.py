@@ -133,10 +133,14 @@ class GPT2:
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 def hf_state_dict(path: str, device: str | None = None) -> dict[str, Tensor]:
-  """A Hugging Face GPT-2 checkpoint as our model's state dict: the 'transformer.' prefix dropped, the attention mask
-  buffers and the tied lm_head dropped, and the Conv1D weights (stored (in, out)) transposed to Linear's (out, in)."""
+  """The state dict of a Hugging Face GPT-2 checkpoint file (.safetensors, else a torch.save file), as from_hf makes it."""
   raw = safe_load(path, device) if path.endswith(".safetensors") else torch_load(path, device)
   if not isinstance(raw, dict): raise ValueError(f"{path}: holds a {type(raw).__name__}, not a state dict")
+  return from_hf(raw)
+
+def from_hf(raw: dict[str, Tensor]) -> dict[str, Tensor]:
+  """Hugging Face GPT-2 names and layout to our model's: the 'transformer.' prefix dropped, the attention mask buffers
+  and the tied lm_head dropped, and the Conv1D weights (stored (in, out)) transposed to Linear's (out, in)."""
   sd = {}
   for k, v in raw.items():
     k = k.removeprefix("transformer.")

@@ -174,3 +174,18 @@ def test_command_line(ckpt, tmp_path, capsys):
   text = capsys.readouterr().out
   assert len(out) == 5 and "GPT-2 2 layers, width 32, 4 heads" in text and "5 tokens in " in text and "tokens/s" in text
   assert out == _greedy_ref(ckpt[1], gpt2.Tokenizer.from_files(vocab, merges).encode("hello world"), 5)
+
+@pytest.mark.parametrize("name", ["NV", "AMD"])
+def test_runs_on_mock_gpus(ckpt, name, monkeypatch):
+  """The same model on NV and AMD (their mock drivers: PTX interpreted, gfx1100 code emulated): the logits, and the
+  symbolic KV-cache steps through the captured graph (eager step, capture, replay)."""
+  from frontend import Device
+  from hcqrt.device import Device as Devices
+  monkeypatch.setenv("MOCKGPU", "1")   # the registry opens the device through its mock driver (no-op if already open)
+  Devices[name]
+  monkeypatch.setattr(Device, "DEFAULT", name)
+  m = gpt2.load_gpt2(str(ckpt[0] / "model.safetensors"), n_heads=HEADS)
+  assert m.wte.weight.device == name
+  np.testing.assert_allclose(m(Tensor([IDS[:4]]), 0).numpy()[0], ref_logits(ckpt[1], IDS[:4]), rtol=1e-4, atol=1e-4)
+  gen = gpt2.Generator(m, symbolic=True, jit=True)
+  assert gen.generate(IDS[:4], 4) == _greedy_ref(ckpt[1], IDS[:4], 4) and gen.jits["symbolic"].cnt == 2
