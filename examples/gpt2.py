@@ -36,11 +36,14 @@ def _byte_chars() -> dict[int, str]:
   extra = iter(range(256, 512))
   return {b: chr(b) if b in keep else chr(next(extra)) for b in range(256)}
 BYTE_CHARS = _byte_chars()
-try:   # GPT-2's pre-tokenizer needs Unicode classes; `re` approximates letters as [^\W\d_] and numbers as \d
+# GPT-2's pre-tokenizer needs Unicode classes (the `regex` package); without it, `re` with letters as [^\W\d_] and
+# numbers as \d (the same split for text without rare numerals such as superscripts)
+PRETOKEN_RE = r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
+try:
   import regex
   _PRETOKEN = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 except ImportError:
-  _PRETOKEN = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?[^\s\w]+|\s+(?!\S)|\s+|_+""")
+  _PRETOKEN = re.compile(PRETOKEN_RE)
 
 class Tokenizer:
   """Byte-level BPE as GPT-2's: text is split into words by a regex, each word's UTF-8 bytes become characters

@@ -1,7 +1,7 @@
 """examples/gpt2.py on a small random GPT-2 checkpoint written by torch in the test (2 layers, Hugging Face key names,
 as model.safetensors and as pytorch_model.bin): logits against a float64 numpy GPT-2, the KV cache against recomputing
 the sequence, one TinyJit capture for every position on the symbolic path, the BPE tokenizer, the command line."""
-import importlib.util, json, os, struct, sys
+import importlib.util, json, os, re, struct, sys
 import numpy as np
 import pytest
 import torch
@@ -162,6 +162,9 @@ def test_tokenizer(tmp_path):
   for text in ["hello world", "Héllo, wörld! 123 numbers\n\n  spaces\ttabs", "emoji 🤖 and 中文 and ﬁ", "don't we'll", ""]:
     assert tok.decode(tok.encode(text)) == text, text
   with pytest.raises(KeyError, match="not in the vocabulary"): gpt2.Tokenizer({"a": 0}, []).encode("ab")
+  # without the regex package the pre-tokenizer is an `re` pattern: the same split on ordinary text
+  texts = ["Hello, world! it's 2026: __init__ x_y  \n\n é中文 naïve 'll 'VE", "a  b\t\tc   ", "3.14 + 2e-5 = ?!"]
+  assert [re.findall(gpt2.PRETOKEN_RE, t) for t in texts] == [gpt2._PRETOKEN.findall(t) for t in texts]
   (tmp_path / "bad.txt").write_text("#version: 0.2\na b c\n")
   with pytest.raises(ValueError, match="is not one pair"): gpt2.Tokenizer.from_files(str(tmp_path / "vocab.json"), str(tmp_path / "bad.txt"))
 
