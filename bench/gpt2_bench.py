@@ -5,9 +5,12 @@
 Ours runs the symbolic path (start_pos and the token bound Variables, one TinyJit capture for all positions) and, with
 --concrete, the default concrete path (eager; each position's kernels compiled on first use). Each side generates
 twice: the first run ("cold") includes our compiles and the JIT capture; the second ("warm") is the steady state.
-Both sides must produce the same tokens (they get the same weights); the table says whether they did.
+Both sides must produce the same tokens (they get the same weights); the table says whether they did. Torch runs with
+its default threads (all cores) and with one thread; CPU time (process time, all threads) is printed next to wall time:
+on a machine shared with other jobs wall time mostly measures the scheduler, and OpenMP threads that spin while they
+wait for a core inflate torch's CPU time, which the one-thread run avoids.
 
-  python bench/gpt2_bench.py [--tokens 128] [--concrete] [--json]
+  python bench/gpt2_bench.py [--tokens 128] [--concrete] [--torch-threads 0,1] [--json]
 """
 from __future__ import annotations
 import argparse, json, os, subprocess, sys
@@ -45,9 +48,9 @@ out = {"load_s": time.perf_counter() - st}
 for mode in MODES:
   gen = g.Generator(model, use_cache=True, jit=mode == "symbolic", symbolic=mode == "symbolic")
   for run in ("cold", "warm"):
-    GlobalCounters.reset(); st = time.perf_counter()
+    GlobalCounters.reset(); st, cpu = time.perf_counter(), time.process_time()
     toks = gen.generate(PROMPT, TOKENS)
-    out[f"{mode}_{run}_s"] = time.perf_counter() - st
+    out[f"{mode}_{run}_s"], out[f"{mode}_{run}_cpu_s"] = time.perf_counter() - st, time.process_time() - cpu
   out[f"{mode}_tokens"] = toks
   out[f"{mode}_kernels_per_token"] = GlobalCounters.kernel_count / TOKENS
 print(json.dumps(out))
@@ -56,6 +59,7 @@ print(json.dumps(out))
 TORCH = r'''
 import json, math, time, torch
 torch.set_grad_enabled(False)
+if THREADS: torch.set_num_threads(THREADS)
 w = {k: torch.from_numpy(v) for k, v in weights().items()}
 Dh = D // H
 caches = [torch.zeros(2, 1, H, C, Dh) for _ in range(L)]
@@ -82,7 +86,8 @@ def generate():
   return toks[len(PROMPT):]
 out = {"torch_threads": torch.get_num_threads()}
 for run in ("cold", "warm"):
-  st = time.perf_counter(); toks = generate(); out[f"torch_{run}_s"] = time.perf_counter() - st
+  st, cpu = time.perf_counter(), time.process_time(); toks = generate()
+  out[f"torch_{run}_s"], out[f"torch_{run}_cpu_s"] = time.perf_counter() - st, time.process_time() - cpu
 out["torch_tokens"] = toks
 print(json.dumps(out))
 '''
@@ -98,21 +103,26 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--tokens", type=int, default=128)
   ap.add_argument("--concrete", action="store_true", help="also the concrete (eager, compile per position) path")
+  ap.add_argument("--torch-threads", default="0,1", help="torch runs, one per thread count (0: torch's default, all cores)")
   ap.add_argument("--json", action="store_true")
   args = ap.parse_args()
   modes = ["symbolic"] + (["concrete"] if args.concrete else [])
   ours = _child(OURS, {"OPENBLAS_NUM_THREADS": "1"}, TOKENS=args.tokens, MODES=modes)
-  theirs = _child(TORCH, {"OPENBLAS_NUM_THREADS": ""}, TOKENS=args.tokens)
-  res = {**ours, **theirs, "tokens": args.tokens}
+  runs = [_child(TORCH, {"OPENBLAS_NUM_THREADS": ""}, TOKENS=args.tokens, THREADS=int(t)) for t in args.torch_threads.split(",")]
+  theirs = runs[0]
+  res = {**ours, **{k.replace("torch_", f"torch@{r['torch_threads']}_", 1): v for r in runs for k, v in r.items()}, "tokens": args.tokens}
   if args.json: print(json.dumps(res)); return
   n = args.tokens
   print(f"GPT-2 124M shape, random weights, {n} tokens after an 8-token prompt, CPU (weights built + loaded in {ours['load_s']:.1f} s)")
-  print(f"{'':24} {'cold s':>8} {'warm s':>8} {'warm tok/s':>11}  same tokens as torch")
+  print(f"{'':24} {'cold s':>8} {'warm s':>8} {'warm tok/s':>11} {'warm CPU s':>11}  same tokens as torch")
+  row = lambda name, p: f"{name:24} {res[p + '_cold_s']:8.2f} {res[p + '_warm_s']:8.2f} {n / res[p + '_warm_s']:11.2f} {res[p + '_warm_cpu_s']:11.2f}"
   for m in modes:
-    print(f"{'ours ' + m:24} {ours[m + '_cold_s']:8.2f} {ours[m + '_warm_s']:8.2f} {n / ours[m + '_warm_s']:11.2f}  "
-          f"{ours[m + '_tokens'] == theirs['torch_tokens']}  ({ours[m + '_kernels_per_token']:.0f} kernels/token)")
-  tname = f"torch eager ({theirs['torch_threads']} threads)"
-  print(f"{tname:24} {theirs['torch_cold_s']:8.2f} {theirs['torch_warm_s']:8.2f} {n / theirs['torch_warm_s']:11.2f}")
-  print(f"ours/torch (warm tok/s, symbolic): {theirs['torch_warm_s'] / ours['symbolic_warm_s']:.2f}")
+    print(row("ours " + m, m) + f"  {ours[m + '_tokens'] == theirs['torch_tokens']}  ({ours[m + '_kernels_per_token']:.0f} kernels/token)")
+  for r in runs:
+    t = r["torch_threads"]
+    print(row(f"torch eager ({t} thread{'s' * (t > 1)})", f"torch@{t}") + f"  {r['torch_tokens'] == theirs['torch_tokens']}")
+    print(f"  ours/torch@{t}, symbolic, warm: {r['torch_warm_s'] / ours['symbolic_warm_s']:.2f} in tokens/s, "
+          f"{r['torch_warm_cpu_s'] / ours['symbolic_warm_cpu_s']:.2f} in CPU time")
+  print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
 
 if __name__ == "__main__": main()
