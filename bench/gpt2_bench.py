@@ -10,7 +10,7 @@ its default threads (all cores) and with one thread; CPU time (process time, all
 on a machine shared with other jobs wall time mostly measures the scheduler, and OpenMP threads that spin while they
 wait for a core inflate torch's CPU time, which the one-thread run avoids.
 
-  python bench/gpt2_bench.py [--tokens 128] [--concrete] [--torch-threads 0,1] [--json]
+  python bench/gpt2_bench.py [--tokens 128] [--concrete] [--cores N] [--torch-threads 0,1] [--json]
 """
 from __future__ import annotations
 import argparse, json, os, subprocess, sys
@@ -35,7 +35,8 @@ PROMPT = [int(t) for t in np.random.default_rng(1).integers(0, V, 8)]
 '''
 
 OURS = r'''
-import json, sys, time, importlib.util
+import json, os, sys, time, importlib.util
+if CORES: os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:CORES])   # (before the CPU device counts its cores)
 sys.path.insert(0, ROOT)
 from frontend import Tensor, GlobalCounters
 from frontend.nn.state import load_state_dict
@@ -103,17 +104,19 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--tokens", type=int, default=128)
   ap.add_argument("--concrete", action="store_true", help="also the concrete (eager, compile per position) path")
+  ap.add_argument("--cores", type=int, default=0, help="ours on this many cores (0: all); 1 compares with torch on one thread")
   ap.add_argument("--torch-threads", default="0,1", help="torch runs, one per thread count (0: torch's default, all cores)")
   ap.add_argument("--json", action="store_true")
   args = ap.parse_args()
   modes = ["symbolic"] + (["concrete"] if args.concrete else [])
-  ours = _child(OURS, {"OPENBLAS_NUM_THREADS": "1"}, TOKENS=args.tokens, MODES=modes)
-  runs = [_child(TORCH, {"OPENBLAS_NUM_THREADS": ""}, TOKENS=args.tokens, THREADS=int(t)) for t in args.torch_threads.split(",")]
+  ours = _child(OURS, {"OPENBLAS_NUM_THREADS": "1"}, TOKENS=args.tokens, MODES=modes, CORES=args.cores)
+  runs = [_child(TORCH, {"OPENBLAS_NUM_THREADS": ""}, TOKENS=args.tokens, THREADS=int(t)) for t in args.torch_threads.split(",") if t]
   theirs = runs[0]
   res = {**ours, **{k.replace("torch_", f"torch@{r['torch_threads']}_", 1): v for r in runs for k, v in r.items()}, "tokens": args.tokens}
   if args.json: print(json.dumps(res)); return
   n = args.tokens
-  print(f"GPT-2 124M shape, random weights, {n} tokens after an 8-token prompt, CPU (weights built + loaded in {ours['load_s']:.1f} s)")
+  print(f"GPT-2 124M shape, random weights, {n} tokens after an 8-token prompt, CPU, ours on {args.cores or 'all'} core(s) "
+        f"(weights built + loaded in {ours['load_s']:.1f} s)")
   print(f"{'':24} {'cold s':>8} {'warm s':>8} {'warm tok/s':>11} {'warm CPU s':>11}  same tokens as torch")
   row = lambda name, p: f"{name:24} {res[p + '_cold_s']:8.2f} {res[p + '_warm_s']:8.2f} {n / res[p + '_warm_s']:11.2f} {res[p + '_warm_cpu_s']:11.2f}"
   for m in modes:
