@@ -171,3 +171,12 @@ def test_load_state_dict_reports_everything_and_changes_nothing():
   good["c.bias"] = np.array([object(), object(), object()])
   with pytest.raises(TypeError, match="unsupported numpy dtype object"): load_state_dict(net, good)
   for k, v in get_state_dict(net).items(): np.testing.assert_array_equal(v.numpy(), before[k], err_msg=k)
+
+def test_loaded_view_becomes_a_dense_parameter():
+  """A checkpoint value that is a view (Hugging Face's Conv1D weights are loaded transposed) becomes a dense buffer of
+  its own in a fresh (unrealized) model, not a strided view that every later kernel would read through."""
+  lin = nn.Linear(3, 2)
+  w = Tensor(np.arange(6, dtype=np.float32).reshape(3, 2)).realize()
+  load_state_dict(lin, {"weight": w.T, "bias": Tensor([1.0, 2.0])})
+  assert lin.weight.lazydata.realized and not lin.weight.lazydata.is_view
+  np.testing.assert_array_equal(lin.weight.numpy(), [[0, 2, 4], [1, 3, 5]])

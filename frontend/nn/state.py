@@ -88,9 +88,10 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     v = values[k].to(t.device).cast(t.dtype)
     if verbose: print(f"load_state_dict: {k} {t.shape} {t.dtype}")
     # into the existing storage when there is one (anything that holds the tensor, a JIT or an optimizer, keeps
-    # seeing it); an unrealized tensor just takes the new value
+    # seeing it); an unrealized tensor takes the new value as a dense buffer of its own: a view (a transposed checkpoint
+    # weight) kept as the parameter would make every kernel that reads it read it strided, step after step
     if t.lazydata.realized and not t.lazydata.is_view: t.assign(v.contiguous() if v.lazydata is t.lazydata else v)
-    else: t.replace(v)
+    else: t.replace(v.contiguous())
     loaded.append(t)
     if consume: del state_dict[k]
   if realize and loaded: Tensor.realize(*loaded)
