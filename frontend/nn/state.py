@@ -58,34 +58,43 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
                     consume: bool = False, realize: bool = True) -> tuple[list[str], list[str]]:
   """Copy state_dict's tensors into model's (cast to their dtype, moved to their device), in one realize.
 
-  Raises RuntimeError on missing or unexpected keys (when strict) and on any shape mismatch, naming them.
-  Returns (missing_keys, unexpected_keys).
+  Everything is checked before anything is written: one RuntimeError lists all missing and unexpected keys (when
+  strict) and every shape mismatch, and leaves the model untouched. Returns (missing_keys, unexpected_keys).
 
   >>> from frontend import Tensor, nn
   >>> a, b = nn.Linear(2, 2), nn.Linear(2, 2)
   >>> _ = load_state_dict(b, get_state_dict(a))
   >>> (a.weight == b.weight).all().item()
   True
+  >>> load_state_dict(b, {"weight": Tensor.zeros(3, 2), "extra": Tensor([1])})
+  Traceback (most recent call last):
+  RuntimeError: load_state_dict: 3 problems: missing keys ['bias']; unexpected keys ['extra']; shape mismatch for weight: checkpoint (3, 2) vs model (2, 2)
   """
   model_sd = get_state_dict(model)
   missing = [k for k in model_sd if k not in state_dict]
   unexpected = [k for k in state_dict if k not in model_sd]
-  if strict and (missing or unexpected):
-    raise RuntimeError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
-  bad = [f"{k}: checkpoint {tuple(state_dict[k].shape)} vs model {t.shape}" for k, t in model_sd.items() if k in state_dict and tuple(state_dict[k].shape) != t.shape]
-  if bad: raise RuntimeError("load_state_dict: shape mismatch for " + "; ".join(bad))
+  shape = lambda v: tuple(v.shape) if isinstance(v, Tensor) else np.shape(v)
+  bad = [f"{k}: checkpoint {shape(state_dict[k])} vs model {t.shape}" for k, t in model_sd.items() if k in state_dict and shape(state_dict[k]) != t.shape]
+  problems = ([f"missing keys {missing}"] if strict and missing else []) + ([f"unexpected keys {unexpected}"] if strict and unexpected else []) + \
+             (["shape mismatch for " + "; ".join(bad)] if bad else [])
+  if problems:
+    n = (len(missing) + len(unexpected)) * strict + len(bad)
+    raise RuntimeError(f"load_state_dict: {n} problem{'s' * (n != 1)}: " + "; ".join(problems))
+  # every value converted before the first write: a value that can't become a tensor fails with the model unchanged
+  first = lambda d: d[0] if isinstance(d, tuple) else d   # (a sharded parameter's value is split after conversion)
+  values = {k: (v if isinstance(v, Tensor) else Tensor(np.asarray(v), device=first(model_sd[k].device))) for k, v in state_dict.items() if k in model_sd}
   loaded = []
   for k, t in model_sd.items():
-    if k not in state_dict: continue
-    v = state_dict[k]
-    if not isinstance(v, Tensor): v = Tensor(np.asarray(v), device=t.device)
+    if k not in values: continue
+    v = values[k]
     # (a sharded parameter gets the value split the same way; tinygrad's load_state_dict does the same)
     v = (v.shard(t.device, t.lazydata.axis) if isinstance(t.device, tuple) and not isinstance(v.device, tuple) else v.to(t.device)).cast(t.dtype)
     if verbose: print(f"load_state_dict: {k} {t.shape} {t.dtype}")
     # into the existing storage when there is one (anything that holds the tensor, a JIT or an optimizer, keeps
-    # seeing it); an unrealized tensor just takes the new value
+    # seeing it); an unrealized tensor takes the new value as a dense buffer of its own: a view (a transposed checkpoint
+    # weight) kept as the parameter would make every kernel that reads it read it strided, step after step
     if t.lazydata.realized and not t.lazydata.is_view: t.assign(v.contiguous() if v.lazydata is t.lazydata else v)
-    else: t.replace(v)
+    else: t.replace(v.contiguous())
     loaded.append(t)
     if consume: del state_dict[k]
   if realize and loaded: Tensor.realize(*loaded)
@@ -139,13 +148,15 @@ def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike, metadata: dict[
 
 def _name(fn) -> str: return "<bytes>" if isinstance(fn, (bytes, bytearray, memoryview)) else str(fn)
 
-def _read(fn) -> tuple[bytes, int, dict]:
-  data = fn if isinstance(fn, (bytes, bytearray, memoryview)) else open(fn, "rb").read()
-  data, where = bytes(data), f"safetensors {_name(fn)}"
+def _read(fn) -> tuple[np.ndarray, int, dict]:
+  """(the file's bytes, header length, header): a path is memory-mapped, never read whole into memory."""
+  where = f"safetensors {_name(fn)}"
+  if isinstance(fn, (bytes, bytearray, memoryview)): data = np.frombuffer(fn, np.uint8)
+  else: data = np.memmap(fn, np.uint8, "r") if os.path.getsize(fn) else np.empty(0, np.uint8)   # (mmap refuses empty files)
   if len(data) < 8: raise ValueError(f"{where}: {len(data)} bytes is too short for a header")
-  n = struct.unpack("<Q", data[:8])[0]
+  n = struct.unpack("<Q", data[:8].tobytes())[0]
   if 8 + n > len(data): raise ValueError(f"{where}: header length {n} runs past the end of the {len(data)}-byte file")
-  try: header = json.loads(data[8:8 + n])
+  try: header = json.loads(data[8:8 + n].tobytes())
   except (json.JSONDecodeError, UnicodeDecodeError) as e: raise ValueError(f"{where}: bad JSON header: {e}") from None
   if not isinstance(header, dict): raise ValueError(f"{where}: the header is a JSON {type(header).__name__}, not an object")
   return data, n, header
@@ -172,10 +183,11 @@ def _entry(where: str, k: str, info: Any, body_len: int) -> tuple[DType, tuple[i
 def safe_load_metadata(fn: str | os.PathLike | bytes) -> tuple[Tensor, int, dict]:
   """(the file as a uint8 Tensor, header length, the parsed JSON header including '__metadata__')."""
   data, n, header = _read(fn)
-  return Tensor(np.frombuffer(data, np.uint8)), n, header
+  return Tensor(np.asarray(data)), n, header
 
 def safe_load(fn: str | os.PathLike | bytes, device: str | None = None) -> dict[str, Tensor]:
-  """The tensors of a safetensors file (a path or its bytes), with the exact stored bits.
+  """The tensors of a safetensors file (a path or its bytes), with the exact stored bits. A path is memory-mapped:
+  each tensor goes from the mapped file straight into its device buffer, so a multi-GB file is never copied into RAM.
 
   >>> import tempfile, os
   >>> from frontend import Tensor
@@ -187,16 +199,45 @@ def safe_load(fn: str | os.PathLike | bytes, device: str | None = None) -> dict[
   from frontend.engine import from_host
   from hcqrt.device import Device
   data, n, header = _read(fn)
-  body, dev, out, where = memoryview(data)[8 + n:], Device.canonicalize(device), {}, f"safetensors {_name(fn)}"
+  body, dev, out, where = data[8 + n:], Device.canonicalize(device), {}, f"safetensors {_name(fn)}"
   entries = {k: _entry(where, k, info, len(body)) for k, info in header.items() if k != "__metadata__"}
   # two tensors sharing bytes would alias in the file but not once loaded: a damaged or hand-made header
   spans = sorted((b, e, k) for k, (_, _, b, e) in entries.items() if e > b)
   for (b0, e0, k0), (b1, e1, k1) in itertools.pairwise(spans):
     if b1 < e0: raise ValueError(f"{where}: tensors {k0!r} [{b0}, {e0}] and {k1!r} [{b1}, {e1}] overlap in data_offsets")
   for k, (dt, shape, b, e) in entries.items():
-    arr = np.frombuffer(body[b:e], dtype=_np_bits(dt)).astype(_np_bits(dt).newbyteorder("="), copy=True).reshape(shape)
-    # straight from host bytes with the target dtype: no kernel, and bf16 needs no numpy type
-    out[k] = Tensor(from_host(arr, dt, dev)) if arr.size else Tensor.empty(*shape, dtype=dt, device=dev)
+    if b == e: out[k] = Tensor.empty(*shape, dtype=dt, device=dev)
+    else:   # straight from the mapped file into the device buffer with the target dtype: no kernel, no host copy
+      arr = body[b:e].view(_np_bits(dt)).reshape(shape)
+      out[k] = Tensor(from_host(arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("=")), dt, dev))
   return out
 
-__all__ = ["get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save"]
+# ***** PyTorch checkpoints *****
+def torch_load(fn: str | os.PathLike, device: str | None = None) -> Any:
+  """The object of a torch.save file (.pt/.pth/.bin; zip or legacy format) with its tensors as ours: usually a dict of
+  name -> Tensor. torch is not imported and the pickle runs no code: only state-dict records are accepted (anything
+  else raises pickle.UnpicklingError naming the global, see torch_pickle). Storages are memory-mapped; each tensor,
+  strided views included, is copied from the mapped file straight to `device`.
+
+  >>> import tempfile, os, torch
+  >>> fn = os.path.join(tempfile.mkdtemp(), "m.pt")
+  >>> torch.save({"w": torch.arange(6.0).reshape(2, 3).t()}, fn)
+  >>> torch_load(fn)["w"].tolist()
+  [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+  """
+  from frontend.engine import from_host
+  from frontend.nn.torch_pickle import TensorRecord, read_checkpoint, record_array
+  from hcqrt.device import Device
+  obj, data = read_checkpoint(str(fn))
+  dev = Device.canonicalize(device)
+  def build(o: Any, name: str) -> Any:
+    if isinstance(o, TensorRecord):
+      arr = record_array(o, data, name, str(fn))
+      if arr.size == 0: return Tensor.empty(*arr.shape, dtype=o.dtype, device=dev)
+      return Tensor(from_host(arr if arr.flags.c_contiguous else arr.copy(), o.dtype, dev))   # (a host copy only for a strided view)
+    if isinstance(o, dict): return type(o)((k, build(v, f"{name}.{k}" if name else str(k))) for k, v in o.items())
+    if isinstance(o, (list, tuple)): return type(o)(build(v, f"{name}.{i}") for i, v in enumerate(o))
+    return o
+  return build(obj, "")
+
+__all__ = ["get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save", "torch_load"]
