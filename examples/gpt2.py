@@ -10,7 +10,7 @@ buffer; a step writes its position with an in-place assign to `cache[..., start_
 `cache[..., :start_pos+T, :]`. Two ways to run a step, picked by SYMBOLIC (env GPT2_SYMBOLIC, default 1):
 - SYMBOLIC (the default): `start_pos` (and the token) are bound Variables, so every step has the same symbolic shapes: one TinyJit
   capture replays for every position, and no kernel is compiled after the first steps (tinygrad's gpt2 does this).
-- concrete (GPT2_SYMBOLIC=0, or `--concrete`): `start_pos` is an int; each position has its own shapes, so its kernels are compiled on first
+- concrete (GPT2_SYMBOLIC=0): `start_pos` is an int; each position has its own shapes, so its kernels are compiled on first
   use (cached on disk for later runs); with the JIT on, there is one TinyJit per position, which replays from the
   third generation that reaches it (a server answering many prompts; a single run is eager).
 
