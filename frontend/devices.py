@@ -44,3 +44,15 @@ def target_of(name: str) -> Target:
   """The compile Target of device `name` (from its `target` report; cached per device name)."""
   if (t := _targets.get(name)) is None: t = _targets[name] = Target.from_report(open_device(name).target)
   return t
+
+def is_dtype_supported(dtype: Any, device: str | None = None) -> bool:
+  """Whether tensors of `dtype` can be computed on `device` (default: Device.DEFAULT). fp8 is storage plus conversion
+  on the CPU only: no GPU renderer here emits its conversions yet.
+
+  >>> from compiler.dtypes import dtypes
+  >>> is_dtype_supported(dtypes.float16, "CPU"), is_dtype_supported(dtypes.float32)
+  (True, True)
+  """
+  name = (device or Device.DEFAULT).split(":")[0].upper()
+  if dtype.name.startswith("fp8"): return name == "CPU"
+  return True
