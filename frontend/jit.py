@@ -15,7 +15,8 @@ random-number counter) are written again, exactly as the function would.
 
 Arguments are bound to the function's parameter names (so keywords and positions mix freely); tensors inside
 lists, tuples and dicts are inputs too. A tensor argument that is a view (a slice, a transpose, an expand) is
-copied to a contiguous buffer first, so any view of the right shape replays correctly. The recording tells an
+copied to a contiguous buffer first, so any view of the right shape replays correctly; an unrealized argument (a lazy
+expression, `Tensor.ones(n)`) is realized first. The recording tells an
 argument's buffer apart from the same tensor read through a closure, and a function that returns its argument
 returns this call's tensor. In-place writes (`.assign`, `+=`) still pending when a capture ends are part of
 the recording; those pending when a replay starts run before it.
@@ -26,7 +27,7 @@ later call with values in range replays it, the values patched in as the kernels
 graph on HCQ devices), and the outputs' shapes bound to this call's values. No kernel is compiled again.
 
 Raises JitError instead of returning wrong results: when the function launched nothing to capture, when an
-argument's shape, dtype or device changes (naming it), when a tensor argument is not realized, when a
+argument's shape, dtype or device changes (naming it), when a
 non-tensor argument (or the layout of a list/dict argument) changes, when the function writes in place into
 an argument that is a view or is passed twice, and when `.item()`/`.numpy()` is called during capture.
 """
@@ -177,9 +178,11 @@ class TinyJit:
     return [(f"argument {n!r}", ba.arguments[n]) for n in names], call
 
   def _check_inputs(self, tensors, consts):
+    # an unrealized argument (a lazy expression, a constant) is computed first, eagerly, as tinygrad does: the
+    # recording then only ever sees realized buffers, swapped per call like any argument's
+    if unreal := [t for _, t in tensors if not t.lazydata.realized]: Tensor.realize(*unreal)
     for name, t in tensors:
-      if not t.lazydata.realized:
-        raise JitError(f"{self.name}: {name} is not realized; call .realize() on it before passing it to the jitted function")
+      if not t.lazydata.realized: raise JitError(f"{self.name}: {name} could not be realized before the call")
     if self.cnt < 2: return
     if len(consts) != len(self.consts) or any(n != o for (n, _), (o, _) in zip(consts, self.consts)):
       changed = next(((n, v, ov) for (n, v), (o, ov) in zip(consts, self.consts) if n != o or not _same(v, ov)), None)

@@ -39,10 +39,13 @@ def test_shape_and_dtype_change_raise():
   with pytest.raises(JitError, match=r"argument .x. has shape \(5,\)"): f(realized(5))
   with pytest.raises(JitError, match="dtype"): f(Tensor([1, 2, 3, 4]).realize())
 
-def test_unrealized_input_raises():
+def test_unrealized_inputs_are_realized():
+  # lazy expressions and constants as arguments: realized before each call, then swapped in like any argument
   @TinyJit
-  def f(x: Tensor) -> Tensor: return x + 1
-  with pytest.raises(JitError, match="not realized"): f(Tensor.ones(3) * 2)
+  def f(x: Tensor) -> Tensor: return (x + 1).sum()
+  xs = [Tensor.ones(3) * i for i in range(5)] + [Tensor.full((3,), 7.0), Tensor([1.0, 2.0, 3.0]) + Tensor([1.0, 1.0, 1.0])]
+  assert [f(x).item() for x in xs] == [3.0, 6.0, 9.0, 12.0, 15.0, 24.0, 12.0]
+  assert f.cnt == 2
 
 def test_changed_python_scalar_raises():
   @TinyJit
