@@ -84,7 +84,8 @@ class AliasModule(types.ModuleType):
   Placeholder subclass (cached, so `from X import A` twice gives the same class)."""
   def __getattr__(self, name: str):
     if name.startswith("__"): raise AttributeError(name)
-    ours = _OURS.get(self.__name__, {})
+    # tinygrad's modules import its public names from each other (`from tinygrad.tensor import dtypes` works there)
+    ours = _OURS["tinygrad"] | _OURS.get(self.__name__, {})
     val = _resolve(ours[name]) if name in ours else None
     if val is None and self.__name__ == "tinygrad.helpers": val = _env_names().get(name)
     if val is None: val = _PlaceholderMeta(name, (Placeholder,), {"__qualname__": f"{self.__name__}.{name}"})
