@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> dict:
     n = c["passed"] + c["failed"]
     print(f"{rel:32s} {c['passed']:5d} {c['failed']:5d} {c['internal']:6d} {c['skipped']:5d}  "
           f"{c['passed']}/{n} = {100 * c['passed'] / max(n, 1):.1f}%", flush=True)
+    if args.json: args.json.write_text(json.dumps(allres, indent=1))   # after each file: a long run can be read early
   n = tot["passed"] + tot["failed"]
   print(f"{'total':32s} {tot['passed']:5d} {tot['failed']:5d} {tot['internal']:6d} {tot['skipped']:5d}  "
         f"{tot['passed']}/{n} = {100 * tot['passed'] / max(n, 1):.1f}%")
