@@ -26,6 +26,8 @@ class DType:
   def vec(self, n: int) -> DType:
     assert self.count == 1, f"can't vectorize {self}"
     return self if n == 1 else _vec(self, n)
+  @property
+  def bitsize(self) -> int: return 8 * self.itemsize
   def __repr__(self) -> str: return f"dtypes.{self.name}"
   def __reduce__(self):   # unpickle to the canonical object, so `dt is dtypes.float32` holds in other processes
     return (_dtype_by_name, (self.scalar.name, self.count))
@@ -63,15 +65,29 @@ class dtypes:
   bfloat16 = DType(10, 2, "bfloat16", None)
   float32 = DType(11, 4, "float", "f")
   float64 = DType(12, 8, "double", "d")
+  # OCP 8-bit floats (E4M3FN: no inf, NaN is S.1111.111; E5M2: IEEE-like). Storage and conversion only: a cast to or
+  # from them is integer arithmetic on the bits (frontend/fp8.py), so kernels only ever load and store their bytes.
+  # Priorities below float16's, above every int's, so promotion with any other float picks the other float.
+  fp8e4m3 = DType(8, 1, "fp8e4m3", None)
+  fp8e5m2 = DType(8, 1, "fp8e5m2", None)
   half, float, double = float16, float32, float64
   char, uchar, short, ushort, int, uint, long, ulong = int8, uint8, int16, uint16, int32, uint32, int64, uint64
   default_float: DType = float32
   default_int: DType = int32
-  floats = (float16, bfloat16, float32, float64)
+  fp8s = (fp8e4m3, fp8e5m2)
+  floats = fp8s + (float16, bfloat16, float32, float64)
   uints = (uint8, uint16, uint32, uint64)
   sints = (int8, int16, int32, int64)
   ints = uints + sints
 
+  @staticmethod
+  def fields() -> dict[str, DType]:
+    """Every scalar dtype by each of its names (aliases included), as tinygrad's `dtypes.fields()`.
+
+    >>> dtypes.fields()["uchar"] is dtypes.uint8, "default_float" in dtypes.fields()
+    (True, False)
+    """
+    return {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith(("default", "_"))}
   @staticmethod
   def is_float(dt: DType) -> bool: return dt.is_float
   @staticmethod
@@ -110,7 +126,7 @@ class dtypes:
     return float(x)
 
 ALL_DTYPES = [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
-              dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.float32, dtypes.float64]
+              dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.float32, dtypes.float64, dtypes.fp8e4m3, dtypes.fp8e5m2]
 DTYPES_BY_NAME = {d.name: d for d in ALL_DTYPES} | {"float32": dtypes.float32, "float16": dtypes.float16,
   "float64": dtypes.float64, "int32": dtypes.int32, "int64": dtypes.int64, "uint8": dtypes.uint8, "int8": dtypes.int8,
   "int16": dtypes.int16, "uint16": dtypes.uint16, "uint32": dtypes.uint32, "uint64": dtypes.uint64, "bfloat16": dtypes.bfloat16}
@@ -133,6 +149,7 @@ def to_np(dt: DType):
   """The numpy dtype with the same bytes as `dt`."""
   import numpy as np
   if dt.scalar is dtypes.bfloat16: raise TypeError("bfloat16 has no numpy dtype")
+  if dt.scalar in dtypes.fp8s: return np.dtype(np.uint8)   # the bytes (numpy has no fp8)
   return np.dtype(dt.scalar.fmt)
 
 # Promotion as in tinygrad/torch: bool < ints < floats; within a kind the wider (higher priority) wins, and
@@ -140,6 +157,7 @@ def to_np(dt: DType):
 def least_upper_dtype(*ds: DType) -> DType:
   ds = tuple(d.scalar for d in ds)
   floats = [d for d in ds if d.is_float]
+  if len(set(floats) - set(dtypes.fp8s)) == 0 and len(set(floats)) == 2: return dtypes.float16   # e4m3 with e5m2
   if floats: return max(floats, key=lambda d: d.priority)
   ints = [d for d in ds if d.is_int]
   if not ints: return dtypes.bool
@@ -155,3 +173,43 @@ def sum_acc_dtype(dt: DType) -> DType:
   if dt.is_unsigned: return least_upper_dtype(dt, dtypes.uint32)
   if dt.is_int or dt.is_bool: return least_upper_dtype(dt, dtypes.int32)
   return least_upper_dtype(dt, dtypes.float32)
+
+# OCP FP8 formats: (exponent bits, mantissa bits, bias). E4M3FN spends its top exponent on normal numbers (max 448) and
+# has only NaN (S.1111.111); E5M2 has inf and NaNs like IEEE half (max 57344). Source: OCP "8-bit Floating Point
+# Specification (OFP8)" rev 1.0, section 5.
+FP8_FORMAT = {"fp8e4m3": (4, 3, 7), "fp8e5m2": (5, 2, 15)}
+
+def fp8_to_float(x: int, dtype: DType) -> float:
+  """The value of fp8 byte `x` of `dtype` (fp8e4m3 or fp8e5m2).
+
+  >>> fp8_to_float(0x38, dtypes.fp8e4m3), fp8_to_float(0x7e, dtypes.fp8e4m3), fp8_to_float(0x7c, dtypes.fp8e5m2)
+  (1.0, 448.0, inf)
+  """
+  e, m, bias = FP8_FORMAT[dtype.name]
+  sign, exp, man = -1.0 if x & 0x80 else 1.0, (x >> m) & ((1 << e) - 1), x & ((1 << m) - 1)
+  if dtype is dtypes.fp8e4m3 and exp == 15 and man == 7: return math.nan
+  if dtype is dtypes.fp8e5m2 and exp == 31: return sign * math.inf if man == 0 else math.nan
+  if exp == 0: return sign * man * 2.0 ** (1 - bias - m)
+  return sign * (1 + man / (1 << m)) * 2.0 ** (exp - bias)
+
+def float_to_fp8(x: float, dtype: DType) -> int:
+  """The fp8 byte of `dtype` nearest to `x` (ties to even); finite values past the largest saturate to it, inf is
+  NaN in e4m3 (it has no inf) and inf in e5m2.
+
+  >>> float_to_fp8(1.0, dtypes.fp8e4m3), float_to_fp8(1000.0, dtypes.fp8e4m3), float_to_fp8(-math.inf, dtypes.fp8e5m2)
+  (56, 126, 252)
+  """
+  _, m, bias = FP8_FORMAT[dtype.name]
+  sign = 0x80 if math.copysign(1.0, x) < 0 else 0
+  if math.isnan(x): return sign | (0x7f if dtype is dtypes.fp8e4m3 else 0x7e)
+  if math.isinf(x): return sign | (0x7f if dtype is dtypes.fp8e4m3 else 0x7c)
+  maxbits = 0x7e if dtype is dtypes.fp8e4m3 else 0x7b
+  a = abs(x)
+  if a >= fp8_to_float(maxbits, dtype): return sign | maxbits
+  # the exponent of a's binade (subnormals share the smallest normal exponent), then a in units of the last place
+  exp = max(math.frexp(a)[1] - 1, 1 - bias) if a > 0 else 1 - bias
+  q = round(a / 2.0 ** (exp - m))   # Python's round: ties to even
+  bits = q if exp == 1 - bias and q < (1 << m) else ((exp + bias) << m) + (q - (1 << m))
+  return sign | min(bits, maxbits)
+
+DTYPES_DICT = dtypes.fields()

@@ -8,6 +8,7 @@ runner); `target_of(name)` is the compiler's view of the device (compiler/target
 (True, True)
 """
 from __future__ import annotations
+from compiler.dtypes import DType
 from compiler.target import Target
 from compiler.pipeline import backend
 from compiler.assemble.c_compiler import CompileError
@@ -39,3 +40,15 @@ def target_of(name: str) -> Target:
   """The compile Target of device `name` (from its `target` report; cached per device name)."""
   if (t := _targets.get(name)) is None: t = _targets[name] = Target.from_report(open_device(name).target)
   return t
+
+def is_dtype_supported(dtype: DType, device: str | None = None) -> bool:
+  """Whether tensors of `dtype` can be computed on `device` (default: Device.DEFAULT). fp8 is storage plus conversion
+  on the CPU only: no GPU renderer here emits its conversions yet.
+
+  >>> from compiler.dtypes import dtypes
+  >>> is_dtype_supported(dtypes.float16, "CPU"), is_dtype_supported(dtypes.float32)
+  (True, True)
+  """
+  name = (device or Device.DEFAULT).split(":")[0].upper()
+  if dtype.name.startswith("fp8"): return name == "CPU"
+  return True

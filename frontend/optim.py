@@ -89,6 +89,33 @@ class SGD(Optimizer):
       t.assign((p - (g if self.classic and self.momentum else g * self.lr)).cast(t.dtype))
     return self.b
 
+class Muon(SGD):
+  """Muon: SGD momentum (nesterov by default) whose update is orthogonalized by `ns_steps` Newton-Schulz iterations
+  (Tensor.newton_schulz, over the parameter flattened to (dim 0, rest)), with weight decay applied after momentum as
+  p *= 1 - lr*wd. The learning rate is not rescaled by the matrix's aspect ratio (tinygrad's Muon; torch.optim.Muon
+  with a wide or square matrix).
+
+  >>> from frontend import Tensor
+  >>> w = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+  >>> opt = Muon([w], lr=0.1, weight_decay=0.0)
+  >>> _ = (w * w).sum().backward(); opt.step(); w.shape
+  (2, 2)
+  """
+  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1,
+               ns_steps: int = 5, ns_coefficients: tuple[float, ...] = (3.4445, -4.775, 2.0315), nesterov: bool = True):
+    super().__init__(params, lr, momentum, 0.0, nesterov and momentum > 0)
+    self.muon_wd, self.ns_steps, self.ns_coefficients = weight_decay, ns_steps, ns_coefficients
+  def _step(self) -> list[Tensor]:
+    for i, t in enumerate(self.params):
+      p, g = t.detach(), t.grad.detach().cast(t.dtype)
+      if self.momentum:
+        self.b[i].assign((self.momentum * self.b[i] + g).cast(self.b[i].dtype))
+        g = (g + self.momentum * self.b[i]) if self.nesterov else self.b[i]
+      g = g.reshape(g.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients).reshape(g.shape)
+      if self.muon_wd: p = p * (1.0 - self.muon_wd * self.lr)
+      t.assign((p - g * self.lr).cast(t.dtype))
+    return self.b
+
 class LAMB(Optimizer):
   """LAMB (layer-wise trust ratio on top of Adam moments, decoupled weight decay); adam=True drops the trust ratio,
   which is AdamW. Bias corrections use the running products b1^t, b2^t kept as tensors."""
@@ -137,4 +164,4 @@ def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 
   """AdamW: Adam with decoupled weight decay (p -= lr * wd * p), like torch.optim.AdamW."""
   return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
 
-__all__ = ["LAMB", "SGD", "Adam", "AdamW", "Optimizer"]
+__all__ = ["LAMB", "SGD", "Adam", "AdamW", "Muon", "Optimizer"]

@@ -79,6 +79,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if isinstance(data, MultiLazyBuffer) or isinstance(device, (tuple, list)):   # on several devices (frontend/multi.py)
       _init_multi(self, data, device, dtype, requires_grad)
       return
+    if dtype in dtypes.fp8s and not isinstance(data, (LazyBuffer, bytes, bytearray, memoryview)) and data is not None:
+      # numpy has no fp8: the values become float32 and are rounded to fp8 by a kernel (frontend/fp8.py)
+      data = Tensor(data, device, dtypes.float32).cast(dtype).lazydata
     # a LazyBuffer already lives somewhere: stay there unless a device is asked for
     device = data.device if isinstance(data, LazyBuffer) and device is None else Device.canonicalize(device)
     self.grad: Tensor | None = None
@@ -91,6 +94,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     elif isinstance(data, (list, tuple)):
       dt = dtype or dtypes.from_py(data)
       try: arr = np.array(data, dtype=to_np(dt))
+      except OverflowError:   # an int out of dt's range wraps around, as numpy's astype and C casts do
+        arr = np.array(_map_nested(data, lambda v: dtypes.as_const(v, dt)), dtype=to_np(dt))
       except ValueError as e: raise ValueError(f"Tensor: ragged or non-numeric list: {e}") from None
       lb = _from_numpy(arr, device)
     elif isinstance(data, np.ndarray) or isinstance(data, np.generic):
@@ -210,7 +215,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     engine.realize(multi.lazy_buffers([t.lazydata for t in (self,) + others]), live_lazydata)
     return self
   def _host_array(self) -> np.ndarray:
-    if self.dtype is dtypes.bfloat16: return self.cast(dtypes.float32)._host_array()
+    if self.dtype is dtypes.bfloat16 or self.dtype in dtypes.fp8s: return self.cast(dtypes.float32)._host_array()
     if isinstance(self.lazydata, MultiLazyBuffer): return self.to(self.device[0])._host_array()   # the shards, concatenated
     lb = self.lazydata
     if lb.is_view and lb.st.contiguous and lb.base.size == lb.size:   # a reshape of its base: read the base as is
@@ -1282,16 +1287,39 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     ([1, -1], [1.0, 2.0])
     """
     dt = _to_dtype(dtype, f"cast of a {self.dtype} tensor of shape {self.shape}")
-    return self if self.dtype == dt else F.Cast.apply(self, dtype=dt)
+    if self.dtype == dt: return self
+    if dt in dtypes.fp8s or self.dtype in dtypes.fp8s:
+      from frontend.fp8 import cast_fp8
+      return cast_fp8(self, dt)
+    return F.Cast.apply(self, dtype=dt)
   def bitcast(self, dtype) -> Tensor:
-    """Reinterpret the bits as `dtype`, which must have the same size (else ValueError).
+    """Reinterpret the bits as `dtype`. To a dtype n times smaller the last dim grows n times; to one n times larger
+    it shrinks n times (it must divide). Bytes are in little-endian order, as in memory on every device here.
 
-    >>> Tensor([1.0]).bitcast(dtypes.uint32).tolist()
-    [1065353216]
+    >>> Tensor([1.0]).bitcast(dtypes.uint32).tolist(), Tensor([1, 258], dtype=dtypes.uint16).bitcast(dtypes.uint8).tolist()
+    ([1065353216], [1, 0, 2, 1])
     """
     dt = _to_dtype(dtype, f"bitcast of a {self.dtype} tensor of shape {self.shape}")
-    if dt.itemsize != self.dtype.itemsize: raise ValueError(f"bitcast: {self.dtype} and {dt} differ in size")
+    if dt.itemsize != self.dtype.itemsize: return self._bitcast_resize(dt)
     return self if self.dtype == dt else F.Cast.apply(self, dtype=dt, bitcast=True)
+  def _bitcast_resize(self, dt: DType) -> Tensor:
+    # through unsigned ints of each size: split one wide int into narrow ones by shifts and masks, or join narrow ones
+    if dtypes.bool in (dt, self.dtype): raise ValueError(f"bitcast: can't bitcast {self.dtype} to {dt} (bool has no bit layout)")
+    uint = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+    src, dst, ssz, dsz = uint[self.dtype.itemsize], uint[dt.itemsize], self.dtype.itemsize, dt.itemsize
+    if not self.ndim: raise ValueError(f"bitcast: a 0-d {self.dtype} tensor can't change size to {dt} (no last dim)")
+    x = self.bitcast(src)
+    if ssz > dsz:
+      n = ssz // dsz
+      parts = [((x >> (8 * dsz * k)) & ((1 << (8 * dsz)) - 1)).cast(dst) for k in range(n)]
+      return Tensor.stack(*parts, dim=-1).reshape(*self.shape[:-1], self.shape[-1] * n).bitcast(dt)
+    n = dsz // ssz
+    if self.shape[-1] % n:
+      raise ValueError(f"bitcast: {self.dtype} tensor of shape {self.shape} to {dt}: the last dim must be a multiple of {n}")
+    x = x.reshape(*self.shape[:-1], self.shape[-1] // n, n).cast(dst)
+    out = x[..., 0]
+    for k in range(1, n): out = out | (x[..., k] << (8 * ssz * k))
+    return out.bitcast(dt)
   def float(self) -> Tensor:
     """Cast to float32.
 
@@ -2104,6 +2132,9 @@ def _canonical(arr: np.ndarray) -> np.ndarray:
   """The same bytes with numpy's canonical scalar type: on Linux np.longlong ('q') and np.int64 ('l') are distinct
   classes of the same dtype, and only the latter is in the dtype map."""
   return arr.view(np.dtype(arr.dtype.str)) if arr.dtype.kind in "iu" and arr.dtype.type is not np.dtype(arr.dtype.str).type else arr
+
+def _map_nested(x, fn):
+  return [_map_nested(v, fn) for v in x] if isinstance(x, (list, tuple)) else fn(x)
 
 def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
   arr = _canonical(arr)

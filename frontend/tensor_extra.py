@@ -95,6 +95,27 @@ class ExtraOpsMixin:
     return x
 
   # ***** small dense factorizations (batched over leading dims) *****
+  def newton_schulz(self: Tensor, steps: int, params: tuple[float, ...], eps: float = 1.0e-7) -> Tensor:
+    """`steps` Newton-Schulz iterations G <- sum_i params[i] * (G G^T)^i G of the odd polynomial `params`, from self
+    scaled to Frobenius norm 1: drives the singular values toward 1 (an approximate orthogonalization; Muon's step).
+    A tall matrix is iterated transposed, so G G^T is the smaller square.
+
+    >>> from frontend import Tensor
+    >>> g = Tensor([[3.0, 0.0], [0.0, 0.5]]).newton_schulz(10, (1.5, -0.5))
+    >>> [round(v, 3) for v in g.flatten().tolist()]
+    [1.0, 0.0, 0.0, 1.0]
+    """
+    if self.ndim < 2: raise ValueError(f"newton_schulz: needs a matrix (two or more dims), got shape {self.shape}")
+    if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    g = self / (self.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      gram, term, acc = g @ g.transpose(-2, -1), g, g * params[0]
+      for p in params[1:]:
+        term = gram @ term
+        acc = acc + p * term
+      g = acc
+    return g
+
   def qr(self: Tensor) -> tuple[Tensor, Tensor]:
     """Q (..., m, m) orthogonal and R (..., m, n) upper triangular with self = Q @ R, by Householder reflections.
 

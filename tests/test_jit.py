@@ -47,6 +47,14 @@ def test_unrealized_input_is_realized_outside_the_capture():
     np.testing.assert_allclose(f(base * 2).numpy(), base.numpy() * 2 + 1, rtol=1e-6)   # a lazy argument each call
   assert f.cnt == 2 and [ei.kind for ei in f.items] == ["kernel"]   # the recording holds the function's kernel only
 
+def test_unrealized_inputs_are_realized():
+  # lazy expressions and constants as arguments: realized before each call, then swapped in like any argument
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return (x + 1).sum()
+  xs = [Tensor.ones(3) * i for i in range(5)] + [Tensor.full((3,), 7.0), Tensor([1.0, 2.0, 3.0]) + Tensor([1.0, 1.0, 1.0])]
+  assert [f(x).item() for x in xs] == [3.0, 6.0, 9.0, 12.0, 15.0, 24.0, 12.0]
+  assert f.cnt == 2
+
 def test_changed_python_scalar_raises():
   @TinyJit
   def f(x: Tensor, scale: float) -> Tensor: return x * scale

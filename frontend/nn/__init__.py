@@ -71,6 +71,17 @@ def Conv1d(in_channels: int, out_channels: int, kernel_size: int, stride=1, padd
   """1-d convolution: a Conv2d with a one-element kernel tuple (input (N, C, L))."""
   return Conv2d(in_channels, out_channels, (kernel_size,) if isinstance(kernel_size, int) else kernel_size, stride, padding, dilation, groups, bias)
 
+def ConvTranspose1d(in_channels: int, out_channels: int, kernel_size: int, stride=1, padding=0, output_padding=0,
+                    dilation=1, groups: int = 1, bias: bool = True) -> ConvTranspose2d:
+  """1-d transposed convolution: a ConvTranspose2d with a one-element kernel tuple (input (N, C, L)).
+
+  >>> from frontend import Tensor, nn
+  >>> nn.ConvTranspose1d(2, 3, 3, stride=2)(Tensor.rand(1, 2, 4)).shape
+  (1, 3, 9)
+  """
+  k = (kernel_size,) if isinstance(kernel_size, int) else kernel_size
+  return ConvTranspose2d(in_channels, out_channels, k, stride, padding, output_padding, dilation, groups, bias)
+
 class ConvTranspose2d(Conv2d):
   """Transposed convolution layer; weight (in, out/groups, *k) like torch."""
   def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, dilation=1,
@@ -150,6 +161,35 @@ class LayerNorm:
     x = x.layernorm(self.axis, self.eps)
     return x if self.weight is None else x * self.weight + self.bias
 
+class LayerNorm2d(LayerNorm):
+  """LayerNorm over the channels (dim 1) of an (N, C, H, W) input, at every pixel.
+
+  >>> from frontend import Tensor, nn
+  >>> nn.LayerNorm2d(3)(Tensor.rand(2, 3, 4, 4)).shape
+  (2, 3, 4, 4)
+  """
+  def __call__(self, x: Tensor) -> Tensor: return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+class InstanceNorm:
+  """Normalize each channel of each sample over its spatial dims, then per-channel affine (weight 1, bias 0).
+
+  >>> from frontend import Tensor, nn
+  >>> y = nn.InstanceNorm(3)(Tensor.rand(2, 3, 4, 4) * 5 + 2)
+  >>> y.shape, abs(y[1, 2].mean().item()) < 1e-5
+  ((2, 3, 4, 4), True)
+  """
+  def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
+    self.num_features, self.eps = num_features, eps
+    self.weight = _param(num_features, 1.0) if affine else None
+    self.bias = _param(num_features, 0.0) if affine else None
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 2 or x.shape[1] != self.num_features:
+      raise ValueError(f"InstanceNorm: input {x.shape} doesn't have {self.num_features} channels on dim 1")
+    x = x.reshape(x.shape[0], self.num_features, -1).layernorm(eps=self.eps).reshape(x.shape)
+    if self.weight is None: return x
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return x * self.weight.reshape(shape) + self.bias.reshape(shape)
+
 class GroupNorm:
   """Normalize each of num_groups channel groups over (channels in group, spatial), then per-channel affine."""
   def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
@@ -187,6 +227,31 @@ class Embedding:
     if not idx.dtype.is_int: raise TypeError(f"Embedding: indices must be integers, got {idx.dtype}")
     return check_index(idx._one_hot_mask(self.vocab_sz).cast(self.weight.dtype) @ self.weight, idx, self.vocab_sz, "Embedding")
 
+class LSTMCell:
+  """One LSTM step: (h, c) from input x (N, input_size) and the previous (h, c) (zeros when None); gates in torch's
+  order i, f, g, o; weights uniform in +-1/sqrt(hidden_size), biases zero.
+
+  >>> from frontend import Tensor, nn
+  >>> h, c = nn.LSTMCell(3, 5)(Tensor.rand(2, 3))
+  >>> h.shape, c.shape
+  ((2, 5), (2, 5))
+  """
+  def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+    bound = 1.0 / math.sqrt(hidden_size)
+    self.weight_ih = Tensor.uniform(hidden_size * 4, input_size, low=-bound, high=bound)
+    self.weight_hh = Tensor.uniform(hidden_size * 4, hidden_size, low=-bound, high=bound)
+    self.bias_ih = Tensor.zeros(hidden_size * 4).contiguous() if bias else None
+    self.bias_hh = Tensor.zeros(hidden_size * 4).contiguous() if bias else None
+  def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    hsz = self.weight_hh.shape[1]
+    if x.ndim != 2 or x.shape[1] != self.weight_ih.shape[1]:
+      raise ValueError(f"LSTMCell: input {x.shape} is not (N, {self.weight_ih.shape[1]})")
+    if hc is None: hc = (Tensor.zeros(x.shape[0], hsz, dtype=x.dtype, device=x.device),) * 2
+    gates = x.linear(self.weight_ih.transpose(), self.bias_ih) + hc[0].linear(self.weight_hh.transpose(), self.bias_hh)
+    i, f, g, o = gates.chunk(4, dim=1)
+    c = f.sigmoid() * hc[1] + i.sigmoid() * g.tanh()
+    return (o.sigmoid() * c.tanh()).contiguous(), c.contiguous()
+
 class Dropout:
   """Zero elements with probability p in training mode (see Tensor.dropout)."""
   def __init__(self, p: float = 0.5):
@@ -201,11 +266,15 @@ __all__ = [
   "BatchNorm3d",
   "Conv1d",
   "Conv2d",
+  "ConvTranspose1d",
   "ConvTranspose2d",
   "Dropout",
   "Embedding",
   "GroupNorm",
+  "InstanceNorm",
+  "LSTMCell",
   "LayerNorm",
+  "LayerNorm2d",
   "Linear",
   "RMSNorm",
   "optim",
