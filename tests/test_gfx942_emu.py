@@ -135,3 +135,24 @@ def test_wave64_compare_and_mbcnt_see_all_64_lanes():
   vcc = int(w.s[106, 0]) | int(w.s[107, 0]) << 32
   assert vcc == sum(1 << k for k in range(41, 64))
   assert w.v[2, 0].tolist() == [max(0, k - 41) for k in range(64)]
+
+def test_vmcnt_and_lgkmcnt_count_stores_on_gfx9():
+  """load; store; s_waitcnt vmcnt(1) lands the load on gfx9, where stores count in vmcnt (and LDS writes in lgkmcnt):
+  the emulator must not leave the load in flight (it did, reading the stale register, before stores were counted)."""
+  buf = np.arange(64 * 2, dtype=np.uint32) * 7 + 1
+  words = [0xDC508000, 0x047F0002,   # global_load_dword v4, v[2:3], off
+           0xDC708100, 0x007F0502,   # global_store_dword v[2:3], v5, off offset:256
+           0xBF8C0F71,               # s_waitcnt vmcnt(1)
+           0x7E0C0304,               # v_mov_b32_e32 v6, v4
+           0xD86C0100, 0x07000000,   # ds_read_b32 v7, v0 offset:256
+           0xD81A0000, 0x00000500,   # ds_write_b32 v0, v5
+           0xBF8CC17F,               # s_waitcnt lgkmcnt(1)
+           0x7E100307, 0xBF810000]   # v_mov_b32_e32 v8, v7; s_endpgm
+  mem = FlatMemory(); mem.map(0x10000, buf.view(np.uint8))
+  w = Gfx9Waves(struct.pack(f"<{len(words)}I", *words), 1, 16, np.zeros(1, np.int64), 1024, mem)
+  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  w.v[0] = np.arange(64, dtype=np.uint32) * 4; w.v[2] = 0x10000 + np.arange(64, dtype=np.uint32) * 4; w.v[5] = 99
+  w.lds[0, 256:512] = np.arange(64, dtype=np.uint32).view(np.uint8) + 0   # what ds_read finds
+  w.run()
+  assert w.v[6, 0].tolist() == (np.arange(64) * 7 + 1).tolist()
+  assert w.v[8, 0].tolist() == list(range(64))

@@ -160,6 +160,19 @@ class Gfx9Waves(Waves):
     lo, hi = out
     self.vwrite(f["vdst"], sel, lo, "u32", ex); self.vwrite(f["vdst"] + 1, sel, hi, "u32", ex)
 
+  # GFX9 has one counter for every vector memory op: vmcnt counts stores too (gfx10 moved them to vscnt), and lgkmcnt
+  # counts LDS writes as well as reads (MI300 ISA, "S_WAITCNT" and "Data Dependency Resolution"). A store completes at
+  # issue here, but it still holds its place in the counter, so "vmcnt(1)" after load, store waits for the load.
+  def _counted(self, counter: str, i: Inst, sel, run):
+    before = len(self.pending[counter])
+    r = run(i, sel)
+    if len(self.pending[counter]) == before:   # nothing to land: an empty entry that only counts
+      self.pending[counter].append(("v", 0, self._gidx(sel), None, np.zeros((0, self.nw(sel), self.LANES), np.uint32), np.uint32(0)))
+    return r
+  def _global(self, i: Inst, sel): return self._counted("vm", i, sel, super()._global)
+  _flat = _global
+  def _ds(self, i: Inst, sel): return None if i.base == "ds_nop" else self._counted("lgkm", i, sel, super()._ds)
+
   def _mubuf(self, i: Inst, sel):
     # buffer_wbl2 / buffer_inv: the emulator's shader accesses go straight to memory (no L1/L2 model on this side)
     return None
