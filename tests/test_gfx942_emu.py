@@ -156,3 +156,59 @@ def test_vmcnt_and_lgkmcnt_count_stores_on_gfx9():
   w.run()
   assert w.v[6, 0].tolist() == (np.arange(64) * 7 + 1).tolist()
   assert w.v[8, 0].tolist() == list(range(64))
+
+# ---- scratch (private segment)
+STACK = """define amdgpu_kernel void @stack(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %idx) {
+entry:
+  %arr = alloca [32 x i32], align 4, addrspace(5)
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %b = mul i32 %g, 64
+  %i = add i32 %b, %t
+  br label %fill
+fill:
+  %k = phi i32 [ 0, %entry ], [ %k1, %fill ]
+  %v = mul i32 %k, %i
+  %v2 = add i32 %v, %k
+  %p = getelementptr [32 x i32], ptr addrspace(5) %arr, i32 0, i32 %k
+  store volatile i32 %v2, ptr addrspace(5) %p
+  %k1 = add i32 %k, 1
+  %c = icmp ult i32 %k1, 32
+  br i1 %c, label %fill, label %done
+done:
+  %pi = getelementptr i32, ptr addrspace(1) %idx, i32 %i
+  %j = load i32, ptr addrspace(1) %pi
+  %jm = and i32 %j, %MASK
+  %q = getelementptr [32 x i32], ptr addrspace(5) %arr, i32 0, i32 %jm
+  %r = load volatile i32, ptr addrspace(5) %q
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %r, ptr addrspace(1) %po
+  ret void
+}"""
+
+@needs_llvmlite
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_a_kernel_with_a_stack_runs_on_its_private_segment(arch):
+  """A runtime-indexed local array lives in scratch (the descriptor's private_segment_fixed_size); each lane has its
+  own segment, and an index past it faults by name instead of reading a neighbour's."""
+  from hcqrt.mock.amd.rdna3.executor import Waves
+  cls, feat = (Gfx9Waves, "") if arch == "gfx942" else (Waves, "-real-true16")
+  for mask, ok in (("31", True), ("1023", False)):
+    text, entry, _, kd = read_object(compile_ir(STACK.replace("%MASK", mask), cpu=arch, features=feat), "stack")
+    assert struct.unpack_from("<I", kd, 4)[0] >= 128   # the descriptor asks for a private segment
+    n = 128; idx = np.random.default_rng(0).integers(0, 1000, n).astype(np.int32); out = np.zeros(n, np.int32)
+    m = FlatMemory(); m.map(0x10000, out.view(np.uint8)); m.map(0x20000, idx.view(np.uint8))
+    m.map(0x30000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000) + bytes(16)), np.uint8))
+    if ok:
+      launch(text, kd, m, 0x30000, (2,), (64,), entry=entry, waves_cls=cls)
+      j = idx & 31; np.testing.assert_array_equal(out, j * np.arange(n) + j)
+    else:
+      with pytest.raises(R.MemoryFault, match="outside the lane's .*-byte private segment"):
+        launch(text, kd, m, 0x30000, (2,), (64,), entry=entry, waves_cls=cls)
+
+@needs_llvmlite
+def test_decoder_matches_llvm_objdump_on_scratch(tmp_path):
+  need_llvm_objdump_19()
+  obj = compile942(STACK.replace("%MASK", "31")); text, entry, size, _ = read_object(obj, "stack")
+  ref = [(a, m) for a, m in _objdump942(obj, tmp_path) if entry <= a < entry + size]
+  assert [(i.addr, i.name) for i in decode(text, entry, entry + size)] == ref and any(m.startswith("scratch_") for _, m in ref)

@@ -161,6 +161,8 @@ def decode_one(code: bytes, addr: int) -> Inst:
     saddr = _bits(w1, 16, 7)
     f = dict(offset=off, glc=_bits(w, 16, 1), slc=_bits(w, 17, 1), sc1=_bits(w, 25, 1), lds=_bits(w, 13, 1), addr=_bits(w1, 0, 8),
              data=_bits(w1, 8, 8), saddr=OFF if saddr == SADDR_OFF else saddr, vdst=_bits(w1, 24, 8), acc=_bits(w1, 23, 1))
+    if seg == 1: f["sve"], f["lds"] = f.pop("lds"), 0   # gfx940 scratch: bit 13 is SVE, the VGPR address is used
+    if seg == 1 and "atomic" in name: raise DecodeError(f"{name} at 0x{addr:x}: scratch atomics are not supported")
     if f["lds"]: raise DecodeError(f"{name}: LDS-direct load at 0x{addr:x} not supported")
     if f["acc"]: raise DecodeError(f"{name}: AGPR data (acc) at 0x{addr:x} not supported")
     return Inst(addr, 8, enc, op, name, base_name(name), f)

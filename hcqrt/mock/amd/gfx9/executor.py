@@ -171,6 +171,7 @@ class Gfx9Waves(Waves):
     return r
   def _global(self, i: Inst, sel): return self._counted("vm", i, sel, super()._global)
   _flat = _global
+  def _scratch(self, i: Inst, sel): return self._counted("vm", i, sel, super()._scratch)
   def _ds(self, i: Inst, sel): return None if i.base == "ds_nop" else self._counted("lgkm", i, sel, super()._ds)
 
   def _mubuf(self, i: Inst, sel):

@@ -15,6 +15,7 @@ from hcqrt.mock.amd.rdna3.memory import FlatMemory, MemoryFault
 from hcqrt.mock.amd.rdna3 import valu as V
 
 VCC, NULL, M0, EXEC, SCC_SRC, LIT = 106, 124, 125, 126, 253, 255
+SCRATCH_VA = 1 << 48   # where the emulator's private-segment windows live (its own address space, not the GPU VM)
 class EmulatorError(Exception): pass
 
 F32C = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0, 248: 0.15915494309189535}
@@ -69,6 +70,7 @@ class Waves:
     self.cache: dict[int, Inst] = {} if cache is None else cache; self.wave_insts = 0
     self._full: dict[int, np.ndarray] = {}   # wave count -> read-only all-lanes-on mask
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
+    self.scratch: np.ndarray | None = None; self.scratch_mem = FlatMemory()   # private segments (set_scratch)
 
   # ---- scheduling
   def run(self, max_steps: int = 50_000_000) -> None:
@@ -625,32 +627,66 @@ class Waves:
       addr = np.stack((self.v[f["addr"], sel], self.v[f["addr"] + 1, sel]), -1).view(np.uint64)[..., 0]
     addr = addr[lanes].reshape(-1)
     if f["offset"]: addr = addr + np.uint64(f["offset"] & (2**64 - 1))   # wraps mod 2**64 like the hardware adder
+    return self._access(i, sel, addr, lanes, self.mem)
+
+  def _access(self, i: Inst, sel, addr: np.ndarray, lanes, mem: FlatMemory):
+    """The memory op of `i` at one address per active lane (`lanes` picks them, as exec_mask's nonzero) in `mem`."""
+    n, f = i.base, i.f
     op = n.split("_", 1)[1]
     def put(reg, words): self._put(reg, sel, lanes, words)
     def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes].reshape(-1) for k in range(nd)], 1)
     wide = {"b32": 1, "b64": 2, "b96": 3, "b128": 4}
-    if op.startswith("load_b"): put(f["vdst"], self.mem.read(addr, 4 * wide[op[5:]], n).view(np.uint32)); return None
+    if op.startswith("load_b"): put(f["vdst"], mem.read(addr, 4 * wide[op[5:]], n).view(np.uint32)); return None
     if op.startswith("store_b"):
       if op in ("store_b8", "store_b16"):
-        self.mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, :1 if op == "store_b8" else 2], n)
-      else: self.mem.write(addr, dat(f["data"], wide[op[6:]]).view(np.uint8), n)
+        mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, :1 if op == "store_b8" else 2], n)
+      else: mem.write(addr, dat(f["data"], wide[op[6:]]).view(np.uint8), n)
       return None
     if op in ("load_u8", "load_i8", "load_u16", "load_i16"):
-      nb = 1 if op[-1] == "8" else 2; raw = self.mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
+      nb = 1 if op[-1] == "8" else 2; raw = mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
       v = raw.view(np.int8 if nb == 1 else np.int16).astype(np.int32).view(np.uint32) if op[5] == "i" else raw.astype(np.uint32)
       put(f["vdst"], v[:, None]); return None
     if op.startswith("load_d16"):
       hi = "_hi_" in op; nb = 2 if op.endswith("b16") else 1
-      raw = self.mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
+      raw = mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
       v = raw.view(np.int8).astype(np.int16).view(np.uint16) if op.endswith("i8") else raw.astype(np.uint16)
       new = v.astype(np.uint32) << np.uint32(16) if hi else v.astype(np.uint32)
       self._put(f["vdst"], sel, lanes, new[:, None], "vm", 0xFFFF0000 if hi else 0xFFFF); return None
     if op in ("store_d16_hi_b8", "store_d16_hi_b16"):
-      self.mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, 2:3 if op.endswith("b8") else 4], n); return None
+      mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, 2:3 if op.endswith("b8") else 4], n); return None
     if op.startswith("atomic_"):
+      if mem is not self.mem: raise EmulatorError("atomics on scratch memory are not emulated")
       return self._atomic(i, sel, op[7:], addr, dat, put)
     raise EmulatorError("memory op not implemented")
   _flat = _global
+
+  def _scratch(self, i: Inst, sel):
+    """SCRATCH (private segment) loads and stores. With architected flat scratch (gfx942, gfx11) the address is the
+    offset plus the VGPR (when SVE) plus the SGPR (unless off), an offset into the lane's own private segment of the
+    descriptor's private_segment_fixed_size bytes; the hardware adds the wave's scratch base and interleaves the lanes
+    (LLVM AMDGPUUsage "Private Segment Buffer" / "Flat Scratch"), which no instruction can observe. Each lane's
+    segment is a window of `scratch`, and an access past it faults by name."""
+    f, ex = i.f, self.exec_mask(sel)
+    if self.scratch is None: raise EmulatorError("scratch access, but the kernel descriptor has no private segment")
+    lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
+    off = np.full((self.nw(sel), self.LANES), f["offset"], np.int64)
+    if f.get("sve"): off += self.v[f["addr"], sel].astype(np.int64)
+    if f["saddr"] != self.NULL: off += np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i)), (self.nw(sel),))[:, None].astype(np.int64)
+    nb = {"b8": 1, "u8": 1, "i8": 1, "b16": 2, "u16": 2, "i16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}[i.base.rsplit("_", 1)[1]]
+    off = off[lanes].reshape(-1); size = self.scratch.shape[2]
+    if (off < 0).any() or (off + nb > size).any():
+      bad = int(off[(off < 0) | (off + nb > size)][0])
+      raise MemoryFault(f"scratch access at private offset {bad} is outside the lane's {size}-byte private segment")
+    waves = np.arange(self.n)[sel]
+    slot = (np.broadcast_to(waves[:, None], (len(waves), self.LANES)) * self.LANES + np.arange(self.LANES))[lanes].reshape(-1)
+    return self._access(i, sel, (slot * size + off).astype(np.uint64) + np.uint64(SCRATCH_VA), lanes, self.scratch_mem)
+
+  def set_scratch(self, nbytes: int) -> None:
+    """Give every lane of every wave `nbytes` of private segment (zeroed: fresh scratch holds whatever it held)."""
+    self.scratch = np.zeros((self.n, self.LANES, -(-nbytes // 16) * 16), np.uint8) if nbytes else None
+    self.scratch_mem = FlatMemory()
+    if nbytes: self.scratch_mem.map(SCRATCH_VA, self.scratch.reshape(-1))
+
 
   def _atomic(self, i: Inst, sel, op: str, addr, dat, put):
     fns = {"add_u32": (np.add, np.uint32), "sub_u32": (np.subtract, np.uint32), "min_i32": (np.minimum, np.int32),

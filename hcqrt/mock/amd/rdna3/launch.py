@@ -77,13 +77,12 @@ def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, ke
   kernargs) fill s0 upwards; `dispatch` does the rest."""
   kd = kd if isinstance(kd, KernelDescriptor) else KernelDescriptor.from_bytes(kd)
   if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
-  if kd.private_segment_fixed_size: raise EmulatorError(f"kernel needs {kd.private_segment_fixed_size} bytes of scratch; not supported")
   # user SGPRs, in the order the hardware loads them, then the kernarg preload
   user: list[int] = []
   for name, on in kd.user_sgpr_enables().items():
     if not on: continue
-    # private_segment_buffer / flat_scratch_init are loaded as zeros: no scratch memory exists here, and every
-    # scratch instruction is refused when it is decoded, so a kernel that really uses them fails loudly
+    # private_segment_buffer / flat_scratch_init are loaded as zeros: scratch instructions use architected flat scratch
+    # (each lane's private segment, sized by the descriptor: Waves.set_scratch), never these
     if name == "dispatch_ptr" and not dispatch_ptr: raise EmulatorError("kernel reads the dispatch packet; pass dispatch_ptr")
     if name == "queue_ptr" and not queue_ptr: raise EmulatorError("kernel reads the queue; pass queue_ptr")
     val = {"kernarg_segment_ptr": kernarg_addr, "dispatch_ptr": dispatch_ptr, "queue_ptr": queue_ptr}.get(name, 0)
@@ -93,7 +92,8 @@ def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, ke
     user += [int(v) for v in mem.read(addr, 4 * kd.preload_dwords, "kernarg preload").view(np.uint32)[0]]
   if len(user) > kd.user_sgpr_count: raise EmulatorError(f"USER_SGPR_COUNT {kd.user_sgpr_count} is smaller than the {len(user)} enabled user SGPRs")
   return dispatch(mem, code, kd.rsrc1, kd.rsrc2, user, grid, block, wave32=kd.wave32, entry=entry,
-                  lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves, code_va=code_va, waves_cls=waves_cls)
+                  lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves, code_va=code_va, waves_cls=waves_cls,
+                  private_bytes=kd.private_segment_fixed_size)
 
 _DECODED: dict[bytes, dict] = {}
 def _decoded(code) -> dict:
@@ -108,7 +108,7 @@ LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignmen
 
 def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, user_data: list[int], grid: tuple[int, ...],
              block: tuple[int, ...], wave32: bool = True, entry: int = 0, lds_bytes: int | None = None,
-             max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves) -> LaunchStats:
+             max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, private_bytes: int = 0) -> LaunchStats:
   """Run a dispatch from the register values a PM4 stream programs: COMPUTE_PGM_LO/HI (`code` as an address
   in `mem`, or the code bytes themselves with `entry`), COMPUTE_PGM_RSRC1/2, COMPUTE_USER_DATA_* (`user_data`,
   the first RSRC2.USER_SGPR_COUNT of them land in s0..), the grid in workgroups, the workgroup size and
@@ -117,7 +117,8 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
 
   After the user SGPRs come the workgroup ids X/Y/Z that RSRC2 enables, and v0 holds the work-item ids
   packed 10 bits each, as many as RSRC2.TIDIG_COMP_CNT asks for. `waves_cls` is the ISA's wave state (the RDNA3 one
-  by default; gfx9/executor.py's for gfx942 wave64 code): its lane count decides the wave size."""
+  by default; gfx9/executor.py's for gfx942 wave64 code): its lane count decides the wave size. `private_bytes` is
+  each work-item's private segment (scratch), as the descriptor's private_segment_fixed_size asks."""
   if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
   if isinstance(code, int): code, entry, code_va = mem.tail(code, "instruction fetch"), 0, code
   r = KernelDescriptor(0, 0, 0, 0, rsrc1, rsrc2, 0, int(wave32) << 10, 0)   # the same bit fields, read from registers
@@ -153,6 +154,7 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     w.v[0] = np.tile(packed.reshape(wpg, L), (len(gids), 1)).astype(np.uint32)
     live = np.tile((t < nthreads).reshape(wpg, L), (len(gids), 1))
     w.set_exec(slice(None), pack_mask(live))
+    w.set_scratch(private_bytes)
     w.pc[:] = entry
     w.run(); total += w.wave_insts
   return LaunchStats(ngroups * wpg, total)
