@@ -618,7 +618,7 @@ class Waves:
     self.pending[counter] = keep
 
   def _global(self, i: Inst, sel):
-    n, f = i.base, i.f; ex = self.exec_mask(sel)
+    f = i.f; ex = self.exec_mask(sel)
     lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
     if f["saddr"] != self.NULL and i.enc == "GLOBAL":
       sb = np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i, "u64")), (self.nw(sel),))
