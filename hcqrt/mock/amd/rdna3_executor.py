@@ -20,6 +20,8 @@ from hcqrt.mock.amd.rdna3 import dispatch as emu_dispatch
 from hcqrt.mock.amd.gfx9 import dispatch as gfx9_dispatch
 
 
+EMULATOR = {"gfx1100": "RDNA3", "gfx942": "gfx942"}
+
 def flat_memory(vm: GPUVM) -> FlatMemory:
   """The GPU's view of memory as the emulator wants it: every GPU-mapped BO at its VA, sharing the mock's bytes."""
   mem = FlatMemory()
@@ -41,4 +43,4 @@ def run(d: Dispatch, vm: GPUVM) -> None:
     m = re.search(r"(?:access at |: )0x([0-9a-f]+) is outside", str(e))   # the faulting address, not the instruction's
     raise GPUFault(f"shader memory access of the program at {d.program:#x}: {e}", int(m.group(1), 16) if m else 0) from None
   except (EmulatorError, DecodeError) as e:
-    raise GPUError(f"mock AMD: the program at {d.program:#x} cannot run on the {d.arch} emulator: {e}") from None
+    raise GPUError(f"mock AMD: the program at {d.program:#x} cannot run on the {EMULATOR[d.arch]} emulator: {e}") from None
