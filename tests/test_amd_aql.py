@@ -73,10 +73,7 @@ def test_gfx942_illegal_code_traps_by_name_after_the_xcc_split(mi300):
     prog(buf, global_size=(8, 1, 1), local_size=(64, 1, 1), wait=True)
   assert "MIMG encoding" in q.error and q.dispatches[-1].xcc_workgroups == (1,) * 8
 
-def test_gfx942_machine_code_runs_over_the_xcc_split(mi300):
-  """A real gfx942 kernel through the AQL queue: every workgroup of the grid, dealt over the 8 XCCs, stores its ids."""
-  from compiler.assemble.llvm import compile_llvm
-  ir = """declare i32 @llvm.amdgcn.workitem.id.x()
+IDS_IR = """declare i32 @llvm.amdgcn.workitem.id.x()
 declare i32 @llvm.amdgcn.workgroup.id.x()
 define amdgpu_kernel void @ids(ptr addrspace(1) noalias %out) {
   %t = call i32 @llvm.amdgcn.workitem.id.x()
@@ -89,12 +86,26 @@ define amdgpu_kernel void @ids(ptr addrspace(1) noalias %out) {
   store i32 %w, ptr addrspace(1) %p
   ret void
 }"""
-  prog, buf = mi300.program("ids", compile_llvm(ir, "ids", "gfx942")), mi300.allocator.alloc(64 * 16 * 4)
+
+def _run_ids(dev) -> tuple[int, ...]:
+  """Run IDS_IR (gfx942 code) over 16 workgroups of 64; check every work-item's store; the dispatch's XCC shares."""
+  from compiler.assemble.llvm import compile_llvm
+  prog, buf = dev.program("ids", compile_llvm(IDS_IR, "ids", "gfx942")), dev.allocator.alloc(64 * 16 * 4)
   prog(buf, global_size=(16, 1, 1), local_size=(64, 1, 1), wait=True)
-  out = np.zeros(64 * 16, np.int32); mi300.allocator.copyout(memoryview(out), buf)
+  out = np.zeros(64 * 16, np.int32); dev.allocator.copyout(memoryview(out), buf)
   g, t = np.divmod(np.arange(64 * 16), 64)
   np.testing.assert_array_equal(out, g * 1000 + t)
-  assert mi300.drv.queues[mi300.compute.queue_id].dispatches[-1].xcc_workgroups == (2,) * 8
+  return dev.drv.queues[dev.compute.queue_id].dispatches[-1].xcc_workgroups
+
+def test_gfx942_machine_code_runs_over_the_xcc_split(mi300):
+  """A real gfx942 kernel through the AQL queue: every workgroup of the grid, dealt over the 8 XCCs, stores its ids."""
+  assert _run_ids(mi300) == (2,) * 8
+
+def test_gfx942_machine_code_runs_on_a_pm4_queue(monkeypatch):
+  """The same code through a PM4 queue (AMD_AQL=0): the whole grid on the target XCC."""
+  d = _device(monkeypatch, "gfx942", "0")
+  try: assert _run_ids(d) == (16,) + (0,) * 7
+  finally: uninstall_mock_amd(d.drv)
 
 def test_create_queue_is_aql_with_amd_queue_dispatch_ids(mi300):
   q = mi300.drv.queues[mi300.compute.queue_id]
