@@ -212,3 +212,9 @@ def test_decoder_matches_llvm_objdump_on_scratch(tmp_path):
   obj = compile942(STACK.replace("%MASK", "31")); text, entry, size, _ = read_object(obj, "stack")
   ref = [(a, m) for a, m in _objdump942(obj, tmp_path) if entry <= a < entry + size]
   assert [(i.addr, i.name) for i in decode(text, entry, entry + size)] == ref and any(m.startswith("scratch_") for _, m in ref)
+
+def test_gfx9_cmpx_writes_exec_and_its_sgpr_destination():
+  # v_cmpx_gt_u32_e32 vcc, 4, v0 (lanes 0-3); v_cmpx_gt_u32_e64 s[2:3], 8, v0 (of those, all: EXEC already 0-3)
+  w = _run_words([0x7DB80084, 0xD0DC0002, 0x00020088])
+  assert int(w.s[106, 0]) | int(w.s[107, 0]) << 32 == 0xF and int(w.get_exec(slice(None))[0]) == 0xF
+  assert int(w.s[2, 0]) | int(w.s[3, 0]) << 32 == 0xF

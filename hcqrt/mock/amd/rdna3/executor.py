@@ -383,7 +383,9 @@ class Waves:
       r = pack_mask(np.broadcast_to(fn(a, b), (self.nw(sel), self.LANES)) & ex)
       if base.startswith("v_cmpx_"):
         self.set_exec(sel, r)
-        if self.LANES == 64 and i.enc != "VOP3": self.swrite(VCC, sel, r, True)   # gfx9 VOPC v_cmpx also writes VCC
+        # GFX9 v_cmpx writes the mask to VCC (VOPC) or its SGPR pair (VOP3) as well as EXEC; gfx11's writes EXEC only
+        # (llvm-project AMDGPU VOPCInstructions.td: the GFX9 cmpx forms have an sdst, the gfx10+ "nosdst" ones none)
+        if self.LANES == 64: self.swrite(VCC if i.enc != "VOP3" else i.f["vdst"], sel, r, True)
       else: self.swrite(sdst, sel, r, self.LANES == 64)
       return None
     L = self.LANES
