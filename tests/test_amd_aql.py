@@ -29,11 +29,13 @@ def rx(monkeypatch):
   yield d
   uninstall_mock_amd(d.drv)
 
-def _store_program(dev):
-  """A program the recording executor below stands in for (gfx942 code is not emulated): kernarg pointer in s[0:1]."""
+def _store_program(dev, code: bytes = b"\x00\x00\x81\xbf" * 16):
+  """A program (gfx942 s_endpgm, unless `code`) the recording executor below stands in for: kernarg pointer in s[0:1]."""
   props = (1 << 3) | ((1 << 10) if dev.gfx.wave32 else 0)
   desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 8, 0, 0, 0, 2 << 1, props, 0)
-  return AMDProgram(dev, "k", b"\x00\x00\x81\xbf" * 16, desc, [(0, 8)])
+  return AMDProgram(dev, "k", code, desc, [(0, 8)])
+
+ILLEGAL = b"\x00\x00\x00\xf0" * 16   # MIMG: an encoding the gfx9 emulator refuses, so the wave traps
 
 def _launch_recorded(dev, groups):
   seen = []
@@ -64,13 +66,47 @@ def test_pm4_queue_on_gfx942_runs_the_grid_on_one_xcc(monkeypatch):
     assert v == 42 and seen[0].xcc_workgroups == (16, 0, 0, 0, 0, 0, 0, 0)
   finally: uninstall_mock_amd(d.drv)
 
-def test_gfx942_code_is_still_refused_by_name_after_the_xcc_split(mi300):
-  prog, buf = _store_program(mi300), mi300.allocator.alloc(64)
+def test_gfx942_illegal_code_traps_by_name_after_the_xcc_split(mi300):
+  prog, buf = _store_program(mi300, ILLEGAL), mi300.allocator.alloc(64)
   q = mi300.drv.queues[mi300.compute.queue_id]   # (the failed launch makes the device recreate its queues)
   # the host sees what the kernel reports (the wave trap, through the CWSR header); the mock's queue keeps why
   with pytest.raises(AMDError, match="EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION"):
     prog(buf, global_size=(8, 1, 1), local_size=(64, 1, 1), wait=True)
-  assert "gfx942 execution is not emulated" in q.error and q.dispatches[-1].xcc_workgroups == (1,) * 8
+  assert "MIMG encoding" in q.error and q.dispatches[-1].xcc_workgroups == (1,) * 8
+
+IDS_IR = """declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.workgroup.id.x()
+define amdgpu_kernel void @ids(ptr addrspace(1) noalias %out) {
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %b = mul i32 %g, 64
+  %i = add i32 %b, %t
+  %v = mul i32 %g, 1000
+  %w = add i32 %v, %t
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %w, ptr addrspace(1) %p
+  ret void
+}"""
+
+def _run_ids(dev) -> tuple[int, ...]:
+  """Run IDS_IR (gfx942 code) over 16 workgroups of 64; check every work-item's store; the dispatch's XCC shares."""
+  from compiler.assemble.llvm import compile_llvm
+  prog, buf = dev.program("ids", compile_llvm(IDS_IR, "ids", "gfx942")), dev.allocator.alloc(64 * 16 * 4)
+  prog(buf, global_size=(16, 1, 1), local_size=(64, 1, 1), wait=True)
+  out = np.zeros(64 * 16, np.int32); dev.allocator.copyout(memoryview(out), buf)
+  g, t = np.divmod(np.arange(64 * 16), 64)
+  np.testing.assert_array_equal(out, g * 1000 + t)
+  return dev.drv.queues[dev.compute.queue_id].dispatches[-1].xcc_workgroups
+
+def test_gfx942_machine_code_runs_over_the_xcc_split(mi300):
+  """A real gfx942 kernel through the AQL queue: every workgroup of the grid, dealt over the 8 XCCs, stores its ids."""
+  assert _run_ids(mi300) == (2,) * 8
+
+def test_gfx942_machine_code_runs_on_a_pm4_queue(monkeypatch):
+  """The same code through a PM4 queue (AMD_AQL=0): the whole grid on the target XCC."""
+  d = _device(monkeypatch, "gfx942", "0")
+  try: assert _run_ids(d) == (16,) + (0,) * 7
+  finally: uninstall_mock_amd(d.drv)
 
 def test_create_queue_is_aql_with_amd_queue_dispatch_ids(mi300):
   q = mi300.drv.queues[mi300.compute.queue_id]
@@ -293,9 +329,9 @@ def test_waits_on_any_signal_and_for_ring_room_end_at_a_stopped_queue(mi300):
   """A queue exception stops the queue for good: a wait on a plain signal (Signal.wait, not the device's timeline
   wait) and a submit waiting for ring room both see the kernel's exception word at once instead of their timeouts."""
   import time
-  prog, buf, s = _store_program(mi300), mi300.allocator.alloc(64), mi300.new_signal(0)
+  prog, buf, s = _store_program(mi300, ILLEGAL), mi300.allocator.alloc(64), mi300.new_signal(0)
   q = mi300.hw_compute_queue().exec(prog, prog.fill_kernargs([buf]), (8, 1, 1), (64, 1, 1)).signal(s, 1)
-  q.submit(mi300)   # gfx942 code: the wave traps, the queue stops
+  q.submit(mi300)   # an illegal instruction: the wave traps, the queue stops
   t0 = time.perf_counter()
   with pytest.raises(AMDError, match="EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION"): s.wait(1, 10)
   assert time.perf_counter() - t0 < 2

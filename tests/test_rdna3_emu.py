@@ -129,7 +129,8 @@ def test_refuses_unknown_encodings_by_name():
   with pytest.raises(DecodeError, match="MUBUF encoding"): decode(bytes.fromhex("000050e000000080"))          # buffer_load_b32
   with pytest.raises(DecodeError, match="v_mov_b32: SDWA/DPP"): decode(bytes.fromhex("fa02007e01b100ff"))    # v_mov_b32_dpp
   with pytest.raises(DecodeError, match="unknown SOPP opcode 127"): decode(struct.pack("<I", 0xBF800000 | (127 << 16)))
-  with pytest.raises(DecodeError, match="scratch"): decode(struct.pack("<II", 0xDC510000, 0))
+  assert decode(struct.pack("<II", 0xDC510000, 0x7C0100))[0].name == "scratch_load_b32"   # scratch runs (architected)
+  with pytest.raises(DecodeError, match="scratch atomics"): decode(struct.pack("<II", 0xDC000000 | 53 << 18 | 1 << 16, 0x7C0100))
 
 def test_decoded_but_unimplemented_op_is_named():
   kd = bytearray(64); struct.pack_into("<II", kd, 48, 0, 1 << 7); struct.pack_into("<H", kd, 56, 1 << 10)

@@ -1,6 +1,6 @@
 """The AMD mock kernel driver: a fake /dev/kfd with its sysfs topology (kfd.py, topology.py), buffer objects and the
-GPUVM (memory.py), and the PM4/SDMA command processors (cp.py), behind hcqrt.syscalls; the RDNA3 (gfx1100)
-machine-code emulator lives in `rdna3`.
+GPUVM (memory.py), and the PM4/SDMA command processors (cp.py), behind hcqrt.syscalls; the RDNA3 (gfx1100, wave32)
+machine-code emulator lives in `rdna3`, the gfx942 (MI300X, wave64) one, on the same engine, in `gfx9`.
 
   >>> drv = install_mock_amd("gfx1100"); drv.arch
   'gfx1100'

@@ -2,12 +2,13 @@
 
 Everything comes from the mock itself: the machine code is fetched from the mock's GPU memory at COMPUTE_PGM_LO/HI
 (never from the backend), RSRC1/2 and the user SGPRs from the registers the PM4 stream set, and every load/store goes
-through a flat map of the BOs mapped to the GPU, so an access outside them is a named GPU page fault. Only gfx1100
-(wave32) is emulated; a gfx942 dispatch fails loudly instead of pretending to run.
+through a flat map of the BOs mapped to the GPU, so an access outside them is a named GPU page fault. gfx1100 runs
+on the RDNA3 emulator (wave32), gfx942 on the same engine with GFX9 decoding and 64-lane waves (hcqrt/mock/amd/gfx9).
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 
 import numpy as np
@@ -16,7 +17,10 @@ from hcqrt.mock.amd.cp import Dispatch, GPUError
 from hcqrt.mock.amd.memory import GPUVM, GPUFault
 from hcqrt.mock.amd.rdna3 import DecodeError, EmulatorError, FlatMemory, MemoryFault
 from hcqrt.mock.amd.rdna3 import dispatch as emu_dispatch
+from hcqrt.mock.amd.gfx9 import dispatch as gfx9_dispatch
 
+
+EMULATOR = {"gfx1100": "RDNA3", "gfx942": "gfx942"}
 
 def flat_memory(vm: GPUVM) -> FlatMemory:
   """The GPU's view of memory as the emulator wants it: every GPU-mapped BO at its VA, sharing the mock's bytes."""
@@ -27,15 +31,16 @@ def flat_memory(vm: GPUVM) -> FlatMemory:
 
 def run(d: Dispatch, vm: GPUVM) -> None:
   """Execute one dispatch; a memory access outside the mapped BOs raises GPUFault (the CP turns it into a queue fault)."""
-  if d.arch != "gfx1100":
-    raise GPUError(f"mock AMD: {d.arch} execution is not emulated (the RDNA3 emulator runs gfx1100 wave32 code only); "
+  if d.arch not in ("gfx1100", "gfx942"):
+    raise GPUError(f"mock AMD: {d.arch} execution is not emulated (gfx1100 wave32 and gfx942 wave64 code only); "
                    f"dispatch of the program at {d.program:#x} grid {d.grid} block {d.block}")
-  if not d.wave32: raise GPUError(f"mock AMD: gfx1100 dispatch at {d.program:#x} without CS_W32_EN (wave64) is not emulated")
+  if d.arch == "gfx1100" and not d.wave32: raise GPUError(f"mock AMD: gfx1100 dispatch at {d.program:#x} without CS_W32_EN (wave64) is not emulated")
   vm.find(d.program, 4)   # instruction fetch of an unmapped program is a fault, not an emulator error
+  run_isa = gfx9_dispatch if d.arch == "gfx942" else functools.partial(emu_dispatch, wave32=True)
   try:
-    emu_dispatch(flat_memory(vm), d.program, d.rsrc1, d.rsrc2, d.user_data, d.grid, d.block, wave32=True, lds_bytes=d.lds_bytes)
+    run_isa(flat_memory(vm), d.program, d.rsrc1, d.rsrc2, d.user_data, d.grid, d.block, lds_bytes=d.lds_bytes)
   except MemoryFault as e:
     m = re.search(r"(?:access at |: )0x([0-9a-f]+) is outside", str(e))   # the faulting address, not the instruction's
     raise GPUFault(f"shader memory access of the program at {d.program:#x}: {e}", int(m.group(1), 16) if m else 0) from None
   except (EmulatorError, DecodeError) as e:
-    raise GPUError(f"mock AMD: the program at {d.program:#x} cannot run on the RDNA3 emulator: {e}") from None
+    raise GPUError(f"mock AMD: the program at {d.program:#x} cannot run on the {EMULATOR[d.arch]} emulator: {e}") from None

@@ -105,12 +105,13 @@ def decode_one(code: bytes, addr: int) -> Inst:
     return Inst(addr, 8, "DS", op, name, name, f)
   if top6 == 0x37:  # FLAT / SCRATCH / GLOBAL share one layout; seg picks the address space
     w1 = dw(1); op, seg = _bits(w, 18, 7), _bits(w, 16, 2)
-    if seg == 1: raise DecodeError(f"scratch instruction (op {op}) at 0x{addr:x} not supported: kernel spills to scratch")
     if seg == 3: raise DecodeError(f"reserved FLAT segment 3 at 0x{addr:x}, dword 0x{w:08x}")
-    enc = "GLOBAL" if seg == 2 else "FLAT"; name = _lookup(getattr(T, enc), op, enc, addr, w)
+    enc = ("FLAT", "SCRATCH", "GLOBAL")[seg]
+    name = _lookup(T.GLOBAL if seg else T.FLAT, op, enc, addr, w).replace("global_", "scratch_" if seg == 1 else "global_")
+    if seg == 1 and "atomic" in name: raise DecodeError(f"{name} at 0x{addr:x}: scratch atomics are not supported")
     off = _bits(w, 0, 13); off -= (1 << 13) if off >> 12 else 0
     f = dict(offset=off, glc=_bits(w, 14, 1), slc=_bits(w, 15, 1), dlc=_bits(w, 13, 1), addr=_bits(w1, 0, 8),
-             data=_bits(w1, 8, 8), saddr=_bits(w1, 16, 7), vdst=_bits(w1, 24, 8))
+             data=_bits(w1, 8, 8), saddr=_bits(w1, 16, 7), vdst=_bits(w1, 24, 8), sve=_bits(w1, 23, 1))   # SVE: scratch VGPR address on
     return Inst(addr, 8, enc, op, name, name, f)
   if top6 == 0x38 and _bits(w, 18, 8) in MUBUF_CACHE_OPS:   # cache invalidations a workgroup-scope acquire emits
     return Inst(addr, 8, "MUBUF", _bits(w, 18, 8), MUBUF_CACHE_OPS[_bits(w, 18, 8)], MUBUF_CACHE_OPS[_bits(w, 18, 8)], {})

@@ -15,6 +15,7 @@ from hcqrt.mock.amd.rdna3.memory import FlatMemory, MemoryFault
 from hcqrt.mock.amd.rdna3 import valu as V
 
 VCC, NULL, M0, EXEC, SCC_SRC, LIT = 106, 124, 125, 126, 253, 255
+SCRATCH_VA = 1 << 48   # where the emulator's private-segment windows live (its own address space, not the GPU VM)
 class EmulatorError(Exception): pass
 
 F32C = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0, 248: 0.15915494309189535}
@@ -33,27 +34,43 @@ def _inline(code: int, t: str):
   if V.BITS.get(t, 32) == 16: return np.uint16(val & 0xFFFF)
   return np.uint32(val & 0xFFFFFFFF)
 
-def unpack_mask(m: np.ndarray) -> np.ndarray:
-  """(n,) uint32 lane masks -> (n, 32) bool."""
-  return np.unpackbits(np.ascontiguousarray(m, np.uint32).view(np.uint8).reshape(-1, 4), axis=1, bitorder="little").astype(bool)
+def unpack_mask(m: np.ndarray, lanes: int = 32) -> np.ndarray:
+  """(n,) lane masks (uint32 for wave32, uint64 for wave64) -> (n, lanes) bool."""
+  dt = np.uint32 if lanes == 32 else np.uint64
+  return np.unpackbits(np.ascontiguousarray(m, dt).view(np.uint8).reshape(-1, lanes // 8), axis=1, bitorder="little").astype(bool)
 def pack_mask(b: np.ndarray) -> np.ndarray:
-  """(n, 32) bool -> (n,) uint32 lane masks."""
-  return np.packbits(np.ascontiguousarray(b, bool), axis=1, bitorder="little").view(np.uint32).reshape(-1)
+  """(n, lanes) bool -> (n,) lane masks: uint32 for 32 lanes, uint64 for 64."""
+  return np.packbits(np.ascontiguousarray(b, bool), axis=1, bitorder="little").view(np.uint32 if b.shape[1] == 32 else np.uint64).reshape(-1)
 
 class Waves:
-  """Register state of `n` waves: SGPRs (128, n), VGPRs (nvgpr, n, 32), SCC, PC, and LDS per workgroup."""
+  """Register state of `n` waves: SGPRs (128, n), VGPRs (nvgpr, n, LANES), SCC, PC, and LDS per workgroup.
+
+  The ISA-specific parts are class attributes a subclass replaces (gfx9/executor.py runs GFX9 wave64 code on this
+  class): the lane count, the instruction decoder, the "no register" operand code and the s_waitcnt field layout."""
+  LANES = 32
+  NULL = NULL                   # the operand code meaning "none" (gfx11 SGPR_NULL)
+  TRUE16 = True                 # 32-bit VOP encodings address 16-bit halves by VGPR field bit 7 (gfx11)
+  ZERO_HI16: frozenset = frozenset()   # 16-bit ops whose write zeroes the high half (gfx9) instead of keeping it
+  decode_one = staticmethod(decode_one)
+
+  @staticmethod
+  def vgpr_count(rsrc1: int, wave32: bool) -> int:
+    """VGPRs per lane from COMPUTE_PGM_RSRC1.VGPRS: gfx10+ granules of 8 (wave32) or 4 (wave64)."""
+    return ((rsrc1 & 0x3F) + 1) * (8 if wave32 else 4)
   def __init__(self, code: bytes, n: int, nvgpr: int, wg: np.ndarray, lds_bytes: int, mem: FlatMemory, cache: dict | None = None,
                code_va: int = 0):
     """`cache` (address -> Inst) may be shared by every batch of waves running the same code; `code_va` is the GPU
     address of code[0], which s_getpc_b64 adds (PC-relative data: constants in .rodata next to the code)."""
     self.code, self.mem, self.n, self.code_va = code, mem, n, code_va
-    self.s = np.zeros((128, n), np.uint32); self.v = np.zeros((nvgpr, n, 32), np.uint32)
+    self.s = np.zeros((128, n), np.uint32); self.v = np.zeros((nvgpr, n, self.LANES), np.uint32)
+    self.mask_t = "u32" if self.LANES == 32 else "u64"
     self.scc = np.zeros(n, np.uint32); self.pc = np.zeros(n, np.int64)
     self.done = np.zeros(n, bool); self.barrier = np.zeros(n, bool)
     self.wg = wg; self.lds = np.zeros((int(wg.max()) + 1 if n else 0, max(lds_bytes, 4)), np.uint8)
     self.cache: dict[int, Inst] = {} if cache is None else cache; self.wave_insts = 0
     self._full: dict[int, np.ndarray] = {}   # wave count -> read-only all-lanes-on mask
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
+    self.scratch: np.ndarray | None = None; self.scratch_mem = FlatMemory()   # private segments (set_scratch)
 
   # ---- scheduling
   def run(self, max_steps: int = 50_000_000) -> None:
@@ -73,7 +90,7 @@ class Waves:
         else:   # a run of neighbouring waves (others finished or elsewhere) is a slice: views instead of gathers
           sel = np.flatnonzero(here)
           if sel[-1] - sel[0] + 1 == cnt: sel = slice(int(sel[0]), int(sel[-1]) + 1)
-        inst = self.cache.get(p) or self.cache.setdefault(p, decode_one(self.code, p))
+        inst = self.cache.get(p) or self.cache.setdefault(p, self.decode_one(self.code, p))
         self.wave_insts += cnt
         try: nxt = self.step(inst, sel)
         except (EmulatorError, MemoryFault) as e: raise type(e)(f"{inst.name} at 0x{inst.addr:x}: {e}") from None
@@ -91,12 +108,18 @@ class Waves:
   def nw(self, sel) -> int:
     """How many waves `sel` picks: slice(None) (all), a slice of neighbours, or an index array."""
     return (self.n if sel.stop is None else sel.stop - sel.start) if isinstance(sel, slice) else len(sel)
+  def get_exec(self, sel) -> np.ndarray:
+    """EXEC of the waves in `sel`: uint32 (wave32) or uint64 (wave64, the EXEC_LO/EXEC_HI pair)."""
+    if self.LANES == 32: return self.s[EXEC, sel]
+    return self.s[EXEC, sel].astype(np.uint64) | (self.s[EXEC + 1, sel].astype(np.uint64) << np.uint64(32))
+  def set_exec(self, sel, m) -> None:
+    self.swrite(EXEC, sel, np.broadcast_to(np.asarray(m), (self.nw(sel),)), self.LANES == 64)
   def exec_mask(self, sel) -> np.ndarray:
-    ex = self.s[EXEC, sel]
-    if (ex == 0xFFFFFFFF).all():   # every lane on (the common case): one shared all-true array, never written
-      if (full := self._full.get(len(ex))) is None: full = self._full[len(ex)] = np.ones((len(ex), 32), bool)
+    ex = self.get_exec(sel)
+    if (ex == (0xFFFFFFFF if self.LANES == 32 else 0xFFFFFFFFFFFFFFFF)).all():   # every lane on (the common case): one shared
+      if (full := self._full.get(len(ex))) is None: full = self._full[len(ex)] = np.ones((len(ex), self.LANES), bool)  # array
       return full
-    return unpack_mask(ex)
+    return unpack_mask(ex, self.LANES)
 
   # ---- scalar operands
   def sread(self, code: int, sel, i: Inst, t: str = "u32"):
@@ -111,7 +134,7 @@ class Waves:
       return np.uint64(i.lit) if wide else np.uint32(i.lit)
     return _inline(code, t)
   def swrite(self, d: int, sel, val, wide: bool = False) -> None:
-    if d == NULL: return
+    if d == self.NULL: return
     if d >= 128 or (wide and d + 1 >= 128): raise EmulatorError(f"scalar destination {d} is not writable")
     val = np.asarray(val)
     if wide:
@@ -121,7 +144,7 @@ class Waves:
 
   # ---- SALU
   def _sop2(self, i: Inst, sel):
-    n = i.name; w64 = n.endswith(("_b64", "_i64", "_u64"))
+    n = i.base; w64 = n.endswith(("_b64", "_i64", "_u64"))
     t = "u64" if w64 else "u32"
     a = self.sread(i.f["ssrc0"], sel, i, "i64" if n in ("s_ashr_i64", "s_bfe_i64") else t)
     b = self.sread(i.f["ssrc1"], sel, i, "u32" if n in ("s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfe_u64", "s_bfe_i64") else t)
@@ -171,19 +194,19 @@ class Waves:
     if scc is not None: self.scc[sel] = np.asarray(scc).astype(bool).astype(np.uint32)
 
   def _sop1(self, i: Inst, sel):
-    n = i.name; w64 = n.endswith("_b64") and n != "s_bcnt1_i32_b64"
+    n = i.base; w64 = n.endswith("_b64") and n != "s_bcnt1_i32_b64"
     a = np.broadcast_to(np.asarray(self.sread(i.f["ssrc0"], sel, i, "u64" if w64 or n == "s_bcnt1_i32_b64" else "u32")), (self.nw(sel),))
     d, U = i.f["sdst"], np.uint32
     if n in ("s_mov_b32", "s_mov_b64"): return self.swrite(d, sel, a, w64)
     if n in ("s_cmov_b32", "s_cmov_b64"):
       old = self.sread(d, sel, i, "u64" if w64 else "u32"); return self.swrite(d, sel, np.where(self.scc[sel] != 0, a, old), w64)
     if "saveexec" in n or "wrexec" in n:
-      ex = self.s[EXEC, sel].copy()
+      ex = self.get_exec(sel).copy(); a = a.astype(ex.dtype)
       r = {"s_and_saveexec": a & ex, "s_or_saveexec": a | ex, "s_xor_saveexec": a ^ ex, "s_and_not0_saveexec": ~ex & a,
-           "s_and_not1_saveexec": a & ~ex, "s_or_not1_saveexec": a | ~ex, "s_and_not1_wrexec": a & ~ex}[n[:-4]].astype(U)
-      self.s[EXEC, sel] = r; self.scc[sel] = (r != 0).astype(U)
-      if "wrexec" in n: self.swrite(d, sel, r)
-      else: self.swrite(d, sel, ex)
+           "s_and_not1_saveexec": a & ~ex, "s_or_not1_saveexec": a | ~ex, "s_and_not1_wrexec": a & ~ex,
+           "s_and_not0_wrexec": ~ex & a}[n[:-4]]
+      self.set_exec(sel, r); self.scc[sel] = (r != 0).astype(U)
+      self.swrite(d, sel, r if "wrexec" in n else ex, self.LANES == 64)
       return
     sgn = a.astype(U).view(np.int32)
     r, scc = {"s_not_b32": lambda: (~a, ~a != 0), "s_not_b64": lambda: (~a, ~a != 0), "s_brev_b32": lambda: (V._bfrev(a), None),
@@ -203,7 +226,7 @@ class Waves:
     if scc is not None: self.scc[sel] = np.asarray(scc).astype(U)
 
   def _sopc(self, i: Inst, sel):
-    n = i.name; t = n[-3:]
+    n = i.base; t = n[-3:]
     a = np.asarray(self.sread(i.f["ssrc0"], sel, i, "u64" if t == "u64" else "u32"))
     b = np.asarray(self.sread(i.f["ssrc1"], sel, i, "u64" if t == "u64" else "u32"))
     if n.startswith("s_bitcmp"):
@@ -214,13 +237,13 @@ class Waves:
     self.scc[sel] = np.broadcast_to(r, (self.nw(sel),)).astype(np.uint32)
 
   def _sopk(self, i: Inst, sel):
-    n, d, k = i.name, i.f["sdst"], i.f["simm16"]
+    n, d, k = i.base, i.f["sdst"], i.f["simm16"]
     ks = k - 0x10000 if k & 0x8000 else k
     if n == "s_movk_i32": return self.swrite(d, sel, np.full(self.nw(sel), ks & 0xFFFFFFFF, np.uint32))
     if n == "s_cmovk_i32": return self.swrite(d, sel, np.where(self.scc[sel] != 0, np.uint32(ks & 0xFFFFFFFF), self.s[d, sel]))
     if n in ("s_version", "s_waitcnt_vscnt", "s_waitcnt_expcnt"): return None   # stores and exports complete at issue
     if n in ("s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt"):
-      if d != NULL: raise EmulatorError("a waitcnt count taken from an SGPR is not supported")
+      if d != self.NULL: raise EmulatorError("a waitcnt count taken from an SGPR is not supported")
       return self._retire("vm" if n == "s_waitcnt_vmcnt" else "lgkm", sel, k & 63)
     cur = self.s[d, sel]
     if n == "s_addk_i32":
@@ -238,18 +261,19 @@ class Waves:
     return None
 
   def _sopp(self, i: Inst, sel):
-    n, k = i.name, i.f["simm16"]
+    n, k = i.base, i.f["simm16"]
     target = i.addr + 4 + 4 * (k - 0x10000 if k & 0x8000 else k)
     if n == "s_endpgm" or n == "s_endpgm_saved": self.done[sel] = True; return None
     if n == "s_barrier": self.barrier[sel] = True; return None
     if n == "s_branch": return target
     if n.startswith("s_cbranch_"):
       c = n[10:]
-      take = {"scc0": lambda: self.scc[sel] == 0, "scc1": lambda: self.scc[sel] != 0, "vccz": lambda: self.s[VCC, sel] == 0,
-              "vccnz": lambda: self.s[VCC, sel] != 0, "execz": lambda: self.s[EXEC, sel] == 0, "execnz": lambda: self.s[EXEC, sel] != 0}[c]()
+      take = {"scc0": lambda: self.scc[sel] == 0, "scc1": lambda: self.scc[sel] != 0, "vccz": lambda: self.smask(VCC, sel) == 0,
+              "vccnz": lambda: self.smask(VCC, sel) != 0, "execz": lambda: self.get_exec(sel) == 0, "execnz": lambda: self.get_exec(sel) != 0}[c]()
       return np.where(take, target, i.addr + 4)
-    if n == "s_waitcnt":   # gfx11 layout: expcnt [2:0], lgkmcnt [9:4], vmcnt [15:10]
-      self._retire("vm", sel, (k >> 10) & 63); self._retire("lgkm", sel, (k >> 4) & 63); return None
+    if n == "s_waitcnt":
+      vm, lgkm = self.waitcnt_fields(k)
+      self._retire("vm", sel, vm); self._retire("lgkm", sel, lgkm); return None
     if n in ("s_nop", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s_set_inst_prefetch_distance", "s_sleep",
              "s_setprio", "s_icache_inv", "s_wait_idle", "s_ttracedata"): return None
     # the one message a compute kernel sends: MSG_DEALLOC_VGPRS (gfx11 id 3) before s_endpgm; others would need the SPI
@@ -261,20 +285,29 @@ class Waves:
     if n in ("s_round_mode", "s_denorm_mode"): raise EmulatorError(f"mode {k:#x} is not emulated (only round to nearest even, denormals kept)")
     raise EmulatorError("SOPP op not implemented")
 
+  @staticmethod
+  def waitcnt_fields(k: int) -> tuple[int, int]:
+    """(vmcnt, lgkmcnt) of an s_waitcnt immediate; gfx11 layout: expcnt [2:0], lgkmcnt [9:4], vmcnt [15:10]."""
+    return (k >> 10) & 63, (k >> 4) & 63
+
+  def smask(self, code: int, sel, i: Inst | None = None) -> np.ndarray:
+    """A lane-mask operand (VCC, an SGPR or pair, a constant) as one integer per wave of the wave's width."""
+    return np.broadcast_to(np.asarray(self.sread(code, sel, i, self.mask_t)), (self.nw(sel),))
+
   def _smem(self, i: Inst, sel):
-    n = i.name
+    n = i.base
     if n == "s_dcache_inv": return
     if not n.startswith("s_load_b"): raise EmulatorError("SMEM op not implemented")
     nd = int(n[8:]) // 32
     addr = self.sread(i.f["sbase"], sel, i, "u64") + np.uint64(i.f["offset"] & (2**64 - 1))
-    if i.f["soffset"] != NULL: addr = addr + self.s[i.f["soffset"], sel].astype(np.uint64)
+    if i.f["soffset"] != self.NULL: addr = addr + self.s[i.f["soffset"], sel].astype(np.uint64)
     data = self.mem.read(np.broadcast_to(addr, (self.nw(sel),)), 4 * nd, n).view(np.uint32)
-    if i.f["sdata"] + nd > NULL: raise EmulatorError("scalar load destination out of range")
+    if i.f["sdata"] + nd > 124: raise EmulatorError("scalar load destination out of range")
     self.pending["lgkm"].append(("s", i.f["sdata"], self._gidx(sel), None, np.ascontiguousarray(data.T), None))
 
   # ---- VALU
   def vsrc(self, code: int, sel, i: Inst, t: str, hi: bool = False):
-    """Source operand as an array of type `t`, broadcastable to (n, 32)."""
+    """Source operand as an array of type `t`, broadcastable to (n, LANES)."""
     bits = V.BITS[t]
     if code >= 256:
       raw = self.v[code - 256, sel]
@@ -291,7 +324,7 @@ class Waves:
   def vwrite(self, d: int, sel, val, t: str, ex: np.ndarray, hi: bool = False) -> None:
     bits = V.BITS[t]; nw = self.nw(sel)
     val = np.asarray(val).astype(V.NP[t], copy=False)
-    if val.shape != (nw, 32): val = np.broadcast_to(val, (nw, 32))
+    if val.shape != (nw, self.LANES): val = np.broadcast_to(val, (nw, self.LANES))
     full = ex is self._full.get(nw)   # exec_mask's shared all-lanes array: no merge with the old values
     if bits == 64:
       raw = val.view(np.uint64)
@@ -306,7 +339,7 @@ class Waves:
     else: self.v[d, sel] = np.where(ex, val.view(np.uint32), self.v[d, sel])
 
   def mask(self, code: int, sel, i: Inst) -> np.ndarray:
-    return unpack_mask(np.broadcast_to(np.asarray(self.sread(code, sel, i)), (self.nw(sel),)))
+    return unpack_mask(self.smask(code, sel, i), self.LANES)
 
   def alu(self, i: Inst, sel, base: str, srcs: list[int], vdst: int, ex, abs_=0, neg=0, opsel=0, clamp=0, omod=0, sdst=None, write=True):
     """Run one VALU op; returns a deferred write (for VOPD) or performs it."""
@@ -315,19 +348,21 @@ class Waves:
       ci = self.mask(srcs[2], sel, i).astype(np.uint64) if base.endswith("_ci_u32") else 0
       r, co = V.CARRY[base](a, b, ci)
       def w():
-        self.vwrite(vdst, sel, r, "u32", ex); self.swrite(sdst, sel, pack_mask(co & ex))
+        self.vwrite(vdst, sel, r, "u32", ex); self.swrite(sdst, sel, pack_mask(co & ex), self.LANES == 64)
       return w() if write else w
     if base in ("v_mad_u64_u32", "v_mad_i64_i32"):
       t = "u32" if base == "v_mad_u64_u32" else "i32"
       a, b = self.vsrc(srcs[0], sel, i, t), self.vsrc(srcs[1], sel, i, t)
       c = self.vsrc(srcs[2], sel, i, "u64" if t == "u32" else "i64")
       r = (a.astype(np.uint64 if t == "u32" else np.int64) * b).astype(c.dtype) + c
-      def w(): self.vwrite(vdst, sel, r.view(np.uint64) if r.dtype == np.int64 else r, "u64", ex); self.swrite(sdst, sel, np.zeros(self.nw(sel), np.uint32))
+      def w():
+        self.vwrite(vdst, sel, r.view(np.uint64) if r.dtype == np.int64 else r, "u64", ex)
+        self.swrite(sdst, sel, np.zeros(self.nw(sel), np.uint64), self.LANES == 64)
       return w() if write else w
     if base in ("v_div_scale_f32", "v_div_scale_f64"):
       t = base[-3:]; s0, s1, s2 = (self._mod(self.vsrc(c, sel, i, t), k, abs_, neg) for k, c in enumerate(srcs))
       r, vcc = _div_scale(s0, s1, s2)
-      def w(): self.vwrite(vdst, sel, r, t, ex); self.swrite(sdst, sel, pack_mask(vcc & ex))
+      def w(): self.vwrite(vdst, sel, r, t, ex); self.swrite(sdst, sel, pack_mask(vcc & ex), self.LANES == 64)
       return w() if write else w
     if base in ("v_div_fmas_f32", "v_div_fmas_f64"):
       t = base[-3:]; a, b, c = (self._mod(self.vsrc(s, sel, i, t), k, abs_, neg) for k, s in enumerate(srcs))
@@ -345,26 +380,38 @@ class Waves:
       a = self._mod(self.vsrc(srcs[0], sel, i, t, bool(opsel & 1)), 0, abs_, neg)
       b = self.vsrc(srcs[1], sel, i, "u32" if "class" in base else t, bool(opsel & 2))
       if "class" not in base: b = self._mod(b, 1, abs_, neg)
-      r = pack_mask(np.broadcast_to(fn(a, b), (self.nw(sel), 32)) & ex)
-      if base.startswith("v_cmpx_"): self.s[EXEC, sel] = r
-      else: self.swrite(sdst, sel, r)
+      r = pack_mask(np.broadcast_to(fn(a, b), (self.nw(sel), self.LANES)) & ex)
+      if base.startswith("v_cmpx_"):
+        self.set_exec(sel, r)
+        # GFX9 v_cmpx writes the mask to VCC (VOPC) or its SGPR pair (VOP3) as well as EXEC; gfx11's writes EXEC only
+        # (llvm-project AMDGPU VOPCInstructions.td: the GFX9 cmpx forms have an sdst, the gfx10+ "nosdst" ones none)
+        if self.LANES == 64: self.swrite(VCC if i.enc != "VOP3" else i.f["vdst"], sel, r, True)
+      else: self.swrite(sdst, sel, r, self.LANES == 64)
       return None
+    L = self.LANES
+    if base in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32"):   # lanes below this one: lo counts mask bits 0-31, hi 32-63
+      a, b = self.vsrc(srcs[0], sel, i, "u32"), self.vsrc(srcs[1], sel, i, "u32")
+      below = np.clip(np.arange(L) - (32 if base.endswith("hi_u32_b32") else 0), 0, 32).astype(np.uint64)
+      r = V._popc((a & ((np.uint64(1) << below) - np.uint64(1)).astype(np.uint32)).astype(np.uint32)) + b
+      def w(): self.vwrite(vdst, sel, r, "u32", ex)
+      return w() if write else w
     if base == "v_readfirstlane_b32":
-      lane = np.where(self.s[EXEC, sel] == 0, 0, V._ctz(self.s[EXEC, sel]) & np.uint32(31)).astype(np.int64)
-      src = np.broadcast_to(self.vsrc(srcs[0], sel, i, "u32"), (self.nw(sel), 32))
+      first = np.argmax(self.exec_mask(sel), axis=1)   # lowest active lane; lane 0 when none is
+      src = np.broadcast_to(self.vsrc(srcs[0], sel, i, "u32"), (self.nw(sel), L))
+      lane = first.astype(np.int64)
       return self.swrite(vdst, sel, src[np.arange(self.nw(sel)), lane])
     if base == "v_readlane_b32":
-      src = np.broadcast_to(self.vsrc(srcs[0], sel, i, "u32"), (self.nw(sel), 32))
-      lane = (np.broadcast_to(np.asarray(self.sread(srcs[1], sel, i)), (self.nw(sel),)) & np.uint32(31)).astype(np.int64)
+      src = np.broadcast_to(self.vsrc(srcs[0], sel, i, "u32"), (self.nw(sel), L))
+      lane = (np.broadcast_to(np.asarray(self.sread(srcs[1], sel, i)), (self.nw(sel),)) & np.uint32(L - 1)).astype(np.int64)
       return self.swrite(vdst, sel, src[np.arange(self.nw(sel)), lane])
     if base == "v_writelane_b32":
       val = np.broadcast_to(np.asarray(self.sread(srcs[0], sel, i)), (self.nw(sel),))
-      lane = (np.broadcast_to(np.asarray(self.sread(srcs[1], sel, i)), (self.nw(sel),)) & np.uint32(31)).astype(np.int64)
-      onehot = np.arange(32)[None, :] == lane[:, None]
+      lane = (np.broadcast_to(np.asarray(self.sread(srcs[1], sel, i)), (self.nw(sel),)) & np.uint32(L - 1)).astype(np.int64)
+      onehot = np.arange(L)[None, :] == lane[:, None]
       return self.vwrite(vdst, sel, np.where(onehot, val[:, None], self.v[vdst, sel]), "u32", np.ones_like(onehot))
     if base not in V.OPS: raise EmulatorError("VALU op not implemented")
     types, rt, fn = V.OPS[base]
-    if i.enc in ("VOP1", "VOP2", "VOPC"):
+    if self.TRUE16 and i.enc in ("VOP1", "VOP2", "VOPC"):
       # 32-bit encodings address 16-bit operands by register half: VGPR field bit 7 picks the high half (v0.h)
       for k, t in enumerate(types):
         if V.BITS[t] == 16 and srcs[k] >= 256 + 128: srcs = [*srcs[:k], srcs[k] - 128, *srcs[k + 1:]]; opsel |= 1 << k
@@ -377,6 +424,8 @@ class Waves:
     if rt[0] == "f":
       if omod: r = r * np.asarray({1: 2.0, 2: 4.0, 3: 0.5}[omod], r.dtype)
       if clamp: r = np.clip(r, 0, 1).astype(r.dtype)
+    if base in self.ZERO_HI16 and not opsel >> 3 & 1:   # the 16-bit result is written zero-extended to 32 bits
+      r, rt = r.astype(V.NP[rt], copy=False).view(np.uint16 if V.BITS[rt] == 16 else V.NP[rt]).astype(np.uint32), "u32"
     def w(): self.vwrite(vdst, sel, r.astype(V.NP[rt], copy=False), rt, ex, bool(opsel >> 3 & 1))
     return w() if write else w
 
@@ -412,7 +461,7 @@ class Waves:
 
   def _vop3p(self, i: Inst, sel):
     f = i.f; ex = self.exec_mask(sel)
-    if i.name in ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16"):
+    if i.base in ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16"):
       args = []
       for k, code in enumerate((f["src0"], f["src1"], f["src2"])):
         # op_sel_hi picks f16 (else f32) per source, op_sel its high half; neg_hi is abs for these ops
@@ -423,21 +472,21 @@ class Waves:
         args.append(x)
       r = args[0].astype(np.float64) * args[1] + args[2]   # one rounding, straight to the result type
       if f["clamp"]: r = np.clip(r, 0, 1)
-      if i.name == "v_fma_mix_f32": return self.vwrite(f["vdst"], sel, r.astype(np.float32), "f32", ex)
-      return self.vwrite(f["vdst"], sel, r.astype(np.float16), "f16", ex, i.name.endswith("hi_f16"))
+      if i.base == "v_fma_mix_f32": return self.vwrite(f["vdst"], sel, r.astype(np.float32), "f32", ex)
+      return self.vwrite(f["vdst"], sel, r.astype(np.float16), "f16", ex, i.base.endswith("hi_f16"))
     pk = {"v_pk_add_f16": ("f16", np.add), "v_pk_mul_f16": ("f16", np.multiply), "v_pk_fma_f16": ("f16", V._fma),
           "v_pk_max_f16": ("f16", np.fmax), "v_pk_min_f16": ("f16", np.fmin), "v_pk_add_u16": ("u16", np.add),
           "v_pk_sub_u16": ("u16", np.subtract), "v_pk_mul_lo_u16": ("u16", np.multiply), "v_pk_add_i16": ("i16", np.add),
           "v_pk_sub_i16": ("i16", np.subtract), "v_pk_max_i16": ("i16", np.maximum), "v_pk_min_i16": ("i16", np.minimum),
-          "v_pk_max_u16": ("u16", np.maximum), "v_pk_min_u16": ("u16", np.minimum)}.get(i.name)
+          "v_pk_max_u16": ("u16", np.maximum), "v_pk_min_u16": ("u16", np.minimum)}.get(i.base)
     if pk is None: raise EmulatorError("VOP3P op not implemented")
-    t, fn = pk; nargs = 3 if "fma" in i.name else 2; srcs = [f["src0"], f["src1"], f["src2"]][:nargs]
+    t, fn = pk; nargs = 3 if "fma" in i.base else 2; srcs = [f["src0"], f["src1"], f["src2"]][:nargs]
     halves = []
     for half in (0, 1):
       sel_bits = f["opsel"] if half == 0 else (f["opsel_hi"] | (f["opsel_hi2"] << 2))
       negs = f["neg"] if half == 0 else f["neg_hi"]
       args = [self._mod(self.vsrc(c, sel, i, t, bool(sel_bits >> k & 1)), k, 0, negs) for k, c in enumerate(srcs)]
-      with np.errstate(all="ignore"): halves.append(np.broadcast_to(np.asarray(fn(*args)).astype(V.NP[t]), (self.nw(sel), 32)))
+      with np.errstate(all="ignore"): halves.append(np.broadcast_to(np.asarray(fn(*args)).astype(V.NP[t]), (self.nw(sel), self.LANES)))
     r = halves[0].view(np.uint16).astype(np.uint32) | (halves[1].view(np.uint16).astype(np.uint32) << np.uint32(16))
     self.vwrite(f["vdst"], sel, r, "u32", ex)
 
@@ -452,7 +501,7 @@ class Waves:
 
   # ---- LDS
   def _ds(self, i: Inst, sel):
-    n, f = i.name, i.f; ex = self.exec_mask(sel)
+    n, f = i.base, i.f; ex = self.exec_mask(sel)
     if n == "ds_nop": return
     lanes = np.nonzero(ex)
     raw = self.v[f["addr"], sel][lanes]
@@ -486,7 +535,7 @@ class Waves:
       v = raw.view(np.int8 if nb == 1 else np.int16).astype(np.int32).view(np.uint32) if n[8] == "i" else raw.astype(np.uint32)
       put(f["vdst"], v[:, None]); return
     if n == "ds_bpermute_b32":
-      src = self.v[f["data0"], sel]; idx = ((self.v[f["addr"], sel].astype(np.int64) + off) // 4) & 31
+      src = self.v[f["data0"], sel]; idx = ((self.v[f["addr"], sel].astype(np.int64) + off) // 4) & (self.LANES - 1)
       r = np.take_along_axis(src, idx, 1); self.vwrite(f["vdst"], sel, r, "u32", ex); return
     atom = {"add_u32": (np.add, np.uint32), "sub_u32": (np.subtract, np.uint32), "min_i32": (np.minimum, np.int32),
             "max_i32": (np.maximum, np.int32), "min_u32": (np.minimum, np.uint32), "max_u32": (np.maximum, np.uint32),
@@ -515,10 +564,10 @@ class Waves:
     `lanes` is (slice, slice) when every lane of every wave in `sel` loaded (then the rows are wave-major)."""
     m, nd = self.nw(sel), words.shape[1]
     if reg + nd > self.v.shape[0]: raise EmulatorError(f"load destination v{reg + nd - 1} beyond the kernel's VGPRs")
-    if isinstance(lanes[0], slice): mask, vals = None, np.ascontiguousarray(words.T).reshape(nd, m, 32)
+    if isinstance(lanes[0], slice): mask, vals = None, np.ascontiguousarray(words.T).reshape(nd, m, self.LANES)
     else:
-      mask = np.zeros((m, 32), bool); mask[lanes] = True
-      vals = np.zeros((nd, m, 32), np.uint32)
+      mask = np.zeros((m, self.LANES), bool); mask[lanes] = True
+      vals = np.zeros((nd, m, self.LANES), np.uint32)
       for k in range(nd): vals[k][lanes] = words[:, k]
     self.pending[counter].append(("v", reg, self._gidx(sel), mask, vals, np.uint32(bits)))   # bits: a d16 load writes one half
 
@@ -571,41 +620,75 @@ class Waves:
     self.pending[counter] = keep
 
   def _global(self, i: Inst, sel):
-    n, f = i.name, i.f; ex = self.exec_mask(sel)
+    f = i.f; ex = self.exec_mask(sel)
     lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
-    if f["saddr"] != NULL and i.enc == "GLOBAL":
+    if f["saddr"] != self.NULL and i.enc == "GLOBAL":
       sb = np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i, "u64")), (self.nw(sel),))
       addr = sb[:, None] + self.v[f["addr"], sel].astype(np.uint64)
     else:   # a 64-bit address in a VGPR pair: interleave the dwords (little-endian: low first) and read them as one
       addr = np.stack((self.v[f["addr"], sel], self.v[f["addr"] + 1, sel]), -1).view(np.uint64)[..., 0]
     addr = addr[lanes].reshape(-1)
     if f["offset"]: addr = addr + np.uint64(f["offset"] & (2**64 - 1))   # wraps mod 2**64 like the hardware adder
+    return self._access(i, sel, addr, lanes, self.mem)
+
+  def _access(self, i: Inst, sel, addr: np.ndarray, lanes, mem: FlatMemory):
+    """The memory op of `i` at one address per active lane (`lanes` picks them, as exec_mask's nonzero) in `mem`."""
+    n, f = i.base, i.f
     op = n.split("_", 1)[1]
     def put(reg, words): self._put(reg, sel, lanes, words)
     def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes].reshape(-1) for k in range(nd)], 1)
     wide = {"b32": 1, "b64": 2, "b96": 3, "b128": 4}
-    if op.startswith("load_b"): put(f["vdst"], self.mem.read(addr, 4 * wide[op[5:]], n).view(np.uint32)); return None
+    if op.startswith("load_b"): put(f["vdst"], mem.read(addr, 4 * wide[op[5:]], n).view(np.uint32)); return None
     if op.startswith("store_b"):
       if op in ("store_b8", "store_b16"):
-        self.mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, :1 if op == "store_b8" else 2], n)
-      else: self.mem.write(addr, dat(f["data"], wide[op[6:]]).view(np.uint8), n)
+        mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, :1 if op == "store_b8" else 2], n)
+      else: mem.write(addr, dat(f["data"], wide[op[6:]]).view(np.uint8), n)
       return None
     if op in ("load_u8", "load_i8", "load_u16", "load_i16"):
-      nb = 1 if op[-1] == "8" else 2; raw = self.mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
+      nb = 1 if op[-1] == "8" else 2; raw = mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
       v = raw.view(np.int8 if nb == 1 else np.int16).astype(np.int32).view(np.uint32) if op[5] == "i" else raw.astype(np.uint32)
       put(f["vdst"], v[:, None]); return None
     if op.startswith("load_d16"):
       hi = "_hi_" in op; nb = 2 if op.endswith("b16") else 1
-      raw = self.mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
+      raw = mem.read(addr, nb, n).view(np.uint8 if nb == 1 else np.uint16)[:, 0]
       v = raw.view(np.int8).astype(np.int16).view(np.uint16) if op.endswith("i8") else raw.astype(np.uint16)
       new = v.astype(np.uint32) << np.uint32(16) if hi else v.astype(np.uint32)
       self._put(f["vdst"], sel, lanes, new[:, None], "vm", 0xFFFF0000 if hi else 0xFFFF); return None
     if op in ("store_d16_hi_b8", "store_d16_hi_b16"):
-      self.mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, 2:3 if op.endswith("b8") else 4], n); return None
+      mem.write(addr, dat(f["data"], 1).view(np.uint8)[:, 2:3 if op.endswith("b8") else 4], n); return None
     if op.startswith("atomic_"):
+      if mem is not self.mem: raise EmulatorError("atomics on scratch memory are not emulated")
       return self._atomic(i, sel, op[7:], addr, dat, put)
     raise EmulatorError("memory op not implemented")
   _flat = _global
+
+  def _scratch(self, i: Inst, sel):
+    """SCRATCH (private segment) loads and stores. With architected flat scratch (gfx942, gfx11) the address is the
+    offset plus the VGPR (when SVE) plus the SGPR (unless off), an offset into the lane's own private segment of the
+    descriptor's private_segment_fixed_size bytes; the hardware adds the wave's scratch base and interleaves the lanes
+    (LLVM AMDGPUUsage "Private Segment Buffer" / "Flat Scratch"), which no instruction can observe. Each lane's
+    segment is a window of `scratch`, and an access past it faults by name."""
+    f, ex = i.f, self.exec_mask(sel)
+    if self.scratch is None: raise EmulatorError("scratch access, but the kernel descriptor has no private segment")
+    lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
+    off = np.full((self.nw(sel), self.LANES), f["offset"], np.int64)
+    if f.get("sve"): off += self.v[f["addr"], sel].astype(np.int64)
+    if f["saddr"] != self.NULL: off += np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i)), (self.nw(sel),))[:, None].astype(np.int64)
+    nb = {"b8": 1, "u8": 1, "i8": 1, "b16": 2, "u16": 2, "i16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}[i.base.rsplit("_", 1)[1]]
+    off = off[lanes].reshape(-1); size = self.scratch.shape[2]
+    if (off < 0).any() or (off + nb > size).any():
+      bad = int(off[(off < 0) | (off + nb > size)][0])
+      raise MemoryFault(f"scratch access at private offset {bad} is outside the lane's {size}-byte private segment")
+    waves = np.arange(self.n)[sel]
+    slot = (np.broadcast_to(waves[:, None], (len(waves), self.LANES)) * self.LANES + np.arange(self.LANES))[lanes].reshape(-1)
+    return self._access(i, sel, (slot * size + off).astype(np.uint64) + np.uint64(SCRATCH_VA), lanes, self.scratch_mem)
+
+  def set_scratch(self, nbytes: int) -> None:
+    """Give every lane of every wave `nbytes` of private segment (zeroed: fresh scratch holds whatever it held)."""
+    self.scratch = np.zeros((self.n, self.LANES, -(-nbytes // 16) * 16), np.uint8) if nbytes else None
+    self.scratch_mem = FlatMemory()
+    if nbytes: self.scratch_mem.map(SCRATCH_VA, self.scratch.reshape(-1))
+
 
   def _atomic(self, i: Inst, sel, op: str, addr, dat, put):
     fns = {"add_u32": (np.add, np.uint32), "sub_u32": (np.subtract, np.uint32), "min_i32": (np.minimum, np.int32),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 import numpy as np
-from hcqrt.mock.amd.rdna3.executor import Waves, EmulatorError, EXEC
+from hcqrt.mock.amd.rdna3.executor import Waves, EmulatorError, pack_mask
 from hcqrt.mock.amd.rdna3.memory import FlatMemory
 
 def _bf(v: int, shift: int, width: int) -> int: return (v >> shift) & ((1 << width) - 1)
@@ -65,24 +65,24 @@ class LaunchStats:
 
 def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, kernarg_addr: int, grid: tuple[int, ...],
            block: tuple[int, ...], entry: int = 0, dynamic_lds: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0,
-           max_waves: int = 8192, code_va: int = 0) -> LaunchStats:
+           max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves) -> LaunchStats:
   """Run a gfx1100 kernel the way an AQL packet processor does: `code` holds its machine code with the
   first instruction at byte `entry`; `grid` counts workgroups per dimension, `block` work-items per
   workgroup; kernel arguments live at `kernarg_addr` in `mem` (a FlatMemory, or a dict {address: buffer}); `code_va` is
   where `code` itself is mapped in `mem` (s_getpc_b64 reads it: PC-relative constants), 0 if it is not.
-  Returns how many waves ran and how many wave-instructions they executed.
+  Returns how many waves ran and how many wave-instructions they executed. `waves_cls` picks the ISA (gfx9.Gfx9Waves
+  runs gfx942 wave64 code).
 
   The user SGPRs the descriptor's kernel_code_properties enable (kernarg pointer etc., then any preloaded
   kernargs) fill s0 upwards; `dispatch` does the rest."""
   kd = kd if isinstance(kd, KernelDescriptor) else KernelDescriptor.from_bytes(kd)
   if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
-  if kd.private_segment_fixed_size: raise EmulatorError(f"kernel needs {kd.private_segment_fixed_size} bytes of scratch; not supported")
   # user SGPRs, in the order the hardware loads them, then the kernarg preload
   user: list[int] = []
   for name, on in kd.user_sgpr_enables().items():
     if not on: continue
-    # private_segment_buffer / flat_scratch_init are loaded as zeros: no scratch memory exists here, and every
-    # scratch instruction is refused when it is decoded, so a kernel that really uses them fails loudly
+    # private_segment_buffer / flat_scratch_init are loaded as zeros: scratch instructions use architected flat scratch
+    # (each lane's private segment, sized by the descriptor: Waves.set_scratch), never these
     if name == "dispatch_ptr" and not dispatch_ptr: raise EmulatorError("kernel reads the dispatch packet; pass dispatch_ptr")
     if name == "queue_ptr" and not queue_ptr: raise EmulatorError("kernel reads the queue; pass queue_ptr")
     val = {"kernarg_segment_ptr": kernarg_addr, "dispatch_ptr": dispatch_ptr, "queue_ptr": queue_ptr}.get(name, 0)
@@ -92,7 +92,8 @@ def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, ke
     user += [int(v) for v in mem.read(addr, 4 * kd.preload_dwords, "kernarg preload").view(np.uint32)[0]]
   if len(user) > kd.user_sgpr_count: raise EmulatorError(f"USER_SGPR_COUNT {kd.user_sgpr_count} is smaller than the {len(user)} enabled user SGPRs")
   return dispatch(mem, code, kd.rsrc1, kd.rsrc2, user, grid, block, wave32=kd.wave32, entry=entry,
-                  lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves, code_va=code_va)
+                  lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves, code_va=code_va, waves_cls=waves_cls,
+                  private_bytes=kd.private_segment_fixed_size)
 
 _DECODED: dict[bytes, dict] = {}
 def _decoded(code) -> dict:
@@ -107,7 +108,7 @@ LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignmen
 
 def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, user_data: list[int], grid: tuple[int, ...],
              block: tuple[int, ...], wave32: bool = True, entry: int = 0, lds_bytes: int | None = None,
-             max_waves: int = 8192, code_va: int = 0) -> LaunchStats:
+             max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, private_bytes: int = 0) -> LaunchStats:
   """Run a dispatch from the register values a PM4 stream programs: COMPUTE_PGM_LO/HI (`code` as an address
   in `mem`, or the code bytes themselves with `entry`), COMPUTE_PGM_RSRC1/2, COMPUTE_USER_DATA_* (`user_data`,
   the first RSRC2.USER_SGPR_COUNT of them land in s0..), the grid in workgroups, the workgroup size and
@@ -115,28 +116,31 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
   Code given as bytes is mapped at `code_va` (what s_getpc_b64 sees; 0: not mapped).
 
   After the user SGPRs come the workgroup ids X/Y/Z that RSRC2 enables, and v0 holds the work-item ids
-  packed 10 bits each, as many as RSRC2.TIDIG_COMP_CNT asks for."""
+  packed 10 bits each, as many as RSRC2.TIDIG_COMP_CNT asks for. `waves_cls` is the ISA's wave state (the RDNA3 one
+  by default; gfx9/executor.py's for gfx942 wave64 code): its lane count decides the wave size. `private_bytes` is
+  each work-item's private segment (scratch), as the descriptor's private_segment_fixed_size asks."""
   if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
   if isinstance(code, int): code, entry, code_va = mem.tail(code, "instruction fetch"), 0, code
   r = KernelDescriptor(0, 0, 0, 0, rsrc1, rsrc2, 0, int(wave32) << 10, 0)   # the same bit fields, read from registers
   grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
-  if not wave32: raise EmulatorError("dispatch asks for wave64; the RDNA3 emulator runs wave32 only")
+  L = waves_cls.LANES
+  if wave32 != (L == 32): raise EmulatorError(f"dispatch asks for wave{32 if wave32 else 64}; this emulator runs wave{L} only")
   if any(b > 1 for b in block[r.workitem_id_count:]):
     raise EmulatorError(f"block {block} uses dimensions the kernel does not read (TIDIG_COMP_CNT={r.workitem_id_count - 1})")
   if np.prod(block) > 1024 or min(block) < 1 or min(grid) < 1: raise EmulatorError(f"bad launch shape grid={grid} block={block}")
   lds_bytes = r.lds_granules * LDS_GRANULE if lds_bytes is None else lds_bytes
-  if lds_bytes > 65536: raise EmulatorError(f"workgroup needs {lds_bytes} bytes of LDS, gfx1100 has 65536")
+  if lds_bytes > 65536: raise EmulatorError(f"workgroup needs {lds_bytes} bytes of LDS, a workgroup has 65536")
   # user SGPRs nobody set hold garbage on hardware (LLVM reserves more than it reads): poison them, so a
   # missing kernarg pointer faults instead of quietly reading address 0
   nuser = r.user_sgpr_count
   user_data = list(user_data[:nuser]) + [USER_POISON] * max(0, nuser - len(user_data))
-  nthreads = int(np.prod(block)); wpg = -(-nthreads // 32)
+  nthreads = int(np.prod(block)); wpg = -(-nthreads // L)
   ngroups = int(np.prod(grid)); groups_per_batch = max(1, max_waves // wpg)
   total, cache = 0, _decoded(code)
   for g0 in range(0, ngroups, groups_per_batch):
     gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
     n = len(gids) * wpg
-    w = Waves(code, n, r.vgprs, np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache, code_va)
+    w = waves_cls(code, n, waves_cls.vgpr_count(rsrc1, wave32), np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache, code_va)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
     for k in range(nuser): w.s[k] = user_data[k] & 0xFFFFFFFF
     s = nuser
@@ -144,12 +148,13 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
       if on: w.s[s] = np.repeat(wg_xyz[:, d], wpg); s += 1
     if r.workgroup_info: s += 1
     if r.private_segment: s += 1    # private segment wave offset: no scratch is ever used, left 0
-    t = np.arange(wpg * 32)          # work-item ids, packed 10 bits each into v0
+    t = np.arange(wpg * L)           # work-item ids, packed 10 bits each into v0
     tid = np.stack([t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1])])
     packed = tid[0] | (tid[1] << 10 if r.workitem_id_count > 1 else 0) | (tid[2] << 20 if r.workitem_id_count > 2 else 0)
-    w.v[0] = np.tile(packed.reshape(wpg, 32), (len(gids), 1)).astype(np.uint32)
-    live = np.tile((t < nthreads).reshape(wpg, 32), (len(gids), 1))
-    w.s[EXEC] = np.packbits(live, axis=1, bitorder="little").view(np.uint32).reshape(-1)
+    w.v[0] = np.tile(packed.reshape(wpg, L), (len(gids), 1)).astype(np.uint32)
+    live = np.tile((t < nthreads).reshape(wpg, L), (len(gids), 1))
+    w.set_exec(slice(None), pack_mask(live))
+    w.set_scratch(private_bytes)
     w.pc[:] = entry
     w.run(); total += w.wave_insts
   return LaunchStats(ngroups * wpg, total)
