@@ -10,6 +10,8 @@ from hcqrt import syscalls
 from hcqrt.device import Device
 from hcqrt.hcq import GraphReplay, SignalTimeout
 from hcqrt.interface import GraphCopy, GraphExec
+from hcqrt.nv.device import NVComputeQueue, SUBC_COMPUTE
+from hcqrt.nv.rmclient import NVError
 from compiler.assemble.ptx_assembler import assemble_ptx
 from hw_tests import kernels as K
 
@@ -48,6 +50,16 @@ def test_the_front_end_reads_the_pushbuffer_when_it_runs(nv):
   q.update_signal(0, value=9)   # before the GPU got to it
   s.wait(9, 5.0)
   assert s.value == 9
+
+def test_a_fault_found_later_is_reported_by_the_wait(nv):
+  """The doorbell returns before the front end sees the bad method; RM's error notifier (Xid 13) reports it to the waiter."""
+  nv.drv.engine.latency_s = 0.05
+  s = nv.new_signal(0)
+  q = NVComputeQueue(); q.method(SUBC_COMPUTE, 0x1230, 1); q.signal(s, 1)
+  q.submit(nv)   # no error yet: nothing has run
+  with pytest.raises(NVError, match="compute channel faulted: ROBUST_CHANNEL_GR_EXCEPTION"): s.wait(1, 5.0)
+  t = nv.new_signal(0)   # the device recreated its channels: later work runs (late, too)
+  nv.hw_compute_queue().signal(t, 1).submit(nv); t.wait(1, 5.0)
 
 def _graph_replays(dev, copy=True, n=64, reps=4):
   """`reps` back-to-back replays (no host wait between them) of add (+ copy), each with its own output and k."""
