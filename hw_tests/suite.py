@@ -237,6 +237,29 @@ def graph_replay_patched(c: Ctx):
   expect(np.array_equal(c.down(b[4], n), 8 * x) and np.array_equal(c.down(b[5], n), 5 * x), "patched replay")
 
 @check("graph")
+def graph_replays_back_to_back(c: Ctx):
+  # Replays with no host wait between them, each patched (new output, new k) while the GPU may still have the previous
+  # one to fetch: the replay must wait before it rewrites the stream (issue 22, N3). A GPU runs late by itself; the
+  # mocks are put in their latency mode (the doorbell only queues the work) so that they do too.
+  d, n, reps = c.dev, 512, 4
+  add = c.prog("add")
+  x = np.arange(n, dtype=np.float32)
+  a, one = c.up(x), c.up(np.ones(n, np.float32))
+  outs = [(d.allocator.alloc(4 * n), d.allocator.alloc(4 * n)) for _ in range(reps)]
+  g = GraphReplay(d, [GraphExec(add, [outs[0][0], a, one], [1, n], (2, 1, 1), (256, 1, 1)), GraphCopy(outs[0][1], outs[0][0], 4 * n)])
+  eng = getattr(getattr(d, "drv", None), "engine", getattr(d, "drv", None))   # NV mock: its engine; AMD mock: the KFD's CP
+  late = c.mocked and hasattr(eng, "latency_s")
+  if late: eng.latency_s = 0.005
+  try:
+    for k, (o, o2) in enumerate(outs): g.replay(bufs={(0, 0): o, (1, 0): o2, (1, 1): o}, vals={(0, 0): k + 2})
+    d.synchronize()
+  finally:
+    if late: eng.latency_s = 0.0
+  for k, (o, o2) in enumerate(outs):
+    expect(np.array_equal(c.down(o, n), x + k + 2) and np.array_equal(c.down(o2, n), x + k + 2), f"replay {k + 1} of {reps}")
+  return f"{reps} replays" + (" (mock GPU 5 ms late)" if late else "")
+
+@check("graph")
 def graph_cost(c: Ctx):
   d, n, k = c.dev, 32, 50
   p = c.prog("add")

@@ -5,7 +5,8 @@ hcqrt.syscalls.mmio_write32, the one register write the backend makes; MockNV.mm
 `ring(token)`. The engine then runs every channel with work (GPGet != GPPut in its USERD) until none can
 progress: a semaphore acquire that is not yet satisfied parks its channel at that method, and parked
 channels are retried on every later doorbell and by a poller thread (so a value the CPU writes later
-also releases them, as on hardware).
+also releases them, as on hardware). In latency mode (`engine.latency_s > 0`, for tests) a doorbell only queues
+the work, and a thread runs it that much later, reading the ring and pushbuffers as they are by then.
 
 Methods are decoded with the mock's own tables (classdefs.py, written from the class headers, never the
 backend's ioctl_defs): host methods (SET_OBJECT, SEM_* with 32/64-bit payloads and timestamps, NOP, WFI,
@@ -423,6 +424,18 @@ class GPFIFOEngine:
     self.busy_ns = 0        # time spent "on the GPU" (inside doorbells), so hosts can measure their own cost apart
     self.paused = False     # benchmarks: doorbells are only recorded, to time the host path alone
     self.pending_doorbells: list[int] = []
+    # Latency mode (tests widen host/GPU races with it): a doorbell only queues the work, and the front end starts on
+    # it `latency_s` later on its own thread. Host (the PBDMA) processes GP entries asynchronously to the CPU: GP_GET
+    # names "the next PB segment to begin being processed" and moves once an entry has *begun* processing, so the
+    # segment it names is still read afterwards (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:402-413),
+    # and the PBDMA takes up USERD's GP_PUT by itself, later ("not immediately synchronized with NV_RAMUSERD_GP_PUT",
+    # :476-480). Only a semaphore release the host waits for says that a pushbuffer, QMD or cbuf has been read. The
+    # delayed run reads GPPut, the GP entries, pushbuffers, QMDs and cbufs as they are *then* (the harmful reading):
+    # a host that rewrites them before that release changes what runs. 0 (the default): run at the doorbell.
+    self.latency_s = 0.0
+    self._queued: list[tuple[float, int]] = []   # (due time, work-submit token) of doorbells not yet acted on
+    self._cv = threading.Condition(threading.Lock())   # not self.lock: a doorbell never waits for the GPU
+    self._runner: threading.Thread | None = None
 
   def channel(self, obj: Any) -> Channel:
     key = id(obj)
@@ -441,6 +454,7 @@ class GPFIFOEngine:
 
   def ring(self, token: int) -> None:
     if self.paused: self.pending_doorbells.append(token); return
+    if self.latency_s > 0: self._queue(token); return
     with self.lock:
       t0 = time.perf_counter_ns()
       try:
@@ -449,6 +463,38 @@ class GPFIFOEngine:
         self.channel(obj)
         self.run_all(obj)
       finally: self.busy_ns += time.perf_counter_ns() - t0
+
+  def _queue(self, token: int) -> None:
+    # the doorbell's own checks happen now (an unknown token, a channel already in error); the work runs later
+    try: obj = self.rm.channel_by_token(token)
+    except KeyError: raise GPUError(f"mock GPU: doorbell with unknown work-submit token {token}") from None
+    if (c := self.channels.get(id(obj))) is not None and c.obj is obj and c.error is not None: raise c.error
+    with self._cv:
+      self._queued.append((time.perf_counter() + self.latency_s, token))
+      if self._runner is None or not self._runner.is_alive():
+        self._runner = threading.Thread(target=self._run_late, daemon=True, name="nvmock-pbdma")
+        self._runner.start()
+      self._cv.notify()
+
+  def _run_late(self) -> None:
+    """The front end's thread in latency mode: acts on each doorbell once it is due; leaves after a quiet while."""
+    while True:
+      with self._cv:
+        while not self._queued or self._queued[0][0] > time.perf_counter():
+          wait = self._queued[0][0] - time.perf_counter() if self._queued else 1.0
+          if not self._cv.wait(wait) and not self._queued: self._runner = None; return
+        due = time.perf_counter()
+        tokens = [t for d, t in self._queued if d <= due]
+        self._queued = [(d, t) for d, t in self._queued if d > due]
+      with self.lock:
+        t0 = time.perf_counter_ns()
+        try:
+          for token in tokens:
+            try: obj = self.rm.channel_by_token(token)
+            except KeyError: continue   # the channel was freed meanwhile: nothing is left to run
+            try: self.run_all(obj)
+            except GPUError: pass   # kept on the channel (its notifier is written); its next doorbell raises it
+        finally: self.busy_ns += time.perf_counter_ns() - t0
 
   def run_all(self, rung: Any = None) -> None:
     """Run channels until none progresses; an errored channel raises only when its own doorbell rang."""

@@ -1,0 +1,124 @@
+"""The NV mock in latency mode (`drv.engine.latency_s`): a doorbell only queues the work, the front end runs it later
+on its own thread and reads the pushbuffers, QMDs and cbufs as they are then. A graph replay that rewrites its
+stream before the previous replay's last release has landed (issue 22, N3) gives wrong results or a hang here."""
+import os
+import numpy as np
+import pytest
+from conftest import mock_nv_device
+from frontend import Tensor, TinyJit
+from hcqrt import syscalls
+from hcqrt.device import Device
+from hcqrt.hcq import GraphReplay, SignalTimeout
+from hcqrt.interface import GraphCopy, GraphExec
+from hcqrt.nv.device import NVComputeQueue, SUBC_COMPUTE
+from hcqrt.nv.rmclient import NVError
+from compiler.assemble.ptx_assembler import assemble_ptx
+from hw_tests import kernels as K
+
+@pytest.fixture
+def nv():
+  with mock_nv_device() as dev: yield dev
+
+def upload(dev, arr):
+  b = dev.allocator.alloc(arr.nbytes); dev.allocator.copyin(b, memoryview(arr)); return b
+def download(dev, b, n):
+  out = np.empty(n, np.float32); dev.allocator.copyout(memoryview(out), b); return out
+
+def rewrites_early(monkeypatch):
+  """The mutation issue 22 N3 guards against: GraphReplay.replay without its wait before it rewrites the stream."""
+  real = GraphReplay.replay
+  def replay(self, *a, **kw):
+    self.dev.wait_signal = lambda *_a, **_kw: None   # (instance attribute: only this replay's own waits go)
+    try: return real(self, *a, **kw)
+    finally: del self.dev.wait_signal
+  monkeypatch.setattr(GraphReplay, "replay", replay)
+
+def test_the_doorbell_only_queues_work(nv):
+  nv.drv.engine.latency_s = 0.05
+  s = nv.new_signal(0)
+  nv.hw_compute_queue().signal(s, 1).submit(nv)
+  assert s.value == 0   # not run yet: the host must wait for it
+  s.wait(1, 5.0)
+  assert s.value == 1
+
+def test_the_front_end_reads_the_pushbuffer_when_it_runs(nv):
+  """The harmful reading of a late fetch: a pushbuffer rewritten after the doorbell runs as rewritten."""
+  nv.drv.engine.latency_s = 0.05
+  s = nv.new_signal(0)
+  q = nv.hw_compute_queue().signal(s, 5)
+  q.bind(nv); q.submit(nv)
+  q.update_signal(0, value=9)   # before the GPU got to it
+  s.wait(9, 5.0)
+  assert s.value == 9
+
+def test_a_fault_found_later_is_reported_by_the_wait(nv):
+  """The doorbell returns before the front end sees the bad method; RM's error notifier (Xid 13) reports it to the waiter."""
+  nv.drv.engine.latency_s = 0.05
+  s = nv.new_signal(0)
+  q = NVComputeQueue(); q.method(SUBC_COMPUTE, 0x1230, 1); q.signal(s, 1)
+  q.submit(nv)   # no error yet: nothing has run
+  with pytest.raises(NVError, match="compute channel faulted: ROBUST_CHANNEL_GR_EXCEPTION"): s.wait(1, 5.0)
+  t = nv.new_signal(0)   # the device recreated its channels: later work runs (late, too)
+  nv.hw_compute_queue().signal(t, 1).submit(nv); t.wait(1, 5.0)
+
+def _graph_replays(dev, copy=True, n=64, reps=4):
+  """`reps` back-to-back replays (no host wait between them) of add (+ copy), each with its own output and k."""
+  add = dev.program("add", assemble_ptx(K.head(dev.arch) + K.ADD, dev.arch))
+  x = np.arange(n, dtype=np.float32)
+  a, b = upload(dev, x), upload(dev, np.ones(n, np.float32))
+  outs = [(dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)) for _ in range(reps)]
+  items = [GraphExec(add, [outs[0][0], a, b], [1, n], (1, 1, 1), (n, 1, 1))]   # o = a + k b
+  items += [GraphCopy(outs[0][1], outs[0][0], 4 * n)] if copy else [GraphExec(add, [outs[0][1], outs[0][0], b], [0, n], (1, 1, 1), (n, 1, 1))]
+  g = GraphReplay(dev, items)   # o2 = o: on the copy engine (a hand-over between channels) or by a second launch
+  for k, (o, o2) in enumerate(outs): g.replay(bufs={(0, 0): o, (1, 0): o2, (1, 1): o}, vals={(0, 0): k + 2})
+  dev.synchronize()
+  return [(download(dev, o, n), download(dev, o2, n)) for o, o2 in outs], [x + k + 2 for k in range(reps)]
+
+@pytest.mark.parametrize("copy", [False, True], ids=["compute", "compute+copy"])
+def test_graph_replays_back_to_back_on_an_async_gpu(nv, copy):
+  nv.drv.engine.latency_s = 0.02
+  nv.wait_timeout_s = 10.0   # (a replay that rewrote early leaves a wait nothing releases)
+  got, want = _graph_replays(nv, copy)
+  for (o, o2), w in zip(got, want):
+    np.testing.assert_array_equal(o, w)
+    np.testing.assert_array_equal(o2, w)
+
+def test_a_replay_that_rewrites_early_is_caught(nv, monkeypatch):
+  """The mock must be able to fail the mutation: replays that rewrite the stream while the GPU has yet to fetch it."""
+  rewrites_early(monkeypatch)
+  nv.drv.engine.latency_s = 0.2   # long enough that every replay is rewritten before the first one runs
+  nv.wait_timeout_s = 2.0         # (the rewritten waits ask for a timeline value nothing releases)
+  try:
+    got, want = _graph_replays(nv)
+  except SignalTimeout: return
+  assert any(not np.array_equal(o, w) or not np.array_equal(o2, w) for (o, o2), w in zip(got, want))
+
+@pytest.fixture
+def nv_jit():
+  """The registry's NV device on its mock driver in latency mode (reset to 0 afterwards)."""
+  old = os.environ.get("MOCKGPU")
+  os.environ["MOCKGPU"] = "1"
+  try: dev = Device["NV"]
+  finally:
+    if old is None: del os.environ["MOCKGPU"]
+    else: os.environ["MOCKGPU"] = old
+  drv = syscalls.driver_of(dev.ctl)
+  assert drv is not None, "this test needs NV on its mock driver"
+  dev.synchronize()
+  drv.engine.latency_s, dev.wait_timeout_s = 0.05, 10.0   # (a replay that rewrote early leaves a wait nothing releases)
+  try: yield dev
+  finally: drv.engine.latency_s = 0.0; del dev.wait_timeout_s
+
+def _jit_calls(reps=5):
+  w = Tensor(np.random.default_rng(1).standard_normal((8, 5)).astype(np.float32), device="NV").realize()
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return ((x @ w).relu() * 2 + x.sum(1, keepdim=True)).contiguous()
+  xs = [np.random.default_rng(10 + i).standard_normal((3, 8)).astype(np.float32) for i in range(reps)]
+  ins = [Tensor(x, device="NV").realize() for x in xs]   # (uploaded first: an upload waits for the GPU)
+  outs = [f(t) for t in ins]   # calls 3.. replay the graph back to back, no host read in between
+  assert isinstance(f.graph, GraphReplay)
+  return [o.numpy() for o in outs], [np.maximum(x @ w.numpy(), 0) * 2 + x.sum(1, keepdims=True) for x in xs]
+
+def test_tinyjit_replays_with_changing_inputs_on_an_async_gpu(nv_jit):
+  got, want = _jit_calls()
+  for g, w in zip(got, want): np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
