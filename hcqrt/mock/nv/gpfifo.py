@@ -466,8 +466,8 @@ class GPFIFOEngine:
 
   def _queue(self, token: int) -> None:
     # the doorbell's own checks happen now (an unknown token, a channel already in error); the work runs later
-    try: obj = self.rm.channel_by_token(token)
-    except KeyError: raise GPUError(f"mock GPU: doorbell with unknown work-submit token {token}") from None
+    try: obj = self.rm.channel_by_token(token, self.gpu)
+    except KeyError: raise GPUError(f"mock GPU {self.gpu}: doorbell with unknown work-submit token {token}") from None
     if (c := self.channels.get(id(obj))) is not None and c.obj is obj and c.error is not None: raise c.error
     with self._cv:
       self._queued.append((time.perf_counter() + self.latency_s, token))
@@ -490,7 +490,7 @@ class GPFIFOEngine:
         t0 = time.perf_counter_ns()
         try:
           for token in tokens:
-            try: obj = self.rm.channel_by_token(token)
+            try: obj = self.rm.channel_by_token(token, self.gpu)
             except KeyError: continue   # the channel was freed meanwhile: nothing is left to run
             try: self.run_all(obj)
             except GPUError: pass   # kept on the channel (its notifier is written); its next doorbell raises it
