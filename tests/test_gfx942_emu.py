@@ -218,3 +218,9 @@ def test_gfx9_cmpx_writes_exec_and_its_sgpr_destination():
   w = _run_words([0x7DB80084, 0xD0DC0002, 0x00020088])
   assert int(w.s[106, 0]) | int(w.s[107, 0]) << 32 == 0xF and int(w.get_exec(slice(None))[0]) == 0xF
   assert int(w.s[2, 0]) | int(w.s[3, 0]) << 32 == 0xF
+
+def test_gfx9_sdwa_cmpx_writes_its_sgpr_destination_not_vcc():
+  # audit g30 row 2: v_cmpx_gt_u32_sdwa s[4:5], v1, v0 (v1 = 10: lanes 0-9) writes s[4:5] and EXEC; VCC stays 0
+  w = _run_words([0x7DB800F9, 0x06068401], v1=np.full(64, 10, np.uint32))
+  assert int(w.s[4, 0]) | int(w.s[5, 0]) << 32 == 0x3FF and int(w.get_exec(slice(None))[0]) == 0x3FF
+  assert int(w.s[106, 0]) == 0 and int(w.s[107, 0]) == 0

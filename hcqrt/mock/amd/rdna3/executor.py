@@ -385,7 +385,8 @@ class Waves:
         self.set_exec(sel, r)
         # GFX9 v_cmpx writes the mask to VCC (VOPC) or its SGPR pair (VOP3) as well as EXEC; gfx11's writes EXEC only
         # (llvm-project AMDGPU VOPCInstructions.td: the GFX9 cmpx forms have an sdst, the gfx10+ "nosdst" ones none)
-        if self.LANES == 64: self.swrite(VCC if i.enc != "VOP3" else i.f["vdst"], sel, r, True)
+        # (an SDWA VOPC names its SGPR destination in the SDWA word: the caller passes it as sdst)
+        if self.LANES == 64: self.swrite(i.f["vdst"] if i.enc == "VOP3" else VCC if sdst is None else sdst, sel, r, True)
       else: self.swrite(sdst, sel, r, self.LANES == 64)
       return None
     L = self.LANES
