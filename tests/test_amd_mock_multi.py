@@ -113,3 +113,23 @@ def test_a_second_gpu_opens_after_the_first_device_is_gone(drv):
   d1.allocator.copyin(b, memoryview(x.view(np.uint8))); out = np.empty_like(x)
   d1.allocator.copyout(memoryview(out.view(np.uint8)), b)
   assert np.array_equal(out, x)
+
+def test_two_threads_open_two_gpus_at_once(drv, monkeypatch):
+  """Audit final row 1: the per-process state (RUNTIME_ENABLE, the event page) is set up under one lock, and the page
+  is published only once the kernel has it. Two threads opening AMD:0 and AMD:1 together, with the lookup slowed so
+  they overlap, both come up (it raced into EINVAL/EBUSY before)."""
+  import threading, time
+  import hcqrt.amd.device as D
+  real = D._kfd_process
+  def slow(kfd):
+    p = real(kfd); time.sleep(0.2); return p
+  monkeypatch.setattr(D, "_kfd_process", slow)
+  devs, errs = {}, []
+  def op(name):
+    try: devs[name] = D.AMDDevice(name)
+    except Exception as e: errs.append(f"{name}: {e}")
+  ts = [threading.Thread(target=op, args=(n,)) for n in ("AMD", "AMD:1")]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  assert not errs, errs
+  assert devs["AMD"].event_page is devs["AMD:1"].event_page

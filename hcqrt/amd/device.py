@@ -96,6 +96,10 @@ class _KFDProcess:
   event_page: AMDBuffer | None = None    # registered with the first signal event (kfd_kmap_event_page)
 
 _kfd_processes: list[_KFDProcess] = []
+# held while a device looks up, enables or registers the process-wide state: two threads opening AMD:0 and AMD:1 at once
+# must not both send RUNTIME_ENABLE (EBUSY) or both register an event page (the kernel's second "Event page is already
+# set", linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:366-369)
+_kfd_lock = threading.Lock()
 
 def _kfd_process(kfd: int) -> _KFDProcess:
   """The KFD process `kfd` reaches (the same kernel object as an earlier device's fd, in this very process)."""
@@ -127,7 +131,7 @@ class AMDDevice(HCQDevice):
     v = K.abi_for_version(1, 11).new("AMDKFD_IOC_GET_VERSION")
     self._raw_ioctl(K.abi_for_version(1, 11), "AMDKFD_IOC_GET_VERSION", v)
     self.kfd_version = (v.major_version, v.minor_version)
-    self.process = _kfd_process(self.kfd)
+    with _kfd_lock: self.process = _kfd_process(self.kfd)
     self.abi = K.abi_for_version(*self.kfd_version)
     nodes = read_topology()
     if self.index >= len(nodes): raise RuntimeError(f"{self.name}: the KFD topology lists {len(nodes)} GPU node(s)")
@@ -144,9 +148,10 @@ class AMDDevice(HCQDevice):
     if self.abi.has("AMDKFD_IOC_RUNTIME_ENABLE") and self.kfd_version >= (1, 13):
       # the runtime is per KFD process (one per mm, shared by every /dev/kfd fd): the first GPU of the process enables
       # it, and it stays enabled (EBUSY: linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c runtime_enable)
-      if not self.process.runtime_enabled:
-        self.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", r_debug=0, mode_mask=K.RUNTIME_ENABLE_MODE_ENABLE_MASK)
-        self.process.runtime_enabled = True
+      with _kfd_lock:
+        if not self.process.runtime_enabled:
+          self.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", r_debug=0, mode_mask=K.RUNTIME_ENABLE_MODE_ENABLE_MASK)
+          self.process.runtime_enabled = True
 
   def _raw_ioctl(self, abi: K.KFDABI, name: str, arg: Any) -> Any:
     try: syscalls.ioctl(self.kfd, abi.request(name), arg)
@@ -246,13 +251,15 @@ class AMDDevice(HCQDevice):
     # The page is the process's (kfd_kmap_event_page: a second one is EINVAL, "Event page is already set",
     # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c): a second GPU of the process maps the first one's page
     # (a GTT BO maps on every GPU of the process) and creates its events in it
-    if (page := self.process.event_page) is not None:
-      self.event_page = page
-      self._map(self.event_page)
-      ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1)
-    else:
-      self.event_page = self.process.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
-      ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
+    with _kfd_lock:   # (the page is published only once the kernel has it: another device's thread maps it then)
+      if (page := self.process.event_page) is not None:
+        self.event_page = page
+        self._map(self.event_page)
+        ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1)
+      else:
+        self.event_page = self.gpu_alloc(EVENT_SLOT_BYTES, "uncached", host=True)
+        ev = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_page_offset=self.event_page.handle, event_type=K.EVENT_SIGNAL, auto_reset=1)
+        self.process.event_page = self.event_page
     self.event_id, self.event_slot = ev.event_id, self.event_page.va + 8 * ev.event_slot_index
     # a GPU VM fault stops the queue and fires memory events: waits watch one so a fault is an error, not a timeout
     self.fault_event = self.ioctl("AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_MEMORY, auto_reset=1).event_id
