@@ -8,6 +8,8 @@ from hcqrt.interface import GraphCopy
 from hcqrt.hcq import HCQDevice, GraphReplay
 from compiler.pipeline import Launch
 
+_installed: list = []   # the mock drivers a test put in (removed again by that test only: the registry keeps its own)
+
 def _devices():
   """Each backend class opened without hardware: the CPU, the emulators, NV and AMD on their mock drivers."""
   from hcqrt.cpu.device import CPUDevice
@@ -17,14 +19,14 @@ def _devices():
   def nv():
     from hcqrt.mock.nv import install_mock_nv
     from hcqrt.nv.device import NVDevice
-    install_mock_nv()
+    _installed.append(install_mock_nv())
     return NVDevice("NV")
   yield "NV", nv
   def amd():
     pytest.importorskip("llvmlite")
     from hcqrt.mock.amd import install_mock_amd
     from hcqrt.amd.device import AMDDevice
-    install_mock_amd()
+    _installed.append(install_mock_amd())
     return AMDDevice("AMD")
   yield "AMD", amd
 
@@ -39,7 +41,8 @@ def test_every_backend_implements_the_declared_device(name, make):
     assert "timeout_s" in inspect.signature(dev.synchronize).parameters
     assert "timestamps" in inspect.signature(dev.graph).parameters
     dev.synchronize(timeout_s=5.0)
-  finally: syscalls.uninstall()
+  finally:
+    while _installed: syscalls.uninstall(_installed.pop())   # (never uninstall() with no argument: that removes every mock)
 
 def test_nv_and_amd_share_the_hcq_half():
   """The timeline, signals, graphs and the persistent scope live in HCQDevice only: NV and AMD keep their drivers."""
