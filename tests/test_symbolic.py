@@ -15,6 +15,10 @@ from compiler.uop import Ops
 @pytest.fixture
 def compiles(monkeypatch):
   """A list that receives the name of every kernel compiled during the test."""
+  return count_compiles(monkeypatch)
+
+def count_compiles(monkeypatch) -> list[str]:
+  """Patch the engine's compile so the returned list receives every compiled kernel's name (for test_symbolic_views too)."""
   seen: list[str] = []
   real = engine.compile_kernel
   def counting(ast, target, opts=None, **kw):

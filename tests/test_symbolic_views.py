@@ -9,18 +9,13 @@ from frontend import engine
 from frontend.jit import JitError
 from compiler.uop import UOp, Ops
 from compiler.sint import sval
+from tests.test_symbolic import count_compiles
 
 @pytest.fixture
 def compiles(monkeypatch):
   """A list that receives the name of every kernel compiled during the test (which starts with no kernel loaded)."""
-  seen: list[str] = []
   monkeypatch.setattr(engine, "_kernel_cache", {})
-  real = engine.compile_kernel
-  def counting(ast, target, opts=None, **kw):
-    seen.append(kw.get("name", "kernel"))
-    return real(ast, target, opts, **kw)
-  monkeypatch.setattr(engine, "compile_kernel", counting)
-  return seen
+  return count_compiles(monkeypatch)
 
 def rnd(*shape, seed=0) -> np.ndarray: return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
