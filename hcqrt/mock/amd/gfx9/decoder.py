@@ -9,8 +9,7 @@ Anything not in the tables is refused by name with its address and raw dword, ne
 """
 from __future__ import annotations
 import re
-import struct
-from hcqrt.mock.amd.rdna3.decoder import DecodeError, Inst
+from hcqrt.mock.amd.rdna3.decoder import DecodeError, Inst, _bits, dword_reader
 from hcqrt.mock.amd.gfx9 import optables as T
 
 OFF = 0x1FF          # no register: outside every 7/8/9-bit operand field, so it never aliases one
@@ -66,7 +65,6 @@ def base_name(name: str) -> str:
     return f"ds_{'load' if m[1] == 'read' else 'store'}_{m[2]}{m[3] or ''}"
   return name
 
-def _bits(w: int, lo: int, n: int) -> int: return (w >> lo) & ((1 << n) - 1)
 
 def _lookup(table: dict, op: int, enc: str, addr: int, w: int) -> str:
   if op not in table: raise DecodeError(f"unknown gfx942 {enc} opcode {op} (0x{op:x}) at 0x{addr:x}, dword 0x{w:08x}")
@@ -93,11 +91,8 @@ def decode_one(code: bytes, addr: int) -> Inst:
   >>> decode_one(bytes.fromhex("0000 81bf".replace(" ", "")), 0).name
   's_endpgm'
   """
-  if addr + 4 > len(code): raise DecodeError(f"truncated instruction at 0x{addr:x}")
-  w = struct.unpack_from("<I", code, addr)[0]
-  def dw(i: int) -> int:
-    if addr + 4 * i + 4 > len(code): raise DecodeError(f"truncated instruction at 0x{addr:x}")
-    return struct.unpack_from("<I", code, addr + 4 * i)[0]
+  dw = dword_reader(code, addr)
+  w = dw(0)
   top9, top6 = w >> 23, w >> 26
   if w >> 30 == 2:   # scalar ALU
     if top9 == 0x17D: enc, op, f = "SOP1", _bits(w, 8, 8), dict(sdst=_bits(w, 16, 7), ssrc0=_bits(w, 0, 8))

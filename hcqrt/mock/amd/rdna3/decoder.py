@@ -6,6 +6,7 @@ Anything else is refused by name with its address and raw dword, never guessed.
 """
 from __future__ import annotations
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from hcqrt.mock.amd.rdna3 import optables as T
 
@@ -32,17 +33,21 @@ LITERAL = 255
 
 def _bits(w: int, lo: int, n: int) -> int: return (w >> lo) & ((1 << n) - 1)
 
+def dword_reader(code: bytes, addr: int) -> Callable[[int], int]:
+  """dw(i): dword i of the instruction at byte offset `addr` of `code`; DecodeError where the code ends first."""
+  def dw(i: int) -> int:
+    if addr + 4 * i + 4 > len(code): raise DecodeError(f"truncated instruction at 0x{addr:x}")
+    return struct.unpack_from("<I", code, addr + 4 * i)[0]
+  return dw
+
 def _lookup(table: dict, op: int, enc: str, addr: int, w: int) -> str:
   if op not in table: raise DecodeError(f"unknown {enc} opcode {op} (0x{op:x}) at 0x{addr:x}, dword 0x{w:08x}")
   return table[op]
 
 def decode_one(code: bytes, addr: int) -> Inst:
   """Decode the instruction at byte offset `addr` of `code`."""
-  if addr + 4 > len(code): raise DecodeError(f"truncated instruction at 0x{addr:x}")
-  w = struct.unpack_from("<I", code, addr)[0]
-  def dw(i: int) -> int:
-    if addr + 4 * i + 4 > len(code): raise DecodeError(f"truncated instruction at 0x{addr:x}")
-    return struct.unpack_from("<I", code, addr + 4 * i)[0]
+  dw = dword_reader(code, addr)
+  w = dw(0)
   top9, top6 = w >> 23, w >> 26
   if top9 in (0x17D, 0x17E, 0x17F) or w >> 28 == 0xB or w >> 30 == 2:
     if top9 == 0x17D: enc, op, f = "SOP1", _bits(w, 8, 8), dict(sdst=_bits(w, 16, 7), ssrc0=_bits(w, 0, 8))
