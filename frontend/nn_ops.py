@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 from compiler.dtypes import dtypes
 from compiler.view import prod
+from compiler.sint import any_sym, is_sym, smax
 from compiler.uop import Ops
 from frontend.checks import check_index
 from frontend.multi import MultiLazyBuffer
@@ -86,6 +87,29 @@ class NNOpsMixin:
       pads[2 * (n - 1 - j) + 1] += max(0, (o - 1) * s + d * (k - 1) + 1 - (i + pb + pa))
     return pads
 
+  def _windows_at_max(self: Tensor, op: str, f, k_, s_, d_, pads: list[int], value=0.0) -> Tensor:
+    """`f` (a windowed op over the last len(k_) dims) where some of those dims are symbolic: each is padded on the
+    right with `value` to its Variable's maximum, `f` runs on that concrete shape (one kernel for every value), and
+    its outputs are cut back to the windows of the true size. Exact: an output window that lies inside the true
+    input (and its own padding, which is `value` too) never reads the added cells."""
+    nk, nb = len(k_), self.ndim - len(k_)
+    sp = self.shape[nb:]
+    o_ = []
+    for j, (i, k, s, d) in enumerate(zip(sp, k_, s_, d_)):
+      pb, pa = pads[2 * (nk - 1 - j)], pads[2 * (nk - 1 - j) + 1]
+      lo = i if not is_sym(i) else int(i.vmin)
+      if lo + pb + pa < d * (k - 1) + 1:
+        raise ValueError(f"{op}: the input {self.shape} (padding {list(pads)}) may be smaller than the kernel {tuple(k_)} "
+                         f"(dilation {tuple(d_)}): dim {nb + j} is {i}, as small as {lo} in its Variable's range")
+      o_.append((i + pb + pa - d * (k - 1) - 1) // s + 1)
+    y = f(self.pad(tuple([None] * nb + [(0, smax(i) - i) for i in sp]), value=value))
+    return y.shrink(tuple([None] * (y.ndim - nk) + [(0, o) for o in o_]))
+
+  def _refuse_sym_pool(self: Tensor, op: str, **flags) -> None:
+    """Options whose result depends on where a symbolic size ends (extra ceil windows, flat indices of its layout)."""
+    if (on := [k for k, v in flags.items() if v]):
+      raise NotImplementedError(f"{op}: {', '.join(on)} is not supported with a symbolic (Variable) spatial size {self.shape}")
+
   # ***** convolution *****
   def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
              acc_dtype=None, dtype=None) -> Tensor:
@@ -101,6 +125,9 @@ class NNOpsMixin:
     acc_dtype = dtype if dtype is not None else acc_dtype   # tinygrad's name for the accumulation dtype
     HW = weight.shape[2:]
     pads = self._resolve_pads(padding, len(HW))
+    if any_sym(self.shape[2:]):   # a symbolic spatial size: the convolution of the maximum size, cut back
+      return self._windows_at_max("conv2d", lambda x: x.conv2d(weight, bias, groups, stride, dilation, pads, acc_dtype), HW,
+                                  _tuple(stride, len(HW)), _tuple(dilation, len(HW)), pads)
     for i, k, d, pb, pa in zip(self.shape[2:], HW, _tuple(dilation, len(HW)), pads[-2::-2], pads[::-2]):
       if i + pb + pa < d * (k - 1) + 1:
         raise RuntimeError(f"conv2d: the padded input {tuple(self.shape[2:])} (padding {list(pads)}) is smaller than the kernel {tuple(HW)} (dilation {dilation})")
@@ -189,6 +216,9 @@ class NNOpsMixin:
     k_ = _tuple(kernel_size, 2)
     s_, d_ = _tuple(stride if stride is not None else k_, len(k_)), _tuple(dilation, len(k_))
     pads = self._resolve_pads(padding, len(k_))
+    if any_sym(self.shape[-len(k_):]):
+      self._refuse_sym_pool("max_pool2d", ceil_mode=ceil_mode, return_indices=return_indices)
+      return self._windows_at_max("max_pool2d", lambda x: x.max_pool2d(k_, s_, d_, pads), k_, s_, d_, pads, dtypes.min(self.dtype))
     if ceil_mode: pads = self._ceil_pads(pads, k_, s_, d_)
     axes = tuple(range(-len(k_), 0))
     xp = self.pad(pads, value=dtypes.min(self.dtype))
@@ -219,6 +249,12 @@ class NNOpsMixin:
     k_ = _tuple(kernel_size, 2)
     s_, d_ = _tuple(stride if stride is not None else k_, len(k_)), _tuple(dilation, len(k_))
     pads = self._resolve_pads(padding, len(k_))
+    if any_sym(self.shape[-len(k_):]):
+      self._refuse_sym_pool("avg_pool2d", ceil_mode=ceil_mode)
+      def sums(x: Tensor) -> Tensor: return x._windows_at_max("avg_pool2d", lambda t: t.pad(pads)._pool(k_, s_, d_).sum(tuple(range(-len(k_), 0))), k_, s_, d_, pads)
+      if count_include_pad or not any(pads): return sums(self) / prod(k_)
+      # the count of input cells in each window, by the same windows over ones (a symbolic shape: no numpy table)
+      return sums(self) / sums(type(self).ones(*self.shape[-len(k_):], device=self.device, dtype=self.dtype))
     cpads = self._ceil_pads(pads, k_, s_, d_) if ceil_mode else pads
     axes = tuple(range(-len(k_), 0))
     sums = self.pad(cpads)._pool(k_, s_, d_).sum(axes)
@@ -492,6 +528,9 @@ class NNOpsMixin:
     n = self.shape[axis]
     if n == 0: return self
     ident = {"sum": 0, "prod": 1, "max": dtypes.min(self.dtype)}[op]
+    if is_sym(n):   # a scan only looks back: the scan of the Variable's maximum length (ident-padded), cut back to n
+      pad = tuple((0, smax(n) - n) if a == axis else None for a in range(self.ndim))
+      return self.pad(pad, value=ident)._cumalu(axis, op).shrink(tuple((0, n) if a == axis else None for a in range(self.ndim)))
     red = {"sum": lambda t, a: t.sum(a), "prod": lambda t, a: t.prod(a), "max": lambda t, a: t.max(a)}[op]
     x = self.transpose(axis, -1)
     B = 256
