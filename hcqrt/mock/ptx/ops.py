@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from .parser import Instr, Operand, PTXError, TYPE_SIZE, literal_value
 from .numerics import (NP, UINT, SINT, F32, F64, F16, LD, storage, is_float, is_signed, ftz, saturate, round_float, two_sum_err,
-                       idiv, irem, mul_hi, widen, cvt, bf16_to_f32, f32_to_bf16)
+                       idiv, irem, mul_hi, widen, cvt, bf16_to_f32, f32_to_bf16, F8, f32_to_f8_satfinite, f8_to_f16)
 from .mma import check_mma, warp_mma
 
 EXIT = -1
@@ -22,8 +22,12 @@ ROUND = ("rn", "rz", "rm", "rp")
 class DecodeCtx:
   """What decoding needs to know about the kernel: register types, labels, symbol addresses by name
   (name -> (space, address))."""
-  def __init__(self, regs: dict[str, str], labels: dict[str, int], symbols: dict[str, tuple[str, int]], kernel: str):
-    self.regs, self.labels, self.symbols, self.kernel = regs, labels, symbols, kernel
+  def __init__(self, regs: dict[str, str], labels: dict[str, int], symbols: dict[str, tuple[str, int]], kernel: str, arch: str = "sm_90"):
+    self.regs, self.labels, self.symbols, self.kernel, self.arch = regs, labels, symbols, kernel, arch
+  @property
+  def arch_num(self) -> int:
+    """The module's `.target` as a number (sm_89 -> 89; sm_90a -> 90)."""
+    return int("".join(ch for ch in self.arch[3:] if ch.isdigit()) or 0)
 
 def _types(ins: Instr) -> list[str]: return [m for m in ins.mods if m in TYPE_SIZE]
 def _rnd(ins: Instr, default: str = "rn") -> str: return next((m for m in ins.mods if m in ROUND), default)
@@ -397,6 +401,7 @@ def d_cvt(ins, ctx):
   rnd = next((x for x in ins.mods if x in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")), "")
   fz, sat = "ftz" in ins.mods, "sat" in ins.mods
   d, r = writer(ctx, ins.args[0], dst_t, ins.line), reader(ctx, ins.args[1], src_t, ins.line)
+  if dst_t in F8 or src_t in F8: return _cvt_f8(ins, ctx, dst_t, src_t, d, r)
   if dst_t in ("f16x2", "bf16x2"):  # cvt.rn.f16x2.f32 d, a, b: a -> upper half, b -> lower half
     rb = reader(ctx, ins.args[2], src_t, ins.line); et = "f16" if dst_t == "f16x2" else "bf16"
     def f2(st, m):
@@ -405,6 +410,23 @@ def d_cvt(ins, ctx):
       d(st, (hi << np.uint32(16)) | lo, m)
     return f2
   return lambda st, m: d(st, cvt(r(st), dst_t, src_t, rnd, fz, sat)[()], m)
+
+def _cvt_f8(ins, ctx, dst_t: str, src_t: str, d, r):
+  """cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, a, b (a -> d[15:8], b -> d[7:0]) and cvt.rn.f16x2.{e4m3x2,e5m2x2} d, a
+  (a[15:8] -> d[31:16], a[7:0] -> d[15:0]); PTX ISA 7.8+ "cvt", sm_89+. numerics.py F8 says what each rounds to."""
+  if ctx.arch_num < 89: raise PTXError(f"line {ins.line}: {ins.text}: .{dst_t if dst_t in F8 else src_t} needs sm_89 or later, not {ctx.arch}")
+  if dst_t in F8 and src_t == "f32":
+    if "rn" not in ins.mods or "satfinite" not in ins.mods: raise PTXError(f"line {ins.line}: {ins.text}: .rn and .satfinite are required")
+    rb = reader(ctx, ins.args[2], src_t, ins.line)
+    def f(st, m): d(st, (f32_to_f8_satfinite(r(st), dst_t) << np.uint16(8)) | f32_to_f8_satfinite(rb(st), dst_t), m)
+    return f
+  if src_t in F8 and dst_t == "f16x2":
+    if "rn" not in ins.mods: raise PTXError(f"line {ins.line}: {ins.text}: .rn is required")
+    def g(st, m):
+      a = np.asarray(r(st)).astype(np.uint32)
+      d(st, (f8_to_f16(a >> np.uint32(8), src_t).astype(np.uint32) << np.uint32(16)) | f8_to_f16(a, src_t).astype(np.uint32), m)
+    return g
+  raise PTXError(f"line {ins.line}: cvt .{dst_t}.{src_t} is not a form PTX has")
 
 def d_cvta(ins, ctx):
   t = _types(ins)[-1]

@@ -14,7 +14,8 @@ class PTXError(RuntimeError):
   """A PTX construct the interpreter cannot parse or execute; the message names it and its line."""
 
 TYPE_SIZE = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2, "b32": 4, "u32": 4, "s32": 4,
-             "f32": 4, "f16x2": 4, "bf16x2": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8, "b128": 16, "pred": 1}
+             "f32": 4, "f16x2": 4, "bf16x2": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8, "b128": 16, "pred": 1,
+             "e4m3x2": 2, "e5m2x2": 2}   # (two packed fp8: cvt's operand types only, PTX ISA 7.8 "cvt", sm_89+)
 
 @dataclass
 class Operand:
