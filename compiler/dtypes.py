@@ -65,8 +65,9 @@ class dtypes:
   bfloat16 = DType(10, 2, "bfloat16", None)
   float32 = DType(11, 4, "float", "f")
   float64 = DType(12, 8, "double", "d")
-  # OCP 8-bit floats (E4M3FN: no inf, NaN is S.1111.111; E5M2: IEEE-like). Storage and conversion only: a cast to or
-  # from them is integer arithmetic on the bits (frontend/fp8.py), so kernels only ever load and store their bytes.
+  # OCP 8-bit floats (E4M3FN: no inf, NaN is S.1111.111; E5M2: IEEE-like). Storage and conversion only: a kernel
+  # loads, stores and casts them (compiler/fp8.py: conversion instructions where the target has them, else integer
+  # arithmetic on the bits); arithmetic on them is done in a wider float.
   # Priorities below float16's, above every int's, so promotion with any other float picks the other float.
   fp8e4m3 = DType(8, 1, "fp8e4m3", None)
   fp8e5m2 = DType(8, 1, "fp8e5m2", None)
@@ -123,6 +124,7 @@ class dtypes:
       v, bits = int(x), 8 * dt.scalar.itemsize
       v &= (1 << bits) - 1
       return v - (1 << bits) if not dt.is_unsigned and v >= (1 << (bits - 1)) else v
+    if dt.scalar in dtypes.fp8s: return fp8_to_float(float_to_fp8(float(x), dt.scalar), dt.scalar)   # (the value the byte holds)
     return float(x)
 
 ALL_DTYPES = [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
@@ -193,23 +195,25 @@ def fp8_to_float(x: int, dtype: DType) -> float:
   return sign * (1 + man / (1 << m)) * 2.0 ** (exp - bias)
 
 def float_to_fp8(x: float, dtype: DType) -> int:
-  """The fp8 byte of `dtype` nearest to `x` (ties to even); finite values past the largest saturate to it, inf is
-  NaN in e4m3 (it has no inf) and inf in e5m2.
+  """The fp8 byte of `dtype` nearest to `x` (ties to even), as torch rounds (c10/util/Float8_e4m3fn.h, Float8_e5m2.h):
+  e4m3 has no inf, so finite values past 448 and +-inf saturate to +-448; e5m2 overflows to +-inf (from 61440, the
+  halfway point past its largest finite 57344); NaN is sign|0x7f in both. (compiler/fp8.py does the same in kernels.)
 
   >>> float_to_fp8(1.0, dtypes.fp8e4m3), float_to_fp8(1000.0, dtypes.fp8e4m3), float_to_fp8(-math.inf, dtypes.fp8e5m2)
   (56, 126, 252)
+  >>> float_to_fp8(math.inf, dtypes.fp8e4m3), float_to_fp8(61440.0, dtypes.fp8e5m2), float_to_fp8(-math.nan, dtypes.fp8e5m2)
+  (126, 124, 255)
   """
   _, m, bias = FP8_FORMAT[dtype.name]
   sign = 0x80 if math.copysign(1.0, x) < 0 else 0
-  if math.isnan(x): return sign | (0x7f if dtype is dtypes.fp8e4m3 else 0x7e)
-  if math.isinf(x): return sign | (0x7f if dtype is dtypes.fp8e4m3 else 0x7c)
-  maxbits = 0x7e if dtype is dtypes.fp8e4m3 else 0x7b
+  if math.isnan(x): return sign | 0x7f
+  sat = 0x7e if dtype is dtypes.fp8e4m3 else 0x7c   # where a large value ends: 448, or inf
   a = abs(x)
-  if a >= fp8_to_float(maxbits, dtype): return sign | maxbits
+  if math.isinf(a): return sign | sat
   # the exponent of a's binade (subnormals share the smallest normal exponent), then a in units of the last place
   exp = max(math.frexp(a)[1] - 1, 1 - bias) if a > 0 else 1 - bias
   q = round(a / 2.0 ** (exp - m))   # Python's round: ties to even
   bits = q if exp == 1 - bias and q < (1 << m) else ((exp + bias) << m) + (q - (1 << m))
-  return sign | min(bits, maxbits)
+  return sign | min(bits, sat)
 
 DTYPES_DICT = dtypes.fields()

@@ -32,6 +32,7 @@ from compiler.opt.base import Opt, copy_kernel
 from compiler.opt.heuristic import optimize, optimize_portable, apply_opts
 from compiler.opt.peel import peel
 from compiler.kernel_api import apply_rewrites
+from compiler.fp8 import lower_fp8
 from compiler import profile, vizdata
 from compiler.settings import debug_level, noopt
 
@@ -98,6 +99,17 @@ BACKENDS: dict[str, Backend] = {
   "llvm": Backend(optimize, _render_llvm, _assemble_llvm, assemble_host=_assemble_host_llvm),   # CPU_LLVM=1 and the AMD targets (compiler/target.py)
   "c99": Backend(lambda k, t: optimize_portable(k), _render_c99, _assemble_c),   # exported C (frontend/export.py)
 }
+
+def native_fp8(target: Target) -> bool:
+  """Does `target` convert float32 <-> fp8 in one instruction? PTX from sm_89 on (cvt.rn.satfinite.e4m3x2.f32 and
+  cvt.rn.f16x2.e4m3x2, PTX ISA 7.8 "requires sm_89 or higher"); elsewhere compiler/fp8.py spells the conversion out.
+  (gfx942 has v_cvt_pk_fp8_f32, but for the FNUZ formats, bias 8/16 with NaN 0x80: not the OCP bytes stored here.)
+
+  >>> native_fp8(Target("NV", "ptx", arch="sm_89", gpu=True)), native_fp8(Target("NV", "ptx", arch="sm_80", gpu=True))
+  (True, False)
+  """
+  if target.renderer != "ptx" or not (target.arch or "").startswith("sm_"): return False
+  return int("".join(ch for ch in target.arch[3:] if ch.isdigit())) >= 89
 
 def backend(target: Target) -> Backend:
   """The registry entry for `target` (a clear error naming the device when there is none)."""
@@ -233,6 +245,7 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
   be = backend(target)
   marks = [profile.now_us()] if profile.ENABLED else None   # host spans of the stages (PROFILE)
   k = lower(ast_or_kernel, name) if isinstance(ast_or_kernel, UOp) else ast_or_kernel
+  if (sink := lower_fp8(k.sink, native_fp8(target))) is not k.sink: k = copy_kernel(k); k.sink = sink   # (before the opts vectorize)
   dbg = debug_level()
   rec = vizdata.KernelRecord(k.name, target.device) if vizdata.ENABLED else None
   if rec is not None: rec.stage("lowered", k.sink)

@@ -44,14 +44,15 @@ AMDGPU = LLVMTarget("amdgcn-amd-amdhsa", gpu=True, addrspace=1, native_f32_math=
 
 _SCALAR = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16",
            dtypes.int32: "i32", dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64", dtypes.float16: "half",
-           dtypes.bfloat16: "i16", dtypes.float32: "float", dtypes.float64: "double"}
+           dtypes.bfloat16: "i16", dtypes.float32: "float", dtypes.float64: "double",
+           dtypes.fp8e4m3: "i8", dtypes.fp8e5m2: "i8"}   # fp8: its byte (only loaded, stored, bitcast: compiler/fp8.py)
 
 def ltype(dt: DType, mem: bool = False) -> str:
   """The LLVM type of a value of `dt` (in memory bool is i8)."""
   s = "i8" if mem and dt.scalar is dtypes.bool else _SCALAR[dt.scalar]
   return s if dt.count == 1 else f"<{dt.count} x {s}>"
 
-def _isf(dt: DType) -> bool: return dt.is_float and dt.scalar is not dtypes.bfloat16
+def _isf(dt: DType) -> bool: return dt.is_float and dt.scalar is not dtypes.bfloat16 and dt.scalar not in dtypes.fp8s
 
 def _bf16_bits(v: float) -> int:
   if math.isnan(v): return 0x7FC0

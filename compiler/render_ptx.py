@@ -76,7 +76,7 @@ def _b(dt: DType) -> str:
 # memory type of each dtype (what ld/st move); halves move as b16 and are converted separately
 MEM_T = {dtypes.bool: "u8", dtypes.int8: "s8", dtypes.uint8: "u8", dtypes.int16: "s16", dtypes.uint16: "u16",
          dtypes.int32: "s32", dtypes.uint32: "u32", dtypes.int64: "s64", dtypes.uint64: "u64", dtypes.float16: "b16",
-         dtypes.bfloat16: "b16", dtypes.float32: "f32", dtypes.float64: "f64"}
+         dtypes.bfloat16: "b16", dtypes.float32: "f32", dtypes.float64: "f64", dtypes.fp8e4m3: "u8", dtypes.fp8e5m2: "u8"}
 
 def _round_half(v: float, dt: DType) -> float:
   """v rounded to float16/bfloat16 (for constants)."""
@@ -245,6 +245,7 @@ class _Renderer:
     sd, dd = sd.scalar, dd.scalar
     sk, dk = _kind(sd), _kind(dd)
     if sd is dd: return s
+    if sd in dtypes.fp8s or dd in dtypes.fp8s: return self.cast_fp8(s, sd, dd)
     if dd is dtypes.bool:
       p = self.reg("p")
       zero = imm(0, sd)
@@ -275,6 +276,31 @@ class _Renderer:
     elif dk == "fd": self.emit(f"cvt.f64.f32 {d}, {s}")
     else: self.emit(f"cvt.rn.f32.f64 {d}, {s}")
     return self.round_half(d, dd)
+
+  def cast_fp8(self, s: str, sd: DType, dd: DType) -> str:
+    """float32 <-> fp8 (a byte in a .b32 register) with sm_89's conversions (compiler/fp8.py leaves only these two
+    casts for PTX targets that have them). To fp8: cvt.rn.satfinite gives nearest-even and saturates to the largest
+    finite; torch's rounding differs where e5m2 overflows (|x| >= 61440 and inf: inf) and in the NaN (sign|0x7f), which
+    PTX leaves unspecified: both set here by selp."""
+    fmt = {dtypes.fp8e4m3: "e4m3x2", dtypes.fp8e5m2: "e5m2x2"}
+    if sd in dtypes.fp8s:
+      if dd is not dtypes.float32: raise NotImplementedError(f"render_ptx: cast {sd} -> {dd} (fp8 converts to float32 only)")
+      h, w, lo, f = self.reg("h"), self.reg("r"), self.reg("h"), self.reg("f")
+      self.emit(f"cvt.u16.u32 {h}, {s}"); self.emit(f"cvt.rn.f16x2.{fmt[sd]} {w}, {h}")   # the byte -> the low f16 of w
+      self.emit(f"cvt.u16.u32 {lo}, {w}"); self.emit(f"cvt.f32.f16 {f}, {lo}")
+      return f
+    if sd is not dtypes.float32: raise NotImplementedError(f"render_ptx: cast {sd} -> {dd} (fp8 converts from float32 only)")
+    h, r, sign = self.reg("h"), self.reg("r"), self.reg("r")
+    self.emit(f"cvt.rn.satfinite.{fmt[dd]}.f32 {h}, {s}, {s}"); self.emit(f"cvt.u32.u16 {r}, {h}"); self.emit(f"and.b32 {r}, {r}, 255")
+    self.emit(f"mov.b32 {sign}, {s}"); self.emit(f"shr.u32 {sign}, {sign}, 24"); self.emit(f"and.b32 {sign}, {sign}, 128")
+    fixes = [("setp.nan.f32 {p}, {s}, {s}", 0x7f)]
+    if dd is dtypes.fp8e5m2:
+      a = self.reg("f"); self.emit(f"abs.f32 {a}, {s}")
+      fixes.insert(0, (f"setp.ge.f32 {{p}}, {a}, {imm(61440.0, dtypes.float32)}", 0x7c))   # (rounds up past 57344: inf)
+    for test, bits in fixes:
+      p, v = self.reg("p"), self.reg("r")
+      self.emit(test.format(p=p, s=s)); self.emit(f"or.b32 {v}, {sign}, {bits}"); self.emit(f"selp.b32 {r}, {v}, {r}, {p}")
+    return r
 
   def bitcast(self, s: str, sd: DType, dd: DType) -> str:
     sd, dd = sd.scalar, dd.scalar
@@ -606,7 +632,10 @@ class _Renderer:
     params = ",\n".join([f"  .param .u64 data{i}" for i in range(nbufs)] + [f"  .param .u32 var_{v.arg[0]}" for v in kvars])
     decls = [f"  .reg {REG_DECL[c]} %{c}<{n + 1}>;" for c, n in self.counts.items()]
     if self.strided: decls.append(f"  .shared .align 8 .b8 red_smem[{8 * self.plan.lanes}];")
-    src = "\n".join([f".version {PTX_ISA[self.arch]}", f".target {self.arch}", ".address_size 64", "",
+    # the fp8 conversions came with PTX ISA 7.8 for sm_90 and 8.1 for sm_89 (ptxas: "cvt.e4m3x2.f32 on sm_89 requires
+    # PTX ISA .version 8.1"): a kernel that uses them on sm_89 says 8.1
+    ver = "8.1" if self.arch == "sm_89" and any(".e4m3x2" in ln or ".e5m2x2" in ln for ln in self.lines) else PTX_ISA[self.arch]
+    src = "\n".join([f".version {ver}", f".target {self.arch}", ".address_size 64", "",
                      f".visible .entry {k.name}(\n{params}\n)", f".maxntid {self.plan.threads}, 1, 1", "{",
                      *decls, *self.lines, "$Lexit:", "  ret;", "}", ""])
     return src, self.plan.launch

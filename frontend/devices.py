@@ -42,13 +42,11 @@ def target_of(name: str) -> Target:
   return t
 
 def is_dtype_supported(dtype: DType, device: str | None = None) -> bool:
-  """Whether tensors of `dtype` can be computed on `device` (default: Device.DEFAULT). fp8 is storage plus conversion
-  on the CPU only: no GPU renderer here emits its conversions yet.
+  """Whether tensors of `dtype` can be computed on `device` (default: Device.DEFAULT). Every dtype is, on every device
+  here: fp8 as storage plus conversion (compiler/fp8.py: PTX sm_89+ instructions, integer ops elsewhere).
 
   >>> from compiler.dtypes import dtypes
   >>> is_dtype_supported(dtypes.float16, "CPU"), is_dtype_supported(dtypes.float32)
   (True, True)
   """
-  name = (device or Device.DEFAULT).split(":")[0].upper()
-  if dtype.name.startswith("fp8"): return name == "CPU"
   return True

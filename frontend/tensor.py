@@ -80,7 +80,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       _init_multi(self, data, device, dtype, requires_grad)
       return
     if dtype in dtypes.fp8s and not isinstance(data, (LazyBuffer, bytes, bytearray, memoryview)) and data is not None:
-      # numpy has no fp8: the values become float32 and are rounded to fp8 by a kernel (frontend/fp8.py)
+      # numpy has no fp8: the values become float32 and are rounded to fp8 by a kernel (compiler/fp8.py)
       data = Tensor(data, device, dtypes.float32).cast(dtype).lazydata
     # a LazyBuffer already lives somewhere: stay there unless a device is asked for
     device = data.device if isinstance(data, LazyBuffer) and device is None else Device.canonicalize(device)
@@ -1288,10 +1288,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     dt = _to_dtype(dtype, f"cast of a {self.dtype} tensor of shape {self.shape}")
     if self.dtype == dt: return self
-    if dt in dtypes.fp8s or self.dtype in dtypes.fp8s:
-      from frontend.fp8 import cast_fp8
-      return cast_fp8(self, dt)
-    return F.Cast.apply(self, dtype=dt)
+    if dt in dtypes.fp8s and self.dtype in dtypes.fp8s: return self.float().cast(dt)   # (fp8 to fp8: through float32)
+    return F.Cast.apply(self, dtype=dt)   # (fp8: the kernel converts, compiler/fp8.py)
   def bitcast(self, dtype) -> Tensor:
     """Reinterpret the bits as `dtype`. To a dtype n times smaller the last dim grows n times; to one n times larger
     it shrinks n times (it must divide). Bytes are in little-endian order, as in memory on every device here.

@@ -26,10 +26,14 @@ def test_fp8_rounding_matches_torch(dt, tdt, mx):
   assert [float_to_fp8(float(x), dt) for x in xs[:500]] == ref[:500].tolist()
 
 def test_fp8_saturates_and_specials():
-  # finite overflow saturates to the largest finite (tinygrad; torch's cast would give NaN); inf is NaN in e4m3
-  vals = [1e6, -1e6, math.inf, -math.inf, math.nan]
-  assert Tensor(vals, dtype=dtypes.fp8e4m3).bitcast(dtypes.uint8).tolist() == [0x7e, 0xfe, 0x7f, 0xff, 0x7f]
-  assert Tensor(vals, dtype=dtypes.fp8e5m2).bitcast(dtypes.uint8).tolist() == [0x7b, 0xfb, 0x7c, 0xfc, 0x7e]
+  # torch's rounding (2.x: c10/util/Float8_e4m3fn.h, Float8_e5m2.h): e4m3 has no inf, so finite overflow and +-inf
+  # saturate to +-448; e5m2 overflows to +-inf from 61440 (past 57344 by half a step) up; NaN is sign|0x7f in both
+  vals = [1e6, -1e6, math.inf, -math.inf, math.nan, 61439.0, 61440.0]
+  assert Tensor(vals, dtype=dtypes.fp8e4m3).bitcast(dtypes.uint8).tolist() == [0x7e, 0xfe, 0x7e, 0xfe, 0x7f, 0x7e, 0x7e]
+  assert Tensor(vals, dtype=dtypes.fp8e5m2).bitcast(dtypes.uint8).tolist() == [0x7c, 0xfc, 0x7c, 0xfc, 0x7f, 0x7b, 0x7c]
+  for dt, tdt, _ in FP8:
+    assert Tensor(vals, dtype=dt).bitcast(dtypes.uint8).tolist() == torch.tensor(vals).to(tdt).view(torch.uint8).tolist()
+    assert [float_to_fp8(v, dt) for v in vals] == torch.tensor(vals).to(tdt).view(torch.uint8).tolist()
   t = Tensor([0.1, 2.5], dtype=dtypes.fp8e4m3)
   assert t.dtype is dtypes.fp8e4m3 and t.tolist() == [0.1015625, 2.5]
   assert t.cast(dtypes.fp8e5m2).tolist() == [0.09375, 2.5] and t.cast(dtypes.float16).dtype is dtypes.float16
