@@ -16,6 +16,7 @@ from hcqrt.mock.amd.rdna3 import valu as V
 
 VCC, NULL, M0, EXEC, SCC_SRC, LIT = 106, 124, 125, 126, 253, 255
 SCRATCH_VA = 1 << 48   # where the emulator's private-segment windows live (its own address space, not the GPU VM)
+POISON_BYTE = 0xA5     # what fresh scratch holds: garbage left by an earlier wave, never a convenient 0
 class EmulatorError(Exception): pass
 
 F32C = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0, 248: 0.15915494309189535}
@@ -71,6 +72,7 @@ class Waves:
     self._full: dict[int, np.ndarray] = {}   # wave count -> read-only all-lanes-on mask
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
     self.scratch: np.ndarray | None = None; self.scratch_mem = FlatMemory()   # private segments (set_scratch)
+    self.scratch_base: np.ndarray | None = None   # each wave's scratch slot in GPU memory (set_scratch)
 
   # ---- scheduling
   def run(self, max_steps: int = 50_000_000) -> None:
@@ -665,31 +667,63 @@ class Waves:
 
   def _scratch(self, i: Inst, sel):
     """SCRATCH (private segment) loads and stores. With architected flat scratch (gfx942, gfx11) the address is the
-    offset plus the VGPR (when SVE) plus the SGPR (unless off), an offset into the lane's own private segment of the
-    descriptor's private_segment_fixed_size bytes; the hardware adds the wave's scratch base and interleaves the lanes
-    (LLVM AMDGPUUsage "Private Segment Buffer" / "Flat Scratch"), which no instruction can observe. Each lane's
-    segment is a window of `scratch`, and an access past it faults by name."""
+    offset plus the VGPR (when SVE) plus the SGPR (unless off): an offset into the lane's own private segment.
+    Two models. On a dispatch the CP set up (`set_scratch` with the waves' scratch bases) the access goes to GPU memory
+    where the hardware puts it: the wave's slot base plus the swizzled lane address, dword k of lane l at
+    base + k*LANES*4 + l*4 (LLVM AMDGPUUsage "Memory Spaces", private: "interleaved ... index stride of the wavefront
+    size", element size 4; ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:1628-1705 builds the
+    scratch SRD with that swizzle). Nothing bounds-checks a lane (the SRD's "no bounds check in swizzle mode",
+    amd_aql_queue.cpp:1700), so an offset past the segment reads or clobbers another lane's or wave's scratch, or
+    faults outside the mapped memory. Without a CP (the `launch` API) each lane's segment is a window of its own and an
+    access past it faults by name."""
     f, ex = i.f, self.exec_mask(sel)
-    if self.scratch is None: raise EmulatorError("scratch access, but the kernel descriptor has no private segment")
+    if self.scratch is None and self.scratch_base is None: raise EmulatorError("scratch access, but the dispatch has no private segment")
     lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
     off = np.full((self.nw(sel), self.LANES), f["offset"], np.int64)
     if f.get("sve"): off += self.v[f["addr"], sel].astype(np.int64)
     if f["saddr"] != self.NULL: off += np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i)), (self.nw(sel),))[:, None].astype(np.int64)
     nb = {"b8": 1, "u8": 1, "i8": 1, "b16": 2, "u16": 2, "i16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}[i.base.rsplit("_", 1)[1]]
+    waves = np.arange(self.n)[sel]
+    if self.scratch_base is not None: return self._scratch_swizzled(i, sel, off, lanes, nb, waves)
+    assert self.scratch is not None
     off = off[lanes].reshape(-1); size = self.scratch.shape[2]
     if (off < 0).any() or (off + nb > size).any():
       bad = int(off[(off < 0) | (off + nb > size)][0])
       raise MemoryFault(f"scratch access at private offset {bad} is outside the lane's {size}-byte private segment")
-    waves = np.arange(self.n)[sel]
     slot = (np.broadcast_to(waves[:, None], (len(waves), self.LANES)) * self.LANES + np.arange(self.LANES))[lanes].reshape(-1)
     return self._access(i, sel, (slot * size + off).astype(np.uint64) + np.uint64(SCRATCH_VA), lanes, self.scratch_mem)
 
-  def set_scratch(self, nbytes: int) -> None:
-    """Give every lane of every wave `nbytes` of private segment (zeroed: fresh scratch holds whatever it held)."""
-    self.scratch = np.zeros((self.n, self.LANES, -(-nbytes // 16) * 16), np.uint8) if nbytes else None
-    self.scratch_mem = FlatMemory()
-    if nbytes: self.scratch_mem.map(SCRATCH_VA, self.scratch.reshape(-1))
+  def _scratch_swizzled(self, i: Inst, sel, off: np.ndarray, lanes, nb: int, waves: np.ndarray):
+    """A scratch access at the hardware's address in GPU memory (see _scratch): sub-dword and dword accesses are one
+    address per lane, wider ones one per dword (the dwords of a lane lie LANES*4 bytes apart)."""
+    assert self.scratch_base is not None
+    L = self.LANES
+    base = np.broadcast_to(self.scratch_base[waves][:, None], off.shape)[lanes].reshape(-1).astype(np.int64)
+    lane = np.broadcast_to(np.arange(L), off.shape)[lanes].reshape(-1)
+    off = off[lanes].reshape(-1)
+    def at(o: np.ndarray) -> np.ndarray:   # (a negative offset lands below the slot: in another wave's scratch, or unmapped)
+      return (base + (o >> 2) * (L * 4) + lane * 4 + (o & 3)).astype(np.uint64)
+    if nb <= 4:
+      if ((off & 3) + nb > 4).any(): raise EmulatorError(f"a {nb}-byte scratch access at private offset {int(off[((off & 3) + nb > 4)][0])} crosses a dword")
+      return self._access(i, sel, at(off), lanes, self.mem)
+    if (off & 3).any(): raise EmulatorError(f"a {nb}-byte scratch access at a private offset that is not dword aligned ({int(off[(off & 3) != 0][0])})")
+    nd, f = nb // 4, i.f
+    if i.base.split("_")[1] == "load":
+      words = np.stack([self.mem.read(at(off + 4 * k), 4, i.name).view(np.uint32)[:, 0] for k in range(nd)], 1)
+      return self._put(f["vdst"], sel, lanes, words)
+    for k in range(nd):
+      data = self.v[f["data"] + k, sel][lanes].reshape(-1)
+      self.mem.write(at(off + 4 * k), np.ascontiguousarray(data).view(np.uint8).reshape(-1, 4), i.name)
+    return None
 
+  def set_scratch(self, nbytes: int, wave_base: np.ndarray | None = None) -> None:
+    """Give every wave its private segment. `wave_base` (one GPU address per wave): the scratch slot the CP gave the
+    wave, accessed in GPU memory as the hardware swizzles it. Otherwise each lane gets a window of `nbytes` of its own,
+    filled with POISON_BYTE: fresh scratch holds whatever the slot's previous wave left (audit g30 row 4a), never zeros."""
+    self.scratch_base = None if wave_base is None else np.asarray(wave_base, np.int64)
+    self.scratch = np.full((self.n, self.LANES, -(-nbytes // 16) * 16), POISON_BYTE, np.uint8) if nbytes and wave_base is None else None
+    self.scratch_mem = FlatMemory()
+    if self.scratch is not None: self.scratch_mem.map(SCRATCH_VA, self.scratch.reshape(-1))
 
   def _atomic(self, i: Inst, sel, op: str, addr, dat, put):
     fns = {"add_u32": (np.add, np.uint32), "sub_u32": (np.subtract, np.uint32), "min_i32": (np.minimum, np.int32),
