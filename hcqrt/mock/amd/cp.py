@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.memory import GPUVM, GPUFault
-from hcqrt.mock.amd.rdna3.launch import ScratchRing
+from hcqrt.mock.amd.rdna3.launch import USER_POISON, ScratchRing
 
 class GPUError(RuntimeError):
   """A queue hit something the hardware would fault or hang on; the queue stops (like a KFD queue reset)."""
@@ -273,8 +273,9 @@ class Queue:
     if ((rsrc2 >> 15) & 0x1FF) * 512 > 65536: raise self.fail(f"COMPUTE_PGM_RSRC2.LDS_SIZE asks for {((rsrc2 >> 15) & 0x1FF) * 512} bytes; a workgroup has 64 KiB")
     scratch = self.scratch_ring(r.get(C["TMPRING_SIZE"], 0), (r.get(C["DISPATCH_SCRATCH_BASE_LO"], 0) | r.get(C["DISPATCH_SCRATCH_BASE_HI"], 0) << 32) << 8,
                                 1, block, bool(init & T.DI_CS_W32_EN)) if rsrc2 & 1 else None
+    # (a COMPUTE_USER_DATA register no SET_SH_REG of this queue wrote holds garbage, not 0: USER_POISON)
     d = Dispatch(self.arch, prog, r.get(C["PGM_RSRC1"], 0), rsrc2, r.get(T.PGM_RSRC3[self.arch], 0),
-                 [r.get(C["USER_DATA_0"] + i, 0) for i in range(nuser)], grid, block, init, self.name, dict(r))  # type: ignore[arg-type]
+                 [r.get(C["USER_DATA_0"] + i, USER_POISON) for i in range(nuser)], grid, block, init, self.name, dict(r))  # type: ignore[arg-type]
     d.xcc_workgroups = pm4_xcc_share(grid[0] * grid[1] * grid[2], self.kfd.props.get("num_xcc", 1))
     d.scratch = scratch
     self.dispatches.append(d); self.pending.append(d)
