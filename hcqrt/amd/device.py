@@ -11,6 +11,7 @@ flushes. A signal from the compute queue is RELEASE_MEM with the GL2 write-back 
 reach memory before the host sees the value), then a second RELEASE_MEM that writes the event slot and raises
 the interrupt (INT_SEL 2) that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel instead of spinning.
 Queues run asynchronously to the host: memory goes back to KFD only once the timeline has passed its last use.
+Kernels with a private segment (spills, stack arrays) get scratch, sized and programmed as ROCr does (scratch.py).
 Errors wake the wait too: a VM fault through KFD's memory event, a queue exception (bad packet, wave trap) through
 the error event and payload word that each compute queue's CWSR header names (host-mapped GTT, read by the kernel).
 

@@ -7,7 +7,8 @@ to cached memory stay in the L2 until a write-back (memory.py), and an L2 invali
 the PM4 read pointer wraps at the ring size; only INT_SEL 2 interrupts; the queues run on the MockKFD's engine
 thread, after the doorbell (kfd.py). Shader code runs through `EXECUTOR`, one
 pluggable function (the RDNA3 emulator plugs in here); the mock decodes everything it needs from the packets
-and registers itself (program address, RSRC1/2/3, user SGPRs, grid, wave size), never from the backend.
+and registers itself (program address, RSRC1/2/3, user SGPRs, grid, wave size, scratch: COMPUTE_TMPRING_SIZE and
+COMPUTE_DISPATCH_SCRATCH_BASE), never from the backend.
 """
 from __future__ import annotations
 import struct, time

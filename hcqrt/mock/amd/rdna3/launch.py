@@ -178,14 +178,14 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     live = np.tile((t < nthreads).reshape(wpg, L), (len(gids), 1))
     w.set_exec(slice(None), pack_mask(live))
     if ring is None: w.set_scratch(private_bytes)
-    else: w.set_scratch(0, _scratch_slots(mem, ring, np.repeat(gids, wpg), wpg))
+    else: w.set_scratch(0, _scratch_slots(mem, ring, np.repeat(gids, wpg)))
     w.pc[:] = entry
     w.run(); total += w.wave_insts
   return LaunchStats(ngroups * wpg, total)
 
 POISON_WORD = 0xA5A5A5A5   # a wave's fresh scratch slot: what earlier waves left, modelled as garbage
 
-def _scratch_slots(mem: FlatMemory, ring: ScratchRing, wave_gid: np.ndarray, wpg: int) -> np.ndarray:
+def _scratch_slots(mem: FlatMemory, ring: ScratchRing, wave_gid: np.ndarray) -> np.ndarray:
   """The scratch base of each wave of a batch: its workgroup's XCC's base plus the slot it took there (waves of one
   XCC take slots 0, 1, ... in launch order). Each slot starts as garbage; a slot outside mapped memory is left alone
   (the hardware faults only when a wave touches it)."""
