@@ -182,3 +182,15 @@ def test_descriptors_asking_for_what_architected_scratch_lacks_are_refused(prop,
     desc = struct.pack("<III4xq20xIIIHH4x", 0, 64, 8, 0, 0, 0, (15 << 1) | 1, (1 << 3) | (1 << 10) | prop, 0)
     with pytest.raises(NotImplementedError, match=what): AMDProgram(d, "k", b"\x00\x00\xb0\xbf" * 16, desc, [(0, 8)])
   finally: uninstall_mock_amd(drv)
+
+def test_a_pm4_dispatch_with_slots_but_no_scratch_base_faults(monkeypatch):
+  """COMPUTE_TMPRING_SIZE set but COMPUTE_DISPATCH_SCRATCH_BASE never written: the waves' slots start at address 0,
+  outside every BO, and the first scratch store is a GPU VM fault naming its address."""
+  monkeypatch.setenv("AMD_AQL", "0")
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    p = d.program("stack", KA.compile_ir(STACK, d.arch))
+    d.scratch = None   # the stream gets the slots' size and count, not their base
+    with pytest.raises(AMDError, match="GPU memory fault at 0x"): _run_stack(d, prog=p)
+  finally: uninstall_mock_amd(drv)
