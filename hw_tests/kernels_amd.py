@@ -118,7 +118,73 @@ def many(nin: int) -> str:
   body += ["%po = getelementptr float, ptr addrspace(1) %out, i32 %tx", f"store float %acc{nin}, ptr addrspace(1) %po", "ret void"]
   return f"define amdgpu_kernel void @many({params}) {{\n  " + "\n  ".join(body) + "\n}"
 
-SOURCES = {"idx3": lambda: IDX3, "add": lambda: ADD, "inc": lambda: INC, "rev": lambda: REV, "many": many}
+def stack(keep: int = 20) -> str:
+  """kernels.stack in LLVM IR: a 64-float stack array indexed at run time (it lives in scratch) and `keep` values
+  loaded before two loops and used after them, which a 12-VGPR budget ("amdgpu-num-vgpr") makes LLVM spill to scratch
+  (LLVM 22: about 100 VGPR spills, a 600-byte private segment on gfx1100 and gfx942). Same result as kernels.stack:
+  for i < n, out[i] = sum_j in[(i+j)%n]*(j+1) (j < 64) + sum_k in[(i+3k)%n]*(k+1) (k < keep)."""
+  pre = []
+  for k in range(keep):
+    pre += [f"  %pa{k} = add i32 %i, {3 * k}", f"  %pm{k} = urem i32 %pa{k}, %n", f"  %pp{k} = getelementptr float, ptr addrspace(1) %inp, i32 %pm{k}",
+            f"  %w{k} = load volatile float, ptr addrspace(1) %pp{k}"]
+  post, acc = [], "%tot"
+  for k in range(keep):
+    post.append(f"  %q{k} = call float @llvm.fma.f32(float %w{k}, float {float(k + 1)!r}, float {acc})"); acc = f"%q{k}"
+  pre_s, post_s = "\n".join(pre), "\n".join(post)
+  return f"""define amdgpu_kernel void @stack(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %inp, i32 %n) #0 {{
+entry:
+  %arr = alloca [64 x float], align 4, addrspace(5)
+  %ia = call ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
+  %bxp = getelementptr i8, ptr addrspace(4) %ia, i64 12
+  %bxh = load i16, ptr addrspace(4) %bxp, align 2
+  %bx = zext i16 %bxh to i32
+  %gx = call i32 @llvm.amdgcn.workgroup.id.x()
+  %tx = call i32 @llvm.amdgcn.workitem.id.x()
+  %i0 = mul i32 %gx, %bx
+  %i = add i32 %i0, %tx
+  %in = icmp ult i32 %i, %n
+  br i1 %in, label %body, label %done
+body:
+{pre_s}
+  br label %fill
+fill:
+  %j = phi i32 [ 0, %body ], [ %j1, %fill ]
+  %fa = add i32 %i, %j
+  %fm = urem i32 %fa, %n
+  %fp = getelementptr float, ptr addrspace(1) %inp, i32 %fm
+  %fx = load float, ptr addrspace(1) %fp
+  %j1 = add i32 %j, 1
+  %jf = uitofp i32 %j1 to float
+  %fv = fmul float %fx, %jf
+  %ap = getelementptr [64 x float], ptr addrspace(5) %arr, i32 0, i32 %j
+  store volatile float %fv, ptr addrspace(5) %ap
+  %fc = icmp ult i32 %j1, 64
+  br i1 %fc, label %fill, label %sum
+sum:
+  %k = phi i32 [ 0, %fill ], [ %k1, %sum ]
+  %s = phi float [ 0.0, %fill ], [ %s1, %sum ]
+  %k7 = mul i32 %k, 7
+  %ki = add i32 %k7, %i
+  %km = and i32 %ki, 63
+  %sp = getelementptr [64 x float], ptr addrspace(5) %arr, i32 0, i32 %km
+  %sx = load volatile float, ptr addrspace(5) %sp
+  %s1 = fadd float %s, %sx
+  %k1 = add i32 %k, 1
+  %kc = icmp ult i32 %k1, 64
+  br i1 %kc, label %sum, label %post
+post:
+  %tot = fadd float %s1, 0.0
+{post_s}
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  store float {acc}, ptr addrspace(1) %po
+  br label %done
+done:
+  ret void
+}}
+declare float @llvm.fma.f32(float, float, float)
+attributes #0 = {{ "amdgpu-num-vgpr"="12" }}"""
+
+SOURCES = {"idx3": lambda: IDX3, "add": lambda: ADD, "inc": lambda: INC, "rev": lambda: REV, "many": many, "stack": stack}
 
 def have_llvmlite() -> bool:
   import importlib.util

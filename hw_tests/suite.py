@@ -184,7 +184,7 @@ def shared_memory_and_barriers(c: Ctx):
   p(o, a, global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
   expect(np.array_equal(c.down(o, x.size), x.reshape(4, 256)[:, ::-1].reshape(-1)), "block reversal through shared memory")
 
-@check("launches", devices=("NV",))   # AMD: the runtime does not set up scratch yet (kernels with a stack are refused)
+@check("launches")
 def stack_and_spills(c: Ctx):
   p = c.prog("stack")
   n = 1000
@@ -193,7 +193,7 @@ def stack_and_spills(c: Ctx):
   p(o, a, vals=(n,), global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
   got = c.down(o, n)
   expect(np.allclose(got, K.stack_reference(x), rtol=1e-5, atol=1e-3), f"local array + spills: max error {np.abs(got - K.stack_reference(x)).max()}")
-  return f"{p.kernel.local_bytes} bytes of stack per thread"
+  return f"{p.kd.private_segment_fixed_size if c.kind == 'AMD' else p.kernel.local_bytes} bytes of stack per thread"
 
 @check("launches")
 def dependent_launches_in_one_queue(c: Ctx):

@@ -84,7 +84,9 @@ entry:
   %x = load float, ptr addrspace(1) %pa
   %pl = getelementptr [64 x float], ptr addrspace(3) @lds, i32 0, i32 %lid
   store float %x, ptr addrspace(3) %pl
+  fence syncscope("workgroup") release
   call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
   br label %loop
 loop:
   %s = phi i32 [32, %entry], [%s2, %next]
@@ -99,7 +101,9 @@ body:
   store float %sum, ptr addrspace(3) %pl
   br label %next
 next:
+  fence syncscope("workgroup") release
   call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
   %s2 = lshr i32 %s, 1
   %done = icmp eq i32 %s2, 0
   br i1 %done, label %exit, label %loop
@@ -372,7 +376,9 @@ define amdgpu_kernel void @lds_wide(ptr addrspace(1) noalias %out, ptr addrspace
   %x = load float, ptr addrspace(1) %pa
   %pl = getelementptr [256 x float], ptr addrspace(3) @tile, i32 0, i32 %lid
   store float %x, ptr addrspace(3) %pl
+  fence syncscope("workgroup") release
   call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
   %rev = sub i32 255, %lid
   %pr = getelementptr [256 x float], ptr addrspace(3) @tile, i32 0, i32 %rev
   %y = load float, ptr addrspace(3) %pr
@@ -502,7 +508,9 @@ zero:
   store i32 0, ptr addrspace(3) %pz
   br label %go
 go:
+  fence syncscope("workgroup") release
   call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
   %pa = getelementptr i32, ptr addrspace(1) %a, i32 %i
   %x = load i32, ptr addrspace(1) %pa
   %bin = and i32 %x, 7
@@ -517,7 +525,9 @@ go:
   %nb4 = shl i32 %nb, 2
   %nbm = and i32 %nb4, 124
   %perm = call i32 @llvm.amdgcn.ds.bpermute(i32 %nbm, i32 %x)
+  fence syncscope("workgroup") release
   call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
   %lt8b = icmp ult i32 %lid, 8
   %hv = load i32, ptr addrspace(3) %ph
   %pg = getelementptr i32, ptr %gen, i32 %i

@@ -120,6 +120,18 @@ class AQLQueue:
       self.put += 1
     self._publish()
 
+  def set_scratch(self, va: int, plan: Any) -> None:
+    """Publish the device's scratch (hcqrt/amd/scratch.py ScratchPlan at `va`) in amd_queue_t, where the CP firmware
+    reads it for each dispatch with SCRATCH_EN, as ROCr fills it (ROCR@c7785a6:amd_aql_queue.cpp:1577-1735): the
+    backing memory (all XCCs' parts), COMPUTE_TMPRING_SIZE and the bytes a work-item may use, in wave64 lanes. The
+    scratch buffer resource stays 0: only kernels without architected flat scratch read it, and gfx942 and gfx11
+    kernels never do (the backend refuses a descriptor that enables it). Called with the queue idle."""
+    h = self.amd_queue.host
+    ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_SCRATCH_BACKING_MEMORY_LOCATION_OFFSET).value = va
+    ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_SCRATCH_BACKING_MEMORY_BYTE_SIZE_OFFSET).value = plan.size
+    ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_SCRATCH_WAVE64_LANE_BYTE_SIZE_OFFSET).value = plan.wave64_lane_bytes
+    ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_COMPUTE_TMPRING_SIZE_OFFSET).value = plan.tmpring
+
   def take_errors(self) -> list[str]:
     """The error bits the CP wrote into queue_inactive_signal's value (cleared here, as ROCr stores 0 after handling
     them, ROCR@c7785a6:amd_aql_queue.cpp:1213), by name. The CP's own channel for AQL packet errors; whether the MEC

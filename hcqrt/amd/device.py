@@ -11,6 +11,7 @@ flushes. A signal from the compute queue is RELEASE_MEM with the GL2 write-back 
 reach memory before the host sees the value), then a second RELEASE_MEM that writes the event slot and raises
 the interrupt (INT_SEL 2) that wakes WAIT_EVENTS; so `synchronize` sleeps in the kernel instead of spinning.
 Queues run asynchronously to the host: memory goes back to KFD only once the timeline has passed its last use.
+Kernels with a private segment (spills, stack arrays) get scratch, sized and programmed as ROCr does (scratch.py).
 Errors wake the wait too: a VM fault through KFD's memory event, a queue exception (bad packet, wave trap) through
 the error event and payload word that each compute queue's CWSR header names (host-mapped GTT, read by the kernel).
 
@@ -31,6 +32,7 @@ from hcqrt.amd import codeobject
 from hcqrt.amd.cwsr import fill_cwsr_headers, queue_sizes
 from hcqrt.amd.va import VARange
 from hcqrt.amd.aql_queue import AQLQueue, use_aql
+from hcqrt.amd import scratch as SCR
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.settings import env_int
 from ioctl_defs.amd import kfd as K, pm4, sdma, regs, kd as KD, aql
@@ -271,12 +273,33 @@ class AMDDevice(HCQDevice):
     self.error_payload = self.gpu_alloc(PAGE, "uncached", host=True)
     self._wait_data = self.abi.ffi.new("struct kfd_event_data[3]")
     self.kernargs = _Ring(self.gpu_alloc(16 << 20, "gtt", host=True), self.synchronize)
+    self.scratch: AMDBuffer | None = None   # the private-segment memory of every kernel (ensure_scratch)
+    self.scratch_plan: SCR.ScratchPlan | None = None
+    self._old_scratch: list[AMDBuffer] = []
     # multi-XCC nodes (gfx942) launch through an AQL queue, whose dispatches the CP spreads over every XCC (aql_queue.py)
     self.aql = use_aql(self.props)
     self.compute = self._compute_queue()
     self.sdma = KFDQueue(self, K.QUEUE_TYPE_SDMA, "sdma")
   def _compute_queue(self) -> KFDQueue | AQLQueue:
-    return AQLQueue(self, "compute") if self.aql else KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
+    if not self.aql: return KFDQueue(self, K.QUEUE_TYPE_COMPUTE, "compute")
+    q = AQLQueue(self, "compute")
+    if self.scratch is not None and self.scratch_plan is not None: q.set_scratch(self.scratch.va, self.scratch_plan)   # (a recovered queue)
+    return q
+
+  # ---- scratch ----
+  def ensure_scratch(self, private_bytes: int) -> SCR.ScratchPlan:
+    """Scratch for kernels of `private_bytes` per work-item (hcqrt/amd/scratch.py), grown when a bigger kernel comes.
+    The device is drained first: an AQL queue's CP reads amd_queue_t's scratch fields at each dispatch (ROCr, too,
+    changes them only with the queue stopped). A smaller buffer is kept, not freed: a recorded PM4 stream (a graph)
+    names it in its COMPUTE_DISPATCH_SCRATCH_BASE."""
+    if self.scratch_plan is not None and self.scratch_plan.lane_bytes >= private_bytes: return self.scratch_plan
+    p = SCR.plan(self.props, self.arch, self.wave_size, private_bytes)
+    buf = self.gpu_alloc(p.size, "vram")
+    self.synchronize()
+    if self.scratch is not None: self._old_scratch.append(self.scratch)
+    self.scratch, self.scratch_plan = buf, p
+    if isinstance(self.compute, AQLQueue): self.compute.set_scratch(buf.va, p)
+    return p
 
   # ---- memory outside the rings: prebuilt graph streams and their arguments ----
   def persistent(self, n: int, align: int) -> tuple[int, int]:
@@ -516,9 +539,13 @@ class AMDComputeQueue(AMDQueue):
     self._emit(pm4.set_sh_reg(r("PGM_LO"), (prog.code_va >> 8) & 0xFFFFFFFF, prog.code_va >> 40))
     self._emit(pm4.set_sh_reg(r("PGM_RSRC1"), rsrc1, rsrc2))
     self._emit(pm4.set_sh_reg(r("PGM_RSRC3"), prog.kd.rsrc3))
-    self._emit(pm4.set_sh_reg(r("TMPRING_SIZE"), 0))
+    # scratch (architected flat scratch, hcqrt/amd/scratch.py): the slots' size and count, and where they start
+    sp, sbuf = (prog.device.scratch_plan, prog.device.scratch) if prog.kd.private_segment_fixed_size else (None, None)
+    self._emit(pm4.set_sh_reg(r("TMPRING_SIZE"), sp.tmpring if sp is not None else 0))
+    if sbuf is not None: self._emit(pm4.set_sh_reg(r("DISPATCH_SCRATCH_BASE_LO"), (sbuf.va >> 8) & 0xFFFFFFFF, sbuf.va >> 40))
     self._emit(pm4.set_sh_reg(r("RESOURCE_LIMITS"), 0))
-    user = [{"kernarg_lo": args.va & 0xFFFFFFFF, "kernarg_hi": args.va >> 32}.get(u, 0) for u in prog.user_data_layout] or [0]
+    user = [{"kernarg_lo": args.va & 0xFFFFFFFF, "kernarg_hi": args.va >> 32, "private_size": prog.kd.private_segment_fixed_size}.get(u, 0)
+            for u in prog.user_data_layout] or [0]
     ka = self._emit(pm4.set_sh_reg(r("USER_DATA_0"), *user))
     self._emit(pm4.set_sh_reg(r("START_X"), 0, 0, 0))
     nt = self._emit(pm4.set_sh_reg(r("NUM_THREAD_X"), *l))
@@ -613,7 +640,7 @@ class AMDAQLComputeQueue(AMDComputeQueue):
       else:
         p, g, l = x["prog"], x["g"], x["l"]
         out.append(aql.kernel_dispatch(p.kd_va, x["args"].va, (g[0] * l[0], g[1] * l[1], g[2] * l[2]), l,
-                                       group_segment_size=p.kd.group_segment_fixed_size))
+                                       group_segment_size=p.kd.group_segment_fixed_size, private_segment_size=p.kd.private_segment_fixed_size))
     return out
   def _submit(self, dev: AMDDevice) -> None: dev.compute.submit_packets(self._packets(dev))
 
@@ -663,10 +690,13 @@ def user_sgpr_layout(name: str, kd: Any) -> list[str]:
   out: list[str] = []
   for field_name, n in _USER_SGPRS:
     if not kd.properties[f"ENABLE_SGPR_{field_name}"]: continue
+    if field_name in ("PRIVATE_SEGMENT_BUFFER", "FLAT_SCRATCH_INIT"):   # architected flat scratch: "must be 0" (AMDGPUUsage)
+      raise NotImplementedError(f"{name}: the kernel reads a scratch {field_name.lower()} (ENABLE_SGPR_{field_name}); gfx942 and gfx11 "
+                                "have architected flat scratch, which takes scratch from FLAT_SCRATCH, not SGPRs")
     if field_name in ("DISPATCH_PTR", "QUEUE_PTR"):
       raise NotImplementedError(f"{name}: the kernel reads the AQL {field_name.lower()} (ENABLE_SGPR_{field_name}); this runtime dispatches "
                                 "through PM4 without an AQL packet")
-    out += ["kernarg_lo", "kernarg_hi"] if field_name == "KERNARG_SEGMENT_PTR" else ["zero"] * n   # no scratch: zero buffers/sizes
+    out += {"KERNARG_SEGMENT_PTR": ["kernarg_lo", "kernarg_hi"], "PRIVATE_SEGMENT_SIZE": ["private_size"]}.get(field_name, ["zero"] * n)
   if kd.kernarg_preload & 0x7F:   # KERNARG_PRELOAD_SPEC_LENGTH
     raise NotImplementedError(f"{name}: kernarg preloading is not supported")
   if len(out) > kd.user_sgpr_count:
@@ -682,7 +712,9 @@ class AMDProgram(HCQProgram):
     super().__init__(dev, name)
     self.kd = KD.decode(descriptor, dev.arch)
     if self.kd.wave32 and not dev.gfx.wave32: raise ValueError(f"{name}: a wave32 kernel cannot run on {dev.arch}")
-    if self.kd.private_segment_fixed_size: raise NotImplementedError(f"{name}: kernels with scratch (private segment) are not supported yet")
+    if self.kd.properties["USES_DYNAMIC_STACK"]:
+      raise NotImplementedError(f"{name}: the kernel's stack grows at run time (USES_DYNAMIC_STACK); only a fixed private segment is supported")
+    if self.kd.private_segment_fixed_size: dev.ensure_scratch(self.kd.private_segment_fixed_size)   # spills, stack arrays
     if self.kd.group_segment_fixed_size > dev.lds_bytes:
       raise ValueError(f"{name}: {self.kd.group_segment_fixed_size} bytes of LDS exceed the {dev.lds_bytes} a workgroup has on {dev.arch}")
     if entry % 256: raise ValueError(f"{name}: code entry offset {entry:#x} is not 256-byte aligned (COMPUTE_PGM_LO holds address >> 8)")

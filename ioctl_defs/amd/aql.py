@@ -53,6 +53,11 @@ AMD_QUEUE_WRITE_DISPATCH_ID_OFFSET, AMD_QUEUE_READ_DISPATCH_ID_OFFSET, AMD_QUEUE
 AMD_QUEUE_MAX_CU_ID_OFFSET, AMD_QUEUE_MAX_WAVE_ID_OFFSET, AMD_QUEUE_READ_DISPATCH_ID_FIELD_BASE_BYTE_OFFSET_OFFSET = 72, 76, 136
 AMD_QUEUE_PROPERTIES_OFFSET, AMD_QUEUE_INACTIVE_SIGNAL_OFFSET, AMD_QUEUE_BYTES = 180, 192, 256
 AMD_QUEUE_PROPERTIES_IS_PTR64 = 1 << 1   # amd_hsa_queue.h:53
+# its scratch fields (amd_hsa_queue.h:88-93): compute_tmpring_size, scratch_resource_descriptor[4],
+# scratch_backing_memory_location, scratch_backing_memory_byte_size, scratch_wave64_lane_byte_size
+AMD_QUEUE_COMPUTE_TMPRING_SIZE_OFFSET, AMD_QUEUE_SCRATCH_RESOURCE_DESCRIPTOR_OFFSET = 140, 144
+AMD_QUEUE_SCRATCH_BACKING_MEMORY_LOCATION_OFFSET, AMD_QUEUE_SCRATCH_BACKING_MEMORY_BYTE_SIZE_OFFSET = 160, 168
+AMD_QUEUE_SCRATCH_WAVE64_LANE_BYTE_SIZE_OFFSET = 176
 # The bits the AQL CP ORs into queue_inactive_signal's value when it stops the queue on a packet or wave error, as ROCr
 # decodes them (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:1167-1206); 512 (a
 # large-scratch reclaim, :1143) and bit 63 (a scratch retry, :1137-1139) are requests to the runtime, not errors.

@@ -46,6 +46,9 @@ _SGPRS = [(0, "PRIVATE_SEGMENT_BUFFER", 4), (1, "DISPATCH_PTR", 2), (2, "QUEUE_P
 KD_WAVE32 = 1 << 10
 # amd_queue_t (ROCR:inc/amd_hsa_queue.h:75-98): read_dispatch_id and queue_inactive_signal offsets
 AMD_QUEUE_READ_DISPATCH_ID_OFFSET, AMD_QUEUE_INACTIVE_SIGNAL_OFFSET = 128, 192
+# its scratch fields: compute_tmpring_size, scratch_resource_descriptor[4], scratch_backing_memory_location (then
+# _byte_size and scratch_wave64_lane_byte_size)
+AMD_QUEUE_TMPRING_OFFSET, AMD_QUEUE_SCRATCH_SRD_OFFSET, AMD_QUEUE_SCRATCH_LOCATION_OFFSET = 140, 144, 160
 
 class AQLQueue(Queue):
   """An AQL queue: ring of `ring_size` bytes of packets; `rptr_va`/`wptr_va` are amd_queue_t's read/write_dispatch_id."""
@@ -148,25 +151,42 @@ class AQLQueue(Queue):
     entry, r3, r1, r2, props = struct.unpack_from("<q20xIIIH", kd, 16)
     prog = kobj + entry
     if not self.vm.find(prog).flags & T.EXECUTABLE: raise self.fail(f"the program at {prog:#x} lies in memory not allocated EXECUTABLE")
-    if private or struct.unpack_from("<I", kd, 4)[0] or r2 & 1: raise self.fail("scratch (private segment) is not modelled")
+    init = T.DI_COMPUTE_SHADER_EN | (T.DI_CS_W32_EN if props & KD_WAVE32 else 0)
+    scratch = self.scratch_for(private, wg, bool(props & KD_WAVE32)) if r2 & 1 else None
     user: list[int] = []
     for bit, name, _n in _SGPRS:
       if not props >> bit & 1: continue
-      if name == "PRIVATE_SEGMENT_BUFFER": user += [0] * 4   # no scratch (refused above): the descriptor is unused
+      if name == "PRIVATE_SEGMENT_BUFFER":   # the queue's scratch buffer resource, as ROCr built it (amd_queue_t)
+        user += list(struct.unpack("<4I", bytes(self.vm.read(self.rptr_va - AMD_QUEUE_READ_DISPATCH_ID_OFFSET + AMD_QUEUE_SCRATCH_SRD_OFFSET, 16))))
       elif name == "DISPATCH_PTR": user += [self._slot() & 0xFFFFFFFF, self._slot() >> 32]
       elif name == "KERNARG_SEGMENT_PTR": user += [kernarg & 0xFFFFFFFF, kernarg >> 32]
       elif name == "DISPATCH_ID": user += [self.read_id & 0xFFFFFFFF, self.read_id >> 32]
       else: raise self.fail(f"the kernel descriptor enables {name}, which the mock does not model")
     nuser = (r2 >> 1) & 0x1F
-    user = (user + [0] * nuser)[:nuser]
+    user = user[:nuser]   # SGPRs past the enabled ones are not loaded: the wave starts with garbage there (launch.dispatch)
     if group > 65536: raise self.fail(f"group_segment_size {group} exceeds the 64 KiB of LDS a workgroup has", cp_bits=0x4, ec=17)
     r2 = (r2 & ~(0x1FF << 15)) | (((group + 511) // 512) << 15)   # the CP programs LDS_SIZE from the packet
-    init = T.DI_COMPUTE_SHADER_EN | (T.DI_CS_W32_EN if props & KD_WAVE32 else 0)
     if init & T.DI_CS_W32_EN and self.gfx < 10: raise self.fail("a wave32 kernel descriptor on gfx9: there is no wave32")
     groups = tuple(grid[i] // wg[i] for i in range(3))
     d = Dispatch(self.arch, prog, r1, r2, r3, user, groups, wg, init, self.name)   # type: ignore[arg-type]
     d.xcc_workgroups = aql_xcc_share(groups[0] * groups[1] * groups[2], self.num_xcc)
+    d.scratch = scratch
     self.dispatches.append(d); self.pending.append(d); self.completions.append((d, completion))
+
+  def scratch_for(self, private: int, wg: tuple[int, int, int], wave32: bool):
+    """The scratch of a dispatch with RSRC2.SCRATCH_EN, from what ROCr keeps in amd_queue_t (ROCR:inc/amd_hsa_queue.h:
+    75-98; filled by ROCR:core/runtime/amd_aql_queue.cpp:1577-1735): compute_tmpring_size (+140), the backing memory's
+    location (+160) and size (+168), split evenly over the XCCs (ROCr sizes WAVES from size / num_xcc, :1731-1734),
+    and scratch_wave64_lane_byte_size (+176). A packet asking for more private_segment_size per work-item than the
+    queue holds, or a queue without scratch, stops the queue with the CP's "insufficient scratch" bit (0x1 wave64,
+    0x400 wave32) in queue_inactive_signal, which ROCr answers by growing the scratch (:1167-1168, 925-)."""
+    q = self.rptr_va - AMD_QUEUE_READ_DISPATCH_ID_OFFSET
+    tmpring = self.vm.read32(q + AMD_QUEUE_TMPRING_OFFSET)
+    loc, size, lane64 = struct.unpack("<QQI", bytes(self.vm.read(q + AMD_QUEUE_SCRATCH_LOCATION_OFFSET, 20)))
+    if not loc or not tmpring or private * (32 if wave32 else 64) > lane64 * 64:
+      raise self.fail(f"the dispatch needs {private} bytes of scratch per work-item; the queue has {lane64} per wave64 lane at {loc:#x} "
+                      f"(compute_tmpring_size {tmpring:#x})", cp_bits=0x400 if wave32 else 0x1, ec=22)
+    return self.scratch_ring(tmpring, loc, self.num_xcc, wg, wave32, size // self.num_xcc)
 
   def fail(self, msg: str, fault: bool = False, ec: int = T.EC_QUEUE_PACKET_UNSUPPORTED, cp_bits: int = 0) -> GPUError:
     """Stop the queue. A packet the AQL packet processor rejects (`cp_bits`) is reported on the CP's own channel: its

@@ -7,7 +7,8 @@ to cached memory stay in the L2 until a write-back (memory.py), and an L2 invali
 the PM4 read pointer wraps at the ring size; only INT_SEL 2 interrupts; the queues run on the MockKFD's engine
 thread, after the doorbell (kfd.py). Shader code runs through `EXECUTOR`, one
 pluggable function (the RDNA3 emulator plugs in here); the mock decodes everything it needs from the packets
-and registers itself (program address, RSRC1/2/3, user SGPRs, grid, wave size), never from the backend.
+and registers itself (program address, RSRC1/2/3, user SGPRs, grid, wave size, scratch: COMPUTE_TMPRING_SIZE and
+COMPUTE_DISPATCH_SCRATCH_BASE), never from the backend.
 """
 from __future__ import annotations
 import struct, time
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.memory import GPUVM, GPUFault
+from hcqrt.mock.amd.rdna3.launch import USER_POISON, ScratchRing
 
 class GPUError(RuntimeError):
   """A queue hit something the hardware would fault or hang on; the queue stops (like a KFD queue reset)."""
@@ -38,6 +40,7 @@ class Dispatch:
   queue: str = ""
   regs: dict[int, int] = field(default_factory=dict, repr=False)
   xcc_workgroups: tuple[int, ...] = ()   # workgroups each XCC of the node runs (index = logical XCC id)
+  scratch: ScratchRing | None = None     # the scratch slots the CP set up (RSRC2.SCRATCH_EN), else None
 
   @property
   def wave32(self) -> bool: return bool(self.initiator & T.DI_CS_W32_EN)
@@ -269,11 +272,29 @@ class Queue:
     block = tuple(r.get(C[f"NUM_THREAD_{a}"], 0) & 0xFFFF for a in "XYZ")   # NUM_THREAD_FULL is bits 15:0
     if min(grid) < 1 or min(block) < 1: raise self.fail(f"DISPATCH_DIRECT grid {grid} / COMPUTE_NUM_THREAD {block}: every dimension must be >= 1")
     if ((rsrc2 >> 15) & 0x1FF) * 512 > 65536: raise self.fail(f"COMPUTE_PGM_RSRC2.LDS_SIZE asks for {((rsrc2 >> 15) & 0x1FF) * 512} bytes; a workgroup has 64 KiB")
-    if rsrc2 & 1: raise self.fail("scratch enabled (RSRC2.SCRATCH_EN) but the mock models no scratch (COMPUTE_TMPRING_SIZE)")
+    scratch = self.scratch_ring(r.get(C["TMPRING_SIZE"], 0), (r.get(C["DISPATCH_SCRATCH_BASE_LO"], 0) | r.get(C["DISPATCH_SCRATCH_BASE_HI"], 0) << 32) << 8,
+                                1, block, bool(init & T.DI_CS_W32_EN)) if rsrc2 & 1 else None
+    # (a COMPUTE_USER_DATA register no SET_SH_REG of this queue wrote holds garbage, not 0: USER_POISON)
     d = Dispatch(self.arch, prog, r.get(C["PGM_RSRC1"], 0), rsrc2, r.get(T.PGM_RSRC3[self.arch], 0),
-                 [r.get(C["USER_DATA_0"] + i, 0) for i in range(nuser)], grid, block, init, self.name, dict(r))  # type: ignore[arg-type]
+                 [r.get(C["USER_DATA_0"] + i, USER_POISON) for i in range(nuser)], grid, block, init, self.name, dict(r))  # type: ignore[arg-type]
     d.xcc_workgroups = pm4_xcc_share(grid[0] * grid[1] * grid[2], self.kfd.props.get("num_xcc", 1))
+    d.scratch = scratch
     self.dispatches.append(d); self.pending.append(d)
+
+  def scratch_ring(self, tmpring: int, base: int, num_xcc: int, block: tuple[int, ...], wave32: bool, span: int = 0) -> ScratchRing:
+    """The scratch a dispatch with RSRC2.SCRATCH_EN gets: wave slots of COMPUTE_TMPRING_SIZE.WAVESIZE granules, WAVES
+    of them per XCC (per shader engine on gfx11: ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/
+    amd_aql_queue.cpp:1797-1799 divides by the engine count), XCC x's at `base` + x * `span`. Architected flat scratch
+    (gfx942, gfx11): the SPI puts the wave's slot in FLAT_SCRATCH, so the kernel needs no SGPR for it. With no slot
+    (WAVES or WAVESIZE 0), or fewer slots than a workgroup has waves, the waves can never start: the dispatch hangs,
+    which the mock reports as a stopped queue naming the register."""
+    waves, wavesize = tmpring & 0xFFF, (tmpring >> 12) & ((1 << T.TMPRING_WAVESIZE_BITS[self.gfx]) - 1)
+    engines = self.kfd.props.get("array_count", 1) // max(1, self.kfd.props.get("simd_arrays_per_engine", 1)) if self.gfx >= 11 else 1
+    wpg = -(-block[0] * block[1] * block[2] // (32 if wave32 else 64))
+    if waves * engines < wpg or wavesize == 0:
+      raise self.fail(f"scratch enabled (RSRC2.SCRATCH_EN) with COMPUTE_TMPRING_SIZE {tmpring:#x} (WAVES {waves}, WAVESIZE {wavesize}): "
+                      f"a workgroup of {wpg} waves never gets its scratch slots, the dispatch would hang")
+    return ScratchRing(tuple(base + x * span for x in range(num_xcc)), wavesize * T.SCRATCH_GRANULE[self.gfx], waves * engines)
 
   def release_mem(self, body: list[int]) -> None:
     self.drain()   # end of pipe: every earlier dispatch has completed

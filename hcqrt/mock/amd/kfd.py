@@ -49,6 +49,14 @@ class KFDNode:
     self.vm_acquired: int | None = None      # the render fd ACQUIRE_VM bound
     self.vram_used = 0
 
+class KernelEventPage:
+  """The signal page the kernel allocates for itself when the first signal event comes without one (no BO, no VA)."""
+  handle = None
+  def __init__(self) -> None:
+    self.size = KFD_EVENT_LIMIT * 8
+    self._buf = ctypes.create_string_buffer(self.size)
+    self.host = ctypes.addressof(self._buf)
+
 class MockKFD:
   """The fake KFD. `arch` "gfx1100" or "gfx942"; `kernel` "6.12" or "6.1" (default: MOCKGPU_KFD); `version` the
   (major, minor) GET_VERSION reports (default: that kernel's). `gpus` GPU nodes are listed (nodes 1..gpus), the
@@ -385,7 +393,12 @@ class MockKFD:
       a.update(event_id=eid, event_trigger_data=eid)
       return
     if a["event_type"] != T.EVENT_SIGNAL: raise _err(errno.EINVAL, f"mock KFD models signal and memory events only (type {a['event_type']})")
-    if self.event_page is None: raise _err(errno.EINVAL, "no event page: pass the handle of a 32 KiB BO in event_page_offset (dGPU)")
+    if self.event_page is None:
+      # no page given with the first signal event: the kernel allocates one of its own, mapped into no process
+      # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:101-106, allocate_event_notification_slot); its slots
+      # are at addresses hcqrt cannot see, so what a CP writes to "the slot" in the client's page never wakes the wait,
+      # and a later page given with event_page_offset is EINVAL (kfd_events.c:366-369)
+      self.event_page = KernelEventPage()
     eid = next(i for i in range(KFD_EVENT_LIMIT) if i not in self.events and i not in self.reserved_event_ids)
     self.events[eid] = {"signaled": False, "auto_reset": bool(a["auto_reset"])}
     self._slot(eid, T.UNSIGNALED_EVENT_SLOT)

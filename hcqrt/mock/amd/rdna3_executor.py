@@ -2,7 +2,8 @@
 
 Everything comes from the mock itself: the machine code is fetched from the mock's GPU memory at COMPUTE_PGM_LO/HI
 (never from the backend), RSRC1/2 and the user SGPRs from the registers the PM4 stream set, and every load/store goes
-through a flat map of the BOs mapped to the GPU, so an access outside them is a named GPU page fault. gfx1100 runs
+through a flat map of the BOs mapped to the GPU, so an access outside them is a named GPU page fault (scratch
+included: each wave's slot lies in the GPU memory the CP's scratch registers name). gfx1100 runs
 on the RDNA3 emulator (wave32), gfx942 on the same engine with GFX9 decoding and 64-lane waves (hcqrt/mock/amd/gfx9).
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ def run(d: Dispatch, vm: GPUVM) -> None:
   vm.find(d.program, 4)   # instruction fetch of an unmapped program is a fault, not an emulator error
   run_isa = gfx9_dispatch if d.arch == "gfx942" else functools.partial(emu_dispatch, wave32=True)
   try:
-    run_isa(flat_memory(vm), d.program, d.rsrc1, d.rsrc2, d.user_data, d.grid, d.block, lds_bytes=d.lds_bytes)
+    run_isa(flat_memory(vm), d.program, d.rsrc1, d.rsrc2, d.user_data, d.grid, d.block, lds_bytes=d.lds_bytes, scratch_ring=d.scratch)
   except MemoryFault as e:
     m = re.search(r"(?:access at |: )0x([0-9a-f]+) is outside", str(e))   # the faulting address, not the instruction's
     raise GPUFault(f"shader memory access of the program at {d.program:#x}: {e}", int(m.group(1), 16) if m else 0) from None

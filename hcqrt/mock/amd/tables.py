@@ -70,7 +70,13 @@ SH_REG_BASE = 0x2C00
 # COMPUTE_* absolute dword addresses a dispatch reads; PGM_RSRC3 moved between gfx9.4.3 and gfx11
 COMPUTE = {"DISPATCH_INITIATOR": 0x2E00, "NUM_THREAD_X": 0x2E07, "NUM_THREAD_Y": 0x2E08, "NUM_THREAD_Z": 0x2E09,
            "START_X": 0x2E04, "START_Y": 0x2E05, "START_Z": 0x2E06, "PGM_LO": 0x2E0C, "PGM_HI": 0x2E0D,
-           "PGM_RSRC1": 0x2E12, "PGM_RSRC2": 0x2E13, "RESOURCE_LIMITS": 0x2E15, "TMPRING_SIZE": 0x2E18, "USER_DATA_0": 0x2E40}
+           "PGM_RSRC1": 0x2E12, "PGM_RSRC2": 0x2E13, "RESOURCE_LIMITS": 0x2E15, "TMPRING_SIZE": 0x2E18, "USER_DATA_0": 0x2E40,
+           "DISPATCH_SCRATCH_BASE_LO": 0x2E10, "DISPATCH_SCRATCH_BASE_HI": 0x2E11}
+# COMPUTE_TMPRING_SIZE: WAVES [11:0] (gfx11: per shader engine), WAVESIZE from bit 12, 13 bits on GC 9.4.3 and 15 on
+# GC 11 (../shared/abi/amd_packets.json), counting granules of 1024 bytes (gfx9) or 256 (gfx11+), as ROCr sizes them
+# (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:211-214, 1723-1735, 1787-1800)
+TMPRING_WAVESIZE_BITS = {9: 13, 11: 15}
+SCRATCH_GRANULE = {9: 1024, 11: 256}
 PGM_RSRC3 = {"gfx1100": 0x2E28, "gfx942": 0x2E2D}
 DI_COMPUTE_SHADER_EN, DI_CS_W32_EN = 1 << 0, 1 << 15
 EVENT_CS_PARTIAL_FLUSH = 7

@@ -175,5 +175,6 @@ class Gfx9Waves(Waves):
   def _ds(self, i: Inst, sel): return None if i.base == "ds_nop" else self._counted("lgkm", i, sel, super()._ds)
 
   def _mubuf(self, i: Inst, sel):
-    # buffer_wbl2 / buffer_inv: the emulator's shader accesses go straight to memory (no L1/L2 model on this side)
+    # buffer_wbl2 / buffer_inv: the emulator's shader accesses go straight to memory (no L1/L2 model on this side; a
+    # known gap, gfx9/__init__.py)
     return None

@@ -6,7 +6,8 @@ s_barrier waits until every wave of its workgroup is at the barrier or finished.
 
 Loads read memory when they issue but their results land in registers only when an s_waitcnt retires
 them (vmcnt for global/flat, lgkmcnt for LDS and scalar loads, oldest first), so code that reads a load's
-destination without waiting sees the stale register, as it can on hardware. Stores complete at issue.
+destination without waiting sees the stale register, as it can on hardware. LDS writes stay in flight the same way,
+invisible to other waves until the writer's lgkmcnt retires them (_ds); global and scratch stores complete at issue.
 """
 from __future__ import annotations
 import numpy as np
@@ -16,6 +17,7 @@ from hcqrt.mock.amd.rdna3 import valu as V
 
 VCC, NULL, M0, EXEC, SCC_SRC, LIT = 106, 124, 125, 126, 253, 255
 SCRATCH_VA = 1 << 48   # where the emulator's private-segment windows live (its own address space, not the GPU VM)
+POISON_BYTE = 0xA5     # what fresh scratch holds: garbage left by an earlier wave, never a convenient 0
 class EmulatorError(Exception): pass
 
 F32C = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0, 248: 0.15915494309189535}
@@ -71,6 +73,7 @@ class Waves:
     self._full: dict[int, np.ndarray] = {}   # wave count -> read-only all-lanes-on mask
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
     self.scratch: np.ndarray | None = None; self.scratch_mem = FlatMemory()   # private segments (set_scratch)
+    self.scratch_base: np.ndarray | None = None   # each wave's scratch slot in GPU memory (set_scratch)
 
   # ---- scheduling
   def run(self, max_steps: int = 50_000_000) -> None:
@@ -263,7 +266,7 @@ class Waves:
   def _sopp(self, i: Inst, sel):
     n, k = i.base, i.f["simm16"]
     target = i.addr + 4 + 4 * (k - 0x10000 if k & 0x8000 else k)
-    if n == "s_endpgm" or n == "s_endpgm_saved": self.done[sel] = True; return None
+    if n == "s_endpgm" or n == "s_endpgm_saved": self._land_own_lds(sel); self.done[sel] = True; return None
     if n == "s_barrier": self.barrier[sel] = True; return None
     if n == "s_branch": return target
     if n.startswith("s_cbranch_"):
@@ -502,8 +505,63 @@ class Waves:
 
   # ---- LDS
   def _ds(self, i: Inst, sel):
+    """An LDS op. The waves' own earlier LDS writes land first (a wave's DS ops execute in order); this op's writes
+    then stay in flight, counted by lgkmcnt, until the writer's s_waitcnt retires them or the wave ends (or its next
+    DS op). Another wave does not see them before that: on hardware a write may still be in flight when a reader
+    passes s_barrier without the writer's lgkmcnt(0) (gfx942 has back-off barriers, so LLVM adds no wait before
+    s_barrier: llvm-project SIInsertWaitcnts.cpp; only the workgroup release fence waits; audit g30 row 1)."""
+    if i.base == "ds_nop": return None
+    self._ds_writes: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    if i.base.startswith("ds_load") and (view := self._own_lds_view(sel)) is not None:
+      # waves that issue together must not see each other's writes in flight: each reads its workgroup's LDS plus
+      # only its own earlier writes, which land afterwards (the read executed after them)
+      self._ds_view = view
+      try: r = self._ds_exec(i, sel)
+      finally: self._ds_view = None
+      self._land_own_lds(sel)
+      return r
+    self._land_own_lds(sel)
+    r = self._ds_exec(i, sel)
+    if self._ds_writes:
+      rowwave = np.concatenate([w for w, _, _ in self._ds_writes]); flat = np.concatenate([a for _, a, _ in self._ds_writes])
+      data = np.concatenate([d for _, _, d in self._ds_writes]) if len({d.shape[1] for _, _, d in self._ds_writes}) == 1 else None
+      if data is None: raise EmulatorError("an LDS op writing two different widths")
+      self.pending["lgkm"].append(("d", 0, self._gidx(sel), rowwave, (flat, data), None))
+    return r
+
+  _ds_view: np.ndarray | None = None
+  def _own_lds_view(self, sel) -> np.ndarray | None:
+    """Per wave of `sel`, a copy of its workgroup's LDS with that wave's own in-flight writes applied; None when none
+    of them has a write in flight (the common case: the writer waited)."""
+    q = [e for e in self.pending["lgkm"] if e[0] == "d" and len(e[3])]
+    if not q: return None
+    member = np.zeros(self.n, bool); member[sel] = True
+    if not any(member[e[3] if e[2] is None else e[2][e[3]]].any() for e in q): return None
+    waves = np.arange(self.n)[sel]
+    pos = np.full(self.n, -1, np.int64); pos[waves] = np.arange(len(waves))
+    size = self.lds.shape[1]
+    view = self.lds[self.wg[waves]].copy()
+    for _, _, ew, rowwave, (flat, data), _ in q:
+      g = rowwave if ew is None else ew[rowwave]
+      mine = member[g]
+      if mine.any(): _lds_write(view, pos[g[mine]] * size + flat[mine] % size, data[mine])
+    return view
+
+  def _land_own_lds(self, sel) -> None:
+    """Apply the in-flight LDS writes of the waves in `sel` (their entries stay, empty for them, so lgkmcnt still counts them)."""
+    q = self.pending["lgkm"]
+    if not any(e[0] == "d" for e in q): return
+    member = np.zeros(self.n, bool); member[sel] = True
+    for j, e in enumerate(q):
+      if e[0] != "d": continue
+      _, _, waves, rowwave, (flat, data), _ = e
+      mine = member[rowwave if waves is None else waves[rowwave]]
+      if not mine.any(): continue
+      _lds_write(self.lds, flat[mine], data[mine])
+      q[j] = ("d", 0, waves, rowwave[~mine], (flat[~mine], data[~mine]), None)
+
+  def _ds_exec(self, i: Inst, sel):
     n, f = i.base, i.f; ex = self.exec_mask(sel)
-    if n == "ds_nop": return
     lanes = np.nonzero(ex)
     raw = self.v[f["addr"], sel][lanes]
     def at(o: int) -> np.ndarray: return (raw + np.uint32(o)).astype(np.int64)   # LDS addresses wrap at 32 bits
@@ -511,10 +569,11 @@ class Waves:
     lds, size = self.lds, self.lds.shape[1]
     def rd(addr, nb):
       if (addr < 0).any() or (addr + nb > size).any(): raise MemoryFault(f"LDS read beyond the {size}-byte allocation")
+      if self._ds_view is not None: return _lds_read(self._ds_view, lanes[0] * size + addr, nb)   # (_own_lds_view)
       return _lds_read(lds, wg * size + addr, nb)
-    def wr(addr, data):
+    def wr(addr, data):   # queued: _ds puts the op's writes in flight
       if (addr < 0).any() or (addr + data.shape[1] > size).any(): raise MemoryFault(f"LDS write beyond the {size}-byte allocation")
-      _lds_write(lds, wg * size + addr, data)
+      self._ds_writes.append((lanes[0], wg * size + addr, np.ascontiguousarray(data)))
     def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes] for k in range(nd)], 1).view(np.uint8)
     def put(reg, words): self._put(reg, sel, lanes, words, "lgkm")
     off = f["offset0"] | (f["offset1"] << 8)
@@ -575,6 +634,9 @@ class Waves:
   def _apply(self, e, which: np.ndarray | None) -> None:
     """Land pending load `e` in the waves `which` picks of its own (None: all of them)."""
     kind, reg, waves, mask, vals, bits = e
+    if kind == "d":   # LDS writes in flight (mask: each row's wave, an index into `waves`): land the rows of `which`
+      rows = slice(None) if which is None else which[mask]
+      return _lds_write(self.lds, vals[0][rows], vals[1][rows])
     w = (slice(None) if waves is None else waves) if which is None else (np.nonzero(which)[0] if waves is None else waves[which])
     if which is not None: vals, mask = vals[:, which], None if mask is None else mask[which]
     for k in range(len(vals)):
@@ -599,6 +661,10 @@ class Waves:
     until then (the latest they could arrive)."""
     q = self.pending[counter]
     if not q: return
+    # with a scalar load in flight, lgkmcnt(n > 0) proves nothing: SMEM returns out of order and decrements the same
+    # counter (MI300 ISA "Data Dependency Resolution"; LLVM's SIInsertWaitcnts waits for 0 then), so none is due (g30 row 5)
+    smem = left > 0 and any(e[0] == "s" for e in q)
+    if smem and self._same_waves(q, sel): return
     if self._same_waves(q, sel):   # the usual case: every load in flight was issued by exactly the waves now waiting
       cut = len(q) - left          # so the oldest len(q) - left of them are due, in every wave alike
       keep = []
@@ -609,15 +675,21 @@ class Waves:
     member = np.zeros(self.n, bool); member[sel] = True
     everyone = np.arange(self.n)
     seen = np.zeros(self.n, np.int64); due = [None] * len(q)
+    scalar = np.zeros(self.n, bool)   # waves with a scalar load in flight: for them lgkmcnt(n > 0) lands nothing
+    if smem:
+      for e in q:
+        if e[0] == "s": scalar[everyone if e[2] is None else e[2]] = True
     for j in range(len(q) - 1, -1, -1):   # newest first: a wave's load is due once `left` younger ones are counted
       waves = everyone if q[j][2] is None else q[j][2]
-      due[j] = member[waves] & (seen[waves] >= left) & (left == 0 or q[j][0] != "s"); seen[waves] += 1
+      due[j] = member[waves] & (seen[waves] >= left) & (left == 0 or q[j][0] != "s") & ~scalar[waves]; seen[waves] += 1
     keep = []
     for e, d in zip(q, due):               # land oldest first, so a newer load to the same register wins
       if d.all(): self._apply(e, None); continue
       if d.any(): self._apply(e, d)
       kind, reg, waves, mask, vals, bits = e; k = ~d
-      keep.append((kind, reg, (everyone if waves is None else waves)[k], None if mask is None else mask[k], vals[:, k], bits))
+      if kind == "d":   # keep the rows of the waves not yet due, their wave indices renumbered into the kept waves
+        rows = k[mask]; keep.append((kind, reg, (everyone if waves is None else waves)[k], (np.cumsum(k) - 1)[mask[rows]], (vals[0][rows], vals[1][rows]), bits))
+      else: keep.append((kind, reg, (everyone if waves is None else waves)[k], None if mask is None else mask[k], vals[:, k], bits))
     self.pending[counter] = keep
 
   def _global(self, i: Inst, sel):
@@ -665,31 +737,63 @@ class Waves:
 
   def _scratch(self, i: Inst, sel):
     """SCRATCH (private segment) loads and stores. With architected flat scratch (gfx942, gfx11) the address is the
-    offset plus the VGPR (when SVE) plus the SGPR (unless off), an offset into the lane's own private segment of the
-    descriptor's private_segment_fixed_size bytes; the hardware adds the wave's scratch base and interleaves the lanes
-    (LLVM AMDGPUUsage "Private Segment Buffer" / "Flat Scratch"), which no instruction can observe. Each lane's
-    segment is a window of `scratch`, and an access past it faults by name."""
+    offset plus the VGPR (when SVE) plus the SGPR (unless off): an offset into the lane's own private segment.
+    Two models. On a dispatch the CP set up (`set_scratch` with the waves' scratch bases) the access goes to GPU memory
+    where the hardware puts it: the wave's slot base plus the swizzled lane address, dword k of lane l at
+    base + k*LANES*4 + l*4 (LLVM AMDGPUUsage "Memory Spaces", private: "interleaved ... index stride of the wavefront
+    size", element size 4; ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:1628-1705 builds the
+    scratch SRD with that swizzle). Nothing bounds-checks a lane (the SRD's "no bounds check in swizzle mode",
+    amd_aql_queue.cpp:1700), so an offset past the segment reads or clobbers another lane's or wave's scratch, or
+    faults outside the mapped memory. Without a CP (the `launch` API) each lane's segment is a window of its own and an
+    access past it faults by name."""
     f, ex = i.f, self.exec_mask(sel)
-    if self.scratch is None: raise EmulatorError("scratch access, but the kernel descriptor has no private segment")
+    if self.scratch is None and self.scratch_base is None: raise EmulatorError("scratch access, but the dispatch has no private segment")
     lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
     off = np.full((self.nw(sel), self.LANES), f["offset"], np.int64)
     if f.get("sve"): off += self.v[f["addr"], sel].astype(np.int64)
     if f["saddr"] != self.NULL: off += np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i)), (self.nw(sel),))[:, None].astype(np.int64)
     nb = {"b8": 1, "u8": 1, "i8": 1, "b16": 2, "u16": 2, "i16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}[i.base.rsplit("_", 1)[1]]
+    waves = np.arange(self.n)[sel]
+    if self.scratch_base is not None: return self._scratch_swizzled(i, sel, off, lanes, nb, waves)
+    assert self.scratch is not None
     off = off[lanes].reshape(-1); size = self.scratch.shape[2]
     if (off < 0).any() or (off + nb > size).any():
       bad = int(off[(off < 0) | (off + nb > size)][0])
       raise MemoryFault(f"scratch access at private offset {bad} is outside the lane's {size}-byte private segment")
-    waves = np.arange(self.n)[sel]
     slot = (np.broadcast_to(waves[:, None], (len(waves), self.LANES)) * self.LANES + np.arange(self.LANES))[lanes].reshape(-1)
     return self._access(i, sel, (slot * size + off).astype(np.uint64) + np.uint64(SCRATCH_VA), lanes, self.scratch_mem)
 
-  def set_scratch(self, nbytes: int) -> None:
-    """Give every lane of every wave `nbytes` of private segment (zeroed: fresh scratch holds whatever it held)."""
-    self.scratch = np.zeros((self.n, self.LANES, -(-nbytes // 16) * 16), np.uint8) if nbytes else None
-    self.scratch_mem = FlatMemory()
-    if nbytes: self.scratch_mem.map(SCRATCH_VA, self.scratch.reshape(-1))
+  def _scratch_swizzled(self, i: Inst, sel, off: np.ndarray, lanes, nb: int, waves: np.ndarray):
+    """A scratch access at the hardware's address in GPU memory (see _scratch): sub-dword and dword accesses are one
+    address per lane, wider ones one per dword (the dwords of a lane lie LANES*4 bytes apart)."""
+    assert self.scratch_base is not None
+    L = self.LANES
+    base = np.broadcast_to(self.scratch_base[waves][:, None], off.shape)[lanes].reshape(-1).astype(np.int64)
+    lane = np.broadcast_to(np.arange(L), off.shape)[lanes].reshape(-1)
+    off = off[lanes].reshape(-1)
+    def at(o: np.ndarray) -> np.ndarray:   # (a negative offset lands below the slot: in another wave's scratch, or unmapped)
+      return (base + (o >> 2) * (L * 4) + lane * 4 + (o & 3)).astype(np.uint64)
+    if nb <= 4:
+      if ((off & 3) + nb > 4).any(): raise EmulatorError(f"a {nb}-byte scratch access at private offset {int(off[((off & 3) + nb > 4)][0])} crosses a dword")
+      return self._access(i, sel, at(off), lanes, self.mem)
+    if (off & 3).any(): raise EmulatorError(f"a {nb}-byte scratch access at a private offset that is not dword aligned ({int(off[(off & 3) != 0][0])})")
+    nd, f = nb // 4, i.f
+    if i.base.split("_")[1] == "load":
+      words = np.stack([self.mem.read(at(off + 4 * k), 4, i.name).view(np.uint32)[:, 0] for k in range(nd)], 1)
+      return self._put(f["vdst"], sel, lanes, words)
+    for k in range(nd):
+      data = self.v[f["data"] + k, sel][lanes].reshape(-1)
+      self.mem.write(at(off + 4 * k), np.ascontiguousarray(data).view(np.uint8).reshape(-1, 4), i.name)
+    return None
 
+  def set_scratch(self, nbytes: int, wave_base: np.ndarray | None = None) -> None:
+    """Give every wave its private segment. `wave_base` (one GPU address per wave): the scratch slot the CP gave the
+    wave, accessed in GPU memory as the hardware swizzles it. Otherwise each lane gets a window of `nbytes` of its own,
+    filled with POISON_BYTE: fresh scratch holds whatever the slot's previous wave left (audit g30 row 4a), never zeros."""
+    self.scratch_base = None if wave_base is None else np.asarray(wave_base, np.int64)
+    self.scratch = np.full((self.n, self.LANES, -(-nbytes // 16) * 16), POISON_BYTE, np.uint8) if nbytes and wave_base is None else None
+    self.scratch_mem = FlatMemory()
+    if self.scratch is not None: self.scratch_mem.map(SCRATCH_VA, self.scratch.reshape(-1))
 
   def _atomic(self, i: Inst, sel, op: str, addr, dat, put):
     fns = {"add_u32": (np.add, np.uint32), "sub_u32": (np.subtract, np.uint32), "min_i32": (np.minimum, np.int32),

@@ -5,7 +5,7 @@ import struct
 from dataclasses import dataclass
 import numpy as np
 from hcqrt.mock.amd.rdna3.executor import Waves, EmulatorError, pack_mask
-from hcqrt.mock.amd.rdna3.memory import FlatMemory
+from hcqrt.mock.amd.rdna3.memory import FlatMemory, MemoryFault
 
 def _bf(v: int, shift: int, width: int) -> int: return (v >> shift) & ((1 << width) - 1)
 
@@ -104,11 +104,23 @@ def _decoded(code) -> dict:
   return _DECODED.setdefault(code, {})
 
 USER_POISON = 0xBAD0BAD0
+
+@dataclass(frozen=True)
+class ScratchRing:
+  """The scratch a CP gives a dispatch's waves: `bases` one scratch base per XCC (COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI
+  << 8 on the PM4 path; amd_queue_t.scratch_backing_memory_location split evenly over the XCCs on the AQL path),
+  `wave_bytes` per wave slot (COMPUTE_TMPRING_SIZE.WAVESIZE granules), `slots` wave slots per XCC (TMPRING_SIZE.WAVES,
+  times the shader engines on gfx11, where WAVES counts per engine). A wave that starts takes a free slot of its
+  XCC, so at most `slots` waves per XCC hold scratch at once (the rest wait for one to end)."""
+  bases: tuple[int, ...]
+  wave_bytes: int
+  slots: int
 LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignment shift 9 from gfx7 on)
 
 def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, user_data: list[int], grid: tuple[int, ...],
              block: tuple[int, ...], wave32: bool = True, entry: int = 0, lds_bytes: int | None = None,
-             max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, private_bytes: int = 0) -> LaunchStats:
+             max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, private_bytes: int = 0,
+             scratch_ring: ScratchRing | None = None) -> LaunchStats:
   """Run a dispatch from the register values a PM4 stream programs: COMPUTE_PGM_LO/HI (`code` as an address
   in `mem`, or the code bytes themselves with `entry`), COMPUTE_PGM_RSRC1/2, COMPUTE_USER_DATA_* (`user_data`,
   the first RSRC2.USER_SGPR_COUNT of them land in s0..), the grid in workgroups, the workgroup size and
@@ -117,8 +129,11 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
 
   After the user SGPRs come the workgroup ids X/Y/Z that RSRC2 enables, and v0 holds the work-item ids
   packed 10 bits each, as many as RSRC2.TIDIG_COMP_CNT asks for. `waves_cls` is the ISA's wave state (the RDNA3 one
-  by default; gfx9/executor.py's for gfx942 wave64 code): its lane count decides the wave size. `private_bytes` is
-  each work-item's private segment (scratch), as the descriptor's private_segment_fixed_size asks."""
+  by default; gfx9/executor.py's for gfx942 wave64 code): its lane count decides the wave size. With RSRC2.SCRATCH_EN
+  the waves get scratch: from `scratch_ring` (what a CP programmed: slots in GPU memory, workgroup g on XCC
+  g % len(bases), as cp.aql_xcc_share deals them) or, without one, a private window of `private_bytes` per lane
+  (the descriptor's private_segment_fixed_size; the `launch` API). Registers the descriptor does not enable start
+  as poison (AMDGPUUsage "Initial Kernel Execution State": only the enabled ones are initialised)."""
   if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
   if isinstance(code, int): code, entry, code_va = mem.tail(code, "instruction fetch"), 0, code
   r = KernelDescriptor(0, 0, 0, 0, rsrc1, rsrc2, 0, int(wave32) << 10, 0)   # the same bit fields, read from registers
@@ -136,25 +151,50 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
   user_data = list(user_data[:nuser]) + [USER_POISON] * max(0, nuser - len(user_data))
   nthreads = int(np.prod(block)); wpg = -(-nthreads // L)
   ngroups = int(np.prod(grid)); groups_per_batch = max(1, max_waves // wpg)
+  ring = scratch_ring if r.private_segment else None
+  if ring is not None:
+    if ring.slots < wpg or ring.wave_bytes <= 0 or not ring.bases:
+      raise EmulatorError(f"a workgroup of {wpg} waves needs {wpg} scratch slots; the dispatch has {ring.slots} of {ring.wave_bytes} bytes "
+                          "per XCC (COMPUTE_TMPRING_SIZE): its waves could never all start")
+    groups_per_batch = min(groups_per_batch, ring.slots // wpg * len(ring.bases))   # waves in flight hold a slot each
   total, cache = 0, _decoded(code)
   for g0 in range(0, ngroups, groups_per_batch):
     gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
     n = len(gids) * wpg
     w = waves_cls(code, n, waves_cls.vgpr_count(rsrc1, wave32), np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache, code_va)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
+    w.s[:] = USER_POISON   # SGPRs (VCC, M0 and the rest) past the enabled ones hold garbage; EXEC is set below
+    w.v[1:] = USER_POISON  # so do the VGPRs after v0's work-item ids
     for k in range(nuser): w.s[k] = user_data[k] & 0xFFFFFFFF
     s = nuser
     for d, on in enumerate(r.workgroup_id_enable):
       if on: w.s[s] = np.repeat(wg_xyz[:, d], wpg); s += 1
     if r.workgroup_info: s += 1
-    if r.private_segment: s += 1    # private segment wave offset: no scratch is ever used, left 0
+    if r.private_segment: s += 1    # (architected flat scratch: the slot's base is in FLAT_SCRATCH, not an SGPR offset)
     t = np.arange(wpg * L)           # work-item ids, packed 10 bits each into v0
     tid = np.stack([t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1])])
     packed = tid[0] | (tid[1] << 10 if r.workitem_id_count > 1 else 0) | (tid[2] << 20 if r.workitem_id_count > 2 else 0)
     w.v[0] = np.tile(packed.reshape(wpg, L), (len(gids), 1)).astype(np.uint32)
     live = np.tile((t < nthreads).reshape(wpg, L), (len(gids), 1))
     w.set_exec(slice(None), pack_mask(live))
-    w.set_scratch(private_bytes)
+    if ring is None: w.set_scratch(private_bytes)
+    else: w.set_scratch(0, _scratch_slots(mem, ring, np.repeat(gids, wpg)))
     w.pc[:] = entry
     w.run(); total += w.wave_insts
   return LaunchStats(ngroups * wpg, total)
+
+POISON_WORD = 0xA5A5A5A5   # a wave's fresh scratch slot: what earlier waves left, modelled as garbage
+
+def _scratch_slots(mem: FlatMemory, ring: ScratchRing, wave_gid: np.ndarray) -> np.ndarray:
+  """The scratch base of each wave of a batch: its workgroup's XCC's base plus the slot it took there (waves of one
+  XCC take slots 0, 1, ... in launch order). Each slot starts as garbage; a slot outside mapped memory is left alone
+  (the hardware faults only when a wave touches it)."""
+  nx = len(ring.bases)
+  xcc = wave_gid % nx
+  rank = np.zeros(len(wave_gid), np.int64)
+  for x in range(nx): rank[xcc == x] = np.arange(int(np.count_nonzero(xcc == x)))
+  base = np.asarray(ring.bases, np.int64)[xcc] + rank * ring.wave_bytes
+  junk = np.full((len(base), ring.wave_bytes), POISON_WORD & 0xFF, np.uint8)
+  try: mem.write(base.astype(np.uint64), junk, "scratch slot")
+  except MemoryFault: pass
+  return base

@@ -1,0 +1,95 @@
+"""Fidelity rows of the gfx942 emulator audit (/work/reviews/g30.md) that apply to both AMD emulators: each test fails
+on the emulator as it was before the row was fixed (the hardware does something more harmful than the old model)."""
+import struct
+import numpy as np
+import pytest
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+from hcqrt.amd.device import AMDDevice, AMDProgram
+from hcqrt.mock.amd.rdna3 import FlatMemory, dispatch
+from hcqrt.mock.amd.rdna3.launch import USER_POISON
+from hcqrt.mock.amd.gfx9 import Gfx9Waves, dispatch as gfx9_dispatch
+from hcqrt.mock.amd.rdna3 import launch
+from hcqrt.mock.amd.rdna3.executor import Waves
+from tests.rdna3_kernels import compile_ir, have_llvmlite, read_object
+
+# v_mov v2, vcc_lo; v_mov v3, m0; v_mov v4, s2; v_mov v5, v7; v_lshlrev v0, 4, v0; global_store v0, v[2:5], s[0:1];
+# s_endpgm (llvm-mc-19 -mcpu=gfx942 / gfx1100 encodings; gfx1100 stores v[1:4] from the same moves one register down)
+READ_UNSET = {
+  "gfx942": [0x7E04026A, 0x7E06027C, 0x7E080202, 0x7E0A0307, 0x24000084, 0xDC7C8000, 0x00000200, 0xBF810000],
+  "gfx1100": [0x7E02026A, 0x7E04027D, 0x7E060202, 0x7E080305, 0x30000084, 0xDC760000, 0x00000100, 0xBFB00000]}
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_registers_the_descriptor_does_not_enable_start_as_garbage(arch):
+  """g30 row 3: with only the kernarg pointer (USER_SGPR_COUNT 2) and TGID_X_EN clear, s2, VCC, M0 and the VGPRs past
+  v0 are not initialised (AMDGPUUsage "Initial Kernel Execution State"): they read garbage, not 0."""
+  out = np.zeros((64, 4), np.uint32)
+  m = FlatMemory(); m.map(0x10000, out.view(np.uint8))
+  code = struct.pack(f"<{len(READ_UNSET[arch])}I", *READ_UNSET[arch])
+  run = gfx9_dispatch if arch == "gfx942" else lambda *a, **k: dispatch(*a, wave32=True, **k)
+  run(m, code, 0, 2 << 1, [0x10000, 0], (2,), (32 if arch == "gfx1100" else 64,))
+  lanes = 32 if arch == "gfx1100" else 64
+  assert (out[:lanes] == USER_POISON).all()
+
+def test_aql_pads_user_sgprs_with_garbage_not_zero(monkeypatch):
+  """g30 row 3 on the AQL path: USER_SGPR_COUNT 4 with two enabled; the CP loads only those, s2/s3 hold garbage."""
+  monkeypatch.delenv("AMD_AQL", raising=False)
+  drv = install_mock_amd("gfx942")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 8, 0, 0, 0, 4 << 1, 1 << 3, 0)
+    code = [0xC0060000, 0x00000000, 0xBF8CC07F] + READ_UNSET["gfx942"]   # s_load_dwordx2 s[0:1], s[0:1]; s_waitcnt lgkmcnt(0)
+    p = AMDProgram(d, "k", struct.pack(f"<{len(code)}I", *code), desc, [(0, 8)])
+    buf = d.allocator.alloc(64 * 16)
+    p(buf, global_size=(1, 1, 1), local_size=(64, 1, 1), wait=True)
+    out = np.zeros((64, 4), np.uint32); d.allocator.copyout(memoryview(out.view(np.uint8)), buf)
+    assert (out[:, 2] == USER_POISON).all()   # s2: the padding
+  finally: uninstall_mock_amd(drv)
+
+# out[t] = in[127 - t] through LDS across one s_barrier: each wave reads what another wave wrote
+REVERSE = """@sh = internal addrspace(3) global [128 x i32] undef, align 4
+define amdgpu_kernel void @rev(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %inp) {
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %pi = getelementptr i32, ptr addrspace(1) %inp, i32 %t
+  %x = load i32, ptr addrspace(1) %pi
+  %ps = getelementptr [128 x i32], ptr addrspace(3) @sh, i32 0, i32 %t
+  store i32 %x, ptr addrspace(3) %ps
+RELEASE  call void @llvm.amdgcn.s.barrier()
+ACQUIRE  %r = sub i32 127, %t
+  %pr = getelementptr [128 x i32], ptr addrspace(3) @sh, i32 0, i32 %r
+  %y = load i32, ptr addrspace(3) %pr
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %t
+  store i32 %y, ptr addrspace(1) %po
+  ret void
+}"""
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_lds_writes_are_seen_across_a_barrier_only_after_the_writers_wait(arch):
+  """g30 row 1: LLVM emits no lgkmcnt(0) before s_barrier on gfx942 or gfx11 (back-off barrier); only the workgroup
+  release fence adds it. Without the fences a wave reads the other waves' LDS writes still in flight and gets stale
+  data; with them (as compiler/render_llvm.py's barrier() emits them) the result is right."""
+  a = np.arange(128, dtype=np.int32) * 3 + 1
+  fence = '  fence syncscope("workgroup") {}\n'
+  got = []
+  for rel, acq in (("", ""), (fence.format("release"), fence.format("acquire"))):
+    src = REVERSE.replace("RELEASE", rel).replace("ACQUIRE", acq)
+    text, entry, _, kd = read_object(compile_ir(src, cpu=arch, features="-real-true16" if arch == "gfx1100" else ""), "rev")
+    out = np.zeros(128, np.int32); m = FlatMemory()
+    m.map(0x10000, out.view(np.uint8)); m.map(0x20000, a.view(np.uint8))
+    m.map(0x30000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+    launch(text, kd, m, 0x30000, (1,), (128,), entry=entry, waves_cls=Gfx9Waves if arch == "gfx942" else Waves)
+    got.append(out)
+  assert not np.array_equal(got[0], a[::-1])
+  np.testing.assert_array_equal(got[1], a[::-1])
+
+def test_lgkmcnt_above_zero_lands_nothing_while_a_scalar_load_is_in_flight():
+  """g30 row 5: ds_read; s_load; s_waitcnt lgkmcnt(1). SMEM returns out of order on the same counter, so the count
+  of 1 may be the DS read's: v3 (read after lgkmcnt(1)) keeps its old value, v4 (after lgkmcnt(0)) has the LDS word."""
+  words = [0x24020082, 0xD86C0000, 0x02000001, 0xC0020100, 0x00000000, 0xBF8CC17F, 0x7E060302, 0xBF8CC07F, 0x7E080302, 0x7E0A0204, 0xBF810000]
+  mem = FlatMemory(); k = np.array([1234], np.uint32); mem.map(0x40000, k.view(np.uint8))
+  w = Gfx9Waves(struct.pack(f"<{len(words)}I", *words), 1, 8, np.zeros(1, np.int64), 256, mem)
+  w.set_exec(slice(None), np.array([2**64 - 1], np.uint64)); w.v[0] = np.arange(64, dtype=np.uint32); w.v[2] = 7
+  w.lds[0] = np.arange(256, dtype=np.uint8)
+  w.s[0], w.s[1] = 0x40000, 0
+  w.run()
+  assert (w.v[3, 0] == 7).all() and (w.v[4, 0] == w.lds[0].view(np.uint32)[:64]).all() and (w.v[5, 0] == 1234).all()

@@ -1,0 +1,196 @@
+"""Scratch (private segment) end to end on AMD (issue 30): the backend sizes and programs it (hcqrt/amd/scratch.py,
+COMPUTE_TMPRING_SIZE + COMPUTE_DISPATCH_SCRATCH_BASE on PM4, amd_queue_t on AQL); the mock CPs read exactly those and
+put each wave's slot in GPU memory with the hardware's lane swizzle, so a runtime that sets up too little, or nothing,
+gets the fault, the hang or the wrong result the hardware would give."""
+import dataclasses, struct
+import numpy as np
+import pytest
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+from hcqrt.amd import scratch as SCR
+from hcqrt.amd.aql_queue import AQLQueue
+from hcqrt.amd.device import AMDDevice, AMDError, AMDProgram
+from hcqrt.mock.amd.rdna3 import FlatMemory, launch
+from hcqrt.mock.amd.rdna3.launch import POISON_WORD
+from hcqrt.mock.amd.gfx9 import Gfx9Waves
+from hcqrt.mock.amd.rdna3.executor import Waves
+from hw_tests import kernels as K, kernels_amd as KA
+from tests.rdna3_kernels import have_llvmlite, read_object
+
+pytestmark = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+
+# a 32-int stack array written in a loop up to %lim and read at a run-time index: it lives in scratch
+STACK = """define amdgpu_kernel void @stack(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %idx, i32 %lim) {
+entry:
+  %arr = alloca [32 x i32], align 4, addrspace(5)
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %b = mul i32 %g, 64
+  %i = add i32 %b, %t
+  br label %fill
+fill:
+  %k = phi i32 [ 0, %entry ], [ %k1, %fill ]
+  %v = mul i32 %k, %i
+  %v2 = add i32 %v, %k
+  %p = getelementptr [32 x i32], ptr addrspace(5) %arr, i32 0, i32 %k
+  store volatile i32 %v2, ptr addrspace(5) %p
+  %k1 = add i32 %k, 1
+  %c = icmp ult i32 %k1, %lim
+  br i1 %c, label %fill, label %done
+done:
+  %pi = getelementptr i32, ptr addrspace(1) %idx, i32 %i
+  %j = load i32, ptr addrspace(1) %pi
+  %jm = and i32 %j, 31
+  %q = getelementptr [32 x i32], ptr addrspace(5) %arr, i32 0, i32 %jm
+  %r = load volatile i32, ptr addrspace(5) %q
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %r, ptr addrspace(1) %po
+  ret void
+}"""
+
+# (arch, KFD behaviour, AMD_AQL): gfx1100 on PM4 under both kernels' rules and on AQL; gfx942 on AQL (8 XCCs) and PM4
+CONFIGS = [("gfx1100", "6.12", "0"), ("gfx1100", "6.1", "0"), ("gfx1100", "6.12", "1"), ("gfx942", "6.12", None), ("gfx942", "6.12", "0")]
+
+@pytest.fixture
+def device(request, monkeypatch):
+  arch, kernel, aql_env = request.param
+  if aql_env is None: monkeypatch.delenv("AMD_AQL", raising=False)
+  else: monkeypatch.setenv("AMD_AQL", aql_env)
+  drv = install_mock_amd(arch, kernel=kernel)
+  d = AMDDevice("AMD"); d.drv = drv; d.wait_timeout_s = 20.0
+  yield d
+  uninstall_mock_amd(drv)
+
+def _run_stack(d, n: int = 256, lim: int = 32, prog=None):
+  p = prog or d.program("stack", KA.compile_ir(STACK, d.arch))
+  idx = np.random.default_rng(1).integers(0, 1000, n).astype(np.int32)
+  bi, bo = d.allocator.alloc(4 * n), d.allocator.alloc(4 * n)
+  d.allocator.copyin(bi, memoryview(idx.view(np.uint8)))
+  p(bo, bi, vals=(lim,), global_size=(n // 64, 1, 1), local_size=(64, 1, 1), wait=True)
+  out = np.zeros(n, np.int32); d.allocator.copyout(memoryview(out.view(np.uint8)), bo)
+  return idx & 31, out, p
+
+def _last_dispatch(d):
+  return d.drv.queues[d.compute.queue_id].dispatches[-1]
+
+@pytest.mark.parametrize("device", CONFIGS, indirect=True, ids=lambda c: "-".join(x or "aql" for x in c))
+def test_a_stack_array_indexed_at_run_time_runs(device):
+  j, out, p = _run_stack(device)
+  assert p.kd.private_segment_fixed_size >= 128
+  np.testing.assert_array_equal(out, j * np.arange(len(out)) + j)
+  d = _last_dispatch(device)
+  assert d.scratch is not None and d.scratch.bases[0] == device.scratch.va and d.scratch.wave_bytes >= 128 * device.wave_size
+
+@pytest.mark.parametrize("device", CONFIGS, indirect=True, ids=lambda c: "-".join(x or "aql" for x in c))
+def test_a_kernel_with_spills_runs(device):
+  p = device.program("stack", KA.compile_ir(KA.stack(), device.arch))
+  assert p.kd.private_segment_fixed_size > 256   # the 64-float array and the spills
+  n = 1000
+  x = ((np.arange(n) % 13) - 6).astype(np.float32)
+  a, o = device.allocator.alloc(4 * n), device.allocator.alloc(4 * n)
+  device.allocator.copyin(a, memoryview(x.view(np.uint8)))
+  p(o, a, vals=(n,), global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
+  got = np.zeros(n, np.float32); device.allocator.copyout(memoryview(got.view(np.uint8)), o)
+  np.testing.assert_allclose(got, K.stack_reference(x), rtol=1e-5, atol=1e-3)
+
+def _gfx942(monkeypatch, aql_env=None):
+  if aql_env is None: monkeypatch.delenv("AMD_AQL", raising=False)
+  else: monkeypatch.setenv("AMD_AQL", aql_env)
+  drv = install_mock_amd("gfx942")
+  d = AMDDevice("AMD"); d.drv = drv; d.wait_timeout_s = 20.0
+  return d
+
+def test_gfx942_aql_gives_each_xcc_its_part_of_the_scratch(monkeypatch):
+  d = _gfx942(monkeypatch)
+  try:
+    j, out, _ = _run_stack(d, 16 * 64)
+    np.testing.assert_array_equal(out, j * np.arange(len(out)) + j)
+    s, plan = _last_dispatch(d).scratch, d.scratch_plan
+    assert s.bases == tuple(d.scratch.va + x * plan.size // 8 for x in range(8)) and s.slots == plan.waves
+  finally: uninstall_mock_amd(d.drv)
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_a_pm4_dispatch_without_scratch_set_up_stops_the_queue(arch, monkeypatch):
+  """The old backend (TMPRING_SIZE 0, no scratch base) on a kernel with SCRATCH_EN: no slot, the waves never start."""
+  monkeypatch.setenv("AMD_AQL", "0")
+  monkeypatch.setattr(AMDDevice, "ensure_scratch", lambda self, n: None)
+  drv = install_mock_amd(arch)
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0; d.drv = drv
+    q = drv.queues[d.compute.queue_id]
+    with pytest.raises(AMDError, match="queue stopped"): _run_stack(d)
+    assert "COMPUTE_TMPRING_SIZE 0x0" in q.error and "would hang" in q.error
+  finally: uninstall_mock_amd(drv)
+
+def test_an_aql_queue_without_scratch_reports_insufficient_scratch(monkeypatch):
+  monkeypatch.setattr(AQLQueue, "set_scratch", lambda self, va, plan: None)
+  d = _gfx942(monkeypatch)
+  try:
+    with pytest.raises(AMDError, match=r"insufficient scratch \(wave64\)"): _run_stack(d)
+  finally: uninstall_mock_amd(d.drv)
+
+@pytest.mark.parametrize("arch, aql_env", [("gfx1100", "0"), ("gfx942", None)])
+def test_slots_smaller_than_the_kernel_needs_overlap(arch, aql_env, monkeypatch):
+  """WAVESIZE one granule, less than a wave's segments: neighbouring waves' swizzled scratch overlaps, and the
+  kernel computes garbage (nothing checks a lane's bounds in swizzle mode), as on hardware."""
+  real = SCR.plan
+  monkeypatch.setattr(SCR, "plan", lambda props, a, ws, n: dataclasses.replace(real(props, a, ws, n), wave_bytes=SCR.GRANULE[a]))
+  if aql_env is None: monkeypatch.delenv("AMD_AQL", raising=False)
+  else: monkeypatch.setenv("AMD_AQL", aql_env)
+  drv = install_mock_amd(arch)
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0; d.drv = drv
+    j, out, _ = _run_stack(d, 64 * 32)   # 4 waves on each of gfx942's 8 XCCs
+    assert d.scratch_plan.wave_bytes == SCR.GRANULE[arch] and not np.array_equal(out, j * np.arange(len(out)) + j)
+  finally: uninstall_mock_amd(drv)
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_uninitialised_scratch_is_garbage_not_zero(arch, monkeypatch):
+  """Audit g30 row 4a: entries the kernel never wrote read back as what an earlier wave left (poison), both through
+  the mock KFD and through the emulator's launch API."""
+  monkeypatch.delenv("AMD_AQL", raising=False)
+  drv = install_mock_amd(arch)
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    j, out, _ = _run_stack(d, lim=16)
+  finally: uninstall_mock_amd(drv)
+  i = np.arange(len(out))
+  np.testing.assert_array_equal(out[j < 16], (j * i + j)[j < 16])
+  assert (out[j >= 16].view(np.uint32) == POISON_WORD).all()
+  text, entry, _, kd = read_object(KA.compile_ir(STACK, arch), "stack")
+  n = 128; idx = np.arange(n, dtype=np.int32) % 32; res = np.zeros(n, np.int32)
+  m = FlatMemory(); m.map(0x10000, res.view(np.uint8)); m.map(0x20000, idx.view(np.uint8))
+  m.map(0x30000, np.frombuffer(bytearray(struct.pack("<QQI", 0x10000, 0x20000, 16) + bytes(12)), np.uint8))
+  launch(text, kd, m, 0x30000, (2,), (64,), entry=entry, waves_cls=Gfx9Waves if arch == "gfx942" else Waves)
+  assert (res[idx >= 16].view(np.uint32) == POISON_WORD).all() and (res[idx < 16] == (idx * np.arange(n) + idx)[idx < 16]).all()
+
+@pytest.mark.parametrize("device", [CONFIGS[0], CONFIGS[3]], indirect=True, ids=["gfx1100-pm4", "gfx942-aql"])
+def test_scratch_grows_for_a_bigger_kernel_and_the_smaller_still_runs(device):
+  j, out, small = _run_stack(device)
+  first = device.scratch_plan
+  big = device.program("stack", KA.compile_ir(KA.stack(), device.arch))
+  assert device.scratch_plan.lane_bytes >= big.kd.private_segment_fixed_size > first.lane_bytes and device.scratch.nbytes > first.size
+  j, out, _ = _run_stack(device, prog=small)
+  np.testing.assert_array_equal(out, j * np.arange(len(out)) + j)
+  assert _last_dispatch(device).scratch.bases[0] == device.scratch.va
+
+@pytest.mark.parametrize("prop, what", [(1 << 0, "private_segment_buffer"), (1 << 5, "flat_scratch_init"), (1 << 11, "USES_DYNAMIC_STACK")])
+def test_descriptors_asking_for_what_architected_scratch_lacks_are_refused(prop, what, monkeypatch):
+  monkeypatch.setenv("AMD_AQL", "0")
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD")
+    desc = struct.pack("<III4xq20xIIIHH4x", 0, 64, 8, 0, 0, 0, (15 << 1) | 1, (1 << 3) | (1 << 10) | prop, 0)
+    with pytest.raises(NotImplementedError, match=what): AMDProgram(d, "k", b"\x00\x00\xb0\xbf" * 16, desc, [(0, 8)])
+  finally: uninstall_mock_amd(drv)
+
+def test_a_pm4_dispatch_with_slots_but_no_scratch_base_faults(monkeypatch):
+  """COMPUTE_TMPRING_SIZE set but COMPUTE_DISPATCH_SCRATCH_BASE never written: the waves' slots start at address 0,
+  outside every BO, and the first scratch store is a GPU VM fault naming its address."""
+  monkeypatch.setenv("AMD_AQL", "0")
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    p = d.program("stack", KA.compile_ir(STACK, d.arch))
+    d.scratch = None   # the stream gets the slots' size and count, not their base
+    with pytest.raises(AMDError, match="GPU memory fault at 0x"): _run_stack(d, prog=p)
+  finally: uninstall_mock_amd(drv)
