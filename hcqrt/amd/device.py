@@ -211,12 +211,17 @@ class AMDDevice(HCQDevice):
         raise AMDError(f"{e}; host-visible VRAM needs the whole VRAM behind the PCI BAR: enable Resizable BAR (and Above 4G "
                        "Decoding) in the firmware setup", e.errno) from None
       raise
-    buf = AMDBuffer(va, size, nbytes, a.handle, None, kind)
+    buf, mapped = AMDBuffer(va, size, nbytes, a.handle, None, kind), False
     try:
-      self._map(buf)
+      self._map(buf); mapped = True
       if host: buf.host = syscalls.mmap(self.drm, size, syscalls.PROT_READ | syscalls.PROT_WRITE, syscalls.MAP_SHARED | syscalls.MAP_FIXED, a.mmap_offset, va)
     except BaseException:
-      self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle); raise
+      # a mapped BO cannot be freed (EBUSY, kfd_chardev.c free path): unmap first, so the first error is the one raised
+      with contextlib.suppress(AMDError):
+        if mapped: self._map(buf, unmap=True)
+        self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)
+      with self._mem_lock: self.va.give(va, size)
+      raise
     self.buffers[va] = buf
     return buf
 
