@@ -432,9 +432,9 @@ def test_kernel_6_1_has_no_runtime_channel_so_a_bad_packet_times_out():
 def test_concurrent_gpu_free_of_one_buffer_frees_it_once(dev, monkeypatch):
   buf = dev.gpu_alloc(4096, "gtt", host=True)
   entered, go, real = threading.Event(), threading.Event(), dev._map
-  def slow_map(b, unmap=False):
+  def slow_map(b, unmap=False, **kw):
     if unmap and b is buf and not entered.is_set(): entered.set(); go.wait(2)
-    return real(b, unmap)
+    return real(b, unmap, **kw)
   monkeypatch.setattr(dev, "_map", slow_map)
   errors = []
   def free():

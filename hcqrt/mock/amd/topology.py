@@ -139,14 +139,16 @@ def link_matrix(spec: str | dict[tuple[int, int], str] | None, n: int, arch: str
     if hive[a] == hive[b] and k != "xgmi": raise ValueError(f"MOCKGPU_P2P: GPUs {a} and {b} share an XGMI hive, so their link must be xgmi too (a hive is all-to-all)")
   return out
 
-def _link(kind: int, frm: int, to: int, weight: int, bw: tuple[int, int], flags: int, sdma_mask: int) -> str:
-  # the order and names iolink_show prints (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:269-300)
+def _link(kind: int, frm: int, to: int, weight: int, bw: tuple[int, int], flags: int, sdma_mask: int, kernel: str) -> str:
+  # the order and names iolink_show prints (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:269-300); 6.1 has
+  # no recommended_sdma_engine_id_mask line (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:286-313)
   f = {"type": kind, "version_major": 0, "version_minor": 0, "node_from": frm, "node_to": to, "weight": weight, "min_latency": 0,
        "max_latency": 0, "min_bandwidth": bw[0], "max_bandwidth": bw[1], "recommended_transfer_size": 0,
        "recommended_sdma_engine_id_mask": sdma_mask, "flags": flags}
+  if kernel == "6.1": del f["recommended_sdma_engine_id_mask"]
   return "".join(f"{k} {v}\n" for k, v in f.items())
 
-def link_files(arch: str, ngpus: int, links: dict[tuple[int, int], str], small_bar: bool = False) -> dict[str, str]:
+def link_files(arch: str, ngpus: int, links: dict[tuple[int, int], str], small_bar: bool = False, kernel: str = "6.12") -> dict[str, str]:
   """The io_links / p2p_links files of node 0 (the CPU) and GPU nodes 1..ngpus (GPU i is node i + 1), as amdkfd builds them:
   - each GPU's CRAT names its PCIe link to the CPU first (kfd_crat.c:2135-2198: weight 20, the PCIe bandwidths, the
     SDMA engines as recommended engines, kfd_topology.c:1280-1320); the CPU gets the way back only from a large-BAR GPU
@@ -165,17 +167,17 @@ def link_files(arch: str, ngpus: int, links: dict[tuple[int, int], str], small_b
   p2p: dict[int, list[str]] = {n: [] for n in range(ngpus + 1)}
   for g in range(ngpus):
     n = g + 1
-    io[n].append(_link(IOLINK_PCIE, n, 0, PCIE_WEIGHT, pcie, LINK_ENABLED, (1 << nsdma) - 1))
-    if not small_bar: io[0].append(_link(IOLINK_PCIE, 0, n, PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, (1 << nsdma) - 1))
+    io[n].append(_link(IOLINK_PCIE, n, 0, PCIE_WEIGHT, pcie, LINK_ENABLED, (1 << nsdma) - 1, kernel))
+    if not small_bar: io[0].append(_link(IOLINK_PCIE, 0, n, PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, (1 << nsdma) - 1, kernel))
     for h in range(g):   # the arriving GPU's XGMI links to the hive's earlier GPUs, each mirrored into the earlier one
       if links[(h, g)] == "xgmi":
         mask = ((1 << nx) - 1) << nsdma
-        io[n].append(_link(IOLINK_XGMI, n, h + 1, XGMI_WEIGHT, (XGMI_MBS, XGMI_MBS), LINK_ENABLED, mask))
-        io[h + 1].append(_link(IOLINK_XGMI, h + 1, n, XGMI_WEIGHT, (XGMI_MBS, XGMI_MBS), LINK_ENABLED, mask))
+        io[n].append(_link(IOLINK_XGMI, n, h + 1, XGMI_WEIGHT, (XGMI_MBS, XGMI_MBS), LINK_ENABLED, mask, kernel))
+        io[h + 1].append(_link(IOLINK_XGMI, h + 1, n, XGMI_WEIGHT, (XGMI_MBS, XGMI_MBS), LINK_ENABLED, mask, kernel))
     for h in range(g):   # PCIe peers: h->g into h's list if g's BAR is large, then g->h into g's list
       if links[(h, g)] == "pcie" and not small_bar:
-        p2p[h + 1].append(_link(IOLINK_PCIE, h + 1, n, 2 * PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, 0))
-        p2p[n].append(_link(IOLINK_PCIE, n, h + 1, 2 * PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, (1 << nsdma) - 1))
+        p2p[h + 1].append(_link(IOLINK_PCIE, h + 1, n, 2 * PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, 0, kernel))
+        p2p[n].append(_link(IOLINK_PCIE, n, h + 1, 2 * PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, (1 << nsdma) - 1, kernel))
   out: dict[str, str] = {}
   for n in range(ngpus + 1):
     for d, ls in (("io_links", io[n]), ("p2p_links", p2p[n])):
@@ -206,7 +208,7 @@ def files(arch: str, kernel: str = "6.12", gpu_ids: list[int] | None = None, lin
   nodes = [(0, cpu_properties())] + [(g, gpu_properties(arch, kernel)) for g in (gpu_ids or [GPU_ID[arch]])]
   ngpus = len(nodes) - 1
   links = link_matrix(links or "none", ngpus, arch)
-  lf = link_files(arch, ngpus, links, small_bar)
+  lf = link_files(arch, ngpus, links, small_bar, kernel)
   hives = hive_ids(ngpus, links)
   # each GPU its own render node (renderD128, 129, ...: DRM hands out render minors from 128 up in probe order,
   # linux@v6.12.117:drivers/gpu/drm/drm_drv.c drm_minor_alloc, DRM_MINOR_RENDER range 128..191) and PCI
