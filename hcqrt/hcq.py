@@ -460,12 +460,13 @@ class HCQDevice:
       return
     if type(dst_dev) is not type(self): raise TypeError(f"{self.name}: no device-to-device copy into {dst_dev.name} (another backend)")
     self._link(dst_dev)
-    if not peer_ok(self.peer_status(dst_dev)): return self._bounce_to(dst_dev, dst, src, nbytes)
+    if not peer_ok(self.peer_status(dst_dev)): return self.bounce_to(dst_dev, dst, src, nbytes)
     q = self.after_timeline(self.hw_copy_queue()).wait(dst_dev.timeline_signal, dst_dev.timeline_value - 1)
     self.submit_timeline(q.copy(self.map_peer(dst_dev, dst), buf_addr(src), nbytes))
     dst_dev.wait_for(self, self.timeline_value - 1)
 
-  def _bounce_to(self, dst_dev: HCQDevice, dst: Any, src: Any, nbytes: int) -> None:
+  def bounce_to(self, dst_dev: HCQDevice, dst: Any, src: Any, nbytes: int) -> None:
+    """The copy through system memory that transfer_to takes without P2P (public: hw_tests checks it where P2P works)."""
     slots = self.bounce_buffers()
     for k, off in enumerate(range(0, nbytes, self.BOUNCE_CHUNK)):
       slot, n = slots[k % len(slots)], min(self.BOUNCE_CHUNK, nbytes - off)
