@@ -429,17 +429,17 @@ class HCQDevice:
     "no-p2p: <why>" (copies bounce through system memory). The driver is asked once per pair (`query_peer`)."""
     if other is self: return "ok: same device"
     if type(other) is not type(self): return f"no-p2p: {other.name} is driven by another backend (copies go through the host)"
-    st = self._peer_state()["status"]
-    if other.name not in st: st[other.name] = self.query_peer(other)
-    return st[other.name]
+    st = self._peer_state()["status"]   # (keyed by the device object: names need not be unique, e.g. CPU test devices)
+    if other not in st: st[other] = self.query_peer(other)
+    return st[other]
 
   def _link(self, other: HCQDevice) -> None:
     """Once per ordered pair: each device can wait on the other's signals, and peer access is enabled where allowed."""
     linked = self._peer_state()["linked"]
-    if other.name in linked: return
+    if other in linked: return
     self.map_peer_signals(other); other.map_peer_signals(self)
     if peer_ok(self.peer_status(other)): self.enable_peer(other)
-    linked.add(other.name)
+    linked.add(other)
 
   def transfer_to(self, dst_dev: Any, dst: Any, src: Any, nbytes: int) -> None:
     """interface.PeerDevice.transfer_to. Where `peer_status` allows it, ONE copy on this device's copy engine pushes into
@@ -455,17 +455,21 @@ class HCQDevice:
     (b'wxyz', 'ok: shared host memory')
     """
     if nbytes <= 0: return
+    for b, what in ((src, f"source on {self.name}"), (dst, f"destination on {dst_dev.name}")):
+      if isinstance(getattr(b, "nbytes", None), int) and b.nbytes < nbytes:
+        raise ValueError(f"{self.name} -> {dst_dev.name}: a copy of {nbytes} bytes does not fit the {b.nbytes}-byte {what}")
     if dst_dev is self:
       self.submit_timeline(self.after_timeline(self.hw_copy_queue()).copy(buf_addr(dst), buf_addr(src), nbytes))
       return
     if type(dst_dev) is not type(self): raise TypeError(f"{self.name}: no device-to-device copy into {dst_dev.name} (another backend)")
     self._link(dst_dev)
-    if not peer_ok(self.peer_status(dst_dev)): return self._bounce_to(dst_dev, dst, src, nbytes)
+    if not peer_ok(self.peer_status(dst_dev)): return self.bounce_to(dst_dev, dst, src, nbytes)
     q = self.after_timeline(self.hw_copy_queue()).wait(dst_dev.timeline_signal, dst_dev.timeline_value - 1)
     self.submit_timeline(q.copy(self.map_peer(dst_dev, dst), buf_addr(src), nbytes))
     dst_dev.wait_for(self, self.timeline_value - 1)
 
-  def _bounce_to(self, dst_dev: HCQDevice, dst: Any, src: Any, nbytes: int) -> None:
+  def bounce_to(self, dst_dev: HCQDevice, dst: Any, src: Any, nbytes: int) -> None:
+    """The copy through system memory that transfer_to takes without P2P (public: hw_tests checks it where P2P works)."""
     slots = self.bounce_buffers()
     for k, off in enumerate(range(0, nbytes, self.BOUNCE_CHUNK)):
       slot, n = slots[k % len(slots)], min(self.BOUNCE_CHUNK, nbytes - off)

@@ -55,3 +55,9 @@ def test_other_backend_goes_through_the_host():
   with pytest.raises(TypeError, match="another backend"): a.transfer_to(c, None, None, 4)
   x, y = _fill(a, b"hcq!"), c.allocator.alloc(4)
   assert copy_between(c, y, a, x, 4) == "host" and _read(c, y, 4) == b"hcq!"
+
+def test_a_copy_larger_than_its_buffers_is_refused():
+  a, b = _pair()
+  x, y = _fill(a, b"abcd"), b.allocator.alloc(2)
+  with pytest.raises(ValueError, match="a copy of 4 bytes does not fit the 2-byte destination on CPU"): a.transfer_to(b, y, x, 4)
+  with pytest.raises(ValueError, match="4-byte source on CPU"): a.transfer_to(b, b.allocator.alloc(8), x, 8)
