@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     if vendor == "NV": from hcqrt.mock.nv import install_mock_nv as install
     else: from hcqrt.mock.amd import install_mock_amd as install
     from hcqrt.device import mock_gpu_count   # MOCKGPU_COUNT=2 (MOCKGPU_P2P) gives the multi-device checks a peer
-    drv = install(a.arch, count=mock_gpu_count(), p2p=os.environ.get("MOCKGPU_P2P", "pcie")) if vendor == "NV" else install(a.arch)
+    p2p = os.environ.get("MOCKGPU_P2P", "pcie")
+    drv = install(a.arch, count=mock_gpu_count(), p2p=p2p) if vendor == "NV" else install(a.arch, gpus=mock_gpu_count(), p2p=p2p)
   try: return _run(a, mocked, drv)
   finally:
     if drv is not None: syscalls.uninstall(drv)
@@ -54,10 +55,10 @@ def _run(a: argparse.Namespace, mocked: bool, drv) -> int:
     dev = NVDevice(a.device.upper())
   if drv is not None: dev.drv = drv
   print(f"hw_tests on {dev} ({'mock ' + a.arch if mocked else 'real driver'}), bring-up {time.perf_counter() - t0:.2f}s")
-  peer = None   # the multi-device checks: NV and the next GPU the driver lists
-  if getattr(dev, "card_count", 1) > 1:
+  peer = None   # the multi-device checks: the next GPU the driver lists (NV: its cards, AMD: the KFD topology's GPU nodes)
+  if (count := getattr(dev, "card_count", getattr(dev, "gpu_count", 1))) > 1:
     index = int(a.device.split(":")[1]) if ":" in a.device else 0
-    peer = type(dev)(f"NV:{(index + 1) % dev.card_count}")
+    peer = type(dev)(f"{a.device.split(':')[0].upper()}:{(index + 1) % count}")
     print(f"peer device for the multi-device checks: {peer}")
   c = Ctx(dev, mocked, a.stress, peer)
   results = run_suite(c, a.only)

@@ -184,3 +184,24 @@ def test_a_kernel_on_the_peer_reads_stale_data_without_the_cross_device_wait(moc
     # a peer push lands late but lands (the kernel read dst's old bytes); a bounce drained without the wait copies
     # the slot's old bytes (the previous transfer's) into dst
     if skip: assert np.array_equal(got, np.full(n, -1, np.float32) if p2p == "pcie" else x - 999)
+
+# ---- the P2P matrix and the conformance suite's multi-device checks on two mock AMD GPUs ----
+@pytest.mark.parametrize("p2p,kernel", [("pcie", "6.12"), ("none", "6.1")])
+def test_hcqrt_prints_the_amd_p2p_matrix(monkeypatch, capsys, p2p, kernel):
+  from hcqrt.__main__ import main
+  monkeypatch.setenv("MOCKGPU_COUNT", "2"); monkeypatch.setenv("MOCKGPU_P2P", p2p); monkeypatch.setenv("MOCKGPU_KFD", kernel)
+  assert main(["--mock", "gfx1100"]) == 0
+  out = capsys.readouterr().out
+  row = next(l for l in out.splitlines() if l.strip().startswith("AMD ") and ("ok:" in l or "no-p2p:" in l))
+  assert row.split()[1] == "-" and ("ok: pcie" if p2p == "pcie" else "no-p2p: no KFD link") in row
+
+@pytest.mark.parametrize("p2p,kernel", [("pcie", "6.12"), ("none", "6.12"), ("pcie", "6.1")])
+def test_hw_tests_multi_device_checks_pass_on_two_mock_amd_gpus(tmp_path, capsys, monkeypatch, p2p, kernel):
+  from hw_tests.__main__ import main
+  from hw_tests import suite
+  multi = sum(g == "multi" for g, *_ in suite.CHECKS)
+  monkeypatch.setenv("MOCKGPU_COUNT", "2"); monkeypatch.setenv("MOCKGPU_P2P", p2p); monkeypatch.setenv("MOCKGPU_KFD", kernel)
+  rc = main(["--device", "AMD", "--mock", "--only", "multi", "--json", str(tmp_path / "r.json")])
+  out = capsys.readouterr().out
+  assert rc == 0 and out.strip().endswith(f"{multi} passed, 0 failed"), out
+  assert ("ok: pcie" if p2p == "pcie" else "no-p2p: no KFD link") in out

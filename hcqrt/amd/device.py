@@ -355,13 +355,11 @@ class AMDDevice(HCQDevice):
   # VRAM only within an XGMI hive or to a peer that may reach the owner's large BAR, else EINVAL; GTT anywhere).
   peer_copies = True
   def query_peer(self, other: HCQDevice) -> str:
-    """"ok: <link>" where the topology lists a link from this GPU to `other` (this GPU's SDMA may then write `other`'s
-    VRAM), else "no-p2p: ..." and copies bounce through GTT that both GPUs map."""
+    """"ok: pcie" / "ok: xgmi" where the topology lists a link from this GPU to `other` (its SDMA may then write `other`'s
+    VRAM), else "no-p2p: ..." (a peer VRAM map would be EINVAL) and copies bounce through GTT both GPUs map."""
     assert isinstance(other, AMDDevice)
-    if (link := self.links.get((self.gpu_id, other.gpu_id))) is None:
-      return f"no-p2p: the KFD topology lists no XGMI io_link or PCIe p2p_link from gpu_id {self.gpu_id:#x} to {other.gpu_id:#x}"
-    kind = IOLINK_TYPES.get(t := link.get("type", 0), f"link type {t}")
-    return f"ok: {kind} (weight {link.get('weight', 0)})"
+    if (link := self.links.get((self.gpu_id, other.gpu_id))) is None: return "no-p2p: no KFD link (peer VRAM map: EINVAL)"
+    return f"ok: {IOLINK_TYPES.get(t := link.get('type', 0), f'link type {t}')}"
   def enable_peer(self, other: HCQDevice) -> None:
     """(nothing to enable on KFD: each peer mapping is checked when it is made)"""
   def map_peer(self, other: HCQDevice, buf: AMDBuffer) -> int:

@@ -68,7 +68,7 @@ class MockKFD:
   (ACQUIRE_VM through that GPU's render node), BO handles (gpu_id << 32) | idr naming their GPU. Another GPU's VRAM
   maps only over XGMI or a large-BAR PCIe peer path (amdgpu_amdkfd_gpuvm.c kfd_mem_attach: "Prevent this BO from
   being mapped to a peer device unless it is in the same XGMI hive, or peer device has large BAR"): `p2p` (default
-  MOCKGPU_P2P, else "none") names the link of each GPU pair, "pcie", "xgmi" or "none", or "i-j:kind,..." per pair
+  MOCKGPU_P2P, else "pcie") names the link of each GPU pair, "pcie", "xgmi" or "none", or "i-j:kind,..." per pair
   (topology.link_matrix); the topology lists it as io_links/p2p_links. Peer VRAM maps over XGMI always and over PCIe
   when the owner's BAR is large (not `small_bar`), else EINVAL; GTT maps on any GPU of the process. `maps` logs every
   (handle, gpu_id) a MAP_MEMORY_TO_GPU mapped, so a test sees which peer got what."""
@@ -87,7 +87,7 @@ class MockKFD:
     self.props, self.node_sizes = gpu_properties(arch, self.kernel), node_sizes(arch)
     self.nodes: dict[int, KFDNode] = {gpu_ids[n - 1]: KFDNode(gpu_ids[n - 1], n, RENDER_MINOR + n - 1)
                                       for n in (range(1, gpus + 1) if serve is None else (serve,))}
-    self.links = link_matrix(os.environ.get("MOCKGPU_P2P", "none") if p2p is None else p2p, gpus, arch)
+    self.links = link_matrix(os.environ.get("MOCKGPU_P2P", "pcie") if p2p is None else p2p, gpus, arch)
     self.gpu_index = {g: i for i, g in enumerate(gpu_ids)}
     self.files = files(arch, self.kernel, gpu_ids, self.links, small_bar)
     self.hidden = {f"{TOPOLOGY}/nodes/{n}/{f}" for n in hidden for f in ("gpu_id", "properties")}
