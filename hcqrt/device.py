@@ -55,7 +55,8 @@ class _Registry:
     return d
   def _install_mock(self, base: str) -> None:
     """No GPU here: put the fake kernel driver behind the syscall seam before the backend opens it. One driver serves
-    all MOCKGPU_COUNT GPUs, as one nvidia.ko / amdkfd serves the box; it is installed again only if a test removed it."""
+    all MOCKGPU_COUNT GPUs, as one nvidia.ko / amdkfd serves the box; it is installed again only if a test removed it
+    (then devices opened before stay on the old driver, and MOCKGPU_COUNT / MOCKGPU_P2P are read again: audit m26 row 6e)."""
     from hcqrt import syscalls
     if (drv := self._mocks.get(base)) is not None and drv in syscalls._drivers: return
     count = mock_gpu_count()

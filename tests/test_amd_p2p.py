@@ -173,12 +173,11 @@ def test_a_kernel_on_the_peer_reads_stale_data_without_the_cross_device_wait(moc
   for skip, x in ((False, np.arange(n, dtype=np.float32) + 1), (True, np.arange(n, dtype=np.float32) + 1000)):
     src, dst, out = filled(d0, x), filled(d1, np.full(n, -1, np.float32)), d1.allocator.alloc(4 * n)
     d0.synchronize(); d1.synchronize()
-    drv.latency_s = 0.3   # both GPUs' submissions reach the engine before it starts
     monkeypatch.setattr(AMDDevice, "skip_cross_wait", skip)
-    d0.transfer_to(d1, dst, src, x.nbytes)
-    prog(out, dst, zero, global_size=(n // 64, 1, 1), local_size=(64, 1, 1))
+    with drv.lock:   # (the GPUs are busy: both submissions are queued before the engine looks at either)
+      d0.transfer_to(d1, dst, src, x.nbytes)
+      prog(out, dst, zero, global_size=(n // 64, 1, 1), local_size=(64, 1, 1))
     got = read(d1, out, x)
-    drv.latency_s = 0.0
     d0.synchronize()
     assert np.array_equal(got, x) != skip, (skip, got[:4])
     # a peer push lands late but lands (the kernel read dst's old bytes); a bounce drained without the wait copies
@@ -205,3 +204,21 @@ def test_hw_tests_multi_device_checks_pass_on_two_mock_amd_gpus(tmp_path, capsys
   out = capsys.readouterr().out
   assert rc == 0 and out.strip().endswith(f"{multi} passed, 0 failed"), out
   assert ("ok: pcie" if p2p == "pcie" else "no-p2p: no KFD link") in out
+
+def test_small_bar_env_takes_pcie_peer_access_away(mock, monkeypatch):
+  """MOCKGPU_SMALL_BAR=1: the owner's VRAM is not all behind its BAR, so no p2p link is listed and the copy bounces;
+  over XGMI the BAR does not matter (kfd_mem_attach, amdgpu_amdkfd_gpuvm.c:877-893)."""
+  monkeypatch.setenv("MOCKGPU_SMALL_BAR", "1")
+  drv, d0, d1 = pair(mock, "pcie")
+  assert drv.small_bar and d0.peer_status(d1).startswith("no-p2p")
+  x = np.arange(64, dtype=np.float32)
+  dst = d1.allocator.alloc(x.nbytes)
+  d0.transfer_to(d1, dst, filled(d0, x), x.nbytes)
+  assert np.array_equal(read(d1, dst, x), x)
+
+def test_a_denied_gpus_links_are_eperm_and_skipped(mock):
+  """A GPU the device cgroup denies answers its link files with EPERM too (kfd_topology.c:279-280): read_links skips it."""
+  mock("pcie", gpus=3, hidden=(2,))
+  with pytest.raises(PermissionError): syscalls.read_text(f"{TOPOLOGY}/nodes/2/p2p_links/0/properties")
+  g0, g2 = GPU_ID["gfx1100"], GPU_ID["gfx1100"] + 2
+  assert sorted(read_links()) == [(g0, g2), (g2, g0)]

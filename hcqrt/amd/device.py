@@ -182,7 +182,7 @@ class AMDDevice(HCQDevice):
     # RUNTIME_ENABLE exists from KFD 1.13 ("Add debugger API", linux@v6.12.117:include/uapi/linux/kfd_ioctl.h:41)
     if self.abi.has("AMDKFD_IOC_RUNTIME_ENABLE") and self.kfd_version >= (1, 13):
       # the runtime is per KFD process (one per mm, shared by every /dev/kfd fd): the first GPU of the process enables
-      # it, and it stays enabled (EBUSY: linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c runtime_enable)
+      # it, and it stays enabled (EBUSY: linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:2789-2790; EEXIST once a queue exists, :2792-2796)
       with _kfd_lock:
         if not self.process.runtime_enabled:
           self.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", r_debug=0, mode_mask=K.RUNTIME_ENABLE_MODE_ENABLE_MASK)
@@ -293,7 +293,7 @@ class AMDDevice(HCQDevice):
     # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:245-262), so gfx942's drop of end-of-pipe interrupts
     # with context id 0 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336) never hits it
     # The page is the process's (kfd_kmap_event_page: a second one is EINVAL, "Event page is already set",
-    # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c): a second GPU of the process maps the first one's page
+    # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:366-369): a second GPU of the process maps the first one's page
     # (a GTT BO maps on every GPU of the process) and creates its events in it
     with _kfd_lock:   # (the page is published only once the kernel has it: another device's thread maps it then)
       if (page := self.process.event_page) is not None:

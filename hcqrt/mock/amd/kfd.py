@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes, errno, mmap as _mmap, os, struct, threading, time
 from typing import Any
 from hcqrt import syscalls
+from hcqrt.settings import flag
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes
 from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE
@@ -60,8 +61,8 @@ class KFDNode:
 class MockKFD:
   """The fake KFD. `arch` "gfx1100" or "gfx942"; `kernel` "6.12" or "6.1" (default: MOCKGPU_KFD); `version` the
   (major, minor) GET_VERSION reports (default: that kernel's). `gpus` GPU nodes are listed (nodes 1..gpus), the
-  mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies. `small_bar`:
-  the PCI BAR shows only part of VRAM (a board without Resizable BAR). `report_queue_errors` (tests only; no kernel
+  mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies. `small_bar`
+  (default MOCKGPU_SMALL_BAR): the PCI BAR shows only part of VRAM (a board without Resizable BAR). `report_queue_errors` (tests only; no kernel
   does this): a queue stopped on something other than a VM fault also fails the process's next WAIT_EVENTS.
   `serve` None serves every GPU node, as one amdkfd serves the box: one KFD process shared by all /dev/kfd fds of the
   process (one per mm: kfd_process.c kfd_create_process looks the process up by current->mm), a VM per GPU
@@ -73,7 +74,7 @@ class MockKFD:
   when the owner's BAR is large (not `small_bar`), else EINVAL; GTT maps on any GPU of the process. `maps` logs every
   (handle, gpu_id) a MAP_MEMORY_TO_GPU mapped, so a test sees which peer got what."""
   def __init__(self, arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, gpus: int = 1,
-               serve: int | None = None, hidden: tuple[int, ...] = (), small_bar: bool = False, report_queue_errors: bool = False,
+               serve: int | None = None, hidden: tuple[int, ...] = (), small_bar: bool | None = None, report_queue_errors: bool = False,
                p2p: str | dict[tuple[int, int], str] | None = None):
     self.kernel = kernel or kernel_from_env()
     # 6.1 knows no GC 9.4.3: the newest gfx9 in its device table is 9.4.2 Aldebaran
@@ -83,14 +84,20 @@ class MockKFD:
     self.report_queue_errors = report_queue_errors
     self.aql_errors_via_kfd = False   # an AQL packet error also reaches the CWSR payload word (firmware-dependent, aql.py)
     self.arch, self.version = arch, version or KFD_VERSION[self.kernel]
+    # consecutive gpu_ids; the kernel's are a hash of the node's properties (kfd_topology.c kfd_generate_gpu_id), so
+    # nothing may assume an order or a step between them (audit m26 row 6c)
     gpu_ids = [GPU_ID[arch] + i for i in range(gpus)]
     self.props, self.node_sizes = gpu_properties(arch, self.kernel), node_sizes(arch)
     self.nodes: dict[int, KFDNode] = {gpu_ids[n - 1]: KFDNode(gpu_ids[n - 1], n, RENDER_MINOR + n - 1)
                                       for n in (range(1, gpus + 1) if serve is None else (serve,))}
     self.links = link_matrix(os.environ.get("MOCKGPU_P2P", "pcie") if p2p is None else p2p, gpus, arch)
     self.gpu_index = {g: i for i, g in enumerate(gpu_ids)}
+    small_bar = flag("MOCKGPU_SMALL_BAR") if small_bar is None else small_bar
     self.files = files(arch, self.kernel, gpu_ids, self.links, small_bar)
-    self.hidden = {f"{TOPOLOGY}/nodes/{n}/{f}" for n in hidden for f in ("gpu_id", "properties")}
+    # a denied GPU's node answers gpu_id, properties and its links' properties with EPERM: iolink_show checks the GPU the
+    # link belongs to (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:279-280, iolink->gpu set :1182-1185)
+    self.hidden = {f"{TOPOLOGY}/nodes/{n}/{f}" for n in hidden for f in ("gpu_id", "properties")} | \
+                  {f for n in hidden for f in self.files if f.startswith((f"{TOPOLOGY}/nodes/{n}/io_links/", f"{TOPOLOGY}/nodes/{n}/p2p_links/"))}
     self.small_bar = small_bar
     self.kfd_fds: set[int] = set()
     self.runtime_enabled = False
