@@ -197,6 +197,23 @@ def test_missing_cross_device_wait_reads_stale_data(pair, drop_wait, monkeypatch
   elif d0.peer_status(d1) == "ok: pcie": assert (got == old).all()   # the harmful result a missing wait must give
   else: assert not (got == new).any()   # bounce: GPU 1 drained the slot before GPU 0 filled it
 
+@pytest.mark.parametrize("pair", ["pcie", "nvlink"], indirect=True)
+def test_push_waits_for_the_destinations_readers(pair):
+  """GPU 1 runs late (latency mode) a kernel that reads y; GPU 0's push into y, submitted after it, must wait for it
+  (a write after read across GPUs), so the kernel still reads the old y."""
+  drv, d0, d1 = pair
+  n = 1024
+  new, old = np.arange(n, dtype=np.float32) + 1, np.full(n, -7.0, np.float32)
+  x, y, out = up(d0, new), up(d1, old), d1.allocator.alloc(n * 4)
+  add = d1.program("add", assemble_ptx(K.head(d1.arch) + K.ADD, d1.arch))
+  d0._link(d1); d0.synchronize(); d1.synchronize()
+  drv.gpus[1].engine.latency_s = 0.3
+  add(out, y, y, vals=(0, n), global_size=(n // 128, 1, 1), local_size=(128, 1, 1))   # out = y, on GPU 1, late
+  d0.transfer_to(d1, y, x, n * 4)
+  d1.synchronize(); d0.synchronize()
+  drv.gpus[1].engine.latency_s = 0.0
+  assert (down(d1, out, n) == old).all() and (down(d1, y, n) == new).all()
+
 # ---------------------------------------------------------------- lifetime, RM status codes
 def test_freeing_peer_mapped_memory_unmaps_the_peers(pair):
   drv, d0, d1 = pair
