@@ -443,10 +443,9 @@ class HCQDevice:
 
   def transfer_to(self, dst_dev: Any, dst: Any, src: Any, nbytes: int) -> None:
     """interface.PeerDevice.transfer_to. Where `peer_status` allows it, ONE copy on this device's copy engine pushes into
-    `dst` mapped into this device (`map_peer`); else the bytes go in chunks through this device's bounce buffers (host-
-    visible system memory that `dst_dev` maps): this device's copy engine fills a slot, `dst_dev`'s drains it. Every
-    copy on this device first waits for `dst_dev`'s submitted work (it may still read `dst`, or the slot), and
-    `dst_dev`'s later work waits for the copy on its own queue (`wait_for`): no host wait anywhere.
+    `dst` mapped into this device (`map_peer`), after `dst_dev`'s submitted work (it may still read `dst`); else the bytes
+    go in chunks through this device's bounce buffers (`bounce_to`). `dst_dev`'s later work waits for the copy on its
+    own queue (`wait_for`, or the drains run there): no host wait anywhere.
 
     >>> from hcqrt.cpu.hcq import CPUHCQDevice
     >>> a, b = CPUHCQDevice("CPU"), CPUHCQDevice("CPU:1"); x, y = a.allocator.alloc(4), b.allocator.alloc(4)
@@ -469,16 +468,23 @@ class HCQDevice:
     dst_dev.wait_for(self, self.timeline_value - 1)
 
   def bounce_to(self, dst_dev: HCQDevice, dst: Any, src: Any, nbytes: int) -> None:
-    """The copy through system memory that transfer_to takes without P2P (public: hw_tests checks it where P2P works)."""
-    slots = self.bounce_buffers()
+    """The copy through system memory that transfer_to takes without P2P (public: hw_tests checks it where P2P works):
+    this device's copy engine fills a slot of its bounce buffers (host-visible system memory `dst_dev` maps), and
+    `dst_dev`'s copy engine drains it into `dst` once a semaphore wait on this device's timeline says it is filled."""
+    self._link(dst_dev)
+    slots, drained = self.bounce_buffers(), self._peer_state().setdefault("drained", {})
     for k, off in enumerate(range(0, nbytes, self.BOUNCE_CHUNK)):
-      slot, n = slots[k % len(slots)], min(self.BOUNCE_CHUNK, nbytes - off)
-      # the fill waits for everything dst_dev was given, so the slot's earlier drain (and dst's readers) are done
-      q = self.after_timeline(self.hw_copy_queue()).wait(dst_dev.timeline_signal, dst_dev.timeline_value - 1)
-      self.submit_timeline(q.copy(buf_addr(slot), buf_addr(src) + off, n))
+      i, n = k % len(slots), min(self.BOUNCE_CHUNK, nbytes - off)
+      # a fill waits only for the slot's last drain (on whichever device drained it: linked, so its signals are mapped
+      # here), so filling one slot overlaps draining the other; the drain writes dst on dst_dev's own timeline, after
+      # all of dst_dev's earlier work, and waits for the fill
+      q = self.after_timeline(self.hw_copy_queue())
+      if (last := drained.get(i)) is not None: q.wait(last[0].timeline_signal, last[1])
+      self.submit_timeline(q.copy(buf_addr(slots[i]), buf_addr(src) + off, n))
       d = dst_dev.after_timeline(dst_dev.hw_copy_queue())
       if not self.skip_cross_wait: d.wait(self.timeline_signal, self.timeline_value - 1)
-      dst_dev.submit_timeline(d.copy(buf_addr(dst) + off, dst_dev.map_peer(self, slot), n))
+      dst_dev.submit_timeline(d.copy(buf_addr(dst) + off, dst_dev.map_peer(self, slots[i]), n))
+      drained[i] = (dst_dev, dst_dev.timeline_value - 1)
 
   def wait_for(self, other: HCQDevice, value: int) -> None:
     """This device's later work runs after `other`'s timeline reaches `value`: a semaphore wait on this device's own

@@ -138,6 +138,20 @@ def test_no_p2p_bounces_through_system_memory(pair):
   assert len(fills) == 4 and {d for d, _, _ in fills} == slots and {s for _, s, _ in drains} == slots   # 4 chunks, 2 slots
   assert {e["kind"] for _, e in logged(drv, "peer_map")} == {"sysmem"}
 
+@pytest.mark.parametrize("pair", ["none"], indirect=True)
+def test_bounce_slot_is_refilled_only_after_its_drain(pair):
+  """GPU 1's copy engine drains late (latency mode): GPU 0 must not refill a slot before GPU 1 has drained it (the fill
+  waits on GPU 1's semaphore), else chunk 3 would arrive in place of chunk 1."""
+  drv, d0, d1 = pair
+  data = np.random.default_rng(3).integers(0, 256, N, dtype=np.uint8)
+  x, y = up(d0, data), d1.allocator.alloc(N)
+  d0._link(d1); d0.synchronize(); d1.synchronize()
+  drv.gpus[1].engine.latency_s = 0.2
+  d0.transfer_to(d1, y, x, N)
+  d1.synchronize(); d0.synchronize()
+  drv.gpus[1].engine.latency_s = 0.0
+  assert (down(d1, y, N, np.uint8) == data).all()
+
 # ---------------------------------------------------------------- cross-device waits
 def test_cross_device_semaphore_wait(pair):
   _drv, d0, d1 = pair
@@ -183,6 +197,23 @@ def test_missing_cross_device_wait_reads_stale_data(pair, drop_wait, monkeypatch
   elif d0.peer_status(d1) == "ok: pcie": assert (got == old).all()   # the harmful result a missing wait must give
   else: assert not (got == new).any()   # bounce: GPU 1 drained the slot before GPU 0 filled it
 
+@pytest.mark.parametrize("pair", ["pcie", "nvlink"], indirect=True)
+def test_push_waits_for_the_destinations_readers(pair):
+  """GPU 1 runs late (latency mode) a kernel that reads y; GPU 0's push into y, submitted after it, must wait for it
+  (a write after read across GPUs), so the kernel still reads the old y."""
+  drv, d0, d1 = pair
+  n = 1024
+  new, old = np.arange(n, dtype=np.float32) + 1, np.full(n, -7.0, np.float32)
+  x, y, out = up(d0, new), up(d1, old), d1.allocator.alloc(n * 4)
+  add = d1.program("add", assemble_ptx(K.head(d1.arch) + K.ADD, d1.arch))
+  d0._link(d1); d0.synchronize(); d1.synchronize()
+  drv.gpus[1].engine.latency_s = 0.3
+  add(out, y, y, vals=(0, n), global_size=(n // 128, 1, 1), local_size=(128, 1, 1))   # out = y, on GPU 1, late
+  d0.transfer_to(d1, y, x, n * 4)
+  d1.synchronize(); d0.synchronize()
+  drv.gpus[1].engine.latency_s = 0.0
+  assert (down(d1, out, n) == old).all() and (down(d1, y, n) == new).all()
+
 # ---------------------------------------------------------------- lifetime, RM status codes
 def test_freeing_peer_mapped_memory_unmaps_the_peers(pair):
   drv, d0, d1 = pair
@@ -207,3 +238,14 @@ def test_rm_device_instance_and_card_info_statuses():
     one = a.ffi.new("nv_ioctl_card_info_t[1]")
     with pytest.raises(OSError) as e: syscalls.ioctl(ctl, a.escape("NV_ESC_CARD_INFO", count=1), one)
     assert e.value.errno == errno.EINVAL
+
+def test_python_m_hcqrt_prints_the_p2p_matrix(monkeypatch, capsys):
+  from hcqrt.__main__ import main
+  monkeypatch.setenv("MOCKGPU_COUNT", "3"); monkeypatch.setenv("MOCKGPU_P2P", "0-1:nvlink,1-2:none")
+  assert main(["--mock", "hopper"]) == 0
+  out = capsys.readouterr().out.splitlines()
+  i = out.index("  NV P2P (copy from row into column):")
+  rows = {ln.split()[0]: ln.split(None, 1)[1] for ln in out[i + 2:i + 5]}
+  assert out[i + 1].split() == ["NV", "NV:1", "NV:2"]
+  assert rows["NV"].split("  ")[0] == "-" and "ok: nvlink" in rows["NV"] and rows["NV"].rstrip().endswith("ok: pcie")
+  assert "no-p2p: IOH_TOPOLOGY_NOT_SUPPORTED" in rows["NV:1"] and "no-p2p: IOH_TOPOLOGY_NOT_SUPPORTED" in rows["NV:2"]
