@@ -155,7 +155,9 @@ def probe_amd_all(mock: str | None = None, first_only: bool = False) -> list[Pro
   if mock is not None:
     from hcqrt.device import mock_gpu_count
     from hcqrt.mock.amd import install_mock_amd
-    drv = install_mock_amd(mock, gpus=1 if first_only else mock_gpu_count())
+    try: drv = install_mock_amd(mock, gpus=1 if first_only else mock_gpu_count())
+    except ValueError as e:   # a MOCKGPU_P2P this GPU cannot have (XGMI on a Radeon), a bad MOCKGPU_KFD
+      return [Probe("AMD", "AMD", False, reason=f"mock KFD: {e}", fix="MOCKGPU_P2P=pcie or none for gfx1100 (xgmi needs MOCKGPU_ARCH=gfx942)")]
   try:
     out, devs = [], []
     i, count = 0, 1

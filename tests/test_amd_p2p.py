@@ -75,7 +75,7 @@ def test_no_link_without_p2p_or_with_a_small_bar(mock, p2p, small_bar):
   assert props_of(f"{TOPOLOGY}/nodes/0/properties")["io_links_count"] == (0 if small_bar else 2)
 
 def test_link_spec_is_checked():
-  assert link_matrix("0-1:pcie,1-2:none", 3, "gfx1100") == {(0, 1): "pcie", (0, 2): "none", (1, 2): "none"}
+  assert link_matrix("0-1:none,1-2:none", 3, "gfx1100") == {(0, 1): "none", (0, 2): "pcie", (1, 2): "none"}   # unnamed: pcie
   assert link_matrix("nvlink", 2, "gfx942") == {(0, 1): "xgmi"}   # the fast link
   with pytest.raises(ValueError, match="gfx1100 .* has no XGMI"): link_matrix("xgmi", 2, "gfx1100")
   with pytest.raises(ValueError, match="share an XGMI hive"): link_matrix("0-1:xgmi,1-2:xgmi", 3, "gfx942")
@@ -222,3 +222,12 @@ def test_a_denied_gpus_links_are_eperm_and_skipped(mock):
   with pytest.raises(PermissionError): syscalls.read_text(f"{TOPOLOGY}/nodes/2/p2p_links/0/properties")
   g0, g2 = GPU_ID["gfx1100"], GPU_ID["gfx1100"] + 2
   assert sorted(read_links()) == [(g0, g2), (g2, g0)]
+
+def test_a_link_the_gpu_cannot_have_leaves_the_amd_probe_unusable(monkeypatch):
+  """MOCKGPU_P2P=nvlink names XGMI on AMD, which a Radeon (gfx1100) has not: the AMD probe says so instead of failing
+  the whole listing (python -m hcqrt --mock probes NV and AMD with one environment)."""
+  from hcqrt.probe import probe_amd_all
+  monkeypatch.setenv("MOCKGPU_COUNT", "2"); monkeypatch.setenv("MOCKGPU_P2P", "nvlink")
+  p, = probe_amd_all("gfx1100")
+  assert not p.usable and "no XGMI links" in p.reason
+  assert [q.props["p2p"] for q in probe_amd_all("gfx942")] == [{"AMD:1": "ok: xgmi"}, {"AMD": "ok: xgmi"}]

@@ -108,21 +108,21 @@ XGMI_MBS = 50000
 
 def link_matrix(spec: str | dict[tuple[int, int], str] | None, n: int, arch: str) -> dict[tuple[int, int], str]:
   """{(i, j): kind} for every GPU pair i < j from MOCKGPU_P2P's form: one kind for all ("pcie", "xgmi", "none";
-  "nvlink" is taken as the fast link, "xgmi"), or "0-1:pcie,0-2:none" per pair (pairs not named: none). An XGMI hive is
+  "nvlink" is taken as the fast link, "xgmi"), or "0-1:pcie,0-2:none" per pair (pairs not named: pcie, as the NV mock). An XGMI hive is
   all-to-all, so GPUs joined by XGMI must be XGMI to each other too; gfx1100 (a Radeon) has no XGMI.
 
   >>> link_matrix("pcie", 3, "gfx1100")
   {(0, 1): 'pcie', (0, 2): 'pcie', (1, 2): 'pcie'}
-  >>> link_matrix("0-1:xgmi", 3, "gfx942")[(1, 2)]
+  >>> link_matrix("0-1:xgmi,0-2:none,1-2:none", 3, "gfx942")[(1, 2)]
   'none'
   """
   pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
-  if isinstance(spec, dict): out = {p: spec.get(p, spec.get(p[::-1], "none")) for p in pairs}
+  if isinstance(spec, dict): out = {p: spec.get(p, spec.get(p[::-1], "pcie")) for p in pairs}
   else:
     spec = (spec or "none").strip().lower()
     if ":" not in spec: out = dict.fromkeys(pairs, spec)
     else:
-      out = dict.fromkeys(pairs, "none")
+      out = dict.fromkeys(pairs, "pcie")
       for item in filter(None, spec.split(",")):
         try:
           ab, kind = item.split(":"); a, b = sorted(int(x) for x in ab.split("-"))
