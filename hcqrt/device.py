@@ -3,7 +3,8 @@
 Choosing the default never opens a driver: an environment variable (`CPU=1`, `NV=1`, `AMD=1`, `PTXEMU=1`,
 `AMDEMU=1`) wins, otherwise the first GPU whose device file exists, otherwise the CPU. That keeps the choice under a millisecond.
 `MOCKGPU=1` (with `NV=1` or `AMD=1`) opens NV / AMD through the mock kernel drivers (hcqrt/mock/nv, hcqrt/mock/amd),
-for machines without a GPU; `MOCKGPU_COUNT=n` gives that one driver n GPUs (`NV:1`, `AMD:1`, ... open).
+for machines without a GPU; `MOCKGPU_COUNT=n` gives that one driver n GPUs (`NV:1`, `AMD:1`, ... open), and `MOCKGPU_P2P`
+how they are linked (pcie, the default; nvlink on NV, xgmi on AMD; none; or per pair: 0-1:nvlink,0-2:none).
 
 >>> from hcqrt.device import Device
 >>> Device.canonicalize("cpu")
@@ -54,14 +55,15 @@ class _Registry:
     return d
   def _install_mock(self, base: str) -> None:
     """No GPU here: put the fake kernel driver behind the syscall seam before the backend opens it. One driver serves
-    all MOCKGPU_COUNT GPUs, as one nvidia.ko / amdkfd serves the box; it is installed again only if a test removed it."""
+    all MOCKGPU_COUNT GPUs, as one nvidia.ko / amdkfd serves the box; it is installed again only if a test removed it
+    (then devices opened before stay on the old driver, and MOCKGPU_COUNT / MOCKGPU_P2P are read again: audit m26 row 6e)."""
     from hcqrt import syscalls
     if (drv := self._mocks.get(base)) is not None and drv in syscalls._drivers: return
     count = mock_gpu_count()
     if base == "NV":
       from hcqrt.mock.nv import install_mock_nv
       arch = os.environ.get("MOCKGPU_ARCH", "hopper")
-      self._mocks[base] = install_mock_nv("hopper" if arch.startswith("gfx") else arch, count=count)
+      self._mocks[base] = install_mock_nv("hopper" if arch.startswith("gfx") else arch, count=count, p2p=os.environ.get("MOCKGPU_P2P", "pcie"))
     else:
       from hcqrt.mock.amd import install_mock_amd   # the fake KFD (gfx1100; MOCKGPU_ARCH=gfx942 for an MI300X)
       arch = os.environ.get("MOCKGPU_ARCH", "gfx1100")

@@ -99,10 +99,12 @@ def probe_nv(mock: str | None = None, check_files: bool = True) -> list[Probe]:
   if mock is None and check_files and (p := _nv_files_problem()): return [Probe("NV", "NV", False, reason=p[0], fix=p[1])]
   drv = None
   if mock is not None:
+    from hcqrt.device import mock_gpu_count
     from hcqrt.mock.nv import install_mock_nv
-    drv = install_mock_nv(mock)
+    drv = install_mock_nv(mock, count=mock_gpu_count(), p2p=os.environ.get("MOCKGPU_P2P", "pcie"))
   from hcqrt.nv.device import NVDevice
   out: list[Probe] = []
+  devs: list[NVDevice] = []
   try:
     i, count = 0, 1
     while i < count:
@@ -114,33 +116,59 @@ def probe_nv(mock: str | None = None, check_files: bool = True) -> list[Probe]:
         break
       count = dev.card_count
       out.append(Probe("NV", name, True, {**dev.properties(), "mock": mock is not None}))
+      devs.append(dev)
       i += 1
+    # the P2P matrix while they are open: what a copy from each GPU into each other one uses (the driver's caps)
+    for p, d in zip(out, devs): p.props["p2p"] = {o.name: d.peer_status(o) for o in devs if o is not d}
   finally:
     if drv is not None:
       from hcqrt.mock.nv import uninstall_mock_nv
       uninstall_mock_nv(drv)
   return out
 
+def _open_amd(name: str, mock: bool) -> tuple[Probe, Any]:
+  """(the probe of AMD GPU `name`, the opened device or None)."""
+  from hcqrt.amd.device import AMDDevice
+  from hcqrt.amd.targets import UnsupportedTarget
+  try: dev = AMDDevice(name)
+  except UnsupportedTarget as e: return Probe("AMD", name, False, reason=str(e), fix="hcqrt drives gfx1100 (RX 7900 XTX) and gfx942 (MI300X) only"), None
+  except PermissionError as e: return Probe("AMD", name, False, reason=f"permission denied: {e}", fix="add yourself to the render and video groups"), None
+  except Exception as e:
+    return Probe("AMD", name, False, reason=f"{type(e).__name__}: {e}", fix="check `dmesg` for amdgpu/kfd messages"), None
+  return Probe("AMD", name, True, {**dev.properties(), "mock": mock, "sm_count": dev.cu_count, "memory_bytes": 0,
+                                   "gpfifo": "PM4 compute queue", "compute": dev.arch, "copy": "SDMA", "qmd": "-"}), dev
+
+_NO_KFD = ("no /dev/kfd: no AMD GPU kernel driver (amdgpu with KFD) is loaded",
+           "install the amdgpu driver (Linux 6.1+ ships KFD 1.11+); without a GPU, MOCKGPU=1 AMD=1 runs the AMD backend on the mock KFD")
+
 def probe_amd(mock: str | None = None) -> Probe:
   """The AMD GPU KFD reports, opened for real through the seam (`mock`: a gfx arch to probe the mock KFD instead).
   Usable means the runtime works; tensor ops also need llvmlite (the LLVM AMDGPU renderer compiles in-process)."""
-  if mock is None and not os.path.exists("/dev/kfd"):
-    return Probe("AMD", "AMD", False, reason="no /dev/kfd: no AMD GPU kernel driver (amdgpu with KFD) is loaded",
-                 fix="install the amdgpu driver (Linux 6.1+ ships KFD 1.11+); without a GPU, MOCKGPU=1 AMD=1 runs the AMD backend on the mock KFD")
+  return probe_amd_all(mock, first_only=True)[0]
+
+def probe_amd_all(mock: str | None = None, first_only: bool = False) -> list[Probe]:
+  """Every AMD GPU the KFD topology lists (AMD, AMD:1, ...), each opened for real, with the P2P matrix while they are
+  open (props "p2p": what a copy from it into each other GPU uses, from the topology's links). `mock`: a gfx arch to
+  probe the mock KFD instead, with MOCKGPU_COUNT GPUs linked as MOCKGPU_P2P says."""
+  if mock is None and not os.path.exists("/dev/kfd"): return [Probe("AMD", "AMD", False, reason=_NO_KFD[0], fix=_NO_KFD[1])]
   drv = None
   if mock is not None:
+    from hcqrt.device import mock_gpu_count
     from hcqrt.mock.amd import install_mock_amd
-    drv = install_mock_amd(mock)
+    try: drv = install_mock_amd(mock, gpus=1 if first_only else mock_gpu_count())
+    except ValueError as e:   # a MOCKGPU_P2P this GPU cannot have (XGMI on a Radeon), a bad MOCKGPU_KFD
+      return [Probe("AMD", "AMD", False, reason=f"mock KFD: {e}", fix="MOCKGPU_P2P=pcie or none for gfx1100 (xgmi needs MOCKGPU_ARCH=gfx942)")]
   try:
-    from hcqrt.amd.device import AMDDevice
-    from hcqrt.amd.targets import UnsupportedTarget
-    try: dev = AMDDevice("AMD")
-    except UnsupportedTarget as e: return Probe("AMD", "AMD", False, reason=str(e), fix="hcqrt drives gfx1100 (RX 7900 XTX) and gfx942 (MI300X) only")
-    except PermissionError as e: return Probe("AMD", "AMD", False, reason=f"permission denied: {e}", fix="add yourself to the render and video groups")
-    except Exception as e:
-      return Probe("AMD", "AMD", False, reason=f"{type(e).__name__}: {e}", fix="check `dmesg` for amdgpu/kfd messages")
-    return Probe("AMD", "AMD", True, {**dev.properties(), "mock": mock is not None, "sm_count": dev.cu_count, "memory_bytes": 0,
-                                      "gpfifo": "PM4 compute queue", "compute": dev.arch, "copy": "SDMA", "qmd": "-"})
+    out, devs = [], []
+    i, count = 0, 1
+    while i < count:
+      p, dev = _open_amd("AMD" if i == 0 else f"AMD:{i}", mock is not None)
+      out.append(p)
+      if dev is None: break
+      devs.append(dev)
+      count, i = (1 if first_only else dev.gpu_count), i + 1
+    for p, d in zip(out, devs): p.props["p2p"] = {o.name: d.peer_status(o) for o in devs if o is not d}
+    return out
   finally:
     if drv is not None:
       from hcqrt.mock.amd import uninstall_mock_amd
@@ -151,4 +179,4 @@ def probe_all(mock: str | None = None) -> list[Probe]:
   # one mock arch names either an NV chip ("hopper") or an AMD target ("gfx942"); the other mock takes its default
   nv_mock = None if mock is None else "hopper" if mock.startswith("gfx") else mock
   amd_mock = None if mock is None else mock if mock.startswith("gfx") else "gfx1100"
-  return [probe_cpu(), *probe_nv(nv_mock), probe_amd(amd_mock)]
+  return [probe_cpu(), *probe_nv(nv_mock), *probe_amd_all(amd_mock)]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hcqrt.interface import GraphCopy, GraphExec
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor, GPUError
-from hcqrt.amd.device import AMDDevice, AMDError, AMDProgram
+from hcqrt.amd.device import AMDBuffer, AMDDevice, AMDError, AMDProgram
 from hcqrt.amd.targets import target_for, UnsupportedTarget
 from ioctl_defs.amd import kd as KD
 
@@ -104,8 +104,11 @@ def test_refusals_name_the_ioctl_and_errno(dev):
     dev._map(dev.compute.ring, unmap=True)
   with pytest.raises(AMDError, match=r"AMDKFD_IOC_CREATE_QUEUE failed with EINVAL"):
     dev.ioctl("AMDKFD_IOC_CREATE_QUEUE", ring_base_address=dev.compute.ring.va, ring_size=0x3000, gpu_id=dev.gpu_id)
-  with pytest.raises(AMDError, match=r"AMDKFD_IOC_ALLOC_MEMORY_OF_GPU failed with EINVAL"):
-    dev.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=b.va, size=4096, gpu_id=dev.gpu_id, flags=1)
+  # an overlapping VA allocates; the GPU's VM refuses it when it is mapped (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_vm.c:1742-1748)
+  h = dev.ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=b.va, size=4096, gpu_id=dev.gpu_id, flags=1).handle
+  with pytest.raises(AMDError, match=r"AMDKFD_IOC_MAP_MEMORY_TO_GPU failed with EINVAL"):
+    dev._map(AMDBuffer(b.va, 4096, 4096, h, None, "vram"))
+  dev.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=h)
 
 def test_graph_replay_copies(dev):
   x = np.arange(256, dtype=np.float32)
@@ -429,9 +432,9 @@ def test_kernel_6_1_has_no_runtime_channel_so_a_bad_packet_times_out():
 def test_concurrent_gpu_free_of_one_buffer_frees_it_once(dev, monkeypatch):
   buf = dev.gpu_alloc(4096, "gtt", host=True)
   entered, go, real = threading.Event(), threading.Event(), dev._map
-  def slow_map(b, unmap=False):
+  def slow_map(b, unmap=False, **kw):
     if unmap and b is buf and not entered.is_set(): entered.set(); go.wait(2)
-    return real(b, unmap)
+    return real(b, unmap, **kw)
   monkeypatch.setattr(dev, "_map", slow_map)
   errors = []
   def free():

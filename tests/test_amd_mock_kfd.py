@@ -76,19 +76,23 @@ def test_runtime_enable_needs_1_14_and_only_once():
 
 def test_memory_rules(kfd):
   drv, fd = kfd
-  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=4096, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)  # no VM
+  refused(errno.ENODEV, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=4096, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)  # no VM
+  # (ENODEV: kfd_bind_process_to_device without a VM, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process.c:1770-1771)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=fd, gpu_id=drv.gpu_id)   # not a render node
   acquire(drv, fd)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=4096, gpu_id=1234, flags=K.ALLOC_MEM_FLAGS_VRAM)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=0, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA + 8, size=4096, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)
   a = alloc(fd, drv, VA, 8192, K.ALLOC_MEM_FLAGS_VRAM, mapit=False)
-  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA + 4096, size=4096, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)
+  # an overlapping VA allocates; the GPU's VM refuses it at map time (amdgpu_vm.c:1742-1748)
+  b = alloc(fd, drv, VA + 4096, 4096, K.ALLOC_MEM_FLAGS_VRAM, mapit=False)
   refused(errno.EINVAL, mapm, fd, drv, a.handle, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU")          # not mapped
   refused(errno.EINVAL, mapm, fd, drv, a.handle, n=0)
   refused(errno.EINVAL, mapm, fd, drv, a.handle, n=1, succ=2)
   refused(errno.ENOMEM, mapm, fd, drv, (drv.gpu_id << 32) | 999)
   assert mapm(fd, drv, a.handle).n_success == 1
+  assert "overlaps" in refused(errno.EINVAL, mapm, fd, drv, b.handle)
+  call(fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=b.handle)
   refused(errno.EBUSY, call, fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)           # still mapped
   # VRAM without PUBLIC cannot be CPU-mapped
   refused(errno.EPERM, syscalls.mmap, syscalls.open_render_node(128), 8192, 3, syscalls.MAP_SHARED, a.mmap_offset)

@@ -25,7 +25,7 @@ def mapm(fd, handle, gpu_ids, name="AMDKFD_IOC_MAP_MEMORY_TO_GPU"):
 
 @pytest.fixture
 def drv():
-  d = install_mock_amd("gfx1100", kernel="6.12", gpus=2)
+  d = install_mock_amd("gfx1100", kernel="6.12", gpus=2, p2p="none")
   yield d
   uninstall_mock_amd(d)
 
@@ -37,16 +37,59 @@ def test_each_gpu_has_its_render_node_and_slot(drv):
   assert props[0]["location_id"] != props[1]["location_id"]
   assert sorted(drv.nodes) == [G0, G1]
 
-def test_acquire_vm_needs_that_gpus_render_node(drv):
+def test_acquire_vm_binds_any_render_node_once(drv):
+  """Audit m26 row 4: the kernel does not check whose render node the file is (kfd_process.c:1704-1714,
+  amdgpu_drv.c:2987-2999): GPU 1 binds GPU 0's file; that VM is then a compute VM, so GPU 0 gets EINVAL for it
+  (amdgpu_amdkfd_gpuvm.c:1556-1558). A GPU with no VM answers ALLOC with ENODEV (kfd_bind_process_to_device,
+  kfd_process.c:1770-1771); an unknown gpu_id is EINVAL."""
   fd = syscalls.open("/dev/kfd", os.O_RDWR)
   r0, r1 = syscalls.open_render_node(128), syscalls.open_render_node(129)
-  assert "not an open render node of GPU" in refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r0, gpu_id=G1)
-  call(fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r1, gpu_id=G1)
-  # GPU 0 has no VM yet: allocations on it are refused, on GPU 1 they work
-  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G0, flags=K.ALLOC_MEM_FLAGS_VRAM)
+  refused(errno.ENODEV, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G0, flags=K.ALLOC_MEM_FLAGS_VRAM)
+  refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G0 + 7, flags=K.ALLOC_MEM_FLAGS_VRAM)
+  call(fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r0, gpu_id=G1)
+  assert drv.nodes[G1].foreign_vm
+  assert "already a compute VM" in refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r0, gpu_id=G0)
+  refused(errno.EBUSY, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r1, gpu_id=G1)
+  call(fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r1, gpu_id=G0)
   call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G1, flags=K.ALLOC_MEM_FLAGS_VRAM)
   n = call(fd, "AMDKFD_IOC_GET_PROCESS_APERTURES_NEW", num_of_nodes=0).num_of_nodes
   assert n == 2
+
+def test_a_gpu_bound_through_another_gpus_render_node_fails_later(drv, monkeypatch):
+  """...and the failure shows later: AMD:1 bound through GPU 0's file gets its BOs, but their mmap offsets live in GPU
+  1's DRM device, which GPU 0's file does not reach (EINVAL; the backend's error is that first one, not the EBUSY of
+  freeing a BO still mapped); its engines walk none of that VM, so a queue faults on its first packet."""
+  monkeypatch.setattr(syscalls, "open_render_node", lambda minor, _o=syscalls.open_render_node: _o(128))
+  with pytest.raises(OSError, match="render node mmap: offset .* names no BO of gpu_id") as e: AMDDevice("AMD:1")
+  assert e.value.errno == errno.EINVAL
+  from hcqrt.mock.amd.memory import GPUFault
+  fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  h = call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G1, flags=K.ALLOC_MEM_FLAGS_GTT).handle
+  assert mapm(fd, h, [G1])[1] is None and drv.nodes[G1].vm.find(0x7e0000000000)
+  with pytest.raises(GPUFault): drv.nodes[G1].engine_vm.find(0x7e0000000000)
+
+def test_alloc_and_map_without_acquire_vm_are_enodev(drv):
+  """kfd_bind_process_to_device answers ENODEV for a known GPU without a VM, for the owner and for each peer of a MAP
+  (kfd_chardev.c:1120-1123, :1292-1296, :1314-1318; kfd_process.c:1770-1771)."""
+  fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  call(fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=syscalls.open_render_node(128), gpu_id=G0)
+  h = call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G0, flags=K.ALLOC_MEM_FLAGS_GTT).handle
+  a, err = mapm(fd, h, [G0, G1])
+  assert err is not None and err.errno == errno.ENODEV and a.n_success == 1
+  a, err = mapm(fd, h, [G0 + 7])
+  assert err is not None and err.errno == errno.EINVAL
+
+def test_overlapping_vas_are_refused_per_gpu_vm_at_map(drv):
+  """Audit m26 row 6a: the VM finds a VA conflict when a BO is mapped (amdgpu_vm.c:1742-1748), per GPU: two GPUs' BOs
+  may share a VA; a second BO at that VA on the same GPU allocates, but does not map."""
+  fd = syscalls.open("/dev/kfd", os.O_RDWR)
+  for g, minor in ((G0, 128), (G1, 129)): call(fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=syscalls.open_render_node(minor), gpu_id=g)
+  h0 = call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=8192, gpu_id=G0, flags=K.ALLOC_MEM_FLAGS_VRAM).handle
+  h1 = call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000000000, size=4096, gpu_id=G1, flags=K.ALLOC_MEM_FLAGS_VRAM).handle
+  h2 = call(fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=0x7e0000001000, size=4096, gpu_id=G0, flags=K.ALLOC_MEM_FLAGS_VRAM).handle
+  assert mapm(fd, h0, [G0])[1] is None and mapm(fd, h1, [G1])[1] is None
+  a, err = mapm(fd, h2, [G0])
+  assert err is not None and err.errno == errno.EINVAL and "overlaps" in str(err) and a.n_success == 0
 
 def test_peer_vram_refused_gtt_shared_partial_success(drv):
   fd = syscalls.open("/dev/kfd", os.O_RDWR)

@@ -66,6 +66,39 @@ def read_topology() -> list[tuple[int, dict[str, int]]]:
     out.append((gid, {k: int(v) for k, v in (l.split() for l in text.splitlines() if l.strip())}))
   return out
 
+# CRAT io link types (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_crat.h:243-259)
+IOLINK_TYPES = {2: "pcie", 11: "xgmi"}
+
+def read_links() -> dict[tuple[int, int], dict[str, int]]:
+  """(from gpu_id, to gpu_id) -> the link's properties, for every direct GPU-to-GPU link of the KFD topology: the XGMI
+  io_links of a hive (kfd_crat.c kfd_fill_gpu_xgmi_link_to_gpu) and the PCIe p2p_links, which amdkfd lists X->Y only
+  where X may reach Y's VRAM through Y's BAR (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:1495-1619,
+  kfd_add_peer_prop / amdgpu_device_is_peer_accessible). A link X->Y is what lets X's engines map Y's VRAM
+  (MAP_MEMORY_TO_GPU, kfd_mem_attach: EINVAL otherwise). Nodes the device cgroup denies (EPERM) are skipped, and so
+  are missing link directories (a node without links).
+
+    >>> from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+    >>> drv = install_mock_amd(gpus=2, p2p="pcie"); links = read_links(); uninstall_mock_amd(drv)
+    >>> [(hex(a), hex(b), IOLINK_TYPES[p["type"]], p["weight"]) for (a, b), p in sorted(links.items())]
+    [('0x2f4b', '0x2f4c', 'pcie', 40), ('0x2f4c', '0x2f4b', 'pcie', 40)]
+  """
+  gid: dict[int, int] = {}
+  for n in syscalls.listdir(TOPOLOGY):
+    if not n.isdigit(): continue
+    with contextlib.suppress(PermissionError, FileNotFoundError): gid[int(n)] = int(syscalls.read_text(f"{TOPOLOGY}/{n}/gpu_id").strip() or 0)
+  out: dict[tuple[int, int], dict[str, int]] = {}
+  for n in sorted(gid):
+    for d in ("io_links", "p2p_links"):
+      try: names = syscalls.listdir(f"{TOPOLOGY}/{n}/{d}")
+      except (FileNotFoundError, NotADirectoryError): continue
+      for k in names:
+        try: text = syscalls.read_text(f"{TOPOLOGY}/{n}/{d}/{k}/properties")
+        except (PermissionError, FileNotFoundError): continue
+        p = {a: int(v) for a, v in (l.split() for l in text.splitlines() if l.strip())}
+        a, b = gid.get(p.get("node_from", -1), 0), gid.get(p.get("node_to", -1), 0)
+        if a and b: out.setdefault((a, b), p)
+  return out
+
 GPU_CLOCK_NS = 10   # RELEASE_MEM's GPU clock counter (DATA_SEL 3) ticks at 100 MHz
 
 class AMDSignal(Signal):
@@ -139,6 +172,8 @@ class AMDDevice(HCQDevice):
     if self.index >= len(nodes): raise RuntimeError(f"{self.name}: the KFD topology lists {len(nodes)} GPU node(s)")
     self.gpu_id, self.props = nodes[self.index]
     self.gpu_count = len(nodes)
+    # the GPU-to-GPU links, read once: what each pair may map of the other (query_peer)
+    self.links = read_links() if self.gpu_count > 1 else {}
     self.gfx: Target = target_for(self.props["gfx_target_version"])
     self.arch = self.gfx.name
     self.wave_size = self.props.get("wave_front_size", 64)
@@ -149,7 +184,7 @@ class AMDDevice(HCQDevice):
     # RUNTIME_ENABLE exists from KFD 1.13 ("Add debugger API", linux@v6.12.117:include/uapi/linux/kfd_ioctl.h:41)
     if self.abi.has("AMDKFD_IOC_RUNTIME_ENABLE") and self.kfd_version >= (1, 13):
       # the runtime is per KFD process (one per mm, shared by every /dev/kfd fd): the first GPU of the process enables
-      # it, and it stays enabled (EBUSY: linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c runtime_enable)
+      # it, and it stays enabled (EBUSY: linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:2789-2790; EEXIST once a queue exists, :2792-2796)
       with _kfd_lock:
         if not self.process.runtime_enabled:
           self.ioctl("AMDKFD_IOC_RUNTIME_ENABLE", r_debug=0, mode_mask=K.RUNTIME_ENABLE_MODE_ENABLE_MASK)
@@ -190,6 +225,7 @@ class AMDDevice(HCQDevice):
     self.buffers: dict[int, AMDBuffer] = {}
     self._freed_later: collections.deque[tuple[int, AMDBuffer]] = collections.deque()   # (timeline value, buffer)
     self._deferred: list[tuple[int, AMDBuffer]] = []   # (timeline value, buffer) to free once the GPU has passed it
+    self._peer_maps: dict[int, set[int]] = {}   # handle of a BO of this GPU -> the other GPUs it is mapped on (map_peer)
 
   def _take_va(self, size: int) -> int:
     try:
@@ -213,26 +249,34 @@ class AMDDevice(HCQDevice):
         raise AMDError(f"{e}; host-visible VRAM needs the whole VRAM behind the PCI BAR: enable Resizable BAR (and Above 4G "
                        "Decoding) in the firmware setup", e.errno) from None
       raise
-    buf = AMDBuffer(va, size, nbytes, a.handle, None, kind)
+    buf, mapped = AMDBuffer(va, size, nbytes, a.handle, None, kind), False
     try:
-      self._map(buf)
+      self._map(buf); mapped = True
       if host: buf.host = syscalls.mmap(self.drm, size, syscalls.PROT_READ | syscalls.PROT_WRITE, syscalls.MAP_SHARED | syscalls.MAP_FIXED, a.mmap_offset, va)
     except BaseException:
-      self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle); raise
+      # a mapped BO cannot be freed (EBUSY, kfd_chardev.c free path): unmap first, so the first error is the one raised
+      with contextlib.suppress(AMDError):
+        if mapped: self._map(buf, unmap=True)
+        self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)
+      with self._mem_lock: self.va.give(va, size)
+      raise
     self.buffers[va] = buf
     return buf
 
-  def _map(self, buf: AMDBuffer, unmap: bool = False) -> None:
-    ids = self.abi.ffi.new("uint32_t[1]", [self.gpu_id])
+  def _map(self, buf: AMDBuffer, unmap: bool = False, gpu_ids: Sequence[int] | None = None) -> None:
+    """MAP (or UNMAP) `buf` on this GPU, or on the GPUs `gpu_ids` (one call; n_success must count them all)."""
+    gl = list(gpu_ids) if gpu_ids is not None else [self.gpu_id]
+    ids = self.abi.ffi.new(f"uint32_t[{len(gl)}]", gl)
     name = "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU" if unmap else "AMDKFD_IOC_MAP_MEMORY_TO_GPU"
-    r = self.ioctl(name, handle=buf.handle, device_ids_array_ptr=int(self.abi.ffi.cast("uintptr_t", ids)), n_devices=1)
-    if r.n_success != 1: raise AMDError(f"{self.name}: {name} succeeded on {r.n_success} of 1 GPUs")
+    r = self.ioctl(name, handle=buf.handle, device_ids_array_ptr=int(self.abi.ffi.cast("uintptr_t", ids)), n_devices=len(gl))
+    if r.n_success != len(gl): raise AMDError(f"{self.name}: {name} succeeded on {r.n_success} of {len(gl)} GPUs")
 
   def gpu_free(self, buf: AMDBuffer) -> None:
     with self._mem_lock: self._gpu_free(buf)
   def _gpu_free(self, buf: AMDBuffer) -> None:
     if buf.freed: return
-    self._map(buf, unmap=True)
+    # FREE needs every mapping gone, the peers' too (EBUSY otherwise): one UNMAP lists them all
+    self._map(buf, unmap=True, gpu_ids=[self.gpu_id, *sorted(self._peer_maps.pop(buf.handle, ()))])
     self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=buf.handle)
     if buf.host is not None:   # give the range back to the reservation
       syscalls.munmap(buf.host, buf.size)
@@ -243,7 +287,7 @@ class AMDDevice(HCQDevice):
 
   # ---- queues ----
   def _setup_queues(self) -> None:
-    sig = self.gpu_alloc(0x10000, "uncached", host=True)
+    self.signal_mem = sig = self.gpu_alloc(0x10000, "uncached", host=True)   # (mapped into peers: map_peer_signals)
     assert sig.host is not None
     self._init_signals(AMDSignalPool(self, sig.host, sig.va, sig.size))
     # dGPU signal events: the event page is ours (uncached so the kernel reads what the CP wrote). The first signal
@@ -251,7 +295,7 @@ class AMDDevice(HCQDevice):
     # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:245-262), so gfx942's drop of end-of-pipe interrupts
     # with context id 0 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336) never hits it
     # The page is the process's (kfd_kmap_event_page: a second one is EINVAL, "Event page is already set",
-    # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c): a second GPU of the process maps the first one's page
+    # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:366-369): a second GPU of the process maps the first one's page
     # (a GTT BO maps on every GPU of the process) and creates its events in it
     with _kfd_lock:   # (the page is published only once the kernel has it: another device's thread maps it then)
       if (page := self.process.event_page) is not None:
@@ -326,6 +370,41 @@ class AMDDevice(HCQDevice):
       ready = [b for v, b in self._deferred if v <= done]
       self._deferred = [(v, b) for v, b in self._deferred if v > done]
       for b in ready: self._gpu_free(b)
+
+  # ---- other GPUs of this process (hcq.py HCQDevice.transfer_to): P2P links, peer mappings, cross-device signals ----
+  # One KFD process holds every GPU's VM and each BO has one VA on all of them, so a peer mapping is MAP_MEMORY_TO_GPU of
+  # the owner's handle listing the peer's gpu_id, and the buffer's address is the same there. KFD has no per-pair enable:
+  # the map itself is checked (kfd_mem_attach, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd_gpuvm.c:877-893:
+  # VRAM only within an XGMI hive or to a peer that may reach the owner's large BAR, else EINVAL; GTT anywhere).
+  peer_copies = True
+  def query_peer(self, other: HCQDevice) -> str:
+    """"ok: pcie" / "ok: xgmi" where the topology lists a link from this GPU to `other` (its SDMA may then write `other`'s
+    VRAM), else "no-p2p: ..." (a peer VRAM map would be EINVAL) and copies bounce through GTT both GPUs map."""
+    assert isinstance(other, AMDDevice)
+    if (link := self.links.get((self.gpu_id, other.gpu_id))) is None: return "no-p2p: no KFD link (peer VRAM map: EINVAL)"
+    return f"ok: {IOLINK_TYPES.get(t := link.get('type', 0), f'link type {t}')}"
+  def enable_peer(self, other: HCQDevice) -> None:
+    """(nothing to enable on KFD: each peer mapping is checked when it is made)"""
+  def map_peer(self, other: HCQDevice, buf: AMDBuffer) -> int:
+    """Map `other`'s buffer into this GPU's VM (once; MAP_MEMORY_TO_GPU with this gpu_id) and return its address here: the
+    same VA. The owner unmaps it from every GPU before it frees it."""
+    assert isinstance(other, AMDDevice)
+    with other._mem_lock:
+      mapped = other._peer_maps.setdefault(buf.handle, set())
+      if self.gpu_id not in mapped:
+        self._map(buf)
+        mapped.add(self.gpu_id)
+    return buf.va
+  def map_peer_signals(self, other: HCQDevice) -> None:
+    """`other`'s signal memory (uncached GTT: maps on any GPU of the process) mapped into this GPU, so its queues wait
+    on `other`'s signals where they are."""
+    assert isinstance(other, AMDDevice)
+    self.map_peer(other, other.signal_mem)
+  def bounce_buffers(self) -> list[AMDBuffer]:
+    """Two BOUNCE_CHUNK slots of GTT for copies to a GPU this one has no link to: system memory, which every GPU of the
+    process may map; uncached, since the two GPUs' caches do not snoop each other."""
+    if (b := self.__dict__.get("_bounce")) is None: b = self._bounce = [self.gpu_alloc(self.BOUNCE_CHUNK, "uncached") for _ in range(2)]
+    return b
 
   @property
   def target(self) -> dict:

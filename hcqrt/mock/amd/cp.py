@@ -5,7 +5,8 @@ Harmful-but-legal behaviour: DISPATCH_DIRECTs not separated by a CS_PARTIAL_FLUS
 run together at the next such point, newest first (a missing barrier between dependent kernels shows); CP writes
 to cached memory stay in the L2 until a write-back (memory.py), and an L2 invalidate without write-back loses them;
 the PM4 read pointer wraps at the ring size; only INT_SEL 2 interrupts; the queues run on the MockKFD's engine
-thread, after the doorbell (kfd.py). Shader code runs through `EXECUTOR`, one
+thread, after the doorbell (kfd.py); an SDMA copy into memory another GPU maps (a peer's VRAM, a GTT bounce buffer)
+lands only after every other queue, the other GPUs' included, had its turn (`Queue.lands_late`). Shader code runs through `EXECUTOR`, one
 pluggable function (the RDNA3 emulator plugs in here); the mock decodes everything it needs from the packets
 and registers itself (program address, RSRC1/2/3, user SGPRs, grid, wave size, scratch: COMPUTE_TMPRING_SIZE and
 COMPUTE_DISPATCH_SCRATCH_BASE), never from the backend.
@@ -23,6 +24,9 @@ class GPUError(RuntimeError):
 
 class Blocked(Exception):
   """A WAIT_REG_MEM / POLL_REGMEM whose condition does not hold yet: the queue stays at that packet."""
+
+class Later(Exception):
+  """A packet that takes effect only on the engine's next round: every other queue of the box runs first."""
 
 @dataclass
 class Dispatch:
@@ -125,6 +129,10 @@ class Queue:
     self.destroyed = False  # DESTROY_QUEUE took it (its memory may be gone)
     self.ib_count = 0
     self.name = f"{'SDMA' if kind == T.QUEUE_SDMA else 'compute'} queue {qid}"
+    self.gpu_id = 0           # the GPU it runs on (the KFD sets it)
+    self._held = False        # the copy at the queue's head was held back one engine round (lands_late)
+    self.late_copies = 0      # copies held so (tests count them)
+    self.copies: list[tuple[int, int, int]] = []   # (dst, src, bytes) of every SDMA COPY it ran, in order (tests read them)
 
   @property
   def sdma(self) -> bool: return self.kind == T.QUEUE_SDMA
@@ -178,6 +186,7 @@ class Queue:
         self._advance(n); progressed = True
       if not self.sdma: self.drain()   # nothing else queued behind them: the dispatches complete
     except Blocked: pass
+    except Later: progressed = True   # the engine comes round again, after the other queues
     except GPUFault as e:
       self.kfd.memory_fault(e.va, getattr(self, "gpu_id", None))
       raise self.fail(str(e), fault=True) from None
@@ -317,6 +326,20 @@ class Queue:
     self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)
 
   # ---- SDMA ----
+  def lands_late(self, dst: int, n: int) -> bool:
+    """Whether the copy at the head of the queue, into `dst`, waits for the engine's next round (True once per copy).
+    A copy into memory another GPU maps too (a peer's VRAM over PCIe/XGMI, a GTT bounce buffer) is seen by that GPU's
+    engines whenever it lands: two GPUs' queues run independently, and nothing orders this engine's writes before
+    their reads but a semaphore they wait on (each GPU node has its own device queue manager and hardware scheduler,
+    linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_priv.h:274,301; PCIe writes are posted, done after the packet that
+    issued them is). The mock takes the harmful order: every other queue runs before such a copy lands, so a
+    reader on the other GPU that skipped its wait reads the old bytes. Later packets of this queue (its FENCE) still
+    come after the copy, as SDMA runs its packets in order."""
+    if self._held: self._held = False; return False
+    if not self.vm.find(dst, n).gpu_mapped - {self.gpu_id}: return False
+    self._held = True; self.late_copies += 1
+    return True
+
   def step_sdma(self) -> int:
     hdr = self._dw(0)
     op, sub = hdr & 0xFF, (hdr >> 8) & 0xFF
@@ -329,7 +352,9 @@ class Queue:
       b = need(7)
       n = (b[1] & T.SDMA_COPY_COUNT_MASK[self.gfx]) + 1
       src, dst = b[3] | (b[4] << 32), b[5] | (b[6] << 32)
+      if self.lands_late(dst, n): raise Later
       self.vm.write(dst, bytes(self.vm.read(src, n)))
+      self.copies.append((dst, src, n))
       return 7
     if name == "FENCE":
       b = need(4)

@@ -24,8 +24,9 @@ from __future__ import annotations
 import ctypes, errno, mmap as _mmap, os, struct, threading, time
 from typing import Any
 from hcqrt import syscalls
+from hcqrt.settings import flag
 from hcqrt.mock.amd import tables as T
-from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, node_sizes
+from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes
 from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE
 from hcqrt.mock.amd.cp import Queue, GPUError
 from hcqrt.mock.amd.aql import AQLQueue
@@ -47,7 +48,15 @@ class KFDNode:
     self.render_fds: set[int] = set()
     self.vm = GPUVM()
     self.vm_acquired: int | None = None      # the render fd ACQUIRE_VM bound
+    # ACQUIRE_VM through another GPU's render node: the kernel binds that file's VM without checking whose it is
+    # (audit m26 row 4a: kfd_process.c:1704-1714 -> amdgpu_file_to_fpriv checks only f_op, amdgpu_drv.c:2987-2999).
+    # MAP/ALLOC/CREATE_QUEUE then work on that VM, but its page tables belong to the other GPU: this GPU's engines
+    # walk none of them, so every access they make faults (`engine_vm`, empty)
+    self.foreign_vm = False
     self.vram_used = 0
+    self._no_tables = GPUVM()
+  @property
+  def engine_vm(self) -> GPUVM: return self._no_tables if self.foreign_vm else self.vm
 
 class KernelEventPage:
   """The signal page the kernel allocates for itself when the first signal event comes without one (no BO, no VA)."""
@@ -60,17 +69,21 @@ class KernelEventPage:
 class MockKFD:
   """The fake KFD. `arch` "gfx1100" or "gfx942"; `kernel` "6.12" or "6.1" (default: MOCKGPU_KFD); `version` the
   (major, minor) GET_VERSION reports (default: that kernel's). `gpus` GPU nodes are listed (nodes 1..gpus), the
-  mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies. `small_bar`:
-  the PCI BAR shows only part of VRAM (a board without Resizable BAR). `report_queue_errors` (tests only; no kernel
+  mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies. `small_bar`
+  (default MOCKGPU_SMALL_BAR): the PCI BAR shows only part of VRAM (a board without Resizable BAR). `report_queue_errors` (tests only; no kernel
   does this): a queue stopped on something other than a VM fault also fails the process's next WAIT_EVENTS.
   `serve` None serves every GPU node, as one amdkfd serves the box: one KFD process shared by all /dev/kfd fds of the
   process (one per mm: kfd_process.c kfd_create_process looks the process up by current->mm), a VM per GPU
   (ACQUIRE_VM through that GPU's render node), BO handles (gpu_id << 32) | idr naming their GPU. Another GPU's VRAM
   maps only over XGMI or a large-BAR PCIe peer path (amdgpu_amdkfd_gpuvm.c kfd_mem_attach: "Prevent this BO from
-  being mapped to a peer device unless it is in the same XGMI hive, or peer device has large BAR"); the mock's
-  topology has no p2p_links, so that is EINVAL; GTT maps on any GPU of the process."""
+  being mapped to a peer device unless it is in the same XGMI hive, or peer device has large BAR"): `p2p` (default
+  MOCKGPU_P2P, else "pcie") names the link of each GPU pair, "pcie", "xgmi" or "none", or "i-j:kind,..." per pair
+  (topology.link_matrix); the topology lists it as io_links/p2p_links. Peer VRAM maps over XGMI always and over PCIe
+  when the owner's BAR is large (not `small_bar`), else EINVAL; GTT maps on any GPU of the process. `maps` logs every
+  (handle, gpu_id) a MAP_MEMORY_TO_GPU mapped, so a test sees which peer got what."""
   def __init__(self, arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, gpus: int = 1,
-               serve: int | None = None, hidden: tuple[int, ...] = (), small_bar: bool = False, report_queue_errors: bool = False):
+               serve: int | None = None, hidden: tuple[int, ...] = (), small_bar: bool | None = None, report_queue_errors: bool = False,
+               p2p: str | dict[tuple[int, int], str] | None = None):
     self.kernel = kernel or kernel_from_env()
     # 6.1 knows no GC 9.4.3: the newest gfx9 in its device table is 9.4.2 Aldebaran
     # (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_device.c:137), so an MI300X gets no KFD node there
@@ -79,12 +92,20 @@ class MockKFD:
     self.report_queue_errors = report_queue_errors
     self.aql_errors_via_kfd = False   # an AQL packet error also reaches the CWSR payload word (firmware-dependent, aql.py)
     self.arch, self.version = arch, version or KFD_VERSION[self.kernel]
+    # consecutive gpu_ids; the kernel's are a hash of the node's properties (kfd_topology.c kfd_generate_gpu_id), so
+    # nothing may assume an order or a step between them (audit m26 row 6c)
     gpu_ids = [GPU_ID[arch] + i for i in range(gpus)]
     self.props, self.node_sizes = gpu_properties(arch, self.kernel), node_sizes(arch)
     self.nodes: dict[int, KFDNode] = {gpu_ids[n - 1]: KFDNode(gpu_ids[n - 1], n, RENDER_MINOR + n - 1)
                                       for n in (range(1, gpus + 1) if serve is None else (serve,))}
-    self.files = files(arch, self.kernel, gpu_ids)
-    self.hidden = {f"{TOPOLOGY}/nodes/{n}/{f}" for n in hidden for f in ("gpu_id", "properties")}
+    self.links = link_matrix(os.environ.get("MOCKGPU_P2P", "pcie") if p2p is None else p2p, gpus, arch)
+    self.gpu_index = {g: i for i, g in enumerate(gpu_ids)}
+    small_bar = flag("MOCKGPU_SMALL_BAR") if small_bar is None else small_bar
+    self.files = files(arch, self.kernel, gpu_ids, self.links, small_bar)
+    # a denied GPU's node answers gpu_id, properties and its links' properties with EPERM: iolink_show checks the GPU the
+    # link belongs to (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:279-280, iolink->gpu set :1182-1185)
+    self.hidden = {f"{TOPOLOGY}/nodes/{n}/{f}" for n in hidden for f in ("gpu_id", "properties")} | \
+                  {f for n in hidden for f in self.files if f.startswith((f"{TOPOLOGY}/nodes/{n}/io_links/", f"{TOPOLOGY}/nodes/{n}/p2p_links/"))}
     self.small_bar = small_bar
     self.kfd_fds: set[int] = set()
     self.runtime_enabled = False
@@ -111,6 +132,7 @@ class MockKFD:
     self.missed_wakeups = 0                  # ... of them, with a waited-for event slot written (the release raised no interrupt)
     self.calls: list[str] = []               # ioctl names in order (tests read them)
     self.sizes: list[int] = []               # and the _IOC size each came with
+    self.maps: list[tuple[int, int]] = []    # (handle, gpu_id) of every mapping MAP_MEMORY_TO_GPU made, in order
 
   # the first served GPU's state under the names the one-GPU mock had (tests read them)
   @property
@@ -178,17 +200,43 @@ class MockKFD:
     return ret
 
   def _pdd(self, gpu_id: int, need_vm: bool = True) -> KFDNode:
+    """The process's device data of `gpu_id` (unknown: EINVAL); `need_vm`: bound to it as kfd_bind_process_to_device
+    binds, which answers ENODEV while no ACQUIRE_VM gave it a VM (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+    kfd_process.c:1770-1771; audit m26 row 4b)."""
     n = self.node_of(gpu_id)
-    if need_vm and n.vm_acquired is None: raise _err(errno.EINVAL, f"no ACQUIRE_VM for gpu_id {gpu_id:#x} yet (the process has no VM on it)")
+    if need_vm and n.vm_acquired is None: raise _err(errno.ENODEV, f"no ACQUIRE_VM for gpu_id {gpu_id:#x} yet (the process has no VM on it)")
     return n
+
+  def link(self, a: int, b: int) -> str:
+    """The link between the GPUs of gpu_ids a and b: "pcie", "xgmi" or "none" (a == b: "self")."""
+    if a == b: return "self"
+    i, j = sorted((self.gpu_index[a], self.gpu_index[b]))
+    return self.links[(i, j)]
+  def peer_accessible(self, owner: int, gpu_id: int) -> bool:
+    """May GPU `gpu_id` map VRAM of GPU `owner`? kfd_mem_attach (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
+    amdgpu_amdkfd_gpuvm.c:877-893): the same XGMI hive, or amdgpu_device_is_peer_accessible(owner, gpu), which needs
+    a PCIe P2P path and the owner's whole VRAM behind its BAR (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
+    amdgpu_device.c:6341-6375)."""
+    kind = self.link(owner, gpu_id)
+    return kind in ("self", "xgmi") or (kind == "pcie" and not self.small_bar)
 
   def _get_version(self, a: dict) -> None: a["major_version"], a["minor_version"] = self.version
 
   def _acquire_vm(self, a: dict) -> None:
+    """kfd_ioctl_acquire_vm (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:977-1016): a GPU already bound
+    accepts only the same file again (EBUSY); else the file's VM becomes the GPU's. Whose render node the file is goes
+    unchecked (kfd_process.c:1704-1714; amdgpu_drv.c:2987-2999 checks only that it is an amdgpu file): a VM that is
+    already a compute VM, bound to any GPU, is EINVAL (amdgpu_amdkfd_gpuvm.c:1556-1558); another GPU's fresh one binds,
+    and this GPU's engines then fault on everything (KFDNode.foreign_vm). Stricter in one point: fds are compared
+    by number, the kernel compares the struct file, so a dup'd fd of the same file passes there (audit m26 row 6d)."""
     n = self._pdd(a["gpu_id"], need_vm=False)
-    if a["drm_fd"] not in n.render_fds: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open render node of GPU {a['gpu_id']:#x}")
-    if n.vm_acquired is not None and n.vm_acquired != a["drm_fd"]: raise _err(errno.EBUSY, "VM already acquired through another drm fd")
-    n.vm_acquired = a["drm_fd"]
+    owner = next((m for m in self.nodes.values() if a["drm_fd"] in m.render_fds), None)
+    if owner is None: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open amdgpu render node")
+    if n.vm_acquired is not None:
+      if n.vm_acquired != a["drm_fd"]: raise _err(errno.EBUSY, "VM already acquired through another drm fd")
+      return
+    if any(m.vm_acquired == a["drm_fd"] for m in self.nodes.values()): raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']}'s VM is already a compute VM")
+    n.vm_acquired, n.foreign_vm = a["drm_fd"], owner is not n
 
   def _runtime_enable(self, a: dict) -> None:
     if a["mode_mask"] & 1:
@@ -209,7 +257,8 @@ class MockKFD:
     a["num_of_nodes"] = len(aps)
 
   def _available_memory(self, a: dict) -> None:
-    a["available"] = VRAM_BYTES[self.arch] - self._pdd(a["gpu_id"]).vram_used
+    # no bind: a GPU without a VM answers too (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1038-1050)
+    a["available"] = VRAM_BYTES[self.arch] - self._pdd(a["gpu_id"], need_vm=False).vram_used
   def _get_clock_counters(self, a: dict) -> None:
     t = time.perf_counter_ns()
     a.update(gpu_clock_counter=t // 10, cpu_clock_counter=t, system_clock_counter=t, system_clock_freq=1_000_000_000)
@@ -218,17 +267,18 @@ class MockKFD:
 
   # ---- memory ----
   def _alloc_memory_of_gpu(self, a: dict) -> None:
-    node = self._pdd(a["gpu_id"])
+    # the kernel's order (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1052-1123): size 0, the GPU, the
+    # small-BAR rule, then the bind (ENODEV without ACQUIRE_VM). Overlapping VAs are not refused here: the VM finds
+    # them when the BO is mapped (_map_memory_to_gpu)
     va, size, fl = a["va_addr"], a["size"], a["flags"]
     if size == 0: raise _err(errno.EINVAL, "size 0")
-    if not fl & (T.VRAM | T.GTT): raise _err(errno.EINVAL, f"flags {fl:#x}: no VRAM or GTT domain (USERPTR/DOORBELL/MMIO_REMAP are not modelled)")
-    if va % PAGE: raise _err(errno.EINVAL, f"va_addr {va:#x} is not page aligned")
+    node = self._pdd(a["gpu_id"], need_vm=False)
     # "Alloc host visible vram on small bar is not allowed" (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1112-1118)
     if self.small_bar and fl & T.VRAM and fl & T.PUBLIC: raise _err(errno.EINVAL, "host-visible VRAM on a small BAR")
+    node = self._pdd(a["gpu_id"])
+    if not fl & (T.VRAM | T.GTT): raise _err(errno.EINVAL, f"flags {fl:#x}: no VRAM or GTT domain (USERPTR/DOORBELL/MMIO_REMAP are not modelled)")
+    if va % PAGE: raise _err(errno.EINVAL, f"va_addr {va:#x} is not page aligned")
     if not GPUVM_BASE <= va or va + size > GPUVM_LIMIT: raise _err(errno.EINVAL, f"va_addr {va:#x}+{size:#x} is outside the GPUVM aperture")
-    end = va + (size + PAGE - 1) // PAGE * PAGE
-    for b in self.bos.values():
-      if b.va < end and va < b.end: raise _err(errno.EINVAL, f"va range {va:#x}..{end:#x} overlaps the BO at {b.va:#x}..{b.end:#x}")
     if fl & T.VRAM and node.vram_used + size > VRAM_BYTES[self.arch]: raise _err(errno.ENOMEM, "out of VRAM")
     handle = (node.gpu_id << 32) | self.next_idr
     self.next_idr += 1
@@ -258,13 +308,28 @@ class MockKFD:
     return list(struct.unpack(f"<{a['n_devices']}I", ctypes.string_at(a["device_ids_array_ptr"], 4 * a["n_devices"])))
 
   def _map_memory_to_gpu(self, a: dict) -> None:
+    """kfd_ioctl_map_memory_to_gpu (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1250-1345): the owner is
+    bound (ENODEV without a VM), the handle translated (ENOMEM), then each listed GPU from n_success on is looked up
+    (EINVAL), bound (ENODEV) and mapped; n_success counts them, so a failure leaves the earlier ones mapped."""
     ids = self._device_ids(a)
+    owner = a["handle"] >> 32
+    if owner not in self.nodes: raise _err(errno.EINVAL, f"handle {a['handle']:#x} names no GPU of this process")
+    self._pdd(owner)
     bo = self._bo(a["handle"])
     for i in range(a["n_success"], len(ids)):
       node = self._pdd(ids[i])
-      if bo.flags & T.VRAM and node.gpu_id != a["handle"] >> 32:   # peer VRAM: no XGMI hive, no p2p link (class doc)
-        raise _err(errno.EINVAL, f"VRAM of gpu_id {a['handle'] >> 32:#x} mapped to gpu_id {node.gpu_id:#x}: no XGMI or PCIe peer path")
-      bo.gpu_mapped.add(ids[i]); node.vm.map(bo)
+      # peer VRAM only over XGMI or a large-BAR PCIe path (kfd_mem_attach, amdgpu_amdkfd_gpuvm.c:877-893: EINVAL)
+      if bo.flags & T.VRAM and not self.peer_accessible(owner, node.gpu_id):
+        raise _err(errno.EINVAL, f"VRAM of gpu_id {owner:#x} mapped to gpu_id {node.gpu_id:#x}: no XGMI or PCIe peer path "
+                                 f"(link {self.link(owner, node.gpu_id)}{', small BAR' if self.small_bar else ''})")
+      if ids[i] not in bo.gpu_mapped:
+        # the VA must be free in that GPU's VM: amdgpu_vm_bo_map refuses a range overlapping another mapping
+        # (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_vm.c:1742-1748, via map_bo_to_gpuvm,
+        # amdgpu_amdkfd_gpuvm.c:1285-1299); BOs on two GPUs may share a VA (audit m26 row 6a)
+        for b in node.vm.bos:
+          if b.va < bo.end and bo.va < b.end: raise _err(errno.EINVAL, f"va range {bo.va:#x}..{bo.end:#x} overlaps the BO at {b.va:#x}..{b.end:#x} in gpu {node.gpu_id:#x}'s VM")
+        bo.gpu_mapped.add(ids[i]); node.vm.map(bo)
+        self.maps.append((a["handle"], ids[i]))
       a["n_success"] = i + 1
 
   def _unmap_memory_from_gpu(self, a: dict) -> None:
@@ -302,6 +367,7 @@ class MockKFD:
     qt = a["queue_type"]
     if qt not in (T.QUEUE_COMPUTE, T.QUEUE_SDMA, T.QUEUE_COMPUTE_AQL): raise _err(ENOTSUPP, f"queue_type {qt} is not supported")
     node = self._pdd(a["gpu_id"], need_vm=False)
+    # a failed bind is ESRCH here (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:338-342)
     if node.vm_acquired is None: raise _err(errno.ESRCH, "process is not bound to the GPU (no ACQUIRE_VM)")
     bufs = [a["ring_base_address"], a["read_pointer_address"], a["write_pointer_address"]]
     if qt != T.QUEUE_SDMA: bufs += [a["eop_buffer_address"], a["ctx_save_restore_address"]]
@@ -312,9 +378,9 @@ class MockKFD:
     elif self.arch == "gfx1100": self._mes_wptr_61(node.vm, a["write_pointer_address"])
     qid = next(i for i in range(1024) if i not in self.queues)
     if qt == T.QUEUE_COMPUTE_AQL:   # KFD_QUEUE_FORMAT_AQL (kfd_chardev.c set_queue_properties_from_user): the CP reads HSA packets
-      q: Queue = AQLQueue(self, qid, node.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch,
+      q: Queue = AQLQueue(self, qid, node.engine_vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch,
                           self.props["num_xcc"])
-    else: q = Queue(self, qid, qt, node.vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch)
+    else: q = Queue(self, qid, qt, node.engine_vm, a["ring_base_address"], rs, a["read_pointer_address"], a["write_pointer_address"], self.arch)
     q.buffers, q.gpu_id = bufs, node.gpu_id   # type: ignore[attr-defined]
     q.ctx_save = (a["ctx_save_restore_address"], a["ctx_save_restore_size"]) if qt != T.QUEUE_SDMA else None   # type: ignore[attr-defined]
     self.queues[qid] = q

@@ -11,6 +11,15 @@ kfd_queue.c:450-490), computed here independently of the backend.
 A box may list many GPU nodes (MI300X servers: 8 to 64), and a node whose GPU the device cgroup hides answers reads
 of `gpu_id` and `properties` with EPERM (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:435-452).
 
+Links (`links`, MOCKGPU_P2P) are listed as amdkfd builds them: every GPU's io_links/0 is its PCIe link to the CPU,
+and the CPU lists the way back only to a large-BAR GPU; GPUs of one XGMI hive get direct XGMI io_links to each other
+and share a hive_id; a GPU pair on PCIe gets a p2p_links entry in each direction the peer's BAR allows, and none on
+a small BAR (`p2p_links` below). `none`: no GPU-to-GPU link at all.
+
+  >>> t = files("gfx1100", gpu_ids=[1, 2], links={(0, 1): "pcie"})
+  >>> t[f"{TOPOLOGY}/nodes/1/p2p_links/0/properties"].splitlines()[:6]
+  ['type 2', 'version_major 0', 'version_minor 0', 'node_from 1', 'node_to 2', 'weight 40']
+
   >>> props = gpu_properties("gfx1100"); props["gfx_target_version"], hex(props["cwsr_size"]), hex(props["ctl_stack_size"])
   (110000, '0x2bea000', '0xa000')
   >>> "cwsr_size" in gpu_properties("gfx1100", kernel="6.1")
@@ -82,18 +91,133 @@ def gpu_properties(arch: str, kernel: str = "6.12") -> dict[str, int]:
   return out
 
 def cpu_properties() -> dict[str, int]:
-  return {"cpu_cores_count": 16, "simd_count": 0, "mem_banks_count": 1, "gfx_target_version": 0, "drm_render_minor": 0, "num_xcc": 0}
+  return {"cpu_cores_count": 16, "simd_count": 0, "mem_banks_count": 1, "io_links_count": 0, "p2p_links_count": 0, "gfx_target_version": 0,
+          "drm_render_minor": 0, "num_xcc": 0}
 
-def files(arch: str, kernel: str = "6.12", gpu_ids: list[int] | None = None) -> dict[str, str]:
-  """path -> text of every topology file the mock serves: node 0 the CPU, nodes 1.. the GPUs of `gpu_ids` (default one)."""
+# ---- links: CRAT io link types and flags (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_crat.h:232-254) ----
+IOLINK_PCIE, IOLINK_XGMI = 2, 11
+LINK_ENABLED, LINK_NON_COHERENT = 1 << 0, 1 << 1
+LINK_KINDS = ("none", "pcie", "xgmi")
+PCIE_WEIGHT = 20          # every PCIe io link (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_crat.c:1254-1255)
+XGMI_WEIGHT = 15          # KFD_CRAT_XGMI_WEIGHT per hop (kfd_crat.c:2124, :2226-2228); the mock's hives are one hop
+# PCIe bandwidth in MB/s, lanes * Mbit/s per lane / 8 (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd.c:619-673):
+# the minimum is x1 Gen1, the maximum the board's link (RX 7900 XTX Gen4 x16, MI300X Gen5 x16)
+PCIE_MBS = {"gfx1100": (312, 32000), "gfx942": (312, 64000)}
+# XGMI: links * 16 * 25000 / 8 (amdgpu_amdkfd.c:593-617); MI300X GPUs of an 8-GPU hive are one link apart
+XGMI_MBS = 50000
+
+def link_matrix(spec: str | dict[tuple[int, int], str] | None, n: int, arch: str) -> dict[tuple[int, int], str]:
+  """{(i, j): kind} for every GPU pair i < j from MOCKGPU_P2P's form: one kind for all ("pcie", "xgmi", "none";
+  "nvlink" is taken as the fast link, "xgmi"), or "0-1:pcie,0-2:none" per pair (pairs not named: pcie, as the NV mock). An XGMI hive is
+  all-to-all, so GPUs joined by XGMI must be XGMI to each other too; gfx1100 (a Radeon) has no XGMI.
+
+  >>> link_matrix("pcie", 3, "gfx1100")
+  {(0, 1): 'pcie', (0, 2): 'pcie', (1, 2): 'pcie'}
+  >>> link_matrix("0-1:xgmi,0-2:none,1-2:none", 3, "gfx942")[(1, 2)]
+  'none'
+  """
+  pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+  if isinstance(spec, dict): out = {p: spec.get(p, spec.get(p[::-1], "pcie")) for p in pairs}
+  else:
+    spec = (spec or "none").strip().lower()
+    if ":" not in spec: out = dict.fromkeys(pairs, spec)
+    else:
+      out = dict.fromkeys(pairs, "pcie")
+      for item in filter(None, spec.split(",")):
+        try:
+          ab, kind = item.split(":"); a, b = sorted(int(x) for x in ab.split("-"))
+        except ValueError: raise ValueError(f"MOCKGPU_P2P={spec!r}: {item!r} is not 'i-j:kind'") from None
+        if (a, b) not in out: raise ValueError(f"MOCKGPU_P2P={spec!r}: pair {a}-{b} is not a pair of the {n} GPUs")
+        out[(a, b)] = kind
+  out = {p: "xgmi" if k == "nvlink" else k for p, k in out.items()}
+  for p, k in out.items():
+    if k not in LINK_KINDS: raise ValueError(f"MOCKGPU_P2P: link {k!r} for GPUs {p[0]}-{p[1]} (the AMD mock models {', '.join(LINK_KINDS)})")
+    if k == "xgmi" and arch == "gfx1100":
+      raise ValueError("MOCKGPU_P2P=xgmi: gfx1100 (RX 7900 XTX) has no XGMI links; use MOCKGPU_ARCH=gfx942 (MI300X) or pcie")
+  hive = _hives(n, out)
+  for (a, b), k in out.items():
+    if hive[a] == hive[b] and k != "xgmi": raise ValueError(f"MOCKGPU_P2P: GPUs {a} and {b} share an XGMI hive, so their link must be xgmi too (a hive is all-to-all)")
+  return out
+
+def _link(kind: int, frm: int, to: int, weight: int, bw: tuple[int, int], flags: int, sdma_mask: int, kernel: str) -> str:
+  # the order and names iolink_show prints (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:269-300); 6.1 has
+  # no recommended_sdma_engine_id_mask line (linux@v6.1.192:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:286-313)
+  f = {"type": kind, "version_major": 0, "version_minor": 0, "node_from": frm, "node_to": to, "weight": weight, "min_latency": 0,
+       "max_latency": 0, "min_bandwidth": bw[0], "max_bandwidth": bw[1], "recommended_transfer_size": 0,
+       "recommended_sdma_engine_id_mask": sdma_mask, "flags": flags}
+  if kernel == "6.1": del f["recommended_sdma_engine_id_mask"]
+  return "".join(f"{k} {v}\n" for k, v in f.items())
+
+def link_files(arch: str, ngpus: int, links: dict[tuple[int, int], str], small_bar: bool = False, kernel: str = "6.12") -> dict[str, str]:
+  """The io_links / p2p_links files of node 0 (the CPU) and GPU nodes 1..ngpus (GPU i is node i + 1), as amdkfd builds them:
+  - each GPU's CRAT names its PCIe link to the CPU first (kfd_crat.c:2135-2198: weight 20, the PCIe bandwidths, the
+    SDMA engines as recommended engines, kfd_topology.c:1280-1320); the CPU gets the way back only from a large-BAR GPU
+    (the BI_DIRECTIONAL flag, kfd_crat.c:2148-2149, :1276-1296), flagged NON_COHERENT (kfd_topology.c:1252-1259);
+  - GPUs of one hive: an XGMI link from each to the hive's earlier GPUs, mirrored into theirs (kfd_crat.c:2377-2395,
+    :2202-2245, :1276-1296), weight 15 per hop, the XGMI engines as recommended engines (kfd_topology.c:1305-1318);
+  - a PCIe pair outside a hive: a p2p_links entry X->Y when X may reach Y's VRAM through Y's BAR, that is Y has a large
+    BAR (kfd_dev_create_p2p_links / kfd_add_peer_prop, kfd_topology.c:1495-1619, amdgpu_device_is_peer_accessible
+    amdgpu_device.c:6341-6375): a copy of Y's CPU link, weights and latencies of both CPU links added, flagged
+    NON_COHERENT (kfd_topology.c:1365-1383); its recommended engines are those of Y's CPU link as they were when
+    the later GPU arrived (set for an earlier Y, not yet for the arriving one: kfd_topology.c:2068 runs before :2124).
+  Returns (path -> text) plus the counts in "io_links_count/N" / "p2p_links_count/N" keys for files() to print."""
+  props = _node(arch)
+  pcie, nsdma, nx = PCIE_MBS[arch], props["num_sdma_engines"], props["num_sdma_xgmi_engines"]
+  io: dict[int, list[str]] = {n: [] for n in range(ngpus + 1)}
+  p2p: dict[int, list[str]] = {n: [] for n in range(ngpus + 1)}
+  for g in range(ngpus):
+    n = g + 1
+    io[n].append(_link(IOLINK_PCIE, n, 0, PCIE_WEIGHT, pcie, LINK_ENABLED, (1 << nsdma) - 1, kernel))
+    if not small_bar: io[0].append(_link(IOLINK_PCIE, 0, n, PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, (1 << nsdma) - 1, kernel))
+    for h in range(g):   # the arriving GPU's XGMI links to the hive's earlier GPUs, each mirrored into the earlier one
+      if links[(h, g)] == "xgmi":
+        mask = ((1 << nx) - 1) << nsdma
+        io[n].append(_link(IOLINK_XGMI, n, h + 1, XGMI_WEIGHT, (XGMI_MBS, XGMI_MBS), LINK_ENABLED, mask, kernel))
+        io[h + 1].append(_link(IOLINK_XGMI, h + 1, n, XGMI_WEIGHT, (XGMI_MBS, XGMI_MBS), LINK_ENABLED, mask, kernel))
+    for h in range(g):   # PCIe peers: h->g into h's list if g's BAR is large, then g->h into g's list
+      if links[(h, g)] == "pcie" and not small_bar:
+        p2p[h + 1].append(_link(IOLINK_PCIE, h + 1, n, 2 * PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, 0, kernel))
+        p2p[n].append(_link(IOLINK_PCIE, n, h + 1, 2 * PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, (1 << nsdma) - 1, kernel))
+  out: dict[str, str] = {}
+  for n in range(ngpus + 1):
+    for d, ls in (("io_links", io[n]), ("p2p_links", p2p[n])):
+      for k, text in enumerate(ls): out[f"{TOPOLOGY}/nodes/{n}/{d}/{k}/properties"] = text
+      out[f"{d}_count/{n}"] = str(len(ls))
+  return out
+
+def _hives(n: int, links: dict[tuple[int, int], str]) -> list[int]:
+  """The lowest GPU index of each GPU's XGMI hive (connected through xgmi links; itself when in none)."""
+  root = list(range(n))
+  def find(i: int) -> int:
+    while root[i] != i: i = root[i]
+    return i
+  for (a, b), k in links.items():
+    if k == "xgmi": ra, rb = find(a), find(b); root[max(ra, rb)] = min(ra, rb)
+  return [find(i) for i in range(n)]
+
+def hive_ids(ngpus: int, links: dict[tuple[int, int], str]) -> list[int]:
+  """Each GPU's hive_id: 0 outside a hive; the hive's GPUs share one (the PSP's 64-bit id, any nonzero value here)."""
+  root = _hives(ngpus, links)
+  return [0 if root.count(root[g]) == 1 else 0x48495645_00000000 | root[g] for g in range(ngpus)]
+
+def files(arch: str, kernel: str = "6.12", gpu_ids: list[int] | None = None, links: dict[tuple[int, int], str] | None = None,
+          small_bar: bool = False) -> dict[str, str]:
+  """path -> text of every topology file the mock serves: node 0 the CPU, nodes 1.. the GPUs of `gpu_ids` (default one),
+  with the io_links / p2p_links of `links` ({(i, j): kind} per GPU pair, link_matrix; default none)."""
   out = {f"{TOPOLOGY}/generation_id": "1\n", f"{TOPOLOGY}/system_properties": "platform_oem 0\nplatform_id 0\nplatform_rev 0\n"}
   nodes = [(0, cpu_properties())] + [(g, gpu_properties(arch, kernel)) for g in (gpu_ids or [GPU_ID[arch]])]
+  ngpus = len(nodes) - 1
+  links = link_matrix(links or "none", ngpus, arch)
+  lf = link_files(arch, ngpus, links, small_bar, kernel)
+  hives = hive_ids(ngpus, links)
   # each GPU its own render node (renderD128, 129, ...: DRM hands out render minors from 128 up in probe order,
   # linux@v6.12.117:drivers/gpu/drm/drm_drv.c drm_minor_alloc, DRM_MINOR_RENDER range 128..191) and PCI
   # slot (location_id = bus << 8 | devfn; the k-th GPU one bus further on)
-  for k, (_, props) in enumerate(nodes[1:]): props["drm_render_minor"], props["location_id"] = RENDER_MINOR + k, props["location_id"] + (k << 8)
+  for k, (_, props) in enumerate(nodes[1:]):
+    props["drm_render_minor"], props["location_id"], props["hive_id"] = RENDER_MINOR + k, props["location_id"] + (k << 8), hives[k]
   for n, (gpu_id, props) in enumerate(nodes):
+    props["io_links_count"], props["p2p_links_count"] = int(lf.pop(f"io_links_count/{n}")), int(lf.pop(f"p2p_links_count/{n}"))
     out[f"{TOPOLOGY}/nodes/{n}/gpu_id"] = f"{gpu_id}\n"
     out[f"{TOPOLOGY}/nodes/{n}/name"] = ("" if n == 0 else arch) + "\n"
     out[f"{TOPOLOGY}/nodes/{n}/properties"] = "".join(f"{k} {v}\n" for k, v in props.items())
-  return out
+  return out | lf
