@@ -16,6 +16,11 @@ channel's context buffers out of [base, base+length), which must be a free, page
 (NV_ERR_INVALID_ADDRESS); it binds the context only if the engine object exists (else the channel stays
 unschedulable). External mappings must be aligned to the allocation's page size (NV_ERR_INVALID_ADDRESS),
 and GPU-cacheable system memory is mapped GPU-cached (vmem.py) unless the mapping forces uncached.
+
+Peers (MockNV.links, MOCKGPU_P2P): memory maps on a GPU only where its owning GPU is registered in the VA space
+(system memory too); another GPU's video memory only where the pair is a peer in this VA space: an NVLink pair as soon as
+both are registered, a PCIe pair after UVM_ENABLE_PEER_ACCESS, which refuses an NVLink pair (NV_ERR_INVALID_DEVICE) and
+a pair without a link (NV_ERR_NOT_SUPPORTED); see peer_enabled / enable_peer_access for the sources.
 """
 from __future__ import annotations
 import errno
