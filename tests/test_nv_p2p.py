@@ -263,3 +263,23 @@ def test_python_m_hcqrt_prints_the_p2p_matrix(monkeypatch, capsys):
   assert out[i + 1].split() == ["NV", "NV:1", "NV:2"]
   assert rows["NV"].split("  ")[0] == "-" and "ok: nvlink" in rows["NV"] and rows["NV"].rstrip().endswith("ok: pcie")
   assert "no-p2p: IOH_TOPOLOGY_NOT_SUPPORTED" in rows["NV:1"] and "no-p2p: IOH_TOPOLOGY_NOT_SUPPORTED" in rows["NV:2"]
+
+@pytest.mark.parametrize("pair", ["pcie", "none"], indirect=True)
+def test_frontend_copy_between_gpus_runs_on_the_gpus(pair, monkeypatch):
+  """Tensor.to between two NV GPUs: the engine's copy ExecItem takes the device path (a push, or the bounce), not the host."""
+  from hcqrt.device import Device
+  from frontend import Tensor
+  import frontend.engine as engine
+  drv, d0, d1 = pair
+  monkeypatch.setitem(Device._opened, "NV", d0); monkeypatch.setitem(Device._opened, "NV:1", d1)
+  # (programs loaded on an earlier test's "NV:1" belong to that device: this one needs its own)
+  monkeypatch.setattr(engine, "_kernel_cache", {}); monkeypatch.setattr(engine, "_loaded", {})
+  paths = []
+  real = engine.copy_between
+  monkeypatch.setattr(engine, "copy_between", lambda *a: paths.append(real(*a)) or paths[-1])
+  x = np.arange(4096, dtype=np.float32)
+  c0 = len(drv.gpus[0].engine.copies)
+  t = Tensor(x, device="NV").realize()
+  y = (t.to("NV:1") * 2).numpy()
+  assert paths == ["device"] and (y == 2 * x).all()
+  assert any(n == x.nbytes for _, _, n in drv.gpus[0].engine.copies[c0:]) or d0.peer_status(d1).startswith("no-p2p")
