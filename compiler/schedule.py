@@ -464,7 +464,7 @@ def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]
     held: list[LazyBuffer] = []
     if gk.assigns and live is not None:
       realize = sched.realize if sched is not None else {gk.nodes[i]: None for i in entry.realize}
-      if held := _held_readers(_Realized(gk.index, realize), set(gk.assigns), live()):
+      if held := _held_readers(_Realized(gk.index, realize), set(gk.assigns), live(), gk.readers):
         snapshots.update(held)
         if outside := [b for b in held if b not in gk.index]:
           gk.extend(outside)   # (walked again with them as outputs: the next graph's key)
@@ -480,10 +480,6 @@ def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]
     except KeyError: pass   # (a kernel over a base the key did not number: can't be, but then it is not cached)
     return built
 
-def _const_key(arg):
-  # -0.0 == 0.0 (one hash): the sign in the key, as UOp's interning keeps it
-  return arg if arg.__class__ is not float or arg != 0.0 else (arg, math.copysign(1.0, arg))
-
 class _GraphKey:
   """The structure of the graph a schedule of `outs` covers, as a hashable key: every base reachable from the outputs
   (stopping at realized ones, as the scheduler's walk does) numbered in the order a depth-first walk finds them, each
@@ -493,7 +489,7 @@ class _GraphKey:
   done here), which readers of those targets it holds, which of its bases the program holds (in the order they were
   built: _held_generated sorts by it), and the scheduler's tuning constants. Two graphs with equal keys are the same
   graph up to renaming: base i of one plays the part of base i of the other, so one schedule's kernels serve both."""
-  __slots__ = ("assigns", "bufs", "has_index", "index", "key", "live", "nodes", "outs", "parts", "roots")
+  __slots__ = ("_readers", "assigns", "bufs", "has_index", "index", "key", "live", "nodes", "outs", "parts", "roots")
   def __init__(self, outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None):
     self.index: dict[LazyBuffer, int] = {}
     self.nodes: list[LazyBuffer] = []
@@ -502,7 +498,13 @@ class _GraphKey:
     self.bufs: dict[int, int] = {}
     self.roots: list[int] = []
     self.has_index, self.live = False, live
+    self._readers: dict[LazyBuffer, list[LazyBuffer]] = {}
     self.extend(outs)
+
+  def readers(self, target: LazyBuffer) -> list[LazyBuffer]:
+    """target.readers, listed once per schedule (no lazy buffer is made while scheduling: the set can't grow)."""
+    if (rs := self._readers.get(target)) is None: rs = self._readers[target] = list(target.readers) if target.readers else []
+    return rs
 
   def extend(self, outs: list[LazyBuffer]) -> None:
     """Add outputs (and the stale readers they bring: _schedule's loop), then key the graph."""
@@ -510,12 +512,11 @@ class _GraphKey:
       self.outs += outs
       self.roots += [self._add(o) for o in outs]
       self.assigns = [b for b in self.nodes if b.op is Ops.ASSIGN and b.buffer is None]
-      outs = [r for b in self.assigns if (rs := b.srcs[1].base.readers) for r in list(rs)
+      outs = [r for b in self.assigns for r in self.readers(b.srcs[1].base)
               if r.buffer is None and r not in self.index and not _reaches(r, b)]
       snapshots.update(outs)
     index = self.index
-    readers = tuple(tuple(sorted(index[r] for r in list(rs) if r in index)) if (rs := b.srcs[1].base.readers) else ()
-                    for b in self.assigns)
+    readers = tuple(tuple(sorted(index[r] for r in self.readers(b.srcs[1].base) if r in index)) for b in self.assigns)
     held: tuple = ()
     if self.live is not None and (self.assigns or self.has_index):
       mine = {b: None for b in (lb._base or lb for lb in self.live()) if b.buffer is None and b in index}
@@ -541,8 +542,10 @@ class _GraphKey:
           j = index[sb] = len(nodes)
           nodes.append(sb); stack.append(sb)
         srcs.append(j if s._base is None else (j, s.st))
-      if x.op is Ops.INDEX: self.has_index = True
-      parts.append((index[x], x.op, x.dtype, x.device, x.shape, _const_key(x.arg), x.forced_realize, tuple(srcs)))
+      if (op := x.op) is Ops.INDEX: self.has_index = True
+      # (-0.0 == 0.0, one hash: the sign in the key, as UOp's interning keeps it)
+      if (arg := x.arg).__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))
+      parts.append((index[x], op, x.dtype, x.device, x.shape, arg, x.forced_realize, tuple(srcs)))
     return i
 
 class _Realized:
@@ -704,19 +707,21 @@ def _assign_groups(sched: _Scheduler, fuse: int) -> dict[LazyBuffer, list[list[L
     kernels[-1].append(chain)
   return {ks[0][0]: ks for kernels in merged.values() for ks in kernels if len(ks) > 1 or len(ks[0]) > 1}
 
-def _inlined_readers(sched: _Scheduler, assigns: set, exact: bool = False) -> list[LazyBuffer]:
+def _readers_of(target: LazyBuffer) -> list[LazyBuffer]: return list(target.readers) if target.readers else []
+
+def _inlined_readers(sched: _Scheduler, assigns: set, exact: bool = False, readers: Callable = _readers_of) -> list[LazyBuffer]:
   """The readers of the assigns' targets (nodes built from their old values) that this schedule computes inside
   other kernels rather than storing; `exact`: without those that also read that assign's result (they can't run
-  before it; a walk per reader, so only where it matters)."""
-  return list({id(r): r for b in assigns if (rs := b.srcs[1].base.readers) for r in list(rs)
+  before it; a walk per reader, so only where it matters). readers: target -> its readers (_GraphKey lists them once)."""
+  return list({id(r): r for b in assigns for r in readers(b.srcs[1].base)
                if r.buffer is None and r in sched.seen and r not in sched.realize and not (exact and _reaches(r, b))}.values())
 
-def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer]) -> list[LazyBuffer]:
+def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer], readers: Callable = _readers_of) -> list[LazyBuffer]:
   """The bases of `live` that this schedule leaves unrealized and whose later computation would go through a reader of
   an assign's target that the schedule inlines (so runs before the assign here, but after it when realized later):
   they must be realized now. (One that also reads an assign's result can't run before it: ordering it makes a cycle,
   which create_schedule breaks by storing the inlined readers instead.)"""
-  if not (inlined := set(_inlined_readers(sched, assigns))): return []
+  if not (inlined := set(_inlined_readers(sched, assigns, readers=readers))): return []
   memo: dict[LazyBuffer, bool] = {}
   def stale(root: LazyBuffer) -> bool:
     # post-order over the unrealized bases under root, stopping at buffers and at what this schedule stores
