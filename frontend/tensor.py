@@ -70,8 +70,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def __new__(cls, *args, **kwargs):
     # every tensor is noted (weakly) in _live, however it is made: an optimizer step's schedule must know which lazy
     # results the program still holds (live_lazydata)
-    t = super().__new__(cls)
-    _live.add(t)
+    t = object.__new__(cls)
+    _live.append(_weak(t))
+    if len(_live) > _live_sweep_at: _sweep_live()
     return t
 
   def __init__(self, data: Any, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
@@ -2149,7 +2150,16 @@ def _hash32(x: Tensor) -> Tensor:
   x = x * 0x846CA68B
   return x ^ (x >> 16)
 
-_live: weakref.WeakSet = weakref.WeakSet()
+# every tensor made, by a weak reference in the order they were made: a plain list, since a WeakSet's add and its
+# removal callback cost a Python call each for every tensor (hundreds per eager train step); the dead references are
+# dropped once the list has doubled since the last sweep (and when it is read)
+_live: list[weakref.ref] = []
+_weak = weakref.ref
+_live_sweep_at = 1024
+def _sweep_live() -> None:
+  global _live_sweep_at
+  _live[:] = [r for r in _live if r() is not None]
+  _live_sweep_at = max(1024, 2 * len(_live))
 
 def _init_multi(t: Tensor, data: Any, device, dtype: DType | None, requires_grad: bool | None) -> None:
   """Tensor(data, device=(d0, d1, ...)): made on the first device, then replicated; or a MultiLazyBuffer as is."""
@@ -2173,7 +2183,8 @@ def _assign_multi(t: Tensor, x: Tensor) -> Tensor:
 def live_lazydata() -> list[LazyBuffer]:
   """The lazy buffers of every tensor the program still holds (what a schedule that overwrites a buffer must not
   leave to read the new value later: compiler/schedule.py create_schedule)."""
-  return multi.lazy_buffers([t.lazydata for t in list(_live) if hasattr(t, "lazydata")])
+  _sweep_live()
+  return multi.lazy_buffers([t.lazydata for r in _live if (t := r()) is not None and hasattr(t, "lazydata")])
 
 def _wrap(lb: LazyBuffer, requires_grad: bool | None = False) -> Tensor:
   """Tensor(lb, requires_grad=requires_grad) for a LazyBuffer on the device asked for: no dtype to cast to, no copy

@@ -162,3 +162,15 @@ def test_lazy_buffer_kinds_in_key():
   k1 = S._GraphKey([LazyBuffer.const(1, dtypes.int32, (4,), "CPU").alu(S.Ops.ADD, LazyBuffer.const(2, dtypes.int32, (4,), "CPU"))], None).key
   k2 = S._GraphKey([LazyBuffer.const(1.0, dtypes.float32, (4,), "CPU").alu(S.Ops.ADD, LazyBuffer.const(2.0, dtypes.float32, (4,), "CPU"))], None).key
   assert k1 != k2
+
+def test_live_tensors_listed_and_swept():
+  # the program's tensors, by weak reference in the order made: dead ones leave the list (bounded however many die)
+  from frontend import tensor as T
+  keep = [Tensor([float(i)]) + 1 for i in range(3)]
+  for _ in range(5000): Tensor([1.0]) + 1   # (dead at once)
+  assert len(T._live) <= 2 * max(1024, 2 * len(keep) + 64)
+  held = T.live_lazydata()
+  assert all(any(lb is t.lazydata for lb in held) for t in keep)
+  del keep
+  import gc; gc.collect()
+  assert len(T.live_lazydata()) <= len(held) - 3
