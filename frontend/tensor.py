@@ -359,7 +359,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor([[1, 2], [3, 4]]).T.contiguous().tolist()
     [[1, 3], [2, 4]]
     """
-    return F.Contiguous.apply(self)
+    return F.Contiguous.apply(self) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.contiguous(), self.requires_grad)
   def contiguous_backward(self) -> Tensor:
     """The identity in the forward pass; makes the incoming gradient contiguous in the backward pass."""
     return F.ContiguousBackward.apply(self)
@@ -723,7 +723,10 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       asked = tuple(prod(sh) // known if s == -1 else s for s in asked)
     new = asked
     if any(s < 0 for s in new) or prod(new) != prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(shape, *args)}")
-    return self if new == sh else F.Reshape.apply(self, shape=new)
+    if new == sh: return self
+    # (a movement op with no gradient to record (self needs none, or no_grad) makes no autograd node: Function.apply would
+    # give the same view under the same requires_grad, after building a context nothing reads; likewise below)
+    return F.Reshape.apply(self, shape=new) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.reshape(new), self.requires_grad)
   def _reshape_sym(self, asked: tuple, orig) -> Tensor:
     # symbolic dims (bound Variables): the -1 is inferred from the concrete dims once the symbolic ones that appear on
     # both sides are set aside; a Variable of the old shape must stay in the new one (dropping it would bake its value
@@ -743,7 +746,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       raise ValueError(f"reshape: can't reshape {self.shape} to {orig}")
     if not set(binds_of(prod(self.shape))) <= set(binds_of(prod(asked))):
       raise ValueError(f"reshape: {self.shape} to {orig} drops a symbolic dim; keep the bound Variable in the shape")
-    return self if asked == self.shape else F.Reshape.apply(self, shape=asked)
+    if asked == self.shape: return self
+    return F.Reshape.apply(self, shape=asked) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.reshape(asked), self.requires_grad)
   def view(self, *shape) -> Tensor:
     """The same as `reshape`.
 
@@ -764,7 +768,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     for b, s in zip(base, new):
       if b != s and b != 1: raise ValueError(f"expand: can't expand {self.shape} to {new}")
     x = self.reshape(base) if base != self.shape else self
-    return x if new == x.shape else F.Expand.apply(x, shape=new)
+    if new == x.shape: return x
+    return F.Expand.apply(x, shape=new) if x.requires_grad and not Tensor.no_grad else _wrap(x.lazydata.expand(new), x.requires_grad)
   def permute(self, order, *args) -> Tensor:
     """Reorder the dims: dim i of the result is dim order[i] of self.
 
@@ -773,7 +778,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     order = tuple(self._axis(a, op="permute") for a in argfix(order, *args))
     if sorted(order) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of {self.ndim} dims (shape {self.shape})")
-    return self if order == tuple(range(self.ndim)) else F.Permute.apply(self, order=order)
+    if order == tuple(range(self.ndim)): return self
+    return F.Permute.apply(self, order=order) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.permute(order), self.requires_grad)
   def flip(self, axis, *args) -> Tensor:
     """Reverse the order of the elements along the given axes.
 
@@ -782,7 +788,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     axes = tuple(self._axis(a, op="flip") for a in argfix(axis, *args))
     if len(set(axes)) != len(axes): raise RuntimeError(f"flip: repeated axis in {axes}")
-    return self if not axes else F.Flip.apply(self, axis=axes)
+    if not axes: return self
+    return F.Flip.apply(self, axis=axes) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.flip(axes), self.requires_grad)
   def shrink(self, arg) -> Tensor:
     """Keep [start, end) of each dim, given as one (start, end) pair per dim (None keeps the whole dim).
 
@@ -798,7 +805,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if any_sym(sh) or any(lo.__class__ is not int or hi.__class__ is not int for lo, hi in arg):
       # checked above at the bound values; a TinyJit replay for other values checks the same bounds again first
       if (rec := capturing()) is not None: rec.bounds.append((f"shrink {arg} of shape {sh}", arg, sh))
-    return self if arg == tuple([(0, s) for s in sh]) else F.Shrink.apply(self, arg=arg)
+    if arg == tuple([(0, s) for s in sh]): return self
+    return F.Shrink.apply(self, arg=arg) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.shrink(arg), self.requires_grad)
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """pad((before, after) per dim) or the torch-style flat (last dim first) form; negative amounts crop.
     mode: 'constant' (value), 'reflect' (mirror without the edge), 'replicate' (repeat the edge), 'circular' (wrap).
@@ -823,7 +831,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     x = self.shrink(tuple((-nb, s + na) for (nb, na), s in zip(neg, self.shape)))
     padding = pos
     if all(b == 0 and a == 0 for b, a in padding): return x
-    ret = F.Pad.apply(x, arg=padding)
+    ret = F.Pad.apply(x, arg=padding) if x.requires_grad and not Tensor.no_grad else _wrap(x.lazydata.pad(padding), x.requires_grad)
     if value != 0:
       # the value takes the tensor's dtype (as torch: 3 pads a bool tensor with True), never the other way round
       mask = F.Pad.apply(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device), arg=padding)

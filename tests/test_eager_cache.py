@@ -174,3 +174,24 @@ def test_live_tensors_listed_and_swept():
   del keep
   import gc; gc.collect()
   assert len(T.live_lazydata()) <= len(held) - 3
+
+MOVES = [("reshape", lambda t: t.reshape(2, 8)), ("expand", lambda t: t.reshape(4, 1, 4).expand(4, 3, 4)), ("permute", lambda t: t.permute(1, 0)),
+         ("flip", lambda t: t.flip(0)), ("shrink", lambda t: t.shrink(((1, 3), None))), ("pad", lambda t: t.pad(((1, 0), (0, 2)))),
+         ("contiguous", lambda t: t.permute(1, 0).contiguous())]
+
+@pytest.mark.parametrize("name,move", MOVES, ids=[m[0] for m in MOVES])
+@pytest.mark.parametrize("rg,no_grad", [(None, False), (False, False), (True, True), (True, False)])
+def test_movement_without_autograd_node(name, move, rg, no_grad):
+  # a movement op records an autograd node only when a gradient can flow: else the same view, the same requires_grad
+  t = Tensor(A, requires_grad=rg)
+  prev, Tensor.no_grad = Tensor.no_grad, no_grad
+  try: out = move(t)
+  finally: Tensor.no_grad = prev
+  want = move(Tensor(A))
+  assert out.requires_grad == rg and out.shape == want.shape and out.lazydata.st == want.lazydata.st
+  assert (out._ctx is not None) == (rg is True and not no_grad)
+  np.testing.assert_array_equal(out.numpy(), want.numpy())
+  if out._ctx is not None:
+    out.sum().backward()
+    want_grad = np.full_like(A, 3) if name == "expand" else np.pad(np.ones((2, 4), np.float32), ((1, 1), (0, 0))) if name == "shrink" else np.ones_like(A)
+    np.testing.assert_array_equal(t.grad.numpy(), want_grad)
