@@ -259,7 +259,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor([1.0], requires_grad=True).detach().requires_grad
     False
     """
-    return Tensor(self.lazydata, requires_grad=False)
+    return _wrap(self.lazydata, False)   # (what Tensor(self.lazydata, requires_grad=False) makes, without its checks)
   def clone(self) -> Tensor:
     """A copy in a buffer of its own (writes to either don't reach the other); gradients flow through it as in torch."""
     return F.Clone.apply(self)

@@ -195,3 +195,19 @@ def test_movement_without_autograd_node(name, move, rg, no_grad):
     out.sum().backward()
     want_grad = np.full_like(A, 3) if name == "expand" else np.pad(np.ones((2, 4), np.float32), ((1, 1), (0, 0))) if name == "shrink" else np.ones_like(A)
     np.testing.assert_array_equal(t.grad.numpy(), want_grad)
+
+def test_adam_without_weight_decay_keeps_infinite_weight():
+  # weight_decay 0 adds nothing (torch): 0 * inf would make the weight NaN
+  torch = pytest.importorskip("torch")
+  w = Tensor([float("inf"), 1.0], requires_grad=True)
+  opt = optim.Adam([w], lr=0.1)
+  (w * Tensor([1.0, 2.0])).sum().backward(); opt.step()
+  tw = torch.tensor([float("inf"), 1.0], requires_grad=True)
+  topt = torch.optim.Adam([tw], lr=0.1)
+  (tw * torch.tensor([1.0, 2.0])).sum().backward(); topt.step()
+  np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
+
+def test_detach_shares_the_lazy_buffer():
+  t = Tensor(A, requires_grad=True) * 2
+  d = t.detach()
+  assert d.lazydata is t.lazydata and d.requires_grad is False and d._ctx is None and d.grad is None
