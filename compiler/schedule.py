@@ -451,8 +451,20 @@ def _build_any(sched: _Scheduler, assigns: set) -> list[ScheduleItem]:
 # _Scheduler realized when the program's held readers were asked for (a pure function of the key), and the schedules
 # built for each answer; the answer itself reads the program's tensors, so it is asked again at every hit.
 SCHEDULE_CACHE = True       # off: every graph is scheduled from scratch (tests compare the two)
-SCHEDULE_CACHE_MAX = 512    # entries (each holds ASTs and tuples of numbers, never a buffer)
+SCHEDULE_CACHE_MAX = 256          # entries (each holds its key, ASTs and tuples of numbers, never a buffer)
+SCHEDULE_CACHE_NODES = 1 << 19    # bases over all keys (a key holds a tuple per base: a big model's graphs are big)
 cache_stats = {"hits": 0, "misses": 0}
+_cached_nodes = 0
+
+def _cache_put(key: tuple, entry: _CachedSchedule) -> _CachedSchedule:
+  """Store an entry, emptying the cache first when it is full (entries, or bases over all keys)."""
+  global _cached_nodes
+  if len(_schedule_cache) >= SCHEDULE_CACHE_MAX or _cached_nodes + len(key[0]) > SCHEDULE_CACHE_NODES:
+    _schedule_cache.clear()
+    _cached_nodes = 0
+  _cached_nodes += len(key[0])
+  _schedule_cache[key] = entry
+  return entry
 
 def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None) -> list[ScheduleItem]:
   gk = _GraphKey(outs, live)
@@ -460,7 +472,7 @@ def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]
     entry, sched = _schedule_cache.get(gk.key), None
     if entry is None:
       sched = _Scheduler(gk.outs, live)
-      entry = memo_put(_schedule_cache, gk.key, _CachedSchedule(tuple(gk.index[b] for b in sched.realize)), SCHEDULE_CACHE_MAX)
+      entry = _cache_put(gk.key, _CachedSchedule(tuple(gk.index[b] for b in sched.realize)))
     held: list[LazyBuffer] = []
     if gk.assigns and live is not None:
       realize = sched.realize if sched is not None else {gk.nodes[i]: None for i in entry.realize}
@@ -562,7 +574,7 @@ class _CachedSchedule:
   @staticmethod
   def number(items: list[ScheduleItem], index: dict[LazyBuffer, int]) -> list[tuple]:
     return [(si.ast, tuple(index[b] for b in si.outputs), tuple(index[b] for b in si.inputs), si.kind, si.name,
-             None if si.assign_targets is None else tuple(index[b] for b in si.assign_targets), si.alloc_nbytes, si.var_vals)
+             None if si.assign_targets is None else tuple(index[b] for b in si.assign_targets), si.alloc_nbytes, dict(si.var_vals))
             for si in items]
   @staticmethod
   def bind(items: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem]:

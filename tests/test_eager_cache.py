@@ -16,6 +16,7 @@ def fresh_cache(monkeypatch):
   monkeypatch.setattr(S, "_schedule_cache", {})
   monkeypatch.setattr(S, "cache_stats", {"hits": 0, "misses": 0})
   monkeypatch.setattr(S, "SCHEDULE_CACHE", True)
+  monkeypatch.setattr(S, "_cached_nodes", 0)
 
 def key_of(*ts: Tensor) -> tuple:
   return S._GraphKey([t.lazydata for t in ts], None).key
@@ -155,7 +156,13 @@ def test_train_step_hits_from_step_two():
 def test_cache_is_bounded(monkeypatch):
   monkeypatch.setattr(S, "SCHEDULE_CACHE_MAX", 3)
   for i in range(8): (Tensor(np.zeros(i + 1, np.float32)) + 1).realize()
-  assert len(S._schedule_cache) <= 3
+  assert 1 <= len(S._schedule_cache) <= 3
+  # and by the bases its keys hold
+  monkeypatch.setattr(S, "SCHEDULE_CACHE_MAX", 100)
+  monkeypatch.setattr(S, "SCHEDULE_CACHE_NODES", 40)
+  for i in range(8): (Tensor(np.zeros(i + 1, np.float32)).exp() * 2 + 1).realize()
+  assert 1 <= len(S._schedule_cache) and sum(len(k[0]) for k in S._schedule_cache) <= 40
+  assert np.allclose((Tensor(np.zeros(3, np.float32)).exp() * 2 + 1).numpy(), 3)
 
 def test_lazy_buffer_kinds_in_key():
   # a const of another dtype is a different graph (its value is cast in the kernel)
