@@ -511,6 +511,7 @@ class _GraphKey:
     self.roots: list[int] = []
     self.has_index, self.live = False, live
     self._readers: dict[LazyBuffer, list[LazyBuffer]] = {}
+    self.assigns: list[LazyBuffer] = []   # the pending assigns among the bases (in the order the walk met them)
     self.extend(outs)
 
   def readers(self, target: LazyBuffer) -> list[LazyBuffer]:
@@ -523,7 +524,6 @@ class _GraphKey:
     while outs:
       self.outs += outs
       self.roots += [self._add(o) for o in outs]
-      self.assigns = [b for b in self.nodes if b.op is Ops.ASSIGN and b.buffer is None]
       outs = [r for b in self.assigns for r in self.readers(b.srcs[1].base)
               if r.buffer is None and r not in self.index and not _reaches(r, b)]
       snapshots.update(outs)
@@ -555,6 +555,7 @@ class _GraphKey:
           nodes.append(sb); stack.append(sb)
         srcs.append(j if s._base is None else (j, s.st))
       if (op := x.op) is Ops.INDEX: self.has_index = True
+      elif op is Ops.ASSIGN: self.assigns.append(x)
       # (-0.0 == 0.0, one hash: the sign in the key, as UOp's interning keeps it)
       if (arg := x.arg).__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))
       parts.append((index[x], op, x.dtype, x.device, x.shape, arg, x.forced_realize, tuple(srcs)))
