@@ -3,13 +3,21 @@ JIT's replay cost per kernel; then tinygrad's beautiful_mnist CNN (Conv 1->32 5x
 32->64 3x3, 64->64 3x3, BatchNorm, maxpool, Linear 576->10; Adam) on random 28x28 images at --mnist-batch, ours
 TinyJit vs torch. Each side runs in its own process, torch right after ours.
 
+Eager against torch eager (--eager-runs R, 0 skips it): R processes of each take turns, ours eager and torch eager
+(each the median of --steps steps, wall and process CPU time per step), by default pinned to one core (`taskset -c
+0`, torch with 1 thread: on a shared host the CPU time of one core is the comparison that holds; --eager-cores all
+leaves them unpinned); with ours, the work per step: Function.apply calls, lazy buffers made, kernels run, and the
+schedule cache's hits and misses over the timed steps (compiler/schedule.py _GraphKey). The load average is printed
+with the rows.
+
 BEAM=2 on the digits step (--beam-runs R, 0 skips it): a first process with a fresh private cache searches (its first
 three steps' wall time is compiles + search; a BEAM=0 process with a fresh cache of its own gives the compile-only
 wall time next to it), then R processes with BEAM=2 (served from that cache: they count C compiles and searches, both
 0 when the cache works) and R with BEAM=0 take turns, each timing the median of --steps steps; the medians of each
 side's medians are reported (each process times at least 200 steps).
 
-  python bench/train_bench.py [--batch 64] [--steps 30] [--mnist-batch 128] [--mnist-steps 10] [--no-mnist] [--beam-runs 5] [--json]
+  python bench/train_bench.py [--batch 64] [--steps 30] [--mnist-batch 128] [--mnist-steps 10] [--no-mnist] [--beam-runs 5]
+                              [--eager-runs 3] [--eager-cores one|all] [--json]
 """
 from __future__ import annotations
 import argparse, json, os, subprocess, sys
@@ -77,6 +85,80 @@ for i in idx:
 ts = ts[3:]
 print(json.dumps({"torch_ms": 1e3 * sorted(ts)[len(ts) // 2], "torch_threads": torch.get_num_threads()}))
 '''
+
+# eager only: per-step wall and process CPU time, and the host work one step does
+EAGER_OURS = r'''
+import json, sys, time, importlib.util, numpy as np
+sys.path.insert(0, ROOT)
+from frontend import Tensor, GlobalCounters, optim, function
+from frontend.nn.state import get_parameters
+from compiler import schedule
+from compiler.lazy import LazyBuffer
+spec = importlib.util.spec_from_file_location("td", ROOT + "/examples/train_digits.py"); td = importlib.util.module_from_spec(spec); spec.loader.exec_module(td)
+x_train, y_train, _, _ = td.load_digits(0)
+Tensor.manual_seed(0)
+model = td.DigitsNet(8); opt = optim.Adam(get_parameters(model), lr=3e-3)
+step = td.make_train_step(model, opt)
+rng = np.random.default_rng(0)
+batches = [(Tensor(x_train[i]).realize(), Tensor(y_train[i]).realize()) for i in (rng.integers(0, len(x_train), BATCH) for _ in range(STEPS))]
+for xb, yb in batches[:3]: step(xb, yb)
+# one untimed step counts the Function.apply calls and lazy buffers it makes
+calls, real_apply = [0], function.Function.apply.__func__
+def counting(cls, *a, **kw):
+  calls[0] += 1
+  return real_apply(cls, *a, **kw)
+function.Function.apply = classmethod(counting)
+first = LazyBuffer.next_id()
+step(*batches[3])
+lazy = LazyBuffer.next_id() - first - 1
+function.Function.apply = classmethod(real_apply)
+hits, misses = schedule.cache_stats["hits"], schedule.cache_stats["misses"]
+wall, cpu = [], []
+for xb, yb in batches[3:]:
+  GlobalCounters.reset(); st, sc = time.perf_counter(), time.process_time(); step(xb, yb)
+  wall.append(time.perf_counter() - st); cpu.append(time.process_time() - sc)
+med = lambda xs: 1e3 * sorted(xs)[len(xs) // 2]
+print(json.dumps({"wall_ms": med(wall), "cpu_ms": med(cpu), "min_ms": 1e3 * min(wall), "apply_calls": calls[0], "lazy_buffers": lazy,
+                  "kernels": GlobalCounters.kernel_count, "cache_hits": schedule.cache_stats["hits"] - hits,
+                  "cache_misses": schedule.cache_stats["misses"] - misses}))
+'''
+
+EAGER_TORCH = r'''
+import json, time, gzip, numpy as np, torch
+if ONE_CORE: torch.set_num_threads(1)
+torch.manual_seed(0)
+raw = np.loadtxt(gzip.open(ROOT + "/examples/data/digits.csv.gz", "rt"), delimiter=",", dtype=np.float32)
+x, y = torch.tensor(raw[:, :64].reshape(-1, 1, 8, 8) / 16.0), torch.tensor(raw[:, 64].astype(np.int64))
+model = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 3, padding=1),
+                            torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(512, 10))
+opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+rng = np.random.default_rng(0)
+wall, cpu = [], []
+for n, i in enumerate([torch.tensor(rng.integers(0, len(x), BATCH)) for _ in range(STEPS)]):
+  st, sc = time.perf_counter(), time.process_time()
+  opt.zero_grad(); loss = torch.nn.functional.cross_entropy(model(x[i]), y[i]); loss.backward(); opt.step(); loss.item()
+  if n >= 3: wall.append(time.perf_counter() - st); cpu.append(time.process_time() - sc)
+med = lambda xs: 1e3 * sorted(xs)[len(xs) // 2]
+print(json.dumps({"wall_ms": med(wall), "cpu_ms": med(cpu), "min_ms": 1e3 * min(wall), "threads": torch.get_num_threads()}))
+'''
+
+def eager_rows(batch: int, steps: int, runs: int, one_core: bool) -> dict:
+  """Ours eager and torch eager in `runs` interleaved process pairs (module doc): the medians of their per-run medians."""
+  import shutil
+  pin = ["taskset", "-c", "0"] if one_core and shutil.which("taskset") else []
+  rows: dict[str, list] = {"ours": [], "torch": []}
+  load = os.getloadavg()[0]
+  for _ in range(runs):
+    for side, code in (("ours", EAGER_OURS), ("torch", EAGER_TORCH)):
+      if "error" in (r := run(code, batch, steps, {"ONE_CORE": "1" if pin else "0"}, prefix=pin)): return {"eager_error": f"{side}: {r['error']}"}
+      rows[side].append(r)
+  med = lambda xs: sorted(xs)[len(xs) // 2]
+  o, t = rows["ours"], rows["torch"]
+  return {"eager_one_core": bool(pin), "eager_runs": runs, "eager_load": (load, os.getloadavg()[0]),
+          "eager_wall_ms": med([r["wall_ms"] for r in o]), "eager_cpu_ms": med([r["cpu_ms"] for r in o]), "eager_min_ms": min(r["min_ms"] for r in o),
+          "torch_eager_wall_ms": med([r["wall_ms"] for r in t]), "torch_eager_cpu_ms": med([r["cpu_ms"] for r in t]),
+          "torch_eager_min_ms": min(r["min_ms"] for r in t), "torch_eager_threads": t[0]["threads"],
+          **{k: o[-1][k] for k in ("apply_calls", "lazy_buffers", "kernels", "cache_hits", "cache_misses")}}
 
 MNIST_OURS = r'''
 import json, sys, time, numpy as np
@@ -162,9 +244,11 @@ for xb, yb in batches[3:]:
 print(json.dumps({"first_s": first, "step_ms": 1e3 * sorted(ts)[len(ts) // 2], **counts}))
 '''
 
-def run(code: str, batch: int, steps: int, env: dict | None = None) -> dict:
-  src = f"ROOT = {ROOT!r}\nBATCH = {batch}\nSTEPS = {steps}\n" + code
-  out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, cwd=ROOT, env=None if env is None else {**os.environ, **env})
+def run(code: str, batch: int, steps: int, env: dict | None = None, prefix: list[str] | None = None) -> dict:
+  one_core = (env or {}).get("ONE_CORE") == "1"
+  src = f"ROOT = {ROOT!r}\nBATCH = {batch}\nSTEPS = {steps}\nONE_CORE = {one_core}\n" + code
+  out = subprocess.run([*(prefix or []), sys.executable, "-c", src], capture_output=True, text=True, cwd=ROOT,
+                       env=None if env is None else {**os.environ, **env})
   if out.returncode != 0: return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
   return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -204,6 +288,8 @@ def main() -> None:
   ap.add_argument("--mnist-steps", type=int, default=10)
   ap.add_argument("--no-mnist", action="store_true", help="skip the beautiful_mnist CNN step")
   ap.add_argument("--beam-runs", type=int, default=5, help="processes per side for the BEAM=2 vs BEAM=0 digits step (0: skip)")
+  ap.add_argument("--eager-runs", type=int, default=3, help="process pairs for ours eager vs torch eager (0: skip)")
+  ap.add_argument("--eager-cores", choices=("one", "all"), default="one", help="pin the eager pairs to one core (default) or not")
   a = ap.parse_args()
   import importlib.util
   has_torch = not a.no_torch and importlib.util.find_spec("torch") is not None
@@ -213,8 +299,9 @@ def main() -> None:
   mn: dict = {}
   if not a.no_mnist:
     mn = {"ours": run(MNIST_OURS, a.mnist_batch, a.mnist_steps), "torch": run(MNIST_TORCH, a.mnist_batch, a.mnist_steps) if has_torch else {"error": "skipped"}}
+  eg = eager_rows(a.batch, max(a.steps, 40), a.eager_runs, a.eager_cores == "one") if a.eager_runs > 0 and has_torch else {}
   bm = beam_rows(a.batch, max(a.steps, 200), a.beam_runs) if a.beam_runs > 0 else {}   # (steps are cheap here: more of them steady the medians)
-  res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"}, **bm}
+  res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"}, **eg, **bm}
   if a.json: print(json.dumps(res)); return
   print(f"digits CNN train step, batch {a.batch} (median of {a.steps - 3} steps)")
   if "error" in ours: print("  ours failed:", ours["error"])
@@ -225,6 +312,15 @@ def main() -> None:
   if "torch_ms" in theirs and "jit_ms" in ours:
     print(f"  torch CPU    {theirs['torch_ms']:8.2f} ms   ({theirs['torch_threads']} threads)  ours-jit/torch = {ours['jit_ms'] / theirs['torch_ms']:.2f}x")
   elif "error" in theirs: print("  torch:", theirs["error"])
+  if "eager_error" in eg: print("  eager vs torch failed:", eg["eager_error"])
+  elif eg:
+    where = "one core (taskset -c 0), torch 1 thread" if eg["eager_one_core"] else f"all cores, torch {eg['torch_eager_threads']} threads"
+    print(f"  eager vs torch eager, {where}, {eg['eager_runs']} interleaved process pairs (load average {eg['eager_load'][0]:.1f} -> {eg['eager_load'][1]:.1f}):")
+    print(f"    ours eager  {eg['eager_wall_ms']:7.2f} ms wall (min {eg['eager_min_ms']:.2f})  {eg['eager_cpu_ms']:7.2f} ms CPU")
+    print(f"    torch eager {eg['torch_eager_wall_ms']:7.2f} ms wall (min {eg['torch_eager_min_ms']:.2f})  {eg['torch_eager_cpu_ms']:7.2f} ms CPU   "
+          f"ours/torch = {eg['eager_wall_ms'] / eg['torch_eager_wall_ms']:.2f}x wall, {eg['eager_cpu_ms'] / eg['torch_eager_cpu_ms']:.2f}x CPU")
+    print(f"    per step: {eg['apply_calls']} Function.apply calls, {eg['lazy_buffers']} lazy buffers, {eg['kernels']} kernels; "
+          f"schedule cache over the timed steps: {eg['cache_hits']} hits, {eg['cache_misses']} misses")
   if "beam_error" in bm: print("  BEAM=2 failed:", bm["beam_error"])
   elif bm:
     print(f"  BEAM=2 TinyJit {bm['beam_step_ms']:7.2f} ms vs BEAM=0 {bm['beam_heuristic_step_ms']:.2f} ms (median of {bm['beam_runs']} interleaved "

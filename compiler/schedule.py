@@ -27,7 +27,7 @@ another element than the one it writes (_assign_items).
 ['r_4_8']
 """
 from __future__ import annotations
-import weakref
+import math, weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from compiler.lazy import LazyBuffer
@@ -401,11 +401,18 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
   it too (before the assign), so a clone or any lazy result keeps the value it was built from. So are the nodes of
   `live()` (what the program still holds: the frontend's tensors) that would read the old value when realized later,
   through a reader this schedule only inlines (`loss.backward(); opt.step(); loss.numpy()`: the loss, built from the
-  weights before the step, is computed in the step's schedule, before the weights change)."""
+  weights before the step, is computed in the step's schedule, before the weights change).
+
+  A graph of the same structure as one scheduled before (an eager train step's, every step) is answered from the
+  schedule cache (_GraphKey): the same kernels, bound to this graph's lazy buffers."""
   outs = [o for o in outs if o.base.buffer is None or (o.base.op is Ops.ASSIGN and o.base.buffer is None)]
   if not outs: return []
   if live is not None:   # asked at most once (it lists every tensor the program holds): nothing changes them meanwhile
     live = _once(live)
+  return _schedule_cached(outs, live) if SCHEDULE_CACHE else _schedule(outs, live)
+
+def _schedule(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None) -> list[ScheduleItem]:
+  """create_schedule without the cache."""
   while True:
     sched = _Scheduler(outs, live)
     assigns = {b for b in sched.seen if b.op is Ops.ASSIGN and b.buffer is None}
@@ -420,6 +427,10 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
     if not stale: break
     outs = outs + stale
     snapshots.update(stale)
+  return _build_any(sched, assigns)
+
+def _build_any(sched: _Scheduler, assigns: set) -> list[ScheduleItem]:
+  """_build, fusing the optimizer's assigns as far as the order allows."""
   for fuse in (2, 1):
     # a fused update ordered into a cycle (something it writes is read between its parts): fuse less
     try: return _build(sched, fuse)
@@ -431,6 +442,148 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
     if not (readers := _inlined_readers(sched, assigns, exact=True)): raise
     sched.add_roots(readers)
     return _build(sched, 0)
+
+# *** the schedule cache ***
+# An eager train step builds a lazy graph of the same structure every step, over other buffers: scheduling it (the
+# walk, the probe rounds, building every kernel's AST) is a large part of the host's work per step. The cache keys what
+# create_schedule decides by the graph's whole structure (_GraphKey), so the next step gets the same kernels bound to its
+# own lazy buffers. It follows _schedule's loop step by step: each graph it walks is a key, whose entry holds what
+# _Scheduler realized when the program's held readers were asked for (a pure function of the key), and the schedules
+# built for each answer; the answer itself reads the program's tensors, so it is asked again at every hit.
+SCHEDULE_CACHE = True       # off: every graph is scheduled from scratch (tests compare the two)
+SCHEDULE_CACHE_MAX = 256          # entries (each holds its key, ASTs and tuples of numbers, never a buffer)
+SCHEDULE_CACHE_NODES = 1 << 19    # bases over all keys (a key holds a tuple per base: a big model's graphs are big)
+cache_stats = {"hits": 0, "misses": 0}
+_cached_nodes = 0
+
+def _cache_put(key: tuple, entry: _CachedSchedule) -> _CachedSchedule:
+  """Store an entry, emptying the cache first when it is full (entries, or bases over all keys)."""
+  global _cached_nodes
+  if len(_schedule_cache) >= SCHEDULE_CACHE_MAX or _cached_nodes + len(key[0]) > SCHEDULE_CACHE_NODES:
+    _schedule_cache.clear()
+    _cached_nodes = 0
+  _cached_nodes += len(key[0])
+  _schedule_cache[key] = entry
+  return entry
+
+def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None) -> list[ScheduleItem]:
+  gk = _GraphKey(outs, live)
+  while True:
+    entry, sched = _schedule_cache.get(gk.key), None
+    if entry is None:
+      sched = _Scheduler(gk.outs, live)
+      entry = _cache_put(gk.key, _CachedSchedule(tuple(gk.index[b] for b in sched.realize)))
+    held: list[LazyBuffer] = []
+    if gk.assigns and live is not None:
+      realize = sched.realize if sched is not None else {gk.nodes[i]: None for i in entry.realize}
+      if held := _held_readers(_Realized(gk.index, realize), set(gk.assigns), live(), gk.readers):
+        snapshots.update(held)
+        if outside := [b for b in held if b not in gk.index]:
+          gk.extend(outside)   # (walked again with them as outputs: the next graph's key)
+          continue
+    if (items := entry.built.get(hk := frozenset(gk.index[b] for b in held))) is not None:
+      cache_stats["hits"] += 1
+      return entry.bind(items, gk.nodes)
+    cache_stats["misses"] += 1
+    if sched is None: sched = _Scheduler(gk.outs, live)
+    if held: sched.add_roots(held)
+    built = _build_any(sched, set(gk.assigns))
+    try: entry.built[hk] = entry.number(built, gk.index)
+    except KeyError: pass   # (a kernel over a base the key did not number: can't be, but then it is not cached)
+    return built
+
+class _GraphKey:
+  """The structure of the graph a schedule of `outs` covers, as a hashable key: every base reachable from the outputs
+  (stopping at realized ones, as the scheduler's walk does) numbered in the order a depth-first walk finds them, each
+  with everything the scheduler reads of it: op, dtype, device, shape, arg, forced_realize, and its sources as numbers
+  with the view each is read through; a realized base by which device buffer it is (two bases over one buffer share
+  a number). Besides the graph: the readers of assigns' targets outside it, which join it as outputs (_schedule's loop,
+  done here), which readers of those targets it holds, which of its bases the program holds (in the order they were
+  built: _held_generated sorts by it), and the scheduler's tuning constants. Two graphs with equal keys are the same
+  graph up to renaming: base i of one plays the part of base i of the other, so one schedule's kernels serve both."""
+  __slots__ = ("_readers", "assigns", "bufs", "has_index", "index", "key", "live", "nodes", "outs", "parts", "roots")
+  def __init__(self, outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None):
+    self.index: dict[LazyBuffer, int] = {}
+    self.nodes: list[LazyBuffer] = []
+    self.outs: list[LazyBuffer] = []
+    self.parts: list[tuple] = []
+    self.bufs: dict[int, int] = {}
+    self.roots: list[int] = []
+    self.has_index, self.live = False, live
+    self._readers: dict[LazyBuffer, list[LazyBuffer]] = {}
+    self.assigns: list[LazyBuffer] = []   # the pending assigns among the bases (in the order the walk met them)
+    self.extend(outs)
+
+  def readers(self, target: LazyBuffer) -> list[LazyBuffer]:
+    """target.readers, listed once per schedule (no lazy buffer is made while scheduling: the set can't grow)."""
+    if (rs := self._readers.get(target)) is None: rs = self._readers[target] = list(target.readers) if target.readers else []
+    return rs
+
+  def extend(self, outs: list[LazyBuffer]) -> None:
+    """Add outputs (and the stale readers they bring: _schedule's loop), then key the graph."""
+    while outs:
+      self.outs += outs
+      self.roots += [self._add(o) for o in outs]
+      outs = [r for b in self.assigns for r in self.readers(b.srcs[1].base)
+              if r.buffer is None and r not in self.index and not _reaches(r, b)]
+      snapshots.update(outs)
+    index = self.index
+    readers = tuple(tuple(sorted(index[r] for r in self.readers(b.srcs[1].base) if r in index)) for b in self.assigns)
+    held: tuple = ()
+    if self.live is not None and (self.assigns or self.has_index):
+      mine = {b: None for b in (lb._base or lb for lb in self.live()) if b.buffer is None and b in index}
+      held = tuple(index[b] for b in sorted(mine, key=lambda b: b.id))
+    self.key = (tuple(self.parts), tuple(self.roots), readers, held, self.live is not None,
+                COSTLY_OPS, GENERATED_MAX_READ, MAX_FUSED_CHAINS, tuple(_OP_COST.items()))
+
+  def _add(self, o: LazyBuffer) -> int:
+    index, nodes, parts, bufs = self.index, self.nodes, self.parts, self.bufs
+    if (i := index.get(root := o._base or o)) is not None: return i
+    i = index[root] = len(nodes)
+    nodes.append(root)
+    stack = [root]
+    while stack:
+      x = stack.pop()
+      if x.buffer is not None:
+        parts.append((index[x], x.op, x.dtype, x.device, x.shape, bufs.setdefault(id(x.buffer), len(bufs))))
+        continue
+      srcs = []
+      for s in x.srcs:
+        sb = s._base or s
+        if (j := index.get(sb)) is None:
+          j = index[sb] = len(nodes)
+          nodes.append(sb); stack.append(sb)
+        srcs.append(j if s._base is None else (j, s.st))
+      if (op := x.op) is Ops.INDEX: self.has_index = True
+      elif op is Ops.ASSIGN: self.assigns.append(x)
+      # (-0.0 == 0.0, one hash: the sign in the key, as UOp's interning keeps it)
+      if (arg := x.arg).__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))
+      parts.append((index[x], op, x.dtype, x.device, x.shape, arg, x.forced_realize, tuple(srcs)))
+    return i
+
+class _Realized:
+  """What _held_readers reads of a _Scheduler: the bases its walk saw, and those it realizes."""
+  def __init__(self, seen, realize): self.seen, self.realize = seen, realize
+
+class _CachedSchedule:
+  """A key's entry: the bases _Scheduler realized before the held readers were asked for (by number), and the
+  schedule built for each answer (the held readers' numbers -> items as (ast, outputs, inputs, kind, name, assign
+  targets, alloc_nbytes, var_vals), bases by number)."""
+  __slots__ = ("built", "realize")
+  def __init__(self, realize: tuple[int, ...]):
+    self.realize, self.built = realize, {}
+  @staticmethod
+  def number(items: list[ScheduleItem], index: dict[LazyBuffer, int]) -> list[tuple]:
+    return [(si.ast, tuple(index[b] for b in si.outputs), tuple(index[b] for b in si.inputs), si.kind, si.name,
+             None if si.assign_targets is None else tuple(index[b] for b in si.assign_targets), si.alloc_nbytes, dict(si.var_vals))
+            for si in items]
+  @staticmethod
+  def bind(items: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem]:
+    return [ScheduleItem(ast, [nodes[i] for i in o], [nodes[i] for i in ins], kind, name,
+                         None if tg is None else [nodes[i] for i in tg], alloc, dict(vv))
+            for ast, o, ins, kind, name, tg, alloc, vv in items]
+
+_schedule_cache: dict[tuple, _CachedSchedule] = {}
 
 def _once(fn: Callable[[], Iterable[LazyBuffer]]) -> Callable[[], list[LazyBuffer]]:
   got: list[list[LazyBuffer]] = []
@@ -567,19 +720,21 @@ def _assign_groups(sched: _Scheduler, fuse: int) -> dict[LazyBuffer, list[list[L
     kernels[-1].append(chain)
   return {ks[0][0]: ks for kernels in merged.values() for ks in kernels if len(ks) > 1 or len(ks[0]) > 1}
 
-def _inlined_readers(sched: _Scheduler, assigns: set, exact: bool = False) -> list[LazyBuffer]:
+def _readers_of(target: LazyBuffer) -> list[LazyBuffer]: return list(target.readers) if target.readers else []
+
+def _inlined_readers(sched: _Scheduler, assigns: set, exact: bool = False, readers: Callable = _readers_of) -> list[LazyBuffer]:
   """The readers of the assigns' targets (nodes built from their old values) that this schedule computes inside
   other kernels rather than storing; `exact`: without those that also read that assign's result (they can't run
-  before it; a walk per reader, so only where it matters)."""
-  return list({id(r): r for b in assigns if (rs := b.srcs[1].base.readers) for r in list(rs)
+  before it; a walk per reader, so only where it matters). readers: target -> its readers (_GraphKey lists them once)."""
+  return list({id(r): r for b in assigns for r in readers(b.srcs[1].base)
                if r.buffer is None and r in sched.seen and r not in sched.realize and not (exact and _reaches(r, b))}.values())
 
-def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer]) -> list[LazyBuffer]:
+def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer], readers: Callable = _readers_of) -> list[LazyBuffer]:
   """The bases of `live` that this schedule leaves unrealized and whose later computation would go through a reader of
   an assign's target that the schedule inlines (so runs before the assign here, but after it when realized later):
   they must be realized now. (One that also reads an assign's result can't run before it: ordering it makes a cycle,
   which create_schedule breaks by storing the inlined readers instead.)"""
-  if not (inlined := set(_inlined_readers(sched, assigns))): return []
+  if not (inlined := set(_inlined_readers(sched, assigns, readers=readers))): return []
   memo: dict[LazyBuffer, bool] = {}
   def stale(root: LazyBuffer) -> bool:
     # post-order over the unrealized bases under root, stopping at buffers and at what this schedule stores

@@ -17,7 +17,11 @@ from compiler.uop import UOp, Ops, exec_alu, substitute, ALU
 sint = int | UOp   # a dimension, stride or offset
 
 def is_sym(x: Any) -> bool: return isinstance(x, UOp)
-def any_sym(xs) -> bool: return any(isinstance(x, UOp) for x in xs)
+def any_sym(xs) -> bool:
+  # (a loop, not any() over a generator: asked for every shape of every op, mostly of a few plain ints)
+  for x in xs:
+    if isinstance(x, UOp): return True
+  return False
 
 def sval(x: sint) -> int:
   """The value of x with every Variable at its bound value (ValueError for an unbound Variable)."""

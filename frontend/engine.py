@@ -230,11 +230,13 @@ def realize(lbs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | No
   True
   """
   checks = Checks(lbs)   # index range checks of the graph: their kernels run with it, then they are read
+  lanes: dict[str, int] = {}   # (asked per kernel; the settings it reads are read once per realize, as run_schedule's)
+  def lanes_of(device: str) -> int: return lanes[device] if device in lanes else lanes.setdefault(device, simd_lanes(device))
   if profile.ENABLED:
     with profile.span("schedule", args={"outputs": len(lbs)}) as a:
-      items = pack_matmuls(create_schedule(lbs + checks.flags, live), simd_lanes)
+      items = pack_matmuls(create_schedule(lbs + checks.flags, live), lanes_of)
       a["kernels"] = sum(si.kind == "kernel" for si in items)
-  else: items = pack_matmuls(create_schedule(lbs + checks.flags, live), simd_lanes)
+  else: items = pack_matmuls(create_schedule(lbs + checks.flags, live), lanes_of)
   if VIZ or debug_level() >= 3:
     ex = explain_schedule(items, lbs)
     if debug_level() >= 3 and items: print(format_schedule(ex), file=sys.stderr)

@@ -141,7 +141,9 @@ class LAMB(Optimizer):
       self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * (g * g))
       m_hat = self.m[i] / c1
       v_hat = self.v[i] / c2
-      up = m_hat / (v_hat.sqrt() + self.eps) + self.wd * p
+      up = m_hat / (v_hat.sqrt() + self.eps)
+      # (decoupled weight decay; none at 0, as torch: adding 0 * p would turn an infinite weight into NaN)
+      if self.wd: up = up + self.wd * p
       if not self.adam:
         r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()
         r = (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0)

@@ -70,8 +70,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def __new__(cls, *args, **kwargs):
     # every tensor is noted (weakly) in _live, however it is made: an optimizer step's schedule must know which lazy
     # results the program still holds (live_lazydata)
-    t = super().__new__(cls)
-    _live.add(t)
+    t = object.__new__(cls)
+    _live.append(_weak(t))
+    if len(_live) > _live_sweep_at: _sweep_live()
     return t
 
   def __init__(self, data: Any, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
@@ -258,7 +259,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor([1.0], requires_grad=True).detach().requires_grad
     False
     """
-    return Tensor(self.lazydata, requires_grad=False)
+    return _wrap(self.lazydata, False)   # (what Tensor(self.lazydata, requires_grad=False) makes, without its checks)
   def clone(self) -> Tensor:
     """A copy in a buffer of its own (writes to either don't reach the other); gradients flow through it as in torch."""
     return F.Clone.apply(self)
@@ -358,7 +359,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor([[1, 2], [3, 4]]).T.contiguous().tolist()
     [[1, 3], [2, 4]]
     """
-    return F.Contiguous.apply(self)
+    return F.Contiguous.apply(self) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.contiguous(), self.requires_grad)
   def contiguous_backward(self) -> Tensor:
     """The identity in the forward pass; makes the incoming gradient contiguous in the backward pass."""
     return F.ContiguousBackward.apply(self)
@@ -722,7 +723,10 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       asked = tuple(prod(sh) // known if s == -1 else s for s in asked)
     new = asked
     if any(s < 0 for s in new) or prod(new) != prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(shape, *args)}")
-    return self if new == sh else F.Reshape.apply(self, shape=new)
+    if new == sh: return self
+    # (a movement op with no gradient to record (self needs none, or no_grad) makes no autograd node: Function.apply would
+    # give the same view under the same requires_grad, after building a context nothing reads; likewise below)
+    return F.Reshape.apply(self, shape=new) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.reshape(new), self.requires_grad)
   def _reshape_sym(self, asked: tuple, orig) -> Tensor:
     # symbolic dims (bound Variables): the -1 is inferred from the concrete dims once the symbolic ones that appear on
     # both sides are set aside; a Variable of the old shape must stay in the new one (dropping it would bake its value
@@ -742,7 +746,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       raise ValueError(f"reshape: can't reshape {self.shape} to {orig}")
     if not set(binds_of(prod(self.shape))) <= set(binds_of(prod(asked))):
       raise ValueError(f"reshape: {self.shape} to {orig} drops a symbolic dim; keep the bound Variable in the shape")
-    return self if asked == self.shape else F.Reshape.apply(self, shape=asked)
+    if asked == self.shape: return self
+    return F.Reshape.apply(self, shape=asked) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.reshape(asked), self.requires_grad)
   def view(self, *shape) -> Tensor:
     """The same as `reshape`.
 
@@ -763,7 +768,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     for b, s in zip(base, new):
       if b != s and b != 1: raise ValueError(f"expand: can't expand {self.shape} to {new}")
     x = self.reshape(base) if base != self.shape else self
-    return x if new == x.shape else F.Expand.apply(x, shape=new)
+    if new == x.shape: return x
+    return F.Expand.apply(x, shape=new) if x.requires_grad and not Tensor.no_grad else _wrap(x.lazydata.expand(new), x.requires_grad)
   def permute(self, order, *args) -> Tensor:
     """Reorder the dims: dim i of the result is dim order[i] of self.
 
@@ -772,7 +778,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     order = tuple(self._axis(a, op="permute") for a in argfix(order, *args))
     if sorted(order) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of {self.ndim} dims (shape {self.shape})")
-    return self if order == tuple(range(self.ndim)) else F.Permute.apply(self, order=order)
+    if order == tuple(range(self.ndim)): return self
+    return F.Permute.apply(self, order=order) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.permute(order), self.requires_grad)
   def flip(self, axis, *args) -> Tensor:
     """Reverse the order of the elements along the given axes.
 
@@ -781,7 +788,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     axes = tuple(self._axis(a, op="flip") for a in argfix(axis, *args))
     if len(set(axes)) != len(axes): raise RuntimeError(f"flip: repeated axis in {axes}")
-    return self if not axes else F.Flip.apply(self, axis=axes)
+    if not axes: return self
+    return F.Flip.apply(self, axis=axes) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.flip(axes), self.requires_grad)
   def shrink(self, arg) -> Tensor:
     """Keep [start, end) of each dim, given as one (start, end) pair per dim (None keeps the whole dim).
 
@@ -797,7 +805,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if any_sym(sh) or any(lo.__class__ is not int or hi.__class__ is not int for lo, hi in arg):
       # checked above at the bound values; a TinyJit replay for other values checks the same bounds again first
       if (rec := capturing()) is not None: rec.bounds.append((f"shrink {arg} of shape {sh}", arg, sh))
-    return self if arg == tuple([(0, s) for s in sh]) else F.Shrink.apply(self, arg=arg)
+    if arg == tuple([(0, s) for s in sh]): return self
+    return F.Shrink.apply(self, arg=arg) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.shrink(arg), self.requires_grad)
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """pad((before, after) per dim) or the torch-style flat (last dim first) form; negative amounts crop.
     mode: 'constant' (value), 'reflect' (mirror without the edge), 'replicate' (repeat the edge), 'circular' (wrap).
@@ -822,7 +831,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     x = self.shrink(tuple((-nb, s + na) for (nb, na), s in zip(neg, self.shape)))
     padding = pos
     if all(b == 0 and a == 0 for b, a in padding): return x
-    ret = F.Pad.apply(x, arg=padding)
+    ret = F.Pad.apply(x, arg=padding) if x.requires_grad and not Tensor.no_grad else _wrap(x.lazydata.pad(padding), x.requires_grad)
     if value != 0:
       # the value takes the tensor's dtype (as torch: 3 pads a bool tensor with True), never the other way round
       mask = F.Pad.apply(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device), arg=padding)
@@ -2147,7 +2156,16 @@ def _hash32(x: Tensor) -> Tensor:
   x = x * 0x846CA68B
   return x ^ (x >> 16)
 
-_live: weakref.WeakSet = weakref.WeakSet()
+# every tensor made, by a weak reference in the order they were made: a plain list, since a WeakSet's add and its
+# removal callback cost a Python call each for every tensor (hundreds per eager train step); the dead references are
+# dropped once the list has doubled since the last sweep (and when it is read)
+_live: list[weakref.ref] = []
+_weak = weakref.ref
+_live_sweep_at = 1024
+def _sweep_live() -> None:
+  global _live_sweep_at
+  _live[:] = [r for r in _live if r() is not None]
+  _live_sweep_at = max(1024, 2 * len(_live))
 
 def _init_multi(t: Tensor, data: Any, device, dtype: DType | None, requires_grad: bool | None) -> None:
   """Tensor(data, device=(d0, d1, ...)): made on the first device, then replicated; or a MultiLazyBuffer as is."""
@@ -2171,7 +2189,8 @@ def _assign_multi(t: Tensor, x: Tensor) -> Tensor:
 def live_lazydata() -> list[LazyBuffer]:
   """The lazy buffers of every tensor the program still holds (what a schedule that overwrites a buffer must not
   leave to read the new value later: compiler/schedule.py create_schedule)."""
-  return multi.lazy_buffers([t.lazydata for t in list(_live) if hasattr(t, "lazydata")])
+  _sweep_live()
+  return multi.lazy_buffers([t.lazydata for r in _live if (t := r()) is not None and hasattr(t, "lazydata")])
 
 def _wrap(lb: LazyBuffer, requires_grad: bool | None = False) -> Tensor:
   """Tensor(lb, requires_grad=requires_grad) for a LazyBuffer on the device asked for: no dtype to cast to, no copy
