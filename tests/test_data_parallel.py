@@ -99,3 +99,31 @@ def test_example_trains_on_two_devices(capsys):
   acc = td.main(["--devices", "2", "--steps", "4", "--batch-size", str(B)])
   out = capsys.readouterr().out
   assert f"device {','.join(D)}" in out and 0.0 <= acc <= 1.0
+
+def test_batchnorm_over_the_sharded_batch_trains_like_one_device(data):
+  # BatchNorm's batch statistics over the whole (sharded) batch: an allreduce, so each device normalizes with the same
+  # mean and variance as one device would, and the running statistics stay replicated
+  from frontend import nn
+  class Net:
+    def __init__(self):
+      self.c, self.bn, self.fc = nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.Linear(4 * 6 * 6, 10)
+    def __call__(self, x: Tensor) -> Tensor: return self.fc(self.bn(self.c(x)).relu().flatten(1))
+  def run(devices):
+    Tensor.manual_seed(1)
+    net = Net()
+    if devices is not None: replicate(net, devices)
+    opt = optim.SGD(get_parameters(net), lr=0.1, momentum=0.9)
+    step = make_train_step(net, opt)
+    x, y = data
+    for i in range(3):
+      xb, yb = Tensor(x[i * B:(i + 1) * B]), Tensor(y[i * B:(i + 1) * B])
+      if devices is not None: xb, yb = xb.shard(devices, 0), yb.shard(devices, 0)
+      step(xb.realize(), yb.realize())
+    return net
+  ref, got = run(None), run(D)
+  for name in ("c.weight", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var", "fc.weight"):
+    r, g = ref, got
+    for part in name.split("."): r, g = getattr(r, part), getattr(g, part)
+    a, b = shards(g)
+    np.testing.assert_array_equal(a, b, err_msg=name)
+    np.testing.assert_allclose(a, r.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
