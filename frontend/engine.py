@@ -24,7 +24,7 @@ from compiler import profile, settings, vizdata
 from compiler.uop import UOp
 from compiler.sint import sval
 from hcqrt.device import Device, debug_level
-from hcqrt.interface import Program
+from hcqrt.interface import Program, copy_between
 from frontend.devices import open_device, target_of
 from frontend.beam_runner import beam_search_for
 from frontend.buffer import Buffer, GlobalCounters
@@ -142,15 +142,18 @@ class ExecItem:
     if self.kind == "copy":
       dst, src = self.bufs
       if profile.ENABLED: st = profile.now_us()
-      data = np.empty(dst.nbytes, np.uint8)   # the tensor's bytes: a packed product's buffer has padding past them
-      if data.nbytes:
+      nbytes, how = dst.nbytes, "host"   # the tensor's bytes: a packed product's buffer has padding past them
+      if nbytes and src.device != dst.device:   # two devices: the source's device-to-device copy where it has one
+        how = copy_between(Device[dst.device], dst.raw, Device[src.device], src.raw, nbytes)
+      elif nbytes:
+        data = np.empty(nbytes, np.uint8)
         Device[src.device].allocator.copyout(memoryview(data), src.raw)
         Device[dst.device].allocator.copyin(dst.raw, memoryview(data))
-      GlobalCounters.global_mem += data.nbytes
+      GlobalCounters.global_mem += nbytes
       if (debug_level() if debug is None else debug) >= 2:
-        print(f"{dst.device:6s} copy   from {src.device}: {data.nbytes / 1e6:.3f} MB moved", file=sys.stderr)
+        print(f"{dst.device:6s} copy   from {src.device}: {nbytes / 1e6:.3f} MB moved ({how})", file=sys.stderr)
       if profile.ENABLED:
-        profile.add(f"copy {src.device} -> {dst.device}", dst.device, st, profile.now_us() - st, "copy", {"bytes": data.nbytes})
+        profile.add(f"copy {src.device} -> {dst.device}", dst.device, st, profile.now_us() - st, "copy", {"bytes": nbytes, "path": how})
       return 0.0
     ck, bufs = self.kernel, self.bufs
     if profile.ENABLED: st = profile.now_us()

@@ -30,6 +30,30 @@ def format_probe(p: Any) -> list[str]:
           f"{_gib(d['memory_bytes'])}, driver {d['driver']}",
           f"{'':6s}  classes: GPFIFO {d['gpfifo']}, compute {d['compute']}, copy {d['copy']}; QMD {d['qmd']}"]
 
+def format_p2p(probes: list[Any]) -> list[str]:
+  """The peer matrix of every backend with several usable devices (probe props "p2p": {destination: status}): what a
+  copy from the row's device into the column's uses, "ok: <link>" (a peer push) or "no-p2p: <driver status>" (a bounce
+  through system memory).
+
+  >>> from hcqrt.probe import Probe
+  >>> ps = [Probe("NV", "NV", True, {"p2p": {"NV:1": "ok: pcie"}}), Probe("NV", "NV:1", True, {"p2p": {"NV": "ok: pcie"}})]
+  >>> for line in format_p2p(ps): print(line)
+  NV P2P (copy from row into column):
+            NV        NV:1
+    NV      -         ok: pcie
+    NV:1    ok: pcie  -
+  """
+  lines: list[str] = []
+  for backend in dict.fromkeys(p.backend for p in probes):
+    devs = [p for p in probes if p.backend == backend and p.usable and "p2p" in p.props]
+    if len(devs) < 2: continue
+    names = [p.name for p in devs]
+    cells = [["-" if o == p.name else p.props["p2p"].get(o, "?") for o in names] for p in devs]
+    w = max(len(c) for row in cells for c in row + names) + 2
+    lines += [f"{backend} P2P (copy from row into column):", f"  {'':6s}  " + "".join(f"{n:{w}s}" for n in names).rstrip()]
+    lines += [f"  {p.name:6s}  " + "".join(f"{c:{w}s}" for c in row).rstrip() for p, row in zip(devs, cells)]
+  return lines
+
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(prog="python -m hcqrt", description="List the devices hcqrt can use on this machine.")
   ap.add_argument("--mock", metavar="ARCH", nargs="?", const="hopper", default=None,
@@ -48,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
   print("hcqrt devices:")
   for p in probes:
     for line in format_probe(p): print("  " + line)
+  for line in format_p2p(probes): print("  " + line)
   gpus = [p for p in probes if p.backend != "CPU" and p.usable]
   default = Device.DEFAULT
   hint = f" ({gpus[0].backend}=1 selects {gpus[0].name})" if gpus and default == "CPU" else ""

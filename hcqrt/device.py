@@ -3,7 +3,8 @@
 Choosing the default never opens a driver: an environment variable (`CPU=1`, `NV=1`, `AMD=1`, `PTXEMU=1`,
 `AMDEMU=1`) wins, otherwise the first GPU whose device file exists, otherwise the CPU. That keeps the choice under a millisecond.
 `MOCKGPU=1` (with `NV=1` or `AMD=1`) opens NV / AMD through the mock kernel drivers (hcqrt/mock/nv, hcqrt/mock/amd),
-for machines without a GPU; `MOCKGPU_COUNT=n` gives that one driver n GPUs (`NV:1`, `AMD:1`, ... open).
+for machines without a GPU; `MOCKGPU_COUNT=n` gives that one driver n GPUs (`NV:1`, `AMD:1`, ... open), and `MOCKGPU_P2P`
+how they are linked (pcie, the default; nvlink on NV, xgmi on AMD; none; or per pair: 0-1:nvlink,0-2:none).
 
 >>> from hcqrt.device import Device
 >>> Device.canonicalize("cpu")
@@ -61,7 +62,7 @@ class _Registry:
     if base == "NV":
       from hcqrt.mock.nv import install_mock_nv
       arch = os.environ.get("MOCKGPU_ARCH", "hopper")
-      self._mocks[base] = install_mock_nv("hopper" if arch.startswith("gfx") else arch, count=count)
+      self._mocks[base] = install_mock_nv("hopper" if arch.startswith("gfx") else arch, count=count, p2p=os.environ.get("MOCKGPU_P2P", "pcie"))
     else:
       from hcqrt.mock.amd import install_mock_amd   # the fake KFD (gfx1100; MOCKGPU_ARCH=gfx942 for an MI300X)
       arch = os.environ.get("MOCKGPU_ARCH", "gfx1100")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib, ctypes, struct, time, weakref
 from typing import Any, TypeVar
 from collections.abc import Callable, Iterator, Sequence
-from hcqrt.interface import GraphCopy, GraphExec, GraphItem, GraphTimestamp
+from hcqrt.interface import GraphCopy, GraphExec, GraphItem, GraphTimestamp, peer_ok
 
 DEFAULT_TIMEOUT_S = 30.0
 FAULT_POLL_S = 0.01   # how often a waiting Signal asks its device whether a queue faulted
@@ -412,6 +412,103 @@ class HCQDevice:
     raise NotImplementedError(f"{self.name} has no persistent memory")
   def free_persistent(self, blocks: list) -> None:
     raise NotImplementedError(f"{self.name} has no persistent memory")
+
+  # ---- other devices of this driver: peer copies, bounces through system memory, cross-device waits ----
+  # Test hook: True drops the destination's semaphore wait on a cross-device copy (its later work then races the copy;
+  # the mocks must show that as a wrong result). Never set outside tests.
+  skip_cross_wait = False
+  peer_copies = False       # a backend that implements the hooks below sets it (interface.can_transfer reads it)
+  BOUNCE_CHUNK = 2 << 20    # bytes per bounce slot (two slots, used in turn)
+
+  def _peer_state(self) -> dict:
+    # (HCQDevice has no __init__: the per-pair state is made on first use)
+    if (st := self.__dict__.get("_peers")) is None: st = self.__dict__["_peers"] = {"status": {}, "linked": set()}
+    return st
+  def peer_status(self, other: Any) -> str:
+    """interface.PeerDevice.peer_status: "ok: <link>" where this device can push into `other`'s memory, else
+    "no-p2p: <why>" (copies bounce through system memory). The driver is asked once per pair (`query_peer`)."""
+    if other is self: return "ok: same device"
+    if type(other) is not type(self): return f"no-p2p: {other.name} is driven by another backend (copies go through the host)"
+    st = self._peer_state()["status"]   # (keyed by the device object: names need not be unique, e.g. CPU test devices)
+    if other not in st: st[other] = self.query_peer(other)
+    return st[other]
+
+  def _link(self, other: HCQDevice) -> None:
+    """Once per ordered pair: each device can wait on the other's signals, and peer access is enabled where allowed."""
+    linked = self._peer_state()["linked"]
+    if other in linked: return
+    self.map_peer_signals(other); other.map_peer_signals(self)
+    if peer_ok(self.peer_status(other)): self.enable_peer(other)
+    linked.add(other)
+
+  def transfer_to(self, dst_dev: Any, dst: Any, src: Any, nbytes: int) -> None:
+    """interface.PeerDevice.transfer_to. Where `peer_status` allows it, ONE copy on this device's copy engine pushes into
+    `dst` mapped into this device (`map_peer`), after `dst_dev`'s submitted work (it may still read `dst`); else the bytes
+    go in chunks through this device's bounce buffers (`bounce_to`). `dst_dev`'s later work waits for the copy on its
+    own queue (`wait_for`, or the drains run there): no host wait anywhere.
+
+    >>> from hcqrt.cpu.hcq import CPUHCQDevice
+    >>> a, b = CPUHCQDevice("CPU"), CPUHCQDevice("CPU:1"); x, y = a.allocator.alloc(4), b.allocator.alloc(4)
+    >>> a.allocator.copyin(x, memoryview(b"wxyz")); a.transfer_to(b, y, x, 4); b.synchronize(); out = bytearray(4)
+    >>> b.allocator.copyout(memoryview(out), y); bytes(out), a.peer_status(b)
+    (b'wxyz', 'ok: shared host memory')
+    """
+    if nbytes <= 0: return
+    for b, what in ((src, f"source on {self.name}"), (dst, f"destination on {dst_dev.name}")):
+      if isinstance(getattr(b, "nbytes", None), int) and b.nbytes < nbytes:
+        raise ValueError(f"{self.name} -> {dst_dev.name}: a copy of {nbytes} bytes does not fit the {b.nbytes}-byte {what}")
+    if dst_dev is self:
+      self.submit_timeline(self.after_timeline(self.hw_copy_queue()).copy(buf_addr(dst), buf_addr(src), nbytes))
+      return
+    if type(dst_dev) is not type(self): raise TypeError(f"{self.name}: no device-to-device copy into {dst_dev.name} (another backend)")
+    self._link(dst_dev)
+    if not peer_ok(self.peer_status(dst_dev)): return self.bounce_to(dst_dev, dst, src, nbytes)
+    q = self.after_timeline(self.hw_copy_queue()).wait(dst_dev.timeline_signal, dst_dev.timeline_value - 1)
+    self.submit_timeline(q.copy(self.map_peer(dst_dev, dst), buf_addr(src), nbytes))
+    dst_dev.wait_for(self, self.timeline_value - 1)
+
+  def bounce_to(self, dst_dev: HCQDevice, dst: Any, src: Any, nbytes: int) -> None:
+    """The copy through system memory that transfer_to takes without P2P (public: hw_tests checks it where P2P works):
+    this device's copy engine fills a slot of its bounce buffers (host-visible system memory `dst_dev` maps), and
+    `dst_dev`'s copy engine drains it into `dst` once a semaphore wait on this device's timeline says it is filled."""
+    self._link(dst_dev)
+    slots, drained = self.bounce_buffers(), self._peer_state().setdefault("drained", {})
+    for k, off in enumerate(range(0, nbytes, self.BOUNCE_CHUNK)):
+      i, n = k % len(slots), min(self.BOUNCE_CHUNK, nbytes - off)
+      # a fill waits only for the slot's last drain (on whichever device drained it: linked, so its signals are mapped
+      # here), so filling one slot overlaps draining the other; the drain writes dst on dst_dev's own timeline, after
+      # all of dst_dev's earlier work, and waits for the fill
+      q = self.after_timeline(self.hw_copy_queue())
+      if (last := drained.get(i)) is not None: q.wait(last[0].timeline_signal, last[1])
+      self.submit_timeline(q.copy(buf_addr(slots[i]), buf_addr(src) + off, n))
+      d = dst_dev.after_timeline(dst_dev.hw_copy_queue())
+      if not self.skip_cross_wait: d.wait(self.timeline_signal, self.timeline_value - 1)
+      dst_dev.submit_timeline(d.copy(buf_addr(dst) + off, dst_dev.map_peer(self, slots[i]), n))
+      drained[i] = (dst_dev, dst_dev.timeline_value - 1)
+
+  def wait_for(self, other: HCQDevice, value: int) -> None:
+    """This device's later work runs after `other`'s timeline reaches `value`: a semaphore wait on this device's own
+    queue (`other`'s signals are mapped here: `map_peer_signals`), not a host sync."""
+    if self.skip_cross_wait: return
+    self.submit_timeline(self.after_timeline(self.hw_compute_queue()).wait(other.timeline_signal, value))
+
+  # the backend's part (a backend without peer copies leaves them: copy_between then goes through the host)
+  def query_peer(self, other: HCQDevice) -> str:
+    """Ask the driver what a copy from this device into `other` may use: "ok: <link>" or "no-p2p: <status name>"."""
+    raise NotImplementedError(f"{self.name}: no peer query")
+  def enable_peer(self, other: HCQDevice) -> None:
+    """Enable this device's access to `other`'s memory (called once per pair, only where query_peer said "ok")."""
+    raise NotImplementedError(f"{self.name}: no peer access")
+  def map_peer(self, other: HCQDevice, buf: Any) -> int:
+    """The address on this device of `other`'s buffer `buf` (mapped on first use; video memory only after enable_peer)."""
+    raise NotImplementedError(f"{self.name}: no peer mappings")
+  def map_peer_signals(self, other: HCQDevice) -> None:
+    """Map `other`'s signal memory into this device, so this device's queues can wait on `other`'s signals at the
+    addresses the signals carry (HCQ backends give an allocation one address on every device of the process)."""
+    raise NotImplementedError(f"{self.name}: no cross-device signals")
+  def bounce_buffers(self) -> list[Any]:
+    """This device's host-visible system-memory slots of BOUNCE_CHUNK bytes, which every peer can map (map_peer)."""
+    raise NotImplementedError(f"{self.name}: no bounce buffers")
 
   # ---- queues, programs, faults (the backend's) ----
   def hw_compute_queue(self) -> HWQueue: raise NotImplementedError

@@ -6,6 +6,10 @@ The protocols are structural (typing.Protocol, as hcqrt/syscalls.py FakeDriver):
 them. Graph items are dataclasses: a launch (`GraphExec`), a device-to-device copy (`GraphCopy`) or a GPU timestamp
 (`GraphTimestamp`), the same for every device that replays graphs.
 
+Copies between two devices go through `copy_between`: the source's own `transfer_to` (PeerDevice: a peer push, or a
+bounce through system memory, ordered on both devices' queues) where it has one for that destination, else the host
+(copyout, then copyin). `peer_status` names what a pair can do ("ok: ..." = a direct peer copy).
+
   >>> from hcqrt.device import Device as Devices
   >>> dev: Device = Devices["CPU"]
   >>> isinstance(dev, Device), isinstance(dev.allocator, Allocator)
@@ -74,6 +78,56 @@ class Graph(Protocol):
   def kernel_times(self) -> list[tuple[int, int, int]]:
     """(item, start ns, end ns) of each launch of the last replay (after it completed)."""
     ...
+
+@runtime_checkable
+class PeerDevice(Protocol):
+  """A device that copies into another device without the host (hcqrt/hcq.py HCQDevice). Optional: a device without
+  these members, or with `peer_copies` False, gets copies through the host (`copy_between`)."""
+  peer_copies: bool   # this backend implements the copies below (HCQDevice's backends opt in one by one)
+  def peer_status(self, other: Any) -> str:
+    """What a copy from this device into `other` can use: "ok: <link>" (a direct peer push), else "no-p2p: <why>"
+    (the driver's status name, e.g. "no-p2p: IOH_TOPOLOGY_NOT_SUPPORTED"; copies then bounce through system memory).
+    Asks the driver once per pair."""
+    ...
+  def transfer_to(self, dst_dev: Any, dst: Any, src: Any, nbytes: int) -> None:
+    """Copy `nbytes` from this device's buffer `src` into `dst` on `dst_dev`, with no host wait: the copy runs after the
+    work already submitted on both devices (the destination's included: it may still read `dst`), and the destination's
+    later work runs after the copy (a semaphore wait on its own queue). Raises TypeError where `dst_dev` is of another
+    driver (`copy_between` then goes through the host)."""
+    ...
+
+def peer_ok(status: str) -> bool:
+  """Whether a `peer_status` allows a direct peer copy.
+
+  >>> peer_ok("ok: pcie"), peer_ok("no-p2p: IOH_TOPOLOGY_NOT_SUPPORTED")
+  (True, False)
+  """
+  return status.startswith("ok")
+
+def can_transfer(src_dev: Any, dst_dev: Any) -> bool:
+  """Whether `src_dev.transfer_to(dst_dev, ...)` exists for this pair: both devices of one driver that has it."""
+  return isinstance(src_dev, PeerDevice) and getattr(src_dev, "peer_copies", False) and type(src_dev) is type(dst_dev)
+
+def copy_between(dst_dev: Device, dst: Any, src_dev: Device, src: Any, nbytes: int) -> str:
+  """Copy `nbytes` from `src` on `src_dev` into `dst` on `dst_dev`; returns the path taken: "device" (the source's
+  transfer_to: a peer push or a bounce it orders on the devices' queues) or "host" (copyout, then copyin: complete on
+  return).
+
+  >>> from hcqrt.device import Device as Devices
+  >>> a, b = Devices["CPU"], Devices["CPU:1"]
+  >>> x, y = a.allocator.alloc(4), b.allocator.alloc(4); a.allocator.copyin(x, memoryview(b"abcd"))
+  >>> copy_between(b, y, a, x, 4); out = bytearray(4); b.allocator.copyout(memoryview(out), y); bytes(out)
+  'host'
+  b'abcd'
+  """
+  if nbytes <= 0: return "host"
+  if can_transfer(src_dev, dst_dev):
+    src_dev.transfer_to(dst_dev, dst, src, nbytes)   # type: ignore[attr-defined]
+    return "device"
+  data = bytearray(nbytes)
+  src_dev.allocator.copyout(memoryview(data), src)
+  dst_dev.allocator.copyin(dst, memoryview(data))
+  return "host"
 
 @runtime_checkable
 class Device(Protocol):

@@ -99,10 +99,12 @@ def probe_nv(mock: str | None = None, check_files: bool = True) -> list[Probe]:
   if mock is None and check_files and (p := _nv_files_problem()): return [Probe("NV", "NV", False, reason=p[0], fix=p[1])]
   drv = None
   if mock is not None:
+    from hcqrt.device import mock_gpu_count
     from hcqrt.mock.nv import install_mock_nv
-    drv = install_mock_nv(mock)
+    drv = install_mock_nv(mock, count=mock_gpu_count(), p2p=os.environ.get("MOCKGPU_P2P", "pcie"))
   from hcqrt.nv.device import NVDevice
   out: list[Probe] = []
+  devs: list[NVDevice] = []
   try:
     i, count = 0, 1
     while i < count:
@@ -114,7 +116,10 @@ def probe_nv(mock: str | None = None, check_files: bool = True) -> list[Probe]:
         break
       count = dev.card_count
       out.append(Probe("NV", name, True, {**dev.properties(), "mock": mock is not None}))
+      devs.append(dev)
       i += 1
+    # the P2P matrix while they are open: what a copy from each GPU into each other one uses (the driver's caps)
+    for p, d in zip(out, devs): p.props["p2p"] = {o.name: d.peer_status(o) for o in devs if o is not d}
   finally:
     if drv is not None:
       from hcqrt.mock.nv import uninstall_mock_nv

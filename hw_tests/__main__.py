@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     from hcqrt import syscalls
     if vendor == "NV": from hcqrt.mock.nv import install_mock_nv as install
     else: from hcqrt.mock.amd import install_mock_amd as install
-    drv = install(a.arch)
+    from hcqrt.device import mock_gpu_count   # MOCKGPU_COUNT=2 (MOCKGPU_P2P) gives the multi-device checks a peer
+    drv = install(a.arch, count=mock_gpu_count(), p2p=os.environ.get("MOCKGPU_P2P", "pcie")) if vendor == "NV" else install(a.arch)
   try: return _run(a, mocked, drv)
   finally:
     if drv is not None: syscalls.uninstall(drv)
@@ -53,13 +54,20 @@ def _run(a: argparse.Namespace, mocked: bool, drv) -> int:
     dev = NVDevice(a.device.upper())
   if drv is not None: dev.drv = drv
   print(f"hw_tests on {dev} ({'mock ' + a.arch if mocked else 'real driver'}), bring-up {time.perf_counter() - t0:.2f}s")
-  c = Ctx(dev, mocked, a.stress)
+  peer = None   # the multi-device checks: NV and the next GPU the driver lists
+  if getattr(dev, "card_count", 1) > 1:
+    index = int(a.device.split(":")[1]) if ":" in a.device else 0
+    peer = type(dev)(f"NV:{(index + 1) % dev.card_count}")
+    print(f"peer device for the multi-device checks: {peer}")
+  c = Ctx(dev, mocked, a.stress, peer)
   results = run_suite(c, a.only)
-  npass, nfail = sum(r["passed"] for r in results), sum(not r["passed"] for r in results)
-  report = {"device": dev.properties(), "mock": mocked, "results": results, "metrics": c.metrics, "passed": npass, "failed": nfail}
+  nskip = sum(r["skipped"] for r in results)
+  npass, nfail = sum(r["passed"] for r in results) - nskip, sum(not r["passed"] for r in results)
+  report = {"device": dev.properties(), "mock": mocked, "results": results, "metrics": c.metrics, "passed": npass, "failed": nfail,
+            "skipped": nskip}
   with open(a.json, "w") as f: json.dump(report, f, indent=1)
   print(f"report: {a.json}")
-  print(f"{npass} passed, {nfail} failed")
+  print(f"{npass} passed, {nfail} failed" + (f", {nskip} skipped" if nskip else ""))
   return 1 if nfail else 0
 
 if __name__ == "__main__":

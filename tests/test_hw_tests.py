@@ -5,20 +5,33 @@ import json
 from hw_tests.__main__ import main
 from hw_tests import suite
 
+MULTI = sum(g == "multi" for g, *_ in suite.CHECKS)   # the multi-device checks: skipped with one GPU
+
 def test_suite_passes_on_mock_h100(tmp_path, capsys):
   rc = main(["--device", "NV", "--mock", "--stress", "1000", "--json", str(tmp_path / "r.json")])
   out = capsys.readouterr().out
   rep = json.loads((tmp_path / "r.json").read_text())
   assert rc == 0, out
-  assert out.strip().splitlines()[-1] == f"{len(suite.CHECKS)} passed, 0 failed"
+  assert out.strip().splitlines()[-1] == f"{len(suite.CHECKS) - MULTI} passed, 0 failed, {MULTI} skipped"
   assert rep["failed"] == 0 and len(rep["results"]) == len(suite.CHECKS) and rep["device"]["qmd"] == "V04_00"
-  assert {r["group"] for r in rep["results"]} == {"properties", "memory", "copies", "signals", "launches", "graph", "errors"}
+  assert {r["group"] for r in rep["results"]} == {"properties", "memory", "copies", "signals", "launches", "graph", "multi", "errors"}
+  assert MULTI >= 4 and all(r["skipped"] and r["note"] == "skipped: needs 2 devices" for r in rep["results"] if r["group"] == "multi")
   assert {"launch_host_us", "graph_host_us_per_kernel"} <= set(rep["metrics"])   # (speed: bench/hcq_bench.py, not a test)
 
 def test_suite_on_mock_ada_launches(tmp_path, capsys):
   rc = main(["--mock", "--arch", "ada", "--only", "launches", "--stress", "100", "--json", str(tmp_path / "r.json")])
   rep = json.loads((tmp_path / "r.json").read_text())
   assert rc == 0 and rep["device"]["arch"] == "sm_89" and rep["passed"] == sum(g == "launches" for g, *_ in suite.CHECKS) >= 6
+
+def test_multi_device_checks_pass_on_two_mock_gpus(tmp_path, capsys, monkeypatch):
+  for p2p in ("pcie", "nvlink", "none"):
+    monkeypatch.setenv("MOCKGPU_COUNT", "2"); monkeypatch.setenv("MOCKGPU_P2P", p2p)
+    rc = main(["--mock", "--only", "multi", "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rc == 0 and out.strip().endswith(f"{MULTI} passed, 0 failed"), out
+    assert ("no-p2p: IOH_TOPOLOGY_NOT_SUPPORTED" if p2p == "none" else f"ok: {p2p}") in out
+    assert {"peer_copy_GBps", "bounce_copy_GBps"} <= set(rep["metrics"])
 
 def test_failure_is_reported(tmp_path, capsys, monkeypatch):
   def broken(c): raise AssertionError("deliberately broken")
@@ -34,7 +47,7 @@ def test_suite_passes_on_mock_amd(tmp_path, capsys):
   rep = json.loads((tmp_path / "r.json").read_text())
   amd = [c for c in suite.CHECKS if "AMD" in c[3]]
   assert rc == 0, out
-  assert out.strip().splitlines()[-1] == f"{len(amd)} passed, 0 failed" and len(amd) >= len(suite.CHECKS) - 1
+  assert out.strip().splitlines()[-1] == f"{len(amd) - MULTI} passed, 0 failed, {MULTI} skipped" and len(amd) >= len(suite.CHECKS) - 1
   assert "n/a   launches    stack_and_spills" in out
   assert rep["device"]["arch"] == "gfx1100" and rep["failed"] == 0 and len(rep["results"]) == len(amd)
   assert {"launch_host_us", "graph_host_us_per_kernel", "back_to_back_us_per_launch"} <= set(rep["metrics"])   # speed: bench/hcq_bench.py

@@ -20,6 +20,11 @@ JSTRUCTS.update({
   "NV2080_CTRL_GR_GET_SM_TO_GPC_TPC_MAPPINGS_PARAMS": {"sizeof": 1944, "alignof": 8, "flat_offsets": {
     "smId": [0, 1920], "smId[0].gpcId": [0, 4], "smId[0].tpcId": [4, 4], "smCount": [1920, 4], "grRouteInfo": [1928, 16],
     "grRouteInfo.flags": [1928, 4], "grRouteInfo.route": [1936, 8]}}})
+# from headers, not in JSON (the JSON has its cmd and params_sizeof, 8348): OGKM@595.45.04
+# src/common/sdk/nvidia/inc/ctrl/ctrl0000/ctrl0000system.h:1197-1206 (MAX_ATTACHED_GPUS 32, its square 1024, TABLE_SIZE 9)
+JSTRUCTS["NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS"] = {"sizeof": 8348, "alignof": 4, "flat_offsets": {
+  "gpuIds": [0, 128], "gpuCount": [128, 4], "p2pCaps": [132, 4], "p2pOptimalReadCEs": [136, 4], "p2pOptimalWriteCEs": [140, 4],
+  "p2pCapsStatus": [144, 9], "busPeerIds": [156, 4096], "busEgmPeerIds": [4252, 4096]}}
 OUR_STRUCTS = [name for name, _ in structs.STRUCTS]
 
 # ---- facts from headers, not in JSON ----

@@ -78,4 +78,14 @@ class CPUHCQDevice(HCQDevice, CPUDevice):
   def hcq_program(self, name: str, obj: bytes) -> CPUHCQProgram: return CPUHCQProgram(self, name, obj)
   def synchronize(self, timeout_s: float | None = None) -> None:
     self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
+  # peers: every CPUHCQDevice lives in this process's memory, so another one's buffers and signals are at their own
+  # addresses already (the reference for the peer seam; the GPU backends map them through their drivers)
+  peer_copies = True
+  def query_peer(self, other: HCQDevice) -> str: return "ok: shared host memory"
+  def enable_peer(self, other: HCQDevice) -> None: pass
+  def map_peer(self, other: HCQDevice, buf: Any) -> int: return buf_addr(buf)
+  def map_peer_signals(self, other: HCQDevice) -> None: pass
+  def bounce_buffers(self) -> list[Any]:
+    if not hasattr(self, "_bounce"): self._bounce = [self.allocator.alloc(self.BOUNCE_CHUNK) for _ in range(2)]
+    return self._bounce
   def __repr__(self) -> str: return f"<CPUHCQDevice {self.ncores} cores>"

@@ -453,9 +453,13 @@ class NVDevice(HCQDevice):
     self.kernargs_ring = _Ring(self.gpu_alloc(16 << 20, host=True), self.synchronize)
     self._arena: list[_Ring] = []
     self._persistent_free: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    sigbuf = self.gpu_alloc(0x10000, host=True, sysmem=True)
+    self.sigbuf = sigbuf = self.gpu_alloc(0x10000, host=True, sysmem=True)
     assert sigbuf.host is not None
     self._init_signals(SignalPool(self, sigbuf.host, sigbuf.va, sigbuf.size))
+    self._peer_gpus: set[bytes] = set()                 # other GPUs registered in this device's UVM VA space
+    self._peer_maps: dict[tuple[str, int], NVBuffer] = {}   # (owner device, RM handle) -> what is mapped here
+    self._mapped_by: dict[int, list[NVDevice]] = {}     # RM handle of our memory -> devices that mapped it
+    self._bounce: list[NVBuffer] = []
     self.staging = [self.gpu_alloc(NVAllocator.STAGING, host=True, sysmem=True) for _ in range(2)]
     self.local_bytes, self.local_mem = 0, None
     self._leaked_slot: int | None = None   # gpfifo_mem slot of channels whose group RM would not free (recover)
@@ -605,6 +609,10 @@ class NVDevice(HCQDevice):
 
   def _release_memory(self, buf: NVBuffer) -> None:
     buf.freed = True
+    for peer in self._mapped_by.pop(buf.handle, []):   # other GPUs' mappings of it go first (UVM holds a dup of the memory)
+      if peer._peer_maps.pop((self.name, buf.handle), None) is not None:
+        peer.synchronize()
+        peer.rm.uvm(peer.uvmfd, "UVM_FREE", base=buf.va, length=buf.size)
     self.rm.uvm(self.uvmfd, "UVM_FREE", base=buf.va, length=buf.size)
     self.rm.free(self.hdev, buf.handle)
     syscalls.munmap(buf.va, buf.size)
@@ -670,6 +678,75 @@ class NVDevice(HCQDevice):
       while ch.pending():
         if time.perf_counter() > deadline: raise TimeoutError(f"{self.name}: {ch.name} did not drain its GPFIFO (GPGet {ch.gpget.value}, put {ch.put})")
         time.sleep(0.0001)
+
+  # ---- other NV GPUs of this process: peer pushes, bounces, cross-device waits (hcq.py HCQDevice.transfer_to) ----
+  # Each device keeps its own UVM VA space (fd); a peer's GPU is registered in it when first needed. UVM maps memory on
+  # a GPU only where the owning GPU is registered in that VA space, system memory included (OGKM@595.45.04
+  # kernel-open/nvidia-uvm/uvm_map_external.c:648-652), and peer access is a property of the VA space
+  # (uvm_va_space.c:1994-2024). Our allocations have one VA in the whole process (_reserve_va), so a peer maps a
+  # buffer at the address its owner uses, and a semaphore is waited on at the address its signal carries.
+  peer_copies = True
+  def query_peer(self, other: HCQDevice) -> str:
+    """NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2 for this GPU and `other`: "ok: nvlink" or "ok: pcie" where peer reads and
+    writes are supported, else "no-p2p: " and the READ/WRITE status name (e.g. IOH_TOPOLOGY_NOT_SUPPORTED)."""
+    assert isinstance(other, NVDevice)
+    try: r = self.rm.control(self.rm.root, "NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2", gpuIds=[self.gpu_id, other.gpu_id], gpuCount=2)
+    except NVError as e: return f"no-p2p: {e.status_name}"
+    V, caps = F.VALUES, r.p2pCaps
+    def has(bit: str) -> bool: return F.field_get(f"NV0000_CTRL_SYSTEM_GET_P2P_CAPS_{bit}_SUPPORTED", caps) == 1
+    st = [r.p2pCapsStatus[V[f"NV0000_CTRL_P2P_CAPS_INDEX_{k}"]] for k in ("READ", "WRITE")]
+    if has("READS") and has("WRITES") and st == [V["NV0000_P2P_CAPS_STATUS_OK"]] * 2:
+      if has("NVLINK"): return "ok: nvlink"
+      if has("PCI"): return "ok: pcie"
+    bad = next((v for v in st if v != V["NV0000_P2P_CAPS_STATUS_OK"]), V["NV0000_P2P_CAPS_STATUS_NOT_SUPPORTED"])
+    name = next((k[len("NV0000_P2P_CAPS_STATUS_"):] for k, v in V.items() if k.startswith("NV0000_P2P_CAPS_STATUS_") and v == bad), f"status {bad}")
+    return f"no-p2p: {name}"
+
+  def _register_peer_gpu(self, other: NVDevice) -> None:
+    """`other`'s GPU registered in this device's UVM VA space, once (an NVLink pair is enabled by this registration:
+    uvm_va_space.c:98-118 register_gpu_peers)."""
+    if other.uuid in self._peer_gpus: return
+    self.rm.uvm(self.uvmfd, "UVM_REGISTER_GPU", gpu_uuid={"uuid": list(other.uuid)}, rmCtrlFd=-1)
+    self._peer_gpus.add(other.uuid)
+
+  def enable_peer(self, other: HCQDevice) -> None:
+    """Peer access to `other` in this VA space. Only a PCIe pair calls UVM_ENABLE_PEER_ACCESS: UVM enables an NVLink
+    pair itself at registration and refuses ENABLE for it with NV_ERR_INVALID_DEVICE (uvm_gpu.c:3138-3144
+    uvm_gpu_retain_pcie_peer_access: link type != PCIE)."""
+    assert isinstance(other, NVDevice)
+    self._register_peer_gpu(other)
+    if self.peer_status(other) == "ok: pcie":
+      self.rm.uvm(self.uvmfd, "UVM_ENABLE_PEER_ACCESS", gpuUuidA={"uuid": list(self.uuid)}, gpuUuidB={"uuid": list(other.uuid)})
+
+  def map_peer(self, other: HCQDevice, buf: Any) -> int:
+    """`other`'s buffer mapped on this GPU (once per allocation) at its own address: an external range in this VA space
+    and UVM_MAP_EXTERNAL_ALLOCATION of the owner's memory handle, through the owner's RM client (UVM dups it)."""
+    assert isinstance(other, NVDevice) and isinstance(buf, NVBuffer)
+    if buf.freed: raise RuntimeError(f"{self.name}: mapping {buf!r} of {other.name}, which was freed")
+    if (other.name, buf.handle) in self._peer_maps: return buf.va
+    self._register_peer_gpu(other)
+    self.rm.uvm(self.uvmfd, "UVM_CREATE_EXTERNAL_RANGE", base=buf.va, length=buf.size)
+    attrs = {"gpuUuid": {"uuid": list(self.uuid)}, "gpuMappingType": 1, "gpuCachingType": UVM_CACHING_FORCE_UNCACHED if buf.sysmem else 0}
+    try:
+      self.rm.uvm(self.uvmfd, "UVM_MAP_EXTERNAL_ALLOCATION", base=buf.va, length=buf.size, rmCtrlFd=other.ctl, hClient=other.rm.root,
+                  hMemory=buf.handle, gpuAttributesCount=1, perGpuAttributes=[attrs])
+    except NVError as e:
+      with contextlib.suppress(NVError): self.rm.uvm(self.uvmfd, "UVM_FREE", base=buf.va, length=buf.size)
+      raise NVError(f"{self.name}: mapping {other.name}'s {'system' if buf.sysmem else 'video'} memory at {buf.va:#x} "
+                    f"({self.peer_status(other)}): {e}", e.status) from None
+    self._peer_maps[(other.name, buf.handle)] = buf
+    other._mapped_by.setdefault(buf.handle, []).append(self)
+    return buf.va
+
+  def map_peer_signals(self, other: HCQDevice) -> None:
+    """`other`'s signal page (system memory, GPU-uncached) mapped here: this GPU's queues then wait on its semaphores."""
+    assert isinstance(other, NVDevice)
+    self.map_peer(other, other.sigbuf)
+
+  def bounce_buffers(self) -> list[Any]:
+    """Two BOUNCE_CHUNK slots of GPU-uncached system memory (a peer maps them whatever the link: they are not video memory)."""
+    if not self._bounce: self._bounce = [self.gpu_alloc(self.BOUNCE_CHUNK, sysmem=True) for _ in range(2)]
+    return self._bounce
 
   # ---- HCQ device interface ----
   def channel_for(self, q: NVQueue) -> GPFIFO: return self.copy_ch if isinstance(q, NVCopyQueue) else self.compute_ch

@@ -7,7 +7,7 @@ decoding into NVError messages that name the call, the class/control and the sta
   ...   c = RMClient(syscalls.open("/dev/nvidiactl", os.O_RDWR), abi_for_version(drv.version))
   ...   try: c.alloc(c.root, CLASSES["NV01_DEVICE_0"], "NV0080_ALLOC_PARAMETERS", deviceId=7)
   ...   except NVError as e: print(e.status_name)
-  NV_ERR_INVALID_ARGUMENT
+  NV_ERR_INVALID_CLASS
 """
 from __future__ import annotations
 from typing import Any

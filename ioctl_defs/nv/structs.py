@@ -102,6 +102,8 @@ STRUCTS: list[tuple[str, str]] = [
   ("NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS", """NvU32 gpuId; NvU32 gpuFlags; NvU32 deviceInstance; NvU32 subDeviceInstance; NvU32 sliStatus;
     NvU32 boardId; NvU32 gpuInstance; NvS32 numaId;"""),
   ("NV0000_CTRL_GPU_GET_ATTACHED_IDS_PARAMS", "NvU32 gpuIds[32];"),
+  ("NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS", """NvU32 gpuIds[32]; NvU32 gpuCount; NvU32 p2pCaps; NvU32 p2pOptimalReadCEs;
+    NvU32 p2pOptimalWriteCEs; NvU8 p2pCapsStatus[9]; NvU32 busPeerIds[1024]; NvU32 busEgmPeerIds[1024];"""),
   ("NV0000_CTRL_GPU_GET_PROBED_IDS_PARAMS", """NvU32 gpuIds[32]; NvU32 excludedGpuIds[32];
     NvU32 gpuFlags[32]; @580"""),
   ("NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS", "NvU32 gpuId; NvU32 flags; NvU8 gpuUuid[256]; NvU32 uuidStrLen;"),
@@ -151,6 +153,7 @@ STRUCTS: list[tuple[str, str]] = [
   ("UVM_UNMAP_EXTERNAL_PARAMS", "NvU64 base; NvU64 length; NvProcessorUuid gpuUuid; NV_STATUS rmStatus;"),
   ("UVM_FREE_PARAMS", "NvU64 base; NvU64 length; NV_STATUS rmStatus;"),
   ("UVM_ENABLE_PEER_ACCESS_PARAMS", "NvProcessorUuid gpuUuidA; NvProcessorUuid gpuUuidB; NV_STATUS rmStatus;"),
+  ("UVM_DISABLE_PEER_ACCESS_PARAMS", "NvProcessorUuid gpuUuidA; NvProcessorUuid gpuUuidB; NV_STATUS rmStatus;"),
   # --- USERD: the channel's control page (clc56f.h AmpereAControlGPFifo; Hopper/Blackwell keep GPGet/GPPut here) ---
   ("Nvc56fControl", """NvU32 Ignored00[16]; NvU32 Put; NvU32 Get; NvU32 Reference; NvU32 PutHi; NvU32 Ignored01[2]; NvU32 TopLevelGet;
     NvU32 TopLevelGetHi; NvU32 GetHi; NvU32 Ignored02[7]; NvU32 Ignored03; NvU32 Ignored04[1]; NvU32 GPGet; NvU32 GPPut;

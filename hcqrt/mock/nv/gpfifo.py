@@ -266,6 +266,7 @@ class Channel:
       for ln in range(lines):
         s, d = src + ln * r.get("PITCH_IN", 0), dst + ln * r.get("PITCH_OUT", 0)
         if n: self.write(d, self.read(s, n), at)
+      self.engine.copies.append((dst, src, n * lines))   # (tests: which GPU's copy engine moved what, where)
     sem = f("SEMAPHORE_TYPE")
     if sem:
       addr = (t.field("SET_SEMAPHORE_A", "UPPER", r.get("SET_SEMAPHORE_A", 0)) << 32) | r.get("SET_SEMAPHORE_B", 0)
@@ -421,6 +422,7 @@ class GPFIFOEngine:
     self.lock = threading.RLock()
     self._poller: threading.Thread | None = None
     self.launches = 0
+    self.copies: list[tuple[int, int, int]] = []   # (dst va, src va, bytes) of every copy this GPU's copy engine ran
     self.busy_ns = 0        # time spent "on the GPU" (inside doorbells), so hosts can measure their own cost apart
     self.paused = False     # benchmarks: doorbells are only recorded, to time the host path alone
     self.pending_doorbells: list[int] = []

@@ -41,6 +41,34 @@ NOTIFIER_SIZE = 16   # NvNotification: timeStamp (u64 ns), info32, info16, statu
 # NV2080_ENGINE_TYPE_GRAPHICS 0x1 = GR0, NV2080_ENGINE_TYPE_COPY0 0x9)
 NV2080_ENGINE_TYPE_GR0, NV2080_ENGINE_TYPE_COPY0 = 0x1, 0x9
 
+# NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2, the mock's own copy of the header's numbers (OGKM@595.45.04
+# src/common/sdk/nvidia/inc/ctrl/ctrl0000/ctrl0000system.h:1016-1094): p2pCaps bits, p2pCapsStatus indices and values
+P2P_WRITES, P2P_READS, P2P_PROP, P2P_NVLINK, P2P_ATOMICS, P2P_LOOPBACK, P2P_PCI = (1 << i for i in range(7))
+P2P_IDX_READ, P2P_IDX_WRITE, P2P_IDX_NVLINK, P2P_IDX_ATOMICS, P2P_IDX_PROP, P2P_IDX_LOOPBACK, P2P_IDX_PCI, P2P_IDX_TABLE = 0, 1, 2, 3, 4, 5, 6, 9
+P2P_STATUS_OK, P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED, P2P_STATUS_NOT_SUPPORTED = 0, 3, 5
+P2P_INVALID_PEER, MAX_ATTACHED_GPUS = 0xFFFFFFFF, 32
+P2P_LINKS = ("pcie", "nvlink", "none")
+
+def parse_p2p(spec: str, count: int) -> dict[frozenset[int], str]:
+  """MOCKGPU_P2P: one link kind for every pair ("pcie", "nvlink", "none") or per pair ("0-1:nvlink,0-2:none"; pairs not
+  named are "pcie"). What each kind models: "pcie" GPUs behind one PCIe switch (RM: P2P_CONNECTIVITY_PCIE_PROPRIETARY,
+  UVM: UVM_GPU_LINK_PCIE), "nvlink" an NVLink pair, "none" GPUs whose root ports sit on two I/O hubs (RM answers
+  IOH_TOPOLOGY_NOT_SUPPORTED, UVM sees UVM_LINK_TYPE_NONE).
+
+  >>> parse_p2p("0-1:nvlink", 3)[frozenset((0, 1))], parse_p2p("none", 2)[frozenset((0, 1))]
+  ('nvlink', 'none')
+  """
+  pairs = {frozenset((a, b)): "pcie" for a in range(count) for b in range(a + 1, count)}
+  spec = (spec or "pcie").strip().lower()
+  if spec in P2P_LINKS: return dict.fromkeys(pairs, spec)
+  for item in spec.split(","):
+    m = re.fullmatch(r"\s*(\d+)-(\d+):(\w+)\s*", item)
+    if m is None or m.group(3) not in P2P_LINKS or (k := frozenset((int(m.group(1)), int(m.group(2))))) not in pairs:
+      raise ValueError(f"MOCKGPU_P2P={spec!r}: expected one of {', '.join(P2P_LINKS)} or pairs like 0-1:nvlink,0-2:none "
+                       f"between GPUs 0..{count - 1}")
+    pairs[k] = m.group(3)
+  return pairs
+
 def runlist_of(engine: int) -> int:
   """The runlist an engine's channels are scheduled on. The mock gives every copy engine its own runlist
   (chips where GRCEs share the GR runlist accept more; a client must not rely on that)."""
@@ -114,7 +142,8 @@ class MockNV:
   struct layouts follow `layout_version` (default: `version`, so a mismatched client sees EINVAL/status errors).
   `count` GPUs of that chip sit behind the one driver (one /dev/nvidiactl, /dev/nvidia0..count-1), as nvidia.ko
   presents every GPU of the box."""
-  def __init__(self, arch: str = "hopper", version: str = "580.142", layout_version: str | None = None, count: int = 1):
+  def __init__(self, arch: str = "hopper", version: str = "580.142", layout_version: str | None = None, count: int = 1,
+               p2p: str = "pcie"):
     if not 1 <= count <= 32: raise ValueError(f"MockNV: {count} GPUs (RM lists at most 32: NV0000_CTRL_GPU_MAX_ATTACHED_GPUS)")
     self.chip: Chip = CHIPS[arch]
     self.version = version
@@ -130,6 +159,8 @@ class MockNV:
     # NV_ERR_GPU_IN_FULLCHIP_RESET (alloc_free.c:1539) or NV_ERR_GPU_IS_LOST; the object and its children stay alive
     self.fail_free: dict[str, str] = {}
     self.gpus = [MockGPU(i, bytes([0x4A, 0x1C, 0x90, 0x07 + i] + [0x5E] * 12)) for i in range(count)]
+    self.links = parse_p2p(p2p, count)            # the box's GPU-GPU links (MOCKGPU_P2P)
+    self.log: list[tuple[str, dict]] = []         # peer ioctls as the driver saw them (UVM peer access and peer maps)
     self.next_client, self.next_chid = 0, 0
     from hcqrt.mock.nv.uvm import UVM
     from hcqrt.mock.nv.gpfifo import GPFIFOEngine
@@ -155,6 +186,9 @@ class MockNV:
       if o.parent is None: raise _fail("NV_ERR_INVALID_OBJECT_PARENT", f"{o.kind} {o.handle:#x} is not under a device")
       o = o.parent
     return self.gpus[o.data["gpu"]]
+  def link(self, a: int, b: int) -> str:
+    """The link between GPUs a and b ("pcie", "nvlink", "none"; one GPU with itself: "pcie", the loopback path)."""
+    return "pcie" if a == b else self.links[frozenset((a, b))]
   def gpu_by_id(self, gpu_id: int) -> MockGPU | None: return next((g for g in self.gpus if g.gpu_id == gpu_id), None)
 
   # ---- the syscall seam interface ----
@@ -255,10 +289,14 @@ class MockNV:
 
   def _esc_card_info(self, fd, st, argp, size):
     cards = self.ffi.cast("nv_ioctl_card_info_t *", argp)
+    # (nvidia.ko fills one entry per probed GPU: OGKM@580.142 kernel-open/nvidia/nv.c nvidia_ioctl NV_ESC_CARD_INFO ->
+    # nvidia_read_card_info(arg_copy, arg_size / sizeof(nv_ioctl_card_info_t))); it refuses an array with fewer entries
+    # than probed GPUs (OGKM@595.45.04 kernel-open/nvidia/nv.c:2366-2374: num_entries < num_nv_devices -> -EINVAL; the
+    # clearing before it is of the kernel's copy, which a failed ioctl does not copy back)
+    if size // self.abi.sizeof("nv_ioctl_card_info_t") < len(self.gpus):
+      raise OSError(errno.EINVAL, f"NV_ESC_CARD_INFO: {size // self.abi.sizeof('nv_ioctl_card_info_t')} entries for {len(self.gpus)} GPUs")
     self.ffi.memmove(cards, b"\0" * size, size)
-    # (nvidia.ko fills one entry per probed GPU, as many as the caller's array holds: OGKM@580.142 kernel-open/nvidia/nv.c
-    # nvidia_ioctl NV_ESC_CARD_INFO -> nvidia_read_card_info(arg_copy, arg_size / sizeof(nv_ioctl_card_info_t)))
-    for g in self.gpus[: size // self.abi.sizeof("nv_ioctl_card_info_t")]:
+    for g in self.gpus:
       c = cards[g.index]
       c.valid, c.gpu_id, c.minor_number, c.fb_size = 1, g.gpu_id, g.index, self.chip.fb_size
       c.pci_info.domain, c.pci_info.bus, c.pci_info.vendor_id, c.pci_info.device_id = 0, g.bus, 0x10DE, self.chip.pci_device_id
@@ -401,9 +439,12 @@ class MockNV:
     p.hObjectNew = h
 
   def _alloc_device(self, o, prm):
-    if prm.deviceId >= len(self.gpus): raise _fail("NV_ERR_INVALID_ARGUMENT", f"deviceId {prm.deviceId}: the mock has {len(self.gpus)} GPU(s)")
-    if any(c.kind == "device" and c.data["gpu"] == prm.deviceId for c in o.parent.children):
-      raise _fail("NV_ERR_STATE_IN_USE", f"device {prm.deviceId} already allocated under this client")
+    # a device instance with no GPU behind it: gpumgrIsDeviceInstanceValid fails and deviceConstruct answers
+    # NV_ERR_INVALID_CLASS; past NV_MAX_DEVICES (32) it is NV_ERR_INVALID_ARGUMENT (OGKM@595.45.04
+    # src/nvidia/src/kernel/gpu/device.c:119-122, gpu_mgr/gpu_mgr.c:627-644). The same instance twice under one client
+    # is accepted on bare metal (only a vGPU guest refuses it: device.c:368-377), so the mock accepts it.
+    if prm.deviceId >= MAX_ATTACHED_GPUS: raise _fail("NV_ERR_INVALID_ARGUMENT", f"deviceId {prm.deviceId} >= {MAX_ATTACHED_GPUS}")
+    if prm.deviceId >= len(self.gpus): raise _fail("NV_ERR_INVALID_CLASS", f"deviceId {prm.deviceId}: the mock has {len(self.gpus)} GPU(s)")
     o.data["gpu"] = prm.deviceId
   def _alloc_subdevice(self, o, prm):
     if prm.subDeviceId != 0: raise _fail("NV_ERR_INVALID_ARGUMENT", f"subDeviceId {prm.subDeviceId}")
@@ -575,6 +616,35 @@ class MockNV:
     for i in range(32):
       prm.gpuIds[i] = self.gpus[i].gpu_id if i < len(self.gpus) else F.VALUES["NV0000_CTRL_GPU_INVALID_ID"]
       prm.excludedGpuIds[i] = F.VALUES["NV0000_CTRL_GPU_INVALID_ID"]
+  def _ctrl_nv0000_ctrl_cmd_system_get_p2p_caps_v2(self, o, prm):
+    """What RM answers (OGKM@595.45.04 src/nvidia/src/kernel/rmapi/client_resource.c): gpuCount 0 or > 32 and an
+    unknown gpuId -> NV_ERR_INVALID_ARGUMENT (:4261-4271, :383-390); the same id twice is a loopback query of one GPU
+    (:4255, :4296); caps start empty and every status NOT_SUPPORTED (:364-378); then by connectivity
+    (platform/p2p/p2p_caps.c p2pGetCapsStatus): NVLink -> NVLINK|READS|WRITES|ATOMICS, statuses NVLINK and ATOMICS OK
+    (client_resource.c:453-471); PCIe through a switch (PCIE_PROPRIETARY, mailbox: never atomics, p2p_caps.c:417) ->
+    READS|WRITES|PCI|PROP, statuses PCI and PROP OK, LOOPBACK for one GPU (:497-538); root ports on two I/O hubs ->
+    READ/WRITE status IOH_TOPOLOGY_NOT_SUPPORTED and no caps (p2p_caps.c:488-493); READ/WRITE statuses last (:613-617).
+    busPeerIds come from kbusGetPeerId, which answers the invalid peer until a P2P mapping is made; the mock makes
+    none, so every entry is INVALID_PEER."""
+    n = prm.gpuCount
+    if n == 0 or n > MAX_ATTACHED_GPUS: raise _fail("NV_ERR_INVALID_ARGUMENT", f"gpuCount {n}")
+    gpus = [self._gpu_by_id_or_fail(prm.gpuIds[i]) for i in range(n)]
+    if n == 2 and gpus[0] is gpus[1]: n, gpus = 1, gpus[:1]
+    caps, st = 0, [P2P_STATUS_NOT_SUPPORTED] * P2P_IDX_TABLE
+    for i in range(n * n): prm.busPeerIds[i] = prm.busEgmPeerIds[i] = P2P_INVALID_PEER
+    kinds = {self.link(a.index, b.index) for a in gpus for b in gpus if a is not b}
+    if "none" in kinds: rw = P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED
+    elif kinds == {"nvlink"}:
+      rw, caps = P2P_STATUS_OK, P2P_NVLINK | P2P_ATOMICS | P2P_READS | P2P_WRITES
+      st[P2P_IDX_NVLINK] = st[P2P_IDX_ATOMICS] = P2P_STATUS_OK
+    else:
+      rw, caps = P2P_STATUS_OK, P2P_READS | P2P_WRITES | P2P_PCI | P2P_PROP
+      st[P2P_IDX_PCI] = st[P2P_IDX_PROP] = P2P_STATUS_OK
+      if n == 1: caps |= P2P_LOOPBACK; st[P2P_IDX_LOOPBACK] = P2P_STATUS_OK
+    st[P2P_IDX_READ] = st[P2P_IDX_WRITE] = rw
+    prm.p2pCaps, prm.p2pOptimalReadCEs, prm.p2pOptimalWriteCEs = caps, 0, 0
+    for i, v in enumerate(st): prm.p2pCapsStatus[i] = v
+
   def _gpu_by_id_or_fail(self, gpu_id: int) -> MockGPU:
     if (g := self.gpu_by_id(gpu_id)) is None: raise _fail("NV_ERR_INVALID_ARGUMENT", f"gpuId {gpu_id:#x}")
     return g

@@ -44,6 +44,7 @@ class UVMFile:
   maps: dict[int, tuple[Any, int, Any]] = field(default_factory=dict)  # base -> (GPUVASpace, length, memory RMObject)
   channels: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
   channel_ranges: dict[int, tuple[int, Any]] = field(default_factory=dict)   # ctx-buffer VA -> (length, channel group)
+  pcie_peers: set[frozenset[bytes]] = field(default_factory=set)  # GPU pairs UVM_ENABLE_PEER_ACCESS enabled in this VA space
 
 class UVMError(Exception):
   def __init__(self, status: str, why: str = ""): super().__init__(f"{status}: {why}"); self.status = S[status]
@@ -205,12 +206,13 @@ class UVM:
       # the GPU that owns the allocation (system memory too: it was allocated under a GPU's device) must be registered
       # in this VA space, else NV_ERR_INVALID_DEVICE (OGKM@595.45.04 kernel-open/nvidia-uvm/uvm_map_external.c:648-652,
       # set_ext_gpu_map_location); another GPU's video memory maps only where peer access is enabled in this VA space
-      # (:661-667: owning_gpu != mapping_gpu and not sysmem -> uvm_va_space_peer_enabled). The mock never enables peers.
+      # (:661-667: owning_gpu != mapping_gpu and not sysmem -> uvm_va_space_peer_enabled; see peer_enabled).
       owner, mapper = mem.data.get("gpu"), self.rm.gpu_of(g["vaspace"]).index
       if owner is not None and self.rm.gpus[owner].uuid not in f.gpus:
         raise UVMError("NV_ERR_INVALID_DEVICE", f"the allocation's GPU {owner} is not registered in this UVM VA space")
-      if mem.kind == "vidmem" and owner != mapper:
+      if mem.kind == "vidmem" and owner != mapper and not self.peer_enabled(f, owner, mapper):
         raise UVMError("NV_ERR_INVALID_DEVICE", f"video memory of GPU {owner} mapped on GPU {mapper} without peer access")
+      if owner is not None and owner != mapper: self.rm.log.append(("peer_map", {"owner": owner, "gpu": mapper, "va": base, "kind": mem.kind}))
       vs = g["vaspace"].data["va"]
       if base in f.maps: self._unmap(f, base)   # remapping replaces the old mapping
       try: vs.map(base, ln, mem.data["host"] + off, gpu_cached=cached)
@@ -232,6 +234,43 @@ class UVM:
     ln = f.ranges.pop(p.base)
     for b in [b for b in f.maps if p.base <= b < p.base + ln]: self._unmap(f, b)
 
+  # ---- peers (OGKM@595.45.04 kernel-open/nvidia-uvm) ----
+  def _index(self, u: bytes) -> int: return next(g.index for g in self.rm.gpus if g.uuid == u)
+
+  def peer_enabled(self, f: UVMFile, a: int, b: int) -> bool:
+    """uvm_va_space_peer_enabled for GPUs a and b, both registered in this VA space: an NVLink pair is enabled as soon as
+    its second GPU registers (uvm_va_space.c:98-118 register_gpu_peers: "Enable NVLINK, BAR1 and SMC peers"), a PCIe
+    pair only through UVM_ENABLE_PEER_ACCESS (uvm_gpu.c:2686 "PCIe peers need to be explicitly enabled")."""
+    ua, ub = self.rm.gpus[a].uuid, self.rm.gpus[b].uuid
+    if ua not in f.gpus or ub not in f.gpus: return False
+    return self.rm.link(a, b) == "nvlink" or frozenset((ua, ub)) in f.pcie_peers
+
   def enable_peer_access(self, f: UVMFile, p: Any) -> None:
-    self._gpu(f, p.gpuUuidA); self._gpu(f, p.gpuUuidB)
-    raise UVMError("NV_ERR_INVALID_DEVICE", "peer access needs two different GPUs")
+    ua, ub = self.uuid(p.gpuUuidA), self.uuid(p.gpuUuidB)
+    self.rm.log.append(("UVM_ENABLE_PEER_ACCESS", {"a": ua, "b": ub}))
+    # both registered in this VA space and two different GPUs, else NV_ERR_INVALID_DEVICE (uvm_va_space.c:1241-1248
+    # retain_pcie_peers_from_uuids)
+    if ua not in f.gpus or ub not in f.gpus or ua == ub:
+      raise UVMError("NV_ERR_INVALID_DEVICE", "peer access needs two different GPUs registered in this VA space")
+    link = self.rm.link(self._index(ua), self._index(ub))
+    # no link: the first peers_retain -> parent_peers_init finds UVM_GPU_LINK_INVALID -> NV_ERR_NOT_SUPPORTED
+    # (uvm_gpu.c:2460-2464); an NVLink pair is no PCIe pair -> NV_ERR_INVALID_DEVICE (uvm_gpu.c:3138-3144
+    # uvm_gpu_retain_pcie_peer_access); a pair already enabled -> NV_ERR_INVALID_DEVICE (uvm_va_space.c:2010-2013)
+    if link == "none": raise UVMError("NV_ERR_NOT_SUPPORTED", "the GPUs have no peer link")
+    if link == "nvlink": raise UVMError("NV_ERR_INVALID_DEVICE", "an NVLink pair is enabled at registration, not by ENABLE_PEER_ACCESS")
+    if frozenset((ua, ub)) in f.pcie_peers: raise UVMError("NV_ERR_INVALID_DEVICE", "peer access is already enabled")
+    f.pcie_peers.add(frozenset((ua, ub)))
+
+  def disable_peer_access(self, f: UVMFile, p: Any) -> None:
+    # unregistered, the same GPU, or not a PCIe pair enabled here -> NV_ERR_INVALID_DEVICE (uvm_va_space.c:2036-2051);
+    # disable_peers unmaps what either GPU mapped of the other's memory
+    ua, ub = self.uuid(p.gpuUuidA), self.uuid(p.gpuUuidB)
+    if ua not in f.gpus or ub not in f.gpus or ua == ub or frozenset((ua, ub)) not in f.pcie_peers:
+      raise UVMError("NV_ERR_INVALID_DEVICE", "no PCIe peer access enabled between these GPUs in this VA space")
+    f.pcie_peers.discard(frozenset((ua, ub)))
+    pair = {self._index(ua), self._index(ub)}
+    for base, (vs, _ln, mem) in list(f.maps.items()):
+      if mem.kind == "vidmem" and {mem.data.get("gpu"), self._gpu_of_vs(f, vs)} == pair: self._unmap(f, base)
+
+  def _gpu_of_vs(self, f: UVMFile, vs: Any) -> int | None:
+    return next((self._index(u) for u, g in f.gpus.items() if g["vaspace"] is not None and g["vaspace"].data["va"] is vs), None)
