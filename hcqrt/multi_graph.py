@@ -9,8 +9,10 @@ depends on, and each device's launches are as few sub-graphs as the dependencies
 and backward per device, the allreduce's copies, the optimizer per device).
 
 A sub-graph is the device's own `graph()` (the CPU's launch list, an HCQ device's GraphReplay); a device that returns
-None runs that segment's launches one at a time. A copy goes through the host with the devices' allocators (copyout
-waits for the source device's earlier work; copyin is queued behind the destination's), as the engine copies.
+None runs that segment's launches one at a time. A copy is `interface.copy_between`, as the engine copies: on devices
+of one HCQ driver the source's transfer_to (a peer push, or a bounce through system memory), queued behind both
+devices' earlier work, with the destination's later work waiting on a semaphore (no host wait, so a replay on GPUs
+returns before it ran); elsewhere through the host (copyout waits for the source, copyin is queued on the destination).
 
   >>> from hcqrt.device import Device
   >>> g = MultiGraph([]); g.replay(); g.segments
@@ -21,8 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
-import numpy as np
-from hcqrt.interface import Device, Graph, GraphExec, GraphItem
+from hcqrt.interface import Device, Graph, GraphExec, GraphItem, can_transfer, copy_between
 
 @dataclass
 class PeerCopy:
@@ -73,11 +74,11 @@ class MultiGraph:
         if b is not None: touched[id(b)] = max(touched.get(id(b), -1), s)
     for seg in self.segments:
       if seg.device is not None: seg.graph = seg.device.graph([self.items[i][1] for i in seg.items])
-    # a host bounce buffer per copy, made once (the engine's copy allocates one per call)
-    self.host = {i: np.empty(it.nbytes, np.uint8) for i, it in enumerate(self.items) if isinstance(it, PeerCopy)}
+    self.paths: dict[int, str] = {}   # copy item -> the path its last replay took ("device" or "host")
     self.devices: list[Device] = list({id(d): d for it in self.items for d in ((it.dst_dev, it.src_dev) if isinstance(it, PeerCopy) else (it[0],))}.values())
-    # every segment's work is done on return where every sub-graph's is (the CPU); copies and one-at-a-time segments are
-    self.completes_on_return = all(s.graph.completes_on_return for s in self.segments if s.graph is not None)
+    # every segment's work is done on return where every sub-graph's is (the CPU) and no copy is queued on a device
+    self.completes_on_return = (all(s.graph.completes_on_return for s in self.segments if s.graph is not None) and
+                                not any(can_transfer(it.src_dev, it.dst_dev) for it in self.items if isinstance(it, PeerCopy)))
 
   def __repr__(self) -> str:
     return f"<MultiGraph of {len(self.items)} items in {len(self.segments)} segments on {','.join(d.name for d in self.devices)}>"
@@ -115,10 +116,8 @@ class MultiGraph:
     return time.perf_counter() - t0
 
   def _copy(self, i: int) -> None:
-    c, tmp = self.items[i], self.host[i]
-    if not c.nbytes: return
-    c.src_dev.allocator.copyout(memoryview(tmp), c.src)   # (after every launch submitted on the source before it)
-    c.dst_dev.allocator.copyin(c.dst, memoryview(tmp))
+    c = self.items[i]
+    self.paths[i] = copy_between(c.dst_dev, c.dst, c.src_dev, c.src, c.nbytes)
 
   def synchronize(self, timeout_s: float | None = None) -> None:
     """Wait for every device of the graph."""
