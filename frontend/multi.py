@@ -82,7 +82,13 @@ def all_reduce(op: Ops, lbs: list[LazyBuffer]) -> list[LazyBuffer]:
   (reduce-scatter, n-1 hops per chunk), then the finished chunk travels on around the ring to every device
   (all-gather); 2n(n-1) copies, each between ring neighbours only, each 1/n of the value.
   all2all: device i gathers chunk i from every device and reduces it, then sends it to every other device.
-  In ring and all2all each chunk is reduced once, on one device, and copied: every device ends with the same bits."""
+  In ring and all2all each chunk is reduced once, on one device, and copied: every device ends with the same bits.
+
+  >>> from frontend import Tensor
+  >>> parts = [Tensor([1.0, 2.0], device=d).lazydata for d in ("CPU:1", "CPU:2", "CPU:3")]
+  >>> [Tensor(x).tolist() for x in all_reduce(Ops.ADD, parts)]
+  [[3.0, 6.0], [3.0, 6.0], [3.0, 6.0]]
+  """
   n, shape = len(lbs), lbs[0].shape
   numel = prod(shape)
   kind = allreduce_kind(n, numel)
