@@ -26,6 +26,10 @@ Symbolic shapes: a dimension of a tensor argument may be a bound Variable (`x.re
 later call with values in range replays it, the values patched in as the kernels' integer arguments (in the prebuilt
 graph on HCQ devices), and the outputs' shapes bound to this call's values. No kernel is compiled again.
 
+Several devices: a tensor argument or result on several devices (`Tensor.shard`) is one buffer per shard in the
+recording (the capture is keyed on its sharding too), and a capture whose work spans devices (a data-parallel train
+step: per-device kernels and the allreduce's copies) replays as one graph across them (hcqrt/multi_graph.py).
+
 Raises JitError instead of returning wrong results: when the function launched nothing to capture, when an
 argument's shape, dtype or device changes (naming it), when a
 non-tensor argument (or the layout of a list/dict argument) changes, when the function writes in place into
