@@ -102,6 +102,20 @@ def test_no_link_refuses_enable_and_peer_video_memory(pair):
   with pytest.raises(NVError, match="NV_ERR_INVALID_DEVICE"): d0.map_peer(d1, d1.allocator.alloc(4096))   # a forced peer map
   d0.map_peer(d1, d1.sigbuf)   # system memory maps without peer access (its GPU is registered)
 
+def test_one_call_maps_a_range_on_each_gpu_it_names(pair):
+  """UVM keeps an external range's mappings per GPU: mapping it on GPU 1 leaves GPU 0's mapping (uvm_map_external.c:867
+  unmaps overlaps on the mapping GPU only). Both GPUs in one VA space (d0's), the buffer mapped on both in one call."""
+  drv, d0, d1 = pair
+  d0._register_peer_gpu(d1)
+  d0.rm.uvm(d0.uvmfd, "UVM_REGISTER_GPU_VASPACE", gpuUuid={"uuid": list(d1.uuid)}, rmCtrlFd=d1.ctl, hClient=d1.rm.root, hVaSpace=d1.hvaspace)
+  b = d0.gpu_alloc(1 << 16, sysmem=True)   # (already mapped on GPU 0 by gpu_alloc)
+  attrs = [{"gpuUuid": {"uuid": list(u)}, "gpuMappingType": 1, "gpuCachingType": 1} for u in (d0.uuid, d1.uuid)]
+  d0.rm.uvm(d0.uvmfd, "UVM_MAP_EXTERNAL_ALLOCATION", base=b.va, length=b.size, rmCtrlFd=d0.ctl, hClient=d0.rm.root, hMemory=b.handle,
+            gpuAttributesCount=2, perGpuAttributes=attrs)
+  assert {(b.va, d0.uuid), (b.va, d1.uuid)} <= set(drv.files[d0.uvmfd].uvm.maps)
+  d0.rm.uvm(d0.uvmfd, "UVM_UNMAP_EXTERNAL", base=b.va, length=b.size, gpuUuid={"uuid": list(d1.uuid)})
+  assert (b.va, d0.uuid) in drv.files[d0.uvmfd].uvm.maps and (b.va, d1.uuid) not in drv.files[d0.uvmfd].uvm.maps
+
 # ---------------------------------------------------------------- copies
 N = 3 * (2 << 20) + 1000   # more than one bounce slot, not a multiple of anything
 
@@ -221,7 +235,7 @@ def test_freeing_peer_mapped_memory_unmaps_the_peers(pair):
   d0._link(d1); d0.map_peer(d1, y)
   assert (d1.name, y.handle) in d0._peer_maps
   d1.gpu_free(y)
-  assert (d1.name, y.handle) not in d0._peer_maps and y.va not in drv.files[d0.uvmfd].uvm.maps
+  assert (d1.name, y.handle) not in d0._peer_maps and (y.va, d0.uuid) not in drv.files[d0.uvmfd].uvm.maps
   with pytest.raises(RuntimeError, match="freed"): d0.map_peer(d1, y)
 
 def test_rm_device_instance_and_card_info_statuses():
@@ -249,3 +263,23 @@ def test_python_m_hcqrt_prints_the_p2p_matrix(monkeypatch, capsys):
   assert out[i + 1].split() == ["NV", "NV:1", "NV:2"]
   assert rows["NV"].split("  ")[0] == "-" and "ok: nvlink" in rows["NV"] and rows["NV"].rstrip().endswith("ok: pcie")
   assert "no-p2p: IOH_TOPOLOGY_NOT_SUPPORTED" in rows["NV:1"] and "no-p2p: IOH_TOPOLOGY_NOT_SUPPORTED" in rows["NV:2"]
+
+@pytest.mark.parametrize("pair", ["pcie", "none"], indirect=True)
+def test_frontend_copy_between_gpus_runs_on_the_gpus(pair, monkeypatch):
+  """Tensor.to between two NV GPUs: the engine's copy ExecItem takes the device path (a push, or the bounce), not the host."""
+  from hcqrt.device import Device
+  from frontend import Tensor
+  import frontend.engine as engine
+  drv, d0, d1 = pair
+  monkeypatch.setitem(Device._opened, "NV", d0); monkeypatch.setitem(Device._opened, "NV:1", d1)
+  # (programs loaded on an earlier test's "NV:1" belong to that device: this one needs its own)
+  monkeypatch.setattr(engine, "_kernel_cache", {}); monkeypatch.setattr(engine, "_loaded", {})
+  paths = []
+  real = engine.copy_between
+  monkeypatch.setattr(engine, "copy_between", lambda *a: paths.append(real(*a)) or paths[-1])
+  x = np.arange(4096, dtype=np.float32)
+  c0 = len(drv.gpus[0].engine.copies)
+  t = Tensor(x, device="NV").realize()
+  y = (t.to("NV:1") * 2).numpy()
+  assert paths == ["device"] and (y == 2 * x).all()
+  assert any(n == x.nbytes for _, _, n in drv.gpus[0].engine.copies[c0:]) or d0.peer_status(d1).startswith("no-p2p")

@@ -16,6 +16,11 @@ channel's context buffers out of [base, base+length), which must be a free, page
 (NV_ERR_INVALID_ADDRESS); it binds the context only if the engine object exists (else the channel stays
 unschedulable). External mappings must be aligned to the allocation's page size (NV_ERR_INVALID_ADDRESS),
 and GPU-cacheable system memory is mapped GPU-cached (vmem.py) unless the mapping forces uncached.
+
+Peers (MockNV.links, MOCKGPU_P2P): memory maps on a GPU only where its owning GPU is registered in the VA space
+(system memory too); another GPU's video memory only where the pair is a peer in this VA space: an NVLink pair as soon as
+both are registered, a PCIe pair after UVM_ENABLE_PEER_ACCESS, which refuses an NVLink pair (NV_ERR_INVALID_DEVICE) and
+a pair without a link (NV_ERR_NOT_SUPPORTED); see peer_enabled / enable_peer_access for the sources.
 """
 from __future__ import annotations
 import errno
@@ -41,7 +46,9 @@ class UVMFile:
   mm_of: int | None = None                          # MM_INITIALIZE: the uvm fd this one serves
   gpus: dict[bytes, dict] = field(default_factory=dict)       # uuid -> {'vaspace': RMObject | None}
   ranges: dict[int, int] = field(default_factory=dict)        # external range base -> length
-  maps: dict[int, tuple[Any, int, Any]] = field(default_factory=dict)  # base -> (GPUVASpace, length, memory RMObject)
+  # (base, mapping GPU's uuid) -> (GPUVASpace, length, memory RMObject): an external range is mapped per GPU, and a
+  # mapping on one GPU leaves the others' alone (uvm_map_external.c:867 unmaps overlaps on the mapping GPU only)
+  maps: dict[tuple[int, bytes], tuple[Any, int, Any]] = field(default_factory=dict)
   channels: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
   channel_ranges: dict[int, tuple[int, Any]] = field(default_factory=dict)   # ctx-buffer VA -> (length, channel group)
   pcie_peers: set[frozenset[bytes]] = field(default_factory=set)  # GPU pairs UVM_ENABLE_PEER_ACCESS enabled in this VA space
@@ -81,14 +88,14 @@ class UVM:
   def close(self, fd: int, st: Any) -> None:
     f: UVMFile | None = st.uvm
     if f is None: return
-    for base in list(f.maps): self._unmap(f, base)
+    for key in list(f.maps): self._unmap(f, key)
 
   def forget_memory(self, mem: Any) -> None:
     """An RM memory object is being freed: drop UVM mappings of it (RM revokes them)."""
     for st in self.rm.files.values():
       if st.uvm is None: continue
-      for base, (_vs, _ln, m) in list(st.uvm.maps.items()):
-        if m is mem: self._unmap(st.uvm, base)
+      for key, (_vs, _ln, m) in list(st.uvm.maps.items()):
+        if m is mem: self._unmap(st.uvm, key)
 
   # ---- commands ----
   def initialize(self, f: UVMFile, p: Any) -> None:
@@ -116,8 +123,7 @@ class UVM:
   def unregister_gpu(self, f: UVMFile, p: Any) -> None:
     u = self.uuid(p.gpu_uuid)
     if u not in f.gpus: raise UVMError("NV_ERR_INVALID_DEVICE", "GPU not registered")
-    for base, (vs, _, _) in list(f.maps.items()):
-      if f.gpus[u]["vaspace"] is not None and vs is f.gpus[u]["vaspace"].data["va"]: self._unmap(f, base)
+    for key in [k for k in f.maps if k[1] == u]: self._unmap(f, key)
     del f.gpus[u]
 
   def _gpu(self, f: UVMFile, u: Any) -> dict:
@@ -214,25 +220,26 @@ class UVM:
         raise UVMError("NV_ERR_INVALID_DEVICE", f"video memory of GPU {owner} mapped on GPU {mapper} without peer access")
       if owner is not None and owner != mapper: self.rm.log.append(("peer_map", {"owner": owner, "gpu": mapper, "va": base, "kind": mem.kind}))
       vs = g["vaspace"].data["va"]
-      if base in f.maps: self._unmap(f, base)   # remapping replaces the old mapping
+      key = (base, self.uuid(p.perGpuAttributes[i].gpuUuid))
+      if key in f.maps: self._unmap(f, key)   # remapping on the same GPU replaces its old mapping
       try: vs.map(base, ln, mem.data["host"] + off, gpu_cached=cached)
       except ValueError as e: raise UVMError("NV_ERR_UVM_ADDRESS_IN_USE", str(e)) from None
-      f.maps[base] = (vs, ln, mem)
+      f.maps[key] = (vs, ln, mem)
 
-  def _unmap(self, f: UVMFile, base: int) -> None:
-    vs, _ln, _mem = f.maps.pop(base)
-    try: vs.unmap(base)
+  def _unmap(self, f: UVMFile, key: tuple[int, bytes]) -> None:
+    vs, _ln, _mem = f.maps.pop(key)
+    try: vs.unmap(key[0])
     except KeyError: pass
 
   def unmap_external(self, f: UVMFile, p: Any) -> None:
     self._gpu(f, p.gpuUuid)
-    if p.base not in f.maps: raise UVMError("NV_ERR_INVALID_ADDRESS", f"nothing mapped at {p.base:#x}")
-    self._unmap(f, p.base)
+    if (key := (p.base, self.uuid(p.gpuUuid))) not in f.maps: raise UVMError("NV_ERR_INVALID_ADDRESS", f"nothing mapped at {p.base:#x} on that GPU")
+    self._unmap(f, key)
 
   def free(self, f: UVMFile, p: Any) -> None:
     if p.base not in f.ranges: raise UVMError("NV_ERR_INVALID_ADDRESS", f"no range at {p.base:#x}")
     ln = f.ranges.pop(p.base)
-    for b in [b for b in f.maps if p.base <= b < p.base + ln]: self._unmap(f, b)
+    for key in [k for k in f.maps if p.base <= k[0] < p.base + ln]: self._unmap(f, key)
 
   # ---- peers (OGKM@595.45.04 kernel-open/nvidia-uvm) ----
   def _index(self, u: bytes) -> int: return next(g.index for g in self.rm.gpus if g.uuid == u)
@@ -269,8 +276,5 @@ class UVM:
       raise UVMError("NV_ERR_INVALID_DEVICE", "no PCIe peer access enabled between these GPUs in this VA space")
     f.pcie_peers.discard(frozenset((ua, ub)))
     pair = {self._index(ua), self._index(ub)}
-    for base, (vs, _ln, mem) in list(f.maps.items()):
-      if mem.kind == "vidmem" and {mem.data.get("gpu"), self._gpu_of_vs(f, vs)} == pair: self._unmap(f, base)
-
-  def _gpu_of_vs(self, f: UVMFile, vs: Any) -> int | None:
-    return next((self._index(u) for u, g in f.gpus.items() if g["vaspace"] is not None and g["vaspace"].data["va"] is vs), None)
+    for key, (_vs, _ln, mem) in list(f.maps.items()):
+      if mem.kind == "vidmem" and {mem.data.get("gpu"), self._index(key[1])} == pair: self._unmap(f, key)
