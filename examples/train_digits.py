@@ -11,6 +11,13 @@ IDX files instead (train-images-idx3-ubyte[.gz] etc. in DIR).
   python examples/train_digits.py --no-jit --steps 300 --device CPU
   python examples/train_digits.py --steps 200 --save ck.safetensors     # then, later, 200 more steps:
   python examples/train_digits.py --steps 200 --resume ck.safetensors   # the same model as --steps 400 gives
+  python examples/train_digits.py --devices 2      # data-parallel over CPU:1,CPU:2 (NV=1 / AMD=1: two GPUs)
+
+With `--devices N` the parameters are replicated on N devices of the default kind (CPU:1..N on the CPU; NV, NV:1, ...
+on GPUs) and each batch is split over them along the batch axis; the gradients are allreduced across the devices
+inside the step, so every device applies the same update and the replicas stay bit-identical. The jitted step is one
+graph across the devices. Batches are all full there (a symbolic batch size can't be split evenly): the short batch at
+the end of each epoch is skipped.
 
 A checkpoint (`--save`) is one safetensors file: the model's weights, the optimizer's state (Adam's moments, its
 bias-correction products and learning rate) and the number of steps taken; `--resume` loads it and continues the
@@ -61,6 +68,16 @@ class DigitsNet:
     x = self.c2(self.c1(x).relu()).relu().max_pool2d(2)
     return self.fc(x.flatten(1))
 
+def data_devices(n: int) -> tuple[str, ...]:
+  """n devices of the default device's kind for data-parallel training: CPU:1..n on the CPU (independent devices),
+  else the first n GPUs (NV, NV:1, ...)."""
+  base = Device.DEFAULT.split(":")[0]
+  return tuple(f"CPU:{i + 1}" for i in range(n)) if base == "CPU" else tuple(base if i == 0 else f"{base}:{i}" for i in range(n))
+
+def replicate(model, devices: tuple[str, ...]) -> None:
+  """Put a copy of every parameter on each of `devices` (replicated: gradients from a sharded batch are allreduced)."""
+  for p in get_parameters(model): p.shard_(devices).realize()
+
 def make_train_step(model, opt):
   """One optimizer step on a batch: forward, loss, backward, update; returns the realized loss."""
   def train_step(x: Tensor, y: Tensor) -> Tensor:
@@ -98,11 +115,12 @@ def load_checkpoint(path: str, model, opt) -> int:
     load_state_dict(target, {k[len(prefix):]: t for k, t in sd.items() if k.startswith(prefix)})
   return int(meta["step"])
 
-def accuracy(model, x: np.ndarray, y: np.ndarray, batch: int = 512) -> float:
+def accuracy(model, x: np.ndarray, y: np.ndarray, batch: int = 512, devices: tuple[str, ...] | None = None) -> float:
   hits = 0
   with Tensor.test():
     for i in range(0, len(x), batch):
-      hits += int((model(Tensor(x[i:i + batch])).argmax(axis=1).numpy() == y[i:i + batch]).sum())
+      xb = Tensor(x[i:i + batch], device=devices)   # (a replicated model: the images on each of its devices)
+      hits += int((model(xb).argmax(axis=1).numpy() == y[i:i + batch]).sum())
   return hits / len(x)
 
 def main(argv=None) -> float:
@@ -114,15 +132,19 @@ def main(argv=None) -> float:
   ap.add_argument("--no-jit", action="store_true", help="run the train step eagerly")
   ap.add_argument("--mnist", default=None, help="directory with MNIST IDX files")
   ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--devices", type=int, default=1, help="data-parallel over this many devices (the batch is split over them)")
   ap.add_argument("--save", default=None, metavar="PATH", help="write a checkpoint (model + optimizer + step) at the end")
   ap.add_argument("--resume", default=None, metavar="PATH", help="continue from a checkpoint: --steps more steps")
   args = ap.parse_args(argv)
   if args.device: Device.DEFAULT = args.device
   x_train, y_train, x_test, y_test = load_mnist(args.mnist) if args.mnist else load_digits(args.seed)
-  print(f"device {Device.DEFAULT}, {len(x_train)} training / {len(x_test)} test images of {x_train.shape[2]}x{x_train.shape[3]}, "
+  devs = data_devices(args.devices) if args.devices > 1 else None
+  if devs is not None and args.batch_size % len(devs): raise SystemExit(f"--batch-size {args.batch_size} does not split over {len(devs)} devices")
+  print(f"device {','.join(devs) if devs else Device.DEFAULT}, {len(x_train)} training / {len(x_test)} test images of {x_train.shape[2]}x{x_train.shape[3]}, "
         f"{'eager' if args.no_jit else 'TinyJit'} train step")
   Tensor.manual_seed(args.seed)
   model = DigitsNet(x_train.shape[2])
+  if devs is not None: replicate(model, devs)   # (before the optimizer makes its state like the parameters)
   opt = optim.Adam(get_parameters(model), lr=args.lr)
   start = load_checkpoint(args.resume, model, opt) if args.resume else 0
   if args.resume: print(f"resumed from {args.resume} after {start} steps")
@@ -132,6 +154,7 @@ def main(argv=None) -> float:
 
   rng = np.random.default_rng(args.seed)
   order = batches(len(x_train), args.batch_size, rng)
+  if devs is not None: order = (idx for idx in order if len(idx) == args.batch_size)   # (full batches only: see above)
   for _ in range(start): next(order)   # the batches the checkpointed run already took: the order continues after them
   B = Variable("batch", 1, args.batch_size)
   t_start, losses, kernels, step_times, short = time.perf_counter(), [], 0, [], 0
@@ -139,7 +162,8 @@ def main(argv=None) -> float:
     b = B.bind(len(idx))   # the batch size, symbolic: the short last batch of an epoch replays the same capture
     short += len(idx) < args.batch_size
     # host-side batch selection (data loading)
-    xb, yb = Tensor(x_train[idx]).reshape(b, *x_train.shape[1:]).realize(), Tensor(y_train[idx]).reshape(b).realize()
+    if devs is not None: xb, yb = Tensor(x_train[idx]).shard(devs, 0).realize(), Tensor(y_train[idx]).shard(devs, 0).realize()
+    else: xb, yb = Tensor(x_train[idx]).reshape(b, *x_train.shape[1:]).realize(), Tensor(y_train[idx]).reshape(b).realize()
     GlobalCounters.reset()
     st = time.perf_counter()
     loss = step_fn(xb, yb)
@@ -157,8 +181,10 @@ def main(argv=None) -> float:
     print(f"saved {args.save} after {start + args.steps} steps")
   steady = sorted(step_times[len(step_times) // 2:])
   ms = 1e3 * steady[len(steady) // 2] if steady else float("nan")
-  acc = accuracy(model, x_test, y_test)
-  print(f"kernels per step: {kernels}; {short} short end-of-epoch batches of {len(x_train) % args.batch_size} ran through the same step")
+  acc = accuracy(model, x_test, y_test, devices=devs)
+  tail = f"{len(x_train) % args.batch_size}"
+  print(f"kernels per step: {kernels}; " + (f"short end-of-epoch batches of {tail} skipped (data-parallel)" if devs else
+                                            f"{short} short end-of-epoch batches of {tail} ran through the same step"))
   print(f"ms per step: {ms:.2f}")
   print(f"test accuracy: {acc:.3f}")
   return acc

@@ -26,6 +26,10 @@ Symbolic shapes: a dimension of a tensor argument may be a bound Variable (`x.re
 later call with values in range replays it, the values patched in as the kernels' integer arguments (in the prebuilt
 graph on HCQ devices), and the outputs' shapes bound to this call's values. No kernel is compiled again.
 
+Several devices: a tensor argument or result on several devices (`Tensor.shard`) is one buffer per shard in the
+recording (the capture is keyed on its sharding too), and a capture whose work spans devices (a data-parallel train
+step: per-device kernels and the allreduce's copies) replays as one graph across them (hcqrt/multi_graph.py).
+
 Raises JitError instead of returning wrong results: when the function launched nothing to capture, when an
 argument's shape, dtype or device changes (naming it), when a
 non-tensor argument (or the layout of a list/dict argument) changes, when the function writes in place into
@@ -48,9 +52,8 @@ from frontend.buffer import Buffer, GlobalCounters
 from frontend.capture import JitError, Recording, capture, capturing   # noqa: F401 (JitError, Recording, capturing: importable from here too)
 from frontend.tensor import Tensor, take_pending_assigns, live_lazydata
 from frontend.devices import open_device
-
-# (stage 3 of issue 26 builds one graph replay across devices; until then a multi-device capture is refused)
-_SHARDED = "{}: {} is on several devices {}; TinyJit does not capture multi-device work yet: call the function without TinyJit"
+from frontend.multi import MultiLazyBuffer
+from hcqrt.multi_graph import MultiGraph, PeerCopy
 
 class _ArgBuffer(Buffer):
   """A tensor argument's device memory under a second identity, for the capture: the recording then tells a read
@@ -66,9 +69,27 @@ class _Container:
   keys: tuple
   def __repr__(self) -> str: return f"a {self.kind.__name__} with keys {list(self.keys)}" if issubclass(self.kind, dict) else f"a {self.kind.__name__} of {len(self.keys)}"
 
+@dataclass(frozen=True)
+class _Sharding:
+  """How a tensor argument on several devices is split: part of what a capture is keyed on (its shards are the
+  recording's arguments, one per device)."""
+  devices: tuple
+  axis: int | None
+  real: tuple
+  def __repr__(self) -> str: return f"sharded over {self.devices} on axis {self.axis}"
+
+def _shards(t: Tensor) -> list[Tensor]:
+  """The one-device tensors a tensor is made of: itself, or each shard of a tensor on several devices."""
+  m = t.lazydata
+  return [Tensor(lb, requires_grad=t.requires_grad) for lb in m.lbs] if isinstance(m, MultiLazyBuffer) else [t]
+
 def _walk(name: str, v: Any, tensors: list, consts: list) -> None:
-  """Collects the tensors inside v (through lists, tuples and dicts) and everything else, which the capture bakes in."""
-  if isinstance(v, Tensor): tensors.append((name, v))
+  """Collects the tensors inside v (through lists, tuples and dicts) and everything else, which the capture bakes in.
+  A tensor on several devices is one tensor per shard (and its sharding, which the capture bakes in)."""
+  if isinstance(v, Tensor) and isinstance(m := v.lazydata, MultiLazyBuffer):
+    consts.append((name, _Sharding(m.device, m.axis, tuple(m.real))))
+    tensors += [(f"{name} (shard {i} on {s.device})", s) for i, s in enumerate(_shards(v))]
+  elif isinstance(v, Tensor): tensors.append((name, v))
   elif isinstance(v, (list, tuple)):
     consts.append((name, _Container(type(v), tuple(range(len(v))))))
     for i, x in enumerate(v): _walk(f"{name}[{i}]", x, tensors, consts)
@@ -78,7 +99,10 @@ def _walk(name: str, v: Any, tensors: list, consts: list) -> None:
   else: consts.append((name, v))
 
 def _map(v: Any, f: Callable[[Tensor], Tensor]) -> Any:
-  """v with every tensor inside it replaced by f(tensor), in _walk's order."""
+  """v with every tensor inside it replaced by f(tensor), in _walk's order (a tensor on several devices: f of each shard,
+  put back together the same way)."""
+  if isinstance(v, Tensor) and isinstance(m := v.lazydata, MultiLazyBuffer):
+    return Tensor(MultiLazyBuffer([f(s).lazydata for s in _shards(v)], m.axis, list(m.real)), requires_grad=v.requires_grad)
   if isinstance(v, Tensor): return f(v)
   if isinstance(v, tuple): return type(v)(*(_map(x, f) for x in v)) if hasattr(v, "_fields") else type(v)(_map(x, f) for x in v)
   if isinstance(v, list): return [_map(x, f) for x in v]
@@ -151,7 +175,7 @@ class TinyJit:
       where = f": {changed[0]} is {changed[1]!r}, the capture had {changed[2]!r}" if changed else ""
       raise JitError(f"{self.name}: the arguments' layout changed since the capture{where}; call .reset() to capture again")
     for (name, v), (_, old) in zip(consts, self.consts):
-      if not _same(v, old) and isinstance(old, _Container):
+      if not _same(v, old) and isinstance(old, (_Container, _Sharding)):
         raise JitError(f"{self.name}: {name} is {v!r}, the capture had {old!r}; call .reset() to capture again")
       if not _same(v, old):
         raise JitError(f"{self.name}: non-tensor {name} changed from {old!r} to {v!r}; the capture baked it in (pass it as a Tensor)")
@@ -165,8 +189,6 @@ class TinyJit:
     params, call = self._bind(args, kwargs)
     tensors, consts = [], []
     for name, v in params: _walk(name, v, tensors, consts)
-    for name, t in tensors:
-      if isinstance(t.device, tuple): raise JitError(_SHARDED.format(self.name, name, t.device))
     # in-place writes recorded before this call run first: the call reads (and may write) the same buffers
     if pending := take_pending_assigns(): Tensor.realize(*pending)
     # unrealized arguments (`jit(a[:, :v])` of a lazy `a`) are computed here, outside any capture: their kernels make
@@ -195,7 +217,6 @@ class TinyJit:
     with capture(self.name) as captured:
       ret = call(vals)
       outs = _out_tensors(ret)
-      if (sh := next((t for t in outs if isinstance(t.device, tuple)), None)) is not None: raise JitError(_SHARDED.format(self.name, "its result", sh.device))
       pending = take_pending_assigns()   # in-place writes the function left pending belong to the recording
       if outs or pending: Tensor.realize(*outs, *pending)
     if not captured:
@@ -295,6 +316,8 @@ class TinyJit:
     """The captured return value with each output pointing at this call's buffer: a fresh output's new buffer, or
     this call's argument where the function returned (a view of) its argument; symbolic shapes bound to this call's
     values `vv`."""
+    if isinstance(ret, Tensor) and isinstance(m := ret.lazydata, MultiLazyBuffer):   # each shard as a one-device result
+      return Tensor(MultiLazyBuffer([self._rebuild(s, fresh, cur, vv).lazydata for s in _shards(ret)], m.axis, list(m.real)), requires_grad=False)
     if isinstance(ret, Tensor):
       if (i := self.sub_index.get(id(ret))) is not None: return cur[i][0]
       base = ret.lazydata.base
@@ -313,22 +336,38 @@ class TinyJit:
   # ---- graph replay: one prebuilt graph of the whole capture, from the device (interface.Device.graph) ----
   def _build_graph(self) -> Graph | None:
     """The device's graph of all captured launches and copies when they all run on one device (an HCQ device's
-    GraphReplay, the CPU's launch list); None otherwise (copies between devices, a device without graphs, copies on
-    the CPU), and replays loop over ExecItem.run."""
-    devs = {b.device for ei in self.items for b in ei.bufs}
-    if len(devs) != 1: return None
+    GraphReplay, the CPU's launch list); across devices one MultiGraph (hcqrt/multi_graph.py: each device's launches
+    in its own graph, the copies between them, in dependency order); None where a device can't (copies on the CPU),
+    and replays loop over ExecItem.run."""
+    devs = list({b.device: None for ei in self.items for b in ei.bufs})
+    if len(devs) > 1: return self._build_multi_graph(sorted(devs))
     dev = self.graph_dev = open_device(devs.pop())
     gitems: list[GraphItem] = [GraphCopy(ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes) if ei.kind == "copy" else   # (as ExecItem.run)
                                GraphExec(ei.kernel.program, [b.raw for b in ei.bufs], ei.vals(), **ei.kernel.launch_kwargs) for ei in self.items]
     # profiled: each launch bracketed by timestamps (kernel_times()), where the device can take them
     if (g := dev.graph(gitems, timestamps=profile.ENABLED)) is None: return None
+    self._graph_bookkeeping()
+    if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(gitems)} items on {dev.name}", file=sys.stderr)
+    return g
+
+  def _build_multi_graph(self, devs: list[str]) -> Graph:
+    """One graph of a capture that spans `devs`: launches on their device, copies between devices (as ExecItem.run
+    copies: the tensor's bytes, from bufs[1] into bufs[0])."""
+    mitems = [PeerCopy(open_device(ei.bufs[0].device), open_device(ei.bufs[1].device), ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes)
+              if ei.kind == "copy" else
+              (open_device(ei.bufs[0].device), GraphExec(ei.kernel.program, [b.raw for b in ei.bufs], ei.vals(), **ei.kernel.launch_kwargs))
+              for ei in self.items]
+    g = self.graph_dev = MultiGraph(mitems)   # (graph_dev: what a profiled replay synchronizes)
+    self._graph_bookkeeping()
+    if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(mitems)} items on {','.join(devs)}", file=sys.stderr)
+    return g
+
+  def _graph_bookkeeping(self) -> None:
     # every buffer slot a replay may swap: arguments and fresh outputs (the others stay as captured)
     self.graph_slots = sorted({(j, k) for j, k, _ in self.in_slots} | {s for _, _, slots in self.out_bases for s in slots})
     kernels = [ei for ei in self.items if ei.kind == "kernel"]
     moved = sum(ei.bufs[0].nbytes if ei.kind == "copy" else sum(b.nbytes for b in ei.bufs) for ei in self.items)   # as ExecItem.run counts
     self.graph_counts = (len(kernels), sum(ei.kernel.ops for ei in kernels), moved)
-    if debug_level() >= 1: print(f"TinyJit {self.name}: graph of {len(gitems)} items on {dev.name}", file=sys.stderr)
-    return g
 
   def _replay_profiled(self, dbg: int) -> None:
     """A replay recorded in the trace: one span for the replay on the device's track and one event per kernel inside it,
@@ -385,7 +424,7 @@ def _var_vals(tensors, consts) -> dict:
                     *(binds_of(v) for _, v in consts if isinstance(v, UOp)), what="TinyJit arguments")
 
 def _out_tensors(ret) -> list[Tensor]:
-  if isinstance(ret, Tensor): return [ret]
+  if isinstance(ret, Tensor): return _shards(ret)
   if isinstance(ret, (list, tuple)): return [t for x in ret for t in _out_tensors(x)]
   if isinstance(ret, dict): return [t for x in ret.values() for t in _out_tensors(x)]
   return []

@@ -2,8 +2,8 @@
 device holds the whole tensor). It answers the LazyBuffer calls the autograd Functions make (alu, r, movement ops,
 cast, copy_to_device), so every op runs per shard; where an op cannot keep the sharding it says so naming the op and
 the shapes. Semantics follow tinygrad v0.9's multi.py (shards, axis, `real` and `bounds`) with HEAD's even-shards
-rule; a reduce over the sharded axis is a naive allreduce (each device copies every partial result through the host
-and adds them in the same order, so every device holds the same bits).
+rule; a reduce over the sharded axis is an allreduce (`all_reduce`: naive, ring or all2all, chosen by size and device
+count as tinygrad does; every device ends with the same bits).
 
 >>> from frontend import Tensor
 >>> t = Tensor([[1.0, 2.0], [3.0, 4.0]]).shard(("CPU:1", "CPU:2"), axis=0)
@@ -13,8 +13,9 @@ and adds them in the same order, so every device holds the same bits).
 [8.0, 12.0]
 """
 from __future__ import annotations
-import functools, itertools, operator
+import functools, itertools, operator, os
 from compiler.dtypes import DType, dtypes
+from compiler.settings import flag
 from compiler.lazy import LazyBuffer
 from compiler.uop import Ops
 from compiler.view import prod
@@ -42,10 +43,78 @@ def _to_sharded(lbs: list[LazyBuffer], axis: int, bounds: list[tuple[int, int]])
   """Each device's piece of a replicated tensor: device i keeps bounds[i] of `axis`."""
   return [lb.shrink(tuple((0, s) if a != axis else b for a, s in enumerate(lb.shape))) for lb, b in zip(lbs, bounds)]
 
+RING_THRESHOLD = 256_000   # elements: from here on (and on more than 2 devices) the ring beats naive (tinygrad's measure)
+
+def _level(name: str, default: int) -> int:
+  """An allreduce setting's level (0 off, 1 where it pays, 2 always), read at each reduce; a bad value names itself."""
+  v = os.environ.get(name, "") or str(default)
+  try: return int(v)
+  except ValueError: raise ValueError(f"{name}={v!r}: 0 (off), 1 (for big reduces on more than 2 devices) or 2 (always)") from None
+
+def allreduce_kind(n: int, numel) -> str:
+  """Which lowering an allreduce of `numel` elements over `n` devices gets: "ring" on more than 2 devices from
+  RING_THRESHOLD elements on (RING=1, the default; RING=0 never, RING=2 always), "all2all" likewise under ALL2ALL
+  (default 0; it wins over the ring where both apply), else "naive". Symbolic sizes are always naive.
+
+  >>> allreduce_kind(2, 1 << 20), allreduce_kind(4, 1 << 20), allreduce_kind(4, 1000)
+  ('naive', 'ring', 'naive')
+  """
+  if not isinstance(numel, int): return "naive"
+  big = n > 2 and numel >= RING_THRESHOLD
+  a2a, ring = _level("ALL2ALL", 0), _level("RING", 1)
+  if a2a >= 2 or (big and a2a >= 1): return "all2all"
+  if ring >= 2 or (big and ring >= 1): return "ring"
+  return "naive"
+
+def _chunks(numel: int, n: int) -> list[tuple[int, int]]:
+  """numel split into n nearly equal runs, each a multiple of the widest of 32/16/8/4/2 that divides numel (aligned
+  copies); empty runs are left out."""
+  f = next((f for f in (32, 16, 8, 4, 2) if numel % f == 0), 1)
+  q, r = divmod(numel // f, n)
+  ends = list(itertools.accumulate([(q + (i < r)) * f for i in range(n)], initial=0))
+  return [(s, e) for s, e in itertools.pairwise(ends) if e > s]
+
 def all_reduce(op: Ops, lbs: list[LazyBuffer]) -> list[LazyBuffer]:
-  """Naive allreduce: every device copies every partial result and combines them, in the same order on each device
-  (n*(n-1) copies; the ring lowering comes with stage 3 of issue 26)."""
-  return [functools.reduce(lambda x, y: x.alu(op, y), [x.copy_to_device(lb.device) for x in lbs]) for lb in lbs]
+  """Combine one partial result per device with `op` so every device holds the whole result, bit-identical on all.
+
+  naive: every device copies every partial result and combines them in the same order (n(n-1) copies).
+  ring: the flat value is cut into n chunks; chunk i travels the ring i -> i+1 -> ... collecting each device's piece
+  (reduce-scatter, n-1 hops per chunk), then the finished chunk travels on around the ring to every device
+  (all-gather); 2n(n-1) copies, each between ring neighbours only, each 1/n of the value.
+  all2all: device i gathers chunk i from every device and reduces it, then sends it to every other device.
+  In ring and all2all each chunk is reduced once, on one device, and copied: every device ends with the same bits.
+
+  >>> from frontend import Tensor
+  >>> parts = [Tensor([1.0, 2.0], device=d).lazydata for d in ("CPU:1", "CPU:2", "CPU:3")]
+  >>> [Tensor(x).tolist() for x in all_reduce(Ops.ADD, parts)]
+  [[3.0, 6.0], [3.0, 6.0], [3.0, 6.0]]
+  """
+  n, shape = len(lbs), lbs[0].shape
+  numel = prod(shape)
+  kind = allreduce_kind(n, numel)
+  if kind == "naive" or numel == 0:
+    return [functools.reduce(lambda x, y: x.alu(op, y), [x.copy_to_device(lb.device) for x in lbs]) for lb in lbs]
+  devs = [lb.device for lb in lbs]
+  flat = [lb.reshape((numel,)) for lb in lbs]
+  chunks = _chunks(numel, n)
+  have: list[list[LazyBuffer]] = [[] for _ in range(n)]   # have[d][i]: chunk i's result on device d
+  for i, (s, e) in enumerate(chunks):
+    piece = [x.shrink(((s, e),)) for x in flat]
+    if kind == "all2all":
+      owner = i
+      done = functools.reduce(lambda x, y: x.alu(op, y), [p.copy_to_device(devs[owner]) for p in piece])
+    else:
+      done, owner = piece[i], i
+      for _ in range(n - 1):
+        owner = (owner + 1) % n
+        done = done.copy_to_device(devs[owner]).alu(op, piece[owner])
+    got = {owner: done}
+    if kind == "all2all": got.update({d: done.copy_to_device(devs[d]) for d in range(n) if d != owner})
+    else:
+      for step in range(1, n): got[(owner + step) % n] = got[(owner + step - 1) % n].copy_to_device(devs[(owner + step) % n])
+    for d in range(n): have[d].append(got[d])
+  # each device's chunks back in one buffer: zero-padded to the whole length and combined bit-exactly
+  return [_concat([c.pad(((s, numel - e),)) for c, (s, e) in zip(cs, chunks)]).reshape(shape) for cs in have]
 
 _UINT = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 
@@ -152,9 +221,19 @@ class MultiLazyBuffer:
     when only one shard is real, that one is kept); over other axes each shard reduces on its own."""
     if self.axis is not None and self.axis in axes:
       parts = [(x if r else x.const_like(0)).r(op, axes) for x, r in zip(self.lbs, self.real)]
-      if all(self.real): return MultiLazyBuffer(all_reduce(op, parts), None)
+      if all(self.real):
+        if (wire := self._wire_dtype(op)) is None: return MultiLazyBuffer(all_reduce(op, parts), None)
+        return MultiLazyBuffer([x.cast(self.dtype) for x in all_reduce(op, [p.cast(wire) for p in parts])], None)
       return MultiLazyBuffer(parts, None, self.real)
     return self._same([x.r(op, axes) for x in self.lbs])
+
+  def _wire_dtype(self, op: Ops) -> DType | None:
+    """ALLREDUCE_CAST=1: the half/bfloat16 a sum of a narrow tensor was widened from (Tensor.sum accumulates in
+    float32): each device's partial sum is narrowed back before the allreduce, so the copies carry half the bytes
+    (and the partial sums are added in the narrow dtype). None: keep the reduce's own dtype on the wire."""
+    if op is not Ops.ADD or not flag("ALLREDUCE_CAST") or self.dtype != dtypes.float32: return None
+    narrow = {lb.base.srcs[0].dtype if lb.base.op is Ops.CAST else None for lb in self.lbs}
+    return narrow.pop() if len(narrow) == 1 and narrow <= {dtypes.float16, dtypes.bfloat16} else None
 
   def assign(self, value: MultiLazyBuffer) -> MultiLazyBuffer:
     """Write `value` (sharded the same way) into each shard's buffer."""

@@ -85,14 +85,18 @@ def test_in_place_updates_replay(gpu):
   np.testing.assert_allclose(losses_j, losses_e, rtol=1e-5)
   np.testing.assert_allclose(l1.weight.numpy(), l2.weight.numpy(), rtol=1e-5, atol=1e-6)
 
-def test_cross_device_capture_falls_back(gpu):
-  """A copy from the CPU inside the function can't live in a GPU graph: replays loop over the items instead."""
+def test_cross_device_capture_is_one_multi_device_graph(gpu):
+  """A copy from the CPU inside the function: the replay is one graph across the CPU and the GPU (hcqrt/multi_graph.py),
+  the GPU's kernels in its own sub-graph, the copy through the host (two drivers: no device-to-device path)."""
+  from hcqrt.multi_graph import MultiGraph, PeerCopy
   @TinyJit
   def f(x: Tensor) -> Tensor: return (x.to(DEV) * 3).sum()
   for i in range(4):
     x = rnd(5, seed=i, device="CPU")
     assert f(x).item() == pytest.approx(float(x.numpy().sum() * 3), rel=1e-5)
-  assert f.graph is None and f.graph_built   # (the device could not make these items one graph)
+  g = f.graph
+  assert isinstance(g, MultiGraph) and isinstance(g.items[0], PeerCopy) and g.paths == {0: "host"}
+  assert [s.device is None for s in g.segments] == [True, False] and isinstance(g.segments[1].graph, GraphReplay)
 
 def test_graph_arguments_survive_the_launch_ring(gpu):
   """Graph kernel arguments live in persistent memory: the per-launch argument ring may wrap under it."""

@@ -368,17 +368,39 @@ def test_two_distinct_devices():
   fd = {"NV": "ctl", "AMD": "kfd"}.get(d0.split(":")[0])
   if fd is not None and syscalls.is_fake(getattr(a, fd)): assert syscalls.driver_of(getattr(a, fd)) is syscalls.driver_of(getattr(b, fd))
 
-def test_tinyjit_refuses_sharded_work_clearly():
+@pytest.mark.parametrize("ring", ["0", "2"])
+def test_tinyjit_sharded_arguments_results_and_allreduce(ring, monkeypatch):
+  # tinygrad's multi-tensor JIT tests: sharded arguments and results, a naive or ring allreduce inside, 5 calls; the
+  # replays are one graph across the devices (hcqrt/multi_graph.py)
+  from frontend import TinyJit
+  from hcqrt.multi_graph import MultiGraph, PeerCopy
+  monkeypatch.setenv("RING", ring)
+  W = rng(4, 3, seed=9)
+  w = Tensor(W).shard(D).realize()
+  @TinyJit
+  def f(a): return (a @ w).realize(), (a * 2).sum(0).realize()
+  for i in range(5):
+    n = rng(8, 4, seed=i)
+    out, s = f(shard_np(n, 0).realize())
+    assert out.device == D and out.lazydata.axis == 0 and s.device == D and s.lazydata.axis is None
+    np.testing.assert_allclose(out.numpy(), n @ W, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(s.numpy(), (n * 2).sum(0), atol=1e-5, rtol=1e-5)
+    a, b = (Tensor(lb).numpy() for lb in s.lazydata.lbs)
+    np.testing.assert_array_equal(a, b)
+  assert isinstance(f.graph, MultiGraph) and any(isinstance(it, PeerCopy) for it in f.graph.items)
+
+def test_tinyjit_returns_its_sharded_argument_and_refuses_a_new_sharding():
   from frontend import TinyJit
   from frontend.jit import JitError
   @TinyJit
-  def f(a): return (a * 2).realize()
-  x = shard_np(rng(4, 4), 0).realize()
-  with pytest.raises(JitError, match=r"argument 'a' is on several devices \(.*\); TinyJit does not capture multi-device work"): f(x)
-  @TinyJit
-  def g(): return (Tensor.ones(4, 4).contiguous().shard(D, 0) + 1).realize()
-  g()
-  with pytest.raises(JitError, match="its result is on several devices"): g()
+  def f(a, b): return a, (b + 1).realize()
+  for i in range(4):
+    x, y = shard_np(rng(4, 4, seed=i), 0).realize(), shard_np(rng(4, 4, seed=10 + i), 1).realize()
+    ra, rb = f(x, y)
+    assert all(r.base.buffer is o.base.buffer for r, o in zip(ra.lazydata.lbs, x.lazydata.lbs))   # this call's shards
+    np.testing.assert_array_equal(rb.numpy(), rng(4, 4, seed=10 + i) + 1)
+  with pytest.raises(JitError, match=r"argument 'b' is sharded over .* on axis 0, the capture had sharded over .* on axis 1"):
+    f(x, shard_np(rng(4, 4), 0).realize())
 
 def test_state_dict_of_sharded_model_round_trips(tmp_path):
   from frontend.nn.state import get_state_dict, load_state_dict, safe_save, safe_load
