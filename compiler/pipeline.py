@@ -294,11 +294,17 @@ def compile_kernels(jobs: Sequence[tuple[UOp | LoweredKernel, str]], target: Tar
   >>> [ck.binary == compile_kernel(a, t, name=f"k{i}").binary for i, (a, ck) in enumerate(zip(asts, built))]
   [True, True]
   """
-  be = backend(target)
   fronts: list[CompiledKernel | Exception] = []
   for ast, name in jobs:
     try: fronts.append(compile_kernel(ast, target, opts, name=name, assemble=False))
     except Exception as e: fronts.append(e)   # (handed back in its place)
+  return assemble_kernels(fronts, target, workers)
+
+def assemble_kernels(fronts: Sequence[CompiledKernel | Exception], target: Target, workers: int | None = None) -> list[CompiledKernel | Exception]:
+  """The second half of compile_kernels: kernels rendered by compile_kernel(..., assemble=False) with their binaries,
+  the assemblers side by side where the backend allows (an exception in `fronts` stays in its place, as does one an
+  assembler raises)."""
+  be = backend(target)
   def build(ck: CompiledKernel | Exception) -> CompiledKernel | Exception:
     if isinstance(ck, Exception): return ck
     try: return dataclasses.replace(ck, binary=be.assemble(ck.src, ck.name, target))

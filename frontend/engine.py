@@ -19,7 +19,7 @@ from compiler.explain import explain_schedule, format_schedule
 from compiler.schedule import ScheduleItem, create_schedule, snapshots
 from frontend.checks import Checks
 from compiler.pack import pack_matmuls
-from compiler.pipeline import CompiledKernel, Launch, compile_kernel, compile_kernels
+from compiler.pipeline import CompiledKernel, Launch, assemble_kernels, compile_kernel
 from compiler import profile, settings, vizdata
 from compiler.uop import UOp
 from compiler.sint import sval
@@ -130,7 +130,11 @@ def prebuild(items: list[ScheduleItem], opts_key: tuple, debug: int) -> int:
   built = 0
   for target in dict.fromkeys(k[1] for k in todo):
     keys = [k for k in todo if k[1] == target]
-    for key, ck in zip(keys, compile_kernels([(todo[k][0].ast, todo[k][0].name) for k in keys], target)):
+    fronts: list = []
+    for k in keys:   # (the front ends here, one after another, through the same compile_kernel as get_kernel)
+      try: fronts.append(compile_kernel(todo[k][0].ast, target, None, name=todo[k][0].name, assemble=False))
+      except Exception as e: fronts.append(e)   # (get_kernel builds it again and raises where it runs)
+    for key, ck in zip(keys, assemble_kernels(fronts, target)):
       if isinstance(ck, Exception): continue
       si, dev = todo[key]
       _kernel_cache[key] = LoadedKernel(ck, open_device(dev).program(ck.name, ck.binary), si.ast, dev)
