@@ -102,3 +102,23 @@ def test_rows_no_vector_divides_take_narrower_vectors(cpu_target):
       assert [o[4] for o in k.applied_opts if o[0] == "TILE"] == [lanes], k.applied_opts
     same_as_noopt(si, cpu_target)
     np.testing.assert_allclose(t.numpy(), xn.transpose(0, 2, 1, 3), rtol=0)
+
+@pytest.mark.parametrize("n, cin, cout, size, stride", [(2, 8, 16, 32, 2), (2, 16, 32, 8, 1), (3, 4, 8, 16, 1)])
+def test_one_vector_rows_take_more_output_rows(n, cin, cout, size, stride, cpu_target):
+  """A conv whose output row is one vector (16 columns of a stride-2 conv on AVX-512, an 8x8 map): the extra rows of the
+  tile come from another output loop the weights (broadcast) don't move with, not from more output channels (one
+  broadcast load per FMA); forward equal to NOOPT and to torch."""
+  import torch
+  xn, wn = rng.standard_normal((n, cin, size, size)).astype(np.float32), rng.standard_normal((cout, cin, 3, 3)).astype(np.float32)
+  x, w = Tensor(xn).realize(), Tensor(wn).realize()
+  si = kernel_of(x.conv2d(w, stride=stride, padding=1))
+  k0 = lower(si.ast, si.name)
+  k = optimize(k0, cpu_target)
+  tile = next((o for o in k.applied_opts if o[0] == "TILE"), None)
+  if tile is not None and tile[5] == 1 and tile[4] == size // stride:   # (one vector per row)
+    rows = {r.arg[0] for r in k0.global_ranges if r.src[0].arg == size // stride} - {tile[3]}   # the output rows y
+    ups = [o for o in k.applied_opts if o[0] == "UPCAST"]
+    assert ups and ups[-1][1] in rows, k.applied_opts   # not the output channels (the tile's own row loop: a new id)
+  same_as_noopt(si, cpu_target)
+  ref = torch.nn.functional.conv2d(torch.tensor(xn), torch.tensor(wn), stride=stride, padding=1).numpy()
+  np.testing.assert_allclose(x.conv2d(w, stride=stride, padding=1).numpy(), ref, rtol=1e-4, atol=1e-4)
