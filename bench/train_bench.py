@@ -9,7 +9,11 @@ wall time next to it), then R processes with BEAM=2 (served from that cache: the
 0 when the cache works) and R with BEAM=0 take turns, each timing the median of --steps steps; the medians of each
 side's medians are reported (each process times at least 200 steps).
 
-  python bench/train_bench.py [--batch 64] [--steps 30] [--mnist-batch 128] [--mnist-steps 10] [--no-mnist] [--beam-runs 5] [--json]
+`--mnist-one-core R`: R more rounds of the mnist step, ours and torch taking turns, each pinned to one core and timed by
+the process's CPU time (torch with one thread): on a host shared with other jobs, the comparison that holds.
+
+  python bench/train_bench.py [--batch 64] [--steps 30] [--mnist-batch 128] [--mnist-steps 10] [--no-mnist] [--beam-runs 5]
+                              [--mnist-one-core 3] [--json]
 """
 from __future__ import annotations
 import argparse, json, os, subprocess, sys
@@ -101,7 +105,7 @@ batches = [(Tensor(rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32)).r
            for _ in range(STEPS)]
 ts = []
 for i, (xb, yb) in enumerate(batches):
-  GlobalCounters.reset(); st = time.perf_counter(); step(xb, yb); ts.append(time.perf_counter() - st)
+  GlobalCounters.reset(); st = CLOCK(); step(xb, yb); ts.append(CLOCK() - st)
 ts = ts[3:]   # compile, capture
 print(json.dumps({"mnist_jit_ms": 1e3 * sorted(ts)[len(ts) // 2], "mnist_kernels_per_step": GlobalCounters.kernel_count,
                   "mnist_kernel_ms": 1e3 * GlobalCounters.time_sum_s}))
@@ -110,6 +114,7 @@ print(json.dumps({"mnist_jit_ms": 1e3 * sorted(ts)[len(ts) // 2], "mnist_kernels
 MNIST_TORCH = r'''
 import json, time, numpy as np, torch
 torch.manual_seed(0)
+if ONE_CORE: torch.set_num_threads(1)
 nn = torch.nn
 model = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(), nn.BatchNorm2d(32), nn.MaxPool2d(2),
                       nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.BatchNorm2d(64), nn.MaxPool2d(2),
@@ -119,9 +124,9 @@ rng = np.random.default_rng(0)
 batches = [(torch.tensor(rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32)), torch.tensor(rng.integers(0, 10, BATCH))) for _ in range(STEPS)]
 ts = []
 for x, y in batches:
-  st = time.perf_counter()
+  st = CLOCK()
   opt.zero_grad(); loss = nn.functional.cross_entropy(model(x), y); loss.backward(); opt.step(); loss.item()
-  ts.append(time.perf_counter() - st)
+  ts.append(CLOCK() - st)
 ts = ts[3:]
 print(json.dumps({"mnist_torch_ms": 1e3 * sorted(ts)[len(ts) // 2]}))
 '''
@@ -162,9 +167,14 @@ for xb, yb in batches[3:]:
 print(json.dumps({"first_s": first, "step_ms": 1e3 * sorted(ts)[len(ts) // 2], **counts}))
 '''
 
-def run(code: str, batch: int, steps: int, env: dict | None = None) -> dict:
-  src = f"ROOT = {ROOT!r}\nBATCH = {batch}\nSTEPS = {steps}\n" + code
-  out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, cwd=ROOT, env=None if env is None else {**os.environ, **env})
+def run(code: str, batch: int, steps: int, env: dict | None = None, one_core: bool = False) -> dict:
+  """`code` in a child process; one_core: pinned to one core, each step timed by the process's CPU time (a loaded host
+  inflates wall time, not this; torch then runs one thread, ours one-thread kernels)."""
+  clock = "import time\nCLOCK = time.process_time if ONE_CORE else time.perf_counter\n"
+  src = f"ROOT = {ROOT!r}\nBATCH = {batch}\nSTEPS = {steps}\nONE_CORE = {one_core}\n" + clock + code
+  pin = (lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})) if one_core else None
+  out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, cwd=ROOT, env=None if env is None else {**os.environ, **env},
+                       preexec_fn=pin)
   if out.returncode != 0: return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
   return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -203,6 +213,8 @@ def main() -> None:
   ap.add_argument("--mnist-batch", type=int, default=128)
   ap.add_argument("--mnist-steps", type=int, default=10)
   ap.add_argument("--no-mnist", action="store_true", help="skip the beautiful_mnist CNN step")
+  ap.add_argument("--mnist-one-core", type=int, default=0, metavar="R",
+                  help="also R rounds of the mnist step pinned to one core, ours and torch (1 thread) taking turns, timed by CPU time")
   ap.add_argument("--beam-runs", type=int, default=5, help="processes per side for the BEAM=2 vs BEAM=0 digits step (0: skip)")
   a = ap.parse_args()
   import importlib.util
@@ -213,8 +225,15 @@ def main() -> None:
   mn: dict = {}
   if not a.no_mnist:
     mn = {"ours": run(MNIST_OURS, a.mnist_batch, a.mnist_steps), "torch": run(MNIST_TORCH, a.mnist_batch, a.mnist_steps) if has_torch else {"error": "skipped"}}
+  if a.mnist_one_core > 0 and has_torch:
+    rounds = [(run(MNIST_OURS, a.mnist_batch, a.mnist_steps, one_core=True), run(MNIST_TORCH, a.mnist_batch, a.mnist_steps, one_core=True))
+              for _ in range(a.mnist_one_core)]
+    if all("mnist_jit_ms" in o and "mnist_torch_ms" in t for o, t in rounds):
+      mn["one_core"] = {"mnist_1core_ours_ms": [round(o["mnist_jit_ms"], 2) for o, _ in rounds],
+                        "mnist_1core_torch_ms": [round(t["mnist_torch_ms"], 2) for _, t in rounds]}
   bm = beam_rows(a.batch, max(a.steps, 200), a.beam_runs) if a.beam_runs > 0 else {}   # (steps are cheap here: more of them steady the medians)
-  res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"}, **bm}
+  res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"},
+         **mn.get("one_core", {}), **bm}
   if a.json: print(json.dumps(res)); return
   print(f"digits CNN train step, batch {a.batch} (median of {a.steps - 3} steps)")
   if "error" in ours: print("  ours failed:", ours["error"])
@@ -239,6 +258,10 @@ def main() -> None:
     if "mnist_torch_ms" in t:
       print(f"  torch CPU    {t['mnist_torch_ms']:8.2f} ms" + (f"   ours/torch = {o['mnist_jit_ms'] / t['mnist_torch_ms']:.2f}x" if "mnist_jit_ms" in o else ""))
     elif "error" in t: print("  torch:", t["error"])
+    if (oc := mn.get("one_core")):
+      ours_ms, torch_ms = oc["mnist_1core_ours_ms"], oc["mnist_1core_torch_ms"]
+      print(f"  one core, CPU time per step, {len(ours_ms)} rounds taking turns: ours min {min(ours_ms):.1f} ms {ours_ms}, "
+            f"torch (1 thread) min {min(torch_ms):.1f} ms {torch_ms}: ours/torch = {min(ours_ms) / min(torch_ms):.2f}x")
 
 if __name__ == "__main__":
   main()
