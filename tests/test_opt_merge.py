@@ -122,3 +122,14 @@ def test_one_vector_rows_take_more_output_rows(n, cin, cout, size, stride, cpu_t
   same_as_noopt(si, cpu_target)
   ref = torch.nn.functional.conv2d(torch.tensor(xn), torch.tensor(wn), stride=stride, padding=1).numpy()
   np.testing.assert_allclose(x.conv2d(w, stride=stride, padding=1).numpy(), ref, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("n", [4, 8, 16, 64])
+def test_vector_kernels_round_bfloat16_by_bits(n):
+  """A fused float -> bfloat16 -> float kernel whose loop takes vectors (any width that divides n): bfloat16 is stored as
+  16-bit integers, so its lanes are cast one by one (a vector convert would turn 1.5 into the integer 1); equal to
+  torch's bfloat16 rounding, and half beside it."""
+  import torch
+  vals = [1.5, -2.25, 3.0, 1000.0, 1.00390625, -0.0, 65504.0, 3.14159] * (n // 4)
+  x = Tensor(np.array(vals[:n], np.float32))
+  assert x.bfloat16().float().tolist() == torch.tensor(vals[:n]).bfloat16().float().tolist()
+  assert x.half().float().tolist() == torch.tensor(vals[:n]).half().float().tolist()
