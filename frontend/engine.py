@@ -113,13 +113,16 @@ def prebuild(items: list[ScheduleItem], opts_key: tuple, debug: int) -> int:
   start (the first step of a training loop: dozens of new kernels) then waits for the slowest compile of each batch, not
   for their sum. What get_kernel would do differently is left to it: BEAM (it times candidates), DEBUG>=7, VIZ and
   PROFILE (per-kernel records), a kernel whose build fails (built again there, so the error comes where it always did).
+  COMPILE_WORKERS=1 turns it off: each kernel is built by get_kernel when it first runs.
 
+  >>> import os; old = os.environ.get("COMPILE_WORKERS"); os.environ["COMPILE_WORKERS"] = "2"
   >>> from frontend import Tensor
   >>> x = Tensor([1.0, 2.0]).realize()
   >>> prebuild(create_schedule([(x + 17.25).lazydata, (x * 17.25).lazydata]), settings.opts_key(), 0)
   2
+  >>> _ = os.environ.pop("COMPILE_WORKERS") if old is None else os.environ.update(COMPILE_WORKERS=old)
   """
-  if int(opts_key[1] or 0) > 0 or debug >= 7 or VIZ or profile.ENABLED: return 0
+  if int(opts_key[1] or 0) > 0 or debug >= 7 or VIZ or profile.ENABLED or settings.compile_workers() <= 1: return 0
   todo: dict[tuple, tuple[ScheduleItem, str]] = {}
   for si in items:
     if si.kind != "kernel" or si.outputs[0].max_size == 0: continue
