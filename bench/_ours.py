@@ -296,6 +296,8 @@ def bench_compile(spec: dict) -> list[dict]:
   carries a constant never used before, so its kernel is new to the in-process cache, and CACHE=0 (set by
   run.py for this process) makes the C compiler run even if an earlier run left the object on disk."""
   if os.environ.get("CACHE", "1") != "0": print("warning: compile bench without CACHE=0 may hit the disk cache", file=sys.stderr)
+  # one build at a time, so each kernel's figures are its own (bench/cold_start.py times the builds side by side)
+  os.environ["COMPILE_WORKERS"] = "1"
   xn = np.ones((64, 64), np.float32)
   x, y = Tensor(xn).realize(), Tensor(xn).realize()
   (x + 1).realize()  # opens the device (its runner is compiled once) before anything is timed

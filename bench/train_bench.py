@@ -4,8 +4,8 @@ JIT's replay cost per kernel; then tinygrad's beautiful_mnist CNN (Conv 1->32 5x
 TinyJit vs torch. Each side runs in its own process, torch right after ours.
 
 Eager against torch eager (--eager-runs R, 0 skips it): R processes of each take turns, ours eager and torch eager
-(each the median of --steps steps, wall and process CPU time per step), by default pinned to one core (`taskset -c
-0`, torch with 1 thread: on a shared host the CPU time of one core is the comparison that holds; --eager-cores all
+(each the median of --steps steps, wall and process CPU time per step), by default pinned to one core (the
+first core the process may use, torch with 1 thread: on a shared host the CPU time of one core is the comparison that holds; --eager-cores all
 leaves them unpinned); with ours, the work per step: Function.apply calls, lazy buffers made, kernels run, and the
 schedule cache's hits and misses over the timed steps (compiler/schedule.py _GraphKey). The load average is printed
 with the rows.
@@ -16,8 +16,11 @@ wall time next to it), then R processes with BEAM=2 (served from that cache: the
 0 when the cache works) and R with BEAM=0 take turns, each timing the median of --steps steps; the medians of each
 side's medians are reported (each process times at least 200 steps).
 
+`--mnist-one-core R`: R more rounds of the mnist step, ours and torch taking turns, each pinned to one core and timed by
+the process's CPU time (torch with one thread): on a host shared with other jobs, the comparison that holds.
+
   python bench/train_bench.py [--batch 64] [--steps 30] [--mnist-batch 128] [--mnist-steps 10] [--no-mnist] [--beam-runs 5]
-                              [--eager-runs 3] [--eager-cores one|all] [--json]
+                              [--eager-runs 3] [--eager-cores one|all] [--mnist-one-core 3] [--json]
 """
 from __future__ import annotations
 import argparse, json, os, subprocess, sys
@@ -144,17 +147,15 @@ print(json.dumps({"wall_ms": med(wall), "cpu_ms": med(cpu), "min_ms": 1e3 * min(
 
 def eager_rows(batch: int, steps: int, runs: int, one_core: bool) -> dict:
   """Ours eager and torch eager in `runs` interleaved process pairs (module doc): the medians of their per-run medians."""
-  import shutil
-  pin = ["taskset", "-c", "0"] if one_core and shutil.which("taskset") else []
   rows: dict[str, list] = {"ours": [], "torch": []}
   load = os.getloadavg()[0]
   for _ in range(runs):
     for side, code in (("ours", EAGER_OURS), ("torch", EAGER_TORCH)):
-      if "error" in (r := run(code, batch, steps, {"ONE_CORE": "1" if pin else "0"}, prefix=pin)): return {"eager_error": f"{side}: {r['error']}"}
+      if "error" in (r := run(code, batch, steps, one_core=one_core)): return {"eager_error": f"{side}: {r['error']}"}
       rows[side].append(r)
   med = lambda xs: sorted(xs)[len(xs) // 2]
   o, t = rows["ours"], rows["torch"]
-  return {"eager_one_core": bool(pin), "eager_runs": runs, "eager_load": (load, os.getloadavg()[0]),
+  return {"eager_one_core": one_core, "eager_runs": runs, "eager_load": (load, os.getloadavg()[0]),
           "eager_wall_ms": med([r["wall_ms"] for r in o]), "eager_cpu_ms": med([r["cpu_ms"] for r in o]), "eager_min_ms": min(r["min_ms"] for r in o),
           "torch_eager_wall_ms": med([r["wall_ms"] for r in t]), "torch_eager_cpu_ms": med([r["cpu_ms"] for r in t]),
           "torch_eager_min_ms": min(r["min_ms"] for r in t), "torch_eager_threads": t[0]["threads"],
@@ -183,7 +184,7 @@ batches = [(Tensor(rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32)).r
            for _ in range(STEPS)]
 ts = []
 for i, (xb, yb) in enumerate(batches):
-  GlobalCounters.reset(); st = time.perf_counter(); step(xb, yb); ts.append(time.perf_counter() - st)
+  GlobalCounters.reset(); st = CLOCK(); step(xb, yb); ts.append(CLOCK() - st)
 ts = ts[3:]   # compile, capture
 print(json.dumps({"mnist_jit_ms": 1e3 * sorted(ts)[len(ts) // 2], "mnist_kernels_per_step": GlobalCounters.kernel_count,
                   "mnist_kernel_ms": 1e3 * GlobalCounters.time_sum_s}))
@@ -192,6 +193,7 @@ print(json.dumps({"mnist_jit_ms": 1e3 * sorted(ts)[len(ts) // 2], "mnist_kernels
 MNIST_TORCH = r'''
 import json, time, numpy as np, torch
 torch.manual_seed(0)
+if ONE_CORE: torch.set_num_threads(1)
 nn = torch.nn
 model = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(), nn.BatchNorm2d(32), nn.MaxPool2d(2),
                       nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.BatchNorm2d(64), nn.MaxPool2d(2),
@@ -201,9 +203,9 @@ rng = np.random.default_rng(0)
 batches = [(torch.tensor(rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32)), torch.tensor(rng.integers(0, 10, BATCH))) for _ in range(STEPS)]
 ts = []
 for x, y in batches:
-  st = time.perf_counter()
+  st = CLOCK()
   opt.zero_grad(); loss = nn.functional.cross_entropy(model(x), y); loss.backward(); opt.step(); loss.item()
-  ts.append(time.perf_counter() - st)
+  ts.append(CLOCK() - st)
 ts = ts[3:]
 print(json.dumps({"mnist_torch_ms": 1e3 * sorted(ts)[len(ts) // 2]}))
 '''
@@ -244,11 +246,14 @@ for xb, yb in batches[3:]:
 print(json.dumps({"first_s": first, "step_ms": 1e3 * sorted(ts)[len(ts) // 2], **counts}))
 '''
 
-def run(code: str, batch: int, steps: int, env: dict | None = None, prefix: list[str] | None = None) -> dict:
-  one_core = (env or {}).get("ONE_CORE") == "1"
-  src = f"ROOT = {ROOT!r}\nBATCH = {batch}\nSTEPS = {steps}\nONE_CORE = {one_core}\n" + code
-  out = subprocess.run([*(prefix or []), sys.executable, "-c", src], capture_output=True, text=True, cwd=ROOT,
-                       env=None if env is None else {**os.environ, **env})
+def run(code: str, batch: int, steps: int, env: dict | None = None, one_core: bool = False) -> dict:
+  """`code` in a child process; one_core: pinned to one core, each step timed by the process's CPU time (a loaded host
+  inflates wall time, not this; torch then runs one thread, ours one-thread kernels)."""
+  clock = "import time\nCLOCK = time.process_time if ONE_CORE else time.perf_counter\n"
+  src = f"ROOT = {ROOT!r}\nBATCH = {batch}\nSTEPS = {steps}\nONE_CORE = {one_core}\n" + clock + code
+  pin = (lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})) if one_core else None
+  out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, cwd=ROOT, env=None if env is None else {**os.environ, **env},
+                       preexec_fn=pin)
   if out.returncode != 0: return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
   return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -287,6 +292,8 @@ def main() -> None:
   ap.add_argument("--mnist-batch", type=int, default=128)
   ap.add_argument("--mnist-steps", type=int, default=10)
   ap.add_argument("--no-mnist", action="store_true", help="skip the beautiful_mnist CNN step")
+  ap.add_argument("--mnist-one-core", type=int, default=0, metavar="R",
+                  help="also R rounds of the mnist step pinned to one core, ours and torch (1 thread) taking turns, timed by CPU time")
   ap.add_argument("--beam-runs", type=int, default=5, help="processes per side for the BEAM=2 vs BEAM=0 digits step (0: skip)")
   ap.add_argument("--eager-runs", type=int, default=3, help="process pairs for ours eager vs torch eager (0: skip)")
   ap.add_argument("--eager-cores", choices=("one", "all"), default="one", help="pin the eager pairs to one core (default) or not")
@@ -299,9 +306,16 @@ def main() -> None:
   mn: dict = {}
   if not a.no_mnist:
     mn = {"ours": run(MNIST_OURS, a.mnist_batch, a.mnist_steps), "torch": run(MNIST_TORCH, a.mnist_batch, a.mnist_steps) if has_torch else {"error": "skipped"}}
+  if a.mnist_one_core > 0 and has_torch:
+    rounds = [(run(MNIST_OURS, a.mnist_batch, a.mnist_steps, one_core=True), run(MNIST_TORCH, a.mnist_batch, a.mnist_steps, one_core=True))
+              for _ in range(a.mnist_one_core)]
+    if all("mnist_jit_ms" in o and "mnist_torch_ms" in t for o, t in rounds):
+      mn["one_core"] = {"mnist_1core_ours_ms": [round(o["mnist_jit_ms"], 2) for o, _ in rounds],
+                        "mnist_1core_torch_ms": [round(t["mnist_torch_ms"], 2) for _, t in rounds]}
   eg = eager_rows(a.batch, max(a.steps, 40), a.eager_runs, a.eager_cores == "one") if a.eager_runs > 0 and has_torch else {}
   bm = beam_rows(a.batch, max(a.steps, 200), a.beam_runs) if a.beam_runs > 0 else {}   # (steps are cheap here: more of them steady the medians)
-  res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"}, **eg, **bm}
+  res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"},
+         **mn.get("one_core", {}), **eg, **bm}
   if a.json: print(json.dumps(res)); return
   print(f"digits CNN train step, batch {a.batch} (median of {a.steps - 3} steps)")
   if "error" in ours: print("  ours failed:", ours["error"])
@@ -314,7 +328,7 @@ def main() -> None:
   elif "error" in theirs: print("  torch:", theirs["error"])
   if "eager_error" in eg: print("  eager vs torch failed:", eg["eager_error"])
   elif eg:
-    where = "one core (taskset -c 0), torch 1 thread" if eg["eager_one_core"] else f"all cores, torch {eg['torch_eager_threads']} threads"
+    where = "one core (pinned), torch 1 thread" if eg["eager_one_core"] else f"all cores, torch {eg['torch_eager_threads']} threads"
     print(f"  eager vs torch eager, {where}, {eg['eager_runs']} interleaved process pairs (load average {eg['eager_load'][0]:.1f} -> {eg['eager_load'][1]:.1f}):")
     print(f"    ours eager  {eg['eager_wall_ms']:7.2f} ms wall (min {eg['eager_min_ms']:.2f})  {eg['eager_cpu_ms']:7.2f} ms CPU")
     print(f"    torch eager {eg['torch_eager_wall_ms']:7.2f} ms wall (min {eg['torch_eager_min_ms']:.2f})  {eg['torch_eager_cpu_ms']:7.2f} ms CPU   "
@@ -335,6 +349,10 @@ def main() -> None:
     if "mnist_torch_ms" in t:
       print(f"  torch CPU    {t['mnist_torch_ms']:8.2f} ms" + (f"   ours/torch = {o['mnist_jit_ms'] / t['mnist_torch_ms']:.2f}x" if "mnist_jit_ms" in o else ""))
     elif "error" in t: print("  torch:", t["error"])
+    if (oc := mn.get("one_core")):
+      ours_ms, torch_ms = oc["mnist_1core_ours_ms"], oc["mnist_1core_torch_ms"]
+      print(f"  one core, CPU time per step, {len(ours_ms)} rounds taking turns: ours min {min(ours_ms):.1f} ms {ours_ms}, "
+            f"torch (1 thread) min {min(torch_ms):.1f} ms {torch_ms}: ours/torch = {min(ours_ms) / min(torch_ms):.2f}x")
 
 if __name__ == "__main__":
   main()

@@ -19,7 +19,8 @@ is one more entry there, not a new branch in the engine, BEAM or the opts.
 (b'\\x7fELF', (('TILE', None, 1, 1, 8, 1),))
 """
 from __future__ import annotations
-import sys
+import dataclasses, sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from compiler.lower import LoweredKernel, lower, identity_element
@@ -34,7 +35,7 @@ from compiler.opt.peel import peel
 from compiler.kernel_api import apply_rewrites
 from compiler.fp8 import lower_fp8
 from compiler import profile, vizdata
-from compiler.settings import debug_level, noopt
+from compiler.settings import compile_workers, debug_level, noopt
 
 # ***** the registry: how each renderer builds *****
 
@@ -92,12 +93,15 @@ class Backend:
   rewrites: tuple[Callable[[UOp], UOp], ...] = ()
   peel_reductions: bool = False   # GPUs: the output loops are the grid, so only reduction loops are cut
   assemble_host: Callable[[str, str], bytes] | None = None
+  # the assembler runs as another process (the C compiler) and may be called from several threads at once, so that
+  # compile_kernels overlaps them; llvmlite builds in this process on LLVM's global context, which is not thread-safe
+  parallel_assemble: bool = False
 
 BACKENDS: dict[str, Backend] = {
-  "c": Backend(optimize, _render_c, _assemble_c, assemble_host=_assemble_host_c),
+  "c": Backend(optimize, _render_c, _assemble_c, assemble_host=_assemble_host_c, parallel_assemble=True),
   "ptx": Backend(optimize, _render_ptx, _assemble_ptx, rewrites=(_rewrite_float64,), peel_reductions=True),
   "llvm": Backend(optimize, _render_llvm, _assemble_llvm, assemble_host=_assemble_host_llvm),   # CPU_LLVM=1 and the AMD targets (compiler/target.py)
-  "c99": Backend(lambda k, t: optimize_portable(k), _render_c99, _assemble_c),   # exported C (frontend/export.py)
+  "c99": Backend(lambda k, t: optimize_portable(k), _render_c99, _assemble_c, parallel_assemble=True),   # exported C (frontend/export.py)
 }
 
 def native_fp8(target: Target) -> bool:
@@ -283,3 +287,42 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
       profile.add(f"{stage} {k.name}", "host", a, b - a, "compile", {"target": target.device}, tid=1)
   return CompiledKernel(k.name, src, binary, Launch.of(launch), tuple(r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax for r in k.global_ranges),
                         estimate_ops(prog), used, tuple(k.applied_opts), tuple(k.buf_dtypes), tuple(k.vars()))
+
+def compile_kernels(jobs: Sequence[tuple[UOp | LoweredKernel, str]], target: Target, opts: OptsArg = None,
+                    workers: int | None = None) -> list[CompiledKernel | Exception]:
+  """Several independent kernels (AST or lowered kernel, name) built for `target` as compile_kernel builds each, with
+  their assemblers running side by side: the front end (lower .. render) runs here, one kernel after another, so every
+  source is what compile_kernel renders; then, where the backend's assembler is another process (the C compiler:
+  Backend.parallel_assemble), up to `workers` (default COMPILE_WORKERS: the usable cores) of them run at once on a
+  thread pool. Results come back in the order of `jobs`, byte for byte compile_kernel's; a job that fails gives the
+  exception it raised in its place (the caller raises it where a one-by-one build would have).
+
+  >>> from compiler.lazy import LazyBuffer
+  >>> from compiler.schedule import create_schedule
+  >>> from compiler.dtypes import dtypes
+  >>> x = LazyBuffer.empty((4, 64), dtypes.float32, "CPU"); x.buffer = object()
+  >>> t = Target("CPU", "c", ncores=1, simd_bytes=32)
+  >>> asts = [create_schedule([x.alu(op, x)])[0].ast for op in (Ops.ADD, Ops.MUL)]
+  >>> built = compile_kernels([(a, f"k{i}") for i, a in enumerate(asts)], t, workers=2)
+  >>> [ck.binary == compile_kernel(a, t, name=f"k{i}").binary for i, (a, ck) in enumerate(zip(asts, built))]
+  [True, True]
+  """
+  fronts: list[CompiledKernel | Exception] = []
+  for ast, name in jobs:
+    try: fronts.append(compile_kernel(ast, target, opts, name=name, assemble=False))
+    except Exception as e: fronts.append(e)   # (handed back in its place)
+  return assemble_kernels(fronts, target, workers)
+
+def assemble_kernels(fronts: Sequence[CompiledKernel | Exception], target: Target, workers: int | None = None) -> list[CompiledKernel | Exception]:
+  """The second half of compile_kernels: kernels rendered by compile_kernel(..., assemble=False) with their binaries,
+  the assemblers side by side where the backend allows (an exception in `fronts` stays in its place, as does one an
+  assembler raises)."""
+  be = backend(target)
+  def build(ck: CompiledKernel | Exception) -> CompiledKernel | Exception:
+    if isinstance(ck, Exception): return ck
+    try: return dataclasses.replace(ck, binary=be.assemble(ck.src, ck.name, target))
+    except Exception as e: return e
+  n = sum(not isinstance(ck, Exception) for ck in fronts)
+  workers = compile_workers() if workers is None else workers
+  if not be.parallel_assemble or workers <= 1 or n < 2: return [build(ck) for ck in fronts]
+  with ThreadPoolExecutor(min(workers, n), thread_name_prefix="assemble") as pool: return list(pool.map(build, fronts))

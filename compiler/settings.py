@@ -34,6 +34,18 @@ def opts_key() -> tuple[str, str, str]:
   """The settings that change a kernel's code (NOOPT, BEAM, TC) as written: part of a built kernel's cache key."""
   return (os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))
 
+def compile_workers() -> int:
+  """COMPILE_WORKERS: how many kernels' assemblers may run at once when a schedule needs several new kernels (the C
+  compiler runs as its own process, so they overlap on the cores); default the cores this process may use, 1 = one
+  after another.
+
+  >>> compile_workers() >= 1
+  True
+  """
+  try: n = int(os.environ.get("COMPILE_WORKERS", "") or 0)
+  except ValueError: n = 0
+  return n if n >= 1 else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
 def env_float(name: str, default: float) -> float:
   """A number setting (`default` when unset, empty or not a number)."""
   try: return float(os.environ.get(name, "") or default)

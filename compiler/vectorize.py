@@ -20,6 +20,7 @@ from compiler.uop import UOp, Ops, simplify
 
 VECTOR_ALU = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX}
 VECTOR_MATH = {Ops.EXP2, Ops.LOG2}   # float32 only: the C renderer has vector versions of these
+VECTOR_CAST = {dtypes.float16, dtypes.float32, dtypes.float64}
 
 def gep(x: UOp, i: int) -> UOp:
   if x.dtype.count == 1: return x
@@ -99,7 +100,9 @@ class _Vectorizer:
       return UOp(u.op, u.dtype.vec(w), (broadcast(self.value(u.src[0]), w),))
     if u.op in VECTOR_ALU and u.dtype.is_float:
       return UOp(u.op, u.dtype.vec(w), tuple(broadcast(self.value(s), w) for s in u.src))
-    if u.op is Ops.CAST and u.dtype.is_float and u.src[0].dtype.is_float:
+    # (a vector convert only between the types C converts by value: bfloat16 is stored as unsigned short and fp8 as
+    # bytes, where __builtin_convertvector would convert numbers, not round bits; their lanes take the scalar casts)
+    if u.op is Ops.CAST and u.dtype.scalar in VECTOR_CAST and u.src[0].dtype.scalar in VECTOR_CAST:
       x = self.value(u.src[0])
       if x.dtype.count == w: return UOp(Ops.CAST, u.dtype.vec(w), (x,))
     return self.fallback(u)

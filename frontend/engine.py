@@ -19,7 +19,7 @@ from compiler.explain import explain_schedule, format_schedule
 from compiler.schedule import ScheduleItem, create_schedule, snapshots
 from frontend.checks import Checks
 from compiler.pack import pack_matmuls
-from compiler.pipeline import CompiledKernel, Launch, compile_kernel
+from compiler.pipeline import CompiledKernel, Launch, assemble_kernels, compile_kernel
 from compiler import profile, settings, vizdata
 from compiler.uop import UOp
 from compiler.sint import sval
@@ -107,6 +107,43 @@ def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> 
   kern = _kernel_cache[key] = LoadedKernel(ck, dev.program(ck.name, ck.binary), si.ast, device)
   return kern
 
+def prebuild(items: list[ScheduleItem], opts_key: tuple, debug: int) -> int:
+  """Build together the kernels of `items` that no cache holds yet (compiler/pipeline.py compile_kernels: their C
+  compiler processes run side by side on the cores), before the first of them runs; returns how many were built. A cold
+  start (the first step of a training loop: dozens of new kernels) then waits for the slowest compile of each batch, not
+  for their sum. What get_kernel would do differently is left to it: BEAM (it times candidates), DEBUG>=7, VIZ and
+  PROFILE (per-kernel records), a kernel whose build fails (built again there, so the error comes where it always did).
+  COMPILE_WORKERS=1 turns it off: each kernel is built by get_kernel when it first runs.
+
+  >>> import os; old = os.environ.get("COMPILE_WORKERS"); os.environ["COMPILE_WORKERS"] = "2"
+  >>> from frontend import Tensor
+  >>> x = Tensor([1.0, 2.0]).realize()
+  >>> prebuild(create_schedule([(x + 17.25).lazydata, (x * 17.25).lazydata]), settings.opts_key(), 0)
+  2
+  >>> _ = os.environ.pop("COMPILE_WORKERS") if old is None else os.environ.update(COMPILE_WORKERS=old)
+  """
+  if int(opts_key[1] or 0) > 0 or debug >= 7 or VIZ or profile.ENABLED or settings.compile_workers() <= 1: return 0
+  todo: dict[tuple, tuple[ScheduleItem, str]] = {}
+  for si in items:
+    if si.kind != "kernel" or si.outputs[0].max_size == 0: continue
+    dev = si.outputs[0].device
+    key = (si.ast, target_of(dev), *opts_key)
+    if key not in _kernel_cache: todo.setdefault(key, (si, dev))
+  if len(todo) < 2: return 0
+  built = 0
+  for target in dict.fromkeys(k[1] for k in todo):
+    keys = [k for k in todo if k[1] == target]
+    fronts: list = []
+    for k in keys:   # (the front ends here, one after another, through the same compile_kernel as get_kernel)
+      try: fronts.append(compile_kernel(todo[k][0].ast, target, None, name=todo[k][0].name, assemble=False))
+      except Exception as e: fronts.append(e)   # (get_kernel builds it again and raises where it runs)
+    for key, ck in zip(keys, assemble_kernels(fronts, target)):
+      if isinstance(ck, Exception): continue
+      si, dev = todo[key]
+      _kernel_cache[key] = LoadedKernel(ck, open_device(dev).program(ck.name, ck.binary), si.ast, dev)
+      built += 1
+  return built
+
 def check_var_vals(what: str, vv: dict) -> None:
   """Refuse a Variable value outside its [min, max] before it reaches a kernel: the kernel was built (buffer sizes,
   loop bounds) for that range only, so a value past it would read and write outside its buffers.
@@ -185,6 +222,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
   _runs += 1
   rec = capturing()   # while the JIT (or export) captures, every ExecItem run is recorded
   opts_key, debug = settings.opts_key(), debug_level()   # (the env, read once for the whole schedule)
+  if len(items) > 1: prebuild(items, opts_key, debug)
   for si in items:
     out = si.outputs[0]
     max_size = out.max_size
