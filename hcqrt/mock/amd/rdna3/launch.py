@@ -166,6 +166,9 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     w = waves_cls(code, n, waves_cls.vgpr_count(rsrc1, wave32), np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache, code_va)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
     w.s[:] = USER_POISON   # SGPRs (VCC, M0 and the rest) past the enabled ones hold garbage; EXEC is set below
+    # except gfx11's `null` (s124): a source that always reads 0 (RDNA3 ISA, "Scalar Operands": SGPR_NULL "reads 0,
+    # writes are ignored"); gfx9's "none" code lies outside the SGPR file
+    if waves_cls.NULL < len(w.s): w.s[waves_cls.NULL] = 0
     w.v[1:] = USER_POISON  # so do the VGPRs after v0's work-item ids
     for k in range(nuser): w.s[k] = user_data[k] & 0xFFFFFFFF
     s = nuser
