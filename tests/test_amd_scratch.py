@@ -2,7 +2,7 @@
 COMPUTE_TMPRING_SIZE + COMPUTE_DISPATCH_SCRATCH_BASE on PM4, amd_queue_t on AQL); the mock CPs read exactly those and
 put each wave's slot in GPU memory with the hardware's lane swizzle, so a runtime that sets up too little, or nothing,
 gets the fault, the hang or the wrong result the hardware would give."""
-import ctypes, dataclasses, struct
+import ctypes, dataclasses, gc, struct
 import numpy as np
 import pytest
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
@@ -273,3 +273,20 @@ def test_gfx11_scratch_slots_of_each_engine_hold_whole_workgroups(monkeypatch):
     s = _last_dispatch(d).scratch
     assert (s.slots, s.engines) == (3, 6)
   finally: uninstall_mock_amd(drv)
+
+@pytest.mark.parametrize("device", [CONFIGS[0], CONFIGS[3]], indirect=True, ids=["gfx1100-pm4", "gfx942-aql"])
+def test_a_superseded_scratch_buffer_is_freed_once_no_recorded_launch_names_it(device):
+  """Audit s30 row 7: growing the scratch frees the smaller buffer once no launch record (a graph's queue) that names
+  it in COMPUTE_DISPATCH_SCRATCH_BASE is left; a held record keeps it (AQL packets name none)."""
+  j, out, small = _run_stack(device)
+  first = device.scratch
+  n = 256; bi, bo = device.allocator.alloc(4 * n), device.allocator.alloc(4 * n)
+  held = device.hw_compute_queue().exec(small, small.fill_kernargs((bo, bi), (32,)), (n // 64, 1, 1), (64, 1, 1))
+  device.program("stack", KA.compile_ir(KA.stack(), device.arch))   # grows the scratch
+  assert device.scratch is not first
+  gc.collect(); device.synchronize()
+  assert first.freed == device.aql
+  del held; gc.collect(); device.synchronize()
+  assert first.freed and not device.scratch.freed
+  j, out, _ = _run_stack(device, prog=small)
+  np.testing.assert_array_equal(out, j * np.arange(len(out)) + j)
