@@ -180,10 +180,12 @@ class AQLQueue(Queue):
     size per XCC", :1882-1883), so XCC x's part starts x * byte_size in, and scratch_wave64_lane_byte_size (+176). A
     packet asking for more private_segment_size per work-item than the queue holds, or a queue without scratch, stops
     the queue with the CP's "insufficient scratch" bit (0x1 wave64, 0x400 wave32) in queue_inactive_signal, which ROCr
-    answers by growing the scratch (:1167-1168, 925-). A byte_size smaller than one XCC's slots (WAVES x WAVESIZE) lets
-    the XCCs' slots overlap or run past the buffer (silent corruption or a VM fault): the mock stops the queue. On gfx9 the resource's NUM_RECORDS is one XCC's
-    size too (:1619-1626); which of the two the closed CP firmware spaces the XCCs by no source shows, so the mock
-    stops the queue unless they agree (the values the known working runtimes, ROCr and tinygrad, give it)."""
+    answers by growing the scratch (:1167-1168, 925-). A byte_size smaller than one XCC's slots (WAVES x WAVESIZE)
+    lets the XCCs' slots overlap or run past the buffer (silent corruption or a VM fault): the mock stops the queue.
+    On gfx9 the resource's NUM_RECORDS is one XCC's size too (:1619-1626); which of the two the closed CP firmware
+    spaces the XCCs by no source shows, so the mock stops the queue unless they agree, as ROCr writes them (tinygrad,
+    tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:1132-1137, sets the same NUM_RECORDS and leaves byte_size 0, which
+    the mock refuses: nothing shows the firmware ignores byte_size)."""
     q = self.rptr_va - AMD_QUEUE_READ_DISPATCH_ID_OFFSET
     tmpring = self.vm.read32(q + AMD_QUEUE_TMPRING_OFFSET)
     loc, size, lane64 = struct.unpack("<QQI", bytes(self.vm.read(q + AMD_QUEUE_SCRATCH_LOCATION_OFFSET, 20)))
