@@ -30,6 +30,20 @@ def test_registers_the_descriptor_does_not_enable_start_as_garbage(arch):
   lanes = 32 if arch == "gfx1100" else 64
   assert (out[:lanes] == USER_POISON).all()
 
+# s_load_b64 s[4:5], s[0:1], 0x0; s_mov_b32 s6, null; v_mov_b32 v1, s6; v_mov_b32 v2, null; v_add_nc_u32 v3, null, 5;
+# v_lshlrev_b32 v0, 4, v0; s_waitcnt lgkmcnt(0); global_store_b32 v0, v1/v2/v3, s[4:5] offset:0/4/8; s_endpgm
+# (llvm-mc-19 -mcpu=gfx1100, /tmp/rev-s30-work/nul.s)
+READ_NULL = bytes.fromhex("000104f4000000f87c0086be0602027e7c02047e030025d57c0a01008400003007fc89bf00006adc00010400"
+                          "04006adc0002040008006adc000304000000b0bf")
+
+def test_gfx11_null_sgpr_reads_zero_after_the_poison_fill():
+  """s30 row 3: gfx11's `null` operand (s124) reads 0 as a plain scalar or vector source (RDNA3 ISA, "Scalar
+  Operands": SGPR_NULL), though the other unset SGPRs start as garbage."""
+  out = np.zeros((32, 4), np.uint32); ka = np.array([0x10000, 0], np.uint32)
+  m = FlatMemory(); m.map(0x10000, out.view(np.uint8)); m.map(0x20000, ka.view(np.uint8))
+  dispatch(m, READ_NULL, 0, 2 << 1, [0x20000, 0], (1,), (32,), wave32=True)
+  assert (out[:, :3] == [0, 0, 5]).all()
+
 def test_aql_pads_user_sgprs_with_garbage_not_zero(monkeypatch):
   """g30 row 3 on the AQL path: USER_SGPR_COUNT 4 with two enabled; the CP loads only those, s2/s3 hold garbage."""
   monkeypatch.delenv("AMD_AQL", raising=False)

@@ -30,3 +30,16 @@ def test_a_first_signal_event_without_a_page_gets_the_kernels_own(kfd_driver):
   evd = ABI17.new("kfd_event_data", event_id=ev.event_id)
   w = call(fd, "AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(ABI17.ffi.cast("uintptr_t", evd)), num_events=1, wait_for_all=1, timeout=5)
   assert w.wait_result == K.WAIT_RESULT_TIMEOUT
+
+def test_the_kernels_own_page_holds_256_signal_events_and_reports_the_events_mmap_type(kfd_driver):
+  """s30 row 6: a page the kernel allocated has signal_mapped_size 256*8 ("Oldest user mode expects 256 event slots");
+  with the reserved id 0 counted, events 1..255 fit and the next is ENOSPC (create_signal_event). Each signal event's
+  event_page_offset is KFD_MMAP_TYPE_EVENTS (kfd_event_create); a destroyed event frees its slot."""
+  drv, fd = kfd_driver
+  acquire(drv, fd)
+  evs = [call(fd, "AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1) for _ in range(255)]
+  assert sorted(e.event_id for e in evs) == list(range(1, 256))
+  assert {e.event_page_offset for e in evs} == {K.MMAP_TYPE_EVENTS << K.MMAP_TYPE_SHIFT}
+  refused(errno.ENOSPC, call, fd, "AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1)
+  call(fd, "AMDKFD_IOC_DESTROY_EVENT", event_id=evs[7].event_id)
+  assert call(fd, "AMDKFD_IOC_CREATE_EVENT", event_type=K.EVENT_SIGNAL, auto_reset=1).event_id == evs[7].event_id

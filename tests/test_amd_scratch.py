@@ -2,7 +2,7 @@
 COMPUTE_TMPRING_SIZE + COMPUTE_DISPATCH_SCRATCH_BASE on PM4, amd_queue_t on AQL); the mock CPs read exactly those and
 put each wave's slot in GPU memory with the hardware's lane swizzle, so a runtime that sets up too little, or nothing,
 gets the fault, the hang or the wrong result the hardware would give."""
-import dataclasses, struct
+import ctypes, dataclasses, gc, struct
 import numpy as np
 import pytest
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
@@ -194,3 +194,99 @@ def test_a_pm4_dispatch_with_slots_but_no_scratch_base_faults(monkeypatch):
     d.scratch = None   # the stream gets the slots' size and count, not their base
     with pytest.raises(AMDError, match="GPU memory fault at 0x"): _run_stack(d, prog=p)
   finally: uninstall_mock_amd(drv)
+
+def _amd_queue_scratch(d):
+  h = d.compute.amd_queue.host
+  return struct.unpack_from("<I4IQQI", ctypes.string_at(h + 140, 40))
+
+@pytest.mark.parametrize("arch, word1, word3", [("gfx942", 1 << 31, 0x00EA4FAC), ("gfx1100", 1 << 30, 0x20814FAC)])
+def test_aql_amd_queue_scratch_fields_are_the_ones_rocr_writes(arch, word1, word3, monkeypatch):
+  """Audit s30 row 1: byte_size and the buffer resource's NUM_RECORDS are one XCC's part (ROCR@c7785a6:
+  amd_aql_queue.cpp:1619-1626, 1882-1883); words 1 and 3 are InitScratchSRD's for gfx9 / gfx11 (:1586-1686), their
+  values worked out by hand from registers.h's bit fields (SWIZZLE_ENABLE; DST_SEL XYZW, UINT/32 or 32_UINT,
+  ELEMENT_SIZE 1 + INDEX_STRIDE 3 on gfx9, ADD_TID_ENABLE, OOB_SELECT 2 on gfx11)."""
+  monkeypatch.setenv("AMD_AQL", "1")
+  drv = install_mock_amd(arch)
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    j, out, _ = _run_stack(d)
+    np.testing.assert_array_equal(out, j * np.arange(len(out)) + j)
+    plan, va = d.scratch_plan, d.scratch.va
+    tmpring, w0, w1, w2, w3, loc, size, lane64 = _amd_queue_scratch(d)
+    per_xcc = plan.size // plan.num_xcc
+    assert (tmpring, loc, size, lane64) == (plan.tmpring, va, per_xcc, plan.lane_bytes * d.wave_size // 64)
+    assert (w0, w1, w2, w3) == (va & 0xFFFFFFFF, (va >> 32) | word1, per_xcc, word3)
+    assert arch != "gfx942" or size * 8 == plan.size
+  finally: uninstall_mock_amd(drv)
+
+def _rocr_scratch_but(byte_size=None, records=None):
+  """set_scratch as ROCr writes it, with byte_size / NUM_RECORDS replaced by a function of the plan."""
+  real = AQLQueue.set_scratch
+  def set_scratch(self, va, plan):
+    real(self, va, plan)
+    h = self.amd_queue.host
+    if byte_size: ctypes.c_uint64.from_address(h + 168).value = byte_size(plan)
+    if records: ctypes.c_uint32.from_address(h + 152).value = records(plan)
+  return set_scratch
+
+@pytest.mark.parametrize("byte_size, records, what", [
+  (lambda p: p.size, lambda p: 0, "NUM_RECORDS 0 differs"),                       # the old backend: total size, no resource
+  (lambda p: p.size, lambda p: p.size, "GPU memory fault"),                       # the total in both: XCCs 1-7 leave the buffer
+  (lambda p: p.size // 64, lambda p: p.size // 64, "smaller than one XCC's scratch slots")])
+def test_the_mock_aql_cp_faults_on_scratch_fields_rocr_would_not_write(byte_size, records, what, monkeypatch):
+  """Audit s30 row 2: the mock spaces the XCCs by byte_size itself (one XCC's part, amd_aql_queue.cpp:1882-1883),
+  stops the queue when that is smaller than WAVES x WAVESIZE (the XCCs' slots would overlap) or, on gfx9, when the
+  buffer resource's NUM_RECORDS disagrees with it; a total in both puts XCCs 1-7 past the buffer (a VM fault)."""
+  monkeypatch.setattr(AQLQueue, "set_scratch", _rocr_scratch_but(byte_size, records))
+  d = _gfx942(monkeypatch)
+  try:
+    q = d.drv.queues[d.compute.queue_id]
+    with pytest.raises(AMDError) as e: _run_stack(d, 16 * 64)
+    assert what in f"{e.value} {q.error}"
+  finally: uninstall_mock_amd(d.drv)
+
+def test_gfx11_scratch_slots_count_per_shader_engine(monkeypatch):
+  """Audit s30 row 5: on gfx11 WAVES counts slots per shader engine (amd_aql_queue.cpp:1800-1801) and a workgroup
+  runs in one engine, so WAVES below the waves of a workgroup hangs even when WAVES x engines would hold it."""
+  real = SCR.plan
+  monkeypatch.setattr(SCR, "plan", lambda props, a, ws, n: dataclasses.replace(real(props, a, ws, n), waves=1))
+  monkeypatch.setenv("AMD_AQL", "0")
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    q = drv.queues[d.compute.queue_id]
+    with pytest.raises(AMDError, match="queue stopped"): _run_stack(d)   # 64 work-items: 2 wave32 waves per group
+    assert "WAVES 1 per shader engine" in q.error and "would hang" in q.error
+  finally: uninstall_mock_amd(drv)
+
+def test_gfx11_scratch_slots_of_each_engine_hold_whole_workgroups(monkeypatch):
+  """WAVES 3 per engine with 2-wave workgroups: one workgroup per engine at a time, its two slots inside the
+  engine's pool; the kernel's results are right."""
+  real = SCR.plan
+  monkeypatch.setattr(SCR, "plan", lambda props, a, ws, n: dataclasses.replace(real(props, a, ws, n), waves=3))
+  monkeypatch.setenv("AMD_AQL", "0")
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0; d.drv = drv
+    j, out, _ = _run_stack(d, 64 * 16)
+    np.testing.assert_array_equal(out, j * np.arange(len(out)) + j)
+    s = _last_dispatch(d).scratch
+    assert (s.slots, s.engines) == (3, 6)
+  finally: uninstall_mock_amd(drv)
+
+@pytest.mark.parametrize("device", [CONFIGS[0], CONFIGS[3]], indirect=True, ids=["gfx1100-pm4", "gfx942-aql"])
+def test_a_superseded_scratch_buffer_is_freed_once_no_recorded_launch_names_it(device):
+  """Audit s30 row 7: growing the scratch frees the smaller buffer once no launch record (a graph's queue) that names
+  it in COMPUTE_DISPATCH_SCRATCH_BASE is left; a held record keeps it (AQL packets name none)."""
+  j, out, small = _run_stack(device)
+  first = device.scratch
+  n = 256; bi, bo = device.allocator.alloc(4 * n), device.allocator.alloc(4 * n)
+  held = device.hw_compute_queue().exec(small, small.fill_kernargs((bo, bi), (32,)), (n // 64, 1, 1), (64, 1, 1))
+  device.program("stack", KA.compile_ir(KA.stack(), device.arch))   # grows the scratch
+  assert device.scratch is not first
+  gc.collect(); device.synchronize()
+  assert first.freed == device.aql
+  del held; gc.collect(); device.synchronize()
+  assert first.freed and not device.scratch.freed
+  j, out, _ = _run_stack(device, prog=small)
+  np.testing.assert_array_equal(out, j * np.arange(len(out)) + j)

@@ -173,3 +173,14 @@ def test_interpreter_refuses_fp8_cvt_where_ptx_does():
   with pytest.raises(PTXError, match="needs sm_89 or later, not sm_80"): _run(_cvt_ptx("sm_80", "7.8", body), one, one)
   with pytest.raises(PTXError, match="satfinite are required"):
     _run(_cvt_ptx("sm_90", "7.8", body.replace(".satfinite", "")), one, one)
+
+@pytest.mark.parametrize("arch, version, ok", [("sm_89", "7.8", False), ("sm_89", "8.0", False), ("sm_89", "8.1", True),
+                                               ("sm_90", "7.0", False), ("sm_90", "7.7", False), ("sm_90", "7.8", True)])
+def test_interpreter_refuses_fp8_cvt_below_the_ptx_isa_version_ptxas_needs(arch, version, ok):
+  """Audit s30 row 4: ptxas 13.0 wants .version 8.1 for fp8 cvt on sm_89 and 7.8 on sm_90 (the pairs that pass here
+  are the ones /usr/local/bin/ptxas assembles; the others it rejects)."""
+  body = "cvt.rn.satfinite.e4m3x2.f32 %h1, %f1, %f2; cvt.u32.u16 %r2, %h1;"
+  one = np.ones(1, np.float32)
+  if ok: assert _run(_cvt_ptx(arch, version, body), one, one)[0] == 0x3838   # 1.0 is e4m3 0x38
+  else:
+    with pytest.raises(PTXError, match=rf"on {arch} needs PTX ISA \.version (8\.1|7\.8) or later"): _run(_cvt_ptx(arch, version, body), one, one)

@@ -122,13 +122,16 @@ class AQLQueue:
 
   def set_scratch(self, va: int, plan: Any) -> None:
     """Publish the device's scratch (hcqrt/amd/scratch.py ScratchPlan at `va`) in amd_queue_t, where the CP firmware
-    reads it for each dispatch with SCRATCH_EN, as ROCr fills it (ROCR@c7785a6:amd_aql_queue.cpp:1577-1735): the
-    backing memory (all XCCs' parts), COMPUTE_TMPRING_SIZE and the bytes a work-item may use, in wave64 lanes. The
-    scratch buffer resource stays 0: only kernels without architected flat scratch read it, and gfx942 and gfx11
-    kernels never do (the backend refuses a descriptor that enables it). Called with the queue idle."""
-    h = self.amd_queue.host
+    reads it for each dispatch with SCRATCH_EN, exactly as ROCr's InitScratchSRD fills it (ROCR@c7785a6:
+    amd_aql_queue.cpp:1843-1894): the scratch buffer resource (NUM_RECORDS one XCC's part, :1619-1626), the backing
+    memory's location and the size of one XCC's part ("report size per XCC", :1882-1883; the CP spaces the XCCs by
+    it), COMPUTE_TMPRING_SIZE and the bytes a work-item may use, in wave64 lanes (:1889-1890). Called with the queue
+    idle."""
+    h, per_xcc = self.amd_queue.host, plan.size // plan.num_xcc
+    srd = aql.scratch_srd(int(plan.arch[3:-2]), va, per_xcc)
+    for i, w in enumerate(srd): ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_SCRATCH_RESOURCE_DESCRIPTOR_OFFSET + 4 * i).value = w
     ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_SCRATCH_BACKING_MEMORY_LOCATION_OFFSET).value = va
-    ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_SCRATCH_BACKING_MEMORY_BYTE_SIZE_OFFSET).value = plan.size
+    ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_SCRATCH_BACKING_MEMORY_BYTE_SIZE_OFFSET).value = per_xcc
     ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_SCRATCH_WAVE64_LANE_BYTE_SIZE_OFFSET).value = plan.wave64_lane_bytes
     ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_COMPUTE_TMPRING_SIZE_OFFSET).value = plan.tmpring
 

@@ -21,7 +21,7 @@ the error event and payload word that each compute queue's CWSR header names (ho
   ('gfx1100', 32)
 """
 from __future__ import annotations
-import collections, contextlib, ctypes, errno, os, struct, threading, time
+import collections, contextlib, ctypes, errno, os, struct, threading, time, weakref
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
@@ -319,7 +319,7 @@ class AMDDevice(HCQDevice):
     self.kernargs = _Ring(self.gpu_alloc(16 << 20, "gtt", host=True), self.synchronize)
     self.scratch: AMDBuffer | None = None   # the private-segment memory of every kernel (ensure_scratch)
     self.scratch_plan: SCR.ScratchPlan | None = None
-    self._old_scratch: list[AMDBuffer] = []
+    self.scratch_use: ScratchUse | None = None   # held by every PM4 launch record naming self.scratch (ensure_scratch)
     # multi-XCC nodes (gfx942) launch through an AQL queue, whose dispatches the CP spreads over every XCC (aql_queue.py)
     self.aql = use_aql(self.props)
     self.compute = self._compute_queue()
@@ -334,14 +334,16 @@ class AMDDevice(HCQDevice):
   def ensure_scratch(self, private_bytes: int) -> SCR.ScratchPlan:
     """Scratch for kernels of `private_bytes` per work-item (hcqrt/amd/scratch.py), grown when a bigger kernel comes.
     The device is drained first: an AQL queue's CP reads amd_queue_t's scratch fields at each dispatch (ROCr, too,
-    changes them only with the queue stopped). A smaller buffer is kept, not freed: a recorded PM4 stream (a graph)
-    names it in its COMPUTE_DISPATCH_SCRATCH_BASE."""
+    changes them only with the queue stopped). The smaller buffer is freed once nothing refers to it: a recorded PM4
+    stream (a graph) names it in its COMPUTE_DISPATCH_SCRATCH_BASE, so each PM4 launch record holds its ScratchUse and
+    the buffer goes (after the GPU, free_after_gpu) when the last such record does; AQL packets name no scratch."""
     if self.scratch_plan is not None and self.scratch_plan.lane_bytes >= private_bytes: return self.scratch_plan
     p = SCR.plan(self.props, self.arch, self.wave_size, private_bytes)
     buf = self.gpu_alloc(p.size, "vram")
     self.synchronize()
-    if self.scratch is not None: self._old_scratch.append(self.scratch)
-    self.scratch, self.scratch_plan = buf, p
+    self.scratch, self.scratch_plan, self.scratch_use = buf, p, ScratchUse()
+    # (a weak reference: the finalizer must not keep the device alive; once the device is gone its memory is too)
+    weakref.finalize(self.scratch_use, _free_scratch, weakref.ref(self), buf).atexit = False
     if isinstance(self.compute, AQLQueue): self.compute.set_scratch(buf.va, p)
     return p
 
@@ -550,6 +552,13 @@ class KFDQueue:
     for b in (self.ring, self.ptrs, *((self.eop, self.cwsr) if not self.sdma else ())):
       with contextlib.suppress(AMDError): self.dev.gpu_free(b)
 
+class ScratchUse:
+  """The references to one scratch buffer: the device's while it is current, and each PM4 launch record naming it."""
+
+def _free_scratch(dev_ref: weakref.ref, buf: AMDBuffer) -> None:
+  """A superseded scratch buffer no launch record refers to any more: free it once the GPU is past it."""
+  if (dev := dev_ref()) is not None: dev.free_after_gpu(buf)
+
 # ---- command builders ----
 class AMDQueue(HWQueue):
   def __init__(self, target: Target):
@@ -622,6 +631,7 @@ class AMDComputeQueue(AMDQueue):
     sp, sbuf = (prog.device.scratch_plan, prog.device.scratch) if prog.kd.private_segment_fixed_size else (None, None)
     self._emit(pm4.set_sh_reg(r("TMPRING_SIZE"), sp.tmpring if sp is not None else 0))
     if sbuf is not None: self._emit(pm4.set_sh_reg(r("DISPATCH_SCRATCH_BASE_LO"), (sbuf.va >> 8) & 0xFFFFFFFF, sbuf.va >> 40))
+    use = prog.device.scratch_use if sbuf is not None else None   # keeps sbuf while this record (a graph) lives
     self._emit(pm4.set_sh_reg(r("RESOURCE_LIMITS"), 0))
     user = [{"kernarg_lo": args.va & 0xFFFFFFFF, "kernarg_hi": args.va >> 32, "private_size": prog.kd.private_segment_fixed_size}.get(u, 0)
             for u in prog.user_data_layout] or [0]
@@ -632,7 +642,7 @@ class AMDComputeQueue(AMDQueue):
     # the next launch may read what this one wrote: wait for it to finish (launches would otherwise overlap)
     self._emit(pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_CS_PARTIAL_FLUSH))
     _fill_hidden(prog, args, g, l)
-    return {"ka": ka, "nt": nt, "dd": dd, "args": args, "prog": prog, "g": tuple(g), "l": tuple(l)}
+    return {"ka": ka, "nt": nt, "dd": dd, "args": args, "prog": prog, "g": tuple(g), "l": tuple(l), "scratch": use}
   def _update_exec(self, rec, g, l):
     if g is not None: self.q[rec["dd"] + 1:rec["dd"] + 4] = list(g); rec["g"] = tuple(g)
     if l is not None: self.q[rec["nt"] + 2:rec["nt"] + 5] = list(l); rec["l"] = tuple(l)

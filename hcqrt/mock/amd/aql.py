@@ -175,18 +175,33 @@ class AQLQueue(Queue):
 
   def scratch_for(self, private: int, wg: tuple[int, int, int], wave32: bool):
     """The scratch of a dispatch with RSRC2.SCRATCH_EN, from what ROCr keeps in amd_queue_t (ROCR:inc/amd_hsa_queue.h:
-    75-98; filled by ROCR:core/runtime/amd_aql_queue.cpp:1577-1735): compute_tmpring_size (+140), the backing memory's
-    location (+160) and size (+168), split evenly over the XCCs (ROCr sizes WAVES from size / num_xcc, :1731-1734),
-    and scratch_wave64_lane_byte_size (+176). A packet asking for more private_segment_size per work-item than the
-    queue holds, or a queue without scratch, stops the queue with the CP's "insufficient scratch" bit (0x1 wave64,
-    0x400 wave32) in queue_inactive_signal, which ROCr answers by growing the scratch (:1167-1168, 925-)."""
+    75-98; filled by ROCR:core/runtime/amd_aql_queue.cpp:1843-1894): compute_tmpring_size (+140), the scratch buffer
+    resource (+144), the backing memory's location (+160) and size (+168), which is the size of one XCC's part ("report
+    size per XCC", :1882-1883), so XCC x's part starts x * byte_size in, and scratch_wave64_lane_byte_size (+176). A
+    packet asking for more private_segment_size per work-item than the queue holds, or a queue without scratch, stops
+    the queue with the CP's "insufficient scratch" bit (0x1 wave64, 0x400 wave32) in queue_inactive_signal, which ROCr
+    answers by growing the scratch (:1167-1168, 925-). A byte_size smaller than one XCC's slots (WAVES x WAVESIZE)
+    lets the XCCs' slots overlap or run past the buffer (silent corruption or a VM fault): the mock stops the queue.
+    On gfx9 the resource's NUM_RECORDS is one XCC's size too (:1619-1626); which of the two the closed CP firmware
+    spaces the XCCs by no source shows, so the mock stops the queue unless they agree, as ROCr writes them (tinygrad,
+    tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:1132-1137, sets the same NUM_RECORDS and leaves byte_size 0, which
+    the mock refuses: nothing shows the firmware ignores byte_size)."""
     q = self.rptr_va - AMD_QUEUE_READ_DISPATCH_ID_OFFSET
     tmpring = self.vm.read32(q + AMD_QUEUE_TMPRING_OFFSET)
     loc, size, lane64 = struct.unpack("<QQI", bytes(self.vm.read(q + AMD_QUEUE_SCRATCH_LOCATION_OFFSET, 20)))
     if not loc or not tmpring or private * (32 if wave32 else 64) > lane64 * 64:
       raise self.fail(f"the dispatch needs {private} bytes of scratch per work-item; the queue has {lane64} per wave64 lane at {loc:#x} "
                       f"(compute_tmpring_size {tmpring:#x})", cp_bits=0x400 if wave32 else 0x1, ec=22)
-    return self.scratch_ring(tmpring, loc, self.num_xcc, wg, wave32, size // self.num_xcc)
+    ring = self.scratch_ring(tmpring, loc, self.num_xcc, wg, wave32, size)
+    need = ring.slots * ring.engines * ring.wave_bytes
+    if size < need:
+      raise self.fail(f"amd_queue_t.scratch_backing_memory_byte_size {size} is smaller than one XCC's scratch slots "
+                      f"(compute_tmpring_size {tmpring:#x}: {need} bytes): the XCCs' slots overlap or leave the buffer")
+    records = self.vm.read32(q + AMD_QUEUE_SCRATCH_SRD_OFFSET + 8)
+    if self.gfx < 10 and records != size:
+      raise self.fail(f"amd_queue_t.scratch_resource_descriptor NUM_RECORDS {records} differs from scratch_backing_memory_byte_size "
+                      f"{size}: both are one XCC's part of the scratch (ROCr amd_aql_queue.cpp:1619-1626, 1882-1883)")
+    return ring
 
   def fail(self, msg: str, fault: bool = False, ec: int = T.EC_QUEUE_PACKET_UNSUPPORTED, cp_bits: int = 0) -> GPUError:
     """Stop the queue. A packet the AQL packet processor rejects (`cp_bits`) is reported on the CP's own channel: its

@@ -292,18 +292,20 @@ class Queue:
 
   def scratch_ring(self, tmpring: int, base: int, num_xcc: int, block: tuple[int, ...], wave32: bool, span: int = 0) -> ScratchRing:
     """The scratch a dispatch with RSRC2.SCRATCH_EN gets: wave slots of COMPUTE_TMPRING_SIZE.WAVESIZE granules, WAVES
-    of them per XCC (per shader engine on gfx11: ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/
-    amd_aql_queue.cpp:1797-1799 divides by the engine count), XCC x's at `base` + x * `span`. Architected flat scratch
-    (gfx942, gfx11): the SPI puts the wave's slot in FLAT_SCRATCH, so the kernel needs no SGPR for it. With no slot
-    (WAVES or WAVESIZE 0), or fewer slots than a workgroup has waves, the waves can never start: the dispatch hangs,
-    which the mock reports as a stopped queue naming the register."""
+    of them per XCC, and on gfx11 per shader engine (ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/
+    amd_aql_queue.cpp:1800-1801, "number of waves per engine"), XCC x's at `base` + x * `span`. Architected flat
+    scratch (gfx942, gfx11): the SPI puts the wave's slot in FLAT_SCRATCH, so the kernel needs no SGPR for it. With no
+    slot (WAVES or WAVESIZE 0), or fewer slots than a workgroup has waves (a workgroup runs in one shader engine, so
+    on gfx11 one engine's WAVES must hold it), the waves can never start: the dispatch hangs, which the mock reports
+    as a stopped queue naming the register."""
     waves, wavesize = tmpring & 0xFFF, (tmpring >> 12) & ((1 << T.TMPRING_WAVESIZE_BITS[self.gfx]) - 1)
     engines = self.kfd.props.get("array_count", 1) // max(1, self.kfd.props.get("simd_arrays_per_engine", 1)) if self.gfx >= 11 else 1
     wpg = -(-block[0] * block[1] * block[2] // (32 if wave32 else 64))
-    if waves * engines < wpg or wavesize == 0:
-      raise self.fail(f"scratch enabled (RSRC2.SCRATCH_EN) with COMPUTE_TMPRING_SIZE {tmpring:#x} (WAVES {waves}, WAVESIZE {wavesize}): "
+    if waves < wpg or wavesize == 0:
+      raise self.fail(f"scratch enabled (RSRC2.SCRATCH_EN) with COMPUTE_TMPRING_SIZE {tmpring:#x} (WAVES {waves}"
+                      f"{' per shader engine' if self.gfx >= 11 else ''}, WAVESIZE {wavesize}): "
                       f"a workgroup of {wpg} waves never gets its scratch slots, the dispatch would hang")
-    return ScratchRing(tuple(base + x * span for x in range(num_xcc)), wavesize * T.SCRATCH_GRANULE[self.gfx], waves * engines)
+    return ScratchRing(tuple(base + x * span for x in range(num_xcc)), wavesize * T.SCRATCH_GRANULE[self.gfx], waves, max(1, engines))
 
   def release_mem(self, body: list[int]) -> None:
     self.drain()   # end of pipe: every earlier dispatch has completed

@@ -59,8 +59,11 @@ class KFDNode:
   def engine_vm(self) -> GPUVM: return self._no_tables if self.foreign_vm else self.vm
 
 class KernelEventPage:
-  """The signal page the kernel allocates for itself when the first signal event comes without one (no BO, no VA)."""
+  """The signal page the kernel allocates for itself when the first signal event comes without one (no BO, no VA):
+  KFD_SIGNAL_EVENT_LIMIT slots of backing store, of which only the first 256 are used (signal_mapped_size = 256*8,
+  linux@026e14a:drivers/gpu/drm/amd/amdkfd/kfd_events.c allocate_event_notification_slot)."""
   handle = None
+  mapped_size = T.KERNEL_EVENT_PAGE_SLOTS * 8
   def __init__(self) -> None:
     self.size = KFD_EVENT_LIMIT * 8
     self._buf = ctypes.create_string_buffer(self.size)
@@ -456,7 +459,7 @@ class MockKFD:
     if a["event_type"] == T.EVENT_MEMORY:   # a VM fault signals these, carrying the faulting address
       eid = next(i for i in range(T.FIRST_NONSIGNAL_EVENT_ID, 1 << 31) if i not in self.events)
       self.events[eid] = {"signaled": False, "auto_reset": bool(a["auto_reset"]), "memory": None}
-      a.update(event_id=eid, event_trigger_data=eid)
+      a.update(event_id=eid, event_trigger_data=eid, event_page_offset=0)   # kfd_event_create zeroes it for these
       return
     if a["event_type"] != T.EVENT_SIGNAL: raise _err(errno.EINVAL, f"mock KFD models signal and memory events only (type {a['event_type']})")
     if self.event_page is None:
@@ -465,10 +468,18 @@ class MockKFD:
       # are at addresses hcqrt cannot see, so what a CP writes to "the slot" in the client's page never wakes the wait,
       # and a later page given with event_page_offset is EINVAL (kfd_events.c:366-369)
       self.event_page = KernelEventPage()
-    eid = next(i for i in range(KFD_EVENT_LIMIT) if i not in self.events and i not in self.reserved_event_ids)
+    # create_signal_event (linux@026e14a:drivers/gpu/drm/amd/amdkfd/kfd_events.c): ENOSPC once signal_event_count, which
+    # starts at 1 for the reserved id 0 (kfd_event_init_process), reaches signal_mapped_size / 8: the BO's size for a
+    # page the runtime gave (kfd_event_page_set), 256 slots for the kernel's own
+    mapped = getattr(self.event_page, "mapped_size", self.event_page.size)
+    signal_events = 1 + sum(1 for e in self.events.values() if "memory" not in e)
+    if signal_events >= mapped // 8:
+      raise _err(errno.ENOSPC, f"CREATE_EVENT: the signal page's {mapped // 8} slots are all taken ({signal_events} signal events with id 0)")
+    eid = next(i for i in range(mapped // 8) if i not in self.events and i not in self.reserved_event_ids)
     self.events[eid] = {"signaled": False, "auto_reset": bool(a["auto_reset"])}
     self._slot(eid, T.UNSIGNALED_EVENT_SLOT)
-    a.update(event_id=eid, event_slot_index=eid, event_trigger_data=eid)
+    # kfd_event_create: event_page_offset is KFD_MMAP_TYPE_EVENTS for a signal event (0 for any other)
+    a.update(event_id=eid, event_slot_index=eid, event_trigger_data=eid, event_page_offset=T.MMAP_TYPE_EVENTS)
 
   def _slot(self, eid: int, v: int | None = None) -> int:
     assert self.event_page is not None

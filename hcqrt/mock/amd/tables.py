@@ -55,6 +55,10 @@ FIRST_NONSIGNAL_EVENT_ID = (0x7FFFFFFF >> 1) + 1   # kfd_events.h: signal events
 MEMORY_EXCEPTION = Layout("IIIIQII", "NotPresent ReadOnly NoExecute imprecise va gpu_id ErrorType")   # 32-byte union member
 MMAP_DOORBELL, MMAP_EVENTS = 3, 2
 UNSIGNALED_EVENT_SLOT = (1 << 64) - 1
+# what CREATE_EVENT returns in event_page_offset for a signal event: KFD_MMAP_TYPE_EVENTS, type 2 << KFD_MMAP_TYPE_SHIFT
+# 62 (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_priv.h, KFD_MMAP_TYPE_EVENTS; kfd_events.c kfd_event_create)
+MMAP_TYPE_EVENTS = 2 << 62
+KERNEL_EVENT_PAGE_SLOTS = 256   # signal_mapped_size of a page the kernel allocated: "Oldest user mode expects 256 event slots"
 # struct kfd_context_save_area_header (kfd_ioctl.h, KFD >= 1.13; ../../../shared/abi/amd_kfd.json): 40 bytes,
 # err_payload_addr at 24, err_event_id at 32
 CWSR_HEADER_BYTES, CWSR_HEADER_ERR_PAYLOAD, CWSR_HEADER_ERR_EVENT = 40, 24, 32

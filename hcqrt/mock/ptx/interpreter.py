@@ -66,7 +66,7 @@ class PTXKernel:
     symbols.update({n: ("local", o) for n, o in loffs.items()})
     self.regs = dict(src.regs)
     self.instrs: list[Instr] = src.instrs
-    ctx = DecodeCtx(self.regs, src.labels, symbols, self.name, module.source.target or "sm_90")
+    ctx = DecodeCtx(self.regs, src.labels, symbols, self.name, module.source.target or "sm_90", module.source.version)
     # decode once; an implicit exit after the last instruction ends threads that fall off the end
     self.program = [decode(i, ctx) for i in src.instrs] + [lambda st, m: EXIT]
     self._zero = {k: storage(t).type(0) for k, t in self.regs.items()}

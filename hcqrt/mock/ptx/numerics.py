@@ -173,7 +173,7 @@ def cvt(x, dst: str, src: str, rnd: str, ftz_: bool, sat: bool):
     x = np.clip(x, np.array(lo).astype(x.dtype), np.array(hi).astype(x.dtype))
   return x.astype(ddt)
 
-# *** fp8 (cvt with .e4m3x2 / .e5m2x2, PTX ISA 7.8+, sm_89+) ***
+# *** fp8 (cvt with .e4m3x2 / .e5m2x2: sm_89+, PTX ISA 8.1+ on sm_89, 7.8+ on sm_90+) ***
 # The formats: OCP OFP8 rev 1.0 section 5 (E4M3: bias 7, no inf, NaN S.1111.111, largest 448; E5M2: bias 15, IEEE-like,
 # largest 57344). PTX ISA "cvt": the f32 -> f8x2 form is `cvt.rn.satfinite.f8x2type.f32 d, a, b` (.rn and .satfinite
 # mandatory), d[15:8] = convert(a), d[7:0] = convert(b); .satfinite: NaN stays NaN, |x| > MAX_NORM (inf included) gives

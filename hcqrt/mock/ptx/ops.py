@@ -10,6 +10,7 @@ as the instruction's type. Control-flow closures return a jump (see interpreter.
 True
 """
 from __future__ import annotations
+import re
 import numpy as np
 from .parser import Instr, Operand, PTXError, TYPE_SIZE, literal_value
 from .numerics import (NP, UINT, SINT, F32, F64, F16, LD, storage, is_float, is_signed, ftz, saturate, round_float, two_sum_err,
@@ -22,12 +23,18 @@ ROUND = ("rn", "rz", "rm", "rp")
 class DecodeCtx:
   """What decoding needs to know about the kernel: register types, labels, symbol addresses by name
   (name -> (space, address))."""
-  def __init__(self, regs: dict[str, str], labels: dict[str, int], symbols: dict[str, tuple[str, int]], kernel: str, arch: str = "sm_90"):
-    self.regs, self.labels, self.symbols, self.kernel, self.arch = regs, labels, symbols, kernel, arch
+  def __init__(self, regs: dict[str, str], labels: dict[str, int], symbols: dict[str, tuple[str, int]], kernel: str, arch: str = "sm_90",
+               version: str = ""):
+    self.regs, self.labels, self.symbols, self.kernel, self.arch, self.version = regs, labels, symbols, kernel, arch, version
   @property
   def arch_num(self) -> int:
     """The module's `.target` as a number (sm_89 -> 89; sm_90a -> 90)."""
     return int("".join(ch for ch in self.arch[3:] if ch.isdigit()) or 0)
+  @property
+  def version_num(self) -> tuple[int, int]:
+    """The module's `.version` as (major, minor) ("8.1" -> (8, 1)); (0, 0) when it has none."""
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", self.version)
+    return (int(m[1]), int(m[2])) if m else (0, 0)
 
 def _types(ins: Instr) -> list[str]: return [m for m in ins.mods if m in TYPE_SIZE]
 def _rnd(ins: Instr, default: str = "rn") -> str: return next((m for m in ins.mods if m in ROUND), default)
@@ -413,8 +420,15 @@ def d_cvt(ins, ctx):
 
 def _cvt_f8(ins, ctx, dst_t: str, src_t: str, d, r):
   """cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, a, b (a -> d[15:8], b -> d[7:0]) and cvt.rn.f16x2.{e4m3x2,e5m2x2} d, a
-  (a[15:8] -> d[31:16], a[7:0] -> d[15:0]); PTX ISA 7.8+ "cvt", sm_89+. numerics.py F8 says what each rounds to."""
-  if ctx.arch_num < 89: raise PTXError(f"line {ins.line}: {ins.text}: .{dst_t if dst_t in F8 else src_t} needs sm_89 or later, not {ctx.arch}")
+  (a[15:8] -> d[31:16], a[7:0] -> d[15:0]); sm_89+, with PTX ISA 8.1+ on sm_89 and 7.8+ on sm_90+ (ptxas 13.0: "Feature
+  'cvt with .e4m3x2/.e5m2x2 on sm_89' requires PTX ISA .version 8.1 or later", "... requires PTX ISA .version 7.8 or
+  later"). numerics.py F8 says what each rounds to."""
+  f8 = dst_t if dst_t in F8 else src_t
+  if ctx.arch_num < 89: raise PTXError(f"line {ins.line}: {ins.text}: .{f8} needs sm_89 or later, not {ctx.arch}")
+  need = (8, 1) if ctx.arch_num < 90 else (7, 8)
+  if ctx.version_num < need:
+    raise PTXError(f"line {ins.line}: {ins.text}: .{f8} on {ctx.arch} needs PTX ISA .version {need[0]}.{need[1]} or later, "
+                   f"the module says .version {ctx.version or '(none)'}")
   if dst_t in F8 and src_t == "f32":
     if "rn" not in ins.mods or "satfinite" not in ins.mods: raise PTXError(f"line {ins.line}: {ins.text}: .rn and .satfinite are required")
     rb = reader(ctx, ins.args[2], src_t, ins.line)

@@ -15,7 +15,7 @@ class PTXError(RuntimeError):
 
 TYPE_SIZE = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2, "b32": 4, "u32": 4, "s32": 4,
              "f32": 4, "f16x2": 4, "bf16x2": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8, "b128": 16, "pred": 1,
-             "e4m3x2": 2, "e5m2x2": 2}   # (two packed fp8: cvt's operand types only, PTX ISA 7.8 "cvt", sm_89+)
+             "e4m3x2": 2, "e5m2x2": 2}   # (two packed fp8: cvt's operand types only, "cvt": sm_89+ with PTX ISA 8.1+, sm_90+ with 7.8+)
 
 @dataclass
 class Operand:

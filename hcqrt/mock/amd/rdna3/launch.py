@@ -109,12 +109,14 @@ USER_POISON = 0xBAD0BAD0
 class ScratchRing:
   """The scratch a CP gives a dispatch's waves: `bases` one scratch base per XCC (COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI
   << 8 on the PM4 path; amd_queue_t.scratch_backing_memory_location split evenly over the XCCs on the AQL path),
-  `wave_bytes` per wave slot (COMPUTE_TMPRING_SIZE.WAVESIZE granules), `slots` wave slots per XCC (TMPRING_SIZE.WAVES,
-  times the shader engines on gfx11, where WAVES counts per engine). A wave that starts takes a free slot of its
-  XCC, so at most `slots` waves per XCC hold scratch at once (the rest wait for one to end)."""
+  `wave_bytes` per wave slot (COMPUTE_TMPRING_SIZE.WAVESIZE granules), `slots` wave slots (TMPRING_SIZE.WAVES) in
+  each of an XCC's `engines` pools (gfx11: WAVES counts per shader engine, and a workgroup runs in one engine). A
+  wave that starts takes a free slot of its workgroup's engine, so at most `slots` waves per engine hold scratch at
+  once (the rest wait for one to end)."""
   bases: tuple[int, ...]
   wave_bytes: int
   slots: int
+  engines: int = 1
 LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignment shift 9 from gfx7 on)
 
 def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, user_data: list[int], grid: tuple[int, ...],
@@ -156,7 +158,7 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     if ring.slots < wpg or ring.wave_bytes <= 0 or not ring.bases:
       raise EmulatorError(f"a workgroup of {wpg} waves needs {wpg} scratch slots; the dispatch has {ring.slots} of {ring.wave_bytes} bytes "
                           "per XCC (COMPUTE_TMPRING_SIZE): its waves could never all start")
-    groups_per_batch = min(groups_per_batch, ring.slots // wpg * len(ring.bases))   # waves in flight hold a slot each
+    groups_per_batch = min(groups_per_batch, ring.slots // wpg * ring.engines * len(ring.bases))   # waves in flight hold a slot each
   total, cache = 0, _decoded(code)
   for g0 in range(0, ngroups, groups_per_batch):
     gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
@@ -164,6 +166,9 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     w = waves_cls(code, n, waves_cls.vgpr_count(rsrc1, wave32), np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache, code_va)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
     w.s[:] = USER_POISON   # SGPRs (VCC, M0 and the rest) past the enabled ones hold garbage; EXEC is set below
+    # except gfx11's `null` (s124): a source that always reads 0 (RDNA3 ISA, "Scalar Operands": SGPR_NULL "reads 0,
+    # writes are ignored"); gfx9's "none" code lies outside the SGPR file
+    if waves_cls.NULL < len(w.s): w.s[waves_cls.NULL] = 0
     w.v[1:] = USER_POISON  # so do the VGPRs after v0's work-item ids
     for k in range(nuser): w.s[k] = user_data[k] & 0xFFFFFFFF
     s = nuser
@@ -178,22 +183,24 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     live = np.tile((t < nthreads).reshape(wpg, L), (len(gids), 1))
     w.set_exec(slice(None), pack_mask(live))
     if ring is None: w.set_scratch(private_bytes)
-    else: w.set_scratch(0, _scratch_slots(mem, ring, np.repeat(gids, wpg)))
+    else: w.set_scratch(0, _scratch_slots(mem, ring, gids, wpg))
     w.pc[:] = entry
     w.run(); total += w.wave_insts
   return LaunchStats(ngroups * wpg, total)
 
 POISON_WORD = 0xA5A5A5A5   # a wave's fresh scratch slot: what earlier waves left, modelled as garbage
 
-def _scratch_slots(mem: FlatMemory, ring: ScratchRing, wave_gid: np.ndarray) -> np.ndarray:
-  """The scratch base of each wave of a batch: its workgroup's XCC's base plus the slot it took there (waves of one
-  XCC take slots 0, 1, ... in launch order). Each slot starts as garbage; a slot outside mapped memory is left alone
-  (the hardware faults only when a wave touches it)."""
+def _scratch_slots(mem: FlatMemory, ring: ScratchRing, gids: np.ndarray, wpg: int) -> np.ndarray:
+  """The scratch base of each wave of a batch of workgroups `gids` (`wpg` waves each): its workgroup's XCC's base plus
+  the slot it took there. An XCC's workgroups go to its engines in turn, and each takes `wpg` consecutive slots of its
+  engine's pool (pool e holds slots e*slots .. (e+1)*slots-1). Each slot starts as garbage; a slot outside mapped
+  memory is left alone (the hardware faults only when a wave touches it)."""
   nx = len(ring.bases)
-  xcc = wave_gid % nx
-  rank = np.zeros(len(wave_gid), np.int64)
-  for x in range(nx): rank[xcc == x] = np.arange(int(np.count_nonzero(xcc == x)))
-  base = np.asarray(ring.bases, np.int64)[xcc] + rank * ring.wave_bytes
+  xcc = gids % nx
+  k = np.zeros(len(gids), np.int64)   # the workgroup's rank among its XCC's workgroups of this batch
+  for x in range(nx): k[xcc == x] = np.arange(int(np.count_nonzero(xcc == x)))
+  slot = (k % ring.engines) * ring.slots + (k // ring.engines) * wpg
+  base = np.repeat(np.asarray(ring.bases, np.int64)[xcc] + slot * ring.wave_bytes, wpg) + np.tile(np.arange(wpg), len(gids)) * ring.wave_bytes
   junk = np.full((len(base), ring.wave_bytes), POISON_WORD & 0xFF, np.uint8)
   try: mem.write(base.astype(np.uint64), junk, "scratch slot")
   except MemoryFault: pass
