@@ -93,3 +93,60 @@ def test_lgkmcnt_above_zero_lands_nothing_while_a_scalar_load_is_in_flight():
   w.s[0], w.s[1] = 0x40000, 0
   w.run()
   assert (w.v[3, 0] == 7).all() and (w.v[4, 0] == w.lds[0].view(np.uint32)[:64]).all() and (w.v[5, 0] == 1234).all()
+
+# "last block" reduction across workgroups: each workgroup stores its partial, releases it at agent scope, and counts
+# itself in with an atomic; the one that counts last acquires and sums every partial (the CUDA threadFenceReduction
+# pattern). 8 workgroups on 8 XCCs: a partial is visible to the last one only through its XCC's L2 write-back.
+LAST_BLOCK = """define amdgpu_kernel void @lastblock(ptr addrspace(1) %part, ptr addrspace(1) %cnt, ptr addrspace(1) %out) {
+entry:
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %lead = icmp eq i32 %t, 0
+  br i1 %lead, label %w, label %end
+w:
+  %v = add i32 %g, 100
+  %pp = getelementptr i32, ptr addrspace(1) %part, i32 %g
+  store i32 %v, ptr addrspace(1) %pp
+RELEASE  %old = atomicrmw add ptr addrspace(1) %cnt, i32 1 syncscope("agent") monotonic
+  %last = icmp eq i32 %old, 7
+  br i1 %last, label %acq, label %end
+acq:
+  fence syncscope("agent") acquire
+  br label %sum
+sum:
+  %i = phi i32 [ 0, %acq ], [ %i1, %sum ]
+  %s = phi i32 [ 0, %acq ], [ %s1, %sum ]
+  %pi = getelementptr i32, ptr addrspace(1) %part, i32 %i
+  %x = load i32, ptr addrspace(1) %pi
+  %s1 = add i32 %s, %x
+  %i1 = add i32 %i, 1
+  %more = icmp ult i32 %i1, 8
+  br i1 %more, label %sum, label %done
+done:
+  store i32 %s1, ptr addrspace(1) %out
+  br label %end
+end:
+  ret void
+}"""
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_gfx942_stores_stay_in_their_xccs_l2_until_an_agent_scope_release():
+  """g30 row 6: each MI300X XCC has its own L2 (AMDGPUUsage "Memory Model GFX942"). Without the agent-scope release
+  fence (llc-19 emits `buffer_wbl2 sc1; s_waitcnt vmcnt(0)` for it) the partials of the workgroups on other XCCs are
+  still dirty in their L2s when the last workgroup sums them; with it the sum is right. On one XCC (one L2) the
+  missing fence does not show."""
+  want = sum(100 + g for g in range(8))
+  def run(release: str, num_xcc: int) -> int:
+    src = LAST_BLOCK.replace("RELEASE", release)
+    text, entry, _, kd = read_object(compile_ir(src, cpu="gfx942"), "lastblock")
+    part, cnt, out = np.zeros(8, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32)
+    m = FlatMemory()
+    for va, arr in ((0x10000, part), (0x20000, cnt), (0x30000, out)): m.map(va, arr.view(np.uint8))
+    m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQQ", 0x10000, 0x20000, 0x30000)), np.uint8))
+    launch(text, kd, m, 0x40000, (8,), (64,), entry=entry, waves_cls=Gfx9Waves, num_xcc=num_xcc)
+    assert (part == 100 + np.arange(8)).all() and cnt[0] == 8   # every store reaches memory by the end of the dispatch
+    return int(out[0])
+  fence = '  fence syncscope("agent") release\n'
+  assert run(fence, 8) == want
+  assert run("", 8) != want
+  assert run("", 1) == want
