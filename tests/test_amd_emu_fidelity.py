@@ -82,6 +82,22 @@ def test_lds_writes_are_seen_across_a_barrier_only_after_the_writers_wait(arch):
   assert not np.array_equal(got[0], a[::-1])
   np.testing.assert_array_equal(got[1], a[::-1])
 
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_a_missing_release_fence_is_not_hidden_by_the_acquire_wait_after_the_barrier(arch):
+  """g30 row 1, its limit: with only the acquire fence, the writer's s_waitcnt lgkmcnt(0) comes after s_barrier. Run
+  in step, every wave executed that wait before any read, so the reads saw the writes. A wave is free to fall behind
+  after the barrier, so the mock resumes the waves with LDS writes in flight last: the readers get stale data. (The
+  mutation: deleting the release fence from compiler/render_llvm.py's barrier().)"""
+  a = np.arange(128, dtype=np.int32) * 3 + 1
+  src = REVERSE.replace("RELEASE", "").replace("ACQUIRE", '  fence syncscope("workgroup") acquire\n')
+  text, entry, _, kd = read_object(compile_ir(src, cpu=arch, features="-real-true16" if arch == "gfx1100" else ""), "rev")
+  out = np.zeros(128, np.int32); m = FlatMemory()
+  m.map(0x10000, out.view(np.uint8)); m.map(0x20000, a.view(np.uint8))
+  m.map(0x30000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+  launch(text, kd, m, 0x30000, (1,), (128,), entry=entry, waves_cls=Gfx9Waves if arch == "gfx942" else Waves)
+  assert not np.array_equal(out, a[::-1])
+
 def test_lgkmcnt_above_zero_lands_nothing_while_a_scalar_load_is_in_flight():
   """g30 row 5: ds_read; s_load; s_waitcnt lgkmcnt(1). SMEM returns out of order on the same counter, so the count
   of 1 may be the DS read's: v3 (read after lgkmcnt(1)) keeps its old value, v4 (after lgkmcnt(0)) has the LDS word."""
