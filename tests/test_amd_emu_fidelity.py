@@ -166,3 +166,40 @@ def test_gfx942_stores_stay_in_their_xccs_l2_until_an_agent_scope_release():
   assert run(fence, 8) == want
   assert run("", 8) != want
   assert run("", 1) == want
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_the_mock_kfd_deals_an_aql_dispatch_over_the_xccs_l2s(monkeypatch):
+  """g30 row 6 through the mock KFD: an AQL queue deals the 8 workgroups over the MI300X's 8 XCCs (cp.aql_xcc_share),
+  so the last-block sum without the agent-scope release reads partials still dirty in the other XCCs' L2s."""
+  monkeypatch.delenv("AMD_AQL", raising=False)
+  drv = install_mock_amd("gfx942")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    sums = []
+    for release in ('  fence syncscope("agent") release\n', ""):
+      text, entry, _, kd = read_object(compile_ir(LAST_BLOCK.replace("RELEASE", release), cpu="gfx942"), "lastblock")
+      p = AMDProgram(d, "lastblock", text, kd, [(0, 8), (8, 8), (16, 8)], entry=entry)
+      part, cnt, out = (d.allocator.alloc(n) for n in (32, 4, 4))
+      for b, n in ((part, 32), (cnt, 4), (out, 4)): d.allocator.copyin(b, memoryview(bytearray(n)))
+      p(part, cnt, out, global_size=(8, 1, 1), local_size=(64, 1, 1), wait=True)
+      got = np.zeros(1, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out); sums.append(int(got[0]))
+    assert sums[0] == sum(100 + g for g in range(8)) and sums[1] != sums[0]
+  finally: uninstall_mock_amd(drv)
+
+def test_xcc_l2_keeps_dirty_bytes_per_xcc():
+  """gfx9/l2.py's rules byte by byte: a byte store hides only that byte from other XCCs; an sc1 (agent-scope) store is
+  seen at once; a write-back publishes only its own XCC's bytes; a second XCC storing the same bytes (a race) takes
+  the first one's as written back."""
+  from hcqrt.mock.amd.gfx9.l2 import XccL2
+  m = FlatMemory(); buf = np.zeros(16, np.uint8); m.map(0x1000, buf); l2 = XccL2(m, 8)
+  a = np.array([0x1000], np.uint64); x = lambda k: np.array([k])
+  l2.write(np.array([0x1001], np.uint64), np.array([[5]], np.uint8), x(1))
+  l2.write(np.array([0x1004], np.uint64), np.array([[1, 2, 3, 4]], np.uint8), x(2))
+  assert l2.read(a, 8, x(0))[0].tolist() == [0] * 8
+  assert l2.read(a, 8, x(1))[0].tolist() == [0, 5, 0, 0, 0, 0, 0, 0]
+  l2.write(np.array([0x1008], np.uint64), np.array([[9, 9, 9, 9]], np.uint8), x(3), publish=True)
+  assert l2.read(np.array([0x1008], np.uint64), 4, x(0))[0].tolist() == [9] * 4
+  l2.writeback(x(2))
+  assert l2.read(a, 8, x(0))[0].tolist() == [0, 0, 0, 0, 1, 2, 3, 4]
+  l2.write(np.array([0x1001], np.uint64), np.array([[6]], np.uint8), x(4))   # XCC 1's 5 counts as written back
+  assert [l2.read(np.array([0x1001], np.uint64), 1, x(k))[0, 0] for k in (0, 1, 4)] == [5, 5, 6]

@@ -41,19 +41,20 @@ class XccL2:
     # the dirty ones; both allocated zeroed (lazily backed pages) the first time the buffer is stored to
     self.owner: dict[int, np.ndarray] = {}
     self.clean: dict[int, np.ndarray] = {}
-    self.dirty: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(num_xcc)]   # per XCC: (buffer, byte offsets)
 
   def read(self, addrs: np.ndarray, nbytes: int, xcc: np.ndarray, what: str = "load") -> np.ndarray:
     """`nbytes` at each address as XCC `xcc[i]` sees them: memory, except bytes another XCC holds dirty."""
     out = self.mem.read(addrs, nbytes, what)
     if not self.owner: return out
     for m, buf, offs in self.mem._locate(addrs, nbytes, what):
-      own = self.owner.get(id(buf))
-      if own is None: continue
+      if (own := self.owner.get(id(buf))) is None: continue
+      x = xcc[m].astype(np.int64) + 1
+      if (words := _words(own, offs, nbytes)) is not None:   # the usual case: whole dwords, clean or this XCC's own
+        o = own.view(np.uint32)[words]
+        if not ((o != 0) & (o != (x * 0x01010101).astype(np.uint32)[:, None])).any(): continue
       b = offs.astype(np.int64)[:, None] + np.arange(nbytes)
       o = own[b]
-      if not o.any(): continue
-      hidden = (o != 0) & (o != (xcc[m].astype(np.int64) + 1)[:, None])
+      hidden = (o != 0) & (o != x[:, None])
       if hidden.any(): out[m] = np.where(hidden, self.clean[id(buf)][b], out[m])
     return out
 
@@ -67,22 +68,26 @@ class XccL2:
         if publish: continue
         self.owner[key], self.clean[key] = np.zeros(len(buf), np.uint8), np.zeros(len(buf), np.uint8)
       own, clean = self.owner[key], self.clean[key]
-      b = offs.astype(np.int64)[:, None] + np.arange(nbytes)
-      if publish: own[b] = 0; continue
-      x = np.broadcast_to((xcc[m].astype(np.int64) + 1)[:, None], b.shape)
+      x = xcc[m].astype(np.int64) + 1
       # a byte clean so far, or dirty in another XCC (a race: that XCC's line is taken as written back first), keeps
-      # the bytes memory holds now as what the other XCCs see
-      fresh = own[b] != x
-      clean[b[fresh]] = buf[b[fresh]]
-      own[b] = x
-      for k in np.unique(x):
-        self.dirty[int(k) - 1].append((key, b[x == k]))
+      # the bytes memory holds now as what the other XCCs see; whole aligned dwords (the usual store) at once
+      if (words := _words(own, offs, nbytes)) is not None:
+        own, clean, idx, x = own.view(np.uint32), clean.view(np.uint32), words, (x * 0x01010101).astype(np.uint32)
+        src = buf.view(np.uint32)
+      else: idx, src = offs.astype(np.int64)[:, None] + np.arange(nbytes), buf
+      if publish: own[idx] = 0; continue
+      fresh = own[idx] != x[:, None]
+      if fresh.any(): clean[idx[fresh]] = src[idx[fresh]]
+      own[idx] = x[:, None]
     self.mem.write(addrs, data, what)
 
   def writeback(self, xccs: np.ndarray) -> None:
     """`buffer_wbl2 sc1` on these XCCs: their dirty bytes reach memory, where every XCC sees them."""
-    for k in np.unique(xccs):
-      for key, b in self.dirty[int(k)]:
-        own = self.owner[key]
-        own[b[own[b] == k + 1]] = 0
-      self.dirty[int(k)] = []
+    for own in self.owner.values():
+      for k in np.unique(xccs): own[own == k + 1] = 0
+
+def _words(own: np.ndarray, offs: np.ndarray, nbytes: int) -> np.ndarray | None:
+  """Dword indices (rows of nbytes // 4) when every access is whole aligned dwords of a buffer a whole number of dwords
+  long, else None (byte by byte)."""
+  if nbytes % 4 or len(own) % 4 or (offs & np.uint64(3)).any(): return None
+  return (offs >> np.uint64(2)).astype(np.int64)[:, None] + np.arange(nbytes // 4)
