@@ -203,3 +203,22 @@ def test_xcc_l2_keeps_dirty_bytes_per_xcc():
   assert l2.read(a, 8, x(0))[0].tolist() == [0, 0, 0, 0, 1, 2, 3, 4]
   l2.write(np.array([0x1001], np.uint64), np.array([[6]], np.uint8), x(4))   # XCC 1's 5 counts as written back
   assert [l2.read(np.array([0x1001], np.uint64), 1, x(k))[0, 0] for k in (0, 1, 4)] == [5, 5, 6]
+
+def test_buffer_wbl2_writes_back_when_its_vmcnt_retires():
+  """buffer_wbl2 sc1 is a vector memory op counted by vmcnt: the XCC's dirty lines are written back only when the
+  wave's s_waitcnt retires it, so another XCC reading before that wait still sees the old value."""
+  # global_store_dword v[0:1], v2, off; buffer_wbl2 sc1; s_waitcnt vmcnt(0); s_endpgm (llvm-mc-19 -mcpu=gfx942)
+  words = [0xDC708000, 0x007F0200, 0xE0A08000, 0x00000000, 0xBF8C0F70, 0xBF810000]
+  def run(wait: bool) -> tuple[int, int]:
+    mem = FlatMemory(); buf = np.zeros(64, np.uint32); mem.map(0x40000, buf.view(np.uint8))
+    run_words = words if wait else words[:4] + words[5:]
+    code = struct.pack(f"<{len(run_words)}I", *run_words)
+    w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, mem)
+    from hcqrt.mock.amd.gfx9.l2 import XccL2
+    w.l2, w.xcc = XccL2(mem, 2), np.array([1])
+    w.set_exec(slice(None), np.array([2**64 - 1], np.uint64))
+    w.v[0] = 0x40000 + 4 * np.arange(64, dtype=np.uint32); w.v[1] = 0; w.v[2] = 42
+    w.run()
+    return int(w.l2.read(np.array([0x40000], np.uint64), 4, np.array([0])).view(np.uint32)[0, 0]), int(buf[0])
+  assert run(True) == (42, 42)
+  assert run(False) == (0, 42)   # still dirty in XCC 1's L2: XCC 0 reads the written-back 0

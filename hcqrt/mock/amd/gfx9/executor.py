@@ -192,11 +192,21 @@ class Gfx9Waves(Waves):
 
   def _mubuf(self, i: Inst, sel):
     # buffer_wbl2 with sc1 (agent or system scope; AMDGPUUsage GFX942 code sequences, fence release agent/system) writes
-    # the XCC's dirty L2 lines back (at issue: the release's s_waitcnt vmcnt(0) follows it). buffer_inv only drops
-    # clean lines, which the model keeps none of (gfx9/l2.py); buffer_wbl2 without sc1 (wavefront/workgroup scope) keeps
-    # them in the L2 the workgroup shares.
-    if i.base == "buffer_wbl2" and i.f["sc1"] and self.l2 is not None: self.l2.writeback(self.xcc[sel])
+    # the XCC's dirty L2 lines back. It is a vector memory op: it counts in vmcnt and is done only when the wave's
+    # s_waitcnt retires it (the release's "s_waitcnt vmcnt(0)" after it), so the write-back happens then (_apply).
+    # buffer_inv only drops clean lines, which the model keeps none of (gfx9/l2.py); buffer_wbl2 without sc1
+    # (wavefront/workgroup scope) keeps them in the L2 the workgroup shares.
+    if i.base != "buffer_wbl2": return None
+    wb = i.f["sc1"] and self.l2 is not None
+    self.pending["vm"].append(("w" if wb else "v", 0, self._gidx(sel), None, np.zeros((0, self.nw(sel), self.LANES), np.uint32), np.uint32(0)))
     return None
+
+  def _apply(self, e, which) -> None:
+    if e[0] != "w": return super()._apply(e, which)
+    waves = e[2]   # a buffer_wbl2 sc1 retired: its waves' XCCs write back
+    w = (slice(None) if waves is None else waves) if which is None else (np.nonzero(which)[0] if waves is None else waves[which])
+    assert self.l2 is not None
+    self.l2.writeback(self.xcc[w])
 
 class _XccView:
   """The memory one access sees through the L2 model: lane i's on XCC xcc[i]; `publish`: an sc1 store, visible at once."""

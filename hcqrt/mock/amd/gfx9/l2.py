@@ -4,15 +4,18 @@ What the hardware does (LLVM AMDGPUUsage, "Memory Model GFX942"): an agent may h
 separate L2 caches"; to make local-memory writes of one L2 visible to CUs of another, the writer must write its dirty
 lines back (`buffer_wbl2`, which LLVM emits as `buffer_wbl2 sc1` for an agent-scope release and `sc0 sc1` for a
 system-scope one: table "AMDHSA Memory Model Code Sequences GFX940, GFX941, GFX942", fence release agent/system).
-A workgroup-scope release emits no write-back: a workgroup's waves share one L2. The CP writes every L2 back at the
-end of the dispatch (its end-of-kernel release, which is why kernels need no `buffer_wbl2` before `s_endpgm`).
+A workgroup-scope release emits no write-back: a workgroup's waves share one L2. After the kernel the CP applies the
+AQL packet's release fence, which makes the dispatch's stores "visible in all the scopes specified by the release
+fence" (ROCR:inc/hsa.h, hsa_packet_header_t HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE); our backend's packets release
+at system scope (ioctl_defs/amd/aql.py kernel_dispatch), so kernels need no `buffer_wbl2` before `s_endpgm`.
 
 The model, the harmful minimum: a global/flat store from a wave on XCC k stays dirty in XCC k's L2, so loads on any
 other XCC still read the value last written back, until XCC k executes a `buffer_wbl2` with sc1 set or the dispatch
 ends. Loads on XCC k see XCC k's own dirty bytes. Stores with sc1 (agent/system-scope atomic stores, same table) and
 atomics (performed at the coherence point: device-scope atomics need no scope bit, same table) are visible at once.
 
-Not modelled: stale *clean* lines on the reader side. For local memory (MTYPE RW) the other L2s' copies are
+Not modelled: a packet whose release scope is NONE, which leaves the lines dirty past the dispatch (the model ends
+with the dispatch, as if every packet released at agent scope or wider). Stale *clean* lines on the reader side. For local memory (MTYPE RW) the other L2s' copies are
 invalidated by the probes a write-back causes (AMDGPUUsage, same section: "Any local memory cache lines will be
 automatically invalidated by writes from CUs associated with other L2 caches"), so `buffer_inv sc1` matters only for
 non-local (NC) lines, which the mock does not tell apart: a missing acquire `buffer_inv sc1` is not caught.
