@@ -13,6 +13,9 @@ The model, the harmful minimum: a global/flat store from a wave on XCC k stays d
 other XCC still read the value last written back, until XCC k executes a `buffer_wbl2` with sc1 set or the dispatch
 ends. Loads on XCC k see XCC k's own dirty bytes. Stores with sc1 (agent/system-scope atomic stores, same table) and
 atomics (performed at the coherence point: device-scope atomics need no scope bit, same table) are visible at once.
+The other bits change nothing here: sc0 alone is workgroup scope (one L2), nt=1 the nontemporal hint of plain stores
+and loads (same table, "!volatile & nontemporal"), and a load's sc bits (agent/system-scope atomic loads) read what
+was written back, which every load here does.
 
 Not modelled: a packet whose release scope is NONE, which leaves the lines dirty past the dispatch (the model ends
 with the dispatch, as if every packet released at agent scope or wider). Stale *clean* lines on the reader side. For local memory (MTYPE RW) the other L2s' copies are
