@@ -96,6 +96,22 @@ def test_lds_writes_are_seen_across_a_barrier_only_after_the_writers_wait(arch):
   assert not np.array_equal(got[0], a[::-1])
   np.testing.assert_array_equal(got[1], a[::-1])
 
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_a_missing_release_fence_is_not_hidden_by_the_acquire_wait_after_the_barrier(arch):
+  """g30 row 1, its limit: with only the acquire fence, the writer's s_waitcnt lgkmcnt(0) comes after s_barrier. Run
+  in step, every wave executed that wait before any read, so the reads saw the writes. A wave is free to fall behind
+  after the barrier, so the mock resumes the waves with LDS writes in flight last: the readers get stale data. (The
+  mutation: deleting the release fence from compiler/render_llvm.py's barrier().)"""
+  a = np.arange(128, dtype=np.int32) * 3 + 1
+  src = REVERSE.replace("RELEASE", "").replace("ACQUIRE", '  fence syncscope("workgroup") acquire\n')
+  text, entry, _, kd = read_object(compile_ir(src, cpu=arch, features="-real-true16" if arch == "gfx1100" else ""), "rev")
+  out = np.zeros(128, np.int32); m = FlatMemory()
+  m.map(0x10000, out.view(np.uint8)); m.map(0x20000, a.view(np.uint8))
+  m.map(0x30000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+  launch(text, kd, m, 0x30000, (1,), (128,), entry=entry, waves_cls=Gfx9Waves if arch == "gfx942" else Waves)
+  assert not np.array_equal(out, a[::-1])
+
 def test_lgkmcnt_above_zero_lands_nothing_while_a_scalar_load_is_in_flight():
   """g30 row 5: ds_read; s_load; s_waitcnt lgkmcnt(1). SMEM returns out of order on the same counter, so the count
   of 1 may be the DS read's: v3 (read after lgkmcnt(1)) keeps its old value, v4 (after lgkmcnt(0)) has the LDS word."""
@@ -107,3 +123,116 @@ def test_lgkmcnt_above_zero_lands_nothing_while_a_scalar_load_is_in_flight():
   w.s[0], w.s[1] = 0x40000, 0
   w.run()
   assert (w.v[3, 0] == 7).all() and (w.v[4, 0] == w.lds[0].view(np.uint32)[:64]).all() and (w.v[5, 0] == 1234).all()
+
+# "last block" reduction across workgroups: each workgroup stores its partial, releases it at agent scope, and counts
+# itself in with an atomic; the one that counts last acquires and sums every partial (the CUDA threadFenceReduction
+# pattern). 8 workgroups on 8 XCCs: a partial is visible to the last one only through its XCC's L2 write-back.
+LAST_BLOCK = """define amdgpu_kernel void @lastblock(ptr addrspace(1) %part, ptr addrspace(1) %cnt, ptr addrspace(1) %out) {
+entry:
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %lead = icmp eq i32 %t, 0
+  br i1 %lead, label %w, label %end
+w:
+  %v = add i32 %g, 100
+  %pp = getelementptr i32, ptr addrspace(1) %part, i32 %g
+  store i32 %v, ptr addrspace(1) %pp
+RELEASE  %old = atomicrmw add ptr addrspace(1) %cnt, i32 1 syncscope("agent") monotonic
+  %last = icmp eq i32 %old, 7
+  br i1 %last, label %acq, label %end
+acq:
+  fence syncscope("agent") acquire
+  br label %sum
+sum:
+  %i = phi i32 [ 0, %acq ], [ %i1, %sum ]
+  %s = phi i32 [ 0, %acq ], [ %s1, %sum ]
+  %pi = getelementptr i32, ptr addrspace(1) %part, i32 %i
+  %x = load i32, ptr addrspace(1) %pi
+  %s1 = add i32 %s, %x
+  %i1 = add i32 %i, 1
+  %more = icmp ult i32 %i1, 8
+  br i1 %more, label %sum, label %done
+done:
+  store i32 %s1, ptr addrspace(1) %out
+  br label %end
+end:
+  ret void
+}"""
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_gfx942_stores_stay_in_their_xccs_l2_until_an_agent_scope_release():
+  """g30 row 6: each MI300X XCC has its own L2 (AMDGPUUsage "Memory Model GFX942"). Without the agent-scope release
+  fence (llc-19 emits `buffer_wbl2 sc1; s_waitcnt vmcnt(0)` for it) the partials of the workgroups on other XCCs are
+  still dirty in their L2s when the last workgroup sums them; with it the sum is right. On one XCC (one L2) the
+  missing fence does not show."""
+  want = sum(100 + g for g in range(8))
+  def run(release: str, num_xcc: int) -> int:
+    src = LAST_BLOCK.replace("RELEASE", release)
+    text, entry, _, kd = read_object(compile_ir(src, cpu="gfx942"), "lastblock")
+    part, cnt, out = np.zeros(8, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32)
+    m = FlatMemory()
+    for va, arr in ((0x10000, part), (0x20000, cnt), (0x30000, out)): m.map(va, arr.view(np.uint8))
+    m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQQ", 0x10000, 0x20000, 0x30000)), np.uint8))
+    launch(text, kd, m, 0x40000, (8,), (64,), entry=entry, waves_cls=Gfx9Waves, num_xcc=num_xcc)
+    assert (part == 100 + np.arange(8)).all() and cnt[0] == 8   # every store reaches memory by the end of the dispatch
+    return int(out[0])
+  fence = '  fence syncscope("agent") release\n'
+  assert run(fence, 8) == want
+  assert run("", 8) != want
+  assert run("", 1) == want
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_the_mock_kfd_deals_an_aql_dispatch_over_the_xccs_l2s(monkeypatch):
+  """g30 row 6 through the mock KFD: an AQL queue deals the 8 workgroups over the MI300X's 8 XCCs (cp.aql_xcc_share),
+  so the last-block sum without the agent-scope release reads partials still dirty in the other XCCs' L2s."""
+  monkeypatch.delenv("AMD_AQL", raising=False)
+  drv = install_mock_amd("gfx942")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    sums = []
+    for release in ('  fence syncscope("agent") release\n', ""):
+      text, entry, _, kd = read_object(compile_ir(LAST_BLOCK.replace("RELEASE", release), cpu="gfx942"), "lastblock")
+      p = AMDProgram(d, "lastblock", text, kd, [(0, 8), (8, 8), (16, 8)], entry=entry)
+      part, cnt, out = (d.allocator.alloc(n) for n in (32, 4, 4))
+      for b, n in ((part, 32), (cnt, 4), (out, 4)): d.allocator.copyin(b, memoryview(bytearray(n)))
+      p(part, cnt, out, global_size=(8, 1, 1), local_size=(64, 1, 1), wait=True)
+      got = np.zeros(1, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out); sums.append(int(got[0]))
+    assert sums[0] == sum(100 + g for g in range(8)) and sums[1] != sums[0]
+  finally: uninstall_mock_amd(drv)
+
+def test_xcc_l2_keeps_dirty_bytes_per_xcc():
+  """gfx9/l2.py's rules byte by byte: a byte store hides only that byte from other XCCs; an sc1 (agent-scope) store is
+  seen at once; a write-back publishes only its own XCC's bytes; a second XCC storing the same bytes (a race) takes
+  the first one's as written back."""
+  from hcqrt.mock.amd.gfx9.l2 import XccL2
+  m = FlatMemory(); buf = np.zeros(16, np.uint8); m.map(0x1000, buf); l2 = XccL2(m, 8)
+  a = np.array([0x1000], np.uint64); x = lambda k: np.array([k])
+  l2.write(np.array([0x1001], np.uint64), np.array([[5]], np.uint8), x(1))
+  l2.write(np.array([0x1004], np.uint64), np.array([[1, 2, 3, 4]], np.uint8), x(2))
+  assert l2.read(a, 8, x(0))[0].tolist() == [0] * 8
+  assert l2.read(a, 8, x(1))[0].tolist() == [0, 5, 0, 0, 0, 0, 0, 0]
+  l2.write(np.array([0x1008], np.uint64), np.array([[9, 9, 9, 9]], np.uint8), x(3), publish=True)
+  assert l2.read(np.array([0x1008], np.uint64), 4, x(0))[0].tolist() == [9] * 4
+  l2.writeback(x(2))
+  assert l2.read(a, 8, x(0))[0].tolist() == [0, 0, 0, 0, 1, 2, 3, 4]
+  l2.write(np.array([0x1001], np.uint64), np.array([[6]], np.uint8), x(4))   # XCC 1's 5 counts as written back
+  assert [l2.read(np.array([0x1001], np.uint64), 1, x(k))[0, 0] for k in (0, 1, 4)] == [5, 5, 6]
+
+def test_buffer_wbl2_writes_back_when_its_vmcnt_retires():
+  """buffer_wbl2 sc1 is a vector memory op counted by vmcnt: the XCC's dirty lines are written back only when the
+  wave's s_waitcnt retires it, so another XCC reading before that wait still sees the old value."""
+  # global_store_dword v[0:1], v2, off; buffer_wbl2 sc1; s_waitcnt vmcnt(0); s_endpgm (llvm-mc-19 -mcpu=gfx942)
+  words = [0xDC708000, 0x007F0200, 0xE0A08000, 0x00000000, 0xBF8C0F70, 0xBF810000]
+  def run(wait: bool) -> tuple[int, int]:
+    mem = FlatMemory(); buf = np.zeros(64, np.uint32); mem.map(0x40000, buf.view(np.uint8))
+    run_words = words if wait else words[:4] + words[5:]
+    code = struct.pack(f"<{len(run_words)}I", *run_words)
+    w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, mem)
+    from hcqrt.mock.amd.gfx9.l2 import XccL2
+    w.l2, w.xcc = XccL2(mem, 2), np.array([1])
+    w.set_exec(slice(None), np.array([2**64 - 1], np.uint64))
+    w.v[0] = 0x40000 + 4 * np.arange(64, dtype=np.uint32); w.v[1] = 0; w.v[2] = 42
+    w.run()
+    return int(w.l2.read(np.array([0x40000], np.uint64), 4, np.array([0])).view(np.uint32)[0, 0]), int(buf[0])
+  assert run(True) == (42, 42)
+  assert run(False) == (0, 42)   # still dirty in XCC 1's L2: XCC 0 reads the written-back 0

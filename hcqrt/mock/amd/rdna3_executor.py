@@ -38,8 +38,12 @@ def run(d: Dispatch, vm: GPUVM) -> None:
   if d.arch == "gfx1100" and not d.wave32: raise GPUError(f"mock AMD: gfx1100 dispatch at {d.program:#x} without CS_W32_EN (wave64) is not emulated")
   vm.find(d.program, 4)   # instruction fetch of an unmapped program is a fault, not an emulator error
   run_isa = gfx9_dispatch if d.arch == "gfx942" else functools.partial(emu_dispatch, wave32=True)
+  # the XCCs the CP dealt the workgroups to (round robin on an AQL queue, all on one for PM4: cp.aql_xcc_share,
+  # pm4_xcc_share): each has its own L2 on gfx942 (gfx9/l2.py)
+  num_xcc = len(d.xcc_workgroups) if sum(1 for n in d.xcc_workgroups if n) > 1 else 1
   try:
-    run_isa(flat_memory(vm), d.program, d.rsrc1, d.rsrc2, d.user_data, d.grid, d.block, lds_bytes=d.lds_bytes, scratch_ring=d.scratch)
+    run_isa(flat_memory(vm), d.program, d.rsrc1, d.rsrc2, d.user_data, d.grid, d.block, lds_bytes=d.lds_bytes, scratch_ring=d.scratch,
+            num_xcc=num_xcc)
   except MemoryFault as e:
     m = re.search(r"(?:access at |: )0x([0-9a-f]+) is outside", str(e))   # the faulting address, not the instruction's
     raise GPUFault(f"shader memory access of the program at {d.program:#x}: {e}", int(m.group(1), 16) if m else 0) from None

@@ -4,10 +4,8 @@ emulator's records and run by its engine with 64-lane waves (`Gfx9Waves`).
 `dispatch` runs a dispatch from the COMPUTE_* register values a PM4 stream (or the AQL packet processor) sets, as
 rdna3.dispatch does for gfx1100.
 
-Known gap (audit g30 row 6): no cache model per XCC. Every wave sees one coherent memory and buffer_wbl2 / buffer_inv
-are no-ops, so a kernel that drops the `buffer_wbl2 sc1` of an agent-scope release (llc-19 -mcpu=gfx942 emits it for
-`fence syncscope("agent") release`; each XCC has its own L2, LLVM AMDGPUUsage memory model GFX942) still passes even
-when its workgroups run on different XCCs. Between dispatches the packets' acquire/release fences decide coherence.
+Per-XCC L2s (audit g30 row 6): a dispatch dealt over several XCCs (`num_xcc`) keeps each XCC's stores dirty in its
+own L2 until a `buffer_wbl2 sc1` or the end of the dispatch (gfx9/l2.py, which also says what is not modelled).
 
 >>> from hcqrt.mock.amd.gfx9 import decode
 >>> decode(bytes.fromhex("000081bf"))[0].name

@@ -12,6 +12,8 @@ from hcqrt.mock.amd.rdna3 import valu as V
 from hcqrt.mock.amd.rdna3.decoder import Inst
 from hcqrt.mock.amd.rdna3.executor import VCC, EmulatorError, Waves
 from hcqrt.mock.amd.gfx9.decoder import OFF, decode_one
+from hcqrt.mock.amd.gfx9.l2 import XccL2
+from hcqrt.mock.amd.rdna3.memory import FlatMemory
 
 # gfx9-only operations, in the shared table's form: name -> (source types, result type, fn)
 V.OPS.setdefault("v_mov_b64", (("u64",), "u64", lambda a: a))
@@ -78,6 +80,13 @@ class Gfx9Waves(Waves):
   def __init__(self, code, n, nvgpr, wg, lds_bytes, mem, cache=None, code_va=0):
     super().__init__(code, n, nvgpr + SDWA_SCRATCH, wg, lds_bytes, mem, cache, code_va)
     self.nvgpr = nvgpr
+    self.l2: XccL2 | None = None        # the dispatch's per-XCC L2s when it spans several XCCs (gfx9/l2.py)
+    self.xcc = np.zeros(n, np.int64)    # each wave's XCC
+
+  @staticmethod
+  def xcc_l2(mem: FlatMemory, num_xcc: int) -> XccL2 | None:
+    """The L2 model of a dispatch whose workgroups run on `num_xcc` XCCs (one L2 each); None for one XCC."""
+    return XccL2(mem, num_xcc) if num_xcc > 1 else None
 
   @staticmethod
   def vgpr_count(rsrc1: int, wave32: bool) -> int:
@@ -174,7 +183,33 @@ class Gfx9Waves(Waves):
   def _scratch(self, i: Inst, sel): return self._counted("vm", i, sel, super()._scratch)
   def _ds(self, i: Inst, sel): return None if i.base == "ds_nop" else self._counted("lgkm", i, sel, super()._ds)
 
+  def _access(self, i: Inst, sel, addr, lanes, mem):
+    """Global/flat loads and stores go through the XCC's L2 (gfx9/l2.py) when the dispatch spans XCCs; atomics are
+    performed at the coherence point, so they use memory itself."""
+    if self.l2 is None or mem is not self.mem or i.base.split("_", 1)[1].startswith("atomic_"): return super()._access(i, sel, addr, lanes, mem)
+    x = np.broadcast_to(self.xcc[sel][:, None], (self.nw(sel), self.LANES))[lanes].reshape(-1)
+    return super()._access(i, sel, addr, lanes, _XccView(self.l2, x, bool(i.f.get("sc1"))))
+
   def _mubuf(self, i: Inst, sel):
-    # buffer_wbl2 / buffer_inv: the emulator's shader accesses go straight to memory (no L1/L2 model on this side; a
-    # known gap, gfx9/__init__.py)
+    # buffer_wbl2 with sc1 (agent or system scope; AMDGPUUsage GFX942 code sequences, fence release agent/system) writes
+    # the XCC's dirty L2 lines back. It is a vector memory op: it counts in vmcnt and is done only when the wave's
+    # s_waitcnt retires it (the release's "s_waitcnt vmcnt(0)" after it), so the write-back happens then (_apply).
+    # buffer_inv only drops clean lines, which the model keeps none of (gfx9/l2.py); buffer_wbl2 without sc1
+    # (wavefront/workgroup scope) keeps them in the L2 the workgroup shares.
+    if i.base != "buffer_wbl2": return None
+    wb = i.f["sc1"] and self.l2 is not None
+    self.pending["vm"].append(("w" if wb else "v", 0, self._gidx(sel), None, np.zeros((0, self.nw(sel), self.LANES), np.uint32), np.uint32(0)))
     return None
+
+  def _apply(self, e, which) -> None:
+    if e[0] != "w": return super()._apply(e, which)
+    waves = e[2]   # a buffer_wbl2 sc1 retired: its waves' XCCs write back
+    w = (slice(None) if waves is None else waves) if which is None else (np.nonzero(which)[0] if waves is None else waves[which])
+    assert self.l2 is not None
+    self.l2.writeback(self.xcc[w])
+
+class _XccView:
+  """The memory one access sees through the L2 model: lane i's on XCC xcc[i]; `publish`: an sc1 store, visible at once."""
+  def __init__(self, l2: XccL2, xcc: np.ndarray, publish: bool): self.l2, self.xcc, self.publish = l2, xcc, publish
+  def read(self, addrs: np.ndarray, nbytes: int, what: str = "load") -> np.ndarray: return self.l2.read(addrs, nbytes, self.xcc, what)
+  def write(self, addrs: np.ndarray, data: np.ndarray, what: str = "store") -> None: self.l2.write(addrs, data, self.xcc, what, self.publish)

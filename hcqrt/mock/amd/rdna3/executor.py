@@ -2,7 +2,8 @@
 
 Waves that sit at the same program counter run together as one numpy step; the scheduler always picks
 the lowest PC among runnable waves, so waves that diverged on a scalar branch re-converge. A wave at
-s_barrier waits until every wave of its workgroup is at the barrier or finished.
+s_barrier waits until every wave of its workgroup is at the barrier or finished; a wave that reached it with LDS
+writes still in flight resumes last (run, held).
 
 Loads read memory when they issue but their results land in registers only when an s_waitcnt retires
 them (vmcnt for global/flat, lgkmcnt for LDS and scalar loads, oldest first), so code that reads a load's
@@ -80,14 +81,25 @@ class Waves:
     if self.n == 0: return
     # spc: the PC of every wave that may issue, IDLE for finished waves and waves at a barrier
     IDLE = np.iinfo(np.int64).max
+    held = np.zeros(self.n, bool)   # waves past a barrier that resume only when the others cannot go on (below)
     spc = np.where(self.done | self.barrier, IDLE, self.pc)
     with np.errstate(all="ignore"):   # inf, NaN and wrap-around are results the hardware computes, not warnings
       for _ in range(max_steps):
         p = int(spc.min())
         if p == IDLE:
+          if held.any():   # the others are at the next barrier or done: one held wave per workgroup runs, alone
+            idx = np.flatnonzero(held); go = idx[np.unique(self.wg[idx], return_index=True)[1]]
+            held[go] = False; spc = np.full(self.n, IDLE); spc[go] = self.pc[go]; continue
           if not self.barrier.any(): return
-          self.barrier[:] = False   # every live wave of every workgroup has arrived
-          spc = np.where(self.done, IDLE, self.pc); continue
+          # every live wave of every workgroup has arrived. A wave whose LDS writes are still in flight (it did not
+          # wait for them before s_barrier: no workgroup release fence) may be descheduled right after the barrier
+          # for as long as the hardware likes, so the mock holds it back until its workgroup's other waves are at
+          # their next barrier or done, then runs the held ones one after another: a reader never sees those writes
+          # by the luck of running in step with the writer's acquire wait (AMDGPUUsage memory model: only the
+          # release fence's s_waitcnt lgkmcnt(0) before s_barrier orders them; audit g30 row 1)
+          held = self.barrier & self._lds_in_flight()
+          self.barrier[:] = False
+          spc = np.where(self.done | held, IDLE, self.pc); continue
         here = spc == p; cnt = int(np.count_nonzero(here))
         if cnt == self.n: sel = slice(None)
         else:   # a run of neighbouring waves (others finished or elsewhere) is a slice: views instead of gathers
@@ -99,9 +111,16 @@ class Waves:
         except (EmulatorError, MemoryFault) as e: raise type(e)(f"{inst.name} at 0x{inst.addr:x}: {e}") from None
         except IndexError as e: raise EmulatorError(f"{inst.name} at 0x{inst.addr:x}: register out of range ({e})") from None
         self.pc[sel] = inst.addr + inst.size if nxt is None else nxt
-        if inst.enc == "SOPP" and inst.name in ("s_endpgm", "s_endpgm_saved", "s_barrier"): spc = np.where(self.done | self.barrier, IDLE, self.pc)
+        if inst.enc == "SOPP" and inst.name in ("s_endpgm", "s_endpgm_saved", "s_barrier"): spc = np.where(self.done | self.barrier | held, IDLE, self.pc)
         else: spc[sel] = self.pc[sel]
     raise EmulatorError(f"kernel did not finish within {max_steps} steps")
+
+  def _lds_in_flight(self) -> np.ndarray:
+    """(n,) bool: the waves with LDS writes still in flight (queued by _ds, not yet retired)."""
+    out = np.zeros(self.n, bool)
+    for kind, _, waves, rowwave, _, _ in self.pending["lgkm"]:
+      if kind == "d" and len(rowwave): out[rowwave if waves is None else waves[rowwave]] = True
+    return out
 
   def step(self, i: Inst, sel):
     h = getattr(self, "_" + i.enc.lower(), None)

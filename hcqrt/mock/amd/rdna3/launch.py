@@ -65,13 +65,13 @@ class LaunchStats:
 
 def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, kernarg_addr: int, grid: tuple[int, ...],
            block: tuple[int, ...], entry: int = 0, dynamic_lds: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0,
-           max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves) -> LaunchStats:
+           max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, num_xcc: int = 1) -> LaunchStats:
   """Run a gfx1100 kernel the way an AQL packet processor does: `code` holds its machine code with the
   first instruction at byte `entry`; `grid` counts workgroups per dimension, `block` work-items per
   workgroup; kernel arguments live at `kernarg_addr` in `mem` (a FlatMemory, or a dict {address: buffer}); `code_va` is
   where `code` itself is mapped in `mem` (s_getpc_b64 reads it: PC-relative constants), 0 if it is not.
   Returns how many waves ran and how many wave-instructions they executed. `waves_cls` picks the ISA (gfx9.Gfx9Waves
-  runs gfx942 wave64 code).
+  runs gfx942 wave64 code); `num_xcc` the XCCs its workgroups are dealt to (see `dispatch`).
 
   The user SGPRs the descriptor's kernel_code_properties enable (kernarg pointer etc., then any preloaded
   kernargs) fill s0 upwards; `dispatch` does the rest."""
@@ -93,7 +93,7 @@ def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, ke
   if len(user) > kd.user_sgpr_count: raise EmulatorError(f"USER_SGPR_COUNT {kd.user_sgpr_count} is smaller than the {len(user)} enabled user SGPRs")
   return dispatch(mem, code, kd.rsrc1, kd.rsrc2, user, grid, block, wave32=kd.wave32, entry=entry,
                   lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves, code_va=code_va, waves_cls=waves_cls,
-                  private_bytes=kd.private_segment_fixed_size)
+                  private_bytes=kd.private_segment_fixed_size, num_xcc=num_xcc)
 
 _DECODED: dict[bytes, dict] = {}
 def _decoded(code) -> dict:
@@ -122,7 +122,7 @@ LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignmen
 def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, user_data: list[int], grid: tuple[int, ...],
              block: tuple[int, ...], wave32: bool = True, entry: int = 0, lds_bytes: int | None = None,
              max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, private_bytes: int = 0,
-             scratch_ring: ScratchRing | None = None) -> LaunchStats:
+             scratch_ring: ScratchRing | None = None, num_xcc: int = 1) -> LaunchStats:
   """Run a dispatch from the register values a PM4 stream programs: COMPUTE_PGM_LO/HI (`code` as an address
   in `mem`, or the code bytes themselves with `entry`), COMPUTE_PGM_RSRC1/2, COMPUTE_USER_DATA_* (`user_data`,
   the first RSRC2.USER_SGPR_COUNT of them land in s0..), the grid in workgroups, the workgroup size and
@@ -135,7 +135,9 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
   the waves get scratch: from `scratch_ring` (what a CP programmed: slots in GPU memory, workgroup g on XCC
   g % len(bases), as cp.aql_xcc_share deals them) or, without one, a private window of `private_bytes` per lane
   (the descriptor's private_segment_fixed_size; the `launch` API). Registers the descriptor does not enable start
-  as poison (AMDGPUUsage "Initial Kernel Execution State": only the enabled ones are initialised)."""
+  as poison (AMDGPUUsage "Initial Kernel Execution State": only the enabled ones are initialised). `num_xcc`: the XCCs
+  the workgroups are dealt to, workgroup g on g % num_xcc (cp.aql_xcc_share); an ISA with per-XCC L2s models them
+  for the whole dispatch (gfx9/l2.py), written back at its end."""
   if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
   if isinstance(code, int): code, entry, code_va = mem.tail(code, "instruction fetch"), 0, code
   r = KernelDescriptor(0, 0, 0, 0, rsrc1, rsrc2, 0, int(wave32) << 10, 0)   # the same bit fields, read from registers
@@ -160,6 +162,7 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
                           "per XCC (COMPUTE_TMPRING_SIZE): its waves could never all start")
     groups_per_batch = min(groups_per_batch, ring.slots // wpg * ring.engines * len(ring.bases))   # waves in flight hold a slot each
   total, cache = 0, _decoded(code)
+  l2 = waves_cls.xcc_l2(mem, num_xcc) if hasattr(waves_cls, "xcc_l2") else None
   for g0 in range(0, ngroups, groups_per_batch):
     gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
     n = len(gids) * wpg
@@ -184,6 +187,7 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     w.set_exec(slice(None), pack_mask(live))
     if ring is None: w.set_scratch(private_bytes)
     else: w.set_scratch(0, _scratch_slots(mem, ring, gids, wpg))
+    if l2 is not None: w.l2, w.xcc = l2, np.repeat(gids % num_xcc, wpg)  # type: ignore[attr-defined]
     w.pc[:] = entry
     w.run(); total += w.wave_insts
   return LaunchStats(ngroups * wpg, total)
