@@ -1018,6 +1018,10 @@ class _ConvGradsFn(Function):
   def backward(self, g):
     from frontend.tensor import Tensor
     with _no_grad(): return self._grads(Tensor(g), Tensor(self.x), Tensor(self.w))
+  def backward_tensors(self, g: Tensor, x: Tensor, w: Tensor) -> list:
+    """create_graph: the gradients of the composite forward (differentiable ops) recomputed from x and w."""
+    from frontend.grad_graph import vjp
+    return vjp(x._conv_fwd(w, getattr(self, "groups", 1), 1, 1, list(self.pads)), (x, w), g)
 
 class _StridedConvFn(Function):
   """A 2-d stride-s conv (float32; groups of a multiple of 8 output channels) with gradients of exactly its own taps:
@@ -1026,7 +1030,7 @@ class _StridedConvFn(Function):
   16/9 of the arithmetic in both gradients, plus the copies of the input's and its gradient's phases."""
   def forward(self, x, w, stride: tuple, pads: tuple, out: tuple, groups: int = 1):
     from frontend.tensor import Tensor
-    self.x, self.w, self.s_, self.pb, self.groups = x, w, stride, list(pads[-2::-2]), groups
+    self.x, self.w, self.s_, self.pb, self.groups, self.pads = x, w, stride, list(pads[-2::-2]), groups, list(pads)
     with _no_grad():
       # the padded input, cut to the rows and columns the windows reach: the forward's and the weight gradient's
       self.xp = _pad_to(Tensor(x), self.pb, [s * (o - 1) + k for s, o, k in zip(stride, out, w.shape[2:])]).contiguous()
@@ -1038,6 +1042,10 @@ class _StridedConvFn(Function):
       dx = _strided_dgrad(g, w, self.s_, self.pb, tuple(x.shape[2:]), self.groups).lazydata if self.needs_input_grad[0] else None
       if not self.needs_input_grad[1]: return dx, None
       return dx, _conv_wgrad(g, self.xp, tuple(w.shape[2:]), self.s_, self.groups)
+  def backward_tensors(self, g: Tensor, x: Tensor, w: Tensor) -> list:
+    """create_graph: the gradients of the composite strided forward recomputed from x and w."""
+    from frontend.grad_graph import vjp
+    return vjp(x._conv_fwd(w, self.groups, self.s_, 1, self.pads), (x, w), g)
 
 class _ConvFn(_ConvGradsFn):
   """conv2d (stride 1, one group) whose backward is made of kernels the conv opts tile: the input gradient is the

@@ -654,47 +654,62 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         for p in node._ctx.parents:
           if p not in seen and p.requires_grad: stack.append((p, False))
     return out
-  def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> Tensor:
-    """Accumulate d(self)/d(leaf) into `.grad` of every leaf that requires grad."""
+  def backward(self, gradient: Tensor | None = None, retain_graph: bool = False, create_graph: bool = False) -> Tensor:
+    """Accumulate d(self)/d(leaf) into `.grad` of every leaf that requires grad. `create_graph`: the gradients are
+    differentiable Tensors (second-order gradients); it keeps the graph (retain_graph) as torch does.
+
+    >>> x = Tensor([3.0], requires_grad=True)
+    >>> _ = (x * x * x).sum().backward(create_graph=True)
+    >>> x.grad.tolist(), x.grad.sum().gradient(x)[0].tolist()
+    ([27.0], [18.0])
+    """
+    grads = self._backprop(gradient, retain_graph or create_graph, create_graph)
+    for t, g in grads.items():   # (an intermediate keeps this pass's gradient; a leaf adds it to what it had)
+      t.grad = g if t.grad is None or t._ctx is not None else t.grad + g
+    return self
+  def _backprop(self, gradient: Tensor | None, retain_graph: bool, create_graph: bool) -> dict[Tensor, Tensor]:
+    """d(self)/d(t) for every t in self's graph that requires grad (a dict in walk order); touches no `.grad`."""
     if gradient is None:
       if self.shape != (): raise RuntimeError(f"backward: only scalar outputs get an implicit gradient, this is {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device, requires_grad=False)
     if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} != tensor shape {self.shape}")
     if self._ctx is None and not self.requires_grad: raise RuntimeError("backward: this tensor does not require grad")
     if isinstance(self._ctx, F.FreedGraph): self._ctx.backward(gradient)   # raises: the graph was used up
-    self.grad = gradient if self.grad is None or self._ctx is not None else self.grad + gradient
-    walk, dev = self._deepwalk(), self.device
-    for t0 in walk:   # a gradient left on an intermediate by an earlier (retain_graph) pass must not be added again
-      if t0 is not self and t0._ctx is not None: t0.grad = None
+    walk, dev, grads = self._deepwalk(), self.device, {self: gradient}
     for t0 in reversed(walk):
-      if t0._ctx is None: continue
+      if t0._ctx is None or (g0 := grads.get(t0)) is None: continue   # (no gradient: e.g. the condition of a where())
       if isinstance(t0._ctx, F.FreedGraph):
         # a realized one is a parameter made as `Tensor.zeros(n, requires_grad=True).contiguous().realize()`: a leaf now
-        if t0.grad is not None and not t0.lazydata.realized: t0._ctx.backward(t0.grad)
+        if not t0.lazydata.realized: t0._ctx.backward(g0)
         continue
-      if t0.grad is None: continue   # e.g. the condition of a where(): nothing flows through it
-      grads = t0._ctx.backward(t0.grad.lazydata)
-      grads = [(_wrap(g) if g.device == dev else Tensor(g, device=dev, requires_grad=False)) if g is not None else None
-               for g in ([grads] if len(t0._ctx.parents) == 1 else grads)]
-      for t, g in zip(t0._ctx.parents, grads):
+      if create_graph:
+        from frontend.grad_graph import backward_graph
+        pgs = [g if g is None or g.device == dev else g.to(dev) for g in backward_graph(t0._ctx, t0, g0)]
+      else:
+        pgs = t0._ctx.backward(g0.lazydata)
+        pgs = [(_wrap(g) if g.device == dev else Tensor(g, device=dev, requires_grad=False)) if g is not None else None
+               for g in ([pgs] if len(t0._ctx.parents) == 1 else pgs)]
+      for t, g in zip(t0._ctx.parents, pgs):
         if g is not None and t.requires_grad:
           if g.shape != t.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
-          t.grad = g if t.grad is None else (t.grad + g)
+          grads[t] = g if t not in grads else grads[t] + g
       if not retain_graph: t0._ctx = F.FreedGraph(type(t0._ctx).__name__)
-    return self
+    return grads
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(target) for each target, without touching `.grad`. A target self doesn't depend on is an error
-    (tinygrad), or zeros with materialize_grads=True."""
-    saved = [(t, t.grad, t.requires_grad) for t in targets]
-    for t in targets: t.grad = None
-    try:
-      self.backward(gradient, retain_graph=True)
-      for t in targets:
-        if t.grad is None and not materialize_grads:
-          raise RuntimeError(f"gradient: the target {t} is not in the graph of {self} (materialize_grads=True gives zeros)")
-      return [t.grad if t.grad is not None else t.zeros_like() for t in targets]
-    finally:
-      for t, g, _ in saved: t.grad = g
+    (tinygrad), or zeros with materialize_grads=True. The gradients are differentiable (as tinygrad's): a gradient
+    of a gradient is a second-order one.
+
+    >>> x = Tensor([2.0], requires_grad=True)
+    >>> (dx,) = x.sin().sum().gradient(x)
+    >>> round(dx.item(), 4), round(dx.sum().gradient(x)[0].item(), 4)   # cos(2), -sin(2)
+    (-0.4161, -0.9093)
+    """
+    grads = self._backprop(gradient, True, True)
+    for t in targets:
+      if t not in grads and not materialize_grads:
+        raise RuntimeError(f"gradient: the target {t} is not in the graph of {self} (materialize_grads=True gives zeros)")
+    return [grads[t] if t in grads else t.zeros_like() for t in targets]
 
   # ***** movement ops *****
   def _axis(self, a: int, n: int | None = None, op: str | None = None) -> int:
