@@ -90,6 +90,6 @@ def backward_graph(ctx: F.Function, out, g) -> list:
 def vjp(out, inputs: tuple, g) -> list[Any]:
   """d(out)/d(inputs) contracted with g, as differentiable Tensors (None where an input doesn't require grad): the
   backward of a sub-graph `out` built from `inputs` (a Function's forward recomputed from differentiable ops)."""
-  want = [t for t in inputs if t.requires_grad]
-  got = dict(zip(map(id, want), out.gradient(*want, gradient=g, materialize_grads=True))) if want else {}
-  return [got.get(id(t)) if t.requires_grad else None for t in inputs]
+  # (the inputs are leaves of this backward: what flows into them goes on from the caller's graph walk, once)
+  grads = out._backprop(g, True, True, stop=tuple(inputs))
+  return [(grads[t] if t in grads else t.zeros_like()) if t.requires_grad else None for t in inputs]

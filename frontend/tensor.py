@@ -33,11 +33,21 @@ def argfix(*x):
     return tuple(x[0])
   return x
 
+def shape_arg(*shape, op: str) -> tuple:
+  """argfix(*shape), refusing a negative size by name (torch and tinygrad: ValueError)."""
+  shape = argfix(*shape)
+  if any(isinstance(s, int) and s < 0 for s in shape): raise ValueError(f"{op}: negative dimension in shape {shape}")
+  return shape
+
 def make_tuple(x, n: int) -> tuple: return (x,) * n if isinstance(x, int) else tuple(x)
 def round_up(n: int, a: int) -> int: return (n + a - 1) // a * a
 
 # random bits per uniform draw: the significand's precision (dtypes not listed take float32's 24)
 _RAND_BITS = {dtypes.float16: 11, dtypes.bfloat16: 8}
+
+class UnknownDTypeError(TypeError, AttributeError):
+  """An unknown dtype name or object. Both a TypeError (torch: a bad dtype argument) and an AttributeError (tinygrad
+  looks a name up on `dtypes`), as numpy's AxisError is both a ValueError and an IndexError: either `except` works."""
 
 def _to_dtype(d, op: str = "dtype") -> DType:
   """d as a DType (None stays None): a DType, one of DTYPES_BY_NAME's names, or a numpy dtype. op names the caller
@@ -47,7 +57,7 @@ def _to_dtype(d, op: str = "dtype") -> DType:
   if not isinstance(d, str):
     try: return dtypes.from_np(d)
     except TypeError: pass
-  raise TypeError(f"{op}: unknown dtype {d!r}; use a DType (dtypes.float32), a numpy dtype or one of the names "
+  raise UnknownDTypeError(f"{op}: unknown dtype {d!r}; use a DType (dtypes.float32), a numpy dtype or one of the names "
                   f"{', '.join(sorted(DTYPES_BY_NAME))}")
 
 class _Train(ContextDecorator):
@@ -371,7 +381,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor.empty(2, 3).shape, Tensor.empty(4, dtype=dtypes.int32).dtype
     ((2, 3), dtypes.int)
     """
-    shape, dt, dev = argfix(*shape), _to_dtype(dtype) or dtypes.default_float, multi.canonical(device)
+    shape, dt, dev = shape_arg(*shape, op="empty"), _to_dtype(dtype) or dtypes.default_float, multi.canonical(device)
     if isinstance(dev, tuple): return Tensor(MultiLazyBuffer([LazyBuffer.empty(shape, dt, d) for d in dev], None), **kw)
     return Tensor(LazyBuffer.empty(shape, dt, dev), **kw)
   @staticmethod
@@ -529,7 +539,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   @staticmethod
   def rand(*shape, device=None, dtype=None, **kw) -> Tensor:
     """Uniform in [0, 1)."""
-    shape, dev = argfix(*shape), multi.canonical(device)
+    shape, dev = shape_arg(*shape, op="rand"), multi.canonical(device)
     dt = _to_dtype(dtype) or dtypes.default_float
     if not dt.is_float: raise TypeError(f"rand: dtype must be a float type, not {dt}")
     if isinstance(dev, tuple): raise ValueError(f"rand: random numbers on several devices {dev}; make them on one device and shard() them")
@@ -548,7 +558,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   @staticmethod
   def randn(*shape, dtype=None, requires_grad=None, **kw) -> Tensor:
     """Standard normal (Box-Muller)."""
-    shape, dt = argfix(*shape), _to_dtype(dtype) or dtypes.default_float
+    shape, dt = shape_arg(*shape, op="randn"), _to_dtype(dtype) or dtypes.default_float
     # computed in float32 (float64 for float64) whatever dt is: from half uniforms 1 - u would be 0 once in 2**11
     # draws and log(0) an infinity; in float32 1 - u >= 2**-24, so |x| <= 5.8, which every float dtype holds
     src = Tensor.rand(2, *shape, dtype=dtypes.float64 if dt == dtypes.float64 else dtypes.float32, **kw)
@@ -641,8 +651,10 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return Tensor.normal(*shape, mean=0.0, std=std, **kw)
 
   # ***** autograd *****
-  def _deepwalk(self):
-    out, seen = [], set()
+  def _deepwalk(self, stop: tuple = ()):
+    out, seen = [], set(stop)   # (a stop tensor is a leaf here: its own history is not walked)
+    for t in stop:
+      if t is not self and t.requires_grad: out.append(t)
     stack = [(self, False)]
     while stack:
       node, done = stack.pop()
@@ -667,17 +679,20 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     for t, g in grads.items():   # (an intermediate keeps this pass's gradient; a leaf adds it to what it had)
       t.grad = g if t.grad is None or t._ctx is not None else t.grad + g
     return self
-  def _backprop(self, gradient: Tensor | None, retain_graph: bool, create_graph: bool) -> dict[Tensor, Tensor]:
-    """d(self)/d(t) for every t in self's graph that requires grad (a dict in walk order); touches no `.grad`."""
+  def _backprop(self, gradient: Tensor | None, retain_graph: bool, create_graph: bool, stop: tuple = ()) -> dict[Tensor, Tensor]:
+    """d(self)/d(t) for every t in self's graph that requires grad (a dict in walk order); touches no `.grad`. The
+    tensors in `stop` are taken as leaves (a sub-graph's backward: what flows into them is not passed on)."""
     if gradient is None:
       if self.shape != (): raise RuntimeError(f"backward: only scalar outputs get an implicit gradient, this is {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device, requires_grad=False)
     if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} != tensor shape {self.shape}")
-    if self._ctx is None and not self.requires_grad: raise RuntimeError("backward: this tensor does not require grad")
+    if self._ctx is None and not self.requires_grad:
+      raise RuntimeError(f"backward: {self} does not require grad: no input of it has requires_grad=True (a tensor made "
+                         "with the default requires_grad=None records no autograd graph)")
     if isinstance(self._ctx, F.FreedGraph): self._ctx.backward(gradient)   # raises: the graph was used up
-    walk, dev, grads = self._deepwalk(), self.device, {self: gradient}
+    walk, dev, grads = self._deepwalk(stop), self.device, {self: gradient}
     for t0 in reversed(walk):
-      if t0._ctx is None or (g0 := grads.get(t0)) is None: continue   # (no gradient: e.g. the condition of a where())
+      if t0._ctx is None or (g0 := grads.get(t0)) is None or (stop and any(t0 is t for t in stop)): continue   # (no gradient: e.g. the condition of a where())
       if isinstance(t0._ctx, F.FreedGraph):
         # a realized one is a parameter made as `Tensor.zeros(n, requires_grad=True).contiguous().realize()`: a leaf now
         if not t0.lazydata.realized: t0._ctx.backward(g0)
@@ -717,26 +732,26 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if not -max(n, 1) <= a < max(n, 1):
       raise IndexError(f"{op + ': ' if op else ''}dimension {a} is out of range for a tensor of {n} dims (shape {self.shape})")
     return a + n if a < 0 else a
-  def reshape(self, shape, *args) -> Tensor:
+  def reshape(self, *shape) -> Tensor:
     """The same data with a new shape of the same element count; one dim may be -1 (inferred) and None
     keeps that dim.
 
     >>> Tensor.arange(6).reshape(2, 3).tolist(), Tensor.arange(6).reshape(-1, 2).shape
     ([[0, 1, 2], [3, 4, 5]], (3, 2))
     """
-    sh = self.lazydata.shape
-    asked = tuple([sh[i] if s is None else s for i, s in enumerate(argfix(shape, *args))])
+    sh = self.lazydata.shape   # (a 0-d tensor's shape () as reshape(): einsum('->', x))
+    asked = tuple([sh[i] if s is None else s for i, s in enumerate(argfix(*shape))])
     # (what the checks below come to, symbolic or not: a shape has no -1 and its own size)
     if asked == sh: return self
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
-    if any_sym(asked) or any_sym(sh): return self._reshape_sym(asked, argfix(shape, *args))
+    if any_sym(asked) or any_sym(sh): return self._reshape_sym(asked, argfix(*shape))
     if -1 in asked:
       known = prod(s for s in asked if s != -1)
       # with 0 elements, -1 could be any size (torch refuses the same way)
       if known == 0: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for {self.shape}: any size would fit 0 elements")
       asked = tuple(prod(sh) // known if s == -1 else s for s in asked)
     new = asked
-    if any(s < 0 for s in new) or prod(new) != prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(shape, *args)}")
+    if any(s < 0 for s in new) or prod(new) != prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(*shape)}")
     return self if new == sh else F.Reshape.apply(self, shape=new)
   def _reshape_sym(self, asked: tuple, orig) -> Tensor:
     # symbolic dims (bound Variables): the -1 is inferred from the concrete dims once the symbolic ones that appear on
@@ -779,13 +794,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       if b != s and b != 1: raise ValueError(f"expand: can't expand {self.shape} to {new}")
     x = self.reshape(base) if base != self.shape else self
     return x if new == x.shape else F.Expand.apply(x, shape=new)
-  def permute(self, order, *args) -> Tensor:
+  def permute(self, *order) -> Tensor:
     """Reorder the dims: dim i of the result is dim order[i] of self.
 
     >>> Tensor.zeros(1, 2, 3).permute(2, 0, 1).shape
     (3, 1, 2)
     """
-    order = tuple(self._axis(a, op="permute") for a in argfix(order, *args))
+    order = tuple(self._axis(a, op="permute") for a in argfix(*order))   # (a 0-d tensor: permute())
     if sorted(order) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of {self.ndim} dims (shape {self.shape})")
     return self if order == tuple(range(self.ndim)) else F.Permute.apply(self, order=order)
   def flip(self, axis, *args) -> Tensor:
@@ -922,8 +937,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     ((2,), (2, 1))
     """
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    d = self._axis(dim, op="squeeze")   # (a 0-d tensor takes dim 0 or -1, as torch)
     if self.ndim == 0: return self
-    d = self._axis(dim, op="squeeze")
     return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
   def unsqueeze(self, dim: int) -> Tensor:
     """Insert a size-1 dim at position `dim` (negative counts from the end).
@@ -1089,7 +1104,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     self._nonempty_reduce("min", axis)   # (names min, not max, in an axis error)
     if self.dtype.is_bool: return self.logical_not().max(axis, keepdim).logical_not()
-    if self.dtype.is_unsigned: return (~self).max(axis, keepdim).bitwise_not()
+    # (integers through ~x = -x - 1: order-reversing without overflow, where -x wraps the most negative value to itself)
+    if self.dtype.is_int: return (~self).max(axis, keepdim).bitwise_not()
     return -((-self).max(axis, keepdim))
   def _nonempty_reduce(self, name: str, axis):
     for a in self._reduce_axes(axis, op=name):
@@ -1210,7 +1226,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor([3, 1, 2, 1]).argmin().item(), Tensor([[3, 1], [0, 2]]).argmin(axis=1).tolist()
     (1, [1, 0])
     """
-    return (-self if not self.dtype.is_bool else self.logical_not()).argmax(axis, keepdim) if not self.dtype.is_unsigned else (~self).argmax(axis, keepdim)
+    # (integers through ~x, as min: -x wraps the most negative value to itself)
+    return (-self if self.dtype.is_float else self.logical_not() if self.dtype.is_bool else ~self).argmax(axis, keepdim)
 
   # ***** matmul *****
   def dot(self, w: Tensor, dtype=None) -> Tensor:
@@ -1429,14 +1446,23 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     a, b = self._broadcasted(x, reverse, op="div")
     # integers divide exactly in integers (a float quotient rounds above 2**24)
     if rounding_mode == "trunc": return F.IDiv.apply(a, b) if not a.dtype.is_float and not a.dtype.is_bool else (a / b).trunc()
-    if rounding_mode == "floor": return a.idiv(b) if not a.dtype.is_float else (a / b).floor()
+    if rounding_mode == "floor": return a._floordiv(b) if not a.dtype.is_float else (a / b).floor()
     if rounding_mode is not None: raise RuntimeError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     return F.Div.apply(a._float(), b._float())
   def idiv(self, x, reverse=False) -> Tensor:
+    """Integer division truncating toward zero (tinygrad's idiv, C's `/`); trunc(a/b) for floats. `//` floors.
+
+    >>> Tensor([7, -7]).idiv(2).tolist(), (Tensor([7, -7]) // 2).tolist()
+    ([3, -3], [3, -4])
+    """
+    if self.dtype.is_bool or (isinstance(x, Tensor) and x.dtype.is_bool and reverse):
+      raise TypeError("idiv: bool tensors can't be divided")
+    return self.div(x, reverse, rounding_mode="trunc")
+  def _floordiv(self, x, reverse=False) -> Tensor:
     """Floor division (Python semantics) for ints; floor(a/b) for floats."""
-    a, b = self._broadcasted(x, reverse, op="idiv")
+    a, b = self._broadcasted(x, reverse, op="floordiv")
     if a.dtype.is_float: return (a / b).floor()
-    if a.dtype.is_bool: raise TypeError("idiv: bool tensors can't be divided")
+    if a.dtype.is_bool: raise TypeError("floordiv: bool tensors can't be divided")
     q = F.IDiv.apply(a, b)
     if a.dtype.is_unsigned: return q
     r = F.Mod.apply(a, b)
@@ -1465,6 +1491,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     ([8, 27], [2, 4, 8], [2.0])
     """
     if not isinstance(x, Tensor) and not reverse:
+      if not self.dtype.is_float and isinstance(x, int) and x < 0:   # (torch and tinygrad refuse it too)
+        raise RuntimeError(f"pow: integers to negative integer powers are not allowed ({self.dtype} ** {x})")
       if x == 2: return self * self
       if x == 1: return self
       if x == 0.5: return self.sqrt()
@@ -1830,7 +1858,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     a, b = self._float()._broadcasted(other, op="copysign")
     neg = (b < 0) | ((b == 0) & ((1 / b) < 0))
-    return neg.where(-a.abs(), a.abs())
+    # `other` gets a zero gradient, not none (torch, tinygrad): it joins the graph through sign (zero gradient),
+    # as a +0.0 that is subtracted (x - +0.0 is x for every x, -0.0 and nan included)
+    return neg.where(-a.abs(), a.abs()) - b.sign().abs() * 0
   def logical_not(self) -> Tensor:
     """`not x` elementwise, as a bool tensor.
 
@@ -1839,33 +1869,34 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     return F.Neq.apply(*self.bool()._broadcasted(True))
   def bitwise_not(self) -> Tensor:
-    """`~x` for integers (logical not for bools); raises TypeError for floats.
+    """`~x` for integers (logical not for bools); raises RuntimeError for floats.
 
     >>> Tensor([0, 5]).bitwise_not().tolist(), Tensor([0, 5], dtype=dtypes.uint8).bitwise_not().tolist()
     ([-1, -6], [255, 250])
     """
-    if self.dtype.is_float: raise TypeError(f"bitwise_not: {self.dtype} is not an integer or bool type")
+    # (RuntimeError, as torch and tinygrad raise: the op has no kernel for the dtype)
+    if self.dtype.is_float: raise RuntimeError(f"bitwise_not: {self.dtype} is not an integer or bool type")
     return self.logical_not() if self.dtype.is_bool else self ^ -1 if not self.dtype.is_unsigned else self ^ dtypes.max(self.dtype)
   def _bitop(self, fn, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse, op=fn.__name__.lower())
-    if a.dtype.is_float: raise TypeError(f"{fn.__name__}: not defined for {a.dtype}")
+    if a.dtype.is_float: raise RuntimeError(f"{fn.__name__}: not defined for {a.dtype}")
     return fn.apply(a, b)
   def bitwise_and(self, x, reverse=False) -> Tensor:
-    """`self & x` for integer and bool tensors; raises TypeError for floats.
+    """`self & x` for integer and bool tensors; raises RuntimeError for floats.
 
     >>> Tensor([12, 10]).bitwise_and(6).tolist()
     [4, 2]
     """
     return self._bitop(F.BitwiseAnd, x, reverse)
   def bitwise_or(self, x, reverse=False) -> Tensor:
-    """`self | x` for integer and bool tensors; raises TypeError for floats.
+    """`self | x` for integer and bool tensors; raises RuntimeError for floats.
 
     >>> Tensor([12, 10]).bitwise_or(3).tolist()
     [15, 11]
     """
     return self._bitop(F.BitwiseOr, x, reverse)
   def bitwise_xor(self, x, reverse=False) -> Tensor:
-    """`self ^ x` for integer and bool tensors; raises TypeError for floats.
+    """`self ^ x` for integer and bool tensors; raises RuntimeError for floats.
 
     >>> Tensor([12, 10]).bitwise_xor(6).tolist()
     [10, 12]
@@ -2031,8 +2062,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def __rmul__(self, x): return self.mul(x, True)
   def __truediv__(self, x): return self.div(x)
   def __rtruediv__(self, x): return self.div(x, True)
-  def __floordiv__(self, x): return self.idiv(x)
-  def __rfloordiv__(self, x): return self.idiv(x, True)
+  def __floordiv__(self, x): return self._floordiv(x)
+  def __rfloordiv__(self, x): return self._floordiv(x, True)
   def __mod__(self, x): return self.mod(x)
   def __rmod__(self, x): return self.mod(x, True)
   def __pow__(self, x): return self.pow(x)
@@ -2064,7 +2095,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def __isub__(self, x): return self._inplace(self.sub(x))
   def __imul__(self, x): return self._inplace(self.mul(x))
   def __itruediv__(self, x): return self._inplace(self.div(x))
-  def __ifloordiv__(self, x): return self._inplace(self.idiv(x))
+  def __ifloordiv__(self, x): return self._inplace(self._floordiv(x))
   def __imatmul__(self, x): return self._inplace(self.matmul(x))
   def lt(self, x):
     """`self < x` as a bool tensor.

@@ -26,6 +26,10 @@ CASES = {
   "softmax": (lambda x, c: (x.softmax(-1) * c).sum(), lambda x, c: (x.softmax(-1) * c).sum(), [(3, 6), (3, 6)]),
   "conv2d": (lambda x, w: (x.conv2d(w, padding=1) ** 2).sum(),
              lambda x, w: (torch.nn.functional.conv2d(x, w, padding=1) ** 2).sum(), [(2, 3, 6, 6), (4, 3, 3, 3)]),
+  # the weight read twice, the second conv's input computed from it: each conv's backward must stop at its own inputs
+  "conv2d_shared_weight": (lambda x, w: (x.conv2d(w, padding=1).tanh().conv2d(w, padding=1) ** 2).sum(),
+                           lambda x, w: (torch.nn.functional.conv2d(torch.nn.functional.conv2d(x, w, padding=1).tanh(), w, padding=1) ** 2).sum(),
+                           [(1, 3, 5, 5), (3, 3, 3, 3)]),
   "conv2d_stride2": (lambda x, w: (x.conv2d(w, stride=2, padding=1) ** 2).sum(),
                      lambda x, w: (torch.nn.functional.conv2d(x, w, stride=2, padding=1) ** 2).sum(), [(1, 2, 8, 8), (8, 2, 3, 3)]),
 }
@@ -37,6 +41,16 @@ def test_hessian_vector_product_matches_torch(name):
   v = rand(*shapes[0])
   for a, b in zip(_hvp_ours(ours, arrays, v), _hvp_torch(theirs, arrays, v)):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+def test_gradient_through_a_shared_weight_conv_chain():
+  # first order through gradient() (differentiable mode), the weight used by two convs (tinygrad's test_biased_conv2d)
+  x, w, b = rand(1, 8, 5, 5), rand(8, 8, 1, 1), rand(8)
+  ts = [Tensor(a, requires_grad=True) for a in (x, w, b)]
+  ours = ts[0].conv2d(ts[1], ts[2]).relu().conv2d(ts[1], ts[2]).sum().gradient(*ts)
+  tt = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+  F = torch.nn.functional
+  F.conv2d(F.conv2d(tt[0], tt[1], tt[2]).relu(), tt[1], tt[2]).sum().backward()
+  for o, t in zip(ours, tt): np.testing.assert_allclose(o.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 def test_third_order():
   x = Tensor([0.5, -1.5], requires_grad=True)
