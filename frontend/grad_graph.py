@@ -19,6 +19,8 @@ from compiler.dtypes import DType
 from compiler.lazy import LazyBuffer
 from compiler.uop import Ops
 from frontend import function as F
+from frontend.function import Function
+from frontend.multi import MultiLazyBuffer
 
 # LazyBuffer ALU op -> the Function that computes it differentiably (LOG2, EXP2: through Log/Exp and a constant)
 _ALU: dict[Ops, type[F.Function]] = {Ops.NEG: F.Neg, Ops.RECIP: F.Reciprocal, Ops.SIN: F.Sin, Ops.SQRT: F.Sqrt,
@@ -43,9 +45,7 @@ class TensorLB:
   def dtype(self) -> DType: return self.t.lazydata.dtype
   @property
   def device(self): return self.t.lazydata.device
-  def _new(self, lb: LazyBuffer) -> TensorLB:
-    from frontend.tensor import _wrap
-    return TensorLB(_wrap(lb))   # a constant: nothing to differentiate
+  def _new(self, lb: LazyBuffer) -> TensorLB: return TensorLB(_wrap(lb))   # a constant: nothing to differentiate
   def const_like(self, value) -> TensorLB: return self._new(self.t.lazydata.const_like(value))
   def alu(self, op: Ops, *srcs: TensorLB) -> TensorLB:
     if op is Ops.LOG2: return TensorLB(F.Log.apply(self.t)).alu(Ops.MUL, self.const_like(1 / math.log(2)))
@@ -64,6 +64,20 @@ class TensorLB:
   def shrink(self, arg) -> TensorLB: return TensorLB(F.Shrink.apply(self.t, arg=tuple(arg)))
   def flip(self, axes) -> TensorLB: return TensorLB(F.Flip.apply(self.t, axis=tuple(axes)))
 
+class Unrecorded(Function):
+  """A value a Function saved that is no longer its input's or its output's (the input was written in place after the
+  forward): the first-order gradient reads it as it was, a gradient of that gradient through it raises."""
+  def forward(self, x, name: str):
+    self.name = name
+    return x
+  def backward(self, g):
+    raise NotImplementedError(f"second-order gradient through {self.name}: its input was modified in place after the forward, "
+                              "so the value its backward read is not in the graph")
+
+def _wrap(lb, requires_grad: bool | None = False):
+  from frontend.tensor import _wrap as wrap
+  return wrap(lb, requires_grad)
+
 def backward_graph(ctx: F.Function, out, g) -> list:
   """The gradients (Tensors or None, one per parent) of `out` (made by `ctx`) given its gradient Tensor `g`, as Tensors
   that carry their own autograd graph. A Function with a `backward_tensors` method (the convolutions, whose backward is
@@ -77,11 +91,8 @@ def backward_graph(ctx: F.Function, out, g) -> list:
     src = {id(p.lazydata): p for p in ctx.parents} | {id(out.lazydata): out}
     c = copy.copy(ctx)
     for k, v in vars(ctx).items():
-      if isinstance(v, LazyBuffer):
-        if id(v) not in src:
-          raise NotImplementedError(f"create_graph: {type(ctx).__name__} saved a value that is neither an input nor its output; "
-                                    "its gradient can't be differentiated")
-        setattr(c, k, TensorLB(src[id(v)]))
+      if isinstance(v, (LazyBuffer, MultiLazyBuffer)):
+        setattr(c, k, TensorLB(src[id(v)] if id(v) in src else Unrecorded.apply(_wrap(v, True), name=type(ctx).__name__)))
     grads = c.backward(TensorLB(g))
     grads = [grads] if len(ctx.parents) == 1 else list(grads)
     return [x.t if isinstance(x, TensorLB) else x for x in grads]

@@ -98,3 +98,13 @@ def test_gradient_leaves_grad_untouched():
   (gx,) = (x * w).sum().gradient(x)
   assert x.grad is None and w.grad is None
   np.testing.assert_allclose(gx.numpy(), [3.0, 4.0])
+
+def test_input_written_in_place_after_forward():
+  # the first-order gradient reads the value the forward saw; differentiating it again through that value is refused
+  x = Tensor([2.0, 3.0], requires_grad=True)
+  h = x * 1
+  y = (h * h).sum()
+  h.assign(Tensor([10.0, 10.0]))
+  (gh,) = y.gradient(h)
+  np.testing.assert_allclose(gh.numpy(), [4.0, 6.0])
+  with pytest.raises(NotImplementedError, match="in place"): gh.sum().gradient(x)
