@@ -89,8 +89,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if isinstance(data, MultiLazyBuffer) or isinstance(device, (tuple, list)):   # on several devices (frontend/multi.py)
       _init_multi(self, data, device, dtype, requires_grad)
       return
-    if dtype in dtypes.fp8s and not isinstance(data, (LazyBuffer, bytes, bytearray, memoryview)) and data is not None:
-      # numpy has no fp8: the values become float32 and are rounded to fp8 by a kernel (frontend/fp8.py)
+    if (dtype in dtypes.fp8s or dtype is dtypes.bfloat16) and not isinstance(data, (LazyBuffer, bytes, bytearray, memoryview)) and data is not None:
+      # numpy has no fp8 or bfloat16: the values become float32 and are rounded by a kernel (frontend/fp8.py, the cast)
       data = Tensor(data, device, dtypes.float32).cast(dtype).lazydata
     # a LazyBuffer already lives somewhere: stay there unless a device is asked for
     device = data.device if isinstance(data, LazyBuffer) and device is None else Device.canonicalize(device)
@@ -270,8 +270,17 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     return Tensor(self.lazydata, requires_grad=False)
   def clone(self) -> Tensor:
-    """A copy in a buffer of its own (writes to either don't reach the other); gradients flow through it as in torch."""
-    return F.Clone.apply(self)
+    """A copy in a buffer of its own (writes to either don't reach the other); gradients flow through it as in torch,
+    and a `.grad` already there is cloned too (tinygrad).
+
+    >>> a = Tensor([1.0, 2.0], requires_grad=True)
+    >>> _ = (a * 3).sum().backward()
+    >>> a.clone().grad.tolist()
+    [3.0, 3.0]
+    """
+    ret = F.Clone.apply(self)
+    if self.grad is not None: ret.grad = self.grad.clone()
+    return ret
   def to(self, device: str | tuple[str, ...] | None) -> Tensor:
     """This tensor on `device` (None: the default device): a copy, or self when it is already there. The
     gradient moves too. A tuple of devices replicates it on each (`shard(devices)`); a sharded tensor sent to one
@@ -573,14 +582,17 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return Tensor.randn(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
   @staticmethod
   def randint(*shape, low=0, high=10, **kw) -> Tensor:
-    """Random integers in [low, high) (int32 unless `dtype` is given); raises ValueError unless low < high.
+    """Random integers in [low, high) (an int dtype, int32 unless `dtype` is given); TypeError for a bound or dtype
+    that is not an int (torch, tinygrad), ValueError unless low < high.
 
     >>> x = Tensor.randint(2, 3, low=5, high=7)
     >>> x.shape, x.dtype, ((x >= 5) & (x < 7)).all().item()
     ((2, 3), dtypes.int, True)
     """
-    if not (isinstance(low, int) and isinstance(high, int)) or high <= low: raise ValueError(f"randint: need ints low < high, got {low}, {high}")
+    if not (isinstance(low, int) and isinstance(high, int)): raise TypeError(f"randint: low and high must be ints, got {low!r}, {high!r}")
+    if high <= low: raise ValueError(f"randint: need low < high, got {low}, {high}")
     dt = _to_dtype(kw.pop("dtype", None)) or dtypes.int32
+    if not dt.is_int: raise TypeError(f"randint: dtype must be an integer type, not {dt}")
     return (Tensor.rand(*shape, **kw) * (high - low) + low).floor().cast(dt)
   @staticmethod
   def randperm(n: int, device=None, dtype=dtypes.int32, **kw) -> Tensor:

@@ -137,3 +137,39 @@ def test_interpolate_bilinear_uint8_matches_torch(size, align_corners):
   out = Tensor(x.numpy()).interpolate(size, mode="linear", align_corners=align_corners)
   assert out.dtype == dtypes.uint8
   np.testing.assert_array_equal(out.numpy(), ref)
+
+# ***** randint argument errors: TypeError for the types, ValueError for the range; clone keeps .grad *****
+@pytest.mark.parametrize("kw", [dict(low=0.1, high=3), dict(low=0, high=3.5), dict(low=1, high=3, dtype="float"),
+                                dict(low=0, high=3, dtype=dtypes.float32)])
+def test_randint_type_errors(kw):
+  with pytest.raises(TypeError, match="randint"): Tensor.randint((3, 4), **kw)
+
+def test_randint_empty_range_is_value_error():
+  with pytest.raises(ValueError, match="low < high"): Tensor.randint(3, low=3, high=3)
+
+def test_clone_copies_grad():
+  a = Tensor.rand(4, 4, requires_grad=True)
+  a.mul(5.0).add(5.0).mean().backward()
+  b = a.clone()
+  np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy())
+  assert b.grad is not a.grad
+  assert Tensor([1.0]).clone().grad is None
+
+# ***** bfloat16: made from Python lists, and its arithmetic on the CPU (C renderer) in float32, rounded back *****
+@pytest.mark.parametrize("n", [3, 4096])   # (scalar kernels and vectorized ones)
+def test_bfloat16_arithmetic_matches_torch(n):
+  x = np.random.default_rng(n).standard_normal(n).astype(np.float32) * 8
+  x[1] = np.nan
+  b, t = Tensor(x).cast(dtypes.bfloat16), torch.tensor(x).bfloat16()
+  for ours, theirs in [(b + b, t + t), (b * b - b, t * t - t), (-b, -t), (b.maximum(Tensor(0.5).cast(dtypes.bfloat16)), t.clamp(min=0.5)),
+                       ((b < 1).where(b, 2.0), torch.where(t < 1, t, torch.tensor(2.0, dtype=torch.bfloat16)))]:
+    assert ours.dtype == dtypes.bfloat16
+    np.testing.assert_array_equal(ours.numpy(), theirs.float().numpy())
+  np.testing.assert_array_equal((b < 1).numpy(), (t < 1).numpy())
+  np.testing.assert_array_equal(b[2:].cast(dtypes.int32).numpy(), t[2:].int().numpy())
+
+def test_bfloat16_from_lists_and_constants():
+  assert Tensor([1, 2.5, -3], dtype=dtypes.bfloat16).tolist() == [1.0, 2.5, -3.0]
+  assert Tensor([1.1], dtype=dtypes.bfloat16).tolist() == [torch.tensor([1.1]).bfloat16().item()]   # rounded on creation
+  np.testing.assert_array_equal(Tensor.full((64,), 2.5, dtype=dtypes.bfloat16).numpy(), np.full(64, 2.5, np.float32))
+  np.testing.assert_array_equal((Tensor.ones(64, dtype=dtypes.bfloat16) * 3).numpy(), np.full(64, 3.0, np.float32))
