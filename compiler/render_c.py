@@ -32,8 +32,21 @@ def ctype(dt: DType) -> str:
   if dt.count > 1: return f"{C_TYPES[dt.scalar].replace(' ', '_')}{dt.count}"
   return C_TYPES[dt]
 
+def bf16_bits(v: float) -> int:
+  """The bfloat16 bit pattern of v: float32's top half rounded to nearest even (NaN a quiet NaN, overflow inf)."""
+  if math.isnan(v): return 0x7FC0
+  try: b = struct.unpack("<I", struct.pack("<f", v))[0]
+  except OverflowError: b = struct.unpack("<I", struct.pack("<f", math.copysign(math.inf, v)))[0]
+  return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
+
 def render_const(v, dt: DType) -> str:
+  """A constant as a C literal; bfloat16 (held as its unsigned short bits everywhere) as its bit pattern.
+
+  >>> render_const(2.0, dtypes.bfloat16), render_const(1.5, dtypes.float32)
+  ('(unsigned short)0x4000', '0x1.8000000000000p+0f')
+  """
   dt = dt.scalar
+  if dt is dtypes.bfloat16: return f"(unsigned short)0x{bf16_bits(float(v)):04x}"
   if dt.is_float:
     suffix = "f" if dt is not dtypes.float64 else ""
     if math.isnan(v): return f"__builtin_nan{suffix}(\"\")" if dt is not dtypes.float16 else "(_Float16)__builtin_nanf(\"\")"
@@ -176,14 +189,23 @@ def portable_c(src: str) -> str:
   for a, b in _PORTABLE_NAMES: src = src.replace(a, b)
   return re.sub(r"__builtin_(\w+)\(", r"\1(", src)
 
-def _bf16_cast(x: str, src: DType, dst: DType) -> str:
-  """bfloat16 is the top half of a float32: widen by shifting the bits, narrow rounding to nearest even."""
-  if src is dtypes.bfloat16:
-    f = f"((union {{unsigned int i; float f;}}){{.i=((unsigned int){x})<<16}}).f"
-    return f if dst is dtypes.float32 else f"({ctype(dst)})({f})"
-  fx = x if src is dtypes.float32 else f"(float)({x})"
-  bits = f"((union {{float f; unsigned int i;}}){{.f={fx}}}).i"
-  return f"(unsigned short)(({fx}!={fx})?0x7fc0u:(({bits}+0x7fffu+(({bits}>>16)&1u))>>16))"
+def _bf16_widen(x: str, n: int) -> str:
+  """bfloat16 bits (a scalar or an n-vector) as float32: the top half of a float32, so a shift of the bits."""
+  if n == 1: return f"((union {{unsigned int i; float f;}}){{.i=((unsigned int){x})<<16}}).f"
+  return f"(({ctype(dtypes.float32.vec(n))})(__builtin_convertvector({x}, {ctype(dtypes.uint32.vec(n))})<<16))"
+
+def _bf16_narrow(f: str, n: int) -> str:
+  """float32 `f` (a variable: it is read four times) rounded to nearest even into bfloat16 bits; NaN a quiet NaN."""
+  if n == 1:
+    bits = f"((union {{float f; unsigned int i;}}){{.f={f}}}).i"
+    return f"(unsigned short)(({f}!={f})?0x7fc0u:(({bits}+0x7fffu+(({bits}>>16)&1u))>>16))"
+  uv = ctype(dtypes.uint32.vec(n))
+  bits, nan = f"(({uv}){f})", f"(({uv})({f}!={f}))"   # (a vector comparison is a -1/0 mask: the NaN lanes selected by bits)
+  return f"__builtin_convertvector(((({bits}+0x7fffu+(({bits}>>16)&1u))>>16)&~{nan})|(0x7fc0u&{nan}), {ctype(dtypes.bfloat16.vec(n))})"
+
+def _to_f32(x: str, src: DType) -> str:
+  if src.scalar is dtypes.float32: return x
+  return f"(float)({x})" if src.count == 1 else f"__builtin_convertvector({x}, {ctype(dtypes.float32.vec(src.count))})"
 
 TILE_BODY_VECTOR_OPS = 16   # a loop body with this many vector ALU ops is a register tile's (12 FMAs: 24)
 
@@ -233,6 +255,8 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
   for u in prog:
     if u.dtype is not None and u.dtype.count > 1:
       vec_types.add(u.dtype)
+      # (bfloat16 vectors are widened to float32 through uint32 vectors and compared through int32 masks)
+      if u.dtype.scalar is dtypes.bfloat16: vec_types.update(d.vec(u.dtype.count) for d in (dtypes.float32, dtypes.uint32, dtypes.int32))
       if u.op is Ops.MAX or (u.op is Ops.ASSIGN and u.src[1].op is Ops.MAX): vec_types.add(dtypes.int32.vec(u.dtype.count))
     op, pad = u.op, "  " * depth
     if op is Ops.CONST: names[u] = render_const(u.arg, u.dtype); continue
@@ -273,9 +297,15 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
       names[u] = r(u.src[0]); continue
     elif op is Ops.REDUCE:
       names[u] = r(u.src[0]); continue
-    elif op is Ops.CAST and dtypes.bfloat16 in (u.dtype, u.src[0].dtype):
-      expr = _bf16_cast(r(u.src[0]), u.src[0].dtype, u.dtype)
+    elif op is Ops.CAST and u.src[0].dtype.scalar is dtypes.bfloat16:   # widen, then on from float32
+      n, dst, w = u.dtype.count, u.dtype, _bf16_widen(r(u.src[0]), u.dtype.count)
+      if dst.scalar is dtypes.float32: expr = w
+      elif n > 1: expr = f"__builtin_convertvector({w}, {ctype(dst)})"
+      else: expr = f"({ctype(dst)})(long long)({w})" if dst.scalar in dtypes.uints else f"({ctype(dst)})({w})"
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {expr};")
+    elif op is Ops.CAST and u.dtype.scalar is dtypes.bfloat16:   # to float32 first, then rounded
+      lines.append(f"{pad}{ctype(dtypes.float32.vec(u.dtype.count))} {name}_f = {_to_f32(r(u.src[0]), u.src[0].dtype)};")
+      lines.append(f"{pad}{ctype(u.dtype)} {name} = {_bf16_narrow(name + '_f', u.dtype.count)};")
     elif op is Ops.CAST:
       if u.dtype.count > 1: expr = f"__builtin_convertvector({r(u.src[0])}, {ctype(u.dtype)})"
       # float -> unsigned through a signed 64-bit integer: out of range (negatives) it wraps as on every other backend,
@@ -292,6 +322,21 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
       names[u] = render_const(u.src[0].arg, u.dtype); continue
     elif op is Ops.GEP:
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {r(u.src[0])}[{u.arg}];")
+    elif op is not Ops.WHERE and dtypes.bfloat16 in (u.dtype.scalar, *[s.dtype.scalar for s in u.src if s.dtype is not None]):
+      # bfloat16 math runs in float32 (bf16 is held as its bits: an op on them directly would be integer arithmetic),
+      # the result rounded back to nearest even, as the LLVM and PTX renderers do; WHERE only picks bits
+      f32, bf, n = dtypes.float32, dtypes.bfloat16, max(s.dtype.count for s in u.src)
+      fv = f32.vec(n)
+      def wide(s: UOp) -> str:
+        if s.dtype.scalar is not bf: return r(s)
+        if s.op is Ops.CONST and n > 1:   # (a constant renders as a scalar: splat its float32 value)
+          lit = render_const(struct.unpack("<f", struct.pack("<I", bf16_bits(float(s.arg)) << 16))[0], f32)
+          return f"(({ctype(fv)}){{{', '.join([lit] * n)}}})"
+        return _bf16_widen(r(s), s.dtype.count)
+      if u.dtype.scalar is bf:
+        lines.append(f"{pad}{ctype(fv)} {name}_f = {_alu(op, fv, [wide(s) for s in u.src], fv)};")
+        lines.append(f"{pad}{ctype(u.dtype)} {name} = {_bf16_narrow(name + '_f', n)};")
+      else: lines.append(f"{pad}{ctype(u.dtype)} {name} = {_alu(op, u.dtype, [wide(s) for s in u.src], fv)};")
     else:
       # constants render as scalars; a vector op needs a vector operand where a vector MAX casts its operands (to select
       # bits) and where every operand is a constant (else the result is a scalar): there the constant is splat

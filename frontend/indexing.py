@@ -23,7 +23,8 @@ def _normalize(t, indices) -> list:
   if not isinstance(indices, tuple): indices = (indices,)
   out = []
   for i in indices:
-    if isinstance(i, (list, np.ndarray)) and not isinstance(i, Tensor):
+    # (a tuple inside the index is an index array like a list: x[(0, 1), :] is x[[0, 1], :], as torch and tinygrad)
+    if isinstance(i, (list, tuple, np.ndarray)) and not isinstance(i, Tensor):
       try: arr = np.asarray(i)
       except ValueError: raise IndexError(f"index: ragged or mixed list {i!r} can't be an index array") from None
       if arr.size == 0 and arr.dtype.kind == "f": arr = arr.astype(np.int64)   # [] selects nothing; it is not a float index
@@ -46,9 +47,16 @@ def _normalize(t, indices) -> list:
       if i.step is not None and not isinstance(i.step, (int, np.integer)): raise TypeError(f"slice steps must be integers or None, got {type(i.step).__name__} in {i}")
       out.append(("slice", i))
     else: raise IndexError(f"unsupported index type {type(i).__name__}: only ints, slices, None, ..., integer/bool lists and tensors index a Tensor")
-  # bool arrays become the integer positions they select (their shape decides the result's shape)
-  expanded = []
+  # bool arrays become the integer positions they select (their shape decides the result's shape); a mask covers as
+  # many dims as it has and must have their sizes (torch: IndexError; a shorter mask would select silently)
+  expanded, pos = [], 0
+  consumed = {"int": 1, "slice": 1, "arr": 1, "tensor": 1}
+  total = sum(v.ndim if k == "bool" else consumed.get(k, 0) for k, v in out)
   for kind, v in out:
+    if kind == "ellipsis": pos += max(t.ndim - total, 0)
+    if kind == "bool" and v.ndim > 0 and tuple(v.shape) != tuple(t.shape[pos:pos + v.ndim]):
+      raise IndexError(f"index: the bool mask of shape {v.shape} at dim {pos} doesn't match the indexed tensor's shape {t.shape}")
+    pos += v.ndim if kind == "bool" else consumed.get(kind, 0)
     if kind == "bool" and v.ndim > 0: expanded.extend(("arr", nz) for nz in np.nonzero(v))
     elif kind == "bool": expanded.append(("none", None) if v else ("empty", None))   # a new dim of size 1 (True) or 0 (False)
     else: expanded.append((kind, v))

@@ -500,7 +500,7 @@ class NNOpsMixin:
     if reduce == "mean":
       cnt = mask.sum(-1) + int(include_self)
       s = mask.where(src, 0).sum(-1, acc_dtype=self.dtype) + (self if include_self else 0)
-      return hit.where((s / cnt).cast(self.dtype) if self.dtype.is_float else s.idiv(cnt.maximum(1)).cast(self.dtype), self)
+      return hit.where((s / cnt).cast(self.dtype) if self.dtype.is_float else s.div(cnt.maximum(1), rounding_mode='floor').cast(self.dtype), self)
     if reduce in ("amax", "amin"):
       sgn = 1 if reduce == "amax" else -1
       r = mask.where(src * sgn, dtypes.min(self.dtype) if self.dtype.is_float or not self.dtype.is_unsigned else 0)._reduce(F.Max, -1, False) * sgn
@@ -523,8 +523,8 @@ class NNOpsMixin:
   def _cumalu(self: Tensor, axis: int, op: str) -> Tensor:
     """Inclusive scan with op in sum/prod/max along axis: each output reduces a window of the n-1 padded
     predecessors. Long axes are split into blocks of 256 so the work stays O(n * 256), not O(n^2)."""
+    axis = self._axis(axis, op=f"cum{op}")   # (a 0-d tensor takes axis 0 or -1 only, as torch)
     if self.ndim == 0: return self
-    axis = self._axis(axis)
     n = self.shape[axis]
     if n == 0: return self
     ident = {"sum": 0, "prod": 1, "max": dtypes.min(self.dtype)}[op]
@@ -696,8 +696,10 @@ class NNOpsMixin:
     if size > self.shape[d]: raise RuntimeError(f"unfold: size {size} is larger than dim {d} of {self.shape}")
     nd = self.ndim
     if size == 0:   # (n - 0) // step + 1 empty windows
+      # (an empty view of self, not a new tensor: it stays in the graph, so self gets a (zero) gradient)
       cnt = self.shape[d] // step + 1
-      return self.zeros(*[cnt if i == d else s for i, s in enumerate(self.shape)], 0, dtype=self.dtype, device=self.device)
+      empty = self.unsqueeze(-1).shrink(tuple([None] * nd + [(0, 0)]))
+      return empty.reshape(*[cnt if i == d else s for i, s in enumerate(self.shape)], 0)
     x = self.permute(*[i for i in range(nd) if i != d], d)._pool((size,), step)
     perm = list(range(nd - 1))
     perm.insert(d, nd - 1)
@@ -779,26 +781,28 @@ class NNOpsMixin:
     if not 0 < len(size) <= self.ndim: raise ValueError(f"interpolate: size {size} must name 1 to {self.ndim} dims of the input {self.shape}")
     if any(not isinstance(n, int) or n <= 0 for n in size): raise ValueError(f"interpolate: sizes must be positive ints, got {size}")
     if align_corners and mode.startswith("nearest"): raise ValueError(f"interpolate: align_corners can only be set with linear modes, not {mode!r}")
+    if self.dtype == dtypes.uint8 and not mode.startswith("nearest") and len(size) == 2: return self._interpolate_u8(size, align_corners)
     x = self._float()
     for d in range(-len(size), 0):
-      n_in, n_out = x.shape[d], size[d]
-      j = np.arange(n_out, dtype=np.float32)
-      M = np.zeros((n_out, n_in), dtype=np.float32)
-      if mode.startswith("nearest"):
-        sc = np.float32(n_in / n_out)
-        src = np.floor((j + np.float32(0.5)) * sc) if mode == "nearest-exact" else np.floor(j * sc)
-        M[np.arange(n_out), np.minimum(src.astype(np.int64), n_in - 1)] = 1.0
-      else:
-        if align_corners: src = j * np.float32((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
-        else: src = np.maximum((j + np.float32(0.5)) * np.float32(n_in / n_out) - np.float32(0.5), 0)
-        lo = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
-        hi = np.minimum(lo + 1, n_in - 1)
-        lam = (src - lo).astype(np.float32)
-        np.add.at(M, (np.arange(n_out), lo), 1 - lam)
-        np.add.at(M, (np.arange(n_out), hi), lam)
-      w = type(self)(M.T.copy(), device=self.device, dtype=x.dtype)   # (n_in, n_out)
-      x = (x.transpose(d, -1) @ w).transpose(d, -1)
+      w = type(self)(_interp_matrix(x.shape[d], size[d], mode, align_corners, np.float32).T.copy(), device=self.device, dtype=x.dtype)
+      x = (x.transpose(d, -1) @ w).transpose(d, -1)   # (w: (n_in, n_out))
     return x if self.dtype.is_float else x.round().cast(self.dtype)
+
+  def _interpolate_u8(self: Tensor, size: tuple, align_corners: bool) -> Tensor:
+    """Bilinear resize of uint8 images as torch's CPU kernel computes it (aten/src/ATen/native/cpu/UpSampleKernel.cpp,
+    its uint8 separable path, which follows Pillow's resample): the weights as integers with `prec` fraction bits (the
+    most that keep the largest weight * 2**prec below 2**15), each output (sum + 2**(prec-1)) >> prec clamped to
+    0..255, the width resized first and stored as uint8 before the height is. Float weights rounded once at the end
+    differ from torch by 1 in ~17% of the pixels."""
+    x = self
+    for d in (-1, -2):
+      m = _interp_matrix(x.shape[d], size[d], "linear", align_corners, np.float64)
+      prec = 0
+      while prec < 22 and round(float(m.max()) * (1 << (prec + 1))) < (1 << 15): prec += 1
+      w = type(self)(np.floor(0.5 + m.T * (1 << prec)).astype(np.int32), device=self.device)   # (n_in, n_out)
+      acc = x.cast(dtypes.int32).transpose(d, -1) @ w
+      x = ((acc + (1 << (prec - 1))) >> prec).clip(0, 255).cast(dtypes.uint8).transpose(d, -1)
+    return x
 
   def multinomial(self: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
     """Sample class indices from the (unnormalized) weights in the last dim (1-d or 2-d)."""
@@ -837,6 +841,22 @@ def _conv_fn_ok(x: Tensor, w: Tensor, groups, stride, dilation, pads: list[int],
   return (groups == 1 and all(s == 1 for s in _tuple(stride, nd)) and all(d == 1 for d in _tuple(dilation, nd)) and acc_dtype is None
           and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device and
           all(p <= k - 1 for k, pb, pa in zip(w.shape[2:], pads[-2::-2], pads[::-2]) for p in (pb, pa)))
+
+def _interp_matrix(n_in: int, n_out: int, mode: str, align_corners: bool, dt) -> np.ndarray:
+  """(n_out, n_in) weights of a 1-d resize with torch's source coordinates (nearest, nearest-exact, linear)."""
+  j, M = np.arange(n_out, dtype=dt), np.zeros((n_out, n_in), dtype=dt)
+  if mode.startswith("nearest"):
+    sc = dt(n_in / n_out)
+    src = np.floor((j + dt(0.5)) * sc) if mode == "nearest-exact" else np.floor(j * sc)
+    M[np.arange(n_out), np.minimum(src.astype(np.int64), n_in - 1)] = 1.0
+    return M
+  if align_corners: src = j * dt((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+  else: src = np.maximum((j + dt(0.5)) * dt(n_in / n_out) - dt(0.5), 0)
+  lo = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+  lam = (src - lo).astype(dt)
+  np.add.at(M, (np.arange(n_out), lo), 1 - lam)
+  np.add.at(M, (np.arange(n_out), np.minimum(lo + 1, n_in - 1)), lam)
+  return M
 
 def _pad_to(x: Tensor, befores: list[int], sizes: list[int]) -> Tensor:
   """The last len(sizes) dims of x padded by `befores` in front and cut or zero-extended at the end to `sizes`."""
@@ -1057,6 +1077,10 @@ class _ConvGradsFn(Function):
   def backward(self, g):
     from frontend.tensor import Tensor
     with _no_grad(): return self._grads(Tensor(g), Tensor(self.x), Tensor(self.w))
+  def backward_tensors(self, g: Tensor, x: Tensor, w: Tensor) -> list:
+    """create_graph: the gradients of the composite forward (differentiable ops) recomputed from x and w."""
+    from frontend.grad_graph import vjp
+    return vjp(x._conv_fwd(w, getattr(self, "groups", 1), 1, 1, list(self.pads)), (x, w), g)
 
 class _StridedConvFn(Function):
   """A 2-d stride-s conv (float32; groups of a multiple of 8 output channels) with gradients of exactly its own taps:
@@ -1065,7 +1089,7 @@ class _StridedConvFn(Function):
   16/9 of the arithmetic in both gradients, plus the copies of the input's and its gradient's phases."""
   def forward(self, x, w, stride: tuple, pads: tuple, out: tuple, groups: int = 1):
     from frontend.tensor import Tensor
-    self.x, self.w, self.s_, self.pb, self.groups = x, w, stride, list(pads[-2::-2]), groups
+    self.x, self.w, self.s_, self.pb, self.groups, self.pads = x, w, stride, list(pads[-2::-2]), groups, list(pads)
     with _no_grad():
       # the padded input, cut to the rows and columns the windows reach: the forward's and the weight gradient's
       self.xp = _pad_to(Tensor(x), self.pb, [s * (o - 1) + k for s, o, k in zip(stride, out, w.shape[2:])]).contiguous()
@@ -1077,6 +1101,10 @@ class _StridedConvFn(Function):
       dx = _strided_dgrad(g, w, self.s_, self.pb, tuple(x.shape[2:]), self.groups).lazydata if self.needs_input_grad[0] else None
       if not self.needs_input_grad[1]: return dx, None
       return dx, _conv_wgrad(g, self.xp, tuple(w.shape[2:]), self.s_, self.groups)
+  def backward_tensors(self, g: Tensor, x: Tensor, w: Tensor) -> list:
+    """create_graph: the gradients of the composite strided forward recomputed from x and w."""
+    from frontend.grad_graph import vjp
+    return vjp(x._conv_fwd(w, self.groups, self.s_, 1, self.pads), (x, w), g)
 
 class _ConvFn(_ConvGradsFn):
   """conv2d (stride 1, one group) whose backward is made of kernels the conv opts tile: the input gradient is the

@@ -33,11 +33,21 @@ def argfix(*x):
     return tuple(x[0])
   return x
 
+def shape_arg(*shape, op: str) -> tuple:
+  """argfix(*shape), refusing a negative size by name (torch and tinygrad: ValueError)."""
+  shape = argfix(*shape)
+  if any(isinstance(s, int) and s < 0 for s in shape): raise ValueError(f"{op}: negative dimension in shape {shape}")
+  return shape
+
 def make_tuple(x, n: int) -> tuple: return (x,) * n if isinstance(x, int) else tuple(x)
 def round_up(n: int, a: int) -> int: return (n + a - 1) // a * a
 
 # random bits per uniform draw: the significand's precision (dtypes not listed take float32's 24)
 _RAND_BITS = {dtypes.float16: 11, dtypes.bfloat16: 8}
+
+class UnknownDTypeError(TypeError, AttributeError):
+  """An unknown dtype name or object. Both a TypeError (torch: a bad dtype argument) and an AttributeError (tinygrad
+  looks a name up on `dtypes`), as numpy's AxisError is both a ValueError and an IndexError: either `except` works."""
 
 def _to_dtype(d, op: str = "dtype") -> DType:
   """d as a DType (None stays None): a DType, one of DTYPES_BY_NAME's names, or a numpy dtype. op names the caller
@@ -47,7 +57,7 @@ def _to_dtype(d, op: str = "dtype") -> DType:
   if not isinstance(d, str):
     try: return dtypes.from_np(d)
     except TypeError: pass
-  raise TypeError(f"{op}: unknown dtype {d!r}; use a DType (dtypes.float32), a numpy dtype or one of the names "
+  raise UnknownDTypeError(f"{op}: unknown dtype {d!r}; use a DType (dtypes.float32), a numpy dtype or one of the names "
                   f"{', '.join(sorted(DTYPES_BY_NAME))}")
 
 class _Train(ContextDecorator):
@@ -80,8 +90,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if isinstance(data, MultiLazyBuffer) or isinstance(device, (tuple, list)):   # on several devices (frontend/multi.py)
       _init_multi(self, data, device, dtype, requires_grad)
       return
-    if dtype in dtypes.fp8s and not isinstance(data, (LazyBuffer, bytes, bytearray, memoryview)) and data is not None:
-      # numpy has no fp8: the values become float32 and are rounded to fp8 by a kernel (compiler/fp8.py)
+    if (dtype in dtypes.fp8s or dtype is dtypes.bfloat16) and not isinstance(data, (LazyBuffer, bytes, bytearray, memoryview)) and data is not None:
+      # numpy has no fp8 or bfloat16: the values become float32 and are rounded by a kernel (the cast; compiler/fp8.py)
       data = Tensor(data, device, dtypes.float32).cast(dtype).lazydata
     # a LazyBuffer already lives somewhere: stay there unless a device is asked for
     device = data.device if isinstance(data, LazyBuffer) and device is None else Device.canonicalize(device)
@@ -261,8 +271,17 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     return _wrap(self.lazydata, False)   # (what Tensor(self.lazydata, requires_grad=False) makes, without its checks)
   def clone(self) -> Tensor:
-    """A copy in a buffer of its own (writes to either don't reach the other); gradients flow through it as in torch."""
-    return F.Clone.apply(self)
+    """A copy in a buffer of its own (writes to either don't reach the other); gradients flow through it as in torch,
+    and a `.grad` already there is cloned too (tinygrad).
+
+    >>> a = Tensor([1.0, 2.0], requires_grad=True)
+    >>> _ = (a * 3).sum().backward()
+    >>> a.clone().grad.tolist()
+    [3.0, 3.0]
+    """
+    ret = F.Clone.apply(self)
+    if self.grad is not None: ret.grad = self.grad.clone()
+    return ret
   def to(self, device: str | tuple[str, ...] | None) -> Tensor:
     """This tensor on `device` (None: the default device): a copy, or self when it is already there. The
     gradient moves too. A tuple of devices replicates it on each (`shard(devices)`); a sharded tensor sent to one
@@ -372,7 +391,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor.empty(2, 3).shape, Tensor.empty(4, dtype=dtypes.int32).dtype
     ((2, 3), dtypes.int)
     """
-    shape, dt, dev = argfix(*shape), _to_dtype(dtype) or dtypes.default_float, multi.canonical(device)
+    shape, dt, dev = shape_arg(*shape, op="empty"), _to_dtype(dtype) or dtypes.default_float, multi.canonical(device)
     if isinstance(dev, tuple): return Tensor(MultiLazyBuffer([LazyBuffer.empty(shape, dt, d) for d in dev], None), **kw)
     return Tensor(LazyBuffer.empty(shape, dt, dev), **kw)
   @staticmethod
@@ -530,7 +549,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   @staticmethod
   def rand(*shape, device=None, dtype=None, **kw) -> Tensor:
     """Uniform in [0, 1)."""
-    shape, dev = argfix(*shape), multi.canonical(device)
+    shape, dev = shape_arg(*shape, op="rand"), multi.canonical(device)
     dt = _to_dtype(dtype) or dtypes.default_float
     if not dt.is_float: raise TypeError(f"rand: dtype must be a float type, not {dt}")
     if isinstance(dev, tuple): raise ValueError(f"rand: random numbers on several devices {dev}; make them on one device and shard() them")
@@ -549,7 +568,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   @staticmethod
   def randn(*shape, dtype=None, requires_grad=None, **kw) -> Tensor:
     """Standard normal (Box-Muller)."""
-    shape, dt = argfix(*shape), _to_dtype(dtype) or dtypes.default_float
+    shape, dt = shape_arg(*shape, op="randn"), _to_dtype(dtype) or dtypes.default_float
     # computed in float32 (float64 for float64) whatever dt is: from half uniforms 1 - u would be 0 once in 2**11
     # draws and log(0) an infinity; in float32 1 - u >= 2**-24, so |x| <= 5.8, which every float dtype holds
     src = Tensor.rand(2, *shape, dtype=dtypes.float64 if dt == dtypes.float64 else dtypes.float32, **kw)
@@ -564,14 +583,17 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return Tensor.randn(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
   @staticmethod
   def randint(*shape, low=0, high=10, **kw) -> Tensor:
-    """Random integers in [low, high) (int32 unless `dtype` is given); raises ValueError unless low < high.
+    """Random integers in [low, high) (an int dtype, int32 unless `dtype` is given); TypeError for a bound or dtype
+    that is not an int (torch, tinygrad), ValueError unless low < high.
 
     >>> x = Tensor.randint(2, 3, low=5, high=7)
     >>> x.shape, x.dtype, ((x >= 5) & (x < 7)).all().item()
     ((2, 3), dtypes.int, True)
     """
-    if not (isinstance(low, int) and isinstance(high, int)) or high <= low: raise ValueError(f"randint: need ints low < high, got {low}, {high}")
+    if not (isinstance(low, int) and isinstance(high, int)): raise TypeError(f"randint: low and high must be ints, got {low!r}, {high!r}")
+    if high <= low: raise ValueError(f"randint: need low < high, got {low}, {high}")
     dt = _to_dtype(kw.pop("dtype", None)) or dtypes.int32
+    if not dt.is_int: raise TypeError(f"randint: dtype must be an integer type, not {dt}")
     return (Tensor.rand(*shape, **kw) * (high - low) + low).floor().cast(dt)
   @staticmethod
   def randperm(n: int, device=None, dtype=dtypes.int32, **kw) -> Tensor:
@@ -642,8 +664,10 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return Tensor.normal(*shape, mean=0.0, std=std, **kw)
 
   # ***** autograd *****
-  def _deepwalk(self):
-    out, seen = [], set()
+  def _deepwalk(self, stop: tuple = ()):
+    out, seen = [], set(stop)   # (a stop tensor is a leaf here: its own history is not walked)
+    for t in stop:
+      if t is not self and t.requires_grad: out.append(t)
     stack = [(self, False)]
     while stack:
       node, done = stack.pop()
@@ -655,47 +679,65 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
         for p in node._ctx.parents:
           if p not in seen and p.requires_grad: stack.append((p, False))
     return out
-  def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> Tensor:
-    """Accumulate d(self)/d(leaf) into `.grad` of every leaf that requires grad."""
+  def backward(self, gradient: Tensor | None = None, retain_graph: bool = False, create_graph: bool = False) -> Tensor:
+    """Accumulate d(self)/d(leaf) into `.grad` of every leaf that requires grad. `create_graph`: the gradients are
+    differentiable Tensors (second-order gradients); it keeps the graph (retain_graph) as torch does.
+
+    >>> x = Tensor([3.0], requires_grad=True)
+    >>> _ = (x * x * x).sum().backward(create_graph=True)
+    >>> x.grad.tolist(), x.grad.sum().gradient(x)[0].tolist()
+    ([27.0], [18.0])
+    """
+    grads = self._backprop(gradient, retain_graph or create_graph, create_graph)
+    for t, g in grads.items():   # (an intermediate keeps this pass's gradient; a leaf adds it to what it had)
+      t.grad = g if t.grad is None or t._ctx is not None else t.grad + g
+    return self
+  def _backprop(self, gradient: Tensor | None, retain_graph: bool, create_graph: bool, stop: tuple = ()) -> dict[Tensor, Tensor]:
+    """d(self)/d(t) for every t in self's graph that requires grad (a dict in walk order); touches no `.grad`. The
+    tensors in `stop` are taken as leaves (a sub-graph's backward: what flows into them is not passed on)."""
     if gradient is None:
       if self.shape != (): raise RuntimeError(f"backward: only scalar outputs get an implicit gradient, this is {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device, requires_grad=False)
     if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} != tensor shape {self.shape}")
-    if self._ctx is None and not self.requires_grad: raise RuntimeError("backward: this tensor does not require grad")
+    if self._ctx is None and not self.requires_grad:
+      raise RuntimeError(f"backward: {self} does not require grad: no input of it has requires_grad=True (a tensor made "
+                         "with the default requires_grad=None records no autograd graph)")
     if isinstance(self._ctx, F.FreedGraph): self._ctx.backward(gradient)   # raises: the graph was used up
-    self.grad = gradient if self.grad is None or self._ctx is not None else self.grad + gradient
-    walk, dev = self._deepwalk(), self.device
-    for t0 in walk:   # a gradient left on an intermediate by an earlier (retain_graph) pass must not be added again
-      if t0 is not self and t0._ctx is not None: t0.grad = None
+    walk, dev, grads = self._deepwalk(stop), self.device, {self: gradient}
     for t0 in reversed(walk):
-      if t0._ctx is None: continue
+      if t0._ctx is None or (g0 := grads.get(t0)) is None or (stop and any(t0 is t for t in stop)): continue   # (no gradient: e.g. the condition of a where())
       if isinstance(t0._ctx, F.FreedGraph):
         # a realized one is a parameter made as `Tensor.zeros(n, requires_grad=True).contiguous().realize()`: a leaf now
-        if t0.grad is not None and not t0.lazydata.realized: t0._ctx.backward(t0.grad)
+        if not t0.lazydata.realized: t0._ctx.backward(g0)
         continue
-      if t0.grad is None: continue   # e.g. the condition of a where(): nothing flows through it
-      grads = t0._ctx.backward(t0.grad.lazydata)
-      grads = [(_wrap(g) if g.device == dev else Tensor(g, device=dev, requires_grad=False)) if g is not None else None
-               for g in ([grads] if len(t0._ctx.parents) == 1 else grads)]
-      for t, g in zip(t0._ctx.parents, grads):
+      if create_graph:
+        from frontend.grad_graph import backward_graph
+        pgs = [g if g is None or g.device == dev else g.to(dev) for g in backward_graph(t0._ctx, t0, g0)]
+      else:
+        pgs = t0._ctx.backward(g0.lazydata)
+        pgs = [(_wrap(g) if g.device == dev else Tensor(g, device=dev, requires_grad=False)) if g is not None else None
+               for g in ([pgs] if len(t0._ctx.parents) == 1 else pgs)]
+      for t, g in zip(t0._ctx.parents, pgs):
         if g is not None and t.requires_grad:
           if g.shape != t.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
-          t.grad = g if t.grad is None else (t.grad + g)
+          grads[t] = g if t not in grads else grads[t] + g
       if not retain_graph: t0._ctx = F.FreedGraph(type(t0._ctx).__name__)
-    return self
+    return grads
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(target) for each target, without touching `.grad`. A target self doesn't depend on is an error
-    (tinygrad), or zeros with materialize_grads=True."""
-    saved = [(t, t.grad, t.requires_grad) for t in targets]
-    for t in targets: t.grad = None
-    try:
-      self.backward(gradient, retain_graph=True)
-      for t in targets:
-        if t.grad is None and not materialize_grads:
-          raise RuntimeError(f"gradient: the target {t} is not in the graph of {self} (materialize_grads=True gives zeros)")
-      return [t.grad if t.grad is not None else t.zeros_like() for t in targets]
-    finally:
-      for t, g, _ in saved: t.grad = g
+    (tinygrad), or zeros with materialize_grads=True. The gradients are differentiable (as tinygrad's): a gradient
+    of a gradient is a second-order one.
+
+    >>> x = Tensor([2.0], requires_grad=True)
+    >>> (dx,) = x.sin().sum().gradient(x)
+    >>> round(dx.item(), 4), round(dx.sum().gradient(x)[0].item(), 4)   # cos(2), -sin(2)
+    (-0.4161, -0.9093)
+    """
+    grads = self._backprop(gradient, True, True)
+    for t in targets:
+      if t not in grads and not materialize_grads:
+        raise RuntimeError(f"gradient: the target {t} is not in the graph of {self} (materialize_grads=True gives zeros)")
+    return [grads[t] if t in grads else t.zeros_like() for t in targets]
 
   # ***** movement ops *****
   def _axis(self, a: int, n: int | None = None, op: str | None = None) -> int:
@@ -703,26 +745,26 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if not -max(n, 1) <= a < max(n, 1):
       raise IndexError(f"{op + ': ' if op else ''}dimension {a} is out of range for a tensor of {n} dims (shape {self.shape})")
     return a + n if a < 0 else a
-  def reshape(self, shape, *args) -> Tensor:
+  def reshape(self, *shape) -> Tensor:
     """The same data with a new shape of the same element count; one dim may be -1 (inferred) and None
     keeps that dim.
 
     >>> Tensor.arange(6).reshape(2, 3).tolist(), Tensor.arange(6).reshape(-1, 2).shape
     ([[0, 1, 2], [3, 4, 5]], (3, 2))
     """
-    sh = self.lazydata.shape
-    asked = tuple([sh[i] if s is None else s for i, s in enumerate(argfix(shape, *args))])
+    sh = self.lazydata.shape   # (a 0-d tensor's shape () as reshape(): einsum('->', x))
+    asked = tuple([sh[i] if s is None else s for i, s in enumerate(argfix(*shape))])
     # (what the checks below come to, symbolic or not: a shape has no -1 and its own size)
     if asked == sh: return self
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
-    if any_sym(asked) or any_sym(sh): return self._reshape_sym(asked, argfix(shape, *args))
+    if any_sym(asked) or any_sym(sh): return self._reshape_sym(asked, argfix(*shape))
     if -1 in asked:
       known = prod(s for s in asked if s != -1)
       # with 0 elements, -1 could be any size (torch refuses the same way)
       if known == 0: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for {self.shape}: any size would fit 0 elements")
       asked = tuple(prod(sh) // known if s == -1 else s for s in asked)
     new = asked
-    if any(s < 0 for s in new) or prod(new) != prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(shape, *args)}")
+    if any(s < 0 for s in new) or prod(new) != prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(*shape)}")
     if new == sh: return self
     # (a movement op with no gradient to record (self needs none, or no_grad) makes no autograd node: Function.apply would
     # give the same view under the same requires_grad, after building a context nothing reads; likewise below)
@@ -770,13 +812,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     x = self.reshape(base) if base != self.shape else self
     if new == x.shape: return x
     return F.Expand.apply(x, shape=new) if x.requires_grad and not Tensor.no_grad else _wrap(x.lazydata.expand(new), x.requires_grad)
-  def permute(self, order, *args) -> Tensor:
+  def permute(self, *order) -> Tensor:
     """Reorder the dims: dim i of the result is dim order[i] of self.
 
     >>> Tensor.zeros(1, 2, 3).permute(2, 0, 1).shape
     (3, 1, 2)
     """
-    order = tuple(self._axis(a, op="permute") for a in argfix(order, *args))
+    order = tuple(self._axis(a, op="permute") for a in argfix(*order))   # (a 0-d tensor: permute())
     if sorted(order) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of {self.ndim} dims (shape {self.shape})")
     if order == tuple(range(self.ndim)): return self
     return F.Permute.apply(self, order=order) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.permute(order), self.requires_grad)
@@ -916,8 +958,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     ((2,), (2, 1))
     """
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    d = self._axis(dim, op="squeeze")   # (a 0-d tensor takes dim 0 or -1, as torch)
     if self.ndim == 0: return self
-    d = self._axis(dim, op="squeeze")
     return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
   def unsqueeze(self, dim: int) -> Tensor:
     """Insert a size-1 dim at position `dim` (negative counts from the end).
@@ -1083,7 +1125,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     self._nonempty_reduce("min", axis)   # (names min, not max, in an axis error)
     if self.dtype.is_bool: return self.logical_not().max(axis, keepdim).logical_not()
-    if self.dtype.is_unsigned: return (~self).max(axis, keepdim).bitwise_not()
+    # (integers through ~x = -x - 1: order-reversing without overflow, where -x wraps the most negative value to itself)
+    if self.dtype.is_int: return (~self).max(axis, keepdim).bitwise_not()
     return -((-self).max(axis, keepdim))
   def _nonempty_reduce(self, name: str, axis):
     for a in self._reduce_axes(axis, op=name):
@@ -1204,7 +1247,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor([3, 1, 2, 1]).argmin().item(), Tensor([[3, 1], [0, 2]]).argmin(axis=1).tolist()
     (1, [1, 0])
     """
-    return (-self if not self.dtype.is_bool else self.logical_not()).argmax(axis, keepdim) if not self.dtype.is_unsigned else (~self).argmax(axis, keepdim)
+    # (integers through ~x, as min: -x wraps the most negative value to itself)
+    return (-self if self.dtype.is_float else self.logical_not() if self.dtype.is_bool else ~self).argmax(axis, keepdim)
 
   # ***** matmul *****
   def dot(self, w: Tensor, dtype=None) -> Tensor:
@@ -1421,14 +1465,23 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     a, b = self._broadcasted(x, reverse, op="div")
     # integers divide exactly in integers (a float quotient rounds above 2**24)
     if rounding_mode == "trunc": return F.IDiv.apply(a, b) if not a.dtype.is_float and not a.dtype.is_bool else (a / b).trunc()
-    if rounding_mode == "floor": return a.idiv(b) if not a.dtype.is_float else (a / b).floor()
+    if rounding_mode == "floor": return a._floordiv(b) if not a.dtype.is_float else (a / b).floor()
     if rounding_mode is not None: raise RuntimeError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     return F.Div.apply(a._float(), b._float())
   def idiv(self, x, reverse=False) -> Tensor:
+    """Integer division truncating toward zero (tinygrad's idiv, C's `/`); trunc(a/b) for floats. `//` floors.
+
+    >>> Tensor([7, -7]).idiv(2).tolist(), (Tensor([7, -7]) // 2).tolist()
+    ([3, -3], [3, -4])
+    """
+    if self.dtype.is_bool or (isinstance(x, Tensor) and x.dtype.is_bool and reverse):
+      raise TypeError("idiv: bool tensors can't be divided")
+    return self.div(x, reverse, rounding_mode="trunc")
+  def _floordiv(self, x, reverse=False) -> Tensor:
     """Floor division (Python semantics) for ints; floor(a/b) for floats."""
-    a, b = self._broadcasted(x, reverse, op="idiv")
+    a, b = self._broadcasted(x, reverse, op="floordiv")
     if a.dtype.is_float: return (a / b).floor()
-    if a.dtype.is_bool: raise TypeError("idiv: bool tensors can't be divided")
+    if a.dtype.is_bool: raise TypeError("floordiv: bool tensors can't be divided")
     q = F.IDiv.apply(a, b)
     if a.dtype.is_unsigned: return q
     r = F.Mod.apply(a, b)
@@ -1457,6 +1510,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     ([8, 27], [2, 4, 8], [2.0])
     """
     if not isinstance(x, Tensor) and not reverse:
+      if not self.dtype.is_float and isinstance(x, int) and x < 0:   # (torch and tinygrad refuse it too)
+        raise RuntimeError(f"pow: integers to negative integer powers are not allowed ({self.dtype} ** {x})")
       if x == 2: return self * self
       if x == 1: return self
       if x == 0.5: return self.sqrt()
@@ -1822,7 +1877,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     a, b = self._float()._broadcasted(other, op="copysign")
     neg = (b < 0) | ((b == 0) & ((1 / b) < 0))
-    return neg.where(-a.abs(), a.abs())
+    # `other` gets a zero gradient, not none (torch, tinygrad): it joins the graph through sign (zero gradient),
+    # as a +0.0 that is subtracted (x - +0.0 is x for every x, -0.0 and nan included)
+    return neg.where(-a.abs(), a.abs()) - b.sign().abs() * 0
   def logical_not(self) -> Tensor:
     """`not x` elementwise, as a bool tensor.
 
@@ -1831,33 +1888,34 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     """
     return F.Neq.apply(*self.bool()._broadcasted(True))
   def bitwise_not(self) -> Tensor:
-    """`~x` for integers (logical not for bools); raises TypeError for floats.
+    """`~x` for integers (logical not for bools); raises RuntimeError for floats.
 
     >>> Tensor([0, 5]).bitwise_not().tolist(), Tensor([0, 5], dtype=dtypes.uint8).bitwise_not().tolist()
     ([-1, -6], [255, 250])
     """
-    if self.dtype.is_float: raise TypeError(f"bitwise_not: {self.dtype} is not an integer or bool type")
+    # (RuntimeError, as torch and tinygrad raise: the op has no kernel for the dtype)
+    if self.dtype.is_float: raise RuntimeError(f"bitwise_not: {self.dtype} is not an integer or bool type")
     return self.logical_not() if self.dtype.is_bool else self ^ -1 if not self.dtype.is_unsigned else self ^ dtypes.max(self.dtype)
   def _bitop(self, fn, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse, op=fn.__name__.lower())
-    if a.dtype.is_float: raise TypeError(f"{fn.__name__}: not defined for {a.dtype}")
+    if a.dtype.is_float: raise RuntimeError(f"{fn.__name__}: not defined for {a.dtype}")
     return fn.apply(a, b)
   def bitwise_and(self, x, reverse=False) -> Tensor:
-    """`self & x` for integer and bool tensors; raises TypeError for floats.
+    """`self & x` for integer and bool tensors; raises RuntimeError for floats.
 
     >>> Tensor([12, 10]).bitwise_and(6).tolist()
     [4, 2]
     """
     return self._bitop(F.BitwiseAnd, x, reverse)
   def bitwise_or(self, x, reverse=False) -> Tensor:
-    """`self | x` for integer and bool tensors; raises TypeError for floats.
+    """`self | x` for integer and bool tensors; raises RuntimeError for floats.
 
     >>> Tensor([12, 10]).bitwise_or(3).tolist()
     [15, 11]
     """
     return self._bitop(F.BitwiseOr, x, reverse)
   def bitwise_xor(self, x, reverse=False) -> Tensor:
-    """`self ^ x` for integer and bool tensors; raises TypeError for floats.
+    """`self ^ x` for integer and bool tensors; raises RuntimeError for floats.
 
     >>> Tensor([12, 10]).bitwise_xor(6).tolist()
     [10, 12]
@@ -2023,8 +2081,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def __rmul__(self, x): return self.mul(x, True)
   def __truediv__(self, x): return self.div(x)
   def __rtruediv__(self, x): return self.div(x, True)
-  def __floordiv__(self, x): return self.idiv(x)
-  def __rfloordiv__(self, x): return self.idiv(x, True)
+  def __floordiv__(self, x): return self._floordiv(x)
+  def __rfloordiv__(self, x): return self._floordiv(x, True)
   def __mod__(self, x): return self.mod(x)
   def __rmod__(self, x): return self.mod(x, True)
   def __pow__(self, x): return self.pow(x)
@@ -2056,7 +2114,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
   def __isub__(self, x): return self._inplace(self.sub(x))
   def __imul__(self, x): return self._inplace(self.mul(x))
   def __itruediv__(self, x): return self._inplace(self.div(x))
-  def __ifloordiv__(self, x): return self._inplace(self.idiv(x))
+  def __ifloordiv__(self, x): return self._inplace(self._floordiv(x))
   def __imatmul__(self, x): return self._inplace(self.matmul(x))
   def lt(self, x):
     """`self < x` as a bool tensor.
