@@ -26,7 +26,7 @@ from compiler.linearize import linearize
 C_TYPES = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
            dtypes.uint64: "unsigned long long", dtypes.float16: "_Float16", dtypes.float32: "float", dtypes.float64: "double", dtypes.bfloat16: "unsigned short",
-           dtypes.fp8e4m3: "unsigned char", dtypes.fp8e5m2: "unsigned char"}   # fp8: only loaded/stored (frontend/fp8.py)
+           dtypes.fp8e4m3: "unsigned char", dtypes.fp8e5m2: "unsigned char"}   # fp8: loaded/stored as bytes; compiler/fp8.py lowers its casts and arithmetic
 
 def ctype(dt: DType) -> str:
   if dt.count > 1: return f"{C_TYPES[dt.scalar].replace(' ', '_')}{dt.count}"
