@@ -422,7 +422,8 @@ class HCQDevice:
 
   def _peer_state(self) -> dict:
     # (HCQDevice has no __init__: the per-pair state is made on first use)
-    if (st := self.__dict__.get("_peers")) is None: st = self.__dict__["_peers"] = {"status": {}, "linked": set()}
+    # (weak: a peer device that is gone drops out rather than being kept alive by the pairs it was in)
+    if (st := self.__dict__.get("_peers")) is None: st = self.__dict__["_peers"] = {"status": weakref.WeakKeyDictionary(), "linked": weakref.WeakSet()}
     return st
   def peer_status(self, other: Any) -> str:
     """interface.PeerDevice.peer_status: "ok: <link>" where this device can push into `other`'s memory, else
@@ -434,12 +435,16 @@ class HCQDevice:
     return st[other]
 
   def _link(self, other: HCQDevice) -> None:
-    """Once per ordered pair: each device can wait on the other's signals, and peer access is enabled where allowed."""
-    linked = self._peer_state()["linked"]
-    if other in linked: return
+    """Once per ordered pair: each device can wait on the other's signals, and peer access is enabled where allowed. A
+    driver that refuses to enable what it reported as possible makes the pair "no-p2p: <why>": its copies bounce."""
+    st = self._peer_state()
+    if other in st["linked"]: return
     self.map_peer_signals(other); other.map_peer_signals(self)
-    if peer_ok(self.peer_status(other)): self.enable_peer(other)
-    linked.add(other)
+    if peer_ok(self.peer_status(other)):
+      try: self.enable_peer(other)
+      except NotImplementedError: raise
+      except (RuntimeError, OSError) as e: st["status"][other] = f"no-p2p: enabling peer access failed ({e})"
+    st["linked"].add(other)
 
   def transfer_to(self, dst_dev: Any, dst: Any, src: Any, nbytes: int) -> None:
     """interface.PeerDevice.transfer_to. Where `peer_status` allows it, ONE copy on this device's copy engine pushes into

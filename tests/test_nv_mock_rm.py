@@ -331,7 +331,8 @@ def test_uvm_errors(cl, mock):
   assert status_name(cl.uvm(uvm, "UVM_REGISTER_GPU", gpu_uuid=b"\x01" * 16, rmCtrlFd=-1).rmStatus) == "NV_ERR_GPU_UUID_NOT_FOUND"
   assert status_name(cl.uvm(uvm, "UVM_REGISTER_GPU_VASPACE", gpuUuid=mock.uuid, rmCtrlFd=cl.ctl).rmStatus) == "NV_ERR_INVALID_DEVICE"
   assert cl.uvm(uvm, "UVM_REGISTER_GPU", gpu_uuid=mock.uuid, rmCtrlFd=-1).rmStatus == 0
-  assert status_name(cl.uvm(uvm, "UVM_REGISTER_GPU", gpu_uuid=mock.uuid, rmCtrlFd=-1).rmStatus) == "NV_ERR_IN_USE"
+  # registered twice: uvm_va_space.c:769-771
+  assert status_name(cl.uvm(uvm, "UVM_REGISTER_GPU", gpu_uuid=mock.uuid, rmCtrlFd=-1).rmStatus) == "NV_ERR_INVALID_DEVICE"
   assert status_name(cl.uvm(uvm, "UVM_CREATE_EXTERNAL_RANGE", base=0x200100, length=0x1000).rmStatus) == "NV_ERR_INVALID_ADDRESS"
   assert cl.uvm(uvm, "UVM_CREATE_EXTERNAL_RANGE", base=0x200000, length=0x10000).rmStatus == 0
   assert status_name(cl.uvm(uvm, "UVM_CREATE_EXTERNAL_RANGE", base=0x208000, length=0x10000).rmStatus) == "NV_ERR_UVM_ADDRESS_IN_USE"

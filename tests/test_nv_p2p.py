@@ -11,6 +11,7 @@ from hcqrt.mock.nv import GPUError, MockNV
 from hcqrt.nv.device import NVDevice
 from hcqrt.nv.rmclient import NVError
 from ioctl_defs.nv import flags as F
+from ioctl_defs.nv.status import NV_STATUS
 from compiler.assemble.ptx_assembler import assemble_ptx
 from hw_tests import kernels as K
 
@@ -283,3 +284,109 @@ def test_frontend_copy_between_gpus_runs_on_the_gpus(pair, monkeypatch):
   y = (t.to("NV:1") * 2).numpy()
   assert paths == ["device"] and (y == 2 * x).all()
   assert any(n == x.nbytes for _, _, n in drv.gpus[0].engine.copies[c0:]) or d0.peer_status(d1).startswith("no-p2p")
+
+# ---------------------------------------------------------------- BAR1 PCIe P2P, 535 layout (review p2p_nv rows 1, 2, 4)
+@pytest.mark.parametrize("pair", ["bar1"], indirect=True)
+def test_bar1_pair_is_a_peer_at_registration_and_pushes(pair):
+  """RMPcieP2PType=BAR1: RM reports PCI and PCI_BAR1 (no PROP); UVM enables the pair when both GPUs are registered and
+  refuses ENABLE/DISABLE for it (uvm.py peer_enabled / enable_peer_access). hcqrt must not call ENABLE: it pushes."""
+  drv, d0, d1 = pair
+  r = caps(d0, [d0.gpu_id, d1.gpu_id])
+  assert r.p2pCaps == sum(bit(c) for c in ("READS", "WRITES", "PCI", "PCI_BAR1"))
+  for k, ok in (("PCI", True), ("PCI_BAR1", True), ("PROP", False), ("NVLINK", False)):
+    assert r.p2pCapsStatus[V[f"NV0000_CTRL_P2P_CAPS_INDEX_{k}"]] == V["NV0000_P2P_CAPS_STATUS_" + ("OK" if ok else "NOT_SUPPORTED")], k
+  assert d0.peer_status(d1) == "ok: pcie-bar1"
+  data = np.random.default_rng(4).integers(0, 256, 1 << 16, dtype=np.uint8)
+  x, y = up(d0, data), d1.allocator.alloc(data.nbytes)
+  c0 = len(drv.gpus[0].engine.copies)
+  assert copy_between(d1, y, d0, x, data.nbytes) == "device"
+  d1.synchronize()
+  assert (down(d1, y, data.nbytes, np.uint8) == data).all() and drv.gpus[0].engine.copies[c0:] == [(y.va, x.va, data.nbytes)]
+  assert not logged(drv, "UVM_ENABLE_PEER_ACCESS")
+  with pytest.raises(NVError, match="NV_ERR_INVALID_DEVICE"): enable(d0, d0, d1)
+  with pytest.raises(NVError, match="NV_ERR_INVALID_DEVICE"):
+    d0.rm.uvm(d0.uvmfd, "UVM_DISABLE_PEER_ACCESS", gpuUuidA={"uuid": list(d0.uuid)}, gpuUuidB={"uuid": list(d1.uuid)})
+
+@pytest.mark.parametrize("pair", ["bar1"], indirect=True)
+def test_a_refused_enable_makes_the_pair_bounce(pair, monkeypatch):
+  """A pair the driver reports as P2P but whose ENABLE UVM refuses (here: a BAR1 pair taken for a mailbox one, as hcqrt
+  did before it read PCI_BAR1): the copy must not raise; the pair becomes "no-p2p" and the bytes bounce."""
+  drv, d0, d1 = pair
+  monkeypatch.setattr(NVDevice, "query_peer", lambda self, other: "ok: pcie")
+  data = np.random.default_rng(5).integers(0, 256, N, dtype=np.uint8)
+  x, y = up(d0, data), d1.allocator.alloc(N)
+  assert copy_between(d1, y, d0, x, N) == "device"
+  d1.synchronize()
+  assert (down(d1, y, N, np.uint8) == data).all()
+  assert d0.peer_status(d1).startswith("no-p2p:") and "NV_ERR_INVALID_DEVICE" in d0.peer_status(d1)
+  assert len(logged(drv, "UVM_ENABLE_PEER_ACCESS")) == 1 and {e["kind"] for _, e in logged(drv, "peer_map")} == {"sysmem"}
+
+def test_p2p_caps_on_535_uses_the_535_struct():
+  """The 535 struct ends at busPeerIds (4252 bytes); RM refuses any other paramsSize with NV_ERR_INVALID_ARGUMENT
+  (OGKM@535.288.01 control.c:497-506), so the 550+ size would make every pair silently bounce."""
+  with syscalls.installed(drv := MockNV(count=2, version="535.288.01")):
+    d0, d1 = NVDevice("NV"), NVDevice("NV:1")
+    assert d0.rm.abi.ctrl_size("NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2") == 4252
+    assert d0.peer_status(d1) == "ok: pcie"
+    a = d0.rm.abi
+    big = a.ffi.new("char[8348]")   # the 550+ size
+    p = a.new("NVOS54_PARAMETERS", hClient=d0.rm.root, hObject=d0.rm.root, cmd=a.ctrl("NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2")[0],
+              params=d0.rm.ptr(big), paramsSize=8348)
+    syscalls.ioctl(d0.rm.ctl, a.escape("NV_ESC_RM_CONTROL"), p)
+    assert p.status == NV_STATUS["NV_ERR_INVALID_ARGUMENT"] and drv.abi.series == "535"
+
+# ---------------------------------------------------------------- one GPU's channels are not ordered (review row 3)
+@pytest.mark.parametrize("pair", ["pcie", "none"], indirect=True)
+def test_copy_waits_for_the_sources_earlier_kernel(pair):
+  """RAW on the source GPU: GPU 0's kernel writes x, then x goes to GPU 1 (a push for pcie, a bounce fill for none). The
+  copy engine's channel is not ordered after the compute channel; only the wait on GPU 0's timeline orders them."""
+  drv, d0, d1 = pair
+  n = 1024
+  a, old = np.arange(n, dtype=np.float32) + 1, np.full(n, -7.0, np.float32)
+  av, x, y = up(d0, a), up(d0, old), up(d1, np.zeros(n, np.float32))
+  add = d0.program("add", assemble_ptx(K.head(d0.arch) + K.ADD, d0.arch))
+  d0.transfer_to(d1, y, x, n * 4); d0.synchronize(); d1.synchronize()   # (links, maps and bounce slots made before: the
+  drv.gpus[0].engine.latency_s = 0.3                                       # timed copy is rung right after the kernel)
+  add(x, av, av, vals=(0, n), global_size=(n // 128, 1, 1), local_size=(128, 1, 1))   # x = a + 0 * a on GPU 0, late
+  d0.transfer_to(d1, y, x, n * 4)
+  d1.synchronize(); d0.synchronize()
+  drv.gpus[0].engine.latency_s = 0.0
+  assert (down(d1, y, n) == a).all()
+
+@pytest.mark.parametrize("pair", ["none"], indirect=True)
+def test_bounce_drain_waits_for_the_destinations_earlier_kernel(pair):
+  """WAR on the destination GPU: GPU 1's kernel reads y, then a bounce drains into y on GPU 1's copy engine. Only the
+  drain's wait on GPU 1's timeline keeps it from overwriting y before the kernel read it."""
+  drv, d0, d1 = pair
+  n = 1024
+  new, old = np.arange(n, dtype=np.float32) + 1, np.full(n, -7.0, np.float32)
+  x, y, out = up(d0, new), up(d1, old), d1.allocator.alloc(n * 4)
+  add = d1.program("add", assemble_ptx(K.head(d1.arch) + K.ADD, d1.arch))
+  tmp = d1.allocator.alloc(n * 4)
+  d0.transfer_to(d1, tmp, x, n * 4); d0.synchronize(); d1.synchronize()   # (links, maps and bounce slots made before)
+  drv.gpus[1].engine.latency_s = 0.3
+  add(out, y, y, vals=(0, n), global_size=(n // 128, 1, 1), local_size=(128, 1, 1))   # out = y on GPU 1, late
+  d0.transfer_to(d1, y, x, n * 4)
+  d1.synchronize(); d0.synchronize()
+  drv.gpus[1].engine.latency_s = 0.0
+  assert (down(d1, out, n) == old).all() and (down(d1, y, n) == new).all()
+
+# ---------------------------------------------------------------- UVM registration (review rows 5, 6)
+def test_uvm_register_twice_and_unregister_drops_peer_state(pair):
+  drv, d0, d1 = pair
+  d0._register_peer_gpu(d1)
+  with pytest.raises(NVError, match="NV_ERR_INVALID_DEVICE"):   # uvm_va_space.c:769-771
+    d0.rm.uvm(d0.uvmfd, "UVM_REGISTER_GPU", gpu_uuid={"uuid": list(d1.uuid)}, rmCtrlFd=-1)
+  enable(d0, d0, d1)
+  y = d1.allocator.alloc(4096)
+  d0.map_peer(d1, y)
+  f = drv.files[d0.uvmfd].uvm
+  assert (y.va, d0.uuid) in f.maps
+  d0.rm.uvm(d0.uvmfd, "UVM_UNREGISTER_GPU", gpu_uuid={"uuid": list(d1.uuid)})
+  # GPU 0's mapping of GPU 1's memory went with GPU 1 (uvm_va_range.c:1098-1121), and so did the peer pair
+  assert (y.va, d0.uuid) not in f.maps and not any(d1.uuid in pr for pr in f.pcie_peers)
+  d0.rm.uvm(d0.uvmfd, "UVM_REGISTER_GPU", gpu_uuid={"uuid": list(d1.uuid)}, rmCtrlFd=-1)
+  with pytest.raises(NVError, match="NV_ERR_INVALID_DEVICE"):   # peer video memory needs ENABLE again
+    d0.rm.uvm(d0.uvmfd, "UVM_MAP_EXTERNAL_ALLOCATION", base=y.va, length=y.size, rmCtrlFd=d1.ctl, hClient=d1.rm.root,
+              hMemory=y.handle, gpuAttributesCount=1, perGpuAttributes=[{"gpuUuid": {"uuid": list(d0.uuid)}, "gpuMappingType": 1}])
+  enable(d0, d0, d1)   # accepted: the old pair was dropped

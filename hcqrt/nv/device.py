@@ -687,8 +687,10 @@ class NVDevice(HCQDevice):
   # buffer at the address its owner uses, and a semaphore is waited on at the address its signal carries.
   peer_copies = True
   def query_peer(self, other: HCQDevice) -> str:
-    """NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2 for this GPU and `other`: "ok: nvlink" or "ok: pcie" where peer reads and
-    writes are supported, else "no-p2p: " and the READ/WRITE status name (e.g. IOH_TOPOLOGY_NOT_SUPPORTED)."""
+    """NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2 for this GPU and `other`: "ok: nvlink", "ok: pcie-bar1" or "ok: pcie" where
+    peer reads and writes are supported, else "no-p2p: " and the READ/WRITE status name (e.g. IOH_TOPOLOGY_NOT_SUPPORTED).
+    A BAR1 pair (RMPcieP2PType=BAR1) is reported as PCI too, with PCI_BAR1 set (OGKM@595.45.04
+    src/nvidia/src/kernel/rmapi/client_resource.c:496-512), and UVM handles it like NVLink (enable_peer)."""
     assert isinstance(other, NVDevice)
     try: r = self.rm.control(self.rm.root, "NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2", gpuIds=[self.gpu_id, other.gpu_id], gpuCount=2)
     except NVError as e: return f"no-p2p: {e.status_name}"
@@ -697,6 +699,7 @@ class NVDevice(HCQDevice):
     st = [r.p2pCapsStatus[V[f"NV0000_CTRL_P2P_CAPS_INDEX_{k}"]] for k in ("READ", "WRITE")]
     if has("READS") and has("WRITES") and st == [V["NV0000_P2P_CAPS_STATUS_OK"]] * 2:
       if has("NVLINK"): return "ok: nvlink"
+      if has("PCI_BAR1"): return "ok: pcie-bar1"
       if has("PCI"): return "ok: pcie"
     bad = next((v for v in st if v != V["NV0000_P2P_CAPS_STATUS_OK"]), V["NV0000_P2P_CAPS_STATUS_NOT_SUPPORTED"])
     name = next((k[len("NV0000_P2P_CAPS_STATUS_"):] for k, v in V.items() if k.startswith("NV0000_P2P_CAPS_STATUS_") and v == bad), f"status {bad}")
@@ -710,9 +713,9 @@ class NVDevice(HCQDevice):
     self._peer_gpus.add(other.uuid)
 
   def enable_peer(self, other: HCQDevice) -> None:
-    """Peer access to `other` in this VA space. Only a PCIe pair calls UVM_ENABLE_PEER_ACCESS: UVM enables an NVLink
-    pair itself at registration and refuses ENABLE for it with NV_ERR_INVALID_DEVICE (uvm_gpu.c:3138-3144
-    uvm_gpu_retain_pcie_peer_access: link type != PCIE)."""
+    """Peer access to `other` in this VA space. Only a mailbox PCIe pair calls UVM_ENABLE_PEER_ACCESS: UVM enables an
+    NVLink or BAR1 pair itself at registration (uvm_va_space.c:108-111) and refuses ENABLE for it with
+    NV_ERR_INVALID_DEVICE (uvm_gpu.c:3143-3146 uvm_gpu_retain_pcie_peer_access: link type != UVM_GPU_LINK_PCIE)."""
     assert isinstance(other, NVDevice)
     self._register_peer_gpu(other)
     if self.peer_status(other) == "ok: pcie":

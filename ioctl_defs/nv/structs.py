@@ -5,7 +5,8 @@ lays them out exactly as gcc does; tests/test_nv_abi.py checks every size and of
 /work/shared/abi/nvidia_rm.json.
 
 Layouts changed between driver branches. A field line may end in a marker `@570` or `@580`: the field
-exists from that branch on (older branches lack it, which shifts what follows). Array bounds that
+exists from that branch on (older branches lack it, which shifts what follows); `@570` also stands for a field
+that came in 550 (550 is no branch we support, so 535 lacks it and 570 has it). Array bounds that
 changed are written `{NAME}` and filled from LIMITS. The 535 facts come from the JSON's
 layout_differences_other_driver_versions; the 570 facts are NOT in the JSON: they were taken from the
 headers of open-gpu-kernel-modules tags 570.86.15 and 570.211.01 (identical for these structs) by
@@ -103,7 +104,8 @@ STRUCTS: list[tuple[str, str]] = [
     NvU32 boardId; NvU32 gpuInstance; NvS32 numaId;"""),
   ("NV0000_CTRL_GPU_GET_ATTACHED_IDS_PARAMS", "NvU32 gpuIds[32];"),
   ("NV0000_CTRL_SYSTEM_GET_P2P_CAPS_V2_PARAMS", """NvU32 gpuIds[32]; NvU32 gpuCount; NvU32 p2pCaps; NvU32 p2pOptimalReadCEs;
-    NvU32 p2pOptimalWriteCEs; NvU8 p2pCapsStatus[9]; NvU32 busPeerIds[1024]; NvU32 busEgmPeerIds[1024];"""),
+    NvU32 p2pOptimalWriteCEs; NvU8 p2pCapsStatus[9]; NvU32 busPeerIds[1024];
+    NvU32 busEgmPeerIds[1024]; @570"""),
   ("NV0000_CTRL_GPU_GET_PROBED_IDS_PARAMS", """NvU32 gpuIds[32]; NvU32 excludedGpuIds[32];
     NvU32 gpuFlags[32]; @580"""),
   ("NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS", "NvU32 gpuId; NvU32 flags; NvU8 gpuUuid[256]; NvU32 uuidStrLen;"),

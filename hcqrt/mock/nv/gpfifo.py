@@ -6,7 +6,8 @@ hcqrt.syscalls.mmio_write32, the one register write the backend makes; MockNV.mm
 progress: a semaphore acquire that is not yet satisfied parks its channel at that method, and parked
 channels are retried on every later doorbell and by a poller thread (so a value the CPU writes later
 also releases them, as on hardware). In latency mode (`engine.latency_s > 0`, for tests) a doorbell only queues
-the work, and a thread runs it that much later, reading the ring and pushbuffers as they are by then.
+the work, and a thread runs it that much later, reading the ring and pushbuffers as they are by then; it takes up every
+doorbell rung meanwhile too, the latest-rung channel first (a GPU's channels on different runlists are not ordered).
 
 Methods are decoded with the mock's own tables (classdefs.py, written from the class headers, never the
 backend's ioctl_defs): host methods (SET_OBJECT, SEM_* with 32/64-bit payloads and timestamps, NOP, WFI,
@@ -57,6 +58,12 @@ PREFETCH_SLACK = 0x1000      # instruction prefetch reads this far past a kernel
 # a CPU that rewrites the pushbuffer once it sees the release changes what the GPU still has to run. The pause
 # length is the mock's own choice (no source gives one); it only has to be long enough for a host to act.
 RELEASE_STALL_S = 0.002
+# Channels of one GPU on different runlists (the compute channel on GR's, the copy channel on a copy engine's: rm.py
+# runlist_of) run independently: each runlist has its own scheduler, and a PBDMA "works on behalf of a single ESCHED
+# (Engine Scheduler)" (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:42-45); nothing orders one channel's
+# methods against another's but semaphores. Running a GPU's channels in doorbell (or creation) order would hide a missing
+# semaphore wait between its compute and copy work, so in latency mode the later-rung channel runs first (the harmful
+# order): a copy that does not wait for the kernel before it reads the kernel's output before the kernel ran.
 INTERLEAVE_SLICES = 4        # queued grids are cut into this many slices of blocks and run slice by slice
 STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0] word an sm_XX kernel loads its stack pointer from
 
@@ -485,13 +492,13 @@ class GPFIFOEngine:
         while not self._queued or self._queued[0][0] > time.perf_counter():
           wait = self._queued[0][0] - time.perf_counter() if self._queued else 1.0
           if not self._cv.wait(wait) and not self._queued: self._runner = None; return
-        due = time.perf_counter()
-        tokens = [t for d, t in self._queued if d <= due]
-        self._queued = [(d, t) for d, t in self._queued if d > due]
+        # every doorbell rung so far is taken up now, the latest first (see the note above INTERLEAVE_SLICES): the front end is late
+        # for the first, and nothing makes another runlist's channel wait behind it
+        tokens, self._queued = [t for _, t in reversed(self._queued)], []
       with self.lock:
         t0 = time.perf_counter_ns()
         try:
-          for token in tokens:
+          for token in dict.fromkeys(tokens):
             try: obj = self.rm.channel_by_token(token, self.gpu)
             except KeyError: continue   # the channel was freed meanwhile: nothing is left to run
             try: self.run_all(obj)
@@ -502,6 +509,8 @@ class GPFIFOEngine:
     """Run channels until none progresses; an errored channel raises only when its own doorbell rang."""
     with self.lock:
       live = {id(o): o for o in self.rm.channels(self.gpu)}
+      # latency mode: the channel whose doorbell is acted on runs first, ahead of channels created (or rung) before it
+      if self.latency_s > 0 and rung is not None and id(rung) in live: live = {id(rung): rung, **live}
       for k in [k for k in self.channels if k not in live]: del self.channels[k]
       progressed = True
       while progressed:

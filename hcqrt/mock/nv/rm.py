@@ -44,15 +44,19 @@ NV2080_ENGINE_TYPE_GR0, NV2080_ENGINE_TYPE_COPY0 = 0x1, 0x9
 # NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2, the mock's own copy of the header's numbers (OGKM@595.45.04
 # src/common/sdk/nvidia/inc/ctrl/ctrl0000/ctrl0000system.h:1016-1094): p2pCaps bits, p2pCapsStatus indices and values
 P2P_WRITES, P2P_READS, P2P_PROP, P2P_NVLINK, P2P_ATOMICS, P2P_LOOPBACK, P2P_PCI = (1 << i for i in range(7))
-P2P_IDX_READ, P2P_IDX_WRITE, P2P_IDX_NVLINK, P2P_IDX_ATOMICS, P2P_IDX_PROP, P2P_IDX_LOOPBACK, P2P_IDX_PCI, P2P_IDX_TABLE = 0, 1, 2, 3, 4, 5, 6, 9
+P2P_PCI_BAR1 = 1 << 13
+P2P_IDX_READ, P2P_IDX_WRITE, P2P_IDX_NVLINK, P2P_IDX_ATOMICS, P2P_IDX_PROP, P2P_IDX_LOOPBACK, P2P_IDX_PCI, P2P_IDX_PCI_BAR1 = 0, 1, 2, 3, 4, 5, 6, 8
+P2P_IDX_TABLE = 9
 P2P_STATUS_OK, P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED, P2P_STATUS_NOT_SUPPORTED = 0, 3, 5
 P2P_INVALID_PEER, MAX_ATTACHED_GPUS = 0xFFFFFFFF, 32
-P2P_LINKS = ("pcie", "nvlink", "none")
+P2P_LINKS = ("pcie", "bar1", "nvlink", "none")
 
 def parse_p2p(spec: str, count: int) -> dict[frozenset[int], str]:
   """MOCKGPU_P2P: one link kind for every pair ("pcie", "nvlink", "none") or per pair ("0-1:nvlink,0-2:none"; pairs not
   named are "pcie"). What each kind models: "pcie" GPUs behind one PCIe switch (RM: P2P_CONNECTIVITY_PCIE_PROPRIETARY,
-  UVM: UVM_GPU_LINK_PCIE), "nvlink" an NVLink pair, "none" GPUs whose root ports sit on two I/O hubs (RM answers
+  UVM: UVM_GPU_LINK_PCIE), "bar1" the same pair with RMPcieP2PType=BAR1 (RM: P2P_CONNECTIVITY_PCIE_BAR1, chosen by the
+  regkey, OGKM@595.45.04 src/nvidia/src/kernel/platform/p2p/p2p_caps.c:719-726; UVM: a BAR1 peer, enabled when both GPUs
+  are registered), "nvlink" an NVLink pair, "none" GPUs whose root ports sit on two I/O hubs (RM answers
   IOH_TOPOLOGY_NOT_SUPPORTED, UVM sees UVM_LINK_TYPE_NONE).
 
   >>> parse_p2p("0-1:nvlink", 3)[frozenset((0, 1))], parse_p2p("none", 2)[frozenset((0, 1))]
@@ -187,7 +191,7 @@ class MockNV:
       o = o.parent
     return self.gpus[o.data["gpu"]]
   def link(self, a: int, b: int) -> str:
-    """The link between GPUs a and b ("pcie", "nvlink", "none"; one GPU with itself: "pcie", the loopback path)."""
+    """The link between GPUs a and b ("pcie", "bar1", "nvlink", "none"; one GPU with itself: "pcie", the loopback path)."""
     return "pcie" if a == b else self.links[frozenset((a, b))]
   def gpu_by_id(self, gpu_id: int) -> MockGPU | None: return next((g for g in self.gpus if g.gpu_id == gpu_id), None)
 
@@ -624,6 +628,7 @@ class MockNV:
     (client_resource.c:453-471); PCIe through a switch (PCIE_PROPRIETARY, mailbox: never atomics, p2p_caps.c:417) ->
     READS|WRITES|PCI|PROP, statuses PCI and PROP OK, LOOPBACK for one GPU (:497-538); root ports on two I/O hubs ->
     READ/WRITE status IOH_TOPOLOGY_NOT_SUPPORTED and no caps (p2p_caps.c:488-493); READ/WRITE statuses last (:613-617).
+    PCIe through BAR1 (PCIE_BAR1) -> READS|WRITES|PCI|PCI_BAR1 (no PROP), statuses PCI and PCI_BAR1 OK (:496-530).
     busPeerIds come from kbusGetPeerId, which answers the invalid peer until a P2P mapping is made; the mock makes
     none, so every entry is INVALID_PEER."""
     n = prm.gpuCount
@@ -631,12 +636,18 @@ class MockNV:
     gpus = [self._gpu_by_id_or_fail(prm.gpuIds[i]) for i in range(n)]
     if n == 2 and gpus[0] is gpus[1]: n, gpus = 1, gpus[:1]
     caps, st = 0, [P2P_STATUS_NOT_SUPPORTED] * P2P_IDX_TABLE
-    for i in range(n * n): prm.busPeerIds[i] = prm.busEgmPeerIds[i] = P2P_INVALID_PEER
+    egm = hasattr(prm, "busEgmPeerIds")   # (550 and newer; the 535 struct ends at busPeerIds)
+    for i in range(n * n):
+      prm.busPeerIds[i] = P2P_INVALID_PEER
+      if egm: prm.busEgmPeerIds[i] = P2P_INVALID_PEER
     kinds = {self.link(a.index, b.index) for a in gpus for b in gpus if a is not b}
     if "none" in kinds: rw = P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED
     elif kinds == {"nvlink"}:
       rw, caps = P2P_STATUS_OK, P2P_NVLINK | P2P_ATOMICS | P2P_READS | P2P_WRITES
       st[P2P_IDX_NVLINK] = st[P2P_IDX_ATOMICS] = P2P_STATUS_OK
+    elif kinds == {"bar1"}:
+      rw, caps = P2P_STATUS_OK, P2P_READS | P2P_WRITES | P2P_PCI | P2P_PCI_BAR1
+      st[P2P_IDX_PCI] = st[P2P_IDX_PCI_BAR1] = P2P_STATUS_OK
     else:
       rw, caps = P2P_STATUS_OK, P2P_READS | P2P_WRITES | P2P_PCI | P2P_PROP
       st[P2P_IDX_PCI] = st[P2P_IDX_PROP] = P2P_STATUS_OK

@@ -19,8 +19,8 @@ and GPU-cacheable system memory is mapped GPU-cached (vmem.py) unless the mappin
 
 Peers (MockNV.links, MOCKGPU_P2P): memory maps on a GPU only where its owning GPU is registered in the VA space
 (system memory too); another GPU's video memory only where the pair is a peer in this VA space: an NVLink pair as soon as
-both are registered, a PCIe pair after UVM_ENABLE_PEER_ACCESS, which refuses an NVLink pair (NV_ERR_INVALID_DEVICE) and
-a pair without a link (NV_ERR_NOT_SUPPORTED); see peer_enabled / enable_peer_access for the sources.
+both are registered, so is a BAR1 PCIe pair ("bar1"), a PCIe pair after UVM_ENABLE_PEER_ACCESS, which refuses an NVLink or
+BAR1 pair (NV_ERR_INVALID_DEVICE) and a pair without a link (NV_ERR_NOT_SUPPORTED); see peer_enabled / enable_peer_access for the sources.
 """
 from __future__ import annotations
 import errno
@@ -115,7 +115,8 @@ class UVM:
   def register_gpu(self, f: UVMFile, p: Any) -> None:
     u = self.uuid(p.gpu_uuid)
     if all(u != g.uuid for g in self.rm.gpus): raise UVMError("NV_ERR_GPU_UUID_NOT_FOUND", u.hex())
-    if u in f.gpus: raise UVMError("NV_ERR_IN_USE", "GPU already registered")
+    # registered twice in one VA space -> NV_ERR_INVALID_DEVICE (OGKM@595.45.04 kernel-open/nvidia-uvm/uvm_va_space.c:769-771)
+    if u in f.gpus: raise UVMError("NV_ERR_INVALID_DEVICE", "GPU already registered in this VA space")
     if p.rmCtrlFd != -1: self.rm.client(p.hClient)   # with an RM fd, the client must exist
     f.gpus[u] = {"vaspace": None}
     p.numaEnabled, p.numaNodeId = 0, -1
@@ -123,7 +124,12 @@ class UVM:
   def unregister_gpu(self, f: UVMFile, p: Any) -> None:
     u = self.uuid(p.gpu_uuid)
     if u not in f.gpus: raise UVMError("NV_ERR_INVALID_DEVICE", "GPU not registered")
-    for key in [k for k in f.maps if k[1] == u]: self._unmap(f, key)
+    # its own mappings go, and so do other GPUs' mappings of memory it owns (uvm_va_range.c:1098-1121
+    # va_range_unregister_gpu_external: ext_map->owning_gpu == gpu), then its enabled peer pairs (uvm_va_space.c:351-358)
+    ix = self._index(u)
+    for key, (_vs, _ln, mem) in list(f.maps.items()):
+      if key[1] == u or mem.data.get("gpu") == ix: self._unmap(f, key)
+    f.pcie_peers = {pr for pr in f.pcie_peers if u not in pr}
     del f.gpus[u]
 
   def _gpu(self, f: UVMFile, u: Any) -> dict:
@@ -246,11 +252,12 @@ class UVM:
 
   def peer_enabled(self, f: UVMFile, a: int, b: int) -> bool:
     """uvm_va_space_peer_enabled for GPUs a and b, both registered in this VA space: an NVLink pair is enabled as soon as
-    its second GPU registers (uvm_va_space.c:98-118 register_gpu_peers: "Enable NVLINK, BAR1 and SMC peers"), a PCIe
-    pair only through UVM_ENABLE_PEER_ACCESS (uvm_gpu.c:2686 "PCIe peers need to be explicitly enabled")."""
+    its second GPU registers (uvm_va_space.c:98-118 register_gpu_peers: "Enable NVLINK, BAR1 and SMC peers"), a BAR1 pair
+    too (:108-111 uvm_parent_gpus_are_bar1_peers), a PCIe pair only through UVM_ENABLE_PEER_ACCESS (uvm_gpu.c:2686-2688
+    "PCIe peers need to be explicitly enabled": only PCIe and NONE are skipped at registration)."""
     ua, ub = self.rm.gpus[a].uuid, self.rm.gpus[b].uuid
     if ua not in f.gpus or ub not in f.gpus: return False
-    return self.rm.link(a, b) == "nvlink" or frozenset((ua, ub)) in f.pcie_peers
+    return self.rm.link(a, b) in ("nvlink", "bar1") or frozenset((ua, ub)) in f.pcie_peers
 
   def enable_peer_access(self, f: UVMFile, p: Any) -> None:
     ua, ub = self.uuid(p.gpuUuidA), self.uuid(p.gpuUuidB)
@@ -260,11 +267,12 @@ class UVM:
     if ua not in f.gpus or ub not in f.gpus or ua == ub:
       raise UVMError("NV_ERR_INVALID_DEVICE", "peer access needs two different GPUs registered in this VA space")
     link = self.rm.link(self._index(ua), self._index(ub))
-    # no link: the first peers_retain -> parent_peers_init finds UVM_GPU_LINK_INVALID -> NV_ERR_NOT_SUPPORTED
-    # (uvm_gpu.c:2460-2464); an NVLink pair is no PCIe pair -> NV_ERR_INVALID_DEVICE (uvm_gpu.c:3138-3144
+    # no link: peers_retain -> create_parent_p2p_object (uvm_gpu.c:2332) -> nvGpuOpsP2pObjectCreate refuses a pair RM
+    # gives no P2P access with NV_ERR_NOT_SUPPORTED (src/nvidia/src/kernel/rmapi/nv_gpu_ops.c:11241-11242); an NVLink or
+    # BAR1 pair is no UVM_GPU_LINK_PCIE pair -> NV_ERR_INVALID_DEVICE (uvm_gpu.c:3143-3146
     # uvm_gpu_retain_pcie_peer_access); a pair already enabled -> NV_ERR_INVALID_DEVICE (uvm_va_space.c:2010-2013)
     if link == "none": raise UVMError("NV_ERR_NOT_SUPPORTED", "the GPUs have no peer link")
-    if link == "nvlink": raise UVMError("NV_ERR_INVALID_DEVICE", "an NVLink pair is enabled at registration, not by ENABLE_PEER_ACCESS")
+    if link in ("nvlink", "bar1"): raise UVMError("NV_ERR_INVALID_DEVICE", f"a {link} pair is enabled at registration, not by ENABLE_PEER_ACCESS")
     if frozenset((ua, ub)) in f.pcie_peers: raise UVMError("NV_ERR_INVALID_DEVICE", "peer access is already enabled")
     f.pcie_peers.add(frozenset((ua, ub)))
 
