@@ -1,12 +1,14 @@
 """One graph replay across several devices (interface.Graph): each device's launches in that device's own graph, and
 the copies between devices, replayed in dependency order by one `replay` call.
 
-Items come in capture order: `(device, GraphExec)` launches and `PeerCopy` copies between devices. Two items depend on
-each other when they touch the same buffer (conservatively: read or write alike). Items are packed into segments: a
-launch joins its device's latest segment when everything it depends on sits in that segment or an earlier one, else it
-opens a new one; copies go to copy segments the same way. Segments run in order, so every item runs after what it
-depends on, and each device's launches are as few sub-graphs as the dependencies allow (a data-parallel step: forward
-and backward per device, the allreduce's copies, the optimizer per device).
+Items come in capture order: `(device, GraphExec[, nout])` launches (outputs first: the first `nout` buffers, default
+1, are written, the rest read) and `PeerCopy` copies between devices (read src, write dst). An item depends on the
+earlier items it must follow for each buffer (`dependencies`: read after write, write after read, write after write;
+two reads do not order each other). Items are packed into segments by phases (`pack`): a phase runs each device's
+segment, then its copies; an item takes the earliest phase its dependencies allow, then moves as late as its
+dependents allow into a phase where its device has work already. So a device's launches split only where a copy must
+run between them (a data-parallel step: forward and backward per device, the allreduce's copies, the sums and the
+optimizer per device).
 
 A sub-graph is the device's own `graph()` (the CPU's launch list, an HCQ device's GraphReplay); a device that returns
 None runs that segment's launches one at a time. A copy is `interface.copy_between`, as the engine copies: on devices
@@ -23,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
-from hcqrt.interface import Device, Graph, GraphExec, GraphItem, can_transfer, copy_between
+from hcqrt.interface import Device, Graph, GraphCopy, GraphExec, GraphItem, can_transfer, copy_between
 
 @dataclass
 class PeerCopy:
@@ -34,12 +36,7 @@ class PeerCopy:
   src: Any
   nbytes: int
 
-MultiItem = tuple[Device, GraphItem] | PeerCopy
-
-def _bufs(it: MultiItem) -> list[Any]:
-  if isinstance(it, PeerCopy): return [it.dst, it.src]
-  g = it[1]
-  return list(g.bufs) if isinstance(g, GraphExec) else [getattr(g, "dst", None), getattr(g, "src", None)]
+MultiItem = tuple[Device, GraphItem] | tuple[Device, GraphItem, int] | PeerCopy
 
 @dataclass
 class Segment:
@@ -49,29 +46,85 @@ class Segment:
   items: list[int]
   graph: Graph | None = None
 
+def accesses(it: MultiItem) -> tuple[list[Any], list[Any]]:
+  """(buffers read, buffers written) by an item: a launch writes its first `nout` buffers (outputs first, as the engine's
+  ExecItem; an in-place update counts as a write, which orders it after every earlier reader and writer) and reads the
+  rest; a copy reads src and writes dst; a timestamp touches no buffer."""
+  if isinstance(it, PeerCopy): return [it.src], [it.dst]
+  g, nout = it[1], (it[2] if len(it) > 2 else 1)   # type: ignore[misc]
+  if isinstance(g, GraphExec): return list(g.bufs[nout:]), list(g.bufs[:nout])
+  if isinstance(g, GraphCopy): return [g.src], [g.dst]
+  return [], []
+
+def dependencies(items: Sequence[MultiItem]) -> list[set[int]]:
+  """For each item, the earlier items it must run after: the last writer of each buffer it reads (RAW), and the last
+  writer and every reader since of each buffer it writes (WAW, WAR). Reads of one buffer do not order each other.
+
+  >>> x, y = object(), object()
+  >>> dependencies([PeerCopy(None, None, y, x, 4), PeerCopy(None, None, x, y, 4), PeerCopy(None, None, y, y, 4)])
+  [set(), {0}, {0, 1}]
+  """
+  last_write: dict[int, int] = {}
+  readers: dict[int, list[int]] = {}
+  out: list[set[int]] = []
+  for i, it in enumerate(items):
+    rd, wr = accesses(it)
+    need = {last_write[id(b)] for b in rd + wr if b is not None and id(b) in last_write}
+    need.update(j for b in wr if b is not None for j in readers.get(id(b), ()))
+    for b in rd:
+      if b is not None: readers.setdefault(id(b), []).append(i)
+    for b in wr:
+      if b is not None: last_write[id(b)], readers[id(b)] = i, []
+    need.discard(i)
+    out.append(need)
+  return out
+
+def _key(it: MultiItem) -> int | None: return None if isinstance(it, PeerCopy) else id(it[0])
+
+def pack(items: Sequence[MultiItem], deps: Sequence[set[int]]) -> list[Segment]:
+  """Segments in run order. Phases: each phase runs every device's segment of it, then its copies. An item takes the
+  earliest phase its dependencies allow (a launch: the phase of a launch it depends on on its own device, one more than
+  a copy's or another device's; a copy: the phase of what it depends on), then, latest item first, moves to the latest
+  phase its dependents allow where its device already has a segment, which can leave an earlier segment empty. So a
+  device's launches split only where a copy must run between them. Device segments of a phase are in order of their
+  first item (the capture order where no dependency says otherwise)."""
+  n = len(items)
+  phase = [0] * n
+  keys = [_key(it) for it in items]
+  for i in range(n):
+    for j in deps[i]:
+      phase[i] = max(phase[i], phase[j] + (keys[i] is not None and keys[j] != keys[i]))
+  users: list[list[int]] = [[] for _ in range(n)]
+  for i in range(n):
+    for j in deps[i]: users[j].append(i)
+  count: dict[tuple[int | None, int], int] = {}
+  for i in range(n): count[(keys[i], phase[i])] = count.get((keys[i], phase[i]), 0) + 1
+  top = max(phase, default=0)
+  for i in reversed(range(n)):
+    # the latest phase the users allow: a copy or a launch of this device may share the phase, another device's
+    # launch must come a phase later (a copy user of a copy: the same copy segment, in capture order)
+    limit = min((phase[k] - (keys[k] is not None and keys[k] != keys[i]) for k in users[i]), default=top)
+    best = next((p for p in range(limit, phase[i], -1) if count.get((keys[i], p))), None)
+    if best is not None:
+      count[(keys[i], phase[i])] -= 1; count[(keys[i], best)] += 1; phase[i] = best
+  groups: dict[tuple[int, int | None], list[int]] = {}
+  for i in range(n): groups.setdefault((phase[i], keys[i]), []).append(i)
+  # order: by phase; inside a phase the device segments (by first item) before the copy segment
+  order = sorted(groups, key=lambda k: (k[0], k[1] is None, groups[k][0]))
+  return [Segment(None if k[1] is None else items[groups[k][0]][0], groups[k]) for k in order]   # type: ignore[index]
+
 class MultiGraph:
   """interface.Graph over several devices; see the module docstring. `replay(bufs={(item, arg): buf}, vals={(item, j):
   v})` patches like a one-device graph (a copy: arg 0 = dst, 1 = src), then runs every segment in order."""
   timestamps, clock = False, "host"
   def __init__(self, items: Sequence[MultiItem], timestamps: bool = False):
     self.items = list(items)
-    self.segments: list[Segment] = []
-    latest: dict[Any, int] = {}    # device (None: copies) -> its latest segment
-    touched: dict[int, int] = {}   # id(buffer) -> the latest segment whose items touch it
-    self.where: dict[int, tuple[int, int]] = {}   # item -> (segment, index in it)
     for i, it in enumerate(self.items):
-      if not isinstance(it, PeerCopy) and not (isinstance(it, tuple) and len(it) == 2):
-        raise TypeError(f"MultiGraph: item {i} is {it!r}; expected (device, GraphExec) or PeerCopy")
-      key = None if isinstance(it, PeerCopy) else id(it[0])
-      need = max((touched.get(id(b), -1) for b in _bufs(it) if b is not None), default=-1)
-      s = latest.get(key, -1)
-      if s < need or s < 0:   # (a later segment touched one of its buffers: it must run after that)
-        self.segments.append(Segment(None if key is None else it[0], []))
-        s = latest[key] = len(self.segments) - 1
-      self.where[i] = (s, len(self.segments[s].items))
-      self.segments[s].items.append(i)
-      for b in _bufs(it):
-        if b is not None: touched[id(b)] = max(touched.get(id(b), -1), s)
+      if not isinstance(it, PeerCopy) and not (isinstance(it, tuple) and len(it) in (2, 3)):
+        raise TypeError(f"MultiGraph: item {i} is {it!r}; expected (device, GraphExec[, nout]) or PeerCopy")
+    self.deps = dependencies(self.items)
+    self.segments = pack(self.items, self.deps)
+    self.where: dict[int, tuple[int, int]] = {i: (s, j) for s, seg in enumerate(self.segments) for j, i in enumerate(seg.items)}
     for seg in self.segments:
       if seg.device is not None: seg.graph = seg.device.graph([self.items[i][1] for i in seg.items])
     self.paths: dict[int, str] = {}   # copy item -> the path its last replay took ("device" or "host")

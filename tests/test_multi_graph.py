@@ -95,3 +95,54 @@ def test_sub_graphs_get_local_indices():
 
 def test_bad_item_is_named():
   with pytest.raises(TypeError, match="MultiGraph: item 0 is 'x'"): MultiGraph(["x"])
+
+def test_reads_do_not_order_each_other(devs):
+  _, a, b = devs
+  x, y, w = Buf("x"), Buf("y"), Buf("w")
+  # a2 only reads x, which the copy reads too: no dependency, so a2 stays in a1's sub-graph
+  g = MultiGraph([launch(a, "a1", x), PeerCopy(b, a, y, x, 4), launch(a, "a2", w, x)])
+  assert g.deps == [set(), {0}, {0}]
+  assert [s.items for s in g.segments] == [[0, 2], [1]]
+
+def test_dependencies_raw_war_waw():
+  x, y, z = Buf("x"), Buf("y"), Buf("z")
+  a = Dev("A", [], graphs=False)
+  items = [launch(a, "w1", x), launch(a, "r1", y, x), launch(a, "r2", z, x), launch(a, "w2", x), launch(a, "w3", x, z)]
+  from hcqrt.multi_graph import dependencies
+  # r1, r2 read x after w1 (RAW); w2 writes x after both reads (WAR) and w1 (WAW); w3 after w2 (WAW) and r2's z (RAW)
+  assert dependencies(items) == [set(), {0}, {0}, {0, 1, 2}, {2, 3}]
+
+def test_launch_with_several_outputs_writes_them_all(devs):
+  log, a, b = devs
+  x, m, y, g_ = Buf("x"), Buf("m"), Buf("y"), Buf("g")
+  # an optimizer update fused with its moment: it writes x and m (nout=2), reads g; the copy of m must wait for it
+  items = [(a, launch(a, "adam", x, m, g_)[1], 2), PeerCopy(b, a, y, m, 4), launch(a, "r", g_)]
+  g = MultiGraph(items)
+  assert g.deps == [set(), {0}, {0}]
+  # r rewrites g, which adam read (WAR): after adam on A; nothing orders it against the copy of m
+  assert [s.items for s in g.segments] == [[0, 2], [1]]
+  g.replay()
+  assert names(log) == ["adam", "r", "copyout m", "copyin y"]
+  assert MultiGraph([(a, items[0][1], 1), items[1]]).deps == [set(), set()]   # (m read only: the copy need not wait)
+
+def test_independent_work_joins_the_segment_after_a_copy(devs):
+  log, a, b = devs
+  x, y, z, r = Buf("x"), Buf("y"), Buf("z"), Buf("r")
+  # b0 depends on nothing: it waits for the phase of b1 (which needs the copy) instead of opening a segment of its own
+  g = MultiGraph([launch(b, "b0", r), launch(a, "a0", x), PeerCopy(b, a, y, x, 4), launch(b, "b1", z, y)])
+  assert [(s.device.name if s.device else None, s.items) for s in g.segments] == [("A", [1]), (None, [2]), ("B", [0, 3])]
+  g.replay()
+  assert names(log) == ["a0", "copyout x", "copyin y", "b0", "b1"]
+
+def test_data_parallel_shape_is_five_segments(devs):
+  log, a, b = devs
+  xa, xb, ga, gb, ta, tb, wa, wb = (Buf(n) for n in ("xa", "xb", "ga", "gb", "ta", "tb", "wa", "wb"))
+  # forward/backward per device, the gradients crossed both ways, the sums and the optimizer per device; interleaved
+  # in capture order as the frontend records it
+  items = [launch(a, "fa", ga, xa, wa), launch(b, "fb", gb, xb, wb), PeerCopy(b, a, tb, ga, 4), PeerCopy(a, b, ta, gb, 4),
+           launch(a, "sa", ga, ga, ta), launch(b, "sb", gb, gb, tb), launch(a, "oa", wa, ga), launch(b, "ob", wb, gb)]
+  g = MultiGraph(items)
+  assert [s.items for s in g.segments] == [[0], [1], [2, 3], [4, 6], [5, 7]]
+  g.replay()
+  n = names(log)
+  assert n.index("sa") > n.index("copyin ta") and n.index("sb") > n.index("copyin tb") and n.index("copyout ga") > n.index("fa")
