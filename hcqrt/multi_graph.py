@@ -10,6 +10,13 @@ dependents allow into a phase where its device has work already. So a device's l
 run between them (a data-parallel step: forward and backward per device, the allreduce's copies, the sums and the
 optimizer per device).
 
+On HCQ devices of one driver where every copy can be a peer push (`_one_graph_per_device`), there are no segments at
+replay: each device gets ONE GraphReplay of its items in capture order, a copy is a peer push on its source's copy
+engine inside the source's graph, and the cross-device ordering is semaphores on the GPUs (a GraphWaitSignal on the
+other graph's signal before an item, a GraphRelease after the item it waits for), their values patched per replay like
+the graph's own. A replay is then one submission per used queue of each device and no host copy. Otherwise (the CPU,
+a bounce without P2P) the segments below run in order.
+
 A sub-graph is the device's own `graph()` (the CPU's launch list, an HCQ device's GraphReplay); a device that returns
 None runs that segment's launches one at a time. A copy is `interface.copy_between`, as the engine copies: on devices
 of one HCQ driver the source's transfer_to (a peer push, or a bounce through system memory), queued behind both
@@ -25,7 +32,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
-from hcqrt.interface import Device, Graph, GraphCopy, GraphExec, GraphItem, can_transfer, copy_between
+from hcqrt.interface import Device, Graph, GraphCopy, GraphExec, GraphItem, can_transfer, copy_between, peer_ok
+from hcqrt.hcq import GraphPeerCopy, GraphRelease, GraphReplay, GraphWaitSignal, HCQDevice
 
 @dataclass
 class PeerCopy:
@@ -117,7 +125,7 @@ class MultiGraph:
   """interface.Graph over several devices; see the module docstring. `replay(bufs={(item, arg): buf}, vals={(item, j):
   v})` patches like a one-device graph (a copy: arg 0 = dst, 1 = src), then runs every segment in order."""
   timestamps, clock = False, "host"
-  def __init__(self, items: Sequence[MultiItem], timestamps: bool = False):
+  def __init__(self, items: Sequence[MultiItem], timestamps: bool = False, one_kick: bool = True):
     self.items = list(items)
     for i, it in enumerate(self.items):
       if not isinstance(it, PeerCopy) and not (isinstance(it, tuple) and len(it) in (2, 3)):
@@ -125,20 +133,85 @@ class MultiGraph:
     self.deps = dependencies(self.items)
     self.segments = pack(self.items, self.deps)
     self.where: dict[int, tuple[int, int]] = {i: (s, j) for s, seg in enumerate(self.segments) for j, i in enumerate(seg.items)}
-    for seg in self.segments:
-      if seg.device is not None: seg.graph = seg.device.graph([self.items[i][1] for i in seg.items])
     self.paths: dict[int, str] = {}   # copy item -> the path its last replay took ("device" or "host")
     self.devices: list[Device] = list({id(d): d for it in self.items for d in ((it.dst_dev, it.src_dev) if isinstance(it, PeerCopy) else (it[0],))}.values())
+    # HCQ devices with peer access: one graph per device, the copies and cross-device waits inside (one kick per queue)
+    self.graphs: list[GraphReplay] | None = self._one_graph_per_device() if one_kick else None
+    if self.graphs is not None:
+      self.completes_on_return = False
+      self.paths = {i: "device" for i, it in enumerate(self.items) if isinstance(it, PeerCopy)}
+      return
+    for seg in self.segments:
+      if seg.device is not None: seg.graph = seg.device.graph([self.items[i][1] for i in seg.items])
     # every segment's work is done on return where every sub-graph's is (the CPU) and no copy is queued on a device
     self.completes_on_return = (all(s.graph.completes_on_return for s in self.segments if s.graph is not None) and
                                 not any(can_transfer(it.src_dev, it.dst_dev) for it in self.items if isinstance(it, PeerCopy)))
 
+  def _one_graph_per_device(self) -> list[GraphReplay] | None:
+    """Where every device is an HCQ device of one driver and every copy can be a peer push: each device's items in one
+    GraphReplay, in capture order. A copy is a GraphPeerCopy on its source's copy engine. An item that depends on an
+    item of another device (`deps`) first waits (GraphWaitSignal) for that device's graph signal to reach the
+    GraphRelease placed right after that item. Each graph starts after the work submitted before the replay on every
+    device of the graph (a copy may overwrite what another device still reads), and ends after the copies pushed into
+    it (its timeline then covers them, as transfer_to's wait_for). None: replay by segments."""
+    devs = self.devices
+    if len(devs) < 2 or len({type(d) for d in devs}) != 1 or not all(isinstance(d, HCQDevice) and d.peer_copies and not d.submit_runs_inline for d in devs): return None
+    for it in self.items:
+      if isinstance(it, PeerCopy):
+        if it.src_dev is it.dst_dev or not peer_ok(it.src_dev.peer_status(it.dst_dev)): return None   # (a bounce: segments)
+      elif not isinstance(it[1], (GraphExec, GraphCopy)): return None
+    for a in devs:
+      for b in devs:
+        if a is not b: a._link(b)   # signals mapped both ways, peer access enabled
+    dk = {id(d): k for k, d in enumerate(devs)}
+    owner = [dk[id(it.src_dev if isinstance(it, PeerCopy) else it[0])] for it in self.items]
+    # which items of other devices each item waits for (the latest of each device; earlier ones are covered by it)
+    waited: list[dict[int, int]] = [{} for _ in devs]
+    waits: list[list[int]] = [[] for _ in self.items]
+    for i, need in enumerate(self.deps):
+      k = owner[i]
+      last: dict[int, int] = {}
+      for j in need:
+        if owner[j] != k: last[owner[j]] = max(last.get(owner[j], -1), j)
+      for e, j in sorted(last.items()):
+        if j > waited[k].get(e, -1): waits[i].append(j); waited[k][e] = j
+    # at the end, each device waits for the copies pushed into it that nothing in it waited for
+    tail: list[list[int]] = [[] for _ in devs]
+    for k in range(len(devs)):
+      into: dict[int, int] = {}
+      for i, it in enumerate(self.items):
+        if isinstance(it, PeerCopy) and dk[id(it.dst_dev)] == k: into[owner[i]] = i
+      tail[k] = [j for e, j in sorted(into.items()) if j > waited[k].get(e, -1)]
+    releases = {j: GraphRelease() for w in waits + tail for j in w}
+    lists: list[list[GraphItem]] = [[] for _ in devs]
+    self.starts: list[tuple[GraphWaitSignal, Device]] = []   # (wait, device whose timeline it waits for)
+    self.cross: list[tuple[GraphWaitSignal, int, GraphRelease]] = []   # (wait, releasing device, its release point)
+    for k in range(len(devs)):
+      for e, other in enumerate(devs):
+        if e != k: self.starts.append((w := GraphWaitSignal(other.timeline_signal), other)); lists[k].append(w)
+    sigs = [d.new_signal(name="graph") for d in devs]   # (made first: graphs wait on each other's)
+    def wait_for(k: int, j: int) -> None:
+      self.cross.append((w := GraphWaitSignal(sigs[owner[j]]), owner[j], releases[j])); lists[k].append(w)
+    self.local: dict[int, tuple[int, int]] = {}   # item -> (device, index in its graph)
+    for i, it in enumerate(self.items):
+      k = owner[i]
+      for j in waits[i]: wait_for(k, j)
+      self.local[i] = (k, len(lists[k]))
+      lists[k].append(GraphPeerCopy(it.dst, it.src, it.nbytes, dst_dev=it.dst_dev) if isinstance(it, PeerCopy) else it[1])
+      if i in releases: lists[k].append(releases[i])
+    for k in range(len(devs)):
+      for j in tail[k]: wait_for(k, j)
+    return [GraphReplay(d, lst, sig=sigs[k]) for k, (d, lst) in enumerate(zip(devs, lists))]
+
   def __repr__(self) -> str:
-    return f"<MultiGraph of {len(self.items)} items in {len(self.segments)} segments on {','.join(d.name for d in self.devices)}>"
+    how = "one graph per device" if self.graphs is not None else f"{len(self.segments)} segments"
+    return f"<MultiGraph of {len(self.items)} items in {how} on {','.join(d.name for d in self.devices)}>"
 
   def replay(self, bufs: dict[tuple[int, int], Any] | None = None, vals: dict[tuple[int, int], int] | None = None,
              wait: bool = False) -> float | None:
-    """Patch, then run every segment in order; `wait`: wait for every device and return the seconds it took."""
+    """Patch, then run every segment in order (or, one graph per device: submit each once); `wait`: wait for every
+    device and return the seconds it took."""
+    if self.graphs is not None: return self._replay_graphs(bufs, vals, wait)
     sub_bufs: dict[int, dict] = {}
     sub_vals: dict[int, dict] = {}
     for (i, a), b in (bufs or {}).items():
@@ -164,6 +237,32 @@ class MultiGraph:
         seg.device.synchronize()
       else:
         for i in seg.items: self._copy(i)
+    if not wait: return None
+    self.synchronize()
+    return time.perf_counter() - t0
+
+  def _replay_graphs(self, bufs: dict[tuple[int, int], Any] | None, vals: dict[tuple[int, int], int] | None, wait: bool) -> float | None:
+    graphs = self.graphs
+    assert graphs is not None
+    sub_bufs: list[dict] = [{} for _ in graphs]
+    sub_vals: list[dict] = [{} for _ in graphs]
+    for (i, a), b in (bufs or {}).items():
+      k, j = self.local[i]
+      sub_bufs[k][(j, a)] = b
+      if isinstance(c := self.items[i], PeerCopy):   # (kept current: a later fallback or repr shows the buffers in use)
+        if a == 0: c.dst = b
+        else: c.src = b
+    for (i, v), x in (vals or {}).items():
+      k, j = self.local[i]
+      sub_vals[k][(j, v)] = x
+    # the values every wait is patched to, taken before anything is submitted: each graph starts after what was
+    # submitted before this replay on every device (not after the other graphs of this replay), and a release point
+    # of this replay is the releasing graph's next base + its step
+    skip = HCQDevice.skip_cross_wait   # (test hook: every cross-device wait dropped; the mocks must then go wrong)
+    for w, other in self.starts: w.value = 0 if skip else other.timeline_value - 1
+    for w, e, rel in self.cross: w.value = 0 if skip else graphs[e].next_base() + rel.step
+    t0 = time.perf_counter()
+    for k, g in enumerate(graphs): g.replay(bufs=sub_bufs[k], vals=sub_vals[k])
     if not wait: return None
     self.synchronize()
     return time.perf_counter() - t0
