@@ -245,3 +245,28 @@ def test_hcq_without_p2p_replays_by_segments(nv):
   assert g.graphs is None and len(g.segments) == 3   # a bounce: today's path (copy_between per replay)
   g.replay(wait=True)
   np.testing.assert_array_equal(_down(d1, b["o"]), 2 * x + y)
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_hcq_replay_on_amd_needs_its_cross_device_wait(monkeypatch, skip):
+  """AMD mock: a copy into memory another GPU maps lands after every other queue ran (mock/amd/cp.py lands_late). The
+  pushed copy sits in GPU 0's graph, the add reading it in GPU 1's: only GPU 1's graph wait on GPU 0's graph signal
+  orders them. With the cross-device waits dropped (the test hook) the add reads dst's old bytes."""
+  from hcqrt.amd.device import AMDDevice
+  from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+  from tests.test_amd_p2p import _add_program, filled, read
+  drv = install_mock_amd("gfx1100", gpus=2, p2p="pcie")
+  try:
+    d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
+    prog = _add_program(d1)
+    n, x = 256, np.arange(256, dtype=np.float32) + 1
+    src, dst, zero, out = filled(d0, x), filled(d1, np.full(n, -1, np.float32)), filled(d1, np.zeros(n, np.float32)), d1.allocator.alloc(4 * n)
+    g = MultiGraph([PeerCopy(d1, d0, dst, src, x.nbytes), (d1, GraphExec(prog, [out, dst, zero], (), (n // 64, 1, 1), (64, 1, 1)))])
+    assert g.graphs is not None
+    d0.synchronize(); d1.synchronize()
+    monkeypatch.setattr(HCQDevice, "skip_cross_wait", skip)
+    with drv.lock:   # (both graphs queued before the engines look at either)
+      g.replay()
+    got = read(d1, out, x)
+    g.synchronize()
+    np.testing.assert_array_equal(got, np.full(n, -1, np.float32) if skip else x)
+  finally: uninstall_mock_amd(drv)
