@@ -57,7 +57,11 @@ class Segment:
 def accesses(it: MultiItem) -> tuple[list[Any], list[Any]]:
   """(buffers read, buffers written) by an item: a launch writes its first `nout` buffers (outputs first, as the engine's
   ExecItem; an in-place update counts as a write, which orders it after every earlier reader and writer) and reads the
-  rest; a copy reads src and writes dst; a timestamp touches no buffer."""
+  rest; a copy reads src and writes dst; a timestamp touches no buffer.
+
+  >>> accesses(("dev", GraphExec(None, ["m", "v", "g"]), 2)), accesses(PeerCopy(None, None, "y", "x", 4))
+  ((['g'], ['m', 'v']), (['x'], ['y']))
+  """
   if isinstance(it, PeerCopy): return [it.src], [it.dst]
   g, nout = it[1], (it[2] if len(it) > 2 else 1)   # type: ignore[misc]
   if isinstance(g, GraphExec): return list(g.bufs[nout:]), list(g.bufs[:nout])
@@ -95,7 +99,13 @@ def pack(items: Sequence[MultiItem], deps: Sequence[set[int]]) -> list[Segment]:
   a copy's or another device's; a copy: the phase of what it depends on), then, latest item first, moves to the latest
   phase its dependents allow where its device already has a segment, which can leave an earlier segment empty. So a
   device's launches split only where a copy must run between them. Device segments of a phase are in order of their
-  first item (the capture order where no dependency says otherwise)."""
+  first item (the capture order where no dependency says otherwise).
+
+  >>> x, y = object(), object()
+  >>> items = [("B", GraphExec(None, [object()])), ("A", GraphExec(None, [x])), PeerCopy("B", "A", y, x, 4), ("B", GraphExec(None, [object(), y]))]
+  >>> [(s.device, s.items) for s in pack(items, dependencies(items))]
+  [('A', [1]), (None, [2]), ('B', [0, 3])]
+  """
   n = len(items)
   phase = [0] * n
   keys = [_key(it) for it in items]
