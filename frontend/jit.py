@@ -355,7 +355,7 @@ class TinyJit:
     copies: the tensor's bytes, from bufs[1] into bufs[0])."""
     mitems = [PeerCopy(open_device(ei.bufs[0].device), open_device(ei.bufs[1].device), ei.bufs[0].raw, ei.bufs[1].raw, ei.bufs[0].nbytes)
               if ei.kind == "copy" else
-              (open_device(ei.bufs[0].device), GraphExec(ei.kernel.program, [b.raw for b in ei.bufs], ei.vals(), **ei.kernel.launch_kwargs))
+              (open_device(ei.bufs[0].device), GraphExec(ei.kernel.program, [b.raw for b in ei.bufs], ei.vals(), **ei.kernel.launch_kwargs), ei.nout)
               for ei in self.items]
     g = self.graph_dev = MultiGraph(mitems)   # (graph_dev: what a profiled replay synchronizes)
     self._graph_bookkeeping()

@@ -16,6 +16,7 @@ A backend (hcqrt/nv, hcqrt/cpu/hcq.py, ...) supplies the encodings; this module 
 """
 from __future__ import annotations
 import contextlib, ctypes, struct, time, weakref
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from collections.abc import Callable, Iterator, Sequence
 from hcqrt.interface import GraphCopy, GraphExec, GraphItem, GraphTimestamp, peer_ok
@@ -217,6 +218,25 @@ class HCQProgram:
     dev.synchronize()
     return max(0, en.timestamp - st.timestamp) / 1e9
 
+@dataclass
+class GraphPeerCopy(GraphCopy):
+  """A graph copy into another device's buffer: this device's copy engine pushes into `dst` mapped here
+  (HCQDevice.map_peer; peer access must be enabled for the pair)."""
+  dst_dev: Any = None
+
+@dataclass
+class GraphRelease:
+  """A point in a graph: once the graph signal reaches the graph's base + `step` (filled in when the graph is recorded),
+  everything before it in the graph is done. Another device's graph waits on it (GraphWaitSignal)."""
+  step: int = 0
+
+@dataclass
+class GraphWaitSignal:
+  """The graph's later items run after `signal` reaches `value`: a semaphore wait on the queue of the next item (a signal
+  of another device: mapped here, HCQDevice.map_peer_signals). The owner of the graph sets `value` before each replay."""
+  signal: Signal
+  value: int = 0
+
 def _release_graph(device: HCQDevice, sig: Signal, last: list[int], blocks: list, ts_sigs: list[Signal]) -> None:
   if not blocks and not ts_sigs: return
   # the GPU may still read them; a device that frees only once its timeline has passed (AMD) needs no wait here, and
@@ -246,14 +266,15 @@ class GraphReplay:
   >>> dev = CPUHCQDevice(); g = GraphReplay(dev, []); g.replay(); dev.synchronize()
   """
   completes_on_return, clock = False, "gpu"   # (interface.Graph) replays run on the GPU after replay returns
-  def __init__(self, device: HCQDevice, items: Sequence[GraphItem], timestamps: bool = False):
+  def __init__(self, device: HCQDevice, items: Sequence[GraphItem], timestamps: bool = False, sig: Signal | None = None):
+    # sig: the graph signal, made beforehand where other graphs wait on it (MultiGraph); else the graph makes its own
     # timestamps: a timestamp command before and after each launch (the profiler's per-kernel GPU times: kernel_times())
     self.ts: dict[int, tuple[Signal, Signal]] = {}
     # (two signals per launch: a graph too big for the device's free signals goes untimed, its replays one span each)
     n_exec = sum(isinstance(it, GraphExec) for it in items)
     self.want_ts = self.timestamps = timestamps and len(device.signals.free_slots) >= 2 * n_exec + 64
     with device.persistent_scope() as blocks:
-      try: self._record(device, items)
+      try: self._record(device, items, sig)
       except BaseException:
         if blocks: device.free_persistent(blocks)   # nothing was submitted: the blocks are free at once
         raise
@@ -264,9 +285,9 @@ class GraphReplay:
     fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks, [s for p in self.ts.values() for s in p])
     fin.atexit = False  # at exit the device goes away as a whole
 
-  def _record(self, device: HCQDevice, items: Sequence[GraphItem]) -> None:
+  def _record(self, device: HCQDevice, items: Sequence[GraphItem], sig: Signal | None) -> None:
     self.dev, self.items = device, items
-    self.sig = device.new_signal(name="graph")
+    self.sig = sig or device.new_signal(name="graph")
     self.base = 0
     self.compute, self.copyq = device.hw_compute_queue(), device.hw_copy_queue()
     self.args: dict[int, KernArgs] = {}
@@ -276,8 +297,21 @@ class GraphReplay:
     # both queues first wait for the device timeline (all earlier work) ...
     self.tl_waits = [(q, len(q.cmds)) for q in (self.compute, self.copyq)]
     for q in (self.compute, self.copyq): q.wait(device.timeline_signal, 0)
+    self.ext_waits: list[tuple[HWQueue, int, GraphWaitSignal]] = []   # waits whose value the graph's owner sets per replay
+    # a cross-device wait goes on the queue of the item after it (that queue hands over to the other one as usual)
+    nxt, later = [self.compute] * len(items), self.compute
+    for i in reversed(range(len(items))):
+      if isinstance(items[i], GraphCopy): later = self.copyq
+      elif isinstance(items[i], (GraphExec, GraphTimestamp)): later = self.compute
+      nxt[i] = later
     for i, it in enumerate(items):
-      q = self.copyq if isinstance(it, GraphCopy) else self.compute
+      if isinstance(it, GraphRelease):   # the queue of the last item has waited for all before it: it releases the point
+        q = engine or self.compute
+        step += 1; it.step = step
+        self.sem.append((q, len(q.cmds), step)); q.signal(self.sig, step)
+        engine = q
+        continue
+      q = self.copyq if isinstance(it, GraphCopy) else nxt[i] if isinstance(it, GraphWaitSignal) else self.compute
       if engine is not None and q is not engine:   # hand over between engines through the graph signal
         step += 1
         self.sem.append((engine, len(engine.cmds), step)); engine.signal(self.sig, step)
@@ -288,9 +322,10 @@ class GraphReplay:
         if self.want_ts: self.ts[i] = (device.new_signal(name=f"ts{i}"), device.new_signal(name=f"te{i}")); q.timestamp(self.ts[i][0])
         self.where[i] = (q, len(q.cmds)); q.exec(it.prog, self.args[i], it.global_size, it.local_size)
         if self.want_ts: q.timestamp(self.ts[i][1])
-      elif isinstance(it, GraphCopy): self.where[i] = (q, len(q.cmds)); q.copy(buf_addr(it.dst), buf_addr(it.src), it.nbytes)
+      elif isinstance(it, GraphCopy): self.where[i] = (q, len(q.cmds)); q.copy(self._dst_addr(it, it.dst), buf_addr(it.src), it.nbytes)
+      elif isinstance(it, GraphWaitSignal): self.ext_waits.append((q, len(q.cmds), it)); q.wait(it.signal, it.value)
       elif isinstance(it, GraphTimestamp): self.where[i] = (q, len(q.cmds)); q.timestamp(it.signal)
-      else: raise TypeError(f"graph item {i}: {it!r} is not a GraphExec, GraphCopy or GraphTimestamp")
+      else: raise TypeError(f"graph item {i}: {it!r} is not a GraphExec, GraphCopy, GraphTimestamp, GraphRelease or GraphWaitSignal")
     # The queue running the last item has (through the hand-overs) waited for everything before it, so it alone
     # marks the end: the device timeline, then the graph signal. The graph signal must be the replay's LAST release:
     # the next replay rewrites this pushbuffer (the timeline value included) as soon as it sees it, and the GPU may
@@ -299,7 +334,8 @@ class GraphReplay:
     last = engine or self.compute
     self.end = (last, len(last.cmds)); last.signal(device.timeline_signal, 0)
     self.sem.append((last, len(last.cmds), self.final)); last.signal(self.sig, self.final)
-    self.used = [q for q in (self.compute, self.copyq) if q is last or any(k in ("exec", "copy", "timestamp") for k, _ in q.cmds)]
+    self.used = [q for q in (self.compute, self.copyq) if q is last or any(k in ("exec", "copy", "timestamp") for k, _ in q.cmds)
+                 or any(q is w for w, _, _ in self.ext_waits)]
     # what each replay rewrites, resolved once (a queue that is never submitted needs no update)
     self.tl_waits = [(q, c) for q, c in self.tl_waits if any(q is u for u in self.used)]
     self.sem_updates = [(q.update_wait if q.cmds[c][0] == "wait" else q.update_signal, c, off) for q, c, off in self.sem]
@@ -319,8 +355,9 @@ class GraphReplay:
       if isinstance(self.items[i], GraphExec): self.args[i].set_buffer(a, buf_addr(b))
       else:
         q, c = self.where[i]
-        q.update_copy(c, dst=buf_addr(b)) if a == 0 else q.update_copy(c, src=buf_addr(b))
+        q.update_copy(c, dst=self._dst_addr(self.items[i], b)) if a == 0 else q.update_copy(c, src=buf_addr(b))
     for (i, j), v in (vals or {}).items(): self.args[i].set_int(j, v)
+    for q, c, w in self.ext_waits: q.update_wait(c, value=w.value)
     for update, c, off in self.sem_updates: update(c, value=self.base + off)
     for q, c in self.tl_waits: q.update_wait(c, value=dev.timeline_value - 1)
     self.end[0].update_signal(self.end[1], value=dev.timeline_value)
@@ -333,6 +370,14 @@ class GraphReplay:
     if not wait: return None
     dev.synchronize()
     return time.perf_counter() - t0
+
+  def _dst_addr(self, it: GraphItem, buf: Any) -> int:
+    """Where a copy writes: `buf` mapped on this device for a peer copy, else its own address."""
+    return self.dev.map_peer(it.dst_dev, buf) if isinstance(it, GraphPeerCopy) else buf_addr(buf)
+
+  def next_base(self) -> int:
+    """The graph signal's base of the next replay: a GraphRelease of it is done at next_base() + step."""
+    return self.base + self.final if self.submitted else self.base
 
   def kernel_times(self) -> list[tuple[int, int, int]]:
     """(item, start ns, end ns) of each launch of the last replay, from the device's timestamps (a graph built with
@@ -418,6 +463,7 @@ class HCQDevice:
   # the mocks must show that as a wrong result). Never set outside tests.
   skip_cross_wait = False
   peer_copies = False       # a backend that implements the hooks below sets it (interface.can_transfer reads it)
+  submit_runs_inline = False   # submit runs the commands before it returns (the CPU's queues): no queue may wait on later work
   BOUNCE_CHUNK = 2 << 20    # bytes per bounce slot (two slots, used in turn)
 
   def _peer_state(self) -> dict:

@@ -1,12 +1,21 @@
 """One graph replay across several devices (interface.Graph): each device's launches in that device's own graph, and
 the copies between devices, replayed in dependency order by one `replay` call.
 
-Items come in capture order: `(device, GraphExec)` launches and `PeerCopy` copies between devices. Two items depend on
-each other when they touch the same buffer (conservatively: read or write alike). Items are packed into segments: a
-launch joins its device's latest segment when everything it depends on sits in that segment or an earlier one, else it
-opens a new one; copies go to copy segments the same way. Segments run in order, so every item runs after what it
-depends on, and each device's launches are as few sub-graphs as the dependencies allow (a data-parallel step: forward
-and backward per device, the allreduce's copies, the optimizer per device).
+Items come in capture order: `(device, GraphExec[, nout])` launches (outputs first: the first `nout` buffers, default
+1, are written, the rest read) and `PeerCopy` copies between devices (read src, write dst). An item depends on the
+earlier items it must follow for each buffer (`dependencies`: read after write, write after read, write after write;
+two reads do not order each other). Items are packed into segments by phases (`pack`): a phase runs each device's
+segment, then its copies; an item takes the earliest phase its dependencies allow, then moves as late as its
+dependents allow into a phase where its device has work already. So a device's launches split only where a copy must
+run between them (a data-parallel step: forward and backward per device, the allreduce's copies, the sums and the
+optimizer per device).
+
+On HCQ devices of one driver where every copy can be a peer push (`_one_graph_per_device`), there are no segments at
+replay: each device gets ONE GraphReplay of its items in capture order, a copy is a peer push on its source's copy
+engine inside the source's graph, and the cross-device ordering is semaphores on the GPUs (a GraphWaitSignal on the
+other graph's signal before an item, a GraphRelease after the item it waits for), their values patched per replay like
+the graph's own. A replay is then one submission per used queue of each device and no host copy. Otherwise (the CPU,
+a bounce without P2P) the segments below run in order.
 
 A sub-graph is the device's own `graph()` (the CPU's launch list, an HCQ device's GraphReplay); a device that returns
 None runs that segment's launches one at a time. A copy is `interface.copy_between`, as the engine copies: on devices
@@ -23,7 +32,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
-from hcqrt.interface import Device, Graph, GraphExec, GraphItem, can_transfer, copy_between
+from hcqrt.interface import Device, Graph, GraphCopy, GraphExec, GraphItem, can_transfer, copy_between, peer_ok
+from hcqrt.hcq import GraphPeerCopy, GraphRelease, GraphReplay, GraphWaitSignal, HCQDevice
 
 @dataclass
 class PeerCopy:
@@ -34,12 +44,7 @@ class PeerCopy:
   src: Any
   nbytes: int
 
-MultiItem = tuple[Device, GraphItem] | PeerCopy
-
-def _bufs(it: MultiItem) -> list[Any]:
-  if isinstance(it, PeerCopy): return [it.dst, it.src]
-  g = it[1]
-  return list(g.bufs) if isinstance(g, GraphExec) else [getattr(g, "dst", None), getattr(g, "src", None)]
+MultiItem = tuple[Device, GraphItem] | tuple[Device, GraphItem, int] | PeerCopy
 
 @dataclass
 class Segment:
@@ -49,43 +54,174 @@ class Segment:
   items: list[int]
   graph: Graph | None = None
 
+def accesses(it: MultiItem) -> tuple[list[Any], list[Any]]:
+  """(buffers read, buffers written) by an item: a launch writes its first `nout` buffers (outputs first, as the engine's
+  ExecItem; an in-place update counts as a write, which orders it after every earlier reader and writer) and reads the
+  rest; a copy reads src and writes dst; a timestamp touches no buffer.
+
+  >>> accesses(("dev", GraphExec(None, ["m", "v", "g"]), 2)), accesses(PeerCopy(None, None, "y", "x", 4))
+  ((['g'], ['m', 'v']), (['x'], ['y']))
+  """
+  if isinstance(it, PeerCopy): return [it.src], [it.dst]
+  g, nout = it[1], (it[2] if len(it) > 2 else 1)   # type: ignore[misc]
+  if isinstance(g, GraphExec): return list(g.bufs[nout:]), list(g.bufs[:nout])
+  if isinstance(g, GraphCopy): return [g.src], [g.dst]
+  return [], []
+
+def dependencies(items: Sequence[MultiItem]) -> list[set[int]]:
+  """For each item, the earlier items it must run after: the last writer of each buffer it reads (RAW), and the last
+  writer and every reader since of each buffer it writes (WAW, WAR). Reads of one buffer do not order each other.
+
+  >>> x, y = object(), object()
+  >>> dependencies([PeerCopy(None, None, y, x, 4), PeerCopy(None, None, x, y, 4), PeerCopy(None, None, y, y, 4)])
+  [set(), {0}, {0, 1}]
+  """
+  last_write: dict[int, int] = {}
+  readers: dict[int, list[int]] = {}
+  out: list[set[int]] = []
+  for i, it in enumerate(items):
+    rd, wr = accesses(it)
+    need = {last_write[id(b)] for b in rd + wr if b is not None and id(b) in last_write}
+    need.update(j for b in wr if b is not None for j in readers.get(id(b), ()))
+    for b in rd:
+      if b is not None: readers.setdefault(id(b), []).append(i)
+    for b in wr:
+      if b is not None: last_write[id(b)], readers[id(b)] = i, []
+    need.discard(i)
+    out.append(need)
+  return out
+
+def _key(it: MultiItem) -> int | None: return None if isinstance(it, PeerCopy) else id(it[0])
+
+def pack(items: Sequence[MultiItem], deps: Sequence[set[int]]) -> list[Segment]:
+  """Segments in run order. Phases: each phase runs every device's segment of it, then its copies. An item takes the
+  earliest phase its dependencies allow (a launch: the phase of a launch it depends on on its own device, one more than
+  a copy's or another device's; a copy: the phase of what it depends on), then, latest item first, moves to the latest
+  phase its dependents allow where its device already has a segment, which can leave an earlier segment empty. So a
+  device's launches split only where a copy must run between them. Device segments of a phase are in order of their
+  first item (the capture order where no dependency says otherwise).
+
+  >>> x, y = object(), object()
+  >>> items = [("B", GraphExec(None, [object()])), ("A", GraphExec(None, [x])), PeerCopy("B", "A", y, x, 4), ("B", GraphExec(None, [object(), y]))]
+  >>> [(s.device, s.items) for s in pack(items, dependencies(items))]
+  [('A', [1]), (None, [2]), ('B', [0, 3])]
+  """
+  n = len(items)
+  phase = [0] * n
+  keys = [_key(it) for it in items]
+  for i in range(n):
+    for j in deps[i]:
+      phase[i] = max(phase[i], phase[j] + (keys[i] is not None and keys[j] != keys[i]))
+  users: list[list[int]] = [[] for _ in range(n)]
+  for i in range(n):
+    for j in deps[i]: users[j].append(i)
+  count: dict[tuple[int | None, int], int] = {}
+  for i in range(n): count[(keys[i], phase[i])] = count.get((keys[i], phase[i]), 0) + 1
+  top = max(phase, default=0)
+  for i in reversed(range(n)):
+    # the latest phase the users allow: a copy or a launch of this device may share the phase, another device's
+    # launch must come a phase later (a copy user of a copy: the same copy segment, in capture order)
+    limit = min((phase[k] - (keys[k] is not None and keys[k] != keys[i]) for k in users[i]), default=top)
+    best = next((p for p in range(limit, phase[i], -1) if count.get((keys[i], p))), None)
+    if best is not None:
+      count[(keys[i], phase[i])] -= 1; count[(keys[i], best)] += 1; phase[i] = best
+  groups: dict[tuple[int, int | None], list[int]] = {}
+  for i in range(n): groups.setdefault((phase[i], keys[i]), []).append(i)
+  # order: by phase; inside a phase the device segments (by first item) before the copy segment
+  order = sorted(groups, key=lambda k: (k[0], k[1] is None, groups[k][0]))
+  return [Segment(None if k[1] is None else items[groups[k][0]][0], groups[k]) for k in order]   # type: ignore[index]
+
 class MultiGraph:
   """interface.Graph over several devices; see the module docstring. `replay(bufs={(item, arg): buf}, vals={(item, j):
   v})` patches like a one-device graph (a copy: arg 0 = dst, 1 = src), then runs every segment in order."""
   timestamps, clock = False, "host"
-  def __init__(self, items: Sequence[MultiItem], timestamps: bool = False):
+  def __init__(self, items: Sequence[MultiItem], timestamps: bool = False, one_kick: bool = True):
     self.items = list(items)
-    self.segments: list[Segment] = []
-    latest: dict[Any, int] = {}    # device (None: copies) -> its latest segment
-    touched: dict[int, int] = {}   # id(buffer) -> the latest segment whose items touch it
-    self.where: dict[int, tuple[int, int]] = {}   # item -> (segment, index in it)
     for i, it in enumerate(self.items):
-      if not isinstance(it, PeerCopy) and not (isinstance(it, tuple) and len(it) == 2):
-        raise TypeError(f"MultiGraph: item {i} is {it!r}; expected (device, GraphExec) or PeerCopy")
-      key = None if isinstance(it, PeerCopy) else id(it[0])
-      need = max((touched.get(id(b), -1) for b in _bufs(it) if b is not None), default=-1)
-      s = latest.get(key, -1)
-      if s < need or s < 0:   # (a later segment touched one of its buffers: it must run after that)
-        self.segments.append(Segment(None if key is None else it[0], []))
-        s = latest[key] = len(self.segments) - 1
-      self.where[i] = (s, len(self.segments[s].items))
-      self.segments[s].items.append(i)
-      for b in _bufs(it):
-        if b is not None: touched[id(b)] = max(touched.get(id(b), -1), s)
-    for seg in self.segments:
-      if seg.device is not None: seg.graph = seg.device.graph([self.items[i][1] for i in seg.items])
+      if not isinstance(it, PeerCopy) and not (isinstance(it, tuple) and len(it) in (2, 3)):
+        raise TypeError(f"MultiGraph: item {i} is {it!r}; expected (device, GraphExec[, nout]) or PeerCopy")
+    self.deps = dependencies(self.items)
+    self.segments = pack(self.items, self.deps)
+    self.where: dict[int, tuple[int, int]] = {i: (s, j) for s, seg in enumerate(self.segments) for j, i in enumerate(seg.items)}
     self.paths: dict[int, str] = {}   # copy item -> the path its last replay took ("device" or "host")
     self.devices: list[Device] = list({id(d): d for it in self.items for d in ((it.dst_dev, it.src_dev) if isinstance(it, PeerCopy) else (it[0],))}.values())
+    # HCQ devices with peer access: one graph per device, the copies and cross-device waits inside (one kick per queue)
+    self.graphs: list[GraphReplay] | None = self._one_graph_per_device() if one_kick else None
+    if self.graphs is not None:
+      self.completes_on_return = False
+      self.paths = {i: "device" for i, it in enumerate(self.items) if isinstance(it, PeerCopy)}
+      return
+    for seg in self.segments:
+      if seg.device is not None: seg.graph = seg.device.graph([self.items[i][1] for i in seg.items])
     # every segment's work is done on return where every sub-graph's is (the CPU) and no copy is queued on a device
     self.completes_on_return = (all(s.graph.completes_on_return for s in self.segments if s.graph is not None) and
                                 not any(can_transfer(it.src_dev, it.dst_dev) for it in self.items if isinstance(it, PeerCopy)))
 
+  def _one_graph_per_device(self) -> list[GraphReplay] | None:
+    """Where every device is an HCQ device of one driver and every copy can be a peer push: each device's items in one
+    GraphReplay, in capture order. A copy is a GraphPeerCopy on its source's copy engine. An item that depends on an
+    item of another device (`deps`) first waits (GraphWaitSignal) for that device's graph signal to reach the
+    GraphRelease placed right after that item. Each graph starts after the work submitted before the replay on every
+    device of the graph (a copy may overwrite what another device still reads), and ends after the copies pushed into
+    it (its timeline then covers them, as transfer_to's wait_for). None: replay by segments."""
+    devs = self.devices
+    if len(devs) < 2 or len({type(d) for d in devs}) != 1 or not all(isinstance(d, HCQDevice) and d.peer_copies and not d.submit_runs_inline for d in devs): return None
+    for it in self.items:
+      if isinstance(it, PeerCopy):
+        if it.src_dev is it.dst_dev or not peer_ok(it.src_dev.peer_status(it.dst_dev)): return None   # (a bounce: segments)
+      elif not isinstance(it[1], (GraphExec, GraphCopy)): return None
+    for a in devs:
+      for b in devs:
+        if a is not b: a._link(b)   # signals mapped both ways, peer access enabled
+    dk = {id(d): k for k, d in enumerate(devs)}
+    owner = [dk[id(it.src_dev if isinstance(it, PeerCopy) else it[0])] for it in self.items]
+    # which items of other devices each item waits for (the latest of each device; earlier ones are covered by it)
+    waited: list[dict[int, int]] = [{} for _ in devs]
+    waits: list[list[int]] = [[] for _ in self.items]
+    for i, need in enumerate(self.deps):
+      k = owner[i]
+      last: dict[int, int] = {}
+      for j in need:
+        if owner[j] != k: last[owner[j]] = max(last.get(owner[j], -1), j)
+      for e, j in sorted(last.items()):
+        if j > waited[k].get(e, -1): waits[i].append(j); waited[k][e] = j
+    # at the end, each device waits for the copies pushed into it that nothing in it waited for
+    tail: list[list[int]] = [[] for _ in devs]
+    for k in range(len(devs)):
+      into: dict[int, int] = {}
+      for i, it in enumerate(self.items):
+        if isinstance(it, PeerCopy) and dk[id(it.dst_dev)] == k: into[owner[i]] = i
+      tail[k] = [j for e, j in sorted(into.items()) if j > waited[k].get(e, -1)]
+    releases = {j: GraphRelease() for w in waits + tail for j in w}
+    lists: list[list[GraphItem]] = [[] for _ in devs]
+    self.starts: list[tuple[GraphWaitSignal, Device]] = []   # (wait, device whose timeline it waits for)
+    self.cross: list[tuple[GraphWaitSignal, int, GraphRelease]] = []   # (wait, releasing device, its release point)
+    for k in range(len(devs)):
+      for e, other in enumerate(devs):
+        if e != k: self.starts.append((w := GraphWaitSignal(other.timeline_signal), other)); lists[k].append(w)
+    sigs = [d.new_signal(name="graph") for d in devs]   # (made first: graphs wait on each other's)
+    def wait_for(k: int, j: int) -> None:
+      self.cross.append((w := GraphWaitSignal(sigs[owner[j]]), owner[j], releases[j])); lists[k].append(w)
+    self.local: dict[int, tuple[int, int]] = {}   # item -> (device, index in its graph)
+    for i, it in enumerate(self.items):
+      k = owner[i]
+      for j in waits[i]: wait_for(k, j)
+      self.local[i] = (k, len(lists[k]))
+      lists[k].append(GraphPeerCopy(it.dst, it.src, it.nbytes, dst_dev=it.dst_dev) if isinstance(it, PeerCopy) else it[1])
+      if i in releases: lists[k].append(releases[i])
+    for k in range(len(devs)):
+      for j in tail[k]: wait_for(k, j)
+    return [GraphReplay(d, lst, sig=sigs[k]) for k, (d, lst) in enumerate(zip(devs, lists))]
+
   def __repr__(self) -> str:
-    return f"<MultiGraph of {len(self.items)} items in {len(self.segments)} segments on {','.join(d.name for d in self.devices)}>"
+    how = "one graph per device" if self.graphs is not None else f"{len(self.segments)} segments"
+    return f"<MultiGraph of {len(self.items)} items in {how} on {','.join(d.name for d in self.devices)}>"
 
   def replay(self, bufs: dict[tuple[int, int], Any] | None = None, vals: dict[tuple[int, int], int] | None = None,
              wait: bool = False) -> float | None:
-    """Patch, then run every segment in order; `wait`: wait for every device and return the seconds it took."""
+    """Patch, then run every segment in order (or, one graph per device: submit each once); `wait`: wait for every
+    device and return the seconds it took."""
+    if self.graphs is not None: return self._replay_graphs(bufs, vals, wait)
     sub_bufs: dict[int, dict] = {}
     sub_vals: dict[int, dict] = {}
     for (i, a), b in (bufs or {}).items():
@@ -111,6 +247,32 @@ class MultiGraph:
         seg.device.synchronize()
       else:
         for i in seg.items: self._copy(i)
+    if not wait: return None
+    self.synchronize()
+    return time.perf_counter() - t0
+
+  def _replay_graphs(self, bufs: dict[tuple[int, int], Any] | None, vals: dict[tuple[int, int], int] | None, wait: bool) -> float | None:
+    graphs = self.graphs
+    assert graphs is not None
+    sub_bufs: list[dict] = [{} for _ in graphs]
+    sub_vals: list[dict] = [{} for _ in graphs]
+    for (i, a), b in (bufs or {}).items():
+      k, j = self.local[i]
+      sub_bufs[k][(j, a)] = b
+      if isinstance(c := self.items[i], PeerCopy):   # (kept current: a later fallback or repr shows the buffers in use)
+        if a == 0: c.dst = b
+        else: c.src = b
+    for (i, v), x in (vals or {}).items():
+      k, j = self.local[i]
+      sub_vals[k][(j, v)] = x
+    # the values every wait is patched to, taken before anything is submitted: each graph starts after what was
+    # submitted before this replay on every device (not after the other graphs of this replay), and a release point
+    # of this replay is the releasing graph's next base + its step
+    skip = HCQDevice.skip_cross_wait   # (test hook: every cross-device wait dropped; the mocks must then go wrong)
+    for w, other in self.starts: w.value = 0 if skip else other.timeline_value - 1
+    for w, e, rel in self.cross: w.value = 0 if skip else graphs[e].next_base() + rel.step
+    t0 = time.perf_counter()
+    for k, g in enumerate(graphs): g.replay(bufs=sub_bufs[k], vals=sub_vals[k])
     if not wait: return None
     self.synchronize()
     return time.perf_counter() - t0

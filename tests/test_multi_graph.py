@@ -6,6 +6,7 @@ the order things ran in; the real devices are in tests/test_data_parallel.py and
 import numpy as np
 import pytest
 from hcqrt.interface import GraphExec
+from hcqrt.hcq import HCQDevice
 from hcqrt.multi_graph import MultiGraph, PeerCopy
 
 class Buf:
@@ -95,3 +96,177 @@ def test_sub_graphs_get_local_indices():
 
 def test_bad_item_is_named():
   with pytest.raises(TypeError, match="MultiGraph: item 0 is 'x'"): MultiGraph(["x"])
+
+def test_reads_do_not_order_each_other(devs):
+  _, a, b = devs
+  x, y, w = Buf("x"), Buf("y"), Buf("w")
+  # a2 only reads x, which the copy reads too: no dependency, so a2 stays in a1's sub-graph
+  g = MultiGraph([launch(a, "a1", x), PeerCopy(b, a, y, x, 4), launch(a, "a2", w, x)])
+  assert g.deps == [set(), {0}, {0}]
+  assert [s.items for s in g.segments] == [[0, 2], [1]]
+
+def test_dependencies_raw_war_waw():
+  x, y, z = Buf("x"), Buf("y"), Buf("z")
+  a = Dev("A", [], graphs=False)
+  items = [launch(a, "w1", x), launch(a, "r1", y, x), launch(a, "r2", z, x), launch(a, "w2", x), launch(a, "w3", x, z)]
+  from hcqrt.multi_graph import dependencies
+  # r1, r2 read x after w1 (RAW); w2 writes x after both reads (WAR) and w1 (WAW); w3 after w2 (WAW) and r2's z (RAW)
+  assert dependencies(items) == [set(), {0}, {0}, {0, 1, 2}, {2, 3}]
+
+def test_launch_with_several_outputs_writes_them_all(devs):
+  log, a, b = devs
+  x, m, y, g_ = Buf("x"), Buf("m"), Buf("y"), Buf("g")
+  # an optimizer update fused with its moment: it writes x and m (nout=2), reads g; the copy of m must wait for it
+  items = [(a, launch(a, "adam", x, m, g_)[1], 2), PeerCopy(b, a, y, m, 4), launch(a, "r", g_)]
+  g = MultiGraph(items)
+  assert g.deps == [set(), {0}, {0}]
+  # r rewrites g, which adam read (WAR): after adam on A; nothing orders it against the copy of m
+  assert [s.items for s in g.segments] == [[0, 2], [1]]
+  g.replay()
+  assert names(log) == ["adam", "r", "copyout m", "copyin y"]
+  assert MultiGraph([(a, items[0][1], 1), items[1]]).deps == [set(), set()]   # (m read only: the copy need not wait)
+
+def test_independent_work_joins_the_segment_after_a_copy(devs):
+  log, a, b = devs
+  x, y, z, r = Buf("x"), Buf("y"), Buf("z"), Buf("r")
+  # b0 depends on nothing: it waits for the phase of b1 (which needs the copy) instead of opening a segment of its own
+  g = MultiGraph([launch(b, "b0", r), launch(a, "a0", x), PeerCopy(b, a, y, x, 4), launch(b, "b1", z, y)])
+  assert [(s.device.name if s.device else None, s.items) for s in g.segments] == [("A", [1]), (None, [2]), ("B", [0, 3])]
+  g.replay()
+  assert names(log) == ["a0", "copyout x", "copyin y", "b0", "b1"]
+
+def test_data_parallel_shape_is_five_segments(devs):
+  log, a, b = devs
+  xa, xb, ga, gb, ta, tb, wa, wb = (Buf(n) for n in ("xa", "xb", "ga", "gb", "ta", "tb", "wa", "wb"))
+  # forward/backward per device, the gradients crossed both ways, the sums and the optimizer per device; interleaved
+  # in capture order as the frontend records it
+  items = [launch(a, "fa", ga, xa, wa), launch(b, "fb", gb, xb, wb), PeerCopy(b, a, tb, ga, 4), PeerCopy(a, b, ta, gb, 4),
+           launch(a, "sa", ga, ga, ta), launch(b, "sb", gb, gb, tb), launch(a, "oa", wa, ga), launch(b, "ob", wb, gb)]
+  g = MultiGraph(items)
+  assert [s.items for s in g.segments] == [[0], [1], [2, 3], [4, 6], [5, 7]]
+  g.replay()
+  n = names(log)
+  assert n.index("sa") > n.index("copyin ta") and n.index("sb") > n.index("copyin tb") and n.index("copyout ga") > n.index("fa")
+
+# ---------------------------------------------------------------- HCQ devices: one graph per device (NV mock)
+def _nv_pair(p2p: str):
+  from hcqrt import syscalls
+  from hcqrt.mock.nv import MockNV
+  from hcqrt.nv.device import NVDevice
+  drv = syscalls.install(MockNV(count=2, p2p=p2p))
+  return drv, NVDevice("NV"), NVDevice("NV:1")
+
+@pytest.fixture
+def nv(request):
+  from hcqrt import syscalls
+  drv, d0, d1 = _nv_pair(getattr(request, "param", "pcie"))
+  try: yield drv, d0, d1
+  finally:
+    for g in drv.gpus: g.engine.latency_s = 0.0
+    syscalls.uninstall(drv)
+
+N = 256
+def _up(dev, arr):
+  b = dev.allocator.alloc(arr.nbytes); dev.allocator.copyin(b, memoryview(arr.view(np.uint8))); return b
+def _down(dev, b):
+  out = np.empty(N, np.float32); dev.allocator.copyout(memoryview(out.view(np.uint8)), b); return out
+def _add(dev):
+  from compiler.assemble.ptx_assembler import assemble_ptx
+  from hw_tests import kernels as K
+  prog = dev.program("add", assemble_ptx(K.head(dev.arch) + K.ADD, dev.arch))
+  # out = a + k * b over N floats
+  return lambda out, a, b, k: (dev, GraphExec(prog, [out, a, b], [k, N], (N // 64, 1, 1), (64, 1, 1)))
+
+def _step(d0, d1):
+  """GPU 0: p = x + x; copy p into t on GPU 1; GPU 1: o = t + y. Returns the graph and its buffers."""
+  x, y = np.arange(N, dtype=np.float32), np.full(N, 100.0, np.float32)
+  b = {"x": _up(d0, x), "p": _up(d0, np.zeros(N, np.float32)), "t": _up(d1, np.full(N, -1.0, np.float32)), "y": _up(d1, y),
+       "o": _up(d1, np.zeros(N, np.float32))}
+  a0, a1 = _add(d0), _add(d1)
+  g = MultiGraph([a0(b["p"], b["x"], b["x"], 1), PeerCopy(d1, d0, b["t"], b["p"], N * 4), a1(b["o"], b["t"], b["y"], 1)])
+  return g, b, x, y
+
+def test_hcq_replay_is_one_submission_per_queue_and_no_host_copy(nv, monkeypatch):
+  import hcqrt.multi_graph as mg
+  from hcqrt.hcq import HWQueue
+  _, d0, d1 = nv
+  g, b, x, y = _step(d0, d1)
+  assert g.graphs is not None and "one graph per device" in repr(g)
+  subs, host = [], []
+  sub = HWQueue.submit
+  monkeypatch.setattr(HWQueue, "submit", lambda self, dev: (subs.append(dev.name), sub(self, dev))[1])
+  monkeypatch.setattr(mg, "copy_between", lambda *a: host.append(a))
+  g.replay(wait=True)
+  assert host == [] and sorted(subs) == ["NV", "NV", "NV:1"]   # GPU 0: compute + copy queue; GPU 1: compute
+  np.testing.assert_array_equal(_down(d1, b["o"]), 2 * x + y)
+  # a replay patches a launch's input and the copy's destination (mapped on GPU 0 at its new address)
+  x2, t2 = _up(d0, np.full(N, 5.0, np.float32)), _up(d1, np.zeros(N, np.float32))
+  g.replay(bufs={(0, 1): x2, (0, 2): x2, (1, 0): t2, (2, 1): t2}, wait=True)
+  np.testing.assert_array_equal(_down(d1, b["o"]), 10.0 + y)
+  np.testing.assert_array_equal(_down(d1, t2), np.full(N, 10.0, np.float32))
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_hcq_replay_orders_a_late_copy_by_semaphores(nv, monkeypatch, drop):
+  """GPU 0 runs late (the mock's latency mode: a doorbell's work runs later, as the PBDMA may): GPU 1's add must wait on
+  GPU 0's graph signal for the pushed copy. With the cross-device waits dropped (the test hook) it reads the old t."""
+  drv, d0, d1 = nv
+  g, b, x, y = _step(d0, d1)
+  g.replay(wait=True)
+  d0.allocator.copyin(b["x"], memoryview(np.full(N, 7.0, np.float32).view(np.uint8)))
+  if drop: monkeypatch.setattr(HCQDevice, "skip_cross_wait", True)
+  drv.gpus[0].engine.latency_s = 0.3
+  g.replay()
+  g.synchronize()
+  got = _down(d1, b["o"])
+  if drop: assert (got == 2 * x + y).all()   # the previous replay's t: the harmful result a missing wait gives
+  else: np.testing.assert_array_equal(got, 14.0 + y)
+
+def test_hcq_copy_waits_for_the_destinations_earlier_reader(nv, monkeypatch):
+  """GPU 1 reads t late (latency mode); the copy into t that follows in the graph (on GPU 0's copy engine) must wait
+  for that read (write after read across GPUs): the first add sees the old t, the second the new one."""
+  drv, d0, d1 = nv
+  t_old = np.full(N, -1.0, np.float32)
+  x = np.arange(N, dtype=np.float32)
+  p, t, o1, o2 = _up(d0, x), _up(d1, t_old), _up(d1, np.zeros(N, np.float32)), _up(d1, np.zeros(N, np.float32))
+  a1 = _add(d1)
+  g = MultiGraph([a1(o1, t, t, 0), PeerCopy(d1, d0, t, p, N * 4), a1(o2, t, t, 0)])
+  assert g.graphs is not None and g.deps == [set(), {0}, {1}]
+  d0.synchronize(); d1.synchronize()
+  drv.gpus[1].engine.latency_s = 0.3
+  g.replay(); g.synchronize()
+  drv.gpus[1].engine.latency_s = 0.0
+  np.testing.assert_array_equal(_down(d1, o1), t_old)
+  np.testing.assert_array_equal(_down(d1, o2), x)
+
+@pytest.mark.parametrize("nv", ["none"], indirect=True)
+def test_hcq_without_p2p_replays_by_segments(nv):
+  _, d0, d1 = nv
+  g, b, x, y = _step(d0, d1)
+  assert g.graphs is None and len(g.segments) == 3   # a bounce: today's path (copy_between per replay)
+  g.replay(wait=True)
+  np.testing.assert_array_equal(_down(d1, b["o"]), 2 * x + y)
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_hcq_replay_on_amd_needs_its_cross_device_wait(monkeypatch, skip):
+  """AMD mock: a copy into memory another GPU maps lands after every other queue ran (mock/amd/cp.py lands_late). The
+  pushed copy sits in GPU 0's graph, the add reading it in GPU 1's: only GPU 1's graph wait on GPU 0's graph signal
+  orders them. With the cross-device waits dropped (the test hook) the add reads dst's old bytes."""
+  from hcqrt.amd.device import AMDDevice
+  from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+  from tests.test_amd_p2p import _add_program, filled, read
+  drv = install_mock_amd("gfx1100", gpus=2, p2p="pcie")
+  try:
+    d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
+    prog = _add_program(d1)
+    n, x = 256, np.arange(256, dtype=np.float32) + 1
+    src, dst, zero, out = filled(d0, x), filled(d1, np.full(n, -1, np.float32)), filled(d1, np.zeros(n, np.float32)), d1.allocator.alloc(4 * n)
+    g = MultiGraph([PeerCopy(d1, d0, dst, src, x.nbytes), (d1, GraphExec(prog, [out, dst, zero], (), (n // 64, 1, 1), (64, 1, 1)))])
+    assert g.graphs is not None
+    d0.synchronize(); d1.synchronize()
+    monkeypatch.setattr(HCQDevice, "skip_cross_wait", skip)
+    with drv.lock:   # (both graphs queued before the engines look at either)
+      g.replay()
+    got = read(d1, out, x)
+    g.synchronize()
+    np.testing.assert_array_equal(got, np.full(n, -1, np.float32) if skip else x)
+  finally: uninstall_mock_amd(drv)

@@ -68,6 +68,7 @@ class CPUHCQProgram(HCQProgram):
 class CPUHCQDevice(HCQDevice, CPUDevice):
   """CPUDevice plus HCQDevice's timeline, signals and graphs (GraphReplay over in-process compute/copy queues)."""
   wait_timeout_s = 10.0
+  submit_runs_inline = True   # CPUQueue._submit runs the commands in the caller: a wait on a later submission never ends
   def __init__(self, name: str = "CPU"):
     CPUDevice.__init__(self, name)
     self._sigmem = np.zeros(Signal.SIZE * 1024, np.uint8)
