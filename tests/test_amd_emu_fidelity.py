@@ -1,16 +1,18 @@
 """Fidelity rows of the gfx942 emulator audit (/work/reviews/g30.md) that apply to both AMD emulators: each test fails
 on the emulator as it was before the row was fixed (the hardware does something more harmful than the old model)."""
-import struct
+import ctypes, struct
 import numpy as np
 import pytest
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
-from hcqrt.amd.device import AMDDevice, AMDProgram
+from hcqrt.amd.aql_queue import AQLQueue
+from hcqrt.amd.device import AMDDevice, AMDError, AMDProgram
 from hcqrt.mock.amd.rdna3 import FlatMemory, dispatch
 from hcqrt.mock.amd.rdna3.launch import USER_POISON
 from hcqrt.mock.amd.gfx9 import Gfx9Waves, dispatch as gfx9_dispatch
 from hcqrt.mock.amd.rdna3 import launch
 from hcqrt.mock.amd.rdna3.executor import Waves
 from tests.rdna3_kernels import compile_ir, have_llvmlite, read_object
+from tests.test_amd_scratch import _run_stack
 
 # v_mov v2, vcc_lo; v_mov v3, m0; v_mov v4, s2; v_mov v5, v7; v_lshlrev v0, 4, v0; global_store v0, v[2:5], s[0:1];
 # s_endpgm (llvm-mc-19 -mcpu=gfx942 / gfx1100 encodings; gfx1100 stores v[1:4] from the same moves one register down)
@@ -344,3 +346,22 @@ def test_lds_atomic_returns_serialise_lanes_on_one_address(arch):
     assert out[128 + k] == add.sum()
     order = np.argsort(old, kind="stable")   # the serialised order: each lane's old value is the sum of those before
     np.testing.assert_array_equal(old[order], np.concatenate([[0], np.cumsum(add[order])[:-1]]))
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+@pytest.mark.parametrize("word, value, what", [(2, 0, "NUM_RECORDS 0 differs"), (3, 0x00EA4FAC, "not a swizzled scratch resource")])
+def test_gfx11_aql_cp_checks_the_scratch_resource_descriptor(word, value, what, monkeypatch):
+  """x30 row 4: ROCr's InitScratchSRD fills the gfx11 scratch resource too (amd_aql_queue.cpp:1586-1686): NUM_RECORDS
+  one XCC's part, word 3 FORMAT 0x14 / ADD_TID_ENABLE / OOB_SELECT 2. A regression writing zeros, or gfx9's word 3,
+  stops the queue. The old mock checked NUM_RECORDS only on gfx9 and word 3 never, so both ran."""
+  real = AQLQueue.set_scratch
+  def set_scratch(self, va, plan):
+    real(self, va, plan); ctypes.c_uint32.from_address(self.amd_queue.host + 144 + 4 * word).value = value
+  monkeypatch.setattr(AQLQueue, "set_scratch", set_scratch)
+  monkeypatch.setenv("AMD_AQL", "1")
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    q = drv.queues[d.compute.queue_id]   # before the recovery replaces it
+    with pytest.raises(AMDError) as e: _run_stack(d)
+    assert what in f"{e.value} {q.error}"
+  finally: uninstall_mock_amd(drv)

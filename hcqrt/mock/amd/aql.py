@@ -182,7 +182,9 @@ class AQLQueue(Queue):
     the queue with the CP's "insufficient scratch" bit (0x1 wave64, 0x400 wave32) in queue_inactive_signal, which ROCr
     answers by growing the scratch (:1167-1168, 925-). A byte_size smaller than one XCC's slots (WAVES x WAVESIZE)
     lets the XCCs' slots overlap or run past the buffer (silent corruption or a VM fault): the mock stops the queue.
-    On gfx9 the resource's NUM_RECORDS is one XCC's size too (:1619-1626); which of the two the closed CP firmware
+    The resource's NUM_RECORDS is one XCC's size too, on gfx9 and gfx11 alike (InitScratchSRD fills words 0-3 for both,
+    :1586-1686; :1619-1626); on gfx11 its word 3 must also have FORMAT 32_UINT (0x14), ADD_TID_ENABLE and OOB_SELECT 2,
+    which the swizzled per-lane scratch addressing depends on (ROCR core/inc/registers.h:169-320, the gfx11 SQ_BUF_RSRC_WORD3 fields). Which of the two the closed CP firmware
     spaces the XCCs by no source shows, so the mock stops the queue unless they agree, as ROCr writes them (tinygrad,
     tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:1132-1137, sets the same NUM_RECORDS and leaves byte_size 0, which
     the mock refuses: nothing shows the firmware ignores byte_size)."""
@@ -197,8 +199,12 @@ class AQLQueue(Queue):
     if size < need:
       raise self.fail(f"amd_queue_t.scratch_backing_memory_byte_size {size} is smaller than one XCC's scratch slots "
                       f"(compute_tmpring_size {tmpring:#x}: {need} bytes): the XCCs' slots overlap or leave the buffer")
-    records = self.vm.read32(q + AMD_QUEUE_SCRATCH_SRD_OFFSET + 8)
-    if self.gfx < 10 and records != size:
+    records, word3 = self.vm.read32(q + AMD_QUEUE_SCRATCH_SRD_OFFSET + 8), self.vm.read32(q + AMD_QUEUE_SCRATCH_SRD_OFFSET + 12)
+    if self.gfx >= 11 and (word3 >> 12 & 0x3F, word3 >> 23 & 1, word3 >> 28 & 3) != (0x14, 1, 2):
+      raise self.fail(f"amd_queue_t.scratch_resource_descriptor word 3 {word3:#x} is not a swizzled scratch resource (FORMAT "
+                      f"{word3 >> 12 & 0x3F:#x}, ADD_TID_ENABLE {word3 >> 23 & 1}, OOB_SELECT {word3 >> 28 & 3}; ROCr "
+                      f"amd_aql_queue.cpp:1586-1686 writes 0x14, 1, 2)")
+    if records != size:
       raise self.fail(f"amd_queue_t.scratch_resource_descriptor NUM_RECORDS {records} differs from scratch_backing_memory_byte_size "
                       f"{size}: both are one XCC's part of the scratch (ROCr amd_aql_queue.cpp:1619-1626, 1882-1883)")
     return ring
