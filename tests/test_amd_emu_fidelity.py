@@ -13,6 +13,7 @@ from hcqrt.mock.amd.rdna3 import launch
 from hcqrt.mock.amd.rdna3.executor import Waves
 from tests.rdna3_kernels import compile_ir, have_llvmlite, read_object
 from tests.test_amd_scratch import _run_stack
+from ioctl_defs.amd import aql
 
 # v_mov v2, vcc_lo; v_mov v3, m0; v_mov v4, s2; v_mov v5, v7; v_lshlrev v0, 4, v0; global_store v0, v[2:5], s[0:1];
 # s_endpgm (llvm-mc-19 -mcpu=gfx942 / gfx1100 encodings; gfx1100 stores v[1:4] from the same moves one register down)
@@ -364,4 +365,21 @@ def test_gfx11_aql_cp_checks_the_scratch_resource_descriptor(word, value, what, 
     q = drv.queues[d.compute.queue_id]   # before the recovery replaces it
     with pytest.raises(AMDError) as e: _run_stack(d)
     assert what in f"{e.value} {q.error}"
+  finally: uninstall_mock_amd(drv)
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_aql_kernel_dispatch_with_release_scope_none_is_refused_on_several_xccs(monkeypatch):
+  """x30 row 3: a packet's stores are visible only in the scopes of its release fence (hsa.h
+  HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE); with NONE on 8 XCCs they may stay in one XCC's L2, which the mock's
+  per-dispatch L2 model cannot carry to the next packet, so the packet is refused. The old mock ran it."""
+  real = aql.kernel_dispatch
+  no_release = aql.header(aql.PACKET_TYPE_KERNEL_DISPATCH, True, aql.FENCE_SCOPE_SYSTEM, aql.FENCE_SCOPE_NONE)
+  monkeypatch.setattr(aql, "kernel_dispatch", lambda *a, **k: real(*a, **{**k, "hdr": no_release}))
+  monkeypatch.setenv("AMD_AQL", "1")
+  drv = install_mock_amd("gfx942")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    q = drv.queues[d.compute.queue_id]
+    with pytest.raises(AMDError): _run_stack(d)
+    assert "release fence scope NONE on a node of 8 XCCs" in q.error
   finally: uninstall_mock_amd(drv)

@@ -20,6 +20,10 @@ Rules, each from the sources (ROCR = ROCm/ROCR-Runtime@c7785a6, paths under runt
   CP loads COMPUTE_PGM_RSRC1/2/3 and the user SGPRs it enables from it (LLVM AMDGPUUsage "Kernel Descriptor",
   "Initial Kernel Execution State"; ../shared/abi/amd_packets.json), LDS from group_segment_size.
 - XCCs: an AQL queue's MQD copies split each dispatch over the node's XCCs with TG chunk size 1 (cp.aql_xcc_share).
+  A dispatch's stores are visible only "in all the scopes specified by the release fence" (ROCR:inc/hsa.h,
+  HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE, header bits 11-12): with scope NONE on a node of several XCCs they may stay
+  dirty in one XCC's L2 after the packet completes. The mock's L2 model ends with the dispatch (gfx9/l2.py), so it
+  refuses such a packet rather than hide the stale lines a later dispatch's other XCCs would read (audit x30 row 3).
 - Vendor packets: AMD PM4-IB (format 1 in bits 16-31 of dword 0, dw_count_remain 10) runs its INDIRECT_BUFFER
   (ROCR:core/runtime/amd_aql_queue.cpp:1513-1543) once on every XCC, since each XCC's MQD copy reads the queue
   (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723); PRED_EXEC limits a part to some XCCs; BARRIER_AND / BARRIER_OR wait until all / any non-zero
@@ -112,6 +116,9 @@ class AQLQueue(Queue):
     typ, barrier, completion = hdr & 0xFF, hdr >> 8 & 1, struct.unpack_from("<Q", pkt, 56)[0]
     if barrier: self.drain()   # every earlier packet completes first
     if typ == KERNEL_DISPATCH:
+      if self.num_xcc > 1 and not hdr >> 11 & 3:
+        raise self.fail(f"kernel dispatch (header {hdr:#06x}) with release fence scope NONE on a node of {self.num_xcc} XCCs: its stores "
+                        f"may stay dirty in one XCC's L2 past the packet, which the mock does not model (release at agent scope or wider)")
       self.dispatch_packet(pkt, completion)
       self._retire()
     elif typ in (BARRIER_AND, BARRIER_OR):

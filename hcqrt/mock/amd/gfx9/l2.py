@@ -18,7 +18,8 @@ and loads (same table, "!volatile & nontemporal"), and a load's sc bits (agent/s
 was written back, which every load here does.
 
 Not modelled: a packet whose release scope is NONE, which leaves the lines dirty past the dispatch (the model ends
-with the dispatch, as if every packet released at agent scope or wider). Stale *clean* lines on the reader side, in
+with the dispatch, as if every packet released at agent scope or wider; the AQL processor refuses such a packet on
+several XCCs, aql.py). Stale *clean* lines on the reader side, in
 either cache level, so a missing acquire `buffer_inv` is not caught on any path (PM4 and one XCC included): in the
 L2, probes invalidate local-memory (MTYPE RW) copies when another L2 writes back (AMDGPUUsage, same section: "Any
 local memory cache lines will be automatically invalidated by writes from CUs associated with other L2 caches"), so
