@@ -1,16 +1,19 @@
 """Fidelity rows of the gfx942 emulator audit (/work/reviews/g30.md) that apply to both AMD emulators: each test fails
 on the emulator as it was before the row was fixed (the hardware does something more harmful than the old model)."""
-import struct
+import ctypes, struct
 import numpy as np
 import pytest
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
-from hcqrt.amd.device import AMDDevice, AMDProgram
+from hcqrt.amd.aql_queue import AQLQueue
+from hcqrt.amd.device import AMDDevice, AMDError, AMDProgram
 from hcqrt.mock.amd.rdna3 import FlatMemory, dispatch
 from hcqrt.mock.amd.rdna3.launch import USER_POISON
 from hcqrt.mock.amd.gfx9 import Gfx9Waves, dispatch as gfx9_dispatch
 from hcqrt.mock.amd.rdna3 import launch
 from hcqrt.mock.amd.rdna3.executor import Waves
 from tests.rdna3_kernels import compile_ir, have_llvmlite, read_object
+from tests.test_amd_scratch import _run_stack
+from ioctl_defs.amd import aql
 
 # v_mov v2, vcc_lo; v_mov v3, m0; v_mov v4, s2; v_mov v5, v7; v_lshlrev v0, 4, v0; global_store v0, v[2:5], s[0:1];
 # s_endpgm (llvm-mc-19 -mcpu=gfx942 / gfx1100 encodings; gfx1100 stores v[1:4] from the same moves one register down)
@@ -236,3 +239,147 @@ def test_buffer_wbl2_writes_back_when_its_vmcnt_retires():
     return int(w.l2.read(np.array([0x40000], np.uint64), 4, np.array([0])).view(np.uint32)[0, 0]), int(buf[0])
   assert run(True) == (42, 42)
   assert run(False) == (0, 42)   # still dirty in XCC 1's L2: XCC 0 reads the written-back 0
+
+# s_load_b64 s[4:5], s[0:1], 0x0; s_mov_b64 s[6:7], null; s_mov_b32 s6, s7; then READ_NULL's stores (llvm-mc-19
+# -mcpu=gfx1100, /tmp/rev-x30-work/nul64.s)
+READ_NULL64 = bytes.fromhex("000104f4000000f87c0186be070086be0602027e7c02047e030025d57c0a01008400003007fc89bf00006adc"
+                            "0001040004006adc0002040008006adc000304000000b0bf")
+
+def test_gfx11_null_sgpr_reads_zero_as_a_64_bit_source():
+  """x30 row 5: a 64-bit `null` source is 0 in both halves (RDNA3 ISA "Scalar Operands": SGPR_NULL), not s124 and the
+  M0 garbage after it. The old mock read s125 (M0 = USER_POISON) into s7."""
+  out = np.zeros((32, 4), np.uint32); ka = np.array([0x10000, 0], np.uint32)
+  m = FlatMemory(); m.map(0x10000, out.view(np.uint8)); m.map(0x20000, ka.view(np.uint8))
+  dispatch(m, READ_NULL64, 0, 2 << 1, [0x20000, 0], (1,), (32,), wave32=True)
+  assert (out[:, :3] == [0, 0, 5]).all()
+
+# out[t] = sh[127 - t] after every lane t added in[t] to its zeroed slot sh[t] with an LDS atomic, across one s_barrier
+LDS_ATOMIC = """@sh = internal addrspace(3) global [128 x i32] undef, align 4
+define amdgpu_kernel void @k(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %inp) {
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %pi = getelementptr i32, ptr addrspace(1) %inp, i32 %t
+  %x = load i32, ptr addrspace(1) %pi
+  %ps = getelementptr [128 x i32], ptr addrspace(3) @sh, i32 0, i32 %t
+  store i32 0, ptr addrspace(3) %ps
+  fence syncscope("workgroup") release
+  call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
+  %o = atomicrmw add ptr addrspace(3) %ps, i32 %x syncscope("workgroup") monotonic
+RELEASE  call void @llvm.amdgcn.s.barrier()
+ACQUIRE  %r = sub i32 127, %t
+  %pr = getelementptr [128 x i32], ptr addrspace(3) @sh, i32 0, i32 %r
+  %y = load i32, ptr addrspace(3) %pr
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %t
+  store i32 %y, ptr addrspace(1) %po
+  ret void
+}"""
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_lds_atomics_are_in_flight_across_a_barrier_until_the_writers_wait(arch):
+  """x30 row 1: an LDS atomic counts in lgkmcnt like a store, and LLVM 19 emits `ds_add_u32; s_barrier; ds_read` with
+  no wait between them unless the workgroup release fence adds one. Without the fences the other waves read the
+  slots before the atomics land (stale 0s); with them every lane is right. The old mock applied the atomic at issue
+  and did not hold its wave at the barrier, so it gave 128/128 without the fences."""
+  a = np.arange(128, dtype=np.int32) * 3 + 1
+  fence = '  fence syncscope("workgroup") {}\n'
+  got = []
+  for rel, acq in (("", ""), (fence.format("release"), fence.format("acquire"))):
+    src = LDS_ATOMIC.replace("RELEASE", rel).replace("ACQUIRE", acq)
+    text, entry, _, kd = read_object(compile_ir(src, cpu=arch, features="-real-true16" if arch == "gfx1100" else ""), "k")
+    out = np.zeros(128, np.int32); m = FlatMemory()
+    m.map(0x10000, out.view(np.uint8)); m.map(0x20000, a.view(np.uint8))
+    m.map(0x30000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+    launch(text, kd, m, 0x30000, (1,), (128,), entry=entry, waves_cls=Gfx9Waves if arch == "gfx942" else Waves)
+    got.append(out)
+  assert not np.array_equal(got[0], a[::-1])
+  np.testing.assert_array_equal(got[1], a[::-1])
+
+# every lane t adds in[t] to LDS word t & 3 (a divergent address, so LLVM's atomic optimizer leaves it a per-lane
+# ds_add_rtn) and stores the value it got back; then lanes 0-3 store the totals
+LDS_ATOMIC_RTN = """@sh = internal addrspace(3) global [4 x i32] undef, align 4
+define amdgpu_kernel void @k(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %inp) {
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %pi = getelementptr i32, ptr addrspace(1) %inp, i32 %t
+  %x = load i32, ptr addrspace(1) %pi
+  %k = and i32 %t, 3
+  %pk = getelementptr [4 x i32], ptr addrspace(3) @sh, i32 0, i32 %k
+  %z = icmp ult i32 %t, 4
+  br i1 %z, label %init, label %go
+init:
+  store i32 0, ptr addrspace(3) %pk
+  br label %go
+go:
+  fence syncscope("workgroup") release
+  call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
+  %o = atomicrmw add ptr addrspace(3) %pk, i32 %x syncscope("workgroup") monotonic
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %t
+  store i32 %o, ptr addrspace(1) %po
+  fence syncscope("workgroup") release
+  call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
+  br i1 %z, label %tot, label %end
+tot:
+  %s = load i32, ptr addrspace(3) %pk
+  %t4 = add i32 %t, 128
+  %pt = getelementptr i32, ptr addrspace(1) %out, i32 %t4
+  store i32 %s, ptr addrspace(1) %pt
+  br label %end
+end:
+  ret void
+}"""
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_lds_atomic_returns_serialise_lanes_on_one_address(arch):
+  """x30 row 1, the return values: lanes hitting one LDS word are serialised (the LDS performs them one by one), so
+  each word's 32 returned old values are distinct prefix sums of its addends and the word ends as their total. (The
+  old mock read every lane's old value before applying any: all 32 got the same one.)"""
+  a = np.arange(128, dtype=np.int32) * 3 + 1
+  text, entry, _, kd = read_object(compile_ir(LDS_ATOMIC_RTN, cpu=arch, features="-real-true16" if arch == "gfx1100" else ""), "k")
+  out = np.zeros(132, np.int32); m = FlatMemory()
+  m.map(0x10000, out.view(np.uint8)); m.map(0x20000, a.view(np.uint8))
+  m.map(0x30000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+  launch(text, kd, m, 0x30000, (1,), (128,), entry=entry, waves_cls=Gfx9Waves if arch == "gfx942" else Waves)
+  for k in range(4):
+    old, add = out[k:128:4], a[k:128:4]
+    assert out[128 + k] == add.sum()
+    order = np.argsort(old, kind="stable")   # the serialised order: each lane's old value is the sum of those before
+    np.testing.assert_array_equal(old[order], np.concatenate([[0], np.cumsum(add[order])[:-1]]))
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+@pytest.mark.parametrize("word, value, what", [(2, 0, "NUM_RECORDS 0 differs"), (3, 0x00EA4FAC, "not a swizzled scratch resource")])
+def test_gfx11_aql_cp_checks_the_scratch_resource_descriptor(word, value, what, monkeypatch):
+  """x30 row 4: ROCr's InitScratchSRD fills the gfx11 scratch resource too (amd_aql_queue.cpp:1586-1686): NUM_RECORDS
+  one XCC's part, word 3 FORMAT 0x14 / ADD_TID_ENABLE / OOB_SELECT 2. A regression writing zeros, or gfx9's word 3,
+  stops the queue. The old mock checked NUM_RECORDS only on gfx9 and word 3 never, so both ran."""
+  real = AQLQueue.set_scratch
+  def set_scratch(self, va, plan):
+    real(self, va, plan); ctypes.c_uint32.from_address(self.amd_queue.host + 144 + 4 * word).value = value
+  monkeypatch.setattr(AQLQueue, "set_scratch", set_scratch)
+  monkeypatch.setenv("AMD_AQL", "1")
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    q = drv.queues[d.compute.queue_id]   # before the recovery replaces it
+    with pytest.raises(AMDError) as e: _run_stack(d)
+    assert what in f"{e.value} {q.error}"
+  finally: uninstall_mock_amd(drv)
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_aql_kernel_dispatch_with_release_scope_none_is_refused_on_several_xccs(monkeypatch):
+  """x30 row 3: a packet's stores are visible only in the scopes of its release fence (hsa.h
+  HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE); with NONE on 8 XCCs they may stay in one XCC's L2, which the mock's
+  per-dispatch L2 model cannot carry to the next packet, so the packet is refused. The old mock ran it."""
+  real = aql.kernel_dispatch
+  no_release = aql.header(aql.PACKET_TYPE_KERNEL_DISPATCH, True, aql.FENCE_SCOPE_SYSTEM, aql.FENCE_SCOPE_NONE)
+  monkeypatch.setattr(aql, "kernel_dispatch", lambda *a, **k: real(*a, **{**k, "hdr": no_release}))
+  monkeypatch.setenv("AMD_AQL", "1")
+  drv = install_mock_amd("gfx942")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    q = drv.queues[d.compute.queue_id]
+    with pytest.raises(AMDError): _run_stack(d)
+    assert "release fence scope NONE on a node of 8 XCCs" in q.error
+  finally: uninstall_mock_amd(drv)

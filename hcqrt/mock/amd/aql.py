@@ -20,6 +20,10 @@ Rules, each from the sources (ROCR = ROCm/ROCR-Runtime@c7785a6, paths under runt
   CP loads COMPUTE_PGM_RSRC1/2/3 and the user SGPRs it enables from it (LLVM AMDGPUUsage "Kernel Descriptor",
   "Initial Kernel Execution State"; ../shared/abi/amd_packets.json), LDS from group_segment_size.
 - XCCs: an AQL queue's MQD copies split each dispatch over the node's XCCs with TG chunk size 1 (cp.aql_xcc_share).
+  A dispatch's stores are visible only "in all the scopes specified by the release fence" (ROCR:inc/hsa.h,
+  HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE, header bits 11-12): with scope NONE on a node of several XCCs they may stay
+  dirty in one XCC's L2 after the packet completes. The mock's L2 model ends with the dispatch (gfx9/l2.py), so it
+  refuses such a packet rather than hide the stale lines a later dispatch's other XCCs would read (audit x30 row 3).
 - Vendor packets: AMD PM4-IB (format 1 in bits 16-31 of dword 0, dw_count_remain 10) runs its INDIRECT_BUFFER
   (ROCR:core/runtime/amd_aql_queue.cpp:1513-1543) once on every XCC, since each XCC's MQD copy reads the queue
   (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_mqd_manager_v9.c:680-723); PRED_EXEC limits a part to some XCCs; BARRIER_AND / BARRIER_OR wait until all / any non-zero
@@ -112,6 +116,9 @@ class AQLQueue(Queue):
     typ, barrier, completion = hdr & 0xFF, hdr >> 8 & 1, struct.unpack_from("<Q", pkt, 56)[0]
     if barrier: self.drain()   # every earlier packet completes first
     if typ == KERNEL_DISPATCH:
+      if self.num_xcc > 1 and not hdr >> 11 & 3:
+        raise self.fail(f"kernel dispatch (header {hdr:#06x}) with release fence scope NONE on a node of {self.num_xcc} XCCs: its stores "
+                        f"may stay dirty in one XCC's L2 past the packet, which the mock does not model (release at agent scope or wider)")
       self.dispatch_packet(pkt, completion)
       self._retire()
     elif typ in (BARRIER_AND, BARRIER_OR):
@@ -182,7 +189,9 @@ class AQLQueue(Queue):
     the queue with the CP's "insufficient scratch" bit (0x1 wave64, 0x400 wave32) in queue_inactive_signal, which ROCr
     answers by growing the scratch (:1167-1168, 925-). A byte_size smaller than one XCC's slots (WAVES x WAVESIZE)
     lets the XCCs' slots overlap or run past the buffer (silent corruption or a VM fault): the mock stops the queue.
-    On gfx9 the resource's NUM_RECORDS is one XCC's size too (:1619-1626); which of the two the closed CP firmware
+    The resource's NUM_RECORDS is one XCC's size too, on gfx9 and gfx11 alike (InitScratchSRD fills words 0-3 for both,
+    :1586-1686; :1619-1626); on gfx11 its word 3 must also have FORMAT 32_UINT (0x14), ADD_TID_ENABLE and OOB_SELECT 2,
+    which the swizzled per-lane scratch addressing depends on (ROCR core/inc/registers.h:169-320, the gfx11 SQ_BUF_RSRC_WORD3 fields). Which of the two the closed CP firmware
     spaces the XCCs by no source shows, so the mock stops the queue unless they agree, as ROCr writes them (tinygrad,
     tinygrad@a9069c1:tinygrad/runtime/ops_amd.py:1132-1137, sets the same NUM_RECORDS and leaves byte_size 0, which
     the mock refuses: nothing shows the firmware ignores byte_size)."""
@@ -197,8 +206,12 @@ class AQLQueue(Queue):
     if size < need:
       raise self.fail(f"amd_queue_t.scratch_backing_memory_byte_size {size} is smaller than one XCC's scratch slots "
                       f"(compute_tmpring_size {tmpring:#x}: {need} bytes): the XCCs' slots overlap or leave the buffer")
-    records = self.vm.read32(q + AMD_QUEUE_SCRATCH_SRD_OFFSET + 8)
-    if self.gfx < 10 and records != size:
+    records, word3 = self.vm.read32(q + AMD_QUEUE_SCRATCH_SRD_OFFSET + 8), self.vm.read32(q + AMD_QUEUE_SCRATCH_SRD_OFFSET + 12)
+    if self.gfx >= 11 and (word3 >> 12 & 0x3F, word3 >> 23 & 1, word3 >> 28 & 3) != (0x14, 1, 2):
+      raise self.fail(f"amd_queue_t.scratch_resource_descriptor word 3 {word3:#x} is not a swizzled scratch resource (FORMAT "
+                      f"{word3 >> 12 & 0x3F:#x}, ADD_TID_ENABLE {word3 >> 23 & 1}, OOB_SELECT {word3 >> 28 & 3}; ROCr "
+                      f"amd_aql_queue.cpp:1586-1686 writes 0x14, 1, 2)")
+    if records != size:
       raise self.fail(f"amd_queue_t.scratch_resource_descriptor NUM_RECORDS {records} differs from scratch_backing_memory_byte_size "
                       f"{size}: both are one XCC's part of the scratch (ROCr amd_aql_queue.cpp:1619-1626, 1882-1883)")
     return ring

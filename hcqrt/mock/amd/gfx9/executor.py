@@ -194,7 +194,8 @@ class Gfx9Waves(Waves):
     # buffer_wbl2 with sc1 (agent or system scope; AMDGPUUsage GFX942 code sequences, fence release agent/system) writes
     # the XCC's dirty L2 lines back. It is a vector memory op: it counts in vmcnt and is done only when the wave's
     # s_waitcnt retires it (the release's "s_waitcnt vmcnt(0)" after it), so the write-back happens then (_apply).
-    # buffer_inv only drops clean lines, which the model keeps none of (gfx9/l2.py); buffer_wbl2 without sc1
+    # buffer_inv only drops clean lines, which the model keeps none of, in the L2 or the (unmodelled) vector L1, so a
+    # missing acquire is not caught (gfx9/l2.py, audit x30 row 2); buffer_wbl2 without sc1
     # (wavefront/workgroup scope) keeps them in the L2 the workgroup shares.
     if i.base != "buffer_wbl2": return None
     wb = i.f["sc1"] and self.l2 is not None

@@ -7,8 +7,8 @@ writes still in flight resumes last (run, held).
 
 Loads read memory when they issue but their results land in registers only when an s_waitcnt retires
 them (vmcnt for global/flat, lgkmcnt for LDS and scalar loads, oldest first), so code that reads a load's
-destination without waiting sees the stale register, as it can on hardware. LDS writes stay in flight the same way,
-invisible to other waves until the writer's lgkmcnt retires them (_ds); global and scratch stores complete at issue.
+destination without waiting sees the stale register, as it can on hardware. LDS writes and atomics stay in flight the
+same way, invisible to other waves until the writer's lgkmcnt retires them (_ds); global and scratch stores complete at issue.
 """
 from __future__ import annotations
 import numpy as np
@@ -116,7 +116,7 @@ class Waves:
     raise EmulatorError(f"kernel did not finish within {max_steps} steps")
 
   def _lds_in_flight(self) -> np.ndarray:
-    """(n,) bool: the waves with LDS writes still in flight (queued by _ds, not yet retired)."""
+    """(n,) bool: the waves with LDS writes or atomics still in flight (queued by _ds, not yet retired)."""
     out = np.zeros(self.n, bool)
     for kind, _, waves, rowwave, _, _ in self.pending["lgkm"]:
       if kind == "d" and len(rowwave): out[rowwave if waves is None else waves[rowwave]] = True
@@ -146,6 +146,8 @@ class Waves:
   # ---- scalar operands
   def sread(self, code: int, sel, i: Inst, t: str = "u32"):
     wide = V.BITS.get(t, 32) == 64
+    if code == self.NULL:   # SGPR_NULL reads 0 at any width, not s124 then M0 (RDNA3 ISA "Scalar Operands"; audit x30 row 5)
+      return np.zeros(self.nw(sel), np.uint64 if wide else np.uint32)
     if code < 128:
       lo = self.s[code, sel]
       return lo.astype(np.uint64) | (self.s[code + 1, sel].astype(np.uint64) << np.uint64(32)) if wide else lo
@@ -525,12 +527,12 @@ class Waves:
   # ---- LDS
   def _ds(self, i: Inst, sel):
     """An LDS op. The waves' own earlier LDS writes land first (a wave's DS ops execute in order); this op's writes
-    then stay in flight, counted by lgkmcnt, until the writer's s_waitcnt retires them or the wave ends (or its next
+    (or atomics, with their return values) then stay in flight, counted by lgkmcnt, until the writer's s_waitcnt retires them or the wave ends (or its next
     DS op). Another wave does not see them before that: on hardware a write may still be in flight when a reader
     passes s_barrier without the writer's lgkmcnt(0) (gfx942 has back-off barriers, so LLVM adds no wait before
     s_barrier: llvm-project SIInsertWaitcnts.cpp; only the workgroup release fence waits; audit g30 row 1)."""
     if i.base == "ds_nop": return None
-    self._ds_writes: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    self._ds_writes: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []; self._ds_atom = None
     if i.base.startswith("ds_load") and (view := self._own_lds_view(sel)) is not None:
       # waves that issue together must not see each other's writes in flight: each reads its workgroup's LDS plus
       # only its own earlier writes, which land afterwards (the read executed after them)
@@ -545,7 +547,7 @@ class Waves:
       rowwave = np.concatenate([w for w, _, _ in self._ds_writes]); flat = np.concatenate([a for _, a, _ in self._ds_writes])
       data = np.concatenate([d for _, _, d in self._ds_writes]) if len({d.shape[1] for _, _, d in self._ds_writes}) == 1 else None
       if data is None: raise EmulatorError("an LDS op writing two different widths")
-      self.pending["lgkm"].append(("d", 0, self._gidx(sel), rowwave, (flat, data), None))
+      self.pending["lgkm"].append(("d", 0, self._gidx(sel), rowwave, (flat, data, self._ds_atom), None))
     return r
 
   _ds_view: np.ndarray | None = None
@@ -560,10 +562,10 @@ class Waves:
     pos = np.full(self.n, -1, np.int64); pos[waves] = np.arange(len(waves))
     size = self.lds.shape[1]
     view = self.lds[self.wg[waves]].copy()
-    for _, _, ew, rowwave, (flat, data), _ in q:
+    for _, _, ew, rowwave, (flat, data, atom), _ in q:
       g = rowwave if ew is None else ew[rowwave]
       mine = member[g]
-      if mine.any(): _lds_write(view, pos[g[mine]] * size + flat[mine] % size, data[mine])
+      if mine.any(): self._lds_land(view, pos[g[mine]] * size + flat[mine] % size, data[mine], _atom_rows(atom, mine), None)
     return view
 
   def _land_own_lds(self, sel) -> None:
@@ -573,11 +575,25 @@ class Waves:
     member = np.zeros(self.n, bool); member[sel] = True
     for j, e in enumerate(q):
       if e[0] != "d": continue
-      _, _, waves, rowwave, (flat, data), _ = e
-      mine = member[rowwave if waves is None else waves[rowwave]]
+      _, _, waves, rowwave, (flat, data, atom), _ = e
+      g = rowwave if waves is None else waves[rowwave]
+      mine = member[g]
       if not mine.any(): continue
-      _lds_write(self.lds, flat[mine], data[mine])
-      q[j] = ("d", 0, waves, rowwave[~mine], (flat[~mine], data[~mine]), None)
+      self._lds_land(self.lds, flat[mine], data[mine], _atom_rows(atom, mine), g[mine])
+      q[j] = ("d", 0, waves, rowwave[~mine], (flat[~mine], data[~mine], _atom_rows(atom, ~mine)), None)
+
+  def _lds_land(self, lds: np.ndarray, flat: np.ndarray, data: np.ndarray, atom, wave: np.ndarray | None) -> None:
+    """Perform in-flight LDS rows on `lds`: a store's bytes, or an atomic read-modify-write whose old values (the
+    _rtn form) go to the VGPR of each row's `wave` (None: only the LDS changes, as in the _own_lds_view copy)."""
+    if atom is None: return _lds_write(lds, flat, data)
+    fn, dt, reg, lane = atom
+    if (flat % 4).any() or lds.size % 4: raise EmulatorError("LDS atomic misaligned")
+    words, idx, val = lds.reshape(-1).view(dt), flat // 4, np.ascontiguousarray(data).view(dt)[:, 0]
+    if len(np.unique(idx)) == len(idx): old = words[idx].copy(); words[idx] = fn(old, val)
+    else:   # lanes hitting one address are serialised by the LDS, each returning the value the previous one left
+      old = np.empty(len(idx), dt)
+      for r, (k, x) in enumerate(zip(idx.tolist(), val)): old[r] = words[k]; words[k] = fn(words[k], x)
+    if reg >= 0 and wave is not None: self.v[reg, wave, lane] = old.view(np.uint32)
 
   def _ds_exec(self, i: Inst, sel):
     n, f = i.base, i.f; ex = self.exec_mask(sel)
@@ -622,12 +638,14 @@ class Waves:
             "add_f32": (np.add, np.float32), "min_f32": (np.fmin, np.float32), "max_f32": (np.fmax, np.float32)}
     key = n[3:].replace("_rtn", "")
     if key in atom:
+      # in flight like a store (counted by lgkmcnt, so only a wait orders it before s_barrier: AMDGPUUsage memory
+      # model GFX942/GFX11, workgroup release = s_waitcnt lgkmcnt(0); audit x30 row 1): _lds_land performs it, and
+      # writes the _rtn value, when the wave's s_waitcnt, next DS op or s_endpgm retires it
       fn, dt = atom[key]; addr = at(off)
       if (addr < 0).any() or (addr + 4 > size).any() or (addr % 4).any(): raise MemoryFault("LDS atomic outside the allocation or misaligned")
-      view = lds.view(dt); val = dat(f["data0"], 1).view(dt)[:, 0]
-      old = view[wg, addr // 4].copy()
-      fn.at(view, (wg, addr // 4), val)   # .at applies duplicates one after another, like the serialised LDS atomic
-      if "_rtn" in n: put(f["vdst"], old.view(np.uint32)[:, None])
+      if "_rtn" in n and f["vdst"] >= self.v.shape[0]: raise EmulatorError(f"atomic destination v{f['vdst']} beyond the kernel's VGPRs")
+      self._ds_atom = (fn, dt, f["vdst"] if "_rtn" in n else -1, lanes[1])
+      self._ds_writes.append((lanes[0], wg * size + addr, dat(f["data0"], 1)))
       return
     raise EmulatorError("DS op not implemented")
 
@@ -655,7 +673,8 @@ class Waves:
     kind, reg, waves, mask, vals, bits = e
     if kind == "d":   # LDS writes in flight (mask: each row's wave, an index into `waves`): land the rows of `which`
       rows = slice(None) if which is None else which[mask]
-      return _lds_write(self.lds, vals[0][rows], vals[1][rows])
+      g = mask if waves is None else waves[mask]
+      return self._lds_land(self.lds, vals[0][rows], vals[1][rows], _atom_rows(vals[2], rows), g[rows])
     w = (slice(None) if waves is None else waves) if which is None else (np.nonzero(which)[0] if waves is None else waves[which])
     if which is not None: vals, mask = vals[:, which], None if mask is None else mask[which]
     for k in range(len(vals)):
@@ -707,7 +726,7 @@ class Waves:
       if d.any(): self._apply(e, d)
       kind, reg, waves, mask, vals, bits = e; k = ~d
       if kind == "d":   # keep the rows of the waves not yet due, their wave indices renumbered into the kept waves
-        rows = k[mask]; keep.append((kind, reg, (everyone if waves is None else waves)[k], (np.cumsum(k) - 1)[mask[rows]], (vals[0][rows], vals[1][rows]), bits))
+        rows = k[mask]; keep.append((kind, reg, (everyone if waves is None else waves)[k], (np.cumsum(k) - 1)[mask[rows]], (vals[0][rows], vals[1][rows], _atom_rows(vals[2], rows)), bits))
       else: keep.append((kind, reg, (everyone if waves is None else waves)[k], None if mask is None else mask[k], vals[:, k], bits))
     self.pending[counter] = keep
 
@@ -849,6 +868,10 @@ def _lds_read(lds: np.ndarray, flat: np.ndarray, nb: int) -> np.ndarray:
     elems = np.ndarray((lds.size // 4 - nb // 4 + 1,), np.dtype(f"V{nb}"), buffer=lds, strides=(4,))
     return elems[flat >> 2].view(np.uint8).reshape(len(flat), nb)
   return lds.reshape(-1)[flat[:, None] + np.arange(nb)]
+
+def _atom_rows(atom, rows):
+  """An in-flight LDS atomic's (op, dtype, vdst, lane per row) for the rows `rows` picks (None for a store)."""
+  return None if atom is None else (*atom[:3], atom[3][rows])
 
 def _lds_write(lds: np.ndarray, flat: np.ndarray, data: np.ndarray) -> None:
   """Store the rows of `data` at byte offsets `flat` (with duplicate offsets the last row wins, as per byte)."""
