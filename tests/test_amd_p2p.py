@@ -184,6 +184,48 @@ def test_a_kernel_on_the_peer_reads_stale_data_without_the_cross_device_wait(moc
     # the slot's old bytes (the previous transfer's) into dst
     if skip: assert np.array_equal(got, np.full(n, -1, np.float32) if p2p == "pcie" else x - 999)
 
+def _hold(dev):
+  """Put a wait on a host-released signal at the head of `dev`'s compute queue: the GPU is busy, so its next work (a
+  reader submitted before a peer's write) runs only after the host sets the returned signal to 1 (reviews/p2p_amd.md
+  row 1: a late *reader* is the harmful order for write-after-read and bounce-slot reuse)."""
+  g = dev.new_signal(0); dev.submit_timeline(dev.after_timeline(dev.hw_compute_queue()).wait(g, 1)); return g
+
+def test_a_peer_copy_waits_for_the_destinations_earlier_reader(mock):
+  """Write-after-read on the destination: d1's kernel reads dst and is submitted before d0's copy into dst, but d1 is
+  busy (held behind a host-released wait), so on hardware the copy could land first. transfer_to makes the source's
+  copy wait for d1's timeline (hcq.py transfer_to), so the kernel still reads dst's old bytes."""
+  drv, d0, d1 = pair(mock, "pcie")
+  prog = _add_program(d1)
+  n = 256; x = np.arange(n, dtype=np.float32) + 1
+  zero, src, dst = filled(d1, np.zeros(n, np.float32)), filled(d0, x), filled(d1, np.full(n, -1, np.float32))
+  out = d1.allocator.alloc(4 * n)
+  d0.synchronize(); d1.synchronize()
+  with drv.lock:
+    gate = _hold(d1)
+    prog(out, dst, zero, global_size=(n // 64, 1, 1), local_size=(64, 1, 1))   # d1 reads dst (submitted first)
+    d0.transfer_to(d1, dst, src, x.nbytes)                                     # then d0 overwrites dst
+    drv.run_all()   # everything runnable runs (d0's copy, if nothing holds it) while d1 is still busy
+  gate.value = 1
+  got = read(d1, out, x); d0.synchronize()
+  assert np.array_equal(got, np.full(n, -1, np.float32)), f"d1's kernel read the copied data {got[:3]}, not dst's old bytes"
+  assert np.array_equal(read(d1, dst, x), x)
+
+def test_a_bounce_slot_is_refilled_only_after_its_drain_on_a_busy_destination(mock, monkeypatch):
+  """Bounce-slot reuse: 3 chunks through 2 slots with d1's drains held back (d1 busy). The third fill reuses slot 0 and
+  must wait for slot 0's drain on d1 (hcq.py bounce_to), else the drain copies chunk 2 into chunk 0's place."""
+  monkeypatch.setattr(AMDDevice, "BOUNCE_CHUNK", 16 << 10)
+  drv, d0, d1 = pair(mock, "none")
+  x = np.arange(12288, dtype=np.float32)   # 48 KiB: three chunks, two slots
+  src, dst = filled(d0, x), d1.allocator.alloc(x.nbytes)
+  d0.synchronize(); d1.synchronize()
+  with drv.lock:
+    gate = _hold(d1)
+    d0.transfer_to(d1, dst, src, x.nbytes)
+    drv.run_all()   # d0 fills what it may while d1's drains are held
+  gate.value = 1
+  got = read(d1, dst, x); d0.synchronize()
+  assert np.array_equal(got, x), f"{int((got != x).sum())} of {x.size} floats differ (chunk 0 = {got[:2]})"
+
 # ---- the P2P matrix and the conformance suite's multi-device checks on two mock AMD GPUs ----
 @pytest.mark.parametrize("p2p,kernel", [("pcie", "6.12"), ("none", "6.1")])
 def test_hcqrt_prints_the_amd_p2p_matrix(monkeypatch, capsys, p2p, kernel):
