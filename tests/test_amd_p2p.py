@@ -226,6 +226,22 @@ def test_a_bounce_slot_is_refilled_only_after_its_drain_on_a_busy_destination(mo
   got = read(d1, dst, x); d0.synchronize()
   assert np.array_equal(got, x), f"{int((got != x).sum())} of {x.size} floats differ (chunk 0 = {got[:2]})"
 
+def test_the_bounce_drain_reads_the_destinations_skip_cross_wait(mock):
+  """The test hook skip_cross_wait drops the waits the *destination* issues: its wait_for and its bounce drain's wait on
+  the fill (reviews/p2p_amd.md row 6). Set on d1 alone, the drain runs before the late fill lands and copies the slot's
+  old bytes; set on d0 alone, nothing of d1's changes and the copy is right."""
+  drv, d0, d1 = pair(mock, "none")
+  for who in (d1, d0):
+    x = np.arange(256, dtype=np.float32) + (7 if who is d1 else 9)
+    src, dst = filled(d0, x), d1.allocator.alloc(x.nbytes)
+    d0.synchronize(); d1.synchronize()
+    who.skip_cross_wait = True
+    try:
+      with drv.lock: d0.transfer_to(d1, dst, src, x.nbytes)
+      got = read(d1, dst, x); d0.synchronize()
+    finally: who.skip_cross_wait = False
+    assert np.array_equal(got, x) == (who is d0), (who.name, got[:3])
+
 # ---- the P2P matrix and the conformance suite's multi-device checks on two mock AMD GPUs ----
 @pytest.mark.parametrize("p2p,kernel", [("pcie", "6.12"), ("none", "6.1")])
 def test_hcqrt_prints_the_amd_p2p_matrix(monkeypatch, capsys, p2p, kernel):
