@@ -242,6 +242,23 @@ def test_the_bounce_drain_reads_the_destinations_skip_cross_wait(mock):
     finally: who.skip_cross_wait = False
     assert np.array_equal(got, x) == (who is d0), (who.name, got[:3])
 
+@pytest.mark.parametrize("flush", [True, False])
+def test_a_gfx11_peer_push_writes_the_sources_l2_back(mock, monkeypatch, flush):
+  """SDMA 6 copies go through the source GPU's L2 (mock cp.py COPY), so the bytes pushed into d1's VRAM reach memory
+  only with the GCR_REQ GL2 write-back after the copy (as ROCr brackets every SDMA copy on gfx10-12,
+  amd_blit_sdma.cpp:391-409): without it d1 reads what dst held before (reviews/p2p_amd.md row 2)."""
+  import hcqrt.amd.device as dev_mod
+  from ioctl_defs.amd import sdma as S
+  if not flush: monkeypatch.setattr(dev_mod, "_SDMA_GCR_AFTER", S.GCR_GLK_WB)
+  drv, d0, d1 = pair(mock, "pcie")
+  x = np.arange(1024, dtype=np.float32) + 1
+  src, dst = filled(d0, x), filled(d1, np.zeros_like(x))
+  d0.synchronize(); d1.synchronize()
+  d0.transfer_to(d1, dst, src, x.nbytes); d0.synchronize()
+  assert sdma(drv, d0).gcrs[-2:] == [S.GCR_GL2_WB | S.GCR_GLK_WB | S.GCR_GL2_INV | S.GCR_GL1_INV | S.GCR_GLV_INV | S.GCR_GLK_INV,
+                      S.GCR_GL2_WB | S.GCR_GLK_WB if flush else S.GCR_GLK_WB]
+  assert np.array_equal(read(d1, dst, x), x) == flush
+
 # ---- the P2P matrix and the conformance suite's multi-device checks on two mock AMD GPUs ----
 @pytest.mark.parametrize("p2p,kernel", [("pcie", "6.12"), ("none", "6.1")])
 def test_hcqrt_prints_the_amd_p2p_matrix(monkeypatch, capsys, p2p, kernel):
