@@ -291,6 +291,25 @@ def test_small_bar_env_takes_pcie_peer_access_away(mock, monkeypatch):
   d0.transfer_to(d1, dst, filled(d0, x), x.nbytes)
   assert np.array_equal(read(d1, dst, x), x)
 
+def test_a_mixed_bar_pair_pushes_one_way_and_bounces_the_other(mock, monkeypatch):
+  """MOCKGPU_SMALL_BAR=gpu1: only d1's BAR is small. amdkfd judges each direction by the owner's BAR
+  (kfd_topology.c:1504-1506, 1604-1608): d1 may reach d0's VRAM (a p2p link d1->d0, the push), d0 may not reach d1's
+  (no link, the copy bounces through GTT), and the CPU gets a link back only from d0 (reviews/p2p_amd.md row 3)."""
+  monkeypatch.setenv("MOCKGPU_SMALL_BAR", "gpu1")
+  drv, d0, d1 = pair(mock, "pcie")
+  assert drv.small_bar == {1}
+  assert props_of(f"{TOPOLOGY}/nodes/0/properties")["io_links_count"] == 1
+  assert d1.peer_status(d0).startswith("ok") and d0.peer_status(d1).startswith("no-p2p")
+  x = np.arange(4096, dtype=np.float32)
+  a0, b1 = filled(d0, x), d1.allocator.alloc(x.nbytes)
+  d0.transfer_to(d1, b1, a0, x.nbytes)            # bounce: d1's VRAM never maps into d0
+  assert np.array_equal(read(d1, b1, x), x) and d0.gpu_id not in drv.bos[b1.handle].gpu_mapped
+  c0 = d0.allocator.alloc(x.nbytes)
+  d1.transfer_to(d0, c0, b1, x.nbytes)            # push: d1's SDMA copies into d0's VRAM mapped into d1
+  assert np.array_equal(read(d0, c0, x), x) and d1.gpu_id in drv.bos[c0.handle].gpu_mapped
+  with pytest.raises(ValueError, match="MOCKGPU_SMALL_BAR"):
+    monkeypatch.setenv("MOCKGPU_SMALL_BAR", "yes"); mock("pcie")
+
 def test_a_denied_gpus_links_are_eperm_and_skipped(mock):
   """A GPU the device cgroup denies answers its link files with EPERM too (kfd_topology.c:279-280): read_links skips it."""
   mock("pcie", gpus=3, hidden=(2,))
