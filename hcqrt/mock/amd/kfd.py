@@ -234,11 +234,15 @@ class MockKFD:
     and this GPU's engines then fault on everything (KFDNode.foreign_vm). Stricter in one point: fds are compared
     by number, the kernel compares the struct file, so a dup'd fd of the same file passes there (audit m26 row 6d)."""
     n = self._pdd(a["gpu_id"], need_vm=False)
-    owner = next((m for m in self.nodes.values() if a["drm_fd"] in m.render_fds), None)
-    if owner is None: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open amdgpu render node")
+    # fget of a closed fd: EINVAL (kfd_chardev.c:996-999); a bound GPU is compared first, before the file is asked
+    # whether it is amdgpu's (kfd_process.c:1703-1705), so any other open file there is EBUSY (audit p2p_amd row 5)
+    try: os.fstat(a["drm_fd"])
+    except OSError: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open file") from None
     if n.vm_acquired is not None:
       if n.vm_acquired != a["drm_fd"]: raise _err(errno.EBUSY, "VM already acquired through another drm fd")
       return
+    owner = next((m for m in self.nodes.values() if a["drm_fd"] in m.render_fds), None)
+    if owner is None: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open amdgpu render node")
     if any(m.vm_acquired == a["drm_fd"] for m in self.nodes.values()): raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']}'s VM is already a compute VM")
     n.vm_acquired, n.foreign_vm = a["drm_fd"], owner is not n
 
