@@ -181,6 +181,9 @@ def link_files(arch: str, ngpus: int, links: dict[tuple[int, int], str], small_b
     amdgpu_device.c:6341-6375): a copy of Y's CPU link, weights and latencies of both CPU links added, flagged
     NON_COHERENT (kfd_topology.c:1365-1383); its recommended engines are those of Y's CPU link as they were when
     the later GPU arrived (set for an earlier Y, not yet for the arriving one: kfd_topology.c:2068 runs before :2124).
+  Flags assume a box with PCIe atomics (the GPU requested them and the root port completes them): amdkfd adds
+  NO_ATOMICS_32|64 to a PCIe link otherwise (kfd_set_iolink_no_atomics, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+  kfd_topology.c:1244-1248, 1365-1383); not modelled, since hcqrt does not read the flags (audit p2p_amd row 4).
   `small_bar`: every GPU (True) or the GPU indices (small_bar_gpus) whose BAR is small: such a GPU gets no CPU link
   back and no peer's link into it, each direction judged on its own (kfd_topology.c:1504-1506, 1604-1608).
   Returns (path -> text) plus the counts in "io_links_count/N" / "p2p_links_count/N" keys for files() to print."""
