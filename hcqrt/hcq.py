@@ -533,7 +533,7 @@ class HCQDevice:
       if (last := drained.get(i)) is not None: q.wait(last[0].timeline_signal, last[1])
       self.submit_timeline(q.copy(buf_addr(slots[i]), buf_addr(src) + off, n))
       d = dst_dev.after_timeline(dst_dev.hw_copy_queue())
-      if not self.skip_cross_wait: d.wait(self.timeline_signal, self.timeline_value - 1)
+      if not dst_dev.skip_cross_wait: d.wait(self.timeline_signal, self.timeline_value - 1)
       dst_dev.submit_timeline(d.copy(buf_addr(dst) + off, dst_dev.map_peer(self, slots[i]), n))
       drained[i] = (dst_dev, dst_dev.timeline_value - 1)
 

@@ -80,6 +80,8 @@ def test_memory_rules(kfd):
   # (ENODEV: kfd_bind_process_to_device without a VM, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process.c:1770-1771)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=fd, gpu_id=drv.gpu_id)   # not a render node
   acquire(drv, fd)
+  # bound: the kernel compares the bound file before asking whether this one is amdgpu's (kfd_process.c:1703-1705)
+  refused(errno.EBUSY, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=fd, gpu_id=drv.gpu_id)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=4096, gpu_id=1234, flags=K.ALLOC_MEM_FLAGS_VRAM)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=0, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA + 8, size=4096, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)

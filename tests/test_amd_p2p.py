@@ -184,6 +184,81 @@ def test_a_kernel_on_the_peer_reads_stale_data_without_the_cross_device_wait(moc
     # the slot's old bytes (the previous transfer's) into dst
     if skip: assert np.array_equal(got, np.full(n, -1, np.float32) if p2p == "pcie" else x - 999)
 
+def _hold(dev):
+  """Put a wait on a host-released signal at the head of `dev`'s compute queue: the GPU is busy, so its next work (a
+  reader submitted before a peer's write) runs only after the host sets the returned signal to 1 (reviews/p2p_amd.md
+  row 1: a late *reader* is the harmful order for write-after-read and bounce-slot reuse)."""
+  g = dev.new_signal(0); dev.submit_timeline(dev.after_timeline(dev.hw_compute_queue()).wait(g, 1)); return g
+
+def test_a_peer_copy_waits_for_the_destinations_earlier_reader(mock):
+  """Write-after-read on the destination: d1's kernel reads dst and is submitted before d0's copy into dst, but d1 is
+  busy (held behind a host-released wait), so on hardware the copy could land first. transfer_to makes the source's
+  copy wait for d1's timeline (hcq.py transfer_to), so the kernel still reads dst's old bytes."""
+  drv, d0, d1 = pair(mock, "pcie")
+  prog = _add_program(d1)
+  n = 256; x = np.arange(n, dtype=np.float32) + 1
+  zero, src, dst = filled(d1, np.zeros(n, np.float32)), filled(d0, x), filled(d1, np.full(n, -1, np.float32))
+  out = d1.allocator.alloc(4 * n)
+  d0.synchronize(); d1.synchronize()
+  with drv.lock:
+    gate = _hold(d1)
+    prog(out, dst, zero, global_size=(n // 64, 1, 1), local_size=(64, 1, 1))   # d1 reads dst (submitted first)
+    d0.transfer_to(d1, dst, src, x.nbytes)                                     # then d0 overwrites dst
+    drv.run_all()   # everything runnable runs (d0's copy, if nothing holds it) while d1 is still busy
+  gate.value = 1
+  got = read(d1, out, x); d0.synchronize()
+  assert np.array_equal(got, np.full(n, -1, np.float32)), f"d1's kernel read the copied data {got[:3]}, not dst's old bytes"
+  assert np.array_equal(read(d1, dst, x), x)
+
+def test_a_bounce_slot_is_refilled_only_after_its_drain_on_a_busy_destination(mock, monkeypatch):
+  """Bounce-slot reuse: 3 chunks through 2 slots with d1's drains held back (d1 busy). The third fill reuses slot 0 and
+  must wait for slot 0's drain on d1 (hcq.py bounce_to), else the drain copies chunk 2 into chunk 0's place."""
+  monkeypatch.setattr(AMDDevice, "BOUNCE_CHUNK", 16 << 10)
+  drv, d0, d1 = pair(mock, "none")
+  x = np.arange(12288, dtype=np.float32)   # 48 KiB: three chunks, two slots
+  src, dst = filled(d0, x), d1.allocator.alloc(x.nbytes)
+  d0.synchronize(); d1.synchronize()
+  with drv.lock:
+    gate = _hold(d1)
+    d0.transfer_to(d1, dst, src, x.nbytes)
+    drv.run_all()   # d0 fills what it may while d1's drains are held
+  gate.value = 1
+  got = read(d1, dst, x); d0.synchronize()
+  assert np.array_equal(got, x), f"{int((got != x).sum())} of {x.size} floats differ (chunk 0 = {got[:2]})"
+
+def test_the_bounce_drain_reads_the_destinations_skip_cross_wait(mock):
+  """The test hook skip_cross_wait drops the waits the *destination* issues: its wait_for and its bounce drain's wait on
+  the fill (reviews/p2p_amd.md row 6). Set on d1 alone, the drain runs before the late fill lands and copies the slot's
+  old bytes; set on d0 alone, nothing of d1's changes and the copy is right."""
+  drv, d0, d1 = pair(mock, "none")
+  for who in (d1, d0):
+    x = np.arange(256, dtype=np.float32) + (7 if who is d1 else 9)
+    src, dst = filled(d0, x), d1.allocator.alloc(x.nbytes)
+    d0.synchronize(); d1.synchronize()
+    who.skip_cross_wait = True
+    try:
+      with drv.lock: d0.transfer_to(d1, dst, src, x.nbytes)
+      got = read(d1, dst, x); d0.synchronize()
+    finally: who.skip_cross_wait = False
+    assert np.array_equal(got, x) == (who is d0), (who.name, got[:3])
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_a_gfx11_peer_push_writes_the_sources_l2_back(mock, monkeypatch, flush):
+  """SDMA 6 copies go through the source GPU's L2 (mock cp.py COPY), so the bytes pushed into d1's VRAM reach memory
+  only with the GCR_REQ GL2 write-back after the copy (as ROCr brackets every SDMA copy on gfx10-12,
+  amd_blit_sdma.cpp:391-409): without it d1 reads what dst held before (reviews/p2p_amd.md row 2)."""
+  import hcqrt.amd.device as dev_mod
+  from ioctl_defs.amd import sdma as S
+  if not flush: monkeypatch.setattr(dev_mod, "_SDMA_GCR_AFTER", S.GCR_GLK_WB)
+  drv, d0, d1 = pair(mock, "pcie")
+  x = np.arange(1024, dtype=np.float32) + 1
+  src, dst = filled(d0, x), filled(d1, np.zeros_like(x))
+  d0.synchronize(); d1.synchronize()
+  d0.transfer_to(d1, dst, src, x.nbytes); d0.synchronize()
+  assert sdma(drv, d0).gcrs[-2:] == [S.GCR_GL2_WB | S.GCR_GLK_WB | S.GCR_GL2_INV | S.GCR_GL1_INV | S.GCR_GLV_INV | S.GCR_GLK_INV,
+                      S.GCR_GL2_WB | S.GCR_GLK_WB if flush else S.GCR_GLK_WB]
+  assert np.array_equal(read(d1, dst, x), x) == flush
+
 # ---- the P2P matrix and the conformance suite's multi-device checks on two mock AMD GPUs ----
 @pytest.mark.parametrize("p2p,kernel", [("pcie", "6.12"), ("none", "6.1")])
 def test_hcqrt_prints_the_amd_p2p_matrix(monkeypatch, capsys, p2p, kernel):
@@ -215,6 +290,25 @@ def test_small_bar_env_takes_pcie_peer_access_away(mock, monkeypatch):
   dst = d1.allocator.alloc(x.nbytes)
   d0.transfer_to(d1, dst, filled(d0, x), x.nbytes)
   assert np.array_equal(read(d1, dst, x), x)
+
+def test_a_mixed_bar_pair_pushes_one_way_and_bounces_the_other(mock, monkeypatch):
+  """MOCKGPU_SMALL_BAR=gpu1: only d1's BAR is small. amdkfd judges each direction by the owner's BAR
+  (kfd_topology.c:1504-1506, 1604-1608): d1 may reach d0's VRAM (a p2p link d1->d0, the push), d0 may not reach d1's
+  (no link, the copy bounces through GTT), and the CPU gets a link back only from d0 (reviews/p2p_amd.md row 3)."""
+  monkeypatch.setenv("MOCKGPU_SMALL_BAR", "gpu1")
+  drv, d0, d1 = pair(mock, "pcie")
+  assert drv.small_bar == {1}
+  assert props_of(f"{TOPOLOGY}/nodes/0/properties")["io_links_count"] == 1
+  assert d1.peer_status(d0).startswith("ok") and d0.peer_status(d1).startswith("no-p2p")
+  x = np.arange(4096, dtype=np.float32)
+  a0, b1 = filled(d0, x), d1.allocator.alloc(x.nbytes)
+  d0.transfer_to(d1, b1, a0, x.nbytes)            # bounce: d1's VRAM never maps into d0
+  assert np.array_equal(read(d1, b1, x), x) and d0.gpu_id not in drv.bos[b1.handle].gpu_mapped
+  c0 = d0.allocator.alloc(x.nbytes)
+  d1.transfer_to(d0, c0, b1, x.nbytes)            # push: d1's SDMA copies into d0's VRAM mapped into d1
+  assert np.array_equal(read(d0, c0, x), x) and d1.gpu_id in drv.bos[c0.handle].gpu_mapped
+  with pytest.raises(ValueError, match="MOCKGPU_SMALL_BAR"):
+    monkeypatch.setenv("MOCKGPU_SMALL_BAR", "yes"); mock("pcie")
 
 def test_a_denied_gpus_links_are_eperm_and_skipped(mock):
   """A GPU the device cgroup denies answers its link files with EPERM too (kfd_topology.c:279-280): read_links skips it."""

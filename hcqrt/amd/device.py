@@ -733,9 +733,22 @@ class AMDAQLComputeQueue(AMDComputeQueue):
     return out
   def _submit(self, dev: AMDDevice) -> None: dev.compute.submit_packets(self._packets(dev))
 
+_SDMA_GCR_AFTER = sdma.GCR_GL2_WB | sdma.GCR_GLK_WB
+_SDMA_GCR_BEFORE = _SDMA_GCR_AFTER | sdma.GCR_GL2_INV | sdma.GCR_GL1_INV | sdma.GCR_GLV_INV | sdma.GCR_GLK_INV
+
 class AMDCopyQueue(AMDQueue):
   """SDMA: COPY_LINEAR copies, FENCE signals (+ TRAP to wake WAIT_EVENTS), POLL_REGMEM waits."""
   def _copy(self, dst, src, nbytes):
+    # SDMA 6 reads and writes through the GL2 (COPY_LINEAR carries cache-policy bits, sdma_v6_0_0_pkt_open.h), and a
+    # peer's VRAM is mapped MTYPE_NC on gfx11 (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gmc_v11_0.c:464-470), so as
+    # ROCr does for every SDMA command on gfx10-12 (ROCR@c7785a6:runtime/hsa-runtime/core/runtime/amd_blit_sdma.cpp:
+    # 391-409, 1086-1104) the copy is bracketed: invalidate (and write back) before it so it reads what others wrote,
+    # write back GL2/GLK after it so the peer, the host and the FENCE's waiters see the bytes in memory
+    if self.t.gfx >= 11:
+      self._emit(sdma.gcr_req(_SDMA_GCR_BEFORE, sub_op=sdma.SUBOP_USER_GCR))
+      pos = self._emit(sdma.copy(dst, src, nbytes, gfx=self.t.gfx))
+      self._emit(sdma.gcr_req(_SDMA_GCR_AFTER, sub_op=sdma.SUBOP_USER_GCR))
+      return {"pos": pos, "n": nbytes}
     return {"pos": self._emit(sdma.copy(dst, src, nbytes, gfx=self.t.gfx)), "n": nbytes}
   def _update_copy(self, rec, dst, src):
     step, p = sdma.COPY_MAX_BYTES[self.t.gfx], rec["pos"]

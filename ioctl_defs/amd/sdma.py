@@ -16,6 +16,7 @@ OP_COND_EXE, OP_ATOMIC, OP_CONST_FILL, OP_PTEPDE, OP_TIMESTAMP, OP_SRBM_WRITE, O
 OP_GCR_REQ = 17                                    # SDMA 6 only
 OP_DUMMY_TRAP = {11: 32, 9: 16}                    # renumbered between SDMA 4 and 6
 SUBOP_COPY_LINEAR, SUBOP_WRITE_LINEAR = 0, 0
+SUBOP_USER_GCR = 1   # GCR_REQ from a user-mode queue (ROCR@c7785a6:runtime/hsa-runtime/core/inc/sdma_registers.h:66)
 OP_SHIFT, SUB_OP_SHIFT = 0, 8
 
 COPY_COUNT_MASK = {11: 0x3FFFFFFF, 9: 0x003FFFFF}   # COUNT holds bytes - 1
@@ -94,9 +95,14 @@ def nop(ndwords: int = 1) -> list[int]:
   if not 1 <= ndwords <= NOP_COUNT_MASK + 1: raise ValueError(f"SDMA NOP of {ndwords} dwords does not fit the 14-bit count")
   return [header(OP_NOP, 0, (ndwords - 1) << NOP_COUNT_SHIFT)] + [0] * (ndwords - 1)
 
-def gcr_req(gcr_control: int, base: int = 0, limit: int = 0xFFFF_FFFF_FFFF, vmid: int = 0) -> list[int]:
-  """SDMA 6 cache control over [base, limit] (128-byte granules), e.g. GCR_GL2_WB | GCR_GL2_INV | GCR_GLV_INV."""
+def gcr_req(gcr_control: int, base: int = 0, limit: int = 0xFFFF_FFFF_FFFF, vmid: int = 0, sub_op: int = 0) -> list[int]:
+  """SDMA 6 cache control over [base, limit] (128-byte granules), e.g. GCR_GL2_WB | GCR_GL2_INV | GCR_GLV_INV
+  (sub_op SUBOP_USER_GCR on a user-mode queue, as ROCr issues it).
+
+  >>> hex(gcr_req(GCR_GL2_WB | GCR_GLK_WB, sub_op=SUBOP_USER_GCR)[0]), hex(gcr_req(GCR_GL2_WB)[2] >> 16)
+  ('0x111', '0x8000')
+  """
   if not 0 <= gcr_control < (1 << 19): raise ValueError(f"SDMA GCR_REQ control {gcr_control:#x} does not fit 19 bits")
   b, lim = base >> 7, limit >> 7
-  return [header(OP_GCR_REQ), (b & 0x1FFFFFF) << 7, ((b >> 25) & 0xFFFF) | ((gcr_control & 0xFFFF) << 16),
+  return [header(OP_GCR_REQ, sub_op), (b & 0x1FFFFFF) << 7, ((b >> 25) & 0xFFFF) | ((gcr_control & 0xFFFF) << 16),
           ((gcr_control >> 16) & 7) | ((lim & 0x1FFFFFF) << 7), ((lim >> 25) & 0xFFFF) | ((vmid & 0xF) << 24)]

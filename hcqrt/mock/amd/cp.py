@@ -133,6 +133,7 @@ class Queue:
     self._held = False        # the copy at the queue's head was held back one engine round (lands_late)
     self.late_copies = 0      # copies held so (tests count them)
     self.copies: list[tuple[int, int, int]] = []   # (dst, src, bytes) of every SDMA COPY it ran, in order (tests read them)
+    self.gcrs: list[int] = []   # GCR_CONTROL of every SDMA GCR_REQ it ran, in order (tests read them)
 
   @property
   def sdma(self) -> bool: return self.kind == T.QUEUE_SDMA
@@ -355,7 +356,13 @@ class Queue:
       n = (b[1] & T.SDMA_COPY_COUNT_MASK[self.gfx]) + 1
       src, dst = b[3] | (b[4] << 32), b[5] | (b[6] << 32)
       if self.lands_late(dst, n): raise Later
-      self.vm.write(dst, bytes(self.vm.read(src, n)))
+      # SDMA 6 is a GL2 client: COPY_LINEAR has cache-policy/CPV fields (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
+      # sdma_v6_0_0_pkt_open.h:135,167,179) and the kernel's own SDMA6 ring syncs GL2 with GCR_REQ (sdma_v6_0.c:
+      # 296-310), and a peer's or local VRAM BO is mapped cached (MTYPE_NC, gmc_v11_0.c:464-470, 528-531). So the
+      # written bytes may sit in this GPU's L2 until a GL2 write-back (GCR_REQ GL2_WB); the mock keeps them there (the
+      # harmful case). UNCACHED BOs (signals, GTT bounce slots) are written around it (memory.py write_cached).
+      # SDMA 4 (gfx9) copies are not modelled through the L2.
+      (self.vm.write_cached if self.gfx >= 11 else self.vm.write)(dst, bytes(self.vm.read(src, n)))
       self.copies.append((dst, src, n))
       return 7
     if name == "FENCE":
@@ -378,6 +385,8 @@ class Queue:
       self.vm.write(b[1] | (b[2] << 32), struct.pack("<Q", time.perf_counter_ns() // 10)); return 3
     if name == "GCR_REQ" and self.gfx >= 11:
       b = need(5)
-      if (b[2] >> 16) & (1 << 15): self.vm.writeback()
+      ctl = (b[2] >> 16) | ((b[3] & 7) << 16)   # GCR_CONTROL, split over dwords 2 and 3 (sdma_v6_0_0_pkt_open.h GCR_REQ)
+      self.gcrs.append(ctl)
+      if ctl & (1 << 15): self.vm.writeback()   # GCR_CONTROL_GL2_WB (bit 15) writes the dirty L2 lines back
       return 5
     raise self.fail(f"SDMA opcode {op} sub_op {sub} ({name or 'unknown'}) is not executed by the mock SDMA engine")

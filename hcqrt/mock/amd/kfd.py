@@ -22,11 +22,11 @@ zero-fill or truncate it, hiding a client's layout bug).
 """
 from __future__ import annotations
 import ctypes, errno, mmap as _mmap, os, struct, threading, time
+from collections.abc import Iterable
 from typing import Any
 from hcqrt import syscalls
-from hcqrt.settings import flag
 from hcqrt.mock.amd import tables as T
-from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes
+from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes, small_bar_gpus
 from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE
 from hcqrt.mock.amd.cp import Queue, GPUError
 from hcqrt.mock.amd.aql import AQLQueue
@@ -73,7 +73,8 @@ class MockKFD:
   """The fake KFD. `arch` "gfx1100" or "gfx942"; `kernel` "6.12" or "6.1" (default: MOCKGPU_KFD); `version` the
   (major, minor) GET_VERSION reports (default: that kernel's). `gpus` GPU nodes are listed (nodes 1..gpus), the
   mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies. `small_bar`
-  (default MOCKGPU_SMALL_BAR): the PCI BAR shows only part of VRAM (a board without Resizable BAR). `report_queue_errors` (tests only; no kernel
+  (default MOCKGPU_SMALL_BAR): the PCI BAR shows only part of VRAM (a board without Resizable BAR) on every GPU (True)
+  or on the GPUs of an index set (a mixed box; see small_bar_gpus). `report_queue_errors` (tests only; no kernel
   does this): a queue stopped on something other than a VM fault also fails the process's next WAIT_EVENTS.
   `serve` None serves every GPU node, as one amdkfd serves the box: one KFD process shared by all /dev/kfd fds of the
   process (one per mm: kfd_process.c kfd_create_process looks the process up by current->mm), a VM per GPU
@@ -85,7 +86,7 @@ class MockKFD:
   when the owner's BAR is large (not `small_bar`), else EINVAL; GTT maps on any GPU of the process. `maps` logs every
   (handle, gpu_id) a MAP_MEMORY_TO_GPU mapped, so a test sees which peer got what."""
   def __init__(self, arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, gpus: int = 1,
-               serve: int | None = None, hidden: tuple[int, ...] = (), small_bar: bool | None = None, report_queue_errors: bool = False,
+               serve: int | None = None, hidden: tuple[int, ...] = (), small_bar: bool | Iterable[int] | None = None, report_queue_errors: bool = False,
                p2p: str | dict[tuple[int, int], str] | None = None):
     self.kernel = kernel or kernel_from_env()
     # 6.1 knows no GC 9.4.3: the newest gfx9 in its device table is 9.4.2 Aldebaran
@@ -103,13 +104,13 @@ class MockKFD:
                                       for n in (range(1, gpus + 1) if serve is None else (serve,))}
     self.links = link_matrix(os.environ.get("MOCKGPU_P2P", "pcie") if p2p is None else p2p, gpus, arch)
     self.gpu_index = {g: i for i, g in enumerate(gpu_ids)}
-    small_bar = flag("MOCKGPU_SMALL_BAR") if small_bar is None else small_bar
-    self.files = files(arch, self.kernel, gpu_ids, self.links, small_bar)
+    small = small_bar_gpus(os.environ.get("MOCKGPU_SMALL_BAR", "0") if small_bar is None else small_bar, gpus)
+    self.files = files(arch, self.kernel, gpu_ids, self.links, small)
     # a denied GPU's node answers gpu_id, properties and its links' properties with EPERM: iolink_show checks the GPU the
     # link belongs to (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:279-280, iolink->gpu set :1182-1185)
     self.hidden = {f"{TOPOLOGY}/nodes/{n}/{f}" for n in hidden for f in ("gpu_id", "properties")} | \
                   {f for n in hidden for f in self.files if f.startswith((f"{TOPOLOGY}/nodes/{n}/io_links/", f"{TOPOLOGY}/nodes/{n}/p2p_links/"))}
-    self.small_bar = small_bar
+    self.small_bar = small   # indices of the GPUs with a small BAR (empty: all large)
     self.kfd_fds: set[int] = set()
     self.runtime_enabled = False
     self.bos: dict[int, BO] = {}             # handle -> BO
@@ -221,7 +222,7 @@ class MockKFD:
     a PCIe P2P path and the owner's whole VRAM behind its BAR (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
     amdgpu_device.c:6341-6375)."""
     kind = self.link(owner, gpu_id)
-    return kind in ("self", "xgmi") or (kind == "pcie" and not self.small_bar)
+    return kind in ("self", "xgmi") or (kind == "pcie" and self.gpu_index[owner] not in self.small_bar)
 
   def _get_version(self, a: dict) -> None: a["major_version"], a["minor_version"] = self.version
 
@@ -233,11 +234,15 @@ class MockKFD:
     and this GPU's engines then fault on everything (KFDNode.foreign_vm). Stricter in one point: fds are compared
     by number, the kernel compares the struct file, so a dup'd fd of the same file passes there (audit m26 row 6d)."""
     n = self._pdd(a["gpu_id"], need_vm=False)
-    owner = next((m for m in self.nodes.values() if a["drm_fd"] in m.render_fds), None)
-    if owner is None: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open amdgpu render node")
+    # fget of a closed fd: EINVAL (kfd_chardev.c:996-999); a bound GPU is compared first, before the file is asked
+    # whether it is amdgpu's (kfd_process.c:1703-1705), so any other open file there is EBUSY (audit p2p_amd row 5)
+    try: os.fstat(a["drm_fd"])
+    except OSError: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open file") from None
     if n.vm_acquired is not None:
       if n.vm_acquired != a["drm_fd"]: raise _err(errno.EBUSY, "VM already acquired through another drm fd")
       return
+    owner = next((m for m in self.nodes.values() if a["drm_fd"] in m.render_fds), None)
+    if owner is None: raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']} is not an open amdgpu render node")
     if any(m.vm_acquired == a["drm_fd"] for m in self.nodes.values()): raise _err(errno.EINVAL, f"drm_fd {a['drm_fd']}'s VM is already a compute VM")
     n.vm_acquired, n.foreign_vm = a["drm_fd"], owner is not n
 
@@ -277,7 +282,7 @@ class MockKFD:
     if size == 0: raise _err(errno.EINVAL, "size 0")
     node = self._pdd(a["gpu_id"], need_vm=False)
     # "Alloc host visible vram on small bar is not allowed" (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1112-1118)
-    if self.small_bar and fl & T.VRAM and fl & T.PUBLIC: raise _err(errno.EINVAL, "host-visible VRAM on a small BAR")
+    if self.gpu_index[node.gpu_id] in self.small_bar and fl & T.VRAM and fl & T.PUBLIC: raise _err(errno.EINVAL, "host-visible VRAM on a small BAR")
     node = self._pdd(a["gpu_id"])
     if not fl & (T.VRAM | T.GTT): raise _err(errno.EINVAL, f"flags {fl:#x}: no VRAM or GTT domain (USERPTR/DOORBELL/MMIO_REMAP are not modelled)")
     if va % PAGE: raise _err(errno.EINVAL, f"va_addr {va:#x} is not page aligned")
@@ -324,7 +329,7 @@ class MockKFD:
       # peer VRAM only over XGMI or a large-BAR PCIe path (kfd_mem_attach, amdgpu_amdkfd_gpuvm.c:877-893: EINVAL)
       if bo.flags & T.VRAM and not self.peer_accessible(owner, node.gpu_id):
         raise _err(errno.EINVAL, f"VRAM of gpu_id {owner:#x} mapped to gpu_id {node.gpu_id:#x}: no XGMI or PCIe peer path "
-                                 f"(link {self.link(owner, node.gpu_id)}{', small BAR' if self.small_bar else ''})")
+                                 f"(link {self.link(owner, node.gpu_id)}{', small BAR' if self.gpu_index[owner] in self.small_bar else ''})")
       if ids[i] not in bo.gpu_mapped:
         # the VA must be free in that GPU's VM: amdgpu_vm_bo_map refuses a range overlapping another mapping
         # (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_vm.c:1742-1748, via map_bo_to_gpuvm,

@@ -27,6 +27,7 @@ a small BAR (`p2p_links` below). `none`: no GPU-to-GPU link at all.
 """
 from __future__ import annotations
 import os
+from collections.abc import Iterable
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 GPU_ID = {"gfx1100": 0x2F4B, "gfx942": 0x5A31}   # gpu_id is a hash in the kernel; any stable 16-bit value
@@ -148,7 +149,27 @@ def _link(kind: int, frm: int, to: int, weight: int, bw: tuple[int, int], flags:
   if kernel == "6.1": del f["recommended_sdma_engine_id_mask"]
   return "".join(f"{k} {v}\n" for k, v in f.items())
 
-def link_files(arch: str, ngpus: int, links: dict[tuple[int, int], str], small_bar: bool = False, kernel: str = "6.12") -> dict[str, str]:
+def small_bar_gpus(spec: bool | str | Iterable[int], ngpus: int) -> frozenset[int]:
+  """The indices of the GPUs whose PCI BAR shows only part of their VRAM. `spec`: True / "1" every GPU, False / "0"
+  none, "gpu1" or "gpu0,gpu2" (MOCKGPU_SMALL_BAR) or an index iterable those GPUs: a box may mix boards with and
+  without Resizable BAR, and amdkfd judges each direction of a pair by the owner's BAR alone (kfd_topology.c:1504-1506).
+
+  >>> sorted(small_bar_gpus("1", 2)), sorted(small_bar_gpus("gpu1", 2)), sorted(small_bar_gpus(False, 2))
+  ([0, 1], [1], [])
+  """
+  if isinstance(spec, bool): return frozenset(range(ngpus)) if spec else frozenset()
+  if isinstance(spec, str):
+    if spec in ("0", "1", ""): return frozenset(range(ngpus)) if spec == "1" else frozenset()
+    try: idx = [int(t.strip().removeprefix("gpu")) for t in spec.split(",") if t.strip().startswith("gpu")]
+    except ValueError: idx = []
+    if len(idx) != len(spec.split(",")): raise ValueError(f"MOCKGPU_SMALL_BAR={spec!r}: want 0, 1 or a list like gpu0,gpu1")
+    spec = idx
+  out = frozenset(spec)
+  if bad := sorted(i for i in out if not 0 <= i < ngpus): raise ValueError(f"small BAR on GPU index {bad}: the box has {ngpus} GPU(s)")
+  return out
+
+def link_files(arch: str, ngpus: int, links: dict[tuple[int, int], str], small_bar: bool | frozenset[int] = False,
+               kernel: str = "6.12") -> dict[str, str]:
   """The io_links / p2p_links files of node 0 (the CPU) and GPU nodes 1..ngpus (GPU i is node i + 1), as amdkfd builds them:
   - each GPU's CRAT names its PCIe link to the CPU first (kfd_crat.c:2135-2198: weight 20, the PCIe bandwidths, the
     SDMA engines as recommended engines, kfd_topology.c:1280-1320); the CPU gets the way back only from a large-BAR GPU
@@ -160,24 +181,30 @@ def link_files(arch: str, ngpus: int, links: dict[tuple[int, int], str], small_b
     amdgpu_device.c:6341-6375): a copy of Y's CPU link, weights and latencies of both CPU links added, flagged
     NON_COHERENT (kfd_topology.c:1365-1383); its recommended engines are those of Y's CPU link as they were when
     the later GPU arrived (set for an earlier Y, not yet for the arriving one: kfd_topology.c:2068 runs before :2124).
+  Flags assume a box with PCIe atomics (the GPU requested them and the root port completes them): amdkfd adds
+  NO_ATOMICS_32|64 to a PCIe link otherwise (kfd_set_iolink_no_atomics, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+  kfd_topology.c:1244-1248, 1365-1383); not modelled, since hcqrt does not read the flags (audit p2p_amd row 4).
+  `small_bar`: every GPU (True) or the GPU indices (small_bar_gpus) whose BAR is small: such a GPU gets no CPU link
+  back and no peer's link into it, each direction judged on its own (kfd_topology.c:1504-1506, 1604-1608).
   Returns (path -> text) plus the counts in "io_links_count/N" / "p2p_links_count/N" keys for files() to print."""
   props = _node(arch)
+  small = small_bar_gpus(small_bar, ngpus) if isinstance(small_bar, bool) else small_bar
   pcie, nsdma, nx = PCIE_MBS[arch], props["num_sdma_engines"], props["num_sdma_xgmi_engines"]
   io: dict[int, list[str]] = {n: [] for n in range(ngpus + 1)}
   p2p: dict[int, list[str]] = {n: [] for n in range(ngpus + 1)}
   for g in range(ngpus):
     n = g + 1
     io[n].append(_link(IOLINK_PCIE, n, 0, PCIE_WEIGHT, pcie, LINK_ENABLED, (1 << nsdma) - 1, kernel))
-    if not small_bar: io[0].append(_link(IOLINK_PCIE, 0, n, PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, (1 << nsdma) - 1, kernel))
+    if g not in small: io[0].append(_link(IOLINK_PCIE, 0, n, PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, (1 << nsdma) - 1, kernel))
     for h in range(g):   # the arriving GPU's XGMI links to the hive's earlier GPUs, each mirrored into the earlier one
       if links[(h, g)] == "xgmi":
         mask = ((1 << nx) - 1) << nsdma
         io[n].append(_link(IOLINK_XGMI, n, h + 1, XGMI_WEIGHT, (XGMI_MBS, XGMI_MBS), LINK_ENABLED, mask, kernel))
         io[h + 1].append(_link(IOLINK_XGMI, h + 1, n, XGMI_WEIGHT, (XGMI_MBS, XGMI_MBS), LINK_ENABLED, mask, kernel))
     for h in range(g):   # PCIe peers: h->g into h's list if g's BAR is large, then g->h into g's list
-      if links[(h, g)] == "pcie" and not small_bar:
-        p2p[h + 1].append(_link(IOLINK_PCIE, h + 1, n, 2 * PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, 0, kernel))
-        p2p[n].append(_link(IOLINK_PCIE, n, h + 1, 2 * PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, (1 << nsdma) - 1, kernel))
+      if links[(h, g)] != "pcie": continue
+      if g not in small: p2p[h + 1].append(_link(IOLINK_PCIE, h + 1, n, 2 * PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, 0, kernel))
+      if h not in small: p2p[n].append(_link(IOLINK_PCIE, n, h + 1, 2 * PCIE_WEIGHT, pcie, LINK_ENABLED | LINK_NON_COHERENT, (1 << nsdma) - 1, kernel))
   out: dict[str, str] = {}
   for n in range(ngpus + 1):
     for d, ls in (("io_links", io[n]), ("p2p_links", p2p[n])):
@@ -201,7 +228,7 @@ def hive_ids(ngpus: int, links: dict[tuple[int, int], str]) -> list[int]:
   return [0 if root.count(root[g]) == 1 else 0x48495645_00000000 | root[g] for g in range(ngpus)]
 
 def files(arch: str, kernel: str = "6.12", gpu_ids: list[int] | None = None, links: dict[tuple[int, int], str] | None = None,
-          small_bar: bool = False) -> dict[str, str]:
+          small_bar: bool | frozenset[int] = False) -> dict[str, str]:
   """path -> text of every topology file the mock serves: node 0 the CPU, nodes 1.. the GPUs of `gpu_ids` (default one),
   with the io_links / p2p_links of `links` ({(i, j): kind} per GPU pair, link_matrix; default none)."""
   out = {f"{TOPOLOGY}/generation_id": "1\n", f"{TOPOLOGY}/system_properties": "platform_oem 0\nplatform_id 0\nplatform_rev 0\n"}
