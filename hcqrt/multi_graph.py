@@ -168,11 +168,13 @@ class MultiGraph:
     if len(devs) < 2 or len({type(d) for d in devs}) != 1 or not all(isinstance(d, HCQDevice) and d.peer_copies and not d.submit_runs_inline for d in devs): return None
     for it in self.items:
       if isinstance(it, PeerCopy):
-        if it.src_dev is it.dst_dev or not peer_ok(it.src_dev.peer_status(it.dst_dev)): return None   # (a bounce: segments)
+        if it.src_dev is it.dst_dev: return None
       elif not isinstance(it[1], (GraphExec, GraphCopy)): return None
+    # linked before peer_ok is read: a driver that refuses ENABLE turns the pair into "no-p2p" in _link (review g26 row 2)
     for a in devs:
       for b in devs:
         if a is not b: a._link(b)   # signals mapped both ways, peer access enabled
+    if not all(peer_ok(it.src_dev.peer_status(it.dst_dev)) for it in self.items if isinstance(it, PeerCopy)): return None   # (a bounce: segments)
     dk = {id(d): k for k, d in enumerate(devs)}
     owner = [dk[id(it.src_dev if isinstance(it, PeerCopy) else it[0])] for it in self.items]
     # which items of other devices each item waits for (the latest of each device; earlier ones are covered by it)

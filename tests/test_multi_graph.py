@@ -205,6 +205,20 @@ def test_hcq_replay_is_one_submission_per_queue_and_no_host_copy(nv, monkeypatch
   np.testing.assert_array_equal(_down(d1, b["o"]), 10.0 + y)
   np.testing.assert_array_equal(_down(d1, t2), np.full(N, 10.0, np.float32))
 
+def test_hcq_refused_enable_falls_back_to_segments(nv, monkeypatch):
+  """A pair RM reports as P2P whose UVM_ENABLE_PEER_ACCESS is refused (e.g. nvGpuOpsP2pObjectCreate NOT_SUPPORTED):
+  _link makes it "no-p2p", so the graph must replay by segments (bounces), not build peer pushes that fail to map
+  (review g26 row 2)."""
+  from hcqrt.mock.nv import uvm as U
+  def refuse(self, f, p): raise U.UVMError("NV_ERR_NOT_SUPPORTED", "refused by the test")
+  monkeypatch.setattr(U.UVM, "enable_peer_access", refuse)
+  _, d0, d1 = nv
+  assert d0.peer_status(d1) == "ok: pcie"
+  g, b, x, y = _step(d0, d1)
+  assert g.graphs is None and d0.peer_status(d1).startswith("no-p2p:")
+  g.replay(wait=True)
+  np.testing.assert_array_equal(_down(d1, b["o"]), 2 * x + y)
+
 @pytest.mark.parametrize("drop", [False, True])
 def test_hcq_replay_orders_a_late_copy_by_semaphores(nv, monkeypatch, drop):
   """GPU 0 runs late (the mock's latency mode: a doorbell's work runs later, as the PBDMA may): GPU 1's add must wait on
