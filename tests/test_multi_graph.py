@@ -156,10 +156,15 @@ def _nv_pair(p2p: str):
   drv = syscalls.install(MockNV(count=2, p2p=p2p))
   return drv, NVDevice("NV"), NVDevice("NV:1")
 
-@pytest.fixture
+@pytest.fixture(params=["latest", "earliest"])
 def nv(request):
+  """An NV mock pair, once per latency-mode channel order (gpfifo.py Engine.latency_order): "latest" runs a GPU's copy
+  channel before its compute channel, "earliest" the compute first, so a release misplaced on either fails one."""
   from hcqrt import syscalls
-  drv, d0, d1 = _nv_pair(getattr(request, "param", "pcie"))
+  by_order = request.param in ("latest", "earliest")   # (else a test's indirect parameter: the topology)
+  drv, d0, d1 = _nv_pair("pcie" if by_order else request.param)
+  order = request.param if by_order else "latest"
+  for g in drv.gpus: g.engine.latency_order = order
   try: yield drv, d0, d1
   finally:
     for g in drv.gpus: g.engine.latency_s = 0.0
