@@ -156,10 +156,15 @@ def _nv_pair(p2p: str):
   drv = syscalls.install(MockNV(count=2, p2p=p2p))
   return drv, NVDevice("NV"), NVDevice("NV:1")
 
-@pytest.fixture
+@pytest.fixture(params=["latest", "earliest"])
 def nv(request):
+  """An NV mock pair, once per latency-mode channel order (gpfifo.py Engine.latency_order): "latest" runs a GPU's copy
+  channel before its compute channel, "earliest" the compute first, so a release misplaced on either fails one."""
   from hcqrt import syscalls
-  drv, d0, d1 = _nv_pair(getattr(request, "param", "pcie"))
+  by_order = request.param in ("latest", "earliest")   # (else a test's indirect parameter: the topology)
+  drv, d0, d1 = _nv_pair("pcie" if by_order else request.param)
+  order = request.param if by_order else "latest"
+  for g in drv.gpus: g.engine.latency_order = order
   try: yield drv, d0, d1
   finally:
     for g in drv.gpus: g.engine.latency_s = 0.0
@@ -204,6 +209,59 @@ def test_hcq_replay_is_one_submission_per_queue_and_no_host_copy(nv, monkeypatch
   g.replay(bufs={(0, 1): x2, (0, 2): x2, (1, 0): t2, (2, 1): t2}, wait=True)
   np.testing.assert_array_equal(_down(d1, b["o"]), 10.0 + y)
   np.testing.assert_array_equal(_down(d1, t2), np.full(N, 10.0, np.float32))
+
+def test_hcq_refused_enable_falls_back_to_segments(nv, monkeypatch):
+  """A pair RM reports as P2P whose UVM_ENABLE_PEER_ACCESS is refused (e.g. nvGpuOpsP2pObjectCreate NOT_SUPPORTED):
+  _link makes it "no-p2p", so the graph must replay by segments (bounces), not build peer pushes that fail to map
+  (review g26 row 2)."""
+  from hcqrt.mock.nv import uvm as U
+  def refuse(self, f, p): raise U.UVMError("NV_ERR_NOT_SUPPORTED", "refused by the test")
+  monkeypatch.setattr(U.UVM, "enable_peer_access", refuse)
+  _, d0, d1 = nv
+  assert d0.peer_status(d1) == "ok: pcie"
+  g, b, x, y = _step(d0, d1)
+  assert g.graphs is None and d0.peer_status(d1).startswith("no-p2p:")
+  g.replay(wait=True)
+  np.testing.assert_array_equal(_down(d1, b["o"]), 2 * x + y)
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_hcq_start_wait_orders_a_push_after_the_previous_replays_read(nv, monkeypatch, drop):
+  """Replay k's kernel on GPU 1 reads t late; replay k+1's push into t comes from GPU 0, whose graph is submitted first
+  (so GPU 1's host wait for its own previous replay does not order it). Only the start wait (GPU 0's graph waits for
+  GPU 1's timeline as it was before the replay) keeps replay k from reading replay k+1's data (review g26 row 3)."""
+  drv, d0, d1 = nv
+  x1, x2 = np.arange(N, dtype=np.float32), np.full(N, 9.0, np.float32)
+  p, p2, t = _up(d0, x1), _up(d0, x2), _up(d1, np.zeros(N, np.float32))
+  o1, o2, s0 = _up(d1, np.zeros(N, np.float32)), _up(d1, np.zeros(N, np.float32)), _up(d0, np.zeros(N, np.float32))
+  g = MultiGraph([_add(d0)(s0, s0, s0, 0), PeerCopy(d1, d0, t, p, N * 4), _add(d1)(o1, t, t, 0)])   # d0's graph first
+  assert g.graphs is not None and g.devices[0] is d0
+  g.replay(wait=True)
+  if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"start"}))
+  drv.gpus[1].engine.latency_s = 0.3
+  g.replay(bufs={(2, 0): o1})                 # replay k: GPU 1 reads t late
+  g.replay(bufs={(1, 1): p2, (2, 0): o2})     # replay k+1: pushes x2 into t, then GPU 1 writes o2
+  g.synchronize()
+  drv.gpus[1].engine.latency_s = 0.0
+  assert (_down(d1, o2) == x2).all()   # (k = 0: o = t)
+  assert (_down(d1, o1) == x1).all() != drop
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_hcq_tail_wait_covers_a_push_nothing_in_the_graph_reads(nv, monkeypatch, drop):
+  """GPU 0 pushes into t on GPU 1 and nothing in GPU 1's graph reads t; GPU 1's own later work (a copyout, which waits
+  for GPU 1's timeline only) must still see the push: the tail wait makes GPU 1's graph end after it (review g26 row 4)."""
+  drv, d0, d1 = nv
+  x = np.arange(N, dtype=np.float32) + 1
+  p, t, s1 = _up(d0, x), _up(d1, np.zeros(N, np.float32)), _up(d1, np.zeros(N, np.float32))
+  g = MultiGraph([_add(d1)(s1, s1, s1, 0), PeerCopy(d1, d0, t, p, N * 4)])
+  assert g.graphs is not None
+  d0.synchronize(); d1.synchronize()
+  if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"tail"}))
+  drv.gpus[0].engine.latency_s = 0.3
+  g.replay()
+  got = _down(d1, t)
+  g.synchronize()
+  drv.gpus[0].engine.latency_s = 0.0
+  assert (got == x).all() != drop
 
 @pytest.mark.parametrize("drop", [False, True])
 def test_hcq_replay_orders_a_late_copy_by_semaphores(nv, monkeypatch, drop):

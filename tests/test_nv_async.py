@@ -41,6 +41,25 @@ def test_the_doorbell_only_queues_work(nv):
   s.wait(1, 5.0)
   assert s.value == 1
 
+def test_latency_order_picks_which_due_channel_runs_first(nv):
+  """gpfifo.py Engine.latency_order (a TSG's channels have no defined order: dev_pbdma.ref.txt:3738-3740, 3811-3816):
+  "latest" takes up the last-rung doorbell first, "earliest" the first (the rest later), an int shuffles by seed."""
+  e = nv.drv.engine
+  assert e._in_order([1, 2, 3]) == [3, 2, 1]
+  e.latency_order = "earliest"
+  assert e._in_order([1, 2, 3]) == [1, 2, 3]
+  e.latency_order = 7
+  got = [e._in_order(list(range(8))) for _ in range(4)]
+  assert all(sorted(g) == list(range(8)) for g in got) and len({tuple(g) for g in got}) > 1
+  e.latency_order = "bogus"
+  with pytest.raises(ValueError, match="latency_order"): e._in_order([1])
+  for order in ("earliest", 3):   # the doorbells put off are still taken up: both channels' work completes
+    e.latency_order, e.latency_s = order, 0.02
+    s, c = nv.new_signal(0), nv.new_signal(0)
+    nv.hw_compute_queue().signal(s, 1).submit(nv); nv.hw_copy_queue().signal(c, 1).submit(nv)
+    s.wait(1, 5.0); c.wait(1, 5.0)
+  e.latency_order, e.latency_s = "latest", 0.0
+
 def test_the_front_end_reads_the_pushbuffer_when_it_runs(nv):
   """The harmful reading of a late fetch: a pushbuffer rewritten after the doorbell runs as rewritten."""
   nv.drv.engine.latency_s = 0.05

@@ -286,32 +286,52 @@ def test_frontend_copy_between_gpus_runs_on_the_gpus(pair, monkeypatch):
   assert any(n == x.nbytes for _, _, n in drv.gpus[0].engine.copies[c0:]) or d0.peer_status(d1).startswith("no-p2p")
 
 # ---------------------------------------------------------------- BAR1 PCIe P2P, 535 layout (review p2p_nv rows 1, 2, 4)
-@pytest.mark.parametrize("pair", ["bar1"], indirect=True)
-def test_bar1_pair_is_a_peer_at_registration_and_pushes(pair):
-  """RMPcieP2PType=BAR1: RM reports PCI and PCI_BAR1 (no PROP); UVM enables the pair when both GPUs are registered and
-  refuses ENABLE/DISABLE for it (uvm.py peer_enabled / enable_peer_access). hcqrt must not call ENABLE: it pushes."""
-  drv, d0, d1 = pair
+def as_uvm_590(drv):
+  """Switch the mock's UVM to the 590+ rules after bring-up (hcqrt's ABI table, abi_for_version, stops at 580, so no
+  NVDevice opens a 590 driver; the UVM peer rules are what differ: uvm.py uvm_link)."""
+  drv.version = "590.44.01"
+
+def _bar1_caps_and_push(drv, d0, d1, seed):
   r = caps(d0, [d0.gpu_id, d1.gpu_id])
   assert r.p2pCaps == sum(bit(c) for c in ("READS", "WRITES", "PCI", "PCI_BAR1"))
   for k, ok in (("PCI", True), ("PCI_BAR1", True), ("PROP", False), ("NVLINK", False)):
     assert r.p2pCapsStatus[V[f"NV0000_CTRL_P2P_CAPS_INDEX_{k}"]] == V["NV0000_P2P_CAPS_STATUS_" + ("OK" if ok else "NOT_SUPPORTED")], k
   assert d0.peer_status(d1) == "ok: pcie-bar1"
-  data = np.random.default_rng(4).integers(0, 256, 1 << 16, dtype=np.uint8)
+  data = np.random.default_rng(seed).integers(0, 256, 1 << 16, dtype=np.uint8)
   x, y = up(d0, data), d1.allocator.alloc(data.nbytes)
   c0 = len(drv.gpus[0].engine.copies)
   assert copy_between(d1, y, d0, x, data.nbytes) == "device"
   d1.synchronize()
   assert (down(d1, y, data.nbytes, np.uint8) == data).all() and drv.gpus[0].engine.copies[c0:] == [(y.va, x.va, data.nbytes)]
-  assert not logged(drv, "UVM_ENABLE_PEER_ACCESS")
+  assert d0.peer_status(d1) == "ok: pcie-bar1"   # no bounce: the push itself
+
+@pytest.mark.parametrize("pair", ["bar1"], indirect=True)
+def test_bar1_pair_before_590_is_a_pcie_peer_that_needs_enable(pair):
+  """RMPcieP2PType=BAR1 on 535/570/580: RM reports PCI and PCI_BAR1 (no PROP), but UVM before 590 sees a plain PCIe
+  peer (uvm.py uvm_link), so hcqrt must call UVM_ENABLE_PEER_ACCESS or every push's mapping fails (review g26 row 1)."""
+  drv, d0, d1 = pair
+  _bar1_caps_and_push(drv, d0, d1, 4)
+  assert len(logged(drv, "UVM_ENABLE_PEER_ACCESS")) == 1
+  with pytest.raises(NVError, match="NV_ERR_INVALID_DEVICE"): enable(d0, d0, d1)   # already enabled
+  d0.rm.uvm(d0.uvmfd, "UVM_DISABLE_PEER_ACCESS", gpuUuidA={"uuid": list(d0.uuid)}, gpuUuidB={"uuid": list(d1.uuid)})
+
+@pytest.mark.parametrize("pair", ["bar1"], indirect=True)
+def test_bar1_pair_on_590_is_a_peer_at_registration_and_pushes(pair):
+  """UVM 590+: the BAR1 pair is enabled when both GPUs are registered and ENABLE/DISABLE are refused with
+  NV_ERR_INVALID_DEVICE; hcqrt reads that refusal on a BAR1 pair as "enabled" and pushes."""
+  drv, d0, d1 = pair
+  as_uvm_590(drv)
+  _bar1_caps_and_push(drv, d0, d1, 4)
   with pytest.raises(NVError, match="NV_ERR_INVALID_DEVICE"): enable(d0, d0, d1)
   with pytest.raises(NVError, match="NV_ERR_INVALID_DEVICE"):
     d0.rm.uvm(d0.uvmfd, "UVM_DISABLE_PEER_ACCESS", gpuUuidA={"uuid": list(d0.uuid)}, gpuUuidB={"uuid": list(d1.uuid)})
 
 @pytest.mark.parametrize("pair", ["bar1"], indirect=True)
 def test_a_refused_enable_makes_the_pair_bounce(pair, monkeypatch):
-  """A pair the driver reports as P2P but whose ENABLE UVM refuses (here: a BAR1 pair taken for a mailbox one, as hcqrt
-  did before it read PCI_BAR1): the copy must not raise; the pair becomes "no-p2p" and the bytes bounce."""
+  """A pair the driver reports as P2P but whose ENABLE UVM refuses (here: a 590+ BAR1 pair taken for a mailbox one, as
+  hcqrt did before it read PCI_BAR1): the copy must not raise; the pair becomes "no-p2p" and the bytes bounce."""
   drv, d0, d1 = pair
+  as_uvm_590(drv)
   monkeypatch.setattr(NVDevice, "query_peer", lambda self, other: "ok: pcie")
   data = np.random.default_rng(5).integers(0, 256, N, dtype=np.uint8)
   x, y = up(d0, data), d1.allocator.alloc(N)

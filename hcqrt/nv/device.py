@@ -690,7 +690,7 @@ class NVDevice(HCQDevice):
     """NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2 for this GPU and `other`: "ok: nvlink", "ok: pcie-bar1" or "ok: pcie" where
     peer reads and writes are supported, else "no-p2p: " and the READ/WRITE status name (e.g. IOH_TOPOLOGY_NOT_SUPPORTED).
     A BAR1 pair (RMPcieP2PType=BAR1) is reported as PCI too, with PCI_BAR1 set (OGKM@595.45.04
-    src/nvidia/src/kernel/rmapi/client_resource.c:496-512), and UVM handles it like NVLink (enable_peer)."""
+    src/nvidia/src/kernel/rmapi/client_resource.c:496-512), and needs UVM_ENABLE_PEER_ACCESS before 590 (enable_peer)."""
     assert isinstance(other, NVDevice)
     try: r = self.rm.control(self.rm.root, "NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2", gpuIds=[self.gpu_id, other.gpu_id], gpuCount=2)
     except NVError as e: return f"no-p2p: {e.status_name}"
@@ -713,13 +713,18 @@ class NVDevice(HCQDevice):
     self._peer_gpus.add(other.uuid)
 
   def enable_peer(self, other: HCQDevice) -> None:
-    """Peer access to `other` in this VA space. Only a mailbox PCIe pair calls UVM_ENABLE_PEER_ACCESS: UVM enables an
-    NVLink or BAR1 pair itself at registration (uvm_va_space.c:108-111) and refuses ENABLE for it with
-    NV_ERR_INVALID_DEVICE (uvm_gpu.c:3143-3146 uvm_gpu_retain_pcie_peer_access: link type != UVM_GPU_LINK_PCIE)."""
+    """Peer access to `other` in this VA space. An NVLink pair is enabled by registration (uvm_va_space.c:108-111).
+    Every PCI pair calls UVM_ENABLE_PEER_ACCESS: UVM before 590 has no BAR1 peer type and reports a BAR1 pair as
+    UVM_LINK_TYPE_PCIE (OGKM@580.142 nv_gpu_ops.c:3259), which "need[s] to be explicitly enabled" (580.142
+    uvm_gpu.c:2606). From 590 UVM enables a BAR1 pair at registration and refuses ENABLE for it with
+    NV_ERR_INVALID_DEVICE (595.45.04 uvm_gpu.c:3143-3146: link type != UVM_GPU_LINK_PCIE), which on a BAR1 pair we
+    registered just now can only mean "already enabled" (so no driver-version guess is needed)."""
     assert isinstance(other, NVDevice)
     self._register_peer_gpu(other)
-    if self.peer_status(other) == "ok: pcie":
-      self.rm.uvm(self.uvmfd, "UVM_ENABLE_PEER_ACCESS", gpuUuidA={"uuid": list(self.uuid)}, gpuUuidB={"uuid": list(other.uuid)})
+    if (st := self.peer_status(other)) not in ("ok: pcie", "ok: pcie-bar1"): return
+    try: self.rm.uvm(self.uvmfd, "UVM_ENABLE_PEER_ACCESS", gpuUuidA={"uuid": list(self.uuid)}, gpuUuidB={"uuid": list(other.uuid)})
+    except NVError as e:
+      if not (st == "ok: pcie-bar1" and e.status_name == "NV_ERR_INVALID_DEVICE"): raise
 
   def map_peer(self, other: HCQDevice, buf: Any) -> int:
     """`other`'s buffer mapped on this GPU (once per allocation) at its own address: an external range in this VA space

@@ -7,7 +7,8 @@ progress: a semaphore acquire that is not yet satisfied parks its channel at tha
 channels are retried on every later doorbell and by a poller thread (so a value the CPU writes later
 also releases them, as on hardware). In latency mode (`engine.latency_s > 0`, for tests) a doorbell only queues
 the work, and a thread runs it that much later, reading the ring and pushbuffers as they are by then; it takes up every
-doorbell rung meanwhile too, the latest-rung channel first (a GPU's channels on different runlists are not ordered).
+doorbell rung meanwhile too, in `latency_order` (default: the latest-rung channel first): nothing orders a GPU's
+channels but semaphores, on different runlists or within one TSG (see the note above INTERLEAVE_SLICES).
 
 Methods are decoded with the mock's own tables (classdefs.py, written from the class headers, never the
 backend's ioctl_defs): host methods (SET_OBJECT, SEM_* with 32/64-bit payloads and timestamps, NOP, WFI,
@@ -32,7 +33,7 @@ space. Anything unknown or malformed raises GPUError naming the channel, the pus
 method, and the channel is left in an error state (later doorbells on it raise the same error).
 """
 from __future__ import annotations
-import ctypes, re, struct, threading, time
+import ctypes, random, re, struct, threading, time
 from dataclasses import dataclass
 from typing import Any
 import numpy as np
@@ -61,9 +62,15 @@ RELEASE_STALL_S = 0.002
 # Channels of one GPU on different runlists (the compute channel on GR's, the copy channel on a copy engine's: rm.py
 # runlist_of) run independently: each runlist has its own scheduler, and a PBDMA "works on behalf of a single ESCHED
 # (Engine Scheduler)" (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:42-45); nothing orders one channel's
-# methods against another's but semaphores. Running a GPU's channels in doorbell (or creation) order would hide a missing
-# semaphore wait between its compute and copy work, so in latency mode the later-rung channel runs first (the harmful
-# order): a copy that does not wait for the kernel before it reads the kernel's output before the kernel ran.
+# methods against another's but semaphores. hcqrt puts its compute and copy channels in one TSG (nv/device.py), and
+# there too the order is undefined: a PBDMA switches "to the next pending channel on its runqueue within the same TSG"
+# on a failed acquire (dev_pbdma.ref.txt:3738-3740) or, at the end of the runqueue, starts again or switches TSG
+# (:3740-3743, 3811-3816), and GR and its copy engine run concurrently. So any order of due channels is a legal schedule,
+# one runlist or two. Running them in doorbell (or creation) order would hide a missing semaphore wait between compute
+# and copy work, so latency mode picks the order with `Engine.latency_order`: "latest" (the default: the later-rung
+# channel first, so a copy that does not wait for the kernel reads its output before the kernel ran), "earliest" (the
+# first-rung first, so a release on the compute channel that should follow a copy lands before the copy), or an int,
+# a seed for a shuffle.
 INTERLEAVE_SLICES = 4        # queued grids are cut into this many slices of blocks and run slice by slice
 STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0] word an sm_XX kernel loads its stack pointer from
 
@@ -442,6 +449,8 @@ class GPFIFOEngine:
     # delayed run reads GPPut, the GP entries, pushbuffers, QMDs and cbufs as they are *then* (the harmful reading):
     # a host that rewrites them before that release changes what runs. 0 (the default): run at the doorbell.
     self.latency_s = 0.0
+    self.latency_order: str | int = "latest"     # which due channel runs first (the note above INTERLEAVE_SLICES)
+    self._rng: tuple[int, random.Random] | None = None   # (seed, generator) of a shuffled latency_order
     self._queued: list[tuple[float, int]] = []   # (due time, work-submit token) of doorbells not yet acted on
     self._cv = threading.Condition(threading.Lock())   # not self.lock: a doorbell never waits for the GPU
     self._runner: threading.Thread | None = None
@@ -485,6 +494,15 @@ class GPFIFOEngine:
         self._runner.start()
       self._cv.notify()
 
+  def _in_order(self, tokens: list[int]) -> list[int]:
+    """Due doorbells (rung order) in the order the front end takes them up: `latency_order`."""
+    if self.latency_order == "latest": return tokens[::-1]
+    if self.latency_order == "earliest": return tokens
+    if isinstance(self.latency_order, int):   # one generator per seed, so a run's successive batches differ
+      if self._rng is None or self._rng[0] != self.latency_order: self._rng = (self.latency_order, random.Random(self.latency_order))
+      self._rng[1].shuffle(tokens); return tokens
+    raise ValueError(f"mock GPU {self.gpu}: latency_order {self.latency_order!r}; expected 'latest', 'earliest' or an int seed")
+
   def _run_late(self) -> None:
     """The front end's thread in latency mode: acts on each doorbell once it is due; leaves after a quiet while."""
     while True:
@@ -492,26 +510,35 @@ class GPFIFOEngine:
         while not self._queued or self._queued[0][0] > time.perf_counter():
           wait = self._queued[0][0] - time.perf_counter() if self._queued else 1.0
           if not self._cv.wait(wait) and not self._queued: self._runner = None; return
-        # every doorbell rung so far is taken up now, the latest first (see the note above INTERLEAVE_SLICES): the front end is late
-        # for the first, and nothing makes another runlist's channel wait behind it
-        tokens, self._queued = [t for _, t in reversed(self._queued)], []
+        # every doorbell rung so far is taken up now, in latency_order (see the note above INTERLEAVE_SLICES): the front
+        # end is late for the first, and nothing makes the GPU's other channels wait behind it
+        tokens, self._queued = self._in_order([t for _, t in self._queued]), []
+        # any order but "latest": the first channel runs alone and the others' doorbells are taken up latency_s later
+        # (the PBDMA takes up GP_PUT "not immediately", dev_pbdma.ref.txt:476-480, and GR and the copy engine run
+        # concurrently), so work one channel releases early is seen by the other GPU before this GPU's other channel ran
+        alone = self.latency_order != "latest"
+        if alone:
+          later = time.perf_counter() + self.latency_s
+          self._queued = [(later, t) for t in dict.fromkeys(tokens[1:])]; tokens = tokens[:1]
       with self.lock:
         t0 = time.perf_counter_ns()
         try:
           for token in dict.fromkeys(tokens):
             try: obj = self.rm.channel_by_token(token, self.gpu)
             except KeyError: continue   # the channel was freed meanwhile: nothing is left to run
-            try: self.run_all(obj)
+            try: self.run_all(obj, alone=alone)
             except GPUError: pass   # kept on the channel (its notifier is written); its next doorbell raises it
         finally: self.busy_ns += time.perf_counter_ns() - t0
 
-  def run_all(self, rung: Any = None) -> None:
-    """Run channels until none progresses; an errored channel raises only when its own doorbell rang."""
+  def run_all(self, rung: Any = None, alone: bool = False) -> None:
+    """Run channels until none progresses; an errored channel raises only when its own doorbell rang. `alone`: only
+    `rung` (latency mode, an order other than "latest")."""
     with self.lock:
       live = {id(o): o for o in self.rm.channels(self.gpu)}
       # latency mode: the channel whose doorbell is acted on runs first, ahead of channels created (or rung) before it
       if self.latency_s > 0 and rung is not None and id(rung) in live: live = {id(rung): rung, **live}
       for k in [k for k in self.channels if k not in live]: del self.channels[k]
+      if alone and rung is not None and id(rung) in live: live = {id(rung): rung}
       progressed = True
       while progressed:
         progressed = False

@@ -250,14 +250,22 @@ class UVM:
   # ---- peers (OGKM@595.45.04 kernel-open/nvidia-uvm) ----
   def _index(self, u: bytes) -> int: return next(g.index for g in self.rm.gpus if g.uuid == u)
 
+  def uvm_link(self, a: int, b: int) -> str:
+    """The pair's link as UVM sees it. UVM before 590 has no BAR1 peer type: nvGpuOpsGetP2PCaps reports a BAR1 pair as
+    UVM_LINK_TYPE_PCIE (OGKM@580.142 src/nvidia/src/kernel/rmapi/nv_gpu_ops.c:3259, 535/570 alike), so it is a plain
+    PCIe peer that needs ENABLE (580.142 uvm_gpu.c:2606). UVM_LINK_TYPE_PCIE_BAR1 first appears in 590.44.01
+    (nv_gpu_ops.c:3281), together with the registration-time enable (uvm_va_space.c bar1_peers)."""
+    link = self.rm.link(a, b)
+    return "pcie" if link == "bar1" and int(self.rm.version.split(".")[0]) < 590 else link
+
   def peer_enabled(self, f: UVMFile, a: int, b: int) -> bool:
     """uvm_va_space_peer_enabled for GPUs a and b, both registered in this VA space: an NVLink pair is enabled as soon as
-    its second GPU registers (uvm_va_space.c:98-118 register_gpu_peers: "Enable NVLINK, BAR1 and SMC peers"), a BAR1 pair
-    too (:108-111 uvm_parent_gpus_are_bar1_peers), a PCIe pair only through UVM_ENABLE_PEER_ACCESS (uvm_gpu.c:2686-2688
+    its second GPU registers (uvm_va_space.c:98-118 register_gpu_peers: "Enable NVLINK, BAR1 and SMC peers"), on 590+ a
+    BAR1 pair too (:108-111 uvm_parent_gpus_are_bar1_peers; before 590 it is a PCIe pair: uvm_link), a PCIe pair only through UVM_ENABLE_PEER_ACCESS (uvm_gpu.c:2686-2688
     "PCIe peers need to be explicitly enabled": only PCIe and NONE are skipped at registration)."""
     ua, ub = self.rm.gpus[a].uuid, self.rm.gpus[b].uuid
     if ua not in f.gpus or ub not in f.gpus: return False
-    return self.rm.link(a, b) in ("nvlink", "bar1") or frozenset((ua, ub)) in f.pcie_peers
+    return self.uvm_link(a, b) in ("nvlink", "bar1") or frozenset((ua, ub)) in f.pcie_peers
 
   def enable_peer_access(self, f: UVMFile, p: Any) -> None:
     ua, ub = self.uuid(p.gpuUuidA), self.uuid(p.gpuUuidB)
@@ -266,10 +274,10 @@ class UVM:
     # retain_pcie_peers_from_uuids)
     if ua not in f.gpus or ub not in f.gpus or ua == ub:
       raise UVMError("NV_ERR_INVALID_DEVICE", "peer access needs two different GPUs registered in this VA space")
-    link = self.rm.link(self._index(ua), self._index(ub))
+    link = self.uvm_link(self._index(ua), self._index(ub))
     # no link: peers_retain -> create_parent_p2p_object (uvm_gpu.c:2332) -> nvGpuOpsP2pObjectCreate refuses a pair RM
     # gives no P2P access with NV_ERR_NOT_SUPPORTED (src/nvidia/src/kernel/rmapi/nv_gpu_ops.c:11241-11242); an NVLink or
-    # BAR1 pair is no UVM_GPU_LINK_PCIE pair -> NV_ERR_INVALID_DEVICE (uvm_gpu.c:3143-3146
+    # (590+) BAR1 pair is no UVM_GPU_LINK_PCIE pair -> NV_ERR_INVALID_DEVICE (uvm_gpu.c:3143-3146
     # uvm_gpu_retain_pcie_peer_access); a pair already enabled -> NV_ERR_INVALID_DEVICE (uvm_va_space.c:2010-2013)
     if link == "none": raise UVMError("NV_ERR_NOT_SUPPORTED", "the GPUs have no peer link")
     if link in ("nvlink", "bar1"): raise UVMError("NV_ERR_INVALID_DEVICE", f"a {link} pair is enabled at registration, not by ENABLE_PEER_ACCESS")
