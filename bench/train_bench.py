@@ -70,8 +70,10 @@ out["replay_wall_us_per_kernel"] = 1e6 * wall / n
 print(json.dumps(out))
 '''
 
-TORCH = r'''
+# the torch digits CNN, its data and optimizer: the same in the TinyJit comparison and the eager one
+TORCH_DIGITS = r'''
 import json, time, gzip, numpy as np, torch
+if ONE_CORE: torch.set_num_threads(1)
 torch.manual_seed(0)
 raw = np.loadtxt(gzip.open(ROOT + "/examples/data/digits.csv.gz", "rt"), delimiter=",", dtype=np.float32)
 x, y = torch.tensor(raw[:, :64].reshape(-1, 1, 8, 8) / 16.0), torch.tensor(raw[:, 64].astype(np.int64))
@@ -79,6 +81,9 @@ model = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(
                             torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(512, 10))
 opt = torch.optim.Adam(model.parameters(), lr=3e-3)
 rng = np.random.default_rng(0)
+'''
+
+TORCH = TORCH_DIGITS + r'''
 idx = [torch.tensor(rng.integers(0, len(x), BATCH)) for _ in range(STEPS)]
 ts = []
 for i in idx:
@@ -126,16 +131,7 @@ print(json.dumps({"wall_ms": med(wall), "cpu_ms": med(cpu), "min_ms": 1e3 * min(
                   "cache_misses": schedule.cache_stats["misses"] - misses}))
 '''
 
-EAGER_TORCH = r'''
-import json, time, gzip, numpy as np, torch
-if ONE_CORE: torch.set_num_threads(1)
-torch.manual_seed(0)
-raw = np.loadtxt(gzip.open(ROOT + "/examples/data/digits.csv.gz", "rt"), delimiter=",", dtype=np.float32)
-x, y = torch.tensor(raw[:, :64].reshape(-1, 1, 8, 8) / 16.0), torch.tensor(raw[:, 64].astype(np.int64))
-model = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 3, padding=1),
-                            torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(512, 10))
-opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-rng = np.random.default_rng(0)
+EAGER_TORCH = TORCH_DIGITS + r'''
 wall, cpu = [], []
 for n, i in enumerate([torch.tensor(rng.integers(0, len(x), BATCH)) for _ in range(STEPS)]):
   st, sc = time.perf_counter(), time.process_time()
