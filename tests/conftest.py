@@ -54,3 +54,12 @@ def mock_nv_device(arch: str | None = None):
       dev.drv = drv
       yield dev
   return cm()
+
+@pytest.fixture
+def fresh_schedule_cache(monkeypatch):
+  """An empty, enabled schedule cache (compiler/schedule.py) for the test, with its counters at 0."""
+  from compiler import schedule as S
+  monkeypatch.setattr(S, "_schedule_cache", {})
+  monkeypatch.setattr(S, "cache_stats", {"hits": 0, "misses": 0})
+  monkeypatch.setattr(S, "SCHEDULE_CACHE", True)
+  monkeypatch.setattr(S, "_cached_nodes", 0)

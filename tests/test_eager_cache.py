@@ -11,12 +11,7 @@ from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
 from compiler.uop import Variable
 
-@pytest.fixture(autouse=True)
-def fresh_cache(monkeypatch):
-  monkeypatch.setattr(S, "_schedule_cache", {})
-  monkeypatch.setattr(S, "cache_stats", {"hits": 0, "misses": 0})
-  monkeypatch.setattr(S, "SCHEDULE_CACHE", True)
-  monkeypatch.setattr(S, "_cached_nodes", 0)
+pytestmark = pytest.mark.usefixtures("fresh_schedule_cache")
 
 def key_of(*ts: Tensor) -> tuple:
   return S._GraphKey([t.lazydata for t in ts], None).key

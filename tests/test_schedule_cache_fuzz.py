@@ -13,12 +13,7 @@ from compiler.uop import Ops
 
 N = 4   # every value is (N, N) float32: any op can read any value
 
-@pytest.fixture(autouse=True)
-def fresh_cache(monkeypatch):
-  monkeypatch.setattr(S, "_schedule_cache", {})
-  monkeypatch.setattr(S, "cache_stats", {"hits": 0, "misses": 0})
-  monkeypatch.setattr(S, "SCHEDULE_CACHE", True)
-  monkeypatch.setattr(S, "_cached_nodes", 0)
+pytestmark = pytest.mark.usefixtures("fresh_schedule_cache")
 
 BIN = {"add": (lambda a, b: a + b, lambda a, b: a + b), "mul": (lambda a, b: a * b, lambda a, b: a * b),
        "sub": (lambda a, b: a - b, lambda a, b: a - b), "max": (lambda a, b: a.maximum(b), np.maximum),
