@@ -94,7 +94,9 @@ def test_strided_conv_computes_only_its_own_taps():
   assert names[0].endswith(f"_{C}_3_3"), names   # the forward: C channels x 3 x 3 taps, no phases
   # not the phase convs: 3x2 taps over 2C (the column phases), 4C outputs of 2x2 taps (space to depth)
   assert not any(n.endswith(f"_{2 * C}_3_2") or (n.endswith("_2_2") and f"_{4 * C}_" in n) for n in names), names
-  taps = sorted(n.rsplit("_", 2)[-2:] for n in names[1:] if n.startswith("r_2_1_") and "_8_8_" in n)   # the input gradient's phases
+  # the input gradient's phases (8x8 outputs: vectorized along their rows, r_2_1_16_8_8_..., or on a CPU of 16 lanes
+  # along their channels, r_2_8_8_1_16_...)
+  taps = sorted(n.rsplit("_", 2)[-2:] for n in names[1:] if n.startswith(("r_2_1_", "r_2_8_8_1_")) and "_8_8_" in n)
   assert taps == [["1", "2"], ["2", "1"], ["2", "2"]], names   # (+ the 1x1 phase: a matrix product)
   assert all(_tiled(opts) for _, opts in convs), convs
   # the forward's vector loop is the output channels: the tile's vector axis is the innermost output loop (C of them),
