@@ -121,3 +121,22 @@ def test_convs_on_each_vector_width_match_torch(name, lanes, monkeypatch):
     if ow * (xs[2] + 2 * kw.get("padding", 0) - ws[2] + 1) % 4: return   # (a map of 13x13: no vectors along it)
     assert any(o[0] == "UPCAST" for k in ks if k.name.startswith("E_") for o in k.compiled.applied_opts
                if any(p[0] == "VECTOR" for p in k.compiled.applied_opts)), [(k.name, k.compiled.applied_opts) for k in ks]
+
+def test_channel_conv_over_rows_of_20_takes_two_image_rows(cpu_target, monkeypatch):
+  """The 5x5 conv over 20-wide output rows along its 32 channels (as built for 16 lanes): its tile of 4 columns x 2
+  vectors gets no more columns (5 left), so with AVX-512's 32 registers it takes 2 image rows (compiler/opt/conv.py
+  window_rows: 16 accumulators), with AVX2's 16 it does not; no spills, and the kernel computes what NOOPT does."""
+  monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 16)
+  x, w = Tensor(rnd(2, 8, 24, 24)).realize(), Tensor(rnd(32, 8, 5, 5)).realize()
+  si = next(s for s in create_schedule([x.conv2d(w).lazydata]) if s.kind == "kernel" and lower(s.ast).reduce_ranges())
+  k0 = lower(si.ast, si.name)
+  assert [r.src[0].arg for r in k0.global_ranges] == [2, 20, 20, 32], si.name
+  oy = k0.global_ranges[1].arg[0]
+  k = optimize(k0, cpu_target)
+  assert k.applied_opts[0][0] == "TILE" and k.applied_opts[0][5] == 2, k.applied_opts
+  assert (("UPCAST", oy, 2) in k.applied_opts) == (cpu_target.vector_registers >= 32), k.applied_opts
+  from compiler.opt.pressure import vector_spills
+  from compiler.render_c import render_c
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, k.applied_opts
+  if host_runs(cpu_target):
+    np.testing.assert_allclose(run_built(si, k, cpu_target), run_built(si, lower(si.ast, si.name), cpu_target), rtol=1e-5, atol=1e-4)

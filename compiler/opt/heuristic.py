@@ -31,7 +31,7 @@ from compiler.opt.base import Opt, OptError, OptKind
 from compiler.opt.apply import (THREAD_MIN_WORK, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
                                 apply_reduce_split,
                                 apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
-from compiler.opt.conv import conv_tile, peel_default
+from compiler.opt.conv import conv_tile, peel_default, window_rows
 from compiler.opt.transpose import transpose_tile
 from compiler.opt.peel import unroll_tail
 from compiler.opt.matmul import packed_matmul_tile
@@ -221,7 +221,10 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
       before, kc0 = list(k.global_ranges), copy_kernel(k)
       if (kc := packed_matmul_tile(k, device)) is not None: return kc
       if (kc := conv_tile(k, w, device)) is not None: k = kc
-      elif _matmul_tile(k, w, device): k = _six_rows(kc0, k, device) if (k2 := _more_rows(k, before, device)) is k else k2
+      elif _matmul_tile(k, w, device):
+        # (a conv along its channels whose column loop took no more rows: rows of the image rows first, compiler/opt/conv.py)
+        if (k2 := _more_rows(k, before, device)) is k: k2 = window_rows(k, before, device)
+        k = _six_rows(kc0, k, device) if k2 is k else k2
       elif not k.reduce_ranges() and (kc := transpose_tile(k, w, device, lambda kc, w: merge_rows(kc, w, whole=True))) is not None: k = kc
       # (rows of 20 in a 20x20 map: one loop of 400 takes whole vectors, where the cut of _odd_tile leaves a scalar tail)
       elif not k.reduce_ranges() and merge_rows(k, w): _elementwise_vectors(k, w)
