@@ -22,6 +22,7 @@ from compiler.view import prod
 from compiler.sint import any_sym, is_sym, smax
 from compiler.uop import Ops
 from frontend.checks import check_index
+from frontend.devices import target_of
 from frontend.multi import MultiLazyBuffer
 from frontend import function as F
 from frontend.function import Function
@@ -894,17 +895,42 @@ def _col_phase_conv(x: Tensor, w: Tensor, groups: int, s_: tuple, pb: list[int],
   # (grouped: realized per group first, as _conv_fwd does: stored merged, every load would divide by the group size)
   return (y.contiguous() if grp > 1 else y).reshape(bs, co, *out)
 
-COUT_ROW_LANES = 8   # the narrowest vector width of the CPUs we build for (AVX2's 8 floats)
+COUT_ROW_LANES = 8      # the narrowest vector width of the CPUs we build for (AVX2's 8 floats)
+ROW_LANE_USE_MIN = 0.8  # below this share of useful lanes in the row tile, the output channels are the vectors
+
+def row_lane_use(n: int, lanes: int) -> float:
+  """The share of vector lanes that compute outputs when a conv's output row of n pixels is vectorized on a target of
+  `lanes` float32 lanes (compiler/opt/conv.py window_tile: overlapping full vectors, or for a row shorter than one
+  vector half- or quarter-width ones, each costing a full-width instruction).
+
+  >>> [row_lane_use(n, 16) for n in (32, 24, 20, 8)], row_lane_use(20, 8)
+  ([1.0, 0.75, 0.625, 0.5], 0.8333333333333334)
+  """
+  if n % lanes == 0: return 1.0
+  v = next((v for v in (lanes, lanes // 2, lanes // 4) if 4 <= v <= n), 1)
+  return n / (-(-n // v) * lanes)
 
 def _short_odd_rows(x: Tensor, w: Tensor, groups: int, stride, dilation, oyx: tuple, acc_dtype) -> bool:
-  """A stride-1 2-d float32 conv whose output rows are short and no multiple of a vector (6, 10 wide: a 3x3 conv
-  over 8x8 or 12x12): vectorized along its rows it computes 8 lanes for 6 (half-width vectors) or 16 for 10
-  (overlapping ones), so _conv_fwd_cout, vectorized along the output channels, runs it 1.5-3x faster (measured on the
-  mnist CNN's 3x3 forward and input gradient). Rows of whole vectors, or wide enough that the overlap costs little
-  (12 wide and up: at most a third), keep the row tile and its two fewer copies (weights, output transposed back)."""
-  return (len(oyx) == 2 and groups == 1 and w.shape[0] % COUT_ROW_LANES == 0 and oyx[-1] % COUT_ROW_LANES != 0 and
-          oyx[-1] < 12 and acc_dtype is None and _tuple(stride, 2) == (1, 1) and _tuple(dilation, 2) == (1, 1) and
-          x.dtype is dtypes.float32 and w.dtype is dtypes.float32)
+  """Whether a stride-1 2-d float32 conv runs vectorized along its output channels (_conv_fwd_cout) rather than along its
+  output rows. Rows short and no multiple of 8 (6, 10 wide: a 3x3 conv over 8x8 or 12x12) compute 8 lanes for 6
+  (half-width vectors) or 16 for 10 (overlapping ones); on a CPU whose vectors hold more lanes than the row uses well
+  (row_lane_use under ROW_LANE_USE_MIN: AVX-512's 16 lanes over beautiful_mnist's rows of 24, 20 and 8) the same holds.
+  Vectorized along whole vectors of output channels instead, with a transposing copy of the output (compiler/opt/transpose.py),
+  the convs ran faster, gradients included (one core, AVX-512, kernel CPU time: the 5x5 32->32 forward over 20x20
+  rows 23.7 -> 16.9 ms, its input gradient over 24x24 rows 29.1 -> 21.5 ms; earlier the mnist CNN's 3x3 forward and
+  input gradient 1.5-3x). Rows of whole vectors, or long enough that the overlap costs little, keep the row tile and its
+  two fewer copies (weights, output transposed back)."""
+  if not (len(oyx) == 2 and groups == 1 and acc_dtype is None and _tuple(stride, 2) == (1, 1) and _tuple(dilation, 2) == (1, 1) and
+          x.dtype is dtypes.float32 and w.dtype is dtypes.float32): return False
+  n, cout = oyx[-1], w.shape[0]
+  if cout % COUT_ROW_LANES == 0 and n % COUT_ROW_LANES != 0 and n < 12: return True
+  lanes = _cpu_lanes(x.device)
+  return lanes > COUT_ROW_LANES and cout % lanes == 0 and row_lane_use(n, lanes) < ROW_LANE_USE_MIN
+
+def _cpu_lanes(device) -> int:
+  """float32 lanes of the vectors the device's kernels are built with (1 on a GPU: there a row is not a vector)."""
+  t = target_of(device if isinstance(device, str) else device[0])
+  return 1 if t.gpu else t.lanes
 
 def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1) -> Tensor:
   """A 2-d strided conv (one group) of the padded input xp (a buffer, cut to the rows and columns the windows reach)
@@ -950,7 +976,10 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   # a group's output channels a multiple of 8 (the vector loop of _conv_fwd_cout): exactly the conv's taps, forward
   # and gradients (see _StridedConvFn); other strided convs go through the phases below
   # a forward alone whose output row holds whole vectors: vectorized along that row (_col_phase_conv, no transposes)
-  if any(s > 1 for s in s_) and not grad and out[1] % 8 == 0: return _col_phase_conv(x, w, groups, s_, pb, out)
+  # (on a CPU of 16 lanes a row of fewer than 32 outputs is one vector per row: the output channels as whole vectors ran
+  # the bench's 32x64x32x32 s=2 forward faster, one core: 5.4 -> 4.0 ms for the conv kernel, plus a 0.3 ms transpose)
+  if any(s > 1 for s in s_) and not grad and out[1] % 8 == 0 and not _strided_cout_rows(x, w, groups, out[1]):
+    return _col_phase_conv(x, w, groups, s_, pb, out)
   if any(s > 1 for s in s_) and (co // groups) % 8 == 0 and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device:
     if grad: return _StridedConvFn.apply(x, w, stride=s_, pads=tuple(pads), out=tuple(out), groups=groups)
     return _conv_fwd_cout(_pad_to(x, pb, [s * (o - 1) + k for s, o, k in zip(s_, out, HW)]).contiguous(), w, s_, groups)
@@ -1005,6 +1034,12 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   # over that view ran as one scalar accumulator over millions of values: 1e-3 relative error, 170x the contiguous sum's)
   return (y.shrink((None, None, (0, out[0]), (0, out[1]))) if q[0] * d_[0] != out[0] or q[1] * d_[1] != out[1] else y).contiguous()
 
+def _strided_cout_rows(x: Tensor, w: Tensor, groups: int, ow: int) -> bool:
+  """A strided float32 forward whose output rows of ow pixels make one vector per row on a CPU of 16 lanes (ow < 32) and
+  whose groups' output channels fill whole vectors: vectorized along the channels (_conv_fwd_cout) instead."""
+  return (x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device and (lanes := _cpu_lanes(x.device)) > COUT_ROW_LANES
+          and (w.shape[0] // groups) % lanes == 0 and ow < 2 * lanes)
+
 DW_CHUNK_BYTES = 1 << 19   # batch images per weight-gradient chunk: their output gradient and input fit this (L2)
 
 def _conv_wgrad(g: Tensor, xp: Tensor, HW: tuple, stride, groups: int = 1) -> LazyBuffer:
@@ -1026,10 +1061,9 @@ def _conv_wgrad(g: Tensor, xp: Tensor, HW: tuple, stride, groups: int = 1) -> La
   xw = xp.reshape(nb, chunk, grp, cin, *xp.shape[2:])._pool(HW, stride)          # (nb, chunk, grp, cin, *out, *HW)
   xw = xw.permute(0, 2, *[4 + nd + i for i in range(nd)], 3, 1, *[4 + i for i in range(nd)])   # (nb, grp, *HW, cin, chunk, *out)
   xw = xw.reshape(nb, grp, *HW, cin, 1, chunk, *oyx).expand(nb, grp, *HW, cin, cout, chunk, *oyx)
-  # (bs, *out, cout): cout contiguous. For 2-d, in two copies: (bs, oy, cout, ox) moves whole rows, then each
-  # (cout, ox) block (in L1) is transposed; one copy would read cout values a whole image apart (4 KiB strides
-  # that share a cache set), several times slower
-  gt = g.permute(0, 2, 1, 3).contiguous().permute(0, 1, 3, 2).contiguous() if nd == 2 else g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
+  # (bs, *out, cout): cout contiguous, in one transposing copy (compiler/opt/transpose.py tiles it: 128x32x20x20 0.47-0.62
+  # ms, where two copies, whole rows first and then each (cout, ox) block, took 1.05 + 1.45 ms)
+  gt = g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
   gt = gt.reshape(nb, chunk, *oyx, grp, cout).permute(0, 2 + nd, 3 + nd, 1, *[2 + i for i in range(nd)])
   gt = gt.reshape(nb, grp, *[1] * (nd + 1), cout, chunk, *oyx)
   dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, grp, *HW, cin, cout)

@@ -44,8 +44,9 @@ def test_padded_conv_is_a_copy_then_an_ungated_reduction():
 @pytest.mark.parametrize("hw", [28, 14, 30, 13])
 def test_odd_rows_get_overlapping_full_vectors_and_match_torch(hw, cpu_target):
   """Rows that no vector width divides: a few vectors cover the row (the last overlaps), several output channels per
-  tile; the kernel (built for each target) has vectors, no gates, no spills, and the result (on this host) equals torch."""
-  x, w = rng.standard_normal((2, 5, hw, hw)).astype(np.float32), rng.standard_normal((16, 5, 3, 3)).astype(np.float32)
+  tile; the kernel (built for each target) has vectors, no gates, no spills, and the result (on this host) equals torch.
+  (8 output channels: no whole AVX-512 vector of them, so the frontend keeps the row tile on any host.)"""
+  x, w = rng.standard_normal((2, 5, hw, hw)).astype(np.float32), rng.standard_normal((8, 5, 3, 3)).astype(np.float32)
   si = conv_kernels(Tensor(x).realize(), Tensor(w).realize(), padding=1)[-1]
   k = optimize(lower(si.ast, si.name), cpu_target)
   ov = [o for o in k.applied_opts if o[0] == "OVERLAP_VECTOR"]

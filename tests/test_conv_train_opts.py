@@ -89,13 +89,16 @@ def inner_accumulators(k) -> int:
       if inner: best = max(best, c)
   return best
 
-def test_wide_conv_kernels_keep_twelve_accumulators_on_avx2():
+def test_wide_conv_kernels_keep_twelve_accumulators_on_avx2(monkeypatch):
   """Rows of 24 (3 vectors) and a channel count 6 does not divide (16): on AVX2 (16 registers) the big conv kernels
   of the step keep 12 vector accumulators in their inner loop (4 rows x 3 vectors, or 6 x 2 with the channels cut at
   a multiple of 6), where 8 leave the FMA units waiting on the latency; every conv kernel is spill-free; and the
-  engine's step on this host gives torch's gradients."""
+  engine's step on this host gives torch's gradients. The step is built as the frontend builds it for AVX2 (on an
+  AVX-512 host it would vectorize these rows of 24 along the output channels instead: frontend/nn_ops.py _short_odd_rows)."""
   from hcqrt.cpu.device import CPUDevice
   from compiler.target import Target
+  import frontend.nn_ops as nn_ops
+  monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 8)
   rng = np.random.default_rng(2)
   xn, w1n, w2n = (rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((2, 4, 12, 24), (16, 4, 3, 3), (16, 16, 3, 3)))
   items, (loss, gx, gw1, gw2) = _step_items(xn, w1n, w2n)

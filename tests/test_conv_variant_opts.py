@@ -94,7 +94,9 @@ def test_strided_conv_computes_only_its_own_taps():
   assert names[0].endswith(f"_{C}_3_3"), names   # the forward: C channels x 3 x 3 taps, no phases
   # not the phase convs: 3x2 taps over 2C (the column phases), 4C outputs of 2x2 taps (space to depth)
   assert not any(n.endswith(f"_{2 * C}_3_2") or (n.endswith("_2_2") and f"_{4 * C}_" in n) for n in names), names
-  taps = sorted(n.rsplit("_", 2)[-2:] for n in names[1:] if n.startswith("r_2_1_") and "_8_8_" in n)   # the input gradient's phases
+  # the input gradient's phases (8x8 outputs: vectorized along their rows, r_2_1_16_8_8_..., or on a CPU of 16 lanes
+  # along their channels, r_2_8_8_1_16_...)
+  taps = sorted(n.rsplit("_", 2)[-2:] for n in names[1:] if n.startswith(("r_2_1_", "r_2_8_8_1_")) and "_8_8_" in n)
   assert taps == [["1", "2"], ["2", "1"], ["2", "2"]], names   # (+ the 1x1 phase: a matrix product)
   assert all(_tiled(opts) for _, opts in convs), convs
   # the forward's vector loop is the output channels: the tile's vector axis is the innermost output loop (C of them),
@@ -225,12 +227,14 @@ def test_strided_conv_forward_tile_rows_are_output_columns(monkeypatch):
   assert inner_accumulators(k) >= 12, k.applied_opts
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, avx2.cc_flags) == 0, k.applied_opts
 
-def test_strided_forward_alone_is_a_column_phase_conv_with_its_own_taps(cpu_target):
-  """A strided forward with no gradient whose output row holds whole vectors (bench shape: 16x16 outputs) is the
-  column-phase conv: one copy of the padded input's column phases, then the conv kernel vectorized along the output
-  row with output-channel rows (a tile, no spills), its tap loop exactly the 3x3 taps (no zero-padded 4th column),
-  writing channels-first: 2 kernels, no weight copy and no transpose."""
+def test_strided_forward_alone_is_a_column_phase_conv_with_its_own_taps(cpu_target, monkeypatch):
+  """A strided forward with no gradient whose output row holds whole vectors (bench shape: 16x16 outputs) is, on a CPU
+  of 8 lanes, the column-phase conv: one copy of the padded input's column phases, then the conv kernel vectorized along
+  the output row with output-channel rows (a tile, no spills), its tap loop exactly the 3x3 taps (no zero-padded 4th
+  column), writing channels-first: 2 kernels, no weight copy and no transpose."""
   from compiler.schedule import create_schedule
+  import frontend.nn_ops as nn_ops
+  monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 8)
   y = Tensor.empty(2, 64, 32, 32).conv2d(Tensor.empty(64, 64, 3, 3), stride=2, padding=1)
   ks = [lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None]
   assert len(ks) == 2, [k.name for k in ks]
@@ -241,6 +245,30 @@ def test_strided_forward_alone_is_a_column_phase_conv_with_its_own_taps(cpu_targ
   tile = next(o for o in k.applied_opts if o[0] == "TILE")
   assert tile[1] == chans and tile[3] == cols and tile[2] > 1, k.applied_opts
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, k.applied_opts
+
+def test_strided_forward_alone_on_16_lanes_is_vectorized_along_its_channels(cpu_target, monkeypatch):
+  """The same forward on a CPU of 16 lanes (one vector per 16-wide output row): the padded input copied, the weight
+  copied channels-last, the conv kernel vectorized along its 64 output channels (a tile, no spills), its output
+  transposed back by a tiled copy; the values equal float64 numpy's."""
+  from compiler.schedule import create_schedule
+  import frontend.nn_ops as nn_ops
+  monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 16)
+  rng = np.random.default_rng(5)
+  xn, wn = rng.standard_normal((2, 64, 32, 32)).astype(np.float32), rng.standard_normal((64, 64, 3, 3)).astype(np.float32) / 8
+  y = Tensor(xn).realize().conv2d(Tensor(wn).realize(), stride=2, padding=1)
+  ks = [lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None]
+  assert len(ks) == 4, [k.name for k in ks]
+  conv = next(k for k in ks if k.reduce_ranges())
+  assert [r.src[0].arg for r in conv.global_ranges] == [2, 16, 16, 64] and [r.src[0].arg for r in conv.reduce_ranges()] == [64, 3, 3]
+  chans = conv.global_ranges[-1].arg[0]
+  k = optimize(conv, cpu_target)
+  tile = next(o for o in k.applied_opts if o[0] == "TILE")
+  assert tile[3] == chans and tile[2] > 1, k.applied_opts
+  assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, k.applied_opts
+  assert {"VECTOR", "UPCAST"} <= {o[0] for o in optimize(ks[-1], cpu_target).applied_opts}   # the transpose back, tiled
+  xp = np.pad(xn.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+  want = sum(np.einsum("nchw,oc->nohw", xp[:, :, ky:ky + 32:2, kx:kx + 32:2], wn[:, :, ky, kx].astype(np.float64)) for ky in range(3) for kx in range(3))
+  np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
 
 @pytest.mark.parametrize("shape,wshape,kw", [((2, 5, 32, 32), (8, 5, 3, 3), dict(stride=2, padding=1)),
                                              ((2, 4, 17, 17), (6, 4, 3, 3), dict(stride=2)),

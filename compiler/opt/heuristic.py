@@ -31,7 +31,8 @@ from compiler.opt.base import Opt, OptError, OptKind
 from compiler.opt.apply import (THREAD_MIN_WORK, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
                                 apply_reduce_split,
                                 apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
-from compiler.opt.conv import conv_tile, peel_default
+from compiler.opt.conv import conv_tile, peel_default, window_rows
+from compiler.opt.transpose import transpose_tile
 from compiler.opt.peel import unroll_tail
 from compiler.opt.matmul import packed_matmul_tile
 from compiler.opt.gpu import optimize_gpu
@@ -154,18 +155,20 @@ def _reduce_unrolls(k: LoweredKernel) -> bool:
     done = True
   return done
 
-def merge_rows(k: LoweredKernel, w: int) -> bool:
+def merge_rows(k: LoweredKernel, w: int, whole: bool = False) -> bool:
   """While the innermost output loop is no multiple of w, merge it with the loop around it into one loop (in place; a
   MERGE entry in applied_opts) where every load and store walks the two as one: the outer loop's stride is the inner
   one's size times its stride (a (N, C, 20, 20) tensor's 20x20 maps: 400 floats are 25 vectors of 16 where rows of 20
   are none; a per-channel broadcast (stride 0 in the map, 1 in C) stops it at the map). The merged loop m replaces the
   two by m // inner and m % inner, which simplify folds away; where any of them stays (a border gate on the column, a
-  transposed read), or the merged loop is still no multiple of w, the kernel is left as it was. Returns whether it
-  merged."""
+  transposed read), or the merged loop is still no multiple of w, the kernel is left as it was. `whole`: merge on while
+  the accesses allow, and keep the merge whether or not it is a multiple of w (a transposing copy's stores then run
+  whole lines, and a 6x6 map is one loop of 36 = 9 vectors of 4: compiler/opt/transpose.py).
+  Returns whether it merged."""
   if getattr(k, "depths", None) or getattr(k, "nests", None): return False   # (loop chains hang at fixed depths)
   k0, k = k, copy_kernel(k)
   merged = False
-  while len(k.global_ranges) >= 2 and all(r.src[0].op is Ops.CONST for r in k.global_ranges[-2:]) and k.global_ranges[-1].src[0].arg % w:
+  while len(k.global_ranges) >= 2 and all(r.src[0].op is Ops.CONST for r in k.global_ranges[-2:]) and (whole or k.global_ranges[-1].src[0].arg % w):
     ro, ri = k.global_ranges[-2:]
     n = ri.src[0].arg
     if any((si := _stride(u.src[1], ri)) is None or _stride(u.src[1], ro) != si * n
@@ -176,7 +179,7 @@ def merge_rows(k: LoweredKernel, w: int) -> bool:
     k.sink, k.global_ranges[-2:] = sink, [m]
     k.applied_opts.append(("MERGE", ro.arg[0], ri.arg[0]))
     merged = True
-  if not merged or k.global_ranges[-1].src[0].arg % w: return False   # (no vectors gained: left as it was)
+  if not merged or (not whole and k.global_ranges[-1].src[0].arg % w): return False   # (no vectors gained: left as it was)
   vars(k0).update(vars(k))
   return True
 
@@ -218,7 +221,11 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
       before, kc0 = list(k.global_ranges), copy_kernel(k)
       if (kc := packed_matmul_tile(k, device)) is not None: return kc
       if (kc := conv_tile(k, w, device)) is not None: k = kc
-      elif _matmul_tile(k, w, device): k = _six_rows(kc0, k, device) if (k2 := _more_rows(k, before, device)) is k else k2
+      elif _matmul_tile(k, w, device):
+        # (a conv along its channels whose column loop took no more rows: rows of the image rows first, compiler/opt/conv.py)
+        if (k2 := _more_rows(k, before, device)) is k: k2 = window_rows(k, before, device)
+        k = _six_rows(kc0, k, device) if k2 is k else k2
+      elif not k.reduce_ranges() and (kc := transpose_tile(k, w, device, lambda kc, w: merge_rows(kc, w, whole=True))) is not None: k = kc
       # (rows of 20 in a 20x20 map: one loop of 400 takes whole vectors, where the cut of _odd_tile leaves a scalar tail)
       elif not k.reduce_ranges() and merge_rows(k, w): _elementwise_vectors(k, w)
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
