@@ -28,7 +28,7 @@ returns before it ran); elsewhere through the host (copyout waits for the source
   []
 """
 from __future__ import annotations
-import time
+import time, weakref
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
@@ -131,6 +131,12 @@ def pack(items: Sequence[MultiItem], deps: Sequence[set[int]]) -> list[Segment]:
   order = sorted(groups, key=lambda k: (k[0], k[1] is None, groups[k][0]))
   return [Segment(None if k[1] is None else items[groups[k][0]][0], groups[k]) for k in order]   # type: ignore[index]
 
+def _free_graph_signals(devs: list[HCQDevice], sigs: list, lasts: list[list[int]]) -> None:
+  """Finalizer of a one-graph-per-device MultiGraph: its graph signals are freed by the devices' next new_signal once
+  every graph signal has reached its last replay's end (never waits: it may run on any thread)."""
+  conds = [(s, last[0]) for s, last in zip(sigs, lasts) if last[0]]
+  for d in devs: d.signals.free_when(sigs, conds)
+
 class MultiGraph:
   """interface.Graph over several devices; see the module docstring. `replay(bufs={(item, arg): buf}, vals={(item, j):
   v})` patches like a one-device graph (a copy: arg 0 = dst, 1 = src), then runs every segment in order."""
@@ -215,7 +221,11 @@ class MultiGraph:
       if i in releases: lists[k].append(releases[i])
     for k in range(len(devs)):
       for j in tail[k]: wait_for(k, j); self.tails.add(id(self.cross[-1][0]))
-    return [GraphReplay(d, lst, sig=sigs[k]) for k, (d, lst) in enumerate(zip(devs, lists))]
+    graphs = [GraphReplay(d, lst, sig=sigs[k]) for k, (d, lst) in enumerate(zip(devs, lists))]
+    # the graph signals go when the MultiGraph does, once every graph is past its last replay: until then a queue of
+    # one graph may still wait on another's signal (a slot handed out again would reset it under that wait)
+    weakref.finalize(self, _free_graph_signals, devs, sigs, [g._last for g in graphs]).atexit = False
+    return graphs
 
   def __repr__(self) -> str:
     how = "one graph per device" if self.graphs is not None else f"{len(self.segments)} segments"

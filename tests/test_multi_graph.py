@@ -296,6 +296,26 @@ def test_hcq_copy_waits_for_the_destinations_earlier_reader(nv, monkeypatch):
   np.testing.assert_array_equal(_down(d1, o1), t_old)
   np.testing.assert_array_equal(_down(d1, o2), x)
 
+def test_hcq_graph_signals_are_freed_with_the_graph(nv):
+  """Each one-kick MultiGraph takes a graph signal per device, and a GraphReplay that makes its own takes one: both go
+  back to the pool once the graph is gone and the GPU is past its last replay (the last replay here is left running
+  when the graph is dropped), so building graphs again and again does not run the pool dry."""
+  import gc
+  _, d0, d1 = nv
+  def used() -> tuple[int, int]:
+    d0.synchronize(); d1.synchronize(); gc.collect()
+    for d in (d0, d1): d.new_signal().free()   # (a new_signal frees what waited for the GPU)
+    return d0.signals.count, d1.signals.count
+  def build_and_drop() -> None:
+    g, b, x, y = _step(d0, d1)
+    assert g.graphs is not None
+    g.replay(wait=True); g.replay()
+    np.testing.assert_array_equal(_down(d1, b["o"]), 2 * x + y)
+    one = d0.graph([_add(d0)(b["p"], b["x"], b["x"], 1)[1]]); one.replay()
+  build_and_drop(); before = used()
+  for _ in range(4): build_and_drop()
+  assert used() == before
+
 @pytest.mark.parametrize("nv", ["none"], indirect=True)
 def test_hcq_without_p2p_replays_by_segments(nv):
   _, d0, d1 = nv
