@@ -507,3 +507,49 @@ def test_aql_kernel_dispatch_with_release_scope_none_is_refused_on_several_xccs(
     with pytest.raises(AMDError): _run_stack(d)
     assert "release fence scope NONE on a node of 8 XCCs" in q.error
   finally: uninstall_mock_amd(drv)
+
+# wave 0 stores to LDS and passes s_barrier with the store in flight (no fence: held by the mock), then sets a flag; the
+# other wave spins on the flag after the barrier (LLVM 19 puts the spin loop before the flag store in the code)
+SPIN_ON_HELD = """@sh = internal addrspace(3) global [128 x i32] undef, align 4
+@flag = internal addrspace(3) global i32 undef, align 4
+define amdgpu_kernel void @k(ptr addrspace(1) noalias %out) {
+entry:
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %ps = getelementptr [128 x i32], ptr addrspace(3) @sh, i32 0, i32 %t
+  store i32 %t, ptr addrspace(3) %ps
+  %w0 = icmp eq i32 %t, 0
+  br i1 %w0, label %clear, label %bar
+clear:
+  store volatile i32 0, ptr addrspace(3) @flag
+  br label %bar
+bar:
+  call void @llvm.amdgcn.s.barrier()
+  %first = icmp ult i32 %t, WAVE
+  br i1 %first, label %setflag, label %spin
+setflag:
+  store volatile i32 1, ptr addrspace(3) @flag
+  br label %done
+spin:
+  %f = load volatile i32, ptr addrspace(3) @flag
+  %z = icmp eq i32 %f, 0
+  br i1 %z, label %spin, label %done
+done:
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %t
+  store i32 1, ptr addrspace(1) %po
+  ret void
+}"""
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_a_wave_held_after_a_barrier_is_only_delayed(arch, monkeypatch):
+  """x30 row 6: the barrier hold kept wave 0 back until the other wave blocked, but that wave spins on a flag wave 0
+  sets after the barrier, so the old mock never finished; on hardware the held wave is only delayed. The mock now
+  lets a held wave rejoin after HOLD_STEPS, and gives a ready wave that has not issued for FAIR_STEPS a burst (the
+  spin loop sits below the flag store, so lowest-PC-first alone would starve wave 0 again)."""
+  monkeypatch.setattr(Waves.run, "__defaults__", (300_000,))   # (the old mock fails at this bound instead of 50M steps)
+  wave = 64 if arch == "gfx942" else 32
+  text, entry, _, kd = read_object(compile_ir(SPIN_ON_HELD.replace("WAVE", str(wave)), cpu=arch, features="-real-true16" if arch == "gfx1100" else ""), "k")
+  out = np.zeros(2 * wave, np.int32); m = FlatMemory(); m.map(0x10000, out.view(np.uint8))
+  m.map(0x30000, np.frombuffer(bytearray(struct.pack("<Q", 0x10000)), np.uint8))
+  launch(text, kd, m, 0x30000, (1,), (2 * wave,), entry=entry, waves_cls=Gfx9Waves if arch == "gfx942" else Waves)
+  assert (out == 1).all()
