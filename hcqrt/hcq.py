@@ -15,7 +15,7 @@ A backend (hcqrt/nv, hcqrt/cpu/hcq.py, ...) supplies the encodings; this module 
   3
 """
 from __future__ import annotations
-import contextlib, ctypes, struct, time, weakref
+import collections, contextlib, ctypes, struct, time, weakref
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from collections.abc import Callable, Iterator, Sequence
@@ -93,7 +93,26 @@ class SignalPool:
     self.device, self.base, self.va = device, base, va
     self.free_slots = list(range(nbytes // Signal.SIZE - 1, -1, -1))
     self.count = 0
+    # signals to free once a GPU is past its last use of them: (signals, ((signal, value), ...)) freed when every signal
+    # of the conditions has reached its value (free_when; checked by new)
+    self.later: collections.deque[tuple[tuple[Signal, ...], tuple[tuple[Signal, int], ...]]] = collections.deque()
+  def free_when(self, sigs: Sequence[Signal], conds: Sequence[tuple[Signal, int]]) -> None:
+    """Free `sigs` once every (signal, value) of `conds` is reached: a queue may still wait on them or write them until
+    then. Only appends to a deque (no wait, no lock), so a finalizer may call it on any thread; the next `new` frees.
+    The same entry may go to several pools (signals of several devices): whichever reaps it first frees them all."""
+    self.later.append((tuple(sigs), tuple(conds)))
+  def _reap(self) -> None:
+    keep = []
+    while self.later:
+      sigs, conds = self.later.popleft()
+      if all(s._release is None for s in sigs): continue   # (freed already, through another pool)
+      # every condition is read before any signal is freed: a freed slot may be handed out again at once
+      if all(c.value >= v for c, v in conds):
+        for s in sigs: s.free()
+      else: keep.append((sigs, conds))
+    self.later.extend(keep)
   def new(self, value: int = 0, name: str | None = None) -> Signal:
+    if self.later: self._reap()
     if not self.free_slots: raise MemoryError(f"{self.device}: out of signals ({self.count} in use)")
     i = self.free_slots.pop()
     self.count += 1
@@ -238,16 +257,19 @@ class GraphWaitSignal:
   value: int = 0
 
 def _release_graph(device: HCQDevice, sig: Signal, last: list[int], blocks: list, ts_sigs: list[Signal]) -> None:
+  # (ts_sigs holds the graph's own signal too, when the graph made it: MultiGraph frees the ones it hands in)
   if not blocks and not ts_sigs: return
   # the GPU may still read them; a device that frees only once its timeline has passed (AMD) needs no wait here, and
   # must not get one: a finalizer may run on any thread, the mock GPU's own included
   waited = not last[0] or not device.frees_after_gpu
   if last[0] and waited: sig.wait(last[0])
   if blocks: device.free_persistent(blocks)
-  # a profiled graph's timestamp signals: free once the GPU is past its last write into them; where nothing waited and
-  # the last replay may still run, they stay taken (a reused slot would get this graph's late timestamp)
+  # a profiled graph's timestamp signals (and its own graph signal): free once the GPU is past its last write into
+  # them; where nothing waited and the last replay may still run, a later new_signal frees them once it is (a slot
+  # reused earlier would get this graph's late timestamp, or a replay's late release)
   if waited or sig.value >= last[0]:
     for s in ts_sigs: s.free()
+  else: device.signals.free_when(ts_sigs, ((sig, last[0]),))   # (freed by a later new_signal once the GPU is past)
 
 def buf_addr(b: Any) -> int:
   """Device address of a buffer object (`.va`, or `.address` for host buffers) or an int."""
@@ -282,7 +304,8 @@ class GraphReplay:
     # the graph's argument blocks and pushbuffers go back to the device once the graph is gone and its last replay done
     self._last = [0]   # graph signal value that ends the last replay (0: never submitted)
     self._last_tl = 0  # device timeline value the last replay releases last
-    fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks, [s for p in self.ts.values() for s in p])
+    own = [] if sig is not None else [self.sig]   # the graph signal goes with the graph when the graph made it
+    fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks, [s for p in self.ts.values() for s in p] + own)
     fin.atexit = False  # at exit the device goes away as a whole
 
   def _record(self, device: HCQDevice, items: Sequence[GraphItem], sig: Signal | None) -> None:

@@ -14,8 +14,11 @@ On HCQ devices of one driver where every copy can be a peer push (`_one_graph_pe
 replay: each device gets ONE GraphReplay of its items in capture order, a copy is a peer push on its source's copy
 engine inside the source's graph, and the cross-device ordering is semaphores on the GPUs (a GraphWaitSignal on the
 other graph's signal before an item, a GraphRelease after the item it waits for), their values patched per replay like
-the graph's own. A replay is then one submission per used queue of each device and no host copy. Otherwise (the CPU,
-a bounce without P2P) the segments below run in order.
+the graph's own. A replay is then one submission per used queue of each device and no host copy. A copy between a
+pair without P2P is a bounce inside the graphs, in HCQDevice.bounce_to's chunks and order: each chunk is a fill on the
+source's copy engine into one of its bounce slots (system memory the destination maps), then a drain on the
+destination's copy engine that waits on the source's graph signal for the fill; a fill into a slot waits for that
+slot's previous drain. Otherwise (the CPU, devices of different drivers) the segments below run in order.
 
 A sub-graph is the device's own `graph()` (the CPU's launch list, an HCQ device's GraphReplay); a device that returns
 None runs that segment's launches one at a time. A copy is `interface.copy_between`, as the engine copies: on devices
@@ -28,12 +31,12 @@ returns before it ran); elsewhere through the host (copyout waits for the source
   []
 """
 from __future__ import annotations
-import time
+import time, weakref
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
 from hcqrt.interface import Device, Graph, GraphCopy, GraphExec, GraphItem, can_transfer, copy_between, peer_ok
-from hcqrt.hcq import GraphPeerCopy, GraphRelease, GraphReplay, GraphWaitSignal, HCQDevice
+from hcqrt.hcq import GraphPeerCopy, GraphRelease, GraphReplay, GraphWaitSignal, HCQDevice, buf_addr
 
 @dataclass
 class PeerCopy:
@@ -131,6 +134,12 @@ def pack(items: Sequence[MultiItem], deps: Sequence[set[int]]) -> list[Segment]:
   order = sorted(groups, key=lambda k: (k[0], k[1] is None, groups[k][0]))
   return [Segment(None if k[1] is None else items[groups[k][0]][0], groups[k]) for k in order]   # type: ignore[index]
 
+def _free_graph_signals(devs: list[HCQDevice], sigs: list, lasts: list[list[int]]) -> None:
+  """Finalizer of a one-graph-per-device MultiGraph: its graph signals are freed by the devices' next new_signal once
+  every graph signal has reached its last replay's end (never waits: it may run on any thread)."""
+  conds = [(s, last[0]) for s, last in zip(sigs, lasts) if last[0]]
+  for d in devs: d.signals.free_when(sigs, conds)
+
 class MultiGraph:
   """interface.Graph over several devices; see the module docstring. `replay(bufs={(item, arg): buf}, vals={(item, j):
   v})` patches like a one-device graph (a copy: arg 0 = dst, 1 = src), then runs every segment in order."""
@@ -159,10 +168,11 @@ class MultiGraph:
                                 not any(can_transfer(it.src_dev, it.dst_dev) for it in self.items if isinstance(it, PeerCopy)))
 
   def _one_graph_per_device(self) -> list[GraphReplay] | None:
-    """Where every device is an HCQ device of one driver and every copy can be a peer push: each device's items in one
-    GraphReplay, in capture order. A copy is a GraphPeerCopy on its source's copy engine. An item that depends on an
-    item of another device (`deps`) first waits (GraphWaitSignal) for that device's graph signal to reach the
-    GraphRelease placed right after that item. Each graph starts after the work submitted before the replay on every
+    """Where every device is an HCQ device of one driver: each device's items in one GraphReplay, in capture order. A
+    copy is a GraphPeerCopy on its source's copy engine where the pair has P2P, else a bounce: fills in the source's
+    graph, drains in the destination's (`_bounce_parts`), the copy counting as the destination's item. An item that
+    depends on an item of another device (`deps`) first waits (GraphWaitSignal) for that device's graph signal to reach
+    the GraphRelease placed right after that item. Each graph starts after the work submitted before the replay on every
     device of the graph (a copy may overwrite what another device still reads), and ends after the copies pushed into
     it (its timeline then covers them, as transfer_to's wait_for). None: replay by segments."""
     devs = self.devices
@@ -175,9 +185,10 @@ class MultiGraph:
     for a in devs:
       for b in devs:
         if a is not b: a._link(b)   # signals mapped both ways, peer access enabled
-    if not all(peer_ok(it.src_dev.peer_status(it.dst_dev)) for it in self.items if isinstance(it, PeerCopy)): return None   # (a bounce: segments)
+    bounce = {i for i, it in enumerate(self.items) if isinstance(it, PeerCopy) and not peer_ok(it.src_dev.peer_status(it.dst_dev))}
     dk = {id(d): k for k, d in enumerate(devs)}
-    owner = [dk[id(it.src_dev if isinstance(it, PeerCopy) else it[0])] for it in self.items]
+    # the device whose graph finishes an item: a push's source, a bounce's destination (its drains write dst)
+    owner = [dk[id(it.dst_dev if i in bounce else it.src_dev if isinstance(it, PeerCopy) else it[0])] for i, it in enumerate(self.items)]
     # which items of other devices each item waits for (the latest of each device; earlier ones are covered by it)
     waited: list[dict[int, int]] = [{} for _ in devs]
     waits: list[list[int]] = [[] for _ in self.items]
@@ -188,34 +199,79 @@ class MultiGraph:
         if owner[j] != k: last[owner[j]] = max(last.get(owner[j], -1), j)
       for e, j in sorted(last.items()):
         if j > waited[k].get(e, -1): waits[i].append(j); waited[k][e] = j
+    # a bounce's fills (on its source) first wait for what the copy depends on on other devices than the source
+    fill_waits: dict[int, list[int]] = {}
+    for i in sorted(bounce):
+      fk, last = dk[id(self.items[i].src_dev)], {}
+      for j in self.deps[i]:
+        if owner[j] != fk: last[owner[j]] = max(last.get(owner[j], -1), j)
+      fill_waits[i] = sorted(last.values())
     # at the end, each device waits for the copies pushed into it that nothing in it waited for
     tail: list[list[int]] = [[] for _ in devs]
     for k in range(len(devs)):
       into: dict[int, int] = {}
       for i, it in enumerate(self.items):
-        if isinstance(it, PeerCopy) and dk[id(it.dst_dev)] == k: into[owner[i]] = i
+        if isinstance(it, PeerCopy) and i not in bounce and dk[id(it.dst_dev)] == k: into[owner[i]] = i
       tail[k] = [j for e, j in sorted(into.items()) if j > waited[k].get(e, -1)]
-    releases = {j: GraphRelease() for w in waits + tail for j in w}
+    releases = {j: GraphRelease() for w in waits + tail + list(fill_waits.values()) for j in w}
     lists: list[list[GraphItem]] = [[] for _ in devs]
     self.starts: list[tuple[GraphWaitSignal, Device]] = []   # (wait, device whose timeline it waits for)
     self.cross: list[tuple[GraphWaitSignal, int, GraphRelease]] = []   # (wait, releasing device, its release point)
     self.tails: set[int] = set()   # ids of the waits in `cross` that are tail waits (the test hook skip_waits tells them apart)
+    self.slot_waits: set[int] = set()   # ids of the waits in `cross` for a bounce slot's previous drain (skip_waits "slot")
     for k in range(len(devs)):
       for e, other in enumerate(devs):
         if e != k: self.starts.append((w := GraphWaitSignal(other.timeline_signal), other)); lists[k].append(w)
     sigs = [d.new_signal(name="graph") for d in devs]   # (made first: graphs wait on each other's)
     def wait_for(k: int, j: int) -> None:
       self.cross.append((w := GraphWaitSignal(sigs[owner[j]]), owner[j], releases[j])); lists[k].append(w)
+    def wait_rel(k: int, e: int, rel: GraphRelease) -> GraphWaitSignal:
+      self.cross.append((w := GraphWaitSignal(sigs[e]), e, rel)); lists[k].append(w); return w
     self.local: dict[int, tuple[int, int]] = {}   # item -> (device, index in its graph)
+    # a bounce item -> (source, [(fill's index in the source's graph, offset)], destination, [(drain's index, offset)])
+    self.bounces: dict[int, tuple[int, list[tuple[int, int]], int, list[tuple[int, int]]]] = {}
+    slot_last: dict[tuple[int, int], tuple[int, GraphRelease]] = {}   # (device, slot) -> (device, release) of its last drain
     for i, it in enumerate(self.items):
       k = owner[i]
+      if i in bounce:
+        self._bounce_parts(i, it, dk, lists, wait_for, wait_rel, fill_waits[i], waits[i], slot_last)
+        if i in releases: lists[k].append(releases[i])
+        continue
       for j in waits[i]: wait_for(k, j)
       self.local[i] = (k, len(lists[k]))
       lists[k].append(GraphPeerCopy(it.dst, it.src, it.nbytes, dst_dev=it.dst_dev) if isinstance(it, PeerCopy) else it[1])
       if i in releases: lists[k].append(releases[i])
     for k in range(len(devs)):
       for j in tail[k]: wait_for(k, j); self.tails.add(id(self.cross[-1][0]))
-    return [GraphReplay(d, lst, sig=sigs[k]) for k, (d, lst) in enumerate(zip(devs, lists))]
+    self.slots_used = {key: e for key, (e, _) in slot_last.items()}   # (source, slot) -> the device that drains it last
+    graphs = [GraphReplay(d, lst, sig=sigs[k]) for k, (d, lst) in enumerate(zip(devs, lists))]
+    # the graph signals go when the MultiGraph does, once every graph is past its last replay: until then a queue of
+    # one graph may still wait on another's signal (a slot handed out again would reset it under that wait)
+    weakref.finalize(self, _free_graph_signals, devs, sigs, [g._last for g in graphs]).atexit = False
+    return graphs
+
+  def _bounce_parts(self, i: int, it: PeerCopy, dk: dict[int, int], lists: list[list[GraphItem]], wait_for, wait_rel,
+                    fill_waits: list[int], drain_waits: list[int], slot_last: dict) -> None:
+    """Copy item `i` without P2P as HCQDevice.bounce_to does it, in the graphs: chunk c goes through the source's bounce
+    slot c % 2 (BOUNCE_CHUNK bytes), a fill on the source's copy engine after the slot's previous drain (in this
+    replay: a wait on that drain's release; before it: the start waits), then a drain on the destination's copy engine
+    after a wait on the fill's release. The destination's copies read the slot where it is mapped there."""
+    src_dev, dst_dev = it.src_dev, it.dst_dev
+    fk, k = dk[id(src_dev)], dk[id(dst_dev)]
+    slots, chunk = src_dev.bounce_buffers(), src_dev.BOUNCE_CHUNK
+    for j in fill_waits: wait_for(fk, j)
+    for j in drain_waits: wait_for(k, j)
+    fills, drains = [], []
+    for c, off in enumerate(range(0, it.nbytes, chunk)):
+      slot, n = c % len(slots), min(chunk, it.nbytes - off)
+      if (prev := slot_last.get((fk, slot))) is not None: self.slot_waits.add(id(wait_rel(fk, prev[0], prev[1])))
+      fills.append((len(lists[fk]), off)); lists[fk].append(GraphCopy(slots[slot], buf_addr(it.src) + off, n))
+      lists[fk].append(filled := GraphRelease())
+      wait_rel(k, fk, filled)
+      drains.append((len(lists[k]), off)); lists[k].append(GraphCopy(buf_addr(it.dst) + off, dst_dev.map_peer(src_dev, slots[slot]), n))
+      lists[k].append(drained := GraphRelease())
+      slot_last[(fk, slot)] = (k, drained)
+    self.bounces[i] = (fk, fills, k, drains)
 
   def __repr__(self) -> str:
     how = "one graph per device" if self.graphs is not None else f"{len(self.segments)} segments"
@@ -261,8 +317,12 @@ class MultiGraph:
     sub_bufs: list[dict] = [{} for _ in graphs]
     sub_vals: list[dict] = [{} for _ in graphs]
     for (i, a), b in (bufs or {}).items():
-      k, j = self.local[i]
-      sub_bufs[k][(j, a)] = b
+      if i in self.bounces:   # a bounce: the fills read src, the drains write dst, each chunk at its offset
+        fk, fills, k, drains = self.bounces[i]
+        for j, off in (drains if a == 0 else fills): sub_bufs[k if a == 0 else fk][(j, a)] = buf_addr(b) + off
+      else:
+        k, j = self.local[i]
+        sub_bufs[k][(j, a)] = b
       if isinstance(c := self.items[i], PeerCopy):   # (kept current: a later fallback or repr shows the buffers in use)
         if a == 0: c.dst = b
         else: c.src = b
@@ -273,13 +333,21 @@ class MultiGraph:
     # submitted before this replay on every device (not after the other graphs of this replay), and a release point
     # of this replay is the releasing graph's next base + its step
     # test hooks: HCQDevice.skip_cross_wait drops every cross-device wait, `skip_waits` only the kinds it names
-    # ("start", "cross", "tail"), so a test can show that each kind is needed (the mocks must then go wrong)
-    skip = {"start", "cross", "tail"} if HCQDevice.skip_cross_wait else self.skip_waits
+    # ("start", "cross", "tail", "slot"), so a test can show that each kind is needed (the mocks must then go wrong)
+    skip = {"start", "cross", "tail", "slot"} if HCQDevice.skip_cross_wait else self.skip_waits
     for w, other in self.starts: w.value = 0 if "start" in skip else other.timeline_value - 1
     for w, e, rel in self.cross:
-      w.value = 0 if ("tail" if id(w) in self.tails else "cross") in skip else graphs[e].next_base() + rel.step
+      kind = "tail" if id(w) in self.tails else "slot" if id(w) in self.slot_waits else "cross"
+      w.value = 0 if kind in skip else graphs[e].next_base() + rel.step
+    # a bounce slot last drained by an eager bounce_to into a device outside the graph (no start wait covers it)
+    devs = self.devices
+    for (fk, slot), _ in self.slots_used.items():
+      if (last := devs[fk]._peer_state().get("drained", {}).get(slot)) is not None and all(last[0] is not d for d in devs):
+        last[0].wait_signal(last[0].timeline_signal, last[1])
     t0 = time.perf_counter()
     for k, g in enumerate(graphs): g.replay(bufs=sub_bufs[k], vals=sub_vals[k])
+    # later eager bounces from these sources wait for the graph's drains: the draining device's timeline after it
+    for (fk, slot), e in self.slots_used.items(): devs[fk]._peer_state().setdefault("drained", {})[slot] = (devs[e], devs[e].timeline_value - 1)
     if not wait: return None
     self.synchronize()
     return time.perf_counter() - t0

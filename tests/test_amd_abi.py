@@ -493,6 +493,9 @@ def test_sdma_gcr_req():
   assert (_field(p, F["PAYLOAD1.base_va_31_7"]) << 7 | _field(p, F["PAYLOAD2.base_va_47_32"]) << 32) == base
   assert (_field(p, F["PAYLOAD3.limit_va_31_7"]) << 7 | _field(p, F["PAYLOAD4.limit_va_47_32"]) << 32) == limit
   assert _field(p, F["PAYLOAD2.gcr_control_15_0"]) | _field(p, F["PAYLOAD3.gcr_control_18_16"]) << 16 == ctl and _field(p, F["PAYLOAD4.vmid"]) == 5
+  # the whole-cache form ROCr and the kernel write: BASE_VA and LIMIT_VA 0 (amd_blit_sdma.cpp:1093, sdma_v6_0.c:304-310)
+  p = sdma.gcr_req(sdma.GCR_GL2_WB | sdma.GCR_GLK_WB, sub_op=sdma.SUBOP_USER_GCR)
+  assert _field(p, F["HEADER.sub_op"]) == 1 and p[1] == 0 and p[2] & 0xFFFF == 0 and p[3] >> 7 == 0 and p[4] & 0xFFFF == 0
 
 def test_sdma_facts_have_provenance():
   for key in ("sdma_v6_0_0_gfx11", "vega10_sdma_gfx9"):

@@ -240,6 +240,130 @@ def test_buffer_wbl2_writes_back_when_its_vmcnt_retires():
   assert run(True) == (42, 42)
   assert run(False) == (0, 42)   # still dirty in XCC 1's L2: XCC 0 reads the written-back 0
 
+# LAST_BLOCK with a leader that pre-reads every partial before it stores its own (the x30 row 2 probe): the
+# clobbering store first keeps LLVM from turning the pre-read into scalar loads, which skip the vector L1
+PRE_READ = """define amdgpu_kernel void @acq(ptr addrspace(1) %part, ptr addrspace(1) %cnt, ptr addrspace(1) %out, ptr addrspace(1) %pre) {
+entry:
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %lead = icmp eq i32 %t, 0
+  %q = getelementptr i32, ptr addrspace(1) %pre, i32 %g
+  br i1 %lead, label %clob, label %end
+clob:
+  store i32 0, ptr addrspace(1) %q
+  br label %peek
+peek:
+  %j = phi i32 [ 0, %clob ], [ %j1, %peek ]
+  %p = phi i32 [ 0, %clob ], [ %p1, %peek ]
+  %pj = getelementptr i32, ptr addrspace(1) %part, i32 %j
+  %y = load i32, ptr addrspace(1) %pj
+  %p1 = add i32 %p, %y
+  %j1 = add i32 %j, 1
+  %more0 = icmp ult i32 %j1, 8
+  br i1 %more0, label %peek, label %w
+w:
+  store i32 %p1, ptr addrspace(1) %q
+  %v = add i32 %g, 100
+  %pp = getelementptr i32, ptr addrspace(1) %part, i32 %g
+  store i32 %v, ptr addrspace(1) %pp
+  fence syncscope("agent") release
+  %old = atomicrmw add ptr addrspace(1) %cnt, i32 1 syncscope("agent") monotonic
+  %last = icmp eq i32 %old, 7
+  br i1 %last, label %acq, label %end
+acq:
+  fence syncscope("agent") acquire
+  br label %sum
+sum:
+  %i = phi i32 [ 0, %acq ], [ %i1, %sum ]
+  %s = phi i32 [ 0, %acq ], [ %s1, %sum ]
+  %pi = getelementptr i32, ptr addrspace(1) %part, i32 %i
+  %x = load i32, ptr addrspace(1) %pi
+  %s1 = add i32 %s, %x
+  %i1 = add i32 %i, 1
+  %more = icmp ult i32 %i1, 8
+  br i1 %more, label %sum, label %done
+done:
+  store i32 %s1, ptr addrspace(1) %out
+  br label %end
+end:
+  ret void
+}"""
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_a_missing_acquire_buffer_inv_reads_stale_vector_l1_lines():
+  """x30 row 2: the gfx942 vector L1 is per CU and not coherent (AMDGPUUsage "Memory Model GFX942"), so the last
+  workgroup, which read every partial before the others stored theirs, sees the new partials only after the agent
+  acquire's `buffer_inv sc1` dropped its L1 lines. With llc's code the sum is right on 1 and 8 XCCs; the same code with
+  the buffer_inv replaced by s_nops sums the stale zeros plus its own partial (its own store wrote through)."""
+  from hcqrt.mock.amd.gfx9 import decode
+  text, entry, _, kd = read_object(compile_ir(PRE_READ, cpu="gfx942"), "acq")
+  inv = [x for x in decode(text, entry) if x.name == "buffer_inv"]
+  assert len(inv) == 1 and inv[0].f["sc1"] == 1
+  dropped = bytearray(text); dropped[inv[0].addr:inv[0].addr + 8] = struct.pack("<II", 0xBF800000, 0xBF800000)   # s_nop 0 x2
+  def run(code: bytes, num_xcc: int) -> int:
+    part, cnt, out, pre = np.zeros(8, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(8, -1, np.int32)
+    m = FlatMemory()
+    for va, arr in ((0x10000, part), (0x20000, cnt), (0x30000, out), (0x50000, pre)): m.map(va, arr.view(np.uint8))
+    m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQQQ", 0x10000, 0x20000, 0x30000, 0x50000)), np.uint8))
+    launch(code, kd, m, 0x40000, (8,), (64,), entry=entry, waves_cls=Gfx9Waves, num_xcc=num_xcc)
+    assert (pre == 0).all() and cnt[0] == 8   # the pre-reads ran before any partial was stored
+    return int(out[0])
+  want = sum(100 + g for g in range(8))
+  for num_xcc in (1, 8):
+    assert run(text, num_xcc) == want
+    got = run(bytes(dropped), num_xcc)
+    assert got != want and got - 100 in range(8), got
+
+def test_vector_l1_rules():
+  """gfx9/l1.py's rules one by one: a workgroup's held line stays as filled when another workgroup stores, an atomic
+  lands or another XCC writes its L2 back; the holder's own store writes through into it; an sc1 load reads past it;
+  buffer_inv drops it."""
+  from hcqrt.mock.amd.gfx9.l1 import VectorL1
+  from hcqrt.mock.amd.gfx9.l2 import XccL2
+  m = FlatMemory(); buf = np.zeros(512, np.uint8); m.map(0x1000, buf)
+  l2 = XccL2(m, 2); xcc_of = np.array([0, 1, 0])
+  l1 = VectorL1(m, lambda a, n, x: l2.read(a, n, x), lambda wg: xcc_of[wg])
+  A = lambda *v: np.array(v, np.uint64); W = lambda *v: np.array(v)
+  def load(addr, wg): a = A(addr); return l1.load(a, 4, W(wg), l2.read(a, 4, xcc_of[W(wg)]))[0].tolist()
+  def store(addr, val, wg):
+    a, d = A(addr), np.full((1, 4), val, np.uint8); l1.before_write(a, d, W(wg)); l2.write(a, d, xcc_of[W(wg)])
+  assert load(0x1000, 0) == [0] * 4 and load(0x1000, 2) == [0] * 4
+  store(0x1004, 5, 2)                     # workgroup 2 (same XCC as 0) stores into the line 0 holds
+  assert load(0x1004, 0) == [0] * 4 and load(0x1004, 2) == [5] * 4 and load(0x1004, 1) == [0] * 4
+  store(0x1008, 6, 0)                     # 0's own store writes through into its stale line
+  assert load(0x1008, 0) == [6] * 4 and load(0x1004, 0) == [0] * 4
+  assert load(0x1080, 0) == [0] * 4       # the next 128-byte line: a line of its own
+  l1.before_write(A(0x1080), 4, None); m.write(A(0x1080), np.full((1, 4), 7, np.uint8))   # an atomic
+  assert load(0x1080, 0) == [0] * 4 and load(0x1080, 2) == [7] * 4
+  assert load(0x1100, 0) == [0] * 4       # workgroup 0 on XCC 0 holds 0x1100; XCC 1 stores there and writes back
+  store(0x1100, 9, 1); assert load(0x1100, 0) == [0] * 4
+  l1.before_writeback(l2.owner, W(1)); l2.writeback(W(1))
+  assert load(0x1100, 0) == [0] * 4 and load(0x1100, 2) == [9] * 4
+  l1.invalidate(W(0))
+  assert load(0x1004, 0) == [5] * 4 and load(0x1080, 0) == [7] * 4 and load(0x1100, 0) == [9] * 4
+
+@pytest.mark.parametrize("bits,drops", [((0, 0), False), ((1, 0), True), ((0, 1), True), ((1, 1), True)])
+def test_buffer_inv_scope_bits_and_sc1_loads(bits, drops):
+  """buffer_inv drops the workgroup's L1 lines at workgroup scope and wider (sc0 or sc1), not at wavefront scope; a
+  global_load with sc1 (agent scope) reads past the L1. The workgroup read the line earlier; another workgroup has
+  stored into it since."""
+  # global_load_dword v3, v[0:1], off; s_waitcnt vmcnt(0); buffer_inv [sc0] [sc1]; global_load_dword v4, v[0:1], off
+  # [sc1]; s_waitcnt vmcnt(0); s_endpgm (llvm-mc-19 -mcpu=gfx942: buffer_inv sc0 = bit 14, sc1 = bit 15; a global
+  # load's sc1 = bit 25)
+  def run(sc1_load: bool) -> tuple[int, int]:
+    words = [0xDC508000, 0x037F0000, 0xBF8C0F70, 0xE0A40000 | bits[0] << 14 | bits[1] << 15, 0,
+             0xDC508000 | sc1_load << 25, 0x047F0000, 0xBF8C0F70, 0xBF810000]
+    mem = FlatMemory(); buf = np.zeros(64, np.uint32); mem.map(0x40000, buf.view(np.uint8))
+    w = Gfx9Waves(struct.pack(f"<{len(words)}I", *words), 1, 8, np.zeros(1, np.int64), 4, mem)
+    w.set_exec(slice(None), np.array([1], np.uint64)); w.v[0] = 0x40000; w.v[1] = 0
+    a = np.array([0x40000], np.uint64)
+    w.l1.load(a, 4, np.array([0]), mem.read(a, 4))                                       # the earlier read: 0
+    w.l1.before_write(a, np.full((1, 4), 0x11, np.uint8), np.array([1])); buf[0] = 0x11111111   # workgroup 1's store
+    w.run()
+    return int(w.v[3, 0, 0]), int(w.v[4, 0, 0])
+  assert run(False) == (0, 0x11111111 if drops else 0)
+  assert run(True) == (0, 0x11111111)
+
 # s_load_b64 s[4:5], s[0:1], 0x0; s_mov_b64 s[6:7], null; s_mov_b32 s6, s7; then READ_NULL's stores (llvm-mc-19
 # -mcpu=gfx1100, /tmp/rev-x30-work/nul64.s)
 READ_NULL64 = bytes.fromhex("000104f4000000f87c0186be070086be0602027e7c02047e030025d57c0a01008400003007fc89bf00006adc"
@@ -383,3 +507,49 @@ def test_aql_kernel_dispatch_with_release_scope_none_is_refused_on_several_xccs(
     with pytest.raises(AMDError): _run_stack(d)
     assert "release fence scope NONE on a node of 8 XCCs" in q.error
   finally: uninstall_mock_amd(drv)
+
+# wave 0 stores to LDS and passes s_barrier with the store in flight (no fence: held by the mock), then sets a flag; the
+# other wave spins on the flag after the barrier (LLVM 19 puts the spin loop before the flag store in the code)
+SPIN_ON_HELD = """@sh = internal addrspace(3) global [128 x i32] undef, align 4
+@flag = internal addrspace(3) global i32 undef, align 4
+define amdgpu_kernel void @k(ptr addrspace(1) noalias %out) {
+entry:
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %ps = getelementptr [128 x i32], ptr addrspace(3) @sh, i32 0, i32 %t
+  store i32 %t, ptr addrspace(3) %ps
+  %w0 = icmp eq i32 %t, 0
+  br i1 %w0, label %clear, label %bar
+clear:
+  store volatile i32 0, ptr addrspace(3) @flag
+  br label %bar
+bar:
+  call void @llvm.amdgcn.s.barrier()
+  %first = icmp ult i32 %t, WAVE
+  br i1 %first, label %setflag, label %spin
+setflag:
+  store volatile i32 1, ptr addrspace(3) @flag
+  br label %done
+spin:
+  %f = load volatile i32, ptr addrspace(3) @flag
+  %z = icmp eq i32 %f, 0
+  br i1 %z, label %spin, label %done
+done:
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %t
+  store i32 1, ptr addrspace(1) %po
+  ret void
+}"""
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_a_wave_held_after_a_barrier_is_only_delayed(arch, monkeypatch):
+  """x30 row 6: the barrier hold kept wave 0 back until the other wave blocked, but that wave spins on a flag wave 0
+  sets after the barrier, so the old mock never finished; on hardware the held wave is only delayed. The mock now
+  lets a held wave rejoin after HOLD_STEPS, and gives a ready wave that has not issued for FAIR_STEPS a burst (the
+  spin loop sits below the flag store, so lowest-PC-first alone would starve wave 0 again)."""
+  monkeypatch.setattr(Waves.run, "__defaults__", (300_000,))   # (the old mock fails at this bound instead of 50M steps)
+  wave = 64 if arch == "gfx942" else 32
+  text, entry, _, kd = read_object(compile_ir(SPIN_ON_HELD.replace("WAVE", str(wave)), cpu=arch, features="-real-true16" if arch == "gfx1100" else ""), "k")
+  out = np.zeros(2 * wave, np.int32); m = FlatMemory(); m.map(0x10000, out.view(np.uint8))
+  m.map(0x30000, np.frombuffer(bytearray(struct.pack("<Q", 0x10000)), np.uint8))
+  launch(text, kd, m, 0x30000, (1,), (2 * wave,), entry=entry, waves_cls=Gfx9Waves if arch == "gfx942" else Waves)
+  assert (out == 1).all()

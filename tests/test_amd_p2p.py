@@ -259,6 +259,17 @@ def test_a_gfx11_peer_push_writes_the_sources_l2_back(mock, monkeypatch, flush):
                       S.GCR_GL2_WB | S.GCR_GLK_WB if flush else S.GCR_GLK_WB]
   assert np.array_equal(read(d1, dst, x), x) == flush
 
+def test_a_gfx11_gcr_req_without_the_user_sub_op_is_refused(mock, monkeypatch):
+  """A user-mode queue's GCR_REQ carries sub_op SDMA_SUBOP_USER_GCR = 1 (ROCr sdma_registers.h:66, BuildGCRCommand);
+  sub_op 0 is the kernel ring's form (sdma_v6_0.c:303), which the mock SDMA refuses by name instead of doing the
+  write-back (audit fin, mutant M4: sub_op 0 in amd/device.py passed every test)."""
+  import hcqrt.amd.device as dev_mod
+  monkeypatch.setattr(dev_mod.sdma, "SUBOP_USER_GCR", 0)
+  drv, d0, _ = pair(mock, "pcie")
+  d0.wait_timeout_s, q = 0.5, sdma(drv, d0)   # an SDMA queue has no CWSR header to report through: the host times out
+  with pytest.raises(Exception, match="timed out"): filled(d0, np.arange(256, dtype=np.float32))   # copyin: an SDMA copy
+  assert "GCR_REQ sub_op 0" in q.error and "SDMA_SUBOP_USER_GCR" in q.error
+
 # ---- the P2P matrix and the conformance suite's multi-device checks on two mock AMD GPUs ----
 @pytest.mark.parametrize("p2p,kernel", [("pcie", "6.12"), ("none", "6.1")])
 def test_hcqrt_prints_the_amd_p2p_matrix(monkeypatch, capsys, p2p, kernel):

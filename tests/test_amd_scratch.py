@@ -108,6 +108,22 @@ def test_gfx942_aql_gives_each_xcc_its_part_of_the_scratch(monkeypatch):
     assert s.bases == tuple(d.scratch.va + x * plan.size // 8 for x in range(8)) and s.slots == plan.waves
   finally: uninstall_mock_amd(d.drv)
 
+@pytest.mark.parametrize("cpu_cores", [0, 24])
+def test_the_scratch_descriptor_sets_atc_on_an_apu_node_as_rocr(monkeypatch, cpu_cores):
+  """x30 row 7: ROCr sets the gfx9 scratch SRD's ATC__CI__VI (word 3 bit 24) when the agent is HSA_PROFILE_FULL, i.e.
+  a node KFD lists CPU cores on (amd_gpu_agent.cpp:121-122; an MI300A), and leaves it 0 on a dGPU (MI300X); gfx11's word
+  3 has no such bit."""
+  import ctypes
+  from ioctl_defs.amd import aql
+  d = _gfx942(monkeypatch)
+  try:
+    d.props["cpu_cores_count"] = cpu_cores
+    d.compute.set_scratch(0x7F0012345600, d.ensure_scratch(64))
+    w3 = ctypes.c_uint32.from_address(d.compute.amd_queue.host + aql.AMD_QUEUE_SCRATCH_RESOURCE_DESCRIPTOR_OFFSET + 12).value
+    assert w3 == aql.SRD_WORD3[9] | (1 << 24 if cpu_cores else 0)
+    assert aql.scratch_srd(11, 0, 0, apu=True)[3] == aql.SRD_WORD3[11]
+  finally: uninstall_mock_amd(d.drv)
+
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
 def test_a_pm4_dispatch_without_scratch_set_up_stops_the_queue(arch, monkeypatch):
   """The old backend (TMPRING_SIZE 0, no scratch base) on a kernel with SCRATCH_EN: no slot, the waves never start."""

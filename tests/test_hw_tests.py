@@ -1,11 +1,19 @@
 """The conformance suite against the NV mock (H100 and Ada) and the AMD mock (gfx1100, kernels from LLVM IR run by
 the mock's RDNA3 emulator): everything that applies passes, the report is complete, and a failing check shows up in
 the table, the JSON and the exit status."""
-import json
+import json, os
+import pytest
 from hw_tests.__main__ import main
 from hw_tests import suite
 
 MULTI = sum(g == "multi" for g, *_ in suite.CHECKS)   # the multi-device checks: skipped with one GPU
+
+@pytest.fixture(autouse=True)
+def _mock_box_from_the_test_only(monkeypatch):
+  """The mock box each test describes (one GPU, H100 unless --arch says otherwise), whatever MOCKGPU_COUNT / _P2P /
+  _ARCH ... the suite runs under (.ci runs data-parallel tests with MOCKGPU_COUNT=2): a test that wants two GPUs sets
+  them itself."""
+  for k in [k for k in os.environ if k.startswith("MOCKGPU_")]: monkeypatch.delenv(k)
 
 def test_suite_passes_on_mock_h100(tmp_path, capsys):
   rc = main(["--device", "NV", "--mock", "--stress", "1000", "--json", str(tmp_path / "r.json")])

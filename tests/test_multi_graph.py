@@ -210,17 +210,19 @@ def test_hcq_replay_is_one_submission_per_queue_and_no_host_copy(nv, monkeypatch
   np.testing.assert_array_equal(_down(d1, b["o"]), 10.0 + y)
   np.testing.assert_array_equal(_down(d1, t2), np.full(N, 10.0, np.float32))
 
-def test_hcq_refused_enable_falls_back_to_segments(nv, monkeypatch):
+def test_hcq_refused_enable_bounces_inside_the_graphs(nv, monkeypatch):
   """A pair RM reports as P2P whose UVM_ENABLE_PEER_ACCESS is refused (e.g. nvGpuOpsP2pObjectCreate NOT_SUPPORTED):
-  _link makes it "no-p2p", so the graph must replay by segments (bounces), not build peer pushes that fail to map
-  (review g26 row 2)."""
+  _link makes it "no-p2p", so the graph must bounce the copy, not build peer pushes that fail to map (review g26 row
+  2)."""
   from hcqrt.mock.nv import uvm as U
+  from hcqrt.hcq import GraphPeerCopy
   def refuse(self, f, p): raise U.UVMError("NV_ERR_NOT_SUPPORTED", "refused by the test")
   monkeypatch.setattr(U.UVM, "enable_peer_access", refuse)
   _, d0, d1 = nv
   assert d0.peer_status(d1) == "ok: pcie"
   g, b, x, y = _step(d0, d1)
-  assert g.graphs is None and d0.peer_status(d1).startswith("no-p2p:")
+  assert g.graphs is not None and list(g.bounces) == [1] and d0.peer_status(d1).startswith("no-p2p:")
+  assert not any(isinstance(it, GraphPeerCopy) for gr in g.graphs for it in gr.items)
   g.replay(wait=True)
   np.testing.assert_array_equal(_down(d1, b["o"]), 2 * x + y)
 
@@ -296,35 +298,134 @@ def test_hcq_copy_waits_for_the_destinations_earlier_reader(nv, monkeypatch):
   np.testing.assert_array_equal(_down(d1, o1), t_old)
   np.testing.assert_array_equal(_down(d1, o2), x)
 
-@pytest.mark.parametrize("nv", ["none"], indirect=True)
-def test_hcq_without_p2p_replays_by_segments(nv):
+def test_hcq_graph_signals_are_freed_with_the_graph(nv):
+  """Each one-kick MultiGraph takes a graph signal per device, and a GraphReplay that makes its own takes one: both go
+  back to the pool once the graph is gone and the GPU is past its last replay (the last replay here is left running
+  when the graph is dropped), so building graphs again and again does not run the pool dry."""
+  import gc
   _, d0, d1 = nv
-  g, b, x, y = _step(d0, d1)
-  assert g.graphs is None and len(g.segments) == 3   # a bounce: today's path (copy_between per replay)
-  g.replay(wait=True)
-  np.testing.assert_array_equal(_down(d1, b["o"]), 2 * x + y)
+  def used() -> tuple[int, int]:
+    d0.synchronize(); d1.synchronize(); gc.collect()
+    for d in (d0, d1): d.new_signal().free()   # (a new_signal frees what waited for the GPU)
+    return d0.signals.count, d1.signals.count
+  def build_and_drop() -> None:
+    g, b, x, y = _step(d0, d1)
+    assert g.graphs is not None
+    g.replay(wait=True); g.replay()
+    np.testing.assert_array_equal(_down(d1, b["o"]), 2 * x + y)
+    one = d0.graph([_add(d0)(b["p"], b["x"], b["x"], 1)[1]]); one.replay()
+  build_and_drop(); before = used()
+  for _ in range(4): build_and_drop()
+  assert used() == before
 
+@pytest.fixture(params=["latest", "earliest"])
+def nv_none(request):
+  """An NV mock pair without P2P (IOH_TOPOLOGY_NOT_SUPPORTED: copies bounce), once per latency-mode channel order."""
+  from hcqrt import syscalls
+  drv, d0, d1 = _nv_pair("none")
+  for gpu in drv.gpus: gpu.engine.latency_order = request.param
+  try: yield drv, d0, d1
+  finally:
+    for gpu in drv.gpus: gpu.engine.latency_s = 0.0
+    syscalls.uninstall(drv)
+
+def test_hcq_without_p2p_bounces_inside_the_graphs(nv_none, monkeypatch):
+  """No P2P: the copy is a bounce inside the graphs (fill on GPU 0's copy engine, drain on GPU 1's), so a replay is
+  still one submission per used queue and no host copy; replays patch the bounce's src and dst per chunk."""
+  import hcqrt.multi_graph as mg
+  from hcqrt.hcq import HWQueue
+  _, d0, d1 = nv_none
+  monkeypatch.setattr(type(d0), "BOUNCE_CHUNK", 256)   # 4 chunks through the 2 slots
+  g, b, x, y = _step(d0, d1)
+  assert g.graphs is not None and list(g.bounces) == [1] and len(g.bounces[1][1]) == 4
+  subs, host = [], []
+  sub = HWQueue.submit
+  monkeypatch.setattr(HWQueue, "submit", lambda self, dev: (subs.append(dev.name), sub(self, dev))[1])
+  monkeypatch.setattr(mg, "copy_between", lambda *a: host.append(a))
+  g.replay(wait=True)
+  assert host == [] and sorted(subs) == ["NV", "NV", "NV:1", "NV:1"]   # each GPU: compute + copy queue
+  np.testing.assert_array_equal(_down(d1, b["o"]), 2 * x + y)
+  x2, t2 = _up(d0, np.full(N, 5.0, np.float32)), _up(d1, np.zeros(N, np.float32))
+  p2 = _up(d0, np.zeros(N, np.float32))
+  g.replay(bufs={(0, 0): p2, (0, 1): x2, (0, 2): x2, (1, 0): t2, (1, 1): p2, (2, 1): t2}, wait=True)
+  np.testing.assert_array_equal(_down(d1, t2), np.full(N, 10.0, np.float32))
+  np.testing.assert_array_equal(_down(d1, b["o"]), 10.0 + y)
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_hcq_bounce_drain_waits_for_its_fill(nv_none, monkeypatch, drop):
+  """GPU 0 runs late: each drain on GPU 1 must wait on GPU 0's graph signal for its chunk's fill. Without the
+  cross-device waits GPU 1 drains what the previous replay left in the slots."""
+  drv, d0, d1 = nv_none
+  g, b, x, y = _step(d0, d1)
+  g.replay(wait=True)
+  d0.allocator.copyin(b["x"], memoryview(np.full(N, 7.0, np.float32).view(np.uint8)))
+  if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"cross"}))
+  drv.gpus[0].engine.latency_s = 0.3
+  g.replay(); g.synchronize()
+  drv.gpus[0].engine.latency_s = 0.0
+  got = _down(d1, b["o"])
+  if drop: assert (got == 2 * x + y).all()   # the previous replay's chunks
+  else: np.testing.assert_array_equal(got, 14.0 + y)
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_hcq_bounce_fill_waits_for_the_slots_previous_drain(nv_none, monkeypatch, drop):
+  """4 chunks through 2 slots with GPU 1 (the drains) late: the fill of chunk 2 into slot 0 must wait for chunk 0's
+  drain. Without that wait chunk 0 of dst gets chunk 2's bytes."""
+  drv, d0, d1 = nv_none
+  monkeypatch.setattr(type(d0), "BOUNCE_CHUNK", 256)
+  x = np.arange(N, dtype=np.float32)
+  p, t = _up(d0, x), _up(d1, np.zeros(N, np.float32))
+  g = MultiGraph([PeerCopy(d1, d0, t, p, N * 4)])
+  assert g.graphs is not None and len(g.slot_waits) == 2
+  d0.synchronize(); d1.synchronize()
+  if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"slot"}))
+  drv.gpus[1].engine.latency_s = 0.3
+  g.replay(); g.synchronize()
+  drv.gpus[1].engine.latency_s = 0.0
+  got = _down(d1, t)
+  if drop: assert (got[:64] == x[128:192]).all()
+  else: np.testing.assert_array_equal(got, x)
+
+def test_hcq_eager_bounce_after_a_replay_waits_for_the_graphs_drains(nv_none, monkeypatch):
+  """An eager transfer_to bounce right after a replay reuses the source's slots: its fill must wait for the graph's
+  drain of the slot (MultiGraph records the graph's drains as the slots' last ones), or the graph's dst gets its bytes."""
+  drv, d0, d1 = nv_none
+  x, z = np.arange(N, dtype=np.float32), np.full(N, -3.0, np.float32)
+  p, t, p2, t2 = _up(d0, x), _up(d1, np.zeros(N, np.float32)), _up(d0, z), _up(d1, np.zeros(N, np.float32))
+  g = MultiGraph([PeerCopy(d1, d0, t, p, N * 4)])
+  d0.synchronize(); d1.synchronize()
+  drv.gpus[1].engine.latency_s = 0.3
+  g.replay()
+  d0.transfer_to(d1, t2, p2, N * 4)
+  d0.synchronize(); d1.synchronize()
+  drv.gpus[1].engine.latency_s = 0.0
+  np.testing.assert_array_equal(_down(d1, t), x)
+  np.testing.assert_array_equal(_down(d1, t2), z)
+
+@pytest.mark.parametrize("p2p", ["pcie", "none"])
 @pytest.mark.parametrize("skip", [False, True])
-def test_hcq_replay_on_amd_needs_its_cross_device_wait(monkeypatch, skip):
+def test_hcq_replay_on_amd_needs_its_cross_device_wait(monkeypatch, skip, p2p):
   """AMD mock: a copy into memory another GPU maps lands after every other queue ran (mock/amd/cp.py lands_late). The
   pushed copy sits in GPU 0's graph, the add reading it in GPU 1's: only GPU 1's graph wait on GPU 0's graph signal
-  orders them. With the cross-device waits dropped (the test hook) the add reads dst's old bytes."""
+  orders them. With the cross-device waits dropped (the test hook) the add reads dst's old bytes. Without P2P the fill
+  into GPU 0's bounce slot (GTT GPU 1 maps) lands late the same way: GPU 1's drain must wait for it."""
   from hcqrt.amd.device import AMDDevice
   from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
   from tests.test_amd_p2p import _add_program, filled, read
-  drv = install_mock_amd("gfx1100", gpus=2, p2p="pcie")
+  drv = install_mock_amd("gfx1100", gpus=2, p2p=p2p)
   try:
     d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
     prog = _add_program(d1)
     n, x = 256, np.arange(256, dtype=np.float32) + 1
     src, dst, zero, out = filled(d0, x), filled(d1, np.full(n, -1, np.float32)), filled(d1, np.zeros(n, np.float32)), d1.allocator.alloc(4 * n)
     g = MultiGraph([PeerCopy(d1, d0, dst, src, x.nbytes), (d1, GraphExec(prog, [out, dst, zero], (), (n // 64, 1, 1), (64, 1, 1)))])
-    assert g.graphs is not None
+    assert g.graphs is not None and list(g.bounces) == ([0] if p2p == "none" else [])
     d0.synchronize(); d1.synchronize()
     monkeypatch.setattr(HCQDevice, "skip_cross_wait", skip)
     with drv.lock:   # (both graphs queued before the engines look at either)
       g.replay()
     got = read(d1, out, x)
     g.synchronize()
-    np.testing.assert_array_equal(got, np.full(n, -1, np.float32) if skip else x)
+    if skip: assert not np.array_equal(got, x) and (p2p == "none" or (got == -1).all())
+    else: np.testing.assert_array_equal(got, x)
   finally: uninstall_mock_amd(drv)

@@ -103,6 +103,29 @@ def test_no_link_refuses_enable_and_peer_video_memory(pair):
   with pytest.raises(NVError, match="NV_ERR_INVALID_DEVICE"): d0.map_peer(d1, d1.allocator.alloc(4096))   # a forced peer map
   d0.map_peer(d1, d1.sigbuf)   # system memory maps without peer access (its GPU is registered)
 
+@pytest.mark.parametrize("pair", ["writes"], indirect=True)
+def test_a_writes_only_pair_bounces_because_uvm_needs_reads_too(pair):
+  """p2p_nv row 8: with P2P reads off (ForceP2P READ_DISABLE) RM sets WRITES without READS (client_resource.c:499-502:
+  each from its own status), READ status DISABLED_BY_REGKEY. A push only writes into the peer, but UVM gives a pair
+  peer access only with both bits (nv_gpu_ops.c:3026-3034), so ENABLE and a peer video-memory map are refused and
+  hcqrt bounces, by RM's READ status, without trying ENABLE."""
+  drv, d0, d1 = pair
+  r = caps(d0, [d0.gpu_id, d1.gpu_id])
+  assert r.p2pCaps == bit("WRITES") | bit("PCI") | bit("PROP")
+  assert r.p2pCapsStatus[V["NV0000_CTRL_P2P_CAPS_INDEX_READ"]] == V["NV0000_P2P_CAPS_STATUS_DISABLED_BY_REGKEY"]
+  assert r.p2pCapsStatus[V["NV0000_CTRL_P2P_CAPS_INDEX_WRITE"]] == V["NV0000_P2P_CAPS_STATUS_OK"]
+  assert d0.peer_status(d1) == "no-p2p: DISABLED_BY_REGKEY"
+  d0._register_peer_gpu(d1)
+  with pytest.raises(NVError, match="NV_ERR_NOT_SUPPORTED"): enable(d0, d0, d1)
+  with pytest.raises(NVError, match="NV_ERR_INVALID_DEVICE"): d0.map_peer(d1, d1.allocator.alloc(4096))
+  enables = len(logged(drv, "UVM_ENABLE_PEER_ACCESS"))
+  data = np.arange(N, dtype=np.uint8)
+  x, y = up(d0, data), d1.allocator.alloc(N)
+  assert copy_between(d1, y, d0, x, N) == "device"
+  d1.synchronize()
+  assert (down(d1, y, N, np.uint8) == data).all() and d0.peer_status(d1) == "no-p2p: DISABLED_BY_REGKEY"
+  assert len(logged(drv, "UVM_ENABLE_PEER_ACCESS")) == enables   # (no ENABLE tried by hcqrt)
+
 def test_one_call_maps_a_range_on_each_gpu_it_names(pair):
   """UVM keeps an external range's mappings per GPU: mapping it on GPU 1 leaves GPU 0's mapping (uvm_map_external.c:867
   unmaps overlaps on the mapping GPU only). Both GPUs in one VA space (d0's), the buffer mapped on both in one call."""

@@ -128,7 +128,8 @@ class AQLQueue:
     it), COMPUTE_TMPRING_SIZE and the bytes a work-item may use, in wave64 lanes (:1889-1890). Called with the queue
     idle."""
     h, per_xcc = self.amd_queue.host, plan.size // plan.num_xcc
-    srd = aql.scratch_srd(int(plan.arch[3:-2]), va, per_xcc)
+    # an APU node (KFD lists CPU cores on it: ROCr's HSA_PROFILE_FULL, amd_gpu_agent.cpp:121-122) sets the gfx9 ATC bit
+    srd = aql.scratch_srd(int(plan.arch[3:-2]), va, per_xcc, apu=self.dev.props.get("cpu_cores_count", 0) > 0)
     for i, w in enumerate(srd): ctypes.c_uint32.from_address(h + aql.AMD_QUEUE_SCRATCH_RESOURCE_DESCRIPTOR_OFFSET + 4 * i).value = w
     ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_SCRATCH_BACKING_MEMORY_LOCATION_OFFSET).value = va
     ctypes.c_uint64.from_address(h + aql.AMD_QUEUE_SCRATCH_BACKING_MEMORY_BYTE_SIZE_OFFSET).value = per_xcc

@@ -690,7 +690,11 @@ class NVDevice(HCQDevice):
     """NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2 for this GPU and `other`: "ok: nvlink", "ok: pcie-bar1" or "ok: pcie" where
     peer reads and writes are supported, else "no-p2p: " and the READ/WRITE status name (e.g. IOH_TOPOLOGY_NOT_SUPPORTED).
     A BAR1 pair (RMPcieP2PType=BAR1) is reported as PCI too, with PCI_BAR1 set (OGKM@595.45.04
-    src/nvidia/src/kernel/rmapi/client_resource.c:496-512), and needs UVM_ENABLE_PEER_ACCESS before 590 (enable_peer)."""
+    src/nvidia/src/kernel/rmapi/client_resource.c:496-512), and needs UVM_ENABLE_PEER_ACCESS before 590 (enable_peer).
+    A push only writes into the peer, but RM's WRITES alone (reads off, e.g. by the ForceP2P regkey: client_resource.c
+    :499-502 sets each bit from its own status) is not enough: hcqrt maps the peer's memory through UVM, and UVM gives
+    a pair peer access only with READS and WRITES both (nv_gpu_ops.c:3026-3034 getSystemP2PCaps, "Bug 1768805"; a
+    writes-only pair is UVM_LINK_TYPE_NONE), so such a pair bounces (audit p2p_nv row 8)."""
     assert isinstance(other, NVDevice)
     try: r = self.rm.control(self.rm.root, "NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2", gpuIds=[self.gpu_id, other.gpu_id], gpuCount=2)
     except NVError as e: return f"no-p2p: {e.status_name}"

@@ -62,23 +62,29 @@ AMD_QUEUE_SCRATCH_WAVE64_LANE_BYTE_SIZE_OFFSET = 176
 # runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:1578-1686, 1843-1871), fields from core/inc/registers.h:169-320
 # and its enums (:51-100). W1: BASE_ADDRESS_HI [15:0], SWIZZLE_ENABLE bit 31 on gfx9 (a 1-bit field) and bits 31:30
 # on gfx11 (a 2-bit field, set to 1). W3 gfx9: DST_SEL X/Y/Z/W = 4/5/6/7 [11:0], NUM_FORMAT UINT (4) [14:12],
-# DATA_FORMAT 32 (4) [18:15], ELEMENT_SIZE 1 [20:19], INDEX_STRIDE 3 [22:21], ADD_TID_ENABLE [23], ATC 0 (a dGPU is
-# HSA_PROFILE_BASE), TYPE BUF (0) [31:30]. W3 gfx11: DST_SEL [11:0], FORMAT 32_UINT (0x14) [17:12], INDEX_STRIDE 0
-# ("filled in by CP"), ADD_TID_ENABLE [23], OOB_SELECT 2 [29:28].
+# DATA_FORMAT 32 (4) [18:15], ELEMENT_SIZE 1 [20:19], INDEX_STRIDE 3 [22:21], ADD_TID_ENABLE [23], ATC__CI__VI [24],
+# TYPE BUF (0) [31:30]. ROCr sets ATC when the agent's profile is HSA_PROFILE_FULL (amd_aql_queue.cpp:1642
+# FillBufRsrcWord3), which is an APU node: KFD reports CPU cores on it (amd_gpu_agent.cpp:121-122, NumCPUCores > 0), as
+# on MI300A; a dGPU such as MI300X (HSA_PROFILE_BASE) gets 0. The field is named for CI/VI, so GC 9.4.3 very likely
+# ignores it; it is written as ROCr writes it (audit x30 row 7). W3 gfx11: DST_SEL [11:0], FORMAT 32_UINT (0x14)
+# [17:12], INDEX_STRIDE 0 ("filled in by CP"), ADD_TID_ENABLE [23], OOB_SELECT 2 [29:28]; ROCr's gfx11 word 3 has no ATC.
 SRD_DST_SEL_XYZW = 4 | 5 << 3 | 6 << 6 | 7 << 9
 SRD_WORD3 = {9: SRD_DST_SEL_XYZW | 4 << 12 | 4 << 15 | 1 << 19 | 3 << 21 | 1 << 23,
              11: SRD_DST_SEL_XYZW | 0x14 << 12 | 1 << 23 | 2 << 28}
 SRD_SWIZZLE_ENABLE = {9: 1 << 31, 11: 1 << 30}
+SRD_ATC_GFX9 = 1 << 24
 
-def scratch_srd(gfx_major: int, base: int, per_xcc_bytes: int) -> tuple[int, int, int, int]:
+def scratch_srd(gfx_major: int, base: int, per_xcc_bytes: int, apu: bool = False) -> tuple[int, int, int, int]:
   """amd_queue_t.scratch_resource_descriptor for scratch at `base`, NUM_RECORDS the size of one XCC's part ("report
-  size per XCC", amd_aql_queue.cpp:1624-1625), as ROCr builds it for a gfx9 or gfx11 agent.
+  size per XCC", amd_aql_queue.cpp:1624-1625), as ROCr builds it for a gfx9 or gfx11 agent; `apu`: the node is an APU
+  (HSA_PROFILE_FULL: ATC set in the gfx9 word 3).
 
-    >>> [hex(w) for w in scratch_srd(9, 0x7f0012345600, 11206656)]
-    ['0x12345600', '0x80007f00', '0xab0000', '0xea4fac']
+    >>> [hex(w) for w in scratch_srd(9, 0x7f0012345600, 11206656)], hex(scratch_srd(9, 0, 0, apu=True)[3])
+    (['0x12345600', '0x80007f00', '0xab0000', '0xea4fac'], '0x1ea4fac')
   """
   if gfx_major not in SRD_WORD3: raise ValueError(f"scratch_srd: no scratch buffer resource layout for gfx{gfx_major} (gfx9, gfx11 only)")
-  return (base & 0xFFFFFFFF, (base >> 32) & 0xFFFF | SRD_SWIZZLE_ENABLE[gfx_major], per_xcc_bytes & 0xFFFFFFFF, SRD_WORD3[gfx_major])
+  w3 = SRD_WORD3[gfx_major] | (SRD_ATC_GFX9 if apu and gfx_major == 9 else 0)
+  return (base & 0xFFFFFFFF, (base >> 32) & 0xFFFF | SRD_SWIZZLE_ENABLE[gfx_major], per_xcc_bytes & 0xFFFFFFFF, w3)
 # The bits the AQL CP ORs into queue_inactive_signal's value when it stops the queue on a packet or wave error, as ROCr
 # decodes them (ROCm/ROCR-Runtime@c7785a6:runtime/hsa-runtime/core/runtime/amd_aql_queue.cpp:1167-1206); 512 (a
 # large-scratch reclaim, :1143) and bit 63 (a scratch retry, :1137-1139) are requests to the runtime, not errors.

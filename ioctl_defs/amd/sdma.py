@@ -95,9 +95,12 @@ def nop(ndwords: int = 1) -> list[int]:
   if not 1 <= ndwords <= NOP_COUNT_MASK + 1: raise ValueError(f"SDMA NOP of {ndwords} dwords does not fit the 14-bit count")
   return [header(OP_NOP, 0, (ndwords - 1) << NOP_COUNT_SHIFT)] + [0] * (ndwords - 1)
 
-def gcr_req(gcr_control: int, base: int = 0, limit: int = 0xFFFF_FFFF_FFFF, vmid: int = 0, sub_op: int = 0) -> list[int]:
+def gcr_req(gcr_control: int, base: int = 0, limit: int = 0, vmid: int = 0, sub_op: int = 0) -> list[int]:
   """SDMA 6 cache control over [base, limit] (128-byte granules), e.g. GCR_GL2_WB | GCR_GL2_INV | GCR_GLV_INV
-  (sub_op SUBOP_USER_GCR on a user-mode queue, as ROCr issues it).
+  (sub_op SUBOP_USER_GCR on a user-mode queue, as ROCr issues it). The range matters only with a GL1/GL2 RANGE field
+  other than 0 (ALL); with ALL, ROCr and the kernel leave BASE_VA and LIMIT_VA 0 (ROCR@c7785a6:runtime/hsa-runtime/
+  core/runtime/amd_blit_sdma.cpp:1093 memsets the packet; linux@v6.12.117 sdma_v6_0.c:304-310 writes 0), as the
+  defaults here do.
 
   >>> hex(gcr_req(GCR_GL2_WB | GCR_GLK_WB, sub_op=SUBOP_USER_GCR)[0]), hex(gcr_req(GCR_GL2_WB)[2] >> 16)
   ('0x111', '0x8000')

@@ -385,6 +385,14 @@ class Queue:
       self.vm.write(b[1] | (b[2] << 32), struct.pack("<Q", time.perf_counter_ns() // 10)); return 3
     if name == "GCR_REQ" and self.gfx >= 11:
       b = need(5)
+      # a user-mode queue's GCR_REQ is sub_op SDMA_SUBOP_USER_GCR = 1 (ROCR@c7785a6:runtime/hsa-runtime/core/inc/
+      # sdma_registers.h:66, set by BuildGCRCommand, amd_blit_sdma.cpp:1095); sub_op 0 is the form the kernel writes on
+      # its own privileged ring (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/sdma_v6_0.c:303, header with the op only;
+      # sdma_v6_0_0_pkt_open.h:42 defines the op and no user sub_op). What the firmware does with that form from a user
+      # queue is documented nowhere, so the mock refuses it instead of assuming the cache action happens (audit fin, M4)
+      if sub != T.SDMA_SUBOP_USER_GCR:
+        raise self.fail(f"SDMA GCR_REQ sub_op {sub}: a user-mode queue issues SDMA_SUBOP_USER_GCR ({T.SDMA_SUBOP_USER_GCR}), "
+                        "as ROCr's BuildGCRCommand does; sub_op 0 is the kernel ring's form")
       ctl = (b[2] >> 16) | ((b[3] & 7) << 16)   # GCR_CONTROL, split over dwords 2 and 3 (sdma_v6_0_0_pkt_open.h GCR_REQ)
       self.gcrs.append(ctl)
       if ctl & (1 << 15): self.vm.writeback()   # GCR_CONTROL_GL2_WB (bit 15) writes the dirty L2 lines back

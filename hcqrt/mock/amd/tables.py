@@ -93,4 +93,5 @@ WD_DST_MEMORY, WD_DST_REGISTER = 5, 0
 # --- SDMA (header op in bits 7:0, sub_op 15:8) ---
 SDMA_OPCODES = {0: "NOP", 1: "COPY", 2: "WRITE", 4: "INDIRECT", 5: "FENCE", 6: "TRAP", 7: "SEM", 8: "POLL_REGMEM",
                 9: "COND_EXE", 10: "ATOMIC", 11: "CONST_FILL", 13: "TIMESTAMP", 17: "GCR_REQ"}
+SDMA_SUBOP_USER_GCR = 1   # GCR_REQ from a user-mode queue (ROCR@c7785a6:runtime/hsa-runtime/core/inc/sdma_registers.h:66)
 SDMA_COPY_COUNT_MASK = {11: 0x3FFFFFFF, 9: 0x003FFFFF}

@@ -12,7 +12,7 @@ from hcqrt.mock.nv.gpfifo import GPUError
 
 def install_mock_nv(arch: str = "hopper", version: str = "580.142", count: int = 1, p2p: str = "pcie") -> MockNV:
   """Put a fake NVIDIA driver (an H100 by default; "ampere", "ada", "blackwell", "blackwell_b") with `count` such GPUs
-  behind hcqrt.syscalls, linked as `p2p` says (rm.parse_p2p: "pcie", "nvlink", "none" or per pair)."""
+  behind hcqrt.syscalls, linked as `p2p` says (rm.parse_p2p: "pcie", "bar1", "writes", "nvlink", "none" or per pair)."""
   return syscalls.install(MockNV(arch=arch, version=version, count=count, p2p=p2p))
 
 def uninstall_mock_nv(drv: MockNV | None = None) -> None:

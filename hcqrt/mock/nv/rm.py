@@ -47,17 +47,19 @@ P2P_WRITES, P2P_READS, P2P_PROP, P2P_NVLINK, P2P_ATOMICS, P2P_LOOPBACK, P2P_PCI 
 P2P_PCI_BAR1 = 1 << 13
 P2P_IDX_READ, P2P_IDX_WRITE, P2P_IDX_NVLINK, P2P_IDX_ATOMICS, P2P_IDX_PROP, P2P_IDX_LOOPBACK, P2P_IDX_PCI, P2P_IDX_PCI_BAR1 = 0, 1, 2, 3, 4, 5, 6, 8
 P2P_IDX_TABLE = 9
-P2P_STATUS_OK, P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED, P2P_STATUS_NOT_SUPPORTED = 0, 3, 5
+P2P_STATUS_OK, P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED, P2P_STATUS_DISABLED_BY_REGKEY, P2P_STATUS_NOT_SUPPORTED = 0, 3, 4, 5
 P2P_INVALID_PEER, MAX_ATTACHED_GPUS = 0xFFFFFFFF, 32
-P2P_LINKS = ("pcie", "bar1", "nvlink", "none")
+P2P_LINKS = ("pcie", "bar1", "writes", "nvlink", "none")
 
 def parse_p2p(spec: str, count: int) -> dict[frozenset[int], str]:
   """MOCKGPU_P2P: one link kind for every pair ("pcie", "nvlink", "none") or per pair ("0-1:nvlink,0-2:none"; pairs not
   named are "pcie"). What each kind models: "pcie" GPUs behind one PCIe switch (RM: P2P_CONNECTIVITY_PCIE_PROPRIETARY,
   UVM: UVM_GPU_LINK_PCIE), "bar1" the same pair with RMPcieP2PType=BAR1 (RM: P2P_CONNECTIVITY_PCIE_BAR1, chosen by the
   regkey, OGKM@595.45.04 src/nvidia/src/kernel/platform/p2p/p2p_caps.c:719-726; UVM: a BAR1 peer, enabled when both GPUs
-  are registered), "nvlink" an NVLink pair, "none" GPUs whose root ports sit on two I/O hubs (RM answers
-  IOH_TOPOLOGY_NOT_SUPPORTED, UVM sees UVM_LINK_TYPE_NONE).
+  are registered), "writes" the "pcie" pair with P2P reads turned off by the ForceP2P regkey (READ_DISABLE,
+  OGKM@595.45.04 src/nvidia/interface/nvrm_registry.h:1073-1081; p2p_caps.c:336-345 sets the read status
+  DISABLED_BY_REGKEY and leaves writes OK), "nvlink" an NVLink pair, "none" GPUs whose root ports sit on two I/O hubs
+  (RM answers IOH_TOPOLOGY_NOT_SUPPORTED, UVM sees UVM_LINK_TYPE_NONE).
 
   >>> parse_p2p("0-1:nvlink", 3)[frozenset((0, 1))], parse_p2p("none", 2)[frozenset((0, 1))]
   ('nvlink', 'none')
@@ -191,7 +193,7 @@ class MockNV:
       o = o.parent
     return self.gpus[o.data["gpu"]]
   def link(self, a: int, b: int) -> str:
-    """The link between GPUs a and b ("pcie", "bar1", "nvlink", "none"; one GPU with itself: "pcie", the loopback path)."""
+    """The link between GPUs a and b ("pcie", "bar1", "writes", "nvlink", "none"; one GPU with itself: "pcie", the loopback path)."""
     return "pcie" if a == b else self.links[frozenset((a, b))]
   def gpu_by_id(self, gpu_id: int) -> MockGPU | None: return next((g for g in self.gpus if g.gpu_id == gpu_id), None)
 
@@ -629,6 +631,8 @@ class MockNV:
     READS|WRITES|PCI|PROP, statuses PCI and PROP OK, LOOPBACK for one GPU (:497-538); root ports on two I/O hubs ->
     READ/WRITE status IOH_TOPOLOGY_NOT_SUPPORTED and no caps (p2p_caps.c:488-493); READ/WRITE statuses last (:613-617).
     PCIe through BAR1 (PCIE_BAR1) -> READS|WRITES|PCI|PCI_BAR1 (no PROP), statuses PCI and PCI_BAR1 OK (:496-530).
+    READS and WRITES are set each from its own status (:499-502): with reads disabled by regkey ("writes") -> WRITES|PCI|
+    PROP, READ status DISABLED_BY_REGKEY, WRITE status OK.
     busPeerIds come from kbusGetPeerId, which answers the invalid peer until a P2P mapping is made; the mock makes
     none, so every entry is INVALID_PEER."""
     n = prm.gpuCount
@@ -653,6 +657,7 @@ class MockNV:
       st[P2P_IDX_PCI] = st[P2P_IDX_PROP] = P2P_STATUS_OK
       if n == 1: caps |= P2P_LOOPBACK; st[P2P_IDX_LOOPBACK] = P2P_STATUS_OK
     st[P2P_IDX_READ] = st[P2P_IDX_WRITE] = rw
+    if "writes" in kinds and "none" not in kinds: caps &= ~P2P_READS; st[P2P_IDX_READ] = P2P_STATUS_DISABLED_BY_REGKEY
     prm.p2pCaps, prm.p2pOptimalReadCEs, prm.p2pOptimalWriteCEs = caps, 0, 0
     for i, v in enumerate(st): prm.p2pCapsStatus[i] = v
 

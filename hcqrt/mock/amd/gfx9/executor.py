@@ -12,6 +12,7 @@ from hcqrt.mock.amd.rdna3 import valu as V
 from hcqrt.mock.amd.rdna3.decoder import Inst
 from hcqrt.mock.amd.rdna3.executor import VCC, EmulatorError, Waves
 from hcqrt.mock.amd.gfx9.decoder import OFF, decode_one
+from hcqrt.mock.amd.gfx9.l1 import VectorL1
 from hcqrt.mock.amd.gfx9.l2 import XccL2
 from hcqrt.mock.amd.rdna3.memory import FlatMemory
 
@@ -82,6 +83,15 @@ class Gfx9Waves(Waves):
     self.nvgpr = nvgpr
     self.l2: XccL2 | None = None        # the dispatch's per-XCC L2s when it spans several XCCs (gfx9/l2.py)
     self.xcc = np.zeros(n, np.int64)    # each wave's XCC
+    self.l1 = VectorL1(mem, self._view, self._wg_xcc)   # each workgroup's vector L1 (gfx9/l1.py)
+
+  def _view(self, addrs: np.ndarray, nbytes: int, xcc: np.ndarray) -> np.ndarray:
+    """Bytes at `addrs` as XCCs `xcc` see them now (memory, or through their L2s)."""
+    return self.mem.read(addrs, nbytes, "L1 line") if self.l2 is None else self.l2.read(addrs, nbytes, xcc, "L1 line")
+
+  def _wg_xcc(self, wgs: np.ndarray) -> np.ndarray:
+    x = np.zeros(int(self.wg.max()) + 1, np.int64); x[self.wg] = self.xcc
+    return x[wgs]
 
   @staticmethod
   def xcc_l2(mem: FlatMemory, num_xcc: int) -> XccL2 | None:
@@ -184,19 +194,30 @@ class Gfx9Waves(Waves):
   def _ds(self, i: Inst, sel): return None if i.base == "ds_nop" else self._counted("lgkm", i, sel, super()._ds)
 
   def _access(self, i: Inst, sel, addr, lanes, mem):
-    """Global/flat loads and stores go through the XCC's L2 (gfx9/l2.py) when the dispatch spans XCCs; atomics are
-    performed at the coherence point, so they use memory itself."""
-    if self.l2 is None or mem is not self.mem or i.base.split("_", 1)[1].startswith("atomic_"): return super()._access(i, sel, addr, lanes, mem)
-    x = np.broadcast_to(self.xcc[sel][:, None], (self.nw(sel), self.LANES))[lanes].reshape(-1)
-    return super()._access(i, sel, addr, lanes, _XccView(self.l2, x, bool(i.f.get("sc1"))))
+    """Global/flat loads and stores go through the workgroup's vector L1 (gfx9/l1.py) and then the XCC's L2
+    (gfx9/l2.py) when the dispatch spans XCCs; atomics are performed at the coherence point, so they use memory itself
+    (and leave every L1 line as it was). Scratch is private to its lane: no other workgroup writes it, so it skips the
+    L1."""
+    if mem is not self.mem or i.enc == "SCRATCH": return super()._access(i, sel, addr, lanes, mem)
+    if i.base.split("_", 1)[1].startswith("atomic_"):
+      self.l1.before_write(addr, 8 if "64" in i.base or "x2" in i.base else 4, None, i.name)
+      return super()._access(i, sel, addr, lanes, mem)
+    shape = (self.nw(sel), self.LANES)
+    wg = np.broadcast_to(self.wg[sel][:, None], shape)[lanes].reshape(-1)
+    back = mem if self.l2 is None else _XccView(self.l2, np.broadcast_to(self.xcc[sel][:, None], shape)[lanes].reshape(-1), bool(i.f.get("sc1")))
+    return super()._access(i, sel, addr, lanes, _L1View(self.l1, back, wg, bool(i.f.get("sc1"))))
 
   def _mubuf(self, i: Inst, sel):
     # buffer_wbl2 with sc1 (agent or system scope; AMDGPUUsage GFX942 code sequences, fence release agent/system) writes
     # the XCC's dirty L2 lines back. It is a vector memory op: it counts in vmcnt and is done only when the wave's
     # s_waitcnt retires it (the release's "s_waitcnt vmcnt(0)" after it), so the write-back happens then (_apply).
-    # buffer_inv only drops clean lines, which the model keeps none of, in the L2 or the (unmodelled) vector L1, so a
-    # missing acquire is not caught (gfx9/l2.py, audit x30 row 2); buffer_wbl2 without sc1
-    # (wavefront/workgroup scope) keeps them in the L2 the workgroup shares.
+    # buffer_wbl2 without sc1 (wavefront/workgroup scope) keeps them in the L2 the workgroup shares.
+    # buffer_inv with sc0 or sc1 (workgroup scope and wider) drops the workgroup's vector L1 lines (gfx9/l1.py), so a
+    # missing acquire reads stale lines (audit x30 row 2); the L2's clean lines are not modelled (gfx9/l2.py). It acts
+    # at issue: the L1 serves a wave's requests in order, and LLVM emits no wait after it before the acquiring loads.
+    if i.base == "buffer_inv":
+      if i.f["glc"] or i.f["sc1"]: self.l1.invalidate(self.wg[sel])
+      return None
     if i.base != "buffer_wbl2": return None
     wb = i.f["sc1"] and self.l2 is not None
     self.pending["vm"].append(("w" if wb else "v", 0, self._gidx(sel), None, np.zeros((0, self.nw(sel), self.LANES), np.uint32), np.uint32(0)))
@@ -207,6 +228,7 @@ class Gfx9Waves(Waves):
     waves = e[2]   # a buffer_wbl2 sc1 retired: its waves' XCCs write back
     w = (slice(None) if waves is None else waves) if which is None else (np.nonzero(which)[0] if waves is None else waves[which])
     assert self.l2 is not None
+    self.l1.before_writeback(self.l2.owner, self.xcc[w])
     self.l2.writeback(self.xcc[w])
 
 class _XccView:
@@ -214,3 +236,13 @@ class _XccView:
   def __init__(self, l2: XccL2, xcc: np.ndarray, publish: bool): self.l2, self.xcc, self.publish = l2, xcc, publish
   def read(self, addrs: np.ndarray, nbytes: int, what: str = "load") -> np.ndarray: return self.l2.read(addrs, nbytes, self.xcc, what)
   def write(self, addrs: np.ndarray, data: np.ndarray, what: str = "store") -> None: self.l2.write(addrs, data, self.xcc, what, self.publish)
+
+class _L1View:
+  """The memory a global/flat access of lanes of workgroups `wg` sees through their L1s over `back` (memory or the L2
+  view); `bypass`: an sc1 (agent/system scope) load, which reads past the L1."""
+  def __init__(self, l1: VectorL1, back, wg: np.ndarray, bypass: bool): self.l1, self.back, self.wg, self.bypass = l1, back, wg, bypass
+  def read(self, addrs: np.ndarray, nbytes: int, what: str = "load") -> np.ndarray:
+    fresh = self.back.read(addrs, nbytes, what)
+    return fresh if self.bypass else self.l1.load(addrs, nbytes, self.wg, fresh, what)
+  def write(self, addrs: np.ndarray, data: np.ndarray, what: str = "store") -> None:
+    self.l1.before_write(addrs, data, self.wg, what); self.back.write(addrs, data, what)

@@ -19,14 +19,11 @@ was written back, which every load here does.
 
 Not modelled: a packet whose release scope is NONE, which leaves the lines dirty past the dispatch (the model ends
 with the dispatch, as if every packet released at agent scope or wider; the AQL processor refuses such a packet on
-several XCCs, aql.py). Stale *clean* lines on the reader side, in
-either cache level, so a missing acquire `buffer_inv` is not caught on any path (PM4 and one XCC included): in the
-L2, probes invalidate local-memory (MTYPE RW) copies when another L2 writes back (AMDGPUUsage, same section: "Any
-local memory cache lines will be automatically invalidated by writes from CUs associated with other L2 caches"), so
-there `buffer_inv sc1` matters only for non-local (NC) lines, which the mock does not tell apart; but the per-CU
-vector L1 is write-through and not coherent between CUs for any memory type ("buffer_inv sc0 is required to
-invalidate the L1 cache for coherence between wavefronts executing in different work-groups", same section), and the
-mock has no L1: a reader that pre-read a line keeps seeing it on hardware and the fresh value here (audit x30 row 2).
+several XCCs, aql.py). Stale *clean* lines in the L2: probes invalidate local-memory (MTYPE RW) copies when another
+L2 writes back (AMDGPUUsage, same section: "Any local memory cache lines will be automatically invalidated by writes
+from CUs associated with other L2 caches"), so there `buffer_inv sc1` matters only for non-local (NC) lines, which
+the mock does not tell apart. The per-CU vector L1 above the L2, which is not coherent for any memory type, keeps
+stale lines until `buffer_inv`: gfx9/l1.py models it, so a missing acquire is caught there (audit x30 row 2).
 
 Memory is written through (it always holds the newest bytes), and each byte some XCC holds dirty remembers the value
 the other XCCs see (the written-back one): a write-back only forgets the dirty marks, and the end of the dispatch

@@ -77,19 +77,40 @@ class Waves:
     self.scratch_base: np.ndarray | None = None   # each wave's scratch slot in GPU memory (set_scratch)
 
   # ---- scheduling
+  # A wave that can issue is never kept from issuing for ever: on hardware a held or out-scheduled wave is only delayed
+  # (the wave arbiter picks among ready waves every cycle). The mock's orders (waves at the lowest PC first; a wave
+  # held after a barrier until the others block) would starve a wave for good when the others spin on a value it has
+  # yet to write (audit x30 row 6), so a wave held for HOLD_STEPS scheduler steps while others run rejoins them, and a
+  # ready wave that has not issued for FAIR_STEPS steps gets a burst of up to FAIR_STEPS steps with the others paused.
+  # Both bounds are far above what a workgroup's waves need to reach their next barrier, so the harmful order the hold
+  # gives (readers run before the held writer's late LDS writes) is kept for every kernel that does not spin.
+  HOLD_STEPS = FAIR_STEPS = 20_000
   def run(self, max_steps: int = 50_000_000) -> None:
     if self.n == 0: return
     # spc: the PC of every wave that may issue, IDLE for finished waves and waves at a barrier
     IDLE = np.iinfo(np.int64).max
     held = np.zeros(self.n, bool)   # waves past a barrier that resume only when the others cannot go on (below)
+    paused = np.zeros(self.n, bool)   # ready waves kept back while starved ones get their burst
+    issued = np.zeros(self.n, np.int64)   # the step each wave last issued at
+    held_at, check, burst_end = 0, self.FAIR_STEPS, -1
     spc = np.where(self.done | self.barrier, IDLE, self.pc)
     with np.errstate(all="ignore"):   # inf, NaN and wrap-around are results the hardware computes, not warnings
-      for _ in range(max_steps):
+      for k in range(max_steps):
         p = int(spc.min())
+        if k >= check or (burst_end >= 0 and (k >= burst_end or p == IDLE)):
+          if burst_end >= 0:   # the burst is over (or the starved waves blocked): the paused waves go on
+            burst_end = -1; issued[paused] = k; paused[:] = False
+            spc = np.where(self.done | self.barrier | held, IDLE, self.pc); p = int(spc.min())
+          if held.any() and p != IDLE and k - held_at >= self.HOLD_STEPS:   # held long enough: back with the others
+            issued[held] = k; held[:] = False; spc = np.where(self.done | self.barrier, IDLE, self.pc); p = int(spc.min())
+          elif k >= check and p != IDLE and ((spc != IDLE) & (issued < k - self.FAIR_STEPS)).any():
+            starved = (spc != IDLE) & (issued < k - self.FAIR_STEPS)
+            paused = (spc != IDLE) & ~starved; spc[paused] = IDLE; burst_end = k + self.FAIR_STEPS; p = int(spc.min())
+          if k >= check: check = k + min(self.FAIR_STEPS, self.HOLD_STEPS)
         if p == IDLE:
           if held.any():   # the others are at the next barrier or done: one held wave per workgroup runs, alone
             idx = np.flatnonzero(held); go = idx[np.unique(self.wg[idx], return_index=True)[1]]
-            held[go] = False; spc = np.full(self.n, IDLE); spc[go] = self.pc[go]; continue
+            held[go] = False; issued[go] = k; spc = np.full(self.n, IDLE); spc[go] = self.pc[go]; continue
           if not self.barrier.any(): return
           # every live wave of every workgroup has arrived. A wave whose LDS writes are still in flight (it did not
           # wait for them before s_barrier: no workgroup release fence) may be descheduled right after the barrier
@@ -97,7 +118,7 @@ class Waves:
           # their next barrier or done, then runs the held ones one after another: a reader never sees those writes
           # by the luck of running in step with the writer's acquire wait (AMDGPUUsage memory model: only the
           # release fence's s_waitcnt lgkmcnt(0) before s_barrier orders them; audit g30 row 1)
-          held = self.barrier & self._lds_in_flight()
+          held = self.barrier & self._lds_in_flight(); held_at = k; issued[:] = k   # (waiting at a barrier is no starving)
           self.barrier[:] = False
           spc = np.where(self.done | held, IDLE, self.pc); continue
         here = spc == p; cnt = int(np.count_nonzero(here))
@@ -107,11 +128,12 @@ class Waves:
           if sel[-1] - sel[0] + 1 == cnt: sel = slice(int(sel[0]), int(sel[-1]) + 1)
         inst = self.cache.get(p) or self.cache.setdefault(p, self.decode_one(self.code, p))
         self.wave_insts += cnt
+        issued[sel] = k
         try: nxt = self.step(inst, sel)
         except (EmulatorError, MemoryFault) as e: raise type(e)(f"{inst.name} at 0x{inst.addr:x}: {e}") from None
         except IndexError as e: raise EmulatorError(f"{inst.name} at 0x{inst.addr:x}: register out of range ({e})") from None
         self.pc[sel] = inst.addr + inst.size if nxt is None else nxt
-        if inst.enc == "SOPP" and inst.name in ("s_endpgm", "s_endpgm_saved", "s_barrier"): spc = np.where(self.done | self.barrier | held, IDLE, self.pc)
+        if inst.enc == "SOPP" and inst.name in ("s_endpgm", "s_endpgm_saved", "s_barrier"): spc = np.where(self.done | self.barrier | held | paused, IDLE, self.pc)
         else: spc[sel] = self.pc[sel]
     raise EmulatorError(f"kernel did not finish within {max_steps} steps")
 
