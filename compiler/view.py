@@ -77,6 +77,10 @@ class View:
   @functools.cached_property
   def _hash(self) -> int: return hash((self.shape, self.strides, self.offset, self.mask))
   def __hash__(self) -> int: return self._hash
+  # (the dataclass's comparison of the fields, after the cheap checks: the same object, or different cached hashes)
+  def __eq__(self, other) -> bool:
+    return self is other or (other.__class__ is View and self._hash == other._hash and
+                             (self.shape, self.strides, self.offset, self.mask) == (other.shape, other.strides, other.offset, other.mask))
   # pickled (an ast sent to a BEAM worker) without the cached values: a symbolic dim is a UOp, hashed by identity, so
   # a hash cached in one process is wrong in another
   def __getstate__(self) -> dict: return {k: self.__dict__[k] for k in ("shape", "strides", "offset", "mask")}
@@ -201,6 +205,9 @@ class ShapeTracker:
   @functools.cached_property
   def _hash(self) -> int: return hash(self.views)
   def __hash__(self) -> int: return self._hash
+  # (asked for every movement op (LazyBuffer._view) and memo lookup: identity first, then the cached hashes, then the views)
+  def __eq__(self, other) -> bool:
+    return self is other or (other.__class__ is ShapeTracker and self._hash == other._hash and self.views == other.views)
   def __getstate__(self) -> dict: return {"views": self.views}   # (without the cached values: see View)
   @staticmethod
   def from_shape(shape) -> ShapeTracker:
