@@ -2247,8 +2247,18 @@ def _assign_multi(t: Tensor, x: Tensor) -> Tensor:
 def live_lazydata() -> list[LazyBuffer]:
   """The lazy buffers of every tensor the program still holds (what a schedule that overwrites a buffer must not
   leave to read the new value later: compiler/schedule.py create_schedule)."""
-  _sweep_live()
-  return multi.lazy_buffers([t.lazydata for r in _live if (t := r()) is not None and hasattr(t, "lazydata")])
+  global _live_sweep_at
+  # (the sweep and the read in one pass over the references: asked at every schedule of an eager step)
+  alive, lbs = [], []
+  for r in _live:
+    if (t := r()) is not None:
+      alive.append(r)
+      if (lb := getattr(t, "lazydata", None)) is None: continue   # (a tensor still in its __init__)
+      if isinstance(lb, MultiLazyBuffer): lbs.extend(lb.lbs)   # (multi.lazy_buffers: each shard)
+      else: lbs.append(lb)
+  _live[:] = alive
+  _live_sweep_at = max(1024, 2 * len(alive))
+  return lbs
 
 def _wrap(lb: LazyBuffer, requires_grad: bool | None = False) -> Tensor:
   """Tensor(lb, requires_grad=requires_grad) for a LazyBuffer on the device asked for: no dtype to cast to, no copy
