@@ -21,6 +21,11 @@ class DType:
   def __post_init__(self):   # the hash, once: every UOp built is looked up by a key holding its dtype
     object.__setattr__(self, "_hash", hash((self.name, self.count, self.itemsize)))
   def __hash__(self) -> int: return self._hash
+  # (the dataclass's field comparison after an identity check: the dtypes are nearly always the canonical objects, and
+  # every op compares its operands' dtypes)
+  def __eq__(self, other) -> bool:
+    return self is other or (other.__class__ is DType and (self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar) ==
+                             (other.priority, other.itemsize, other.name, other.fmt, other.count, other._scalar))
   @property
   def scalar(self) -> DType: return self._scalar if self._scalar is not None else self
   def vec(self, n: int) -> DType:

@@ -42,6 +42,9 @@ def _broadcast_st(shape) -> ShapeTracker:
     st = memo_put(_broadcast_cache, key, ShapeTracker.from_shape(()).reshape((1,) * len(shape)).expand(shape))
   return st
 
+_SCALAR_ST = ShapeTracker.from_shape(())
+_PLAIN_FLOATS = frozenset((dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64))   # (dtypes.as_const: float(x))
+
 class LazyBuffer:
   __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "shape", "srcs", "st")
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, srcs: tuple = (),
@@ -98,8 +101,9 @@ class LazyBuffer:
   @staticmethod
   def const(value, dtype: DType, shape: tuple, device: str) -> LazyBuffer:
     # a bound Variable as a value (a symbolic count, e.g. the n of a mean): the kernel reads the Variable's argument
-    arg = value if isinstance(value, UOp) else dtypes.as_const(value, dtype)
-    base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, arg=arg)
+    # (a Python float for a float dtype is its own value: dtypes.as_const's answer without its checks)
+    arg = value if (value.__class__ is float and dtype in _PLAIN_FLOATS) or isinstance(value, UOp) else dtypes.as_const(value, dtype)
+    base = LazyBuffer(device, _SCALAR_ST, dtype, Ops.CONST, arg=arg)
     # (base.reshape((1,) * n).expand(shape), without the intermediate view: the same tracker, the same final view; a
     # view of a scalar is never the base itself nor masked, so _view would make just this)
     return LazyBuffer(device, _broadcast_st(shape), dtype, base=base) if shape else base

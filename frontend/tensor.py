@@ -1293,6 +1293,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return Tensor(multi.const(x, dtype or self.dtype, self.shape, self.device))
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True, op: str | None = None) -> tuple[Tensor, Tensor]:
     x = self
+    if (yc := y.__class__) is float or yc is int:
+      # (a Python number, most often in x's dtype: the branch below for it, without the type tests before it)
+      lb = x.lazydata
+      dt = lb.dtype
+      if (dt.is_float if yc is float else not dt.is_bool) and not any_sym(sh := lb.shape):
+        y = _wrap(multi.const(y, dt, sh, lb.device), None)
+        return (y, x) if reverse else (x, y)
     if not isinstance(y, Tensor):
       if isinstance(y, (np.ndarray, list, tuple)): y = Tensor(y, device=x.device)
       elif isinstance(y, UOp):   # a bound Variable (or an expression of them) as a value, e.g. a symbolic element count
