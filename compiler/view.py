@@ -202,6 +202,8 @@ class ShapeTracker:
   """A stack of views, applied last-first: views[-1] has the visible shape, views[0] addresses the buffer."""
   views: tuple[View, ...]
 
+  # (the visible shape as a plain attribute, not a property: read for every lazy buffer and op)
+  def __post_init__(self): object.__setattr__(self, "shape", self.views[-1].shape)
   @functools.cached_property
   def _hash(self) -> int: return hash(self.views)
   def __hash__(self) -> int: return self._hash
@@ -209,14 +211,16 @@ class ShapeTracker:
   def __eq__(self, other) -> bool:
     return self is other or (other.__class__ is ShapeTracker and self._hash == other._hash and self.views == other.views)
   def __getstate__(self) -> dict: return {"views": self.views}   # (without the cached values: see View)
+  def __setstate__(self, state: dict) -> None:
+    object.__setattr__(self, "views", state["views"])
+    self.__post_init__()
   @staticmethod
   def from_shape(shape) -> ShapeTracker:
     shape = tuple(shape)
     if (st := _from_shape_cache.get(key := (shape, tuple(map(type, shape))))) is None:
       st = memo_put(_from_shape_cache, key, ShapeTracker((View.create(shape),)))
     return st
-  @property
-  def shape(self) -> tuple[int, ...]: return self.views[-1].shape
+  # shape: the visible shape, views[-1].shape (an attribute set by __post_init__, not a dataclass field)
   @property
   def contiguous(self) -> bool: return len(self.views) == 1 and self.views[0].contiguous
   def size(self) -> int: return prod(self.shape)

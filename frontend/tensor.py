@@ -2270,9 +2270,12 @@ def live_lazydata() -> list[LazyBuffer]:
 def _wrap(lb: LazyBuffer, requires_grad: bool | None = False) -> Tensor:
   """Tensor(lb, requires_grad=requires_grad) for a LazyBuffer on the device asked for: no dtype to cast to, no copy
   to make (what Tensor.__init__ comes to then, without its checks; for the ops that make a tensor per operand)."""
-  t = Tensor.__new__(Tensor)
+  t = _object_new(Tensor)   # (Tensor.__new__, inlined: noted in _live)
+  _live.append(_weak(t))
+  if len(_live) > _live_sweep_at: _sweep_live()
   t.lazydata, t.requires_grad, t.grad, t._ctx = lb, requires_grad, None, None
   return t
+_object_new = object.__new__
 
 def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing `value` read `target`'s buffer anywhere but at the element being written? The buffer is the
