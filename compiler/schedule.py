@@ -743,11 +743,11 @@ def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer], r
       x, ready = stack.pop()
       if x in memo: continue
       if x.buffer is not None or x in sched.realize: memo[x] = False; continue
-      if ready: memo[x] = x in inlined or any(memo[s.base] for s in x.srcs); continue
+      if ready: memo[x] = x in inlined or any(memo[s._base or s] for s in x.srcs); continue   # (s.base, inlined)
       stack.append((x, True))
-      stack.extend((s.base, False) for s in x.srcs if s.base not in memo)
+      stack.extend((sb, False) for s in x.srcs if (sb := s._base or s) not in memo)
     return memo[root]
-  return list({id(b): b for lb in live if (b := lb.base).buffer is None and b not in sched.realize and stale(b)}.values())
+  return list({id(b): b for lb in live if (b := lb._base or lb).buffer is None and b not in sched.realize and stale(b)}.values())
 
 def _reaches(b: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing b read `target` (an unrealized base)?"""

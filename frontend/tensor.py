@@ -129,7 +129,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
 
   def __repr__(self) -> str:
     return f"<Tensor {self.shape} {self.dtype} on {self.device}{' realized' if self.lazydata.realized else ''}{' grad' if self.requires_grad else ''}>"
-  def __hash__(self): return id(self)
+  __hash__ = object.__hash__   # (by identity, as id(self) would be, without a Python call: autograd's walks hash every tensor)
   def __bool__(self): raise TypeError("the truth value of a Tensor is ambiguous; use .item() or .numpy()")
   def __len__(self):
     if not self.shape: raise TypeError("len() of a 0-d tensor")
