@@ -166,7 +166,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor(1.0).ndim, Tensor([[1, 2]]).ndim
     (0, 2)
     """
-    return len(self.shape)
+    return len(self.lazydata.shape)
   def numel(self) -> int:
     """The number of elements (the product of the shape).
 
@@ -741,8 +741,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
 
   # ***** movement ops *****
   def _axis(self, a: int, n: int | None = None, op: str | None = None) -> int:
-    n = self.ndim if n is None else n
-    if not -max(n, 1) <= a < max(n, 1):
+    if n is None: n = len(self.lazydata.shape)   # (self.ndim)
+    if not -(m := n if n > 1 else 1) <= a < m:   # (a 0-d tensor takes axis 0 or -1)
       raise IndexError(f"{op + ': ' if op else ''}dimension {a} is out of range for a tensor of {n} dims (shape {self.shape})")
     return a + n if a < 0 else a
   def reshape(self, *shape) -> Tensor:
@@ -764,7 +764,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
       if known == 0: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for {self.shape}: any size would fit 0 elements")
       asked = tuple(prod(sh) // known if s == -1 else s for s in asked)
     new = asked
-    if any(s < 0 for s in new) or prod(new) != prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(*shape)}")
+    if (new and min(new) < 0) or math.prod(new) != math.prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(*shape)}")
     if new == sh: return self
     # (a movement op with no gradient to record (self needs none, or no_grad) makes no autograd node: Function.apply would
     # give the same view under the same requires_grad, after building a context nothing reads; likewise below)
@@ -1082,7 +1082,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return tuple(sorted({self._axis(a, op=op) for a in make_tuple(axis, 1)}))
   def _reduce(self, fn, axis, keepdim: bool) -> Tensor:
     axes = self._reduce_axes(axis, op=fn.__name__.lower())
-    if self.ndim == 0: return self
+    if not self.lazydata.shape: return self   # (0-d)
     # an empty axis reduces to the op's identity (0, 1, the dtype's min for max: internal uses only, since the public
     # max/min raise there), kept in the graph
     ret = fn.apply(self, axis=axes) if axes else self
