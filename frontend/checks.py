@@ -74,11 +74,22 @@ class Checks:
     self.roots = [lb.base for lb in lbs]
     # (bad flag, message, exception, guarded base, the indices for the error)
     self.items: list[tuple[LazyBuffer, str, type, LazyBuffer, tuple]] = []
+    self.seen: set[LazyBuffer] = set()   # the bases walked
+    self._walk(self.roots)
+  def more(self, lbs: list[LazyBuffer]) -> Checks:
+    """The checks of the graphs of `lbs` beyond the part this one walked (what a schedule realizes besides the values
+    asked for: the readers an assign would leave stale, such as the loss of `loss.backward(); opt.step()`). A failure
+    marks both's roots."""
+    extra = Checks.__new__(Checks)
+    extra.roots, extra.items, extra.seen = self.roots + [lb.base for lb in lbs], [], self.seen
+    extra._walk([lb.base for lb in lbs])
+    return extra
+  def _walk(self, roots: list[LazyBuffer]) -> None:
     if not _pending and not _failed: return
     # (a weak dictionary makes a weak reference at every lookup: the walk, which visits the whole graph, asks sets of
     # the keys' ids instead; every key is alive while it is in the dictionary, so its id names it)
     pending, failed = {id(k) for k in _pending.keys()}, {id(k) for k in _failed.keys()}
-    seen, stack = set(), list(self.roots)
+    seen, stack = self.seen, list(roots)
     while stack:
       b = stack.pop()
       if b in seen: continue   # (LazyBuffers hash and compare by identity)
