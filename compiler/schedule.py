@@ -541,25 +541,28 @@ class _GraphKey:
     if (i := index.get(root := o._base or o)) is not None: return i
     i = index[root] = len(nodes)
     nodes.append(root)
-    stack = [root]
-    while stack:
-      x = stack.pop()
+    # (the walk visits every base and edge of an eager step's graph at every step: the methods and constants it asks
+    # for are locals, and the stack holds each base with its number)
+    get, put, visit, add_node, INDEX, ASSIGN = index.get, parts.append, [(root, i)], nodes.append, Ops.INDEX, Ops.ASSIGN
+    push = visit.append
+    while visit:
+      x, i = visit.pop()
       if x.buffer is not None:
-        parts.append((index[x], x.op, x.dtype, x.device, x.shape, bufs.setdefault(id(x.buffer), len(bufs))))
+        put((i, x.op, x.dtype, x.device, x.shape, bufs.setdefault(id(x.buffer), len(bufs))))
         continue
       srcs = []
       for s in x.srcs:
-        sb = s._base or s
-        if (j := index.get(sb)) is None:
+        if (sb := s._base) is None: sb = s
+        if (j := get(sb)) is None:
           j = index[sb] = len(nodes)
-          nodes.append(sb); stack.append(sb)
-        srcs.append(j if s._base is None else (j, s.st))
-      if (op := x.op) is Ops.INDEX: self.has_index = True
-      elif op is Ops.ASSIGN: self.assigns.append(x)
+          add_node(sb); push((sb, j))
+        srcs.append(j if s is sb else (j, s.st))
+      if (op := x.op) is INDEX: self.has_index = True
+      elif op is ASSIGN: self.assigns.append(x)
       # (-0.0 == 0.0, one hash: the sign in the key, as UOp's interning keeps it)
       if (arg := x.arg).__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))
-      parts.append((index[x], op, x.dtype, x.device, x.shape, arg, x.forced_realize, tuple(srcs)))
-    return i
+      put((i, op, x.dtype, x.device, x.shape, arg, x.forced_realize, tuple(srcs)))
+    return index[root]
 
 class _Realized:
   """What _held_readers reads of a _Scheduler: the bases its walk saw, and those it realizes."""
