@@ -89,16 +89,18 @@ class Checks:
     # (a weak dictionary makes a weak reference at every lookup: the walk, which visits the whole graph, asks sets of
     # the keys' ids instead; every key is alive while it is in the dictionary, so its id names it)
     pending, failed = {id(k) for k in _pending.keys()}, {id(k) for k in _failed.keys()}
-    seen, stack = self.seen, list(roots)
+    # (each base is pushed once: marked seen when pushed. LazyBuffers hash and compare by identity)
+    seen, stack = self.seen, []
+    for b in roots:
+      if b not in seen: seen.add(b); stack.append(b)
     while stack:
       b = stack.pop()
-      if b in seen: continue   # (LazyBuffers hash and compare by identity)
-      seen.add(b)
       if b.buffer is not None:
         if id(b) in failed: raise _failed[b][1](_failed[b][0])   # computed from an index that was out of range
         continue
       if id(b) in pending: self.items.extend((lb, msg, exc, b, c) for lb, msg, exc, c in _pending.pop(b, ()))
-      for s in b.srcs: stack.append(s._base or s)   # (s.base)
+      for s in b.srcs:
+        if (sb := s._base or s) not in seen: seen.add(sb); stack.append(sb)   # (s.base)
   @property
   def flags(self) -> list[LazyBuffer]: return [c[0] for c in self.items]
   def verify(self, read: Callable[[LazyBuffer], np.ndarray], read_back: Callable[[LazyBuffer], np.ndarray]) -> None:
