@@ -38,13 +38,15 @@ class DType:
     return (_dtype_by_name, (self.scalar.name, self.count))
   # by name (unique per scalar type): `in` over a tuple of DTypes calls the dataclass __eq__ on every miss, and the
   # compiler's simplifier asks these tens of thousands of times per kernel
-  @property
+  # (cached: a dtype is frozen, and after the first read each is a plain attribute of the instance, no Python call;
+  # not pickled, as __reduce__ gives the canonical object)
+  @functools.cached_property
   def is_float(self) -> bool: return self.scalar.name in _FLOAT_NAMES
-  @property
+  @functools.cached_property
   def is_int(self) -> bool: return self.scalar.name in _INT_NAMES
-  @property
+  @functools.cached_property
   def is_unsigned(self) -> bool: return self.scalar.name in _UINT_NAMES
-  @property
+  @functools.cached_property
   def is_bool(self) -> bool: return self.scalar is dtypes.bool
   @property
   def min(self): return dtypes.min(self)

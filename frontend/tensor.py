@@ -818,9 +818,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor.zeros(1, 2, 3).permute(2, 0, 1).shape
     (3, 1, 2)
     """
-    order = tuple(self._axis(a, op="permute") for a in argfix(*order))   # (a 0-d tensor: permute())
-    if sorted(order) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of {self.ndim} dims (shape {self.shape})")
-    if order == tuple(range(self.ndim)): return self
+    order, n = argfix(*order), len(self.lazydata.shape)
+    # (already a permutation of 0..n-1, the common case: nothing for _axis to resolve or refuse)
+    if sorted(order) != (rng := list(range(n))):
+      order = tuple(self._axis(a, op="permute") for a in order)   # (a 0-d tensor: permute())
+      if sorted(order) != rng: raise RuntimeError(f"permute: {order} is not a permutation of {n} dims (shape {self.shape})")
+    order = tuple(order)
+    if order == tuple(rng): return self
     return F.Permute.apply(self, order=order) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.permute(order), self.requires_grad)
   def flip(self, axis, *args) -> Tensor:
     """Reverse the order of the elements along the given axes.
