@@ -1297,7 +1297,12 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return Tensor(multi.const(x, dtype or self.dtype, self.shape, self.device))
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True, op: str | None = None) -> tuple[Tensor, Tensor]:
     x = self
-    if (yc := y.__class__) is float or yc is int:
+    if (yc := y.__class__) is Tensor:
+      # (two tensors of one dtype and shape on one device, most binary ops: what the checks below come to)
+      xl, yl = x.lazydata, y.lazydata
+      if xl.__class__ is LazyBuffer and yl.__class__ is LazyBuffer and xl.dtype is yl.dtype and xl.shape == yl.shape and xl.device == yl.device:
+        return (y, x) if reverse else (x, y)
+    elif yc is float or yc is int:
       # (a Python number, most often in x's dtype: the branch below for it, without the type tests before it)
       lb = x.lazydata
       dt = lb.dtype
