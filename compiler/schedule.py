@@ -516,7 +516,7 @@ class _GraphKey:
 
   def readers(self, target: LazyBuffer) -> list[LazyBuffer]:
     """target.readers, listed once per schedule (no lazy buffer is made while scheduling: the set can't grow)."""
-    if (rs := self._readers.get(target)) is None: rs = self._readers[target] = list(target.readers) if target.readers else []
+    if (rs := self._readers.get(target)) is None: rs = self._readers[target] = list(target.readers) if target.readers is not None else []
     return rs
 
   def extend(self, outs: list[LazyBuffer]) -> None:
@@ -524,11 +524,11 @@ class _GraphKey:
     while outs:
       self.outs += outs
       self.roots += [self._add(o) for o in outs]
-      outs = [r for b in self.assigns for r in self.readers(b.srcs[1].base)
+      outs = [r for b in self.assigns for r in self.readers(_target(b))
               if r.buffer is None and r not in self.index and not _reaches(r, b)]
       snapshots.update(outs)
     index = self.index
-    readers = tuple(tuple(sorted(index[r] for r in self.readers(b.srcs[1].base) if r in index)) for b in self.assigns)
+    readers = tuple(tuple(sorted(index[r] for r in self.readers(_target(b)) if r in index)) for b in self.assigns)
     held: tuple = ()
     if self.live is not None and (self.assigns or self.has_index):
       mine = {b: None for b in (lb._base or lb for lb in self.live()) if b.buffer is None and b in index}
@@ -723,13 +723,14 @@ def _assign_groups(sched: _Scheduler, fuse: int) -> dict[LazyBuffer, list[list[L
     kernels[-1].append(chain)
   return {ks[0][0]: ks for kernels in merged.values() for ks in kernels if len(ks) > 1 or len(ks[0]) > 1}
 
-def _readers_of(target: LazyBuffer) -> list[LazyBuffer]: return list(target.readers) if target.readers else []
+def _readers_of(target: LazyBuffer) -> list[LazyBuffer]: return list(target.readers) if target.readers is not None else []
+def _target(assign: LazyBuffer) -> LazyBuffer: return (t := assign.srcs[1])._base or t   # (assign.srcs[1].base)
 
 def _inlined_readers(sched: _Scheduler, assigns: set, exact: bool = False, readers: Callable = _readers_of) -> list[LazyBuffer]:
   """The readers of the assigns' targets (nodes built from their old values) that this schedule computes inside
   other kernels rather than storing; `exact`: without those that also read that assign's result (they can't run
   before it; a walk per reader, so only where it matters). readers: target -> its readers (_GraphKey lists them once)."""
-  return list({id(r): r for b in assigns for r in readers(b.srcs[1].base)
+  return list({id(r): r for b in assigns for r in readers(_target(b))
                if r.buffer is None and r in sched.seen and r not in sched.realize and not (exact and _reaches(r, b))}.values())
 
 def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer], readers: Callable = _readers_of) -> list[LazyBuffer]:

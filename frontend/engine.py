@@ -8,7 +8,7 @@ here points down: the Tensor passes what the engine needs of it (its live lazy b
 1
 """
 from __future__ import annotations
-import sys, weakref
+import math, sys, weakref
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 import numpy as np
@@ -225,7 +225,8 @@ def run_schedule(items: list[ScheduleItem]) -> None:
   if len(items) > 1: prebuild(items, opts_key, debug)
   for si in items:
     out = si.outputs[0]
-    max_size = out.max_size
+    # (out.max_size, without its two calls for a plain shape)
+    if (max_size := math.prod(out.shape)).__class__ is not int: max_size = out.max_size
     nbytes = si.alloc_nbytes or max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
     what = lambda si=si, out=out: f"{'Tensor.empty' if si.kind == 'empty' else si.name} (output {out.shape} {out.dtype})"
     if si.kind == "empty":
