@@ -7,6 +7,7 @@
 from __future__ import annotations
 from dataclasses import dataclass
 import functools, math
+from compiler.memo import memo_put
 
 @dataclass(frozen=True, eq=True)
 class DType:
@@ -164,6 +165,17 @@ def to_np(dt: DType):
 # Promotion as in tinygrad/torch: bool < ints < floats; within a kind the wider (higher priority) wins, and
 # mixing signed and unsigned of the same width goes to the next wider signed type.
 def least_upper_dtype(*ds: DType) -> DType:
+  """The dtype both (all) of `ds` promote to.
+
+  >>> least_upper_dtype(dtypes.int8, dtypes.uint8), least_upper_dtype(dtypes.int32, dtypes.float16)
+  (dtypes.short, dtypes.half)
+  """
+  # (a pure function of a few dtypes, asked for every sum and every mixed-dtype op: memoized, bounded like compiler/memo.py's tables)
+  if (r := _lub_cache.get(ds)) is None: r = memo_put(_lub_cache, ds, _least_upper_dtype(ds))
+  return r
+_lub_cache: dict[tuple, DType] = {}
+
+def _least_upper_dtype(ds: tuple[DType, ...]) -> DType:
   ds = tuple(d.scalar for d in ds)
   floats = [d for d in ds if d.is_float]
   if len(set(floats) - set(dtypes.fp8s)) == 0 and len(set(floats)) == 2: return dtypes.float16   # e4m3 with e5m2

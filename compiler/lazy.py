@@ -125,8 +125,9 @@ class LazyBuffer:
   @staticmethod
   def const(value, dtype: DType, shape: tuple, device: str) -> LazyBuffer:
     # a bound Variable as a value (a symbolic count, e.g. the n of a mean): the kernel reads the Variable's argument
-    # (a Python float for a float dtype is its own value: dtypes.as_const's answer without its checks)
-    arg = value if (value.__class__ is float and dtype in _PLAIN_FLOATS) or isinstance(value, UOp) else dtypes.as_const(value, dtype)
+    # (a Python float or int for a float dtype is float(value): dtypes.as_const's answer without its checks)
+    if ((vc := value.__class__) is float or vc is int) and dtype in _PLAIN_FLOATS: arg = float(value)
+    else: arg = value if isinstance(value, UOp) else dtypes.as_const(value, dtype)
     base = LazyBuffer(device, _SCALAR_ST, dtype, Ops.CONST, arg=arg)
     # (base.reshape((1,) * n).expand(shape), without the intermediate view: the same tracker, the same final view; a
     # view of a scalar is never the base itself nor masked, so _view would make just this)

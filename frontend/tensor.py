@@ -759,10 +759,11 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
     if any_sym(asked) or any_sym(sh): return self._reshape_sym(asked, argfix(*shape))
     if -1 in asked:
-      known = prod(s for s in asked if s != -1)
+      known = math.prod([s for s in asked if s != -1])
       # with 0 elements, -1 could be any size (torch refuses the same way)
       if known == 0: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for {self.shape}: any size would fit 0 elements")
-      asked = tuple(prod(sh) // known if s == -1 else s for s in asked)
+      n = math.prod(sh) // known
+      asked = tuple([n if s == -1 else s for s in asked])
     new = asked
     if (new and min(new) < 0) or math.prod(new) != math.prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(*shape)}")
     if new == sh: return self
@@ -869,14 +870,16 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for {self.ndim} dims")
     if all(b == 0 and a == 0 for b, a in padding): return self
     if mode != "constant": return self._pad_mode(padding, mode)
-    # negative padding shrinks; a symbolic amount (a bound Variable's expression) must have one sign over its whole
-    # range, since the kernel is built for every value in it
-    try: neg, pos = [tuple((smin(b, 0), smin(a, 0)) for b, a in padding), tuple((smax2(b, 0), smax2(a, 0)) for b, a in padding)]
-    except NotImplementedError:
-      raise ValueError(f"pad: {padding} of shape {self.shape}: a symbolic amount must be >= 0 (or <= 0) for every value of its Variables") from None
-    x = self.shrink(tuple((-nb, s + na) for (nb, na), s in zip(neg, self.shape)))
-    padding = pos
-    if all(b == 0 and a == 0 for b, a in padding): return x
+    if all(b.__class__ is int and a.__class__ is int and b >= 0 and a >= 0 for b, a in padding): x = self   # (nothing to crop)
+    else:
+      # negative padding shrinks; a symbolic amount (a bound Variable's expression) must have one sign over its whole
+      # range, since the kernel is built for every value in it
+      try: neg, pos = [tuple((smin(b, 0), smin(a, 0)) for b, a in padding), tuple((smax2(b, 0), smax2(a, 0)) for b, a in padding)]
+      except NotImplementedError:
+        raise ValueError(f"pad: {padding} of shape {self.shape}: a symbolic amount must be >= 0 (or <= 0) for every value of its Variables") from None
+      x = self.shrink(tuple((-nb, s + na) for (nb, na), s in zip(neg, self.shape)))
+      padding = pos
+      if all(b == 0 and a == 0 for b, a in padding): return x
     ret = F.Pad.apply(x, arg=padding) if x.requires_grad and not Tensor.no_grad else _wrap(x.lazydata.pad(padding), x.requires_grad)
     if value != 0:
       # the value takes the tensor's dtype (as torch: 3 pads a bool tensor with True), never the other way round
