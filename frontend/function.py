@@ -72,6 +72,13 @@ class FreedGraph:
   def backward(self, g): raise RuntimeError(f"backward: trying to backward through the graph a second time (through {self.name}, "
                                             "whose saved values were freed by the first backward); pass retain_graph=True")
 
+# one FreedGraph per Function name (it holds nothing else and never changes): backward frees every node it passes
+_freed: dict[str, FreedGraph] = {}
+def freed_graph(name: str) -> FreedGraph:
+  """The FreedGraph a node of Function `name` gets after backward used it."""
+  if (fg := _freed.get(name)) is None: fg = _freed[name] = FreedGraph(name)
+  return fg
+
 def _zeros_like(x: LazyBuffer) -> LazyBuffer: return x.const_like(0)
 
 # ***** unary *****

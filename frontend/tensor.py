@@ -719,9 +719,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
                for g in ([pgs] if len(t0._ctx.parents) == 1 else pgs)]
       for t, g in zip(t0._ctx.parents, pgs):
         if g is not None and t.requires_grad:
-          if g.shape != t.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
+          if g.lazydata.shape != t.lazydata.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
           grads[t] = g if t not in grads else grads[t] + g
-      if not retain_graph: t0._ctx = F.FreedGraph(type(t0._ctx).__name__)
+      if not retain_graph: t0._ctx = F.freed_graph(type(t0._ctx).__name__)
     return grads
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(target) for each target, without touching `.grad`. A target self doesn't depend on is an error
