@@ -395,7 +395,8 @@ def _kernel_name(ast: UOp, first_reduce: UOp | None) -> str:
 # record those built before it: they are not the captured function's work)
 snapshots: weakref.WeakSet = weakref.WeakSet()
 
-def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None = None) -> list[ScheduleItem]:
+def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None = None,
+                    nodes: set | None = None) -> list[ScheduleItem]:
   """Kernels (in a valid execution order) that realize every buffer in `outs`. An assign overwrites its target's
   buffer: unrealized nodes built earlier that read the old value and are not part of this schedule are realized in
   it too (before the assign), so a clone or any lazy result keeps the value it was built from. So are the nodes of
@@ -404,14 +405,15 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
   weights before the step, is computed in the step's schedule, before the weights change).
 
   A graph of the same structure as one scheduled before (an eager train step's, every step) is answered from the
-  schedule cache (_GraphKey): the same kernels, bound to this graph's lazy buffers."""
+  schedule cache (_GraphKey): the same kernels, bound to this graph's lazy buffers. `nodes`: a set given gets every
+  unrealized base of the graph the schedule covers (the frontend looks there for the values its index checks guard)."""
   outs = [o for o in outs if o.base.buffer is None or (o.base.op is Ops.ASSIGN and o.base.buffer is None)]
   if not outs: return []
   if live is not None:   # asked at most once (it lists every tensor the program holds): nothing changes them meanwhile
     live = _once(live)
-  return _schedule_cached(outs, live) if SCHEDULE_CACHE else _schedule(outs, live)
+  return _schedule_cached(outs, live, nodes) if SCHEDULE_CACHE else _schedule(outs, live, nodes)
 
-def _schedule(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None) -> list[ScheduleItem]:
+def _schedule(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None, nodes: set | None = None) -> list[ScheduleItem]:
   """create_schedule without the cache."""
   while True:
     sched = _Scheduler(outs, live)
@@ -427,6 +429,7 @@ def _schedule(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | Non
     if not stale: break
     outs = outs + stale
     snapshots.update(stale)
+  if nodes is not None: nodes.update(b for b in sched.seen if b.buffer is None)
   return _build_any(sched, assigns)
 
 def _build_any(sched: _Scheduler, assigns: set) -> list[ScheduleItem]:
@@ -466,7 +469,7 @@ def _cache_put(key: tuple, entry: _CachedSchedule) -> _CachedSchedule:
   _schedule_cache[key] = entry
   return entry
 
-def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None) -> list[ScheduleItem]:
+def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None, nodes: set | None = None) -> list[ScheduleItem]:
   gk = _GraphKey(outs, live)
   while True:
     entry, sched = _schedule_cache.get(gk.key), None
@@ -481,6 +484,7 @@ def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]
         if outside := [b for b in held if b not in gk.index]:
           gk.extend(outside)   # (walked again with them as outputs: the next graph's key)
           continue
+    if nodes is not None: nodes.update(b for b in gk.nodes if b.buffer is None)
     if (items := entry.built.get(hk := frozenset(gk.index[b] for b in held))) is not None:
       cache_stats["hits"] += 1
       return entry.bind(items, gk.nodes)

@@ -21,6 +21,11 @@ _pending: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # realized base whose values came from a failed check -> (message, exception type): reading it raises again
 _failed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
+def any_pending() -> bool:
+  """Are there checks not run yet, and no failed value a graph could read? (Then realize finds the checks in the
+  schedule's graph instead of walking it: Checks.pending_in.)"""
+  return bool(_pending) and not _failed
+
 def check_index(result: Tensor, idx: Tensor, n: int, what: str, exc: type = IndexError, allow_negative: bool = False,
                 counted: Tensor | None = None) -> Tensor:
   """Attach to `result` the check that every `idx` lies in [0, n) ([-n, n) with allow_negative; only where
@@ -70,12 +75,20 @@ def _offender(culprit: tuple, read_back: Callable[[LazyBuffer], np.ndarray]) -> 
 
 class Checks:
   """The checks one realize() must run, gathered from the graph of `lbs` (and removed from the pending set)."""
-  def __init__(self, lbs: list[LazyBuffer]):
+  def __init__(self, lbs: list[LazyBuffer], walk: bool = True):
     self.roots = [lb.base for lb in lbs]
     # (bad flag, message, exception, guarded base, the indices for the error)
     self.items: list[tuple[LazyBuffer, str, type, LazyBuffer, tuple]] = []
     self.seen: set[LazyBuffer] = set()   # the bases walked
-    self._walk(self.roots)
+    if walk: self._walk(self.roots)
+  def pending_in(self, nodes: set, lbs: list[LazyBuffer]) -> Checks:
+    """The checks guarding any of `nodes` (the unrealized bases of a schedule's graph: create_schedule's `nodes`), in
+    the order they were made, instead of a walk; `lbs`: the schedule's outputs, marked with the roots on a failure."""
+    extra = Checks.__new__(Checks)
+    extra.roots, extra.items, extra.seen = self.roots + [lb.base for lb in lbs], [], self.seen
+    for b in [b for b in _pending.keys() if b in nodes]:
+      extra.items.extend((lb, msg, exc, b, c) for lb, msg, exc, c in _pending.pop(b, ()))
+    return extra
   def more(self, lbs: list[LazyBuffer]) -> Checks:
     """The checks of the graphs of `lbs` beyond the part this one walked (what a schedule realizes besides the values
     asked for: the readers an assign would leave stale, such as the loss of `loss.backward(); opt.step()`). A failure

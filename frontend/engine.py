@@ -17,7 +17,7 @@ from compiler import lazy
 from compiler.lazy import LazyBuffer
 from compiler.explain import explain_schedule, format_schedule
 from compiler.schedule import ScheduleItem, create_schedule, snapshots
-from frontend.checks import Checks
+from frontend.checks import Checks, any_pending
 from compiler.pack import pack_matmuls
 from compiler.pipeline import CompiledKernel, Launch, assemble_kernels, compile_kernel
 from compiler import profile, settings, vizdata
@@ -268,20 +268,24 @@ def realize(lbs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | No
   >>> t = Tensor([1.0]) + 1; realize([t.lazydata], None); t.lazydata.realized
   True
   """
-  checks = Checks(lbs)   # index range checks of the graph: their kernels run with it, then they are read
+  # index range checks of the graph: their kernels run with it, then they are read. With checks pending (and no failed
+  # value to find), the schedule's own walk names the graph's bases (nodes) and they are looked up there, no walk here
+  nodes: set | None = set() if any_pending() else None
+  checks = Checks(lbs, walk=nodes is None)
   lanes: dict[str, int] = {}   # (asked per kernel; the settings it reads are read once per realize, as run_schedule's)
   def lanes_of(device: str) -> int: return lanes[device] if device in lanes else lanes.setdefault(device, simd_lanes(device))
   def schedule() -> list[ScheduleItem]:
-    if not profile.ENABLED: return pack_matmuls(create_schedule(lbs + checks.flags, live), lanes_of)
+    if not profile.ENABLED: return pack_matmuls(create_schedule(lbs + checks.flags, live, nodes), lanes_of)
     with profile.span("schedule", args={"outputs": len(lbs)}) as a:
-      its = pack_matmuls(create_schedule(lbs + checks.flags, live), lanes_of)
+      its = pack_matmuls(create_schedule(lbs + checks.flags, live, nodes), lanes_of)
       a["kernels"] = sum(si.kind == "kernel" for si in its)
     return its
   items = schedule()
   # the schedule may realize more than lbs' graph (the readers an assign would leave stale: the loss of
   # `loss.backward(); opt.step()`): the checks guarding those values run too. Their flags are realized after this
   # schedule when they read nothing it overwrites (the indices: labels), else in it, scheduled again with them
-  extra = checks.more([b for si in items for b in si.outputs])
+  outs = [b for si in items for b in si.outputs]
+  extra = checks.pending_in(nodes, outs) if nodes is not None else checks.more(outs)
   if extra.items and not _reads_none_of(extra.flags, items):
     checks.items += extra.items
     extra.items = []
