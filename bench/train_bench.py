@@ -6,7 +6,8 @@ TinyJit vs torch. Each side runs in its own process, torch right after ours.
 Eager against torch eager (--eager-runs R, 0 skips it): R processes of each take turns, ours eager and torch eager
 (each the median of --steps steps, wall and process CPU time per step), by default pinned to one core (the
 first core the process may use, torch with 1 thread: on a shared host the CPU time of one core is the comparison that holds; --eager-cores all
-leaves them unpinned); with ours, the work per step: Function.apply calls, lazy buffers made, kernels run, and the
+leaves them unpinned); with ours, the work per step: Function.apply calls, lazy buffers made, Python calls (cProfile's
+count, builtins included), kernels run, and the
 schedule cache's hits and misses over the timed steps (compiler/schedule.py _GraphKey). The load average is printed
 with the rows.
 
@@ -120,13 +121,17 @@ first = LazyBuffer.next_id()
 step(*batches[3])
 lazy = LazyBuffer.next_id() - first - 1
 function.Function.apply = classmethod(real_apply)
+# another untimed step counts the Python calls it makes (cProfile's count: functions and builtins)
+import cProfile, pstats
+prof = cProfile.Profile(); prof.enable(); step(*batches[4]); prof.disable()
+pycalls = pstats.Stats(prof).total_calls
 hits, misses = schedule.cache_stats["hits"], schedule.cache_stats["misses"]
 wall, cpu = [], []
 for xb, yb in batches[3:]:
   GlobalCounters.reset(); st, sc = time.perf_counter(), time.process_time(); step(xb, yb)
   wall.append(time.perf_counter() - st); cpu.append(time.process_time() - sc)
 med = lambda xs: 1e3 * sorted(xs)[len(xs) // 2]
-print(json.dumps({"wall_ms": med(wall), "cpu_ms": med(cpu), "min_ms": 1e3 * min(wall), "apply_calls": calls[0], "lazy_buffers": lazy,
+print(json.dumps({"wall_ms": med(wall), "cpu_ms": med(cpu), "min_ms": 1e3 * min(wall), "apply_calls": calls[0], "lazy_buffers": lazy, "python_calls": pycalls,
                   "kernels": GlobalCounters.kernel_count, "cache_hits": schedule.cache_stats["hits"] - hits,
                   "cache_misses": schedule.cache_stats["misses"] - misses}))
 '''
@@ -155,7 +160,7 @@ def eager_rows(batch: int, steps: int, runs: int, one_core: bool) -> dict:
           "eager_wall_ms": med([r["wall_ms"] for r in o]), "eager_cpu_ms": med([r["cpu_ms"] for r in o]), "eager_min_ms": min(r["min_ms"] for r in o),
           "torch_eager_wall_ms": med([r["wall_ms"] for r in t]), "torch_eager_cpu_ms": med([r["cpu_ms"] for r in t]),
           "torch_eager_min_ms": min(r["min_ms"] for r in t), "torch_eager_threads": t[0]["threads"],
-          **{k: o[-1][k] for k in ("apply_calls", "lazy_buffers", "kernels", "cache_hits", "cache_misses")}}
+          **{k: o[-1][k] for k in ("apply_calls", "lazy_buffers", "python_calls", "kernels", "cache_hits", "cache_misses")}}
 
 MNIST_OURS = r'''
 import json, sys, time, numpy as np
@@ -329,7 +334,7 @@ def main() -> None:
     print(f"    ours eager  {eg['eager_wall_ms']:7.2f} ms wall (min {eg['eager_min_ms']:.2f})  {eg['eager_cpu_ms']:7.2f} ms CPU")
     print(f"    torch eager {eg['torch_eager_wall_ms']:7.2f} ms wall (min {eg['torch_eager_min_ms']:.2f})  {eg['torch_eager_cpu_ms']:7.2f} ms CPU   "
           f"ours/torch = {eg['eager_wall_ms'] / eg['torch_eager_wall_ms']:.2f}x wall, {eg['eager_cpu_ms'] / eg['torch_eager_cpu_ms']:.2f}x CPU")
-    print(f"    per step: {eg['apply_calls']} Function.apply calls, {eg['lazy_buffers']} lazy buffers, {eg['kernels']} kernels; "
+    print(f"    per step: {eg['apply_calls']} Function.apply calls, {eg['lazy_buffers']} lazy buffers, {eg['python_calls']} Python calls, {eg['kernels']} kernels; "
           f"schedule cache over the timed steps: {eg['cache_hits']} hits, {eg['cache_misses']} misses")
   if "beam_error" in bm: print("  BEAM=2 failed:", bm["beam_error"])
   elif bm:

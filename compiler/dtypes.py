@@ -7,6 +7,7 @@
 from __future__ import annotations
 from dataclasses import dataclass
 import functools, math
+from compiler.memo import memo_put
 
 @dataclass(frozen=True, eq=True)
 class DType:
@@ -21,6 +22,11 @@ class DType:
   def __post_init__(self):   # the hash, once: every UOp built is looked up by a key holding its dtype
     object.__setattr__(self, "_hash", hash((self.name, self.count, self.itemsize)))
   def __hash__(self) -> int: return self._hash
+  # (the dataclass's field comparison after an identity check: the dtypes are nearly always the canonical objects, and
+  # every op compares its operands' dtypes)
+  def __eq__(self, other) -> bool:
+    return self is other or (other.__class__ is DType and (self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar) ==
+                             (other.priority, other.itemsize, other.name, other.fmt, other.count, other._scalar))
   @property
   def scalar(self) -> DType: return self._scalar if self._scalar is not None else self
   def vec(self, n: int) -> DType:
@@ -33,13 +39,15 @@ class DType:
     return (_dtype_by_name, (self.scalar.name, self.count))
   # by name (unique per scalar type): `in` over a tuple of DTypes calls the dataclass __eq__ on every miss, and the
   # compiler's simplifier asks these tens of thousands of times per kernel
-  @property
+  # (cached: a dtype is frozen, and after the first read each is a plain attribute of the instance, no Python call;
+  # not pickled, as __reduce__ gives the canonical object)
+  @functools.cached_property
   def is_float(self) -> bool: return self.scalar.name in _FLOAT_NAMES
-  @property
+  @functools.cached_property
   def is_int(self) -> bool: return self.scalar.name in _INT_NAMES
-  @property
+  @functools.cached_property
   def is_unsigned(self) -> bool: return self.scalar.name in _UINT_NAMES
-  @property
+  @functools.cached_property
   def is_bool(self) -> bool: return self.scalar is dtypes.bool
   @property
   def min(self): return dtypes.min(self)
@@ -157,6 +165,17 @@ def to_np(dt: DType):
 # Promotion as in tinygrad/torch: bool < ints < floats; within a kind the wider (higher priority) wins, and
 # mixing signed and unsigned of the same width goes to the next wider signed type.
 def least_upper_dtype(*ds: DType) -> DType:
+  """The dtype both (all) of `ds` promote to.
+
+  >>> least_upper_dtype(dtypes.int8, dtypes.uint8), least_upper_dtype(dtypes.int32, dtypes.float16)
+  (dtypes.short, dtypes.half)
+  """
+  # (a pure function of a few dtypes, asked for every sum and every mixed-dtype op: memoized, bounded like compiler/memo.py's tables)
+  if (r := _lub_cache.get(ds)) is None: r = memo_put(_lub_cache, ds, _least_upper_dtype(ds))
+  return r
+_lub_cache: dict[tuple, DType] = {}
+
+def _least_upper_dtype(ds: tuple[DType, ...]) -> DType:
   ds = tuple(d.scalar for d in ds)
   floats = [d for d in ds if d.is_float]
   if len(set(floats) - set(dtypes.fp8s)) == 0 and len(set(floats)) == 2: return dtypes.float16   # e4m3 with e5m2

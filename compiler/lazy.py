@@ -42,6 +42,30 @@ def _broadcast_st(shape) -> ShapeTracker:
     st = memo_put(_broadcast_cache, key, ShapeTracker.from_shape(()).reshape((1,) * len(shape)).expand(shape))
   return st
 
+_SCALAR_ST = ShapeTracker.from_shape(())
+_PLAIN_FLOATS = frozenset((dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64))   # (dtypes.as_const: float(x))
+
+class Readers:
+  """The lazy buffers that read a buffer (LazyBuffer.readers, filled by LazyBuffer.__init__), held weakly: iterating
+  gives those still alive, each once, in the order they were made. A WeakSet's add and its removal callback are a
+  Python call each for every op reading a realized tensor; here the dead references are dropped once the list has
+  doubled since the last sweep.
+
+  >>> a = LazyBuffer.empty((2,), dtypes.float32, "CPU"); a.buffer = object()
+  >>> b = a.alu(Ops.NEG); c = a.alu(Ops.MUL, a); del b
+  >>> [r.op.name for r in a.readers], bool(a.readers), len(a.readers)
+  (['MUL'], True, 1)
+  """
+  __slots__ = ("refs", "sweep_at")
+  def __init__(self): self.refs, self.sweep_at = [], 64
+  def sweep(self) -> None:
+    self.refs = [r for r in self.refs if r() is not None]
+    self.sweep_at = max(64, 2 * len(self.refs))
+  def __iter__(self): return iter([x for r in self.refs if (x := r()) is not None])
+  def __len__(self) -> int: return sum(r() is not None for r in self.refs)
+  def __bool__(self) -> bool: return any(r() is not None for r in reversed(self.refs))
+_weak = weakref.ref
+
 class LazyBuffer:
   __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "shape", "srcs", "st")
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, srcs: tuple = (),
@@ -55,8 +79,11 @@ class LazyBuffer:
     # the buffer later must run it first, so it sees the value it was built from (create_schedule)
     for s in srcs:
       if (b := s._base or s).buffer is not None or b.op is Ops.ASSIGN:   # (b = s.base, inlined: every op comes here)
-        if b.readers is None: b.readers = weakref.WeakSet()
-        b.readers.add(self)
+        if (rs := b.readers) is None: rs = b.readers = Readers()
+        # (Readers.add, inlined; a node reading the buffer twice, x * x, is noted once: its adds come one after the other)
+        if not (refs := rs.refs) or refs[-1]() is not self:
+          refs.append(_weak(self))
+          if len(refs) > rs.sweep_at: rs.sweep()
   def __repr__(self) -> str:
     if self.is_view: return f"<LB view {self.shape} of {self.base!r}>"
     return f"<LB {self.device} {self.shape} {self.dtype} {'realized' if self.realized else self.op.name}>"
@@ -98,8 +125,10 @@ class LazyBuffer:
   @staticmethod
   def const(value, dtype: DType, shape: tuple, device: str) -> LazyBuffer:
     # a bound Variable as a value (a symbolic count, e.g. the n of a mean): the kernel reads the Variable's argument
-    arg = value if isinstance(value, UOp) else dtypes.as_const(value, dtype)
-    base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, arg=arg)
+    # (a Python float or int for a float dtype is float(value): dtypes.as_const's answer without its checks)
+    if ((vc := value.__class__) is float or vc is int) and dtype in _PLAIN_FLOATS: arg = float(value)
+    else: arg = value if isinstance(value, UOp) else dtypes.as_const(value, dtype)
+    base = LazyBuffer(device, _SCALAR_ST, dtype, Ops.CONST, arg=arg)
     # (base.reshape((1,) * n).expand(shape), without the intermediate view: the same tracker, the same final view; a
     # view of a scalar is never the base itself nor masked, so _view would make just this)
     return LazyBuffer(device, _broadcast_st(shape), dtype, base=base) if shape else base

@@ -395,7 +395,8 @@ def _kernel_name(ast: UOp, first_reduce: UOp | None) -> str:
 # record those built before it: they are not the captured function's work)
 snapshots: weakref.WeakSet = weakref.WeakSet()
 
-def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None = None) -> list[ScheduleItem]:
+def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None = None,
+                    nodes: set | None = None) -> list[ScheduleItem]:
   """Kernels (in a valid execution order) that realize every buffer in `outs`. An assign overwrites its target's
   buffer: unrealized nodes built earlier that read the old value and are not part of this schedule are realized in
   it too (before the assign), so a clone or any lazy result keeps the value it was built from. So are the nodes of
@@ -404,14 +405,15 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
   weights before the step, is computed in the step's schedule, before the weights change).
 
   A graph of the same structure as one scheduled before (an eager train step's, every step) is answered from the
-  schedule cache (_GraphKey): the same kernels, bound to this graph's lazy buffers."""
+  schedule cache (_GraphKey): the same kernels, bound to this graph's lazy buffers. `nodes`: a set given gets every
+  unrealized base of the graph the schedule covers (the frontend looks there for the values its index checks guard)."""
   outs = [o for o in outs if o.base.buffer is None or (o.base.op is Ops.ASSIGN and o.base.buffer is None)]
   if not outs: return []
   if live is not None:   # asked at most once (it lists every tensor the program holds): nothing changes them meanwhile
     live = _once(live)
-  return _schedule_cached(outs, live) if SCHEDULE_CACHE else _schedule(outs, live)
+  return _schedule_cached(outs, live, nodes) if SCHEDULE_CACHE else _schedule(outs, live, nodes)
 
-def _schedule(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None) -> list[ScheduleItem]:
+def _schedule(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None, nodes: set | None = None) -> list[ScheduleItem]:
   """create_schedule without the cache."""
   while True:
     sched = _Scheduler(outs, live)
@@ -427,6 +429,7 @@ def _schedule(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | Non
     if not stale: break
     outs = outs + stale
     snapshots.update(stale)
+  if nodes is not None: nodes.update(b for b in sched.seen if b.buffer is None)
   return _build_any(sched, assigns)
 
 def _build_any(sched: _Scheduler, assigns: set) -> list[ScheduleItem]:
@@ -466,7 +469,7 @@ def _cache_put(key: tuple, entry: _CachedSchedule) -> _CachedSchedule:
   _schedule_cache[key] = entry
   return entry
 
-def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None) -> list[ScheduleItem]:
+def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None, nodes: set | None = None) -> list[ScheduleItem]:
   gk = _GraphKey(outs, live)
   while True:
     entry, sched = _schedule_cache.get(gk.key), None
@@ -481,6 +484,7 @@ def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]
         if outside := [b for b in held if b not in gk.index]:
           gk.extend(outside)   # (walked again with them as outputs: the next graph's key)
           continue
+    if nodes is not None: nodes.update(b for b in gk.nodes if b.buffer is None)
     if (items := entry.built.get(hk := frozenset(gk.index[b] for b in held))) is not None:
       cache_stats["hits"] += 1
       return entry.bind(items, gk.nodes)
@@ -516,7 +520,7 @@ class _GraphKey:
 
   def readers(self, target: LazyBuffer) -> list[LazyBuffer]:
     """target.readers, listed once per schedule (no lazy buffer is made while scheduling: the set can't grow)."""
-    if (rs := self._readers.get(target)) is None: rs = self._readers[target] = list(target.readers) if target.readers else []
+    if (rs := self._readers.get(target)) is None: rs = self._readers[target] = list(target.readers) if target.readers is not None else []
     return rs
 
   def extend(self, outs: list[LazyBuffer]) -> None:
@@ -524,11 +528,11 @@ class _GraphKey:
     while outs:
       self.outs += outs
       self.roots += [self._add(o) for o in outs]
-      outs = [r for b in self.assigns for r in self.readers(b.srcs[1].base)
+      outs = [r for b in self.assigns for r in self.readers(_target(b))
               if r.buffer is None and r not in self.index and not _reaches(r, b)]
       snapshots.update(outs)
     index = self.index
-    readers = tuple(tuple(sorted(index[r] for r in self.readers(b.srcs[1].base) if r in index)) for b in self.assigns)
+    readers = tuple(tuple(sorted(index[r] for r in self.readers(_target(b)) if r in index)) for b in self.assigns)
     held: tuple = ()
     if self.live is not None and (self.assigns or self.has_index):
       mine = {b: None for b in (lb._base or lb for lb in self.live()) if b.buffer is None and b in index}
@@ -541,25 +545,28 @@ class _GraphKey:
     if (i := index.get(root := o._base or o)) is not None: return i
     i = index[root] = len(nodes)
     nodes.append(root)
-    stack = [root]
-    while stack:
-      x = stack.pop()
+    # (the walk visits every base and edge of an eager step's graph at every step: the methods and constants it asks
+    # for are locals, and the stack holds each base with its number)
+    get, put, visit, add_node, INDEX, ASSIGN = index.get, parts.append, [(root, i)], nodes.append, Ops.INDEX, Ops.ASSIGN
+    push = visit.append
+    while visit:
+      x, i = visit.pop()
       if x.buffer is not None:
-        parts.append((index[x], x.op, x.dtype, x.device, x.shape, bufs.setdefault(id(x.buffer), len(bufs))))
+        put((i, x.op, x.dtype, x.device, x.shape, bufs.setdefault(id(x.buffer), len(bufs))))
         continue
       srcs = []
       for s in x.srcs:
-        sb = s._base or s
-        if (j := index.get(sb)) is None:
+        if (sb := s._base) is None: sb = s
+        if (j := get(sb)) is None:
           j = index[sb] = len(nodes)
-          nodes.append(sb); stack.append(sb)
-        srcs.append(j if s._base is None else (j, s.st))
-      if (op := x.op) is Ops.INDEX: self.has_index = True
-      elif op is Ops.ASSIGN: self.assigns.append(x)
+          add_node(sb); push((sb, j))
+        srcs.append(j if s is sb else (j, s.st))
+      if (op := x.op) is INDEX: self.has_index = True
+      elif op is ASSIGN: self.assigns.append(x)
       # (-0.0 == 0.0, one hash: the sign in the key, as UOp's interning keeps it)
       if (arg := x.arg).__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))
-      parts.append((index[x], op, x.dtype, x.device, x.shape, arg, x.forced_realize, tuple(srcs)))
-    return i
+      put((i, op, x.dtype, x.device, x.shape, arg, x.forced_realize, tuple(srcs)))
+    return index[root]
 
 class _Realized:
   """What _held_readers reads of a _Scheduler: the bases its walk saw, and those it realizes."""
@@ -720,13 +727,14 @@ def _assign_groups(sched: _Scheduler, fuse: int) -> dict[LazyBuffer, list[list[L
     kernels[-1].append(chain)
   return {ks[0][0]: ks for kernels in merged.values() for ks in kernels if len(ks) > 1 or len(ks[0]) > 1}
 
-def _readers_of(target: LazyBuffer) -> list[LazyBuffer]: return list(target.readers) if target.readers else []
+def _readers_of(target: LazyBuffer) -> list[LazyBuffer]: return list(target.readers) if target.readers is not None else []
+def _target(assign: LazyBuffer) -> LazyBuffer: return (t := assign.srcs[1])._base or t   # (assign.srcs[1].base)
 
 def _inlined_readers(sched: _Scheduler, assigns: set, exact: bool = False, readers: Callable = _readers_of) -> list[LazyBuffer]:
   """The readers of the assigns' targets (nodes built from their old values) that this schedule computes inside
   other kernels rather than storing; `exact`: without those that also read that assign's result (they can't run
   before it; a walk per reader, so only where it matters). readers: target -> its readers (_GraphKey lists them once)."""
-  return list({id(r): r for b in assigns for r in readers(b.srcs[1].base)
+  return list({id(r): r for b in assigns for r in readers(_target(b))
                if r.buffer is None and r in sched.seen and r not in sched.realize and not (exact and _reaches(r, b))}.values())
 
 def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer], readers: Callable = _readers_of) -> list[LazyBuffer]:
@@ -743,11 +751,11 @@ def _held_readers(sched: _Scheduler, assigns: set, live: Iterable[LazyBuffer], r
       x, ready = stack.pop()
       if x in memo: continue
       if x.buffer is not None or x in sched.realize: memo[x] = False; continue
-      if ready: memo[x] = x in inlined or any(memo[s.base] for s in x.srcs); continue
+      if ready: memo[x] = x in inlined or any(memo[s._base or s] for s in x.srcs); continue   # (s.base, inlined)
       stack.append((x, True))
-      stack.extend((s.base, False) for s in x.srcs if s.base not in memo)
+      stack.extend((sb, False) for s in x.srcs if (sb := s._base or s) not in memo)
     return memo[root]
-  return list({id(b): b for lb in live if (b := lb.base).buffer is None and b not in sched.realize and stale(b)}.values())
+  return list({id(b): b for lb in live if (b := lb._base or lb).buffer is None and b not in sched.realize and stale(b)}.values())
 
 def _reaches(b: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing b read `target` (an unrealized base)?"""

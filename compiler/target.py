@@ -52,6 +52,13 @@ class Target:
     if self.block == 0: object.__setattr__(self, "block", max(128, 4 * self.warp_size))
     if self.group_lanes == 0: object.__setattr__(self, "group_lanes", self.block)
 
+  # hashed once (the dataclass's hash of the fields): a Target keys the kernel cache, asked at every kernel launch. The
+  # cached value is not pickled (str hashes differ between processes: BEAM's workers get Targets)
+  def __hash__(self) -> int:
+    if (h := self.__dict__.get("_hash")) is None: h = self.__dict__["_hash"] = hash(tuple(getattr(self, f.name) for f in fields(self)))
+    return h
+  def __getstate__(self) -> dict: return {f.name: getattr(self, f.name) for f in fields(self)}
+
   @property
   def lanes(self) -> int:
     """float32 lanes of the target's vectors (1: no vectors)."""

@@ -77,6 +77,10 @@ class View:
   @functools.cached_property
   def _hash(self) -> int: return hash((self.shape, self.strides, self.offset, self.mask))
   def __hash__(self) -> int: return self._hash
+  # (the dataclass's comparison of the fields, after the cheap checks: the same object, or different cached hashes)
+  def __eq__(self, other) -> bool:
+    return self is other or (other.__class__ is View and self._hash == other._hash and
+                             (self.shape, self.strides, self.offset, self.mask) == (other.shape, other.strides, other.offset, other.mask))
   # pickled (an ast sent to a BEAM worker) without the cached values: a symbolic dim is a UOp, hashed by identity, so
   # a hash cached in one process is wrong in another
   def __getstate__(self) -> dict: return {k: self.__dict__[k] for k in ("shape", "strides", "offset", "mask")}
@@ -198,18 +202,25 @@ class ShapeTracker:
   """A stack of views, applied last-first: views[-1] has the visible shape, views[0] addresses the buffer."""
   views: tuple[View, ...]
 
+  # (the visible shape as a plain attribute, not a property: read for every lazy buffer and op)
+  def __post_init__(self): object.__setattr__(self, "shape", self.views[-1].shape)
   @functools.cached_property
   def _hash(self) -> int: return hash(self.views)
   def __hash__(self) -> int: return self._hash
+  # (asked for every movement op (LazyBuffer._view) and memo lookup: identity first, then the cached hashes, then the views)
+  def __eq__(self, other) -> bool:
+    return self is other or (other.__class__ is ShapeTracker and self._hash == other._hash and self.views == other.views)
   def __getstate__(self) -> dict: return {"views": self.views}   # (without the cached values: see View)
+  def __setstate__(self, state: dict) -> None:
+    object.__setattr__(self, "views", state["views"])
+    self.__post_init__()
   @staticmethod
   def from_shape(shape) -> ShapeTracker:
     shape = tuple(shape)
     if (st := _from_shape_cache.get(key := (shape, tuple(map(type, shape))))) is None:
       st = memo_put(_from_shape_cache, key, ShapeTracker((View.create(shape),)))
     return st
-  @property
-  def shape(self) -> tuple[int, ...]: return self.views[-1].shape
+  # shape: the visible shape, views[-1].shape (an attribute set by __post_init__, not a dataclass field)
   @property
   def contiguous(self) -> bool: return len(self.views) == 1 and self.views[0].contiguous
   def size(self) -> int: return prod(self.shape)

@@ -21,6 +21,11 @@ _pending: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # realized base whose values came from a failed check -> (message, exception type): reading it raises again
 _failed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
+def any_pending() -> bool:
+  """Are there checks not run yet, and no failed value a graph could read? (Then realize finds the checks in the
+  schedule's graph instead of walking it: Checks.pending_in.)"""
+  return bool(_pending) and not _failed
+
 def check_index(result: Tensor, idx: Tensor, n: int, what: str, exc: type = IndexError, allow_negative: bool = False,
                 counted: Tensor | None = None) -> Tensor:
   """Attach to `result` the check that every `idx` lies in [0, n) ([-n, n) with allow_negative; only where
@@ -70,24 +75,45 @@ def _offender(culprit: tuple, read_back: Callable[[LazyBuffer], np.ndarray]) -> 
 
 class Checks:
   """The checks one realize() must run, gathered from the graph of `lbs` (and removed from the pending set)."""
-  def __init__(self, lbs: list[LazyBuffer]):
+  def __init__(self, lbs: list[LazyBuffer], walk: bool = True):
     self.roots = [lb.base for lb in lbs]
     # (bad flag, message, exception, guarded base, the indices for the error)
     self.items: list[tuple[LazyBuffer, str, type, LazyBuffer, tuple]] = []
+    self.seen: set[LazyBuffer] = set()   # the bases walked
+    if walk: self._walk(self.roots)
+  def pending_in(self, nodes: set, lbs: list[LazyBuffer]) -> Checks:
+    """The checks guarding any of `nodes` (the unrealized bases of a schedule's graph: create_schedule's `nodes`), in
+    the order they were made, instead of a walk; `lbs`: the schedule's outputs, marked with the roots on a failure."""
+    extra = Checks.__new__(Checks)
+    extra.roots, extra.items, extra.seen = self.roots + [lb.base for lb in lbs], [], self.seen
+    for b in [b for b in _pending.keys() if b in nodes]:
+      extra.items.extend((lb, msg, exc, b, c) for lb, msg, exc, c in _pending.pop(b, ()))
+    return extra
+  def more(self, lbs: list[LazyBuffer]) -> Checks:
+    """The checks of the graphs of `lbs` beyond the part this one walked (what a schedule realizes besides the values
+    asked for: the readers an assign would leave stale, such as the loss of `loss.backward(); opt.step()`). A failure
+    marks both's roots."""
+    extra = Checks.__new__(Checks)
+    extra.roots, extra.items, extra.seen = self.roots + [lb.base for lb in lbs], [], self.seen
+    extra._walk([lb.base for lb in lbs])
+    return extra
+  def _walk(self, roots: list[LazyBuffer]) -> None:
     if not _pending and not _failed: return
     # (a weak dictionary makes a weak reference at every lookup: the walk, which visits the whole graph, asks sets of
     # the keys' ids instead; every key is alive while it is in the dictionary, so its id names it)
     pending, failed = {id(k) for k in _pending.keys()}, {id(k) for k in _failed.keys()}
-    seen, stack = set(), list(self.roots)
+    # (each base is pushed once: marked seen when pushed. LazyBuffers hash and compare by identity)
+    seen, stack = self.seen, []
+    for b in roots:
+      if b not in seen: seen.add(b); stack.append(b)
     while stack:
       b = stack.pop()
-      if b in seen: continue   # (LazyBuffers hash and compare by identity)
-      seen.add(b)
       if b.buffer is not None:
         if id(b) in failed: raise _failed[b][1](_failed[b][0])   # computed from an index that was out of range
         continue
       if id(b) in pending: self.items.extend((lb, msg, exc, b, c) for lb, msg, exc, c in _pending.pop(b, ()))
-      for s in b.srcs: stack.append(s._base or s)   # (s.base)
+      for s in b.srcs:
+        if (sb := s._base or s) not in seen: seen.add(sb); stack.append(sb)   # (s.base)
   @property
   def flags(self) -> list[LazyBuffer]: return [c[0] for c in self.items]
   def verify(self, read: Callable[[LazyBuffer], np.ndarray], read_back: Callable[[LazyBuffer], np.ndarray]) -> None:

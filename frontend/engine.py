@@ -8,7 +8,7 @@ here points down: the Tensor passes what the engine needs of it (its live lazy b
 1
 """
 from __future__ import annotations
-import sys, weakref
+import math, sys, weakref
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 import numpy as np
@@ -17,11 +17,11 @@ from compiler import lazy
 from compiler.lazy import LazyBuffer
 from compiler.explain import explain_schedule, format_schedule
 from compiler.schedule import ScheduleItem, create_schedule, snapshots
-from frontend.checks import Checks
+from frontend.checks import Checks, any_pending
 from compiler.pack import pack_matmuls
 from compiler.pipeline import CompiledKernel, Launch, assemble_kernels, compile_kernel
 from compiler import profile, settings, vizdata
-from compiler.uop import UOp
+from compiler.uop import UOp, Ops
 from compiler.sint import sval
 from hcqrt.device import Device, debug_level
 from hcqrt.interface import Program, copy_between
@@ -225,7 +225,8 @@ def run_schedule(items: list[ScheduleItem]) -> None:
   if len(items) > 1: prebuild(items, opts_key, debug)
   for si in items:
     out = si.outputs[0]
-    max_size = out.max_size
+    # (out.max_size, without its two calls for a plain shape)
+    if (max_size := math.prod(out.shape)).__class__ is not int: max_size = out.max_size
     nbytes = si.alloc_nbytes or max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
     what = lambda si=si, out=out: f"{'Tensor.empty' if si.kind == 'empty' else si.name} (output {out.shape} {out.dtype})"
     if si.kind == "empty":
@@ -267,14 +268,28 @@ def realize(lbs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | No
   >>> t = Tensor([1.0]) + 1; realize([t.lazydata], None); t.lazydata.realized
   True
   """
-  checks = Checks(lbs)   # index range checks of the graph: their kernels run with it, then they are read
+  # index range checks of the graph: their kernels run with it, then they are read. With checks pending (and no failed
+  # value to find), the schedule's own walk names the graph's bases (nodes) and they are looked up there, no walk here
+  nodes: set | None = set() if any_pending() else None
+  checks = Checks(lbs, walk=nodes is None)
   lanes: dict[str, int] = {}   # (asked per kernel; the settings it reads are read once per realize, as run_schedule's)
   def lanes_of(device: str) -> int: return lanes[device] if device in lanes else lanes.setdefault(device, simd_lanes(device))
-  if profile.ENABLED:
+  def schedule() -> list[ScheduleItem]:
+    if not profile.ENABLED: return pack_matmuls(create_schedule(lbs + checks.flags, live, nodes), lanes_of)
     with profile.span("schedule", args={"outputs": len(lbs)}) as a:
-      items = pack_matmuls(create_schedule(lbs + checks.flags, live), lanes_of)
-      a["kernels"] = sum(si.kind == "kernel" for si in items)
-  else: items = pack_matmuls(create_schedule(lbs + checks.flags, live), lanes_of)
+      its = pack_matmuls(create_schedule(lbs + checks.flags, live, nodes), lanes_of)
+      a["kernels"] = sum(si.kind == "kernel" for si in its)
+    return its
+  items = schedule()
+  # the schedule may realize more than lbs' graph (the readers an assign would leave stale: the loss of
+  # `loss.backward(); opt.step()`): the checks guarding those values run too. Their flags are realized after this
+  # schedule when they read nothing it overwrites (the indices: labels), else in it, scheduled again with them
+  outs = [b for si in items for b in si.outputs]
+  extra = checks.pending_in(nodes, outs) if nodes is not None else checks.more(outs)
+  if extra.items and not _reads_none_of(extra.flags, items):
+    checks.items += extra.items
+    extra.items = []
+    items = schedule()
   if VIZ or debug_level() >= 3:
     ex = explain_schedule(items, lbs)
     if debug_level() >= 3 and items: print(format_schedule(ex), file=sys.stderr)
@@ -286,6 +301,28 @@ def realize(lbs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | No
   # read also during TinyJit capture (the capture run is a real run); a replay reads the recorded flags (jit.py)
   checks.verify(lambda lb: _copyout(lb.base, np.bool_), lambda lb: read_back(lb, live))
   if checks.items and (rec := capturing()) is not None: rec.checks += [(lb.base.buffer, msg, exc) for lb, msg, exc, *_ in checks.items]
+  if extra.items:
+    realize(extra.flags, live)
+    extra.verify(lambda lb: _copyout(lb.base, np.bool_), lambda lb: read_back(lb, live))
+    if (rec := capturing()) is not None: rec.checks += [(lb.base.buffer, msg, exc) for lb, msg, exc, *_ in extra.items]
+
+def _reads_none_of(lbs: list[LazyBuffer], items: list[ScheduleItem]) -> bool:
+  """Does computing `lbs` after `items` ran read what it would have read before: no buffer an item writes in place
+  (an assign's target), no pending assign of its own? (A conservative walk: it goes through values the items will
+  store, which would then be read as stored.)"""
+  written = {id(t.buffer) for si in items for t in si.assign_targets or () if t.buffer is not None}
+  seen: set = set()
+  stack = [lb._base or lb for lb in lbs]
+  while stack:
+    b = stack.pop()
+    if b in seen: continue
+    seen.add(b)
+    if b.buffer is not None:
+      if id(b.buffer) in written: return False
+      continue
+    if b.op is Ops.ASSIGN: return False
+    stack.extend(s._base or s for s in b.srcs)
+  return True
 
 def read_back(lb: LazyBuffer, live: Callable[[], Iterable[LazyBuffer]] | None = None) -> np.ndarray:
   """lb's values on the host, flat, in its own dtype: realized first when it is not (a view or an unrealized value: as

@@ -25,18 +25,33 @@ class Function:
   def backward(self, *args, **kwargs): raise NotImplementedError(f"backward not implemented for {type(self).__name__}")
   @classmethod
   def apply(cls, *x, **kwargs):
-    Tensor = _tensor_cls()
-    # (Function.__init__ inlined, as every op comes here: a subclass with an __init__ of its own gets it called)
+    Tensor = _Tensor or _tensor_cls()
+    # (Function.__init__ inlined, as every op comes here: a subclass with an __init__ of its own gets it called; one and
+    # two operands, nearly every op, without the list comprehensions)
     if cls.__init__ is Function.__init__:
       ctx = cls.__new__(cls)
-      ctx.device = x[0].lazydata.device
-      ctx.needs_input_grad = nig = [t.requires_grad for t in x]
-      ctx.requires_grad = rg = True if any(nig) else None if None in nig else False
+      n = len(x)
+      if n == 2:
+        a, b = x
+        ctx.needs_input_grad = [ra := a.requires_grad, rb := b.requires_grad]
+        rg = True if ra or rb else None if ra is None or rb is None else False
+        srcs: tuple | list = (a.lazydata, b.lazydata)
+      elif n == 1:
+        ctx.needs_input_grad = [ra := x[0].requires_grad]
+        rg = True if ra else None if ra is None else False
+        srcs = (x[0].lazydata,)
+      else:
+        ctx.needs_input_grad = nig = [t.requires_grad for t in x]
+        rg = True if any(nig) else None if None in nig else False
+        srcs = [t.lazydata for t in x]
+      ctx.device, ctx.requires_grad = srcs[0].device, rg
       if rg: ctx.parents = x
-    else: ctx = cls(x[0].device, *x)
+    else:
+      ctx = cls(x[0].device, *x)
+      srcs = [t.lazydata for t in x]
     if not cls.differentiable: ctx.requires_grad = False   # comparisons/bit ops: no gradient flows through them
     ret = Tensor.__new__(Tensor)
-    ret.lazydata, ret.requires_grad, ret.grad = ctx.forward(*[t.lazydata for t in x], **kwargs), ctx.requires_grad, None
+    ret.lazydata, ret.requires_grad, ret.grad = ctx.forward(*srcs, **kwargs), ctx.requires_grad, None
     ret._ctx = ctx if ctx.requires_grad and not Tensor.no_grad else None
     return ret
 
@@ -56,6 +71,13 @@ class FreedGraph:
   def __init__(self, name: str): self.name = name
   def backward(self, g): raise RuntimeError(f"backward: trying to backward through the graph a second time (through {self.name}, "
                                             "whose saved values were freed by the first backward); pass retain_graph=True")
+
+# one FreedGraph per Function name (it holds nothing else and never changes): backward frees every node it passes
+_freed: dict[str, FreedGraph] = {}
+def freed_graph(name: str) -> FreedGraph:
+  """The FreedGraph a node of Function `name` gets after backward used it."""
+  if (fg := _freed.get(name)) is None: fg = _freed[name] = FreedGraph(name)
+  return fg
 
 def _zeros_like(x: LazyBuffer) -> LazyBuffer: return x.const_like(0)
 

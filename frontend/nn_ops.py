@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from collections.abc import Sequence
 import numpy as np
 from compiler.dtypes import dtypes
-from compiler.view import prod
+from compiler.view import prod, ShapeTracker
+from compiler.memo import memo_put
 from compiler.sint import any_sym, is_sym, smax
 from compiler.uop import Ops
 from frontend.checks import check_index
@@ -31,6 +32,15 @@ if TYPE_CHECKING:
   from frontend.tensor import Tensor
   from compiler.lazy import LazyBuffer
 
+# _pool's final tracker by (self's tracker, window, stride, dilation, their numbers' types): bounded (compiler/memo.py)
+_pool_sts: dict[tuple, ShapeTracker] = {}
+
+def _wrap(lb: LazyBuffer, requires_grad: bool | None) -> Tensor:
+  """frontend.tensor._wrap (that module imports this one): looked up at the first call, which rebinds this name to it."""
+  global _wrap
+  from frontend.tensor import _wrap
+  return _wrap(lb, requires_grad)
+
 def _tuple(x, n: int) -> tuple:
   return (x,) * n if isinstance(x, int) else tuple(x)
 def _flat(xs) -> list: return [a for x in xs for a in x]
@@ -41,6 +51,20 @@ class NNOpsMixin:
   # ***** sliding windows *****
   def _pool(self: Tensor, k_: tuple[int, ...], stride: int | tuple = 1, dilation: int | tuple = 1) -> Tensor:
     """Windows of size k_ over the last len(k_) dims as a view: (..., *out, *k_)."""
+    lb = self.lazydata
+    # with no autograd node to record the windows are one view of self's base, a pure function of self's tracker and
+    # the window: a conv's forward and gradients ask for the same ones at every eager step (about ten movement ops each)
+    if (self.requires_grad and not self.__class__.no_grad) or isinstance(lb, MultiLazyBuffer) or any_sym(lb.shape):
+      return self._pool_views(k_, stride, dilation)
+    nk = len(k_)
+    s_, d_ = _tuple(stride, nk), _tuple(dilation, nk)
+    key = (lb.st, tuple(k_), s_, d_, tuple(map(type, (*k_, *s_, *d_))))
+    if (st := _pool_sts.get(key)) is not None: return _wrap(lb.base._view(st), self.requires_grad)
+    ret = self._pool_views(k_, stride, dilation)
+    # (memoized only when the result is a view of self's base: not when some step read only padding, a constant 0)
+    if (r := ret.lazydata).base is lb.base: memo_put(_pool_sts, key, r.st)
+    return ret
+  def _pool_views(self: Tensor, k_: tuple[int, ...], stride: int | tuple = 1, dilation: int | tuple = 1) -> Tensor:
     nk = len(k_)
     if self.ndim < nk: raise ValueError(f"pool: kernel {k_} has more dims than the input {self.shape}")
     s_, d_ = _tuple(stride, nk), _tuple(dilation, nk)
@@ -1109,8 +1133,7 @@ def _strided_dgrad(g: Tensor, w: Tensor, s_: tuple, pb: list[int], ishape: tuple
 class _ConvGradsFn(Function):
   """A conv Function whose backward is `_grads(g, x, w)` on Tensors, built without recording a graph."""
   def backward(self, g):
-    from frontend.tensor import Tensor
-    with _no_grad(): return self._grads(Tensor(g), Tensor(self.x), Tensor(self.w))
+    with _no_grad(): return self._grads(_wrap(g, None), _wrap(self.x, None), _wrap(self.w, None))
   def backward_tensors(self, g: Tensor, x: Tensor, w: Tensor) -> list:
     """create_graph: the gradients of the composite forward (differentiable ops) recomputed from x and w."""
     from frontend.grad_graph import vjp
@@ -1122,16 +1145,14 @@ class _StridedConvFn(Function):
   convs (_strided_dgrad), the weight gradient a strided window reduction (_conv_wgrad). Space to depth (a 2x2 stride-1 conv over 4C for a 3x3 s=2 one) would do
   16/9 of the arithmetic in both gradients, plus the copies of the input's and its gradient's phases."""
   def forward(self, x, w, stride: tuple, pads: tuple, out: tuple, groups: int = 1):
-    from frontend.tensor import Tensor
     self.x, self.w, self.s_, self.pb, self.groups, self.pads = x, w, stride, list(pads[-2::-2]), groups, list(pads)
     with _no_grad():
       # the padded input, cut to the rows and columns the windows reach: the forward's and the weight gradient's
-      self.xp = _pad_to(Tensor(x), self.pb, [s * (o - 1) + k for s, o, k in zip(stride, out, w.shape[2:])]).contiguous()
-      return _conv_fwd_cout(self.xp, Tensor(w), stride, groups).lazydata
+      self.xp = _pad_to(_wrap(x, None), self.pb, [s * (o - 1) + k for s, o, k in zip(stride, out, w.shape[2:])]).contiguous()
+      return _conv_fwd_cout(self.xp, _wrap(w, None), stride, groups).lazydata
   def backward(self, g):
-    from frontend.tensor import Tensor
     with _no_grad():
-      g, x, w = Tensor(g), Tensor(self.x), Tensor(self.w)
+      g, x, w = _wrap(g, None), _wrap(self.x, None), _wrap(self.w, None)
       dx = _strided_dgrad(g, w, self.s_, self.pb, tuple(x.shape[2:]), self.groups).lazydata if self.needs_input_grad[0] else None
       if not self.needs_input_grad[1]: return dx, None
       return dx, _conv_wgrad(g, self.xp, tuple(w.shape[2:]), self.s_, self.groups)
@@ -1150,18 +1171,17 @@ class _ConvFn(_ConvGradsFn):
   def forward(self, x, w, pads: tuple, fwd=None):
     """`fwd`: the forward's value computed another (faster) way, given by a caller whose x and w are copies that
     only the backward reads (the strided conv's phases, _conv_rewrite)."""
-    from frontend.tensor import Tensor
     self.x, self.w, self.pads = x, w, list(pads)
     if fwd is not None:
       # (x padded lazily: only the weight gradient reads it; the conv's output may be longer than fwd: zeros past it)
-      self.xp = Tensor(x).pad(self.pads).contiguous() if any(pads) else Tensor(x)
+      self.xp = _wrap(x, None).pad(self.pads).contiguous() if any(pads) else _wrap(x, None)
       full = [n + a + b - k + 1 for n, a, b, k in zip(x.shape[2:], pads[-2::-2], pads[::-2], w.shape[2:])]
       return fwd if list(fwd.shape[2:]) == full else fwd.pad(((0, 0), (0, 0), *[(0, f - o) for f, o in zip(full, fwd.shape[2:])]))
     with _no_grad():
       # the padded input (as _conv_fwd would pad it) is kept: the weight gradient reads the same copy, one kernel less
-      X = Tensor(x).contiguous() if any(pads) and _computed_by_reduce(x) else Tensor(x)
+      X = _wrap(x, None).contiguous() if any(pads) and _computed_by_reduce(x) else _wrap(x, None)
       self.xp = X.pad(self.pads).contiguous() if any(pads) else X
-      return self.xp._conv_fwd(Tensor(w), 1, 1, 1, [0] * len(self.pads)).lazydata
+      return self.xp._conv_fwd(_wrap(w, None), 1, 1, 1, [0] * len(self.pads)).lazydata
   def _grads(self, g: Tensor, x: Tensor, w: Tensor):
     nd, HW, pads = w.ndim - 2, w.shape[2:], self.pads
     dx = dw = None
@@ -1180,9 +1200,8 @@ class _GroupConvFn(_ConvGradsFn):
   flipped; the weight gradient dW[g*cog + co, ci, ky, kx] = sum over n, oy, ox of G[n, g*cog + co, oy, ox] *
   Xpad[n, g*cig + ci, oy + ky, ox + kx], one reduction whose innermost loop (ox) is contiguous in both operands."""
   def forward(self, x, w, groups: int, pads: tuple):
-    from frontend.tensor import Tensor
     self.x, self.w, self.groups, self.pads = x, w, groups, list(pads)
-    with _no_grad(): return Tensor(x)._conv_fwd(Tensor(w), groups, 1, 1, self.pads).lazydata
+    with _no_grad(): return _wrap(x, None)._conv_fwd(_wrap(w, None), groups, 1, 1, self.pads).lazydata
   def _grads(self, g: Tensor, x: Tensor, w: Tensor):
     nd, HW, pads, grp = w.ndim - 2, w.shape[2:], self.pads, self.groups
     (cout, cig), cog, bs, oyx = w.shape[:2], w.shape[0] // self.groups, g.shape[0], g.shape[2:]

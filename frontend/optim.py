@@ -14,7 +14,10 @@ from __future__ import annotations
 import numpy as np
 from compiler.dtypes import dtypes, to_np
 from frontend.engine import from_host
-from frontend.tensor import Tensor, shared_read_walks
+from frontend.tensor import Tensor, shared_read_walks, _wrap
+from compiler.lazy import LazyBuffer
+from compiler.sint import any_sym
+from compiler.uop import Ops
 
 def _dedup(xs: list[Tensor]) -> list[Tensor]: return list({id(x): x for x in xs}.values())
 def _host(arr: np.ndarray, device: str | tuple[str, ...], axis: int | None = None) -> Tensor:
@@ -128,7 +131,13 @@ class LAMB(Optimizer):
     self.m = [_state_like(t) for t in self.params]
     self.v = [_state_like(t) for t in self.params]
 
+  # Adam and AdamW without weight decay on float32 tensors of one device: the update built on the lazy buffers (the
+  # graph the Tensor ops below make, node for node in the same order, without their wrappers: tests/test_optim.py
+  # compares the two). Off: always the Tensor ops.
+  LAZY_UPDATE: bool = True
+
   def _step(self) -> list[Tensor]:
+    if self.LAZY_UPDATE and self._lazy_ok(): return self._adam_lazy()
     self.b1_t.assign(self.b1_t * self.b1)
     self.b2_t.assign(self.b2_t * self.b2)
     # (the bias corrections are the same for every parameter: one node each, read by every update kernel)
@@ -149,6 +158,35 @@ class LAMB(Optimizer):
         r = (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0)
         up = up * r
       t.assign((p - self.lr * up).cast(t.dtype))
+    return [self.b1_t, self.b2_t] + self.m + self.v
+
+  def _lazy_ok(self) -> bool:
+    if not self.adam or self.wd or self.l2: return False
+    ts = [self.lr, self.b1_t, self.b2_t, *self.params, *self.m, *self.v, *(t.grad for t in self.params)]
+    return all(isinstance(lb := t.lazydata, LazyBuffer) and lb.dtype is dtypes.float32 and not any_sym(lb.shape) for t in ts)
+
+  def _adam_lazy(self) -> list[Tensor]:
+    """_step's Adam update (adam, no weight decay, all float32 on one device) on the lazy buffers: each line makes the
+    nodes its Tensor expression above makes, in the same order (constants first, as _broadcasted makes them)."""
+    b1, b2, MUL, ADD, NEG, FDIV = self.b1, self.b2, Ops.MUL, Ops.ADD, Ops.NEG, Ops.FDIV
+    for bt, b in ((self.b1_t, b1), (self.b2_t, b2)):
+      lb = bt.lazydata
+      bt.assign(_wrap(lb.alu(MUL, lb.const_like(b))))   # bt * b
+    c1, c2 = [_wrap((lb := bt.lazydata).const_like(1.0).alu(ADD, lb.alu(NEG)), None) for bt in (self.b1_t, self.b2_t)]   # 1.0 - bt
+    for i, t in enumerate(self.params):
+      p, g, m, v = t.lazydata, t.grad.lazydata, self.m[i], self.v[i]
+      mv = (lb := m.lazydata).const_like(b1).alu(MUL, lb)                      # b1 * m
+      m.assign(_wrap(mv.alu(ADD, g.const_like(1.0 - b1).alu(MUL, g))))          # + (1.0 - b1) * g
+      vv = (lb := v.lazydata).const_like(b2).alu(MUL, lb)                      # b2 * v
+      gg = g.alu(MUL, g)                                                        # g * g
+      v.assign(_wrap(vv.alu(ADD, gg.const_like(1.0 - b2).alu(MUL, gg))))       # + (1.0 - b2) * (g * g)
+      shape = p.shape
+      m_hat = m.lazydata.alu(FDIV, c1._expand_to(shape).lazydata)               # m / c1
+      v_hat = v.lazydata.alu(FDIV, c2._expand_to(shape).lazydata)               # v / c2
+      den = (sq := v_hat.alu(Ops.SQRT)).alu(ADD, sq.const_like(self.eps))       # v_hat.sqrt() + eps
+      up = m_hat.alu(FDIV, den)
+      step = self.lr._expand_to(shape).lazydata.alu(MUL, up)                    # lr * up
+      t.assign(_wrap(p.alu(ADD, step.alu(NEG))))                                # p - lr * up
     return [self.b1_t, self.b2_t] + self.m + self.v
 
 def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0) -> LAMB:

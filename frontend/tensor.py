@@ -129,7 +129,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
 
   def __repr__(self) -> str:
     return f"<Tensor {self.shape} {self.dtype} on {self.device}{' realized' if self.lazydata.realized else ''}{' grad' if self.requires_grad else ''}>"
-  def __hash__(self): return id(self)
+  __hash__ = object.__hash__   # (by identity, as id(self) would be, without a Python call: autograd's walks hash every tensor)
   def __bool__(self): raise TypeError("the truth value of a Tensor is ambiguous; use .item() or .numpy()")
   def __len__(self):
     if not self.shape: raise TypeError("len() of a 0-d tensor")
@@ -166,7 +166,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor(1.0).ndim, Tensor([[1, 2]]).ndim
     (0, 2)
     """
-    return len(self.shape)
+    return len(self.lazydata.shape)
   def numel(self) -> int:
     """The number of elements (the product of the shape).
 
@@ -719,9 +719,9 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
                for g in ([pgs] if len(t0._ctx.parents) == 1 else pgs)]
       for t, g in zip(t0._ctx.parents, pgs):
         if g is not None and t.requires_grad:
-          if g.shape != t.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
+          if g.lazydata.shape != t.lazydata.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
           grads[t] = g if t not in grads else grads[t] + g
-      if not retain_graph: t0._ctx = F.FreedGraph(type(t0._ctx).__name__)
+      if not retain_graph: t0._ctx = F.freed_graph(type(t0._ctx).__name__)
     return grads
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(target) for each target, without touching `.grad`. A target self doesn't depend on is an error
@@ -741,8 +741,8 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
 
   # ***** movement ops *****
   def _axis(self, a: int, n: int | None = None, op: str | None = None) -> int:
-    n = self.ndim if n is None else n
-    if not -max(n, 1) <= a < max(n, 1):
+    if n is None: n = len(self.lazydata.shape)   # (self.ndim)
+    if not -(m := n if n > 1 else 1) <= a < m:   # (a 0-d tensor takes axis 0 or -1)
       raise IndexError(f"{op + ': ' if op else ''}dimension {a} is out of range for a tensor of {n} dims (shape {self.shape})")
     return a + n if a < 0 else a
   def reshape(self, *shape) -> Tensor:
@@ -759,12 +759,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if asked.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be inferred (-1), got {asked}")
     if any_sym(asked) or any_sym(sh): return self._reshape_sym(asked, argfix(*shape))
     if -1 in asked:
-      known = prod(s for s in asked if s != -1)
+      known = math.prod([s for s in asked if s != -1])
       # with 0 elements, -1 could be any size (torch refuses the same way)
       if known == 0: raise RuntimeError(f"reshape: can't infer the -1 in {asked} for {self.shape}: any size would fit 0 elements")
-      asked = tuple(prod(sh) // known if s == -1 else s for s in asked)
+      n = math.prod(sh) // known
+      asked = tuple([n if s == -1 else s for s in asked])
     new = asked
-    if any(s < 0 for s in new) or prod(new) != prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(*shape)}")
+    if (new and min(new) < 0) or math.prod(new) != math.prod(sh): raise ValueError(f"reshape: can't reshape {sh} to {argfix(*shape)}")
     if new == sh: return self
     # (a movement op with no gradient to record (self needs none, or no_grad) makes no autograd node: Function.apply would
     # give the same view under the same requires_grad, after building a context nothing reads; likewise below)
@@ -818,9 +819,13 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     >>> Tensor.zeros(1, 2, 3).permute(2, 0, 1).shape
     (3, 1, 2)
     """
-    order = tuple(self._axis(a, op="permute") for a in argfix(*order))   # (a 0-d tensor: permute())
-    if sorted(order) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of {self.ndim} dims (shape {self.shape})")
-    if order == tuple(range(self.ndim)): return self
+    order, n = argfix(*order), len(self.lazydata.shape)
+    # (already a permutation of 0..n-1, the common case: nothing for _axis to resolve or refuse)
+    if sorted(order) != (rng := list(range(n))):
+      order = tuple(self._axis(a, op="permute") for a in order)   # (a 0-d tensor: permute())
+      if sorted(order) != rng: raise RuntimeError(f"permute: {order} is not a permutation of {n} dims (shape {self.shape})")
+    order = tuple(order)
+    if order == tuple(rng): return self
     return F.Permute.apply(self, order=order) if self.requires_grad and not Tensor.no_grad else _wrap(self.lazydata.permute(order), self.requires_grad)
   def flip(self, axis, *args) -> Tensor:
     """Reverse the order of the elements along the given axes.
@@ -865,14 +870,16 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for {self.ndim} dims")
     if all(b == 0 and a == 0 for b, a in padding): return self
     if mode != "constant": return self._pad_mode(padding, mode)
-    # negative padding shrinks; a symbolic amount (a bound Variable's expression) must have one sign over its whole
-    # range, since the kernel is built for every value in it
-    try: neg, pos = [tuple((smin(b, 0), smin(a, 0)) for b, a in padding), tuple((smax2(b, 0), smax2(a, 0)) for b, a in padding)]
-    except NotImplementedError:
-      raise ValueError(f"pad: {padding} of shape {self.shape}: a symbolic amount must be >= 0 (or <= 0) for every value of its Variables") from None
-    x = self.shrink(tuple((-nb, s + na) for (nb, na), s in zip(neg, self.shape)))
-    padding = pos
-    if all(b == 0 and a == 0 for b, a in padding): return x
+    if all(b.__class__ is int and a.__class__ is int and b >= 0 and a >= 0 for b, a in padding): x = self   # (nothing to crop)
+    else:
+      # negative padding shrinks; a symbolic amount (a bound Variable's expression) must have one sign over its whole
+      # range, since the kernel is built for every value in it
+      try: neg, pos = [tuple((smin(b, 0), smin(a, 0)) for b, a in padding), tuple((smax2(b, 0), smax2(a, 0)) for b, a in padding)]
+      except NotImplementedError:
+        raise ValueError(f"pad: {padding} of shape {self.shape}: a symbolic amount must be >= 0 (or <= 0) for every value of its Variables") from None
+      x = self.shrink(tuple((-nb, s + na) for (nb, na), s in zip(neg, self.shape)))
+      padding = pos
+      if all(b == 0 and a == 0 for b, a in padding): return x
     ret = F.Pad.apply(x, arg=padding) if x.requires_grad and not Tensor.no_grad else _wrap(x.lazydata.pad(padding), x.requires_grad)
     if value != 0:
       # the value takes the tensor's dtype (as torch: 3 pads a bool tensor with True), never the other way round
@@ -1082,7 +1089,7 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return tuple(sorted({self._axis(a, op=op) for a in make_tuple(axis, 1)}))
   def _reduce(self, fn, axis, keepdim: bool) -> Tensor:
     axes = self._reduce_axes(axis, op=fn.__name__.lower())
-    if self.ndim == 0: return self
+    if not self.lazydata.shape: return self   # (0-d)
     # an empty axis reduces to the op's identity (0, 1, the dtype's min for max: internal uses only, since the public
     # max/min raise there), kept in the graph
     ret = fn.apply(self, axis=axes) if axes else self
@@ -1293,6 +1300,18 @@ class Tensor(NNOpsMixin, ExtraOpsMixin):
     return Tensor(multi.const(x, dtype or self.dtype, self.shape, self.device))
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True, op: str | None = None) -> tuple[Tensor, Tensor]:
     x = self
+    if (yc := y.__class__) is Tensor:
+      # (two tensors of one dtype and shape on one device, most binary ops: what the checks below come to)
+      xl, yl = x.lazydata, y.lazydata
+      if xl.__class__ is LazyBuffer and yl.__class__ is LazyBuffer and xl.dtype is yl.dtype and xl.shape == yl.shape and xl.device == yl.device:
+        return (y, x) if reverse else (x, y)
+    elif yc is float or yc is int:
+      # (a Python number, most often in x's dtype: the branch below for it, without the type tests before it)
+      lb = x.lazydata
+      dt = lb.dtype
+      if (dt.is_float if yc is float else not dt.is_bool) and not any_sym(sh := lb.shape):
+        y = _wrap(multi.const(y, dt, sh, lb.device), None)
+        return (y, x) if reverse else (x, y)
     if not isinstance(y, Tensor):
       if isinstance(y, (np.ndarray, list, tuple)): y = Tensor(y, device=x.device)
       elif isinstance(y, UOp):   # a bound Variable (or an expression of them) as a value, e.g. a symbolic element count
@@ -2247,15 +2266,28 @@ def _assign_multi(t: Tensor, x: Tensor) -> Tensor:
 def live_lazydata() -> list[LazyBuffer]:
   """The lazy buffers of every tensor the program still holds (what a schedule that overwrites a buffer must not
   leave to read the new value later: compiler/schedule.py create_schedule)."""
-  _sweep_live()
-  return multi.lazy_buffers([t.lazydata for r in _live if (t := r()) is not None and hasattr(t, "lazydata")])
+  global _live_sweep_at
+  # (the sweep and the read in one pass over the references: asked at every schedule of an eager step)
+  alive, lbs = [], []
+  for r in _live:
+    if (t := r()) is not None:
+      alive.append(r)
+      if (lb := getattr(t, "lazydata", None)) is None: continue   # (a tensor still in its __init__)
+      if isinstance(lb, MultiLazyBuffer): lbs.extend(lb.lbs)   # (multi.lazy_buffers: each shard)
+      else: lbs.append(lb)
+  _live[:] = alive
+  _live_sweep_at = max(1024, 2 * len(alive))
+  return lbs
 
 def _wrap(lb: LazyBuffer, requires_grad: bool | None = False) -> Tensor:
   """Tensor(lb, requires_grad=requires_grad) for a LazyBuffer on the device asked for: no dtype to cast to, no copy
   to make (what Tensor.__init__ comes to then, without its checks; for the ops that make a tensor per operand)."""
-  t = Tensor.__new__(Tensor)
+  t = _object_new(Tensor)   # (Tensor.__new__, inlined: noted in _live)
+  _live.append(_weak(t))
+  if len(_live) > _live_sweep_at: _sweep_live()
   t.lazydata, t.requires_grad, t.grad, t._ctx = lb, requires_grad, None, None
   return t
+_object_new = object.__new__
 
 def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing `value` read `target`'s buffer anywhere but at the element being written? The buffer is the

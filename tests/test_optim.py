@@ -146,3 +146,40 @@ def test_adam_update_is_one_kernel_per_parameter():
     assert upd.nout == 3 and {id(b) for b in upd.bufs[1:3]} == {id(buf(m)), id(buf(v))}
   (powers,) = [ei for ei in assigns if ei.nout == 2]   # b1^t and b2^t (one shape): one kernel
   assert {id(b) for b in powers.bufs[:2]} == {id(buf(opt.b1_t)), id(buf(opt.b2_t))}
+
+@pytest.mark.parametrize("make", [lambda ps: Adam(ps, lr=3e-3), lambda ps: AdamW(ps, lr=1e-2, weight_decay=0.0)])
+def test_lazy_adam_update_builds_the_tensor_ops_graph(make, monkeypatch):
+  # LAMB._adam_lazy builds the update on the lazy buffers: the graph (the schedule cache's key, which names every node,
+  # edge, view and constant, and the held tensors in the order they were made) and the values are the Tensor ops'
+  from compiler import schedule
+  from frontend import nn
+  from frontend.nn.state import get_parameters
+  runs, real = {}, schedule._GraphKey.extend
+  for lazy in (True, False):
+    monkeypatch.setattr(LAMB, "LAZY_UPDATE", lazy)
+    keys: list = []
+    def extend(self, outs, keys=keys):
+      real(self, outs)
+      keys.append(self.key)
+    monkeypatch.setattr(schedule._GraphKey, "extend", extend)
+    Tensor.manual_seed(1)
+    layers = [nn.Conv2d(1, 4, 3, padding=1), nn.Linear(4 * 5 * 5, 3)]
+    opt = make(get_parameters(layers))
+    x, y = Tensor(np.linspace(-1, 1, 50, dtype=np.float32).reshape(2, 1, 5, 5)), Tensor(np.array([0, 2], np.int32))
+    for _ in range(3):
+      with Tensor.train():
+        opt.zero_grad()
+        loss = layers[1](layers[0](x).relu().flatten(1)).sparse_categorical_crossentropy(y)
+        loss.backward(); opt.step()
+    runs[lazy] = (keys, [p.numpy() for p in get_parameters(layers)], loss.item())
+  assert runs[True][0] and runs[True][0] == runs[False][0]
+  for a, b in zip(runs[True][1], runs[False][1]): np.testing.assert_array_equal(a, b)
+  assert runs[True][2] == runs[False][2]
+
+def test_lazy_adam_update_is_used_only_where_it_applies():
+  w = Tensor([1.0, 2.0], requires_grad=True)
+  w.grad = Tensor([0.5, 0.5])
+  assert Adam([w])._lazy_ok() and not Adam([w], weight_decay=0.1)._lazy_ok() and not AdamW([w], weight_decay=0.1)._lazy_ok()
+  h = Tensor([1.0, 2.0], dtype="float16", requires_grad=True)
+  h.grad = Tensor([0.5, 0.5], dtype="float16")
+  assert not Adam([h])._lazy_ok() and not LAMB([w])._lazy_ok()
