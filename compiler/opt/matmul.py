@@ -10,6 +10,9 @@ and keeps MR*NR/W accumulators in registers. The loops around the tile are order
       for jj in JB             ...and used by JB column tiles, whose PB panels (K*NR floats each) stay in L2
         for k in K: tile step
 
+In the tile step, the first load of each cache line of the two packed streams also prefetches PREFETCH_AHEAD bytes on
+(compiler/prefetch.py): the hardware prefetchers alone leave the A stream late once K reaches 2048.
+
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.dtypes import dtypes
 >>> from compiler.uop import Ops
