@@ -27,6 +27,7 @@ from compiler.uop import UOp, Ops
 from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
 from compiler.gpudims import GpuPlan
+from compiler.prefetch import prefetch_bytes
 from compiler import transcendental
 
 @dataclass(frozen=True)
@@ -282,6 +283,10 @@ class _Renderer:
       v = self.emit(f"phi {mt} [ {v}, %ld{n} ], [ {const(0, dtypes.uint8.vec(dt.count) if dt.scalar is dtypes.bool else dt)}, %{pre} ]")
     else:
       p = self.address(u.src[0], u.src[1], dt)
+      if (ahead := prefetch_bytes(u)) and not self.t.gpu:   # (compiler/prefetch.py) no inbounds: the line ahead may lie past the buffer
+        q = self.emit(f"getelementptr i8, {self.ptr} {p}, i64 {ahead}")
+        self.lines.append(f"  call void @llvm.prefetch.p0({self.ptr} {q}, i32 0, i32 3, i32 1)")   # read, keep in all cache levels, data
+        self.decls.add("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)")
       v = self.emit(f"load {mt}, {self.ptr} {p}, align {al}")
     if dt.scalar is dtypes.bool: v = self.emit(f"icmp ne {mt} {v}, {const(0, dtypes.uint8.vec(dt.count))}")
     return v

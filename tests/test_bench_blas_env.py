@@ -32,3 +32,20 @@ def test_numpy_child_names_the_kernel_it_runs():
   assert "Haswell" in pinned.stdout   # the kernel OpenBLAS was told to use, read back from the library
   free = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert "OpenBLAS" in free.stdout and "kernel" in free.stdout
+
+def test_fma_peak_is_measured():
+  run = _load("run")
+  simd = run.cpu_info().get("simd", "")
+  got = run.measure_fma_peak(simd, 1)
+  if got is None: pytest.skip(f"no x86 FMA or C compiler here (simd flags: {simd!r})")
+  assert got > 0   # (a count of FMAs over the thread's CPU time; no speed is asserted)
+  assert run.measure_fma_peak("", 1) is None   # no FMA: nothing to measure
+
+def test_matmul_share_is_judged_against_the_measured_peak():
+  run = _load("run")
+  row = {"key": "matmul:1024", "bench": "matmul", "n": 1024, "median_s": 2 * 1024**3 / 300e9, "ok": True}
+  lines = run.table({"ours": {"rows": [row]}, "numpy": {"rows": [dict(row, median_s=2 * 1024**3 / 250e9)]}}, 400.0, 64, "AVX-512", 375.0)
+  note = next(l for l in lines if l.startswith("FMA peak"))
+  assert "nominal 400" in note and "measured 375" in note and "ours 80%" in note and "numpy 67%" in note   # 300/375, 250/375
+  note = next(l for l in run.table({"ours": {"rows": [row]}}, 400.0, 64) if l.startswith("FMA peak"))
+  assert "ours 75%" in note and "nominal" in note   # no measurement: the nominal peak judges

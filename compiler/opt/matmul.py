@@ -10,6 +10,9 @@ and keeps MR*NR/W accumulators in registers. The loops around the tile are order
       for jj in JB             ...and used by JB column tiles, whose PB panels (K*NR floats each) stay in L2
         for k in K: tile step
 
+In the tile step, the first load of each cache line of the two packed streams also prefetches PREFETCH_AHEAD bytes on
+(compiler/prefetch.py): the hardware prefetchers alone leave the A stream late once K reaches 2048.
+
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.dtypes import dtypes
 >>> from compiler.uop import Ops
@@ -27,9 +30,11 @@ and keeps MR*NR/W accumulators in registers. The loops around the tile are order
 from __future__ import annotations
 from compiler.lower import LoweredKernel
 from compiler.opt.base import OptError, copy_kernel
-from compiler.opt.apply import apply_split, apply_tile, check_pressure
+from compiler.dtypes import dtypes
+from compiler.opt.apply import apply_split, apply_tile, check_pressure, _stride
+from compiler.prefetch import prefetched
 from compiler.target import Target
-from compiler.uop import simplify
+from compiler.uop import UOp, Ops, simplify, substitute
 
 def packed_matmul_tile(k: LoweredKernel, device: Target, thread: bool = True) -> LoweredKernel | None:
   """The tile and loop order above for a packed product (None for any other kernel, or when the device's vectors
@@ -47,4 +52,30 @@ def packed_matmul_tile(k: LoweredKernel, device: Target, thread: bool = True) ->
   try: check_pressure(k, device)
   except OptError: return None
   if thread and device.ncores > 1 and k.global_ranges[0].src[0].arg >= 2: k.threaded = k.global_ranges[0]
+  k.sink = prefetch_streams(k.sink, k.reduce_ranges())
   return k
+
+# how far ahead the tile's operand streams are prefetched. Measured on an AVX-512 Xeon (2 cores, 2048x2048, one core's
+# half of the product, thread CPU time, minimum of 45 runs): no prefetch 74% of the core's FMA peak; packed A alone
+# 1.5 KiB ahead 85%, 12 KiB ahead 88%; A 3-12 KiB and B 2-8 KiB ahead 88-91%. At 1024 (93% without) it changes
+# little. 4 KiB on both streams sits in the flat part of that range.
+PREFETCH_AHEAD = 4096
+LINE = 64   # bytes per cache line on the x86 and ARM cores we target: one prefetch per line a step reads
+
+def prefetch_streams(sink: UOp, reds: list[UOp]) -> UOp:
+  """Every load of the reduction loop that starts a new cache line of its buffer's stream also prefetches
+  PREFETCH_AHEAD bytes further on (compiler/prefetch.py); the other loads of that line are left alone."""
+  if len(reds) != 1: return sink
+  r = reds[0]
+  by_buf: dict[UOp, list[tuple[int, UOp, UOp]]] = {}
+  for u in sink.toposort():
+    if u.op is Ops.LOAD and len(u.src) == 2 and (st := _stride(u.src[1], r)):
+      base = simplify(substitute(u.src[1], {r: UOp.const(dtypes.int32, 0)}))
+      by_buf.setdefault(u.src[0], []).append((st, base, u))
+  subs: dict[UOp, UOp] = {}
+  for loads in by_buf.values():
+    offs = [(simplify(base - loads[0][1]), u) for _, base, u in loads]   # element offsets within one step
+    if any(d.op is not Ops.CONST for d, _ in offs): continue   # (not fixed offsets of one stream: left to the hardware)
+    lo = min(d.arg for d, _ in offs)
+    subs.update((u, prefetched(u, PREFETCH_AHEAD)) for d, u in offs if (d.arg - lo) * u.dtype.scalar.itemsize % LINE == 0)
+  return substitute(sink, subs) if subs else sink
