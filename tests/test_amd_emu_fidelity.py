@@ -315,9 +315,9 @@ def test_a_missing_acquire_buffer_inv_reads_stale_vector_l1_lines():
     assert got != want and got - 100 in range(8), got
 
 def test_vector_l1_rules():
-  """gfx9/l1.py's rules one by one: a workgroup's held line stays as filled when another workgroup stores, an atomic
-  lands or another XCC writes its L2 back; the holder's own store writes through into it; an sc1 load reads past it;
-  buffer_inv drops it."""
+  """gfx9/l1.py's rules one by one: a workgroup's held line stays as filled when another workgroup stores, another
+  workgroup's atomic lands or another XCC writes its L2 back; the holder's own store writes through into it, its own
+  atomic drops it; an sc1 load reads past it; buffer_inv drops it."""
   from hcqrt.mock.amd.gfx9.l1 import VectorL1
   from hcqrt.mock.amd.gfx9.l2 import XccL2
   m = FlatMemory(); buf = np.zeros(512, np.uint8); m.map(0x1000, buf)
@@ -333,14 +333,81 @@ def test_vector_l1_rules():
   store(0x1008, 6, 0)                     # 0's own store writes through into its stale line
   assert load(0x1008, 0) == [6] * 4 and load(0x1004, 0) == [0] * 4
   assert load(0x1080, 0) == [0] * 4       # the next 128-byte line: a line of its own
-  l1.before_write(A(0x1080), 4, None); m.write(A(0x1080), np.full((1, 4), 7, np.uint8))   # an atomic
+  def atomic(addr, val, wg): l1.before_write(A(addr), 4, W(wg)); m.write(A(addr), np.full((1, 4), val, np.uint8))
+  atomic(0x1080, 7, 1)                    # another workgroup's atomic: 0's line stays stale
   assert load(0x1080, 0) == [0] * 4 and load(0x1080, 2) == [7] * 4
+  atomic(0x1084, 8, 0)                    # 0's own atomic: its L1 drops the line; 2's copy (filled above) stays
+  assert load(0x1080, 0) == [7] * 4 and load(0x1084, 0) == [8] * 4 and load(0x1084, 2) == [0] * 4
   assert load(0x1100, 0) == [0] * 4       # workgroup 0 on XCC 0 holds 0x1100; XCC 1 stores there and writes back
   store(0x1100, 9, 1); assert load(0x1100, 0) == [0] * 4
   l1.before_writeback(l2.owner, W(1)); l2.writeback(W(1))
   assert load(0x1100, 0) == [0] * 4 and load(0x1100, 2) == [9] * 4
   l1.invalidate(W(0))
   assert load(0x1004, 0) == [5] * 4 and load(0x1080, 0) == [7] * 4 and load(0x1100, 0) == [9] * 4
+
+# global_load_dword v3, v[0:1], off; s_waitcnt vmcnt(0); s_cmp_eq_u32 s0, 1; s_cbranch_scc0 SKIP; global_atomic_add
+# v[0:1], v2, off; SKIP: global_load_dword v4, v[0:1], off; s_waitcnt vmcnt(0); s_endpgm (llvm-mc-19 -mcpu=gfx942,
+# /tmp/rev-hw-work/atom.s): both workgroups read the word, then workgroup 1 (s0 = 1) adds v2 to it, both reload
+ATOM_RELOAD = [0xDC508000, 0x037F0000, 0xBF8C0F70, 0xBF068100, 0xBF840002, 0xDD088000, 0x007F0200, 0xDC508000, 0x047F0000,
+               0xBF8C0F70, 0xBF810000]
+
+def _two_workgroups(words: list[int], v2: int, num_xcc: int = 1) -> tuple[Gfx9Waves, np.ndarray]:
+  """One wave in each of workgroups 0 and 1 (on XCCs 0 and 1 when `num_xcc` is 2) running `words` on one lane with
+  v[0:1] = the address of a zeroed word, v2 = `v2` and s0 = the workgroup."""
+  mem = FlatMemory(); buf = np.zeros(64, np.uint32); mem.map(0x40000, buf.view(np.uint8))
+  w = Gfx9Waves(struct.pack(f"<{len(words)}I", *words), 2, 8, np.array([0, 1], np.int64), 4, mem)
+  w.set_exec(slice(None), np.array([1, 1], np.uint64)); w.v[0] = 0x40000; w.v[1] = 0; w.v[2] = v2; w.s[0] = np.array([0, 1])
+  if num_xcc > 1: w.l2, w.xcc = Gfx9Waves.xcc_l2(mem, num_xcc), np.array([0, 1])
+  w.run()
+  return w, buf
+
+def test_an_atomic_drops_its_own_workgroups_l1_line_not_the_others():
+  """Audit hw row 1 (AMDGPUUsage "Memory Model GFX942": atomics bypass the L1, and the waves of a work-group need no
+  cache action to see each other): after workgroup 1's atomic its own reload reads the new 7; workgroup 0, which
+  filled the line before, still reads its stale 0 (it has run no buffer_inv)."""
+  w, buf = _two_workgroups(ATOM_RELOAD, 7)
+  assert int(buf[0]) == 7
+  assert [int(w.v[r, 1, 0]) for r in (3, 4)] == [0, 7]   # the issuer: 0, then its own atomic's result
+  assert [int(w.v[r, 0, 0]) for r in (3, 4)] == [0, 0]   # the other workgroup: stale
+
+# workgroup-scope release/acquire around an atomicrmw (/tmp/rev-hw-work/wgatom.py): llc-19 emits global_atomic_add;
+# s_or_b64; s_barrier; global_load_dword, with no wait and no buffer_inv, which is right only if the atomic leaves
+# the CU's L1 coherent
+WG_ATOMIC = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out) {
+entry:
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %l = and i32 %t, 63
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %l
+  %v1 = load i32, ptr addrspace(1) %px
+  %w0 = icmp ult i32 %t, 64
+  br i1 %w0, label %at, label %j
+at:
+  %o = atomicrmw add ptr addrspace(1) %px, i32 7 syncscope("workgroup") monotonic
+  br label %j
+j:
+  fence syncscope("workgroup") release
+  call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
+  %v2 = load i32, ptr addrspace(1) %px
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %t
+  %s = add i32 %v2, %v1
+  store i32 %s, ptr addrspace(1) %po
+  ret void
+}"""
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_a_workgroup_scope_acquire_sees_its_own_workgroups_atomic():
+  """Audit hw row 1: wave 0 adds 7 with a workgroup-scope atomicrmw, both waves pass a workgroup release/acquire
+  around s_barrier and reload: each lane reads 0 before and 7 after (the old mock gave both waves 0 after)."""
+  from hcqrt.mock.amd.gfx9 import decode
+  text, entry, _, kd = read_object(compile_ir(WG_ATOMIC, cpu="gfx942"), "k")
+  names = [x.name for x in decode(text, entry)]
+  assert "global_atomic_add" in names and "s_barrier" in names and "buffer_inv" not in names
+  x, out = np.zeros(64, np.int32), np.full(128, -1, np.int32)
+  m = FlatMemory(); m.map(0x10000, x.view(np.uint8)); m.map(0x20000, out.view(np.uint8))
+  m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+  launch(text, kd, m, 0x40000, (1,), (128,), entry=entry, waves_cls=Gfx9Waves)
+  assert (x == 7).all() and (out == 7).all(), out
 
 @pytest.mark.parametrize("bits,drops", [((0, 0), False), ((1, 0), True), ((0, 1), True), ((1, 1), True)])
 def test_buffer_inv_scope_bits_and_sc1_loads(bits, drops):
