@@ -370,6 +370,22 @@ def test_an_atomic_drops_its_own_workgroups_l1_line_not_the_others():
   assert [int(w.v[r, 1, 0]) for r in (3, 4)] == [0, 7]   # the issuer: 0, then its own atomic's result
   assert [int(w.v[r, 0, 0]) for r in (3, 4)] == [0, 0]   # the other workgroup: stale
 
+# s_cmp_eq_u32 s0, 1; s_cbranch_scc0 A; global_store_dword v[0:1], v2, off; A: global_load_dword v3, v[0:1], off;
+# s_waitcnt vmcnt(0); s_cmp_eq_u32 s0, 1; s_cbranch_scc0 B; buffer_wbl2 sc1; s_waitcnt vmcnt(0); B: global_load_dword
+# v4, v[0:1], off; s_waitcnt vmcnt(0); s_endpgm (llvm-mc-19 -mcpu=gfx942, /tmp/rev-hw-work/wb.s): workgroup 1 stores
+# into its XCC's L2, both read, workgroup 1 writes its L2 back, both reload
+WB_RELOAD = [0xBF068100, 0xBF840002, 0xDC708000, 0x007F0200, 0xDC508000, 0x037F0000, 0xBF8C0F70, 0xBF068100, 0xBF840003,
+             0xE0A08000, 0x00000000, 0xBF8C0F70, 0xDC508000, 0x047F0000, 0xBF8C0F70, 0xBF810000]
+
+def test_an_l2_write_back_from_another_xcc_leaves_a_filled_l1_line_stale():
+  """Audit hw row 2, through the executor's write-back hook: workgroup 0 on XCC 0 filled its L1 line with 0 while
+  workgroup 1's 5 sat in XCC 1's L2; after XCC 1's `buffer_wbl2 sc1` retires memory holds 5, but workgroup 0 has
+  run no buffer_inv and still reads 0. Workgroup 1 reads its own 5 throughout."""
+  w, buf = _two_workgroups(WB_RELOAD, 5, num_xcc=2)
+  assert int(buf[0]) == 5   # written back
+  assert [int(w.v[r, 0, 0]) for r in (3, 4)] == [0, 0]
+  assert [int(w.v[r, 1, 0]) for r in (3, 4)] == [5, 5]
+
 # workgroup-scope release/acquire around an atomicrmw (/tmp/rev-hw-work/wgatom.py): llc-19 emits global_atomic_add;
 # s_or_b64; s_barrier; global_load_dword, with no wait and no buffer_inv, which is right only if the atomic leaves
 # the CU's L1 coherent
