@@ -318,6 +318,33 @@ def test_hcq_graph_signals_are_freed_with_the_graph(nv):
   for _ in range(4): build_and_drop()
   assert used() == before
 
+def test_hcq_graph_signals_of_a_queued_replay_are_kept():
+  """Audit hw row 3: a MultiGraph dropped while its replay is still queued (the AMD mock's engines held off by the
+  driver lock) must not give its graph signals' slots to new signals: the replay would later write its values into
+  their new owners' signals."""
+  import gc
+  from hcqrt.amd.device import AMDDevice
+  from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+  from tests.test_amd_p2p import _add_program, filled
+  drv = install_mock_amd("gfx1100", gpus=2, p2p="pcie")
+  try:
+    d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
+    prog = _add_program(d1)
+    n, x = 256, np.arange(256, dtype=np.float32) + 1
+    src, dst, zero, out = filled(d0, x), filled(d1, np.full(n, -1, np.float32)), filled(d1, np.zeros(n, np.float32)), d1.allocator.alloc(4 * n)
+    g = MultiGraph([PeerCopy(d1, d0, dst, src, x.nbytes), (d1, GraphExec(prog, [out, dst, zero], (), (n // 64, 1, 1), (64, 1, 1)))])
+    assert g.graphs is not None
+    g.replay(wait=True); d0.synchronize(); d1.synchronize()   # (a replay the GPUs are past: its signals may be reused)
+    with drv.lock:
+      g.replay()
+      sigs = {gr.sig.va for gr in g.graphs}
+      del g; gc.collect()
+      new = [d.new_signal(name="user") for d in (d0, d1) for _ in range(3)]
+      assert not [s for s in new if s.va in sigs]
+    d0.synchronize(); d1.synchronize()
+    assert [s.value for s in new] == [0] * len(new)
+  finally: uninstall_mock_amd(drv)
+
 @pytest.fixture(params=["latest", "earliest"])
 def nv_none(request):
   """An NV mock pair without P2P (IOH_TOPOLOGY_NOT_SUPPORTED: copies bounce), once per latency-mode channel order."""
