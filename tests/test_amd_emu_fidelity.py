@@ -425,6 +425,53 @@ def test_a_workgroup_scope_acquire_sees_its_own_workgroups_atomic():
   launch(text, kd, m, 0x40000, (1,), (128,), entry=entry, waves_cls=Gfx9Waves)
   assert (x == 7).all() and (out == 7).all(), out
 
+# global_load_b32 v3, v[0:1], off; s_waitcnt vmcnt(0); s_barrier; s_cmp_eq_u32 s0, 1; s_cbranch_scc0 A;
+# global_store_b32 v[0:1], v2, off; s_waitcnt_vscnt null, 0; A: s_barrier; global_load_b32 v4, v[0:1], off [glc];
+# s_waitcnt vmcnt(0); buffer_gl0_inv; global_load_b32 v5, v[0:1], off; s_waitcnt vmcnt(0); s_endpgm (llvm-mc-19
+# -mcpu=gfx1100; glc = bit 14): both waves of one workgroup fill the line, wave 1 stores, both reload, drop, reload
+GL0_RELOAD = [0xDC520000, 0x037C0000, 0xBF8903F7, 0xBFBD0000, 0xBF068100, 0xBFA10003, 0xDC6A0000, 0x007C0200, 0xBC7C0000,
+              0xBFBD0000, 0xDC520000, 0x047C0000, 0xBF8903F7, 0xE0AC0000, 0x00000000, 0xDC520000, 0x057C0000, 0xBF8903F7,
+              0xBFB00000]
+
+@pytest.mark.parametrize("wgp_mode,glc", [(True, False), (False, False), (True, True)])
+def test_gfx1100_gl0_is_per_wave_in_wgp_mode_and_dropped_by_buffer_gl0_inv(wgp_mode, glc):
+  """Audit hw row 6 (AMDGPUUsage "Memory Model GFX11"): one vector L0 per CU; in WGP mode a work-group's waves may run
+  on both CUs of the WGP, so wave 0 of the work-group reads its stale line after wave 1's store until its
+  `buffer_gl0_inv` (or reads past the L0 with glc); in CU mode the two share one L0, which wave 1's store writes
+  through. Wave 1 sees its own store throughout."""
+  words = list(GL0_RELOAD); words[10] |= glc << 14
+  mem = FlatMemory(); buf = np.zeros(64, np.uint32); mem.map(0x40000, buf.view(np.uint8))
+  w = Waves(struct.pack(f"<{len(words)}I", *words), 2, 8, np.array([0, 0], np.int64), 4, mem)
+  w.set_gl0(wgp_mode)
+  w.set_exec(slice(None), np.array([1, 1], np.uint32)); w.v[0] = 0x40000; w.v[1] = 0; w.v[2] = 5; w.s[0] = np.array([0, 1])
+  w.run()
+  assert int(buf[0]) == 5
+  assert [int(w.v[r, 1, 0]) for r in (3, 4, 5)] == [0, 5, 5]
+  assert [int(w.v[r, 0, 0]) for r in (3, 4, 5)] == [0, 0 if wgp_mode and not glc else 5, 5]
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_a_missing_gfx11_acquire_reads_stale_gl0_lines():
+  """Audit hw row 6: PRE_READ on gfx1100. llc's agent acquire is `buffer_gl1_inv; buffer_gl0_inv`; with the
+  buffer_gl0_inv replaced by s_nops the last workgroup sums the partials its GL0 filled before the others stored
+  them (the old mock, which had no GL0, gave the right sum either way). GL1 is not modelled (rdna3 Waves.set_gl0)."""
+  from hcqrt.mock.amd.rdna3.decoder import decode
+  text, entry, _, kd = read_object(compile_ir(PRE_READ, cpu="gfx1100", features="-real-true16"), "acq")
+  inv = [x for x in decode(text, entry) if x.name == "buffer_gl0_inv"]
+  assert len(inv) == 1 and inv[0].size == 8
+  dropped = bytearray(text); dropped[inv[0].addr:inv[0].addr + 8] = struct.pack("<II", 0xBF800000, 0xBF800000)   # s_nop 0 x2
+  def run(code: bytes) -> int:
+    part, cnt, out, pre = np.zeros(8, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(8, -1, np.int32)
+    m = FlatMemory()
+    for va, arr in ((0x10000, part), (0x20000, cnt), (0x30000, out), (0x50000, pre)): m.map(va, arr.view(np.uint8))
+    m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQQQ", 0x10000, 0x20000, 0x30000, 0x50000)), np.uint8))
+    launch(code, kd, m, 0x40000, (8,), (32,), entry=entry, waves_cls=Waves)
+    assert (pre == 0).all() and cnt[0] == 8   # the pre-reads ran before any partial was stored
+    return int(out[0])
+  want = sum(100 + g for g in range(8))
+  assert run(text) == want
+  got = run(bytes(dropped))
+  assert got != want and got - 100 in range(8), got
+
 @pytest.mark.parametrize("bits,drops", [((0, 0), False), ((1, 0), True), ((0, 1), True), ((1, 1), True)])
 def test_buffer_inv_scope_bits_and_sc1_loads(bits, drops):
   """buffer_inv drops the workgroup's L1 lines at workgroup scope and wider (sc0 or sc1), not at wavefront scope; a

@@ -75,6 +75,7 @@ class Gfx9Waves(Waves):
   LANES = 64
   NULL = OFF
   TRUE16 = False
+  GL0 = False   # gfx942 has no GL0: its vector L1 is modelled by gfx9/l1.py
   ZERO_HI16 = ZERO_HI16
   decode_one = staticmethod(decode_one)
 

@@ -26,6 +26,9 @@ The model, the harmful minimum:
 Not modelled: L1 lines surviving from one workgroup to a later one on the same CU, and from one dispatch to the next
 (the AQL packet's acquire fence and the PM4 path's ACQUIRE_MEM invalidate the L1 at a dispatch's start).
 
+gfx1100's per-CU vector L0 (GL0) uses the same line model with an L0 per wave or per workgroup in place of the
+workgroup (rdna3 Waves.set_gl0, which says what differs).
+
 The lines are kept lazily: a fill only records that the workgroup holds the line; the bytes it holds are copied only
 when something is about to change what that workgroup's XCC sees of the line (another workgroup's store or atomic,
 an L2 write-back from another XCC). So a kernel whose workgroups do not share lines pays only the bookkeeping.
