@@ -315,9 +315,9 @@ def test_a_missing_acquire_buffer_inv_reads_stale_vector_l1_lines():
     assert got != want and got - 100 in range(8), got
 
 def test_vector_l1_rules():
-  """gfx9/l1.py's rules one by one: a workgroup's held line stays as filled when another workgroup stores, an atomic
-  lands or another XCC writes its L2 back; the holder's own store writes through into it; an sc1 load reads past it;
-  buffer_inv drops it."""
+  """gfx9/l1.py's rules one by one: a workgroup's held line stays as filled when another workgroup stores, another
+  workgroup's atomic lands or another XCC writes its L2 back; the holder's own store writes through into it, its own
+  atomic drops it; an sc1 load reads past it; buffer_inv drops it."""
   from hcqrt.mock.amd.gfx9.l1 import VectorL1
   from hcqrt.mock.amd.gfx9.l2 import XccL2
   m = FlatMemory(); buf = np.zeros(512, np.uint8); m.map(0x1000, buf)
@@ -333,14 +333,144 @@ def test_vector_l1_rules():
   store(0x1008, 6, 0)                     # 0's own store writes through into its stale line
   assert load(0x1008, 0) == [6] * 4 and load(0x1004, 0) == [0] * 4
   assert load(0x1080, 0) == [0] * 4       # the next 128-byte line: a line of its own
-  l1.before_write(A(0x1080), 4, None); m.write(A(0x1080), np.full((1, 4), 7, np.uint8))   # an atomic
+  def atomic(addr, val, wg): l1.before_write(A(addr), 4, W(wg)); m.write(A(addr), np.full((1, 4), val, np.uint8))
+  atomic(0x1080, 7, 1)                    # another workgroup's atomic: 0's line stays stale
   assert load(0x1080, 0) == [0] * 4 and load(0x1080, 2) == [7] * 4
+  atomic(0x1084, 8, 0)                    # 0's own atomic: its L1 drops the line; 2's copy (filled above) stays
+  assert load(0x1080, 0) == [7] * 4 and load(0x1084, 0) == [8] * 4 and load(0x1084, 2) == [0] * 4
   assert load(0x1100, 0) == [0] * 4       # workgroup 0 on XCC 0 holds 0x1100; XCC 1 stores there and writes back
   store(0x1100, 9, 1); assert load(0x1100, 0) == [0] * 4
   l1.before_writeback(l2.owner, W(1)); l2.writeback(W(1))
   assert load(0x1100, 0) == [0] * 4 and load(0x1100, 2) == [9] * 4
   l1.invalidate(W(0))
   assert load(0x1004, 0) == [5] * 4 and load(0x1080, 0) == [7] * 4 and load(0x1100, 0) == [9] * 4
+
+# global_load_dword v3, v[0:1], off; s_waitcnt vmcnt(0); s_cmp_eq_u32 s0, 1; s_cbranch_scc0 SKIP; global_atomic_add
+# v[0:1], v2, off; SKIP: global_load_dword v4, v[0:1], off; s_waitcnt vmcnt(0); s_endpgm (llvm-mc-19 -mcpu=gfx942,
+# /tmp/rev-hw-work/atom.s): both workgroups read the word, then workgroup 1 (s0 = 1) adds v2 to it, both reload
+ATOM_RELOAD = [0xDC508000, 0x037F0000, 0xBF8C0F70, 0xBF068100, 0xBF840002, 0xDD088000, 0x007F0200, 0xDC508000, 0x047F0000,
+               0xBF8C0F70, 0xBF810000]
+
+def _two_workgroups(words: list[int], v2: int, num_xcc: int = 1) -> tuple[Gfx9Waves, np.ndarray]:
+  """One wave in each of workgroups 0 and 1 (on XCCs 0 and 1 when `num_xcc` is 2) running `words` on one lane with
+  v[0:1] = the address of a zeroed word, v2 = `v2` and s0 = the workgroup."""
+  mem = FlatMemory(); buf = np.zeros(64, np.uint32); mem.map(0x40000, buf.view(np.uint8))
+  w = Gfx9Waves(struct.pack(f"<{len(words)}I", *words), 2, 8, np.array([0, 1], np.int64), 4, mem)
+  w.set_exec(slice(None), np.array([1, 1], np.uint64)); w.v[0] = 0x40000; w.v[1] = 0; w.v[2] = v2; w.s[0] = np.array([0, 1])
+  if num_xcc > 1: w.l2, w.xcc = Gfx9Waves.xcc_l2(mem, num_xcc), np.array([0, 1])
+  w.run()
+  return w, buf
+
+def test_an_atomic_drops_its_own_workgroups_l1_line_not_the_others():
+  """Audit hw row 1 (AMDGPUUsage "Memory Model GFX942": atomics bypass the L1, and the waves of a work-group need no
+  cache action to see each other): after workgroup 1's atomic its own reload reads the new 7; workgroup 0, which
+  filled the line before, still reads its stale 0 (it has run no buffer_inv)."""
+  w, buf = _two_workgroups(ATOM_RELOAD, 7)
+  assert int(buf[0]) == 7
+  assert [int(w.v[r, 1, 0]) for r in (3, 4)] == [0, 7]   # the issuer: 0, then its own atomic's result
+  assert [int(w.v[r, 0, 0]) for r in (3, 4)] == [0, 0]   # the other workgroup: stale
+
+# s_cmp_eq_u32 s0, 1; s_cbranch_scc0 A; global_store_dword v[0:1], v2, off; A: global_load_dword v3, v[0:1], off;
+# s_waitcnt vmcnt(0); s_cmp_eq_u32 s0, 1; s_cbranch_scc0 B; buffer_wbl2 sc1; s_waitcnt vmcnt(0); B: global_load_dword
+# v4, v[0:1], off; s_waitcnt vmcnt(0); s_endpgm (llvm-mc-19 -mcpu=gfx942, /tmp/rev-hw-work/wb.s): workgroup 1 stores
+# into its XCC's L2, both read, workgroup 1 writes its L2 back, both reload
+WB_RELOAD = [0xBF068100, 0xBF840002, 0xDC708000, 0x007F0200, 0xDC508000, 0x037F0000, 0xBF8C0F70, 0xBF068100, 0xBF840003,
+             0xE0A08000, 0x00000000, 0xBF8C0F70, 0xDC508000, 0x047F0000, 0xBF8C0F70, 0xBF810000]
+
+def test_an_l2_write_back_from_another_xcc_leaves_a_filled_l1_line_stale():
+  """Audit hw row 2, through the executor's write-back hook: workgroup 0 on XCC 0 filled its L1 line with 0 while
+  workgroup 1's 5 sat in XCC 1's L2; after XCC 1's `buffer_wbl2 sc1` retires memory holds 5, but workgroup 0 has
+  run no buffer_inv and still reads 0. Workgroup 1 reads its own 5 throughout."""
+  w, buf = _two_workgroups(WB_RELOAD, 5, num_xcc=2)
+  assert int(buf[0]) == 5   # written back
+  assert [int(w.v[r, 0, 0]) for r in (3, 4)] == [0, 0]
+  assert [int(w.v[r, 1, 0]) for r in (3, 4)] == [5, 5]
+
+# workgroup-scope release/acquire around an atomicrmw (/tmp/rev-hw-work/wgatom.py): llc-19 emits global_atomic_add;
+# s_or_b64; s_barrier; global_load_dword, with no wait and no buffer_inv, which is right only if the atomic leaves
+# the CU's L1 coherent
+WG_ATOMIC = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out) {
+entry:
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %l = and i32 %t, 63
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %l
+  %v1 = load i32, ptr addrspace(1) %px
+  %w0 = icmp ult i32 %t, 64
+  br i1 %w0, label %at, label %j
+at:
+  %o = atomicrmw add ptr addrspace(1) %px, i32 7 syncscope("workgroup") monotonic
+  br label %j
+j:
+  fence syncscope("workgroup") release
+  call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
+  %v2 = load i32, ptr addrspace(1) %px
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %t
+  %s = add i32 %v2, %v1
+  store i32 %s, ptr addrspace(1) %po
+  ret void
+}"""
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_a_workgroup_scope_acquire_sees_its_own_workgroups_atomic():
+  """Audit hw row 1: wave 0 adds 7 with a workgroup-scope atomicrmw, both waves pass a workgroup release/acquire
+  around s_barrier and reload: each lane reads 0 before and 7 after (the old mock gave both waves 0 after)."""
+  from hcqrt.mock.amd.gfx9 import decode
+  text, entry, _, kd = read_object(compile_ir(WG_ATOMIC, cpu="gfx942"), "k")
+  names = [x.name for x in decode(text, entry)]
+  assert "global_atomic_add" in names and "s_barrier" in names and "buffer_inv" not in names
+  x, out = np.zeros(64, np.int32), np.full(128, -1, np.int32)
+  m = FlatMemory(); m.map(0x10000, x.view(np.uint8)); m.map(0x20000, out.view(np.uint8))
+  m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+  launch(text, kd, m, 0x40000, (1,), (128,), entry=entry, waves_cls=Gfx9Waves)
+  assert (x == 7).all() and (out == 7).all(), out
+
+# global_load_b32 v3, v[0:1], off; s_waitcnt vmcnt(0); s_barrier; s_cmp_eq_u32 s0, 1; s_cbranch_scc0 A;
+# global_store_b32 v[0:1], v2, off; s_waitcnt_vscnt null, 0; A: s_barrier; global_load_b32 v4, v[0:1], off [glc];
+# s_waitcnt vmcnt(0); buffer_gl0_inv; global_load_b32 v5, v[0:1], off; s_waitcnt vmcnt(0); s_endpgm (llvm-mc-19
+# -mcpu=gfx1100; glc = bit 14): both waves of one workgroup fill the line, wave 1 stores, both reload, drop, reload
+GL0_RELOAD = [0xDC520000, 0x037C0000, 0xBF8903F7, 0xBFBD0000, 0xBF068100, 0xBFA10003, 0xDC6A0000, 0x007C0200, 0xBC7C0000,
+              0xBFBD0000, 0xDC520000, 0x047C0000, 0xBF8903F7, 0xE0AC0000, 0x00000000, 0xDC520000, 0x057C0000, 0xBF8903F7,
+              0xBFB00000]
+
+@pytest.mark.parametrize("wgp_mode,glc", [(True, False), (False, False), (True, True)])
+def test_gfx1100_gl0_is_per_wave_in_wgp_mode_and_dropped_by_buffer_gl0_inv(wgp_mode, glc):
+  """Audit hw row 6 (AMDGPUUsage "Memory Model GFX11"): one vector L0 per CU; in WGP mode a work-group's waves may run
+  on both CUs of the WGP, so wave 0 of the work-group reads its stale line after wave 1's store until its
+  `buffer_gl0_inv` (or reads past the L0 with glc); in CU mode the two share one L0, which wave 1's store writes
+  through. Wave 1 sees its own store throughout."""
+  words = list(GL0_RELOAD); words[10] |= glc << 14
+  mem = FlatMemory(); buf = np.zeros(64, np.uint32); mem.map(0x40000, buf.view(np.uint8))
+  w = Waves(struct.pack(f"<{len(words)}I", *words), 2, 8, np.array([0, 0], np.int64), 4, mem)
+  w.set_gl0(wgp_mode)
+  w.set_exec(slice(None), np.array([1, 1], np.uint32)); w.v[0] = 0x40000; w.v[1] = 0; w.v[2] = 5; w.s[0] = np.array([0, 1])
+  w.run()
+  assert int(buf[0]) == 5
+  assert [int(w.v[r, 1, 0]) for r in (3, 4, 5)] == [0, 5, 5]
+  assert [int(w.v[r, 0, 0]) for r in (3, 4, 5)] == [0, 0 if wgp_mode and not glc else 5, 5]
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+def test_a_missing_gfx11_acquire_reads_stale_gl0_lines():
+  """Audit hw row 6: PRE_READ on gfx1100. llc's agent acquire is `buffer_gl1_inv; buffer_gl0_inv`; with the
+  buffer_gl0_inv replaced by s_nops the last workgroup sums the partials its GL0 filled before the others stored
+  them (the old mock, which had no GL0, gave the right sum either way). GL1 is not modelled (rdna3 Waves.set_gl0)."""
+  from hcqrt.mock.amd.rdna3.decoder import decode
+  text, entry, _, kd = read_object(compile_ir(PRE_READ, cpu="gfx1100", features="-real-true16"), "acq")
+  inv = [x for x in decode(text, entry) if x.name == "buffer_gl0_inv"]
+  assert len(inv) == 1 and inv[0].size == 8
+  dropped = bytearray(text); dropped[inv[0].addr:inv[0].addr + 8] = struct.pack("<II", 0xBF800000, 0xBF800000)   # s_nop 0 x2
+  def run(code: bytes) -> int:
+    part, cnt, out, pre = np.zeros(8, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(8, -1, np.int32)
+    m = FlatMemory()
+    for va, arr in ((0x10000, part), (0x20000, cnt), (0x30000, out), (0x50000, pre)): m.map(va, arr.view(np.uint8))
+    m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQQQ", 0x10000, 0x20000, 0x30000, 0x50000)), np.uint8))
+    launch(code, kd, m, 0x40000, (8,), (32,), entry=entry, waves_cls=Waves)
+    assert (pre == 0).all() and cnt[0] == 8   # the pre-reads ran before any partial was stored
+    return int(out[0])
+  want = sum(100 + g for g in range(8))
+  assert run(text) == want
+  got = run(bytes(dropped))
+  assert got != want and got - 100 in range(8), got
 
 @pytest.mark.parametrize("bits,drops", [((0, 0), False), ((1, 0), True), ((0, 1), True), ((1, 1), True)])
 def test_buffer_inv_scope_bits_and_sc1_loads(bits, drops):

@@ -318,6 +318,33 @@ def test_hcq_graph_signals_are_freed_with_the_graph(nv):
   for _ in range(4): build_and_drop()
   assert used() == before
 
+def test_hcq_graph_signals_of_a_queued_replay_are_kept():
+  """Audit hw row 3: a MultiGraph dropped while its replay is still queued (the AMD mock's engines held off by the
+  driver lock) must not give its graph signals' slots to new signals: the replay would later write its values into
+  their new owners' signals."""
+  import gc
+  from hcqrt.amd.device import AMDDevice
+  from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+  from tests.test_amd_p2p import _add_program, filled
+  drv = install_mock_amd("gfx1100", gpus=2, p2p="pcie")
+  try:
+    d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
+    prog = _add_program(d1)
+    n, x = 256, np.arange(256, dtype=np.float32) + 1
+    src, dst, zero, out = filled(d0, x), filled(d1, np.full(n, -1, np.float32)), filled(d1, np.zeros(n, np.float32)), d1.allocator.alloc(4 * n)
+    g = MultiGraph([PeerCopy(d1, d0, dst, src, x.nbytes), (d1, GraphExec(prog, [out, dst, zero], (), (n // 64, 1, 1), (64, 1, 1)))])
+    assert g.graphs is not None
+    g.replay(wait=True); d0.synchronize(); d1.synchronize()   # (a replay the GPUs are past: its signals may be reused)
+    with drv.lock:
+      g.replay()
+      sigs = {gr.sig.va for gr in g.graphs}
+      del g; gc.collect()
+      new = [d.new_signal(name="user") for d in (d0, d1) for _ in range(3)]
+      assert not [s for s in new if s.va in sigs]
+    d0.synchronize(); d1.synchronize()
+    assert [s.value for s in new] == [0] * len(new)
+  finally: uninstall_mock_amd(drv)
+
 @pytest.fixture(params=["latest", "earliest"])
 def nv_none(request):
   """An NV mock pair without P2P (IOH_TOPOLOGY_NOT_SUPPORTED: copies bounce), once per latency-mode channel order."""
@@ -401,6 +428,52 @@ def test_hcq_eager_bounce_after_a_replay_waits_for_the_graphs_drains(nv_none, mo
   drv.gpus[1].engine.latency_s = 0.0
   np.testing.assert_array_equal(_down(d1, t), x)
   np.testing.assert_array_equal(_down(d1, t2), z)
+
+@pytest.fixture
+def nv3(request):
+  """Three NV mock GPUs with the P2P topology `request.param` (MockNV's p2p string)."""
+  from hcqrt import syscalls
+  from hcqrt.mock.nv import MockNV
+  from hcqrt.nv.device import NVDevice
+  drv = syscalls.install(MockNV(count=3, p2p=request.param))
+  try: yield drv, NVDevice("NV"), NVDevice("NV:1"), NVDevice("NV:2")
+  finally:
+    for gpu in drv.gpus: gpu.engine.latency_s = 0.0
+    syscalls.uninstall(drv)
+
+@pytest.mark.parametrize("nv3", ["0-1:none"], indirect=True)
+def test_hcq_bounce_fill_waits_for_a_third_devices_push_into_its_source(nv3):
+  """Audit hw row 4: GPU 2 pushes into src on GPU 0 (P2P), then src bounces GPU 0 -> GPU 1 (no P2P between them). The
+  bounce's fill on GPU 0 must wait for GPU 2's push (MultiGraph's fill waits), or with GPU 2 late it copies src's old
+  bytes (-5) to GPU 1."""
+  drv, d0, d1, d2 = nv3
+  new = np.arange(N, dtype=np.float32)
+  b2, src, t = _up(d2, new), _up(d0, np.full(N, -5.0, np.float32)), _up(d1, np.zeros(N, np.float32))
+  g = MultiGraph([PeerCopy(d0, d2, src, b2, N * 4), PeerCopy(d1, d0, t, src, N * 4)])
+  assert g.graphs is not None and list(g.bounces) == [1]   # (item 1, the 0 -> 1 copy, bounces; 2 -> 0 is a push)
+  for d in (d0, d1, d2): d.synchronize()
+  drv.gpus[2].engine.latency_s = 0.3
+  g.replay(); g.synchronize()
+  drv.gpus[2].engine.latency_s = 0.0
+  np.testing.assert_array_equal(_down(d1, t), new)
+
+@pytest.mark.parametrize("nv3", ["none"], indirect=True)
+def test_hcq_replay_waits_for_an_eager_bounces_drain_by_a_device_outside_the_graph(nv3):
+  """Audit hw row 5: an eager bounce GPU 0 -> GPU 2 fills GPU 0's slot 0 and GPU 2 (late) drains it; a graph of GPUs
+  0 and 1 bouncing through the same slot must wait for that drain on the host (GPU 2 is not in the graph), or the
+  eager copy's dst gets the graph's bytes (-7)."""
+  drv, d0, d1, d2 = nv3
+  a, z = np.arange(N, dtype=np.float32), np.full(N, -7.0, np.float32)
+  pa, pz, t1, t2 = _up(d0, a), _up(d0, z), _up(d1, np.zeros(N, np.float32)), _up(d2, np.zeros(N, np.float32))
+  g = MultiGraph([PeerCopy(d1, d0, t1, pz, N * 4)])
+  assert g.graphs is not None and list(g.bounces) == [0]
+  for d in (d0, d1, d2): d.synchronize()
+  drv.gpus[2].engine.latency_s = 0.3
+  d0.transfer_to(d2, t2, pa, N * 4)
+  g.replay(); g.synchronize(); d2.synchronize()
+  drv.gpus[2].engine.latency_s = 0.0
+  np.testing.assert_array_equal(_down(d2, t2), a)
+  np.testing.assert_array_equal(_down(d1, t1), z)
 
 @pytest.mark.parametrize("p2p", ["pcie", "none"])
 @pytest.mark.parametrize("skip", [False, True])

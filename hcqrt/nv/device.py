@@ -693,8 +693,9 @@ class NVDevice(HCQDevice):
     src/nvidia/src/kernel/rmapi/client_resource.c:496-512), and needs UVM_ENABLE_PEER_ACCESS before 590 (enable_peer).
     A push only writes into the peer, but RM's WRITES alone (reads off, e.g. by the ForceP2P regkey: client_resource.c
     :499-502 sets each bit from its own status) is not enough: hcqrt maps the peer's memory through UVM, and UVM gives
-    a pair peer access only with READS and WRITES both (nv_gpu_ops.c:3026-3034 getSystemP2PCaps, "Bug 1768805"; a
-    writes-only pair is UVM_LINK_TYPE_NONE), so such a pair bounces (audit p2p_nv row 8)."""
+    a pair peer access only with READS and WRITES both (OGKM@595.45.04 src/nvidia/src/kernel/rmapi/nv_gpu_ops.c
+    :3026-3034 getSystemP2PCaps, "Bug 1768805"; OGKM@580.142 :3022-3030; a writes-only pair is UVM_LINK_TYPE_NONE), so
+    such a pair bounces (audit p2p_nv row 8)."""
     assert isinstance(other, NVDevice)
     try: r = self.rm.control(self.rm.root, "NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2", gpuIds=[self.gpu_id, other.gpu_id], gpuCount=2)
     except NVError as e: return f"no-p2p: {e.status_name}"

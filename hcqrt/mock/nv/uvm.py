@@ -256,9 +256,10 @@ class UVM:
     PCIe peer that needs ENABLE (580.142 uvm_gpu.c:2606). UVM_LINK_TYPE_PCIE_BAR1 first appears in 590.44.01
     (nv_gpu_ops.c:3281), together with the registration-time enable (uvm_va_space.c bar1_peers)."""
     link = self.rm.link(a, b)
-    # UVM gives a pair peer access only when RM reports both READS and WRITES (nv_gpu_ops.c:3026-3034 getSystemP2PCaps
-    # accessSupported, "Bug 1768805: Check both reads and writes"; :3203 p2pLink stays UVM_LINK_TYPE_NONE without it),
-    # so a writes-only pair is no peer pair at all for UVM
+    # UVM gives a pair peer access only when RM reports both READS and WRITES (OGKM@595.45.04 nv_gpu_ops.c:3026-3034
+    # getSystemP2PCaps accessSupported, "Bug 1768805: Check both reads and writes"; :3196/:3203 p2pLink stays
+    # UVM_LINK_TYPE_NONE without it; the same code in OGKM@580.142 at :3022-3030 and :3180/:3187), so a writes-only pair
+    # is no peer pair at all for UVM
     if link == "writes": return "none"
     return "pcie" if link == "bar1" and int(self.rm.version.split(".")[0]) < 590 else link
 

@@ -75,6 +75,7 @@ class Gfx9Waves(Waves):
   LANES = 64
   NULL = OFF
   TRUE16 = False
+  GL0 = False   # gfx942 has no GL0: its vector L1 is modelled by gfx9/l1.py
   ZERO_HI16 = ZERO_HI16
   decode_one = staticmethod(decode_one)
 
@@ -196,14 +197,14 @@ class Gfx9Waves(Waves):
   def _access(self, i: Inst, sel, addr, lanes, mem):
     """Global/flat loads and stores go through the workgroup's vector L1 (gfx9/l1.py) and then the XCC's L2
     (gfx9/l2.py) when the dispatch spans XCCs; atomics are performed at the coherence point, so they use memory itself
-    (and leave every L1 line as it was). Scratch is private to its lane: no other workgroup writes it, so it skips the
-    L1."""
+    (their own workgroup's L1 drops the lines they touch; other workgroups' stay as they were). Scratch is private to
+    its lane: no other workgroup writes it, so it skips the L1."""
     if mem is not self.mem or i.enc == "SCRATCH": return super()._access(i, sel, addr, lanes, mem)
-    if i.base.split("_", 1)[1].startswith("atomic_"):
-      self.l1.before_write(addr, 8 if "64" in i.base or "x2" in i.base else 4, None, i.name)
-      return super()._access(i, sel, addr, lanes, mem)
     shape = (self.nw(sel), self.LANES)
     wg = np.broadcast_to(self.wg[sel][:, None], shape)[lanes].reshape(-1)
+    if i.base.split("_", 1)[1].startswith("atomic_"):
+      self.l1.before_write(addr, 8 if "64" in i.base or "x2" in i.base else 4, wg, i.name)
+      return super()._access(i, sel, addr, lanes, mem)
     back = mem if self.l2 is None else _XccView(self.l2, np.broadcast_to(self.xcc[sel][:, None], shape)[lanes].reshape(-1), bool(i.f.get("sc1")))
     return super()._access(i, sel, addr, lanes, _L1View(self.l1, back, wg, bool(i.f.get("sc1"))))
 

@@ -14,7 +14,9 @@ The model, the harmful minimum:
   write-through stores, which is less harmful);
 - a plain global/flat load fills the L1 lines it touches (128 bytes each, the CDNA 3 white paper's vector L1 line; a
   longer line would only keep more bytes stale), and later plain loads of that workgroup read those lines as they were
-  when filled, whatever other workgroups, XCCs or atomics have written since;
+  when filled, whatever other workgroups, XCCs or other workgroups' atomics have written since;
+- an atomic is performed past the L1 (it "implicitly bypasses" it), and the issuing workgroup's L1 drops the lines it
+  touched: the waves of one workgroup need no cache action to see each other's atomics (audit hw row 1);
 - the workgroup's own stores write through and update its lines (its waves see their own stores);
 - a load with sc1 (agent or system scope) reads past the L1 and leaves its lines as they are; sc0 alone is workgroup
   scope, which the CU's L1 serves, so it goes through the L1;
@@ -24,8 +26,11 @@ The model, the harmful minimum:
 Not modelled: L1 lines surviving from one workgroup to a later one on the same CU, and from one dispatch to the next
 (the AQL packet's acquire fence and the PM4 path's ACQUIRE_MEM invalidate the L1 at a dispatch's start).
 
+gfx1100's per-CU vector L0 (GL0) uses the same line model with an L0 per wave or per workgroup in place of the
+workgroup (rdna3 Waves.set_gl0, which says what differs).
+
 The lines are kept lazily: a fill only records that the workgroup holds the line; the bytes it holds are copied only
-when something is about to change what that workgroup's XCC sees of the line (another workgroup's store, an atomic,
+when something is about to change what that workgroup's XCC sees of the line (another workgroup's store or atomic,
 an L2 write-back from another XCC). So a kernel whose workgroups do not share lines pays only the bookkeeping.
 """
 from __future__ import annotations
@@ -98,10 +103,11 @@ class VectorL1:
       line = k % nl; n = min(LINE, len(buf) - line * LINE)
       snap[k] = self.view(np.array([self.base[key] + line * LINE], np.uint64), n, self.wg_xcc(np.array([k // nl])))[0].copy()
 
-  def before_write(self, addrs: np.ndarray, data: np.ndarray | int, wg: np.ndarray | None, what: str = "store") -> None:
-    """Called before a write of `data` rows (or `data` bytes per lane, for an atomic) changes memory: every other
-    workgroup holding a touched line keeps the line as it sees it now; the writers' own held lines take their bytes
-    (write-through). `wg` None: an atomic, which bypasses every L1 (its own workgroup's lines stay stale too)."""
+  def before_write(self, addrs: np.ndarray, data: np.ndarray | int, wg: np.ndarray, what: str = "store") -> None:
+    """Called before a write of `data` rows by lanes of workgroups `wg` changes memory: every other workgroup holding a
+    touched line keeps the line as it sees it now; the writers' own held lines take their bytes (write-through).
+    `data` an int: an atomic of that many bytes per lane, performed past the L1; its issuers' L1s drop the lines it
+    touched (their next load refills them) and the other workgroups' stay stale."""
     nbytes = data if isinstance(data, int) else data.shape[1]
     for m, buf, offs in self.mem._locate(addrs, nbytes, what):
       key = id(buf)
@@ -114,8 +120,16 @@ class VectorL1:
       touched = held[np.isin(held % nl, lines)]
       if not len(touched): continue
       snap = self.snap.get(key, {})
-      if wg is None: self._copy(key, buf, touched); continue
       w = wg[m].astype(np.int64)
+      if isinstance(data, int):
+        # AMDGPUUsage "Memory Model GFX942": the waves of a work-group share their CU's L1 and need "no special action"
+        # for coherence among them, and llc-19's workgroup-scope release/acquire around an atomicrmw is just
+        # `s_barrier` (no buffer_inv, audit hw row 1): so the issuing CU's L1 does not keep a stale copy of the line
+        mine = np.isin(touched, np.unique(np.concatenate([w * nl + first, w * nl + last])))
+        self._copy(key, buf, touched[~mine])
+        self.held[key] = held[~np.isin(held, touched[mine])]
+        for k in touched[mine].tolist(): snap.pop(k, None)
+        continue
       # a held line whose every writer here is its own workgroup changes exactly as the write-through updates it
       ul, inv = np.unique(np.concatenate([first, last]), return_inverse=True); ww = np.concatenate([w, w])
       lo, hi = np.full(len(ul), np.iinfo(np.int64).max), np.full(len(ul), -1)
@@ -125,7 +139,7 @@ class VectorL1:
       copied = np.isin(touched, np.fromiter(snap, np.int64, len(snap))) if snap else np.zeros(len(touched), bool)
       self._copy(key, buf, touched[~own_only])
       upd = touched[~own_only | copied]   # the holder's own bytes of this write go into its copy
-      if not len(upd) or isinstance(data, int): continue
+      if not len(upd): continue
       o = offs.astype(np.int64); d = data[m]
       for k in upd.tolist():
         mine = w == k // nl

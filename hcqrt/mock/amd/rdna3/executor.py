@@ -9,6 +9,8 @@ Loads read memory when they issue but their results land in registers only when 
 them (vmcnt for global/flat, lgkmcnt for LDS and scalar loads, oldest first), so code that reads a load's
 destination without waiting sees the stale register, as it can on hardware. LDS writes and atomics stay in flight the
 same way, invisible to other waves until the writer's lgkmcnt retires them (_ds); global and scratch stores complete at issue.
+A launched gfx1100 dispatch reads global memory through per-CU vector L0s (GL0), stale until `buffer_gl0_inv`
+(Waves.set_gl0, audit hw row 6); GL1 is not modelled.
 """
 from __future__ import annotations
 import numpy as np
@@ -53,6 +55,7 @@ class Waves:
   LANES = 32
   NULL = NULL                   # the operand code meaning "none" (gfx11 SGPR_NULL)
   TRUE16 = True                 # 32-bit VOP encodings address 16-bit halves by VGPR field bit 7 (gfx11)
+  GL0 = True                    # launch gives the waves the gfx11 vector L0 model (set_gl0)
   ZERO_HI16: frozenset = frozenset()   # 16-bit ops whose write zeroes the high half (gfx9) instead of keeping it
   decode_one = staticmethod(decode_one)
 
@@ -75,6 +78,22 @@ class Waves:
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
     self.scratch: np.ndarray | None = None; self.scratch_mem = FlatMemory()   # private segments (set_scratch)
     self.scratch_base: np.ndarray | None = None   # each wave's scratch slot in GPU memory (set_scratch)
+    self.gl0 = None; self.gl0_of = np.arange(n)   # the vector L0 model and each wave's L0 (set_gl0; None: no model)
+
+  def set_gl0(self, wgp_mode: bool) -> None:
+    """Give the waves gfx11's per-CU vector L0 (GL0), kept by gfx9/l1.py's lazy per-holder line model (audit hw row 6;
+    LLVM AMDGPUUsage "Memory Model GFX11"): a plain global/flat load fills and then reads its L0's lines as they were
+    filled, whatever other L0s' stores and atomics did since; the L0's own stores write through into its lines; a load
+    with glc (agent/system scope, and workgroup scope in WGP mode) reads past it; `buffer_gl0_inv` drops its lines;
+    an atomic is performed past it and drops the issuing L0's touched lines. "There is a single L0 cache per CU"; in
+    WGP mode (COMPUTE_PGM_RSRC1.WGP_MODE, bit 29) a work-group's waves "may be executing on SIMDs of different CUs",
+    so each wave gets an L0 of its own (the harmful choice); in CU mode a work-group's waves share one.
+    Not modelled: GL1 (one per shader array, dropped by `buffer_gl1_inv`: a second stale level that a missing
+    gl1_inv would expose only where the gl0_inv is kept), lines surviving from one batch of workgroups or one dispatch
+    to the next (the dispatch's ACQUIRE_MEM invalidates them), and MUBUF data ops (not emulated at all)."""
+    from hcqrt.mock.amd.gfx9.l1 import VectorL1   # (here: gfx9's package imports this module)
+    self.gl0 = VectorL1(self.mem, lambda a, nb, x: self.mem.read(a, nb, "GL0 line"), np.zeros_like)
+    self.gl0_of = np.arange(self.n) if wgp_mode else self.wg
 
   # ---- scheduling
   # A wave that can issue is never kept from issuing for ever: on hardware a held or out-scheduled wave is only delayed
@@ -303,7 +322,10 @@ class Waves:
     raise EmulatorError("SOPK op not implemented")
 
   def _mubuf(self, i: Inst, sel):
-    # only the GL0/GL1 invalidations decode as MUBUF: the emulator has no caches, every load already sees memory
+    # only the GL0/GL1 invalidations decode as MUBUF. buffer_gl0_inv drops the wave's L0 lines (set_gl0) at issue: the
+    # L0 serves a wave's requests in order, and LLVM emits no wait between it and the acquiring loads. GL1 is not
+    # modelled (set_gl0), so buffer_gl1_inv does nothing.
+    if i.base == "buffer_gl0_inv" and self.gl0 is not None: self.gl0.invalidate(self.gl0_of[sel])
     return None
 
   def _sopp(self, i: Inst, sel):
@@ -768,6 +790,10 @@ class Waves:
     """The memory op of `i` at one address per active lane (`lanes` picks them, as exec_mask's nonzero) in `mem`."""
     n, f = i.base, i.f
     op = n.split("_", 1)[1]
+    if self.gl0 is not None and mem is self.mem and i.enc != "SCRATCH":   # global memory through the wave's GL0
+      l0 = np.broadcast_to(self.gl0_of[sel][:, None], (self.nw(sel), self.LANES))[lanes].reshape(-1)
+      if op.startswith("atomic_"): self.gl0.before_write(addr, 8 if "64" in op else 4, l0, n)
+      else: mem = _GL0View(self.gl0, mem, l0, bool(f["glc"]))   # type: ignore[assignment]
     def put(reg, words): self._put(reg, sel, lanes, words)
     def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes].reshape(-1) for k in range(nd)], 1)
     wide = {"b32": 1, "b64": 2, "b96": 3, "b128": 4}
@@ -927,3 +953,13 @@ def _div_scale_cases(s0, s1, s2, e1, e2, big, r_den, q_den, d, vcc, f64, mant, d
   c6 = ~nan & ~c1 & ~c2 & ~c3 & ~c4 & ~c5 & (e2 <= mant); d = np.where(c6, s0 * big, d)
   d = np.where(nan, np.asarray(np.nan, dt), d)
   return d.astype(dt), vcc
+
+class _GL0View:
+  """The memory a global/flat access of lanes whose L0s are `l0` sees through them over `back`; `bypass`: a glc load,
+  which reads past the L0."""
+  def __init__(self, gl0, back: FlatMemory, l0: np.ndarray, bypass: bool): self.gl0, self.back, self.l0, self.bypass = gl0, back, l0, bypass
+  def read(self, addrs: np.ndarray, nbytes: int, what: str = "load") -> np.ndarray:
+    fresh = self.back.read(addrs, nbytes, what)
+    return fresh if self.bypass else self.gl0.load(addrs, nbytes, self.l0, fresh, what)
+  def write(self, addrs: np.ndarray, data: np.ndarray, what: str = "store") -> None:
+    self.gl0.before_write(addrs, data, self.l0, what); self.back.write(addrs, data, what)

@@ -167,6 +167,7 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
     n = len(gids) * wpg
     w = waves_cls(code, n, waves_cls.vgpr_count(rsrc1, wave32), np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache, code_va)
+    if waves_cls.GL0: w.set_gl0(bool(rsrc1 >> 29 & 1))   # COMPUTE_PGM_RSRC1.WGP_MODE (ioctl_defs/amd/kd.py)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
     w.s[:] = USER_POISON   # SGPRs (VCC, M0 and the rest) past the enabled ones hold garbage; EXEC is set below
     # except gfx11's `null` (s124): a source that always reads 0 (RDNA3 ISA, "Scalar Operands": SGPR_NULL "reads 0,
