@@ -216,6 +216,18 @@ def test_allocator():
   with pytest.raises(RuntimeError, match="after free"): bufs[3].view()
   with pytest.raises(RuntimeError, match="double free"): al.free(bufs[3])
 
+def test_buffer_address_is_where_its_bytes_are():
+  """A kernel writes at CPUBuffer.address, the host reads view(): the two must be the same bytes, for calloc'd,
+  kept-for-reuse and huge-page (own mapping) buffers, fresh and reused."""
+  al = CPUAllocator()
+  for n in (1, 3, 1000, 64 << 10, 3 << 20):
+    for _ in range(2):   # (the second time round the big ones come from the allocator's cache)
+      b = al.alloc(n)
+      assert b.address % 64 == 0
+      ctypes.memmove(b.address, bytes(range(1, 1 + min(n, 200))), min(n, 200))
+      assert bytes(b.view()[:min(n, 200)]) == bytes(range(1, 1 + min(n, 200))), n
+      al.free(b)
+
 def test_allocator_reuses_big_buffers_within_its_limit():
   al = CPUAllocator(cache_limit=12 << 20)
   a = al.alloc(5 << 20)

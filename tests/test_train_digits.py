@@ -96,3 +96,18 @@ def test_resume_continues_exactly(tmp_path):
   assert set(whole) == set(resumed) and any(k.startswith("optim.m.") for k in whole) and "optim.b1_t" in whole
   for k in whole: np.testing.assert_array_equal(resumed[k].numpy(), whole[k].numpy(), err_msg=k)
   assert any(not np.array_equal(first[k].numpy(), whole[k].numpy()) for k in whole)   # (the last 4 steps changed them)
+
+@pytest.mark.skipif(ON_MOCK_GPU, reason="eager steps in the mock GPU's interpreter take ~10 s each")
+def test_eager_steps_take_concrete_batches(monkeypatch):
+  """--no-jit hands the step int batch sizes, the short end-of-epoch batch too: a symbolic batch exists only for the
+  JIT's one capture, and in eager mode it made every op do symbolic shape arithmetic (3x the step time)."""
+  shapes, make = [], td.make_train_step
+  def spying(model, opt):
+    step = make(model, opt)
+    def spy(xb, yb):
+      shapes.append((xb.shape, yb.shape))
+      return step(xb, yb)
+    return spy
+  monkeypatch.setattr(td, "make_train_step", spying)
+  td.main(["--no-jit", "--steps", "4", "--batch-size", "500", "--seed", "0"])   # 1498 images: 500, 500, 498, 500
+  assert [s[0][0] for s in shapes] == [500, 500, 498, 500] and all(type(d) is int for xs, ys in shapes for d in (*xs, *ys)), shapes

@@ -43,11 +43,15 @@ def _backing(nbytes: int) -> np.ndarray:
     except OSError: pass   # THP disabled: plain pages work the same, only slower
   return np.frombuffer(mm, np.uint8)   # the array keeps the mapping alive; it is unmapped with the last view
 
+_addressof, _c_char = ctypes.addressof, ctypes.c_char
+
 class CPUBuffer:
   """Host memory owned by CPUAllocator, 64-byte aligned; zero-filled when new, holding old data when reused."""
   __slots__ = ("_mem", "_raw", "address", "nbytes")
   def __init__(self, nbytes: int, raw: np.ndarray):
-    addr = raw.ctypes.data   # (read once: each .ctypes builds a ctypes object, microseconds per allocation)
+    # (the address through a one-byte ctypes view: 0.6 us, where raw.ctypes.data builds numpy's ctypes helper, 1.9 us,
+    # once per buffer of every eager kernel)
+    addr = _addressof(_c_char.from_buffer(raw))
     off = -addr % ALIGN
     self.nbytes, self._raw, self._mem = nbytes, raw, raw[off:off + nbytes]
     self.address: int = addr + off
