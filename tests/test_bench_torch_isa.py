@@ -49,4 +49,4 @@ def test_native_torch_table_shows_both():
          "torch_native": {"rows": [row | {"median_s": 0.008}], "info": {"isa": "AVX512"}}}
   lines = run.native_torch_table(res, "AVX2")
   body = next(line for line in lines if line.startswith("conv2d"))
-  assert body.split()[2:] == ["10.00", "12.00", "8.00", "1.25x"], body
+  assert body.split()[2:] == ["10.00", "12.00", "8.00", "0.80x"], body
