@@ -8,7 +8,7 @@ Only numpy is imported here: the numpy and torch children must not pull in our s
   True
 """
 from __future__ import annotations
-import json, statistics, sys, time, traceback
+import json, os, statistics, sys, time, traceback
 from collections.abc import Callable
 import numpy as np
 
@@ -23,6 +23,35 @@ QUICK = {"matmul": [128, 256, 512], "ew": 1024 * 1024, "sum": 4 * 1024 * 1024, "
 # convvar: [batch, channels, size]: one conv of each variant below (channels -> channels, size x size), forward alone and
 # forward + backward (input and weight gradients) as a TinyJit step
 BENCHES = ("matmul", "ew", "sum", "softmax", "compile", "conv", "convtrain", "convvar", "beam")
+
+# torch at the ISA ours is compiled for: CPU_ISA (hcqrt/cpu/isa.py) narrower than the host's vectors gets torch as it
+# runs on such a host. ATEN_CPU_CAPABILITY moves only ATen's own kernels; oneDNN (its convolutions, matmuls) picks its ISA
+# itself and needs ONEDNN_MAX_CPU_ISA too (bench/README.md "Issue 28 convs"). Both are read when torch is imported: they go
+# into the torch child's environment. (name torch's ISA goes by, its environment) per CPU_ISA level
+TORCH_AT_ISA = {"x86-64-v3": ("AVX2", {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}),
+                "x86-64-v2": ("SSE4.1", {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"}),
+                "x86-64": ("SSE4.1", {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"})}
+_VECTOR_BYTES = {"x86-64-v4": 64, "x86-64-v3": 32, "x86-64-v2": 16, "x86-64": 16}
+
+def torch_isa_env(cpu_isa: str | None = None, host_flags: frozenset[str] | None = None) -> tuple[str, dict[str, str]]:
+  """(torch's ISA in words, the environment that puts torch there) for a run of ours at `cpu_isa` (None: $CPU_ISA).
+
+  Empty environment where ours targets the host's own vectors (native, or a level as wide as the host's): torch then runs
+  natively too. `host_flags`: the host's CPU flags (None: /proc/cpuinfo).
+
+  >>> torch_isa_env("x86-64-v3", frozenset({"avx2", "avx512f"}))
+  ('AVX2', {'ATEN_CPU_CAPABILITY': 'avx2', 'ONEDNN_MAX_CPU_ISA': 'AVX2'})
+  >>> torch_isa_env("x86-64-v3", frozenset({"avx2"})), torch_isa_env("native", frozenset({"avx2", "avx512f"}))
+  (('native', {}), ('native', {}))
+  """
+  isa = (os.environ.get("CPU_ISA", "") if cpu_isa is None else cpu_isa).strip() or "native"
+  if isa not in TORCH_AT_ISA: return "native", {}
+  if host_flags is None:
+    try:
+      with open("/proc/cpuinfo") as f: host_flags = frozenset(next((l for l in f if l.startswith("flags")), ":").split(":", 1)[1].split())
+    except OSError: host_flags = frozenset()
+  host = 64 if "avx512f" in host_flags else 32 if "avx2" in host_flags else 16
+  return TORCH_AT_ISA[isa] if _VECTOR_BYTES[isa] < host else ("native", {})
 
 def median_time(fn: Callable[[], object], setup: Callable[[], object] | None = None, warmup: int = 1,
                 min_reps: int = 3, max_reps: int = 20, budget_s: float = 2.0) -> dict:

@@ -147,7 +147,8 @@ def main() -> None:
     rows = run_all(spec, only, numpy_benches())
   else:
     import torch
-    info = {"version": torch.__version__, "threads": torch.get_num_threads()}
+    info = {"version": torch.__version__, "threads": torch.get_num_threads(), "isa": torch.backends.cpu.get_cpu_capability(),
+            "onednn_max_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "")}
     rows = run_all(spec, only, torch_benches(args.compile))
   emit({"lib": args.lib, "info": info, "rows": rows})
 

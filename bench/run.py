@@ -18,7 +18,7 @@ import argparse, importlib.util, json, os, pathlib, platform, resource, shutil, 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import FULL, QUICK, BENCHES, conv_flops, conv_train_flops, convvar_flops  # noqa: E402 (after the sys.path entry); numpy is imported there, but no BLAS call is made here
+from _common import FULL, QUICK, BENCHES, torch_isa_env, conv_flops, conv_train_flops, convvar_flops  # noqa: E402 (after the sys.path entry); numpy is imported there, but no BLAS call is made here
 
 def fma_flop_per_cycle(simd: str) -> int:
   """Peak float32 FLOP per cycle per core, assuming two FMA units (true of Intel server cores since Skylake-SP):
@@ -301,6 +301,26 @@ def _isa_ceiling(peak: float | None, fpc: int, measured: float | None = None) ->
 
 LLVM_BENCHES = ("matmul", "softmax", "conv", "ew", "sum")
 
+def _torch_isa_words(res: dict, isa: str) -> str:
+  """How the torch child ran: its ATen capability and, where capped, oneDNN's ISA (bench/_common.py torch_isa_env)."""
+  info = res.get("info", {})
+  return (f"as on an {isa} host: ATen {info.get('isa', '?')}, oneDNN up to {info.get('onednn_max_isa') or '?'}, the ISA ours is compiled for"
+          if isa != "native" else f"native ISA, ATen {info.get('isa', '?')}")
+
+def native_torch_table(results: dict[str, dict], isa: str) -> list[str]:
+  """torch at the host's own ISA next to torch capped at ours' (the table's torch column): a reference, same run."""
+  by = lambda res: {r["key"]: r for r in res.get("rows", [])}
+  o, t, tn = by(results.get("ours", {})), by(results.get("torch", {})), by(results.get("torch_native", {}))
+  head = f"{'torch native (reference)':26s} {'ours ms':>9s} {f'tch {isa}':>9s} {'tch nat':>9s} {'ours/nat':>8s}"
+  lines = [head, "-" * len(head)]
+  ms = lambda r: r["median_s"] * 1e3 if r and "median_s" in r else None
+  for k, r in tn.items():
+    a, b, c = ms(o.get(k)), ms(t.get(k)), ms(r)
+    lines.append(f"{label(r) if 'error' not in r else k:26s} {fmt(a, 9, 2)} {fmt(b, 9, 2)} {fmt(c, 9, 2)} {fmt(c / a if a and c else None, 8, 2, 'x')}")
+  info = results["torch_native"].get("info", {})
+  return lines + [f"(torch native: ATen {info.get('isa', '?')}, oneDNN unrestricted; the main table's torch column runs at {isa}, as ours; "
+                  "ours/nat: torch native's time / ours, >1 = ours faster)"]
+
 def llvm_table(results: dict[str, dict]) -> list[str]:
   """The C path and the LLVM path (CPU_LLVM=1) of our CPU backend side by side: kernel time and cold compile."""
   by = lambda res: {r["key"]: r for r in res.get("rows", [])}
@@ -383,8 +403,12 @@ def main() -> int:
     if "compile" in only:
       jobs.append(("ours_llvm_compile", mk("ours", ["--only", "compile"]), quiet_blas | {"CACHE": "0", "HCQRT_CACHE": cache_dir, "CPU_LLVM": "1"}))
   has_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
+  torch_isa, torch_env = torch_isa_env()
   if has_torch:
-    jobs.append(("torch", mk("torch", ["--only", ",".join(only)] + ([] if args.no_torch_compile else ["--compile"])), {}))
+    jobs.append(("torch", mk("torch", ["--only", ",".join(only)] + ([] if args.no_torch_compile else ["--compile"])), torch_env))
+    # ours targets narrower vectors than the host's: the torch column runs at that ISA too; its native run is a reference
+    ref = [b for b in only if b in ("matmul", "conv", "convtrain", "convvar")]
+    if torch_env and ref: jobs.append(("torch_native", mk("torch", ["--only", ",".join(ref)]), {}))
   wait_budget = args.wait_idle
   try:
     for name, cmd, env in jobs:
@@ -393,7 +417,7 @@ def main() -> int:
         print(f"  waiting for the cores to go idle (up to {wait_budget:.0f} s) ...", file=sys.stderr, flush=True)
         wait_budget -= wait_idle(wait_budget)
       print(f"  running {name} ...", end="", file=sys.stderr, flush=True)
-      results[name] = r = run_child(cmd, env, timeout=600, verbose=args.verbose, drop=BLAS_PINS if name in ("numpy", "torch") else ())
+      results[name] = r = run_child(cmd, env, timeout=600, verbose=args.verbose, drop=BLAS_PINS if name.startswith(("numpy", "torch")) else ())
       print(f" {r.get('wall_s', 0):.0f} s" + (f", other processes used {r['foreign_load'] * 100:.0f}% of the cores meanwhile"
             if r.get("foreign_load", 0) > 0.05 else ""), file=sys.stderr, flush=True)
       if "error" in r: print(f"  {name} failed: {r['error']}", file=sys.stderr)
@@ -409,10 +433,13 @@ def main() -> int:
         f"numpy {results.get('numpy', {}).get('info', {}).get('version', '?')} ({results.get('numpy', {}).get('info', {}).get('blas', '?')}; "
         f"runs the {results.get('numpy', {}).get('info', {}).get('blas_kernel', '?')}"
         + (f", with {', '.join(k for k in BLAS_PINS if k in os.environ)} unset" if any(k in os.environ for k in BLAS_PINS) else "") + ")"
-        + (f"; torch {results['torch'].get('info', {}).get('version', '?')}" if "torch" in results else
+        + (f"; torch {results['torch'].get('info', {}).get('version', '?')} ({_torch_isa_words(results['torch'], torch_isa)})" if "torch" in results else
            "; torch: skipped" if args.no_torch else "; torch: not installed"))
   print()
   for line in table(results, peak, fpc, peak_isa(info.get("simd", "")), measured, measured_isa): print(line)
+  if "torch_native" in results:
+    print()
+    for line in native_torch_table(results, torch_isa): print(line)
   if "ours_llvm" in results:
     print()
     for line in llvm_table(results): print(line)

@@ -20,6 +20,9 @@ side's medians are reported (each process times at least 200 steps).
 `--mnist-one-core R`: R more rounds of the mnist step, ours and torch taking turns, each pinned to one core and timed by
 the process's CPU time (torch with one thread): on a host shared with other jobs, the comparison that holds.
 
+With `CPU_ISA` narrower than the host's vectors (x86-64-v3 on an AVX-512 host), torch runs as on such a host
+(`ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`, bench/_common.py torch_isa_env); the mnist rows add torch native.
+
   python bench/train_bench.py [--batch 64] [--steps 30] [--mnist-batch 128] [--mnist-steps 10] [--no-mnist] [--beam-runs 5]
                               [--eager-runs 3] [--eager-cores one|all] [--mnist-one-core 3] [--json]
 """
@@ -27,6 +30,11 @@ from __future__ import annotations
 import argparse, json, os, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import torch_isa_env  # noqa: E402 (after the sys.path entry)
+# ours compiled for narrower vectors than the host's (CPU_ISA=x86-64-v3 on AVX-512): every torch child runs at that ISA
+# (this environment, read when torch is imported); the mnist rows also show torch at the host's own ISA for reference
+TORCH_ISA, TORCH_ENV = torch_isa_env()
 
 OURS = r'''
 import json, sys, time, importlib.util, numpy as np
@@ -152,7 +160,7 @@ def eager_rows(batch: int, steps: int, runs: int, one_core: bool) -> dict:
   load = os.getloadavg()[0]
   for _ in range(runs):
     for side, code in (("ours", EAGER_OURS), ("torch", EAGER_TORCH)):
-      if "error" in (r := run(code, batch, steps, one_core=one_core)): return {"eager_error": f"{side}: {r['error']}"}
+      if "error" in (r := run(code, batch, steps, TORCH_ENV if side == "torch" else None, one_core=one_core)): return {"eager_error": f"{side}: {r['error']}"}
       rows[side].append(r)
   med = lambda xs: sorted(xs)[len(xs) // 2]
   o, t = rows["ours"], rows["torch"]
@@ -302,22 +310,29 @@ def main() -> None:
   import importlib.util
   has_torch = not a.no_torch and importlib.util.find_spec("torch") is not None
   ours = run(OURS, a.batch, a.steps)
-  try: theirs = {"error": "skipped"} if a.no_torch else run(TORCH, a.batch, a.steps) if has_torch else {"error": "torch not installed"}
+  try: theirs = {"error": "skipped"} if a.no_torch else run(TORCH, a.batch, a.steps, TORCH_ENV) if has_torch else {"error": "torch not installed"}
   except Exception as e: theirs = {"error": str(e)}
   mn: dict = {}
   if not a.no_mnist:
-    mn = {"ours": run(MNIST_OURS, a.mnist_batch, a.mnist_steps), "torch": run(MNIST_TORCH, a.mnist_batch, a.mnist_steps) if has_torch else {"error": "skipped"}}
+    mn = {"ours": run(MNIST_OURS, a.mnist_batch, a.mnist_steps),
+          "torch": run(MNIST_TORCH, a.mnist_batch, a.mnist_steps, TORCH_ENV) if has_torch else {"error": "skipped"}}
+    if has_torch and TORCH_ENV: mn["torch_native"] = run(MNIST_TORCH, a.mnist_batch, a.mnist_steps)
   if a.mnist_one_core > 0 and has_torch:
-    rounds = [(run(MNIST_OURS, a.mnist_batch, a.mnist_steps, one_core=True), run(MNIST_TORCH, a.mnist_batch, a.mnist_steps, one_core=True))
-              for _ in range(a.mnist_one_core)]
-    if all("mnist_jit_ms" in o and "mnist_torch_ms" in t for o, t in rounds):
-      mn["one_core"] = {"mnist_1core_ours_ms": [round(o["mnist_jit_ms"], 2) for o, _ in rounds],
-                        "mnist_1core_torch_ms": [round(t["mnist_torch_ms"], 2) for _, t in rounds]}
+    # ours, torch at ours' ISA and (where that is narrower than the host's) torch native, taking turns
+    sides = [(MNIST_OURS, None), (MNIST_TORCH, TORCH_ENV)] + ([(MNIST_TORCH, None)] if TORCH_ENV else [])
+    rounds = [[run(code, a.mnist_batch, a.mnist_steps, env, one_core=True) for code, env in sides] for _ in range(a.mnist_one_core)]
+    if all("mnist_jit_ms" in r[0] and all("mnist_torch_ms" in t for t in r[1:]) for r in rounds):
+      mn["one_core"] = {"mnist_1core_ours_ms": [round(r[0]["mnist_jit_ms"], 2) for r in rounds],
+                        "mnist_1core_torch_ms": [round(r[1]["mnist_torch_ms"], 2) for r in rounds],
+                        **({"mnist_1core_torch_native_ms": [round(r[2]["mnist_torch_ms"], 2) for r in rounds]} if TORCH_ENV else {})}
   eg = eager_rows(a.batch, max(a.steps, 40), a.eager_runs, a.eager_cores == "one") if a.eager_runs > 0 and has_torch else {}
   bm = beam_rows(a.batch, max(a.steps, 200), a.beam_runs) if a.beam_runs > 0 else {}   # (steps are cheap here: more of them steady the medians)
-  res = {**ours, **theirs, "batch": a.batch, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"},
+  nat = {"mnist_torch_native_ms": mn["torch_native"].get("mnist_torch_ms")} if "torch_native" in mn else {}
+  res = {**ours, **theirs, "batch": a.batch, "torch_isa": TORCH_ISA, **nat, **mn.get("ours", {}), **{k: v for k, v in mn.get("torch", {}).items() if k != "error"},
          **mn.get("one_core", {}), **eg, **bm}
   if a.json: print(json.dumps(res)); return
+  if TORCH_ENV: print(f"ours compiled for CPU_ISA={os.environ.get('CPU_ISA')}: torch runs as on an {TORCH_ISA} host "
+                      f"({' '.join(f'{k}={v}' for k, v in TORCH_ENV.items())}); torch at the host's native ISA shown for reference")
   print(f"digits CNN train step, batch {a.batch} (median of {a.steps - 3} steps)")
   if "error" in ours: print("  ours failed:", ours["error"])
   else:
@@ -343,17 +358,23 @@ def main() -> None:
           f"({bm['beam_searched']} kernels searched, {bm['beam_changed']} changed, {bm['beam_too_fast']} under BEAM_MIN_US) vs {bm['beam_noopt_first_s']:.1f} s without; next runs: "
           f"{bm['beam_second_cc_calls']} C compiles, {bm['beam_second_searched']} searches, {bm['beam_second_cache_hits']} cache hits")
   if mn:
-    o, t = mn["ours"], mn["torch"]
+    # (--no-mnist with --mnist-one-core: only the one-core rounds)
+    o, t = mn.get("ours", {"skipped": True}), mn.get("torch", {})
     print(f"beautiful_mnist CNN train step, batch {a.mnist_batch}, TinyJit, Adam (median of {a.mnist_steps - 3} steps)")
     if "error" in o: print("  ours failed:", o["error"])
+    elif "skipped" in o: pass
     else: print(f"  ours TinyJit {o['mnist_jit_ms']:8.2f} ms   ({o['mnist_kernels_per_step']} kernels, {o['mnist_kernel_ms']:.1f} ms in kernels)")
     if "mnist_torch_ms" in t:
       print(f"  torch CPU    {t['mnist_torch_ms']:8.2f} ms" + (f"   ours/torch = {o['mnist_jit_ms'] / t['mnist_torch_ms']:.2f}x" if "mnist_jit_ms" in o else ""))
     elif "error" in t: print("  torch:", t["error"])
+    if "mnist_torch_ms" in (tn := mn.get("torch_native", {})):
+      print(f"  torch native {tn['mnist_torch_ms']:8.2f} ms   (reference: host ISA)" + (f"   ours/torch native = {o['mnist_jit_ms'] / tn['mnist_torch_ms']:.2f}x" if "mnist_jit_ms" in o else ""))
     if (oc := mn.get("one_core")):
       ours_ms, torch_ms = oc["mnist_1core_ours_ms"], oc["mnist_1core_torch_ms"]
       print(f"  one core, CPU time per step, {len(ours_ms)} rounds taking turns: ours min {min(ours_ms):.1f} ms {ours_ms}, "
-            f"torch (1 thread) min {min(torch_ms):.1f} ms {torch_ms}: ours/torch = {min(ours_ms) / min(torch_ms):.2f}x")
+            f"torch{f' {TORCH_ISA}' if TORCH_ENV else ''} (1 thread) min {min(torch_ms):.1f} ms {torch_ms}: ours/torch = {min(ours_ms) / min(torch_ms):.2f}x")
+      if (nat := oc.get("mnist_1core_torch_native_ms")):
+        print(f"    torch native (reference) min {min(nat):.1f} ms {nat}: ours/torch native = {min(ours_ms) / min(nat):.2f}x")
 
 if __name__ == "__main__":
   main()
