@@ -449,6 +449,50 @@ def test_gfx1100_gl0_is_per_wave_in_wgp_mode_and_dropped_by_buffer_gl0_inv(wgp_m
   assert [int(w.v[r, 1, 0]) for r in (3, 4, 5)] == [0, 5, 5]
   assert [int(w.v[r, 0, 0]) for r in (3, 4, 5)] == [0, 0 if wgp_mode and not glc else 5, 5]
 
+# v_mov_b32 v2, 0x40000; v_mov_b32 v3, 0; global_load_b32 v4, v[2:3], off; s_waitcnt vmcnt(0); s_barrier;
+# v_cmp_le_u32 vcc_lo, 32, v0; s_and_saveexec_b32 s10, vcc_lo; v_mov_b32 v5, 5; global_store_b32 v[2:3], v5, off;
+# s_waitcnt_vscnt null, 0; s_mov_b32 exec_lo, s10; s_barrier; global_load_b32 v6, v[2:3], off; s_waitcnt vmcnt(0);
+# out[tid] = v6 at 0x50000 (llvm-mc-19 -mcpu=gfx1100, /tmp/rev-hw-work/wgpbit.s): a 64-lane workgroup is two wave32s,
+# both fill the line, wave 1 stores 5, both reload with no buffer_gl0_inv
+GL0_WGP_BIT = [0x7E0402FF, 0x00040000, 0x7E060280, 0xDC520000, 0x047C0002, 0xBF8903F7, 0xBFBD0000, 0x7C9600A0, 0xBE8A206A,
+               0x7E0A0285, 0xDC6A0000, 0x007C0502, 0xBC7C0000, 0xBEFE000A, 0xBFBD0000, 0xDC520000, 0x067C0002, 0xBF8903F7,
+               0x300E0082, 0x4A0E0EFF, 0x00050000, 0x7E100280, 0xDC6A0000, 0x007C0607, 0xBFB00000]
+# both workgroups load x (0x40000); workgroup 1 does global_atomic_add_u32 x += 7 (every lane: 224), then stores
+# flag = 1 (0x40080); workgroup 0 spins on a glc load of the flag; both reload x with no invalidate and store it to
+# out[256 * wg + tid] (llvm-mc-19 -mcpu=gfx1100, /tmp/rev-hw-work/atom11.s)
+GL0_ATOMIC = [0x7E0402FF, 0x00040000, 0x7E060280, 0x7E1202FF, 0x00040080, 0x7E140280, 0xDC520000, 0x047C0002, 0xBF8903F7,
+              0xBF068100, 0xBFA10008, 0x7E0A0287, 0xDCD60000, 0x007C0502, 0xBC7C0000, 0x7E0A0281, 0xDC6A0000, 0x007C0509,
+              0xBFA00006, 0x7E140280, 0xDC524000, 0x0B7C0009, 0xBF8903F7, 0x7C941680, 0xBFA4FFFA, 0xDC520000, 0x067C0002,
+              0xBF8903F7, 0x300E0082, 0x84018800, 0x4A0E0E01, 0x4A0E0EFF, 0x00050000, 0x7E100280, 0xDC6A0000, 0x007C0607,
+              0xBFB00000]
+
+def _gl0_dispatch(words: list[int], wgp_mode: bool, grid: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+  mem = FlatMemory(); x, out = np.zeros(64, np.uint32), np.full(256, 0xDEAD, np.uint32)
+  mem.map(0x40000, x.view(np.uint8)); mem.map(0x50000, out.view(np.uint8))
+  # RSRC1: 1 VGPR granule, WGP_MODE in bit 29 (COMPUTE_PGM_RSRC1, what the PM4 stream programs); RSRC2: the
+  # workgroup id X in s0 (bit 7), no user SGPRs
+  dispatch(mem, struct.pack(f"<{len(words)}I", *words), 1 | int(wgp_mode) << 29, 1 << 7, [], (grid,), (block,))
+  return x, out
+
+@pytest.mark.parametrize("wgp_mode", [True, False])
+def test_the_launch_reads_wgp_mode_from_compute_pgm_rsrc1(wgp_mode):
+  """Audit hwfix row 6: the GL0 placement follows COMPUTE_PGM_RSRC1.WGP_MODE as the dispatch programs it. In WGP mode
+  wave 0 keeps its stale line after wave 1's store (no buffer_gl0_inv); in CU mode both share one L0 and see 5.
+  A launch that ignored the bit would give both modes the same answer."""
+  x, out = _gl0_dispatch(GL0_WGP_BIT, wgp_mode, 1, 64)
+  assert int(x[0]) == 5
+  assert set(out[32:64].tolist()) == {5}
+  assert set(out[:32].tolist()) == ({0} if wgp_mode else {5})
+
+@pytest.mark.parametrize("wgp_mode", [True, False])
+def test_a_gfx11_atomic_leaves_another_workgroups_gl0_line_stale(wgp_mode):
+  """Audit hwfix row 6: an atomic goes past the GL0 (AMDGPUUsage "Memory Model GFX11"); workgroup 1's atomic drops
+  only its own line, so workgroup 0, which filled x before and waits on a glc flag, still reads its stale 0 without an
+  acquire's buffer_gl0_inv, while the issuer reloads the new 224."""
+  x, out = _gl0_dispatch(GL0_ATOMIC, wgp_mode, 2, 32)
+  assert int(x[0]) == 224 and int(x[32]) == 1
+  assert set(out[:32].tolist()) == {0} and set(out[64:96].tolist()) == {224}
+
 @pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
 def test_a_missing_gfx11_acquire_reads_stale_gl0_lines():
   """Audit hw row 6: PRE_READ on gfx1100. llc's agent acquire is `buffer_gl1_inv; buffer_gl0_inv`; with the
