@@ -130,14 +130,7 @@ def test_lgkmcnt_above_zero_lands_nothing_while_a_scalar_load_is_in_flight():
 # "last block" reduction across workgroups: each workgroup stores its partial, releases it at agent scope, and counts
 # itself in with an atomic; the one that counts last acquires and sums every partial (the CUDA threadFenceReduction
 # pattern). 8 workgroups on 8 XCCs: a partial is visible to the last one only through its XCC's L2 write-back.
-LAST_BLOCK = """define amdgpu_kernel void @lastblock(ptr addrspace(1) %part, ptr addrspace(1) %cnt, ptr addrspace(1) %out) {
-entry:
-  %g = call i32 @llvm.amdgcn.workgroup.id.x()
-  %t = call i32 @llvm.amdgcn.workitem.id.x()
-  %lead = icmp eq i32 %t, 0
-  br i1 %lead, label %w, label %end
-w:
-  %v = add i32 %g, 100
+LAST_BLOCK_TAIL = """  %v = add i32 %g, 100
   %pp = getelementptr i32, ptr addrspace(1) %part, i32 %g
   store i32 %v, ptr addrspace(1) %pp
 RELEASE  %old = atomicrmw add ptr addrspace(1) %cnt, i32 1 syncscope("agent") monotonic
@@ -161,6 +154,14 @@ done:
 end:
   ret void
 }"""
+LAST_BLOCK = """define amdgpu_kernel void @lastblock(ptr addrspace(1) %part, ptr addrspace(1) %cnt, ptr addrspace(1) %out) {
+entry:
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %lead = icmp eq i32 %t, 0
+  br i1 %lead, label %w, label %end
+w:
+""" + LAST_BLOCK_TAIL
 
 @pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
 def test_gfx942_stores_stay_in_their_xccs_l2_until_an_agent_scope_release():
@@ -263,31 +264,7 @@ peek:
   br i1 %more0, label %peek, label %w
 w:
   store i32 %p1, ptr addrspace(1) %q
-  %v = add i32 %g, 100
-  %pp = getelementptr i32, ptr addrspace(1) %part, i32 %g
-  store i32 %v, ptr addrspace(1) %pp
-  fence syncscope("agent") release
-  %old = atomicrmw add ptr addrspace(1) %cnt, i32 1 syncscope("agent") monotonic
-  %last = icmp eq i32 %old, 7
-  br i1 %last, label %acq, label %end
-acq:
-  fence syncscope("agent") acquire
-  br label %sum
-sum:
-  %i = phi i32 [ 0, %acq ], [ %i1, %sum ]
-  %s = phi i32 [ 0, %acq ], [ %s1, %sum ]
-  %pi = getelementptr i32, ptr addrspace(1) %part, i32 %i
-  %x = load i32, ptr addrspace(1) %pi
-  %s1 = add i32 %s, %x
-  %i1 = add i32 %i, 1
-  %more = icmp ult i32 %i1, 8
-  br i1 %more, label %sum, label %done
-done:
-  store i32 %s1, ptr addrspace(1) %out
-  br label %end
-end:
-  ret void
-}"""
+""" + LAST_BLOCK_TAIL.replace("RELEASE", '  fence syncscope("agent") release\n')
 
 @pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
 def test_a_missing_acquire_buffer_inv_reads_stale_vector_l1_lines():
