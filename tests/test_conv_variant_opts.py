@@ -15,6 +15,7 @@ from compiler.opt.pressure import vector_spills
 from compiler.render_c import render_c
 from compiler.view import prod
 from tests.needs import need_clang
+from tests.conv_check import jit_conv_grads_match_torch, torch_conv_grads
 
 pytestmark = [pytest.mark.usefixtures("on_cpu")]   # CPU opts: CPU tensors even under MOCKGPU=1 NV=1
 # the register budget of the opts is tuned against clang's allocator (the compiler the backend prefers); gcc 12 spills
@@ -105,35 +106,13 @@ def test_strided_conv_computes_only_its_own_taps():
   assert convs[0][1][0][0] == "TILE" and convs[0][1][0][4] == min(C, target_of("CPU").lanes), convs[0]
 
 def _jit_conv_grads_match_torch(xn, wn, kw, tiled: bool) -> np.ndarray:
-  """A TinyJit step of y = conv2d(x, w, **kw) and the gradients of sum(y * y) (run, captured, replayed) equals float64
-  torch's; `tiled`: every conv kernel of it (at least 3) carries the conv tile. Returns torch's y."""
-  want_y, want_gx, want_gw = _torch_conv_grads(xn, wn, kw)
-  x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
-  @TinyJit
-  def step():
-    x.grad = w.grad = None
-    y = x.conv2d(w, **kw)
-    (y * y).sum().backward()
-    return y.realize(), x.grad.realize(), w.grad.realize()
-  for _ in range(3): y, gx, gw = step()
-  np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-4, atol=1e-4)
-  np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-3)
-  np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-3)
+  """tests/conv_check.py's TinyJit step against float64 torch; `tiled`: every conv kernel of it (at least 3) carries
+  the conv tile. Returns torch's y."""
+  want_y, step = jit_conv_grads_match_torch(xn, wn, kw)
   if tiled:
     convs = [ei.kernel for ei in step.items if ei.kind == "kernel" and _conv_like(lower(ei.kernel.ast, ei.kernel.name))]
     assert len(convs) >= 3 and all(_tiled(k.compiled.applied_opts) for k in convs), [(k.name, k.compiled.applied_opts) for k in convs]
   return want_y
-
-def _torch_conv_grads(xn, wn, kw):
-  """float64 torch: the conv (its padding given per side as F.pad's) and the gradients of sum(y * y)."""
-  import torch
-  tx, tw = torch.tensor(xn, dtype=torch.float64, requires_grad=True), torch.tensor(wn, dtype=torch.float64, requires_grad=True)
-  kw = dict(kw)
-  pad = kw.pop("padding", 0)
-  if isinstance(pad, tuple) and len(pad) == 4: ty = torch.nn.functional.conv2d(torch.nn.functional.pad(tx, pad), tw, **kw)
-  else: ty = torch.nn.functional.conv2d(tx, tw, padding=pad, **kw)
-  (ty * ty).sum().backward()
-  return ty.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()
 
 @pytest.mark.parametrize("shape,kw", [((2, 5, 16, 16), dict(stride=2, padding=1)), ((2, 5, 11, 13), dict(stride=2, padding=1)),
                                       ((3, 4, 11, 13), dict(stride=(2, 1), padding=1)), ((2, 3, 12, 10), dict(stride=(1, 3), padding=(2, 0))),
@@ -150,7 +129,7 @@ def test_strided_conv_taps_path_matches_float64(shape, kw):
   rng = np.random.default_rng(7)
   xn = rng.standard_normal(shape).astype(np.float32)
   wn = (rng.standard_normal((8, shape[1], k, k if "stride" not in kw or kw["stride"] != (1, 3) else 2)) * 0.3).astype(np.float32)
-  want_y, want_gx, want_gw = _torch_conv_grads(xn, wn, kw)
+  want_y, want_gx, want_gw = torch_conv_grads(xn, wn, kw)
   np.testing.assert_allclose(Tensor(xn).conv2d(Tensor(wn), **kw).numpy(), want_y, rtol=1e-4, atol=1e-4)
   x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
   y = x.conv2d(w, **kw)
@@ -163,7 +142,7 @@ def test_strided_conv_input_gradient_alone_and_weight_gradient_alone():
   """Only one of x, w requiring a gradient: the other gradient isn't built, the one asked for is right."""
   rng = np.random.default_rng(8)
   xn, wn = rng.standard_normal((2, 4, 10, 10)).astype(np.float32), (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
-  _, want_gx, want_gw = _torch_conv_grads(xn, wn, dict(stride=2, padding=1))
+  _, want_gx, want_gw = torch_conv_grads(xn, wn, dict(stride=2, padding=1))
   for xg in (True, False):
     x, w = Tensor(xn, requires_grad=xg), Tensor(wn, requires_grad=not xg)
     y = x.conv2d(w, stride=2, padding=1)
@@ -284,7 +263,7 @@ def test_column_phase_forward_matches_float64(shape, wshape, kw):
   float64 torch."""
   rng = np.random.default_rng(11)
   xn, wn = rng.standard_normal(shape).astype(np.float32), (rng.standard_normal(wshape) * 0.3).astype(np.float32)
-  want = _torch_conv_grads(xn, wn, kw)[0]
+  want = torch_conv_grads(xn, wn, kw)[0]
   assert want.shape[-1] % 8 == 0, want.shape
   np.testing.assert_allclose(Tensor(xn).conv2d(Tensor(wn), **kw).numpy(), want, rtol=1e-4, atol=1e-4)
 

@@ -8,8 +8,9 @@ the frontend choosing as it does for 16 lanes (AVX-512) and for 8 (AVX2), forwar
 dilation 2 and groups."""
 import numpy as np
 import pytest
-from frontend import Tensor, TinyJit
+from frontend import Tensor
 from conftest import host_runs
+from tests.conv_check import jit_conv_grads_match_torch
 from frontend.devices import open_device
 from frontend.beam_runner import beam_runner
 from compiler.schedule import create_schedule
@@ -70,13 +71,6 @@ def test_copies_that_are_not_transposes_are_left_to_the_other_opts(cpu_target):
     si = kernel_of(t)
     assert transpose_tile(lower(si.ast, si.name), cpu_target.lanes, cpu_target, lambda k, w: False) is None, si.name
 
-def torch_grads(xn, wn, kw):
-  import torch
-  x, w = torch.tensor(xn, dtype=torch.float64, requires_grad=True), torch.tensor(wn, dtype=torch.float64, requires_grad=True)
-  y = torch.nn.functional.conv2d(x, w, **kw)
-  (y * y).sum().backward()
-  return y.detach().numpy(), x.grad.numpy(), w.grad.numpy()
-
 CONVS = {  # name: (x shape, w shape, conv2d keywords)
   "5x5 rows 20": ((3, 6, 24, 24), (16, 6, 5, 5), {}),
   "5x5 rows 24 pad 2": ((2, 3, 24, 24), (32, 3, 5, 5), {"padding": 2}),
@@ -99,18 +93,7 @@ def test_convs_on_each_vector_width_match_torch(name, lanes, monkeypatch):
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: lanes)
   (xs, ws, kw) = CONVS[name]
   xn, wn = rnd(*xs), rnd(*ws) * 0.3
-  want_y, want_gx, want_gw = torch_grads(xn, wn, kw)
-  x, w = Tensor(xn, requires_grad=True).realize(), Tensor(wn, requires_grad=True).realize()
-  @TinyJit
-  def step():
-    x.grad = w.grad = None
-    y = x.conv2d(w, **kw)
-    (y * y).sum().backward()
-    return y.realize(), x.grad.realize(), w.grad.realize()
-  for _ in range(3): y, gx, gw = step()
-  np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-4, atol=1e-4)
-  np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-3)
-  np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=2e-3)
+  _, step = jit_conv_grads_match_torch(xn, wn, kw, realized=True, gw_atol=2e-3)
   cout = ws[0]
   ow = xs[3] + 2 * kw.get("padding", 0) - ws[3] + 1
   if lanes == 16 and not set(kw) - {"padding"} and nn_ops.row_lane_use(ow, 16) < nn_ops.ROW_LANE_USE_MIN:
