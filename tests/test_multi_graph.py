@@ -318,21 +318,27 @@ def test_hcq_graph_signals_are_freed_with_the_graph(nv):
   for _ in range(4): build_and_drop()
   assert used() == before
 
+def _amd_push_then_add():
+  """On an installed 2-GPU AMD mock: a MultiGraph that copies x from GPU 0 into dst on GPU 1, then adds dst + 0 into
+  out on GPU 1. Returns (d0, d1, graph, x, out)."""
+  from hcqrt.amd.device import AMDDevice
+  from tests.test_amd_p2p import _add_program, filled
+  d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
+  prog = _add_program(d1)
+  n, x = 256, np.arange(256, dtype=np.float32) + 1
+  src, dst, zero, out = filled(d0, x), filled(d1, np.full(n, -1, np.float32)), filled(d1, np.zeros(n, np.float32)), d1.allocator.alloc(4 * n)
+  g = MultiGraph([PeerCopy(d1, d0, dst, src, x.nbytes), (d1, GraphExec(prog, [out, dst, zero], (), (n // 64, 1, 1), (64, 1, 1)))])
+  return d0, d1, g, x, out
+
 def test_hcq_graph_signals_of_a_queued_replay_are_kept():
   """Audit hw row 3: a MultiGraph dropped while its replay is still queued (the AMD mock's engines held off by the
   driver lock) must not give its graph signals' slots to new signals: the replay would later write its values into
   their new owners' signals."""
   import gc
-  from hcqrt.amd.device import AMDDevice
   from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
-  from tests.test_amd_p2p import _add_program, filled
   drv = install_mock_amd("gfx1100", gpus=2, p2p="pcie")
   try:
-    d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
-    prog = _add_program(d1)
-    n, x = 256, np.arange(256, dtype=np.float32) + 1
-    src, dst, zero, out = filled(d0, x), filled(d1, np.full(n, -1, np.float32)), filled(d1, np.zeros(n, np.float32)), d1.allocator.alloc(4 * n)
-    g = MultiGraph([PeerCopy(d1, d0, dst, src, x.nbytes), (d1, GraphExec(prog, [out, dst, zero], (), (n // 64, 1, 1), (64, 1, 1)))])
+    d0, d1, g, _, _ = _amd_push_then_add()
     assert g.graphs is not None
     g.replay(wait=True); d0.synchronize(); d1.synchronize()   # (a replay the GPUs are past: its signals may be reused)
     with drv.lock:
@@ -482,16 +488,11 @@ def test_hcq_replay_on_amd_needs_its_cross_device_wait(monkeypatch, skip, p2p):
   pushed copy sits in GPU 0's graph, the add reading it in GPU 1's: only GPU 1's graph wait on GPU 0's graph signal
   orders them. With the cross-device waits dropped (the test hook) the add reads dst's old bytes. Without P2P the fill
   into GPU 0's bounce slot (GTT GPU 1 maps) lands late the same way: GPU 1's drain must wait for it."""
-  from hcqrt.amd.device import AMDDevice
   from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
-  from tests.test_amd_p2p import _add_program, filled, read
+  from tests.test_amd_p2p import read
   drv = install_mock_amd("gfx1100", gpus=2, p2p=p2p)
   try:
-    d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
-    prog = _add_program(d1)
-    n, x = 256, np.arange(256, dtype=np.float32) + 1
-    src, dst, zero, out = filled(d0, x), filled(d1, np.full(n, -1, np.float32)), filled(d1, np.zeros(n, np.float32)), d1.allocator.alloc(4 * n)
-    g = MultiGraph([PeerCopy(d1, d0, dst, src, x.nbytes), (d1, GraphExec(prog, [out, dst, zero], (), (n // 64, 1, 1), (64, 1, 1)))])
+    d0, d1, g, x, out = _amd_push_then_add()
     assert g.graphs is not None and list(g.bounces) == ([0] if p2p == "none" else [])
     d0.synchronize(); d1.synchronize()
     monkeypatch.setattr(HCQDevice, "skip_cross_wait", skip)
