@@ -980,12 +980,16 @@ def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1) -> Ten
   the conv's taps (the column-phase conv computes 12/9 of them for 3x3, s=2), no phase copy; the (ox, n, oy, co)
   result is transposed back in a small copy. Groups: (ox, n, oy, group, co), the group's own channels the vectors."""
   bs, (co, c), HW, grp = xp.shape[0], w.shape[:2], w.shape[2:], groups
-  xw = xp.reshape(bs, grp, c, *xp.shape[2:])._pool(HW, stride)                  # (bs, grp, c, oy, ox, ky, kx)
-  oy, ox = xw.shape[3:5]
-  xw = xw.permute(0, 3, 4, 1, 2, 5, 6).reshape(bs, oy, ox, grp, 1, c, *HW)
-  wt = w.reshape(grp, co // grp, c, *HW).permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3).reshape(1, 1, 1, grp, co // grp, c, *HW)
+  # (the movement chains as one memoized view each: _view_chain, the same graph)
+  def windows(xp: Tensor) -> Tensor:
+    xw = xp.reshape(bs, grp, c, *xp.shape[2:])._pool(HW, stride)                # (bs, grp, c, oy, ox, ky, kx)
+    return xw.permute(0, 3, 4, 1, 2, 5, 6).reshape(bs, oy, ox, grp, 1, c, *HW)
+  oy, ox = [(i - k) // s + 1 for i, k, s in zip(xp.shape[2:], HW, _tuple(stride, 2))]   # (what _pool makes)
+  xw = _view_chain(xp, ("cout-x", bs, grp, c, oy, ox, *HW, *_tuple(stride, 2)), windows)
+  wt = _view_chain(w, ("cout-w0", grp, co, c, *HW), lambda w: w.reshape(grp, co // grp, c, *HW).permute(0, 2, 3, 4, 1)).contiguous()
+  wt = _view_chain(wt, ("cout-w1", grp, co, c, *HW), lambda w: w.permute(0, 4, 1, 2, 3).reshape(1, 1, 1, grp, co // grp, c, *HW))
   y = (xw * wt).sum((5, 6, 7)).reshape(bs, oy, ox, co)
-  return y.contiguous().permute(0, 3, 1, 2).contiguous()
+  return _view_chain(y.contiguous(), ("cout-y",), lambda y: y.permute(0, 3, 1, 2)).contiguous()
 
 def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: list[int], acc_dtype) -> Tensor | None:
   """A 2-d strided or dilated conv as kernels the conv register tiles take (None for any other conv) instead of the
