@@ -66,14 +66,34 @@ class Readers:
   def __bool__(self) -> bool: return any(r() is not None for r in reversed(self.refs))
 _weak = weakref.ref
 
+def mark_viewed(buffer: Any) -> None:
+  """Note on a device buffer that a lazy buffer over it was viewed (LazyBuffer.viewed): a buffer without the slot
+  (another type) keeps no mark and counts as viewed (buffer_viewed).
+
+  >>> mark_viewed(object()); buffer_viewed(object())
+  True
+  """
+  try: buffer.viewed = True
+  except AttributeError: pass
+
+def buffer_viewed(buffer: Any) -> bool:
+  """Was a lazy buffer over `buffer` ever viewed? True unless the buffer keeps the mark and it is unset.
+
+  >>> buffer_viewed(object())
+  True
+  """
+  return getattr(buffer, "viewed", True)
+
 class LazyBuffer:
-  __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "shape", "srcs", "st")
+  __slots__ = ("__weakref__", "_base", "arg", "buffer", "device", "dtype", "forced_realize", "id", "op", "readers", "shape", "srcs", "st", "viewed")
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, srcs: tuple = (),
                arg: Any = None, base: LazyBuffer | None = None, buffer: Any = None):
     self.device, self.st, self.dtype = device, st, dtype
     self.shape: tuple = st.shape   # (st never changes: read on every op and every schedule edge, so kept, not derived)
     self.op, self.srcs, self.arg, self._base, self.buffer = op, srcs, arg, base, buffer
-    self.id, self.forced_realize, self.readers = next(_ids), False, None
+    # viewed: a view of this base was ever made (never unset); with the buffer's own mark (mark_viewed) it lets
+    # Tensor.assign prove without a graph walk that a value cannot read the target at another position
+    self.id, self.forced_realize, self.readers, self.viewed = next(_ids), False, None, False
     if TRACK_SOURCE: source_lines[self.id] = _user_line()
     # a node reading a buffer that exists (or an in-place write's result) is noted there: an assign that overwrites
     # the buffer later must run it first, so it sees the value it was built from (create_schedule)
@@ -131,7 +151,9 @@ class LazyBuffer:
     base = LazyBuffer(device, _SCALAR_ST, dtype, Ops.CONST, arg=arg)
     # (base.reshape((1,) * n).expand(shape), without the intermediate view: the same tracker, the same final view; a
     # view of a scalar is never the base itself nor masked, so _view would make just this)
-    return LazyBuffer(device, _broadcast_st(shape), dtype, base=base) if shape else base
+    if not shape: return base
+    base.viewed = True
+    return LazyBuffer(device, _broadcast_st(shape), dtype, base=base)
   @staticmethod
   def iota(n: int, dtype: DType, device: str) -> LazyBuffer:
     """0, 1, ..., n-1 computed in the kernel that uses it (never stored unless realized)."""
@@ -188,6 +210,9 @@ class LazyBuffer:
     # reshaped to a scalar (shape () has no dim to hold it) and the value would be read unmasked
     if st.reads_nothing:
       return LazyBuffer.const(0, self.dtype, st.shape, self.device)
+    if not b.viewed:
+      b.viewed = True
+      if b.buffer is not None: mark_viewed(b.buffer)
     return LazyBuffer(self.device, st, self.dtype, base=b)
   def reshape(self, shape) -> LazyBuffer: return self._view(self.st.reshape(tuple(shape)))
   def permute(self, order) -> LazyBuffer: return self._view(self.st.permute(tuple(order)))

@@ -41,9 +41,10 @@ def _out_of_memory(e: Exception) -> bool:
 class Buffer:
   """A device buffer owned by the frontend; freed when the last reference goes away. `what` names what needs it
   (a kernel and its output; a function making the name, so that it costs nothing unless the device is out of memory)."""
-  __slots__ = ("__weakref__", "device", "nbytes", "raw")
+  __slots__ = ("__weakref__", "device", "nbytes", "raw", "viewed")
   def __init__(self, device: str, nbytes: int, what: str | Callable[[], str] = ""):
-    self.device, self.nbytes = device, nbytes
+    # viewed: a lazy buffer over this buffer was viewed (compiler/lazy.py mark_viewed; unset: counts as viewed)
+    self.device, self.nbytes, self.viewed = device, nbytes, False
     dev = open_device(device)
     try: self.raw = dev.allocator.alloc(nbytes)
     except Exception as e:

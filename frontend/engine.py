@@ -231,6 +231,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
     what = lambda si=si, out=out: f"{'Tensor.empty' if si.kind == 'empty' else si.name} (output {out.shape} {out.dtype})"
     if si.kind == "empty":
       out.buffer = Buffer(out.device, nbytes, what)
+      if out.viewed: lazy.mark_viewed(out.buffer)
       continue
     if si.kind == "copy":
       ei = ExecItem("copy", None, [Buffer(out.device, nbytes, what), si.inputs[0].buffer])
@@ -241,13 +242,17 @@ def run_schedule(items: list[ScheduleItem]) -> None:
       if si.assign_targets and rec is not None and rec.refuse_write is not None: rec.refuse_write(si.name)
       outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(dev, nbytes, lambda: f"kernel {what()}")]
       if max_size == 0:
-        for o, b in zip(si.outputs, outs): o.buffer = b
+        for o, b in zip(si.outputs, outs):
+          o.buffer = b
+          if o.viewed: lazy.mark_viewed(b)   # (a viewed base's buffer keeps the mark: compiler/lazy.py mark_viewed)
         continue
       # get_kernel may raise (a compile error): then nothing of this item is marked realized
       ei = ExecItem("kernel", get_kernel(si, dev, opts_key), outs + [b.buffer for b in si.inputs], not si.assign_targets, len(outs),
                     dict(si.var_vals) if si.var_vals else None)
     ei.run(debug)
-    for o, b in zip(si.outputs, ei.bufs): o.buffer = b
+    for o, b in zip(si.outputs, ei.bufs):
+      o.buffer = b
+      if o.viewed: lazy.mark_viewed(b)   # (a viewed base's buffer keeps the mark: compiler/lazy.py mark_viewed)
     # a snapshot of a value from before the capture (an assign overwrites what it read) is not the function's work
     if rec is not None and not (out.id < rec.first_id and out in snapshots):
       rec.append(ei)

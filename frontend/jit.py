@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 import numpy as np
-from compiler.lazy import LazyBuffer
+from compiler.lazy import LazyBuffer, mark_viewed
 from compiler.uop import UOp, Ops
 from compiler.sint import sval, unbind, rebind, merge_vals, binds_of, any_sym
 from hcqrt.device import debug_level
@@ -326,7 +326,11 @@ class TinyJit:
       elif not vv or not any(binds_of(s) for s in ret.shape): return ret
       else: buf = base.buffer
       nb = LazyBuffer.from_buffer(buf, tuple(rebind(s, vv) for s in base.shape), base.dtype, base.device)
-      lb = nb if not ret.lazydata.is_view else LazyBuffer(nb.device, ret.lazydata.st.map_sints(lambda x: rebind(x, vv)), nb.dtype, base=nb)
+      if ret.lazydata.is_view:   # (a view made here, not by _view: the base and its buffer note it, compiler/lazy.py)
+        nb.viewed = True
+        mark_viewed(buf)
+        lb = LazyBuffer(nb.device, ret.lazydata.st.map_sints(lambda x: rebind(x, vv)), nb.dtype, base=nb)
+      else: lb = nb
       return Tensor(lb, requires_grad=False)
     if isinstance(ret, tuple): return tuple(self._rebuild(x, fresh, cur, vv) for x in ret)
     if isinstance(ret, list): return [self._rebuild(x, fresh, cur, vv) for x in ret]

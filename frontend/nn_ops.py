@@ -41,6 +41,22 @@ def _wrap(lb: LazyBuffer, requires_grad: bool | None) -> Tensor:
   from frontend.tensor import _wrap
   return _wrap(lb, requires_grad)
 
+# _view_chain's final tracker by (the input's tracker, the chain's key); VIEW_CHAINS off: always the movement ops
+_chain_sts: dict[tuple, ShapeTracker] = {}
+VIEW_CHAINS: bool = True
+
+def _view_chain(t: Tensor, key: tuple, build) -> Tensor:
+  """build(t), a chain of movement ops whose arguments `key` names, as one view of t's base: with no autograd node to
+  record, the result is a pure function of t's tracker and key, so a conv's gradients (the same chains at every eager
+  step) skip the intermediate views. Memoized only when the result is a view of t's base (no step read padding only)."""
+  lb = t.lazydata
+  if not VIEW_CHAINS or (t.requires_grad and not t.__class__.no_grad) or isinstance(lb, MultiLazyBuffer) or any_sym(lb.shape): return build(t)
+  k = (lb.st, key, tuple(map(type, key)))
+  if (st := _chain_sts.get(k)) is not None: return _wrap(lb.base._view(st), t.requires_grad)
+  ret = build(t)
+  if (r := ret.lazydata).base is lb.base: memo_put(_chain_sts, k, r.st)
+  return ret
+
 def _tuple(x, n: int) -> tuple:
   return (x,) * n if isinstance(x, int) else tuple(x)
 def _flat(xs) -> list: return [a for x in xs for a in x]
@@ -964,12 +980,16 @@ def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1) -> Ten
   the conv's taps (the column-phase conv computes 12/9 of them for 3x3, s=2), no phase copy; the (ox, n, oy, co)
   result is transposed back in a small copy. Groups: (ox, n, oy, group, co), the group's own channels the vectors."""
   bs, (co, c), HW, grp = xp.shape[0], w.shape[:2], w.shape[2:], groups
-  xw = xp.reshape(bs, grp, c, *xp.shape[2:])._pool(HW, stride)                  # (bs, grp, c, oy, ox, ky, kx)
-  oy, ox = xw.shape[3:5]
-  xw = xw.permute(0, 3, 4, 1, 2, 5, 6).reshape(bs, oy, ox, grp, 1, c, *HW)
-  wt = w.reshape(grp, co // grp, c, *HW).permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3).reshape(1, 1, 1, grp, co // grp, c, *HW)
+  # (the movement chains as one memoized view each: _view_chain, the same graph)
+  def windows(xp: Tensor) -> Tensor:
+    xw = xp.reshape(bs, grp, c, *xp.shape[2:])._pool(HW, stride)                # (bs, grp, c, oy, ox, ky, kx)
+    return xw.permute(0, 3, 4, 1, 2, 5, 6).reshape(bs, oy, ox, grp, 1, c, *HW)
+  oy, ox = [(i - k) // s + 1 for i, k, s in zip(xp.shape[2:], HW, _tuple(stride, 2))]   # (what _pool makes)
+  xw = _view_chain(xp, ("cout-x", bs, grp, c, oy, ox, *HW, *_tuple(stride, 2)), windows)
+  wt = _view_chain(w, ("cout-w0", grp, co, c, *HW), lambda w: w.reshape(grp, co // grp, c, *HW).permute(0, 2, 3, 4, 1)).contiguous()
+  wt = _view_chain(wt, ("cout-w1", grp, co, c, *HW), lambda w: w.permute(0, 4, 1, 2, 3).reshape(1, 1, 1, grp, co // grp, c, *HW))
   y = (xw * wt).sum((5, 6, 7)).reshape(bs, oy, ox, co)
-  return y.contiguous().permute(0, 3, 1, 2).contiguous()
+  return _view_chain(y.contiguous(), ("cout-y",), lambda y: y.permute(0, 3, 1, 2)).contiguous()
 
 def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: list[int], acc_dtype) -> Tensor | None:
   """A 2-d strided or dilated conv as kernels the conv register tiles take (None for any other conv) instead of the
@@ -1082,21 +1102,27 @@ def _conv_wgrad(g: Tensor, xp: Tensor, HW: tuple, stride, groups: int = 1) -> La
   # (a symbolic batch, a bound Variable: chunks of one image, the batch an output loop the opts leave alone)
   chunk = 1 if not isinstance(bs, int) else max([d for d in range(1, bs + 1) if bs % d == 0 and d * per_img <= DW_CHUNK_BYTES] or [1])
   nb = bs // chunk if isinstance(bs, int) else bs
-  xw = xp.reshape(nb, chunk, grp, cin, *xp.shape[2:])._pool(HW, stride)          # (nb, chunk, grp, cin, *out, *HW)
-  xw = xw.permute(0, 2, *[4 + nd + i for i in range(nd)], 3, 1, *[4 + i for i in range(nd)])   # (nb, grp, *HW, cin, chunk, *out)
-  xw = xw.reshape(nb, grp, *HW, cin, 1, chunk, *oyx).expand(nb, grp, *HW, cin, cout, chunk, *oyx)
+  def windows(xp: Tensor) -> Tensor:
+    xw = xp.reshape(nb, chunk, grp, cin, *xp.shape[2:])._pool(HW, stride)          # (nb, chunk, grp, cin, *out, *HW)
+    xw = xw.permute(0, 2, *[4 + nd + i for i in range(nd)], 3, 1, *[4 + i for i in range(nd)])   # (nb, grp, *HW, cin, chunk, *out)
+    return xw.reshape(nb, grp, *HW, cin, 1, chunk, *oyx).expand(nb, grp, *HW, cin, cout, chunk, *oyx)
+  xw = _view_chain(xp, ("wgrad-x", nb, chunk, grp, cin, cout, *HW, *_tuple(stride, nd), *oyx), windows)
   # (bs, *out, cout): cout contiguous, in one transposing copy (compiler/opt/transpose.py tiles it: 128x32x20x20 0.47-0.62
   # ms, where two copies, whole rows first and then each (cout, ox) block, took 1.05 + 1.45 ms)
-  gt = g.permute(0, *[2 + i for i in range(nd)], 1).contiguous()
-  gt = gt.reshape(nb, chunk, *oyx, grp, cout).permute(0, 2 + nd, 3 + nd, 1, *[2 + i for i in range(nd)])
-  gt = gt.reshape(nb, grp, *[1] * (nd + 1), cout, chunk, *oyx)
+  gt = _view_chain(g, ("wgrad-gt", nd), lambda g: g.permute(0, *[2 + i for i in range(nd)], 1)).contiguous()
+  def rows(gt: Tensor) -> Tensor:
+    gt = gt.reshape(nb, chunk, *oyx, grp, cout).permute(0, 2 + nd, 3 + nd, 1, *[2 + i for i in range(nd)])
+    return gt.reshape(nb, grp, *[1] * (nd + 1), cout, chunk, *oyx)
+  gt = _view_chain(gt, ("wgrad-g", nb, chunk, grp, cout, *oyx), rows)
   dwt = (xw * gt).sum(tuple(range(-1 - nd, 0)))                                 # (nb, grp, *HW, cin, cout)
   dwt = dwt.contiguous().sum(0) if not isinstance(nb, int) or nb > 1 else dwt.reshape(dwt.shape[1:])
   # realized as (grp, *HW, cin, cout) first: the permuted store fused into the reduction would make its kernel's rows
   # co; with one group the (cout, cin, *HW) gradient stays a view of it (the optimizer update reads it in place of a
   # permuted copy); with groups, (grp, cout) merge into the output channels: a small copy
-  dwt = dwt.contiguous().permute(0, nd + 2, nd + 1, *range(1, nd + 1))          # (grp, cout, cin, *HW)
-  return dwt.reshape(grp * cout, cin, *HW).lazydata if grp == 1 else dwt.contiguous().reshape(grp * cout, cin, *HW).lazydata
+  # (grp, cout, cin, *HW)
+  dwt = _view_chain(dwt.contiguous(), ("wgrad-dw", nd), lambda d: d.permute(0, nd + 2, nd + 1, *range(1, nd + 1)))
+  if grp == 1: return _view_chain(dwt, ("wgrad-dw1", cout, cin, *HW), lambda d: d.reshape(grp * cout, cin, *HW)).lazydata
+  return dwt.contiguous().reshape(grp * cout, cin, *HW).lazydata
 
 def _strided_dgrad(g: Tensor, w: Tensor, s_: tuple, pb: list[int], ishape: tuple, groups: int = 1) -> Tensor:
   """The input gradient of a 2-d stride-s conv (one group; x's pixels, not the padding), dx[n, c, X] = sum over
@@ -1232,7 +1258,7 @@ class _ConvFn(_ConvGradsFn):
     if self.needs_input_grad[0]:
       # full correlation with the flipped kernel: padding k-1-p on each side (torch order: last dim first)
       gpads = [k - 1 - p for k, p in zip([k for k in reversed(HW) for _ in (0, 1)], pads)]
-      wt = w.transpose(0, 1).flip(*range(2, 2 + nd))
+      wt = _view_chain(w, ("dgrad-w", nd), lambda w: w.transpose(0, 1).flip(*range(2, 2 + nd)))
       bands = _dgrad_bands(g.shape[2], w.shape[2], gpads[2], gpads[3]) if nd == 2 else None
       if bands: dx = _banded_dgrad(g, wt.contiguous(), gpads, bands).lazydata
       else: dx = g.contiguous()._conv_fwd(wt.contiguous(), 1, 1, 1, gpads).lazydata

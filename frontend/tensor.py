@@ -15,7 +15,7 @@ from contextlib import ContextDecorator, contextmanager
 from typing import Any, ClassVar
 import numpy as np
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype, to_np, DTYPES_BY_NAME
-from compiler.lazy import LazyBuffer
+from compiler.lazy import LazyBuffer, buffer_viewed
 from compiler.uop import UOp, Ops
 from compiler.view import prod, ShapeTracker
 from compiler.sint import any_sym, sval, binds_of, smin, smax2
@@ -2292,12 +2292,19 @@ _object_new = object.__new__
 def _reads_at_other_position(value: LazyBuffer, target: LazyBuffer) -> bool:
   """Does computing `value` read `target`'s buffer anywhere but at the element being written? The buffer is the
   target's, an earlier pending assign's it follows, or any other lazy buffer's over the same device buffer."""
-  targets, bufs, t = set(), set(), target
+  targets, bufs, t, viewed = set(), set(), target, False
   while True:
     targets.add(t)
-    if t.buffer is not None: bufs.add(id(t.buffer))
+    viewed = viewed or t.viewed
+    if t.buffer is not None:
+      bufs.add(id(t.buffer))
+      viewed = viewed or buffer_viewed(t.buffer)
     if not _pending_assign(t): break
     t = t.srcs[1].base
+  # a read at another position goes through a view of one of the targets or of a lazy buffer over their buffers: if
+  # none was ever made (LazyBuffer.viewed; the buffer's mark covers the other lazy buffers over it), the answer is
+  # no without walking value's graph (an optimizer's moments: their values walk the whole backward graph)
+  if not viewed: return False
   for b in _shifted_reads(value, _read_walk_memo()):
     if b in targets or (b.buffer is not None and id(b.buffer) in bufs): return True
   return False

@@ -427,3 +427,45 @@ def test_memo_tables_share_one_bounded_helper():
   # (and memo_put is what bounds the schedule's tables too)
   import inspect
   assert all("memo_put(" in inspect.getsource(f) for f in (S._view_facts, S._kernel_name))
+
+# *** the read walk's pre-check: no view of the target (nor of a lazy buffer over its buffer) ever made, no walk ***
+
+def test_read_check_skips_walk_for_unviewed_target(monkeypatch):
+  from frontend import tensor as T
+  m = Tensor.zeros(4, 4).contiguous().realize()
+  w = Tensor.ones(4, 4).contiguous().realize()
+  g = (w.flip(0) * 2).T.relu().sum(0, keepdim=True).expand(4, 4)   # a graph with shifted reads, none of m
+  def no_walk(*a): raise AssertionError("walked")
+  monkeypatch.setattr(T, "_shifted_reads", no_walk)
+  assert T._reads_at_other_position((m * 0.9 + g).lazydata, m.lazydata.base) is False
+  monkeypatch.undo()
+  assert plain_reads_at_other_position((m * 0.9 + g).lazydata, m.lazydata.base) is False
+  m.assign(m * 0.9 + g).realize()
+  np.testing.assert_allclose(m.numpy(), np.full((4, 4), 8.0, np.float32))
+
+def test_read_check_sees_view_made_before_realize():
+  # c is viewed while lazy; realized, its buffer keeps the mark; an assign makes a second lazy buffer over that buffer
+  # (never viewed itself): a value reading the old view shifted still reads the target at another position
+  from frontend import tensor as T
+  a = Tensor(np.arange(16, dtype=np.float32).reshape(4, 4)).realize()
+  c = a + 1
+  cv = c.flip(0)
+  c.realize()
+  c.assign(c * 2).realize()
+  target = c.lazydata.base
+  assert not target.viewed and cv.lazydata.base is not target and cv.lazydata.base.buffer is target.buffer
+  value = (cv * 3).lazydata
+  assert T._reads_at_other_position(value, target) is True and plain_reads_at_other_position(value, target) is True
+  before = c.numpy()
+  c.assign(cv * 3)
+  np.testing.assert_array_equal(c.numpy(), before[::-1] * 3)
+
+def test_read_check_sees_view_through_pending_assign():
+  # the target's pending assign chain: a view of the earlier write's result, made while it is pending
+  from frontend import tensor as T
+  w = Tensor(np.arange(16, dtype=np.float32).reshape(4, 4)).realize()
+  w.assign(w + 1)
+  shifted = w.flip(1)
+  assert T._reads_at_other_position((shifted * 2).lazydata, w.lazydata.base) is True
+  w.assign(shifted * 2)
+  np.testing.assert_array_equal(w.numpy(), (np.arange(16, dtype=np.float32).reshape(4, 4) + 1)[:, ::-1] * 2)
