@@ -32,6 +32,8 @@ TORCH_AT_ISA = {"x86-64-v3": ("AVX2", {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MA
                 "x86-64-v2": ("SSE4.1", {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"}),
                 "x86-64": ("SSE4.1", {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"})}
 _VECTOR_BYTES = {"x86-64-v4": 64, "x86-64-v3": 32, "x86-64-v2": 16, "x86-64": 16}
+# numpy's OpenBLAS at the same ISA (its DYNAMIC_ARCH kernel names): what it runs on a host of that level
+BLAS_AT_ISA = {"AVX2": {"OPENBLAS_CORETYPE": "Haswell"}, "SSE4.1": {"OPENBLAS_CORETYPE": "Nehalem"}}
 
 def torch_isa_env(cpu_isa: str | None = None, host_flags: frozenset[str] | None = None) -> tuple[str, dict[str, str]]:
   """(torch's ISA in words, the environment that puts torch there) for a run of ours at `cpu_isa` (None: $CPU_ISA).

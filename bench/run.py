@@ -18,7 +18,7 @@ import argparse, importlib.util, json, os, pathlib, platform, resource, shutil, 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import FULL, QUICK, BENCHES, torch_isa_env, conv_flops, conv_train_flops, convvar_flops  # noqa: E402 (after the sys.path entry); numpy is imported there, but no BLAS call is made here
+from _common import FULL, QUICK, BENCHES, BLAS_AT_ISA, torch_isa_env, conv_flops, conv_train_flops, convvar_flops  # noqa: E402 (after the sys.path entry); numpy is imported there, but no BLAS call is made here
 
 def fma_flop_per_cycle(simd: str) -> int:
   """Peak float32 FLOP per cycle per core, assuming two FMA units (true of Intel server cores since Skylake-SP):
@@ -388,7 +388,9 @@ def main() -> int:
                               "--spec", json.dumps(spec), *extra]
   # ours must not share the cores with a BLAS pool: its numpy only builds inputs and references
   quiet_blas = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-  jobs = [("numpy", mk("numpy", ["--only", ",".join(only)]), {}),
+  # ours narrower than the host (CPU_ISA=x86-64-v3 on AVX-512): numpy's OpenBLAS and torch run as on such a host
+  torch_isa, torch_env = torch_isa_env()
+  jobs = [("numpy", mk("numpy", ["--only", ",".join(only)]), BLAS_AT_ISA.get(torch_isa, {})),
           ("ours", mk("ours", ["--only", ",".join(b for b in only if b not in ("compile", "beam"))]), quiet_blas)]
   if "beam" in only:
     # BEAM=2 with a fresh private cache: the search really runs (and is timed), then a second build must hit the cache
@@ -403,7 +405,6 @@ def main() -> int:
     if "compile" in only:
       jobs.append(("ours_llvm_compile", mk("ours", ["--only", "compile"]), quiet_blas | {"CACHE": "0", "HCQRT_CACHE": cache_dir, "CPU_LLVM": "1"}))
   has_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
-  torch_isa, torch_env = torch_isa_env()
   if has_torch:
     jobs.append(("torch", mk("torch", ["--only", ",".join(only)] + ([] if args.no_torch_compile else ["--compile"])), torch_env))
     # ours targets narrower vectors than the host's: the torch column runs at that ISA too; its native run is a reference
@@ -432,7 +433,8 @@ def main() -> int:
   print(f"ours: {results.get('ours', {}).get('info', {}).get('device', '?')} via {results.get('ours', {}).get('info', {}).get('cc', '?')}; "
         f"numpy {results.get('numpy', {}).get('info', {}).get('version', '?')} ({results.get('numpy', {}).get('info', {}).get('blas', '?')}; "
         f"runs the {results.get('numpy', {}).get('info', {}).get('blas_kernel', '?')}"
-        + (f", with {', '.join(k for k in BLAS_PINS if k in os.environ)} unset" if any(k in os.environ for k in BLAS_PINS) else "") + ")"
+        + (f", with {', '.join(k for k in BLAS_PINS if k in os.environ)} unset" if any(k in os.environ for k in BLAS_PINS) else "")
+        + (f", as on an {torch_isa} host: {' '.join(f'{k}={v}' for k, v in BLAS_AT_ISA[torch_isa].items())}" if torch_isa in BLAS_AT_ISA else "") + ")"
         + (f"; torch {results['torch'].get('info', {}).get('version', '?')} ({_torch_isa_words(results['torch'], torch_isa)})" if "torch" in results else
            "; torch: skipped" if args.no_torch else "; torch: not installed"))
   print()

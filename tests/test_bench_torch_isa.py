@@ -50,3 +50,15 @@ def test_native_torch_table_shows_both():
   lines = run.native_torch_table(res, "AVX2")
   body = next(line for line in lines if line.startswith("conv2d"))
   assert body.split()[2:] == ["10.00", "12.00", "8.00", "0.80x"], body
+
+def test_numpy_runs_the_openblas_kernel_of_ours_isa():
+  """Every ISA torch can be put at has numpy's OpenBLAS kernel for it (run.py's numpy child), and that kernel is what
+  OpenBLAS then reports running (read back from the library)."""
+  common = _load("_common")
+  assert {isa for isa, _ in common.TORCH_AT_ISA.values()} <= set(common.BLAS_AT_ISA)
+  code = "import sys; sys.path.insert(0, 'bench'); from _oracle import blas_kernel; print(blas_kernel())"
+  env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_")} | common.BLAS_AT_ISA["AVX2"]
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  if "OpenBLAS" not in out.stdout: pytest.skip(f"numpy does not run OpenBLAS here: {out.stdout.strip() or out.stderr[-200:]}")
+  assert "Haswell" in out.stdout, out.stdout
