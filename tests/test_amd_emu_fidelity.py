@@ -79,18 +79,15 @@ ACQUIRE  %r = sub i32 127, %t
   ret void
 }"""
 
-@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
-@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
-def test_lds_writes_are_seen_across_a_barrier_only_after_the_writers_wait(arch):
-  """g30 row 1: LLVM emits no lgkmcnt(0) before s_barrier on gfx942 or gfx11 (back-off barrier); only the workgroup
-  release fence adds it. Without the fences a wave reads the other waves' LDS writes still in flight and gets stale
-  data; with them (as compiler/render_llvm.py's barrier() emits them) the result is right."""
+def _reversed_only_with_workgroup_fences(src: str, name: str, arch: str) -> None:
+  """Run kernel `src` (its RELEASE/ACQUIRE slots empty, then holding workgroup fences) on one 128-lane workgroup that
+  writes in[] reversed to out[]: wrong without the fences, right with them."""
   a = np.arange(128, dtype=np.int32) * 3 + 1
   fence = '  fence syncscope("workgroup") {}\n'
   got = []
   for rel, acq in (("", ""), (fence.format("release"), fence.format("acquire"))):
-    src = REVERSE.replace("RELEASE", rel).replace("ACQUIRE", acq)
-    text, entry, _, kd = read_object(compile_ir(src, cpu=arch, features="-real-true16" if arch == "gfx1100" else ""), "rev")
+    text, entry, _, kd = read_object(compile_ir(src.replace("RELEASE", rel).replace("ACQUIRE", acq), cpu=arch,
+                                                features="-real-true16" if arch == "gfx1100" else ""), name)
     out = np.zeros(128, np.int32); m = FlatMemory()
     m.map(0x10000, out.view(np.uint8)); m.map(0x20000, a.view(np.uint8))
     m.map(0x30000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
@@ -98,6 +95,14 @@ def test_lds_writes_are_seen_across_a_barrier_only_after_the_writers_wait(arch):
     got.append(out)
   assert not np.array_equal(got[0], a[::-1])
   np.testing.assert_array_equal(got[1], a[::-1])
+
+@pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_lds_writes_are_seen_across_a_barrier_only_after_the_writers_wait(arch):
+  """g30 row 1: LLVM emits no lgkmcnt(0) before s_barrier on gfx942 or gfx11 (back-off barrier); only the workgroup
+  release fence adds it. Without the fences a wave reads the other waves' LDS writes still in flight and gets stale
+  data; with them (as compiler/render_llvm.py's barrier() emits them) the result is right."""
+  _reversed_only_with_workgroup_fences(REVERSE, "rev", arch)
 
 @pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
 @pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
@@ -556,19 +561,7 @@ def test_lds_atomics_are_in_flight_across_a_barrier_until_the_writers_wait(arch)
   no wait between them unless the workgroup release fence adds one. Without the fences the other waves read the
   slots before the atomics land (stale 0s); with them every lane is right. The old mock applied the atomic at issue
   and did not hold its wave at the barrier, so it gave 128/128 without the fences."""
-  a = np.arange(128, dtype=np.int32) * 3 + 1
-  fence = '  fence syncscope("workgroup") {}\n'
-  got = []
-  for rel, acq in (("", ""), (fence.format("release"), fence.format("acquire"))):
-    src = LDS_ATOMIC.replace("RELEASE", rel).replace("ACQUIRE", acq)
-    text, entry, _, kd = read_object(compile_ir(src, cpu=arch, features="-real-true16" if arch == "gfx1100" else ""), "k")
-    out = np.zeros(128, np.int32); m = FlatMemory()
-    m.map(0x10000, out.view(np.uint8)); m.map(0x20000, a.view(np.uint8))
-    m.map(0x30000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
-    launch(text, kd, m, 0x30000, (1,), (128,), entry=entry, waves_cls=Gfx9Waves if arch == "gfx942" else Waves)
-    got.append(out)
-  assert not np.array_equal(got[0], a[::-1])
-  np.testing.assert_array_equal(got[1], a[::-1])
+  _reversed_only_with_workgroup_fences(LDS_ATOMIC, "k", arch)
 
 # every lane t adds in[t] to LDS word t & 3 (a divergent address, so LLVM's atomic optimizer leaves it a per-lane
 # ds_add_rtn) and stores the value it got back; then lanes 0-3 store the totals
