@@ -63,3 +63,16 @@ def fresh_schedule_cache(monkeypatch):
   monkeypatch.setattr(S, "cache_stats", {"hits": 0, "misses": 0})
   monkeypatch.setattr(S, "SCHEDULE_CACHE", True)
   monkeypatch.setattr(S, "_cached_nodes", 0)
+
+def record_graph_keys(monkeypatch) -> list:
+  """From now on, append every schedule-cache key built (compiler/schedule.py _GraphKey.extend) to the returned list;
+  a later call starts a new list (keys then go to that one only)."""
+  from compiler import schedule as S
+  real = getattr(S._GraphKey.extend, "unrecorded", S._GraphKey.extend)
+  keys: list = []
+  def extend(self, outs):
+    real(self, outs)
+    keys.append(self.key)
+  extend.unrecorded = real   # type: ignore[attr-defined]
+  monkeypatch.setattr(S._GraphKey, "extend", extend)
+  return keys

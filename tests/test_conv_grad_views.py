@@ -2,7 +2,7 @@
 node, as the movement ops one by one; and the memo answers only for the tracker it was made from."""
 import numpy as np
 import pytest
-from compiler import schedule
+from conftest import record_graph_keys
 from frontend import Tensor, nn
 from frontend import nn_ops
 from frontend.nn.state import get_parameters
@@ -11,16 +11,12 @@ from frontend.optim import Adam
 @pytest.mark.parametrize("conv", [dict(cin=1, cout=8, k=3, padding=1), dict(cin=4, cout=8, k=3, padding=0),
                                   dict(cin=16, cout=16, k=3, padding=1, groups=2), dict(cin=4, cout=16, k=3, padding=1, stride=2)])
 def test_view_chains_build_the_same_graphs(monkeypatch, conv):
-  runs, real = {}, schedule._GraphKey.extend
+  runs = {}
   cin, cout, k = conv.pop("cin"), conv.pop("cout"), conv.pop("k")
   for chains in (True, False):
     monkeypatch.setattr(nn_ops, "VIEW_CHAINS", chains)
     nn_ops._chain_sts.clear()
-    keys: list = []
-    def extend(self, outs, keys=keys):
-      real(self, outs)
-      keys.append(self.key)
-    monkeypatch.setattr(schedule._GraphKey, "extend", extend)
+    keys = record_graph_keys(monkeypatch)
     Tensor.manual_seed(2)
     c = nn.Conv2d(cin, cout, k, **conv)
     opt = Adam(get_parameters(c), lr=1e-2)

@@ -151,17 +151,13 @@ def test_adam_update_is_one_kernel_per_parameter():
 def test_lazy_adam_update_builds_the_tensor_ops_graph(make, monkeypatch):
   # LAMB._adam_lazy builds the update on the lazy buffers: the graph (the schedule cache's key, which names every node,
   # edge, view and constant, and the held tensors in the order they were made) and the values are the Tensor ops'
-  from compiler import schedule
   from frontend import nn
   from frontend.nn.state import get_parameters
-  runs, real = {}, schedule._GraphKey.extend
+  from conftest import record_graph_keys
+  runs = {}
   for lazy in (True, False):
     monkeypatch.setattr(LAMB, "LAZY_UPDATE", lazy)
-    keys: list = []
-    def extend(self, outs, keys=keys):
-      real(self, outs)
-      keys.append(self.key)
-    monkeypatch.setattr(schedule._GraphKey, "extend", extend)
+    keys = record_graph_keys(monkeypatch)
     Tensor.manual_seed(1)
     layers = [nn.Conv2d(1, 4, 3, padding=1), nn.Linear(4 * 5 * 5, 3)]
     opt = make(get_parameters(layers))
