@@ -32,16 +32,14 @@ if TYPE_CHECKING:
   from frontend.tensor import Tensor
   from compiler.lazy import LazyBuffer
 
-# _pool's final tracker by (self's tracker, window, stride, dilation, their numbers' types): bounded (compiler/memo.py)
-_pool_sts: dict[tuple, ShapeTracker] = {}
-
 def _wrap(lb: LazyBuffer, requires_grad: bool | None) -> Tensor:
   """frontend.tensor._wrap (that module imports this one): looked up at the first call, which rebinds this name to it."""
   global _wrap
   from frontend.tensor import _wrap
   return _wrap(lb, requires_grad)
 
-# _view_chain's final tracker by (the input's tracker, the chain's key); VIEW_CHAINS off: always the movement ops
+# _view_chain's final tracker by (the input's tracker, the chain's key, its numbers' types): bounded (compiler/memo.py);
+# VIEW_CHAINS off: always the movement ops
 _chain_sts: dict[tuple, ShapeTracker] = {}
 VIEW_CHAINS: bool = True
 
@@ -67,19 +65,11 @@ class NNOpsMixin:
   # ***** sliding windows *****
   def _pool(self: Tensor, k_: tuple[int, ...], stride: int | tuple = 1, dilation: int | tuple = 1) -> Tensor:
     """Windows of size k_ over the last len(k_) dims as a view: (..., *out, *k_)."""
-    lb = self.lazydata
-    # with no autograd node to record the windows are one view of self's base, a pure function of self's tracker and
-    # the window: a conv's forward and gradients ask for the same ones at every eager step (about ten movement ops each)
-    if (self.requires_grad and not self.__class__.no_grad) or isinstance(lb, MultiLazyBuffer) or any_sym(lb.shape):
-      return self._pool_views(k_, stride, dilation)
+    # with no autograd node to record the windows are one view of self's base (_view_chain): a conv's forward and
+    # gradients ask for the same ones at every eager step (about ten movement ops each)
     nk = len(k_)
     s_, d_ = _tuple(stride, nk), _tuple(dilation, nk)
-    key = (lb.st, tuple(k_), s_, d_, tuple(map(type, (*k_, *s_, *d_))))
-    if (st := _pool_sts.get(key)) is not None: return _wrap(lb.base._view(st), self.requires_grad)
-    ret = self._pool_views(k_, stride, dilation)
-    # (memoized only when the result is a view of self's base: not when some step read only padding, a constant 0)
-    if (r := ret.lazydata).base is lb.base: memo_put(_pool_sts, key, r.st)
-    return ret
+    return _view_chain(self, ("pool", nk, *k_, *s_, *d_), lambda t: t._pool_views(k_, s_, d_))
   def _pool_views(self: Tensor, k_: tuple[int, ...], stride: int | tuple = 1, dilation: int | tuple = 1) -> Tensor:
     nk = len(k_)
     if self.ndim < nk: raise ValueError(f"pool: kernel {k_} has more dims than the input {self.shape}")
