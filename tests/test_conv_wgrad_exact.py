@@ -7,6 +7,7 @@ their output channels, the strided forward) as well as the kernels' tiles, so ea
 import json, os, subprocess, sys
 import numpy as np
 import pytest
+from tests.child_env import pythonpath
 
 # (batch, cin, cout, (h, w), (kh, kw), stride, padding, dilation, groups)
 CASES = [
@@ -58,7 +59,7 @@ def _runnable_isas() -> list[str]:
 @pytest.mark.parametrize("isa", _runnable_isas())
 def test_conv_gradients_equal_torch_float64(isa):
   """Every case's dW and dX within float32 rounding of torch float64 (relative to the gradient's largest entry)."""
-  env = {**os.environ, "CPU_ISA": isa, "PYTHONPATH": os.getcwd()}
+  env = {**os.environ, "CPU_ISA": isa, "PYTHONPATH": pythonpath(os.getcwd())}
   for var in ("MOCKGPU", "NV", "AMD", "DEBUG", "BEAM"): env.pop(var, None)   # the CPU device, default opts
   res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(CASES)], capture_output=True, text=True, env=env, timeout=600)
   assert res.returncode == 0, res.stderr[-3000:]

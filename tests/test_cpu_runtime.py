@@ -9,6 +9,7 @@ from hcqrt.cpu import load_elf, ElfLoadError, CPUDevice, CPUProgram, CPUAllocato
 from hcqrt.cpu.device import RUNNER_C, install_runner
 from hcqrt.interface import GraphCopy, GraphExec
 from tests.needs import need_clang
+from tests.child_env import pythonpath
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 COMPILERS = ["gcc", "clang"]   # both compilers the backend takes (clang >= 15: the first found; skips where there is none)
@@ -306,7 +307,7 @@ print(hashlib.sha256(compile_c(sys.argv[1], "E_add")).hexdigest())
 
 def test_disk_cache_across_processes(tmp_path):
   import hashlib
-  env = {**os.environ, "HCQRT_CACHE": str(tmp_path), "PYTHONPATH": str(REPO)}
+  env = {**os.environ, "HCQRT_CACHE": str(tmp_path), "PYTHONPATH": pythonpath(REPO)}
   env.pop("CACHE", None)
   src = ADD + "\n/* cross-process cache test */"
   child = [sys.executable, "-c", CHILD, src]
@@ -320,7 +321,7 @@ def test_disk_cache_across_processes(tmp_path):
   assert r.stdout.strip() == hashlib.sha256(next((tmp_path / "c").glob("*.o")).read_bytes()).hexdigest()
 
 def test_parallel_processes_share_cache(tmp_path):
-  env = {**os.environ, "HCQRT_CACHE": str(tmp_path), "PYTHONPATH": str(REPO)}
+  env = {**os.environ, "HCQRT_CACHE": str(tmp_path), "PYTHONPATH": pythonpath(REPO)}
   src = ADD + "\n/* parallel cache test */"
   code = "import sys; from compiler.assemble.c_compiler import compile_c; sys.stdout.buffer.write(compile_c(sys.argv[1], 'E_add'))"
   ps = [subprocess.Popen([sys.executable, "-c", code, src], env=env, stdout=subprocess.PIPE, cwd=REPO) for _ in range(3)]

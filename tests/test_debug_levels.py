@@ -3,6 +3,7 @@ schedule (ops, source lines, why a kernel is separate), 5 UOps before/after opti
 pass, 7 disassembly (or a note naming the missing tool)."""
 import os, re, shutil, subprocess, sys
 import pytest
+from tests.child_env import pythonpath
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _out: dict[int, str] = {}
@@ -10,7 +11,7 @@ _out: dict[int, str] = {}
 def _run(level: int) -> str:
   if level not in _out:
     r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "quickstart.py")], cwd=ROOT, capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": ROOT, "CPU": "1", "DEBUG": str(level)}, timeout=600)
+                       env={**os.environ, "PYTHONPATH": pythonpath(ROOT), "CPU": "1", "DEBUG": str(level)}, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     _out[level] = r.stderr
   return _out[level]

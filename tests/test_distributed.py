@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from frontend import Tensor, optim
 from frontend import distributed as dist
+from tests.child_env import pythonpath
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DP, GPU = ROOT / "tests" / "dist" / "dp_train.py", ROOT / "tests" / "dist" / "gpu_step.py"
@@ -34,7 +35,7 @@ needs_mpi = pytest.mark.skipif(_why_not is not None and os.environ.get("HCQRT_RE
 
 def _env(**extra: str) -> dict:
   env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS) and k not in ("MOCKGPU", "NV", "AMD", "CPU", "PTXEMU", "AMDEMU")}
-  env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+  env["PYTHONPATH"] = pythonpath(ROOT)
   return env | extra
 
 def _launch(n: int, script: pathlib.Path, *args: str, env: dict | None = None, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:

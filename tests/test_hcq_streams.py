@@ -5,10 +5,11 @@ import json, os, subprocess, sys
 import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stream_recorder import ROOT, path_of
+from tests.child_env import pythonpath
 
 def _record(device: str, aql: bool) -> list:
   env = {k: v for k, v in os.environ.items() if k not in ("NV", "AMD", "MOCKGPU", "MOCKGPU_ARCH", "AMD_AQL", "CPU", "DEBUG", "PROFILE", "BEAM")}
-  env["PYTHONPATH"] = ROOT
+  env["PYTHONPATH"] = pythonpath(ROOT)
   r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "stream_recorder.py"), device] + (["--aql"] if aql else []),
                      capture_output=True, text=True, env=env, timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]

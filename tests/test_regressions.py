@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from frontend import Tensor
+from tests.child_env import pythonpath
 
 
 def _grad_pair(fn, vals, tfn=None):
@@ -70,7 +71,7 @@ def test_integer_division_by_zero_is_defined_no_sigfpe(device):
   import sys
   r = subprocess.run([sys.executable, "-c", _DIV_SCRIPT, device], capture_output=True, text=True, timeout=600, check=False,
                      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                     env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+                     env={**os.environ, "PYTHONPATH": pythonpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})
   assert r.returncode == 0 and r.stdout.strip().endswith("OK"), f"rc={r.returncode}\n{r.stdout}\n{r.stderr[-2000:]}"
 
 # ***** item 7: half var/std/mean/LayerNorm accumulate in float32 *****

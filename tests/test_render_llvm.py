@@ -20,6 +20,7 @@ from compiler.uop import Ops
 from frontend import Tensor, devices, dtypes
 from hcqrt.cpu.elf_loader import load_elf
 from tests.needs import need_llvm_objdump_19
+from tests.child_env import pythonpath
 
 
 @pytest.fixture
@@ -165,7 +166,7 @@ def test_cpu_llvm_needs_no_c_compiler(tmp_path):
   for n in ["cc", "gcc", "c99", *CLANGS]:
     (fake / n).write_text(f'#!/bin/sh\necho "$0 $*" >> {log}\nexit 1\n'); (fake / n).chmod(0o755)
   env = {k: v for k, v in os.environ.items() if k not in ("HCQRT_CC", "CC", "NV", "AMD", "MOCKGPU")}
-  env |= {"PATH": str(fake), "CPU_LLVM": "1", "CPU": "1", "HCQRT_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(repo)}
+  env |= {"PATH": str(fake), "CPU_LLVM": "1", "CPU": "1", "HCQRT_CACHE": str(tmp_path / "cache"), "PYTHONPATH": pythonpath(repo)}
   run = lambda *args: subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=repo, timeout=900)
   code = ("from frontend import Tensor; import numpy as np; import hcqrt.cpu.device as d\n"
           "x = Tensor(np.arange(4096, dtype=np.float32).reshape(64, 64) * 1e-3)\n"

@@ -26,14 +26,19 @@ def test_fp8_rounding_matches_torch(dt, tdt, mx):
   assert [float_to_fp8(float(x), dt) for x in xs[:500]] == ref[:500].tolist()
 
 def test_fp8_saturates_and_specials():
-  # torch's rounding (2.x: c10/util/Float8_e4m3fn.h, Float8_e5m2.h): e4m3 has no inf, so finite overflow and +-inf
-  # saturate to +-448; e5m2 overflows to +-inf from 61440 (past 57344 by half a step) up; NaN is sign|0x7f in both
+  # e4m3 has no inf: finite overflow and +-inf saturate to +-448, as PTX's cvt.rn.satfinite does and torch 2.13 does
+  # (torch 2.11's c10/util/Float8_e4m3fn.h gave NaN instead, seen on a GPU box); e5m2 overflows to +-inf from 61440
+  # (past 57344 by half a step) up; NaN is sign|0x7f in both
   vals = [1e6, -1e6, math.inf, -math.inf, math.nan, 61439.0, 61440.0]
   assert Tensor(vals, dtype=dtypes.fp8e4m3).bitcast(dtypes.uint8).tolist() == [0x7e, 0xfe, 0x7e, 0xfe, 0x7f, 0x7e, 0x7e]
   assert Tensor(vals, dtype=dtypes.fp8e5m2).bitcast(dtypes.uint8).tolist() == [0x7c, 0xfc, 0x7c, 0xfc, 0x7f, 0x7b, 0x7c]
-  for dt, tdt, _ in FP8:
-    assert Tensor(vals, dtype=dt).bitcast(dtypes.uint8).tolist() == torch.tensor(vals).to(tdt).view(torch.uint8).tolist()
-    assert [float_to_fp8(v, dt) for v in vals] == torch.tensor(vals).to(tdt).view(torch.uint8).tolist()
+  for dt, tdt, mx in FP8:
+    ref = torch.tensor(vals).to(tdt).view(torch.uint8).tolist()
+    # a torch whose e4m3 overflow is NaN is compared on the values that do not overflow
+    keep = [i for i, v in enumerate(vals) if not (ref[0] == 0x7f and abs(v) > mx)]
+    assert 4 in keep   # NaN is always compared
+    for got in (Tensor(vals, dtype=dt).bitcast(dtypes.uint8).tolist(), [float_to_fp8(v, dt) for v in vals]):
+      assert [got[i] for i in keep] == [ref[i] for i in keep]
   t = Tensor([0.1, 2.5], dtype=dtypes.fp8e4m3)
   assert t.dtype is dtypes.fp8e4m3 and t.tolist() == [0.1015625, 2.5]
   assert t.cast(dtypes.fp8e5m2).tolist() == [0.09375, 2.5] and t.cast(dtypes.float16).dtype is dtypes.float16

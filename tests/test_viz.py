@@ -3,6 +3,7 @@ page's server and static export, and the page itself loaded in headless Chromium
 import json, os, re, shutil, subprocess, sys, threading, urllib.request
 import pytest
 from frontend import viz
+from tests.child_env import pythonpath
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -10,7 +11,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
   d = tmp_path_factory.mktemp("viz")
-  env = {**os.environ, "PYTHONPATH": ROOT, "CPU": "1", "VIZ": "1", "VIZ_SERVE": "0", "VIZ_FILE": str(d / "digits.viz")}
+  env = {**os.environ, "PYTHONPATH": pythonpath(ROOT), "CPU": "1", "VIZ": "1", "VIZ_SERVE": "0", "VIZ_FILE": str(d / "digits.viz")}
   r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "profile_step.py"), "digits"], cwd=ROOT, env=env,
                      capture_output=True, text=True, timeout=600)
   assert r.returncode == 0, r.stderr[-3000:]
