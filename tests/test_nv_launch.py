@@ -57,6 +57,22 @@ def test_dependent_launches_are_ordered(nv):
   got, want = chain(nv)
   assert np.array_equal(got, want)
 
+def test_launches_of_changing_geometry_each_run_as_asked(nv):
+  """A program's QMD is kept per launch geometry (NVProgram.qmd_for) with only constant bank 0's address set per launch:
+  geometries taking turns, and more of them than the memo keeps, each launch with its own arguments, all run as asked.
+  A QMD of another geometry leaves elements unwritten or writes them twice; a stale bank address reads another
+  launch's k."""
+  add, n = prog(nv, "add", K.ADD), 300
+  a, b = np.arange(n, dtype=np.float32), np.full(n, 0.5, np.float32)
+  ba, bb = upload(nv, a), upload(nv, b)
+  blocks = [256, 64, 256, 32, 64] + list(range(1, 71))
+  outs = [upload(nv, np.full(n, -1000, np.float32)) for _ in blocks]
+  for k, (blk, out) in enumerate(zip(blocks, outs)):
+    add(out, ba, bb, global_size=(-(-n // blk), 1, 1), local_size=(blk, 1, 1), vals=(k, n))
+  nv.synchronize()
+  for k, (blk, out) in enumerate(zip(blocks, outs)):
+    assert np.array_equal(download(nv, out, n), a + b * k), f"launch {k} with blocks of {blk}"
+
 def test_without_the_barrier_the_mock_overlaps_launches(nv, monkeypatch):
   no_barrier(monkeypatch)
   got, want = chain(nv)
