@@ -73,6 +73,24 @@ def test_launches_of_changing_geometry_each_run_as_asked(nv):
   for k, (blk, out) in enumerate(zip(blocks, outs)):
     assert np.array_equal(download(nv, out, n), a + b * k), f"launch {k} with blocks of {blk}"
 
+@pytest.mark.parametrize("arch", [None, "ampere", "blackwell"])   # V04_00 (the default mock, hopper), V03_00, V05_00
+def test_geometries_sharing_a_block_or_a_grid_each_run_as_asked(arch):
+  """Geometries that share a block but not a grid, or a grid and block.x but not block.y/z, in turns, on each QMD
+  version: each launch runs exactly its own threads (a memo keyed on part of the geometry fails here)."""
+  with mock_nv_device(arch) as nv:
+    p = nv.program("idx3", assemble_ptx(K.head(nv.arch) + K.IDX3, nv.arch))
+    geos = [((4, 1, 1), (32, 1, 1)), ((1, 1, 1), (32, 1, 1)), ((2, 3, 1), (32, 1, 1)), ((2, 3, 1), (32, 2, 1)),
+            ((2, 3, 1), (32, 1, 2)), ((4, 1, 1), (32, 1, 1)), ((1, 1, 1), (32, 1, 1)), ((2, 3, 1), (32, 2, 1))]
+    outs = []
+    for g, l in geos:
+      o = nv.allocator.alloc(4096 * 4); nv.allocator.copyin(o, memoryview(np.full(4096, 0xFFFFFFFF, np.uint32))); outs.append(o)
+      p(o, global_size=g, local_size=l)
+    nv.synchronize()
+    for (g, l), o in zip(geos, outs):
+      r = np.zeros(4096, np.uint32); nv.allocator.copyout(memoryview(r), o)
+      n = int(np.prod(g) * np.prod(l))
+      assert np.array_equal(r[:n], np.arange(n)) and (r[n:] == 0xFFFFFFFF).all(), (g, l)
+
 def test_without_the_barrier_the_mock_overlaps_launches(nv, monkeypatch):
   no_barrier(monkeypatch)
   got, want = chain(nv)

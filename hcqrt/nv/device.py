@@ -294,11 +294,14 @@ class NVProgram(HCQProgram):
                    local, max(1, k.num_barriers), cbufs, sm=dev.sm)
     self.qmd_template = bytes(q.data)
     self._qmds: dict[tuple, bytes] = {}
+    self._qmds_of: tuple | None = None   # the (template, bank 0 size) the memo was made from
     self.cb0_address = SPEC[dev.qmd_version]["cb"]   # (lower field, upper field, shift) of constant bank 0's address
 
   def qmd_for(self, grid: tuple[int, int, int], block: tuple[int, int, int]) -> bytes:
     """The QMD of a launch with this geometry, all but constant bank 0's address (it moves with each launch's
     arguments), made once per geometry: building it field by field cost about half the host time of a launch."""
+    if (of := self._qmds_of) is None or of[0] is not self.qmd_template or of[1] != self.cbuf0_size:
+      self._qmds, self._qmds_of = {}, (self.qmd_template, self.cbuf0_size)   # made, or the template patched (tests do)
     if (b := self._qmds.get((grid, block))) is None:
       q = QMD(self.qmd_version, data=self.qmd_template)
       set_cbuf(q, 0, 0, self.cbuf0_size)
