@@ -24,7 +24,7 @@ def test_suite_passes_on_mock_h100(tmp_path, capsys):
   assert rep["failed"] == 0 and len(rep["results"]) == len(suite.CHECKS) and rep["device"]["qmd"] == "V04_00"
   assert {r["group"] for r in rep["results"]} == {"properties", "memory", "copies", "signals", "launches", "graph", "multi", "errors"}
   assert MULTI >= 4 and all(r["skipped"] and r["note"] == "skipped: needs 2 devices" for r in rep["results"] if r["group"] == "multi")
-  assert {"launch_host_us", "graph_host_us_per_kernel"} <= set(rep["metrics"])   # (speed: bench/hcq_bench.py, not a test)
+  assert {"launch_host_us", "eager_host_us_per_kernel", "graph_host_us_per_kernel"} <= set(rep["metrics"])   # (speed: bench/hcq_bench.py, not a test)
 
 def test_suite_on_mock_ada_launches(tmp_path, capsys):
   rc = main(["--mock", "--arch", "ada", "--only", "launches", "--stress", "100", "--json", str(tmp_path / "r.json")])
