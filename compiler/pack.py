@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
+from compiler.pack_avx2 import avx2_tile_shape
 from compiler.schedule import ScheduleItem, ast_shape, kernel_name
 from compiler.uop import UOp, Ops, substitute
 from compiler.view import ShapeTracker, View, prod
@@ -38,7 +39,8 @@ L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (
 
 def tile_shape(lanes: int, m: int, n: int, pad_rows: bool) -> tuple[int, int] | None:
   """(MR, NR) for `lanes`-float vectors: NR = 2 vectors, MR rows so that MR*2 accumulators + 2 B vectors + a broadcast
-  fit the vector registers (32 with AVX-512, 16 with AVX2). None when N is not a multiple of a vector."""
+  fit the vector registers (32 with AVX-512, 16 with AVX2: compiler/pack_avx2.py). None when N is not a multiple of a vector."""
+  if lanes == 8: return avx2_tile_shape(m, n, pad_rows)
   if lanes < 8 or n % lanes: return None
   nr = 2 * lanes if n % (2 * lanes) == 0 else lanes
   vec_regs = 32 if lanes >= 16 else 16
