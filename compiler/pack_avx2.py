@@ -1,4 +1,4 @@
-"""The register tile of a packed product (compiler/pack.py) for 8-lane float32 vectors and 16 registers (AVX2).
+"""Packed products (compiler/pack.py) on 8-lane float32 vectors with 16 registers (AVX2): the register tile, and which are packed.
 
 With 16 registers a tile holds at most 13 accumulators beside a broadcast and one B vector. Two FMA units with a
 4-cycle latency need 8 independent accumulators to stay busy, and every FMA of a step waits for loads: MR broadcasts
