@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
+from compiler.pack_avx2 import avx2_packs, avx2_tile_shape
 from compiler.schedule import ScheduleItem, ast_shape, kernel_name
 from compiler.uop import UOp, Ops, substitute
 from compiler.view import ShapeTracker, View, prod
@@ -38,7 +39,8 @@ L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (
 
 def tile_shape(lanes: int, m: int, n: int, pad_rows: bool) -> tuple[int, int] | None:
   """(MR, NR) for `lanes`-float vectors: NR = 2 vectors, MR rows so that MR*2 accumulators + 2 B vectors + a broadcast
-  fit the vector registers (32 with AVX-512, 16 with AVX2). None when N is not a multiple of a vector."""
+  fit the vector registers (32 with AVX-512, 16 with AVX2: compiler/pack_avx2.py). None when N is not a multiple of a vector."""
+  if lanes == 8: return avx2_tile_shape(m, n, pad_rows)
   if lanes < 8 or n % lanes: return None
   nr = 2 * lanes if n % (2 * lanes) == 0 else lanes
   vec_regs = 32 if lanes >= 16 else 16
@@ -121,7 +123,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
   if (mm := _matmul(ast)) is None: return None
   red, la, lb = mm
   m, n, k = la.arg[1].shape
-  if min(m, n, k) < PACK_MIN: return None
+  if min(m, n, k) < PACK_MIN and not (lanes == 8 and avx2_packs(m, n, k)): return None
   # padded rows are computed into room past the output's end: fine unless something else is read per output row
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
   out_st: ShapeTracker = ast.src[0].arg[1]
