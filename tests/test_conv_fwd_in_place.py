@@ -1,7 +1,9 @@
-"""Conv forwards that read their input in place instead of from a padded copy (issue 28): the depthwise conv
-(frontend/nn_ops.py _depthwise_fwd: one gated kernel whose border vectors keep their gates, compiler/opt/conv.py
-conv_tile). Values against float64 torch (odd sizes, padding 1/2, 3x3/5x5, batch 1, rows conv_tile can't cover),
-forward alone and with both gradients in a TinyJit step; the kernel structure for both CPU targets."""
+"""Conv forwards with fewer copies (issue 28): the depthwise conv reads its input in place instead of from a padded
+copy (frontend/nn_ops.py _depthwise_fwd: one gated kernel whose border vectors keep their gates, compiler/opt/conv.py
+conv_tile); the strided conv vectorized along its output channels stores channels-first itself on 16-lane CPUs
+(_conv_fwd_cout fused_store: no transposing copy). Values against float64 torch (odd sizes, strides 1-3, padding
+0/1/2, groups, batch 1, rows conv_tile can't cover), forward alone and with both gradients in a TinyJit step, for the
+graphs of both vector widths on any host; the kernel structure for both CPU targets."""
 import numpy as np
 import pytest
 from frontend import Tensor
@@ -69,3 +71,30 @@ def test_gated_rows_of_whole_vectors_on_avx2():
   ran as scalars before)."""
   assert [gated_row_vector(n, 8) for n in (16, 24, 32, 40, 28)] == [4, 8, 8, None, None]
   assert [gated_row_vector(n, 16) for n in (16, 24, 32, 48, 64, 20)] == [4, 8, 8, 16, 16, None]
+
+STRIDED_CASES = [((2, 8, 32, 32), (16, 8, 3, 3), dict(stride=2, padding=1)), ((1, 5, 11, 13), (8, 5, 3, 3), dict(stride=2, padding=1)),
+                 ((2, 4, 13, 14), (8, 4, 3, 3), dict(stride=3, padding=2)), ((2, 4, 10, 10), (8, 4, 3, 3), dict(stride=2)),
+                 ((3, 4, 11, 16), (16, 4, 3, 3), dict(stride=(2, 1), padding=(1, 1, 2, 0))),
+                 ((2, 8, 12, 12), (16, 4, 3, 3), dict(stride=2, padding=1, groups=2)), ((1, 16, 9, 9), (16, 16, 5, 5), dict(stride=2, padding=2))]
+
+@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("shape,wshape,kw", STRIDED_CASES)
+def test_strided_forward_and_gradients_for_both_graphs(shape, wshape, kw, lanes, monkeypatch):
+  """The strided conv as an AVX2 host (8 lanes: the transposed store) and an AVX-512 host (16: the fused store) build
+  it, forward alone and forward + gradients in a TinyJit step, against float64 torch."""
+  import frontend.nn_ops as nn_ops
+  monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: lanes)
+  rng = np.random.default_rng(sum(shape) + lanes)
+  xn, wn = rng.standard_normal(shape).astype(np.float32), (rng.standard_normal(wshape) * 0.3).astype(np.float32)
+  want = jit_conv_grads_match_torch(xn, wn, kw)[0]
+  np.testing.assert_allclose(Tensor(xn).conv2d(Tensor(wn), **kw).numpy(), want, rtol=1e-4, atol=1e-4)
+
+def test_strided_forward_with_gradient_stores_channels_first_on_16_lanes(monkeypatch):
+  """With a gradient (_StridedConvFn) on a 16-lane CPU the forward's conv kernel writes the (N, C, H, W) output itself:
+  the forward is the padded copy, the weight copy and the conv, nothing after it; on 8 lanes a transposing copy follows."""
+  import frontend.nn_ops as nn_ops
+  for lanes, n in ((16, 3), (8, 4)):
+    monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device, lanes=lanes: lanes)
+    x, w = Tensor.empty(2, 64, 32, 32).realize().requires_grad_(), Tensor.empty(64, 64, 3, 3).realize().requires_grad_()
+    ks = [lower(si.ast) for si in _kernels(x.conv2d(w, stride=2, padding=1))]
+    assert len(ks) == n and (ks[-1].reduce_ranges() if lanes == 16 else not ks[-1].reduce_ranges()), [k.name for k in ks]
