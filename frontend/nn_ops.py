@@ -965,7 +965,7 @@ def _depthwise_in_place(x: Tensor, w: Tensor, groups: int, stride, dilation, pad
   gated kernel would run as scalars."""
   if not (len(w.shape) == 4 and any(pads) and w.shape[1] == 1 and w.shape[0] == groups == x.shape[1] and acc_dtype is None and
           _tuple(stride, 2) == (1, 1) and _tuple(dilation, 2) == (1, 1) and x.dtype is dtypes.float32 and w.dtype is dtypes.float32
-          and not any_sym(x.shape) and all(p <= k - 1 for k, pb, pa in zip(w.shape[2:], pads[-2::-2], pads[::-2]) for p in (pb, pa))):
+          and not any_sym(x.shape) and all(0 <= p <= k - 1 for k, pb, pa in zip(w.shape[2:], pads[-2::-2], pads[::-2]) for p in (pb, pa))):
     return False
   from compiler.opt.conv import gated_row_vector
   ow = x.shape[3] + pads[0] + pads[1] - w.shape[3] + 1

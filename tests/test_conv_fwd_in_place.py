@@ -25,7 +25,8 @@ def _kernels(y: Tensor) -> list:
 
 # (input shape, kernel, padding): rows conv_tile covers (32, 24, 16 wide) and rows it doesn't (30, 13: the padded copy)
 DW_CASES = [((2, 16, 32, 32), 3, 1), ((1, 8, 24, 24), 3, 1), ((2, 8, 16, 16), 5, 2), ((1, 8, 17, 32), 3, 1),
-            ((3, 4, 32, 32), 3, (1, 1, 2, 0)), ((2, 8, 30, 30), 3, 1), ((1, 4, 9, 13), 3, 1), ((2, 8, 32, 32), 3, (0, 2))]
+            ((3, 4, 32, 32), 3, (1, 1, 2, 0)), ((2, 8, 30, 30), 3, 1), ((1, 4, 9, 13), 3, 1), ((2, 8, 32, 32), 3, (0, 2)),
+            ((1, 4, 32, 34), 3, (-1, 1, 1, 1))]   # (a negative padding crops: the padded copy)
 
 @pytest.mark.parametrize("shape,k,pad", DW_CASES)
 def test_depthwise_forward_matches_float64(shape, k, pad):
