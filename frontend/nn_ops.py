@@ -994,8 +994,8 @@ def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1, fused_
   the conv's taps (the column-phase conv computes 12/9 of them for 3x3, s=2), no phase copy; the (ox, n, oy, co)
   result is transposed back in a small copy. Groups: (ox, n, oy, group, co), the group's own channels the vectors.
   `fused_store`: the conv kernel stores channels-first itself (each accumulator vector scattered over its channels'
-  planes, once per C x k x k taps), no transposing copy: on AVX-512 its tile is 4 columns x 2 rows x 2 vectors, and the
-  32x64x32x32 s=2 forward went 6.45 -> 6.19 ms (one core, CPU time, min of 20 interleaved rounds) with one kernel
+  planes, once per C x k x k taps), no transposing copy: on AVX-512 its tile stays 8 output columns x 2 vectors, and
+  the 32x64x32x32 s=2 forward went 6.45 -> 6.19 ms (one core, CPU time, min of 20 interleaved rounds) with one kernel
   less; on AVX2 the fused kernel's tile has 8 accumulators where the transposed one has 12 (no faster: kept)."""
   bs, (co, c), HW, grp = xp.shape[0], w.shape[:2], w.shape[2:], groups
   # (the movement chains as one memoized view each: _view_chain, the same graph)
