@@ -183,6 +183,7 @@ class NNOpsMixin:
       w2 = weight.reshape(1, groups, cout // groups, cin)
       y = w2 @ self.reshape(bs, groups, cin, prod(sp))
       return (y.contiguous() if realize and groups > 1 else y).reshape(bs, cout, *sp)
+    if _depthwise_in_place(self, weight, groups, stride, dilation, pads, acc_dtype): return _depthwise_fwd(self, weight, pads)
     # an unrealized computed input (a previous conv + relu) is realized on its own first: fused into the padded copy
     # below, its reduction would run inside a kernel whose stores are gated by the border (no register tile)
     if any(pads) and _computed_by_reduce(self.lazydata): self = self.contiguous()
@@ -957,18 +958,45 @@ def _short_odd_rows(x: Tensor, w: Tensor, groups: int, stride, dilation, oyx: tu
   lanes = _cpu_lanes(x.device)
   return lanes > COUT_ROW_LANES and cout % lanes == 0 and row_lane_use(n, lanes) < ROW_LANE_USE_MIN
 
+def _depthwise_in_place(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: list[int], acc_dtype) -> bool:
+  """Whether a padded 2-d float32 depthwise conv (one input channel per group, one output channel each, stride and
+  dilation 1, padding at most kernel-1) on a CPU reads its input in place (_depthwise_fwd) rather than from a padded
+  copy: its output row must be one conv_tile covers with vectors (compiler/opt/conv.py gated_row_vector), else the
+  gated kernel would run as scalars."""
+  if not (len(w.shape) == 4 and any(pads) and w.shape[1] == 1 and w.shape[0] == groups == x.shape[1] and acc_dtype is None and
+          _tuple(stride, 2) == (1, 1) and _tuple(dilation, 2) == (1, 1) and x.dtype is dtypes.float32 and w.dtype is dtypes.float32
+          and not any_sym(x.shape) and all(0 <= p <= k - 1 for k, pb, pa in zip(w.shape[2:], pads[-2::-2], pads[::-2]) for p in (pb, pa))):
+    return False
+  from compiler.opt.conv import gated_row_vector
+  ow = x.shape[3] + pads[0] + pads[1] - w.shape[3] + 1
+  return (lanes := _cpu_lanes(x.device)) > 1 and gated_row_vector(ow, lanes) is not None
+
+def _depthwise_fwd(x: Tensor, w: Tensor, pads: list[int]) -> Tensor:
+  """A depthwise conv (_depthwise_in_place) reading its input in place through the padded view: one kernel whose
+  border vectors keep their gates and whose row loop is peeled (compiler/opt/conv.py conv_tile), no padded copy. The
+  conv is memory-bound (9 FMAs per pixel loaded), so the copy (a full read and write of the input) cost more than the
+  conv (32x64x32x32 3x3, 2 cores, kernel time min over 30 interleaved rounds: 0.94 -> 0.56 ms AVX-512, 1.25 -> 0.88
+  ms AVX2). A computed input is realized first (a plain copy): read in place, its ops would run once per tap."""
+  c, kh, kw = x.shape[1], *w.shape[2:]
+  xw = x.contiguous().pad(pads)._pool((kh, kw))                                   # (bs, c, oy, ox, kh, kw)
+  return (xw * w.reshape(1, c, 1, 1, kh, kw)).sum((4, 5))
+
 def _cpu_lanes(device) -> int:
   """float32 lanes of the vectors the device's kernels are built with (1 on a GPU: there a row is not a vector)."""
   t = target_of(device if isinstance(device, str) else device[0])
   return 1 if t.gpu else t.lanes
 
-def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1) -> Tensor:
+def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1, fused_store: bool = False) -> Tensor:
   """A 2-d strided conv (one group) of the padded input xp (a buffer, cut to the rows and columns the windows reach)
   with the output channels as the vector loop: out[ox, n, oy, co] = sum over c, ky, kx of xp[n, c, oy*sy + ky,
   ox*sx + kx] * W[c, ky, kx, co], the register tile's rows the output columns (neighbours in xp), each a broadcast
   scalar, so the stride costs nothing (a conv vectorized along the output row would need every s-th column). Exactly
   the conv's taps (the column-phase conv computes 12/9 of them for 3x3, s=2), no phase copy; the (ox, n, oy, co)
-  result is transposed back in a small copy. Groups: (ox, n, oy, group, co), the group's own channels the vectors."""
+  result is transposed back in a small copy. Groups: (ox, n, oy, group, co), the group's own channels the vectors.
+  `fused_store`: the conv kernel stores channels-first itself (each accumulator vector scattered over its channels'
+  planes, once per C x k x k taps), no transposing copy: on AVX-512 its tile stays 8 output columns x 2 vectors, and
+  the 32x64x32x32 s=2 forward went 6.45 -> 6.19 ms (one core, CPU time, min of 20 interleaved rounds) with one kernel
+  less; on AVX2 the fused kernel's tile has 8 accumulators where the transposed one has 12 (no faster: kept)."""
   bs, (co, c), HW, grp = xp.shape[0], w.shape[:2], w.shape[2:], groups
   # (the movement chains as one memoized view each: _view_chain, the same graph)
   def windows(xp: Tensor) -> Tensor:
@@ -979,6 +1007,7 @@ def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1) -> Ten
   wt = _view_chain(w, ("cout-w0", grp, co, c, *HW), lambda w: w.reshape(grp, co // grp, c, *HW).permute(0, 2, 3, 4, 1)).contiguous()
   wt = _view_chain(wt, ("cout-w1", grp, co, c, *HW), lambda w: w.permute(0, 4, 1, 2, 3).reshape(1, 1, 1, grp, co // grp, c, *HW))
   y = (xw * wt).sum((5, 6, 7)).reshape(bs, oy, ox, co)
+  if fused_store: return y.permute(0, 3, 1, 2).contiguous()
   return _view_chain(y.contiguous(), ("cout-y",), lambda y: y.permute(0, 3, 1, 2)).contiguous()
 
 def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: list[int], acc_dtype) -> Tensor | None:
@@ -1016,7 +1045,8 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
     return _col_phase_conv(x, w, groups, s_, pb, out)
   if any(s > 1 for s in s_) and (co // groups) % 8 == 0 and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device:
     if grad: return _StridedConvFn.apply(x, w, stride=s_, pads=tuple(pads), out=tuple(out), groups=groups)
-    return _conv_fwd_cout(_pad_to(x, pb, [s * (o - 1) + k for s, o, k in zip(s_, out, HW)]).contiguous(), w, s_, groups)
+    xp = _pad_to(x, pb, [s * (o - 1) + k for s, o, k in zip(s_, out, HW)]).contiguous()
+    return _conv_fwd_cout(xp, w, s_, groups, fused_store=_cpu_lanes(x.device) > COUT_ROW_LANES)
   if any(s > 1 for s in s_) and not grad: return _col_phase_conv(x, w, groups, s_, pb, out)
   if any(s > 1 for s in s_):
     # the kernel shifted by t = -pb mod s (t zero taps in front) makes the padding pb + t a multiple of s: the phases
@@ -1209,7 +1239,7 @@ class _StridedConvFn(Function):
     with _no_grad():
       # the padded input, cut to the rows and columns the windows reach: the forward's and the weight gradient's
       self.xp = _pad_to(_wrap(x, None), self.pb, [s * (o - 1) + k for s, o, k in zip(stride, out, w.shape[2:])]).contiguous()
-      return _conv_fwd_cout(self.xp, _wrap(w, None), stride, groups).lazydata
+      return _conv_fwd_cout(self.xp, _wrap(w, None), stride, groups, fused_store=_cpu_lanes(x.device) > COUT_ROW_LANES).lazydata
   def backward(self, g):
     with _no_grad():
       g, x, w = _wrap(g, None), _wrap(self.x, None), _wrap(self.w, None)
