@@ -82,9 +82,11 @@ def _packed_view(tiles: int, k: int, t: int, rows: bool, shape: tuple[int, int, 
 
 @dataclass(frozen=True)
 class _Plan:
-  packs: tuple       # per operand: (pack kernel AST, packed shape, slot it reads, slot of the product it fills (0: a new one))
+  packs: tuple       # per operand: (pack kernel AST, packed shape, slot it reads, slot of the product it fills (0: a new
+                     # one), kernel name)
   ast: UOp           # the product over the packed operands
   alloc_nbytes: int | None
+  name: str          # the product's kernel name (names made once here, not at every realize: each walks its AST)
 
 _plans: dict[tuple, _Plan | None] = {}
 def _plan(ast: UOp, lanes: int) -> _Plan | None:
@@ -164,7 +166,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
     # the packed copy takes the operand's slot unless another load still reads it (a @ a): then a new one
     shared = any(u.arg[0] == ld.arg[0] and u is not ld and u not in new_loads for u in loads)
     bi = (nslots := nslots + 1) if shared else ld.arg[0]
-    packs.append((_pack_ast(_single_view(ld), rows, tiles, k, t, size), (tiles, k, t), ld.arg[0], 0 if shared else bi))
+    packs.append((past := _pack_ast(_single_view(ld), rows, tiles, k, t, size), (tiles, k, t), ld.arg[0], 0 if shared else bi, kernel_name(past)))
     new_loads[ld] = UOp(Ops.LOAD, dtypes.float32, (), (bi, _packed_view(tiles, k, t, rows, (mp, n, k))))
   if in_place: new_loads[lb] = lb if mp == m else UOp(Ops.LOAD, dtypes.float32, (), (lb.arg[0], _in_place_view(vb, mp)))
   new_red = UOp(Ops.REDUCE_AXIS, red.dtype, (UOp(Ops.MUL, dtypes.float32, (new_loads[la], new_loads[lb])),), red.arg)
@@ -172,18 +174,19 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
   else:   # (pad_ok: val is the product, or a reshape of it to (M, N))
     pval = new_red if val is red else UOp(Ops.VIEW, val.dtype, (new_red,), ShapeTracker.from_shape((mp, n)))
     store = UOp(Ops.STORE, None, (pval,), (ast.src[0].arg[0], ShapeTracker.from_shape((mp,) + out_st.shape[1:])))
-  return _Plan(tuple(packs), UOp(Ops.SINK, None, (store,), ("packed_matmul", mr, nr, jb)), mp * n * 4 if mp != m else None)
+  prod_ast = UOp(Ops.SINK, None, (store,), ("packed_matmul", mr, nr, jb))
+  return _Plan(tuple(packs), prod_ast, mp * n * 4 if mp != m else None, kernel_name(prod_ast))
 
 def pack_item(si: ScheduleItem, lanes: int) -> list[ScheduleItem]:
   """`si` with its operands packed (the two copy kernels first), or [si] unchanged when it is not a big float32 product."""
   if si.kind != "kernel" or si.ast is None or si.assign_target is not None or si.var_vals or (plan := _plan(si.ast, lanes)) is None: return [si]
   inputs, items = list(si.inputs), []
-  for ast, shape, src_slot, dst_slot in plan.packs:
+  for ast, shape, src_slot, dst_slot, name in plan.packs:
     out = LazyBuffer.empty(shape, dtypes.float32, si.outputs[0].device)
-    items.append(ScheduleItem(ast, [out], [si.inputs[src_slot - 1]], "kernel", kernel_name(ast)))
+    items.append(ScheduleItem(ast, [out], [si.inputs[src_slot - 1]], "kernel", name))
     if dst_slot: inputs[dst_slot - 1] = out
     else: inputs.append(out)
-  return items + [ScheduleItem(plan.ast, list(si.outputs), inputs, "kernel", kernel_name(plan.ast), alloc_nbytes=plan.alloc_nbytes)]
+  return items + [ScheduleItem(plan.ast, list(si.outputs), inputs, "kernel", plan.name, alloc_nbytes=plan.alloc_nbytes)]
 
 def pack_matmuls(items: list[ScheduleItem], lanes_of: Callable[[str], int]) -> list[ScheduleItem]:
   """The schedule with every big float32 product's operands packed; `lanes_of(device)` is the float32 vector width of
