@@ -178,7 +178,8 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
   return _Plan(tuple(packs), prod_ast, mp * n * 4 if mp != m else None, kernel_name(prod_ast))
 
 def pack_item(si: ScheduleItem, lanes: int) -> list[ScheduleItem]:
-  """`si` with its operands packed (the two copy kernels first), or [si] unchanged when it is not a big float32 product."""
+  """`si` with its operands packed (the copy kernels first: A's, and B's unless B is read in place), or [si] unchanged
+  when it is not a big float32 product."""
   if si.kind != "kernel" or si.ast is None or si.assign_target is not None or si.var_vals or (plan := _plan(si.ast, lanes)) is None: return [si]
   inputs, items = list(si.inputs), []
   for ast, shape, src_slot, dst_slot, name in plan.packs:
