@@ -126,8 +126,9 @@ def b_in_place(view: View, k: int, n: int) -> bool:
   """Is B read where it is, not packed? When its rows are contiguous along N (the tile's vectors are then plain loads)
   and the whole of B (K*N floats) fits in B_IN_PLACE bytes: it then stays in L2 as it is, without the conflict misses
   that a panel of rows a power of two apart meets in a bigger B, and the copy and its launch cost more than the tile
-  loses (measured, AVX-512 Xeon, 2 cores, N=512: product 0.73 ms packed + 0.11 ms packing B, against 0.76 ms reading B
-  in place; at N=1024 B is 4 MiB and is packed).
+  loses (AVX-512 Xeon, 2 cores, N=512, minima on a shared host: the product 0.73-0.79 ms on packed B plus 0.08-0.11 ms
+  for B's copy, against 0.76-0.89 ms reading B in place; whole realizes 1.24 against 1.53 ms). At N=1024 (4 MiB) a
+  panel's 1024 rows, 4 KiB apart, would share 1/32 of L2's sets, twice as many lines per set as it has ways: packed.
 
   >>> b_in_place(View.create((512, 512, 512), (0, 1, 512)), 512, 512), b_in_place(View.create((1024, 1024, 1024), (0, 1, 1024)), 1024, 1024)
   (True, False)
