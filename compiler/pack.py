@@ -9,7 +9,9 @@ not stay in L1/L2 however small they are. So before the product, two copy kernel
   PB[jt, k, l] = B[k, jt*NR + l]
 
 and the product reads PA[i // MR, k, i % MR] and PB[j // NR, k, j % NR]: each tile step is one contiguous read of MR
-floats and one of NR, and a tile's operands are two sequential streams. The copies cost O(N^2) against O(N^3).
+floats and one of NR, and a tile's operands are two sequential streams. The copies cost O(N^2) against O(N^3). A B small
+enough to stay in L2 as it is, rows contiguous, is read in place instead (b_in_place): its copy would cost more than
+it saves.
 The product's SINK carries ("packed_matmul", MR, NR, JB): compiler/opt/matmul.py tiles it to match the layout.
 When M is not a multiple of MR the product computes the padded rows too, into room past the end of its output
 (ScheduleItem.alloc_nbytes), which only works when nothing else in the kernel is read per row: such kernels keep
@@ -21,8 +23,8 @@ their plain form.
 >>> a, b = (LazyBuffer.empty((256, 256), dtypes.float32, "CPU") for _ in range(2))
 >>> a.buffer = b.buffer = object()
 >>> mm = a.reshape((256, 1, 256)).expand((256, 256, 256)).alu(Ops.MUL, b.permute((1, 0)).reshape((1, 256, 256)).expand((256, 256, 256))).r(Ops.ADD, (2,))
->>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 16)]
-['E_22_256_12', 'E_8_256_32', 'r_264_256_256']
+>>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 16)]   # (B, 256 KiB, is read in place)
+['E_22_256_12', 'r_264_256_256']
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from compiler.view import ShapeTracker, View, prod
 
 PACK_MIN = 256          # every one of M, N, K at least this: smaller products fit the caches as they are
 L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (half of a 2 MiB L2)
+B_IN_PLACE = L2_PANEL   # a B contiguous along N of at most this many bytes is read where it is (b_in_place)
 
 def tile_shape(lanes: int, m: int, n: int, pad_rows: bool) -> tuple[int, int] | None:
   """(MR, NR) for `lanes`-float vectors: NR = 2 vectors, MR rows so that MR*2 accumulators + 2 B vectors + a broadcast
@@ -81,14 +84,16 @@ def _packed_view(tiles: int, k: int, t: int, rows: bool, shape: tuple[int, int, 
 
 @dataclass(frozen=True)
 class _Plan:
-  packs: tuple       # per operand: (pack kernel AST, packed shape, slot it reads, slot of the product it fills (0: a new one))
+  packs: tuple       # per operand: (pack kernel AST, packed shape, slot it reads, slot of the product it fills (0: a new
+                     # one), kernel name)
   ast: UOp           # the product over the packed operands
   alloc_nbytes: int | None
+  name: str          # the product's kernel name (names made once here, not at every realize: each walks its AST)
 
 _plans: dict[tuple, _Plan | None] = {}
 def _plan(ast: UOp, lanes: int) -> _Plan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
-  if (key := (ast, lanes, PACK_MIN)) in _plans: return _plans[key]
+  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE)) in _plans: return _plans[key]
   _plans[key] = p = None if (flat := merge_leading_dims(ast)) is None else _make_plan(flat, lanes)
   return p
 
@@ -119,6 +124,25 @@ def merge_leading_dims(ast: UOp) -> UOp | None:
     return out
   return rebuild(ast)
 
+def b_in_place(view: View, k: int, n: int) -> bool:
+  """Is B read where it is, not packed? When its rows are contiguous along N (the tile's vectors are then plain loads)
+  and the whole of B (K*N floats) fits in B_IN_PLACE bytes: it then stays in L2 as it is, without the conflict misses
+  that a panel of rows a power of two apart meets in a bigger B, and the copy and its launch cost more than the tile
+  loses (AVX-512 Xeon, 2 cores, N=512, minima on a shared host: the product 0.73-0.79 ms on packed B plus 0.08-0.11 ms
+  for B's copy, against 0.76-0.89 ms reading B in place; whole realizes 1.24 against 1.53 ms). At N=1024 (4 MiB) a
+  panel's 1024 rows, 4 KiB apart, would share 1/32 of L2's sets, twice as many lines per set as it has ways: packed.
+
+  >>> b_in_place(View.create((512, 512, 512), (0, 1, 512)), 512, 512), b_in_place(View.create((1024, 1024, 1024), (0, 1, 1024)), 1024, 1024)
+  (True, False)
+  >>> b_in_place(View.create((512, 512, 512), (0, 512, 1)), 512, 512)   # B transposed: a vector would be a gather
+  False
+  """
+  return view.strides[1] == 1 and k * n * 4 <= B_IN_PLACE
+
+def _in_place_view(view: View, mp: int) -> ShapeTracker:
+  """B's own view (stride 0 along the rows) over the product's mp (padded) rows."""
+  return ShapeTracker((View.create((mp,) + view.shape[1:], view.strides, view.offset),))
+
 def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
   if (mm := _matmul(ast)) is None: return None
   red, la, lb = mm
@@ -139,29 +163,34 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
   while nt % jb: jb -= 1
   mp, nslots = mt * mr, max(u.arg[0] for u in loads)
   packs, new_loads = [], {}
-  for ld, rows, tiles, t, size in ((la, True, mt, mr, m), (lb, False, nt, nr, n)):
+  # (B read in place still reads its slot: a @ a then packs A into a new one)
+  in_place = b_in_place(vb := _single_view(lb), k, n)
+  for ld, rows, tiles, t, size in ((la, True, mt, mr, m),) + ((lb, False, nt, nr, n),) * (not in_place):
     # the packed copy takes the operand's slot unless another load still reads it (a @ a): then a new one
     shared = any(u.arg[0] == ld.arg[0] and u is not ld and u not in new_loads for u in loads)
     bi = (nslots := nslots + 1) if shared else ld.arg[0]
-    packs.append((_pack_ast(_single_view(ld), rows, tiles, k, t, size), (tiles, k, t), ld.arg[0], 0 if shared else bi))
+    packs.append((past := _pack_ast(_single_view(ld), rows, tiles, k, t, size), (tiles, k, t), ld.arg[0], 0 if shared else bi, kernel_name(past)))
     new_loads[ld] = UOp(Ops.LOAD, dtypes.float32, (), (bi, _packed_view(tiles, k, t, rows, (mp, n, k))))
+  if in_place: new_loads[lb] = lb if mp == m else UOp(Ops.LOAD, dtypes.float32, (), (lb.arg[0], _in_place_view(vb, mp)))
   new_red = UOp(Ops.REDUCE_AXIS, red.dtype, (UOp(Ops.MUL, dtypes.float32, (new_loads[la], new_loads[lb])),), red.arg)
   if mp == m: store = UOp(Ops.STORE, None, (substitute(val, {red: new_red}),), ast.src[0].arg)
   else:   # (pad_ok: val is the product, or a reshape of it to (M, N))
     pval = new_red if val is red else UOp(Ops.VIEW, val.dtype, (new_red,), ShapeTracker.from_shape((mp, n)))
     store = UOp(Ops.STORE, None, (pval,), (ast.src[0].arg[0], ShapeTracker.from_shape((mp,) + out_st.shape[1:])))
-  return _Plan(tuple(packs), UOp(Ops.SINK, None, (store,), ("packed_matmul", mr, nr, jb)), mp * n * 4 if mp != m else None)
+  prod_ast = UOp(Ops.SINK, None, (store,), ("packed_matmul", mr, nr, jb))
+  return _Plan(tuple(packs), prod_ast, mp * n * 4 if mp != m else None, kernel_name(prod_ast))
 
 def pack_item(si: ScheduleItem, lanes: int) -> list[ScheduleItem]:
-  """`si` with its operands packed (the two copy kernels first), or [si] unchanged when it is not a big float32 product."""
+  """`si` with its operands packed (the copy kernels first: A's, and B's unless B is read in place), or [si] unchanged
+  when it is not a big float32 product."""
   if si.kind != "kernel" or si.ast is None or si.assign_target is not None or si.var_vals or (plan := _plan(si.ast, lanes)) is None: return [si]
   inputs, items = list(si.inputs), []
-  for ast, shape, src_slot, dst_slot in plan.packs:
+  for ast, shape, src_slot, dst_slot, name in plan.packs:
     out = LazyBuffer.empty(shape, dtypes.float32, si.outputs[0].device)
-    items.append(ScheduleItem(ast, [out], [si.inputs[src_slot - 1]], "kernel", kernel_name(ast)))
+    items.append(ScheduleItem(ast, [out], [si.inputs[src_slot - 1]], "kernel", name))
     if dst_slot: inputs[dst_slot - 1] = out
     else: inputs.append(out)
-  return items + [ScheduleItem(plan.ast, list(si.outputs), inputs, "kernel", kernel_name(plan.ast), alloc_nbytes=plan.alloc_nbytes)]
+  return items + [ScheduleItem(plan.ast, list(si.outputs), inputs, "kernel", plan.name, alloc_nbytes=plan.alloc_nbytes)]
 
 def pack_matmuls(items: list[ScheduleItem], lanes_of: Callable[[str], int]) -> list[ScheduleItem]:
   """The schedule with every big float32 product's operands packed; `lanes_of(device)` is the float32 vector width of

@@ -3,7 +3,8 @@
 The kernel's SINK carries ("packed_matmul", MR, NR, JB). Its two output loops i (rows, a multiple of MR) and j (columns,
 a multiple of NR) become the register tile of the packed layout: MR rows unrolled x NR columns as NR/W vectors of W
 lanes, so each step of the reduction loop reads one contiguous run of MR floats of PA (broadcast) and NR floats of PB,
-and keeps MR*NR/W accumulators in registers. The loops around the tile are ordered for the caches:
+and keeps MR*NR/W accumulators in registers (a small B read in place, compiler/pack.py b_in_place: NR floats of one of
+its rows). The loops around the tile are ordered for the caches:
 
   for jb in N/(NR*JB)          split across the cores
     for it in M/MR             PA's tile (K*MR floats) is read once per jb block...
