@@ -170,7 +170,7 @@ class _Pool:
 RUNNER_C = r"""/* hcqrt CPU runner: persistent worker threads for multi-core kernel launches.
    hcqrt_run(fn, args, nargs, threads) calls fn(args..., core) for core 0..threads-1 and returns when all
    are done; core 0 runs on the calling thread. Workers spin briefly after a job (back-to-back launches
-   then cost no syscall), then sleep on a futex; while a launch list runs (hcqrt_run_list) they do not sleep. Only libc's pthread_create, syscall and
+   then cost no syscall), then sleep on a futex. Only libc's pthread_create, syscall and
    clock_gettime (the launch times of a profiled launch list) are used.
    Placement: given the process's CPUs (hcqrt_set_cpus), each worker is pinned to one CPU other than the one the
    caller runs on (re-pinned when the caller has moved). Unpinned, a worker woken by the futex can be placed on the
@@ -197,7 +197,6 @@ long syscall(long number, ...);
 #define MAXW 255
 #define MAXARGS 63
 #define MAXCPU 1024
-#define LIST_WAIT 16   /* inside a launch list the caller spins this many times a record's spin before it sleeps */
 
 typedef void (*k8)(i64, i64, i64, i64, i64, i64, i64, i64);
 #define A8(p) p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
@@ -213,7 +212,6 @@ static int nworkers;
 static int go[MAXW], sleeping[MAXW];   /* go[w]: 1 = run core w+1 now, 0 = idle/done */
 static int remaining, caller_sleeping;
 static int spin_limit;                /* pause-loop iterations before sleeping on a futex */
-static int hold;                      /* set while a launch list runs: idle workers spin on instead of sleeping */
 static int wtid[MAXW];                /* each worker's thread id, written by the worker as it starts */
 static int cpus[MAXCPU], ncpus;       /* the CPUs to place workers on (hcqrt_set_cpus); fewer than 2: no pinning */
 static int placed_for = -1;           /* the caller's CPU when the workers were last pinned */
@@ -233,7 +231,7 @@ static void *worker(void *arg) {
   __atomic_store_n(&wtid[w], (int)syscall(SYS_GETTID), __ATOMIC_RELEASE);
   for (;;) {
     for (int spin = 0; !__atomic_load_n(&go[w], __ATOMIC_ACQUIRE); spin++) {
-      if (spin < __atomic_load_n(&spin_limit, __ATOMIC_RELAXED) || __atomic_load_n(&hold, __ATOMIC_RELAXED)) { PAUSE(); continue; }
+      if (spin < __atomic_load_n(&spin_limit, __ATOMIC_RELAXED)) { PAUSE(); continue; }
       __atomic_store_n(&sleeping[w], 1, __ATOMIC_SEQ_CST);
       if (!__atomic_load_n(&go[w], __ATOMIC_SEQ_CST)) syscall(SYS_FUTEX, &go[w], FUTEX_WAIT_PRIVATE, 0, 0, 0, 0);
       __atomic_store_n(&sleeping[w], 0, __ATOMIC_SEQ_CST);
@@ -276,9 +274,9 @@ static void place(void) {
   }
 }
 
-/* one launch on `threads` cores (workers already started); returns when all are done. spin: the workers' pause
-   iterations before they sleep once done; wait: the caller's before it sleeps waiting for them */
-static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin, int wait) {
+/* one launch on `threads` cores (workers already started); returns when all are done. spin: the pause iterations
+   before a worker sleeps once done, and before the caller sleeps waiting for them */
+static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin) {
   job_fn = fn; job_nargs = nargs;
   for (int i = 0; i < nargs; i++) job_args[i] = args[i];
   if (threads == 1) { call(0); return; }   /* (a JIT launch list mixes single- and multi-core kernels) */
@@ -290,12 +288,12 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin,
     if (__atomic_load_n(&sleeping[w], __ATOMIC_SEQ_CST)) { syscall(SYS_FUTEX, &go[w], FUTEX_WAKE_PRIVATE, 1, 0, 0, 0); woke = 1; }
   }
   /* unpinned, a woken worker is often placed on this very core: spinning here would only delay it */
-  if (woke && ncpus < 2) wait = 0;
+  if (woke && ncpus < 2) spin = 0;
   call(0);
   for (int s = 0;; s++) {
     int r = __atomic_load_n(&remaining, __ATOMIC_SEQ_CST);
     if (r == 0) break;
-    if (s < wait) { PAUSE(); continue; }
+    if (s < spin) { PAUSE(); continue; }
     __atomic_store_n(&caller_sleeping, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&remaining, __ATOMIC_SEQ_CST) == r) syscall(SYS_FUTEX, &remaining, FUTEX_WAIT_PRIVATE, r, 0, 0, 0);
     __atomic_store_n(&caller_sleeping, 0, __ATOMIC_SEQ_CST);
@@ -310,7 +308,7 @@ int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
   if (nargs < 0 || nargs > MAXARGS || threads < 1 || threads > MAXW + 1) return -1;
   if (start_workers(threads) != 0) return -2;
   if (threads > 1) place();
-  run_one(fn, args, nargs, threads, spin, spin);
+  run_one(fn, args, nargs, threads, spin);
   return 0;
 }
 
@@ -335,24 +333,15 @@ int hcqrt_run_list_timed(const i64 *list, int n, i64 *ns) {
     r += 4 + r[1];
   }
   if (start_workers(most) != 0) return -2 - n;
-  /* Between the list's multi-core launches the workers spin instead of sleeping (hold), and the caller waits for them
-     spinning LIST_WAIT times longer than alone: on a VM, waking a sleeping vCPU through the futex costs tens of us per
-     launch (measured 30-70 us on the 2-core Xeon VM of issue 28, against 3 us spinning), and a caller woken by a worker
-     may be moved to that worker's CPU by the scheduler. The hold ends with the list. Only where the records may spin
-     (spin 0: more threads than cores, where spinning steals the cores the others need). */
-  int spins = 0;
-  r = list;
-  for (int i = 0; i < n; i++, r += 4 + r[1]) if (r[2] > 1 && r[3] > 0) spins = 1;
-  if (spins) __atomic_store_n(&hold, 1, __ATOMIC_RELAXED);
   if (ns) *ns++ = now_ns();
   for (r = list; n > 0; n--, r += 4 + r[1]) {
-    /* each multi-core launch checks where the caller runs now: had it been moved onto a worker's CPU since the last
-       one, the two halves would run one after the other there until the next list */
+    /* each multi-core launch checks where the caller runs now (one getcpu): a caller that slept waiting for a worker is
+       often woken on that worker's CPU, and left there, every later launch of the list would run its halves one after
+       the other on that CPU */
     if (r[2] > 1) place();
-    run_one((void *)r[0], r + 4, (int)r[1], (int)r[2], (int)r[3], r[3] <= 0 ? 0 : r[3] < (1 << 26) ? (int)r[3] * LIST_WAIT : 1 << 30);
+    run_one((void *)r[0], r + 4, (int)r[1], (int)r[2], (int)r[3]);
     if (ns) *ns++ = now_ns();
   }
-  __atomic_store_n(&hold, 0, __ATOMIC_RELAXED);
   return 0;
 }
 
@@ -360,7 +349,7 @@ int hcqrt_run_list(const i64 *list, int n) { return hcqrt_run_list_timed(list, n
 
 /* after fork() only the forking thread exists in the child: forget the workers, new ones start on demand */
 void hcqrt_reset(void) {
-  nworkers = 0; remaining = 0; caller_sleeping = 0; placed_for = -1; hold = 0;
+  nworkers = 0; remaining = 0; caller_sleeping = 0; placed_for = -1;
   for (int w = 0; w < MAXW; w++) go[w] = sleeping[w] = wtid[w] = 0;
 }
 
@@ -480,10 +469,9 @@ class CPULaunchList:
   items: GraphExec(CPUProgram, bufs, vals, threads=n) (hcqrt/interface.py). The launches live in one int64 table of records
   [fn, nargs, threads, spin, buf addresses..., vals...] that the runner's hcqrt_run_list walks, so a replay costs
   one ctypes call however many kernels it holds; `replay(bufs={(item, arg): buf}, vals={(item, j): v})` patches
-  table words first (the JIT swaps argument and output buffers, a symbolic shape its ints). The runner keeps its workers
-  spinning from the list's first launch to its last (no futex sleep and wake between launches) and pins them away
-  from the caller's CPU before each multi-core one. Without the native runner (no C compiler), or for a launch of more
-  arguments than it takes, the same table is walked in Python.
+  table words first (the JIT swaps argument and output buffers, a symbolic shape its ints). The runner pins its workers
+  away from the caller's CPU before each multi-core launch. Without the native runner (no C compiler), or for a launch
+  of more arguments than it takes, the same table is walked in Python.
 
   >>> import ctypes, numpy as np, subprocess, tempfile
   >>> d = tempfile.mkdtemp(); _ = open(f"{d}/k.c", "w").write("void inc(float *a, int core) { a[0] += 1; }")

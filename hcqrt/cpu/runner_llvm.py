@@ -5,10 +5,10 @@ Same symbols, ABI and protocol as RUNNER_C: `hcqrt_run(fn, args, nargs, threads,
 core 0..threads-1 (core 0 on the calling thread) and returns 0, -1 (arguments out of range) or -2 (pthread_create
 failed); `hcqrt_run_list(list, n)` runs a JIT launch list of records as the C runner's does; `hcqrt_reset()` forgets
 the workers after fork; `hcqrt_set_cpus(list, n)` gives the CPUs workers are pinned to (each to one the caller is not
-on, as the C runner does). Workers spin `spin` pause iterations after a job, then sleep on a futex; while a launch list
-runs they spin on (hold), and its caller re-pins them before each multi-core launch and waits 16 times the spin. Every
-argument is passed as an i64 (x86-64 SysV: one register or stack slot each, so extra trailing ones are harmless); the futex
-syscall gets its int arguments as i64 too (C would leave the upper halves of varargs undefined).
+on, as the C runner does; a launch list re-pins them before each multi-core launch). Workers spin `spin` pause
+iterations after a job, then sleep on a futex. Every argument is passed as an i64 (x86-64 SysV: one register or stack
+slot each, so extra trailing ones are harmless); the futex syscall gets its int arguments as i64 too (C would leave the
+upper halves of varargs undefined).
 x86-64 only, like the ELF loader that maps it (hcqrt/cpu/elf_loader.py).
 
 >>> all(f"define i32 @{f}(" in RUNNER_LLVM for f in ("hcqrt_run", "hcqrt_run_list")) and "@pthread_create" in RUNNER_LLVM
@@ -33,7 +33,6 @@ RUNNER_LLVM = f"""
 @remaining = internal global i32 0, align 4
 @caller_sleeping = internal global i32 0, align 4
 @spin_limit = internal global i32 0, align 4
-@hold = internal global i32 0, align 4
 @wtid = internal global [{MAXW} x i32] zeroinitializer, align 16
 @cpus = internal global [{MAXCPU} x i32] zeroinitializer, align 16
 @ncpus = internal global i32 0, align 4
@@ -87,12 +86,9 @@ wait:                                   ; spin while go[w] == 0, then sleep on t
   %g = load atomic i32, ptr %gop acquire, align 4
   %idle = icmp eq i32 %g, 0
   br i1 %idle, label %check, label %job
-check:                                  ; spin on while under the limit or while a launch list holds the workers
+check:
   %lim = load atomic i32, ptr @spin_limit monotonic, align 4
-  %under = icmp slt i32 %spin, %lim
-  %h = load atomic i32, ptr @hold monotonic, align 4
-  %held = icmp ne i32 %h, 0
-  %more = or i1 %under, %held
+  %more = icmp slt i32 %spin, %lim
   br i1 %more, label %pause, label %sleep
 pause:
   call void @llvm.x86.sse2.pause()
@@ -236,13 +232,12 @@ ret:
 
 define i32 @hcqrt_run(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0) {{
 entry:
-  %r = call i32 @run_impl(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0, i32 %spin0, i1 true)
+  %r = call i32 @run_impl(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0, i1 true)
   ret i32 %r
 }}
 
-; one launch; %spin0: the workers' pause iterations before they sleep once done, %wait0: the caller's before it sleeps
-; waiting for them; %doplace: pin the workers first (where the caller runs now)
-define internal i32 @run_impl(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0, i32 %wait0, i1 %doplace) {{
+; one launch; %doplace: pin the workers first, away from the CPU the caller runs on now
+define internal i32 @run_impl(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0, i1 %doplace) {{
 entry:
   %b0 = icmp slt i32 %nargs, 0
   %b1 = icmp sgt i32 %nargs, {MAXARGS}
@@ -301,7 +296,7 @@ go.done:                                ; unpinned, a woken worker often lands o
   %ncp = load i32, ptr @ncpus
   %unpinned = icmp slt i32 %ncp, 2
   %nospin = and i1 %woke, %unpinned
-  %spin = select i1 %nospin, i32 0, i32 %wait0
+  %spin = select i1 %nospin, i32 0, i32 %spin0
   call void @call(i32 0)
   br label %wait
 wait:
@@ -341,7 +336,6 @@ chk.head:
   %i = phi i32 [ 0, %entry ], [ %i1, %chk.next ]
   %r = phi ptr [ %list, %entry ], [ %rn, %chk.next ]
   %most = phi i64 [ 1, %entry ], [ %most1, %chk.next ]
-  %anyspin = phi i1 [ false, %entry ], [ %anyspin1, %chk.next ]
   %more = icmp slt i32 %i, %n
   br i1 %more, label %chk.body, label %spawn
 chk.body:
@@ -364,12 +358,6 @@ badrec:
   %neg = sub i32 -1, %i
   ret i32 %neg
 chk.next:
-  %p3 = getelementptr inbounds i64, ptr %r, i64 3
-  %sp0 = load i64, ptr %p3
-  %multi0 = icmp sgt i64 %th, 1
-  %spins0 = icmp sgt i64 %sp0, 0
-  %ms0 = and i1 %multi0, %spins0
-  %anyspin1 = or i1 %anyspin, %ms0
   %wider = icmp sgt i64 %th, %most
   %most1 = select i1 %wider, i64 %th, i64 %most
   %step = add i64 %na, 4
@@ -384,14 +372,11 @@ spawn:
 badthread:
   %neg2 = sub i32 -2, %n
   ret i32 %neg2
-placing:                                ; the workers spin between the list's launches (hcqrt/cpu/device.py RUNNER_C: hold)
-  br i1 %anyspin, label %holding, label %run.head
-holding:
-  store atomic i32 1, ptr @hold monotonic, align 4
+placing:
   br label %run.head
 run.head:
-  %j = phi i32 [ 0, %placing ], [ 0, %holding ], [ %j1, %run.body ]
-  %q = phi ptr [ %list, %placing ], [ %list, %holding ], [ %qn, %run.body ]
+  %j = phi i32 [ 0, %placing ], [ %j1, %run.body ]
+  %q = phi ptr [ %list, %placing ], [ %qn, %run.body ]
   %rmore = icmp slt i32 %j, %n
   br i1 %rmore, label %run.body, label %done
 run.body:
@@ -406,27 +391,18 @@ run.body:
   %a32 = trunc i64 %a to i32
   %t32 = trunc i64 %t to i32
   %sp32 = trunc i64 %sp to i32
-  ; the caller waits LIST_WAIT (16) times the record's spin (0 for none, at most 2^30), pinning the workers away from
-  ; its CPU before each multi-core launch
-  %nowait = icmp sle i64 %sp, 0
-  %small = icmp slt i64 %sp, 67108864
-  %sp16 = mul i64 %sp, 16
-  %capped = select i1 %small, i64 %sp16, i64 1073741824
-  %wait64 = select i1 %nowait, i64 0, i64 %capped
-  %wait32 = trunc i64 %wait64 to i32
-  %ignored = call i32 @run_impl(ptr %f, ptr %args, i32 %a32, i32 %t32, i32 %sp32, i32 %wait32, i1 true)
+  ; (each multi-core launch pins the workers away from the CPU the caller runs on then: RUNNER_C's hcqrt_run_list)
+  %ignored = call i32 @run_impl(ptr %f, ptr %args, i32 %a32, i32 %t32, i32 %sp32, i1 true)
   %step2 = add i64 %a, 4
   %qn = getelementptr inbounds i64, ptr %q, i64 %step2
   %j1 = add i32 %j, 1
   br label %run.head
 done:
-  store atomic i32 0, ptr @hold monotonic, align 4
   ret i32 0
 }}
 
 define void @hcqrt_reset() {{
   store i32 0, ptr @nworkers
-  store i32 0, ptr @hold
   store i32 0, ptr @remaining
   store i32 0, ptr @caller_sleeping
   store i32 -1, ptr @placed_for
