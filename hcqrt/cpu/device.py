@@ -1,7 +1,9 @@
 """The CPU device: host buffers, and C kernels (ELF objects) run on persistent host threads.
 
 Kernel ABI: `void name(void *buf0, ..., int val0, ..., int core)`; a launch with `threads=n` calls it once for
-each core index 0..n-1, in parallel (ctypes releases the GIL for the duration of each call).
+each core index 0..n-1, on up to n threads at once (ctypes releases the GIL for the duration of each call). The native
+runner hands the indices out to whichever of its threads is free (a worker the OS runs late leaves its index to the
+caller), so a kernel must never wait for another index.
 
   >>> import ctypes, numpy as np, subprocess, tempfile
   >>> d = tempfile.mkdtemp(); _ = open(f"{d}/k.c", "w").write(
@@ -168,8 +170,8 @@ class _Pool:
 # multi-core launch is one ctypes call, and workers spin briefly before sleeping, so back-to-back launches
 # skip both the GIL hand-overs and the futex wake-ups of the Python pool.
 RUNNER_C = r"""/* hcqrt CPU runner: persistent worker threads for multi-core kernel launches.
-   hcqrt_run(fn, args, nargs, threads) calls fn(args..., core) for core 0..threads-1 and returns when all
-   are done; core 0 runs on the calling thread. Workers spin briefly after a job (back-to-back launches
+   hcqrt_run(fn, args, nargs, threads) calls fn(args..., core) once for each core 0..threads-1 and returns when all
+   are done: the calling thread and the woken workers claim the cores in turn (claim_and_run). Workers spin briefly after a job (back-to-back launches
    then cost no syscall), then sleep on a futex. Only libc's pthread_create, syscall and
    clock_gettime (the launch times of a profiled launch list) are used.
    Placement: given the process's CPUs (hcqrt_set_cpus), each worker is pinned to one CPU other than the one the
@@ -209,8 +211,10 @@ static void *job_fn;
 static i64 job_args[MAXARGS + 1];
 static int job_nargs;
 static int nworkers;
-static int go[MAXW], sleeping[MAXW];   /* go[w]: 1 = run core w+1 now, 0 = idle/done */
-static int remaining, caller_sleeping;
+static int go[MAXW], sleeping[MAXW];   /* go[w]: 1 = a job was posted since worker w last looked, 0 = idle */
+static i64 claim;                     /* the job in flight: epoch << 32 | its cores << 16 | the next core to claim */
+static unsigned epoch;                /* counts multi-core jobs: a claim word is never the same for two of them */
+static int done, caller_sleeping;     /* done: the job's cores finished */
 static int spin_limit;                /* pause-loop iterations before sleeping on a futex */
 static int wtid[MAXW];                /* each worker's thread id, written by the worker as it starts */
 static int cpus[MAXCPU], ncpus;       /* the CPUs to place workers on (hcqrt_set_cpus); fewer than 2: no pinning */
@@ -218,12 +222,36 @@ static int placed_for = -1;           /* the caller's CPU when the workers were 
 
 /* the kernel ABI is (void*..., int..., int core): on x86-64 SysV and AArch64 Linux every argument takes one
    64-bit register or stack slot, so passing all as 64-bit integers (and extra trailing ones) is ABI-correct */
+static void call_with(void *fn, i64 *a, int nargs, int core) {
+  a[nargs] = core;
+  if (nargs < 8) ((k8)fn)(A8(a));
+  else ((k64)fn)(A8(a), A8((a + 8)), A8((a + 16)), A8((a + 24)), A8((a + 32)), A8((a + 40)), A8((a + 48)), A8((a + 56)));
+}
 static void call(int core) {
   i64 a[MAXARGS + 1];
   for (int i = 0; i < job_nargs; i++) a[i] = job_args[i];
-  a[job_nargs] = core;
-  if (job_nargs < 8) ((k8)job_fn)(A8(a));
-  else ((k64)job_fn)(A8(a), A8((a + 8)), A8((a + 16)), A8((a + 24)), A8((a + 32)), A8((a + 40)), A8((a + 48)), A8((a + 56)));
+  call_with(job_fn, a, job_nargs, core);
+}
+
+/* Run cores of the job in flight until none is left unclaimed, on whichever thread calls this (the caller and each
+   woken worker): a worker the OS runs late (asleep, or its CPU taken by another process) finds its core already done
+   by the caller instead of the caller waiting for it, and a thread done early takes the next core. The job is copied
+   before the claim: the claim succeeds only if the claim word did not change since it was read, so the job was still
+   this one (the caller posts the next one only after every core of this one finished). */
+static void claim_and_run(void) {
+  i64 a[MAXARGS + 1];
+  for (;;) {
+    i64 v = __atomic_load_n(&claim, __ATOMIC_ACQUIRE);
+    int n = (int)((v >> 16) & 0xffff), core = (int)(v & 0xffff);
+    if (core >= n) return;
+    void *fn = __atomic_load_n(&job_fn, __ATOMIC_RELAXED);
+    int nargs = __atomic_load_n(&job_nargs, __ATOMIC_RELAXED);
+    for (int i = 0; i < nargs && i < MAXARGS; i++) a[i] = __atomic_load_n(&job_args[i], __ATOMIC_RELAXED);
+    if (!__atomic_compare_exchange_n(&claim, &v, v + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    call_with(fn, a, nargs, core);
+    if (__atomic_add_fetch(&done, 1, __ATOMIC_SEQ_CST) == n && __atomic_load_n(&caller_sleeping, __ATOMIC_SEQ_CST))
+      syscall(SYS_FUTEX, &done, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+  }
 }
 
 static void *worker(void *arg) {
@@ -237,10 +265,8 @@ static void *worker(void *arg) {
       __atomic_store_n(&sleeping[w], 0, __ATOMIC_SEQ_CST);
       spin = 0;
     }
-    call(w + 1);
-    __atomic_store_n(&go[w], 0, __ATOMIC_RELEASE);
-    if (__atomic_sub_fetch(&remaining, 1, __ATOMIC_SEQ_CST) == 0 && __atomic_load_n(&caller_sleeping, __ATOMIC_SEQ_CST))
-      syscall(SYS_FUTEX, &remaining, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+    __atomic_store_n(&go[w], 0, __ATOMIC_SEQ_CST);
+    claim_and_run();
   }
   return 0;
 }
@@ -274,13 +300,16 @@ static void place(void) {
   }
 }
 
-/* one launch on `threads` cores (workers already started); returns when all are done */
+/* one launch on `threads` cores (workers already started); returns when all are done. spin: the pause iterations
+   before a worker sleeps once done, and before the caller sleeps waiting for them */
 static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin) {
   job_fn = fn; job_nargs = nargs;
   for (int i = 0; i < nargs; i++) job_args[i] = args[i];
   if (threads == 1) { call(0); return; }   /* (a JIT launch list mixes single- and multi-core kernels) */
   __atomic_store_n(&spin_limit, spin, __ATOMIC_RELAXED);
-  __atomic_store_n(&remaining, threads - 1, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&done, 0, __ATOMIC_RELAXED);
+  epoch++;
+  __atomic_store_n(&claim, (i64)epoch << 32 | (i64)threads << 16, __ATOMIC_SEQ_CST);   /* (publishes the job) */
   int woke = 0;
   for (int w = 0; w < threads - 1; w++) {
     __atomic_store_n(&go[w], 1, __ATOMIC_SEQ_CST);
@@ -288,13 +317,13 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
   }
   /* unpinned, a woken worker is often placed on this very core: spinning here would only delay it */
   if (woke && ncpus < 2) spin = 0;
-  call(0);
-  for (int s = 0;; s++) {
-    int r = __atomic_load_n(&remaining, __ATOMIC_SEQ_CST);
-    if (r == 0) break;
+  claim_and_run();
+  for (int s = 0;; s++) {   /* every core claimed: wait for the ones workers run to finish */
+    int r = __atomic_load_n(&done, __ATOMIC_SEQ_CST);
+    if (r == threads) break;
     if (s < spin) { PAUSE(); continue; }
     __atomic_store_n(&caller_sleeping, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&remaining, __ATOMIC_SEQ_CST) == r) syscall(SYS_FUTEX, &remaining, FUTEX_WAIT_PRIVATE, r, 0, 0, 0);
+    if (__atomic_load_n(&done, __ATOMIC_SEQ_CST) == r) syscall(SYS_FUTEX, &done, FUTEX_WAIT_PRIVATE, r, 0, 0, 0);
     __atomic_store_n(&caller_sleeping, 0, __ATOMIC_SEQ_CST);
     s = 0;
   }
@@ -332,9 +361,12 @@ int hcqrt_run_list_timed(const i64 *list, int n, i64 *ns) {
     r += 4 + r[1];
   }
   if (start_workers(most) != 0) return -2 - n;
-  if (most > 1) place();
   if (ns) *ns++ = now_ns();
   for (r = list; n > 0; n--, r += 4 + r[1]) {
+    /* each multi-core launch checks where the caller runs now (one getcpu): a caller that slept waiting for a worker is
+       often woken on that worker's CPU, and left there, every later launch of the list would run its halves one after
+       the other on that CPU */
+    if (r[2] > 1) place();
     run_one((void *)r[0], r + 4, (int)r[1], (int)r[2], (int)r[3]);
     if (ns) *ns++ = now_ns();
   }
@@ -345,7 +377,7 @@ int hcqrt_run_list(const i64 *list, int n) { return hcqrt_run_list_timed(list, n
 
 /* after fork() only the forking thread exists in the child: forget the workers, new ones start on demand */
 void hcqrt_reset(void) {
-  nworkers = 0; remaining = 0; caller_sleeping = 0; placed_for = -1;
+  nworkers = 0; claim = 0; done = 0; caller_sleeping = 0; placed_for = -1;
   for (int w = 0; w < MAXW; w++) go[w] = sleeping[w] = wtid[w] = 0;
 }
 
@@ -465,8 +497,9 @@ class CPULaunchList:
   items: GraphExec(CPUProgram, bufs, vals, threads=n) (hcqrt/interface.py). The launches live in one int64 table of records
   [fn, nargs, threads, spin, buf addresses..., vals...] that the runner's hcqrt_run_list walks, so a replay costs
   one ctypes call however many kernels it holds; `replay(bufs={(item, arg): buf}, vals={(item, j): v})` patches
-  table words first (the JIT swaps argument and output buffers, a symbolic shape its ints). Without the native
-  runner (no C compiler), or for a launch of more arguments than it takes, the same table is walked in Python.
+  table words first (the JIT swaps argument and output buffers, a symbolic shape its ints). The runner pins its workers
+  away from the caller's CPU before each multi-core launch. Without the native runner (no C compiler), or for a launch
+  of more arguments than it takes, the same table is walked in Python.
 
   >>> import ctypes, numpy as np, subprocess, tempfile
   >>> d = tempfile.mkdtemp(); _ = open(f"{d}/k.c", "w").write("void inc(float *a, int core) { a[0] += 1; }")

@@ -1,13 +1,14 @@
 """The CPU runner (hcqrt/cpu/device.py RUNNER_C) written in LLVM IR, for CPU_LLVM=1: a machine without a C compiler
 still gets the native thread pool (built in-process by llvmlite) instead of the slower Python pool.
 
-Same symbols, ABI and protocol as RUNNER_C: `hcqrt_run(fn, args, nargs, threads, spin)` calls `fn(args..., core)` for
-core 0..threads-1 (core 0 on the calling thread) and returns 0, -1 (arguments out of range) or -2 (pthread_create
+Same symbols, ABI and protocol as RUNNER_C: `hcqrt_run(fn, args, nargs, threads, spin)` calls `fn(args..., core)` once
+for each core 0..threads-1 (claimed in turn by the calling thread and the woken workers) and returns 0, -1 (arguments out of range) or -2 (pthread_create
 failed); `hcqrt_run_list(list, n)` runs a JIT launch list of records as the C runner's does; `hcqrt_reset()` forgets
 the workers after fork; `hcqrt_set_cpus(list, n)` gives the CPUs workers are pinned to (each to one the caller is not
-on, as the C runner does). Workers spin `spin` pause iterations after a job, then sleep on a futex. Every argument is
-passed as an i64 (x86-64 SysV: one register or stack slot each, so extra trailing ones are harmless); the futex
-syscall gets its int arguments as i64 too (C would leave the upper halves of varargs undefined).
+on, as the C runner does; a launch list re-pins them before each multi-core launch). Workers spin `spin` pause
+iterations after a job, then sleep on a futex. Every argument is passed as an i64 (x86-64 SysV: one register or stack
+slot each, so extra trailing ones are harmless); the futex syscall gets its int arguments as i64 too (C would leave the
+upper halves of varargs undefined).
 x86-64 only, like the ELF loader that maps it (hcqrt/cpu/elf_loader.py).
 
 >>> all(f"define i32 @{f}(" in RUNNER_LLVM for f in ("hcqrt_run", "hcqrt_run_list")) and "@pthread_create" in RUNNER_LLVM
@@ -29,7 +30,9 @@ RUNNER_LLVM = f"""
 @nworkers = internal global i32 0, align 4
 @go = internal global [{MAXW} x i32] zeroinitializer, align 16
 @sleeping = internal global [{MAXW} x i32] zeroinitializer, align 16
-@remaining = internal global i32 0, align 4
+@claim = internal global i64 0, align 8
+@epoch = internal global i32 0, align 4
+@done = internal global i32 0, align 4
 @caller_sleeping = internal global i32 0, align 4
 @spin_limit = internal global i32 0, align 4
 @wtid = internal global [{MAXW} x i32] zeroinitializer, align 16
@@ -46,17 +49,14 @@ define internal void @futex(ptr %addr, i64 %op, i64 %val) {{
   ret void
 }}
 
-; fn(args..., core): the first 8 arguments in registers when there are fewer than 8, else 64 (the rest on the stack)
-define internal void @call(i32 %core) {{
+; fn(args..., core) with the n arguments at %a: the first 8 in registers when there are fewer than 8, else 64 (the rest
+; on the stack)
+define internal void @call_with(ptr %fn, ptr %a, i32 %n, i32 %core) {{
 entry:
-  %a = alloca [{MAXARGS + 1} x i64], align 16
-  %n = load i32, ptr @job_nargs
   %n64 = sext i32 %n to i64
-  call void @llvm.memcpy.p0.p0.i64(ptr %a, ptr @job_args, i64 {8 * (MAXARGS + 1)}, i1 false)
   %slot = getelementptr inbounds [{MAXARGS + 1} x i64], ptr %a, i64 0, i64 %n64
   %c64 = sext i32 %core to i64
   store i64 %c64, ptr %slot
-  %fn = load ptr, ptr @job_fn
   %few = icmp slt i32 %n, 8
   br i1 %few, label %k8, label %k64
 k8:
@@ -68,20 +68,74 @@ k64:
 }}
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 
+; run cores of the job in flight until none is left unclaimed (RUNNER_C's claim_and_run): copy the job, then claim the
+; next core by a compare-and-swap of the claim word it was read from; the thread that finishes the last core wakes a
+; sleeping caller
+define internal void @claim_and_run() {{
+entry:
+  %a = alloca [{MAXARGS + 1} x i64], align 16
+  br label %loop
+loop:
+  %v = load atomic i64, ptr @claim acquire, align 8
+  %vn = lshr i64 %v, 16
+  %n = and i64 %vn, 65535
+  %c = and i64 %v, 65535
+  %left = icmp ult i64 %c, %n
+  br i1 %left, label %copy, label %out
+copy:
+  %fn = load atomic ptr, ptr @job_fn monotonic, align 8
+  %na = load atomic i32, ptr @job_nargs monotonic, align 4
+  br label %cp.head
+cp.head:
+  %i = phi i32 [ 0, %copy ], [ %i1, %cp.body ]
+  %inr = icmp slt i32 %i, %na
+  %inm = icmp slt i32 %i, {MAXARGS}
+  %more = and i1 %inr, %inm
+  br i1 %more, label %cp.body, label %try
+cp.body:
+  %i64 = sext i32 %i to i64
+  %src = getelementptr inbounds [{MAXARGS + 1} x i64], ptr @job_args, i64 0, i64 %i64
+  %x = load atomic i64, ptr %src monotonic, align 8
+  %dst = getelementptr inbounds [{MAXARGS + 1} x i64], ptr %a, i64 0, i64 %i64
+  store i64 %x, ptr %dst
+  %i1 = add i32 %i, 1
+  br label %cp.head
+try:
+  %v1 = add i64 %v, 1
+  %pair = cmpxchg ptr @claim, i64 %v, i64 %v1 acq_rel acquire
+  %ok = extractvalue {{ i64, i1 }} %pair, 1
+  br i1 %ok, label %run, label %loop
+run:
+  %c32 = trunc i64 %c to i32
+  call void @call_with(ptr %fn, ptr %a, i32 %na, i32 %c32)
+  %d0 = atomicrmw add ptr @done, i32 1 seq_cst
+  %d1 = add i32 %d0, 1
+  %n32 = trunc i64 %n to i32
+  %last = icmp eq i32 %d1, %n32
+  br i1 %last, label %chk, label %loop
+chk:
+  %cs = load atomic i32, ptr @caller_sleeping seq_cst, align 4
+  %wake = icmp ne i32 %cs, 0
+  br i1 %wake, label %dowake, label %loop
+dowake:
+  call void @futex(ptr @done, i64 {FUTEX_WAKE_PRIVATE}, i64 1)
+  br label %loop
+out:
+  ret void
+}}
+
 define internal ptr @worker(ptr %arg) {{
 entry:
   %w = ptrtoint ptr %arg to i64
   %gop = getelementptr inbounds [{MAXW} x i32], ptr @go, i64 0, i64 %w
   %slp = getelementptr inbounds [{MAXW} x i32], ptr @sleeping, i64 0, i64 %w
-  %w32 = trunc i64 %w to i32
-  %core = add i32 %w32, 1
   %tid = call i64 (i64, ...) @syscall(i64 {SYS_GETTID})
   %tid32 = trunc i64 %tid to i32
   %tidp = getelementptr inbounds [{MAXW} x i32], ptr @wtid, i64 0, i64 %w
   store atomic i32 %tid32, ptr %tidp release, align 4
   br label %wait
 wait:                                   ; spin while go[w] == 0, then sleep on the futex
-  %spin = phi i32 [ 0, %entry ], [ %spin1, %pause ], [ 0, %slept ], [ 0, %job ], [ 0, %lastw ], [ 0, %dowake ]
+  %spin = phi i32 [ 0, %entry ], [ %spin1, %pause ], [ 0, %slept ], [ 0, %job ]
   %g = load atomic i32, ptr %gop acquire, align 4
   %idle = icmp eq i32 %g, 0
   br i1 %idle, label %check, label %job
@@ -104,18 +158,9 @@ dosleep:
 slept:
   store atomic i32 0, ptr %slp seq_cst, align 4
   br label %wait
-job:
-  call void @call(i32 %core)
-  store atomic i32 0, ptr %gop release, align 4
-  %old = atomicrmw sub ptr @remaining, i32 1 seq_cst
-  %last = icmp eq i32 %old, 1
-  br i1 %last, label %lastw, label %wait
-lastw:
-  %cs = load atomic i32, ptr @caller_sleeping seq_cst, align 4
-  %wake = icmp ne i32 %cs, 0
-  br i1 %wake, label %dowake, label %wait
-dowake:
-  call void @futex(ptr @remaining, i64 {FUTEX_WAKE_PRIVATE}, i64 1)
+job:                                    ; a job was posted: take what is left of it
+  store atomic i32 0, ptr %gop seq_cst, align 4
+  call void @claim_and_run()
   br label %wait
 }}
 
@@ -235,7 +280,7 @@ entry:
   ret i32 %r
 }}
 
-; one launch; %doplace: pin the workers first (hcqrt_run_list places once for the whole list)
+; one launch; %doplace: pin the workers first, away from the CPU the caller runs on now
 define internal i32 @run_impl(ptr %fn, ptr %args, i32 %nargs, i32 %threads, i32 %spin0, i1 %doplace) {{
 entry:
   %b0 = icmp slt i32 %nargs, 0
@@ -269,7 +314,16 @@ post:
   %nargs64 = sext i32 %nargs to i64
   %bytes = shl i64 %nargs64, 3
   call void @llvm.memcpy.p0.p0.i64(ptr @job_args, ptr %args, i64 %bytes, i1 false)
-  store atomic i32 %want, ptr @remaining seq_cst, align 4
+  store atomic i32 0, ptr @done monotonic, align 4
+  %e0 = load i32, ptr @epoch
+  %e1 = add i32 %e0, 1
+  store i32 %e1, ptr @epoch
+  %e64 = zext i32 %e1 to i64
+  %eh = shl i64 %e64, 32
+  %t64 = zext i32 %threads to i64
+  %th = shl i64 %t64, 16
+  %cw = or i64 %eh, %th
+  store atomic i64 %cw, ptr @claim seq_cst, align 8   ; (publishes the job: epoch << 32 | cores << 16 | next core 0)
   br label %go.head
 go.head:                                ; go[w] = 1 for each worker, waking the sleeping ones
   %w = phi i32 [ 0, %post ], [ %w1, %go.next ]
@@ -296,13 +350,13 @@ go.done:                                ; unpinned, a woken worker often lands o
   %unpinned = icmp slt i32 %ncp, 2
   %nospin = and i1 %woke, %unpinned
   %spin = select i1 %nospin, i32 0, i32 %spin0
-  call void @call(i32 0)
+  call void @claim_and_run()
   br label %wait
-wait:
+wait:                                   ; every core claimed: wait for the ones workers run to finish
   %i = phi i32 [ 0, %go.done ], [ %i1, %pause ], [ 0, %slept ]
-  %r = load atomic i32, ptr @remaining seq_cst, align 4
-  %done = icmp eq i32 %r, 0
-  br i1 %done, label %exit, label %check
+  %r = load atomic i32, ptr @done seq_cst, align 4
+  %fin = icmp eq i32 %r, %threads
+  br i1 %fin, label %exit, label %check
 check:
   %spinning = icmp slt i32 %i, %spin
   br i1 %spinning, label %pause, label %sleep
@@ -312,12 +366,12 @@ pause:
   br label %wait
 sleep:
   store atomic i32 1, ptr @caller_sleeping seq_cst, align 4
-  %r2 = load atomic i32, ptr @remaining seq_cst, align 4
+  %r2 = load atomic i32, ptr @done seq_cst, align 4
   %same = icmp eq i32 %r2, %r
   br i1 %same, label %dosleep, label %slept
 dosleep:
   %r64 = sext i32 %r to i64
-  call void @futex(ptr @remaining, i64 {FUTEX_WAIT_PRIVATE}, i64 %r64)
+  call void @futex(ptr @done, i64 {FUTEX_WAIT_PRIVATE}, i64 %r64)
   br label %slept
 slept:
   store atomic i32 0, ptr @caller_sleeping seq_cst, align 4
@@ -372,14 +426,10 @@ badthread:
   %neg2 = sub i32 -2, %n
   ret i32 %neg2
 placing:
-  %multi = icmp sgt i32 %most32, 1
-  br i1 %multi, label %doplacing, label %run.head
-doplacing:
-  call void @place()
   br label %run.head
 run.head:
-  %j = phi i32 [ 0, %placing ], [ 0, %doplacing ], [ %j1, %run.body ]
-  %q = phi ptr [ %list, %placing ], [ %list, %doplacing ], [ %qn, %run.body ]
+  %j = phi i32 [ 0, %placing ], [ %j1, %run.body ]
+  %q = phi ptr [ %list, %placing ], [ %qn, %run.body ]
   %rmore = icmp slt i32 %j, %n
   br i1 %rmore, label %run.body, label %done
 run.body:
@@ -394,7 +444,8 @@ run.body:
   %a32 = trunc i64 %a to i32
   %t32 = trunc i64 %t to i32
   %sp32 = trunc i64 %sp to i32
-  %ignored = call i32 @run_impl(ptr %f, ptr %args, i32 %a32, i32 %t32, i32 %sp32, i1 false)
+  ; (each multi-core launch pins the workers away from the CPU the caller runs on then: RUNNER_C's hcqrt_run_list)
+  %ignored = call i32 @run_impl(ptr %f, ptr %args, i32 %a32, i32 %t32, i32 %sp32, i1 true)
   %step2 = add i64 %a, 4
   %qn = getelementptr inbounds i64, ptr %q, i64 %step2
   %j1 = add i32 %j, 1
@@ -405,7 +456,8 @@ done:
 
 define void @hcqrt_reset() {{
   store i32 0, ptr @nworkers
-  store i32 0, ptr @remaining
+  store i32 0, ptr @done
+  store i64 0, ptr @claim
   store i32 0, ptr @caller_sleeping
   store i32 -1, ptr @placed_for
   call void @llvm.memset.p0.i64(ptr @go, i8 0, i64 {4 * MAXW}, i1 false)
