@@ -236,18 +236,20 @@ static void call(int core) {
 /* Run cores of the job in flight until none is left unclaimed, on whichever thread calls this (the caller and each
    woken worker): a worker the OS runs late (asleep, or its CPU taken by another process) finds its core already done
    by the caller instead of the caller waiting for it, and a thread done early takes the next core. The job is copied
-   before the claim: the claim succeeds only if the claim word did not change since it was read, so the job was still
-   this one (the caller posts the next one only after every core of this one finished). */
+   after a successful claim: the caller posts the next job only once every core of this one is done, which needs this
+   thread's own `done` increment, so the copy races with nothing (a thread whose claim fails reads no job at all).
+   The claim word is loaded seq_cst: ordered after the worker's go[w] = 0, so a go[w] = 1 of the next job that the
+   store overwrote comes with a claim word this load sees. */
 static void claim_and_run(void) {
   i64 a[MAXARGS + 1];
   for (;;) {
-    i64 v = __atomic_load_n(&claim, __ATOMIC_ACQUIRE);
+    i64 v = __atomic_load_n(&claim, __ATOMIC_SEQ_CST);
     int n = (int)((v >> 16) & 0xffff), core = (int)(v & 0xffff);
     if (core >= n) return;
-    void *fn = __atomic_load_n(&job_fn, __ATOMIC_RELAXED);
-    int nargs = __atomic_load_n(&job_nargs, __ATOMIC_RELAXED);
-    for (int i = 0; i < nargs && i < MAXARGS; i++) a[i] = __atomic_load_n(&job_args[i], __ATOMIC_RELAXED);
     if (!__atomic_compare_exchange_n(&claim, &v, v + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    void *fn = job_fn;
+    int nargs = job_nargs;
+    for (int i = 0; i < nargs && i < MAXARGS; i++) a[i] = job_args[i];
     call_with(fn, a, nargs, core);
     if (__atomic_add_fetch(&done, 1, __ATOMIC_SEQ_CST) == n && __atomic_load_n(&caller_sleeping, __ATOMIC_SEQ_CST))
       syscall(SYS_FUTEX, &done, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
@@ -309,7 +311,7 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
   __atomic_store_n(&spin_limit, spin, __ATOMIC_RELAXED);
   __atomic_store_n(&done, 0, __ATOMIC_RELAXED);
   epoch++;
-  __atomic_store_n(&claim, (i64)epoch << 32 | (i64)threads << 16, __ATOMIC_SEQ_CST);   /* (publishes the job) */
+  __atomic_store_n(&claim, (i64)((unsigned long)epoch << 32 | (unsigned long)threads << 16), __ATOMIC_SEQ_CST);   /* (publishes the job) */
   int woke = 0;
   for (int w = 0; w < threads - 1; w++) {
     __atomic_store_n(&go[w], 1, __ATOMIC_SEQ_CST);

@@ -68,43 +68,43 @@ k64:
 }}
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 
-; run cores of the job in flight until none is left unclaimed (RUNNER_C's claim_and_run): copy the job, then claim the
-; next core by a compare-and-swap of the claim word it was read from; the thread that finishes the last core wakes a
-; sleeping caller
+; run cores of the job in flight until none is left unclaimed (RUNNER_C's claim_and_run): claim the next core by a
+; compare-and-swap of the claim word, then copy the job (plain loads: the caller changes it only after this thread's
+; `done` increment); the thread that finishes the last core wakes a sleeping caller
 define internal void @claim_and_run() {{
 entry:
   %a = alloca [{MAXARGS + 1} x i64], align 16
   br label %loop
 loop:
-  %v = load atomic i64, ptr @claim acquire, align 8
+  %v = load atomic i64, ptr @claim seq_cst, align 8
   %vn = lshr i64 %v, 16
   %n = and i64 %vn, 65535
   %c = and i64 %v, 65535
   %left = icmp ult i64 %c, %n
-  br i1 %left, label %copy, label %out
+  br i1 %left, label %try, label %out
+try:
+  %v1 = add i64 %v, 1
+  %pair = cmpxchg ptr @claim, i64 %v, i64 %v1 acq_rel acquire
+  %ok = extractvalue {{ i64, i1 }} %pair, 1
+  br i1 %ok, label %copy, label %loop
 copy:
-  %fn = load atomic ptr, ptr @job_fn monotonic, align 8
-  %na = load atomic i32, ptr @job_nargs monotonic, align 4
+  %fn = load ptr, ptr @job_fn, align 8
+  %na = load i32, ptr @job_nargs, align 4
   br label %cp.head
 cp.head:
   %i = phi i32 [ 0, %copy ], [ %i1, %cp.body ]
   %inr = icmp slt i32 %i, %na
   %inm = icmp slt i32 %i, {MAXARGS}
   %more = and i1 %inr, %inm
-  br i1 %more, label %cp.body, label %try
+  br i1 %more, label %cp.body, label %run
 cp.body:
   %i64 = sext i32 %i to i64
   %src = getelementptr inbounds [{MAXARGS + 1} x i64], ptr @job_args, i64 0, i64 %i64
-  %x = load atomic i64, ptr %src monotonic, align 8
+  %x = load i64, ptr %src, align 8
   %dst = getelementptr inbounds [{MAXARGS + 1} x i64], ptr %a, i64 0, i64 %i64
   store i64 %x, ptr %dst
   %i1 = add i32 %i, 1
   br label %cp.head
-try:
-  %v1 = add i64 %v, 1
-  %pair = cmpxchg ptr @claim, i64 %v, i64 %v1 acq_rel acquire
-  %ok = extractvalue {{ i64, i1 }} %pair, 1
-  br i1 %ok, label %run, label %loop
 run:
   %c32 = trunc i64 %c to i32
   call void @call_with(ptr %fn, ptr %a, i32 %na, i32 %c32)
