@@ -30,6 +30,7 @@ from collections.abc import Callable
 from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
 from compiler.pack_avx2 import avx2_packs, avx2_tile_shape
+from compiler.pack_pad import ScratchPlan, scratch_plan
 from compiler.schedule import ScheduleItem, ast_shape, kernel_name
 from compiler.uop import UOp, Ops, substitute
 from compiler.view import ShapeTracker, View, prod
@@ -85,8 +86,8 @@ class _Plan:
   ast: UOp           # the product over the packed operands
   alloc_nbytes: int | None
 
-_plans: dict[tuple, _Plan | None] = {}
-def _plan(ast: UOp, lanes: int) -> _Plan | None:
+_plans: dict[tuple, _Plan | ScratchPlan | None] = {}
+def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
   if (key := (ast, lanes, PACK_MIN)) in _plans: return _plans[key]
   _plans[key] = p = None if (flat := merge_leading_dims(ast)) is None else _make_plan(flat, lanes)
@@ -119,7 +120,7 @@ def merge_leading_dims(ast: UOp) -> UOp | None:
     return out
   return rebuild(ast)
 
-def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
+def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   if (mm := _matmul(ast)) is None: return None
   red, la, lb = mm
   m, n, k = la.arg[1].shape
@@ -132,7 +133,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
   # dimension of the output, and padded rows land past its end
   plain = val is red or (val.op is Ops.VIEW and val.src[0] is red and val.arg.contiguous and val.arg.shape == (m, n))
   pad_ok = len(ast.src) == 1 and len(loads) == 2 and plain and out_st.contiguous and out_st.shape in ((m, n, 1), (m, n))
-  if (tile := tile_shape(lanes, m, n, pad_ok)) is None: return None
+  if (tile := tile_shape(lanes, m, n, pad_ok)) is None: return scratch_plan(ast, red, la, lb, lanes)   # (compiler/pack_pad.py)
   mr, nr = tile
   mt, nt = -(-m // mr), n // nr
   jb = max(1, min(4, L2_PANEL // (k * nr * 4), nt // 2))
@@ -155,6 +156,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
 def pack_item(si: ScheduleItem, lanes: int) -> list[ScheduleItem]:
   """`si` with its operands packed (the two copy kernels first), or [si] unchanged when it is not a big float32 product."""
   if si.kind != "kernel" or si.ast is None or si.assign_target is not None or si.var_vals or (plan := _plan(si.ast, lanes)) is None: return [si]
+  if isinstance(plan, ScratchPlan): return plan.items(si)
   inputs, items = list(si.inputs), []
   for ast, shape, src_slot, dst_slot in plan.packs:
     out = LazyBuffer.empty(shape, dtypes.float32, si.outputs[0].device)
