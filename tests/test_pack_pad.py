@@ -1,0 +1,96 @@
+"""Products packed through a scratch buffer (compiler/pack_pad.py): N not a multiple of a vector, or an epilogue read per
+row with no tile height dividing M. The schedule is two packs, the product over whole tiles into the scratch, and the
+original kernel reading scratch[:M, :N]; built for each CPU target, and run where the host can, it equals float64
+numpy (odd M, N and K, prime K, A or B transposed, bias + relu epilogues, a Linear layer forward and backward)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+import compiler.pack as pack
+from compiler.pack_pad import ScratchPlan, padded_columns
+from compiler.schedule import create_schedule
+from compiler.uop import Ops
+from conftest import host_runs
+from frontend import Tensor
+from frontend.devices import target_of
+from test_pack_avx2 import _empty, _plan, _run
+
+pytestmark = [pytest.mark.usefixtures("on_cpu")]
+rng = np.random.default_rng(28)
+
+def test_padded_columns_are_whole_tiles():
+  assert [padded_columns(n, 16) for n in (1, 32, 33, 1000, 1023)] == [32, 32, 64, 1024, 1024]
+  assert [padded_columns(n, 8) for n in (1, 8, 9, 1000, 1023)] == [8, 8, 16, 1000, 1024]
+
+@pytest.mark.parametrize("m,k,n,epilogue", [(1023, 1023, 1023, False), (300, 257, 1001, True), (262, 256, 264, True),
+                                            (37, 13, 21, False), (13, 1, 5, True), (5, 263, 3, False)])
+def test_odd_products_go_through_a_scratch(cpu_target, monkeypatch, m, k, n, epilogue):
+  """Four kernels: pack A (rows padded to MR), pack B (columns padded to Np), the product over (Mp, Np) into a scratch,
+  and the finish reading (M, N) of it (the relu there). The small shapes with the size floor lowered; run where the
+  host can, each equals numpy."""
+  if m * n * k < 1 << 24: monkeypatch.setattr(pack, "PACK_MIN", 1)
+  monkeypatch.setattr(pack, "_plans", {})
+  lanes = cpu_target.simd_bytes // 4
+  a, b = _empty(m, k), _empty(k, n)
+  items = _plan(a, b, lanes, epilogue)
+  assert len(items) == 4, [si.name for si in items]
+  mr, nr = items[2].ast.arg[1:3]
+  mp, np_ = m + -m % mr, padded_columns(n, lanes)
+  assert items[2].ast.arg[0] == "packed_matmul" and items[2].outputs[0].shape == (mp, np_) and np_ % nr == 0
+  assert items[0].outputs[0].shape == (mp // mr, k, mr) and items[1].outputs[0].shape == (np_ // nr, k, nr)
+  assert items[3].inputs == [items[2].outputs[0]] and not any(u.op is Ops.REDUCE_AXIS for u in items[3].ast.toposort())
+  if not host_runs(cpu_target) or (m * n * k > 1 << 26 and cpu_target.simd_bytes == 32): return   # (one big run is enough)
+  an, bn = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+  want = an.astype(np.float64) @ bn
+  got = _run(items, {a: an, b: bn}, cpu_target).reshape(m, n)
+  np.testing.assert_allclose(got, np.maximum(want, 0) if epilogue else want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+def test_transposed_operands_and_lead_dims_through_a_scratch(cpu_target):
+  """B read transposed from an (N, K) buffer and A (3, 87, 256) with its lead dims merged into 261 rows, N = 261:
+  packed through the scratch, equal to numpy."""
+  x, w, bt = _empty(3, 87, 256), _empty(256, 261), _empty(261, 256)
+  lanes = cpu_target.simd_bytes // 4
+  xn, wn, btn = (rng.standard_normal(t.shape).astype(np.float32) for t in (x, w, bt))
+  for items, arrays, want in ((_plan(x, w, lanes), {x: xn, w: wn}, xn.reshape(261, 256).astype(np.float64) @ wn),
+                              (_plan(x.reshape((261, 256)), bt.permute((1, 0)), lanes), {x: xn, bt: btn}, xn.reshape(261, 256).astype(np.float64) @ btn.T)):
+    assert len(items) == 4 and items[2].ast.arg[0] == "packed_matmul", [si.name for si in items]
+    if host_runs(cpu_target): np.testing.assert_allclose(_run(items, arrays, cpu_target).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([2, 7, 13, 30]), st.sampled_from([1, 5, 17]), st.sampled_from([1, 3, 9, 31, 40]),
+       st.sampled_from(["plain", "a.T", "b.T", "bias_relu"]))
+def test_scratch_products_equal_numpy(m, k, n, how):
+  """With the size floor at 1, odd products of every layout and a bias + relu epilogue, through the engine (the host's
+  own CPU target): each equals float64 numpy."""
+  an = rng.standard_normal((k, m) if how == "a.T" else (m, k)).astype(np.float32)
+  bn = rng.standard_normal((n, k) if how == "b.T" else (k, n)).astype(np.float32)
+  cn = rng.standard_normal(n).astype(np.float32)
+  old, pack.PACK_MIN = pack.PACK_MIN, 1
+  try:
+    a, b = Tensor(an), Tensor(bn)
+    out = (a.T if how == "a.T" else a) @ (b.T if how == "b.T" else b)
+    if how == "bias_relu": out = (out + Tensor(cn)).relu()
+    got = out.numpy()
+  finally: pack.PACK_MIN = old
+  want = (an.T if how == "a.T" else an).astype(np.float64) @ (bn.T if how == "b.T" else bn)
+  np.testing.assert_allclose(got, np.maximum(want + cn, 0) if how == "bias_relu" else want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+def test_linear_layer_forward_and_backward(monkeypatch):
+  """x @ W.T + b for a batch of 100, 784 -> 1000 features, then the gradients of W, b and x (the size floor at 64, so
+  every product here is packed, the forward one through the scratch: 1000 columns, rows 100 under an epilogue): equal
+  to float64 numpy."""
+  monkeypatch.setattr(pack, "PACK_MIN", 64)
+  monkeypatch.setattr(pack, "_plans", {})
+  xn, wn, bn = (rng.standard_normal(s).astype(np.float32) for s in ((100, 784), (1000, 784), (1000,)))
+  x, w, b = Tensor(xn, requires_grad=True), Tensor(wn * 0.05, requires_grad=True), Tensor(bn, requires_grad=True)
+  fwd = x.linear(w.T, b)
+  lanes = target_of("CPU").simd_bytes // 4
+  assert isinstance(pack._make_plan(create_schedule([fwd.lazydata])[-1].ast, lanes), ScratchPlan)
+  y = fwd.relu()
+  y.sum().backward()
+  w64 = wn.astype(np.float64) * 0.05
+  pre = xn.astype(np.float64) @ w64.T + bn
+  np.testing.assert_allclose(y.numpy(), np.maximum(pre, 0), rtol=1e-4, atol=1e-3)
+  g = (pre > 0).astype(np.float64)
+  np.testing.assert_allclose(b.grad.numpy(), g.sum(0), rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(w.grad.numpy(), g.T @ xn, rtol=1e-4, atol=1e-2)
+  np.testing.assert_allclose(x.grad.numpy(), g @ w64, rtol=1e-4, atol=1e-3)
