@@ -30,6 +30,7 @@ from collections.abc import Callable
 from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
 from compiler.pack_avx2 import avx2_packs, avx2_tile_shape
+from compiler.pack_avx512 import avx512_packs
 from compiler.pack_pad import ScratchPlan, scratch_plan
 from compiler.schedule import ScheduleItem, ast_shape, kernel_name
 from compiler.uop import UOp, Ops, substitute
@@ -124,7 +125,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   if (mm := _matmul(ast)) is None: return None
   red, la, lb = mm
   m, n, k = la.arg[1].shape
-  if min(m, n, k) < PACK_MIN and not (lanes == 8 and avx2_packs(m, n, k)): return None
+  if min(m, n, k) < PACK_MIN and not (avx2_packs(m, n, k) if lanes == 8 else lanes == 16 and avx512_packs(m, n, k)): return None
   # padded rows are computed into room past the output's end: fine unless something else is read per output row
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
   out_st: ShapeTracker = ast.src[0].arg[1]

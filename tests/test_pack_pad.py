@@ -80,7 +80,8 @@ def test_linear_layer_forward_and_backward(monkeypatch):
   to float64 numpy."""
   monkeypatch.setattr(pack, "PACK_MIN", 64)
   monkeypatch.setattr(pack, "_plans", {})
-  xn, wn, bn = (rng.standard_normal(s).astype(np.float32) for s in ((100, 784), (1000, 784), (1000,)))
+  r = np.random.default_rng(100)
+  xn, wn, bn = (r.standard_normal(s).astype(np.float32) for s in ((100, 784), (1000, 784), (1000,)))
   x, w, b = Tensor(xn, requires_grad=True), Tensor(wn * 0.05, requires_grad=True), Tensor(bn, requires_grad=True)
   fwd = x.linear(w.T, b)
   lanes = target_of("CPU").simd_bytes // 4
@@ -89,8 +90,18 @@ def test_linear_layer_forward_and_backward(monkeypatch):
   y.sum().backward()
   w64 = wn.astype(np.float64) * 0.05
   pre = xn.astype(np.float64) @ w64.T + bn
-  np.testing.assert_allclose(y.numpy(), np.maximum(pre, 0), rtol=1e-4, atol=1e-3)
-  g = (pre > 0).astype(np.float64)
+  np.testing.assert_allclose(yn := y.numpy(), np.maximum(pre, 0), rtol=1e-4, atol=1e-3)
+  g = (yn > 0).astype(np.float64)   # (relu's mask as computed: a pre-activation within rounding of 0 may flip)
   np.testing.assert_allclose(b.grad.numpy(), g.sum(0), rtol=1e-4, atol=1e-3)
   np.testing.assert_allclose(w.grad.numpy(), g.T @ xn, rtol=1e-4, atol=1e-2)
   np.testing.assert_allclose(x.grad.numpy(), g @ w64, rtol=1e-4, atol=1e-3)
+
+def test_avx512_packs_small_batches_of_big_products():
+  """compiler/pack_avx512.py: 48+ rows, K and N of 256+, 2^26 multiply-adds (2^25 with N not whole 2-vector tiles);
+  the schedule on 16 lanes follows it, and on 8 lanes compiler/pack_avx2.py's rule."""
+  from compiler.pack_avx512 import avx512_packs
+  assert avx512_packs(128, 2048, 2048) and avx512_packs(48, 2048, 2048) and avx512_packs(100, 1000, 784)
+  assert not avx512_packs(32, 2048, 2048) and not avx512_packs(128, 512, 784) and not avx512_packs(1024, 1024, 64)
+  assert not avx512_packs(64, 512, 1024) and avx512_packs(64, 1000, 784)   # 2^25: only with N not a multiple of 32
+  assert len(_plan(_empty(128, 1024), _empty(1024, 1024), 16)) == 3 and len(_plan(_empty(32, 2048), _empty(2048, 2048), 16)) == 1
+  assert len(_plan(_empty(100, 784), _empty(784, 1000), 16, True)) == 4   # x @ W + relu, batch 100: through the scratch
