@@ -31,6 +31,7 @@ from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
 from compiler.pack_avx2 import avx2_packs, avx2_tile_shape
 from compiler.pack_avx512 import avx512_packs
+from compiler.pack_batch import batched_plan
 from compiler.pack_pad import ScratchPlan, scratch_plan
 from compiler.schedule import ScheduleItem, ast_shape, kernel_name
 from compiler.uop import UOp, Ops, substitute
@@ -91,7 +92,8 @@ _plans: dict[tuple, _Plan | ScratchPlan | None] = {}
 def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
   if (key := (ast, lanes, PACK_MIN)) in _plans: return _plans[key]
-  _plans[key] = p = None if (flat := merge_leading_dims(ast)) is None else _make_plan(flat, lanes)
+  flat = merge_leading_dims(ast)   # (a batch of different B matrices can't merge: compiler/pack_batch.py)
+  _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
   return p
 
 def merge_leading_dims(ast: UOp) -> UOp | None:
@@ -121,11 +123,16 @@ def merge_leading_dims(ast: UOp) -> UOp | None:
     return out
   return rebuild(ast)
 
+def big_enough(m: int, n: int, k: int, lanes: int) -> bool:
+  """Whether an (M, N, K) product is worth packing on `lanes`-float vectors: all of M, N, K at least PACK_MIN, or a
+  small batch against a big matrix as compiler/pack_avx2.py (8 lanes) and compiler/pack_avx512.py (16) measured."""
+  return min(m, n, k) >= PACK_MIN or (avx2_packs(m, n, k) if lanes == 8 else lanes == 16 and avx512_packs(m, n, k))
+
 def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   if (mm := _matmul(ast)) is None: return None
   red, la, lb = mm
   m, n, k = la.arg[1].shape
-  if min(m, n, k) < PACK_MIN and not (avx2_packs(m, n, k) if lanes == 8 else lanes == 16 and avx512_packs(m, n, k)): return None
+  if not big_enough(m, n, k, lanes): return None
   # padded rows are computed into room past the output's end: fine unless something else is read per output row
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
   out_st: ShapeTracker = ast.src[0].arg[1]

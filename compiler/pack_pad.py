@@ -35,7 +35,7 @@ class ScratchPlan:
   product: UOp                   # PA (slot 1) x PB (slot 2) -> the scratch (Mp, Np)
   finish: UOp                    # the original kernel reading the scratch
   finish_slots: tuple[int, ...]  # the original slot of each input of the finish kernel, 0 for the scratch
-  scratch: tuple[int, int]
+  scratch: tuple[int, ...]
 
   def items(self, si: ScheduleItem) -> list[ScheduleItem]:
     """The schedule items replacing `si`: two packs, the product into the scratch, the finish into si's outputs."""
@@ -65,11 +65,13 @@ def scratch_plan(ast: UOp, red: UOp, la: UOp, lb: UOp, lanes: int) -> ScratchPla
             for i, (rows, tiles, t) in enumerate(((True, mt, mr), (False, nt, nr))))
   new_red = UOp(Ops.REDUCE_AXIS, red.dtype, (UOp(Ops.MUL, dtypes.float32, (pa, pb)),), red.arg)
   product = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (new_red,), (0, ShapeTracker.from_shape((mp, np_, 1)))),), ("packed_matmul", mr, nr, jb))
-  # the finish kernel: the original one with the product read from scratch[:M, :N], its inputs renumbered densely
-  # (the kernel's parameters are the slots it loads, passed by position)
-  valid = ShapeTracker.from_shape((mp, np_, 1)).shrink(((0, m), (0, n), (0, 1)))
+  return ScratchPlan(packs, product, *finish_kernel(ast, red, ShapeTracker.from_shape((mp, np_, 1)).shrink(((0, m), (0, n), (0, 1)))), (mp, np_))
+
+def finish_kernel(ast: UOp, red: UOp, valid: ShapeTracker) -> tuple[UOp, tuple[int, ...]]:
+  """The kernel `ast` with its product `red` read from the scratch through `valid`, and the original slot of each of its
+  inputs (0: the scratch). Its inputs are renumbered densely: a kernel's parameters are the slots it loads, by position."""
   finish = substitute(ast, {red: UOp(Ops.LOAD, dtypes.float32, (), (-1, valid))})
   slots = sorted({u.arg[0] for u in finish.toposort() if u.op is Ops.LOAD and u.arg[0] > 0}) + [-1]
   renum = {s: i + 1 for i, s in enumerate(slots)}
   finish = substitute(finish, {u: UOp(Ops.LOAD, u.dtype, u.src, (renum[u.arg[0]],) + u.arg[1:]) for u in finish.toposort() if u.op is Ops.LOAD})
-  return ScratchPlan(packs, product, finish, tuple(max(s, 0) for s in slots), (mp, np_))
+  return finish, tuple(max(s, 0) for s in slots)
