@@ -33,6 +33,7 @@ from compiler.pack_avx2 import avx2_packs, avx2_tile_shape
 from compiler.pack_avx512 import avx512_packs
 from compiler.pack_batch import batched_plan
 from compiler.pack_pad import ScratchPlan, scratch_plan
+from compiler.pack_strided import strided_b_packs
 from compiler.schedule import ScheduleItem, ast_shape, kernel_name
 from compiler.uop import UOp, Ops, substitute
 from compiler.view import ShapeTracker, View, prod
@@ -132,7 +133,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   if (mm := _matmul(ast)) is None: return None
   red, la, lb = mm
   m, n, k = la.arg[1].shape
-  if not big_enough(m, n, k, lanes): return None
+  if not big_enough(m, n, k, lanes) and not strided_b_packs(m, n, k, lb.arg[1].views[0].strides[1]): return None
   # padded rows are computed into room past the output's end: fine unless something else is read per output row
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
   out_st: ShapeTracker = ast.src[0].arg[1]

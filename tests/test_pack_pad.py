@@ -105,3 +105,19 @@ def test_avx512_packs_small_batches_of_big_products():
   assert not avx512_packs(64, 512, 1024) and avx512_packs(64, 1000, 784)   # 2^25: only with N not a multiple of 32
   assert len(_plan(_empty(128, 1024), _empty(1024, 1024), 16)) == 3 and len(_plan(_empty(32, 2048), _empty(2048, 2048), 16)) == 1
   assert len(_plan(_empty(100, 784), _empty(784, 1000), 16, True)) == 4   # x @ W + relu, batch 100: through the scratch
+
+@pytest.mark.parametrize("m,k,n", [(1000, 100, 784), (300, 56, 261)])
+def test_transposed_b_with_a_short_k_is_packed(cpu_target, m, k, n):
+  """x @ W.T with W stored (N, K) and K under the size floor: packed (compiler/pack_strided.py: gathering B's columns
+  in place was 3-5x slower), through the scratch where N is not whole tiles; the same product with B stored (K, N) and
+  a tiny one stay in place. Run where the host can, it equals numpy."""
+  from compiler.pack_strided import strided_b_packs
+  assert strided_b_packs(m, n, k, k) and not strided_b_packs(m, n, k, 1) and not strided_b_packs(64, 64, 64, 64)
+  lanes = cpu_target.simd_bytes // 4
+  a, w = _empty(m, k), _empty(n, k)
+  items = _plan(a, w.permute((1, 0)), lanes)
+  assert len(items) in (3, 4) and items[2].ast.arg[0] == "packed_matmul", [si.name for si in items]
+  assert len(_plan(a, _empty(k, n), lanes)) == 1 and len(_plan(_empty(32, k), _empty(32, k).permute((1, 0)), lanes)) == 1
+  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  an, wn = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+  np.testing.assert_allclose(_run(items, {a: an, w: wn}, cpu_target).reshape(m, n), an.astype(np.float64) @ wn.T, rtol=1e-4, atol=1e-3)
