@@ -32,7 +32,7 @@ from compiler.lazy import LazyBuffer
 from compiler.pack_avx2 import avx2_packs, avx2_tile_shape
 from compiler.pack_avx512 import avx512_packs
 from compiler.pack_batch import batched_plan
-from compiler.pack_pad import ScratchPlan, scratch_plan
+from compiler.pack_pad import ScratchPlan, epilogue_fits_tile, scratch_plan
 from compiler.pack_strided import strided_b_packs
 from compiler.schedule import ScheduleItem, ast_shape, kernel_name
 from compiler.uop import UOp, Ops, substitute
@@ -142,7 +142,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   # dimension of the output, and padded rows land past its end
   plain = val is red or (val.op is Ops.VIEW and val.src[0] is red and val.arg.contiguous and val.arg.shape == (m, n))
   pad_ok = len(ast.src) == 1 and len(loads) == 2 and plain and out_st.contiguous and out_st.shape in ((m, n, 1), (m, n))
-  if (tile := tile_shape(lanes, m, n, pad_ok)) is None: return scratch_plan(ast, red, la, lb, lanes)   # (compiler/pack_pad.py)
+  if (tile := tile_shape(lanes, m, n, pad_ok)) is None or not epilogue_fits_tile(val): return scratch_plan(ast, red, la, lb, lanes)   # (compiler/pack_pad.py)
   mr, nr = tile
   mt, nt = -(-m // mr), n // nr
   jb = max(1, min(4, L2_PANEL // (k * nr * 4), nt // 2))

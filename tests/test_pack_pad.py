@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 import compiler.pack as pack
 from compiler.pack_pad import ScratchPlan, padded_columns
 from compiler.schedule import create_schedule
+from compiler.lower import lower
 from compiler.uop import Ops
 from conftest import host_runs
 from frontend import Tensor
@@ -121,3 +122,25 @@ def test_transposed_b_with_a_short_k_is_packed(cpu_target, m, k, n):
   if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
   an, wn = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
   np.testing.assert_allclose(_run(items, {a: an, w: wn}, cpu_target).reshape(m, n), an.astype(np.float64) @ wn.T, rtol=1e-4, atol=1e-3)
+
+def test_compare_epilogue_goes_through_the_scratch(cpu_target):
+  """`(x @ w > 0)` (relu's backward mask) in the product's kernel: the tile can't hold it (a bool vector per element),
+  so the product is packed alone into the scratch, gets its register tile, and the finish compares; equals numpy."""
+  from compiler.opt.matmul import packed_matmul_tile
+  lanes = cpu_target.simd_bytes // 4
+  a, b = _empty(264, 256), _empty(256, 288)
+  mm = _plan(a, b, lanes)[-1].ast.src[0].src[0]
+  assert pack.epilogue_fits_tile(mm) and pack.epilogue_fits_tile(mm.alu(Ops.MAX, mm.const_like(0.0)))
+  m, k, n = 264, 256, 288
+  full = (m, n, k)
+  prod = a.reshape((m, 1, k)).expand(full).alu(Ops.MUL, b.permute((1, 0)).reshape((1, n, k)).expand(full)).r(Ops.ADD, (2,))
+  mask = prod.const_like(0.0).alu(Ops.CMPLT, prod).cast(prod.dtype)
+  items = pack.pack_matmuls(create_schedule([mask]), lambda device: lanes)
+  assert len(items) == 4 and not pack.epilogue_fits_tile(items[3].ast), [si.name for si in items]
+  assert packed_matmul_tile(lower(items[2].ast, items[2].name), cpu_target) is not None
+  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  an, bn = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+  want = an.astype(np.float64) @ bn
+  got = _run(items, {a: an, b: bn}, cpu_target).reshape(m, n)
+  ok = np.abs(want) > 1e-3   # (a product within rounding of 0 may compare either way)
+  np.testing.assert_array_equal(got[ok], (want > 0)[ok].astype(np.float32))
