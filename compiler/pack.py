@@ -12,8 +12,8 @@ and the product reads PA[i // MR, k, i % MR] and PB[j // NR, k, j % NR]: each ti
 floats and one of NR, and a tile's operands are two sequential streams. The copies cost O(N^2) against O(N^3).
 The product's SINK carries ("packed_matmul", MR, NR, JB): compiler/opt/matmul.py tiles it to match the layout.
 When M is not a multiple of MR the product computes the padded rows too, into room past the end of its output
-(ScheduleItem.alloc_nbytes), which only works when nothing else in the kernel is read per row: such kernels keep
-their plain form.
+(ScheduleItem.alloc_nbytes), which only works when nothing else in the kernel is read per row. Any other product (N not
+whole vectors, such rows, an epilogue the tile can't hold, a bmm) goes through a scratch: compiler/pack_pad.py.
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.dtypes import dtypes
