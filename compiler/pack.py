@@ -14,8 +14,8 @@ enough to stay in L2 as it is, rows contiguous, is read in place instead (b_in_p
 it saves.
 The product's SINK carries ("packed_matmul", MR, NR, JB): compiler/opt/matmul.py tiles it to match the layout.
 When M is not a multiple of MR the product computes the padded rows too, into room past the end of its output
-(ScheduleItem.alloc_nbytes), which only works when nothing else in the kernel is read per row: such kernels keep
-their plain form.
+(ScheduleItem.alloc_nbytes), which only works when nothing else in the kernel is read per row. Any other product (N not
+whole vectors, such rows, an epilogue the tile can't hold, a bmm) goes through a scratch: compiler/pack_pad.py.
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.dtypes import dtypes
@@ -32,6 +32,10 @@ from collections.abc import Callable
 from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
 from compiler.pack_avx2 import avx2_packs, avx2_tile_shape
+from compiler.pack_avx512 import avx512_packs
+from compiler.pack_batch import batched_plan
+from compiler.pack_pad import ScratchPlan, epilogue_fits_tile, scratch_plan
+from compiler.pack_strided import strided_b_packs
 from compiler.schedule import ScheduleItem, ast_shape, kernel_name
 from compiler.uop import UOp, Ops, substitute
 from compiler.view import ShapeTracker, View, prod
@@ -90,11 +94,12 @@ class _Plan:
   alloc_nbytes: int | None
   name: str          # the product's kernel name (names made once here, not at every realize: each walks its AST)
 
-_plans: dict[tuple, _Plan | None] = {}
-def _plan(ast: UOp, lanes: int) -> _Plan | None:
+_plans: dict[tuple, _Plan | ScratchPlan | None] = {}
+def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
   if (key := (ast, lanes, PACK_MIN, B_IN_PLACE)) in _plans: return _plans[key]
-  _plans[key] = p = None if (flat := merge_leading_dims(ast)) is None else _make_plan(flat, lanes)
+  flat = merge_leading_dims(ast)   # (a batch of different B matrices can't merge: compiler/pack_batch.py)
+  _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
   return p
 
 def merge_leading_dims(ast: UOp) -> UOp | None:
@@ -143,11 +148,16 @@ def _in_place_view(view: View, mp: int) -> ShapeTracker:
   """B's own view (stride 0 along the rows) over the product's mp (padded) rows."""
   return ShapeTracker((View.create((mp,) + view.shape[1:], view.strides, view.offset),))
 
-def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
+def big_enough(m: int, n: int, k: int, lanes: int) -> bool:
+  """Whether an (M, N, K) product is worth packing on `lanes`-float vectors: all of M, N, K at least PACK_MIN, or a
+  small batch against a big matrix as compiler/pack_avx2.py (8 lanes) and compiler/pack_avx512.py (16) measured."""
+  return min(m, n, k) >= PACK_MIN or (avx2_packs(m, n, k) if lanes == 8 else lanes == 16 and avx512_packs(m, n, k))
+
+def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   if (mm := _matmul(ast)) is None: return None
   red, la, lb = mm
   m, n, k = la.arg[1].shape
-  if min(m, n, k) < PACK_MIN and not (lanes == 8 and avx2_packs(m, n, k)): return None
+  if not big_enough(m, n, k, lanes) and not strided_b_packs(m, n, k, lb.arg[1].views[0].strides[1]): return None
   # padded rows are computed into room past the output's end: fine unless something else is read per output row
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
   out_st: ShapeTracker = ast.src[0].arg[1]
@@ -156,7 +166,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | None:
   # dimension of the output, and padded rows land past its end
   plain = val is red or (val.op is Ops.VIEW and val.src[0] is red and val.arg.contiguous and val.arg.shape == (m, n))
   pad_ok = len(ast.src) == 1 and len(loads) == 2 and plain and out_st.contiguous and out_st.shape in ((m, n, 1), (m, n))
-  if (tile := tile_shape(lanes, m, n, pad_ok)) is None: return None
+  if (tile := tile_shape(lanes, m, n, pad_ok)) is None or not epilogue_fits_tile(val): return scratch_plan(ast, red, la, lb, lanes)   # (compiler/pack_pad.py)
   mr, nr = tile
   mt, nt = -(-m // mr), n // nr
   jb = max(1, min(4, L2_PANEL // (k * nr * 4), nt // 2))
@@ -184,6 +194,7 @@ def pack_item(si: ScheduleItem, lanes: int) -> list[ScheduleItem]:
   """`si` with its operands packed (the copy kernels first: A's, and B's unless B is read in place), or [si] unchanged
   when it is not a big float32 product."""
   if si.kind != "kernel" or si.ast is None or si.assign_target is not None or si.var_vals or (plan := _plan(si.ast, lanes)) is None: return [si]
+  if isinstance(plan, ScratchPlan): return plan.items(si)
   inputs, items = list(si.inputs), []
   for ast, shape, src_slot, dst_slot, name in plan.packs:
     out = LazyBuffer.empty(shape, dtypes.float32, si.outputs[0].device)

@@ -41,15 +41,17 @@ def packed_matmul_tile(k: LoweredKernel, device: Target, thread: bool = True) ->
   """The tile and loop order above for a packed product (None for any other kernel, or when the device's vectors
   or registers don't fit the packing); `thread` splits the outer loop across the cores."""
   hint = k.sink.arg
-  if not (isinstance(hint, tuple) and hint and hint[0] == "packed_matmul") or k.applied_opts or len(k.global_ranges) != 2: return None
+  nb = len(k.global_ranges) - 2   # 1: a batch of products (compiler/pack_batch.py), its loop outside everything
+  if not (isinstance(hint, tuple) and hint and hint[0] == "packed_matmul") or k.applied_opts or nb not in (0, 1): return None
   _, mr, nr, jb = hint
   lanes = device.simd_bytes // 4
-  ri, rj = k.global_ranges
+  ri, rj = k.global_ranges[nb:]
   if lanes < 4 or nr % lanes or ri.src[0].arg % mr or rj.src[0].arg % nr: return None
   k = apply_tile(copy_kernel(k), ri, mr, rj, lanes, nr // lanes)   # ranges: [it, jt]
   k.sink = simplify(k.sink)   # (it*MR + c) // MR -> it and % MR -> c: the packed index becomes affine in the new loops
-  if jb > 1 and k.global_ranges[1].src[0].arg > jb: apply_split(k, 1, jb)
-  if len(k.global_ranges) == 3: k.global_ranges[:2] = k.global_ranges[1::-1]   # [jb, it, jj]
+  g = k.global_ranges
+  if jb > 1 and g[nb + 1].src[0].arg > jb: apply_split(k, nb + 1, jb)
+  if len(g) == nb + 3: g[nb], g[nb + 1] = g[nb + 1], g[nb]   # [(batch,) jb, it, jj]
   try: check_pressure(k, device)
   except OptError: return None
   if thread and device.ncores > 1 and k.global_ranges[0].src[0].arg >= 2: k.threaded = k.global_ranges[0]
