@@ -39,20 +39,20 @@ from compiler.settings import compile_workers, debug_level, noopt
 
 # ***** the registry: how each renderer builds *****
 
-def _render_c(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, dict]:
+def _render_c(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, Launch]:
   from compiler.render_c import render_c
   threads = t.ncores if k.threaded is not None else 1
-  return render_c(k, threads, prog), {"threads": threads}
+  return render_c(k, threads, prog), Launch(threads=threads)
 
-def _render_c99(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, dict]:
+def _render_c99(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, Launch]:
   from compiler.render_c import render_c
-  return render_c(k, 1, prog, portable=True), {"threads": 1}
+  return render_c(k, 1, prog, portable=True), Launch()
 
-def _render_ptx(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, dict]:
+def _render_ptx(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, Launch]:
   from compiler.render_ptx import render_ptx
-  return render_ptx(k, t.arch, prog, t.buffer_alignment, plan)   # launch: {"global_size": (x,y,z), "local_size": (x,y,z)}
+  return render_ptx(k, t.arch, prog, t.buffer_alignment, plan)   # launch: the grid and block of `plan`
 
-def _render_llvm(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, dict]:
+def _render_llvm(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, Launch]:
   from compiler.render_llvm import render_llvm, HOST, AMDGPU   # the CPU (outer loop split across cores) or an AMD GPU (the grid)
   return render_llvm(k, AMDGPU if t.gpu else HOST, prog, t.ncores if k.threaded is not None and not t.gpu else 1, plan)
 
@@ -88,7 +88,7 @@ class Backend:
   also builds host code (the CPU device's native runner, hcqrt/cpu/device.py runner_source(): built by the same compiler
   as the kernels it runs)."""
   optimize: Callable[[LoweredKernel, Target], LoweredKernel]
-  render: Callable[[LoweredKernel, Target, list[UOp], GpuPlan | None], tuple[str, dict]]
+  render: Callable[[LoweredKernel, Target, list[UOp], GpuPlan | None], tuple[str, Launch]]
   assemble: Callable[[str, str, Target], bytes]
   rewrites: tuple[Callable[[UOp], UOp], ...] = ()
   peel_reductions: bool = False   # GPUs: the output loops are the grid, so only reduction loops are cut
@@ -285,7 +285,7 @@ def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: Opt
     marks.append(profile.now_us())
     for stage, a, b in zip(("lower", "optimize+linearize", "render", "assemble"), marks, marks[1:]):
       profile.add(f"{stage} {k.name}", "host", a, b - a, "compile", {"target": target.device}, tid=1)
-  return CompiledKernel(k.name, src, binary, Launch.of(launch), tuple(r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax for r in k.global_ranges),
+  return CompiledKernel(k.name, src, binary, launch, tuple(r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0].vmax for r in k.global_ranges),
                         estimate_ops(prog), used, tuple(k.applied_opts), tuple(k.buf_dtypes), tuple(k.vars()))
 
 def compile_kernels(jobs: Sequence[tuple[UOp | LoweredKernel, str]], target: Target, opts: OptsArg = None,

@@ -27,6 +27,7 @@ from compiler.uop import UOp, Ops
 from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
 from compiler.gpudims import GpuPlan
+from compiler.launch import Launch
 from compiler.prefetch import prefetch_bytes
 from compiler import transcendental
 
@@ -364,13 +365,13 @@ class _Renderer:
     self.barrier()   # everyone has read the result before the next combine reuses the buffer
     return r
 
-  def render(self, prog: list[UOp]) -> tuple[str, dict]:
+  def render(self, prog: list[UOp]) -> tuple[str, Launch]:
     k, t = self.k, self.t
     for u in prog:
       if u.op is Ops.LANE: raise NotImplementedError(f"render_llvm: kernel {k.name} still has a LANE (run compiler.vectorize first)")
       if u.op is Ops.WMMA: raise NotImplementedError(f"render_llvm: kernel {k.name} uses WMMA (tensor cores), which this renderer lacks")
     for v in k.vars(): self.names[v] = f"%var_{v.arg[0]}"   # integer arguments after the buffers
-    gidx, launch = (self.grid_indices(), self.plan.launch) if self.plan is not None else ({}, {"threads": self.threads})
+    gidx, launch = (self.grid_indices(), self.plan.launch) if self.plan is not None else ({}, Launch(threads=self.threads))
     loops: list[tuple[UOp, str]] = []
     for u in prog:
       op = u.op
@@ -452,8 +453,7 @@ class _Renderer:
     return src, launch
 
 def render_llvm(k: LoweredKernel, target: LLVMTarget = HOST, program: list[UOp] | None = None, threads: int = 1,
-                plan: GpuPlan | None = None) -> tuple[str, dict]:
-  """LLVM IR of kernel `k` for `target` and its launch arguments: {"threads": n} on the CPU (the outermost loop
-  k.threaded cut into n chunks by the `core` argument), on a GPU the launch of `plan` (compiler/gpudims.py plan_launch:
-  {"global_size", "local_size"}, (x, y, z))."""
+                plan: GpuPlan | None = None) -> tuple[str, Launch]:
+  """LLVM IR of kernel `k` for `target` and its Launch: `threads` n on the CPU (the outermost loop k.threaded cut into n
+  chunks by the `core` argument), on a GPU the grid and block of `plan` (compiler/gpudims.py plan_launch)."""
   return _Renderer(k, target, threads, plan).render(linearize(k) if program is None else program)

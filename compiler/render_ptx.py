@@ -41,6 +41,7 @@ from compiler.uop import UOp, Ops, simplify
 from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
 from compiler.gpudims import GpuPlan, plan_launch
+from compiler.launch import Launch
 from compiler.target import Target
 
 # PTX ISA version per target: the oldest that knows the arch (ptxas 12.x/13.x and nvJitLink accept all of them)
@@ -572,7 +573,7 @@ class _Renderer:
   def special(self, name: str) -> str:
     r = self.reg("r"); self.emit(f"mov.u32 {r}, {name}"); return r
 
-  def render(self, prog: list[UOp]) -> tuple[str, dict]:
+  def render(self, prog: list[UOp]) -> tuple[str, Launch]:
     k = self.k
     for u in prog:
       if u.op is Ops.LANE: raise NotImplementedError(f"render_ptx: kernel {k.name} still has a LANE (run compiler.vectorize first)")
@@ -641,7 +642,7 @@ class _Renderer:
     return src, self.plan.launch
 
 def render_ptx(k: LoweredKernel, arch: str = "sm_90", program: list[UOp] | None = None,
-               buffer_alignment: int = BUFFER_ALIGNMENT, plan: GpuPlan | None = None) -> tuple[str, dict]:
+               buffer_alignment: int = BUFFER_ALIGNMENT, plan: GpuPlan | None = None) -> tuple[str, Launch]:
   """PTX source of kernel `k` for `arch` and its launch dims {"global_size": blocks (x,y,z), "local_size": threads}.
   `buffer_alignment`: the bytes every buffer argument's address is a multiple of (a property of the device's allocator,
   see BUFFER_ALIGNMENT); vector accesses wider than it are split. `plan`: the launch (compiler/gpudims.py plan_launch;

@@ -1,6 +1,7 @@
 """The declared device contract (hcqrt/interface.py): every backend implements it, NV and AMD share one HCQDevice base
 for the HCQ half, and the JIT replays through the one `Device.graph` path."""
 import inspect
+from math import prod
 import numpy as np
 import pytest
 from hcqrt import interface
@@ -82,10 +83,29 @@ def test_graph_items_are_typed():
     CPULaunchList([GraphCopy(a, a, 4)])
 
 def test_launch_is_one_type_for_every_renderer():
-  assert Launch.of({"threads": 4}) == Launch(threads=4)
-  assert Launch.of({"global_size": [2, 1, 1], "local_size": (32, 1, 1)}) == Launch((2, 1, 1), (32, 1, 1), 1)
+  """Each backend's renderer (C, portable C, PTX, LLVM for the CPU and for an AMD GPU) reports a Launch: threads on the
+  CPU, the grid and block of the launch plan on a GPU."""
+  from compiler import pipeline
+  from compiler.dtypes import dtypes
+  from compiler.gpudims import plan_launch
+  from compiler.lazy import LazyBuffer
+  from compiler.linearize import linearize
+  from compiler.lower import lower
+  from compiler.schedule import create_schedule
+  from compiler.target import AMD_TARGETS, PORTABLE_C, Target
+  from compiler.uop import Ops
+  x = LazyBuffer.empty((4096,), dtypes.float32, "CPU"); x.buffer = object()
+  ast = create_schedule([x.alu(Ops.ADD, x)])[0].ast
+  cpu = Target("CPU", "c", ncores=2, simd_bytes=32)
+  for t in (cpu, PORTABLE_C, cpu.replace(renderer="llvm"), Target("NV", "ptx", arch="sm_90", warp_size=32, gpu=True), AMD_TARGETS["gfx1100"]):
+    k = pipeline.BACKENDS[t.renderer].optimize(lower(ast, "E_4096"), t)
+    prog = linearize(k)
+    plan = plan_launch(k, t, prog) if t.gpu else None
+    _, launch = pipeline.BACKENDS[t.renderer].render(k, t, prog, plan)
+    assert type(launch) is Launch, (t.renderer, t.device, launch)
+    if plan is not None: assert launch == plan.launch and launch.threads == 1 and prod(launch.global_size) > 1, launch
+    else: assert launch.global_size == launch.local_size == (1, 1, 1) and launch.threads == (2 if k.threaded is not None else 1), launch
   assert Launch(threads=2).kwargs() == {"global_size": (1, 1, 1), "local_size": (1, 1, 1), "threads": 2}
-  with pytest.raises(ValueError, match="unknown keys"): Launch.of({"blocks": 3})
   with pytest.raises(Exception): Launch().threads = 3   # noqa: B017 (frozen: a FrozenInstanceError)
 
 def test_jit_without_a_device_graph_replays_one_by_one():
