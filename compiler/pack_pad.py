@@ -17,6 +17,7 @@ Np rounds N up to two vectors on 16 lanes (the 12 x 2-vector AVX-512 tile rather
 (1024, 1024, 1024, 1008)
 """
 from __future__ import annotations
+import functools
 from dataclasses import dataclass
 from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
@@ -37,15 +38,20 @@ class ScratchPlan:
   finish_slots: tuple[int, ...]  # the original slot of each input of the finish kernel, 0 for the scratch
   scratch: tuple[int, ...]
 
+  @functools.cached_property
+  def names(self) -> tuple[str, ...]:
+    """The kernels' names (packs, product, finish), made once per plan as pack._Plan's: each walks its AST."""
+    return tuple(kernel_name(ast) for ast in (*(a for a, _, _ in self.packs), self.product, self.finish))
+
   def items(self, si: ScheduleItem) -> list[ScheduleItem]:
     """The schedule items replacing `si`: two packs, the product into the scratch, the finish into si's outputs."""
-    dev = si.outputs[0].device
+    dev, names = si.outputs[0].device, self.names
     packed = [LazyBuffer.empty(shape, dtypes.float32, dev) for _, shape, _ in self.packs]
-    items = [ScheduleItem(ast, [out], [si.inputs[slot - 1]], "kernel", kernel_name(ast)) for (ast, _, slot), out in zip(self.packs, packed)]
+    items = [ScheduleItem(ast, [out], [si.inputs[slot - 1]], "kernel", nm) for (ast, _, slot), out, nm in zip(self.packs, packed, names)]
     tmp = LazyBuffer.empty(self.scratch, dtypes.float32, dev)
-    items.append(ScheduleItem(self.product, [tmp], packed, "kernel", kernel_name(self.product)))
+    items.append(ScheduleItem(self.product, [tmp], packed, "kernel", names[-2]))
     fin_inputs = [si.inputs[s - 1] if s else tmp for s in self.finish_slots]
-    return items + [ScheduleItem(self.finish, list(si.outputs), fin_inputs, "kernel", kernel_name(self.finish))]
+    return items + [ScheduleItem(self.finish, list(si.outputs), fin_inputs, "kernel", names[-1])]
 
 def epilogue_fits_tile(val: UOp) -> bool:
   """Whether the stored value `val` (the product and its epilogue) can be computed in the packed tile itself. An
