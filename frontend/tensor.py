@@ -40,7 +40,6 @@ def shape_arg(*shape, op: str) -> tuple:
   return shape
 
 def make_tuple(x, n: int) -> tuple: return (x,) * n if isinstance(x, int) else tuple(x)
-def round_up(n: int, a: int) -> int: return (n + a - 1) // a * a
 
 # random bits per uniform draw: the significand's precision (dtypes not listed take float32's 24)
 _RAND_BITS = {dtypes.float16: 11, dtypes.bfloat16: 8}

@@ -12,12 +12,11 @@ import math
 import numpy as np
 from compiler.dtypes import dtypes
 from compiler.view import prod
-from frontend.tensor import Tensor
+from frontend.tensor import Tensor, make_tuple
 from frontend.checks import check_index
 from frontend.nn import state
 from frontend import optim
 
-def _tuple(x, n: int) -> tuple: return (x,) * n if isinstance(x, int) else tuple(x)
 def _buffer(shape, value: float, dtype=np.float32, requires_grad: bool | None = False) -> Tensor:
   """A realized tensor that carries no gradient (running stats): made from host memory, so no kernel runs.
   (from_host keeps a 0-d shape, which Tensor(ndarray) currently doesn't.)"""
@@ -49,14 +48,14 @@ class Conv2d:
   """
   def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
                bias: bool = True):
-    self.kernel_size = _tuple(kernel_size, 2)
+    self.kernel_size = make_tuple(kernel_size, 2)
     self.stride, self.dilation, self.groups = stride, dilation, groups
     if in_channels % groups or out_channels % groups: raise ValueError(f"Conv2d: channels {in_channels}->{out_channels} not divisible by groups={groups}")
     if isinstance(padding, str):
       if padding == "valid": padding = 0
       elif padding == "same":
-        if any(s != 1 for s in _tuple(stride, len(self.kernel_size))): raise ValueError("Conv2d: padding='same' needs stride 1")
-        tot = [d * (k - 1) for d, k in zip(_tuple(dilation, len(self.kernel_size)), self.kernel_size)]
+        if any(s != 1 for s in make_tuple(stride, len(self.kernel_size))): raise ValueError("Conv2d: padding='same' needs stride 1")
+        tot = [d * (k - 1) for d, k in zip(make_tuple(dilation, len(self.kernel_size)), self.kernel_size)]
         padding = [p for t in reversed(tot) for p in (t // 2, t - t // 2)]   # torch pad order, extra on the right
       else: raise ValueError(f"Conv2d: padding must be 'same', 'valid' or numbers, not {padding!r}")
     self.padding = padding
@@ -151,7 +150,7 @@ class LayerNorm:
   (2, 4)
   """
   def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
-    self.normalized_shape = _tuple(normalized_shape, 1)
+    self.normalized_shape = make_tuple(normalized_shape, 1)
     self.axis, self.eps = tuple(-1 - i for i in range(len(self.normalized_shape))), eps
     self.weight = _param(self.normalized_shape, 1.0) if elementwise_affine else None
     self.bias = _param(self.normalized_shape, 0.0) if elementwise_affine else None
