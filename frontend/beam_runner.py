@@ -38,7 +38,9 @@ def beam_runner(si: ScheduleItem, dev: Any, warm: bool = True) -> Callable[[beam
   def run(built: beam.Built) -> tuple[float, list]:
     if not state: state.update(setup())
     bufs, progs = state["bufs"], state["progs"]
-    if (prog := progs.get(id(built))) is None: prog = progs[id(built)] = dev.program(built.name, built.binary)
+    # keyed by the code, not id(built): a candidate freed after its run leaves its id to the next one, which would then
+    # run the freed one's program (with its own launch: a kernel cut for 2 cores run on 1 left half its outputs unset)
+    if (prog := progs.get(key := (built.name, built.binary))) is None: prog = progs[key] = dev.program(built.name, built.binary)
     raws = [b.raw for b in bufs]
     for b, garbage in zip(bufs[:nout], state["garbage"]): dev.allocator.copyin(b.raw, memoryview(garbage))
     # an untimed launch first: the Python work above outlasts the worker threads' spin, and waking a sleeping worker

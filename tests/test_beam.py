@@ -162,6 +162,26 @@ def test_runner_launches_once_untimed_right_before_the_timed_launch():
   run.release()
   assert np.isnan(outs[0]).all()
 
+def test_runner_runs_each_candidate_s_own_code_when_ids_are_reused():
+  """Candidates are temporaries: one freed after its run leaves its id to the next. The runner's programs are keyed by
+  the candidate's code, so a kernel cut for one core never runs the code cut for two (which, launched on one core,
+  leaves the second core's half of the outputs as NaN garbage)."""
+  import dataclasses
+  x = np.random.default_rng(0).standard_normal((64, 64, 32)).astype(np.float32)
+  si = [s for s in create_schedule([(Tensor(x).realize() * 2 + 1).lazydata]) if s.kind == "kernel"][-1]
+  two = dataclasses.replace(DI, ncores=2)
+  run, ids = beam_runner(si, DEV), []
+  try:
+    for _ in range(20):
+      for opts in ((beam.Opt("THREAD", 0),), ()):
+        b = beam.build(lower(si.ast, si.name), opts, two)
+        assert b.launch.threads == (2 if opts else 1)
+        ids.append(id(b))
+        outs = run(b)[1]
+        del b
+        np.testing.assert_allclose(outs[0].reshape(x.shape), x * 2 + 1, rtol=1e-6)
+  finally: run.release()
+
 def test_confirm_accepts_a_steady_small_gain_and_rejects_noise():
   """confirm's rule on scripted times (no clock): a steady 3% gain wins; equal speeds whose runs interleave don't, nor
   does a winner that was fast once (one lucky run, also after the second round of runs it earns); a 30% gain on runs

@@ -212,9 +212,35 @@ def _output_vectors(k: LoweredKernel, w: int) -> bool:
   apply_tile(k, None, 1, rj, w, VEC_UNROLL if rj.src[0].arg % (w * VEC_UNROLL) == 0 else 1)
   return True
 
+def split_balance(n: int, ncores: int) -> float:
+  """The share of `ncores` cores' time a loop of n iterations keeps busy when cut into ncores contiguous chunks (the
+  renderer's n*core/ncores bounds): the mean chunk over the longest one (1.0 for 128 over 2, 5 over 2 gives 2.5/3).
+
+  >>> split_balance(128, 2), round(split_balance(5, 2), 3), split_balance(1, 2)
+  (1.0, 0.833, 0.5)
+  """
+  return n / ncores / -(-n // ncores)
+
+def thread_axis(k: LoweredKernel, ncores: int, work0: int) -> UOp | None:
+  """The output loop of an optimized kernel to split across `ncores` cores, or None when the kernel is too small for a
+  second thread to pay (`work0`: its iterations before the opts vectorized and unrolled them, i.e. what it computes; the
+  optimized loop counts undercount a vectorized kernel 16-64 fold). The outermost loop (contiguous chunks, and peeling
+  stays free inside it) unless it splits unevenly: then the outermost loop that splits best, when that is clearly
+  better (a 5 x 5 x 32 kernel on 2 cores: 16 + 16 channels instead of 3 + 2 rows, which leaves a core idle a sixth of
+  the time). A loop with a loop chain hung beside it (peeled kernels' `depths`) is never split: the chain would run on
+  every core."""
+  if ncores < 2 or work0 < THREAD_MIN_WORK: return None
+  depths = getattr(k, "depths", None) or []
+  ok = [g for i, g in enumerate(k.global_ranges) if g.src[0].op is Ops.CONST and g.src[0].arg >= 2 and all(d > i for d in depths)]
+  if not ok: return None
+  first, best = ok[0], max(ok, key=lambda g: split_balance(g.src[0].arg, ncores))   # (max keeps the outermost of ties)
+  if first is k.global_ranges[0] and split_balance(best.src[0].arg, ncores) < split_balance(first.src[0].arg, ncores) + 0.1: return first
+  return best
+
 def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
   """The default opts for the target `device` (its cores and vector width; GPUs: compiler/opt/gpu.py)."""
   if device.gpu: return optimize_gpu(k, device)
+  work0 = work(k)
   if not noopt():
     w = device.lanes
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
@@ -230,9 +256,7 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
       elif not k.reduce_ranges() and merge_rows(k, w): _elementwise_vectors(k, w)
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
       else: _reduce_vectors(k, w, device) or _elementwise_vectors(k, w) or _output_vectors(k, w) or _reduce_unrolls(k)
-  ncores = device.ncores
-  if ncores > 1 and k.global_ranges and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2 and 0 not in (getattr(k, "depths", None) or []):
-    k.threaded = k.global_ranges[0]
+  if (g := thread_axis(k, device.ncores, work0)) is not None: k.threaded = g
   if not noopt():
     k = peel_default(k, device)
   return k
