@@ -138,9 +138,9 @@ def test_vector_kernels_round_bfloat16_by_bits(n):
 
 def test_strided_conv_kernels_write_every_output_over_many_inputs():
   """The stride-2 conv of test_one_vector_rows_take_more_output_rows, built for AVX2, over 25 input draws: the
-  heuristic's kernel and NOOPT's each write every output (beam_runner fills outputs with NaN first). A stress test: a
-  thread-split rule tried in this session (work counted before the opts) left NOOPT outputs unwritten in 2-4 draws of
-  25, not in every run."""
+  heuristic's kernel (split across 2 cores) and NOOPT's (one core) each write every output (beam_runner fills outputs
+  with NaN first). A stress test: when beam_runner keyed its programs by id() of the candidate, a freed candidate's id
+  went to the next one, and NOOPT ran the 2-core code on one core in 2-4 draws of 25 (half its outputs unwritten)."""
   from hcqrt.cpu.device import CPUDevice
   from compiler.target import Target
   global rng
