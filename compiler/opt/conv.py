@@ -11,7 +11,7 @@ from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.opt.base import Opt, OptError, copy_kernel
 from compiler.opt.apply import UPCAST_I, apply_opt, apply_opts, check_pressure, _loads, _stride
-from compiler.opt.peel import peel_points
+from compiler.opt.peel import peel_points, _pieces
 from compiler.target import Target
 from compiler.uop import UOp, Ops, substitute
 from compiler.vectorize import vectorize
@@ -135,8 +135,7 @@ def peel_share(n: int, pts: list[int]) -> float:
   >>> peel_share(16, [1]), peel_share(2, [1]), peel_share(32, [1, 31])
   (0.9375, 0.5, 0.9375)
   """
-  b = [0, *pts, n]
-  return max(hi - lo for lo, hi in zip(b, b[1:])) / n
+  return max(hi - lo for lo, hi in _pieces(n, pts)) / n
 
 DEPTHWISE_ROWS = (4, 2)   # image rows per tile of a depthwise conv, the most the registers allow
 
