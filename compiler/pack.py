@@ -102,13 +102,14 @@ def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
   return p
 
-def merge_leading_dims(ast: UOp) -> UOp | None:
+def merge_leading_dims(ast: UOp, keep: int = 2) -> UOp | None:
   """A product over (*lead, M, N, K) whose lead dims merge into M in every view (x of shape (B, T, C) @ W: the rows of
   all B matrices are one (B*T, C) matrix) as the same kernel over (B*T, N, K); the AST itself when it has no lead
-  dims, None when some view can't merge them (a batch of different B matrices: a batched product)."""
+  dims, None when some view can't merge them (a batch of different B matrices: a batched product). `keep`: the dims
+  left after the merged one (3: the lead dims merge into one batch dim, (B, H, M, N, K) -> (B*H, M, N, K))."""
   reds = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
-  if len(reds) != 1 or len(shape := ast_shape(reds[0].src[0])) <= 3: return ast
-  nl = len(shape) - 2   # dims 0..nl-1 (the lead dims and M) become one
+  if len(reds) != 1 or len(shape := ast_shape(reds[0].src[0])) <= keep + 1: return ast
+  nl = len(shape) - keep   # dims 0..nl-1 become one
   def merged(st: ShapeTracker) -> ShapeTracker | None:
     if len(st.shape) < nl + 1: return None
     new = st.reshape((prod(st.shape[:nl]),) + st.shape[nl:])

@@ -25,6 +25,7 @@ turns: 4 x 1023^3 282 -> 65, 4 x 1024^3 147 -> 73, 2 x 2048^3 1237 -> 228, 8 x 5
 from __future__ import annotations
 from compiler.dtypes import dtypes
 from compiler.pack_pad import ScratchPlan, finish_kernel, padded_columns
+from compiler.pack_strided import strided_b_packs
 from compiler.uop import UOp, Ops
 from compiler.view import ShapeTracker, View
 
@@ -59,12 +60,19 @@ def _packed_load(slot: int, nb: int, tiles: int, k: int, t: int, rows: bool, sha
 def batched_plan(ast: UOp, lanes: int, packs_alone) -> ScratchPlan | None:
   """The packed form of the batched product `ast` (None: leave it as it is); `packs_alone(m, n, k)` says whether one
   product of the batch would be packed on its own."""
-  from compiler.pack import L2_PANEL, tile_shape   # (compiler/pack.py imports this module)
-  if (mm := _batched_matmul(ast)) is None: return None
+  from compiler.pack import L2_PANEL, tile_shape, merge_leading_dims   # (compiler/pack.py imports this module)
+  if (mm := _batched_matmul(ast)) is None:
+    # two or more batch dims (attention's (B, H, T, D) @ (B, H, D, T)) that merge into one in every view
+    if (flat := merge_leading_dims(ast, keep=3)) is None or flat is ast or (mm := _batched_matmul(flat)) is None: return None
+    ast = flat
   red, la, lb = mm
   nb, m, n, k = la.arg[1].shape
+  # B read across its rows (q @ k.T: B's columns K floats apart): in place every vector of B is a gather, whatever the
+  # size (compiler/pack_strided.py's rule for one product)
+  gathers = strided_b_packs(m, n, k, lb.arg[1].views[0].strides[2])
   # (16 x 256^3 packed was 12% slower than in place on the AVX-512 host, 64 x 300^3 2x faster: N not whole tiles)
-  if nb < 2 or not packs_alone(m, n, k) or (m * n * k < 1 << 25 and n % (2 * lanes) == 0) or (tile := tile_shape(lanes, m, (np_ := padded_columns(n, lanes)), True)) is None: return None
+  if nb < 2 or not (gathers or packs_alone(m, n, k)) or (not gathers and m * n * k < 1 << 25 and n % (2 * lanes) == 0) or \
+     (tile := tile_shape(lanes, m, (np_ := padded_columns(n, lanes)), True)) is None: return None
   mr, nr = tile
   mt, nt = -(-m // mr), np_ // nr
   jb = max(1, min(4, L2_PANEL // (k * nr * 4), nt // 2))
