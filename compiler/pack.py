@@ -35,7 +35,7 @@ from compiler.pack_avx2 import avx2_packs, avx2_tile_shape
 from compiler.pack_avx512 import avx512_packs
 from compiler.pack_batch import batched_plan
 from compiler.pack_pad import ScratchPlan, epilogue_fits_tile, scratch_plan
-from compiler.pack_strided import strided_b_packs
+from compiler.pack_strided import strided_b_packs, transposed_a_packs
 from compiler.schedule import ScheduleItem, ast_shape, kernel_name
 from compiler.uop import UOp, Ops, substitute
 from compiler.view import ShapeTracker, View, prod
@@ -158,7 +158,8 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   if (mm := _matmul(ast)) is None: return None
   red, la, lb = mm
   m, n, k = la.arg[1].shape
-  if not big_enough(m, n, k, lanes) and not strided_b_packs(m, n, k, lb.arg[1].views[0].strides[1]): return None
+  if not big_enough(m, n, k, lanes) and not strided_b_packs(m, n, k, lb.arg[1].views[0].strides[1]) and \
+     not transposed_a_packs(m, n, k, va.strides[2] if (va := _single_view(la)) is not None else 1): return None
   # padded rows are computed into room past the output's end: fine unless something else is read per output row
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
   out_st: ShapeTracker = ast.src[0].arg[1]

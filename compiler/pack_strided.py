@@ -26,3 +26,19 @@ from __future__ import annotations
 def strided_b_packs(m: int, n: int, k: int, b_col_stride: int) -> bool:
   """Whether an (M, N, K) product whose B columns lie `b_col_stride` floats apart is packed below the size floor."""
   return b_col_stride != 1 and min(m, n) >= 64 and m * n * k >= 1 << 22
+
+def transposed_a_packs(m: int, n: int, k: int, a_k_stride: int) -> bool:
+  """Whether an (M, N, K) product whose A is read down its columns (`a_k_stride` floats between A[i, k] and A[i, k+1]:
+  a weight gradient x.T @ g, K the batch) is packed under the size floor. In place the kernel's broadcast of A walks a
+  column per step. `a.T @ b` realized, unpacked against packed (the floor at 1), taking turns in one process on the
+  2-core AVX-512 Xeon of issue 28 at load 5-6; process CPU ms, minimum of 9-15, native / CPU_ISA=x86-64-v3:
+  784x128x1000 4.54 -> 3.32, 3.89 -> 2.54, 4.15 -> 2.58 / 4.51 -> 3.41, 4.14 -> 2.95; 1000x128x1000 6.13 -> 3.28 /
+  2.97 -> 2.12; 1024x128x1024 2.62 -> 1.51 / 6.19 -> 4.21; 1000x128x784 2.79 -> 2.15 / 3.37 -> 3.05; 784x128x1024
+  1.67 -> 1.34 / 4.09 -> 4.22; 784x64x1000 1.95 -> 1.30 / 1.72 -> 1.61; 512x128x512 0.90 -> 0.99 / 1.35 -> 1.25.
+  So: K of 64 or more, M and N of 256 or more, 2^25 multiply-adds.
+
+  >>> transposed_a_packs(784, 1000, 128, 784), transposed_a_packs(784, 1000, 128, 1), transposed_a_packs(784, 1000, 32, 784)
+  (True, False, False)
+  """
+  return a_k_stride != 1 and k >= 64 and min(m, n) >= 256 and m * n * k >= 1 << 25
+

@@ -60,3 +60,28 @@ def test_attention_scores_through_the_frontend_are_exact():
   qn, kn = small_ints(2, 4, 256, 64), small_ints(2, 4, 256, 64)
   got = (Tensor(qn) @ Tensor(kn).transpose(-1, -2)).numpy()
   np.testing.assert_array_equal(got, np.einsum("bhmd,bhnd->bhmn", qn.astype(np.int64), kn.astype(np.int64)))
+
+# ---- weight gradients x.T @ g (compiler/pack_strided.py transposed_a_packs): A read down its columns, a short K
+
+def _at_b(m: int, k: int, n: int, lanes: int) -> tuple[LazyBuffer, LazyBuffer, list]:
+  """The packed schedule of a.T @ b with a stored (K, M) and b (K, N)."""
+  a, b = _empty(k, m), _empty(k, n)
+  full = (m, n, k)
+  out = a.permute((1, 0)).reshape((m, 1, k)).expand(full).alu(Ops.MUL, b.permute((1, 0)).reshape((1, n, k)).expand(full)).r(Ops.ADD, (2,))
+  return a, b, pack.pack_matmuls(create_schedule([out]), lambda device: lanes)
+
+def test_which_weight_gradients_are_packed():
+  pack._plans.clear()
+  def packed(m, k, n, lanes=16): return any(si.ast.arg and si.ast.arg[0] == "packed_matmul" for si in _at_b(m, k, n, lanes)[2])
+  assert packed(784, 128, 1000) and packed(784, 128, 1000, 8) and packed(1024, 64, 1024)
+  assert not packed(784, 32, 1000) and not packed(200, 128, 1000) and not packed(256, 128, 512)   # short K, few rows, < 2^25
+
+@pytest.mark.parametrize("m,k,n", [(520, 128, 512), (512, 100, 700)])
+def test_weight_gradient_packed_and_exact(cpu_target, m, k, n):
+  pack._plans.clear()
+  a, b, items = _at_b(m, k, n, cpu_target.simd_bytes // 4)
+  assert any(si.ast.arg and si.ast.arg[0] == "packed_matmul" for si in items), [si.name for si in items]
+  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  an, bn = small_ints(k, m), small_ints(k, n)
+  got = _run(items, {a: an, b: bn}, cpu_target).reshape(m, -1)[:, :n]
+  np.testing.assert_array_equal(got, an.T.astype(np.int64) @ bn.astype(np.int64))
