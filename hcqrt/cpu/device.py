@@ -211,6 +211,8 @@ static void *job_fn;
 static i64 job_args[MAXARGS + 1];
 static int job_nargs;
 static int nworkers;
+static int maxw = MAXW;               /* most workers a launch wakes (hcqrt_set_workers): a launch of more cores than
+                                         threads has its cores claimed in turn by the threads there are */
 static int go[MAXW], sleeping[MAXW];   /* go[w]: 1 = a job was posted since worker w last looked, 0 = idle */
 static i64 claim;                     /* the job in flight: epoch << 32 | its cores << 16 | the next core to claim */
 static unsigned epoch;                /* counts multi-core jobs: a claim word is never the same for two of them */
@@ -274,7 +276,7 @@ static void *worker(void *arg) {
 }
 
 static int start_workers(int threads) {
-  while (nworkers < threads - 1) {
+  while (nworkers < threads - 1 && nworkers < maxw) {
     unsigned long tid;
     if (pthread_create(&tid, 0, worker, (void *)(i64)nworkers) != 0) return -2;
     while (!__atomic_load_n(&wtid[nworkers], __ATOMIC_ACQUIRE)) PAUSE();   /* (place() needs its thread id) */
@@ -312,8 +314,8 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
   __atomic_store_n(&done, 0, __ATOMIC_RELAXED);
   epoch++;
   __atomic_store_n(&claim, (i64)((unsigned long)epoch << 32 | (unsigned long)threads << 16), __ATOMIC_SEQ_CST);   /* (publishes the job) */
-  int woke = 0;
-  for (int w = 0; w < threads - 1; w++) {
+  int woke = 0, nw = threads - 1 < maxw ? threads - 1 : maxw;
+  for (int w = 0; w < nw; w++) {
     __atomic_store_n(&go[w], 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&sleeping[w], __ATOMIC_SEQ_CST)) { syscall(SYS_FUTEX, &go[w], FUTEX_WAKE_PRIVATE, 1, 0, 0, 0); woke = 1; }
   }
@@ -332,8 +334,8 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
 }
 
 /* returns 0, or -1 if arguments are out of range, or -2 if a worker thread could not be started.
-   spin: pause-loop iterations before sleeping (0 when threads outnumber cores: spinning would then steal
-   the cores the other threads need). Not reentrant: the caller serializes launches. */
+   spin: pause-loop iterations before sleeping (0 when the runner's threads outnumber the CPUs: spinning would then
+   steal the CPUs the other threads need). Not reentrant: the caller serializes launches. */
 int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
   if (nargs < 0 || nargs > MAXARGS || threads < 1 || threads > MAXW + 1) return -1;
   if (start_workers(threads) != 0) return -2;
@@ -383,6 +385,15 @@ void hcqrt_reset(void) {
   for (int w = 0; w < MAXW; w++) go[w] = sleeping[w] = wtid[w] = 0;
 }
 
+/* the most workers a launch wakes (the process's CPUs less the caller's): a kernel cut into more chunks than there are
+   CPUs has them claimed in turn by those threads (claim_and_run), so a thread the OS stalls mid-kernel holds up one
+   chunk, not half the kernel. Set between launches by the thread that launches (the caller's lock orders it); only
+   that thread reads it. Returns 0, or -1 if n is out of range (nothing changed). */
+int hcqrt_set_workers(int n) {
+  if (n < 0 || n > MAXW) return -1;
+  maxw = n;
+  return 0;
+}
 /* the CPUs workers may be pinned to (the process's affinity mask); n < 2 turns pinning off. Returns 0, or -1 if a
    CPU number is out of range (nothing changed). */
 int hcqrt_set_cpus(const i64 *list, int n) {
@@ -408,9 +419,16 @@ class _CRunner:
                               if "hcqrt_run_list_timed" in self.image.symbols else None)
     self.reset = self.image.function("hcqrt_reset", [])
     self.set_cpus = self.image.function("hcqrt_set_cpus", [ctypes.c_void_p, ctypes.c_int], ctypes.c_int)
+    self._set_workers = self.image.function("hcqrt_set_workers", [ctypes.c_int], ctypes.c_int)
     self.lock = threading.Lock()  # the runner's job slot is global: one launch at a time
     self._args = (ctypes.c_int64 * self.MAXARGS)()
     self.pin(os.environ.get("CPU_PIN", "1") != "0")
+    self.workers(_NCORES - 1)
+  def workers(self, n: int) -> None:
+    """Wake at most n workers per launch (default: one per CPU besides the caller's): a launch of more cores than that,
+    a kernel cut into chunks (compiler/opt/heuristic.py thread_chunks), has them claimed in turn by the threads there are."""
+    with self.lock:
+      if self._set_workers(n) != 0: raise ValueError(f"CPU runner: {n} workers is out of range (0..255)")
 
   def pin(self, on: bool) -> None:
     """Pin the workers to the process's CPUs, each to one the caller is not on (CPU_PIN=0: leave them to the OS)."""
@@ -428,10 +446,13 @@ class _CRunner:
         arr = self._args
         arr[:n] = args
       else: arr = (ctypes.c_int64 * n)(*args)
-      rc = self.run_fn(fn_addr, arr, n, threads, self.SPIN if threads <= _NCORES else 0)
+      rc = self.run_fn(fn_addr, arr, n, threads, self.SPIN)
     if rc != 0: raise RuntimeError(f"CPU runner failed ({'bad arguments' if rc == -1 else 'pthread_create failed'}) for a launch on {threads} threads")
 
-  def spin(self, threads: int) -> int: return self.SPIN if threads <= _NCORES else 0
+  def spin(self, threads: int) -> int:
+    """The pause iterations of a launch on `threads` cores: the runner wakes at most one worker per other CPU, so
+    spinning never takes a CPU another of its threads needs."""
+    return self.SPIN
 
   def run_list(self, table: np.ndarray, n: int, times: np.ndarray | None = None) -> None:
     """Run a launch list; `times` (int64, n + 1): CLOCK_MONOTONIC ns before the first launch and after each."""

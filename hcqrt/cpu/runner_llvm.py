@@ -4,7 +4,7 @@ still gets the native thread pool (built in-process by llvmlite) instead of the 
 Same symbols, ABI and protocol as RUNNER_C: `hcqrt_run(fn, args, nargs, threads, spin)` calls `fn(args..., core)` once
 for each core 0..threads-1 (claimed in turn by the calling thread and the woken workers) and returns 0, -1 (arguments out of range) or -2 (pthread_create
 failed); `hcqrt_run_list(list, n)` runs a JIT launch list of records as the C runner's does; `hcqrt_reset()` forgets
-the workers after fork; `hcqrt_set_cpus(list, n)` gives the CPUs workers are pinned to (each to one the caller is not
+the workers after fork; `hcqrt_set_workers(n)` caps the workers a launch wakes; `hcqrt_set_cpus(list, n)` gives the CPUs workers are pinned to (each to one the caller is not
 on, as the C runner does; a launch list re-pins them before each multi-core launch). Workers spin `spin` pause
 iterations after a job, then sleep on a futex. Every argument is passed as an i64 (x86-64 SysV: one register or stack
 slot each, so extra trailing ones are harmless); the futex syscall gets its int arguments as i64 too (C would leave the
@@ -28,6 +28,7 @@ RUNNER_LLVM = f"""
 @job_args = internal global [{MAXARGS + 1} x i64] zeroinitializer, align 16
 @job_nargs = internal global i32 0, align 4
 @nworkers = internal global i32 0, align 4
+@maxw = internal global i32 {MAXW}, align 4
 @go = internal global [{MAXW} x i32] zeroinitializer, align 16
 @sleeping = internal global [{MAXW} x i32] zeroinitializer, align 16
 @claim = internal global i64 0, align 8
@@ -164,11 +165,20 @@ job:                                    ; a job was posted: take what is left of
   br label %wait
 }}
 
-; start workers until there are threads - 1: 0, or -2 when pthread_create fails
+; the workers a launch on %threads cores wakes: threads - 1, at most @maxw (RUNNER_C's maxw)
+define internal i32 @wanted(i32 %threads) {{
+  %w = sub i32 %threads, 1
+  %m = load i32, ptr @maxw
+  %less = icmp slt i32 %w, %m
+  %r = select i1 %less, i32 %w, i32 %m
+  ret i32 %r
+}}
+
+; start workers until there are wanted(threads): 0, or -2 when pthread_create fails
 define internal i32 @start_workers(i32 %threads) {{
 entry:
   %tid = alloca i64, align 8
-  %want = sub i32 %threads, 1
+  %want = call i32 @wanted(i32 %threads)
   br label %spawn
 spawn:
   %nw = load i32, ptr @nworkers
@@ -307,7 +317,7 @@ doplacing:
   call void @place()
   br label %post
 post:
-  %want = sub i32 %threads, 1
+  %want = call i32 @wanted(i32 %threads)
   store ptr %fn, ptr @job_fn
   store i32 %nargs, ptr @job_nargs
   store atomic i32 %spin0, ptr @spin_limit monotonic, align 4
@@ -466,6 +476,20 @@ define void @hcqrt_reset() {{
   ret void
 }}
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+
+; the most workers a launch wakes (RUNNER_C's hcqrt_set_workers): 0, or -1 when n is out of range (no change)
+define i32 @hcqrt_set_workers(i32 %n) {{
+entry:
+  %neg = icmp slt i32 %n, 0
+  %big = icmp sgt i32 %n, {MAXW}
+  %bad = or i1 %neg, %big
+  br i1 %bad, label %no, label %yes
+yes:
+  store i32 %n, ptr @maxw
+  ret i32 0
+no:
+  ret i32 -1
+}}
 
 ; the CPUs workers may be pinned to; n < 2 turns pinning off. 0, or -1 when a CPU number is out of range (no change)
 define i32 @hcqrt_set_cpus(ptr %list, i32 %n) {{
