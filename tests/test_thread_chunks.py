@@ -1,0 +1,109 @@
+"""Big split CPU kernels cut into more chunks than cores (compiler/opt/heuristic.py thread_chunks), claimed in turn by
+the runner's threads, of which it wakes at most one per other CPU (hcqrt/cpu/device.py hcqrt_set_workers, and the
+LLVM IR runner's twin): every output is written once for loop counts the chunks don't divide, on 1-3 cores and both
+ISAs, launched alone and in a launch list; and a launch of many chunks runs each exactly once on no more threads than
+the cap allows."""
+import dataclasses
+import numpy as np
+import pytest
+import compiler.opt.heuristic as heuristic
+from compiler.dtypes import dtypes
+from compiler.lazy import LazyBuffer
+from compiler.lower import lower
+from compiler.opt.heuristic import optimize
+from compiler.pipeline import compile_kernel
+from compiler.schedule import create_schedule
+from compiler.target import Target
+from compiler.uop import Ops
+from frontend.devices import open_device
+from hcqrt.cpu.device import CPULaunchList
+from hcqrt.interface import GraphExec
+from tests.conftest import host_runs
+
+def _realized(shape):
+  x = LazyBuffer.empty(shape, dtypes.float32, "CPU"); x.buffer = object()
+  return x
+
+def _sums_ast(shape):
+  (si,) = create_schedule([_realized(shape).r(Ops.ADD, (2,))])
+  return si.ast
+
+def _transpose_ast(shape):
+  (si,) = create_schedule([_realized(shape).permute((0, 2, 3, 1)).contiguous()])
+  return si.ast
+
+def test_only_big_kernels_are_chunked():
+  t = Target("CPU", "c", ncores=2, simd_bytes=64)
+  small = optimize(lower(_sums_ast((13, 32, 1024))), t)   # 426k iterations: one chunk a core
+  assert small.threaded is not None and small.chunks == 2
+  big = optimize(lower(_sums_ast((64, 64, 1 << 14))), t)   # 67M: CHUNKS_PER_CORE a core
+  assert big.threaded is not None and big.chunks == 2 * heuristic.CHUNKS_PER_CORE
+  assert optimize(lower(_sums_ast((64, 64, 1 << 14))), dataclasses.replace(t, ncores=1)).threaded is None
+
+def _compile(ast, target, ncores):
+  return compile_kernel(ast, dataclasses.replace(target, ncores=ncores), name="k")
+
+@pytest.mark.parametrize("ncores", [1, 2, 3])
+@pytest.mark.parametrize("shape,make,ref", [
+    ((13, 7, 2048), _sums_ast, lambda x: x.astype(np.float64).sum(2)),            # 13 rows in 8 or 12 chunks
+    ((9, 16, 24, 20), _transpose_ast, lambda x: x.transpose(0, 2, 3, 1)),           # 9 images in 8 chunks
+])
+def test_chunked_kernels_write_every_output(cpu_target, monkeypatch, ncores, shape, make, ref):
+  if not host_runs(cpu_target): pytest.skip(f"host can't run {cpu_target.arch}")
+  monkeypatch.setattr(heuristic, "CHUNK_MIN_WORK", 0)   # (these small kernels cut as a big one would be)
+  ck = _compile(make(shape), cpu_target, ncores)
+  want_chunks = ncores * heuristic.CHUNKS_PER_CORE if ncores > 1 and shape[0] >= ncores * heuristic.CHUNKS_PER_CORE else ncores
+  assert ck.threads == (want_chunks if ncores > 1 else 1), (ck.threads, ck.applied_opts)
+  dev = open_device("CPU")
+  x = np.random.default_rng(5).standard_normal(shape, dtype=np.float32)
+  want = ref(x)
+  inp = dev.allocator.alloc(x.nbytes); dev.allocator.copyin(inp, memoryview(x))
+  outs = [dev.allocator.alloc(4 * want.size) for _ in range(2)]
+  nan = np.full(want.size, np.nan, np.float32)
+  for o in outs: dev.allocator.copyin(o, memoryview(nan))   # an unwritten output stays NaN
+  prog = dev.program(ck.name, ck.binary)
+  prog(outs[0], inp, threads=ck.threads)
+  CPULaunchList([GraphExec(prog, [outs[1], inp], threads=ck.threads)] * 3).replay()   # the JIT's path, three times over
+  for o in outs:
+    got = np.empty(want.shape, np.float32); dev.allocator.copyout(memoryview(got), o)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+# each call records its chunk's runs and the thread it ran on
+WHO = r"""
+long syscall(long number, ...);
+void who(int *out, int core) { __atomic_fetch_add(&out[core], 1, __ATOMIC_SEQ_CST); out[64 + core] = (int)syscall(186); }
+"""
+
+@pytest.mark.parametrize("cap", [0, 1, 2])
+def test_runner_claims_many_chunks_on_capped_threads(runner, cap):
+  """A stress test: 500 launches of 24 chunks, the runner capped at `cap` workers: every chunk of every launch runs
+  once, and on at most cap + 1 threads (the caller and the workers the cap allows)."""
+  from compiler.assemble.c_compiler import compile_c
+  import hcqrt.cpu.device as cpu_device
+  from hcqrt.cpu.device import CPUProgram, CPUDevice
+  cpu_device._runner.workers(cap)
+  try:
+    prog, dev, chunks, n = CPUProgram("who", compile_c(WHO, "who")), CPUDevice(), 24, 500
+    buf = dev.allocator.alloc(4 * 128)
+    CPULaunchList([GraphExec(prog, [buf], threads=chunks)] * n).replay()
+    c = np.frombuffer(buf.view(), np.int32)
+    assert c[:chunks].tolist() == [n] * chunks and not c[chunks:64].any(), c[:64]
+    tids = set(c[64:64 + chunks].tolist())
+    prog(buf, threads=chunks)   # one launch alone (hcqrt_run)
+    assert c[:chunks].tolist() == [n + 1] * chunks
+    assert len(tids | set(c[64:64 + chunks].tolist())) <= cap + 1, tids
+  finally: cpu_device._runner.workers(cpu_device._NCORES - 1)
+
+@pytest.fixture(params=["c-runner", "llvm-runner"])
+def runner(request):
+  """The C or the LLVM IR runner installed for the test; the one before it put back after."""
+  import hcqrt.cpu.device as cpu_device
+  from compiler.assemble.c_compiler import compile_c
+  old = cpu_device._runner
+  if request.param == "c-runner": cpu_device.install_runner(compile_c(cpu_device.RUNNER_C, "hcqrt_runner"))
+  else:
+    from compiler.assemble.llvm import compile_llvm
+    from hcqrt.cpu.runner_llvm import RUNNER_LLVM
+    cpu_device.install_runner(compile_llvm(RUNNER_LLVM, "hcqrt_runner"))
+  yield request.param
+  cpu_device._runner = old
