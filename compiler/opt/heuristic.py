@@ -248,7 +248,7 @@ def thread_chunks(k: LoweredKernel, ncores: int, work0: int) -> int:
   >>> from compiler.lower import LoweredKernel
   >>> from compiler.uop import UOp
   >>> k = LoweredKernel("k", UOp.const(dtypes.int32, 0), [], [UOp.const(dtypes.int32, 0)]); k.threaded = k.new_range(128, "global")
-  >>> thread_chunks(k, 2, 1 << 30), thread_chunks(k, 2, 1 << 20), thread_chunks(k, 64, 1 << 30)
+  >>> thread_chunks(k, 2, 1 << 30), thread_chunks(k, 2, 1 << 18), thread_chunks(k, 64, 1 << 30)
   (8, 2, 64)
   """
   if k.threaded is None: return 1
