@@ -41,7 +41,8 @@ def launcher(request):
   # multi-core launches go through the Python worker pool or a native runner (C or LLVM); all must behave the same
   install_runner(_runner_obj(request.param))
   yield request.param
-  if cpu_device._runner is not None: cpu_device._runner.workers(cpu_device._NCORES - 1)   # (a test may have changed it)
+  if cpu_device._runner is not None: cpu_device._runner.workers(cpu_device._NCORES - 1)   # (a test may have changed them)
+  cpu_device._pool.most = cpu_device._NCORES
   install_runner(None)
 
 def f32(*shape, seed=0): return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
@@ -138,8 +139,9 @@ MT = """void E_mt(int *restrict out, int *restrict arrived, int n, int nthreads,
 def test_multithreaded_slices_run_in_parallel(threads, launcher):
   dev, n = CPUDevice(), 1000
   prog = CPUProgram("E_mt", compile_c(MT, "E_mt"))
-  # (a native runner wakes one worker per other CPU, so more cores than CPUs would run in turn: let it wake them all)
+  # (the runners use one thread per CPU, so more cores than CPUs would run in turn: let them use one per core)
   if cpu_device._runner is not None: cpu_device._runner.workers(threads - 1)
+  else: cpu_device._pool.most = threads
   for _ in range(3):  # the persistent workers are reused across launches
     out, arrived = run(dev, prog, [np.full(n + threads, -1, np.int32), np.zeros(1, np.int32)], [0, 1], vals=(n, threads), threads=threads)
     per = -(-n // threads)

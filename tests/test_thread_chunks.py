@@ -94,6 +94,21 @@ def test_runner_claims_many_chunks_on_capped_threads(runner, cap):
     assert len(tids | set(c[64:64 + chunks].tolist())) <= cap + 1, tids
   finally: cpu_device._runner.workers(cpu_device._NCORES - 1)
 
+@pytest.mark.parametrize("most", [1, 2, 3])
+def test_python_pool_runs_many_chunks_on_at_most_its_threads(most):
+  """Without a native runner: 24 chunks, each once, on at most `most` threads (every n-th chunk on each)."""
+  from compiler.assemble.c_compiler import compile_c
+  import hcqrt.cpu.device as cpu_device
+  from hcqrt.cpu.device import CPUProgram, CPUDevice
+  old, cpu_device._runner, cpu_device._pool.most = cpu_device._runner, None, most
+  try:
+    prog, dev = CPUProgram("who", compile_c(WHO, "who")), CPUDevice()
+    buf = dev.allocator.alloc(4 * 128)
+    for _ in range(5): prog(buf, threads=24)
+    c = np.frombuffer(buf.view(), np.int32)
+    assert c[:24].tolist() == [5] * 24 and len(set(c[64:88].tolist())) <= most, c[:88]
+  finally: cpu_device._runner, cpu_device._pool.most = old, cpu_device._NCORES
+
 @pytest.fixture(params=["c-runner", "llvm-runner"])
 def runner(request):
   """The C or the LLVM IR runner installed for the test; the one before it put back after."""

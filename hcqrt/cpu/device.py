@@ -144,21 +144,27 @@ class _Worker:
       except BaseException as e: self.error = e
       self.done.release()
 
+def _cores(fn, args: list, cores: range) -> None:
+  for c in cores: fn(*args, c)
+
 class _Pool:
   """Workers for cores 1..n-1; core 0 runs on the calling thread (saves one hand-over per launch)."""
   def __init__(self):
     self.workers: list[_Worker] = []
     self.lock = threading.Lock()  # one multi-core launch at a time: the workers are shared
+    self.most = _NCORES           # threads per launch at most (the caller's included)
 
   def run(self, fn, args: list, threads: int) -> None:
+    # one thread per CPU at most: a launch of more cores (a kernel cut into chunks) gives each thread every n-th core
+    n = max(1, min(threads, self.most))
     with self.lock:
-      while len(self.workers) < threads - 1: self.workers.append(_Worker(len(self.workers) + 1))
-      ws = self.workers[:threads - 1]
-      for core, w in enumerate(ws, start=1):
-        w.job = (fn, (*args, core))
+      while len(self.workers) < n - 1: self.workers.append(_Worker(len(self.workers) + 1))
+      ws = self.workers[:n - 1]
+      for t, w in enumerate(ws, start=1):
+        w.job = (_cores, (fn, args, range(t, threads, n)))
         w.go.release()
       err = None
-      try: fn(*args, 0)
+      try: _cores(fn, args, range(0, threads, n))
       except BaseException as e: err = e
       for w in ws:
         w.done.acquire()
