@@ -68,6 +68,21 @@ def test_chunked_kernels_write_every_output(cpu_target, monkeypatch, ncores, sha
     got = np.empty(want.shape, np.float32); dev.allocator.copyout(memoryview(got), o)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
+@pytest.mark.parametrize("ncores", [2, 3])
+def test_chunked_llvm_kernels_write_every_output(monkeypatch, ncores):
+  """The LLVM IR renderer (CPU_LLVM=1) cuts the threaded loop the same way: 13 rows in 8 or 12 chunks."""
+  monkeypatch.setattr(heuristic, "CHUNK_MIN_WORK", 0)
+  t = Target("CPU", "llvm", arch="native", ncores=ncores, simd_bytes=open_device("CPU").simd_bytes)
+  ck = _compile(_sums_ast((13, 7, 2048)), t, ncores)
+  assert ck.threads == ncores * heuristic.CHUNKS_PER_CORE, ck.applied_opts
+  dev = open_device("CPU")
+  x = np.random.default_rng(6).standard_normal((13, 7, 2048), dtype=np.float32)
+  inp, out = dev.allocator.alloc(x.nbytes), dev.allocator.alloc(4 * 13 * 7)
+  dev.allocator.copyin(inp, memoryview(x)); dev.allocator.copyin(out, memoryview(np.full(13 * 7, np.nan, np.float32)))
+  dev.program(ck.name, ck.binary)(out, inp, threads=ck.threads)
+  got = np.empty((13, 7), np.float32); dev.allocator.copyout(memoryview(got), out)
+  np.testing.assert_allclose(got, x.astype(np.float64).sum(2), rtol=1e-4, atol=1e-3)
+
 # each call records its chunk's runs and the thread it ran on
 WHO = r"""
 long syscall(long number, ...);
