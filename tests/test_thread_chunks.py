@@ -109,6 +109,29 @@ def test_runner_claims_many_chunks_on_capped_threads(runner, cap):
     assert len(tids | set(c[64:64 + chunks].tolist())) <= cap + 1, tids
   finally: cpu_device._runner.workers(cpu_device._NCORES - 1)
 
+# chunk 0 stalls (bounded) until every other chunk ran: the thread holding it stands for one the OS stopped mid-kernel
+STALL = r"""
+long syscall(long number, ...);
+void stall(int *out, int chunks, int core) {
+  if (core == 0) for (long s = 0; __atomic_load_n(&out[63], __ATOMIC_SEQ_CST) < chunks - 1 && s < 3000000000L; s++) ;
+  out[64 + core] = (int)syscall(186);
+  if (core) __atomic_fetch_add(&out[63], 1, __ATOMIC_SEQ_CST);
+  else out[0] = __atomic_load_n(&out[63], __ATOMIC_SEQ_CST);
+}"""
+
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_stalled_thread_holds_up_one_chunk(runner):
+  """While one thread is stuck in its chunk, the other runs every chunk left (one chunk a core would leave half)."""
+  from compiler.assemble.c_compiler import compile_c
+  from hcqrt.cpu.device import CPUProgram, CPUDevice
+  prog, dev = CPUProgram("stall", compile_c(STALL, "stall")), CPUDevice()
+  for _ in range(3):
+    buf = dev.allocator.alloc(4 * 128)
+    prog(buf, vals=(8,), threads=8)
+    c = np.frombuffer(buf.view(), np.int32)
+    assert c[0] == 7 and c[63] == 7, c[:64]   # chunk 0 ended after the 7 others, which another thread ran
+    assert all(t != c[64] for t in c[65:72]), c[64:72]
+
 @pytest.mark.parametrize("most", [1, 2, 3])
 def test_python_pool_runs_many_chunks_on_at_most_its_threads(most):
   """Without a native runner: 24 chunks, each once, on at most `most` threads (every n-th chunk on each)."""
