@@ -129,8 +129,27 @@ def test_stalled_thread_holds_up_one_chunk(runner):
     buf = dev.allocator.alloc(4 * 128)
     prog(buf, vals=(8,), threads=8)
     c = np.frombuffer(buf.view(), np.int32)
-    assert c[0] == 7 and c[63] == 7, c[:64]   # chunk 0 ended after the 7 others, which another thread ran
-    assert all(t != c[64] for t in c[65:72]), c[64:72]
+    # chunk 0 ended after the 7 others (not after its bounded wait ran out): its thread held up nothing else (a thread
+    # may have run some before it took chunk 0, e.g. a worker that claimed from the back before the caller came)
+    assert c[0] == 7 and c[63] == 7, c[:64]
+
+def test_caller_takes_front_chunks_worker_back(runner):
+  """On one worker, the caller's chunks are a prefix and the worker's the rest (two contiguous halves when neither
+  stalls: each core keeps its half of the data, as with one chunk a core), in every one of 200 launches."""
+  import threading
+  from compiler.assemble.c_compiler import compile_c
+  import hcqrt.cpu.device as cpu_device
+  from hcqrt.cpu.device import CPUProgram, CPUDevice
+  cpu_device._runner.workers(1)
+  try:
+    prog, dev, me = CPUProgram("who", compile_c(WHO, "who")), CPUDevice(), threading.get_native_id()
+    buf = dev.allocator.alloc(4 * 128)
+    for _ in range(200):
+      prog(buf, threads=16)
+      mine = [t == me for t in np.frombuffer(buf.view(), np.int32)[64:80].tolist()]
+      k = mine.index(False) if False in mine else 16
+      assert mine == [True] * k + [False] * (16 - k), mine
+  finally: cpu_device._runner.workers(cpu_device._NCORES - 1)
 
 @pytest.mark.parametrize("most", [1, 2, 3])
 def test_python_pool_runs_many_chunks_on_at_most_its_threads(most):

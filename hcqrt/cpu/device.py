@@ -220,7 +220,8 @@ static int nworkers;
 static int maxw = MAXW;               /* most workers a launch wakes (hcqrt_set_workers): a launch of more cores than
                                          threads has its cores claimed in turn by the threads there are */
 static int go[MAXW], sleeping[MAXW];   /* go[w]: 1 = a job was posted since worker w last looked, 0 = idle */
-static i64 claim;                     /* the job in flight: epoch << 32 | its cores << 16 | the next core to claim */
+static i64 claim;                     /* the job in flight: epoch << 32 | one past the last core left << 16 | the first core left */
+static int job_threads;               /* the job's cores (claim's middle field shrinks as workers claim from the back) */
 static unsigned epoch;                /* counts multi-core jobs: a claim word is never the same for two of them */
 static int done, caller_sleeping;     /* done: the job's cores finished */
 static int spin_limit;                /* pause-loop iterations before sleeping on a futex */
@@ -247,14 +248,19 @@ static void call(int core) {
    after a successful claim: the caller posts the next job only once every core of this one is done, which needs this
    thread's own `done` increment, so the copy races with nothing (a thread whose claim fails reads no job at all).
    The claim word is loaded seq_cst: ordered after the worker's go[w] = 0, so a go[w] = 1 of the next job that the
-   store overwrote comes with a claim word this load sees. */
-static void claim_and_run(void) {
+   store overwrote comes with a claim word this load sees.
+   The caller claims from the front (0, 1, ...), workers from the back (n-1, n-2, ...): on two CPUs a kernel cut into
+   chunks then runs as two contiguous halves, each core's the same part of the data as in the one-chunk-a-core kernels
+   before and after it (its cache), unless one thread stalls and the other takes chunks of its half. job_threads is
+   read after a successful claim, as the job. */
+static void claim_and_run(int back) {
   i64 a[MAXARGS + 1];
   for (;;) {
     i64 v = __atomic_load_n(&claim, __ATOMIC_SEQ_CST);
-    int n = (int)((v >> 16) & 0xffff), core = (int)(v & 0xffff);
-    if (core >= n) return;
-    if (!__atomic_compare_exchange_n(&claim, &v, v + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    int hi = (int)((v >> 16) & 0xffff), lo = (int)(v & 0xffff);
+    if (lo >= hi) return;
+    if (!__atomic_compare_exchange_n(&claim, &v, back ? v - (1L << 16) : v + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    int core = back ? hi - 1 : lo, n = job_threads;
     void *fn = job_fn;
     int nargs = job_nargs;
     for (int i = 0; i < nargs && i < MAXARGS; i++) a[i] = job_args[i];
@@ -276,7 +282,7 @@ static void *worker(void *arg) {
       spin = 0;
     }
     __atomic_store_n(&go[w], 0, __ATOMIC_SEQ_CST);
-    claim_and_run();
+    claim_and_run(1);
   }
   return 0;
 }
@@ -318,6 +324,7 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
   if (threads == 1) { call(0); return; }   /* (a JIT launch list mixes single- and multi-core kernels) */
   __atomic_store_n(&spin_limit, spin, __ATOMIC_RELAXED);
   __atomic_store_n(&done, 0, __ATOMIC_RELAXED);
+  job_threads = threads;
   epoch++;
   __atomic_store_n(&claim, (i64)((unsigned long)epoch << 32 | (unsigned long)threads << 16), __ATOMIC_SEQ_CST);   /* (publishes the job) */
   int woke = 0, nw = threads - 1 < maxw ? threads - 1 : maxw;
@@ -327,7 +334,7 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
   }
   /* unpinned, a woken worker is often placed on this very core: spinning here would only delay it */
   if (woke && ncpus < 2) spin = 0;
-  claim_and_run();
+  claim_and_run(0);
   for (int s = 0;; s++) {   /* every core claimed: wait for the ones workers run to finish */
     int r = __atomic_load_n(&done, __ATOMIC_SEQ_CST);
     if (r == threads) break;

@@ -32,6 +32,7 @@ RUNNER_LLVM = f"""
 @go = internal global [{MAXW} x i32] zeroinitializer, align 16
 @sleeping = internal global [{MAXW} x i32] zeroinitializer, align 16
 @claim = internal global i64 0, align 8
+@job_threads = internal global i32 0, align 4
 @epoch = internal global i32 0, align 4
 @done = internal global i32 0, align 4
 @caller_sleeping = internal global i32 0, align 4
@@ -72,19 +73,23 @@ declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 ; run cores of the job in flight until none is left unclaimed (RUNNER_C's claim_and_run): claim the next core by a
 ; compare-and-swap of the claim word, then copy the job (plain loads: the caller changes it only after this thread's
 ; `done` increment); the thread that finishes the last core wakes a sleeping caller
-define internal void @claim_and_run() {{
+define internal void @claim_and_run(i1 %back) {{
 entry:
   %a = alloca [{MAXARGS + 1} x i64], align 16
   br label %loop
 loop:
   %v = load atomic i64, ptr @claim seq_cst, align 8
   %vn = lshr i64 %v, 16
-  %n = and i64 %vn, 65535
-  %c = and i64 %v, 65535
-  %left = icmp ult i64 %c, %n
+  %hi = and i64 %vn, 65535
+  %lo = and i64 %v, 65535
+  %left = icmp ult i64 %lo, %hi
   br i1 %left, label %try, label %out
-try:
-  %v1 = add i64 %v, 1
+try:                                    ; the caller takes the first core left, a worker the last (RUNNER_C's claim_and_run)
+  %vf = add i64 %v, 1
+  %vb = sub i64 %v, 65536
+  %v1 = select i1 %back, i64 %vb, i64 %vf
+  %hi1 = sub i64 %hi, 1
+  %c = select i1 %back, i64 %hi1, i64 %lo
   %pair = cmpxchg ptr @claim, i64 %v, i64 %v1 acq_rel acquire
   %ok = extractvalue {{ i64, i1 }} %pair, 1
   br i1 %ok, label %copy, label %loop
@@ -111,7 +116,7 @@ run:
   call void @call_with(ptr %fn, ptr %a, i32 %na, i32 %c32)
   %d0 = atomicrmw add ptr @done, i32 1 seq_cst
   %d1 = add i32 %d0, 1
-  %n32 = trunc i64 %n to i32
+  %n32 = load i32, ptr @job_threads, align 4
   %last = icmp eq i32 %d1, %n32
   br i1 %last, label %chk, label %loop
 chk:
@@ -161,7 +166,7 @@ slept:
   br label %wait
 job:                                    ; a job was posted: take what is left of it
   store atomic i32 0, ptr %gop seq_cst, align 4
-  call void @claim_and_run()
+  call void @claim_and_run(i1 true)
   br label %wait
 }}
 
@@ -325,6 +330,7 @@ post:
   %bytes = shl i64 %nargs64, 3
   call void @llvm.memcpy.p0.p0.i64(ptr @job_args, ptr %args, i64 %bytes, i1 false)
   store atomic i32 0, ptr @done monotonic, align 4
+  store i32 %threads, ptr @job_threads
   %e0 = load i32, ptr @epoch
   %e1 = add i32 %e0, 1
   store i32 %e1, ptr @epoch
@@ -360,7 +366,7 @@ go.done:                                ; unpinned, a woken worker often lands o
   %unpinned = icmp slt i32 %ncp, 2
   %nospin = and i1 %woke, %unpinned
   %spin = select i1 %nospin, i32 0, i32 %spin0
-  call void @claim_and_run()
+  call void @claim_and_run(i1 false)
   br label %wait
 wait:                                   ; every core claimed: wait for the ones workers run to finish
   %i = phi i32 [ 0, %go.done ], [ %i1, %pause ], [ 0, %slept ]
