@@ -31,6 +31,8 @@ class LoweredKernel:
   outputs: int = 1
   applied_opts: list = field(default_factory=list)
   threaded: UOp | None = None        # the range split across CPU cores, if any
+  # the chunks `threaded` is cut into (0: one per core); the cores claim them in turn (compiler/opt/heuristic.py thread_chunks)
+  chunks: int = field(default=0, kw_only=True, compare=False)
   # the id of the next loop an opt makes (new_range); -1: one past the largest id in the graph, found on first use
   next_range: int = field(default=-1, kw_only=True, repr=False, compare=False)
   def new_range(self, size: int, kind: str) -> UOp:

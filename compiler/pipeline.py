@@ -41,7 +41,7 @@ from compiler.settings import compile_workers, debug_level, noopt
 
 def _render_c(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, Launch]:
   from compiler.render_c import render_c
-  threads = t.ncores if k.threaded is not None else 1
+  threads = (k.chunks or t.ncores) if k.threaded is not None else 1   # (chunks: more than the cores, claimed in turn)
   return render_c(k, threads, prog), Launch(threads=threads)
 
 def _render_c99(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, Launch]:
@@ -54,7 +54,7 @@ def _render_ptx(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | No
 
 def _render_llvm(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, Launch]:
   from compiler.render_llvm import render_llvm, HOST, AMDGPU   # the CPU (outer loop split across cores) or an AMD GPU (the grid)
-  return render_llvm(k, AMDGPU if t.gpu else HOST, prog, t.ncores if k.threaded is not None and not t.gpu else 1, plan)
+  return render_llvm(k, AMDGPU if t.gpu else HOST, prog, (k.chunks or t.ncores) if k.threaded is not None and not t.gpu else 1, plan)
 
 def _assemble_llvm(src: str, name: str, t: Target) -> bytes:
   from compiler.assemble.llvm import compile_llvm

@@ -30,9 +30,19 @@ def disk_cache() -> bool:
   """CACHE=0: the assemblers build every binary again instead of reading their on-disk cache."""
   return os.environ.get("CACHE", "1") != "0"
 
-def opts_key() -> tuple[str, str, str]:
-  """The settings that change a kernel's code (NOOPT, BEAM, TC) as written: part of a built kernel's cache key."""
-  return (os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"))
+def opts_key() -> tuple[str, str, str, str]:
+  """The settings that change a kernel's code (NOOPT, BEAM, TC, CPU_CHUNKS) as written: part of a built kernel's cache key."""
+  return (os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"), os.environ.get("TC", "1"), os.environ.get("CPU_CHUNKS", ""))
+
+def chunks_per_core(default: int) -> int:
+  """CPU_CHUNKS: the chunks a core a big split CPU kernel is cut into (compiler/opt/heuristic.py thread_chunks); 1 = one
+  chunk a core, as small kernels; unset or bad: `default`.
+
+  >>> os.environ.get("CPU_CHUNKS") is not None or chunks_per_core(4) == 4
+  True
+  """
+  try: return max(1, int(os.environ.get("CPU_CHUNKS", "") or default))
+  except ValueError: return default
 
 def compile_workers() -> int:
   """COMPILE_WORKERS: how many kernels' assemblers may run at once when a schedule needs several new kernels (the C

@@ -60,6 +60,8 @@ import json, os, sys, threading
 cpu = min(os.sched_getaffinity(0))
 os.sched_setaffinity(0, {cpu})   # before the runner starts: one CPU, its worker unpinned on the same one
 """ + PRELUDE + r"""
+import hcqrt.cpu.device as cpu_device
+cpu_device._runner.workers(1)   # (on one CPU the runner starts no worker by default: this test needs one, left unrun)
 tid = threading.get_native_id()
 ids, warm = dev.allocator.alloc(64), dev.allocator.alloc(64)
 before = set(os.listdir("/proc/self/task"))

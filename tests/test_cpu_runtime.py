@@ -6,6 +6,7 @@ from elftools.elf.elffile import ELFFile
 from compiler.assemble import c_compiler as cc
 from compiler.assemble.c_compiler import compile_c, c_compiler, CompileError
 from hcqrt.cpu import load_elf, ElfLoadError, CPUDevice, CPUProgram, CPUAllocator
+import hcqrt.cpu.device as cpu_device
 from hcqrt.cpu.device import RUNNER_C, install_runner
 from hcqrt.interface import GraphCopy, GraphExec
 from tests.needs import need_clang
@@ -40,6 +41,8 @@ def launcher(request):
   # multi-core launches go through the Python worker pool or a native runner (C or LLVM); all must behave the same
   install_runner(_runner_obj(request.param))
   yield request.param
+  if cpu_device._runner is not None: cpu_device._runner.workers(cpu_device._NCORES - 1)   # (a test may have changed them)
+  cpu_device._pool.most = cpu_device._NCORES
   install_runner(None)
 
 def f32(*shape, seed=0): return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
@@ -136,6 +139,9 @@ MT = """void E_mt(int *restrict out, int *restrict arrived, int n, int nthreads,
 def test_multithreaded_slices_run_in_parallel(threads, launcher):
   dev, n = CPUDevice(), 1000
   prog = CPUProgram("E_mt", compile_c(MT, "E_mt"))
+  # (the runners use one thread per CPU, so more cores than CPUs would run in turn: let them use one per core)
+  if cpu_device._runner is not None: cpu_device._runner.workers(threads - 1)
+  else: cpu_device._pool.most = threads
   for _ in range(3):  # the persistent workers are reused across launches
     out, arrived = run(dev, prog, [np.full(n + threads, -1, np.int32), np.zeros(1, np.int32)], [0, 1], vals=(n, threads), threads=threads)
     per = -(-n // threads)

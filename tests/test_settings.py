@@ -8,7 +8,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def test_compiler_settings_are_read_at_each_call(monkeypatch):
   monkeypatch.setenv("NOOPT", "1"); monkeypatch.setenv("TC", "0"); monkeypatch.setenv("CACHE", "0"); monkeypatch.setenv("BEAM", "2")
-  assert cs.noopt() and not cs.tensor_cores() and not cs.disk_cache() and cs.opts_key() == ("1", "2", "0")
+  monkeypatch.setenv("CPU_CHUNKS", "1")
+  assert cs.noopt() and not cs.tensor_cores() and not cs.disk_cache() and cs.opts_key() == ("1", "2", "0", "1") and cs.chunks_per_core(4) == 1
   monkeypatch.setenv("NOOPT", "0"); monkeypatch.delenv("TC"); monkeypatch.delenv("CACHE")
   assert not cs.noopt() and cs.tensor_cores() and cs.disk_cache()
 

@@ -47,6 +47,10 @@ from compiler.vectorize import vectorize
 from compiler.view import prod
 
 THREAD_MIN_WORK = 1 << 16   # below this many inner iterations a second thread costs more than it saves
+# from this many inner iterations (a copy of 4 MiB, a conv of ~0.01 ms a core on up) a split kernel is cut into
+# CHUNKS_PER_CORE chunks a core: one chunk a core of the step's 1-16 ms kernels (beautiful_mnist) leaves the whole kernel
+# waiting when the OS stalls one core's thread
+CHUNK_MIN_WORK, CHUNKS_PER_CORE = 1 << 20, 4
 UPCAST_I, VEC_UNROLL, VEC_ACC = 4, 2, 4
 
 def work(k: LoweredKernel) -> int:

@@ -28,7 +28,7 @@ from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops, simplify, substitute
 from compiler.target import Target
 from compiler.opt.base import Opt, OptError, OptKind
-from compiler.opt.apply import (THREAD_MIN_WORK, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
+from compiler.opt.apply import (THREAD_MIN_WORK, CHUNK_MIN_WORK, CHUNKS_PER_CORE, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
                                 apply_reduce_split,
                                 apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
 from compiler.opt.conv import conv_tile, peel_default, window_rows
@@ -36,7 +36,7 @@ from compiler.opt.transpose import transpose_tile
 from compiler.opt.peel import unroll_tail
 from compiler.opt.matmul import packed_matmul_tile, prefetch_streams
 from compiler.opt.gpu import optimize_gpu
-from compiler.settings import noopt
+from compiler.settings import chunks_per_core, noopt
 
 def _first_fit(k: LoweredKernel, target: Target | None, builds: list) -> None:
   """Apply to `k` the first of `builds` (functions that apply opts to a kernel in place) whose result fits the target's
@@ -262,6 +262,24 @@ def stream_prefetch(k: LoweredKernel, lanes: int, work0: int) -> None:
   if lanes != 8 or work0 < STREAM_MIN_WORK or len(reds := k.reduce_ranges()) != 1: return
   k.sink = prefetch_streams(k.sink, reds)
 
+def thread_chunks(k: LoweredKernel, ncores: int, work0: int) -> int:
+  """How many chunks the threaded loop of `k` is cut into: one per core, or CHUNKS_PER_CORE per core for a kernel of
+  at least CHUNK_MIN_WORK iterations (`work0`, as thread_axis) whose loop has that many (CPU_CHUNKS: another count a core). The runner's threads claim the
+  chunks in turn (hcqrt/cpu/device.py claim_and_run), so a thread the OS stalls mid-kernel (another process on its CPU,
+  a late wake-up) or a slower core holds up one short chunk while the others take the rest, where with one chunk a
+  core the whole kernel waits for that core's half. Small kernels keep one chunk a core: contiguous halves keep each
+  core's output in its own cache for the next kernel, and a stall costs them little.
+
+  >>> from compiler.lower import LoweredKernel
+  >>> from compiler.uop import UOp
+  >>> k = LoweredKernel("k", UOp.const(dtypes.int32, 0), [], [UOp.const(dtypes.int32, 0)]); k.threaded = k.new_range(128, "global")
+  >>> thread_chunks(k, 2, 1 << 30), thread_chunks(k, 2, 1 << 18), thread_chunks(k, 64, 1 << 30)
+  (8, 2, 64)
+  """
+  if k.threaded is None: return 1
+  n, c = k.threaded.src[0].arg, ncores * chunks_per_core(CHUNKS_PER_CORE)
+  return c if work0 >= CHUNK_MIN_WORK and isinstance(n, int) and n >= c else ncores
+
 def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
   """The default opts for the target `device` (its cores and vector width; GPUs: compiler/opt/gpu.py)."""
   if device.gpu: return optimize_gpu(k, device)
@@ -285,6 +303,7 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
   if (g := thread_axis(k, device.ncores, work0)) is not None: k.threaded = g
   if not noopt():
     k = peel_default(k, device)
+  if k.threaded is not None: k.chunks = thread_chunks(k, device.ncores, work0)   # (after the peel: it makes a new kernel)
   return k
 
 

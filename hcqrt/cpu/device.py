@@ -144,21 +144,27 @@ class _Worker:
       except BaseException as e: self.error = e
       self.done.release()
 
+def _cores(fn, args: list, cores: range) -> None:
+  for c in cores: fn(*args, c)
+
 class _Pool:
   """Workers for cores 1..n-1; core 0 runs on the calling thread (saves one hand-over per launch)."""
   def __init__(self):
     self.workers: list[_Worker] = []
     self.lock = threading.Lock()  # one multi-core launch at a time: the workers are shared
+    self.most = _NCORES           # threads per launch at most (the caller's included)
 
   def run(self, fn, args: list, threads: int) -> None:
+    # one thread per CPU at most: a launch of more cores (a kernel cut into chunks) gives each thread every n-th core
+    n = max(1, min(threads, self.most))
     with self.lock:
-      while len(self.workers) < threads - 1: self.workers.append(_Worker(len(self.workers) + 1))
-      ws = self.workers[:threads - 1]
-      for core, w in enumerate(ws, start=1):
-        w.job = (fn, (*args, core))
+      while len(self.workers) < n - 1: self.workers.append(_Worker(len(self.workers) + 1))
+      ws = self.workers[:n - 1]
+      for t, w in enumerate(ws, start=1):
+        w.job = (_cores, (fn, args, range(t, threads, n)))
         w.go.release()
       err = None
-      try: fn(*args, 0)
+      try: _cores(fn, args, range(0, threads, n))
       except BaseException as e: err = e
       for w in ws:
         w.done.acquire()
@@ -211,8 +217,11 @@ static void *job_fn;
 static i64 job_args[MAXARGS + 1];
 static int job_nargs;
 static int nworkers;
+static int maxw = MAXW;               /* most workers a launch wakes (hcqrt_set_workers): a launch of more cores than
+                                         threads has its cores claimed in turn by the threads there are */
 static int go[MAXW], sleeping[MAXW];   /* go[w]: 1 = a job was posted since worker w last looked, 0 = idle */
-static i64 claim;                     /* the job in flight: epoch << 32 | its cores << 16 | the next core to claim */
+static i64 claim;                     /* the job in flight: epoch << 32 | one past the last core left << 16 | the first core left */
+static int job_threads;               /* the job's cores (claim's middle field shrinks as workers claim from the back) */
 static unsigned epoch;                /* counts multi-core jobs: a claim word is never the same for two of them */
 static int done, caller_sleeping;     /* done: the job's cores finished */
 static int spin_limit;                /* pause-loop iterations before sleeping on a futex */
@@ -239,14 +248,19 @@ static void call(int core) {
    after a successful claim: the caller posts the next job only once every core of this one is done, which needs this
    thread's own `done` increment, so the copy races with nothing (a thread whose claim fails reads no job at all).
    The claim word is loaded seq_cst: ordered after the worker's go[w] = 0, so a go[w] = 1 of the next job that the
-   store overwrote comes with a claim word this load sees. */
-static void claim_and_run(void) {
+   store overwrote comes with a claim word this load sees.
+   The caller claims from the front (0, 1, ...), workers from the back (n-1, n-2, ...): on two CPUs a kernel cut into
+   chunks then runs as two contiguous halves, each core's the same part of the data as in the one-chunk-a-core kernels
+   before and after it (its cache), unless one thread stalls and the other takes chunks of its half. job_threads is
+   read after a successful claim, as the job. */
+static void claim_and_run(int back) {
   i64 a[MAXARGS + 1];
   for (;;) {
     i64 v = __atomic_load_n(&claim, __ATOMIC_SEQ_CST);
-    int n = (int)((v >> 16) & 0xffff), core = (int)(v & 0xffff);
-    if (core >= n) return;
-    if (!__atomic_compare_exchange_n(&claim, &v, v + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    int hi = (int)((v >> 16) & 0xffff), lo = (int)(v & 0xffff);
+    if (lo >= hi) return;
+    if (!__atomic_compare_exchange_n(&claim, &v, back ? v - (1L << 16) : v + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    int core = back ? hi - 1 : lo, n = job_threads;
     void *fn = job_fn;
     int nargs = job_nargs;
     for (int i = 0; i < nargs && i < MAXARGS; i++) a[i] = job_args[i];
@@ -268,13 +282,13 @@ static void *worker(void *arg) {
       spin = 0;
     }
     __atomic_store_n(&go[w], 0, __ATOMIC_SEQ_CST);
-    claim_and_run();
+    claim_and_run(1);
   }
   return 0;
 }
 
 static int start_workers(int threads) {
-  while (nworkers < threads - 1) {
+  while (nworkers < threads - 1 && nworkers < maxw) {
     unsigned long tid;
     if (pthread_create(&tid, 0, worker, (void *)(i64)nworkers) != 0) return -2;
     while (!__atomic_load_n(&wtid[nworkers], __ATOMIC_ACQUIRE)) PAUSE();   /* (place() needs its thread id) */
@@ -310,16 +324,17 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
   if (threads == 1) { call(0); return; }   /* (a JIT launch list mixes single- and multi-core kernels) */
   __atomic_store_n(&spin_limit, spin, __ATOMIC_RELAXED);
   __atomic_store_n(&done, 0, __ATOMIC_RELAXED);
+  job_threads = threads;
   epoch++;
   __atomic_store_n(&claim, (i64)((unsigned long)epoch << 32 | (unsigned long)threads << 16), __ATOMIC_SEQ_CST);   /* (publishes the job) */
-  int woke = 0;
-  for (int w = 0; w < threads - 1; w++) {
+  int woke = 0, nw = threads - 1 < maxw ? threads - 1 : maxw;
+  for (int w = 0; w < nw; w++) {
     __atomic_store_n(&go[w], 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&sleeping[w], __ATOMIC_SEQ_CST)) { syscall(SYS_FUTEX, &go[w], FUTEX_WAKE_PRIVATE, 1, 0, 0, 0); woke = 1; }
   }
   /* unpinned, a woken worker is often placed on this very core: spinning here would only delay it */
   if (woke && ncpus < 2) spin = 0;
-  claim_and_run();
+  claim_and_run(0);
   for (int s = 0;; s++) {   /* every core claimed: wait for the ones workers run to finish */
     int r = __atomic_load_n(&done, __ATOMIC_SEQ_CST);
     if (r == threads) break;
@@ -332,8 +347,8 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
 }
 
 /* returns 0, or -1 if arguments are out of range, or -2 if a worker thread could not be started.
-   spin: pause-loop iterations before sleeping (0 when threads outnumber cores: spinning would then steal
-   the cores the other threads need). Not reentrant: the caller serializes launches. */
+   spin: pause-loop iterations before sleeping (0 when the runner's threads outnumber the CPUs: spinning would then
+   steal the CPUs the other threads need). Not reentrant: the caller serializes launches. */
 int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
   if (nargs < 0 || nargs > MAXARGS || threads < 1 || threads > MAXW + 1) return -1;
   if (start_workers(threads) != 0) return -2;
@@ -383,6 +398,15 @@ void hcqrt_reset(void) {
   for (int w = 0; w < MAXW; w++) go[w] = sleeping[w] = wtid[w] = 0;
 }
 
+/* the most workers a launch wakes (the process's CPUs less the caller's): a kernel cut into more chunks than there are
+   CPUs has them claimed in turn by those threads (claim_and_run), so a thread the OS stalls mid-kernel holds up one
+   chunk, not half the kernel. Set between launches by the thread that launches (the caller's lock orders it); only
+   that thread reads it. Returns 0, or -1 if n is out of range (nothing changed). */
+int hcqrt_set_workers(int n) {
+  if (n < 0 || n > MAXW) return -1;
+  maxw = n;
+  return 0;
+}
 /* the CPUs workers may be pinned to (the process's affinity mask); n < 2 turns pinning off. Returns 0, or -1 if a
    CPU number is out of range (nothing changed). */
 int hcqrt_set_cpus(const i64 *list, int n) {
@@ -408,9 +432,16 @@ class _CRunner:
                               if "hcqrt_run_list_timed" in self.image.symbols else None)
     self.reset = self.image.function("hcqrt_reset", [])
     self.set_cpus = self.image.function("hcqrt_set_cpus", [ctypes.c_void_p, ctypes.c_int], ctypes.c_int)
+    self._set_workers = self.image.function("hcqrt_set_workers", [ctypes.c_int], ctypes.c_int)
     self.lock = threading.Lock()  # the runner's job slot is global: one launch at a time
     self._args = (ctypes.c_int64 * self.MAXARGS)()
     self.pin(os.environ.get("CPU_PIN", "1") != "0")
+    self.workers(_NCORES - 1)
+  def workers(self, n: int) -> None:
+    """Wake at most n workers per launch (default: one per CPU besides the caller's): a launch of more cores than that,
+    a kernel cut into chunks (compiler/opt/heuristic.py thread_chunks), has them claimed in turn by the threads there are."""
+    with self.lock:
+      if self._set_workers(n) != 0: raise ValueError(f"CPU runner: {n} workers is out of range (0..255)")
 
   def pin(self, on: bool) -> None:
     """Pin the workers to the process's CPUs, each to one the caller is not on (CPU_PIN=0: leave them to the OS)."""
@@ -428,10 +459,13 @@ class _CRunner:
         arr = self._args
         arr[:n] = args
       else: arr = (ctypes.c_int64 * n)(*args)
-      rc = self.run_fn(fn_addr, arr, n, threads, self.SPIN if threads <= _NCORES else 0)
+      rc = self.run_fn(fn_addr, arr, n, threads, self.SPIN)
     if rc != 0: raise RuntimeError(f"CPU runner failed ({'bad arguments' if rc == -1 else 'pthread_create failed'}) for a launch on {threads} threads")
 
-  def spin(self, threads: int) -> int: return self.SPIN if threads <= _NCORES else 0
+  def spin(self, threads: int) -> int:
+    """The pause iterations of a launch on `threads` cores: the runner wakes at most one worker per other CPU, so
+    spinning never takes a CPU another of its threads needs."""
+    return self.SPIN
 
   def run_list(self, table: np.ndarray, n: int, times: np.ndarray | None = None) -> None:
     """Run a launch list; `times` (int64, n + 1): CLOCK_MONOTONIC ns before the first launch and after each."""

@@ -4,7 +4,7 @@ still gets the native thread pool (built in-process by llvmlite) instead of the 
 Same symbols, ABI and protocol as RUNNER_C: `hcqrt_run(fn, args, nargs, threads, spin)` calls `fn(args..., core)` once
 for each core 0..threads-1 (claimed in turn by the calling thread and the woken workers) and returns 0, -1 (arguments out of range) or -2 (pthread_create
 failed); `hcqrt_run_list(list, n)` runs a JIT launch list of records as the C runner's does; `hcqrt_reset()` forgets
-the workers after fork; `hcqrt_set_cpus(list, n)` gives the CPUs workers are pinned to (each to one the caller is not
+the workers after fork; `hcqrt_set_workers(n)` caps the workers a launch wakes; `hcqrt_set_cpus(list, n)` gives the CPUs workers are pinned to (each to one the caller is not
 on, as the C runner does; a launch list re-pins them before each multi-core launch). Workers spin `spin` pause
 iterations after a job, then sleep on a futex. Every argument is passed as an i64 (x86-64 SysV: one register or stack
 slot each, so extra trailing ones are harmless); the futex syscall gets its int arguments as i64 too (C would leave the
@@ -28,9 +28,11 @@ RUNNER_LLVM = f"""
 @job_args = internal global [{MAXARGS + 1} x i64] zeroinitializer, align 16
 @job_nargs = internal global i32 0, align 4
 @nworkers = internal global i32 0, align 4
+@maxw = internal global i32 {MAXW}, align 4
 @go = internal global [{MAXW} x i32] zeroinitializer, align 16
 @sleeping = internal global [{MAXW} x i32] zeroinitializer, align 16
 @claim = internal global i64 0, align 8
+@job_threads = internal global i32 0, align 4
 @epoch = internal global i32 0, align 4
 @done = internal global i32 0, align 4
 @caller_sleeping = internal global i32 0, align 4
@@ -71,19 +73,23 @@ declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 ; run cores of the job in flight until none is left unclaimed (RUNNER_C's claim_and_run): claim the next core by a
 ; compare-and-swap of the claim word, then copy the job (plain loads: the caller changes it only after this thread's
 ; `done` increment); the thread that finishes the last core wakes a sleeping caller
-define internal void @claim_and_run() {{
+define internal void @claim_and_run(i1 %back) {{
 entry:
   %a = alloca [{MAXARGS + 1} x i64], align 16
   br label %loop
 loop:
   %v = load atomic i64, ptr @claim seq_cst, align 8
   %vn = lshr i64 %v, 16
-  %n = and i64 %vn, 65535
-  %c = and i64 %v, 65535
-  %left = icmp ult i64 %c, %n
+  %hi = and i64 %vn, 65535
+  %lo = and i64 %v, 65535
+  %left = icmp ult i64 %lo, %hi
   br i1 %left, label %try, label %out
-try:
-  %v1 = add i64 %v, 1
+try:                                    ; the caller takes the first core left, a worker the last (RUNNER_C's claim_and_run)
+  %vf = add i64 %v, 1
+  %vb = sub i64 %v, 65536
+  %v1 = select i1 %back, i64 %vb, i64 %vf
+  %hi1 = sub i64 %hi, 1
+  %c = select i1 %back, i64 %hi1, i64 %lo
   %pair = cmpxchg ptr @claim, i64 %v, i64 %v1 acq_rel acquire
   %ok = extractvalue {{ i64, i1 }} %pair, 1
   br i1 %ok, label %copy, label %loop
@@ -110,7 +116,7 @@ run:
   call void @call_with(ptr %fn, ptr %a, i32 %na, i32 %c32)
   %d0 = atomicrmw add ptr @done, i32 1 seq_cst
   %d1 = add i32 %d0, 1
-  %n32 = trunc i64 %n to i32
+  %n32 = load i32, ptr @job_threads, align 4
   %last = icmp eq i32 %d1, %n32
   br i1 %last, label %chk, label %loop
 chk:
@@ -160,15 +166,24 @@ slept:
   br label %wait
 job:                                    ; a job was posted: take what is left of it
   store atomic i32 0, ptr %gop seq_cst, align 4
-  call void @claim_and_run()
+  call void @claim_and_run(i1 true)
   br label %wait
 }}
 
-; start workers until there are threads - 1: 0, or -2 when pthread_create fails
+; the workers a launch on %threads cores wakes: threads - 1, at most @maxw (RUNNER_C's maxw)
+define internal i32 @wanted(i32 %threads) {{
+  %w = sub i32 %threads, 1
+  %m = load i32, ptr @maxw
+  %less = icmp slt i32 %w, %m
+  %r = select i1 %less, i32 %w, i32 %m
+  ret i32 %r
+}}
+
+; start workers until there are wanted(threads): 0, or -2 when pthread_create fails
 define internal i32 @start_workers(i32 %threads) {{
 entry:
   %tid = alloca i64, align 8
-  %want = sub i32 %threads, 1
+  %want = call i32 @wanted(i32 %threads)
   br label %spawn
 spawn:
   %nw = load i32, ptr @nworkers
@@ -307,7 +322,7 @@ doplacing:
   call void @place()
   br label %post
 post:
-  %want = sub i32 %threads, 1
+  %want = call i32 @wanted(i32 %threads)
   store ptr %fn, ptr @job_fn
   store i32 %nargs, ptr @job_nargs
   store atomic i32 %spin0, ptr @spin_limit monotonic, align 4
@@ -315,6 +330,7 @@ post:
   %bytes = shl i64 %nargs64, 3
   call void @llvm.memcpy.p0.p0.i64(ptr @job_args, ptr %args, i64 %bytes, i1 false)
   store atomic i32 0, ptr @done monotonic, align 4
+  store i32 %threads, ptr @job_threads
   %e0 = load i32, ptr @epoch
   %e1 = add i32 %e0, 1
   store i32 %e1, ptr @epoch
@@ -350,7 +366,7 @@ go.done:                                ; unpinned, a woken worker often lands o
   %unpinned = icmp slt i32 %ncp, 2
   %nospin = and i1 %woke, %unpinned
   %spin = select i1 %nospin, i32 0, i32 %spin0
-  call void @claim_and_run()
+  call void @claim_and_run(i1 false)
   br label %wait
 wait:                                   ; every core claimed: wait for the ones workers run to finish
   %i = phi i32 [ 0, %go.done ], [ %i1, %pause ], [ 0, %slept ]
@@ -466,6 +482,20 @@ define void @hcqrt_reset() {{
   ret void
 }}
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+
+; the most workers a launch wakes (RUNNER_C's hcqrt_set_workers): 0, or -1 when n is out of range (no change)
+define i32 @hcqrt_set_workers(i32 %n) {{
+entry:
+  %neg = icmp slt i32 %n, 0
+  %big = icmp sgt i32 %n, {MAXW}
+  %bad = or i1 %neg, %big
+  br i1 %bad, label %no, label %yes
+yes:
+  store i32 %n, ptr @maxw
+  ret i32 0
+no:
+  ret i32 -1
+}}
 
 ; the CPUs workers may be pinned to; n < 2 turns pinning off. 0, or -1 when a CPU number is out of range (no change)
 define i32 @hcqrt_set_cpus(ptr %list, i32 %n) {{
