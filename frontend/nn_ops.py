@@ -1015,7 +1015,7 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   composite ones (a stride-s row has no contiguous load to vectorize; the composite gradient folds a windowed tensor
   back with a gated kernel):
   - stride s, a forward alone whose output row is a multiple of 8: the column-phase conv (_col_phase_conv), exactly
-    the conv's taps, vectorized along the output row;
+    the conv's taps, vectorized along the output row (on 8 lanes not when the input is read in place: _in_place_8_lanes);
   - stride s, each group's output channels a multiple of 8: exactly the conv's taps (_StridedConvFn): the forward
     vectorized along the output channels (_conv_fwd_cout), the input gradient as its output phases' stride-1 convs
     (_strided_dgrad), the weight gradient a strided window reduction (_conv_wgrad);
