@@ -1015,7 +1015,7 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   composite ones (a stride-s row has no contiguous load to vectorize; the composite gradient folds a windowed tensor
   back with a gated kernel):
   - stride s, a forward alone whose output row is a multiple of 8: the column-phase conv (_col_phase_conv), exactly
-    the conv's taps, vectorized along the output row;
+    the conv's taps, vectorized along the output row (on 8 lanes not when the input is read in place: _in_place_8_lanes);
   - stride s, each group's output channels a multiple of 8: exactly the conv's taps (_StridedConvFn): the forward
     vectorized along the output channels (_conv_fwd_cout), the input gradient as its output phases' stride-1 convs
     (_strided_dgrad), the weight gradient a strided window reduction (_conv_wgrad);
@@ -1041,12 +1041,13 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   # a forward alone whose output row holds whole vectors: vectorized along that row (_col_phase_conv, no transposes)
   # (on a CPU of 16 lanes a row of fewer than 32 outputs is one vector per row: the output channels as whole vectors ran
   # the bench's 32x64x32x32 s=2 forward faster, one core: 5.4 -> 4.0 ms for the conv kernel, plus a 0.3 ms transpose)
-  if any(s > 1 for s in s_) and not grad and out[1] % 8 == 0 and not _strided_cout_rows(x, w, groups, out[1]):
+  in_place8 = any(s > 1 for s in s_) and not grad and _in_place_8_lanes(x, w, groups, s_, pb, out)
+  if any(s > 1 for s in s_) and not grad and out[1] % 8 == 0 and not _strided_cout_rows(x, w, groups, out[1]) and not in_place8:
     return _col_phase_conv(x, w, groups, s_, pb, out)
   if any(s > 1 for s in s_) and (co // groups) % 8 == 0 and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device:
     if grad: return _StridedConvFn.apply(x, w, stride=s_, pads=tuple(pads), out=tuple(out), groups=groups)
     sizes = [s * (o - 1) + k for s, o, k in zip(s_, out, HW)]
-    fused = _cpu_lanes(x.device) > COUT_ROW_LANES
+    fused = _cpu_lanes(x.device) > COUT_ROW_LANES or in_place8
     # (a computed input realized first: read in place, its ops would run once per tap)
     xp = _pad_to(x.contiguous(), pb, sizes) if fused and _strided_in_place(x, pb, sizes) else _padded_rows_first(x, pb, sizes)
     return _conv_fwd_cout(xp, w, s_, groups, fused_store=fused)
@@ -1109,6 +1110,22 @@ def _strided_in_place(x: Tensor, pb: list[int], sizes: list[int]) -> bool:
   s=2, AVX-512, one core, CPU time, min of 20 in one process, three runs: 3.82-3.96 ms against 4.67-5.17 with the
   rows-first copy (load 5.2-5.5). Other padding keeps the copy (gates in every piece of the peeled loops)."""
   return not any_sym(x.shape) and all(0 <= b <= 1 and n <= b + i for b, n, i in zip(pb, sizes, x.shape[2:]))
+
+IN_PLACE_8_LANES = True   # off: on 8 lanes the strided forward alone is the column-phase conv (_col_phase_conv)
+
+def _in_place_8_lanes(x: Tensor, w: Tensor, groups: int, s_: tuple, pb: list[int], out: list[int]) -> bool:
+  """Whether a strided float32 forward alone on a CPU of 8 lanes (AVX2) reads x in place (_strided_in_place), its
+  output channels the vectors and its store fused (_conv_fwd_cout), instead of the column-phase conv (_col_phase_conv:
+  a padded copy, 12/9 of the taps). Its first output row's kernel-row loop is peeled too (compiler/opt/conv.py
+  peel_fixed_reductions), or the gated row spills. 32x64x32x32 s=2, one core, CPU time, min of 12 in one process
+  (load 1.2-1.5): 7.9-9.0 ms against 9.0-10.0 for the column-phase conv (torch AVX2 9.4-9.9); 2 threads, wall: 5.1-5.8
+  against 7.8-11.1 (torch 5.7 in the calmest run)."""
+  if not IN_PLACE_8_LANES or _cpu_lanes(x.device) != COUT_ROW_LANES or (w.shape[0] // groups) % COUT_ROW_LANES: return False
+  # (outputs of 16 x 16 or more, rows a multiple of 8: the gated pieces, the first row and the first tile of columns,
+  # are then at most 1/16 and 1/4 of the taps; at 8 x 8 or rows of 20 and 28, measured no faster or slower)
+  if out[0] < 16 or out[1] < 16 or out[1] % COUT_ROW_LANES: return False
+  if x.dtype is not dtypes.float32 or w.dtype is not dtypes.float32 or x.device != w.device: return False
+  return _strided_in_place(x, pb, [s * (o - 1) + k for s, o, k in zip(s_, out, w.shape[2:])])
 
 ROWS_FIRST = True   # _padded_rows_first stores (n, y, c, x); off: (n, c, y, x), the plain padded copy
 

@@ -209,14 +209,15 @@ def test_strided_conv_forward_tile_rows_are_output_columns(monkeypatch):
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, avx2.cc_flags) == 0, k.applied_opts
 
 def test_strided_forward_alone_is_a_column_phase_conv_with_its_own_taps(cpu_target, monkeypatch):
-  """A strided forward with no gradient whose output row holds whole vectors (bench shape: 16x16 outputs) is, on a CPU
+  """A strided forward with no gradient whose output row holds whole vectors (16x16 outputs) and that reads a padding
+  column after its input (an odd 31x31 input: not read in place, tests/test_conv_strided_in_place.py) is, on a CPU
   of 8 lanes, the column-phase conv: one copy of the padded input's column phases, then the conv kernel vectorized along
   the output row with output-channel rows (a tile, no spills), its tap loop exactly the 3x3 taps (no zero-padded 4th
   column), writing channels-first: 2 kernels, no weight copy and no transpose."""
   from compiler.schedule import create_schedule
   import frontend.nn_ops as nn_ops
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 8)
-  y = Tensor.empty(2, 64, 32, 32).conv2d(Tensor.empty(64, 64, 3, 3), stride=2, padding=1)
+  y = Tensor.empty(2, 64, 31, 31).conv2d(Tensor.empty(64, 64, 3, 3), stride=2, padding=1)
   ks = [lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None]
   assert len(ks) == 2, [k.name for k in ks]
   k0 = ks[-1]
@@ -293,7 +294,9 @@ def test_six_row_tile_remainder_is_one_four_row_tile(conv, cpu_target, monkeypat
   from compiler.schedule import create_schedule
   import frontend.nn_ops as nn_ops
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: cpu_target.lanes)   # (the graph a host of this target builds)
-  n = 16 if "stride" not in conv else 32   # 16 output columns / 64 output channels
+  # 16 output columns / 64 output channels (strided: an odd 31x31 input, the column-phase conv on 8 lanes; an even one is
+  # read in place, its tile 4 x 2 with its first output row peeled: tests/test_conv_strided_in_place.py)
+  n = 16 if "stride" not in conv else 31
   y = Tensor.empty(2, 64, n, n).conv2d(Tensor.empty(64, 64, 3, 3), **conv)
   k0 = next(k for k in (lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None) if _conv_like(k))
   k = optimize(k0, cpu_target)

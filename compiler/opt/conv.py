@@ -11,7 +11,7 @@ from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.opt.base import Opt, OptError, copy_kernel
 from compiler.opt.apply import UPCAST_I, apply_opt, apply_opts, check_pressure, _loads, _stride
-from compiler.opt.peel import peel_points, _pieces
+from compiler.opt.peel import MAX_PEELS, peel_points, peel_range, _affine, _pieces
 from compiler.target import Target
 from compiler.uop import UOp, Ops, substitute
 from compiler.vectorize import vectorize
@@ -126,8 +126,30 @@ def peel_default(k: LoweredKernel, device: Target) -> LoweredKernel:
     if g is k.threaded: break
     if (pts := peel_points(k, g)) and (sh := peel_share(g.src[0].arg, pts)) > share: best, share = i, sh
   if best is None: return k
-  try: return apply_opt(k, Opt("PEEL", best), device)
+  try: k = apply_opt(k, Opt("PEEL", best), device)
   except OptError: return k
+  return peel_fixed_reductions(k) if device.vector_registers <= 16 else k
+
+def peel_fixed_reductions(k: LoweredKernel) -> LoweredKernel:
+  """k (its output loop peeled) with each reduction loop cut whose comparisons, in its piece, are against a fixed
+  value (the first output row's kernel-row gate, 0 < 0*s + ky: the tap row ky = 0 reads the padding row), when some
+  gated load is a scalar broadcast of a matmul-like tile (a conv vectorized along its output channels, read in place;
+  not a depthwise conv's conv_tile, which does not spill). Otherwise clang 19
+  unrolls the kernel-column loop under the row gate's branches and hoists the gated broadcasts of all its taps above
+  the FMAs: 12 broadcasts + 8 accumulators spill AVX2's 16 registers (16 vector moves). Cut, the zero row's taps fold
+  away and the rest read ungated, as in the middle piece."""
+  if not k.applied_opts or k.applied_opts[0][0] != "TILE": return k
+  if not any(ld.op is Ops.LOAD and len(ld.src) > 2 and ld.dtype.count == 1 for ld in _loads(k)): return k
+  for _ in range(MAX_PEELS):
+    if (r := next((r for r in k.reduce_ranges() if peel_points(k, r) and _fixed_compares(k, r)), None)) is None: break
+    k = peel_range(k, r)
+  return k
+
+def _fixed_compares(k: LoweredKernel, r: UOp) -> bool:
+  """Every comparison of loop r's index is against a value that no other loop moves (a*r + c < d, c fixed)."""
+  cmps = [u for u in k.sink.toposort() if u.op in (Ops.CMPLT, Ops.CMPNE) and r in u.toposort() and u.src[0].dtype is not None and u.src[0].dtype.count == 1]
+  def fixed(x: UOp) -> bool: return (af := _affine(x, r)) is not None and af[1].vmin == af[1].vmax
+  return bool(cmps) and all(fixed(c.src[0] if r in c.src[0].toposort() else c.src[1]) for c in cmps)
 
 def peel_share(n: int, pts: list[int]) -> float:
   """The share of a loop's n iterations in its biggest piece when cut at pts.

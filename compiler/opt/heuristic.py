@@ -31,7 +31,7 @@ from compiler.opt.base import Opt, OptError, OptKind
 from compiler.opt.apply import (THREAD_MIN_WORK, CHUNK_MIN_WORK, CHUNKS_PER_CORE, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
                                 apply_reduce_split,
                                 apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
-from compiler.opt.conv import conv_tile, peel_default, window_rows
+from compiler.opt.conv import conv_tile, has_gates, peel_default, window_rows
 from compiler.opt.transpose import transpose_tile
 from compiler.opt.peel import unroll_tail
 from compiler.opt.matmul import packed_matmul_tile, prefetch_streams
@@ -400,6 +400,9 @@ def _six_rows(k0: LoweredKernel, k: LoweredKernel, device: Target) -> LoweredKer
   a cut outermost loop would leave its remainder on every core, so that one is never cut on a multi-core target."""
   tile = k.applied_opts[0] if len(k.applied_opts) == 1 else None
   if tile is None or tile[0] != "TILE" or tile[2] != UPCAST_I or tile[5] != VEC_UNROLL: return k
+  # (a kernel reading a padded view in place on 16 registers keeps 4 rows: its cut (PAD) would forbid peel_default's
+  # cut of the gated output rows, and the gates in every piece spill: 14 vector moves in a strided conv over 32 columns)
+  if has_gates(k0) and device.vector_registers <= 16: return k
   ri = next((r for r in k0.global_ranges if r.arg[0] == tile[1]), None)
   rj = next((r for r in k0.global_ranges if r.arg[0] == tile[3]), None)
   if ri is None or rj is None: return k

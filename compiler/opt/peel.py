@@ -96,9 +96,10 @@ def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
   k = copy_kernel(k)   # (its range counter moves on; the caller's kernel stays as it was)
   pts = peel_points(k, r)
   if not pts: raise OptError(f"PEEL of loop r{r.arg[0]} (size {r.src[0].arg}) in kernel {k.name}: no comparison against constants to cut at")
-  if isinstance(k, PeeledKernel) and k.nests: raise OptError(f"PEEL in kernel {k.name}: the kernel is already peeled")
   pieces = _pieces(r.src[0].arg, pts)
   if r in k.global_ranges:
+    # (a reduction loop of a peeled kernel's piece may still be cut: its loop lives inside that piece's chain)
+    if isinstance(k, PeeledKernel) and k.nests: raise OptError(f"PEEL in kernel {k.name}: the kernel is already peeled")
     i = k.global_ranges.index(r)
     if k.threaded is not None and k.threaded in k.global_ranges[i:]:
       raise OptError(f"PEEL of loop r{r.arg[0]} in kernel {k.name}: the threaded loop must stay outside the peeled one")
@@ -116,14 +117,20 @@ def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
     out = PeeledKernel(k.name, sink, list(k.buf_dtypes), list(k.global_ranges[:i]), k.outputs, list(k.applied_opts), k.threaded, nests, [i] * len(nests), next_range=k.next_range)
   else:
     m: dict[UOp, UOp] = {}
+    # the pieces' loops are shared by every reduction over r (a register tile's accumulators): one loop nest per piece
+    copies: list[dict[UOp, UOp]] = [{} for _ in pieces]   # per piece: its loop (key r) and its copies of the others
     for red in [u for u in k.sink.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]:
       j = red.src.index(r)
       parts = []
       for n_piece, (lo, hi) in enumerate(pieces):
-        p = _fresh(k, r, hi - lo)
+        cp = copies[n_piece]
+        if r not in cp: cp[r] = _fresh(k, r, hi - lo)
+        p = cp[r]
         # each piece is a loop nest of its own, and a loop has one place: the piece's other loops (outside r as well as
         # inside it) are copies, except in the first piece, which keeps them
-        fresh = {x: _fresh(k, x) if n_piece else x for x in red.src[1:] if x is not r and x.op is Ops.RANGE}
+        for x in red.src[1:]:
+          if n_piece and x is not r and x.op is Ops.RANGE and x not in cp: cp[x] = _fresh(k, x)
+        fresh = {x: cp[x] if n_piece else x for x in red.src[1:] if x is not r and x.op is Ops.RANGE}
         body = substitute(red.src[0], {**{x: y for x, y in fresh.items() if x is not y}, r: p + lo if lo else p})
         parts.append(UOp(Ops.REDUCE, red.dtype, (body, *[fresh.get(x, x) for x in red.src[1:j]], p, *[fresh.get(x, x) for x in red.src[j + 1:]]), red.arg))
       total = parts[0]
