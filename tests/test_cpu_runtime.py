@@ -41,7 +41,7 @@ def launcher(request):
   # multi-core launches go through the Python worker pool or a native runner (C or LLVM); all must behave the same
   install_runner(_runner_obj(request.param))
   yield request.param
-  if cpu_device._runner is not None: cpu_device._runner.workers(cpu_device._NCORES - 1)   # (a test may have changed them)
+  if cpu_device._runner is not None: cpu_device._runner.workers(cpu_device.RUNNER_WORKERS)   # (a test may have changed them)
   cpu_device._pool.most = cpu_device._NCORES
   install_runner(None)
 

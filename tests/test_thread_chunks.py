@@ -107,7 +107,25 @@ def test_runner_claims_many_chunks_on_capped_threads(runner, cap):
     prog(buf, threads=chunks)   # one launch alone (hcqrt_run)
     assert c[:chunks].tolist() == [n + 1] * chunks
     assert len(tids | set(c[64:64 + chunks].tolist())) <= cap + 1, tids
-  finally: cpu_device._runner.workers(cpu_device._NCORES - 1)
+  finally: cpu_device._runner.workers(cpu_device.RUNNER_WORKERS)
+
+# each call counts its chunk's runs, for launches of more chunks than the runner has worker threads (256)
+COUNT = r"""void count(int *out, int core) { __atomic_fetch_add(&out[core], 1, __ATOMIC_SEQ_CST); }"""
+
+@pytest.mark.parametrize("chunks", [256, 257, 1000, 0xffff])
+def test_runner_takes_more_chunks_than_its_thread_limit(runner, chunks):
+  """A launch's cores are chunks, not threads: a 64-core host cuts a big kernel into 256 or more (thread_chunks), and
+  every one runs once, alone (hcqrt_run) and in a launch list; one past the claim word's 16-bit fields is refused."""
+  from compiler.assemble.c_compiler import compile_c
+  from hcqrt.cpu.device import CPUProgram, CPUDevice
+  prog, dev = CPUProgram("count", compile_c(COUNT, "count")), CPUDevice()
+  buf = dev.allocator.alloc(4 * (chunks + 16))
+  prog(buf, threads=chunks)
+  CPULaunchList([GraphExec(prog, [buf], threads=chunks)] * 2).replay()
+  c = np.frombuffer(buf.view(), np.int32)
+  assert c[:chunks].tolist() == [3] * chunks and not c[chunks:].any()
+  if chunks == 0xffff:
+    with pytest.raises(RuntimeError, match="bad arguments"): prog(buf, threads=chunks + 1)
 
 # chunk 0 stalls (bounded) until every other chunk ran: the thread holding it stands for one the OS stopped mid-kernel
 STALL = r"""
@@ -149,7 +167,7 @@ def test_caller_takes_front_chunks_worker_back(runner):
       mine = [t == me for t in np.frombuffer(buf.view(), np.int32)[64:80].tolist()]
       k = mine.index(False) if False in mine else 16
       assert mine == [True] * k + [False] * (16 - k), mine
-  finally: cpu_device._runner.workers(cpu_device._NCORES - 1)
+  finally: cpu_device._runner.workers(cpu_device.RUNNER_WORKERS)
 
 @pytest.mark.parametrize("most", [1, 2, 3])
 def test_python_pool_runs_many_chunks_on_at_most_its_threads(most):

@@ -51,6 +51,7 @@ THREAD_MIN_WORK = 1 << 16   # below this many inner iterations a second thread c
 # CHUNKS_PER_CORE chunks a core: one chunk a core of the step's 1-16 ms kernels (beautiful_mnist) leaves the whole kernel
 # waiting when the OS stalls one core's thread
 CHUNK_MIN_WORK, CHUNKS_PER_CORE = 1 << 20, 4
+MAX_CHUNKS = 0xffff   # the most a launch may have: hcqrt/cpu's runner claims them through 16-bit fields
 UPCAST_I, VEC_UNROLL, VEC_ACC = 4, 2, 4
 
 def work(k: LoweredKernel) -> int:

@@ -28,7 +28,7 @@ from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops, simplify, substitute
 from compiler.target import Target
 from compiler.opt.base import Opt, OptError, OptKind
-from compiler.opt.apply import (THREAD_MIN_WORK, CHUNK_MIN_WORK, CHUNKS_PER_CORE, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
+from compiler.opt.apply import (THREAD_MIN_WORK, CHUNK_MIN_WORK, CHUNKS_PER_CORE, MAX_CHUNKS, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
                                 apply_reduce_split,
                                 apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
 from compiler.opt.conv import conv_tile, has_gates, peel_default, window_rows
@@ -277,7 +277,8 @@ def thread_chunks(k: LoweredKernel, ncores: int, work0: int) -> int:
   (8, 2, 64)
   """
   if k.threaded is None: return 1
-  n, c = k.threaded.src[0].arg, ncores * chunks_per_core(CHUNKS_PER_CORE)
+  # (at most MAX_CHUNKS: the CPU runner's claim word holds a launch's chunks in 16-bit fields)
+  n, c = k.threaded.src[0].arg, min(ncores * chunks_per_core(CHUNKS_PER_CORE), max(ncores, MAX_CHUNKS))
   return c if work0 >= CHUNK_MIN_WORK and isinstance(n, int) and n >= c else ncores
 
 def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:

@@ -30,6 +30,8 @@ from hcqrt.settings import env_int
 
 ALIGN = 64  # bytes; enough for any vector load (AVX-512 lines)
 _NCORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+RUNNER_MAX_WORKERS = 255   # the native runners' worker threads at most (RUNNER_C's MAXW; a launch's cores may be more)
+RUNNER_WORKERS = min(_NCORES - 1, RUNNER_MAX_WORKERS)   # the workers a launch wakes by default: one per other CPU
 
 HUGE = 2 << 20   # buffers this big get their own mapping, with transparent huge pages asked for
 KEEP = 64 << 10  # freed buffers this big are kept for reuse (calloc maps them fresh, page faults included, each time)
@@ -203,6 +205,8 @@ long syscall(long number, ...);
 #define FUTEX_WAIT_PRIVATE 128
 #define FUTEX_WAKE_PRIVATE 129
 #define MAXW 255
+/* the most cores (chunks) one launch may have: the claim word holds them in 16-bit fields; MAXW caps the threads */
+#define MAXCORES 0xffff
 #define MAXARGS 63
 #define MAXCPU 1024
 
@@ -350,7 +354,7 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
    spin: pause-loop iterations before sleeping (0 when the runner's threads outnumber the CPUs: spinning would then
    steal the CPUs the other threads need). Not reentrant: the caller serializes launches. */
 int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
-  if (nargs < 0 || nargs > MAXARGS || threads < 1 || threads > MAXW + 1) return -1;
+  if (nargs < 0 || nargs > MAXARGS || threads < 1 || threads > MAXCORES) return -1;
   if (start_workers(threads) != 0) return -2;
   if (threads > 1) place();
   run_one(fn, args, nargs, threads, spin);
@@ -373,7 +377,7 @@ int hcqrt_run_list_timed(const i64 *list, int n, i64 *ns) {
   const i64 *r = list;
   int most = 1;
   for (int i = 0; i < n; i++) {
-    if (r[0] == 0 || r[1] < 0 || r[1] > MAXARGS || r[2] < 1 || r[2] > MAXW + 1) return -1 - i;
+    if (r[0] == 0 || r[1] < 0 || r[1] > MAXARGS || r[2] < 1 || r[2] > MAXCORES) return -1 - i;
     if (r[2] > most) most = (int)r[2];
     r += 4 + r[1];
   }
@@ -401,7 +405,9 @@ void hcqrt_reset(void) {
 /* the most workers a launch wakes (the process's CPUs less the caller's): a kernel cut into more chunks than there are
    CPUs has them claimed in turn by those threads (claim_and_run), so a thread the OS stalls mid-kernel holds up one
    chunk, not half the kernel. Set between launches by the thread that launches (the caller's lock orders it); only
-   that thread reads it. Returns 0, or -1 if n is out of range (nothing changed). */
+   that thread reads it. A soft cap: a worker above it whose go flag an earlier launch left set may still wake and
+   claim chunks of the next launch (each chunk still runs once; reviews/ch.md F2). Returns 0, or -1 if n is out of
+   range (nothing changed). */
 int hcqrt_set_workers(int n) {
   if (n < 0 || n > MAXW) return -1;
   maxw = n;
@@ -436,12 +442,12 @@ class _CRunner:
     self.lock = threading.Lock()  # the runner's job slot is global: one launch at a time
     self._args = (ctypes.c_int64 * self.MAXARGS)()
     self.pin(os.environ.get("CPU_PIN", "1") != "0")
-    self.workers(_NCORES - 1)
+    self.workers(RUNNER_WORKERS)
   def workers(self, n: int) -> None:
     """Wake at most n workers per launch (default: one per CPU besides the caller's): a launch of more cores than that,
     a kernel cut into chunks (compiler/opt/heuristic.py thread_chunks), has them claimed in turn by the threads there are."""
     with self.lock:
-      if self._set_workers(n) != 0: raise ValueError(f"CPU runner: {n} workers is out of range (0..255)")
+      if self._set_workers(n) != 0: raise ValueError(f"CPU runner: {n} workers is out of range (0..{RUNNER_MAX_WORKERS})")
 
   def pin(self, on: bool) -> None:
     """Pin the workers to the process's CPUs, each to one the caller is not on (CPU_PIN=0: leave them to the OS)."""

@@ -15,6 +15,7 @@ x86-64 only, like the ELF loader that maps it (hcqrt/cpu/elf_loader.py).
 True
 """
 MAXW, MAXARGS, MAXCPU = 255, 63, 1024
+MAXCORES = 0xffff   # the most cores (chunks) one launch may have: RUNNER_C's MAXCORES (16-bit claim fields)
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129   # x86-64 Linux
 SYS_GETTID, SYS_GETCPU, SYS_SETAFFINITY = 186, 309, 203
 
@@ -96,6 +97,7 @@ try:                                    ; the caller takes the first core left, 
 copy:
   %fn = load ptr, ptr @job_fn, align 8
   %na = load i32, ptr @job_nargs, align 4
+  %n32 = load i32, ptr @job_threads, align 4   ; (read with the job, before its last core is done: RUNNER_C reads it there too)
   br label %cp.head
 cp.head:
   %i = phi i32 [ 0, %copy ], [ %i1, %cp.body ]
@@ -116,7 +118,6 @@ run:
   call void @call_with(ptr %fn, ptr %a, i32 %na, i32 %c32)
   %d0 = atomicrmw add ptr @done, i32 1 seq_cst
   %d1 = add i32 %d0, 1
-  %n32 = load i32, ptr @job_threads, align 4
   %last = icmp eq i32 %d1, %n32
   br i1 %last, label %chk, label %loop
 chk:
@@ -301,7 +302,7 @@ entry:
   %b0 = icmp slt i32 %nargs, 0
   %b1 = icmp sgt i32 %nargs, {MAXARGS}
   %b2 = icmp slt i32 %threads, 1
-  %b3 = icmp sgt i32 %threads, {MAXW + 1}
+  %b3 = icmp sgt i32 %threads, {MAXCORES}
   %b01 = or i1 %b0, %b1
   %b23 = or i1 %b2, %b3
   %bad = or i1 %b01, %b23
@@ -417,7 +418,7 @@ chk.body:
   %c1 = icmp slt i64 %na, 0
   %c2 = icmp sgt i64 %na, {MAXARGS}
   %c3 = icmp slt i64 %th, 1
-  %c4 = icmp sgt i64 %th, {MAXW + 1}
+  %c4 = icmp sgt i64 %th, {MAXCORES}
   %o1 = or i1 %c0, %c1
   %o2 = or i1 %c2, %c3
   %o3 = or i1 %o1, %o2
