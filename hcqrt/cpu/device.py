@@ -406,7 +406,7 @@ void hcqrt_reset(void) {
    CPUs has them claimed in turn by those threads (claim_and_run), so a thread the OS stalls mid-kernel holds up one
    chunk, not half the kernel. Set between launches by the thread that launches (the caller's lock orders it); only
    that thread reads it. A soft cap: a worker above it whose go flag an earlier launch left set may still wake and
-   claim chunks of the next launch (each chunk still runs once; reviews/ch.md F2). Returns 0, or -1 if n is out of
+   claim chunks of the next launch (each chunk still runs once). Returns 0, or -1 if n is out of
    range (nothing changed). */
 int hcqrt_set_workers(int n) {
   if (n < 0 || n > MAXW) return -1;
