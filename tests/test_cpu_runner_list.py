@@ -94,3 +94,20 @@ def test_caller_runs_the_cores_of_a_worker_that_does_not_come(kind):
   longer holds a launch up until it runs: the caller takes its core (every core runs once, on some thread)."""
   out = _child(LATE, kind)
   assert out["ran_on"] == [out["caller"], out["caller"]], out
+
+CAPPED = PRELUDE + r"""
+import hcqrt.cpu.device as cpu_device
+before = set(os.listdir("/proc/self/task"))
+buf = dev.allocator.alloc(4 * 64)
+for cap in (1, 2):
+  cpu_device._runner.workers(cap)
+  who(buf, threads=24)   # (hcqrt_run)
+  CPULaunchList([GraphExec(who, [buf], threads=24)] * 3).replay()   # (hcqrt_run_list)
+print(json.dumps({"new": len(set(os.listdir("/proc/self/task")) - before)}))
+"""
+
+@pytest.mark.parametrize("kind", ["c-runner", "llvm-runner"])
+def test_worker_cap_bounds_the_threads_started(kind):
+  """A launch of 24 chunks under a cap of 2 workers starts 2 worker threads, not one per chunk (the cap bounds the
+  threads the runner creates as well as those it wakes): the process gains exactly 2 threads."""
+  assert _child(CAPPED, kind)["new"] == 2
