@@ -351,8 +351,7 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
 }
 
 /* returns 0, or -1 if arguments are out of range, or -2 if a worker thread could not be started.
-   spin: pause-loop iterations before sleeping (0 when the runner's threads outnumber the CPUs: spinning would then
-   steal the CPUs the other threads need). Not reentrant: the caller serializes launches. */
+   spin: pause-loop iterations before sleeping (0: sleep at once). Not reentrant: the caller serializes launches. */
 int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
   if (nargs < 0 || nargs > MAXARGS || threads < 1 || threads > MAXCORES) return -1;
   if (start_workers(threads) != 0) return -2;
@@ -428,6 +427,8 @@ class _CRunner:
   """The RUNNER_C object loaded by our ELF loader: hcqrt_run(fn, args, nargs, threads)."""
   MAXARGS = 63
   SPIN = 4000  # pause iterations: ~10-100 us depending on the CPU's pause latency
+  # (every launch spins: the runner wakes at most one worker per other CPU, so a spin never takes a CPU another of
+  # its threads needs)
   def __init__(self, obj: bytes):
     self.image = load_elf(obj)
     self.image.keep_forever()  # its worker threads run this code until the process ends
@@ -467,11 +468,6 @@ class _CRunner:
       else: arr = (ctypes.c_int64 * n)(*args)
       rc = self.run_fn(fn_addr, arr, n, threads, self.SPIN)
     if rc != 0: raise RuntimeError(f"CPU runner failed ({'bad arguments' if rc == -1 else 'pthread_create failed'}) for a launch on {threads} threads")
-
-  def spin(self, threads: int) -> int:
-    """The pause iterations of a launch on `threads` cores: the runner wakes at most one worker per other CPU, so
-    spinning never takes a CPU another of its threads needs."""
-    return self.SPIN
 
   def run_list(self, table: np.ndarray, n: int, times: np.ndarray | None = None) -> None:
     """Run a launch list; `times` (int64, n + 1): CLOCK_MONOTONIC ns before the first launch and after each."""
@@ -562,7 +558,7 @@ class CPULaunchList:
       if not isinstance(it.threads, int) or it.threads < 1: raise ValueError(f"kernel {it.prog.name}: threads must be an int >= 1, got {it.threads!r}")
       args = [b.address for b in it.bufs] + [int(v) for v in it.vals]
       self.offsets.append(len(words) + 4)
-      words += [it.prog.addr, len(args), it.threads, _runner.spin(it.threads) if _runner is not None else 0, *args]
+      words += [it.prog.addr, len(args), it.threads, _runner.SPIN if _runner is not None else 0, *args]
       self.items.append(it)
     self.table = np.array(words, np.int64)
     self.n, self.nbufs = len(items), [len(it.bufs) for it in self.items]
