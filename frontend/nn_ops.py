@@ -1041,12 +1041,12 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
   # a forward alone whose output row holds whole vectors: vectorized along that row (_col_phase_conv, no transposes)
   # (on a CPU of 16 lanes a row of fewer than 32 outputs is one vector per row: the output channels as whole vectors ran
   # the bench's 32x64x32x32 s=2 forward faster, one core: 5.4 -> 4.0 ms for the conv kernel, plus a 0.3 ms transpose)
-  in_place8 = any(s > 1 for s in s_) and not grad and _in_place_8_lanes(x, w, groups, s_, pb, out)
+  sizes = [s * (o - 1) + k for s, o, k in zip(s_, out, HW)]   # (the padded input the windows reach)
+  in_place8 = any(s > 1 for s in s_) and not grad and _in_place_8_lanes(x, w, groups, pb, out, sizes)
   if any(s > 1 for s in s_) and not grad and out[1] % 8 == 0 and not _strided_cout_rows(x, w, groups, out[1]) and not in_place8:
     return _col_phase_conv(x, w, groups, s_, pb, out)
   if any(s > 1 for s in s_) and (co // groups) % 8 == 0 and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device:
     if grad: return _StridedConvFn.apply(x, w, stride=s_, pads=tuple(pads), out=tuple(out), groups=groups)
-    sizes = [s * (o - 1) + k for s, o, k in zip(s_, out, HW)]
     fused = _cpu_lanes(x.device) > COUT_ROW_LANES or in_place8
     # (a computed input realized first: read in place, its ops would run once per tap)
     xp = _pad_to(x.contiguous(), pb, sizes) if fused and _strided_in_place(x, pb, sizes) else _padded_rows_first(x, pb, sizes)
@@ -1113,7 +1113,7 @@ def _strided_in_place(x: Tensor, pb: list[int], sizes: list[int]) -> bool:
 
 IN_PLACE_8_LANES = True   # off: on 8 lanes the strided forward alone is the column-phase conv (_col_phase_conv)
 
-def _in_place_8_lanes(x: Tensor, w: Tensor, groups: int, s_: tuple, pb: list[int], out: list[int]) -> bool:
+def _in_place_8_lanes(x: Tensor, w: Tensor, groups: int, pb: list[int], out: list[int], sizes: list[int]) -> bool:
   """Whether a strided float32 forward alone on a CPU of 8 lanes (AVX2) reads x in place (_strided_in_place), its
   output channels the vectors and its store fused (_conv_fwd_cout), instead of the column-phase conv (_col_phase_conv:
   a padded copy, 12/9 of the taps). Its first output row's kernel-row loop is peeled too (compiler/opt/conv.py
@@ -1125,7 +1125,7 @@ def _in_place_8_lanes(x: Tensor, w: Tensor, groups: int, s_: tuple, pb: list[int
   # are then at most 1/16 and 1/4 of the taps; at 8 x 8 or rows of 20 and 28, measured no faster or slower)
   if out[0] < 16 or out[1] < 16 or out[1] % COUT_ROW_LANES: return False
   if x.dtype is not dtypes.float32 or w.dtype is not dtypes.float32 or x.device != w.device: return False
-  return _strided_in_place(x, pb, [s * (o - 1) + k for s, o, k in zip(s_, out, w.shape[2:])])
+  return _strided_in_place(x, pb, sizes)
 
 ROWS_FIRST = True   # _padded_rows_first stores (n, y, c, x); off: (n, c, y, x), the plain padded copy
 
