@@ -2,8 +2,9 @@
 
 ABI: `void name(T0 *restrict data0, const T1 *restrict data1, ..., int var_n, ..., int core)`: buffers (outputs first),
 the Variables of symbolic sizes (in name order), then
-the index of the CPU core running this call. When the kernel is threaded its outermost loop is cut into
-`threads` contiguous chunks and `core` picks one. Vector values use GCC/clang vector extensions.
+the index of the CPU core running this call. When the kernel is threaded its loop k.threaded (an output loop) is cut
+into `threads` contiguous chunks (one per core, or more, which the runner's threads claim in turn) and `core` picks
+one. Vector values use GCC/clang vector extensions.
 `portable=True` (model export) instead renders a `static` function without `core`, spelled in plain C99 with
 <math.h>: no vector types, no float16, no GCC builtins.
 
@@ -230,7 +231,7 @@ def _tile_pairs(prog: list[UOp]) -> set[UOp]:
   return out
 
 def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = None, portable: bool = False) -> str:
-  """C source for kernel `k`; `threads` > 1 splits k.threaded (the outermost loop) across that many cores.
+  """C source for kernel `k`; `threads` > 1 cuts k.threaded (an output loop) into that many chunks.
   `portable`: only the `static` C99 function (no `core`); the caller includes <math.h> and the MATH_PRELUDE it uses."""
   prog = linearize(k) if program is None else program
   names: dict[UOp, str] = {}

@@ -1,7 +1,7 @@
 """The LLVM renderer: a linearized kernel becomes one LLVM IR function, for the host CPU or an AMD GPU.
 
 One renderer, parameterized by the target (`LLVMTarget`): the CPU ABI is the C renderer's, `void name(T0* data0, ...,
-i32 core)` with the outermost loop cut into `threads` chunks; the AMDGPU ABI is an `amdgpu_kernel` taking one
+i32 core)` with the loop k.threaded cut into `threads` chunks; the AMDGPU ABI is an `amdgpu_kernel` taking one
 `ptr addrspace(1)` per buffer, its output loops the grid of workgroups that compiler/gpudims.py plans (workitem.id and
 workgroup.id per axis, div/rem for merged loops, work-items past the end leaving at once). Values are SSA registers;
 accumulators live in allocas that mem2reg promotes. bool is i1 in registers and i8 in memory, bfloat16 is its i16 bits (casts widen/round like the C renderer), half is
@@ -454,6 +454,6 @@ class _Renderer:
 
 def render_llvm(k: LoweredKernel, target: LLVMTarget = HOST, program: list[UOp] | None = None, threads: int = 1,
                 plan: GpuPlan | None = None) -> tuple[str, Launch]:
-  """LLVM IR of kernel `k` for `target` and its Launch: `threads` n on the CPU (the outermost loop k.threaded cut into n
-  chunks by the `core` argument), on a GPU the grid and block of `plan` (compiler/gpudims.py plan_launch)."""
+  """LLVM IR of kernel `k` for `target` and its Launch: `threads` n on the CPU (the loop k.threaded cut into n chunks
+  by the `core` argument), on a GPU the grid and block of `plan` (compiler/gpudims.py plan_launch)."""
   return _Renderer(k, target, threads, plan).render(linearize(k) if program is None else program)
