@@ -39,9 +39,14 @@ from compiler.settings import compile_workers, debug_level, noopt
 
 # ***** the registry: how each renderer builds *****
 
+def _cpu_threads(k: LoweredKernel, t: Target) -> int:
+  """The launch's thread count on a CPU: the chunks its threaded loop is cut into (more than the cores: the cores
+  claim them in turn), one per core, or 1 when no loop is threaded."""
+  return (k.chunks or t.ncores) if k.threaded is not None else 1
+
 def _render_c(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, Launch]:
   from compiler.render_c import render_c
-  threads = (k.chunks or t.ncores) if k.threaded is not None else 1   # (chunks: more than the cores, claimed in turn)
+  threads = _cpu_threads(k, t)
   return render_c(k, threads, prog), Launch(threads=threads)
 
 def _render_c99(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, Launch]:
@@ -54,7 +59,7 @@ def _render_ptx(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | No
 
 def _render_llvm(k: LoweredKernel, t: Target, prog: list[UOp], plan: GpuPlan | None) -> tuple[str, Launch]:
   from compiler.render_llvm import render_llvm, HOST, AMDGPU   # the CPU (outer loop split across cores) or an AMD GPU (the grid)
-  return render_llvm(k, AMDGPU if t.gpu else HOST, prog, (k.chunks or t.ncores) if k.threaded is not None and not t.gpu else 1, plan)
+  return render_llvm(k, AMDGPU if t.gpu else HOST, prog, 1 if t.gpu else _cpu_threads(k, t), plan)
 
 def _assemble_llvm(src: str, name: str, t: Target) -> bytes:
   from compiler.assemble.llvm import compile_llvm
