@@ -147,9 +147,12 @@ def peel_fixed_reductions(k: LoweredKernel) -> LoweredKernel:
 
 def _fixed_compares(k: LoweredKernel, r: UOp) -> bool:
   """Every comparison of loop r's index is against a value that no other loop moves (a*r + c < d, c fixed)."""
-  cmps = [u for u in k.sink.toposort() if u.op in (Ops.CMPLT, Ops.CMPNE) and r in u.toposort() and u.src[0].dtype is not None and u.src[0].dtype.count == 1]
+  moved: set[UOp] = set()   # the nodes r reaches, found in one pass (sources come first in toposort)
+  for u in k.sink.toposort():
+    if u is r or any(s in moved for s in u.src): moved.add(u)
+  cmps = [u for u in moved if u.op in (Ops.CMPLT, Ops.CMPNE) and u.src[0].dtype is not None and u.src[0].dtype.count == 1]
   def fixed(x: UOp) -> bool: return (af := _affine(x, r)) is not None and af[1].vmin == af[1].vmax
-  return bool(cmps) and all(fixed(c.src[0] if r in c.src[0].toposort() else c.src[1]) for c in cmps)
+  return bool(cmps) and all(fixed(c.src[0] if c.src[0] in moved else c.src[1]) for c in cmps)
 
 def peel_share(n: int, pts: list[int]) -> float:
   """The share of a loop's n iterations in its biggest piece when cut at pts.
