@@ -227,17 +227,16 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
   opts listed), rendered,
   built, timed, rounds, compile_s and run_s (where the search time went), best_opts (None: the heuristic) and `best`
   (the winner's Built) after a search."""
-  dev = target
   st = stats if stats is not None else {}
   st.update(cache_hit=False, skipped=False, offered=0, rendered=0, built=0, timed=0, wrong=0, rounds=0, compile_s=0.0, run_s=0.0)
   max_depth = MAX_DEPTH if max_depth is None else max_depth
   cap = MAX_CANDIDATES if max_candidates is None else max_candidates
-  path = cache_path(cache_key(k, dev, width))
+  path = cache_path(cache_key(k, target, width))
   if use_cache and path.exists():
     hit, opts = _cached(path)
     if hit:
       try:
-        if opts is not None: apply_opts(k, opts, dev)   # still legal for this kernel and target
+        if opts is not None: apply_opts(k, opts, target)   # still legal for this kernel and target
         st.update(cache_hit=True, best_opts=None if opts is None else list(opts))
         return opts
       except (OptError, ValueError, KeyError, TypeError, IndexError): pass   # stale entry: search again
@@ -252,7 +251,7 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
     st["run_s"] += time.perf_counter() - t0
   # the baseline: the heuristic's kernel, built here (one compile: no pool for a kernel that is not searched)
   t0 = time.perf_counter()
-  base = build(k, None, dev)
+  base = build(k, None, target)
   st["compile_s"] += time.perf_counter() - t0
   if base is None: raise RuntimeError(f"BEAM: the default kernel {k.name} does not build")
   st["built"] += 1
@@ -280,7 +279,7 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
         seqs = [s for s in dict.fromkeys(seqs) if s not in tried][:RENDER_FACTOR * cap]   # (in interleaved order)
         t0 = time.perf_counter()
         # past the budget the renders and compiles not started yet are dropped (those running finish)
-        rendered = pool.map("compiler.beam:_render_job", [(s, dev) for s in seqs], start_by=deadline)
+        rendered = pool.map("compiler.beam:_render_job", [(s, target) for s in seqs], start_by=deadline)
         st["rendered"] += sum(r is not None for r in rendered)
         fresh: dict[str, tuple] = {}
         for s, r in zip(seqs, rendered):
@@ -289,7 +288,7 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
             tried[s] = Built(s, same.ck, same.time_s, same.outputs, same.wrong)   # its time, these opts to expand
           elif r.src not in fresh and len(fresh) < cap: fresh[r.src] = (s, r)
         jobs = list(fresh.values())
-        built = pool.map("compiler.beam:_assemble_job", [(r, dev) for _, r in jobs], start_by=deadline)
+        built = pool.map("compiler.beam:_assemble_job", [(r, target) for _, r in jobs], start_by=deadline)
         st["compile_s"] += time.perf_counter() - t0
         best = min((b.time_s for b in seen_src.values() if not b.wrong), default=float("inf"))
         for i, ((s, _), b) in enumerate(zip(jobs, built)):
@@ -309,7 +308,7 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
         return [b for b in (tried.get(s) for s in seqs) if b is not None]
       # a kernel big enough for the default to use every core always does: a one-core variant only wins when other
       # processes happen to load the machine during the search, and the search is shorter without them
-      threads = dev.ncores > 1 and not dev.gpu and bool(k.global_ranges) and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2
+      threads = target.ncores > 1 and not target.gpu and bool(k.global_ranges) and work(k) >= THREAD_MIN_WORK and k.global_ranges[0].src[0].arg >= 2
       # the seed: the heuristic's vectorization (split across the cores); the unoptimized kernel only where there is
       # none (it can run 100x slower than the heuristic: timing it costs more than it teaches)
       seeds = [(Opt("DEFAULT"), Opt("THREAD", 0))] if threads else [(Opt("DEFAULT"),)]
@@ -323,9 +322,9 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
         st["rounds"] = rnd
         nxt = []
         for bi, b in enumerate(beam):
-          kb = _applied(b.opts, dev)
+          kb = _applied(b.opts, target)
           vec = has_vectors(kb)   # (a second vectorization is never legal: not worth a render)
-          nxt += [(bi, b.opts + (o,)) for o in candidate_opts(kb, dev) if not (vec and o.kind in (OptKind.VECTOR, OptKind.REDUCE_VECTOR))]
+          nxt += [(bi, b.opts + (o,)) for o in candidate_opts(kb, target) if not (vec and o.kind in (OptKind.VECTOR, OptKind.REDUCE_VECTOR))]
         st["offered"] += len(nxt)
         new = evaluate(interleave(nxt), rnd)
         beam = prune(ranked(beam + new))
