@@ -42,8 +42,8 @@ def _reduce_to_acc(sink: UOp) -> UOp:
 def linearize(k: LoweredKernel) -> list[UOp]:
   """The kernel as an ordered list; RANGE opens a loop, ENDRANGE(range) closes it. The last program is kept on the sink
   (with the loops it was ordered for): the register check of the opts linearizes the kernel the pipeline then renders."""
-  nests = getattr(k, "nests", None) or []
-  key = (tuple(k.global_ranges), tuple(tuple(c) for c in nests), tuple(getattr(k, "depths", None) or ()))
+  nests = k.nests
+  key = (tuple(k.global_ranges), tuple(tuple(c) for c in nests), tuple(k.depths))
   if (hit := k.sink.__dict__.get("_linearized")) is not None and hit[0] == key: return list(hit[1])
   prog = _linearize(k)
   k.sink.__dict__["_linearized"] = (key, tuple(prog))
@@ -99,8 +99,8 @@ def _linearize(k: LoweredKernel) -> list[UOp]:
   path: dict[UOp, tuple] = {}
   for i, r in enumerate(k.global_ranges): path[r] = tuple(k.global_ranges[:i + 1])
   # a peeled or cut output loop: sibling chains of loops, each under the first `depth` output loops (compiler/opt/peel.py)
-  nests = getattr(k, "nests", None) or []
-  depths = getattr(k, "depths", None) or [len(k.global_ranges)] * len(nests)
+  nests = k.nests
+  depths = k.depths or [len(k.global_ranges)] * len(nests)
   for chain, d in zip(nests, depths):
     for i, r in enumerate(chain): path[r] = tuple(k.global_ranges[:d]) + tuple(chain[:i + 1])
   def deepest(rs) -> tuple:

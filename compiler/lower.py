@@ -31,6 +31,10 @@ class LoweredKernel:
   outputs: int = 1
   applied_opts: list = field(default_factory=list)
   threaded: UOp | None = None        # the range split across CPU cores, if any
+  # a peeled kernel's innermost output loops come in sibling chains, one per piece of the peeled loop
+  # (compiler/opt/peel.py); chain c sits under global_ranges[:depths[c]] (no depths: the whole spine)
+  nests: list[list[UOp]] = field(default_factory=list)
+  depths: list[int] = field(default_factory=list)
   # the chunks `threaded` is cut into (0: one per core); the cores claim them in turn (compiler/opt/heuristic.py thread_chunks)
   chunks: int = field(default=0, kw_only=True, compare=False)
   # the id of the next loop an opt makes (new_range); -1: one past the largest id in the graph, found on first use

@@ -242,7 +242,7 @@ def _optimize_symbolic(k: LoweredKernel, target: Target, opts: OptsArg) -> Lower
   k.sink, k.global_ranges = substitute(k.sink, {r: idx}), k.global_ranges[1:]
   k = backend(target).optimize(k, target)
   k.sink, k.global_ranges = substitute(k.sink, {idx: r}), [r, *k.global_ranges]
-  if getattr(k, "depths", None): k.depths = [d + 1 for d in k.depths]   # loop chains hang one output loop deeper
+  if k.depths: k.depths = [d + 1 for d in k.depths]   # loop chains hang one output loop deeper
   return k
 
 def compile_kernel(ast_or_kernel: UOp | LoweredKernel, target: Target, opts: OptsArg = None, *, name: str = "kernel",

@@ -6,10 +6,10 @@ from conftest import host_runs
 from frontend.devices import open_device, target_of
 from frontend.beam_runner import beam_runner
 from compiler.schedule import create_schedule
-from compiler.lower import lower
+from compiler.lower import lower, LoweredKernel
 from compiler.dtypes import dtypes
 from compiler.uop import UOp, Ops
-from compiler.opt.peel import peel, peel_points, peel_range, PeeledKernel
+from compiler.opt.peel import peel, peel_points, peel_range
 from compiler.opt.base import Opt, OptError
 from compiler.opt.apply import apply_opt
 from compiler.opt.heuristic import apply_opts, optimize
@@ -68,7 +68,7 @@ def test_padded_sum_peels_away_every_gate_in_c_and_ptx():
   a, b = run(build(k, (), DI))[1][0], run(build(kp, (), DI))[1][0]
   np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
-def _middle_piece_compares(kp: PeeledKernel) -> list[UOp]:
+def _middle_piece_compares(kp: LoweredKernel) -> list[UOp]:
   mid = kp.nests[1][0]
   stores = [s for s in kp.sink.src if mid in s.toposort()]
   assert stores
@@ -83,7 +83,7 @@ def test_conv_rows_peeled_results_unchanged(opts, cpu_target):
   rows = next(i for i, g in enumerate(k.global_ranges) if g.src[0].arg == 12)
   assert peel_points(k, k.global_ranges[rows]) == [1, 11]
   kp = apply_opt(k, Opt("PEEL", rows), DI)
-  assert isinstance(kp, PeeledKernel) and [c[0].src[0].arg for c in kp.nests] == [1, 10, 1]
+  assert [c[0].src[0].arg for c in kp.nests] == [1, 10, 1]
   before = [u for u in k.sink.toposort() if u.op is Ops.CMPLT and k.global_ranges[rows] in u.toposort()]
   assert before and not _middle_piece_compares(kp)
   src = render_c(kp, 2 if kp.threaded is not None else 1)

@@ -179,7 +179,7 @@ def _replace_global(k: LoweredKernel, before: list[UOp]) -> None:
       pos = k.global_ranges.index(g)
       k.global_ranges.remove(g)
       if k.threaded is g: k.threaded = None
-      if getattr(k, "depths", None): k.depths = [d - 1 if d > pos else d for d in k.depths]   # chains hung below it move up
+      if k.depths: k.depths = [d - 1 if d > pos else d for d in k.depths]   # chains hung below it move up
 
 def _check(cond: bool, opt: Opt, k: LoweredKernel, why: str) -> None:
   if not cond: raise OptError(f"{opt} on kernel {k.name}: {why}")
@@ -199,7 +199,7 @@ def apply_opt(k: LoweredKernel, opt: Opt, target: Target) -> LoweredKernel:
   if kind == "SWAP":
     gr = k.global_ranges
     _check(axis is not None and amt is not None and 0 <= axis < amt < len(gr), opt, k, f"axes {axis}, {amt} out of range (kernel has {len(gr)} output loops)")
-    _check(not getattr(k, "nests", None), opt, k, "loop chains hang at fixed depths of the output loops")
+    _check(not k.nests, opt, k, "loop chains hang at fixed depths of the output loops")
     gr[axis], gr[amt] = gr[amt], gr[axis]
     k.applied_opts.append(("SWAP", axis, amt))
   elif kind == "SPLIT":
@@ -207,7 +207,7 @@ def apply_opt(k: LoweredKernel, opt: Opt, target: Target) -> LoweredKernel:
     _check(axis is not None and 0 <= axis < len(gr), opt, k, f"axis out of range (kernel has {len(gr)} output loops)")
     n = gr[axis].src[0].arg
     _check(amt is not None and 1 < amt < n and n % amt == 0, opt, k, f"amount {amt} does not divide loop size {n} into two loops")
-    _check(not getattr(k, "nests", None) and k.threaded is None, opt, k, "split before peeling and threading (they pin loop positions)")
+    _check(not k.nests and k.threaded is None, opt, k, "split before peeling and threading (they pin loop positions)")
     apply_split(k, axis, amt)
     before = list(k.global_ranges)   # (one loop became two: nothing below maps old loops to new ones by position)
   elif kind in ("UPCAST", "VECTOR", "THREAD", "PEEL", "PAD"):
@@ -221,7 +221,7 @@ def apply_opt(k: LoweredKernel, opt: Opt, target: Target) -> LoweredKernel:
     elif kind == "THREAD":
       _check(target.ncores > 1 and c_like, opt, k, "the device runs one thread per kernel")
       _check(k.threaded is None, opt, k, "the kernel is already split across cores")
-      _check(all(d > axis for d in (getattr(k, "depths", None) or [])), opt, k, "a loop chain beside this loop would run on every core")
+      _check(all(d > axis for d in k.depths), opt, k, "a loop chain beside this loop would run on every core")
       _check(n >= 2, opt, k, f"loop of size {n}")
       k.threaded = g
     elif kind == "PEEL":
@@ -283,8 +283,8 @@ def candidate_opts(k: LoweredKernel, target: Target) -> list[Opt]:
     out += [Opt("VECTOR", i, w) for w in LANES if n % w == 0]
     out += [Opt("PAD", i, a) for a in (4, 8, 16, 32) if a < n and n % a and not target.gpu]
     if k.threaded is None and target.ncores > 1: out.append(Opt("THREAD", i))
-    if k.threaded is None and not getattr(k, "nests", None): out += [Opt("SPLIT", i, a) for a in (2, 4, 8) if n % a == 0 and a < n]
-  if not getattr(k, "nests", None): out += [Opt("SWAP", 0, j) for j in range(1, len(k.global_ranges))]
+    if k.threaded is None and not k.nests: out += [Opt("SPLIT", i, a) for a in (2, 4, 8) if n % a == 0 and a < n]
+  if not k.nests: out += [Opt("SWAP", 0, j) for j in range(1, len(k.global_ranges))]
   for i, r in enumerate(k.reduce_ranges()):
     n = r.src[0].arg
     out += [Opt("REDUCE_VECTOR", i, w) for w in LANES if n % w == 0]

@@ -50,7 +50,7 @@ def window_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | Non
   """An ungated convolution whose output row (size n) is not a multiple of the vector width: the row as at most
   WINDOW_VECS overlapping vectors of the widest width that fits (overlap_vectors), times WINDOW_ROWS rows of an output
   loop whose sliding load does not move with it (output channels: each loaded vector serves every row)."""
-  if len(k.global_ranges) < 2 or not k.reduce_ranges() or getattr(k, "nests", None) or has_gates(k): return None
+  if len(k.global_ranges) < 2 or not k.reduce_ranges() or k.nests or has_gates(k): return None
   rj = k.global_ranges[-1]
   n = rj.src[0].arg
   wv = next((x for x in (w, w // 2, w // 4) if x >= 4 and x <= n and -(-n // x) <= WINDOW_VECS), None)
@@ -119,7 +119,7 @@ def peel_default(k: LoweredKernel, device: Target) -> LoweredKernel:
   loops (one kernel is peeled once), the one whose biggest piece holds the largest share of its iterations
   (peel_share), the innermost of ties: a strided conv read in place compares its output rows (16: pieces 1 + 15) and
   the two halves of its output columns (pieces 1 + 1); peeled at the rows, 15/16 of its taps read without gates."""
-  if device.gpu or not k.reduce_ranges() or getattr(k, "nests", None): return k
+  if device.gpu or not k.reduce_ranges() or k.nests: return k
   best, share = None, 0.0
   for i in reversed(range(len(k.global_ranges))):
     g = k.global_ranges[i]
@@ -170,7 +170,7 @@ def depthwise_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | 
   them), times a few rows of the output loop right outside rj that moves the sliding load by whole rows (the image
   rows: row oy + 1's window overlaps row oy's, so their loads are shared). Other convs (an output loop the sliding
   load ignores exists) get the matmul tile or window_tile instead."""
-  if len(k.global_ranges) < 2 or not k.reduce_ranges() or getattr(k, "nests", None) or has_gates(k): return None
+  if len(k.global_ranges) < 2 or not k.reduce_ranges() or k.nests or has_gates(k): return None
   j = len(k.global_ranges) - 1
   rj, n = k.global_ranges[j], k.global_ranges[j].src[0].arg
   wv = next((x for x in (w, w // 2) if x >= 4 and n % x == 0), None)

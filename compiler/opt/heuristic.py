@@ -165,7 +165,7 @@ def merge_rows(k: LoweredKernel, w: int, whole: bool = False) -> bool:
   the accesses allow, and keep the merge whether or not it is a multiple of w (a transposing copy's stores then run
   whole lines, and a 6x6 map is one loop of 36 = 9 vectors of 4: compiler/opt/transpose.py).
   Returns whether it merged."""
-  if getattr(k, "depths", None) or getattr(k, "nests", None): return False   # (loop chains hang at fixed depths)
+  if k.depths or k.nests: return False   # (loop chains hang at fixed depths)
   k0, k = k, copy_kernel(k)
   merged = False
   while len(k.global_ranges) >= 2 and all(r.src[0].op is Ops.CONST for r in k.global_ranges[-2:]) and (whole or k.global_ranges[-1].src[0].arg % w):
@@ -230,7 +230,7 @@ def thread_axis(k: LoweredKernel, ncores: int, work0: int) -> UOp | None:
   the time). A loop with a loop chain hung beside it (peeled kernels' `depths`) is never split: the chain would run on
   every core."""
   if ncores < 2 or work0 < THREAD_MIN_WORK: return None
-  depths = getattr(k, "depths", None) or []
+  depths = k.depths
   ok = [g for i, g in enumerate(k.global_ranges) if g.src[0].op is Ops.CONST and g.src[0].arg >= 2 and all(d > i for d in depths)]
   if not ok: return None
   first, best = ok[0], max(ok, key=lambda g: split_balance(g.src[0].arg, ncores))   # (max keeps the outermost of ties)

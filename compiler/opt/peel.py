@@ -23,7 +23,6 @@ in `k.global_ranges` (the spine) and puts each piece and the output loops inside
 False
 """
 from __future__ import annotations
-from dataclasses import dataclass, field
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel, identity_element
 from compiler.uop import UOp, Ops, UPat, PatternMatcher, graph_rewrite, substitute, simplify, symbolic
@@ -32,12 +31,6 @@ import itertools
 
 MAX_PIECES = 5
 MAX_PEELS = 16   # reduction loops cut per kernel at most (each cut copies the loops beside it)
-
-@dataclass
-class PeeledKernel(LoweredKernel):
-  """A LoweredKernel whose innermost output loops come in several sibling chains (one per piece of a peeled loop)."""
-  nests: list = field(default_factory=list)
-  depths: list = field(default_factory=list)   # each chain sits under k.global_ranges[:depth] (default: the whole spine)
 
 def _fresh(k: LoweredKernel, r: UOp, size: int | None = None) -> UOp:
   return k.new_range(r.src[0].arg if size is None else size, r.arg[1])   # numbered by the kernel: deterministic source
@@ -99,7 +92,7 @@ def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
   pieces = _pieces(r.src[0].arg, pts)
   if r in k.global_ranges:
     # (a reduction loop of a peeled kernel's piece may still be cut: its loop lives inside that piece's chain)
-    if isinstance(k, PeeledKernel) and k.nests: raise OptError(f"PEEL in kernel {k.name}: the kernel is already peeled")
+    if k.nests: raise OptError(f"PEEL in kernel {k.name}: the kernel is already peeled")
     i = k.global_ranges.index(r)
     if k.threaded is not None and k.threaded in k.global_ranges[i:]:
       raise OptError(f"PEEL of loop r{r.arg[0]} in kernel {k.name}: the threaded loop must stay outside the peeled one")
@@ -114,7 +107,7 @@ def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
       stores += [substitute(s, m) for s in k.sink.src]
       nests.append([p] + [m[g] for g in inner])
     sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), cleanup)
-    out = PeeledKernel(k.name, sink, list(k.buf_dtypes), list(k.global_ranges[:i]), k.outputs, list(k.applied_opts), k.threaded, nests, [i] * len(nests), next_range=k.next_range)
+    out = LoweredKernel(k.name, sink, list(k.buf_dtypes), list(k.global_ranges[:i]), k.outputs, list(k.applied_opts), k.threaded, nests, [i] * len(nests), next_range=k.next_range)
   else:
     m: dict[UOp, UOp] = {}
     # the pieces' loops are shared by every reduction over r (a register tile's accumulators): one loop nest per piece
@@ -148,7 +141,7 @@ def peel(k: LoweredKernel, output_loops: bool = True) -> LoweredKernel:
   for _ in range(MAX_PEELS):   # the copies a peel makes of the other loops have comparisons to cut too
     if (r := next((r for r in k.reduce_ranges() if peel_points(k, r)), None)) is None: break
     k = peel_range(k, r)
-  if output_loops and not getattr(k, "nests", None):
+  if output_loops and not k.nests:
     for r in reversed(k.global_ranges):
       if r is not k.threaded and peel_points(k, r) and (k.threaded is None or k.global_ranges.index(k.threaded) < k.global_ranges.index(r)):
         return peel_range(k, r)
@@ -172,12 +165,12 @@ def split_tail(k: LoweredKernel, g: UOp, amt: int) -> LoweredKernel:
   mt[g] = tail + m
   inside = [s for s in k.sink.src if g in s.toposort()]   # stores of chains beside g stay as they are
   stores = [s for s in k.sink.src if s not in inside] + [substitute(s, {g: main}) for s in inside] + [substitute(s, mt) for s in inside]
-  nests = list(getattr(k, "nests", None) or [])
-  depths = list(getattr(k, "depths", None) or [len(k.global_ranges)] * len(nests))
+  nests = list(k.nests)
+  depths = list(k.depths or [len(k.global_ranges)] * len(nests))
   new_nests, new_depths = [[tail] + [mt[r] for r in k.global_ranges[i + 1:]]], [i]
   for c, d in zip(nests, depths):   # a chain hung inside g: its copy hangs inside the remainder loop too
     if d > i: new_nests.append([tail] + [mt[r] for r in k.global_ranges[i + 1:d]] + [mt[r] for r in c]); new_depths.append(i)
-  out = PeeledKernel(k.name, UOp(Ops.SINK, None, tuple(stores)), list(k.buf_dtypes), [main if r is g else r for r in k.global_ranges],
+  out = LoweredKernel(k.name, UOp(Ops.SINK, None, tuple(stores)), list(k.buf_dtypes), [main if r is g else r for r in k.global_ranges],
                      k.outputs, list(k.applied_opts), k.threaded, nests + new_nests, depths + new_depths, next_range=k.next_range)
   out.applied_opts.append(("PAD", g.arg[0], amt))
   return out
@@ -196,7 +189,7 @@ def unroll_tail(k: LoweredKernel) -> LoweredKernel:
   >>> [len(c) for c in k2.nests], k2.applied_opts[-1][2], len(k2.sink.src)
   ([], 2, 3)
   """
-  nests, depths = list(getattr(k, "nests", None) or []), list(getattr(k, "depths", None) or [])
+  nests, depths = list(k.nests), list(k.depths)
   if not nests or not k.applied_opts or k.applied_opts[-1][0] != "PAD": raise OptError(f"unroll_tail of kernel {k.name}: no remainder loop")
   tail, d = nests[-1][0], depths[-1]
   if any(dd > d for dd in depths[:-1]) or any(tail in c for c in nests[:-1]):

@@ -40,7 +40,7 @@ def transpose_tile(k: LoweredKernel, w: int, device: Target, merge: Callable[[Lo
   loops in place where every access walks them as one (compiler/opt/heuristic.py merge_rows: a 24x24 map is one loop of
   576, whose stores then fill whole lines where 24-wide pieces left three partial writes per line), on a copy: k itself
   is not changed."""
-  if k.reduce_ranges() or len(k.sink.src) != 1 or len(k.global_ranges) < 2 or getattr(k, "nests", None) or getattr(k, "depths", None): return None
+  if k.reduce_ranges() or len(k.sink.src) != 1 or len(k.global_ranges) < 2 or k.nests or k.depths: return None
   if any(r.src[0].op is not Ops.CONST for r in k.global_ranges): return None
   kc = copy_kernel(k)
   merge(kc, w)
