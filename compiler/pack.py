@@ -159,6 +159,8 @@ def a_in_place(view: View, m: int, k: int, lanes: int) -> bool:
   384x512x512 0.75 -> 0.67, 256^3 0.215 -> 0.163, M x K x N 256x1024x256 0.57 -> 0.47, 1024x256x512 0.95 -> 0.90.
   The product alone is 2.5% slower per FLOP at 512^3 (8-row tile: 174 against 178 GFLOP/s per core, thread CPU
   time), less than the copy and its launch. AVX2 (8 lanes: 16 registers, compiler/pack_avx2.py) keeps packing A.
+  Not beside a packed B: an A of up to 4 MiB read in place there cut 1024^3's work (thread CPU time of all launches)
+  by 3%, but added 6-22% to 128-512 x 1024 x 1024 (K=1024: the tile's rows, 4 KiB apart, all fall in one L1 set).
 
   >>> a_in_place(View.create((512, 512, 512), (512, 0, 1)), 512, 512, 16), a_in_place(View.create((512, 512, 512), (512, 0, 1)), 512, 512, 8)
   (True, False)
