@@ -44,6 +44,7 @@ from compiler.view import ShapeTracker, View, prod
 
 PACK_MIN = 256          # every one of M, N, K at least this: smaller products fit the caches as they are
 L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (half of a 2 MiB L2)
+JB_MAX = 4              # column tiles per jb block at most (compiler/opt/matmul.py: the tiles that reuse one A panel)
 B_IN_PLACE = L2_PANEL   # a B contiguous along N of at most this many bytes is read where it is (b_in_place)
 A_IN_PLACE = L2_PANEL   # on 16 lanes, an A contiguous along K of at most this many bytes too, beside such a B (a_in_place)
 
@@ -100,7 +101,7 @@ class _Plan:
 _plans: dict[tuple, _Plan | ScratchPlan | None] = {}
 def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
-  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE)) in _plans: return _plans[key]
+  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, JB_MAX)) in _plans: return _plans[key]
   flat = merge_leading_dims(ast)   # (a batch of different B matrices can't merge: compiler/pack_batch.py)
   _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
   return p
@@ -195,7 +196,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   if (tile := tile_shape(lanes, m, n, pad_ok)) is None or not epilogue_fits_tile(val): return scratch_plan(ast, red, la, lb, lanes)   # (compiler/pack_pad.py)
   mr, nr = tile
   mt, nt = -(-m // mr), n // nr
-  jb = max(1, min(4, L2_PANEL // (k * nr * 4), nt // 2))
+  jb = max(1, min(JB_MAX, L2_PANEL // (k * nr * 4), nt // 2))
   while nt % jb: jb -= 1
   mp, nslots = mt * mr, max(u.arg[0] for u in loads)
   packs, new_loads = [], {}
