@@ -4,7 +4,7 @@ The kernel's SINK carries ("packed_matmul", MR, NR, JB). Its two output loops i 
 a multiple of NR) become the register tile of the packed layout: MR rows unrolled x NR columns as NR/W vectors of W
 lanes, so each step of the reduction loop reads one contiguous run of MR floats of PA (broadcast) and NR floats of PB,
 and keeps MR*NR/W accumulators in registers (a small B read in place, compiler/pack.py b_in_place: NR floats of one of
-its rows). The loops around the tile are ordered for the caches:
+its rows; a small A beside it on 16 lanes, a_in_place: one float of each of MR rows K apart). The loops around the tile are ordered for the caches:
 
   for jb in N/(NR*JB)          split across the cores
     for it in M/MR             PA's tile (K*MR floats) is read once per jb block...
@@ -12,7 +12,8 @@ its rows). The loops around the tile are ordered for the caches:
         for k in K: tile step
 
 In the tile step, the first load of each cache line of the two packed streams also prefetches PREFETCH_AHEAD bytes on
-(compiler/prefetch.py): the hardware prefetchers alone leave the A stream late once K reaches 2048.
+(compiler/prefetch.py): the hardware prefetchers alone leave the A stream late once K reaches 2048. (An A read in place
+is MR short streams, one per row: left to the hardware.)
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.dtypes import dtypes
