@@ -11,7 +11,7 @@ not stay in L1/L2 however small they are. So before the product, two copy kernel
 and the product reads PA[i // MR, k, i % MR] and PB[j // NR, k, j % NR]: each tile step is one contiguous read of MR
 floats and one of NR, and a tile's operands are two sequential streams. The copies cost O(N^2) against O(N^3). A B small
 enough to stay in L2 as it is, rows contiguous, is read in place instead (b_in_place): its copy would cost more than
-it saves.
+it saves; beside it, on 16 lanes, so is a small A whose rows a tile height divides (a_in_place): one launch, no copy.
 The product's SINK carries ("packed_matmul", MR, NR, JB): compiler/opt/matmul.py tiles it to match the layout.
 When M is not a multiple of MR the product computes the padded rows too, into room past the end of its output
 (ScheduleItem.alloc_nbytes), which only works when nothing else in the kernel is read per row. Any other product (N not
@@ -23,8 +23,10 @@ whole vectors, such rows, an epilogue the tile can't hold, a bmm) goes through a
 >>> a, b = (LazyBuffer.empty((256, 256), dtypes.float32, "CPU") for _ in range(2))
 >>> a.buffer = b.buffer = object()
 >>> mm = a.reshape((256, 1, 256)).expand((256, 256, 256)).alu(Ops.MUL, b.permute((1, 0)).reshape((1, 256, 256)).expand((256, 256, 256))).r(Ops.ADD, (2,))
->>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 16)]   # (B, 256 KiB, is read in place)
-['E_22_256_12', 'r_264_256_256']
+>>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 8)]   # (B, 256 KiB, is read in place)
+['E_43_256_6', 'r_258_256_256']
+>>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 16)]   # (16 lanes: A too, a_in_place)
+['r_256_256_256']
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -42,7 +44,9 @@ from compiler.view import ShapeTracker, View, prod
 
 PACK_MIN = 256          # every one of M, N, K at least this: smaller products fit the caches as they are
 L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (half of a 2 MiB L2)
+JB_MAX = 4              # column tiles per jb block at most (compiler/opt/matmul.py: the tiles that reuse one A panel)
 B_IN_PLACE = L2_PANEL   # a B contiguous along N of at most this many bytes is read where it is (b_in_place)
+A_IN_PLACE = L2_PANEL   # on 16 lanes, an A contiguous along K of at most this many bytes too, beside such a B (a_in_place)
 
 def tile_shape(lanes: int, m: int, n: int, pad_rows: bool) -> tuple[int, int] | None:
   """(MR, NR) for `lanes`-float vectors: NR = 2 vectors, MR rows so that MR*2 accumulators + 2 B vectors + a broadcast
@@ -97,7 +101,7 @@ class _Plan:
 _plans: dict[tuple, _Plan | ScratchPlan | None] = {}
 def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
-  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE)) in _plans: return _plans[key]
+  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, JB_MAX)) in _plans: return _plans[key]
   flat = merge_leading_dims(ast)   # (a batch of different B matrices can't merge: compiler/pack_batch.py)
   _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
   return p
@@ -145,6 +149,27 @@ def b_in_place(view: View, k: int, n: int) -> bool:
   """
   return view.strides[1] == 1 and k * n * 4 <= B_IN_PLACE
 
+def a_in_place(view: View, m: int, k: int, lanes: int) -> bool:
+  """Is A read where it is, beside a B read in place (b_in_place), on 16-lane vectors? When its rows are contiguous
+  along K, the whole of A (M*K floats) fits in A_IN_PLACE bytes, and a tile of 12 or 8 rows divides M (rows can't be
+  padded: they would read past A's end; tiles of 6 or 4 rows have too few accumulators). The product is then one
+  launch: no copy of A, no second kernel. Its rows are K floats apart, 2 KiB at K=512, and a 12-row panel then spreads
+  over all 64 sets of a 48 KiB 12-way L1 (6 lines each), so it can stay there across the JB tiles that reuse it.
+  Measured on the AVX-512 Xeon of issue 28 (2 cores, load 1.6-2.3), realize of `a @ b`, old (A packed) and new taking
+  turns in one process, minima of 30-60 (ms): 512^3 1.05-1.28 -> 0.96-1.06 (numpy 1.00-1.12 in the same runs),
+  384x512x512 0.75 -> 0.67, 256^3 0.215 -> 0.163, M x K x N 256x1024x256 0.57 -> 0.47, 1024x256x512 0.95 -> 0.90.
+  The product alone is 2.5% slower per FLOP at 512^3 (8-row tile: 174 against 178 GFLOP/s per core, thread CPU
+  time), less than the copy and its launch. AVX2 (8 lanes: 16 registers, compiler/pack_avx2.py) keeps packing A.
+  Not beside a packed B: an A of up to 4 MiB read in place there cut 1024^3's work (thread CPU time of all launches)
+  by 3%, but added 6-22% to 128-512 x 1024 x 1024 (K=1024: the tile's rows, 4 KiB apart, all fall in one L1 set).
+
+  >>> a_in_place(View.create((512, 512, 512), (512, 0, 1)), 512, 512, 16), a_in_place(View.create((512, 512, 512), (512, 0, 1)), 512, 512, 8)
+  (True, False)
+  >>> a_in_place(View.create((512, 512, 512), (1, 0, 512)), 512, 512, 16)   # A transposed: its rows are not contiguous
+  False
+  """
+  return lanes == 16 and (view.strides[2] == 1 or k == 1) and m * k * 4 <= A_IN_PLACE and (m % 12 == 0 or m % 8 == 0)
+
 def _in_place_view(view: View, mp: int) -> ShapeTracker:
   """B's own view (stride 0 along the rows) over the product's mp (padded) rows."""
   return ShapeTracker((View.create((mp,) + view.shape[1:], view.strides, view.offset),))
@@ -171,19 +196,24 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   if (tile := tile_shape(lanes, m, n, pad_ok)) is None or not epilogue_fits_tile(val): return scratch_plan(ast, red, la, lb, lanes)   # (compiler/pack_pad.py)
   mr, nr = tile
   mt, nt = -(-m // mr), n // nr
-  jb = max(1, min(4, L2_PANEL // (k * nr * 4), nt // 2))
+  jb = max(1, min(JB_MAX, L2_PANEL // (k * nr * 4), nt // 2))
   while nt % jb: jb -= 1
   mp, nslots = mt * mr, max(u.arg[0] for u in loads)
   packs, new_loads = [], {}
   # (B read in place still reads its slot: a @ a then packs A into a new one)
   in_place = b_in_place(vb := _single_view(lb), k, n)
-  for ld, rows, tiles, t, size in ((la, True, mt, mr, m),) + ((lb, False, nt, nr, n),) * (not in_place):
+  a_here = in_place and a_in_place(_single_view(la), m, k, lanes)
+  if a_here:   # (rows not padded: the tile's height divides M)
+    mr, nr = tile_shape(lanes, m, n, False)
+    mt, mp = m // mr, m
+  for ld, rows, tiles, t, size in ((la, True, mt, mr, m),) * (not a_here) + ((lb, False, nt, nr, n),) * (not in_place):
     # the packed copy takes the operand's slot unless another load still reads it (a @ a): then a new one
     shared = any(u.arg[0] == ld.arg[0] and u is not ld and u not in new_loads for u in loads)
     bi = (nslots := nslots + 1) if shared else ld.arg[0]
     packs.append((past := _pack_ast(_single_view(ld), rows, tiles, k, t, size), (tiles, k, t), ld.arg[0], 0 if shared else bi, kernel_name(past)))
     new_loads[ld] = UOp(Ops.LOAD, dtypes.float32, (), (bi, _packed_view(tiles, k, t, rows, (mp, n, k))))
   if in_place: new_loads[lb] = lb if mp == m else UOp(Ops.LOAD, dtypes.float32, (), (lb.arg[0], _in_place_view(vb, mp)))
+  if a_here: new_loads[la] = la
   new_red = UOp(Ops.REDUCE_AXIS, red.dtype, (UOp(Ops.MUL, dtypes.float32, (new_loads[la], new_loads[lb])),), red.arg)
   if mp == m: store = UOp(Ops.STORE, None, (substitute(val, {red: new_red}),), ast.src[0].arg)
   else:   # (pad_ok: val is the product, or a reshape of it to (M, N))

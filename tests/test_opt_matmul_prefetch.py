@@ -9,6 +9,7 @@ from compiler.lower import lower
 from compiler.linearize import linearize
 from compiler.opt.heuristic import optimize
 from compiler.opt.matmul import PREFETCH_AHEAD, LINE, prefetch_streams
+import compiler.pack as pack
 from compiler.pack import pack_matmuls
 from compiler.pipeline import compile_kernel
 from compiler.prefetch import prefetch_bytes, prefetched
@@ -28,7 +29,8 @@ def _product(m: int, k: int, n: int, target: Target):
   assert si.ast.arg[0] == "packed_matmul", "the product was not packed"
   return si, optimize(lower(si.ast, si.name), target)
 
-def test_one_prefetch_per_line_of_each_stream(cpu_target):
+def test_one_prefetch_per_line_of_each_stream(cpu_target, monkeypatch):
+  monkeypatch.setattr(pack, "A_IN_PLACE", 0)   # (A packed on 16 lanes too: test_rows_of_a_read_in_place_are_not_prefetched)
   si, k = _product(512, 256, 512, cpu_target)
   _, mr, nr, _ = si.ast.arg
   lanes = cpu_target.simd_bytes // 4
@@ -56,7 +58,8 @@ def test_prefetched_load_errors():
   with pytest.raises(AssertionError, match="positive distance"): prefetched(ld, 0)
   with pytest.raises(AssertionError, match="needs a LOAD"): prefetched(k.sink, 64)
 
-def test_llvm_renders_the_prefetch():
+def test_llvm_renders_the_prefetch(monkeypatch):
+  monkeypatch.setattr(pack, "A_IN_PLACE", 0)
   t = Target("CPU", "llvm", arch="native", ncores=2, simd_bytes=64)
   si, _ = _product(256, 256, 256, t)
   ck = compile_kernel(si.ast, t, name=si.name, assemble=False)
@@ -86,3 +89,20 @@ def test_batched_and_transposed_products_equal_numpy():
   x, w = rnd(3, 100, 256), rnd(256, 256)
   out = (Tensor(x) @ Tensor(w)).numpy()   # lead dims merged into rows: one packed product of 300 rows
   np.testing.assert_allclose(out, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+
+def test_rows_of_a_read_in_place_are_not_prefetched(cpu_target):
+  """On 16 lanes a 512 x 256 A beside a small B is read in place (compiler/pack.py a_in_place): the tile's 8 rows are
+  separate streams K floats apart, each advancing one float a step, so its A loads get no hint (one each step would
+  ask for every line 16 times, and PREFETCH_AHEAD bytes on lies in another row); B's rows still get one per line."""
+  si, k = _product(512, 256, 512, cpu_target)
+  _, mr, nr, _ = si.ast.arg
+  lanes = cpu_target.simd_bytes // 4
+  loads = [u for u in k.sink.toposort() if u.op is Ops.LOAD]
+  pa, pb = [u for u in loads if u.dtype.count == 1], [u for u in loads if u.dtype.count == lanes]
+  assert len(pa) == mr and len(pb) == nr // lanes
+  assert sum(map(prefetch_bytes, pa)) == (0 if lanes == 16 else PREFETCH_AHEAD)   # (8 lanes: A packed, as before)
+  assert sum(prefetch_bytes(u) == PREFETCH_AHEAD for u in pb) == nr * 4 // LINE
+  t = Target("CPU", "llvm", arch="native", ncores=2, simd_bytes=cpu_target.simd_bytes)
+  si, _ = _product(256, 256, 256, t)
+  ir = compile_kernel(si.ast, t, name=si.name, assemble=False).src
+  assert len(re.findall(r"call void @llvm\.prefetch\.p0\(", ir)) == (nr * 4 // LINE if lanes == 16 else 1 + 16 * 4 // LINE)

@@ -30,7 +30,9 @@ pytestmark.append(pytest.mark.skipif(LANES < 8, reason="this CPU has no 256-bit 
 @pytest.fixture(params=["B packed", "B in place"])
 def b_kernels(request, monkeypatch) -> int:
   """Both ways a B is read (compiler/pack.py b_in_place): packed (B_IN_PLACE = 0), or, as these Bs are small, where it
-  is; the number of kernels of a packed product's schedule."""
+  is; the number of kernels of a packed product's schedule. A is packed in both (A_IN_PLACE = 0: an A read in place
+  beside B on 16 lanes has tests of its own, tests/test_pack_a_in_place.py)."""
+  monkeypatch.setattr(pack, "A_IN_PLACE", 0)
   if request.param == "B packed": monkeypatch.setattr(pack, "B_IN_PLACE", 0)
   return 3 if request.param == "B packed" else 2
 
@@ -157,9 +159,11 @@ def test_lead_dims_merge_into_rows(bias, b_kernels):
   assert len(pack_matmuls(create_schedule([bmm.lazydata]), lambda d: LANES)) == 1
   assert merge_leading_dims(create_schedule([bmm.lazydata])[-1].ast) is None
 
-def test_small_b_is_read_in_place():
+def test_small_b_is_read_in_place(monkeypatch):
   """A B of at most B_IN_PLACE bytes with contiguous rows is not packed: the product reads the caller's buffer (its
-  own input slot, with B's own strides); a bigger B, or one transposed (its vectors would be gathers), is packed."""
+  own input slot, with B's own strides); a bigger B, or one transposed (its vectors would be gathers), is packed.
+  (A packed: A_IN_PLACE = 0.)"""
+  monkeypatch.setattr(pack, "A_IN_PLACE", 0)
   def plan(a: Tensor, b: Tensor):
     items = pack_matmuls(create_schedule([(a @ b).lazydata]), lambda d: LANES)
     return items, [u for u in items[-1].ast.toposort() if u.op is Ops.LOAD]
@@ -182,9 +186,10 @@ def test_b_in_place_odd_shapes(m, k, n, monkeypatch):
   assert len(pack_matmuls(create_schedule([out.lazydata]), lambda d: LANES)) == (2 if n % LANES == 0 else 1)
   np.testing.assert_allclose(out.numpy(), an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
-def test_b_in_place_batched_and_offset():
+def test_b_in_place_batched_and_offset(monkeypatch):
   """x of shape (B, T, C) @ W (rows merged) and a B that starts inside a bigger buffer (a slice of rows and columns:
-  rows still contiguous) read in place: equal to numpy."""
+  rows still contiguous) read in place: equal to numpy. (A packed: A_IN_PLACE = 0.)"""
+  monkeypatch.setattr(pack, "A_IN_PLACE", 0)
   xn, wn = rnd(3, 100, 256), rnd(300, 600)
   x, w = Tensor(xn), Tensor(wn)[20:276, 64:320]
   out = x @ w

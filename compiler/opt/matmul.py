@@ -4,7 +4,7 @@ The kernel's SINK carries ("packed_matmul", MR, NR, JB). Its two output loops i 
 a multiple of NR) become the register tile of the packed layout: MR rows unrolled x NR columns as NR/W vectors of W
 lanes, so each step of the reduction loop reads one contiguous run of MR floats of PA (broadcast) and NR floats of PB,
 and keeps MR*NR/W accumulators in registers (a small B read in place, compiler/pack.py b_in_place: NR floats of one of
-its rows). The loops around the tile are ordered for the caches:
+its rows; a small A beside it on 16 lanes, a_in_place: one float of each of MR rows K apart). The loops around the tile are ordered for the caches:
 
   for jb in N/(NR*JB)          split across the cores
     for it in M/MR             PA's tile (K*MR floats) is read once per jb block...
@@ -12,7 +12,8 @@ its rows). The loops around the tile are ordered for the caches:
         for k in K: tile step
 
 In the tile step, the first load of each cache line of the two packed streams also prefetches PREFETCH_AHEAD bytes on
-(compiler/prefetch.py): the hardware prefetchers alone leave the A stream late once K reaches 2048.
+(compiler/prefetch.py): the hardware prefetchers alone leave the A stream late once K reaches 2048. (An A read in place
+is MR short streams, one per row: left to the hardware.)
 
 >>> from compiler.lazy import LazyBuffer
 >>> from compiler.dtypes import dtypes
@@ -25,8 +26,8 @@ In the tile step, the first load of each cache line of the two packed streams al
 >>> mm = a.reshape((256, 1, 256)).expand((256, 256, 256)).alu(Ops.MUL, b.permute((1, 0)).reshape((1, 256, 256)).expand((256, 256, 256))).r(Ops.ADD, (2,))
 >>> from compiler.target import Target
 >>> k = packed_matmul_tile(lower(pack_matmuls(create_schedule([mm]), lambda device: 16)[-1].ast), Target("CPU", "c", ncores=2, simd_bytes=64))
->>> [r.src[0].arg for r in k.global_ranges], k.threaded is k.global_ranges[0]
-([2, 22, 4], True)
+>>> [r.src[0].arg for r in k.global_ranges], k.threaded is k.global_ranges[0]   # A, B in place: 256 = 32 tiles of 8 rows
+([2, 32, 4], True)
 """
 from __future__ import annotations
 from compiler.lower import LoweredKernel
@@ -80,5 +81,9 @@ def prefetch_streams(sink: UOp, reds: list[UOp]) -> UOp:
     offs = [(simplify(base - loads[0][1]), u) for _, base, u in loads]   # element offsets within one step
     if any(d.op is not Ops.CONST for d, _ in offs): continue   # (not fixed offsets of one stream: left to the hardware)
     lo = min(d.arg for d, _ in offs)
+    # loads further apart than one step's stride are separate streams (the rows of an A read in place, K floats apart,
+    # each read one float per step): a hint per load and step would ask for each line 64/4 times, and the hint's
+    # distance would land in another row; the hardware follows such short sequential streams
+    if max(d.arg for d, _ in offs) - lo >= abs(loads[0][0]): continue
     subs.update((u, prefetched(u, PREFETCH_AHEAD)) for d, u in offs if (d.arg - lo) * u.dtype.scalar.itemsize % LINE == 0)
   return substitute(sink, subs) if subs else sink
