@@ -1,5 +1,5 @@
-"""The packed product on 8 lanes (AVX2) is cut into chunks that the cores claim in turn (compiler/opt/heuristic.py
-optimize, thread_chunks), as other big kernels are; on 16 lanes it keeps one chunk a core. Every chunked product
+"""The packed product (8 lanes, AVX2, and 16, AVX-512) is cut into chunks that the cores claim in turn
+(compiler/opt/heuristic.py optimize, thread_chunks), as other big kernels are. Every chunked product
 writes each output once: column-block counts the chunks don't divide, 2 and 3 cores, N of one or two vectors a tile,
 rows padded to the tile, K=1, prime K, a @ a, B transposed, a batch of products (its batch loop chunked), through the
 C and the LLVM IR renderers; each equals float64 numpy."""
@@ -19,9 +19,9 @@ pytestmark = [pytest.mark.usefixtures("on_cpu")]
 rng = np.random.default_rng(38)
 
 def _chunks_wanted(lanes: int, ncores: int, blocks: int) -> int:
-  """The launch's threads: CHUNKS_PER_CORE a core on 8 lanes where the split loop has that many iterations, else one a core."""
+  """The launch's threads: CHUNKS_PER_CORE a core where the split loop has that many iterations, else one a core."""
   c = ncores * heuristic.CHUNKS_PER_CORE
-  return c if lanes == 8 and blocks >= c else ncores
+  return c if blocks >= c else ncores
 
 def _blocks(si, target) -> int:
   """Iterations of the loop the packed product `si` splits across the cores (its column blocks, or its batch)."""
@@ -29,13 +29,13 @@ def _blocks(si, target) -> int:
   assert k.threaded is not None, k.applied_opts
   return k.threaded.src[0].arg
 
-def test_big_avx2_products_are_chunked_avx512_ones_are_not(cpu_target):
-  """1026 x 1024 x 1024 at its real size (no thresholds lowered): 16 column blocks, split in 8 chunks on 8 lanes."""
+def test_big_products_are_chunked(cpu_target):
+  """1024^3 at its real size (no thresholds lowered): 16 column blocks on 8 lanes, 8 on 16, split in 8 chunks."""
   lanes = cpu_target.simd_bytes // 4
   items = _plan(_empty(1024, 1024), _empty(1024, 1024), lanes)
   k = optimize(lower(items[-1].ast, items[-1].name), dataclasses.replace(cpu_target, ncores=2))
   assert k.threaded is k.global_ranges[0], k.applied_opts
-  assert (k.chunks or 2) == (2 * heuristic.CHUNKS_PER_CORE if lanes == 8 else 2), (k.chunks, k.threaded)
+  assert (k.chunks or 2) == 2 * heuristic.CHUNKS_PER_CORE, (k.chunks, k.threaded)
   assert optimize(lower(items[-1].ast, items[-1].name), dataclasses.replace(cpu_target, ncores=1)).threaded is None
 
 @pytest.mark.parametrize("renderer", ["c", "llvm"])

@@ -290,9 +290,9 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
       before, kc0 = list(k.global_ranges), copy_kernel(k)
       if (kc := packed_matmul_tile(k, device)) is not None:
-        # 8 lanes (AVX2): the product's column blocks in chunks the cores claim in turn, as for other big kernels; a core
-        # the OS stalls then holds up one chunk, not half the product (measured: compiler/pack_avx2.py)
-        if w == 8 and kc.threaded is not None: kc.chunks = thread_chunks(kc, device.ncores, work0)
+        # the product's column blocks in chunks the cores claim in turn, as for other big kernels; a core the OS stalls
+        # then holds up one chunk, not half the product (measured: compiler/pack_avx2.py)
+        if kc.threaded is not None: kc.chunks = thread_chunks(kc, device.ncores, work0)
         return kc
       if (kc := conv_tile(k, w, device)) is not None: k = kc
       elif _matmul_tile(k, w, device):
