@@ -4,7 +4,8 @@ driven by doorbell writes, reading their rings and indirect buffers from the pro
 Harmful-but-legal behaviour: DISPATCH_DIRECTs not separated by a CS_PARTIAL_FLUSH / RELEASE_MEM are queued and
 run together at the next such point, newest first (a missing barrier between dependent kernels shows); CP writes
 to cached memory stay in the L2 until a write-back (memory.py), and an L2 invalidate without write-back loses them;
-the PM4 read pointer wraps at the ring size; only INT_SEL 2 interrupts; the queues run on the MockKFD's engine
+the per-CU vector L1s / GL0s keep what earlier dispatches filled until an ACQUIRE_MEM with their invalidate bit
+(gfx9/l1.py); the PM4 read pointer wraps at the ring size; only INT_SEL 2 interrupts; the queues run on the MockKFD's engine
 thread, after the doorbell (kfd.py); an SDMA copy into memory another GPU maps (a peer's VRAM, a GTT bounce buffer)
 lands only after every other queue, the other GPUs' included, had its turn (`Queue.lands_late`). Shader code runs through `EXECUTOR`, one
 pluggable function (the RDNA3 emulator plugs in here); the mock decodes everything it needs from the packets
@@ -205,6 +206,10 @@ class Queue:
         raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}", fault=True) from None
       except GPUError as e: raise self.fail(str(e), ec=T.EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION) from None   # code the executor cannot run: the wave traps
 
+  def invalidate_vector_l1(self) -> None:
+    """Every CU's vector L1 / GL0 drops its lines (a cache action of the CP: ACQUIRE_MEM, an AQL acquire fence)."""
+    if self.vm.vector_l1 is not None: self.vm.vector_l1.invalidate_all()
+
   def step_pm4(self) -> int:
     hdr = self._dw(0)
     typ = hdr >> 30
@@ -237,6 +242,14 @@ class Queue:
       else: wb, inv = body[0] & T.COHER_TC_WB_ACTION, body[0] & T.COHER_TC_ACTION
       if wb: self.vm.writeback()
       elif inv: self.vm.discard()
+      # The per-CU vector caches: gfx9 CP_COHER_CNTL.TCL1_ACTION_ENA invalidates the vector L1 (TCP), gfx10+
+      # GCR_CNTL.GLV_INV the GL0 (the kernel's per-IB mem sync sets them: linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
+      # gfx_v9_4_3.c:3401-3417, gfx_v11_0.c:6565-6573). Nothing else the CP runs drops their lines (gfx9/l1.py): they
+      # hold what earlier dispatches filled, so a dispatch after an ACQUIRE_MEM without the bit reads them stale. The
+      # invalidate acts when the CP reaches the packet; dispatches queued before it (no CS_PARTIAL_FLUSH between)
+      # run later (drain) and fill lines it no longer drops, as dispatches still running past it would.
+      if (body[6] & T.ACQ_GLV_INV_GFX11 if self.gfx >= 10 and len(body) >= 7 else self.gfx < 10 and body[0] & T.COHER_TCL1_ACTION):
+        self.invalidate_vector_l1()
     elif name == "EVENT_WRITE":
       if body[0] & 0x3F == T.EVENT_CS_PARTIAL_FLUSH: self.drain()
     elif name == "DISPATCH_DIRECT": self.dispatch(body)

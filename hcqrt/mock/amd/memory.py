@@ -61,6 +61,7 @@ class GPUVM:
     self._vas: list[int] = []        # their VAs, for bisect
     self.dirty: dict[int, bytes] = {}   # dword address -> 4 bytes held in L2 (cached memory only)
     self.writebacks = 0
+    self.vector_l1 = None   # the CUs' vector L1s / GL0s, kept across dispatches (gfx9/l1.py VectorL1; rdna3_executor makes it)
 
   def map(self, bo: BO) -> None:
     self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)

@@ -80,7 +80,7 @@ class Waves:
     self.scratch_base: np.ndarray | None = None   # each wave's scratch slot in GPU memory (set_scratch)
     self.gl0 = None; self.gl0_of = np.arange(n)   # the vector L0 model and each wave's L0 (set_gl0; None: no model)
 
-  def set_gl0(self, wgp_mode: bool) -> None:
+  def set_gl0(self, wgp_mode: bool, gl0=None, slot: np.ndarray | None = None) -> None:
     """Give the waves gfx11's per-CU vector L0 (GL0), kept by gfx9/l1.py's lazy per-holder line model (audit hw row 6;
     LLVM AMDGPUUsage "Memory Model GFX11"): a plain global/flat load fills and then reads its L0's lines as they were
     filled, whatever other L0s' stores and atomics did since; the L0's own stores write through into its lines; a load
@@ -88,12 +88,21 @@ class Waves:
     an atomic is performed past it and drops the issuing L0's touched lines. "There is a single L0 cache per CU"; in
     WGP mode (COMPUTE_PGM_RSRC1.WGP_MODE, bit 29) a work-group's waves "may be executing on SIMDs of different CUs",
     so each wave gets an L0 of its own (the harmful choice); in CU mode a work-group's waves share one.
-    Not modelled: GL1 (one per shader array, dropped by `buffer_gl1_inv`: a second stale level that a missing
-    gl1_inv would expose only where the gl0_inv is kept), lines surviving from one batch of workgroups or one dispatch
-    to the next (the dispatch's ACQUIRE_MEM invalidates them), and MUBUF data ops (not emulated at all)."""
+    `gl0`: the L0s to run on (a VectorL1 the launch keeps across batches and dispatches, so lines survive from one
+    workgroup to a later one on the same L0 until an invalidate: gfx9/l1.py); `slot`: each wave's workgroup's place
+    there (default: its workgroup). Not modelled: GL1 (one per shader array, dropped by `buffer_gl1_inv`: a second
+    stale level that a missing gl1_inv would expose only where the gl0_inv is kept) and MUBUF data ops (not emulated
+    at all)."""
     from hcqrt.mock.amd.gfx9.l1 import VectorL1   # (here: gfx9's package imports this module)
-    self.gl0 = VectorL1(self.mem, lambda a, nb, x: self.mem.read(a, nb, "GL0 line"), np.zeros_like)
-    self.gl0_of = np.arange(self.n) if wgp_mode else self.wg
+    view = lambda a, nb, x: self.mem.read(a, nb, "GL0 line")
+    if gl0 is None: gl0 = VectorL1(self.mem, view, np.zeros_like)
+    else: gl0.bind(self.mem, view, np.zeros_like)
+    self.gl0, slot = gl0, self.wg if slot is None else slot
+    if wgp_mode:   # one L0 per wave: the workgroup's slot times its waves, plus the wave's rank in the workgroup
+      order = np.argsort(self.wg, kind="stable"); s = self.wg[order]
+      rank = np.empty(self.n, np.int64); rank[order] = np.arange(self.n) - np.searchsorted(s, s)
+      slot = slot.astype(np.int64) * int(np.bincount(self.wg).max()) + rank
+    self.gl0_of = slot
 
   # ---- scheduling
   # A wave that can issue is never kept from issuing for ever: on hardware a held or out-scheduled wave is only delayed

@@ -122,7 +122,7 @@ LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignmen
 def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, user_data: list[int], grid: tuple[int, ...],
              block: tuple[int, ...], wave32: bool = True, entry: int = 0, lds_bytes: int | None = None,
              max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, private_bytes: int = 0,
-             scratch_ring: ScratchRing | None = None, num_xcc: int = 1) -> LaunchStats:
+             scratch_ring: ScratchRing | None = None, num_xcc: int = 1, l1=None) -> LaunchStats:
   """Run a dispatch from the register values a PM4 stream programs: COMPUTE_PGM_LO/HI (`code` as an address
   in `mem`, or the code bytes themselves with `entry`), COMPUTE_PGM_RSRC1/2, COMPUTE_USER_DATA_* (`user_data`,
   the first RSRC2.USER_SGPR_COUNT of them land in s0..), the grid in workgroups, the workgroup size and
@@ -137,7 +137,16 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
   (the descriptor's private_segment_fixed_size; the `launch` API). Registers the descriptor does not enable start
   as poison (AMDGPUUsage "Initial Kernel Execution State": only the enabled ones are initialised). `num_xcc`: the XCCs
   the workgroups are dealt to, workgroup g on g % num_xcc (cp.aql_xcc_share); an ISA with per-XCC L2s models them
-  for the whole dispatch (gfx9/l2.py), written back at its end."""
+  for the whole dispatch (gfx9/l2.py), written back at its end.
+
+  Vector L1s (gfx942) / GL0s (gfx1100), gfx9/l1.py: the workgroups of a batch run on as many CUs, and the k-th
+  workgroup of every batch runs on the CU the k-th of the batch before used (on several XCCs: the k-th of its XCC's),
+  so the lines an earlier workgroup filled are there, stale, for a later one. On hardware the dispatcher places a
+  workgroup on any CU with room (a CU hosts several at once, and the order is not documented); this placement is the
+  harmful reading, as each workgroup of a batch has an L1 of its own and none sees another's write-through stores.
+  `l1`: the GPU's L1s (a VectorL1) when they outlive the dispatch: its lines stay held past the dispatch's end
+  (VectorL1.freeze) until a cache action drops them (cp.py ACQUIRE_MEM, aql.py acquire fences); None: L1s of the
+  dispatch alone, empty at its start."""
   if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
   if isinstance(code, int): code, entry, code_va = mem.tail(code, "instruction fetch"), 0, code
   r = KernelDescriptor(0, 0, 0, 0, rsrc1, rsrc2, 0, int(wave32) << 10, 0)   # the same bit fields, read from registers
@@ -163,11 +172,17 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     groups_per_batch = min(groups_per_batch, ring.slots // wpg * ring.engines * len(ring.bases))   # waves in flight hold a slot each
   total, cache = 0, _decoded(code)
   l2 = waves_cls.xcc_l2(mem, num_xcc) if hasattr(waves_cls, "xcc_l2") else None
+  from hcqrt.mock.amd.gfx9.l1 import VectorL1   # (here: gfx9's package imports this module)
+  caches = l1 if l1 is not None else VectorL1(mem, lambda a, nb, x: mem.read(a, nb, "L1 line"), np.zeros_like)
+  nx = max(1, num_xcc)
   for g0 in range(0, ngroups, groups_per_batch):
     gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
     n = len(gids) * wpg
     w = waves_cls(code, n, waves_cls.vgpr_count(rsrc1, wave32), np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache, code_va)
-    if waves_cls.GL0: w.set_gl0(bool(rsrc1 >> 29 & 1))   # COMPUTE_PGM_RSRC1.WGP_MODE (ioctl_defs/amd/kd.py)
+    # each workgroup's L1 slot: the k-th of its XCC's workgroups in this batch (XCC g % nx) takes slot k * nx + XCC
+    k = np.arange(len(gids)); slot = np.repeat((k // nx) * nx + gids % nx, wpg)
+    if waves_cls.GL0: w.set_gl0(bool(rsrc1 >> 29 & 1), caches, slot)   # COMPUTE_PGM_RSRC1.WGP_MODE (ioctl_defs/amd/kd.py)
+    elif hasattr(w, "use_l1"): w.use_l1(caches, slot, lambda h: h % nx)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
     w.s[:] = USER_POISON   # SGPRs (VCC, M0 and the rest) past the enabled ones hold garbage; EXEC is set below
     # except gfx11's `null` (s124): a source that always reads 0 (RDNA3 ISA, "Scalar Operands": SGPR_NULL "reads 0,
@@ -191,6 +206,7 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     if l2 is not None: w.l2, w.xcc = l2, np.repeat(gids % num_xcc, wpg)  # type: ignore[attr-defined]
     w.pc[:] = entry
     w.run(); total += w.wave_insts
+  if l1 is not None: l1.freeze()
   return LaunchStats(ngroups * wpg, total)
 
 POISON_WORD = 0xA5A5A5A5   # a wave's fresh scratch slot: what earlier waves left, modelled as garbage

@@ -1,0 +1,141 @@
+"""The gfx942 vector L1 / gfx1100 GL0 lines outlive the workgroup and the dispatch that filled them (gfx9/l1.py): a
+later workgroup on the same CU, in the next batch or a later dispatch, reads them stale until the kernel's own
+invalidate or the CP's (PM4 ACQUIRE_MEM TCL1_ACTION_ENA / GCR_CNTL.GLV_INV, an AQL acquire fence). Each test fails on
+the mock whose L1s lived for one batch of workgroups."""
+import struct
+import numpy as np
+import pytest
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+from hcqrt.mock.amd.gfx9 import Gfx9Waves
+from hcqrt.mock.amd.gfx9.l1 import VectorL1
+from hcqrt.mock.amd.rdna3 import FlatMemory, launch
+from hcqrt.mock.amd.rdna3.executor import Waves
+from tests.rdna3_kernels import compile_ir, have_llvmlite, read_object
+
+needs_llvm = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+ARCHS = {"gfx942": (Gfx9Waves, 64), "gfx1100": (Waves, 32)}   # emulator, lanes of one wave (one wave per workgroup)
+
+def test_vector_l1_frozen_lines():
+  """VectorL1's rules past a dispatch's end: a frozen line keeps its bytes whatever memory gets next; the holder's own
+  store writes through into it (the rest stays stale); a second dispatch's end freezes the newer bytes for the L1s
+  that filled them then, while the older holder keeps its own; invalidate_all drops everything; a buffer of another
+  size at the same address starts empty."""
+  m = FlatMemory(); buf = np.zeros(256, np.uint8); m.map(0x1000, buf)
+  l1 = VectorL1(m, lambda a, n, x: m.read(a, n), np.zeros_like)
+  A = lambda v: np.array([v], np.uint64)
+  def load(addr, h): return l1.load(A(addr), 4, np.array([h]), m.read(A(addr), 4))[0].tolist()
+  def store(addr, val, h):
+    d = np.full((1, 4), val, np.uint8); l1.before_write(A(addr), d, np.array([h])); m.write(A(addr), d)
+  assert load(0x1000, 0) == [0] * 4
+  l1.freeze(); buf[:16] = 9                   # the dispatch ends; the host (or SDMA) writes the line
+  assert load(0x1000, 0) == [0] * 4 and load(0x1000, 1) == [9] * 4
+  store(0x1004, 6, 0)                         # L1 0's own store: through into its frozen line
+  assert load(0x1004, 0) == [6] * 4 and load(0x1000, 0) == [0] * 4 and load(0x1008, 0) == [0] * 4
+  l1.freeze(); buf[:16] = 3                   # L1 1 filled 9s in the second dispatch; the host writes 3s
+  assert load(0x1000, 1) == [9] * 4 and load(0x1000, 0) == [0] * 4 and load(0x1000, 2) == [3] * 4
+  l1.invalidate_all()
+  assert load(0x1000, 0) == [3] * 4 and load(0x1000, 1) == [3] * 4
+  l1.freeze(); buf[:16] = 4
+  m.unmap(0x1000); big = np.full(512, 8, np.uint8); m.map(0x1000, big)   # freed, and a larger buffer at its address
+  assert load(0x1000, 0) == [8] * 4
+
+# every workgroup but 3 reads x[t] into out[g * LANES + t]; workgroup 3 stores 5 into x[t]
+BATCH = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out) {
+entry:
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
+  %w = icmp eq i32 %g, 3
+  br i1 %w, label %st, label %rd
+st:
+  store i32 5, ptr addrspace(1) %px
+  br label %done
+rd:
+ACQUIRE
+  %v = load i32, ptr addrspace(1) %px
+  %gb = mul i32 %g, LANES
+  %i = add i32 %gb, %t
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %v, ptr addrspace(1) %po
+  br label %done
+done:
+  ret void
+}"""
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_lines_survive_into_the_next_batch_of_workgroups(arch):
+  """Six workgroups in batches of two: workgroups 0, 2, 4 run on one CU, 1, 3, 5 on another. Workgroup 0 fills x's
+  lines; workgroup 3 (the other CU) stores 5 there; workgroup 4, two batches later on workgroup 0's CU, still reads
+  0 without an acquire, and 5 after the agent-scope acquire's invalidate (buffer_inv sc1 / buffer_gl0_inv).
+  Workgroup 5 reads 5 either way (its CU's line took workgroup 3's store)."""
+  cls, lanes = ARCHS[arch]
+  def run(acquire: str) -> np.ndarray:
+    src = BATCH.replace("ACQUIRE", acquire).replace("LANES", str(lanes))
+    text, entry, _, kd = read_object(compile_ir(src, cpu=arch), "k")
+    x, out = np.zeros(lanes, np.int32), np.full(6 * lanes, -1, np.int32)
+    m = FlatMemory(); m.map(0x10000, x.view(np.uint8)); m.map(0x20000, out.view(np.uint8))
+    m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+    launch(text, kd, m, 0x40000, (6,), (lanes,), entry=entry, waves_cls=cls, max_waves=2)
+    assert (x == 5).all()
+    return out.reshape(6, lanes)
+  stale = run("")
+  assert (stale[[0, 1, 2, 4]] == 0).all() and (stale[5] == 5).all(), stale[:, 0]
+  fresh = run('  fence syncscope("agent") acquire\n')
+  assert (fresh[[4, 5]] == 5).all() and (fresh[[0, 1, 2]] == 0).all(), fresh[:, 0]
+
+BCAST, FILL = """define amdgpu_kernel void @bcast(ptr addrspace(1) %x, ptr addrspace(1) %out) {
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
+  %v = load i32, ptr addrspace(1) %px
+  %gb = mul i32 %g, LANES
+  %i = add i32 %gb, %t
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %v, ptr addrspace(1) %po
+  ret void
+}""", """define amdgpu_kernel void @fill(ptr addrspace(1) %x, ptr addrspace(1) %unused) {
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
+  store i32 7, ptr addrspace(1) %px
+  ret void
+}"""
+
+@needs_llvm
+@pytest.mark.parametrize("arch,use_aql", [("gfx942", "1"), ("gfx942", "0"), ("gfx1100", "0"), ("gfx1100", "1")])
+@pytest.mark.parametrize("invalidate", [True, False])
+def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_aql, invalidate, monkeypatch):
+  """Through the mock KFD: `bcast` (two workgroups, each reads all of x) fills x's lines in two CUs; `fill` (one
+  workgroup, on the first CU) stores 7s; `bcast` again; the host writes 9s; `bcast` again. With the backend's cache
+  actions (PM4 ACQUIRE_MEM with TCL1_ACTION_ENA / GLV_INV, AQL packets with system acquire fences) every read sees
+  the newest x. With the L1 invalidate taken out of them (the bit cleared, the acquire scope NONE), the second CU
+  reads the zeros it filled in the first dispatch, and after the host's write both CUs read what they held."""
+  from ioctl_defs.amd import aql, pm4
+  from hcqrt.amd.device import AMDDevice, AMDProgram
+  monkeypatch.setenv("AMD_AQL", use_aql)
+  if not invalidate:
+    monkeypatch.setattr(pm4, "COHER_TCL1_ACTION_ENA", 0); monkeypatch.setattr(pm4, "GCR_GLV_INV", 0)
+    header = aql.header
+    monkeypatch.setattr(aql, "header", lambda t, barrier=False, acquire=0, release=0: header(t, barrier, aql.FENCE_SCOPE_NONE, release))
+  lanes = ARCHS[arch][1]
+  drv = install_mock_amd(arch)
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    progs = {}
+    for name, src in (("bcast", BCAST), ("fill", FILL)):   # (one kernel per object: read_object takes one relocation)
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
+      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    def bcast() -> np.ndarray:
+      progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+      got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+      return got.reshape(2, lanes)
+    assert (bcast() == 0).all()
+    progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    second = bcast()
+    d.allocator.copyin(x, memoryview(np.full(lanes, 9, np.int32).view(np.uint8)))
+    third = bcast()
+  finally: uninstall_mock_amd(drv)
+  if invalidate: assert (second == 7).all() and (third == 9).all(), (second[:, 0], third[:, 0])
+  else: assert (second[0] == 7).all() and (second[1] == 0).all() and (third[0] == 7).all() and (third[1] == 0).all(), (second[:, 0], third[:, 0])
