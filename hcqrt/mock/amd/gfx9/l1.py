@@ -32,7 +32,8 @@ The model, the harmful minimum:
 - RELEASE_MEM's end-of-pipe L1 actions (gfx9 EOP TCL1_ACTION_EN, gfx11 GCR GLV_INV) drop nothing here: the CP does not
   wait for the end-of-pipe event before it starts the packets after it (radv follows its RELEASE_MEM cache flush with
   a WAIT_REG_MEM on the fence value: mesa src/amd/vulkan/radv_cs.c, gfx10_cs_emit_cache_flush), so a later dispatch
-  may fill and read lines before that invalidate lands; the harmful reading lets them stay.
+  may fill and read lines before that invalidate lands; the harmful reading lets them stay. The same holds for an
+  SDMA GCR_REQ with GLV_INV (gfx11, cp.py): another engine, not ordered with the compute queue's dispatches.
 
 The L1s are those of one process's GPU VM (memory.py GPUVM.vector_l1): another process's dispatches on the same GPU
 neither fill nor drop them. A buffer freed and allocated again at the same address with the same size keeps its lines
