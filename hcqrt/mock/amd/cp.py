@@ -238,8 +238,9 @@ class Queue:
       # case: the kernel only shows GL2_INV always paired with GL2_WB (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
       # gfx_v11_0.c:6565-6573), and GCR_CNTL has a separate GL2_DISCARD bit (linux@v6.12.117:drivers/gpu/drm/amd/
       # amdgpu/nvd.h:297), so GL2_INV alone may well keep dirty lines; the mock does the harmful thing
-      if self.gfx >= 10: wb, inv = len(body) >= 7 and body[6] & T.ACQ_WRITEBACK_GFX11, len(body) >= 7 and body[6] & T.ACQ_GL2_INV_GFX11
-      else: wb, inv = body[0] & T.COHER_TC_WB_ACTION, body[0] & T.COHER_TC_ACTION
+      gcr = body[6] if len(body) >= 7 else 0
+      if self.gfx >= 10: wb, inv, l1_inv = gcr & T.ACQ_WRITEBACK_GFX11, gcr & T.ACQ_GL2_INV_GFX11, gcr & T.ACQ_GLV_INV_GFX11
+      else: wb, inv, l1_inv = body[0] & T.COHER_TC_WB_ACTION, body[0] & T.COHER_TC_ACTION, body[0] & T.COHER_TCL1_ACTION
       if wb: self.vm.writeback()
       elif inv: self.vm.discard()
       # The per-CU vector caches: gfx9 CP_COHER_CNTL.TCL1_ACTION_ENA invalidates the vector L1 (TCP), gfx10+
@@ -248,8 +249,7 @@ class Queue:
       # hold what earlier dispatches filled, so a dispatch after an ACQUIRE_MEM without the bit reads them stale. The
       # invalidate acts when the CP reaches the packet; dispatches queued before it (no CS_PARTIAL_FLUSH between)
       # run later (drain) and fill lines it no longer drops, as dispatches still running past it would.
-      if (body[6] & T.ACQ_GLV_INV_GFX11 if self.gfx >= 10 and len(body) >= 7 else self.gfx < 10 and body[0] & T.COHER_TCL1_ACTION):
-        self.invalidate_vector_l1()
+      if l1_inv: self.invalidate_vector_l1()
     elif name == "EVENT_WRITE":
       if body[0] & 0x3F == T.EVENT_CS_PARTIAL_FLUSH: self.drain()
     elif name == "DISPATCH_DIRECT": self.dispatch(body)
