@@ -110,11 +110,15 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
   actions (PM4 ACQUIRE_MEM with TCL1_ACTION_ENA / GLV_INV, AQL packets with system acquire fences) every read sees
   the newest x. With the L1 invalidate taken out of them (the bit cleared, the acquire scope NONE), the second CU
   reads the zeros it filled in the first dispatch, and after the host's write both CUs read what they held."""
-  from ioctl_defs.amd import aql, pm4
+  from ioctl_defs.amd import aql, pm4, sdma
+  from hcqrt.amd import device as amd_device
   from hcqrt.amd.device import AMDDevice, AMDProgram
   monkeypatch.setenv("AMD_AQL", use_aql)
   if not invalidate:
     monkeypatch.setattr(pm4, "COHER_TCL1_ACTION_ENA", 0); monkeypatch.setattr(pm4, "GCR_GLV_INV", 0)
+    # (and the signals' releases and SDMA copies' GCR_REQs: a wait on their fence has seen their L1 invalidate run)
+    monkeypatch.setattr(pm4, "EOP_TCL1_ACTION_EN", 0); monkeypatch.setattr(pm4, "RM_GCR_GLV_INV", 0)
+    monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~sdma.GCR_GLV_INV)
     header = aql.header
     monkeypatch.setattr(aql, "header", lambda t, barrier=False, acquire=0, release=0: header(t, barrier, aql.FENCE_SCOPE_NONE, release))
   lanes = ARCHS[arch][1]
@@ -139,3 +143,42 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
   finally: uninstall_mock_amd(drv)
   if invalidate: assert (second == 7).all() and (third == 9).all(), (second[:, 0], third[:, 0])
   else: assert (second[0] == 7).all() and (second[1] == 0).all() and (third[0] == 7).all() and (third[1] == 0).all(), (second[:, 0], third[:, 0])
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("waited", [True, False])
+def test_release_invalidate_lands_once_a_wait_saw_its_fence(arch, waited, monkeypatch):
+  """A RELEASE_MEM with the L1 invalidate (gfx9 EOP_TCL1_ACTION_EN, gfx11 GCR GLV_INV) has certainly run once a
+  WAIT_REG_MEM saw its fence value (the flush sequence of radv / radeonsi, cp.py release_l1_invalidate): a dispatch
+  after that wait, with no L1 invalidate of its own, reads fresh data. Without the wait the CP may have run the
+  dispatch before the end-of-pipe invalidate: it reads the lines its CU filled earlier, stale. (`bcast` fills x's
+  zeros into two CUs' L1s, `fill` stores 7 from the first; every other cache action drops no L1 line here.)"""
+  from ioctl_defs.amd import pm4, sdma
+  from hcqrt.amd import device as amd_device
+  from hcqrt.amd.device import AMDDevice, AMDProgram
+  monkeypatch.setenv("AMD_AQL", "0")
+  inv = pm4.RM_GCR_GLV_INV if arch == "gfx1100" else pm4.EOP_TCL1_ACTION_EN
+  for name in ("COHER_TCL1_ACTION_ENA", "GCR_GLV_INV", "EOP_TCL1_ACTION_EN", "RM_GCR_GLV_INV"): monkeypatch.setattr(pm4, name, 0)
+  monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~sdma.GCR_GLV_INV)
+  lanes = ARCHS[arch][1]
+  drv = install_mock_amd(arch)
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    progs = {}
+    for name, src in (("bcast", BCAST), ("fill", FILL)):
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
+      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    fence = d.new_signal(0, "l1 release")
+    q = d.after_timeline(d.hw_compute_queue())
+    q._emit(pm4.release_mem(fence.va, 1, cache=inv))
+    if waited: q._emit(pm4.wait_reg_mem(fence.va, 1, function=pm4.WRM_GE))
+    q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
+    d.submit_timeline(q); d.synchronize()
+    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+  finally: uninstall_mock_amd(drv)
+  got = got.reshape(2, lanes)
+  assert (got[0] == 7).all() and (got[1] == (7 if waited else 0)).all(), got[:, 0]

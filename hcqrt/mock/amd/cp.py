@@ -135,6 +135,7 @@ class Queue:
     self.late_copies = 0      # copies held so (tests count them)
     self.copies: list[tuple[int, int, int]] = []   # (dst, src, bytes) of every SDMA COPY it ran, in order (tests read them)
     self.gcrs: list[int] = []   # GCR_CONTROL of every SDMA GCR_REQ it ran, in order (tests read them)
+    self.gcr_l1: tuple | None = None   # an SDMA GCR_REQ's GL0 invalidate waiting for the queue's next FENCE (VectorL1.mark)
 
   @property
   def sdma(self) -> bool: return self.kind == T.QUEUE_SDMA
@@ -206,6 +207,29 @@ class Queue:
         raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}", fault=True) from None
       except GPUError as e: raise self.fail(str(e), ec=T.EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION) from None   # code the executor cannot run: the wave traps
 
+  # A release's L1 invalidate (RELEASE_MEM gfx9 EOP_TCL1_ACTION_EN / gfx11 GCR GLV_INV; SDMA GCR_REQ GLV_INV) runs at
+  # the end of the pipe, and the CP goes on with the packets after it without waiting ("This call only inserts the
+  # event into the pipeline. It doesn't wait for anything": mesa src/gallium/drivers/radeonsi/si_cp_utils.c, comment on
+  # si_cp_release_mem_pws), so a later dispatch may fill and read lines before it lands: nothing is dropped then. The
+  # fence write comes after the cache actions ("signal after the work ... which optionally includes flushing caches
+  # using gcr_cntl after the completion of the work", same comment), and drivers rely on it: radv emits the release
+  # with GLV_INV / GL1_INV, then a WAIT_REG_MEM on its fence value, and leaves those invalidates out of its ACQUIRE_MEM
+  # (mesa@25.0.7:src/amd/vulkan/radv_cs.c, gfx10_cs_emit_cache_flush; radeonsi si_cp_release_mem + si_cp_wait_mem). So a
+  # WAIT_REG_MEM of this VM satisfied on the fence's address with a value at or past it drops the lines held at the
+  # release (VectorL1.mark); lines filled after the release stay (they may have come after the invalidate).
+  def release_l1_invalidate(self, addr: int, value: int) -> None:
+    """A release with an L1 invalidate wrote `value` to fence `addr`: the invalidate is pending until seen complete."""
+    if (l1 := self.vm.vector_l1) is not None and l1.held: self.vm.l1_pending.append((addr, value, l1.mark()))
+
+  def observe_fence(self, addr: int) -> None:
+    """A wait of this VM passed on `addr`: pending invalidates whose fence value it holds (or a later one) have run."""
+    if not self.vm.l1_pending: return
+    keep = []
+    for a, v, marked in self.vm.l1_pending:
+      if a == addr and int.from_bytes(self.vm.read(addr, 8 if v >> 32 else 4), "little") >= v: self.vm.vector_l1.drop_marked(marked)
+      else: keep.append((a, v, marked))
+    self.vm.l1_pending = keep
+
   def invalidate_vector_l1(self) -> None:
     """Every CU's vector L1 / GL0 drops its lines (a cache action of the CP: ACQUIRE_MEM, an AQL acquire fence)."""
     if self.vm.vector_l1 is not None: self.vm.vector_l1.invalidate_all()
@@ -260,6 +284,7 @@ class Queue:
       addr = body[1] | (body[2] << 32)
       if addr % 4: raise self.fail(f"WAIT_REG_MEM address {addr:#x} is not dword aligned")
       if not _cmp(func, self.vm.read32(addr) & body[4], body[3]): raise Blocked
+      if func: self.observe_fence(addr)   # (ALWAYS compares nothing: it has seen no release complete)
     elif name == "WRITE_DATA":
       dst = (body[0] >> 8) & 0xF
       if dst == T.WD_DST_MEMORY: self.vm.write_cached(body[1] | (body[2] << 32), struct.pack(f"<{len(body) - 3}I", *body[3:]))
@@ -332,6 +357,7 @@ class Queue:
       v = (body[4] | (body[5] << 32)) if data_sel == 2 else body[4] if data_sel == 1 else time.perf_counter_ns() // 10
       # after a write-back the release reaches memory; without one it may sit in the L2 like the kernel's stores
       (self.vm.write if wb else self.vm.write_cached)(addr, struct.pack("<Q" if data_sel != 1 else "<I", v))
+      if body[0] & T.RM_L1_INV[self.gfx] and data_sel != 3: self.release_l1_invalidate(addr, v)
     elif data_sel != 0: raise self.fail(f"RELEASE_MEM data_sel {data_sel} is not modelled")
     # INT_SEL (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_pm4_headers_ai.h:487-493): 2 = interrupt after the
     # write is confirmed (what the kernel asks for, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:5740-5741);
@@ -384,6 +410,7 @@ class Queue:
       if addr % 4: raise self.fail(f"SDMA FENCE address {addr:#x} is not dword aligned")
       uncached = self.gfx < 11 or (hdr >> 16) & 7 == 3   # SDMA 6: MTYPE 3 (UC) writes around the L2
       (self.vm.write if uncached else self.vm.write_cached)(addr, struct.pack("<I", b[3]))
+      if self.gcr_l1 is not None: self.vm.l1_pending.append((addr, b[3], self.gcr_l1)); self.gcr_l1 = None
       return 4
     if name == "POLL_REGMEM":
       b = need(6)
@@ -409,5 +436,10 @@ class Queue:
       ctl = (b[2] >> 16) | ((b[3] & 7) << 16)   # GCR_CONTROL, split over dwords 2 and 3 (sdma_v6_0_0_pkt_open.h GCR_REQ)
       self.gcrs.append(ctl)
       if ctl & (1 << 15): self.vm.writeback()   # GCR_CONTROL_GL2_WB (bit 15) writes the dirty L2 lines back
+      # GLV_INV: another engine's invalidate of the GL0s, unordered with the compute queue's dispatches; like a
+      # RELEASE_MEM's (release_l1_invalidate) it drops the lines held now once a wait has seen the FENCE this queue
+      # writes after it (the SDMA engine runs its packets in order: ROCr puts the GCR_REQ before the copies it guards,
+      # ROCR@c7785a6:runtime/hsa-runtime/core/runtime/amd_blit_sdma.cpp:1089-1109, and signals with a FENCE after them)
+      if ctl & T.SDMA_GCR_GLV_INV and (l1 := self.vm.vector_l1) is not None and l1.held: self.gcr_l1 = l1.mark()
       return 5
     raise self.fail(f"SDMA opcode {op} sub_op {sub} ({name or 'unknown'}) is not executed by the mock SDMA engine")

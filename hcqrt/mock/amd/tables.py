@@ -91,6 +91,10 @@ COHER_TC_WB_ACTION, COHER_TC_ACTION = 1 << 18, 1 << 23          # gfx9 ACQUIRE_M
 # the per-CU vector cache invalidates: gfx9 CP_COHER_CNTL TCL1_ACTION_ENA (soc15d.h, (x) << 22), gfx10+ GCR_CNTL
 # GLV_INV (nvd.h PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV, (x) << 8)
 COHER_TCL1_ACTION, ACQ_GLV_INV_GFX11 = 1 << 22, 1 << 8
+# ... and RELEASE_MEM's end-of-pipe ones: gfx11 PACKET3_RELEASE_MEM_GCR_GLV_INV (nvd.h, 0x4000), gfx9 EOP_TCL1_ACTION_EN
+# (soc15d.h, 0x10000) (../shared/abi/amd_packets.json); SDMA 6 GCR_REQ GCR_CONTROL GLV_INV (bit 8, ioctl_defs/amd/sdma.py)
+RM_L1_INV = {11: 1 << 14, 9: 1 << 16}
+SDMA_GCR_GLV_INV = 1 << 8
 WD_DST_MEMORY, WD_DST_REGISTER = 5, 0
 
 # --- SDMA (header op in bits 7:0, sub_op 15:8) ---

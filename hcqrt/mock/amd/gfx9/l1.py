@@ -29,11 +29,11 @@ The model, the harmful minimum:
   GFX11"). What the CP runs decides it: PM4 ACQUIRE_MEM with CP_COHER_CNTL.TCL1_ACTION_ENA (gfx9) / GCR_CNTL.GLV_INV
   (gfx10+) (cp.py), an AQL packet with an agent or system acquire fence (aql.py). A dispatch's end freezes its lines
   (`freeze`): what the host, SDMA or the CP write next is not seen through them.
-- RELEASE_MEM's end-of-pipe L1 actions (gfx9 EOP TCL1_ACTION_EN, gfx11 GCR GLV_INV) drop nothing here: the CP does not
-  wait for the end-of-pipe event before it starts the packets after it (radv follows its RELEASE_MEM cache flush with
-  a WAIT_REG_MEM on the fence value: mesa src/amd/vulkan/radv_cs.c, gfx10_cs_emit_cache_flush), so a later dispatch
-  may fill and read lines before that invalidate lands; the harmful reading lets them stay. The same holds for an
-  SDMA GCR_REQ with GLV_INV (gfx11, cp.py): another engine, not ordered with the compute queue's dispatches.
+- RELEASE_MEM's end-of-pipe L1 actions (gfx9 EOP TCL1_ACTION_EN, gfx11 GCR GLV_INV) and an SDMA GCR_REQ with GLV_INV
+  (gfx11) are pending until something sees them complete: the CP does not wait for the end-of-pipe event before it
+  starts the packets after it, so a later dispatch may fill and read lines before that invalidate lands (they stay);
+  once a WAIT_REG_MEM of the VM has passed on the release's fence (the SDMA queue's next FENCE) at or past its value,
+  the lines held at the release are dropped (radv and radeonsi rely on exactly this: cp.py release_l1_invalidate).
 
 The L1s are those of one process's GPU VM (memory.py GPUVM.vector_l1): another process's dispatches on the same GPU
 neither fill nor drop them. A buffer freed and allocated again at the same address with the same size keeps its lines
@@ -74,6 +74,7 @@ class VectorL1:
   """
   def __init__(self, mem: FlatMemory, view: Callable[[np.ndarray, int, np.ndarray], np.ndarray], wg_xcc: Callable[[np.ndarray], np.ndarray]):
     self.bind(mem, view, wg_xcc)
+    self.gen = 0   # invalidate_all calls so far (mark / drop_marked)
     # per mapped buffer (by its address): its size, the sorted keys holder * nlines + line of the lines held, a
     # per-line "someone may hold it" hint (allocated zeroed, lazily backed, on the first fill), the copied (stale)
     # lines by key, and the keys `frozen` at a dispatch's end, whose bytes are the buffer's `image` lines
@@ -221,6 +222,22 @@ class VectorL1:
     """A CP cache action (ACQUIRE_MEM TCL1_ACTION_ENA / GCR_CNTL.GLV_INV, an AQL acquire fence): every L1 drops
     every line."""
     for d in (self.size, self.held, self.hint, self.snap, self.frozen, self.image): d.clear()
+    self.gen += 1
+
+  def mark(self) -> tuple[int, dict[int, tuple[int, np.ndarray]]]:
+    """The lines held now: what an invalidate issued now but seen complete later drops (`drop_marked`; cp.py
+    RELEASE_MEM / SDMA GCR_REQ). Lines filled after the mark are kept then: they may have been filled after the
+    invalidate ran (the harmful reading)."""
+    return self.gen, {k: (self.size[k], h) for k, h in self.held.items()}
+
+  def drop_marked(self, marked: tuple[int, dict[int, tuple[int, np.ndarray]]]) -> None:
+    """The invalidate that `mark` saw issued has certainly run: the L1s drop the lines it marked that they still
+    hold. After an invalidate_all since the mark every line held was filled later, so none is dropped. (A line a
+    `buffer_inv` dropped and a later load filled again after the mark is dropped: less harmful, and rare.)"""
+    gen, held = marked
+    if gen != self.gen: return
+    for key, (size, keys) in held.items():
+      if self.size.get(key) == size and key in self.held: self._drop(key, keys)
 
   def freeze(self) -> None:
     """The dispatch ends: lines its L1s hold stay as they are now, whatever writes memory next (the host, SDMA, the
