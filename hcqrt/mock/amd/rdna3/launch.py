@@ -119,6 +119,16 @@ class ScratchRing:
   engines: int = 1
 LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignment shift 9 from gfx7 on)
 
+def l1_slots(gids: np.ndarray, num_xcc: int) -> np.ndarray:
+  """The vector L1 (CU) slot of each workgroup `gids` of one batch: the k-th of its XCC's workgroups (XCC g % num_xcc)
+  takes slot k * num_xcc + its XCC, so slot s sits on XCC s % num_xcc in every batch (VectorL1's wg_xcc).
+
+  >>> l1_slots(np.arange(3, 6), 2).tolist()   # workgroups 3 (XCC 1), 4 (XCC 0), 5 (XCC 1)
+  [1, 0, 3]
+  """
+  k = np.arange(len(gids))   # (a batch's workgroups are consecutive: each pair of num_xcc holds one of every XCC)
+  return (k // num_xcc) * num_xcc + gids % num_xcc
+
 def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, user_data: list[int], grid: tuple[int, ...],
              block: tuple[int, ...], wave32: bool = True, entry: int = 0, lds_bytes: int | None = None,
              max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, private_bytes: int = 0,
@@ -179,8 +189,7 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
     n = len(gids) * wpg
     w = waves_cls(code, n, waves_cls.vgpr_count(rsrc1, wave32), np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache, code_va)
-    # each workgroup's L1 slot: the k-th of its XCC's workgroups in this batch (XCC g % nx) takes slot k * nx + XCC
-    k = np.arange(len(gids)); slot = np.repeat((k // nx) * nx + gids % nx, wpg)
+    slot = np.repeat(l1_slots(gids, nx), wpg)
     if waves_cls.GL0: w.set_gl0(bool(rsrc1 >> 29 & 1), caches, slot)   # COMPUTE_PGM_RSRC1.WGP_MODE (ioctl_defs/amd/kd.py)
     elif hasattr(w, "use_l1"): w.use_l1(caches, slot, lambda h: h % nx)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
