@@ -197,7 +197,7 @@ def test_l1_slots_sit_on_their_workgroups_xcc():
   """Every batch's slot map keeps each workgroup on an L1 of its own XCC (slot % nx == gid % nx), the slots of a batch
   are distinct, and the k-th workgroup of an XCC in every batch gets that XCC's k-th slot."""
   for nx in (1, 2, 3, 8):
-    for g0 in range(0, 9):
+    for g0 in range(9):
       for n in range(1, 12):
         gids = np.arange(g0, g0 + n); s = l1_slots(gids, nx)
         assert (s % nx == gids % nx).all() and len(set(s.tolist())) == n, (nx, g0, n, s)
