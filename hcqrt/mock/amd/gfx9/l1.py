@@ -75,14 +75,16 @@ class VectorL1:
   def __init__(self, mem: FlatMemory, view: Callable[[np.ndarray, int, np.ndarray], np.ndarray], wg_xcc: Callable[[np.ndarray], np.ndarray]):
     self.bind(mem, view, wg_xcc)
     self.gen = 0   # invalidate_all calls so far (mark / drop_marked)
-    # per mapped buffer (by its address): its size, the sorted keys holder * nlines + line of the lines held, a
-    # per-line "someone may hold it" hint (allocated zeroed, lazily backed, on the first fill), the copied (stale)
-    # lines by key, and the keys `frozen` at a dispatch's end, whose bytes are the buffer's `image` lines
+    # per mapped buffer (by its address): its size; boolean [L1, line] tables of the lines `held`, of those `frozen`
+    # at a dispatch's end (their bytes are the buffer's `image` lines) and of those `copied` (stale: their bytes in
+    # `snap`, by key L1 * nlines + line, the tables' flat index); a per-line "some L1 may hold it" `hint`. A fill sets
+    # table cells (O(lines filled)); the tables grow by rows as higher L1 numbers fill.
     self.size: dict[int, int] = {}
     self.held: dict[int, np.ndarray] = {}
+    self.frozen: dict[int, np.ndarray] = {}
+    self.copied: dict[int, np.ndarray] = {}
     self.hint: dict[int, np.ndarray] = {}
     self.snap: dict[int, dict[int, np.ndarray]] = {}
-    self.frozen: dict[int, np.ndarray] = {}
     self.image: dict[int, np.ndarray] = {}
 
   def bind(self, mem: FlatMemory, view: Callable[[np.ndarray, int, np.ndarray], np.ndarray], wg_xcc: Callable[[np.ndarray], np.ndarray]) -> None:
@@ -98,7 +100,23 @@ class VectorL1:
       yield m, buf, offs, key
 
   def _forget(self, key: int) -> None:
-    for d in (self.size, self.held, self.hint, self.snap, self.frozen, self.image): d.pop(key, None)
+    for d in (self.size, self.held, self.frozen, self.copied, self.hint, self.snap, self.image): d.pop(key, None)
+
+  def _rows(self, key: int, nl: int, rows: int) -> None:
+    """Make buffer `key`'s tables (`nl` lines) at least `rows` L1s tall (doubling: amortised O(1) per fill)."""
+    if key not in self.held:
+      for d in (self.held, self.frozen, self.copied): d[key] = np.zeros((rows, nl), bool)
+      self.hint[key] = np.zeros(nl, bool)
+    elif rows > (have := len(self.held[key])):
+      for d in (self.held, self.frozen, self.copied):
+        t = np.zeros((max(rows, 2 * have), nl), bool); t[:have] = d[key]; d[key] = t
+
+  @staticmethod
+  def _in(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Is cell `keys` (flat index L1 * nlines + line) of `table` set (False for L1s past its rows)?"""
+    flat = table.reshape(-1); ok = keys < len(flat)
+    out = np.zeros(keys.shape, bool); out[ok] = flat[keys[ok]]
+    return out
 
   @staticmethod
   def _lines(buf: np.ndarray, offs: np.ndarray, nbytes: int) -> tuple[int, np.ndarray, np.ndarray]:
@@ -112,24 +130,23 @@ class VectorL1:
     for m, buf, offs, key in self._parts(addrs, nbytes, what):
       nl, first, last = self._lines(buf, offs, nbytes)
       w = wg[m].astype(np.int64)
-      snap, frozen = self.snap.get(key), self.frozen.get(key)
-      if snap or (frozen is not None and len(frozen)):
+      self._rows(key, nl, int(w.max()) + 1 if len(w) else 1); self.size.setdefault(key, len(buf))
+      snap, frozen = self.snap.get(key), self.frozen[key]
+      if snap or self.image.get(key) is not None:
         byte = offs.astype(np.int64)[:, None] + np.arange(nbytes)
         kb = w[:, None] * nl + byte // LINE
         sub = out[m]
-        if frozen is not None and len(frozen) and (fz := np.isin(kb, frozen)).any():
+        if key in self.image and (fz := frozen.reshape(-1)[kb]).any():
           sub[fz] = self.image[key][byte[fz]]
-        if snap and (stale := np.isin(kb, np.fromiter(snap, np.int64, len(snap)))).any():
+        if snap and (stale := self.copied[key].reshape(-1)[kb]).any():
           pos = byte % LINE
           for k in np.unique(kb[stale]):
             at = kb == k; line = snap[int(k)]
             sub[at] = line[np.minimum(pos[at], len(line) - 1)]
         out[m] = sub
-      new = np.unique(np.concatenate([w * nl + first, w * nl + last]))
-      if key not in self.held:
-        self.size[key], self.held[key], self.hint[key] = len(buf), new, np.zeros(nl, bool)
-      else: self.held[key] = np.union1d(self.held[key], new)
-      self.hint[key][new % nl] = True
+      held = self.held[key]
+      held[w, first] = True; held[w, last] = True
+      hint = self.hint[key]; hint[first] = True; hint[last] = True
     return out
 
   def _copy(self, key: int, buf: np.ndarray, keys: np.ndarray) -> None:
@@ -137,20 +154,28 @@ class VectorL1:
     memory), unless already copied (they stay as filled)."""
     snap = self.snap.setdefault(key, {})
     nl = -(-len(buf) // LINE)
-    frozen = self.frozen.get(key)
-    fz = np.isin(keys, frozen) if frozen is not None and len(frozen) else np.zeros(len(keys), bool)
+    keys = keys[~self._in(self.copied[key], keys)]
+    if not len(keys): return
+    fz = self._in(self.frozen[key], keys)
+    self.copied[key].reshape(-1)[keys] = True
     for k, f in zip(keys.tolist(), fz.tolist()):
-      if k in snap: continue
       line = k % nl; n = min(LINE, len(buf) - line * LINE)
       if f: snap[k] = self.image[key][line * LINE:line * LINE + n].copy(); continue
       snap[k] = self.view(np.array([key + line * LINE], np.uint64), n, self.wg_xcc(np.array([k // nl])))[0].copy()
 
   def _drop(self, key: int, keys: np.ndarray) -> None:
     """The L1s drop the lines `keys` of buffer `key`."""
-    self.held[key] = self.held[key][~np.isin(self.held[key], keys)]
-    if (frozen := self.frozen.get(key)) is not None: self.frozen[key] = frozen[~np.isin(frozen, keys)]
+    keys = keys[keys < self.held[key].size]
+    for d in (self.held, self.frozen): d[key].reshape(-1)[keys] = False
     if (snap := self.snap.get(key)):
-      for k in keys.tolist(): snap.pop(k, None)
+      was = self.copied[key].reshape(-1)[keys]
+      for k in keys[was].tolist(): snap.pop(k, None)
+    self.copied[key].reshape(-1)[keys] = False
+
+  def _touched(self, key: int, nl: int, lines: np.ndarray) -> np.ndarray:
+    """The keys of the held lines among `lines` (sorted, unique), over every L1."""
+    sl, li = np.nonzero(self.held[key][:, lines])
+    return sl * nl + lines[li]
 
   def before_write(self, addrs: np.ndarray, data: np.ndarray | int, wg: np.ndarray, what: str = "store") -> None:
     """Called before a write of `data` rows by lanes of L1s `wg` changes memory: every other L1 holding a touched line
@@ -162,12 +187,9 @@ class VectorL1:
       if key not in self.held: continue
       nl, first, last = self._lines(buf, offs, nbytes)
       lines = np.unique(np.concatenate([first, last]))
-      hint = self.hint[key]
-      if not hint[lines].any(): continue
-      held = self.held[key]
-      touched = held[np.isin(held % nl, lines)]
+      if not self.hint[key][lines].any(): continue
+      touched = self._touched(key, nl, lines)
       if not len(touched): continue
-      snap = self.snap.get(key, {})
       w = wg[m].astype(np.int64)
       if isinstance(data, int):
         # AMDGPUUsage "Memory Model GFX942": the waves of a work-group share their CU's L1 and need "no special action"
@@ -183,10 +205,8 @@ class VectorL1:
       lo, hi = np.full(len(ul), np.iinfo(np.int64).max), np.full(len(ul), -1)
       np.minimum.at(lo, inv, ww); np.maximum.at(hi, inv, ww)
       tw, at = touched // nl, np.searchsorted(ul, touched % nl)
-      own_only = (lo[at] == tw) & (hi[at] == tw)
-      frozen = self.frozen.get(key)
-      if frozen is not None and len(frozen): own_only &= ~np.isin(touched, frozen)
-      copied = np.isin(touched, np.fromiter(snap, np.int64, len(snap))) if snap else np.zeros(len(touched), bool)
+      own_only = (lo[at] == tw) & (hi[at] == tw) & ~self._in(self.frozen[key], touched)
+      copied = self._in(self.copied[key], touched)
       self._copy(key, buf, touched[~own_only])
       upd = touched[~own_only | copied]   # the holder's own bytes of this write go into its copy
       if not len(upd): continue
@@ -206,8 +226,7 @@ class VectorL1:
       dirty = np.isin(own, np.unique(xccs) + 1)
       if not dirty.any(): continue
       nl = -(-len(buf) // LINE)
-      held = self.held[base]
-      touched = held[np.isin(held % nl, np.unique(np.flatnonzero(dirty) // LINE))]
+      touched = self._touched(base, nl, np.unique(np.flatnonzero(dirty) // LINE))
       others = touched[~np.isin(self.wg_xcc(touched // nl), xccs)]
       self._copy(base, buf, others)
 
@@ -215,20 +234,23 @@ class VectorL1:
     """`buffer_inv` (sc0 or sc1) / `buffer_gl0_inv` by waves of L1s `wgs`: those L1s drop every line."""
     wgs = np.unique(wgs)
     for key, held in self.held.items():
-      nl = len(self.hint[key])
-      self._drop(key, held[np.isin(held // nl, wgs)])
+      rows = wgs[wgs < len(held)]
+      if not len(rows) or not held[rows].any(): continue
+      nl = held.shape[1]
+      sl, li = np.nonzero(held[rows])
+      self._drop(key, rows[sl] * nl + li)
 
   def invalidate_all(self) -> None:
     """A CP cache action (ACQUIRE_MEM TCL1_ACTION_ENA / GCR_CNTL.GLV_INV, an AQL acquire fence): every L1 drops
     every line."""
-    for d in (self.size, self.held, self.hint, self.snap, self.frozen, self.image): d.clear()
+    for d in (self.size, self.held, self.frozen, self.copied, self.hint, self.snap, self.image): d.clear()
     self.gen += 1
 
   def mark(self) -> tuple[int, dict[int, tuple[int, np.ndarray]]]:
     """The lines held now: what an invalidate issued now but seen complete later drops (`drop_marked`; cp.py
     RELEASE_MEM / SDMA GCR_REQ). Lines filled after the mark are kept then: they may have been filled after the
     invalidate ran (the harmful reading)."""
-    return self.gen, {k: (self.size[k], h) for k, h in self.held.items()}
+    return self.gen, {k: (self.size[k], np.flatnonzero(h)) for k, h in self.held.items()}
 
   def drop_marked(self, marked: tuple[int, dict[int, tuple[int, np.ndarray]]]) -> None:
     """The invalidate that `mark` saw issued has certainly run: the L1s drop the lines it marked that they still
@@ -244,22 +266,20 @@ class VectorL1:
     CP, a later dispatch), until an invalidate. The bytes of the lines held live (not copied) go to the buffer's
     image; an older frozen holder of such a line whose image bytes changed keeps them in a copy of its own."""
     for key, held in list(self.held.items()):
-      nl = len(self.hint[key])
-      frozen, snap = self.frozen.get(key, np.zeros(0, np.int64)), self.snap.get(key, {})
-      live = held[~np.isin(held, frozen)]
-      if snap: live = live[~np.isin(live, np.fromiter(snap, np.int64, len(snap)))]
-      if not len(live): continue
+      frozen, copied = self.frozen[key], self.copied[key]
+      live = held & ~frozen & ~copied
+      if not live.any(): continue
       try: (_, buf, _), = self.mem._locate(np.array([key], np.uint64), 1, "L1 line")
       except MemoryFault: buf = None   # (filled by a dispatch that faulted before this one: its buffer is gone)
       if buf is None or len(buf) != self.size[key]: self._forget(key); continue
-      lines = np.unique(live % nl)
+      nl = held.shape[1]
+      lines = np.flatnonzero(live.any(0))
       byte = (lines[:, None] * LINE + np.arange(LINE)).reshape(-1); byte = byte[byte < len(buf)]
       img = self.image.get(key)
       if img is None: img = self.image[key] = np.zeros(len(buf), np.uint8)   # (zeroed: lazily backed pages)
-      elif len(frozen):
+      else:
         changed = np.unique(byte[img[byte] != buf[byte]] // LINE)
-        old = frozen[np.isin(frozen % nl, changed)]
-        if snap or len(old): old = old[~np.isin(old, np.fromiter(snap, np.int64, len(snap)))] if snap else old
-        if len(old): self._copy(key, buf, old)
+        sl, li = np.nonzero(frozen[:, changed] & ~copied[:, changed])
+        if len(sl): self._copy(key, buf, sl * nl + changed[li])
       img[byte] = buf[byte]
-      self.frozen[key] = np.union1d(frozen, live)
+      frozen |= live
