@@ -237,3 +237,65 @@ def test_l1s_of_several_xccs_read_through_their_own_xcc():
   launch(text, kd, m, 0x40000, (6,), (64,), entry=entry, waves_cls=Gfx9Waves, max_waves=3, num_xcc=2)
   o = out.reshape(6, 64)
   assert (o[3] == 5).all() and (o[4] == 0).all() and (o[[0, 2]] == 0).all(), o[:, 0]
+
+# workgroup 1 stores 5 into x[t] and then raises a flag (an agent-scope atomic: past the L1s, no release, so x stays
+# dirty in its XCC's L2); the others wait for the flag, then copy x[t] to out[g * 64 + t]
+FLAGGED = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out, ptr addrspace(1) %flag) {
+entry:
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
+  %w = icmp eq i32 %g, 1
+  br i1 %w, label %st, label %spin
+st:
+  store i32 5, ptr addrspace(1) %px
+  store atomic i32 1, ptr addrspace(1) %flag syncscope("agent") monotonic, align 4
+  br label %done
+spin:
+  %f = load atomic i32, ptr addrspace(1) %flag syncscope("agent") monotonic, align 4
+  %z = icmp eq i32 %f, 0
+  br i1 %z, label %spin, label %rd
+rd:
+  %v = load i32, ptr addrspace(1) %px
+  %gb = mul i32 %g, 64
+  %i = add i32 %gb, %t
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %v, ptr addrspace(1) %po
+  br label %done
+done:
+  ret void
+}"""
+
+@needs_llvm
+def test_freeze_keeps_what_each_xccs_l1_saw():
+  """gfx942 on two XCCs: workgroup 1 (XCC 1) stores 5 into x, dirty in XCC 1's L2, and raises a flag; workgroup 0
+  (XCC 0) waits for it, then reads x through its XCC (0s) and fills its L1. The dispatch's end writes XCC 1's bytes
+  back; the L1 keeps what it filled, so a second dispatch with no invalidate reads 0 on that CU. Freezing the line
+  from memory would hand the L1 XCC 1's 5s. (Review l1 row 6.)"""
+  text, entry, _, kd = read_object(compile_ir(FLAGGED, cpu="gfx942"), "k")
+  x, out, flag = np.zeros(64, np.int32), np.full(2 * 64, -1, np.int32), np.zeros(64, np.int32)
+  m = FlatMemory(); m.map(0x10000, x.view(np.uint8)); m.map(0x20000, out.view(np.uint8)); m.map(0x30000, flag.view(np.uint8))
+  m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQQ", 0x10000, 0x20000, 0x30000)), np.uint8))
+  l1 = VectorL1(m, lambda a, n, _: m.read(a, n), np.zeros_like)
+  launch(text, kd, m, 0x40000, (2,), (64,), entry=entry, waves_cls=Gfx9Waves, num_xcc=2, l1=l1)
+  assert (x == 5).all() and (out[:64] == 0).all(), out[0]
+  out[:] = -1
+  launch(text, kd, m, 0x40000, (1,), (64,), entry=entry, waves_cls=Gfx9Waves, l1=l1)
+  assert (out[:64] == 0).all(), out[0]
+
+def test_cp_invalidate_in_a_per_xcc_ib_drops_that_xccs_l1s():
+  """An ACQUIRE_MEM inside an AQL PM4-IB runs on each XCC's CP in turn (aql.py): it drops the L1s of its own XCC (slot
+  % num_xcc) and keeps the others', stale; on the ring (or a queue of one XCC) it drops them all. (Review l1 row 7.)"""
+  from types import SimpleNamespace
+  from hcqrt.mock.amd.cp import Queue
+  m = FlatMemory(); buf = np.zeros(256, np.uint8); m.map(0x1000, buf)
+  def filled() -> VectorL1:
+    l1 = VectorL1(m, lambda a, n, _: m.read(a, n), lambda h: h % 2)
+    for h in range(4): l1.load(np.array([0x1000], np.uint64), 4, np.array([h]), m.read(np.array([0x1000], np.uint64), 4))
+    return l1
+  def held(l1: VectorL1) -> list[int]: return np.flatnonzero(l1.held[0x1000].any(1)).tolist() if 0x1000 in l1.held else []
+  for ibs, nx, want in (([[0, 8, 0, 1]], 2, [0, 2]), ([[0, 8, 0, 0]], 2, [1, 3]), ([], 2, []), ([[0, 8, 0, 1]], 1, [])):
+    q = SimpleNamespace(vm=SimpleNamespace(vector_l1=filled()), ibs=ibs, num_xcc=nx)
+    q.xcc = lambda q=q: Queue.xcc(q)
+    Queue.invalidate_vector_l1(q)
+    assert held(q.vm.vector_l1) == want, (ibs, nx, held(q.vm.vector_l1))

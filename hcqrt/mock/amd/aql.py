@@ -20,7 +20,10 @@ Rules, each from the sources (ROCR = ROCm/ROCR-Runtime@c7785a6, paths under runt
   CP loads COMPUTE_PGM_RSRC1/2/3 and the user SGPRs it enables from it (LLVM AMDGPUUsage "Kernel Descriptor",
   "Initial Kernel Execution State"; ../shared/abi/amd_packets.json), LDS from group_segment_size.
 - Acquire fence scope (header bits 9-10) agent or system: the CUs' vector L1s / GL0s are invalidated before the packet
-  starts; scope NONE leaves the lines earlier dispatches filled (ROCR:inc/hsa.h:2850-2851, 2886-2894; gfx9/l1.py).
+  starts (ROCR:inc/hsa.h:2886-2894; AMDGPUUsage: "The scalar and vector caches are invalidated between kernel
+  dispatches by CP"; gfx9/l1.py). INFERRED: scope NONE leaves the lines earlier dispatches filled. The sources tie
+  the CP's invalidate to no header field (hsa.h:2850-2851 says only that with NONE "no fence is applied"), so the
+  mock keeps the lines, the harmful reading; it also applies the acquire of BARRIER_AND/OR and PM4-IB packets.
 - XCCs: an AQL queue's MQD copies split each dispatch over the node's XCCs with TG chunk size 1 (cp.aql_xcc_share).
   A dispatch's stores are visible only "in all the scopes specified by the release fence" (ROCR:inc/hsa.h,
   HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE, header bits 11-12): with scope NONE on a node of several XCCs they may stay
@@ -122,6 +125,7 @@ class AQLQueue(Queue):
     # at that scope (ROCR:inc/hsa.h:2886-2894); the per-CU vector L1s / GL0s are not coherent (AMDGPUUsage "Memory
     # Model GFX942" / "GFX11"), so the CP invalidates them before the packet starts. Scope NONE: "no fence is applied.
     # The packet relies on external fences" (:2850-2851): the lines earlier dispatches filled stay (gfx9/l1.py).
+    # INFERRED (no source says what NONE does to the L1s; keeping them is the harmful choice): see the module docstring.
     if hdr >> 9 & 3: self.invalidate_vector_l1()
     if typ == KERNEL_DISPATCH:
       if self.num_xcc > 1 and not hdr >> 11 & 3:

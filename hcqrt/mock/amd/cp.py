@@ -231,8 +231,12 @@ class Queue:
     self.vm.l1_pending = keep
 
   def invalidate_vector_l1(self) -> None:
-    """Every CU's vector L1 / GL0 drops its lines (a cache action of the CP: ACQUIRE_MEM, an AQL acquire fence)."""
-    if self.vm.vector_l1 is not None: self.vm.vector_l1.invalidate_all()
+    """Every CU's vector L1 / GL0 drops its lines (a cache action of the CP: ACQUIRE_MEM, an AQL acquire fence).
+    Inside an AQL PM4-IB, which each XCC's CP runs for itself (aql.py), only that XCC's CUs drop theirs."""
+    if (l1 := self.vm.vector_l1) is None: return
+    nx = getattr(self, "num_xcc", 1)
+    if self.ibs and nx > 1: l1.invalidate_xcc(self.xcc(), nx)
+    else: l1.invalidate_all()
 
   def step_pm4(self) -> int:
     hdr = self._dw(0)
@@ -273,6 +277,8 @@ class Queue:
       # hold what earlier dispatches filled, so a dispatch after an ACQUIRE_MEM without the bit reads them stale. The
       # invalidate acts when the CP reaches the packet; dispatches queued before it (no CS_PARTIAL_FLUSH between)
       # run later (drain) and fill lines it no longer drops, as dispatches still running past it would.
+      # gfx9 CP_COHER_CNTL.TCL1_VOL_ACTION_ENA (bit 15, soc15d.h) invalidates only the L1's lines of volatile (GLC/sc
+      # "volatile") accesses; the model does not tell those apart, so it drops nothing (the lines stay: harmful).
       if l1_inv: self.invalidate_vector_l1()
     elif name == "EVENT_WRITE":
       if body[0] & 0x3F == T.EVENT_CS_PARTIAL_FLUSH: self.drain()

@@ -240,6 +240,12 @@ class VectorL1:
       sl, li = np.nonzero(held[rows])
       self._drop(key, rows[sl] * nl + li)
 
+  def invalidate_xcc(self, xcc: int, num_xcc: int) -> None:
+    """A cache action of one XCC's CP (an AQL PM4-IB runs once per XCC, cp.py): the L1s on XCC `xcc` (slot s sits on
+    XCC s % num_xcc, launch.l1_slots) drop every line; the other XCCs' keep theirs."""
+    rows = max((len(h) for h in self.held.values()), default=0)
+    self.invalidate(np.arange(xcc, rows, num_xcc))
+
   def invalidate_all(self) -> None:
     """A CP cache action (ACQUIRE_MEM TCL1_ACTION_ENA / GCR_CNTL.GLV_INV, an AQL acquire fence): every L1 drops
     every line."""

@@ -65,13 +65,14 @@ class LaunchStats:
 
 def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, kernarg_addr: int, grid: tuple[int, ...],
            block: tuple[int, ...], entry: int = 0, dynamic_lds: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0,
-           max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, num_xcc: int = 1) -> LaunchStats:
+           max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, num_xcc: int = 1, l1=None) -> LaunchStats:
   """Run a gfx1100 kernel the way an AQL packet processor does: `code` holds its machine code with the
   first instruction at byte `entry`; `grid` counts workgroups per dimension, `block` work-items per
   workgroup; kernel arguments live at `kernarg_addr` in `mem` (a FlatMemory, or a dict {address: buffer}); `code_va` is
   where `code` itself is mapped in `mem` (s_getpc_b64 reads it: PC-relative constants), 0 if it is not.
   Returns how many waves ran and how many wave-instructions they executed. `waves_cls` picks the ISA (gfx9.Gfx9Waves
-  runs gfx942 wave64 code); `num_xcc` the XCCs its workgroups are dealt to (see `dispatch`).
+  runs gfx942 wave64 code); `num_xcc` the XCCs its workgroups are dealt to, `l1` vector L1s kept across launches (see
+  `dispatch`).
 
   The user SGPRs the descriptor's kernel_code_properties enable (kernarg pointer etc., then any preloaded
   kernargs) fill s0 upwards; `dispatch` does the rest."""
@@ -93,7 +94,7 @@ def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, ke
   if len(user) > kd.user_sgpr_count: raise EmulatorError(f"USER_SGPR_COUNT {kd.user_sgpr_count} is smaller than the {len(user)} enabled user SGPRs")
   return dispatch(mem, code, kd.rsrc1, kd.rsrc2, user, grid, block, wave32=kd.wave32, entry=entry,
                   lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves, code_va=code_va, waves_cls=waves_cls,
-                  private_bytes=kd.private_segment_fixed_size, num_xcc=num_xcc)
+                  private_bytes=kd.private_segment_fixed_size, num_xcc=num_xcc, l1=l1)
 
 _DECODED: dict[bytes, dict] = {}
 def _decoded(code) -> dict:
@@ -215,7 +216,12 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     if l2 is not None: w.l2, w.xcc = l2, np.repeat(gids % num_xcc, wpg)  # type: ignore[attr-defined]
     w.pc[:] = entry
     w.run(); total += w.wave_insts
-  if l1 is not None: l1.freeze()
+  if l1 is not None:
+    # the dispatch's end writes every XCC's dirty L2 bytes back (gfx9/l2.py): first each L1 holding a line another
+    # XCC has dirty keeps it as its own XCC saw it (VectorL1.before_writeback), then the rest freeze from memory
+    if l2 is not None:
+      for x in range(nx): l1.before_writeback(l2.owner, np.array([x]))
+    l1.freeze()
   return LaunchStats(ngroups * wpg, total)
 
 POISON_WORD = 0xA5A5A5A5   # a wave's fresh scratch slot: what earlier waves left, modelled as garbage
