@@ -295,7 +295,75 @@ def test_cp_invalidate_in_a_per_xcc_ib_drops_that_xccs_l1s():
     return l1
   def held(l1: VectorL1) -> list[int]: return np.flatnonzero(l1.held[0x1000].any(1)).tolist() if 0x1000 in l1.held else []
   for ibs, nx, want in (([[0, 8, 0, 1]], 2, [0, 2]), ([[0, 8, 0, 0]], 2, [1, 3]), ([], 2, []), ([[0, 8, 0, 1]], 1, [])):
-    q = SimpleNamespace(vm=SimpleNamespace(vector_l1=filled()), ibs=ibs, num_xcc=nx)
+    q = SimpleNamespace(vm=SimpleNamespace(vector_l1=filled(), gl1=None), ibs=ibs, num_xcc=nx)
     q.xcc = lambda q=q: Queue.xcc(q)
     Queue.invalidate_vector_l1(q)
     assert held(q.vm.vector_l1) == want, (ibs, nx, held(q.vm.vector_l1))
+
+@needs_llvm
+@pytest.mark.parametrize("gl1_inv", [True, False])
+def test_gl1_lines_survive_until_gl1_inv(gl1_inv, monkeypatch):
+  """gfx1100 through the mock KFD (PM4), one submission of three launches: `bcast`'s two workgroups sit on two shader
+  arrays (slot % array_count), so each SA's GL1 fills x's zeros; `fill` stores 7s from the first SA; `bcast` again.
+  The backend's ACQUIRE_MEM before each launch drops the GL0s (GLV_INV) and, with GCR_GL1_INV, the GL1s: the second
+  SA reads 7. Without GL1_INV in it, the second SA's L0 refills from its GL1, which still holds the zeros
+  (AMDGPUUsage GFX10-GFX11: work-groups on different SAs "access different L1s")."""
+  from ioctl_defs.amd import pm4
+  from hcqrt.amd.device import AMDDevice, AMDProgram
+  monkeypatch.setenv("AMD_AQL", "0")
+  if not gl1_inv: monkeypatch.setattr(pm4, "GCR_GL1_INV", 0)
+  lanes = ARCHS["gfx1100"][1]
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    progs = {}
+    for name, src in (("bcast", BCAST), ("fill", FILL)):
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu="gfx1100"), name)
+      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    x, out1, out2 = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(8 * lanes)
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    b, f = progs["bcast"], progs["fill"]
+    q = d.after_timeline(d.hw_compute_queue())
+    q.exec(b, b.fill_kernargs((x, out1), ()), (2, 1, 1), (lanes, 1, 1))
+    q.exec(f, f.fill_kernargs((x, out1), ()), (1, 1, 1), (lanes, 1, 1))
+    q.exec(b, b.fill_kernargs((x, out2), ()), (2, 1, 1), (lanes, 1, 1))
+    d.submit_timeline(q); d.synchronize()
+    first, second = np.zeros(2 * lanes, np.int32), np.zeros(2 * lanes, np.int32)
+    d.allocator.copyout(memoryview(first.view(np.uint8)), out1); d.allocator.copyout(memoryview(second.view(np.uint8)), out2)
+  finally: uninstall_mock_amd(drv)
+  first, second = first.reshape(2, lanes), second.reshape(2, lanes)
+  assert (first == 0).all() and (second[0] == 7).all() and (second[1] == (7 if gl1_inv else 0)).all(), (first[:, 0], second[:, 0])
+
+@needs_llvm
+@pytest.mark.parametrize("acquire,want", [("", 0), ('  fence syncscope("workgroup") acquire\n', 0),
+                                          ('  fence syncscope("agent") acquire\n', 5)])
+def test_gl1_is_dropped_by_buffer_gl1_inv(acquire, want):
+  """gfx1100 with GL1s on two shader arrays, six workgroups in batches of two (slot k on SA k % 2): workgroup 0 fills
+  x's zeros into SA 0's GL1 and its L0; workgroup 3 (SA 1) stores 5. Workgroup 4, on workgroup 0's CU, reads 0 with
+  no acquire (its L0), still 0 after a workgroup-scope acquire (WGP mode, llc's default: `buffer_gl0_inv` alone; the
+  L0 refills from SA 0's GL1), and 5 after the agent-scope acquire (buffer_gl0_inv and buffer_gl1_inv)."""
+  text, entry, _, kd = read_object(compile_ir(BATCH.replace("ACQUIRE", acquire).replace("LANES", "32"), cpu="gfx1100"), "k")
+  x, out = np.zeros(32, np.int32), np.full(6 * 32, -1, np.int32)
+  m = FlatMemory(); m.map(0x10000, x.view(np.uint8)); m.map(0x20000, out.view(np.uint8))
+  m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+  mk = lambda: VectorL1(m, lambda a, n, _: m.read(a, n), np.zeros_like)
+  launch(text, kd, m, 0x40000, (6,), (32,), entry=entry, max_waves=2, l1=mk(), gl1=mk(), shader_arrays=2)
+  o = out.reshape(6, 32)
+  assert (x == 5).all() and (o[0] == 0).all() and (o[4] == want).all(), o[:, 0]
+
+def test_l0_line_filled_from_a_stale_gl1_keeps_its_bytes_past_the_dispatch():
+  """An L0 line filled through its SA's stale GL1 line holds the GL1's bytes, not memory's: the dispatch's end keeps
+  them (keep_stale_under before freeze), so after a GL1-only invalidate the L0 still reads what it filled."""
+  m = FlatMemory(); buf = np.zeros(256, np.uint8); m.map(0x1000, buf)
+  a = np.array([0x1000], np.uint64)
+  gl1 = VectorL1(m, lambda ad, n, _: m.read(ad, n), np.zeros_like)
+  gl0 = VectorL1(m, lambda ad, n, sa: gl1.load(ad, n, sa, m.read(ad, n), fill=False), lambda h: np.asarray(h) % 2)
+  def load(l0: int) -> list[int]:
+    return gl0.load(a, 4, np.array([l0]), gl1.load(a, 4, np.array([l0 % 2]), m.read(a, 4)))[0].tolist()
+  assert load(0) == [0] * 4 and gl0.invalidate(np.array([0])) is None   # SA 0's GL1 holds the zeros; L0 0 dropped
+  d = np.full((1, 4), 5, np.uint8)
+  gl0.before_write(a, d, np.array([1])); gl1.before_write(a, d, np.array([1])); m.write(a, d)   # L0 1 (SA 1) stores 5s
+  assert load(0) == [0] * 4 and load(1) == [5] * 4   # L0 0 refills from SA 0's stale GL1
+  gl0.keep_stale_under(lambda h, ad: gl1.stale(gl0.wg_xcc(h), ad)); gl1.freeze(); gl0.freeze()
+  gl1.invalidate_all()   # a GL1_INV without GLV_INV
+  assert load(0) == [0] * 4 and load(2) == [5] * 4

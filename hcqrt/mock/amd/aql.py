@@ -19,8 +19,9 @@ Rules, each from the sources (ROCR = ROCm/ROCR-Runtime@c7785a6, paths under runt
   smaller than the workgroup, reserved fields 0; kernel_object is the 64-byte kernel descriptor's address and the
   CP loads COMPUTE_PGM_RSRC1/2/3 and the user SGPRs it enables from it (LLVM AMDGPUUsage "Kernel Descriptor",
   "Initial Kernel Execution State"; ../shared/abi/amd_packets.json), LDS from group_segment_size.
-- Acquire fence scope (header bits 9-10) agent or system: the CUs' vector L1s / GL0s are invalidated before the packet
-  starts (ROCR:inc/hsa.h:2886-2894; AMDGPUUsage: "The scalar and vector caches are invalidated between kernel
+- Acquire fence scope (header bits 9-10) agent or system: the CUs' vector L1s / GL0s (and gfx11's GL1s, which the
+  same acquire needs for "different SAs", AMDGPUUsage GFX10-GFX11) are invalidated before the packet starts
+  (ROCR:inc/hsa.h:2886-2894; AMDGPUUsage: "The scalar and vector caches are invalidated between kernel
   dispatches by CP"; gfx9/l1.py). INFERRED: scope NONE leaves the lines earlier dispatches filled. The sources tie
   the CP's invalidate to no header field (hsa.h:2850-2851 says only that with NONE "no fence is applied"), so the
   mock keeps the lines, the harmful reading; it also applies the acquire of BARRIER_AND/OR and PM4-IB packets.
@@ -189,6 +190,7 @@ class AQLQueue(Queue):
     groups = tuple(grid[i] // wg[i] for i in range(3))
     d = Dispatch(self.arch, prog, r1, r2, r3, user, groups, wg, init, self.name)   # type: ignore[arg-type]
     d.xcc_workgroups = aql_xcc_share(groups[0] * groups[1] * groups[2], self.num_xcc)
+    d.shader_arrays = self.kfd.props.get("array_count", 1)
     d.scratch = scratch
     self.dispatches.append(d); self.pending.append(d); self.completions.append((d, completion))
 

@@ -95,6 +95,9 @@ COHER_TCL1_ACTION, ACQ_GLV_INV_GFX11 = 1 << 22, 1 << 8
 # (soc15d.h, 0x10000) (../shared/abi/amd_packets.json); SDMA 6 GCR_REQ GCR_CONTROL GLV_INV (bit 8, ioctl_defs/amd/sdma.py)
 RM_L1_INV = {11: 1 << 14, 9: 1 << 16}
 SDMA_GCR_GLV_INV = 1 << 8
+# gfx11's GL1 (one per shader array) invalidates: ACQUIRE_MEM GCR_CNTL GL1_INV (nvd.h, (x) << 9), RELEASE_MEM
+# PACKET3_RELEASE_MEM_GCR_GL1_INV (0x8000), SDMA 6 GCR_CONTROL GL1_INV (bit 9, ioctl_defs/amd/sdma.py)
+ACQ_GL1_INV_GFX11, RM_GL1_INV_GFX11, SDMA_GCR_GL1_INV = 1 << 9, 1 << 15, 1 << 9
 WD_DST_MEMORY, WD_DST_REGISTER = 5, 0
 
 # --- SDMA (header op in bits 7:0, sub_op 15:8) ---

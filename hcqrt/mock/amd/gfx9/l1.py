@@ -123,13 +123,15 @@ class VectorL1:
     o = offs.astype(np.int64)
     return -(-len(buf) // LINE), o // LINE, (o + nbytes - 1) // LINE
 
-  def load(self, addrs: np.ndarray, nbytes: int, wg: np.ndarray, fresh: np.ndarray, what: str = "load") -> np.ndarray:
+  def load(self, addrs: np.ndarray, nbytes: int, wg: np.ndarray, fresh: np.ndarray, what: str = "load", fill: bool = True) -> np.ndarray:
     """A plain load by lanes of L1s `wg`: `fresh` is what the lanes' XCCs see now; bytes of lines the lane's L1 holds
-    stale (copied, or frozen at an earlier dispatch's end) replace it. Fills the lines it touched."""
+    stale (copied, or frozen at an earlier dispatch's end) replace it. Fills the lines it touched (`fill` False: only
+    looks, as a lower level seen through by an upper one's copy, gfx11's GL1 under the GL0s)."""
     out = fresh
     for m, buf, offs, key in self._parts(addrs, nbytes, what):
       nl, first, last = self._lines(buf, offs, nbytes)
       w = wg[m].astype(np.int64)
+      if not fill and key not in self.held: continue
       self._rows(key, nl, int(w.max()) + 1 if len(w) else 1); self.size.setdefault(key, len(buf))
       snap, frozen = self.snap.get(key), self.frozen[key]
       if snap or self.image.get(key) is not None:
@@ -144,6 +146,7 @@ class VectorL1:
             at = kb == k; line = snap[int(k)]
             sub[at] = line[np.minimum(pos[at], len(line) - 1)]
         out[m] = sub
+      if not fill: continue
       held = self.held[key]
       held[w, first] = True; held[w, last] = True
       hint = self.hint[key]; hint[first] = True; hint[last] = True
@@ -266,6 +269,29 @@ class VectorL1:
     if gen != self.gen: return
     for key, (size, keys) in held.items():
       if self.size.get(key) == size and key in self.held: self._drop(key, keys)
+
+  def keep_stale_under(self, stale: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
+    """Before `freeze`: the live lines (L1 `k // nlines`, line `k % nlines`) for which `stale(holders, lines)` says
+    the level under them holds the line stale (what they filled is not memory) keep it as seen now, in a copy."""
+    for key, held in list(self.held.items()):
+      live = held & ~self.frozen[key] & ~self.copied[key]
+      if not live.any(): continue
+      sl, li = np.nonzero(live)
+      if (keep := stale(sl, li * LINE + key)).any():
+        try: (_, buf, _), = self.mem._locate(np.array([key], np.uint64), 1, "L1 line")
+        except MemoryFault: continue   # (its buffer is gone: freeze forgets it)
+        self._copy(key, buf, sl[keep] * held.shape[1] + li[keep])
+
+  def stale(self, holders: np.ndarray, addrs: np.ndarray) -> np.ndarray:
+    """Does L1 `holders[i]` hold the line at `addrs[i]` stale (copied or frozen)?"""
+    out = np.zeros(len(holders), bool)
+    for key, held in self.held.items():
+      nl = held.shape[1]
+      at = (addrs >= key) & (addrs < key + nl * LINE)
+      if not at.any(): continue
+      k = holders[at].astype(np.int64) * nl + (addrs[at] - key) // LINE
+      out[at] = self._in(self.frozen[key], k) | self._in(self.copied[key], k)
+    return out
 
   def freeze(self) -> None:
     """The dispatch ends: lines its L1s hold stay as they are now, whatever writes memory next (the host, SDMA, the
