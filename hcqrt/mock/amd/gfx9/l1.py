@@ -40,7 +40,8 @@ neither fill nor drop them. A buffer freed and allocated again at the same addre
 (the L1 is not told of unmaps); one of another size starts empty.
 
 gfx1100's per-CU vector L0 (GL0) uses the same line model with an L0 per wave or per workgroup in place of the
-workgroup (rdna3 Waves.set_gl0, which says what differs).
+workgroup, and so does its per-shader-array GL1 under the L0s, with shader arrays as holders (rdna3 Waves.set_gl0,
+which says what differs; memory.py GPUVM.gl1).
 
 The lines are kept lazily: a fill only records that the L1 holds the line; the bytes it holds are copied only when
 something is about to change what that L1's XCC sees of the line (another L1's store or atomic, an L2 write-back from
