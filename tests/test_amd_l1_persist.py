@@ -367,3 +367,35 @@ def test_l0_line_filled_from_a_stale_gl1_keeps_its_bytes_past_the_dispatch():
   gl0.keep_stale_under(lambda h, ad: gl1.stale(gl0.wg_xcc(h), ad)); gl1.freeze(); gl0.freeze()
   gl1.invalidate_all()   # a GL1_INV without GLV_INV
   assert load(0) == [0] * 4 and load(2) == [5] * 4
+
+@needs_llvm
+@pytest.mark.parametrize("sdma_inv", [True, False])
+def test_sdma_gcr_invalidate_lands_once_a_wait_saw_its_fence(sdma_inv, monkeypatch):
+  """gfx1100: with every compute-queue L0/GL1 invalidate taken out, the only one left is the SDMA GCR_REQ (GLV_INV |
+  GL1_INV) before a copy. The compute queue's next launch waits on the timeline value the SDMA queue's FENCE wrote
+  after it, so the invalidate has run: the second SA reads the 7s `fill` stored. Without it in the GCR_REQ the second
+  SA reads the zeros its caches filled in the first launch (cp.py release_l1_invalidate)."""
+  from ioctl_defs.amd import pm4, sdma
+  from hcqrt.amd import device as amd_device
+  from hcqrt.amd.device import AMDDevice, AMDProgram
+  monkeypatch.setenv("AMD_AQL", "0")
+  for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV"): monkeypatch.setattr(pm4, name, 0)
+  if not sdma_inv: monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
+  lanes = ARCHS["gfx1100"][1]
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    progs = {}
+    for name, src in (("bcast", BCAST), ("fill", FILL)):
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu="gfx1100"), name)
+      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    x, out, other = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(4 * lanes)
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    d.allocator.copyin(other, memoryview(bytearray(4 * lanes)))   # an SDMA copy: GCR_REQ, COPY, FENCE
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+  finally: uninstall_mock_amd(drv)
+  got = got.reshape(2, lanes)
+  assert (got[0] == 7).all() and (got[1] == (7 if sdma_inv else 0)).all(), got[:, 0]
