@@ -19,6 +19,12 @@ Rules, each from the sources (ROCR = ROCm/ROCR-Runtime@c7785a6, paths under runt
   smaller than the workgroup, reserved fields 0; kernel_object is the 64-byte kernel descriptor's address and the
   CP loads COMPUTE_PGM_RSRC1/2/3 and the user SGPRs it enables from it (LLVM AMDGPUUsage "Kernel Descriptor",
   "Initial Kernel Execution State"; ../shared/abi/amd_packets.json), LDS from group_segment_size.
+- Acquire fence scope (header bits 9-10) agent or system: the CUs' vector L1s / GL0s (and gfx11's GL1s, which the
+  same acquire needs for "different SAs", AMDGPUUsage GFX10-GFX11) are invalidated before the packet starts
+  (ROCR:inc/hsa.h:2886-2894; AMDGPUUsage: "The scalar and vector caches are invalidated between kernel
+  dispatches by CP"; gfx9/l1.py). INFERRED: scope NONE leaves the lines earlier dispatches filled. The sources tie
+  the CP's invalidate to no header field (hsa.h:2850-2851 says only that with NONE "no fence is applied"), so the
+  mock keeps the lines, the harmful reading; it also applies the acquire of BARRIER_AND/OR and PM4-IB packets.
 - XCCs: an AQL queue's MQD copies split each dispatch over the node's XCCs with TG chunk size 1 (cp.aql_xcc_share).
   A dispatch's stores are visible only "in all the scopes specified by the release fence" (ROCR:inc/hsa.h,
   HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE, header bits 11-12): with scope NONE on a node of several XCCs they may stay
@@ -115,6 +121,13 @@ class AQLQueue(Queue):
     hdr = pkt[0] | pkt[1] << 8
     typ, barrier, completion = hdr & 0xFF, hdr >> 8 & 1, struct.unpack_from("<Q", pkt, 56)[0]
     if barrier: self.drain()   # every earlier packet completes first
+    # An acquire fence at agent or system scope (header bits 9-10) makes "any subsequent global segment ... loads by
+    # any unit of execution that belongs to a dispatch that has not yet entered the active phase" see what was released
+    # at that scope (ROCR:inc/hsa.h:2886-2894); the per-CU vector L1s / GL0s are not coherent (AMDGPUUsage "Memory
+    # Model GFX942" / "GFX11"), so the CP invalidates them before the packet starts. Scope NONE: "no fence is applied.
+    # The packet relies on external fences" (:2850-2851): the lines earlier dispatches filled stay (gfx9/l1.py).
+    # INFERRED (no source says what NONE does to the L1s; keeping them is the harmful choice): see the module docstring.
+    if hdr >> 9 & 3: self.invalidate_vector_l1()
     if typ == KERNEL_DISPATCH:
       if self.num_xcc > 1 and not hdr >> 11 & 3:
         raise self.fail(f"kernel dispatch (header {hdr:#06x}) with release fence scope NONE on a node of {self.num_xcc} XCCs: its stores "
@@ -177,6 +190,7 @@ class AQLQueue(Queue):
     groups = tuple(grid[i] // wg[i] for i in range(3))
     d = Dispatch(self.arch, prog, r1, r2, r3, user, groups, wg, init, self.name)   # type: ignore[arg-type]
     d.xcc_workgroups = aql_xcc_share(groups[0] * groups[1] * groups[2], self.num_xcc)
+    d.shader_arrays = self.kfd.props.get("array_count", 1)
     d.scratch = scratch
     self.dispatches.append(d); self.pending.append(d); self.completions.append((d, completion))
 

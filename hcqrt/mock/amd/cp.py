@@ -4,7 +4,9 @@ driven by doorbell writes, reading their rings and indirect buffers from the pro
 Harmful-but-legal behaviour: DISPATCH_DIRECTs not separated by a CS_PARTIAL_FLUSH / RELEASE_MEM are queued and
 run together at the next such point, newest first (a missing barrier between dependent kernels shows); CP writes
 to cached memory stay in the L2 until a write-back (memory.py), and an L2 invalidate without write-back loses them;
-the PM4 read pointer wraps at the ring size; only INT_SEL 2 interrupts; the queues run on the MockKFD's engine
+the per-CU vector L1s / GL0s and gfx11's per-SA GL1s keep what earlier dispatches filled until an ACQUIRE_MEM with
+their invalidate bit (GLV_INV / GL1_INV, gfx9/l1.py), or a waited-on release that carries it; the PM4 read pointer
+wraps at the ring size; only INT_SEL 2 interrupts; the queues run on the MockKFD's engine
 thread, after the doorbell (kfd.py); an SDMA copy into memory another GPU maps (a peer's VRAM, a GTT bounce buffer)
 lands only after every other queue, the other GPUs' included, had its turn (`Queue.lands_late`). Shader code runs through `EXECUTOR`, one
 pluggable function (the RDNA3 emulator plugs in here); the mock decodes everything it needs from the packets
@@ -45,6 +47,7 @@ class Dispatch:
   regs: dict[int, int] = field(default_factory=dict, repr=False)
   xcc_workgroups: tuple[int, ...] = ()   # workgroups each XCC of the node runs (index = logical XCC id)
   scratch: ScratchRing | None = None     # the scratch slots the CP set up (RSRC2.SCRATCH_EN), else None
+  shader_arrays: int = 1                 # the GPU's shader arrays (KFD topology array_count): gfx11's GL1s
 
   @property
   def wave32(self) -> bool: return bool(self.initiator & T.DI_CS_W32_EN)
@@ -134,6 +137,7 @@ class Queue:
     self.late_copies = 0      # copies held so (tests count them)
     self.copies: list[tuple[int, int, int]] = []   # (dst, src, bytes) of every SDMA COPY it ran, in order (tests read them)
     self.gcrs: list[int] = []   # GCR_CONTROL of every SDMA GCR_REQ it ran, in order (tests read them)
+    self.gcr_l1: list | None = None   # an SDMA GCR_REQ's GL0 / GL1 invalidates waiting for the queue's next FENCE (_marks)
 
   @property
   def sdma(self) -> bool: return self.kind == T.QUEUE_SDMA
@@ -205,6 +209,45 @@ class Queue:
         raise self.fail(f"dispatch of the program at {d.program:#x} faulted: {e}", fault=True) from None
       except GPUError as e: raise self.fail(str(e), ec=T.EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION) from None   # code the executor cannot run: the wave traps
 
+  # A release's L1 invalidate (RELEASE_MEM gfx9 EOP_TCL1_ACTION_EN / gfx11 GCR GLV_INV; SDMA GCR_REQ GLV_INV) runs at
+  # the end of the pipe, and the CP goes on with the packets after it without waiting ("This call only inserts the
+  # event into the pipeline. It doesn't wait for anything": mesa src/gallium/drivers/radeonsi/si_cp_utils.c, comment on
+  # si_cp_release_mem_pws), so a later dispatch may fill and read lines before it lands: nothing is dropped then. The
+  # fence write comes after the cache actions ("signal after the work ... which optionally includes flushing caches
+  # using gcr_cntl after the completion of the work", same comment), and drivers rely on it: radv emits the release
+  # with GLV_INV / GL1_INV, then a WAIT_REG_MEM on its fence value, and leaves those invalidates out of its ACQUIRE_MEM
+  # (mesa@25.0.7:src/amd/vulkan/radv_cs.c, gfx10_cs_emit_cache_flush; radeonsi si_cp_release_mem + si_cp_wait_mem). So a
+  # WAIT_REG_MEM of this VM satisfied on the fence's address with a value at or past it drops the lines held at the
+  # release (VectorL1.mark); lines filled after the release stay (they may have come after the invalidate).
+  def release_l1_invalidate(self, addr: int, value: int, caches: list) -> None:
+    """A release with an invalidate of `caches` (VectorL1s: the GL0s / L1s, gfx11's GL1s) wrote `value` to fence
+    `addr`: the invalidate is pending until seen complete."""
+    if (marks := self._marks(caches)): self.vm.l1_pending.append((addr, value, marks))
+
+  @staticmethod
+  def _marks(caches: list) -> list:
+    return [(c, c.mark()) for c in caches if c is not None and c.held]
+
+  def observe_fence(self, addr: int) -> None:
+    """A wait of this VM passed on `addr`: pending invalidates whose fence value it holds (or a later one) have run."""
+    if not self.vm.l1_pending: return
+    keep = []
+    for a, v, marked in self.vm.l1_pending:
+      if a == addr and int.from_bytes(self.vm.read(addr, 8 if v >> 32 else 4), "little") >= v:
+        for c, mark in marked: c.drop_marked(mark)
+      else: keep.append((a, v, marked))
+    self.vm.l1_pending = keep
+
+  def invalidate_vector_l1(self, l0: bool = True, gl1: bool = True) -> None:
+    """Every CU's vector L1 / GL0 (`l0`) and every gfx11 GL1 (`gl1`) drops its lines (a cache action of the CP:
+    ACQUIRE_MEM, an AQL acquire fence). Inside an AQL PM4-IB, which each XCC's CP runs for itself (aql.py), only that
+    XCC's CUs drop theirs."""
+    if gl1 and self.vm.gl1 is not None: self.vm.gl1.invalidate_all()
+    if not l0 or (l1 := self.vm.vector_l1) is None: return
+    nx = getattr(self, "num_xcc", 1)
+    if self.ibs and nx > 1: l1.invalidate_xcc(self.xcc(), nx)
+    else: l1.invalidate_all()
+
   def step_pm4(self) -> int:
     hdr = self._dw(0)
     typ = hdr >> 30
@@ -233,10 +276,22 @@ class Queue:
       # case: the kernel only shows GL2_INV always paired with GL2_WB (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
       # gfx_v11_0.c:6565-6573), and GCR_CNTL has a separate GL2_DISCARD bit (linux@v6.12.117:drivers/gpu/drm/amd/
       # amdgpu/nvd.h:297), so GL2_INV alone may well keep dirty lines; the mock does the harmful thing
-      if self.gfx >= 10: wb, inv = len(body) >= 7 and body[6] & T.ACQ_WRITEBACK_GFX11, len(body) >= 7 and body[6] & T.ACQ_GL2_INV_GFX11
-      else: wb, inv = body[0] & T.COHER_TC_WB_ACTION, body[0] & T.COHER_TC_ACTION
+      gcr = body[6] if len(body) >= 7 else 0
+      if self.gfx >= 10: wb, inv, l1_inv = gcr & T.ACQ_WRITEBACK_GFX11, gcr & T.ACQ_GL2_INV_GFX11, gcr & T.ACQ_GLV_INV_GFX11
+      else: wb, inv, l1_inv = body[0] & T.COHER_TC_WB_ACTION, body[0] & T.COHER_TC_ACTION, body[0] & T.COHER_TCL1_ACTION
+      gl1_inv = self.gfx >= 10 and gcr & T.ACQ_GL1_INV_GFX11
       if wb: self.vm.writeback()
       elif inv: self.vm.discard()
+      # The per-CU vector caches: gfx9 CP_COHER_CNTL.TCL1_ACTION_ENA invalidates the vector L1 (TCP), gfx10+
+      # GCR_CNTL.GLV_INV the GL0 (the kernel's per-IB mem sync sets them: linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
+      # gfx_v9_4_3.c:3401-3417, gfx_v11_0.c:6565-6573). Nothing else the CP runs drops their lines (gfx9/l1.py): they
+      # hold what earlier dispatches filled, so a dispatch after an ACQUIRE_MEM without the bit reads them stale. The
+      # invalidate acts when the CP reaches the packet; dispatches queued before it (no CS_PARTIAL_FLUSH between)
+      # run later (drain) and fill lines it no longer drops, as dispatches still running past it would.
+      # gfx9 CP_COHER_CNTL.TCL1_VOL_ACTION_ENA (bit 15, soc15d.h) invalidates only the L1's lines of volatile (GLC/sc
+      # "volatile") accesses; the model does not tell those apart, so it drops nothing (the lines stay: harmful).
+      # gfx11 GCR_CNTL.GL1_INV (bit 9) drops the shader arrays' GL1s (rdna3 Waves.set_gl0), independently of GLV_INV.
+      if l1_inv or gl1_inv: self.invalidate_vector_l1(bool(l1_inv), bool(gl1_inv))
     elif name == "EVENT_WRITE":
       if body[0] & 0x3F == T.EVENT_CS_PARTIAL_FLUSH: self.drain()
     elif name == "DISPATCH_DIRECT": self.dispatch(body)
@@ -247,6 +302,7 @@ class Queue:
       addr = body[1] | (body[2] << 32)
       if addr % 4: raise self.fail(f"WAIT_REG_MEM address {addr:#x} is not dword aligned")
       if not _cmp(func, self.vm.read32(addr) & body[4], body[3]): raise Blocked
+      if func: self.observe_fence(addr)   # (ALWAYS compares nothing: it has seen no release complete)
     elif name == "WRITE_DATA":
       dst = (body[0] >> 8) & 0xF
       if dst == T.WD_DST_MEMORY: self.vm.write_cached(body[1] | (body[2] << 32), struct.pack(f"<{len(body) - 3}I", *body[3:]))
@@ -288,6 +344,7 @@ class Queue:
     d = Dispatch(self.arch, prog, r.get(C["PGM_RSRC1"], 0), rsrc2, r.get(T.PGM_RSRC3[self.arch], 0),
                  [r.get(C["USER_DATA_0"] + i, USER_POISON) for i in range(nuser)], grid, block, init, self.name, dict(r))  # type: ignore[arg-type]
     d.xcc_workgroups = pm4_xcc_share(grid[0] * grid[1] * grid[2], self.kfd.props.get("num_xcc", 1))
+    d.shader_arrays = self.kfd.props.get("array_count", 1)
     d.scratch = scratch
     self.dispatches.append(d); self.pending.append(d)
 
@@ -319,6 +376,9 @@ class Queue:
       v = (body[4] | (body[5] << 32)) if data_sel == 2 else body[4] if data_sel == 1 else time.perf_counter_ns() // 10
       # after a write-back the release reaches memory; without one it may sit in the L2 like the kernel's stores
       (self.vm.write if wb else self.vm.write_cached)(addr, struct.pack("<Q" if data_sel != 1 else "<I", v))
+      if data_sel != 3:
+        self.release_l1_invalidate(addr, v, [self.vm.vector_l1 if body[0] & T.RM_L1_INV[self.gfx] else None,
+                                             self.vm.gl1 if self.gfx >= 10 and body[0] & T.RM_GL1_INV_GFX11 else None])
     elif data_sel != 0: raise self.fail(f"RELEASE_MEM data_sel {data_sel} is not modelled")
     # INT_SEL (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_pm4_headers_ai.h:487-493): 2 = interrupt after the
     # write is confirmed (what the kernel asks for, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:5740-5741);
@@ -371,6 +431,7 @@ class Queue:
       if addr % 4: raise self.fail(f"SDMA FENCE address {addr:#x} is not dword aligned")
       uncached = self.gfx < 11 or (hdr >> 16) & 7 == 3   # SDMA 6: MTYPE 3 (UC) writes around the L2
       (self.vm.write if uncached else self.vm.write_cached)(addr, struct.pack("<I", b[3]))
+      if self.gcr_l1 is not None: self.vm.l1_pending.append((addr, b[3], self.gcr_l1)); self.gcr_l1 = None
       return 4
     if name == "POLL_REGMEM":
       b = need(6)
@@ -396,5 +457,11 @@ class Queue:
       ctl = (b[2] >> 16) | ((b[3] & 7) << 16)   # GCR_CONTROL, split over dwords 2 and 3 (sdma_v6_0_0_pkt_open.h GCR_REQ)
       self.gcrs.append(ctl)
       if ctl & (1 << 15): self.vm.writeback()   # GCR_CONTROL_GL2_WB (bit 15) writes the dirty L2 lines back
+      # GLV_INV: another engine's invalidate of the GL0s, unordered with the compute queue's dispatches; like a
+      # RELEASE_MEM's (release_l1_invalidate) it drops the lines held now once a wait has seen the FENCE this queue
+      # writes after it (the SDMA engine runs its packets in order: ROCr puts the GCR_REQ before the copies it guards,
+      # ROCR@c7785a6:runtime/hsa-runtime/core/runtime/amd_blit_sdma.cpp:1089-1109, and signals with a FENCE after them)
+      marks = self._marks([self.vm.vector_l1 if ctl & T.SDMA_GCR_GLV_INV else None, self.vm.gl1 if ctl & T.SDMA_GCR_GL1_INV else None])
+      if marks: self.gcr_l1 = marks
       return 5
     raise self.fail(f"SDMA opcode {op} sub_op {sub} ({name or 'unknown'}) is not executed by the mock SDMA engine")

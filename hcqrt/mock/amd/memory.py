@@ -61,6 +61,11 @@ class GPUVM:
     self._vas: list[int] = []        # their VAs, for bisect
     self.dirty: dict[int, bytes] = {}   # dword address -> 4 bytes held in L2 (cached memory only)
     self.writebacks = 0
+    self.vector_l1 = None   # the CUs' vector L1s / GL0s, kept across dispatches (gfx9/l1.py VectorL1; rdna3_executor makes it)
+    self.gl1 = None         # gfx11: the shader arrays' GL1s under the GL0s, kept the same way (rdna3 Waves.set_gl0)
+    # L1 invalidates of releases not yet seen complete: (fence address, fence value, [(VectorL1, its mark() at the
+    # release)]) (cp.py Queue.release_l1_invalidate / observe_fence)
+    self.l1_pending: list[tuple[int, int, list]] = []
 
   def map(self, bo: BO) -> None:
     self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)

@@ -19,6 +19,7 @@ from hcqrt.mock.amd.memory import GPUVM, GPUFault
 from hcqrt.mock.amd.rdna3 import DecodeError, EmulatorError, FlatMemory, MemoryFault
 from hcqrt.mock.amd.rdna3 import dispatch as emu_dispatch
 from hcqrt.mock.amd.gfx9 import dispatch as gfx9_dispatch
+from hcqrt.mock.amd.gfx9.l1 import VectorL1
 
 
 EMULATOR = {"gfx1100": "RDNA3", "gfx942": "gfx942"}
@@ -41,9 +42,18 @@ def run(d: Dispatch, vm: GPUVM) -> None:
   # the XCCs the CP dealt the workgroups to (round robin on an AQL queue, all on one for PM4: cp.aql_xcc_share,
   # pm4_xcc_share): each has its own L2 on gfx942 (gfx9/l2.py)
   num_xcc = len(d.xcc_workgroups) if sum(1 for n in d.xcc_workgroups if n) > 1 else 1
+  mem = flat_memory(vm)
+  # the vector L1s (gfx942) / GL0s (gfx1100) of the GPU's CUs: their lines outlive the dispatch until the CP's cache
+  # actions drop them (gfx9/l1.py; cp.py ACQUIRE_MEM, aql.py acquire fences)
+  if vm.vector_l1 is None: vm.vector_l1 = VectorL1(mem, lambda a, n, x: mem.read(a, n, "L1 line"), np.zeros_like)
+  # gfx1100: the GL1s, one per shader array (the KFD topology's array_count: cp.Queue.dispatch sets d.shader_arrays)
+  gl1 = {}
+  if d.arch == "gfx1100":
+    if vm.gl1 is None: vm.gl1 = VectorL1(mem, lambda a, n, x: mem.read(a, n, "GL1 line"), np.zeros_like)
+    gl1 = {"gl1": vm.gl1, "shader_arrays": d.shader_arrays}
   try:
-    run_isa(flat_memory(vm), d.program, d.rsrc1, d.rsrc2, d.user_data, d.grid, d.block, lds_bytes=d.lds_bytes, scratch_ring=d.scratch,
-            num_xcc=num_xcc)
+    run_isa(mem, d.program, d.rsrc1, d.rsrc2, d.user_data, d.grid, d.block, lds_bytes=d.lds_bytes, scratch_ring=d.scratch,
+            num_xcc=num_xcc, l1=vm.vector_l1, **gl1)
   except MemoryFault as e:
     m = re.search(r"(?:access at |: )0x([0-9a-f]+) is outside", str(e))   # the faulting address, not the instruction's
     raise GPUFault(f"shader memory access of the program at {d.program:#x}: {e}", int(m.group(1), 16) if m else 0) from None

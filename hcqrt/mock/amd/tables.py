@@ -88,6 +88,16 @@ EVENT_CS_PARTIAL_FLUSH = 7
 RM_WRITEBACK = {11: 1 << 21, 9: (1 << 15) | (1 << 17)}
 ACQ_WRITEBACK_GFX11, ACQ_GL2_INV_GFX11 = 1 << 15, 1 << 14   # ACQUIRE_MEM GCR_CNTL GL2_WB / GL2_INV (nvd.h PACKET3_ACQUIRE_MEM_GCR_CNTL_*)
 COHER_TC_WB_ACTION, COHER_TC_ACTION = 1 << 18, 1 << 23          # gfx9 ACQUIRE_MEM CP_COHER_CNTL (soc15d.h PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_*)
+# the per-CU vector cache invalidates: gfx9 CP_COHER_CNTL TCL1_ACTION_ENA (soc15d.h, (x) << 22), gfx10+ GCR_CNTL
+# GLV_INV (nvd.h PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV, (x) << 8)
+COHER_TCL1_ACTION, ACQ_GLV_INV_GFX11 = 1 << 22, 1 << 8
+# ... and RELEASE_MEM's end-of-pipe ones: gfx11 PACKET3_RELEASE_MEM_GCR_GLV_INV (nvd.h, 0x4000), gfx9 EOP_TCL1_ACTION_EN
+# (soc15d.h, 0x10000) (../shared/abi/amd_packets.json); SDMA 6 GCR_REQ GCR_CONTROL GLV_INV (bit 8, ioctl_defs/amd/sdma.py)
+RM_L1_INV = {11: 1 << 14, 9: 1 << 16}
+SDMA_GCR_GLV_INV = 1 << 8
+# gfx11's GL1 (one per shader array) invalidates: ACQUIRE_MEM GCR_CNTL GL1_INV (nvd.h, (x) << 9), RELEASE_MEM
+# PACKET3_RELEASE_MEM_GCR_GL1_INV (0x8000), SDMA 6 GCR_CONTROL GL1_INV (bit 9, ioctl_defs/amd/sdma.py)
+ACQ_GL1_INV_GFX11, RM_GL1_INV_GFX11, SDMA_GCR_GL1_INV = 1 << 9, 1 << 15, 1 << 9
 WD_DST_MEMORY, WD_DST_REGISTER = 5, 0
 
 # --- SDMA (header op in bits 7:0, sub_op 15:8) ---

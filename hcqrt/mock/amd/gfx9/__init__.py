@@ -6,8 +6,8 @@ rdna3.dispatch does for gfx1100.
 
 Per-XCC L2s (audit g30 row 6): a dispatch dealt over several XCCs (`num_xcc`) keeps each XCC's stores dirty in its
 own L2 until a `buffer_wbl2 sc1` or the end of the dispatch (gfx9/l2.py, which also says what is not modelled).
-Per-CU vector L1s (audit x30 row 2): a workgroup's plain loads read the lines it filled, stale, until it runs
-`buffer_inv` (gfx9/l1.py).
+Per-CU vector L1s (audit x30 row 2): a workgroup's plain loads read the lines its CU's L1 filled, stale, until it
+runs `buffer_inv` or the CP invalidates the L1; the lines outlive the workgroup and the dispatch (gfx9/l1.py).
 
 >>> from hcqrt.mock.amd.gfx9 import decode
 >>> decode(bytes.fromhex("000081bf"))[0].name

@@ -84,7 +84,14 @@ class Gfx9Waves(Waves):
     self.nvgpr = nvgpr
     self.l2: XccL2 | None = None        # the dispatch's per-XCC L2s when it spans several XCCs (gfx9/l2.py)
     self.xcc = np.zeros(n, np.int64)    # each wave's XCC
-    self.l1 = VectorL1(mem, self._view, self._wg_xcc)   # each workgroup's vector L1 (gfx9/l1.py)
+    self.l1 = VectorL1(mem, self._view, self._wg_xcc)   # the vector L1s (gfx9/l1.py): one per workgroup here
+    self.l1_of = wg                                     # each wave's L1 (use_l1)
+
+  def use_l1(self, l1: VectorL1, l1_of: np.ndarray, l1_xcc) -> None:
+    """Run on the L1s `l1` (the launch's, kept across batches and dispatches): wave i's workgroup uses L1 `l1_of[i]`,
+    which sits on XCC `l1_xcc(l1_of)`."""
+    self.l1, self.l1_of = l1, l1_of
+    l1.bind(self.mem, self._view, l1_xcc)
 
   def _view(self, addrs: np.ndarray, nbytes: int, xcc: np.ndarray) -> np.ndarray:
     """Bytes at `addrs` as XCCs `xcc` see them now (memory, or through their L2s)."""
@@ -201,7 +208,7 @@ class Gfx9Waves(Waves):
     its lane: no other workgroup writes it, so it skips the L1."""
     if mem is not self.mem or i.enc == "SCRATCH": return super()._access(i, sel, addr, lanes, mem)
     shape = (self.nw(sel), self.LANES)
-    wg = np.broadcast_to(self.wg[sel][:, None], shape)[lanes].reshape(-1)
+    wg = np.broadcast_to(self.l1_of[sel][:, None], shape)[lanes].reshape(-1)
     if i.base.split("_", 1)[1].startswith("atomic_"):
       self.l1.before_write(addr, 8 if "64" in i.base or "x2" in i.base else 4, wg, i.name)
       return super()._access(i, sel, addr, lanes, mem)
@@ -217,7 +224,7 @@ class Gfx9Waves(Waves):
     # missing acquire reads stale lines (audit x30 row 2); the L2's clean lines are not modelled (gfx9/l2.py). It acts
     # at issue: the L1 serves a wave's requests in order, and LLVM emits no wait after it before the acquiring loads.
     if i.base == "buffer_inv":
-      if i.f["glc"] or i.f["sc1"]: self.l1.invalidate(self.wg[sel])
+      if i.f["glc"] or i.f["sc1"]: self.l1.invalidate(self.l1_of[sel])
       return None
     if i.base != "buffer_wbl2": return None
     wb = i.f["sc1"] and self.l2 is not None

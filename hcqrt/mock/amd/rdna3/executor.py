@@ -10,7 +10,7 @@ them (vmcnt for global/flat, lgkmcnt for LDS and scalar loads, oldest first), so
 destination without waiting sees the stale register, as it can on hardware. LDS writes and atomics stay in flight the
 same way, invisible to other waves until the writer's lgkmcnt retires them (_ds); global and scratch stores complete at issue.
 A launched gfx1100 dispatch reads global memory through per-CU vector L0s (GL0), stale until `buffer_gl0_inv`
-(Waves.set_gl0, audit hw row 6); GL1 is not modelled.
+(Waves.set_gl0, audit hw row 6), and the GL1 of its shader array under them, stale until `buffer_gl1_inv`.
 """
 from __future__ import annotations
 import numpy as np
@@ -79,8 +79,9 @@ class Waves:
     self.scratch: np.ndarray | None = None; self.scratch_mem = FlatMemory()   # private segments (set_scratch)
     self.scratch_base: np.ndarray | None = None   # each wave's scratch slot in GPU memory (set_scratch)
     self.gl0 = None; self.gl0_of = np.arange(n)   # the vector L0 model and each wave's L0 (set_gl0; None: no model)
+    self.gl1 = None; self.sa_of = np.zeros(n, np.int64)   # the GL1s (one per shader array) and each wave's (set_gl0)
 
-  def set_gl0(self, wgp_mode: bool) -> None:
+  def set_gl0(self, wgp_mode: bool, gl0=None, slot: np.ndarray | None = None, gl1=None, shader_arrays: int = 1) -> None:
     """Give the waves gfx11's per-CU vector L0 (GL0), kept by gfx9/l1.py's lazy per-holder line model (audit hw row 6;
     LLVM AMDGPUUsage "Memory Model GFX11"): a plain global/flat load fills and then reads its L0's lines as they were
     filled, whatever other L0s' stores and atomics did since; the L0's own stores write through into its lines; a load
@@ -88,12 +89,40 @@ class Waves:
     an atomic is performed past it and drops the issuing L0's touched lines. "There is a single L0 cache per CU"; in
     WGP mode (COMPUTE_PGM_RSRC1.WGP_MODE, bit 29) a work-group's waves "may be executing on SIMDs of different CUs",
     so each wave gets an L0 of its own (the harmful choice); in CU mode a work-group's waves share one.
-    Not modelled: GL1 (one per shader array, dropped by `buffer_gl1_inv`: a second stale level that a missing
-    gl1_inv would expose only where the gl0_inv is kept), lines surviving from one batch of workgroups or one dispatch
-    to the next (the dispatch's ACQUIRE_MEM invalidates them), and MUBUF data ops (not emulated at all)."""
+    `gl0`: the L0s to run on (a VectorL1 the launch keeps across batches and dispatches, so lines survive from one
+    workgroup to a later one on the same L0 until an invalidate: gfx9/l1.py); `slot`: each wave's workgroup's place
+    there (default: its workgroup).
+    `gl1`: the GL1s under the L0s (a VectorL1 whose holders are shader arrays, kept like `gl0`), `shader_arrays` of
+    them. AMDGPUUsage "Memory Model GFX10-GFX11": "The vector and scalar memory L0 caches use an L1 cache shared by
+    all WGPs on the same SA", so no action is needed between the waves of one work-group, but "a buffer_gl1_inv is
+    required for coherence between wavefronts executing in different work-groups as they may be executing on
+    different SAs that access different L1s". So the GL1 is a second stale level with the same line model: a GL0 fill
+    reads through its SA's GL1 (and fills it), stores write through both (the writer's SA sees them), an atomic drops
+    the issuing SA's lines, `buffer_gl1_inv` drops the wave's SA's, and a glc load reads past both (the RDNA3 ISA's
+    GLC=1 is device coherence, missing in GL0 and GL1; LLVM emits no dlc for agent-scope loads on gfx11). The slot ->
+    SA map is slot % shader_arrays: neighbouring workgroups sit on different SAs, the harmful placement (the
+    dispatcher may place a workgroup on any SA). Not modelled: MUBUF data ops (not emulated at all)."""
     from hcqrt.mock.amd.gfx9.l1 import VectorL1   # (here: gfx9's package imports this module)
-    self.gl0 = VectorL1(self.mem, lambda a, nb, x: self.mem.read(a, nb, "GL0 line"), np.zeros_like)
-    self.gl0_of = np.arange(self.n) if wgp_mode else self.wg
+    self.gl0, slot = gl0, self.wg if slot is None else slot
+    per = 1
+    if wgp_mode:   # one L0 per wave: the workgroup's slot times its waves, plus the wave's rank in the workgroup
+      order = np.argsort(self.wg, kind="stable"); s = self.wg[order]
+      rank = np.empty(self.n, np.int64); rank[order] = np.arange(self.n) - np.searchsorted(s, s)
+      per = int(np.bincount(self.wg).max())
+      self.sa_of = slot.astype(np.int64) % max(1, shader_arrays)
+      slot = slot.astype(np.int64) * per + rank
+    else: self.sa_of = slot.astype(np.int64) % max(1, shader_arrays)
+    self.gl0_of = slot
+    read = lambda a, nb, x: self.mem.read(a, nb, "GL0 line")
+    self.gl1 = gl1
+    if gl1 is not None:
+      gl1.bind(self.mem, read, np.zeros_like)
+      # an L0 line is filled through its SA's GL1: a copy of it takes what that GL1 shows (GL0 holder h: slot h // per)
+      view = lambda a, nb, sa: gl1.load(a, nb, sa, self.mem.read(a, nb, "GL0 line"), fill=False)
+      l0_sa = lambda h: (np.asarray(h, np.int64) // per) % max(1, shader_arrays)
+    else: view, l0_sa = read, np.zeros_like
+    if gl0 is None: self.gl0 = VectorL1(self.mem, view, l0_sa)
+    else: gl0.bind(self.mem, view, l0_sa)
 
   # ---- scheduling
   # A wave that can issue is never kept from issuing for ever: on hardware a held or out-scheduled wave is only delayed
@@ -324,8 +353,9 @@ class Waves:
   def _mubuf(self, i: Inst, sel):
     # only the GL0/GL1 invalidations decode as MUBUF. buffer_gl0_inv drops the wave's L0 lines (set_gl0) at issue: the
     # L0 serves a wave's requests in order, and LLVM emits no wait between it and the acquiring loads. GL1 is not
-    # modelled (set_gl0), so buffer_gl1_inv does nothing.
+    # modelled (set_gl0); buffer_gl1_inv drops the lines of the wave's SA's GL1 the same way.
     if i.base == "buffer_gl0_inv" and self.gl0 is not None: self.gl0.invalidate(self.gl0_of[sel])
+    if i.base == "buffer_gl1_inv" and self.gl1 is not None: self.gl1.invalidate(self.sa_of[sel])
     return None
 
   def _sopp(self, i: Inst, sel):
@@ -792,8 +822,11 @@ class Waves:
     op = n.split("_", 1)[1]
     if self.gl0 is not None and mem is self.mem and i.enc != "SCRATCH":   # global memory through the wave's GL0
       l0 = np.broadcast_to(self.gl0_of[sel][:, None], (self.nw(sel), self.LANES))[lanes].reshape(-1)
-      if op.startswith("atomic_"): self.gl0.before_write(addr, 8 if "64" in op else 4, l0, n)
-      else: mem = _GL0View(self.gl0, mem, l0, bool(f["glc"]))   # type: ignore[assignment]
+      sa = np.broadcast_to(self.sa_of[sel][:, None], (self.nw(sel), self.LANES))[lanes].reshape(-1) if self.gl1 is not None else None
+      if op.startswith("atomic_"):
+        self.gl0.before_write(addr, 8 if "64" in op else 4, l0, n)   # (the L0s first: their copies look through the GL1s)
+        if self.gl1 is not None: self.gl1.before_write(addr, 8 if "64" in op else 4, sa, n)
+      else: mem = _GL0View(self.gl0, mem, l0, bool(f["glc"]), self.gl1, sa)   # type: ignore[assignment]
     def put(reg, words): self._put(reg, sel, lanes, words)
     def dat(reg, nd): return np.stack([self.v[reg + k, sel][lanes].reshape(-1) for k in range(nd)], 1)
     wide = {"b32": 1, "b64": 2, "b96": 3, "b128": 4}
@@ -955,11 +988,16 @@ def _div_scale_cases(s0, s1, s2, e1, e2, big, r_den, q_den, d, vcc, f64, mant, d
   return d.astype(dt), vcc
 
 class _GL0View:
-  """The memory a global/flat access of lanes whose L0s are `l0` sees through them over `back`; `bypass`: a glc load,
-  which reads past the L0."""
-  def __init__(self, gl0, back: FlatMemory, l0: np.ndarray, bypass: bool): self.gl0, self.back, self.l0, self.bypass = gl0, back, l0, bypass
+  """The memory a global/flat access of lanes whose L0s are `l0` (and GL1s `sa`, when modelled) sees through them over
+  `back`; `bypass`: a glc load, which reads past both."""
+  def __init__(self, gl0, back: FlatMemory, l0: np.ndarray, bypass: bool, gl1=None, sa: np.ndarray | None = None):
+    self.gl0, self.back, self.l0, self.bypass, self.gl1, self.sa = gl0, back, l0, bypass, gl1, sa
   def read(self, addrs: np.ndarray, nbytes: int, what: str = "load") -> np.ndarray:
     fresh = self.back.read(addrs, nbytes, what)
-    return fresh if self.bypass else self.gl0.load(addrs, nbytes, self.l0, fresh, what)
+    if self.bypass: return fresh
+    if self.gl1 is not None: fresh = self.gl1.load(addrs, nbytes, self.sa, fresh, what)
+    return self.gl0.load(addrs, nbytes, self.l0, fresh, what)
   def write(self, addrs: np.ndarray, data: np.ndarray, what: str = "store") -> None:
-    self.gl0.before_write(addrs, data, self.l0, what); self.back.write(addrs, data, what)
+    self.gl0.before_write(addrs, data, self.l0, what)   # (first: the L0s' copies look through the GL1s)
+    if self.gl1 is not None: self.gl1.before_write(addrs, data, self.sa, what)
+    self.back.write(addrs, data, what)

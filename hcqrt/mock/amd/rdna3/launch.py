@@ -65,13 +65,15 @@ class LaunchStats:
 
 def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, kernarg_addr: int, grid: tuple[int, ...],
            block: tuple[int, ...], entry: int = 0, dynamic_lds: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0,
-           max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, num_xcc: int = 1) -> LaunchStats:
+           max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, num_xcc: int = 1, l1=None, gl1=None,
+           shader_arrays: int = 1) -> LaunchStats:
   """Run a gfx1100 kernel the way an AQL packet processor does: `code` holds its machine code with the
   first instruction at byte `entry`; `grid` counts workgroups per dimension, `block` work-items per
   workgroup; kernel arguments live at `kernarg_addr` in `mem` (a FlatMemory, or a dict {address: buffer}); `code_va` is
   where `code` itself is mapped in `mem` (s_getpc_b64 reads it: PC-relative constants), 0 if it is not.
   Returns how many waves ran and how many wave-instructions they executed. `waves_cls` picks the ISA (gfx9.Gfx9Waves
-  runs gfx942 wave64 code); `num_xcc` the XCCs its workgroups are dealt to (see `dispatch`).
+  runs gfx942 wave64 code); `num_xcc` the XCCs its workgroups are dealt to, `l1` vector L1s kept across launches,
+  `gl1` / `shader_arrays` gfx1100's GL1s (see `dispatch`).
 
   The user SGPRs the descriptor's kernel_code_properties enable (kernarg pointer etc., then any preloaded
   kernargs) fill s0 upwards; `dispatch` does the rest."""
@@ -93,7 +95,7 @@ def launch(code: bytes, kd: bytes | KernelDescriptor, mem: FlatMemory | dict, ke
   if len(user) > kd.user_sgpr_count: raise EmulatorError(f"USER_SGPR_COUNT {kd.user_sgpr_count} is smaller than the {len(user)} enabled user SGPRs")
   return dispatch(mem, code, kd.rsrc1, kd.rsrc2, user, grid, block, wave32=kd.wave32, entry=entry,
                   lds_bytes=kd.group_segment_fixed_size + dynamic_lds, max_waves=max_waves, code_va=code_va, waves_cls=waves_cls,
-                  private_bytes=kd.private_segment_fixed_size, num_xcc=num_xcc)
+                  private_bytes=kd.private_segment_fixed_size, num_xcc=num_xcc, l1=l1, gl1=gl1, shader_arrays=shader_arrays)
 
 _DECODED: dict[bytes, dict] = {}
 def _decoded(code) -> dict:
@@ -119,10 +121,20 @@ class ScratchRing:
   engines: int = 1
 LDS_GRANULE = 512   # RSRC2.LDS_SIZE counts 128-dword blocks (LLVM: LDS alignment shift 9 from gfx7 on)
 
+def l1_slots(gids: np.ndarray, num_xcc: int) -> np.ndarray:
+  """The vector L1 (CU) slot of each workgroup `gids` of one batch: the k-th of its XCC's workgroups (XCC g % num_xcc)
+  takes slot k * num_xcc + its XCC, so slot s sits on XCC s % num_xcc in every batch (VectorL1's wg_xcc).
+
+  >>> l1_slots(np.arange(3, 6), 2).tolist()   # workgroups 3 (XCC 1), 4 (XCC 0), 5 (XCC 1)
+  [1, 0, 3]
+  """
+  k = np.arange(len(gids))   # (a batch's workgroups are consecutive: each pair of num_xcc holds one of every XCC)
+  return (k // num_xcc) * num_xcc + gids % num_xcc
+
 def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, user_data: list[int], grid: tuple[int, ...],
              block: tuple[int, ...], wave32: bool = True, entry: int = 0, lds_bytes: int | None = None,
              max_waves: int = 8192, code_va: int = 0, waves_cls: type[Waves] = Waves, private_bytes: int = 0,
-             scratch_ring: ScratchRing | None = None, num_xcc: int = 1) -> LaunchStats:
+             scratch_ring: ScratchRing | None = None, num_xcc: int = 1, l1=None, gl1=None, shader_arrays: int = 1) -> LaunchStats:
   """Run a dispatch from the register values a PM4 stream programs: COMPUTE_PGM_LO/HI (`code` as an address
   in `mem`, or the code bytes themselves with `entry`), COMPUTE_PGM_RSRC1/2, COMPUTE_USER_DATA_* (`user_data`,
   the first RSRC2.USER_SGPR_COUNT of them land in s0..), the grid in workgroups, the workgroup size and
@@ -137,7 +149,17 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
   (the descriptor's private_segment_fixed_size; the `launch` API). Registers the descriptor does not enable start
   as poison (AMDGPUUsage "Initial Kernel Execution State": only the enabled ones are initialised). `num_xcc`: the XCCs
   the workgroups are dealt to, workgroup g on g % num_xcc (cp.aql_xcc_share); an ISA with per-XCC L2s models them
-  for the whole dispatch (gfx9/l2.py), written back at its end."""
+  for the whole dispatch (gfx9/l2.py), written back at its end.
+
+  Vector L1s (gfx942) / GL0s (gfx1100), gfx9/l1.py: the workgroups of a batch run on as many CUs, and the k-th
+  workgroup of every batch runs on the CU the k-th of the batch before used (on several XCCs: the k-th of its XCC's),
+  so the lines an earlier workgroup filled are there, stale, for a later one. On hardware the dispatcher places a
+  workgroup on any CU with room (a CU hosts several at once, and the order is not documented); this placement is the
+  harmful reading, as each workgroup of a batch has an L1 of its own and none sees another's write-through stores.
+  `l1`: the GPU's L1s (a VectorL1) when they outlive the dispatch: its lines stay held past the dispatch's end
+  (VectorL1.freeze) until a cache action drops them (cp.py ACQUIRE_MEM, aql.py acquire fences); None: L1s of the
+  dispatch alone, empty at its start. `gl1` (gfx1100): the GL1s of the GPU's `shader_arrays` shader arrays, under the
+  GL0s and kept the same way (Waves.set_gl0); None: no GL1 model."""
   if isinstance(mem, dict): mem = FlatMemory.from_dict(mem)
   if isinstance(code, int): code, entry, code_va = mem.tail(code, "instruction fetch"), 0, code
   r = KernelDescriptor(0, 0, 0, 0, rsrc1, rsrc2, 0, int(wave32) << 10, 0)   # the same bit fields, read from registers
@@ -163,11 +185,16 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     groups_per_batch = min(groups_per_batch, ring.slots // wpg * ring.engines * len(ring.bases))   # waves in flight hold a slot each
   total, cache = 0, _decoded(code)
   l2 = waves_cls.xcc_l2(mem, num_xcc) if hasattr(waves_cls, "xcc_l2") else None
+  from hcqrt.mock.amd.gfx9.l1 import VectorL1   # (here: gfx9's package imports this module)
+  caches = l1 if l1 is not None else VectorL1(mem, lambda a, nb, x: mem.read(a, nb, "L1 line"), np.zeros_like)
+  nx = max(1, num_xcc)
   for g0 in range(0, ngroups, groups_per_batch):
     gids = np.arange(g0, min(ngroups, g0 + groups_per_batch))
     n = len(gids) * wpg
     w = waves_cls(code, n, waves_cls.vgpr_count(rsrc1, wave32), np.repeat(np.arange(len(gids)), wpg), lds_bytes, mem, cache, code_va)
-    if waves_cls.GL0: w.set_gl0(bool(rsrc1 >> 29 & 1))   # COMPUTE_PGM_RSRC1.WGP_MODE (ioctl_defs/amd/kd.py)
+    slot = np.repeat(l1_slots(gids, nx), wpg)
+    if waves_cls.GL0: w.set_gl0(bool(rsrc1 >> 29 & 1), caches, slot, gl1, shader_arrays)   # COMPUTE_PGM_RSRC1.WGP_MODE (ioctl_defs/amd/kd.py)
+    elif hasattr(w, "use_l1"): w.use_l1(caches, slot, lambda h: h % nx)
     wg_xyz = np.stack([gids % grid[0], (gids // grid[0]) % grid[1], gids // (grid[0] * grid[1])], 1)
     w.s[:] = USER_POISON   # SGPRs (VCC, M0 and the rest) past the enabled ones hold garbage; EXEC is set below
     # except gfx11's `null` (s124): a source that always reads 0 (RDNA3 ISA, "Scalar Operands": SGPR_NULL "reads 0,
@@ -191,6 +218,15 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     if l2 is not None: w.l2, w.xcc = l2, np.repeat(gids % num_xcc, wpg)  # type: ignore[attr-defined]
     w.pc[:] = entry
     w.run(); total += w.wave_insts
+  if l1 is not None:
+    # the dispatch's end writes every XCC's dirty L2 bytes back (gfx9/l2.py): first each L1 holding a line another
+    # XCC has dirty keeps it as its own XCC saw it (VectorL1.before_writeback), then the rest freeze from memory
+    if l2 is not None:
+      for x in range(nx): l1.before_writeback(l2.owner, np.array([x]))
+    if gl1 is not None:   # an L0 line filled from a stale GL1 line holds those bytes, not memory's
+      l1.keep_stale_under(lambda h, a: gl1.stale(l1.wg_xcc(h), a))
+      gl1.freeze()
+    l1.freeze()
   return LaunchStats(ngroups * wpg, total)
 
 POISON_WORD = 0xA5A5A5A5   # a wave's fresh scratch slot: what earlier waves left, modelled as garbage

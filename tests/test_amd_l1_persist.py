@@ -1,0 +1,401 @@
+"""The gfx942 vector L1 / gfx1100 GL0 lines outlive the workgroup and the dispatch that filled them (gfx9/l1.py): a
+later workgroup on the same CU, in the next batch or a later dispatch, reads them stale until the kernel's own
+invalidate or the CP's (PM4 ACQUIRE_MEM TCL1_ACTION_ENA / GCR_CNTL.GLV_INV, an AQL acquire fence). Each test fails on
+the mock whose L1s lived for one batch of workgroups."""
+import struct
+import numpy as np
+import pytest
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+from hcqrt.mock.amd.gfx9 import Gfx9Waves
+from hcqrt.mock.amd.gfx9.l1 import VectorL1
+from hcqrt.mock.amd.rdna3 import FlatMemory, launch
+from hcqrt.mock.amd.rdna3.launch import l1_slots
+from hcqrt.mock.amd.rdna3.executor import Waves
+from tests.rdna3_kernels import compile_ir, have_llvmlite, read_object
+
+needs_llvm = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+ARCHS = {"gfx942": (Gfx9Waves, 64), "gfx1100": (Waves, 32)}   # emulator, lanes of one wave (one wave per workgroup)
+
+def test_vector_l1_frozen_lines():
+  """VectorL1's rules past a dispatch's end: a frozen line keeps its bytes whatever memory gets next; the holder's own
+  store writes through into it (the rest stays stale); a second dispatch's end freezes the newer bytes for the L1s
+  that filled them then, while the older holder keeps its own; invalidate_all drops everything; a buffer of another
+  size at the same address starts empty."""
+  m = FlatMemory(); buf = np.zeros(256, np.uint8); m.map(0x1000, buf)
+  l1 = VectorL1(m, lambda a, n, x: m.read(a, n), np.zeros_like)
+  A = lambda v: np.array([v], np.uint64)
+  def load(addr, h): return l1.load(A(addr), 4, np.array([h]), m.read(A(addr), 4))[0].tolist()
+  def store(addr, val, h):
+    d = np.full((1, 4), val, np.uint8); l1.before_write(A(addr), d, np.array([h])); m.write(A(addr), d)
+  assert load(0x1000, 0) == [0] * 4
+  l1.freeze(); buf[:16] = 9                   # the dispatch ends; the host (or SDMA) writes the line
+  assert load(0x1000, 0) == [0] * 4 and load(0x1000, 1) == [9] * 4
+  store(0x1004, 6, 0)                         # L1 0's own store: through into its frozen line
+  assert load(0x1004, 0) == [6] * 4 and load(0x1000, 0) == [0] * 4 and load(0x1008, 0) == [0] * 4
+  l1.freeze(); buf[:16] = 3                   # L1 1 filled 9s in the second dispatch; the host writes 3s
+  assert load(0x1000, 1) == [9] * 4 and load(0x1000, 0) == [0] * 4 and load(0x1000, 2) == [3] * 4
+  # the older frozen holder that never stored: L1 2 fills line 1 (0s), the dispatch ends, the host writes 9s, L1 3
+  # fills them, the dispatch ends, the host writes 3s: L1 2 still reads its 0s (the second freeze gave it a copy of
+  # its own before the image took the 9s), L1 3 its 9s, a fresh L1 the 3s
+  assert load(0x1080, 2) == [0] * 4
+  l1.freeze(); buf[128:144] = 9
+  assert load(0x1080, 3) == [9] * 4
+  l1.freeze(); buf[128:144] = 3
+  assert load(0x1080, 2) == [0] * 4 and load(0x1080, 3) == [9] * 4 and load(0x1080, 4) == [3] * 4
+  l1.invalidate_all()
+  assert load(0x1000, 0) == [3] * 4 and load(0x1000, 1) == [3] * 4
+  l1.freeze(); buf[:16] = 4
+  m.unmap(0x1000); big = np.full(512, 8, np.uint8); m.map(0x1000, big)   # freed, and a larger buffer at its address
+  assert load(0x1000, 0) == [8] * 4
+
+# every workgroup but 3 reads x[t] into out[g * LANES + t]; workgroup 3 stores 5 into x[t]
+BATCH = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out) {
+entry:
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
+  %w = icmp eq i32 %g, 3
+  br i1 %w, label %st, label %rd
+st:
+  store i32 5, ptr addrspace(1) %px
+  br label %done
+rd:
+ACQUIRE
+  %v = load i32, ptr addrspace(1) %px
+  %gb = mul i32 %g, LANES
+  %i = add i32 %gb, %t
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %v, ptr addrspace(1) %po
+  br label %done
+done:
+  ret void
+}"""
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_lines_survive_into_the_next_batch_of_workgroups(arch):
+  """Six workgroups in batches of two: workgroups 0, 2, 4 run on one CU, 1, 3, 5 on another. Workgroup 0 fills x's
+  lines; workgroup 3 (the other CU) stores 5 there; workgroup 4, two batches later on workgroup 0's CU, still reads
+  0 without an acquire, and 5 after the agent-scope acquire's invalidate (buffer_inv sc1 / buffer_gl0_inv).
+  Workgroup 5 reads 5 either way (its CU's line took workgroup 3's store)."""
+  cls, lanes = ARCHS[arch]
+  def run(acquire: str) -> np.ndarray:
+    src = BATCH.replace("ACQUIRE", acquire).replace("LANES", str(lanes))
+    text, entry, _, kd = read_object(compile_ir(src, cpu=arch), "k")
+    x, out = np.zeros(lanes, np.int32), np.full(6 * lanes, -1, np.int32)
+    m = FlatMemory(); m.map(0x10000, x.view(np.uint8)); m.map(0x20000, out.view(np.uint8))
+    m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+    launch(text, kd, m, 0x40000, (6,), (lanes,), entry=entry, waves_cls=cls, max_waves=2)
+    assert (x == 5).all()
+    return out.reshape(6, lanes)
+  stale = run("")
+  assert (stale[[0, 1, 2, 4]] == 0).all() and (stale[5] == 5).all(), stale[:, 0]
+  fresh = run('  fence syncscope("agent") acquire\n')
+  # (workgroup 2 invalidates in the batch where workgroup 3 stores: it may read 0 or 5, as on hardware)
+  assert (fresh[[4, 5]] == 5).all() and (fresh[[0, 1]] == 0).all() and fresh[2, 0] in (0, 5), fresh[:, 0]
+
+BCAST, FILL = """define amdgpu_kernel void @bcast(ptr addrspace(1) %x, ptr addrspace(1) %out) {
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
+  %v = load i32, ptr addrspace(1) %px
+  %gb = mul i32 %g, LANES
+  %i = add i32 %gb, %t
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %v, ptr addrspace(1) %po
+  ret void
+}""", """define amdgpu_kernel void @fill(ptr addrspace(1) %x, ptr addrspace(1) %unused) {
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
+  store i32 7, ptr addrspace(1) %px
+  ret void
+}"""
+
+@needs_llvm
+@pytest.mark.parametrize("arch,use_aql", [("gfx942", "1"), ("gfx942", "0"), ("gfx1100", "0"), ("gfx1100", "1")])
+@pytest.mark.parametrize("invalidate", [True, False])
+def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_aql, invalidate, monkeypatch):
+  """Through the mock KFD: `bcast` (two workgroups, each reads all of x) fills x's lines in two CUs; `fill` (one
+  workgroup, on the first CU) stores 7s; `bcast` again; the host writes 9s; `bcast` again. With the backend's cache
+  actions (PM4 ACQUIRE_MEM with TCL1_ACTION_ENA / GLV_INV, AQL packets with system acquire fences) every read sees
+  the newest x. With the L1 invalidate taken out of them (the bit cleared, the acquire scope NONE), the second CU
+  reads the zeros it filled in the first dispatch, and after the host's write both CUs read what they held."""
+  from ioctl_defs.amd import aql, pm4, sdma
+  from hcqrt.amd import device as amd_device
+  from hcqrt.amd.device import AMDDevice, AMDProgram
+  monkeypatch.setenv("AMD_AQL", use_aql)
+  if not invalidate:
+    monkeypatch.setattr(pm4, "COHER_TCL1_ACTION_ENA", 0); monkeypatch.setattr(pm4, "GCR_GLV_INV", 0)
+    # (and the signals' releases and SDMA copies' GCR_REQs: a wait on their fence has seen their L1 invalidate run)
+    monkeypatch.setattr(pm4, "EOP_TCL1_ACTION_EN", 0); monkeypatch.setattr(pm4, "RM_GCR_GLV_INV", 0)
+    monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~sdma.GCR_GLV_INV)
+    header = aql.header
+    monkeypatch.setattr(aql, "header", lambda t, barrier=False, acquire=0, release=0: header(t, barrier, aql.FENCE_SCOPE_NONE, release))
+  lanes = ARCHS[arch][1]
+  drv = install_mock_amd(arch)
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    progs = {}
+    for name, src in (("bcast", BCAST), ("fill", FILL)):   # (one kernel per object: read_object takes one relocation)
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
+      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    def bcast() -> np.ndarray:
+      progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+      got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+      return got.reshape(2, lanes)
+    assert (bcast() == 0).all()
+    progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    second = bcast()
+    d.allocator.copyin(x, memoryview(np.full(lanes, 9, np.int32).view(np.uint8)))
+    third = bcast()
+  finally: uninstall_mock_amd(drv)
+  if invalidate: assert (second == 7).all() and (third == 9).all(), (second[:, 0], third[:, 0])
+  else: assert (second[0] == 7).all() and (second[1] == 0).all() and (third[0] == 7).all() and (third[1] == 0).all(), (second[:, 0], third[:, 0])
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("waited", [True, False])
+def test_release_invalidate_lands_once_a_wait_saw_its_fence(arch, waited, monkeypatch):
+  """A RELEASE_MEM with the L1 invalidate (gfx9 EOP_TCL1_ACTION_EN, gfx11 GCR GLV_INV) has certainly run once a
+  WAIT_REG_MEM saw its fence value (the flush sequence of radv / radeonsi, cp.py release_l1_invalidate): a dispatch
+  after that wait, with no L1 invalidate of its own, reads fresh data. Without the wait the CP may have run the
+  dispatch before the end-of-pipe invalidate: it reads the lines its CU filled earlier, stale. (`bcast` fills x's
+  zeros into two CUs' L1s, `fill` stores 7 from the first; every other cache action drops no L1 line here.)"""
+  from ioctl_defs.amd import pm4, sdma
+  from hcqrt.amd import device as amd_device
+  from hcqrt.amd.device import AMDDevice, AMDProgram
+  monkeypatch.setenv("AMD_AQL", "0")
+  inv = pm4.RM_GCR_GLV_INV if arch == "gfx1100" else pm4.EOP_TCL1_ACTION_EN
+  for name in ("COHER_TCL1_ACTION_ENA", "GCR_GLV_INV", "EOP_TCL1_ACTION_EN", "RM_GCR_GLV_INV"): monkeypatch.setattr(pm4, name, 0)
+  monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~sdma.GCR_GLV_INV)
+  lanes = ARCHS[arch][1]
+  drv = install_mock_amd(arch)
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    progs = {}
+    for name, src in (("bcast", BCAST), ("fill", FILL)):
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
+      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    fence = d.new_signal(0, "l1 release")
+    q = d.after_timeline(d.hw_compute_queue())
+    q._emit(pm4.release_mem(fence.va, 1, cache=inv))
+    if waited: q._emit(pm4.wait_reg_mem(fence.va, 1, function=pm4.WRM_GE))
+    q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
+    d.submit_timeline(q); d.synchronize()
+    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+  finally: uninstall_mock_amd(drv)
+  got = got.reshape(2, lanes)
+  assert (got[0] == 7).all() and (got[1] == (7 if waited else 0)).all(), got[:, 0]
+
+def test_l1_slots_sit_on_their_workgroups_xcc():
+  """Every batch's slot map keeps each workgroup on an L1 of its own XCC (slot % nx == gid % nx), the slots of a batch
+  are distinct, and the k-th workgroup of an XCC in every batch gets that XCC's k-th slot."""
+  for nx in (1, 2, 3, 8):
+    for g0 in range(9):
+      for n in range(1, 12):
+        gids = np.arange(g0, g0 + n); s = l1_slots(gids, nx)
+        assert (s % nx == gids % nx).all() and len(set(s.tolist())) == n, (nx, g0, n, s)
+        for x in range(nx): assert (s[gids % nx == x] // nx).tolist() == list(range(int((gids % nx == x).sum())))
+
+XCC = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out) {
+entry:
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
+  %w = icmp eq i32 %g, 1
+  br i1 %w, label %st, label %rd
+st:
+  store i32 5, ptr addrspace(1) %px
+  br label %done
+rd:
+  %v = load i32, ptr addrspace(1) %px
+  %gb = mul i32 %g, 64
+  %i = add i32 %gb, %t
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %v, ptr addrspace(1) %po
+  br label %done
+done:
+  ret void
+}"""
+
+@needs_llvm
+def test_l1s_of_several_xccs_read_through_their_own_xcc():
+  """gfx942, six workgroups on two XCCs (workgroup g on XCC g % 2) in batches of three: workgroup 1 (XCC 1) stores 5
+  into x, the others copy x out. Whatever the interleaving, workgroup 3 (XCC 1, second batch) reads 5 (its XCC's L2
+  holds the store and no XCC-1 L1 held an older line of x), and workgroup 4 (XCC 0) reads 0 (XCC 1 has not written
+  back, and XCC 0's L1 filled 0s). An L1 placed on the wrong XCC reads the other XCC's view. (Review l1 row 5.)"""
+  text, entry, _, kd = read_object(compile_ir(XCC, cpu="gfx942"), "k")
+  x, out = np.zeros(64, np.int32), np.full(6 * 64, -1, np.int32)
+  m = FlatMemory(); m.map(0x10000, x.view(np.uint8)); m.map(0x20000, out.view(np.uint8))
+  m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+  launch(text, kd, m, 0x40000, (6,), (64,), entry=entry, waves_cls=Gfx9Waves, max_waves=3, num_xcc=2)
+  o = out.reshape(6, 64)
+  assert (o[3] == 5).all() and (o[4] == 0).all() and (o[[0, 2]] == 0).all(), o[:, 0]
+
+# workgroup 1 stores 5 into x[t] and then raises a flag (an agent-scope atomic: past the L1s, no release, so x stays
+# dirty in its XCC's L2); the others wait for the flag, then copy x[t] to out[g * 64 + t]
+FLAGGED = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out, ptr addrspace(1) %flag) {
+entry:
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
+  %w = icmp eq i32 %g, 1
+  br i1 %w, label %st, label %spin
+st:
+  store i32 5, ptr addrspace(1) %px
+  store atomic i32 1, ptr addrspace(1) %flag syncscope("agent") monotonic, align 4
+  br label %done
+spin:
+  %f = load atomic i32, ptr addrspace(1) %flag syncscope("agent") monotonic, align 4
+  %z = icmp eq i32 %f, 0
+  br i1 %z, label %spin, label %rd
+rd:
+  %v = load i32, ptr addrspace(1) %px
+  %gb = mul i32 %g, 64
+  %i = add i32 %gb, %t
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %v, ptr addrspace(1) %po
+  br label %done
+done:
+  ret void
+}"""
+
+@needs_llvm
+def test_freeze_keeps_what_each_xccs_l1_saw():
+  """gfx942 on two XCCs: workgroup 1 (XCC 1) stores 5 into x, dirty in XCC 1's L2, and raises a flag; workgroup 0
+  (XCC 0) waits for it, then reads x through its XCC (0s) and fills its L1. The dispatch's end writes XCC 1's bytes
+  back; the L1 keeps what it filled, so a second dispatch with no invalidate reads 0 on that CU. Freezing the line
+  from memory would hand the L1 XCC 1's 5s. (Review l1 row 6.)"""
+  text, entry, _, kd = read_object(compile_ir(FLAGGED, cpu="gfx942"), "k")
+  x, out, flag = np.zeros(64, np.int32), np.full(2 * 64, -1, np.int32), np.zeros(64, np.int32)
+  m = FlatMemory(); m.map(0x10000, x.view(np.uint8)); m.map(0x20000, out.view(np.uint8)); m.map(0x30000, flag.view(np.uint8))
+  m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQQ", 0x10000, 0x20000, 0x30000)), np.uint8))
+  l1 = VectorL1(m, lambda a, n, _: m.read(a, n), np.zeros_like)
+  launch(text, kd, m, 0x40000, (2,), (64,), entry=entry, waves_cls=Gfx9Waves, num_xcc=2, l1=l1)
+  assert (x == 5).all() and (out[:64] == 0).all(), out[0]
+  out[:] = -1
+  launch(text, kd, m, 0x40000, (1,), (64,), entry=entry, waves_cls=Gfx9Waves, l1=l1)
+  assert (out[:64] == 0).all(), out[0]
+
+def test_cp_invalidate_in_a_per_xcc_ib_drops_that_xccs_l1s():
+  """An ACQUIRE_MEM inside an AQL PM4-IB runs on each XCC's CP in turn (aql.py): it drops the L1s of its own XCC (slot
+  % num_xcc) and keeps the others', stale; on the ring (or a queue of one XCC) it drops them all. (Review l1 row 7.)"""
+  from types import SimpleNamespace
+  from hcqrt.mock.amd.cp import Queue
+  m = FlatMemory(); buf = np.zeros(256, np.uint8); m.map(0x1000, buf)
+  def filled() -> VectorL1:
+    l1 = VectorL1(m, lambda a, n, _: m.read(a, n), lambda h: h % 2)
+    for h in range(4): l1.load(np.array([0x1000], np.uint64), 4, np.array([h]), m.read(np.array([0x1000], np.uint64), 4))
+    return l1
+  def held(l1: VectorL1) -> list[int]: return np.flatnonzero(l1.held[0x1000].any(1)).tolist() if 0x1000 in l1.held else []
+  for ibs, nx, want in (([[0, 8, 0, 1]], 2, [0, 2]), ([[0, 8, 0, 0]], 2, [1, 3]), ([], 2, []), ([[0, 8, 0, 1]], 1, [])):
+    q = SimpleNamespace(vm=SimpleNamespace(vector_l1=filled(), gl1=None), ibs=ibs, num_xcc=nx)
+    q.xcc = lambda q=q: Queue.xcc(q)
+    Queue.invalidate_vector_l1(q)
+    assert held(q.vm.vector_l1) == want, (ibs, nx, held(q.vm.vector_l1))
+
+@needs_llvm
+@pytest.mark.parametrize("gl1_inv", [True, False])
+def test_gl1_lines_survive_until_gl1_inv(gl1_inv, monkeypatch):
+  """gfx1100 through the mock KFD (PM4), one submission of three launches: `bcast`'s two workgroups sit on two shader
+  arrays (slot % array_count), so each SA's GL1 fills x's zeros; `fill` stores 7s from the first SA; `bcast` again.
+  The backend's ACQUIRE_MEM before each launch drops the GL0s (GLV_INV) and, with GCR_GL1_INV, the GL1s: the second
+  SA reads 7. Without GL1_INV in it, the second SA's L0 refills from its GL1, which still holds the zeros
+  (AMDGPUUsage GFX10-GFX11: work-groups on different SAs "access different L1s")."""
+  from ioctl_defs.amd import pm4
+  from hcqrt.amd.device import AMDDevice, AMDProgram
+  monkeypatch.setenv("AMD_AQL", "0")
+  if not gl1_inv: monkeypatch.setattr(pm4, "GCR_GL1_INV", 0)
+  lanes = ARCHS["gfx1100"][1]
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    progs = {}
+    for name, src in (("bcast", BCAST), ("fill", FILL)):
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu="gfx1100"), name)
+      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    x, out1, out2 = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(8 * lanes)
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    b, f = progs["bcast"], progs["fill"]
+    q = d.after_timeline(d.hw_compute_queue())
+    q.exec(b, b.fill_kernargs((x, out1), ()), (2, 1, 1), (lanes, 1, 1))
+    q.exec(f, f.fill_kernargs((x, out1), ()), (1, 1, 1), (lanes, 1, 1))
+    q.exec(b, b.fill_kernargs((x, out2), ()), (2, 1, 1), (lanes, 1, 1))
+    d.submit_timeline(q); d.synchronize()
+    first, second = np.zeros(2 * lanes, np.int32), np.zeros(2 * lanes, np.int32)
+    d.allocator.copyout(memoryview(first.view(np.uint8)), out1); d.allocator.copyout(memoryview(second.view(np.uint8)), out2)
+  finally: uninstall_mock_amd(drv)
+  first, second = first.reshape(2, lanes), second.reshape(2, lanes)
+  assert (first == 0).all() and (second[0] == 7).all() and (second[1] == (7 if gl1_inv else 0)).all(), (first[:, 0], second[:, 0])
+
+@needs_llvm
+@pytest.mark.parametrize("acquire,want", [("", 0), ('  fence syncscope("workgroup") acquire\n', 0),
+                                          ('  fence syncscope("agent") acquire\n', 5)])
+def test_gl1_is_dropped_by_buffer_gl1_inv(acquire, want):
+  """gfx1100 with GL1s on two shader arrays, six workgroups in batches of two (slot k on SA k % 2): workgroup 0 fills
+  x's zeros into SA 0's GL1 and its L0; workgroup 3 (SA 1) stores 5. Workgroup 4, on workgroup 0's CU, reads 0 with
+  no acquire (its L0), still 0 after a workgroup-scope acquire (WGP mode, llc's default: `buffer_gl0_inv` alone; the
+  L0 refills from SA 0's GL1), and 5 after the agent-scope acquire (buffer_gl0_inv and buffer_gl1_inv)."""
+  text, entry, _, kd = read_object(compile_ir(BATCH.replace("ACQUIRE", acquire).replace("LANES", "32"), cpu="gfx1100"), "k")
+  x, out = np.zeros(32, np.int32), np.full(6 * 32, -1, np.int32)
+  m = FlatMemory(); m.map(0x10000, x.view(np.uint8)); m.map(0x20000, out.view(np.uint8))
+  m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+  mk = lambda: VectorL1(m, lambda a, n, _: m.read(a, n), np.zeros_like)
+  launch(text, kd, m, 0x40000, (6,), (32,), entry=entry, max_waves=2, l1=mk(), gl1=mk(), shader_arrays=2)
+  o = out.reshape(6, 32)
+  assert (x == 5).all() and (o[0] == 0).all() and (o[4] == want).all(), o[:, 0]
+
+def test_l0_line_filled_from_a_stale_gl1_keeps_its_bytes_past_the_dispatch():
+  """An L0 line filled through its SA's stale GL1 line holds the GL1's bytes, not memory's: the dispatch's end keeps
+  them (keep_stale_under before freeze), so after a GL1-only invalidate the L0 still reads what it filled."""
+  m = FlatMemory(); buf = np.zeros(256, np.uint8); m.map(0x1000, buf)
+  a = np.array([0x1000], np.uint64)
+  gl1 = VectorL1(m, lambda ad, n, _: m.read(ad, n), np.zeros_like)
+  gl0 = VectorL1(m, lambda ad, n, sa: gl1.load(ad, n, sa, m.read(ad, n), fill=False), lambda h: np.asarray(h) % 2)
+  def load(l0: int) -> list[int]:
+    return gl0.load(a, 4, np.array([l0]), gl1.load(a, 4, np.array([l0 % 2]), m.read(a, 4)))[0].tolist()
+  assert load(0) == [0] * 4 and gl0.invalidate(np.array([0])) is None   # SA 0's GL1 holds the zeros; L0 0 dropped
+  d = np.full((1, 4), 5, np.uint8)
+  gl0.before_write(a, d, np.array([1])); gl1.before_write(a, d, np.array([1])); m.write(a, d)   # L0 1 (SA 1) stores 5s
+  assert load(0) == [0] * 4 and load(1) == [5] * 4   # L0 0 refills from SA 0's stale GL1
+  gl0.keep_stale_under(lambda h, ad: gl1.stale(gl0.wg_xcc(h), ad)); gl1.freeze(); gl0.freeze()
+  gl1.invalidate_all()   # a GL1_INV without GLV_INV
+  assert load(0) == [0] * 4 and load(2) == [5] * 4
+
+@needs_llvm
+@pytest.mark.parametrize("sdma_inv", [True, False])
+def test_sdma_gcr_invalidate_lands_once_a_wait_saw_its_fence(sdma_inv, monkeypatch):
+  """gfx1100: with every compute-queue L0/GL1 invalidate taken out, the only one left is the SDMA GCR_REQ (GLV_INV |
+  GL1_INV) before a copy. The compute queue's next launch waits on the timeline value the SDMA queue's FENCE wrote
+  after it, so the invalidate has run: the second SA reads the 7s `fill` stored. Without it in the GCR_REQ the second
+  SA reads the zeros its caches filled in the first launch (cp.py release_l1_invalidate)."""
+  from ioctl_defs.amd import pm4, sdma
+  from hcqrt.amd import device as amd_device
+  from hcqrt.amd.device import AMDDevice, AMDProgram
+  monkeypatch.setenv("AMD_AQL", "0")
+  for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV"): monkeypatch.setattr(pm4, name, 0)
+  if not sdma_inv: monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
+  lanes = ARCHS["gfx1100"][1]
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    progs = {}
+    for name, src in (("bcast", BCAST), ("fill", FILL)):
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu="gfx1100"), name)
+      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    x, out, other = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(4 * lanes)
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    d.allocator.copyin(other, memoryview(bytearray(4 * lanes)))   # an SDMA copy: GCR_REQ, COPY, FENCE
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+  finally: uninstall_mock_amd(drv)
+  got = got.reshape(2, lanes)
+  assert (got[0] == 7).all() and (got[1] == (7 if sdma_inv else 0)).all(), got[:, 0]
