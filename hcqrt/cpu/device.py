@@ -516,14 +516,17 @@ class CPUProgram:
   def __call__(self, *bufs: CPUBuffer, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1), threads: int = 1,
                vals: Sequence[int] = (), wait: bool = True) -> float | None:
     """Run on `threads` cores (interface.Program: the GPU launch dims are ignored)."""
-    fn = self._fns.get(key := (len(bufs), len(vals))) or self._fn(*key)
     args = [b.address for b in bufs]
     if vals: args.extend(vals)
+    # (a multi-core launch through the native runner needs only the kernel's address: no ctypes function looked up)
+    if threads.__class__ is int and threads > 1 and _runner is not None and len(args) <= _CRunner.MAXARGS:
+      st = time.perf_counter()
+      _runner.run(self.addr, args, threads)
+      return time.perf_counter() - st if wait else None
+    fn = self._fns.get(key := (len(bufs), len(vals))) or self._fn(*key)
     st = time.perf_counter()
     if threads == 1: fn(*args, 0)
-    elif isinstance(threads, int) and threads > 1:
-      if _runner is not None and len(args) <= _CRunner.MAXARGS: _runner.run(self.addr, args, threads)
-      else: _pool.run(fn, args, threads)
+    elif isinstance(threads, int) and threads > 1: _pool.run(fn, args, threads)
     else: raise ValueError(f"kernel {self.name}: threads must be an int >= 1, got {threads!r}")
     return time.perf_counter() - st if wait else None
 
