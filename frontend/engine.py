@@ -223,8 +223,8 @@ def run_schedule(items: list[ScheduleItem], debug: int | None = None) -> None:
   """Run a schedule: every item's buffers and kernel first, then the launches one after another (debug: debug_level(),
   when the caller read it already). The host work of an item (a buffer from the allocator, the kernel from its cache)
   is done before the first launch, not between two: a kernel streaming its buffers leaves the host's caches cold, and
-  the same Python run after it costs several times what it costs before it (a 512x512 product's pack and product ran
-  ~35 us apart, 0.1 ms at 2048; now the second launch follows the first at once, its worker threads still spinning).
+  the same Python run after it costs several times what it costs before it (bench/matmul_split.py --phases: a 512x512
+  product's launch came ~25 us after its pack's, now ~2 us).
   An item's error at this stage (a compile error, out of memory, a write the capture refuses) is raised after the
   items before it ran, as when each item was built and run in turn."""
   global _runs
