@@ -235,16 +235,6 @@ def run_schedule(items: list[ScheduleItem], debug: int | None = None) -> None:
   if len(items) > 1: prebuild(items, opts_key, debug)
   todo: list[tuple[ScheduleItem, ExecItem]] = []
   planned: dict[LazyBuffer, Buffer] = {}   # the outputs of the items before this one (not run yet: no .buffer)
-  def launch() -> None:
-    for si, ei in todo:
-      ei.run(debug)
-      for o, b in zip(si.outputs, ei.bufs):
-        o.buffer = b
-        if o.viewed: lazy.mark_viewed(b)   # (a viewed base's buffer keeps the mark: compiler/lazy.py mark_viewed)
-      # a snapshot of a value from before the capture (an assign overwrites what it read) is not the function's work
-      if rec is not None and not ((out := si.outputs[0]).id < rec.first_id and out in snapshots):
-        rec.append(ei)
-        for o, t in zip(si.outputs, si.assign_targets or ()): rec.written += [weakref.ref(o), weakref.ref(t)]
   try:
     for si in items:
       out = si.outputs[0]
@@ -277,10 +267,16 @@ def run_schedule(items: list[ScheduleItem], debug: int | None = None) -> None:
                       not si.assign_targets, len(outs), dict(si.var_vals) if si.var_vals else None)
       for o, b in zip(si.outputs, ei.bufs): planned[o] = b
       todo.append((si, ei))
-  except BaseException:
-    launch()   # (the items before the one that failed run, as they did when each was built and run in turn)
-    raise
-  launch()
+  finally:   # (the launches; after an item's error, those of the items before it, and the error is raised after them)
+    for si, ei in todo:
+      ei.run(debug)
+      for o, b in zip(si.outputs, ei.bufs):
+        o.buffer = b
+        if o.viewed: lazy.mark_viewed(b)   # (a viewed base's buffer keeps the mark: compiler/lazy.py mark_viewed)
+      # a snapshot of a value from before the capture (an assign overwrites what it read) is not the function's work
+      if rec is not None and not ((out := si.outputs[0]).id < rec.first_id and out in snapshots):
+        rec.append(ei)
+        for o, t in zip(si.outputs, si.assign_targets or ()): rec.written += [weakref.ref(o), weakref.ref(t)]
 
 def simd_lanes(device: str) -> int:
   """float32 lanes of the device's kernel vectors; 0 where products are not packed (GPUs, NOOPT=1)."""
