@@ -122,14 +122,16 @@ def prebuild(items: list[ScheduleItem], opts_key: tuple, debug: int) -> int:
   2
   >>> _ = os.environ.pop("COMPILE_WORKERS") if old is None else os.environ.update(COMPILE_WORKERS=old)
   """
-  if int(opts_key[1] or 0) > 0 or debug >= 7 or VIZ or profile.ENABLED or settings.compile_workers() <= 1: return 0
+  if int(opts_key[1] or 0) > 0 or debug >= 7 or VIZ or profile.ENABLED: return 0
   todo: dict[tuple, tuple[ScheduleItem, str]] = {}
+  targets: dict = {}   # device -> its Target (asked once per device)
   for si in items:
-    if si.kind != "kernel" or si.outputs[0].max_size == 0: continue
-    dev = si.outputs[0].device
-    key = (si.ast, target_of(dev), *opts_key)
-    if key not in _kernel_cache: todo.setdefault(key, (si, dev))
-  if len(todo) < 2: return 0
+    if si.kind != "kernel": continue
+    dev = (out := si.outputs[0]).device
+    if (target := targets.get(dev)) is None: target = targets[dev] = target_of(dev)
+    if (key := (si.ast, target, *opts_key)) not in _kernel_cache and out.max_size != 0: todo.setdefault(key, (si, dev))
+  # (compile_workers asks the OS for the process's CPUs: only when there is something to build, not at every realize)
+  if len(todo) < 2 or settings.compile_workers() <= 1: return 0
   built = 0
   for target in dict.fromkeys(k[1] for k in todo):
     keys = [k for k in todo if k[1] == target]
@@ -217,46 +219,64 @@ def schedule_runs() -> int:
   """How many times run_schedule has started: a lazy graph changes (bases get buffers, drop their sources) only then."""
   return _runs
 
-def run_schedule(items: list[ScheduleItem]) -> None:
+def run_schedule(items: list[ScheduleItem], debug: int | None = None) -> None:
+  """Run a schedule: every item's buffers and kernel first, then the launches one after another (debug: debug_level(),
+  when the caller read it already). The host work of an item (a buffer from the allocator, the kernel from its cache)
+  is done before the first launch, not between two: a kernel streaming its buffers leaves the host's caches cold, and
+  the same Python run after it costs several times what it costs before it (bench/matmul_split.py --phases: a 512x512
+  product's launch came ~25 us after its pack's, now ~2 us).
+  An item's error at this stage (a compile error, out of memory, a write the capture refuses) is raised after the
+  items before it ran, as when each item was built and run in turn."""
   global _runs
   _runs += 1
   rec = capturing()   # while the JIT (or export) captures, every ExecItem run is recorded
-  opts_key, debug = settings.opts_key(), debug_level()   # (the env, read once for the whole schedule)
+  opts_key = settings.opts_key()   # (the env, read once for the whole schedule)
+  if debug is None: debug = debug_level()
   if len(items) > 1: prebuild(items, opts_key, debug)
-  for si in items:
-    out = si.outputs[0]
-    # (out.max_size, without its two calls for a plain shape)
-    if (max_size := math.prod(out.shape)).__class__ is not int: max_size = out.max_size
-    nbytes = si.alloc_nbytes or max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
-    what = lambda si=si, out=out: f"{'Tensor.empty' if si.kind == 'empty' else si.name} (output {out.shape} {out.dtype})"
-    if si.kind == "empty":
-      out.buffer = Buffer(out.device, nbytes, what)
-      if out.viewed: lazy.mark_viewed(out.buffer)
-      continue
-    if si.kind == "copy":
-      ei = ExecItem("copy", None, [Buffer(out.device, nbytes, what), si.inputs[0].buffer])
-    else:
-      dev = out.device
-      for b in si.inputs:
-        if b.device != dev: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {dev}")
-      if si.assign_targets and rec is not None and rec.refuse_write is not None: rec.refuse_write(si.name)
-      outs = [t.buffer for t in si.assign_targets] if si.assign_targets else [Buffer(dev, nbytes, lambda: f"kernel {what()}")]
-      if max_size == 0:
-        for o, b in zip(si.outputs, outs):
-          o.buffer = b
-          if o.viewed: lazy.mark_viewed(b)   # (a viewed base's buffer keeps the mark: compiler/lazy.py mark_viewed)
+  todo: list[tuple[ScheduleItem, ExecItem]] = []
+  planned: dict[LazyBuffer, Buffer] = {}   # the outputs of the items before this one (not run yet: no .buffer)
+  try:
+    for si in items:
+      out = si.outputs[0]
+      # (out.max_size, without its two calls for a plain shape)
+      if (max_size := math.prod(out.shape)).__class__ is not int: max_size = out.max_size
+      nbytes = si.alloc_nbytes or max_size * out.dtype.itemsize   # (symbolic sizes: room for the Variables' maxima)
+      what = lambda si=si, out=out: f"{'Tensor.empty' if si.kind == 'empty' else si.name} (output {out.shape} {out.dtype})"
+      if si.kind == "empty":
+        out.buffer = Buffer(out.device, nbytes, what)
+        if out.viewed: lazy.mark_viewed(out.buffer)
         continue
-      # get_kernel may raise (a compile error): then nothing of this item is marked realized
-      ei = ExecItem("kernel", get_kernel(si, dev, opts_key), outs + [b.buffer for b in si.inputs], not si.assign_targets, len(outs),
-                    dict(si.var_vals) if si.var_vals else None)
-    ei.run(debug)
-    for o, b in zip(si.outputs, ei.bufs):
-      o.buffer = b
-      if o.viewed: lazy.mark_viewed(b)   # (a viewed base's buffer keeps the mark: compiler/lazy.py mark_viewed)
-    # a snapshot of a value from before the capture (an assign overwrites what it read) is not the function's work
-    if rec is not None and not (out.id < rec.first_id and out in snapshots):
-      rec.append(ei)
-      for o, t in zip(si.outputs, si.assign_targets or ()): rec.written += [weakref.ref(o), weakref.ref(t)]
+      if si.kind == "copy":
+        src = si.inputs[0]
+        ei = ExecItem("copy", None, [Buffer(out.device, nbytes, what), src.buffer if src.buffer is not None else planned.get(src)])
+      else:
+        dev = out.device
+        for b in si.inputs:
+          if b.device != dev: raise RuntimeError(f"kernel {si.name}: input on {b.device}, output on {dev}")
+        if si.assign_targets and rec is not None and rec.refuse_write is not None: rec.refuse_write(si.name)
+        outs = ([t.buffer if t.buffer is not None else planned.get(t) for t in si.assign_targets] if si.assign_targets else
+                [Buffer(dev, nbytes, lambda: f"kernel {what()}")])
+        if max_size == 0:
+          for o, b in zip(si.outputs, outs):
+            o.buffer = b
+            if o.viewed: lazy.mark_viewed(b)   # (a viewed base's buffer keeps the mark: compiler/lazy.py mark_viewed)
+          continue
+        # get_kernel may raise (a compile error): then nothing of this item is marked realized
+        ins = [b.buffer if b.buffer is not None else planned.get(b) for b in si.inputs]
+        ei = ExecItem("kernel", get_kernel(si, dev, opts_key), outs + ins,
+                      not si.assign_targets, len(outs), dict(si.var_vals) if si.var_vals else None)
+      for o, b in zip(si.outputs, ei.bufs): planned[o] = b
+      todo.append((si, ei))
+  finally:   # (the launches; after an item's error, those of the items before it, and the error is raised after them)
+    for si, ei in todo:
+      ei.run(debug)
+      for o, b in zip(si.outputs, ei.bufs):
+        o.buffer = b
+        if o.viewed: lazy.mark_viewed(b)   # (a viewed base's buffer keeps the mark: compiler/lazy.py mark_viewed)
+      # a snapshot of a value from before the capture (an assign overwrites what it read) is not the function's work
+      if rec is not None and not ((out := si.outputs[0]).id < rec.first_id and out in snapshots):
+        rec.append(ei)
+        for o, t in zip(si.outputs, si.assign_targets or ()): rec.written += [weakref.ref(o), weakref.ref(t)]
 
 def simd_lanes(device: str) -> int:
   """float32 lanes of the device's kernel vectors; 0 where products are not packed (GPUs, NOOPT=1)."""
@@ -295,11 +315,12 @@ def realize(lbs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | No
     checks.items += extra.items
     extra.items = []
     items = schedule()
-  if VIZ or debug_level() >= 3:
+  debug = debug_level()
+  if VIZ or debug >= 3:
     ex = explain_schedule(items, lbs)
-    if debug_level() >= 3 and items: print(format_schedule(ex), file=sys.stderr)
+    if debug >= 3 and items: print(format_schedule(ex), file=sys.stderr)
     if VIZ and items: vizdata.add_realize(ex, items)
-  run_schedule(items)
+  run_schedule(items, debug)
   # once realized, a base forgets how it was computed so the graph above it can be freed
   for si in items:
     for b in si.outputs: b.forget_graph()

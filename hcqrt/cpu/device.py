@@ -50,22 +50,24 @@ def _backing(nbytes: int) -> np.ndarray:
 _addressof, _c_char = ctypes.addressof, ctypes.c_char
 
 class CPUBuffer:
-  """Host memory owned by CPUAllocator, 64-byte aligned; zero-filled when new, holding old data when reused."""
-  __slots__ = ("_mem", "_raw", "address", "nbytes")
-  def __init__(self, nbytes: int, raw: np.ndarray):
+  """Host memory owned by CPUAllocator, 64-byte aligned; zero-filled when new, holding old data when reused. `base`:
+  raw's own address when the caller knows it (a buffer from the allocator's cache)."""
+  __slots__ = ("_off", "_raw", "address", "nbytes")
+  def __init__(self, nbytes: int, raw: np.ndarray, base: int | None = None):
     # (the address through a one-byte ctypes view: 0.6 us, where raw.ctypes.data builds numpy's ctypes helper, 1.9 us,
-    # once per buffer of every eager kernel)
-    addr = _addressof(_c_char.from_buffer(raw))
-    off = -addr % ALIGN
-    self.nbytes, self._raw, self._mem = nbytes, raw, raw[off:off + nbytes]
+    # once per new buffer; a reused one brings it along. The aligned bytes are sliced out by view(), at a copy, not
+    # here at every allocation of every eager kernel's output)
+    addr = _addressof(_c_char.from_buffer(raw)) if base is None else base
+    self._off = off = -addr % ALIGN
+    self.nbytes, self._raw = nbytes, raw
     self.address: int = addr + off
 
   def view(self) -> memoryview:
     """The raw bytes, writable (format 'B')."""
-    if self._mem is None: raise RuntimeError(f"CPUBuffer of {self.nbytes} bytes at {self.address:#x} used after free")
-    return memoryview(self._mem)
+    if self._raw is None: raise RuntimeError(f"CPUBuffer of {self.nbytes} bytes at {self.address:#x} used after free")
+    return memoryview(self._raw[self._off:self._off + self.nbytes])
 
-  def __repr__(self) -> str: return f"<CPUBuffer {self.nbytes} bytes at {self.address:#x}{'' if self._mem is not None else ' (freed)'}>"
+  def __repr__(self) -> str: return f"<CPUBuffer {self.nbytes} bytes at {self.address:#x}{'' if self._raw is not None else ' (freed)'}>"
 
 def _raw_bytes(mv, what: str) -> np.ndarray:
   try: return np.frombuffer(mv, np.uint8)
@@ -86,22 +88,23 @@ class CPUAllocator(CachingAllocator):
 
   @staticmethod
   def _key(nbytes: int) -> int: return nbytes if nbytes < HUGE else (nbytes + ALIGN + HUGE - 1) // HUGE * HUGE
-  def _size(self, raw: np.ndarray) -> int: return raw.nbytes
-  def _release(self, raw: np.ndarray) -> None: pass   # memory returns to the system with the last view of it
+  # cached items: (the memory, its address), so a reused buffer's address is not asked of ctypes again
+  def _size(self, item: tuple[np.ndarray, int]) -> int: return item[0].nbytes
+  def _release(self, item: tuple[np.ndarray, int]) -> None: pass   # memory returns to the system with the last view of it
 
   def alloc(self, nbytes: int) -> CPUBuffer:
     if not isinstance(nbytes, int) or nbytes < 0: raise ValueError(f"CPUAllocator.alloc: bad size {nbytes!r}")
-    if (raw := self._take(self._key(nbytes))) is not None: return CPUBuffer(nbytes, raw)
+    if (item := self._take(self._key(nbytes))) is not None: return CPUBuffer(nbytes, *item)
     try: return CPUBuffer(nbytes, _backing(nbytes))
     except (MemoryError, OSError):
       self.flush()   # what the cache holds may be what this allocation needs
       return CPUBuffer(nbytes, _backing(nbytes))
 
   def free(self, buf: CPUBuffer) -> None:
-    if buf._mem is None: raise RuntimeError(f"double free of {buf!r}")
-    raw, buf._mem, buf._raw = buf._raw, None, None
+    if (raw := buf._raw) is None: raise RuntimeError(f"double free of {buf!r}")
+    buf._raw = None
     # only big buffers are worth keeping: small ones come from calloc's own free lists
-    if raw is not None and raw.nbytes >= KEEP: self._keep(self._key(buf.nbytes), raw)
+    if raw.nbytes >= KEEP: self._keep(self._key(buf.nbytes), (raw, buf.address - buf._off))
 
   def share_with_forks(self, buf: CPUBuffer, share: bool) -> None:
     """Whether a process forked later maps `buf` (MADV_DOFORK / MADV_DONTFORK; only the big buffers with a mapping of
@@ -516,14 +519,17 @@ class CPUProgram:
   def __call__(self, *bufs: CPUBuffer, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1), threads: int = 1,
                vals: Sequence[int] = (), wait: bool = True) -> float | None:
     """Run on `threads` cores (interface.Program: the GPU launch dims are ignored)."""
-    fn = self._fns.get(key := (len(bufs), len(vals))) or self._fn(*key)
     args = [b.address for b in bufs]
     if vals: args.extend(vals)
+    # (a multi-core launch through the native runner needs only the kernel's address: no ctypes function looked up)
+    if threads.__class__ is int and threads > 1 and _runner is not None and len(args) <= _CRunner.MAXARGS:
+      st = time.perf_counter()
+      _runner.run(self.addr, args, threads)
+      return time.perf_counter() - st if wait else None
+    fn = self._fns.get(key := (len(bufs), len(vals))) or self._fn(*key)
     st = time.perf_counter()
     if threads == 1: fn(*args, 0)
-    elif isinstance(threads, int) and threads > 1:
-      if _runner is not None and len(args) <= _CRunner.MAXARGS: _runner.run(self.addr, args, threads)
-      else: _pool.run(fn, args, threads)
+    elif isinstance(threads, int) and threads > 1: _pool.run(fn, args, threads)
     else: raise ValueError(f"kernel {self.name}: threads must be an int >= 1, got {threads!r}")
     return time.perf_counter() - st if wait else None
 
