@@ -5,6 +5,7 @@ the mock whose L1s lived for one batch of workgroups."""
 import struct
 import numpy as np
 import pytest
+from ioctl_defs.amd.pm4 import WRM_GE as GE, WRM_NE as NE
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
 from hcqrt.mock.amd.gfx9 import Gfx9Waves
 from hcqrt.mock.amd.gfx9.l1 import VectorL1
@@ -154,22 +155,23 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
   if invalidate: assert (second == 7).all() and (third == 9).all(), (second[:, 0], third[:, 0])
   else: assert (second[0] == 7).all() and (second[1] == 0).all() and (third[0] == 7).all() and (third[1] == 0).all(), (second[:, 0], third[:, 0])
 
-@needs_llvm
-@pytest.mark.parametrize("arch", list(ARCHS))
-@pytest.mark.parametrize("waited", [True, False])
-def test_release_invalidate_lands_once_a_wait_saw_its_fence(arch, waited, monkeypatch):
-  """A RELEASE_MEM with the L1 invalidate (gfx9 EOP_TCL1_ACTION_EN, gfx11 GCR GLV_INV) has certainly run once a
-  WAIT_REG_MEM saw its fence value (the flush sequence of radv / radeonsi, cp.py release_l1_invalidate): a dispatch
-  after that wait, with no L1 invalidate of its own, reads fresh data. Without the wait the CP may have run the
-  dispatch before the end-of-pipe invalidate: it reads the lines its CU filled earlier, stale. (`bcast` fills x's
-  zeros into two CUs' L1s, `fill` stores 7 from the first; every other cache action drops no L1 line here.)"""
+def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool = True, events_wait: bool = False) -> np.ndarray:
+  """Through the mock KFD (PM4) with every L1 / GL0 / GL1 invalidate of the backend taken out: `bcast` fills x's zeros
+  into two CUs (SAs), `fill` stores 7s from the first; then one submission runs `ops` and a last `bcast`, whose two
+  workgroups' first lanes come back. ops: ("release",) a RELEASE_MEM with the L1 invalidate (gfx9 EOP_TCL1_ACTION_EN,
+  gfx11 GCR GLV_INV and, with `gl1_in_release`, GL1_INV) writing 1 to a fence; ("wait", func, ref, on) a WAIT_REG_MEM
+  on the fence or on another signal already at 1; ("acquire",) an ACQUIRE_MEM dropping every L1 / GL0 / GL1;
+  ("write", v) a WRITE_DATA of v into x after the dispatches before it; ("bcast",), ("fill",) launches. With `events_wait` the host then consumes its event with WAIT_EVENTS and submits
+  the last `bcast` on its own."""
   from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
   from hcqrt.amd.device import AMDDevice, AMDProgram
   monkeypatch.setenv("AMD_AQL", "0")
-  inv = pm4.RM_GCR_GLV_INV if arch == "gfx1100" else pm4.EOP_TCL1_ACTION_EN
-  for name in ("COHER_TCL1_ACTION_ENA", "GCR_GLV_INV", "EOP_TCL1_ACTION_EN", "RM_GCR_GLV_INV"): monkeypatch.setattr(pm4, name, 0)
-  monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~sdma.GCR_GLV_INV)
+  gfx = 11 if arch == "gfx1100" else 9
+  inv = (pm4.RM_GCR_GLV_INV | (pm4.RM_GCR_GL1_INV if gl1_in_release else 0)) if gfx == 11 else pm4.EOP_TCL1_ACTION_EN
+  acq = pm4.acquire_mem(11, gcr_cntl=pm4.GCR_GLV_INV | pm4.GCR_GL1_INV) if gfx == 11 else pm4.acquire_mem(9, coher_cntl=pm4.COHER_TCL1_ACTION_ENA)
+  for name in ("COHER_TCL1_ACTION_ENA", "GCR_GLV_INV", "GCR_GL1_INV", "EOP_TCL1_ACTION_EN", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV"): monkeypatch.setattr(pm4, name, 0)
+  monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
   lanes = ARCHS[arch][1]
   drv = install_mock_amd(arch)
   try:
@@ -182,16 +184,89 @@ def test_release_invalidate_lands_once_a_wait_saw_its_fence(arch, waited, monkey
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
     progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
     progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
-    fence = d.new_signal(0, "l1 release")
+    fence, other = d.new_signal(0, "l1 release"), d.new_signal(1, "signalled already")
     q = d.after_timeline(d.hw_compute_queue())
-    q._emit(pm4.release_mem(fence.va, 1, cache=inv))
-    if waited: q._emit(pm4.wait_reg_mem(fence.va, 1, function=pm4.WRM_GE))
+    for op in ops:
+      if op[0] == "release": q._emit(pm4.release_mem(fence.va, 1, cache=inv))
+      elif op[0] == "wait": q._emit(pm4.wait_reg_mem((fence if op[3] == "fence" else other).va, op[2], function=op[1]))
+      elif op[0] == "acquire": q._emit(acq)
+      elif op[0] == "write":   # the CP writes x (through the L2, past the L1s) once the dispatches before it are done
+        q._emit(pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_CS_PARTIAL_FLUSH)); q._emit(pm4.write_data(x.va, *[op[1]] * lanes))
+      else: q.exec(progs[op[0]], progs[op[0]].fill_kernargs((x, out), ()), (1 if op[0] == "fill" else 2, 1, 1), (lanes, 1, 1))
+    if events_wait:
+      d.submit_timeline(q); d.synchronize()
+      ev = d.abi.ffi.new("struct kfd_event_data[1]"); ev[0].event_id = d.event_id
+      # (synchronize may have consumed the event already: then this sleeps 1 ms; either way one WAIT_EVENTS saw it)
+      d.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(d.abi.ffi.cast("uintptr_t", ev)), num_events=1, wait_for_all=0, timeout=1)
+      q = d.hw_compute_queue()
     q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
     d.submit_timeline(q); d.synchronize()
     got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
   finally: uninstall_mock_amd(drv)
-  got = got.reshape(2, lanes)
-  assert (got[0] == 7).all() and (got[1] == (7 if waited else 0)).all(), got[:, 0]
+  return got.reshape(2, lanes)[:, 0]
+
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("wait,fresh", [(None, False), ((GE, 1, "fence"), True), ((GE, 0, "fence"), False),
+                                        ((NE, 5, "fence"), False), ((GE, 1, "other"), False)],
+                         ids=["no_wait", "ge1", "ge0", "ne5", "other_signal"])
+def test_release_invalidate_lands_once_a_wait_saw_its_fence(arch, wait, fresh, monkeypatch):
+  """A RELEASE_MEM with the L1 invalidate has certainly run once a WAIT_REG_MEM passed on its fence where the value
+  before the release could not have passed (the flush sequence of radv / radeonsi, cp.py release_l1_invalidate): the
+  dispatch after it, with no invalidate of its own, reads fresh data (7) on the second CU. Without the wait, with a
+  wait the fence's old 0 already satisfies (GE 0, NE 5: review l1b row A) or a wait on another signal, the CP may
+  run the dispatch before the end-of-pipe invalidate: that CU reads the zeros it filled, stale."""
+  ops = [("release",)] + ([("wait", *wait)] if wait else [])
+  got = _release_run(arch, monkeypatch, ops)
+  assert got.tolist() == [7, 7 if fresh else 0], got
+
+@needs_llvm
+@pytest.mark.parametrize("gl1_in_release", [True, False])
+def test_release_gl1_inv_drops_the_gl1s_once_waited(gl1_in_release, monkeypatch):
+  """gfx1100: the waited release's GCR GL1_INV is the only GL1 invalidate left. With it the second SA's L0 (dropped by
+  GLV_INV) refills 7 from memory; without it from its GL1, which still holds the zeros."""
+  got = _release_run("gfx1100", monkeypatch, [("release",), ("wait", GE, 1, "fence")], gl1_in_release=gl1_in_release)
+  assert got.tolist() == [7, 7 if gl1_in_release else 0], got
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_lines_filled_after_the_release_survive_its_wait(arch, monkeypatch):
+  """The release's invalidate drops only the lines held at the release: an ACQUIRE_MEM after it drops them all, then
+  `bcast` fills x's 7s again in both CUs and the CP writes 9s into x. The wait may come after the release's
+  invalidate ran before those fills, so they stay: the last `bcast` reads 7 on both CUs. (Review l1b row C: a wait
+  that drops every line, or the lines marked at the release past a later invalidate of everything, reads 9.)"""
+  got = _release_run(arch, monkeypatch, [("release",), ("acquire",), ("bcast",), ("write", 9), ("wait", GE, 1, "fence")])
+  assert got.tolist() == [7, 7], got
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_release_invalidate_lands_once_wait_events_consumed_a_later_interrupt(arch, monkeypatch):
+  """The release (no interrupt of its own), then the submission's timeline release and the event release with INT_SEL
+  2; the host consumes that event in WAIT_EVENTS and submits `bcast` with no wait on the fence: the queue's EOP
+  events retire in order, so the release's invalidate has run and the second CU reads 7 (review l1b row B; it read
+  the stale 0)."""
+  got = _release_run(arch, monkeypatch, [("release",)], events_wait=True)
+  assert got.tolist() == [7, 7], got
+
+def test_pending_invalidates_land_by_comparison_and_in_queue_order():
+  """PendingInvalidate.proven_by compares the wait's function, reference and mask with the fence's value before and
+  after the release (an HSA signal counts down: an AQL barrier's dependency met means the 64-bit value == 0), at the
+  release's width; land_pending drops the proven release's lines and those of every earlier release of its queue."""
+  from types import SimpleNamespace
+  from hcqrt.mock.amd.cp import PendingInvalidate, land_pending
+  eq0 = (8, 3, 0, (1 << 64) - 1)
+  assert PendingInvalidate(0x108, 8, 1, 0, [], 1).proven_by(0x108, *eq0)
+  assert not PendingInvalidate(0x108, 8, 0, 0, [], 1).proven_by(0x108, *eq0)         # already 0 before the release
+  assert not PendingInvalidate(0x108, 8, 1 << 32, 0, [], 1).proven_by(0x108, 4, 3, 0, ~0)   # low dword was 0 before
+  assert PendingInvalidate(0x108, 8, 1 << 32, 0, [], 1).proven_by(0x10C, 4, 3, 0, ~0)   # the high dword moved to 0
+  assert PendingInvalidate(0x100, 8, 5, 6 + (1 << 32), [], 1).proven_by(0x100, 4, 5, 6, ~0)   # 64-bit release, its low dword
+  assert not PendingInvalidate(0x100, 4, 0, 6, [], 1).proven_by(0x100, 4, 5, 6, 0x4)   # masked: 0 & 4 >= 6 fails, 6 & 4 too
+  dropped: list[str] = []
+  mk = lambda name, q, addr: PendingInvalidate(addr, 4, 0, 1, [(SimpleNamespace(drop_marked=dropped.append), name)], q)
+  vm = SimpleNamespace(l1_pending=[mk("a", 1, 0x10), mk("b", 2, 0x20), mk("c", 1, 0x30), mk("d", 1, 0x40)])
+  land_pending(vm, lambda p: p.proven_by(0x30, 4, 5, 1, ~0))
+  assert dropped == ["a", "c"] and [p.addr for p in vm.l1_pending] == [0x20, 0x40]
 
 def test_l1_slots_sit_on_their_workgroups_xcc():
   """Every batch's slot map keeps each workgroup on an L1 of its own XCC (slot % nx == gid % nx), the slots of a batch

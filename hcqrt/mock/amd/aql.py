@@ -115,7 +115,7 @@ class AQLQueue(Queue):
     mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
-      self.kfd.interrupt(event_id, eop=True)
+      self.interrupted(self.kfd.interrupt(event_id, eop=True))
 
   def packet(self, pkt: bytes) -> None:
     hdr = pkt[0] | pkt[1] << 8
@@ -138,6 +138,10 @@ class AQLQueue(Queue):
       deps = [h for h in struct.unpack_from("<5Q", pkt, 8) if h]
       zero = [struct.unpack("<q", bytes(self.vm.read(h + 8, 8)))[0] == 0 for h in deps]
       if deps and not (all(zero) if typ == BARRIER_AND else any(zero)): raise Blocked
+      # a met dependency is a wait that passed on the signal's 64-bit value == 0 (signals count down): it lands the
+      # pending invalidates of a release that brought that value to 0 (cp.py land_pending)
+      for h, z in zip(deps, zero):
+        if z: self.observe_fence(h + 8, 8, 3, 0, (1 << 64) - 1)
       self.drain(); self._retire(completion)
     elif typ == VENDOR:
       fmt = pkt[2] | pkt[3] << 8
@@ -255,4 +259,4 @@ class AQLQueue(Queue):
     mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
-      self.kfd.interrupt(event_id, eop=True)
+      self.interrupted(self.kfd.interrupt(event_id, eop=True))

@@ -115,6 +115,48 @@ def aql_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
 def _cmp(func: int, v: int, ref: int) -> bool:
   return [True, v < ref, v <= ref, v == ref, v != ref, v >= ref, v > ref, False][func & 7]
 
+@dataclass
+class PendingInvalidate:
+  """A release's L1 / GL1 invalidate not yet seen complete (Queue.release_l1_invalidate): the fence it writes (`width`
+  bytes at `addr`, `old` before it, `new` after), the caches' marks, the queue that issued it (its EOP events retire in
+  order) and the KFD events a later interrupt of that queue newly signalled (a WAIT_EVENTS that consumes one saw it)."""
+  addr: int
+  width: int
+  old: int
+  new: int
+  marks: list
+  queue: int
+  events: set[int] = field(default_factory=set)
+
+  def proven_by(self, addr: int, n: int, func: int, ref: int, mask: int) -> bool:
+    """Does a wait that passed comparing (`func`, `ref`, `mask`) the `n` bytes at `addr` prove this release wrote its
+    fence? Only if the fence's value before the release could not have passed it and the release's value could.
+
+    >>> p = PendingInvalidate(0x100, 4, 0, 1, [], 1)
+    >>> p.proven_by(0x100, 4, 5, 1, ~0), p.proven_by(0x100, 4, 5, 0, ~0), p.proven_by(0x104, 4, 5, 1, ~0)
+    (True, False, False)
+    """
+    if not (self.addr <= addr and addr + n <= self.addr + self.width): return False
+    seen = lambda v: (v >> 8 * (addr - self.addr)) & ((1 << 8 * n) - 1) & mask
+    return not _cmp(func, seen(self.old), ref) and _cmp(func, seen(self.new), ref)
+
+def land_pending(vm: GPUVM, proven: Callable[[PendingInvalidate], bool]) -> None:
+  """Drop the lines of the pending invalidates `proven` says have run, and of every earlier one of the same queue: the
+  CP retires a queue's end-of-pipe events in order, which the kernel relies on when one fence value read signals every
+  earlier fence of the ring (linux@02bc0650:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c, amdgpu_fence_process and
+  amdgpu_fence_seq_signaled: last_seq >= seq). An SDMA queue runs its packets in order too (Queue.step_sdma)."""
+  if not vm.l1_pending: return
+  last: dict[int, int] = {}
+  for i, p in enumerate(vm.l1_pending):
+    if proven(p): last[p.queue] = i
+  if not last: return
+  keep = []
+  for i, p in enumerate(vm.l1_pending):
+    if i <= last.get(p.queue, -1):
+      for c, mark in p.marks: c.drop_marked(mark)
+    else: keep.append(p)
+  vm.l1_pending = keep
+
 class Queue:
   """A user-mode queue the mock KFD created: ring, rptr/wptr in the client's memory, doorbell value as the target."""
   def __init__(self, kfd, qid: int, kind: int, vm: GPUVM, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int, arch: str):
@@ -217,26 +259,30 @@ class Queue:
   # using gcr_cntl after the completion of the work", same comment), and drivers rely on it: radv emits the release
   # with GLV_INV / GL1_INV, then a WAIT_REG_MEM on its fence value, and leaves those invalidates out of its ACQUIRE_MEM
   # (mesa@25.0.7:src/amd/vulkan/radv_cs.c, gfx10_cs_emit_cache_flush; radeonsi si_cp_release_mem + si_cp_wait_mem). So a
-  # WAIT_REG_MEM of this VM satisfied on the fence's address with a value at or past it drops the lines held at the
-  # release (VectorL1.mark); lines filled after the release stay (they may have come after the invalidate).
-  def release_l1_invalidate(self, addr: int, value: int, caches: list) -> None:
-    """A release with an invalidate of `caches` (VectorL1s: the GL0s / L1s, gfx11's GL1s) wrote `value` to fence
-    `addr`: the invalidate is pending until seen complete."""
-    if (marks := self._marks(caches)): self.vm.l1_pending.append((addr, value, marks))
+  # WAIT_REG_MEM of this VM that passed on the fence's address where the value before the release could not have
+  # passed it (a wait that the old value satisfies, GE 0 or NE x, may pass before the end-of-pipe event) drops the
+  # lines held at the release (VectorL1.mark); lines filled after the release stay (they may have come after the
+  # invalidate). So do a KFD WAIT_EVENTS that consumed the interrupt of this or a later release of the queue, and an AQL
+  # barrier whose dependency signal the release's value met (land_pending).
+  def release_l1_invalidate(self, addr: int, width: int, old: int, value: int, caches: list) -> None:
+    """A release with an invalidate of `caches` (VectorL1s: the GL0s / L1s, gfx11's GL1s) wrote `value` over `old`
+    (`width` bytes) to fence `addr`: the invalidate is pending until seen complete."""
+    if (marks := self._marks(caches)): self.vm.l1_pending.append(PendingInvalidate(addr, width, old, value, marks, self.qid))
+
+  def interrupted(self, events: list[int]) -> None:
+    """This queue raised an interrupt that newly signalled `events`: once a WAIT_EVENTS consumes one, every earlier
+    release of the queue has completed (in order, land_pending)."""
+    for p in self.vm.l1_pending:
+      if p.queue == self.qid: p.events.update(events)
 
   @staticmethod
   def _marks(caches: list) -> list:
     return [(c, c.mark()) for c in caches if c is not None and c.held]
 
-  def observe_fence(self, addr: int) -> None:
-    """A wait of this VM passed on `addr`: pending invalidates whose fence value it holds (or a later one) have run."""
-    if not self.vm.l1_pending: return
-    keep = []
-    for a, v, marked in self.vm.l1_pending:
-      if a == addr and int.from_bytes(self.vm.read(addr, 8 if v >> 32 else 4), "little") >= v:
-        for c, mark in marked: c.drop_marked(mark)
-      else: keep.append((a, v, marked))
-    self.vm.l1_pending = keep
+  def observe_fence(self, addr: int, n: int, func: int, ref: int, mask: int) -> None:
+    """A wait of this VM passed comparing (`func`, `ref`, `mask`) the `n` bytes at `addr`: the pending invalidates it
+    proves complete land (PendingInvalidate.proven_by)."""
+    if self.vm.l1_pending: land_pending(self.vm, lambda p: p.proven_by(addr, n, func, ref, mask))
 
   def invalidate_vector_l1(self, l0: bool = True, gl1: bool = True) -> None:
     """Every CU's vector L1 / GL0 (`l0`) and every gfx11 GL1 (`gl1`) drops its lines (a cache action of the CP:
@@ -302,7 +348,7 @@ class Queue:
       addr = body[1] | (body[2] << 32)
       if addr % 4: raise self.fail(f"WAIT_REG_MEM address {addr:#x} is not dword aligned")
       if not _cmp(func, self.vm.read32(addr) & body[4], body[3]): raise Blocked
-      if func: self.observe_fence(addr)   # (ALWAYS compares nothing: it has seen no release complete)
+      self.observe_fence(addr, 4, func, body[3], body[4])
     elif name == "WRITE_DATA":
       dst = (body[0] >> 8) & 0xF
       if dst == T.WD_DST_MEMORY: self.vm.write_cached(body[1] | (body[2] << 32), struct.pack(f"<{len(body) - 3}I", *body[3:]))
@@ -375,16 +421,18 @@ class Queue:
       if addr % (4 if data_sel == 1 else 8): raise self.fail(f"RELEASE_MEM address {addr:#x} misaligned for data_sel {data_sel}")
       v = (body[4] | (body[5] << 32)) if data_sel == 2 else body[4] if data_sel == 1 else time.perf_counter_ns() // 10
       # after a write-back the release reaches memory; without one it may sit in the L2 like the kernel's stores
+      width = 4 if data_sel == 1 else 8
+      old = int.from_bytes(self.vm.read(addr, width), "little")
       (self.vm.write if wb else self.vm.write_cached)(addr, struct.pack("<Q" if data_sel != 1 else "<I", v))
       if data_sel != 3:
-        self.release_l1_invalidate(addr, v, [self.vm.vector_l1 if body[0] & T.RM_L1_INV[self.gfx] else None,
+        self.release_l1_invalidate(addr, width, old, v, [self.vm.vector_l1 if body[0] & T.RM_L1_INV[self.gfx] else None,
                                              self.vm.gl1 if self.gfx >= 10 and body[0] & T.RM_GL1_INV_GFX11 else None])
     elif data_sel != 0: raise self.fail(f"RELEASE_MEM data_sel {data_sel} is not modelled")
     # INT_SEL (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_pm4_headers_ai.h:487-493): 2 = interrupt after the
     # write is confirmed (what the kernel asks for, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:5740-5741);
     # 3 = write the data after confirmation and raise no interrupt ("don't send an interrupt",
     # mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40); 0 none. The rest (interrupt only, ctxid compares) are not modelled.
-    if int_sel == 2: self.kfd.interrupt(body[6], eop=True)
+    if int_sel == 2: self.interrupted(self.kfd.interrupt(body[6], eop=True))
     elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
     self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)
 
@@ -430,16 +478,18 @@ class Queue:
       addr = b[1] | (b[2] << 32)
       if addr % 4: raise self.fail(f"SDMA FENCE address {addr:#x} is not dword aligned")
       uncached = self.gfx < 11 or (hdr >> 16) & 7 == 3   # SDMA 6: MTYPE 3 (UC) writes around the L2
+      old = self.vm.read32(addr)
       (self.vm.write if uncached else self.vm.write_cached)(addr, struct.pack("<I", b[3]))
-      if self.gcr_l1 is not None: self.vm.l1_pending.append((addr, b[3], self.gcr_l1)); self.gcr_l1 = None
+      if self.gcr_l1 is not None: self.vm.l1_pending.append(PendingInvalidate(addr, 4, old, b[3], self.gcr_l1, self.qid)); self.gcr_l1 = None
       return 4
     if name == "POLL_REGMEM":
       b = need(6)
       if not hdr >> 31: raise self.fail("POLL_REGMEM on a register is not modelled")
       if not _cmp((hdr >> 28) & 7, self.vm.read32(b[1] | (b[2] << 32)) & b[4], b[3]): raise Blocked
+      self.observe_fence(b[1] | (b[2] << 32), 4, (hdr >> 28) & 7, b[3], b[4])
       return 6
     if name == "TRAP":
-      b = need(2); self.kfd.interrupt(b[1] & 0x0FFFFFFF); return 2
+      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF)); return 2
     if name == "TIMESTAMP" and sub == 2:
       b = need(3)
       if b[1] % 8: raise self.fail(f"SDMA GET_GLOBAL_TIMESTAMP address {b[1] | (b[2] << 32):#x} is not 8-byte aligned")

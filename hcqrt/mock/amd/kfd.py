@@ -28,7 +28,7 @@ from hcqrt import syscalls
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes, small_bar_gpus
 from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE
-from hcqrt.mock.amd.cp import Queue, GPUError
+from hcqrt.mock.amd.cp import Queue, GPUError, land_pending
 from hcqrt.mock.amd.aql import AQLQueue
 
 ENOTSUPP = 524          # kernel-internal errno that set_queue_properties_from_user returns for an unknown queue type
@@ -499,17 +499,21 @@ class MockKFD:
   def _set_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = True
   def _reset_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = False
 
-  def interrupt(self, ctxid: int, eop: bool = False) -> None:
+  def interrupt(self, ctxid: int, eop: bool = False) -> list[int]:
     """An end-of-pipe (RELEASE_MEM INT_SEL 2) or SDMA trap interrupt: signal the event it names if its slot was
     written, else every written slot (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c, kfd_signal_event_interrupt).
     On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
-    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336)."""
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336). Returns the events it newly
+    signalled: a WAIT_EVENTS that consumes one of them saw this interrupt (an event already signalled merges it, so
+    its waiter may have seen only an earlier one: cp.py Queue.interrupted)."""
     self.interrupts.append(ctxid)
-    if eop and ctxid == 0 and self.arch == "gfx942": return
-    if self.event_page is None: return
+    if eop and ctxid == 0 and self.arch == "gfx942": return []
+    if self.event_page is None: return []
     hit = [ctxid] if ctxid in self.events and self._slot(ctxid) != T.UNSIGNALED_EVENT_SLOT else \
           [e for e in self.events if self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
+    new = [e for e in hit if not self.events[e]["signaled"]]
     for e in hit: self.events[e]["signaled"] = True; self._slot(e, T.UNSIGNALED_EVENT_SLOT)
+    return new
 
   def memory_fault(self, va: int, gpu_id: int | None = None) -> None:
     """A GPU VM fault on GPU `gpu_id` (default: the served one): every memory event of the process fires with the
@@ -557,6 +561,10 @@ class MockKFD:
       if self.report_queue_errors: self._raise_queue_error()
       done = [self.events[e]["signaled"] for e in ids if e in self.events]
       if (all(done) if a["wait_for_all"] else any(done)):
+        # the interrupts behind the events it consumes have been raised: their queues' releases have completed, and so
+        # have the L1 / GL1 invalidates they carried (cp.py land_pending)
+        seen = {e for e in ids if e in self.events and self.events[e]["signaled"]}
+        for n in self.nodes.values(): land_pending(n.vm, lambda p: bool(p.events & seen))
         for i, e in enumerate(ids):
           ev = self.events[e]
           if ev.get("memory") is not None and ev["signaled"]:   # copy the exception data back into the caller's record

@@ -63,9 +63,8 @@ class GPUVM:
     self.writebacks = 0
     self.vector_l1 = None   # the CUs' vector L1s / GL0s, kept across dispatches (gfx9/l1.py VectorL1; rdna3_executor makes it)
     self.gl1 = None         # gfx11: the shader arrays' GL1s under the GL0s, kept the same way (rdna3 Waves.set_gl0)
-    # L1 invalidates of releases not yet seen complete: (fence address, fence value, [(VectorL1, its mark() at the
-    # release)]) (cp.py Queue.release_l1_invalidate / observe_fence)
-    self.l1_pending: list[tuple[int, int, list]] = []
+    # L1 invalidates of releases not yet seen complete, in issue order (cp.py PendingInvalidate, land_pending)
+    self.l1_pending: list = []
 
   def map(self, bo: BO) -> None:
     self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)

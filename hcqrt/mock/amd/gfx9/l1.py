@@ -32,8 +32,15 @@ The model, the harmful minimum:
 - RELEASE_MEM's end-of-pipe L1 actions (gfx9 EOP TCL1_ACTION_EN, gfx11 GCR GLV_INV) and an SDMA GCR_REQ with GLV_INV
   (gfx11) are pending until something sees them complete: the CP does not wait for the end-of-pipe event before it
   starts the packets after it, so a later dispatch may fill and read lines before that invalidate lands (they stay);
-  once a WAIT_REG_MEM of the VM has passed on the release's fence (the SDMA queue's next FENCE) at or past its value,
-  the lines held at the release are dropped (radv and radeonsi rely on exactly this: cp.py release_l1_invalidate).
+  once something has seen the release complete, the lines held at the release are dropped (radv and radeonsi rely
+  on exactly this: cp.py release_l1_invalidate). Seen complete: a WAIT_REG_MEM / SDMA POLL_REGMEM of the VM that
+  passed on the release's fence (the SDMA queue's next FENCE) where the fence's value before the release could not
+  have passed it; an AQL barrier whose dependency signal the release brought to 0; a KFD WAIT_EVENTS that consumed
+  the interrupt of this or a later release of the same queue (EOP events retire in order: cp.py land_pending).
+  Known risk (a false failure, never a missed stale read): a host that polls the fence in memory and then submits
+  has seen the release complete, but the mock cannot see a CPU read, so it keeps the lines that hardware has
+  dropped. Our backend never relies on that (each submission waits with WAIT_REG_MEM on the timeline value or carries
+  an ACQUIRE_MEM / AQL acquire); code that does needs its own invalidate on the mock.
 
 The L1s are those of one process's GPU VM (memory.py GPUVM.vector_l1): another process's dispatches on the same GPU
 neither fill nor drop them. A buffer freed and allocated again at the same address with the same size keeps its lines
