@@ -161,7 +161,7 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
   workgroups' first lanes come back. ops: ("release",) a RELEASE_MEM with the L1 invalidate (gfx9 EOP_TCL1_ACTION_EN,
   gfx11 GCR GLV_INV and, with `gl1_in_release`, GL1_INV) writing 1 to a fence; ("wait", func, ref, on) a WAIT_REG_MEM
   on the fence or on another signal already at 1; ("acquire",) an ACQUIRE_MEM dropping every L1 / GL0 / GL1;
-  ("write", v) a WRITE_DATA of v into x after the dispatches before it; ("bcast",), ("fill",) launches. With `events_wait` the host then consumes its event with WAIT_EVENTS and submits
+  ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `events_wait` the host then consumes its event with WAIT_EVENTS and submits
   the last `bcast` on its own."""
   from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
@@ -177,9 +177,9 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
   try:
     d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
     progs = {}
-    for name, src in (("bcast", BCAST), ("fill", FILL)):
-      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
-      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    for name, sym, src in (("bcast", "bcast", BCAST), ("fill", "fill", FILL), ("fill9", "fill", FILL.replace("store i32 7", "store i32 9"))):
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), sym)
+      progs[name] = AMDProgram(d, sym, text, kd, [(0, 8), (8, 8)], entry=entry)
     x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
     progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
@@ -190,9 +190,7 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
       if op[0] == "release": q._emit(pm4.release_mem(fence.va, 1, cache=inv))
       elif op[0] == "wait": q._emit(pm4.wait_reg_mem((fence if op[3] == "fence" else other).va, op[2], function=op[1]))
       elif op[0] == "acquire": q._emit(acq)
-      elif op[0] == "write":   # the CP writes x (through the L2, past the L1s) once the dispatches before it are done
-        q._emit(pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_CS_PARTIAL_FLUSH)); q._emit(pm4.write_data(x.va, *[op[1]] * lanes))
-      else: q.exec(progs[op[0]], progs[op[0]].fill_kernargs((x, out), ()), (1 if op[0] == "fill" else 2, 1, 1), (lanes, 1, 1))
+      else: q.exec(progs[op[0]], progs[op[0]].fill_kernargs((x, out), ()), (1 if op[0].startswith("fill") else 2, 1, 1), (lanes, 1, 1))
     if events_wait:
       d.submit_timeline(q); d.synchronize()
       ev = d.abi.ffi.new("struct kfd_event_data[1]"); ev[0].event_id = d.event_id
@@ -233,11 +231,12 @@ def test_release_gl1_inv_drops_the_gl1s_once_waited(gl1_in_release, monkeypatch)
 @pytest.mark.parametrize("arch", list(ARCHS))
 def test_lines_filled_after_the_release_survive_its_wait(arch, monkeypatch):
   """The release's invalidate drops only the lines held at the release: an ACQUIRE_MEM after it drops them all, then
-  `bcast` fills x's 7s again in both CUs and the CP writes 9s into x. The wait may come after the release's
-  invalidate ran before those fills, so they stay: the last `bcast` reads 7 on both CUs. (Review l1b row C: a wait
-  that drops every line, or the lines marked at the release past a later invalidate of everything, reads 9.)"""
-  got = _release_run(arch, monkeypatch, [("release",), ("acquire",), ("bcast",), ("write", 9), ("wait", GE, 1, "fence")])
-  assert got.tolist() == [7, 7], got
+  `bcast` fills x's 7s again in both CUs and `fill9` stores 9s from the first (its own line takes them). The wait may
+  come after the release's invalidate ran before those fills, so they stay: the last `bcast` reads 7 on the second
+  CU. (Review l1b row C: a wait that drops every line, or the lines marked at the release past a later invalidate of
+  everything, reads 9.)"""
+  got = _release_run(arch, monkeypatch, [("release",), ("acquire",), ("bcast",), ("fill9",), ("wait", GE, 1, "fence")])
+  assert got.tolist() == [9, 7], got
 
 @needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))
@@ -376,16 +375,18 @@ def test_cp_invalidate_in_a_per_xcc_ib_drops_that_xccs_l1s():
     assert held(q.vm.vector_l1) == want, (ibs, nx, held(q.vm.vector_l1))
 
 @needs_llvm
-@pytest.mark.parametrize("gl1_inv", [True, False])
-def test_gl1_lines_survive_until_gl1_inv(gl1_inv, monkeypatch):
+@pytest.mark.parametrize("use_aql,gl1_inv", [("0", True), ("0", False), ("1", False)])
+def test_gl1_lines_survive_until_gl1_inv(use_aql, gl1_inv, monkeypatch):
   """gfx1100 through the mock KFD (PM4), one submission of three launches: `bcast`'s two workgroups sit on two shader
   arrays (slot % array_count), so each SA's GL1 fills x's zeros; `fill` stores 7s from the first SA; `bcast` again.
   The backend's ACQUIRE_MEM before each launch drops the GL0s (GLV_INV) and, with GCR_GL1_INV, the GL1s: the second
   SA reads 7. Without GL1_INV in it, the second SA's L0 refills from its GL1, which still holds the zeros
-  (AMDGPUUsage GFX10-GFX11: work-groups on different SAs "access different L1s")."""
+  (AMDGPUUsage GFX10-GFX11: work-groups on different SAs "access different L1s"). On an AQL queue, with GL1_INV
+  taken out of every PM4 ACQUIRE_MEM, the packets' system-scope acquire drops the GL1s (aql.py): the second SA reads
+  7 (review l1b row C: an acquire that dropped only the GL0s reads 0)."""
   from ioctl_defs.amd import pm4
   from hcqrt.amd.device import AMDDevice, AMDProgram
-  monkeypatch.setenv("AMD_AQL", "0")
+  monkeypatch.setenv("AMD_AQL", use_aql)
   if not gl1_inv: monkeypatch.setattr(pm4, "GCR_GL1_INV", 0)
   lanes = ARCHS["gfx1100"][1]
   drv = install_mock_amd("gfx1100")
@@ -407,7 +408,8 @@ def test_gl1_lines_survive_until_gl1_inv(gl1_inv, monkeypatch):
     d.allocator.copyout(memoryview(first.view(np.uint8)), out1); d.allocator.copyout(memoryview(second.view(np.uint8)), out2)
   finally: uninstall_mock_amd(drv)
   first, second = first.reshape(2, lanes), second.reshape(2, lanes)
-  assert (first == 0).all() and (second[0] == 7).all() and (second[1] == (7 if gl1_inv else 0)).all(), (first[:, 0], second[:, 0])
+  want = 7 if gl1_inv or use_aql == "1" else 0
+  assert (first == 0).all() and (second[0] == 7).all() and (second[1] == want).all(), (first[:, 0], second[:, 0])
 
 @needs_llvm
 @pytest.mark.parametrize("acquire,want", [("", 0), ('  fence syncscope("workgroup") acquire\n', 0),
@@ -442,6 +444,100 @@ def test_l0_line_filled_from_a_stale_gl1_keeps_its_bytes_past_the_dispatch():
   gl0.keep_stale_under(lambda h, ad: gl1.stale(gl0.wg_xcc(h), ad)); gl1.freeze(); gl0.freeze()
   gl1.invalidate_all()   # a GL1_INV without GLV_INV
   assert load(0) == [0] * 4 and load(2) == [5] * 4
+
+def _gl1_launch(src: str, mem: FlatMemory, grid: int, gl0: VectorL1, gl1: VectorL1) -> None:
+  text, entry, _, kd = read_object(compile_ir(src, cpu="gfx1100"), "k")
+  launch(text, kd, mem, 0x40000, (grid,), (32,), entry=entry, max_waves=2, l1=gl0, gl1=gl1, shader_arrays=2)
+
+def _gl1_mem(nwg: int) -> tuple[FlatMemory, np.ndarray, np.ndarray, VectorL1, VectorL1]:
+  x, out = np.zeros(32, np.int32), np.full(nwg * 32, -1, np.int32)
+  m = FlatMemory(); m.map(0x10000, x.view(np.uint8)); m.map(0x20000, out.view(np.uint8))
+  m.map(0x40000, np.frombuffer(bytearray(struct.pack("<QQ", 0x10000, 0x20000)), np.uint8))
+  mk = lambda: VectorL1(m, lambda a, n, _: m.read(a, n), np.zeros_like)
+  return m, x, out, mk(), mk()
+
+@needs_llvm
+def test_glc_load_reads_past_a_stale_gl1():
+  """gfx1100, BATCH with every read an agent-scope monotonic atomic load (glc: past the GL0 and the GL1, AMDGPUUsage
+  GFX11; such a load fills neither): workgroup 0 (SA 0) reads x's zeros, workgroup 3 (SA 1) stores 5, workgroup 4
+  (SA 0, no acquire) reads 5. A glc load that went through the GL1 would fill SA 0's line with the zeros and read 0
+  there (review l1b row C)."""
+  src = BATCH.replace("%v = load i32, ptr addrspace(1) %px", '%v = load atomic i32, ptr addrspace(1) %px syncscope("agent") monotonic, align 4')
+  m, x, out, gl0, gl1 = _gl1_mem(6)
+  _gl1_launch(src.replace("ACQUIRE", "").replace("LANES", "32"), m, 6, gl0, gl1)
+  o = out.reshape(6, 32)
+  assert (x == 5).all() and (o[0] == 0).all() and (o[4] == 5).all(), o[:, 0]
+
+@needs_llvm
+@pytest.mark.parametrize("gl1_inv", [False, True])
+def test_gl1_lines_keep_their_bytes_past_a_host_write_between_launches(gl1_inv):
+  """gfx1100: `bcast`'s two workgroups fill x's zeros into both SAs' GL1s and their L0s; the host writes 9s into x;
+  the L0s are dropped (a GLV_INV without GL1_INV) and `bcast` runs again: each L0 refills from its SA's GL1, which
+  kept the zeros past the dispatch's end (freeze), so both read 0; with the GL1s dropped too they read 9. (Review
+  l1b row C: a GL1 that was not frozen read the host's 9s.)"""
+  m, x, out, gl0, gl1 = _gl1_mem(2)
+  src = BCAST.replace("@bcast", "@k").replace("LANES", "32")
+  _gl1_launch(src, m, 2, gl0, gl1)
+  assert (out == 0).all()
+  x[:] = 9; gl0.invalidate_all()
+  if gl1_inv: gl1.invalidate_all()
+  _gl1_launch(src, m, 2, gl0, gl1)
+  assert (out == (9 if gl1_inv else 0)).all(), out.reshape(2, 32)[:, 0]
+
+# gfx1100, ten workgroups in batches of two (even ones on slot 0 / SA 0, odd ones on slot 1 / SA 1): 3 stores 5, 7
+# stores 6, 4 drops its L0 first (workgroup-scope acquire: buffer_gl0_inv), the others copy x[t] to out[g * 32 + t]
+STALE_L0 = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out) {
+entry:
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
+  switch i32 %g, label %rd [ i32 3, label %st5
+                             i32 7, label %st6
+                             i32 4, label %acq ]
+st5:
+  store i32 5, ptr addrspace(1) %px
+  br label %done
+st6:
+  store i32 6, ptr addrspace(1) %px
+  br label %done
+acq:
+  fence syncscope("workgroup") acquire
+  br label %rd
+rd:
+  %v = load i32, ptr addrspace(1) %px
+  %gb = mul i32 %g, 32
+  %i = add i32 %gb, %t
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %v, ptr addrspace(1) %po
+  br label %done
+done:
+  ret void
+}"""
+
+@needs_llvm
+def test_l0_line_filled_through_a_stale_gl1_keeps_the_gl1_bytes():
+  """STALE_L0: workgroup 0 fills SA 0's GL1 and slot 0's L0 with x's zeros; 3 (SA 1) stores 5; 4 drops slot 0's L0
+  and refills it from SA 0's GL1 (zeros, memory holds 5). When 7 (SA 1) stores 6, slot 0's line is copied before it
+  changes: through the GL1, so workgroup 8 (slot 0) still reads 0. A copy taken from memory reads 5 (review l1b row
+  C)."""
+  m, x, out, gl0, gl1 = _gl1_mem(10)
+  _gl1_launch(STALE_L0, m, 10, gl0, gl1)
+  o = out.reshape(10, 32)
+  assert (x == 6).all() and (o[[0, 4, 6, 8]] == 0).all() and (o[5] == 5).all(), o[:, 0]
+
+@needs_llvm
+def test_launch_keeps_an_l0_line_filled_through_a_stale_gl1_past_its_end():
+  """BATCH with a workgroup-scope acquire on gfx1100: workgroup 4 refills slot 0's L0 from SA 0's stale GL1 (zeros;
+  memory holds workgroup 3's 5s) and nothing copies that line before the dispatch ends. The launch keeps it as seen
+  (keep_stale_under before freeze), so after the GL1s alone are dropped a second launch's workgroup 0 (slot 0) reads
+  0 from its L0. Freezing it from memory reads 5 (review l1b row C: the launch never called keep_stale_under)."""
+  m, x, out, gl0, gl1 = _gl1_mem(6)
+  _gl1_launch(BATCH.replace("ACQUIRE", '  fence syncscope("workgroup") acquire\n').replace("LANES", "32"), m, 6, gl0, gl1)
+  assert (x == 5).all() and (out.reshape(6, 32)[4] == 0).all(), out.reshape(6, 32)[:, 0]
+  gl1.invalidate_all()   # a GL1_INV without GLV_INV
+  out[:] = -1
+  _gl1_launch(BCAST.replace("@bcast", "@k").replace("LANES", "32"), m, 1, gl0, gl1)
+  assert (out[:32] == 0).all(), out[0]
 
 @needs_llvm
 @pytest.mark.parametrize("sdma_inv", [True, False])
