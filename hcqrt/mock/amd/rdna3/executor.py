@@ -101,7 +101,13 @@ class Waves:
     the issuing SA's lines, `buffer_gl1_inv` drops the wave's SA's, and a glc load reads past both (the RDNA3 ISA's
     GLC=1 is device coherence, missing in GL0 and GL1; LLVM emits no dlc for agent-scope loads on gfx11). The slot ->
     SA map is slot % shader_arrays: neighbouring workgroups sit on different SAs, the harmful placement (the
-    dispatcher may place a workgroup on any SA). Not modelled: MUBUF data ops (not emulated at all)."""
+    dispatcher may place a workgroup on any SA). Not modelled: MUBUF data ops (not emulated at all); the scalar cache:
+    `s_load` reads memory (L2) directly and `s_dcache_inv` drops nothing, although the scalar L0 sits on the same
+    GL1 ("The vector and scalar memory L0 caches use an L1 cache", AMDGPUUsage GFX10-GFX11), so a scalar load never
+    reads a stale line here (less harmful than hardware; review l1b row E); the eviction a glc load does on hardware
+    ("matching entries from L0 and L1 are evicted", RDNA3 ISA 4.1.1, quoted in LLVM PR 89739): the mock leaves the
+    L0 and GL1 lines as they were, so a later plain load may still read them stale, the more harmful reading, and code
+    that counts on that eviction relies on something outside the memory model (review l1b row F)."""
     from hcqrt.mock.amd.gfx9.l1 import VectorL1   # (here: gfx9's package imports this module)
     self.gl0, slot = gl0, self.wg if slot is None else slot
     per = 1
