@@ -2,7 +2,7 @@
 later workgroup on the same CU, in the next batch or a later dispatch, reads them stale until the kernel's own
 invalidate or the CP's (PM4 ACQUIRE_MEM TCL1_ACTION_ENA / GCR_CNTL.GLV_INV, an AQL acquire fence). Each test fails on
 the mock whose L1s lived for one batch of workgroups."""
-import struct
+import ctypes, struct
 import numpy as np
 import pytest
 from ioctl_defs.amd.pm4 import WRM_GE as GE, WRM_NE as NE
@@ -247,6 +247,45 @@ def test_release_invalidate_lands_once_wait_events_consumed_a_later_interrupt(ar
   the stale 0)."""
   got = _release_run(arch, monkeypatch, [("release",)], events_wait=True)
   assert got.tolist() == [7, 7], got
+
+@needs_llvm
+@pytest.mark.parametrize("barrier", [True, False])
+def test_release_invalidate_lands_once_an_aql_barrier_saw_its_signal(barrier, monkeypatch):
+  """gfx1100 on an AQL queue, every acquire scope NONE and every PM4 L0 / GL1 invalidate taken out: `bcast` fills x's
+  zeros into two SAs, `fill` stores 7s. Then, raw: a PM4-IB whose RELEASE_MEM (GLV_INV | GL1_INV) writes 0 to an
+  amd_signal_t's value (1 before), a BARRIER_AND on that signal, and `bcast`. The barrier waited for the value to
+  reach 0 (HSA signals count down), which only the release wrote, so its invalidate has run: the second SA reads 7;
+  without the barrier it reads the zeros (review l1b row B)."""
+  from ioctl_defs.amd import aql, pm4, sdma
+  from hcqrt.amd import device as amd_device
+  from hcqrt.amd.device import AMDDevice, AMDProgram
+  monkeypatch.setenv("AMD_AQL", "1")
+  inv = pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV
+  for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV"): monkeypatch.setattr(pm4, name, 0)
+  monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
+  header = aql.header
+  monkeypatch.setattr(aql, "header", lambda t, barrier=False, acquire=0, release=0: header(t, barrier, aql.FENCE_SCOPE_NONE, release))
+  lanes = ARCHS["gfx1100"][1]
+  drv = install_mock_amd("gfx1100")
+  try:
+    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
+    progs = {}
+    for name, src in (("bcast", BCAST), ("fill", FILL)):
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu="gfx1100"), name)
+      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    x, out, sig = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(64)
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    d.allocator.copyin(sig, memoryview(bytearray(struct.pack("<qq48x", 0, 1))))   # amd_signal_t: kind, value 1
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    ib = pm4.release_mem(sig.va + 8, 0, cache=inv)
+    host, va = d.kernargs.alloc(len(ib) * 4, 256); ctypes.memmove(host, struct.pack(f"<{len(ib)}I", *ib), len(ib) * 4)
+    q = d.hw_compute_queue(); q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
+    d.compute.submit_packets([aql.pm4_ib(pm4.indirect_buffer(va, len(ib)))] + ([aql.barrier_and([sig.va])] if barrier else []) + q._packets(d))
+    d.submit_timeline(d.after_timeline(d.hw_compute_queue())); d.synchronize()
+    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+  finally: uninstall_mock_amd(drv)
+  assert got.reshape(2, lanes)[:, 0].tolist() == [7, 7 if barrier else 0], got.reshape(2, lanes)[:, 0]
 
 def test_pending_invalidates_land_by_comparison_and_in_queue_order():
   """PendingInvalidate.proven_by compares the wait's function, reference and mask with the fence's value before and
