@@ -127,6 +127,11 @@ class PendingInvalidate:
   marks: list
   queue: int
   events: set[int] = field(default_factory=set)
+  xcc: int = 0   # the XCC whose CP ran it (an AQL PM4-IB runs once per XCC; each XCC retires its own events in order)
+
+  def window(self, v: int, addr: int, n: int, mask: int) -> int:
+    """The bits of fence value `v` a wait comparing the `n` bytes at `addr` under `mask` sees."""
+    return (v >> 8 * (addr - self.addr)) & ((1 << 8 * n) - 1) & mask
 
   def proven_by(self, addr: int, n: int, func: int, ref: int, mask: int) -> bool:
     """Does a wait that passed comparing (`func`, `ref`, `mask`) the `n` bytes at `addr` prove this release wrote its
@@ -137,8 +142,7 @@ class PendingInvalidate:
     (True, False, False)
     """
     if not (self.addr <= addr and addr + n <= self.addr + self.width): return False
-    seen = lambda v: (v >> 8 * (addr - self.addr)) & ((1 << 8 * n) - 1) & mask
-    return not _cmp(func, seen(self.old), ref) and _cmp(func, seen(self.new), ref)
+    return not _cmp(func, self.window(self.old, addr, n, mask), ref) and _cmp(func, self.window(self.new, addr, n, mask), ref)
 
 def land_pending(vm: GPUVM, proven: Callable[[PendingInvalidate], bool]) -> None:
   """Drop the lines of the pending invalidates `proven` says have run, and of every earlier one of the same queue: the
@@ -146,13 +150,13 @@ def land_pending(vm: GPUVM, proven: Callable[[PendingInvalidate], bool]) -> None
   earlier fence of the ring (linux@02bc0650:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c, amdgpu_fence_process and
   amdgpu_fence_seq_signaled: last_seq >= seq). An SDMA queue runs its packets in order too (Queue.step_sdma)."""
   if not vm.l1_pending: return
-  last: dict[int, int] = {}
+  last: dict[tuple[int, int], int] = {}
   for i, p in enumerate(vm.l1_pending):
-    if proven(p): last[p.queue] = i
+    if proven(p): last[p.queue, p.xcc] = i
   if not last: return
   keep = []
   for i, p in enumerate(vm.l1_pending):
-    if i <= last.get(p.queue, -1):
+    if i <= last.get((p.queue, p.xcc), -1):
       for c, mark in p.marks: c.drop_marked(mark)
     else: keep.append(p)
   vm.l1_pending = keep
@@ -264,10 +268,24 @@ class Queue:
   # lines held at the release (VectorL1.mark); lines filled after the release stay (they may have come after the
   # invalidate). So do a KFD WAIT_EVENTS that consumed the interrupt of this or a later release of the queue, and an AQL
   # barrier whose dependency signal the release's value met (land_pending).
+  # A release in an AQL PM4-IB on several XCCs runs once per XCC (aql.py), each copy on that XCC's CP: it invalidates
+  # only that XCC's L1s, and retires in order only with that XCC's own releases, so another XCC's write of the same
+  # fence proves nothing about it (review l1c row 2; the acquire side is invalidate_vector_l1).
+  # A release with no invalidate still tells a wait which release of its queue wrote the value it read (observe_fence),
+  # so while a pending one of its queue and XCC waits on the same fence, it is kept too, without marks.
+  # A copy no wait can prove (the value it wrote equals the one before it) lands only with a later one of its queue and
+  # XCC or through WAIT_EVENTS: the next such entry takes its marks over, so they do not pile up (harmful side kept).
   def release_l1_invalidate(self, addr: int, width: int, old: int, value: int, caches: list) -> None:
     """A release with an invalidate of `caches` (VectorL1s: the GL0s / L1s, gfx11's GL1s) wrote `value` over `old`
     (`width` bytes) to fence `addr`: the invalidate is pending until seen complete."""
-    if (marks := self._marks(caches)): self.vm.l1_pending.append(PendingInvalidate(addr, width, old, value, marks, self.qid))
+    xcc, nx = self.xcc(), getattr(self, "num_xcc", 1)
+    marks = self._marks(caches, xcc if self.ibs and nx > 1 else None, nx)
+    mine = [p for p in self.vm.l1_pending if p.queue == self.qid and p.xcc == xcc]
+    if not marks and not any(p.addr == addr for p in mine): return
+    if mine and (prev := mine[-1]).old == prev.new and prev.events <= set():
+      self.vm.l1_pending.remove(prev); marks = [m for m in prev.marks if m[0].live(m[1])] + marks
+    elif mine and not mine[-1].marks and mine[-1].addr == addr and not marks: self.vm.l1_pending.remove(mine[-1])
+    self.vm.l1_pending.append(PendingInvalidate(addr, width, old, value, marks, self.qid, xcc=xcc))
 
   def interrupted(self, events: list[int]) -> None:
     """This queue raised an interrupt that newly signalled `events`: once a WAIT_EVENTS consumes one, every earlier
@@ -276,13 +294,22 @@ class Queue:
       if p.queue == self.qid: p.events.update(events)
 
   @staticmethod
-  def _marks(caches: list) -> list:
-    return [(c, c.mark()) for c in caches if c is not None and c.held]
+  def _marks(caches: list, xcc: int | None = None, nx: int = 1) -> list:
+    return [(c, c.mark() if xcc is None else c.mark_xcc(xcc, nx)) for c in caches if c is not None and c.held]
 
   def observe_fence(self, addr: int, n: int, func: int, ref: int, mask: int) -> None:
     """A wait of this VM passed comparing (`func`, `ref`, `mask`) the `n` bytes at `addr`: the pending invalidates it
-    proves complete land (PendingInvalidate.proven_by)."""
-    if self.vm.l1_pending: land_pending(self.vm, lambda p: p.proven_by(addr, n, func, ref, mask))
+    proves complete land (PendingInvalidate.proven_by). The value it read must be one this release or a later one of
+    its queue and XCC wrote: a fence another writer (WRITE_DATA, SDMA, the host, another queue) changed in between may
+    pass the wait while the invalidate is still pending (the CP does not wait for the end-of-pipe event, see above;
+    review l1c row 1). A host write of that same value is invisible to the mock: it counts as the release's."""
+    if not (pend := self.vm.l1_pending): return
+    read = int.from_bytes(self.vm.read(addr, n), "little")
+    def wrote_read(i: int, p: PendingInvalidate) -> bool:
+      return any(q.queue == p.queue and q.xcc == p.xcc and q.addr == p.addr and q.width == p.width
+                 and q.window(q.new, addr, n, mask) == read & mask for q in pend[i:])
+    ok = {id(p) for i, p in enumerate(pend) if p.proven_by(addr, n, func, ref, mask) and wrote_read(i, p)}
+    land_pending(self.vm, lambda p: id(p) in ok)
 
   def invalidate_vector_l1(self, l0: bool = True, gl1: bool = True) -> None:
     """Every CU's vector L1 / GL0 (`l0`) and every gfx11 GL1 (`gl1`) drops its lines (a cache action of the CP:

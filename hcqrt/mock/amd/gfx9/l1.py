@@ -269,6 +269,16 @@ class VectorL1:
     invalidate ran (the harmful reading)."""
     return self.gen, {k: (self.size[k], np.flatnonzero(h)) for k, h in self.held.items()}
 
+  def mark_xcc(self, xcc: int, num_xcc: int) -> tuple[int, dict[int, tuple[int, np.ndarray]]]:
+    """`mark`, of the L1s on XCC `xcc` only (slot s sits on XCC s % num_xcc, as in invalidate_xcc): what a release
+    one XCC's CP ran (an AQL PM4-IB) drops once seen complete."""
+    gen, held = self.mark()
+    return gen, {k: (size, keys[(keys // self.held[k].shape[1]) % num_xcc == xcc]) for k, (size, keys) in held.items()}
+
+  def live(self, marked: tuple[int, dict[int, tuple[int, np.ndarray]]]) -> bool:
+    """Can `drop_marked(marked)` still drop anything (no invalidate_all since the mark)?"""
+    return marked[0] == self.gen
+
   def drop_marked(self, marked: tuple[int, dict[int, tuple[int, np.ndarray]]]) -> None:
     """The invalidate that `mark` saw issued has certainly run: the L1s drop the lines it marked that they still
     hold. After an invalidate_all since the mark every line held was filled later, so none is dropped. (A line a
