@@ -158,8 +158,9 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
 def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool = True, events_wait: bool = False) -> np.ndarray:
   """Through the mock KFD (PM4) with every L1 / GL0 / GL1 invalidate of the backend taken out: `bcast` fills x's zeros
   into two CUs (SAs), `fill` stores 7s from the first; then one submission runs `ops` and a last `bcast`, whose two
-  workgroups' first lanes come back. ops: ("release",) a RELEASE_MEM with the L1 invalidate (gfx9 EOP_TCL1_ACTION_EN,
-  gfx11 GCR GLV_INV and, with `gl1_in_release`, GL1_INV) writing 1 to a fence; ("wait", func, ref, on) a WAIT_REG_MEM
+  workgroups' first lanes come back. ops: ("release"[, value[, cache]]) a RELEASE_MEM with the L1 invalidate (gfx9
+  EOP_TCL1_ACTION_EN, gfx11 GCR GLV_INV and, with `gl1_in_release`, GL1_INV; or `cache`) writing 1 (`value`) to a
+  fence; ("write", value) a WRITE_DATA of `value` to the fence's low dword; ("wait", func, ref, on) a WAIT_REG_MEM
   on the fence or on another signal already at 1; ("acquire",) an ACQUIRE_MEM dropping every L1 / GL0 / GL1;
   ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `events_wait` the host then consumes its event with WAIT_EVENTS and submits
   the last `bcast` on its own."""
@@ -187,7 +188,8 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
     fence, other = d.new_signal(0, "l1 release"), d.new_signal(1, "signalled already")
     q = d.after_timeline(d.hw_compute_queue())
     for op in ops:
-      if op[0] == "release": q._emit(pm4.release_mem(fence.va, 1, cache=inv))
+      if op[0] == "release": q._emit(pm4.release_mem(fence.va, op[1] if len(op) > 1 else 1, cache=inv if len(op) < 3 else op[2]))
+      elif op[0] == "write": q._emit(pm4.write_data(fence.va, op[1]))
       elif op[0] == "wait": q._emit(pm4.wait_reg_mem((fence if op[3] == "fence" else other).va, op[2], function=op[1]))
       elif op[0] == "acquire": q._emit(acq)
       else: q.exec(progs[op[0]], progs[op[0]].fill_kernargs((x, out), ()), (1 if op[0].startswith("fill") else 2, 1, 1), (lanes, 1, 1))
@@ -220,6 +222,19 @@ def test_release_invalidate_lands_once_a_wait_saw_its_fence(arch, wait, fresh, m
   assert got.tolist() == [7, 7 if fresh else 0], got
 
 @needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("ops,fresh", [([("release",), ("write", 2)], False), ([("release",), ("release", 2, 0)], True),
+                                       ([("release",), ("release", 2, 0), ("write", 3)], False)],
+                         ids=["write_data", "later_release", "later_release_then_write_data"])
+def test_release_invalidate_needs_the_value_it_wrote(arch, ops, fresh, monkeypatch):
+  """A RELEASE_MEM with the invalidate writes 1 over 0, then the queue changes the fence before a WAIT_REG_MEM GE 1
+  passes. A WRITE_DATA (the ME writes it at once, not at end of pipe) of 2 or 3 passes the wait while the release's
+  invalidate may still be pending: the second CU reads the stale 0 (review l1c row 1; it read 7). A later release of
+  the same queue (no cache action) writing 2: it retires after the first, so the wait on its value proves both: 7."""
+  got = _release_run(arch, monkeypatch, ops + [("wait", GE, 1, "fence")])
+  assert got.tolist() == [7, 7 if fresh else 0], got
+
+@needs_llvm
 @pytest.mark.parametrize("gl1_in_release", [True, False])
 def test_release_gl1_inv_drops_the_gl1s_once_waited(gl1_in_release, monkeypatch):
   """gfx1100: the waited release's GCR GL1_INV is the only GL1 invalidate left. With it the second SA's L0 (dropped by
@@ -249,29 +264,34 @@ def test_release_invalidate_lands_once_wait_events_consumed_a_later_interrupt(ar
   assert got.tolist() == [7, 7], got
 
 @needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
 @pytest.mark.parametrize("barrier", [True, False])
-def test_release_invalidate_lands_once_an_aql_barrier_saw_its_signal(barrier, monkeypatch):
-  """gfx1100 on an AQL queue, every acquire scope NONE and every PM4 L0 / GL1 invalidate taken out: `bcast` fills x's
-  zeros into two SAs, `fill` stores 7s. Then, raw: a PM4-IB whose RELEASE_MEM (GLV_INV | GL1_INV) writes 0 to an
-  amd_signal_t's value (1 before), a BARRIER_AND on that signal, and `bcast`. The barrier waited for the value to
-  reach 0 (HSA signals count down), which only the release wrote, so its invalidate has run: the second SA reads 7;
-  without the barrier it reads the zeros (review l1b row B)."""
+def test_release_invalidate_lands_once_an_aql_barrier_saw_its_signal(arch, barrier, monkeypatch):
+  """On an AQL queue, every acquire scope NONE and every PM4 L1 / GL0 / GL1 invalidate taken out: `bcast` fills x's
+  zeros into two CUs (SAs), `fill` stores 7s. Then, raw: a PM4-IB whose RELEASE_MEM (gfx11 GLV_INV | GL1_INV, gfx9
+  EOP_TCL1_ACTION_EN) writes 0 to an amd_signal_t's value (1 before), a BARRIER_AND on that signal, and `bcast`.
+  gfx1100: the barrier waited for the value to reach 0 (HSA signals count down), which only the release wrote, so its
+  invalidate has run: the second SA reads 7; without the barrier it reads the zeros (review l1b row B). gfx942 (8
+  XCCs): each XCC's CP runs the IB and its own release, invalidating only its own L1s; XCC 1's barrier may pass on
+  XCC 0's write of 0 while XCC 1's invalidate is pending, so the second workgroup (on XCC 1) reads 0 either way
+  (review l1c row 2; it read 7)."""
   from ioctl_defs.amd import aql, pm4, sdma
   from hcqrt.amd import device as amd_device
   from hcqrt.amd.device import AMDDevice, AMDProgram
   monkeypatch.setenv("AMD_AQL", "1")
-  inv = pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV
-  for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV"): monkeypatch.setattr(pm4, name, 0)
+  inv = pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV if arch == "gfx1100" else pm4.EOP_TCL1_ACTION_EN
+  for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV", "COHER_TCL1_ACTION_ENA", "EOP_TCL1_ACTION_EN"):
+    monkeypatch.setattr(pm4, name, 0)
   monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
   header = aql.header
   monkeypatch.setattr(aql, "header", lambda t, barrier=False, acquire=0, release=0: header(t, barrier, aql.FENCE_SCOPE_NONE, release))
-  lanes = ARCHS["gfx1100"][1]
-  drv = install_mock_amd("gfx1100")
+  lanes = ARCHS[arch][1]
+  drv = install_mock_amd(arch)
   try:
     d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
     progs = {}
     for name, src in (("bcast", BCAST), ("fill", FILL)):
-      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu="gfx1100"), name)
+      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
       progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
     x, out, sig = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(64)
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
@@ -285,7 +305,7 @@ def test_release_invalidate_lands_once_an_aql_barrier_saw_its_signal(barrier, mo
     d.submit_timeline(d.after_timeline(d.hw_compute_queue())); d.synchronize()
     got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
   finally: uninstall_mock_amd(drv)
-  assert got.reshape(2, lanes)[:, 0].tolist() == [7, 7 if barrier else 0], got.reshape(2, lanes)[:, 0]
+  assert got.reshape(2, lanes)[:, 0].tolist() == [7, 7 if barrier and arch == "gfx1100" else 0], got.reshape(2, lanes)[:, 0]
 
 def test_pending_invalidates_land_by_comparison_and_in_queue_order():
   """PendingInvalidate.proven_by compares the wait's function, reference and mask with the fence's value before and
@@ -305,6 +325,30 @@ def test_pending_invalidates_land_by_comparison_and_in_queue_order():
   vm = SimpleNamespace(l1_pending=[mk("a", 1, 0x10), mk("b", 2, 0x20), mk("c", 1, 0x30), mk("d", 1, 0x40)])
   land_pending(vm, lambda p: p.proven_by(0x30, 4, 5, 1, ~0))
   assert dropped == ["a", "c"] and [p.addr for p in vm.l1_pending] == [0x20, 0x40]
+  # the in-order landing is per (queue, XCC): XCC 1's copy of queue 1 stays when XCC 0's later one is proven
+  dropped.clear()
+  vm.l1_pending = [mk("a", 1, 0x10), mk("b", 1, 0x10), mk("c", 1, 0x30)]
+  vm.l1_pending[1].xcc = 1
+  land_pending(vm, lambda p: p.proven_by(0x30, 4, 5, 1, ~0))
+  assert dropped == ["a", "c"] and [p.xcc for p in vm.l1_pending] == [1]
+
+def test_release_in_a_per_xcc_ib_marks_its_xcc_and_unprovable_copies_do_not_pile_up():
+  """Queue.release_l1_invalidate inside an AQL PM4-IB on 8 XCCs: each copy marks only its XCC's L1s (mark_xcc) and is
+  filed under that XCC. A copy whose value equals the fence's old one (no wait can prove it) hands its marks to the
+  next copy of its queue and XCC instead of staying (review l1c row 2: they piled up, one per XCC per release)."""
+  from types import SimpleNamespace
+  from hcqrt.mock.amd.cp import Queue
+  cache = SimpleNamespace(held=True, mark=lambda: "all", mark_xcc=lambda x, nx: f"x{x}/{nx}", live=lambda m: True)
+  q = SimpleNamespace(vm=SimpleNamespace(l1_pending=[]), qid=3, num_xcc=8, ibs=[], _marks=Queue._marks)
+  q.xcc = lambda: q.ibs[-1][3] if q.ibs else 0
+  for rnd in range(3):
+    for x in reversed(range(8)):
+      q.ibs = [[0, 1, 0, x]]
+      Queue.release_l1_invalidate(q, 0x100, 8, 1 if rnd == 0 and x == 7 else 0, 0, [cache])
+  pend = q.vm.l1_pending
+  assert len(pend) <= 9 and {p.xcc for p in pend} == set(range(8)), [(p.xcc, p.old, p.new) for p in pend]
+  assert all(m == f"x{p.xcc}/8" for p in pend for _, m in p.marks) and all(p.queue == 3 for p in pend)
+  assert sum(len(p.marks) for p in pend if p.xcc == 1) == 3   # XCC 1's three copies' marks are all still held
 
 def test_l1_slots_sit_on_their_workgroups_xcc():
   """Every batch's slot map keeps each workgroup on an L1 of its own XCC (slot % nx == gid % nx), the slots of a batch
