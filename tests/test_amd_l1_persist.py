@@ -155,14 +155,16 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
   if invalidate: assert (second == 7).all() and (third == 9).all(), (second[:, 0], third[:, 0])
   else: assert (second[0] == 7).all() and (second[1] == 0).all() and (third[0] == 7).all() and (third[1] == 0).all(), (second[:, 0], third[:, 0])
 
-def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool = True, events_wait: bool = False) -> np.ndarray:
+def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool = True, events_wait: bool = False,
+                 sdma_poll: bool = False) -> np.ndarray:
   """Through the mock KFD (PM4) with every L1 / GL0 / GL1 invalidate of the backend taken out: `bcast` fills x's zeros
   into two CUs (SAs), `fill` stores 7s from the first; then one submission runs `ops` and a last `bcast`, whose two
   workgroups' first lanes come back. ops: ("release"[, value[, cache]]) a RELEASE_MEM with the L1 invalidate (gfx9
   EOP_TCL1_ACTION_EN, gfx11 GCR GLV_INV and, with `gl1_in_release`, GL1_INV; or `cache`) writing 1 (`value`) to a
   fence; ("write", value) a WRITE_DATA of `value` to the fence's low dword; ("wait", func, ref, on) a WAIT_REG_MEM
   on the fence or on another signal already at 1; ("acquire",) an ACQUIRE_MEM dropping every L1 / GL0 / GL1;
-  ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `events_wait` the host then consumes its event with WAIT_EVENTS and submits
+  ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `sdma_poll` the compute queue then waits on a
+  flag an SDMA queue writes after its POLL_REGMEM GE 1 on the fence passed. With `events_wait` the host then consumes its event with WAIT_EVENTS and submits
   the last `bcast` on its own."""
   from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
@@ -193,6 +195,9 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
       elif op[0] == "wait": q._emit(pm4.wait_reg_mem((fence if op[3] == "fence" else other).va, op[2], function=op[1]))
       elif op[0] == "acquire": q._emit(acq)
       else: q.exec(progs[op[0]], progs[op[0]].fill_kernargs((x, out), ()), (1 if op[0].startswith("fill") else 2, 1, 1), (lanes, 1, 1))
+    if sdma_poll:   # the compute queue waits on a flag an SDMA queue writes once its POLL_REGMEM saw the fence at 1
+      flag = d.new_signal(0, "sdma saw the fence")
+      q._emit(pm4.wait_reg_mem(flag.va, 1, function=GE))
     if events_wait:
       d.submit_timeline(q); d.synchronize()
       ev = d.abi.ffi.new("struct kfd_event_data[1]"); ev[0].event_id = d.event_id
@@ -200,7 +205,9 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
       d.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(d.abi.ffi.cast("uintptr_t", ev)), num_events=1, wait_for_all=0, timeout=1)
       q = d.hw_compute_queue()
     q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
-    d.submit_timeline(q); d.synchronize()
+    d.submit_timeline(q)
+    if sdma_poll: d.sdma.submit(sdma.poll_regmem(fence.va, 1, func=sdma.FUNC_GE, gfx=gfx) + sdma.fence(flag.va, 1, gfx=gfx))
+    d.synchronize()
     got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
   finally: uninstall_mock_amd(drv)
   return got.reshape(2, lanes)[:, 0]
@@ -233,6 +240,15 @@ def test_release_invalidate_needs_the_value_it_wrote(arch, ops, fresh, monkeypat
   the same queue (no cache action) writing 2: it retires after the first, so the wait on its value proves both: 7."""
   got = _release_run(arch, monkeypatch, ops + [("wait", GE, 1, "fence")])
   assert got.tolist() == [7, 7 if fresh else 0], got
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_release_invalidate_lands_once_an_sdma_poll_saw_its_fence(arch, monkeypatch):
+  """The release, then the compute queue waits on a flag; an SDMA queue polls the release's fence (POLL_REGMEM GE 1,
+  which the old 0 fails) and then writes the flag. The SDMA poll saw the release complete, so its invalidate has run
+  and the second CU reads 7 (review l1c row 4: a POLL_REGMEM that observes nothing leaves it stale, 0)."""
+  got = _release_run(arch, monkeypatch, [("release",)], sdma_poll=True)
+  assert got.tolist() == [7, 7], got
 
 @needs_llvm
 @pytest.mark.parametrize("gl1_in_release", [True, False])
