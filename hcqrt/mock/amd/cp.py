@@ -148,7 +148,11 @@ def land_pending(vm: GPUVM, proven: Callable[[PendingInvalidate], bool]) -> None
   """Drop the lines of the pending invalidates `proven` says have run, and of every earlier one of the same queue: the
   CP retires a queue's end-of-pipe events in order, which the kernel relies on when one fence value read signals every
   earlier fence of the ring (linux@02bc0650:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c, amdgpu_fence_process and
-  amdgpu_fence_seq_signaled: last_seq >= seq). An SDMA queue runs its packets in order too (Queue.step_sdma)."""
+  amdgpu_fence_seq_signaled: last_seq >= seq). An SDMA queue runs its packets in order too (Queue.step_sdma).
+  NOT modelled: that source shows end-of-pipe events (EOP, event_index 5) after EOP only. release_mem reads neither
+  event_type nor event_index, so an end-of-shader event (EOS, CS_DONE / PS_DONE, event_index 6), which may complete
+  before an earlier EOP, is put in the same order and, when proven, lands the earlier EOP releases too (review l1c
+  row 3: a possible missed stale read; our backend emits only EOP releases)."""
   if not vm.l1_pending: return
   last: dict[tuple[int, int], int] = {}
   for i, p in enumerate(vm.l1_pending):
