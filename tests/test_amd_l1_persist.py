@@ -156,7 +156,7 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
   else: assert (second[0] == 7).all() and (second[1] == 0).all() and (third[0] == 7).all() and (third[1] == 0).all(), (second[:, 0], third[:, 0])
 
 def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool = True, events_wait: bool = False,
-                 sdma_poll: bool = False) -> np.ndarray:
+                 sdma_poll: bool = False, events_from: str | None = None) -> np.ndarray:
   """Through the mock KFD (PM4) with every L1 / GL0 / GL1 invalidate of the backend taken out: `bcast` fills x's zeros
   into two CUs (SAs), `fill` stores 7s from the first; then one submission runs `ops` and a last `bcast`, whose two
   workgroups' first lanes come back. ops: ("release"[, value[, cache]]) a RELEASE_MEM with the L1 invalidate (gfx9
@@ -164,7 +164,10 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
   fence; ("write", value) a WRITE_DATA of `value` to the fence's low dword; ("wait", func, ref, on) a WAIT_REG_MEM
   on the fence or on another signal already at 1; ("acquire",) an ACQUIRE_MEM dropping every L1 / GL0 / GL1;
   ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `sdma_poll` the compute queue then waits on a
-  flag an SDMA queue writes after its POLL_REGMEM GE 1 on the fence passed. With `events_wait` the host then consumes its event with WAIT_EVENTS and submits
+  flag an SDMA queue writes after its POLL_REGMEM GE 1 on the fence passed. `events_from` submits `ops` without the
+  timeline and signals the host's event from "compute" (a release with INT_SEL 2 after `ops`) or "sdma" (only an
+  SDMA FENCE + TRAP after them), then WAIT_EVENTS as below.
+  With `events_wait` the host then consumes its event with WAIT_EVENTS and submits
   the last `bcast` on its own."""
   from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
@@ -188,6 +191,9 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
     progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
     progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
     fence, other = d.new_signal(0, "l1 release"), d.new_signal(1, "signalled already")
+    ev = d.abi.ffi.new("struct kfd_event_data[1]"); ev[0].event_id = d.event_id
+    wait_events = lambda: d.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(d.abi.ffi.cast("uintptr_t", ev)), num_events=1, wait_for_all=0, timeout=1)
+    if events_from: wait_events()   # the launches above may have left the event signalled: consume it
     q = d.after_timeline(d.hw_compute_queue())
     for op in ops:
       if op[0] == "release": q._emit(pm4.release_mem(fence.va, op[1] if len(op) > 1 else 1, cache=inv if len(op) < 3 else op[2]))
@@ -198,11 +204,17 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
     if sdma_poll:   # the compute queue waits on a flag an SDMA queue writes once its POLL_REGMEM saw the fence at 1
       flag = d.new_signal(0, "sdma saw the fence")
       q._emit(pm4.wait_reg_mem(flag.va, 1, function=GE))
-    if events_wait:
-      d.submit_timeline(q); d.synchronize()
-      ev = d.abi.ffi.new("struct kfd_event_data[1]"); ev[0].event_id = d.event_id
+    if events_from:   # the event's interrupt comes from this queue's own release, or only from an SDMA trap
+      ev_rel = pm4.release_mem(d.event_slot, d.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
+                              ctxid=d.event_id)
+      trap = sdma.fence(d.event_slot, d.event_id, gfx=gfx) + sdma.trap(d.event_id, gfx=gfx)
+      if events_from != "sdma": q._emit(ev_rel)
+      q.submit(d)
+      if events_from == "sdma": d.sdma.submit(trap)
+    if events_wait or events_from:
+      if not events_from: d.submit_timeline(q); d.synchronize()
       # (synchronize may have consumed the event already: then this sleeps 1 ms; either way one WAIT_EVENTS saw it)
-      d.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(d.abi.ffi.cast("uintptr_t", ev)), num_events=1, wait_for_all=0, timeout=1)
+      wait_events()
       q = d.hw_compute_queue()
     q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
     d.submit_timeline(q)
@@ -278,6 +290,16 @@ def test_release_invalidate_lands_once_wait_events_consumed_a_later_interrupt(ar
   the stale 0)."""
   got = _release_run(arch, monkeypatch, [("release",)], events_wait=True)
   assert got.tolist() == [7, 7], got
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("events_from,fresh", [("compute", True), ("sdma", False)])
+def test_wait_events_lands_only_what_its_interrupts_cover(arch, events_from, fresh, monkeypatch):
+  """A WAIT_EVENTS proves a release only through an interrupt of the release's own queue after it that newly
+  signalled the event (cp.py Queue.interrupted): the compute queue's own INT_SEL 2 release does (7); an SDMA trap
+  alone says nothing of the compute queue's end-of-pipe events (0). Review l1c row 4."""
+  got = _release_run(arch, monkeypatch, [("release",)], events_from=events_from)
+  assert got.tolist() == [7, 7 if fresh else 0], got
 
 @needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))
