@@ -49,28 +49,37 @@ def test_vector_l1_frozen_lines():
   m.unmap(0x1000); big = np.full(512, 8, np.uint8); m.map(0x1000, big)   # freed, and a larger buffer at its address
   assert load(0x1000, 0) == [8] * 4
 
-# every workgroup but 3 reads x[t] into out[g * LANES + t]; workgroup 3 stores 5 into x[t]
-BATCH = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out) {
+def store_or_copy(branches: str, row: int | str, args: str = "", read_first: str = "") -> str:
+  """The test kernels' shape: `branches` (IR ending the entry block and the blocks it jumps to, which end in
+  `br label %done` or `br label %rd`) has some workgroups store into x[t]; the others, after `read_first`, copy x[t]
+  to out[g * row + t]. `args`: parameters after %x and %out."""
+  return f"""define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out{args}) {{
 entry:
   %g = call i32 @llvm.amdgcn.workgroup.id.x()
   %t = call i32 @llvm.amdgcn.workitem.id.x()
   %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
-  %w = icmp eq i32 %g, 3
-  br i1 %w, label %st, label %rd
-st:
-  store i32 5, ptr addrspace(1) %px
-  br label %done
+{branches}
 rd:
-ACQUIRE
-  %v = load i32, ptr addrspace(1) %px
-  %gb = mul i32 %g, LANES
+{read_first}  %v = load i32, ptr addrspace(1) %px
+  %gb = mul i32 %g, {row}
   %i = add i32 %gb, %t
   %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
   store i32 %v, ptr addrspace(1) %po
   br label %done
 done:
   ret void
-}"""
+}}"""
+
+def one_store(g: int) -> str:
+  """Workgroup g stores 5 into x[t]; the others go to %rd."""
+  return f"""  %w = icmp eq i32 %g, {g}
+  br i1 %w, label %st, label %rd
+st:
+  store i32 5, ptr addrspace(1) %px
+  br label %done"""
+
+# every workgroup but 3 reads x[t] into out[g * LANES + t]; workgroup 3 stores 5 into x[t]
+BATCH = store_or_copy(one_store(3), "LANES", read_first="ACQUIRE\n")
 
 @needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))
@@ -112,6 +121,15 @@ BCAST, FILL = """define amdgpu_kernel void @bcast(ptr addrspace(1) %x, ptr addrs
   ret void
 }"""
 
+def bcast_and_fill(d, arch: str, lanes: int) -> dict:
+  """BCAST and FILL loaded on the AMD device `d` (one kernel per object: read_object takes one relocation)."""
+  from hcqrt.amd.device import AMDProgram
+  progs = {}
+  for name, src in (("bcast", BCAST), ("fill", FILL)):
+    text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
+    progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+  return progs
+
 @needs_llvm
 @pytest.mark.parametrize("arch,use_aql", [("gfx942", "1"), ("gfx942", "0"), ("gfx1100", "0"), ("gfx1100", "1")])
 @pytest.mark.parametrize("invalidate", [True, False])
@@ -123,7 +141,7 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
   reads the zeros it filled in the first dispatch, and after the host's write both CUs read what they held."""
   from ioctl_defs.amd import aql, pm4, sdma
   from hcqrt.amd import device as amd_device
-  from hcqrt.amd.device import AMDDevice, AMDProgram
+  from hcqrt.amd.device import AMDDevice
   monkeypatch.setenv("AMD_AQL", use_aql)
   if not invalidate:
     monkeypatch.setattr(pm4, "COHER_TCL1_ACTION_ENA", 0); monkeypatch.setattr(pm4, "GCR_GLV_INV", 0)
@@ -136,10 +154,7 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
   drv = install_mock_amd(arch)
   try:
     d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
-    progs = {}
-    for name, src in (("bcast", BCAST), ("fill", FILL)):   # (one kernel per object: read_object takes one relocation)
-      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
-      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    progs = bcast_and_fill(d, arch, lanes)
     x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
     def bcast() -> np.ndarray:
@@ -315,7 +330,7 @@ def test_release_invalidate_lands_once_an_aql_barrier_saw_its_signal(arch, barri
   (review l1c row 2; it read 7)."""
   from ioctl_defs.amd import aql, pm4, sdma
   from hcqrt.amd import device as amd_device
-  from hcqrt.amd.device import AMDDevice, AMDProgram
+  from hcqrt.amd.device import AMDDevice
   monkeypatch.setenv("AMD_AQL", "1")
   inv = pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV if arch == "gfx1100" else pm4.EOP_TCL1_ACTION_EN
   for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV", "COHER_TCL1_ACTION_ENA", "EOP_TCL1_ACTION_EN"):
@@ -327,10 +342,7 @@ def test_release_invalidate_lands_once_an_aql_barrier_saw_its_signal(arch, barri
   drv = install_mock_amd(arch)
   try:
     d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
-    progs = {}
-    for name, src in (("bcast", BCAST), ("fill", FILL)):
-      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
-      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    progs = bcast_and_fill(d, arch, lanes)
     x, out, sig = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(64)
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
     d.allocator.copyin(sig, memoryview(bytearray(struct.pack("<qq48x", 0, 1))))   # amd_signal_t: kind, value 1
@@ -398,26 +410,7 @@ def test_l1_slots_sit_on_their_workgroups_xcc():
         assert (s % nx == gids % nx).all() and len(set(s.tolist())) == n, (nx, g0, n, s)
         for x in range(nx): assert (s[gids % nx == x] // nx).tolist() == list(range(int((gids % nx == x).sum())))
 
-XCC = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out) {
-entry:
-  %g = call i32 @llvm.amdgcn.workgroup.id.x()
-  %t = call i32 @llvm.amdgcn.workitem.id.x()
-  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
-  %w = icmp eq i32 %g, 1
-  br i1 %w, label %st, label %rd
-st:
-  store i32 5, ptr addrspace(1) %px
-  br label %done
-rd:
-  %v = load i32, ptr addrspace(1) %px
-  %gb = mul i32 %g, 64
-  %i = add i32 %gb, %t
-  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
-  store i32 %v, ptr addrspace(1) %po
-  br label %done
-done:
-  ret void
-}"""
+XCC = store_or_copy(one_store(1), 64)
 
 @needs_llvm
 def test_l1s_of_several_xccs_read_through_their_own_xcc():
@@ -435,12 +428,7 @@ def test_l1s_of_several_xccs_read_through_their_own_xcc():
 
 # workgroup 1 stores 5 into x[t] and then raises a flag (an agent-scope atomic: past the L1s, no release, so x stays
 # dirty in its XCC's L2); the others wait for the flag, then copy x[t] to out[g * 64 + t]
-FLAGGED = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out, ptr addrspace(1) %flag) {
-entry:
-  %g = call i32 @llvm.amdgcn.workgroup.id.x()
-  %t = call i32 @llvm.amdgcn.workitem.id.x()
-  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
-  %w = icmp eq i32 %g, 1
+FLAGGED = store_or_copy("""  %w = icmp eq i32 %g, 1
   br i1 %w, label %st, label %spin
 st:
   store i32 5, ptr addrspace(1) %px
@@ -449,17 +437,7 @@ st:
 spin:
   %f = load atomic i32, ptr addrspace(1) %flag syncscope("agent") monotonic, align 4
   %z = icmp eq i32 %f, 0
-  br i1 %z, label %spin, label %rd
-rd:
-  %v = load i32, ptr addrspace(1) %px
-  %gb = mul i32 %g, 64
-  %i = add i32 %gb, %t
-  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
-  store i32 %v, ptr addrspace(1) %po
-  br label %done
-done:
-  ret void
-}"""
+  br i1 %z, label %spin, label %rd""", 64, args=", ptr addrspace(1) %flag")
 
 @needs_llvm
 def test_freeze_keeps_what_each_xccs_l1_saw():
@@ -506,17 +484,14 @@ def test_gl1_lines_survive_until_gl1_inv(use_aql, gl1_inv, monkeypatch):
   taken out of every PM4 ACQUIRE_MEM, the packets' system-scope acquire drops the GL1s (aql.py): the second SA reads
   7 (review l1b row C: an acquire that dropped only the GL0s reads 0)."""
   from ioctl_defs.amd import pm4
-  from hcqrt.amd.device import AMDDevice, AMDProgram
+  from hcqrt.amd.device import AMDDevice
   monkeypatch.setenv("AMD_AQL", use_aql)
   if not gl1_inv: monkeypatch.setattr(pm4, "GCR_GL1_INV", 0)
   lanes = ARCHS["gfx1100"][1]
   drv = install_mock_amd("gfx1100")
   try:
     d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
-    progs = {}
-    for name, src in (("bcast", BCAST), ("fill", FILL)):
-      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu="gfx1100"), name)
-      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    progs = bcast_and_fill(d, "gfx1100", lanes)
     x, out1, out2 = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(8 * lanes)
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
     b, f = progs["bcast"], progs["fill"]
@@ -607,12 +582,7 @@ def test_gl1_lines_keep_their_bytes_past_a_host_write_between_launches(gl1_inv):
 
 # gfx1100, ten workgroups in batches of two (even ones on slot 0 / SA 0, odd ones on slot 1 / SA 1): 3 stores 5, 7
 # stores 6, 4 drops its L0 first (workgroup-scope acquire: buffer_gl0_inv), the others copy x[t] to out[g * 32 + t]
-STALE_L0 = """define amdgpu_kernel void @k(ptr addrspace(1) %x, ptr addrspace(1) %out) {
-entry:
-  %g = call i32 @llvm.amdgcn.workgroup.id.x()
-  %t = call i32 @llvm.amdgcn.workitem.id.x()
-  %px = getelementptr i32, ptr addrspace(1) %x, i32 %t
-  switch i32 %g, label %rd [ i32 3, label %st5
+STALE_L0 = store_or_copy("""  switch i32 %g, label %rd [ i32 3, label %st5
                              i32 7, label %st6
                              i32 4, label %acq ]
 st5:
@@ -623,17 +593,7 @@ st6:
   br label %done
 acq:
   fence syncscope("workgroup") acquire
-  br label %rd
-rd:
-  %v = load i32, ptr addrspace(1) %px
-  %gb = mul i32 %g, 32
-  %i = add i32 %gb, %t
-  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
-  store i32 %v, ptr addrspace(1) %po
-  br label %done
-done:
-  ret void
-}"""
+  br label %rd""", 32)
 
 @needs_llvm
 def test_l0_line_filled_through_a_stale_gl1_keeps_the_gl1_bytes():
@@ -669,7 +629,7 @@ def test_sdma_gcr_invalidate_lands_once_a_wait_saw_its_fence(sdma_inv, monkeypat
   SA reads the zeros its caches filled in the first launch (cp.py release_l1_invalidate)."""
   from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
-  from hcqrt.amd.device import AMDDevice, AMDProgram
+  from hcqrt.amd.device import AMDDevice
   monkeypatch.setenv("AMD_AQL", "0")
   for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV"): monkeypatch.setattr(pm4, name, 0)
   if not sdma_inv: monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
@@ -677,10 +637,7 @@ def test_sdma_gcr_invalidate_lands_once_a_wait_saw_its_fence(sdma_inv, monkeypat
   drv = install_mock_amd("gfx1100")
   try:
     d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
-    progs = {}
-    for name, src in (("bcast", BCAST), ("fill", FILL)):
-      text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu="gfx1100"), name)
-      progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
+    progs = bcast_and_fill(d, "gfx1100", lanes)
     x, out, other = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(4 * lanes)
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
     progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
