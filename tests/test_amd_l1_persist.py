@@ -121,14 +121,22 @@ BCAST, FILL = """define amdgpu_kernel void @bcast(ptr addrspace(1) %x, ptr addrs
   ret void
 }"""
 
-def bcast_and_fill(d, arch: str, lanes: int) -> dict:
-  """BCAST and FILL loaded on the AMD device `d` (one kernel per object: read_object takes one relocation)."""
-  from hcqrt.amd.device import AMDProgram
+def device_with_bcast_and_fill(arch: str, lanes: int) -> tuple:
+  """The mock AMD device (installed by the caller) and BCAST and FILL loaded on it (one kernel per object:
+  read_object takes one relocation)."""
+  from hcqrt.amd.device import AMDDevice, AMDProgram
+  d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
   progs = {}
   for name, src in (("bcast", BCAST), ("fill", FILL)):
     text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
     progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
-  return progs
+  return d, progs
+
+def no_aql_acquire(monkeypatch) -> None:
+  """AQL packets built with acquire fence scope NONE: the CP then drops no L1 / GL0 / GL1 line before them."""
+  from ioctl_defs.amd import aql
+  header = aql.header
+  monkeypatch.setattr(aql, "header", lambda t, barrier=False, acquire=0, release=0: header(t, barrier, aql.FENCE_SCOPE_NONE, release))
 
 @needs_llvm
 @pytest.mark.parametrize("arch,use_aql", [("gfx942", "1"), ("gfx942", "0"), ("gfx1100", "0"), ("gfx1100", "1")])
@@ -139,22 +147,19 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
   actions (PM4 ACQUIRE_MEM with TCL1_ACTION_ENA / GLV_INV, AQL packets with system acquire fences) every read sees
   the newest x. With the L1 invalidate taken out of them (the bit cleared, the acquire scope NONE), the second CU
   reads the zeros it filled in the first dispatch, and after the host's write both CUs read what they held."""
-  from ioctl_defs.amd import aql, pm4, sdma
+  from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
-  from hcqrt.amd.device import AMDDevice
   monkeypatch.setenv("AMD_AQL", use_aql)
   if not invalidate:
     monkeypatch.setattr(pm4, "COHER_TCL1_ACTION_ENA", 0); monkeypatch.setattr(pm4, "GCR_GLV_INV", 0)
     # (and the signals' releases and SDMA copies' GCR_REQs: a wait on their fence has seen their L1 invalidate run)
     monkeypatch.setattr(pm4, "EOP_TCL1_ACTION_EN", 0); monkeypatch.setattr(pm4, "RM_GCR_GLV_INV", 0)
     monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~sdma.GCR_GLV_INV)
-    header = aql.header
-    monkeypatch.setattr(aql, "header", lambda t, barrier=False, acquire=0, release=0: header(t, barrier, aql.FENCE_SCOPE_NONE, release))
+    no_aql_acquire(monkeypatch)
   lanes = ARCHS[arch][1]
   drv = install_mock_amd(arch)
   try:
-    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
-    progs = bcast_and_fill(d, arch, lanes)
+    d, progs = device_with_bcast_and_fill(arch, lanes)
     x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
     def bcast() -> np.ndarray:
@@ -330,19 +335,16 @@ def test_release_invalidate_lands_once_an_aql_barrier_saw_its_signal(arch, barri
   (review l1c row 2; it read 7)."""
   from ioctl_defs.amd import aql, pm4, sdma
   from hcqrt.amd import device as amd_device
-  from hcqrt.amd.device import AMDDevice
   monkeypatch.setenv("AMD_AQL", "1")
   inv = pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV if arch == "gfx1100" else pm4.EOP_TCL1_ACTION_EN
   for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV", "COHER_TCL1_ACTION_ENA", "EOP_TCL1_ACTION_EN"):
     monkeypatch.setattr(pm4, name, 0)
   monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
-  header = aql.header
-  monkeypatch.setattr(aql, "header", lambda t, barrier=False, acquire=0, release=0: header(t, barrier, aql.FENCE_SCOPE_NONE, release))
+  no_aql_acquire(monkeypatch)
   lanes = ARCHS[arch][1]
   drv = install_mock_amd(arch)
   try:
-    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
-    progs = bcast_and_fill(d, arch, lanes)
+    d, progs = device_with_bcast_and_fill(arch, lanes)
     x, out, sig = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(64)
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
     d.allocator.copyin(sig, memoryview(bytearray(struct.pack("<qq48x", 0, 1))))   # amd_signal_t: kind, value 1
@@ -484,14 +486,12 @@ def test_gl1_lines_survive_until_gl1_inv(use_aql, gl1_inv, monkeypatch):
   taken out of every PM4 ACQUIRE_MEM, the packets' system-scope acquire drops the GL1s (aql.py): the second SA reads
   7 (review l1b row C: an acquire that dropped only the GL0s reads 0)."""
   from ioctl_defs.amd import pm4
-  from hcqrt.amd.device import AMDDevice
   monkeypatch.setenv("AMD_AQL", use_aql)
   if not gl1_inv: monkeypatch.setattr(pm4, "GCR_GL1_INV", 0)
   lanes = ARCHS["gfx1100"][1]
   drv = install_mock_amd("gfx1100")
   try:
-    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
-    progs = bcast_and_fill(d, "gfx1100", lanes)
+    d, progs = device_with_bcast_and_fill("gfx1100", lanes)
     x, out1, out2 = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(8 * lanes)
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
     b, f = progs["bcast"], progs["fill"]
@@ -629,15 +629,13 @@ def test_sdma_gcr_invalidate_lands_once_a_wait_saw_its_fence(sdma_inv, monkeypat
   SA reads the zeros its caches filled in the first launch (cp.py release_l1_invalidate)."""
   from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
-  from hcqrt.amd.device import AMDDevice
   monkeypatch.setenv("AMD_AQL", "0")
   for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV"): monkeypatch.setattr(pm4, name, 0)
   if not sdma_inv: monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
   lanes = ARCHS["gfx1100"][1]
   drv = install_mock_amd("gfx1100")
   try:
-    d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
-    progs = bcast_and_fill(d, "gfx1100", lanes)
+    d, progs = device_with_bcast_and_fill("gfx1100", lanes)
     x, out, other = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(4 * lanes)
     d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
     progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
