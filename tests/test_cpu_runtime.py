@@ -596,3 +596,55 @@ def test_runner_set_cpus_refuses_out_of_range(kind):
   bad, good = (ctypes.c_int64 * 2)(0, 5000), (ctypes.c_int64 * 2)(0, 1)
   assert r.set_cpus(bad, 2) == -1 and r.set_cpus(good, -1) == -1
   assert r.set_cpus(good, 2) == 0 and r.set_cpus(good, 0) == 0
+
+SPIN_SCRIPT = PIN_SCRIPT.split("cpus = sorted")[0] + r"""
+import time
+dev, n = CPUDevice(), 1000
+prog = CPUProgram("E_scale", compile_c(src, "E_scale"))
+a, b = dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
+tasks = lambda: {int(t.rsplit("/", 1)[1]) for t in glob.glob("/proc/self/task/*")}
+before = tasks()
+prog(b, a, vals=(n, 2), threads=2)
+def states():   # each worker's scheduler state (R: running or runnable, S: asleep)
+  return [open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] for t in sorted(tasks() - before)]
+soon = [states() for _ in range(20) if not time.sleep(0.002)]   # over the 40 ms after the launch
+time.sleep(float(os.environ["WAIT_S"]))
+print(json.dumps({"soon": soon, "later": states()}))
+"""
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a worker is woken only with a second CPU")
+@pytest.mark.parametrize("kind", ["c-runner", "llvm-runner"])
+def test_native_runner_workers_spin_for_cpu_spin_us(kind):
+  """A native runner's worker keeps spinning for CPU_SPIN_US after a launch (the next launch of a loop then finds it
+  awake), then sleeps on its futex; CPU_SPIN_US=0 sleeps at once. The spin is timed, not a fixed count of pause
+  instructions, whose latency differs ~10x between CPUs."""
+  import json
+  def run(us: str, wait_s: str) -> dict:
+    r = subprocess.run([sys.executable, "-c", SPIN_SCRIPT, kind], input=SCALE.replace("THREADS", "2"), capture_output=True,
+                       text=True, cwd=REPO, env=os.environ | {"CPU_SPIN_US": us, "WAIT_S": wait_s}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+  long_spin = run("300000", "3")   # 0.3 s of spin: awake for the 40 ms sampled, asleep 3 s on (a spin shares its CPU)
+  assert all(st == ["R"] for st in long_spin["soon"]), long_spin
+  assert long_spin["later"] == ["S"], long_spin
+  no_spin = run("0", "0.05")
+  assert no_spin["later"] == ["S"] and sum(st == ["S"] for st in no_spin["soon"]) >= 15, no_spin
+
+def test_cpu_spin_us_is_checked(monkeypatch):
+  """CPU_SPIN_US: a number of microseconds in [0, 1e6]; anything else is refused with the variable's name."""
+  monkeypatch.setenv("CPU_SPIN_US", "250")
+  assert cpu_device.spin_us() == 250
+  monkeypatch.delenv("CPU_SPIN_US")
+  assert cpu_device.spin_us() == cpu_device.SPIN_US
+  for bad in ("fast", "-1", "2e6"):
+    monkeypatch.setenv("CPU_SPIN_US", bad)
+    with pytest.raises(ValueError, match="CPU_SPIN_US"): cpu_device.spin_us()
+
+@pytest.mark.parametrize("kind", ["c-runner", "llvm-runner"])
+def test_spin_iterations_scale_with_the_time(kind):
+  """The pause iterations for a spin time grow with the time (timed on this CPU), and 0 us is 0 (sleep at once)."""
+  from hcqrt.cpu.device import _CRunner
+  r = _CRunner(_runner_obj(kind))
+  assert cpu_device.spin_iterations(r.image, 0) == 0
+  small, big = cpu_device.spin_iterations(r.image, 100), cpu_device.spin_iterations(r.image, 10000)
+  assert 0 < small < big and big > 20 * small   # (each timed apart: 100x in theory, noise aside)

@@ -353,6 +353,10 @@ static void run_one(void *fn, const i64 *args, int nargs, int threads, int spin)
   }
 }
 
+/* n pause instructions: the owner times this to turn a spin time into pause iterations (a pause takes from a few
+   cycles to ~140 between CPU generations) */
+void hcqrt_pause_loop(int n) { for (int i = 0; i < n; i++) PAUSE(); }
+
 /* returns 0, or -1 if arguments are out of range, or -2 if a worker thread could not be started.
    spin: pause-loop iterations before sleeping (0: sleep at once). Not reentrant: the caller serializes launches. */
 int hcqrt_run(void *fn, const i64 *args, int nargs, int threads, int spin) {
@@ -426,15 +430,41 @@ int hcqrt_set_cpus(const i64 *list, int n) {
 }
 """
 
+SPIN_US = 1000   # default CPU_SPIN_US: how long an idle worker of the native runner spins before it sleeps
+
+def spin_us() -> float:
+  """CPU_SPIN_US (microseconds, default SPIN_US; 0: workers sleep as soon as a launch is done)."""
+  v = os.environ.get("CPU_SPIN_US", "")
+  try: us = float(v) if v else SPIN_US
+  except ValueError: raise ValueError(f"CPU_SPIN_US must be a number of microseconds, got {v!r}") from None
+  if not 0 <= us <= 1e6: raise ValueError(f"CPU_SPIN_US must be between 0 and 1000000 microseconds, got {v!r}")
+  return us
+
+def spin_iterations(image, us: float) -> int:
+  """Pause iterations that take about `us` microseconds on this CPU: the runner's hcqrt_pause_loop timed, best of 3
+  (a preempted try only makes one slower)."""
+  if us <= 0: return 0
+  loop, n, best = image.function("hcqrt_pause_loop", [ctypes.c_int], None), 2048, float("inf")
+  for _ in range(3):
+    t = time.perf_counter_ns()
+    loop(n)
+    best = min(best, time.perf_counter_ns() - t)
+  return max(1, min(int(us * 1000 * n / max(best, n)), (1 << 31) - 1))   # (a pause of at least 1 ns)
+
 class _CRunner:
   """The RUNNER_C object loaded by our ELF loader: hcqrt_run(fn, args, nargs, threads)."""
   MAXARGS = 63
-  SPIN = 4000  # pause iterations: ~10-100 us depending on the CPU's pause latency
-  # (every launch spins: the runner wakes at most one worker per other CPU, so a spin never takes a CPU another of
-  # its threads needs)
   def __init__(self, obj: bytes):
     self.image = load_elf(obj)
     self.image.keep_forever()  # its worker threads run this code until the process ends
+    # pause iterations a worker spins after a job before it sleeps (and the caller, waiting for workers). The time
+    # between two launches of a loop is the Python work of one step, 0.1-0.3 ms for `(a @ b).realize()` at N=512;
+    # a worker asleep by then costs a futex wake-up, and on a VM the wake of an idle vCPU: with 4000 iterations
+    # (60 us on a 15 ns pause) the 512^3 realize's median was 1.18-1.23 ms, spinning 1.5 ms 0.98-1.03 ms (minimum
+    # 0.94-0.97 -> 0.88-0.92; numpy 0.91-0.93), 2-core AVX-512 Xeon, quiet. OpenMP runtimes spin for milliseconds too
+    # (libgomp's GOMP_SPINCOUNT, Intel's KMP_BLOCKTIME). Every launch spins: the runner wakes at most one worker per
+    # other CPU, so a spin never takes a CPU another of its threads needs.
+    self.spin = spin_iterations(self.image, spin_us())
     self.run_fn = self.image.function("hcqrt_run", [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3, ctypes.c_int)
     self.run_list_fn = self.image.function("hcqrt_run_list", [ctypes.c_void_p, ctypes.c_int], ctypes.c_int)
     # (the C runner's; the LLVM IR runner has none: a profiled replay then runs its launches one at a time)
@@ -469,7 +499,7 @@ class _CRunner:
         arr = self._args
         arr[:n] = args
       else: arr = (ctypes.c_int64 * n)(*args)
-      rc = self.run_fn(fn_addr, arr, n, threads, self.SPIN)
+      rc = self.run_fn(fn_addr, arr, n, threads, self.spin)
     if rc != 0: raise RuntimeError(f"CPU runner failed ({'bad arguments' if rc == -1 else 'pthread_create failed'}) for a launch on {threads} threads")
 
   def run_list(self, table: np.ndarray, n: int, times: np.ndarray | None = None) -> None:
@@ -564,7 +594,7 @@ class CPULaunchList:
       if not isinstance(it.threads, int) or it.threads < 1: raise ValueError(f"kernel {it.prog.name}: threads must be an int >= 1, got {it.threads!r}")
       args = [b.address for b in it.bufs] + [int(v) for v in it.vals]
       self.offsets.append(len(words) + 4)
-      words += [it.prog.addr, len(args), it.threads, _runner.SPIN if _runner is not None else 0, *args]
+      words += [it.prog.addr, len(args), it.threads, _runner.spin if _runner is not None else 0, *args]
       self.items.append(it)
     self.table = np.array(words, np.int64)
     self.n, self.nbufs = len(items), [len(it.bufs) for it in self.items]

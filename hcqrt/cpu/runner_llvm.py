@@ -471,6 +471,22 @@ done:
   ret i32 0
 }}
 
+; n pause instructions (RUNNER_C's hcqrt_pause_loop: timed by the owner to turn a spin time into iterations)
+define void @hcqrt_pause_loop(i32 %n) {{
+entry:
+  br label %head
+head:
+  %i = phi i32 [ 0, %entry ], [ %i1, %body ]
+  %more = icmp slt i32 %i, %n
+  br i1 %more, label %body, label %done
+body:
+  call void @llvm.x86.sse2.pause()
+  %i1 = add i32 %i, 1
+  br label %head
+done:
+  ret void
+}}
+
 define void @hcqrt_reset() {{
   store i32 0, ptr @nworkers
   store i32 0, ptr @done
