@@ -10,7 +10,8 @@ FRONTEND = ROOT / "frontend"
 # the execution core, lowest first where it matters; none of them may import an upper module
 LOWER = ("devices", "buffer", "capture", "checks", "beam_runner", "engine", "context", "viz", "multi")
 # the user-facing layer: the Tensor with its mixins, and what is built on it
-UPPER = ("tensor", "function", "grad_graph", "indexing", "nn_ops", "tensor_extra", "jit", "export", "nn", "optim", "distributed")
+UPPER = ("tensor", "function", "grad_graph", "indexing", "nn_ops", "tensor_extra", "jit", "export", "nn", "optim", "distributed",
+         "tensor_args", "tensor_create", "tensor_movement", "tensor_reduce", "tensor_dtype", "tensor_elementwise", "tensor_activation")
 # the modules the old code tied into a cycle (engine -> jit -> engine, engine -> checks -> engine, beam_runner -> engine)
 CORE = ("engine", "jit", "beam_runner", "capture", "buffer", "devices", "checks")
 
