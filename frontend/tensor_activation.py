@@ -1,6 +1,7 @@
 """The Tensor's activation functions: `relu`, `sigmoid`, `tanh`, `gelu`, `silu`, `elu`, `softplus`, `mish`, the
-hard variants, `erf`, ... Each is a composition of the elementwise ops, so each gets its gradient from
-frontend/function.py's primitives. `Tensor` inherits them from `ActivationMixin`.
+hard variants, `erf`, ... `relu` and `sigmoid` are primitives of frontend/function.py (a forward and a backward of
+their own); the rest are compositions of the elementwise ops and get their gradients through them. `Tensor` inherits
+them from `ActivationMixin`.
 
 >>> from frontend import Tensor
 >>> Tensor([-1.0, 0.0, 2.0]).relu().tolist(), [round(v, 4) for v in Tensor([0.0, 1.0]).sigmoid().tolist()]

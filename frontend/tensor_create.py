@@ -3,15 +3,16 @@
 initializers). `Tensor` inherits them from `CreationMixin`; the generator's state (`Tensor._seed`, `_rng_counter`)
 lives on the Tensor in frontend/tensor.py.
 
-Random numbers are a counter-based hash run as a kernel on the device (`_random_bits`): the same seed gives the same
-numbers on every device, and a TinyJit replay draws new ones.
+Random numbers are a counter-based hash run as a kernel on the device (`_random_bits`), keyed by the seed and a
+per-device call counter: `manual_seed` makes the following draws reproducible, and since the counter's increment is a
+kernel too, a TinyJit replay draws new numbers.
 
 >>> from frontend import Tensor
 >>> Tensor.arange(1, 7, 2).tolist(), Tensor.eye(2).tolist()
 ([1, 3, 5], [[1.0, 0.0], [0.0, 1.0]])
->>> Tensor.manual_seed(3); a = Tensor.rand(4).tolist(); Tensor.manual_seed(3)
->>> Tensor.rand(4).tolist() == a
-True
+>>> x = Tensor.rand(2, 3)
+>>> x.shape, ((x >= 0) & (x < 1)).all().item()
+((2, 3), True)
 """
 from __future__ import annotations
 import math

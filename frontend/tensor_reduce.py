@@ -1,7 +1,6 @@
 """The Tensor's reductions (`sum`, `prod`, `max`, `min`, `any`, `all`, `mean`, `var`, `std`, `argmax`, `argmin`),
 the softmax family (`softmax`, `log_softmax`, `softmin`, `logsumexp`) and the matrix product (`dot`, `matmul`,
-`linear`: a broadcast multiply and a sum, which the scheduler fuses into one kernel). `Tensor` inherits them from
-`ReduceMixin`.
+`linear`: a multiply of two broadcast views and a sum over the shared dim). `Tensor` inherits them from `ReduceMixin`.
 
 >>> from frontend import Tensor
 >>> t = Tensor([[1, 2], [3, 4]])
