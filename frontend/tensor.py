@@ -744,3 +744,4 @@ Tensor.no_grad = False
 # module), but those modules can't import this one, which imports them: both are bound there now that they exist
 MIXIN_MODULES = (tensor_create, tensor_movement, tensor_reduce, tensor_dtype, tensor_elementwise, tensor_activation)
 for _m in MIXIN_MODULES: _m.Tensor, _m._wrap = Tensor, _wrap
+del _m
