@@ -11,13 +11,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype
-from compiler.uop import UOp
+from compiler.lazy import LazyBuffer
+from compiler.sint import any_sym
+from compiler.uop import Ops, UOp
 from compiler.view import prod
 from frontend import function as F
 from frontend.tensor_args import make_tuple, _to_dtype
 
-# (frontend/tensor.py imports this module, so this one can't import it: it binds `Tensor` here once it has made it)
-if TYPE_CHECKING: from frontend.tensor import Tensor
+# (frontend/tensor.py imports this module, so this one can't import it: it binds `Tensor` and `_wrap` here once it has made them)
+if TYPE_CHECKING: from frontend.tensor import Tensor, _wrap
 
 class ReduceMixin:
   __slots__ = ()
@@ -204,6 +206,19 @@ class ReduceMixin:
     if self.ndim == 0 or w.ndim == 0: raise RuntimeError(f"dot: both arguments need at least 1 dim, got {self.shape} and {w.shape}")
     k_self, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
     if k_self != k_w: raise RuntimeError(f"matmul: shapes {self.shape} and {w.shape} don't match ({k_self} != {k_w})")
+    xl, wl = self.lazydata, w.lazydata
+    if dtype is None and xl.__class__ is LazyBuffer and wl.__class__ is LazyBuffer and len(xl.shape) == 2 == len(wl.shape) and \
+       (dt := xl.dtype) is wl.dtype and dt.is_float and sum_acc_dtype(dt) is dt and xl.device == wl.device and \
+       not (self.requires_grad or w.requires_grad) and not any_sym(xl.shape) and not any_sym(wl.shape):
+      # (two matrices of one float dtype with no gradient to record, inference and benchmark loops: the lazy ops the
+      # general path below makes, in its order, without its dozen Tensor wrappers; a 512^3 `(a @ b).realize()` spent
+      # ~60 of its ~150 us of host work building them. tests/test_matmul_fast_path.py checks the two graphs are one)
+      (m, k), n = xl.shape, wl.shape[1]
+      x3, w3 = xl.reshape((m, 1, k)), wl.reshape((1, k, n)).permute((0, 2, 1))
+      if n != 1: x3 = x3.expand((m, n, k))
+      if m != 1: w3 = w3.expand((m, n, k))
+      rg = None if self.requires_grad is None or w.requires_grad is None else False
+      return _wrap(x3.alu(Ops.MUL, w3).r(Ops.ADD, (2,)).reshape((m, n)), rg)
     x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
     wt = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2):]).transpose(-1, -min(w.ndim, 2))
     dt = least_upper_dtype(x.dtype, wt.dtype)
