@@ -646,3 +646,36 @@ def test_sdma_gcr_invalidate_lands_once_a_wait_saw_its_fence(sdma_inv, monkeypat
   finally: uninstall_mock_amd(drv)
   got = got.reshape(2, lanes)
   assert (got[0] == 7).all() and (got[1] == (7 if sdma_inv else 0)).all(), got[:, 0]
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("l2,want", [("keep", 7), ("wb_inv", 7), ("inv", 0)])
+def test_cp_write_data_reaches_a_later_dispatch(arch, l2, want, monkeypatch):
+  """The CP writes x with WRITE_DATA (dst_sel 5, memory); an ACQUIRE_MEM drops every L1 / GL0 / GL1 and does to the
+  L2 what `l2` says; `bcast` copies x out. The CP's write sits in the L2 (memory.py write_cached), which the shaders
+  read through: both CUs read 7 with the L2 kept or written back and invalidated. (It read the zeros under the L2 on
+  gfx1100, whose per-launch acquire carries no GL2_WB, and on gfx942 with the backend's TC_WB taken out: the
+  emulator saw memory without the L2's dirty dwords, cp.execute.) An L2 invalidate without the write-back loses
+  the dirty dword (the mock's worst case, cp.py ACQUIRE_MEM): 0."""
+  from ioctl_defs.amd import pm4
+  monkeypatch.setenv("AMD_AQL", "0")
+  gfx = 11 if arch == "gfx1100" else 9
+  l2_bits = {"keep": (0, 0), "wb_inv": (pm4.GCR_GL2_INV | pm4.GCR_GL2_WB, pm4.COHER_TC_ACTION_ENA | pm4.COHER_TC_WB_ACTION_ENA),
+             "inv": (pm4.GCR_GL2_INV, pm4.COHER_TC_ACTION_ENA)}[l2]
+  acq = (pm4.acquire_mem(11, gcr_cntl=pm4.GCR_GLV_INV | pm4.GCR_GL1_INV | l2_bits[0]) if gfx == 11 else
+         pm4.acquire_mem(9, coher_cntl=pm4.COHER_TCL1_ACTION_ENA | l2_bits[1]))
+  for name in ("COHER_TC_ACTION_ENA", "COHER_TC_WB_ACTION_ENA", "GCR_GL2_INV", "GCR_GL2_WB"): monkeypatch.setattr(pm4, name, 0)
+  lanes = ARCHS[arch][1]
+  drv = install_mock_amd(arch)
+  try:
+    d, progs = device_with_bcast_and_fill(arch, lanes)
+    x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    q = d.after_timeline(d.hw_compute_queue())
+    q._emit(pm4.write_data(x.va, *[7] * lanes)); q._emit(acq)
+    q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
+    d.submit_timeline(q); d.synchronize()
+    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+  finally: uninstall_mock_amd(drv)
+  assert got.reshape(2, lanes)[:, 0].tolist() == [want, want], got.reshape(2, lanes)[:, 0]

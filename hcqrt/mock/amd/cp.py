@@ -87,7 +87,13 @@ def set_executor(fn: Callable[[Dispatch, GPUVM], None] | None) -> Callable[[Disp
   return prev
 
 def execute(d: Dispatch, vm: GPUVM) -> None:
-  (EXECUTOR or _default_executor())(d, vm)
+  """Run the dispatch's machine code. Its loads read through the GPU L2, which holds the CP's own writes (WRITE_DATA
+  to memory, a RELEASE_MEM without the write-back: memory.py write_cached): the CP is a client of that L2 (a
+  WRITE_DATA's CACHE_POLICY is the L2's LRU / stream allocation and its dst_sel 2 names the GL2 itself: the kernel's
+  nvd.h:88-102 / soc15d.h:115-130, copies at tinygrad@a9069c1:extra/hip_gpu_driver/), as are the CUs, so a dispatch
+  after the write sees it whether or not the L2 was written back (GPUVM.l2_seen_by_shaders). The executor reads the
+  BOs' bytes, which hold no L2."""
+  with vm.l2_seen_by_shaders(): (EXECUTOR or _default_executor())(d, vm)
 
 def pm4_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
   """Workgroups per XCC of a PM4 dispatch. On a multi-XCC node the kernel gives each XCC's copy of a PM4 queue's MQD

@@ -12,7 +12,8 @@ GL2 write-back bits, ACQUIRE_MEM with GL2_WB). So a signal released without the 
   b'ok'
 """
 from __future__ import annotations
-import bisect, ctypes, mmap as _mmap, os
+import bisect, contextlib, ctypes, mmap as _mmap, os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from hcqrt import syscalls
 
@@ -86,7 +87,7 @@ class GPUVM:
 
   def flat_map(self) -> list[tuple[int, int, int]]:
     """(GPU VA, size, host address) of every BO mapped to the GPU: the flat memory map an ISA emulator runs on.
-    (It sees memory, not this VM's L2: dirty CP writes are not in it.)"""
+    (It sees memory, not this VM's L2: dirty CP writes are not in it; l2_seen_by_shaders puts them there for a dispatch.)"""
     return [(b.va, b.size, b.host) for b in self.bos]
 
   def read(self, va: int, n: int) -> bytearray:
@@ -116,6 +117,30 @@ class GPUVM:
     """Invalidate the L2 without writing it back: dirty dwords are lost (memory keeps its old bytes). Documented for
     gfx9, the assumed worst case for gfx11 (see the ACQUIRE_MEM comment in cp.py)."""
     self.dirty = {}
+
+  @contextlib.contextmanager
+  def l2_seen_by_shaders(self) -> Iterator[None]:
+    """While a dispatch runs, its loads see the L2's dirty dwords (the CP's writes): the shaders read memory through
+    the same L2 the CP writes into. The emulator reads the BOs' bytes (flat_map), so each dirty dword is put there for
+    the dispatch and memory's own bytes are put back after it, the dword staying dirty, unless the dispatch stored into
+    it: then its bytes replace the line's and reach memory with the dispatch's (the dispatch's end writes back what
+    its stores left in the L2, gfx9/l2.py). A store of exactly the CP's value is taken for no store (the dword stays
+    dirty: the host sees the old bytes, the harmful side).
+
+      >>> vm = GPUVM(); bo = BO(1, 0x10000, 4096, 0); vm.map(bo); vm.write_cached(0x10000, b"new!")
+      >>> with vm.l2_seen_by_shaders(): bytes(vm.read(0x10000, 4)), ctypes.string_at(bo.host, 4)
+      (b'new!', b'new!')
+      >>> ctypes.string_at(bo.host, 4), 0x10000 in vm.dirty
+      (b'\\x00\\x00\\x00\\x00', True)
+    """
+    held = [(a, self.host(a, 4), v) for a, v in self.dirty.items()]
+    under = [ctypes.string_at(h, 4) for _, h, _ in held]
+    for _, h, v in held: ctypes.memmove(h, v, 4)
+    try: yield
+    finally:
+      for (a, h, v), old in zip(held, under):
+        if ctypes.string_at(h, 4) == v and self.dirty.get(a) == v: ctypes.memmove(h, old, 4)
+        else: self.dirty.pop(a, None)
 
   def writeback(self) -> None:
     """Write every dirty L2 dword back to memory (what the GL2 write-back bits do)."""
