@@ -298,8 +298,9 @@ class Queue:
     self.vm.l1_pending.append(PendingInvalidate(addr, width, old, value, marks, self.qid, xcc=xcc))
 
   def interrupted(self, events: list[int]) -> None:
-    """This queue raised an interrupt that newly signalled `events`: once a WAIT_EVENTS consumes one, every earlier
-    release of the queue has completed (in order, land_pending)."""
+    """This queue raised an interrupt that newly signalled `events`: once a WAIT_EVENTS consumes one that no other
+    source signalled since (kfd.py _wait_events), every earlier release of the queue has completed (in order,
+    land_pending)."""
     for p in self.vm.l1_pending:
       if p.queue == self.qid: p.events.update(events)
 
@@ -469,7 +470,7 @@ class Queue:
     # write is confirmed (what the kernel asks for, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:5740-5741);
     # 3 = write the data after confirmation and raise no interrupt ("don't send an interrupt",
     # mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40); 0 none. The rest (interrupt only, ctxid compares) are not modelled.
-    if int_sel == 2: self.interrupted(self.kfd.interrupt(body[6], eop=True))
+    if int_sel == 2: self.interrupted(self.kfd.interrupt(body[6], eop=True, source=self.qid))
     elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
     self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)
 
@@ -526,7 +527,7 @@ class Queue:
       self.observe_fence(b[1] | (b[2] << 32), 4, (hdr >> 28) & 7, b[3], b[4])
       return 6
     if name == "TRAP":
-      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF)); return 2
+      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF, source=self.qid)); return 2
     if name == "TIMESTAMP" and sub == 2:
       b = need(3)
       if b[1] % 8: raise self.fail(f"SDMA GET_GLOBAL_TIMESTAMP address {b[1] | (b[2] << 32):#x} is not 8-byte aligned")
