@@ -179,9 +179,9 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
                  sdma_poll: bool = False, events_from: str | None = None) -> np.ndarray:
   """Through the mock KFD (PM4) with every L1 / GL0 / GL1 invalidate of the backend taken out: `bcast` fills x's zeros
   into two CUs (SAs), `fill` stores 7s from the first; then one submission runs `ops` and a last `bcast`, whose two
-  workgroups' first lanes come back. ops: ("release"[, value[, cache]]) a RELEASE_MEM with the L1 invalidate (gfx9
-  EOP_TCL1_ACTION_EN, gfx11 GCR GLV_INV and, with `gl1_in_release`, GL1_INV; or `cache`) writing 1 (`value`) to a
-  fence; ("write", value) a WRITE_DATA of `value` to the fence's low dword; ("wait", func, ref, on) a WAIT_REG_MEM
+  workgroups' first lanes come back. ops: ("release"[, value[, cache[, "eos"]]]) a RELEASE_MEM with the L1 invalidate
+  (gfx9 EOP_TCL1_ACTION_EN, gfx11 GCR GLV_INV and, with `gl1_in_release`, GL1_INV; or `cache`) writing 1 (`value`) to
+  a fence, at the end of pipe or ("eos") a CS_DONE end-of-shader event; ("write", value) a WRITE_DATA of `value` to the fence's low dword; ("wait", func, ref, on) a WAIT_REG_MEM
   on the fence or on another signal already at 1; ("acquire",) an ACQUIRE_MEM dropping every L1 / GL0 / GL1;
   ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `sdma_poll` the compute queue then waits on a
   flag an SDMA queue writes after its POLL_REGMEM GE 1 on the fence passed. `events_from` submits `ops` without the
@@ -218,7 +218,9 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
     # (once the engine has run them all: an interrupt of theirs raised after this would leave it signalled, flakily)
     q = d.after_timeline(d.hw_compute_queue())
     for op in ops:
-      if op[0] == "release": q._emit(pm4.release_mem(fence.va, op[1] if len(op) > 1 else 1, cache=inv if len(op) < 3 else op[2]))
+      if op[0] == "release":
+        eos = {"event_type": pm4.CS_DONE, "event_index": pm4.EVENT_INDEX_SHADER_DONE} if op[3:] == ("eos",) else {}
+        q._emit(pm4.release_mem(fence.va, op[1] if len(op) > 1 else 1, cache=inv if len(op) < 3 else op[2], **eos))
       elif op[0] == "write": q._emit(pm4.write_data(fence.va, op[1]))
       elif op[0] == "wait": q._emit(pm4.wait_reg_mem((fence if op[3] == "fence" else other).va, op[2], function=op[1]))
       elif op[0] == "acquire": q._emit(acq)
@@ -280,6 +282,34 @@ def test_release_invalidate_needs_the_value_it_wrote(arch, ops, fresh, monkeypat
   the same queue (no cache action) writing 2: it retires after the first, so the wait on its value proves both: 7."""
   got = _release_run(arch, monkeypatch, ops + [("wait", GE, 1, "fence")])
   assert got.tolist() == [7, 7 if fresh else 0], got
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_end_of_shader_release_proves_no_earlier_release(arch, monkeypatch):
+  """The release with the invalidate (end of pipe) writes 1, then a CS_DONE end-of-shader release (event_index 6, no
+  cache action) writes 2, and WAIT_REG_MEM GE 2 passes on it. An EOS event is signalled when the shaders end, so it
+  may complete before the earlier end-of-pipe one: the wait proves nothing about that invalidate and the second CU
+  reads the stale 0 (review l1c row 3; it read 7: the EOS release was put in the queue's end-of-pipe order). The same
+  with an end-of-pipe second release: 7 (test_release_invalidate_needs_the_value_it_wrote)."""
+  got = _release_run(arch, monkeypatch, [("release",), ("release", 2, 0, "eos"), ("wait", GE, 2, "fence")])
+  assert got.tolist() == [7, 0], got
+
+def test_release_mem_event_index_other_than_eop_or_plain_eos_is_refused():
+  """A CS_DONE end-of-shader release (event_index 6) carrying a cache action on a compute queue (documented nowhere:
+  cp.py release_mem): the mock CP stops the queue with an error naming the packet rather than guess what it does; so
+  does an event_index that is neither 5 nor 6 (review l1c row 3)."""
+  from types import SimpleNamespace
+  from ioctl_defs.amd import pm4
+  from hcqrt.mock.amd import tables as T
+  from hcqrt.mock.amd.cp import GPUError, Queue
+  from hcqrt.mock.amd.memory import GPUVM
+  for arch, inv in (("gfx1100", pm4.RM_GCR_GLV_INV), ("gfx942", pm4.EOP_TCL1_ACTION_EN)):
+    q = Queue(SimpleNamespace(queue_exception=lambda q, ec: None), 1, T.QUEUE_COMPUTE, GPUVM(), 0, 4096, 0, 0, arch)
+    eos = pm4.release_mem(0x1000, 1, event_type=pm4.CS_DONE, event_index=pm4.EVENT_INDEX_SHADER_DONE, cache=inv)[1:]
+    with pytest.raises(GPUError, match=r"RELEASE_MEM end-of-shader event \(event_type 0x2f, event_index 6\) with cache actions"):
+      q.release_mem(eos)
+    with pytest.raises(GPUError, match="RELEASE_MEM event_type 0x14 event_index 3 is not modelled"):
+      q.release_mem(pm4.release_mem(0x1000, 1, event_index=3)[1:])
 
 @needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))

@@ -153,12 +153,11 @@ class PendingInvalidate:
 def land_pending(vm: GPUVM, proven: Callable[[PendingInvalidate], bool]) -> None:
   """Drop the lines of the pending invalidates `proven` says have run, and of every earlier one of the same queue: the
   CP retires a queue's end-of-pipe events in order, which the kernel relies on when one fence value read signals every
-  earlier fence of the ring (linux@02bc0650:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c, amdgpu_fence_process and
-  amdgpu_fence_seq_signaled: last_seq >= seq). An SDMA queue runs its packets in order too (Queue.step_sdma).
-  NOT modelled: that source shows end-of-pipe events (EOP, event_index 5) after EOP only. release_mem reads neither
-  event_type nor event_index, so an end-of-shader event (EOS, CS_DONE / PS_DONE, event_index 6), which may complete
-  before an earlier EOP, is put in the same order and, when proven, lands the earlier EOP releases too (review l1c
-  row 3: a possible missed stale read; our backend emits only EOP releases)."""
+  earlier fence of the ring (amdgpu_fence_process signals each slot from the last seen sequence number up to the one
+  the ring's fence now holds: freebsd/drm-kmod@129bf0f:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c:271-311, the port of
+  linux's file). An SDMA queue runs its packets in order too (Queue.step_sdma).
+  That source shows end-of-pipe events (EOP, event_index 5) after EOP only: an end-of-shader release (EOS, event_index
+  6), which may complete before an earlier EOP, is never filed here (Queue.release_mem; review l1c row 3)."""
   if not vm.l1_pending: return
   last: dict[tuple[int, int], int] = {}
   for i, p in enumerate(vm.l1_pending):
@@ -450,7 +449,22 @@ class Queue:
     return ScratchRing(tuple(base + x * span for x in range(num_xcc)), wavesize * T.SCRATCH_GRANULE[self.gfx], waves, max(1, engines))
 
   def release_mem(self, body: list[int]) -> None:
-    self.drain()   # end of pipe: every earlier dispatch has completed
+    self.drain()   # end of pipe (or, for EOS, of the shaders): every earlier dispatch has completed
+    event, index = body[0] & 0x3F, (body[0] >> 8) & 0xF
+    # An end-of-shader event (EVENT_INDEX 6 "shader_done", CS_DONE / PS_DONE) "signaled when those shaders finish",
+    # while *_TS (end-of-pipe) events are "always signaled at the end of the pipeline" (mesa@044bafb:src/amd/common/
+    # ac_cmdbuf.c, the comment on ac_emit_cp_release_mem_pws). Nothing documents that it waits for an earlier
+    # end-of-pipe release's cache actions, so the mock takes it as possibly completing first (the harmful side): it is
+    # kept out of the in-order landing (land_pending) and proves nothing of other releases. Mesa gives an EOS release
+    # cache actions only through that function, which asserts a gfx11+ graphics queue; what they do on a compute queue
+    # is documented nowhere, so such a packet is refused rather than given a meaning. Review l1c row 3.
+    if index not in (T.RM_EOP, T.RM_EOS) or (index == T.RM_EOS and event not in T.EOS_EVENTS):
+      raise self.fail(f"RELEASE_MEM event_type {event:#x} event_index {index} is not modelled (5: end of pipe; 6: end of "
+                      "shader, CS_DONE 0x2f / PS_DONE 0x30)")
+    eos = index == T.RM_EOS
+    if eos and body[0] & T.RM_CACHE_ACTIONS:
+      raise self.fail(f"RELEASE_MEM end-of-shader event (event_type {event:#x}, event_index 6) with cache actions "
+                      f"{body[0] & T.RM_CACHE_ACTIONS:#x} on a compute queue is not modelled (cache actions go with end-of-pipe events)")
     wb = bool(body[0] & T.RM_WRITEBACK[self.gfx])
     if wb: self.vm.writeback()
     data_sel, int_sel = (body[1] >> 29) & 7, (body[1] >> 24) & 7
@@ -462,7 +476,7 @@ class Queue:
       width = 4 if data_sel == 1 else 8
       old = int.from_bytes(self.vm.read(addr, width), "little")
       (self.vm.write if wb else self.vm.write_cached)(addr, struct.pack("<Q" if data_sel != 1 else "<I", v))
-      if data_sel != 3:
+      if data_sel != 3 and not eos:
         self.release_l1_invalidate(addr, width, old, v, [self.vm.vector_l1 if body[0] & T.RM_L1_INV[self.gfx] else None,
                                              self.vm.gl1 if self.gfx >= 10 and body[0] & T.RM_GL1_INV_GFX11 else None])
     elif data_sel != 0: raise self.fail(f"RELEASE_MEM data_sel {data_sel} is not modelled")
@@ -470,7 +484,9 @@ class Queue:
     # write is confirmed (what the kernel asks for, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:5740-5741);
     # 3 = write the data after confirmation and raise no interrupt ("don't send an interrupt",
     # mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40); 0 none. The rest (interrupt only, ctxid compares) are not modelled.
-    if int_sel == 2: self.interrupted(self.kfd.interrupt(body[6], eop=True, source=self.qid))
+    if int_sel == 2:   # (an EOS interrupt says nothing of the queue's earlier end-of-pipe releases)
+      new = self.kfd.interrupt(body[6], eop=True, source=self.qid)
+      if not eos: self.interrupted(new)
     elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
     self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)
 
