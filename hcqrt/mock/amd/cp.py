@@ -89,8 +89,8 @@ def set_executor(fn: Callable[[Dispatch, GPUVM], None] | None) -> Callable[[Disp
 def execute(d: Dispatch, vm: GPUVM) -> None:
   """Run the dispatch's machine code. Its loads read through the GPU L2, which holds the CP's own writes (WRITE_DATA
   to memory, a RELEASE_MEM without the write-back: memory.py write_cached): the CP is a client of that L2 (a
-  WRITE_DATA's CACHE_POLICY is the L2's LRU / stream allocation and its dst_sel 2 names the GL2 itself: the kernel's
-  nvd.h:88-102 / soc15d.h:115-130, copies at tinygrad@a9069c1:extra/hip_gpu_driver/), as are the CUs, so a dispatch
+  WRITE_DATA's CACHE_POLICY is the L2's LRU / stream allocation and its dst_sel 2 names the GL2 itself:
+  linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/nvd.h:88-102, soc15d.h:115-130), as are the CUs, so a dispatch
   after the write sees it whether or not the L2 was written back (GPUVM.l2_seen_by_shaders). The executor reads the
   BOs' bytes, which hold no L2."""
   with vm.l2_seen_by_shaders(): (EXECUTOR or _default_executor())(d, vm)
@@ -154,8 +154,8 @@ def land_pending(vm: GPUVM, proven: Callable[[PendingInvalidate], bool]) -> None
   """Drop the lines of the pending invalidates `proven` says have run, and of every earlier one of the same queue: the
   CP retires a queue's end-of-pipe events in order, which the kernel relies on when one fence value read signals every
   earlier fence of the ring (amdgpu_fence_process signals each slot from the last seen sequence number up to the one
-  the ring's fence now holds: freebsd/drm-kmod@129bf0f:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c:271-311, the port of
-  linux's file). An SDMA queue runs its packets in order too (Queue.step_sdma).
+  the ring's fence now holds: linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c:255-298). An SDMA queue runs
+  its packets in order too (Queue.step_sdma).
   That source shows end-of-pipe events (EOP, event_index 5) after EOP only: an end-of-shader release (EOS, event_index
   6), which may complete before an earlier EOP, is never filed here (Queue.release_mem; review l1c row 3)."""
   if not vm.l1_pending: return

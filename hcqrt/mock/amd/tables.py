@@ -84,8 +84,8 @@ SCRATCH_GRANULE = {9: 1024, 11: 256}
 PGM_RSRC3 = {"gfx1100": 0x2E28, "gfx942": 0x2E2D}
 DI_COMPUTE_SHADER_EN, DI_CS_W32_EN = 1 << 0, 1 << 15
 EVENT_CS_PARTIAL_FLUSH = 7
-# RELEASE_MEM EVENT_INDEX: 5 end of pipe, 6 shader done (kfd_pm4_headers_ai.h:52-53, copy at tinygrad@a9069c1:
-# extra/hip_gpu_driver/); the end-of-shader events are CS_DONE / PS_DONE (soc21_enum.h VGT_EVENT_TYPE, ioctl_defs/amd/pm4.py)
+# RELEASE_MEM EVENT_INDEX: 5 end of pipe, 6 shader done (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+# kfd_pm4_headers_ai.h:465-466); the end-of-shader events are CS_DONE / PS_DONE (soc21_enum.h VGT_EVENT_TYPE, ioctl_defs/amd/pm4.py)
 RM_EOP, RM_EOS, EOS_EVENTS = 5, 6, (0x2F, 0x30)
 # RELEASE_MEM dword1 cache-action bits: gfx11 PACKET3_RELEASE_MEM_GCR_* (bits 12-22), gfx9 EOP_*_ACTION_EN (12-21)
 RM_CACHE_ACTIONS = ((1 << 23) - 1) & ~0xFFF
