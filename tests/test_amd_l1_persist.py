@@ -181,15 +181,15 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
   into two CUs (SAs), `fill` stores 7s from the first; then one submission runs `ops` and a last `bcast`, whose two
   workgroups' first lanes come back. ops: ("release"[, value[, cache[, "eos"]]]) a RELEASE_MEM with the L1 invalidate
   (gfx9 EOP_TCL1_ACTION_EN, gfx11 GCR GLV_INV and, with `gl1_in_release`, GL1_INV; or `cache`) writing 1 (`value`) to
-  a fence, at the end of pipe or ("eos") a CS_DONE end-of-shader event; ("write", value) a WRITE_DATA of `value` to the fence's low dword; ("wait", func, ref, on) a WAIT_REG_MEM
-  on the fence or on another signal already at 1; ("acquire",) an ACQUIRE_MEM dropping every L1 / GL0 / GL1;
-  ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `sdma_poll` the compute queue then waits on a
-  flag an SDMA queue writes after its POLL_REGMEM GE 1 on the fence passed. `events_from` submits `ops` without the
-  timeline and signals the host's event from "compute" (a release with INT_SEL 2 after `ops`) or "sdma" (only an
-  SDMA FENCE + TRAP after them), or both, in the mock's run order "compute_then_sdma" / "sdma_then_compute", then
-  WAIT_EVENTS as below.
-  With `events_wait` the host then consumes its event with WAIT_EVENTS and submits
-  the last `bcast` on its own."""
+  a fence, at the end of pipe or ("eos") a CS_DONE end-of-shader event; ("write", value) a WRITE_DATA of `value` to
+  the fence's low dword; ("wait", func, ref, on) a WAIT_REG_MEM on the fence or on another signal already at 1;
+  ("interrupt",) a RELEASE_MEM with INT_SEL 2 signalling the host's event; ("acquire",) an ACQUIRE_MEM dropping every
+  L1 / GL0 / GL1; ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `sdma_poll` the compute queue
+  then waits on a flag an SDMA queue writes after its POLL_REGMEM GE 1 on the fence passed. `events_from` submits
+  `ops` without the timeline and signals the host's event from "compute" (a release with INT_SEL 2 after `ops`) or
+  "sdma" (only an SDMA FENCE + TRAP after them), or both, in the mock's run order "compute_then_sdma" /
+  "sdma_then_compute", then WAIT_EVENTS as below. With `events_wait` the host then consumes its event with
+  WAIT_EVENTS and submits the last `bcast` on its own."""
   from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
   from hcqrt.amd.device import AMDDevice, AMDProgram
@@ -216,9 +216,12 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
     wait_events = lambda: d.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(d.abi.ffi.cast("uintptr_t", ev)), num_events=1, wait_for_all=0, timeout=1)
     if events_from: drv.settle(); wait_events()   # the launches above may have left the event signalled: consume it
     # (once the engine has run them all: an interrupt of theirs raised after this would leave it signalled, flakily)
+    ev_rel = pm4.release_mem(d.event_slot, d.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
+                            ctxid=d.event_id)
     q = d.after_timeline(d.hw_compute_queue())
     for op in ops:
-      if op[0] == "release":
+      if op[0] == "interrupt": q._emit(ev_rel)
+      elif op[0] == "release":
         eos = {"event_type": pm4.CS_DONE, "event_index": pm4.EVENT_INDEX_SHADER_DONE} if op[3:] == ("eos",) else {}
         q._emit(pm4.release_mem(fence.va, op[1] if len(op) > 1 else 1, cache=inv if len(op) < 3 else op[2], **eos))
       elif op[0] == "write": q._emit(pm4.write_data(fence.va, op[1]))
@@ -229,8 +232,6 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
       flag = d.new_signal(0, "sdma saw the fence")
       q._emit(pm4.wait_reg_mem(flag.va, 1, function=GE))
     if events_from:   # the event's interrupt comes from this queue's own release, or only from an SDMA trap
-      ev_rel = pm4.release_mem(d.event_slot, d.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
-                              ctxid=d.event_id)
       trap = sdma.fence(d.event_slot, d.event_id, gfx=gfx) + sdma.trap(d.event_id, gfx=gfx)
       if events_from in ("compute", "sdma"):
         if events_from == "compute": q._emit(ev_rel)
@@ -363,6 +364,16 @@ def test_wait_events_lands_only_what_its_interrupts_cover(arch, events_from, fre
   before the release completed (0; review l1c row 5, it read 7)."""
   got = _release_run(arch, monkeypatch, [("release",)], events_from=events_from)
   assert got.tolist() == [7, 7 if fresh else 0], got
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_wait_events_needs_an_interrupt_that_newly_signalled_after_the_release(arch, monkeypatch):
+  """The compute queue signals the host's event (INT_SEL 2) before the release, then again after it, and the host
+  consumes it once: the event was already signalled when the release's interrupt came, so the waiter may have woken
+  on the first one, before the release ran: stale 0 (review l1c row 4: it read 7 when `interrupt` counted every event
+  it hit, not only those it newly signalled)."""
+  got = _release_run(arch, monkeypatch, [("interrupt",), ("release",)], events_from="compute")
+  assert got.tolist() == [7, 0], got
 
 @needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))
