@@ -359,9 +359,8 @@ def test_wait_events_lands_only_what_its_interrupts_cover(arch, events_from, fre
   from interrupts of the release's own queue after it (kfd.py _wait_events): the compute queue's own INT_SEL 2
   release does (7); an SDMA trap alone says nothing of the compute queue's end-of-pipe events (0; review l1c row 4).
   Both on the one event, as the backend raises them (hcqrt/amd/device.py): with the SDMA trap first the release's
-  interrupt finds the event signalled already and merges (0; review l1c row 4, it read 7 when `interrupt` counted
-  every event it hit); with the compute release first, the trap may have come first on hardware and woken the host
-  before the release completed (0; review l1c row 5, it read 7)."""
+  interrupt finds the event signalled already and merges (0); with the compute release first, the trap may have come
+  first on hardware and woken the host before the release completed (0; review l1c row 5, it read 7)."""
   got = _release_run(arch, monkeypatch, [("release",)], events_from=events_from)
   assert got.tolist() == [7, 7 if fresh else 0], got
 
