@@ -732,3 +732,20 @@ def test_cp_write_data_reaches_a_later_dispatch(arch, l2, want, monkeypatch):
     got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
   finally: uninstall_mock_amd(drv)
   assert got.reshape(2, lanes)[:, 0].tolist() == [want, want], got.reshape(2, lanes)[:, 0]
+
+def test_dispatch_view_of_cp_l2_writes_and_its_stores():
+  """GPUVM.l2_seen_by_shaders: the dispatch reads a BO holding the CP's dirty dwords from a copy with them in, while
+  the host's view keeps memory's bytes; afterwards a dirty dword the dispatch stored one byte into reaches memory
+  whole (its other bytes the CP's) and is no longer dirty, one it did not touch stays dirty over the old bytes, and
+  a store elsewhere in the BO reaches memory."""
+  import ctypes
+  from hcqrt.mock.amd.memory import BO, GPUVM
+  vm = GPUVM(); bo = BO(1, 0x10000, 4096, 0); vm.map(bo)
+  vm.write_cached(0x10000, b"ABCDEFGH")
+  with vm.l2_seen_by_shaders():
+    (va, _, view), = vm.flat_map()
+    assert va == 0x10000 and ctypes.string_at(view, 8) == b"ABCDEFGH" and ctypes.string_at(bo.host, 8) == bytes(8)
+    ctypes.memmove(view + 1, b"x", 1); ctypes.memmove(view + 100, b"yz", 2)   # the dispatch's stores
+  assert ctypes.string_at(bo.host, 8) == b"AxCD\0\0\0\0" and ctypes.string_at(bo.host + 100, 2) == b"yz"
+  assert sorted(vm.dirty) == [0x10004] and bytes(vm.read(0x10000, 8)) == b"AxCDEFGH"
+  assert vm.flat_map()[0][2] == bo.host   # the copy is gone with the dispatch
