@@ -176,7 +176,7 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
   else: assert (second[0] == 7).all() and (second[1] == 0).all() and (third[0] == 7).all() and (third[1] == 0).all(), (second[:, 0], third[:, 0])
 
 def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool = True, events_wait: bool = False,
-                 sdma_poll: bool = False, events_from: str | None = None) -> np.ndarray:
+                 sdma_poll: bool = False, events_from: str | None = None, cp_latency_s: float = 0.0) -> np.ndarray:
   """Through the mock KFD (PM4) with every L1 / GL0 / GL1 invalidate of the backend taken out: `bcast` fills x's zeros
   into two CUs (SAs), `fill` stores 7s from the first; then one submission runs `ops` and a last `bcast`, whose two
   workgroups' first lanes come back. ops: ("release"[, value[, cache[, "eos"]]]) a RELEASE_MEM with the L1 invalidate
@@ -189,7 +189,9 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
   `ops` without the timeline and signals the host's event from "compute" (a release with INT_SEL 2 after `ops`) or
   "sdma" (only an SDMA FENCE + TRAP after them), or both, in the mock's run order "compute_then_sdma" /
   "sdma_then_compute", then WAIT_EVENTS as below. With `events_wait` the host then consumes its event with
-  WAIT_EVENTS and submits the last `bcast` on its own."""
+  WAIT_EVENTS and submits the last `bcast` on its own. Every WAIT_EVENTS here runs after the engine settled and must
+  find the event signalled: a stale result never comes from a wait that timed out. `cp_latency_s`: the mock CP
+  starts that long after each doorbell (MockKFD.latency_s)."""
   from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
   from hcqrt.amd.device import AMDDevice, AMDProgram
@@ -201,6 +203,7 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
   monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
   lanes = ARCHS[arch][1]
   drv = install_mock_amd(arch)
+  drv.latency_s = cp_latency_s
   try:
     d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
     progs = {}
@@ -214,8 +217,8 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
     fence, other = d.new_signal(0, "l1 release"), d.new_signal(1, "signalled already")
     ev = d.abi.ffi.new("struct kfd_event_data[1]"); ev[0].event_id = d.event_id
     wait_events = lambda: d.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(d.abi.ffi.cast("uintptr_t", ev)), num_events=1, wait_for_all=0, timeout=1)
-    if events_from: drv.settle(); wait_events()   # the launches above may have left the event signalled: consume it
-    # (once the engine has run them all: an interrupt of theirs raised after this would leave it signalled, flakily)
+    if events_from or events_wait:   # the launches above may have left the event signalled: reset it once the engine
+      drv.settle(); d.ioctl("AMDKFD_IOC_RESET_EVENT", event_id=d.event_id)   # ran them all (a later interrupt of theirs would re-signal it)
     ev_rel = pm4.release_mem(d.event_slot, d.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
                             ctxid=d.event_id)
     q = d.after_timeline(d.hw_compute_queue())
@@ -233,19 +236,16 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
       q._emit(pm4.wait_reg_mem(flag.va, 1, function=GE))
     if events_from:   # the event's interrupt comes from this queue's own release, or only from an SDMA trap
       trap = sdma.fence(d.event_slot, d.event_id, gfx=gfx) + sdma.trap(d.event_id, gfx=gfx)
-      if events_from in ("compute", "sdma"):
-        if events_from == "compute": q._emit(ev_rel)
-        q.submit(d)
-        if events_from == "sdma": d.sdma.submit(trap)
-      else:   # "compute_then_sdma" / "sdma_then_compute": both on the event, each run to its end before the other starts
-        for who in events_from.split("_then_"):
-          if who == "compute": q._emit(ev_rel); q.submit(d)
-          else: d.sdma.submit(trap)
-          drv.settle()
+      if events_from == "sdma": q.submit(d)
+      for who in events_from.split("_then_"):   # two sources: each run to its end before the other starts
+        if who == "compute": q._emit(ev_rel); q.submit(d)
+        else: d.sdma.submit(trap)
+        drv.settle()
     if events_wait or events_from:
-      if not events_from: d.submit_timeline(q); d.synchronize()
-      # (synchronize may have consumed the event already: then this sleeps 1 ms; either way one WAIT_EVENTS saw it)
-      wait_events()
+      if not events_from: d.submit_timeline(q)
+      drv.settle()   # every interrupt has been raised: the wait below consumes the event rather than sleeping out its timeout
+      res = wait_events()
+      assert res.wait_result == 0, f"WAIT_EVENTS timed out (wait_result {res.wait_result}): the event was never signalled"
       q = d.hw_compute_queue()
     q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
     d.submit_timeline(q)
@@ -363,6 +363,16 @@ def test_wait_events_lands_only_what_its_interrupts_cover(arch, events_from, fre
   first on hardware and woken the host before the release completed (0; review l1c row 5, it read 7)."""
   got = _release_run(arch, monkeypatch, [("release",)], events_from=events_from)
   assert got.tolist() == [7, 7 if fresh else 0], got
+
+@needs_llvm
+@pytest.mark.parametrize("events_from", ["compute", "sdma"])
+def test_release_run_wait_events_does_not_race_the_cp(events_from, monkeypatch):
+  """_release_run's WAIT_EVENTS (1 ms timeout) with the mock CP starting 50 ms after each doorbell: it waits until
+  the engine settled, so the compute queue's own interrupt still lands the release (7) and the SDMA trap's still
+  signals the event (a wait that timed out fails the run rather than read as stale). Review amd39 row 1: the
+  WAIT_EVENTS after a lone submission ran before the CP under load, timed out, and the release read stale."""
+  got = _release_run("gfx1100", monkeypatch, [("release",)], events_from=events_from, cp_latency_s=0.05)
+  assert got.tolist() == [7, 7 if events_from == "compute" else 0], got
 
 @needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))
