@@ -183,8 +183,8 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
   (gfx9 EOP_TCL1_ACTION_EN, gfx11 GCR GLV_INV and, with `gl1_in_release`, GL1_INV; or `cache`) writing 1 (`value`) to
   a fence, at the end of pipe or ("eos") a CS_DONE end-of-shader event; ("write", value) a WRITE_DATA of `value` to
   the fence's low dword; ("wait", func, ref, on) a WAIT_REG_MEM on the fence or on another signal already at 1;
-  ("interrupt",) a RELEASE_MEM with INT_SEL 2 signalling the host's event; ("acquire",) an ACQUIRE_MEM dropping every
-  L1 / GL0 / GL1; ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `sdma_poll` the compute queue
+  ("interrupt",) a RELEASE_MEM with INT_SEL 2 signalling the host's event (("eos_interrupt",): the same at a CS_DONE
+  end-of-shader event); ("acquire",) an ACQUIRE_MEM dropping every L1 / GL0 / GL1; ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `sdma_poll` the compute queue
   then waits on a flag an SDMA queue writes after its POLL_REGMEM GE 1 on the fence passed. `events_from` submits
   `ops` without the timeline and signals the host's event from "compute" (a release with INT_SEL 2 after `ops`) or
   "sdma" (only an SDMA FENCE + TRAP after them), or both, in the mock's run order "compute_then_sdma" /
@@ -221,9 +221,12 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
       drv.settle(); d.ioctl("AMDKFD_IOC_RESET_EVENT", event_id=d.event_id)   # ran them all (a later interrupt of theirs would re-signal it)
     ev_rel = pm4.release_mem(d.event_slot, d.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
                             ctxid=d.event_id)
+    ev_eos = pm4.release_mem(d.event_slot, d.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
+                             ctxid=d.event_id, event_type=pm4.CS_DONE, event_index=pm4.EVENT_INDEX_SHADER_DONE)
     q = d.after_timeline(d.hw_compute_queue())
     for op in ops:
       if op[0] == "interrupt": q._emit(ev_rel)
+      elif op[0] == "eos_interrupt": q._emit(ev_eos)
       elif op[0] == "release":
         eos = {"event_type": pm4.CS_DONE, "event_index": pm4.EVENT_INDEX_SHADER_DONE} if op[3:] == ("eos",) else {}
         q._emit(pm4.release_mem(fence.va, op[1] if len(op) > 1 else 1, cache=inv if len(op) < 3 else op[2], **eos))
@@ -382,6 +385,20 @@ def test_wait_events_needs_an_interrupt_that_newly_signalled_after_the_release(a
   on the first one, before the release ran: stale 0 (review l1c row 4: it read 7 when `interrupt` counted every event
   it hit, not only those it newly signalled)."""
   got = _release_run(arch, monkeypatch, [("interrupt",), ("release",)], events_from="compute")
+  assert got.tolist() == [7, 0], got
+
+@needs_llvm
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("ops", [[("release",), ("interrupt",), ("eos_interrupt",)], [("release",), ("eos_interrupt",)]],
+                         ids=["eop_then_eos", "eos"])
+def test_end_of_shader_interrupt_keeps_wait_events_from_landing_a_release(arch, ops, monkeypatch):
+  """The release with the invalidate, then (eop_then_eos) an INT_SEL 2 end-of-pipe release that newly signals the
+  host's event, then a CS_DONE end-of-shader release with INT_SEL 2 on the same event, then the release's own queue
+  signals it once more at the end of pipe and the host consumes it with WAIT_EVENTS. The end-of-shader event may
+  complete before both end-of-pipe ones (cp.py release_mem) and wake the host first: the invalidate may still be
+  pending, stale 0 (review amd39 row 2: the EOS interrupt counted as the queue's end-of-pipe source, 7). With the
+  EOS interrupt the first to signal (eos) the later end-of-pipe one finds the event signalled: 0 too."""
+  got = _release_run(arch, monkeypatch, ops, events_from="compute")
   assert got.tolist() == [7, 0], got
 
 @needs_llvm

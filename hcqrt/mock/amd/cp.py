@@ -484,8 +484,11 @@ class Queue:
     # write is confirmed (what the kernel asks for, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:5740-5741);
     # 3 = write the data after confirmation and raise no interrupt ("don't send an interrupt",
     # mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40); 0 none. The rest (interrupt only, ctxid compares) are not modelled.
-    if int_sel == 2:   # (an EOS interrupt says nothing of the queue's earlier end-of-pipe releases)
-      new = self.kfd.interrupt(body[6], eop=True, source=self.qid)
+    if int_sel == 2:
+      # An EOS interrupt says nothing of the queue's earlier end-of-pipe releases and may be raised before them (see
+      # above): it proves none of them, and as a source of its own it also keeps the queue's later EOP interrupts
+      # on the same event from proving them (a waiter may have woken on it first; kfd.py _wait_events, review amd39 row 2)
+      new = self.kfd.interrupt(body[6], eop=True, source=(self.qid, "eos") if eos else self.qid)
       if not eos: self.interrupted(new)
     elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
     self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)

@@ -22,7 +22,7 @@ zero-fill or truncate it, hiding a client's layout bug).
 """
 from __future__ import annotations
 import ctypes, errno, mmap as _mmap, os, struct, threading, time
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 from hcqrt import syscalls
 from hcqrt.mock.amd import tables as T
@@ -499,22 +499,23 @@ class MockKFD:
   def _set_event(self, a: dict) -> None: self._ev(a["event_id"]); self._signal(a["event_id"], None)
   def _reset_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = False
 
-  def _signal(self, e: int, source: int | None) -> bool:
-    """Signal event `e` for `source` (the queue id whose interrupt did it; None: the host's SET_EVENT, a queue
-    exception, a VM fault); True if it was not signalled yet. The event keeps every source since it was last
-    unsignalled ("by"): a WAIT_EVENTS that consumes it may have been woken by any one of them (_wait_events)."""
+  def _signal(self, e: int, source: Hashable | None) -> bool:
+    """Signal event `e` for `source` (the queue id whose end-of-pipe or trap interrupt did it; (queue id, "eos"): that
+    queue's end-of-shader interrupt; None: the host's SET_EVENT, a queue exception, a VM fault); True if it was not
+    signalled yet. The event keeps every source since it was last unsignalled ("by"): a WAIT_EVENTS that consumes it
+    may have been woken by any one of them (_wait_events)."""
     ev = self.events[e]
     new = not ev["signaled"]
     ev["signaled"], ev["by"] = True, {source} if new else ev.get("by", set()) | {source}
     return new
 
-  def interrupt(self, ctxid: int, eop: bool = False, source: int | None = None) -> list[int]:
+  def interrupt(self, ctxid: int, eop: bool = False, source: Hashable | None = None) -> list[int]:
     """An end-of-pipe (RELEASE_MEM INT_SEL 2) or SDMA trap interrupt: signal the event it names if its slot was
     written, else every written slot (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c, kfd_signal_event_interrupt).
     On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
     (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336). Returns the events it newly
     signalled: a WAIT_EVENTS that consumes one of them saw this interrupt (an event already signalled merges it, so
-    its waiter may have seen only an earlier one: cp.py Queue.interrupted). `source`: the queue that raised it."""
+    its waiter may have seen only an earlier one: cp.py Queue.interrupted). `source`: who raised it (_signal)."""
     self.interrupts.append(ctxid)
     if eop and ctxid == 0 and self.arch == "gfx942": return []
     if self.event_page is None: return []
