@@ -187,11 +187,11 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
   end-of-shader event); ("acquire",) an ACQUIRE_MEM dropping every L1 / GL0 / GL1; ("bcast",), ("fill",), ("fill9",) launches (`fill9` stores 9s). With `sdma_poll` the compute queue
   then waits on a flag an SDMA queue writes after its POLL_REGMEM GE 1 on the fence passed. `events_from` submits
   `ops` without the timeline and signals the host's event from "compute" (a release with INT_SEL 2 after `ops`) or
-  "sdma" (only an SDMA FENCE + TRAP after them), or both, in the mock's run order "compute_then_sdma" /
-  "sdma_then_compute", then WAIT_EVENTS as below. With `events_wait` the host then consumes its event with
-  WAIT_EVENTS and submits the last `bcast` on its own. Every WAIT_EVENTS here runs after the engine settled and must
-  find the event signalled: a stale result never comes from a wait that timed out. `cp_latency_s`: the mock CP
-  starts that long after each doorbell (MockKFD.latency_s)."""
+  "sdma" (only an SDMA FENCE + TRAP after them), or two of "compute", "sdma" and "host" (AMDKFD_IOC_SET_EVENT) in
+  the mock's run order, e.g. "compute_then_sdma", then WAIT_EVENTS as below. With `events_wait` the host then
+  consumes its event with WAIT_EVENTS and submits the last `bcast` on its own. Every WAIT_EVENTS here runs after the
+  engine settled and must find the event signalled: a stale result never comes from a wait that timed out.
+  `cp_latency_s`: the mock CP starts that long after each doorbell (MockKFD.latency_s)."""
   from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
   from hcqrt.amd.device import AMDDevice, AMDProgram
@@ -242,7 +242,8 @@ def _release_run(arch: str, monkeypatch, ops: list[tuple], gl1_in_release: bool 
       if events_from == "sdma": q.submit(d)
       for who in events_from.split("_then_"):   # two sources: each run to its end before the other starts
         if who == "compute": q._emit(ev_rel); q.submit(d)
-        else: d.sdma.submit(trap)
+        elif who == "sdma": d.sdma.submit(trap)
+        else: d.ioctl("AMDKFD_IOC_SET_EVENT", event_id=d.event_id)
         drv.settle()
     if events_wait or events_from:
       if not events_from: d.submit_timeline(q)
@@ -301,7 +302,8 @@ def test_end_of_shader_release_proves_no_earlier_release(arch, monkeypatch):
 def test_release_mem_event_index_other_than_eop_or_plain_eos_is_refused():
   """A CS_DONE end-of-shader release (event_index 6) carrying a cache action on a compute queue (documented nowhere:
   cp.py release_mem): the mock CP stops the queue with an error naming the packet rather than guess what it does; so
-  does an event_index that is neither 5 nor 6 (review l1c row 3)."""
+  does an event_index that is neither 5 nor 6 (review l1c row 3), and index 6 with an event type other than CS_DONE /
+  PS_DONE."""
   from types import SimpleNamespace
   from ioctl_defs.amd import pm4
   from hcqrt.mock.amd import tables as T
@@ -314,6 +316,9 @@ def test_release_mem_event_index_other_than_eop_or_plain_eos_is_refused():
       q.release_mem(eos)
     with pytest.raises(GPUError, match="RELEASE_MEM event_type 0x14 event_index 3 is not modelled"):
       q.release_mem(pm4.release_mem(0x1000, 1, event_index=3)[1:])
+    # an end-of-pipe event type (CACHE_FLUSH_AND_INV_TS 0x14) at the end-of-shader index (review amd39 row 4c)
+    with pytest.raises(GPUError, match="RELEASE_MEM event_type 0x14 event_index 6 is not modelled"):
+      q.release_mem(pm4.release_mem(0x1000, 1, event_index=pm4.EVENT_INDEX_SHADER_DONE)[1:])
 
 @needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))
@@ -356,14 +361,17 @@ def test_release_invalidate_lands_once_wait_events_consumed_a_later_interrupt(ar
 @needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))
 @pytest.mark.parametrize("events_from,fresh", [("compute", True), ("sdma", False), ("compute_then_sdma", False),
-                                               ("sdma_then_compute", False)])
+                                               ("sdma_then_compute", False), ("compute_then_host", False),
+                                               ("host_then_compute", False)])
 def test_wait_events_lands_only_what_its_interrupts_cover(arch, events_from, fresh, monkeypatch):
   """A WAIT_EVENTS proves a release only through an event every signal of which, since it was last consumed, came
   from interrupts of the release's own queue after it (kfd.py _wait_events): the compute queue's own INT_SEL 2
   release does (7); an SDMA trap alone says nothing of the compute queue's end-of-pipe events (0; review l1c row 4).
   Both on the one event, as the backend raises them (hcqrt/amd/device.py): with the SDMA trap first the release's
   interrupt finds the event signalled already and merges (0); with the compute release first, the trap may have come
-  first on hardware and woken the host before the release completed (0; review l1c row 5, it read 7)."""
+  first on hardware and woken the host before the release completed (0; review l1c row 5, it read 7). The same with a
+  host AMDKFD_IOC_SET_EVENT in place of the trap: after the release's interrupt (the host's signal may have come
+  first, 0; review amd39 row 4a: it read 7 when SET_EVENT left the event's sources alone) or before it (0)."""
   got = _release_run(arch, monkeypatch, [("release",)], events_from=events_from)
   assert got.tolist() == [7, 7 if fresh else 0], got
 
@@ -400,6 +408,49 @@ def test_end_of_shader_interrupt_keeps_wait_events_from_landing_a_release(arch, 
   EOS interrupt the first to signal (eos) the later end-of-pipe one finds the event signalled: 0 too."""
   got = _release_run(arch, monkeypatch, ops, events_from="compute")
   assert got.tolist() == [7, 0], got
+
+@needs_llvm
+@pytest.mark.parametrize("host_signal", [False, True])
+def test_aql_completion_interrupt_lands_a_release_through_wait_events(host_signal, monkeypatch):
+  """gfx1100, AQL, every acquire scope NONE and every PM4 L0 / GL1 invalidate taken out: `bcast` fills x's zeros into
+  two SAs, `fill` stores 7s. A PM4-IB's RELEASE_MEM with GLV_INV | GL1_INV (no interrupt of its own), then a barrier
+  packet whose completion signal has the host's event in its mailbox: its completion interrupt comes from the same
+  queue after the release, so once the host consumed the event with WAIT_EVENTS the release has completed and `bcast`
+  reads 7 on the second SA. With a host AMDKFD_IOC_SET_EVENT on the event after that interrupt the waiter may have
+  woken on the host's signal first: 0 (review amd39 row 4b: an AQL completion interrupt with no source read 0 both
+  ways). (gfx942 is left out: which of its 8 XCCs' CPs raises a barrier packet's completion is documented nowhere.)"""
+  from ioctl_defs.amd import aql, pm4, sdma
+  from hcqrt.amd import device as amd_device
+  monkeypatch.setenv("AMD_AQL", "1")
+  inv = pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV
+  for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV"): monkeypatch.setattr(pm4, name, 0)
+  monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
+  no_aql_acquire(monkeypatch)
+  lanes = ARCHS["gfx1100"][1]
+  drv = install_mock_amd("gfx1100")
+  try:
+    d, progs = device_with_bcast_and_fill("gfx1100", lanes)
+    x, out, fence, sig = (d.allocator.alloc(n) for n in (4 * lanes, 8 * lanes, 64, 64))
+    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    # amd_signal_t: kind USER, value 1, event mailbox = the host's event slot, event id
+    d.allocator.copyin(sig, memoryview(bytearray(struct.pack("<qqQI36x", aql.AMD_SIGNAL_KIND_USER, 1, d.event_slot, d.event_id))))
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    drv.settle(); d.ioctl("AMDKFD_IOC_RESET_EVENT", event_id=d.event_id)   # the launches' own signals of the event
+    ib = pm4.release_mem(fence.va, 1, cache=inv)
+    host, va = d.kernargs.alloc(len(ib) * 4, 256); ctypes.memmove(host, struct.pack(f"<{len(ib)}I", *ib), len(ib) * 4)
+    d.compute.submit_packets([aql.pm4_ib(pm4.indirect_buffer(va, len(ib))), aql.barrier_and([], completion_signal=sig.va)])
+    drv.settle()
+    if host_signal: d.ioctl("AMDKFD_IOC_SET_EVENT", event_id=d.event_id)
+    ev = d.abi.ffi.new("struct kfd_event_data[1]"); ev[0].event_id = d.event_id
+    res = d.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(d.abi.ffi.cast("uintptr_t", ev)), num_events=1, wait_for_all=0, timeout=1)
+    assert res.wait_result == 0, f"WAIT_EVENTS timed out (wait_result {res.wait_result}): the completion never signalled the event"
+    q = d.hw_compute_queue(); q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
+    d.compute.submit_packets(q._packets(d))
+    d.submit_timeline(d.after_timeline(d.hw_compute_queue())); d.synchronize()
+    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+  finally: uninstall_mock_amd(drv)
+  assert got.reshape(2, lanes)[:, 0].tolist() == [7, 0 if host_signal else 7], got.reshape(2, lanes)[:, 0]
 
 @needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))
