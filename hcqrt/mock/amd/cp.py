@@ -312,7 +312,11 @@ class Queue:
     proves complete land (PendingInvalidate.proven_by). The value it read must be one this release or a later one of
     its queue and XCC wrote: a fence another writer (WRITE_DATA, SDMA, the host, another queue) changed in between may
     pass the wait while the invalidate is still pending (the CP does not wait for the end-of-pipe event, see above;
-    review l1c row 1). A host write of that same value is invisible to the mock: it counts as the release's."""
+    review l1c row 1). NOT modelled, writes of the release's own value by another writer (the mock matches the value
+    read, not who wrote it: such a write counts as the release's, a possible missed stale read):
+    - a host write of that same value;
+    - an end-of-shader release (EOS, never filed: release_mem) writing that same value to the same fence, which may
+      complete before the pending end-of-pipe one (review amd39 row 3). Our backend emits no EOS release."""
     if not (pend := self.vm.l1_pending): return
     read = int.from_bytes(self.vm.read(addr, n), "little")
     def wrote_read(i: int, p: PendingInvalidate) -> bool:
