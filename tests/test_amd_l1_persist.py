@@ -827,3 +827,13 @@ def test_dispatch_view_of_cp_l2_writes_and_its_stores():
   assert ctypes.string_at(bo.host, 8) == b"AxCD\0\0\0\0" and ctypes.string_at(bo.host + 100, 2) == b"yz"
   assert sorted(vm.dirty) == [0x10004] and bytes(vm.read(0x10000, 8)) == b"AxCDEFGH"
   assert vm.flat_map()[0][2] == bo.host   # the copy is gone with the dispatch
+
+def test_dispatch_view_refuses_an_l2_write_outside_every_bo():
+  """GPUVM.l2_seen_by_shaders with a dirty L2 dword below, between or past the mapped BOs (unmap drops a BO's, so only
+  a mock bug leaves one): a clear error naming the address, not a copy written outside the BO (review amd39 row 6)."""
+  from hcqrt.mock.amd.memory import BO, GPUVM
+  vm = GPUVM(); vm.map(BO(1, 0x10000, 4096, 0)); vm.map(BO(2, 0x20000, 4096, 0))
+  for a in (0x8000, 0x11000, 0x21000):
+    vm.dirty = {a: b"abcd"}
+    with pytest.raises(RuntimeError, match=f"L2 holds a CP write at {a:#x} that lies in no BO"):
+      with vm.l2_seen_by_shaders(): pass
