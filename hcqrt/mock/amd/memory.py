@@ -127,8 +127,14 @@ class GPUVM:
     given to it as a private copy with them in (the host, on its own thread meanwhile, must not see them). After the
     dispatch the bytes it changed in the copy reach the BO (the dispatch's end writes back what its stores left in the
     L2, gfx9/l2.py), and a dirty dword it stored into reaches the BO whole and is no longer dirty. A store of exactly the bytes already there
-    is taken for no store (the dword stays dirty: the host sees the old bytes, the harmful side). NOT modelled: a
-    host write into such a BO while the dispatch runs is not seen by it.
+    is taken for no store (the dword stays dirty: the host sees the old bytes, the harmful side). NOT modelled:
+    - a host write into such a BO while the dispatch runs is not seen by it;
+    - gfx942's L2 per XCC: each XCC (XCD) has an L2 of its own (MI325X, gfx942: "32 (4 per XCD)" MiB of L2,
+      rocm.docs.amd.com/en/7.13.0-preview/reference/gpu-specs.html; AMDGPUUsage "Memory Model GFX942": groups of CUs
+      "each sharing separate L2 caches", gfx9/l2.py), but `dirty` is one L2 for them all, so a CP write run on one
+      XCC only (a WRITE_DATA under PRED_EXEC in an AQL PM4-IB, cp.py) is seen here by the dispatch's workgroups on
+      every XCC. Our backend's XCC-0-only CP writes (hcqrt/amd/device.py _segments: signals, written back to
+      memory, event slots, timestamps) are never read by a dispatch.
 
       >>> vm = GPUVM(); bo = BO(1, 0x10000, 4096, 0); vm.map(bo); vm.write_cached(0x10000, b"new!")
       >>> with vm.l2_seen_by_shaders(): ctypes.string_at(vm.flat_map()[0][2], 4), ctypes.string_at(bo.host, 4)
