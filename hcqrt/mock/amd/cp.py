@@ -92,7 +92,16 @@ def execute(d: Dispatch, vm: GPUVM) -> None:
   WRITE_DATA's CACHE_POLICY is the L2's LRU / stream allocation and its dst_sel 2 names the GL2 itself:
   linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/nvd.h:88-102, soc15d.h:115-130), as are the CUs, so a dispatch
   after the write sees it whether or not the L2 was written back (GPUVM.l2_seen_by_shaders). The executor reads the
-  BOs' bytes, which hold no L2."""
+  BOs' bytes, which hold no L2. Mesa relies on this on GFX9-GFX11 and acts on the L2 only on GFX12, the one level
+  with cp_sdma_ge_use_system_memory_scope (mesa@246051eb:src/amd/common/ac_gpu_info.c:1130):
+  - radv's encode_nodes writes a header field with radv_update_buffer_cp (WRITE_DATA, dst_sel 5 "memory" on a
+    compute queue: mesa@20be7296:src/amd/vulkan/meta/radv_meta_buffer.c:365-384) and then dispatches the encode
+    shader, which atomically adds to that field, with no L2 action between
+    (mesa@3acab3df:src/amd/vulkan/radv_acceleration_structure.c:1157-1181, bvh/encode.comp:146);
+  - radeonsi: "Indirect buffers are read through L2 on GFX9-GFX11, but not other hw"
+    (mesa@799a0a98:src/gallium/drivers/radeonsi/si_compute.c:1213-1221), and after writing bindless descriptors
+    with WRITE_DATA it drops only the scalar L0s, invalidating the L2 only where cp_sdma_ge_use_system_memory_scope
+    (mesa@2272db2a:src/gallium/drivers/radeonsi/si_descriptors.c:1887-1888, 1922-1927)."""
   with vm.l2_seen_by_shaders(): (EXECUTOR or _default_executor())(d, vm)
 
 def pm4_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
@@ -154,7 +163,7 @@ def land_pending(vm: GPUVM, proven: Callable[[PendingInvalidate], bool]) -> None
   """Drop the lines of the pending invalidates `proven` says have run, and of every earlier one of the same queue: the
   CP retires a queue's end-of-pipe events in order, which the kernel relies on when one fence value read signals every
   earlier fence of the ring (amdgpu_fence_process signals each slot from the last seen sequence number up to the one
-  the ring's fence now holds: linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c:255-298). An SDMA queue runs
+  the ring's fence now holds: linux@36ec807b:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c:271-314). An SDMA queue runs
   its packets in order too (Queue.step_sdma).
   That source shows end-of-pipe events (EOP, event_index 5) after EOP only: an end-of-shader release (EOS, event_index
   6), which may complete before an earlier EOP, is never filed here (Queue.release_mem; review l1c row 3)."""
