@@ -71,9 +71,10 @@ IOLINK_TYPES = {2: "pcie", 11: "xgmi"}
 
 def read_links() -> dict[tuple[int, int], dict[str, int]]:
   """(from gpu_id, to gpu_id) -> the link's properties, for every direct GPU-to-GPU link of the KFD topology: the XGMI
-  io_links of a hive (kfd_crat.c kfd_fill_gpu_xgmi_link_to_gpu) and the PCIe p2p_links, which amdkfd lists X->Y only
-  where X may reach Y's VRAM through Y's BAR (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:1495-1619,
-  kfd_add_peer_prop / amdgpu_device_is_peer_accessible). A link X->Y is what lets X's engines map Y's VRAM
+  io_links of a hive (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_crat.c:2202-2246, kfd_fill_gpu_xgmi_link_to_gpu)
+  and the PCIe p2p_links, which amdkfd lists X->Y only where X may reach Y's VRAM through Y's BAR
+  (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_topology.c:1495-1619, kfd_add_peer_prop /
+  amdgpu_device_is_peer_accessible). A link X->Y is what lets X's engines map Y's VRAM
   (MAP_MEMORY_TO_GPU, kfd_mem_attach: EINVAL otherwise). Nodes the device cgroup denies (EPERM) are skipped, and so
   are missing link directories (a node without links).
 

@@ -115,7 +115,7 @@ class AQLQueue(Queue):
     mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
-      self.interrupted(self.kfd.interrupt(event_id, eop=True))
+      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=self.qid))
 
   def packet(self, pkt: bytes) -> None:
     hdr = pkt[0] | pkt[1] << 8
@@ -259,4 +259,4 @@ class AQLQueue(Queue):
     mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
-      self.interrupted(self.kfd.interrupt(event_id, eop=True))
+      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=self.qid))

@@ -87,7 +87,22 @@ def set_executor(fn: Callable[[Dispatch, GPUVM], None] | None) -> Callable[[Disp
   return prev
 
 def execute(d: Dispatch, vm: GPUVM) -> None:
-  (EXECUTOR or _default_executor())(d, vm)
+  """Run the dispatch's machine code. Its loads read through the GPU L2, which holds the CP's own writes (WRITE_DATA
+  to memory, a RELEASE_MEM without the write-back: memory.py write_cached): the CP is a client of that L2 (a
+  WRITE_DATA's CACHE_POLICY is the L2's LRU / stream allocation and its dst_sel 2 names the GL2 itself:
+  linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/nvd.h:88-102, soc15d.h:115-130), as are the CUs, so a dispatch
+  after the write sees it whether or not the L2 was written back (GPUVM.l2_seen_by_shaders). The executor reads the
+  BOs' bytes, which hold no L2. Mesa relies on this on GFX9-GFX11 and acts on the L2 only on GFX12, the one level
+  with cp_sdma_ge_use_system_memory_scope (mesa@246051eb:src/amd/common/ac_gpu_info.c:1130):
+  - radv's encode_nodes writes a header field with radv_update_buffer_cp (WRITE_DATA, dst_sel 5 "memory" on a
+    compute queue: mesa@20be7296:src/amd/vulkan/meta/radv_meta_buffer.c:365-384) and then dispatches the encode
+    shader, which atomically adds to that field, with no L2 action between
+    (mesa@3acab3df:src/amd/vulkan/radv_acceleration_structure.c:1157-1181, bvh/encode.comp:146);
+  - radeonsi: "Indirect buffers are read through L2 on GFX9-GFX11, but not other hw"
+    (mesa@799a0a98:src/gallium/drivers/radeonsi/si_compute.c:1213-1221), and after writing bindless descriptors
+    with WRITE_DATA it drops only the scalar L0s, invalidating the L2 only where cp_sdma_ge_use_system_memory_scope
+    (mesa@2272db2a:src/gallium/drivers/radeonsi/si_descriptors.c:1887-1888, 1922-1927)."""
+  with vm.l2_seen_by_shaders(): (EXECUTOR or _default_executor())(d, vm)
 
 def pm4_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
   """Workgroups per XCC of a PM4 dispatch. On a multi-XCC node the kernel gives each XCC's copy of a PM4 queue's MQD
@@ -147,12 +162,11 @@ class PendingInvalidate:
 def land_pending(vm: GPUVM, proven: Callable[[PendingInvalidate], bool]) -> None:
   """Drop the lines of the pending invalidates `proven` says have run, and of every earlier one of the same queue: the
   CP retires a queue's end-of-pipe events in order, which the kernel relies on when one fence value read signals every
-  earlier fence of the ring (linux@02bc0650:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c, amdgpu_fence_process and
-  amdgpu_fence_seq_signaled: last_seq >= seq). An SDMA queue runs its packets in order too (Queue.step_sdma).
-  NOT modelled: that source shows end-of-pipe events (EOP, event_index 5) after EOP only. release_mem reads neither
-  event_type nor event_index, so an end-of-shader event (EOS, CS_DONE / PS_DONE, event_index 6), which may complete
-  before an earlier EOP, is put in the same order and, when proven, lands the earlier EOP releases too (review l1c
-  row 3: a possible missed stale read; our backend emits only EOP releases)."""
+  earlier fence of the ring (amdgpu_fence_process signals each slot from the last seen sequence number up to the one
+  the ring's fence now holds: linux@36ec807b:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c:271-314). An SDMA queue runs
+  its packets in order too (Queue.step_sdma).
+  That source shows end-of-pipe events (EOP, event_index 5) after EOP only: an end-of-shader release (EOS, event_index
+  6), which may complete before an earlier EOP, is never filed here (Queue.release_mem; review l1c row 3)."""
   if not vm.l1_pending: return
   last: dict[tuple[int, int], int] = {}
   for i, p in enumerate(vm.l1_pending):
@@ -292,8 +306,9 @@ class Queue:
     self.vm.l1_pending.append(PendingInvalidate(addr, width, old, value, marks, self.qid, xcc=xcc))
 
   def interrupted(self, events: list[int]) -> None:
-    """This queue raised an interrupt that newly signalled `events`: once a WAIT_EVENTS consumes one, every earlier
-    release of the queue has completed (in order, land_pending)."""
+    """This queue raised an interrupt that newly signalled `events`: once a WAIT_EVENTS consumes one that no other
+    source signalled since (kfd.py _wait_events), every earlier release of the queue has completed (in order,
+    land_pending)."""
     for p in self.vm.l1_pending:
       if p.queue == self.qid: p.events.update(events)
 
@@ -306,7 +321,11 @@ class Queue:
     proves complete land (PendingInvalidate.proven_by). The value it read must be one this release or a later one of
     its queue and XCC wrote: a fence another writer (WRITE_DATA, SDMA, the host, another queue) changed in between may
     pass the wait while the invalidate is still pending (the CP does not wait for the end-of-pipe event, see above;
-    review l1c row 1). A host write of that same value is invisible to the mock: it counts as the release's."""
+    review l1c row 1). NOT modelled, writes of the release's own value by another writer (the mock matches the value
+    read, not who wrote it: such a write counts as the release's, a possible missed stale read):
+    - a host write of that same value;
+    - an end-of-shader release (EOS, never filed: release_mem) writing that same value to the same fence, which may
+      complete before the pending end-of-pipe one (review amd39 row 3). Our backend emits no EOS release."""
     if not (pend := self.vm.l1_pending): return
     read = int.from_bytes(self.vm.read(addr, n), "little")
     def wrote_read(i: int, p: PendingInvalidate) -> bool:
@@ -443,7 +462,22 @@ class Queue:
     return ScratchRing(tuple(base + x * span for x in range(num_xcc)), wavesize * T.SCRATCH_GRANULE[self.gfx], waves, max(1, engines))
 
   def release_mem(self, body: list[int]) -> None:
-    self.drain()   # end of pipe: every earlier dispatch has completed
+    self.drain()   # end of pipe (or, for EOS, of the shaders): every earlier dispatch has completed
+    event, index = body[0] & 0x3F, (body[0] >> 8) & 0xF
+    # An end-of-shader event (EVENT_INDEX 6 "shader_done", CS_DONE / PS_DONE) "signaled when those shaders finish",
+    # while *_TS (end-of-pipe) events are "always signaled at the end of the pipeline" (mesa@044bafb:src/amd/common/
+    # ac_cmdbuf.c, the comment on ac_emit_cp_release_mem_pws). Nothing documents that it waits for an earlier
+    # end-of-pipe release's cache actions, so the mock takes it as possibly completing first (the harmful side): it is
+    # kept out of the in-order landing (land_pending) and proves nothing of other releases. Mesa gives an EOS release
+    # cache actions only through that function, which asserts a gfx11+ graphics queue; what they do on a compute queue
+    # is documented nowhere, so such a packet is refused rather than given a meaning. Review l1c row 3.
+    if index not in (T.RM_EOP, T.RM_EOS) or (index == T.RM_EOS and event not in T.EOS_EVENTS):
+      raise self.fail(f"RELEASE_MEM event_type {event:#x} event_index {index} is not modelled (5: end of pipe; 6: end of "
+                      "shader, CS_DONE 0x2f / PS_DONE 0x30)")
+    eos = index == T.RM_EOS
+    if eos and body[0] & T.RM_CACHE_ACTIONS:
+      raise self.fail(f"RELEASE_MEM end-of-shader event (event_type {event:#x}, event_index 6) with cache actions "
+                      f"{body[0] & T.RM_CACHE_ACTIONS:#x} on a compute queue is not modelled (cache actions go with end-of-pipe events)")
     wb = bool(body[0] & T.RM_WRITEBACK[self.gfx])
     if wb: self.vm.writeback()
     data_sel, int_sel = (body[1] >> 29) & 7, (body[1] >> 24) & 7
@@ -455,7 +489,7 @@ class Queue:
       width = 4 if data_sel == 1 else 8
       old = int.from_bytes(self.vm.read(addr, width), "little")
       (self.vm.write if wb else self.vm.write_cached)(addr, struct.pack("<Q" if data_sel != 1 else "<I", v))
-      if data_sel != 3:
+      if data_sel != 3 and not eos:
         self.release_l1_invalidate(addr, width, old, v, [self.vm.vector_l1 if body[0] & T.RM_L1_INV[self.gfx] else None,
                                              self.vm.gl1 if self.gfx >= 10 and body[0] & T.RM_GL1_INV_GFX11 else None])
     elif data_sel != 0: raise self.fail(f"RELEASE_MEM data_sel {data_sel} is not modelled")
@@ -463,7 +497,12 @@ class Queue:
     # write is confirmed (what the kernel asks for, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/gfx_v11_0.c:5740-5741);
     # 3 = write the data after confirmation and raise no interrupt ("don't send an interrupt",
     # mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40); 0 none. The rest (interrupt only, ctxid compares) are not modelled.
-    if int_sel == 2: self.interrupted(self.kfd.interrupt(body[6], eop=True))
+    if int_sel == 2:
+      # An EOS interrupt says nothing of the queue's earlier end-of-pipe releases and may be raised before them (see
+      # above): it proves none of them, and as a source of its own it also keeps the queue's later EOP interrupts
+      # on the same event from proving them (a waiter may have woken on it first; kfd.py _wait_events, review amd39 row 2)
+      new = self.kfd.interrupt(body[6], eop=True, source=(self.qid, "eos") if eos else self.qid)
+      if not eos: self.interrupted(new)
     elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
     self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)
 
@@ -520,7 +559,7 @@ class Queue:
       self.observe_fence(b[1] | (b[2] << 32), 4, (hdr >> 28) & 7, b[3], b[4])
       return 6
     if name == "TRAP":
-      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF)); return 2
+      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF, source=self.qid)); return 2
     if name == "TIMESTAMP" and sub == 2:
       b = need(3)
       if b[1] % 8: raise self.fail(f"SDMA GET_GLOBAL_TIMESTAMP address {b[1] | (b[2] << 32):#x} is not 8-byte aligned")

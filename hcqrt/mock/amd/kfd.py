@@ -22,7 +22,7 @@ zero-fill or truncate it, hiding a client's layout bug).
 """
 from __future__ import annotations
 import ctypes, errno, mmap as _mmap, os, struct, threading, time
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 from hcqrt import syscalls
 from hcqrt.mock.amd import tables as T
@@ -496,23 +496,33 @@ class MockKFD:
     if eid not in self.events: raise _err(errno.EINVAL, f"no event {eid}")
     return self.events[eid]
   def _destroy_event(self, a: dict) -> None: self._ev(a["event_id"]); del self.events[a["event_id"]]
-  def _set_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = True
+  def _set_event(self, a: dict) -> None: self._ev(a["event_id"]); self._signal(a["event_id"], None)
   def _reset_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = False
 
-  def interrupt(self, ctxid: int, eop: bool = False) -> list[int]:
+  def _signal(self, e: int, source: Hashable | None) -> bool:
+    """Signal event `e` for `source` (the queue id whose end-of-pipe or trap interrupt did it; (queue id, "eos"): that
+    queue's end-of-shader interrupt; None: the host's SET_EVENT, a queue exception, a VM fault); True if it was not
+    signalled yet. The event keeps every source since it was last unsignalled ("by"): a WAIT_EVENTS that consumes it
+    may have been woken by any one of them (_wait_events)."""
+    ev = self.events[e]
+    new = not ev["signaled"]
+    ev["signaled"], ev["by"] = True, {source} if new else ev.get("by", set()) | {source}
+    return new
+
+  def interrupt(self, ctxid: int, eop: bool = False, source: Hashable | None = None) -> list[int]:
     """An end-of-pipe (RELEASE_MEM INT_SEL 2) or SDMA trap interrupt: signal the event it names if its slot was
     written, else every written slot (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c, kfd_signal_event_interrupt).
     On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
     (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336). Returns the events it newly
     signalled: a WAIT_EVENTS that consumes one of them saw this interrupt (an event already signalled merges it, so
-    its waiter may have seen only an earlier one: cp.py Queue.interrupted)."""
+    its waiter may have seen only an earlier one: cp.py Queue.interrupted). `source`: who raised it (_signal)."""
     self.interrupts.append(ctxid)
     if eop and ctxid == 0 and self.arch == "gfx942": return []
     if self.event_page is None: return []
     hit = [ctxid] if ctxid in self.events and self._slot(ctxid) != T.UNSIGNALED_EVENT_SLOT else \
           [e for e in self.events if self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
-    new = [e for e in hit if not self.events[e]["signaled"]]
-    for e in hit: self.events[e]["signaled"] = True; self._slot(e, T.UNSIGNALED_EVENT_SLOT)
+    new = [e for e in hit if self._signal(e, source)]
+    for e in hit: self._slot(e, T.UNSIGNALED_EVENT_SLOT)
     return new
 
   def memory_fault(self, va: int, gpu_id: int | None = None) -> None:
@@ -520,7 +530,7 @@ class MockKFD:
     faulting address and that GPU's id (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:1213-1247,
     kfd_signal_vm_fault_event); the queue itself is stopped by the CP, the other GPUs' queues run on."""
     for ev in self.events.values():
-      if "memory" in ev: ev["signaled"], ev["memory"], ev["fault_gpu"] = True, va, self.gpu_id if gpu_id is None else gpu_id
+      if "memory" in ev: ev["signaled"], ev["by"], ev["memory"], ev["fault_gpu"] = True, {None}, va, self.gpu_id if gpu_id is None else gpu_id
 
   def user_read(self, addr: int, n: int) -> bytes | None:
     """What get_user/copy_from_user read at a CPU address of the process, or None (EFAULT) where the process has no
@@ -547,7 +557,7 @@ class MockKFD:
     if hdr is None: return
     payload, ev = struct.unpack_from("<Q", hdr, T.CWSR_HEADER_ERR_PAYLOAD)[0], struct.unpack_from("<I", hdr, T.CWSR_HEADER_ERR_EVENT)[0]
     if (cur := self.user_read(payload, 8)) is not None: self.user_write(payload, struct.pack("<Q", struct.unpack("<Q", cur)[0] | 1 << (ec - 1)))
-    if ev in self.events and "memory" not in self.events[ev]: self.events[ev]["signaled"] = True
+    if ev in self.events and "memory" not in self.events[ev]: self._signal(ev, None)
     self.work.notify_all()
 
   def _wait_events(self, a: dict) -> None:
@@ -562,9 +572,14 @@ class MockKFD:
       done = [self.events[e]["signaled"] for e in ids if e in self.events]
       if (all(done) if a["wait_for_all"] else any(done)):
         # the interrupts behind the events it consumes have been raised: their queues' releases have completed, and so
-        # have the L1 / GL1 invalidates they carried (cp.py land_pending)
+        # have the L1 / GL1 invalidates they carried (cp.py land_pending). A release lands only through an event every
+        # signal of which since it was last unsignalled came from its own queue after it (p.events: newly signalled
+        # by such an interrupt; "by": no other source since). Another source (the SDMA trap the backend raises on
+        # the same event, hcqrt/amd/device.py; a host SET_EVENT) may have woken this waiter first, before the release
+        # completed: the mock runs the engines in one order, hardware in any (review l1c row 5)
         seen = {e for e in ids if e in self.events and self.events[e]["signaled"]}
-        for n in self.nodes.values(): land_pending(n.vm, lambda p: bool(p.events & seen))
+        def proven(p) -> bool: return any(self.events[e].get("by") == {p.queue} for e in p.events & seen)
+        for n in self.nodes.values(): land_pending(n.vm, proven)
         for i, e in enumerate(ids):
           ev = self.events[e]
           if ev.get("memory") is not None and ev["signaled"]:   # copy the exception data back into the caller's record

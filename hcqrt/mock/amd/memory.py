@@ -12,7 +12,9 @@ GL2 write-back bits, ACQUIRE_MEM with GL2_WB). So a signal released without the 
   b'ok'
 """
 from __future__ import annotations
-import bisect, ctypes, mmap as _mmap, os
+import bisect, contextlib, ctypes, mmap as _mmap, os
+import numpy as np
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from hcqrt import syscalls
 
@@ -65,6 +67,7 @@ class GPUVM:
     self.gl1 = None         # gfx11: the shader arrays' GL1s under the GL0s, kept the same way (rdna3 Waves.set_gl0)
     # L1 invalidates of releases not yet seen complete, in issue order (cp.py PendingInvalidate, land_pending)
     self.l1_pending: list = []
+    self._shader_view: dict[int, int] = {}   # BO VA -> the private copy a running dispatch reads (l2_seen_by_shaders)
 
   def map(self, bo: BO) -> None:
     self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)
@@ -86,8 +89,8 @@ class GPUVM:
 
   def flat_map(self) -> list[tuple[int, int, int]]:
     """(GPU VA, size, host address) of every BO mapped to the GPU: the flat memory map an ISA emulator runs on.
-    (It sees memory, not this VM's L2: dirty CP writes are not in it.)"""
-    return [(b.va, b.size, b.host) for b in self.bos]
+    (It sees memory, not this VM's L2: dirty CP writes are not in it; l2_seen_by_shaders puts them there for a dispatch.)"""
+    return [(b.va, b.size, self._shader_view.get(b.va, b.host)) for b in self.bos]
 
   def read(self, va: int, n: int) -> bytearray:
     data = bytearray(ctypes.string_at(self.host(va, n), n))
@@ -116,6 +119,53 @@ class GPUVM:
     """Invalidate the L2 without writing it back: dirty dwords are lost (memory keeps its old bytes). Documented for
     gfx9, the assumed worst case for gfx11 (see the ACQUIRE_MEM comment in cp.py)."""
     self.dirty = {}
+
+  @contextlib.contextmanager
+  def l2_seen_by_shaders(self) -> Iterator[None]:
+    """While a dispatch runs, its loads see the L2's dirty dwords (the CP's writes): the shaders read memory through
+    the same L2 the CP writes into. The emulator reads the BOs through flat_map, so a BO holding dirty dwords is
+    given to it as a private copy with them in (the host, on its own thread meanwhile, must not see them). After the
+    dispatch the bytes it changed in the copy reach the BO (the dispatch's end writes back what its stores left in the
+    L2, gfx9/l2.py), and a dirty dword it stored into reaches the BO whole and is no longer dirty. A store of exactly the bytes already there
+    is taken for no store (the dword stays dirty: the host sees the old bytes, the harmful side). NOT modelled:
+    - a host write into such a BO while the dispatch runs is not seen by it;
+    - gfx942's L2 per XCC: each XCC (XCD) has an L2 of its own (MI325X, gfx942: "32 (4 per XCD)" MiB of L2,
+      rocm.docs.amd.com/en/7.13.0-preview/reference/gpu-specs.html; AMDGPUUsage "Memory Model GFX942": groups of CUs
+      "each sharing separate L2 caches", gfx9/l2.py), but `dirty` is one L2 for them all, so a CP write run on one
+      XCC only (a WRITE_DATA under PRED_EXEC in an AQL PM4-IB, cp.py) is seen here by the dispatch's workgroups on
+      every XCC. Our backend's XCC-0-only CP writes (hcqrt/amd/device.py _segments: signals, written back to
+      memory, event slots, timestamps) are never read by a dispatch.
+
+      >>> vm = GPUVM(); bo = BO(1, 0x10000, 4096, 0); vm.map(bo); vm.write_cached(0x10000, b"new!")
+      >>> with vm.l2_seen_by_shaders(): ctypes.string_at(vm.flat_map()[0][2], 4), ctypes.string_at(bo.host, 4)
+      (b'new!', b'\\x00\\x00\\x00\\x00')
+      >>> 0x10000 in vm.dirty
+      True
+    """
+    by_bo: dict[int, list[int]] = {}
+    for a in self.dirty:
+      i = bisect.bisect_right(self._vas, a) - 1
+      # (unmap drops a BO's dirty dwords: one outside every BO is a mock bug, which must not become a stray memmove)
+      if i < 0 or a + 4 > self.bos[i].end:
+        raise RuntimeError(f"mock GPUVM: the L2 holds a CP write at {a:#x} that lies in no BO mapped to the GPU")
+      by_bo.setdefault(i, []).append(a)
+    copies: dict[int, tuple[BO, ctypes.Array, bytes]] = {}
+    for i, addrs in by_bo.items():
+      bo = self.bos[i]
+      buf = (ctypes.c_uint8 * bo.size).from_buffer_copy(ctypes.string_at(bo.host, bo.size))
+      for a in addrs: ctypes.memmove(ctypes.addressof(buf) + a - bo.va, self.dirty[a], 4)
+      copies[bo.va] = (bo, buf, bytes(buf))
+    self._shader_view = {va: ctypes.addressof(buf) for va, (_, buf, _) in copies.items()}
+    try: yield
+    finally:
+      self._shader_view = {}
+      for bo, buf, before in copies.values():
+        after = np.frombuffer(buf, np.uint8)
+        if not (changed := np.flatnonzero(after != np.frombuffer(before, np.uint8))).size: continue
+        host = np.ctypeslib.as_array((ctypes.c_uint8 * bo.size).from_address(bo.host))
+        host[changed] = after[changed]
+        for o in set((changed - changed % 4).tolist()):   # a dirty dword stored into: all of it, the CP's bytes too
+          if self.dirty.pop(bo.va + o, None) is not None: host[o:o + 4] = after[o:o + 4]
 
   def writeback(self) -> None:
     """Write every dirty L2 dword back to memory (what the GL2 write-back bits do)."""

@@ -84,6 +84,11 @@ SCRATCH_GRANULE = {9: 1024, 11: 256}
 PGM_RSRC3 = {"gfx1100": 0x2E28, "gfx942": 0x2E2D}
 DI_COMPUTE_SHADER_EN, DI_CS_W32_EN = 1 << 0, 1 << 15
 EVENT_CS_PARTIAL_FLUSH = 7
+# RELEASE_MEM EVENT_INDEX: 5 end of pipe, 6 shader done (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+# kfd_pm4_headers_ai.h:465-466); the end-of-shader events are CS_DONE / PS_DONE (soc21_enum.h VGT_EVENT_TYPE, ioctl_defs/amd/pm4.py)
+RM_EOP, RM_EOS, EOS_EVENTS = 5, 6, (0x2F, 0x30)
+# RELEASE_MEM dword1 cache-action bits: gfx11 PACKET3_RELEASE_MEM_GCR_* (bits 12-22), gfx9 EOP_*_ACTION_EN (12-21)
+RM_CACHE_ACTIONS = ((1 << 23) - 1) & ~0xFFF
 # RELEASE_MEM dword1 cache-action bits that write dirty L2 lines back: gfx11 GCR_GL2_WB, gfx9 EOP_TC_WB_ACTION_EN / TC_ACTION_EN
 RM_WRITEBACK = {11: 1 << 21, 9: (1 << 15) | (1 << 17)}
 ACQ_WRITEBACK_GFX11, ACQ_GL2_INV_GFX11 = 1 << 15, 1 << 14   # ACQUIRE_MEM GCR_CNTL GL2_WB / GL2_INV (nvd.h PACKET3_ACQUIRE_MEM_GCR_CNTL_*)
