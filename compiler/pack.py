@@ -47,6 +47,7 @@ L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (
 JB_MAX = 4              # column tiles per jb block at most (compiler/opt/matmul.py: the tiles that reuse one A panel)
 B_IN_PLACE = L2_PANEL   # a B contiguous along N of at most this many bytes is read where it is (b_in_place)
 A_IN_PLACE = L2_PANEL   # on 16 lanes, an A contiguous along K of at most this many bytes too, beside such a B (a_in_place)
+A8_IN_PLACE = 1         # 0: on 8 lanes A is always packed (a_in_place)
 
 def tile_shape(lanes: int, m: int, n: int, pad_rows: bool) -> tuple[int, int] | None:
   """(MR, NR) for `lanes`-float vectors: NR = 2 vectors, MR rows so that MR*2 accumulators + 2 B vectors + a broadcast
@@ -101,7 +102,7 @@ class _Plan:
 _plans: dict[tuple, _Plan | ScratchPlan | None] = {}
 def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
-  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, JB_MAX)) in _plans: return _plans[key]
+  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, A8_IN_PLACE, JB_MAX)) in _plans: return _plans[key]
   flat = merge_leading_dims(ast)   # (a batch of different B matrices can't merge: compiler/pack_batch.py)
   _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
   return p
@@ -168,7 +169,8 @@ def a_in_place(view: View, m: int, k: int, lanes: int) -> bool:
   >>> a_in_place(View.create((512, 512, 512), (1, 0, 512)), 512, 512, 16)   # A transposed: its rows are not contiguous
   False
   """
-  return lanes == 16 and (view.strides[2] == 1 or k == 1) and m * k * 4 <= A_IN_PLACE and (m % 12 == 0 or m % 8 == 0)
+  if (view.strides[2] != 1 and k != 1) or m * k * 4 > A_IN_PLACE: return False
+  return (m % 12 == 0 or m % 8 == 0) if lanes == 16 else lanes == 8 and A8_IN_PLACE and m >= 12
 
 def _in_place_view(view: View, mp: int) -> ShapeTracker:
   """B's own view (stride 0 along the rows) over the product's mp (padded) rows."""
@@ -203,8 +205,8 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   # (B read in place still reads its slot: a @ a then packs A into a new one)
   in_place = b_in_place(vb := _single_view(lb), k, n)
   a_here = in_place and a_in_place(_single_view(la), m, k, lanes)
-  if a_here:   # (rows not padded: the tile's height divides M)
-    mr, nr = tile_shape(lanes, m, n, False)
+  if a_here:   # (rows not padded: the tile's height divides M, or on 8 lanes the rows it leaves are one smaller tile)
+    mr, nr = tile_shape(lanes, m, n, lanes == 8)
     mt, mp = m // mr, m
   for ld, rows, tiles, t, size in ((la, True, mt, mr, m),) * (not a_here) + ((lb, False, nt, nr, n),) * (not in_place):
     # the packed copy takes the operand's slot unless another load still reads it (a @ a): then a new one

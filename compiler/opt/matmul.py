@@ -30,10 +30,12 @@ is MR short streams, one per row: left to the hardware.)
 ([2, 32, 4], True)
 """
 from __future__ import annotations
+import math
 from compiler.lower import LoweredKernel
 from compiler.opt.base import OptError, copy_kernel
 from compiler.dtypes import dtypes
-from compiler.opt.apply import apply_split, apply_tile, check_pressure, _stride
+from compiler.opt.apply import apply_output_unroll, apply_split, apply_tile, check_pressure, _stride
+from compiler.opt.peel import split_tail, unroll_tail
 from compiler.prefetch import prefetched
 from compiler.target import Target
 from compiler.uop import UOp, Ops, simplify, substitute
@@ -47,16 +49,30 @@ def packed_matmul_tile(k: LoweredKernel, device: Target, thread: bool = True) ->
   _, mr, nr, jb = hint
   lanes = device.simd_bytes // 4
   ri, rj = k.global_ranges[nb:]
-  if lanes < 4 or nr % lanes or ri.src[0].arg % mr or rj.src[0].arg % nr: return None
-  k = apply_tile(copy_kernel(k), ri, mr, rj, lanes, nr // lanes)   # ranges: [it, jt]
+  m = ri.src[0].arg
+  # rows MR does not divide (an A read in place on 8 lanes, compiler/pack.py a_in_place: no padded rows past its end)
+  # are tiled in units of u rows: MR/u units a tile, the units left over as one smaller tile inside each column block
+  u = math.gcd(m, mr)
+  if lanes < 4 or nr % lanes or rj.src[0].arg % nr or (u != mr and (nb or m < 2 * mr)): return None
+  k = apply_tile(copy_kernel(k), ri, u, rj, lanes, nr // lanes)   # ranges: [it, jt]
   k.sink = simplify(k.sink)   # (it*MR + c) // MR -> it and % MR -> c: the packed index becomes affine in the new loops
   g = k.global_ranges
   if jb > 1 and g[nb + 1].src[0].arg > jb: apply_split(k, nb + 1, jb)
   if len(g) == nb + 3: g[nb], g[nb + 1] = g[nb + 1], g[nb]   # [(batch,) jb, it, jj]
-  try: check_pressure(k, device)
+  k.sink = prefetch_streams(k.sink, k.reduce_ranges())   # (before the cut below copies the reduction loop)
+  try:
+    if u != mr: k = _rows_with_tail(k, nb + 1 if len(g) == nb + 3 else nb, mr // u)
+    check_pressure(k, device)
   except OptError: return None
-  if thread and device.ncores > 1 and k.global_ranges[0].src[0].arg >= 2: k.threaded = k.global_ranges[0]
-  k.sink = prefetch_streams(k.sink, k.reduce_ranges())
+  if thread and device.ncores > 1 and k.global_ranges[0].src[0].arg >= 2 and all(d > 0 for d in k.depths): k.threaded = k.global_ranges[0]
+  return k
+
+def _rows_with_tail(k: LoweredKernel, i: int, t: int) -> LoweredKernel:
+  """Row loop i (units of u rows) as tiles of t units and, inside the same column block, the units left over as one
+  tile (split_tail, then unroll_tail: 512 rows as 85 tiles of 6 and one of 2, which no loop of its own holds)."""
+  k = unroll_tail(split_tail(k, k.global_ranges[i], t))
+  k = apply_output_unroll(copy_kernel(k), k.global_ranges[i], t)
+  k.sink = UOp(Ops.SINK, None, tuple(dict.fromkeys(k.sink.src)))   # (the tail's stores, copied by the unroll: once)
   return k
 
 # how far ahead the tile's operand streams are prefetched. Measured on an AVX-512 Xeon (2 cores, 2048x2048, one core's
