@@ -11,7 +11,8 @@ not stay in L1/L2 however small they are. So before the product, two copy kernel
 and the product reads PA[i // MR, k, i % MR] and PB[j // NR, k, j % NR]: each tile step is one contiguous read of MR
 floats and one of NR, and a tile's operands are two sequential streams. The copies cost O(N^2) against O(N^3). A B small
 enough to stay in L2 as it is, rows contiguous, is read in place instead (b_in_place): its copy would cost more than
-it saves; beside it, on 16 lanes, so is a small A whose rows a tile height divides (a_in_place): one launch, no copy.
+it saves; beside it, so is a small A (a_in_place: on 16 lanes when a tile height divides its rows, on 8 lanes whatever
+they are, the rows the tile leaves being one smaller tile): one launch, no copy.
 The product's SINK carries ("packed_matmul", MR, NR, JB): compiler/opt/matmul.py tiles it to match the layout.
 When M is not a multiple of MR the product computes the padded rows too, into room past the end of its output
 (ScheduleItem.alloc_nbytes), which only works when nothing else in the kernel is read per row. Any other product (N not
@@ -23,10 +24,12 @@ whole vectors, such rows, an epilogue the tile can't hold, a bmm) goes through a
 >>> a, b = (LazyBuffer.empty((256, 256), dtypes.float32, "CPU") for _ in range(2))
 >>> a.buffer = b.buffer = object()
 >>> mm = a.reshape((256, 1, 256)).expand((256, 256, 256)).alu(Ops.MUL, b.permute((1, 0)).reshape((1, 256, 256)).expand((256, 256, 256))).r(Ops.ADD, (2,))
->>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 8)]   # (B, 256 KiB, is read in place)
-['E_43_256_6', 'r_258_256_256']
->>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 16)]   # (16 lanes: A too, a_in_place)
+>>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 8)]   # (B, 256 KiB, read in place; A too, a_in_place)
 ['r_256_256_256']
+>>> import compiler.pack as pack; pack.A_IN_PLACE = 0   # (A packed, rows padded to the 6-row tile of 8 lanes)
+>>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 8)]
+['E_43_256_6', 'r_258_256_256']
+>>> pack.A_IN_PLACE = L2_PANEL
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -46,8 +49,8 @@ PACK_MIN = 256          # every one of M, N, K at least this: smaller products f
 L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (half of a 2 MiB L2)
 JB_MAX = 4              # column tiles per jb block at most (compiler/opt/matmul.py: the tiles that reuse one A panel)
 B_IN_PLACE = L2_PANEL   # a B contiguous along N of at most this many bytes is read where it is (b_in_place)
-A_IN_PLACE = L2_PANEL   # on 16 lanes, an A contiguous along K of at most this many bytes too, beside such a B (a_in_place)
-A8_IN_PLACE = 1         # 0: on 8 lanes A is always packed (a_in_place)
+A_IN_PLACE = L2_PANEL   # an A contiguous along K of at most this many bytes too, beside such a B (a_in_place)
+A8_IN_PLACE = 1         # 0: on 8 lanes A is always packed (a_in_place; bench/matmul_ab.py A8_IN_PLACE=0 measures it)
 
 def tile_shape(lanes: int, m: int, n: int, pad_rows: bool) -> tuple[int, int] | None:
   """(MR, NR) for `lanes`-float vectors: NR = 2 vectors, MR rows so that MR*2 accumulators + 2 B vectors + a broadcast
@@ -151,21 +154,31 @@ def b_in_place(view: View, k: int, n: int) -> bool:
   return view.strides[1] == 1 and k * n * 4 <= B_IN_PLACE
 
 def a_in_place(view: View, m: int, k: int, lanes: int) -> bool:
-  """Is A read where it is, beside a B read in place (b_in_place), on 16-lane vectors? When its rows are contiguous
-  along K, the whole of A (M*K floats) fits in A_IN_PLACE bytes, and a tile of 12 or 8 rows divides M (rows can't be
-  padded: they would read past A's end; tiles of 6 or 4 rows have too few accumulators). The product is then one
-  launch: no copy of A, no second kernel. Its rows are K floats apart, 2 KiB at K=512, and a 12-row panel then spreads
+  """Is A read where it is, beside a B read in place (b_in_place)? When its rows are contiguous along K, the whole of A
+  (M*K floats) fits in A_IN_PLACE bytes, and on 16 lanes a tile of 12 or 8 rows divides M (rows can't be padded: they
+  would read past A's end; tiles of 6 or 4 rows have too few accumulators). On 8 lanes (AVX2), whatever M is (at
+  least 12): no tile of 8-12 rows fits 16 registers with enough accumulators (8 x 8: 9 loads per 8 FMAs, 4 x 16: 8
+  accumulators), so the 6 x 16 (or 12 x 8) tile runs over the rows it divides and the rows it leaves are one smaller
+  tile in the same column block (compiler/opt/matmul.py: 512 = 85 x 6 + 2). The product is then one launch: no copy
+  of A, no second kernel. Its rows are K floats apart, 2 KiB at K=512, and a 12-row panel then spreads
   over all 64 sets of a 48 KiB 12-way L1 (6 lines each), so it can stay there across the JB tiles that reuse it.
   Measured on the AVX-512 Xeon of issue 28 (2 cores, load 1.6-2.3), realize of `a @ b`, old (A packed) and new taking
   turns in one process, minima of 30-60 (ms): 512^3 1.05-1.28 -> 0.96-1.06 (numpy 1.00-1.12 in the same runs),
   384x512x512 0.75 -> 0.67, 256^3 0.215 -> 0.163, M x K x N 256x1024x256 0.57 -> 0.47, 1024x256x512 0.95 -> 0.90.
   The product alone is 2.5% slower per FLOP at 512^3 (8-row tile: 174 against 178 GFLOP/s per core, thread CPU
-  time), less than the copy and its launch. AVX2 (8 lanes: 16 registers, compiler/pack_avx2.py) keeps packing A.
+  time), less than the copy and its launch. On AVX2 (CPU_ISA=x86-64-v3, same host, load 3.6-4.2: other jobs; A packed
+  against in place taking turns in one process, minima of 60; ms of the realize, and work: every launch's core shares
+  run on one thread, thread CPU time): 512^3 1.94 -> 1.77 (work 3.20 -> 3.01), 256^3 0.377 -> 0.289 (0.406 -> 0.362),
+  384x512x512 1.44 -> 1.41 (2.34 -> 2.17), 260x512x512 1.08 -> 0.94 (1.60 -> 1.51), 1024x256x512 1.90 -> 1.75
+  (2.99 -> 2.90). Per tile, 512^3, the product alone on one thread (minimum of 20): 6 x 16 with a 2-row tail 3.03
+  ms, packed 6 x 16 over 516 rows 3.03 (and its pack), 4 x 16 3.20, 8 x 8 3.81 (bench/matmul_tiles.py).
   Not beside a packed B: an A of up to 4 MiB read in place there cut 1024^3's work (thread CPU time of all launches)
   by 3%, but added 6-22% to 128-512 x 1024 x 1024 (K=1024: the tile's rows, 4 KiB apart, all fall in one L1 set).
 
   >>> a_in_place(View.create((512, 512, 512), (512, 0, 1)), 512, 512, 16), a_in_place(View.create((512, 512, 512), (512, 0, 1)), 512, 512, 8)
-  (True, False)
+  (True, True)
+  >>> a_in_place(View.create((260, 512, 512), (512, 0, 1)), 260, 512, 16), a_in_place(View.create((260, 512, 512), (512, 0, 1)), 260, 512, 8)
+  (False, True)
   >>> a_in_place(View.create((512, 512, 512), (1, 0, 512)), 512, 512, 16)   # A transposed: its rows are not contiguous
   False
   """

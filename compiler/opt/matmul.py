@@ -4,12 +4,16 @@ The kernel's SINK carries ("packed_matmul", MR, NR, JB). Its two output loops i 
 a multiple of NR) become the register tile of the packed layout: MR rows unrolled x NR columns as NR/W vectors of W
 lanes, so each step of the reduction loop reads one contiguous run of MR floats of PA (broadcast) and NR floats of PB,
 and keeps MR*NR/W accumulators in registers (a small B read in place, compiler/pack.py b_in_place: NR floats of one of
-its rows; a small A beside it on 16 lanes, a_in_place: one float of each of MR rows K apart). The loops around the tile are ordered for the caches:
+its rows; a small A beside it, a_in_place: one float of each of MR rows K apart). The loops around the tile are ordered for the caches:
 
   for jb in N/(NR*JB)          split across the cores
     for it in M/MR             PA's tile (K*MR floats) is read once per jb block...
       for jj in JB             ...and used by JB column tiles, whose PB panels (K*NR floats each) stay in L2
         for k in K: tile step
+
+An A read in place can't have padded rows (they would lie past its end): when MR does not divide M (8 lanes: 512 rows
+and a 6-row tile), the row loop runs in units of u = gcd(M, MR) rows, MR/u units a tile, and the units left over are
+one smaller tile after the it loop, inside the same jb block (so on the same core, beside the B panel it reads).
 
 In the tile step, the first load of each cache line of the two packed streams also prefetches PREFETCH_AHEAD bytes on
 (compiler/prefetch.py): the hardware prefetchers alone leave the A stream late once K reaches 2048. (An A read in place
