@@ -6,13 +6,15 @@ repeats, the load with them. Each build is checked against float64 numpy first.
 
   CPU_ISA=x86-64-v3 python bench/matmul_tiles.py 512 512 512 packed:6x16 here:8x8 here:4x16 --reps 20
   (a choice is `packed`, `here` (A in place, MR divides M) or `tail` (A in place, the rows MR leaves as one smaller
-  tile), then `:MRxNR`)
+  tile), then `:MRxNR`, then optionally `:pf=BYTES` (the software prefetch distance, compiler/opt/matmul.py
+  PREFETCH_AHEAD) and `:jb=J` (column tiles per block at most, compiler/pack.py JB_MAX))
 """
 from __future__ import annotations
 import argparse, os, pathlib, statistics, sys, time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import numpy as np
 import compiler.pack as pack
+import compiler.opt.matmul as opt_matmul
 from frontend import Tensor
 from frontend import engine
 from frontend.devices import open_device
@@ -20,15 +22,20 @@ from matmul_split import _launches
 
 def build(a: Tensor, b: Tensor, choice: str) -> list:
   """The launches of one realize of a @ b with `choice` patched into compiler/pack.py (restored after)."""
-  how, tile = choice.split(":")
+  how, tile, *kv = choice.split(":")
   mr, nr = (int(x) for x in tile.split("x"))
-  saved = pack.a_in_place, pack.avx2_tile_shape
+  opts = {x.split("=")[0]: int(x.split("=")[1]) for x in kv}
+  consts = {x: v for x, v in opts.items() if x not in ("pf", "jb")}   # (any other compiler/pack.py constant)
+  saved = pack.a_in_place, pack.avx2_tile_shape, opt_matmul.PREFETCH_AHEAD, pack.JB_MAX, {x: getattr(pack, x) for x in consts}
+  opt_matmul.PREFETCH_AHEAD, pack.JB_MAX = opts.get("pf", opt_matmul.PREFETCH_AHEAD), opts.get("jb", pack.JB_MAX)
+  for x, v in consts.items(): setattr(pack, x, v)
   pack.a_in_place = lambda view, m, k, lanes: how in ("here", "tail") and (view.strides[2] == 1 or k == 1) and (how == "tail" or m % mr == 0)
   pack.avx2_tile_shape = lambda m, n, pad_rows: (mr, nr) if n % nr == 0 and (pad_rows or m % mr == 0) else None
   engine._kernel_cache.clear(); pack._plans.clear()
   try: return _launches(a, b)
   finally:
-    pack.a_in_place, pack.avx2_tile_shape = saved
+    pack.a_in_place, pack.avx2_tile_shape, opt_matmul.PREFETCH_AHEAD, pack.JB_MAX, old = saved
+    for x, v in old.items(): setattr(pack, x, v)
     pack._plans.clear()
 
 def work(eis: list) -> float:
@@ -56,11 +63,13 @@ def main() -> None:
     open_device("CPU").allocator.copyout(memoryview(got), eis[-1].bufs[0].raw)
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.sqrt(k))
   rows = {c: {"work": [], "product": [], "wall": []} for c in built}
+  each = {c: [[] for _ in eis] for c, eis in built.items()}   # every launch's work alone
   run = lambda e: e.kernel.program(*[x.raw for x in e.bufs], **e.kernel.launch_kwargs, wait=True)
   for _ in range(args.reps):
     for c, eis in built.items():
       rows[c]["work"].append(work(eis))
-      rows[c]["product"].append(work(eis[-1:]))
+      for i, e in enumerate(eis): each[c][i].append(work([e]))
+      rows[c]["product"].append(each[c][-1][-1])
       t0 = time.perf_counter()
       for e in eis: run(e)
       rows[c]["wall"].append(time.perf_counter() - t0)
@@ -69,6 +78,6 @@ def main() -> None:
   for c, r in rows.items():
     f = lambda xs: f"{min(xs) * 1e3:7.3f} / {statistics.median(xs) * 1e3:7.3f}"
     print(f"  {c:12s} work {f(r['work'])}  product {f(r['product'])} ({flop / min(r['product']) / 1e9:5.1f} GFLOP/s one core)"
-          f"  wall {f(r['wall'])}  {[e.kernel.name for e in built[c]]}")
+          f"  wall {f(r['wall'])}  " + ", ".join(f"{e.kernel.name} {min(x) * 1e3:.3f}" for e, x in zip(built[c], each[c])))
 
 if __name__ == "__main__": main()
