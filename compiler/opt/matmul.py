@@ -62,10 +62,12 @@ def packed_matmul_tile(k: LoweredKernel, device: Target, thread: bool = True) ->
   k.sink = simplify(k.sink)   # (it*MR + c) // MR -> it and % MR -> c: the packed index becomes affine in the new loops
   g = k.global_ranges
   if jb > 1 and g[nb + 1].src[0].arg > jb: apply_split(k, nb + 1, jb)
-  if len(g) == nb + 3: g[nb], g[nb + 1] = g[nb + 1], g[nb]   # [(batch,) jb, it, jj]
+  # [(batch,) jb, it, jj]; with a row tail and no jb blocks (jb = 1: 125 column tiles), [jt, it]: the tail then hangs
+  # inside the column loop, which the cores split
+  if len(g) == nb + 3 or u != mr: g[nb], g[nb + 1] = g[nb + 1], g[nb]
   k.sink = prefetch_streams(k.sink, k.reduce_ranges())   # (before the cut below copies the reduction loop)
   try:
-    if u != mr: k = _rows_with_tail(k, nb + 1 if len(g) == nb + 3 else nb, mr // u)
+    if u != mr: k = _rows_with_tail(k, nb + 1, mr // u)
     check_pressure(k, device)
   except OptError: return None
   if thread and device.ncores > 1 and k.global_ranges[0].src[0].arg >= 2 and all(d > 0 for d in k.depths): k.threaded = k.global_ranges[0]
