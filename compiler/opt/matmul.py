@@ -57,7 +57,7 @@ def packed_matmul_tile(k: LoweredKernel, device: Target, thread: bool = True) ->
   # rows MR does not divide (an A read in place on 8 lanes, compiler/pack.py a_in_place: no padded rows past its end)
   # are tiled in units of u rows: MR/u units a tile, the units left over as one smaller tile inside each column block
   u = math.gcd(m, mr)
-  if lanes < 4 or nr % lanes or rj.src[0].arg % nr or (u != mr and (nb or m < 2 * mr)): return None
+  if lanes < 4 or nr % lanes or rj.src[0].arg % nr or (u != mr and (nb or m < 2 * mr or lanes != 8)): return None
   k = apply_tile(copy_kernel(k), ri, u, rj, lanes, nr // lanes)   # ranges: [it, jt]
   k.sink = simplify(k.sink)   # (it*MR + c) // MR -> it and % MR -> c: the packed index becomes affine in the new loops
   g = k.global_ranges
