@@ -50,6 +50,13 @@ L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (
 JB_MAX = 4              # column tiles per jb block at most (compiler/opt/matmul.py: the tiles that reuse one A panel)
 B_IN_PLACE = L2_PANEL   # a B contiguous along N of at most this many bytes is read where it is (b_in_place)
 A_IN_PLACE = L2_PANEL   # an A contiguous along K of at most this many bytes too, beside such a B (a_in_place)
+# On 8 lanes B's copy walks PACK_B_GROUP column tiles of a row of B per step (_pack_ast), not one: a tile's 16 floats
+# are one line of B, and a copy walking down B one line a row, 4 KiB apart at N=1024, gets no help from the hardware
+# prefetchers (each line in another page); 4 tiles read 4 neighbouring lines a row. The copy alone, all its chunks on
+# one thread, thread CPU time, CPU_ISA=x86-64-v3, minima of 20-30 taking turns at load 3.6-3.9 (other jobs): 1024^3
+# 0.79 -> 0.65 ms and 0.80 -> 0.63, 2048^3 3.25 -> 2.92; 8 tiles 0.64, all of a row (k outside the tiles) 0.61. Four
+# keep each core's chunk of the copy the columns its chunk of the product reads (8 tiles at 1024: compiler/opt/matmul.py).
+PACK_B_GROUP = 4
 A8_IN_PLACE = 1         # 0: on 8 lanes A is always packed (a_in_place; bench/matmul_ab.py A8_IN_PLACE=0 measures it)
 
 def tile_shape(lanes: int, m: int, n: int, pad_rows: bool) -> tuple[int, int] | None:
@@ -81,12 +88,16 @@ def _matmul(ast: UOp) -> tuple[UOp, UOp, UOp] | None:
   if len(a) != 1 or len(b) != 1: return None
   return reds[0], a[0], b[0]
 
-def _pack_ast(view: View, rows: bool, tiles: int, k: int, t: int, size: int) -> UOp:
-  """The copy kernel PX[tt, kk, l] = X[tt*t + l, kk] (rows=True, X = A) or X[kk, tt*t + l] (B), zero past `size`."""
+def _pack_ast(view: View, rows: bool, tiles: int, k: int, t: int, size: int, group: int = 0) -> UOp:
+  """The copy kernel PX[tt, kk, l] = X[tt*t + l, kk] (rows=True, X = A) or X[kk, tt*t + l] (B), zero past `size`.
+  `group` > 1 (dividing `tiles`): the kernel's loops run over (tiles/group, k, group, t), so each step of kk copies
+  group*t contiguous floats of X's row kk (B: PACK_B_GROUP)."""
   s_mn, s_k = (view.strides[0] if rows else view.strides[1]), view.strides[2]
   st = ShapeTracker((View.create((size, k), (s_mn, s_k), view.offset),)).pad(((0, tiles * t - size), (0, 0)))
-  st = st.reshape((tiles, t, k)).permute((0, 2, 1))
-  return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.LOAD, dtypes.float32, (), (1, st)),), (0, ShapeTracker.from_shape((tiles, k, t)))),))
+  st, out = st.reshape((tiles, t, k)).permute((0, 2, 1)), ShapeTracker.from_shape((tiles, k, t))
+  if group > 1 and tiles % group == 0 and tiles > group:
+    st, out = (x.reshape((tiles // group, group, k, t)).permute((0, 2, 1, 3)) for x in (st, out))
+  return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.LOAD, dtypes.float32, (), (1, st)),), (0, out)),))
 
 def _packed_view(tiles: int, k: int, t: int, rows: bool, shape: tuple[int, int, int]) -> ShapeTracker:
   """How the product reads the packed PX (tiles, k, t) at its index (i, j, kk)."""
@@ -105,7 +116,7 @@ class _Plan:
 _plans: dict[tuple, _Plan | ScratchPlan | None] = {}
 def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
-  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, A8_IN_PLACE, JB_MAX)) in _plans: return _plans[key]
+  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, A8_IN_PLACE, PACK_B_GROUP, JB_MAX)) in _plans: return _plans[key]
   flat = merge_leading_dims(ast)   # (a batch of different B matrices can't merge: compiler/pack_batch.py)
   _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
   return p
@@ -225,7 +236,8 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
     # the packed copy takes the operand's slot unless another load still reads it (a @ a): then a new one
     shared = any(u.arg[0] == ld.arg[0] and u is not ld and u not in new_loads for u in loads)
     bi = (nslots := nslots + 1) if shared else ld.arg[0]
-    packs.append((past := _pack_ast(_single_view(ld), rows, tiles, k, t, size), (tiles, k, t), ld.arg[0], 0 if shared else bi, kernel_name(past)))
+    past = _pack_ast(_single_view(ld), rows, tiles, k, t, size, PACK_B_GROUP if lanes == 8 and not rows else 0)
+    packs.append((past, (tiles, k, t), ld.arg[0], 0 if shared else bi, kernel_name(past)))
     new_loads[ld] = UOp(Ops.LOAD, dtypes.float32, (), (bi, _packed_view(tiles, k, t, rows, (mp, n, k))))
   if in_place: new_loads[lb] = lb if mp == m else UOp(Ops.LOAD, dtypes.float32, (), (lb.arg[0], _in_place_view(vb, mp)))
   if a_here: new_loads[la] = la

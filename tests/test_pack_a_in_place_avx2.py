@@ -147,3 +147,23 @@ def test_no_load_reads_past_a(m, k, n):
   r = subprocess.run([sys.executable, "-c", code, str(ROOT / "tests"), str(m), str(k), str(n)], env=env, cwd=ROOT,
                      capture_output=True, text=True, timeout=300)
   assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (f"exit {r.returncode} (-11: a load past A's end faulted)", r.stdout[-2000:], r.stderr[-2000:])
+
+@pytest.mark.parametrize("m,k,n,loops", [(264, 1024, 1024, (16, 1024, 4, 16)), (264, 1024, 1032, (129, 1024, 8)),
+                                         (100, 700, 1536, (24, 700, 4, 16))])
+def test_b_copy_walks_four_column_tiles_a_row(cpu_target, m, k, n, loops):
+  """A B too big to read in place, on 8 lanes: its copy's loops are (tiles/4, K, 4, NR), four neighbouring lines of a
+  row of B a step (compiler/pack.py PACK_B_GROUP); 129 one-vector tiles (no group of 4 divides them) keep (tiles, K,
+  NR). Each equals numpy (B in its own slot, and a @ a, A and B from one buffer)."""
+  lanes = cpu_target.simd_bytes // 4
+  a, b = _empty(m, k), _empty(k, n)
+  items = _plan(a, b, lanes)
+  if lanes == 8:
+    bcopy = items[-2]
+    assert bcopy.inputs == [b] and bcopy.ast.src[0].arg[1].shape == loops, [si.name for si in items]
+  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  an, bn = rnd(m, k), rnd(k, n)
+  np.testing.assert_allclose(_run(items, {a: an, b: bn}, cpu_target).reshape(m, n), an.astype(np.float64) @ bn, rtol=1e-4, atol=2e-3)
+  if m == 100: return
+  sq = _empty(k, k)
+  sqn = rnd(k, k)
+  np.testing.assert_allclose(_run(_plan(sq, sq, lanes), {sq: sqn}, cpu_target).reshape(k, k), sqn.astype(np.float64) @ sqn, rtol=1e-4, atol=2e-3)
