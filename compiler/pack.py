@@ -58,6 +58,7 @@ A_IN_PLACE = L2_PANEL   # an A contiguous along K of at most this many bytes too
 # keep each core's chunk of the copy the columns its chunk of the product reads (8 tiles at 1024: compiler/opt/matmul.py).
 PACK_B_GROUP = 4
 A8_IN_PLACE = 1         # 0: on 8 lanes A is always packed (a_in_place; bench/matmul_ab.py A8_IN_PLACE=0 measures it)
+A8_MIN_JB = 2           # ... and only when a block of at least this many column tiles reuses each A panel
 
 def tile_shape(lanes: int, m: int, n: int, pad_rows: bool) -> tuple[int, int] | None:
   """(MR, NR) for `lanes`-float vectors: NR = 2 vectors, MR rows so that MR*2 accumulators + 2 B vectors + a broadcast
@@ -116,7 +117,7 @@ class _Plan:
 _plans: dict[tuple, _Plan | ScratchPlan | None] = {}
 def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
-  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, A8_IN_PLACE, PACK_B_GROUP, JB_MAX)) in _plans: return _plans[key]
+  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, A8_IN_PLACE, A8_MIN_JB, PACK_B_GROUP, JB_MAX)) in _plans: return _plans[key]
   flat = merge_leading_dims(ast)   # (a batch of different B matrices can't merge: compiler/pack_batch.py)
   _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
   return p
@@ -170,8 +171,9 @@ def a_in_place(view: View, m: int, k: int, lanes: int) -> bool:
   would read past A's end; tiles of 6 or 4 rows have too few accumulators). On 8 lanes (AVX2), whatever M is (at
   least 12): no tile of 8-12 rows fits 16 registers with enough accumulators (8 x 8: 9 loads per 8 FMAs, 4 x 16: 8
   accumulators), so the 6 x 16 (or 12 x 8) tile runs over the rows it divides and the rows it leaves are one smaller
-  tile in the same column block (compiler/opt/matmul.py: 512 = 85 x 6 + 2). The product is then one launch: no copy
-  of A, no second kernel. Its rows are K floats apart, 2 KiB at K=512, and a 12-row panel then spreads
+  tile in the same column block (compiler/opt/matmul.py: 512 = 85 x 6 + 2); not when a block holds one column tile
+  (_make_plan, A8_MIN_JB: no other tile reuses the A panel). The product is then one launch: no copy of A, no second
+  kernel. Its rows are K floats apart, 2 KiB at K=512, and a 12-row panel then spreads
   over all 64 sets of a 48 KiB 12-way L1 (6 lines each), so it can stay there across the JB tiles that reuse it.
   Measured on the AVX-512 Xeon of issue 28 (2 cores, load 1.6-2.3), realize of `a @ b`, old (A packed) and new taking
   turns in one process, minima of 30-60 (ms): 512^3 1.05-1.28 -> 0.96-1.06 (numpy 1.00-1.12 in the same runs),
@@ -228,7 +230,9 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   packs, new_loads = [], {}
   # (B read in place still reads its slot: a @ a then packs A into a new one)
   in_place = b_in_place(vb := _single_view(lb), k, n)
-  a_here = in_place and a_in_place(_single_view(la), m, k, lanes)
+  # (8 lanes, one column tile a block: the A panel a tile reads would be reused by no other, and A, read again for
+  # every column tile, measured slower than packed: 1000 x 256 x 1000, realize min 9.6 against 6.1 ms)
+  a_here = in_place and a_in_place(_single_view(la), m, k, lanes) and (lanes != 8 or jb >= A8_MIN_JB)
   if a_here:   # (rows not padded: the tile's height divides M, or on 8 lanes the rows it leaves are one smaller tile)
     mr, nr = tile_shape(lanes, m, n, lanes == 8)
     mt, mp = m // mr, m

@@ -38,13 +38,17 @@ def test_512_cubed_is_one_kernel_with_a_two_row_tail(cpu_target):
   assert k.threaded is k.global_ranges[0] and k.depths == [1] and [r.src[0].arg for r in k.global_ranges] == [8, 85, 4]
   assert [r.src[0].arg for r in k.nests[0]] == [4]   # (the 2-row tail: one unit, unrolled into the jj loop's body)
 
-def test_a_tail_without_column_blocks_is_still_split_across_the_cores():
-  """1000 x 256 x 1000 on 8 lanes: a 12 x 8 tile, 125 column tiles (no block of 2-4 divides them: jb = 1) and 1000 =
-  83 x 12 + 4 rows. The column loop goes outside the row loop so the tail hangs inside it, and the cores split it
-  (with the row loop outermost the tail would hang beside the split loop and run on every core: no split at all)."""
+def test_a_tail_without_column_blocks_is_still_split_across_the_cores(monkeypatch):
+  """1000 x 256 x 1000 on 8 lanes: a 12 x 8 tile, 125 column tiles (no block of 2-4 divides them: jb = 1), so no
+  other column tile reuses an A panel: A stays packed (A8_MIN_JB; in place measured slower). Let in place anyway
+  (A8_MIN_JB = 1), 1000 = 83 x 12 + 4 rows: the column loop goes outside the row loop so the tail hangs inside it,
+  and the cores split it (with the row loop outermost the tail would hang beside the split loop: no split at all)."""
   from compiler.target import Target
   from hcqrt.cpu.device import CPUDevice
   a, b = _empty(1000, 256), _empty(256, 1000)
+  items = _plan(a, b, 8)
+  assert len(items) == 2 and items[0].inputs == [a] and items[-1].ast.arg == ("packed_matmul", 12, 8, 1), [si.name for si in items]
+  monkeypatch.setattr(pack, "A8_MIN_JB", 1)
   (si,) = _plan(a, b, 8)
   assert si.ast.arg == ("packed_matmul", 12, 8, 1)
   target = Target.from_report(CPUDevice(isa="x86-64-v3").target)
@@ -52,8 +56,8 @@ def test_a_tail_without_column_blocks_is_still_split_across_the_cores():
   assert [r.src[0].arg for r in k.global_ranges] == [125, 83] and not k.nests, k.applied_opts   # (the tail: unrolled in jt)
   assert target.ncores < 2 or k.threaded is k.global_ranges[0]
 
-@pytest.mark.parametrize("m,k,n,tail", [(512, 512, 512, 2), (508, 512, 512, 4), (257, 263, 256, 5), (512, 256, 264, 8), (1000, 256, 1000, 4),
-                                        (300, 1, 256, 0), (14, 7, 16, 2), (13, 64, 8, 1), (96, 251, 272, 0)])
+@pytest.mark.parametrize("m,k,n,tail", [(512, 512, 512, 2), (508, 512, 512, 4), (257, 263, 256, 5), (512, 256, 264, 8), (1000, 256, 1024, 4),
+                                        (300, 1, 256, 0), (14, 7, 64, 2), (13, 64, 72, 1), (96, 251, 256, 0)])
 def test_a_in_place_with_a_tail_equals_numpy(cpu_target, monkeypatch, m, k, n, tail):
   """A tail of one unit of 2 rows (512), two units unrolled into one 4-row tile (508), 5 single rows (257, prime K),
   an 8-row tail of the one-vector 12 x 8 tile (264 columns), K=1, M of two tiles and a bit (14, 13; the size floor
