@@ -4,6 +4,7 @@ such alternating minima can show a gain of a few percent. Also each side's launc
 core's share on this thread, in thread CPU time (the work, which another process on the cores inflates least).
 
   python bench/matmul_ab.py A_IN_PLACE=0 512 1024 --reps 40     # old: A packed beside a B read in place
+  CPU_ISA=x86-64-v3 OPENBLAS_CORETYPE=Haswell python bench/matmul_ab.py A8_IN_PLACE=0 512 384x512x512 --reps 40
 """
 from __future__ import annotations
 import argparse, pathlib, statistics, sys, time
@@ -13,9 +14,10 @@ import compiler.pack as pack
 from frontend import Tensor
 from matmul_split import _launches
 
-def ab(n: int, old: dict[str, int], reps: int) -> None:
+def ab(size: str, old: dict[str, int], reps: int) -> None:
+  m, k, n = (int(x) for x in size.split("x")) if "x" in size else (int(size),) * 3
   rng = np.random.default_rng(0)
-  an, bn = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+  an, bn = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
   a, b = Tensor(an).realize(), Tensor(bn).realize()
   new = {name: getattr(pack, name) for name in old}
   sides = {"old": old, "new": new}
@@ -42,8 +44,8 @@ def ab(n: int, old: dict[str, int], reps: int) -> None:
     t0 = time.perf_counter()
     an @ bn
     real["numpy"].append(time.perf_counter() - t0)
-  flop = 2 * n ** 3
-  print(f"N={n}: old = {old}, {reps} repeats taking turns; realize ms as min, median")
+  flop = 2 * m * k * n
+  print(f"{size}: old = {old}, {reps} repeats taking turns; realize ms as min, median")
   for side, xs in real.items():
     extra = f"   work {min(work[side]) * 1e3:7.3f} ms  {[e.kernel.name for e in eis[side]]}" if side in work else ""
     print(f"  {side:6s} {min(xs) * 1e3:8.3f} {statistics.median(xs) * 1e3:8.3f}  {flop / min(xs) / 1e9:5.0f} GFLOP/s at the min{extra}")
@@ -51,7 +53,7 @@ def ab(n: int, old: dict[str, int], reps: int) -> None:
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("old", help="NAME=VALUE[,NAME=VALUE]: compiler/pack.py constants of the old side")
-  p.add_argument("sizes", type=int, nargs="*", default=[512, 1024])
+  p.add_argument("sizes", nargs="*", default=["512", "1024"], help="N (N^3) or MxKxN")
   p.add_argument("--reps", type=int, default=30)
   args = p.parse_args()
   old = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in args.old.split(",")}

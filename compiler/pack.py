@@ -11,7 +11,8 @@ not stay in L1/L2 however small they are. So before the product, two copy kernel
 and the product reads PA[i // MR, k, i % MR] and PB[j // NR, k, j % NR]: each tile step is one contiguous read of MR
 floats and one of NR, and a tile's operands are two sequential streams. The copies cost O(N^2) against O(N^3). A B small
 enough to stay in L2 as it is, rows contiguous, is read in place instead (b_in_place): its copy would cost more than
-it saves; beside it, on 16 lanes, so is a small A whose rows a tile height divides (a_in_place): one launch, no copy.
+it saves; beside it, so is a small A (a_in_place: on 16 lanes when a tile height divides its rows, on 8 lanes whatever
+they are, the rows the tile leaves being one smaller tile): one launch, no copy.
 The product's SINK carries ("packed_matmul", MR, NR, JB): compiler/opt/matmul.py tiles it to match the layout.
 When M is not a multiple of MR the product computes the padded rows too, into room past the end of its output
 (ScheduleItem.alloc_nbytes), which only works when nothing else in the kernel is read per row. Any other product (N not
@@ -23,10 +24,12 @@ whole vectors, such rows, an epilogue the tile can't hold, a bmm) goes through a
 >>> a, b = (LazyBuffer.empty((256, 256), dtypes.float32, "CPU") for _ in range(2))
 >>> a.buffer = b.buffer = object()
 >>> mm = a.reshape((256, 1, 256)).expand((256, 256, 256)).alu(Ops.MUL, b.permute((1, 0)).reshape((1, 256, 256)).expand((256, 256, 256))).r(Ops.ADD, (2,))
->>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 8)]   # (B, 256 KiB, is read in place)
-['E_43_256_6', 'r_258_256_256']
->>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 16)]   # (16 lanes: A too, a_in_place)
+>>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 8)]   # (B, 256 KiB, read in place; A too, a_in_place)
 ['r_256_256_256']
+>>> import compiler.pack as pack; pack.A_IN_PLACE = 0   # (A packed, rows padded to the 6-row tile of 8 lanes)
+>>> [si.name for si in pack_matmuls(create_schedule([mm]), lambda device: 8)]
+['E_43_256_6', 'r_258_256_256']
+>>> pack.A_IN_PLACE = L2_PANEL
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -46,7 +49,16 @@ PACK_MIN = 256          # every one of M, N, K at least this: smaller products f
 L2_PANEL = 1 << 20      # bytes of B the tile columns of one jb block may hold (half of a 2 MiB L2)
 JB_MAX = 4              # column tiles per jb block at most (compiler/opt/matmul.py: the tiles that reuse one A panel)
 B_IN_PLACE = L2_PANEL   # a B contiguous along N of at most this many bytes is read where it is (b_in_place)
-A_IN_PLACE = L2_PANEL   # on 16 lanes, an A contiguous along K of at most this many bytes too, beside such a B (a_in_place)
+A_IN_PLACE = L2_PANEL   # an A contiguous along K of at most this many bytes too, beside such a B (a_in_place)
+# On 8 lanes B's copy walks PACK_B_GROUP column tiles of a row of B per step (_pack_ast), not one: a tile's 16 floats
+# are one line of B, and a copy walking down B one line a row, 4 KiB apart at N=1024, gets no help from the hardware
+# prefetchers (each line in another page); 4 tiles read 4 neighbouring lines a row. The copy alone, all its chunks on
+# one thread, thread CPU time, CPU_ISA=x86-64-v3, minima of 20-30 taking turns at load 3.6-3.9 (other jobs): 1024^3
+# 0.79 -> 0.65 ms and 0.80 -> 0.63, 2048^3 3.25 -> 2.92; 8 tiles 0.64, all of a row (k outside the tiles) 0.61. Four
+# keep each core's chunk of the copy the columns its chunk of the product reads (8 tiles at 1024: compiler/opt/matmul.py).
+PACK_B_GROUP = 4
+A8_IN_PLACE = 1         # 0: on 8 lanes A is always packed (a_in_place; bench/matmul_ab.py A8_IN_PLACE=0 measures it)
+A8_MIN_JB = 2           # ... and only when a block of at least this many column tiles reuses each A panel
 
 def tile_shape(lanes: int, m: int, n: int, pad_rows: bool) -> tuple[int, int] | None:
   """(MR, NR) for `lanes`-float vectors: NR = 2 vectors, MR rows so that MR*2 accumulators + 2 B vectors + a broadcast
@@ -77,12 +89,16 @@ def _matmul(ast: UOp) -> tuple[UOp, UOp, UOp] | None:
   if len(a) != 1 or len(b) != 1: return None
   return reds[0], a[0], b[0]
 
-def _pack_ast(view: View, rows: bool, tiles: int, k: int, t: int, size: int) -> UOp:
-  """The copy kernel PX[tt, kk, l] = X[tt*t + l, kk] (rows=True, X = A) or X[kk, tt*t + l] (B), zero past `size`."""
+def _pack_ast(view: View, rows: bool, tiles: int, k: int, t: int, size: int, group: int = 0) -> UOp:
+  """The copy kernel PX[tt, kk, l] = X[tt*t + l, kk] (rows=True, X = A) or X[kk, tt*t + l] (B), zero past `size`.
+  `group` > 1 (dividing `tiles`): the kernel's loops run over (tiles/group, k, group, t), so each step of kk copies
+  group*t contiguous floats of X's row kk (B: PACK_B_GROUP)."""
   s_mn, s_k = (view.strides[0] if rows else view.strides[1]), view.strides[2]
   st = ShapeTracker((View.create((size, k), (s_mn, s_k), view.offset),)).pad(((0, tiles * t - size), (0, 0)))
-  st = st.reshape((tiles, t, k)).permute((0, 2, 1))
-  return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.LOAD, dtypes.float32, (), (1, st)),), (0, ShapeTracker.from_shape((tiles, k, t)))),))
+  st, out = st.reshape((tiles, t, k)).permute((0, 2, 1)), ShapeTracker.from_shape((tiles, k, t))
+  if group > 1 and tiles % group == 0 and tiles > group:
+    st, out = (x.reshape((tiles // group, group, k, t)).permute((0, 2, 1, 3)) for x in (st, out))
+  return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.LOAD, dtypes.float32, (), (1, st)),), (0, out)),))
 
 def _packed_view(tiles: int, k: int, t: int, rows: bool, shape: tuple[int, int, int]) -> ShapeTracker:
   """How the product reads the packed PX (tiles, k, t) at its index (i, j, kk)."""
@@ -101,7 +117,7 @@ class _Plan:
 _plans: dict[tuple, _Plan | ScratchPlan | None] = {}
 def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
-  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, JB_MAX)) in _plans: return _plans[key]
+  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, A8_IN_PLACE, A8_MIN_JB, PACK_B_GROUP, JB_MAX)) in _plans: return _plans[key]
   flat = merge_leading_dims(ast)   # (a batch of different B matrices can't merge: compiler/pack_batch.py)
   _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
   return p
@@ -150,25 +166,37 @@ def b_in_place(view: View, k: int, n: int) -> bool:
   return view.strides[1] == 1 and k * n * 4 <= B_IN_PLACE
 
 def a_in_place(view: View, m: int, k: int, lanes: int) -> bool:
-  """Is A read where it is, beside a B read in place (b_in_place), on 16-lane vectors? When its rows are contiguous
-  along K, the whole of A (M*K floats) fits in A_IN_PLACE bytes, and a tile of 12 or 8 rows divides M (rows can't be
-  padded: they would read past A's end; tiles of 6 or 4 rows have too few accumulators). The product is then one
-  launch: no copy of A, no second kernel. Its rows are K floats apart, 2 KiB at K=512, and a 12-row panel then spreads
+  """Is A read where it is, beside a B read in place (b_in_place)? When its rows are contiguous along K, the whole of A
+  (M*K floats) fits in A_IN_PLACE bytes, and on 16 lanes a tile of 12 or 8 rows divides M (rows can't be padded: they
+  would read past A's end; tiles of 6 or 4 rows have too few accumulators). On 8 lanes (AVX2), whatever M is (at
+  least 12): no tile of 8-12 rows fits 16 registers with enough accumulators (8 x 8: 9 loads per 8 FMAs, 4 x 16: 8
+  accumulators), so the 6 x 16 (or 12 x 8) tile runs over the rows it divides and the rows it leaves are one smaller
+  tile in the same column block (compiler/opt/matmul.py: 512 = 85 x 6 + 2); not when a block holds one column tile
+  (_make_plan, A8_MIN_JB: no other tile reuses the A panel). The product is then one launch: no copy of A, no second
+  kernel. Its rows are K floats apart, 2 KiB at K=512, and a 12-row panel then spreads
   over all 64 sets of a 48 KiB 12-way L1 (6 lines each), so it can stay there across the JB tiles that reuse it.
   Measured on the AVX-512 Xeon of issue 28 (2 cores, load 1.6-2.3), realize of `a @ b`, old (A packed) and new taking
   turns in one process, minima of 30-60 (ms): 512^3 1.05-1.28 -> 0.96-1.06 (numpy 1.00-1.12 in the same runs),
   384x512x512 0.75 -> 0.67, 256^3 0.215 -> 0.163, M x K x N 256x1024x256 0.57 -> 0.47, 1024x256x512 0.95 -> 0.90.
   The product alone is 2.5% slower per FLOP at 512^3 (8-row tile: 174 against 178 GFLOP/s per core, thread CPU
-  time), less than the copy and its launch. AVX2 (8 lanes: 16 registers, compiler/pack_avx2.py) keeps packing A.
+  time), less than the copy and its launch. On AVX2 (CPU_ISA=x86-64-v3, same host, load 3.6-4.2: other jobs; A packed
+  against in place taking turns in one process, minima of 60; ms of the realize, and work: every launch's core shares
+  run on one thread, thread CPU time): 512^3 1.94 -> 1.77 (work 3.20 -> 3.01), 256^3 0.377 -> 0.289 (0.406 -> 0.362),
+  384x512x512 1.44 -> 1.41 (2.34 -> 2.17), 260x512x512 1.08 -> 0.94 (1.60 -> 1.51), 1024x256x512 1.90 -> 1.75
+  (2.99 -> 2.90). Per tile, 512^3, the product alone on one thread (minimum of 20): 6 x 16 with a 2-row tail 3.03
+  ms, packed 6 x 16 over 516 rows 3.03 (and its pack), 4 x 16 3.20, 8 x 8 3.81 (bench/matmul_tiles.py).
   Not beside a packed B: an A of up to 4 MiB read in place there cut 1024^3's work (thread CPU time of all launches)
   by 3%, but added 6-22% to 128-512 x 1024 x 1024 (K=1024: the tile's rows, 4 KiB apart, all fall in one L1 set).
 
   >>> a_in_place(View.create((512, 512, 512), (512, 0, 1)), 512, 512, 16), a_in_place(View.create((512, 512, 512), (512, 0, 1)), 512, 512, 8)
-  (True, False)
+  (True, True)
+  >>> a_in_place(View.create((260, 512, 512), (512, 0, 1)), 260, 512, 16), a_in_place(View.create((260, 512, 512), (512, 0, 1)), 260, 512, 8)
+  (False, True)
   >>> a_in_place(View.create((512, 512, 512), (1, 0, 512)), 512, 512, 16)   # A transposed: its rows are not contiguous
   False
   """
-  return lanes == 16 and (view.strides[2] == 1 or k == 1) and m * k * 4 <= A_IN_PLACE and (m % 12 == 0 or m % 8 == 0)
+  if (view.strides[2] != 1 and k != 1) or m * k * 4 > A_IN_PLACE: return False
+  return (m % 12 == 0 or m % 8 == 0) if lanes == 16 else lanes == 8 and A8_IN_PLACE and m >= 12
 
 def _in_place_view(view: View, mp: int) -> ShapeTracker:
   """B's own view (stride 0 along the rows) over the product's mp (padded) rows."""
@@ -202,15 +230,18 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   packs, new_loads = [], {}
   # (B read in place still reads its slot: a @ a then packs A into a new one)
   in_place = b_in_place(vb := _single_view(lb), k, n)
-  a_here = in_place and a_in_place(_single_view(la), m, k, lanes)
-  if a_here:   # (rows not padded: the tile's height divides M)
-    mr, nr = tile_shape(lanes, m, n, False)
+  # (8 lanes, one column tile a block: the A panel a tile reads would be reused by no other, and A, read again for
+  # every column tile, measured slower than packed: 1000 x 256 x 1000, realize min 9.6 against 6.1 ms)
+  a_here = in_place and a_in_place(_single_view(la), m, k, lanes) and (lanes != 8 or jb >= A8_MIN_JB)
+  if a_here:   # (rows not padded: the tile's height divides M, or on 8 lanes the rows it leaves are one smaller tile)
+    mr, nr = tile_shape(lanes, m, n, lanes == 8)
     mt, mp = m // mr, m
   for ld, rows, tiles, t, size in ((la, True, mt, mr, m),) * (not a_here) + ((lb, False, nt, nr, n),) * (not in_place):
     # the packed copy takes the operand's slot unless another load still reads it (a @ a): then a new one
     shared = any(u.arg[0] == ld.arg[0] and u is not ld and u not in new_loads for u in loads)
     bi = (nslots := nslots + 1) if shared else ld.arg[0]
-    packs.append((past := _pack_ast(_single_view(ld), rows, tiles, k, t, size), (tiles, k, t), ld.arg[0], 0 if shared else bi, kernel_name(past)))
+    past = _pack_ast(_single_view(ld), rows, tiles, k, t, size, PACK_B_GROUP if lanes == 8 and not rows else 0)
+    packs.append((past, (tiles, k, t), ld.arg[0], 0 if shared else bi, kernel_name(past)))
     new_loads[ld] = UOp(Ops.LOAD, dtypes.float32, (), (bi, _packed_view(tiles, k, t, rows, (mp, n, k))))
   if in_place: new_loads[lb] = lb if mp == m else UOp(Ops.LOAD, dtypes.float32, (), (lb.arg[0], _in_place_view(vb, mp)))
   if a_here: new_loads[la] = la

@@ -12,6 +12,8 @@ of A and NR/8 vectors of B per MR*NR/8 FMAs. So:
                12 rows leave two registers spare (14 rows fill all 16) and divide more row counts.
 
 When the rows can't be padded (something else is read per output row), MR must divide M: the largest that does.
+An A read in place (compiler/pack.py a_in_place: A and B small, no copy launch) can't be padded either, but keeps the
+padded choice above: the rows MR leaves are one smaller tile (compiler/opt/matmul.py; 512 = 85 x 6 + 2).
 
 Which products are packed at all: compiler/pack.py packs those whose M, N and K are each at least PACK_MIN (256). On 8
 lanes, a batch of 64-255 rows against a big matrix is packed too (`avx2_packs`): read in place, B's rows sit N floats

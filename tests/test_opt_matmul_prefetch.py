@@ -91,18 +91,21 @@ def test_batched_and_transposed_products_equal_numpy():
   np.testing.assert_allclose(out, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
 def test_rows_of_a_read_in_place_are_not_prefetched(cpu_target):
-  """On 16 lanes a 512 x 256 A beside a small B is read in place (compiler/pack.py a_in_place): the tile's 8 rows are
-  separate streams K floats apart, each advancing one float a step, so its A loads get no hint (one each step would
-  ask for every line 16 times, and PREFETCH_AHEAD bytes on lies in another row); B's rows still get one per line."""
+  """A 512 x 256 A beside a small B is read in place (compiler/pack.py a_in_place): the tile's rows are separate streams
+  K floats apart, each advancing one float a step, so its A loads get no hint (one each step would ask for every line
+  16 times, and PREFETCH_AHEAD bytes on lies in another row); B's rows still get one per line. On 8 lanes the 6-row
+  tile leaves 2 rows (512 = 85 x 6 + 2, 256 = 42 x 6 + 4): a second tile in its own reduction loop, hinted alike."""
   si, k = _product(512, 256, 512, cpu_target)
   _, mr, nr, _ = si.ast.arg
   lanes = cpu_target.simd_bytes // 4
+  loops = 1 + (512 % mr > 0)   # (the tail tile's reduction loop reads B too)
   loads = [u for u in k.sink.toposort() if u.op is Ops.LOAD]
   pa, pb = [u for u in loads if u.dtype.count == 1], [u for u in loads if u.dtype.count == lanes]
-  assert len(pa) == mr and len(pb) == nr // lanes
-  assert sum(map(prefetch_bytes, pa)) == (0 if lanes == 16 else PREFETCH_AHEAD)   # (8 lanes: A packed, as before)
-  assert sum(prefetch_bytes(u) == PREFETCH_AHEAD for u in pb) == nr * 4 // LINE
+  assert len(pa) == mr + 512 % mr and len(pb) == loops * nr // lanes
+  assert sum(map(prefetch_bytes, pa)) == 0
+  assert sum(prefetch_bytes(u) == PREFETCH_AHEAD for u in pb) == loops * nr * 4 // LINE
   t = Target("CPU", "llvm", arch="native", ncores=2, simd_bytes=cpu_target.simd_bytes)
   si, _ = _product(256, 256, 256, t)
   ir = compile_kernel(si.ast, t, name=si.name, assemble=False).src
-  assert len(re.findall(r"call void @llvm\.prefetch\.p0\(", ir)) == (nr * 4 // LINE if lanes == 16 else 1 + 16 * 4 // LINE)
+  mr = si.ast.arg[1]
+  assert len(re.findall(r"call void @llvm\.prefetch\.p0\(", ir)) == (1 + (256 % mr > 0)) * nr * 4 // LINE

@@ -22,12 +22,15 @@ def rnd(*shape) -> np.ndarray: return rng.standard_normal(shape).astype(np.float
 def test_which_products_read_a_in_place(cpu_target, m, k, n, kernels, mr):
   """On 16 lanes: 512^3 (8-row tile: 12 does not divide 512), 384 and 504 rows (12-row tile) are one kernel that reads
   A's own slot with A's strides; 260 rows (neither 8 nor 12 divides it), a 2 MiB A and a 4 MiB B (then packed, so A
-  is too) keep their packs and the padded 12-row tile. 8 lanes: A packed, as before."""
+  is too) keep their packs and the padded 12-row tile. 8 lanes: A in place beside B in place too, whatever M (the 6-row
+  tile's leftover rows are a smaller tile: tests/test_pack_a_in_place_avx2.py), else packed."""
   lanes = cpu_target.simd_bytes // 4
   a, b = _empty(m, k), _empty(k, n)
   items = _plan(a, b, lanes)
   if lanes == 8:
-    assert len(items) == (2 if k * n * 4 <= pack.B_IN_PLACE else 3) and items[0].inputs == [a], [si.name for si in items]
+    here = m * k * 4 <= pack.A_IN_PLACE and k * n * 4 <= pack.B_IN_PLACE
+    assert len(items) == (1 if here else kernels) and (items[0].inputs == [a, b]) == here, [si.name for si in items]
+    assert items[-1].ast.arg[:3] == ("packed_matmul", 6, 16) and (items[-1].alloc_nbytes is None) == (here or m % 6 == 0)
     return
   assert len(items) == kernels and items[-1].ast.arg[:3] == ("packed_matmul", mr, 32), ([si.name for si in items], items[-1].ast.arg)
   if kernels == 1:

@@ -79,8 +79,10 @@ def _run(items: list, arrays: dict, target) -> np.ndarray:
 def test_odd_shapes_equal_numpy_on_each_target(cpu_target, monkeypatch, m, k, n, epilogue):
   """M=2, K=1 and prime K (the size floor lowered so they are packed too), M padded to the tile (301 -> 312 rows) or,
   with a relu epilogue, a tile dividing M (256: 8 rows, 300: 12): each equals numpy with the target's kernels. (M=1 is
-  a vector times a matrix: never packed.)"""
+  a vector times a matrix: never packed.) A is packed here (A8_IN_PLACE=0): on 8 lanes these would read it in place
+  (tests/test_pack_a_in_place_avx2.py)."""
   monkeypatch.setattr(pack, "PACK_MIN", 1)
+  monkeypatch.setattr(pack, "A8_IN_PLACE", 0)
   monkeypatch.setattr(pack, "_plans", {})
   lanes = cpu_target.simd_bytes // 4
   n += -n % lanes   # (16 lanes: 272 columns, a one-vector-wide tile there too)

@@ -4,12 +4,16 @@ The kernel's SINK carries ("packed_matmul", MR, NR, JB). Its two output loops i 
 a multiple of NR) become the register tile of the packed layout: MR rows unrolled x NR columns as NR/W vectors of W
 lanes, so each step of the reduction loop reads one contiguous run of MR floats of PA (broadcast) and NR floats of PB,
 and keeps MR*NR/W accumulators in registers (a small B read in place, compiler/pack.py b_in_place: NR floats of one of
-its rows; a small A beside it on 16 lanes, a_in_place: one float of each of MR rows K apart). The loops around the tile are ordered for the caches:
+its rows; a small A beside it, a_in_place: one float of each of MR rows K apart). The loops around the tile are ordered for the caches:
 
   for jb in N/(NR*JB)          split across the cores
     for it in M/MR             PA's tile (K*MR floats) is read once per jb block...
       for jj in JB             ...and used by JB column tiles, whose PB panels (K*NR floats each) stay in L2
         for k in K: tile step
+
+An A read in place can't have padded rows (they would lie past its end): when MR does not divide M (8 lanes: 512 rows
+and a 6-row tile), the row loop runs in units of u = gcd(M, MR) rows, MR/u units a tile, and the units left over are
+one smaller tile after the it loop, inside the same jb block (so on the same core, beside the B panel it reads).
 
 In the tile step, the first load of each cache line of the two packed streams also prefetches PREFETCH_AHEAD bytes on
 (compiler/prefetch.py): the hardware prefetchers alone leave the A stream late once K reaches 2048. (An A read in place
@@ -30,10 +34,12 @@ is MR short streams, one per row: left to the hardware.)
 ([2, 32, 4], True)
 """
 from __future__ import annotations
+import math
 from compiler.lower import LoweredKernel
 from compiler.opt.base import OptError, copy_kernel
 from compiler.dtypes import dtypes
-from compiler.opt.apply import apply_split, apply_tile, check_pressure, _stride
+from compiler.opt.apply import apply_output_unroll, apply_split, apply_tile, check_pressure, _stride
+from compiler.opt.peel import split_tail, unroll_tail
 from compiler.prefetch import prefetched
 from compiler.target import Target
 from compiler.uop import UOp, Ops, simplify, substitute
@@ -47,16 +53,32 @@ def packed_matmul_tile(k: LoweredKernel, device: Target, thread: bool = True) ->
   _, mr, nr, jb = hint
   lanes = device.simd_bytes // 4
   ri, rj = k.global_ranges[nb:]
-  if lanes < 4 or nr % lanes or ri.src[0].arg % mr or rj.src[0].arg % nr: return None
-  k = apply_tile(copy_kernel(k), ri, mr, rj, lanes, nr // lanes)   # ranges: [it, jt]
+  m = ri.src[0].arg
+  # rows MR does not divide (an A read in place on 8 lanes, compiler/pack.py a_in_place: no padded rows past its end)
+  # are tiled in units of u rows: MR/u units a tile, the units left over as one smaller tile inside each column block
+  u = math.gcd(m, mr)
+  if lanes < 4 or nr % lanes or rj.src[0].arg % nr or (u != mr and (nb or m < 2 * mr or lanes != 8)): return None
+  k = apply_tile(copy_kernel(k), ri, u, rj, lanes, nr // lanes)   # ranges: [it, jt]
   k.sink = simplify(k.sink)   # (it*MR + c) // MR -> it and % MR -> c: the packed index becomes affine in the new loops
   g = k.global_ranges
   if jb > 1 and g[nb + 1].src[0].arg > jb: apply_split(k, nb + 1, jb)
-  if len(g) == nb + 3: g[nb], g[nb + 1] = g[nb + 1], g[nb]   # [(batch,) jb, it, jj]
-  try: check_pressure(k, device)
+  # [(batch,) jb, it, jj]; with a row tail and no jb blocks (jb = 1: 125 column tiles), [jt, it]: the tail then hangs
+  # inside the column loop, which the cores split
+  if len(g) == nb + 3 or u != mr: g[nb], g[nb + 1] = g[nb + 1], g[nb]
+  k.sink = prefetch_streams(k.sink, k.reduce_ranges())   # (before the cut below copies the reduction loop)
+  try:
+    if u != mr: k = _rows_with_tail(k, nb + 1, mr // u)
+    check_pressure(k, device)
   except OptError: return None
-  if thread and device.ncores > 1 and k.global_ranges[0].src[0].arg >= 2: k.threaded = k.global_ranges[0]
-  k.sink = prefetch_streams(k.sink, k.reduce_ranges())
+  if thread and device.ncores > 1 and k.global_ranges[0].src[0].arg >= 2 and all(d > 0 for d in k.depths): k.threaded = k.global_ranges[0]
+  return k
+
+def _rows_with_tail(k: LoweredKernel, i: int, t: int) -> LoweredKernel:
+  """Row loop i (units of u rows) as tiles of t units and, inside the same column block, the units left over as one
+  tile (split_tail, then unroll_tail: 512 rows as 85 tiles of 6 and one of 2, which no loop of its own holds)."""
+  k = unroll_tail(split_tail(k, k.global_ranges[i], t))
+  k = apply_output_unroll(copy_kernel(k), k.global_ranges[i], t)
+  k.sink = UOp(Ops.SINK, None, tuple(dict.fromkeys(k.sink.src)))   # (the tail's stores, copied by the unroll: once)
   return k
 
 # how far ahead the tile's operand streams are prefetched. Measured on an AVX-512 Xeon (2 cores, 2048x2048, one core's
