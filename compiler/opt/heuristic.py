@@ -37,6 +37,7 @@ from compiler.opt.peel import unroll_tail
 from compiler.opt.matmul import packed_matmul_tile, prefetch_streams
 from compiler.opt.gpu import optimize_gpu
 from compiler.settings import chunks_per_core, noopt
+from compiler.prefetch import prefetch_into
 
 def _first_fit(k: LoweredKernel, target: Target | None, builds: list) -> None:
   """Apply to `k` the first of `builds` (functions that apply opts to a kernel in place) whose result fits the target's
@@ -240,15 +241,16 @@ def thread_axis(k: LoweredKernel, ncores: int, work0: int) -> UOp | None:
 STREAM_MIN_WORK = 1 << 22   # a streaming reduction this big (16 MB of floats read) outruns the caches
 
 def stream_prefetch(k: LoweredKernel, lanes: int, work0: int) -> None:
-  """A big vectorized reduction on 8-lane vectors (AVX2) prefetches its stream a few KiB ahead, one hint per cache line
-  (compiler/opt/matmul.py prefetch_streams): a line takes two 32-byte loads there, and the core keeps too few lines in
-  flight to reach the bandwidth that one 64-byte load per line (AVX-512) reaches without hints. The 64M-float sum's
-  loop, measured as a C kernel on the 2-core AVX-512 Xeon of issue 28 (load 4-5), two threads, each thread's CPU time
-  for its half, minimum of 20: ymm loads 9.2 / 10.2 ms, ymm with a hint per line 2, 4 or 8 KiB ahead 8.4-8.9 ms, zmm
-  8.0-8.5 ms with or without hints; one thread over the whole: 18.6-18.9, 16.4-17.2 and 16.2-16.5 ms. Our own kernel
-  for CPU_ISA=x86-64-v3, all its chunks on one thread, with and without the hints taking turns (thread CPU time, 31
-  turns, four runs at load 6): minima 19.65 / 20.48, 18.27 / 18.54, 17.82 / 18.37, 19.02 / 20.29 ms, medians 2-4% apart.
-  (In place; a no-op for other kernels, narrower or wider vectors, and what fits in the caches.)
+  """A big vectorized reduction (AVX2 or AVX-512 vectors) prefetches its stream a few KiB ahead into L2, one hint per
+  cache line (compiler/opt/matmul.py prefetch_streams, compiler/prefetch.py prefetch_into): a core keeps too few lines in
+  flight on its own to reach the memory bandwidth. The 64M-float sum's loop, measured as a C kernel on the 2-core AVX-512
+  Xeon of issue 28 (load 4-5), two threads, each thread's CPU time for its half, minimum of 20: ymm loads 9.2 / 10.2 ms,
+  ymm with a hint per line into L1 2, 4 or 8 KiB ahead 8.4-8.9 ms, zmm 8.0-8.5 ms with or without those hints (sm37).
+  Into L2 instead (PREFETCHT1; sm39: the generated kernels of both ISAs old and new taking turns through the runner, 8
+  chunks, 40 launches each, load 3): a 32 MiB chunk's time, 10th percentile / median, ymm 2.11 / 2.58 ms with the L1
+  hint -> 1.97 / 2.28 ms, zmm 2.04 / 2.79 ms without a hint -> 1.96 / 2.47 ms. A hint into L1 holds one of the
+  core's few L1 miss buffers until its line arrives; the L2 keeps more requests in flight.
+  (In place; a no-op for other kernels, scalar or 4-lane vectors, and what fits in the caches.)
 
   >>> from compiler.lazy import LazyBuffer
   >>> from compiler.schedule import create_schedule
@@ -256,11 +258,11 @@ def stream_prefetch(k: LoweredKernel, lanes: int, work0: int) -> None:
   >>> from compiler.prefetch import prefetch_bytes
   >>> x = LazyBuffer.empty((1 << 24,), dtypes.float32, "CPU"); x.buffer = object()
   >>> ks = [optimize(lower(create_schedule([x.r(Ops.ADD, (0,))])[0].ast), Target("CPU", "c", ncores=2, simd_bytes=b)) for b in (32, 64)]
-  >>> [sum(prefetch_bytes(u) > 0 for u in k.sink.toposort() if u.op is Ops.LOAD) for k in ks]   # 4 ymm loads a step: 2 lines
-  [2, 0]
+  >>> [sum(prefetch_bytes(u) > 0 for u in k.sink.toposort() if u.op is Ops.LOAD) for k in ks]   # 4 loads a step: 2 lines, 4 lines
+  [2, 4]
   """
-  if lanes != 8 or work0 < STREAM_MIN_WORK or len(reds := k.reduce_ranges()) != 1: return
-  k.sink = prefetch_streams(k.sink, reds)
+  if lanes not in (8, 16) or work0 < STREAM_MIN_WORK or len(reds := k.reduce_ranges()) != 1: return
+  k.sink = prefetch_into(prefetch_streams(k.sink, reds), 2)
 
 def thread_chunks(k: LoweredKernel, ncores: int, work0: int) -> int:
   """How many chunks the threaded loop of `k` is cut into: one per core, or CHUNKS_PER_CORE per core for a kernel of
