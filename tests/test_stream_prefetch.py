@@ -65,11 +65,13 @@ def test_prefetch_levels():
   assert prefetch_into(k.sink, 2) is k.sink   # nothing hinted: nothing changed
   with pytest.raises(AssertionError, match="cache level 3"): prefetched(ld, 64, 3)
 
-def test_sum_on_each_target_is_exact(cpu_target):
+@pytest.mark.parametrize("renderer", ["c", "llvm"])
+def test_sum_on_each_target_is_exact(cpu_target, renderer):
   if not host_runs(cpu_target): return   # (an AVX-512 target on an AVX2 host: its code can't run here)
+  if renderer == "llvm": pytest.importorskip("llvmlite")
   x = LazyBuffer.empty((N,), dtypes.float32, "CPU"); x.buffer = object()
   xn = small_ints(N)
-  got = _run(create_schedule([x.r(Ops.ADD, (0,))]), {x: xn}, cpu_target)
+  got = _run(create_schedule([x.r(Ops.ADD, (0,))]), {x: xn}, dataclasses.replace(cpu_target, renderer=renderer))
   assert got.reshape(-1).tolist() == [float(xn.astype(np.int64).sum())]
 
 def test_sum_through_the_frontend_is_exact():
