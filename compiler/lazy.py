@@ -185,7 +185,7 @@ class LazyBuffer:
       return LazyBuffer.const({Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op], self.dtype, shape, self.device)
     # a big reduction into a few outputs has no loop to spread over cores: reduce in two stages, d rows of whole vectors
     # then the d partial results. Any length: an odd one (2^26 - 1 floats) has its last elements (fewer than
-    # d * SPLIT_ROW_ALIGN) reduced on their own and combined; unsplit, it ran as one scalar chain on one core, 5x slower,
+    # d * SPLIT_ROW_ALIGN) reduced on their own and combined; unsplit, it ran as one scalar chain on one core, 4-5x slower,
     # and a float32 sum of 2^26 values in [0, 1) stopped growing at 2^24 (half the sum lost)
     if len(axes) == 1 and not any_sym(self.shape) and prod(shape) <= 64 and (n := self.shape[axes[0]]) >= SPLIT_REDUCE_MIN:
       a, d = axes[0], next(d for d in (256, 128, 64, 32, 16) if n // d >= 1024)
