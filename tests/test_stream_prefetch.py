@@ -1,6 +1,7 @@
-"""Big streaming reductions on 8-lane vectors prefetch ahead (compiler/opt/heuristic.py stream_prefetch): one hint per
-cache line of the stream on AVX2 (two 32-byte loads a line), none on AVX-512 or for a sum that fits in the caches; the
-sums stay exact on every target (sm37)."""
+"""Big streaming reductions prefetch ahead (compiler/opt/heuristic.py stream_prefetch): one hint per cache line of the
+stream on AVX2 (two 32-byte loads a line) and AVX-512, into L2 (PREFETCHT1, sm39), none for a sum that fits in the
+caches; the C and LLVM renderers emit the L2 hint; the sums stay exact on every target (sm37)."""
+import dataclasses, os, re, shutil, subprocess, tempfile
 import numpy as np
 from compiler.schedule import create_schedule
 from compiler.lower import lower
@@ -8,9 +9,11 @@ from compiler.render_c import render_c
 from compiler.linearize import linearize
 from compiler.opt.heuristic import optimize, STREAM_MIN_WORK
 from compiler.dtypes import dtypes
+from compiler.target import Target
 from compiler.lazy import LazyBuffer
 from compiler.uop import Ops
-from compiler.prefetch import prefetch_bytes
+from compiler.prefetch import prefetch_bytes, prefetch_level, prefetched, prefetch_into
+from compiler.pipeline import compile_kernel
 from compiler.opt.matmul import PREFETCH_AHEAD, LINE
 from test_pack_avx2 import _run
 from conftest import host_runs
@@ -28,20 +31,47 @@ def small_ints(n: int) -> np.ndarray:
 def sum_kernel(n: int):
   return next(si for si in create_schedule([Tensor(small_ints(n)).sum().lazydata]) if si.kind == "kernel")
 
-def test_big_sums_prefetch_on_eight_lanes_only(cpu_target):
+def test_big_sums_prefetch_into_l2_on_both_widths(cpu_target):
   lanes = cpu_target.simd_bytes // 4
-  for n, want in ((N, lanes == 8), (N // 8, False)):
+  for n, want in ((N, True), (N // 8, False)):
     k = optimize(lower(sum_kernel(n).ast), cpu_target)
     loads = [u for u in k.sink.toposort() if u.op is Ops.LOAD and u.dtype.count == lanes]
     hinted = [u for u in loads if prefetch_bytes(u)]
+    # one hint per 64-byte line: every other ymm load, every zmm load
     assert len(hinted) == (len(loads) * lanes * 4 // LINE if want else 0) and all(prefetch_bytes(u) == PREFETCH_AHEAD for u in hinted)
-    assert ("__builtin_prefetch(" in render_c(k, 1, linearize(k))) == want
+    assert all(prefetch_level(u) == 2 for u in hinted)
+    src = render_c(k, 1, linearize(k))
+    assert src.count(f") + {PREFETCH_AHEAD}), 0, 2);") == src.count("__builtin_prefetch(") == len(hinted)
 
-def test_sum_on_each_target_is_exact(cpu_target):
+def test_llvm_renders_the_l2_hint(cpu_target):
+  si = sum_kernel(N)
+  ir = compile_kernel(si.ast, dataclasses.replace(cpu_target, renderer="llvm"), name=si.name, assemble=False).src
+  calls = re.findall(r"call void @llvm\.prefetch\.p0\(ptr %\w+, i32 0, i32 (\d), i32 1\)", ir)
+  assert calls and set(calls) == {"2"}   # locality 2: PREFETCHT1
+
+@pytest.mark.skipif(shutil.which("llvm-objdump-19") is None, reason="needs llvm-objdump-19 to read the object")
+def test_the_object_prefetches_into_l2(cpu_target):
+  si = sum_kernel(N)
+  ck = compile_kernel(si.ast, cpu_target, name=si.name)
+  with tempfile.NamedTemporaryFile(suffix=".o", delete=False) as f: f.write(ck.binary)
+  try: asm = subprocess.run(["llvm-objdump-19", "-d", f.name], capture_output=True, text=True, check=True).stdout
+  finally: os.unlink(f.name)
+  assert "prefetcht1" in asm and "prefetcht0" not in asm and "prefetchnta" not in asm
+
+def test_prefetch_levels():
+  k = optimize(lower(sum_kernel(N // 8).ast), Target("CPU", "c", ncores=2, simd_bytes=32))
+  ld = next(u for u in k.sink.toposort() if u.op is Ops.LOAD)
+  assert [prefetch_level(x) for x in (ld, prefetched(ld, 64), prefetched(ld, 64, 2))] == [0, 1, 2]
+  assert prefetch_into(k.sink, 2) is k.sink   # nothing hinted: nothing changed
+  with pytest.raises(AssertionError, match="cache level 3"): prefetched(ld, 64, 3)
+
+@pytest.mark.parametrize("renderer", ["c", "llvm"])
+def test_sum_on_each_target_is_exact(cpu_target, renderer):
   if not host_runs(cpu_target): return   # (an AVX-512 target on an AVX2 host: its code can't run here)
+  if renderer == "llvm": pytest.importorskip("llvmlite")
   x = LazyBuffer.empty((N,), dtypes.float32, "CPU"); x.buffer = object()
   xn = small_ints(N)
-  got = _run(create_schedule([x.r(Ops.ADD, (0,))]), {x: xn}, cpu_target)
+  got = _run(create_schedule([x.r(Ops.ADD, (0,))]), {x: xn}, dataclasses.replace(cpu_target, renderer=renderer))
   assert got.reshape(-1).tolist() == [float(xn.astype(np.int64).sum())]
 
 def test_sum_through_the_frontend_is_exact():

@@ -37,6 +37,7 @@ from compiler.opt.peel import unroll_tail
 from compiler.opt.matmul import packed_matmul_tile, prefetch_streams
 from compiler.opt.gpu import optimize_gpu
 from compiler.settings import chunks_per_core, noopt
+from compiler.prefetch import prefetch_into
 
 def _first_fit(k: LoweredKernel, target: Target | None, builds: list) -> None:
   """Apply to `k` the first of `builds` (functions that apply opts to a kernel in place) whose result fits the target's
@@ -101,6 +102,26 @@ def merge_reduce_rows(k: LoweredKernel, red: UOp, w: int) -> UOp:
   vars(k0).update(vars(k))
   return red
 
+REDUCE_TAIL_MIN = 1024   # a reduction loop this long that no vector divides: vectors over its start, scalars after
+
+def _peel_reduce_tail(k: LoweredKernel, red: UOp, wmax: int) -> UOp | None:
+  """A single loop's reduction of n elements (n >= REDUCE_TAIL_MIN, no multiple of wmax, read contiguously) cut in two,
+  in place: the REDUCE of the first m = n - n % (wmax * VEC_ACC) elements (returned, for the vectors and their
+  accumulators) combined by the reduction's own op with the REDUCE of the rest (fewer than wmax * VEC_ACC: a scalar
+  loop). Rows of 4097 floats summed as one scalar chain each ran 3.9x slower than rows of 4096 (x86-64-v3,
+  (4096, n).sum(axis=1), min of 9), 1.6x once cut. None (nothing changed) for other reductions. (The combine sits
+  above the fold over the lanes, so the vectorizer computes it, and what follows, once per lane: a few scalar ops per
+  row of at least REDUCE_TAIL_MIN loads.)"""
+  if len(red.src) != 2 or (r := red.src[1]).src[0].op is not Ops.CONST or (n := r.src[0].arg) < REDUCE_TAIL_MIN: return None
+  if any(_stride(ld.src[1], r) not in (0, 1) for ld in _loads(k)) or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return None
+  m = n - n % (wmax * VEC_ACC)
+  r1, r2 = k.new_range(m, "reduce"), k.new_range(n - m, "reduce")
+  main = UOp(Ops.REDUCE, red.dtype, (substitute(red.src[0], {r: r1}), r1), red.arg)
+  tail = UOp(Ops.REDUCE, red.dtype, (substitute(red.src[0], {r: r2 + m}), r2), red.arg)
+  k.sink = substitute(k.sink, {red: UOp(red.arg, red.dtype, (main, tail))})
+  k.applied_opts.append(("REDUCE_TAIL", r.arg[0], m))
+  return main
+
 def _reduce_vectors(k: LoweredKernel, wmax: int, target: Target | None = None) -> bool:
   reds = [u for u in k.sink.toposort() if u.op is Ops.REDUCE and all(r.op is Ops.RANGE for r in u.src[1:])]
   if len(reds) != 1 or not reds[0].dtype.is_float or reds[0].arg not in (Ops.ADD, Ops.MAX): return False
@@ -109,6 +130,7 @@ def _reduce_vectors(k: LoweredKernel, wmax: int, target: Target | None = None) -
   r = red.src[-1]   # the innermost reduce loop
   n = r.src[0].arg
   w = next((w for w in (wmax, wmax // 2) if w >= 4 and n % w == 0), None)
+  if w is None and (peeled := _peel_reduce_tail(k, red, wmax)) is not None: red, r, n, w = peeled, peeled.src[-1], peeled.src[-1].src[0].arg, wmax
   if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
   # a load that moves with r at another stride (a column sum of x * m, m broadcast per row: m is contiguous along r, x
   # is not) would walk down a column, one cache line per element: vectors along the output loop instead, when it can
@@ -240,15 +262,16 @@ def thread_axis(k: LoweredKernel, ncores: int, work0: int) -> UOp | None:
 STREAM_MIN_WORK = 1 << 22   # a streaming reduction this big (16 MB of floats read) outruns the caches
 
 def stream_prefetch(k: LoweredKernel, lanes: int, work0: int) -> None:
-  """A big vectorized reduction on 8-lane vectors (AVX2) prefetches its stream a few KiB ahead, one hint per cache line
-  (compiler/opt/matmul.py prefetch_streams): a line takes two 32-byte loads there, and the core keeps too few lines in
-  flight to reach the bandwidth that one 64-byte load per line (AVX-512) reaches without hints. The 64M-float sum's
-  loop, measured as a C kernel on the 2-core AVX-512 Xeon of issue 28 (load 4-5), two threads, each thread's CPU time
-  for its half, minimum of 20: ymm loads 9.2 / 10.2 ms, ymm with a hint per line 2, 4 or 8 KiB ahead 8.4-8.9 ms, zmm
-  8.0-8.5 ms with or without hints; one thread over the whole: 18.6-18.9, 16.4-17.2 and 16.2-16.5 ms. Our own kernel
-  for CPU_ISA=x86-64-v3, all its chunks on one thread, with and without the hints taking turns (thread CPU time, 31
-  turns, four runs at load 6): minima 19.65 / 20.48, 18.27 / 18.54, 17.82 / 18.37, 19.02 / 20.29 ms, medians 2-4% apart.
-  (In place; a no-op for other kernels, narrower or wider vectors, and what fits in the caches.)
+  """A big vectorized reduction (AVX2 or AVX-512 vectors) prefetches its stream a few KiB ahead into L2, one hint per
+  cache line (compiler/opt/matmul.py prefetch_streams, compiler/prefetch.py prefetch_into): a core keeps too few lines in
+  flight on its own to reach the memory bandwidth. The 64M-float sum's loop, measured as a C kernel on the 2-core AVX-512
+  Xeon of issue 28 (load 4-5), two threads, each thread's CPU time for its half, minimum of 20: ymm loads 9.2 / 10.2 ms,
+  ymm with a hint per line into L1 2, 4 or 8 KiB ahead 8.4-8.9 ms, zmm 8.0-8.5 ms with or without those hints (sm37).
+  Into L2 instead (PREFETCHT1; sm39: the generated kernels of both ISAs old and new taking turns through the runner, 8
+  chunks, 40 launches each, load 3): a 32 MiB chunk's time, 10th percentile / median, ymm 2.11 / 2.58 ms with the L1
+  hint -> 1.97 / 2.28 ms, zmm 2.04 / 2.79 ms without a hint -> 1.96 / 2.47 ms. A hint into L1 holds one of the
+  core's few L1 miss buffers until its line arrives; the L2 keeps more requests in flight.
+  (In place; a no-op for other kernels, scalar or 4-lane vectors, and what fits in the caches.)
 
   >>> from compiler.lazy import LazyBuffer
   >>> from compiler.schedule import create_schedule
@@ -256,11 +279,11 @@ def stream_prefetch(k: LoweredKernel, lanes: int, work0: int) -> None:
   >>> from compiler.prefetch import prefetch_bytes
   >>> x = LazyBuffer.empty((1 << 24,), dtypes.float32, "CPU"); x.buffer = object()
   >>> ks = [optimize(lower(create_schedule([x.r(Ops.ADD, (0,))])[0].ast), Target("CPU", "c", ncores=2, simd_bytes=b)) for b in (32, 64)]
-  >>> [sum(prefetch_bytes(u) > 0 for u in k.sink.toposort() if u.op is Ops.LOAD) for k in ks]   # 4 ymm loads a step: 2 lines
-  [2, 0]
+  >>> [sum(prefetch_bytes(u) > 0 for u in k.sink.toposort() if u.op is Ops.LOAD) for k in ks]   # 4 loads a step: 2 lines, 4 lines
+  [2, 4]
   """
-  if lanes != 8 or work0 < STREAM_MIN_WORK or len(reds := k.reduce_ranges()) != 1: return
-  k.sink = prefetch_streams(k.sink, reds)
+  if lanes not in (8, 16) or work0 < STREAM_MIN_WORK or len(reds := k.reduce_ranges()) != 1: return
+  k.sink = prefetch_into(prefetch_streams(k.sink, reds), 2)
 
 def thread_chunks(k: LoweredKernel, ncores: int, work0: int) -> int:
   """How many chunks the threaded loop of `k` is cut into: one per core, or CHUNKS_PER_CORE per core for a kernel of
