@@ -459,9 +459,9 @@ class _CRunner:
     self.image.keep_forever()  # its worker threads run this code until the process ends
     # pause iterations a worker spins after a job before it sleeps (and the caller, waiting for workers). The time
     # between two launches of a loop is the Python work of one step, 0.1-0.3 ms for `(a @ b).realize()` at N=512;
-    # a worker asleep by then costs a futex wake-up, and on a VM the wake of an idle vCPU: with 4000 iterations
-    # (60 us on a 15 ns pause) the 512^3 realize's median was 1.18-1.23 ms, spinning 1.5 ms 0.98-1.03 ms (minimum
-    # 0.94-0.97 -> 0.88-0.92; numpy 0.91-0.93), 2-core AVX-512 Xeon, quiet. OpenMP runtimes spin for milliseconds too
+    # a worker asleep by then costs a futex wake-up, and on a VM the wake of an idle vCPU: with the old fixed 4000
+    # iterations (46-60 us at 11.5-15 ns a pause) the 512^3 realize's median was 1.18-1.23 ms, with 100000 (1.2-1.5 ms)
+    # 0.98-1.03 ms (minimum 0.94-0.97 -> 0.88-0.92; numpy 0.91-0.93), 2-core AVX-512 Xeon, quiet, in one process. OpenMP runtimes spin for milliseconds too
     # (libgomp's GOMP_SPINCOUNT, Intel's KMP_BLOCKTIME). Every launch spins: the runner wakes at most one worker per
     # other CPU, so a spin never takes a CPU another of its threads needs.
     self.spin = spin_iterations(self.image, spin_us())

@@ -100,7 +100,7 @@ def execute(d: Dispatch, vm: GPUVM) -> None:
     (mesa@3acab3df:src/amd/vulkan/radv_acceleration_structure.c:1157-1181, bvh/encode.comp:146);
   - radeonsi: "Indirect buffers are read through L2 on GFX9-GFX11, but not other hw"
     (mesa@799a0a98:src/gallium/drivers/radeonsi/si_compute.c:1213-1221), and after writing bindless descriptors
-    with WRITE_DATA it drops only the scalar L0s, invalidating the L2 only where cp_sdma_ge_use_system_memory_scope
+    with WRITE_DATA (dst_sel 2, the L2 itself) it drops only the scalar L0s, invalidating the L2 only where cp_sdma_ge_use_system_memory_scope
     (mesa@2272db2a:src/gallium/drivers/radeonsi/si_descriptors.c:1887-1888, 1922-1927)."""
   with vm.l2_seen_by_shaders(): (EXECUTOR or _default_executor())(d, vm)
 
@@ -163,7 +163,7 @@ def land_pending(vm: GPUVM, proven: Callable[[PendingInvalidate], bool]) -> None
   """Drop the lines of the pending invalidates `proven` says have run, and of every earlier one of the same queue: the
   CP retires a queue's end-of-pipe events in order, which the kernel relies on when one fence value read signals every
   earlier fence of the ring (amdgpu_fence_process signals each slot from the last seen sequence number up to the one
-  the ring's fence now holds: linux@36ec807b:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c:271-314). An SDMA queue runs
+  the ring's fence now holds: linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_fence.c:255-298). An SDMA queue runs
   its packets in order too (Queue.step_sdma).
   That source shows end-of-pipe events (EOP, event_index 5) after EOP only: an end-of-shader release (EOS, event_index
   6), which may complete before an earlier EOP, is never filed here (Queue.release_mem; review l1c row 3)."""
