@@ -122,15 +122,17 @@ BCAST, FILL = """define amdgpu_kernel void @bcast(ptr addrspace(1) %x, ptr addrs
 }"""
 
 def device_with_bcast_and_fill(arch: str, lanes: int) -> tuple:
-  """The mock AMD device (installed by the caller) and BCAST and FILL loaded on it (one kernel per object:
-  read_object takes one relocation)."""
+  """The mock AMD device (installed by the caller), BCAST and FILL loaded on it (one kernel per object: read_object
+  takes one relocation), and their buffers: x (one wave of zeros) and out (two waves)."""
   from hcqrt.amd.device import AMDDevice, AMDProgram
   d = AMDDevice("AMD"); d.wait_timeout_s = 20.0
   progs = {}
   for name, src in (("bcast", BCAST), ("fill", FILL)):
     text, entry, _, kd = read_object(compile_ir(src.replace("LANES", str(lanes)), cpu=arch), name)
     progs[name] = AMDProgram(d, name, text, kd, [(0, 8), (8, 8)], entry=entry)
-  return d, progs
+  x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
+  d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+  return d, progs, x, out
 
 def no_aql_acquire(monkeypatch) -> None:
   """AQL packets built with acquire fence scope NONE: the CP then drops no L1 / GL0 / GL1 line before them."""
@@ -159,9 +161,7 @@ def test_lines_survive_into_later_dispatches_until_the_cp_invalidates(arch, use_
   lanes = ARCHS[arch][1]
   drv = install_mock_amd(arch)
   try:
-    d, progs = device_with_bcast_and_fill(arch, lanes)
-    x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
-    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    d, progs, x, out = device_with_bcast_and_fill(arch, lanes)
     def bcast() -> np.ndarray:
       progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
       got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
@@ -429,9 +429,8 @@ def test_aql_completion_interrupt_lands_a_release_through_wait_events(host_signa
   lanes = ARCHS["gfx1100"][1]
   drv = install_mock_amd("gfx1100")
   try:
-    d, progs = device_with_bcast_and_fill("gfx1100", lanes)
-    x, out, fence, sig = (d.allocator.alloc(n) for n in (4 * lanes, 8 * lanes, 64, 64))
-    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    d, progs, x, out = device_with_bcast_and_fill("gfx1100", lanes)
+    fence, sig = d.allocator.alloc(64), d.allocator.alloc(64)
     # amd_signal_t: kind USER, value 1, event mailbox = the host's event slot, event id
     d.allocator.copyin(sig, memoryview(bytearray(struct.pack("<qqQI36x", aql.AMD_SIGNAL_KIND_USER, 1, d.event_slot, d.event_id))))
     progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
@@ -475,9 +474,8 @@ def test_release_invalidate_lands_once_an_aql_barrier_saw_its_signal(arch, barri
   lanes = ARCHS[arch][1]
   drv = install_mock_amd(arch)
   try:
-    d, progs = device_with_bcast_and_fill(arch, lanes)
-    x, out, sig = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(64)
-    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    d, progs, x, out = device_with_bcast_and_fill(arch, lanes)
+    sig = d.allocator.alloc(64)
     d.allocator.copyin(sig, memoryview(bytearray(struct.pack("<qq48x", 0, 1))))   # amd_signal_t: kind, value 1
     progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
     progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
@@ -622,9 +620,8 @@ def test_gl1_lines_survive_until_gl1_inv(use_aql, gl1_inv, monkeypatch):
   lanes = ARCHS["gfx1100"][1]
   drv = install_mock_amd("gfx1100")
   try:
-    d, progs = device_with_bcast_and_fill("gfx1100", lanes)
-    x, out1, out2 = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(8 * lanes)
-    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    d, progs, x, out1 = device_with_bcast_and_fill("gfx1100", lanes)
+    out2 = d.allocator.alloc(8 * lanes)
     b, f = progs["bcast"], progs["fill"]
     q = d.after_timeline(d.hw_compute_queue())
     q.exec(b, b.fill_kernargs((x, out1), ()), (2, 1, 1), (lanes, 1, 1))
@@ -766,9 +763,8 @@ def test_sdma_gcr_invalidate_lands_once_a_wait_saw_its_fence(sdma_inv, monkeypat
   lanes = ARCHS["gfx1100"][1]
   drv = install_mock_amd("gfx1100")
   try:
-    d, progs = device_with_bcast_and_fill("gfx1100", lanes)
-    x, out, other = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes), d.allocator.alloc(4 * lanes)
-    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    d, progs, x, out = device_with_bcast_and_fill("gfx1100", lanes)
+    other = d.allocator.alloc(4 * lanes)
     progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
     progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
     d.allocator.copyin(other, memoryview(bytearray(4 * lanes)))   # an SDMA copy: GCR_REQ, COPY, FENCE
@@ -799,9 +795,7 @@ def test_cp_write_data_reaches_a_later_dispatch(arch, l2, want, monkeypatch):
   lanes = ARCHS[arch][1]
   drv = install_mock_amd(arch)
   try:
-    d, progs = device_with_bcast_and_fill(arch, lanes)
-    x, out = d.allocator.alloc(4 * lanes), d.allocator.alloc(8 * lanes)
-    d.allocator.copyin(x, memoryview(bytearray(4 * lanes)))
+    d, progs, x, out = device_with_bcast_and_fill(arch, lanes)
     progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
     q = d.after_timeline(d.hw_compute_queue())
     q._emit(pm4.write_data(x.va, *[7] * lanes)); q._emit(acq)
