@@ -21,7 +21,7 @@ import ctypes, mmap, os, threading, time
 from collections.abc import Sequence
 import numpy as np
 from hcqrt.alloc_cache import CachingAllocator
-from hcqrt.cpu.elf_loader import load_elf
+from hcqrt.cpu.elf_loader import LoadedImage, load_elf
 from hcqrt.cpu.isa import CPUISA, cpu_isa
 from hcqrt.cpu import runner_llvm
 from hcqrt.host import require_x86_64_linux
@@ -433,16 +433,24 @@ int hcqrt_set_cpus(const i64 *list, int n) {
 SPIN_US = 1000   # default CPU_SPIN_US: how long an idle worker of the native runner spins before it sleeps
 
 def spin_us() -> float:
-  """CPU_SPIN_US (microseconds, default SPIN_US; 0: workers sleep as soon as a launch is done)."""
+  """CPU_SPIN_US (microseconds, default SPIN_US; 0: workers sleep as soon as a launch is done).
+
+  >>> spin_us() == float(os.environ.get("CPU_SPIN_US") or SPIN_US)
+  True
+  """
   v = os.environ.get("CPU_SPIN_US", "")
   try: us = float(v) if v else SPIN_US
   except ValueError: raise ValueError(f"CPU_SPIN_US must be a number of microseconds, got {v!r}") from None
   if not 0 <= us <= 1e6: raise ValueError(f"CPU_SPIN_US must be between 0 and 1000000 microseconds, got {v!r}")
   return us
 
-def spin_iterations(image, us: float) -> int:
+def spin_iterations(image: LoadedImage | None, us: float) -> int:
   """Pause iterations that take about `us` microseconds on this CPU: the runner's hcqrt_pause_loop timed, best of 3
-  (a preempted try only makes one slower)."""
+  (a preempted try only makes one slower).
+
+  >>> spin_iterations(None, 0)   # (no spin: nothing to time)
+  0
+  """
   if us <= 0: return 0
   loop, n, best = image.function("hcqrt_pause_loop", [ctypes.c_int], None), 2048, float("inf")
   for _ in range(3):
@@ -460,10 +468,10 @@ class _CRunner:
     # pause iterations a worker spins after a job before it sleeps (and the caller, waiting for workers). The time
     # between two launches of a loop is the Python work of one step, 0.1-0.3 ms for `(a @ b).realize()` at N=512;
     # a worker asleep by then costs a futex wake-up, and on a VM the wake of an idle vCPU: with the old fixed 4000
-    # iterations (46-60 us at 11.5-15 ns a pause) the 512^3 realize's median was 1.18-1.23 ms, with 100000 (1.2-1.5 ms)
-    # 0.98-1.03 ms (minimum 0.94-0.97 -> 0.88-0.92; numpy 0.91-0.93), 2-core AVX-512 Xeon, quiet, in one process. OpenMP runtimes spin for milliseconds too
-    # (libgomp's GOMP_SPINCOUNT, Intel's KMP_BLOCKTIME). Every launch spins: the runner wakes at most one worker per
-    # other CPU, so a spin never takes a CPU another of its threads needs.
+    # iterations (46-60 us at 11.5-15 ns a pause) the 512^3 realize's median was 1.18-1.23 ms, with 100000 (1.2-1.5
+    # ms) 0.98-1.03 ms (minimum 0.94-0.97 -> 0.88-0.92; numpy 0.91-0.93), 2-core AVX-512 Xeon, quiet, one process.
+    # OpenMP runtimes spin for milliseconds too (libgomp's GOMP_SPINCOUNT, Intel's KMP_BLOCKTIME). Every launch
+    # spins: the runner wakes at most one worker per other CPU, so a spin never takes a CPU another of its threads needs.
     self.spin = spin_iterations(self.image, spin_us())
     self.run_fn = self.image.function("hcqrt_run", [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3, ctypes.c_int)
     self.run_list_fn = self.image.function("hcqrt_run_list", [ctypes.c_void_p, ctypes.c_int], ctypes.c_int)
