@@ -41,6 +41,17 @@ def prefetch_level(load: UOp) -> int:
   """The cache level `load`'s prefetch brings its line to: 1 (L1) or 2 (L2); 0 when it prefetches nothing."""
   return (h[2] if len(h) == 3 else 1) if (h := _hint(load)) is not None else 0
 
+def prefetch_locality(load: UOp) -> int:
+  """The locality argument of a read prefetch (GCC/Clang `__builtin_prefetch`, LLVM `llvm.prefetch`) for `load`'s hint:
+  3 brings the line to L1 (x86 PREFETCHT0), 2 to L2 (PREFETCHT1).
+
+  >>> from compiler.dtypes import dtypes
+  >>> ld = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), 1), UOp.const(dtypes.int32, 0)))
+  >>> prefetch_locality(prefetched(ld, 64)), prefetch_locality(prefetched(ld, 64, 2))
+  (3, 2)
+  """
+  return 4 - prefetch_level(load)
+
 def prefetch_into(sink: UOp, level: int) -> UOp:
   """`sink` with every prefetching load's hint retargeted to cache level `level` (same distances).
 

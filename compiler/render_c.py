@@ -23,7 +23,7 @@ from compiler.dtypes import DType, dtypes
 from compiler.uop import UOp, Ops, ALU
 from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
-from compiler.prefetch import prefetch_bytes, prefetch_level
+from compiler.prefetch import prefetch_bytes, prefetch_locality
 
 C_TYPES = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
@@ -286,7 +286,7 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
       if len(u.src) == 3: expr = f"({r(u.src[2])}?{expr}:{render_const(0, u.dtype)})" if u.dtype.count == 1 else f"({r(u.src[2])}?{expr}:({ctype(u.dtype)}){{0}})"
       if (ahead := prefetch_bytes(u)) and not portable:   # the address `ahead` bytes on, by integer math: it may lie past the buffer, where a prefetch is harmless but pointer arithmetic is not
         # (the default locality 3 is PREFETCHT0, into L1; ", 0, 2": read, locality 2, PREFETCHT1, into L2 only)
-        lv = "" if prefetch_level(u) == 1 else f", 0, {4 - prefetch_level(u)}"
+        lv = "" if (loc := prefetch_locality(u)) == 3 else f", 0, {loc}"
         lines.append(f"{pad}__builtin_prefetch((const void *)((__UINTPTR_TYPE__)({r(buf)}+{r(idx)}) + {ahead}){lv});")
       lines.append(f"{pad}{ctype(u.dtype)} {name} = {expr};")
     elif op is Ops.STORE:

@@ -28,7 +28,7 @@ from compiler.lower import LoweredKernel
 from compiler.linearize import linearize
 from compiler.gpudims import GpuPlan
 from compiler.launch import Launch
-from compiler.prefetch import prefetch_bytes, prefetch_level
+from compiler.prefetch import prefetch_bytes, prefetch_locality
 from compiler import transcendental
 
 @dataclass(frozen=True)
@@ -287,7 +287,7 @@ class _Renderer:
       if (ahead := prefetch_bytes(u)) and not self.t.gpu:   # (compiler/prefetch.py) no inbounds: the line ahead may lie past the buffer
         q = self.emit(f"getelementptr i8, {self.ptr} {p}, i64 {ahead}")
         # read, locality 3 (into L1: PREFETCHT0) or 2 (into L2: PREFETCHT1), data
-        self.lines.append(f"  call void @llvm.prefetch.p0({self.ptr} {q}, i32 0, i32 {4 - prefetch_level(u)}, i32 1)")
+        self.lines.append(f"  call void @llvm.prefetch.p0({self.ptr} {q}, i32 0, i32 {prefetch_locality(u)}, i32 1)")
         self.decls.add("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)")
       v = self.emit(f"load {mt}, {self.ptr} {p}, align {al}")
     if dt.scalar is dtypes.bool: v = self.emit(f"icmp ne {mt} {v}, {const(0, dtypes.uint8.vec(dt.count))}")
