@@ -33,7 +33,7 @@ def _user_line() -> str:
   return f"{os.path.relpath(f.f_code.co_filename)}:{f.f_lineno}" if f is not None else "?"
 SPLIT_REDUCE_MIN = 1 << 15   # reductions at least this long into <= 64 outputs are split in two kernels
 # the first kernel's rows are a multiple of this many elements (whole vectors, and their accumulators, on any ISA); the
-# elements past the last whole row are reduced by a kernel of their own
+# elements past the last whole row are reduced beside the partial results (the scheduler fuses them into that kernel)
 SPLIT_ROW_ALIGN = 64
 
 # the tracker of a scalar broadcast to a shape: a pure function of the shape (its dims' types in the key, as

@@ -113,7 +113,8 @@ def _peel_reduce_tail(k: LoweredKernel, red: UOp, wmax: int) -> UOp | None:
   above the fold over the lanes, so the vectorizer computes it, and what follows, once per lane: a few scalar ops per
   row of at least REDUCE_TAIL_MIN loads.)"""
   if len(red.src) != 2 or (r := red.src[1]).src[0].op is not Ops.CONST or (n := r.src[0].arg) < REDUCE_TAIL_MIN: return None
-  if any(_stride(ld.src[1], r) not in (0, 1) for ld in _loads(k)) or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return None
+  strides = {_stride(ld.src[1], r) for ld in _loads(k)}
+  if not strides <= {0, 1} or 1 not in strides: return None
   m = n - n % (wmax * VEC_ACC)
   r1, r2 = k.new_range(m, "reduce"), k.new_range(n - m, "reduce")
   main = UOp(Ops.REDUCE, red.dtype, (substitute(red.src[0], {r: r1}), r1), red.arg)
