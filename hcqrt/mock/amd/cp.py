@@ -300,7 +300,7 @@ class Queue:
     marks = self._marks(caches, xcc if self.ibs and nx > 1 else None, nx)
     mine = [p for p in self.vm.l1_pending if p.queue == self.qid and p.xcc == xcc]
     if not marks and not any(p.addr == addr for p in mine): return
-    if mine and (prev := mine[-1]).old == prev.new and prev.events <= set():
+    if mine and (prev := mine[-1]).old == prev.new and not prev.events:
       self.vm.l1_pending.remove(prev); marks = [m for m in prev.marks if m[0].live(m[1])] + marks
     elif mine and not mine[-1].marks and mine[-1].addr == addr and not marks: self.vm.l1_pending.remove(mine[-1])
     self.vm.l1_pending.append(PendingInvalidate(addr, width, old, value, marks, self.qid, xcc=xcc))

@@ -529,8 +529,10 @@ class MockKFD:
     """A GPU VM fault on GPU `gpu_id` (default: the served one): every memory event of the process fires with the
     faulting address and that GPU's id (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:1213-1247,
     kfd_signal_vm_fault_event); the queue itself is stopped by the CP, the other GPUs' queues run on."""
-    for ev in self.events.values():
-      if "memory" in ev: ev["signaled"], ev["by"], ev["memory"], ev["fault_gpu"] = True, {None}, va, self.gpu_id if gpu_id is None else gpu_id
+    for e, ev in self.events.items():
+      if "memory" in ev:
+        self._signal(e, None)
+        ev["memory"], ev["fault_gpu"] = va, self.gpu_id if gpu_id is None else gpu_id
 
   def user_read(self, addr: int, n: int) -> bytes | None:
     """What get_user/copy_from_user read at a CPU address of the process, or None (EFAULT) where the process has no
