@@ -452,6 +452,59 @@ def test_aql_completion_interrupt_lands_a_release_through_wait_events(host_signa
   assert got.reshape(2, lanes)[:, 0].tolist() == [7, 0 if host_signal else 7], got.reshape(2, lanes)[:, 0]
 
 @needs_llvm
+@pytest.mark.parametrize("arch,mailbox", [("gfx942", "error_event"), ("gfx1100", "error_event"), ("gfx1100", "host_event")])
+@pytest.mark.parametrize("barrier", [False, True], ids=["no_barrier", "barrier"])
+def test_aql_queue_error_interrupt_keeps_wait_events_from_landing_a_release(arch, mailbox, barrier, monkeypatch):
+  """AQL, every acquire scope NONE and every PM4 L1 / GL0 / GL1 invalidate taken out: `bcast` fills x's zeros into two
+  CUs (SAs), `fill` stores 7s. A PM4-IB's RELEASE_MEM with the L1 invalidate (no interrupt of its own), then a kernel
+  dispatch packet of 0 dimensions (with and without its barrier bit): the CP stops the queue there and reports the
+  error through queue_inactive_signal, whose mailbox interrupt signals the backend's error event. The backend's wait
+  consumes it in WAIT_EVENTS, raises AMDError and recreates its queues; `bcast` on the new queue reads the stale 0 on
+  the second CU: the packet processor stopping at a bad packet has not waited for the earlier release's end-of-pipe
+  event (aql.py _write_inactive_signal; review amd39b nit 3: the error interrupt counted as the queue's end-of-pipe
+  source and landed the invalidate, 7). host_event: the inactive signal's mailbox is the host's event, which an
+  INT_SEL 2 end-of-pipe release in the IB after the invalidating one newly signalled first: the error report merges
+  into it and may have woken the waiter before that release completed, 0 too (it read 7 while the error interrupt
+  had the queue's own source). (gfx942 runs the IB on each of its 8 XCCs and only XCC 0's event release newly
+  signals the event, so there the host_event case reads 0 on any mock: left out.)"""
+  from ioctl_defs.amd import aql, pm4, sdma
+  from hcqrt.amd import device as amd_device
+  from hcqrt.amd.device import AMDError
+  from hcqrt.mock.amd import GPUError
+  monkeypatch.setenv("AMD_AQL", "1")
+  inv = pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV if arch == "gfx1100" else pm4.EOP_TCL1_ACTION_EN
+  for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV", "COHER_TCL1_ACTION_ENA", "EOP_TCL1_ACTION_EN"):
+    monkeypatch.setattr(pm4, name, 0)
+  monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
+  no_aql_acquire(monkeypatch)
+  lanes = ARCHS[arch][1]
+  drv = install_mock_amd(arch)
+  try:
+    d, progs, x, out = device_with_bcast_and_fill(arch, lanes)
+    fence = d.allocator.alloc(64)
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    progs["fill"](x, out, global_size=(1, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    ib = pm4.release_mem(fence.va, 1, cache=inv)
+    event = d.error_event
+    if mailbox == "host_event":   # the inactive signal (amd_signal_t after amd_queue_t) reports into the host's event
+      drv.settle(); d.ioctl("AMDKFD_IOC_RESET_EVENT", event_id=d.event_id)   # the launches' own signals of it
+      struct.pack_into("<QI", (ctypes.c_char * 12).from_address(d.compute.amd_queue.host + aql.AMD_QUEUE_BYTES + 16), 0, d.event_slot, d.event_id)
+      ib += pm4.release_mem(d.event_slot, d.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
+                            ctxid=d.event_id)
+      event = d.event_id
+    host, va = d.kernargs.alloc(len(ib) * 4, 256); ctypes.memmove(host, struct.pack(f"<{len(ib)}I", *ib), len(ib) * 4)
+    bad = struct.pack("<HH60x", aql.header(aql.PACKET_TYPE_KERNEL_DISPATCH, barrier, release=aql.FENCE_SCOPE_SYSTEM), 0)
+    d.compute.submit_packets([aql.pm4_ib(pm4.indirect_buffer(va, len(ib))), bad])
+    with pytest.raises(GPUError, match="0 dimensions"): drv.settle()
+    assert drv.events[event]["signaled"], "the inactive signal's interrupt did not signal its event"
+    with pytest.raises(AMDError, match="AQL invalid dimensions.*recovered"): d.wait_signal(d.new_signal(0), 1, 5.0)
+    assert not drv.events[event]["signaled"], "the backend's wait did not consume the event"
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+  finally: uninstall_mock_amd(drv)
+  assert got.reshape(2, lanes)[:, 0].tolist() == [7, 0], got.reshape(2, lanes)[:, 0]
+
+@needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))
 @pytest.mark.parametrize("barrier", [True, False])
 def test_release_invalidate_lands_once_an_aql_barrier_saw_its_signal(arch, barrier, monkeypatch):

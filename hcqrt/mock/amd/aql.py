@@ -251,6 +251,21 @@ class AQLQueue(Queue):
     return GPUError(self.error)
 
   def _write_inactive_signal(self, bits: int) -> None:
+    """OR the error `bits` into queue_inactive_signal's value; when it has a mailbox, write its event id there and
+    raise the interrupt. ROCr makes it an interrupt signal on its queue event (ROCR:core/runtime/amd_aql_queue.cpp:
+    248-262); the KFD sets whatever event a CP interrupt's id names, not knowing what raised it
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v11.c:330-331, kfd_int_process_v9.c:373-374,
+    kfd_events.c:751-). The report comes from the packet processor stopped at the bad packet, still the one at
+    read_dispatch_id (ROCr reads it there to size the scratch it lacked, amd_aql_queue.cpp:963, 1025-1027, and
+    restarts the queue at it by storing 0 into the signal, :1063-1064), not from the end of the pipe: only the
+    barrier bit makes a packet wait for earlier ones to complete (ROCR:inc/hsa.h:2879-2882), and a PM4-IB's
+    RELEASE_MEM only puts its end-of-pipe event into the pipeline (cp.py release_l1_invalidate). INFERRED, the harmful
+    reading (no source says whether a PM4-IB packet completes before its end-of-pipe events retire): not even a
+    barrier packet's report waits for them. So the interrupt proves none of the queue's earlier end-of-pipe releases:
+    it is not fed to `interrupted`, and has a source of its own, (qid, "error"), so a WAIT_EVENTS consuming an event
+    it also signalled lands none of them (its waiter may have woken on it; kfd.py _wait_events; review amd39b nit 3).
+    INFERRED: it comes as an end-of-pipe-source interrupt, the one CP source the KFD signals events by id from, so
+    on gfx942 a context id of 0 is dropped (`eop`)."""
     base = self.rptr_va - AMD_QUEUE_READ_DISPATCH_ID_OFFSET   # amd_queue_t (the CP knows it from the MQD's rptr address)
     handle = struct.unpack("<Q", bytes(self.vm.read(base + AMD_QUEUE_INACTIVE_SIGNAL_OFFSET, 8)))[0]
     if not handle: return   # no signal installed: the error has nowhere to go (the process's waits time out)
@@ -259,4 +274,4 @@ class AQLQueue(Queue):
     mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
-      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=self.qid))
+      self.kfd.interrupt(event_id, eop=True, source=(self.qid, "error"))

@@ -306,9 +306,10 @@ class Queue:
     self.vm.l1_pending.append(PendingInvalidate(addr, width, old, value, marks, self.qid, xcc=xcc))
 
   def interrupted(self, events: list[int]) -> None:
-    """This queue raised an interrupt that newly signalled `events`: once a WAIT_EVENTS consumes one that no other
-    source signalled since (kfd.py _wait_events), every earlier release of the queue has completed (in order,
-    land_pending)."""
+    """This queue raised an interrupt that newly signalled `events` and comes after its earlier releases (an
+    end-of-pipe RELEASE_MEM's, an AQL completion signal's, an SDMA TRAP's; not an end-of-shader one, release_mem, nor
+    an AQL queue-error report, aql.py _write_inactive_signal): once a WAIT_EVENTS consumes one that no other source
+    signalled since (kfd.py _wait_events), every earlier release of the queue has completed (in order, land_pending)."""
     for p in self.vm.l1_pending:
       if p.queue == self.qid: p.events.update(events)
 

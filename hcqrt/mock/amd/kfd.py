@@ -500,19 +500,23 @@ class MockKFD:
   def _reset_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = False
 
   def _signal(self, e: int, source: Hashable | None) -> bool:
-    """Signal event `e` for `source` (the queue id whose end-of-pipe or trap interrupt did it; (queue id, "eos"): that
-    queue's end-of-shader interrupt; None: the host's SET_EVENT, a queue exception, a VM fault); True if it was not
-    signalled yet. The event keeps every source since it was last unsignalled ("by"): a WAIT_EVENTS that consumes it
-    may have been woken by any one of them (_wait_events)."""
+    """Signal event `e` for `source`; True if it was not signalled yet. Sources: a queue id, that queue's interrupt
+    ordered after its earlier end-of-pipe releases (a RELEASE_MEM end-of-pipe INT_SEL 2, an AQL completion signal, an
+    SDMA TRAP: cp.py Queue.interrupted); (queue id, "eos"), its end-of-shader RELEASE_MEM interrupt (cp.py
+    release_mem); (queue id, "error"), an AQL queue's error report through its queue_inactive_signal (aql.py
+    _write_inactive_signal); None, what no queue's order covers: the host's SET_EVENT, a queue exception the kernel
+    passes on through the CWSR header (queue_exception), a VM fault (memory_fault). The event keeps every source since
+    it was last unsignalled ("by"): a WAIT_EVENTS that consumes it may have been woken by any one of them, so it lands a
+    queue's releases only when that queue's own id is the one source (_wait_events)."""
     ev = self.events[e]
     new = not ev["signaled"]
     ev["signaled"], ev["by"] = True, {source} if new else ev.get("by", set()) | {source}
     return new
 
   def interrupt(self, ctxid: int, eop: bool = False, source: Hashable | None = None) -> list[int]:
-    """An end-of-pipe (RELEASE_MEM INT_SEL 2) or SDMA trap interrupt: signal the event it names if its slot was
-    written, else every written slot (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c, kfd_signal_event_interrupt).
-    On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
+    """A CP interrupt carrying an event id (RELEASE_MEM INT_SEL 2, an AQL signal's mailbox: `eop`) or an SDMA trap
+    interrupt: signal the event it names if its slot was written, else every written slot
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c, kfd_signal_event_interrupt). On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
     (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336). Returns the events it newly
     signalled: a WAIT_EVENTS that consumes one of them saw this interrupt (an event already signalled merges it, so
     its waiter may have seen only an earlier one: cp.py Queue.interrupted). `source`: who raised it (_signal)."""
