@@ -17,17 +17,19 @@ wants to see doorbell stores into its mappings implements mmio_write32(addr, val
   >>> fd = open("/dev/null", os.O_RDONLY); close(fd)
 """
 from __future__ import annotations
-import bisect, ctypes, ctypes.util, errno as errno_mod, mmap as _mmap, os, threading
-from builtins import open as builtins_open
-from contextlib import contextmanager
-from typing import Any, Protocol
-from collections.abc import Iterator
-import cffi
 from hcqrt.host import require_linux
-from ioctl_defs.nv.ioctl import ESCAPE_BY_NR, UVM_BY_CMD
-from ioctl_defs.amd.kfd import IOCTL_BY_NR as KFD_BY_NR, AMDKFD_IOCTL_BASE
+# first, before any import that differs off Linux: on darwin ctypes.util imports ctypes.macholib (which Debian and
+# Ubuntu's python3 leave out), and the mmap constants and libc below are Linux's
+require_linux("hcqrt.syscalls (the NV and AMD backends)")
+import bisect, ctypes, ctypes.util, errno as errno_mod, mmap as _mmap, os, threading  # noqa: E402 (after the platform check)
+from builtins import open as builtins_open  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from typing import Any, Protocol  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+import cffi  # noqa: E402
+from ioctl_defs.nv.ioctl import ESCAPE_BY_NR, UVM_BY_CMD  # noqa: E402
+from ioctl_defs.amd.kfd import IOCTL_BY_NR as KFD_BY_NR, AMDKFD_IOCTL_BASE  # noqa: E402
 
-require_linux("hcqrt.syscalls (the NV and AMD backends)")   # before the mmap constants and libc that only Linux has
 PROT_READ, PROT_WRITE, PROT_EXEC = _mmap.PROT_READ, _mmap.PROT_WRITE, getattr(_mmap, "PROT_EXEC", 4)
 MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS = _mmap.MAP_SHARED, _mmap.MAP_PRIVATE, _mmap.MAP_ANONYMOUS
 MAP_FIXED = 0x10   # Linux value; not exported by the mmap module

@@ -40,6 +40,28 @@ def _short_gpu_waits_on_the_amd_mock():
   yield
   hcq.DEFAULT_TIMEOUT_S, AMDDevice.wait_timeout_s = old
 
+def registry_on_mock(name: str):
+  """(device, driver): the registry's `name` ("NV" / "AMD") device, opened through its mock driver (MOCKGPU=1 for the
+  open), for tests of the mock's behaviour (its doorbell counts, latency, injected faults). Where the registry already
+  holds `name` open on this machine's real driver (the suite under NV=1 on a GPU box, where the default device is the
+  GPU), those tests skip saying so; anywhere else a device not on its mock fails them. CI has no GPU device file, so
+  it cannot skip there (and .ci/run fails on any skip in its full run)."""
+  import os
+  from hcqrt import syscalls
+  from hcqrt.device import Device, PROBE_FILES
+  old = os.environ.get("MOCKGPU")
+  os.environ["MOCKGPU"] = "1"   # the registry opens the device through its mock driver (no-op if it is already open)
+  try: dev = Device[name]
+  finally:
+    if old is None: del os.environ["MOCKGPU"]
+    else: os.environ["MOCKGPU"] = old
+  if (drv := syscalls.driver_of(dev.ctl if name == "NV" else dev.kfd)) is not None: return dev, drv
+  real = dict(PROBE_FILES)[name]
+  if os.path.exists(real):
+    pytest.skip(f"{name} is open on this machine's GPU ({real}), not on its mock driver: these tests check the mock's behaviour "
+                f"(they get the mock where nothing opened {name} before them, e.g. CPU=1 python -m pytest <this file>)")
+  raise AssertionError(f"these tests need {name} on its mock driver, and the registry's {name} is not on it")
+
 def mock_nv_device(arch: str | None = None):
   """A fresh NVDevice on its own mock driver (`dev.drv`), removed again on exit: the tests' per-test NV fixtures.
   A refused launch leaves its channel in an error state, as on hardware, so tests that break one get their own."""

@@ -7,9 +7,12 @@ traffic must stay byte-identical.
   python tests/stream_recorder.py NV|AMD [--aql] [--write]   # print (or write tests/streams/<name>.json)
 
 Runs in its own process: NV places its memory from a fixed address upward, and the AMD reservation is given a fixed
-hint here, so addresses repeat run to run. Host pointers inside ioctl arguments (cffi buffers, x86-64 user heap and
-mmap areas) differ run to run: their qwords are written as "P". WAIT_EVENTS is left out (how often the host sleeps
-depends on the mock GPU thread's timing).
+hint here, so addresses repeat run to run. Host pointers inside ioctl arguments (cffi and ctypes buffers) differ run to
+run: their qwords are written as "P". A host pointer is told by where it points, from /proc/self/maps: into the heap
+or an anonymous mapping the kernel placed (where malloc and Python put buffers: above 0x5500_0000_0000 for a PIE
+python, just past the binary for a non-PIE one such as Debian's), not into one the backend or mock placed at an
+address of its own (the NV VA range, the AMD reservation: those repeat). WAIT_EVENTS is left out (how often the host
+sleeps depends on the mock GPU thread's timing).
 """
 from __future__ import annotations
 import argparse, ctypes, json, os, sys
@@ -19,8 +22,27 @@ STREAMS = os.path.join(ROOT, "tests", "streams")
 AMD_VA_HINT = 0x2000_0000_0000   # inside the mock KFD's GPUVM aperture, far from anything else this process maps
 TIMING_DEPENDENT = ("AMDKFD_IOC_WAIT_EVENTS",)
 
-def _arg_hex(buf) -> str:
-  """The argument's bytes as hex, each 8-byte aligned qword that is a host pointer replaced by 'P'."""
+def host_pointer(q: int, maps: str, placed: list[tuple[int, int]]) -> bool:
+  """Whether `q` points into the heap, the stack or an anonymous mapping of `maps` (/proc/<pid>/maps text), outside
+  the `placed` ranges (mapped by the backend or mock at an address they chose; the kernel may merge neighbours of
+  those into one line of `maps`, so `placed` is checked by address, not by line).
+
+  >>> maps = "00400000-00421000 r--p 00000000 08:01 12 /usr/bin/python3.12\\n0e160000-0e1a0000 rw-p 00000000 00:00 0 [heap]\\n" \\
+  ...        "1000000000-1000400000 ---p 00000000 00:00 0 \\n"
+  >>> [host_pointer(q, maps, [(0x10_0000_0000, 0x10_0020_0000)]) for q in (0x400000, 0x0e160270, 0x10_0010_0000, 0x10_0030_0000, 0)]
+  [False, True, False, True, False]
+  """
+  if any(a <= q < b for a, b in placed): return False
+  for line in maps.splitlines():
+    f = line.split()
+    if len(f) > 6 or (len(f) == 6 and f[5] not in ("[heap]", "[stack]")): continue   # a file's image, or [vdso] & co
+    lo, hi = (int(x, 16) for x in f[0].split("-"))
+    if lo <= q < hi: return True
+  return False
+
+def _arg_hex(buf, placed: list[tuple[int, int]]) -> str:
+  """The argument's bytes as hex, each 8-byte aligned qword that is a host pointer replaced by 'P' (`placed`: the
+  ranges mapped at an address the backend or mock chose, whose addresses are not host pointers)."""
   from hcqrt.syscalls import _address, _ffi
   addr, keep = _address(buf)
   if isinstance(buf, int) or buf is None: return f"int:{buf}"
@@ -29,10 +51,11 @@ def _arg_hex(buf) -> str:
   else: n = memoryview(buf).nbytes
   raw = ctypes.string_at(addr, n)
   del keep
+  with open("/proc/self/maps") as f: maps = f.read()
   out = []
   for i in range(0, n - n % 8, 8):
     q = int.from_bytes(raw[i:i + 8], "little")
-    out.append("P" if 0x5500_0000_0000 <= q < 0x8000_0000_0000 else raw[i:i + 8].hex())
+    out.append("P" if q and host_pointer(q, maps, placed) else raw[i:i + 8].hex())
   if n % 8: out.append(raw[n - n % 8:].hex())
   return ".".join(out)
 
@@ -44,15 +67,17 @@ def record(device: str, aql: bool = False) -> list:
   from hcqrt import syscalls
   from hcqrt.device import Device
   log: list = []
+  placed: list[tuple[int, int]] = []   # mappings made at an address the backend or mock asked for
   real = {k: getattr(syscalls, k) for k in ("ioctl", "mmap", "munmap")}
 
   def ioctl(fd, request, buf):
     name = syscalls.describe_request(request)
-    if not name.startswith(TIMING_DEPENDENT): log.append(["ioctl", name, _arg_hex(buf)])
+    if not name.startswith(TIMING_DEPENDENT): log.append(["ioctl", name, _arg_hex(buf, placed)])
     return real["ioctl"](fd, request, buf)
   def mmap(fd, length, prot, flags, offset, addr=None):
     reservation = device == "AMD" and fd == -1 and addr is None and length > 1 << 32   # (its size follows the host's RAM)
     a = real["mmap"](fd, length, prot, flags, offset, AMD_VA_HINT if reservation else addr)
+    if reservation or addr is not None: placed.append((a, a + length))
     log.append(["mmap", fd >= 0 and syscalls.is_fake(fd), "reservation" if reservation else length, prot, flags, offset,
                 addr if addr is None or addr < 1 << 47 else "P"])
     return a

@@ -1,6 +1,6 @@
 """`bash hw_tests/first_run.sh --mock` end to end (issue 22: the one command for a GPU machine), and the barrier-cost
 measurement it runs (bench/hcq_bench.py --barrier-cost) on the mock."""
-import importlib.util, json, os, subprocess, sys
+import importlib.util, json, os, shutil, subprocess, sys
 from hcqrt import syscalls
 from hcqrt.mock.nv import MockNV
 from hcqrt.nv.device import NVDevice
@@ -82,13 +82,18 @@ def test_barrier_cost_measurement_on_the_mock():
   for k in ("indep_wfi", "indep_no_wfi", "chain"): assert 0 < r[f"{k}_us"] <= r[f"{k}_host_us"], (k, r)
 
 def test_first_run_sh_reports_a_missing_pytest(tmp_path):
-  """The ops step runs pytest: first_run.sh must count it (and its dependencies) among the wheels to install."""
+  """The ops step runs pytest: first_run.sh must count it (and its dependencies) among the wheels to install.
+  The script runs from a copy in an empty folder: it looks for wheels in .whl/ beside it (a checkout carried to a GPU
+  box has them, and the script would install them into its .site), and this test is about the message without them."""
   (tmp_path / "fake").mkdir()
   (tmp_path / "fake" / "pytest.py").write_text("raise ImportError('no pytest on this box')\n")
-  py = tmp_path / "py"
-  py.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path / "fake"}:$PYTHONPATH exec {sys.executable} "$@"\n'); py.chmod(0o755)
+  (tmp_path / "repo" / "hw_tests").mkdir(parents=True)
+  script = shutil.copy(os.path.join(ROOT, "hw_tests", "first_run.sh"), tmp_path / "repo" / "hw_tests")
+  py = tmp_path / "py"   # (the project from ROOT: the copy is the script alone)
+  py.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path / "fake"}:{ROOT}:$PYTHONPATH exec {sys.executable} "$@"\n'); py.chmod(0o755)
   env = dict(os.environ, OUT=str(tmp_path / "out"), PYTHON=str(py))
-  p = subprocess.run(["bash", os.path.join(ROOT, "hw_tests", "first_run.sh"), "--mock", "--skip", ",".join(s.name for s in first_run.STEPS)],
+  p = subprocess.run(["bash", str(script), "--mock", "--skip", ",".join(s.name for s in first_run.STEPS)],
                      env=env, capture_output=True, text=True, timeout=60)
+  assert not (tmp_path / "repo" / ".site").exists(), p.stdout
   first = p.stdout.splitlines()[0]
   assert first.startswith("first_run: missing") and " pytest " in first and "iniconfig" not in first, p.stdout + p.stderr

@@ -2,6 +2,7 @@
 import json, os, subprocess, sys
 import pytest
 from hcqrt import syscalls, probe
+from hcqrt.device import BACKENDS, PROBE_FILES
 from hcqrt.__main__ import main
 from hcqrt.mock.nv import MockNV
 from hcqrt.mock.nv.chips import CHIPS
@@ -11,7 +12,8 @@ from ioctl_defs.nv.classes import ARCHS, class_name
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _run(*args, **env):
-  e = {k: v for k, v in os.environ.items() if k not in ("MOCKGPU", "MOCKGPU_ARCH", "NV", "CPU", "AMD")}
+  """`python -m hcqrt *args` with only the device settings in `env` (none of the caller's: a GPU box runs the suite with NV=1)."""
+  e = {k: v for k, v in os.environ.items() if k not in BACKENDS and not k.startswith("MOCKGPU")}
   r = subprocess.run([sys.executable, "-m", "hcqrt", *args], cwd=ROOT, env={**e, **env}, capture_output=True, text=True, timeout=60)
   assert r.returncode == 0, r.stderr
   return r.stdout
@@ -31,7 +33,9 @@ def test_cli_mockgpu_shows_the_mock_h100():
   assert "GPFIFO HOPPER_CHANNEL_GPFIFO_A, compute HOPPER_COMPUTE_A, copy HOPPER_DMA_COPY_A; QMD V04_00" in out
   assert f"{CHIPS['hopper'].fb_size / (1 << 30):.1f} GiB" in out
   assert "AMD gfx1100 (mock KFD): RDNA3 gfx1100, 96 CUs, wave32, KFD 1.17" in out
-  assert "2 GPU(s) usable; default device: CPU (NV=1 selects NV)" in out
+  # without NV=1 / AMD=1 the default is the first GPU whose device file this host has (a real GPU box: NV), else the CPU
+  host = next((name for name, path in PROBE_FILES if os.path.exists(path) and os.access(path, os.R_OK | os.W_OK)), None)
+  assert f"2 GPU(s) usable; default device: {host}\n" in out if host else "2 GPU(s) usable; default device: CPU (NV=1 selects NV)" in out
   assert "default device: NV" in _run(MOCKGPU="1", NV="1")
 
 def test_cli_mock_amd_target_and_renderer():

@@ -1,12 +1,10 @@
 """TinyJit on the HCQ devices (NV and AMD on their mock drivers): replays go through one prebuilt GraphReplay, patched per call
 and submitted with one doorbell per engine; results equal eager execution and the CPU."""
-import os
 import numpy as np
 import pytest
 from frontend import Tensor, TinyJit, GlobalCounters, nn
 from frontend.optim import SGD
-from hcqrt import syscalls
-from hcqrt.device import Device
+from conftest import registry_on_mock
 from hcqrt.hcq import GraphReplay
 
 DEV = "NV"   # the device the test runs on (set by the fixture)
@@ -15,14 +13,7 @@ DEV = "NV"   # the device the test runs on (set by the fixture)
 def gpu(request):
   """(device, mock driver, doorbell count) for NV or AMD; the tests' tensors default to it."""
   global DEV
-  old = os.environ.get("MOCKGPU")
-  os.environ["MOCKGPU"] = "1"   # the registry opens the device through its mock driver (no-op if it is already open)
-  try: dev = Device[request.param]
-  finally:
-    if old is None: del os.environ["MOCKGPU"]
-    else: os.environ["MOCKGPU"] = old
-  drv = syscalls.driver_of(dev.ctl if request.param == "NV" else dev.kfd)
-  assert drv is not None, f"these tests need {request.param} on its mock driver"
+  dev, drv = registry_on_mock(request.param)
   DEV, prev = request.param, DEV
   yield dev, drv, (lambda: drv.doorbells) if request.param == "NV" else (lambda: drv.doorbell_writes)
   DEV = prev
@@ -121,3 +112,19 @@ def test_reset_rebuilds_the_graph(gpu):
   for i in range(3): out = f(rnd(6, seed=i))
   assert isinstance(f.graph, GraphReplay) and f.graph is not g
   np.testing.assert_allclose(out.numpy(), rnd(6, seed=2).numpy() + 1)
+
+def test_mock_only_tests_skip_on_a_real_gpu_and_fail_elsewhere(monkeypatch, tmp_path):
+  """registry_on_mock with the registry's NV open on a real driver (an fd no mock made): where the device file exists
+  (a GPU box running the suite with NV=1) the mock's tests skip, naming it; where it does not (CI), they fail."""
+  import os
+  from hcqrt import device as hd
+  fd = os.open(os.devnull, os.O_RDWR)
+  class RealNV: ctl = fd
+  monkeypatch.setitem(hd.Device._opened, "NV", RealNV())
+  try:
+    monkeypatch.setattr(hd, "PROBE_FILES", [("NV", str(tmp_path / "nvidiactl")), ("AMD", str(tmp_path / "kfd"))])
+    with pytest.raises(AssertionError, match="these tests need NV on its mock driver"): registry_on_mock("NV")
+    (tmp_path / "nvidiactl").touch()
+    with pytest.raises(pytest.skip.Exception, match=r"NV is open on this machine's GPU \(.*nvidiactl\), not on its mock driver"):
+      registry_on_mock("NV")
+  finally: os.close(fd)

@@ -1,12 +1,12 @@
 """The JIT trap list (issue 16): each case is captured, then replayed with *different* tensors, and must give what
 eager execution gives (or raise JitError naming the argument). Every case runs on the CPU; a smaller set runs on
 the NV mock (`nv` fixture)."""
-import os
 import numpy as np
 import pytest
 from frontend import Tensor, TinyJit, GlobalCounters, nn
 from frontend.jit import JitError
 from frontend.optim import SGD
+from conftest import registry_on_mock
 
 def rnd(*shape, seed=0, device=None):
   return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32), device=device).realize()
@@ -16,16 +16,7 @@ def close(a, b): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 @pytest.fixture(params=["CPU", "NV", "AMD"])
 def dev(request):
   """The CPU and both HCQ devices (graph replays) on their mock drivers."""
-  if request.param in ("NV", "AMD"):
-    from hcqrt.device import Device
-    from hcqrt import syscalls
-    old = os.environ.get("MOCKGPU")
-    os.environ["MOCKGPU"] = "1"
-    try: d = Device[request.param]
-    finally:
-      if old is None: del os.environ["MOCKGPU"]
-      else: os.environ["MOCKGPU"] = old
-    assert syscalls.driver_of(d.ctl if request.param == "NV" else d.kfd) is not None, f"the {request.param} cases need the mock driver"
+  if request.param in ("NV", "AMD"): registry_on_mock(request.param)
   return request.param
 
 # ---- 1. inputs that are views ----

@@ -1,13 +1,10 @@
 """The NV mock in latency mode (`drv.engine.latency_s`): a doorbell only queues the work, the front end runs it later
 on its own thread and reads the pushbuffers, QMDs and cbufs as they are then. A graph replay that rewrites its
 stream before the previous replay's last release has landed (issue 22, N3) gives wrong results or a hang here."""
-import os
 import numpy as np
 import pytest
-from conftest import mock_nv_device
+from conftest import mock_nv_device, registry_on_mock
 from frontend import Tensor, TinyJit
-from hcqrt import syscalls
-from hcqrt.device import Device
 from hcqrt.hcq import GraphReplay, SignalTimeout
 from hcqrt.interface import GraphCopy, GraphExec
 from hcqrt.nv.device import NVComputeQueue, SUBC_COMPUTE
@@ -115,14 +112,7 @@ def test_a_replay_that_rewrites_early_is_caught(nv, monkeypatch):
 @pytest.fixture
 def nv_jit():
   """The registry's NV device on its mock driver in latency mode (reset to 0 afterwards)."""
-  old = os.environ.get("MOCKGPU")
-  os.environ["MOCKGPU"] = "1"
-  try: dev = Device["NV"]
-  finally:
-    if old is None: del os.environ["MOCKGPU"]
-    else: os.environ["MOCKGPU"] = old
-  drv = syscalls.driver_of(dev.ctl)
-  assert drv is not None, "this test needs NV on its mock driver"
+  dev, drv = registry_on_mock("NV")
   dev.synchronize()
   drv.engine.latency_s, dev.wait_timeout_s = 0.05, 10.0   # (a replay that rewrote early leaves a wait nothing releases)
   try: yield dev

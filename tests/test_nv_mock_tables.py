@@ -1,16 +1,15 @@
 """The NV mock's own class tables (hcqrt/mock/nv/classdefs.py) against the facts extracted from the real headers
-(../shared/abi/nvidia_methods.json): every method offset, field range and QMD bit the mock decodes. The mock must
-not share the backend's ioctl_defs, so a wrong number there cannot pass both sides."""
-import ast, json, pathlib
+(../shared/abi/nvidia_methods.json, or its copy in tests/abi_facts where the checkout has no ../shared, as on a GPU
+box: tests/test_abi_facts.py keeps the two equal): every method offset, field range and QMD bit the mock decodes. The
+mock must not share the backend's ioctl_defs, so a wrong number there cannot pass both sides."""
+import ast, pathlib
 import pytest
 from hcqrt.mock.nv import classdefs as CD
-
-ABI = pathlib.Path(__file__).resolve().parents[1].parent.parent / "shared" / "abi" / "nvidia_methods.json"
-if not ABI.exists(): ABI = pathlib.Path("/work/shared/abi/nvidia_methods.json")
+from tests.abi_facts import load
 
 @pytest.fixture(scope="module")
 def facts():
-  return json.loads(ABI.read_text())
+  return load("nvidia_methods")
 
 HEADER = {cls: f"NV{cls:04X}" for cls in CD.CLASS_NAMES}
 

@@ -134,7 +134,8 @@ def test_other_platforms_are_refused_by_name(monkeypatch):
   """Off Linux x86-64 the seam (and so the NV/AMD backends) and the CPU device refuse with the platform named, instead
   of failing later with an unrelated error (a missing mmap constant, an ELF loader's 'unsupported machine')."""
   import subprocess, sys
-  code = "import sys; sys.platform = 'darwin'\ntry: import hcqrt.syscalls\nexcept Exception as e: print(type(e).__name__, e)"
+  # (without ctypes.macholib, as Debian and Ubuntu's python3 ship: ctypes.util imports it on darwin)
+  code = "import sys; sys.platform = 'darwin'; sys.modules['ctypes.macholib'] = None\ntry: import hcqrt.syscalls\nexcept Exception as e: print(type(e).__name__, e)"
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
   assert out.startswith("UnsupportedPlatform hcqrt.syscalls (the NV and AMD backends) needs Linux; this is darwin"), out
   from hcqrt.host import UnsupportedPlatform
