@@ -553,7 +553,7 @@ class _GraphKey:
               if r.buffer is None and r not in self.index and not _reaches(r, b)]
       if outs: snapshots.update(outs)
     index = self.index
-    readers = tuple(tuple(sorted(index[r] for r in self.readers(_target(b)) if r in index)) for b in self.assigns)
+    readers = tuple(tuple(sorted(index[r] for r in self.readers(_target(b)) if r in index)) for b in self.assigns) if self.assigns else ()
     held: tuple = ()
     if self.live is not None and (self.assigns or self.has_index):
       mine = {b: None for b in (lb._base or lb for lb in self.live()) if b.buffer is None and b in index}
