@@ -115,9 +115,18 @@ class _Plan:
   name: str          # the product's kernel name (names made once here, not at every realize: each walks its AST)
 
 _plans: dict[tuple, _Plan | ScratchPlan | None] = {}
+def plan_key(ast: UOp, lanes: int) -> tuple:
+  """What a packing plan is a function of: the AST, the vector width and this module's tuning constants (the key of
+  _plans; frontend/engine.py checks a plan it kept is still the cached one under it)."""
+  return (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, A8_IN_PLACE, A8_MIN_JB, PACK_B_GROUP, JB_MAX)
+
+def packs_item(si: ScheduleItem) -> bool:
+  """Would pack_item look for a plan for `si` (a kernel that writes no buffer in place and has no symbolic sizes)?"""
+  return si.kind == "kernel" and si.ast is not None and si.assign_target is None and not si.var_vals
+
 def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
-  if (key := (ast, lanes, PACK_MIN, B_IN_PLACE, A_IN_PLACE, A8_IN_PLACE, A8_MIN_JB, PACK_B_GROUP, JB_MAX)) in _plans: return _plans[key]
+  if (key := plan_key(ast, lanes)) in _plans: return _plans[key]
   flat = merge_leading_dims(ast)   # (a batch of different B matrices can't merge: compiler/pack_batch.py)
   _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
   return p
@@ -256,7 +265,7 @@ def _make_plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
 def pack_item(si: ScheduleItem, lanes: int) -> list[ScheduleItem]:
   """`si` with its operands packed (the copy kernels first: A's, and B's unless B is read in place), or [si] unchanged
   when it is not a big float32 product."""
-  if si.kind != "kernel" or si.ast is None or si.assign_target is not None or si.var_vals or (plan := _plan(si.ast, lanes)) is None: return [si]
+  if not packs_item(si) or (plan := _plan(si.ast, lanes)) is None: return [si]
   if isinstance(plan, ScratchPlan): return plan.items(si)
   inputs, items = list(si.inputs), []
   for ast, shape, src_slot, dst_slot, name in plan.packs:

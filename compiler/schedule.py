@@ -396,7 +396,7 @@ def _kernel_name(ast: UOp, first_reduce: UOp | None) -> str:
 snapshots: weakref.WeakSet = weakref.WeakSet()
 
 def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None = None,
-                    nodes: set | None = None) -> list[ScheduleItem]:
+                    nodes: set | None = None, key: _GraphKey | None = None) -> list[ScheduleItem]:
   """Kernels (in a valid execution order) that realize every buffer in `outs`. An assign overwrites its target's
   buffer: unrealized nodes built earlier that read the old value and are not part of this schedule are realized in
   it too (before the assign), so a clone or any lazy result keeps the value it was built from. So are the nodes of
@@ -406,12 +406,32 @@ def create_schedule(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuff
 
   A graph of the same structure as one scheduled before (an eager train step's, every step) is answered from the
   schedule cache (_GraphKey): the same kernels, bound to this graph's lazy buffers. `nodes`: a set given gets every
-  unrealized base of the graph the schedule covers (the frontend looks there for the values its index checks guard)."""
-  outs = [o for o in outs if o.base.buffer is None or (o.base.op is Ops.ASSIGN and o.base.buffer is None)]
+  unrealized base of the graph the schedule covers (the frontend looks there for the values its index checks guard).
+  `key`: graph_key(outs, live), when the caller made it already (the graph is then walked once)."""
+  if key is not None and SCHEDULE_CACHE: return _schedule_cached(key.outs, key.live, nodes, key)
+  outs = [o for o in outs if o.base.buffer is None]
   if not outs: return []
   if live is not None:   # asked at most once (it lists every tensor the program holds): nothing changes them meanwhile
     live = _once(live)
   return _schedule_cached(outs, live, nodes) if SCHEDULE_CACHE else _schedule(outs, live, nodes)
+
+def graph_key(outs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None = None) -> _GraphKey | None:
+  """The schedule cache's key of the graph that create_schedule(outs, live) covers, for a caller that keeps what it
+  derives from a schedule beside the cache entry (cached_entry); None when the cache is off or nothing is to be
+  computed. The key is that of the walk alone: a graph with pending assigns may still grow (the readers they leave
+  stale), so such a caller uses the entry only when `key.assigns` is empty.
+
+  >>> from compiler.dtypes import dtypes
+  >>> x = LazyBuffer.empty((4,), dtypes.float32, "CPU"); x.buffer = object()
+  >>> k = graph_key([x.alu(Ops.NEG)]); len(k.nodes), k.assigns, graph_key([x])
+  (2, [], None)
+  """
+  if not SCHEDULE_CACHE or not (outs := [o for o in outs if o.base.buffer is None]): return None
+  return _GraphKey(outs, None if live is None else _once(live))
+
+def cached_entry(key: _GraphKey) -> _CachedSchedule | None:
+  """The cache entry of a graph of key's structure (None: not scheduled since the cache was last emptied)."""
+  return _schedule_cache.get(key.key)
 
 def _schedule(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None, nodes: set | None = None) -> list[ScheduleItem]:
   """create_schedule without the cache."""
@@ -469,8 +489,9 @@ def _cache_put(key: tuple, entry: _CachedSchedule) -> _CachedSchedule:
   _schedule_cache[key] = entry
   return entry
 
-def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None, nodes: set | None = None) -> list[ScheduleItem]:
-  gk = _GraphKey(outs, live)
+def _schedule_cached(outs: list[LazyBuffer], live: Callable[[], list[LazyBuffer]] | None, nodes: set | None = None,
+                     gk: _GraphKey | None = None) -> list[ScheduleItem]:
+  if gk is None: gk = _GraphKey(outs, live)
   while True:
     entry, sched = _schedule_cache.get(gk.key), None
     if entry is None:
@@ -530,9 +551,9 @@ class _GraphKey:
       self.roots += [self._add(o) for o in outs]
       outs = [r for b in self.assigns for r in self.readers(_target(b))
               if r.buffer is None and r not in self.index and not _reaches(r, b)]
-      snapshots.update(outs)
+      if outs: snapshots.update(outs)
     index = self.index
-    readers = tuple(tuple(sorted(index[r] for r in self.readers(_target(b)) if r in index)) for b in self.assigns)
+    readers = tuple(tuple(sorted(index[r] for r in self.readers(_target(b)) if r in index)) for b in self.assigns) if self.assigns else ()
     held: tuple = ()
     if self.live is not None and (self.assigns or self.has_index):
       mine = {b: None for b in (lb._base or lb for lb in self.live()) if b.buffer is None and b in index}
@@ -575,10 +596,11 @@ class _Realized:
 class _CachedSchedule:
   """A key's entry: the bases _Scheduler realized before the held readers were asked for (by number), and the
   schedule built for each answer (the held readers' numbers -> items as (ast, outputs, inputs, kind, name, assign
-  targets, alloc_nbytes, var_vals), bases by number)."""
-  __slots__ = ("built", "realize")
+  targets, alloc_nbytes, var_vals), bases by number). `prepared`: what a layer above derived from the schedule of a
+  graph without assigns, by its own key (frontend/engine.py: the launches, ready to run again); dropped with the entry."""
+  __slots__ = ("built", "prepared", "realize")
   def __init__(self, realize: tuple[int, ...]):
-    self.realize, self.built = realize, {}
+    self.realize, self.built, self.prepared = realize, {}, {}
   @staticmethod
   def number(items: list[ScheduleItem], index: dict[LazyBuffer, int]) -> list[tuple]:
     return [(si.ast, tuple(index[b] for b in si.outputs), tuple(index[b] for b in si.inputs), si.kind, si.name,

@@ -16,8 +16,11 @@ from compiler.dtypes import DType, to_np
 from compiler import lazy
 from compiler.lazy import LazyBuffer
 from compiler.explain import explain_schedule, format_schedule
-from compiler.schedule import ScheduleItem, create_schedule, snapshots
+from compiler import schedule as _schedule
+from compiler.schedule import ScheduleItem, create_schedule, snapshots, graph_key, cached_entry
+from frontend import checks as _checks
 from frontend.checks import Checks, any_pending
+from compiler import pack
 from compiler.pack import pack_matmuls
 from compiler.pipeline import CompiledKernel, Launch, assemble_kernels, compile_kernel
 from compiler import profile, settings, vizdata
@@ -25,6 +28,7 @@ from compiler.uop import UOp, Ops
 from compiler.sint import sval
 from hcqrt.device import Device, debug_level
 from hcqrt.interface import Program, copy_between
+from frontend import devices as _devices
 from frontend.devices import open_device, target_of
 from frontend.beam_runner import beam_search_for
 from frontend.buffer import Buffer, GlobalCounters
@@ -284,25 +288,116 @@ def simd_lanes(device: str) -> int:
   if t.gpu or settings.noopt(): return 0
   return t.simd_bytes // 4
 
+# *** prepared launches: a repeated graph runs its kernels again without scheduling them ***
+# A loop `for _: c = (a @ b).realize()` (a user timing a product, bench/run.py) or an eager step builds graphs of one
+# structure again and again. The schedule cache answers them with the same kernels (compiler/schedule.py _GraphKey), but
+# each realize still binds the schedule, packs its products, looks up each kernel and walks run_schedule's general loop:
+# Python work between two launches, which after a kernel (the caches cold) cost ~100 us at N=512. So a schedule of
+# kernels only (no assign, copy, empty, symbolic size or check) is kept beside its cache entry as launches over numbered
+# buffers (_Prepared), by the settings that chose its kernels; a graph of that key runs them with fresh output buffers.
+# Everything else the plan was derived from is checked at every hit, so it is never stale: each device's Target, each
+# product's packing plan (compiler/pack.py, under its tuning constants) and each kernel are still the ones cached.
+LAUNCH_CACHE = True   # off: every realize schedules (bench/realize_host.py --ab compares the two)
+launch_stats = {"hits": 0, "prepared": 0}   # realizes run prepared; schedules prepared
+
+class _Prepared:
+  """A schedule's launches as numbers: `steps` (kernel, its cache key, device, output bytes, the graph node the output
+  is (-1: a scratch, as a packed operand), inputs: a graph node's buffer (>= 0) or the output of step -1-i), in order;
+  `targets` ((device, Target) the kernels were built for) and `packs` ((ast, lanes, plan) of each product: its packing
+  plan, compiler/pack.py, which its key under the tuning constants of the moment must still give)."""
+  __slots__ = ("packs", "steps", "targets")
+  def __init__(self, steps: tuple, targets: tuple, packs: tuple): self.steps, self.targets, self.packs = steps, targets, packs
+  def valid(self, opts_key: tuple) -> bool:
+    """Are the Targets, packing plans and kernels it holds still those the caches hold (a test or a setting may have
+    emptied or changed them)?"""
+    for dev, t in self.targets:
+      if _devices._targets.get(dev) is not t: return False
+    plans, plan_key = pack._plans, pack.plan_key   # (the key with the constants as they are now)
+    for ast, lanes, plan in self.packs:
+      if plans.get(plan_key(ast, lanes), _MISSING) is not plan: return False
+    for kern, kkey, dev, *_ in self.steps:
+      if (got := _kernel_cache.get(kkey)) is not kern and (got is None or _loaded.get((kkey, dev)) is not kern): return False
+    return True
+_MISSING = object()
+
+def _prepare(pre: list[ScheduleItem], items: list[ScheduleItem], index: dict[LazyBuffer, int], opts_key: tuple,
+             lanes: dict[str, int]) -> _Prepared | None:
+  """The launches of `items` (the schedule `pre` with its products packed, just run) as numbers over the graph's bases
+  (`index`, the graph key's numbering); None when the schedule has anything but plain kernels."""
+  made: dict[LazyBuffer, int] = {}   # output -> its step
+  steps, targets = [], {}
+  for si in pre:
+    if si.kind != "kernel" or si.assign_targets or si.var_vals: return None
+  for si in items:
+    if si.kind != "kernel" or si.assign_targets or si.var_vals or len(si.outputs) != 1: return None
+    out, dev = si.outputs[0], si.outputs[0].device
+    if (max_size := math.prod(out.shape)).__class__ is not int or max_size == 0: return None
+    ins = []
+    for b in si.inputs:
+      if (j := made.get(b)) is not None: ins.append(-1 - j)
+      elif b.buffer is not None and (i := index.get(b)) is not None: ins.append(i)   # (a base realized before)
+      else: return None
+    if (kern := _kernel_cache.get(kkey := (si.ast, targets.setdefault(dev, target_of(dev)), *opts_key))) is None: return None
+    if kern.device != dev and (kern := _loaded.get((kkey, dev))) is None: return None
+    made[out] = len(steps)
+    steps.append((kern, kkey, dev, si.alloc_nbytes or max_size * out.dtype.itemsize, index.get(out, -1), tuple(ins),
+                  f"kernel {si.name} (output {out.shape} {out.dtype})"))
+  packs = tuple((si.ast, n, pack._plans.get(pack.plan_key(si.ast, n))) for si in pre
+                if (n := lanes.get(si.outputs[0].device, 0)) >= 8 and pack.packs_item(si))
+  return _Prepared(tuple(steps), tuple(targets.items()), packs)
+
+def _run_prepared(p: _Prepared, nodes: list[LazyBuffer], debug: int) -> None:
+  """Run a prepared schedule for the graph whose bases (by number) are `nodes`: run_schedule's work for those items,
+  in its order (every buffer first; after an allocation's error, the launches before it, then the error)."""
+  global _runs
+  _runs += 1
+  launch_stats["hits"] += 1
+  _schedule.cache_stats["hits"] += 1   # (the graph was answered from the schedule cache, further on)
+  eis: list[ExecItem] = []
+  try:
+    for kern, _, dev, nbytes, _, ins, what in p.steps:
+      eis.append(ExecItem("kernel", kern, [Buffer(dev, nbytes, what)] + [nodes[i].buffer if i >= 0 else eis[-1 - i].bufs[0] for i in ins]))
+  finally:
+    for ei, step in zip(eis, p.steps):
+      ei.run(debug)
+      if (i := step[4]) >= 0:
+        (o := nodes[i]).buffer = ei.bufs[0]
+        if o.viewed: lazy.mark_viewed(ei.bufs[0])
+        o.forget_graph()
+
 def realize(lbs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | None) -> None:
   """Compute `lbs` now. live: what the program still holds (frontend/tensor.py live_lazydata), which a schedule that
   overwrites a buffer must not leave reading the new value (compiler/schedule.py create_schedule); the Tensor passes it,
-  so this layer never imports the one above.
+  so this layer never imports the one above. A graph of a structure realized before with plain kernels runs them again
+  prepared (LAUNCH_CACHE, _Prepared).
 
   >>> from frontend import Tensor
   >>> t = Tensor([1.0]) + 1; realize([t.lazydata], None); t.lazydata.realized
   True
   """
+  key = None
+  # (prepared launches skip what they can't replay: index checks, a capture recording ExecItems, DEBUG>=3's and VIZ's
+  # explanation, the profiler's spans)
+  # (the weak dictionaries' own tables: their len() is a Python call; a key whose removal is pending counts, as pending)
+  if LAUNCH_CACHE and not _checks._pending.data and not _checks._failed.data and capturing() is None and not VIZ and not profile.ENABLED:
+    if not (outs := [lb for lb in lbs if (lb._base or lb).buffer is None]): return   # (nothing to compute, nothing to check)
+    if (key := graph_key(outs, live)) is not None and not key.assigns and (entry := cached_entry(key)) is not None:
+      debug = debug_level()
+      if debug < 3 and (p := entry.prepared.get(opts_key := settings.opts_key())) is not None and p.valid(opts_key):
+        return _run_prepared(p, key.nodes, debug)
   # index range checks of the graph: their kernels run with it, then they are read. With checks pending (and no failed
   # value to find), the schedule's own walk names the graph's bases (nodes) and they are looked up there, no walk here
   nodes: set | None = set() if any_pending() else None
   checks = Checks(lbs, walk=nodes is None)
   lanes: dict[str, int] = {}   # (asked per kernel; the settings it reads are read once per realize, as run_schedule's)
   def lanes_of(device: str) -> int: return lanes[device] if device in lanes else lanes.setdefault(device, simd_lanes(device))
+  pre: list[ScheduleItem] = []   # (the schedule before its products were packed: what a prepared one checks)
   def schedule() -> list[ScheduleItem]:
-    if not profile.ENABLED: return pack_matmuls(create_schedule(lbs + checks.flags, live, nodes), lanes_of)
+    # (the graph key made above serves when the checks add no flags: the same outputs)
+    pre[:] = create_schedule(lbs + checks.flags, live, nodes, key if not checks.items else None)
+    if not profile.ENABLED: return pack_matmuls(pre, lanes_of)
     with profile.span("schedule", args={"outputs": len(lbs)}) as a:
-      its = pack_matmuls(create_schedule(lbs + checks.flags, live, nodes), lanes_of)
+      its = pack_matmuls(pre, lanes_of)
       a["kernels"] = sum(si.kind == "kernel" for si in its)
     return its
   items = schedule()
@@ -321,6 +416,11 @@ def realize(lbs: list[LazyBuffer], live: Callable[[], Iterable[LazyBuffer]] | No
     if debug >= 3 and items: print(format_schedule(ex), file=sys.stderr)
     if VIZ and items: vizdata.add_realize(ex, items)
   run_schedule(items, debug)
+  # (after the run: its kernels are built; only when nothing joined the graph's own schedule)
+  if key is not None and not key.assigns and debug < 3 and not checks.items and not extra.items and \
+     (entry := cached_entry(key)) is not None and (prep := _prepare(pre, items, key.index, opts_key := settings.opts_key(), lanes)):
+    entry.prepared[opts_key] = prep
+    launch_stats["prepared"] += 1
   # once realized, a base forgets how it was computed so the graph above it can be freed
   for si in items:
     for b in si.outputs: b.forget_graph()

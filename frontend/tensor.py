@@ -208,7 +208,9 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, ElementwiseMixin, DTypeM
     return create_schedule(multi.lazy_buffers([t.lazydata for t in (self,) + others]), live_lazydata)
   def realize(self, *others: Tensor) -> Tensor:
     """Run the kernels that compute this tensor (and `others`) now."""
-    engine.realize(multi.lazy_buffers([t.lazydata for t in (self,) + others]), live_lazydata)
+    # (one tensor on one device: its lazy buffer as it is, what multi.lazy_buffers gives; a loop's realize comes here)
+    lb = self.lazydata
+    engine.realize([lb] if not others and lb.__class__ is LazyBuffer else multi.lazy_buffers([t.lazydata for t in (self,) + others]), live_lazydata)
     return self
   def _host_array(self) -> np.ndarray:
     if self.dtype is dtypes.bfloat16 or self.dtype in dtypes.fp8s: return self.cast(dtypes.float32)._host_array()

@@ -11,12 +11,23 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 from compiler.dtypes import DType, dtypes, least_upper_dtype, sum_acc_dtype
-from compiler.lazy import LazyBuffer
+from compiler.lazy import LazyBuffer, mark_viewed
+from compiler.memo import memo_put
 from compiler.sint import any_sym
 from compiler.uop import Ops, UOp
 from compiler.view import prod
 from frontend import function as F
 from frontend.tensor_args import make_tuple, _to_dtype
+
+# the final trackers of the short path of Tensor.dot by the operands' trackers: a pure function of the two, asked at
+# every product of a loop; bounded (compiler/memo.py)
+_dot_views: dict[tuple, tuple] = {}
+def _view_of(base: LazyBuffer, st) -> LazyBuffer:
+  """A view of `base` through `st` (a tracker LazyBuffer._view made for it before: not the base's own, reading something)."""
+  if not base.viewed:
+    base.viewed = True
+    if base.buffer is not None: mark_viewed(base.buffer)
+  return LazyBuffer(base.device, st, base.dtype, base=base)
 
 # (frontend/tensor.py imports this module, so this one can't import it: it binds `Tensor` and `_wrap` here once it has made them)
 if TYPE_CHECKING: from frontend.tensor import Tensor, _wrap
@@ -214,9 +225,14 @@ class ReduceMixin:
       # general path below makes, in its order, without its dozen Tensor wrappers; a 512^3 `(a @ b).realize()` spent
       # ~60 of its ~150 us of host work building them. tests/test_matmul_fast_path.py checks the two graphs are one)
       (m, k), n = xl.shape, wl.shape[1]
-      x3, w3 = xl.reshape((m, 1, k)), wl.reshape((1, k, n)).permute((0, 2, 1))
-      if n != 1: x3 = x3.expand((m, n, k))
-      if m != 1: w3 = w3.expand((m, n, k))
+      if (sts := _dot_views.get(key := (xl.st, wl.st))) is None:
+        x3, w3 = xl.reshape((m, 1, k)), wl.reshape((1, k, n)).permute((0, 2, 1))
+        if n != 1: x3 = x3.expand((m, n, k))
+        if m != 1: w3 = w3.expand((m, n, k))
+        # (kept only when both are views of the operands' bases, what _view makes of any tracker that reads something)
+        if x3._base is (xl._base or xl) and w3._base is (wl._base or wl): memo_put(_dot_views, key, (x3.st, w3.st))
+      else:   # (the same final views without the intermediate ones: what LazyBuffer._view does for each, marks included)
+        x3, w3 = (_view_of(b._base or b, st) for b, st in ((xl, sts[0]), (wl, sts[1])))
       rg = None if self.requires_grad is None or w.requires_grad is None else False
       return _wrap(x3.alu(Ops.MUL, w3).r(Ops.ADD, (2,)).reshape((m, n)), rg)
     x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])

@@ -46,3 +46,23 @@ def test_half_accumulates_in_float32_and_mixed_dtypes_promote():
 
 def test_devices_and_shapes_are_still_checked():
   with pytest.raises(RuntimeError, match="don't match"): Tensor.ones(2, 3) @ Tensor.ones(4, 2)
+
+@pytest.mark.parametrize("m,k,n", [(3, 4, 5), (1, 4, 5), (3, 4, 1), (1, 1, 1)])
+@pytest.mark.parametrize("view", [False, True])
+def test_short_path_views_remembered_make_the_same_graph(m, k, n, view):
+  """The short path remembers its final views by the operands' trackers (tensor_reduce._dot_views): the second product
+  of the same operands, and of others with the same trackers (a transposed view too), is the general path's graph, and
+  its operands are marked viewed as LazyBuffer._view marks them."""
+  from frontend import tensor_reduce
+  rng = np.random.default_rng(m + k + n)
+  tensor_reduce._dot_views.clear()
+  for _ in range(3):
+    an, bn = rng.standard_normal((k, m) if view else (m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    a, b = Tensor(an).realize(), Tensor(bn).realize()
+    if view: a, an = a.T, an.T
+    fast = a @ b
+    assert a.lazydata.base.viewed and b.lazydata.base.viewed and a.lazydata.base.buffer.viewed and b.lazydata.base.buffer.viewed
+    slow = general(a, b)
+    assert fast.lazydata.st == slow.lazydata.st and asts(fast) == asts(slow)
+    np.testing.assert_allclose(fast.numpy(), an @ bn, rtol=1e-4, atol=1e-5)
+  assert len(tensor_reduce._dot_views) == 1
