@@ -515,16 +515,24 @@ class MockKFD:
 
   def interrupt(self, ctxid: int, eop: bool = False, source: Hashable | None = None) -> list[int]:
     """A CP interrupt carrying an event id (RELEASE_MEM INT_SEL 2, an AQL signal's mailbox: `eop`) or an SDMA trap
-    interrupt: signal the event it names if its slot was written, else every written slot
-    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c, kfd_signal_event_interrupt). On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
+    interrupt: signal the event it names if its slot was written, else every signal event whose slot was written, of
+    ids below KFD_SIGNAL_EVENT_LIMIT only (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c,
+    kfd_signal_event_interrupt). On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
     (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336). Returns the events it newly
     signalled: a WAIT_EVENTS that consumes one of them saw this interrupt (an event already signalled merges it, so
     its waiter may have seen only an earlier one: cp.py Queue.interrupted). `source`: who raised it (_signal)."""
     self.interrupts.append(ctxid)
     if eop and ctxid == 0 and self.arch == "gfx942": return []
     if self.event_page is None: return []
-    hit = [ctxid] if ctxid in self.events and self._slot(ctxid) != T.UNSIGNALED_EVENT_SLOT else \
-          [e for e in self.events if self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
+    # Only slots below KFD_SIGNAL_EVENT_LIMIT are ever read (kfd_events.c): the named one only if ctxid < 4096
+    # (:165-166; the v9/v11 handlers pass 28 or 32 valid bits, so the single lookup of :171-176); the exhaustive search,
+    # taken when that finds no event (:771-773), walks the event IDR in id order and stops at the first id >= 4096
+    # (:786-797), or with 64 or more signal events walks slots 1..4095 (:798-806); either way it sets only signal
+    # events (event_can_be_gpu_signaled, :318-322). So a memory event (id >= KFD_FIRST_NONSIGNAL_EVENT_ID,
+    # kfd_events.h:40) is never read, nor is a signal event whose id a page of more than 4096 slots let reach 4096 or
+    # more (:122; kfd_event_page_set keeps the page's whole size, :337-356): interrupts wake nobody on it
+    hit = [ctxid] if ctxid < KFD_EVENT_LIMIT and ctxid in self.events and self._slot(ctxid) != T.UNSIGNALED_EVENT_SLOT else \
+          [e for e in sorted(self.events) if e < KFD_EVENT_LIMIT and self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
     new = [e for e in hit if self._signal(e, source)]
     for e in hit: self._slot(e, T.UNSIGNALED_EVENT_SLOT)
     return new
