@@ -115,7 +115,7 @@ class AQLQueue(Queue):
     mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
-      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=self.qid))
+      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=self.serial))
 
   def packet(self, pkt: bytes) -> None:
     hdr = pkt[0] | pkt[1] << 8
@@ -262,7 +262,7 @@ class AQLQueue(Queue):
     RELEASE_MEM only puts its end-of-pipe event into the pipeline (cp.py release_l1_invalidate). INFERRED, the harmful
     reading (no source says whether a PM4-IB packet completes before its end-of-pipe events retire): not even a
     barrier packet's report waits for them. So the interrupt proves none of the queue's earlier end-of-pipe releases:
-    it is not fed to `interrupted`, and has a source of its own, (qid, "error"), so a WAIT_EVENTS consuming an event
+    it is not fed to `interrupted`, and has a source of its own, (serial, "error"), so a WAIT_EVENTS consuming an event
     it also signalled lands none of them (its waiter may have woken on it; kfd.py _wait_events; review amd39b nit 3).
     INFERRED: it comes as an end-of-pipe-source interrupt, the one CP source the KFD signals events by id from, so
     on gfx942 a context id of 0 is dropped (`eop`)."""
@@ -274,4 +274,4 @@ class AQLQueue(Queue):
     mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
-      self.kfd.interrupt(event_id, eop=True, source=(self.qid, "error"))
+      self.kfd.interrupt(event_id, eop=True, source=(self.serial, "error"))

@@ -21,7 +21,7 @@ zero-fill or truncate it, hiding a client's layout bug).
   (True, True)
 """
 from __future__ import annotations
-import ctypes, errno, mmap as _mmap, os, struct, threading, time
+import ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time
 from collections.abc import Hashable, Iterable
 from typing import Any
 from hcqrt import syscalls
@@ -116,6 +116,7 @@ class MockKFD:
     self.bos: dict[int, BO] = {}             # handle -> BO
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
+    self.queue_serials = itertools.count(1)   # Queue.serial: never reused, unlike the queue ids
     self.doorbells: dict[tuple[int, int], Queue] = {}    # (gpu_id, doorbell byte offset in its frame) -> queue
     self.doorbell_writes = 0                  # doorbell writes seen (tests and benchmarks count submissions)
     self.interrupts: list[int] = []           # context ids of the interrupts raised, in order (tests count them)
@@ -500,14 +501,14 @@ class MockKFD:
   def _reset_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = False
 
   def _signal(self, e: int, source: Hashable | None) -> bool:
-    """Signal event `e` for `source`; True if it was not signalled yet. Sources: a queue id, that queue's interrupt
-    ordered after its earlier end-of-pipe releases (a RELEASE_MEM end-of-pipe INT_SEL 2, an AQL completion signal, an
-    SDMA TRAP: cp.py Queue.interrupted); (queue id, "eos"), its end-of-shader RELEASE_MEM interrupt (cp.py
-    release_mem); (queue id, "error"), an AQL queue's error report through its queue_inactive_signal (aql.py
+    """Signal event `e` for `source`; True if it was not signalled yet. Sources: a queue's serial (cp.py Queue.serial,
+    never reused, unlike KFD queue ids), that queue's interrupt ordered after its earlier end-of-pipe releases (a
+    RELEASE_MEM end-of-pipe INT_SEL 2, an AQL completion signal, an SDMA TRAP: cp.py Queue.interrupted); (serial, "eos"), its end-of-shader RELEASE_MEM interrupt (cp.py
+    release_mem); (serial, "error"), an AQL queue's error report through its queue_inactive_signal (aql.py
     _write_inactive_signal); None, what no queue's order covers: the host's SET_EVENT, a queue exception the kernel
     passes on through the CWSR header (queue_exception), a VM fault (memory_fault). The event keeps every source since
     it was last unsignalled ("by"): a WAIT_EVENTS that consumes it may have been woken by any one of them, so it lands a
-    queue's releases only when that queue's own id is the one source (_wait_events)."""
+    queue's releases only when that queue's own serial is the one source (_wait_events)."""
     ev = self.events[e]
     new = not ev["signaled"]
     ev["signaled"], ev["by"] = True, {source} if new else ev.get("by", set()) | {source}
