@@ -907,3 +907,57 @@ def test_dispatch_view_refuses_an_l2_write_outside_every_bo():
     vm.dirty = {a: b"abcd"}
     with pytest.raises(RuntimeError, match=f"L2 holds a CP write at {a:#x} that lies in no BO"):
       with vm.l2_seen_by_shaders(): pass
+
+@needs_llvm
+@pytest.mark.parametrize("interrupter", ["xcc0", "xcc1", "aql_completion"])
+def test_an_interrupt_from_one_xcc_lands_only_that_xccs_release(interrupter, monkeypatch):
+  """gfx942 AQL, every acquire scope NONE and every PM4 L1 invalidate taken out: `bcast` fills x's zeros into the L1s
+  of XCC 0 and 1 (its two workgroups), then an SDMA copy from the host writes 7s to x past both. A PM4-IB releases
+  with EOP_TCL1_ACTION_EN on each of the 8 XCCs (no interrupt); a second one raises an INT_SEL 2 release of the host's
+  event on one XCC only (PRED_EXEC), and WAIT_EVENTS consumes it. Each XCC's CP retires in order only its own
+  releases (cp.py, above release_l1_invalidate): that interrupt proves its own XCC's invalidate, not the other's, so
+  `bcast` reads 7 on the interrupting XCC and the stale 0 on the other. The old mock landed every XCC's: [7, 7].
+  aql_completion: the second packet is a barrier whose completion signal's mailbox is the host's event; which XCC's CP
+  raises that interrupt no source shows (aql.py complete), so it proves no XCC's invalidate: [0, 0]."""
+  from ioctl_defs.amd import aql, pm4, sdma
+  from hcqrt.amd import device as amd_device
+  monkeypatch.setenv("AMD_AQL", "1")
+  inv = pm4.EOP_TCL1_ACTION_EN
+  for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV", "COHER_TCL1_ACTION_ENA", "EOP_TCL1_ACTION_EN"):
+    monkeypatch.setattr(pm4, name, 0)
+  monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
+  no_aql_acquire(monkeypatch)
+  lanes = ARCHS["gfx942"][1]
+  drv = install_mock_amd("gfx942")
+  try:
+    d, progs, x, out = device_with_bcast_and_fill("gfx942", lanes)
+    fence = d.allocator.alloc(64)
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    d.allocator.copyin(x, memoryview(np.full(lanes, 7, np.int32).view(np.uint8)))
+    drv.settle(); d.ioctl("AMDKFD_IOC_RESET_EVENT", event_id=d.event_id)   # the launches' own signals of the event
+    xcc = {"xcc0": 0, "xcc1": 1}.get(interrupter)
+    ibs = [pm4.release_mem(fence.va, 1, cache=inv)]
+    if xcc is not None:
+      ibs.append(pm4.pred_exec(1 << xcc, pm4.release_mem(d.event_slot, d.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW,
+                                                         int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, ctxid=d.event_id)))
+    packets = []
+    for ib in ibs:
+      host, va = d.kernargs.alloc(len(ib) * 4, 256); ctypes.memmove(host, struct.pack(f"<{len(ib)}I", *ib), len(ib) * 4)
+      packets.append(aql.pm4_ib(pm4.indirect_buffer(va, len(ib))))
+    if xcc is None:   # amd_signal_t: kind USER, value 1, event mailbox = the host's event slot, event id
+      sig = d.allocator.alloc(64)
+      d.allocator.copyin(sig, memoryview(bytearray(struct.pack("<qqQI36x", aql.AMD_SIGNAL_KIND_USER, 1, d.event_slot, d.event_id))))
+      packets.append(aql.barrier_and([], completion_signal=sig.va))
+    d.compute.submit_packets(packets)
+    drv.settle()
+    assert sorted(p.xcc for p in drv.vm.l1_pending if p.marks) == list(range(8)), "each XCC's release did not file its invalidate"
+    ev = d.abi.ffi.new("struct kfd_event_data[1]"); ev[0].event_id = d.event_id
+    res = d.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(d.abi.ffi.cast("uintptr_t", ev)), num_events=1, wait_for_all=0, timeout=100)
+    assert res.wait_result == 0, f"WAIT_EVENTS timed out (wait_result {res.wait_result}): the release raised no interrupt"
+    assert sorted(p.xcc for p in drv.vm.l1_pending if p.marks) == [x for x in range(8) if x != xcc], "not just the interrupting XCC's invalidate landed"
+    q = d.hw_compute_queue(); q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
+    d.compute.submit_packets(q._packets(d))
+    d.submit_timeline(d.after_timeline(d.hw_compute_queue())); d.synchronize()
+    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+  finally: uninstall_mock_amd(drv)
+  assert got.reshape(2, lanes)[:, 0].tolist() == {0: [7, 0], 1: [0, 7], None: [0, 0]}[xcc], got.reshape(2, lanes)[:, 0]

@@ -115,7 +115,10 @@ class AQLQueue(Queue):
     mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
-      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=self.serial))
+      # INFERRED, the harmful reading: every XCC's CP runs the packet (a PM4-IB; a dispatch's share), and which of them
+      # raises its completion interrupt, after which of their releases, no source shows: on a node of several XCCs
+      # it proves no XCC's releases (cp.py Queue.interrupted)
+      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=self.serial), 0 if self.num_xcc == 1 else None)
 
   def packet(self, pkt: bytes) -> None:
     hdr = pkt[0] | pkt[1] << 8

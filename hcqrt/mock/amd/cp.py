@@ -312,13 +312,17 @@ class Queue:
     elif mine and not mine[-1].marks and mine[-1].addr == addr and not marks: self.vm.l1_pending.remove(mine[-1])
     self.vm.l1_pending.append(PendingInvalidate(addr, width, old, value, marks, self.serial, xcc=xcc))
 
-  def interrupted(self, events: list[int]) -> None:
-    """This queue raised an interrupt that newly signalled `events` and comes after its earlier releases (an
-    end-of-pipe RELEASE_MEM's, an AQL completion signal's, an SDMA TRAP's; not an end-of-shader one, release_mem, nor
-    an AQL queue-error report, aql.py _write_inactive_signal): once a WAIT_EVENTS consumes one that no other source
-    signalled since (kfd.py _wait_events), every earlier release of the queue has completed (in order, land_pending)."""
+  def interrupted(self, events: list[int], xcc: int | None) -> None:
+    """This queue's CP on XCC `xcc` raised an interrupt that newly signalled `events` and comes after its earlier
+    releases there (an end-of-pipe RELEASE_MEM's, an AQL completion signal's, an SDMA TRAP's; not an end-of-shader
+    one, release_mem, nor an AQL queue-error report, aql.py _write_inactive_signal): once a WAIT_EVENTS consumes one
+    that no other source signalled since (kfd.py _wait_events), every earlier release of the queue on that XCC has
+    completed (in order, land_pending). Only that XCC's: each XCC's CP retires in order only its own releases (the
+    rule above release_l1_invalidate), so XCC 0's interrupt says nothing of XCC 1's invalidate (review amd40 finding
+    4). `xcc` None: which XCC raised it is not known (aql.py complete on a node of several XCCs): it proves none."""
+    if xcc is None: return
     for p in self.vm.l1_pending:
-      if p.queue == self.serial: p.events.update(events)
+      if p.queue == self.serial and p.xcc == xcc: p.events.update(events)
 
   @staticmethod
   def _marks(caches: list, xcc: int | None = None, nx: int = 1) -> list:
@@ -510,7 +514,7 @@ class Queue:
       # above): it proves none of them, and as a source of its own it also keeps the queue's later EOP interrupts
       # on the same event from proving them (a waiter may have woken on it first; kfd.py _wait_events, review amd39 row 2)
       new = self.kfd.interrupt(body[6], eop=True, source=(self.serial, "eos") if eos else self.serial)
-      if not eos: self.interrupted(new)
+      if not eos: self.interrupted(new, self.xcc())
     elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
     self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)
 
@@ -567,7 +571,7 @@ class Queue:
       self.observe_fence(b[1] | (b[2] << 32), 4, (hdr >> 28) & 7, b[3], b[4])
       return 6
     if name == "TRAP":
-      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF, source=self.serial)); return 2
+      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF, source=self.serial), 0); return 2
     if name == "TIMESTAMP" and sub == 2:
       b = need(3)
       if b[1] % 8: raise self.fail(f"SDMA GET_GLOBAL_TIMESTAMP address {b[1] | (b[2] << 32):#x} is not 8-byte aligned")
