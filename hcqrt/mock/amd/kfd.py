@@ -503,12 +503,13 @@ class MockKFD:
   def _signal(self, e: int, source: Hashable | None) -> bool:
     """Signal event `e` for `source`; True if it was not signalled yet. Sources: a queue's serial (cp.py Queue.serial,
     never reused, unlike KFD queue ids), that queue's interrupt ordered after its earlier end-of-pipe releases (a
-    RELEASE_MEM end-of-pipe INT_SEL 2, an AQL completion signal, an SDMA TRAP: cp.py Queue.interrupted); (serial, "eos"), its end-of-shader RELEASE_MEM interrupt (cp.py
-    release_mem); (serial, "error"), an AQL queue's error report through its queue_inactive_signal (aql.py
-    _write_inactive_signal); None, what no queue's order covers: the host's SET_EVENT, a queue exception the kernel
-    passes on through the CWSR header (queue_exception), a VM fault (memory_fault). The event keeps every source since
-    it was last unsignalled ("by"): a WAIT_EVENTS that consumes it may have been woken by any one of them, so it lands a
-    queue's releases only when that queue's own serial is the one source (_wait_events)."""
+    RELEASE_MEM end-of-pipe INT_SEL 2, an AQL completion signal, an SDMA TRAP: cp.py Queue.interrupted); (serial,
+    "eos"), its end-of-shader RELEASE_MEM interrupt (cp.py release_mem); (serial, "error"), an AQL queue's error report
+    through its queue_inactive_signal (aql.py _write_inactive_signal); None, what no queue's order covers: the host's
+    SET_EVENT, a queue exception the kernel passes on through the CWSR header (queue_exception), a VM fault
+    (memory_fault). The event keeps every source since it was last unsignalled ("by"): a WAIT_EVENTS that consumes it
+    may have been woken by any one of them, so it lands a queue's releases only when that queue's own serial is the one
+    source (_wait_events)."""
     ev = self.events[e]
     new = not ev["signaled"]
     ev["signaled"], ev["by"] = True, {source} if new else ev.get("by", set()) | {source}
@@ -526,7 +527,7 @@ class MockKFD:
     if eop and ctxid == 0 and self.arch == "gfx942": return []
     if self.event_page is None: return []
     # Only slots below KFD_SIGNAL_EVENT_LIMIT are ever read (kfd_events.c): the named one only if ctxid < 4096
-    # (:165-166; the v9/v11 handlers pass 28 or 32 valid bits, so the single lookup of :171-176); the exhaustive search,
+    # (:165-166; the gfx9-gfx11 handlers pass 23 to 32 valid bits, so the single lookup of :171-176); the exhaustive search,
     # taken when that finds no event (:771-773), walks the event IDR in id order and stops at the first id >= 4096
     # (:786-797), or with 64 or more signal events walks slots 1..4095 (:798-806); either way it sets only signal
     # events (event_can_be_gpu_signaled, :318-322). So a memory event (id >= KFD_FIRST_NONSIGNAL_EVENT_ID,
