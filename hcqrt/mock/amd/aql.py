@@ -116,9 +116,13 @@ class AQLQueue(Queue):
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
       # INFERRED, the harmful reading: every XCC's CP runs the packet (a PM4-IB; a dispatch's share), and which of them
-      # raises its completion interrupt, after which of their releases, no source shows: on a node of several XCCs
-      # it proves no XCC's releases (cp.py Queue.interrupted)
-      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=self.serial), 0 if self.num_xcc == 1 else None)
+      # raises its completion interrupt, after which of their releases, no source shows (the nearest fact: XCC 0's MQD
+      # is the "Master XCC", the one that updates the read pointer, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+      # kfd_mqd_manager_v9.c:709-714): on a node of several XCCs it proves no XCC's releases (cp.py Queue.interrupted),
+      # and as a source of its own, (serial, "completion"), it keeps an XCC's interrupt on the same event from proving
+      # them either (a waiter may have woken on it first; kfd.py _wait_events, review amd40b finding 1)
+      one = self.num_xcc == 1
+      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=(self.serial, 0) if one else (self.serial, "completion")), 0 if one else None)
 
   def packet(self, pkt: bytes) -> None:
     hdr = pkt[0] | pkt[1] << 8

@@ -513,7 +513,7 @@ class Queue:
       # An EOS interrupt says nothing of the queue's earlier end-of-pipe releases and may be raised before them (see
       # above): it proves none of them, and as a source of its own it also keeps the queue's later EOP interrupts
       # on the same event from proving them (a waiter may have woken on it first; kfd.py _wait_events, review amd39 row 2)
-      new = self.kfd.interrupt(body[6], eop=True, source=(self.serial, "eos") if eos else self.serial)
+      new = self.kfd.interrupt(body[6], eop=True, source=(self.serial, "eos") if eos else (self.serial, self.xcc()))
       if not eos: self.interrupted(new, self.xcc())
     elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
     self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)
@@ -571,7 +571,7 @@ class Queue:
       self.observe_fence(b[1] | (b[2] << 32), 4, (hdr >> 28) & 7, b[3], b[4])
       return 6
     if name == "TRAP":
-      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF, source=self.serial), 0); return 2
+      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF, source=(self.serial, 0)), 0); return 2
     if name == "TIMESTAMP" and sub == 2:
       b = need(3)
       if b[1] % 8: raise self.fail(f"SDMA GET_GLOBAL_TIMESTAMP address {b[1] | (b[2] << 32):#x} is not 8-byte aligned")
