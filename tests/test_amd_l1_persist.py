@@ -310,7 +310,7 @@ def test_release_mem_event_index_other_than_eop_or_plain_eos_is_refused():
   from hcqrt.mock.amd.cp import GPUError, Queue
   from hcqrt.mock.amd.memory import GPUVM
   for arch, inv in (("gfx1100", pm4.RM_GCR_GLV_INV), ("gfx942", pm4.EOP_TCL1_ACTION_EN)):
-    q = Queue(SimpleNamespace(queue_exception=lambda q, ec: None), 1, T.QUEUE_COMPUTE, GPUVM(), 0, 4096, 0, 0, arch)
+    q = Queue(SimpleNamespace(queue_exception=lambda q, ec: None, queue_serials=iter([1])), 1, T.QUEUE_COMPUTE, GPUVM(), 0, 4096, 0, 0, arch)
     eos = pm4.release_mem(0x1000, 1, event_type=pm4.CS_DONE, event_index=pm4.EVENT_INDEX_SHADER_DONE, cache=inv)[1:]
     with pytest.raises(GPUError, match=r"RELEASE_MEM end-of-shader event \(event_type 0x2f, event_index 6\) with cache actions"):
       q.release_mem(eos)
@@ -467,6 +467,26 @@ def test_aql_queue_error_interrupt_keeps_wait_events_from_landing_a_release(arch
   into it and may have woken the waiter before that release completed, 0 too (it read 7 while the error interrupt
   had the queue's own source). (gfx942 runs the IB on each of its 8 XCCs and only XCC 0's event release newly
   signals the event, so there the host_event case reads 0 on any mock: left out.)"""
+  first, _, _ = _aql_error_then_recover(arch, mailbox, barrier, monkeypatch)
+  assert first == [7, 0], first
+
+@needs_llvm
+@pytest.mark.parametrize("arch,mailbox", [("gfx942", "error_event"), ("gfx1100", "error_event"), ("gfx1100", "host_event")])
+def test_a_recreated_queue_with_a_reused_id_proves_none_of_the_destroyed_queues_releases(arch, mailbox, monkeypatch):
+  """The run above, then `bcast` once more on the recreated queue. The KFD gave it the destroyed queue's id (the lowest
+  free one: linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process_queue_manager.c:61-81, :560), but its end-of-pipe
+  events retire in order with its own releases only: its completion interrupt, which the backend's wait consumed, says
+  nothing of the destroyed queue's release still pending, so the second CU still reads the stale 0 (the mock that
+  keyed pending invalidates by queue id landed it there: 7; review amd40 finding 2). On gfx942 the stale lane sits
+  on XCC 1 and the recreated queue's interrupts come from XCC 0 only, so that case guards the XCC rule
+  (cp.py Queue.interrupted), not the serial; the gfx1100 cases guard the serial (review amd40b nit 2)."""
+  first, second, (before, after) = _aql_error_then_recover(arch, mailbox, False, monkeypatch)
+  assert after == before, f"the recreated queues did not reuse the ids ({before} -> {after}): the test shows nothing"
+  assert (first, second) == ([7, 0], [7, 0]), (first, second)
+
+def _aql_error_then_recover(arch: str, mailbox: str, barrier: bool, monkeypatch) -> tuple[list[int], list[int], tuple[list[int], list[int]]]:
+  """test_aql_queue_error_interrupt_keeps_wait_events_from_landing_a_release's run: what the second CU's lane 0 reads
+  in the first and the second `bcast` after recovery, and the KFD queue ids before and after."""
   from ioctl_defs.amd import aql, pm4, sdma
   from hcqrt.amd import device as amd_device
   from hcqrt.amd.device import AMDError
@@ -494,15 +514,20 @@ def test_aql_queue_error_interrupt_keeps_wait_events_from_landing_a_release(arch
       event = d.event_id
     host, va = d.kernargs.alloc(len(ib) * 4, 256); ctypes.memmove(host, struct.pack(f"<{len(ib)}I", *ib), len(ib) * 4)
     bad = struct.pack("<HH60x", aql.header(aql.PACKET_TYPE_KERNEL_DISPATCH, barrier, release=aql.FENCE_SCOPE_SYSTEM), 0)
+    before = sorted(drv.queues)
     d.compute.submit_packets([aql.pm4_ib(pm4.indirect_buffer(va, len(ib))), bad])
     with pytest.raises(GPUError, match="0 dimensions"): drv.settle()
     assert drv.events[event]["signaled"], "the inactive signal's interrupt did not signal its event"
     with pytest.raises(AMDError, match="AQL invalid dimensions.*recovered"): d.wait_signal(d.new_signal(0), 1, 5.0)
     assert not drv.events[event]["signaled"], "the backend's wait did not consume the event"
-    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
-    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+    reads = []
+    for _ in range(2):
+      progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+      got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+      reads.append(got.reshape(2, lanes)[:, 0].tolist())
+    after = sorted(drv.queues)
   finally: uninstall_mock_amd(drv)
-  assert got.reshape(2, lanes)[:, 0].tolist() == [7, 0], got.reshape(2, lanes)[:, 0]
+  return reads[0], reads[1], (before, after)
 
 @needs_llvm
 @pytest.mark.parametrize("arch", list(ARCHS))
@@ -573,7 +598,7 @@ def test_release_in_a_per_xcc_ib_marks_its_xcc_and_unprovable_copies_do_not_pile
   from types import SimpleNamespace
   from hcqrt.mock.amd.cp import Queue
   cache = SimpleNamespace(held=True, mark=lambda: "all", mark_xcc=lambda x, nx: f"x{x}/{nx}", live=lambda m: True)
-  q = SimpleNamespace(vm=SimpleNamespace(l1_pending=[]), qid=3, num_xcc=8, ibs=[], _marks=Queue._marks)
+  q = SimpleNamespace(vm=SimpleNamespace(l1_pending=[]), qid=3, serial=3, num_xcc=8, ibs=[], _marks=Queue._marks)
   q.xcc = lambda: q.ibs[-1][3] if q.ibs else 0
   for rnd in range(3):
     for x in reversed(range(8)):
@@ -884,3 +909,80 @@ def test_dispatch_view_refuses_an_l2_write_outside_every_bo():
     vm.dirty = {a: b"abcd"}
     with pytest.raises(RuntimeError, match=f"L2 holds a CP write at {a:#x} that lies in no BO"):
       with vm.l2_seen_by_shaders(): pass
+
+def _xcc_interrupt_run(monkeypatch, xccs: int | None, completion: bool) -> tuple[list[int], list[int]]:
+  """gfx942 AQL, every acquire scope NONE and every PM4 L1 invalidate taken out: `bcast` fills x's zeros into the L1s
+  of XCC 0 and 1 (its two workgroups), then an SDMA copy from the host writes 7s to x past both. A PM4-IB releases
+  with EOP_TCL1_ACTION_EN on each of the 8 XCCs (no interrupt); unless `xccs` is None a second one raises an INT_SEL 2
+  release of the host's event on the XCCs of mask `xccs` (PRED_EXEC; 0xFF: unpredicated, every XCC); with
+  `completion` a barrier follows whose completion signal's mailbox is the host's event. WAIT_EVENTS consumes the
+  event, then `bcast` runs again. Returns the XCCs whose invalidates are still pending after the wait, and what
+  `bcast`'s two workgroups (XCC 0, XCC 1) read."""
+  from ioctl_defs.amd import aql, pm4, sdma
+  from hcqrt.amd import device as amd_device
+  monkeypatch.setenv("AMD_AQL", "1")
+  inv = pm4.EOP_TCL1_ACTION_EN
+  for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV", "COHER_TCL1_ACTION_ENA", "EOP_TCL1_ACTION_EN"):
+    monkeypatch.setattr(pm4, name, 0)
+  monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
+  no_aql_acquire(monkeypatch)
+  lanes = ARCHS["gfx942"][1]
+  drv = install_mock_amd("gfx942")
+  try:
+    d, progs, x, out = device_with_bcast_and_fill("gfx942", lanes)
+    fence = d.allocator.alloc(64)
+    progs["bcast"](x, out, global_size=(2, 1, 1), local_size=(lanes, 1, 1), wait=True)
+    d.allocator.copyin(x, memoryview(np.full(lanes, 7, np.int32).view(np.uint8)))
+    drv.settle(); d.ioctl("AMDKFD_IOC_RESET_EVENT", event_id=d.event_id)   # the launches' own signals of the event
+    ibs = [pm4.release_mem(fence.va, 1, cache=inv)]
+    if xccs is not None:
+      rel = pm4.release_mem(d.event_slot, d.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
+                            ctxid=d.event_id)
+      ibs.append(rel if xccs == 0xFF else pm4.pred_exec(xccs, rel))
+    packets = []
+    for ib in ibs:
+      host, va = d.kernargs.alloc(len(ib) * 4, 256); ctypes.memmove(host, struct.pack(f"<{len(ib)}I", *ib), len(ib) * 4)
+      packets.append(aql.pm4_ib(pm4.indirect_buffer(va, len(ib))))
+    if completion:   # amd_signal_t: kind USER, value 1, event mailbox = the host's event slot, event id
+      sig = d.allocator.alloc(64)
+      d.allocator.copyin(sig, memoryview(bytearray(struct.pack("<qqQI36x", aql.AMD_SIGNAL_KIND_USER, 1, d.event_slot, d.event_id))))
+      packets.append(aql.barrier_and([], completion_signal=sig.va))
+    d.compute.submit_packets(packets)
+    drv.settle()
+    assert sorted(p.xcc for p in drv.vm.l1_pending if p.marks) == list(range(8)), "each XCC's release did not file its invalidate"
+    ev = d.abi.ffi.new("struct kfd_event_data[1]"); ev[0].event_id = d.event_id
+    res = d.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(d.abi.ffi.cast("uintptr_t", ev)), num_events=1, wait_for_all=0, timeout=100)
+    assert res.wait_result == 0, f"WAIT_EVENTS timed out (wait_result {res.wait_result}): the release raised no interrupt"
+    pending = sorted(p.xcc for p in drv.vm.l1_pending if p.marks)
+    q = d.hw_compute_queue(); q.exec(progs["bcast"], progs["bcast"].fill_kernargs((x, out), ()), (2, 1, 1), (lanes, 1, 1))
+    d.compute.submit_packets(q._packets(d))
+    d.submit_timeline(d.after_timeline(d.hw_compute_queue())); d.synchronize()
+    got = np.zeros(2 * lanes, np.int32); d.allocator.copyout(memoryview(got.view(np.uint8)), out)
+  finally: uninstall_mock_amd(drv)
+  return pending, got.reshape(2, lanes)[:, 0].tolist()
+
+@needs_llvm
+@pytest.mark.parametrize("interrupter", ["xcc0", "xcc1", "aql_completion"])
+def test_an_interrupt_from_one_xcc_lands_only_that_xccs_release(interrupter, monkeypatch):
+  """_xcc_interrupt_run: the INT_SEL 2 release runs on one XCC only (PRED_EXEC), and WAIT_EVENTS consumes it. Each
+  XCC's CP retires in order only its own releases (cp.py, above release_l1_invalidate): that interrupt proves its own
+  XCC's invalidate, not the other's, so `bcast` reads 7 on the interrupting XCC and the stale 0 on the other. The old
+  mock landed every XCC's: [7, 7]. aql_completion: no release interrupt, a barrier's completion signal instead; which
+  XCC's CP raises that interrupt no source shows (aql.py complete), so it proves no XCC's invalidate: [0, 0]."""
+  xcc = {"xcc0": 0, "xcc1": 1}.get(interrupter)
+  pending, got = _xcc_interrupt_run(monkeypatch, None if xcc is None else 1 << xcc, completion=xcc is None)
+  assert pending == [x for x in range(8) if x != xcc], f"not just the interrupting XCC's invalidate landed: {pending}"
+  assert got == {0: [7, 0], 1: [0, 7], None: [0, 0]}[xcc], got
+
+@needs_llvm
+@pytest.mark.parametrize("interrupter", ["all_xcc", "xcc0_then_completion"])
+def test_wait_events_woken_by_another_xccs_interrupt_lands_no_release(interrupter, monkeypatch):
+  """_xcc_interrupt_run, where a second interrupt of the same queue signals the event too (review amd40b finding 1).
+  all_xcc: the release runs unpredicated, so all 8 XCCs raise it; XCC 0's comes first in the mock's one engine order,
+  but on hardware XCC 1's may wake the waiter before XCC 0's end-of-pipe invalidate retires. xcc0_then_completion:
+  XCC 0's interrupt, then a barrier's completion interrupt on the same event, which no source orders after XCC 0's
+  release (aql.py complete). Either way the waiter may have woken on an interrupt that proves nothing of XCC 0's
+  invalidate, so none lands: [0, 0] (the mock whose sources named only the queue landed XCC 0's: [7, 0]; XCC 0's
+  interrupt alone still reads [7, 0], the test above)."""
+  pending, got = _xcc_interrupt_run(monkeypatch, 0xFF if interrupter == "all_xcc" else 1, completion=interrupter == "xcc0_then_completion")
+  assert (pending, got) == (list(range(8)), [0, 0]), (pending, got)

@@ -115,7 +115,14 @@ class AQLQueue(Queue):
     mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
-      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=self.qid))
+      # INFERRED, the harmful reading: every XCC's CP runs the packet (a PM4-IB; a dispatch's share), and which of them
+      # raises its completion interrupt, after which of their releases, no source shows (the nearest fact: XCC 0's MQD
+      # is the "Master XCC", the one that updates the read pointer, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/
+      # kfd_mqd_manager_v9.c:709-714): on a node of several XCCs it proves no XCC's releases (cp.py Queue.interrupted),
+      # and as a source of its own, (serial, "completion"), it keeps an XCC's interrupt on the same event from proving
+      # them either (a waiter may have woken on it first; kfd.py _wait_events, review amd40b finding 1)
+      one = self.num_xcc == 1
+      self.interrupted(self.kfd.interrupt(event_id, eop=True, source=(self.serial, 0) if one else (self.serial, "completion")), 0 if one else None)
 
   def packet(self, pkt: bytes) -> None:
     hdr = pkt[0] | pkt[1] << 8
@@ -262,7 +269,7 @@ class AQLQueue(Queue):
     RELEASE_MEM only puts its end-of-pipe event into the pipeline (cp.py release_l1_invalidate). INFERRED, the harmful
     reading (no source says whether a PM4-IB packet completes before its end-of-pipe events retire): not even a
     barrier packet's report waits for them. So the interrupt proves none of the queue's earlier end-of-pipe releases:
-    it is not fed to `interrupted`, and has a source of its own, (qid, "error"), so a WAIT_EVENTS consuming an event
+    it is not fed to `interrupted`, and has a source of its own, (serial, "error"), so a WAIT_EVENTS consuming an event
     it also signalled lands none of them (its waiter may have woken on it; kfd.py _wait_events; review amd39b nit 3).
     INFERRED: it comes as an end-of-pipe-source interrupt, the one CP source the KFD signals events by id from, so
     on gfx942 a context id of 0 is dropped (`eop`)."""
@@ -274,4 +281,4 @@ class AQLQueue(Queue):
     mailbox, event_id = struct.unpack("<QI", bytes(self.vm.read(handle + 16, 12)))
     if mailbox:
       self.vm.write(mailbox, struct.pack("<I", event_id))
-      self.kfd.interrupt(event_id, eop=True, source=(self.qid, "error"))
+      self.kfd.interrupt(event_id, eop=True, source=(self.serial, "error"))

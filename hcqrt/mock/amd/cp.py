@@ -134,13 +134,14 @@ def _cmp(func: int, v: int, ref: int) -> bool:
 class PendingInvalidate:
   """A release's L1 / GL1 invalidate not yet seen complete (Queue.release_l1_invalidate): the fence it writes (`width`
   bytes at `addr`, `old` before it, `new` after), the caches' marks, the queue that issued it (its EOP events retire in
-  order) and the KFD events a later interrupt of that queue newly signalled (a WAIT_EVENTS that consumes one saw it)."""
+  order; its Queue.serial, not its KFD id, which a later queue may reuse) and the KFD events a later interrupt of that
+  queue newly signalled (a WAIT_EVENTS that consumes one saw it)."""
   addr: int
   width: int
   old: int
   new: int
   marks: list
-  queue: int
+  queue: int   # Queue.serial
   events: set[int] = field(default_factory=set)
   xcc: int = 0   # the XCC whose CP ran it (an AQL PM4-IB runs once per XCC; each XCC retires its own events in order)
 
@@ -183,6 +184,12 @@ class Queue:
   """A user-mode queue the mock KFD created: ring, rptr/wptr in the client's memory, doorbell value as the target."""
   def __init__(self, kfd, qid: int, kind: int, vm: GPUVM, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int, arch: str):
     self.kfd, self.qid, self.kind, self.vm, self.arch = kfd, qid, kind, vm, arch
+    # What the mock's ordering state (PendingInvalidate.queue, interrupt sources) knows the queue by. Not the KFD queue
+    # id: the kernel hands the lowest free one to the next queue at once (find_first_zero_bit,
+    # linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process_queue_manager.c:61-81; freed by pqm_destroy_queue, :560),
+    # and a new queue's interrupts retire in order with its own releases only, not with a destroyed queue's end-of-pipe
+    # events still in flight (nothing orders those; review amd40 finding 2)
+    self.serial = next(kfd.queue_serials)
     self.gfx = 11 if arch == "gfx1100" else 9
     self.ring_va, self.ring_size, self.rptr_va, self.wptr_va = ring_va, ring_size, rptr_va, wptr_va
     self.pos = 0          # PM4: dwords consumed; SDMA: bytes consumed (both monotonic)
@@ -298,20 +305,24 @@ class Queue:
     (`width` bytes) to fence `addr`: the invalidate is pending until seen complete."""
     xcc, nx = self.xcc(), getattr(self, "num_xcc", 1)
     marks = self._marks(caches, xcc if self.ibs and nx > 1 else None, nx)
-    mine = [p for p in self.vm.l1_pending if p.queue == self.qid and p.xcc == xcc]
+    mine = [p for p in self.vm.l1_pending if p.queue == self.serial and p.xcc == xcc]
     if not marks and not any(p.addr == addr for p in mine): return
     if mine and (prev := mine[-1]).old == prev.new and not prev.events:
       self.vm.l1_pending.remove(prev); marks = [m for m in prev.marks if m[0].live(m[1])] + marks
     elif mine and not mine[-1].marks and mine[-1].addr == addr and not marks: self.vm.l1_pending.remove(mine[-1])
-    self.vm.l1_pending.append(PendingInvalidate(addr, width, old, value, marks, self.qid, xcc=xcc))
+    self.vm.l1_pending.append(PendingInvalidate(addr, width, old, value, marks, self.serial, xcc=xcc))
 
-  def interrupted(self, events: list[int]) -> None:
-    """This queue raised an interrupt that newly signalled `events` and comes after its earlier releases (an
-    end-of-pipe RELEASE_MEM's, an AQL completion signal's, an SDMA TRAP's; not an end-of-shader one, release_mem, nor
-    an AQL queue-error report, aql.py _write_inactive_signal): once a WAIT_EVENTS consumes one that no other source
-    signalled since (kfd.py _wait_events), every earlier release of the queue has completed (in order, land_pending)."""
+  def interrupted(self, events: list[int], xcc: int | None) -> None:
+    """This queue's CP on XCC `xcc` raised an interrupt that newly signalled `events` and comes after its earlier
+    releases there (an end-of-pipe RELEASE_MEM's, an AQL completion signal's, an SDMA TRAP's; not an end-of-shader
+    one, release_mem, nor an AQL queue-error report, aql.py _write_inactive_signal): once a WAIT_EVENTS consumes one
+    that no other source signalled since (kfd.py _wait_events), every earlier release of the queue on that XCC has
+    completed (in order, land_pending). Only that XCC's: each XCC's CP retires in order only its own releases (the
+    rule above release_l1_invalidate), so XCC 0's interrupt says nothing of XCC 1's invalidate (review amd40 finding
+    4). `xcc` None: which XCC raised it is not known (aql.py complete on a node of several XCCs): it proves none."""
+    if xcc is None: return
     for p in self.vm.l1_pending:
-      if p.queue == self.qid: p.events.update(events)
+      if p.queue == self.serial and p.xcc == xcc: p.events.update(events)
 
   @staticmethod
   def _marks(caches: list, xcc: int | None = None, nx: int = 1) -> list:
@@ -502,8 +513,8 @@ class Queue:
       # An EOS interrupt says nothing of the queue's earlier end-of-pipe releases and may be raised before them (see
       # above): it proves none of them, and as a source of its own it also keeps the queue's later EOP interrupts
       # on the same event from proving them (a waiter may have woken on it first; kfd.py _wait_events, review amd39 row 2)
-      new = self.kfd.interrupt(body[6], eop=True, source=(self.qid, "eos") if eos else self.qid)
-      if not eos: self.interrupted(new)
+      new = self.kfd.interrupt(body[6], eop=True, source=(self.serial, "eos") if eos else (self.serial, self.xcc()))
+      if not eos: self.interrupted(new, self.xcc())
     elif int_sel not in (0, 3): raise self.fail(f"RELEASE_MEM INT_SEL {int_sel} is not modelled")
     self.kfd.stall()   # the CP may fall behind right after a release the host can see (tests widen this gap)
 
@@ -551,7 +562,7 @@ class Queue:
       uncached = self.gfx < 11 or (hdr >> 16) & 7 == 3   # SDMA 6: MTYPE 3 (UC) writes around the L2
       old = self.vm.read32(addr)
       (self.vm.write if uncached else self.vm.write_cached)(addr, struct.pack("<I", b[3]))
-      if self.gcr_l1 is not None: self.vm.l1_pending.append(PendingInvalidate(addr, 4, old, b[3], self.gcr_l1, self.qid)); self.gcr_l1 = None
+      if self.gcr_l1 is not None: self.vm.l1_pending.append(PendingInvalidate(addr, 4, old, b[3], self.gcr_l1, self.serial)); self.gcr_l1 = None
       return 4
     if name == "POLL_REGMEM":
       b = need(6)
@@ -560,7 +571,7 @@ class Queue:
       self.observe_fence(b[1] | (b[2] << 32), 4, (hdr >> 28) & 7, b[3], b[4])
       return 6
     if name == "TRAP":
-      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF, source=self.qid)); return 2
+      b = need(2); self.interrupted(self.kfd.interrupt(b[1] & 0x0FFFFFFF, source=(self.serial, 0)), 0); return 2
     if name == "TIMESTAMP" and sub == 2:
       b = need(3)
       if b[1] % 8: raise self.fail(f"SDMA GET_GLOBAL_TIMESTAMP address {b[1] | (b[2] << 32):#x} is not 8-byte aligned")

@@ -21,7 +21,7 @@ zero-fill or truncate it, hiding a client's layout bug).
   (True, True)
 """
 from __future__ import annotations
-import ctypes, errno, mmap as _mmap, os, struct, threading, time
+import ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time
 from collections.abc import Hashable, Iterable
 from typing import Any
 from hcqrt import syscalls
@@ -116,6 +116,7 @@ class MockKFD:
     self.bos: dict[int, BO] = {}             # handle -> BO
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
+    self.queue_serials = itertools.count(1)   # Queue.serial: never reused, unlike the queue ids
     self.doorbells: dict[tuple[int, int], Queue] = {}    # (gpu_id, doorbell byte offset in its frame) -> queue
     self.doorbell_writes = 0                  # doorbell writes seen (tests and benchmarks count submissions)
     self.interrupts: list[int] = []           # context ids of the interrupts raised, in order (tests count them)
@@ -500,14 +501,17 @@ class MockKFD:
   def _reset_event(self, a: dict) -> None: self._ev(a["event_id"])["signaled"] = False
 
   def _signal(self, e: int, source: Hashable | None) -> bool:
-    """Signal event `e` for `source`; True if it was not signalled yet. Sources: a queue id, that queue's interrupt
-    ordered after its earlier end-of-pipe releases (a RELEASE_MEM end-of-pipe INT_SEL 2, an AQL completion signal, an
-    SDMA TRAP: cp.py Queue.interrupted); (queue id, "eos"), its end-of-shader RELEASE_MEM interrupt (cp.py
-    release_mem); (queue id, "error"), an AQL queue's error report through its queue_inactive_signal (aql.py
-    _write_inactive_signal); None, what no queue's order covers: the host's SET_EVENT, a queue exception the kernel
-    passes on through the CWSR header (queue_exception), a VM fault (memory_fault). The event keeps every source since
-    it was last unsignalled ("by"): a WAIT_EVENTS that consumes it may have been woken by any one of them, so it lands a
-    queue's releases only when that queue's own id is the one source (_wait_events)."""
+    """Signal event `e` for `source`; True if it was not signalled yet. Sources: (serial, xcc), a queue's interrupt
+    from XCC `xcc` ordered after that XCC's earlier end-of-pipe releases of the queue (a RELEASE_MEM end-of-pipe INT_SEL
+    2, an AQL completion signal on a node of one XCC, an SDMA TRAP as XCC 0: cp.py Queue.interrupted; serial: cp.py
+    Queue.serial, never reused, unlike KFD queue ids); (serial, "completion"), an AQL completion signal's interrupt on
+    a node of several XCCs, raised by an XCC no source names (aql.py complete); (serial, "eos"), its end-of-shader
+    RELEASE_MEM interrupt (cp.py release_mem); (serial, "error"), an AQL queue's error report through its
+    queue_inactive_signal (aql.py _write_inactive_signal); None, what no queue's order covers: the host's SET_EVENT, a
+    queue exception the kernel passes on through the CWSR header (queue_exception), a VM fault (memory_fault). The event
+    keeps every source since it was last unsignalled ("by"): a WAIT_EVENTS that consumes it may have been woken by any
+    one of them, so it lands a queue's releases on an XCC only when that queue's interrupt from that XCC is the one
+    source (_wait_events)."""
     ev = self.events[e]
     new = not ev["signaled"]
     ev["signaled"], ev["by"] = True, {source} if new else ev.get("by", set()) | {source}
@@ -515,16 +519,25 @@ class MockKFD:
 
   def interrupt(self, ctxid: int, eop: bool = False, source: Hashable | None = None) -> list[int]:
     """A CP interrupt carrying an event id (RELEASE_MEM INT_SEL 2, an AQL signal's mailbox: `eop`) or an SDMA trap
-    interrupt: signal the event it names if its slot was written, else every written slot
-    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c, kfd_signal_event_interrupt). On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
+    interrupt: signal the event it names if its slot was written, else every signal event whose slot was written, of
+    ids below KFD_SIGNAL_EVENT_LIMIT only (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c,
+    kfd_signal_event_interrupt). On GC >= 9.4.1 (gfx942) the top half drops end-of-pipe interrupts whose context id is 0
     (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c:331-336). Returns the events it newly
     signalled: a WAIT_EVENTS that consumes one of them saw this interrupt (an event already signalled merges it, so
     its waiter may have seen only an earlier one: cp.py Queue.interrupted). `source`: who raised it (_signal)."""
     self.interrupts.append(ctxid)
     if eop and ctxid == 0 and self.arch == "gfx942": return []
     if self.event_page is None: return []
-    hit = [ctxid] if ctxid in self.events and self._slot(ctxid) != T.UNSIGNALED_EVENT_SLOT else \
-          [e for e in self.events if self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
+    # Only slots below KFD_SIGNAL_EVENT_LIMIT are ever read (kfd_events.c): the named one only if ctxid < 4096
+    # (:165-166; the gfx9-gfx11 handlers pass 23 to 32 valid bits, so the single lookup of :171-176); the exhaustive
+    # search, taken when that finds no event (:771-773), walks the event IDR in id order and stops at the first id >=
+    # 4096 (:786-797), or with 63 or more signal events (the count includes the reserved id 0, :252-256) walks slots
+    # 1..4095 (:798-806); either way it sets only signal events (event_can_be_gpu_signaled, :318-322). So a memory event
+    # (id >= KFD_FIRST_NONSIGNAL_EVENT_ID, kfd_events.h:40) is never read, nor is a signal event whose id a page of more
+    # than 4096 slots let reach 4096 or more (:122; kfd_event_page_set keeps the page's whole size, :337-356):
+    # interrupts wake nobody on it
+    hit = [ctxid] if ctxid < KFD_EVENT_LIMIT and ctxid in self.events and self._slot(ctxid) != T.UNSIGNALED_EVENT_SLOT else \
+          [e for e in sorted(self.events) if e < KFD_EVENT_LIMIT and self._slot(e) != T.UNSIGNALED_EVENT_SLOT]
     new = [e for e in hit if self._signal(e, source)]
     for e in hit: self._slot(e, T.UNSIGNALED_EVENT_SLOT)
     return new
@@ -579,12 +592,13 @@ class MockKFD:
       if (all(done) if a["wait_for_all"] else any(done)):
         # the interrupts behind the events it consumes have been raised: their queues' releases have completed, and so
         # have the L1 / GL1 invalidates they carried (cp.py land_pending). A release lands only through an event every
-        # signal of which since it was last unsignalled came from its own queue after it (p.events: newly signalled
-        # by such an interrupt; "by": no other source since). Another source (the SDMA trap the backend raises on
-        # the same event, hcqrt/amd/device.py; a host SET_EVENT) may have woken this waiter first, before the release
-        # completed: the mock runs the engines in one order, hardware in any (review l1c row 5)
+        # signal of which since it was last unsignalled came from its own queue's CP on its own XCC after it (p.events:
+        # newly signalled by such an interrupt; "by": no other source since; another XCC's interrupt, or one of an XCC
+        # no source names, may come first on hardware: review amd40b finding 1). Another source (the SDMA trap the
+        # backend raises on the same event, hcqrt/amd/device.py; a host SET_EVENT) may have woken this waiter first,
+        # before the release completed: the mock runs the engines in one order, hardware in any (review l1c row 5)
         seen = {e for e in ids if e in self.events and self.events[e]["signaled"]}
-        def proven(p) -> bool: return any(self.events[e].get("by") == {p.queue} for e in p.events & seen)
+        def proven(p) -> bool: return any(self.events[e].get("by") == {(p.queue, p.xcc)} for e in p.events & seen)
         for n in self.nodes.values(): land_pending(n.vm, proven)
         for i, e in enumerate(ids):
           ev = self.events[e]
