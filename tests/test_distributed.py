@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from frontend import Tensor, optim
 from frontend import distributed as dist
-from tests.child_env import pythonpath
+from tests.child_env import device_env
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DP, GPU = ROOT / "tests" / "dist" / "dp_train.py", ROOT / "tests" / "dist" / "gpu_step.py"
@@ -45,10 +45,9 @@ needs_mpi = pytest.mark.skipif(_why_not is not None and os.environ.get("HCQRT_RE
 # MPICH's Hydra reads neither. See the README's Open MPI note.
 OPEN_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
-def _env(**extra: str) -> dict:
-  env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS) and k not in ("MOCKGPU", "NV", "AMD", "CPU", "PTXEMU", "AMDEMU")}
-  env["PYTHONPATH"] = pythonpath(ROOT)
-  return env | OPEN_MPI_ENV | extra
+def _env(device: str = "CPU", **extra: str) -> dict:
+  """The ranks' environment: none of a launcher's variables, `device` named (not the caller's, nor a probed GPU)."""
+  return {k: v for k, v in device_env(ROOT, device).items() if not k.startswith(LAUNCHER_VARS)} | OPEN_MPI_ENV | extra
 
 def _launch(n: int, script: pathlib.Path, *args: str, env: dict | None = None, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
   if _why_not: pytest.fail(f"HCQRT_REQUIRE_DIST=1 but {_why_not}; install: {dist.INSTALL_HINT}")
@@ -108,7 +107,7 @@ def test_param_check_names_the_diverged_rank():
 
 @needs_mpi
 def test_mock_gpu_ranks_stage_through_host(tmp_path):
-  r, _ = _launch(2, GPU, str(tmp_path), env=_env(MOCKGPU="1", NV="1"))
+  r, _ = _launch(2, GPU, str(tmp_path), env=_env("NV", MOCKGPU="1"))
   assert r.returncode == 0, r.stdout + r.stderr
   text = _lines(tmp_path, 2)
   assert "rank 0 gpu ok NV NVBuffer" in text and "rank 1 gpu ok NV NVBuffer" in text
