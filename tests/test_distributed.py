@@ -41,9 +41,16 @@ needs_mpi = pytest.mark.skipif(_why_not is not None and os.environ.get("HCQRT_RE
                                reason=f"{_why_not}; install: {dist.INSTALL_HINT}")
 
 # Open MPI's mpiexec refuses to start as root (GPU containers often run as root) unless both of these are set, and
-# more ranks than cores unless oversubscription is allowed (4.x's MCA variable; the 4-rank tests on a small box);
-# MPICH's Hydra reads neither. See the README's Open MPI note.
-OPEN_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+# more ranks than cores unless oversubscription is allowed (4.x's MCA variable; the 4-rank tests on a small box).
+# Open MPI 4 also refuses any launch, even of ranks on this machine alone, where neither ssh nor rsh is on PATH (GPU
+# containers often have neither): its rsh launcher looks its agent up when it opens and aborts if it is missing
+# (orte/mca/plm/rsh/plm_rsh_component.c:329-336 in v4.1.x; open-mpi/ompi issue 12386). A program that exists, `false`,
+# as the agent lets it start; ranks on this machine are forked by mpiexec itself, so the agent is never run (and a
+# launch on another node would fail at once). Open MPI 5 passes the variable on to PRRTE as plm_ssh_agent
+# (prrte src/mca/schizo/ompi/schizo_ompi.c check_prte_overlap), where a missing default agent only deselects ssh.
+# MPICH's Hydra reads none of these. See the README's Open MPI note.
+OPEN_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1",
+                "OMPI_MCA_plm_rsh_agent": "false"}
 
 def _env(device: str = "CPU", **extra: str) -> dict:
   """The ranks' environment: none of a launcher's variables, `device` named (not the caller's, nor a probed GPU)."""
