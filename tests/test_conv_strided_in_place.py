@@ -11,7 +11,7 @@ from frontend import Tensor
 from compiler.lower import lower
 from compiler.schedule import create_schedule
 from compiler.opt.apply import _loads, _stride
-from tests.child_env import pythonpath
+from tests.child_env import device_env
 
 pytestmark = [pytest.mark.usefixtures("on_cpu")]   # CPU opts: CPU tensors even under MOCKGPU=1 NV=1
 
@@ -108,8 +108,8 @@ def test_strided_forward_alone_matches_float64_on_each_isa(isa):
   kernels, the weight copy and the conv, which alone reads x (no padded copy of the input, on both widths); the
   others read x through a copy."""
   import torch
-  env = {**os.environ, "CPU_ISA": isa, "PYTHONPATH": pythonpath(os.getcwd())}
-  for var in ("MOCKGPU", "NV", "AMD", "DEBUG", "BEAM"): env.pop(var, None)   # the CPU device, default opts
+  # the CPU device by name (with no device variable a GPU box's /dev/nvidiactl would choose NV), default opts
+  env = {k: v for k, v in device_env(os.getcwd(), "CPU", CPU_ISA=isa).items() if k not in ("DEBUG", "BEAM")}
   res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(CASES)], capture_output=True, text=True, env=env, timeout=600)
   assert res.returncode == 0, res.stderr[-3000:]
   for (shape, _wshape, kw, in_place), r in zip(CASES, json.loads(res.stdout.strip().splitlines()[-1])):

@@ -7,7 +7,7 @@ their output channels, the strided forward) as well as the kernels' tiles, so ea
 import json, os, subprocess, sys
 import numpy as np
 import pytest
-from tests.child_env import pythonpath
+from tests.child_env import device_env
 
 # (batch, cin, cout, (h, w), (kh, kw), stride, padding, dilation, groups)
 CASES = [
@@ -23,8 +23,8 @@ CASES = [
 
 CHILD = r'''
 import json, sys, numpy as np
-from frontend import Tensor, TinyJit
-cases, out = json.loads(sys.argv[1]), {}
+from frontend import Tensor, TinyJit, Device
+cases, out = json.loads(sys.argv[1]), {"device": Device.DEFAULT}
 for i, (b, ci, co, hw, k, s, p, d, g) in enumerate(cases):
   rng = np.random.default_rng(i)
   xn = rng.standard_normal((b, ci, *hw)).astype(np.float32)
@@ -59,11 +59,12 @@ def _runnable_isas() -> list[str]:
 @pytest.mark.parametrize("isa", _runnable_isas())
 def test_conv_gradients_equal_torch_float64(isa):
   """Every case's dW and dX within float32 rounding of torch float64 (relative to the gradient's largest entry)."""
-  env = {**os.environ, "CPU_ISA": isa, "PYTHONPATH": pythonpath(os.getcwd())}
-  for var in ("MOCKGPU", "NV", "AMD", "DEBUG", "BEAM"): env.pop(var, None)   # the CPU device, default opts
+  # the CPU device by name (with no device variable a GPU box's /dev/nvidiactl would choose NV), default opts
+  env = {k: v for k, v in device_env(os.getcwd(), "CPU", CPU_ISA=isa).items() if k not in ("DEBUG", "BEAM")}
   res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(CASES)], capture_output=True, text=True, env=env, timeout=600)
   assert res.returncode == 0, res.stderr[-3000:]
   out = json.loads(res.stdout.strip().splitlines()[-1])
+  assert out["device"] == "CPU", out["device"]   # (the ISA is the CPU's: run anywhere else, nothing of it was tested)
   for i, case in enumerate(CASES):
     r, (s, p, d, g) = out[str(i)], case[5:]
     ex, ew = _torch_grads(*(np.array(r[n], dtype=np.float32) for n in ("x", "w", "g")), s, p, d, g)

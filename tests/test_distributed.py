@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from frontend import Tensor, optim
 from frontend import distributed as dist
-from tests.child_env import pythonpath
+from tests.child_env import device_env
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DP, GPU = ROOT / "tests" / "dist" / "dp_train.py", ROOT / "tests" / "dist" / "gpu_step.py"
@@ -41,14 +41,20 @@ needs_mpi = pytest.mark.skipif(_why_not is not None and os.environ.get("HCQRT_RE
                                reason=f"{_why_not}; install: {dist.INSTALL_HINT}")
 
 # Open MPI's mpiexec refuses to start as root (GPU containers often run as root) unless both of these are set, and
-# more ranks than cores unless oversubscription is allowed (4.x's MCA variable; the 4-rank tests on a small box);
-# MPICH's Hydra reads neither. See the README's Open MPI note.
-OPEN_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+# more ranks than cores unless oversubscription is allowed (4.x's MCA variable; the 4-rank tests on a small box).
+# Open MPI 4 also refuses any launch, even of ranks on this machine alone, where neither ssh nor rsh is on PATH (GPU
+# containers often have neither): its rsh launcher looks its agent up when it opens and aborts if it is missing
+# (orte/mca/plm/rsh/plm_rsh_component.c:329-336 in v4.1.x; open-mpi/ompi issue 12386). A program that exists, `false`,
+# as the agent lets it start; ranks on this machine are forked by mpiexec itself, so the agent is never run (and a
+# launch on another node would fail at once). Open MPI 5 passes the variable on to PRRTE as plm_ssh_agent
+# (prrte src/mca/schizo/ompi/schizo_ompi.c check_prte_overlap), where a missing default agent only deselects ssh.
+# MPICH's Hydra reads none of these. See the README's Open MPI note.
+OPEN_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1",
+                "OMPI_MCA_plm_rsh_agent": "false"}
 
-def _env(**extra: str) -> dict:
-  env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS) and k not in ("MOCKGPU", "NV", "AMD", "CPU", "PTXEMU", "AMDEMU")}
-  env["PYTHONPATH"] = pythonpath(ROOT)
-  return env | OPEN_MPI_ENV | extra
+def _env(device: str = "CPU", **extra: str) -> dict:
+  """The ranks' environment: none of a launcher's variables, `device` named (not the caller's, nor a probed GPU)."""
+  return {k: v for k, v in device_env(ROOT, device).items() if not k.startswith(LAUNCHER_VARS)} | OPEN_MPI_ENV | extra
 
 def _launch(n: int, script: pathlib.Path, *args: str, env: dict | None = None, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
   if _why_not: pytest.fail(f"HCQRT_REQUIRE_DIST=1 but {_why_not}; install: {dist.INSTALL_HINT}")
@@ -108,7 +114,7 @@ def test_param_check_names_the_diverged_rank():
 
 @needs_mpi
 def test_mock_gpu_ranks_stage_through_host(tmp_path):
-  r, _ = _launch(2, GPU, str(tmp_path), env=_env(MOCKGPU="1", NV="1"))
+  r, _ = _launch(2, GPU, str(tmp_path), env=_env("NV", MOCKGPU="1"))
   assert r.returncode == 0, r.stdout + r.stderr
   text = _lines(tmp_path, 2)
   assert "rank 0 gpu ok NV NVBuffer" in text and "rank 1 gpu ok NV NVBuffer" in text

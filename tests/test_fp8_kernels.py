@@ -2,8 +2,9 @@
 equal to torch's `.to(torch.float8_e4m3fn / float8_e5m2)` (round to nearest even, e4m3 saturating to 448 for overflow
 and inf, e5m2 overflowing to inf, NaN sign|0x7f), every fp8 byte back to float, arithmetic on fp8 values, and which
 conversion each target uses: PTX sm_89+ `cvt.rn.satfinite.e4m3x2.f32` / `cvt.rn.f16x2.e4m3x2` (the NV mock's PTX
-interpreter runs them), integer arithmetic on the bits elsewhere (sm_80, C, LLVM for the CPU, gfx1100 and gfx942)."""
-import json, os, struct, subprocess, sys, pathlib
+interpreter runs them), integer arithmetic on the bits elsewhere (sm_80, the mock RTX 3090's sm_86, C, LLVM for the
+CPU, gfx1100 and gfx942)."""
+import json, struct, subprocess, sys, pathlib
 import numpy as np
 import pytest
 import torch
@@ -14,7 +15,7 @@ from compiler.target import Target
 from compiler.uop import UOp, Ops
 from hcqrt.mock.ptx import PTXModule, PTXError
 from hcqrt.mock.ptx.numerics import f32_to_f8_satfinite, f8_to_f16
-from tests.child_env import pythonpath
+from tests.child_env import device_env
 from tests.test_ptx_interpreter import Dev
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -43,8 +44,9 @@ INPUTS = _inputs()
 SCRIPT = r"""
 import json, sys, numpy as np
 from frontend import Tensor, dtypes, Device
+from frontend.devices import target_of
 xs = np.frombuffer(bytes.fromhex(sys.argv[1]), np.float32)
-out = {"device": Device.DEFAULT}
+out = {"device": Device.DEFAULT, "target": [target_of(Device.DEFAULT).renderer, target_of(Device.DEFAULT).arch]}
 for name in ("fp8e4m3", "fp8e5m2"):
   dt = getattr(dtypes, name)
   out[name + "_enc"] = Tensor(xs).realize().cast(dt).bitcast(dtypes.uint8).numpy().tolist()
@@ -56,11 +58,11 @@ for name in ("fp8e4m3", "fp8e5m2"):
 print(json.dumps(out))
 """
 
-CONFIGS = {   # name: environment
-  "CPU-c": {}, "CPU-llvm": {"CPU_LLVM": "1"}, "PTXEMU-sm_90": {"PTXEMU": "1"},
-  "NV-hopper-sm_90": {"MOCKGPU": "1", "NV": "1", "MOCKGPU_ARCH": "hopper"}, "NV-ada-sm_89": {"MOCKGPU": "1", "NV": "1", "MOCKGPU_ARCH": "ada"},
-  "NV-ampere-sm_80": {"MOCKGPU": "1", "NV": "1", "MOCKGPU_ARCH": "ampere"},
-  "AMD-gfx1100": {"MOCKGPU": "1", "AMD": "1", "MOCKGPU_ARCH": "gfx1100"}, "AMD-gfx942": {"MOCKGPU": "1", "AMD": "1", "MOCKGPU_ARCH": "gfx942"},
+CONFIGS = {   # name (its device first): the environment's settings beside the device (CPU_LLVM is the CPU's renderer)
+  "CPU-c": {"CPU_LLVM": "0"}, "CPU-llvm": {"CPU_LLVM": "1"}, "PTXEMU-sm_90": {},
+  "NV-hopper-sm_90": {"MOCKGPU": "1", "MOCKGPU_ARCH": "hopper"}, "NV-ada-sm_89": {"MOCKGPU": "1", "MOCKGPU_ARCH": "ada"},
+  "NV-ampere-sm_86": {"MOCKGPU": "1", "MOCKGPU_ARCH": "ampere"},
+  "AMD-gfx1100": {"MOCKGPU": "1", "MOCKGPU_ARCH": "gfx1100"}, "AMD-gfx942": {"MOCKGPU": "1", "MOCKGPU_ARCH": "gfx942"},
 }
 
 # torch 2.11's c10/util/Float8_e4m3fn.h (`if (f_bits >= fp8_max) result = 0x7f`, fp8_max = 480, and the round up from
@@ -79,12 +81,12 @@ def _torch_bytes(x: np.ndarray, name: str) -> np.ndarray:
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_fp8_on_every_target_matches_torch(config):
-  env = {k: v for k, v in os.environ.items() if k not in ("MOCKGPU", "NV", "AMD", "PTXEMU", "CPU", "CPU_LLVM", "MOCKGPU_ARCH")}
-  env.update(CONFIGS[config], PYTHONPATH=pythonpath(ROOT))   # keeps the caller's entries (a GPU box's wheels)
+  # the device named, none of the caller's (NV=1 on a GPU box), and no device file probed (/dev/nvidiactl there)
+  env = device_env(ROOT, config.split("-")[0], **CONFIGS[config])
   r = subprocess.run([sys.executable, "-c", SCRIPT, INPUTS.tobytes().hex()], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert r.returncode == 0, r.stderr[-3000:]
   got = json.loads(r.stdout.strip().splitlines()[-1])
-  assert got["device"] == config.split("-")[0]
+  assert got["device"] == config.split("-")[0] and config.split("-")[-1] in got["target"], (config, got["device"], got["target"])
   for name, other in (("fp8e4m3", "fp8e5m2"), ("fp8e5m2", "fp8e4m3")):
     want = _torch_bytes(INPUTS, name)
     bad = np.nonzero(np.array(got[name + "_enc"], np.uint8) != want)[0]

@@ -5,11 +5,11 @@ import json, os, subprocess, sys
 import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stream_recorder import ROOT, path_of
-from tests.child_env import pythonpath
+from tests.child_env import device_env
 
 def _record(device: str, aql: bool) -> list:
-  env = {k: v for k, v in os.environ.items() if k not in ("NV", "AMD", "MOCKGPU", "MOCKGPU_ARCH", "AMD_AQL", "CPU", "DEBUG", "PROFILE", "BEAM")}
-  env["PYTHONPATH"] = pythonpath(ROOT)
+  # none of the caller's device choice (MOCKGPU_COUNT too) and settings: the recorder sets its own device and queue
+  env = {k: v for k, v in device_env(ROOT, None).items() if k not in ("AMD_AQL", "DEBUG", "PROFILE", "BEAM")}
   r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "stream_recorder.py"), device] + (["--aql"] if aql else []),
                      capture_output=True, text=True, env=env, timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]

@@ -3,19 +3,19 @@ the device's track, with the JIT replays' kernels inside their replay span; on t
 import itertools, json, os, subprocess, sys
 import pytest
 import compiler.profile as prof
-from tests.child_env import pythonpath
+from tests.child_env import device_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _base_env() -> dict:
-  """This process's environment without its device choice (the suite may run under MOCKGPU=1 NV=1): each run names
-  its own device."""
-  return {k: v for k, v in os.environ.items() if k not in ("CPU", "NV", "AMD", "PTXEMU", "AMDEMU", "MOCKGPU", "MOCKGPU_ARCH")}
+  """This process's environment without its device choice (the suite may run under MOCKGPU=1 NV=1), PYTHONPATH kept:
+  each run names its own device."""
+  return device_env(ROOT, None)
 
 def _run_step(tmp_path, env: dict, model: str) -> tuple[dict, dict]:
   path = tmp_path / "trace.json"
   r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "profile_step.py"), model], cwd=ROOT, capture_output=True, text=True,
-                     env={**_base_env(), "PYTHONPATH": pythonpath(ROOT), "PROFILE": str(path), **env}, timeout=600)
+                     env={**_base_env(), "PROFILE": str(path), **env}, timeout=600)
   assert r.returncode == 0, r.stderr[-3000:]
   assert f"written to {path}" in r.stderr
   return json.loads(r.stdout.strip().splitlines()[-1]), json.loads(path.read_text())
@@ -92,7 +92,7 @@ def test_profile_1_names_its_file(tmp_path):
   """PROFILE=1: the trace goes to a file in the temp directory, named on stderr at exit."""
   code = "from frontend import Tensor; print((Tensor([1.0, 2.0]) + 1).tolist())"
   r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                     env={**_base_env(), "PYTHONPATH": pythonpath(ROOT), "CPU": "1", "PROFILE": "1", "TMPDIR": str(tmp_path)})
+                     env={**_base_env(), "CPU": "1", "PROFILE": "1", "TMPDIR": str(tmp_path)})
   assert r.returncode == 0 and r.stdout.strip() == "[2.0, 3.0]", r.stderr
   path = r.stderr.split("written to ")[1].split(" ")[0]
   assert os.path.dirname(path) == str(tmp_path)
