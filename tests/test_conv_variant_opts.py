@@ -198,10 +198,9 @@ def test_strided_conv_forward_tile_rows_are_output_columns(monkeypatch):
   accumulators, no spills with clang (gcc 12's allocator spills this 12-accumulator tile: 19 moves)."""
   monkeypatch.setenv("HCQRT_CC", need_clang(SPILLS_ARE_CLANGS))
   from compiler.schedule import create_schedule
-  from hcqrt.cpu.device import CPUDevice
-  from compiler.target import Target
   from test_conv_train_opts import inner_accumulators
-  avx2 = Target.from_report(CPUDevice(isa="x86-64-v3").target)
+  from tests.conftest import cpu_target_for
+  avx2 = cpu_target_for("x86-64-v3")   # (a multi-core one: on one core the outermost loop, the images, may be cut)
   import frontend.nn_ops as nn_ops
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 8)   # (the graph an AVX2 host builds: the transposed store)
   y = Tensor.empty(2, 64, 32, 32).requires_grad_().conv2d(Tensor.empty(64, 64, 3, 3).requires_grad_(), stride=2, padding=1)
