@@ -37,6 +37,9 @@ class LoweredKernel:
   depths: list[int] = field(default_factory=list)
   # the chunks `threaded` is cut into (0: one per core); the cores claim them in turn (compiler/opt/heuristic.py thread_chunks)
   chunks: int = field(default=0, kw_only=True, compare=False)
+  # the threaded loop peeled (compiler/opt/peel.py peel_range): each piece's loop and its offset in `threaded`, whose
+  # chunks the renderers still cut (each chunk runs the part of every piece that falls inside it)
+  thread_pieces: dict[UOp, int] = field(default_factory=dict, kw_only=True)
   # the id of the next loop an opt makes (new_range); -1: one past the largest id in the graph, found on first use
   next_range: int = field(default=-1, kw_only=True, repr=False, compare=False)
   def new_range(self, size: int, kind: str) -> UOp:

@@ -4,7 +4,7 @@ ABI: `void name(T0 *restrict data0, const T1 *restrict data1, ..., int var_n, ..
 the Variables of symbolic sizes (in name order), then
 the index of the CPU core running this call. When the kernel is threaded its loop k.threaded (an output loop) is cut
 into `threads` contiguous chunks (one per core, or more, which the runner's threads claim in turn) and `core` picks
-one. Vector values use GCC/clang vector extensions.
+one (a peeled threaded loop: each piece runs the part of that chunk it holds, k.thread_pieces). Vector values use GCC/clang vector extensions.
 `portable=True` (model export) instead renders a `static` function without `core`, spelled in plain C99 with
 <math.h>: no vector types, no float16, no GCC builtins.
 
@@ -269,6 +269,13 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
       names[u] = rid
       if u is k.threaded and threads > 1:
         lines.append(f"{pad}int {rid}_lo = (int)(((long long){n}*core)/{threads}), {rid}_hi = (int)(((long long){n}*(core+1))/{threads});")
+        lines.append(f"{pad}for (int {rid} = {rid}_lo; {rid} < {rid}_hi; {rid}++) {{")
+      elif u in k.thread_pieces and threads > 1:
+        # a piece of the peeled threaded loop (offset off in it): the part of this core's chunk of the whole loop that it holds
+        off, total = k.thread_pieces[u], k.threaded.src[0].arg
+        lines.append(f"{pad}int {rid}_lo = (int)(((long long){total}*core)/{threads}) - {off}, {rid}_hi = (int)(((long long){total}*(core+1))/{threads}) - {off};")
+        lines.append(f"{pad}if ({rid}_lo < 0) {rid}_lo = 0;")
+        lines.append(f"{pad}if ({rid}_hi > {n}) {rid}_hi = {n};")
         lines.append(f"{pad}for (int {rid} = {rid}_lo; {rid} < {rid}_hi; {rid}++) {{")
       else:
         if not portable and u in no_unroll: lines.append(f"{pad}#pragma clang loop unroll(disable)")

@@ -382,13 +382,20 @@ class _Renderer:
         if u in gidx: self.names[u] = gidx[u]; continue
         n, rid = u.src[0].arg if u.src[0].op is Ops.CONST else self.val(u.src[0]), f"r{u.arg[0]}_{self.cnt}"
         lo, hi = (self.lane if u in self.strided else "0"), str(n)
-        if u is k.threaded and self.threads > 1:
+        piece = u in k.thread_pieces and self.threads > 1
+        if piece or (u is k.threaded and self.threads > 1):
+          total = k.threaded.src[0].arg if piece else n
           c = self.emit("sext i32 %core to i64")
           bounds = []
           for x in (c, self.emit(f"add i64 {c}, 1")):   # chunk core: [n*core/threads, n*(core+1)/threads)
-            m = self.emit(f"mul i64 {x}, {n}")
+            m = self.emit(f"mul i64 {x}, {total}")
             bounds.append(self.emit(f"trunc i64 {self.emit(f'sdiv i64 {m}, {self.threads}')} to i32"))
           lo, hi = bounds
+          if piece:   # a piece of the peeled threaded loop at offset off: the part of the chunk inside [off, off + n)
+            off = k.thread_pieces[u]
+            lo, hi = self.emit(f"sub i32 {lo}, {off}"), self.emit(f"sub i32 {hi}, {off}")
+            lo = self.emit(f"select i1 {self.emit(f'icmp slt i32 {lo}, 0')}, i32 0, i32 {lo}")
+            hi = self.emit(f"select i1 {self.emit(f'icmp sgt i32 {hi}, {n}')}, i32 {n}, i32 {hi}")
         pre = self.block
         self.lines.append(f"  br label %{rid}.head")
         self.label(f"{rid}.head")

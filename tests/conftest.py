@@ -18,9 +18,28 @@ CPU_TARGETS = ("x86-64-v3", "x86-64-v4")
 @pytest.fixture(params=CPU_TARGETS)
 def cpu_target(request):
   """The compile Target of a CPU device for each ISA (hcqrt/cpu/isa.py): its simd_bytes, vector_registers and cc_flags."""
+  return cpu_target_for(request.param)
+
+# Core counts the structure tests build for besides the host's: the GPU boxes users run this stack on have 16-128 cores,
+# where the thread split (compiler/opt/heuristic.py thread_axis) takes other loops than on a 2-core CI host, and the
+# opts after it (peel, tile rows) see another kernel. The Target is the host's report with ncores replaced (the host is
+# not faked: kernels are only built for it), so a heuristic that spills or loses a peel at 16 cores fails here too.
+MANY_CORES = (16, 64)
+
+def cpu_target_for(isa: str, ncores: int | None = None):
+  """The compile Target of a CPU device of ISA `isa` with `ncores` cores (None: the host's count, at least 2: the
+  structure tests describe kernels split across cores, which a 1-core host builds too, for a 2-core target; its own
+  kernels run unsplit)."""
   from hcqrt.cpu.device import CPUDevice
   from compiler.target import Target
-  return Target.from_report(CPUDevice(isa=request.param).target)
+  report = CPUDevice(isa=isa).target
+  return Target.from_report({**report, "ncores": max(2, report["ncores"]) if ncores is None else ncores})
+
+@pytest.fixture(params=[(isa, n) for isa in CPU_TARGETS for n in (None, *MANY_CORES)], ids=lambda p: f"{p[0]}-{p[1] or 'host'}c")
+def cpu_target_cores(request):
+  """cpu_target for each ISA on this host's cores and on MANY_CORES cores (16, 64): for the structure tests whose
+  kernels' shape depends on the cores (a thread split over a loop the peel or the tile also wants)."""
+  return cpu_target_for(*request.param)
 
 def host_runs(target) -> bool:
   """Whether this host can execute kernels built for CPU `target` (its ISA's features are all present)."""

@@ -12,6 +12,7 @@ from compiler.lower import lower
 from compiler.schedule import create_schedule
 from compiler.opt.apply import _loads, _stride
 from tests.child_env import device_env
+from tests.conftest import MANY_CORES, cpu_target_for
 
 pytestmark = [pytest.mark.usefixtures("on_cpu")]   # CPU opts: CPU tensors even under MOCKGPU=1 NV=1
 
@@ -19,11 +20,14 @@ def _kernels(y: Tensor) -> list:
   return [lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None]
 
 @pytest.mark.parametrize("hw,co", [(32, 64), (64, 32)])
-def test_strided_forward_alone_reads_in_place_peeled_without_spills(hw, co, cpu_target, monkeypatch):
+def test_strided_forward_alone_reads_in_place_peeled_without_spills(hw, co, cpu_target_cores, monkeypatch):
   """3x3 s=2 p=1 of a 2x64xHWxHW input (16 and 32 output columns), the graph this target's lanes build: the weight copy
   and the conv, whose input loads step x's own planes and keep their gates; optimized for the target, the output rows
   are peeled at the first (1 + rest) and no piece spills (on AVX2 the first row's kernel rows are cut as well; without
-  that cut, 16 vector moves in that piece; a 32-column row cut into 6-column tiles keeps every gate: 14)."""
+  that cut, 16 vector moves in that piece; a 32-column row cut into 6-column tiles keeps every gate: 14). On 16 or 64
+  cores the batch of 2 is too short to split, and the cores take the output rows: peeled all the same (each chunk runs
+  its share of the pieces; unpeeled, AVX2 spilled 34 vector moves)."""
+  cpu_target = cpu_target_cores
   import frontend.nn_ops as nn_ops
   from compiler.opt.heuristic import optimize
   from compiler.opt.pressure import vector_spills
@@ -45,18 +49,17 @@ def test_strided_forward_alone_reads_in_place_peeled_without_spills(hw, co, cpu_
   assert sum(o[0] == "PEEL" for o in k.applied_opts) == (2 if cpu_target.vector_registers <= 16 else 1), k.applied_opts
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, k.applied_opts
 
-def test_first_row_of_the_in_place_conv_on_16_registers_cuts_its_kernel_rows():
+@pytest.mark.parametrize("ncores", [None, *MANY_CORES])
+def test_first_row_of_the_in_place_conv_on_16_registers_cuts_its_kernel_rows(ncores):
   """The in-place conv's AST as the 16-lane graph builds it (the same as the 8-lane one: _conv_fwd_cout) optimized for
   AVX2: in the first output row's piece the kernel row 0 reads the padding row only, so that loop is cut at 1 (its
   zero taps fold away) and the piece does not spill (uncut: 16 vector moves, clang 19, the gated broadcasts of the
   unrolled kernel columns hoisted above the FMAs)."""
   import frontend.nn_ops as nn_ops
-  from compiler.target import Target
   from compiler.opt.heuristic import optimize
   from compiler.opt.pressure import vector_spills
   from compiler.render_c import render_c
-  from hcqrt.cpu.device import CPUDevice
-  v3 = Target.from_report(CPUDevice(isa="x86-64-v3").target)
+  v3 = cpu_target_for("x86-64-v3", ncores)   # (this host's cores, and a GPU box's: the rows then take the cores)
   x, w = Tensor.empty(2, 64, 32, 32).realize(), Tensor.empty(64, 64, 3, 3).realize()
   old, nn_ops._cpu_lanes = nn_ops._cpu_lanes, lambda device: 16
   try: conv = _kernels(x.conv2d(w, stride=2, padding=1))[-1]

@@ -5,6 +5,7 @@ products: every conv forward and input-gradient kernel of the step carries a reg
 conv tile, or the depthwise tile: vectors x image rows), every weight-gradient kernel vectors (a tile, or vector
 accumulators for the grouped reduction), for both CPU targets (the depthwise tile spill-free); the gradients equal
 torch's."""
+import functools
 import numpy as np
 import pytest
 from frontend import Tensor, TinyJit
@@ -71,13 +72,18 @@ def test_variant_step_matches_torch_and_keeps_the_conv_opts(name):
   assert len(untiled) <= (1 if name in ("depthwise", "groups4") else 0), untiled
   assert all(_vector_reduce(opts) for _, opts in untiled), untiled
 
+@functools.cache
+def _step_asts(name: str) -> tuple:
+  """The (ast, name) of each kernel one step of variant `name` captured (the step runs once per variant, not once per target)."""
+  return tuple((ei.kernel.ast, ei.kernel.name) for ei in _step(name, seed=1)[0])
+
 @pytest.mark.parametrize("name", list(VARIANTS))
-def test_variant_kernels_vectorized_for_each_cpu_target(name, cpu_target):
-  """The same step's conv kernels built for AVX2 and AVX-512 (from the captured ASTs): vectors; the depthwise tile
-  without spills."""
-  items, _, _ = _step(name, seed=1)
-  for ei in items:
-    k0 = lower(ei.kernel.ast, ei.kernel.name)
+def test_variant_kernels_vectorized_for_each_cpu_target(name, cpu_target_cores):
+  """The same step's conv kernels built for AVX2 and AVX-512 (from the captured ASTs), on this host's cores and on 16
+  or 64: vectors; the depthwise tile without spills."""
+  cpu_target = cpu_target_cores
+  for ast, kname in _step_asts(name):
+    k0 = lower(ast, kname)
     if not _conv_like(k0): continue
     k = optimize(k0, cpu_target)
     assert has_vectors(k) and (_tiled(k.applied_opts) or _vector_reduce(k.applied_opts)), (k.name, k.applied_opts)
@@ -192,10 +198,9 @@ def test_strided_conv_forward_tile_rows_are_output_columns(monkeypatch):
   accumulators, no spills with clang (gcc 12's allocator spills this 12-accumulator tile: 19 moves)."""
   monkeypatch.setenv("HCQRT_CC", need_clang(SPILLS_ARE_CLANGS))
   from compiler.schedule import create_schedule
-  from hcqrt.cpu.device import CPUDevice
-  from compiler.target import Target
   from test_conv_train_opts import inner_accumulators
-  avx2 = Target.from_report(CPUDevice(isa="x86-64-v3").target)
+  from tests.conftest import cpu_target_for
+  avx2 = cpu_target_for("x86-64-v3")   # (a multi-core one: on one core the outermost loop, the images, may be cut)
   import frontend.nn_ops as nn_ops
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 8)   # (the graph an AVX2 host builds: the transposed store)
   y = Tensor.empty(2, 64, 32, 32).requires_grad_().conv2d(Tensor.empty(64, 64, 3, 3).requires_grad_(), stride=2, padding=1)
@@ -228,11 +233,13 @@ def test_strided_forward_alone_is_a_column_phase_conv_with_its_own_taps(cpu_targ
   assert tile[1] == chans and tile[3] == cols and tile[2] > 1, k.applied_opts
   assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, k.applied_opts
 
-def test_strided_forward_alone_on_16_lanes_is_vectorized_along_its_channels(cpu_target, monkeypatch):
+def test_strided_forward_alone_on_16_lanes_is_vectorized_along_its_channels(cpu_target_cores, monkeypatch):
   """The same forward on a CPU of 16 lanes (one vector per 16-wide output row): the input read in place (padding of one
   row and column before: tests/test_conv_rows_first.py), the weight copied channels-last, the conv kernel vectorized
-  along its 64 output channels (a tile, no spills) storing its output channels-first itself (no transposing copy after
-  it); the values equal float64 numpy's."""
+  along its 64 output channels (a tile, no spills, also on 16 or 64 cores, which split its rows: peeled all the same;
+  unpeeled, 40 vector moves) storing its output channels-first itself (no transposing copy after it); the values equal
+  float64 numpy's."""
+  cpu_target = cpu_target_cores
   from compiler.schedule import create_schedule
   import frontend.nn_ops as nn_ops
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 16)

@@ -133,9 +133,11 @@ def test_illegal_opts_raise(opt, msg):
   assert "mm" in str(e.value)
 
 def test_second_vectorization_and_second_thread_split_are_illegal():
-  k = apply_opts(lower(_kernel("matmul", 16, 32).ast), [Opt("VECTOR", 1, 8), Opt("THREAD", 0)], DI)
-  with pytest.raises(OptError, match="already vectorized"): apply_opt(k, Opt("VECTOR", 1, 4), DI)
-  with pytest.raises(OptError, match="already split"): apply_opt(k, Opt("THREAD", 0), DI)
+  t = DI.replace(ncores=max(2, DI.ncores))   # (a 1-core host refuses the first split already: tested below)
+  k = apply_opts(lower(_kernel("matmul", 16, 32).ast), [Opt("VECTOR", 1, 8), Opt("THREAD", 0)], t)
+  with pytest.raises(OptError, match="already vectorized"): apply_opt(k, Opt("VECTOR", 1, 4), t)
+  with pytest.raises(OptError, match="already split"): apply_opt(k, Opt("THREAD", 0), t)
+  with pytest.raises(OptError, match="one thread per kernel"): apply_opt(lower(_kernel("matmul", 16, 32).ast), Opt("THREAD", 0), DI.replace(ncores=1))
 
 def test_register_budget_rejects_oversized_tiles(cpu_target):
   """64 rows x 2 vectors of accumulators can't live in the registers: the pressure check refuses the upcast."""
@@ -162,11 +164,11 @@ BENCH_KERNELS = {
   "softmax": lambda r: r(64, 4096).softmax(-1), "ew": lambda r: (r(1 << 16) * r(1 << 16) + r(1 << 16)).relu().exp()}
 
 @pytest.mark.parametrize("name", list(BENCH_KERNELS))
-def test_benchmark_kernels_fit_registers_and_do_not_spill(name, cpu_target):
+def test_benchmark_kernels_fit_registers_and_do_not_spill(name, cpu_target_cores):
   """The default opts keep every benchmark-shaped kernel within the target's register budget, and the C compiler
   agrees: no vector register is spilled to or reloaded from the stack inside a loop of the assembly (compiled for the
-  target with the kernels' compiler, clang or gcc: HCQRT_CC)."""
-  t = cpu_target
+  target with the kernels' compiler, clang or gcc: HCQRT_CC), on this host's cores and on a GPU box's 16 or 64."""
+  t = cpu_target_cores
   r = lambda *s: Tensor(np.zeros(s, np.float32)).realize()
   sis = [si for si in pack_matmuls(create_schedule([BENCH_KERNELS[name](r).lazydata]), lambda d: t.simd_bytes // 4) if si.kind == "kernel"]
   for si in sis:

@@ -99,10 +99,19 @@ def test_peel_errors():
   k = lower(si.ast, si.name)
   with pytest.raises(OptError, match="no comparison"): apply_opt(k, Opt("PEEL", 0), DI)
   si = kernel_of(fused_pad_conv(zeros(1, 1, 8, 8), zeros(2, 1, 3, 3)))
-  k = apply_opt(lower(si.ast, si.name), Opt("THREAD", 1), DI)
-  with pytest.raises(OptError, match="threaded"): peel_range(k, k.global_ranges[1])
+  k = lower(si.ast, si.name)
+  rows = next(i for i, g in enumerate(k.global_ranges) if g.src[0].arg == 8)
+  k = apply_opt(k, Opt("THREAD", rows + 1), DI.replace(ncores=2))   # the threaded loop inside the peeled one: refused
+  with pytest.raises(OptError, match="threaded"): peel_range(k, k.global_ranges[rows])
+  # the threaded loop itself: its pieces, at their offsets in it, are what the renderers cut by the chunks
+  k = apply_opt(lower(si.ast, si.name), Opt("THREAD", rows), DI.replace(ncores=2))
+  kp = peel_range(k, k.global_ranges[rows])
+  assert kp.threaded is k.global_ranges[rows] and sorted(kp.thread_pieces.values()) == [0, 1, 7] and [c[0] for c in kp.nests] == list(kp.thread_pieces)
 
-def test_default_opts_peel_the_conv_and_match_noopt(cpu_target):
+def test_default_opts_peel_the_conv_and_match_noopt(cpu_target_cores):
+  """The default opts peel the padded conv's rows on this host's cores and on 16 or 64, where the cores split the rows
+  themselves (a batch of 2 is too short: the threaded loop is then the peeled one) and the results match noopt's."""
+  cpu_target = cpu_target_cores
   x, w = np.random.default_rng(1).standard_normal((2, 4, 10, 16)).astype(np.float32), np.random.default_rng(2).standard_normal((8, 4, 3, 3)).astype(np.float32)
   si = kernel_of(fused_pad_conv(Tensor(x).realize(), Tensor(w).realize()))
   k = optimize(lower(si.ast, si.name), cpu_target)

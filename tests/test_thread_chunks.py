@@ -11,6 +11,7 @@ from compiler.dtypes import dtypes
 from compiler.lazy import LazyBuffer
 from compiler.lower import lower
 from compiler.opt.heuristic import optimize
+from compiler.opt.base import Opt
 from compiler.pipeline import compile_kernel
 from compiler.schedule import create_schedule
 from compiler.target import Target
@@ -197,3 +198,40 @@ def runner(request):
     cpu_device.install_runner(compile_llvm(RUNNER_LLVM, "hcqrt_runner"))
   yield request.param
   cpu_device._runner = old
+
+def _padded_conv(shape, wshape):
+  """The AST of a 3x3 conv of a padded view (read in place: the gates the peel cuts away) and its input buffers' shapes."""
+  from frontend import Tensor
+  x, w = _realized(shape), _realized(wshape)
+  si = [si for si in create_schedule([Tensor(x).pad((1, 1, 1, 1)).conv2d(Tensor(w)).lazydata]) if si.kind == "kernel"][-1]
+  return si.ast, [b.shape for b in si.inputs]
+
+@pytest.mark.parametrize("renderer", ["c", "llvm"])
+@pytest.mark.parametrize("ncores", [3, 16])
+def test_peeled_threaded_loop_writes_every_output(renderer, ncores):
+  """The threaded loop peeled (a batch of 1: the cores split the 12 output rows, which the peel cuts at 1 and 11): each
+  chunk runs its part of every piece, 3 chunks of 4 rows (the first and last cut by a piece's edge) or 16 chunks (4 of
+  them empty), in C and in LLVM IR; every output written once and equal to the unthreaded, unpeeled kernel's."""
+  if renderer == "llvm": pytest.importorskip("llvmlite")
+  dev = open_device("CPU")
+  t = Target("CPU", renderer, arch="native", ncores=ncores, simd_bytes=dev.simd_bytes)
+  shape, wshape = (1, 3, 12, 16), (8, 3, 3, 3)
+  ast, in_shapes = _padded_conv(shape, wshape)
+  assert sorted(in_shapes) == sorted([shape, wshape]), in_shapes
+  k = lower(ast, "k")
+  rows = next(i for i, g in enumerate(k.global_ranges) if g.src[0].arg == 12)
+  ck = compile_kernel(ast, t, (Opt("THREAD", rows), Opt("PEEL", rows)), name="k")
+  assert ck.threads == ncores and ("PEEL", k.global_ranges[rows].arg[0], (1, 11)) in ck.applied_opts, (ck.threads, ck.applied_opts)
+  assert ("_lo < 0" in ck.src) if renderer == "c" else ("select i1" in ck.src), ck.src[:2000]
+  ref = compile_kernel(ast, dataclasses.replace(t, ncores=1), (), name="k")
+  assert ref.threads == 1
+  rng = np.random.default_rng(8)
+  xs = [rng.standard_normal(s, dtype=np.float32) for s in in_shapes]
+  got = []
+  for c in (ck, ref):
+    bufs = [dev.allocator.alloc(4 * 8 * 12 * 16)] + [dev.allocator.alloc(a.nbytes) for a in xs]
+    for b, a in zip(bufs, [np.full(8 * 12 * 16, np.nan, np.float32), *xs]): dev.allocator.copyin(b, memoryview(a))
+    dev.program(c.name, c.binary)(*bufs, threads=c.threads)
+    out = np.empty(8 * 12 * 16, np.float32); dev.allocator.copyout(memoryview(out), bufs[0]); got.append(out)
+  assert not np.isnan(got[0]).any()
+  np.testing.assert_allclose(got[0], got[1], rtol=1e-5, atol=1e-5)

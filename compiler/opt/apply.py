@@ -13,7 +13,8 @@ Opt kinds (compiler/opt/base.py OptKind; each records its name in kernel.applied
   UPCAST  g, n     output loop g unrolled n times (n outputs per iteration, shared loads merge)
   VECTOR  g, w     output loop g as w-lane vectors
   THREAD  g        output loop g split across the CPU cores (recorded in kernel.threaded)
-  PEEL    g        output loop g cut where comparisons against its index change value (compiler/opt/peel.py)
+  PEEL    g        output loop g cut where comparisons against its index change value (compiler/opt/peel.py; the
+                   threaded loop too: each chunk then runs its part of every piece)
   SWAP    g, h     output loops g and h exchange places in the loop nest (g < h): which operand stays in cache
   SPLIT   g, n     output loop g as two loops, an outer one and n iterations inside it (with SWAP: cache blocking)
   PAD     g, n     output loop g cut at its last multiple of n, the remainder run as a loop of its own, so tiles of n
@@ -224,9 +225,7 @@ def apply_opt(k: LoweredKernel, opt: Opt, target: Target) -> LoweredKernel:
       _check(all(d > axis for d in k.depths), opt, k, "a loop chain beside this loop would run on every core")
       _check(n >= 2, opt, k, f"loop of size {n}")
       k.threaded = g
-    elif kind == "PEEL":
-      _check(k.threaded is not g, opt, k, "the threaded loop is cut by the renderer, not peeled")
-      k = peel_range(k, g)
+    elif kind == "PEEL": k = peel_range(k, g)   # (the threaded loop too: the renderers cut its pieces by the chunks)
     else:
       _check(amt is not None and 1 < amt <= n and n % amt == 0, opt, k, f"amount {amt} does not divide loop size {n}")
       if kind == "VECTOR":

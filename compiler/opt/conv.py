@@ -114,7 +114,7 @@ def conv_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
   return None
 
 def peel_default(k: LoweredKernel, device: Target) -> LoweredKernel:
-  """Peel an output loop (inside the threaded one) of a kernel with a reduction whose body compares that loop's index
+  """Peel an output loop (the threaded one or inside it) of a kernel with a reduction whose body compares that loop's index
   against constants (a padded convolution's rows): the middle piece runs without the comparisons. Of several such
   loops (one kernel is peeled once), the one whose biggest piece holds the largest share of its iterations
   (peel_share), the innermost of ties: a strided conv read in place compares its output rows (16: pieces 1 + 15) and
@@ -123,8 +123,8 @@ def peel_default(k: LoweredKernel, device: Target) -> LoweredKernel:
   best, share = None, 0.0
   for i in reversed(range(len(k.global_ranges))):
     g = k.global_ranges[i]
-    if g is k.threaded: break
     if (pts := peel_points(k, g)) and (sh := peel_share(g.src[0].arg, pts)) > share: best, share = i, sh
+    if g is k.threaded: break   # (the threaded loop itself may be peeled: each chunk runs its share of the pieces)
   if best is None: return k
   try: k = apply_opt(k, Opt("PEEL", best), device)
   except OptError: return k

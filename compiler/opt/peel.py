@@ -94,8 +94,8 @@ def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
     # (a reduction loop of a peeled kernel's piece may still be cut: its loop lives inside that piece's chain)
     if k.nests: raise OptError(f"PEEL in kernel {k.name}: the kernel is already peeled")
     i = k.global_ranges.index(r)
-    if k.threaded is not None and k.threaded in k.global_ranges[i:]:
-      raise OptError(f"PEEL of loop r{r.arg[0]} in kernel {k.name}: the threaded loop must stay outside the peeled one")
+    if k.threaded is not None and k.threaded in k.global_ranges[i + 1:]:
+      raise OptError(f"PEEL of loop r{r.arg[0]} in kernel {k.name}: the threaded loop must stay outside the peeled one or be it")
     inner = k.global_ranges[i + 1:]
     spine = set(k.global_ranges[:i])
     others = [u for u in k.sink.toposort() if u.op is Ops.RANGE and u not in spine and u is not r]
@@ -107,7 +107,12 @@ def peel_range(k: LoweredKernel, r: UOp) -> LoweredKernel:
       stores += [substitute(s, m) for s in k.sink.src]
       nests.append([p] + [m[g] for g in inner])
     sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), cleanup)
-    out = LoweredKernel(k.name, sink, list(k.buf_dtypes), list(k.global_ranges[:i]), k.outputs, list(k.applied_opts), k.threaded, nests, [i] * len(nests), next_range=k.next_range)
+    # the threaded loop itself: the renderers cut it into the same chunks as before, each chunk running its share of
+    # every piece (a batch too small for many cores threads the rows that the peel cuts: a 16-core CPU splits a
+    # strided conv's 16 output rows, and the first row still keeps the gates alone)
+    pieces_of = {c[0]: lo for c, (lo, _) in zip(nests, pieces)} if r is k.threaded else {}
+    out = LoweredKernel(k.name, sink, list(k.buf_dtypes), list(k.global_ranges[:i]), k.outputs, list(k.applied_opts), k.threaded, nests, [i] * len(nests),
+                        next_range=k.next_range, thread_pieces=pieces_of)
   else:
     m: dict[UOp, UOp] = {}
     # the pieces' loops are shared by every reduction over r (a register tile's accumulators): one loop nest per piece
@@ -171,7 +176,8 @@ def split_tail(k: LoweredKernel, g: UOp, amt: int) -> LoweredKernel:
   for c, d in zip(nests, depths):   # a chain hung inside g: its copy hangs inside the remainder loop too
     if d > i: new_nests.append([tail] + [mt[r] for r in k.global_ranges[i + 1:d]] + [mt[r] for r in c]); new_depths.append(i)
   out = LoweredKernel(k.name, UOp(Ops.SINK, None, tuple(stores)), list(k.buf_dtypes), [main if r is g else r for r in k.global_ranges],
-                     k.outputs, list(k.applied_opts), k.threaded, nests + new_nests, depths + new_depths, next_range=k.next_range)
+                     k.outputs, list(k.applied_opts), k.threaded, nests + new_nests, depths + new_depths, next_range=k.next_range,
+                     thread_pieces=k.thread_pieces)
   out.applied_opts.append(("PAD", g.arg[0], amt))
   return out
 
