@@ -9,7 +9,7 @@ from compiler import schedule as S
 from compiler.dtypes import dtypes
 from frontend import Tensor, GlobalCounters, TinyJit, engine, devices
 
-pytestmark = pytest.mark.usefixtures("fresh_schedule_cache")
+pytestmark = pytest.mark.usefixtures("fresh_schedule_cache", "on_cpu")   # CPU products (packing) also under NV=1
 
 @pytest.fixture(autouse=True)
 def counted(monkeypatch):
