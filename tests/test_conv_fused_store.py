@@ -67,11 +67,14 @@ def test_channels_innermost_takes_the_channel_tile_and_computes_the_conv(cpu_tar
     np.testing.assert_allclose(run(build(k, (), cpu_target))[1][0], run(build(lower(si.ast, si.name), (), cpu_target))[1][0], rtol=1e-5, atol=1e-4)
 
 def test_channels_innermost_leaves_other_kernels(cpu_target, monkeypatch):
-  """Returned as it is: a torch-layout conv (the row tile's: the weight is not contiguous along the channels), a conv
+  """Returned as it is: a torch-layout conv (the row tile's: the weight is not contiguous along the channels), the same
+  with a bias fused in (contiguous along the channels, but no weight: it is not read along the reduction), a conv
   whose loops leave the channel tile no rows (one image of 13 x 13 outputs), a depthwise conv, a plain elementwise
   kernel, and a conv whose channel loop is already innermost."""
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 8)
   torch_layout = conv_item(kernels(Tensor(rnd(2, 4, 24, 24)).realize().conv2d(Tensor(rnd(32, 4, 5, 5)).realize())))
+  biased = conv_item(kernels(Tensor(rnd(2, 1, 28, 28)).realize().conv2d(Tensor(rnd(32, 1, 5, 5)).realize(), Tensor(rnd(32)).realize())))
+  assert len(biased.inputs) == 3, biased.name   # (x, w and the bias in one kernel)
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 16)
   no_rows = conv_item(kernels(Tensor(rnd(1, 5, 13, 13)).realize().conv2d(Tensor(rnd(16, 5, 3, 3)).realize(), padding=1)))
   dw = conv_item(kernels(Tensor(rnd(2, 16, 20, 20)).realize().conv2d(Tensor(rnd(16, 1, 3, 3)).realize(), groups=16)))
@@ -79,7 +82,7 @@ def test_channels_innermost_leaves_other_kernels(cpu_target, monkeypatch):
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 8)
   last = conv_item(kernels(Tensor(rnd(2, 5, 12, 12)).realize().conv2d(Tensor(rnd(16, 5, 3, 3)).realize())))   # rows of 10
   assert lower(last.ast, last.name).global_ranges[-1].src[0].arg == 16, last.name
-  for si in (torch_layout, no_rows, dw, ew, last):
+  for si in (torch_layout, biased, no_rows, dw, ew, last):
     k = lower(si.ast, si.name)
     assert channels_innermost(k, cpu_target) is k, si.name
 

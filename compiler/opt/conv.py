@@ -43,18 +43,20 @@ def channels_innermost(k: LoweredKernel, device: Target) -> LoweredKernel:
   planes (the C compiler transposes neighbouring columns' values in registers and stores whole rows of them). That
   replaces the channels-last conv's transposing copy of its output (a full read and write of it: the beautiful_mnist
   step on AVX-512, one core, CPU time, minima of 12 alternating: 103.8 -> 101.1 ms). A conv without such a loop (its
-  weight in the torch layout), or with no other loop for the tile's rows (13 x 13 outputs of one image: neither 4, 3
+  weight in the torch layout, a bias fused in not counting), or with no other loop for the tile's rows (13 x 13 outputs of one image: neither 4, 3
   nor 5 divides them), is returned as it is: its row is vectorized (window_tile or the matmul tile)."""
   if device.gpu or len(k.global_ranges) < 2 or not k.reduce_ranges() or k.nests or k.depths or has_gates(k): return k
   rj = k.global_ranges[-1]
   if not _window_loop(k, rj): return k
-  w, loads = device.lanes, _loads(k)
+  w, loads, rr = device.lanes, _loads(k), k.reduce_ranges()
   slide = [ld for ld in loads if _stride(ld.src[1], rj) == 1]
+  # (the weight: read along the reduction; a bias fused in, contiguous along the channels too, is not one)
+  taps = [ld for ld in loads if any(_stride(ld.src[1], r) not in (0, None) for r in rr)]
   for i, g in enumerate(k.global_ranges[:-1]):
     if g.src[0].op is Ops.CONST and g.src[0].arg % w == 0 and all(_stride(ld.src[1], g) == 0 for ld in slide) and \
-       any(_stride(ld.src[1], g) == 1 for ld in loads):
-      # (the rows: a loop the channel-contiguous load does not move with, of a size the matmul tile unrolls)
-      vec = [ld for ld in loads if _stride(ld.src[1], g) == 1]
+       any(_stride(ld.src[1], g) == 1 for ld in taps):
+      # (the rows: a loop the channel-contiguous weight does not move with, of a size the matmul tile unrolls)
+      vec = [ld for ld in taps if _stride(ld.src[1], g) == 1]
       if not any(r is not g and r.src[0].op is Ops.CONST and any(r.src[0].arg % d == 0 for d in (UPCAST_I, 3, 5)) and
                  any(_stride(ld.src[1], r) == 0 for ld in vec) for r in k.global_ranges): return k
       k = copy_kernel(k)
