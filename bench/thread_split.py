@@ -11,7 +11,10 @@ Each launch of the step's replay is timed twice:
 Listed: the kernels that lose most against an even split of their one-core time (one core only, uneven shares) and
 the ones whose replay time is furthest above that ideal.
 
-  python bench/thread_split.py [--reps 10] [--batch 128] [--top 15] [--json out.json]
+Then the heaviest kernels by one-core time, with their GFLOP/s (the kernel's estimated operations per launch) on one
+core and in the replay, and their opts.
+
+  python bench/thread_split.py [--reps 10] [--batch 128] [--top 15] [--json out.json] [--clock wall|cpu]
 """
 from __future__ import annotations
 import argparse, json, os, pathlib, sys, time
@@ -45,7 +48,7 @@ def mnist_step(batch: int):
   if step.graph is None: raise SystemExit("thread_split: the step has no launch list (not the CPU device?)")
   return step, args
 
-def measure(reps: int, batch: int) -> dict:
+def measure(reps: int, batch: int, clock: str = "wall") -> dict:
   step, args = mnist_step(batch)
   g = step.graph
   timed = g.timed()
@@ -57,6 +60,7 @@ def measure(reps: int, batch: int) -> dict:
   b = busy_jiffies()
   other = max(0.0, ((b[1] - a[1]) - (b[2] - a[2])) / max(1, b[0] - a[0]))
   aff = os.sched_getaffinity(0)
+  now = time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
   os.sched_setaffinity(0, {min(aff)})   # (this thread only: the shares run one after the other on one CPU)
   shares = [[float("inf")] * it.threads for it in g.items]   # (per core index: per chunk where a kernel has more than cores)
   try:
@@ -65,9 +69,10 @@ def measure(reps: int, batch: int) -> dict:
         nb, nv = len(it.bufs), len(it.vals)
         fn, argv = it.prog._fns.get((nb, nv)) or it.prog._fn(nb, nv), g.table[o:o + nb + nv].tolist()
         for c in range(it.threads):
-          st = time.perf_counter_ns(); fn(*argv, c); shares[i][c] = min(shares[i][c], (time.perf_counter_ns() - st) / 1e3)
+          st = now(); fn(*argv, c); shares[i][c] = min(shares[i][c], (now() - st) / 1e3)
   finally: os.sched_setaffinity(0, aff)
-  kernels = [{"name": ei.kernel.name, "threads": it.threads, "shares_us": [round(x, 1) for x in sh], "replay_us": round(min(p), 1) if p else None}
+  kernels = [{"name": ei.kernel.name, "threads": it.threads, "shares_us": [round(x, 1) for x in sh], "replay_us": round(min(p), 1) if p else None,
+              "ops": ei.kernel.ops, "opts": [list(o) for o in ei.kernel.compiled.applied_opts]}
              for ei, it, sh, p in zip(step.items, g.items, shares, per)]
   return {"ncores": len(aff), "reps": reps, "other_busy": round(other, 3), "timed": timed, "kernels": kernels}
 
@@ -103,15 +108,28 @@ def report(r: dict, top: int) -> None:
     for k in sorted(ks, key=lambda k: -(k["replay_us"] - k["ideal_us"]))[:top]:
       print(f"    {k['replay_us'] - k['ideal_us']:8.1f}  t{k['threads']} {k['name']:36s} {k['replay_us']:9.1f} {k['shares_us']}")
 
+def heaviest(r: dict, top: int) -> None:
+  """The kernels with the most one-core time: their share of the step and their GFLOP/s (estimated operations over the
+  summed shares: one core's speed; over the replay time: both cores')."""
+  ks, one = r["kernels"], sum(sum(k["shares_us"]) for k in r["kernels"])
+  print("  heaviest kernels: one-core ms (share), GFLOP/s on one core, replay ms, GFLOP/s in the replay, opts")
+  for k in sorted(ks, key=lambda k: -sum(k["shares_us"]))[:top]:
+    t1, tr = sum(k["shares_us"]), k["replay_us"]
+    print(f"    {k['name']:36s} t{k['threads']:<3d} {t1 / 1e3:7.2f} ({100 * t1 / one:4.1f}%) {k['ops'] / t1 / 1e3:7.1f}"
+          + (f" {tr / 1e3:7.2f} {k['ops'] / tr / 1e3:7.1f}" if tr else "") + f"  {[tuple(o) for o in k['opts']]}")
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--reps", type=int, default=10)
   ap.add_argument("--batch", type=int, default=128)
   ap.add_argument("--top", type=int, default=15)
   ap.add_argument("--json", metavar="PATH")
+  ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                  help="time each share by wall clock or by the pinned thread's CPU time (cpu: not inflated while another process holds the CPU)")
   a = ap.parse_args()
-  r = measure(a.reps, a.batch)
+  r = measure(a.reps, a.batch, a.clock)
   if a.json: pathlib.Path(a.json).write_text(json.dumps(r))
   report(r, a.top)
+  heaviest(r, a.top)
 
 if __name__ == "__main__": main()

@@ -22,6 +22,7 @@ from compiler.view import prod, ShapeTracker
 from compiler.memo import memo_put
 from compiler.sint import any_sym, is_sym, smax
 from compiler.uop import Ops
+from compiler.opt.conv import ROW_LANE_USE_MIN, row_lane_use
 from frontend.checks import check_index
 from frontend.devices import target_of
 from frontend.multi import MultiLazyBuffer
@@ -192,7 +193,8 @@ class NNOpsMixin:
     x = (self.pad(pads).contiguous() if any(pads) else self)._pool(HW, stride, dilation)  # (bs, cin_, *out, *HW)
     rcout, oyx, nd = cout // groups, x.shape[2:-len(HW)], len(HW)
     if _short_odd_rows(self, weight, groups, stride, dilation, oyx, acc_dtype):
-      return _conv_fwd_cout(self.pad(pads).contiguous() if any(pads) else self, weight, (1, 1))
+      # (more than 8 lanes: the conv stores channels-first itself, no transposing copy: _conv_fwd_cout fused_store)
+      return _conv_fwd_cout(self.pad(pads).contiguous() if any(pads) else self, weight, (1, 1), fused_store=_cpu_lanes(self.device) > COUT_ROW_LANES)
     x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
     x = x.permute(0, 1, 3, *[4 + i for i in range(nd)], 2, *[4 + nd + i for i in range(nd)])  # (bs, g, rcout, *out, cin, *HW)
     w = weight.reshape(1, groups, rcout, *[1] * nd, cin, *HW)
@@ -927,19 +929,6 @@ def _col_phase_conv(x: Tensor, w: Tensor, groups: int, s_: tuple, pb: list[int],
   return (y.contiguous() if grp > 1 else y).reshape(bs, co, *out)
 
 COUT_ROW_LANES = 8      # the narrowest vector width of the CPUs we build for (AVX2's 8 floats)
-ROW_LANE_USE_MIN = 0.8  # below this share of useful lanes in the row tile, the output channels are the vectors
-
-def row_lane_use(n: int, lanes: int) -> float:
-  """The share of vector lanes that compute outputs when a conv's output row of n pixels is vectorized on a target of
-  `lanes` float32 lanes (compiler/opt/conv.py window_tile: overlapping full vectors, or for a row shorter than one
-  vector half- or quarter-width ones, each costing a full-width instruction).
-
-  >>> [row_lane_use(n, 16) for n in (32, 24, 20, 8)], row_lane_use(20, 8)
-  ([1.0, 0.75, 0.625, 0.5], 0.8333333333333334)
-  """
-  if n % lanes == 0: return 1.0
-  v = next((v for v in (lanes, lanes // 2, lanes // 4) if 4 <= v <= n), 1)
-  return n / (-(-n // v) * lanes)
 
 def _short_odd_rows(x: Tensor, w: Tensor, groups: int, stride, dilation, oyx: tuple, acc_dtype) -> bool:
   """Whether a stride-1 2-d float32 conv runs vectorized along its output channels (_conv_fwd_cout) rather than along its
@@ -949,8 +938,10 @@ def _short_odd_rows(x: Tensor, w: Tensor, groups: int, stride, dilation, oyx: tu
   Vectorized along whole vectors of output channels instead, with a transposing copy of the output (compiler/opt/transpose.py),
   the convs ran faster, gradients included (one core, AVX-512, kernel CPU time: the 5x5 32->32 forward over 20x20
   rows 23.7 -> 16.9 ms, its input gradient over 24x24 rows 29.1 -> 21.5 ms; earlier the mnist CNN's 3x3 forward and
-  input gradient 1.5-3x). Rows of whole vectors, or long enough that the overlap costs little, keep the row tile and its
-  two fewer copies (weights, output transposed back)."""
+  input gradient 1.5-3x). With more than 8 lanes the conv kernel stores channels-first itself (fused_store; the
+  compiler moves its channel loop innermost: compiler/opt/conv.py channels_innermost), so no transposing copy runs.
+  Rows of whole vectors, or long enough that the overlap costs little, keep the row tile and its two fewer copies
+  (weights, output transposed back)."""
   if not (len(oyx) == 2 and groups == 1 and acc_dtype is None and _tuple(stride, 2) == (1, 1) and _tuple(dilation, 2) == (1, 1) and
           x.dtype is dtypes.float32 and w.dtype is dtypes.float32): return False
   n, cout = oyx[-1], w.shape[0]
@@ -996,7 +987,9 @@ def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1, fused_
   `fused_store`: the conv kernel stores channels-first itself (each accumulator vector scattered over its channels'
   planes, once per C x k x k taps), no transposing copy: on AVX-512 its tile stays 8 output columns x 2 vectors, and
   the 32x64x32x32 s=2 forward went 6.45 -> 6.19 ms (one core, CPU time, min of 20 interleaved rounds) with one kernel
-  less; on AVX2 the fused kernel's tile has 8 accumulators where the transposed one has 12 (no faster: kept)."""
+  less; on AVX2 the fused kernel's tile has 8 accumulators where the transposed one has 12 (no faster: kept). A
+  stride-1 one stores along its sliding row: the compiler moves the channel loop innermost (compiler/opt/conv.py
+  channels_innermost) to keep the channel tile."""
   bs, (co, c), HW, grp = xp.shape[0], w.shape[:2], w.shape[2:], groups
   # (the movement chains as one memoized view each: _view_chain, the same graph)
   def windows(xp: Tensor) -> Tensor:

@@ -88,8 +88,8 @@ CONVS = {  # name: (x shape, w shape, conv2d keywords)
 def test_convs_on_each_vector_width_match_torch(name, lanes, monkeypatch):
   """The frontend builds the conv as it does for a CPU of `lanes` float32 lanes (its kernels are built for this host):
   a TinyJit step's output and both gradients equal float64 torch's. With 16 lanes the stride-1 one-group convs whose
-  rows waste lanes run along their output channels: the conv kernel's innermost output loop is the channels, and the
-  copy that transposes its output back is tiled."""
+  rows waste lanes run along their output channels and store channels-first themselves: the forward is one kernel
+  (n, cout, oy, ox) whose register tile's vectors are the channels, and no copy transposes its output back."""
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: lanes)
   (xs, ws, kw) = CONVS[name]
   xn, wn = rnd(*xs), rnd(*ws) * 0.3
@@ -100,23 +100,26 @@ def test_convs_on_each_vector_width_match_torch(name, lanes, monkeypatch):
     ks = [ei.kernel for ei in step.items if ei.kind == "kernel"]
     fwd = next(k for k in ks if k.name.startswith("r_") and k.name.endswith(f"_{cout}_{ws[1]}_{ws[2]}_{ws[3]}"))
     assert fwd.name.startswith(f"r_{xs[0]}_"), fwd.name
-    assert fwd.name.split("_")[-4] == str(cout), fwd.name   # (n, oy, ox, 1, cout) then the taps: channels innermost
-    if ow * (xs[2] + 2 * kw.get("padding", 0) - ws[2] + 1) % 4: return   # (a map of 13x13: no vectors along it)
-    assert any(o[0] == "UPCAST" for k in ks if k.name.startswith("E_") for o in k.compiled.applied_opts
-               if any(p[0] == "VECTOR" for p in k.compiled.applied_opts)), [(k.name, k.compiled.applied_opts) for k in ks]
+    assert fwd.name.split("_")[-4] == str(cout), fwd.name   # (n, oy, ox, 1, cout) then the taps
+    # the channels as a TILE's 16-lane vectors (the row is no multiple of 16); 13 x 13 outputs of one image leave the
+    # tile no rows (compiler/opt/conv.py channels_innermost): the row's overlapping vectors
+    tile = fwd.compiled.applied_opts[0]
+    assert (tile[0] == "TILE" and tile[4] == 16 and ow % 16) or (tile[0] == "OVERLAP_VECTOR" and xs[0] * ow == 13), fwd.compiled.applied_opts
 
 def test_channel_conv_over_rows_of_20_takes_two_image_rows(cpu_target, monkeypatch):
-  """The 5x5 conv over 20-wide output rows along its 32 channels (as built for 16 lanes): its tile of 4 columns x 2
-  vectors gets no more columns (5 left), so with AVX-512's 32 registers it takes 2 image rows (compiler/opt/conv.py
-  window_rows: 16 accumulators), with AVX2's 16 it does not; no spills, and the kernel computes what NOOPT does."""
+  """The 5x5 conv over 20-wide output rows along its 32 channels (as built for 16 lanes: it stores channels-first, and
+  the opts move its channel loop innermost, compiler/opt/conv.py channels_innermost): its tile of 4 columns x 2
+  vectors of channels gets no more columns (5 left), so with AVX-512's 32 registers it takes 2 image rows
+  (compiler/opt/conv.py window_rows: 16 accumulators), with AVX2's 16 it does not; no spills, and the kernel computes
+  what NOOPT does."""
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: 16)
   x, w = Tensor(rnd(2, 8, 24, 24)).realize(), Tensor(rnd(32, 8, 5, 5)).realize()
   si = next(s for s in create_schedule([x.conv2d(w).lazydata]) if s.kind == "kernel" and lower(s.ast).reduce_ranges())
   k0 = lower(si.ast, si.name)
-  assert [r.src[0].arg for r in k0.global_ranges] == [2, 20, 20, 32], si.name
-  oy = k0.global_ranges[1].arg[0]
+  assert [r.src[0].arg for r in k0.global_ranges] == [2, 32, 20, 20], si.name   # (n, cout, oy, ox): stored channels-first
+  co, oy = k0.global_ranges[1].arg[0], k0.global_ranges[2].arg[0]
   k = optimize(k0, cpu_target)
-  assert k.applied_opts[0][0] == "TILE" and k.applied_opts[0][5] == 2, k.applied_opts
+  assert k.applied_opts[0][0] == "TILE" and k.applied_opts[0][3] == co and k.applied_opts[0][5] == 2, k.applied_opts
   assert (("UPCAST", oy, 2) in k.applied_opts) == (cpu_target.vector_registers >= 32), k.applied_opts
   from compiler.opt.pressure import vector_spills
   from compiler.render_c import render_c

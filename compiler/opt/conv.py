@@ -5,7 +5,9 @@ row is a multiple of the vector width it takes the matmul register tile (compile
 covers the row with a few vectors, the last one overlapping the one before it (they store equal values), so odd widths
 (28, 14, 56...) still run full-width vectors. Kernels that keep the border checks (a padded view fed straight into a
 windowed reduction) get `conv_tile`: the border vectors keep their gates, the inner ones read without them, and the
-row loop is peeled (compiler/opt/peel.py) so its middle piece runs without comparisons."""
+row loop is peeled (compiler/opt/peel.py) so its middle piece runs without comparisons. A conv that the frontend laid
+out along its output channels (its weight contiguous along them) but that stores channels-first has its channel loop
+moved innermost first (channels_innermost), so it takes the same channel tile as one that stores channels-last."""
 from __future__ import annotations
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
@@ -17,6 +19,50 @@ from compiler.uop import UOp, Ops, substitute
 from compiler.vectorize import vectorize
 
 WINDOW_VECS = 4          # at most this many (overlapping) vectors cover a row
+ROW_LANE_USE_MIN = 0.8   # below this share of useful lanes in the row tile, the output channels are the vectors
+
+def row_lane_use(n: int, lanes: int) -> float:
+  """The share of vector lanes that compute outputs when a conv's output row of n pixels is vectorized on a target of
+  `lanes` float32 lanes (window_tile: overlapping full vectors, or for a row shorter than one vector half- or
+  quarter-width ones, each costing a full-width instruction). The frontend runs a conv whose row uses under
+  ROW_LANE_USE_MIN of them along its output channels (frontend/nn_ops.py _short_odd_rows).
+
+  >>> [row_lane_use(n, 16) for n in (32, 24, 20, 8)], row_lane_use(20, 8)
+  ([1.0, 0.75, 0.625, 0.5], 0.8333333333333334)
+  """
+  if n % lanes == 0: return 1.0
+  v = next((v for v in (lanes, lanes // 2, lanes // 4) if 4 <= v <= n), 1)
+  return n / (-(-n // v) * lanes)
+
+def channels_innermost(k: LoweredKernel, device: Target) -> LoweredKernel:
+  """A conv whose innermost output loop is its sliding row (it stores channels-first: frontend/nn_ops.py _conv_fwd_cout
+  with fused_store) and that has an output loop the sliding loads ignore, along which another load is contiguous and
+  which fills whole vectors (the output channels, the weight laid out channels-last for them): a copy with that loop
+  moved innermost, the others in their order, so the matmul tile takes the channels as its vectors and the columns as
+  its rows, as for the channels-last conv; the vectorizer then scatters each accumulator's lanes over the channels'
+  planes (the C compiler transposes neighbouring columns' values in registers and stores whole rows of them). That
+  replaces the channels-last conv's transposing copy of its output (a full read and write of it: the beautiful_mnist
+  step on AVX-512, one core, CPU time, minima of 12 alternating: 103.8 -> 101.1 ms). A conv without such a loop (its
+  weight in the torch layout, a bias fused in not counting), or with no other loop for the tile's rows (13 x 13 outputs of one image: neither 4, 3
+  nor 5 divides them), is returned as it is: its row is vectorized (window_tile or the matmul tile)."""
+  if device.gpu or len(k.global_ranges) < 2 or not k.reduce_ranges() or k.nests or k.depths or has_gates(k): return k
+  rj = k.global_ranges[-1]
+  if not _window_loop(k, rj): return k
+  w, loads, rr = device.lanes, _loads(k), k.reduce_ranges()
+  slide = [ld for ld in loads if _stride(ld.src[1], rj) == 1]
+  # (the weight: read along the reduction; a bias fused in, contiguous along the channels too, is not one)
+  taps = [ld for ld in loads if any(_stride(ld.src[1], r) not in (0, None) for r in rr)]
+  for i, g in enumerate(k.global_ranges[:-1]):
+    if g.src[0].op is Ops.CONST and g.src[0].arg % w == 0 and all(_stride(ld.src[1], g) == 0 for ld in slide) and \
+       any(_stride(ld.src[1], g) == 1 for ld in taps):
+      # (the rows: a loop the channel-contiguous weight does not move with, of a size the matmul tile unrolls)
+      vec = [ld for ld in taps if _stride(ld.src[1], g) == 1]
+      if not any(r is not g and r.src[0].op is Ops.CONST and any(r.src[0].arg % d == 0 for d in (UPCAST_I, 3, 5)) and
+                 any(_stride(ld.src[1], r) == 0 for ld in vec) for r in k.global_ranges): return k
+      k = copy_kernel(k)
+      k.global_ranges = k.global_ranges[:i] + k.global_ranges[i + 1:] + [g]
+      return k
+  return k
 WINDOW_ROWS = (8, 4, 2)  # output channels per tile, the largest the registers allow (accumulators = vectors x rows)
 
 def overlap_vectors(k: LoweredKernel, rj: UOp, wv: int) -> LoweredKernel:

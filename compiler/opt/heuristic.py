@@ -31,7 +31,7 @@ from compiler.opt.base import Opt, OptError, OptKind
 from compiler.opt.apply import (THREAD_MIN_WORK, CHUNK_MIN_WORK, CHUNKS_PER_CORE, MAX_CHUNKS, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
                                 apply_reduce_split,
                                 apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
-from compiler.opt.conv import conv_tile, has_gates, peel_default, window_rows
+from compiler.opt.conv import channels_innermost, conv_tile, has_gates, peel_default, window_rows
 from compiler.opt.transpose import transpose_tile
 from compiler.opt.peel import unroll_tail
 from compiler.opt.matmul import packed_matmul_tile, prefetch_streams
@@ -312,6 +312,7 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
   if not noopt():
     w = device.lanes
     if w > 1 and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes):
+      k = channels_innermost(k, device)
       before, kc0 = list(k.global_ranges), copy_kernel(k)
       if (kc := packed_matmul_tile(k, device)) is not None:
         # the product's column blocks in chunks the cores claim in turn, as for other big kernels; a core the OS stalls
@@ -485,6 +486,7 @@ def apply_default(k: LoweredKernel, target: Target) -> LoweredKernel:
   k = copy_kernel(k)
   _check(not k.applied_opts and k.threaded is None, opt, k, "the default heuristic applies only to an unoptimized kernel")
   _check(w_max > 1 and not target.gpu and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "no float32 vectors on this device/kernel")
+  k = channels_innermost(k, target)
   before = list(k.global_ranges)
   if (kc := packed_matmul_tile(k, target, thread=False)) is not None: k = kc
   elif (kc := conv_tile(k, w_max, target)) is not None: k = kc
