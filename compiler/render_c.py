@@ -117,6 +117,10 @@ def vector_math_prelude(op: Ops, w: int) -> str:
   special cases are bit selects through comparison masks; rint is the add-and-subtract-1.5*2^23 trick."""
   F, I = f"float{w}", f"int{w}"
   sel = f"#define HC_SEL{w}(m, a, b) (({F})(((({I})(a)) & (m)) | ((({I})(b)) & ~(m))))\n#define HC_K{w}(c) ((({F}){{0}}) + (c))"
+  # x >= 128: xc = 128, p = 1 and 2^64 * 2^64 overflows to +inf by itself. 16 lanes (AVX-512) leave that select out:
+  # its infinity took the register clang 16 then lacked in the 4-chain softmax sum (2 spills); 8 lanes keep it, as
+  # without it clang 19 schedules AVX2's 2-chain softmax sum into 4 spills (both allocators' counts: tests/test_opts.py)
+  inf_sel = "" if w == 16 else f"  r = HC_SEL{w}(x >= 128.0f, HC_K{w}(__builtin_inff()), r);\n"
   if op is Ops.EXP2: return sel + f"""
 static inline {F} hc_exp2f_v{w}({F} x) {{
   {F} xc = HC_SEL{w}(x > 128.0f, HC_K{w}(128.0f), HC_SEL{w}(x < -150.0f, HC_K{w}(-150.0f), x));
@@ -125,8 +129,7 @@ static inline {F} hc_exp2f_v{w}({F} x) {{
   {F} p = 1.0f + f*(0.69314718f + f*(0.24022650f + f*(0.055504109f + f*(0.0096181291f + f*(0.0013333558f + f*(0.00015403530f + f*1.5252734e-05f))))));
   {I} ni = __builtin_convertvector(n, {I}), a = ni / 2, b = ni - a;
   {F} r = p * ({F})((a + 127) << 23) * ({F})((b + 127) << 23);
-  r = HC_SEL{w}(x >= 128.0f, HC_K{w}(__builtin_inff()), r);
-  r = HC_SEL{w}(x <= -150.0f, HC_K{w}(0.0f), r);
+{inf_sel}  r = HC_SEL{w}(x <= -150.0f, HC_K{w}(0.0f), r);
   return HC_SEL{w}(x != x, x, r);
 }}"""
   return sel + f"""
