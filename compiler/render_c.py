@@ -117,6 +117,10 @@ def vector_math_prelude(op: Ops, w: int) -> str:
   special cases are bit selects through comparison masks; rint is the add-and-subtract-1.5*2^23 trick."""
   F, I = f"float{w}", f"int{w}"
   sel = f"#define HC_SEL{w}(m, a, b) (({F})(((({I})(a)) & (m)) | ((({I})(b)) & ~(m))))\n#define HC_K{w}(c) ((({F}){{0}}) + (c))"
+  # x >= 128: xc = 128, p = 1 and 2^64 * 2^64 overflows to +inf by itself. 16 lanes (AVX-512) leave that select out:
+  # its infinity took the register clang 16 then lacked in the 4-chain softmax sum (2 spills); 8 lanes keep it, as
+  # without it clang 19 schedules AVX2's 2-chain softmax sum into 4 spills (both allocators' counts: tests/test_opts.py)
+  inf_sel = "" if w == 16 else f"  r = HC_SEL{w}(x >= 128.0f, HC_K{w}(__builtin_inff()), r);\n"
   if op is Ops.EXP2: return sel + f"""
 static inline {F} hc_exp2f_v{w}({F} x) {{
   {F} xc = HC_SEL{w}(x > 128.0f, HC_K{w}(128.0f), HC_SEL{w}(x < -150.0f, HC_K{w}(-150.0f), x));
@@ -125,8 +129,7 @@ static inline {F} hc_exp2f_v{w}({F} x) {{
   {F} p = 1.0f + f*(0.69314718f + f*(0.24022650f + f*(0.055504109f + f*(0.0096181291f + f*(0.0013333558f + f*(0.00015403530f + f*1.5252734e-05f))))));
   {I} ni = __builtin_convertvector(n, {I}), a = ni / 2, b = ni - a;
   {F} r = p * ({F})((a + 127) << 23) * ({F})((b + 127) << 23);
-  r = HC_SEL{w}(x >= 128.0f, HC_K{w}(__builtin_inff()), r);
-  r = HC_SEL{w}(x <= -150.0f, HC_K{w}(0.0f), r);
+{inf_sel}  r = HC_SEL{w}(x <= -150.0f, HC_K{w}(0.0f), r);
   return HC_SEL{w}(x != x, x, r);
 }}"""
   return sel + f"""
@@ -230,6 +233,27 @@ def _tile_pairs(prog: list[UOp]) -> set[UOp]:
     elif stack and u.op in ALU and u.dtype is not None and u.dtype.count > 1: stack[-1][1] += 1
   return out
 
+def _row_gated_taps(prog: list[UOp]) -> set[UOp]:
+  """The innermost loops (a conv's column taps) whose gated loads are gated by an enclosing loop's index (the tap row
+  of a peeled edge row: `0<r8+r9`). clang 16 keeps that row loop and unrolls the taps inside it, merging the taps'
+  loads into wide loads under one branch per gate, whose values live across the branches: 61 vector spills in the
+  AVX2 depthwise 3x3 tile (clang 19 unrolls the row loop too and folds the gates: no spills). A loop of taps keeps it
+  in registers with both; the pragma is only given to clang before 19, so clang 19's code stays as it was."""
+  out, stack = set(), []   # stack: [range, innermost so far, gated by an enclosing loop]
+  one = lambda r: r.src[0].op is Ops.CONST and r.src[0].arg == 1
+  for u in prog:
+    if u.op is Ops.RANGE:
+      if not one(u):
+        for fr in stack: fr[1] = False
+      stack.append([u, True, False])
+    elif u.op is Ops.ENDRANGE and stack:
+      r, innermost, gated = stack.pop()
+      if innermost and gated and not one(r): out.add(r)
+    elif u.op is Ops.LOAD and len(u.src) == 3 and stack:
+      enclosing = {fr[0] for fr in stack[:-1] if not one(fr[0])}
+      if any(x in enclosing for x in u.src[2].toposort() if x.op is Ops.RANGE): stack[-1][2] = True
+  return out
+
 def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = None, portable: bool = False) -> str:
   """C source for kernel `k`; `threads` > 1 cuts k.threaded (an output loop) into that many chunks.
   `portable`: only the `static` C99 function (no `core`); the caller includes <math.h> and the MATH_PRELUDE it uses."""
@@ -241,7 +265,7 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
   cnt = 0
   def r(u: UOp) -> str: return names[u]
   kvars = k.vars()
-  no_unroll = _tile_pairs(prog)
+  no_unroll, row_gated = _tile_pairs(prog), _row_gated_taps(prog)
   # portable C: loops around another loop are not vectorized by clang, whose outer-loop vectorizer (once it unrolls
   # a short reduction) turns each scalar accumulator into a 16-lane gather loop that spills (600-byte frames with
   # AVX-512); the export promises frames of at most 512 bytes. gcc never reads the pragma (guarded: -Wall warns)
@@ -279,6 +303,8 @@ def render_c(k: LoweredKernel, threads: int = 1, program: list[UOp] | None = Non
         lines.append(f"{pad}for (int {rid} = {rid}_lo; {rid} < {rid}_hi; {rid}++) {{")
       else:
         if not portable and u in no_unroll: lines.append(f"{pad}#pragma clang loop unroll(disable)")
+        elif not portable and u in row_gated:
+          lines += ["#if defined(__clang__) && __clang_major__ < 19", f"{pad}#pragma clang loop unroll(disable)", "#endif"]
         if u in outer: lines += ["#if defined(__clang__)", "#pragma clang loop vectorize(disable)", "#endif"]
         lines.append(f"{pad}for (int {rid} = 0; {rid} < {n}; {rid}++) {{")
       depth += 1; continue

@@ -33,6 +33,14 @@ def clang() -> str | None:
     if (p := shutil.which(name)) and (m := re.search(r"clang version (\d+)", _version(p))) and int(m.group(1)) >= CLANG_MIN: return p
   return None
 
+@functools.cache
+def clangs() -> tuple[str, ...]:
+  """Every clang >= 15 installed under a versioned name (clang-16, clang-19): the register allocators the structure
+  tests check spill counts with (a GPU box's host compiles kernels with its own clang, here clang-16)."""
+  from compiler.assemble.c_compiler import CLANGS, CLANG_MIN
+  found = {int(m.group(1)): p for name in CLANGS[1:] if (p := shutil.which(name)) and (m := re.search(r"clang version (\d+)", _version(p)))}
+  return tuple(p for v, p in sorted(found.items()) if v >= CLANG_MIN)
+
 def need_clang(why: str = "the C compiler the CPU backend prefers") -> str:
   """The path of clang >= 15, or skip saying `why` the test needs it."""
   return clang() or skip_without("clang", why)

@@ -15,7 +15,8 @@ from compiler.opt.apply import has_vectors
 from compiler.opt.pressure import vector_spills
 from compiler.render_c import render_c
 from compiler.view import prod
-from tests.needs import need_clang
+from tests.conftest import cpu_target_for
+from tests.needs import clangs, need_clang
 from tests.conv_check import jit_conv_grads_match_torch, torch_conv_grads
 
 pytestmark = [pytest.mark.usefixtures("on_cpu")]   # CPU opts: CPU tensors even under MOCKGPU=1 NV=1
@@ -89,6 +90,25 @@ def test_variant_kernels_vectorized_for_each_cpu_target(name, cpu_target_cores):
     assert has_vectors(k) and (_tiled(k.applied_opts) or _vector_reduce(k.applied_opts)), (k.name, k.applied_opts)
     if any(o[0] == "VECTOR" for o in k.applied_opts):   # the depthwise tile (the dense tiles' spills: tests/test_conv_*opts.py)
       assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, (k.name, k.applied_opts)
+
+def test_depthwise_edge_rows_keep_tap_loops_for_clang_before_19(monkeypatch):
+  """The AVX2 depthwise tile's peeled first and last rows gate their loads by the tap row (`0<r8+r9`): only their
+  column-tap loops carry `unroll(disable)`, for clang before 19 (clang 16 unrolled them inside the row loop, under one
+  branch per gated load: 61 spills), and every installed clang keeps the tile in registers (clang 19 unrolls both
+  loops and folds the gates; the pragma does not reach it)."""
+  avx2 = cpu_target_for("x86-64-v3")
+  kernels = [optimize(k0, avx2) for k0 in (lower(ast, kname) for ast, kname in _step_asts("depthwise")) if _conv_like(k0)]
+  tiles = [k for k in kernels if any(o[0] == "VECTOR" for o in k.applied_opts)]
+  assert tiles and all(("PEEL", 2, (1, 15)) in k.applied_opts for k in tiles), [k.applied_opts for k in tiles]
+  guard = "#if defined(__clang__) && __clang_major__ < 19\n"
+  for k in tiles:
+    src = render_c(k, 2 if k.threaded is not None else 1)
+    assert src.count(guard) == 2, src   # the first and the last row; the middle rows' taps gate only their own lanes
+    assert all(piece.split("\n")[2].strip().startswith("for (int r") for piece in src.split(guard)[1:]), src
+    if not clangs(): need_clang(SPILLS_ARE_CLANGS)
+    for cc in clangs():
+      monkeypatch.setenv("HCQRT_CC", cc)
+      assert vector_spills(src, k.name, avx2.cc_flags) == 0, (cc, k.applied_opts)
 
 def test_strided_conv_computes_only_its_own_taps():
   """A stride-2 3x3 conv (one group) with gradients: the forward is a reduction over C x 3 x 3 taps vectorized along the
