@@ -484,19 +484,26 @@ def test_a_recreated_queue_with_a_reused_id_proves_none_of_the_destroyed_queues_
   assert after == before, f"the recreated queues did not reuse the ids ({before} -> {after}): the test shows nothing"
   assert (first, second) == ([7, 0], [7, 0]), (first, second)
 
-def _aql_error_then_recover(arch: str, mailbox: str, barrier: bool, monkeypatch) -> tuple[list[int], list[int], tuple[list[int], list[int]]]:
-  """test_aql_queue_error_interrupt_keeps_wait_events_from_landing_a_release's run: what the second CU's lane 0 reads
-  in the first and the second `bcast` after recovery, and the KFD queue ids before and after."""
-  from ioctl_defs.amd import aql, pm4, sdma
+def _aql_without_invalidates(arch: str, monkeypatch) -> int:
+  """An AQL queue with every acquire scope NONE and every PM4 / SDMA L1 (GL0 / GL1) invalidate of the backend taken out;
+  returns the RELEASE_MEM cache bits that invalidate them (gfx11 GLV_INV | GL1_INV, gfx9 EOP_TCL1_ACTION_EN)."""
+  from ioctl_defs.amd import pm4, sdma
   from hcqrt.amd import device as amd_device
-  from hcqrt.amd.device import AMDError
-  from hcqrt.mock.amd import GPUError
   monkeypatch.setenv("AMD_AQL", "1")
   inv = pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV if arch == "gfx1100" else pm4.EOP_TCL1_ACTION_EN
   for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV", "COHER_TCL1_ACTION_ENA", "EOP_TCL1_ACTION_EN"):
     monkeypatch.setattr(pm4, name, 0)
   monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
   no_aql_acquire(monkeypatch)
+  return inv
+
+def _aql_error_then_recover(arch: str, mailbox: str, barrier: bool, monkeypatch) -> tuple[list[int], list[int], tuple[list[int], list[int]]]:
+  """test_aql_queue_error_interrupt_keeps_wait_events_from_landing_a_release's run: what the second CU's lane 0 reads
+  in the first and the second `bcast` after recovery, and the KFD queue ids before and after."""
+  from ioctl_defs.amd import aql, pm4
+  from hcqrt.amd.device import AMDError
+  from hcqrt.mock.amd import GPUError
+  inv = _aql_without_invalidates(arch, monkeypatch)
   lanes = ARCHS[arch][1]
   drv = install_mock_amd(arch)
   try:
@@ -541,14 +548,8 @@ def test_release_invalidate_lands_once_an_aql_barrier_saw_its_signal(arch, barri
   XCCs): each XCC's CP runs the IB and its own release, invalidating only its own L1s; XCC 1's barrier may pass on
   XCC 0's write of 0 while XCC 1's invalidate is pending, so the second workgroup (on XCC 1) reads 0 either way
   (review l1c row 2; it read 7)."""
-  from ioctl_defs.amd import aql, pm4, sdma
-  from hcqrt.amd import device as amd_device
-  monkeypatch.setenv("AMD_AQL", "1")
-  inv = pm4.RM_GCR_GLV_INV | pm4.RM_GCR_GL1_INV if arch == "gfx1100" else pm4.EOP_TCL1_ACTION_EN
-  for name in ("GCR_GLV_INV", "GCR_GL1_INV", "RM_GCR_GLV_INV", "RM_GCR_GL1_INV", "COHER_TCL1_ACTION_ENA", "EOP_TCL1_ACTION_EN"):
-    monkeypatch.setattr(pm4, name, 0)
-  monkeypatch.setattr(amd_device, "_SDMA_GCR_BEFORE", amd_device._SDMA_GCR_BEFORE & ~(sdma.GCR_GLV_INV | sdma.GCR_GL1_INV))
-  no_aql_acquire(monkeypatch)
+  from ioctl_defs.amd import aql, pm4
+  inv = _aql_without_invalidates(arch, monkeypatch)
   lanes = ARCHS[arch][1]
   drv = install_mock_amd(arch)
   try:
