@@ -700,10 +700,14 @@ class TestGrad:
     (tx * tx + tx.exp() * tx).sum().backward()
     ox = Tensor(x, requires_grad=True)
     (ox * ox + ox.exp() * ox).sum().backward()
-    np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
+    # the gradient 2x + e^x + x e^x cancels near x = -1.1 (an H200 gave -0.01099324 for -0.01099300): float32 rounds
+    # each term, so the slack follows the terms' size, 16 units of 2^-24 of their sum
+    slack = 16 * 2.0 ** -24 * (np.abs(2 * x) + np.exp(x) * (1 + np.abs(x)))
+    close = lambda got, want, atol: np.testing.assert_array_less(np.abs(got - want), 1e-5 * np.abs(want) + atol + 1e-30)
+    close(ox.grad.numpy(), tx.grad.numpy(), slack)
     # a second backward adds to .grad
     (ox * 2).sum().backward()
-    np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy() + 2, rtol=1e-5)
+    close(ox.grad.numpy(), tx.grad.numpy() + 2, slack + 8 * 2.0 ** -24)
 
   def test_no_grad_through_comparisons(self):
     x = Tensor(rand_np(S), requires_grad=True)

@@ -20,16 +20,19 @@ def _model_and_step(jit: bool, labels_from=None):
       return loss.realize()
   return model, (TinyJit(step) if jit else step)
 
-X = Tensor(np.arange(8, dtype=np.float32).reshape(2, 4) / 8).realize()
+def _x() -> Tensor:
+  """The batch, made on the default device when the test runs: a module-level tensor keeps the device of import time,
+  which under `NV=1 pytest -n` need not be the device the test's model is made on."""
+  return Tensor(np.arange(8, dtype=np.float32).reshape(2, 4) / 8).realize()
 
 @pytest.mark.parametrize("jit", [False, True])
 def test_bad_label_raises_when_the_step_computes_the_loss(jit):
   _, step = _model_and_step(jit)
   good = Tensor(np.array([0, 2], np.int32)).realize()
-  for _ in range(3): step(X, good)   # (TinyJit: capture, then replays)
+  for _ in range(3): step(_x(), good)   # (TinyJit: capture, then replays)
   # (a replay names the check; the eager step also the value)
   with pytest.raises(IndexError, match=r"sparse_categorical_crossentropy labels" + ("" if jit else r".*first offending index is 7 at position 1")):
-    step(X, Tensor(np.array([1, 7], np.int32)).realize())
+    step(_x(), Tensor(np.array([1, 7], np.int32)).realize())
 
 def test_good_labels_give_the_same_loss_as_a_step_realizing_it_first():
   # the check adds kernels, not changes: the loss of each step is the one computed before the update
@@ -43,7 +46,7 @@ def test_good_labels_give_the_same_loss_as_a_step_realizing_it_first():
     for _ in range(3):
       with Tensor.train():
         opt.zero_grad()
-        loss = model(X).sparse_categorical_crossentropy(y)
+        loss = model(_x()).sparse_categorical_crossentropy(y)
         if early: loss.realize()
         loss.backward(); opt.step()
         out.append(loss.item())
@@ -55,6 +58,6 @@ def test_labels_read_from_a_weight_the_step_overwrites():
   # so it is scheduled with the step (not after it, where it would read the new weight)
   def labels(model, y): return (model.weight[0, 0].detach() * 0).cast(y.dtype) + y
   _, step = _model_and_step(False, labels)
-  step(X, Tensor(np.array([0, 2], np.int32)).realize())
+  step(_x(), Tensor(np.array([0, 2], np.int32)).realize())
   with pytest.raises(IndexError, match="sparse_categorical_crossentropy labels"):
-    step(X, Tensor(np.array([5, 1], np.int32)).realize())
+    step(_x(), Tensor(np.array([5, 1], np.int32)).realize())
