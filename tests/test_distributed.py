@@ -1,8 +1,9 @@
-"""frontend/distributed.py: data-parallel training over MPI, checked by launching real jobs with `mpiexec` (the
-MPICH wheel of the `dist` extra in CI; Open MPI 4 or 5 with OPEN_MPI_ENV) on this machine: 2 and 4 ranks (4 is more ranks than CI's 2 cores), over shared
-memory and over TCP on the loopback interface. The ranks run tests/dist/dp_train.py and tests/dist/gpu_step.py and
-write what they computed to one file each, which the tests compare. Without mpi4py these tests skip, naming the
-install command, unless HCQRT_REQUIRE_DIST=1 (CI sets it: .ci/run) makes that a failure."""
+"""frontend/distributed.py: data-parallel training over MPI, checked by launching real jobs with `mpiexec` (the MPICH
+wheel of the `dist` extra in CI; Open MPI 4 or 5 with OPEN_MPI_ENV) on this machine: 2 and 4 ranks (4 is more ranks
+than CI's 2 cores), over shared memory and over TCP on the loopback interface. The ranks run tests/dist/dp_train.py
+and tests/dist/gpu_step.py and write what they computed to one file each, which the tests compare. Without mpi4py
+these tests skip, naming the install command, unless HCQRT_REQUIRE_DIST=1 (CI sets it: .ci/run) makes that a
+failure."""
 import os, pathlib, re, shutil, subprocess, sys, sysconfig, time
 import numpy as np
 import pytest
