@@ -33,7 +33,10 @@ from frontend.tensor import Tensor
 
 INSTALL_HINT = "pip install 'hcqrt[dist]'   (mpi4py and the MPICH wheel: pip install mpi4py mpich)"
 # environment variables a launcher sets in every rank it starts: MPICH's hydra (PMI_*), Open MPI (OMPI_*, PMIX_*),
-# Slurm's srun (SLURM_STEP_*: only inside a job step, so a plain `sbatch` shell is not mistaken for one)
+# Slurm's srun (SLURM_STEP_*: only inside a job step, so a plain `sbatch` shell is not mistaken for one). Open MPI 5's
+# PRRTE launcher sets the same OMPI_COMM_WORLD_SIZE / OMPI_COMM_WORLD_LOCAL_RANK as 4.x's ORTE did (Open MPI 5.0 docs,
+# tuning-apps/environment-var.rst "Environment variables set for MPI applications"; seen in 5.0.11's ranks), while
+# PMIx hands rank and size to the library through PMIx_Get: PRRTE 5.0.11 exported PMIX_RANK but no PMIX_SIZE
 _LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS", "MPI_LOCALNRANKS")
 _LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "PMI_LOCAL_RANK", "LOCAL_RANK")
 

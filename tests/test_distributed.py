@@ -1,8 +1,9 @@
-"""frontend/distributed.py: data-parallel training over MPI, checked by launching real jobs with `mpiexec` (the
-MPICH wheel of the `dist` extra) on this machine: 2 and 4 ranks (4 is more ranks than CI's 2 cores), over shared
-memory and over TCP on the loopback interface. The ranks run tests/dist/dp_train.py and tests/dist/gpu_step.py and
-write what they computed to one file each, which the tests compare. Without mpi4py these tests skip, naming the
-install command, unless HCQRT_REQUIRE_DIST=1 (CI sets it: .ci/run) makes that a failure."""
+"""frontend/distributed.py: data-parallel training over MPI, checked by launching real jobs with `mpiexec` (the MPICH
+wheel of the `dist` extra in CI; Open MPI 4 or 5 with OPEN_MPI_ENV) on this machine: 2 and 4 ranks (4 is more ranks
+than CI's 2 cores), over shared memory and over TCP on the loopback interface. The ranks run tests/dist/dp_train.py
+and tests/dist/gpu_step.py and write what they computed to one file each, which the tests compare. Without mpi4py
+these tests skip, naming the install command, unless HCQRT_REQUIRE_DIST=1 (CI sets it: .ci/run) makes that a
+failure."""
 import os, pathlib, re, shutil, subprocess, sys, sysconfig, time
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ DP, GPU = ROOT / "tests" / "dist" / "dp_train.py", ROOT / "tests" / "dist" / "gp
 # as if on another node, so no shared memory; the ofi netmod with libfabric's tcp provider on `lo`; DEBUG_SUMMARY=1
 # makes ch4:ofi print the provider it chose ("libfabric provider: tcp - 127.0.0.1/32"), which the test checks
 TCP_ENV = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo", "MPIR_CVAR_DEBUG_SUMMARY": "1"}
-LAUNCHER_VARS = ("PMI_", "OMPI_", "PMIX_", "SLURM_", "MPI_LOCAL", "HYDRA_", "MPIR_CVAR_", "FI_", "UCX_", "HCQRT_DIST_")
+LAUNCHER_VARS = ("PMI_", "OMPI_", "PMIX_", "PRTE_", "SLURM_", "MPI_LOCAL", "HYDRA_", "MPIR_CVAR_", "FI_", "UCX_", "HCQRT_DIST_")
 
 def _mpiexec() -> str | None:
   # pip puts the wheel's mpiexec next to the interpreter (a venv's bin, pyenv's versions/X/bin: not always on PATH)
@@ -41,16 +42,26 @@ needs_mpi = pytest.mark.skipif(_why_not is not None and os.environ.get("HCQRT_RE
                                reason=f"{_why_not}; install: {dist.INSTALL_HINT}")
 
 # Open MPI's mpiexec refuses to start as root (GPU containers often run as root) unless both of these are set, and
-# more ranks than cores unless oversubscription is allowed (4.x's MCA variable; the 4-rank tests on a small box).
+# more ranks than cores unless oversubscription is allowed (the 4-rank tests on a small box). Open MPI 5 maps with
+# PRRTE, which reads its own PRTE_MCA_ variables and ignores 4.x's OMPI_MCA_rmaps_base_oversubscribe (5.0.11 refused
+# `-n 4` on 2 cores with it: "There are not enough slots available in the system"); 5's name for it is
+# rmaps_default_mapping_policy=:oversubscribe (docs/mca.rst "MCA Parameter Changes Between Open MPI 4.x and newer
+# releases", and its "Environment variables" section: PRRTE's prefix is PRTE_MCA_). Each version ignores the other's.
 # Open MPI 4 also refuses any launch, even of ranks on this machine alone, where neither ssh nor rsh is on PATH (GPU
 # containers often have neither): its rsh launcher looks its agent up when it opens and aborts if it is missing
 # (orte/mca/plm/rsh/plm_rsh_component.c:329-336 in v4.1.x; open-mpi/ompi issue 12386). A program that exists, `false`,
 # as the agent lets it start; ranks on this machine are forked by mpiexec itself, so the agent is never run (and a
 # launch on another node would fail at once). Open MPI 5 passes the variable on to PRRTE as plm_ssh_agent
-# (prrte src/mca/schizo/ompi/schizo_ompi.c check_prte_overlap), where a missing default agent only deselects ssh.
-# MPICH's Hydra reads none of these. See the README's Open MPI note.
-OPEN_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1",
-                "OMPI_MCA_plm_rsh_agent": "false"}
+# (prrte src/mca/schizo/ompi/schizo_ompi.c check_prte_overlap), where a missing default agent only deselects ssh
+# (5.0.11 started 2 ranks with no ssh on PATH, with and without the variable). MPICH's Hydra reads none of these.
+# See the README's Open MPI note.
+OPEN_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_plm_rsh_agent": "false",
+                "OMPI_MCA_rmaps_base_oversubscribe": "1", "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"}
+# Open MPI over TCP on `lo`, its counterpart of TCP_ENV: the ob1 point-to-point layer (not cm/ucx, which bring their
+# own transports) with only the tcp and self BTLs (no shared memory: `vader` in 4.x, `sm` in 5.x) on `lo`. Verbosity 1
+# of the btl framework makes ob1's bml print the BTL it picked for each peer ("mca: bml: Using tcp btl for send to
+# [[job,1],rank] on node ...", ompi/mca/bml/r2/bml_r2.c mca_bml_r2_endpoint_add_btl), which the test counts
+OPEN_MPI_TCP_ENV = {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "tcp,self", "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_btl_base_verbose": "1"}
 
 def _env(device: str = "CPU", **extra: str) -> dict:
   """The ranks' environment: none of a launcher's variables, `device` named (not the caller's, nor a probed GPU)."""
@@ -72,11 +83,14 @@ def _lines(out: pathlib.Path, n: int) -> str:
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_data_parallel_equals_one_process(n, transport, tmp_path):
-  if transport == "tcp" and not _why_not and (mpi := _launcher()) != "mpich":
-    pytest.skip(f"the TCP-on-lo run sets MPICH's control variables and checks MPICH's report; this mpiexec is {mpi}")
-  r, _ = _launch(n, DP, "--out", str(tmp_path), env=_env(**(TCP_ENV if transport == "tcp" else {})))
+  mpi = _launcher() if not _why_not else "mpich"
+  if transport == "tcp" and mpi not in ("mpich", "open mpi"): pytest.skip(f"no TCP-on-lo settings for this mpiexec: {mpi}")
+  r, _ = _launch(n, DP, "--out", str(tmp_path), env=_env(**({} if transport == "shm" else TCP_ENV if mpi == "mpich" else OPEN_MPI_TCP_ENV)))
   assert r.returncode == 0, r.stdout + r.stderr
-  if transport == "tcp": assert "libfabric provider: tcp - 127.0.0.1" in r.stdout + r.stderr, "the job did not run over TCP on lo"
+  if transport == "tcp" and mpi == "mpich": assert "libfabric provider: tcp - 127.0.0.1" in r.stdout + r.stderr, "the job did not run over TCP on lo"
+  if transport == "tcp" and mpi == "open mpi":   # every rank reaches each of the n-1 others over tcp, none over shared memory
+    picked = re.findall(r"mca: bml: Using (\w+) btl for send to \S+", r.stdout + r.stderr)
+    assert picked.count("tcp") == n * (n - 1) and set(picked) <= {"tcp", "self"}, f"the job did not run over TCP: {picked}"
   text = _lines(tmp_path, n)
   assert sorted(int(rk) for rk, w in re.findall(r"rank (\d+) device CPU world (\d+)", text) if int(w) == n) == list(range(n))
   for variant in ("float", "exact"):
