@@ -6,6 +6,7 @@ Source of every number: NVIDIA, "Parallel Thread Execution ISA" (PTX ISA 9.x), t
 The direction of each error (above or below the exact value) comes from the parity of the input's bits, so results
 are reproducible and both directions occur. Special inputs (+-0, +-inf, NaN) keep the exact results of each
 section's table: only finite, nonzero inputs whose correctly rounded result is finite are perturbed.
+Not modelled (the ISA gives no bound): rsqrt.approx.f64 without .ftz, "emulated in software" (9.7.3.16), stays exact.
 
 >>> import numpy as np
 >>> x = np.array([0.5, 1.5], np.float32)
