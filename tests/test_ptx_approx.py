@@ -1,7 +1,7 @@
 """The PTX interpreter's `.approx` instructions are exactly as inexact as NVIDIA's PTX ISA allows (hcqrt/mock/ptx/approx.py),
 and the renderer's refined sequences (reciprocal, division, sqrt, sin's range reduction) still give the right results
 on them. Every bound below is restated from the ISA section named next to it, not read from the mock."""
-import struct
+import math, struct
 from fractions import Fraction
 import numpy as np
 import pytest
@@ -149,10 +149,19 @@ def test_fma_f64_rounds_once():
   """The refinements' residuals (1 - b*y, a - q*b) cancel almost all of a*b: fma.rn.f64 must round a*b+c once (PTX ISA
   9.7.3.6), which long double's 64-bit product alone cannot do."""
   a, b = _normal(4000, np.float64, 1), _normal(4000, np.float64, 2)
-  c = -(a * b) * (1 + np.random.default_rng(3).integers(-4, 5, a.size) * 2.0 ** -52)   # a*b+c: a few ulps of a*b
-  got = ptx("fma.rn.f64", a, b, c)
-  want = np.array([float(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in zip(a, b, c)])
-  np.testing.assert_array_equal(got, want)
+  c = -(a * b) * (1 + np.random.default_rng(3).integers(-4, 5, a.size) * 2.0 ** -52)   # a*b+c: a few ulps of a*b, or 0
+  exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in zip(a, b, c)]
+  for mode in ("rn", "rz", "rm", "rp"):
+    want = np.array([_round(x, mode) for x in exact])
+    np.testing.assert_array_equal(ptx(f"fma.{mode}.f64", a, b, c).view(np.uint64), want.view(np.uint64), err_msg=mode)
+
+def _round(x: Fraction, mode: str) -> float:
+  """x (finite, in range) rounded to float64: to nearest, or to the neighbour toward zero / -inf / +inf."""
+  v = float(x)   # int / int: correctly rounded to nearest
+  if x == 0: return -0.0 if mode == "rm" else 0.0   # IEEE 754 6.3: an exact zero sum of nonzero terms
+  if mode == "rn" or Fraction(v) == x: return v
+  up = {"rz": x < 0, "rp": True, "rm": False}[mode]
+  return v if (Fraction(v) > x) == up else math.nextafter(v, math.inf if up else -math.inf)
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_refined_sequences_are_correctly_rounded(dt):

@@ -10,12 +10,11 @@ as the instruction's type. Control-flow closures return a jump (see interpreter.
 True
 """
 from __future__ import annotations
-import math, re, sys
-from fractions import Fraction
+import re
 import numpy as np
 from .parser import Instr, Operand, PTXError, TYPE_SIZE, literal_value
 from .numerics import (NP, UINT, SINT, F32, F64, F16, LD, storage, is_float, is_signed, ftz, saturate, round_float, two_sum_err,
-                       idiv, irem, mul_hi, widen, cvt, bf16_to_f32, f32_to_bf16, F8, f32_to_f8_satfinite, f8_to_f16)
+                       idiv, irem, mul_hi, widen, cvt, fma_f64, bf16_to_f32, f32_to_bf16, F8, f32_to_f8_satfinite, f8_to_f16)
 from .mma import check_mma, warp_mma
 from . import approx
 
@@ -139,6 +138,8 @@ def _to_odd(s, err):
 def _exact_round(kind: str, args, et: np.dtype, mode: str):
   """add/sub/mul/fma/div/sqrt of `args` (dtype et) correctly rounded to et with mode, via a wider type."""
   hi = LD if et == F64 else F64
+  if et == F64 and kind in ("fma", "mul"):   # long double's 64-bit product is not exact: round the 106-bit one once
+    return fma_f64(args[0], args[1], args[2] if kind == "fma" else 0.0, mode, mul=kind == "mul")
   A = [np.asarray(a).astype(hi) for a in args]
   err = None
   if kind == "add": r = A[0] + A[1]; err = two_sum_err(A[0], A[1], r)
@@ -150,41 +151,7 @@ def _exact_round(kind: str, args, et: np.dtype, mode: str):
   elif kind == "sqrt": r = np.sqrt(A[0])
   else: raise ValueError(kind)
   if hi == F64 and err is not None: r, err = _to_odd(r, err), None
-  out = round_float(r, et, mode, err)
-  return _exact_products(kind, args, mode, out) if hi == LD and kind in ("mul", "fma") else out
-
-def _exact_products(kind: str, args, mode: str, out):
-  """f64 mul/fma: long double holds only 64 of a product's 106 bits. Where that error could have moved the rounding
-  (the sum lies that close to a rounding boundary, as in the fma residuals of Newton steps), redo the element exactly:
-  the hardware's fma rounds once (PTX ISA 9.7.3.6 fma: "computes the product of a and b to infinite precision and then
-  adds c to this product, again in infinite precision", then rounds; mul with .rz/.rm/.rp comes here too)."""
-  A = [np.atleast_1d(a) for a in np.broadcast_arrays(*[np.asarray(a, F64) for a in args], np.asarray(out, F64))]
-  out = A[-1].copy()
-  with np.errstate(all="ignore"):
-    p = A[0].astype(LD) * A[1].astype(LD)
-    s = p + A[2].astype(LD) if kind == "fma" else p
-    slack = (np.abs(p) + np.abs(s)) * LD.type(2.0 ** -62)   # > the product's error plus the sum's (2^-64 of each)
-    mag = np.abs(out)
-    dm = (s - out.astype(LD)) * np.where(np.signbit(out), -1, 1).astype(LD)   # > 0: s lies farther from zero than out
-    gap = np.where(dm >= 0, np.spacing(mag), mag - np.nextafter(mag, 0)).astype(LD)   # to the neighbour on s's side
-    room = gap / 2 - np.abs(dm) if mode == "rn" else np.minimum(np.abs(dm), gap - np.abs(dm))   # to the nearest boundary
-    unsafe = np.isfinite(out) & (slack > 0) & (room <= slack)
-  for i in zip(*np.nonzero(unsafe)):
-    x = Fraction(float(A[0][i])) * Fraction(float(A[1][i])) + (Fraction(float(A[2][i])) if kind == "fma" else 0)
-    out[i] = _round_fraction(x, mode)
-  return out if any(np.ndim(a) for a in args) else out.reshape(())[()]
-
-def _round_fraction(x: Fraction, mode: str) -> float:
-  """An exact rational rounded to float64 with a PTX rounding mode (an exact zero sum is +0, -0 when rounding down)."""
-  if x == 0: return -0.0 if mode == "rm" else 0.0
-  try: v = float(x)   # int / int division: correctly rounded to nearest
-  except OverflowError: v = math.copysign(math.inf, x)
-  if mode == "rn": return v
-  if not math.isfinite(v): v = math.copysign(sys.float_info.max, x)   # directed modes step out to inf below if they must
-  up = {"rz": x < 0, "rp": True, "rm": False}[mode]   # the neighbour wanted: the one above x, or below
-  if up and Fraction(v) < x: return math.nextafter(v, math.inf)
-  if not up and Fraction(v) > x: return math.nextafter(v, -math.inf)
-  return v
+  return round_float(r, et, mode, err)
 
 def _float_fn(kind: str, et: np.dtype, mode: str, fz: bool, sat: bool):
   """The arithmetic of one float instruction on working values."""
