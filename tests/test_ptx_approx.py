@@ -114,6 +114,22 @@ def test_half_approx_is_off_by_the_documented_bound(ins):
   exact = exact_fn(val(x)); ratio = np.abs(val(got) - exact) / bound_fn(exact)
   assert ratio.max() <= 1 and ratio.max() > 0.6, (ins, ratio.max())
 
+SMALL_RESULT_CASES = {   # absolute bounds where the result is near 0, so a relative bound of the same size would be far smaller
+  "lg2.approx.f32": ("f32", np.random.default_rng(14).uniform(0.99, 1.01, 2000).astype(np.float32), np.log2, 2 ** -22),   # 9.7.3.20: abs on (0.5, 2)
+  "tanh.approx.f16": ("f16", np.random.default_rng(15).uniform(-0.05, 0.05, 2000).astype(np.float16), np.tanh, 2 ** -10.987),   # 9.7.4.9
+  "tanh.approx.bf16": ("bf16", as_bf16(np.random.default_rng(16).uniform(-0.05, 0.05, 2000)), np.tanh, 2 ** -8),   # 9.7.4.9
+}
+
+@pytest.mark.parametrize("ins", list(SMALL_RESULT_CASES))
+def test_absolute_bounds_apply_near_zero_results(ins):
+  """|log2 x| < 0.015 near x = 1 and |tanh x| < 0.05 near 0: only an absolute bound lets the error reach its full size here."""
+  kind, x, exact_fn, bound = SMALL_RESULT_CASES[ins]
+  got = ptx(ins, x)
+  val = (lambda v: bf16_to_f32(v).astype(np.float64)) if kind == "bf16" else (lambda v: v.astype(np.float64))
+  exact = exact_fn(val(x)); ratio = np.abs(val(got) - exact) / bound
+  assert ratio.max() <= 1 and ratio.max() > 0.75, (ins, ratio.max())
+  assert (val(got) > exact).any() and (val(got) < exact).any()
+
 @pytest.mark.parametrize("op", ["rcp", "rsqrt"])
 def test_f64_gross_approximations_use_the_upper_word(op):
   """rcp.approx.ftz.f64 (9.7.3.14), rsqrt.approx.ftz.f64 (9.7.3.17): only a[63:32] is read, d[31:0] is zero, subnormal
