@@ -139,7 +139,9 @@ def test_f64_gross_approximations_use_the_upper_word(op):
   assert ((got.view(np.uint64) & np.uint64(0xFFFFFFFF)) == 0).all()
   exact = 1 / x if op == "rcp" else 1 / np.sqrt(x)
   rel = np.abs(got / exact - 1)
-  assert rel.max() < 2 ** -19 and rel.max() > 2 ** -21   # 20 mantissa bits in, 20 out: not a full double
+  # 20 mantissa bits in, 20 out: not a full double. The ISA promises no accuracy (9.7.3.14/17: "a fast, gross
+  # approximation"); within one 1.11.20 step of the upper word's exact result is the mock's assumption, pinned here
+  assert rel.max() < 2 ** -19 and rel.max() > 2 ** -21
   low = x.view(np.uint64) | np.uint64(0xFFFFFFFF)   # the ignored low word makes no difference
   np.testing.assert_array_equal(ptx(f"{op}.approx.ftz.f64", low.view(np.float64)), got)
   sp = ptx(f"{op}.approx.ftz.f64", np.array([1e-310, -1e-310, np.nan]))

@@ -115,7 +115,9 @@ def approximate(op: str, t: str, x, wt: np.dtype | None = None) -> np.ndarray:
 def upper_word_f64(op: str, x) -> np.ndarray:
   """rcp.approx.ftz.f64 (9.7.3.14) and rsqrt.approx.ftz.f64 (9.7.3.17): the ISA's semantics use only a[63:32] (the
   low 32 bits of the input are ignored), subnormal inputs flush to +-0, the result's low 32 bits are zero and NaN is
-  0x7fffffff00000000. Which 1.11.20 neighbour the upper word rounds to is unspecified: per element, either one."""
+  0x7fffffff00000000. The ISA gives these no accuracy at all ("a fast, gross approximation"): that the result is one
+  of the two 1.11.20 neighbours of the exact value for the upper word (per element, either one) is the mock's
+  assumption, not the ISA's."""
   x = np.asarray(x, F64); hi_mask = np.uint64(0xFFFFFFFF00000000)
   tmp = (x.view(np.uint64) & hi_mask).view(F64)
   tmp = np.where(np.abs(tmp) < np.finfo(F64).tiny, np.copysign(0.0, tmp), tmp)
