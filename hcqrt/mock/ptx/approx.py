@@ -1,10 +1,12 @@
-"""The error of PTX's `.approx` instructions (MUFU units on the hardware). The mock returns each result off by the
-maximum error the PTX ISA documents, never closer, so a kernel that relies on more accuracy than the ISA promises
-(a missing refinement step, a missing range reduction) fails in the tests as it could on a real GPU.
+"""The error of PTX's `.approx` instructions (MUFU units on the hardware). For each result the mock picks a direction
+(above or below the exact value) and returns the representable value farthest from the exact one in that direction
+whose error is within the maximum the PTX ISA documents. So a kernel that relies on more accuracy than the ISA promises
+(a missing refinement step, a missing range reduction) fails in the tests as it could on a real GPU. How far off a
+result lands depends on the float grid in the chosen direction: under rcp's 1 ulp bound, for example, about half the
+results are at most 0.5 ulp off.
 
 Source of every number: NVIDIA, "Parallel Thread Execution ISA" (PTX ISA 9.x), the section named next to it.
-The direction of each error (above or below the exact value) comes from the parity of the input's bits, so results
-are reproducible and both directions occur. Special inputs (+-0, +-inf, NaN) keep the exact results of each
+The direction comes from the parity of the input's bits, so results are reproducible and both directions occur. Special inputs (+-0, +-inf, NaN) keep the exact results of each
 section's table: only finite, nonzero inputs whose correctly rounded result is finite are perturbed.
 Not modelled (the ISA gives no bound): rsqrt.approx.f64 without .ftz, "emulated in software" (9.7.3.16), stays exact.
 
