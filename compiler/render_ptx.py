@@ -427,16 +427,19 @@ class _Renderer:
   def sqrt(self, d: str, x: str, t: str) -> None:
     k = "f" if t == "f32" else "fd"
     dt = dtypes.float32 if t == "f32" else dtypes.float64
+    # lift tiny x (sqrt scales back by the root of the lift): the residual x - s*s below is exact only while it stays
+    # above the subnormal grid (f32: x >= ~2^-103); f64 also because rsqrt.approx.ftz.f64 flushes subnormal inputs
+    lo, lift, back = (2.0 ** -100, 2.0 ** 64, 2.0 ** -32) if t == "f32" else (2.0 ** -960, 2.0 ** 200, 2.0 ** -100)
+    xs, sc, tiny = self.reg(k), self.reg(k), self.reg("p")
+    self.emit(f"setp.lt.{t} {tiny}, {x}, {imm(lo, dt)}")
+    self.emit(f"mul.rn.{t} {xs}, {x}, {imm(lift, dt)}"); self.emit(f"selp.{t} {xs}, {xs}, {x}, {tiny}")
+    self.emit(f"selp.{t} {sc}, {imm(back, dt)}, {imm(1.0, dt)}, {tiny}")
+    x_orig, x = x, xs
     if t == "f32":   # s ~ sqrt(x), h ~ 1/(2s); one residual step
       s, h = self.reg(k), self.reg(k)
       self.emit(f"sqrt.approx.f32 {s}, {x}"); self.emit(f"rcp.approx.f32 {h}, {s}"); self.emit(f"mul.rn.f32 {h}, {h}, {imm(0.5, dt)}")
     else:   # y ~ 1/sqrt(x) refined twice (Newton: y *= 1.5 - x/2 * y^2), then s = x*y, h = y/2
-      # rsqrt.approx.f64 without .ftz is a subroutine call: use .ftz and lift subnormals by 2^200 (sqrt: 2^100)
-      y, hx, xs, sc, tiny = self.reg(k), self.reg(k), self.reg(k), self.reg(k), self.reg("p")
-      self.emit(f"setp.lt.f64 {tiny}, {x}, {imm(2.0 ** -960, dt)}")
-      self.emit(f"mul.rn.f64 {xs}, {x}, {imm(2.0 ** 200, dt)}"); self.emit(f"selp.f64 {xs}, {xs}, {x}, {tiny}")
-      self.emit(f"selp.f64 {sc}, {imm(2.0 ** -100, dt)}, {imm(1.0, dt)}, {tiny}")
-      x_orig, x = x, xs
+      y, hx = self.reg(k), self.reg(k)   # rsqrt.approx.f64 without .ftz is a subroutine call
       self.emit(f"rsqrt.approx.ftz.f64 {y}, {x}"); self.emit(f"mul.rn.f64 {hx}, {x}, {imm(0.5, dt)}")
       for _ in range(2):
         e, y2 = self.reg(k), self.reg(k)
@@ -446,7 +449,7 @@ class _Renderer:
       self.emit(f"mul.rn.f64 {s}, {x}, {y}"); self.emit(f"mul.rn.f64 {h}, {y}, {imm(0.5, dt)}")
     ns, r, s2 = self.reg(k), self.reg(k), self.reg(k)
     self.emit(f"neg.{t} {ns}, {s}"); self.emit(f"fma.rn.{t} {r}, {ns}, {s}, {x}"); self.emit(f"fma.rn.{t} {s2}, {r}, {h}, {s}")
-    if t == "f64": self.emit(f"mul.rn.f64 {s2}, {s2}, {sc}"); x = x_orig
+    self.emit(f"mul.rn.{t} {s2}, {s2}, {sc}"); x = x_orig
     # only 0 < x < inf takes the refined value; otherwise x (for +-0 and +inf) or NaN (negative, NaN)
     p, q, neg, sp = self.reg("p"), self.reg("p"), self.reg("p"), self.reg(k)
     self.emit(f"setp.gt.{t} {p}, {x}, {imm(0, dt)}"); self.emit(f"setp.lt.{t} {q}, {x}, {imm(math.inf, dt)}")

@@ -68,7 +68,12 @@ def test_idiv_floats_truncate():
 def test_int_pow_negative_int_raises():
   with pytest.raises(RuntimeError, match=r"pow: .*negative integer powers.*\*\* -2"): Tensor([-2, 0, 2]) ** -2
   with pytest.raises(RuntimeError): torch.tensor([-2, 0, 2]) ** -2
-  assert (Tensor([-2, 0, 2]) ** 3).tolist() == [-8, 0, 8] and (Tensor([2.0]) ** -2).tolist() == [0.25]
+  assert (Tensor([-2, 0, 2]) ** 3).tolist() == [-8, 0, 8]
+  # a float to a negative power goes through exp(e * log|b|): on NV that is ex2.approx / lg2.approx, 2 ulp and 2^-22
+  # (PTX ISA 9.7.3.21 / 9.7.3.20), so 0.25 is not promised to the bit there; elsewhere it is exact
+  p = Tensor([2.0]) ** -2
+  if p.device.split(":")[0] in ("NV", "PTXEMU"): np.testing.assert_allclose(p.numpy(), [0.25], rtol=1e-6)
+  else: assert p.tolist() == [0.25]
 
 # ***** negative sizes are refused by the creation functions *****
 @pytest.mark.parametrize("make", [Tensor.empty, Tensor.rand, Tensor.zeros, Tensor.ones, Tensor.randn, Tensor.randint, Tensor.normal,

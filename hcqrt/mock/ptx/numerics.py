@@ -77,6 +77,40 @@ def two_sum_err(a, b, s):
   bb = s - a
   return (a - (s - bb)) + (b - bb)
 
+def _split_f64(x):
+  """x (float64) = hi + lo exactly: hi keeps 32 significant bits, lo the other 21, so that products of the parts are
+  exact in long double's 64 bits."""
+  hi = (x.view(np.uint64) & np.uint64(0xFFFFFFFFFFE00000)).view(F64)
+  return hi.astype(LD), (x - hi).astype(LD)
+
+def _to_odd_ld(s, rem):
+  """Round-to-odd of s + rem (|rem| below one long double ulp of s): rounding that to f64 then rounds s + rem exactly
+  as a single rounding would (64 >= 53 + 2 bits)."""
+  even = np.fmod(s / np.spacing(s), LD.type(2)) == 0
+  return np.where((rem != 0) & even & np.isfinite(s), np.nextafter(s, np.copysign(LD.type(np.inf), rem)), s)
+
+def fma_f64(a, b, c, mode: str, mul: bool = False):
+  """a*b + c (a*b when mul) on float64 arrays rounded once with mode rn/rz/rm/rp, as fma.f64 does ("the product of a and
+  b to infinite precision ... adds c ... again in infinite precision", then rounds: PTX ISA 9.7.3.6). The 106-bit
+  product is long double's product plus its exact error (Dekker); the sum is an exact long double pair (TwoSum)."""
+  a, b, c = (np.asarray(v, F64) for v in (a, b, c))
+  with np.errstate(all="ignore"):
+    (ah, al), (bh, bl) = _split_f64(a), _split_f64(b)
+    p, C = a.astype(LD) * b.astype(LD), c.astype(LD)
+    err = ((ah * bh - p) + ah * bl + al * bh) + al * bl   # a*b == p + err exactly
+    s1 = p + C; e1 = two_sum_err(p, C, s1)
+    t = e1 + err; e2 = two_sum_err(e1, err, t)
+    s2 = np.where(t == 0, s1, s1 + t); e3 = two_sum_err(s1, t, s2)
+    rem = e3 + e2                                          # a*b + c == s2 + rem exactly; rem's sign is exact
+    ok = np.isfinite(p) & np.isfinite(C) & np.isfinite(s2) & np.isfinite(rem)
+    s2, rem = np.where(ok, s2, p + C), np.where(ok, rem, 0)
+    r = _to_odd_ld(s2, rem).astype(F64) if mode == "rn" else round_float(s2, F64, mode, rem)
+    # IEEE 754 6.3: an exact zero sum is +0 (-0 when rounding down); zero plus zero keeps a common sign
+    if mul: return np.where(p == 0, p.astype(F64), r)
+    sp, sc = np.signbit(p), np.signbit(C)
+    neg = np.where((p == 0) & (C == 0), (sp | sc) if mode == "rm" else (sp & sc), mode == "rm")
+    return np.where(ok & (s2 == 0) & (rem == 0), np.where(neg, -0.0, 0.0), r)
+
 def round_int_float(x, mode: str):
   """Round to an integral value in floating point (cvt .rni/.rzi/.rmi/.rpi)."""
   return {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[mode](x)

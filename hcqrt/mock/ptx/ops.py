@@ -14,8 +14,9 @@ import re
 import numpy as np
 from .parser import Instr, Operand, PTXError, TYPE_SIZE, literal_value
 from .numerics import (NP, UINT, SINT, F32, F64, F16, LD, storage, is_float, is_signed, ftz, saturate, round_float, two_sum_err,
-                       idiv, irem, mul_hi, widen, cvt, bf16_to_f32, f32_to_bf16, F8, f32_to_f8_satfinite, f8_to_f16)
+                       idiv, irem, mul_hi, widen, cvt, fma_f64, bf16_to_f32, f32_to_bf16, F8, f32_to_f8_satfinite, f8_to_f16)
 from .mma import check_mma, warp_mma
+from . import approx
 
 EXIT = -1
 ROUND = ("rn", "rz", "rm", "rp")
@@ -137,6 +138,8 @@ def _to_odd(s, err):
 def _exact_round(kind: str, args, et: np.dtype, mode: str):
   """add/sub/mul/fma/div/sqrt of `args` (dtype et) correctly rounded to et with mode, via a wider type."""
   hi = LD if et == F64 else F64
+  if et == F64 and kind in ("fma", "mul"):   # long double's 64-bit product is not exact: round the 106-bit one once
+    return fma_f64(args[0], args[1], args[2] if kind == "fma" else 0.0, mode, mul=kind == "mul")
   A = [np.asarray(a).astype(hi) for a in args]
   err = None
   if kind == "add": r = A[0] + A[1]; err = two_sum_err(A[0], A[1], r)
@@ -191,6 +194,13 @@ def d_arith(ins: Instr, ctx: DecodeCtx):
     fz = "ftz" in ins.mods and et == F32
     kind = {"mad": "fma"}.get(op, op)
     nin = 3 if kind == "fma" else 2
+    if kind == "div" and et == F32 and ("approx" in ins.mods or "full" in ins.mods):   # 9.7.3.8: 2 ulp (approx.py)
+      full = "full" in ins.mods
+      def fdiv(a, b):
+        if fz: a, b = ftz(a), ftz(b)
+        r = approx.divide(a, b, full)
+        return ftz(r) if fz else r
+      return _float_op(ins, ctx, t, fdiv, 2)
     return _float_op(ins, ctx, t, _float_fn(kind, et, _rnd(ins), fz, "sat" in ins.mods), nin)
   dt = NP[t]
   sat = "sat" in ins.mods
@@ -233,7 +243,12 @@ def d_unary_f(ins, ctx):
     raise PTXError(f"line {ins.line}: {ins.op}.{t} is not supported")
   et = _elem(t); fz = "ftz" in ins.mods and et == F32
   mode = _rnd(ins)
-  if op == "sqrt" and mode != "rn": base = lambda x: _exact_round("sqrt", [x], et, mode)
+  et_name = {"f16x2": "f16", "bf16x2": "bf16"}.get(t, t)
+  if "approx" in ins.mods and approx.supported(op, et_name):   # as inexact as the ISA allows (approx.py)
+    base = lambda x: approx.approximate(op, et_name, x)
+  elif "approx" in ins.mods and et == F64 and "ftz" in ins.mods and op in ("rcp", "rsqrt"):
+    base = lambda x: approx.upper_word_f64(op, x)
+  elif op == "sqrt" and mode != "rn": base = lambda x: _exact_round("sqrt", [x], et, mode)
   elif op == "rcp" and mode != "rn": base = lambda x: _exact_round("div", [np.ones_like(x), x], et, mode)
   else:
     base = {"abs": np.abs, "neg": np.negative, "sqrt": np.sqrt, "rsqrt": lambda x: (1 / np.sqrt(x)).astype(x.dtype),
