@@ -131,9 +131,11 @@ def test_reshaped_product_pads_rows_too(b_kernels):
   assert len(items) == b_kernels and items[-1].alloc_nbytes is not None
   np.testing.assert_allclose(out.numpy(), an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-3)
 
-def test_padded_product_copies_only_the_tensor():
+def test_padded_product_copies_only_the_tensor(monkeypatch):
   """A padded product's buffer is longer than its tensor: copying it to another device (eagerly, or replayed by
-  TinyJit) moves the tensor's bytes, not the padding (which would not fit the destination)."""
+  TinyJit) moves the tensor's bytes, not the padding (which would not fit the destination). (A packed, A_IN_PLACE = 0:
+  on 8 lanes a small A is otherwise read in place whatever its rows, and nothing is padded.)"""
+  monkeypatch.setattr(pack, "A_IN_PLACE", 0)
   an, bn = rnd(301, 256), rnd(256, 256)
   ref = an.astype(np.float64) @ bn
   c = (Tensor(an) @ Tensor(bn)).contiguous().realize()
@@ -180,8 +182,10 @@ def test_small_b_is_read_in_place(monkeypatch):
 @pytest.mark.parametrize("m,k,n", [(2, 256, 256), (257, 1, 512), (301, 251, 256), (260, 256, 288), (13, 7, 16)])
 def test_b_in_place_odd_shapes(m, k, n, monkeypatch):
   """B read in place under products the size floor would leave alone (two rows, K=1, a prime K, padded rows, N a
-  vector but not a tile of two, N one vector): equal to numpy, and its schedule packs A only."""
+  vector but not a tile of two, N one vector): equal to numpy, and its schedule packs A only. (A_IN_PLACE = 0: on 8
+  lanes a small A beside such a B is read in place too, whatever its rows: compiler/pack.py a_in_place.)"""
   monkeypatch.setattr(pack, "PACK_MIN", 1)
+  monkeypatch.setattr(pack, "A_IN_PLACE", 0)
   an, bn = rnd(m, k), rnd(k, n)
   out = Tensor(an) @ Tensor(bn)
   assert len(pack_matmuls(create_schedule([out.lazydata]), lambda d: LANES)) == (2 if n % LANES == 0 else 1)

@@ -76,13 +76,13 @@ def test_scratch_products_equal_numpy(m, k, n, how):
   np.testing.assert_allclose(got, np.maximum(want + cn, 0) if how == "bias_relu" else want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 def test_linear_layer_forward_and_backward(monkeypatch):
-  """x @ W.T + b for a batch of 100, 784 -> 1000 features, then the gradients of W, b and x (the size floor at 64, so
-  every product here is packed, the forward one through the scratch: 1000 columns, rows 100 under an epilogue): equal
-  to float64 numpy."""
+  """x @ W.T + b for a batch of 100, 784 -> 1004 features, then the gradients of W, b and x (the size floor at 64, so
+  every product here is packed, the forward one through the scratch: 1004 columns are not whole vectors of 8 or 16
+  lanes, rows 100 under an epilogue): equal to float64 numpy."""
   monkeypatch.setattr(pack, "PACK_MIN", 64)
   monkeypatch.setattr(pack, "_plans", {})
   r = np.random.default_rng(100)
-  xn, wn, bn = (r.standard_normal(s).astype(np.float32) for s in ((100, 784), (1000, 784), (1000,)))
+  xn, wn, bn = (r.standard_normal(s).astype(np.float32) for s in ((100, 784), (1004, 784), (1004,)))
   x, w, b = Tensor(xn, requires_grad=True), Tensor(wn * 0.05, requires_grad=True), Tensor(bn, requires_grad=True)
   fwd = x.linear(w.T, b)
   lanes = target_of("CPU").simd_bytes // 4
