@@ -13,7 +13,8 @@ What is checked (`snapshot` / `changes`):
   NOOPT, ...: `Context` writes there);
 - every public UPPERCASE module global of frontend, compiler and hcqrt (the switches and limits: engine.LAUNCH_CACHE,
   schedule.SCHEDULE_CACHE, hcq.DEFAULT_TIMEOUT_S, profile.ENABLED, pack.PACK_MIN, cp.EXECUTOR, ...), and every public
-  scalar class attribute of their classes (Tensor.training, Tensor.no_grad, AMDDevice.wait_timeout_s, ...).
+  scalar class attribute of their classes (Tensor.training, Tensor.no_grad, AMDDevice.wait_timeout_s, ...);
+- the working directory, numpy's floating-point error handling (np.seterr), torch's default dtype and grad mode.
 What is put back without failing: the random generators (numpy's, `random`'s, torch's, Tensor's `_seed` and
 `_rng_counter`): drawing a number changes them as seeding does, so a change cannot tell use from a leak; each test
 starts from the generators' state before it instead, whatever ran before it in its process.
@@ -68,8 +69,23 @@ def snapshot() -> dict[str, Any]:
     own = [id(d) for d in reg._mocks.values()]
     sc = sys.modules.get("hcqrt.syscalls")
     snap["syscalls drivers"] = [d for d in sc._drivers if id(d) not in own] if sc is not None else []
+  snap["other"] = _other()
   snap["knobs"] = {(owner, name): vars(owner).get(name, _MISSING) for owner, name in _knobs.pairs()}
   return snap
+
+def _other() -> dict[str, Any]:
+  """The process's working directory, numpy's floating-point error handling and torch's defaults (the tests' oracle)."""
+  import numpy as np
+  out = {"os.getcwd()": os.getcwd(), "numpy.geterr()": np.geterr()}
+  if (torch := sys.modules.get("torch")) is not None and hasattr(torch, "get_default_dtype"):
+    out |= {"torch.get_default_dtype()": torch.get_default_dtype(), "torch.is_grad_enabled()": torch.is_grad_enabled()}
+  return out
+
+def _set_other(what: str, value: Any) -> None:
+  import numpy as np
+  torch = sys.modules.get("torch")
+  {"os.getcwd()": os.chdir, "numpy.geterr()": lambda v: np.seterr(**v), "torch.get_default_dtype()": lambda v: torch.set_default_dtype(v),
+   "torch.is_grad_enabled()": lambda v: torch.set_grad_enabled(v)}[what](value)
 
 def _same(a: Any, b: Any) -> bool: return a is b or (type(a) is type(b) and isinstance(a, SCALARS) and a == b)
 def _short(v: Any) -> str:
@@ -91,6 +107,8 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     out += [f"Device opened[{k!r}]: {_short(v)} -> {_short(oa.get(k, _MISSING))}" for k, v in ob.items() if oa.get(k) is not v]
     if (fb := before["syscalls drivers"]) != (fa := after["syscalls drivers"]):
       out.append(f"hcqrt.syscalls._drivers (besides the registry's mocks): {_short(fb)} -> {_short(fa)}")
+  ob, oa = before["other"], after["other"]
+  out += [f"{k}: {_short(v)} -> {_short(oa[k])}" for k, v in ob.items() if k in oa and v != oa[k]]
   kb, ka = before["knobs"], after["knobs"]
   out += [f"{_label(*k)}: {_short(v)} -> {_short(ka[k])}" for k, v in kb.items() if k in ka and not _same(v, ka[k])]
   return out
@@ -108,6 +126,8 @@ def restore(before: dict[str, Any], after: dict[str, Any]) -> None:
     for k, v in before["Device opened"].items(): reg._opened[k] = v
     drivers = sys.modules["hcqrt.syscalls"]._drivers if "hcqrt.syscalls" in sys.modules else []
     for d in [d for d in after["syscalls drivers"] if not any(d is b for b in before["syscalls drivers"])]: drivers.remove(d)
+  for k, v in before["other"].items():
+    if k in after["other"] and v != after["other"][k]: _set_other(k, v)
   ka = after["knobs"]
   for (owner, name), v in before["knobs"].items():
     if (owner, name) in ka and not _same(v, ka[(owner, name)]):

@@ -1,6 +1,7 @@
 """The checks of tests/conftest.py that fail a test leaving process-global state changed (tests/state_guard.py): what a
 leak reports, that the next test sees the state as before, and no report for what monkeypatch undoes."""
 import os, pathlib, subprocess, sys, textwrap
+import numpy as np
 import state_guard
 from child_env import pythonpath
 from hcqrt.device import Device
@@ -20,17 +21,18 @@ def test_changes_names_each_kind_and_restore_puts_it_back():
   try:
     Device.DEFAULT, engine.LAUNCH_CACHE, Tensor.training = other_device(Device.DEFAULT), not old_cache, not old_training
     os.environ["HCQRT_GUARD_PROBE"] = "1"
+    old_err = np.seterr(over="raise")
     after = state_guard.snapshot()
     got = state_guard.changes(before, after)
     assert got == ["os.environ['HCQRT_GUARD_PROBE']: (unset) -> '1'", f"Device.DEFAULT: {old_default!r} -> {Device.DEFAULT!r}",
-                   f"frontend.engine.LAUNCH_CACHE: {old_cache!r} -> {not old_cache!r}",
+                   f"numpy.geterr(): {old_err!r} -> {np.geterr()!r}", f"frontend.engine.LAUNCH_CACHE: {old_cache!r} -> {not old_cache!r}",
                    f"frontend.tensor.Tensor.training: {old_training!r} -> {not old_training!r}"], got
     state_guard.restore(before, after)
-    assert (Device.DEFAULT, engine.LAUNCH_CACHE, Tensor.training, "HCQRT_GUARD_PROBE" in os.environ) == (old_default, old_cache, old_training, False)
+    assert (Device.DEFAULT, engine.LAUNCH_CACHE, Tensor.training, "HCQRT_GUARD_PROBE" in os.environ, np.geterr()) == (old_default, old_cache, old_training, False, old_err)
     assert state_guard.changes(before, state_guard.snapshot()) == []
   finally:
     Device.DEFAULT, engine.LAUNCH_CACHE, Tensor.training = old_default, old_cache, old_training
-    os.environ.pop("HCQRT_GUARD_PROBE", None)
+    os.environ.pop("HCQRT_GUARD_PROBE", None); np.seterr(**old_err)
 
 def test_a_default_chosen_lazily_is_no_change(monkeypatch):
   monkeypatch.setattr(Device, "_default", None)
@@ -39,7 +41,6 @@ def test_a_default_chosen_lazily_is_no_change(monkeypatch):
   assert state_guard.changes(before, state_guard.snapshot()) == []
 
 def test_random_generators_are_put_back():
-  import numpy as np
   state = state_guard.rng_state()
   want = np.random.random()
   state_guard.restore_rng(state)
