@@ -29,6 +29,10 @@ from typing import Any
 PACKAGES = ("frontend", "compiler", "hcqrt")   # (ioctl_defs: ABI numbers only, thousands of them, none a setting)
 # classes whose attributes are statistics every realize updates (tests reset them before they read them), not settings
 STATISTICS = {"frontend.buffer.GlobalCounters"}
+# environment variables set by others than the tests, left as they are: pytest's name of the running test, and the cache
+# directory torch writes into os.environ on its first optimizer step (torch/_inductor/runtime/cache_dir_utils.py:19,
+# torch 2.13), which the first test to use torch.optim would be blamed for
+NOT_THE_TESTS_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"}
 SCALARS = (bool, int, float, str, bytes, type(None))
 _MISSING = object()
 
@@ -99,7 +103,7 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
   eb, ea = before["os.environ"], after["os.environ"]
   if eb != ea:
     out += [f"os.environ[{k!r}]: {_short(eb.get(k, _MISSING))} -> {_short(ea.get(k, _MISSING))}"
-            for k in sorted(eb.keys() | ea.keys()) if k != "PYTEST_CURRENT_TEST" and eb.get(k) != ea.get(k)]
+            for k in sorted(eb.keys() | ea.keys()) if k not in NOT_THE_TESTS_ENV and eb.get(k) != ea.get(k)]
   if "Device.DEFAULT" in before and "Device.DEFAULT" in after:
     db, da = before["Device.DEFAULT"], after["Device.DEFAULT"]
     if db != da and not (db is None and da == _registry()._choose()): out.append(f"Device.DEFAULT: {db!r} -> {da!r}")
@@ -117,9 +121,9 @@ def restore(before: dict[str, Any], after: dict[str, Any]) -> None:
   """Put back what `changes(before, after)` names, so the next test starts as this one did."""
   eb, ea = before["os.environ"], after["os.environ"]
   for k in ea.keys() - eb.keys():
-    if k != "PYTEST_CURRENT_TEST": del os.environ[k]
+    if k not in NOT_THE_TESTS_ENV: del os.environ[k]
   for k, v in eb.items():
-    if ea.get(k) != v and k != "PYTEST_CURRENT_TEST": os.environ[k] = v
+    if ea.get(k) != v and k not in NOT_THE_TESTS_ENV: os.environ[k] = v
   if (reg := _registry()) is not None and "Device.DEFAULT" in before:
     if before["Device.DEFAULT"] is not None: reg._default = before["Device.DEFAULT"]
     elif reg._default is not None and reg._default != reg._choose(): reg._default = None
