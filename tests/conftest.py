@@ -1,5 +1,47 @@
 """Shared test fixtures."""
 import pytest
+import state_guard
+
+# ***** no test leaves process-global state changed for the tests after it (tests/state_guard.py says what and why) *****
+# These two fixtures come first among the autouse ones of their scope, so they are set up before any other fixture of
+# a test (monkeypatch, on_cpu, a module's own) and torn down after all of them: what those undo is undone by then.
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_leaves_global_state_as_found(request):
+  """Fails the module's last test at teardown where the module's module- or class-scoped fixtures (or a session-scoped
+  one first set up in it that changes global state for everyone after) left global state changed; puts it back."""
+  before = state_guard.snapshot()
+  yield
+  after = state_guard.snapshot()
+  if changed := state_guard.changes(before, after):
+    state_guard.restore(before, after)
+    pytest.fail(f"{request.node.nodeid}: its module/class-scoped fixtures left global state changed (now put back):\n  " + "\n  ".join(changed), pytrace=False)
+
+@pytest.fixture(autouse=True)
+def _test_leaves_global_state_as_found(request):
+  """Fails the test at teardown where it (or one of its function-scoped fixtures) left global state changed, naming
+  what (old -> new); puts it back. The random generators are put back without failing (state_guard.restore_rng)."""
+  before, rng = state_guard.snapshot(), state_guard.rng_state()
+  yield
+  state_guard.restore_rng(rng)
+  after = state_guard.snapshot()
+  if changed := state_guard.changes(before, after):
+    state_guard.restore(before, after)
+    pytest.fail(f"{request.node.nodeid} left global state changed (now put back; use monkeypatch or try/finally):\n  " + "\n  ".join(changed), pytrace=False)
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+  """A test module whose import (its module-level code) changes global state fails to collect: that change would hold
+  for every test collected after it in the process, which under xdist is every test of the worker."""
+  if not isinstance(collector, pytest.Module): return (yield)
+  before = state_guard.snapshot()
+  report = yield
+  after = state_guard.snapshot()
+  if changed := state_guard.changes(before, after):
+    state_guard.restore(before, after)
+    report.outcome, report.result = "failed", []
+    report.longrepr = f"importing {collector.nodeid} changed global state (now put back):\n  " + "\n  ".join(changed)
+  return report
 
 @pytest.fixture
 def on_cpu():

@@ -168,7 +168,11 @@ def test_tokenizer(tmp_path):
   (tmp_path / "bad.txt").write_text("#version: 0.2\na b c\n")
   with pytest.raises(ValueError, match="is not one pair"): gpt2.Tokenizer.from_files(str(tmp_path / "vocab.json"), str(tmp_path / "bad.txt"))
 
-def test_command_line(ckpt, tmp_path, capsys):
+def test_command_line(ckpt, tmp_path, capsys, monkeypatch):
+  from frontend import Device
+  # `--device CPU` makes CPU the process's default (examples/gpt2.py main): put the default back after the test, or
+  # every later test of this process runs on the CPU (NV=1: "tensors on different devices: NV and CPU")
+  monkeypatch.setattr(Device, "DEFAULT", Device.DEFAULT)
   vocab, merges = _tokenizer_files(tmp_path)
   (tmp_path / "config.json").write_text(json.dumps({"n_head": HEADS}))
   os.link(ckpt[0] / "pytorch_model.bin", tmp_path / "pytorch_model.bin")   # heads from the config.json beside it
