@@ -85,6 +85,10 @@ def _rewrite_float64(sink: UOp) -> UOp:
   from compiler.transcendental import rewrite_float64   # PTX has no double-precision exp2/log2/sin: spelled out in arithmetic
   return rewrite_float64(sink)
 
+def _rewrite_float32_trig(sink: UOp) -> UOp:
+  from compiler.transcendental import rewrite_float32_trig   # sin.approx/lg2.approx are absolute-accurate only: spelled out
+  return rewrite_float32_trig(sink)
+
 @dataclass(frozen=True)
 class Backend:
   """One registry entry: the default opts, the target rewrites, whether reduction loops are peeled after the opts,
@@ -104,7 +108,7 @@ class Backend:
 
 BACKENDS: dict[str, Backend] = {
   "c": Backend(optimize, _render_c, _assemble_c, assemble_host=_assemble_host_c, parallel_assemble=True),
-  "ptx": Backend(optimize, _render_ptx, _assemble_ptx, rewrites=(_rewrite_float64,), peel_reductions=True),
+  "ptx": Backend(optimize, _render_ptx, _assemble_ptx, rewrites=(_rewrite_float64, _rewrite_float32_trig), peel_reductions=True),
   "llvm": Backend(optimize, _render_llvm, _assemble_llvm, assemble_host=_assemble_host_llvm),   # CPU_LLVM=1 and the AMD targets (compiler/target.py)
   "c99": Backend(lambda k, t: optimize_portable(k), _render_c99, _assemble_c, parallel_assemble=True),   # exported C (frontend/export.py)
 }
