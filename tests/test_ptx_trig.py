@@ -64,3 +64,16 @@ def test_log_f32_within_4_ulp(fn, rng_name):
 def test_log_of_one_is_zero():
   x = f32([1.0, 1.0, 2.0 ** -24 + 1, 1 - 2.0 ** -24])
   assert run(lambda t: t.log(), [x], "PTXEMU")[:2].tolist() == [0.0, 0.0]
+
+def test_vectorized_cos_is_read_as_cos():
+  """A vectorized sin(pi/2 - x) is rewritten lane by lane, each lane as cos(x) (quadrant + 1 on x itself), not sin of the
+  rounded pi/2 - x (the opts may vectorize before the target rewrites)."""
+  from compiler.uop import UOp, Ops
+  from compiler.dtypes import dtypes
+  from compiler.transcendental import rewrite_float32_trig
+  v2 = dtypes.float32.vec(2)
+  x = UOp(Ops.DEFINE_VAR, v2, (), ("x", 0, 1))
+  r = rewrite_float32_trig(UOp(Ops.SIN, v2, (UOp(Ops.ADD, v2, (UOp(Ops.NEG, v2, (x,)), UOp.const(v2, 1.5707963267948966))),)))
+  assert r.op is Ops.VECTORIZE and len(r.src) == 2
+  for lane in r.src:   # the quadrant offset: CAST(j) + 1
+    assert any(u.op is Ops.ADD and u.dtype == dtypes.int32 and any(s.op is Ops.CONST and s.arg == 1 for s in u.src) for u in lane.toposort())
