@@ -1,6 +1,7 @@
 """float64 exp2/log2/sin written as plain arithmetic UOps, for renderers without double-precision versions (PTX
 has only f32 `.approx` instructions). Bit tricks go through BITCAST to int64, so any renderer that has adds,
-multiplies, shifts and selects can run them; accuracy is within a few ulp of libm.
+multiplies, shifts and selects can run them; accuracy is within a few ulp of libm. Also float32 sin/cos/log2 for PTX
+(rewrite_float32_trig), whose sin.approx/lg2.approx are accurate only in absolute terms.
 
 >>> from compiler.uop import UOp, Ops
 >>> from compiler.dtypes import dtypes
