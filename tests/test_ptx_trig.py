@@ -23,7 +23,7 @@ _K = np.float32(np.arange(1, SIN_F32_MAX * 2 / np.pi) * (np.pi / 2))
 NEAR_KPI2 = f32(_K, np.nextafter(_K, np.float32(np.inf)), np.nextafter(_K, np.float32(-np.inf)))
 RANGES = {"tiny": TINY, "moderate": MODERATE, "large": LARGE, "near_k_pi/2": NEAR_KPI2}
 
-# measured (PTXEMU, worst-case .approx mock): sin <= 1.46 ulp, cos <= 1.45 ulp on these; before: up to 7e30 (tiny sin) / 3e11
+# measured (PTXEMU, worst-case .approx mock): sin, cos <= 1.6 ulp on these; before: up to 7e30 (tiny sin) / 3e11
 @pytest.mark.parametrize("rng_name", list(RANGES))
 @pytest.mark.parametrize("fn", ["sin", "cos"])
 def test_trig_f32_within_2_ulp(fn, rng_name):
@@ -34,7 +34,7 @@ def test_trig_f32_within_2_ulp(fn, rng_name):
   assert err[i] <= 2.0, (fn, rng_name, float(x[i]), float(got[i]), float(err[i]))
 
 def test_sin_special_values():
-  x = f32([0.0, -0.0, np.inf, -np.inf, np.nan, 1e6, -3e7, 1e38])
+  x = f32([0.0, -0.0, np.inf, -np.inf, np.nan, 2e6, -3e7, 1e38])
   got = run(lambda t: t.sin(), [x], "PTXEMU")
   assert np.signbit(got[:2]).tolist() == [False, True] and got[:2].tolist() == [0.0, 0.0]   # sin(-0) = -0
   assert np.isnan(got[2:5]).all()
