@@ -2,9 +2,9 @@
 
 Stages, in order: lower (an AST; a LoweredKernel is taken as it is), optimize (the target's default heuristic, an explicit
 list of Opts, or a search such as BEAM that picks the Opts), target rewrites (what the renderer can't say, e.g. float64
-transcendentals in PTX), the registered rewrite hooks (compiler/kernel_api.py register_rewrite), peel (GPUs: reduction
-loops cut at their padding borders), linearize, the launch plan (GPUs: compiler/gpudims.py), render, assemble. The
-engine, BEAM and export all call it, so what BEAM times is byte for byte what the engine later runs.
+transcendentals in PTX, and float32 sin/cos/log2 there accurate to ulps rather than .approx's absolute bounds), the
+registered rewrite hooks (compiler/kernel_api.py register_rewrite), peel (GPUs: reduction loops cut at their padding
+borders), linearize, the launch plan (GPUs: compiler/gpudims.py), render, assemble. The engine, BEAM and export all call it, so what BEAM times is byte for byte what the engine later runs.
 
 Renderers and assemblers are found in `BACKENDS`, keyed by the target's renderer name: a new code generator (LLVM, AMD)
 is one more entry there, not a new branch in the engine, BEAM or the opts.
@@ -85,6 +85,10 @@ def _rewrite_float64(sink: UOp) -> UOp:
   from compiler.transcendental import rewrite_float64   # PTX has no double-precision exp2/log2/sin: spelled out in arithmetic
   return rewrite_float64(sink)
 
+def _rewrite_float32_trig(sink: UOp) -> UOp:
+  from compiler.transcendental import rewrite_float32_trig   # sin.approx/lg2.approx are absolute-accurate only: spelled out
+  return rewrite_float32_trig(sink)
+
 @dataclass(frozen=True)
 class Backend:
   """One registry entry: the default opts, the target rewrites, whether reduction loops are peeled after the opts,
@@ -104,7 +108,7 @@ class Backend:
 
 BACKENDS: dict[str, Backend] = {
   "c": Backend(optimize, _render_c, _assemble_c, assemble_host=_assemble_host_c, parallel_assemble=True),
-  "ptx": Backend(optimize, _render_ptx, _assemble_ptx, rewrites=(_rewrite_float64,), peel_reductions=True),
+  "ptx": Backend(optimize, _render_ptx, _assemble_ptx, rewrites=(_rewrite_float64, _rewrite_float32_trig), peel_reductions=True),
   "llvm": Backend(optimize, _render_llvm, _assemble_llvm, assemble_host=_assemble_host_llvm),   # CPU_LLVM=1 and the AMD targets (compiler/target.py)
   "c99": Backend(lambda k, t: optimize_portable(k), _render_c99, _assemble_c, parallel_assemble=True),   # exported C (frontend/export.py)
 }

@@ -7,8 +7,9 @@ for threads past the end of an axis. Reduce loops stay loops. Index math is 32-b
 (cvta.to.global + mul.wide). In a grouped reduction each lane of a block runs a strided share of the loop and the
 partial accumulators are tree-combined in shared memory between bar.syncs; lane 0 stores.
 Division, reciprocal and sqrt are inline fma-refined approximations (correctly rounded in the normal range)
-rather than div.rn/sqrt.rn, which ptxas turns into subroutine calls; sin reduces its argument modulo 2*pi
-before sin.approx; float64 exp2/log2/sin go through float32 (PTX has no f64 approximations).
+rather than div.rn/sqrt.rn, which ptxas turns into subroutine calls; float32 sin/cos/log2 arrive as fma arithmetic
+(compiler/transcendental.py sincos_f32/log2_f32, a target rewrite); a SIN left here (|x| past SIN_F32_MAX) reduces its
+argument modulo 2*pi before sin.approx; float64 exp2/log2/sin go through float32 (PTX has no f64 approximations).
 
 Register model, one virtual register per value: bool -> .pred, ints up to 32 bits -> .b32 kept sign/zero
 extended from their width (renormalised after every op that can overflow it), 64-bit ints -> .b64, float16,

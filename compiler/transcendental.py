@@ -1,6 +1,7 @@
 """float64 exp2/log2/sin written as plain arithmetic UOps, for renderers without double-precision versions (PTX
 has only f32 `.approx` instructions). Bit tricks go through BITCAST to int64, so any renderer that has adds,
-multiplies, shifts and selects can run them; accuracy is within a few ulp of libm.
+multiplies, shifts and selects can run them; accuracy is within a few ulp of libm. Also float32 sin/cos/log2 for PTX
+(rewrite_float32_trig), whose sin.approx/lg2.approx are accurate only in absolute terms.
 
 >>> from compiler.uop import UOp, Ops
 >>> from compiler.dtypes import dtypes
@@ -130,3 +131,83 @@ def log2_f32(x: UOp) -> UOp:
   r = _where(_alu(Ops.CMPNE, x, _f(0.0)), r, _f(-math.inf))
   r = _where(_alu(Ops.CMPNE, x, _f(math.inf)), r, x)
   return _where(_isnan(x), x, r)
+
+# ***** float32 sin/cos as float32 arithmetic, for PTX: sin.approx.f32 is off by up to 2^-20.5 ABSOLUTE (PTX ISA 9.7.3.18),
+# which is no relative accuracy at all for small results (sin(1e-30) may come out -6.7e-7). CUDA's sinf is ~1 ulp. *****
+def _fma(a: UOp, b: UOp, c: UOp) -> UOp: return UOp(Ops.MULACC, a.dtype, (a, b, c))
+def _hornerf(x: UOp, coefs: list[float]) -> UOp:   # one rounding per step: fma.rn on PTX
+  acc = _f(coefs[0])
+  for c in coefs[1:]: acc = _fma(acc, x, _f(c))
+  return acc
+
+# pi/2 = _PIO2F[0] + _PIO2F[1] + _PIO2F[2] + ~1e-23: each float32-rounded remainder of the last (mpmath, 200 bits). With the
+# products exact inside fma, x - j*C1 is exact and x - j*pi/2 keeps ~24 good bits while |j| * 1e-23 stays far below the
+# closest approach of a float32 to a multiple of pi/2: checked on every float32 next to j*pi/2 for |x| < SIN_F32_MAX, which
+# is the worst case of the cancellation (tests/test_ptx_trig.py NEAR_KPI2; measured <= 2 ulp up to 3e6 too). The bound
+# also keeps |r| <= pi/4 + 0.05 (x*2/pi is rounded to 2^-4 there), where the polynomials below still hold.
+_PIO2F = (1.5707963705062866, -4.371138828673793e-08, -1.7151245100059164e-15)
+SIN_F32_MAX = 2.0 ** 20   # |x| past this goes to the old path (Cody-Waite by 2*pi + sin.approx): 2^-20.5 absolute at best
+# minimax polynomials on [-pi/4, pi/4] (Cephes sinf.c / cosf.c coefficients): sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2)
+_SINF = [-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1]
+_COSF = [2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2]
+
+def sincos_f32(x: UOp, quadrant: int = 0, fallback: UOp | None = None) -> UOp:
+  """sin(x + quadrant*pi/2) for float32 x, within ~1 ulp of the correctly rounded result for |x| <= SIN_F32_MAX (tiny x
+  included: j = 0 leaves r = x and sin = r + r^3*..., i.e. x). Past that range (and inf/NaN) the value is `fallback`."""
+  y = _mul(x, _f(2 / math.pi))
+  j = UOp(Ops.TRUNC, F32, (_add(y, _where(_lt(y, _f(0.0)), _f(-0.5), _f(0.5))),))   # nearest integer (ties away)
+  r = x
+  for p in _PIO2F: r = _fma(j, _f(-p), r)   # exact products: only the final subtraction of each step rounds
+  r2 = _mul(r, r)
+  s = _fma(_mul(r, r2), _hornerf(r2, _SINF), r)
+  c = _fma(r2, _fma(r2, _hornerf(r2, _COSF), _f(-0.5)), _f(1.0))
+  q = _alu(Ops.AND, _add(UOp(Ops.CAST, I32, (j,)), _j(quadrant)), _j(3))
+  v = _where(_alu(Ops.CMPNE, _alu(Ops.AND, q, _j(1)), _j(0)), c, s)
+  v = _where(_alu(Ops.CMPNE, _alu(Ops.AND, q, _j(2)), _j(0)), _mul(v, _f(-1.0)), v)
+  if quadrant == 0: v = _where(_alu(Ops.CMPNE, x, _f(0.0)), v, x)   # sin(-0) = -0 (r + (-0)*... rounds to +0)
+  if fallback is None: return v
+  return _where(_lt(_alu(Ops.MAX, x, _mul(x, _f(-1.0))), _f(SIN_F32_MAX)), v, fallback)
+
+APPROX = "approx"   # arg of a SIN left to the renderer's own (inexact) sequence: the fallback past SIN_F32_MAX
+
+def _is_pio2(c: UOp) -> bool: return c.op is Ops.CONST and abs(c.arg - math.pi / 2) < 1e-7
+def _unlane(u: UOp) -> UOp:
+  """GEP(i) of a vector ADD/MUL/NEG/CONST as the scalar op on lane i (to see the pi/2 - x of a vectorized cos)."""
+  if u.op is not Ops.GEP: return u
+  v = u.src[0]
+  if v.op is Ops.CONST: return UOp.const(v.dtype.scalar, v.arg)
+  if v.op not in (Ops.ADD, Ops.MUL, Ops.NEG): return u
+  return UOp(v.op, v.dtype.scalar, tuple(_unlane(UOp(Ops.GEP, s.dtype.scalar, (s,), u.arg)) if s.dtype.count > 1 else s for s in v.src))
+def _lanes(s: UOp, x: UOp, fn) -> UOp:
+  """fn on each lane of a vector op (the opts vectorize before the target rewrites; PTX runs lanes one by one anyway)."""
+  if s.dtype.count == 1: return fn(s, x)
+  return UOp(Ops.VECTORIZE, s.dtype, tuple(fn(s.replace(dtype=s.dtype.scalar, src=(g,)), g)
+                                           for g in (UOp(Ops.GEP, x.dtype.scalar, (x,), i) for i in range(s.dtype.count))))
+
+def _trig_f32(s: UOp, x: UOp) -> UOp | None:
+  if s.arg is not None: return None
+  if s.dtype.count != 1: return _lanes(s, x, _trig_f32)
+  fb = UOp(Ops.SIN, F32, (x,), APPROX)
+  # Tensor.cos is sin(pi/2 - x): rounding pi/2 - x costs up to half an ulp of x ABSOLUTE, which near cos's zeros (and for
+  # any large x) is no accuracy left; reading the subtraction back as cos(x) = sin(x + pi/2) keeps x exact
+  if (a := _unlane(x)).op is Ops.ADD and len(a.src) == 2:
+    for c, m in (a.src, a.src[::-1]):
+      if _is_pio2(c) and m.op is Ops.MUL and any(o.op is Ops.CONST and o.arg == -1.0 for o in m.src):
+        return sincos_f32(m.src[0] if m.src[1].op is Ops.CONST and m.src[1].arg == -1.0 else m.src[1], 1, fb)
+      if _is_pio2(c) and m.op is Ops.NEG: return sincos_f32(m.src[0], 1, fb)
+  return sincos_f32(x, 0, fb)
+
+def _half_via_f32(s: UOp, x: UOp) -> UOp | None:
+  if s.arg is not None: return None
+  if s.dtype.count != 1: return _lanes(s, x, _half_via_f32)
+  return UOp(Ops.CAST, s.dtype, (UOp(s.op, F32, (UOp(Ops.CAST, F32, (x,)),)),))
+
+_f32_ptx = PatternMatcher([
+  (UPat(Ops.SIN, dtype=F32, src=(UPat.var("x"),), name="s"), _trig_f32),
+  (UPat(Ops.LOG2, dtype=F32, src=(UPat.var("x"),), name="s"), lambda s, x: _lanes(s, x, lambda s, x: log2_f32(x))),
+  (UPat((Ops.SIN, Ops.LOG2), dtype=(dtypes.float16, dtypes.bfloat16), src=(UPat.var("x"),), name="s"), _half_via_f32),
+])
+
+def rewrite_float32_trig(sink: UOp) -> UOp:
+  """Every scalar float32 (and half) SIN/LOG2 under `sink` replaced by its arithmetic form (PTX: see sincos_f32)."""
+  return graph_rewrite(sink, _f32_ptx)
