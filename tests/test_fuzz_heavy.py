@@ -66,7 +66,9 @@ class Case:
     if ex: return self.rng.integers(-3, 4, shape).astype(np.float32)
     return self.rng.standard_normal(shape).astype(np.float32)
 
-  def close(self, ours: np.ndarray, ref: torch.Tensor, what: str, k: int, exact: bool) -> None:
+  def close(self, ours: np.ndarray, ref: torch.Tensor, what: str, k: int, exact: bool, terms: torch.Tensor | None = None) -> None:
+    """`terms`: sum|terms| of each element (the same computation on absolute values), for the rounding bound of a
+    result that cancels (a bias gradient behind a training BatchNorm is 0 in exact arithmetic); default |ref|."""
     ref = ref.detach().numpy()
     assert ours.shape == ref.shape, f"{what}: shape {ours.shape} != torch {ref.shape}"
     if exact:
@@ -78,6 +80,7 @@ class Case:
       return
     tol = 8 * U32 * np.sqrt(max(k, 1))
     scale = float(np.abs(ref).max()) if ref.size else 0.0
+    if terms is not None and ref.size: scale = max(scale, float(terms.detach().abs().max()))
     err = np.abs(ours.astype(np.float64) - ref)
     lim = tol * scale + tol * np.abs(ref) + 1e-30
     if not (err <= lim).all() or not np.isfinite(ours).all():
@@ -145,15 +148,19 @@ def run_matmul(case: Case) -> None:
   else:
     tout = ta @ tb
     if "bias" in epi: tout = tout + tbias[1]
+  tmm = tout
+  if bwd: tmm.retain_grad()
   if "relu" in epi: tout = tout.relu()
   if res is not None: tout = tout + torch.tensor(res, dtype=torch.float64)
   case.close(out.numpy(), tout, "matmul forward", k, case.exact)
   if not bwd: return
   (tout * torch.tensor(g, dtype=torch.float64)).sum().backward()
-  for i, (t, tt) in enumerate(leaves): case.close(t.grad.numpy(), tt.grad, f"grad of operand {i}", max(m, n) * (batch[0] if batch else 1), case.exact)
+  kb = max(m, n) * (batch[0] if batch else 1)
+  for i, (t, tt) in enumerate(leaves):   # (a bias gradient sums dL/dout over rows: it may cancel, bound by sum|terms|)
+    case.close(t.grad.numpy(), tt.grad, f"grad of operand {i}", kb, case.exact, tmm.grad.abs().sum() if i == 2 else None)
   if lazy:
     case.close(layer.weight.grad.numpy(), tw.grad, "grad of Linear.weight", m, False)
-    if tbias is not None: case.close(layer.bias.grad.numpy(), tbias.grad, "grad of Linear.bias", m, False)
+    if tbias is not None: case.close(layer.bias.grad.numpy(), tbias.grad, "grad of Linear.bias", m, False, tmm.grad.abs().sum(0))
 
 # ***** (b) conv2d *****
 
@@ -228,6 +235,8 @@ def run_conv(case: Case) -> None:
   tw = torch.tensor(W.numpy(), dtype=torch.float64, requires_grad=True)
   tb = torch.tensor(B.numpy(), dtype=torch.float64, requires_grad=True) if B is not None else None
   tout = torch.nn.functional.conv2d(tx, tw, tb, **kw_)
+  tconv = tout
+  if bwd: tconv.retain_grad()
   k_conv = ci // g * kh * kw
   k_out = k_conv
   if bn is not None:
@@ -241,9 +250,11 @@ def run_conv(case: Case) -> None:
   if not bwd: return
   (tout * torch.tensor(gr, dtype=torch.float64)).sum().backward()
   k_back = k_out * max(co // g * kh * kw, n * sh["oh"] * sh["ow"])
-  case.close(X.grad.numpy(), tx.grad, "conv input grad", k_back, case.exact)
-  case.close(W.grad.numpy(), tw.grad, "conv weight grad", k_back, case.exact)
-  if B is not None: case.close(B.grad.numpy(), tb.grad, "conv bias grad", k_back, case.exact)
+  # sum|terms| of each gradient element: the same products on |x|, |w| and |dL/dconv| (torch.nn.grad)
+  gp, ax, aw = tconv.grad.abs(), tx.detach().abs(), tw.detach().abs()
+  case.close(X.grad.numpy(), tx.grad, "conv input grad", k_back, case.exact, torch.nn.grad.conv2d_input(ax.shape, aw, gp, **kw_))
+  case.close(W.grad.numpy(), tw.grad, "conv weight grad", k_back, case.exact, torch.nn.grad.conv2d_weight(ax, aw.shape, gp, **kw_))
+  if B is not None: case.close(B.grad.numpy(), tb.grad, "conv bias grad", k_back, case.exact, gp.sum((0, 2, 3)))
 
 # ***** (c) reductions over long axes *****
 
@@ -272,7 +283,8 @@ def run_reduce(case: Case) -> None:
     gr = case.data(tuple(tout.shape))
     (out * Tensor(gr)).sum().backward()
     Tensor.realize(out, X.grad)
-  case.close(out.numpy(), tout, f"{op} forward", kred, case.exact)
+  terms = getattr(tx.detach().abs(), op)(axis, keepdim=keep) if op in ("sum", "mean") else None   # a sum may cancel
+  case.close(out.numpy(), tout, f"{op} forward", kred, case.exact, terms)
   if not bwd: return
   (tout * torch.tensor(gr, dtype=torch.float64)).sum().backward()
   case.close(X.grad.numpy(), tx.grad, f"{op} grad", kred, case.exact)
