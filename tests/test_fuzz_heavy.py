@@ -48,6 +48,9 @@ if os.environ.get("FUZZ_NCORES"):   # before the CPU device opens: its Target's 
 EDGE = [1, 2, 3, 5, 7, 8, 9, 13, 15, 16, 17, 31, 33, 47, 48, 49, 61, 63, 64, 65, 95, 97, 127, 128, 129, 191, 251, 255,
         256, 257, 263, 383, 384, 385, 509, 512, 521, 640, 700]
 
+PACKED = [256, 257, 258, 263, 264, 265, 271, 272, 273, 287, 288, 289, 300, 319, 320, 321, 337, 340]
+AVX2_NK = [512, 513, 517, 520, 527, 528, 536]
+
 def _dim(rng, hi: int = 700) -> int:
   r = rng.random()
   if r < 0.5: v = int(rng.choice(EDGE))
@@ -108,9 +111,14 @@ def _operand(case: Case, rows: int, cols: int, batch: tuple[int, ...], name: str
 
 def run_matmul(case: Case) -> None:
   rng = case.rng
-  m, n, k = _dim(rng), _dim(rng), _dim(rng)
-  while m * n * k > 40_000_000: m, n, k = max(1, m // 2), n, max(1, k // 2)   # < ~1 s per case with torch float64
+  r = rng.random()
+  if r < 0.3:   # packed: every dim at least PACK_MIN (compiler/pack.py), the padded rows / column tails around it
+    m, n, k = (int(rng.choice(PACKED)) for _ in range(3))
+  elif r < 0.4:   # packed on 8 lanes although M < PACK_MIN (compiler/pack_avx2.py avx2_packs: M >= 64, N, K >= 512, 2^25)
+    m, n, k = int(rng.choice([128, 129, 131, 135, 136, 143])), int(rng.choice(AVX2_NK)), int(rng.choice(AVX2_NK))
+  else: m, n, k = _dim(rng), _dim(rng), _dim(rng)
   batch = tuple(int(b) for b in rng.integers(1, 4, int(rng.integers(1, 3)))) if rng.random() < 0.25 else ()
+  while int(np.prod(batch)) * m * n * k > 70_000_000: m, k = max(1, m // 2), max(1, k // 2)   # a few seconds at most
   bb = batch if not batch or rng.random() < 0.6 else ()   # B broadcast over A's batch
   lazy = not batch and rng.random() < 0.2
   case.log.append(f"matmul M={m} N={n} K={k} batch={batch} b_batch={bb} exact={case.exact} lazy_linear={lazy}")
@@ -216,7 +224,7 @@ def run_conv(case: Case) -> None:
     B = Tensor(bv, requires_grad=True) if bv is not None else None
     out = X.conv2d(W, B, **kw_)
   bn = nn.BatchNorm2d(co) if "bn" in epi else None
-  bn_train = bool(rng.random() < 0.7)
+  bn_train = bool(rng.random() < 0.7) and n * sh["oh"] * sh["ow"] > 1   # (torch refuses batch statistics of one value)
   if bn is not None:
     bn.weight.assign(Tensor(case.data((co,), exact=False) * 0.2 + 1)); bn.bias.assign(Tensor(case.data((co,), exact=False) * 0.1))
     bn.running_mean.assign(Tensor(case.data((co,), exact=False))); bn.running_var.assign(Tensor(np.abs(case.data((co,), exact=False)) + 0.5))
