@@ -1199,7 +1199,8 @@ def _strided_dgrad(g: Tensor, w: Tensor, s_: tuple, pb: list[int], ishape: tuple
   phases = []
   for ty, sty, uy in dims[0]:
     for tx, stx, ux in dims[1]:
-      if not ty or not tx: phases.append(Tensor.zeros(bs, c, *um, device=g.device)); continue
+      # no taps, or no pixels (an input of fewer rows than the stride: phase r >= i has none): nothing to compute
+      if not ty or not tx or not uy or not ux: phases.append(Tensor.zeros(bs, c, *um, device=g.device)); continue
       win = gp.shrink((None, None, (sty + lo[0], sty + lo[0] + uy + len(ty) - 1), (stx + lo[1], stx + lo[1] + ux + len(tx) - 1)))
       # (c, co/groups, |ty|, |tx|): each group's sub-kernel flipped, its in and out channels swapped
       wsub = w[:, :, ty[0]::s_[0], tx[0]::s_[1]].flip(2, 3)

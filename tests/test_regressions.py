@@ -250,3 +250,17 @@ def test_fuzz_found(seed, what):
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   from test_fuzz_ops import run_seed
   run_seed(seed)
+
+# ***** found by tests/test_fuzz_heavy.py (seed in the name) *****
+
+def test_fuzzheavy100033_strided_conv_input_smaller_than_stride_has_empty_phases():
+  # conv 4x4 stride 3 padding 2 over a 2x2 input (8 output channels: _StridedConvFn): the input gradient's phase r=2 of
+  # each dim has no pixels (2 - 2 rows); _strided_dgrad still convolved its 0-row window: "pool: kernel (2, 1) is larger
+  # than the input (2, 0)" from .backward()
+  x, w = np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2), np.arange(128, dtype=np.float32).reshape(8, 1, 4, 4) % 5 - 2
+  X, W = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+  (X.conv2d(W, stride=3, padding=2) * Tensor(np.arange(8, dtype=np.float32).reshape(1, 8, 1, 1))).sum().backward()
+  tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+  (torch.nn.functional.conv2d(tx, tw, stride=3, padding=2) * torch.arange(8.0).reshape(1, 8, 1, 1)).sum().backward()
+  np.testing.assert_array_equal(X.grad.numpy(), tx.grad.numpy())   # small integers: exact
+  np.testing.assert_array_equal(W.grad.numpy(), tw.grad.numpy())
