@@ -101,10 +101,11 @@ def test_convs_on_each_vector_width_match_torch(name, lanes, monkeypatch):
     fwd = next(k for k in ks if k.name.startswith("r_") and k.name.endswith(f"_{cout}_{ws[1]}_{ws[2]}_{ws[3]}"))
     assert fwd.name.startswith(f"r_{xs[0]}_"), fwd.name
     assert fwd.name.split("_")[-4] == str(cout), fwd.name   # (n, oy, ox, 1, cout) then the taps
-    # the channels as a TILE's 16-lane vectors (the row is no multiple of 16); 13 x 13 outputs of one image leave the
-    # tile no rows (compiler/opt/conv.py channels_innermost): the row's overlapping vectors
-    tile = fwd.compiled.applied_opts[0]
-    assert (tile[0] == "TILE" and tile[4] == 16 and ow % 16) or (tile[0] == "OVERLAP_VECTOR" and xs[0] * ow == 13), fwd.compiled.applied_opts
+    # the channels as a TILE's vectors (the row is no multiple of 16), of the host's width (the kernels are built for
+    # this host: 8 lanes on AVX2); 13 x 13 outputs of one image leave the tile no rows (compiler/opt/conv.py
+    # channels_innermost): the row's overlapping vectors
+    tile, host_lanes = fwd.compiled.applied_opts[0], open_device("CPU").target["simd_bytes"] // 4
+    assert (tile[0] == "TILE" and tile[4] == host_lanes and ow % 16) or (tile[0] == "OVERLAP_VECTOR" and xs[0] * ow == 13), fwd.compiled.applied_opts
 
 def test_channel_conv_over_rows_of_20_takes_two_image_rows(cpu_target, monkeypatch):
   """The 5x5 conv over 20-wide output rows along its 32 channels (as built for 16 lanes: it stores channels-first, and
