@@ -89,6 +89,11 @@ def host_runs(target) -> bool:
   from hcqrt.cpu.isa import cpu_isa
   return cpu_isa(target.arch).runnable
 
+# (.ci/run allows exactly the skips with this reason on a CI machine without AVX-512: keep the words in step with it)
+def skip_unless_host_runs(target) -> None:
+  """Skip the test where this host can't execute kernels built for CPU `target` (an AVX-512 target on an AVX2 host)."""
+  if not host_runs(target): pytest.skip(f"this host can't run {target.arch} kernels")
+
 @pytest.fixture(autouse=True, scope="session")
 def _short_gpu_waits_on_the_amd_mock():
   """On `MOCKGPU=1 AMD=1` the mock runs each dispatch when its doorbell rings, so a wait that lasts seconds means

@@ -8,7 +8,7 @@ import pytest
 import compiler.pack as pack
 from compiler.schedule import create_schedule
 from compiler.uop import Ops
-from conftest import host_runs
+from conftest import skip_unless_host_runs
 from frontend import Tensor, TinyJit
 from frontend.devices import target_of
 from test_pack_avx2 import _empty, _plan, _run
@@ -59,7 +59,7 @@ def test_a_in_place_equals_numpy_on_each_target(cpu_target, monkeypatch, m, k, n
   a, b = _empty(m, k), _empty(k, n)
   items = _plan(a, b, lanes, epilogue)
   assert items[-1].ast.arg[0] == "packed_matmul" and (lanes == 8 or len(items) == 1), [si.name for si in items]
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   an, bn = rnd(m, k), rnd(k, n)
   want = an.astype(np.float64) @ bn
   got = _run(items, {a: an, b: bn}, cpu_target).reshape(m, n)
@@ -68,7 +68,7 @@ def test_a_in_place_equals_numpy_on_each_target(cpu_target, monkeypatch, m, k, n
 def _kernels(t: Tensor) -> int:
   return len(pack.pack_matmuls(create_schedule([t.lazydata]), lambda d: target_of("CPU").simd_bytes // 4))
 
-@pytest.mark.skipif(target_of("CPU").simd_bytes != 64, reason="A is read in place on 16-lane (AVX-512) hosts only")
+@pytest.mark.skipif(target_of("CPU").simd_bytes != 64, reason="this host can't run x86-64-v4 kernels (A is read in place on 16-lane hosts only)")
 def test_a_in_place_views_on_this_host():
   """Views of A read in place (a @ a, every other row of a bigger A, a slice that starts inside its buffer, (B, T, C)
   rows merged, with bias and relu) and A transposed (packed): each realized here equals numpy."""

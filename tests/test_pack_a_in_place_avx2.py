@@ -11,7 +11,7 @@ import pytest
 import compiler.pack as pack
 from compiler.lower import lower
 from compiler.opt.heuristic import optimize
-from conftest import host_runs
+from conftest import skip_unless_host_runs
 from child_env import pythonpath
 from test_pack_avx2 import _empty, _plan, _run
 
@@ -71,7 +71,7 @@ def test_a_in_place_with_a_tail_equals_numpy(cpu_target, monkeypatch, m, k, n, t
     assert len(items) == 1 and items[0].inputs == [a, b] and items[0].alloc_nbytes is None, [si.name for si in items]
     mr = items[0].ast.arg[1]
     assert m % mr == tail, (m, mr)
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   an, bn = rnd(m, k), rnd(k, n)
   got = _run(items, {a: an, b: bn}, cpu_target).reshape(m, n)
   np.testing.assert_allclose(got, an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-4 * np.sqrt(k) + 1e-5)
@@ -83,7 +83,7 @@ def test_a_in_place_with_an_epilogue_and_a_tail(cpu_target, monkeypatch):
   a, b = _empty(260, 256), _empty(256, 264 if lanes == 8 else 272)
   items = _plan(a, b, lanes, epilogue=True)
   if lanes == 8: assert len(items) == 1 and items[0].ast.arg[1:3] == (12, 8), [si.name for si in items]
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   an, bn = rnd(*a.shape), rnd(*b.shape)
   got = _run(items, {a: an, b: bn}, cpu_target).reshape(a.shape[0], b.shape[1])
   np.testing.assert_allclose(got, np.maximum(an.astype(np.float64) @ bn, 0), rtol=1e-4, atol=1e-3)
@@ -92,7 +92,7 @@ def test_nothing_lands_past_the_output(cpu_target):
   """512^3 with the output buffer followed by a sentinel: the tail tile writes rows 510-511 and nothing after them."""
   from hcqrt.cpu.device import CPUDevice
   from compiler.pipeline import compile_kernel
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   lanes = cpu_target.simd_bytes // 4
   a, b = _empty(512, 512), _empty(512, 512)
   (si,) = _plan(a, b, lanes)
@@ -164,7 +164,7 @@ def test_b_copy_walks_four_column_tiles_a_row(cpu_target, m, k, n, loops):
   if lanes == 8:
     bcopy = items[-2]
     assert bcopy.inputs == [b] and bcopy.ast.src[0].arg[1].shape == loops, [si.name for si in items]
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   an, bn = rnd(m, k), rnd(k, n)
   np.testing.assert_allclose(_run(items, {a: an, b: bn}, cpu_target).reshape(m, n), an.astype(np.float64) @ bn, rtol=1e-4, atol=2e-3)
   if m == 100: return

@@ -11,7 +11,7 @@ from compiler.lower import lower
 from compiler.opt.matmul import packed_matmul_tile
 from compiler.schedule import create_schedule
 from compiler.uop import Ops
-from conftest import host_runs
+from conftest import skip_unless_host_runs
 from frontend import Tensor
 from test_pack_avx2 import _empty, _run
 
@@ -42,7 +42,7 @@ def test_two_batch_dims_b_transposed_packed_and_exact(cpu_target, monkeypatch, l
   assert items[0].outputs[0].shape == (nb, -(-m // mr), d, mr)   # the batch dims merged into one
   kern = packed_matmul_tile(lower(items[2].ast, items[2].name), cpu_target)
   assert kern is not None and kern.global_ranges[0].src[0].arg == nb
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   qn, kn = small_ints(*q.shape), small_ints(*k.shape)
   want = np.einsum("...md,...nd->...mn", qn.astype(np.int64), kn.astype(np.int64))
   got = _run(items, {q: qn, k: kn}, cpu_target).reshape(want.shape)
@@ -81,7 +81,7 @@ def test_weight_gradient_packed_and_exact(cpu_target, m, k, n):
   pack._plans.clear()
   a, b, items = _at_b(m, k, n, cpu_target.simd_bytes // 4)
   assert any(si.ast.arg and si.ast.arg[0] == "packed_matmul" for si in items), [si.name for si in items]
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   an, bn = small_ints(k, m), small_ints(k, n)
   got = _run(items, {a: an, b: bn}, cpu_target).reshape(m, -1)[:, :n]
   np.testing.assert_array_equal(got, an.T.astype(np.int64) @ bn.astype(np.int64))

@@ -15,7 +15,7 @@ from compiler.pipeline import compile_kernel
 from compiler.render_c import render_c
 from compiler.schedule import create_schedule
 from compiler.uop import Ops
-from conftest import host_runs
+from conftest import host_runs, skip_unless_host_runs
 from needs import need_clang
 from test_conv_train_opts import inner_accumulators
 
@@ -91,7 +91,7 @@ def test_odd_shapes_equal_numpy_on_each_target(cpu_target, monkeypatch, m, k, n,
   assert len(_plan(_empty(1, k), b, lanes)) == 1
   assert items[-1].ast.arg[0] == "packed_matmul", items[-1].ast.arg
   if lanes == 8: assert items[-1].ast.arg[1:3] == (avx2_tile_shape(m, n, False) if epilogue else (12, 8))
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   an, bn = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
   want = an.astype(np.float64) @ bn
   np.testing.assert_allclose(_run(items, {a: an, b: bn}, cpu_target).reshape(m, n), np.maximum(want, 0) if epilogue else want, rtol=1e-4, atol=1e-3)
@@ -124,6 +124,6 @@ def test_small_batch_products_are_packed_on_8_lanes_and_equal_numpy(cpu_target, 
   items = _plan(a, b, lanes)
   assert len(items) == (3 if lanes == 8 else {(128, 1024, 512): 3, (64, 512, 1024): 1, (255, 1024, 520): 4}[m, k, n]), [si.name for si in items]
   if lanes == 8: assert items[-1].ast.arg[1:3] == avx2_tile_shape(m, n, True)
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   an, bn = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
   np.testing.assert_allclose(_run(items, {a: an, b: bn}, cpu_target).reshape(m, n), an.astype(np.float64) @ bn, rtol=1e-4, atol=2e-3)

@@ -11,7 +11,7 @@ import compiler.pack as pack
 from compiler.lower import lower
 from compiler.opt.heuristic import optimize
 from compiler.pipeline import compile_kernel
-from conftest import host_runs
+from conftest import skip_unless_host_runs
 from test_pack_avx2 import _empty, _plan, _run
 from test_pack_batch import _bmm
 
@@ -60,7 +60,7 @@ def test_chunked_products_equal_numpy(cpu_target, monkeypatch, renderer, ncores,
   prod = next(si for si in items if si.ast.arg and si.ast.arg[0] == "packed_matmul")
   ck = compile_kernel(prod.ast, target, name=prod.name)
   if k > 1: assert ck.threads == _chunks_wanted(lanes, ncores, _blocks(prod, target)), (ck.threads, ck.applied_opts)
-  if not host_runs(target): pytest.skip(f"this host can't run {target.arch} kernels")
+  skip_unless_host_runs(target)
   an = rng.standard_normal((m, k)).astype(np.float32)
   bsrc = b.base   # (b.T: the (N, K) buffer itself)
   arrays = {a: an} if how == "a@a" else {a: an, bsrc: (bn := rng.standard_normal(bsrc.shape).astype(np.float32))}
@@ -81,6 +81,6 @@ def test_chunked_batch_of_products_equals_numpy(cpu_target, monkeypatch, ncores)
   prod = next(si for si in items if si.ast.arg and si.ast.arg[0] == "packed_matmul")
   ck = compile_kernel(prod.ast, target, name=prod.name)
   assert _blocks(prod, target) == 9 and ck.threads == _chunks_wanted(lanes, ncores, 9), (ck.threads, ck.applied_opts)
-  if not host_runs(target): pytest.skip(f"this host can't run {target.arch} kernels")
+  skip_unless_host_runs(target)
   an, bn = rng.standard_normal(a.shape).astype(np.float32), rng.standard_normal(b.shape).astype(np.float32)
   np.testing.assert_allclose(_run(items, {a: an, b: bn}, target).reshape(9, 37, 21), an.astype(np.float64) @ bn, rtol=1e-4, atol=1e-3)

@@ -12,7 +12,7 @@ from compiler.lower import lower
 from compiler.opt.matmul import packed_matmul_tile
 from compiler.schedule import create_schedule
 from compiler.uop import Ops
-from conftest import host_runs
+from conftest import skip_unless_host_runs
 from frontend import Tensor
 from test_pack_avx2 import _empty, _run
 
@@ -44,7 +44,7 @@ def test_batched_products_are_packed_and_equal_numpy(cpu_target, monkeypatch, nb
   kern = packed_matmul_tile(lower(items[2].ast, items[2].name), cpu_target)
   assert kern is not None and kern.applied_opts[0][0] == "TILE" and kern.global_ranges[0].src[0].arg == nb
   assert kern.threaded is kern.global_ranges[0]   # the batch loop split across the cores
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   an, bn = rng.standard_normal(a.shape).astype(np.float32), rng.standard_normal(b.shape).astype(np.float32)
   want = an.astype(np.float64) @ (bn.transpose(0, 2, 1) if b_t else bn)
   got = _run(items, {a: an, b: bn}, cpu_target).reshape(want.shape)

@@ -10,7 +10,7 @@ from compiler.pack_pad import ScratchPlan, padded_columns
 from compiler.schedule import create_schedule
 from compiler.lower import lower
 from compiler.uop import Ops
-from conftest import host_runs
+from conftest import host_runs, skip_unless_host_runs
 from frontend import Tensor
 from frontend.devices import target_of
 from test_pack_avx2 import _empty, _plan, _run
@@ -119,7 +119,7 @@ def test_transposed_b_with_a_short_k_is_packed(cpu_target, m, k, n):
   items = _plan(a, w.permute((1, 0)), lanes)
   assert len(items) in (3, 4) and items[2].ast.arg[0] == "packed_matmul", [si.name for si in items]
   assert len(_plan(a, _empty(k, n), lanes)) == 1 and len(_plan(_empty(32, k), _empty(32, k).permute((1, 0)), lanes)) == 1
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   an, wn = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
   np.testing.assert_allclose(_run(items, {a: an, w: wn}, cpu_target).reshape(m, n), an.astype(np.float64) @ wn.T, rtol=1e-4, atol=1e-3)
 
@@ -138,7 +138,7 @@ def test_compare_epilogue_goes_through_the_scratch(cpu_target):
   items = pack.pack_matmuls(create_schedule([mask]), lambda device: lanes)
   assert len(items) == 4 and not pack.epilogue_fits_tile(items[3].ast), [si.name for si in items]
   assert packed_matmul_tile(lower(items[2].ast, items[2].name), cpu_target) is not None
-  if not host_runs(cpu_target): pytest.skip(f"this host can't run {cpu_target.arch} kernels")
+  skip_unless_host_runs(cpu_target)
   an, bn = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
   want = an.astype(np.float64) @ bn
   got = _run(items, {a: an, b: bn}, cpu_target).reshape(m, n)

@@ -19,7 +19,7 @@ from compiler.uop import Ops
 from frontend.devices import open_device
 from hcqrt.cpu.device import CPULaunchList
 from hcqrt.interface import GraphExec
-from tests.conftest import host_runs
+from tests.conftest import skip_unless_host_runs
 
 def _realized(shape):
   x = LazyBuffer.empty(shape, dtypes.float32, "CPU"); x.buffer = object()
@@ -50,7 +50,7 @@ def _compile(ast, target, ncores):
     ((9, 16, 24, 20), _transpose_ast, lambda x: x.transpose(0, 2, 3, 1)),           # 9 images in 8 chunks
 ])
 def test_chunked_kernels_write_every_output(cpu_target, monkeypatch, ncores, shape, make, ref):
-  if not host_runs(cpu_target): pytest.skip(f"host can't run {cpu_target.arch}")
+  skip_unless_host_runs(cpu_target)
   monkeypatch.setattr(heuristic, "CHUNK_MIN_WORK", 0)   # (these small kernels cut as a big one would be)
   ck = _compile(make(shape), cpu_target, ncores)
   want_chunks = ncores * heuristic.CHUNKS_PER_CORE if ncores > 1 and shape[0] >= ncores * heuristic.CHUNKS_PER_CORE else ncores
