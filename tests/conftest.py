@@ -6,20 +6,14 @@ import state_guard
 # These two fixtures come first among the autouse ones of their scope, so they are set up before any other fixture of
 # a test (monkeypatch, on_cpu, a module's own) and torn down after all of them: what those undo is undone by then.
 
-def _fail_if_changed(before: dict, what: str) -> None:
-  """Fail (naming each change, old -> new) where global state differs from the snapshot `before`, after putting it back."""
-  after = state_guard.snapshot()
-  if changed := state_guard.changes(before, after):
-    state_guard.restore(before, after)
-    pytest.fail(f"{what}:\n  " + "\n  ".join(changed), pytrace=False)
-
 @pytest.fixture(autouse=True, scope="module")
 def _module_leaves_global_state_as_found(request):
   """Fails the module's last test at teardown where the module's module- or class-scoped fixtures (or a session-scoped
   one first set up in it that changes global state for everyone after) left global state changed; puts it back."""
   before = state_guard.snapshot()
   yield
-  _fail_if_changed(before, f"{request.node.nodeid}: its module/class-scoped fixtures left global state changed (now put back)")
+  if changed := state_guard.revert(before):
+    pytest.fail(f"{request.node.nodeid}: its module/class-scoped fixtures left global state changed (now put back):\n  " + "\n  ".join(changed), pytrace=False)
 
 @pytest.fixture(autouse=True)
 def _test_leaves_global_state_as_found(request):
@@ -28,7 +22,8 @@ def _test_leaves_global_state_as_found(request):
   before, rng = state_guard.snapshot(), state_guard.rng_state()
   yield
   state_guard.restore_rng(rng)
-  _fail_if_changed(before, f"{request.node.nodeid} left global state changed (now put back; use monkeypatch or try/finally)")
+  if changed := state_guard.revert(before):
+    pytest.fail(f"{request.node.nodeid} left global state changed (now put back; use monkeypatch or try/finally):\n  " + "\n  ".join(changed), pytrace=False)
 
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector):
@@ -37,9 +32,7 @@ def pytest_make_collect_report(collector):
   if not isinstance(collector, pytest.Module): return (yield)
   before = state_guard.snapshot()
   report = yield
-  after = state_guard.snapshot()
-  if changed := state_guard.changes(before, after):
-    state_guard.restore(before, after)
+  if changed := state_guard.revert(before):
     report.outcome, report.result = "failed", []
     report.longrepr = f"importing {collector.nodeid} changed global state (now put back):\n  " + "\n  ".join(changed)
   return report

@@ -138,6 +138,12 @@ def restore(before: dict[str, Any], after: dict[str, Any]) -> None:
       if v is _MISSING: delattr(owner, name)
       else: setattr(owner, name, v)
 
+def revert(before: dict[str, Any]) -> list[str]:
+  """What changed since the snapshot `before` (`changes`), put back (`restore`)."""
+  after = snapshot()
+  if changed := changes(before, after): restore(before, after)
+  return changed
+
 def rng_state() -> tuple:
   """The random generators' states (numpy's, random's, torch's where imported, Tensor's seed and counters)."""
   import numpy as np
