@@ -10,6 +10,7 @@ becomes a named test in tests/test_regressions.py.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 import time
 
 import numpy as np
@@ -244,14 +245,19 @@ def test_fuzz_replay_one():
   """FUZZ_SEED=n replays one program (by default seed 0, so the test also runs in CI)."""
   run_seed(int(os.environ.get("FUZZ_SEED", "0")), os.environ.get("FUZZ_DEVICE", "CPU"))
 
-def test_fuzz_long():
-  """Programs from seed FUZZ_START (100000) on, for FUZZ_SECONDS: 600 with FUZZ_LONG=1, a few seconds' worth in CI."""
+def fuzz_for_a_while(run: Callable[[int], None], what: str, ci_seconds: float) -> None:
+  """`run` on seeds from FUZZ_START (100000) on, for FUZZ_SECONDS: 600 with FUZZ_LONG=1, else `ci_seconds` (at least
+  one seed: a skip would fail CI); every failure is listed (its first line, which replays it, and its error)."""
   start = int(os.environ.get("FUZZ_START", "100000"))
-  default = "600" if os.environ.get("FUZZ_LONG") == "1" else "3"
+  default = "600" if os.environ.get("FUZZ_LONG") == "1" else str(ci_seconds)
   budget, t0, seed, failures = float(os.environ.get("FUZZ_SECONDS", default)), time.monotonic(), start, []
-  while time.monotonic() - t0 < budget:
-    try: (run_seed if seed % 4 else run_int_seed)(seed)
-    except AssertionError as e: failures.append(str(e).splitlines()[0] + " | " + str(e).splitlines()[-1][:200])
+  while seed == start or time.monotonic() - t0 < budget:
+    try: run(seed)
+    except AssertionError as e: failures.append(str(e).splitlines()[0][:400] + " | " + str(e).splitlines()[-1][:300])
     seed += 1
-  print(f"\nFUZZ_LONG: {seed - start} programs in {time.monotonic() - t0:.0f} s, {len(failures)} failed")
-  assert not failures, "\n".join(failures[:20])
+  print(f"\nFUZZ_LONG: {seed - start} {what} in {time.monotonic() - t0:.0f} s, {len(failures)} failed")
+  assert not failures, "\n".join(failures[:30])
+
+def test_fuzz_long():
+  """Programs (every fourth an integer one) for a few seconds in CI, 600 s with FUZZ_LONG=1 (fuzz_for_a_while)."""
+  fuzz_for_a_while(lambda seed: (run_seed if seed % 4 else run_int_seed)(seed), "programs", 3)
