@@ -9,10 +9,17 @@ from tests.test_ptx_render import run
 
 rng = np.random.default_rng(4141)
 
-def ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-  """|got - want| in units of the float32 spacing at |want| (the smallest normal's below the normal range)."""
-  sp = np.spacing(np.maximum(np.abs(want), 2.0 ** -126).astype(np.float32)).astype(np.float64)
+def ulps(got: np.ndarray, want: np.ndarray, dt=np.float32) -> np.ndarray:
+  """|got - want| in units of dt's spacing at |want| (the smallest normal's below the normal range)."""
+  sp = np.spacing(np.maximum(np.abs(want), np.finfo(dt).tiny).astype(dt)).astype(np.float64)
   return np.abs(got.astype(np.float64) - want) / sp
+
+def assert_within_ulps(fn: str, x: np.ndarray, bound: float, what: str) -> None:
+  """Tensor.fn on PTXEMU against float64 numpy's fn: at most `bound` float32 ulps anywhere (the worst input named)."""
+  got = run(lambda t: getattr(t, fn)(), [x], "PTXEMU")
+  err = ulps(got, getattr(np, fn)(x.astype(np.float64)))
+  i = int(np.argmax(err))
+  assert err[i] <= bound, (fn, what, float(x[i]), float(got[i]), float(err[i]))
 
 def f32(*parts) -> np.ndarray: return np.concatenate([np.asarray(p, np.float64).ravel() for p in parts]).astype(np.float32)
 TINY = f32([1e-30, -1e-30, 1e-10, -1e-10, 1e-5, -1e-5, 3e-4, 2.0 ** -12, 1e-38, 1e-44], rng.uniform(-1e-3, 1e-3, 200))
@@ -27,11 +34,7 @@ RANGES = {"tiny": TINY, "moderate": MODERATE, "large": LARGE, "near_k_pi/2": NEA
 @pytest.mark.parametrize("rng_name", list(RANGES))
 @pytest.mark.parametrize("fn", ["sin", "cos"])
 def test_trig_f32_within_2_ulp(fn, rng_name):
-  x = RANGES[rng_name]
-  got = run(lambda t: getattr(t, fn)(), [x], "PTXEMU")
-  err = ulps(got, getattr(np, fn)(x.astype(np.float64)))
-  i = int(np.argmax(err))
-  assert err[i] <= 2.0, (fn, rng_name, float(x[i]), float(got[i]), float(err[i]))
+  assert_within_ulps(fn, RANGES[rng_name], 2.0, rng_name)
 
 def test_sin_special_values():
   x = f32([0.0, -0.0, np.inf, -np.inf, np.nan, 2e6, -3e7, 1e38])
@@ -44,9 +47,7 @@ def test_half_sin_via_f32():
   x = rng.uniform(-50, 50, 500).astype(np.float16)
   got = run(lambda t: t.sin(), [x], "PTXEMU")
   assert got.dtype == np.float16
-  want = np.sin(x.astype(np.float64))
-  sp = np.spacing(np.maximum(np.abs(want), 2.0 ** -14).astype(np.float16)).astype(np.float64)
-  assert (np.abs(got.astype(np.float64) - want) / sp).max() <= 1.0
+  assert ulps(got, np.sin(x.astype(np.float64)), np.float16).max() <= 1.0
 
 # measured: log2 <= 3.7 ulp, ln <= 2.7 ulp; before: log2(1) = 2.4e-7 (lg2.approx's 2^-22 absolute), 256 ulp near 1.0057
 LOG_RANGES = {"near_1": f32(1 + np.arange(-400, 400) * 2.0 ** -23, rng.uniform(0.99, 1.01, 2000)),
@@ -55,11 +56,7 @@ LOG_RANGES = {"near_1": f32(1 + np.arange(-400, 400) * 2.0 ** -23, rng.uniform(0
 @pytest.mark.parametrize("rng_name", list(LOG_RANGES))
 @pytest.mark.parametrize("fn", ["log2", "log"])
 def test_log_f32_within_4_ulp(fn, rng_name):
-  x = LOG_RANGES[rng_name]
-  got = run(lambda t: getattr(t, fn)(), [x], "PTXEMU")
-  err = ulps(got, getattr(np, fn)(x.astype(np.float64)))
-  i = int(np.argmax(err))
-  assert err[i] <= 4.0, (fn, rng_name, float(x[i]), float(got[i]), float(err[i]))
+  assert_within_ulps(fn, LOG_RANGES[rng_name], 4.0, rng_name)
 
 def test_log_of_one_is_zero():
   x = f32([1.0, 1.0, 2.0 ** -24 + 1, 1 - 2.0 ** -24])
