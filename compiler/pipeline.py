@@ -4,7 +4,8 @@ Stages, in order: lower (an AST; a LoweredKernel is taken as it is), optimize (t
 list of Opts, or a search such as BEAM that picks the Opts), target rewrites (what the renderer can't say, e.g. float64
 transcendentals in PTX, and float32 sin/cos/log2 there accurate to ulps rather than .approx's absolute bounds), the
 registered rewrite hooks (compiler/kernel_api.py register_rewrite), peel (GPUs: reduction loops cut at their padding
-borders), linearize, the launch plan (GPUs: compiler/gpudims.py), render, assemble. The engine, BEAM and export all call it, so what BEAM times is byte for byte what the engine later runs.
+borders), linearize, the launch plan (GPUs: compiler/gpudims.py), render, assemble. The engine, BEAM and export all
+call it, so what BEAM times is byte for byte what the engine later runs.
 
 Renderers and assemblers are found in `BACKENDS`, keyed by the target's renderer name: a new code generator (LLVM, AMD)
 is one more entry there, not a new branch in the engine, BEAM or the opts.

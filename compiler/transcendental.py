@@ -96,9 +96,11 @@ def rewrite_float64(sink: UOp) -> UOp:
 F32, I32 = dtypes.float32, dtypes.int32
 def _f(v) -> UOp: return UOp.const(F32, v)
 def _j(v) -> UOp: return UOp.const(I32, v)
-def _polyf(x: UOp, coefs: list[float]) -> UOp:
+def _fma(a: UOp, b: UOp, c: UOp) -> UOp: return UOp(Ops.MULACC, a.dtype, (a, b, c))
+def _polyf(x: UOp, coefs: list[float], fused: bool = False) -> UOp:
+  """Horner's rule in float32; `fused`: each step one fma (one rounding: fma.rn on PTX) instead of a multiply and an add."""
   acc = _f(coefs[0])
-  for c in coefs[1:]: acc = _add(_mul(acc, x), _f(c))
+  for c in coefs[1:]: acc = _fma(acc, x, _f(c)) if fused else _add(_mul(acc, x), _f(c))
   return acc
 
 def exp2_f32(x: UOp) -> UOp:
@@ -134,11 +136,6 @@ def log2_f32(x: UOp) -> UOp:
 
 # ***** float32 sin/cos as float32 arithmetic, for PTX: sin.approx.f32 is off by up to 2^-20.5 ABSOLUTE (PTX ISA 9.7.3.18),
 # which is no relative accuracy at all for small results (sin(1e-30) may come out -6.7e-7). CUDA's sinf is ~1 ulp. *****
-def _fma(a: UOp, b: UOp, c: UOp) -> UOp: return UOp(Ops.MULACC, a.dtype, (a, b, c))
-def _hornerf(x: UOp, coefs: list[float]) -> UOp:   # one rounding per step: fma.rn on PTX
-  acc = _f(coefs[0])
-  for c in coefs[1:]: acc = _fma(acc, x, _f(c))
-  return acc
 
 # pi/2 = _PIO2F[0] + _PIO2F[1] + _PIO2F[2] + ~1e-23: each float32-rounded remainder of the last (mpmath, 200 bits). With the
 # products exact inside fma, x - j*C1 is exact and x - j*pi/2 keeps ~24 good bits while |j| * 1e-23 stays far below the
@@ -159,8 +156,8 @@ def sincos_f32(x: UOp, quadrant: int = 0, fallback: UOp | None = None) -> UOp:
   r = x
   for p in _PIO2F: r = _fma(j, _f(-p), r)   # exact products: only the final subtraction of each step rounds
   r2 = _mul(r, r)
-  s = _fma(_mul(r, r2), _hornerf(r2, _SINF), r)
-  c = _fma(r2, _fma(r2, _hornerf(r2, _COSF), _f(-0.5)), _f(1.0))
+  s = _fma(_mul(r, r2), _polyf(r2, _SINF, fused=True), r)
+  c = _fma(r2, _fma(r2, _polyf(r2, _COSF, fused=True), _f(-0.5)), _f(1.0))
   q = _alu(Ops.AND, _add(UOp(Ops.CAST, I32, (j,)), _j(quadrant)), _j(3))
   v = _where(_alu(Ops.CMPNE, _alu(Ops.AND, q, _j(1)), _j(0)), c, s)
   v = _where(_alu(Ops.CMPNE, _alu(Ops.AND, q, _j(2)), _j(0)), _mul(v, _f(-1.0)), v)
