@@ -43,6 +43,7 @@ class Target:
   group_max_outputs: int = 4096   # few outputs can't fill the GPU with one thread each...
   group_min_reduce: int = 64      # ...and a loop this long is worth splitting across the lanes of a block
   group_lanes: int = 0
+  l2_prefetch: bool = True     # CPU: a PREFETCHT1 fills only the L2 (streams are hinted there; hcqrt/cpu/isa.py)
 
   def __post_init__(self):
     if self.vector_registers == 0 and self.simd_bytes:   # x86-64: 32 registers with AVX-512 (zmm0-31), else 16

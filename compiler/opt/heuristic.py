@@ -262,7 +262,7 @@ def thread_axis(k: LoweredKernel, ncores: int, work0: int) -> UOp | None:
 
 STREAM_MIN_WORK = 1 << 22   # a streaming reduction this big (16 MB of floats read) outruns the caches
 
-def stream_prefetch(k: LoweredKernel, lanes: int, work0: int) -> None:
+def stream_prefetch(k: LoweredKernel, lanes: int, work0: int, device: Target) -> None:
   """A big vectorized reduction (AVX2 or AVX-512 vectors) prefetches its stream a few KiB ahead into L2, one hint per
   cache line (compiler/opt/matmul.py prefetch_streams, compiler/prefetch.py prefetch_into): a core keeps too few lines in
   flight on its own to reach the memory bandwidth. The 64M-float sum's loop, measured as a C kernel on the 2-core AVX-512
@@ -271,7 +271,9 @@ def stream_prefetch(k: LoweredKernel, lanes: int, work0: int) -> None:
   Into L2 instead (PREFETCHT1; sm39: the generated kernels of both ISAs old and new taking turns through the runner, 8
   chunks, 40 launches each, load 3): a 32 MiB chunk's time, 10th percentile / median, ymm 2.11 / 2.58 ms with the L1
   hint -> 1.97 / 2.28 ms, zmm 2.04 / 2.79 ms without a hint -> 1.96 / 2.47 ms. A hint into L1 holds one of the
-  core's few L1 miss buffers until its line arrives; the L2 keeps more requests in flight.
+  core's few L1 miss buffers until its line arrives; the L2 keeps more requests in flight. Where the CPU has no L2-only
+  hint (`device.l2_prefetch` False: AMD before Zen 4, whose PREFETCHT1 fills the L1; hcqrt/cpu/isa.py l2_prefetch_hint)
+  the stream is left to the hardware prefetchers, which measured faster there than either hint.
   (In place; a no-op for other kernels, scalar or 4-lane vectors, and what fits in the caches.)
 
   >>> from compiler.lazy import LazyBuffer
@@ -282,8 +284,11 @@ def stream_prefetch(k: LoweredKernel, lanes: int, work0: int) -> None:
   >>> ks = [optimize(lower(create_schedule([x.r(Ops.ADD, (0,))])[0].ast), Target("CPU", "c", ncores=2, simd_bytes=b)) for b in (32, 64)]
   >>> [sum(prefetch_bytes(u) > 0 for u in k.sink.toposort() if u.op is Ops.LOAD) for k in ks]   # 4 loads a step: 2 lines, 4 lines
   [2, 4]
+  >>> k = optimize(lower(create_schedule([x.r(Ops.ADD, (0,))])[0].ast), Target("CPU", "c", ncores=2, simd_bytes=32, l2_prefetch=False))
+  >>> sum(prefetch_bytes(u) > 0 for u in k.sink.toposort() if u.op is Ops.LOAD)
+  0
   """
-  if lanes not in (8, 16) or work0 < STREAM_MIN_WORK or len(reds := k.reduce_ranges()) != 1: return
+  if not device.l2_prefetch or lanes not in (8, 16) or work0 < STREAM_MIN_WORK or len(reds := k.reduce_ranges()) != 1: return
   k.sink = prefetch_into(prefetch_streams(k.sink, reds), 2)
 
 def thread_chunks(k: LoweredKernel, ncores: int, work0: int) -> int:
@@ -328,7 +333,7 @@ def optimize(k: LoweredKernel, device: Target) -> LoweredKernel:
       # (rows of 20 in a 20x20 map: one loop of 400 takes whole vectors, where the cut of _odd_tile leaves a scalar tail)
       elif not k.reduce_ranges() and merge_rows(k, w): _elementwise_vectors(k, w)
       elif (kc := _odd_tile(k, w, device)) is not None: k = kc
-      elif _reduce_vectors(k, w, device): stream_prefetch(k, w, work0)
+      elif _reduce_vectors(k, w, device): stream_prefetch(k, w, work0, device)
       else: _elementwise_vectors(k, w) or _output_vectors(k, w) or _reduce_unrolls(k)
   if (g := thread_axis(k, device.ncores, work0)) is not None: k.threaded = g
   if not noopt():

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 from hcqrt.alloc_cache import CachingAllocator
 from hcqrt.cpu.elf_loader import LoadedImage, load_elf
-from hcqrt.cpu.isa import CPUISA, cpu_isa
+from hcqrt.cpu.isa import CPUISA, cpu_isa, host_l2_prefetch_hint
 from hcqrt.cpu import runner_llvm
 from hcqrt.host import require_x86_64_linux
 from hcqrt.interface import GraphExec, GraphItem
@@ -673,7 +673,7 @@ class CPUDevice:
     kernels built by LLVM in-process (renderer "llvm") instead of C and a compiler process."""
     renderer = "llvm" if os.environ.get("CPU_LLVM", "0") == "1" else self.renderer
     return {"device": self.name, "renderer": renderer, "arch": self.isa, "ncores": self.ncores, "simd_bytes": self.simd_bytes,
-            "vector_registers": self.vector_regs, "cc_flags": self.cc_flags}
+            "vector_registers": self.vector_regs, "cc_flags": self.cc_flags, "l2_prefetch": host_l2_prefetch_hint()}
 
   def runner_source(self) -> str:
     """The native thread-pool runner's source in the language of this device's kernels (its `target` renderer): RUNNER_C,
