@@ -25,6 +25,17 @@ def _test_leaves_global_state_as_found(request):
   if changed := state_guard.revert(before):
     pytest.fail(f"{request.node.nodeid} left global state changed (now put back; use monkeypatch or try/finally):\n  " + "\n  ".join(changed), pytrace=False)
 
+# The README's test command runs the suite with `-n auto --dist loadfile` (pytest-xdist): a worker a core, each test file
+# in one worker (a file's last test may read what its others compiled: test_amdemu.py). Past 8 workers a big box gains
+# little (the longest files set the wall time) while every worker holds torch and its own kernel caches (~1 GB).
+AUTO_WORKERS_MAX = 8
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+  """How many workers `-n auto` starts: the cores this process may run on, at most AUTO_WORKERS_MAX."""
+  import os
+  return max(1, min(AUTO_WORKERS_MAX, len(os.sched_getaffinity(0))))
+
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector):
   """A test module whose import (its module-level code) changes global state fails to collect: that change would hold

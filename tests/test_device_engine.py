@@ -46,6 +46,16 @@ def test_readme_commands_match_ci():
   test_cmd = block[1].split("#")[0].strip()
   assert test_cmd in (ROOT / ".ci" / "run").read_text()
 
+def test_readme_runs_the_suite_on_a_worker_a_core_at_most_8(monkeypatch):
+  """`-n auto` (the README's test command) starts a pytest-xdist worker per core this process may use, at most 8
+  (tests/conftest.py), and `--dist loadfile` keeps each file in one worker."""
+  import conftest
+  cmd = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1).strip().splitlines()[1]
+  assert "-n auto" in cmd and "--dist loadfile" in cmd and "pytest-xdist" in (ROOT / "pyproject.toml").read_text()
+  for cores, want in ((1, 1), (2, 2), (8, 8), (128, 8)):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)))
+    assert conftest.pytest_xdist_auto_num_workers(None) == want
+
 def test_failed_compile_leaves_nothing_half_realized(monkeypatch):
   import compiler.assemble.c_compiler as cc, compiler.assemble.llvm as cl
   a = Tensor([1.0, 2.0], device="CPU").realize()   # a compile failure: pinned to the CPU (also under NV=1)
