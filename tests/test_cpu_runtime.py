@@ -559,6 +559,8 @@ if os.environ.get("PIN_CALLER", "1") == "1":
     got = np.empty(n, np.float32); dev.allocator.copyout(memoryview(got), b)
     out["steps"].append({"caller": c, "workers": workers(), "ok": bool((got == np.arange(n) * (2 + step)).all())})
 else:
+  import hcqrt.cpu.device as cpu_device
+  cpu_device._runner.workers(1)   # one worker on any host (by default a one-CPU process's launches wake none)
   prog(b, a, vals=(n, 2), threads=2)
   out["steps"].append({"caller": None, "workers": workers(), "ok": True})
 print(json.dumps(out))
@@ -584,7 +586,7 @@ def test_native_runner_pins_workers_away_from_the_caller(kind):
     else: assert all(w == cpus for w in st["workers"]), st
 
 def test_cpu_pin_0_leaves_workers_to_the_os():
-  """CPU_PIN=0: the workers keep the process's CPUs."""
+  """CPU_PIN=0: the workers keep the process's CPUs (also where those are one: a cpuset or taskset of one CPU)."""
   out = _pin_run("c-runner", CPU_PIN="0", PIN_CALLER="0")
   assert out["steps"][0]["workers"] and all(w == out["cpus"] for w in out["steps"][0]["workers"]), out
 
