@@ -62,11 +62,11 @@ def test_off_records_nothing():
   finally:
     prof.ENABLED = was; prof.clear()
 
-def test_cpu_launch_list_times_each_launch():
+def test_cpu_launch_list_times_each_launch(on_cpu):
   """The CPU's launch list under PROFILE: the native runner's clock readings bracket each launch, in order, inside the
-  replay's span (the LLVM IR runner has no timed entry: then the launches run one at a time, also one event each)."""
-  from frontend import Tensor, TinyJit, Device
-  if Device.DEFAULT != "CPU": pytest.skip("the CPU's launch list")
+  replay's span (the LLVM IR runner has no timed entry: then the launches run one at a time, also one event each).
+  Pinned to the CPU (on_cpu), so that it runs, not skips, under MOCKGPU=1 NV=1 too."""
+  from frontend import Tensor, TinyJit
   was = prof.ENABLED
   prof.enable(); prof.clear()
   try:
