@@ -5,8 +5,8 @@ a list; the same tensor in two slots; the closure's own tensor as an argument). 
 eager execution of the same function and against numpy, and so is the state it updates.
 
 A bounded run is part of the suite (seeded: the same programs every run). `FUZZ_LONG=1` keeps generating new
-programs for 10 minutes (`FUZZ_SECONDS` to change) and prints how many ran clean. A failure names the seed and
-the program; each one found becomes a named test in tests/test_jit_traps.py.
+programs for 10 minutes (`FUZZ_SECONDS` to change, `FUZZ_START` for the first seed: 100000) and prints how many ran
+clean. A failure names the seed and the program; each one found becomes a named test in tests/test_jit_traps.py.
 """
 from __future__ import annotations
 import os, random, time
@@ -202,10 +202,11 @@ def test_fuzz_jit_nv():
 def test_fuzz_jit_more():
   """A few more programs in the suite; with FUZZ_LONG=1, new programs for FUZZ_SECONDS (600) seconds."""
   long = os.environ.get("FUZZ_LONG") == "1"
-  limit, t0, n, empty, seed = float(os.environ.get("FUZZ_SECONDS", "600")), time.perf_counter(), 0, 0, 100_000
+  start = int(os.environ.get("FUZZ_START", "100000"))   # (new seeds for a long run; the suite's four start at 100000)
+  limit, t0, n, empty, seed = float(os.environ.get("FUZZ_SECONDS", "600")), time.perf_counter(), 0, 0, start
   while (time.perf_counter() - t0 < limit) if long else n < 4:
     empty += not run_program(seed); n += 1; seed += 1
-  if long: print(f"\nFUZZ_LONG: {n} TinyJit programs ran clean in {time.perf_counter() - t0:.0f} s (seeds 100000..{seed - 1}; "
+  if long: print(f"\nFUZZ_LONG: {n} TinyJit programs ran clean in {time.perf_counter() - t0:.0f} s (seeds {start}..{seed - 1}; "
                  f"{empty} of them launch no kernel and were refused as expected)")
 
 # ---- failures the fuzzer found, kept as named regression tests ----
