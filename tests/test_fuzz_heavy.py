@@ -91,6 +91,16 @@ class Case:
       raise AssertionError(f"{what}: {int((~(err <= lim)).sum())}/{err.size} elements off (K={k}, tol {tol:.2e}, scale {scale:.3g}); "
                            f"worst at {tuple(int(j) for j in i)}: ours {ours[i]} torch {ref[i]}")
 
+  def relu_mask(self, pre: torch.Tensor, terms: torch.Tensor, ours: np.ndarray, k: int) -> torch.Tensor:
+    """relu's derivative for the oracle (1 where the input counts as positive). Where the float64 pre-activation `pre`
+    lies within the float32 rounding bound of its length-k dot product (8 u sqrt(k) sum|terms|, as `close`) of 0, float32
+    may round it to either sign, and the relu then routes the gradient either way, a whole row of products apart
+    (FUZZ_SEED=200633: -7.13e-6 exact, +6.94e-6 ours, sum|terms| 242, bound 2.3e-3; the weight gradient's row then
+    differs by g[i] * x[i], up to 5.9): there the oracle follows our sign (`ours`: our relu output, > 0 where we passed
+    it). Elsewhere float64 decides, so a sign we get wrong by more than rounding still fails the checks."""
+    near0 = pre.detach().abs() <= (0 if self.exact else 8 * U32 * np.sqrt(max(k, 1))) * terms
+    return torch.where(near0, torch.tensor(ours > 0), pre.detach() > 0).to(pre.dtype)
+
 # ***** (a) matmul *****
 
 def _operand(case: Case, rows: int, cols: int, batch: tuple[int, ...], name: str):
@@ -326,12 +336,15 @@ def run_jit(case: Case) -> None:
     return [out.realize(), W.grad.realize()]
   jit = TinyJit(step)
   tw = torch.tensor(wv, dtype=torch.float64, requires_grad=True)
+  kk = int(np.prod(ws[1:]))
+  def lin(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor: return torch.nn.functional.conv2d(x, w, None, **kw_) if conv else x @ w.T
   for call in range(3):
     x = case.data(xs)
-    tout = (torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), tw, None, **kw_) if conv else torch.tensor(x, dtype=torch.float64) @ tw.T).relu()
-    gr = case.data(tuple(tout.shape))
+    tx = torch.tensor(x, dtype=torch.float64)
+    tpre = lin(tx, tw)
+    gr = case.data(tuple(tpre.shape))
     got = jit(Tensor(x), Tensor(gr))
-    kk = int(np.prod(ws[1:]))
+    tout = tpre * case.relu_mask(tpre, lin(tx.abs(), tw.detach().abs()), got[0].numpy(), kk)
     case.close(got[0].numpy(), tout, f"jit call {call} forward", kk, case.exact)
     if bwd:
       tw.grad = None
@@ -354,6 +367,22 @@ CI_SEEDS = range(40)
 @pytest.mark.parametrize("seed", CI_SEEDS)
 def test_fuzz_heavy(seed):
   run_seed(seed)
+
+# seeds whose failure was the oracle's, not ours (each names why): they pass since the oracle was fixed
+@pytest.mark.parametrize("seed", [200633])   # jit linear 400^3: a pre-activation -7.1e-6 exact, +6.9e-6 float32 (relu_mask)
+def test_fuzz_heavy_found(seed):
+  run_seed(seed)
+
+def test_relu_mask_follows_our_sign_only_within_rounding():
+  """Near 0 (within 8 u sqrt(k) sum|terms|) the oracle's relu takes our sign; farther out float64's, whatever ours says:
+  a pre-activation we get wrong beyond rounding still fails the checks. Exact integer data: always float64's."""
+  pre, terms = torch.tensor([-7.13e-6, -7.13e-6, -0.5, 0.5, 1e-6], dtype=torch.float64), torch.full((5,), 242.0, dtype=torch.float64)
+  ours = np.array([6.94e-6, 0.0, 0.25, 0.0, 0.0], np.float32)   # (0.25 and 0.0 where float64 says -0.5 and 0.5: wrong)
+  case = Case(0)
+  case.exact = False
+  assert case.relu_mask(pre, terms, ours, 400).tolist() == [1.0, 0.0, 0.0, 1.0, 0.0]
+  case.exact = True
+  assert case.relu_mask(pre, terms, ours, 400).tolist() == [0.0, 0.0, 0.0, 1.0, 1.0]
 
 def test_fuzz_heavy_replay_one():
   """FUZZ_SEED=n replays one case (by default seed 0, so the test also runs in CI)."""
