@@ -26,6 +26,8 @@ tensor (the product of the conv and BatchNorm lengths for a gradient through bot
 CI runs a fixed set of seeds (CI_SEEDS, ~60 s on 2 cores). `FUZZ_LONG=1` runs new seeds for FUZZ_SECONDS (600)
 from FUZZ_START; `FUZZ_SEED=n` replays one case; every failure prints the full case. FUZZ_NCORES=16 compiles for a
 16-core CPU (the thread splits, chunks and peels of a big box; the 2 threads here claim the pieces in turn).
+FUZZ_WORK=f scales every case's size cap (multiply-adds, elements) by f: under `MOCKGPU=1 NV=1` (every tensor on the
+mock GPU, whose PTX interpreter does a 128^3 matmul in ~0.7 s) f=0.02 keeps a case to about a second.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from frontend import Tensor, TinyJit, nn
 from test_fuzz_ops import fuzz_for_a_while
 
 U32 = 2.0 ** -24
+WORK = float(os.environ.get("FUZZ_WORK", "1"))   # the size caps' scale (module doc)
 
 if os.environ.get("FUZZ_NCORES"):   # before the CPU device opens: its Target's ncores (hcqrt/cpu/device.py _NCORES)
   import hcqrt.cpu.device as _cpudev
@@ -128,7 +131,7 @@ def run_matmul(case: Case) -> None:
     m, n, k = int(rng.choice([128, 129, 131, 135, 136, 143])), int(rng.choice(AVX2_NK)), int(rng.choice(AVX2_NK))
   else: m, n, k = _dim(rng), _dim(rng), _dim(rng)
   batch = tuple(int(b) for b in rng.integers(1, 4, int(rng.integers(1, 3)))) if rng.random() < 0.25 else ()
-  while int(np.prod(batch)) * m * n * k > 70_000_000: m, k = max(1, m // 2), max(1, k // 2)   # a few seconds at most
+  while int(np.prod(batch)) * m * n * k > 70_000_000 * WORK and m * k > 1: m, k = max(1, m // 2), max(1, k // 2)   # a few seconds at most
   bb = batch if not batch or rng.random() < 0.6 else ()   # B broadcast over A's batch
   lazy = not batch and rng.random() < 0.2
   case.log.append(f"matmul M={m} N={n} K={k} batch={batch} b_batch={bb} exact={case.exact} lazy_linear={lazy}")
@@ -202,7 +205,7 @@ def _conv_shape(rng):
     n = int(rng.choice([1, 1, 2, 3, 4, 8]))
     oh, ow = (h + 2 * p - d * (kh - 1) - 1) // s + 1, (w + 2 * p - d * (kw - 1) - 1) // s + 1
     if oh < 1 or ow < 1: continue
-    if n * c_out * oh * ow * (c_in // g) * kh * kw > 30_000_000: continue
+    if n * c_out * oh * ow * (c_in // g) * kh * kw > 30_000_000 * WORK: continue
     return dict(n=n, c_in=c_in, c_out=c_out, h=h, w=w, k=(kh, kw), stride=s, dilation=d, padding=p, groups=g, oh=oh, ow=ow)
   return dict(n=1, c_in=3, c_out=8, h=9, w=9, k=(3, 3), stride=1, dilation=1, padding=1, groups=1, oh=9, ow=9)
 
@@ -283,7 +286,7 @@ def run_reduce(case: Case) -> None:
   shape = [int(rng.choice([1, 2, 3, 5, 7, 8, 9, 16, 17])) for _ in range(nd)]
   shape[long_ax] = int(rng.choice([int(rng.integers(1, 70001)), int(rng.choice(EDGE)) * int(rng.choice([1, 8, 16, 100])) + int(rng.choice([-1, 0, 1]))]))
   shape[long_ax] = max(1, min(shape[long_ax], 70000))
-  while np.prod(shape) > 400_000:   # (the biggest short axis halves first)
+  while np.prod(shape) > max(400_000 * WORK, 1):   # (the biggest short axis halves first)
     i = max((a for a in range(nd) if a != long_ax and shape[a] > 1), key=lambda a: shape[a], default=long_ax)
     shape[i] = max(1, shape[i] // 2)
   op = str(rng.choice(["sum", "max", "mean", "softmax", "logsumexp"]))
@@ -323,6 +326,7 @@ def run_jit(case: Case) -> None:
     case.log.append(f"jit conv {sh} backward={bwd}")
   else:
     m, n, k = _dim(rng, 400), _dim(rng, 400), _dim(rng, 400)
+    while m * n * k > 64_000_000 * WORK and m * k > 1: m, k = max(1, m // 2), max(1, k // 2)   # (WORK 1: never)
     xs, ws = (m, k), (n, k)
     case.log.append(f"jit linear M={m} N={n} K={k} backward={bwd}")
   wv = case.data(ws)
