@@ -263,6 +263,8 @@ def run_conv(case: Case) -> None:
   if bn is not None:
     bw, bb, rm, rv = (torch.tensor(v) for v in bn_state)
     tout = torch.nn.functional.batch_norm(tout, rm.clone(), rv.clone(), bw, bb, training=bn_train, momentum=0.1, eps=1e-5)
+    tbn = tout
+    if bwd: tbn.retain_grad()
     k_out = k_conv * (n * sh["oh"] * sh["ow"] if bn_train else 1)
   if "relu" in epi: tout = tout.relu()
   if res is not None: tout = tout + torch.tensor(res, dtype=torch.float64)
@@ -273,9 +275,21 @@ def run_conv(case: Case) -> None:
   k_back = k_out * max(co // g * kh * kw, n * sh["oh"] * sh["ow"])
   # sum|terms| of each gradient element: the same products on |x|, |w| and |dL/dconv| (torch.nn.grad)
   gp, ax, aw = tconv.grad.abs(), tx.detach().abs(), tw.detach().abs()
+  if bn is not None and bn_train: gp = _bn_backward_terms(tconv.detach(), tbn.grad, bw)
   case.close(X.grad.numpy(), tx.grad, "conv input grad", k_back, case.exact, torch.nn.grad.conv2d_input(ax.shape, aw, gp, **kw_))
   case.close(W.grad.numpy(), tw.grad, "conv weight grad", k_back, case.exact, torch.nn.grad.conv2d_weight(ax, aw.shape, gp, **kw_))
   if B is not None: case.close(B.grad.numpy(), tb.grad, "conv bias grad", k_back, case.exact, gp.sum((0, 2, 3)))
+
+def _bn_backward_terms(c: torch.Tensor, gy: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+  """sum|terms| of dL/dc through a training BatchNorm2d of c (gy = dL/dy): dc = gamma/s * (gy - mean(gy) - xh *
+  mean(gy * xh)), xh = (c - mean) / s, so |gamma|/s * (|gy| + mean|gy| + |xh| * mean|gy * xh|). Its three terms cancel
+  (to 0 exactly without eps when every channel has 2 values: xh = +-1 whatever c is), so |dc| itself understates the
+  rounding of a gradient behind it (FUZZ_SEED=400215: n=2 1x1 outputs, input gradient 8.7e-4 from terms ~1; float32
+  torch is 2.1e-7 off, we 1.0e-7, the bound from |dc| 1.3e-8)."""
+  ax = (0, 2, 3)
+  s = (c.var(ax, unbiased=False, keepdim=True) + 1e-5).sqrt()
+  xh, g = ((c - c.mean(ax, keepdim=True)) / s).abs(), gy.abs()
+  return gamma.abs().reshape(1, -1, 1, 1) / s * (g + g.mean(ax, keepdim=True) + xh * (g * xh).mean(ax, keepdim=True))
 
 # ***** (c) reductions over long axes *****
 
@@ -373,7 +387,9 @@ def test_fuzz_heavy(seed):
   run_seed(seed)
 
 # seeds whose failure was the oracle's, not ours (each names why): they pass since the oracle was fixed
-@pytest.mark.parametrize("seed", [200633])   # jit linear 400^3: a pre-activation -7.1e-6 exact, +6.9e-6 float32 (relu_mask)
+@pytest.mark.parametrize("seed", [
+  200633,   # jit linear 400^3: a pre-activation -7.1e-6 exact, +6.9e-6 float32 (Case.relu_mask)
+  400215])  # conv, training BatchNorm of 2 values per channel: the input gradient is all cancellation (_bn_backward_terms)
 def test_fuzz_heavy_found(seed):
   run_seed(seed)
 
