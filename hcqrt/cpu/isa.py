@@ -54,10 +54,11 @@ def _cpu_ident(text: str) -> tuple[str, int, int]:
 def l2_prefetch_hint(vendor: str, family: int, model: int) -> bool:
   """Whether a PREFETCHT1 fills the L2 only on this CPU (then a stream may be hinted into L2 without holding the L1's
   few miss buffers: compiler/opt/heuristic.py stream_prefetch). Intel's PREFETCHT1 brings the line to L2 and beyond (Intel
-  SDM vol. 2B, PREFETCHh). AMD before Zen 4 fills the L1 for every PREFETCHTn (AMD's Software Optimization Guide for
-  family 17h/19h; placing T1/T2 in the L2 is new with Zen 4), so there the hint is one more L1 miss in flight: measured
-  on a Zen 3 EPYC (family 25 model 1, bench/stream_prefetch_ab.py, 3 runs of 40-60 launches), a 32 MiB chunk of the
-  64M sum took 2.63-2.98 ms at the minimum without a hint, 3.10-3.31 ms with the L2 (= L1) hint. The Zen generation
+  SDM vol. 2B, PREFETCHh). On AMD, PREFETCHT1/T2 filling the L2 is new with Zen 4 (as AMD documents it; Wang et al.,
+  arXiv 2411.02814, measured it on Zen 4): before, they fill the L1 as PREFETCHT0 does, so there the hint is one more L1
+  miss in flight. Measured on a Zen 3 EPYC (family 25 model 1, bench/stream_prefetch_ab.py, 5 runs of 40-60 launches),
+  a 32 MiB chunk of the 64M sum took 2.15-2.98 ms at the minimum without a hint, 2.61-3.31 ms hinted into L2 and
+  2.63-3.47 ms into L1 (alike, as they should be there). The Zen generation
   by family and model is Linux's (arch/x86/kernel/cpu/amd.c bsp_init_amd: family 0x19 models 0x00-0x0f and 0x20-0x5f
   are Zen 3, 0x10-0x1f and 0x60-0xaf Zen 4; 0x17 is Zen 1/2, 0x1a Zen 5). Other CPUs: True (the hint as measured on Intel).
 
