@@ -171,6 +171,11 @@ def nv(request):
     syscalls.uninstall(drv)
 
 N = 256
+# How late a late GPU runs (the mock's latency mode): the race a test widens must stay open while the host issues the
+# next replay, the PTX interpreter running the other GPU's kernels on the host meanwhile. With two xdist workers on two
+# cores 0.3 s was once too short (the fresh-venv run of 2026-11-29: a dropped start wait went unseen, 1 in 6 runs with
+# the cores oversubscribed 2.5x); the waits being tested order the work whatever the delay.
+LATE_S = 1.0
 def _up(dev, arr):
   b = dev.allocator.alloc(arr.nbytes); dev.allocator.copyin(b, memoryview(arr.view(np.uint8))); return b
 def _down(dev, b):
@@ -239,7 +244,7 @@ def test_hcq_start_wait_orders_a_push_after_the_previous_replays_read(nv, monkey
   assert g.graphs is not None and g.devices[0] is d0
   g.replay(wait=True)
   if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"start"}))
-  drv.gpus[1].engine.latency_s = 0.3
+  drv.gpus[1].engine.latency_s = LATE_S
   g.replay(bufs={(2, 0): o1})                 # replay k: GPU 1 reads t late
   g.replay(bufs={(1, 1): p2, (2, 0): o2})     # replay k+1: pushes x2 into t, then GPU 1 writes o2
   g.synchronize()
@@ -258,7 +263,7 @@ def test_hcq_tail_wait_covers_a_push_nothing_in_the_graph_reads(nv, monkeypatch,
   assert g.graphs is not None
   d0.synchronize(); d1.synchronize()
   if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"tail"}))
-  drv.gpus[0].engine.latency_s = 0.3
+  drv.gpus[0].engine.latency_s = LATE_S
   g.replay()
   got = _down(d1, t)
   g.synchronize()
@@ -274,7 +279,7 @@ def test_hcq_replay_orders_a_late_copy_by_semaphores(nv, monkeypatch, drop):
   g.replay(wait=True)
   d0.allocator.copyin(b["x"], memoryview(np.full(N, 7.0, np.float32).view(np.uint8)))
   if drop: monkeypatch.setattr(HCQDevice, "skip_cross_wait", True)
-  drv.gpus[0].engine.latency_s = 0.3
+  drv.gpus[0].engine.latency_s = LATE_S
   g.replay()
   g.synchronize()
   got = _down(d1, b["o"])
@@ -292,7 +297,7 @@ def test_hcq_copy_waits_for_the_destinations_earlier_reader(nv, monkeypatch):
   g = MultiGraph([a1(o1, t, t, 0), PeerCopy(d1, d0, t, p, N * 4), a1(o2, t, t, 0)])
   assert g.graphs is not None and g.deps == [set(), {0}, {1}]
   d0.synchronize(); d1.synchronize()
-  drv.gpus[1].engine.latency_s = 0.3
+  drv.gpus[1].engine.latency_s = LATE_S
   g.replay(); g.synchronize()
   drv.gpus[1].engine.latency_s = 0.0
   np.testing.assert_array_equal(_down(d1, o1), t_old)
@@ -393,7 +398,7 @@ def test_hcq_bounce_drain_waits_for_its_fill(nv_none, monkeypatch, drop):
   g.replay(wait=True)
   d0.allocator.copyin(b["x"], memoryview(np.full(N, 7.0, np.float32).view(np.uint8)))
   if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"cross"}))
-  drv.gpus[0].engine.latency_s = 0.3
+  drv.gpus[0].engine.latency_s = LATE_S
   g.replay(); g.synchronize()
   drv.gpus[0].engine.latency_s = 0.0
   got = _down(d1, b["o"])
@@ -412,7 +417,7 @@ def test_hcq_bounce_fill_waits_for_the_slots_previous_drain(nv_none, monkeypatch
   assert g.graphs is not None and len(g.slot_waits) == 2
   d0.synchronize(); d1.synchronize()
   if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"slot"}))
-  drv.gpus[1].engine.latency_s = 0.3
+  drv.gpus[1].engine.latency_s = LATE_S
   g.replay(); g.synchronize()
   drv.gpus[1].engine.latency_s = 0.0
   got = _down(d1, t)
@@ -427,7 +432,7 @@ def test_hcq_eager_bounce_after_a_replay_waits_for_the_graphs_drains(nv_none, mo
   p, t, p2, t2 = _up(d0, x), _up(d1, np.zeros(N, np.float32)), _up(d0, z), _up(d1, np.zeros(N, np.float32))
   g = MultiGraph([PeerCopy(d1, d0, t, p, N * 4)])
   d0.synchronize(); d1.synchronize()
-  drv.gpus[1].engine.latency_s = 0.3
+  drv.gpus[1].engine.latency_s = LATE_S
   g.replay()
   d0.transfer_to(d1, t2, p2, N * 4)
   d0.synchronize(); d1.synchronize()
@@ -458,7 +463,7 @@ def test_hcq_bounce_fill_waits_for_a_third_devices_push_into_its_source(nv3):
   g = MultiGraph([PeerCopy(d0, d2, src, b2, N * 4), PeerCopy(d1, d0, t, src, N * 4)])
   assert g.graphs is not None and list(g.bounces) == [1]   # (item 1, the 0 -> 1 copy, bounces; 2 -> 0 is a push)
   for d in (d0, d1, d2): d.synchronize()
-  drv.gpus[2].engine.latency_s = 0.3
+  drv.gpus[2].engine.latency_s = LATE_S
   g.replay(); g.synchronize()
   drv.gpus[2].engine.latency_s = 0.0
   np.testing.assert_array_equal(_down(d1, t), new)
@@ -474,7 +479,7 @@ def test_hcq_replay_waits_for_an_eager_bounces_drain_by_a_device_outside_the_gra
   g = MultiGraph([PeerCopy(d1, d0, t1, pz, N * 4)])
   assert g.graphs is not None and list(g.bounces) == [0]
   for d in (d0, d1, d2): d.synchronize()
-  drv.gpus[2].engine.latency_s = 0.3
+  drv.gpus[2].engine.latency_s = LATE_S
   d0.transfer_to(d2, t2, pa, N * 4)
   g.replay(); g.synchronize(); d2.synchronize()
   drv.gpus[2].engine.latency_s = 0.0
