@@ -28,6 +28,8 @@ def _test_leaves_global_state_as_found(request):
 # The README's test command runs the suite with `-n auto --dist loadfile` (pytest-xdist): a worker a core, each test file
 # in one worker (a file's last test may read what its others compiled: test_amdemu.py). Past 8 workers a big box gains
 # little (the longest files set the wall time) while every worker holds torch and its own kernel caches (~1 GB).
+# `--max-worker-restart 0`: a worker that crashes ends the run, naming the test it ran; pytest-xdist 3.8 replacing it
+# under loadfile can hang for good (pytest-xdist issues #784, #1378: its finished files are queued again, empty).
 AUTO_WORKERS_MAX = 8
 
 @pytest.hookimpl(optionalhook=True)

@@ -51,7 +51,7 @@ def test_readme_runs_the_suite_on_a_worker_a_core_at_most_8(monkeypatch):
   (tests/conftest.py), and `--dist loadfile` keeps each file in one worker."""
   import conftest
   cmd = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1).strip().splitlines()[1]
-  assert "-n auto" in cmd and "--dist loadfile" in cmd and "pytest-xdist" in (ROOT / "pyproject.toml").read_text()
+  assert "-n auto" in cmd and "--dist loadfile" in cmd and "--max-worker-restart 0" in cmd and "pytest-xdist" in (ROOT / "pyproject.toml").read_text()
   for cores, want in ((1, 1), (2, 2), (8, 8), (128, 8)):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)))
     assert conftest.pytest_xdist_auto_num_workers(None) == want
