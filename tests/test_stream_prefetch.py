@@ -75,14 +75,14 @@ CPUINFO = "processor\t: 0\nvendor_id\t: {}\ncpu family\t: {}\nmodel\t\t: {}\nmod
   ("AuthenticAMD", 25, 0x11, True), ("AuthenticAMD", 25, 0x61, True), ("AuthenticAMD", 23, 0x31, False),
   ("AuthenticAMD", 26, 0x02, True), ("GenuineIntel", 6, 0x8f, True), ("HygonGenuine", 24, 0, False), ("CentaurHauls", 7, 0x3b, True)])
 def test_which_cpus_hint_into_l2(vendor, family, model, l2):
-  from hcqrt.cpu.isa import _cpu_ident, l2_prefetch_hint
-  ident = _cpu_ident(CPUINFO.format(vendor, family, model))
+  from hcqrt.cpu.isa import _cpu_ident, cpuinfo_fields, l2_prefetch_hint
+  ident = _cpu_ident(cpuinfo_fields(CPUINFO.format(vendor, family, model)))
   assert ident == (vendor, family, model) and l2_prefetch_hint(*ident) is l2
 
 def test_the_host_reports_its_hint():
   from hcqrt.cpu.device import CPUDevice
-  from hcqrt.cpu.isa import _cpu_ident, l2_prefetch_hint
-  with open("/proc/cpuinfo") as f: want = l2_prefetch_hint(*_cpu_ident(f.read()))
+  from hcqrt.cpu.isa import _cpu_ident, cpuinfo_fields, l2_prefetch_hint
+  with open("/proc/cpuinfo") as f: want = l2_prefetch_hint(*_cpu_ident(cpuinfo_fields(f.read())))
   assert CPUDevice().target["l2_prefetch"] is want
 
 def test_prefetch_levels():

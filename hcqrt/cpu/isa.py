@@ -34,22 +34,31 @@ _X86_EXTRA = ("-mno-avx512fp16",)
 # also x86-64-v4's) clang splits each into two 32-byte halves, doubling the registers a tile needs (it spills)
 _WIDE = ("-mprefer-vector-width=512",)
 
+def cpuinfo_fields(text: str) -> dict[str, str]:
+  """Each key's first value in /proc/cpuinfo text: the first CPU's `vendor_id`, `cpu family`, `model`, `flags`..."""
+  fields: dict[str, str] = {}
+  for line in text.splitlines():
+    k, sep, v = line.partition(":")
+    if sep: fields.setdefault(k.strip(), v.strip())
+  return fields
+
+@functools.lru_cache(None)
+def _host_cpuinfo() -> dict[str, str]:
+  """cpuinfo_fields of this host's /proc/cpuinfo, read once ({} if unreadable)."""
+  try:
+    with open("/proc/cpuinfo") as f: return cpuinfo_fields(f.read())
+  except OSError: return {}
+
 @functools.lru_cache(None)
 def host_cpu_flags() -> frozenset[str]:
   """The CPU feature flags of this host (/proc/cpuinfo `flags`, or `Features` on ARM); empty if unreadable."""
-  try:
-    with open("/proc/cpuinfo") as f: line = next((l for l in f if l.startswith(("flags", "Features"))), ":")
-  except OSError: return frozenset()
-  return frozenset(line.split(":", 1)[1].split())
+  info = _host_cpuinfo()
+  return frozenset(info.get("flags", info.get("Features", "")).split())
 
-def _cpu_ident(text: str) -> tuple[str, int, int]:
-  """(vendor_id, cpu family, model) of the first CPU in /proc/cpuinfo text; ("", 0, 0) for what it doesn't say."""
-  ident = {}
-  for line in text.splitlines():
-    k, _, v = line.partition(":")
-    if (k := k.strip()) in ("vendor_id", "cpu family", "model") and k not in ident: ident[k] = v.strip()
-  num = lambda k: int(ident[k]) if ident.get(k, "").isdigit() else 0
-  return ident.get("vendor_id", ""), num("cpu family"), num("model")
+def _cpu_ident(fields: dict[str, str]) -> tuple[str, int, int]:
+  """(vendor_id, cpu family, model) from cpuinfo_fields; ("", 0, 0) for what they don't say."""
+  num = lambda k: int(fields[k]) if fields.get(k, "").isdigit() else 0
+  return fields.get("vendor_id", ""), num("cpu family"), num("model")
 
 def l2_prefetch_hint(vendor: str, family: int, model: int) -> bool:
   """Whether a PREFETCHT1 fills the L2 only on this CPU (then a stream may be hinted into L2 without holding the L1's
@@ -73,11 +82,8 @@ def l2_prefetch_hint(vendor: str, family: int, model: int) -> bool:
 
 @functools.lru_cache(None)
 def host_l2_prefetch_hint() -> bool:
-  """l2_prefetch_hint of this host's CPU (True when /proc/cpuinfo can't be read)."""
-  try:
-    with open("/proc/cpuinfo") as f: text = f.read(1 << 16)
-  except OSError: return True
-  return l2_prefetch_hint(*_cpu_ident(text))
+  """l2_prefetch_hint of this host's CPU (True when /proc/cpuinfo can't be read: no vendor)."""
+  return l2_prefetch_hint(*_cpu_ident(_host_cpuinfo()))
 
 @dataclass(frozen=True)
 class CPUISA:
