@@ -904,10 +904,10 @@ def test_dispatch_view_of_cp_l2_writes_and_its_stores():
 def test_dispatch_view_refuses_an_l2_write_outside_every_bo():
   """GPUVM.l2_seen_by_shaders with a dirty L2 dword below, between or past the mapped BOs (unmap drops a BO's, so only
   a mock bug leaves one): a clear error naming the address, not a copy written outside the BO (review amd39 row 6)."""
-  from hcqrt.mock.amd.memory import BO, GPUVM
+  from hcqrt.mock.amd.memory import BO, GPUVM, DirtyL2
   vm = GPUVM(); vm.map(BO(1, 0x10000, 4096, 0)); vm.map(BO(2, 0x20000, 4096, 0))
   for a in (0x8000, 0x11000, 0x21000):
-    vm.dirty = {a: b"abcd"}
+    vm.dirty = DirtyL2(); vm.dirty.put(a, b"abcd")
     with pytest.raises(RuntimeError, match=f"L2 holds a CP write at {a:#x} that lies in no BO"):
       with vm.l2_seen_by_shaders(): pass
 

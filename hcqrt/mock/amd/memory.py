@@ -56,12 +56,105 @@ class BO:
   def close(self) -> None:
     if self.fd >= 0: syscalls.munmap(self.host, self.size); os.close(self.fd); self.fd = -1
 
+class DirtyL2:
+  """The L2's dirty dwords (CP and SDMA writes held in the cache, GPUVM.write_cached), by 4 KiB page: each page holds
+  its bytes and a mask of the dwords that are dirty. It answers as a dict of dword address -> 4 bytes would (`in`,
+  iteration in address order, get, pop), but a copy of megabytes is a few numpy operations a page instead of a Python
+  one a dword: an 8 MiB SDMA copy and its write-back took 15 s as a dict (hw_tests' peer copy on the mock).
+
+  >>> d = DirtyL2(); d.put(0x10004, b"abcdefgh"); sorted(d), d.get(0x10008), 0x10000 in d
+  ([65540, 65544], b'efgh', False)
+  >>> d.drop(0x10006, 1); sorted(d), len(d)
+  ([65544], 1)
+  """
+  DWORDS = PAGE // 4
+  def __init__(self):
+    self.pages: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # page address -> (PAGE bytes, DWORDS dirty flags)
+
+  def __bool__(self) -> bool: return bool(self.pages)   # (a page whose last dirty dword goes is dropped)
+  def __len__(self) -> int: return sum(int(m.sum()) for _, m in self.pages.values())
+  def __iter__(self) -> Iterator[int]:
+    for pa in sorted(self.pages): yield from (pa + 4 * np.flatnonzero(self.pages[pa][1])).tolist()
+  def __contains__(self, a: int) -> bool:
+    pg = self.pages.get(a - a % PAGE)
+    return pg is not None and bool(pg[1][a % PAGE // 4])
+
+  def get(self, a: int, default: bytes | None = None) -> bytes | None:
+    pg = self.pages.get(a - a % PAGE)
+    if pg is None or not pg[1][(o := a % PAGE) // 4]: return default
+    return pg[0][o:o + 4].tobytes()
+
+  def pop(self, a: int, default: bytes | None = None) -> bytes | None:
+    if (v := self.get(a)) is None: return default
+    self._clear(a - a % PAGE, a % PAGE // 4, a % PAGE // 4 + 1)
+    return v
+
+  def _clear(self, pa: int, lo: int, hi: int) -> None:
+    """Dwords lo..hi-1 of page pa are clean now."""
+    if (pg := self.pages.get(pa)) is None: return
+    pg[1][lo:hi] = False
+    if not pg[1].any(): del self.pages[pa]
+
+  def _spans(self, va: int, n: int) -> Iterator[tuple[int, int, int]]:
+    """(page address, first byte, end byte) in that page of [va, va + n)."""
+    end = va + n
+    while va < end:
+      pa = va - va % PAGE
+      stop = min(end, pa + PAGE)
+      yield pa, va - pa, stop - pa
+      va = stop
+
+  def put(self, va: int, data: bytes) -> None:
+    """`data` (whole dwords at a dword address) is held dirty."""
+    assert va % 4 == 0 and len(data) % 4 == 0, (va, len(data))
+    src = np.frombuffer(bytes(data), np.uint8)
+    for pa, lo, hi in self._spans(va, len(src)):
+      if (pg := self.pages.get(pa)) is None: pg = self.pages[pa] = (np.zeros(PAGE, np.uint8), np.zeros(self.DWORDS, bool))
+      pg[0][lo:hi] = src[pa + lo - va:pa + hi - va]
+      pg[1][lo // 4:hi // 4] = True
+
+  def drop(self, va: int, n: int) -> None:
+    """Every dword overlapping [va, va + n) is clean (a write to memory around the L2, an unmapped BO)."""
+    for pa, lo, hi in self._spans(va - va % 4, n + va % 4): self._clear(pa, lo // 4, (hi + 3) // 4)
+
+  def overlay(self, va: int, data: bytearray) -> None:
+    """The dirty bytes within [va, va + len(data)) written over `data` (memory's bytes there)."""
+    out = np.frombuffer(data, np.uint8)
+    for pa, lo, hi in self._spans(va, len(data)):
+      if (pg := self.pages.get(pa)) is None: continue
+      d0 = lo // 4
+      take = np.repeat(pg[1][d0:(hi + 3) // 4], 4)[lo - 4 * d0:hi - 4 * d0]
+      out[pa + lo - va:pa + hi - va][take] = pg[0][lo:hi][take]
+
+  def take(self, addrs: np.ndarray) -> np.ndarray:
+    """Of the dword addresses `addrs` (sorted), those that were dirty; they are clean now."""
+    hits = []
+    for pa in sorted(self.pages):
+      lo, hi = np.searchsorted(addrs, [pa, pa + PAGE])
+      if lo == hi: continue
+      sel = addrs[lo:hi]
+      mask = self.pages[pa][1]
+      hit = sel[mask[(sel - pa) // 4]]
+      if len(hit): hits.append(hit); self._clear_words(pa, (hit - pa) // 4)
+    return np.concatenate(hits) if hits else np.zeros(0, np.int64)
+
+  def _clear_words(self, pa: int, words: np.ndarray) -> None:
+    self.pages[pa][1][words] = False
+    if not self.pages[pa][1].any(): del self.pages[pa]
+
+  def dwords(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(page address, the page's dirty dword offsets in bytes, their bytes as (k, 4)) of every page holding any."""
+    for pa in sorted(self.pages):
+      data, mask = self.pages[pa]
+      offs = 4 * np.flatnonzero(mask)
+      yield pa, offs, data.reshape(-1, 4)[offs // 4]
+
 class GPUVM:
   """The GPU virtual address space of one process on one GPU: BOs mapped by MAP_MEMORY_TO_GPU, plus the L2's dirty dwords."""
   def __init__(self):
     self.bos: list[BO] = []          # sorted by va
     self._vas: list[int] = []        # their VAs, for bisect
-    self.dirty: dict[int, bytes] = {}   # dword address -> 4 bytes held in L2 (cached memory only)
+    self.dirty = DirtyL2()              # the dwords held in L2 (cached memory only)
     self.writebacks = 0
     self.vector_l1 = None   # the CUs' vector L1s / GL0s, kept across dispatches (gfx9/l1.py VectorL1; rdna3_executor makes it)
     self.gl1 = None         # gfx11: the shader arrays' GL1s under the GL0s, kept the same way (rdna3 Waves.set_gl0)
@@ -75,7 +168,7 @@ class GPUVM:
   def unmap(self, bo: BO) -> None:
     self.bos = [b for b in self.bos if b is not bo]
     self._vas = [b.va for b in self.bos]
-    for a in [a for a in self.dirty if bo.va <= a < bo.end]: del self.dirty[a]
+    self.dirty.drop(bo.va, bo.size)
 
   def find(self, va: int, n: int = 1) -> BO:
     i = bisect.bisect_right(self._vas, va) - 1   # BOs never overlap: only the last one starting at or below va can hold it
@@ -94,31 +187,26 @@ class GPUVM:
 
   def read(self, va: int, n: int) -> bytearray:
     data = bytearray(ctypes.string_at(self.host(va, n), n))
-    if self.dirty:   # the GPU sees its own L2
-      for a in range(va - va % 4, va + n, 4):
-        if (d := self.dirty.get(a)) is not None:
-          for i in range(4):
-            if 0 <= a + i - va < n: data[a + i - va] = d[i]
+    if self.dirty: self.dirty.overlay(va, data)   # the GPU sees its own L2
     return data
 
   def read32(self, va: int) -> int: return int.from_bytes(self.read(va, 4), "little")
 
   def write(self, va: int, data: bytes) -> None:
     ctypes.memmove(self.host(va, len(data)), bytes(data), len(data))
-    if self.dirty:
-      for a in range(va - va % 4, va + len(data), 4): self.dirty.pop(a, None)
+    if self.dirty: self.dirty.drop(va, len(data))
 
   def write_cached(self, va: int, data: bytes) -> None:
     """A CP write that goes through the L2: visible to the host only at once for UNCACHED memory."""
     from hcqrt.mock.amd.tables import UNCACHED
     bo = self.find(va, len(data))
     if bo.flags & UNCACHED or va % 4 or len(data) % 4: return self.write(va, data)
-    for i in range(0, len(data), 4): self.dirty[va + i] = bytes(data[i:i + 4])
+    self.dirty.put(va, data)
 
   def discard(self) -> None:
     """Invalidate the L2 without writing it back: dirty dwords are lost (memory keeps its old bytes). Documented for
     gfx9, the assumed worst case for gfx11 (see the ACQUIRE_MEM comment in cp.py)."""
-    self.dirty = {}
+    self.dirty = DirtyL2()
 
   @contextlib.contextmanager
   def l2_seen_by_shaders(self) -> Iterator[None]:
@@ -142,18 +230,21 @@ class GPUVM:
       >>> 0x10000 in vm.dirty
       True
     """
-    by_bo: dict[int, list[int]] = {}
-    for a in self.dirty:
-      i = bisect.bisect_right(self._vas, a) - 1
+    by_bo: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    vas, ends = np.array(self._vas, np.int64), np.array([b.end for b in self.bos], np.int64)
+    for pa, offs, words in self.dirty.dwords():
+      addrs = pa + offs
+      idx = np.searchsorted(vas, addrs, side="right") - 1   # (the BO starting at or below each)
       # (unmap drops a BO's dirty dwords: one outside every BO is a mock bug, which must not become a stray memmove)
-      if i < 0 or a + 4 > self.bos[i].end:
-        raise RuntimeError(f"mock GPUVM: the L2 holds a CP write at {a:#x} that lies in no BO mapped to the GPU")
-      by_bo.setdefault(i, []).append(a)
+      if len(bad := addrs[(idx < 0) | (addrs + 4 > ends[np.maximum(idx, 0)])]):
+        raise RuntimeError(f"mock GPUVM: the L2 holds a CP write at {int(bad[0]):#x} that lies in no BO mapped to the GPU")
+      for i in np.unique(idx).tolist(): by_bo.setdefault(i, []).append((addrs[idx == i], words[idx == i]))
     copies: dict[int, tuple[BO, ctypes.Array, bytes]] = {}
-    for i, addrs in by_bo.items():
+    for i, parts in by_bo.items():
       bo = self.bos[i]
       buf = (ctypes.c_uint8 * bo.size).from_buffer_copy(ctypes.string_at(bo.host, bo.size))
-      for a in addrs: ctypes.memmove(ctypes.addressof(buf) + a - bo.va, self.dirty[a], 4)
+      view = np.frombuffer(buf, np.uint8).reshape(-1, 4)   # (BOs and dirty dwords are dword aligned)
+      for addrs, words in parts: view[(addrs - bo.va) // 4] = words
       copies[bo.va] = (bo, buf, bytes(buf))
     self._shader_view = {va: ctypes.addressof(buf) for va, (_, buf, _) in copies.items()}
     try: yield
@@ -164,13 +255,19 @@ class GPUVM:
         if not (changed := np.flatnonzero(after != np.frombuffer(before, np.uint8))).size: continue
         host = np.ctypeslib.as_array((ctypes.c_uint8 * bo.size).from_address(bo.host))
         host[changed] = after[changed]
-        for o in set((changed - changed % 4).tolist()):   # a dirty dword stored into: all of it, the CP's bytes too
-          if self.dirty.pop(bo.va + o, None) is not None: host[o:o + 4] = after[o:o + 4]
+        # a dirty dword stored into reaches memory whole, the CP's bytes too, and is clean
+        hit = self.dirty.take(bo.va + 4 * np.unique(changed // 4)) - bo.va
+        host[hit[:, None] + np.arange(4)] = after[hit[:, None] + np.arange(4)]
 
   def writeback(self) -> None:
     """Write every dirty L2 dword back to memory (what the GL2 write-back bits do)."""
-    d, self.dirty = self.dirty, {}
-    for a, v in d.items():
-      try: ctypes.memmove(self.host(a, 4), v, 4)
-      except GPUFault: pass   # unmapped meanwhile
+    d, self.dirty = self.dirty, DirtyL2()
+    for pa, offs, words in d.dwords():
+      try: host = np.ctypeslib.as_array((ctypes.c_uint8 * PAGE).from_address(self.host(pa + int(offs[0]), int(offs[-1] - offs[0]) + 4) - int(offs[0])))
+      except GPUFault:   # the page's dirty dwords are not in one mapped BO: one at a time (one unmapped meanwhile is lost)
+        for o, w in zip(offs.tolist(), words):
+          try: ctypes.memmove(self.host(pa + o, 4), w.tobytes(), 4)
+          except GPUFault: pass
+        continue
+      host.reshape(-1, 4)[offs // 4] = words
     if d: self.writebacks += 1

@@ -1,0 +1,78 @@
+"""The AMD mock's L2 of dirty dwords (hcqrt/mock/amd/memory.py DirtyL2, by page) answers exactly as the dword -> bytes
+dict it replaced, under random writes through and around the L2, reads, dispatch stores, write-backs and unmaps; and an
+SDMA-sized write-back is done a page at a time (the dict took seconds for 8 MiB)."""
+import ctypes
+import numpy as np
+import pytest
+from hcqrt.mock.amd.memory import BO, GPUVM, DirtyL2, PAGE
+
+class DictL2:
+  """The reference: what GPUVM's `dirty` was, a dict of dword address -> 4 bytes."""
+  def __init__(self): self.d: dict[int, bytes] = {}
+  def put(self, va, data):
+    for i in range(0, len(data), 4): self.d[va + i] = bytes(data[i:i + 4])
+  def drop(self, va, n):
+    for a in range(va - va % 4, va + n, 4): self.d.pop(a, None)
+  def overlay(self, va, data):
+    for a in range(va - va % 4, va + len(data), 4):
+      if (w := self.d.get(a)) is not None:
+        for i in range(4):
+          if 0 <= a + i - va < len(data): data[a + i - va] = w[i]
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pages_answer_as_the_dict_of_dwords(seed):
+  rng = np.random.default_rng(seed)
+  base, size = 0x40000, 6 * PAGE
+  got, want = DirtyL2(), DictL2()
+  for _ in range(300):
+    op = rng.integers(0, 5)
+    va = base + int(rng.integers(0, size - 64))
+    if op == 0:   # a CP/SDMA write through the L2: whole dwords, sometimes across a page
+      va -= va % 4
+      n = 4 * int(rng.integers(1, 3 * PAGE // 4 if rng.random() < 0.2 else 16))
+      n = min(n, base + size - va)
+      data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+      got.put(va, data); want.put(va, data)
+    elif op == 1:   # a write around the L2 (any bytes): the dwords it overlaps are clean
+      n = int(rng.integers(1, 2 * PAGE if rng.random() < 0.2 else 9))
+      n = min(n, base + size - va)
+      got.drop(va, n); want.drop(va, n)
+    elif op == 2:   # a read sees the L2 over memory
+      n = min(int(rng.integers(1, PAGE + 9)), base + size - va)
+      mem = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+      a, b = bytearray(mem), bytearray(mem)
+      got.overlay(va, a); want.overlay(va, b)
+      assert a == b
+    elif op == 3:   # a dispatch stored into some dwords: those dirty are taken out
+      addrs = np.unique(base + 4 * rng.integers(0, size // 4, int(rng.integers(1, 200))))
+      hit = got.take(addrs)
+      assert hit.tolist() == [a for a in addrs.tolist() if a in want.d]
+      for a in hit.tolist(): del want.d[a]
+    else:
+      a = base + 4 * int(rng.integers(0, size // 4))
+      assert (a in got) == (a in want.d) and got.get(a) == want.d.get(a) and got.pop(a) == want.d.pop(a, None)
+    assert list(got) == sorted(want.d) and len(got) == len(want.d) and bool(got) == bool(want.d)
+  for pa, offs, words in got.dwords():
+    assert [want.d[pa + o] for o in offs.tolist()] == [w.tobytes() for w in words]
+
+def test_writeback_reaches_every_dirty_dword_and_only_those():
+  vm = GPUVM(); bo = BO(1, 0x100000, 8 << 20, 0); vm.map(bo)
+  host = np.ctypeslib.as_array((ctypes.c_uint8 * bo.size).from_address(bo.host))
+  data = np.random.default_rng(1).integers(0, 256, 3 << 20, dtype=np.uint8)
+  vm.write_cached(bo.va + 4096 + 4, data.tobytes())   # 3 MiB, from a dword that is not a page start
+  vm.write_cached(bo.va + (6 << 20), b"wxyz")
+  assert not host.any() and bytes(vm.read(bo.va + 4096, 12)) == b"\0" * 4 + data[:8].tobytes()
+  vm.write(bo.va + 4096 + 8, b"!")   # around the L2: that dword is clean again, memory holds "!" and its old zeros
+  vm.writeback()
+  assert not vm.dirty and vm.writebacks == 1
+  want = np.zeros(bo.size, np.uint8)
+  want[4096 + 4:4096 + 4 + len(data)] = data
+  want[4096 + 8:4096 + 12] = [ord("!"), 0, 0, 0]
+  want[6 << 20:(6 << 20) + 4] = list(b"wxyz")
+  assert np.array_equal(host, want)
+
+def test_unmap_drops_only_that_bos_dirty_dwords():
+  vm = GPUVM(); a, b = BO(1, 0x10000, PAGE, 0), BO(2, 0x10000 + PAGE, PAGE, 0); vm.map(a); vm.map(b)
+  vm.write_cached(a.end - 8, b"12345678"); vm.write_cached(b.va, b"abcdefgh")   # the two BOs' neighbouring dwords
+  vm.unmap(a)
+  assert list(vm.dirty) == [b.va, b.va + 4]
