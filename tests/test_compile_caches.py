@@ -1,19 +1,33 @@
 """The compiler's caches change speed, never results: the interning table, simplify's per-node results, strides kept on
 index nodes, the program linearize keeps on a sink (see also bench/render_check.py, which compares whole kernels)."""
+import pathlib, subprocess, sys
 import numpy as np
+from child_env import device_env
 from compiler.dtypes import dtypes
 from compiler.uop import UOp, Ops, simplify, graph_rewrite, symbolic
-import compiler.uop as uop
 
 i32 = dtypes.int32
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def _rng(i: int, n: int) -> UOp: return UOp(Ops.RANGE, i32, (UOp.const(i32, n),), (i, "global"))
 
+_INTERNING_CHECK = """
+import compiler.uop as uop
+from compiler.dtypes import dtypes
+from compiler.uop import UOp
+i32 = dtypes.int32
+keep = [UOp.const(i32, 7_000_000 + i) for i in range(100)]
+for i in range(3 * uop._sweep_at): UOp.const(i32, 9_000_000 + i)   # temporaries, dropped at once
+assert len(uop._interned) <= uop._sweep_at, (len(uop._interned), uop._sweep_at)
+assert all(UOp.const(i32, 7_000_000 + i) is keep[i] for i in range(100))
+print("ok")
+"""
+
 def test_interning_table_bounded_and_live_nodes_kept():
-  keep = [UOp.const(i32, 7_000_000 + i) for i in range(100)]
-  for i in range(3 * uop._sweep_at): UOp.const(i32, 9_000_000 + i)   # temporaries, dropped at once
-  assert len(uop._interned) <= uop._sweep_at
-  assert all(UOp.const(i32, 7_000_000 + i) is keep[i] for i in range(100))
+  # in a fresh interpreter: a sweep comes after 3x as many temporaries as the nodes alive at the last one, so in a
+  # pytest worker holding every kernel its earlier files built (millions of nodes) this took 128 s instead of 1
+  out = subprocess.run([sys.executable, "-c", _INTERNING_CHECK], env=device_env(ROOT, "CPU"), capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
   # the key still tells -0.0 from 0.0
   a, b = UOp.const(dtypes.float32, -0.0), UOp.const(dtypes.float32, 0.0)
   assert a is not b and str(a.arg) == "-0.0"
