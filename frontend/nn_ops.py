@@ -24,6 +24,7 @@ from compiler.sint import any_sym, is_sym, smax
 from compiler.uop import Ops
 from compiler.opt.conv import ROW_LANE_USE_MIN, row_lane_use
 from frontend.checks import check_index
+from frontend.tensor_args import make_tuple
 from frontend.devices import target_of
 from frontend.multi import MultiLazyBuffer
 from frontend import function as F
@@ -56,8 +57,6 @@ def _view_chain(t: Tensor, key: tuple, build) -> Tensor:
   if (r := ret.lazydata).base is lb.base: memo_put(_chain_sts, k, r.st)
   return ret
 
-def _tuple(x, n: int) -> tuple:
-  return (x,) * n if isinstance(x, int) else tuple(x)
 def _flat(xs) -> list: return [a for x in xs for a in x]
 
 class NNOpsMixin:
@@ -69,12 +68,12 @@ class NNOpsMixin:
     # with no autograd node to record the windows are one view of self's base (_view_chain): a conv's forward and
     # gradients ask for the same ones at every eager step (about ten movement ops each)
     nk = len(k_)
-    s_, d_ = _tuple(stride, nk), _tuple(dilation, nk)
+    s_, d_ = make_tuple(stride, nk), make_tuple(dilation, nk)
     return _view_chain(self, ("pool", nk, *k_, *s_, *d_), lambda t: t._pool_views(k_, s_, d_))
   def _pool_views(self: Tensor, k_: tuple[int, ...], stride: int | tuple = 1, dilation: int | tuple = 1) -> Tensor:
     nk = len(k_)
     if self.ndim < nk: raise ValueError(f"pool: kernel {k_} has more dims than the input {self.shape}")
-    s_, d_ = _tuple(stride, nk), _tuple(dilation, nk)
+    s_, d_ = make_tuple(stride, nk), make_tuple(dilation, nk)
     noop, i_ = self.shape[:-nk], self.shape[-nk:]
     o_ = [(i - d * (k - 1) - 1) // s + 1 for i, d, k, s in zip(i_, d_, k_, s_)]
     if any(o <= 0 for o in o_): raise ValueError(f"pool: kernel {k_} (dilation {d_}) is larger than the input {i_}")
@@ -159,8 +158,8 @@ class NNOpsMixin:
     pads = self._resolve_pads(padding, len(HW))
     if any_sym(self.shape[2:]):   # a symbolic spatial size: the convolution of the maximum size, cut back
       return self._windows_at_max("conv2d", lambda x: x.conv2d(weight, bias, groups, stride, dilation, pads, acc_dtype), HW,
-                                  _tuple(stride, len(HW)), _tuple(dilation, len(HW)), pads)
-    for i, k, d, pb, pa in zip(self.shape[2:], HW, _tuple(dilation, len(HW)), pads[-2::-2], pads[::-2]):
+                                  make_tuple(stride, len(HW)), make_tuple(dilation, len(HW)), pads)
+    for i, k, d, pb, pa in zip(self.shape[2:], HW, make_tuple(dilation, len(HW)), pads[-2::-2], pads[::-2]):
       if i + pb + pa < d * (k - 1) + 1:
         raise RuntimeError(f"conv2d: the padded input {tuple(self.shape[2:])} (padding {list(pads)}) is smaller than the kernel {tuple(HW)} (dilation {dilation})")
     if (rw := _conv_rewrite(self, weight, groups, stride, dilation, pads, acc_dtype)) is not None: ret = rw
@@ -177,7 +176,7 @@ class NNOpsMixin:
     sum realized in its own (bs, groups, cout/groups, ...) shape before the channels merge (a buffer stored in the
     merged shape gives its kernel one channel loop that every input load divides by the group size: no tile rows)."""
     bs, (cout, cin), HW = self.shape[0], weight.shape[:2], weight.shape[2:]
-    if HW and all(k == 1 for k in HW) and not any(pads) and acc_dtype is None and all(v == 1 for v in _tuple(stride, len(HW)) + _tuple(dilation, len(HW))):
+    if HW and all(k == 1 for k in HW) and not any(pads) and acc_dtype is None and all(v == 1 for v in make_tuple(stride, len(HW)) + make_tuple(dilation, len(HW))):
       # 1x1: per image and group a matrix product W (cout/g, cin) @ X (cin, pixels), which the matmul opts run ~2x faster
       # than the conv tile (the pixels as one loop, the register tile's rows over output channels)
       sp = self.shape[2:]
@@ -224,7 +223,7 @@ class NNOpsMixin:
     (1, 1, 3, 3)
     """
     HW, nd = weight.shape[2:], weight.ndim - 2
-    stride, dilation, padding, output_padding = [_tuple(v, nd) for v in (stride, dilation, padding, output_padding)]
+    stride, dilation, padding, output_padding = [make_tuple(v, nd) for v in (stride, dilation, padding, output_padding)]
     if weight.shape[0] != self.shape[1]: raise RuntimeError(f"conv_transpose2d: input {self.shape} and weight {weight.shape} don't match")
     # the equivalent forward conv: flipped kernel with in/out swapped per group, over a zero-stuffed input
     w = weight.unflatten(0, (groups, -1)).transpose(1, 2).flip(*range(3, weight.ndim + 1)).flatten(0, 1)
@@ -247,8 +246,8 @@ class NNOpsMixin:
     >>> Tensor([[[[1.0, 2.0], [3.0, 4.0]]]]).max_pool2d().tolist()
     [[[[4.0]]]]
     """
-    k_ = _tuple(kernel_size, 2)
-    s_, d_ = _tuple(stride if stride is not None else k_, len(k_)), _tuple(dilation, len(k_))
+    k_ = make_tuple(kernel_size, 2)
+    s_, d_ = make_tuple(stride if stride is not None else k_, len(k_)), make_tuple(dilation, len(k_))
     pads = self._resolve_pads(padding, len(k_))
     if any_sym(self.shape[-len(k_):]):
       self._refuse_sym_pool("max_pool2d", ceil_mode=ceil_mode, return_indices=return_indices)
@@ -280,8 +279,8 @@ class NNOpsMixin:
     >>> Tensor([[[[1.0, 2.0], [3.0, 4.0]]]]).avg_pool2d().tolist()
     [[[[2.5]]]]
     """
-    k_ = _tuple(kernel_size, 2)
-    s_, d_ = _tuple(stride if stride is not None else k_, len(k_)), _tuple(dilation, len(k_))
+    k_ = make_tuple(kernel_size, 2)
+    s_, d_ = make_tuple(stride if stride is not None else k_, len(k_)), make_tuple(dilation, len(k_))
     pads = self._resolve_pads(padding, len(k_))
     if any_sym(self.shape[-len(k_):]):
       self._refuse_sym_pool("avg_pool2d", ceil_mode=ceil_mode)
@@ -308,8 +307,8 @@ class NNOpsMixin:
   def max_unpool2d(self: Tensor, indices: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
                    output_size=None) -> Tensor:
     """Inverse of max_pool2d(return_indices=True): values go back to their positions, zeros elsewhere."""
-    k_ = _tuple(kernel_size, 2)
-    s_, d_, p_ = _tuple(stride if stride is not None else k_, len(k_)), _tuple(dilation, len(k_)), _tuple(padding, len(k_))
+    k_ = make_tuple(kernel_size, 2)
+    s_, d_, p_ = make_tuple(stride if stride is not None else k_, len(k_)), make_tuple(dilation, len(k_)), make_tuple(padding, len(k_))
     pre, ins = self.shape[:-len(k_)], self.shape[-len(k_):]
     if output_size is None: out = tuple((i - 1) * s - 2 * p + d * (k - 1) + 1 for i, s, p, d, k in zip(ins, s_, p_, d_, k_))
     else: out = tuple(output_size)[-len(k_):]
@@ -412,7 +411,7 @@ class NNOpsMixin:
 
   def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor, axis=1) -> Tensor:
     """(x - mean) * invstd * weight + bias with the 1-d parameters laid along `axis`."""
-    axes = _tuple(axis, 1)
+    axes = make_tuple(axis, 1)
     axes = tuple(self._axis(a) for a in axes)
     shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
     x = self - mean.reshape(shape)
@@ -872,7 +871,7 @@ def _conv_fn_ok(x: Tensor, w: Tensor, groups, stride, dilation, pads: list[int],
   """Whether _ConvFn covers this conv: float32, one group, stride and dilation 1, padding at most kernel-1 per side
   (the input gradient's padding kernel-1-p must not be negative). Others keep the composite gradient."""
   nd = w.ndim - 2
-  return (groups == 1 and all(s == 1 for s in _tuple(stride, nd)) and all(d == 1 for d in _tuple(dilation, nd)) and acc_dtype is None
+  return (groups == 1 and all(s == 1 for s in make_tuple(stride, nd)) and all(d == 1 for d in make_tuple(dilation, nd)) and acc_dtype is None
           and x.dtype is dtypes.float32 and w.dtype is dtypes.float32 and x.device == w.device and
           all(p <= k - 1 for k, pb, pa in zip(w.shape[2:], pads[-2::-2], pads[::-2]) for p in (pb, pa)))
 
@@ -942,7 +941,7 @@ def _short_odd_rows(x: Tensor, w: Tensor, groups: int, stride, dilation, oyx: tu
   compiler moves its channel loop innermost: compiler/opt/conv.py channels_innermost), so no transposing copy runs.
   Rows of whole vectors, or long enough that the overlap costs little, keep the row tile and its two fewer copies
   (weights, output transposed back)."""
-  if not (len(oyx) == 2 and groups == 1 and acc_dtype is None and _tuple(stride, 2) == (1, 1) and _tuple(dilation, 2) == (1, 1) and
+  if not (len(oyx) == 2 and groups == 1 and acc_dtype is None and make_tuple(stride, 2) == (1, 1) and make_tuple(dilation, 2) == (1, 1) and
           x.dtype is dtypes.float32 and w.dtype is dtypes.float32): return False
   n, cout = oyx[-1], w.shape[0]
   if cout % COUT_ROW_LANES == 0 and n % COUT_ROW_LANES != 0 and n < 12: return True
@@ -955,7 +954,7 @@ def _depthwise_in_place(x: Tensor, w: Tensor, groups: int, stride, dilation, pad
   copy: its output row must be one conv_tile covers with vectors (compiler/opt/conv.py gated_row_vector), else the
   gated kernel would run as scalars."""
   if not (len(w.shape) == 4 and any(pads) and w.shape[1] == 1 and w.shape[0] == groups == x.shape[1] and acc_dtype is None and
-          _tuple(stride, 2) == (1, 1) and _tuple(dilation, 2) == (1, 1) and x.dtype is dtypes.float32 and w.dtype is dtypes.float32
+          make_tuple(stride, 2) == (1, 1) and make_tuple(dilation, 2) == (1, 1) and x.dtype is dtypes.float32 and w.dtype is dtypes.float32
           and not any_sym(x.shape) and all(0 <= p <= k - 1 for k, pb, pa in zip(w.shape[2:], pads[-2::-2], pads[::-2]) for p in (pb, pa))):
     return False
   from compiler.opt.conv import gated_row_vector
@@ -995,8 +994,8 @@ def _conv_fwd_cout(xp: Tensor, w: Tensor, stride: tuple, groups: int = 1, fused_
   def windows(xp: Tensor) -> Tensor:
     xw = xp.reshape(bs, grp, c, *xp.shape[2:])._pool(HW, stride)                # (bs, grp, c, oy, ox, ky, kx)
     return xw.permute(0, 3, 4, 1, 2, 5, 6).reshape(bs, oy, ox, grp, 1, c, *HW)
-  oy, ox = [(i - k) // s + 1 for i, k, s in zip(xp.shape[2:], HW, _tuple(stride, 2))]   # (what _pool makes)
-  xw = _view_chain(xp, ("cout-x", bs, grp, c, oy, ox, *HW, *_tuple(stride, 2)), windows)
+  oy, ox = [(i - k) // s + 1 for i, k, s in zip(xp.shape[2:], HW, make_tuple(stride, 2))]   # (what _pool makes)
+  xw = _view_chain(xp, ("cout-x", bs, grp, c, oy, ox, *HW, *make_tuple(stride, 2)), windows)
   wt = _view_chain(w, ("cout-w0", grp, co, c, *HW), lambda w: w.reshape(grp, co // grp, c, *HW).permute(0, 2, 3, 4, 1)).contiguous()
   wt = _view_chain(wt, ("cout-w1", grp, co, c, *HW), lambda w: w.permute(0, 4, 1, 2, 3).reshape(1, 1, 1, grp, co // grp, c, *HW))
   y = (xw * wt).sum((5, 6, 7)).reshape(bs, oy, ox, co)
@@ -1023,7 +1022,7 @@ def _conv_rewrite(x: Tensor, w: Tensor, groups: int, stride, dilation, pads: lis
     w undilated; the outputs interleave back.
   Both copy the input once (as the padded copy would); the groups carry over (a group's channels stay together)."""
   if w.ndim != 4 or acc_dtype is not None: return None
-  s_, d_, HW = _tuple(stride, 2), _tuple(dilation, 2), w.shape[2:]
+  s_, d_, HW = make_tuple(stride, 2), make_tuple(dilation, 2), w.shape[2:]
   if all(v == 1 for v in s_ + d_) or (any(s > 1 for s in s_) and any(d > 1 for d in d_)): return None
   bs, c, (co, ci) = x.shape[0], x.shape[1], w.shape[:2]
   pb, pa = pads[-2::-2], pads[::-2]   # (before, after) per spatial dim, first dim first
@@ -1161,7 +1160,7 @@ def _conv_wgrad(g: Tensor, xp: Tensor, HW: tuple, stride, groups: int = 1) -> La
     xw = xp.reshape(nb, chunk, grp, cin, *xp.shape[2:])._pool(HW, stride)          # (nb, chunk, grp, cin, *out, *HW)
     xw = xw.permute(0, 2, *[4 + nd + i for i in range(nd)], 3, 1, *[4 + i for i in range(nd)])   # (nb, grp, *HW, cin, chunk, *out)
     return xw.reshape(nb, grp, *HW, cin, 1, chunk, *oyx).expand(nb, grp, *HW, cin, cout, chunk, *oyx)
-  xw = _view_chain(xp, ("wgrad-x", nb, chunk, grp, cin, cout, *HW, *_tuple(stride, nd), *oyx), windows)
+  xw = _view_chain(xp, ("wgrad-x", nb, chunk, grp, cin, cout, *HW, *make_tuple(stride, nd), *oyx), windows)
   # (bs, *out, cout): cout contiguous, in one transposing copy (compiler/opt/transpose.py tiles it: 128x32x20x20 0.47-0.62
   # ms, where two copies, whole rows first and then each (cout, ox) block, took 1.05 + 1.45 ms)
   gt = _view_chain(g, ("wgrad-gt", nd), lambda g: g.permute(0, *[2 + i for i in range(nd)], 1)).contiguous()

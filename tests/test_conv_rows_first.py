@@ -10,7 +10,7 @@ import pytest
 from frontend import Tensor
 from compiler.lower import lower
 from compiler.schedule import create_schedule
-from compiler.opt.apply import _loads, _stride
+from compiler.opt.apply import kernel_loads, stride_of
 from compiler.view import prod
 from tests.conv_check import jit_conv_grads_match_torch, torch_conv_grads
 from tests.conftest import MANY_CORES, cpu_target_for
@@ -38,9 +38,9 @@ def _input_steps(conv) -> set:
   """{(step per input channel, step per kernel row)} of the conv kernel's input loads (the ones kx moves by 1)."""
   c, ky, kx = conv.reduce_ranges()
   assert [r.src[0].arg for r in (c, ky, kx)] == [64, 3, 3], conv.name
-  xin = [ld for ld in _loads(conv) if _stride(ld.src[1], kx) == 1]   # (the weight steps kx by its 64 channels)
+  xin = [ld for ld in kernel_loads(conv) if stride_of(ld.src[1], kx) == 1]   # (the weight steps kx by its 64 channels)
   assert xin, conv.name
-  return {(_stride(ld.src[1], c), _stride(ld.src[1], ky)) for ld in xin}
+  return {(stride_of(ld.src[1], c), stride_of(ld.src[1], ky)) for ld in xin}
 
 @pytest.mark.parametrize("ncores", [None, *MANY_CORES])
 def test_strided_forward_alone_reads_its_input_in_place_on_16_lanes(ncores, monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 from frontend import Tensor
 from compiler.lower import lower
 from compiler.schedule import create_schedule
-from compiler.opt.apply import _loads, _stride
+from compiler.opt.apply import kernel_loads, stride_of
 from tests.child_env import device_env
 from tests.conftest import MANY_CORES, cpu_target_for
 
@@ -40,8 +40,8 @@ def test_strided_forward_alone_reads_in_place_peeled_without_spills(hw, co, cpu_
   assert len(ks) == 2 and ks[-1].reduce_ranges(), [k.name for k in ks]
   conv = ks[-1]
   c, ky, kx = conv.reduce_ranges()
-  xin = [ld for ld in _loads(conv) if _stride(ld.src[1], kx) == 1]
-  assert xin and {(_stride(ld.src[1], c), _stride(ld.src[1], ky)) for ld in xin} == {(hw * hw, hw)} and has_gates(conv)
+  xin = [ld for ld in kernel_loads(conv) if stride_of(ld.src[1], kx) == 1]
+  assert xin and {(stride_of(ld.src[1], c), stride_of(ld.src[1], ky)) for ld in xin} == {(hw * hw, hw)} and has_gates(conv)
   rows = conv.global_ranges[2]   # (n, co, oy, ox)
   assert rows.src[0].arg == hw // 2
   k = optimize(conv, cpu_target)

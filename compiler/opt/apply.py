@@ -58,9 +58,9 @@ UPCAST_I, VEC_UNROLL, VEC_ACC = 4, 2, 4
 def work(k: LoweredKernel) -> int:
   return prod(r.src[0].arg for r in k.global_ranges) * max(1, prod(r.src[0].arg for r in k.reduce_ranges()))
 
-def _loads(k: LoweredKernel) -> list[UOp]: return [u for u in k.sink.toposort() if u.op is Ops.LOAD]
+def kernel_loads(k: LoweredKernel) -> list[UOp]: return [u for u in k.sink.toposort() if u.op is Ops.LOAD]
 
-def _stride(idx: UOp, r: UOp) -> int | None:
+def stride_of(idx: UOp, r: UOp) -> int | None:
   """How far idx moves when r grows by one (None when not affine in r). Kept on idx per range: the heuristics ask the
   same question of the same loads many times."""
   memo = idx.__dict__.setdefault("_stride", {})
@@ -170,7 +170,7 @@ def apply_reduce_split(k: LoweredKernel, r: UOp, amt: int, separate: bool) -> Lo
   k.sink = substitute(k.sink, m)
   return k
 
-def _replace_global(k: LoweredKernel, before: list[UOp]) -> None:
+def replace_global(k: LoweredKernel, before: list[UOp]) -> None:
   # keep k.threaded pointing at the range that replaced it; drop size-1 loops an opt left behind
   for old, new in zip(before, k.global_ranges):
     if k.threaded is old and new is not old: k.threaded = new
@@ -182,7 +182,7 @@ def _replace_global(k: LoweredKernel, before: list[UOp]) -> None:
       if k.threaded is g: k.threaded = None
       if k.depths: k.depths = [d - 1 if d > pos else d for d in k.depths]   # chains hung below it move up
 
-def _check(cond: bool, opt: Opt, k: LoweredKernel, why: str) -> None:
+def check_opt(cond: bool, opt: Opt, k: LoweredKernel, why: str) -> None:
   if not cond: raise OptError(f"{opt} on kernel {k.name}: {why}")
 
 def apply_opt(k: LoweredKernel, opt: Opt, target: Target) -> LoweredKernel:
@@ -195,67 +195,67 @@ def apply_opt(k: LoweredKernel, opt: Opt, target: Target) -> LoweredKernel:
   k = copy_kernel(k)
   before = list(k.global_ranges)
   kind, axis, amt = opt.kind, opt.axis, opt.amount
-  _check(kind in OPT_KINDS, opt, k, f"unknown opt kind (choose from {', '.join(OPT_KINDS)})")
-  _check(kind is not OptKind.DEFAULT, opt, k, "DEFAULT is the default heuristic: apply it with compiler.opt.heuristic.apply_opts")
+  check_opt(kind in OPT_KINDS, opt, k, f"unknown opt kind (choose from {', '.join(OPT_KINDS)})")
+  check_opt(kind is not OptKind.DEFAULT, opt, k, "DEFAULT is the default heuristic: apply it with compiler.opt.heuristic.apply_opts")
   if kind == "SWAP":
     gr = k.global_ranges
-    _check(axis is not None and amt is not None and 0 <= axis < amt < len(gr), opt, k, f"axes {axis}, {amt} out of range (kernel has {len(gr)} output loops)")
-    _check(not k.nests, opt, k, "loop chains hang at fixed depths of the output loops")
+    check_opt(axis is not None and amt is not None and 0 <= axis < amt < len(gr), opt, k, f"axes {axis}, {amt} out of range (kernel has {len(gr)} output loops)")
+    check_opt(not k.nests, opt, k, "loop chains hang at fixed depths of the output loops")
     gr[axis], gr[amt] = gr[amt], gr[axis]
     k.applied_opts.append(("SWAP", axis, amt))
   elif kind == "SPLIT":
     gr = k.global_ranges
-    _check(axis is not None and 0 <= axis < len(gr), opt, k, f"axis out of range (kernel has {len(gr)} output loops)")
+    check_opt(axis is not None and 0 <= axis < len(gr), opt, k, f"axis out of range (kernel has {len(gr)} output loops)")
     n = gr[axis].src[0].arg
-    _check(amt is not None and 1 < amt < n and n % amt == 0, opt, k, f"amount {amt} does not divide loop size {n} into two loops")
-    _check(not k.nests and k.threaded is None, opt, k, "split before peeling and threading (they pin loop positions)")
+    check_opt(amt is not None and 1 < amt < n and n % amt == 0, opt, k, f"amount {amt} does not divide loop size {n} into two loops")
+    check_opt(not k.nests and k.threaded is None, opt, k, "split before peeling and threading (they pin loop positions)")
     apply_split(k, axis, amt)
     before = list(k.global_ranges)   # (one loop became two: nothing below maps old loops to new ones by position)
   elif kind in ("UPCAST", "VECTOR", "THREAD", "PEEL", "PAD"):
-    _check(axis is not None and 0 <= axis < len(k.global_ranges), opt, k, f"axis out of range (kernel has {len(k.global_ranges)} output loops)")
+    check_opt(axis is not None and 0 <= axis < len(k.global_ranges), opt, k, f"axis out of range (kernel has {len(k.global_ranges)} output loops)")
     g = k.global_ranges[axis]
     n = g.src[0].arg
     if kind == "PAD":
-      _check(c_like, opt, k, "output loops are the grid on this device")
-      _check(amt is not None and 1 < amt < n and n % amt, opt, k, f"amount {amt} for loop size {n} (needs a remainder)")
+      check_opt(c_like, opt, k, "output loops are the grid on this device")
+      check_opt(amt is not None and 1 < amt < n and n % amt, opt, k, f"amount {amt} for loop size {n} (needs a remainder)")
       k = split_tail(k, g, amt)
     elif kind == "THREAD":
-      _check(target.ncores > 1 and c_like, opt, k, "the device runs one thread per kernel")
-      _check(k.threaded is None, opt, k, "the kernel is already split across cores")
-      _check(all(d > axis for d in k.depths), opt, k, "a loop chain beside this loop would run on every core")
-      _check(n >= 2, opt, k, f"loop of size {n}")
+      check_opt(target.ncores > 1 and c_like, opt, k, "the device runs one thread per kernel")
+      check_opt(k.threaded is None, opt, k, "the kernel is already split across cores")
+      check_opt(all(d > axis for d in k.depths), opt, k, "a loop chain beside this loop would run on every core")
+      check_opt(n >= 2, opt, k, f"loop of size {n}")
       k.threaded = g
     elif kind == "PEEL": k = peel_range(k, g)   # (the threaded loop too: the renderers cut its pieces by the chunks)
     else:
-      _check(amt is not None and 1 < amt <= n and n % amt == 0, opt, k, f"amount {amt} does not divide loop size {n}")
+      check_opt(amt is not None and 1 < amt <= n and n % amt == 0, opt, k, f"amount {amt} does not divide loop size {n}")
       if kind == "VECTOR":
-        _check(c_like and w_max > 1 and amt in (4, 8, 16) and amt <= w_max, opt, k, f"{amt} lanes of float32 (device vectors hold {w_max})")
-        _check(all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "vectors are float32-only")
-        _check(not has_vectors(k), opt, k, "the kernel is already vectorized (one lane index per kernel)")
+        check_opt(c_like and w_max > 1 and amt in (4, 8, 16) and amt <= w_max, opt, k, f"{amt} lanes of float32 (device vectors hold {w_max})")
+        check_opt(all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "vectors are float32-only")
+        check_opt(not has_vectors(k), opt, k, "the kernel is already vectorized (one lane index per kernel)")
         apply_tile(k, None, 1, g, amt, 1)
         k.applied_opts[-1] = ("VECTOR", g.arg[0], amt)
       else:
-        _check(len(k.sink.src) * amt <= MAX_STORES, opt, k, f"{len(k.sink.src) * amt} stores after the upcast (max {MAX_STORES})")
+        check_opt(len(k.sink.src) * amt <= MAX_STORES, opt, k, f"{len(k.sink.src) * amt} stores after the upcast (max {MAX_STORES})")
         apply_output_unroll(k, g, amt)
   else:
     rr = k.reduce_ranges()
-    _check(axis is not None and 0 <= axis < len(rr), opt, k, f"axis out of range (kernel has {len(rr)} reduction loops)")
+    check_opt(axis is not None and 0 <= axis < len(rr), opt, k, f"axis out of range (kernel has {len(rr)} reduction loops)")
     r = rr[axis]
     n = r.src[0].arg
-    _check(amt is not None and 1 < amt <= n and n % amt == 0, opt, k, f"amount {amt} does not divide reduction size {n}")
+    check_opt(amt is not None and 1 < amt <= n and n % amt == 0, opt, k, f"amount {amt} does not divide reduction size {n}")
     reds = _reduces_over(k, r)
-    _check(all(all(x.op is Ops.RANGE for x in red.src[1:]) for red in reds), opt, k, "a reduction over lanes")
+    check_opt(all(all(x.op is Ops.RANGE for x in red.src[1:]) for red in reds), opt, k, "a reduction over lanes")
     if kind == "REDUCE_VECTOR":
-      _check(c_like and w_max > 1 and amt in (4, 8, 16) and amt <= w_max, opt, k, f"{amt} lanes of float32 (device vectors hold {w_max})")
-      _check(not has_vectors(k) and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "needs an unvectorized float32 kernel")
-      _check(len(reds) == 1 and reds[0].dtype.is_float and reds[0].arg in (Ops.ADD, Ops.MAX), opt, k, "needs one float ADD/MAX reduction")
+      check_opt(c_like and w_max > 1 and amt in (4, 8, 16) and amt <= w_max, opt, k, f"{amt} lanes of float32 (device vectors hold {w_max})")
+      check_opt(not has_vectors(k) and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "needs an unvectorized float32 kernel")
+      check_opt(len(reds) == 1 and reds[0].dtype.is_float and reds[0].arg in (Ops.ADD, Ops.MAX), opt, k, "needs one float ADD/MAX reduction")
       apply_reduce_vectors(k, reds[0], r, amt, 1)
     else:
-      _check(kind != "REDUCE_UNROLL" or all(red.arg in (Ops.ADD, Ops.MAX, Ops.MUL) for red in reds), opt, k, "unknown reduce op")
-      _check(len(k.sink.toposort()) * (amt if kind == "UNROLL" else 1) <= MAX_NODES, opt, k, "the unrolled graph is too big")
+      check_opt(kind != "REDUCE_UNROLL" or all(red.arg in (Ops.ADD, Ops.MAX, Ops.MUL) for red in reds), opt, k, "unknown reduce op")
+      check_opt(len(k.sink.toposort()) * (amt if kind == "UNROLL" else 1) <= MAX_NODES, opt, k, "the unrolled graph is too big")
       apply_reduce_split(k, r, amt, separate=kind == "REDUCE_UNROLL")
       k.applied_opts.append((str(kind), r.arg[0], amt))
-  _replace_global(k, before)
+  replace_global(k, before)
   if c_like and kind != "THREAD": check_pressure(k, target, opt)
   return k
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.opt.base import Opt, OptError, copy_kernel
-from compiler.opt.apply import UPCAST_I, apply_opt, apply_opts, check_pressure, _loads, _stride
+from compiler.opt.apply import UPCAST_I, apply_opt, apply_opts, check_pressure, kernel_loads, stride_of
 from compiler.opt.peel import MAX_PEELS, peel_points, peel_range, _affine, _pieces
 from compiler.target import Target
 from compiler.uop import UOp, Ops, substitute
@@ -48,17 +48,17 @@ def channels_innermost(k: LoweredKernel, device: Target) -> LoweredKernel:
   if device.gpu or len(k.global_ranges) < 2 or not k.reduce_ranges() or k.nests or k.depths or has_gates(k): return k
   rj = k.global_ranges[-1]
   if not _window_loop(k, rj): return k
-  w, loads, rr = device.lanes, _loads(k), k.reduce_ranges()
-  slide = [ld for ld in loads if _stride(ld.src[1], rj) == 1]
+  w, loads, rr = device.lanes, kernel_loads(k), k.reduce_ranges()
+  slide = [ld for ld in loads if stride_of(ld.src[1], rj) == 1]
   # (the weight: read along the reduction; a bias fused in, contiguous along the channels too, is not one)
-  taps = [ld for ld in loads if any(_stride(ld.src[1], r) not in (0, None) for r in rr)]
+  taps = [ld for ld in loads if any(stride_of(ld.src[1], r) not in (0, None) for r in rr)]
   for i, g in enumerate(k.global_ranges[:-1]):
-    if g.src[0].op is Ops.CONST and g.src[0].arg % w == 0 and all(_stride(ld.src[1], g) == 0 for ld in slide) and \
-       any(_stride(ld.src[1], g) == 1 for ld in taps):
+    if g.src[0].op is Ops.CONST and g.src[0].arg % w == 0 and all(stride_of(ld.src[1], g) == 0 for ld in slide) and \
+       any(stride_of(ld.src[1], g) == 1 for ld in taps):
       # (the rows: a loop the channel-contiguous weight does not move with, of a size the matmul tile unrolls)
-      vec = [ld for ld in taps if _stride(ld.src[1], g) == 1]
+      vec = [ld for ld in taps if stride_of(ld.src[1], g) == 1]
       if not any(r is not g and r.src[0].op is Ops.CONST and any(r.src[0].arg % d == 0 for d in (UPCAST_I, 3, 5)) and
-                 any(_stride(ld.src[1], r) == 0 for ld in vec) for r in k.global_ranges): return k
+                 any(stride_of(ld.src[1], r) == 0 for ld in vec) for r in k.global_ranges): return k
       k = copy_kernel(k)
       k.global_ranges = k.global_ranges[:i] + k.global_ranges[i + 1:] + [g]
       return k
@@ -90,7 +90,7 @@ def overlap_vectors(k: LoweredKernel, rj: UOp, wv: int) -> LoweredKernel:
 
 def _window_loop(k: LoweredKernel, rj: UOp) -> bool:
   """Some load slides along rj: contiguous in rj and moving by one with a reduction loop too (x[ox + kx])."""
-  return any(_stride(ld.src[1], rj) == 1 and any(_stride(ld.src[1], r) == 1 for r in k.reduce_ranges()) for ld in _loads(k))
+  return any(stride_of(ld.src[1], rj) == 1 and any(stride_of(ld.src[1], r) == 1 for r in k.reduce_ranges()) for ld in kernel_loads(k))
 
 def window_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
   """An ungated convolution whose output row (size n) is not a multiple of the vector width: the row as at most
@@ -101,8 +101,8 @@ def window_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | Non
   n = rj.src[0].arg
   wv = next((x for x in (w, w // 2, w // 4) if x >= 4 and x <= n and -(-n // x) <= WINDOW_VECS), None)
   if wv is None or n % wv == 0 or not _window_loop(k, rj): return None   # (multiples: the matmul tile)
-  loads = [ld for ld in _loads(k) if _stride(ld.src[1], rj) == 1]
-  rows = next((ri for ri in k.global_ranges[:-1] if all(_stride(ld.src[1], ri) == 0 for ld in loads)), None)
+  loads = [ld for ld in kernel_loads(k) if stride_of(ld.src[1], rj) == 1]
+  rows = next((ri for ri in k.global_ranges[:-1] if all(stride_of(ld.src[1], ri) == 0 for ld in loads)), None)
   try: kv = overlap_vectors(k, rj, wv); check_pressure(kv, device)
   except OptError: return None
   if rows is None: return kv
@@ -123,7 +123,7 @@ def has_gates(k: LoweredKernel) -> bool:
   >>> [has_gates(lower(create_schedule([y.alu(Ops.ADD, y)])[0].ast)) for y in (x, x.pad(((0, 0), (1, 1))))]
   [False, True]
   """
-  return any(ld.op is Ops.LOAD and len(ld.src) > 2 for ld in _loads(k))
+  return any(ld.op is Ops.LOAD and len(ld.src) > 2 for ld in kernel_loads(k))
 
 def gated_row_vector(n: int, w: int) -> int | None:
   """The vector width conv_tile covers a gated output row of n pixels with on a CPU of w float32 lanes: 3 or 4 vectors
@@ -149,10 +149,10 @@ def conv_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
   n, j = rj.src[0].arg, len(k.global_ranges) - 1
   if not peel_points(k, rj): return None
   if (wv := gated_row_vector(n, w)) is None: return None
-  loads = _loads(k)
-  if not any(_stride(ld.src[1], rj) == 1 for ld in loads): return None
+  loads = kernel_loads(k)
+  if not any(stride_of(ld.src[1], rj) == 1 for ld in loads): return None
   rows = next((i for i, ri in enumerate(k.global_ranges[:-1]) if ri.src[0].arg % UPCAST_I == 0 and
-               any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads)), None)
+               any(stride_of(ld.src[1], rj) == 1 and stride_of(ld.src[1], ri) == 0 for ld in loads)), None)
   # as many rows as the registers allow (4 vectors x 4 rows of accumulators fit AVX-512's 32, not AVX2's 16)
   for ui in ((UPCAST_I, UPCAST_I // 2) if rows is not None else (1,)):
     try: return apply_opts(k, [Opt("VECTOR", j, wv), Opt("UPCAST", j, n // wv)] + ([Opt("UPCAST", rows, ui)] if rows is not None else []), device)
@@ -185,7 +185,7 @@ def peel_fixed_reductions(k: LoweredKernel) -> LoweredKernel:
   the FMAs: 12 broadcasts + 8 accumulators spill AVX2's 16 registers (16 vector moves). Cut, the zero row's taps fold
   away and the rest read ungated, as in the middle piece."""
   if not k.applied_opts or k.applied_opts[0][0] != "TILE": return k
-  if not any(ld.op is Ops.LOAD and len(ld.src) > 2 and ld.dtype.count == 1 for ld in _loads(k)): return k
+  if not any(ld.op is Ops.LOAD and len(ld.src) > 2 and ld.dtype.count == 1 for ld in kernel_loads(k)): return k
   for _ in range(MAX_PEELS):
     if (r := next((r for r in k.reduce_ranges() if peel_points(k, r) and _fixed_compares(k, r)), None)) is None: break
     k = peel_range(k, r)
@@ -221,12 +221,12 @@ def depthwise_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | 
   rj, n = k.global_ranges[j], k.global_ranges[j].src[0].arg
   wv = next((x for x in (w, w // 2) if x >= 4 and n % x == 0), None)
   if wv is None or not _window_loop(k, rj): return None
-  loads = [ld for ld in _loads(k) if _stride(ld.src[1], rj) == 1]
-  if any(_stride(ld.src[1], ri) == 0 for ld in loads for ri in k.global_ranges[:-1]): return None   # rows exist: not ours
+  loads = [ld for ld in kernel_loads(k) if stride_of(ld.src[1], rj) == 1]
+  if any(stride_of(ld.src[1], ri) == 0 for ld in loads for ri in k.global_ranges[:-1]): return None   # rows exist: not ours
   opts = [Opt("VECTOR", j, wv)] + ([Opt("UPCAST", j, 2)] if n % (2 * wv) == 0 else [])
   ri = k.global_ranges[j - 1]
   for u in DEPTHWISE_ROWS:
-    if ri.src[0].arg % u == 0 and ri.src[0].arg > u and all(_stride(ld.src[1], ri) not in (0, None) for ld in loads):
+    if ri.src[0].arg % u == 0 and ri.src[0].arg > u and all(stride_of(ld.src[1], ri) not in (0, None) for ld in loads):
       try: return apply_opts(k, opts + [Opt("UPCAST", j - 1, u)], device)
       except OptError: continue
   try: return apply_opts(k, opts, device)
@@ -243,14 +243,14 @@ def window_rows(k: LoweredKernel, before: list[UOp], device: Target) -> LoweredK
   tile = k.applied_opts[-1] if k.applied_opts else None
   if tile is None or tile[0] != "TILE" or tile[1] is None or tile[5] < 2 or device.gpu: return k
   ri = next((r for r in before if r.arg[0] == tile[1]), None)
-  loads, rr = _loads(k), k.reduce_ranges()
-  bcast = [ld for ld in loads if ld.dtype.count == 1 and any(_stride(ld.src[1], r) not in (0, None) for r in rr)]
+  loads, rr = kernel_loads(k), k.reduce_ranges()
+  bcast = [ld for ld in loads if ld.dtype.count == 1 and any(stride_of(ld.src[1], r) not in (0, None) for r in rr)]
   vecs = [ld for ld in loads if ld.dtype.count > 1]
   if ri is None or not bcast or not vecs or ri not in before: return k
   i = before.index(ri)
   if i == 0 or i > len(k.global_ranges) - 1: return k
   g = k.global_ranges[i - 1]   # the loop right outside the tile's rows (same position: the tile keeps the loop order)
   if (i - 1 == 0 and device.ncores > 1) or g.src[0].op is not Ops.CONST or g.src[0].arg % 2 or g.src[0].arg < 4: return k
-  if any(_stride(ld.src[1], g) in (0, None) for ld in bcast) or any(_stride(ld.src[1], g) != 0 for ld in vecs): return k
+  if any(stride_of(ld.src[1], g) in (0, None) for ld in bcast) or any(stride_of(ld.src[1], g) != 0 for ld in vecs): return k
   try: return apply_opt(k, Opt("UPCAST", i - 1, 2), device)
   except OptError: return k

@@ -25,7 +25,7 @@ from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel
 from compiler.uop import UOp, Ops, substitute
 from compiler.vectorize import vectorize
-from compiler.opt.apply import _loads, _stride
+from compiler.opt.apply import kernel_loads, stride_of
 from compiler.opt.tc import tensor_cores
 from compiler.target import Target
 from compiler.settings import noopt
@@ -51,7 +51,7 @@ def optimize_gpu(k: LoweredKernel, device: Target) -> LoweredKernel:
   r = k.global_ranges[-1]
   w = next((w for w in GPU_UPCAST if r.src[0].arg % w == 0), None)
   if w is None: return k
-  idxs = [ld.src[1] for ld in _loads(k)]
+  idxs = [ld.src[1] for ld in kernel_loads(k)]
   if not k.reduce_ranges(): idxs += [s.src[1] for s in k.sink.src if s.op is Ops.STORE]
-  if any(_stride(i, r) == 1 for i in idxs): apply_upcast(k, r, w)
+  if any(stride_of(i, r) == 1 for i in idxs): apply_upcast(k, r, w)
   return k

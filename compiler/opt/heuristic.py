@@ -30,7 +30,7 @@ from compiler.target import Target
 from compiler.opt.base import Opt, OptError, OptKind
 from compiler.opt.apply import (THREAD_MIN_WORK, CHUNK_MIN_WORK, CHUNKS_PER_CORE, MAX_CHUNKS, UPCAST_I, VEC_UNROLL, VEC_ACC, work, apply_tile, apply_reduce_vectors, apply_reduce_unroll,
                                 apply_reduce_split,
-                                apply_output_unroll, apply_opt, check_pressure, _check, _loads, _replace_global, _stride, copy_kernel)
+                                apply_output_unroll, apply_opt, check_pressure, check_opt, kernel_loads, replace_global, stride_of, copy_kernel)
 from compiler.opt.conv import channels_innermost, conv_tile, has_gates, peel_default, window_rows
 from compiler.opt.transpose import transpose_tile
 from compiler.opt.peel import unroll_tail
@@ -56,7 +56,7 @@ ODD_ROWS = (3, 5)   # row unrolls for a row loop that no multiple of UPCAST_I di
 
 def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> bool:
   if len(k.global_ranges) < 2 or not k.reduce_ranges(): return False
-  loads = _loads(k)
+  loads = kernel_loads(k)
   for rj in reversed(k.global_ranges):
     n = rj.src[0].arg
     # the widest vector that divides the row (narrower vectors still beat scalars)
@@ -64,7 +64,7 @@ def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> b
     if w is None: continue
     # 2 vectors per row, or 3 when only 3 divide it (a 24-wide conv row: 4 x 3 = 12 accumulators hide the FMA latency)
     uj = next((u for u in (VEC_UNROLL, 3) if n % (w * u) == 0), 1)
-    if not any(_stride(ld.src[1], rj) == 1 for ld in loads): continue
+    if not any(stride_of(ld.src[1], rj) == 1 for ld in loads): continue
     # the row loop: one whose contiguous-in-rj load does not move with it (so its loads are shared); a multiple of
     # UPCAST_I first, else one of 3 or 5 rows (a 3x3/5x5 conv's weight gradient with 1-3 input channels: ky rows).
     # The innermost such loop: neighbouring rows (a strided conv's output columns vectorized along its output channels,
@@ -73,7 +73,7 @@ def _matmul_tile(k: LoweredKernel, wmax: int, target: Target | None = None) -> b
            [(ri, d) for ri in k.global_ranges for d in ODD_ROWS if ri.src[0].arg % UPCAST_I and ri.src[0].arg % d == 0]
     for ri, ui in rows:
       if ri is rj: continue
-      if any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads):
+      if any(stride_of(ld.src[1], rj) == 1 and stride_of(ld.src[1], ri) == 0 for ld in loads):
         # the biggest tile whose accumulators and loads fit the registers (4 x 2 or 3 vectors, else 4 x 1, 2 x 1)
         tiles = [t for t in dict.fromkeys([(ui, uj), (ui, 1), (UPCAST_I // 2, 1)]) if ri.src[0].arg % t[0] == 0]
         _first_fit(k, target, [lambda kc, t=t: apply_tile(kc, ri, t[0], rj, w, t[1]) for t in tiles])
@@ -89,7 +89,7 @@ def merge_reduce_rows(k: LoweredKernel, red: UOp, w: int) -> UOp:
   while len(red.src) >= 3 and all(r.op is Ops.RANGE and r.src[0].op is Ops.CONST for r in red.src[-2:]) and red.src[-1].src[0].arg % w:
     ro, ri = red.src[-2:]
     n = ri.src[0].arg
-    if any((si := _stride(ld.src[1], ri)) is None or _stride(ld.src[1], ro) != si * n for ld in _loads(k)): break
+    if any((si := stride_of(ld.src[1], ri)) is None or stride_of(ld.src[1], ro) != si * n for ld in kernel_loads(k)): break
     m = k.new_range(ro.src[0].arg * n, "reduce")
     val = simplify(substitute(red.src[0], {ro: m // n, ri: m % n}))
     if any(u.op in (Ops.IDIV, Ops.MOD) and m in u.src[0].toposort() for u in val.toposort()): break
@@ -113,7 +113,7 @@ def _peel_reduce_tail(k: LoweredKernel, red: UOp, wmax: int) -> UOp | None:
   above the fold over the lanes, so the vectorizer computes it, and what follows, once per lane: a few scalar ops per
   row of at least REDUCE_TAIL_MIN loads.)"""
   if len(red.src) != 2 or (r := red.src[1]).src[0].op is not Ops.CONST or (n := r.src[0].arg) < REDUCE_TAIL_MIN: return None
-  strides = {_stride(ld.src[1], r) for ld in _loads(k)}
+  strides = {stride_of(ld.src[1], r) for ld in kernel_loads(k)}
   if not strides <= {0, 1} or 1 not in strides: return None
   m = n - n % (wmax * VEC_ACC)
   r1, r2 = k.new_range(m, "reduce"), k.new_range(n - m, "reduce")
@@ -132,10 +132,10 @@ def _reduce_vectors(k: LoweredKernel, wmax: int, target: Target | None = None) -
   n = r.src[0].arg
   w = next((w for w in (wmax, wmax // 2) if w >= 4 and n % w == 0), None)
   if w is None and (peeled := _peel_reduce_tail(k, red, wmax)) is not None: red, r, n, w = peeled, peeled.src[-1], peeled.src[-1].src[0].arg, wmax
-  if w is None or not any(_stride(ld.src[1], r) == 1 for ld in _loads(k)): return False
+  if w is None or not any(stride_of(ld.src[1], r) == 1 for ld in kernel_loads(k)): return False
   # a load that moves with r at another stride (a column sum of x * m, m broadcast per row: m is contiguous along r, x
   # is not) would walk down a column, one cache line per element: vectors along the output loop instead, when it can
-  if any(_stride(ld.src[1], r) not in (0, 1) for ld in _loads(k)) and _output_vectors_fit(k, wmax): return False
+  if any(stride_of(ld.src[1], r) not in (0, 1) for ld in kernel_loads(k)) and _output_vectors_fit(k, wmax): return False
   # the most accumulators (up to VEC_ACC) whose loop body fits the registers (an exp per accumulator takes several);
   # a row too short for several (20 floats: 5 vectors) takes them from the next loop out (BatchNorm's sums over 20x20)
   accs = [a for a in (VEC_ACC, VEC_ACC // 2) if a > 1 and n % (w * a) == 0]
@@ -194,7 +194,7 @@ def merge_rows(k: LoweredKernel, w: int, whole: bool = False) -> bool:
   while len(k.global_ranges) >= 2 and all(r.src[0].op is Ops.CONST for r in k.global_ranges[-2:]) and (whole or k.global_ranges[-1].src[0].arg % w):
     ro, ri = k.global_ranges[-2:]
     n = ri.src[0].arg
-    if any((si := _stride(u.src[1], ri)) is None or _stride(u.src[1], ro) != si * n
+    if any((si := stride_of(u.src[1], ri)) is None or stride_of(u.src[1], ro) != si * n
            for u in k.sink.toposort() if u.op in (Ops.LOAD, Ops.STORE)): break
     m = k.new_range(ro.src[0].arg * n, "global")
     sink = simplify(substitute(k.sink, {ro: m // n, ri: m % n}))
@@ -215,7 +215,7 @@ def _elementwise_vectors(k: LoweredKernel, w: int) -> bool:
   if k.global_ranges[-1].src[0].arg % w: merge_rows(k, w)
   rj = k.global_ranges[-1]
   w = next((v for v in (w, w // 2, w // 4) if v >= 4 and rj.src[0].arg % v == 0), 0)
-  if not w or any(_stride(st.src[1], rj) != 1 for st in k.sink.src): return False
+  if not w or any(stride_of(st.src[1], rj) != 1 for st in k.sink.src): return False
   apply_tile(k, None, 1, rj, w, 1)
   return True
 
@@ -223,8 +223,8 @@ def _output_vectors_fit(k: LoweredKernel, w: int) -> bool:
   """Can _output_vectors vectorize k's innermost output loop?"""
   if not k.global_ranges or not k.reduce_ranges() or len(k.sink.src) != 1: return False
   rj = k.global_ranges[-1]
-  if rj.src[0].arg % w or _stride(k.sink.src[0].src[1], rj) != 1: return False
-  return all(_stride(ld.src[1], rj) in (0, 1) and len(ld.src) == 2 for ld in _loads(k))
+  if rj.src[0].arg % w or stride_of(k.sink.src[0].src[1], rj) != 1: return False
+  return all(stride_of(ld.src[1], rj) in (0, 1) and len(ld.src) == 2 for ld in kernel_loads(k))
 
 def _output_vectors(k: LoweredKernel, w: int) -> bool:
   """A reduction over non-contiguous loops whose innermost output loop is contiguous in the store and in every load that
@@ -367,18 +367,18 @@ def optimize_portable(k: LoweredKernel) -> LoweredKernel:
     if red is None: break
     done.update(red.src[1:])
     if not red.dtype.is_float or red.arg not in (Ops.ADD, Ops.MAX): continue
-    loads = _loads(k)
+    loads = kernel_loads(k)
     # innermost contiguous range first
-    rngs = [x for x in reversed(red.src[1:]) if any(_stride(ld.src[1], x) == 1 for ld in loads)]
+    rngs = [x for x in reversed(red.src[1:]) if any(stride_of(ld.src[1], x) == 1 for ld in loads)]
     r, acc = next(((x, a) for x in rngs for a in PORTABLE_ACC if x.src[0].arg % a == 0 and x.src[0].arg >= 2 * a), (None, 0))
     if r is not None: done.add(apply_reduce_unroll(k, red, r, acc))
   if k.applied_opts or not (rr := k.reduce_ranges()): return k
-  inner = [ld for ld in _loads(k) if any(_stride(ld.src[1], r) != 0 for r in rr)]   # the loads of the reduction's body
+  inner = [ld for ld in kernel_loads(k) if any(stride_of(ld.src[1], r) != 0 for r in rr)]   # the loads of the reduction's body
   def cheap(g: UOp) -> bool:   # every load that moves with g is a plain affine one: the costly ones get shared
-    return all(len(ld.src) == 2 and _stride(ld.src[1], g) is not None for ld in inner if _stride(ld.src[1], g) != 0)
+    return all(len(ld.src) == 2 and stride_of(ld.src[1], g) is not None for ld in inner if stride_of(ld.src[1], g) != 0)
   for g in sorted(reversed(k.global_ranges), key=lambda g: not cheap(g)):   # noqa: C414 (ties: the innermost first)
     u = next((a for a in PORTABLE_ACC if g.src[0].arg % a == 0), None)
-    if u is not None and any(_stride(ld.src[1], g) == 0 for ld in inner) and any(_stride(ld.src[1], g) != 0 for ld in inner):
+    if u is not None and any(stride_of(ld.src[1], g) == 0 for ld in inner) and any(stride_of(ld.src[1], g) != 0 for ld in inner):
       return apply_output_unroll(k, g, u)
   return k
 
@@ -410,14 +410,14 @@ def _more_vector_rows(k: LoweredKernel, i: int, before: list[UOp], device: Targe
   Measured on the stride-2 bench conv (AVX-512, one core, interleaved minima): 17.7 -> 11.0 ms."""
   vec = next((j for j, r in enumerate(before) if r.arg[0] == k.applied_opts[-1][3]), None)
   rr = k.reduce_ranges()
-  loads = _loads(k)
-  bcast = [ld for ld in loads if ld.dtype.count == 1 and any(_stride(ld.src[1], r) != 0 for r in rr)]
+  loads = kernel_loads(k)
+  bcast = [ld for ld in loads if ld.dtype.count == 1 and any(stride_of(ld.src[1], r) != 0 for r in rr)]
   vecs = [ld for ld in loads if ld.dtype.count > 1]
   if not bcast or not vecs: return None
   for j in reversed(range(len(k.global_ranges))):
     g = k.global_ranges[j]
     if j in (i, vec) or (j == 0 and device.ncores > 1) or g.src[0].op is not Ops.CONST: continue   # (the outermost: the cores')
-    if any(_stride(ld.src[1], g) != 0 for ld in bcast) or not any(_stride(ld.src[1], g) for ld in vecs): continue
+    if any(stride_of(ld.src[1], g) != 0 for ld in bcast) or not any(stride_of(ld.src[1], g) for ld in vecs): continue
     for f in MORE_ROWS:
       if g.src[0].arg % f == 0 and g.src[0].arg >= 2 * f:
         try: return apply_opt(k, Opt("UPCAST", j, f), device)
@@ -459,18 +459,18 @@ def _odd_tile(k: LoweredKernel, w: int, device: Target) -> LoweredKernel | None:
   vector tile (PAD) and vectorize the main part, and the same for the rows of a matmul-like kernel when they are not the
   outermost loop of a threaded kernel (a remainder beside the threaded loop would run on every core)."""
   if not k.global_ranges: return None
-  loads, reduce = _loads(k), bool(k.reduce_ranges())
+  loads, reduce = kernel_loads(k), bool(k.reduce_ranges())
   if not reduce and len(k.sink.src) != 1: return None
   for j in reversed(range(len(k.global_ranges))):
     rj = k.global_ranges[j]
     n = rj.src[0].arg
-    contiguous = any(_stride(ld.src[1], rj) == 1 for ld in loads) if reduce else _stride(k.sink.src[0].src[1], rj) == 1
+    contiguous = any(stride_of(ld.src[1], rj) == 1 for ld in loads) if reduce else stride_of(k.sink.src[0].src[1], rj) == 1
     if not contiguous or n < 2 * w or n % w == 0: continue
     uj = VEC_UNROLL if reduce and n >= 2 * w * VEC_UNROLL else 1
     opts = [Opt("PAD", j, w * uj), Opt("VECTOR", j, w)] + ([Opt("UPCAST", j, uj)] if uj > 1 else [])
     if reduce:
       i = next((i for i, ri in enumerate(k.global_ranges) if i != j and ri.src[0].arg >= UPCAST_I and
-                any(_stride(ld.src[1], rj) == 1 and _stride(ld.src[1], ri) == 0 for ld in loads)), None)
+                any(stride_of(ld.src[1], rj) == 1 and stride_of(ld.src[1], ri) == 0 for ld in loads)), None)
       if i is not None:
         ni = k.global_ranges[i].src[0].arg
         if ni % UPCAST_I == 0: opts.append(Opt("UPCAST", i, UPCAST_I))
@@ -489,14 +489,14 @@ def apply_default(k: LoweredKernel, target: Target) -> LoweredKernel:
   Raises OptError when `k` was optimized already or there is nothing to vectorize."""
   opt, w_max = Opt(OptKind.DEFAULT), target.lanes
   k = copy_kernel(k)
-  _check(not k.applied_opts and k.threaded is None, opt, k, "the default heuristic applies only to an unoptimized kernel")
-  _check(w_max > 1 and not target.gpu and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "no float32 vectors on this device/kernel")
+  check_opt(not k.applied_opts and k.threaded is None, opt, k, "the default heuristic applies only to an unoptimized kernel")
+  check_opt(w_max > 1 and not target.gpu and all(dt.scalar is dtypes.float32 for dt in k.buf_dtypes), opt, k, "no float32 vectors on this device/kernel")
   k = channels_innermost(k, target)
   before = list(k.global_ranges)
   if (kc := packed_matmul_tile(k, target, thread=False)) is not None: k = kc
   elif (kc := conv_tile(k, w_max, target)) is not None: k = kc
-  elif not _matmul_tile(k, w_max, target): _check(_reduce_vectors(k, w_max, target) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
-  _replace_global(k, before)
+  elif not _matmul_tile(k, w_max, target): check_opt(_reduce_vectors(k, w_max, target) or _elementwise_vectors(k, w_max), opt, k, "the heuristic finds nothing to vectorize")
+  replace_global(k, before)
   check_pressure(k, target, opt)
   return k
 

@@ -38,7 +38,7 @@ import math
 from compiler.lower import LoweredKernel
 from compiler.opt.base import OptError, copy_kernel
 from compiler.dtypes import dtypes
-from compiler.opt.apply import apply_output_unroll, apply_split, apply_tile, check_pressure, _stride
+from compiler.opt.apply import apply_output_unroll, apply_split, apply_tile, check_pressure, stride_of
 from compiler.opt.peel import split_tail, unroll_tail
 from compiler.prefetch import prefetched
 from compiler.target import Target
@@ -95,7 +95,7 @@ def prefetch_streams(sink: UOp, reds: list[UOp]) -> UOp:
   r = reds[0]
   by_buf: dict[UOp, list[tuple[int, UOp, UOp]]] = {}
   for u in sink.toposort():
-    if u.op is Ops.LOAD and len(u.src) == 2 and (st := _stride(u.src[1], r)):
+    if u.op is Ops.LOAD and len(u.src) == 2 and (st := stride_of(u.src[1], r)):
       base = simplify(substitute(u.src[1], {r: UOp.const(dtypes.int32, 0)}))
       by_buf.setdefault(u.src[0], []).append((st, base, u))
   subs: dict[UOp, UOp] = {}

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from compiler.lower import LoweredKernel
 from compiler.opt.base import Opt, OptError, copy_kernel
-from compiler.opt.apply import apply_opts, _loads, _stride
+from compiler.opt.apply import apply_opts, kernel_loads, stride_of
 from compiler.target import Target
 from compiler.uop import Ops
 
@@ -47,13 +47,13 @@ def transpose_tile(k: LoweredKernel, w: int, device: Target, merge: Callable[[Lo
   gr, st = kc.global_ranges, kc.sink.src[0]
   j, rj = len(gr) - 1, gr[-1]
   n = rj.src[0].arg
-  if _stride(st.src[1], rj) != 1: return None
+  if stride_of(st.src[1], rj) != 1: return None
   wv = next((v for v in (w, w // 2, w // 4) if v >= 4 and n % v == 0), None)
   if wv is None: return None
   # the loop along which some load is contiguous while the store is not (the innermost such), the load moving along rj
   # by more than one element (a gather: a broadcast or a vector load along rj needs none of this)
-  rows = [i for i in range(j) for ld in _loads(kc) if len(ld.src) == 2 and _stride(ld.src[1], gr[i]) == 1
-          and _stride(ld.src[1], rj) not in (0, 1) and gr[i].src[0].arg % TRANSPOSE_ROWS == 0]
+  rows = [i for i in range(j) for ld in kernel_loads(kc) if len(ld.src) == 2 and stride_of(ld.src[1], gr[i]) == 1
+          and stride_of(ld.src[1], rj) not in (0, 1) and gr[i].src[0].arg % TRANSPOSE_ROWS == 0]
   if not rows: return None
   i = max(rows)
   nc = gr[i].src[0].arg
