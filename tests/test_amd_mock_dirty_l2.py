@@ -76,3 +76,15 @@ def test_unmap_drops_only_that_bos_dirty_dwords():
   vm.write_cached(a.end - 8, b"12345678"); vm.write_cached(b.va, b"abcdefgh")   # the two BOs' neighbouring dwords
   vm.unmap(a)
   assert list(vm.dirty) == [b.va, b.va + 4]
+
+def test_dispatch_view_refuses_an_l2_write_with_no_bo_mapped():
+  """A dirty dword with no BO mapped at all (a mock bug): the clear error naming it, as with BOs mapped
+  (test_amd_l1_persist.py), not an IndexError from the page-wise lookup (audit43)."""
+  vm = GPUVM(); vm.dirty.put(0x8000, b"abcd")
+  with pytest.raises(RuntimeError, match="L2 holds a CP write at 0x8000 that lies in no BO"):
+    with vm.l2_seen_by_shaders(): pass
+
+def test_gpuvm_refuses_a_bo_that_is_not_page_aligned():
+  """The page-wise L2 and the dispatch view's dword index assume page-aligned BOs (all kfd.py makes); one at
+  0x10002 would get its CP write placed 2 bytes off in the dispatch's copy, so it is refused when mapped (audit43)."""
+  with pytest.raises(ValueError, match="BO at 0x10002 is not page aligned"): GPUVM().map(BO(1, 0x10002, PAGE, 0))

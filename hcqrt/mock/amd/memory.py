@@ -163,6 +163,9 @@ class GPUVM:
     self._shader_view: dict[int, int] = {}   # BO VA -> the private copy a running dispatch reads (l2_seen_by_shaders)
 
   def map(self, bo: BO) -> None:
+    # DirtyL2 and the dispatch view index dwords by page and by (va - bo.va) // 4: they hold only for page-aligned BOs,
+    # which is all ALLOC_MEMORY_OF_GPU makes (kfd.py _alloc_memory_of_gpu refuses va % PAGE, BO rounds the size up)
+    if bo.va % PAGE: raise ValueError(f"mock GPUVM: BO at {bo.va:#x} is not page aligned")
     self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)
     self._vas = [b.va for b in self.bos]
   def unmap(self, bo: BO) -> None:
@@ -231,7 +234,8 @@ class GPUVM:
       True
     """
     by_bo: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-    vas, ends = np.array(self._vas, np.int64), np.array([b.end for b in self.bos], np.int64)
+    # (ends gets a 0 past the BOs so ends[max(idx, 0)] exists with no BO mapped; idx < 0 marks those dwords bad)
+    vas, ends = np.array(self._vas, np.int64), np.array([b.end for b in self.bos] + [0], np.int64)
     for pa, offs, words in self.dirty.dwords():
       addrs = pa + offs
       idx = np.searchsorted(vas, addrs, side="right") - 1   # (the BO starting at or below each)
