@@ -94,12 +94,20 @@ def exec_alu(op: Ops, dtype: DType, srcs: tuple) -> Any:
 # The interning table: key -> weak reference to the UOp. Dead entries are not dropped one by one as UOps die (a weakref
 # callback per node cost as much as building the node: the simplifier makes and drops many temporaries) but swept
 # when the table has doubled since the last sweep; until then a dead entry's key keeps its sources alive.
+# The sweep walks the table newest first: a node is entered after its sources, so dropping a dead node's key frees
+# sources the same walk reaches next (the walk's own list lets go of each entry as it passes it). Oldest first, a dead
+# graph N nodes deep took N sweeps to go (its leaves held by its dead roots' keys), and as the threshold doubles with
+# the table, that garbage grew with it: a test worker that had built a few thousand kernels held millions of entries.
+# (A dead key entered again keeps its old place, older than its new sources: what that leaves goes at the next sweep.)
 _interned: dict[tuple, weakref.ref] = {}
 _sweep_at = 1 << 16
 def _sweep() -> None:
   global _sweep_at
-  for key, ref in list(_interned.items()):   # (a snapshot: dropping a key can free its sources)
+  entries = list(_interned.items())
+  while entries:
+    key, ref = entries.pop()
     if ref() is None and _interned.get(key) is ref: del _interned[key]
+  del entries
   _sweep_at = max(1 << 16, 2 * len(_interned))
 
 class UOp:
