@@ -691,6 +691,8 @@ def test_a_wave_held_after_a_barrier_is_only_delayed(arch, monkeypatch):
   lets a held wave rejoin after HOLD_STEPS, and gives a ready wave that has not issued for FAIR_STEPS a burst (the
   spin loop sits below the flag store, so lowest-PC-first alone would starve wave 0 again)."""
   monkeypatch.setattr(Waves.run, "__defaults__", (300_000,))   # (the old mock fails at this bound instead of 50M steps)
+  # (the same rules with a tenth of the bounds: the spin takes ~10x fewer emulated steps, 1 s instead of 20-30 in the suite)
+  monkeypatch.setattr(Waves, "HOLD_STEPS", Waves.HOLD_STEPS // 10); monkeypatch.setattr(Waves, "FAIR_STEPS", Waves.FAIR_STEPS // 10)
   wave = 64 if arch == "gfx942" else 32
   text, entry, _, kd = read_object(compile_ir(SPIN_ON_HELD.replace("WAVE", str(wave)), cpu=arch, features="-real-true16" if arch == "gfx1100" else ""), "k")
   out = np.zeros(2 * wave, np.int32); m = FlatMemory(); m.map(0x10000, out.view(np.uint8))
