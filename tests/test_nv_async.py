@@ -1,6 +1,8 @@
 """The NV mock in latency mode (`drv.engine.latency_s`): a doorbell only queues the work, the front end runs it later
 on its own thread and reads the pushbuffers, QMDs and cbufs as they are then. A graph replay that rewrites its
-stream before the previous replay's last release has landed (issue 22, N3) gives wrong results or a hang here."""
+stream before the previous replay's last release has landed (issue 22, N3) gives wrong results or a hang here. Held
+mode (`drv.engine.held()`) is latency mode without the timer: doorbells wait until the test releases them."""
+import time
 import numpy as np
 import pytest
 from conftest import mock_nv_device, registry_on_mock
@@ -56,6 +58,68 @@ def test_latency_order_picks_which_due_channel_runs_first(nv):
     nv.hw_compute_queue().signal(s, 1).submit(nv); nv.hw_copy_queue().signal(c, 1).submit(nv)
     s.wait(1, 5.0); c.wait(1, 5.0)
   e.latency_order, e.latency_s = "latest", 0.0
+
+def test_held_doorbells_run_only_when_released(nv):
+  """gpfifo.py GPFIFOEngine.held: a held doorbell is queued, not run, for as long as the hold lasts; leaving the block
+  releases it and the front end's thread runs it."""
+  e, s = nv.drv.engine, nv.new_signal(0)
+  with e.held():
+    nv.hw_compute_queue().signal(s, 1).submit(nv)
+    time.sleep(0.2)   # (only a broken hold can make this fail: the front end's thread would have run it by now)
+    assert s.value == 0 and len(e._queued) == 1
+  s.wait(1, 5.0)
+  assert e._queued == [] and not e.hold
+
+@pytest.mark.parametrize("order,last", [("latest", 1), ("earliest", 2)])
+def test_release_takes_held_doorbells_up_in_latency_order(nv, order, last):
+  """Released doorbells follow Engine.latency_order: the compute channel (rung first) writes 1 into s, the copy channel
+  (rung second) writes 2; "latest" runs the copy channel first (s ends 1), "earliest" the compute channel (s ends 2).
+  release(keep_holding=True) holds the doorbells rung after it again."""
+  e = nv.drv.engine
+  e.latency_order = order
+  s, done = nv.new_signal(0), nv.new_signal(0)
+  e.hold = True
+  try:
+    nv.hw_compute_queue().signal(s, 1).submit(nv); nv.hw_copy_queue().signal(s, 2).submit(nv)
+    assert e.release(keep_holding=True) == 2 and e.hold
+    s.wait(1, 5.0)
+    nv.hw_compute_queue().wait(s, 1).signal(done, 1).submit(nv)   # (held again: taken up by the release below)
+    assert len(e._queued) == 1
+  finally: e.hold = False   # (ends the hold and releases what it held)
+  done.wait(1, 5.0)
+  assert s.value == last
+
+def test_a_timed_wait_on_held_work_times_out(nv, monkeypatch):
+  """A host wait that needs held work does not hang: its timeout raises the runtime's SignalTimeout (naming the signal,
+  the value and the last one completed), and the held work is still there to run once released. (The runtime's recovery
+  after a timeout rings new channels, whose doorbells the hold would keep too: it is the runtime's part, not tested here.)"""
+  monkeypatch.setattr(nv, "recover", lambda: "recovery skipped by the test")
+  e, s = nv.drv.engine, nv.new_signal(0)
+  with e.held():
+    nv.hw_compute_queue().signal(s, 1).submit(nv)
+    with pytest.raises(SignalTimeout, match=r"timed out after 0.2 s waiting for .* to reach 1; last completed value is 0"): s.wait(1, 0.2)
+  s.wait(1, 5.0)
+
+def test_idle_only_when_nothing_runs_without_held_work(nv, monkeypatch):
+  """GPFIFOEngine.idle, which tests/held_gpu.py waits for before it takes held work up: not while a channel waits out
+  the stall after a release mid-segment (RELEASE_STALL_S, made long here); yes once the channel is parked on an acquire
+  nothing satisfies, with a held doorbell left or not."""
+  import hcqrt.mock.nv.gpfifo as G
+  e = nv.drv.engine
+  gate, s, t, u = (nv.new_signal(0) for _ in range(4))
+  monkeypatch.setattr(G, "RELEASE_STALL_S", 60.0)
+  nv.hw_compute_queue().signal(s, 1).wait(gate, 1).signal(t, 1).submit(nv)
+  assert s.value == 1 and not e.idle()   # stalled after the release of s, before the acquire
+  for c in e.channels.values(): c.stall_until = 0.0   # the stall is over: the channel goes on to the acquire and parks
+  deadline = time.perf_counter() + 5.0
+  while not e.idle(): assert time.perf_counter() < deadline, "the parked channel never counted as idle"
+  assert t.value == 0
+  with e.held():
+    nv.hw_copy_queue().signal(u, 1).submit(nv)
+    assert e.idle() and u.value == 0
+  u.wait(1, 5.0)
+  gate.value = 1   # (a CPU write the parked acquire sees: the channel finishes)
+  t.wait(1, 5.0)
 
 def test_the_front_end_reads_the_pushbuffer_when_it_runs(nv):
   """The harmful reading of a late fetch: a pushbuffer rewritten after the doorbell runs as rewritten."""
