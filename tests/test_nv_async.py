@@ -13,6 +13,7 @@ from hcqrt.nv.device import NVComputeQueue, SUBC_COMPUTE
 from hcqrt.nv.rmclient import NVError
 from compiler.assemble.ptx_assembler import assemble_ptx
 from hw_tests import kernels as K
+from tests.held_gpu import held_until_the_host_waits
 
 @pytest.fixture
 def nv():
@@ -166,10 +167,9 @@ def test_graph_replays_back_to_back_on_an_async_gpu(nv, copy):
 def test_a_replay_that_rewrites_early_is_caught(nv, monkeypatch):
   """The mock must be able to fail the mutation: replays that rewrite the stream while the GPU has yet to fetch it."""
   rewrites_early(monkeypatch)
-  nv.drv.engine.latency_s = 0.2   # long enough that every replay is rewritten before the first one runs
-  nv.wait_timeout_s = 2.0         # (the rewritten waits ask for a timeline value nothing releases)
-  try:
-    got, want = _graph_replays(nv)
+  nv.wait_timeout_s = 2.0   # (the rewritten waits ask for a timeline value nothing releases)
+  try:   # held until the host waits: every replay is rewritten before the first one runs
+    with held_until_the_host_waits(nv.drv, 0): got, want = _graph_replays(nv)
   except SignalTimeout: return
   assert any(not np.array_equal(o, w) or not np.array_equal(o2, w) for (o, o2), w in zip(got, want))
 
