@@ -90,6 +90,22 @@ def test_release_takes_held_doorbells_up_in_latency_order(nv, order, last):
   done.wait(1, 5.0)
   assert s.value == last
 
+def test_a_parked_channel_does_not_run_into_held_work(nv):
+  """A channel parked on an acquire when a doorbell on it is held: once the acquire passes it finishes the work taken
+  up, and stops at the GP_PUT of its last doorbell taken up (Channel.put_seen), not at USERD's newer one, which the
+  host wrote before the held doorbell; the held work runs at release()."""
+  e = nv.drv.engine
+  gate, a, s = nv.new_signal(0), nv.new_signal(0), nv.new_signal(0)
+  nv.hw_compute_queue().wait(gate, 1).signal(a, 1).submit(nv)   # taken up at the doorbell; parks on the acquire
+  with e.held():
+    nv.hw_compute_queue().signal(s, 1).submit(nv)                # same channel: GP_PUT moves on, the doorbell is held
+    gate.value = 1                                                # (a CPU write: the poller resumes the parked channel)
+    a.wait(1, 5.0)
+    deadline = time.perf_counter() + 5.0
+    while not e.idle(): assert time.perf_counter() < deadline, "the channel never went idle"
+    assert s.value == 0, "held work ran before release()"
+  s.wait(1, 5.0)
+
 def test_a_timed_wait_on_held_work_times_out(nv, monkeypatch):
   """A host wait that needs held work does not hang: its timeout raises the runtime's SignalTimeout (naming the signal,
   the value and the last one completed), and the held work is still there to run once released. (The runtime's recovery

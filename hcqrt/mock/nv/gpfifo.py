@@ -134,6 +134,9 @@ class Channel:
     self.seg_src = (0, 0)                          # (va, dwords) of the current entry's pushbuffer segment
     self.released = self.refetch = False           # a semaphore release just landed / the segment must be fetched again
     self.stall_until = 0.0
+    # the GP_PUT the front end has taken up: a held doorbell's GP_PUT is not seen until release(), so while the engine
+    # holds, run() stops there even where USERD's GP_PUT (the host writes it before it rings) is further on
+    self.put_seen = self.u32(CD.USERD_GPGET).value
     self.fault_engine = NV2080_ENGINE_TYPE_GR0          # engine a fault is charged to (the notifier's info16)
     self.name = f"channel {obj.data['chid']} ({class_name(obj.cls)})"
 
@@ -155,6 +158,8 @@ class Channel:
     progressed, n = False, self.d["entries"]
     while True:
       get, put = self.u32(CD.USERD_GPGET).value, self.u32(CD.USERD_GPPUT).value
+      if self.engine.hold: put = self.put_seen   # (held mode: only the doorbells taken up, not what USERD says now)
+      else: self.put_seen = put
       if put >= n: raise self.fail(f"GPPut {put} is outside the {n}-entry ring")
       if get == put and self.segment is None: return progressed
       if self.segment is None:
@@ -463,7 +468,7 @@ class GPFIFOEngine:
     # DEFAULT_TIMEOUT_S, HCQDevice.wait_timeout_s), so it ends in their SignalTimeout naming the signal and value. The
     # runtime then recovers on new channels, whose doorbells are held too: release in a `finally` (held() does).
     self._hold = False
-    self._queued: list[tuple[float, int]] = []   # (due time or HELD, work-submit token) of doorbells not yet acted on
+    self._queued: list[tuple[float, int, int]] = []   # (due time or HELD, work-submit token, its GP_PUT) of doorbells not yet acted on
     self._taking = 0        # batches of doorbells the front end's thread took from _queued and has not finished yet
     self._cv = threading.Condition(threading.Lock())   # not self.lock: a doorbell never waits for the GPU
     self._runner: threading.Thread | None = None
@@ -502,8 +507,8 @@ class GPFIFOEngine:
     doorbells are held again. Returns how many were held."""
     with self._cv:
       self._hold = keep_holding
-      now, n = time.perf_counter(), sum(d == HELD for d, _ in self._queued)
-      self._queued = [(now if d == HELD else d, t) for d, t in self._queued]
+      now, n = time.perf_counter(), sum(d == HELD for d, _, _ in self._queued)
+      self._queued = [(now if d == HELD else d, t, p) for d, t, p in self._queued]
       self._cv.notify()
     return n
 
@@ -512,7 +517,7 @@ class GPFIFOEngine:
     no grid queued, and each channel empty, in error, or parked on an acquire that still fails (tried here, as the
     poller does). A channel waiting out RELEASE_STALL_S before its refetch is not idle."""
     with self._cv:
-      if self._taking or any(d != HELD for d, _ in self._queued): return False
+      if self._taking or any(d != HELD for d, _, _ in self._queued): return False
     with self.lock:
       now = time.perf_counter()
       for c in list(self.channels.values()):
@@ -543,7 +548,9 @@ class GPFIFOEngine:
     except KeyError: raise GPUError(f"mock GPU {self.gpu}: doorbell with unknown work-submit token {token}") from None
     if (c := self.channels.get(id(obj))) is not None and c.obj is obj and c.error is not None: raise c.error
     with self._cv:
-      self._queued.append((HELD if self.hold else time.perf_counter() + self.latency_s, token))
+      # (with the GP_PUT this doorbell announces: the host wrote it to USERD before it rang)
+      put = ctypes.c_uint32.from_address(obj.data["userd"] + CD.USERD_GPPUT).value
+      self._queued.append((HELD if self.hold else time.perf_counter() + self.latency_s, token, put))
       if self._runner is None or not self._runner.is_alive():
         self._runner = threading.Thread(target=self._run_late, daemon=True, name="nvmock-pbdma")
         self._runner.start()
@@ -562,12 +569,13 @@ class GPFIFOEngine:
     """The front end's thread in latency (or held) mode: acts on each doorbell once it is due; leaves after a quiet while."""
     while True:
       with self._cv:
-        while (first := min((d for d, _ in self._queued), default=HELD)) > time.perf_counter():
+        while (first := min((d for d, _, _ in self._queued), default=HELD)) > time.perf_counter():
           if not self._cv.wait(min(first - time.perf_counter(), 1.0)) and not self._queued: self._runner = None; return
         # every doorbell rung so far (and not held) is taken up now, in latency_order (see the note above
         # INTERLEAVE_SLICES): the front end is late for the first, and nothing makes the GPU's other channels wait behind it
-        tokens = self._in_order([t for d, t in self._queued if d != HELD])
-        self._queued = [(d, t) for d, t in self._queued if d == HELD]
+        puts = {t: p for d, t, p in self._queued if d != HELD}   # (rung order: a channel's last doorbell's GP_PUT wins)
+        tokens = self._in_order([t for d, t, _ in self._queued if d != HELD])
+        self._queued = [(d, t, p) for d, t, p in self._queued if d == HELD]
         self._taking += 1
         # any order but "latest": the first channel runs alone and the others' doorbells are taken up latency_s later
         # (the PBDMA takes up GP_PUT "not immediately", dev_pbdma.ref.txt:476-480, and GR and the copy engine run
@@ -575,13 +583,14 @@ class GPFIFOEngine:
         alone = self.latency_order != "latest"
         if alone:
           later = time.perf_counter() + self.latency_s
-          self._queued += [(later, t) for t in dict.fromkeys(tokens[1:])]; tokens = tokens[:1]
+          self._queued += [(later, t, puts[t]) for t in dict.fromkeys(tokens[1:])]; tokens = tokens[:1]
       with self.lock:
         t0 = time.perf_counter_ns()
         try:
           for token in dict.fromkeys(tokens):
             try: obj = self.rm.channel_by_token(token, self.gpu)
             except KeyError: continue   # the channel was freed meanwhile: nothing is left to run
+            self.channel(obj).put_seen = puts[token]   # the front end takes this doorbell's GP_PUT up now
             try: self.run_all(obj, alone=alone, late=True)
             except GPUError: pass   # kept on the channel (its notifier is written); its next doorbell raises it
         finally:
