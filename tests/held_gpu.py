@@ -24,7 +24,10 @@ def held_until_the_host_waits(drv: Any, *gpus: int) -> Iterator[None]:
   def wait(self: Signal, value: int, timeout_s: float | None = None) -> None:
     deadline = time.perf_counter() + (hcq.DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
     while self.value < value and time.perf_counter() < deadline:   # (past the deadline the real wait raises its error)
-      if all(e.idle() for e in every):
+      # idle one GPU after the other is not idle all at once: a GPU still running may unblock one already asked (its
+      # release lands after that GPU said idle), so the answer counts only if no GPU did anything while they were asked
+      steps = [e.steps for e in every]
+      if all(e.idle() for e in every) and [e.steps for e in every] == steps:
         if self.value < value:
           for e in held: e.release(keep_holding=True)
         break

@@ -106,6 +106,28 @@ def test_a_parked_channel_does_not_run_into_held_work(nv):
     assert s.value == 0, "held work ran before release()"
   s.wait(1, 5.0)
 
+def test_held_gpus_are_released_only_when_all_are_idle_at_once(nv):
+  """tests/held_gpu.py asks the GPUs idle() one after the other: GPU 0 is idle (parked on an acquire) when asked, then
+  GPU 1's last step, landing while GPU 1 is asked, releases what GPU 0 waits for. GPU 1's held work must not be
+  released until GPU 0 has run what that unblocked (GPFIFOEngine.steps says something moved while they were asked)."""
+  s, log = nv.new_signal(0), []
+  class Engine:   # (scripted stand-ins for GPFIFOEngine: the interleaving is the test's, not the scheduler's)
+    def __init__(self): self.steps, self.hold, self.runnable = 0, False, False
+    def release(self, keep_holding: bool = False) -> int:
+      if keep_holding: log.append(("release", g0.runnable)); s.value = 1
+      return 0
+  g0, g1 = Engine(), Engine()
+  def idle0() -> bool:
+    if g0.runnable: g0.runnable = False; g0.steps += 1; log.append("GPU 0 ran"); return False   # (as idle() runs it)
+    return True
+  def idle1() -> bool:
+    if not log: g1.steps += 1; g0.runnable = True; log.append("GPU 1 unblocked GPU 0")   # its last release, now
+    return True
+  g0.idle, g1.idle = idle0, idle1
+  drv = type("Drv", (), {"gpus": [type("G", (), {"engine": g})() for g in (g0, g1)]})()
+  with held_until_the_host_waits(drv, 1): s.wait(1, 5.0)
+  assert log == ["GPU 1 unblocked GPU 0", "GPU 0 ran", ("release", False)]
+
 def test_a_timed_wait_on_held_work_times_out(nv, monkeypatch):
   """A host wait that needs held work does not hang: its timeout raises the runtime's SignalTimeout (naming the signal,
   the value and the last one completed), and the held work is still there to run once released. (The runtime's recovery

@@ -174,7 +174,7 @@ class Channel:
         self.segment = self.decode(*self.seg_src)
       try:
         while self.pos < len(self.segment):
-          self.execute(*self.segment[self.pos]); self.pos += 1; progressed = True
+          self.execute(*self.segment[self.pos]); self.pos += 1; progressed = True; self.engine.steps += 1   # (not a failed acquire)
           if self.released and self.pos < len(self.segment):
             # a release landed mid-segment: the front end goes on later, fetching what follows afresh (below)
             self.released, self.refetch, self.stall_until = False, True, time.perf_counter() + RELEASE_STALL_S
@@ -406,6 +406,7 @@ class Channel:
     """Run the queued grids to completion. Several at once run concurrently: slice by slice, newest launch first."""
     q, self.queued = self.queued, []
     if not q: return
+    self.engine.steps += 1
     slices = 1 if len(q) == 1 else INTERLEAVE_SLICES
     for s in range(slices):
       for g in reversed(q):
@@ -469,6 +470,9 @@ class GPFIFOEngine:
     # runtime then recovers on new channels, whose doorbells are held too: release in a `finally` (held() does).
     self._hold = False
     self._queued: list[tuple[float, int, int]] = []   # (due time or HELD, work-submit token, its GP_PUT) of doorbells not yet acted on
+    # (tests) methods completed (a failed acquire is not) and grid batches run so far: tests/held_gpu.py reads it before and after it asks every GPU
+    # idle(), one GPU after the other, so that a GPU another one unblocked meanwhile is not taken for idle
+    self.steps = 0
     self._taking = 0        # batches of doorbells the front end's thread took from _queued and has not finished yet
     self._cv = threading.Condition(threading.Lock())   # not self.lock: a doorbell never waits for the GPU
     self._runner: threading.Thread | None = None
