@@ -1,8 +1,9 @@
 """The mock GPU runs queued work later, on its own engine thread, and wakes WAIT_EVENTS only with the interrupts the
 hardware raises: the backend must wait before freeing, and ask for interrupts it will get."""
-import struct
+import struct, time
 import numpy as np
 import pytest
+from hcqrt.hcq import SignalTimeout
 from hcqrt.interface import GraphExec
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
 from hcqrt.amd.device import AMDDevice, AMDProgram
@@ -27,10 +28,38 @@ def store42():
   prev = set_executor(_store42); yield; set_executor(prev)
 
 def test_the_doorbell_only_queues_work(dev):
-  dev.drv.latency_s = 0.05
+  """Held (MockKFD.held: the CP sees the doorbell only at release) the work has not run when submit returns; released,
+  the engine thread runs it and the host's wait sees it."""
   s = dev.new_signal(0)
-  dev.hw_compute_queue().signal(s, 1).submit(dev)
-  assert s.value == 0   # not run yet: the host must wait for it
+  with dev.drv.held():
+    dev.hw_compute_queue().signal(s, 1).submit(dev)
+    time.sleep(0.1)   # (only a broken hold can make this fail: the engine thread would have run it by now)
+    assert s.value == 0   # not run yet: the host must wait for it
+  dev.wait_signal(s, 1, 5)
+
+def test_release_keeps_holding_later_doorbells_when_asked(dev):
+  """MockKFD.release(keep_holding=True) lets the CP see what was held, and holds the doorbells rung after it."""
+  s, t = dev.new_signal(0), dev.new_signal(0)
+  dev.drv.hold = True
+  try:
+    dev.hw_compute_queue().signal(s, 1).submit(dev)
+    assert dev.drv.release(keep_holding=True) == 1 and dev.drv.hold
+    dev.wait_signal(s, 1, 5)
+    dev.hw_compute_queue().signal(t, 1).submit(dev)
+    time.sleep(0.1)   # (as above)
+    assert t.value == 0
+  finally: dev.drv.hold = False   # (ends the hold and releases what it held)
+  dev.wait_signal(t, 1, 5)
+
+def test_a_timed_wait_on_held_work_times_out(dev, monkeypatch):
+  """A host wait that needs held work does not hang: AMDDevice.wait_signal's timeout raises the runtime's SignalTimeout
+  (naming the signal and the last value), and the work still runs once released. (The runtime's recovery after a
+  timeout is its own part: skipped here, its new queues' doorbells would be held too.)"""
+  monkeypatch.setattr(dev, "recover", lambda: "recovery skipped by the test")
+  s = dev.new_signal(0)
+  with dev.drv.held():
+    dev.hw_compute_queue().signal(s, 1).submit(dev)
+    with pytest.raises(SignalTimeout, match=r"timed out after 0.2 s waiting for .* to reach 1; last completed value is 0"): dev.wait_signal(s, 1, 0.2)
   dev.wait_signal(s, 1, 5)
 
 def test_synchronize_is_woken_by_the_interrupt_not_the_timeout(dev, store42):
@@ -41,10 +70,10 @@ def test_synchronize_is_woken_by_the_interrupt_not_the_timeout(dev, store42):
   assert dev.drv.missed_wakeups == 0   # INT_SEL 3 (no interrupt): the slot is written, nothing wakes the wait
 
 def test_free_of_a_buffer_in_flight_waits_for_the_gpu(dev, store42):
-  dev.drv.latency_s = 0.05
   prog, buf, keep = _program(dev), dev.allocator.alloc(64), dev.allocator.alloc(64)
-  prog(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1))   # no wait: the kernel is still queued
-  dev.allocator.free(buf)   # unmapping now would fault the kernel's store
+  with dev.drv.held():   # (the CP sees the launch only after the free)
+    prog(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1))   # no wait: the kernel is still queued
+    dev.allocator.free(buf)   # unmapping now would fault the kernel's store
   prog(keep, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
   out = bytearray(4); dev.allocator.copyout(memoryview(out), keep)
   assert struct.unpack("<I", out)[0] == 42 and all(q.error is None for q in dev.drv.queues.values())

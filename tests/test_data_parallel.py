@@ -138,10 +138,11 @@ def test_graph_copies_take_the_device_path_where_there_is_one(data):
 # default devices tests/test_multi_graph.py installs the NV mock itself for the same check)
 if D[0] == "NV":
   def test_graph_needs_its_cross_device_waits_on_the_mock(monkeypatch):
-    """The NV mock runs GPU 0 late (latency mode): with the runtime's cross-device wait dropped (the test hook), GPU 1
+    """The NV mock runs GPU 0 late (held until the host waits on it: tests/held_gpu.py): with the runtime's cross-device wait dropped (the test hook), GPU 1
     adds the partial sums before GPU 0's copy lands and reads stale data; with the wait, the replay is right."""
     from hcqrt.hcq import HCQDevice
     from hcqrt.device import Device as Registry
+    from tests.held_gpu import held_until_the_host_waits
     drv = Registry._mocks["NV"]
     @TinyJit
     def f(a): return a.sum(0).realize()
@@ -152,11 +153,10 @@ if D[0] == "NV":
     def late(drop: bool) -> list[np.ndarray]:
       with monkeypatch.context() as m:
         if drop: m.setattr(HCQDevice, "skip_cross_wait", True)
-        drv.gpus[0].engine.latency_s = 0.3
-        try: return call(10 if drop else 20)
+        try:
+          with held_until_the_host_waits(drv, 0): return call(10 if drop else 20)
         finally:
           for d in D: Device[d].synchronize()
-          drv.gpus[0].engine.latency_s = 0.0
     good = late(False)
     assert all((s == 80.0).all() for s in good)
     bad = late(True)

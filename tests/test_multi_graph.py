@@ -8,6 +8,7 @@ import pytest
 from hcqrt.interface import GraphExec
 from hcqrt.hcq import HCQDevice
 from hcqrt.multi_graph import MultiGraph, PeerCopy
+from tests.held_gpu import held_until_the_host_waits
 
 class Buf:
   def __init__(self, name: str, n: int = 4): self.name, self.data = name, np.zeros(n, np.uint8)
@@ -158,7 +159,7 @@ def _nv_pair(p2p: str):
 
 @pytest.fixture(params=["latest", "earliest"])
 def nv(request):
-  """An NV mock pair, once per latency-mode channel order (gpfifo.py Engine.latency_order): "latest" runs a GPU's copy
+  """An NV mock pair, once per late channel order (gpfifo.py Engine.latency_order, held mode's too): "latest" runs a GPU's copy
   channel before its compute channel, "earliest" the compute first, so a release misplaced on either fails one."""
   from hcqrt import syscalls
   by_order = request.param in ("latest", "earliest")   # (else a test's indirect parameter: the topology)
@@ -167,15 +168,13 @@ def nv(request):
   for g in drv.gpus: g.engine.latency_order = order
   try: yield drv, d0, d1
   finally:
-    for g in drv.gpus: g.engine.latency_s = 0.0
+    for g in drv.gpus: g.engine.release()   # (a test that failed inside a hold leaves nothing queued)
     syscalls.uninstall(drv)
 
 N = 256
-# How late a late GPU runs (the mock's latency mode): the race a test widens must stay open while the host issues the
-# next replay, the PTX interpreter running the other GPU's kernels on the host meanwhile. With two xdist workers on two
-# cores 0.3 s was once too short (the fresh-venv run of 2026-11-29: a dropped start wait went unseen, 1 in 6 runs with
-# the cores oversubscribed 2.5x); the waits being tested order the work whatever the delay.
-LATE_S = 1.0
+# A late GPU is a held one (tests/held_gpu.py): its doorbells wait until the host blocks and no other GPU can go on, so a
+# race stays open while the host issues the next replay however loaded the machine is (a 0.3 s latency-mode timer once
+# closed under two xdist workers on two cores: a dropped start wait went unseen, 1 in 6 runs).
 def _up(dev, arr):
   b = dev.allocator.alloc(arr.nbytes); dev.allocator.copyin(b, memoryview(arr.view(np.uint8))); return b
 def _down(dev, b):
@@ -244,11 +243,10 @@ def test_hcq_start_wait_orders_a_push_after_the_previous_replays_read(nv, monkey
   assert g.graphs is not None and g.devices[0] is d0
   g.replay(wait=True)
   if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"start"}))
-  drv.gpus[1].engine.latency_s = LATE_S
-  g.replay(bufs={(2, 0): o1})                 # replay k: GPU 1 reads t late
-  g.replay(bufs={(1, 1): p2, (2, 0): o2})     # replay k+1: pushes x2 into t, then GPU 1 writes o2
-  g.synchronize()
-  drv.gpus[1].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 1):
+    g.replay(bufs={(2, 0): o1})               # replay k: GPU 1 reads t late (when replay k+1 waits for it on the host)
+    g.replay(bufs={(1, 1): p2, (2, 0): o2})   # replay k+1: pushes x2 into t, then GPU 1 writes o2
+    g.synchronize()
   assert (_down(d1, o2) == x2).all()   # (k = 0: o = t)
   assert (_down(d1, o1) == x1).all() != drop
 
@@ -263,31 +261,28 @@ def test_hcq_tail_wait_covers_a_push_nothing_in_the_graph_reads(nv, monkeypatch,
   assert g.graphs is not None
   d0.synchronize(); d1.synchronize()
   if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"tail"}))
-  drv.gpus[0].engine.latency_s = LATE_S
-  g.replay()
-  got = _down(d1, t)
-  g.synchronize()
-  drv.gpus[0].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 0):   # (GPU 0 pushes only once the host blocks on it)
+    g.replay()
+    got = _down(d1, t)
+    g.synchronize()
   assert (got == x).all() != drop
 
 @pytest.mark.parametrize("drop", [False, True])
 def test_hcq_replay_orders_a_late_copy_by_semaphores(nv, monkeypatch, drop):
-  """GPU 0 runs late (the mock's latency mode: a doorbell's work runs later, as the PBDMA may): GPU 1's add must wait on
+  """GPU 0 runs late (the mock's held mode: a doorbell's work runs later, as the PBDMA may): GPU 1's add must wait on
   GPU 0's graph signal for the pushed copy. With the cross-device waits dropped (the test hook) it reads the old t."""
   drv, d0, d1 = nv
   g, b, x, y = _step(d0, d1)
   g.replay(wait=True)
   d0.allocator.copyin(b["x"], memoryview(np.full(N, 7.0, np.float32).view(np.uint8)))
   if drop: monkeypatch.setattr(HCQDevice, "skip_cross_wait", True)
-  drv.gpus[0].engine.latency_s = LATE_S
-  g.replay()
-  g.synchronize()
+  with held_until_the_host_waits(drv, 0): g.replay(); g.synchronize()
   got = _down(d1, b["o"])
   if drop: assert (got == 2 * x + y).all()   # the previous replay's t: the harmful result a missing wait gives
   else: np.testing.assert_array_equal(got, 14.0 + y)
 
 def test_hcq_copy_waits_for_the_destinations_earlier_reader(nv, monkeypatch):
-  """GPU 1 reads t late (latency mode); the copy into t that follows in the graph (on GPU 0's copy engine) must wait
+  """GPU 1 reads t late (held mode); the copy into t that follows in the graph (on GPU 0's copy engine) must wait
   for that read (write after read across GPUs): the first add sees the old t, the second the new one."""
   drv, d0, d1 = nv
   t_old = np.full(N, -1.0, np.float32)
@@ -297,9 +292,7 @@ def test_hcq_copy_waits_for_the_destinations_earlier_reader(nv, monkeypatch):
   g = MultiGraph([a1(o1, t, t, 0), PeerCopy(d1, d0, t, p, N * 4), a1(o2, t, t, 0)])
   assert g.graphs is not None and g.deps == [set(), {0}, {1}]
   d0.synchronize(); d1.synchronize()
-  drv.gpus[1].engine.latency_s = LATE_S
-  g.replay(); g.synchronize()
-  drv.gpus[1].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 1): g.replay(); g.synchronize()
   np.testing.assert_array_equal(_down(d1, o1), t_old)
   np.testing.assert_array_equal(_down(d1, o2), x)
 
@@ -364,7 +357,7 @@ def nv_none(request):
   for gpu in drv.gpus: gpu.engine.latency_order = request.param
   try: yield drv, d0, d1
   finally:
-    for gpu in drv.gpus: gpu.engine.latency_s = 0.0
+    for gpu in drv.gpus: gpu.engine.release()
     syscalls.uninstall(drv)
 
 def test_hcq_without_p2p_bounces_inside_the_graphs(nv_none, monkeypatch):
@@ -398,9 +391,7 @@ def test_hcq_bounce_drain_waits_for_its_fill(nv_none, monkeypatch, drop):
   g.replay(wait=True)
   d0.allocator.copyin(b["x"], memoryview(np.full(N, 7.0, np.float32).view(np.uint8)))
   if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"cross"}))
-  drv.gpus[0].engine.latency_s = LATE_S
-  g.replay(); g.synchronize()
-  drv.gpus[0].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 0): g.replay(); g.synchronize()
   got = _down(d1, b["o"])
   if drop: assert (got == 2 * x + y).all()   # the previous replay's chunks
   else: np.testing.assert_array_equal(got, 14.0 + y)
@@ -417,9 +408,7 @@ def test_hcq_bounce_fill_waits_for_the_slots_previous_drain(nv_none, monkeypatch
   assert g.graphs is not None and len(g.slot_waits) == 2
   d0.synchronize(); d1.synchronize()
   if drop: monkeypatch.setattr(MultiGraph, "skip_waits", frozenset({"slot"}))
-  drv.gpus[1].engine.latency_s = LATE_S
-  g.replay(); g.synchronize()
-  drv.gpus[1].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 1): g.replay(); g.synchronize()
   got = _down(d1, t)
   if drop: assert (got[:64] == x[128:192]).all()
   else: np.testing.assert_array_equal(got, x)
@@ -432,11 +421,10 @@ def test_hcq_eager_bounce_after_a_replay_waits_for_the_graphs_drains(nv_none, mo
   p, t, p2, t2 = _up(d0, x), _up(d1, np.zeros(N, np.float32)), _up(d0, z), _up(d1, np.zeros(N, np.float32))
   g = MultiGraph([PeerCopy(d1, d0, t, p, N * 4)])
   d0.synchronize(); d1.synchronize()
-  drv.gpus[1].engine.latency_s = LATE_S
-  g.replay()
-  d0.transfer_to(d1, t2, p2, N * 4)
-  d0.synchronize(); d1.synchronize()
-  drv.gpus[1].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 1):
+    g.replay()
+    d0.transfer_to(d1, t2, p2, N * 4)
+    d0.synchronize(); d1.synchronize()
   np.testing.assert_array_equal(_down(d1, t), x)
   np.testing.assert_array_equal(_down(d1, t2), z)
 
@@ -449,7 +437,7 @@ def nv3(request):
   drv = syscalls.install(MockNV(count=3, p2p=request.param))
   try: yield drv, NVDevice("NV"), NVDevice("NV:1"), NVDevice("NV:2")
   finally:
-    for gpu in drv.gpus: gpu.engine.latency_s = 0.0
+    for gpu in drv.gpus: gpu.engine.release()
     syscalls.uninstall(drv)
 
 @pytest.mark.parametrize("nv3", ["0-1:none"], indirect=True)
@@ -463,9 +451,7 @@ def test_hcq_bounce_fill_waits_for_a_third_devices_push_into_its_source(nv3):
   g = MultiGraph([PeerCopy(d0, d2, src, b2, N * 4), PeerCopy(d1, d0, t, src, N * 4)])
   assert g.graphs is not None and list(g.bounces) == [1]   # (item 1, the 0 -> 1 copy, bounces; 2 -> 0 is a push)
   for d in (d0, d1, d2): d.synchronize()
-  drv.gpus[2].engine.latency_s = LATE_S
-  g.replay(); g.synchronize()
-  drv.gpus[2].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 2): g.replay(); g.synchronize()
   np.testing.assert_array_equal(_down(d1, t), new)
 
 @pytest.mark.parametrize("nv3", ["none"], indirect=True)
@@ -479,10 +465,9 @@ def test_hcq_replay_waits_for_an_eager_bounces_drain_by_a_device_outside_the_gra
   g = MultiGraph([PeerCopy(d1, d0, t1, pz, N * 4)])
   assert g.graphs is not None and list(g.bounces) == [0]
   for d in (d0, d1, d2): d.synchronize()
-  drv.gpus[2].engine.latency_s = LATE_S
-  d0.transfer_to(d2, t2, pa, N * 4)
-  g.replay(); g.synchronize(); d2.synchronize()
-  drv.gpus[2].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 2):   # (GPU 2 drains once the replay waits for it on the host)
+    d0.transfer_to(d2, t2, pa, N * 4)
+    g.replay(); g.synchronize(); d2.synchronize()
   np.testing.assert_array_equal(_down(d2, t2), a)
   np.testing.assert_array_equal(_down(d1, t1), z)
 

@@ -1,6 +1,8 @@
 """The NV mock in latency mode (`drv.engine.latency_s`): a doorbell only queues the work, the front end runs it later
 on its own thread and reads the pushbuffers, QMDs and cbufs as they are then. A graph replay that rewrites its
-stream before the previous replay's last release has landed (issue 22, N3) gives wrong results or a hang here."""
+stream before the previous replay's last release has landed (issue 22, N3) gives wrong results or a hang here. Held
+mode (`drv.engine.held()`) is latency mode without the timer: doorbells wait until the test releases them."""
+import time
 import numpy as np
 import pytest
 from conftest import mock_nv_device, registry_on_mock
@@ -11,6 +13,7 @@ from hcqrt.nv.device import NVComputeQueue, SUBC_COMPUTE
 from hcqrt.nv.rmclient import NVError
 from compiler.assemble.ptx_assembler import assemble_ptx
 from hw_tests import kernels as K
+from tests.held_gpu import held_until_the_host_waits
 
 @pytest.fixture
 def nv():
@@ -57,6 +60,106 @@ def test_latency_order_picks_which_due_channel_runs_first(nv):
     s.wait(1, 5.0); c.wait(1, 5.0)
   e.latency_order, e.latency_s = "latest", 0.0
 
+def test_held_doorbells_run_only_when_released(nv):
+  """gpfifo.py GPFIFOEngine.held: a held doorbell is queued, not run, for as long as the hold lasts; leaving the block
+  releases it and the front end's thread runs it."""
+  e, s = nv.drv.engine, nv.new_signal(0)
+  with e.held():
+    nv.hw_compute_queue().signal(s, 1).submit(nv)
+    time.sleep(0.2)   # (only a broken hold can make this fail: the front end's thread would have run it by now)
+    assert s.value == 0 and len(e._queued) == 1
+  s.wait(1, 5.0)
+  assert e._queued == [] and not e.hold
+
+@pytest.mark.parametrize("order,last", [("latest", 1), ("earliest", 2)])
+def test_release_takes_held_doorbells_up_in_latency_order(nv, order, last):
+  """Released doorbells follow Engine.latency_order: the compute channel (rung first) writes 1 into s, the copy channel
+  (rung second) writes 2; "latest" runs the copy channel first (s ends 1), "earliest" the compute channel (s ends 2).
+  release(keep_holding=True) holds the doorbells rung after it again."""
+  e = nv.drv.engine
+  e.latency_order = order
+  s, done = nv.new_signal(0), nv.new_signal(0)
+  e.hold = True
+  try:
+    nv.hw_compute_queue().signal(s, 1).submit(nv); nv.hw_copy_queue().signal(s, 2).submit(nv)
+    assert e.release(keep_holding=True) == 2 and e.hold
+    s.wait(1, 5.0)
+    nv.hw_compute_queue().wait(s, 1).signal(done, 1).submit(nv)   # (held again: taken up by the release below)
+    assert len(e._queued) == 1
+  finally: e.hold = False   # (ends the hold and releases what it held)
+  done.wait(1, 5.0)
+  assert s.value == last
+
+def test_a_parked_channel_does_not_run_into_held_work(nv):
+  """A channel parked on an acquire when a doorbell on it is held: once the acquire passes it finishes the work taken
+  up, and stops at the GP_PUT of its last doorbell taken up (Channel.put_seen), not at USERD's newer one, which the
+  host wrote before the held doorbell; the held work runs at release()."""
+  e = nv.drv.engine
+  gate, a, s = nv.new_signal(0), nv.new_signal(0), nv.new_signal(0)
+  nv.hw_compute_queue().wait(gate, 1).signal(a, 1).submit(nv)   # taken up at the doorbell; parks on the acquire
+  with e.held():
+    nv.hw_compute_queue().signal(s, 1).submit(nv)                # same channel: GP_PUT moves on, the doorbell is held
+    gate.value = 1                                                # (a CPU write: the poller resumes the parked channel)
+    a.wait(1, 5.0)
+    deadline = time.perf_counter() + 5.0
+    while not e.idle(): assert time.perf_counter() < deadline, "the channel never went idle"
+    assert s.value == 0, "held work ran before release()"
+  s.wait(1, 5.0)
+
+def test_held_gpus_are_released_only_when_all_are_idle_at_once(nv):
+  """tests/held_gpu.py asks the GPUs idle() one after the other: GPU 0 is idle (parked on an acquire) when asked, then
+  GPU 1's last step, landing while GPU 1 is asked, releases what GPU 0 waits for. GPU 1's held work must not be
+  released until GPU 0 has run what that unblocked (GPFIFOEngine.steps says something moved while they were asked)."""
+  s, log = nv.new_signal(0), []
+  class Engine:   # (scripted stand-ins for GPFIFOEngine: the interleaving is the test's, not the scheduler's)
+    def __init__(self): self.steps, self.hold, self.runnable = 0, False, False
+    def release(self, keep_holding: bool = False) -> int:
+      if keep_holding: log.append(("release", g0.runnable)); s.value = 1
+      return 0
+  g0, g1 = Engine(), Engine()
+  def idle0() -> bool:
+    if g0.runnable: g0.runnable = False; g0.steps += 1; log.append("GPU 0 ran"); return False   # (as idle() runs it)
+    return True
+  def idle1() -> bool:
+    if not log: g1.steps += 1; g0.runnable = True; log.append("GPU 1 unblocked GPU 0")   # its last release, now
+    return True
+  g0.idle, g1.idle = idle0, idle1
+  drv = type("Drv", (), {"gpus": [type("G", (), {"engine": g})() for g in (g0, g1)]})()
+  with held_until_the_host_waits(drv, 1): s.wait(1, 5.0)
+  assert log == ["GPU 1 unblocked GPU 0", "GPU 0 ran", ("release", False)]
+
+def test_a_timed_wait_on_held_work_times_out(nv, monkeypatch):
+  """A host wait that needs held work does not hang: its timeout raises the runtime's SignalTimeout (naming the signal,
+  the value and the last one completed), and the held work is still there to run once released. (The runtime's recovery
+  after a timeout rings new channels, whose doorbells the hold would keep too: it is the runtime's part, not tested here.)"""
+  monkeypatch.setattr(nv, "recover", lambda: "recovery skipped by the test")
+  e, s = nv.drv.engine, nv.new_signal(0)
+  with e.held():
+    nv.hw_compute_queue().signal(s, 1).submit(nv)
+    with pytest.raises(SignalTimeout, match=r"timed out after 0.2 s waiting for .* to reach 1; last completed value is 0"): s.wait(1, 0.2)
+  s.wait(1, 5.0)
+
+def test_idle_only_when_nothing_runs_without_held_work(nv, monkeypatch):
+  """GPFIFOEngine.idle, which tests/held_gpu.py waits for before it takes held work up: not while a channel waits out
+  the stall after a release mid-segment (RELEASE_STALL_S, made long here); yes once the channel is parked on an acquire
+  nothing satisfies, with a held doorbell left or not."""
+  import hcqrt.mock.nv.gpfifo as G
+  e = nv.drv.engine
+  gate, s, t, u = (nv.new_signal(0) for _ in range(4))
+  monkeypatch.setattr(G, "RELEASE_STALL_S", 60.0)
+  nv.hw_compute_queue().signal(s, 1).wait(gate, 1).signal(t, 1).submit(nv)
+  assert s.value == 1 and not e.idle()   # stalled after the release of s, before the acquire
+  for c in e.channels.values(): c.stall_until = 0.0   # the stall is over: the channel goes on to the acquire and parks
+  deadline = time.perf_counter() + 5.0
+  while not e.idle(): assert time.perf_counter() < deadline, "the parked channel never counted as idle"
+  assert t.value == 0
+  with e.held():
+    nv.hw_copy_queue().signal(u, 1).submit(nv)
+    assert e.idle() and u.value == 0
+  u.wait(1, 5.0)
+  gate.value = 1   # (a CPU write the parked acquire sees: the channel finishes)
+  t.wait(1, 5.0)
+
 def test_the_front_end_reads_the_pushbuffer_when_it_runs(nv):
   """The harmful reading of a late fetch: a pushbuffer rewritten after the doorbell runs as rewritten."""
   nv.drv.engine.latency_s = 0.05
@@ -102,10 +205,9 @@ def test_graph_replays_back_to_back_on_an_async_gpu(nv, copy):
 def test_a_replay_that_rewrites_early_is_caught(nv, monkeypatch):
   """The mock must be able to fail the mutation: replays that rewrite the stream while the GPU has yet to fetch it."""
   rewrites_early(monkeypatch)
-  nv.drv.engine.latency_s = 0.2   # long enough that every replay is rewritten before the first one runs
-  nv.wait_timeout_s = 2.0         # (the rewritten waits ask for a timeline value nothing releases)
-  try:
-    got, want = _graph_replays(nv)
+  nv.wait_timeout_s = 2.0   # (the rewritten waits ask for a timeline value nothing releases)
+  try:   # held until the host waits: every replay is rewritten before the first one runs
+    with held_until_the_host_waits(nv.drv, 0): got, want = _graph_replays(nv)
   except SignalTimeout: return
   assert any(not np.array_equal(o, w) or not np.array_equal(o2, w) for (o, o2), w in zip(got, want))
 

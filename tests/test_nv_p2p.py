@@ -14,6 +14,7 @@ from ioctl_defs.nv import flags as F
 from ioctl_defs.nv.status import NV_STATUS
 from compiler.assemble.ptx_assembler import assemble_ptx
 from hw_tests import kernels as K
+from tests.held_gpu import held_until_the_host_waits
 
 V = F.VALUES
 
@@ -26,7 +27,7 @@ def pair(request):
   drv, d0, d1 = open_pair(getattr(request, "param", "pcie"))
   try: yield drv, d0, d1
   finally:
-    for g in drv.gpus: g.engine.latency_s = 0.0
+    for g in drv.gpus: g.engine.release()   # (a test that failed inside a hold leaves nothing queued)
     syscalls.uninstall(drv)
 
 def up(dev, arr):
@@ -178,16 +179,13 @@ def test_no_p2p_bounces_through_system_memory(pair):
 
 @pytest.mark.parametrize("pair", ["none"], indirect=True)
 def test_bounce_slot_is_refilled_only_after_its_drain(pair):
-  """GPU 1's copy engine drains late (latency mode): GPU 0 must not refill a slot before GPU 1 has drained it (the fill
-  waits on GPU 1's semaphore), else chunk 3 would arrive in place of chunk 1."""
+  """GPU 1's copy engine drains late (held: tests/held_gpu.py): GPU 0 must not refill a slot before GPU 1 has drained it
+  (the fill waits on GPU 1's semaphore), else chunk 3 would arrive in place of chunk 1."""
   drv, d0, d1 = pair
   data = np.random.default_rng(3).integers(0, 256, N, dtype=np.uint8)
   x, y = up(d0, data), d1.allocator.alloc(N)
   d0._link(d1); d0.synchronize(); d1.synchronize()
-  drv.gpus[1].engine.latency_s = 0.2
-  d0.transfer_to(d1, y, x, N)
-  d1.synchronize(); d0.synchronize()
-  drv.gpus[1].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 1): d0.transfer_to(d1, y, x, N); d1.synchronize(); d0.synchronize()
   assert (down(d1, y, N, np.uint8) == data).all()
 
 # ---------------------------------------------------------------- cross-device waits
@@ -216,7 +214,7 @@ def test_a_signal_not_mapped_on_the_waiting_gpu_faults(pair):
 @pytest.mark.parametrize("pair", ["pcie", "none"], indirect=True)
 @pytest.mark.parametrize("drop_wait", [False, True])
 def test_missing_cross_device_wait_reads_stale_data(pair, drop_wait, monkeypatch):
-  """GPU 0's copy engine lands its copy late (the mock's latency mode: its doorbell runs later, as the PBDMA may). With
+  """GPU 0's copy engine lands its copy late (held: tests/held_gpu.py; its doorbell runs later, as the PBDMA may). With
   the destination's semaphore wait, GPU 1's kernel reads the copied values; with the wait dropped (the test hook) it
   reads what was there before (through a bounce: what the slot held before GPU 0 filled it)."""
   drv, d0, d1 = pair
@@ -226,10 +224,10 @@ def test_missing_cross_device_wait_reads_stale_data(pair, drop_wait, monkeypatch
   add = d1.program("add", assemble_ptx(K.head(d1.arch) + K.ADD, d1.arch))
   d0._link(d1); d0.synchronize(); d1.synchronize()
   if drop_wait: monkeypatch.setattr(HCQDevice, "skip_cross_wait", True)
-  drv.gpus[0].engine.latency_s = 0.3
-  d0.transfer_to(d1, y, x, n * 4)
-  add(out, y, y, vals=(0, n), global_size=(n // 128, 1, 1), local_size=(128, 1, 1))   # out = y + 0 * y, on GPU 1
-  d1.synchronize(); d0.synchronize()
+  with held_until_the_host_waits(drv, 0):
+    d0.transfer_to(d1, y, x, n * 4)
+    add(out, y, y, vals=(0, n), global_size=(n // 128, 1, 1), local_size=(128, 1, 1))   # out = y + 0 * y, on GPU 1
+    d1.synchronize(); d0.synchronize()
   got = down(d1, out, n)
   if not drop_wait: assert (got == new).all()
   elif d0.peer_status(d1) == "ok: pcie": assert (got == old).all()   # the harmful result a missing wait must give
@@ -372,18 +370,17 @@ def test_copy_waits_for_the_sources_earlier_kernel(pair):
   av, x, y = up(d0, a), up(d0, old), up(d1, np.zeros(n, np.float32))
   add = d0.program("add", assemble_ptx(K.head(d0.arch) + K.ADD, d0.arch))
   d0.transfer_to(d1, y, x, n * 4); d0.synchronize(); d1.synchronize()   # (links, maps and bounce slots made before: the
-  drv.gpus[0].engine.latency_s = 0.3                                       # timed copy is rung right after the kernel)
-  add(x, av, av, vals=(0, n), global_size=(n // 128, 1, 1), local_size=(128, 1, 1))   # x = a + 0 * a on GPU 0, late
-  d0.transfer_to(d1, y, x, n * 4)
-  d1.synchronize(); d0.synchronize()
-  drv.gpus[0].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 0):                                  # timed copy is rung right after the kernel)
+    add(x, av, av, vals=(0, n), global_size=(n // 128, 1, 1), local_size=(128, 1, 1))   # x = a + 0 * a on GPU 0, late
+    d0.transfer_to(d1, y, x, n * 4)
+    d1.synchronize(); d0.synchronize()
   assert (down(d1, y, n) == a).all()
 
 @pytest.mark.parametrize("pair", ["pcie", "nvlink", "none"], indirect=True)
 def test_copy_waits_for_the_destinations_earlier_kernel(pair):
-  """WAR on the destination GPU: GPU 1 runs late (latency mode) a kernel that reads y; then GPU 0's push into y (P2P)
-  or a bounce draining into y on GPU 1's copy engine (no P2P). Only the copy's wait on GPU 1's timeline keeps it from
-  overwriting y before the kernel read it, so the kernel still reads the old y."""
+  """WAR on the destination GPU: GPU 1 runs late (held: tests/held_gpu.py) a kernel that reads y; then GPU 0's push into
+  y (P2P) or a bounce draining into y on GPU 1's copy engine (no P2P). Only the copy's wait on GPU 1's timeline keeps it
+  from overwriting y before the kernel read it, so the kernel still reads the old y."""
   drv, d0, d1 = pair
   n = 1024
   new, old = np.arange(n, dtype=np.float32) + 1, np.full(n, -7.0, np.float32)
@@ -391,11 +388,10 @@ def test_copy_waits_for_the_destinations_earlier_kernel(pair):
   add = d1.program("add", assemble_ptx(K.head(d1.arch) + K.ADD, d1.arch))
   tmp = d1.allocator.alloc(n * 4)
   d0.transfer_to(d1, tmp, x, n * 4); d0.synchronize(); d1.synchronize()   # (links, maps and bounce slots made before)
-  drv.gpus[1].engine.latency_s = 0.3
-  add(out, y, y, vals=(0, n), global_size=(n // 128, 1, 1), local_size=(128, 1, 1))   # out = y on GPU 1, late
-  d0.transfer_to(d1, y, x, n * 4)
-  d1.synchronize(); d0.synchronize()
-  drv.gpus[1].engine.latency_s = 0.0
+  with held_until_the_host_waits(drv, 1):
+    add(out, y, y, vals=(0, n), global_size=(n // 128, 1, 1), local_size=(128, 1, 1))   # out = y on GPU 1, late
+    d0.transfer_to(d1, y, x, n * 4)
+    d1.synchronize(); d0.synchronize()
   assert (down(d1, out, n) == old).all() and (down(d1, y, n) == new).all()
 
 # ---------------------------------------------------------------- UVM registration (review rows 5, 6)

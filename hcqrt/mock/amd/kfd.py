@@ -21,8 +21,8 @@ zero-fill or truncate it, hiding a client's layout bug).
   (True, True)
 """
 from __future__ import annotations
-import ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time
-from collections.abc import Hashable, Iterable
+import contextlib, ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 from hcqrt import syscalls
 from hcqrt.mock.amd import tables as T
@@ -131,6 +131,8 @@ class MockKFD:
     self._engine: threading.Thread | None = None
     self._due: float | None = None           # when the engine runs the queues next (doorbell time + latency_s)
     self.latency_s = 0.0                     # how long after a doorbell the CP starts on the work (tests widen races)
+    self._hold = False                       # held mode (`held()`, tests): doorbells wait until release()
+    self._held: dict[int, tuple[Any, int]] = {}   # id(queue) -> (queue, its last held doorbell value)
     self.release_stall_s = 0.0               # how long the CP stalls after each RELEASE_MEM (tests widen races)
     self.busy_ns = 0
     self.wait_timeouts = 0                   # WAIT_EVENTS that slept out their timeout (no interrupt came)
@@ -654,6 +656,7 @@ class MockKFD:
       q = self.doorbells.get((gpu, addr - base))   # each GPU's doorbell frame rings only its own queues
       if q is None: return   # a doorbell no queue owns: the hardware ignores it
       self.doorbell_writes += 1
+      if self._hold: self._held[id(q)] = (q, value); return   # (held mode: the CP has not seen it yet)
       q.target = value
       self._kick()
 
@@ -664,6 +667,34 @@ class MockKFD:
   # The doorbell only tells the CP there is work: it runs later, on the engine thread, while the process goes on
   # (hardware queues run asynchronously to the host), so a buffer freed or rewritten while work is in flight, or a
   # missing wait, shows up as a VM fault or a wrong result. `latency_s` delays the start to widen such races.
+  # Held mode is latency_s's extreme, chosen by the test: the CP sees the held doorbells only at release(). A queue
+  # may wait arbitrarily long for the CP: with more queues than the scheduler maps at once the KFD hands it an
+  # over-subscribed runlist that the CP runs in turns (linux torvalds/linux@0e94b56 drivers/gpu/drm/amd/amdkfd/
+  # kfd_packet_manager.c:54-68, pm_calc_rlib_size). It holds every GPU of this process (one CP engine serves them).
+  # A host wait on held work ends in the runtime's own timeout error (AMDDevice.wait_signal, wait_timeout_s).
+  @property
+  def hold(self) -> bool: return self._hold
+  @hold.setter
+  def hold(self, on: bool) -> None:
+    if on: self._hold = True
+    else: self.release()
+
+  @contextlib.contextmanager
+  def held(self) -> Iterator[MockKFD]:
+    """Hold the doorbells rung while the block runs; leaving it releases them."""
+    self.hold = True
+    try: yield self
+    finally: self.release()
+
+  def release(self, keep_holding: bool = False) -> int:
+    """The CP sees every held doorbell now (the engine runs them as after any doorbell); `keep_holding`: later doorbells
+    are held again. Returns how many queues had one held."""
+    with self.lock:
+      self._hold, held, self._held = keep_holding, self._held, {}
+      for q, value in held.values(): q.target = value
+      if held: self._kick()
+      return len(held)
+
   def _kick(self) -> None:
     due = time.perf_counter() + self.latency_s
     self._due = due if self._due is None else min(self._due, due)

@@ -8,7 +8,8 @@ channels are retried on every later doorbell and by a poller thread (so a value 
 also releases them, as on hardware). In latency mode (`engine.latency_s > 0`, for tests) a doorbell only queues
 the work, and a thread runs it that much later, reading the ring and pushbuffers as they are by then; it takes up every
 doorbell rung meanwhile too, in `latency_order` (default: the latest-rung channel first): nothing orders a GPU's
-channels but semaphores, on different runlists or within one TSG (see the note above INTERLEAVE_SLICES).
+channels but semaphores, on different runlists or within one TSG (see the note above INTERLEAVE_SLICES). Held mode
+(`with engine.held():`, for tests) is latency mode with no timer: doorbells queue until the test releases them.
 
 Methods are decoded with the mock's own tables (classdefs.py, written from the class headers, never the
 backend's ioctl_defs): host methods (SET_OBJECT, SEM_* with 32/64-bit payloads and timestamps, NOP, WFI,
@@ -33,7 +34,8 @@ space. Anything unknown or malformed raises GPUError naming the channel, the pus
 method, and the channel is left in an error state (later doorbells on it raise the same error).
 """
 from __future__ import annotations
-import ctypes, random, re, struct, threading, time
+import contextlib, ctypes, math, random, re, struct, threading, time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 import numpy as np
@@ -71,6 +73,7 @@ RELEASE_STALL_S = 0.002
 # channel first, so a copy that does not wait for the kernel reads its output before the kernel ran), "earliest" (the
 # first-rung first, so a release on the compute channel that should follow a copy lands before the copy), or an int,
 # a seed for a shuffle.
+HELD = math.inf             # the due time of a held doorbell (GPFIFOEngine.hold): only release() makes it due
 INTERLEAVE_SLICES = 4        # queued grids are cut into this many slices of blocks and run slice by slice
 STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0] word an sm_XX kernel loads its stack pointer from
 
@@ -131,6 +134,9 @@ class Channel:
     self.seg_src = (0, 0)                          # (va, dwords) of the current entry's pushbuffer segment
     self.released = self.refetch = False           # a semaphore release just landed / the segment must be fetched again
     self.stall_until = 0.0
+    # the GP_PUT the front end has taken up: a held doorbell's GP_PUT is not seen until release(), so while the engine
+    # holds, run() stops there even where USERD's GP_PUT (the host writes it before it rings) is further on
+    self.put_seen = self.u32(CD.USERD_GPGET).value
     self.fault_engine = NV2080_ENGINE_TYPE_GR0          # engine a fault is charged to (the notifier's info16)
     self.name = f"channel {obj.data['chid']} ({class_name(obj.cls)})"
 
@@ -152,6 +158,8 @@ class Channel:
     progressed, n = False, self.d["entries"]
     while True:
       get, put = self.u32(CD.USERD_GPGET).value, self.u32(CD.USERD_GPPUT).value
+      if self.engine.hold: put = self.put_seen   # (held mode: only the doorbells taken up, not what USERD says now)
+      else: self.put_seen = put
       if put >= n: raise self.fail(f"GPPut {put} is outside the {n}-entry ring")
       if get == put and self.segment is None: return progressed
       if self.segment is None:
@@ -166,7 +174,7 @@ class Channel:
         self.segment = self.decode(*self.seg_src)
       try:
         while self.pos < len(self.segment):
-          self.execute(*self.segment[self.pos]); self.pos += 1; progressed = True
+          self.execute(*self.segment[self.pos]); self.pos += 1; progressed = True; self.engine.steps += 1   # (not a failed acquire)
           if self.released and self.pos < len(self.segment):
             # a release landed mid-segment: the front end goes on later, fetching what follows afresh (below)
             self.released, self.refetch, self.stall_until = False, True, time.perf_counter() + RELEASE_STALL_S
@@ -398,6 +406,7 @@ class Channel:
     """Run the queued grids to completion. Several at once run concurrently: slice by slice, newest launch first."""
     q, self.queued = self.queued, []
     if not q: return
+    self.engine.steps += 1
     slices = 1 if len(q) == 1 else INTERLEAVE_SLICES
     for s in range(slices):
       for g in reversed(q):
@@ -451,7 +460,20 @@ class GPFIFOEngine:
     self.latency_s = 0.0
     self.latency_order: str | int = "latest"     # which due channel runs first (the note above INTERLEAVE_SLICES)
     self._rng: tuple[int, random.Random] | None = None   # (seed, generator) of a shuffled latency_order
-    self._queued: list[tuple[float, int]] = []   # (due time, work-submit token) of doorbells not yet acted on
+    # Held mode: latency mode's extreme, chosen by the test. The front end may take up a doorbell arbitrarily late
+    # relative to the CPU (the PBDMA takes up GP_PUT "not immediately", dev_pbdma.ref.txt:476-480, cited above), so a
+    # GPU that takes it up only when the test says (`release()`) is a legal one; the test picks the point a race needs
+    # instead of hoping a timer outlasts the host's next step under load. While `hold` is on a doorbell is queued as in
+    # latency mode (due HELD); release() makes every held one due at once, taken up by the latency_order rules below.
+    # A host wait on held work is not special: Signal.wait and synchronize() always have a timeout (hcqrt/hcq.py
+    # DEFAULT_TIMEOUT_S, HCQDevice.wait_timeout_s), so it ends in their SignalTimeout naming the signal and value. The
+    # runtime then recovers on new channels, whose doorbells are held too: release in a `finally` (held() does).
+    self._hold = False
+    self._queued: list[tuple[float, int, int]] = []   # (due time or HELD, work-submit token, its GP_PUT) of doorbells not yet acted on
+    # (tests) methods completed (a failed acquire is not) and grid batches run so far: tests/held_gpu.py reads it before and after it asks every GPU
+    # idle(), one GPU after the other, so that a GPU another one unblocked meanwhile is not taken for idle
+    self.steps = 0
+    self._taking = 0        # batches of doorbells the front end's thread took from _queued and has not finished yet
     self._cv = threading.Condition(threading.Lock())   # not self.lock: a doorbell never waits for the GPU
     self._runner: threading.Thread | None = None
 
@@ -470,9 +492,51 @@ class GPFIFOEngine:
     self._spaces[id(vs)] = (maps, mem)
     return mem
 
+  @property
+  def hold(self) -> bool: return self._hold
+  @hold.setter
+  def hold(self, on: bool) -> None:
+    if on: self._hold = True
+    else: self.release()   # (turning it off by assignment must not leave held doorbells behind for good)
+
+  @contextlib.contextmanager
+  def held(self) -> Iterator[GPFIFOEngine]:
+    """Hold this GPU's doorbells while the block runs (held mode, see __init__); leaving it releases them."""
+    self.hold = True
+    try: yield self
+    finally: self.release()
+
+  def release(self, keep_holding: bool = False) -> int:
+    """Make every held doorbell due now (they run on the front end's thread, in latency_order); `keep_holding`: later
+    doorbells are held again. Returns how many were held."""
+    with self._cv:
+      self._hold = keep_holding
+      now, n = time.perf_counter(), sum(d == HELD for d, _, _ in self._queued)
+      self._queued = [(now if d == HELD else d, t, p) for d, t, p in self._queued]
+      self._cv.notify()
+    return n
+
+  def idle(self) -> bool:
+    """(tests) Whether this GPU can do nothing more by itself now: no doorbell due or being taken up (held ones aside),
+    no grid queued, and each channel empty, in error, or parked on an acquire that still fails (tried here, as the
+    poller does). A channel waiting out RELEASE_STALL_S before its refetch is not idle."""
+    with self._cv:
+      if self._taking or any(d != HELD for d, _, _ in self._queued): return False
+    with self.lock:
+      now = time.perf_counter()
+      for c in list(self.channels.values()):
+        if c.error is not None: continue
+        if c.queued or (c.refetch and c.stall_until > now): return False
+        if c.segment is not None:
+          try:
+            if c.run(): return False
+          except GPUError: return False   # (kept on the channel, as the poller keeps it)
+      return True
+
   def ring(self, token: int) -> None:
     if self.paused: self.pending_doorbells.append(token); return
-    if self.latency_s > 0: self._queue(token); return
+    # (a doorbell rung while late work is still queued joins it, so the queue's order rules hold for it too)
+    if self.latency_s > 0 or self.hold or self._queued: self._queue(token); return
     with self.lock:
       t0 = time.perf_counter_ns()
       try:
@@ -488,7 +552,9 @@ class GPFIFOEngine:
     except KeyError: raise GPUError(f"mock GPU {self.gpu}: doorbell with unknown work-submit token {token}") from None
     if (c := self.channels.get(id(obj))) is not None and c.obj is obj and c.error is not None: raise c.error
     with self._cv:
-      self._queued.append((time.perf_counter() + self.latency_s, token))
+      # (with the GP_PUT this doorbell announces: the host wrote it to USERD before it rang)
+      put = ctypes.c_uint32.from_address(obj.data["userd"] + CD.USERD_GPPUT).value
+      self._queued.append((HELD if self.hold else time.perf_counter() + self.latency_s, token, put))
       if self._runner is None or not self._runner.is_alive():
         self._runner = threading.Thread(target=self._run_late, daemon=True, name="nvmock-pbdma")
         self._runner.start()
@@ -504,39 +570,44 @@ class GPFIFOEngine:
     raise ValueError(f"mock GPU {self.gpu}: latency_order {self.latency_order!r}; expected 'latest', 'earliest' or an int seed")
 
   def _run_late(self) -> None:
-    """The front end's thread in latency mode: acts on each doorbell once it is due; leaves after a quiet while."""
+    """The front end's thread in latency (or held) mode: acts on each doorbell once it is due; leaves after a quiet while."""
     while True:
       with self._cv:
-        while not self._queued or self._queued[0][0] > time.perf_counter():
-          wait = self._queued[0][0] - time.perf_counter() if self._queued else 1.0
-          if not self._cv.wait(wait) and not self._queued: self._runner = None; return
-        # every doorbell rung so far is taken up now, in latency_order (see the note above INTERLEAVE_SLICES): the front
-        # end is late for the first, and nothing makes the GPU's other channels wait behind it
-        tokens, self._queued = self._in_order([t for _, t in self._queued]), []
+        while (first := min((d for d, _, _ in self._queued), default=HELD)) > time.perf_counter():
+          if not self._cv.wait(min(first - time.perf_counter(), 1.0)) and not self._queued: self._runner = None; return
+        # every doorbell rung so far (and not held) is taken up now, in latency_order (see the note above
+        # INTERLEAVE_SLICES): the front end is late for the first, and nothing makes the GPU's other channels wait behind it
+        puts = {t: p for d, t, p in self._queued if d != HELD}   # (rung order: a channel's last doorbell's GP_PUT wins)
+        tokens = self._in_order([t for d, t, _ in self._queued if d != HELD])
+        self._queued = [(d, t, p) for d, t, p in self._queued if d == HELD]
+        self._taking += 1
         # any order but "latest": the first channel runs alone and the others' doorbells are taken up latency_s later
         # (the PBDMA takes up GP_PUT "not immediately", dev_pbdma.ref.txt:476-480, and GR and the copy engine run
         # concurrently), so work one channel releases early is seen by the other GPU before this GPU's other channel ran
         alone = self.latency_order != "latest"
         if alone:
           later = time.perf_counter() + self.latency_s
-          self._queued = [(later, t) for t in dict.fromkeys(tokens[1:])]; tokens = tokens[:1]
+          self._queued += [(later, t, puts[t]) for t in dict.fromkeys(tokens[1:])]; tokens = tokens[:1]
       with self.lock:
         t0 = time.perf_counter_ns()
         try:
           for token in dict.fromkeys(tokens):
             try: obj = self.rm.channel_by_token(token, self.gpu)
             except KeyError: continue   # the channel was freed meanwhile: nothing is left to run
-            try: self.run_all(obj, alone=alone)
+            self.channel(obj).put_seen = puts[token]   # the front end takes this doorbell's GP_PUT up now
+            try: self.run_all(obj, alone=alone, late=True)
             except GPUError: pass   # kept on the channel (its notifier is written); its next doorbell raises it
-        finally: self.busy_ns += time.perf_counter_ns() - t0
+        finally:
+          self.busy_ns += time.perf_counter_ns() - t0
+          with self._cv: self._taking -= 1
 
-  def run_all(self, rung: Any = None, alone: bool = False) -> None:
+  def run_all(self, rung: Any = None, alone: bool = False, late: bool = False) -> None:
     """Run channels until none progresses; an errored channel raises only when its own doorbell rang. `alone`: only
-    `rung` (latency mode, an order other than "latest")."""
+    `rung` (latency mode, an order other than "latest"). `late`: a doorbell the front end takes up late."""
     with self.lock:
       live = {id(o): o for o in self.rm.channels(self.gpu)}
       # latency mode: the channel whose doorbell is acted on runs first, ahead of channels created (or rung) before it
-      if self.latency_s > 0 and rung is not None and id(rung) in live: live = {id(rung): rung, **live}
+      if late and rung is not None and id(rung) in live: live = {id(rung): rung, **live}
       for k in [k for k in self.channels if k not in live]: del self.channels[k]
       if alone and rung is not None and id(rung) in live: live = {id(rung): rung}
       progressed = True
