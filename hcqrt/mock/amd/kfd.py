@@ -668,9 +668,11 @@ class MockKFD:
   # (hardware queues run asynchronously to the host), so a buffer freed or rewritten while work is in flight, or a
   # missing wait, shows up as a VM fault or a wrong result. `latency_s` delays the start to widen such races.
   # Held mode is latency_s's extreme, chosen by the test: the CP sees the held doorbells only at release(). A queue
-  # may wait arbitrarily long for the CP: with more queues than the scheduler maps at once the KFD hands it an
-  # over-subscribed runlist that the CP runs in turns (linux torvalds/linux@0e94b56 drivers/gpu/drm/amd/amdkfd/
-  # kfd_packet_manager.c:54-68, pm_calc_rlib_size). It holds every GPU of this process (one CP engine serves them).
+  # may wait arbitrarily long for the CP: the KFD unmaps a process's queues when it evicts the process (amdkfd
+  # kfd_device_queue_manager.c evict_process_queues_cpsch) and maps them again only when its restore worker has run
+  # (kfd_process.c restore_process_worker); and with more queues than the scheduler maps at once the runlist is
+  # over-subscribed and chained, run in turns (kfd_packet_manager.c pm_calc_rlib_size, pm_create_runlist_ib; function
+  # names: the line numbers at linux@v6.12.117 not checked). It holds every GPU of this process (one CP engine serves them).
   # A host wait on held work ends in the runtime's own timeout error (AMDDevice.wait_signal, wait_timeout_s).
   @property
   def hold(self) -> bool: return self._hold

@@ -460,9 +460,11 @@ class GPFIFOEngine:
     self.latency_s = 0.0
     self.latency_order: str | int = "latest"     # which due channel runs first (the note above INTERLEAVE_SLICES)
     self._rng: tuple[int, random.Random] | None = None   # (seed, generator) of a shuffled latency_order
-    # Held mode: latency mode's extreme, chosen by the test. The front end may take up a doorbell arbitrarily late
-    # relative to the CPU (the PBDMA takes up GP_PUT "not immediately", dev_pbdma.ref.txt:476-480, cited above), so a
-    # GPU that takes it up only when the test says (`release()`) is a legal one; the test picks the point a race needs
+    # Held mode: latency mode's extreme, chosen by the test. A channel's work may start arbitrarily late relative to the
+    # CPU: its TSG waits behind the other TSGs' timeslices on a shared runlist (dev_pbdma.ref.txt:3806-3825, with
+    # :3738-3743 cited above), and the PBDMA may go on with an older GP_PUT than the host wrote ("not immediately",
+    # :477-480: Channel.put_seen). So a GPU that takes a doorbell up only when the test says (`release()`) is a legal
+    # one; the test picks the point a race needs
     # instead of hoping a timer outlasts the host's next step under load. While `hold` is on a doorbell is queued as in
     # latency mode (due HELD); release() makes every held one due at once, taken up by the latency_order rules below.
     # A host wait on held work is not special: Signal.wait and synchronize() always have a timeout (hcqrt/hcq.py
