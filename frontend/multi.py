@@ -254,7 +254,9 @@ class MultiLazyBuffer:
     acc = list(itertools.accumulate(shape, operator.mul, initial=1))
     lead = prod(self.shape[:self.axis])
     if lead not in acc: raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
-    new_axis = len(acc) - acc[::-1].index(lead) - 1
+    # (the last axis of `shape` whose leading dims have that product: acc's last entry is the whole product, no axis; a
+    # sharded axis of size 1, one real shard after a shrink, may be followed by unit axes that end at it)
+    new_axis = len(acc) - 1 - acc[-2::-1].index(lead) - 1 if lead in acc[:-1] else len(shape)
     if new_axis >= len(shape) or any(prod(lb.shape[self.axis:]) % prod(shape[new_axis + 1:]) for lb in self.lbs):
       raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
     new = [x.reshape(tuple(s if a != new_axis else prod(x.shape[self.axis:]) // prod(shape[new_axis + 1:]) for a, s in enumerate(shape)))
