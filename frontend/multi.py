@@ -188,6 +188,14 @@ class MultiLazyBuffer:
              for lb, r, (st, ed) in zip(self.lbs, self.real, self.bounds) if r]
     return _concat(parts)
 
+  def reshard(self, like: MultiLazyBuffer) -> MultiLazyBuffer:
+    """This value split the way `like` is (its axis and bounds; axis None: whole on each device): a gradient flows back
+    split as the ops after a tensor left it (a matmul over the sharded K axis gives dx split on another axis), and the
+    backward of a movement op (a pad's shrink, a shrink's pad) only works on the sharding its forward saw."""
+    if (self.axis, self.bounds) == (like.axis, like.bounds) or not all(self.real) or not all(like.real): return self
+    whole = self.lbs if self.axis is None else [self.copy_to_device(lb.device) for lb in self.lbs]
+    return MultiLazyBuffer(whole if like.axis is None else _to_sharded(whole, like.axis, like.bounds), like.axis)
+
   # *** per shard ***
   def _same(self, lbs: list[LazyBuffer]) -> MultiLazyBuffer: return MultiLazyBuffer(lbs, self.axis, self.real)
   def cast(self, dtype: DType, bitcast: bool = False) -> MultiLazyBuffer: return self._same([x.cast(dtype, bitcast) for x in self.lbs])
