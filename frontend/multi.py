@@ -216,10 +216,18 @@ class MultiLazyBuffer:
     new_real = [all(rs) for rs in zip(*[x.real for x in msrcs])] if not_all_real else self.real
     if not any(new_real): raise RuntimeError(f"{op.name}: the inputs keep no shard in common (real masks {[x.real for x in msrcs]})")
     srcs: list[list[LazyBuffer]] = []
-    for x in msrcs:
-      if (x.axis == axis and x.bounds == bounds) or not_all_real: srcs.append(x.lbs)
-      elif x.axis is None: srcs.append(_to_sharded(x.lbs, axis, bounds))
-      else: srcs.append(_to_sharded([x.copy_to_device(lb.device) for lb in x.lbs], axis, bounds))
+    if not_all_real:
+      # an input shrunk to one shard holds the whole value on that device: every other input must be whole there too
+      # (one split over the devices is gathered; tinygrad v0.9 zipped the shards as they were, of other shapes)
+      ref = next(x for x in msrcs if not all(x.real))
+      axis = ref.axis
+      srcs = [x.lbs if x.real == ref.real or (x.axis is None and all(x.real)) else [x.copy_to_device(lb.device) for lb in ref.lbs]
+              for x in msrcs]
+    else:
+      for x in msrcs:
+        if x.axis == axis and x.bounds == bounds: srcs.append(x.lbs)
+        elif x.axis is None: srcs.append(_to_sharded(x.lbs, axis, bounds))
+        else: srcs.append(_to_sharded([x.copy_to_device(lb.device) for lb in x.lbs], axis, bounds))
     outs = {i: ls[0].alu(op, *ls[1:]) for i, (ls, r) in enumerate(zip(zip(*srcs), new_real)) if r}
     dt = next(iter(outs.values())).dtype
     return MultiLazyBuffer([outs.get(i, LazyBuffer.const(0, dt, ls[0].shape, ls[0].device)) for i, ls in enumerate(zip(*srcs))], axis, new_real)
