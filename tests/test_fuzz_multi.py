@@ -230,7 +230,9 @@ class ShardedCase:
           lo = int(r.integers(0, shape[ax])); hi = int(r.integers(lo + 1, shape[ax] + 1)) if shape[ax] else 0
           step = ("shrink", tuple((lo, hi) if i == ax else (0, s) for i, s in enumerate(shape)))
           refusal = r"shrink .* of shape .*it can only be shrunk to one shard"
-      elif kind == "expand" and len(shape) < 4: step = ("expand", int(r.integers(0, len(shape) + 1)), int(r.integers(2, 4)))
+      elif kind == "expand" and len(shape) < 4:
+        # (a tensor shrunk to a one-element shard is split on a unit axis, which a new unit axis beside it may become)
+        step, refusal = ("expand", int(r.integers(0, len(shape) + 1)), int(r.integers(2, 4))), r"expand .* -> .*: can't expand the sharded axis"
       elif kind == "flip" and shape:
         step, refusal = ("flip", (int(r.integers(0, len(shape))),)), r"flip .* of shape .*can't flip the sharded axis"
       elif kind == "reduce" and shape:
