@@ -12,6 +12,7 @@ import math
 from compiler.dtypes import DType, dtypes, sum_acc_dtype
 from compiler.lazy import LazyBuffer
 from compiler.uop import Ops
+from frontend.multi import MultiLazyBuffer
 
 class Function:
   """A node of the autograd graph: forward on LazyBuffers, backward returns a gradient per parent."""
@@ -279,6 +280,35 @@ class Max(Function):
     hit = self.x.alu(Ops.CMPNE, self.ret.expand(self.x.shape)).alu(Ops.CMPNE, self.x.const_like(True).cast(dtypes.bool)).cast(g.dtype)
     cnt = hit.r(Ops.ADD, self.axis).expand(self.x.shape)
     return hit.alu(Ops.FDIV, cnt).alu(Ops.MUL, g.expand(self.x.shape))
+
+# ***** between devices *****
+# (torch's `.to(device)` is differentiable, and so are tinygrad HEAD's COPY and shard: a gradient stops at neither)
+class Copy(Function):
+  """The value on one device (`Tensor.to`); from several devices, the shards concatenated. The gradient goes back the
+  same way: copied to the source device, or cut into the source's shards (each to its device, zeros where a shard held
+  nothing real)."""
+  def forward(self, x, device: str):
+    # (what the backward needs, not x itself: create_graph swaps saved LazyBuffers for Tensors)
+    self.src_device = x.device
+    if isinstance(x, MultiLazyBuffer): self.axis, self.real, self.bounds, self.shards = x.axis, list(x.real), x.bounds, [lb.shape for lb in x.lbs]
+    return x.copy_to_device(device)
+  def backward(self, g):
+    if isinstance(self.src_device, str): return g.copy_to_device(self.src_device)
+    if not isinstance(g, LazyBuffer):
+      raise NotImplementedError(f"backward of a copy from {self.src_device} to one device: a gradient of {type(g).__name__} (second-order "
+                                "gradients across several devices are not supported)")
+    devs, real = self.src_device, self.real
+    if self.axis is None: return MultiLazyBuffer([g.copy_to_device(d) for d in devs], None, list(real))
+    lo = min(st for (st, _), r in zip(self.bounds, real) if r)   # (the forward left out the shards that hold nothing)
+    cut = [tuple((st - lo, ed - lo) if a == self.axis else (0, s) for a, s in enumerate(g.shape)) for st, ed in self.bounds]
+    return MultiLazyBuffer([g.shrink(c).copy_to_device(d) if r else LazyBuffer.const(0, g.dtype, shp, d)
+                            for c, d, r, shp in zip(cut, devs, real, self.shards)], self.axis, list(real))
+class Shard(Function):
+  """One device's value split over several (`Tensor.shard`); the gradient is the shards' gradients gathered back."""
+  def forward(self, x, devices: tuple[str, ...], axis: int | None):
+    self.src_device = x.device
+    return MultiLazyBuffer.from_sharded(x, devices, axis)
+  def backward(self, g): return g.copy_to_device(self.src_device)
 
 # ***** movement *****
 class Reshape(Function):

@@ -63,6 +63,7 @@ class TensorLB:
   def pad(self, arg) -> TensorLB: return TensorLB(F.Pad.apply(self.t, arg=tuple(arg)))
   def shrink(self, arg) -> TensorLB: return TensorLB(F.Shrink.apply(self.t, arg=tuple(arg)))
   def flip(self, axes) -> TensorLB: return TensorLB(F.Flip.apply(self.t, axis=tuple(axes)))
+  def copy_to_device(self, device: str) -> TensorLB: return TensorLB(F.Copy.apply(self.t, device=device))
 
 class Unrecorded(Function):
   """A value a Function saved that is no longer its input's or its output's (the input was written in place after the

@@ -188,6 +188,14 @@ class MultiLazyBuffer:
              for lb, r, (st, ed) in zip(self.lbs, self.real, self.bounds) if r]
     return _concat(parts)
 
+  def reshard(self, like: MultiLazyBuffer) -> MultiLazyBuffer:
+    """This value split the way `like` is (its axis and bounds; axis None: whole on each device): a gradient flows back
+    split as the ops after a tensor left it (a matmul over the sharded K axis gives dx split on another axis), and the
+    backward of a movement op (a pad's shrink, a shrink's pad) only works on the sharding its forward saw."""
+    if (self.axis, self.bounds) == (like.axis, like.bounds) or not all(self.real) or not all(like.real): return self
+    whole = self.lbs if self.axis is None else [self.copy_to_device(lb.device) for lb in self.lbs]
+    return MultiLazyBuffer(whole if like.axis is None else _to_sharded(whole, like.axis, like.bounds), like.axis)
+
   # *** per shard ***
   def _same(self, lbs: list[LazyBuffer]) -> MultiLazyBuffer: return MultiLazyBuffer(lbs, self.axis, self.real)
   def cast(self, dtype: DType, bitcast: bool = False) -> MultiLazyBuffer: return self._same([x.cast(dtype, bitcast) for x in self.lbs])
@@ -208,10 +216,18 @@ class MultiLazyBuffer:
     new_real = [all(rs) for rs in zip(*[x.real for x in msrcs])] if not_all_real else self.real
     if not any(new_real): raise RuntimeError(f"{op.name}: the inputs keep no shard in common (real masks {[x.real for x in msrcs]})")
     srcs: list[list[LazyBuffer]] = []
-    for x in msrcs:
-      if (x.axis == axis and x.bounds == bounds) or not_all_real: srcs.append(x.lbs)
-      elif x.axis is None: srcs.append(_to_sharded(x.lbs, axis, bounds))
-      else: srcs.append(_to_sharded([x.copy_to_device(lb.device) for lb in x.lbs], axis, bounds))
+    if not_all_real:
+      # an input shrunk to one shard holds the whole value on that device: every other input must be whole there too
+      # (one split over the devices is gathered; tinygrad v0.9 zipped the shards as they were, of other shapes)
+      ref = next(x for x in msrcs if not all(x.real))
+      axis = ref.axis
+      srcs = [x.lbs if x.real == ref.real or (x.axis is None and all(x.real)) else [x.copy_to_device(lb.device) for lb in ref.lbs]
+              for x in msrcs]
+    else:
+      for x in msrcs:
+        if x.axis == axis and x.bounds == bounds: srcs.append(x.lbs)
+        elif x.axis is None: srcs.append(_to_sharded(x.lbs, axis, bounds))
+        else: srcs.append(_to_sharded([x.copy_to_device(lb.device) for lb in x.lbs], axis, bounds))
     outs = {i: ls[0].alu(op, *ls[1:]) for i, (ls, r) in enumerate(zip(zip(*srcs), new_real)) if r}
     dt = next(iter(outs.values())).dtype
     return MultiLazyBuffer([outs.get(i, LazyBuffer.const(0, dt, ls[0].shape, ls[0].device)) for i, ls in enumerate(zip(*srcs))], axis, new_real)
@@ -254,7 +270,9 @@ class MultiLazyBuffer:
     acc = list(itertools.accumulate(shape, operator.mul, initial=1))
     lead = prod(self.shape[:self.axis])
     if lead not in acc: raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
-    new_axis = len(acc) - acc[::-1].index(lead) - 1
+    # (the last axis of `shape` whose leading dims have that product: acc's last entry is the whole product, no axis; a
+    # sharded axis of size 1, one real shard after a shrink, may be followed by unit axes that end at it)
+    new_axis = len(acc) - 1 - acc[-2::-1].index(lead) - 1 if lead in acc[:-1] else len(shape)
     if new_axis >= len(shape) or any(prod(lb.shape[self.axis:]) % prod(shape[new_axis + 1:]) for lb in self.lbs):
       raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
     new = [x.reshape(tuple(s if a != new_axis else prod(x.shape[self.axis:]) // prod(shape[new_axis + 1:]) for a, s in enumerate(shape)))

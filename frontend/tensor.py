@@ -284,7 +284,7 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, ElementwiseMixin, DTypeM
     if isinstance(device, tuple):
       if isinstance(self.lazydata, MultiLazyBuffer): raise RuntimeError(f"to: the tensor is already on {self.device}; move it to one device first")
       return self.shard(device)
-    ret = Tensor(self.lazydata.copy_to_device(device), requires_grad=self.requires_grad)
+    ret = F.Copy.apply(self, device=device)
     if self.grad is not None: ret.grad = self.grad.to(device)
     return ret
   def to_(self, device: str | None) -> Tensor:
@@ -311,7 +311,7 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, ElementwiseMixin, DTypeM
     devices = multi.canonical(tuple(devices) if isinstance(devices, (tuple, list)) else (devices,))
     if len(devices) == 1: return self.to(devices[0])
     if axis is not None: axis = self._axis(axis)
-    return Tensor(MultiLazyBuffer.from_sharded(self.lazydata, devices, axis), requires_grad=self.requires_grad)
+    return F.Shard.apply(self, devices=devices, axis=axis)
   def shard_(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
     """`shard` in place: this tensor now lives on `devices`; returns self.
 
@@ -418,7 +418,7 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, ElementwiseMixin, DTypeM
       raise RuntimeError(f"backward: {self} does not require grad: no input of it has requires_grad=True (a tensor made "
                          "with the default requires_grad=None records no autograd graph)")
     if isinstance(self._ctx, F.FreedGraph): self._ctx.backward(gradient)   # raises: the graph was used up
-    walk, dev, grads = self._deepwalk(stop), self.device, {self: gradient}
+    walk, grads = self._deepwalk(stop), {self: gradient}
     for t0 in reversed(walk):
       if t0._ctx is None or (g0 := grads.get(t0)) is None or (stop and any(t0 is t for t in stop)): continue   # (no gradient: e.g. the condition of a where())
       if isinstance(t0._ctx, F.FreedGraph):
@@ -427,11 +427,11 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, ElementwiseMixin, DTypeM
         continue
       if create_graph:
         from frontend.grad_graph import backward_graph
-        pgs = [g if g is None or g.device == dev else g.to(dev) for g in backward_graph(t0._ctx, t0, g0)]
+        pgs = [g if g is None or g.device == p.device else g.to(p.device) for p, g in zip(t0._ctx.parents, backward_graph(t0._ctx, t0, g0))]
       else:
+        # (each gradient where its parent lives: a graph may span devices through to() and shard())
         pgs = t0._ctx.backward(g0.lazydata)
-        pgs = [(_wrap(g) if g.device == dev else Tensor(g, device=dev, requires_grad=False)) if g is not None else None
-               for g in ([pgs] if len(t0._ctx.parents) == 1 else pgs)]
+        pgs = [_grad_for(p, g) for p, g in zip(t0._ctx.parents, [pgs] if len(t0._ctx.parents) == 1 else pgs)]
       for t, g in zip(t0._ctx.parents, pgs):
         if g is not None and t.requires_grad:
           if g.lazydata.shape != t.lazydata.shape: raise RuntimeError(f"backward: gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}")
@@ -594,6 +594,16 @@ def _sweep_live() -> None:
   global _live_sweep_at
   _live[:] = [r for r in _live if r() is not None]
   _live_sweep_at = max(1024, 2 * len(_live))
+
+def _grad_for(parent: Tensor, g) -> Tensor | None:
+  """A backward rule's gradient (a LazyBuffer or MultiLazyBuffer) as a Tensor where `parent` lives and, on several
+  devices, split as `parent` is (MultiLazyBuffer.reshard), so every gradient a backward rule gets is split like the
+  output it saw in its forward."""
+  if g is None: return None
+  pl = parent.lazydata
+  if g.device != parent.device: return Tensor(g, device=parent.device, requires_grad=False)
+  if g.__class__ is MultiLazyBuffer and pl.__class__ is MultiLazyBuffer: g = g.reshard(pl)
+  return _wrap(g)
 
 def _init_multi(t: Tensor, data: Any, device, dtype: DType | None, requires_grad: bool | None) -> None:
   """Tensor(data, device=(d0, d1, ...)): made on the first device, then replicated; or a MultiLazyBuffer as is."""
