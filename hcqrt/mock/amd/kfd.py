@@ -21,10 +21,11 @@ zero-fill or truncate it, hiding a client's layout bug).
   (True, True)
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time
-from collections.abc import Hashable, Iterable, Iterator
+import ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time
+from collections.abc import Hashable, Iterable
 from typing import Any
 from hcqrt import syscalls
+from hcqrt.mock.held import Holdable
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes, small_bar_gpus
 from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE
@@ -69,7 +70,7 @@ class KernelEventPage:
     self._buf = ctypes.create_string_buffer(self.size)
     self.host = ctypes.addressof(self._buf)
 
-class MockKFD:
+class MockKFD(Holdable):
   """The fake KFD. `arch` "gfx1100" or "gfx942"; `kernel` "6.12" or "6.1" (default: MOCKGPU_KFD); `version` the
   (major, minor) GET_VERSION reports (default: that kernel's). `gpus` GPU nodes are listed (nodes 1..gpus), the
   mock serves the one of node `serve`; the nodes in `hidden` belong to GPUs the device cgroup denies. `small_bar`
@@ -674,20 +675,6 @@ class MockKFD:
   # over-subscribed and chained, run in turns (kfd_packet_manager.c pm_calc_rlib_size, pm_create_runlist_ib; function
   # names: the line numbers at linux@v6.12.117 not checked). It holds every GPU of this process (one CP engine serves them).
   # A host wait on held work ends in the runtime's own timeout error (AMDDevice.wait_signal, wait_timeout_s).
-  @property
-  def hold(self) -> bool: return self._hold
-  @hold.setter
-  def hold(self, on: bool) -> None:
-    if on: self._hold = True
-    else: self.release()
-
-  @contextlib.contextmanager
-  def held(self) -> Iterator[MockKFD]:
-    """Hold the doorbells rung while the block runs; leaving it releases them."""
-    self.hold = True
-    try: yield self
-    finally: self.release()
-
   def release(self, keep_holding: bool = False) -> int:
     """The CP sees every held doorbell now (the engine runs them as after any doorbell); `keep_holding`: later doorbells
     are held again. Returns how many queues had one held."""

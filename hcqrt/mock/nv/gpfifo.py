@@ -34,11 +34,11 @@ space. Anything unknown or malformed raises GPUError naming the channel, the pus
 method, and the channel is left in an error state (later doorbells on it raise the same error).
 """
 from __future__ import annotations
-import contextlib, ctypes, math, random, re, struct, threading, time
-from collections.abc import Iterator
+import ctypes, math, random, re, struct, threading, time
 from dataclasses import dataclass
 from typing import Any
 import numpy as np
+from hcqrt.mock.held import Holdable
 from hcqrt.mock.nv import classdefs as CD
 from hcqrt.mock.nv.classdefs import class_name
 from hcqrt.mock.ptx import AddressSpace
@@ -436,7 +436,7 @@ class Channel:
       kind = "hit a GPU page fault" if isinstance(e, MemoryFault) and "outside every mapping" in str(e) else "faulted"
       raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} {kind}: {e}", g.at) from None
 
-class GPFIFOEngine:
+class GPFIFOEngine(Holdable):
   """All channels of one GPU of a MockNV; `ring(token)` is its doorbell. Each GPU's engine runs only its own channels."""
   def __init__(self, rm: Any, gpu: int = 0):
     self.rm, self.gpu = rm, gpu
@@ -493,20 +493,6 @@ class GPFIFOEngine:
     for va, size, host in maps: mem.map(va, np.frombuffer((ctypes.c_char * size).from_address(host), np.uint8))
     self._spaces[id(vs)] = (maps, mem)
     return mem
-
-  @property
-  def hold(self) -> bool: return self._hold
-  @hold.setter
-  def hold(self, on: bool) -> None:
-    if on: self._hold = True
-    else: self.release()   # (turning it off by assignment must not leave held doorbells behind for good)
-
-  @contextlib.contextmanager
-  def held(self) -> Iterator[GPFIFOEngine]:
-    """Hold this GPU's doorbells while the block runs (held mode, see __init__); leaving it releases them."""
-    self.hold = True
-    try: yield self
-    finally: self.release()
 
   def release(self, keep_holding: bool = False) -> int:
     """Make every held doorbell due now (they run on the front end's thread, in latency_order); `keep_holding`: later
