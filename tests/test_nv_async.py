@@ -34,10 +34,14 @@ def rewrites_early(monkeypatch):
   monkeypatch.setattr(GraphReplay, "replay", replay)
 
 def test_the_doorbell_only_queues_work(nv):
-  nv.drv.engine.latency_s = 0.05
+  import time
+  nv.drv.engine.latency_s = 0.2
   s = nv.new_signal(0)
+  t0 = time.perf_counter()
   nv.hw_compute_queue().signal(s, 1).submit(nv)
-  assert s.value == 0   # not run yet: the host must wait for it
+  v = s.value
+  # not run yet: the host must wait for it (a host stalled past the latency, on a loaded machine, can't tell)
+  if time.perf_counter() - t0 < 0.2: assert v == 0
   s.wait(1, 5.0)
   assert s.value == 1
 
