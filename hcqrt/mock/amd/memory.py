@@ -86,13 +86,13 @@ class DirtyL2:
 
   def pop(self, a: int, default: bytes | None = None) -> bytes | None:
     if (v := self.get(a)) is None: return default
-    self._clear(a - a % PAGE, a % PAGE // 4, a % PAGE // 4 + 1)
+    self._clear(a - a % PAGE, a % PAGE // 4)
     return v
 
-  def _clear(self, pa: int, lo: int, hi: int) -> None:
-    """Dwords lo..hi-1 of page pa are clean now."""
+  def _clear(self, pa: int, words: int | slice | np.ndarray) -> None:
+    """Dwords `words` (an index, a slice or an array of them) of page pa are clean now."""
     if (pg := self.pages.get(pa)) is None: return
-    pg[1][lo:hi] = False
+    pg[1][words] = False
     if not pg[1].any(): del self.pages[pa]
 
   def _spans(self, va: int, n: int) -> Iterator[tuple[int, int, int]]:
@@ -115,7 +115,7 @@ class DirtyL2:
 
   def drop(self, va: int, n: int) -> None:
     """Every dword overlapping [va, va + n) is clean (a write to memory around the L2, an unmapped BO)."""
-    for pa, lo, hi in self._spans(va - va % 4, n + va % 4): self._clear(pa, lo // 4, (hi + 3) // 4)
+    for pa, lo, hi in self._spans(va - va % 4, n + va % 4): self._clear(pa, slice(lo // 4, (hi + 3) // 4))
 
   def overlay(self, va: int, data: bytearray) -> None:
     """The dirty bytes within [va, va + len(data)) written over `data` (memory's bytes there)."""
@@ -135,12 +135,8 @@ class DirtyL2:
       sel = addrs[lo:hi]
       mask = self.pages[pa][1]
       hit = sel[mask[(sel - pa) // 4]]
-      if len(hit): hits.append(hit); self._clear_words(pa, (hit - pa) // 4)
+      if len(hit): hits.append(hit); self._clear(pa, (hit - pa) // 4)
     return np.concatenate(hits) if hits else np.zeros(0, np.int64)
-
-  def _clear_words(self, pa: int, words: np.ndarray) -> None:
-    self.pages[pa][1][words] = False
-    if not self.pages[pa][1].any(): del self.pages[pa]
 
   def dwords(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """(page address, the page's dirty dword offsets in bytes, their bytes as (k, 4)) of every page holding any."""
