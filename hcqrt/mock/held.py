@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Iterator
 
 class Holdable:
-  _hold = False
+  _hold = False   # (off until a test holds: the mocks' own __init__ need not set it)
   @property
   def hold(self) -> bool: return self._hold
   @hold.setter

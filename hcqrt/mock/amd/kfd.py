@@ -132,7 +132,6 @@ class MockKFD(Holdable):
     self._engine: threading.Thread | None = None
     self._due: float | None = None           # when the engine runs the queues next (doorbell time + latency_s)
     self.latency_s = 0.0                     # how long after a doorbell the CP starts on the work (tests widen races)
-    self._hold = False                       # held mode (`held()`, tests): doorbells wait until release()
     self._held: dict[int, tuple[Any, int]] = {}   # id(queue) -> (queue, its last held doorbell value)
     self.release_stall_s = 0.0               # how long the CP stalls after each RELEASE_MEM (tests widen races)
     self.busy_ns = 0

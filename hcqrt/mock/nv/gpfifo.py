@@ -464,13 +464,12 @@ class GPFIFOEngine(Holdable):
     # CPU: its TSG waits behind the other TSGs' timeslices on a shared runlist (dev_pbdma.ref.txt:3806-3825, with
     # :3738-3743 cited above), and the PBDMA may go on with an older GP_PUT than the host wrote ("not immediately",
     # :477-480: Channel.put_seen). So a GPU that takes a doorbell up only when the test says (`release()`) is a legal
-    # one; the test picks the point a race needs
-    # instead of hoping a timer outlasts the host's next step under load. While `hold` is on a doorbell is queued as in
-    # latency mode (due HELD); release() makes every held one due at once, taken up by the latency_order rules below.
-    # A host wait on held work is not special: Signal.wait and synchronize() always have a timeout (hcqrt/hcq.py
-    # DEFAULT_TIMEOUT_S, HCQDevice.wait_timeout_s), so it ends in their SignalTimeout naming the signal and value. The
-    # runtime then recovers on new channels, whose doorbells are held too: release in a `finally` (held() does).
-    self._hold = False
+    # one; the test picks the point a race needs instead of hoping a timer outlasts the host's next step under load.
+    # While `hold` is on (hcqrt/mock/held.py) a doorbell is queued as in latency mode (due HELD); release() makes every
+    # held one due at once, taken up by the latency_order rules below. A host wait on held work is not special:
+    # Signal.wait and synchronize() always have a timeout (hcqrt/hcq.py DEFAULT_TIMEOUT_S, HCQDevice.wait_timeout_s), so
+    # it ends in their SignalTimeout naming the signal and value. The runtime then recovers on new channels, whose
+    # doorbells are held too: release in a `finally` (held() does).
     self._queued: list[tuple[float, int, int]] = []   # (due time or HELD, work-submit token, its GP_PUT) of doorbells not yet acted on
     # (tests) methods completed (a failed acquire is not) and grid batches run so far: tests/held_gpu.py reads it before and after it asks every GPU
     # idle(), one GPU after the other, so that a GPU another one unblocked meanwhile is not taken for idle
