@@ -6,9 +6,9 @@ GPU (a replay that first waits for the previous one, a copyout that waits for th
 GPU may start is when the host blocks on it and nothing else can run. `held_until_the_host_waits` holds the GPUs and,
 each time the host is about to block on a signal that has not reached its value, waits until every GPU of the mock is
 idle (GPFIFOEngine.idle: unheld work may still be running, e.g. a channel in its release stall) and then, if the signal
-still has not come, takes up what the held GPUs hold, holding their later doorbells again. That is a legal schedule (the
-front end takes up a doorbell arbitrarily late, dev_pbdma.ref.txt:476-480) and a deterministic one: the held work runs
-exactly when the host cannot go on without it, whatever the load."""
+still has not come, takes up what the held GPUs hold, holding their later doorbells again. That is a legal schedule (a
+channel's work may start arbitrarily late: hcqrt/mock/nv/gpfifo.py's held-mode note gives the sources) and a
+deterministic one: the held work runs exactly when the host cannot go on without it, whatever the load."""
 from __future__ import annotations
 import contextlib, time
 from collections.abc import Iterator
