@@ -11,7 +11,7 @@ from hcqrt.mock.amd.rdna3 import EmulatorError, decode
 from hcqrt.mock.amd.rdna3.disasm import operands
 from tests.rdna3_kernels import have_llvmlite, read_object
 from tests.needs import need_llvm_objdump_19
-from tests import test_ptx_render as P
+from tests.compiler import test_ptx_render as P
 
 pytestmark = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
 rng = np.random.default_rng(13)

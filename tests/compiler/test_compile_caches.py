@@ -7,7 +7,7 @@ from compiler.dtypes import dtypes
 from compiler.uop import UOp, Ops, simplify, graph_rewrite, symbolic
 
 i32 = dtypes.int32
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def _rng(i: int, n: int) -> UOp: return UOp(Ops.RANGE, i32, (UOp.const(i32, n),), (i, "global"))
 

@@ -16,9 +16,9 @@ from compiler.uop import UOp, Ops
 from hcqrt.mock.ptx import PTXModule, PTXError
 from hcqrt.mock.ptx.numerics import f32_to_f8_satfinite, f8_to_f16
 from tests.child_env import device_env
-from tests.test_ptx_interpreter import Dev
+from tests.mock.test_ptx_interpreter import Dev
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TORCH = {"fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2}
 
 def _inputs() -> np.ndarray:

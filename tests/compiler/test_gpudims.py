@@ -17,10 +17,10 @@ from compiler.render_ptx import render_ptx
 from compiler.schedule import create_schedule
 from compiler.target import AMD_TARGETS, Target
 from compiler.uop import Ops, Variable
-from tests import test_ptx_render as P
+from tests.compiler import test_ptx_render as P
 from tests.rdna3_kernels import have_llvmlite
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 NV = Target("NV", "ptx", arch="sm_90", warp_size=32, gpu=True)
 
 def kernel(fn, *shapes, dtype=np.float32):

@@ -1,6 +1,6 @@
 """The compile pipeline's seams: Targets reported by devices, one compile_kernel for engine/BEAM/export, the optimizer
 package without import cycles, ranges numbered by their kernel, the capture slot below the engine (frontend/capture.py;
-the frontend's own layering: tests/test_frontend_layers.py)."""
+the frontend's own layering: tests/frontend/test_frontend_layers.py)."""
 import ast, json, os, pathlib, re, subprocess, sys
 import numpy as np
 import pytest
@@ -17,7 +17,7 @@ from compiler.opt.heuristic import optimize
 from compiler.pipeline import BACKENDS, compile_kernel
 from compiler.target import Target
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 OPT_MODULES = sorted(p.stem for p in (ROOT / "compiler" / "opt").glob("*.py") if p.stem != "__init__")
 
 @pytest.fixture(autouse=True)

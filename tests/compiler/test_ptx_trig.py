@@ -5,7 +5,7 @@ interpreter models at their worst case (hcqrt/mock/ptx/approx.py). The renderer 
 import numpy as np
 import pytest
 from compiler.transcendental import SIN_F32_MAX
-from tests.test_ptx_render import run
+from tests.compiler.test_ptx_render import run
 
 rng = np.random.default_rng(4141)
 

@@ -46,7 +46,7 @@ def ptx_of(fn, *arrays) -> tuple[str, Launch]:
   ck = get_kernel(si, "PTXEMU")
   return ck.src, ck.launch
 
-from tests.test_ptx_render import same   # noqa: E402 (after the helpers it needs); fn on PTXEMU equals fn on the CPU
+from tests.compiler.test_ptx_render import same   # noqa: E402 (after the helpers it needs); fn on PTXEMU equals fn on the CPU
 
 # ***** the PTX text: vectors where the alignment is proven, scalars elsewhere *****
 def test_elementwise_vectors_and_launch():

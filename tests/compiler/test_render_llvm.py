@@ -161,7 +161,7 @@ def test_cpu_llvm_needs_no_c_compiler(tmp_path):
   # job (examples/train_digits.py) trains, its kernels launch through the LLVM-built native runner, nothing spawns one.
   import os, pathlib
   from compiler.assemble.c_compiler import CLANGS
-  repo, fake, log = pathlib.Path(__file__).parent.parent, tmp_path / "bin", tmp_path / "spawned.txt"
+  repo, fake, log = pathlib.Path(__file__).parents[2], tmp_path / "bin", tmp_path / "spawned.txt"
   fake.mkdir()
   for n in ["cc", "gcc", "c99", *CLANGS]:
     (fake / n).write_text(f'#!/bin/sh\necho "$0 $*" >> {log}\nexit 1\n'); (fake / n).chmod(0o755)

@@ -3,7 +3,7 @@ that pin a kernel, and the numpy child names the BLAS kernel it ran."""
 import importlib.util, os, subprocess, sys
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def _load(name: str):
   spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(ROOT, "bench", f"{name}.py"))

@@ -4,7 +4,7 @@ own ISA is shown next to it for reference."""
 import importlib.util, os, subprocess, sys
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AVX512 = frozenset({"avx", "avx2", "fma", "avx512f"})
 
 def _load(name: str):
@@ -59,7 +59,7 @@ def test_numpy_runs_the_openblas_kernel_of_ours_isa():
   code = "import sys; sys.path.insert(0, 'bench'); from _oracle import blas_kernel; print(blas_kernel())"
   env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_")} | common.BLAS_AT_ISA["AVX2"]
   out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
   # (threadpoolctl, where installed, names the library "openblas"; OpenBLAS itself "OpenBLAS")
   if "openblas" not in out.stdout.lower(): pytest.skip(f"numpy does not run OpenBLAS here: {out.stdout.strip() or out.stderr[-200:]}")
   assert "Haswell" in out.stdout, out.stdout

@@ -5,7 +5,7 @@ import os, re, shutil, subprocess, sys
 import pytest
 from tests.child_env import pythonpath
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _out: dict[int, str] = {}
 
 def _run(level: int) -> str:

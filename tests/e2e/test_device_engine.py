@@ -7,7 +7,7 @@ from frontend import Tensor, GlobalCounters
 from frontend.devices import target_of
 from hcqrt.device import _Registry
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def test_default_choice_is_cheap_and_env_selects(monkeypatch):
   for name in ("CPU", "NV", "AMD", "PTXEMU"): monkeypatch.delenv(name, raising=False)

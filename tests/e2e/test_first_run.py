@@ -6,7 +6,7 @@ from hcqrt.mock.nv import MockNV
 from hcqrt.nv.device import NVDevice
 from hw_tests import first_run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def test_first_run_on_the_mock(tmp_path):
   env = dict(os.environ, OUT=str(tmp_path), PYTHON=sys.executable)

@@ -8,7 +8,7 @@ import torch
 from frontend import Tensor, TinyJit
 from frontend.jit import JitError
 
-_spec = importlib.util.spec_from_file_location("gpt2", os.path.join(os.path.dirname(__file__), "..", "examples", "gpt2.py"))
+_spec = importlib.util.spec_from_file_location("gpt2", os.path.join(os.path.dirname(__file__), "..", "..", "examples", "gpt2.py"))
 gpt2 = sys.modules["gpt2"] = importlib.util.module_from_spec(_spec)   # (dataclasses look their module up)
 _spec.loader.exec_module(gpt2)
 

@@ -71,7 +71,7 @@ def test_hw_tests_ships_in_the_wheel():
   are every top-level package of the repository but the tests, and none of them imports a folder that is not shipped
   (tests/, bench/, examples/)."""
   import fnmatch, pathlib, re
-  root = pathlib.Path(__file__).resolve().parents[1]
+  root = pathlib.Path(__file__).resolve().parents[2]
   include = re.findall(r'"([^"]+)"', re.search(r"\[tool\.setuptools\.packages\.find\]\s*include\s*=\s*\[([^\]]*)\]", (root / "pyproject.toml").read_text()).group(1))
   packages = {p.parent.name for p in root.glob("*/__init__.py")} - {"tests"}
   shipped = {p for p in packages if any(fnmatch.fnmatch(p, pat) for pat in include)}

@@ -5,7 +5,7 @@ import os, subprocess, sys
 import pytest
 from hcqrt.deps import install_hint, missing
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def _run_without(blocked, module, *args):
   code = (f"import sys, runpy\n"

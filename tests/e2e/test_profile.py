@@ -5,7 +5,7 @@ import pytest
 import compiler.profile as prof
 from tests.child_env import device_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def _base_env() -> dict:
   """This process's environment without its device choice (the suite may run under MOCKGPU=1 NV=1), PYTHONPATH kept:

@@ -4,7 +4,7 @@ import pathlib, re
 import pytest
 from compiler import settings as cs
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def test_compiler_settings_are_read_at_each_call(monkeypatch):
   monkeypatch.setenv("NOOPT", "1"); monkeypatch.setenv("TC", "0"); monkeypatch.setenv("CACHE", "0"); monkeypatch.setenv("BEAM", "2")

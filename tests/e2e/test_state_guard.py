@@ -8,7 +8,7 @@ from hcqrt.device import Device
 from frontend import Tensor
 from frontend import engine
 
-TESTS = pathlib.Path(__file__).resolve().parent
+TESTS = pathlib.Path(__file__).resolve().parents[1]
 
 def other_device(name: str) -> str:
   """A valid default that is not `name` (setting it opens nothing)."""

@@ -4,7 +4,7 @@ import numpy as np, pytest
 from frontend import Tensor, TinyJit, GlobalCounters, Device, optim
 from frontend.nn.state import get_parameters
 
-spec = importlib.util.spec_from_file_location("train_digits", pathlib.Path(__file__).resolve().parents[1] / "examples" / "train_digits.py")
+spec = importlib.util.spec_from_file_location("train_digits", pathlib.Path(__file__).resolve().parents[2] / "examples" / "train_digits.py")
 td = importlib.util.module_from_spec(spec); spec.loader.exec_module(td)
 
 # On MOCKGPU=1 the default device runs every kernel in the PTX interpreter / RDNA3 emulator: about 10 s per training

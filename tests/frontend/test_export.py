@@ -8,7 +8,7 @@ from frontend import Tensor, TinyJit, nn
 from frontend.export import export_c, plan_arena, ExportError, ERRORS
 from tests.needs import need_clang
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 COMPILERS = ["gcc", "clang"]   # the export must build warning-free with both (clang skips where it is not installed)
 WARN_FLAGS = ["-std=c99", "-Wall", "-Wextra", "-pedantic"]
 _built = 0

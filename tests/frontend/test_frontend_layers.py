@@ -1,12 +1,12 @@
 """The frontend's layers: its execution core (engine, the capture slot, buffers, devices, index checks, BEAM's runner)
 sits below the Tensor, the JIT, export, nn and optim, and every import between them points down. Modelled on the
-compiler/opt layering test in tests/test_pipeline.py: imports are read from the source (deferred imports inside
+compiler/opt layering test in tests/compiler/test_pipeline.py: imports are read from the source (deferred imports inside
 functions included, `if TYPE_CHECKING:` blocks excluded, as they never run)."""
 import ast, os, pathlib, subprocess, sys
 import pytest
 from tests.child_env import pythonpath
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FRONTEND = ROOT / "frontend"
 # the execution core, lowest first where it matters; none of them may import an upper module
 LOWER = ("devices", "buffer", "capture", "checks", "beam_runner", "engine", "context", "viz", "multi")

@@ -12,7 +12,7 @@ from hcqrt.mock.amd.gfx9 import Gfx9Waves, dispatch as gfx9_dispatch
 from hcqrt.mock.amd.rdna3 import launch
 from hcqrt.mock.amd.rdna3.executor import Waves
 from tests.rdna3_kernels import compile_ir, have_llvmlite, read_object
-from tests.test_amd_scratch import _run_stack
+from tests.runtime.test_amd_scratch import _run_stack
 from ioctl_defs.amd import aql
 
 # v_mov v2, vcc_lo; v_mov v3, m0; v_mov v4, s2; v_mov v5, v7; v_lshlrev v0, 4, v0; global_store v0, v[2:5], s[0:1];

@@ -9,9 +9,9 @@ from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
 from hcqrt.mock.amd.kfd import KernelEventPage
 from ioctl_defs.amd import kfd as K
 from tests.child_env import pythonpath
-from tests.test_amd_mock_kfd import ABI17, GTT_UC, VA, acquire, alloc, call, refused
+from tests.mock.test_amd_mock_kfd import ABI17, GTT_UC, VA, acquire, alloc, call, refused
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def kfd_driver():

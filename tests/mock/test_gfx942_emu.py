@@ -7,7 +7,7 @@ import struct
 import subprocess
 import numpy as np
 import pytest
-import tests.test_rdna3_emu as R
+import tests.mock.test_rdna3_emu as R
 from hcqrt.mock.amd.gfx9 import Gfx9Waves, decode, optables
 from hcqrt.mock.amd.gfx9.decoder import base_name
 from hcqrt.mock.amd.gfx9.executor import sdwa_place, sdwa_select

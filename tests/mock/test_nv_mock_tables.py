@@ -1,6 +1,6 @@
 """The NV mock's own class tables (hcqrt/mock/nv/classdefs.py) against the facts extracted from the real headers
 (../shared/abi/nvidia_methods.json, or its copy in tests/abi_facts where the checkout has no ../shared, as on a GPU
-box: tests/test_abi_facts.py keeps the two equal): every method offset, field range and QMD bit the mock decodes. The
+box: tests/abi/test_abi_facts.py keeps the two equal): every method offset, field range and QMD bit the mock decodes. The
 mock must not share the backend's ioctl_defs, so a wrong number there cannot pass both sides."""
 import ast, pathlib
 import pytest

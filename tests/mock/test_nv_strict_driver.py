@@ -12,7 +12,7 @@ from hcqrt.nv.device import NVDevice, NVComputeQueue, _H, PAGE
 from hcqrt.nv.rmclient import NVError
 from ioctl_defs.nv import CLASSES as C, arch_from_classlist, status_name
 from ioctl_defs.nv import flags as F
-from tests.test_nv_mock_rm import Client, vidmem_params
+from tests.mock.test_nv_mock_rm import Client, vidmem_params
 
 RW = os.O_RDWR | os.O_CLOEXEC
 GR, COPY0 = F.VALUES["NV2080_ENGINE_TYPE_GRAPHICS"], F.VALUES["NV2080_ENGINE_TYPE_COPY0"]

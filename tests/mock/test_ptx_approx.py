@@ -9,8 +9,8 @@ from hcqrt.mock.ptx import PTXModule
 from hcqrt.mock.ptx.numerics import bf16_to_f32, f32_to_bf16
 from compiler.render_ptx import _Renderer
 from frontend import engine
-from tests.test_ptx_interpreter import Dev, HDR
-from tests.test_ptx_render import run
+from tests.mock.test_ptx_interpreter import Dev, HDR
+from tests.compiler.test_ptx_render import run
 
 rng = np.random.default_rng(41)
 PI = np.pi

@@ -7,7 +7,7 @@ import json, os, subprocess, sys, pathlib
 import pytest
 from tests.child_env import pythonpath
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 
 PRELUDE = r"""

@@ -12,7 +12,7 @@ from hcqrt.interface import GraphCopy, GraphExec
 from tests.needs import need_clang
 from tests.child_env import pythonpath
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 COMPILERS = ["gcc", "clang"]   # both compilers the backend takes (clang >= 15: the first found; skips where there is none)
 
 @pytest.fixture(autouse=True)

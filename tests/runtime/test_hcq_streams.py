@@ -3,7 +3,7 @@ byte-identical to the recording in tests/streams/ (made with tests/stream_record
 refactored into one HCQDevice base). A change that means to alter the traffic records again with `--write`."""
 import json, os, subprocess, sys
 import pytest
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where stream_recorder.py lives
 from stream_recorder import ROOT, path_of
 from tests.child_env import device_env
 

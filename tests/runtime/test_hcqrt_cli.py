@@ -9,7 +9,7 @@ from hcqrt.mock.nv.chips import CHIPS
 from hcqrt.mock.nv.rm import RMError
 from ioctl_defs.nv.classes import ARCHS, class_name
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def _run(*args, **env):
   """`python -m hcqrt *args` with only the device settings in `env` (none of the caller's: a GPU box runs the suite with NV=1)."""

@@ -1,7 +1,7 @@
 """hcqrt/multi_graph.py: one graph replay across devices. Segment packing follows the items' buffer dependencies (an
 item never runs before one that touched its buffers earlier in the capture, a write after a read included), each
 device's launches go to its own sub-graph, replay patches reach the right sub-graph item or copy. Fake devices record
-the order things ran in; the real devices are in tests/test_data_parallel.py and test_multi_device.py.
+the order things ran in; the real devices are in tests/frontend/multi/test_data_parallel.py and test_multi_device.py.
 """
 import numpy as np
 import pytest
@@ -320,7 +320,7 @@ def _amd_push_then_add():
   """On an installed 2-GPU AMD mock: a MultiGraph that copies x from GPU 0 into dst on GPU 1, then adds dst + 0 into
   out on GPU 1. Returns (d0, d1, graph, x, out)."""
   from hcqrt.amd.device import AMDDevice
-  from tests.test_amd_p2p import _add_program, filled
+  from tests.runtime.test_amd_p2p import _add_program, filled
   d0, d1 = AMDDevice("AMD"), AMDDevice("AMD:1")
   prog = _add_program(d1)
   n, x = 256, np.arange(256, dtype=np.float32) + 1
@@ -479,7 +479,7 @@ def test_hcq_replay_on_amd_needs_its_cross_device_wait(monkeypatch, skip, p2p):
   orders them. With the cross-device waits dropped (the test hook) the add reads dst's old bytes. Without P2P the fill
   into GPU 0's bounce slot (GTT GPU 1 maps) lands late the same way: GPU 1's drain must wait for it."""
   from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
-  from tests.test_amd_p2p import read
+  from tests.runtime.test_amd_p2p import read
   drv = install_mock_amd("gfx1100", gpus=2, p2p=p2p)
   try:
     d0, d1, g, x, out = _amd_push_then_add()

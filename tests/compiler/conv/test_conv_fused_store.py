@@ -1,7 +1,7 @@
 """Stride-1 convs vectorized along their output channels on CPUs of more than 8 lanes store channels-first themselves
 (frontend/nn_ops.py _conv_fwd_cout fused_store): the opts move the channel loop innermost (compiler/opt/conv.py
 channels_innermost) so the register tile keeps the channels as its vectors, and no copy transposes the output back.
-Forward and gradients equal torch's for these convs in tests/test_transpose_opts.py (16 lanes: 5x5 and 3x3, odd
+Forward and gradients equal torch's for these convs in tests/compiler/opt/test_transpose_opts.py (16 lanes: 5x5 and 3x3, odd
 channels, padding, batch 1, odd batch, non-square)."""
 import numpy as np
 import pytest

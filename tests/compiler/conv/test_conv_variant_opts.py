@@ -88,7 +88,7 @@ def test_variant_kernels_vectorized_for_each_cpu_target(name, cpu_target_cores):
     if not _conv_like(k0): continue
     k = optimize(k0, cpu_target)
     assert has_vectors(k) and (_tiled(k.applied_opts) or _vector_reduce(k.applied_opts)), (k.name, k.applied_opts)
-    if any(o[0] == "VECTOR" for o in k.applied_opts):   # the depthwise tile (the dense tiles' spills: tests/test_conv_*opts.py)
+    if any(o[0] == "VECTOR" for o in k.applied_opts):   # the depthwise tile (the dense tiles' spills: tests/compiler/conv/test_conv_*opts.py)
       assert vector_spills(render_c(k, 2 if k.threaded is not None else 1), k.name, cpu_target.cc_flags) == 0, (k.name, k.applied_opts)
 
 def test_depthwise_edge_rows_keep_tap_loops_for_clang_before_19(monkeypatch):
@@ -235,7 +235,7 @@ def test_strided_conv_forward_tile_rows_are_output_columns(monkeypatch):
 
 def test_strided_forward_alone_is_a_column_phase_conv_with_its_own_taps(cpu_target, monkeypatch):
   """A strided forward with no gradient whose output row holds whole vectors (16x16 outputs) and that reads a padding
-  column after its input (an odd 31x31 input: not read in place, tests/test_conv_strided_in_place.py) is, on a CPU
+  column after its input (an odd 31x31 input: not read in place, tests/compiler/conv/test_conv_strided_in_place.py) is, on a CPU
   of 8 lanes, the column-phase conv: one copy of the padded input's column phases, then the conv kernel vectorized along
   the output row with output-channel rows (a tile, no spills), its tap loop exactly the 3x3 taps (no zero-padded 4th
   column), writing channels-first: 2 kernels, no weight copy and no transpose."""
@@ -255,7 +255,7 @@ def test_strided_forward_alone_is_a_column_phase_conv_with_its_own_taps(cpu_targ
 
 def test_strided_forward_alone_on_16_lanes_is_vectorized_along_its_channels(cpu_target_cores, monkeypatch):
   """The same forward on a CPU of 16 lanes (one vector per 16-wide output row): the input read in place (padding of one
-  row and column before: tests/test_conv_rows_first.py), the weight copied channels-last, the conv kernel vectorized
+  row and column before: tests/compiler/conv/test_conv_rows_first.py), the weight copied channels-last, the conv kernel vectorized
   along its 64 output channels (a tile, no spills, also on 16 or 64 cores, which split its rows: peeled all the same;
   unpeeled, 40 vector moves) storing its output channels-first itself (no transposing copy after it); the values equal
   float64 numpy's."""
@@ -322,7 +322,7 @@ def test_six_row_tile_remainder_is_one_four_row_tile(conv, cpu_target, monkeypat
   import frontend.nn_ops as nn_ops
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: cpu_target.lanes)   # (the graph a host of this target builds)
   # 16 output columns / 64 output channels (strided: an odd 31x31 input, the column-phase conv on 8 lanes; an even one is
-  # read in place, its tile 4 x 2 with its first output row peeled: tests/test_conv_strided_in_place.py)
+  # read in place, its tile 4 x 2 with its first output row peeled: tests/compiler/conv/test_conv_strided_in_place.py)
   n = 16 if "stride" not in conv else 31
   y = Tensor.empty(2, 64, n, n).conv2d(Tensor.empty(64, 64, 3, 3), **conv)
   k0 = next(k for k in (lower(si.ast) for si in create_schedule([y.lazydata]) if getattr(si, "ast", None) is not None) if _conv_like(k))

@@ -13,7 +13,7 @@ from compiler.schedule import create_schedule
 from compiler.uop import Ops
 from conftest import host_runs
 from frontend import Tensor
-from test_pack_avx2 import _run
+from tests.compiler.pack.test_pack_avx2 import _run
 
 pytestmark = pytest.mark.usefixtures("on_cpu")   # C-path tests: CPU even under MOCKGPU=1 NV=1
 

@@ -17,7 +17,7 @@ from compiler.uop import Ops
 from compiler.prefetch import prefetch_bytes, prefetch_level, prefetched, prefetch_into
 from compiler.pipeline import compile_kernel
 from compiler.opt.matmul import PREFETCH_AHEAD, LINE
-from test_pack_avx2 import _run
+from tests.compiler.pack.test_pack_avx2 import _run
 from conftest import host_runs
 from frontend import Tensor
 import pytest

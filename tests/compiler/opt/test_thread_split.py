@@ -61,7 +61,7 @@ def test_thread_axis_rules():
 def _run(ast, ncores: int, ins: list[np.ndarray], out_shape) -> np.ndarray:
   t = dataclasses.replace(target_of("CPU"), ncores=ncores)
   ck = compile_kernel(ast, t, name="k")
-  assert ck.threads in (ncores, ncores * CHUNKS_PER_CORE), ck.applied_opts   # (big kernels: chunks, tests/test_thread_chunks.py)
+  assert ck.threads in (ncores, ncores * CHUNKS_PER_CORE), ck.applied_opts   # (big kernels: chunks, tests/compiler/opt/test_thread_chunks.py)
   dev = open_device("CPU")
   out = dev.allocator.alloc(4 * int(np.prod(out_shape)))
   bufs = [dev.allocator.alloc(a.nbytes) for a in ins]

@@ -31,7 +31,7 @@ pytestmark.append(pytest.mark.skipif(LANES < 8, reason="this CPU has no 256-bit 
 def b_kernels(request, monkeypatch) -> int:
   """Both ways a B is read (compiler/pack.py b_in_place): packed (B_IN_PLACE = 0), or, as these Bs are small, where it
   is; the number of kernels of a packed product's schedule. A is packed in both (A_IN_PLACE = 0: an A read in place
-  beside B on 16 lanes has tests of its own, tests/test_pack_a_in_place.py)."""
+  beside B on 16 lanes has tests of its own, tests/compiler/pack/test_pack_a_in_place.py)."""
   monkeypatch.setattr(pack, "A_IN_PLACE", 0)
   if request.param == "B packed": monkeypatch.setattr(pack, "B_IN_PLACE", 0)
   return 3 if request.param == "B packed" else 2

@@ -23,7 +23,7 @@ def test_which_products_read_a_in_place(cpu_target, m, k, n, kernels, mr):
   """On 16 lanes: 512^3 (8-row tile: 12 does not divide 512), 384 and 504 rows (12-row tile) are one kernel that reads
   A's own slot with A's strides; 260 rows (neither 8 nor 12 divides it), a 2 MiB A and a 4 MiB B (then packed, so A
   is too) keep their packs and the padded 12-row tile. 8 lanes: A in place beside B in place too, whatever M (the 6-row
-  tile's leftover rows are a smaller tile: tests/test_pack_a_in_place_avx2.py), else packed."""
+  tile's leftover rows are a smaller tile: tests/compiler/pack/test_pack_a_in_place_avx2.py), else packed."""
   lanes = cpu_target.simd_bytes // 4
   a, b = _empty(m, k), _empty(k, n)
   items = _plan(a, b, lanes)

@@ -16,7 +16,7 @@ from child_env import pythonpath
 from test_pack_avx2 import _empty, _plan, _run
 
 pytestmark = [pytest.mark.usefixtures("on_cpu")]
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 rng = np.random.default_rng(39)
 def rnd(*shape) -> np.ndarray: return rng.standard_normal(shape).astype(np.float32)
 
@@ -148,7 +148,7 @@ def test_no_load_reads_past_a(m, k, n):
   if not cpu_isa("x86-64-v3").runnable: pytest.skip("this host can't run x86-64-v3 kernels")
   env = dict(os.environ, PYTHONPATH=pythonpath(ROOT))
   code = "import compiler.pack as pack; pack.PACK_MIN = 1\n" + GUARD_CHILD
-  r = subprocess.run([sys.executable, "-c", code, str(ROOT / "tests"), str(m), str(k), str(n)], env=env, cwd=ROOT,
+  r = subprocess.run([sys.executable, "-c", code, str(pathlib.Path(__file__).resolve().parent), str(m), str(k), str(n)], env=env, cwd=ROOT,
                      capture_output=True, text=True, timeout=300)
   assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (f"exit {r.returncode} (-11: a load past A's end faulted)", r.stdout[-2000:], r.stderr[-2000:])
 

@@ -17,7 +17,7 @@ from compiler.schedule import create_schedule
 from compiler.uop import Ops
 from conftest import host_runs, skip_unless_host_runs
 from needs import need_clang
-from test_conv_train_opts import inner_accumulators
+from tests.compiler.conv.test_conv_train_opts import inner_accumulators
 
 pytestmark = [pytest.mark.usefixtures("on_cpu")]
 rng = np.random.default_rng(36)
@@ -80,7 +80,7 @@ def test_odd_shapes_equal_numpy_on_each_target(cpu_target, monkeypatch, m, k, n,
   """M=2, K=1 and prime K (the size floor lowered so they are packed too), M padded to the tile (301 -> 312 rows) or,
   with a relu epilogue, a tile dividing M (256: 8 rows, 300: 12): each equals numpy with the target's kernels. (M=1 is
   a vector times a matrix: never packed.) A is packed here (A8_IN_PLACE=0): on 8 lanes these would read it in place
-  (tests/test_pack_a_in_place_avx2.py)."""
+  (tests/compiler/pack/test_pack_a_in_place_avx2.py)."""
   monkeypatch.setattr(pack, "PACK_MIN", 1)
   monkeypatch.setattr(pack, "A8_IN_PLACE", 0)
   monkeypatch.setattr(pack, "_plans", {})

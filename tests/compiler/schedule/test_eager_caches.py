@@ -419,7 +419,7 @@ def test_memo_tables_share_one_bounded_helper():
   """Every bounded memo table goes through compiler/memo.py memo_put: no hand-written `if len(c) >= N: c.clear()`
   copies (hcqrt/mock's decoder cache is the mock's own)."""
   import pathlib, re
-  root = pathlib.Path(__file__).resolve().parent.parent
+  root = pathlib.Path(__file__).resolve().parents[3]
   bad = [f"{p.relative_to(root)}:{i}: {line.strip()}" for d in ("compiler", "frontend", "hcqrt") for p in sorted((root / d).rglob("*.py"))
          if "mock" not in p.parts and p != root / "compiler" / "memo.py"
          for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"if len\((\w+)\) >=? [\w.]+: \1\.clear\(\)", line)]

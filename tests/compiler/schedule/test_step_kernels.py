@@ -36,7 +36,7 @@ def test_digits_step_kernel_count(lanes, most, monkeypatch):
   import importlib.util, pathlib
   import frontend.nn_ops as nn_ops
   monkeypatch.setattr(nn_ops, "_cpu_lanes", lambda device: lanes)
-  spec = importlib.util.spec_from_file_location("td", pathlib.Path(__file__).parents[1] / "examples/train_digits.py")
+  spec = importlib.util.spec_from_file_location("td", pathlib.Path(__file__).parents[3] / "examples/train_digits.py")
   td = importlib.util.module_from_spec(spec); spec.loader.exec_module(td)
   Tensor.manual_seed(0)
   model = td.DigitsNet(8)

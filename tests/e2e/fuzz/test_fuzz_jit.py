@@ -6,7 +6,7 @@ eager execution of the same function and against numpy, and so is the state it u
 
 A bounded run is part of the suite (seeded: the same programs every run). `FUZZ_LONG=1` keeps generating new
 programs for 10 minutes (`FUZZ_SECONDS` to change, `FUZZ_START` for the first seed: 100000) and prints how many ran
-clean. A failure names the seed and the program; each one found becomes a named test in tests/test_jit_traps.py.
+clean. A failure names the seed and the program; each one found becomes a named test in tests/frontend/jit/test_jit_traps.py.
 """
 from __future__ import annotations
 import os, random, time

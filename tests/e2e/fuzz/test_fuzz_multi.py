@@ -20,7 +20,7 @@ reduce are float): every value and gradient is then an integer, exact in float32
 2^24 (checked on the float64 oracle: programs whose values grow past it are compared with the float tolerance), so the
 check is EXACT: a lost shard, a doubled allreduce term or a wrong window can't hide in a tolerance. The other half is
 float data, compared with the probabilistic rounding bound of a length-K float32 sum (Higham & Mary 2019, Thm 2.4, as
-tests/test_fuzz_heavy.py): |ours - ref| <= 8 u sqrt(K) (max|ref| + |ref|), u = 2^-24, K the product of the reduction
+tests/e2e/fuzz/test_fuzz_heavy.py): |ours - ref| <= 8 u sqrt(K) (max|ref| + |ref|), u = 2^-24, K the product of the reduction
 lengths the value went through (a sum over 12, then a matmul over 8: 96; at least 16 for a chain of elementwise
 roundings). A missing or doubled term is of the order of |ref| / sqrt(K), above that bound for every K here. Where
 the exact value cancels to ~0 (the gradient of a row broadcast into a softmax over that axis: sum_i y_i (g_i - s) is
@@ -32,7 +32,7 @@ products or a sum of softmax terms can end far smaller: FUZZ_SEED=201748, a mean
 max(1, that value) (102078: the gradient of a shift before a softmax is 0, torch float32 gets 0 too, ours 3e-8).
 
 CI runs CI_SEEDS of each family (a few seconds); `FUZZ_LONG=1` runs new seeds for FUZZ_SECONDS (600) from FUZZ_START
-(tests/test_fuzz_ops.py fuzz_for_a_while), `FUZZ_FAMILY=sharded|symbolic` restricts the long run to one family;
+(tests/e2e/fuzz/test_fuzz_ops.py fuzz_for_a_while), `FUZZ_FAMILY=sharded|symbolic` restricts the long run to one family;
 `FUZZ_SEED=n` replays one case of each family (test_fuzz_multi_replay_*). A failure prints the seed and the program.
 """
 from __future__ import annotations

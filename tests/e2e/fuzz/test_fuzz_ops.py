@@ -5,7 +5,7 @@ programs against numpy (whose // and % by 0 we match).
 CI runs a fixed set of seeds (a few dozen seconds); `FUZZ_LONG=1` runs new seeds for 10 minutes (FUZZ_SECONDS to
 change that, FUZZ_START for the first seed) on the CPU. `FUZZ_SEED=n` replays one program (printed with every
 failure; FUZZ_DEVICE=PTXEMU for the PTX path). Every failure found
-becomes a named test in tests/test_regressions.py.
+becomes a named test in tests/e2e/fuzz/test_regressions.py.
 """
 from __future__ import annotations
 

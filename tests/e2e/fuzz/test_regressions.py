@@ -1,4 +1,4 @@
-"""Named regression tests: each reproduces one wrong result or crash found by hand or by tests/test_fuzz_ops.py
+"""Named regression tests: each reproduces one wrong result or crash found by hand or by tests/e2e/fuzz/test_fuzz_ops.py
 (issue 16) and checks the value torch/numpy give."""
 import math
 
@@ -70,8 +70,8 @@ def test_integer_division_by_zero_is_defined_no_sigfpe(device):
   import subprocess
   import sys
   r = subprocess.run([sys.executable, "-c", _DIV_SCRIPT, device], capture_output=True, text=True, timeout=600, check=False,
-                     cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                     env={**os.environ, "PYTHONPATH": pythonpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})
+                     cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
+                     env={**os.environ, "PYTHONPATH": pythonpath(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))})
   assert r.returncode == 0 and r.stdout.strip().endswith("OK"), f"rc={r.returncode}\n{r.stdout}\n{r.stderr[-2000:]}"
 
 # ***** item 7: half var/std/mean/LayerNorm accumulate in float32 *****
@@ -164,7 +164,7 @@ def test_zero_size_repeat_and_reshape():
   assert x.reshape(0, 5).shape == (0, 5) and x.permute(1, 0).reshape(3, 0, 2).shape == (3, 0, 2)
   np.testing.assert_equal(Tensor.zeros(3)[1:1].repeat(4).cat(Tensor([1.0])).numpy(), [1.0])
 
-# ***** found by tests/test_fuzz_ops.py *****
+# ***** found by tests/e2e/fuzz/test_fuzz_ops.py *****
 def test_fuzz43_std_of_constant_rows_has_zero_gradient():
   # leaf(13, 1) -> unsqueeze(2).expand(13, 1, 2) -> std(-1): std 0, whose gradient torch defines as 0 (was NaN)
   a = np.random.default_rng(0).uniform(-3, 3, (13, 1)).astype(np.float32)
@@ -236,7 +236,7 @@ def test_fuzz100566_fully_padded_element_reshaped_to_scalar_is_zero():
   (x[1:2, 0:1, 1:3].mean(-1).pad(((1, 2), (1, 2)))[2, 2] * 3).backward()
   np.testing.assert_equal(x.grad.numpy(), np.zeros_like(a))
 
-# The programs below are the fuzzer's own (tests/test_fuzz_ops.py, replayed by seed; each docstring says what it does)
+# The programs below are the fuzzer's own (tests/e2e/fuzz/test_fuzz_ops.py, replayed by seed; each docstring says what it does)
 @pytest.mark.parametrize("seed,what", [
   (201055, "leaf(3,4,1)[:,1].mean(-2).unsqueeze(0).expand(3,1).maximum(leaf(3,1)), then cat(grads, out): two REDUCEs over "
            "one loop at different depths made a cycle in the linearizer that dropped the vectorized main store (zeros: "
@@ -251,7 +251,7 @@ def test_fuzz_found(seed, what):
   from test_fuzz_ops import run_seed
   run_seed(seed)
 
-# ***** found by tests/test_fuzz_heavy.py (seed in the name) *****
+# ***** found by tests/e2e/fuzz/test_fuzz_heavy.py (seed in the name) *****
 
 def test_fuzzheavy100033_strided_conv_input_smaller_than_stride_has_empty_phases():
   # conv 4x4 stride 3 padding 2 over a 2x2 input (8 output channels: _StridedConvFn): the input gradient's phase r=2 of

@@ -3,7 +3,7 @@ with replicated parameters and the batch sharded on axis 0. After 3 steps the pa
 the whole batch and are bit-identical on both devices; the TinyJit step replays as one multi-device graph with the
 copies between devices among its items, equal to the eager run.
 
-Devices as tests/test_multi_device.py: `CPU:1,CPU:2` by default; `MOCKGPU=1 MOCKGPU_COUNT=2 NV=1` (or `AMD=1`) uses the
+Devices as tests/frontend/multi/test_multi_device.py: `CPU:1,CPU:2` by default; `MOCKGPU=1 MOCKGPU_COUNT=2 NV=1` (or `AMD=1`) uses the
 first two mock GPUs (interpreted: tiny shapes, 8x8 digits and a batch of 4).
 """
 import importlib.util, pathlib
@@ -14,7 +14,7 @@ from frontend import engine
 from frontend.nn.state import get_parameters
 from hcqrt.multi_graph import MultiGraph, PeerCopy
 
-spec = importlib.util.spec_from_file_location("train_digits", pathlib.Path(__file__).resolve().parents[1] / "examples" / "train_digits.py")
+spec = importlib.util.spec_from_file_location("train_digits", pathlib.Path(__file__).resolve().parents[3] / "examples" / "train_digits.py")
 td = importlib.util.module_from_spec(spec); spec.loader.exec_module(td)
 DigitsNet, data_devices, load_digits, make_train_step, replicate = td.DigitsNet, td.data_devices, td.load_digits, td.make_train_step, td.replicate
 
@@ -135,7 +135,7 @@ def test_graph_copies_take_the_device_path_where_there_is_one(data):
   assert set(step.graph.paths.values()) == {want}
 
 # (only under `MOCKGPU=1 MOCKGPU_COUNT=2 NV=1`: defined there and nowhere else, so the default run skips nothing; on the
-# default devices tests/test_multi_graph.py installs the NV mock itself for the same check)
+# default devices tests/runtime/test_multi_graph.py installs the NV mock itself for the same check)
 if D[0] == "NV":
   def test_graph_needs_its_cross_device_waits_on_the_mock(monkeypatch):
     """The NV mock runs GPU 0 late (held until the host waits on it: tests/held_gpu.py): with the runtime's cross-device wait dropped (the test hook), GPU 1

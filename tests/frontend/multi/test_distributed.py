@@ -11,7 +11,7 @@ from frontend import Tensor, optim
 from frontend import distributed as dist
 from tests.child_env import device_env
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 DP, GPU = ROOT / "tests" / "dist" / "dp_train.py", ROOT / "tests" / "dist" / "gpu_step.py"
 # MPICH control variables (listed with their meaning by the wheel's `mpivars`): MPIR_CVAR_NOLOCAL=1 treats every rank
 # as if on another node, so no shared memory; the ofi netmod with libfabric's tcp provider on `lo`; DEBUG_SUMMARY=1

@@ -97,7 +97,7 @@ class MLP:
   def __call__(self, x: Tensor) -> Tensor: return self.l2(self.l1(x).relu())
 
 # the main job's step (examples/train_digits.py make_train_step): forward, loss, backward, update, the realized loss
-_spec = importlib.util.spec_from_file_location("train_digits", pathlib.Path(__file__).parents[1] / "examples/train_digits.py")
+_spec = importlib.util.spec_from_file_location("train_digits", pathlib.Path(__file__).parents[3] / "examples/train_digits.py")
 _td = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(_td)
 _train_step = _td.make_train_step
 

@@ -12,8 +12,8 @@ from frontend.jit import JitError
 from compiler.uop import UOp, Ops
 from compiler.sint import sval
 from frontend import engine
-from tests.test_symbolic import count_compiles
-from tests.test_symbolic_views import rnd, kernels
+from tests.frontend.symbolic.test_symbolic import count_compiles
+from tests.frontend.symbolic.test_symbolic_views import rnd, kernels
 
 @pytest.fixture
 def compiles(monkeypatch):
