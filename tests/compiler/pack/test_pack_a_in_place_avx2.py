@@ -114,8 +114,8 @@ import numpy as np
 from compiler.pipeline import compile_kernel
 from compiler.target import Target
 from hcqrt.cpu.device import CPUDevice
-sys.path.insert(0, sys.argv[1])
-from test_pack_avx2 import _empty, _plan
+sys.path.insert(0, sys.argv[1])   # tests/, for the helpers test_pack_avx2 imports
+from tests.compiler.pack.test_pack_avx2 import _empty, _plan
 m, k, n = (int(x) for x in sys.argv[2:5])
 dev = CPUDevice(isa="x86-64-v3")
 target = Target.from_report(dev.target)
@@ -148,7 +148,7 @@ def test_no_load_reads_past_a(m, k, n):
   if not cpu_isa("x86-64-v3").runnable: pytest.skip("this host can't run x86-64-v3 kernels")
   env = dict(os.environ, PYTHONPATH=pythonpath(ROOT))
   code = "import compiler.pack as pack; pack.PACK_MIN = 1\n" + GUARD_CHILD
-  r = subprocess.run([sys.executable, "-c", code, str(pathlib.Path(__file__).resolve().parent), str(m), str(k), str(n)], env=env, cwd=ROOT,
+  r = subprocess.run([sys.executable, "-c", code, str(ROOT / "tests"), str(m), str(k), str(n)], env=env, cwd=ROOT,
                      capture_output=True, text=True, timeout=300)
   assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (f"exit {r.returncode} (-11: a load past A's end faulted)", r.stdout[-2000:], r.stderr[-2000:])
 
