@@ -119,7 +119,7 @@ def vector_math_prelude(op: Ops, w: int) -> str:
   sel = f"#define HC_SEL{w}(m, a, b) (({F})(((({I})(a)) & (m)) | ((({I})(b)) & ~(m))))\n#define HC_K{w}(c) ((({F}){{0}}) + (c))"
   # x >= 128: xc = 128, p = 1 and 2^64 * 2^64 overflows to +inf by itself. 16 lanes (AVX-512) leave that select out:
   # its infinity took the register clang 16 then lacked in the 4-chain softmax sum (2 spills); 8 lanes keep it, as
-  # without it clang 19 schedules AVX2's 2-chain softmax sum into 4 spills (both allocators' counts: tests/test_opts.py)
+  # without it clang 19 schedules AVX2's 2-chain softmax sum into 4 spills (both allocators' counts: tests/compiler/opt/test_opts.py)
   inf_sel = "" if w == 16 else f"  r = HC_SEL{w}(x >= 128.0f, HC_K{w}(__builtin_inff()), r);\n"
   if op is Ops.EXP2: return sel + f"""
 static inline {F} hc_exp2f_v{w}({F} x) {{

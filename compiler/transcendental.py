@@ -140,7 +140,7 @@ def log2_f32(x: UOp) -> UOp:
 # pi/2 = _PIO2F[0] + _PIO2F[1] + _PIO2F[2] + ~1e-23: each float32-rounded remainder of the last (mpmath, 200 bits). With the
 # products exact inside fma, x - j*C1 is exact and x - j*pi/2 keeps ~24 good bits while |j| * 1e-23 stays far below the
 # closest approach of a float32 to a multiple of pi/2: checked on every float32 next to j*pi/2 for |x| < SIN_F32_MAX, which
-# is the worst case of the cancellation (tests/test_ptx_trig.py NEAR_KPI2; measured <= 2 ulp up to 3e6 too). The bound
+# is the worst case of the cancellation (tests/compiler/test_ptx_trig.py NEAR_KPI2; measured <= 2 ulp up to 3e6 too). The bound
 # also keeps |r| <= pi/4 + 0.05 (x*2/pi is rounded to 2^-4 there), where the polynomials below still hold.
 _PIO2F = (1.5707963705062866, -4.371138828673793e-08, -1.7151245100059164e-15)
 SIN_F32_MAX = 2.0 ** 20   # |x| past this goes to the old path (Cody-Waite by 2*pi + sin.approx): 2^-20.5 absolute at best

@@ -132,7 +132,7 @@ class LAMB(Optimizer):
     self.v = [_state_like(t) for t in self.params]
 
   # Adam and AdamW without weight decay on float32 tensors of one device: the update built on the lazy buffers (the
-  # graph the Tensor ops below make, node for node in the same order, without their wrappers: tests/test_optim.py
+  # graph the Tensor ops below make, node for node in the same order, without their wrappers: tests/frontend/test_optim.py
   # compares the two). Off: always the Tensor ops.
   LAZY_UPDATE: bool = True
 

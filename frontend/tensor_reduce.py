@@ -223,7 +223,7 @@ class ReduceMixin:
        not (self.requires_grad or w.requires_grad) and not any_sym(xl.shape) and not any_sym(wl.shape):
       # (two matrices of one float dtype with no gradient to record, inference and benchmark loops: the lazy ops the
       # general path below makes, in its order, without its dozen Tensor wrappers; a 512^3 `(a @ b).realize()` spent
-      # ~60 of its ~150 us of host work building them. tests/test_matmul_fast_path.py checks the two graphs are one)
+      # ~60 of its ~150 us of host work building them. tests/frontend/test_matmul_fast_path.py checks the two graphs are one)
       (m, k), n = xl.shape, wl.shape[1]
       if (sts := _dot_views.get(key := (xl.st, wl.st))) is None:
         x3, w3 = xl.reshape((m, 1, k)), wl.reshape((1, k, n)).permute((0, 2, 1))

@@ -50,7 +50,7 @@ class Step:
 
 # real caps add up to 575 s: with process start-up the whole run stays within 10 minutes (BUDGET_S guards the rest)
 STEPS = [Step("env", "environment facts", 20, 20, gpu=False), Step("probe", "python -m hcqrt", 45, 30),
-         Step("conformance", "python -m hw_tests --device NV", 150, 60), Step("ops", "op tests on NV (tests/test_ops.py)", 120, 20, mock_slow=True),
+         Step("conformance", "python -m hw_tests --device NV", 150, 60), Step("ops", "op tests on NV (tests/frontend/test_ops.py)", 120, 20, mock_slow=True),
          Step("train", "main job on NV (examples/train_digits.py)", 150, 60, mock_slow=True),
          Step("barrier", "WAIT_FOR_IDLE cost (bench/hcq_bench.py)", 45, 30),
          Step("fault", "fault report and recovery (audits/nv.md 5.7)", 45, 30)]
@@ -119,7 +119,7 @@ def commands(step: str, mock: bool, out: str) -> list[str]:
   if step == "probe": return [f"{PY} -m hcqrt"]
   if step == "conformance":
     return [f"{PY} -m hw_tests --device NV{m} --json {shlex.quote(os.path.join(out, 'hw_tests_report.json'))}" + (" --stress 500" if mock else "")]
-  if step == "ops": return [f"{PY} -m pytest -q -x -p no:cacheprovider tests/test_ops.py"]
+  if step == "ops": return [f"{PY} -m pytest -q -x -p no:cacheprovider tests/frontend/test_ops.py"]
   if step == "train": return [f"{PY} examples/train_digits.py --device NV --steps {2 if mock else 300}"]
   if step == "barrier": return [f"{PY} bench/hcq_bench.py --barrier-cost" + (" --kernels 30 --reps 2" if mock else " --real --kernels 200 --reps 20")]
   if step == "fault": return [f"{PY} -m hw_tests.first_run --fault-check" + m]

@@ -3,7 +3,7 @@
 #   bash hw_tests/first_run.sh [--mock] [--with-fault] [--cap-scale F] [--skip STEP,...]   (output under $OUT or ./first_run_out)
 # Puts .site (wheels installed from .whl/ when a package below is missing) and the project on PYTHONPATH.
 # Offline wheels: GPU.md's download list (cffi pycparser pyelftools) lacks what the `ops` step needs (pytest runs
-# tests/test_ops.py), so download all of these on a machine with an index (add --python-version/--platform as GPU.md shows):
+# tests/frontend/test_ops.py), so download all of these on a machine with an index (add --python-version/--platform as GPU.md shows):
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl cffi pycparser pyelftools pytest iniconfig pluggy packaging
 set -u
 cd "$(dirname "$0")/.." || exit 2

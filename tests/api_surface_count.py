@@ -20,7 +20,7 @@ def main() -> None:
   from frontend import Tensor
   md = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/API_SURFACE.md"
   names = surface_names(md)
-  tests = "\n".join(p.read_text() for p in pathlib.Path(__file__).parent.glob("test_*.py"))
+  tests = "\n".join(p.read_text() for p in pathlib.Path(__file__).parent.rglob("test_*.py"))
   missing = [n for n in names if not hasattr(Tensor, n) and n not in ("grad", "requires_grad")]   # instance attributes
   untested = [n for n in names if n not in missing and not re.search(rf"\.{re.escape(n)}\b|[\"']{re.escape(n)}[\"']", tests)]
   print(f"{len(names)} names in {md}: {len(names) - len(missing) - len(untested)} implemented and tested, "

@@ -1,4 +1,4 @@
-"""A training step under TinyJit with PROFILE on, for tests/test_profile.py: prints (as JSON) the kernels that ran
+"""A training step under TinyJit with PROFILE on, for tests/e2e/test_profile.py: prints (as JSON) the kernels that ran
 (GlobalCounters) and the JIT's recorded kernel names, so the test can match them with the trace's events.
 
   PROFILE=t.json python tests/profile_step.py digits|tiny

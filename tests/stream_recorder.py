@@ -1,6 +1,6 @@
 """Records what a small program sends to the NV or AMD mock driver: every ioctl (request and argument bytes), every mmap
 (without the address it returned) and, at each doorbell, the command stream the GPU is told to fetch (NV: the GPFIFO
-entries' pushbuffer dwords; AMD: the ring's new dwords, with the indirect buffers they name). tests/test_hcq_streams.py
+entries' pushbuffer dwords; AMD: the ring's new dwords, with the indirect buffers they name). tests/runtime/test_hcq_streams.py
 compares a run against the recording in tests/streams/, made before a refactor of the HCQ layer: the backend's driver
 traffic must stay byte-identical.
 

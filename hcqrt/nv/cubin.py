@@ -5,7 +5,7 @@ alignment; the NV backend copies it to GPU memory and calls relocate() with the 
 Shared-memory sections (.nv.shared.*) only contribute sizes: shared memory is per block, not in the image.
 Facts (codes, formats, where things live) follow ../shared/abi/nvidia_cubin.json (nvcc/ptxas 13.0).
 
-For example (a cubin from ptxas; tests/test_cubin_loader.py runs this on real ones), after
+For example (a cubin from ptxas; tests/runtime/test_cubin_loader.py runs this on real ones), after
 `img = load_cubin(open("k.cubin", "rb").read(), base_va=0x7f0000000000)`, `img.kernels["add1"]` gives the registers
 (10), the parameters' offset in constant bank 0 (0x210) and each parameter's (index, offset, size).
 """

@@ -1,7 +1,7 @@
 """C declarations of the NVIDIA RM / UVM parameter structs a compute client uses (x86-64, LP64).
 
 The declarations follow the natural C layout of NVIDIA's headers (open-gpu-kernel-modules), so cffi
-lays them out exactly as gcc does; tests/test_nv_abi.py checks every size and offset against
+lays them out exactly as gcc does; tests/abi/test_nv_abi.py checks every size and offset against
 /work/shared/abi/nvidia_rm.json.
 
 Layouts changed between driver branches. A field line may end in a marker `@570` or `@580`: the field

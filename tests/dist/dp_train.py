@@ -1,4 +1,4 @@
-"""One rank of the data-parallel checks of tests/test_distributed.py: run as `mpiexec -n N python tests/dist/dp_train.py`.
+"""One rank of the data-parallel checks of tests/frontend/multi/test_distributed.py: run as `mpiexec -n N python tests/dist/dp_train.py`.
 
 Each rank trains a small MLP for --steps steps on its slice of a fixed global batch (TinyJit forward/backward with
 GradBucket.pack, the allreduce between, TinyJit optimizer step with GradBucket.unpack), then trains a reference model

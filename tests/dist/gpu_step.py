@@ -1,4 +1,4 @@
-"""One rank of the GPU check of tests/test_distributed.py: `MOCKGPU=1 NV=1 mpiexec -n 2 python tests/dist/gpu_step.py`.
+"""One rank of the GPU check of tests/frontend/multi/test_distributed.py: `MOCKGPU=1 NV=1 mpiexec -n 2 python tests/dist/gpu_step.py`.
 
 On the default device (a mock H100 under MOCKGPU=1 NV=1) each rank allreduces a tensor that a kernel computed, and
 takes one SGD step whose gradient goes device -> host staging -> MPI -> device through a GradBucket; the results are

@@ -1,7 +1,7 @@
 """The mock KFD's own reading of the ABI: ioctl argument layouts (Python struct formats with field names), PM4
 and SDMA opcodes, and the COMPUTE_* registers a dispatch reads. Written from kfd_ioctl.h / nvd.h / soc15d.h /
 sdma_v6_0_0_pkt_open.h / gc_11_0_0_offset.h / gc_9_4_3_offset.h independently of ioctl_defs/amd (a wrong
-shared table must not pass both sides); tests/test_amd_mock_kfd.py checks these against ../shared/abi.
+shared table must not pass both sides); tests/mock/test_amd_mock_kfd.py checks these against ../shared/abi.
 """
 from __future__ import annotations
 import struct

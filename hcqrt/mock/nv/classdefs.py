@@ -3,7 +3,7 @@ compute and copy methods it decodes, and the QMD fields a launch reads.
 
 Written from open-gpu-doc / open-gpu-kernel-modules 580 headers (clc56f.h, clc86f.h, clc6c0.h .. clcec0.h,
 clc6b5.h .. clcab5.h, clc6c0qmd.h, clc9c0qmd.h, clcbc0qmd.h, clcdc0qmd.h, clcec0qmd.h), independently of the
-backend's ioctl_defs: a wrong number in one table must not pass both sides (tests/test_nv_mock_tables.py checks
+backend's ioctl_defs: a wrong number in one table must not pass both sides (tests/mock/test_nv_mock_tables.py checks
 these against ../shared/abi/nvidia_methods.json). Bit ranges are (hi, lo), inclusive.
 
   >>> decode_header(0x200120AD)

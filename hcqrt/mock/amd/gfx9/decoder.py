@@ -1,7 +1,7 @@
 """Decode gfx942 (GFX9 family) machine code into the RDNA3 emulator's `Inst` records.
 
 Field layouts: AMD "AMD Instinct MI300 ISA" reference, chapter 12 (microcode formats), the same as LLVM's GFX9
-encodings (llvm-objdump-19 --mcpu=gfx942 is the oracle in tests/test_gfx942_emu.py). `Inst.name` is the mnemonic
+encodings (llvm-objdump-19 --mcpu=gfx942 is the oracle in tests/mock/test_gfx942_emu.py). `Inst.name` is the mnemonic
 llvm-objdump prints (with _e32/_e64/_sdwa/_dpp where it adds one); `Inst.base` names the operation the way the shared
 executor (rdna3/executor.py) knows it: the gfx11 name of the same semantics (global_load_dword -> global_load_b32,
 v_add_u32 -> v_add_nc_u32, ...). Fields that mean "no register" (FLAT saddr off, SMEM without soffset) hold `OFF`.
