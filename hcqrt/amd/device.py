@@ -557,7 +557,8 @@ class ScratchUse:
   """The references to one scratch buffer: the device's while it is current, and each PM4 launch record naming it."""
 
 def _free_scratch(dev_ref: weakref.ref, buf: AMDBuffer) -> None:
-  """A superseded scratch buffer no launch record refers to any more: free it once the GPU is past it."""
+  """A superseded scratch buffer (or a dropped program's code) no launch record refers to any more: free it once the
+  GPU is past it."""
   if (dev := dev_ref()) is not None: dev.free_after_gpu(buf)
 
 # ---- command builders ----
@@ -833,6 +834,10 @@ class AMDProgram(HCQProgram):
       kd_offset = _round_up(len(code), 64)
       code = code + bytes(kd_offset - len(code)) + descriptor[:16] + struct.pack("<q", entry - kd_offset) + descriptor[24:64]
     self.image = dev.gpu_alloc(len(code) + 256, "vram", executable=True)   # +256: instruction prefetch past the end
+    # freed when the program is dropped (frontend/engine.py evicts kernels from its cache; whoever still launches one
+    # holds it) once the timeline has passed every launch of it (free_after_gpu: finalizer-safe); code loaded later
+    # at this address reaches the shader through the I$ invalidate of a dispatch after a wait, as said below
+    weakref.finalize(self, _free_scratch, weakref.ref(dev), self.image).atexit = False
     dev.allocator.copyin(self.image, memoryview(code))
     self.code_va = self.image.va + entry
     self.kd_va = self.image.va + kd_offset   # an AQL dispatch names the kernel by its descriptor's address (kernel_object)
