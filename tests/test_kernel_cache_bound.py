@@ -91,3 +91,12 @@ def test_evicted_programs_free_their_memory():
   assert len(probes) >= 4 * BOUND
   settle()
   assert sum(alive(p) for p in probes) <= BOUND
+
+def test_packing_plans_keep_to_the_bound(on_cpu, monkeypatch):
+  """compiler/pack.py keeps a plan (or its None) per kernel AST it was asked about: bounded like the kernels."""
+  from compiler import pack
+  monkeypatch.setattr(pack, "_plans", {})
+  for n in range(130, 130 + 3 * BOUND):
+    a = Tensor(np.ones((n, 3), np.float32)) @ Tensor(np.ones((3, 2), np.float32))   # (asked for a product's plan)
+    np.testing.assert_allclose((a + 1).numpy(), np.full((n, 2), 4.0), rtol=1e-6)
+    assert len(pack._plans) <= BOUND
