@@ -100,3 +100,18 @@ def test_packing_plans_keep_to_the_bound(on_cpu, monkeypatch):
     a = Tensor(np.ones((n, 3), np.float32)) @ Tensor(np.ones((3, 2), np.float32))   # (asked for a product's plan)
     np.testing.assert_allclose((a + 1).numpy(), np.full((n, 2), 4.0), rtol=1e-6)
     assert len(pack._plans) <= BOUND
+
+def test_loads_on_another_device_go_with_their_kernel():
+  """A kernel built for CPU and loaded again on CPU:1 (one target: engine._loaded): evicting the kernel drops that load
+  too, and frees its program."""
+  probes = []
+  for n in range(160, 160 + 4 * BOUND):
+    xn = np.arange(n, dtype=np.float32)
+    np.testing.assert_allclose((Tensor(xn, device="CPU") * 3 + 1).numpy(), xn * 3 + 1, rtol=1e-6)
+    before = {id(k) for k in engine._loaded.values()}
+    np.testing.assert_allclose((Tensor(xn, device="CPU:1") * 3 + 1).numpy(), xn * 3 + 1, rtol=1e-6)
+    probes += [program_memory(k.program) for k in engine._loaded.values() if id(k) not in before]
+    assert len(engine._kernel_cache) <= BOUND and len(engine._loaded) <= BOUND
+  assert len(probes) == 4 * BOUND
+  gc.collect()
+  assert sum(alive(p) for p in probes) <= BOUND
