@@ -8,7 +8,7 @@ here points down: the Tensor passes what the engine needs of it (its live lazy b
 1
 """
 from __future__ import annotations
-import math, sys, weakref
+import heapq, math, sys, weakref
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 import numpy as np
@@ -75,6 +75,7 @@ class LoadedKernel:
     self.launch: Launch = self.compiled.launch
     self.launch_kwargs: dict = self.launch.kwargs()   # (the Program call's launch dims, made once)
     self.ops: int = self.compiled.ops
+    self.last_use: int = 0   # the run (engine._runs) that last used it: the kernel cache's LRU order
   @property
   def src(self) -> str: return self.compiled.src
   @property
@@ -82,34 +83,31 @@ class LoadedKernel:
   @property
   def threads(self) -> int: return self.compiled.threads
 
-# Built kernels by (AST, Target, opts settings): an LRU of at most settings.kernel_cache_max() entries (a plain dict in
-# use order: a hit moves its key to the end, a new kernel evicts from the front), so a process that meets ever new
-# shapes (a server, eager code of varying sizes) does not keep every kernel, its binary, its AST and its loaded program
-# forever. Evicting only drops the cache's reference: an ExecItem, a TinyJit graph or a prepared launch that holds the
-# LoadedKernel keeps its program loaded and running (a program frees its memory when the last reference goes: CPU
-# hcqrt/cpu/elf_loader.py LoadedImage, NV/AMD their program's finalizer), and whoever checks a kernel it kept against
-# the cache (_Prepared.valid) finds it gone and builds it again.
+# Built kernels by (AST, Target, opts settings), at most settings.kernel_cache_max() of them, so a process that meets
+# ever new shapes (a server, eager code of varying sizes) does not keep every kernel, its binary, its AST and its loaded
+# program forever. Least recently used out first: each use stamps the kernel with the run counter (`last_use = _runs`:
+# an attribute store, where moving its key in an ordered table would hash the key twice, ~2 us a kernel on the prepared
+# path), and a full cache evicts the oldest eighth at once (one scan of the stamps per eighth, at a compile's cost).
+# Evicting only drops the cache's reference: an ExecItem or a TinyJit graph that holds the LoadedKernel keeps its
+# program loaded and running (a program frees its memory when the last reference goes: CPU hcqrt/cpu/elf_loader.py
+# LoadedImage, NV/AMD their program's finalizer), and a prepared launch that kept it (weakly) finds it gone
+# (_Prepared.valid) and is scheduled again.
 _kernel_cache: dict[tuple, LoadedKernel] = {}
 _loaded: dict[tuple, LoadedKernel] = {}   # (cache key, device) -> the same kernel loaded on another device of the same target
 _loaded_devices: set[str] = set()        # the devices _loaded has entries for (an eviction drops the key's on each)
 
 def _cache_put(key: tuple, kern: LoadedKernel) -> LoadedKernel:
-  """Enter a built kernel as the most recently used, evicting the least recently used ones (and their loads on other
-  devices) past settings.kernel_cache_max()."""
+  """Enter a built kernel, first evicting the least recently used eighth of the cache (and their loads on other
+  devices) when it holds settings.kernel_cache_max() kernels."""
   cache = _kernel_cache
-  if (over := len(cache) + 1 - settings.kernel_cache_max()) > 0:
-    for old in [k for k, _ in zip(cache, range(over))]:
+  if (over := len(cache) + 1 - (limit := settings.kernel_cache_max())) > 0:
+    # (sorted is stable: among equal stamps, as a schedule's kernels built together, the first entered goes first)
+    for old, _ in heapq.nsmallest(over + limit // 8, cache.items(), key=lambda kv: kv[1].last_use):
       del cache[old]
       for d in _loaded_devices: _loaded.pop((old, d), None)
-  cache.pop(key, None)
+  kern.last_use = _runs
   cache[key] = kern
   return kern
-
-def touch_kernels(keys: Iterable[tuple]) -> None:
-  """Mark cached kernels as just used (the LRU order): for the launches that run kernels without asking get_kernel."""
-  cache = _kernel_cache
-  for k in keys:
-    if (kern := cache.pop(k, None)) is not None: cache[k] = kern
 
 def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> LoadedKernel:
   """si's kernel compiled for `device` and loaded (cached per AST, target and the opts settings; opts_key: settings.opts_key()
@@ -117,8 +115,8 @@ def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> 
   target = target_of(device)
   key = (si.ast, target, *(opts_key or settings.opts_key()))
   # (two devices of one target, NV:0 and NV:1, share the compile but each loads the program into its own memory)
-  if (kern := _kernel_cache.pop(key, None)) is not None:
-    _kernel_cache[key] = kern   # (the most recently used now: the LRU order, _cache_put)
+  if (kern := _kernel_cache.get(key)) is not None:
+    kern.last_use = _runs   # (the LRU's stamp: _cache_put)
     if kern.device == device: return kern
     if (other := _loaded.get((key, device))) is not None: return other
     other = _loaded[(key, device)] = LoadedKernel(kern.compiled, open_device(device).program(kern.name, kern.compiled.binary), kern.ast, device)
@@ -160,7 +158,9 @@ def prebuild(items: list[ScheduleItem], opts_key: tuple, debug: int) -> int:
     if si.kind != "kernel": continue
     dev = (out := si.outputs[0]).device
     if (target := targets.get(dev)) is None: target = targets[dev] = target_of(dev)
-    if (key := (si.ast, target, *opts_key)) not in _kernel_cache and out.max_size != 0: todo.setdefault(key, (si, dev))
+    # (a cached kernel the schedule uses is stamped now: the kernels built below must not evict it)
+    if (kern := _kernel_cache.get(key := (si.ast, target, *opts_key))) is not None: kern.last_use = _runs
+    elif out.max_size != 0: todo.setdefault(key, (si, dev))
   # (compile_workers asks the OS for the process's CPUs: only when there is something to build, not at every realize)
   if len(todo) < 2 or settings.compile_workers() <= 1: return 0
   built = 0
@@ -334,10 +334,8 @@ class _Prepared:
   step -1-i), in order;
   `targets` ((device, Target) the kernels were built for) and `packs` ((ast, lanes, plan) of each product: its packing
   plan, compiler/pack.py, which its key under the tuning constants of the moment must still give)."""
-  __slots__ = ("keys", "packs", "steps", "targets")
-  def __init__(self, steps: tuple, targets: tuple, packs: tuple):
-    self.steps, self.targets, self.packs = steps, targets, packs
-    self.keys = tuple(dict.fromkeys(s[1] for s in steps))   # the kernels' cache keys, once each
+  __slots__ = ("packs", "steps", "targets")
+  def __init__(self, steps: tuple, targets: tuple, packs: tuple): self.steps, self.targets, self.packs = steps, targets, packs
   def valid(self, opts_key: tuple) -> bool:
     """Are the Targets, packing plans and kernels it holds still those the caches hold (a test or a setting may have
     emptied or changed them)?"""
@@ -349,7 +347,7 @@ class _Prepared:
     for kref, kkey, dev, *_ in self.steps:
       if (kern := kref()) is None or ((got := _kernel_cache.get(kkey)) is not kern and (got is None or _loaded.get((kkey, dev)) is not kern)):
         return False
-    touch_kernels(self.keys)   # (they run now: the LRU must not evict a loop's kernels for never asking get_kernel)
+      got.last_use = _runs   # (they run now: the LRU must not evict a loop's kernels for never asking get_kernel)
     return True
 _MISSING = object()
 
