@@ -38,3 +38,28 @@ def test_new_code_at_a_freed_programs_address_runs_after_an_icache_invalidate(de
     new(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
   finally: set_executor(prev)
   assert ran == [b"\x00\x00\x81\xbf" * 2, b"\x00\x00\x80\xbf" * 2]
+
+def test_nv_code_freed_under_a_held_launch_is_overwritten_only_after_it():
+  """NV: a dropped program's code goes back to the allocator at once (hcqrt/nv/device.py _free_program) while its launch
+  may still wait in the GPFIFO; the next buffer of that size gets the memory, and the copy engine writing it must run
+  behind the timeline (the launch), not when its own channel gets to it (the mock takes up the latest doorbell first)."""
+  import numpy as np
+  from conftest import mock_nv_device
+  from compiler.assemble.ptx_assembler import assemble_ptx
+  from hw_tests.kernels import INC, head
+  from tests.held_gpu import held_until_the_host_waits
+  with mock_nv_device() as nv:
+    a = nv.allocator
+    out = a.alloc(4); a.copyin(out, memoryview(np.array([5], np.uint32)))
+    prog = nv.program("inc", assemble_ptx(head(nv.arch) + INC, nv.arch))
+    lib, junk = prog.lib, a.alloc(prog.lib.size)
+    a.copyin(junk, memoryview(np.zeros(prog.lib.size, np.uint8)))
+    with held_until_the_host_waits(nv.drv, 0):
+      prog(out, global_size=(1, 1, 1), local_size=(1, 1, 1))   # queued: the doorbell is held
+      del prog; gc.collect()                                     # dropped while its launch waits
+      reuse = a.alloc(lib.size)
+      assert reuse.va == lib.va   # (the point of the test: the code's memory is handed out again)
+      a.transfer(reuse, junk, lib.size)                          # overwrite it on the copy engine
+      nv.synchronize()
+    got = np.empty(1, np.uint32); a.copyout(memoryview(got), out)
+    assert got[0] == 6
