@@ -34,7 +34,9 @@ whole vectors, such rows, an epilogue the tile can't hold, a bmm) goes through a
 from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Callable
+from compiler import settings
 from compiler.dtypes import dtypes
+from compiler.memo import memo_put
 from compiler.lazy import LazyBuffer
 from compiler.pack_avx2 import avx2_packs, avx2_tile_shape
 from compiler.pack_avx512 import avx512_packs
@@ -128,8 +130,10 @@ def _plan(ast: UOp, lanes: int) -> _Plan | ScratchPlan | None:
   """How to pack the product `ast` (None: leave it as it is); a function of the AST alone, so it is computed once."""
   if (key := plan_key(ast, lanes)) in _plans: return _plans[key]
   flat = merge_leading_dims(ast)   # (a batch of different B matrices can't merge: compiler/pack_batch.py)
-  _plans[key] = p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
-  return p
+  p = batched_plan(ast, lanes, lambda m, n, k: big_enough(m, n, k, lanes)) if flat is None else _make_plan(flat, lanes)
+  # bounded as the kernel cache is (a plan keeps its ASTs alive; a process meeting ever new product shapes would keep
+  # them all): a full table is emptied (compiler/memo.py) and its plans made again when asked
+  return memo_put(_plans, key, p, maxsize=settings.kernel_cache_max())
 
 def merge_leading_dims(ast: UOp, keep: int = 2) -> UOp | None:
   """A product over (*lead, M, N, K) whose lead dims merge into M in every view (x of shape (B, T, C) @ W: the rows of

@@ -68,6 +68,19 @@ def compile_workers() -> int:
   except ValueError: n = 0
   return n if n >= 1 else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
+def kernel_cache_max() -> int:
+  """KERNEL_CACHE_MAX: how many built kernels the engine keeps (frontend/engine.py; the least recently used go first,
+  their programs freed once nothing runs them). Default 4096: a model's kernels (tens to a few hundred) never go,
+  while a server seeing ever new shapes stays bounded (bench/long_run_memory.py measures what a kernel costs).
+  Unset, bad or below 1: the default.
+
+  >>> os.environ.get("KERNEL_CACHE_MAX") is not None or kernel_cache_max() == 4096
+  True
+  """
+  try: n = int(getenv("KERNEL_CACHE_MAX") or 0)
+  except ValueError: n = 0
+  return n if n >= 1 else 4096
+
 def env_float(name: str, default: float) -> float:
   """A number setting (`default` when unset, empty or not a number)."""
   try: return float(os.environ.get(name, "") or default)

@@ -27,6 +27,7 @@ from typing import Any
 from collections.abc import Sequence
 import numpy as np
 from compiler.dtypes import DType, dtypes, to_np
+from compiler.memo import memo_put
 from hcqrt.device import Device
 from hcqrt.settings import flag
 from frontend.tensor import Tensor
@@ -351,7 +352,10 @@ def _check_every() -> int:
   try: return max(int(v), 0)
   except ValueError: raise ValueError(f"HCQRT_DIST_CHECK={v!r}: expected a number of steps (1: every step)") from None
 
+# a GradBucket per parameter list, which it holds (with their flat buffers): bounded, so that models made and dropped
+# in a long process are not kept alive here (a full table is emptied: compiler/memo.py; a training loop uses one list)
 _buckets: dict[tuple, GradBucket] = {}
+BUCKETS_MAX = 16
 def allreduce_grads(params: Sequence[Tensor], op: str = "mean", timeout_s: float | None = None) -> None:
   """Reduce every parameter's .grad across ranks (op: mean or sum) with one collective per dtype, outside TinyJit:
   pack, allreduce, unpack of a GradBucket kept per parameter list. Inside a jitted train step use GradBucket.
@@ -361,5 +365,5 @@ def allreduce_grads(params: Sequence[Tensor], op: str = "mean", timeout_s: float
   [3.0]
   """
   key = (tuple(id(p) for p in params), op)
-  if (b := _buckets.get(key)) is None or any(x is not y for x, y in zip(b.params, params)): b = _buckets[key] = GradBucket(params, op)
+  if (b := _buckets.get(key)) is None or any(x is not y for x, y in zip(b.params, params)): b = memo_put(_buckets, key, GradBucket(params, op), BUCKETS_MAX)
   b.pack(); b.allreduce(timeout_s); b.unpack()

@@ -8,7 +8,7 @@ here points down: the Tensor passes what the engine needs of it (its live lazy b
 1
 """
 from __future__ import annotations
-import math, sys, weakref
+import heapq, math, sys, weakref
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 import numpy as np
@@ -75,6 +75,7 @@ class LoadedKernel:
     self.launch: Launch = self.compiled.launch
     self.launch_kwargs: dict = self.launch.kwargs()   # (the Program call's launch dims, made once)
     self.ops: int = self.compiled.ops
+    self.last_use: int = 0   # the run (engine._runs) that last used it: the kernel cache's LRU order
   @property
   def src(self) -> str: return self.compiled.src
   @property
@@ -82,8 +83,31 @@ class LoadedKernel:
   @property
   def threads(self) -> int: return self.compiled.threads
 
+# Built kernels by (AST, Target, opts settings), at most settings.kernel_cache_max() of them, so a process that meets
+# ever new shapes (a server, eager code of varying sizes) does not keep every kernel, its binary, its AST and its loaded
+# program forever. Least recently used out first: each use stamps the kernel with the run counter (`last_use = _runs`:
+# an attribute store, where moving its key in an ordered table would hash the key twice, ~2 us a kernel on the prepared
+# path), and a full cache evicts the oldest eighth at once (one scan of the stamps per eighth, at a compile's cost).
+# Evicting only drops the cache's reference: an ExecItem or a TinyJit graph that holds the LoadedKernel keeps its
+# program loaded and running (a program frees its memory when the last reference goes: CPU hcqrt/cpu/elf_loader.py
+# LoadedImage, NV/AMD their program's finalizer), and a prepared launch that kept it (weakly) finds it gone
+# (_Prepared.valid) and is scheduled again.
 _kernel_cache: dict[tuple, LoadedKernel] = {}
 _loaded: dict[tuple, LoadedKernel] = {}   # (cache key, device) -> the same kernel loaded on another device of the same target
+_loaded_devices: set[str] = set()        # the devices _loaded has entries for (an eviction drops the key's on each)
+
+def _cache_put(key: tuple, kern: LoadedKernel) -> LoadedKernel:
+  """Enter a built kernel, first evicting the least recently used eighth of the cache (and their loads on other
+  devices) when it holds settings.kernel_cache_max() kernels."""
+  cache = _kernel_cache
+  if (over := len(cache) + 1 - (limit := settings.kernel_cache_max())) > 0:
+    # (sorted is stable: among equal stamps, as a schedule's kernels built together, the first entered goes first)
+    for old, _ in heapq.nsmallest(over + limit // 8, cache.items(), key=lambda kv: kv[1].last_use):
+      del cache[old]
+      for d in _loaded_devices: _loaded.pop((old, d), None)
+  kern.last_use = _runs
+  cache[key] = kern
+  return kern
 
 def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> LoadedKernel:
   """si's kernel compiled for `device` and loaded (cached per AST, target and the opts settings; opts_key: settings.opts_key()
@@ -92,9 +116,11 @@ def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> 
   key = (si.ast, target, *(opts_key or settings.opts_key()))
   # (two devices of one target, NV:0 and NV:1, share the compile but each loads the program into its own memory)
   if (kern := _kernel_cache.get(key)) is not None:
+    kern.last_use = _runs   # (the LRU's stamp: _cache_put)
     if kern.device == device: return kern
     if (other := _loaded.get((key, device))) is not None: return other
     other = _loaded[(key, device)] = LoadedKernel(kern.compiled, open_device(device).program(kern.name, kern.compiled.binary), kern.ast, device)
+    _loaded_devices.add(device)
     return other
   dev = open_device(device)
   opts = None
@@ -108,8 +134,7 @@ def get_kernel(si: ScheduleItem, device: str, opts_key: tuple | None = None) -> 
       ck = compile_kernel(si.ast, target, opts, name=si.name)
       a.update(src_bytes=len(ck.src), binary_bytes=len(ck.binary), opts=[str(o) for o in ck.applied_opts])
   else: ck = compile_kernel(si.ast, target, opts, name=si.name)
-  kern = _kernel_cache[key] = LoadedKernel(ck, dev.program(ck.name, ck.binary), si.ast, device)
-  return kern
+  return _cache_put(key, LoadedKernel(ck, dev.program(ck.name, ck.binary), si.ast, device))
 
 def prebuild(items: list[ScheduleItem], opts_key: tuple, debug: int) -> int:
   """Build together the kernels of `items` that no cache holds yet (compiler/pipeline.py compile_kernels: their C
@@ -133,7 +158,9 @@ def prebuild(items: list[ScheduleItem], opts_key: tuple, debug: int) -> int:
     if si.kind != "kernel": continue
     dev = (out := si.outputs[0]).device
     if (target := targets.get(dev)) is None: target = targets[dev] = target_of(dev)
-    if (key := (si.ast, target, *opts_key)) not in _kernel_cache and out.max_size != 0: todo.setdefault(key, (si, dev))
+    # (a cached kernel the schedule uses is stamped now: the kernels built below must not evict it)
+    if (kern := _kernel_cache.get(key := (si.ast, target, *opts_key))) is not None: kern.last_use = _runs
+    elif out.max_size != 0: todo.setdefault(key, (si, dev))
   # (compile_workers asks the OS for the process's CPUs: only when there is something to build, not at every realize)
   if len(todo) < 2 or settings.compile_workers() <= 1: return 0
   built = 0
@@ -146,7 +173,7 @@ def prebuild(items: list[ScheduleItem], opts_key: tuple, debug: int) -> int:
     for key, ck in zip(keys, assemble_kernels(fronts, target)):
       if isinstance(ck, Exception): continue
       si, dev = todo[key]
-      _kernel_cache[key] = LoadedKernel(ck, open_device(dev).program(ck.name, ck.binary), si.ast, dev)
+      _cache_put(key, LoadedKernel(ck, open_device(dev).program(ck.name, ck.binary), si.ast, dev))
       built += 1
   return built
 
@@ -301,8 +328,10 @@ LAUNCH_CACHE = True   # off: every realize schedules (bench/realize_host.py --ab
 launch_stats = {"hits": 0, "prepared": 0}   # realizes run prepared; schedules prepared
 
 class _Prepared:
-  """A schedule's launches as numbers: `steps` (kernel, its cache key, device, output bytes, the graph node the output
-  is (-1: a scratch, as a packed operand), inputs: a graph node's buffer (>= 0) or the output of step -1-i), in order;
+  """A schedule's launches as numbers: `steps` (kernel (a weak reference: the kernel cache owns it, and an evicted
+  kernel must free its program, not live on in the schedule cache's entries), its cache key, device, output bytes, the
+  graph node the output is (-1: a scratch, as a packed operand), inputs: a graph node's buffer (>= 0) or the output of
+  step -1-i), in order;
   `targets` ((device, Target) the kernels were built for) and `packs` ((ast, lanes, plan) of each product: its packing
   plan, compiler/pack.py, which its key under the tuning constants of the moment must still give)."""
   __slots__ = ("packs", "steps", "targets")
@@ -315,8 +344,10 @@ class _Prepared:
     plans, plan_key = pack._plans, pack.plan_key   # (the key with the constants as they are now)
     for ast, lanes, plan in self.packs:
       if plans.get(plan_key(ast, lanes), _MISSING) is not plan: return False
-    for kern, kkey, dev, *_ in self.steps:
-      if (got := _kernel_cache.get(kkey)) is not kern and (got is None or _loaded.get((kkey, dev)) is not kern): return False
+    for kref, kkey, dev, *_ in self.steps:
+      if (kern := kref()) is None or ((got := _kernel_cache.get(kkey)) is not kern and (got is None or _loaded.get((kkey, dev)) is not kern)):
+        return False
+      got.last_use = _runs   # (they run now: the LRU must not evict a loop's kernels for never asking get_kernel)
     return True
 _MISSING = object()
 
@@ -340,7 +371,7 @@ def _prepare(pre: list[ScheduleItem], items: list[ScheduleItem], index: dict[Laz
     if (kern := _kernel_cache.get(kkey := (si.ast, targets.setdefault(dev, target_of(dev)), *opts_key))) is None: return None
     if kern.device != dev and (kern := _loaded.get((kkey, dev))) is None: return None
     made[out] = len(steps)
-    steps.append((kern, kkey, dev, si.alloc_nbytes or max_size * out.dtype.itemsize, index.get(out, -1), tuple(ins),
+    steps.append((weakref.ref(kern), kkey, dev, si.alloc_nbytes or max_size * out.dtype.itemsize, index.get(out, -1), tuple(ins),
                   f"kernel {si.name} (output {out.shape} {out.dtype})"))
   packs = tuple((si.ast, n, pack._plans.get(pack.plan_key(si.ast, n))) for si in pre
                 if (n := lanes.get(si.outputs[0].device, 0)) >= 8 and pack.packs_item(si))
@@ -355,8 +386,8 @@ def _run_prepared(p: _Prepared, nodes: list[LazyBuffer], debug: int) -> None:
   _schedule.cache_stats["hits"] += 1   # (the graph was answered from the schedule cache, further on)
   eis: list[ExecItem] = []
   try:
-    for kern, _, dev, nbytes, _, ins, what in p.steps:
-      eis.append(ExecItem("kernel", kern, [Buffer(dev, nbytes, what)] + [nodes[i].buffer if i >= 0 else eis[-1 - i].bufs[0] for i in ins]))
+    for kref, _, dev, nbytes, _, ins, what in p.steps:   # (valid() found each kernel in the caches: alive)
+      eis.append(ExecItem("kernel", kref(), [Buffer(dev, nbytes, what)] + [nodes[i].buffer if i >= 0 else eis[-1 - i].bufs[0] for i in ins]))
   finally:
     for ei, step in zip(eis, p.steps):
       ei.run(debug)

@@ -557,7 +557,8 @@ class ScratchUse:
   """The references to one scratch buffer: the device's while it is current, and each PM4 launch record naming it."""
 
 def _free_scratch(dev_ref: weakref.ref, buf: AMDBuffer) -> None:
-  """A superseded scratch buffer no launch record refers to any more: free it once the GPU is past it."""
+  """A superseded scratch buffer (or a dropped program's code) no launch record refers to any more: free it once the
+  GPU is past it."""
   if (dev := dev_ref()) is not None: dev.free_after_gpu(buf)
 
 # ---- command builders ----
@@ -687,6 +688,15 @@ class AMDAQLComputeQueue(AMDComputeQueue):
   HSA_PACKET_HEADER_BARRIER), so launches are ordered as on the PM4 queue, and system-scope acquire/release fences."""
   def _exec(self, prog: AMDProgram, args: KernArgs, g, l):
     _fill_hidden(prog, args, g, l)
+    # The first launch after a wait drops the instruction caches (and the scalar ones) with an ACQUIRE_MEM in the PM4-IB
+    # before it, which runs on every XCC: code may have been loaded where a dropped program was (AMDProgram), and
+    # neither the packet's acquire fence nor the CP does it for us -- ROCr issues this ACQUIRE_MEM itself after
+    # loading code (ROCm/ROCR-Runtime:src/core/runtime/amd_gpu_agent.cpp GpuAgent::InvalidateCodeCaches; the CP's
+    # own "code cache invalidation" ended with gfx7/gfx8.0 microcode 420/685). Later launches of the stream run code
+    # loaded before that wait, as on the PM4 path (AMDComputeQueue._exec's after_wait).
+    if next((k == "wait" for k, _ in reversed(self.cmds) if k in ("wait", "exec")), True):
+      self._emit(pm4.acquire_mem(self.t.gfx, gcr_cntl=pm4.GCR_GLI_INV_ALL | pm4.GCR_GLK_INV) if self.t.gfx >= 10 else
+                 pm4.acquire_mem(self.t.gfx, coher_cntl=pm4.COHER_SH_ICACHE_ACTION_ENA | pm4.COHER_SH_KCACHE_ACTION_ENA))
     return {"pos": len(self.q), "args": args, "prog": prog, "g": tuple(g), "l": tuple(l)}
   def _update_exec(self, rec, g, l):
     if g is not None: rec["g"] = tuple(g)
@@ -826,13 +836,18 @@ class AMDProgram(HCQProgram):
     # through the BAR would sit in the HDP until flushed, which KFD user queues never do (linux@v6.12.117:drivers/gpu/
     # drm/amd/amdgpu/amdgpu_ib.c:234 flushes only for kernel-submitted IBs), and host-visible VRAM needs a large BAR
     # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:1112-1118). The new code reaches the shader through
-    # the I$ invalidate of the first dispatch after a wait (ACQUIRE_MEM, gfx9 on every dispatch): copyin ends in a
+    # the I$ invalidate of the first dispatch after a wait (ACQUIRE_MEM, gfx9 PM4 on every dispatch; AQL in the PM4-IB
+    # before the dispatch, AMDAQLComputeQueue._exec): copyin ends in a
     # host synchronize, and a launch is always preceded by a wait on the timeline, so the next dispatch that can run
     # this program counts as after-a-wait.
     if kd_offset is None:   # no descriptor in the image: append one (64-byte aligned) whose entry offset points back at the code
       kd_offset = _round_up(len(code), 64)
       code = code + bytes(kd_offset - len(code)) + descriptor[:16] + struct.pack("<q", entry - kd_offset) + descriptor[24:64]
     self.image = dev.gpu_alloc(len(code) + 256, "vram", executable=True)   # +256: instruction prefetch past the end
+    # freed when the program is dropped (frontend/engine.py evicts kernels from its cache; whoever still launches one
+    # holds it) once the timeline has passed every launch of it (free_after_gpu: finalizer-safe); code loaded later
+    # at this address reaches the shader through the I$ invalidate of a dispatch after a wait, as said above
+    weakref.finalize(self, _free_scratch, weakref.ref(dev), self.image).atexit = False
     dev.allocator.copyin(self.image, memoryview(code))
     self.code_va = self.image.va + entry
     self.kd_va = self.image.va + kd_offset   # an AQL dispatch names the kernel by its descriptor's address (kernel_object)

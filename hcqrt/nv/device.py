@@ -17,7 +17,7 @@ GPU-uncached: GPU caching of sysmem is not coherent with the CPU. Doorbells go t
   ('sm_90', 'V04_00')
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, os, struct, time
+import contextlib, ctypes, errno, os, struct, time, weakref
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
@@ -260,6 +260,10 @@ class GPFIFO:
       raise
 
 # ---------------------------------------------------------------- programs
+def _free_program(dev_ref: weakref.ref, lib: NVBuffer) -> None:
+  # (a weak reference: the finalizer must not keep the device alive; once the device is gone its memory is too)
+  if (dev := dev_ref()) is not None and not lib.freed: dev.allocator.free(lib)
+
 class NVProgram(HCQProgram):
   """A cubin kernel uploaded to GPU memory: the relocated image, a QMD template and constant bank 0's template.
   Arguments go in constant bank 0 at the offset the cubin declares (buffers as u64, then ints)."""
@@ -271,6 +275,11 @@ class NVProgram(HCQProgram):
       raise RuntimeError(f"kernel {name}: cubin is for sm_{img.arch}, the device is {dev.arch}")
     k = self.kernel = img.kernels[name]
     self.lib = dev.allocator.alloc(len(img.image) + PROGRAM_SLACK)
+    # the code's memory goes back to the allocator when the program is dropped (frontend/engine.py evicts kernels from
+    # its cache; whoever still launches one holds it): reused, as any freed buffer, only by work behind the timeline,
+    # after every launch of this program, and every launch invalidates the instruction cache (_launch_methods), so
+    # code loaded later at this address never runs stale instructions
+    weakref.finalize(self, _free_program, weakref.ref(dev), self.lib).atexit = False
     relocate(img, self.lib.va)
     dev.allocator.copyin(self.lib, memoryview(bytes(img.image)))
     self.qmd_version = dev.qmd_version

@@ -102,7 +102,24 @@ def execute(d: Dispatch, vm: GPUVM) -> None:
     (mesa@799a0a98:src/gallium/drivers/radeonsi/si_compute.c:1213-1221), and after writing bindless descriptors
     with WRITE_DATA (dst_sel 2, the L2 itself) it drops only the scalar L0s, invalidating the L2 only where cp_sdma_ge_use_system_memory_scope
     (mesa@2272db2a:src/gallium/drivers/radeonsi/si_descriptors.c:1887-1888, 1922-1927)."""
+  check_icache(d, vm)
   with vm.l2_seen_by_shaders(): (EXECUTOR or _default_executor())(d, vm)
+
+ICACHE_SPAN = 1 << 16   # bytes from a program's entry the model treats as its cached code (the rest of its BO, at most this)
+
+def check_icache(d: Dispatch, vm: GPUVM) -> None:
+  """The instruction caches hold the code an earlier dispatch fetched (until an ACQUIRE_MEM drops them: Queue.packet):
+  a dispatch whose code bytes differ from what the caches hold for those addresses (new code loaded where a freed
+  program was) would run the stale lines, on hardware silently; the mock refuses it, naming the address."""
+  bo = vm.find(d.program)
+  code = bytes(vm.read(d.program, min(bo.va + bo.size - d.program, ICACHE_SPAN)))
+  lo, hi = d.program, d.program + len(code)
+  for va, held in vm.icache.items():
+    a, b = max(lo, va), min(hi, va + len(held))
+    if a < b and held[a - va:b - va] != code[a - lo:b - lo]:
+      raise GPUError(f"the program at {d.program:#x} runs stale instruction-cache lines: the code at {a:#x}..{b:#x} changed since a "
+                     "dispatch fetched it and no ACQUIRE_MEM invalidated the I$ (gfx9 SH_ICACHE_ACTION_ENA, gfx10+ GLI_INV) since")
+  vm.icache[d.program] = code
 
 def pm4_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:
   """Workgroups per XCC of a PM4 dispatch. On a multi-XCC node the kernel gives each XCC's copy of a PM4 queue's MQD
@@ -400,6 +417,13 @@ class Queue:
       # "volatile") accesses; the model does not tell those apart, so it drops nothing (the lines stay: harmful).
       # gfx11 GCR_CNTL.GL1_INV (bit 9) drops the shader arrays' GL1s (rdna3 Waves.set_gl0), independently of GLV_INV.
       if l1_inv or gl1_inv: self.invalidate_vector_l1(bool(l1_inv), bool(gl1_inv))
+      # The instruction caches (SQC I$) keep the code lines earlier dispatches fetched until an ACQUIRE_MEM drops them:
+      # ROCr issues one itself after loading code (ROCm/ROCR-Runtime:src/core/runtime/amd_gpu_agent.cpp
+      # GpuAgent::InvalidateCodeCaches, ACQUIRE_MEM with SH_ICACHE_ACTION_ENA on gfx9, GLI_INV on gfx10+: "Microcode is
+      # handling code cache invalidation" only on gfx7/gfx8.0 microcode older than 420/685), so neither a PM4 dispatch
+      # nor an AQL acquire fence drops them. GLI_INV other than "all" (a range) drops nothing here: the harmful reading.
+      if (gcr & T.ACQ_GLI_INV_MASK_GFX11) == T.ACQ_GLI_INV_ALL_GFX11 if self.gfx >= 10 else body[0] & T.COHER_SH_ICACHE_ACTION:
+        self.vm.icache.clear()
     elif name == "EVENT_WRITE":
       if body[0] & 0x3F == T.EVENT_CS_PARTIAL_FLUSH: self.drain()
     elif name == "DISPATCH_DIRECT": self.dispatch(body)

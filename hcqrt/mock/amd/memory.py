@@ -154,6 +154,7 @@ class GPUVM:
     self.writebacks = 0
     self.vector_l1 = None   # the CUs' vector L1s / GL0s, kept across dispatches (gfx9/l1.py VectorL1; rdna3_executor makes it)
     self.gl1 = None         # gfx11: the shader arrays' GL1s under the GL0s, kept the same way (rdna3 Waves.set_gl0)
+    self.icache: dict[int, bytes] = {}   # program VA -> the code bytes the instruction caches hold from there (cp.py execute)
     # L1 invalidates of releases not yet seen complete, in issue order (cp.py PendingInvalidate, land_pending)
     self.l1_pending: list = []
     self._shader_view: dict[int, int] = {}   # BO VA -> the private copy a running dispatch reads (l2_seen_by_shaders)

@@ -96,6 +96,9 @@ COHER_TC_WB_ACTION, COHER_TC_ACTION = 1 << 18, 1 << 23          # gfx9 ACQUIRE_M
 # the per-CU vector cache invalidates: gfx9 CP_COHER_CNTL TCL1_ACTION_ENA (soc15d.h, (x) << 22), gfx10+ GCR_CNTL
 # GLV_INV (nvd.h PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV, (x) << 8)
 COHER_TCL1_ACTION, ACQ_GLV_INV_GFX11 = 1 << 22, 1 << 8
+# the instruction cache invalidates: gfx9 CP_COHER_CNTL SH_ICACHE_ACTION_ENA (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
+# soc15d.h:286, (x) << 29), gfx10+ GCR_CNTL GLI_INV, a 2-bit field (nvd.h:269, (x) << 0) whose 1 is "all"
+COHER_SH_ICACHE_ACTION, ACQ_GLI_INV_MASK_GFX11, ACQ_GLI_INV_ALL_GFX11 = 1 << 29, 3, 1
 # ... and RELEASE_MEM's end-of-pipe ones: gfx11 PACKET3_RELEASE_MEM_GCR_GLV_INV (nvd.h, 0x4000), gfx9 EOP_TCL1_ACTION_EN
 # (soc15d.h, 0x10000) (../shared/abi/amd_packets.json); SDMA 6 GCR_REQ GCR_CONTROL GLV_INV (bit 8, ioctl_defs/amd/sdma.py)
 RM_L1_INV = {11: 1 << 14, 9: 1 << 16}

@@ -4,7 +4,7 @@ than CI's 2 cores), over shared memory and over TCP on the loopback interface. T
 and tests/dist/gpu_step.py and write what they computed to one file each, which the tests compare. Without mpi4py
 these tests skip, naming the install command, unless HCQRT_REQUIRE_DIST=1 (CI sets it: .ci/run) makes that a
 failure."""
-import os, pathlib, re, shutil, subprocess, sys, sysconfig, time
+import gc, os, pathlib, re, shutil, subprocess, sys, sysconfig, time, weakref
 import numpy as np
 import pytest
 from frontend import Tensor, optim
@@ -186,6 +186,22 @@ def test_world_of_one_bucket_is_the_plain_gradient():
   assert w.grad.tolist() == [2.0, 4.0] and v.grad.tolist() == [[4.0]]
   opt.step()
   assert w.tolist() == [0.5, 1.0] and v.tolist() == [[2.0]]
+
+def test_buckets_of_dropped_models_do_not_pile_up(monkeypatch):
+  """allreduce_grads keeps a GradBucket per parameter list, which holds the parameters: models made and dropped one
+  after another in a long process must not all stay alive in that table."""
+  monkeypatch.setattr(dist, "_buckets", {})
+  dist.init()
+  alive = []
+  for i in range(3 * dist.BUCKETS_MAX):
+    w = Tensor([float(i)], requires_grad=True)
+    (w * 2).sum().backward()
+    dist.allreduce_grads([w])
+    assert w.grad.tolist() == [2.0]
+    alive.append(weakref.ref(w))
+    del w
+  gc.collect()
+  assert len(dist._buckets) <= dist.BUCKETS_MAX and sum(r() is not None for r in alive) <= dist.BUCKETS_MAX
 
 # ---- the buffer paths and the deadline, on a stand-in for mpi4py's MPI (no launcher needed)
 

@@ -1,0 +1,65 @@
+"""A dropped program's code memory is reused for the next program (hcqrt/amd/device.py AMDProgram, hcqrt/nv/device.py
+NVProgram free it when dropped: frontend/engine.py's bounded kernel cache). The GPU's instruction cache may still hold
+the old program's lines at that address, so the first launch of the new one must come after an I$ invalidate: the mock
+AMD CP keeps the lines (hcqrt/mock/amd/cp.py execute) and refuses to run code that changed under them."""
+import gc, struct
+import pytest
+from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
+from hcqrt.amd.device import AMDDevice, AMDProgram
+
+@pytest.fixture(params=[("gfx942", None), ("gfx1100", "1"), ("gfx1100", None)], ids=["gfx942-aql", "gfx1100-aql", "gfx1100-pm4"])
+def dev(request, monkeypatch):
+  arch, aql_env = request.param
+  if aql_env is None: monkeypatch.delenv("AMD_AQL", raising=False)
+  else: monkeypatch.setenv("AMD_AQL", aql_env)
+  drv = install_mock_amd(arch)
+  d = AMDDevice("AMD"); d.drv = drv; d.wait_timeout_s = 5.0
+  yield d
+  uninstall_mock_amd(drv)
+
+def _program(dev, fill: bytes) -> AMDProgram:
+  props = (1 << 3) | ((1 << 10) if dev.gfx.wave32 else 0)   # kernarg pointer in s[0:1]
+  desc = struct.pack("<III4xq20xIIIHH4x", 0, 0, 8, 0, 0, 0, 2 << 1, props, 0)
+  return AMDProgram(dev, "k", fill * 16, desc, [(0, 8)])
+
+def test_new_code_at_a_freed_programs_address_runs_after_an_icache_invalidate(dev):
+  ran = []
+  def executor(d, vm): ran.append(bytes(vm.read(d.program, 8)))   # (stands in for the machine code: records what ran)
+  prev = set_executor(executor)
+  try:
+    buf = dev.allocator.alloc(64)
+    old = _program(dev, b"\x00\x00\x81\xbf")   # s_endpgm
+    old(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+    va = old.image.va
+    del old; gc.collect()   # dropped (as an evicted kernel): its code is freed once the timeline has passed it
+    dev.synchronize()
+    new = _program(dev, b"\x00\x00\x80\xbf")   # s_nop 0 ...: other code, same size
+    assert new.image.va == va   # (the point of the test: the freed code's address is reused)
+    new(buf, global_size=(1, 1, 1), local_size=(dev.wave_size, 1, 1), wait=True)
+  finally: set_executor(prev)
+  assert ran == [b"\x00\x00\x81\xbf" * 2, b"\x00\x00\x80\xbf" * 2]
+
+def test_nv_code_freed_under_a_held_launch_is_overwritten_only_after_it():
+  """NV: a dropped program's code goes back to the allocator at once (hcqrt/nv/device.py _free_program) while its launch
+  may still wait in the GPFIFO; the next buffer of that size gets the memory, and the copy engine writing it must run
+  behind the timeline (the launch), not when its own channel gets to it (the mock takes up the latest doorbell first)."""
+  import numpy as np
+  from conftest import mock_nv_device
+  from compiler.assemble.ptx_assembler import assemble_ptx
+  from hw_tests.kernels import INC, head
+  from tests.held_gpu import held_until_the_host_waits
+  with mock_nv_device() as nv:
+    a = nv.allocator
+    out = a.alloc(4); a.copyin(out, memoryview(np.array([5], np.uint32)))
+    prog = nv.program("inc", assemble_ptx(head(nv.arch) + INC, nv.arch))
+    lib, junk = prog.lib, a.alloc(prog.lib.size)
+    a.copyin(junk, memoryview(np.zeros(prog.lib.size, np.uint8)))
+    with held_until_the_host_waits(nv.drv, 0):
+      prog(out, global_size=(1, 1, 1), local_size=(1, 1, 1))   # queued: the doorbell is held
+      del prog; gc.collect()                                     # dropped while its launch waits
+      reuse = a.alloc(lib.size)
+      assert reuse.va == lib.va   # (the point of the test: the code's memory is handed out again)
+      a.transfer(reuse, junk, lib.size)                          # overwrite it on the copy engine
+      nv.synchronize()
+    got = np.empty(1, np.uint32); a.copyout(memoryview(got), out)
+    assert got[0] == 6
