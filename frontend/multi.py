@@ -282,29 +282,38 @@ class MultiLazyBuffer:
     return MultiLazyBuffer(new, new_axis, self.real)
 
   def pad(self, arg: tuple) -> MultiLazyBuffer:
-    """A pad per shard; the sharded axis can only be padded back to the whole axis around its one real shard."""
+    """A pad per shard. The sharded axis, split over all the devices, can't be padded; a value shrunk to one shard can
+    be padded back to the whole axis around it (then every device holds its shard again), and any other pad of it
+    is made on the one device that holds it (`_on_one_device`)."""
     if self.axis is not None and arg[self.axis] != (0, 0):
       if all(self.real): raise RuntimeError(f"pad {arg} of shape {self.shape}: can't pad the sharded axis {self.axis}")
-      if any(arg[i] != (0, 0) for i in range(len(self.shape)) if i != self.axis):
-        raise RuntimeError(f"pad {arg} of shape {self.shape}: can't pad the sharded axis {self.axis} and another axis together")
       full, bound = self.bounds[-1][1], self.bounds[self.real.index(True)]
-      if arg[self.axis] != (bound[0], full - bound[1]):
-        raise RuntimeError(f"pad {arg} of shape {self.shape}: the sharded axis {self.axis} can only be padded back to its whole size {full}")
-      return MultiLazyBuffer([x if r else x.const_like(0) for x, r in zip(self.lbs, self.real)], self.axis)
+      if arg[self.axis] == (bound[0], full - bound[1]):   # the pad back: the other devices' shards are zeros
+        rest = tuple((0, 0) if a == self.axis else p for a, p in enumerate(arg))
+        return MultiLazyBuffer([x.pad(rest) if r else x.const_like(0).pad(rest) for x, r in zip(self.lbs, self.real)], self.axis)
     return self._same([x.pad(arg) for x in self.lbs])
 
+  # (after a shrink to one shard, `real` has one True: that device holds the whole value, the others placeholders of
+  # its shape. A movement of the sharded axis then moves no element between devices, so it is made per shard, the
+  # placeholders too, which keeps the shards of one shape and the bounds a pad back needs. tinygrad v0.9 refused it;
+  # so did this file until FUZZ_SEED=102950: the gradient of a max over a one-element shard expands it.)
+  def _on_one_device(self) -> bool: return not all(self.real)
+
   def expand(self, shape: tuple) -> MultiLazyBuffer:
+    shape = tuple(shape)
     if self.axis is not None and shape[self.axis] != self.shape[self.axis]:
-      raise RuntimeError(f"expand {self.shape} -> {tuple(shape)}: can't expand the sharded axis {self.axis}")
-    return self._same([x.expand(self._one_shard(tuple(shape), x)) for x in self.lbs])
+      if not self._on_one_device(): raise RuntimeError(f"expand {self.shape} -> {shape}: can't expand the sharded axis {self.axis}")
+      return self._same([x.expand(shape) for x in self.lbs])
+    return self._same([x.expand(self._one_shard(shape, x)) for x in self.lbs])
 
   def permute(self, order: tuple) -> MultiLazyBuffer:
     return MultiLazyBuffer([x.permute(order) for x in self.lbs], None if self.axis is None else tuple(order).index(self.axis), self.real)
 
   def shrink(self, arg: tuple) -> MultiLazyBuffer:
     """A shrink per shard; the sharded axis can only be kept whole or shrunk to exactly one shard's bounds (the other
-    devices then hold nothing real)."""
+    devices then hold nothing real), or, on one device, to any part (`_on_one_device`)."""
     if self.axis is not None and arg[self.axis] != (0, self.shape[self.axis]):
+      if self._on_one_device(): return self._same([x.shrink(arg) for x in self.lbs])
       if tuple(arg[self.axis]) not in self.bounds:
         raise RuntimeError(f"shrink {arg} of shape {self.shape}: axis {self.axis} is sharded as {self.bounds}; it can only be shrunk to one shard")
       if any(arg[i] != (0, s) for i, s in enumerate(self.shape) if i != self.axis):
@@ -315,7 +324,7 @@ class MultiLazyBuffer:
     return self._same([x.shrink(tuple((0, x.shape[self.axis]) if a == self.axis else s for a, s in enumerate(arg))) for x in self.lbs])
 
   def flip(self, axes: tuple) -> MultiLazyBuffer:
-    if self.axis is not None and self.axis in axes: raise RuntimeError(f"flip {tuple(axes)} of shape {self.shape}: can't flip the sharded axis {self.axis}")
+    if self.axis is not None and self.axis in axes and not self._on_one_device(): raise RuntimeError(f"flip {tuple(axes)} of shape {self.shape}: can't flip the sharded axis {self.axis}")
     return self._same([x.flip(axes) for x in self.lbs])
 
 # *** helpers the Tensor uses where a device may be a tuple ***

@@ -549,3 +549,22 @@ def test_found_cat_of_one_shard_that_doesnt_fit_names_cat():
   x = Tensor(_rng(8)).shard(("CPU:1", "CPU:2", "CPU:3", "CPU:4"), 0)
   with pytest.raises(RuntimeError, match=r"cat: shapes \[\(2,\), \(2,\)\] along dim 0, which is sharded"):
     x.shrink(((6, 8),)).cat(x.shrink(((6, 8),)))
+
+def test_found_max_over_a_one_element_shard():
+  """FUZZ_SEED=102950 (minimised): a tensor split over 2 devices on axis 0, shrunk to its one-row shard, a max over
+  axis 1, gathered (`to`): the gradient came back split like the source, (1,) -> (1, 1) put the sharded label on the
+  new unit axis, and the max's backward expand of it was refused ("can't expand the sharded axis 1") though torch
+  computes it. Only one device holds a value shrunk to one shard, so its size-1 sharded axis expands there."""
+  a = _rng(2, 3)
+  x = Tensor(a).shard(D2, 0)
+  x.requires_grad = True
+  y = x.shrink(((1, 2), None)).max(1).to("CPU:1")
+  (y * 3).sum().backward()
+  want = np.zeros((2, 3), np.float32)
+  want[1, a[1].argmax()] = 3
+  np.testing.assert_array_equal(y.numpy(), a[1:].max(1))
+  np.testing.assert_array_equal(x.grad.numpy(), want)
+  # the same expand in the forward: (1,) -> (1, 1) labels the new unit axis as the sharded one, which then expands
+  one = Tensor(a).shard(D2, 0).shrink(((0, 1), None)).sum(1).reshape(1, 1)
+  assert one.lazydata.axis == 1 and one.lazydata.real == [True, False]
+  np.testing.assert_array_equal(one.expand(1, 3).numpy(), np.full((1, 3), a[0].sum(), np.float32))
