@@ -17,6 +17,7 @@ import functools, itertools, operator, os
 from compiler.dtypes import DType, dtypes
 from compiler.settings import flag
 from compiler.lazy import LazyBuffer
+from compiler.sint import is_sym
 from compiler.uop import Ops
 from compiler.view import prod
 from hcqrt.device import Device
@@ -273,10 +274,17 @@ class MultiLazyBuffer:
     # (the last axis of `shape` whose leading dims have that product: acc's last entry is the whole product, no axis; a
     # sharded axis of size 1, one real shard after a shrink, may be followed by unit axes that end at it)
     new_axis = len(acc) - 1 - acc[-2::-1].index(lead) - 1 if lead in acc[:-1] else len(shape)
-    if new_axis >= len(shape) or any(prod(lb.shape[self.axis:]) % prod(shape[new_axis + 1:]) for lb in self.lbs):
+    if new_axis >= len(shape): raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
+    # each shard's length on new_axis: its elements from the sharded axis on, over those after new_axis. The axes after
+    # may be symbolic (a sequence length beside a split batch): a UOp's `%` is a UOp, true whatever its value, so the
+    # same tail is recognised as such (UOps are hash-consed) and a symbolic one that changes is refused by name
+    tail, new_tail = prod(self.shape[self.axis + 1:]), prod(shape[new_axis + 1:])
+    if tail is not new_tail and (is_sym(tail) or is_sym(new_tail)):
+      raise RuntimeError(f"reshape {self.shape} -> {shape}: the sharded axis {self.axis} would be merged with or split by a symbolic axis")
+    if tail is not new_tail and any(lb.shape[self.axis] * tail % new_tail for lb in self.lbs):
       raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
-    new = [x.reshape(tuple(s if a != new_axis else prod(x.shape[self.axis:]) // prod(shape[new_axis + 1:]) for a, s in enumerate(shape)))
-           for x in self.lbs]
+    new = [x.reshape(tuple(s if a != new_axis else x.shape[self.axis] * tail // new_tail if tail is not new_tail else x.shape[self.axis]
+                           for a, s in enumerate(shape))) for x in self.lbs]
     if any(x.shape[new_axis] * len(self.lbs) != shape[new_axis] for x in new if all(self.real)):
       raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
     return MultiLazyBuffer(new, new_axis, self.real)
@@ -324,7 +332,8 @@ class MultiLazyBuffer:
     return self._same([x.shrink(tuple((0, x.shape[self.axis]) if a == self.axis else s for a, s in enumerate(arg))) for x in self.lbs])
 
   def flip(self, axes: tuple) -> MultiLazyBuffer:
-    if self.axis is not None and self.axis in axes and not self._on_one_device(): raise RuntimeError(f"flip {tuple(axes)} of shape {self.shape}: can't flip the sharded axis {self.axis}")
+    if self.axis is not None and self.axis in axes and not self._on_one_device():
+      raise RuntimeError(f"flip {tuple(axes)} of shape {self.shape}: can't flip the sharded axis {self.axis}")
     return self._same([x.flip(axes) for x in self.lbs])
 
 # *** helpers the Tensor uses where a device may be a tuple ***
