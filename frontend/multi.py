@@ -260,14 +260,27 @@ class MultiLazyBuffer:
     return self._same([s.base.assign(v) for s, v in zip(self.lbs, value.lbs)])
 
   # *** movement ***
+  # (after a shrink to one shard, `real` has one True: that device holds the whole value, the others placeholders of
+  # its shape. A movement of the sharded axis then moves no element between devices, so it is made per shard, the
+  # placeholders too, which keeps the shards of one shape and the bounds a pad back needs. tinygrad v0.9 refused it;
+  # so did this file until FUZZ_SEED=102950: the gradient of a max over a one-element shard expands it.)
+  def _on_one_device(self) -> bool: return not all(self.real)
+
   def _one_shard(self, shape: tuple, lb: LazyBuffer) -> tuple:
     return tuple(lb.shape[self.axis] if a == self.axis else s for a, s in enumerate(shape))
 
   def reshape(self, shape: tuple) -> MultiLazyBuffer:
     """A reshape per shard. The sharded axis becomes the new axis whose leading dims keep the same product; the
-    reshape must not move elements from one shard to another."""
+    reshape must not move elements from one shard to another. On one device (`_on_one_device`) nothing can move
+    between devices: where the sharded axis has no new axis to go to, the value is left without one (axis None)."""
     shape = tuple(shape)
     if self.axis is None: return self._same([x.reshape(shape) for x in self.lbs])
+    try: return self._reshape_split(shape)
+    except RuntimeError:
+      if not self._on_one_device(): raise
+      return MultiLazyBuffer([x.reshape(shape) for x in self.lbs], None, self.real)
+
+  def _reshape_split(self, shape: tuple) -> MultiLazyBuffer:
     acc = list(itertools.accumulate(shape, operator.mul, initial=1))
     lead = prod(self.shape[:self.axis])
     if lead not in acc: raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
@@ -300,12 +313,6 @@ class MultiLazyBuffer:
         rest = tuple((0, 0) if a == self.axis else p for a, p in enumerate(arg))
         return MultiLazyBuffer([x.pad(rest) if r else x.const_like(0).pad(rest) for x, r in zip(self.lbs, self.real)], self.axis)
     return self._same([x.pad(arg) for x in self.lbs])
-
-  # (after a shrink to one shard, `real` has one True: that device holds the whole value, the others placeholders of
-  # its shape. A movement of the sharded axis then moves no element between devices, so it is made per shard, the
-  # placeholders too, which keeps the shards of one shape and the bounds a pad back needs. tinygrad v0.9 refused it;
-  # so did this file until FUZZ_SEED=102950: the gradient of a max over a one-element shard expands it.)
-  def _on_one_device(self) -> bool: return not all(self.real)
 
   def expand(self, shape: tuple) -> MultiLazyBuffer:
     shape = tuple(shape)

@@ -183,8 +183,9 @@ def test_expand_rank_and_pad_unsharded_axis():
   with pytest.raises(RuntimeError, match=r"expand \(4, 1\) -> \(8, 1\): can't expand the sharded axis 0"): x.lazydata.expand((8, 1))
 
 def test_movement_of_one_shard():
-  """Shrunk to one shard, the value lives on one device: its sharded axis expands (size 1), flips, shrinks and pads
-  there (was refused: FUZZ_SEED=102950), and the pad back around the shard still makes every device hold its shard."""
+  """Shrunk to one shard, the value lives on one device: its sharded axis expands (size 1), flips, shrinks, pads and
+  reshapes there (was refused: FUZZ_SEED=102950), and the pad back around the shard still makes every device hold its
+  shard."""
   m = rng(2, 3)
   one = shard_np(m, 0).shrink(((1, 2), None))   # one shard of size 1 left on the sharded axis
   e = one.expand(4, 3)
@@ -195,6 +196,9 @@ def test_movement_of_one_shard():
   np.testing.assert_equal(p1.flip(0).numpy(), n[4:][::-1])
   np.testing.assert_equal(p1.shrink(((1, 3), None)).numpy(), n[5:7])
   np.testing.assert_equal(p1.pad(((0, 2), (1, 0))).numpy(), np.pad(n[4:], ((0, 2), (1, 0))))
+  q = shard_np(n, 1).shrink((None, (2, 4)))   # split on axis 1: merging it with axis 0 leaves it no axis to be
+  assert q.reshape(16).lazydata.axis is None and q.reshape(16).lazydata.real == [False, True]
+  np.testing.assert_equal(q.reshape(16).numpy(), n[:, 2:].reshape(16))
   back = p1.pad(((4, 0), (1, 0)))   # the pad back, with another axis: every device holds its shard again
   assert back.lazydata.real == [True, True]
   np.testing.assert_equal(back.numpy(), np.pad(n[4:], ((4, 0), (1, 0))))
