@@ -311,7 +311,8 @@ class MultiLazyBuffer:
       full, bound = self.bounds[-1][1], self.bounds[self.real.index(True)]
       if arg[self.axis] == (bound[0], full - bound[1]):   # the pad back: the other devices' shards are zeros
         rest = tuple((0, 0) if a == self.axis else p for a, p in enumerate(arg))
-        return MultiLazyBuffer([x.pad(rest) if r else x.const_like(0).pad(rest) for x, r in zip(self.lbs, self.real)], self.axis)
+        out = [x if r else x.const_like(0) for x, r in zip(self.lbs, self.real)]
+        return MultiLazyBuffer([x.pad(rest) for x in out] if any(p != (0, 0) for p in rest) else out, self.axis)
     return self._same([x.pad(arg) for x in self.lbs])
 
   def expand(self, shape: tuple) -> MultiLazyBuffer:

@@ -691,3 +691,10 @@ def test_found_matmul_of_a_split_batch_with_a_symbolic_length():
   with pytest.raises(RuntimeError, match=r"reshape \(4, n=5, 3\) -> \(MUL\(n=5, 4\), 3\): the sharded axis 0 would be merged with or "
                                          r"split by a symbolic"):
     x.reshape(n * 4, 3)
+
+def test_a_symbolic_batch_cant_be_split():
+  """A variable batch can't be the split axis (the shards' bounds would be symbolic; tinygrad refuses it too): a clear
+  error naming shard, the axis and the shape. (A guard of the refusal, no regression: it held before.)"""
+  b = Variable("b", 1, 8).bind(4)
+  with pytest.raises(ValueError, match=r"shard: axis 0 of shape \(b=4, 3\) is symbolic \(b=4\); it can't be sharded"):
+    Tensor(_rng(8, 3)).realize()[:b].shard(D2, 0)
