@@ -17,6 +17,7 @@ import functools, itertools, operator, os
 from compiler.dtypes import DType, dtypes
 from compiler.settings import flag
 from compiler.lazy import LazyBuffer
+from compiler.sint import is_sym
 from compiler.uop import Ops
 from compiler.view import prod
 from hcqrt.device import Device
@@ -259,52 +260,76 @@ class MultiLazyBuffer:
     return self._same([s.base.assign(v) for s, v in zip(self.lbs, value.lbs)])
 
   # *** movement ***
+  # (after a shrink to one shard, `real` has one True: that device holds the whole value, the others placeholders of
+  # its shape. A movement of the sharded axis then moves no element between devices, so it is made per shard, the
+  # placeholders too, which keeps the shards of one shape and the bounds a pad back needs. tinygrad v0.9 refused it;
+  # so did this file until FUZZ_SEED=102950: the gradient of a max over a one-element shard expands it.)
+  def _on_one_device(self) -> bool: return not all(self.real)
+
   def _one_shard(self, shape: tuple, lb: LazyBuffer) -> tuple:
     return tuple(lb.shape[self.axis] if a == self.axis else s for a, s in enumerate(shape))
 
   def reshape(self, shape: tuple) -> MultiLazyBuffer:
     """A reshape per shard. The sharded axis becomes the new axis whose leading dims keep the same product; the
-    reshape must not move elements from one shard to another."""
+    reshape must not move elements from one shard to another. On one device (`_on_one_device`) nothing can move
+    between devices: where the sharded axis has no new axis to go to, the value is left without one (axis None)."""
     shape = tuple(shape)
     if self.axis is None: return self._same([x.reshape(shape) for x in self.lbs])
+    try: return self._reshape_split(shape)
+    except RuntimeError:
+      if not self._on_one_device(): raise
+      return MultiLazyBuffer([x.reshape(shape) for x in self.lbs], None, self.real)
+
+  def _reshape_split(self, shape: tuple) -> MultiLazyBuffer:
     acc = list(itertools.accumulate(shape, operator.mul, initial=1))
     lead = prod(self.shape[:self.axis])
     if lead not in acc: raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
     # (the last axis of `shape` whose leading dims have that product: acc's last entry is the whole product, no axis; a
     # sharded axis of size 1, one real shard after a shrink, may be followed by unit axes that end at it)
     new_axis = len(acc) - 1 - acc[-2::-1].index(lead) - 1 if lead in acc[:-1] else len(shape)
-    if new_axis >= len(shape) or any(prod(lb.shape[self.axis:]) % prod(shape[new_axis + 1:]) for lb in self.lbs):
+    if new_axis >= len(shape): raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
+    # each shard's length on new_axis: its elements from the sharded axis on, over those after new_axis. The axes after
+    # may be symbolic (a sequence length beside a split batch): a UOp's `%` is a UOp, true whatever its value, so the
+    # same tail is recognised as such (UOps are hash-consed) and a symbolic one that changes is refused by name
+    tail, new_tail = prod(self.shape[self.axis + 1:]), prod(shape[new_axis + 1:])
+    if tail is not new_tail and (is_sym(tail) or is_sym(new_tail)):
+      raise RuntimeError(f"reshape {self.shape} -> {shape}: the sharded axis {self.axis} would be merged with or split by a symbolic axis")
+    if tail is not new_tail and any(lb.shape[self.axis] * tail % new_tail for lb in self.lbs):
       raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
-    new = [x.reshape(tuple(s if a != new_axis else prod(x.shape[self.axis:]) // prod(shape[new_axis + 1:]) for a, s in enumerate(shape)))
-           for x in self.lbs]
+    new = [x.reshape(tuple(s if a != new_axis else x.shape[self.axis] * tail // new_tail if tail is not new_tail else x.shape[self.axis]
+                           for a, s in enumerate(shape))) for x in self.lbs]
     if any(x.shape[new_axis] * len(self.lbs) != shape[new_axis] for x in new if all(self.real)):
       raise RuntimeError(f"reshape {self.shape} -> {shape}: would move elements between the shards of axis {self.axis}")
     return MultiLazyBuffer(new, new_axis, self.real)
 
   def pad(self, arg: tuple) -> MultiLazyBuffer:
-    """A pad per shard; the sharded axis can only be padded back to the whole axis around its one real shard."""
+    """A pad per shard. The sharded axis, split over all the devices, can't be padded; a value shrunk to one shard can
+    be padded back to the whole axis around it (then every device holds its shard again), and any other pad of it
+    is made on the one device that holds it (`_on_one_device`)."""
     if self.axis is not None and arg[self.axis] != (0, 0):
       if all(self.real): raise RuntimeError(f"pad {arg} of shape {self.shape}: can't pad the sharded axis {self.axis}")
-      if any(arg[i] != (0, 0) for i in range(len(self.shape)) if i != self.axis):
-        raise RuntimeError(f"pad {arg} of shape {self.shape}: can't pad the sharded axis {self.axis} and another axis together")
       full, bound = self.bounds[-1][1], self.bounds[self.real.index(True)]
-      if arg[self.axis] != (bound[0], full - bound[1]):
-        raise RuntimeError(f"pad {arg} of shape {self.shape}: the sharded axis {self.axis} can only be padded back to its whole size {full}")
-      return MultiLazyBuffer([x if r else x.const_like(0) for x, r in zip(self.lbs, self.real)], self.axis)
+      if arg[self.axis] == (bound[0], full - bound[1]):   # the pad back: the other devices' shards are zeros
+        rest = tuple((0, 0) if a == self.axis else p for a, p in enumerate(arg))
+        out = [x if r else x.const_like(0) for x, r in zip(self.lbs, self.real)]
+        return MultiLazyBuffer([x.pad(rest) for x in out] if any(p != (0, 0) for p in rest) else out, self.axis)
     return self._same([x.pad(arg) for x in self.lbs])
 
   def expand(self, shape: tuple) -> MultiLazyBuffer:
+    shape = tuple(shape)
     if self.axis is not None and shape[self.axis] != self.shape[self.axis]:
-      raise RuntimeError(f"expand {self.shape} -> {tuple(shape)}: can't expand the sharded axis {self.axis}")
-    return self._same([x.expand(self._one_shard(tuple(shape), x)) for x in self.lbs])
+      if not self._on_one_device(): raise RuntimeError(f"expand {self.shape} -> {shape}: can't expand the sharded axis {self.axis}")
+      return self._same([x.expand(shape) for x in self.lbs])
+    return self._same([x.expand(self._one_shard(shape, x)) for x in self.lbs])
 
   def permute(self, order: tuple) -> MultiLazyBuffer:
     return MultiLazyBuffer([x.permute(order) for x in self.lbs], None if self.axis is None else tuple(order).index(self.axis), self.real)
 
   def shrink(self, arg: tuple) -> MultiLazyBuffer:
     """A shrink per shard; the sharded axis can only be kept whole or shrunk to exactly one shard's bounds (the other
-    devices then hold nothing real)."""
+    devices then hold nothing real), or, on one device, to any part (`_on_one_device`)."""
     if self.axis is not None and arg[self.axis] != (0, self.shape[self.axis]):
+      if self._on_one_device(): return self._same([x.shrink(arg) for x in self.lbs])
       if tuple(arg[self.axis]) not in self.bounds:
         raise RuntimeError(f"shrink {arg} of shape {self.shape}: axis {self.axis} is sharded as {self.bounds}; it can only be shrunk to one shard")
       if any(arg[i] != (0, s) for i, s in enumerate(self.shape) if i != self.axis):
@@ -315,7 +340,8 @@ class MultiLazyBuffer:
     return self._same([x.shrink(tuple((0, x.shape[self.axis]) if a == self.axis else s for a, s in enumerate(arg))) for x in self.lbs])
 
   def flip(self, axes: tuple) -> MultiLazyBuffer:
-    if self.axis is not None and self.axis in axes: raise RuntimeError(f"flip {tuple(axes)} of shape {self.shape}: can't flip the sharded axis {self.axis}")
+    if self.axis is not None and self.axis in axes and not self._on_one_device():
+      raise RuntimeError(f"flip {tuple(axes)} of shape {self.shape}: can't flip the sharded axis {self.axis}")
     return self._same([x.flip(axes) for x in self.lbs])
 
 # *** helpers the Tensor uses where a device may be a tuple ***

@@ -13,6 +13,10 @@
     axis, matmul with v as M, as K and as N (attention scores), softmax over either axis; called 6 times with values
     of v (and new data) drawn each call. Every call's results must equal the same function run eagerly at that value
     bit for bit (the JIT replays the very kernels eager compiled) and match float64 numpy.
+(c) both at once, what a data-parallel step over a variable sequence length is: (b)'s program on a batch of windows
+    x[:, :v] split over 2-4 devices on the batch axis (weights replicated), maybe then a reduce over the batch (an
+    allreduce of a symbolic shape), half of them with the gradient of every leaf; under TinyJit, 6 calls, each equal to
+    eager bit for bit and matched against float64 torch as (a).
 
 Oracle tolerances. Half of the programs use small-integer data (|x| <= 3) and only ops that keep integers (no
 sigmoid / mean / softmax; a max's tied gradient is a power-of-two split only by luck, so the programs with a max
@@ -31,9 +35,9 @@ products or a sum of softmax terms can end far smaller: FUZZ_SEED=201748, a mean
 0.0058, ours off by 4.7e-8; 202817, 0.5 * sum(softmax) - 0.25 = 0, ours 1.5e-8), for a gradient of max|cotangent| *
 max(1, that value) (102078: the gradient of a shift before a softmax is 0, torch float32 gets 0 too, ours 3e-8).
 
-CI runs CI_SEEDS of each family (a few seconds); `FUZZ_LONG=1` runs new seeds for FUZZ_SECONDS (600) from FUZZ_START
-(tests/e2e/fuzz/test_fuzz_ops.py fuzz_for_a_while), `FUZZ_FAMILY=sharded|symbolic` restricts the long run to one family;
-`FUZZ_SEED=n` replays one case of each family (test_fuzz_multi_replay_*). A failure prints the seed and the program.
+CI runs CI_SEEDS of (a) and (b), 6 of (c) (seconds each); `FUZZ_LONG=1` runs new seeds for FUZZ_SECONDS (600) from FUZZ_START
+(tests/e2e/fuzz/test_fuzz_ops.py fuzz_for_a_while), `FUZZ_FAMILY=sharded|symbolic|sharded_symbolic` restricts the long run to
+one family; `FUZZ_SEED=n` replays one case of each family (test_fuzz_multi_replay_*). A failure prints the seed and the program.
 """
 from __future__ import annotations
 import os, re
@@ -429,6 +433,102 @@ def run_symbolic(seed: int) -> SymbolicCase:
 def test_fuzz_symbolic(seed):
   run_symbolic(seed)
 
+# ======================================================================================================================
+# (c) data parallel with a symbolic sequence length under TinyJit
+# ======================================================================================================================
+
+class ShardedSymbolicCase(SymbolicCase):
+  """Family (b)'s program on a batch: the windows x[:, :n], y[:, :n] (B, n, F) and z[:, :n] (B, n, K2) split over 2-4
+  devices on the batch axis B (what a data-parallel step over a variable sequence length is), r (F,) and w (F, K)
+  replicated; each step maps over the batch (its axes one further on, a transpose of the last two); then maybe a
+  reduce over the batch axis (an allreduce of a symbolic shape). Half of the cases also take the gradient of every
+  leaf through 0.5 * sum(out^2) (the cotangent is `out`: no cotangent of a symbolic shape to make)."""
+  def __init__(self, seed: int):
+    super().__init__(seed)
+    r = self.rng
+    self.ndev = int(r.integers(2, 5))
+    self.devices = tuple(f"CPU:{i + 1}" for i in range(self.ndev))
+    self.B = self.ndev * int(r.integers(1, 3))
+    self.batch_reduce = str(r.choice(["none", "sum", "max", "mean"]))
+    if self.batch_reduce in ("sum", "mean"): self.k *= self.B
+    self.grad = bool(r.random() < 0.5)
+
+  def __repr__(self) -> str:
+    return (f"ShardedSymbolicCase(seed={self.seed}, {self.ndev} devices, B={self.B}, n in [1, {self.maxlen}], F={self.F}, K={self.K}, "
+            f"K2={self.K2}, steps={self.steps}, batch reduce {self.batch_reduce}, {'with' if self.grad else 'no'} gradients)")
+
+  def run(self, env: dict, torch_: bool):
+    """The program on our windows or torch's (then `self.peak`: the largest |value| it met, inputs included)."""
+    if torch_: self.peak = max(float(t.detach().abs().max()) if t.numel() else 0.0 for t in env.values())
+    T = lambda t: t.transpose(-1, -2)
+    v = env["x"]
+    for kind, *a in self.steps + ([("reduce", self.batch_reduce, -1, False)] if self.batch_reduce != "none" else []):
+      if kind == "un": v = UNARY[a[0]][0](v)
+      elif kind in ("bin_y", "bin_r"):
+        fn, other = BINARY[a[0]][0], env["y" if kind == "bin_y" else "r"]
+        v = fn(other, v) if a[1] else fn(v, other)
+      elif kind == "softmax": v = v.softmax(a[0] + 1)
+      elif kind == "reduce":
+        op, ax, keep = a
+        v = torch.amax(v, ax + 1, keepdim=keep) if torch_ and op == "max" else getattr(v, op)(ax + 1, keepdim=keep)
+      elif kind == "permute": v = T(v)
+      elif kind == "matmul_m": v = v @ env["w"]
+      elif kind in ("matmul_k", "matmul_k_any"): v = T(v) @ env["z"]
+      elif kind == "attention": v = (v @ T(env["x"])).softmax(-1) @ env["y"]
+      if torch_ and v.numel(): self.peak = max(self.peak, float(v.detach().abs().max()))
+    return v
+
+  def shapes(self) -> list[tuple[int, ...]]:
+    return [(self.B, self.maxlen, self.F), (self.B, self.maxlen, self.F), (self.B, self.maxlen, self.K2), (self.F,), (self.F, self.K)]
+
+  def step(self, ts: list, n, torch_: bool) -> list:
+    """The output and (with gradients) every leaf's gradient; ts are the whole leaves, n the window length."""
+    x, y, z, r, w = ts
+    out = self.run({"x": x[:, :n], "y": y[:, :n], "z": z[:, :n], "r": r, "w": w}, torch_)
+    if not self.grad: return [out]
+    ((out * out).sum() * 0.5).backward()
+    if torch_: return [out] + [t.grad if t.grad is not None else torch.zeros(t.shape, dtype=t.dtype) for t in ts]
+    return [out] + [t.grad if t.grad is not None else Tensor.zeros(*t.shape, device=t.device) for t in ts]
+
+def run_sharded_symbolic(seed: int) -> ShardedSymbolicCase:
+  case = ShardedSymbolicCase(seed)
+  r = case.rng
+  var = Variable("n", 1, case.maxlen)
+  def ours(datas: list[np.ndarray]) -> list[Tensor]:
+    ts = [Tensor(d).shard(case.devices, 0 if i < 3 else None).realize() for i, d in enumerate(datas)]
+    for t in ts: t.requires_grad = case.grad
+    return ts
+  def f(x, y, z, rr, w, b): return [t.realize() for t in case.step([x, y, z, rr, w], b, False)]
+  jf = TinyJit(f)
+  try:
+    for call in range(6):
+      n = int(r.choice([1, case.maxlen, int(r.integers(1, case.maxlen + 1))]))
+      datas = [case.data(s) for s in case.shapes()]
+      got, eager = jf(*ours(datas), var.bind(n)), f(*ours(datas), var.bind(n))
+      w32 = [t.detach().numpy().astype(np.float64) for t in case.step([torch.tensor(d, requires_grad=case.grad) for d in datas], n, True)]
+      want = [t.detach().numpy() for t in case.step([torch.tensor(d, dtype=torch.float64, requires_grad=case.grad) for d in datas], n, True)]
+      for i, (gt, et, w, t) in enumerate(zip(got, eager, want, w32)):
+        what = f"call {call} n={n}: " + ("forward" if i == 0 else f"gradient of {'xyzrw'[i - 1]}")
+        shape = tuple(sval(d) for d in gt.shape)
+        assert gt.device == et.device and shape == tuple(sval(d) for d in et.shape), \
+          f"{what}: TinyJit {shape} on {gt.device}, eager {et.shape} on {et.device}"
+        g, e = gt.numpy(), et.numpy()
+        if not np.array_equal(g, e, equal_nan=True):
+          j = tuple(int(q) for q in np.argwhere(~((g == e) | (np.isnan(g) & np.isnan(e))))[0])
+          raise AssertionError(f"{what}: TinyJit differs from eager at {j}: {g[j]} vs {e[j]} (jit.cnt {jf.cnt})")
+        # (a gradient's terms: the cotangent `out` times derivatives bounded by the values met; see ShardedCase.check)
+        k = case.k if i == 0 else case.k * max(want[0].size // max(w.size, 1), 1)
+        peak = case.peak if i == 0 else float(np.abs(want[0]).max(initial=0)) * max(1.0, case.peak)
+        _close(g, w, f"{what} (TinyJit cnt {jf.cnt}) against float64 torch", k, False, float(np.abs(t - w).max(initial=0)), peak)
+    assert jf.cnt >= 2, f"never captured (cnt {jf.cnt})"
+  except Exception as e:
+    raise AssertionError(f"FUZZ_SEED={seed} (sharded_symbolic): {case!r}\n{type(e).__name__}: {e}") from e
+  return case
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fuzz_sharded_symbolic(seed):
+  run_sharded_symbolic(seed)
+
 # ***** replay and long runs *****
 def test_fuzz_multi_replay_sharded():
   """FUZZ_SEED=n replays one sharded case (by default seed 0, so the test also runs in CI)."""
@@ -438,12 +538,20 @@ def test_fuzz_multi_replay_symbolic():
   """FUZZ_SEED=n replays one symbolic case."""
   run_symbolic(int(os.environ.get("FUZZ_SEED", "0")))
 
+def test_fuzz_multi_replay_sharded_symbolic():
+  """FUZZ_SEED=n replays one sharded_symbolic case."""
+  run_sharded_symbolic(int(os.environ.get("FUZZ_SEED", "0")))
+
+FAMILIES = {"sharded": run_sharded, "symbolic": run_symbolic, "sharded_symbolic": run_sharded_symbolic}
+
 def test_fuzz_multi_long():
-  """New cases of both families (FUZZ_FAMILY=sharded|symbolic: one), a few seconds in CI, 600 s with FUZZ_LONG=1."""
+  """New cases of every family in turn (FUZZ_FAMILY=sharded|symbolic|sharded_symbolic: one), a few seconds in CI, 600 s
+  with FUZZ_LONG=1."""
   fam = os.environ.get("FUZZ_FAMILY", "")
-  if fam not in ("", "sharded", "symbolic"): raise ValueError(f"FUZZ_FAMILY={fam!r}: sharded, symbolic or unset (both)")
-  run = {"sharded": run_sharded, "symbolic": run_symbolic}.get(fam) or (lambda s: (run_sharded if s % 2 else run_symbolic)(s))
-  fuzz_for_a_while(run, f"{fam or 'sharded and symbolic'} cases", 2)
+  if fam not in ("", *FAMILIES): raise ValueError(f"FUZZ_FAMILY={fam!r}: {', '.join(FAMILIES)} or unset (all)")
+  runs = list(FAMILIES.values())
+  run = FAMILIES.get(fam) or (lambda s: runs[s % len(runs)](s))
+  fuzz_for_a_while(run, f"{fam or 'sharded, symbolic and sharded_symbolic'} cases", 2)
 
 # ***** failures the fuzzer found, kept as named regression tests *****
 D2 = ("CPU:1", "CPU:2")
@@ -549,3 +657,44 @@ def test_found_cat_of_one_shard_that_doesnt_fit_names_cat():
   x = Tensor(_rng(8)).shard(("CPU:1", "CPU:2", "CPU:3", "CPU:4"), 0)
   with pytest.raises(RuntimeError, match=r"cat: shapes \[\(2,\), \(2,\)\] along dim 0, which is sharded"):
     x.shrink(((6, 8),)).cat(x.shrink(((6, 8),)))
+
+def test_found_max_over_a_one_element_shard():
+  """FUZZ_SEED=102950 (minimised): a tensor split over 2 devices on axis 0, shrunk to its one-row shard, a max over
+  axis 1, gathered (`to`): the gradient came back split like the source, (1,) -> (1, 1) put the sharded label on the
+  new unit axis, and the max's backward expand of it was refused ("can't expand the sharded axis 1") though torch
+  computes it. Only one device holds a value shrunk to one shard, so its size-1 sharded axis expands there."""
+  a = _rng(2, 3)
+  x = Tensor(a).shard(D2, 0)
+  x.requires_grad = True
+  y = x.shrink(((1, 2), None)).max(1).to("CPU:1")
+  (y * 3).sum().backward()
+  want = np.zeros((2, 3), np.float32)
+  want[1, a[1].argmax()] = 3
+  np.testing.assert_array_equal(y.numpy(), a[1:].max(1))
+  np.testing.assert_array_equal(x.grad.numpy(), want)
+  # the same expand in the forward: (1,) -> (1, 1) labels the new unit axis as the sharded one, which then expands
+  one = Tensor(a).shard(D2, 0).shrink(((0, 1), None)).sum(1).reshape(1, 1)
+  assert one.lazydata.axis == 1 and one.lazydata.real == [True, False]
+  np.testing.assert_array_equal(one.expand(1, 3).numpy(), np.full((1, 3), a[0].sum(), np.float32))
+
+def test_found_matmul_of_a_split_batch_with_a_symbolic_length():
+  """FUZZ_SEED=2, 3, 4 (sharded_symbolic, the family's first run): a batch split over the devices, a window x[:, :n]
+  of a bound Variable n, then a matmul, which reshapes (4, n, 3) -> (4, n, 1, 3): refused, "would move elements between
+  the shards of axis 0", because the reshape's check took `6n % 3n`, a UOp, as true. The unchanged tail after the
+  sharded axis is now recognised as such; a reshape that would merge the sharded axis with a symbolic one (symbolic
+  shard bounds) is refused naming it."""
+  a, w = _rng(4, 8, 3), _rng(3, 5, seed=1)
+  n = Variable("n", 1, 8).bind(5)
+  x = Tensor(a).shard(D2, 0)[:, :n]
+  np.testing.assert_allclose((x @ Tensor(w).shard(D2)).numpy(), a[:, :5] @ w, rtol=1e-5, atol=1e-6)
+  assert x.reshape(4, n, 1, 3).lazydata.axis == 0
+  with pytest.raises(RuntimeError, match=r"reshape \(4, n=5, 3\) -> \(MUL\(n=5, 4\), 3\): the sharded axis 0 would be merged with or "
+                                         r"split by a symbolic"):
+    x.reshape(n * 4, 3)
+
+def test_a_symbolic_batch_cant_be_split():
+  """A variable batch can't be the split axis (the shards' bounds would be symbolic; tinygrad refuses it too): a clear
+  error naming shard, the axis and the shape. (A guard of the refusal, no regression: it held before.)"""
+  b = Variable("b", 1, 8).bind(4)
+  with pytest.raises(ValueError, match=r"shard: axis 0 of shape \(b=4, 3\) is symbolic \(b=4\); it can't be sharded"):
+    Tensor(_rng(8, 3)).realize()[:b].shard(D2, 0)
