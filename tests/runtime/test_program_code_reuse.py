@@ -1,7 +1,9 @@
 """A dropped program's code memory is reused for the next program (hcqrt/amd/device.py AMDProgram, hcqrt/nv/device.py
 NVProgram free it when dropped: frontend/engine.py's bounded kernel cache). The GPU's instruction cache may still hold
 the old program's lines at that address, so the first launch of the new one must come after an I$ invalidate: the mock
-AMD CP keeps the lines (hcqrt/mock/amd/cp.py execute) and refuses to run code that changed under them."""
+AMD CP keeps the lines (hcqrt/mock/amd/cp.py execute) and refuses to run code that changed under them; the mock NV
+compute engine keeps the kernel it fetched per program address (hcqrt/mock/nv/gpfifo.py fetch_code) and runs it again.
+NV frees a dropped program's code from its finalizer only at the allocator's next call (NVAllocator.free_later)."""
 import gc, struct
 import pytest
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
@@ -63,3 +65,36 @@ def test_nv_code_freed_under_a_held_launch_is_overwritten_only_after_it():
       nv.synchronize()
     got = np.empty(1, np.uint32); a.copyout(memoryview(got), out)
     assert got[0] == 6
+
+def _nv_kernels(arch: str) -> tuple[bytes, bytes]:
+  """Two cubins of the same size: `inc` (out[0] += 1) and `inc` adding 7 (other code, same length)."""
+  from compiler.assemble.ptx_assembler import assemble_ptx
+  from hw_tests.kernels import INC, head
+  assert "add.u32 %r2, %r1, 1;" in INC
+  return assemble_ptx(head(arch) + INC, arch), assemble_ptx(head(arch) + INC.replace("add.u32 %r2, %r1, 1;", "add.u32 %r2, %r1, 7;"), arch)
+
+def test_nv_program_dropped_inside_the_allocator_is_freed_after_it(monkeypatch):
+  """A program dropped while the allocator is mid-call (a cyclic GC can run its finalizer at any bytecode) must not
+  re-enter the allocator there (alloc_cache.py _keep iterates the cache; gpu_free synchronizes and calls RM/UVM):
+  its code goes back to the cache at the allocator's next call, and is reused (no leak)."""
+  from conftest import mock_nv_device
+  with mock_nv_device() as nv:
+    a = nv.allocator
+    holder = [nv.program("inc", _nv_kernels(nv.arch)[0])]
+    lib = holder[0].lib
+    inside, reentered = [], []
+    real_take, real_keep = a._take, a._keep
+    def take(key):
+      inside.append(1)
+      try:
+        if holder: holder.clear(); gc.collect()   # the program's last reference goes mid-allocation
+        return real_take(key)
+      finally: inside.pop()
+    def keep(key, item):
+      if inside: reentered.append(item.va)
+      return real_keep(key, item)
+    monkeypatch.setattr(a, "_take", take); monkeypatch.setattr(a, "_keep", keep)
+    other = a.alloc(4)
+    assert reentered == [], "the finalizer freed into the cache while an allocation was under way"
+    assert other.va != lib.va
+    assert a.alloc(lib.size).va == lib.va   # drained at the next call: the code's memory is reused
