@@ -98,3 +98,52 @@ def test_nv_program_dropped_inside_the_allocator_is_freed_after_it(monkeypatch):
     assert reentered == [], "the finalizer freed into the cache while an allocation was under way"
     assert other.va != lib.va
     assert a.alloc(lib.size).va == lib.va   # drained at the next call: the code's memory is reused
+
+@pytest.mark.parametrize("method,qmd", [(True, True), (True, False), (False, True), (False, False)],
+                         ids=["both", "method-only", "qmd-only", "neither"])
+def test_nv_new_code_at_a_freed_programs_address_runs_after_an_icache_invalidate(monkeypatch, method, qmd):
+  """The backend invalidates the I$ for every launch (INVALIDATE_SHADER_CACHES_NO_WFI INSTRUCTION and the QMD's
+  INVALIDATE_INSTRUCTION_CACHE); either alone makes new code at a freed program's address run. With neither, the
+  mock's instruction cache (hcqrt/mock/nv/gpfifo.py fetch_code) still holds the old program's code there: it runs."""
+  import numpy as np
+  import hcqrt.nv.device as nvd
+  from conftest import mock_nv_device
+  if not method:   # the launch's INVALIDATE_SHADER_CACHES_NO_WFI without its INSTRUCTION bit (bit 0)
+    real_methods = nvd._launch_methods
+    def no_inst(v):
+      inval, a, b = real_methods(v)
+      return [inval[0], inval[1] & ~1], a, b
+    monkeypatch.setattr(nvd, "_launch_methods", no_inst)
+  if not qmd:
+    real_qmd = nvd.launch_qmd
+    monkeypatch.setattr(nvd, "launch_qmd", lambda *a, **k: real_qmd(*a, **k).set("INVALIDATE_INSTRUCTION_CACHE", 0))
+  with mock_nv_device() as nv:
+    inc1, inc7 = _nv_kernels(nv.arch)
+    out = nv.allocator.alloc(4); nv.allocator.copyin(out, memoryview(np.array([0], np.uint32)))
+    old = nv.program("inc", inc1)
+    old(out, global_size=(1, 1, 1), local_size=(1, 1, 1)); nv.synchronize()
+    va = old.lib.va
+    del old; gc.collect()
+    new = nv.program("inc", inc7)
+    assert new.lib.va == va   # (the point of the test: the freed code's address is reused)
+    new(out, global_size=(1, 1, 1), local_size=(1, 1, 1)); nv.synchronize()
+    got = np.empty(1, np.uint32); nv.allocator.copyout(memoryview(got), out)
+  assert got[0] == (8 if method or qmd else 2)   # neither: the stale I$ ran `inc` (+1) again
+
+def test_nv_mock_refuses_code_overlapping_stale_icache_lines():
+  """Code at another address whose bytes overlap lines the I$ holds (with different bytes there) would run a mix of
+  both kernels: the mock refuses it by name rather than guess."""
+  import types
+  from hcqrt.mock.nv.gpfifo import Channel
+  from hcqrt.mock.nv.kernels import cubin_facts
+  inc1, inc7 = _nv_kernels("sm_90")
+  t1, t7 = cubin_facts(inc1)["inc"][0], cubin_facts(inc7)["inc"][0]
+  base, mem = 0x10000, bytearray(0x2000)
+  vs = types.SimpleNamespace(icache={}, read=lambda va, n: bytes(mem[va - base:va - base + n]))
+  ch = types.SimpleNamespace(vs=vs)
+  mem[:len(t1)] = t1
+  assert Channel.fetch_code(ch, base, 0x1000, RuntimeError).text == t1
+  mem[0x10:0x10 + len(t7)] = t7   # other code loaded 16 bytes in, over the held lines, no invalidate
+  with pytest.raises(RuntimeError, match="stale instruction-cache lines"): Channel.fetch_code(ch, base + 0x10, 0x1000, RuntimeError)
+  vs.icache.clear()               # after an invalidate it runs
+  assert Channel.fetch_code(ch, base + 0x10, 0x1000, RuntimeError).text == t7
