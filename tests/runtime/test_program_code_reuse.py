@@ -147,3 +147,30 @@ def test_nv_mock_refuses_code_overlapping_stale_icache_lines():
   with pytest.raises(RuntimeError, match="stale instruction-cache lines"): Channel.fetch_code(ch, base + 0x10, 0x1000, RuntimeError)
   vs.icache.clear()               # after an invalidate it runs
   assert Channel.fetch_code(ch, base + 0x10, 0x1000, RuntimeError).text == t7
+
+def test_nv_buffer_freed_by_a_finalizer_inside_the_allocator_is_freed_after_it(monkeypatch):
+  """frontend/buffer.py's finalizer calls allocator.free itself (not free_later): a frontend Buffer collected by a
+  cyclic GC in the middle of an allocation must not re-enter the cache there either; its memory is reused after."""
+  import weakref
+  from conftest import mock_nv_device
+  with mock_nv_device() as nv:
+    a = nv.allocator
+    buf = a.alloc(4096)
+    class Owner: pass
+    owner = Owner(); owner.me = owner   # a cycle: only the cyclic GC frees it
+    weakref.finalize(owner, a.free, buf)
+    del owner
+    inside, reentered = [], []
+    real_take, real_keep = a._take, a._keep
+    def take(key):
+      inside.append(1)
+      try: gc.collect(); return real_take(key)
+      finally: inside.pop()
+    def keep(key, item):
+      if inside: reentered.append(item.va)
+      return real_keep(key, item)
+    monkeypatch.setattr(a, "_take", take); monkeypatch.setattr(a, "_keep", keep)
+    other = a.alloc(4)
+    assert reentered == [], "a finalizer's free went into the cache while an allocation was under way"
+    assert other.va != buf.va
+    assert a.alloc(4096).va == buf.va   # drained at the next call: reused
