@@ -99,9 +99,10 @@ def test_nv_program_dropped_inside_the_allocator_is_freed_after_it(monkeypatch):
     assert other.va != lib.va
     assert a.alloc(lib.size).va == lib.va   # drained at the next call: the code's memory is reused
 
+@pytest.mark.parametrize("arch", ["ampere", "hopper", "blackwell"])   # QMD V03_00, V04_00, V05_00: the bit differs
 @pytest.mark.parametrize("method,qmd", [(True, True), (True, False), (False, True), (False, False)],
                          ids=["both", "method-only", "qmd-only", "neither"])
-def test_nv_new_code_at_a_freed_programs_address_runs_after_an_icache_invalidate(monkeypatch, method, qmd):
+def test_nv_new_code_at_a_freed_programs_address_runs_after_an_icache_invalidate(monkeypatch, method, qmd, arch):
   """The backend invalidates the I$ for every launch (INVALIDATE_SHADER_CACHES_NO_WFI INSTRUCTION and the QMD's
   INVALIDATE_INSTRUCTION_CACHE); either alone makes new code at a freed program's address run. With neither, the
   mock's instruction cache (hcqrt/mock/nv/gpfifo.py fetch_code) still holds the old program's code there: it runs."""
@@ -117,7 +118,7 @@ def test_nv_new_code_at_a_freed_programs_address_runs_after_an_icache_invalidate
   if not qmd:
     real_qmd = nvd.launch_qmd
     monkeypatch.setattr(nvd, "launch_qmd", lambda *a, **k: real_qmd(*a, **k).set("INVALIDATE_INSTRUCTION_CACHE", 0))
-  with mock_nv_device() as nv:
+  with mock_nv_device(arch) as nv:
     inc1, inc7 = _nv_kernels(nv.arch)
     out = nv.allocator.alloc(4); nv.allocator.copyin(out, memoryview(np.array([0], np.uint32)))
     old = nv.program("inc", inc1)
