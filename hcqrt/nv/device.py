@@ -392,7 +392,9 @@ class NVAllocator(CachingAllocator):
   def free(self, buf: NVBuffer) -> None:
     # a frontend Buffer's finalizer (frontend/buffer.py _free) calls this directly, so a cyclic GC inside an allocator
     # call lands here mid-update as _free_program would: deferred the same way
-    if self._busy: return self.free_later(buf)
+    if self._busy:
+      if buf.freed: raise RuntimeError(f"double free of {buf!r}")
+      return self.free_later(buf)
     self.reap()
     with self._inside(): self._free(buf)
   def _free(self, buf: NVBuffer) -> None:
