@@ -17,7 +17,7 @@ GPU-uncached: GPU caching of sysmem is not coherent with the CPU. Doorbells go t
   ('sm_90', 'V04_00')
 """
 from __future__ import annotations
-import contextlib, ctypes, errno, os, struct, time, weakref
+import collections, contextlib, ctypes, errno, os, struct, time, weakref
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
@@ -262,7 +262,7 @@ class GPFIFO:
 # ---------------------------------------------------------------- programs
 def _free_program(dev_ref: weakref.ref, lib: NVBuffer) -> None:
   # (a weak reference: the finalizer must not keep the device alive; once the device is gone its memory is too)
-  if (dev := dev_ref()) is not None and not lib.freed: dev.allocator.free(lib)
+  if (dev := dev_ref()) is not None: dev.allocator.free_later(lib)
 
 class NVProgram(HCQProgram):
   """A cubin kernel uploaded to GPU memory: the relocated image, a QMD template and constant bank 0's template.
@@ -276,7 +276,8 @@ class NVProgram(HCQProgram):
     k = self.kernel = img.kernels[name]
     self.lib = dev.allocator.alloc(len(img.image) + PROGRAM_SLACK)
     # the code's memory goes back to the allocator when the program is dropped (frontend/engine.py evicts kernels from
-    # its cache; whoever still launches one holds it): reused, as any freed buffer, only by work behind the timeline,
+    # its cache; whoever still launches one holds it), at the allocator's next safe point (free_later: the finalizer
+    # runs inside whatever code a cyclic GC interrupted): reused, as any freed buffer, only by work behind the timeline,
     # after every launch of this program, and every launch invalidates the instruction cache (_launch_methods), so
     # code loaded later at this address never runs stale instructions
     weakref.finalize(self, _free_program, weakref.ref(dev), self.lib).atexit = False
@@ -343,16 +344,41 @@ class NVAllocator(CachingAllocator):
   the driver has to wait for the GPU to go idle. Reuse needs no wait: every queue of the device runs after the work
   submitted before it (the timeline signal orders them), so a kernel that writes the reused memory runs after the last
   one that read it. When an allocation fails, the cache is returned to the driver and the allocation tried once more.
+
+  Finalizers (a dropped program's code: _free_program) run at any bytecode, inside any of our calls (cyclic GC) and on
+  any thread, where freeing could re-enter the cache mid-update (_keep iterating it) or synchronize and call RM/UVM
+  in the middle of another ioctl sequence: they only append to `_dropped` (deque.append is atomic, takes no lock),
+  which alloc, free and the device's synchronize drain when no allocator call is under way (`_busy`).
   """
   STAGING = 2 << 20
   def __init__(self, dev: NVDevice, cache_limit: int | None = None):
     super().__init__(env_int("NV_CACHE_BYTES", 1 << 30) if cache_limit is None else cache_limit)
     self.dev = dev
+    self._dropped: collections.deque[NVBuffer] = collections.deque()   # freed by finalizers, not yet in the cache
+    self._busy = 0   # allocator calls under way: reap waits for them
 
   def _size(self, b: NVBuffer) -> int: return b.size
   def _release(self, b: NVBuffer) -> None: self.dev.gpu_free(b)
 
+  def free_later(self, buf: NVBuffer) -> None:
+    """Free `buf` at the next safe point (reap). Finalizer-safe: only an append, no lock, no ioctl."""
+    self._dropped.append(buf)
+  def reap(self) -> None:
+    """Free what finalizers handed to free_later, unless an allocator call is under way (it reaps when it next runs)."""
+    if self._busy or not self._dropped: return
+    with self._inside():
+      while self._dropped:
+        if not (b := self._dropped.popleft()).freed: self._free(b)
+  @contextlib.contextmanager
+  def _inside(self):
+    self._busy += 1
+    try: yield
+    finally: self._busy -= 1
+
   def alloc(self, nbytes: int, host: bool = False) -> NVBuffer:
+    self.reap()
+    with self._inside(): return self._alloc(nbytes, host)
+  def _alloc(self, nbytes: int, host: bool) -> NVBuffer:
     if not isinstance(nbytes, int) or nbytes < 0: raise ValueError(f"NVAllocator.alloc: bad size {nbytes!r}")
     n = max(nbytes, 1)
     if (b := self._take((_round_up(n, HUGE if n >= HUGE else PAGE), host))) is not None:
@@ -364,6 +390,14 @@ class NVAllocator(CachingAllocator):
       return self.dev.gpu_alloc(n, host=host, nbytes=nbytes)
 
   def free(self, buf: NVBuffer) -> None:
+    # a frontend Buffer's finalizer (frontend/buffer.py _free) calls this directly, so a cyclic GC inside an allocator
+    # call lands here mid-update as _free_program would: deferred the same way
+    if self._busy:
+      if buf.freed: raise RuntimeError(f"double free of {buf!r}")
+      return self.free_later(buf)
+    self.reap()
+    with self._inside(): self._free(buf)
+  def _free(self, buf: NVBuffer) -> None:
     if buf.freed: raise RuntimeError(f"double free of {buf!r}")
     if buf.size > self.cache_limit: return self.dev.gpu_free(buf)
     buf.freed = True   # this record is dead (a later use raises); the memory lives on in a new one
@@ -820,7 +854,9 @@ class NVDevice(HCQDevice):
     if not self._recovering and self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")
 
   def synchronize(self, timeout_s: float | None = None) -> None:
-    """Wait for all submitted work; a faulted channel is reported by name (from its error notifier) instead of a timeout."""
+    """Wait for all submitted work; a faulted channel is reported by name (from its error notifier) instead of a timeout.
+    Also a safe point to free dropped programs' code (NVAllocator.reap: not inside an allocator call)."""
+    self.allocator.reap()
     if self.timeline_signal.value >= self.timeline_value - 1: return
     if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")   # names the fault, then starts over
     try: self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)

@@ -1,7 +1,9 @@
 """A dropped program's code memory is reused for the next program (hcqrt/amd/device.py AMDProgram, hcqrt/nv/device.py
 NVProgram free it when dropped: frontend/engine.py's bounded kernel cache). The GPU's instruction cache may still hold
 the old program's lines at that address, so the first launch of the new one must come after an I$ invalidate: the mock
-AMD CP keeps the lines (hcqrt/mock/amd/cp.py execute) and refuses to run code that changed under them."""
+AMD CP keeps the lines (hcqrt/mock/amd/cp.py execute) and refuses to run code that changed under them; the mock NV
+compute engine keeps the kernel it fetched per program address (hcqrt/mock/nv/gpfifo.py fetch_code) and runs it again.
+NV frees a dropped program's code from its finalizer only at the allocator's next call (NVAllocator.free_later)."""
 import gc, struct
 import pytest
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
@@ -63,3 +65,113 @@ def test_nv_code_freed_under_a_held_launch_is_overwritten_only_after_it():
       nv.synchronize()
     got = np.empty(1, np.uint32); a.copyout(memoryview(got), out)
     assert got[0] == 6
+
+def _nv_kernels(arch: str) -> tuple[bytes, bytes]:
+  """Two cubins of the same size: `inc` (out[0] += 1) and `inc` adding 7 (other code, same length)."""
+  from compiler.assemble.ptx_assembler import assemble_ptx
+  from hw_tests.kernels import INC, head
+  assert "add.u32 %r2, %r1, 1;" in INC
+  return assemble_ptx(head(arch) + INC, arch), assemble_ptx(head(arch) + INC.replace("add.u32 %r2, %r1, 1;", "add.u32 %r2, %r1, 7;"), arch)
+
+def test_nv_program_dropped_inside_the_allocator_is_freed_after_it(monkeypatch):
+  """A program dropped while the allocator is mid-call (a cyclic GC can run its finalizer at any bytecode) must not
+  re-enter the allocator there (alloc_cache.py _keep iterates the cache; gpu_free synchronizes and calls RM/UVM):
+  its code goes back to the cache at the allocator's next call, and is reused (no leak)."""
+  from conftest import mock_nv_device
+  with mock_nv_device() as nv:
+    a = nv.allocator
+    holder = [nv.program("inc", _nv_kernels(nv.arch)[0])]
+    lib = holder[0].lib
+    inside, reentered = [], []
+    real_take, real_keep = a._take, a._keep
+    def take(key):
+      inside.append(1)
+      try:
+        if holder: holder.clear(); gc.collect()   # the program's last reference goes mid-allocation
+        return real_take(key)
+      finally: inside.pop()
+    def keep(key, item):
+      if inside: reentered.append(item.va)
+      return real_keep(key, item)
+    monkeypatch.setattr(a, "_take", take); monkeypatch.setattr(a, "_keep", keep)
+    other = a.alloc(4)
+    assert reentered == [], "the finalizer freed into the cache while an allocation was under way"
+    assert other.va != lib.va
+    assert a.alloc(lib.size).va == lib.va   # drained at the next call: the code's memory is reused
+
+@pytest.mark.parametrize("arch", ["ampere", "hopper", "blackwell"])   # QMD V03_00, V04_00, V05_00: the bit differs
+@pytest.mark.parametrize("method,qmd", [(True, True), (True, False), (False, True), (False, False)],
+                         ids=["both", "method-only", "qmd-only", "neither"])
+def test_nv_new_code_at_a_freed_programs_address_runs_after_an_icache_invalidate(monkeypatch, method, qmd, arch):
+  """The backend invalidates the I$ for every launch (INVALIDATE_SHADER_CACHES_NO_WFI INSTRUCTION and the QMD's
+  INVALIDATE_INSTRUCTION_CACHE); either alone makes new code at a freed program's address run. With neither, the
+  mock's instruction cache (hcqrt/mock/nv/gpfifo.py fetch_code) still holds the old program's code there: it runs."""
+  import numpy as np
+  import hcqrt.nv.device as nvd
+  from conftest import mock_nv_device
+  if not method:   # the launch's INVALIDATE_SHADER_CACHES_NO_WFI without its INSTRUCTION bit (bit 0)
+    real_methods = nvd._launch_methods
+    def no_inst(v):
+      inval, a, b = real_methods(v)
+      return [inval[0], inval[1] & ~1], a, b
+    monkeypatch.setattr(nvd, "_launch_methods", no_inst)
+  if not qmd:
+    real_qmd = nvd.launch_qmd
+    monkeypatch.setattr(nvd, "launch_qmd", lambda *a, **k: real_qmd(*a, **k).set("INVALIDATE_INSTRUCTION_CACHE", 0))
+  with mock_nv_device(arch) as nv:
+    inc1, inc7 = _nv_kernels(nv.arch)
+    out = nv.allocator.alloc(4); nv.allocator.copyin(out, memoryview(np.array([0], np.uint32)))
+    old = nv.program("inc", inc1)
+    old(out, global_size=(1, 1, 1), local_size=(1, 1, 1)); nv.synchronize()
+    va = old.lib.va
+    del old; gc.collect()
+    new = nv.program("inc", inc7)
+    assert new.lib.va == va   # (the point of the test: the freed code's address is reused)
+    new(out, global_size=(1, 1, 1), local_size=(1, 1, 1)); nv.synchronize()
+    got = np.empty(1, np.uint32); nv.allocator.copyout(memoryview(got), out)
+  assert got[0] == (8 if method or qmd else 2)   # neither: the stale I$ ran `inc` (+1) again
+
+def test_nv_mock_refuses_code_overlapping_stale_icache_lines():
+  """Code at another address whose bytes overlap lines the I$ holds (with different bytes there) would run a mix of
+  both kernels: the mock refuses it by name rather than guess."""
+  import types
+  from hcqrt.mock.nv.gpfifo import Channel
+  from hcqrt.mock.nv.kernels import cubin_facts
+  inc1, inc7 = _nv_kernels("sm_90")
+  t1, t7 = cubin_facts(inc1)["inc"][0], cubin_facts(inc7)["inc"][0]
+  base, mem = 0x10000, bytearray(0x2000)
+  vs = types.SimpleNamespace(icache={}, read=lambda va, n: bytes(mem[va - base:va - base + n]))
+  ch = types.SimpleNamespace(vs=vs)
+  mem[:len(t1)] = t1
+  assert Channel.fetch_code(ch, base, 0x1000, RuntimeError).text == t1
+  mem[0x10:0x10 + len(t7)] = t7   # other code loaded 16 bytes in, over the held lines, no invalidate
+  with pytest.raises(RuntimeError, match="stale instruction-cache lines"): Channel.fetch_code(ch, base + 0x10, 0x1000, RuntimeError)
+  vs.icache.clear()               # after an invalidate it runs
+  assert Channel.fetch_code(ch, base + 0x10, 0x1000, RuntimeError).text == t7
+
+def test_nv_buffer_freed_by_a_finalizer_inside_the_allocator_is_freed_after_it(monkeypatch):
+  """frontend/buffer.py's finalizer calls allocator.free itself (not free_later): a frontend Buffer collected by a
+  cyclic GC in the middle of an allocation must not re-enter the cache there either; its memory is reused after."""
+  import weakref
+  from conftest import mock_nv_device
+  with mock_nv_device() as nv:
+    a = nv.allocator
+    buf = a.alloc(4096)
+    class Owner: pass
+    owner = Owner(); owner.me = owner   # a cycle: only the cyclic GC frees it
+    weakref.finalize(owner, a.free, buf)
+    del owner
+    inside, reentered = [], []
+    real_take, real_keep = a._take, a._keep
+    def take(key):
+      inside.append(1)
+      try: gc.collect(); return real_take(key)
+      finally: inside.pop()
+    def keep(key, item):
+      if inside: reentered.append(item.va)
+      return real_keep(key, item)
+    monkeypatch.setattr(a, "_take", take); monkeypatch.setattr(a, "_keep", keep)
+    other = a.alloc(4)
+    assert reentered == [], "a finalizer's free went into the cache while an allocation was under way"
+    assert other.va != buf.va
+    assert a.alloc(4096).va == buf.va   # drained at the next call: reused

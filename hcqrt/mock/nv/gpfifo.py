@@ -28,7 +28,8 @@ changes what still runs. Freeing a channel preempts a grid it is running (a kern
 
 A launch checks the QMD as the hardware reads it (major version, QMD_TYPE, grid/block, registers, shared
 memory and its SM carve-out, barriers, constant bank 0, stack/local memory for a kernel with a stack, the
-shared window alignment, the code's prefetch slack), finds the kernel by its code bytes (kernels.py),
+shared window alignment, the code's prefetch slack), finds the kernel by its code bytes (kernels.py) or, where the
+instruction cache still holds lines from that address, runs the kernel they came from (fetch_code),
 reads its parameters from constant bank 0 and runs the PTX interpreter over the channel's GPU address
 space. Anything unknown or malformed raises GPUError naming the channel, the pushbuffer address and the
 method, and the channel is left in an error state (later doorbells on it raise the same error).
@@ -233,6 +234,12 @@ class Channel:
     elif (cls & 0xFF) == 0xC0:
       if name in ("SEND_SIGNALING_PCAS_B", "SEND_SIGNALING_PCAS2_B"): self.launch_qmd(cls, t, name, data, at)
       elif name == "WAIT_FOR_IDLE": self.drain()
+      elif name in ("INVALIDATE_SHADER_CACHES", "INVALIDATE_SHADER_CACHES_NO_WFI") and t.field(name, "INSTRUCTION", data):
+        # _INSTRUCTION (bit 0: open-gpu-doc@c8607fe classes/compute/clc6c0.h:222,556, clcbc0.h:300,696, clcec0.h:263,667)
+        # drops the lines later launches would fetch. Grids already launched fetched theirs (launch_qmd resolves the
+        # kernel): a _NO_WFI invalidate does not reach them (the harmful reading; the header leaves it open), and only
+        # this channel's address space is dropped, not other contexts'
+        self.vs.icache.clear()
       elif name == "REPORT_SEMAPHORE_EXECUTE": self.drain(); self.report_semaphore(t, data, at)
 
   def semaphore(self, data: int, at: int) -> None:
@@ -328,11 +335,10 @@ class Channel:
     cb0 = q.address("CONSTANT_BUFFER_ADDR_LOWER", "CONSTANT_BUFFER_ADDR_UPPER", 0, 0) if version == "V03_00" else \
           q.address("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", 6, 0)
     cb0_size = q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", 0) << 4
-    def code(n: int) -> bytes:
-      try: return self.vs.read(prog, n)
-      except MemoryError: return b""
-    kk = INDEX.find(code, cb0_size)
-    if kk is None: raise bad(f"no known kernel at program address {prog:#x} (code not from a cubin assembled in this process)")
+    # the QMD's INVALIDATE_INSTRUCTION_CACHE (open-gpu-doc@c8607fe classes/compute/clc6c0qmd.h:527 V03_00 bit 190,
+    # clcbc0qmd.h:444 V04_00 bit 606, clcdc0qmd.h:166 V05_00 bit 476) drops the instruction cache before this grid fetches
+    if q.get("INVALIDATE_INSTRUCTION_CACHE"): self.vs.icache.clear()
+    kk = self.fetch_code(prog, cb0_size, bad)
     k, who = kk.facts, f"kernel {kk.name}"
     try: self.vs.translate(prog, len(kk.text) + PREFETCH_SLACK)
     except MemoryError: raise bad(f"{who}: fewer than {PREFETCH_SLACK:#x} mapped bytes follow its code at {prog:#x}+{len(kk.text):#x} "
@@ -356,6 +362,30 @@ class Channel:
     static = k.shared_static or (0x400 if sm >= 90 else 0)
     self.queued.append(Grid(kk, self.engine.address_space(self.vs), grid, block, params, max(0, shared - static), at, specials, windows))
     self.engine.launches += 1
+
+  def fetch_code(self, prog: int, cb0_size: int, bad) -> KnownKernel:
+    """The kernel a launch at `prog` runs. The instruction caches keep the code earlier launches fetched, per program
+    address, until an invalidate drops them (INVALIDATE_SHADER_CACHES(_NO_WFI) INSTRUCTION, the QMD's
+    INVALIDATE_INSTRUCTION_CACHE): new code loaded where a freed program was runs the OLD program's instructions, as a
+    stale I$ would (silently on hardware). Code at another address overlapping held lines with different bytes would
+    run a mix of both, which the mock cannot interpret: refused, naming the addresses."""
+    ic = self.vs.icache
+    def code(n: int) -> bytes:
+      try: return self.vs.read(prog, n)
+      except MemoryError: return b""
+    kk = INDEX.find(code, cb0_size)
+    if (held := ic.get(prog)) is not None:   # every line of the held kernel is cached (harmful: none is refetched)
+      return kk if kk is not None and kk.text == held.text else held
+    if kk is None: raise bad(f"no known kernel at program address {prog:#x} (code not from a cubin assembled in this process)")
+    lo, hi = prog, prog + len(kk.text)
+    for va, h in ic.items():
+      a, b = max(lo, va), min(hi, va + len(h.text))
+      if a < b and h.text[a - va:b - va] != kk.text[a - lo:b - lo]:
+        raise bad(f"kernel {kk.name} runs stale instruction-cache lines: the code at {a:#x}..{b:#x} changed since a launch "
+                  f"fetched it (kernel {h.name} at {va:#x}) and no INVALIDATE_SHADER_CACHES(_NO_WFI) INSTRUCTION or QMD "
+                  "INVALIDATE_INSTRUCTION_CACHE dropped the I$ since")
+    ic[prog] = kk
+    return kk
 
   def cb0_reads(self, version: str, kk: KnownKernel, cb0: int, cb0_size: int, win: int, bad) -> tuple[dict[str, int], tuple[int | None, int | None]]:
     """The special registers and windows the kernel's code loads from constant bank 0 (CB0_SPECIALS), read from the

@@ -20,6 +20,7 @@ sysmem and video memory (the CPU reaches it through BAR1, behind the L2) are coh
 """
 from __future__ import annotations
 import bisect, contextlib, ctypes, os
+from typing import Any
 from collections.abc import Iterator
 import numpy as np
 from hcqrt import syscalls
@@ -120,6 +121,7 @@ class GPUVASpace:
     self._maps: dict[int, tuple[int, int]] = {}   # va -> (size, host address)
     self._l2: dict[int, L2Lines] = {}             # va -> L2 lines of a GPU-cached sysmem mapping
     self._next = base
+    self.icache: dict[int, Any] = {}   # program VA -> the KnownKernel whose code the instruction caches hold (gpfifo.py fetch_code)
 
   def map(self, va: int, size: int, host_addr: int, gpu_cached: bool = False) -> None:
     """Map [va, va+size) onto host memory; `gpu_cached` marks GPU-cacheable system memory (see the module doc)."""
