@@ -42,7 +42,7 @@ def test_new_code_at_a_freed_programs_address_runs_after_an_icache_invalidate(de
   assert ran == [b"\x00\x00\x81\xbf" * 2, b"\x00\x00\x80\xbf" * 2]
 
 def test_nv_code_freed_under_a_held_launch_is_overwritten_only_after_it():
-  """NV: a dropped program's code goes back to the allocator at once (hcqrt/nv/device.py _free_program) while its launch
+  """NV: a dropped program's code goes back to the allocator (hcqrt/nv/device.py _free_program, at its next call) while its launch
   may still wait in the GPFIFO; the next buffer of that size gets the memory, and the copy engine writing it must run
   behind the timeline (the launch), not when its own channel gets to it (the mock takes up the latest doorbell first)."""
   import numpy as np

@@ -238,7 +238,8 @@ class Channel:
         # _INSTRUCTION (bit 0: open-gpu-doc@c8607fe classes/compute/clc6c0.h:222,556, clcbc0.h:300,696, clcec0.h:263,667)
         # drops the lines later launches would fetch. Grids already launched fetched theirs (launch_qmd resolves the
         # kernel): a _NO_WFI invalidate does not reach them (the harmful reading; the header leaves it open), and only
-        # this channel's address space is dropped, not other contexts'
+        # this channel's address space is dropped, not other contexts' (an assumption: the headers don't say whether the
+        # I$ is per GPU, per context or per channel; per address space, filled by any channel of it, is the harmful scope)
         self.vs.icache.clear()
       elif name == "REPORT_SEMAPHORE_EXECUTE": self.drain(); self.report_semaphore(t, data, at)
 
@@ -337,6 +338,8 @@ class Channel:
     cb0_size = q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", 0) << 4
     # the QMD's INVALIDATE_INSTRUCTION_CACHE (open-gpu-doc@c8607fe classes/compute/clc6c0qmd.h:527 V03_00 bit 190,
     # clcbc0qmd.h:444 V04_00 bit 606, clcdc0qmd.h:166 V05_00 bit 476) drops the instruction cache before this grid fetches
+    # (an assumption: the headers give the bit, not its timing; the backend does not lean on it, its launches also send
+    # INVALIDATE_SHADER_CACHES_NO_WFI _INSTRUCTION before the PCAS)
     if q.get("INVALIDATE_INSTRUCTION_CACHE"): self.vs.icache.clear()
     kk = self.fetch_code(prog, cb0_size, bad)
     k, who = kk.facts, f"kernel {kk.name}"
