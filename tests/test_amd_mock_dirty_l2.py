@@ -71,11 +71,30 @@ def test_writeback_reaches_every_dirty_dword_and_only_those():
   want[6 << 20:(6 << 20) + 4] = list(b"wxyz")
   assert np.array_equal(host, want)
 
-def test_unmap_drops_only_that_bos_dirty_dwords():
+def test_unmap_takes_only_that_bos_dirty_dwords_from_the_va_view():
   vm = GPUVM(); a, b = BO(1, 0x10000, PAGE, 0), BO(2, 0x10000 + PAGE, PAGE, 0); vm.map(a); vm.map(b)
   vm.write_cached(a.end - 8, b"12345678"); vm.write_cached(b.va, b"abcdefgh")   # the two BOs' neighbouring dwords
   vm.unmap(a)
-  assert list(vm.dirty) == [b.va, b.va + 4]
+  assert list(vm.dirty) == [b.va, b.va + 4] and vm.holds(a.mem) and not vm.holds(b.mem)
+
+def test_unmapped_bos_dirty_lines_reach_its_memory_at_the_next_writeback():
+  """The L2 is tagged by physical address and UNMAP neither writes it back nor invalidates it (memory.py GPUVM.unmap):
+  the host, still mapping the BO, sees the old bytes until some later write-back brings the CP's."""
+  vm = GPUVM(); a, other = BO(1, 0x10000, 2 * PAGE, 0), BO(2, 0x40000, PAGE, 0); vm.map(a); vm.map(other)
+  vm.write_cached(a.va + PAGE + 4, b"late"); vm.write_cached(other.va, b"next")
+  vm.unmap(a)
+  assert ctypes.string_at(a.host + PAGE, 8) == bytes(8)
+  vm.writeback()   # a release on any queue (here one that was for `other`) writes back every dirty line
+  assert ctypes.string_at(a.host + PAGE, 8) == b"\0\0\0\0late" and ctypes.string_at(other.host, 4) == b"next"
+  assert not vm.holds(a.mem) and not vm.dirty
+
+def test_remapped_bo_shows_its_l2_lines_and_an_invalidate_drops_them():
+  vm = GPUVM(); a = BO(1, 0x10000, PAGE, 0); vm.map(a)
+  vm.write_cached(a.va, b"kept")
+  vm.unmap(a); vm.map(a)
+  assert bytes(vm.read(a.va, 4)) == b"kept" and ctypes.string_at(a.host, 4) == bytes(4)
+  vm.unmap(a); vm.discard(); vm.map(a); vm.writeback()   # an L2 invalidate without the write-back loses them
+  assert bytes(vm.read(a.va, 4)) == bytes(4) and ctypes.string_at(a.host, 4) == bytes(4)
 
 def test_dispatch_view_refuses_an_l2_write_with_no_bo_mapped():
   """A dirty dword with no BO mapped at all (a mock bug): the clear error naming it, as with BOs mapped
@@ -88,3 +107,9 @@ def test_gpuvm_refuses_a_bo_that_is_not_page_aligned():
   """The page-wise L2 and the dispatch view's dword index assume page-aligned BOs (all kfd.py makes); one at
   0x10002 would get its CP write placed 2 bytes off in the dispatch's copy, so it is refused when mapped (audit43)."""
   with pytest.raises(ValueError, match="BO at 0x10002 is not page aligned"): GPUVM().map(BO(1, 0x10002, PAGE, 0))
+
+def test_writeback_refuses_a_dirty_dword_in_no_bo():
+  """unmap moves a BO's lines to `held`, so one in no mapped BO is a mock bug: named, not silently skipped."""
+  vm = GPUVM(); vm.map(BO(1, 0x10000, PAGE, 0))
+  vm.dirty.put(0x20000, b"lost")
+  with pytest.raises(RuntimeError, match="dirty dword at 0x20000 that lies in no BO"): vm.writeback()

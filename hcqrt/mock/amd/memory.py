@@ -7,6 +7,8 @@ mapped to the GPU (MAP_MEMORY_TO_GPU); anything else is a page fault.
 The harmful cache rule: a CP write (RELEASE_MEM / WRITE_DATA) into memory not allocated UNCACHED lands in the
 GPU L2 (`dirty`), which the GPU itself sees but the host does not, until a write-back (RELEASE_MEM with the
 GL2 write-back bits, ACQUIRE_MEM with GL2_WB). So a signal released without the flush never arrives.
+Lines outlive the mapping: an unmapped (or freed) BO's dirty lines stay in the L2 and reach its memory, or the
+memory's next owner, at the next write-back (GPUVM.unmap cites the driver).
 
   >>> vm = GPUVM(); bo = BO(1, 0x10000, 8192, 0); vm.map(bo); vm.write(0x10008, b"ok"); bytes(vm.read(0x10008, 2))
   b'ok'
@@ -27,9 +29,21 @@ class GPUFault(RuntimeError):
 
 def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
+class Pages:
+  """The memory behind a BO (a memfd, with the mock's own mapping of it): what the L2 tags its lines with. It outlives
+  its BO while an L2 holds dirty lines of it, and the driver may give it to a later BO (kfd.py _free_memory_of_gpu)."""
+  def __init__(self, size: int):
+    self.size = size
+    self.fd = os.memfd_create("amdmock", os.MFD_CLOEXEC)
+    os.ftruncate(self.fd, size)
+    self.host = syscalls.mmap(self.fd, size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
+  def close(self) -> None:
+    if self.fd >= 0: syscalls.munmap(self.host, self.size); os.close(self.fd); self.fd = -1
+
 @dataclass(eq=False)
 class BO:
-  """One allocation: `va`..`va+size` for the GPU; `host` is the mock's own mapping of the same memory."""
+  """One allocation: `va`..`va+size` for the GPU; `host` is the mock's own mapping of the same memory (`pages`: new,
+  or memory a freed BO left, which the kernel clears for its next owner: kfd.py _alloc_memory_of_gpu)."""
   handle: int
   va: int
   size: int
@@ -37,13 +51,23 @@ class BO:
   gpu_mapped: set[int] = field(default_factory=set)
   cpu_maps: int = 0
   cpu_at: list[tuple[int, int]] = field(default_factory=list)   # (address, length) of the process's CPU mappings
+  pages: Pages | None = None
 
   def __post_init__(self):
     self.size = round_up(self.size, PAGE)
-    self.fd = os.memfd_create("amdmock", os.MFD_CLOEXEC)
-    os.ftruncate(self.fd, self.size)
-    self.host = syscalls.mmap(self.fd, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
+    if self.pages is None: self.pages = Pages(self.size)
+    else:
+      assert self.pages.size == self.size and self.pages.fd >= 0, (self.pages.size, self.size)
+      ctypes.memset(self.pages.host, 0, self.size)
 
+  @property
+  def fd(self) -> int: return self.mem.fd
+  @property
+  def host(self) -> int: return self.mem.host
+  @property
+  def mem(self) -> Pages:
+    assert self.pages is not None
+    return self.pages
   @property
   def end(self) -> int: return self.va + self.size
 
@@ -53,8 +77,7 @@ class BO:
     self.cpu_at.append((at, length))
     return at
 
-  def close(self) -> None:
-    if self.fd >= 0: syscalls.munmap(self.host, self.size); os.close(self.fd); self.fd = -1
+  def close(self) -> None: self.mem.close()
 
 class DirtyL2:
   """The L2's dirty dwords (CP and SDMA writes held in the cache, GPUVM.write_cached), by 4 KiB page: each page holds
@@ -114,8 +137,15 @@ class DirtyL2:
       pg[1][lo // 4:hi // 4] = True
 
   def drop(self, va: int, n: int) -> None:
-    """Every dword overlapping [va, va + n) is clean (a write to memory around the L2, an unmapped BO)."""
+    """Every dword overlapping [va, va + n) is clean (a write to memory around the L2)."""
     for pa, lo, hi in self._spans(va - va % 4, n + va % 4): self._clear(pa, slice(lo // 4, (hi + 3) // 4))
+
+  def move(self, lo: int, hi: int, dst: DirtyL2, shift: int) -> None:
+    """The pages in [lo, hi) (page aligned) go to `dst`, at their address - `shift`; their dirty dwords win over dst's."""
+    for pa in [pa for pa in self.pages if lo <= pa < hi]:
+      data, mask = self.pages.pop(pa)
+      if (old := dst.pages.get(pa - shift)) is not None: data, mask = np.where(np.repeat(mask, 4), data, old[0]), mask | old[1]
+      dst.pages[pa - shift] = (data, mask)
 
   def overlay(self, va: int, data: bytearray) -> None:
     """The dirty bytes within [va, va + len(data)) written over `data` (memory's bytes there)."""
@@ -151,6 +181,7 @@ class GPUVM:
     self.bos: list[BO] = []          # sorted by va
     self._vas: list[int] = []        # their VAs, for bisect
     self.dirty = DirtyL2()              # the dwords held in L2 (cached memory only)
+    self.held: dict[Pages, DirtyL2] = {}   # dirty dwords of memory no longer mapped here, by offset in it (unmap)
     self.writebacks = 0
     self.vector_l1 = None   # the CUs' vector L1s / GL0s, kept across dispatches (gfx9/l1.py VectorL1; rdna3_executor makes it)
     self.gl1 = None         # gfx11: the shader arrays' GL1s under the GL0s, kept the same way (rdna3 Waves.set_gl0)
@@ -164,10 +195,35 @@ class GPUVM:
     if bo.va % PAGE: raise ValueError(f"mock GPUVM: BO at {bo.va:#x} is not page aligned")
     self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)
     self._vas = [b.va for b in self.bos]
+    # the L2's lines of this memory (held since an unmap, possibly by a BO freed since) are seen at the new VA
+    if (h := self.held.pop(bo.mem, None)) is not None: h.move(0, bo.size, self.dirty, -bo.va)
   def unmap(self, bo: BO) -> None:
+    """The BO leaves this GPU's VM; its dirty L2 lines stay in the L2, as lines of its memory (`held`), not of its VA.
+    Why, from the sources (Linux v6.12.117, drivers/gpu/drm/amd/): UNMAP_MEMORY_FROM_GPU clears the PTEs and waits for
+    that update (amdkfd/kfd_chardev.c:1415-1438; amdgpu/amdgpu_amdkfd_gpuvm.c:2165-2217, unmap_bo_from_gpuvm :1241-1261),
+    then on GC >= 9.4.2 (gfx942, gfx11) flushes the TLB (kfd_chardev.c:1440-1446, kfd_priv.h:1524-1538), a
+    VM_INVALIDATE request of the page-table caches only: INVALIDATE_L2_PTES/PDE0-2/L1_PTES (amdgpu/gmc_v9_0.c:768-784).
+    Nothing writes back or invalidates the data L2: no KFD packet manager from gfx9 on has a release_mem
+    (amdkfd/kfd_packet_manager_v9.c:420, 439), and FREE_MEMORY_OF_GPU issues no cache operation either
+    (amdgpu_amdkfd_gpuvm.c:1911-2011). The L2 is looked up by physical address: the vector L1's UTCL1 "translates
+    requests from virtual to physical addresses for lookup in the cache" before a miss goes to the L2 (ROCm Compute
+    Profiler docs-7.14.0, conceptual/cdna/vector-l1-cache), CPU writes probe and invalidate its lines (LLVM AMDGPUUsage,
+    memory model GFX90A/GFX942), and its policy comes from the PTE's MTYPE (gmc_v9_0.c:1127-1215, gmc_v11_0.c:464-480);
+    gfx11's GL2 tagging is not documented, taken the same. So the lines are neither lost nor written back at unmap:
+    they reach the memory at the next L2 write-back (any queue's, `writeback`; a queue's dequeue too, by "On GFX v7,
+    CP doesn't flush TC at dequeue", amdkfd/kfd_device_queue_manager.c:592-594, which the mock's DESTROY_QUEUE does
+    not do: the lines stay longer, the harmful side) or never, if an invalidate drops them (`discard`); until then
+    the host sees the old bytes. Mapped again, the BO shows them to
+    the GPU again (`map`). If the BO is freed meanwhile, the memory goes to a later allocation and the write-back
+    lands on that BO's bytes (kfd.py _free_memory_of_gpu): the harmful case of a free with dirty lines."""
     self.bos = [b for b in self.bos if b is not bo]
     self._vas = [b.va for b in self.bos]
-    self.dirty.drop(bo.va, bo.size)
+    self.dirty.move(bo.va, bo.end, self.held.setdefault(bo.mem, DirtyL2()), bo.va)
+    if not self.held[bo.mem]: del self.held[bo.mem]
+
+  def holds(self, pages: Pages) -> bool:
+    """Whether this GPU's L2 holds dirty lines of `pages` that no mapping of this VM reaches (an unmapped BO's)."""
+    return pages in self.held
 
   def find(self, va: int, n: int = 1) -> BO:
     i = bisect.bisect_right(self._vas, va) - 1   # BOs never overlap: only the last one starting at or below va can hold it
@@ -205,7 +261,7 @@ class GPUVM:
   def discard(self) -> None:
     """Invalidate the L2 without writing it back: dirty dwords are lost (memory keeps its old bytes). Documented for
     gfx9, the assumed worst case for gfx11 (see the ACQUIRE_MEM comment in cp.py)."""
-    self.dirty = DirtyL2()
+    self.dirty, self.held = DirtyL2(), {}
 
   @contextlib.contextmanager
   def l2_seen_by_shaders(self) -> Iterator[None]:
@@ -235,7 +291,7 @@ class GPUVM:
     for pa, offs, words in self.dirty.dwords():
       addrs = pa + offs
       idx = np.searchsorted(vas, addrs, side="right") - 1   # (the BO starting at or below each)
-      # (unmap drops a BO's dirty dwords: one outside every BO is a mock bug, which must not become a stray memmove)
+      # (unmap moves a BO's dirty dwords to `held`: one outside every BO is a mock bug, which must not become a stray memmove)
       if len(bad := addrs[(idx < 0) | (addrs + 4 > ends[np.maximum(idx, 0)])]):
         raise RuntimeError(f"mock GPUVM: the L2 holds a CP write at {int(bad[0]):#x} that lies in no BO mapped to the GPU")
       for i in np.unique(idx).tolist(): by_bo.setdefault(i, []).append((addrs[idx == i], words[idx == i]))
@@ -262,12 +318,14 @@ class GPUVM:
   def writeback(self) -> None:
     """Write every dirty L2 dword back to memory (what the GL2 write-back bits do)."""
     d, self.dirty = self.dirty, DirtyL2()
+    held, self.held = self.held, {}
+    for pages, h in held.items():   # the lines of unmapped memory too: the L2 writes back by physical address (unmap)
+      if pages.fd < 0: continue     # (memory the mock has closed: nobody can see it any more)
+      mem = np.ctypeslib.as_array((ctypes.c_uint8 * pages.size).from_address(pages.host)).reshape(-1, 4)
+      for pa, offs, words in h.dwords(): mem[(pa + offs) // 4] = words
     for pa, offs, words in d.dwords():
+      # (a page lies in one BO, all page aligned, and unmap moves a BO's lines to `held`: one in no BO is a mock bug)
       try: host = np.ctypeslib.as_array((ctypes.c_uint8 * PAGE).from_address(self.host(pa + int(offs[0]), int(offs[-1] - offs[0]) + 4) - int(offs[0])))
-      except GPUFault:   # the page's dirty dwords are not in one mapped BO: one at a time (one unmapped meanwhile is lost)
-        for o, w in zip(offs.tolist(), words):
-          try: ctypes.memmove(self.host(pa + o, 4), w.tobytes(), 4)
-          except GPUFault: pass
-        continue
+      except GPUFault: raise RuntimeError(f"mock GPUVM: the L2 holds a dirty dword at {pa + int(offs[0]):#x} that lies in no BO mapped to the GPU") from None
       host.reshape(-1, 4)[offs // 4] = words
-    if d: self.writebacks += 1
+    if d or held: self.writebacks += 1
