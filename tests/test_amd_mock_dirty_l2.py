@@ -96,6 +96,26 @@ def test_remapped_bo_shows_its_l2_lines_and_an_invalidate_drops_them():
   vm.unmap(a); vm.discard(); vm.map(a); vm.writeback()   # an L2 invalidate without the write-back loses them
   assert bytes(vm.read(a.va, 4)) == bytes(4) and ctypes.string_at(a.host, 4) == bytes(4)
 
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_a_freed_bos_dirty_lines_land_on_the_next_bo_given_its_memory(arch):
+  """UNMAP and FREE issue no cache operation: the memory goes to the next BO of its size (cleared for it), while the L2
+  still holds the old BO's dirty lines; the GPU reads them at once and a later write-back puts them in the new BO."""
+  from hcqrt.amd.device import AMDDevice
+  from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+  drv = install_mock_amd(arch)
+  try:
+    dev = AMDDevice("AMD")
+    old = dev.gpu_alloc(PAGE, "gtt", host=True)
+    drv.vm.write_cached(old.va + 8, b"STALE!!!")   # a CP write (WRITE_DATA, no release since) held in the L2
+    dev.gpu_free(old)
+    new = dev.gpu_alloc(PAGE, "gtt", host=True)
+    assert bytes(new.view()[:16]) == bytes(16)
+    assert bytes(drv.vm.read(new.va + 8, 8)) == b"STALE!!!"   # the GPU hits the old lines: same memory, same L2
+    if arch == "gfx1100": dev.submit_timeline(dev.hw_compute_queue()); dev.synchronize()   # our own next release (GL2 WB)
+    else: drv.vm.writeback()   # (the gfx942 AQL mock writes back nothing of the CP's: any L2 write-back will do)
+    assert bytes(new.view()[:16]) == bytes(8) + b"STALE!!!"
+  finally: uninstall_mock_amd(drv)
+
 def test_dispatch_view_refuses_an_l2_write_with_no_bo_mapped():
   """A dirty dword with no BO mapped at all (a mock bug): the clear error naming it, as with BOs mapped
   (test_amd_l1_persist.py), not an IndexError from the page-wise lookup (audit43)."""

@@ -28,7 +28,7 @@ from hcqrt import syscalls
 from hcqrt.mock.held import Holdable
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes, small_bar_gpus
-from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE
+from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE, Pages, round_up
 from hcqrt.mock.amd.cp import Queue, GPUError, land_pending
 from hcqrt.mock.amd.aql import AQLQueue
 
@@ -115,6 +115,9 @@ class MockKFD(Holdable):
     self.kfd_fds: set[int] = set()
     self.runtime_enabled = False
     self.bos: dict[int, BO] = {}             # handle -> BO
+    # memory of freed BOs that an L2 still holds dirty lines of, by (domain, VRAM's gpu_id or 0, size), most recent last:
+    # the next allocation that fits takes it (_alloc_memory_of_gpu)
+    self.freed_pages: dict[tuple[str, int, int], list[Pages]] = {}
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
     self.queue_serials = itertools.count(1)   # Queue.serial: never reused, unlike the queue ids
@@ -293,7 +296,16 @@ class MockKFD(Holdable):
     if fl & T.VRAM and node.vram_used + size > VRAM_BYTES[self.arch]: raise _err(errno.ENOMEM, "out of VRAM")
     handle = (node.gpu_id << 32) | self.next_idr
     self.next_idr += 1
-    bo = BO(handle, va, size, fl)
+    # Memory a freed BO left with dirty L2 lines (_free_memory_of_gpu) goes to the next allocation of its size and domain,
+    # cleared for the new owner as the kernel clears it (VRAM: VRAM_CLEARED, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
+    # amdgpu_amdkfd_gpuvm.c:1740-1741 and amdgpu_object.c:620-631; GTT: the CPU clears the pages, as they go back to the
+    # TTM pool or as fresh ones are taken, drivers/gpu/drm/ttm/ttm_pool.c:225-234, 445-446) by writes that leave the L2's lines alone: the CPU's; gfx942's
+    # SDMA, an MMHUB client outside the GC (amdgpu/sdma_v4_4_2.c:1406). gfx11's SDMA is a GFXHUB client
+    # (amdgpu/sdma_v6_0.c:1321) whose clear may go through the GL2 and overwrite them; undocumented, so the mock takes
+    # the harmful side for both: the L2's later write-back lands on the new BO (memory.py GPUVM.unmap)
+    key = self._pages_key(fl, node.gpu_id, round_up(size, PAGE))
+    pool = self.freed_pages.get(key)
+    bo = BO(handle, va, size, fl, pages=pool.pop() if pool else None)
     bo.mmap_offset = (1 << 40) + (handle & 0xFFFFFFFF) * (1 << 24)   # type: ignore[attr-defined]
     self.bos[handle] = bo
     if fl & T.VRAM: node.vram_used += bo.size
@@ -311,7 +323,20 @@ class MockKFD(Holdable):
     if bo.gpu_mapped: raise _err(errno.EBUSY, f"BO at {bo.va:#x} is still mapped to the GPU")
     del self.bos[a["handle"]]
     if bo.flags & T.VRAM: self.nodes[a["handle"] >> 32].vram_used -= bo.size
-    bo.close()
+    # FREE issues no cache operation (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd_gpuvm.c:1911-2011; the
+    # release only wipes VRAM, amdgpu_object.c:1262-1279), so the lines an L2 still holds dirty of this memory
+    # (memory.py GPUVM.unmap) stay, and the memory goes back to the allocator: VRAM to the node's VRAM manager, GTT
+    # pages to the TTM pool, whose next allocation takes the pages freed last (list_add on free, list_first_entry on
+    # take: drivers/gpu/drm/ttm/ttm_pool.c:225-255), or to the kernel's page allocator. The harmful case, modelled:
+    # the next BO of that size and domain gets this memory (_alloc_memory_of_gpu) and the write-back lands on it.
+    if any(n.vm.holds(bo.mem) for n in self.nodes.values()):
+      self.freed_pages.setdefault(self._pages_key(bo.flags, a["handle"] >> 32, bo.size), []).append(bo.mem)
+    else: bo.close()
+
+  @staticmethod
+  def _pages_key(flags: int, gpu_id: int, size: int) -> tuple[str, int, int]:
+    """Where freed memory may go again: VRAM to the same GPU's next VRAM BO, GTT (system memory) to any GPU's GTT BO."""
+    return ("vram", gpu_id, size) if flags & T.VRAM else ("gtt", 0, size)
 
   def _device_ids(self, a: dict) -> list[int]:
     if a["n_devices"] == 0: raise _err(errno.EINVAL, "n_devices is 0")
