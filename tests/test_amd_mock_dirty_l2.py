@@ -133,3 +133,45 @@ def test_writeback_refuses_a_dirty_dword_in_no_bo():
   vm = GPUVM(); vm.map(BO(1, 0x10000, PAGE, 0))
   vm.dirty.put(0x20000, b"lost")
   with pytest.raises(RuntimeError, match="dirty dword at 0x20000 that lies in no BO"): vm.writeback()
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+@pytest.mark.parametrize("kind", ["vram", "gtt"])
+def test_freed_memory_is_cleared_when_freed_so_a_later_writeback_stays(arch, kind):
+  """The kernel clears freed memory when it is released (VRAM_WIPE_ON_RELEASE by SDMA, then the blocks are marked
+  cleared and the next VRAM_CLEARED allocation skips them; TTM pool pages when given back), around the L2: a write-back
+  between FREE and the next ALLOC lands on memory the new BO gets as it is (kfd.py _release). The old BO's own bytes
+  (the host's write) are gone; the L2's line is there (audit44)."""
+  from hcqrt.amd.device import AMDDevice
+  from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+  drv = install_mock_amd(arch)
+  try:
+    dev = AMDDevice("AMD")
+    old = dev.gpu_alloc(PAGE, kind, host=True)
+    old.view()[:8] = b"HOSTDATA"
+    drv.vm.write_cached(old.va + 8, b"STALE!!!")
+    dev.gpu_free(old)
+    drv.vm.writeback()   # a release on some queue before the next allocation
+    new = dev.gpu_alloc(PAGE, kind, host=True)
+    assert bytes(new.view()[:16]) == bytes(8) + b"STALE!!!" and not any(new.view()[16:])
+  finally: uninstall_mock_amd(drv)
+
+def test_a_freed_bo_the_process_still_maps_keeps_its_memory_until_munmap():
+  """Each CPU mapping holds a GEM reference (drm_gem.c:1100-1106): FREE with the BO still mmapped releases nothing, so
+  the next BO gets other memory (a write through the old mapping is not in it); after munmap the memory, with the
+  L2's dirty line of it, goes to the next BO (audit44)."""
+  from hcqrt import syscalls
+  from hcqrt.amd.device import AMDDevice
+  from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+  drv = install_mock_amd("gfx1100")
+  try:
+    dev = AMDDevice("AMD")
+    old = dev.gpu_alloc(PAGE, "gtt", host=True)
+    drv.vm.write_cached(old.va + 8, b"STALE!!!")
+    dev._map(old, unmap=True); dev.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=old.handle)   # still mmapped
+    other = dev.gpu_alloc(PAGE, "gtt", host=True)
+    ctypes.memmove(old.host, b"old-map!", 8)
+    assert bytes(other.view()[:8]) == bytes(8) and bytes(drv.vm.read(other.va + 8, 8)) == bytes(8)
+    syscalls.munmap(old.host, old.size)
+    new = dev.gpu_alloc(PAGE, "gtt", host=True)
+    assert bytes(drv.vm.read(new.va, 16)) == bytes(8) + b"STALE!!!"
+  finally: uninstall_mock_amd(drv)

@@ -118,6 +118,7 @@ class MockKFD(Holdable):
     # memory of freed BOs that an L2 still holds dirty lines of, by (domain, VRAM's gpu_id or 0, size), most recent last:
     # the next allocation that fits takes it (_alloc_memory_of_gpu)
     self.freed_pages: dict[tuple[str, int, int], list[Pages]] = {}
+    self.freed_mapped: list[BO] = []         # freed BOs the process still maps on the CPU: alive until munmap (_release)
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
     self.queue_serials = itertools.count(1)   # Queue.serial: never reused, unlike the queue ids
@@ -296,13 +297,13 @@ class MockKFD(Holdable):
     if fl & T.VRAM and node.vram_used + size > VRAM_BYTES[self.arch]: raise _err(errno.ENOMEM, "out of VRAM")
     handle = (node.gpu_id << 32) | self.next_idr
     self.next_idr += 1
-    # Memory a freed BO left with dirty L2 lines (_free_memory_of_gpu) goes to the next allocation of its size and domain,
-    # cleared for the new owner as the kernel clears it (VRAM: VRAM_CLEARED, linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/
-    # amdgpu_amdkfd_gpuvm.c:1740-1741 and amdgpu_object.c:620-631; GTT: the CPU clears the pages, as they go back to the
-    # TTM pool or as fresh ones are taken, drivers/gpu/drm/ttm/ttm_pool.c:225-234, 445-446) by writes that leave the L2's lines alone: the CPU's; gfx942's
-    # SDMA, an MMHUB client outside the GC (amdgpu/sdma_v4_4_2.c:1406). gfx11's SDMA is a GFXHUB client
-    # (amdgpu/sdma_v6_0.c:1321) whose clear may go through the GL2 and overwrite them; undocumented, so the mock takes
-    # the harmful side for both: the L2's later write-back lands on the new BO (memory.py GPUVM.unmap)
+    # Memory a freed BO left with dirty L2 lines (_release) goes to the next allocation of its size and domain as the
+    # kernel may leave it: cleared when it was freed (_release), not again, so what an L2 wrote back since stays. VRAM:
+    # the VRAM_CLEARED allocation skips blocks marked cleared (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_ttm.c:
+    # 2341-2344; amdgpu_amdkfd_gpuvm.c:1740-1741). GTT: KFD's is ttm_cached (alloc_flags 0, amdgpu_amdkfd_gpuvm.c:
+    # 1751-1753; amdgpu_ttm.c:1150-1153), kept in a TTM pool only with use_dma_alloc (need_swiotlb, amdgpu_ttm.c:
+    # 1893-1897; ttm_pool.c:287-292), whose pages are cleared when given back and taken as they are (ttm_pool.c:225-255);
+    # otherwise the page allocator's __GFP_ZERO clears them at this ALLOC (ttm_pool.c:445-446), the kinder case
     key = self._pages_key(fl, node.gpu_id, round_up(size, PAGE))
     pool = self.freed_pages.get(key)
     bo = BO(handle, va, size, fl, pages=pool.pop() if pool else None)
@@ -323,15 +324,24 @@ class MockKFD(Holdable):
     if bo.gpu_mapped: raise _err(errno.EBUSY, f"BO at {bo.va:#x} is still mapped to the GPU")
     del self.bos[a["handle"]]
     if bo.flags & T.VRAM: self.nodes[a["handle"] >> 32].vram_used -= bo.size
-    # FREE issues no cache operation (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd_gpuvm.c:1911-2011; the
-    # release only wipes VRAM, amdgpu_object.c:1262-1279), so the lines an L2 still holds dirty of this memory
-    # (memory.py GPUVM.unmap) stay, and the memory goes back to the allocator: VRAM to the node's VRAM manager, GTT
-    # pages to the TTM pool, whose next allocation takes the pages freed last (list_add on free, list_first_entry on
-    # take: drivers/gpu/drm/ttm/ttm_pool.c:225-255), or to the kernel's page allocator. The harmful case, modelled:
-    # the next BO of that size and domain gets this memory (_alloc_memory_of_gpu) and the write-back lands on it.
-    if any(n.vm.holds(bo.mem) for n in self.nodes.values()):
-      self.freed_pages.setdefault(self._pages_key(bo.flags, a["handle"] >> 32, bo.size), []).append(bo.mem)
-    else: bo.close()
+    # The process's CPU mappings keep the BO alive: each VMA holds a GEM reference until munmap (linux@v6.12.117:
+    # drivers/gpu/drm/drm_gem.c:1100-1106, ttm/ttm_bo_vm.c:360-366), so its memory is released only with the last one
+    if bo.cpu_at: self.freed_mapped.append(bo)
+    else: self._release(bo)
+
+  def _release(self, bo: BO) -> None:
+    """The BO's memory goes back to the allocator. FREE issues no cache operation (linux@v6.12.117:drivers/gpu/drm/amd/
+    amdgpu/amdgpu_amdkfd_gpuvm.c:1911-2011), so the lines an L2 still holds dirty of it (memory.py GPUVM.unmap) stay.
+    It is cleared now, around the L2: VRAM by SDMA (VRAM_WIPE_ON_RELEASE, amdgpu_object.c:1262-1279, then marked
+    cleared); GTT pool pages by the CPU (ttm_pool.c:225-234; see _alloc_memory_of_gpu). Neither touches the L2's lines:
+    the CPU's writes to memory not local to the GPU are not probed (AMDGPUUsage, memory model GFX90A/GFX942: probes
+    invalidate local memory's lines), gfx942's SDMA is an MMHUB client outside the GC (amdgpu/sdma_v4_4_2.c:1406);
+    gfx11's SDMA is a GFXHUB client (amdgpu/sdma_v6_0.c:1321) whose fill may go through the GL2 and overwrite them,
+    undocumented: the harmful side for all. The next BO of that size and domain gets this memory
+    (_alloc_memory_of_gpu), and the L2's write-back lands on it, before or after that ALLOC."""
+    if not any(n.vm.holds(bo.mem) for n in self.nodes.values()): return bo.close()
+    ctypes.memset(bo.host, 0, bo.size)
+    self.freed_pages.setdefault(self._pages_key(bo.flags, bo.handle >> 32, bo.size), []).append(bo.mem)
 
   @staticmethod
   def _pages_key(flags: int, gpu_id: int, size: int) -> tuple[str, int, int]:
@@ -672,6 +682,11 @@ class MockKFD(Holdable):
   def munmap(self, addr: int, length: int) -> None:
     self.doorbell_maps = [m for m in self.doorbell_maps if m[0] != addr]
     syscalls.munmap(addr, length)
+    with self.lock:
+      for b in [*self.bos.values(), *self.freed_mapped]: b.cpu_at = [(at, n) for at, n in b.cpu_at if at + n <= addr or addr + length <= at]
+      gone = [b for b in self.freed_mapped if not b.cpu_at]
+      self.freed_mapped = [b for b in self.freed_mapped if b.cpu_at]
+      for b in gone: self._release(b)   # (the last mapping of a freed BO: its GEM reference goes, _free_memory_of_gpu)
 
   def mmio_write64(self, addr: int, value: int) -> None:
     base, gpu = next(((a, g) for a, n, g in self.doorbell_maps if a <= addr < a + n), (None, None))

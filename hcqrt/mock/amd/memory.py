@@ -43,7 +43,7 @@ class Pages:
 @dataclass(eq=False)
 class BO:
   """One allocation: `va`..`va+size` for the GPU; `host` is the mock's own mapping of the same memory (`pages`: new,
-  or memory a freed BO left, which the kernel clears for its next owner: kfd.py _alloc_memory_of_gpu)."""
+  or memory a freed BO left, as the kernel clears it for its next owner: kfd.py _release, _alloc_memory_of_gpu)."""
   handle: int
   va: int
   size: int
@@ -56,9 +56,7 @@ class BO:
   def __post_init__(self):
     self.size = round_up(self.size, PAGE)
     if self.pages is None: self.pages = Pages(self.size)
-    else:
-      assert self.pages.size == self.size and self.pages.fd >= 0, (self.pages.size, self.size)
-      ctypes.memset(self.pages.host, 0, self.size)
+    else: assert self.pages.size == self.size and self.pages.fd >= 0, (self.pages.size, self.size)   # (kfd.py clears it)
 
   @property
   def fd(self) -> int: return self.mem.fd
