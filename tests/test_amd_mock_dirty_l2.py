@@ -75,7 +75,7 @@ def test_unmap_takes_only_that_bos_dirty_dwords_from_the_va_view():
   vm = GPUVM(); a, b = BO(1, 0x10000, PAGE, 0), BO(2, 0x10000 + PAGE, PAGE, 0); vm.map(a); vm.map(b)
   vm.write_cached(a.end - 8, b"12345678"); vm.write_cached(b.va, b"abcdefgh")   # the two BOs' neighbouring dwords
   vm.unmap(a)
-  assert list(vm.dirty) == [b.va, b.va + 4] and vm.holds(a.mem) and not vm.holds(b.mem)
+  assert list(vm.dirty) == [b.va, b.va + 4] and vm.holds(*a.frames) and not vm.holds(*b.frames)
 
 def test_unmapped_bos_dirty_lines_reach_its_memory_at_the_next_writeback():
   """The L2 is tagged by physical address and UNMAP neither writes it back nor invalidates it (memory.py GPUVM.unmap):
@@ -86,7 +86,7 @@ def test_unmapped_bos_dirty_lines_reach_its_memory_at_the_next_writeback():
   assert ctypes.string_at(a.host + PAGE, 8) == bytes(8)
   vm.writeback()   # a release on any queue (here one that was for `other`) writes back every dirty line
   assert ctypes.string_at(a.host + PAGE, 8) == b"\0\0\0\0late" and ctypes.string_at(other.host, 4) == b"next"
-  assert not vm.holds(a.mem) and not vm.dirty
+  assert not vm.holds(*a.frames) and not vm.dirty
 
 def test_remapped_bo_shows_its_l2_lines_and_an_invalidate_drops_them():
   vm = GPUVM(); a = BO(1, 0x10000, PAGE, 0); vm.map(a)
@@ -174,4 +174,52 @@ def test_a_freed_bo_the_process_still_maps_keeps_its_memory_until_munmap():
     syscalls.munmap(old.host, old.size)
     new = dev.gpu_alloc(PAGE, "gtt", host=True)
     assert bytes(drv.vm.read(new.va, 16)) == bytes(8) + b"STALE!!!"
+  finally: uninstall_mock_amd(drv)
+
+def _amd(arch):
+  from hcqrt.amd.device import AMDDevice
+  from hcqrt.mock.amd import install_mock_amd
+  drv = install_mock_amd(arch)
+  return drv, AMDDevice("AMD")
+
+def _writeback(drv, dev, arch):
+  if arch == "gfx1100": dev.submit_timeline(dev.hw_compute_queue()); dev.synchronize()   # our own next release (GL2 WB)
+  else: drv.vm.writeback()   # (the gfx942 AQL mock writes back nothing of the CP's: any L2 write-back will do)
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+@pytest.mark.parametrize("kind,page", [("gtt", 0), ("vram", 1)])
+def test_a_smaller_bo_gets_part_of_a_freed_bo_and_its_l2_line(arch, kind, page):
+  """The allocators hand out part of a freed block (kfd.py _take_pages): GTT's page allocator keeps the lower half of a
+  split block (page 0), VRAM's buddy the right half (page 1). The 1-page BO gets the freed 2-page BO's page that the L2
+  still holds a dirty line of: the GPU reads the stale line, and a write-back puts it in the new BO (review C; the
+  same-size pool gave the 1-page BO new memory)."""
+  from hcqrt.mock.amd import uninstall_mock_amd
+  drv, dev = _amd(arch)
+  try:
+    old = dev.gpu_alloc(2 * PAGE, kind, host=True)
+    drv.vm.write_cached(old.va + page * PAGE + 8, b"STALE!!!")
+    dev.gpu_free(old)
+    new = dev.gpu_alloc(PAGE, kind, host=True)
+    assert bytes(new.view()[:16]) == bytes(16) and bytes(drv.vm.read(new.va + 8, 8)) == b"STALE!!!"
+    _writeback(drv, dev, arch)
+    assert bytes(new.view()[:16]) == bytes(8) + b"STALE!!!" and not any(new.view()[16:PAGE])
+  finally: uninstall_mock_amd(drv)
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_a_larger_bo_gets_several_freed_bos_most_recent_first(arch):
+  """Two freed 1-page GTT BOs, each with a dirty L2 line, are behind one 2-page BO: the last freed at page 0 (the
+  per-CPU list is LIFO), the other at page 1; the process's mapping of the BO and the GPU both see the pages in that
+  order, and each line lands in its page (review C)."""
+  from hcqrt.mock.amd import uninstall_mock_amd
+  drv, dev = _amd(arch)
+  try:
+    a, b = dev.gpu_alloc(PAGE, "gtt", host=True), dev.gpu_alloc(PAGE, "gtt", host=True)
+    drv.vm.write_cached(a.va + 4, b"AAAA"); drv.vm.write_cached(b.va + 4, b"BBBB")
+    dev.gpu_free(a); dev.gpu_free(b)
+    new = dev.gpu_alloc(2 * PAGE, "gtt", host=True)
+    assert bytes(drv.vm.read(new.va + 4, 4)) == b"BBBB" and bytes(drv.vm.read(new.va + PAGE + 4, 4)) == b"AAAA"
+    new.view()[0] = 7; new.view()[PAGE] = 9   # the host's writes reach the pages the GPU reads
+    assert drv.vm.read(new.va, 1)[0] == 7 and drv.vm.read(new.va + PAGE, 1)[0] == 9
+    _writeback(drv, dev, arch)
+    assert bytes(new.view()[4:8]) == b"BBBB" and bytes(new.view()[PAGE + 4:PAGE + 8]) == b"AAAA"
   finally: uninstall_mock_amd(drv)

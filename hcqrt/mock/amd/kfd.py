@@ -28,7 +28,7 @@ from hcqrt import syscalls
 from hcqrt.mock.held import Holdable
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes, small_bar_gpus
-from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE, Pages, round_up
+from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE, Frame, round_up
 from hcqrt.mock.amd.cp import Queue, GPUError, land_pending
 from hcqrt.mock.amd.aql import AQLQueue
 
@@ -115,9 +115,9 @@ class MockKFD(Holdable):
     self.kfd_fds: set[int] = set()
     self.runtime_enabled = False
     self.bos: dict[int, BO] = {}             # handle -> BO
-    # memory of freed BOs that an L2 still holds dirty lines of, by (domain, VRAM's gpu_id or 0, size), most recent last:
-    # the next allocation that fits takes it (_alloc_memory_of_gpu)
-    self.freed_pages: dict[tuple[str, int, int], list[Pages]] = {}
+    # pages of freed BOs that an L2 held dirty lines of, by domain (VRAM's gpu_id or 0), a list of the freed BOs' page
+    # lists, most recent last: the next allocations of the domain take them, any part of them (_take_pages)
+    self.freed_pages: dict[tuple[str, int], list[list[Frame]]] = {}
     self.freed_mapped: list[BO] = []         # freed BOs the process still maps on the CPU: alive until munmap (_release)
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
@@ -297,16 +297,15 @@ class MockKFD(Holdable):
     if fl & T.VRAM and node.vram_used + size > VRAM_BYTES[self.arch]: raise _err(errno.ENOMEM, "out of VRAM")
     handle = (node.gpu_id << 32) | self.next_idr
     self.next_idr += 1
-    # Memory a freed BO left with dirty L2 lines (_release) goes to the next allocation of its size and domain as the
-    # kernel may leave it: cleared when it was freed (_release), not again, so what an L2 wrote back since stays. VRAM:
-    # the VRAM_CLEARED allocation skips blocks marked cleared (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_ttm.c:
+    # Pages freed BOs left with dirty L2 lines (_release) go to the next allocations of their domain as the kernel may
+    # leave them: cleared when freed (_release), not again, so what an L2 wrote back since stays. VRAM: the
+    # VRAM_CLEARED allocation skips blocks marked cleared (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_ttm.c:
     # 2341-2344; amdgpu_amdkfd_gpuvm.c:1740-1741). GTT: KFD's is ttm_cached (alloc_flags 0, amdgpu_amdkfd_gpuvm.c:
     # 1751-1753; amdgpu_ttm.c:1150-1153), kept in a TTM pool only with use_dma_alloc (need_swiotlb, amdgpu_ttm.c:
     # 1893-1897; ttm_pool.c:287-292), whose pages are cleared when given back and taken as they are (ttm_pool.c:225-255);
-    # otherwise the page allocator's __GFP_ZERO clears them at this ALLOC (ttm_pool.c:445-446), the kinder case
-    key = self._pages_key(fl, node.gpu_id, round_up(size, PAGE))
-    pool = self.freed_pages.get(key)
-    bo = BO(handle, va, size, fl, pages=pool.pop() if pool else None)
+    # otherwise the page allocator's __GFP_ZERO clears them at this ALLOC (ttm_pool.c:445-446), the kinder case.
+    # Any size takes any freed pages of its domain, a part of one freed BO or several (_take_pages)
+    bo = BO(handle, va, size, fl, frames=self._take_pages(fl, node.gpu_id, round_up(size, PAGE) // PAGE))
     bo.mmap_offset = (1 << 40) + (handle & 0xFFFFFFFF) * (1 << 24)   # type: ignore[attr-defined]
     self.bos[handle] = bo
     if fl & T.VRAM: node.vram_used += bo.size
@@ -337,16 +336,36 @@ class MockKFD(Holdable):
     the CPU's writes to memory not local to the GPU are not probed (AMDGPUUsage, memory model GFX90A/GFX942: probes
     invalidate local memory's lines), gfx942's SDMA is an MMHUB client outside the GC (amdgpu/sdma_v4_4_2.c:1406);
     gfx11's SDMA is a GFXHUB client (amdgpu/sdma_v6_0.c:1321) whose fill may go through the GL2 and overwrite them,
-    undocumented: the harmful side for all. The next BO of that size and domain gets this memory
-    (_alloc_memory_of_gpu), and the L2's write-back lands on it, before or after that ALLOC."""
-    if not any(n.vm.holds(bo.mem) for n in self.nodes.values()): return bo.close()
+    undocumented: the harmful side for all. The next BOs of the domain get these pages, any part of them (_take_pages),
+    and the L2's write-back lands on them, before or after that ALLOC."""
+    if not any(n.vm.holds(*bo.frames) for n in self.nodes.values()): return bo.close()
     ctypes.memset(bo.host, 0, bo.size)
-    self.freed_pages.setdefault(self._pages_key(bo.flags, bo.handle >> 32, bo.size), []).append(bo.mem)
+    bo.drop_view()
+    key = self._pool_key(bo.flags, bo.handle >> 32)
+    self.freed_pages.setdefault(key, []).append(list(bo.frames))
+
+  def _take_pages(self, flags: int, gpu_id: int, n: int) -> list[Frame]:
+    """Up to n freed pages of the domain for a new BO (the rest is new memory, BO), most recently freed first, a freed
+    BO's pages partly if it is larger: the harmful and plausible choice, the pages an L2 is likeliest still to hold
+    lines of. GTT, the page allocator: a free goes to the head of the per-CPU list and an allocation takes the head
+    (linux@v6.12.117:mm/page_alloc.c:2689, 3092), a larger block is split keeping the lower half (expand, :1438-1458):
+    the first pages. VRAM, the buddy allocator: a VRAM_CLEARED allocation (amdgpu_vram_mgr.c:512-513) takes blocks
+    from the cleared tree first, where freed blocks are (wiped at release, _release) and never-used ones are not (init
+    marks none cleared, drivers/gpu/buddy.c:307, 354; :741-767), and splits a larger one keeping the right half
+    (:777-783): the last pages. Among freed blocks the buddy takes the highest offset of the smallest order that
+    fits (rbtree_last_free_block), not modelled: the most recent here."""
+    pool, out = self.freed_pages.get(key := self._pool_key(flags, gpu_id), []), []
+    while pool and len(out) < n:
+      blk, k = pool[-1], min(n - len(out), len(pool[-1]))
+      if key[0] == "vram": out += blk[len(blk) - k:]; del blk[len(blk) - k:]
+      else: out += blk[:k]; del blk[:k]
+      if not blk: pool.pop()
+    return out
 
   @staticmethod
-  def _pages_key(flags: int, gpu_id: int, size: int) -> tuple[str, int, int]:
-    """Where freed memory may go again: VRAM to the same GPU's next VRAM BO, GTT (system memory) to any GPU's GTT BO."""
-    return ("vram", gpu_id, size) if flags & T.VRAM else ("gtt", 0, size)
+  def _pool_key(flags: int, gpu_id: int) -> tuple[str, int]:
+    """Where freed memory may go again: VRAM to the same GPU's next VRAM BOs, GTT (system memory) to any GPU's GTT BOs."""
+    return ("vram", gpu_id) if flags & T.VRAM else ("gtt", 0)
 
   def _device_ids(self, a: dict) -> list[int]:
     if a["n_devices"] == 0: raise _err(errno.EINVAL, "n_devices is 0")

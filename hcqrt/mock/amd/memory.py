@@ -30,20 +30,47 @@ class GPUFault(RuntimeError):
 def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
 class Pages:
-  """The memory behind a BO (a memfd, with the mock's own mapping of it): what the L2 tags its lines with. It outlives
-  its BO while an L2 holds dirty lines of it, and the driver may give it to a later BO (kfd.py _free_memory_of_gpu)."""
+  """Memory pages (a memfd, with the mock's own mapping of all of it): what the L2 tags its lines with, one page a
+  `Frame`. A BO is made of frames, new or left by freed BOs (kfd.py _release, _alloc_memory_of_gpu); a frame outlives
+  its BO while the KFD pools it, and the memfd is closed with its last frame (`put`)."""
   def __init__(self, size: int):
-    self.size = size
+    self.size, self.live = size, size // PAGE
     self.fd = os.memfd_create("amdmock", os.MFD_CLOEXEC)
     os.ftruncate(self.fd, size)
     self.host = syscalls.mmap(self.fd, size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
+  def put(self, n: int = 1) -> None:
+    """n of its frames are gone (a BO closed, the KFD's pool let them go): the memfd closes with the last."""
+    self.live -= n
+    if self.live <= 0: self.close()
   def close(self) -> None:
     if self.fd >= 0: syscalls.munmap(self.host, self.size); os.close(self.fd); self.fd = -1
 
+Frame = tuple[Pages, int]   # one physical page: (its memfd, page index in it)
+
+def _runs(frames: list[Frame]) -> list[tuple[int, Pages, int, int]]:
+  """(first page in the list, memfd, first page in it, pages) of each run of consecutive pages of one memfd."""
+  out: list[tuple[int, Pages, int, int]] = []
+  for k, (p, i) in enumerate(frames):
+    if out and out[-1][1] is p and out[-1][2] + out[-1][3] == i: out[-1] = (*out[-1][:3], out[-1][3] + 1)
+    else: out.append((k, p, i, 1))
+  return out
+
+def map_frames(frames: list[Frame], length: int, prot: int, addr: int | None = None) -> int:
+  """Map the first `length` bytes of `frames` contiguously (at `addr` if given): one run is one mmap of its memfd,
+  several are an address range reserved (PROT_NONE) and each run mapped into it (MAP_FIXED)."""
+  fixed = syscalls.MAP_FIXED if addr else 0
+  runs = [r for r in _runs(frames) if r[0] * PAGE < length]
+  if len(runs) == 1: return syscalls.mmap(runs[0][1].fd, length, prot, _mmap.MAP_SHARED | fixed, runs[0][2] * PAGE, addr)
+  base = syscalls.mmap(-1, length, 0, _mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS | fixed, 0, addr)
+  for k, p, i, n in runs:
+    syscalls.mmap(p.fd, min(n * PAGE, length - k * PAGE), prot, _mmap.MAP_SHARED | syscalls.MAP_FIXED, i * PAGE, base + k * PAGE)
+  return base
+
 @dataclass(eq=False)
 class BO:
-  """One allocation: `va`..`va+size` for the GPU; `host` is the mock's own mapping of the same memory (`pages`: new,
-  or memory a freed BO left, as the kernel clears it for its next owner: kfd.py _release, _alloc_memory_of_gpu)."""
+  """One allocation: `va`..`va+size` for the GPU; `host` is the mock's own mapping of the same memory, its pages
+  `frames`: those given (left by freed BOs, as the kernel clears them for their next owner: kfd.py _release,
+  _alloc_memory_of_gpu), then new ones up to `size`."""
   handle: int
   va: int
   size: int
@@ -51,31 +78,38 @@ class BO:
   gpu_mapped: set[int] = field(default_factory=set)
   cpu_maps: int = 0
   cpu_at: list[tuple[int, int]] = field(default_factory=list)   # (address, length) of the process's CPU mappings
-  pages: Pages | None = None
+  frames: list[Frame] = field(default_factory=list)
 
   def __post_init__(self):
     self.size = round_up(self.size, PAGE)
-    if self.pages is None: self.pages = Pages(self.size)
-    else: assert self.pages.size == self.size and self.pages.fd >= 0, (self.pages.size, self.size)   # (kfd.py clears it)
+    if (n := self.size // PAGE - len(self.frames)) < 0: raise ValueError(f"mock BO: {len(self.frames)} pages given for {self.size:#x} bytes")
+    if n: p = Pages(n * PAGE); self.frames = [*self.frames, *((p, i) for i in range(n))]
+    runs = _runs(self.frames)
+    # one run: a window of its memfd's own mapping; pages of several freed BOs: a mapping of its own (`_view`)
+    self._view = len(runs) > 1
+    self.host = map_frames(self.frames, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE) if self._view else runs[0][1].host + runs[0][2] * PAGE
 
-  @property
-  def fd(self) -> int: return self.mem.fd
-  @property
-  def host(self) -> int: return self.mem.host
-  @property
-  def mem(self) -> Pages:
-    assert self.pages is not None
-    return self.pages
   @property
   def end(self) -> int: return self.va + self.size
 
   def map_cpu(self, addr: int | None, length: int, prot: int) -> int:
     self.cpu_maps += 1
-    at = syscalls.mmap(self.fd, length, prot, _mmap.MAP_SHARED | (syscalls.MAP_FIXED if addr else 0), 0, addr)
+    at = map_frames(self.frames, length, prot, addr)
     self.cpu_at.append((at, length))
     return at
 
-  def close(self) -> None: self.mem.close()
+  def drop_view(self) -> None:
+    """The mock's own mapping goes (its frames stay, for the KFD's pool or `close`)."""
+    if self._view: syscalls.munmap(self.host, self.size); self._view = False
+
+  def close(self) -> None:
+    self.drop_view()
+    for p, _ in self.frames: p.put()
+
+def _merge(new: tuple[np.ndarray, np.ndarray], old: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
+  """One page's dirty dwords `new` over `old` (the newer write wins where both are dirty)."""
+  if old is None: return new
+  return np.where(np.repeat(new[1], 4), new[0], old[0]), new[1] | old[1]
 
 class DirtyL2:
   """The L2's dirty dwords (CP and SDMA writes held in the cache, GPUVM.write_cached), by 4 KiB page: each page holds
@@ -138,13 +172,6 @@ class DirtyL2:
     """Every dword overlapping [va, va + n) is clean (a write to memory around the L2)."""
     for pa, lo, hi in self._spans(va - va % 4, n + va % 4): self._clear(pa, slice(lo // 4, (hi + 3) // 4))
 
-  def move(self, lo: int, hi: int, dst: DirtyL2, shift: int) -> None:
-    """The pages in [lo, hi) (page aligned) go to `dst`, at their address - `shift`; their dirty dwords win over dst's."""
-    for pa in [pa for pa in self.pages if lo <= pa < hi]:
-      data, mask = self.pages.pop(pa)
-      if (old := dst.pages.get(pa - shift)) is not None: data, mask = np.where(np.repeat(mask, 4), data, old[0]), mask | old[1]
-      dst.pages[pa - shift] = (data, mask)
-
   def overlay(self, va: int, data: bytearray) -> None:
     """The dirty bytes within [va, va + len(data)) written over `data` (memory's bytes there)."""
     out = np.frombuffer(data, np.uint8)
@@ -179,7 +206,7 @@ class GPUVM:
     self.bos: list[BO] = []          # sorted by va
     self._vas: list[int] = []        # their VAs, for bisect
     self.dirty = DirtyL2()              # the dwords held in L2 (cached memory only)
-    self.held: dict[Pages, DirtyL2] = {}   # dirty dwords of memory no longer mapped here, by offset in it (unmap)
+    self.held: dict[Frame, tuple[np.ndarray, np.ndarray]] = {}   # dirty dwords of pages no longer mapped here (unmap)
     self.writebacks = 0
     self.vector_l1 = None   # the CUs' vector L1s / GL0s, kept across dispatches (gfx9/l1.py VectorL1; rdna3_executor makes it)
     self.gl1 = None         # gfx11: the shader arrays' GL1s under the GL0s, kept the same way (rdna3 Waves.set_gl0)
@@ -194,7 +221,8 @@ class GPUVM:
     self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)
     self._vas = [b.va for b in self.bos]
     # the L2's lines of this memory (held since an unmap, possibly by a BO freed since) are seen at the new VA
-    if (h := self.held.pop(bo.mem, None)) is not None: h.move(0, bo.size, self.dirty, -bo.va)
+    for k, f in enumerate(bo.frames):
+      if (h := self.held.pop(f, None)) is not None: self.dirty.pages[bo.va + k * PAGE] = _merge(h, self.dirty.pages.get(bo.va + k * PAGE))
   def unmap(self, bo: BO) -> None:
     """The BO leaves this GPU's VM; its dirty L2 lines stay in the L2, as lines of its memory (`held`), not of its VA.
     Why, from the sources (Linux v6.12.117, drivers/gpu/drm/amd/): UNMAP_MEMORY_FROM_GPU clears the PTEs and waits for
@@ -216,12 +244,17 @@ class GPUVM:
     lands on that BO's bytes (kfd.py _free_memory_of_gpu): the harmful case of a free with dirty lines."""
     self.bos = [b for b in self.bos if b is not bo]
     self._vas = [b.va for b in self.bos]
-    self.dirty.move(bo.va, bo.end, self.held.setdefault(bo.mem, DirtyL2()), bo.va)
-    if not self.held[bo.mem]: del self.held[bo.mem]
+    for pa in [pa for pa in self.dirty.pages if bo.va <= pa < bo.end]:
+      f = bo.frames[(pa - bo.va) // PAGE]
+      self.held[f] = _merge(self.dirty.pages.pop(pa), self.held.get(f))
 
-  def holds(self, pages: Pages) -> bool:
-    """Whether this GPU's L2 holds dirty lines of `pages` that no mapping of this VM reaches (an unmapped BO's)."""
-    return pages in self.held
+  def holds(self, *frames: Frame) -> bool:
+    """Whether this GPU's L2 holds dirty lines of any of `frames` that no mapping of this VM reaches (an unmapped BO's)."""
+    return any(f in self.held for f in frames)
+
+  def forget(self, f: Frame) -> None:
+    """The page left this process (the KFD's pool let it go, kfd.py _trim_pool): its lines can reach nobody here."""
+    self.held.pop(f, None)
 
   def find(self, va: int, n: int = 1) -> BO:
     i = bisect.bisect_right(self._vas, va) - 1   # BOs never overlap: only the last one starting at or below va can hold it
@@ -317,10 +350,10 @@ class GPUVM:
     """Write every dirty L2 dword back to memory (what the GL2 write-back bits do)."""
     d, self.dirty = self.dirty, DirtyL2()
     held, self.held = self.held, {}
-    for pages, h in held.items():   # the lines of unmapped memory too: the L2 writes back by physical address (unmap)
-      if pages.fd < 0: continue     # (memory the mock has closed: nobody can see it any more)
-      mem = np.ctypeslib.as_array((ctypes.c_uint8 * pages.size).from_address(pages.host)).reshape(-1, 4)
-      for pa, offs, words in h.dwords(): mem[(pa + offs) // 4] = words
+    for (p, i), (data, mask) in held.items():   # the lines of unmapped pages too: the L2 writes back by physical address (unmap)
+      if p.fd < 0: raise RuntimeError(f"mock GPUVM: the L2 holds lines of page {i} of a closed memfd (forget was not called)")
+      mem = np.ctypeslib.as_array((ctypes.c_uint8 * PAGE).from_address(p.host + i * PAGE)).reshape(-1, 4)
+      mem[mask] = data.reshape(-1, 4)[mask]
     for pa, offs, words in d.dwords():
       # (a page lies in one BO, all page aligned, and unmap moves a BO's lines to `held`: one in no BO is a mock bug)
       try: host = np.ctypeslib.as_array((ctypes.c_uint8 * PAGE).from_address(self.host(pa + int(offs[0]), int(offs[-1] - offs[0]) + 4) - int(offs[0])))
