@@ -223,3 +223,32 @@ def test_a_larger_bo_gets_several_freed_bos_most_recent_first(arch):
     _writeback(drv, dev, arch)
     assert bytes(new.view()[4:8]) == b"BBBB" and bytes(new.view()[PAGE + 4:PAGE + 8]) == b"AAAA"
   finally: uninstall_mock_amd(drv)
+
+def _memfds() -> int:
+  import os
+  n = 0
+  for fd in os.listdir("/proc/self/fd"):
+    try: n += os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:amdmock")
+    except OSError: pass
+  return n
+
+def test_the_freed_page_pool_is_bounded_and_drops_the_oldest(monkeypatch):
+  """The pool of freed pages keeps MockKFD.POOL_PAGES a domain, closing the oldest (and forgetting the L2's lines of
+  them): a long-running process's mock does not grow with every free of a BO the L2 holds lines of. The most recent
+  pages still come back with their lines; the oldest's line lands nowhere (review D: the pool kept every one)."""
+  from hcqrt.mock.amd import uninstall_mock_amd
+  from hcqrt.mock.amd.kfd import MockKFD
+  monkeypatch.setattr(MockKFD, "POOL_PAGES", 2, raising=False)
+  drv, dev = _amd("gfx1100")
+  try:
+    dev.gpu_free(dev.gpu_alloc(PAGE, "gtt", host=True))   # (whatever the first allocation sets up)
+    base = _memfds()
+    bos = [dev.gpu_alloc(PAGE, "gtt", host=True) for _ in range(4)]
+    for i, b in enumerate(bos): drv.vm.write_cached(b.va + 4, b"BO%d!" % i)
+    for b in bos: dev.gpu_free(b)
+    assert _memfds() == base + 2
+    new = [dev.gpu_alloc(PAGE, "gtt", host=True) for _ in range(3)]
+    assert [bytes(drv.vm.read(n.va + 4, 4)) for n in new] == [b"BO3!", b"BO2!", bytes(4)]
+    _writeback(drv, dev, "gfx1100")
+    assert [bytes(n.view()[4:8]) for n in new] == [b"BO3!", b"BO2!", bytes(4)]
+  finally: uninstall_mock_amd(drv)

@@ -116,7 +116,8 @@ class MockKFD(Holdable):
     self.runtime_enabled = False
     self.bos: dict[int, BO] = {}             # handle -> BO
     # pages of freed BOs that an L2 held dirty lines of, by domain (VRAM's gpu_id or 0), a list of the freed BOs' page
-    # lists, most recent last: the next allocations of the domain take them, any part of them (_take_pages)
+    # lists, most recent last: the next allocations of the domain take them, any part of them (_take_pages), at most
+    # POOL_PAGES a domain (_trim_pool)
     self.freed_pages: dict[tuple[str, int], list[list[Frame]]] = {}
     self.freed_mapped: list[BO] = []         # freed BOs the process still maps on the CPU: alive until munmap (_release)
     self.next_idr = 1
@@ -343,6 +344,16 @@ class MockKFD(Holdable):
     bo.drop_view()
     key = self._pool_key(bo.flags, bo.handle >> 32)
     self.freed_pages.setdefault(key, []).append(list(bo.frames))
+    self._trim_pool(key)
+
+  # Pages a domain's pool keeps (_trim_pool): 32 MiB, all the L2 of the largest modelled GPU (gfx942 MI325X:
+  # "32 (4 per XCD)" MiB, rocm.docs.amd.com/en/7.13.0-preview/reference/gpu-specs.html), so the last L2-full of freed
+  # memory comes back whole, yet a process that allocates and frees for hours keeps at most that many pages (memfds)
+  # a domain. It drops the oldest: the kernel gives back the most recent first (_take_pages), and the per-CPU lists,
+  # once above pcp->high, hand their oldest pages to the buddy lists, where any allocation takes them
+  # (linux@v6.12.117:mm/page_alloc.c:2710-2713, free_pcppages_bulk's list_last_entry :1254). (The TTM pool's shrinker
+  # frees its most recent pages instead, ttm_pool.c:321-335, 248: not the harmful side.)
+  POOL_PAGES = 8192
 
   def _take_pages(self, flags: int, gpu_id: int, n: int) -> list[Frame]:
     """Up to n freed pages of the domain for a new BO (the rest is new memory, BO), most recently freed first, a freed
@@ -361,6 +372,16 @@ class MockKFD(Holdable):
       else: out += blk[:k]; del blk[:k]
       if not blk: pool.pop()
     return out
+
+  def _trim_pool(self, key: tuple[str, int]) -> None:
+    """The pool keeps its POOL_PAGES most recently freed pages; older ones leave this process (the L2's lines of them
+    with them: nothing here can see them) and their memfd closes with its last page (Pages.put)."""
+    pool = self.freed_pages[key]
+    for _ in range(sum(map(len, pool)) - self.POOL_PAGES):
+      f = pool[0].pop(0)
+      if not pool[0]: pool.pop(0)
+      for n in self.nodes.values(): n.vm.forget(f)
+      f[0].put()
 
   @staticmethod
   def _pool_key(flags: int, gpu_id: int) -> tuple[str, int]:
