@@ -75,7 +75,7 @@ def test_unmap_takes_only_that_bos_dirty_dwords_from_the_va_view():
   vm = GPUVM(); a, b = BO(1, 0x10000, PAGE, 0), BO(2, 0x10000 + PAGE, PAGE, 0); vm.map(a); vm.map(b)
   vm.write_cached(a.end - 8, b"12345678"); vm.write_cached(b.va, b"abcdefgh")   # the two BOs' neighbouring dwords
   vm.unmap(a)
-  assert list(vm.dirty) == [b.va, b.va + 4] and vm.holds(*a.frames) and not vm.holds(*b.frames)
+  assert list(vm.dirty) == [b.va, b.va + 4] and vm.holds(a.frames) and not vm.holds(b.frames)
 
 def test_unmapped_bos_dirty_lines_reach_its_memory_at_the_next_writeback():
   """The L2 is tagged by physical address and UNMAP neither writes it back nor invalidates it (memory.py GPUVM.unmap):
@@ -86,7 +86,7 @@ def test_unmapped_bos_dirty_lines_reach_its_memory_at_the_next_writeback():
   assert ctypes.string_at(a.host + PAGE, 8) == bytes(8)
   vm.writeback()   # a release on any queue (here one that was for `other`) writes back every dirty line
   assert ctypes.string_at(a.host + PAGE, 8) == b"\0\0\0\0late" and ctypes.string_at(other.host, 4) == b"next"
-  assert not vm.holds(*a.frames) and not vm.dirty
+  assert not vm.holds(a.frames) and not vm.dirty
 
 def test_remapped_bo_shows_its_l2_lines_and_an_invalidate_drops_them():
   vm = GPUVM(); a = BO(1, 0x10000, PAGE, 0); vm.map(a)

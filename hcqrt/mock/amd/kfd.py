@@ -339,7 +339,7 @@ class MockKFD(Holdable):
     gfx11's SDMA is a GFXHUB client (amdgpu/sdma_v6_0.c:1321) whose fill may go through the GL2 and overwrite them,
     undocumented: the harmful side for all. The next BOs of the domain get these pages, any part of them (_take_pages),
     and the L2's write-back lands on them, before or after that ALLOC."""
-    if not any(n.vm.holds(*bo.frames) for n in self.nodes.values()): return bo.close()
+    if not any(n.vm.holds(bo.frames) for n in self.nodes.values()): return bo.close()
     ctypes.memset(bo.host, 0, bo.size)
     bo.drop_view()
     key = self._pool_key(bo.flags, bo.handle >> 32)
@@ -376,12 +376,13 @@ class MockKFD(Holdable):
   def _trim_pool(self, key: tuple[str, int]) -> None:
     """The pool keeps its POOL_PAGES most recently freed pages; older ones leave this process (the L2's lines of them
     with them: nothing here can see them) and their memfd closes with its last page (Pages.put)."""
-    pool = self.freed_pages[key]
-    for _ in range(sum(map(len, pool)) - self.POOL_PAGES):
-      f = pool[0].pop(0)
+    pool, excess = self.freed_pages[key], sum(map(len, self.freed_pages[key])) - self.POOL_PAGES
+    while excess > 0:   # (a slice of the oldest list at a time: one page at a time from its front was quadratic)
+      gone = pool[0][:excess]; del pool[0][:excess]; excess -= len(gone)
       if not pool[0]: pool.pop(0)
-      for n in self.nodes.values(): n.vm.forget(f)
-      f[0].put()
+      for f in gone:
+        for n in self.nodes.values(): n.vm.forget(f)
+        f[0].put()
 
   @staticmethod
   def _pool_key(flags: int, gpu_id: int) -> tuple[str, int]:

@@ -16,7 +16,7 @@ memory's next owner, at the next write-back (GPUVM.unmap cites the driver).
 from __future__ import annotations
 import bisect, contextlib, ctypes, mmap as _mmap, os
 import numpy as np
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from hcqrt import syscalls
 
@@ -47,19 +47,40 @@ class Pages:
 
 Frame = tuple[Pages, int]   # one physical page: (its memfd, page index in it)
 
-def _runs(frames: list[Frame]) -> list[tuple[int, Pages, int, int]]:
+Run = tuple[int, "Pages", int, int]   # (first page in the BO, memfd, first page in it, pages)
+
+def _runs(frames: list[Frame]) -> list[Run]:
   """(first page in the list, memfd, first page in it, pages) of each run of consecutive pages of one memfd."""
-  out: list[tuple[int, Pages, int, int]] = []
+  out: list[Run] = []
   for k, (p, i) in enumerate(frames):
     if out and out[-1][1] is p and out[-1][2] + out[-1][3] == i: out[-1] = (*out[-1][:3], out[-1][3] + 1)
     else: out.append((k, p, i, 1))
   return out
 
-def map_frames(frames: list[Frame], length: int, prot: int, addr: int | None = None) -> int:
-  """Map the first `length` bytes of `frames` contiguously (at `addr` if given): one run is one mmap of its memfd,
-  several are an address range reserved (PROT_NONE) and each run mapped into it (MAP_FIXED)."""
+class FrameList(Sequence):
+  """A BO's pages, held as runs of one memfd: a BO of new memory is one run however large (a 177 MiB BO is 45k pages:
+  a list of them cost every device open ~50 ms and 5 MiB), pages of freed BOs a run each at most."""
+  def __init__(self, runs: list[Run]):
+    self.runs, self._starts = runs, [r[0] for r in runs]
+  def __len__(self) -> int: return self.runs[-1][0] + self.runs[-1][3] if self.runs else 0
+  def __getitem__(self, k):   # type: ignore[override]
+    if isinstance(k, slice): return [self[j] for j in range(*k.indices(len(self)))]
+    if k < 0: k += len(self)
+    if not 0 <= k < len(self): raise IndexError(f"page {k} of a {len(self)}-page BO")
+    s, p, i, _ = self.runs[bisect.bisect_right(self._starts, k) - 1]
+    return (p, i + k - s)
+  def __iter__(self) -> Iterator[Frame]:
+    for _, p, i, n in self.runs: yield from ((p, j) for j in range(i, i + n))
+  def find(self, f: Frame) -> int | None:
+    """The BO's page index of frame f, or None."""
+    return next((s + f[1] - i for s, p, i, n in self.runs if p is f[0] and i <= f[1] < i + n), None)
+  def __contains__(self, f: object) -> bool: return isinstance(f, tuple) and self.find(f) is not None   # type: ignore[arg-type]
+
+def map_frames(runs: list[Run], length: int, prot: int, addr: int | None = None) -> int:
+  """Map the first `length` bytes of the pages `runs` name contiguously (at `addr` if given): one run is one mmap of
+  its memfd, several are an address range reserved (PROT_NONE) and each run mapped into it (MAP_FIXED)."""
   fixed = syscalls.MAP_FIXED if addr else 0
-  runs = [r for r in _runs(frames) if r[0] * PAGE < length]
+  runs = [r for r in runs if r[0] * PAGE < length]
   if len(runs) == 1: return syscalls.mmap(runs[0][1].fd, length, prot, _mmap.MAP_SHARED | fixed, runs[0][2] * PAGE, addr)
   base = syscalls.mmap(-1, length, 0, _mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS | fixed, 0, addr)
   for k, p, i, n in runs:
@@ -78,23 +99,24 @@ class BO:
   gpu_mapped: set[int] = field(default_factory=set)
   cpu_maps: int = 0
   cpu_at: list[tuple[int, int]] = field(default_factory=list)   # (address, length) of the process's CPU mappings
-  frames: list[Frame] = field(default_factory=list)
+  frames: Sequence[Frame] = field(default_factory=list)   # given: a list; after __post_init__ a FrameList of them all
 
   def __post_init__(self):
     self.size = round_up(self.size, PAGE)
     if (n := self.size // PAGE - len(self.frames)) < 0: raise ValueError(f"mock BO: {len(self.frames)} pages given for {self.size:#x} bytes")
-    if n: p = Pages(n * PAGE); self.frames = [*self.frames, *((p, i) for i in range(n))]
-    runs = _runs(self.frames)
+    runs = _runs(list(self.frames))   # (the pages given: a part of the KFD's pool at most)
+    if n: runs.append((len(self.frames), Pages(n * PAGE), 0, n))
+    self.frames = FrameList(runs)
     # one run: a window of its memfd's own mapping; pages of several freed BOs: a mapping of its own (`_view`)
     self._view = len(runs) > 1
-    self.host = map_frames(self.frames, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE) if self._view else runs[0][1].host + runs[0][2] * PAGE
+    self.host = map_frames(runs, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE) if self._view else runs[0][1].host + runs[0][2] * PAGE
 
   @property
   def end(self) -> int: return self.va + self.size
 
   def map_cpu(self, addr: int | None, length: int, prot: int) -> int:
     self.cpu_maps += 1
-    at = map_frames(self.frames, length, prot, addr)
+    at = map_frames(self.frames.runs, length, prot, addr)   # type: ignore[attr-defined]
     self.cpu_at.append((at, length))
     return at
 
@@ -104,7 +126,7 @@ class BO:
 
   def close(self) -> None:
     self.drop_view()
-    for p, _ in self.frames: p.put()
+    for _, p, _, n in self.frames.runs: p.put(n)   # type: ignore[attr-defined]
 
 def _merge(new: tuple[np.ndarray, np.ndarray], old: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
   """One page's dirty dwords `new` over `old` (the newer write wins where both are dirty)."""
@@ -221,8 +243,9 @@ class GPUVM:
     self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)
     self._vas = [b.va for b in self.bos]
     # the L2's lines of this memory (held since an unmap, possibly by a BO freed since) are seen at the new VA
-    for k, f in enumerate(bo.frames):
-      if (h := self.held.pop(f, None)) is not None: self.dirty.pages[bo.va + k * PAGE] = _merge(h, self.dirty.pages.get(bo.va + k * PAGE))
+    for f in [f for f in self.held if f in bo.frames]:   # (few held pages, a BO's pages as runs: not a loop a page)
+      pa = bo.va + bo.frames.find(f) * PAGE   # type: ignore[attr-defined]
+      self.dirty.pages[pa] = _merge(self.held.pop(f), self.dirty.pages.get(pa))
   def unmap(self, bo: BO) -> None:
     """The BO leaves this GPU's VM; its dirty L2 lines stay in the L2, as lines of its memory (`held`), not of its VA.
     Why, from the sources (Linux v6.12.117, drivers/gpu/drm/amd/): UNMAP_MEMORY_FROM_GPU clears the PTEs and waits for
@@ -248,9 +271,10 @@ class GPUVM:
       f = bo.frames[(pa - bo.va) // PAGE]
       self.held[f] = _merge(self.dirty.pages.pop(pa), self.held.get(f))
 
-  def holds(self, *frames: Frame) -> bool:
-    """Whether this GPU's L2 holds dirty lines of any of `frames` that no mapping of this VM reaches (an unmapped BO's)."""
-    return any(f in self.held for f in frames)
+  def holds(self, frames: Sequence[Frame]) -> bool:
+    """Whether this GPU's L2 holds dirty lines of any of `frames` (a BO's) that no mapping of this VM reaches (an unmapped
+    BO's). (It asks the few held pages, not each of a large BO's.)"""
+    return any(f in frames for f in self.held)
 
   def forget(self, f: Frame) -> None:
     """The page left this process (the KFD's pool let it go, kfd.py _trim_pool): its lines can reach nobody here."""
