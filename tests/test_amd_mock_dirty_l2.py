@@ -252,3 +252,37 @@ def test_the_freed_page_pool_is_bounded_and_drops_the_oldest(monkeypatch):
     _writeback(drv, dev, "gfx1100")
     assert [bytes(n.view()[4:8]) for n in new] == [b"BO3!", b"BO2!", bytes(4)]
   finally: uninstall_mock_amd(drv)
+
+def test_a_freed_vram_bo_the_process_still_maps_stays_counted_until_munmap():
+  """The KFD's VRAM limit is unreserved when the BO's last GEM reference goes (amdgpu_amdkfd_release_notify), and each
+  CPU mapping holds one (drm_gem.c:1100-1106): AVAILABLE_MEMORY does not grow at FREE while the process still maps
+  the BO, only at munmap (auditp44: the mock gave it back at FREE, letting an ALLOC through the kernel refuses)."""
+  from hcqrt import syscalls
+  from hcqrt.mock.amd import uninstall_mock_amd
+  drv, dev = _amd("gfx1100")
+  try:
+    def avail() -> int: return dev.ioctl("AMDKFD_IOC_AVAILABLE_MEMORY", gpu_id=dev.gpu_id).available
+    before = avail()
+    b = dev.gpu_alloc(1 << 20, "vram", host=True)
+    dev._map(b, unmap=True); dev.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=b.handle)
+    assert before - avail() == 1 << 20
+    syscalls.munmap(b.host, b.size)
+    assert avail() == before
+  finally: uninstall_mock_amd(drv)
+
+def test_a_freed_bo_partly_unmapped_keeps_its_memory_while_the_rest_is_mapped():
+  """munmap of the first page of a freed BO's mapping leaves the second mapped: that VMA still holds a GEM reference, so
+  the memory is not released and the next BO gets other pages (auditp44: the whole mapping was dropped, the pages went
+  to the next BO and the process's write through the surviving page landed in it)."""
+  from hcqrt import syscalls
+  from hcqrt.mock.amd import uninstall_mock_amd
+  drv, dev = _amd("gfx1100")
+  try:
+    old = dev.gpu_alloc(2 * PAGE, "gtt", host=True)
+    drv.vm.write_cached(old.va + PAGE + 8, b"STALE!!!")
+    dev._map(old, unmap=True); dev.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=old.handle)
+    syscalls.munmap(old.host, PAGE)
+    new = dev.gpu_alloc(2 * PAGE, "gtt", host=True)
+    ctypes.memmove(old.host + PAGE, b"OLD-MAP!", 8)
+    assert not any(new.view()[:2 * PAGE]) and bytes(drv.vm.read(new.va, 2 * PAGE)) == bytes(2 * PAGE)
+  finally: uninstall_mock_amd(drv)

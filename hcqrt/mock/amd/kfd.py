@@ -40,6 +40,12 @@ KFD_MIN_QUEUE_RING_SIZE = 1024
 
 def _err(e: int, msg: str) -> OSError: return OSError(e, msg)
 
+def _unmapped(m: tuple[int, int, int], addr: int, length: int) -> list[tuple[int, int, int]]:
+  """The parts of CPU mapping m = (address, length, BO offset) outside [addr, addr + length)."""
+  at, n, off = m
+  if at + n <= addr or addr + length <= at: return [m]
+  return [(at, addr - at, off)] * (at < addr) + [(addr + length, at + n - addr - length, off + addr + length - at)] * (addr + length < at + n)
+
 class KFDNode:
   """One GPU of the process (the kernel's kfd_process_device): its gpu_id, its render node, and the GPU VM that
   ACQUIRE_VM binds through that render node; BOs allocated on it count against its VRAM."""
@@ -323,7 +329,6 @@ class MockKFD(Holdable):
     bo = self._bo(a["handle"], errno.EINVAL)
     if bo.gpu_mapped: raise _err(errno.EBUSY, f"BO at {bo.va:#x} is still mapped to the GPU")
     del self.bos[a["handle"]]
-    if bo.flags & T.VRAM: self.nodes[a["handle"] >> 32].vram_used -= bo.size
     # The process's CPU mappings keep the BO alive: each VMA holds a GEM reference until munmap (linux@v6.12.117:
     # drivers/gpu/drm/drm_gem.c:1100-1106, ttm/ttm_bo_vm.c:360-366), so its memory is released only with the last one
     if bo.cpu_at: self.freed_mapped.append(bo)
@@ -338,7 +343,11 @@ class MockKFD(Holdable):
     invalidate local memory's lines), gfx942's SDMA is an MMHUB client outside the GC (amdgpu/sdma_v4_4_2.c:1406);
     gfx11's SDMA is a GFXHUB client (amdgpu/sdma_v6_0.c:1321) whose fill may go through the GL2 and overwrite them,
     undocumented: the harmful side for all. The next BOs of the domain get these pages, any part of them (_take_pages),
-    and the L2's write-back lands on them, before or after that ALLOC."""
+    and the L2's write-back lands on them, before or after that ALLOC. Only now is the VRAM given back to the KFD's
+    limit (ENOMEM, AVAILABLE_MEMORY): amdgpu_amdkfd_release_notify unreserves it when the last GEM reference goes
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd_gpuvm.c:293-299, from amdgpu_object.c:1248-1249; the FREE
+    path only drops its reference, amdgpu_amdkfd_gpuvm.c:2012-2016), not at a FREE the process's mappings outlive."""
+    if bo.flags & T.VRAM: self.nodes[bo.handle >> 32].vram_used -= bo.size
     if not any(n.vm.holds(bo.frames) for n in self.nodes.values()): return bo.close()
     ctypes.memset(bo.host, 0, bo.size)
     bo.drop_view()
@@ -633,13 +642,13 @@ class MockKFD(Holdable):
     """What get_user/copy_from_user read at a CPU address of the process, or None (EFAULT) where the process has no
     CPU mapping (the mock sees only the BOs mapped through the render node)."""
     for b in self.bos.values():
-      for at, length in b.cpu_at:
-        if at <= addr and addr + n <= at + length: return ctypes.string_at(b.host + addr - at, n)
+      for at, length, off in b.cpu_at:
+        if at <= addr and addr + n <= at + length: return ctypes.string_at(b.host + off + addr - at, n)
     return None
   def user_write(self, addr: int, data: bytes) -> bool:
     for b in self.bos.values():
-      for at, length in b.cpu_at:
-        if at <= addr and addr + len(data) <= at + length: ctypes.memmove(b.host + addr - at, data, len(data)); return True
+      for at, length, off in b.cpu_at:
+        if at <= addr and addr + len(data) <= at + length: ctypes.memmove(b.host + off + addr - at, data, len(data)); return True
     return False
 
   def queue_exception(self, q: Queue, ec: int) -> None:
@@ -724,7 +733,9 @@ class MockKFD(Holdable):
     self.doorbell_maps = [m for m in self.doorbell_maps if m[0] != addr]
     syscalls.munmap(addr, length)
     with self.lock:
-      for b in [*self.bos.values(), *self.freed_mapped]: b.cpu_at = [(at, n) for at, n in b.cpu_at if at + n <= addr or addr + length <= at]
+      # what stays mapped of each mapping: a munmap of part of one leaves the rest, whose VMA still holds the GEM
+      # reference (split VMAs each take one, drm_gem_vm_open, linux@v6.12.117:drivers/gpu/drm/drm_gem.c:1100-1106)
+      for b in [*self.bos.values(), *self.freed_mapped]: b.cpu_at = [p for m in b.cpu_at for p in _unmapped(m, addr, length)]
       gone = [b for b in self.freed_mapped if not b.cpu_at]
       self.freed_mapped = [b for b in self.freed_mapped if b.cpu_at]
       for b in gone: self._release(b)   # (the last mapping of a freed BO: its GEM reference goes, _free_memory_of_gpu)

@@ -98,7 +98,7 @@ class BO:
   flags: int
   gpu_mapped: set[int] = field(default_factory=set)
   cpu_maps: int = 0
-  cpu_at: list[tuple[int, int]] = field(default_factory=list)   # (address, length) of the process's CPU mappings
+  cpu_at: list[tuple[int, int, int]] = field(default_factory=list)   # (address, length, BO offset) of the process's CPU mappings
   frames: Sequence[Frame] = field(default_factory=list)   # given: a list; after __post_init__ a FrameList of them all
 
   def __post_init__(self):
@@ -117,7 +117,7 @@ class BO:
   def map_cpu(self, addr: int | None, length: int, prot: int) -> int:
     self.cpu_maps += 1
     at = map_frames(self.frames.runs, length, prot, addr)   # type: ignore[attr-defined]
-    self.cpu_at.append((at, length))
+    self.cpu_at.append((at, length, 0))
     return at
 
   def drop_view(self) -> None:
