@@ -28,7 +28,7 @@ from hcqrt import syscalls
 from hcqrt.mock.held import Holdable
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes, small_bar_gpus
-from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE, Frame, round_up
+from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE, Frame, Pages, round_up
 from hcqrt.mock.amd.cp import Queue, GPUError, land_pending
 from hcqrt.mock.amd.aql import AQLQueue
 
@@ -124,7 +124,7 @@ class MockKFD(Holdable):
     # pages of freed BOs that an L2 held dirty lines of, by domain (VRAM's gpu_id or 0), a list of the freed BOs' page
     # lists, most recent last: the next allocations of the domain take them, any part of them (_take_pages), at most
     # POOL_PAGES a domain (_trim_pool)
-    self.freed_pages: dict[tuple[str, int], list[list[Frame]]] = {}
+    self.freed_pages: dict[tuple[str, int], list[list[tuple[Pages, int, int]]]] = {}   # (each a BO's runs: memfd, page, pages)
     self.freed_mapped: list[BO] = []         # freed BOs the process still maps on the CPU: alive until munmap (_release)
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
@@ -352,7 +352,8 @@ class MockKFD(Holdable):
     ctypes.memset(bo.host, 0, bo.size)
     bo.drop_view()
     key = self._pool_key(bo.flags, bo.handle >> 32)
-    self.freed_pages.setdefault(key, []).append(list(bo.frames))
+    # (its runs, not a tuple a page: no allocation of megabytes here, inside the process's munmap of the BO)
+    self.freed_pages.setdefault(key, []).append([(p, i, n) for _, p, i, n in bo.frames.runs])   # type: ignore[attr-defined]
     self._trim_pool(key)
 
   # Pages a domain's pool keeps (_trim_pool): 32 MiB, all the L2 of the largest modelled GPU (gfx942 MI325X:
@@ -375,23 +376,36 @@ class MockKFD(Holdable):
     (:777-783): the last pages. Among freed blocks the buddy takes the highest offset of the smallest order that
     fits (rbtree_last_free_block), not modelled: the most recent here."""
     pool, out = self.freed_pages.get(key := self._pool_key(flags, gpu_id), []), []
-    while pool and len(out) < n:
-      blk, k = pool[-1], min(n - len(out), len(pool[-1]))
-      if key[0] == "vram": out += blk[len(blk) - k:]; del blk[len(blk) - k:]
-      else: out += blk[:k]; del blk[:k]
+    while pool and n:
+      blk, got = pool[-1], []
+      while blk and n:
+        p, i, m = blk[-1] if key[0] == "vram" else blk[0]
+        k = min(n, m); n -= k
+        if key[0] == "vram":   # (the block's last pages, in their order)
+          got.insert(0, (p, i + m - k, k))
+          if k == m: blk.pop()
+          else: blk[-1] = (p, i, m - k)
+        else:
+          got.append((p, i, k))
+          if k == m: blk.pop(0)
+          else: blk[0] = (p, i + k, m - k)
+      out += got
       if not blk: pool.pop()
-    return out
+    return [(p, j) for p, i, m in out for j in range(i, i + m)]
 
   def _trim_pool(self, key: tuple[str, int]) -> None:
     """The pool keeps its POOL_PAGES most recently freed pages; older ones leave this process (the L2's lines of them
     with them: nothing here can see them) and their memfd closes with its last page (Pages.put)."""
-    pool, excess = self.freed_pages[key], sum(map(len, self.freed_pages[key])) - self.POOL_PAGES
-    while excess > 0:   # (a slice of the oldest list at a time: one page at a time from its front was quadratic)
-      gone = pool[0][:excess]; del pool[0][:excess]; excess -= len(gone)
+    pool = self.freed_pages[key]
+    excess = sum(m for blk in pool for _, _, m in blk) - self.POOL_PAGES
+    while excess > 0:   # (a run at a time: a page at a time from the front of a list was quadratic)
+      p, i, m = pool[0][0]
+      k = min(excess, m); excess -= k
+      if k == m: pool[0].pop(0)
+      else: pool[0][0] = (p, i + k, m - k)
       if not pool[0]: pool.pop(0)
-      for f in gone:
-        for n in self.nodes.values(): n.vm.forget(f)
-        f[0].put()
+      for n in self.nodes.values(): n.vm.forget(p, i, k)
+      p.put(k)
 
   @staticmethod
   def _pool_key(flags: int, gpu_id: int) -> tuple[str, int]:

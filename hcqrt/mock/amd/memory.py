@@ -276,9 +276,10 @@ class GPUVM:
     BO's). (It asks the few held pages, not each of a large BO's.)"""
     return any(f in frames for f in self.held)
 
-  def forget(self, f: Frame) -> None:
-    """The page left this process (the KFD's pool let it go, kfd.py _trim_pool): its lines can reach nobody here."""
-    self.held.pop(f, None)
+  def forget(self, p: Pages, i: int, n: int = 1) -> None:
+    """Pages i..i+n of memfd p left this process (the KFD's pool let them go, kfd.py _trim_pool): their lines can reach
+    nobody here."""
+    for f in [f for f in self.held if f[0] is p and i <= f[1] < i + n]: del self.held[f]
 
   def find(self, va: int, n: int = 1) -> BO:
     i = bisect.bisect_right(self._vas, va) - 1   # BOs never overlap: only the last one starting at or below va can hold it
