@@ -286,3 +286,29 @@ def test_a_freed_bo_partly_unmapped_keeps_its_memory_while_the_rest_is_mapped():
     ctypes.memmove(old.host + PAGE, b"OLD-MAP!", 8)
     assert not any(new.view()[:2 * PAGE]) and bytes(drv.vm.read(new.va, 2 * PAGE)) == bytes(2 * PAGE)
   finally: uninstall_mock_amd(drv)
+
+def _memfd_mib() -> float:
+  import os
+  n = 0
+  for fd in os.listdir("/proc/self/fd"):
+    try: n += os.fstat(int(fd)).st_blocks * 512 if os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:amdmock") else 0
+    except OSError: pass
+  return n / (1 << 20)
+
+def test_a_freed_bo_in_the_pool_holds_no_memory_but_its_l2_line():
+  """A BO freed with one dirty L2 line is cleared (kfd.py _release) and its pages pooled: the clear gives the memory
+  back (a hole punched in the memfd), so 16 MiB the host had written pin no memory, and the line still lands on the
+  page the next BO gets (auditp44: a memset kept all 16 MiB resident while the pool held the pages)."""
+  from hcqrt.mock.amd import uninstall_mock_amd
+  drv, dev = _amd("gfx1100")
+  try:
+    base = _memfd_mib()
+    old = dev.gpu_alloc(16 << 20, "gtt", host=True)
+    old.view()[:] = b"\xff" * (16 << 20)
+    assert _memfd_mib() - base >= 16
+    drv.vm.write_cached(old.va + 8, b"STALE!!!")
+    dev.gpu_free(old)
+    assert _memfd_mib() - base < 1
+    new = dev.gpu_alloc(PAGE, "gtt", host=True)
+    assert not any(new.view()[:PAGE]) and bytes(drv.vm.read(new.va, 16)) == bytes(8) + b"STALE!!!"
+  finally: uninstall_mock_amd(drv)

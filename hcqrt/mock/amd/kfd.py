@@ -349,7 +349,7 @@ class MockKFD(Holdable):
     path only drops its reference, amdgpu_amdkfd_gpuvm.c:2012-2016), not at a FREE the process's mappings outlive."""
     if bo.flags & T.VRAM: self.nodes[bo.handle >> 32].vram_used -= bo.size
     if not any(n.vm.holds(bo.frames) for n in self.nodes.values()): return bo.close()
-    ctypes.memset(bo.host, 0, bo.size)
+    bo.clear()
     bo.drop_view()
     key = self._pool_key(bo.flags, bo.handle >> 32)
     # (its runs, not a tuple a page: no allocation of megabytes here, inside the process's munmap of the BO)
