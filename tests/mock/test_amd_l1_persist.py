@@ -902,7 +902,7 @@ def test_dispatch_view_of_cp_l2_writes_and_its_stores():
   assert vm.flat_map()[0][2] == bo.host   # the copy is gone with the dispatch
 
 def test_dispatch_view_refuses_an_l2_write_outside_every_bo():
-  """GPUVM.l2_seen_by_shaders with a dirty L2 dword below, between or past the mapped BOs (unmap drops a BO's, so only
+  """GPUVM.l2_seen_by_shaders with a dirty L2 dword below, between or past the mapped BOs (unmap moves a BO's to `held`, so only
   a mock bug leaves one): a clear error naming the address, not a copy written outside the BO (review amd39 row 6)."""
   from hcqrt.mock.amd.memory import BO, GPUVM, DirtyL2
   vm = GPUVM(); vm.map(BO(1, 0x10000, 4096, 0)); vm.map(BO(2, 0x20000, 4096, 0))

@@ -28,7 +28,7 @@ from hcqrt import syscalls
 from hcqrt.mock.held import Holdable
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes, small_bar_gpus
-from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE
+from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE, Frame, Pages, round_up
 from hcqrt.mock.amd.cp import Queue, GPUError, land_pending
 from hcqrt.mock.amd.aql import AQLQueue
 
@@ -39,6 +39,12 @@ KFD_EVENT_LIMIT = 4096
 KFD_MIN_QUEUE_RING_SIZE = 1024
 
 def _err(e: int, msg: str) -> OSError: return OSError(e, msg)
+
+def _unmapped(m: tuple[int, int, int], addr: int, length: int) -> list[tuple[int, int, int]]:
+  """The parts of CPU mapping m = (address, length, BO offset) outside [addr, addr + length)."""
+  at, n, off = m
+  if at + n <= addr or addr + length <= at: return [m]
+  return [(at, addr - at, off)] * (at < addr) + [(addr + length, at + n - addr - length, off + addr + length - at)] * (addr + length < at + n)
 
 class KFDNode:
   """One GPU of the process (the kernel's kfd_process_device): its gpu_id, its render node, and the GPU VM that
@@ -115,6 +121,11 @@ class MockKFD(Holdable):
     self.kfd_fds: set[int] = set()
     self.runtime_enabled = False
     self.bos: dict[int, BO] = {}             # handle -> BO
+    # pages of freed BOs that an L2 held dirty lines of, by domain (VRAM's gpu_id or 0), a list of the freed BOs' page
+    # lists, most recent last: the next allocations of the domain take them, any part of them (_take_pages), at most
+    # POOL_PAGES a domain (_trim_pool)
+    self.freed_pages: dict[tuple[str, int], list[list[tuple[Pages, int, int]]]] = {}   # (each a BO's runs: memfd, page, pages)
+    self.freed_mapped: list[BO] = []         # freed BOs the process still maps on the CPU: alive until munmap (_release)
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
     self.queue_serials = itertools.count(1)   # Queue.serial: never reused, unlike the queue ids
@@ -293,7 +304,15 @@ class MockKFD(Holdable):
     if fl & T.VRAM and node.vram_used + size > VRAM_BYTES[self.arch]: raise _err(errno.ENOMEM, "out of VRAM")
     handle = (node.gpu_id << 32) | self.next_idr
     self.next_idr += 1
-    bo = BO(handle, va, size, fl)
+    # Pages freed BOs left with dirty L2 lines (_release) go to the next allocations of their domain as the kernel may
+    # leave them: cleared when freed (_release), not again, so what an L2 wrote back since stays. VRAM: the
+    # VRAM_CLEARED allocation skips blocks marked cleared (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_ttm.c:
+    # 2341-2344; amdgpu_amdkfd_gpuvm.c:1740-1741). GTT: KFD's is ttm_cached (alloc_flags 0, amdgpu_amdkfd_gpuvm.c:
+    # 1751-1753; amdgpu_ttm.c:1150-1153), kept in a TTM pool only with use_dma_alloc (need_swiotlb, amdgpu_ttm.c:
+    # 1893-1897; ttm_pool.c:287-292), whose pages are cleared when given back and taken as they are (ttm_pool.c:225-255);
+    # otherwise the page allocator's __GFP_ZERO clears them at this ALLOC (ttm_pool.c:445-446), the kinder case.
+    # Any size takes any freed pages of its domain, a part of one freed BO or several (_take_pages)
+    bo = BO(handle, va, size, fl, frames=self._take_pages(fl, node.gpu_id, round_up(size, PAGE) // PAGE))
     bo.mmap_offset = (1 << 40) + (handle & 0xFFFFFFFF) * (1 << 24)   # type: ignore[attr-defined]
     self.bos[handle] = bo
     if fl & T.VRAM: node.vram_used += bo.size
@@ -310,8 +329,88 @@ class MockKFD(Holdable):
     bo = self._bo(a["handle"], errno.EINVAL)
     if bo.gpu_mapped: raise _err(errno.EBUSY, f"BO at {bo.va:#x} is still mapped to the GPU")
     del self.bos[a["handle"]]
-    if bo.flags & T.VRAM: self.nodes[a["handle"] >> 32].vram_used -= bo.size
-    bo.close()
+    # The process's CPU mappings keep the BO alive: each VMA holds a GEM reference until munmap (linux@v6.12.117:
+    # drivers/gpu/drm/drm_gem.c:1100-1106, ttm/ttm_bo_vm.c:360-366), so its memory is released only with the last one
+    if bo.cpu_at: self.freed_mapped.append(bo)
+    else: self._release(bo)
+
+  def _release(self, bo: BO) -> None:
+    """The BO's memory goes back to the allocator. FREE issues no cache operation (linux@v6.12.117:drivers/gpu/drm/amd/
+    amdgpu/amdgpu_amdkfd_gpuvm.c:1911-2011), so the lines an L2 still holds dirty of it (memory.py GPUVM.unmap) stay.
+    It is cleared now, around the L2: VRAM by SDMA (VRAM_WIPE_ON_RELEASE, amdgpu_object.c:1262-1279, then marked
+    cleared); GTT pool pages by the CPU (ttm_pool.c:225-234; see _alloc_memory_of_gpu). Neither touches the L2's lines:
+    the CPU's writes to memory not local to the GPU are not probed (AMDGPUUsage, memory model GFX90A/GFX942: probes
+    invalidate local memory's lines), gfx942's SDMA is an MMHUB client outside the GC (amdgpu/sdma_v4_4_2.c:1406);
+    gfx11's SDMA is a GFXHUB client (amdgpu/sdma_v6_0.c:1321) whose fill may go through the GL2 and overwrite them,
+    undocumented: the harmful side for all. The next BOs of the domain get these pages, any part of them (_take_pages),
+    and the L2's write-back lands on them, before or after that ALLOC. Only now is the VRAM given back to the KFD's
+    limit (ENOMEM, AVAILABLE_MEMORY): amdgpu_amdkfd_release_notify unreserves it when the last GEM reference goes
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd_gpuvm.c:293-299, from amdgpu_object.c:1248-1249; the FREE
+    path only drops its reference, amdgpu_amdkfd_gpuvm.c:2012-2016), not at a FREE the process's mappings outlive."""
+    if bo.flags & T.VRAM: self.nodes[bo.handle >> 32].vram_used -= bo.size
+    if not any(n.vm.holds(bo.frames) for n in self.nodes.values()): return bo.close()
+    bo.clear()
+    bo.drop_view()
+    key = self._pool_key(bo.flags, bo.handle >> 32)
+    # (its runs, not a tuple a page: no allocation of megabytes here, inside the process's munmap of the BO)
+    self.freed_pages.setdefault(key, []).append([(p, i, n) for _, p, i, n in bo.frames.runs])   # type: ignore[attr-defined]
+    self._trim_pool(key)
+
+  # Pages a domain's pool keeps (_trim_pool): 32 MiB, all the L2 of the largest modelled GPU (gfx942 MI325X:
+  # "32 (4 per XCD)" MiB, rocm.docs.amd.com/en/7.13.0-preview/reference/gpu-specs.html), so the last L2-full of freed
+  # memory comes back whole, yet a process that allocates and frees for hours keeps at most that many pages (memfds)
+  # a domain. It drops the oldest: the kernel gives back the most recent first (_take_pages), and the per-CPU lists,
+  # once above pcp->high, hand their oldest pages to the buddy lists, where any allocation takes them
+  # (linux@v6.12.117:mm/page_alloc.c:2710-2713, free_pcppages_bulk's list_last_entry :1254). (The TTM pool's shrinker
+  # frees its most recent pages instead, ttm_pool.c:321-335, 248: not the harmful side.)
+  POOL_PAGES = 8192
+
+  def _take_pages(self, flags: int, gpu_id: int, n: int) -> list[Frame]:
+    """Up to n freed pages of the domain for a new BO (the rest is new memory, BO), most recently freed first, a freed
+    BO's pages partly if it is larger: the harmful and plausible choice, the pages an L2 is likeliest still to hold
+    lines of. GTT, the page allocator: a free goes to the head of the per-CPU list and an allocation takes the head
+    (linux@v6.12.117:mm/page_alloc.c:2689, 3092), a larger block is split keeping the lower half (expand, :1438-1458):
+    the first pages. VRAM, the buddy allocator: a VRAM_CLEARED allocation (amdgpu_vram_mgr.c:512-513) takes blocks
+    from the cleared tree first, where freed blocks are (wiped at release, _release) and never-used ones are not (init
+    marks none cleared, drivers/gpu/buddy.c:307, 354; :741-767), and splits a larger one keeping the right half
+    (:777-783): the last pages. Among freed blocks the buddy takes the highest offset of the smallest order that
+    fits (rbtree_last_free_block), not modelled: the most recent here."""
+    pool, out = self.freed_pages.get(key := self._pool_key(flags, gpu_id), []), []
+    while pool and n:
+      blk, got = pool[-1], []
+      while blk and n:
+        p, i, m = blk[-1] if key[0] == "vram" else blk[0]
+        k = min(n, m); n -= k
+        if key[0] == "vram":   # (the block's last pages, in their order)
+          got.insert(0, (p, i + m - k, k))
+          if k == m: blk.pop()
+          else: blk[-1] = (p, i, m - k)
+        else:
+          got.append((p, i, k))
+          if k == m: blk.pop(0)
+          else: blk[0] = (p, i + k, m - k)
+      out += got
+      if not blk: pool.pop()
+    return [(p, j) for p, i, m in out for j in range(i, i + m)]
+
+  def _trim_pool(self, key: tuple[str, int]) -> None:
+    """The pool keeps its POOL_PAGES most recently freed pages; older ones leave this process (the L2's lines of them
+    with them: nothing here can see them) and their memfd closes with its last page (Pages.put)."""
+    pool = self.freed_pages[key]
+    excess = sum(m for blk in pool for _, _, m in blk) - self.POOL_PAGES
+    while excess > 0:   # (a run at a time: a page at a time from the front of a list was quadratic)
+      p, i, m = pool[0][0]
+      k = min(excess, m); excess -= k
+      if k == m: pool[0].pop(0)
+      else: pool[0][0] = (p, i + k, m - k)
+      if not pool[0]: pool.pop(0)
+      for n in self.nodes.values(): n.vm.forget(p, i, k)
+      p.put(k)
+
+  @staticmethod
+  def _pool_key(flags: int, gpu_id: int) -> tuple[str, int]:
+    """Where freed memory may go again: VRAM to the same GPU's next VRAM BOs, GTT (system memory) to any GPU's GTT BOs."""
+    return ("vram", gpu_id) if flags & T.VRAM else ("gtt", 0)
 
   def _device_ids(self, a: dict) -> list[int]:
     if a["n_devices"] == 0: raise _err(errno.EINVAL, "n_devices is 0")
@@ -557,13 +656,13 @@ class MockKFD(Holdable):
     """What get_user/copy_from_user read at a CPU address of the process, or None (EFAULT) where the process has no
     CPU mapping (the mock sees only the BOs mapped through the render node)."""
     for b in self.bos.values():
-      for at, length in b.cpu_at:
-        if at <= addr and addr + n <= at + length: return ctypes.string_at(b.host + addr - at, n)
+      for at, length, off in b.cpu_at:
+        if at <= addr and addr + n <= at + length: return ctypes.string_at(b.host + off + addr - at, n)
     return None
   def user_write(self, addr: int, data: bytes) -> bool:
     for b in self.bos.values():
-      for at, length in b.cpu_at:
-        if at <= addr and addr + len(data) <= at + length: ctypes.memmove(b.host + addr - at, data, len(data)); return True
+      for at, length, off in b.cpu_at:
+        if at <= addr and addr + len(data) <= at + length: ctypes.memmove(b.host + off + addr - at, data, len(data)); return True
     return False
 
   def queue_exception(self, q: Queue, ec: int) -> None:
@@ -647,6 +746,13 @@ class MockKFD(Holdable):
   def munmap(self, addr: int, length: int) -> None:
     self.doorbell_maps = [m for m in self.doorbell_maps if m[0] != addr]
     syscalls.munmap(addr, length)
+    with self.lock:
+      # what stays mapped of each mapping: a munmap of part of one leaves the rest, whose VMA still holds the GEM
+      # reference (split VMAs each take one, drm_gem_vm_open, linux@v6.12.117:drivers/gpu/drm/drm_gem.c:1100-1106)
+      for b in [*self.bos.values(), *self.freed_mapped]: b.cpu_at = [p for m in b.cpu_at for p in _unmapped(m, addr, length)]
+      gone = [b for b in self.freed_mapped if not b.cpu_at]
+      self.freed_mapped = [b for b in self.freed_mapped if b.cpu_at]
+      for b in gone: self._release(b)   # (the last mapping of a freed BO: its GEM reference goes, _free_memory_of_gpu)
 
   def mmio_write64(self, addr: int, value: int) -> None:
     base, gpu = next(((a, g) for a, n, g in self.doorbell_maps if a <= addr < a + n), (None, None))

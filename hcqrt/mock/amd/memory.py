@@ -7,6 +7,8 @@ mapped to the GPU (MAP_MEMORY_TO_GPU); anything else is a page fault.
 The harmful cache rule: a CP write (RELEASE_MEM / WRITE_DATA) into memory not allocated UNCACHED lands in the
 GPU L2 (`dirty`), which the GPU itself sees but the host does not, until a write-back (RELEASE_MEM with the
 GL2 write-back bits, ACQUIRE_MEM with GL2_WB). So a signal released without the flush never arrives.
+Lines outlive the mapping: an unmapped (or freed) BO's dirty lines stay in the L2 and reach its memory, or the
+memory's next owner, at the next write-back (GPUVM.unmap cites the driver).
 
   >>> vm = GPUVM(); bo = BO(1, 0x10000, 8192, 0); vm.map(bo); vm.write(0x10008, b"ok"); bytes(vm.read(0x10008, 2))
   b'ok'
@@ -14,7 +16,7 @@ GL2 write-back bits, ACQUIRE_MEM with GL2_WB). So a signal released without the 
 from __future__ import annotations
 import bisect, contextlib, ctypes, mmap as _mmap, os
 import numpy as np
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from hcqrt import syscalls
 
@@ -27,34 +29,123 @@ class GPUFault(RuntimeError):
 
 def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fallocate.argtypes, _libc.fallocate.restype = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64], ctypes.c_int
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02   # linux/falloc.h
+
+class Pages:
+  """Memory pages (a memfd, with the mock's own mapping of all of it): what the L2 tags its lines with, one page a
+  `Frame`. A BO is made of frames, new or left by freed BOs (kfd.py _release, _alloc_memory_of_gpu); a frame outlives
+  its BO while the KFD pools it, and the memfd is closed with its last frame (`put`)."""
+  def __init__(self, size: int):
+    self.size, self.live = size, size // PAGE
+    self.fd = os.memfd_create("amdmock", os.MFD_CLOEXEC)
+    os.ftruncate(self.fd, size)
+    self.host = syscalls.mmap(self.fd, size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
+  def clear(self, i: int, n: int) -> None:
+    """Pages i..i+n read as zeros again and hold no memory: a hole punched in the memfd (fallocate(2) FALLOC_FL_PUNCH_HOLE,
+    which tmpfs supports). A memset of them took 1.5 s a GiB and kept a freed BO's every page resident while any one of
+    them waited in the KFD's pool (kfd.py _release)."""
+    if _libc.fallocate(self.fd, _FALLOC_FL_KEEP_SIZE | _FALLOC_FL_PUNCH_HOLE, i * PAGE, n * PAGE) != 0:
+      e = ctypes.get_errno(); raise OSError(e, f"mock BO memory: fallocate(PUNCH_HOLE) of pages {i}..{i + n}: {os.strerror(e)}")
+  def put(self, n: int = 1) -> None:
+    """n of its frames are gone (a BO closed, the KFD's pool let them go): the memfd closes with the last."""
+    self.live -= n
+    if self.live <= 0: self.close()
+  def close(self) -> None:
+    if self.fd >= 0: syscalls.munmap(self.host, self.size); os.close(self.fd); self.fd = -1
+
+Frame = tuple[Pages, int]   # one physical page: (its memfd, page index in it)
+
+Run = tuple[int, "Pages", int, int]   # (first page in the BO, memfd, first page in it, pages)
+
+def _runs(frames: list[Frame]) -> list[Run]:
+  """(first page in the list, memfd, first page in it, pages) of each run of consecutive pages of one memfd."""
+  out: list[Run] = []
+  for k, (p, i) in enumerate(frames):
+    if out and out[-1][1] is p and out[-1][2] + out[-1][3] == i: out[-1] = (*out[-1][:3], out[-1][3] + 1)
+    else: out.append((k, p, i, 1))
+  return out
+
+class FrameList(Sequence):
+  """A BO's pages, held as runs of one memfd: a BO of new memory is one run however large (a 177 MiB BO is 45k pages:
+  a list of them cost every device open ~50 ms and 5 MiB), pages of freed BOs a run each at most."""
+  def __init__(self, runs: list[Run]):
+    self.runs, self._starts = runs, [r[0] for r in runs]
+  def __len__(self) -> int: return self.runs[-1][0] + self.runs[-1][3] if self.runs else 0
+  def __getitem__(self, k):   # type: ignore[override]
+    if isinstance(k, slice): return [self[j] for j in range(*k.indices(len(self)))]
+    if k < 0: k += len(self)
+    if not 0 <= k < len(self): raise IndexError(f"page {k} of a {len(self)}-page BO")
+    s, p, i, _ = self.runs[bisect.bisect_right(self._starts, k) - 1]
+    return (p, i + k - s)
+  def __iter__(self) -> Iterator[Frame]:
+    for _, p, i, n in self.runs: yield from ((p, j) for j in range(i, i + n))
+  def find(self, f: Frame) -> int | None:
+    """The BO's page index of frame f, or None."""
+    return next((s + f[1] - i for s, p, i, n in self.runs if p is f[0] and i <= f[1] < i + n), None)
+  def __contains__(self, f: object) -> bool: return isinstance(f, tuple) and self.find(f) is not None   # type: ignore[arg-type]
+
+def map_frames(runs: list[Run], length: int, prot: int, addr: int | None = None) -> int:
+  """Map the first `length` bytes of the pages `runs` name contiguously (at `addr` if given): one run is one mmap of
+  its memfd, several are an address range reserved (PROT_NONE) and each run mapped into it (MAP_FIXED)."""
+  fixed = syscalls.MAP_FIXED if addr else 0
+  runs = [r for r in runs if r[0] * PAGE < length]
+  if len(runs) == 1: return syscalls.mmap(runs[0][1].fd, length, prot, _mmap.MAP_SHARED | fixed, runs[0][2] * PAGE, addr)
+  base = syscalls.mmap(-1, length, 0, _mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS | fixed, 0, addr)
+  for k, p, i, n in runs:
+    syscalls.mmap(p.fd, min(n * PAGE, length - k * PAGE), prot, _mmap.MAP_SHARED | syscalls.MAP_FIXED, i * PAGE, base + k * PAGE)
+  return base
+
 @dataclass(eq=False)
 class BO:
-  """One allocation: `va`..`va+size` for the GPU; `host` is the mock's own mapping of the same memory."""
+  """One allocation: `va`..`va+size` for the GPU; `host` is the mock's own mapping of the same memory, its pages
+  `frames`: those given (left by freed BOs, as the kernel clears them for their next owner: kfd.py _release,
+  _alloc_memory_of_gpu), then new ones up to `size`."""
   handle: int
   va: int
   size: int
   flags: int
   gpu_mapped: set[int] = field(default_factory=set)
   cpu_maps: int = 0
-  cpu_at: list[tuple[int, int]] = field(default_factory=list)   # (address, length) of the process's CPU mappings
+  cpu_at: list[tuple[int, int, int]] = field(default_factory=list)   # (address, length, BO offset) of the process's CPU mappings
+  frames: Sequence[Frame] = field(default_factory=list)   # given: a list; after __post_init__ a FrameList of them all
 
   def __post_init__(self):
     self.size = round_up(self.size, PAGE)
-    self.fd = os.memfd_create("amdmock", os.MFD_CLOEXEC)
-    os.ftruncate(self.fd, self.size)
-    self.host = syscalls.mmap(self.fd, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
+    if (n := self.size // PAGE - len(self.frames)) < 0: raise ValueError(f"mock BO: {len(self.frames)} pages given for {self.size:#x} bytes")
+    runs = _runs(list(self.frames))   # (the pages given: a part of the KFD's pool at most)
+    if n: runs.append((len(self.frames), Pages(n * PAGE), 0, n))
+    self.frames = FrameList(runs)
+    # one run: a window of its memfd's own mapping; pages of several freed BOs: a mapping of its own (`_view`)
+    self._view = len(runs) > 1
+    self.host = map_frames(runs, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE) if self._view else runs[0][1].host + runs[0][2] * PAGE
 
   @property
   def end(self) -> int: return self.va + self.size
 
   def map_cpu(self, addr: int | None, length: int, prot: int) -> int:
     self.cpu_maps += 1
-    at = syscalls.mmap(self.fd, length, prot, _mmap.MAP_SHARED | (syscalls.MAP_FIXED if addr else 0), 0, addr)
-    self.cpu_at.append((at, length))
+    at = map_frames(self.frames.runs, length, prot, addr)   # type: ignore[attr-defined]
+    self.cpu_at.append((at, length, 0))
     return at
 
+  def clear(self) -> None:
+    """Its memory reads as zeros (kfd.py _release: cleared when freed)."""
+    for _, p, i, n in self.frames.runs: p.clear(i, n)   # type: ignore[attr-defined]
+
+  def drop_view(self) -> None:
+    """The mock's own mapping goes (its frames stay, for the KFD's pool or `close`)."""
+    if self._view: syscalls.munmap(self.host, self.size); self._view = False
+
   def close(self) -> None:
-    if self.fd >= 0: syscalls.munmap(self.host, self.size); os.close(self.fd); self.fd = -1
+    self.drop_view()
+    for _, p, _, n in self.frames.runs: p.put(n)   # type: ignore[attr-defined]
+
+def _merge(new: tuple[np.ndarray, np.ndarray], old: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
+  """One page's dirty dwords `new` over `old` (the newer write wins where both are dirty)."""
+  if old is None: return new
+  return np.where(np.repeat(new[1], 4), new[0], old[0]), new[1] | old[1]
 
 class DirtyL2:
   """The L2's dirty dwords (CP and SDMA writes held in the cache, GPUVM.write_cached), by 4 KiB page: each page holds
@@ -114,7 +205,7 @@ class DirtyL2:
       pg[1][lo // 4:hi // 4] = True
 
   def drop(self, va: int, n: int) -> None:
-    """Every dword overlapping [va, va + n) is clean (a write to memory around the L2, an unmapped BO)."""
+    """Every dword overlapping [va, va + n) is clean (a write to memory around the L2)."""
     for pa, lo, hi in self._spans(va - va % 4, n + va % 4): self._clear(pa, slice(lo // 4, (hi + 3) // 4))
 
   def overlay(self, va: int, data: bytearray) -> None:
@@ -151,6 +242,7 @@ class GPUVM:
     self.bos: list[BO] = []          # sorted by va
     self._vas: list[int] = []        # their VAs, for bisect
     self.dirty = DirtyL2()              # the dwords held in L2 (cached memory only)
+    self.held: dict[Frame, tuple[np.ndarray, np.ndarray]] = {}   # dirty dwords of pages no longer mapped here (unmap)
     self.writebacks = 0
     self.vector_l1 = None   # the CUs' vector L1s / GL0s, kept across dispatches (gfx9/l1.py VectorL1; rdna3_executor makes it)
     self.gl1 = None         # gfx11: the shader arrays' GL1s under the GL0s, kept the same way (rdna3 Waves.set_gl0)
@@ -165,10 +257,44 @@ class GPUVM:
     if bo.va % PAGE: raise ValueError(f"mock GPUVM: BO at {bo.va:#x} is not page aligned")
     self.bos = sorted([b for b in self.bos if b is not bo] + [bo], key=lambda b: b.va)
     self._vas = [b.va for b in self.bos]
+    # the L2's lines of this memory (held since an unmap, possibly by a BO freed since) are seen at the new VA
+    for f in [f for f in self.held if f in bo.frames]:   # (few held pages, a BO's pages as runs: not a loop a page)
+      pa = bo.va + bo.frames.find(f) * PAGE   # type: ignore[attr-defined]
+      self.dirty.pages[pa] = _merge(self.held.pop(f), self.dirty.pages.get(pa))
   def unmap(self, bo: BO) -> None:
+    """The BO leaves this GPU's VM; its dirty L2 lines stay in the L2, as lines of its memory (`held`), not of its VA.
+    Why, from the sources (Linux v6.12.117, drivers/gpu/drm/amd/): UNMAP_MEMORY_FROM_GPU clears the PTEs and waits for
+    that update (amdkfd/kfd_chardev.c:1415-1438; amdgpu/amdgpu_amdkfd_gpuvm.c:2165-2217, unmap_bo_from_gpuvm :1241-1261),
+    then on GC >= 9.4.2 (gfx942, gfx11) flushes the TLB (kfd_chardev.c:1440-1446, kfd_priv.h:1524-1538), a
+    VM_INVALIDATE request of the page-table caches only: INVALIDATE_L2_PTES/PDE0-2/L1_PTES (amdgpu/gmc_v9_0.c:768-784).
+    Nothing writes back or invalidates the data L2: no KFD packet manager from gfx9 on has a release_mem
+    (amdkfd/kfd_packet_manager_v9.c:420, 439), and FREE_MEMORY_OF_GPU issues no cache operation either
+    (amdgpu_amdkfd_gpuvm.c:1911-2011). The L2 is looked up by physical address: the vector L1's UTCL1 "translates
+    requests from virtual to physical addresses for lookup in the cache" before a miss goes to the L2 (ROCm Compute
+    Profiler docs-7.14.0, conceptual/cdna/vector-l1-cache), CPU writes probe and invalidate its lines (LLVM AMDGPUUsage,
+    memory model GFX90A/GFX942), and its policy comes from the PTE's MTYPE (gmc_v9_0.c:1127-1215, gmc_v11_0.c:464-480);
+    gfx11's GL2 tagging is not documented, taken the same. So the lines are neither lost nor written back at unmap:
+    they reach the memory at the next L2 write-back (any queue's, `writeback`; a queue's dequeue too, by "On GFX v7,
+    CP doesn't flush TC at dequeue", amdkfd/kfd_device_queue_manager.c:592-594, which the mock's DESTROY_QUEUE does
+    not do: the lines stay longer, the harmful side) or never, if an invalidate drops them (`discard`); until then
+    the host sees the old bytes. Mapped again, the BO shows them to
+    the GPU again (`map`). If the BO is freed meanwhile, the memory goes to a later allocation and the write-back
+    lands on that BO's bytes (kfd.py _free_memory_of_gpu): the harmful case of a free with dirty lines."""
     self.bos = [b for b in self.bos if b is not bo]
     self._vas = [b.va for b in self.bos]
-    self.dirty.drop(bo.va, bo.size)
+    for pa in [pa for pa in self.dirty.pages if bo.va <= pa < bo.end]:
+      f = bo.frames[(pa - bo.va) // PAGE]
+      self.held[f] = _merge(self.dirty.pages.pop(pa), self.held.get(f))
+
+  def holds(self, frames: Sequence[Frame]) -> bool:
+    """Whether this GPU's L2 holds dirty lines of any of `frames` (a BO's) that no mapping of this VM reaches (an unmapped
+    BO's). (It asks the few held pages, not each of a large BO's.)"""
+    return any(f in frames for f in self.held)
+
+  def forget(self, p: Pages, i: int, n: int = 1) -> None:
+    """Pages i..i+n of memfd p left this process (the KFD's pool let them go, kfd.py _trim_pool): their lines can reach
+    nobody here."""
+    for f in [f for f in self.held if f[0] is p and i <= f[1] < i + n]: del self.held[f]
 
   def find(self, va: int, n: int = 1) -> BO:
     i = bisect.bisect_right(self._vas, va) - 1   # BOs never overlap: only the last one starting at or below va can hold it
@@ -206,7 +332,7 @@ class GPUVM:
   def discard(self) -> None:
     """Invalidate the L2 without writing it back: dirty dwords are lost (memory keeps its old bytes). Documented for
     gfx9, the assumed worst case for gfx11 (see the ACQUIRE_MEM comment in cp.py)."""
-    self.dirty = DirtyL2()
+    self.dirty, self.held = DirtyL2(), {}
 
   @contextlib.contextmanager
   def l2_seen_by_shaders(self) -> Iterator[None]:
@@ -236,7 +362,7 @@ class GPUVM:
     for pa, offs, words in self.dirty.dwords():
       addrs = pa + offs
       idx = np.searchsorted(vas, addrs, side="right") - 1   # (the BO starting at or below each)
-      # (unmap drops a BO's dirty dwords: one outside every BO is a mock bug, which must not become a stray memmove)
+      # (unmap moves a BO's dirty dwords to `held`: one outside every BO is a mock bug, which must not become a stray memmove)
       if len(bad := addrs[(idx < 0) | (addrs + 4 > ends[np.maximum(idx, 0)])]):
         raise RuntimeError(f"mock GPUVM: the L2 holds a CP write at {int(bad[0]):#x} that lies in no BO mapped to the GPU")
       for i in np.unique(idx).tolist(): by_bo.setdefault(i, []).append((addrs[idx == i], words[idx == i]))
@@ -263,12 +389,14 @@ class GPUVM:
   def writeback(self) -> None:
     """Write every dirty L2 dword back to memory (what the GL2 write-back bits do)."""
     d, self.dirty = self.dirty, DirtyL2()
+    held, self.held = self.held, {}
+    for (p, i), (data, mask) in held.items():   # the lines of unmapped pages too: the L2 writes back by physical address (unmap)
+      if p.fd < 0: raise RuntimeError(f"mock GPUVM: the L2 holds lines of page {i} of a closed memfd (forget was not called)")
+      mem = np.ctypeslib.as_array((ctypes.c_uint8 * PAGE).from_address(p.host + i * PAGE)).reshape(-1, 4)
+      mem[mask] = data.reshape(-1, 4)[mask]
     for pa, offs, words in d.dwords():
+      # (a page lies in one BO, all page aligned, and unmap moves a BO's lines to `held`: one in no BO is a mock bug)
       try: host = np.ctypeslib.as_array((ctypes.c_uint8 * PAGE).from_address(self.host(pa + int(offs[0]), int(offs[-1] - offs[0]) + 4) - int(offs[0])))
-      except GPUFault:   # the page's dirty dwords are not in one mapped BO: one at a time (one unmapped meanwhile is lost)
-        for o, w in zip(offs.tolist(), words):
-          try: ctypes.memmove(self.host(pa + o, 4), w.tobytes(), 4)
-          except GPUFault: pass
-        continue
+      except GPUFault: raise RuntimeError(f"mock GPUVM: the L2 holds a dirty dword at {pa + int(offs[0]):#x} that lies in no BO mapped to the GPU") from None
       host.reshape(-1, 4)[offs // 4] = words
-    if d: self.writebacks += 1
+    if d or held: self.writebacks += 1
