@@ -40,6 +40,9 @@ class FakeDriver(Protocol):
   def ioctl(self, fd: int, request: int, argp: int) -> int: ...
   def mmap(self, fd: int, length: int, prot: int, flags: int, offset: int, addr: int | None) -> int: ...
   def munmap(self, addr: int, length: int) -> None: ...
+  def forget_mapping(self, addr: int, length: int) -> None:
+    """[addr, addr+length) of mappings this driver made is gone without a munmap: a MAP_FIXED mmap replaced it
+    (syscalls.mmap). The pages are unmapped already; only the driver's own record of them goes."""
   def close(self, fd: int) -> None: ...
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -151,6 +154,16 @@ def mmap(fd: int, length: int, prot: int, flags: int, offset: int, addr: int | N
   if a in (None, _MAP_FAILED):
     e = ctypes.get_errno()
     raise OSError(e, f"mmap of {length:#x} bytes at offset {offset:#x} of fd {fd} ({_paths.get(fd, 'anonymous')}) failed: {os.strerror(e)}")
+  if flags & MAP_FIXED and _fake_ranges:
+    # MAP_FIXED over a device mapping unmaps the overlap within this one call (mmap(2); linux@v6.12.117:mm/mmap.c:1389-1397,
+    # 1551-1552: __mmap_region gathers the overlapping VMAs and unmaps them before it returns), as a munmap would have:
+    # the driver that made the mapping drops its record of it
+    with _lock:
+      hit = [r for r in _fake_ranges if r[0] < a + length and r[1] > a]
+      if hit:
+        _fake_ranges[:] = [r for r in _fake_ranges if r[1] <= a or r[0] >= a + length]
+        for start in [m for m in _fake_maps if a <= m < a + length]: del _fake_maps[start]
+    for drv in dict.fromkeys(r[2] for r in hit): drv.forget_mapping(a, length)
   return a
 
 def munmap(addr: int, length: int) -> None:

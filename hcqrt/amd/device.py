@@ -279,8 +279,10 @@ class AMDDevice(HCQDevice):
     # FREE needs every mapping gone, the peers' too (EBUSY otherwise): one UNMAP lists them all
     self._map(buf, unmap=True, gpu_ids=[self.gpu_id, *sorted(self._peer_maps.pop(buf.handle, ()))])
     self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=buf.handle)
-    if buf.host is not None:   # give the range back to the reservation
-      syscalls.munmap(buf.host, buf.size)
+    if buf.host is not None:
+      # give the range back to the reservation in one call: MAP_FIXED replaces the BO's mapping (mmap(2): the overlap is
+      # unmapped within the call, linux@v6.12.117:mm/mmap.c:1389-1397, 1551-1552). A munmap first would leave a hole that
+      # any other thread's mmap may take, and the re-reservation would then map over that thread's memory
       syscalls.mmap(-1, buf.size, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE | syscalls.MAP_FIXED, 0, buf.va)
     buf.freed = True
     self.buffers.pop(buf.va, None)

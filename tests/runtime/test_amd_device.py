@@ -471,3 +471,26 @@ def test_free_after_gpu_never_takes_the_memory_lock(dev):
   assert not buf.freed   # only queued
   dev.synchronize()
   assert buf.freed and not dev._freed_later and not dev._deferred
+
+def test_gpu_free_never_leaves_a_hole_in_the_reservation(dev, monkeypatch):
+  """Freeing a host-mapped BO gives its range back to the VA reservation. Unmapping it first and reserving again after
+  left a moment where the range was free: another thread's mmap could take it, and the re-reservation (MAP_FIXED)
+  then mapped over that thread's memory. After every mmap/munmap free makes, a probe tries to take the range as that
+  thread would (MAP_FIXED_NOREPLACE: it fails while anything is mapped there)."""
+  from hcqrt import syscalls
+  buf = dev.gpu_alloc(3 * 4096, "gtt", host=True)
+  holes, real_mmap, real_munmap = [], syscalls.mmap, syscalls.munmap
+  def probe():
+    a = syscalls._libc.mmap(buf.va, 4096, 3, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | 0x100000, -1, 0)
+    if a not in (None, syscalls._MAP_FAILED): holes.append(a); syscalls._libc.munmap(a, 4096)
+  def mmap(*a, **kw): r = real_mmap(*a, **kw); probe(); return r
+  def munmap(*a, **kw): r = real_munmap(*a, **kw); probe(); return r
+  monkeypatch.setattr(syscalls, "mmap", mmap); monkeypatch.setattr(syscalls, "munmap", munmap)
+  dev.gpu_free(buf)
+  monkeypatch.undo()
+  assert holes == [], f"the freed range {buf.va:#x} was free to take during gpu_free"
+  probe(); assert holes == []   # still reserved after it
+  # the mock KFD saw the mapping go (syscalls.mmap -> forget_mapping): the freed BO holds no memory for a CPU mapping
+  assert dev.drv.freed_mapped == [], "the freed BO is still taken for mapped on the CPU"
+  again = dev.gpu_alloc(3 * 4096, "gtt", host=True)
+  ctypes.memmove(again.host, b"ok!!", 4); assert ctypes.string_at(again.host, 4) == b"ok!!"

@@ -744,8 +744,13 @@ class MockKFD(Holdable):
       return a
 
   def munmap(self, addr: int, length: int) -> None:
-    self.doorbell_maps = [m for m in self.doorbell_maps if m[0] != addr]
     syscalls.munmap(addr, length)
+    self.forget_mapping(addr, length)
+
+  def forget_mapping(self, addr: int, length: int) -> None:
+    """[addr, addr+length) is unmapped: by munmap, or replaced by a MAP_FIXED mmap (syscalls.mmap), which drops the
+    GEM references of the VMAs it covers as a munmap does."""
+    self.doorbell_maps = [m for m in self.doorbell_maps if m[0] + m[1] <= addr or m[0] >= addr + length]
     with self.lock:
       # what stays mapped of each mapping: a munmap of part of one leaves the rest, whose VMA still holds the GEM
       # reference (split VMAs each take one, drm_gem_vm_open, linux@v6.12.117:drivers/gpu/drm/drm_gem.c:1100-1106)

@@ -256,8 +256,12 @@ class MockNV:
       if addr == base + 0x90: self.doorbells += 1; self.gpus[gpu].engine.ring(value); return
 
   def munmap(self, addr: int, length: int) -> None:
-    self.doorbell_pages.pop(addr, None)
+    self.forget_mapping(addr, length)
     syscalls.munmap(addr, length)   # our mappings are plain MAP_SHARED maps of memfds; the seam no longer routes this address
+
+  def forget_mapping(self, addr: int, length: int) -> None:
+    """[addr, addr+length) is unmapped (munmap, or a MAP_FIXED mmap over it: syscalls.mmap): no doorbell page there."""
+    for base in [b for b in self.doorbell_pages if addr <= b < addr + length]: del self.doorbell_pages[base]
 
   # ---- memory access helpers (the kernel's copy_from_user / copy_to_user) ----
   def cast(self, struct: str, addr: int) -> Any:
