@@ -8,7 +8,8 @@ produced is routed to it, so a backend cannot tell it is talking to a mock.
 A fake driver implements `claims(path) -> bool` and the same five calls, with the ioctl argument
 given as an address in this process (as a kernel sees a user pointer):
   open(path, flags) -> fd;  ioctl(fd, request, argp: int) -> int;  mmap(fd, length, prot, flags, offset, addr) -> int;
-  munmap(addr, length) -> None;  close(fd) -> None.
+  munmap(addr, length) -> None;  close(fd) -> None;  forget_mapping(addr, length) -> None (part of its mappings went
+  without a munmap routed to it: a MAP_FIXED over it, or a munmap that does not start where a mapping of it starts).
 It raises OSError(errno, ...) the way the kernel would fail the call. A driver that claims sysfs paths
 (the AMD KFD topology) also implements listdir(path) -> list[str] and read_text(path) -> str; one that
 wants to see doorbell stores into its mappings implements mmio_write32(addr, value) / mmio_write64(addr, value).
@@ -147,34 +148,48 @@ def mmap(fd: int, length: int, prot: int, flags: int, offset: int, addr: int | N
   if drv is not None:
     a = drv.mmap(fd, length, prot, flags, offset, addr)
     with _lock:
+      _cut(a, length)   # (the driver's own mmap saw what it covered: its MAP_FIXED into the range goes through here)
       _fake_maps[a] = drv
-      _fake_ranges[:] = sorted([r for r in _fake_ranges if r[1] <= a or r[0] >= a + length] + [(a, a + length, drv)], key=lambda r: r[0])
+      _fake_ranges[:] = sorted([*_fake_ranges, (a, a + length, drv)], key=lambda r: r[0])
     return a
   a = _libc.mmap(addr, length, prot, flags, fd, offset)
   if a in (None, _MAP_FAILED):
     e = ctypes.get_errno()
     raise OSError(e, f"mmap of {length:#x} bytes at offset {offset:#x} of fd {fd} ({_paths.get(fd, 'anonymous')}) failed: {os.strerror(e)}")
   if flags & MAP_FIXED and _fake_ranges:
-    # MAP_FIXED over a device mapping unmaps the overlap within this one call (mmap(2); linux@v6.12.117:mm/mmap.c:1389-1397,
-    # 1551-1552: __mmap_region gathers the overlapping VMAs and unmaps them before it returns), as a munmap would have:
-    # the driver that made the mapping drops its record of it
-    with _lock:
-      hit = [r for r in _fake_ranges if r[0] < a + length and r[1] > a]
-      if hit:
-        _fake_ranges[:] = [r for r in _fake_ranges if r[1] <= a or r[0] >= a + length]
-        for start in [m for m in _fake_maps if a <= m < a + length]: del _fake_maps[start]
-    for drv in dict.fromkeys(r[2] for r in hit): drv.forget_mapping(a, length)
+    # MAP_FIXED over a device mapping unmaps the overlap within this one call (mmap(2); linux@v6.12.117:mm/mmap.c:1389-1397
+    # gathers the overlapping VMAs, splitting one that sticks out; 1437 closes them, vms_clean_up_area -> vma_close,
+    # mm/vma.c:1126-1137, for amdgpu ttm_bo_vm_close's BO put, amdgpu_gem.c:80-85, ttm/ttm_bo_vm.c:360-366; 1551-1552
+    # frees them), as a munmap would have: the driver that made the mapping drops its record of it
+    with _lock: hit = _cut(a, length)
+    for d in hit: d.forget_mapping(a, length)
   return a
+
+def _cut(addr: int, length: int) -> list[FakeDriver]:
+  """(under _lock) [addr, addr+length) is no longer a fake mapping: the parts of a range outside it stay (mapped still,
+  and still the driver's: its doorbells must keep ringing, and a later unmap of them must reach it). Returns the
+  drivers whose ranges it overlapped."""
+  hit, keep = [], []
+  for s, e, d in _fake_ranges:
+    if e <= addr or s >= addr + length: keep.append((s, e, d)); continue
+    hit.append(d)
+    if s < addr: keep.append((s, addr, d))
+    if e > addr + length: keep.append((addr + length, e, d))
+  _fake_ranges[:] = keep   # (still sorted: the parts of one range keep its place)
+  for start in [m for m in _fake_maps if addr <= m < addr + length]: del _fake_maps[start]
+  return list(dict.fromkeys(hit))
 
 def munmap(addr: int, length: int) -> None:
   """Unmap a mapping made by `mmap` (routed to the fake driver that made it, if any)."""
   with _lock:
     drv = _fake_maps.pop(addr, None)
-    if _fake_ranges: _fake_ranges[:] = [r for r in _fake_ranges if r[1] <= addr or r[0] >= addr + length]
+    hit = _cut(addr, length) if _fake_ranges else []
   if drv is not None: return drv.munmap(addr, length)
   if _libc.munmap(addr, length) != 0:
     e = ctypes.get_errno()
     raise OSError(e, f"munmap({addr:#x}, {length:#x}) failed: {os.strerror(e)}")
+  # part of a fake mapping that does not start at addr (the rest of one split before): its driver drops that part
+  for d in hit: d.forget_mapping(addr, length)
 
 def mmio_write32(addr: int, value: int) -> None:
   """A 32-bit register write (e.g. a doorbell) into a mapped device page.

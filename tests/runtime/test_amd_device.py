@@ -494,3 +494,25 @@ def test_gpu_free_never_leaves_a_hole_in_the_reservation(dev, monkeypatch):
   assert dev.drv.freed_mapped == [], "the freed BO is still taken for mapped on the CPU"
   again = dev.gpu_alloc(3 * 4096, "gtt", host=True)
   ctypes.memmove(again.host, b"ok!!", 4); assert ctypes.string_at(again.host, 4) == b"ok!!"
+
+def test_gpu_free_after_part_of_the_mapping_was_replaced_releases_the_bo(dev):
+  """A MAP_FIXED over one page of a host buffer splits the BO's mapping; the pages around it still hold the BO (one GEM
+  reference per VMA). gpu_free's MAP_FIXED over the whole range then drops them: the mock must see that, or the freed
+  BO stays taken for mapped (its memory never released)."""
+  from hcqrt import syscalls
+  buf = dev.gpu_alloc(3 * 4096, "gtt", host=True)
+  syscalls.mmap(-1, 4096, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | syscalls.MAP_FIXED, 0, buf.va + 4096)
+  dev.gpu_free(buf)
+  assert dev.drv.freed_mapped == [], "the freed BO is still taken for mapped on the CPU"
+
+def test_doorbells_ring_after_part_of_their_frame_was_replaced(dev):
+  """A MAP_FIXED over one page of the two-page doorbell frame leaves the other page mapped (the kernel splits the VMA,
+  its pgoff kept): a doorbell there must still reach the CP, not land in plain memory."""
+  from hcqrt import syscalls
+  q = dev.sdma
+  off = q.doorbell - q.doorbell_page
+  other = q.doorbell_page + (0x1000 if off < 0x1000 else 0)
+  syscalls.mmap(-1, 4096, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | syscalls.MAP_FIXED, 0, other)
+  n = dev.drv.doorbell_writes
+  syscalls.mmio_write64(q.doorbell, q.put)   # the same write pointer again: no new work, only the doorbell
+  assert dev.drv.doorbell_writes == n + 1, "the doorbell in the frame's mapped page no longer rings"

@@ -179,3 +179,31 @@ def test_nv_submit_fences_before_gpput_and_before_the_doorbell(monkeypatch):
     dev.synchronize()
     entry = ch.ring[put0]
     assert seen[:2] == [(entry, put0, 0), (entry, put0 + 1, 0)] and rings == [ch.token]
+
+class PageDriver(Recorder):
+  """Maps real anonymous pages (so the kernel really splits them under a MAP_FIXED) and records what it is told."""
+  def mmap(self, fd, length, prot, flags, offset, addr):
+    self.calls.append(("mmap", fd, length, offset))
+    return syscalls._libc.mmap(addr, length, 3, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS, -1, 0)
+  def munmap(self, addr, length): self.calls.append(("munmap", addr, length)); syscalls._libc.munmap(addr, length)
+  def forget_mapping(self, addr, length): self.calls.append(("forget", addr, length))
+  def mmio_write64(self, addr, value): self.calls.append(("mmio_write64", addr, value))
+
+def test_map_fixed_over_part_of_a_fake_mapping_keeps_the_rest_routed():
+  """A MAP_FIXED over the middle page of a device mapping unmaps only that page: the kernel splits the VMA and the
+  head and tail stay the driver's (linux@v6.12.117:mm/vma.c:370-414 __split_vma: each part keeps its pgoff, and
+  vm_ops->open, drm_gem_vm_open for a BO, takes a reference for it). Stores into the tail must still reach the driver, and unmapping the tail must still tell it."""
+  P, drv = 4096, PageDriver()
+  with syscalls.installed(drv):
+    fd = syscalls.open("/dev/fake0", os.O_RDWR)
+    a = syscalls.mmap(fd, 3 * P, syscalls.PROT_READ | syscalls.PROT_WRITE, syscalls.MAP_SHARED, 0)
+    syscalls.mmap(-1, P, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | syscalls.MAP_FIXED, 0, a + P)
+    assert ("forget", a + P, P) in drv.calls
+    syscalls.mmio_write64(a + 2 * P + 8, 7)
+    assert ("mmio_write64", a + 2 * P + 8, 7) in drv.calls, "the tail of the split mapping is no longer routed"
+    syscalls.munmap(a + P, P)                       # the anonymous page: no driver's
+    syscalls.munmap(a + 2 * P, P)                   # the tail: the driver's, though no mapping of it starts there
+    assert [c for c in drv.calls if c[0] == "forget"] == [("forget", a + P, P), ("forget", a + 2 * P, P)]
+    syscalls.munmap(a, P)
+    assert drv.calls[-1] == ("munmap", a, P) and all(r[2] is not drv for r in syscalls._fake_ranges)
+    syscalls.close(fd)

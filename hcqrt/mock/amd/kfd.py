@@ -132,7 +132,7 @@ class MockKFD(Holdable):
     self.doorbells: dict[tuple[int, int], Queue] = {}    # (gpu_id, doorbell byte offset in its frame) -> queue
     self.doorbell_writes = 0                  # doorbell writes seen (tests and benchmarks count submissions)
     self.interrupts: list[int] = []           # context ids of the interrupts raised, in order (tests count them)
-    self.doorbell_maps: list[tuple[int, int, int]] = []   # (address, length, gpu_id) of doorbell frame mappings
+    self.doorbell_maps: list[tuple[int, int, int, int]] = []   # (address, length, offset in the frame, gpu_id) of what is mapped of doorbell frames
     self.event_page: BO | None = None
     # "Allocate event ID 0. It is used for a fast path to ignore bogus events": the process's first signal event is 1
     # (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_events.c:245-262; linux@v6.1.192:.../kfd_events.c:252-255)
@@ -740,7 +740,7 @@ class MockKFD(Holdable):
       if gpu not in self.nodes: raise _err(errno.EINVAL, f"doorbell mmap for unknown gpu_id {gpu:#x}")
       if length != DOORBELL_FRAME: raise _err(errno.EINVAL, f"doorbell mmap of {length:#x} bytes (the process frame is {DOORBELL_FRAME:#x})")
       a = syscalls.mmap(-1, length, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS | (syscalls.MAP_FIXED if addr else 0), 0, addr)
-      self.doorbell_maps.append((a, length, gpu))
+      self.doorbell_maps.append((a, length, 0, gpu))
       return a
 
   def munmap(self, addr: int, length: int) -> None:
@@ -750,8 +750,10 @@ class MockKFD(Holdable):
   def forget_mapping(self, addr: int, length: int) -> None:
     """[addr, addr+length) is unmapped: by munmap, or replaced by a MAP_FIXED mmap (syscalls.mmap), which drops the
     GEM references of the VMAs it covers as a munmap does."""
-    self.doorbell_maps = [m for m in self.doorbell_maps if m[0] + m[1] <= addr or m[0] >= addr + length]
     with self.lock:
+      # the part of a doorbell frame left mapped still rings its doorbells: a partial unmap splits the VMA, each part
+      # keeping its own pgoff and PTEs (linux@v6.12.117:mm/vma.c:370-414, __split_vma)
+      self.doorbell_maps = [(*p, g) for a, n, o, g in self.doorbell_maps for p in _unmapped((a, n, o), addr, length)]
       # what stays mapped of each mapping: a munmap of part of one leaves the rest, whose VMA still holds the GEM
       # reference (split VMAs each take one, drm_gem_vm_open, linux@v6.12.117:drivers/gpu/drm/drm_gem.c:1100-1106)
       for b in [*self.bos.values(), *self.freed_mapped]: b.cpu_at = [p for m in b.cpu_at for p in _unmapped(m, addr, length)]
@@ -760,7 +762,7 @@ class MockKFD(Holdable):
       for b in gone: self._release(b)   # (the last mapping of a freed BO: its GEM reference goes, _free_memory_of_gpu)
 
   def mmio_write64(self, addr: int, value: int) -> None:
-    base, gpu = next(((a, g) for a, n, g in self.doorbell_maps if a <= addr < a + n), (None, None))
+    base, gpu = next(((a - o, g) for a, n, o, g in self.doorbell_maps if a <= addr < a + n), (None, None))
     ctypes.c_uint64.from_address(addr).value = value
     if base is None: return
     with self.lock:
