@@ -281,7 +281,7 @@ class AMDDevice(HCQDevice):
     self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=buf.handle)
     if buf.host is not None:
       # give the range back to the reservation in one call: MAP_FIXED replaces the BO's mapping (mmap(2): the overlap is
-      # unmapped within the call, linux@v6.12.117:mm/mmap.c:1389-1397, 1551-1552). A munmap first would leave a hole that
+      # unmapped within the call, linux@v6.12.117:mm/mmap.c:1389-1397, 1437, 1551-1552). A munmap first would leave a hole that
       # any other thread's mmap may take, and the re-reservation would then map over that thread's memory
       syscalls.mmap(-1, buf.size, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE | syscalls.MAP_FIXED, 0, buf.va)
     buf.freed = True

@@ -482,7 +482,9 @@ def test_gpu_free_never_leaves_a_hole_in_the_reservation(dev, monkeypatch):
   holes, real_mmap, real_munmap = [], syscalls.mmap, syscalls.munmap
   def probe():
     a = syscalls._libc.mmap(buf.va, 4096, 3, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | 0x100000, -1, 0)
-    if a not in (None, syscalls._MAP_FAILED): holes.append(a); syscalls._libc.munmap(a, 4096)
+    if a in (None, syscalls._MAP_FAILED): return
+    syscalls._libc.munmap(a, 4096)
+    if a == buf.va: holes.append(a)   # (a kernel before 4.17 ignores the flag and places the page elsewhere: no hole)
   def mmap(*a, **kw): r = real_mmap(*a, **kw); probe(); return r
   def munmap(*a, **kw): r = real_munmap(*a, **kw); probe(); return r
   monkeypatch.setattr(syscalls, "mmap", mmap); monkeypatch.setattr(syscalls, "munmap", munmap)
