@@ -279,13 +279,19 @@ class AMDDevice(HCQDevice):
     # FREE needs every mapping gone, the peers' too (EBUSY otherwise): one UNMAP lists them all
     self._map(buf, unmap=True, gpu_ids=[self.gpu_id, *sorted(self._peer_maps.pop(buf.handle, ()))])
     self.ioctl("AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=buf.handle)
-    if buf.host is not None:
-      # give the range back to the reservation in one call: MAP_FIXED replaces the BO's mapping (mmap(2): the overlap is
-      # unmapped within the call, linux@v6.12.117:mm/mmap.c:1389-1397, 1437, 1551-1552). A munmap first would leave a hole that
-      # any other thread's mmap may take, and the re-reservation would then map over that thread's memory
-      syscalls.mmap(-1, buf.size, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE | syscalls.MAP_FIXED, 0, buf.va)
-    buf.freed = True
+    buf.freed = True   # the BO is gone from the KFD: a second free must not UNMAP/FREE its handle again
     self.buffers.pop(buf.va, None)
+    # give the range back to the reservation in one call: MAP_FIXED replaces the BO's mapping (mmap(2): the overlap is
+    # unmapped within the call, linux@v6.12.117:mm/mmap.c:1389-1397, 1437, 1551-1552). A munmap first would leave a hole that
+    # any other thread's mmap may take, and the re-reservation would then map over that thread's memory
+    if buf.host is not None:
+      try: syscalls.mmap(-1, buf.size, 0, syscalls.MAP_PRIVATE | syscalls.MAP_ANONYMOUS | MAP_NORESERVE | syscalls.MAP_FIXED, 0, buf.va)
+      except OSError as e:
+        # ENOMEM: more mappings than vm.max_map_count before anything moved (the BO's mapping stays, mm/mmap.c:325-326),
+        # or a late allocation failure after the old VMAs were closed (a hole, mm/mmap.c:1593-1594 -> mm/vma.h:263-271).
+        # Either way the range is not a reservation: it never goes back to the allocator, so no BO is MAP_FIXED over it
+        raise AMDError(f"{self.name}: gpu_free of the host-mapped buffer at {buf.va:#x} ({buf.size:#x} bytes) could not "
+                       f"re-reserve its range, which stays out of use: {e}", e.errno or 0) from e
     self.va.give(buf.va, buf.size)
 
   # ---- queues ----

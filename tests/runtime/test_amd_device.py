@@ -518,3 +518,20 @@ def test_doorbells_ring_after_part_of_their_frame_was_replaced(dev):
   n = dev.drv.doorbell_writes
   syscalls.mmio_write64(q.doorbell, q.put)   # the same write pointer again: no new work, only the doorbell
   assert dev.drv.doorbell_writes == n + 1, "the doorbell in the frame's mapped page no longer rings"
+
+def test_gpu_free_when_the_range_cannot_be_reserved_again(dev, monkeypatch):
+  """The re-reserving MAP_FIXED can fail (ENOMEM: past vm.max_map_count, linux@v6.12.117:mm/mmap.c:325-326, or after the
+  old VMAs were closed, leaving a hole: mm/vma.h:263-271). The BO is freed in the KFD by then: the error names gpu_free
+  and the buffer, a second free does not UNMAP/FREE the dead handle again, and the range is not handed out again."""
+  import errno
+  from hcqrt import syscalls
+  from hcqrt.amd.device import AMDError
+  buf, real_mmap = dev.gpu_alloc(3 * 4096, "gtt", host=True), syscalls.mmap
+  def mmap(fd, length, prot, flags, offset, addr=None):
+    if fd == -1 and addr == buf.va: raise OSError(errno.ENOMEM, "mmap failed: Cannot allocate memory")
+    return real_mmap(fd, length, prot, flags, offset, addr)
+  monkeypatch.setattr(syscalls, "mmap", mmap)
+  with pytest.raises(AMDError, match=f"gpu_free of the host-mapped buffer at {buf.va:#x}"): dev.gpu_free(buf)
+  monkeypatch.undo()
+  dev.gpu_free(buf)   # already freed: nothing to do, no ioctl on the dead handle
+  assert not any(s <= buf.va < s + n for s, n in dev.va.free), "the range went back to the allocator"
