@@ -73,6 +73,21 @@ def _nv_kernels(arch: str) -> tuple[bytes, bytes]:
   assert "add.u32 %r2, %r1, 1;" in INC
   return assemble_ptx(head(arch) + INC, arch), assemble_ptx(head(arch) + INC.replace("add.u32 %r2, %r1, 1;", "add.u32 %r2, %r1, 7;"), arch)
 
+def _collect_inside_an_allocation(monkeypatch, a, before=lambda: None) -> list[int]:
+  """Patch the NV allocator `a` so that its next cache lookup (`_take`) runs `before()` and a cyclic GC in the middle of
+  the allocation; returns the list that collects the address of each buffer freed into the cache (`_keep`) meanwhile."""
+  inside, reentered = [], []
+  real_take, real_keep = a._take, a._keep
+  def take(key):
+    inside.append(1)
+    try: before(); gc.collect(); return real_take(key)
+    finally: inside.pop()
+  def keep(key, item):
+    if inside: reentered.append(item.va)
+    return real_keep(key, item)
+  monkeypatch.setattr(a, "_take", take); monkeypatch.setattr(a, "_keep", keep)
+  return reentered
+
 def test_nv_program_dropped_inside_the_allocator_is_freed_after_it(monkeypatch):
   """A program dropped while the allocator is mid-call (a cyclic GC can run its finalizer at any bytecode) must not
   re-enter the allocator there (alloc_cache.py _keep iterates the cache; gpu_free synchronizes and calls RM/UVM):
@@ -82,18 +97,7 @@ def test_nv_program_dropped_inside_the_allocator_is_freed_after_it(monkeypatch):
     a = nv.allocator
     holder = [nv.program("inc", _nv_kernels(nv.arch)[0])]
     lib = holder[0].lib
-    inside, reentered = [], []
-    real_take, real_keep = a._take, a._keep
-    def take(key):
-      inside.append(1)
-      try:
-        if holder: holder.clear(); gc.collect()   # the program's last reference goes mid-allocation
-        return real_take(key)
-      finally: inside.pop()
-    def keep(key, item):
-      if inside: reentered.append(item.va)
-      return real_keep(key, item)
-    monkeypatch.setattr(a, "_take", take); monkeypatch.setattr(a, "_keep", keep)
+    reentered = _collect_inside_an_allocation(monkeypatch, a, before=holder.clear)   # the program's last reference goes
     other = a.alloc(4)
     assert reentered == [], "the finalizer freed into the cache while an allocation was under way"
     assert other.va != lib.va
@@ -161,16 +165,7 @@ def test_nv_buffer_freed_by_a_finalizer_inside_the_allocator_is_freed_after_it(m
     owner = Owner(); owner.me = owner   # a cycle: only the cyclic GC frees it
     weakref.finalize(owner, a.free, buf)
     del owner
-    inside, reentered = [], []
-    real_take, real_keep = a._take, a._keep
-    def take(key):
-      inside.append(1)
-      try: gc.collect(); return real_take(key)
-      finally: inside.pop()
-    def keep(key, item):
-      if inside: reentered.append(item.va)
-      return real_keep(key, item)
-    monkeypatch.setattr(a, "_take", take); monkeypatch.setattr(a, "_keep", keep)
+    reentered = _collect_inside_an_allocation(monkeypatch, a)
     other = a.alloc(4)
     assert reentered == [], "a finalizer's free went into the cache while an allocation was under way"
     assert other.va != buf.va
