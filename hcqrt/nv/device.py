@@ -17,7 +17,7 @@ GPU-uncached: GPU caching of sysmem is not coherent with the CPU. Doorbells go t
   ('sm_90', 'V04_00')
 """
 from __future__ import annotations
-import collections, contextlib, ctypes, errno, os, struct, time, weakref
+import collections, contextlib, ctypes, errno, os, struct, threading, time, weakref
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
@@ -349,13 +349,17 @@ class NVAllocator(CachingAllocator):
   any thread, where freeing could re-enter the cache mid-update (_keep iterating it) or synchronize and call RM/UVM
   in the middle of another ioctl sequence: they only append to `_dropped` (deque.append is atomic, takes no lock),
   which alloc, free and the device's synchronize drain when no allocator call is under way (`_busy`).
+  Threads: one at a time inside (`_lock`). A free never waits for it: the thread holding it may be waiting for the
+  freeing one (a finalizer on the thread of a mock GPU, which a synchronize waits for), so a free that finds another
+  thread inside is deferred like a finalizer's.
   """
   STAGING = 2 << 20
   def __init__(self, dev: NVDevice, cache_limit: int | None = None):
     super().__init__(env_int("NV_CACHE_BYTES", 1 << 30) if cache_limit is None else cache_limit)
     self.dev = dev
     self._dropped: collections.deque[NVBuffer] = collections.deque()   # freed by finalizers, not yet in the cache
-    self._busy = 0   # allocator calls under way: reap waits for them
+    self._busy = 0   # allocator calls under way (by the thread holding _lock): reap waits for them
+    self._lock = threading.RLock()   # (reentrant: a finalizer inside our own call takes it, then finds _busy and defers)
 
   def _size(self, b: NVBuffer) -> int: return b.size
   def _release(self, b: NVBuffer) -> None: self.dev.gpu_free(b)
@@ -365,10 +369,13 @@ class NVAllocator(CachingAllocator):
     self._dropped.append(buf)
   def reap(self) -> None:
     """Free what finalizers handed to free_later, unless an allocator call is under way (it reaps when it next runs)."""
-    if self._busy or not self._dropped: return
-    with self._inside():
-      while self._dropped:
-        if not (b := self._dropped.popleft()).freed: self._free(b)
+    if not self._dropped or not self._lock.acquire(blocking=False): return   # (another thread inside reaps after)
+    try:
+      if self._busy: return
+      with self._inside():
+        while self._dropped:
+          if not (b := self._dropped.popleft()).freed: self._free(b)
+    finally: self._lock.release()
   @contextlib.contextmanager
   def _inside(self):
     self._busy += 1
@@ -376,8 +383,9 @@ class NVAllocator(CachingAllocator):
     finally: self._busy -= 1
 
   def alloc(self, nbytes: int, host: bool = False) -> NVBuffer:
-    self.reap()
-    with self._inside(): return self._alloc(nbytes, host)
+    with self._lock:
+      self.reap()
+      with self._inside(): return self._alloc(nbytes, host)
   def _alloc(self, nbytes: int, host: bool) -> NVBuffer:
     if not isinstance(nbytes, int) or nbytes < 0: raise ValueError(f"NVAllocator.alloc: bad size {nbytes!r}")
     n = max(nbytes, 1)
@@ -391,12 +399,17 @@ class NVAllocator(CachingAllocator):
 
   def free(self, buf: NVBuffer) -> None:
     # a frontend Buffer's finalizer (frontend/buffer.py _free) calls this directly, so a cyclic GC inside an allocator
-    # call lands here mid-update as _free_program would: deferred the same way
-    if self._busy:
+    # call lands here mid-update as _free_program would, and on any thread: deferred the same way, never waiting
+    if not self._lock.acquire(blocking=False):
       if buf.freed: raise RuntimeError(f"double free of {buf!r}")
       return self.free_later(buf)
-    self.reap()
-    with self._inside(): self._free(buf)
+    try:
+      if self._busy:
+        if buf.freed: raise RuntimeError(f"double free of {buf!r}")
+        return self.free_later(buf)
+      self.reap()
+      with self._inside(): self._free(buf)
+    finally: self._lock.release()
   def _free(self, buf: NVBuffer) -> None:
     if buf.freed: raise RuntimeError(f"double free of {buf!r}")
     if buf.size > self.cache_limit: return self.dev.gpu_free(buf)
