@@ -393,6 +393,9 @@ class NVAllocator(CachingAllocator):
       return NVBuffer(b.va, nbytes, b.size, b.handle, b.host, b.sysmem)
     try: return self.dev.gpu_alloc(n, host=host, nbytes=nbytes)
     except NVError:
+      # frees deferred during this call (a finalizer a GC ran inside it, another thread's free) hold memory too
+      while self._dropped:
+        if not (b := self._dropped.popleft()).freed: self._free(b)
       if not self.cached_bytes: raise
       self.flush()
       return self.dev.gpu_alloc(n, host=host, nbytes=nbytes)

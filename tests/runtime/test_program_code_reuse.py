@@ -197,3 +197,20 @@ def test_nv_allocator_from_two_threads_loses_and_corrupts_nothing():
     held = [b for items in a.cache.values() for b in items]
     assert len({b.va for b in held}) == len(held), "one buffer's memory is cached twice"
     assert a.cached_bytes == sum(b.size for b in held)
+
+def test_nv_buffer_freed_while_an_allocation_runs_out_of_memory_is_given_to_it():
+  """A free deferred during an allocation (a cyclic GC inside it runs a Buffer's finalizer; another thread frees) is
+  memory that allocation may need: when the driver refuses it for lack of memory, the deferred frees go back too."""
+  import dataclasses
+  from conftest import mock_nv_device
+  with mock_nv_device() as nv:
+    a, gpu = nv.allocator, nv.drv.gpus[0]
+    nv.drv.chip = dataclasses.replace(nv.drv.chip, fb_size=gpu.vidmem_used + (4 << 20))   # room for one 4 MiB buffer
+    big = a.alloc(4 << 20)
+    real = nv.gpu_alloc
+    def gpu_alloc(*args, **kw):   # the finalizer of the buffer holding `big` runs here, inside the allocator call
+      if not big.freed and big not in a._dropped: a.free(big)
+      return real(*args, **kw)
+    nv.gpu_alloc = gpu_alloc
+    got = a.alloc(4 << 20)   # not NV_ERR_NO_MEMORY: the deferred free went back to the driver first
+    assert not got.freed and gpu.vidmem_used <= nv.drv.chip.fb_size and not a._dropped and a.cached_bytes == 0
