@@ -413,6 +413,12 @@ class NVAllocator(CachingAllocator):
       self.reap()
       with self._inside(): self._free(buf)
     finally: self._lock.release()
+  def flush(self) -> None:
+    # an allocator call like the others: releasing synchronizes, and synchronize's reap would put deferred frees into
+    # the cache that flush is walking (a released item left in it, handed out again); another thread's free waits too
+    with self._lock:
+      self.reap()
+      with self._inside(): super().flush()
   def _free(self, buf: NVBuffer) -> None:
     if buf.freed: raise RuntimeError(f"double free of {buf!r}")
     if buf.size > self.cache_limit: return self.dev.gpu_free(buf)

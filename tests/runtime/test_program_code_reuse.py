@@ -214,3 +214,15 @@ def test_nv_buffer_freed_while_an_allocation_runs_out_of_memory_is_given_to_it()
     nv.gpu_alloc = gpu_alloc
     got = a.alloc(4 << 20)   # not NV_ERR_NO_MEMORY: the deferred free went back to the driver first
     assert not got.freed and gpu.vidmem_used <= nv.drv.chip.fb_size and not a._dropped and a.cached_bytes == 0
+
+def test_nv_allocator_flush_with_deferred_frees_releases_all_once():
+  """flush releases each cached buffer (gpu_free synchronizes, and synchronize reaps): a deferred free that lands in
+  the cache while flush walks it must not break the walk nor leave a released buffer in the cache to be handed out."""
+  from conftest import mock_nv_device
+  with mock_nv_device() as nv:
+    a = nv.allocator
+    for b in [a.alloc(4096 * (1 + i)) for i in range(3)]: a.free(b)
+    dropped = a.alloc(1 << 20); a.free_later(dropped)   # a dropped program's code, not yet reaped
+    a.flush()
+    assert a.cache == {} and a.cached_bytes == 0 and not a._dropped and dropped.freed
+    assert not a.alloc(4096).freed
