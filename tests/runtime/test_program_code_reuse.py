@@ -187,9 +187,10 @@ def test_nv_allocator_from_two_threads_loses_and_corrupts_nothing():
       except BaseException as e: errors.append(e)
     old = sys.getswitchinterval(); sys.setswitchinterval(1e-6)   # (switch threads often: inside the cache's updates too)
     try:
-      ts = [threading.Thread(target=loop, args=(n,)) for n in range(2)]
+      ts = [threading.Thread(target=loop, args=(n,), daemon=True) for n in range(2)]
       for t in ts: t.start()
-      for t in ts: t.join()
+      for t in ts: t.join(timeout=300)
+      assert not any(t.is_alive() for t in ts), "the allocator deadlocked"
     finally: sys.setswitchinterval(old)
     assert errors == [], errors[:1]
     nv.synchronize()   # a safe point: deferred frees are done
