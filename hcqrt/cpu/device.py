@@ -85,6 +85,11 @@ class CPUAllocator(CachingAllocator):
   """
   def __init__(self, cache_limit: int | None = None):
     super().__init__(env_int("CPU_CACHE_BYTES", 1 << 31) if cache_limit is None else cache_limit)
+    # One thread at a time updates the cache: a Buffer's finalizer frees on whatever thread the GC runs (a data loader's,
+    # a worker's), beside an allocation on another. A free never waits for the lock: the cyclic GC may run that
+    # finalizer inside our own call on this thread, which holds it; such a free (or one finding another thread inside)
+    # lets the memory go back to the system with its last view, as the cache's own release does (_release)
+    self._lock = threading.Lock()
 
   @staticmethod
   def _key(nbytes: int) -> int: return nbytes if nbytes < HUGE else (nbytes + ALIGN + HUGE - 1) // HUGE * HUGE
@@ -94,7 +99,8 @@ class CPUAllocator(CachingAllocator):
 
   def alloc(self, nbytes: int) -> CPUBuffer:
     if not isinstance(nbytes, int) or nbytes < 0: raise ValueError(f"CPUAllocator.alloc: bad size {nbytes!r}")
-    if (item := self._take(self._key(nbytes))) is not None: return CPUBuffer(nbytes, *item)
+    with self._lock: item = self._take(self._key(nbytes))
+    if item is not None: return CPUBuffer(nbytes, *item)
     try: return CPUBuffer(nbytes, _backing(nbytes))
     except (MemoryError, OSError):
       self.flush()   # what the cache holds may be what this allocation needs
@@ -104,7 +110,12 @@ class CPUAllocator(CachingAllocator):
     if (raw := buf._raw) is None: raise RuntimeError(f"double free of {buf!r}")
     buf._raw = None
     # only big buffers are worth keeping: small ones come from calloc's own free lists
-    if raw.nbytes >= KEEP: self._keep(self._key(buf.nbytes), (raw, buf.address - buf._off))
+    if raw.nbytes >= KEEP and self._lock.acquire(blocking=False):
+      try: self._keep(self._key(buf.nbytes), (raw, buf.address - buf._off))
+      finally: self._lock.release()
+
+  def flush(self) -> None:
+    with self._lock: super().flush()
 
   def share_with_forks(self, buf: CPUBuffer, share: bool) -> None:
     """Whether a process forked later maps `buf` (MADV_DOFORK / MADV_DONTFORK; only the big buffers with a mapping of

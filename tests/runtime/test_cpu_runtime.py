@@ -658,3 +658,41 @@ def test_spin_iterations_scale_with_the_time(kind):
   assert cpu_device.spin_iterations(r.image, 0) == 0
   small, big = cpu_device.spin_iterations(r.image, 100), cpu_device.spin_iterations(r.image, 10000)
   assert 0 < small < big and big > 20 * small   # (each timed apart: 100x in theory, noise aside)
+
+def test_cpu_allocator_from_two_threads_keeps_its_cache_whole():
+  """Buffers are freed on any thread (a Buffer's finalizer runs where the GC does) while another allocates: the cache's
+  updates must not interleave (a KeyError, or bytes counted that it no longer holds)."""
+  import sys, threading
+  from hcqrt.cpu.device import CPUAllocator, KEEP
+  al = CPUAllocator(cache_limit=3 * KEEP)   # (a few buffers: frees evict, _keep walks the cache)
+  errors: list[BaseException] = []
+  def loop(n: int):
+    try:
+      for i in range(3000): al.free(al.alloc(KEEP * (1 + (i + n) % 3)))
+    except BaseException as e: errors.append(e)
+  old = sys.getswitchinterval(); sys.setswitchinterval(1e-6)   # (switch threads often: inside the cache's updates too)
+  try:
+    ts = [threading.Thread(target=loop, args=(n,), daemon=True) for n in range(2)]
+    for t in ts: t.start()
+    for t in ts: t.join(timeout=300)
+    assert not any(t.is_alive() for t in ts), "the allocator deadlocked"
+  finally: sys.setswitchinterval(old)
+  assert errors == [], errors[:1]
+  held = [it for items in al.cache.values() for it in items]
+  assert al.cached_bytes == sum(raw.nbytes for raw, _ in held) <= al.cache_limit
+  assert len({addr for _, addr in held}) == len(held), "one buffer's memory is cached twice"
+
+def test_cpu_free_inside_the_allocators_own_update_does_not_deadlock():
+  """A free while a thread is inside the allocator (holding its lock: the cyclic GC may run a Buffer's finalizer inside
+  our own call, on that very thread) goes on without waiting: its memory goes back to the system, and the allocator
+  keeps working."""
+  from hcqrt.cpu.device import CPUAllocator, KEEP
+  al = CPUAllocator()
+  a, b = al.alloc(KEEP), al.alloc(KEEP)
+  import threading
+  with al._lock:   # this thread is inside the allocator; a free (a finalizer: here on a thread of its own) must not wait
+    t = threading.Thread(target=al.free, args=(a,), daemon=True); t.start(); t.join(timeout=30)
+    assert not t.is_alive(), "free waited for the allocator's lock"
+  assert al.cached_bytes == 0
+  al.free(b)
+  assert al.cached_bytes >= KEEP and al.alloc(KEEP) is not None and al.cached_bytes == 0   # (b's memory, reused)
