@@ -662,21 +662,12 @@ def test_spin_iterations_scale_with_the_time(kind):
 def test_cpu_allocator_from_two_threads_keeps_its_cache_whole():
   """Buffers are freed on any thread (a Buffer's finalizer runs where the GC does) while another allocates: the cache's
   updates must not interleave (a KeyError, or bytes counted that it no longer holds)."""
-  import sys, threading
   from hcqrt.cpu.device import CPUAllocator, KEEP
+  from thread_race import race
   al = CPUAllocator(cache_limit=3 * KEEP)   # (a few buffers: frees evict, _keep walks the cache)
-  errors: list[BaseException] = []
   def loop(n: int):
-    try:
-      for i in range(3000): al.free(al.alloc(KEEP * (1 + (i + n) % 3)))
-    except BaseException as e: errors.append(e)
-  old = sys.getswitchinterval(); sys.setswitchinterval(1e-6)   # (switch threads often: inside the cache's updates too)
-  try:
-    ts = [threading.Thread(target=loop, args=(n,), daemon=True) for n in range(2)]
-    for t in ts: t.start()
-    for t in ts: t.join(timeout=300)
-    assert not any(t.is_alive() for t in ts), "the allocator deadlocked"
-  finally: sys.setswitchinterval(old)
+    for i in range(3000): al.free(al.alloc(KEEP * (1 + (i + n) % 3)))
+  errors = race(loop)
   assert errors == [], errors[:1]
   held = [it for items in al.cache.values() for it in items]
   assert al.cached_bytes == sum(raw.nbytes for raw, _ in held) <= al.cache_limit

@@ -175,23 +175,14 @@ def test_nv_allocator_from_two_threads_loses_and_corrupts_nothing():
   """Buffers are freed on any thread (a Buffer's finalizer runs where the GC does: a data loader's, a mock GPU's), while
   another allocates: one thread at a time updates the cache; a free that finds another thread inside is deferred, and
   every buffer freed ends in the cache or back with the driver exactly once."""
-  import sys, threading
   from conftest import mock_nv_device
+  from thread_race import race
   with mock_nv_device() as nv:
     a = nv.allocator
     a.cache_limit = 3 * (2 << 20)   # (a few buffers: frees evict, _keep walks the cache)
-    errors: list[BaseException] = []
     def loop(n: int):
-      try:
-        for i in range(300): a.free(a.alloc((2 << 20) * (1 + (i + n) % 3)))
-      except BaseException as e: errors.append(e)
-    old = sys.getswitchinterval(); sys.setswitchinterval(1e-6)   # (switch threads often: inside the cache's updates too)
-    try:
-      ts = [threading.Thread(target=loop, args=(n,), daemon=True) for n in range(2)]
-      for t in ts: t.start()
-      for t in ts: t.join(timeout=300)
-      assert not any(t.is_alive() for t in ts), "the allocator deadlocked"
-    finally: sys.setswitchinterval(old)
+      for i in range(300): a.free(a.alloc((2 << 20) * (1 + (i + n) % 3)))
+    errors = race(loop)
     assert errors == [], errors[:1]
     nv.synchronize()   # a safe point: deferred frees are done
     assert not a._dropped and a._busy == 0
