@@ -372,10 +372,11 @@ class NVAllocator(CachingAllocator):
     if not self._dropped or not self._lock.acquire(blocking=False): return   # (another thread inside reaps after)
     try:
       if self._busy: return
-      with self._inside():
-        while self._dropped:
-          if not (b := self._dropped.popleft()).freed: self._free(b)
+      with self._inside(): self._drain()
     finally: self._lock.release()
+  def _drain(self) -> None:
+    while self._dropped:
+      if not (b := self._dropped.popleft()).freed: self._free(b)
   @contextlib.contextmanager
   def _inside(self):
     self._busy += 1
@@ -393,9 +394,7 @@ class NVAllocator(CachingAllocator):
       return NVBuffer(b.va, nbytes, b.size, b.handle, b.host, b.sysmem)
     try: return self.dev.gpu_alloc(n, host=host, nbytes=nbytes)
     except NVError:
-      # frees deferred during this call (a finalizer a GC ran inside it, another thread's free) hold memory too
-      while self._dropped:
-        if not (b := self._dropped.popleft()).freed: self._free(b)
+      self._drain()   # frees deferred during this call (a finalizer a GC ran inside it, another thread's free) hold memory too
       if not self.cached_bytes: raise
       self.flush()
       return self.dev.gpu_alloc(n, host=host, nbytes=nbytes)
@@ -403,16 +402,15 @@ class NVAllocator(CachingAllocator):
   def free(self, buf: NVBuffer) -> None:
     # a frontend Buffer's finalizer (frontend/buffer.py _free) calls this directly, so a cyclic GC inside an allocator
     # call lands here mid-update as _free_program would, and on any thread: deferred the same way, never waiting
-    if not self._lock.acquire(blocking=False):
-      if buf.freed: raise RuntimeError(f"double free of {buf!r}")
-      return self.free_later(buf)
+    if not self._lock.acquire(blocking=False): return self._defer(buf)
     try:
-      if self._busy:
-        if buf.freed: raise RuntimeError(f"double free of {buf!r}")
-        return self.free_later(buf)
+      if self._busy: return self._defer(buf)
       self.reap()
       with self._inside(): self._free(buf)
     finally: self._lock.release()
+  def _defer(self, buf: NVBuffer) -> None:
+    if buf.freed: raise RuntimeError(f"double free of {buf!r}")
+    self.free_later(buf)
   def flush(self) -> None:
     # an allocator call like the others: releasing synchronizes, and synchronize's reap would put deferred frees into
     # the cache that flush is walking (a released item left in it, handed out again); another thread's free waits too
