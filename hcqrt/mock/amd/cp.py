@@ -18,6 +18,7 @@ import struct, time
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from hcqrt.mock.amd import tables as T
+from hcqrt.mock.icache import stale_range
 from hcqrt.mock.amd.memory import GPUVM, GPUFault
 from hcqrt.mock.amd.rdna3.launch import USER_POISON, ScratchRing
 
@@ -113,12 +114,9 @@ def check_icache(d: Dispatch, vm: GPUVM) -> None:
   program was) would run the stale lines, on hardware silently; the mock refuses it, naming the address."""
   bo = vm.find(d.program)
   code = bytes(vm.read(d.program, min(bo.va + bo.size - d.program, ICACHE_SPAN)))
-  lo, hi = d.program, d.program + len(code)
-  for va, held in vm.icache.items():
-    a, b = max(lo, va), min(hi, va + len(held))
-    if a < b and held[a - va:b - va] != code[a - lo:b - lo]:
-      raise GPUError(f"the program at {d.program:#x} runs stale instruction-cache lines: the code at {a:#x}..{b:#x} changed since a "
-                     "dispatch fetched it and no ACQUIRE_MEM invalidated the I$ (gfx9 SH_ICACHE_ACTION_ENA, gfx10+ GLI_INV) since")
+  if (stale := stale_range(vm.icache.items(), d.program, code)) is not None:
+    raise GPUError(f"the program at {d.program:#x} runs stale instruction-cache lines: the code at {stale[1]:#x}..{stale[2]:#x} changed "
+                   "since a dispatch fetched it and no ACQUIRE_MEM invalidated the I$ (gfx9 SH_ICACHE_ACTION_ENA, gfx10+ GLI_INV) since")
   vm.icache[d.program] = code
 
 def pm4_xcc_share(workgroups: int, num_xcc: int) -> tuple[int, ...]:

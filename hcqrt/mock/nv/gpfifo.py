@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 import numpy as np
 from hcqrt.mock.held import Holdable
+from hcqrt.mock.icache import stale_range
 from hcqrt.mock.nv import classdefs as CD
 from hcqrt.mock.nv.classdefs import class_name
 from hcqrt.mock.ptx import AddressSpace
@@ -380,13 +381,11 @@ class Channel:
     if (held := ic.get(prog)) is not None:   # every line of the held kernel is cached (harmful: none is refetched)
       return kk if kk is not None and kk.text == held.text else held
     if kk is None: raise bad(f"no known kernel at program address {prog:#x} (code not from a cubin assembled in this process)")
-    lo, hi = prog, prog + len(kk.text)
-    for va, h in ic.items():
-      a, b = max(lo, va), min(hi, va + len(h.text))
-      if a < b and h.text[a - va:b - va] != kk.text[a - lo:b - lo]:
-        raise bad(f"kernel {kk.name} runs stale instruction-cache lines: the code at {a:#x}..{b:#x} changed since a launch "
-                  f"fetched it (kernel {h.name} at {va:#x}) and no INVALIDATE_SHADER_CACHES(_NO_WFI) INSTRUCTION or QMD "
-                  "INVALIDATE_INSTRUCTION_CACHE dropped the I$ since")
+    if (stale := stale_range(((va, h.text) for va, h in ic.items()), prog, kk.text)) is not None:
+      va, a, b = stale
+      raise bad(f"kernel {kk.name} runs stale instruction-cache lines: the code at {a:#x}..{b:#x} changed since a "
+                f"launch fetched it (kernel {ic[va].name} at {va:#x}) and no INVALIDATE_SHADER_CACHES(_NO_WFI) INSTRUCTION or QMD "
+                "INVALIDATE_INSTRUCTION_CACHE dropped the I$ since")
     ic[prog] = kk
     return kk
 
