@@ -47,7 +47,7 @@ from compiler.opt.base import Opt, OptError, OptKind
 from compiler.opt.apply import candidate_opts, has_vectors, work, THREAD_MIN_WORK
 from compiler.opt.heuristic import apply_opts
 from compiler.pipeline import CompiledKernel, Launch, compile_kernel, backend
-from compiler.assemble.disk_cache import cache_root, atomic_write
+from compiler.assemble.disk_cache import cache_root, read_cached, write_cached
 from compiler.beam_pool import WorkerPool, WorkerError
 from compiler.settings import env_float
 
@@ -182,8 +182,9 @@ class _Progress:
           f"{'the heuristic' if best.opts is None else list(best.opts)}", file=sys.stderr, flush=True)
 
 def _cached(path) -> tuple[bool, tuple | None]:
-  try: entry = json.loads(path.read_text())
-  except (OSError, ValueError): return False, None
+  if (text := read_cached(path)) is None: return False, None
+  try: entry = json.loads(text)
+  except ValueError: return False, None
   if not isinstance(entry, dict) or "opts" not in entry: return False, None
   if entry["opts"] is None: return True, None
   try: return True, tuple(Opt.from_json(o) for o in entry["opts"])
@@ -232,7 +233,7 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
   max_depth = MAX_DEPTH if max_depth is None else max_depth
   cap = MAX_CANDIDATES if max_candidates is None else max_candidates
   path = cache_path(cache_key(k, target, width))
-  if use_cache and path.exists():
+  if use_cache:
     hit, opts = _cached(path)
     if hit:
       try:
@@ -260,7 +261,7 @@ def beam_search(k: LoweredKernel, target: Target, run: Callable[[Built], tuple[f
   def keep(opts: tuple | None, b: Built) -> tuple | None:
     st["best_opts"], st["best"] = (None if opts is None else list(opts)), b
     prog.end(b, st, base.time_s)
-    if use_cache: atomic_write(path, json.dumps({"kernel": k.name, "opts": None if opts is None else [o.to_json() for o in opts],
+    if use_cache: write_cached(path, json.dumps({"kernel": k.name, "opts": None if opts is None else [o.to_json() for o in opts],
                                                   "time_s": b.time_s, "heuristic_s": base.time_s}).encode())
     return opts
   if base.time_s < (min_seconds() if min_s is None else min_s):

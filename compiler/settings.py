@@ -81,6 +81,18 @@ def kernel_cache_max() -> int:
   except ValueError: n = 0
   return n if n >= 1 else 4096
 
+def disk_cache_max_bytes() -> int:
+  """HCQRT_CACHE_MAX_MB: how big the on-disk cache ($HCQRT_CACHE) may grow, in MiB of disk (each file counted in whole
+  4 KiB blocks); past it the least recently used files go, BEAM results last (compiler/assemble/disk_cache.py). Default
+  1024: months of kernels of a few models. A fraction is allowed (tests); unset, bad or not above 0: the default.
+
+  >>> os.environ.get("HCQRT_CACHE_MAX_MB") is not None or disk_cache_max_bytes() == 1 << 30
+  True
+  """
+  try: mb = float(getenv("HCQRT_CACHE_MAX_MB") or 0)
+  except ValueError: mb = 0
+  return int((mb if 0 < mb < 1 << 40 else 1024) * (1 << 20))   # the upper bound also turns away inf and nan
+
 def env_float(name: str, default: float) -> float:
   """A number setting (`default` when unset, empty or not a number)."""
   try: return float(os.environ.get(name, "") or default)

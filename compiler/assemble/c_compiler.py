@@ -23,7 +23,9 @@ key = sha256(source, compiler path, compiler --version, flags, and with -march=n
 The CPU features are in the key because -march=native compiles for the machine at hand and a home directory may
 be shared; a named target (-march=x86-64-v3) gives the same object on any host. The compiler's --version text is
 itself cached (keyed by the compiler binary's path, size and mtime), so a process that finds the object in the
-cache runs no compiler at all. `CACHE=0` disables reading the cache (objects are still written).
+cache runs no compiler at all. `CACHE=0` disables reading the cache (objects are still written). The source is compiled
+in a private temp directory inside the cache (a trim in another process never takes a `.tmp` in flight) and kept, as
+`<name>-<key>.c`, only when the compile fails: the error names it.
 
   >>> obj = compile_c("void E_1(float *out, int core) { out[core] = 1.0f; }", "E_1")
   >>> obj[:4]
@@ -32,7 +34,7 @@ cache runs no compiler at all. `CACHE=0` disables reading the cache (objects are
 from __future__ import annotations
 import functools, hashlib, os, pathlib, platform, re, shutil, subprocess, tempfile
 from collections.abc import Sequence
-from compiler.assemble.disk_cache import cache_root, atomic_write
+from compiler.assemble.disk_cache import cache_root, note_written, read_cached, write_cached
 from compiler.settings import disk_cache
 
 class CompileError(RuntimeError):
@@ -80,10 +82,9 @@ def cache_dir() -> pathlib.Path:
 def _version_of(path: str, size: int, mtime_ns: int, d: pathlib.Path) -> str:
   # a reinstall/upgrade changes size or mtime of the binary, which invalidates this entry
   vfile = d / f"version-{hashlib.sha256(f'{path}|{size}|{mtime_ns}'.encode()).hexdigest()[:32]}.txt"
-  if vfile.exists(): return vfile.read_text()
+  if (text := read_cached(vfile)) is not None: return text.decode()
   out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
-  vfile.parent.mkdir(parents=True, exist_ok=True)
-  atomic_write(vfile, out.encode())
+  write_cached(vfile, out.encode())
   return out
 
 def compiler_version(path: str) -> str:
@@ -114,7 +115,7 @@ def compile_c(src: str, name: str = "kernel", target_flags: Sequence[str] | None
   """C source -> bytes of an ELF relocatable object (x86-64 or AArch64) for the target `target_flags` selects
   (a CPU device's `cc_flags`; default this host); cached on disk.
 
-  `name` only labels the saved source file (`<cache>/<name>-<key>.c`) and error messages.
+  `name` only labels the source file (kept as `<cache>/<name>-<key>.c` when the compile fails) and error messages.
 
   >>> compile_c("int f(int x) { return x + 1; }", "f", ["-march=x86-64-v3"])[:4]
   b'\\x7fELF'
@@ -123,20 +124,20 @@ def compile_c(src: str, name: str = "kernel", target_flags: Sequence[str] | None
   key = cache_key(src, cc, compiler_version(cc), flags)
   d = cache_dir()
   obj_path = d / f"{key}.o"
-  if disk_cache() and obj_path.exists(): return obj_path.read_bytes()
+  if disk_cache() and (obj := read_cached(obj_path)) is not None: return obj
   d.mkdir(parents=True, exist_ok=True)
   safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64] or "kernel"
-  src_path = d / f"{safe}-{key[:16]}.c"
-  atomic_write(src_path, src.encode())
-  fd, tmp_obj = tempfile.mkstemp(dir=d, prefix=f"{key}.", suffix=".o.tmp")
-  os.close(fd)
+  # the source keeps the same name in every compile (its name is in the object's FILE symbol: the bytes stay the same)
+  work, src_name = tempfile.mkdtemp(dir=d, prefix=f"{key[:16]}.", suffix=".tmp"), f"{safe}-{key[:16]}.c"
   try:
-    res = subprocess.run([cc, *flags, "-x", "c", str(src_path), "-o", tmp_obj], capture_output=True, text=True)
+    pathlib.Path(work, src_name).write_bytes(src.encode())
+    res = subprocess.run([cc, *flags, "-x", "c", src_name, "-o", "out.o"], capture_output=True, text=True, cwd=work)
     if res.returncode != 0:
+      write_cached(src_path := d / src_name, src.encode())
       raise CompileError(f"{os.path.basename(cc)} failed (exit {res.returncode}) compiling kernel {name!r}, "
                          f"source saved at {src_path}\ncommand: {' '.join([cc, *flags])}\n{res.stderr.strip()}")
-    obj = pathlib.Path(tmp_obj).read_bytes()
-    os.replace(tmp_obj, obj_path)
+    obj = pathlib.Path(work, "out.o").read_bytes()
+    os.replace(os.path.join(work, "out.o"), obj_path)
+    note_written(len(obj))
     return obj
-  finally:
-    if os.path.exists(tmp_obj): os.unlink(tmp_obj)
+  finally: shutil.rmtree(work, ignore_errors=True)

@@ -18,7 +18,7 @@ llvmlite is an optional dependency (`pip install hcqrt[llvm]`); without it every
 """
 from __future__ import annotations
 import functools, hashlib
-from compiler.assemble.disk_cache import cache_root, atomic_write
+from compiler.assemble.disk_cache import cache_root, read_cached, write_cached
 from compiler.settings import disk_cache
 
 class LLVMUnavailable(ImportError):
@@ -80,10 +80,10 @@ def compile_llvm(ir: str, name: str = "kernel", arch: str = "native") -> bytes:
   triple, cpu, features = machine_of(arch)
   key = cache_key(ir, triple, cpu, features)
   path = cache_root() / "llvm" / f"{key}.o"
-  if disk_cache() and path.exists(): return path.read_bytes()
+  if disk_cache() and (obj := read_cached(path)) is not None: return obj
   tm = _target_machine(triple, cpu, features)
   obj = tm.emit_object(_module(ir, triple, tm, name))
-  atomic_write(path, obj)
+  write_cached(path, obj)
   return obj
 
 def llvm_assembly(ir: str, arch: str = "native", name: str = "kernel") -> str:

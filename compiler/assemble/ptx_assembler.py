@@ -13,7 +13,7 @@ CACHE=0 skips cache reads (results are still written).
 from __future__ import annotations
 import functools, glob, hashlib, importlib.util, os, re, shutil, subprocess, tempfile
 from pathlib import Path
-from compiler.assemble.disk_cache import cache_root, atomic_write
+from compiler.assemble.disk_cache import cache_root, read_cached, write_cached
 from compiler.settings import disk_cache
 
 class PTXAssembleError(RuntimeError):
@@ -165,14 +165,12 @@ def assemble_ptx(ptx: str, arch: str = "sm_90") -> bytes:
   asm = get_assembler(os.environ.get("PTX_ASSEMBLER", "").lower())
   key = hashlib.sha256("\0".join((asm.identity, arch, ptx)).encode()).hexdigest()
   path = cache_dir() / f"{key}.cubin"
-  if disk_cache() and path.is_file():
-    cubin = path.read_bytes()
-  else:
+  if (cubin := read_cached(path) if disk_cache() else None) is None:
     cubin, log = asm.assemble(ptx, arch)
     if cubin is None:
       raise PTXAssembleError(f"{asm.identity} failed to assemble PTX for {arch}:\n{log}{_quote_lines(ptx, log)}\n"
                              f"PTX saved to {_save_failed_ptx(ptx, key)}")
-    try: atomic_write(path, cubin)
+    try: write_cached(path, cubin)
     except OSError: pass   # a read-only or full cache must not stop compilation
   _ptx_of_cubin[hashlib.sha256(cubin).hexdigest()] = ptx
   return cubin
