@@ -11,7 +11,8 @@ CACHE=0 skips cache reads (results are still written).
   b'\\x7fELF'
 """
 from __future__ import annotations
-import functools, glob, hashlib, importlib.util, os, re, shutil, subprocess, tempfile
+import functools, glob, hashlib, importlib.util, os, re, shutil, subprocess, tempfile, threading
+from collections import OrderedDict
 from pathlib import Path
 from compiler.assemble.disk_cache import cache_root, read_cached, write_cached
 from compiler.settings import disk_cache
@@ -146,12 +147,31 @@ def _quote_lines(ptx: str, log: str, limit: int = 5) -> str:
     if 1 <= n <= len(lines): out.append(f"  {n:5d} | {lines[n-1]}")
   return ("\nat:\n" + "\n".join(out)) if out else ""
 
-# sha256(cubin) -> PTX of every cubin this process produced: lets the NV mock find the PTX for a cubin
-_ptx_of_cubin: dict[str, str] = {}
+# sha256(cubin) -> PTX of the PTX_OF_CUBIN_MAX cubins assemble_ptx returned last in this process (least recently
+# assembled or looked up goes first): the NV mock and PTXEMU run a cubin as its PTX, and a process that meets ever new
+# kernels must not keep the text of all of them. As many as the engine keeps kernels (settings.kernel_cache_max's
+# default): a kernel still built is still known. A lock: the engine assembles in several threads (compile_workers).
+PTX_OF_CUBIN_MAX = 4096
+_ptx_of_cubin: OrderedDict[str, str] = OrderedDict()
+_ptx_lock = threading.Lock()
+
+def _remember(sha: str, ptx: str) -> None:
+  with _ptx_lock:
+    _ptx_of_cubin[sha] = ptx
+    _ptx_of_cubin.move_to_end(sha)
+    while len(_ptx_of_cubin) > PTX_OF_CUBIN_MAX: _ptx_of_cubin.popitem(last=False)
 
 def ptx_for_cubin(cubin: bytes) -> str | None:
-  """The PTX a cubin was assembled from, if assemble_ptx produced it in this process."""
-  return _ptx_of_cubin.get(hashlib.sha256(cubin).hexdigest())
+  """The PTX a cubin was assembled from, if assemble_ptx returned it in this process and it is among the last
+  PTX_OF_CUBIN_MAX (None otherwise: assemble its PTX again to make it known)."""
+  sha = hashlib.sha256(cubin).hexdigest()
+  with _ptx_lock:
+    if (ptx := _ptx_of_cubin.get(sha)) is not None: _ptx_of_cubin.move_to_end(sha)
+  return ptx
+
+def assembled() -> list[tuple[str, str]]:
+  """(sha256 of the cubin, PTX) of every cubin ptx_for_cubin knows now, oldest first."""
+  with _ptx_lock: return list(_ptx_of_cubin.items())
 
 def assemble_ptx(ptx: str, arch: str = "sm_90") -> bytes:
   """Assemble PTX text to a cubin (ELF bytes) for `arch` (e.g. "sm_80", "sm_89", "sm_90", "sm_90a").
@@ -172,5 +192,5 @@ def assemble_ptx(ptx: str, arch: str = "sm_90") -> bytes:
                              f"PTX saved to {_save_failed_ptx(ptx, key)}")
     try: write_cached(path, cubin)
     except OSError: pass   # a read-only or full cache must not stop compilation
-  _ptx_of_cubin[hashlib.sha256(cubin).hexdigest()] = ptx
+  _remember(hashlib.sha256(cubin).hexdigest(), ptx)
   return cubin

@@ -25,7 +25,7 @@ AddressSpace at GPU-like virtual addresses; kernel parameters are packed exactly
 [0, 1, 2, 3]
 """
 from __future__ import annotations
-import struct, time
+import hashlib, struct, time
 from collections.abc import Sequence
 from hcqrt.mock.ptx import AddressSpace, PTXModule
 from hcqrt.nv.cubin import load_cubin
@@ -36,12 +36,15 @@ class EmuProgram:
   """One kernel of a cubin, run by the PTX interpreter. Calling it launches over `global_size` blocks of
   `local_size` threads with the buffers' addresses (then the `vals` integers) as parameters; `wait=True` returns the seconds taken."""
   def __init__(self, dev: PTXEmuDevice, name: str, cubin: bytes):
-    from compiler.assemble.ptx_assembler import ptx_for_cubin   # hcqrt/mock may read the compiler
+    from compiler.assemble.ptx_assembler import ptx_for_cubin, PTX_OF_CUBIN_MAX   # hcqrt/mock may read the compiler
     img = load_cubin(cubin)
     if name not in img.kernels: raise RuntimeError(f"kernel {name!r} not in its cubin (has: {', '.join(img.kernels) or 'none'})")
     self.name, self.dev, self.kernel = name, dev, img.kernels[name]
     ptx = ptx_for_cubin(cubin)
-    if ptx is None: raise RuntimeError(f"kernel {name}: no PTX known for this cubin (only cubins assemble_ptx made in this process run on PTXEMU)")
+    if ptx is None:
+      raise RuntimeError(f"kernel {name}: no PTX known for cubin sha256 {hashlib.sha256(cubin).hexdigest()[:16]}: only the last "
+                         f"{PTX_OF_CUBIN_MAX} (PTX_OF_CUBIN_MAX) cubins assemble_ptx made in this process run on PTXEMU; "
+                         "assemble its PTX again")
     if (mod := dev._modules.get(ptx)) is None: mod = dev._modules[ptx] = PTXModule(ptx)
     self.module = mod
     if name not in mod.kernels: raise RuntimeError(f"kernel {name!r} is in the cubin but not in its PTX")

@@ -1,5 +1,5 @@
 """PTX -> cubin through nvJitLink and through ptxas, errors with the assembler's log, and the disk cache."""
-import io, os, shutil
+import hashlib, io, os, shutil
 import pytest
 from elftools.elf.elffile import ELFFile
 from compiler.assemble import ptx_assembler as pa
@@ -139,3 +139,33 @@ def test_cache_dir_location(monkeypatch, tmp_path):
   monkeypatch.delenv("HCQRT_CACHE")
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
   assert pa.cache_dir() == tmp_path / "xdg" / "hcqrt" / "cubin"
+
+class FakeAssembler:
+  """Stands in for nvJitLink/ptxas where only the table of PTX by cubin is under test: a distinct 'cubin' per PTX."""
+  identity = "fake 1.0"
+  def assemble(self, ptx_text, arch): return b"\x7fELF" + hashlib.sha256(ptx_text.encode()).digest(), ""
+
+def test_ptx_of_cubin_is_bounded_lru(monkeypatch, tmp_path):
+  monkeypatch.setenv("HCQRT_CACHE", str(tmp_path))
+  monkeypatch.setattr(pa, "get_assembler", lambda choice="": FakeAssembler())
+  monkeypatch.setattr(pa, "PTX_OF_CUBIN_MAX", 3, raising=False)
+  monkeypatch.setattr(pa, "_ptx_of_cubin", type(pa._ptx_of_cubin)())   # this test's own table
+  texts = [ptx(operand=f"0f3F80000{i}") for i in range(6)]
+  cubins = [pa.assemble_ptx(t, "sm_80") for t in texts[:5]]
+  assert len(pa._ptx_of_cubin) == 3 and pa.ptx_for_cubin(cubins[0]) is None and pa.ptx_for_cubin(cubins[4]) == texts[4]
+  assert pa.ptx_for_cubin(cubins[2]) == texts[2]   # looked up: now the most recently used
+  pa.assemble_ptx(texts[5], "sm_80")
+  assert pa.ptx_for_cubin(cubins[2]) == texts[2] and pa.ptx_for_cubin(cubins[3]) is None
+  assert pa.assemble_ptx(texts[0], "sm_80") == cubins[0] and pa.ptx_for_cubin(cubins[0]) == texts[0]   # assembled again: known again
+
+def test_ptxemu_names_a_cubin_whose_ptx_was_evicted(monkeypatch, tmp_path):
+  if not (available("nvjitlink") or available("ptxas")): pytest.skip("needs nvJitLink or ptxas")
+  from hcqrt.mock.ptxemu import PTXEmuDevice
+  monkeypatch.setenv("HCQRT_CACHE", str(tmp_path))
+  monkeypatch.setattr(pa, "PTX_OF_CUBIN_MAX", 1, raising=False)
+  monkeypatch.setattr(pa, "_ptx_of_cubin", type(pa._ptx_of_cubin)())
+  dev, cubin = PTXEmuDevice(), pa.assemble_ptx(ptx("sm_90"), "sm_90")
+  dev.program("add_one", cubin)
+  pa.assemble_ptx(ptx("sm_90", "0f40000000"), "sm_90")   # the table's one place goes to another cubin
+  with pytest.raises(RuntimeError, match=f"add_one: no PTX known for cubin sha256 {hashlib.sha256(cubin).hexdigest()[:16]}.*PTX_OF_CUBIN_MAX"):
+    dev.program("add_one", cubin)

@@ -1,7 +1,7 @@
 """The HCQ core and the NV backend, driven through the syscall seam against the NV mock (RM + UVM + GPFIFO
 engine running kernels with the PTX interpreter). Kernels are hand-written PTX assembled by NVIDIA's
 assembler; the frontend test at the end goes through the PTX renderer."""
-import ctypes, struct, time
+import ctypes, re, struct, time
 import numpy as np
 import pytest
 from hcqrt.interface import GraphCopy, GraphExec, GraphTimestamp
@@ -309,3 +309,23 @@ def test_graph_timestamps_bracket_the_kernels(nv, add):
   np.testing.assert_array_equal(download(nv, o, n), 2 * x)
   g.replay(wait=True)
   assert first[1] <= t0.timestamp <= t1.timestamp   # the second replay wrote new times
+
+# a kernel no other test assembles (its constant is in its SASS), so the mock's index cannot have learned it before
+PROBE = """.version 8.0\n.target sm_90\n.address_size 64
+.visible .entry evict_probe(.param .u64 out)
+{ .reg .b32 %r<2>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out]; cvta.to.global.u64 %rd1, %rd1; mov.u32 %r1, 0x5EED4501; st.global.u32 [%rd1], %r1; ret; }"""
+
+def test_launch_of_a_cubin_whose_ptx_was_evicted_fails_by_name(monkeypatch):
+  # the assembler keeps the PTX of its last PTX_OF_CUBIN_MAX cubins; the mock learns them at a launch: one assembled
+  # and pushed out before its first launch can't be run, and the launch says why instead of running something else
+  from compiler.assemble import ptx_assembler as pa
+  monkeypatch.setattr(pa, "PTX_OF_CUBIN_MAX", 1, raising=False)
+  monkeypatch.setattr(pa, "_ptx_of_cubin", type(pa._ptx_of_cubin)())
+  with syscalls.installed(drv := MockNV()):
+    dev = NVDevice("NV")
+    prog = dev.program("evict_probe", assemble_ptx(PROBE, "sm_90"))
+    assemble_ptx(ptx_add(), "sm_90")
+    out = dev.allocator.alloc(64)
+    with pytest.raises(NVError, match="Xid 13"): prog(out, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
+    assert re.search(r"no known kernel at program address .*the last 1 \(PTX_OF_CUBIN_MAX\)", drv.faults[-1]), drv.faults[-1]

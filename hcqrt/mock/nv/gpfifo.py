@@ -380,7 +380,10 @@ class Channel:
     kk = INDEX.find(code, cb0_size)
     if (held := ic.get(prog)) is not None:   # every line of the held kernel is cached (harmful: none is refetched)
       return kk if kk is not None and kk.text == held.text else held
-    if kk is None: raise bad(f"no known kernel at program address {prog:#x} (code not from a cubin assembled in this process)")
+    if kk is None:
+      from compiler.assemble.ptx_assembler import PTX_OF_CUBIN_MAX   # hcqrt/mock may read the compiler
+      raise bad(f"no known kernel at program address {prog:#x} (code {code(16).hex()}...): not from a cubin assembled in "
+                f"this process, or assembled before the last {PTX_OF_CUBIN_MAX} (PTX_OF_CUBIN_MAX) and not launched since")
     if (stale := stale_range(((va, h.text) for va, h in ic.items()), prog, kk.text)) is not None:
       va, a, b = stale
       raise bad(f"kernel {kk.name} runs stale instruction-cache lines: the code at {a:#x}..{b:#x} changed since a "

@@ -2,8 +2,9 @@
 
 The backend uploads a real cubin's relocated image and puts the entry address in the QMD; it never tells
 the mock what it loaded. The mock reads the code at that address and looks it up among the cubins the
-PTX assembler produced in this process (the assembler records sha256(cubin) -> PTX; the cubin itself is
-fetched again through the assembler's disk cache), then runs that kernel's PTX with the interpreter.
+PTX assembler produced in this process (the assembler records sha256(cubin) -> PTX of its last PTX_OF_CUBIN_MAX
+cubins, which this index learns at its next miss and keeps; the cubin itself is fetched again through the assembler's
+disk cache), then runs that kernel's PTX with the interpreter.
 
 The launch facts the mock checks a QMD against (registers, shared memory, barriers, stack, where the
 parameters live) are read here from the cubin with pyelftools, independently of the backend's loader
@@ -85,8 +86,7 @@ class KernelIndex:
 
   def _refresh(self) -> None:
     from compiler.assemble import ptx_assembler as pa
-    known: dict[str, str] = getattr(pa, "_ptx_of_cubin", {})
-    for sha, ptx in list(known.items()):
+    for sha, ptx in pa.assembled():
       if sha in self._seen: continue
       self._seen.add(sha)
       m = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
