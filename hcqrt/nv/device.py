@@ -345,38 +345,50 @@ class NVAllocator(CachingAllocator):
   submitted before it (the timeline signal orders them), so a kernel that writes the reused memory runs after the last
   one that read it. When an allocation fails, the cache is returned to the driver and the allocation tried once more.
 
-  Finalizers (a dropped program's code: _free_program) run at any bytecode, inside any of our calls (cyclic GC) and on
-  any thread, where freeing could re-enter the cache mid-update (_keep iterating it) or synchronize and call RM/UVM
-  in the middle of another ioctl sequence: they only append to `_dropped` (deque.append is atomic, takes no lock),
-  which alloc, free and the device's synchronize drain when no allocator call is under way (`_busy`).
-  Threads: one at a time inside (`_lock`). A free never waits for it: the thread holding it may be waiting for the
-  freeing one (a finalizer on the thread of a mock GPU, which a synchronize waits for), so a free that finds another
-  thread inside is deferred like a finalizer's.
+  Frees come from finalizers (a Buffer's: frontend/buffer.py; a dropped program's code: _free_program), which run at any
+  bytecode, inside any of our calls (cyclic GC) and on any thread, the GPU's own included (a mock GPU's front end runs
+  Python; a synchronize there would wait for itself): so a free never waits, for `_lock` or for the GPU, and makes no
+  ioctl. It marks the record dead (a second free raises at once, deferred or not) and queues it on `_dropped`
+  (deque.append is atomic, takes no lock); whoever then finds the allocator free, with no call under way on its thread
+  (`_busy`: a finalizer inside our own call must not re-enter the cache mid-update), moves `_dropped` into the cache:
+  bookkeeping only. What the cache lets go goes back to RM/UVM, which waits for the GPU (gpu_free synchronizes first),
+  so `_release` only queues it on `_evicted`, and only callers that may wait give it back: alloc, flush and the
+  device's synchronize (reap(wait=True)). Threads: one at a time inside (`_lock`).
   """
   STAGING = 2 << 20
   def __init__(self, dev: NVDevice, cache_limit: int | None = None):
     super().__init__(env_int("NV_CACHE_BYTES", 1 << 30) if cache_limit is None else cache_limit)
     self.dev = dev
-    self._dropped: collections.deque[NVBuffer] = collections.deque()   # freed by finalizers, not yet in the cache
+    self._dropped: collections.deque[NVBuffer] = collections.deque()   # freed (record marked), not yet in the cache
+    self._evicted: collections.deque[NVBuffer] = collections.deque()   # let go by the cache, not yet given to RM/UVM
     self._busy = 0   # allocator calls under way (by the thread holding _lock): reap waits for them
     self._lock = threading.RLock()   # (reentrant: a finalizer inside our own call takes it, then finds _busy and defers)
 
   def _size(self, b: NVBuffer) -> int: return b.size
-  def _release(self, b: NVBuffer) -> None: self.dev.gpu_free(b)
+  def _release(self, b: NVBuffer) -> None: self._evicted.append(b)   # (given back by the next caller that may wait)
 
+  def free(self, buf: NVBuffer) -> None:
+    """Free `buf`: into the cache now if no other call is under way, else at the next one. Never waits (see above)."""
+    self.free_later(buf)
+    self.reap(wait=False)
   def free_later(self, buf: NVBuffer) -> None:
-    """Free `buf` at the next safe point (reap). Finalizer-safe: only an append, no lock, no ioctl."""
+    """Free `buf` at the next safe point (reap). Finalizer-safe: no lock, no ioctl; a double free raises here."""
+    if buf.freed: raise RuntimeError(f"double free of {buf!r}")
+    buf.freed = True   # this record is dead (a later use raises); the memory lives on in a new one
     self._dropped.append(buf)
-  def reap(self) -> None:
-    """Free what finalizers handed to free_later, unless an allocator call is under way (it reaps when it next runs)."""
-    if not self._dropped or not self._lock.acquire(blocking=False): return   # (another thread inside reaps after)
+  def reap(self, wait: bool = True) -> None:
+    """Put freed buffers into the cache and, if the caller may wait for the GPU (`wait`), give what the cache let go
+    back to RM/UVM; unless another thread is inside or an allocator call is under way (it reaps when it next runs)."""
+    if not (self._dropped or (wait and self._evicted)) or not self._lock.acquire(blocking=False): return
     try:
       if self._busy: return
-      with self._inside(): self._drain()
+      with self._inside(): self._drain(wait)
     finally: self._lock.release()
-  def _drain(self) -> None:
+  def _drain(self, wait: bool) -> None:
     while self._dropped:
-      if not (b := self._dropped.popleft()).freed: self._free(b)
+      b = self._dropped.popleft()
+      self._keep((b.size, b.host is not None), NVBuffer(b.va, b.size, b.size, b.handle, b.host, b.sysmem))
+    while wait and self._evicted: self.dev.gpu_free(self._evicted.popleft())   # (synchronizes: the GPU may still use it)
   @contextlib.contextmanager
   def _inside(self):
     self._busy += 1
@@ -394,34 +406,17 @@ class NVAllocator(CachingAllocator):
       return NVBuffer(b.va, nbytes, b.size, b.handle, b.host, b.sysmem)
     try: return self.dev.gpu_alloc(n, host=host, nbytes=nbytes)
     except NVError:
-      self._drain()   # frees deferred during this call (a finalizer a GC ran inside it, another thread's free) hold memory too
-      if not self.cached_bytes: raise
+      # frees deferred during this call (a finalizer a GC ran inside it, another thread's free) hold memory too
+      if not (self._dropped or self._evicted or self.cached_bytes): raise
       self.flush()
       return self.dev.gpu_alloc(n, host=host, nbytes=nbytes)
 
-  def free(self, buf: NVBuffer) -> None:
-    # a frontend Buffer's finalizer (frontend/buffer.py _free) calls this directly, so a cyclic GC inside an allocator
-    # call lands here mid-update as _free_program would, and on any thread: deferred the same way, never waiting
-    if not self._lock.acquire(blocking=False): return self._defer(buf)
-    try:
-      if self._busy: return self._defer(buf)
-      self.reap()
-      with self._inside(): self._free(buf)
-    finally: self._lock.release()
-  def _defer(self, buf: NVBuffer) -> None:
-    if buf.freed: raise RuntimeError(f"double free of {buf!r}")
-    self.free_later(buf)
   def flush(self) -> None:
-    # an allocator call like the others: releasing synchronizes, and synchronize's reap would put deferred frees into
-    # the cache that flush is walking (a released item left in it, handed out again); another thread's free waits too
-    with self._lock:
-      self.reap()
-      with self._inside(): super().flush()
-  def _free(self, buf: NVBuffer) -> None:
-    if buf.freed: raise RuntimeError(f"double free of {buf!r}")
-    if buf.size > self.cache_limit: return self.dev.gpu_free(buf)
-    buf.freed = True   # this record is dead (a later use raises); the memory lives on in a new one
-    self._keep((buf.size, buf.host is not None), NVBuffer(buf.va, buf.size, buf.size, buf.handle, buf.host, buf.sysmem))
+    # an allocator call like the others (another thread's free, a finalizer's, waits for the next one)
+    with self._lock, self._inside():
+      self._drain(wait=False)   # deferred frees go back too
+      super().flush()
+      self._drain(wait=True)
 
   def _xfer(self, n: int, fill: Any, drain: Any, dst_va: Any, src_va: Any) -> None:
     dev = self.dev
@@ -875,7 +870,8 @@ class NVDevice(HCQDevice):
 
   def synchronize(self, timeout_s: float | None = None) -> None:
     """Wait for all submitted work; a faulted channel is reported by name (from its error notifier) instead of a timeout.
-    Also a safe point to free dropped programs' code (NVAllocator.reap: not inside an allocator call)."""
+    Also a safe point for the allocator (NVAllocator.reap): freed buffers go into its cache, and what the cache let go
+    back to RM/UVM (that waits for the GPU: a caller of synchronize may wait, a free may not)."""
     self.allocator.reap()
     if self.timeline_signal.value >= self.timeline_value - 1: return
     if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")   # names the fault, then starts over
