@@ -388,7 +388,12 @@ class NVAllocator(CachingAllocator):
     while self._dropped:
       b = self._dropped.popleft()
       self._keep((b.size, b.host is not None), NVBuffer(b.va, b.size, b.size, b.handle, b.host, b.sysmem))
-    while wait and self._evicted: self.dev.gpu_free(self._evicted.popleft())   # (synchronizes: the GPU may still use it)
+    while wait and self._evicted:
+      b = self._evicted.popleft()
+      try: self.dev.gpu_free(b)   # (synchronizes: the GPU may still use it)
+      except BaseException:   # a fault or timeout in its synchronize: kept for the next caller, not lost (leaked)
+        if not b.freed: self._evicted.appendleft(b)
+        raise
   @contextlib.contextmanager
   def _inside(self):
     self._busy += 1

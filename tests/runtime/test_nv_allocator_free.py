@@ -7,6 +7,7 @@ the host's own thread inside a doorbell). Memory going back to RM/UVM must wait 
 import numpy as np
 import pytest
 from conftest import mock_nv_device
+from hcqrt.nv.rmclient import NVError
 
 def _free_inside_the_gpu(engine, frees) -> list:
   """Run `frees()` once, inside the next doorbell the mock GPU acts on (on whatever thread runs it), before its work;
@@ -76,3 +77,21 @@ def test_nv_double_free_while_both_frees_are_deferred_is_reported(monkeypatch, s
     assert held.count(buf.va) == 1 and a.cached_bytes == sum(b.size for items in a.cache.values() for b in items)
     first, again = a.alloc(4096), a.alloc(4096)
     assert first.va == buf.va and again.va != buf.va
+
+def test_nv_release_that_meets_a_fault_is_retried_not_lost():
+  """Memory the cache let go waits on `_evicted` for a caller that may wait; that caller's gpu_free synchronizes first,
+  and where the device faulted meanwhile (a copy from an unmapped address: an MMU fault, the mock's "GPU page fault")
+  the synchronize raises the fault. The memory must still go back to the driver at a later call, not be dropped."""
+  with mock_nv_device() as nv:
+    a, gpu, engine = nv.allocator, nv.drv.gpus[0], nv.drv.gpus[0].engine
+    baseline = gpu.vidmem_used
+    a.cache_limit = 0   # nothing is cached: every free is a release
+    dst, big = a.alloc(4096), a.alloc(2 << 20)
+    a.free(big)   # queued on _evicted (a free never waits)
+    engine.latency_s = 1e-3   # the fault comes on the GPU's own thread, after the doorbell returned
+    nv.submit_timeline(nv.after_timeline(nv.hw_copy_queue()).copy(dst.va, 0x7000_0000_0000, 4096))
+    assert a._evicted, "the test needs the release still pending when the fault comes"
+    with pytest.raises(NVError, match="faulted"): nv.synchronize()   # (the release's own synchronize reports it)
+    engine.latency_s = 0.0
+    nv.synchronize()   # recovered: the release goes through now
+    assert gpu.vidmem_used == baseline + 4096, "memory released while the device faulted was never given back"
