@@ -373,7 +373,10 @@ class NVAllocator(CachingAllocator):
     self.reap(wait=False)
   def free_later(self, buf: NVBuffer) -> None:
     """Free `buf` at the next safe point (reap). Finalizer-safe: no lock, no ioctl; a double free raises here."""
-    if buf.freed: raise RuntimeError(f"double free of {buf!r}")
+    # check and claim in one step (dict.setdefault is atomic under the GIL): two threads freeing one record at once
+    # must not both pass a check-then-set, which would cache the memory twice, for two owners
+    if buf.freed or buf.__dict__.setdefault("_claimed", tok := object()) is not tok:
+      raise RuntimeError(f"{self.dev.name}: double free of {buf!r}")
     buf.freed = True   # this record is dead (a later use raises); the memory lives on in a new one
     self._dropped.append(buf)
   def reap(self, wait: bool = True) -> None:

@@ -7,6 +7,7 @@ the host's own thread inside a doorbell). Memory going back to RM/UVM must wait 
 import numpy as np
 import pytest
 from conftest import mock_nv_device
+from hcqrt.nv.device import NVBuffer
 from hcqrt.nv.rmclient import NVError
 
 def _free_inside_the_gpu(engine, frees) -> list:
@@ -95,3 +96,34 @@ def test_nv_release_that_meets_a_fault_is_retried_not_lost():
     engine.latency_s = 0.0
     nv.synchronize()   # recovered: the release goes through now
     assert gpu.vidmem_used == baseline + 4096, "memory released while the device faulted was never given back"
+
+class _RacyBuffer(NVBuffer):
+  """A record whose first `freed` check lets another free of it land before the mark: what a thread switch right after
+  the check does when two threads free one record (frees come from finalizers and callers on any thread)."""
+  def __init__(self, *a, other_free=None, **kw):
+    self._freed, self._other_free = False, other_free
+    super().__init__(*a, **kw)
+  @property   # type: ignore[override]
+  def freed(self) -> bool:
+    seen = self._freed
+    if (f := self._other_free) is not None: self._other_free = None; f(self)
+    return seen
+  @freed.setter
+  def freed(self, v: bool) -> None: self._freed = v
+
+def test_nv_two_frees_of_one_record_at_once_hand_the_memory_out_once():
+  """Two frees of one record interleaved (check, other free, mark): one must fail as a double free; the memory is cached
+  once, so two later allocations do not share it (both passing would cache it twice: two owners of one memory)."""
+  with mock_nv_device() as nv:
+    a = nv.allocator
+    b = a.alloc(4096)
+    errors = []
+    def other(buf):
+      try: a.free(buf)
+      except RuntimeError as e: errors.append(e)
+    racy = _RacyBuffer(b.va, b.nbytes, b.size, b.handle, b.host, b.sysmem, other_free=other)
+    try: a.free(racy)
+    except RuntimeError as e: errors.append(e)
+    nv.synchronize()
+    assert len(errors) == 1 and "double free" in str(errors[0]), errors
+    assert a.alloc(4096).va != a.alloc(4096).va, "one memory handed to two allocations"
