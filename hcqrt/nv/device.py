@@ -373,7 +373,10 @@ class NVAllocator(CachingAllocator):
     self.reap(wait=False)
   def free_later(self, buf: NVBuffer) -> None:
     """Free `buf` at the next safe point (reap). Finalizer-safe: no lock, no ioctl; a double free raises here."""
-    if buf.freed: raise RuntimeError(f"double free of {buf!r}")
+    # check and claim in one step (dict.setdefault is atomic under the GIL): two threads freeing one record at once
+    # must not both pass a check-then-set, which would cache the memory twice, for two owners
+    if buf.freed or buf.__dict__.setdefault("_claimed", tok := object()) is not tok:
+      raise RuntimeError(f"{self.dev.name}: double free of {buf!r}")
     buf.freed = True   # this record is dead (a later use raises); the memory lives on in a new one
     self._dropped.append(buf)
   def reap(self, wait: bool = True) -> None:
@@ -388,7 +391,12 @@ class NVAllocator(CachingAllocator):
     while self._dropped:
       b = self._dropped.popleft()
       self._keep((b.size, b.host is not None), NVBuffer(b.va, b.size, b.size, b.handle, b.host, b.sysmem))
-    while wait and self._evicted: self.dev.gpu_free(self._evicted.popleft())   # (synchronizes: the GPU may still use it)
+    while wait and self._evicted:
+      b = self._evicted.popleft()
+      try: self.dev.gpu_free(b)   # (synchronizes: the GPU may still use it)
+      except BaseException:   # a fault or timeout in its synchronize: kept for the next caller, not lost (leaked)
+        if not b.freed: self._evicted.appendleft(b)
+        raise
   @contextlib.contextmanager
   def _inside(self):
     self._busy += 1

@@ -7,6 +7,8 @@ the host's own thread inside a doorbell). Memory going back to RM/UVM must wait 
 import numpy as np
 import pytest
 from conftest import mock_nv_device
+from hcqrt.nv.device import NVBuffer
+from hcqrt.nv.rmclient import NVError
 
 def _free_inside_the_gpu(engine, frees) -> list:
   """Run `frees()` once, inside the next doorbell the mock GPU acts on (on whatever thread runs it), before its work;
@@ -76,3 +78,52 @@ def test_nv_double_free_while_both_frees_are_deferred_is_reported(monkeypatch, s
     assert held.count(buf.va) == 1 and a.cached_bytes == sum(b.size for items in a.cache.values() for b in items)
     first, again = a.alloc(4096), a.alloc(4096)
     assert first.va == buf.va and again.va != buf.va
+
+def test_nv_release_that_meets_a_fault_is_retried_not_lost():
+  """Memory the cache let go waits on `_evicted` for a caller that may wait; that caller's gpu_free synchronizes first,
+  and where the device faulted meanwhile (a copy from an unmapped address: an MMU fault, the mock's "GPU page fault")
+  the synchronize raises the fault. The memory must still go back to the driver at a later call, not be dropped."""
+  with mock_nv_device() as nv:
+    a, gpu, engine = nv.allocator, nv.drv.gpus[0], nv.drv.gpus[0].engine
+    baseline = gpu.vidmem_used
+    a.cache_limit = 0   # nothing is cached: every free is a release
+    dst, big = a.alloc(4096), a.alloc(2 << 20)
+    a.free(big)   # queued on _evicted (a free never waits)
+    engine.latency_s = 1e-3   # the fault comes on the GPU's own thread, after the doorbell returned
+    nv.submit_timeline(nv.after_timeline(nv.hw_copy_queue()).copy(dst.va, 0x7000_0000_0000, 4096))
+    assert a._evicted, "the test needs the release still pending when the fault comes"
+    with pytest.raises(NVError, match="faulted"): nv.synchronize()   # (the release's own synchronize reports it)
+    engine.latency_s = 0.0
+    nv.synchronize()   # recovered: the release goes through now
+    assert gpu.vidmem_used == baseline + 4096, "memory released while the device faulted was never given back"
+
+class _RacyBuffer(NVBuffer):
+  """A record whose first `freed` check lets another free of it land before the mark: what a thread switch right after
+  the check does when two threads free one record (frees come from finalizers and callers on any thread)."""
+  def __init__(self, *a, other_free=None, **kw):
+    self._freed, self._other_free = False, other_free
+    super().__init__(*a, **kw)
+  @property   # type: ignore[override]
+  def freed(self) -> bool:
+    seen = self._freed
+    if (f := self._other_free) is not None: self._other_free = None; f(self)
+    return seen
+  @freed.setter
+  def freed(self, v: bool) -> None: self._freed = v
+
+def test_nv_two_frees_of_one_record_at_once_hand_the_memory_out_once():
+  """Two frees of one record interleaved (check, other free, mark): one must fail as a double free; the memory is cached
+  once, so two later allocations do not share it (both passing would cache it twice: two owners of one memory)."""
+  with mock_nv_device() as nv:
+    a = nv.allocator
+    b = a.alloc(4096)
+    errors = []
+    def other(buf):
+      try: a.free(buf)
+      except RuntimeError as e: errors.append(e)
+    racy = _RacyBuffer(b.va, b.nbytes, b.size, b.handle, b.host, b.sysmem, other_free=other)
+    try: a.free(racy)
+    except RuntimeError as e: errors.append(e)
+    nv.synchronize()
+    assert len(errors) == 1 and "double free" in str(errors[0]), errors
+    assert a.alloc(4096).va != a.alloc(4096).va, "one memory handed to two allocations"
