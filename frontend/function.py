@@ -12,6 +12,7 @@ import math
 from compiler.dtypes import DType, dtypes, sum_acc_dtype
 from compiler.lazy import LazyBuffer
 from compiler.uop import Ops
+from frontend import multi_cat
 from frontend.multi import MultiLazyBuffer
 
 class Function:
@@ -309,6 +310,19 @@ class Shard(Function):
     self.src_device = x.device
     return MultiLazyBuffer.from_sharded(x, devices, axis)
   def backward(self, g): return g.copy_to_device(self.src_device)
+
+class MultiCat(Function):
+  """cat along the axis a sharded piece is split on (frontend/multi_cat.py): made where the pieces live; each piece's
+  gradient is cut from the result's where that piece lives."""
+  def forward(self, *xs, dim: int):
+    out, self.plan = multi_cat.cat(list(xs), dim)
+    return out
+  def backward(self, g):
+    if not isinstance(g, MultiLazyBuffer):
+      raise NotImplementedError(f"backward of a cat along a sharded axis: a gradient of {type(g).__name__} (second-order gradients across "
+                                "several devices are not supported)")
+    gs = multi_cat.grads(g, self.plan, self.needs_input_grad)
+    return gs[0] if len(gs) == 1 else tuple(gs)
 
 # ***** movement *****
 class Reshape(Function):

@@ -653,10 +653,17 @@ def test_found_one_shard_with_a_split_operand(other_axis):
 
 def test_found_cat_of_one_shard_that_doesnt_fit_names_cat():
   """FUZZ_SEED=100876: a piece shrunk to one shard, cat with another along the sharded axis where the pad can't put it
-  back around its shard: refused naming cat (was the pad's "can only be padded back to its whole size 8")."""
-  x = Tensor(_rng(8)).shard(("CPU:1", "CPU:2", "CPU:3", "CPU:4"), 0)
-  with pytest.raises(RuntimeError, match=r"cat: shapes \[\(2,\), \(2,\)\] along dim 0, which is sharded"):
-    x.shrink(((6, 8),)).cat(x.shrink(((6, 8),)))
+  back around its shard: refused naming cat (was the pad's "can only be padded back to its whole size 8"). Both pieces
+  on CPU:4 now make a value on CPU:4 (frontend/multi_cat.py); pieces on two devices out of order are still refused,
+  naming the devices."""
+  n = _rng(8)
+  x = Tensor(n).shard(("CPU:1", "CPU:2", "CPU:3", "CPU:4"), 0)
+  y = x.shrink(((6, 8),)).cat(x.shrink(((6, 8),)))
+  assert y.lazydata.real == [False, False, False, True]
+  np.testing.assert_array_equal(y.numpy(), np.concatenate([n[6:], n[6:]]))
+  with pytest.raises(RuntimeError, match=r"cat: shapes \[\(2,\), \(2,\)\] along dim 0, which is sharded .*the pieces are \(2,\) on CPU:4, "
+                                         r"\(2,\) on CPU:1"):
+    x.shrink(((6, 8),)).cat(x.shrink(((0, 2),)))
 
 def test_found_max_over_a_one_element_shard():
   """FUZZ_SEED=102950 (minimised): a tensor split over 2 devices on axis 0, shrunk to its one-row shard, a max over
