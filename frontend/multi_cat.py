@@ -6,8 +6,9 @@ own shards; a replicated piece all of itself everywhere; a piece split on anothe
 device first (what `MultiLazyBuffer.alu` does with such an operand). The result takes the first layout in which every
 device finds the parts of its range locally: split evenly over the devices (as a pad back around one shard made it
 before), else all on the one device that holds the one-shard pieces (the placeholders of session 44's one-device
-value elsewhere). No layout fits: refused naming cat, the shapes and where each piece lives. Nothing the user placed
-on one device is copied to another: a cat of pieces on different devices is refused, not gathered.
+value elsewhere). No layout fits: refused naming cat, the shapes and where each piece lives. A piece that lives on
+one device is never copied to another (pieces on different devices out of order are refused, not gathered); only a
+piece split on another axis is gathered, as an elementwise op gathers it.
 
 >>> from frontend import Tensor
 >>> x = Tensor([1.0, 2.0, 3.0, 4.0]).shard(("CPU:1", "CPU:2"), 0)
@@ -71,7 +72,8 @@ def _piece(x, off: int, axis: int, devs: tuple[str, ...], shapes: list) -> Piece
   if all(x.real):
     kind = "split" if x.axis == axis else "whole" if x.axis is None else "gather"
     return Piece(off, size, x.shape, kind, axis=x.axis, real=tuple(x.real), bounds=tuple(x.bounds or ()))
-  if sum(x.real) != 1: raise RuntimeError(f"cat: shapes {shapes} along dim {axis}: a piece holds its value on some of {devs} ({x.real})")
+  if sum(x.real) != 1:
+    raise RuntimeError(f"cat: shapes {shapes} along dim {axis}, which is sharded over {devs}: a piece is held by some devices only ({x.real})")
   return Piece(off, size, x.shape, "one", x.real.index(True), x.axis, tuple(x.real))
 
 def _fits(layout, pieces: list[Piece]) -> bool:
@@ -85,7 +87,7 @@ def _fits(layout, pieces: list[Piece]) -> bool:
 def plan(xs: list, axis: int) -> Plan:
   """The layout of a cat along `axis` of the MultiLazyBuffers xs, or a RuntimeError naming cat, the shapes and the
   devices where none holds every part locally."""
-  devs, shapes = xs[0].device, [x.shape for x in xs]
+  devs, shapes = next(x.device for x in xs if isinstance(x, MultiLazyBuffer)), [x.shape for x in xs]
   offs = [0]
   for x in xs: offs.append(offs[-1] + x.shape[axis])
   pieces = [_piece(x, off, axis, devs, shapes) for x, off in zip(xs, offs)]

@@ -4,7 +4,8 @@
     whose size does not split evenly is refused first: the error must name the axis, the shape, the size and the
     device count), then a chain of elementwise / broadcasting ops with other sharded leaves, movement (reshape,
     permute, pad, shrink, expand, flip, a shrink to one shard and the pad back), reductions over sharded and unsharded
-    axes (sum / max / mean / softmax), matmul with one or both operands sharded, cat, and a gather to one device
+    axes (sum / max / mean / softmax), matmul with one or both operands sharded, cat (a value shrunk to one shard that
+    can't join a leaf spread over the devices joins a piece of itself instead), and a gather to one device
     (`to`). A movement the sharding can't keep must be refused with an error naming the op and the shape (checked;
     the op is then left out). Forward and the gradient of every leaf (through `.backward()`) are compared with torch
     float64 (CPU); a third of the programs run inside TinyJit, 4 calls with new leaf values, every call checked.
@@ -169,6 +170,9 @@ class ShardedCase:
       return torch.amax(v, ax, keepdim=keep) if torch_ else v.max(ax, keepdim=keep)
     if kind == "matmul": return leaves[a[0]] @ v if a[1] else v @ leaves[a[0]]
     if kind == "cat": return torch.cat([v, leaves[a[0]]], a[1]) if torch_ else v.cat(leaves[a[0]], dim=a[1])
+    if kind == "catself":   # v and twice its first element along the axis (a KV-cache style append of v's own piece)
+      head = v.narrow(a[0], 0, 1) if torch_ else v.shrink(tuple((0, 1) if i == a[0] else None for i in range(v.ndim)))
+      return torch.cat([v, head * 2], a[0]) if torch_ else v.cat(head * 2, dim=a[0])
     if kind == "to": return v if torch_ else v.to(a[0])
     raise AssertionError(kind)
 
@@ -256,6 +260,10 @@ class ShardedCase:
         step, refusal = ("cat", li, ax), r"cat: shapes .* along dim \d+, which is sharded over"
       elif kind == "to" and sharded: step = ("to", str(r.choice(self.devices)))
       if step is not None and (out := self.try_step(step, v, ts, refusal)) is not None: v = out
+      elif kind == "cat" and step is not None and sharded and sax == step[2] and not all(m.real) and shape[sax]:
+        # (a value on one device, refused a cat with a leaf spread over the devices: a cat with a piece of itself stays
+        # on that device, frontend/multi_cat.py; no refusal allowed)
+        if (out := self.try_step(("catself", sax), v, ts)) is not None: v = out
     self.out_shape, self.out_device = v.shape, v.device
 
   # *** running it ***

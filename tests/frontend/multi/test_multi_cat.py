@@ -102,6 +102,8 @@ def test_what_no_layout_holds_is_refused_naming_cat():
     x[:4].cat(x)
   with pytest.raises(RuntimeError, match=rf"cat: shapes \[\(4, 3\), \(2, 3\)\]: mixing a tensor sharded over .* with one on {re.escape(d0)}"):
     x[:4].cat(Tensor(n[:2], device=d0))
+  with pytest.raises(RuntimeError, match=rf"cat: shapes \[\(2, 3\), \(4, 3\)\]: mixing a tensor sharded over .* with one on {re.escape(d0)}"):
+    Tensor(n[:2], device=d0).cat(x[:4])
 
 def test_one_device_cat_forward_and_backward_under_tinyjit():
   """The same cat of one-device pieces captured by TinyJit: every call (new data) matches numpy, and the gradient."""
