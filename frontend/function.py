@@ -318,11 +318,18 @@ class MultiCat(Function):
     out, self.plan = multi_cat.cat(list(xs), dim)
     return out
   def backward(self, g):
-    if not isinstance(g, MultiLazyBuffer):
-      raise NotImplementedError(f"backward of a cat along a sharded axis: a gradient of {type(g).__name__} (second-order gradients across "
-                                "several devices are not supported)")
     gs = multi_cat.grads(g, self.plan, self.needs_input_grad)
     return gs[0] if len(gs) == 1 else tuple(gs)
+  def backward_tensors(self, g, *parents):
+    """create_graph (Tensor.gradient): each piece's gradient a differentiable shrink of g, which a sharded g allows
+    where the piece is one whole shard, and a g on one device (a result on one device) always."""
+    ax, out = self.plan.axis, []
+    for p, need in zip(self.plan.pieces, self.needs_input_grad):
+      try: out.append(g.shrink(tuple((p.off, p.off + p.size) if a == ax else None for a in range(g.ndim))) if need else None)
+      except RuntimeError as e:
+        raise RuntimeError(f"cat: shapes {[q.shape for q in self.plan.pieces]} along the sharded dim {ax}: a differentiable gradient "
+                           f"(create_graph, gradient()) of the piece {p.shape} spread over several shards is not supported ({e})") from None
+    return out
 
 # ***** movement *****
 class Reshape(Function):

@@ -148,3 +148,15 @@ def test_four_devices_one_device_and_covering_layouts():
   np.testing.assert_array_equal(r.grad.numpy(), n[5:8])
   assert r.grad.lazydata.axis is None and all(r.grad.lazydata.real)
   np.testing.assert_array_equal(x2.grad.numpy(), np.concatenate([n[4:5], np.zeros((3, 2), np.float32)]))
+
+def test_differentiable_gradient_through_a_one_device_cat():
+  """Tensor.gradient (create_graph) through the cat: y = [x, 2x] of x's first shard, d/dx sum(y^3) = 27 x^2 there and
+  zero on the other shard; the gradient of that is 54 x."""
+  n = rng(8, seed=3)
+  x = leaf(n)
+  y = x[:4].cat(x[:4] * 2)
+  (dx,) = (y * y * y).sum().gradient(x)
+  want = np.concatenate([27 * n[:4] ** 2, np.zeros(4, np.float32)])
+  np.testing.assert_allclose(dx.numpy(), want, rtol=1e-5)
+  (ddx,) = dx.sum().gradient(x)
+  np.testing.assert_allclose(ddx.numpy(), np.concatenate([54 * n[:4], np.zeros(4, np.float32)]), rtol=1e-5)
