@@ -4,8 +4,8 @@
     whose size does not split evenly is refused first: the error must name the axis, the shape, the size and the
     device count), then a chain of elementwise / broadcasting ops with other sharded leaves, movement (reshape,
     permute, pad, shrink, expand, flip, a shrink to one shard and the pad back), reductions over sharded and unsharded
-    axes (sum / max / mean / softmax), matmul with one or both operands sharded, cat (a value shrunk to one shard that
-    can't join a leaf spread over the devices joins a piece of itself instead), and a gather to one device
+    axes (sum / max / mean / softmax), matmul with one or both operands sharded, cat (where one along the split axis
+    is refused, the value is cut to one shard and joins a piece of itself on that device), and a gather to one device
     (`to`). A movement the sharding can't keep must be refused with an error naming the op and the shape (checked;
     the op is then left out). Forward and the gradient of every leaf (through `.backward()`) are compared with torch
     float64 (CPU); a third of the programs run inside TinyJit, 4 calls with new leaf values, every call checked.
@@ -260,10 +260,13 @@ class ShardedCase:
         step, refusal = ("cat", li, ax), r"cat: shapes .* along dim \d+, which is sharded over"
       elif kind == "to" and sharded: step = ("to", str(r.choice(self.devices)))
       if step is not None and (out := self.try_step(step, v, ts, refusal)) is not None: v = out
-      elif kind == "cat" and step is not None and sharded and sax == step[2] and not all(m.real) and shape[sax]:
-        # (a value on one device, refused a cat with a leaf spread over the devices: a cat with a piece of itself stays
-        # on that device, frontend/multi_cat.py; no refusal allowed)
-        if (out := self.try_step(("catself", sax), v, ts)) is not None: v = out
+      elif kind == "cat" and step is not None and sharded and sax == step[2] and shape[sax]:
+        # (refused along the split axis: v cut to one shard, if split over all the devices, joins a piece of itself,
+        # which stays on that one device, frontend/multi_cat.py; neither may be refused)
+        if all(m.real):
+          b = m.bounds[int(r.integers(0, self.n))]
+          v = self.try_step(("shrink", tuple(b if i == sax else (0, s) for i, s in enumerate(shape))), v, ts)
+        v = self.try_step(("catself", sax), v, ts)
     self.out_shape, self.out_device = v.shape, v.device
 
   # *** running it ***
