@@ -12,6 +12,7 @@ import math
 from compiler.dtypes import DType, dtypes, sum_acc_dtype
 from compiler.lazy import LazyBuffer
 from compiler.uop import Ops
+from frontend import multi_cat
 from frontend.multi import MultiLazyBuffer
 
 class Function:
@@ -309,6 +310,26 @@ class Shard(Function):
     self.src_device = x.device
     return MultiLazyBuffer.from_sharded(x, devices, axis)
   def backward(self, g): return g.copy_to_device(self.src_device)
+
+class MultiCat(Function):
+  """cat along the axis a sharded piece is split on (frontend/multi_cat.py): made where the pieces live; each piece's
+  gradient is cut from the result's where that piece lives."""
+  def forward(self, *xs, dim: int):
+    out, self.plan = multi_cat.cat(list(xs), dim)
+    return out
+  def backward(self, g):
+    gs = multi_cat.grads(g, self.plan, self.needs_input_grad)
+    return gs[0] if len(gs) == 1 else tuple(gs)
+  def backward_tensors(self, g, *parents):
+    """create_graph (Tensor.gradient): each piece's gradient a differentiable shrink of g, which a sharded g allows
+    where the piece is one whole shard, and a g on one device (a result on one device) always."""
+    ax, out = self.plan.axis, []
+    for p, need in zip(self.plan.pieces, self.needs_input_grad):
+      try: out.append(g.shrink(tuple((p.off, p.off + p.size) if a == ax else None for a in range(g.ndim))) if need else None)
+      except RuntimeError as e:
+        raise RuntimeError(f"cat: shapes {[q.shape for q in self.plan.pieces]} along the sharded dim {ax}: a differentiable gradient "
+                           f"(create_graph, gradient()) of the piece {p.shape} spread over several shards is not supported ({e})") from None
+    return out
 
 # ***** movement *****
 class Reshape(Function):

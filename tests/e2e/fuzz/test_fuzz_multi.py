@@ -4,7 +4,8 @@
     whose size does not split evenly is refused first: the error must name the axis, the shape, the size and the
     device count), then a chain of elementwise / broadcasting ops with other sharded leaves, movement (reshape,
     permute, pad, shrink, expand, flip, a shrink to one shard and the pad back), reductions over sharded and unsharded
-    axes (sum / max / mean / softmax), matmul with one or both operands sharded, cat, and a gather to one device
+    axes (sum / max / mean / softmax), matmul with one or both operands sharded, cat (where one along the split axis
+    is refused, the value is cut to one shard and joins a piece of itself on that device), and a gather to one device
     (`to`). A movement the sharding can't keep must be refused with an error naming the op and the shape (checked;
     the op is then left out). Forward and the gradient of every leaf (through `.backward()`) are compared with torch
     float64 (CPU); a third of the programs run inside TinyJit, 4 calls with new leaf values, every call checked.
@@ -169,6 +170,9 @@ class ShardedCase:
       return torch.amax(v, ax, keepdim=keep) if torch_ else v.max(ax, keepdim=keep)
     if kind == "matmul": return leaves[a[0]] @ v if a[1] else v @ leaves[a[0]]
     if kind == "cat": return torch.cat([v, leaves[a[0]]], a[1]) if torch_ else v.cat(leaves[a[0]], dim=a[1])
+    if kind == "catself":   # v and twice its first element along the axis (a KV-cache style append of v's own piece)
+      head = v.narrow(a[0], 0, 1) if torch_ else v.shrink(tuple((0, 1) if i == a[0] else None for i in range(v.ndim)))
+      return torch.cat([v, head * 2], a[0]) if torch_ else v.cat(head * 2, dim=a[0])
     if kind == "to": return v if torch_ else v.to(a[0])
     raise AssertionError(kind)
 
@@ -256,6 +260,13 @@ class ShardedCase:
         step, refusal = ("cat", li, ax), r"cat: shapes .* along dim \d+, which is sharded over"
       elif kind == "to" and sharded: step = ("to", str(r.choice(self.devices)))
       if step is not None and (out := self.try_step(step, v, ts, refusal)) is not None: v = out
+      elif kind == "cat" and step is not None and sharded and sax == step[2] and shape[sax]:
+        # (refused along the split axis: v cut to one shard, if split over all the devices, joins a piece of itself,
+        # which stays on that one device, frontend/multi_cat.py; neither may be refused)
+        if all(m.real):
+          b = m.bounds[int(r.integers(0, self.n))]
+          v = self.try_step(("shrink", tuple(b if i == sax else (0, s) for i, s in enumerate(shape))), v, ts)
+        v = self.try_step(("catself", sax), v, ts)
     self.out_shape, self.out_device = v.shape, v.device
 
   # *** running it ***
@@ -653,10 +664,17 @@ def test_found_one_shard_with_a_split_operand(other_axis):
 
 def test_found_cat_of_one_shard_that_doesnt_fit_names_cat():
   """FUZZ_SEED=100876: a piece shrunk to one shard, cat with another along the sharded axis where the pad can't put it
-  back around its shard: refused naming cat (was the pad's "can only be padded back to its whole size 8")."""
-  x = Tensor(_rng(8)).shard(("CPU:1", "CPU:2", "CPU:3", "CPU:4"), 0)
-  with pytest.raises(RuntimeError, match=r"cat: shapes \[\(2,\), \(2,\)\] along dim 0, which is sharded"):
-    x.shrink(((6, 8),)).cat(x.shrink(((6, 8),)))
+  back around its shard: refused naming cat (was the pad's "can only be padded back to its whole size 8"). Both pieces
+  on CPU:4 now make a value on CPU:4 (frontend/multi_cat.py); pieces on two devices out of order are still refused,
+  naming the devices."""
+  n = _rng(8)
+  x = Tensor(n).shard(("CPU:1", "CPU:2", "CPU:3", "CPU:4"), 0)
+  y = x.shrink(((6, 8),)).cat(x.shrink(((6, 8),)))
+  assert y.lazydata.real == [False, False, False, True]
+  np.testing.assert_array_equal(y.numpy(), np.concatenate([n[6:], n[6:]]))
+  with pytest.raises(RuntimeError, match=r"cat: shapes \[\(2,\), \(2,\)\] along dim 0, which is sharded .*the pieces are \(2,\) on CPU:4, "
+                                         r"\(2,\) on CPU:1"):
+    x.shrink(((6, 8),)).cat(x.shrink(((0, 2),)))
 
 def test_found_max_over_a_one_element_shard():
   """FUZZ_SEED=102950 (minimised): a tensor split over 2 devices on axis 0, shrunk to its one-row shard, a max over
