@@ -22,13 +22,13 @@ zero-fill or truncate it, hiding a client's layout bug).
 """
 from __future__ import annotations
 import ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 from hcqrt import syscalls
 from hcqrt.mock.held import Holdable
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes, small_bar_gpus
-from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE, Frame, Pages, round_up
+from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE, PoolRun, round_up
 from hcqrt.mock.amd.cp import Queue, GPUError, land_pending
 from hcqrt.mock.amd.aql import AQLQueue
 
@@ -124,7 +124,7 @@ class MockKFD(Holdable):
     # pages of freed BOs that an L2 held dirty lines of, by domain (VRAM's gpu_id or 0), a list of the freed BOs' page
     # lists, most recent last: the next allocations of the domain take them, any part of them (_take_pages), at most
     # POOL_PAGES a domain (_trim_pool)
-    self.freed_pages: dict[tuple[str, int], list[list[tuple[Pages, int, int]]]] = {}   # (each a BO's runs: memfd, page, pages)
+    self.freed_pages: dict[tuple[str, int], list[list[PoolRun]]] = {}   # (each a BO's runs: memfd, page, pages)
     self.freed_mapped: list[BO] = []         # freed BOs the process still maps on the CPU: alive until munmap (_release)
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
@@ -303,7 +303,6 @@ class MockKFD(Holdable):
     if not GPUVM_BASE <= va or va + size > GPUVM_LIMIT: raise _err(errno.EINVAL, f"va_addr {va:#x}+{size:#x} is outside the GPUVM aperture")
     if fl & T.VRAM and node.vram_used + size > VRAM_BYTES[self.arch]: raise _err(errno.ENOMEM, "out of VRAM")
     handle = (node.gpu_id << 32) | self.next_idr
-    self.next_idr += 1
     # Pages freed BOs left with dirty L2 lines (_release) go to the next allocations of their domain as the kernel may
     # leave them: cleared when freed (_release), not again, so what an L2 wrote back since stays. VRAM: the
     # VRAM_CLEARED allocation skips blocks marked cleared (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_ttm.c:
@@ -312,7 +311,14 @@ class MockKFD(Holdable):
     # 1893-1897; ttm_pool.c:287-292), whose pages are cleared when given back and taken as they are (ttm_pool.c:225-255);
     # otherwise the page allocator's __GFP_ZERO clears them at this ALLOC (ttm_pool.c:445-446), the kinder case.
     # Any size takes any freed pages of its domain, a part of one freed BO or several (_take_pages)
-    bo = BO(handle, va, size, fl, frames=self._take_pages(fl, node.gpu_id, round_up(size, PAGE) // PAGE))
+    given, taken = self._take_pages(self._pool_key(fl, node.gpu_id), round_up(size, PAGE) // PAGE)
+    # No memory for the BO (the mock's memfd or mapping failed): amdgpu_gem_object_create failed, so the ioctl fails with
+    # its ENOMEM before an IDR handle is made (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd_gpuvm.c:1817-1823,
+    # amdkfd/kfd_chardev.c:1147-1156), and the freed pages stay free: they leave the pool only with the BO made (`taken`)
+    try: bo = BO(handle, va, size, fl, given=given)
+    except OSError as e: raise _err(errno.ENOMEM, f"out of memory for a {size:#x}-byte BO: {e}") from None
+    taken()
+    self.next_idr += 1
     bo.mmap_offset = (1 << 40) + (handle & 0xFFFFFFFF) * (1 << 24)   # type: ignore[attr-defined]
     self.bos[handle] = bo
     if fl & T.VRAM: node.vram_used += bo.size
@@ -353,7 +359,7 @@ class MockKFD(Holdable):
     bo.drop_view()
     key = self._pool_key(bo.flags, bo.handle >> 32)
     # (its runs, not a tuple a page: no allocation of megabytes here, inside the process's munmap of the BO)
-    self.freed_pages.setdefault(key, []).append([(p, i, n) for _, p, i, n in bo.frames.runs])   # type: ignore[attr-defined]
+    self.freed_pages.setdefault(key, []).append([(p, i, n) for _, p, i, n in bo.frames.runs])
     self._trim_pool(key)
 
   # Pages a domain's pool keeps (_trim_pool): 32 MiB, all the L2 of the largest modelled GPU (gfx942 MI325X:
@@ -365,7 +371,7 @@ class MockKFD(Holdable):
   # frees its most recent pages instead, ttm_pool.c:321-335, 248: not the harmful side.)
   POOL_PAGES = 8192
 
-  def _take_pages(self, flags: int, gpu_id: int, n: int) -> list[Frame]:
+  def _take_pages(self, key: tuple[str, int], n: int) -> tuple[list[PoolRun], Callable[[], None]]:
     """Up to n freed pages of the domain for a new BO (the rest is new memory, BO), most recently freed first, a freed
     BO's pages partly if it is larger: the harmful and plausible choice, the pages an L2 is likeliest still to hold
     lines of. GTT, the page allocator: a free goes to the head of the per-CPU list and an allocation takes the head
@@ -374,24 +380,22 @@ class MockKFD(Holdable):
     from the cleared tree first, where freed blocks are (wiped at release, _release) and never-used ones are not (init
     marks none cleared, drivers/gpu/buddy.c:307, 354; :741-767), and splits a larger one keeping the right half
     (:777-783): the last pages. Among freed blocks the buddy takes the highest offset of the smallest order that
-    fits (rbtree_last_free_block), not modelled: the most recent here."""
-    pool, out = self.freed_pages.get(key := self._pool_key(flags, gpu_id), []), []
-    while pool and n:
-      blk, got = pool[-1], []
-      while blk and n:
-        p, i, m = blk[-1] if key[0] == "vram" else blk[0]
-        k = min(n, m); n -= k
-        if key[0] == "vram":   # (the block's last pages, in their order)
-          got.insert(0, (p, i + m - k, k))
-          if k == m: blk.pop()
-          else: blk[-1] = (p, i, m - k)
-        else:
-          got.append((p, i, k))
-          if k == m: blk.pop(0)
-          else: blk[0] = (p, i + k, m - k)
-      out += got
-      if not blk: pool.pop()
-    return [(p, j) for p, i, m in out for j in range(i, i + m)]
+    fits (rbtree_last_free_block), not modelled: the most recent here. Returns the runs in the BO's page order, and
+    the call that takes them out of the pool (once the BO is made: a failed allocation keeps them there)."""
+    pool, out, k, rest = self.freed_pages.get(key, []), [], 0, []
+    vram = key[0] == "vram"
+    while k < len(pool) and n:   # freed blocks, most recent first; a block's runs from its end (VRAM) or start (GTT)
+      blk = pool[-1 - k]; k += 1
+      got, rest = [], []
+      for j, (p, i, m) in enumerate(reversed(blk) if vram else blk):
+        t = min(n, m); n -= t
+        got.append((p, i + m - t, t) if vram else (p, i, t))
+        if not n:   # the last run it takes: what stays of the block
+          rest = blk[:len(blk) - 1 - j] + [(p, i, m - t)] * (t < m) if vram else [(p, i + t, m - t)] * (t < m) + blk[j + 1:]
+          break
+      out += got[::-1] if vram else got
+    def taken() -> None: pool[len(pool) - k:] = [rest] if rest else []
+    return out, taken
 
   def _trim_pool(self, key: tuple[str, int]) -> None:
     """The pool keeps its POOL_PAGES most recently freed pages; older ones leave this process (the L2's lines of them

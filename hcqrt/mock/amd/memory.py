@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect, contextlib, ctypes, mmap as _mmap, os
 import numpy as np
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from hcqrt import syscalls
 
 PAGE = 4096
@@ -40,8 +40,10 @@ class Pages:
   def __init__(self, size: int):
     self.size, self.live = size, size // PAGE
     self.fd = os.memfd_create("amdmock", os.MFD_CLOEXEC)
-    os.ftruncate(self.fd, size)
-    self.host = syscalls.mmap(self.fd, size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
+    try:
+      os.ftruncate(self.fd, size)
+      self.host = syscalls.mmap(self.fd, size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
+    except BaseException: os.close(self.fd); raise
   def clear(self, i: int, n: int) -> None:
     """Pages i..i+n read as zeros again and hold no memory: a hole punched in the memfd (fallocate(2) FALLOC_FL_PUNCH_HOLE,
     which tmpfs supports). A memset of them took 1.5 s a GiB and kept a freed BO's every page resident while any one of
@@ -58,14 +60,7 @@ class Pages:
 Frame = tuple[Pages, int]   # one physical page: (its memfd, page index in it)
 
 Run = tuple[int, "Pages", int, int]   # (first page in the BO, memfd, first page in it, pages)
-
-def _runs(frames: list[Frame]) -> list[Run]:
-  """(first page in the list, memfd, first page in it, pages) of each run of consecutive pages of one memfd."""
-  out: list[Run] = []
-  for k, (p, i) in enumerate(frames):
-    if out and out[-1][1] is p and out[-1][2] + out[-1][3] == i: out[-1] = (*out[-1][:3], out[-1][3] + 1)
-    else: out.append((k, p, i, 1))
-  return out
+PoolRun = tuple["Pages", int, int]    # (memfd, first page in it, pages): freed pages as the KFD's pool keeps them
 
 class FrameList(Sequence):
   """A BO's pages, held as runs of one memfd: a BO of new memory is one run however large (a 177 MiB BO is 45k pages:
@@ -100,7 +95,7 @@ def map_frames(runs: list[Run], length: int, prot: int, addr: int | None = None)
 @dataclass(eq=False)
 class BO:
   """One allocation: `va`..`va+size` for the GPU; `host` is the mock's own mapping of the same memory, its pages
-  `frames`: those given (left by freed BOs, as the kernel clears them for their next owner: kfd.py _release,
+  `frames`: the runs `given` (pages left by freed BOs, as the kernel clears them for their next owner: kfd.py _release,
   _alloc_memory_of_gpu), then new ones up to `size`."""
   handle: int
   va: int
@@ -109,30 +104,39 @@ class BO:
   gpu_mapped: set[int] = field(default_factory=set)
   cpu_maps: int = 0
   cpu_at: list[tuple[int, int, int]] = field(default_factory=list)   # (address, length, BO offset) of the process's CPU mappings
-  frames: Sequence[Frame] = field(default_factory=list)   # given: a list; after __post_init__ a FrameList of them all
+  given: InitVar[Sequence[PoolRun]] = ()
+  frames: FrameList = field(init=False)
 
-  def __post_init__(self):
+  def __post_init__(self, given: Sequence[PoolRun]):
     self.size = round_up(self.size, PAGE)
-    if (n := self.size // PAGE - len(self.frames)) < 0: raise ValueError(f"mock BO: {len(self.frames)} pages given for {self.size:#x} bytes")
-    runs = _runs(list(self.frames))   # (the pages given: a part of the KFD's pool at most)
-    if n: runs.append((len(self.frames), Pages(n * PAGE), 0, n))
+    runs: list[Run] = []
+    for p, i, m in given:   # (runs of one memfd that meet are one: a window of its mapping, no view of several)
+      if runs and runs[-1][1] is p and runs[-1][2] + runs[-1][3] == i: runs[-1] = (*runs[-1][:3], runs[-1][3] + m)
+      else: runs.append((runs[-1][0] + runs[-1][3] if runs else 0, p, i, m))
+    k = runs[-1][0] + runs[-1][3] if runs else 0
+    if (n := self.size // PAGE - k) < 0: raise ValueError(f"mock BO: {k} pages given for {self.size:#x} bytes")
+    new = Pages(n * PAGE) if n else None
+    if new is not None: runs.append((k, new, 0, n))
     self.frames = FrameList(runs)
     # one run: a window of its memfd's own mapping; pages of several freed BOs: a mapping of its own (`_view`)
     self._view = len(runs) > 1
-    self.host = map_frames(runs, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE) if self._view else runs[0][1].host + runs[0][2] * PAGE
+    try: self.host = map_frames(runs, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE) if self._view else runs[0][1].host + runs[0][2] * PAGE
+    except BaseException:
+      if new is not None: new.close()   # (the pages given are still the caller's)
+      raise
 
   @property
   def end(self) -> int: return self.va + self.size
 
   def map_cpu(self, addr: int | None, length: int, prot: int) -> int:
     self.cpu_maps += 1
-    at = map_frames(self.frames.runs, length, prot, addr)   # type: ignore[attr-defined]
+    at = map_frames(self.frames.runs, length, prot, addr)
     self.cpu_at.append((at, length, 0))
     return at
 
   def clear(self) -> None:
     """Its memory reads as zeros (kfd.py _release: cleared when freed)."""
-    for _, p, i, n in self.frames.runs: p.clear(i, n)   # type: ignore[attr-defined]
+    for _, p, i, n in self.frames.runs: p.clear(i, n)
 
   def drop_view(self) -> None:
     """The mock's own mapping goes (its frames stay, for the KFD's pool or `close`)."""
@@ -140,7 +144,7 @@ class BO:
 
   def close(self) -> None:
     self.drop_view()
-    for _, p, _, n in self.frames.runs: p.put(n)   # type: ignore[attr-defined]
+    for _, p, _, n in self.frames.runs: p.put(n)
 
 def _merge(new: tuple[np.ndarray, np.ndarray], old: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
   """One page's dirty dwords `new` over `old` (the newer write wins where both are dirty)."""
@@ -259,7 +263,7 @@ class GPUVM:
     self._vas = [b.va for b in self.bos]
     # the L2's lines of this memory (held since an unmap, possibly by a BO freed since) are seen at the new VA
     for f in [f for f in self.held if f in bo.frames]:   # (few held pages, a BO's pages as runs: not a loop a page)
-      pa = bo.va + bo.frames.find(f) * PAGE   # type: ignore[attr-defined]
+      pa = bo.va + bo.frames.find(f) * PAGE   # type: ignore[operator]
       self.dirty.pages[pa] = _merge(self.held.pop(f), self.dirty.pages.get(pa))
   def unmap(self, bo: BO) -> None:
     """The BO leaves this GPU's VM; its dirty L2 lines stay in the L2, as lines of its memory (`held`), not of its VA.
