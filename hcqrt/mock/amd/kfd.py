@@ -21,9 +21,9 @@ zero-fill or truncate it, hiding a client's layout bug).
   (True, True)
 """
 from __future__ import annotations
-import ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time
+import ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time, weakref
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, ClassVar
 from hcqrt import syscalls
 from hcqrt.mock.held import Holdable
 from hcqrt.mock.amd import tables as T
@@ -91,7 +91,8 @@ class MockKFD(Holdable):
   MOCKGPU_P2P, else "pcie") names the link of each GPU pair, "pcie", "xgmi" or "none", or "i-j:kind,..." per pair
   (topology.link_matrix); the topology lists it as io_links/p2p_links. Peer VRAM maps over XGMI always and over PCIe
   when the owner's BAR is large (not `small_bar`), else EINVAL; GTT maps on any GPU of the process. `maps` logs every
-  (handle, gpu_id) a MAP_MEMORY_TO_GPU mapped, so a test sees which peer got what."""
+  (handle, gpu_id) a MAP_MEMORY_TO_GPU mapped, so a test sees which peer got what. The process ends with `exit`."""
+  alive: ClassVar[weakref.WeakSet[MockKFD]] = weakref.WeakSet()   # those not exited (tests/conftest.py exits a test's own)
   def __init__(self, arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, gpus: int = 1,
                serve: int | None = None, hidden: tuple[int, ...] = (), small_bar: bool | Iterable[int] | None = None, report_queue_errors: bool = False,
                p2p: str | dict[tuple[int, int], str] | None = None):
@@ -151,6 +152,8 @@ class MockKFD(Holdable):
     self.calls: list[str] = []               # ioctl names in order (tests read them)
     self.sizes: list[int] = []               # and the _IOC size each came with
     self.maps: list[tuple[int, int]] = []    # (handle, gpu_id) of every mapping MAP_MEMORY_TO_GPU made, in order
+    self.exited = False                       # the process has ended (`exit`): its fds answer EBADF
+    MockKFD.alive.add(self)
 
   # the first served GPU's state under the names the one-GPU mock had (tests read them)
   @property
@@ -192,13 +195,48 @@ class MockKFD(Holdable):
     else: next(n for n in self.nodes.values() if n.render_path == path).render_fds.add(fd)
     return fd
   def close(self, fd: int) -> None:
+    """The process closes an fd. It frees nothing: /dev/kfd's release only drops the file's reference to the KFD process
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:165-173), and the MMU notifier holds another until the
+    process's mm goes (kfd_process.c:1531, 1579-1593; dropped at :1223-1226, 1265), so BOs, queues and VMs live on, and
+    a new open finds the same process (kfd_process.c:866-867). A render node fd's close does not end its VM either:
+    ACQUIRE_VM's PDD holds the file (kfd_chardev.c:1005) until the process's PDDs go (kfd_process.c:1066-1070). All of
+    it goes at the process's end: `exit`."""
     self.kfd_fds.discard(fd)
     for n in self.nodes.values(): n.render_fds.discard(fd)
     os.close(fd)
 
+  def exit(self) -> None:
+    """The process ends: its mm goes, so the MMU notifier drops the KFD process's last reference
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process.c:1268-1298, 1265, 1223-1226) and kfd_process_wq_release
+    (:1163-1203) destroys its queues (:1169-1170), unmaps every BO from every GPU and frees it (:1189, 986-1011), ends
+    the VMs (:1192, 1066-1070) and the events (:1195). exit_mmap removes the process's mappings (mm/mmap.c:1916, 1925,
+    1967), each dropping its GEM reference (mm/vma.c:329-334; drm_gem.c:1100-1106), so BOs freed while still mapped go too:
+    all the process's memory is released, and with nobody left to own them, the pool's pages (a test's mock stands
+    for one process). Here: every memfd closes and the mock's own mappings go. The client's mappings of BOs are the
+    OS's, not the mock's: they keep their memfd alive and valid until munmap (memory.py Pages). The fds stay routed
+    here and answer EBADF, and stay open: closed, their numbers could go to another mock's fds, and a stale call
+    (a late finalizer of a device of this process) would reach that one."""
+    with self.lock:
+      if self.exited: return
+      self.exited = True
+      MockKFD.alive.discard(self)
+      for q in self.queues.values(): q.destroyed = True
+      self.queues, self.doorbells, self._held, self.events = {}, {}, {}, {}
+      bos, self.bos, self.freed_mapped = [*self.bos.values(), *self.freed_mapped], {}, []
+      for n in self.nodes.values():
+        for b in bos:
+          if n.gpu_id in b.gpu_mapped: n.vm.unmap(b)
+        n.vm.discard(); n.vram_used = 0   # (the L2's lines of memory nobody has any more: no one can see them)
+      for b in bos: b.close()
+      for blk in (blk for pool in self.freed_pages.values() for blk in pool):
+        for p, _, m in blk: p.put(m)
+      self.freed_pages = {}
+      self.work.notify_all()   # (the engine thread, with no queue left, ends when idle)
+
   # ---- ioctl ----
   def ioctl(self, fd: int, request: int, argp: int) -> int:
     d, typ, nr, size = (request >> 30) & 3, (request >> 8) & 0xFF, request & 0xFF, (request >> 16) & 0x3FFF
+    if self.exited: raise _err(errno.EBADF, f"mock KFD: fd {fd} belongs to a process that has exited (MockKFD.exit)")
     if fd not in self.kfd_fds: raise _err(errno.ENOTTY, "not a /dev/kfd fd")
     if typ != ord("K"): raise _err(errno.ENOTTY, f"ioctl type {typ:#x} is not AMDKFD_IOCTL_BASE")
     # RUNTIME_ENABLE (0x25) arrived with 1.13, "Add debugger API" (linux@v6.12.117:include/uapi/linux/kfd_ioctl.h:41)
@@ -730,6 +768,7 @@ class MockKFD(Holdable):
   # ---- mmap / doorbells ----
   def mmap(self, fd: int, length: int, prot: int, flags: int, offset: int, addr: int | None) -> int:
     with self.lock:
+      if self.exited: raise _err(errno.EBADF, f"mock KFD: fd {fd} belongs to a process that has exited (MockKFD.exit)")
       if fd in self.render_fds:
         # a BO's mmap offset lives in its own GPU's DRM device: another GPU's render node does not know it
         node = next(n for n in self.nodes.values() if fd in n.render_fds)

@@ -14,7 +14,7 @@ memory's next owner, at the next write-back (GPUVM.unmap cites the driver).
   b'ok'
 """
 from __future__ import annotations
-import bisect, contextlib, ctypes, mmap as _mmap, os
+import bisect, contextlib, ctypes, mmap as _mmap, os, weakref
 import numpy as np
 from collections.abc import Iterator, Sequence
 from dataclasses import InitVar, dataclass, field
@@ -36,7 +36,11 @@ _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02   # linux/falloc.h
 class Pages:
   """Memory pages (a memfd, with the mock's own mapping of all of it): what the L2 tags its lines with, one page a
   `Frame`. A BO is made of frames, new or left by freed BOs (kfd.py _release, _alloc_memory_of_gpu); a frame outlives
-  its BO while the KFD pools it, and the memfd is closed with its last frame (`put`)."""
+  its BO while the KFD pools it, and the memfd is closed with its last frame (`put`), at the KFD process's end
+  (kfd.py MockKFD.exit), or once nothing holds the Pages (a BO or a whole mock dropped: `_gone`). Closing it frees no
+  page a client still maps: a mapping holds its own reference to the file (__mmap_region takes it,
+  linux@v6.12.117:mm/mmap.c:1463; remove_vma drops it when the VMA goes, mm/vma.c:329-334), so the memory stays
+  valid to the client until its munmap."""
   def __init__(self, size: int):
     self.size, self.live = size, size // PAGE
     self.fd = os.memfd_create("amdmock", os.MFD_CLOEXEC)
@@ -44,6 +48,10 @@ class Pages:
       os.ftruncate(self.fd, size)
       self.host = syscalls.mmap(self.fd, size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
     except BaseException: os.close(self.fd); raise
+    self._gone = weakref.finalize(self, Pages._release, self.fd, self.host, size)
+    self._gone.atexit = False   # (at interpreter exit the OS closes it)
+  @staticmethod
+  def _release(fd: int, host: int, size: int) -> None: syscalls.munmap(host, size); os.close(fd)
   def clear(self, i: int, n: int) -> None:
     """Pages i..i+n read as zeros again and hold no memory: a hole punched in the memfd (fallocate(2) FALLOC_FL_PUNCH_HOLE,
     which tmpfs supports). A memset of them took 1.5 s a GiB and kept a freed BO's every page resident while any one of
@@ -55,7 +63,7 @@ class Pages:
     self.live -= n
     if self.live <= 0: self.close()
   def close(self) -> None:
-    if self.fd >= 0: syscalls.munmap(self.host, self.size); os.close(self.fd); self.fd = -1
+    self._gone(); self.fd = -1   # (a finalizer runs once: closing twice closes once)
 
 Frame = tuple[Pages, int]   # one physical page: (its memfd, page index in it)
 
@@ -124,6 +132,8 @@ class BO:
     except BaseException:
       if new is not None: new.close()   # (the pages given are still the caller's)
       raise
+    # (a view maps the memfds, so holds their memory: it goes with the BO, a dropped one too, as Pages' mapping does)
+    if self._view: self._drop_view = weakref.finalize(self, syscalls.munmap, self.host, self.size)
 
   @property
   def end(self) -> int: return self.va + self.size
@@ -140,7 +150,7 @@ class BO:
 
   def drop_view(self) -> None:
     """The mock's own mapping goes (its frames stay, for the KFD's pool or `close`)."""
-    if self._view: syscalls.munmap(self.host, self.size); self._view = False
+    if self._view: self._drop_view(); self._view = False
 
   def close(self) -> None:
     self.drop_view()
