@@ -262,8 +262,8 @@ def test_closing_the_device_files_frees_nothing_the_process_end_frees_all():
   """Closing every /dev/kfd fd and the render node leaves the KFD process, its BOs and their memory (the MMU notifier's
   reference, the PDD's drm_file: MockKFD.close): a new fd reaches the same BOs. The process's end frees every BO, the
   pool's pages with them, and closes every memfd (MockKFD.exit); a BO the process still maps keeps its memory, valid,
-  until munmap (the mapping holds the memfd); a call on the ended process's fds is EBADF. (Before, nothing ever closed
-  a BO's memfd: 2751 were open after 5 AMD test files.)"""
+  until munmap (the mapping holds the memfd); a call on the ended process's fds is EBADF. (Before, a BO never freed
+  kept its memfd for good: 2751 were open after 5 AMD test files.)"""
   base = _memfds()
   drv = install_mock_amd(kernel="6.12")
   fd = syscalls.open("/dev/kfd", os.O_RDWR); r = acquire(drv, fd)
