@@ -303,3 +303,21 @@ def test_a_bo_nothing_holds_closes_its_memfd_and_its_view():
   assert _memfds() == (base[0] + 2, base[1] + 4)   # (each memfd's own mapping, and the view's two)
   del bo, p, q; gc.collect()
   assert _memfds() == base
+
+def test_a_dropped_mocks_memory_goes_even_inside_the_syscall_seams_lock(monkeypatch):
+  """The cyclic GC runs finalizers on whatever thread allocates, one inside hcqrt.syscalls' lock (a plain Lock) too: a
+  dropped mock's memfds must close without that lock (memory.py _unmap). Before, the finalizer's syscalls.munmap took
+  it again: here an error, on a real thread a deadlock, and the memfd stayed open."""
+  import gc
+  from hcqrt.mock.amd.memory import Pages
+  class Taken:   # the lock as this thread holds it: taking it again never returns
+    def __enter__(self): raise AssertionError("hcqrt.syscalls._lock taken inside itself")
+    def __exit__(self, *a): return False
+  gc.collect()
+  base = _memfds()
+  p = Pages(4096); p.cycle = p   # (only the cyclic GC frees it)
+  del p
+  monkeypatch.setattr(syscalls, "_lock", Taken())
+  gc.collect()
+  monkeypatch.undo()
+  assert _memfds() == base

@@ -32,6 +32,12 @@ def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.fallocate.argtypes, _libc.fallocate.restype = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64], ctypes.c_int
 _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02   # linux/falloc.h
+_libc.munmap.argtypes, _libc.munmap.restype = [ctypes.c_void_p, ctypes.c_size_t], ctypes.c_int
+
+def _unmap(addr: int, size: int) -> None:
+  """munmap(2) of a mapping of the mock's own (no device's): not through syscalls.munmap, whose plain lock a finalizer
+  may find taken, by the very thread the cyclic GC runs it on (a dropped mock's Pages, BO views: a deadlock)."""
+  if _libc.munmap(addr, size) != 0: e = ctypes.get_errno(); raise OSError(e, f"mock BO memory: munmap({addr:#x}, {size:#x}): {os.strerror(e)}")
 
 class Pages:
   """Memory pages (a memfd, with the mock's own mapping of all of it): what the L2 tags its lines with, one page a
@@ -51,7 +57,7 @@ class Pages:
     self._gone = weakref.finalize(self, Pages._release, self.fd, self.host, size)
     self._gone.atexit = False   # (at interpreter exit the OS closes it)
   @staticmethod
-  def _release(fd: int, host: int, size: int) -> None: syscalls.munmap(host, size); os.close(fd)
+  def _release(fd: int, host: int, size: int) -> None: _unmap(host, size); os.close(fd)
   def clear(self, i: int, n: int) -> None:
     """Pages i..i+n read as zeros again and hold no memory: a hole punched in the memfd (fallocate(2) FALLOC_FL_PUNCH_HOLE,
     which tmpfs supports). A memset of them took 1.5 s a GiB and kept a freed BO's every page resident while any one of
@@ -136,7 +142,7 @@ class BO:
       if new is not None: new.close()   # (the pages given are still the caller's)
       raise
     # (a view maps the memfds, so holds their memory: it goes with the BO, a dropped one too, as Pages' mapping does)
-    if self._view: self._drop_view = weakref.finalize(self, syscalls.munmap, self.host, self.size)
+    if self._view: self._drop_view = weakref.finalize(self, _unmap, self.host, self.size)
 
   @property
   def end(self) -> int: return self.va + self.size
