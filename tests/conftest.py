@@ -25,6 +25,19 @@ def _test_leaves_global_state_as_found(request):
   if changed := state_guard.revert(before):
     pytest.fail(f"{request.node.nodeid} left global state changed (now put back; use monkeypatch or try/finally):\n  " + "\n  ".join(changed), pytrace=False)
 
+@pytest.fixture(autouse=True)
+def _mock_kfd_processes_end_with_their_test():
+  """Each mock KFD a test makes stands for a process of its own, which ends with the test: `MockKFD.exit` frees what
+  the kernel frees when a process ends (its BOs, their memfds), which closing the device files never does (MockKFD.close).
+  The registry's mocks (MOCKGPU=1) serve the whole session and stay; so do those made before the test."""
+  import sys
+  before = {id(d) for d in kfd.MockKFD.alive} if (kfd := sys.modules.get("hcqrt.mock.amd.kfd")) else set()
+  yield
+  if (kfd := sys.modules.get("hcqrt.mock.amd.kfd")) is None: return   # (no mock was made)
+  from hcqrt.device import Device
+  keep = before | {id(d) for d in Device._mocks.values()}
+  for drv in [d for d in kfd.MockKFD.alive if id(d) not in keep]: drv.exit()
+
 # The README's test command runs the suite with `-n auto --dist loadfile` (pytest-xdist): a worker a core, each test file
 # in one worker (a file's last test may read what its others compiled: test_amdemu.py). Past 8 workers a big box gains
 # little (the longest files set the wall time) while every worker holds torch and its own kernel caches (~1 GB).

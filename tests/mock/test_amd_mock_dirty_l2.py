@@ -253,6 +253,28 @@ def test_the_freed_page_pool_is_bounded_and_drops_the_oldest(monkeypatch):
     assert [bytes(n.view()[4:8]) for n in new] == [b"BO3!", b"BO2!", bytes(4)]
   finally: uninstall_mock_amd(drv)
 
+@pytest.mark.parametrize("kind,page", [("gtt", 0), ("vram", 1)])
+def test_a_failed_allocation_leaves_the_freed_pages_it_took_in_the_pool(monkeypatch, kind, page):
+  """An ALLOC that takes freed pages and then finds no memory for the rest fails with the kernel's ENOMEM
+  (amdgpu_gem_object_create failed), and the freed pages stay in the pool: the next BO gets the page, and the L2's
+  dirty line of it, that it would have got (the pool lost them, and the ioctl failed with the mock's EMFILE)."""
+  import errno
+  from hcqrt.amd.device import AMDError
+  from hcqrt.mock.amd import memory, uninstall_mock_amd
+  drv, dev = _amd("gfx1100")
+  try:
+    old = dev.gpu_alloc(2 * PAGE, kind, host=True)
+    drv.vm.write_cached(old.va + page * PAGE + 8, b"STALE!!!")
+    dev.gpu_free(old)
+    def no_memfd(size): raise OSError(errno.EMFILE, "memfd_create: Too many open files")
+    monkeypatch.setattr(memory, "Pages", no_memfd)
+    with pytest.raises(AMDError) as e: dev.gpu_alloc(3 * PAGE, kind, host=True)   # (2 freed pages and a new one)
+    assert e.value.errno == errno.ENOMEM, e.value
+    monkeypatch.undo()
+    new = dev.gpu_alloc(PAGE, kind, host=True)
+    assert bytes(drv.vm.read(new.va + 8, 8)) == b"STALE!!!"
+  finally: uninstall_mock_amd(drv)
+
 def test_a_freed_vram_bo_the_process_still_maps_stays_counted_until_munmap():
   """The KFD's VRAM limit is unreserved when the BO's last GEM reference goes (amdgpu_amdkfd_release_notify), and each
   CPU mapping holds one (drm_gem.c:1100-1106): AVAILABLE_MEMORY does not grow at FREE while the process still maps

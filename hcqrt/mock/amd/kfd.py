@@ -21,14 +21,14 @@ zero-fill or truncate it, hiding a client's layout bug).
   (True, True)
 """
 from __future__ import annotations
-import ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time
-from collections.abc import Hashable, Iterable
-from typing import Any
+import ctypes, errno, itertools, mmap as _mmap, os, struct, threading, time, weakref
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, ClassVar
 from hcqrt import syscalls
 from hcqrt.mock.held import Holdable
 from hcqrt.mock.amd import tables as T
 from hcqrt.mock.amd.topology import GPU_ID, KFD_VERSION, RENDER_MINOR, TOPOLOGY, VRAM_BYTES, files, gpu_properties, kernel_from_env, link_matrix, node_sizes, small_bar_gpus
-from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE, Frame, Pages, round_up
+from hcqrt.mock.amd.memory import BO, GPUVM, GPUFault, PAGE, PoolRun, round_up
 from hcqrt.mock.amd.cp import Queue, GPUError, land_pending
 from hcqrt.mock.amd.aql import AQLQueue
 
@@ -91,7 +91,8 @@ class MockKFD(Holdable):
   MOCKGPU_P2P, else "pcie") names the link of each GPU pair, "pcie", "xgmi" or "none", or "i-j:kind,..." per pair
   (topology.link_matrix); the topology lists it as io_links/p2p_links. Peer VRAM maps over XGMI always and over PCIe
   when the owner's BAR is large (not `small_bar`), else EINVAL; GTT maps on any GPU of the process. `maps` logs every
-  (handle, gpu_id) a MAP_MEMORY_TO_GPU mapped, so a test sees which peer got what."""
+  (handle, gpu_id) a MAP_MEMORY_TO_GPU mapped, so a test sees which peer got what. The process ends with `exit`."""
+  alive: ClassVar[weakref.WeakSet[MockKFD]] = weakref.WeakSet()   # those not exited (tests/conftest.py exits a test's own)
   def __init__(self, arch: str = "gfx1100", version: tuple[int, int] | None = None, kernel: str | None = None, gpus: int = 1,
                serve: int | None = None, hidden: tuple[int, ...] = (), small_bar: bool | Iterable[int] | None = None, report_queue_errors: bool = False,
                p2p: str | dict[tuple[int, int], str] | None = None):
@@ -124,7 +125,7 @@ class MockKFD(Holdable):
     # pages of freed BOs that an L2 held dirty lines of, by domain (VRAM's gpu_id or 0), a list of the freed BOs' page
     # lists, most recent last: the next allocations of the domain take them, any part of them (_take_pages), at most
     # POOL_PAGES a domain (_trim_pool)
-    self.freed_pages: dict[tuple[str, int], list[list[tuple[Pages, int, int]]]] = {}   # (each a BO's runs: memfd, page, pages)
+    self.freed_pages: dict[tuple[str, int], list[list[PoolRun]]] = {}   # (each a BO's runs: memfd, page, pages)
     self.freed_mapped: list[BO] = []         # freed BOs the process still maps on the CPU: alive until munmap (_release)
     self.next_idr = 1
     self.queues: dict[int, Queue] = {}
@@ -151,6 +152,8 @@ class MockKFD(Holdable):
     self.calls: list[str] = []               # ioctl names in order (tests read them)
     self.sizes: list[int] = []               # and the _IOC size each came with
     self.maps: list[tuple[int, int]] = []    # (handle, gpu_id) of every mapping MAP_MEMORY_TO_GPU made, in order
+    self.exited = False                       # the process has ended (`exit`): its fds answer EBADF
+    MockKFD.alive.add(self)
 
   # the first served GPU's state under the names the one-GPU mock had (tests read them)
   @property
@@ -192,13 +195,48 @@ class MockKFD(Holdable):
     else: next(n for n in self.nodes.values() if n.render_path == path).render_fds.add(fd)
     return fd
   def close(self, fd: int) -> None:
+    """The process closes an fd. It frees nothing: /dev/kfd's release only drops the file's reference to the KFD process
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_chardev.c:165-173), and the MMU notifier holds another until the
+    process's mm goes (kfd_process.c:1531, 1579-1593; dropped at :1223-1226, 1265), so BOs, queues and VMs live on, and
+    a new open finds the same process (kfd_process.c:866-867). A render node fd's close does not end its VM either:
+    ACQUIRE_VM's PDD holds the file (kfd_chardev.c:1005) until the process's PDDs go (kfd_process.c:1066-1070). All of
+    it goes at the process's end: `exit`."""
     self.kfd_fds.discard(fd)
     for n in self.nodes.values(): n.render_fds.discard(fd)
     os.close(fd)
 
+  def exit(self) -> None:
+    """The process ends: its mm goes, so the MMU notifier drops the KFD process's last reference
+    (linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process.c:1268-1298, 1265, 1223-1226) and kfd_process_wq_release
+    (:1163-1203) destroys its queues (:1169-1170), unmaps every BO from every GPU and frees it (:1189, 986-1011), ends
+    the VMs (:1192, 1066-1070) and the events (:1195). exit_mmap removes the process's mappings (mm/mmap.c:1916, 1925,
+    1967), each dropping its GEM reference (mm/vma.c:329-334; drm_gem.c:1100-1106), so BOs freed while still mapped go too:
+    all the process's memory is released, and with nobody left to own them, the pool's pages (a test's mock stands
+    for one process). Here: every memfd closes and the mock's own mappings go. The client's mappings of BOs are the
+    OS's, not the mock's: they keep their memfd alive and valid until munmap (memory.py Pages). The fds stay routed
+    here and answer EBADF, and stay open: closed, their numbers could go to another mock's fds, and a stale call
+    (a late finalizer of a device of this process) would reach that one."""
+    with self.lock:
+      if self.exited: return
+      self.exited = True
+      MockKFD.alive.discard(self)
+      for q in self.queues.values(): q.destroyed = True
+      self.queues, self.doorbells, self._held, self.events = {}, {}, {}, {}
+      bos, self.bos, self.freed_mapped = [*self.bos.values(), *self.freed_mapped], {}, []
+      for n in self.nodes.values():
+        for b in bos:
+          if n.gpu_id in b.gpu_mapped: n.vm.unmap(b)
+        n.vm.discard(); n.vram_used = 0   # (the L2's lines of memory nobody has any more: no one can see them)
+      for b in bos: b.close()
+      for blk in (blk for pool in self.freed_pages.values() for blk in pool):
+        for p, _, m in blk: p.put(m)
+      self.freed_pages = {}
+      self.work.notify_all()   # (the engine thread, with no queue left, ends when idle)
+
   # ---- ioctl ----
   def ioctl(self, fd: int, request: int, argp: int) -> int:
     d, typ, nr, size = (request >> 30) & 3, (request >> 8) & 0xFF, request & 0xFF, (request >> 16) & 0x3FFF
+    if self.exited: raise _err(errno.EBADF, f"mock KFD: fd {fd} belongs to a process that has exited (MockKFD.exit)")
     if fd not in self.kfd_fds: raise _err(errno.ENOTTY, "not a /dev/kfd fd")
     if typ != ord("K"): raise _err(errno.ENOTTY, f"ioctl type {typ:#x} is not AMDKFD_IOCTL_BASE")
     # RUNTIME_ENABLE (0x25) arrived with 1.13, "Add debugger API" (linux@v6.12.117:include/uapi/linux/kfd_ioctl.h:41)
@@ -303,7 +341,6 @@ class MockKFD(Holdable):
     if not GPUVM_BASE <= va or va + size > GPUVM_LIMIT: raise _err(errno.EINVAL, f"va_addr {va:#x}+{size:#x} is outside the GPUVM aperture")
     if fl & T.VRAM and node.vram_used + size > VRAM_BYTES[self.arch]: raise _err(errno.ENOMEM, "out of VRAM")
     handle = (node.gpu_id << 32) | self.next_idr
-    self.next_idr += 1
     # Pages freed BOs left with dirty L2 lines (_release) go to the next allocations of their domain as the kernel may
     # leave them: cleared when freed (_release), not again, so what an L2 wrote back since stays. VRAM: the
     # VRAM_CLEARED allocation skips blocks marked cleared (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_ttm.c:
@@ -312,7 +349,14 @@ class MockKFD(Holdable):
     # 1893-1897; ttm_pool.c:287-292), whose pages are cleared when given back and taken as they are (ttm_pool.c:225-255);
     # otherwise the page allocator's __GFP_ZERO clears them at this ALLOC (ttm_pool.c:445-446), the kinder case.
     # Any size takes any freed pages of its domain, a part of one freed BO or several (_take_pages)
-    bo = BO(handle, va, size, fl, frames=self._take_pages(fl, node.gpu_id, round_up(size, PAGE) // PAGE))
+    given, taken = self._take_pages(self._pool_key(fl, node.gpu_id), round_up(size, PAGE) // PAGE)
+    # No memory for the BO (the mock's memfd or mapping failed): amdgpu_gem_object_create failed, so the ioctl fails with
+    # its ENOMEM before an IDR handle is made (linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd_gpuvm.c:1817-1823,
+    # amdkfd/kfd_chardev.c:1147-1156), and the freed pages stay free: they leave the pool only with the BO made (`taken`)
+    try: bo = BO(handle, va, size, fl, given=given)
+    except OSError as e: raise _err(errno.ENOMEM, f"out of memory for a {size:#x}-byte BO: {e}") from None
+    taken()
+    self.next_idr += 1
     bo.mmap_offset = (1 << 40) + (handle & 0xFFFFFFFF) * (1 << 24)   # type: ignore[attr-defined]
     self.bos[handle] = bo
     if fl & T.VRAM: node.vram_used += bo.size
@@ -353,7 +397,7 @@ class MockKFD(Holdable):
     bo.drop_view()
     key = self._pool_key(bo.flags, bo.handle >> 32)
     # (its runs, not a tuple a page: no allocation of megabytes here, inside the process's munmap of the BO)
-    self.freed_pages.setdefault(key, []).append([(p, i, n) for _, p, i, n in bo.frames.runs])   # type: ignore[attr-defined]
+    self.freed_pages.setdefault(key, []).append([(p, i, n) for _, p, i, n in bo.frames.runs])
     self._trim_pool(key)
 
   # Pages a domain's pool keeps (_trim_pool): 32 MiB, all the L2 of the largest modelled GPU (gfx942 MI325X:
@@ -365,7 +409,7 @@ class MockKFD(Holdable):
   # frees its most recent pages instead, ttm_pool.c:321-335, 248: not the harmful side.)
   POOL_PAGES = 8192
 
-  def _take_pages(self, flags: int, gpu_id: int, n: int) -> list[Frame]:
+  def _take_pages(self, key: tuple[str, int], n: int) -> tuple[list[PoolRun], Callable[[], None]]:
     """Up to n freed pages of the domain for a new BO (the rest is new memory, BO), most recently freed first, a freed
     BO's pages partly if it is larger: the harmful and plausible choice, the pages an L2 is likeliest still to hold
     lines of. GTT, the page allocator: a free goes to the head of the per-CPU list and an allocation takes the head
@@ -374,24 +418,22 @@ class MockKFD(Holdable):
     from the cleared tree first, where freed blocks are (wiped at release, _release) and never-used ones are not (init
     marks none cleared, drivers/gpu/buddy.c:307, 354; :741-767), and splits a larger one keeping the right half
     (:777-783): the last pages. Among freed blocks the buddy takes the highest offset of the smallest order that
-    fits (rbtree_last_free_block), not modelled: the most recent here."""
-    pool, out = self.freed_pages.get(key := self._pool_key(flags, gpu_id), []), []
-    while pool and n:
-      blk, got = pool[-1], []
-      while blk and n:
-        p, i, m = blk[-1] if key[0] == "vram" else blk[0]
-        k = min(n, m); n -= k
-        if key[0] == "vram":   # (the block's last pages, in their order)
-          got.insert(0, (p, i + m - k, k))
-          if k == m: blk.pop()
-          else: blk[-1] = (p, i, m - k)
-        else:
-          got.append((p, i, k))
-          if k == m: blk.pop(0)
-          else: blk[0] = (p, i + k, m - k)
-      out += got
-      if not blk: pool.pop()
-    return [(p, j) for p, i, m in out for j in range(i, i + m)]
+    fits (rbtree_last_free_block), not modelled: the most recent here. Returns the runs in the BO's page order, and
+    the call that takes them out of the pool (once the BO is made: a failed allocation keeps them there)."""
+    pool, out, k, rest = self.freed_pages.get(key, []), [], 0, []
+    vram = key[0] == "vram"
+    while k < len(pool) and n:   # freed blocks, most recent first; a block's runs from its end (VRAM) or start (GTT)
+      blk = pool[-1 - k]; k += 1
+      got, rest = [], []
+      for j, (p, i, m) in enumerate(reversed(blk) if vram else blk):
+        t = min(n, m); n -= t
+        got.append((p, i + m - t, t) if vram else (p, i, t))
+        if not n:   # the last run it takes: what stays of the block
+          rest = blk[:len(blk) - 1 - j] + [(p, i, m - t)] * (t < m) if vram else [(p, i + t, m - t)] * (t < m) + blk[j + 1:]
+          break
+      out += got[::-1] if vram else got
+    def taken() -> None: pool[len(pool) - k:] = [rest] if rest else []
+    return out, taken
 
   def _trim_pool(self, key: tuple[str, int]) -> None:
     """The pool keeps its POOL_PAGES most recently freed pages; older ones leave this process (the L2's lines of them
@@ -726,6 +768,7 @@ class MockKFD(Holdable):
   # ---- mmap / doorbells ----
   def mmap(self, fd: int, length: int, prot: int, flags: int, offset: int, addr: int | None) -> int:
     with self.lock:
+      if self.exited: raise _err(errno.EBADF, f"mock KFD: fd {fd} belongs to a process that has exited (MockKFD.exit)")
       if fd in self.render_fds:
         # a BO's mmap offset lives in its own GPU's DRM device: another GPU's render node does not know it
         node = next(n for n in self.nodes.values() if fd in n.render_fds)

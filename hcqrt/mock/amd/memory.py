@@ -14,10 +14,10 @@ memory's next owner, at the next write-back (GPUVM.unmap cites the driver).
   b'ok'
 """
 from __future__ import annotations
-import bisect, contextlib, ctypes, mmap as _mmap, os
+import bisect, contextlib, ctypes, mmap as _mmap, os, weakref
 import numpy as np
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from hcqrt import syscalls
 
 PAGE = 4096
@@ -32,16 +32,32 @@ def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.fallocate.argtypes, _libc.fallocate.restype = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64], ctypes.c_int
 _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02   # linux/falloc.h
+_libc.munmap.argtypes, _libc.munmap.restype = [ctypes.c_void_p, ctypes.c_size_t], ctypes.c_int
+
+def _unmap(addr: int, size: int) -> None:
+  """munmap(2) of a mapping of the mock's own (no device's): not through syscalls.munmap, whose plain lock a finalizer
+  may find taken, by the very thread the cyclic GC runs it on (a dropped mock's Pages, BO views: a deadlock)."""
+  if _libc.munmap(addr, size) != 0: e = ctypes.get_errno(); raise OSError(e, f"mock BO memory: munmap({addr:#x}, {size:#x}): {os.strerror(e)}")
 
 class Pages:
   """Memory pages (a memfd, with the mock's own mapping of all of it): what the L2 tags its lines with, one page a
   `Frame`. A BO is made of frames, new or left by freed BOs (kfd.py _release, _alloc_memory_of_gpu); a frame outlives
-  its BO while the KFD pools it, and the memfd is closed with its last frame (`put`)."""
+  its BO while the KFD pools it, and the memfd is closed with its last frame (`put`), at the KFD process's end
+  (kfd.py MockKFD.exit), or once nothing holds the Pages (a BO or a whole mock dropped: `_gone`). Closing it frees no
+  page a client still maps: a mapping holds its own reference to the file (__mmap_region takes it,
+  linux@v6.12.117:mm/mmap.c:1463; remove_vma drops it when the VMA goes, mm/vma.c:329-334), so the memory stays
+  valid to the client until its munmap."""
   def __init__(self, size: int):
     self.size, self.live = size, size // PAGE
     self.fd = os.memfd_create("amdmock", os.MFD_CLOEXEC)
-    os.ftruncate(self.fd, size)
-    self.host = syscalls.mmap(self.fd, size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
+    try:
+      os.ftruncate(self.fd, size)
+      self.host = syscalls.mmap(self.fd, size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_SHARED, 0)
+    except BaseException: os.close(self.fd); raise
+    self._gone = weakref.finalize(self, Pages._release, self.fd, self.host, size)
+    self._gone.atexit = False   # (at interpreter exit the OS closes it)
+  @staticmethod
+  def _release(fd: int, host: int, size: int) -> None: _unmap(host, size); os.close(fd)
   def clear(self, i: int, n: int) -> None:
     """Pages i..i+n read as zeros again and hold no memory: a hole punched in the memfd (fallocate(2) FALLOC_FL_PUNCH_HOLE,
     which tmpfs supports). A memset of them took 1.5 s a GiB and kept a freed BO's every page resident while any one of
@@ -53,25 +69,21 @@ class Pages:
     self.live -= n
     if self.live <= 0: self.close()
   def close(self) -> None:
-    if self.fd >= 0: syscalls.munmap(self.host, self.size); os.close(self.fd); self.fd = -1
+    self._gone(); self.fd = -1   # (a finalizer runs once: closing twice closes once)
 
 Frame = tuple[Pages, int]   # one physical page: (its memfd, page index in it)
 
 Run = tuple[int, "Pages", int, int]   # (first page in the BO, memfd, first page in it, pages)
-
-def _runs(frames: list[Frame]) -> list[Run]:
-  """(first page in the list, memfd, first page in it, pages) of each run of consecutive pages of one memfd."""
-  out: list[Run] = []
-  for k, (p, i) in enumerate(frames):
-    if out and out[-1][1] is p and out[-1][2] + out[-1][3] == i: out[-1] = (*out[-1][:3], out[-1][3] + 1)
-    else: out.append((k, p, i, 1))
-  return out
+PoolRun = tuple["Pages", int, int]    # (memfd, first page in it, pages): freed pages as the KFD's pool keeps them
 
 class FrameList(Sequence):
   """A BO's pages, held as runs of one memfd: a BO of new memory is one run however large (a 177 MiB BO is 45k pages:
   a list of them cost every device open ~50 ms and 5 MiB), pages of freed BOs a run each at most."""
   def __init__(self, runs: list[Run]):
     self.runs, self._starts = runs, [r[0] for r in runs]
+    # each memfd's runs, for `find` (GPUVM.map asks it each held page: a walk of every run made a 1024-run BO's MAP 0.4 s)
+    self._of: dict[int, list[Run]] = {}
+    for r in runs: self._of.setdefault(id(r[1]), []).append(r)
   def __len__(self) -> int: return self.runs[-1][0] + self.runs[-1][3] if self.runs else 0
   def __getitem__(self, k):   # type: ignore[override]
     if isinstance(k, slice): return [self[j] for j in range(*k.indices(len(self)))]
@@ -83,7 +95,7 @@ class FrameList(Sequence):
     for _, p, i, n in self.runs: yield from ((p, j) for j in range(i, i + n))
   def find(self, f: Frame) -> int | None:
     """The BO's page index of frame f, or None."""
-    return next((s + f[1] - i for s, p, i, n in self.runs if p is f[0] and i <= f[1] < i + n), None)
+    return next((s + f[1] - i for s, _, i, n in self._of.get(id(f[0]), ()) if i <= f[1] < i + n), None)
   def __contains__(self, f: object) -> bool: return isinstance(f, tuple) and self.find(f) is not None   # type: ignore[arg-type]
 
 def map_frames(runs: list[Run], length: int, prot: int, addr: int | None = None) -> int:
@@ -100,7 +112,7 @@ def map_frames(runs: list[Run], length: int, prot: int, addr: int | None = None)
 @dataclass(eq=False)
 class BO:
   """One allocation: `va`..`va+size` for the GPU; `host` is the mock's own mapping of the same memory, its pages
-  `frames`: those given (left by freed BOs, as the kernel clears them for their next owner: kfd.py _release,
+  `frames`: the runs `given` (pages left by freed BOs, as the kernel clears them for their next owner: kfd.py _release,
   _alloc_memory_of_gpu), then new ones up to `size`."""
   handle: int
   va: int
@@ -109,38 +121,49 @@ class BO:
   gpu_mapped: set[int] = field(default_factory=set)
   cpu_maps: int = 0
   cpu_at: list[tuple[int, int, int]] = field(default_factory=list)   # (address, length, BO offset) of the process's CPU mappings
-  frames: Sequence[Frame] = field(default_factory=list)   # given: a list; after __post_init__ a FrameList of them all
+  given: InitVar[Sequence[PoolRun]] = ()
+  frames: FrameList = field(init=False)
 
-  def __post_init__(self):
+  def __post_init__(self, given: Sequence[PoolRun]):
     self.size = round_up(self.size, PAGE)
-    if (n := self.size // PAGE - len(self.frames)) < 0: raise ValueError(f"mock BO: {len(self.frames)} pages given for {self.size:#x} bytes")
-    runs = _runs(list(self.frames))   # (the pages given: a part of the KFD's pool at most)
-    if n: runs.append((len(self.frames), Pages(n * PAGE), 0, n))
+    runs: list[Run] = []
+    for p, i, m in given:   # (runs of one memfd that meet are one: a window of its mapping, no view of several)
+      if runs and runs[-1][1] is p and runs[-1][2] + runs[-1][3] == i: runs[-1] = (*runs[-1][:3], runs[-1][3] + m)
+      else: runs.append((runs[-1][0] + runs[-1][3] if runs else 0, p, i, m))
+    k = runs[-1][0] + runs[-1][3] if runs else 0
+    if (n := self.size // PAGE - k) < 0: raise ValueError(f"mock BO: {k} pages given for {self.size:#x} bytes")
+    new = Pages(n * PAGE) if n else None
+    if new is not None: runs.append((k, new, 0, n))
     self.frames = FrameList(runs)
     # one run: a window of its memfd's own mapping; pages of several freed BOs: a mapping of its own (`_view`)
     self._view = len(runs) > 1
-    self.host = map_frames(runs, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE) if self._view else runs[0][1].host + runs[0][2] * PAGE
+    try: self.host = map_frames(runs, self.size, _mmap.PROT_READ | _mmap.PROT_WRITE) if self._view else runs[0][1].host + runs[0][2] * PAGE
+    except BaseException:
+      if new is not None: new.close()   # (the pages given are still the caller's)
+      raise
+    # (a view maps the memfds, so holds their memory: it goes with the BO, a dropped one too, as Pages' mapping does)
+    if self._view: self._drop_view = weakref.finalize(self, _unmap, self.host, self.size)
 
   @property
   def end(self) -> int: return self.va + self.size
 
   def map_cpu(self, addr: int | None, length: int, prot: int) -> int:
     self.cpu_maps += 1
-    at = map_frames(self.frames.runs, length, prot, addr)   # type: ignore[attr-defined]
+    at = map_frames(self.frames.runs, length, prot, addr)
     self.cpu_at.append((at, length, 0))
     return at
 
   def clear(self) -> None:
     """Its memory reads as zeros (kfd.py _release: cleared when freed)."""
-    for _, p, i, n in self.frames.runs: p.clear(i, n)   # type: ignore[attr-defined]
+    for _, p, i, n in self.frames.runs: p.clear(i, n)
 
   def drop_view(self) -> None:
     """The mock's own mapping goes (its frames stay, for the KFD's pool or `close`)."""
-    if self._view: syscalls.munmap(self.host, self.size); self._view = False
+    if self._view: self._drop_view(); self._view = False
 
   def close(self) -> None:
     self.drop_view()
-    for _, p, _, n in self.frames.runs: p.put(n)   # type: ignore[attr-defined]
+    for _, p, _, n in self.frames.runs: p.put(n)
 
 def _merge(new: tuple[np.ndarray, np.ndarray], old: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
   """One page's dirty dwords `new` over `old` (the newer write wins where both are dirty)."""
@@ -259,7 +282,7 @@ class GPUVM:
     self._vas = [b.va for b in self.bos]
     # the L2's lines of this memory (held since an unmap, possibly by a BO freed since) are seen at the new VA
     for f in [f for f in self.held if f in bo.frames]:   # (few held pages, a BO's pages as runs: not a loop a page)
-      pa = bo.va + bo.frames.find(f) * PAGE   # type: ignore[attr-defined]
+      pa = bo.va + bo.frames.find(f) * PAGE   # type: ignore[operator]
       self.dirty.pages[pa] = _merge(self.held.pop(f), self.dirty.pages.get(pa))
   def unmap(self, bo: BO) -> None:
     """The BO leaves this GPU's VM; its dirty L2 lines stay in the L2, as lines of its memory (`held`), not of its VA.
