@@ -91,3 +91,26 @@ def test_ctas_fetch_code_another_engine_wrote_after_the_launch(nv):
     deadline = time.perf_counter() + 10
     while download_now(nv, out) == 0 and time.perf_counter() < deadline: time.sleep(0.001)
   assert download_now(nv, out) == 7
+
+def test_each_slice_of_ctas_reads_constant_bank_0_afresh(nv, monkeypatch):
+  """Two grids with no barrier between them run concurrently (INTERLEAVE_SLICES, the newest launch's slice first). When
+  one writes the other's argument in constant bank 0, the other's later CTAs read the new value and its earlier ones did
+  not: nothing snapshots cb0 per grid. The old mock read a grid's parameters once, at its launch method."""
+  from hcqrt.mock.nv.gpfifo import INTERLEAVE_SLICES
+  from hcqrt.nv.device import NVComputeQueue
+  monkeypatch.setattr(NVComputeQueue, "barrier", lambda self: None)   # (the second launch does not wait for the first)
+  n, blocks = 1024, INTERLEAVE_SLICES
+  add = nv.program("add", assemble_ptx(K.head(nv.arch) + K.ADD, nv.arch))
+  inc = nv.program("inc", assemble_ptx(K.head(nv.arch) + K.INC, nv.arch))
+  x = np.arange(n, dtype=np.float32)
+  a, b, o = upload(nv, x), upload(nv, np.ones(n, np.float32)), upload(nv, np.zeros(n, np.float32))
+  args = add.fill_kernargs([o, a, b], [1, n])
+  k_va = args.va + add.params[3][0]   # where `add` reads k: parameter 3 in constant bank 0
+  s = nv.new_signal(0)
+  # `inc` (one thread per block: k += 1 per block), then `add` (o = a + k b), unordered: add's slice i runs before inc's
+  nv.hw_compute_queue().exec(inc, inc.fill_kernargs([k_va]), (blocks, 1, 1), (1, 1, 1)) \
+    .exec(add, args, (blocks, 1, 1), (n // blocks, 1, 1)).signal(s, 1).submit(nv)
+  s.wait(1, 10.0)
+  got = download(nv, o, n).reshape(blocks, -1) - x.reshape(blocks, -1)
+  assert got[:, 0].tolist() == [1 + i for i in range(blocks)]   # each slice saw the k that inc's earlier slices left
+  assert (got == got[:, :1]).all()
