@@ -19,8 +19,9 @@ WAIT_FOR_IDLE, INVALIDATE_*, SET_SHADER_*, report semaphores).
 
 Execution is adversarial where hardware is free: a launched grid is only *queued* on the compute engine.
 Grids run when something orders them — WAIT_FOR_IDLE, the host WFI, a semaphore release with RELEASE_WFI —
-or when the channels run dry (latency mode: `latency_s` after that; held mode: at the next release(); see GRID_TIMING). Several queued grids then run concurrently: their blocks interleave slice by
-slice, the newest launch's slice first, so a kernel that reads its predecessor's output without a barrier
+or when the channels run dry (latency mode: `latency_s` after that; held mode: at the next release(); see
+GRID_TIMING). Several queued grids then run concurrently: their blocks interleave slice by slice, the newest launch's
+slice first, so a kernel that reads its predecessor's output without a barrier
 reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish. The front end also
 runs later than the CPU expects: after a release in the middle of a segment it pauses and then fetches the rest of
 the segment from memory again (RELEASE_STALL_S; inferred from the PBDMA manual, see there), so a CPU that rewrites a pushbuffer as soon as it sees a release
@@ -31,8 +32,9 @@ SM carve-out, the shared window alignment). The grid's first CTAs, when they run
 its code bytes (kernels.py) or, where the instruction cache still holds lines from that address, the kernel they came
 from (fetch_code); the QMD is then checked against it (registers, shared memory, barriers, stack/local memory, the
 code's prefetch slack). Each slice of CTAs reads its parameters and special registers from constant bank 0 as it is
-then, and runs the PTX interpreter over the channel's GPU address space. Anything unknown or malformed raises GPUError naming the channel, the pushbuffer address and the
-method, and the channel is left in an error state (later doorbells on it raise the same error).
+then, and runs the PTX interpreter over the channel's GPU address space. Anything unknown or malformed raises GPUError
+naming the channel, the pushbuffer address and the method, and the channel is left in an error state (later doorbells
+on it raise the same error).
 """
 from __future__ import annotations
 import ctypes, math, random, re, struct, threading, time
