@@ -29,8 +29,8 @@ def nv():
 
 def test_ctas_read_constant_bank_0_when_they_run_the_qmd_at_the_launch(nv):
   """Arguments rewritten after the launch method but before the CTAs run are what the CTAs read (no copy of constant
-  bank 0 at the launch); a QMD rewritten then is not (the launch read it). A release with RELEASE_WFI still waits for
-  the held grid. The old mock read the parameters at the launch method and ran the grid as its channel ran dry."""
+  bank 0 at the launch); a QMD rewritten then is not (the mock reads it once, at the launch: its lenient choice, not a
+  hardware guarantee, see GRID_TIMING). A release with RELEASE_WFI still waits for the held grid. The old mock read the parameters at the launch method and ran the grid as its channel ran dry."""
   e, n = nv.drv.engine, 1024
   add = nv.program("add", assemble_ptx(K.head(nv.arch) + K.ADD, nv.arch))
   x = np.arange(n, dtype=np.float32)
@@ -45,7 +45,7 @@ def test_ctas_read_constant_bank_0_when_they_run_the_qmd_at_the_launch(nv):
     args.set_int(0, 5)                 # o = a + 5 b, written after the launch
     qmd_host, _ = args.extra
     q = QMD(add.qmd_version, data=ctypes.string_at(qmd_host, QMD_SIZE[add.qmd_version]))
-    q.set("GRID_WIDTH", 1)             # a QMD rewritten now changes nothing: the launch read it
+    q.set("GRID_WIDTH", 1)             # the mock ignores a QMD rewritten now (hardware may not: GRID_TIMING)
     ctypes.memmove(qmd_host, bytes(q.data), len(q.data))
     nv.hw_compute_queue().signal(s, 1).submit(nv)   # RELEASE_WFI: the held grid runs before the release lands
     e.release(keep_holding=True)

@@ -82,19 +82,26 @@ RELEASE_STALL_S = 0.002
 # clcbc0.h:429-442) hand the QMD at SEND_PCAS_A's address to SKED, which holds it while the grid is active (invalidating
 # an active QMD is a SKED error, manuals/ampere/ga100/pri_sked.ref.txt:167); Mesa NVK writes a QMD's grid size from the
 # front end right before SEND_PCAS (mesa src/nouveau/vulkan/nvk_cmd_dispatch.c nvk_mme_dispatch_indirect), so it is not
-# read before the method. Nothing copies the code or constant bank 0 at the launch: the QMD holds only their addresses
-# (PROGRAM_ADDRESS, CONSTANT_BUFFER_ADDR), CTAs fetch instructions through the I$ and constant banks through the constant
-# cache, on demand unless the QMD asks for a prefetch (CONSTANT_BUFFER_PREFETCH_POST, clc6c0qmd.h:695; V04_00
-# CONSTANT_BUFFER_PREFETCH NONE/PRE/POST and _INVALIDATE, clcbc0qmd.h:410-416), and a cache prefetch is no snapshot.
-# Mesa nvc0 waits for idle (NV50_GRAPH_SERIALIZE, 0x110 = WAIT_FOR_IDLE) after every compute launch, before the next
-# launch's UPLOAD_EXEC rewrites the driver constant buffer that grid reads (src/gallium/drivers/nouveau/nvc0/
-# nve4_compute.c nve4_launch_grid, nve4_compute_upload_input). So the mock reads the code and constant bank 0 when a
-# grid's CTAs run (Channel.start, Channel.run_grid), each slice of CTAs afresh: a write between the launch and the CTAs
-# (the host's, another channel's) is seen, by some CTAs of a grid and not others.
-# And the CTAs may run much later than the launch method: nothing but WAIT_FOR_IDLE, a release with RELEASE_WFI (or the
-# host WFI, REPORT_SEMAPHORE) waits for a grid, GR is shared with other TSGs' timeslices (dev_pbdma.ref.txt:3806-3825) and
-# compute work is preempted mid-grid at a CTA boundary or an instruction ("COMPUTE_CTA ... COMPUTE_CILP: allow preempting
-# the channel", OGKM src/common/sdk/nvidia/inc/ctrl/ctrl2080/ctrl2080gr.h NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE).
+# read before the method. (Inferred, and the lenient reading: that SKED never reads the QMD's memory again is not in the
+# sources. The QMD keeps hardware working state while the grid runs: HW_ONLY_SKED_NEXT_QMD_POINTER, _DEPENDENCE_COUNTER
+# and GRID_*_RESUME, where a preempted grid resumes (clcbc0qmd.h:337-345, 520-522; CTA_RASTER_*_RESUME
+# clc6c0qmd.h:533-535); so a host may not touch a QMD before its grid is done, though this mock does not catch it.)
+# Nothing copies the code or constant bank 0 at the launch: the QMD holds only their addresses (PROGRAM_ADDRESS,
+# CONSTANT_BUFFER_ADDR), CTAs fetch instructions through the I$ and constant banks through the constant cache, on demand
+# unless the QMD asks for a prefetch (CONSTANT_BUFFER_PREFETCH_POST, clc6c0qmd.h:695; V04_00 CONSTANT_BUFFER_PREFETCH
+# NONE/PRE/POST and _INVALIDATE, clcbc0qmd.h:410-416), and a cache prefetch is no snapshot. Mesa nvc0 waits for idle
+# (NV50_GRAPH_SERIALIZE, 0x110 = WAIT_FOR_IDLE) after every compute launch, before the next launch's UPLOAD_EXEC
+# rewrites the driver constant buffer that grid reads (src/gallium/drivers/nouveau/nvc0/nve4_compute.c
+# nve4_launch_grid, nve4_compute_upload_input). So the mock reads the code and constant bank 0 when a grid's CTAs run
+# (Channel.start, Channel.run_grid), each slice of CTAs afresh: a write between the launch and the CTAs (the host's,
+# another channel's) is seen, by some CTAs of a grid and not others.
+# And the CTAs may run much later than the launch method: nothing but WAIT_FOR_IDLE, a release with RELEASE_WFI or the
+# host WFI (each waits until "the engine to which the channel last sent methods is idle", dev_pbdma.ref.txt:3849-3857,
+# 4572-4574; RELEASE_WFI_DIS releases "without waiting for the engine to be idle") waits for a grid
+# (REPORT_SEMAPHORE_EXECUTE drains too: an assumption, no source gives its ordering, and the lenient one; hcqrt does not
+# use it), GR is shared with other TSGs' timeslices (dev_pbdma.ref.txt:3806-3825) and compute work is preempted mid-grid
+# at a CTA boundary or an instruction ("COMPUTE_CTA ... COMPUTE_CILP: allow preempting the channel", OGKM
+# src/common/sdk/nvidia/inc/ctrl/ctrl2080/ctrl2080gr.h NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE).
 # In latency mode a grid nothing ordered runs `latency_s` after its channel ran dry; in held mode only at a release().
 # (Synchronous mode keeps running them when the channels run dry, inside the doorbell.)
 HELD = math.inf             # the due time of a held doorbell (GPFIFOEngine.hold): only release() makes it due
