@@ -19,20 +19,22 @@ WAIT_FOR_IDLE, INVALIDATE_*, SET_SHADER_*, report semaphores).
 
 Execution is adversarial where hardware is free: a launched grid is only *queued* on the compute engine.
 Grids run when something orders them — WAIT_FOR_IDLE, the host WFI, a semaphore release with RELEASE_WFI —
-or when the channels run dry. Several queued grids then run concurrently: their blocks interleave slice by
-slice, the newest launch's slice first, so a kernel that reads its predecessor's output without a barrier
+or when the channels run dry (latency mode: `latency_s` after that; held mode: at the next release(); see
+GRID_TIMING). Several queued grids then run concurrently: their blocks interleave slice by slice, the newest launch's
+slice first, so a kernel that reads its predecessor's output without a barrier
 reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish. The front end also
 runs later than the CPU expects: after a release in the middle of a segment it pauses and then fetches the rest of
 the segment from memory again (RELEASE_STALL_S; inferred from the PBDMA manual, see there), so a CPU that rewrites a pushbuffer as soon as it sees a release
 changes what still runs. Freeing a channel preempts a grid it is running (a kernel that never ends).
 
-A launch checks the QMD as the hardware reads it (major version, QMD_TYPE, grid/block, registers, shared
-memory and its SM carve-out, barriers, constant bank 0, stack/local memory for a kernel with a stack, the
-shared window alignment, the code's prefetch slack), finds the kernel by its code bytes (kernels.py) or, where the
-instruction cache still holds lines from that address, runs the kernel they came from (fetch_code),
-reads its parameters from constant bank 0 and runs the PTX interpreter over the channel's GPU address
-space. Anything unknown or malformed raises GPUError naming the channel, the pushbuffer address and the
-method, and the channel is left in an error state (later doorbells on it raise the same error).
+A launch reads and checks the QMD at the launch method (major version, QMD_TYPE, grid/block, constant bank 0, the
+SM carve-out, the shared window alignment). The grid's first CTAs, when they run, fetch the code: the kernel found by
+its code bytes (kernels.py) or, where the instruction cache still holds lines from that address, the kernel they came
+from (fetch_code); the QMD is then checked against it (registers, shared memory, barriers, stack/local memory, the
+code's prefetch slack). Each slice of CTAs reads its parameters and special registers from constant bank 0 as it is
+then, and runs the PTX interpreter over the channel's GPU address space. Anything unknown or malformed raises GPUError
+naming the channel, the pushbuffer address and the method, and the channel is left in an error state (later doorbells
+on it raise the same error).
 """
 from __future__ import annotations
 import ctypes, math, random, re, struct, threading, time
@@ -75,6 +77,33 @@ RELEASE_STALL_S = 0.002
 # channel first, so a copy that does not wait for the kernel reads its output before the kernel ran), "earliest" (the
 # first-rung first, so a release on the compute channel that should follow a copy lands before the copy), or an int,
 # a seed for a shuffle.
+# GRID_TIMING: what a launch reads when. The QMD is read at the launch: SEND_SIGNALING_PCAS_B's INVALIDATE + SCHEDULE /
+# SEND_SIGNALING_PCAS2_B's PCAS_ACTION_INVALIDATE_COPY_SCHEDULE (open-gpu-doc@c8607fe classes/compute/clc6c0.h:364-377,
+# clcbc0.h:429-442) hand the QMD at SEND_PCAS_A's address to SKED, which holds it while the grid is active (invalidating
+# an active QMD is a SKED error, manuals/ampere/ga100/pri_sked.ref.txt:167); Mesa NVK writes a QMD's grid size from the
+# front end right before SEND_PCAS (mesa src/nouveau/vulkan/nvk_cmd_dispatch.c nvk_mme_dispatch_indirect), so it is not
+# read before the method. (Inferred, and the lenient reading: that SKED never reads the QMD's memory again is not in the
+# sources. The QMD keeps hardware working state while the grid runs: HW_ONLY_SKED_NEXT_QMD_POINTER, _DEPENDENCE_COUNTER
+# and GRID_*_RESUME, where a preempted grid resumes (clcbc0qmd.h:337-345, 520-522; CTA_RASTER_*_RESUME
+# clc6c0qmd.h:533-535); so a host may not touch a QMD before its grid is done, though this mock does not catch it.)
+# Nothing copies the code or constant bank 0 at the launch: the QMD holds only their addresses (PROGRAM_ADDRESS,
+# CONSTANT_BUFFER_ADDR), CTAs fetch instructions through the I$ and constant banks through the constant cache, on demand
+# unless the QMD asks for a prefetch (CONSTANT_BUFFER_PREFETCH_POST, clc6c0qmd.h:695; V04_00 CONSTANT_BUFFER_PREFETCH
+# NONE/PRE/POST and _INVALIDATE, clcbc0qmd.h:410-416), and a cache prefetch is no snapshot. Mesa nvc0 waits for idle
+# (NV50_GRAPH_SERIALIZE, 0x110 = WAIT_FOR_IDLE) after every compute launch, before the next launch's UPLOAD_EXEC
+# rewrites the driver constant buffer that grid reads (src/gallium/drivers/nouveau/nvc0/nve4_compute.c
+# nve4_launch_grid, nve4_compute_upload_input). So the mock reads the code and constant bank 0 when a grid's CTAs run
+# (Channel.start, Channel.run_grid), each slice of CTAs afresh: a write between the launch and the CTAs (the host's,
+# another channel's) is seen, by some CTAs of a grid and not others.
+# And the CTAs may run much later than the launch method: nothing but WAIT_FOR_IDLE, a release with RELEASE_WFI or the
+# host WFI (each waits until "the engine to which the channel last sent methods is idle", dev_pbdma.ref.txt:3849-3857,
+# 4572-4574; RELEASE_WFI_DIS releases "without waiting for the engine to be idle") waits for a grid
+# (REPORT_SEMAPHORE_EXECUTE drains too: an assumption, no source gives its ordering, and the lenient one; hcqrt does not
+# use it), GR is shared with other TSGs' timeslices (dev_pbdma.ref.txt:3806-3825) and compute work is preempted mid-grid
+# at a CTA boundary or an instruction ("COMPUTE_CTA ... COMPUTE_CILP: allow preempting the channel", OGKM
+# src/common/sdk/nvidia/inc/ctrl/ctrl2080/ctrl2080gr.h NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE).
+# In latency mode a grid nothing ordered runs `latency_s` after its channel ran dry; in held mode only at a release().
+# (Synchronous mode keeps running them when the channels run dry, inside the doorbell.)
 HELD = math.inf             # the due time of a held doorbell (GPFIFOEngine.hold): only release() makes it due
 INTERLEAVE_SLICES = 4        # queued grids are cut into this many slices of blocks and run slice by slice
 STACK_POINTER_CB0 = {"V03_00": 0x28, "V04_00": 0x28, "V05_00": 223 * 4}   # c[0] word an sm_XX kernel loads its stack pointer from
@@ -110,17 +139,25 @@ class Blocked(Exception):
 
 @dataclass
 class Grid:
-  """A launched grid the compute engine has not finished yet."""
-  kk: KnownKernel
-  mem: AddressSpace
+  """A launched grid the compute engine has not finished yet. The QMD is read at the launch (Channel.launch_qmd); the
+  code and constant bank 0 only when CTAs run (Channel.start, Channel.run_grid): see GRID_TIMING."""
+  version: str
+  qva: int                           # the QMD's address (named in errors)
+  q: CD.QMDRead                      # the QMD as the launch read it
+  prog: int                          # program address
+  cb0: int                           # constant bank 0's address and size
+  cb0_size: int
   grid: tuple[int, int, int]
   block: tuple[int, int, int]
-  params: bytes
-  dyn: int
+  shared: int                        # the QMD's shared memory size
+  win: int                           # SET_SHADER_SHARED_MEMORY_WINDOW at the launch
+  regs: dict[str, int]               # the channel's method state at the launch (local memory for a kernel with a stack)
   at: int
-  specials: dict[str, int]           # special registers as read from constant bank 0 at launch
-  windows: tuple[int | None, int | None]   # (shared, local) generic-address window bases (None: the kernel uses none)
-  done: int = 0          # blocks run so far
+  kk: KnownKernel | None = None      # the kernel the first CTAs fetched (None: no CTA has run)
+  mem: AddressSpace | None = None
+  dyn: int = 0                       # dynamic shared memory
+  done: int = 0                      # blocks run so far
+  epoch: int = 0                     # held mode: the engine's release count at the launch (a release runs older grids)
 
 class Channel:
   """Execution state of one GPFIFO channel (the RM object holds the ring/USERD facts)."""
@@ -237,10 +274,10 @@ class Channel:
       elif name == "WAIT_FOR_IDLE": self.drain()
       elif name in ("INVALIDATE_SHADER_CACHES", "INVALIDATE_SHADER_CACHES_NO_WFI") and t.field(name, "INSTRUCTION", data):
         # _INSTRUCTION (bit 0: open-gpu-doc@c8607fe classes/compute/clc6c0.h:222,556, clcbc0.h:300,696, clcec0.h:263,667)
-        # drops the lines later launches would fetch. Grids already launched fetched theirs (launch_qmd resolves the
-        # kernel): a _NO_WFI invalidate does not reach them (the harmful reading; the header leaves it open), and only
-        # this channel's address space is dropped, not other contexts' (an assumption: the headers don't say whether the
-        # I$ is per GPU, per context or per channel; per address space, filled by any channel of it, is the harmful scope)
+        # drops the lines CTAs would fetch. CTAs fetch when they run (see GRID_TIMING), so a grid launched before a
+        # _NO_WFI invalidate whose CTAs have not run yet fetches after it, from memory as it is then. Only this channel's
+        # address space is dropped, not other contexts' (an assumption: the headers don't say whether the I$ is per GPU,
+        # per context or per channel; per address space, filled by any channel of it, is the harmful scope)
         self.vs.icache.clear()
       elif name == "REPORT_SEMAPHORE_EXECUTE": self.drain(); self.report_semaphore(t, data, at)
 
@@ -337,35 +374,39 @@ class Channel:
     cb0 = q.address("CONSTANT_BUFFER_ADDR_LOWER", "CONSTANT_BUFFER_ADDR_UPPER", 0, 0) if version == "V03_00" else \
           q.address("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", 6, 0)
     cb0_size = q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", 0) << 4
+    shared = q.get("SHARED_MEMORY_SIZE_SHIFTED7") << 7 if version == "V05_00" else q.get("SHARED_MEMORY_SIZE")
+    self.check_sm_config(q, shared, bad)
+    win = (t.field("SET_SHADER_SHARED_MEMORY_WINDOW_A", "BASE_ADDRESS_UPPER", self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_A", 0)) << 32) | \
+          self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
+    if self.engine.rm.chip.arch.sm >= 90 and (win == 0 or win % (1 << 32)):   # generic addresses into shared memory need a 4 GiB aligned window
+      raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
+    # the code and constant bank 0 are not read here: the grid's CTAs read them when they run (see GRID_TIMING)
+    self.queued.append(Grid(version, qva, q, prog, cb0, cb0_size, grid, block, shared, win, dict(self.regs), at, epoch=self.engine.epoch))
+    self.engine.launches += 1
+
+  def start(self, g: Grid) -> None:
+    """The grid's first CTAs: they fetch the code (through the I$) and the launch facts are checked against it."""
+    def bad(msg: str) -> GPUError: return self.fail(f"QMD at {g.qva:#x}: {msg}", g.at)
+    q, version = g.q, g.version
     # the QMD's INVALIDATE_INSTRUCTION_CACHE (open-gpu-doc@c8607fe classes/compute/clc6c0qmd.h:527 V03_00 bit 190,
-    # clcbc0qmd.h:444 V04_00 bit 606, clcdc0qmd.h:166 V05_00 bit 476) drops the instruction cache before this grid fetches
-    # (an assumption: the headers give the bit, not its timing; the backend does not lean on it, its launches also send
-    # INVALIDATE_SHADER_CACHES_NO_WFI _INSTRUCTION before the PCAS)
+    # clcbc0qmd.h:444 V04_00 bit 606, clcdc0qmd.h:166 V05_00 bit 476) drops the instruction cache before this grid's CTAs
+    # fetch (an assumption: the headers give the bit, not its timing; the backend does not lean on it, its launches also
+    # send INVALIDATE_SHADER_CACHES_NO_WFI _INSTRUCTION before the PCAS)
     if q.get("INVALIDATE_INSTRUCTION_CACHE"): self.vs.icache.clear()
-    kk = self.fetch_code(prog, cb0_size, bad)
+    kk = self.fetch_code(g.prog, g.cb0_size, bad)
     k, who = kk.facts, f"kernel {kk.name}"
-    try: self.vs.translate(prog, len(kk.text) + PREFETCH_SLACK)
-    except MemoryError: raise bad(f"{who}: fewer than {PREFETCH_SLACK:#x} mapped bytes follow its code at {prog:#x}+{len(kk.text):#x} "
+    try: self.vs.translate(g.prog, len(kk.text) + PREFETCH_SLACK)
+    except MemoryError: raise bad(f"{who}: fewer than {PREFETCH_SLACK:#x} mapped bytes follow its code at {g.prog:#x}+{len(kk.text):#x} "
                                   "(instruction prefetch would fault)") from None
-    if k.param_offset + k.param_size > cb0_size: raise bad(f"{who}: constant buffer 0 is {cb0_size} bytes, parameters need {k.param_offset + k.param_size}")
+    if k.param_offset + k.param_size > g.cb0_size: raise bad(f"{who}: constant buffer 0 is {g.cb0_size} bytes, parameters need {k.param_offset + k.param_size}")
     regs = q.get("REGISTER_COUNT")
     if regs < k.registers: raise bad(f"{who} uses {k.registers} registers per thread, the QMD gives {regs}")
     if q.get("BARRIER_COUNT") < k.barriers: raise bad(f"{who} uses {k.barriers} barriers, the QMD's BARRIER_COUNT is {q.get('BARRIER_COUNT')}")
-    shared = q.get("SHARED_MEMORY_SIZE_SHIFTED7") << 7 if version == "V05_00" else q.get("SHARED_MEMORY_SIZE")
-    if shared < k.shared_static: raise bad(f"{who} has {k.shared_static} bytes of static shared memory, the QMD's SHARED_MEMORY_SIZE is {shared}")
-    self.check_sm_config(q, shared, bad)
-    sm = self.engine.rm.chip.arch.sm
-    win = (t.field("SET_SHADER_SHARED_MEMORY_WINDOW_A", "BASE_ADDRESS_UPPER", self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_A", 0)) << 32) | \
-          self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
-    if sm >= 90 and (win == 0 or win % (1 << 32)):   # generic addresses into shared memory need a 4 GiB aligned window
-      raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
-    if k.stack: self.check_stack(q, version, k.stack, cb0, who, bad)
-    params = self.read(cb0 + k.param_offset, k.param_size) if k.param_size else b""
-    specials, windows = self.cb0_reads(version, kk, cb0, cb0_size, win, bad)
+    if g.shared < k.shared_static: raise bad(f"{who} has {k.shared_static} bytes of static shared memory, the QMD's SHARED_MEMORY_SIZE is {g.shared}")
+    if k.stack: self.check_stack(q, version, k.stack, g.cb0, who, bad, g.regs)
     # what the QMD gives beyond the static shared memory (and sm_90's reserved 1 KiB) is dynamic shared memory
-    static = k.shared_static or (0x400 if sm >= 90 else 0)
-    self.queued.append(Grid(kk, self.engine.address_space(self.vs), grid, block, params, max(0, shared - static), at, specials, windows))
-    self.engine.launches += 1
+    static = k.shared_static or (0x400 if self.engine.rm.chip.arch.sm >= 90 else 0)
+    g.kk, g.dyn, g.mem = kk, max(0, g.shared - static), self.engine.address_space(self.vs)
 
   def fetch_code(self, prog: int, cb0_size: int, bad) -> KnownKernel:
     """The kernel a launch at `prog` runs. The instruction caches keep the code earlier launches fetched, per program
@@ -416,7 +457,7 @@ class Channel:
       raise bad(f"SM shared-memory config MIN {lo} <= TARGET {tgt} <= MAX {hi} (KiB/4+1, at most {top} KiB) does not hold")
     if _carveout_kib(tgt) * 1024 < shared: raise bad(f"SM config TARGET {_carveout_kib(tgt)} KiB is smaller than the block's {shared} bytes of shared memory")
 
-  def check_stack(self, q: CD.QMDRead, version: str, stack: int, cb0: int, who: str, bad) -> None:
+  def check_stack(self, q: CD.QMDRead, version: str, stack: int, cb0: int, who: str, bad, regs: dict[str, int]) -> None:
     """A kernel with a stack: per-thread local memory in the QMD's HIGH size (where CUDA-built code has it), the
     stack pointer it loads from constant bank 0, and a local-memory buffer holding every TPC's slice."""
     v05 = version == "V05_00"
@@ -425,7 +466,7 @@ class Channel:
     if high < stack: raise bad(f"{who} needs {stack} bytes of stack per thread, the QMD's SHADER_LOCAL_MEMORY_HIGH_SIZE is {high} (LOW {low})")
     sp = struct.unpack("<I", self.read(cb0 + STACK_POINTER_CB0[version], 4))[0]
     if sp < stack or sp % 16: raise bad(f"{who}: initial stack pointer c[0][{STACK_POINTER_CB0[version]:#x}] = {sp:#x} (the kernel's first load) is unset or too small for {stack} bytes")
-    r, c, t = self.regs, self.engine.rm.chip, CD.table(self.engine.rm.chip.arch.compute)
+    r, c, t = regs, self.engine.rm.chip, CD.table(self.engine.rm.chip.arch.compute)
     base = (t.field("SET_SHADER_LOCAL_MEMORY_A", "ADDRESS_UPPER", r.get("SET_SHADER_LOCAL_MEMORY_A", 0)) << 32) | r.get("SET_SHADER_LOCAL_MEMORY_B", 0)
     per_tpc = (t.field("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A", "SIZE_UPPER", r.get("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A", 0)) << 32) | \
               r.get("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B", 0)
@@ -437,9 +478,11 @@ class Channel:
     except MemoryError: raise bad(f"{who}: {tpcs} TPC slices of {per_tpc:#x} bytes from {base:#x} run past the local-memory buffer "
                                   "(SET_SHADER_LOCAL_MEMORY_NON_THROTTLED takes bytes per TPC)") from None
 
-  def drain(self) -> None:
-    """Run the queued grids to completion. Several at once run concurrently: slice by slice, newest launch first."""
-    q, self.queued = self.queued, []
+  def drain(self, before: float = math.inf) -> None:
+    """Run the queued grids (those launched before release `before`, held mode) to completion. Several at once run
+    concurrently: slice by slice, newest launch first."""
+    q = [g for g in self.queued if g.epoch < before]
+    self.queued = [g for g in self.queued if g.epoch >= before]
     if not q: return
     self.engine.steps += 1
     slices = 1 if len(q) == 1 else INTERLEAVE_SLICES
@@ -461,15 +504,24 @@ class Channel:
     return None
 
   def run_grid(self, g: Grid, first: int, count: int) -> None:
+    """Run `count` CTAs of `g` from `first`. They read constant bank 0 (parameters, special registers, windows) as it
+    is now, not as it was at the launch (see GRID_TIMING): a host or engine write in between is seen."""
+    if self.preempted(): return   # its channel went away before these CTAs ran: nothing is left to run them
+    if g.kk is None: self.start(g)
+    kk = g.kk
+    assert kk is not None and g.mem is not None
+    def bad(msg: str) -> GPUError: return self.fail(f"QMD at {g.qva:#x}: {msg}", g.at)
+    params = self.read(g.cb0 + kk.facts.param_offset, kk.facts.param_size) if kk.facts.param_size else b""
+    specials, windows = self.cb0_reads(g.version, kk, g.cb0, g.cb0_size, g.win, bad)
     try:
-      with self.vs.kernel_access(): INDEX.module(g.kk).launch(g.kk.name, g.mem, g.grid, g.block, g.params, g.dyn, blocks=(first, count),
-                                                                          specials=g.specials, windows=g.windows, abort=self.preempted)
+      with self.vs.kernel_access(): INDEX.module(kk).launch(kk.name, g.mem, g.grid, g.block, params, g.dyn, blocks=(first, count),
+                                                               specials=specials, windows=windows, abort=self.preempted)
     except Exception as e:
       self.queued.clear()
       if self.preempted(): return   # its channel went away mid-grid: dropped, not a fault (nobody is left to tell)
       # a global access outside every GPU mapping is an MMU fault (RM: Xid 31), anything else a GR exception (Xid 13)
       kind = "hit a GPU page fault" if isinstance(e, MemoryFault) and "outside every mapping" in str(e) else "faulted"
-      raise self.fail(f"kernel {g.kk.name} grid {g.grid} block {g.block} {kind}: {e}", g.at) from None
+      raise self.fail(f"kernel {kk.name} grid {g.grid} block {g.block} {kind}: {e}", g.at) from None
 
 class GPFIFOEngine(Holdable):
   """All channels of one GPU of a MockNV; `ring(token)` is its doorbell. Each GPU's engine runs only its own channels."""
@@ -511,6 +563,10 @@ class GPFIFOEngine(Holdable):
     self.steps = 0
     self._taking = 0        # batches of doorbells the front end's thread took from _queued and has not finished yet
     self._cv = threading.Condition(threading.Lock())   # not self.lock: a doorbell never waits for the GPU
+    # when the front end's thread runs the grids nothing ordered (latency and held mode, see GRID_TIMING): `latency_s`
+    # after their channels ran dry, or at a release() (held); inf: not due
+    self._grids_due = math.inf
+    self.epoch = 0   # release() calls so far: a release runs the grids held before it, not those launched after it (Grid.epoch)
     self._runner: threading.Thread | None = None
 
   def channel(self, obj: Any) -> Channel:
@@ -535,20 +591,21 @@ class GPFIFOEngine(Holdable):
       self._hold = keep_holding
       now, n = time.perf_counter(), sum(d == HELD for d, _, _ in self._queued)
       self._queued = [(now if d == HELD else d, t, p) for d, t, p in self._queued]
-      self._cv.notify()
+      self._grids_due, self.epoch = now, self.epoch + 1   # (the grids held so far too: their CTAs run now)
+      self._wake()
     return n
 
   def idle(self) -> bool:
     """(tests) Whether this GPU can do nothing more by itself now: no doorbell due or being taken up (held ones aside),
-    no grid queued, and each channel empty, in error, or parked on an acquire that still fails (tried here, as the
-    poller does). A channel waiting out RELEASE_STALL_S before its refetch is not idle."""
+    no grid queued (but held ones), and each channel empty, in error, or parked on an acquire that still fails (tried
+    here, as the poller does). A channel waiting out RELEASE_STALL_S before its refetch is not idle."""
     with self._cv:
-      if self._taking or any(d != HELD for d, _, _ in self._queued): return False
+      if self._taking or any(d != HELD for d, _, _ in self._queued) or self._grids_due != math.inf: return False
     with self.lock:
       now = time.perf_counter()
       for c in list(self.channels.values()):
         if c.error is not None: continue
-        if c.queued or (c.refetch and c.stall_until > now): return False
+        if (c.queued and not self.hold) or (c.refetch and c.stall_until > now): return False
         if c.segment is not None:
           try:
             if c.run(): return False
@@ -577,10 +634,29 @@ class GPFIFOEngine(Holdable):
       # (with the GP_PUT this doorbell announces: the host wrote it to USERD before it rang)
       put = ctypes.c_uint32.from_address(obj.data["userd"] + CD.USERD_GPPUT).value
       self._queued.append((HELD if self.hold else time.perf_counter() + self.latency_s, token, put))
-      if self._runner is None or not self._runner.is_alive():
-        self._runner = threading.Thread(target=self._run_late, daemon=True, name="nvmock-pbdma")
-        self._runner.start()
-      self._cv.notify()
+      self._wake()
+
+  def _wake(self) -> None:
+    """(with _cv held) Start the front end's thread if it is not running, and tell it there is work."""
+    if self._runner is None or not self._runner.is_alive():
+      self._runner = threading.Thread(target=self._run_late, daemon=True, name="nvmock-pbdma")
+      self._runner.start()
+    self._cv.notify()
+
+  @property
+  def grids_late(self) -> bool:
+    """Whether grids nothing ordered run later than their channels running dry (see GRID_TIMING)."""
+    return self.hold or self.latency_s > 0
+
+  def settle_grids(self, rung: Any = None) -> bool:
+    """The channels ran dry: run the grids still queued now (synchronous mode; True if any ran), or leave them to the
+    front end's thread, `latency_s` later (latency mode) or at the next release() (held mode)."""
+    if not self.grids_late: return self.finish_grids(rung)
+    if not self.hold and any(c.queued and c.error is None for c in self.channels.values()):
+      with self._cv:
+        self._grids_due = min(self._grids_due, time.perf_counter() + self.latency_s)
+        self._wake()
+    return False
 
   def _in_order(self, tokens: list[int]) -> list[int]:
     """Due doorbells (rung order) in the order the front end takes them up: `latency_order`."""
@@ -595,8 +671,11 @@ class GPFIFOEngine(Holdable):
     """The front end's thread in latency (or held) mode: acts on each doorbell once it is due; leaves after a quiet while."""
     while True:
       with self._cv:
-        while (first := min((d for d, _, _ in self._queued), default=HELD)) > time.perf_counter():
-          if not self._cv.wait(min(first - time.perf_counter(), 1.0)) and not self._queued: self._runner = None; return
+        while (first := min(min((d for d, _, _ in self._queued), default=HELD), self._grids_due)) > time.perf_counter():
+          if not self._cv.wait(min(first - time.perf_counter(), 1.0)) and not self._queued and self._grids_due == math.inf:
+            self._runner = None; return
+        if grids := self._grids_due <= time.perf_counter(): self._grids_due = math.inf
+        before = self.epoch if self.hold else math.inf   # (held: grids launched after the release stay held)
         # every doorbell rung so far (and not held) is taken up now, in latency_order (see the note above
         # INTERLEAVE_SLICES): the front end is late for the first, and nothing makes the GPU's other channels wait behind it
         puts = {t: p for d, t, p in self._queued if d != HELD}   # (rung order: a channel's last doorbell's GP_PUT wins)
@@ -619,6 +698,8 @@ class GPFIFOEngine(Holdable):
             self.channel(obj).put_seen = puts[token]   # the front end takes this doorbell's GP_PUT up now
             try: self.run_all(obj, alone=alone, late=True)
             except GPUError: pass   # kept on the channel (its notifier is written); its next doorbell raises it
+          # the grids that were due: their CTAs run now (a fault is kept on its channel, as above)
+          if grids: self.finish_grids(before=before)
         finally:
           self.busy_ns += time.perf_counter_ns() - t0
           with self._cv: self._taking -= 1
@@ -638,19 +719,20 @@ class GPFIFOEngine(Holdable):
         for obj in live.values():
           c = self.channel(obj)
           if c.error is None or obj is rung: progressed |= c.run()
-        # nothing can advance: the grids still queued finish (concurrently) before the next look at the rings
-        if not progressed: progressed = self.finish_grids(rung)
+        # nothing can advance: the grids still queued finish (concurrently) before the next look at the rings, or later
+        if not progressed: progressed = self.settle_grids(rung)
       if self.blocked() and (self._poller is None or not self._poller.is_alive()):
         self._poller = threading.Thread(target=self._poll, daemon=True, name="nvmock-gpfifo")
         self._poller.start()
 
-  def finish_grids(self, rung: Any = None) -> bool:
-    """Drain every channel's queued grids; True if any ran. A fault raises only on the channel whose doorbell rang."""
+  def finish_grids(self, rung: Any = None, before: float = math.inf) -> bool:
+    """Drain every channel's queued grids (launched before release `before`); True if any ran. A fault raises only on
+    the channel whose doorbell rang."""
     ran = False
     for c in list(self.channels.values()):
-      if not c.queued or c.error is not None: continue
+      if not any(g.epoch < before for g in c.queued) or c.error is not None: continue
       ran = True
-      try: c.drain()
+      try: c.drain(before)
       except GPUError:
         if c.obj is rung: raise
     return ran
@@ -668,6 +750,6 @@ class GPFIFOEngine(Holdable):
         try:
           for c in list(self.channels.values()):
             if c.segment is not None and c.error is None: c.run()
-          self.finish_grids()
+          self.settle_grids()
         except GPUError: pass   # kept on the channel; the next doorbell raises it
         finally: self.busy_ns += time.perf_counter_ns() - t0
