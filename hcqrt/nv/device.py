@@ -476,6 +476,7 @@ class NVDevice(HCQDevice):
   (hcqrt/interface.py Device) and the timeline, signals and graphs come from HCQDevice; this class is the driver:
   RM/UVM bring-up, memory, GPFIFO channels, error notifiers and recovery. renderer "ptx", arch "sm_90"."""
   renderer = "ptx"
+  frees_after_gpu = True   # free_persistent defers until the GPU is past the graph (hcq._release_graph must not wait)
 
   def __init__(self, name: str = "NV"):
     self.name = name
@@ -547,7 +548,9 @@ class NVDevice(HCQDevice):
     self.cmdq = _Ring(self.gpu_alloc(4 << 20, host=True), self._drain_channels)
     self.kernargs_ring = _Ring(self.gpu_alloc(16 << 20, host=True), self.synchronize)
     self._arena: list[_Ring] = []
-    self._persistent_free: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    self._persistent_free: dict[tuple[int, int], list[tuple[int, int]]] = {}   # (n, align) -> free (host, va) blocks
+    # freed blocks the GPU may still read: (blocks, ((signal, value), ...)) listed free once every value is reached
+    self._persistent_later: collections.deque[tuple[list, tuple]] = collections.deque()
     self.sigbuf = sigbuf = self.gpu_alloc(0x10000, host=True, sysmem=True)
     assert sigbuf.host is not None
     self._init_signals(SignalPool(self, sigbuf.host, sigbuf.va, sigbuf.size))
@@ -749,7 +752,9 @@ class NVDevice(HCQDevice):
   def kernargs(self, n: int, align: int) -> tuple[int, int]: return self.kernargs_ring.alloc(n, align)
   def persistent(self, n: int, align: int) -> tuple[int, int]:
     """Memory outside the per-launch rings (prebuilt queues and their arguments): it stays until free_persistent.
-    Blocks freed before are reused first (same size and alignment); an open persistent_scope records the block."""
+    Blocks freed before are reused first (same size and alignment) once the GPU is past their last use; an open
+    persistent_scope records the block."""
+    if self._persistent_later: self._reap_persistent()
     if (free := self._persistent_free.get((n, align))): blk = free.pop()
     else:
       r = next((r for r in self._arena if _round_up(r.off, align) + n <= r.buf.size), None)
@@ -758,9 +763,24 @@ class NVDevice(HCQDevice):
     self._note_persistent((n, align) + blk)   # (n, align, host, va): what free_persistent gives back
     return blk
 
-  def free_persistent(self, blocks: list[tuple[int, int, int, int]]) -> None:
-    """Give back persistent blocks the GPU no longer reads (the caller waited for their last use)."""
-    for n, align, host, va in blocks: self._persistent_free.setdefault((n, align), []).append((host, va))
+  def free_persistent(self, blocks: list[tuple[int, int, int, int]], after: Sequence[tuple[Any, int]] = ()) -> None:
+    """Give back persistent blocks once every (signal, value) of `after` is reached (a graph's end: the GPU read them
+    until its last replay's graph signal, released last in that replay's pushbuffer, and the timeline value before it).
+    Never waits and takes no lock: a graph's finalizer calls it on any thread (the mock GPU's own included). With
+    nothing to wait for (a graph that was never submitted) they are free at once; else `_reap_persistent`, at the next
+    persistent() or synchronize(), moves them to the free lists once the GPU is past."""
+    if not after:
+      for n, align, host, va in blocks: self._persistent_free.setdefault((n, align), []).append((host, va))
+    else: self._persistent_later.append((list(blocks), tuple(after)))   # (deque.append: atomic, no lock)
+  def _reap_persistent(self) -> None:
+    """Blocks whose graph the GPU is past go to the free lists (bookkeeping only: no wait, no ioctl). Every condition of
+    an entry is read before its blocks are listed; a graph signal freed since counts as reached (Signal.reached)."""
+    keep = []
+    while self._persistent_later:
+      blocks, after = self._persistent_later.popleft()
+      if all(s.reached(v) for s, v in after): self.free_persistent(blocks)
+      else: keep.append((blocks, after))
+    self._persistent_later.extend(keep)
 
   def cmdq_write(self, q: list[int]) -> int:
     host, va = self.cmdq.alloc(len(q) * 4, 16)
@@ -879,14 +899,16 @@ class NVDevice(HCQDevice):
   def synchronize(self, timeout_s: float | None = None) -> None:
     """Wait for all submitted work; a faulted channel is reported by name (from its error notifier) instead of a timeout.
     Also a safe point for the allocator (NVAllocator.reap): freed buffers go into its cache, and what the cache let go
-    back to RM/UVM (that waits for the GPU: a caller of synchronize may wait, a free may not)."""
+    back to RM/UVM (that waits for the GPU: a caller of synchronize may wait, a free may not); and for freed graphs'
+    memory the GPU is past (_reap_persistent)."""
     self.allocator.reap()
-    if self.timeline_signal.value >= self.timeline_value - 1: return
-    if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")   # names the fault, then starts over
-    try: self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
-    except TimeoutError as e:
-      if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}") from e
-      raise
+    if self.timeline_signal.value < self.timeline_value - 1:
+      if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")   # names the fault, then starts over
+      try: self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
+      except TimeoutError as e:
+        if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}") from e
+        raise
+    if self._persistent_later: self._reap_persistent()
 
   def properties(self) -> dict[str, Any]:
     return {"name": self.name, "product": self.product_name, "arch": self.arch, "family": self.arch_info.name, "driver": self.driver_version, "gpfifo": class_name(self.arch_info.gpfifo),
