@@ -141,6 +141,8 @@ class NVQueue(HWQueue):
 
   def _submit(self, dev: NVDevice) -> None:
     if not self.q: return
+    # a lost device's channels are the leaked ones, which may still fetch from the command ring: write nothing there
+    if dev.lost: raise NVError(f"{dev.name}: submitting {self.name}: {dev.lost}")
     if self._bound is not None: va = self._bound[1]
     else: va = dev.cmdq_write(self.q)
     dev.channel_for(self).push(va, len(self.q))
@@ -404,6 +406,8 @@ class NVAllocator(CachingAllocator):
     finally: self._busy -= 1
 
   def alloc(self, nbytes: int, host: bool = False) -> NVBuffer:
+    # a lost device (recover could not free its channel group) may still have channels writing cached memory
+    if self.dev.lost: raise NVError(f"{self.dev.name}: alloc of {nbytes} bytes: {self.dev.lost}")
     with self._lock:
       self.reap()
       with self._inside(): return self._alloc(nbytes, host)
@@ -477,6 +481,7 @@ class NVDevice(HCQDevice):
   RM/UVM bring-up, memory, GPFIFO channels, error notifiers and recovery. renderer "ptx", arch "sm_90"."""
   renderer = "ptx"
   frees_after_gpu = True   # free_persistent defers until the GPU is past the graph (hcq._release_graph must not wait)
+  lost: str | None = None  # why the device cannot be used again (recover, when RM would not free the channel group)
 
   def __init__(self, name: str = "NV"):
     self.name = name
@@ -560,7 +565,6 @@ class NVDevice(HCQDevice):
     self._bounce: list[NVBuffer] = []
     self.staging = [self.gpu_alloc(NVAllocator.STAGING, host=True, sysmem=True) for _ in range(2)]
     self.local_bytes, self.local_mem = 0, None
-    self._leaked_slot: int | None = None   # gpfifo_mem slot of channels whose group RM would not free (recover)
     self._open_channels(0)
 
   def _open_channels(self, slot: int) -> None:
@@ -593,10 +597,15 @@ class NVDevice(HCQDevice):
   def recover(self) -> str:
     """A wait timed out or a channel refused its work, so queued work may never finish (a hung launch, a channel in
     error) and would block every later wait. Free the channel group (RM preempts its channels and drops their work), open new channels, and write
-    from the CPU every signal value the dropped work promised. Returns the device's state, for the error message."""
+    from the CPU every signal value the dropped work promised. Returns the device's state, for the error message.
+
+    If RM will not free the group, its channels may still run that work and write the buffers it names: nothing may
+    then pass for done. The promised values are not written (a wait would pass over work that may still run, and a
+    gpu_free or a cache reuse would hand its memory to a new owner), no new channels are opened (their first release
+    would move the timeline past those values), and the device is `lost`: every later wait, submit, synchronize and
+    alloc raises NVError naming the device and that it did not come back."""
+    if self.lost: return self.lost
     if self._recovering: return f"{self.name} did not come back after its channels were recreated; reopen the process"
-    if self._leaked_slot == 2 - self.chan_slot:   # new channels would share rings and USERD with channels that may live
-      return f"{self.name} cannot recreate its channels again: an earlier channel group could not be freed; reopen the process"
     faults = "".join(f"{e}; " for e in self.channel_errors())   # what RM wrote in the error notifiers, before they go
     self._recovering, done = True, self.timeline_signal.value
     try:
@@ -608,7 +617,7 @@ class NVDevice(HCQDevice):
           unregistered.append(True)
         except NVError as e: unregistered.append(False); kept.append(f"UVM_UNREGISTER_CHANNEL of {h:#x} failed ({e})")
       try: self.rm.free(self.hdev, self.hgroup); group_freed = True
-      except NVError as e: group_freed, self._leaked_slot = False, self.chan_slot; kept.append(f"freeing the channel group failed ({e})")
+      except NVError as e: group_freed = False; kept.append(f"freeing the channel group failed ({e})")
       # RM hands GSP the notifier's physical address at channel alloc and takes no reference on it (OGKM@580.142
       # src/nvidia/src/kernel/gpu/fifo/kernel_channel.c:549-567, 2016-2080): while the channels may live, freeing it
       # lets a later RC write into pages back in the kernel's pool, and UVM may still map context buffers in ctx_va
@@ -621,6 +630,11 @@ class NVDevice(HCQDevice):
       if kept:
         what = "the old channels' error notifiers and context VA ranges are" if not group_freed else "its context VA range is"
         faults += f"{'; '.join(kept)}: {what} kept (leaked) since the GPU may still use them; "
+      if not group_freed:
+        self.lost = (f"{self.name} did not come back: RM would not free its channel group, whose channels may still run "
+                     f"the work queued after timeline value {done} and write its buffers; waits for that work fail rather "
+                     "than pass, and the device takes no new work; reopen the process")
+        return f"{faults}{self.lost}"
       for sig in [self.timeline_signal, *self._signals]: sig.complete_promised()
       self._open_channels(2 - self.chan_slot)
       if self.local_bytes: per, self.local_bytes = self.local_bytes, 0; self.ensure_local_memory(per)
@@ -893,7 +907,9 @@ class NVDevice(HCQDevice):
     return [e for ch in (self.compute_ch, self.copy_ch) if (e := ch.error()) is not None]
 
   def raise_if_faulted(self) -> None:
-    """If RM reported a fault in an error notifier, recover and raise NVError naming it (Signal.wait polls this)."""
+    """If RM reported a fault in an error notifier, recover and raise NVError naming it (Signal.wait polls this); on a
+    lost device every wait ends here: what it waits for was promised by channels that may never run it."""
+    if self.lost: raise NVError(f"{self.name}: {self.lost}")
     if not self._recovering and self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")
 
   def synchronize(self, timeout_s: float | None = None) -> None:
@@ -901,6 +917,7 @@ class NVDevice(HCQDevice):
     Also a safe point for the allocator (NVAllocator.reap): freed buffers go into its cache, and what the cache let go
     back to RM/UVM (that waits for the GPU: a caller of synchronize may wait, a free may not); and for freed graphs'
     memory the GPU is past (_reap_persistent)."""
+    if self.lost: raise NVError(f"{self.name}: {self.lost}")
     self.allocator.reap()
     if self.timeline_signal.value < self.timeline_value - 1:
       if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")   # names the fault, then starts over
