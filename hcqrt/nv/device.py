@@ -381,21 +381,22 @@ class NVAllocator(CachingAllocator):
       raise RuntimeError(f"{self.dev.name}: double free of {buf!r}")
     buf.freed = True   # this record is dead (a later use raises); the memory lives on in a new one
     self._dropped.append(buf)
-  def reap(self, wait: bool = True) -> None:
-    """Put freed buffers into the cache and, if the caller may wait for the GPU (`wait`), give what the cache let go
-    back to RM/UVM; unless another thread is inside or an allocator call is under way (it reaps when it next runs)."""
+  def reap(self, wait: bool = True, timeout_s: float | None = None) -> None:
+    """Put freed buffers into the cache and, if the caller may wait for the GPU (`wait`, up to `timeout_s` per wait),
+    give what the cache let go back to RM/UVM; unless another thread is inside or an allocator call is under way (it
+    reaps when it next runs)."""
     if not (self._dropped or (wait and self._evicted)) or not self._lock.acquire(blocking=False): return
     try:
       if self._busy: return
-      with self._inside(): self._drain(wait)
+      with self._inside(): self._drain(wait, timeout_s)
     finally: self._lock.release()
-  def _drain(self, wait: bool) -> None:
+  def _drain(self, wait: bool, timeout_s: float | None = None) -> None:
     while self._dropped:
       b = self._dropped.popleft()
       self._keep((b.size, b.host is not None), NVBuffer(b.va, b.size, b.size, b.handle, b.host, b.sysmem))
     while wait and self._evicted:
       b = self._evicted.popleft()
-      try: self.dev.gpu_free(b)   # (synchronizes: the GPU may still use it)
+      try: self.dev.gpu_free(b, timeout_s)   # (synchronizes: the GPU may still use it)
       except BaseException:   # a fault or timeout in its synchronize: kept for the next caller, not lost (leaked)
         if not b.freed: self._evicted.appendleft(b)
         raise
@@ -714,16 +715,17 @@ class NVDevice(HCQDevice):
            gpuAttributesCount=1, perGpuAttributes=[attrs])
     return NVBuffer(va, size if nbytes is None else nbytes, size, h, hostaddr, sysmem)
 
-  def gpu_free(self, buf: NVBuffer) -> None:
+  def gpu_free(self, buf: NVBuffer, timeout_s: float | None = None) -> None:
+    """Give `buf` back to RM/UVM once the GPU is idle (each wait up to `timeout_s`, default the device's)."""
     if buf.freed: raise RuntimeError(f"double free of {buf!r}")
-    self.synchronize()   # the GPU may still use it
-    self._release_memory(buf)
+    self.synchronize(timeout_s)   # the GPU may still use it
+    self._release_memory(buf, timeout_s)
 
-  def _release_memory(self, buf: NVBuffer) -> None:
+  def _release_memory(self, buf: NVBuffer, timeout_s: float | None = None) -> None:
     buf.freed = True
     for peer in self._mapped_by.pop(buf.handle, []):   # other GPUs' mappings of it go first (UVM holds a dup of the memory)
       if peer._peer_maps.pop((self.name, buf.handle), None) is not None:
-        peer.synchronize()
+        peer.synchronize(timeout_s)
         peer.rm.uvm(peer.uvmfd, "UVM_FREE", base=buf.va, length=buf.size)
     self.rm.uvm(self.uvmfd, "UVM_FREE", base=buf.va, length=buf.size)
     self.rm.free(self.hdev, buf.handle)
@@ -915,13 +917,14 @@ class NVDevice(HCQDevice):
   def synchronize(self, timeout_s: float | None = None) -> None:
     """Wait for all submitted work; a faulted channel is reported by name (from its error notifier) instead of a timeout.
     Also a safe point for the allocator (NVAllocator.reap): freed buffers go into its cache, and what the cache let go
-    back to RM/UVM (that waits for the GPU: a caller of synchronize may wait, a free may not); and for freed graphs'
-    memory the GPU is past (_reap_persistent)."""
+    back to RM/UVM (that waits for the GPU, each wait up to `timeout_s` too: a caller of synchronize may wait, a free
+    may not); and for freed graphs' memory the GPU is past (_reap_persistent)."""
     if self.lost: raise NVError(f"{self.name}: {self.lost}")
-    self.allocator.reap()
+    timeout_s = self.wait_timeout_s if timeout_s is None else timeout_s
+    self.allocator.reap(timeout_s=timeout_s)
     if self.timeline_signal.value < self.timeline_value - 1:
       if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")   # names the fault, then starts over
-      try: self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
+      try: self.timeline_signal.wait(self.timeline_value - 1, timeout_s)
       except TimeoutError as e:
         if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}") from e
         raise
