@@ -77,3 +77,36 @@ def test_nv_dropped_graph_memory_is_reused_only_after_the_gpu_passed_it(short_wa
     g3.replay(wait=True)
     assert (_read(nv, z) == 3).all()
     del g2
+
+def test_nv_graph_memory_is_freed_when_its_graph_signal_went_first():
+  """A MultiGraph hands each graph its signal and frees it itself (multi_graph._free_graph_signals, once reached); a
+  new_signal may then hand the slot out again (value 0) before the graph's blocks are reaped. The blocks' condition on
+  that signal must count it as reached (it was freed only once reached), not read the new owner's value: they would
+  never be listed free (a leak per dropped multi-device graph)."""
+  with mock_nv_device() as nv:
+    x, y = _buffers(nv, 2)
+    sig = nv.new_signal(name="graph")
+    g = hcq.GraphReplay(nv, [GraphCopy(y, x, N)], sig=sig)
+    g.replay(wait=True)
+    last, before = g._last[0], _nfree(nv)
+    del g; gc.collect()
+    nv.signals.free_when([sig], [(sig, last)])   # (what the MultiGraph's finalizer does)
+    again = nv.new_signal(name="next owner")     # reaps: the graph signal's slot goes to a new owner, value 0
+    assert again.base == sig.base and again.value == 0
+    nv.synchronize()
+    assert _nfree(nv) > before, "the graph's memory was never listed free"
+
+def test_signal_freed_by_one_deferred_entry_counts_as_reached_by_another():
+  """SignalPool.free_when entries that wait on the same graph signal (a graph's timestamp signals, its MultiGraph's
+  graph signals): once one entry freed it and its slot went to a new owner, the other must not read that owner's value."""
+  from hcqrt.cpu.hcq import CPUHCQDevice
+  pool = CPUHCQDevice().signals
+  g, ts = pool.new(name="graph"), pool.new(name="ts")
+  g.value = 5   # the graph's last replay ended
+  pool.free_when([g], [(g, 5)])
+  again = pool.new()   # reaps: g freed, its slot handed out again (value 0)
+  assert again.base == g.base and again.value == 0
+  pool.free_when([ts], [(g, 5)])
+  in_use = pool.count
+  pool.new()
+  assert pool.count == in_use, "a signal waiting on a freed (reached) graph signal was never freed"
