@@ -35,6 +35,7 @@ class Signal:
     self.device, self.base, self.va, self.name = device, base, va, name
     self._words = (ctypes.c_uint64 * 4).from_address(base)
     self._release = release
+    self.freed = False   # the slot went back to its pool (reached() then answers from this record, not the slot)
     self.last_queue: str | None = None     # which queue last promised to signal it, and the value (for errors)
     self.last_promised: int | None = None
 
@@ -42,6 +43,11 @@ class Signal:
   def value(self) -> int: return self._words[0]
   @value.setter
   def value(self, v: int) -> None: self._words[0] = v
+  def reached(self, value: int) -> bool:
+    """Has it reached `value`? A freed signal counts as reached: every path that frees a graph signal (the one kind a
+    deferred free waits on besides the timeline, which is never freed) does so only once it reached its last replay's
+    end (_release_graph, multi_graph._free_graph_signals), and its slot, once handed out again, holds another's value."""
+    return self.freed or self._words[0] >= value
   def complete_promised(self) -> None:
     """Write from the CPU the value a queue last promised: the device dropped that work (recovery after a fault)."""
     if self.last_promised is not None and self.value < self.last_promised: self.value = self.last_promised
@@ -81,7 +87,7 @@ class Signal:
                          f"last completed value is {self._words[0]}{by}")
 
   def free(self) -> None:
-    if self._release is not None: self._release(self); self._release = None
+    if self._release is not None: self.freed = True; self._release(self); self._release = None
 
   def __repr__(self) -> str: return f"<Signal {self.name} va={self.va:#x} value={self.value}>"
 
@@ -107,7 +113,7 @@ class SignalPool:
       sigs, conds = self.later.popleft()
       if all(s._release is None for s in sigs): continue   # (freed already, through another pool)
       # every condition is read before any signal is freed: a freed slot may be handed out again at once
-      if all(c.value >= v for c, v in conds):
+      if all(c.reached(v) for c, v in conds):
         for s in sigs: s.free()
       else: keep.append((sigs, conds))
     self.later.extend(keep)
@@ -259,17 +265,19 @@ class GraphWaitSignal:
 def _release_graph(device: HCQDevice, sig: Signal, last: list[int], blocks: list, ts_sigs: list[Signal]) -> None:
   # (ts_sigs holds the graph's own signal too, when the graph made it: MultiGraph frees the ones it hands in)
   if not blocks and not ts_sigs: return
-  # the GPU may still read them; a device that frees only once its timeline has passed (AMD) needs no wait here, and
-  # must not get one: a finalizer may run on any thread, the mock GPU's own included
-  waited = not last[0] or not device.frees_after_gpu
-  if last[0] and waited: sig.wait(last[0])
-  if blocks: device.free_persistent(blocks)
+  # the GPU may still read them until the last replay ended: its graph signal (released last in its stream) and the
+  # timeline value its stream releases, the two values a replay waits for before it rewrites the graph's memory
+  done = ((sig, last[0]), (device.timeline_signal, last[1])) if last[0] else ()
+  # a device that frees only once the GPU is past `done` (NV, AMD) needs no wait here, and must not get one: a
+  # finalizer may run on any thread, the mock GPU's own included (it would wait for itself)
+  if done and not device.frees_after_gpu: sig.wait(last[0])
+  if blocks: device.free_persistent(blocks, done)
   # a profiled graph's timestamp signals (and its own graph signal): free once the GPU is past its last write into
   # them; where nothing waited and the last replay may still run, a later new_signal frees them once it is (a slot
   # reused earlier would get this graph's late timestamp, or a replay's late release)
-  if waited or sig.value >= last[0]:
+  if not device.frees_after_gpu or all(s.reached(v) for s, v in done):
     for s in ts_sigs: s.free()
-  else: device.signals.free_when(ts_sigs, ((sig, last[0]),))   # (freed by a later new_signal once the GPU is past)
+  else: device.signals.free_when(ts_sigs, done)   # (freed by a later new_signal once the GPU is past)
 
 def buf_addr(b: Any) -> int:
   """Device address of a buffer object (`.va`, or `.address` for host buffers) or an int."""
@@ -302,8 +310,8 @@ class GraphReplay:
         raise
     self.submitted = False
     # the graph's argument blocks and pushbuffers go back to the device once the graph is gone and its last replay done
-    self._last = [0]   # graph signal value that ends the last replay (0: never submitted)
-    self._last_tl = 0  # device timeline value the last replay releases last
+    # (graph signal value, device timeline value) that end the last replay ([0, 0]: never submitted)
+    self._last = [0, 0]
     own = [] if sig is not None else [self.sig]   # the graph signal goes with the graph when the graph made it
     fin = weakref.finalize(self, _release_graph, device, self.sig, self._last, blocks, [s for p in self.ts.values() for s in p] + own)
     fin.atexit = False  # at exit the device goes away as a whole
@@ -372,7 +380,7 @@ class GraphReplay:
       # the previous replay must be done before its memory is rewritten: its graph signal, and the timeline value its
       # stream releases last (the engine may still be reading the stream's tail after the graph signal)
       dev.wait_signal(self.sig, self.base + self.final)   # (AMD sleeps until the interrupt)
-      if self._last_tl: dev.wait_signal(dev.timeline_signal, self._last_tl)
+      if self._last[1]: dev.wait_signal(dev.timeline_signal, self._last[1])
       self.base += self.final
     for (i, a), b in (bufs or {}).items():
       if isinstance(self.items[i], GraphExec): self.args[i].set_buffer(a, buf_addr(b))
@@ -384,9 +392,8 @@ class GraphReplay:
     for update, c, off in self.sem_updates: update(c, value=self.base + off)
     for q, c in self.tl_waits: q.update_wait(c, value=dev.timeline_value - 1)
     self.end[0].update_signal(self.end[1], value=dev.timeline_value)
-    self._last_tl = dev.timeline_value
     self.submitted = True
-    self._last[0] = self.base + self.final
+    self._last[:] = [self.base + self.final, dev.timeline_value]
     t0 = time.perf_counter()
     for q in self.used: q.submit(dev)
     dev.timeline_value += 1
@@ -429,7 +436,7 @@ class HCQDevice:
   """
   name: str
   wait_timeout_s: float = 30.0
-  frees_after_gpu = False   # free_persistent defers to the timeline itself (AMD): a graph's finalizer must not wait
+  frees_after_gpu = False   # free_persistent defers until the GPU is past (NV, AMD): a graph's finalizer must not wait
   signals: SignalPool
   timeline_signal: Signal
   timeline_value: int       # the value the next submission releases (the last one released is timeline_value - 1)
@@ -478,7 +485,8 @@ class HCQDevice:
   def persistent(self, n: int, align: int) -> tuple[int, int]:
     """(host, va) of `n` bytes that outlive the per-launch rings (a graph's queues and arguments), until free_persistent."""
     raise NotImplementedError(f"{self.name} has no persistent memory")
-  def free_persistent(self, blocks: list) -> None:
+  def free_persistent(self, blocks: list, after: Sequence[tuple[Signal, int]] = ()) -> None:
+    """Give back `blocks` once the GPU no longer reads them: every (signal, value) of `after` reached (a graph's end)."""
     raise NotImplementedError(f"{self.name} has no persistent memory")
 
   # ---- other devices of this driver: peer copies, bounces through system memory, cross-device waits ----

@@ -363,7 +363,8 @@ class AMDDevice(HCQDevice):
     self._note_persistent(buf)
     assert buf.host is not None
     return buf.host, buf.va
-  def free_persistent(self, blocks: list) -> None:
+  def free_persistent(self, blocks: list, after: Sequence[tuple[Any, int]] = ()) -> None:
+    # (`after` is not read: AMD defers by the timeline value free_after_gpu tags them with)
     for b in blocks: self.free_after_gpu(b)   # a graph's last IB may still be read by the CP after its graph signal
 
   def free_after_gpu(self, buf: AMDBuffer) -> None:

@@ -141,6 +141,8 @@ class NVQueue(HWQueue):
 
   def _submit(self, dev: NVDevice) -> None:
     if not self.q: return
+    # a lost device's channels are the leaked ones, which may still fetch from the command ring: write nothing there
+    if dev.lost: raise NVError(f"{dev.name}: submitting {self.name}: {dev.lost}")
     if self._bound is not None: va = self._bound[1]
     else: va = dev.cmdq_write(self.q)
     dev.channel_for(self).push(va, len(self.q))
@@ -379,21 +381,22 @@ class NVAllocator(CachingAllocator):
       raise RuntimeError(f"{self.dev.name}: double free of {buf!r}")
     buf.freed = True   # this record is dead (a later use raises); the memory lives on in a new one
     self._dropped.append(buf)
-  def reap(self, wait: bool = True) -> None:
-    """Put freed buffers into the cache and, if the caller may wait for the GPU (`wait`), give what the cache let go
-    back to RM/UVM; unless another thread is inside or an allocator call is under way (it reaps when it next runs)."""
+  def reap(self, wait: bool = True, timeout_s: float | None = None) -> None:
+    """Put freed buffers into the cache and, if the caller may wait for the GPU (`wait`, up to `timeout_s` per wait),
+    give what the cache let go back to RM/UVM; unless another thread is inside or an allocator call is under way (it
+    reaps when it next runs)."""
     if not (self._dropped or (wait and self._evicted)) or not self._lock.acquire(blocking=False): return
     try:
       if self._busy: return
-      with self._inside(): self._drain(wait)
+      with self._inside(): self._drain(wait, timeout_s)
     finally: self._lock.release()
-  def _drain(self, wait: bool) -> None:
+  def _drain(self, wait: bool, timeout_s: float | None = None) -> None:
     while self._dropped:
       b = self._dropped.popleft()
       self._keep((b.size, b.host is not None), NVBuffer(b.va, b.size, b.size, b.handle, b.host, b.sysmem))
     while wait and self._evicted:
       b = self._evicted.popleft()
-      try: self.dev.gpu_free(b)   # (synchronizes: the GPU may still use it)
+      try: self.dev.gpu_free(b, timeout_s)   # (synchronizes: the GPU may still use it)
       except BaseException:   # a fault or timeout in its synchronize: kept for the next caller, not lost (leaked)
         if not b.freed: self._evicted.appendleft(b)
         raise
@@ -404,6 +407,8 @@ class NVAllocator(CachingAllocator):
     finally: self._busy -= 1
 
   def alloc(self, nbytes: int, host: bool = False) -> NVBuffer:
+    # a lost device (recover could not free its channel group) may still have channels writing cached memory
+    if self.dev.lost: raise NVError(f"{self.dev.name}: alloc of {nbytes} bytes: {self.dev.lost}")
     with self._lock:
       self.reap()
       with self._inside(): return self._alloc(nbytes, host)
@@ -476,6 +481,8 @@ class NVDevice(HCQDevice):
   (hcqrt/interface.py Device) and the timeline, signals and graphs come from HCQDevice; this class is the driver:
   RM/UVM bring-up, memory, GPFIFO channels, error notifiers and recovery. renderer "ptx", arch "sm_90"."""
   renderer = "ptx"
+  frees_after_gpu = True   # free_persistent defers until the GPU is past the graph (hcq._release_graph must not wait)
+  lost: str | None = None  # why the device cannot be used again (recover, when RM would not free the channel group)
 
   def __init__(self, name: str = "NV"):
     self.name = name
@@ -547,7 +554,9 @@ class NVDevice(HCQDevice):
     self.cmdq = _Ring(self.gpu_alloc(4 << 20, host=True), self._drain_channels)
     self.kernargs_ring = _Ring(self.gpu_alloc(16 << 20, host=True), self.synchronize)
     self._arena: list[_Ring] = []
-    self._persistent_free: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    self._persistent_free: dict[tuple[int, int], list[tuple[int, int]]] = {}   # (n, align) -> free (host, va) blocks
+    # freed blocks the GPU may still read: (blocks, ((signal, value), ...)) listed free once every value is reached
+    self._persistent_later: collections.deque[tuple[list, tuple]] = collections.deque()
     self.sigbuf = sigbuf = self.gpu_alloc(0x10000, host=True, sysmem=True)
     assert sigbuf.host is not None
     self._init_signals(SignalPool(self, sigbuf.host, sigbuf.va, sigbuf.size))
@@ -557,7 +566,6 @@ class NVDevice(HCQDevice):
     self._bounce: list[NVBuffer] = []
     self.staging = [self.gpu_alloc(NVAllocator.STAGING, host=True, sysmem=True) for _ in range(2)]
     self.local_bytes, self.local_mem = 0, None
-    self._leaked_slot: int | None = None   # gpfifo_mem slot of channels whose group RM would not free (recover)
     self._open_channels(0)
 
   def _open_channels(self, slot: int) -> None:
@@ -590,10 +598,15 @@ class NVDevice(HCQDevice):
   def recover(self) -> str:
     """A wait timed out or a channel refused its work, so queued work may never finish (a hung launch, a channel in
     error) and would block every later wait. Free the channel group (RM preempts its channels and drops their work), open new channels, and write
-    from the CPU every signal value the dropped work promised. Returns the device's state, for the error message."""
+    from the CPU every signal value the dropped work promised. Returns the device's state, for the error message.
+
+    If RM will not free the group, its channels may still run that work and write the buffers it names: nothing may
+    then pass for done. The promised values are not written (a wait would pass over work that may still run, and a
+    gpu_free or a cache reuse would hand its memory to a new owner), no new channels are opened (their first release
+    would move the timeline past those values), and the device is `lost`: every later wait, submit, synchronize and
+    alloc raises NVError naming the device and that it did not come back."""
+    if self.lost: return self.lost
     if self._recovering: return f"{self.name} did not come back after its channels were recreated; reopen the process"
-    if self._leaked_slot == 2 - self.chan_slot:   # new channels would share rings and USERD with channels that may live
-      return f"{self.name} cannot recreate its channels again: an earlier channel group could not be freed; reopen the process"
     faults = "".join(f"{e}; " for e in self.channel_errors())   # what RM wrote in the error notifiers, before they go
     self._recovering, done = True, self.timeline_signal.value
     try:
@@ -605,7 +618,7 @@ class NVDevice(HCQDevice):
           unregistered.append(True)
         except NVError as e: unregistered.append(False); kept.append(f"UVM_UNREGISTER_CHANNEL of {h:#x} failed ({e})")
       try: self.rm.free(self.hdev, self.hgroup); group_freed = True
-      except NVError as e: group_freed, self._leaked_slot = False, self.chan_slot; kept.append(f"freeing the channel group failed ({e})")
+      except NVError as e: group_freed = False; kept.append(f"freeing the channel group failed ({e})")
       # RM hands GSP the notifier's physical address at channel alloc and takes no reference on it (OGKM@580.142
       # src/nvidia/src/kernel/gpu/fifo/kernel_channel.c:549-567, 2016-2080): while the channels may live, freeing it
       # lets a later RC write into pages back in the kernel's pool, and UVM may still map context buffers in ctx_va
@@ -618,6 +631,11 @@ class NVDevice(HCQDevice):
       if kept:
         what = "the old channels' error notifiers and context VA ranges are" if not group_freed else "its context VA range is"
         faults += f"{'; '.join(kept)}: {what} kept (leaked) since the GPU may still use them; "
+      if not group_freed:
+        self.lost = (f"{self.name} did not come back: RM would not free its channel group, whose channels may still run "
+                     f"the work queued after timeline value {done} and write its buffers; waits for that work fail rather "
+                     "than pass, and the device takes no new work; reopen the process")
+        return f"{faults}{self.lost}"
       for sig in [self.timeline_signal, *self._signals]: sig.complete_promised()
       self._open_channels(2 - self.chan_slot)
       if self.local_bytes: per, self.local_bytes = self.local_bytes, 0; self.ensure_local_memory(per)
@@ -697,16 +715,17 @@ class NVDevice(HCQDevice):
            gpuAttributesCount=1, perGpuAttributes=[attrs])
     return NVBuffer(va, size if nbytes is None else nbytes, size, h, hostaddr, sysmem)
 
-  def gpu_free(self, buf: NVBuffer) -> None:
+  def gpu_free(self, buf: NVBuffer, timeout_s: float | None = None) -> None:
+    """Give `buf` back to RM/UVM once the GPU is idle (each wait up to `timeout_s`, default the device's)."""
     if buf.freed: raise RuntimeError(f"double free of {buf!r}")
-    self.synchronize()   # the GPU may still use it
-    self._release_memory(buf)
+    self.synchronize(timeout_s)   # the GPU may still use it
+    self._release_memory(buf, timeout_s)
 
-  def _release_memory(self, buf: NVBuffer) -> None:
+  def _release_memory(self, buf: NVBuffer, timeout_s: float | None = None) -> None:
     buf.freed = True
     for peer in self._mapped_by.pop(buf.handle, []):   # other GPUs' mappings of it go first (UVM holds a dup of the memory)
       if peer._peer_maps.pop((self.name, buf.handle), None) is not None:
-        peer.synchronize()
+        peer.synchronize(timeout_s)
         peer.rm.uvm(peer.uvmfd, "UVM_FREE", base=buf.va, length=buf.size)
     self.rm.uvm(self.uvmfd, "UVM_FREE", base=buf.va, length=buf.size)
     self.rm.free(self.hdev, buf.handle)
@@ -749,7 +768,9 @@ class NVDevice(HCQDevice):
   def kernargs(self, n: int, align: int) -> tuple[int, int]: return self.kernargs_ring.alloc(n, align)
   def persistent(self, n: int, align: int) -> tuple[int, int]:
     """Memory outside the per-launch rings (prebuilt queues and their arguments): it stays until free_persistent.
-    Blocks freed before are reused first (same size and alignment); an open persistent_scope records the block."""
+    Blocks freed before are reused first (same size and alignment) once the GPU is past their last use; an open
+    persistent_scope records the block."""
+    if self._persistent_later: self._reap_persistent()
     if (free := self._persistent_free.get((n, align))): blk = free.pop()
     else:
       r = next((r for r in self._arena if _round_up(r.off, align) + n <= r.buf.size), None)
@@ -758,9 +779,24 @@ class NVDevice(HCQDevice):
     self._note_persistent((n, align) + blk)   # (n, align, host, va): what free_persistent gives back
     return blk
 
-  def free_persistent(self, blocks: list[tuple[int, int, int, int]]) -> None:
-    """Give back persistent blocks the GPU no longer reads (the caller waited for their last use)."""
-    for n, align, host, va in blocks: self._persistent_free.setdefault((n, align), []).append((host, va))
+  def free_persistent(self, blocks: list[tuple[int, int, int, int]], after: Sequence[tuple[Any, int]] = ()) -> None:
+    """Give back persistent blocks once every (signal, value) of `after` is reached (a graph's end: the GPU read them
+    until its last replay's graph signal, released last in that replay's pushbuffer, and the timeline value before it).
+    Never waits and takes no lock: a graph's finalizer calls it on any thread (the mock GPU's own included). With
+    nothing to wait for (a graph that was never submitted) they are free at once; else `_reap_persistent`, at the next
+    persistent() or synchronize(), moves them to the free lists once the GPU is past."""
+    if not after:
+      for n, align, host, va in blocks: self._persistent_free.setdefault((n, align), []).append((host, va))
+    else: self._persistent_later.append((list(blocks), tuple(after)))   # (deque.append: atomic, no lock)
+  def _reap_persistent(self) -> None:
+    """Blocks whose graph the GPU is past go to the free lists (bookkeeping only: no wait, no ioctl). Every condition of
+    an entry is read before its blocks are listed; a graph signal freed since counts as reached (Signal.reached)."""
+    keep = []
+    while self._persistent_later:
+      blocks, after = self._persistent_later.popleft()
+      if all(s.reached(v) for s, v in after): self.free_persistent(blocks)
+      else: keep.append((blocks, after))
+    self._persistent_later.extend(keep)
 
   def cmdq_write(self, q: list[int]) -> int:
     host, va = self.cmdq.alloc(len(q) * 4, 16)
@@ -873,20 +909,26 @@ class NVDevice(HCQDevice):
     return [e for ch in (self.compute_ch, self.copy_ch) if (e := ch.error()) is not None]
 
   def raise_if_faulted(self) -> None:
-    """If RM reported a fault in an error notifier, recover and raise NVError naming it (Signal.wait polls this)."""
+    """If RM reported a fault in an error notifier, recover and raise NVError naming it (Signal.wait polls this); on a
+    lost device every wait ends here: what it waits for was promised by channels that may never run it."""
+    if self.lost: raise NVError(f"{self.name}: {self.lost}")
     if not self._recovering and self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")
 
   def synchronize(self, timeout_s: float | None = None) -> None:
     """Wait for all submitted work; a faulted channel is reported by name (from its error notifier) instead of a timeout.
     Also a safe point for the allocator (NVAllocator.reap): freed buffers go into its cache, and what the cache let go
-    back to RM/UVM (that waits for the GPU: a caller of synchronize may wait, a free may not)."""
-    self.allocator.reap()
-    if self.timeline_signal.value >= self.timeline_value - 1: return
-    if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")   # names the fault, then starts over
-    try: self.timeline_signal.wait(self.timeline_value - 1, self.wait_timeout_s if timeout_s is None else timeout_s)
-    except TimeoutError as e:
-      if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}") from e
-      raise
+    back to RM/UVM (that waits for the GPU, each wait up to `timeout_s` too: a caller of synchronize may wait, a free
+    may not); and for freed graphs' memory the GPU is past (_reap_persistent)."""
+    if self.lost: raise NVError(f"{self.name}: {self.lost}")
+    timeout_s = self.wait_timeout_s if timeout_s is None else timeout_s
+    self.allocator.reap(timeout_s=timeout_s)
+    if self.timeline_signal.value < self.timeline_value - 1:
+      if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}")   # names the fault, then starts over
+      try: self.timeline_signal.wait(self.timeline_value - 1, timeout_s)
+      except TimeoutError as e:
+        if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}") from e
+        raise
+    if self._persistent_later: self._reap_persistent()
 
   def properties(self) -> dict[str, Any]:
     return {"name": self.name, "product": self.product_name, "arch": self.arch, "family": self.arch_info.name, "driver": self.driver_version, "gpfifo": class_name(self.arch_info.gpfifo),

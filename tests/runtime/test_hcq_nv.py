@@ -196,9 +196,9 @@ def test_graph_replay(nv, add):
   assert sorted(doorbells) == sorted([nv.compute_ch.token, nv.copy_ch.token])   # one doorbell per engine used
 
 def test_graph_memory_returns_when_the_graph_goes(nv, add):
-  """A graph's argument blocks and pushbuffers live outside the launch rings; when the graph is collected (after its
-  last replay finished) they go back to the device, and the next graph of the same shape reuses them: re-capturing
-  jitted functions does not grow GPU memory."""
+  """A graph's argument blocks and pushbuffers live outside the launch rings; when the graph is collected they go back
+  to the device once its last replay is done (listed free at the next synchronize or graph build), and the next graph
+  of the same shape reuses them: re-capturing jitted functions does not grow GPU memory."""
   import gc
   n = 64
   x = np.arange(n, dtype=np.float32)
@@ -207,7 +207,7 @@ def test_graph_memory_returns_when_the_graph_goes(nv, add):
   g = GraphReplay(nv, items)
   g.replay()
   arena = [(r.buf.va, r.off) for r in nv._arena]
-  del g; gc.collect()
+  del g; gc.collect(); nv.synchronize()
   freed = sorted(va for blocks in nv._persistent_free.values() for _, va in blocks)
   assert len(freed) >= 4   # three argument blocks and at least one pushbuffer
   for _ in range(3):
@@ -217,6 +217,7 @@ def test_graph_memory_returns_when_the_graph_goes(nv, add):
     del g; gc.collect()
   assert [(r.buf.va, r.off) for r in nv._arena] == arena   # nothing new was carved from the arena
   nfree = lambda: sum(len(b) for b in nv._persistent_free.values())
+  nv.synchronize()   # (lists the last graph's blocks free: the GPU is past it)
   before = nfree()
   with pytest.raises(TypeError, match="is not a GraphExec"): GraphReplay(nv, items + [("bogus",)])
   assert nfree() == before   # a graph that failed to build gave back the blocks it had taken

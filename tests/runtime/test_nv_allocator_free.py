@@ -127,3 +127,19 @@ def test_nv_two_frees_of_one_record_at_once_hand_the_memory_out_once():
     nv.synchronize()
     assert len(errors) == 1 and "double free" in str(errors[0]), errors
     assert a.alloc(4096).va != a.alloc(4096).va, "one memory handed to two allocations"
+
+def test_nv_synchronize_timeout_bounds_the_waits_of_its_releases():
+  """synchronize(timeout_s) first gives back what the cache let go (reap), and each release waits for the GPU: those
+  waits must end at the caller's timeout too, not the device's own (30 s by default), when the GPU does not finish."""
+  from hcqrt.hcq import SignalTimeout
+  with mock_nv_device() as nv:
+    a = nv.allocator
+    a.cache_limit = 0   # nothing is cached: the free below is a release, queued for a caller that may wait
+    nv.wait_timeout_s = 5.0   # (the device's own timeout: what the releases waited for before)
+    gate = nv.new_signal(name="gate")
+    nv.submit_timeline(nv.after_timeline(nv.hw_compute_queue()).wait(gate, 1))   # the GPU does not finish
+    a.free(a.alloc(4096))
+    assert a._evicted, "the test needs the release still pending"
+    try:
+      with pytest.raises(SignalTimeout, match=r"timed out after 0\.25 s"): nv.synchronize(timeout_s=0.25)
+    finally: gate.value = 1
