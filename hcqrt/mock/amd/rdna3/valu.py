@@ -126,6 +126,12 @@ OPS: dict[str, tuple[tuple[str, ...], str, object]] = {
   "v_ashrrev_i64": ((U32, I64), I64, lambda a, b: b >> _sh(a, 63).astype(np.int64)),
   "v_lshlrev_b16": (("u16", "u16"), "u16", lambda a, b: b << (a & np.uint16(15))),
   "v_lshrrev_b16": (("u16", "u16"), "u16", lambda a, b: b >> (a & np.uint16(15))),
+  # RDNA3 ISA guide, VOP3 opcode 826 (and MI300 ISA VOP2 44 / VOP3 300): D0.i16 = (S1.i16 >> S0[3 : 0].u32): an
+  # arithmetic shift of the (op_sel-picked) low half by the low 4 bits of S0's half only, so a shift of 16..31 wraps to
+  # 0..15 and never fills the result with sign bits. The 16-bit write keeps the other half of the VGPR on gfx11
+  # (vwrite; LLVM AMDGPUSubtarget.cpp zeroesHigh16BitsOfDest: "On gfx10, all 16-bit instructions preserve the high
+  # bits") and zeroes it on gfx9 (gfx9/executor.py ZERO_HI16)
+  "v_ashrrev_i16": (("u16", "i16"), "i16", lambda a, b: b >> (a & np.uint16(15)).astype(np.int16)),
   "v_and_b32": ((U32, U32), U32, np.bitwise_and), "v_or_b32": ((U32, U32), U32, np.bitwise_or),
   "v_xor_b32": ((U32, U32), U32, np.bitwise_xor), "v_xnor_b32": ((U32, U32), U32, lambda a, b: ~(a ^ b)),
   "v_add_nc_u32": ((U32, U32), U32, np.add), "v_sub_nc_u32": ((U32, U32), U32, np.subtract),
