@@ -238,3 +238,17 @@ def test_v_ashrrev_i16_zeroes_the_high_half_on_gfx9():
   w.run()
   want = [ashr16_ref(s, v) for s, v in zip(np.tile(ASHR16_SHIFT, 2).tolist(), np.tile(ASHR16_VAL, 2).tolist())]
   assert w.v[2, 0].tolist() == want and w.v[3, 0].tolist() == want
+
+def test_v_subrev_u16_runs_and_zeroes_the_high_half_on_gfx9():
+  """LLVM emits v_subrev_u16 for gfx942 index math (pad/cat of any dtype); its name reached the shared ALU unmapped."""
+  # llvm-mc-19 -mcpu=gfx942: v_subrev_u16_e32 v2, v0, v1; v_subrev_u16_e64 v3, v0, v1
+  words = [0x50040300, 0xD1280003, 0x00020300]
+  code = struct.pack(f"<{len(words)}I", *words) + struct.pack("<I", 0xBF810000)
+  assert [i.name for i in decode(code)] == ["v_subrev_u16_e32", "v_subrev_u16_e64", "s_endpgm"]
+  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
+  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  s0 = np.arange(64, dtype=np.uint32) * 1031; s1 = np.arange(64, dtype=np.uint32)[::-1] * 7 + 3
+  w.v[0] = 0xABCD0000 | s0; w.v[1] = 0x5A5A0000 | s1; w.v[2] = w.v[3] = 0x13570000
+  w.run()
+  want = ((s1.astype(np.int64) - s0) & 0xFFFF).tolist()   # S1 - S0, wrapping in 16 bits; high half written as 0
+  assert w.v[2, 0].tolist() == want and w.v[3, 0].tolist() == want
