@@ -1,6 +1,7 @@
-"""User code that once stopped the AMD mock with EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION: LLVM compiled its index math and
-its int8 ops to instructions the RDNA3/gfx942 emulators lacked (v_ashrrev_i16; v_subrev_u16 on gfx942). Each runs on
-`MOCKGPU=1 AMD=1` for gfx1100 and gfx942 in a child Python (the device is chosen at import), checked against numpy."""
+"""User code that once stopped the AMD mock with EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION: LLVM compiled its index math,
+its int8 ops and its int8 matmuls to instructions the RDNA3/gfx942 emulators lacked (v_ashrrev_i16, v_dot4_u32_u8;
+v_subrev_u16 on gfx942). Each runs on `MOCKGPU=1 AMD=1` for gfx1100 and gfx942 in a child Python (the device is
+chosen at import), checked against numpy."""
 import json
 import pathlib
 import subprocess
@@ -30,7 +31,9 @@ out = {"device": Device.DEFAULT,
        "wide_pad_add_pad": (c.pad(((0, 0), (0, 2))) + c[:, :1]).pad(((4, 0), (0, 0))).numpy().tolist(),
        "wide_cat_pad": c.cat(c * 2, dim=1).pad(((1, 0), (0, 0))).numpy().tolist(),
        "i8_floordiv4": (i // 4).numpy().tolist(), "i8_shr2": (i >> 2).numpy().tolist(), "i8_abs": i.abs().numpy().tolist(),
-       "i8_max": i.maximum(j).numpy().tolist(), "i8_lt": (i < j).numpy().tolist(), "i8_to_i16": i.cast(dtypes.int16).numpy().tolist()}
+       "i8_max": i.maximum(j).numpy().tolist(), "i8_lt": (i < j).numpy().tolist(), "i8_to_i16": i.cast(dtypes.int16).numpy().tolist(),
+       "i8_matmul": (i.reshape(4, 4) @ j.reshape(4, 4)).numpy().tolist(),
+       "u8_matmul": (i.cast(dtypes.uint8).reshape(2, 8) @ j.cast(dtypes.uint8).reshape(8, 2)).numpy().tolist()}
 print(json.dumps(out))
 """
 
@@ -61,3 +64,9 @@ def test_int8_ops_on_the_amd_mock(results):
   assert results["i8_abs"] == np.abs(I8).tolist()   # (int8 wraps: |-128| is -128, as numpy and torch give)
   assert results["i8_max"] == np.maximum(i, j).tolist() and results["i8_lt"] == (i < j).tolist()
   assert results["i8_to_i16"] == i.tolist()
+
+def test_int8_matmul_on_the_amd_mock(results):
+  """LLVM sums four byte products at once (v_dot4_u32_u8); int8 results wrap as numpy's do."""
+  assert results["i8_matmul"] == (I8.reshape(4, 4).astype(np.int64) @ J8.reshape(4, 4)).astype(np.int8).tolist()
+  u, v = I8.astype(np.uint8).astype(np.int64), J8.astype(np.uint8).astype(np.int64)
+  assert results["u8_matmul"] == (u.reshape(2, 8) @ v.reshape(8, 2)).astype(np.uint8).tolist()

@@ -252,3 +252,18 @@ def test_v_subrev_u16_runs_and_zeroes_the_high_half_on_gfx9():
   w.run()
   want = ((s1.astype(np.int64) - s0) & 0xFFFF).tolist()   # S1 - S0, wrapping in 16 bits; high half written as 0
   assert w.v[2, 0].tolist() == want and w.v[3, 0].tolist() == want
+
+def test_v_dot4_integer_byte_dot_products_on_gfx9():
+  """gfx942's VOP3P v_dot4_u32_u8 (41) and v_dot4_i32_i8 (40, both inputs signed): MI300 ISA pseudocode."""
+  from tests.mock.test_rdna3_emu import DOT4_A, DOT4_B, DOT4_C, dot4_ref
+  # llvm-mc-19 -mcpu=gfx942: v_dot4_u32_u8 v2, v0, v1, v3; v_dot4_i32_i8 v4, v0, v1, v3
+  words = [0xD3A94002, 0x1C0E0300, 0xD3A84004, 0x1C0E0300]
+  code = struct.pack(f"<{len(words)}I", *words) + struct.pack("<I", 0xBF810000)
+  assert [i.name for i in decode(code)] == ["v_dot4_u32_u8", "v_dot4_i32_i8", "s_endpgm"]
+  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
+  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  w.v[0], w.v[1], w.v[3] = np.tile(DOT4_A, 2), np.tile(DOT4_B, 2), np.tile(DOT4_C, 2)
+  w.run()
+  abc = list(zip(np.tile(DOT4_A, 2).tolist(), np.tile(DOT4_B, 2).tolist(), np.tile(DOT4_C, 2).tolist()))
+  assert w.v[2, 0].tolist() == [dot4_ref(a, b, c, False, False) for a, b, c in abc]
+  assert w.v[4, 0].tolist() == [dot4_ref(a, b, c, True, True) for a, b, c in abc]

@@ -468,3 +468,30 @@ def test_v_ashrrev_i16_op_sel_reads_and_writes_the_high_halves():
   w.run()
   want = [ashr16_ref(s, v) for s, v in zip(ASHR16_SHIFT.tolist(), ASHR16_VAL.tolist())]
   assert (w.v[2, 0] >> 16).tolist() == want and (w.v[2, 0] & 0xFFFF == 0xBEEF).all()
+
+def dot4_ref(a: int, b: int, c: int, sa: bool, sb: bool) -> int:
+  """c + sum a.byte[k] * b.byte[k], bytes sign-extended where asked, as 32 raw bits (the ISA's V_DOT4 pseudocode)."""
+  def byte(x, k, s): v = (x >> 8 * k) & 0xFF; return v - 256 if s and v >= 128 else v
+  return (c + sum(byte(a, k, sa) * byte(b, k, sb) for k in range(4))) & 0xFFFFFFFF
+
+DOT4_A = np.array([0x00000000, 0xFFFFFFFF, 0x80807F7F, 0x01020304, 0xFF00FF01, 0x7F80FF00, 0x12345678, 0xDEADBEEF] * 4, np.uint32)
+DOT4_B = np.array([0xFFFFFFFF, 0xFFFFFFFF, 0x7F80807F, 0x04030201, 0x80808080, 0x01FF7F80, 0x9ABCDEF0, 0x0BADF00D] * 4, np.uint32)
+DOT4_C = np.array([0, 0xFFFFFFFF, 5, 0x80000000, 0x7FFFFFFF, 123456, 0xFFFFFF00, 1] * 4, np.uint32)
+
+def test_v_dot4_integer_byte_dot_products():
+  """An int8/uint8 matmul compiles its inner sum to v_dot4_u32_u8 (VOP3P 23), which the decoder did not know. The iu8
+  form's NEG[0]/NEG[1] (neg_lo) make src0/src1 signed; the sum wraps in 32 bits; the clamp form is refused by name."""
+  from hcqrt.mock.amd.rdna3.executor import Waves, EXEC
+  # llvm-mc-19 -mcpu=gfx1100: v_dot4_u32_u8 v2, v0, v1, v3; v_dot4_i32_iu8 v4, v0, v1, v3 neg_lo:[1,0,0];
+  # v_dot4_i32_iu8 v5, v0, v1, v3 neg_lo:[1,1,0]; v_dot4_i32_iu8 v6, v0, v1, v3; s_endpgm
+  code = bytes.fromhex("024017cc00030e1c" "044016cc00030e3c" "054016cc00030e7c" "064016cc00030e1c" "0000b0bf")
+  assert [i.name for i in decode(code)] == ["v_dot4_u32_u8", "v_dot4_i32_iu8", "v_dot4_i32_iu8", "v_dot4_i32_iu8", "s_endpgm"]
+  w = Waves(code, 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
+  w.v[0], w.v[1], w.v[3] = DOT4_A, DOT4_B, DOT4_C
+  w.run()
+  abc = list(zip(DOT4_A.tolist(), DOT4_B.tolist(), DOT4_C.tolist()))
+  for reg, sa, sb in ((2, False, False), (4, True, False), (5, True, True), (6, False, False)):
+    assert w.v[reg, 0].tolist() == [dot4_ref(a, b, c, sa, sb) for a, b, c in abc], (reg, sa, sb)
+  clamp = bytes.fromhex("02c017cc00030e1c" "0000b0bf")   # v_dot4_u32_u8 v2, v0, v1, v3 clamp
+  w = Waves(clamp, 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
+  with pytest.raises(EmulatorError, match="v_dot4_u32_u8 at 0x0: the saturating .clamp. form"): w.run()

@@ -80,6 +80,17 @@ def _perm(a, b, sel):
     byte = np.where(s >= 13, np.uint32(0xFF), np.where(s == 12, np.uint32(0), byte))
     out |= byte << np.uint32(8 * k)
   return out
+def dot4(a, b, c, signed_a: bool, signed_b: bool):
+  """The integer 4-way byte dot product: c + sum of a.byte[k] * b.byte[k] (each byte sign- or zero-extended), wrapping
+  in 32 bits. RDNA3 ISA VOP3P V_DOT4_U32_U8 / V_DOT4_I32_IU8 (NEG[0]/NEG[1] say which input is signed), MI300 ISA
+  V_DOT4_U32_U8 / V_DOT4_I32_I8: "tmp = S2; tmp += A[0] * B[0]; ... D0 = tmp"."""
+  acc = _u(c).astype(np.int64)
+  for k in range(4):
+    x, y = (((_u(v) >> np.uint32(8 * k)) & np.uint32(0xFF)).astype(np.int64) for v in (a, b))
+    if signed_a: x = np.where(x >= 128, x - 256, x)
+    if signed_b: y = np.where(y >= 128, y - 256, y)
+    acc = acc + x * y
+  return acc.astype(np.uint32)   # (int64 -> uint32 keeps the low 32 bits: the wrap of the pseudocode's 32-bit tmp)
 def _mul24(signed):
   def f(a, b):
     a, b = _u(a) & np.uint32(0xFFFFFF), _u(b) & np.uint32(0xFFFFFF)
