@@ -150,7 +150,8 @@ class _Renderer:
       r = self.emit(f"lshr {ltype(I)} {r}, {const(16, I)}")
       r = self.emit(f"trunc {ltype(I)} {r} to {dt_}")
       nan = self.emit(f"fcmp uno {ltype(dtypes.float32.vec(n))} {f}, {f}")
-      return self.emit(f"select {ltype(dtypes.bool.vec(n))} {nan}, {dt_} {const(0x7FC0, dd)}, {dt_} {r}")
+      # the quiet NaN as raw bits: const(0x7FC0, bfloat16) would round the number 32704.0 to bf16 (0x4700)
+      return self.emit(f"select {ltype(dtypes.bool.vec(n))} {nan}, {dt_} {const(0x7FC0, dtypes.uint16.vec(n))}, {dt_} {r}")
     if d is dtypes.bool:
       if _isf(sd): return self.emit(f"fcmp une {st} {x}, {const(0, sd)}")
       return self.emit(f"icmp ne {st} {x}, {const(0, sd)}")

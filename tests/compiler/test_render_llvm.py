@@ -86,6 +86,12 @@ def test_integer_division_is_total(cpu_llvm):
   assert a.fmod(b).tolist() == [0, 0, 0, 0, 0]
   assert Tensor(np.array([9, 9], np.uint32)).div(Tensor(np.array([0, 2], np.uint32)), rounding_mode="trunc").tolist() == [0, 4]
 
+def test_a_nan_cast_to_bfloat16_stays_nan(cpu_llvm):
+  """A float32 NaN (log of a negative) cast to bfloat16 is bf16's quiet NaN; the select once took 0x7FC0 as the number
+  32704.0 and stored its bf16 bits (0x4700, 32768.0): found on the AMD mock, whose kernels this renderer builds too."""
+  out = Tensor(np.array([-1.0, 4.0, np.nan], np.float32)).log().cast(dtypes.bfloat16).bitcast(dtypes.uint16).numpy()
+  assert out[0] == out[2] == 0x7FC0 and out[1] == 0x3FB1   # log(4) = 1.386 -> bf16 0x3FB1
+
 def _ast(lb): return create_schedule([lb])[0].ast
 def _buf(shape, dt=dtypes.float32):
   x = LazyBuffer.empty(shape, dt, "CPU"); x.buffer = object(); return x

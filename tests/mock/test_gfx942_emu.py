@@ -224,3 +224,46 @@ def test_gfx9_sdwa_cmpx_writes_its_sgpr_destination_not_vcc():
   w = _run_words([0x7DB800F9, 0x06068401], v1=np.full(64, 10, np.uint32))
   assert int(w.s[4, 0]) | int(w.s[5, 0]) << 32 == 0x3FF and int(w.get_exec(slice(None))[0]) == 0x3FF
   assert int(w.s[106, 0]) == 0 and int(w.s[107, 0]) == 0
+
+def test_v_ashrrev_i16_zeroes_the_high_half_on_gfx9():
+  """gfx942 VOP2 44 / VOP3 300 (MI300 ISA: D0.i16 = S1.i16 >> S0[3:0]); gfx9 writes it zero-extended (ZERO_HI16)."""
+  from tests.mock.test_rdna3_emu import ASHR16_SHIFT, ASHR16_VAL, ashr16_ref
+  # llvm-mc-19 -mcpu=gfx942: v_ashrrev_i16_e32 v2, v0, v1; v_ashrrev_i16_e64 v3, v0, v1
+  words = [0x58040300, 0xD12C0003, 0x00020300]
+  code = struct.pack(f"<{len(words)}I", *words) + struct.pack("<I", 0xBF810000)
+  assert [i.name for i in decode(code)] == ["v_ashrrev_i16_e32", "v_ashrrev_i16_e64", "s_endpgm"]
+  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
+  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  w.v[0] = 0xABCD0000 | np.tile(ASHR16_SHIFT, 2); w.v[1] = 0x5A5A0000 | np.tile(ASHR16_VAL, 2); w.v[2] = w.v[3] = 0x13570000
+  w.run()
+  want = [ashr16_ref(s, v) for s, v in zip(np.tile(ASHR16_SHIFT, 2).tolist(), np.tile(ASHR16_VAL, 2).tolist())]
+  assert w.v[2, 0].tolist() == want and w.v[3, 0].tolist() == want
+
+def test_v_subrev_u16_runs_and_zeroes_the_high_half_on_gfx9():
+  """LLVM emits v_subrev_u16 for gfx942 index math (pad/cat of any dtype); its name reached the shared ALU unmapped."""
+  # llvm-mc-19 -mcpu=gfx942: v_subrev_u16_e32 v2, v0, v1; v_subrev_u16_e64 v3, v0, v1
+  words = [0x50040300, 0xD1280003, 0x00020300]
+  code = struct.pack(f"<{len(words)}I", *words) + struct.pack("<I", 0xBF810000)
+  assert [i.name for i in decode(code)] == ["v_subrev_u16_e32", "v_subrev_u16_e64", "s_endpgm"]
+  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
+  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  s0 = np.arange(64, dtype=np.uint32) * 1031; s1 = np.arange(64, dtype=np.uint32)[::-1] * 7 + 3
+  w.v[0] = 0xABCD0000 | s0; w.v[1] = 0x5A5A0000 | s1; w.v[2] = w.v[3] = 0x13570000
+  w.run()
+  want = ((s1.astype(np.int64) - s0) & 0xFFFF).tolist()   # S1 - S0, wrapping in 16 bits; high half written as 0
+  assert w.v[2, 0].tolist() == want and w.v[3, 0].tolist() == want
+
+def test_v_dot4_integer_byte_dot_products_on_gfx9():
+  """gfx942's VOP3P v_dot4_u32_u8 (41) and v_dot4_i32_i8 (40, both inputs signed): MI300 ISA pseudocode."""
+  from tests.mock.test_rdna3_emu import DOT4_A, DOT4_B, DOT4_C, dot4_ref
+  # llvm-mc-19 -mcpu=gfx942: v_dot4_u32_u8 v2, v0, v1, v3; v_dot4_i32_i8 v4, v0, v1, v3
+  words = [0xD3A94002, 0x1C0E0300, 0xD3A84004, 0x1C0E0300]
+  code = struct.pack(f"<{len(words)}I", *words) + struct.pack("<I", 0xBF810000)
+  assert [i.name for i in decode(code)] == ["v_dot4_u32_u8", "v_dot4_i32_i8", "s_endpgm"]
+  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
+  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  w.v[0], w.v[1], w.v[3] = np.tile(DOT4_A, 2), np.tile(DOT4_B, 2), np.tile(DOT4_C, 2)
+  w.run()
+  abc = list(zip(np.tile(DOT4_A, 2).tolist(), np.tile(DOT4_B, 2).tolist(), np.tile(DOT4_C, 2).tolist()))
+  assert w.v[2, 0].tolist() == [dot4_ref(a, b, c, False, False) for a, b, c in abc]
+  assert w.v[4, 0].tolist() == [dot4_ref(a, b, c, True, True) for a, b, c in abc]

@@ -434,3 +434,64 @@ def test_fp_mode_switches_other_than_the_emulated_mode_are_refused():
   launch(bytes.fromhex("000091bf" "0f0092bf" "0000b0bf"), bytes(kd), {}, 0, (1,), (32,))   # s_round_mode 0x0; s_denorm_mode 15
   with pytest.raises(EmulatorError, match="s_denorm_mode at 0x0: mode 0x0 is not emulated"):   # flush denormals
     launch(bytes.fromhex("000092bf" "0000b0bf"), bytes(kd), {}, 0, (1,), (32,))
+
+# per lane: S0 (shift; only bits [3:0] of its 16-bit half count), S1 (value), and the junk the other halves hold
+ASHR16_SHIFT = np.array([0, 1, 4, 15, 16, 20, 31, 0xFFFF, 0x7, 0x10F, 3, 8] * 3)[:32].astype(np.uint32)
+ASHR16_VAL = np.array([0x8000, 0x7FFF, 0xFFFF, 0x8001, 0x1234, 0xF00D, 0x0001, 0xC000, 0x8765, 0x4000, 0xFFFE, 0x9ABC] * 3)[:32].astype(np.uint32)
+
+def ashr16_ref(shift: int, val: int) -> int:
+  """RDNA3 ISA V_ASHRREV_I16: D0.i16 = S1.i16 >> S0[3:0], as 16 raw bits."""
+  v = val & 0xFFFF; v = v - 0x10000 if v & 0x8000 else v
+  return (v >> (shift & 15)) & 0xFFFF
+
+def test_v_ashrrev_i16_shifts_the_low_half_by_four_bits_and_keeps_the_high_half():
+  """`(a.pad(...) + 1).pad(...)` compiles its index math to v_ashrrev_i16 (VOP3 826), which the emulator lacked."""
+  from hcqrt.mock.amd.rdna3.executor import Waves, EXEC
+  # llvm-mc-19 -mcpu=gfx1100: v_ashrrev_i16 v2, v0, v1; v_ashrrev_i16 v3, 20, v1; s_endpgm
+  code = bytes.fromhex("02003ad700030200" "03003ad794020200" "0000b0bf")
+  assert [i.name for i in decode(code)] == ["v_ashrrev_i16", "v_ashrrev_i16", "s_endpgm"]
+  w = Waves(code, 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
+  w.v[0] = 0xABCD0000 | ASHR16_SHIFT; w.v[1] = 0x5A5A0000 | ASHR16_VAL; w.v[2] = 0x13570000; w.v[3] = 0x24680000
+  w.run()
+  want = [ashr16_ref(s, v) for s, v in zip(ASHR16_SHIFT.tolist(), ASHR16_VAL.tolist())]
+  assert (w.v[2, 0] & 0xFFFF).tolist() == want and (w.v[2, 0] >> 16 == 0x1357).all()   # gfx10+: high half kept
+  assert (w.v[3, 0] & 0xFFFF).tolist() == [ashr16_ref(20, v) for v in ASHR16_VAL.tolist()] and (w.v[3, 0] >> 16 == 0x2468).all()
+
+def test_v_ashrrev_i16_op_sel_reads_and_writes_the_high_halves():
+  """VOP3 OPSEL [14:11] (RDNA3 ISA VOP3 format; LLVM 22's true16 code sets it): [0]/[1] read S0/S1 from the high
+  halves, [3] writes the result to the destination's high half and keeps its low half."""
+  from hcqrt.mock.amd.rdna3.executor import Waves, EXEC
+  code = bytes.fromhex("02583ad700030200" "0000b0bf")   # the first word above with op_sel [1,1,0,1] (bits 11, 12, 14)
+  i = decode(code)[0]; assert i.name == "v_ashrrev_i16" and i.f["opsel"] == 0b1011
+  w = Waves(code, 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
+  w.v[0] = (ASHR16_SHIFT << 16) | 0x0003; w.v[1] = (ASHR16_VAL << 16) | 0x0042; w.v[2] = 0x0000BEEF
+  w.run()
+  want = [ashr16_ref(s, v) for s, v in zip(ASHR16_SHIFT.tolist(), ASHR16_VAL.tolist())]
+  assert (w.v[2, 0] >> 16).tolist() == want and (w.v[2, 0] & 0xFFFF == 0xBEEF).all()
+
+def dot4_ref(a: int, b: int, c: int, sa: bool, sb: bool) -> int:
+  """c + sum a.byte[k] * b.byte[k], bytes sign-extended where asked, as 32 raw bits (the ISA's V_DOT4 pseudocode)."""
+  def byte(x, k, s): v = (x >> 8 * k) & 0xFF; return v - 256 if s and v >= 128 else v
+  return (c + sum(byte(a, k, sa) * byte(b, k, sb) for k in range(4))) & 0xFFFFFFFF
+
+DOT4_A = np.array([0x00000000, 0xFFFFFFFF, 0x80807F7F, 0x01020304, 0xFF00FF01, 0x7F80FF00, 0x12345678, 0xDEADBEEF] * 4, np.uint32)
+DOT4_B = np.array([0xFFFFFFFF, 0xFFFFFFFF, 0x7F80807F, 0x04030201, 0x80808080, 0x01FF7F80, 0x9ABCDEF0, 0x0BADF00D] * 4, np.uint32)
+DOT4_C = np.array([0, 0xFFFFFFFF, 5, 0x80000000, 0x7FFFFFFF, 123456, 0xFFFFFF00, 1] * 4, np.uint32)
+
+def test_v_dot4_integer_byte_dot_products():
+  """An int8/uint8 matmul compiles its inner sum to v_dot4_u32_u8 (VOP3P 23), which the decoder did not know. The iu8
+  form's NEG[0]/NEG[1] (neg_lo) make src0/src1 signed; the sum wraps in 32 bits; the clamp form is refused by name."""
+  from hcqrt.mock.amd.rdna3.executor import Waves, EXEC
+  # llvm-mc-19 -mcpu=gfx1100: v_dot4_u32_u8 v2, v0, v1, v3; v_dot4_i32_iu8 v4, v0, v1, v3 neg_lo:[1,0,0];
+  # v_dot4_i32_iu8 v5, v0, v1, v3 neg_lo:[1,1,0]; v_dot4_i32_iu8 v6, v0, v1, v3; s_endpgm
+  code = bytes.fromhex("024017cc00030e1c" "044016cc00030e3c" "054016cc00030e7c" "064016cc00030e1c" "0000b0bf")
+  assert [i.name for i in decode(code)] == ["v_dot4_u32_u8", "v_dot4_i32_iu8", "v_dot4_i32_iu8", "v_dot4_i32_iu8", "s_endpgm"]
+  w = Waves(code, 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
+  w.v[0], w.v[1], w.v[3] = DOT4_A, DOT4_B, DOT4_C
+  w.run()
+  abc = list(zip(DOT4_A.tolist(), DOT4_B.tolist(), DOT4_C.tolist()))
+  for reg, sa, sb in ((2, False, False), (4, True, False), (5, True, True), (6, False, False)):
+    assert w.v[reg, 0].tolist() == [dot4_ref(a, b, c, sa, sb) for a, b, c in abc], (reg, sa, sb)
+  clamp = bytes.fromhex("02c017cc00030e1c" "0000b0bf")   # v_dot4_u32_u8 v2, v0, v1, v3 clamp
+  w = Waves(clamp, 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
+  with pytest.raises(EmulatorError, match="v_dot4_u32_u8 at 0x0: the saturating .clamp. form"): w.run()

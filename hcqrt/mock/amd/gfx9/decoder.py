@@ -31,6 +31,8 @@ RENAME = {
   "s_ff1_i32_b32": "s_ctz_i32_b32", "s_flbit_i32_b32": "s_clz_i32_u32", "s_flbit_i32": "s_cls_i32",
   "v_add_u32": "v_add_nc_u32", "v_sub_u32": "v_sub_nc_u32", "v_subrev_u32": "v_subrev_nc_u32",
   "v_add_i32": "v_add_nc_i32", "v_sub_i32": "v_sub_nc_i32", "v_add_u16": "v_add_nc_u16", "v_sub_u16": "v_sub_nc_u16",
+  # MI300 ISA VOP2 40 / VOP3 296 V_SUBREV_U16: D0.u16 = S1.u16 - S0.u16 (gfx9/executor.py adds it as v_subrev_nc_u16)
+  "v_subrev_u16": "v_subrev_nc_u16",
   "v_addc_co_u32": "v_add_co_ci_u32", "v_subb_co_u32": "v_sub_co_ci_u32", "v_subbrev_co_u32": "v_subrev_co_ci_u32",
   "v_ffbh_u32": "v_clz_i32_u32", "v_ffbl_b32": "v_ctz_i32_b32", "v_ffbh_i32": "v_cls_i32",
   "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32", "v_cvt_flr_i32_f32": "v_cvt_floor_i32_f32",

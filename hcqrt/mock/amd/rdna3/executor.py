@@ -579,6 +579,12 @@ class Waves:
       if f["clamp"]: r = np.clip(r, 0, 1)
       if i.base == "v_fma_mix_f32": return self.vwrite(f["vdst"], sel, r.astype(np.float32), "f32", ex)
       return self.vwrite(f["vdst"], sel, r.astype(np.float16), "f16", ex, i.base.endswith("hi_f16"))
+    if i.base in ("v_dot4_u32_u8", "v_dot4_i32_iu8", "v_dot4_i32_i8"):   # three 32-bit sources, no halves (V.dot4)
+      if f["clamp"]: raise EmulatorError("the saturating (clamp) form of the integer dot product is not emulated")
+      a, b, c = (self.vsrc(code, sel, i, "u32") for code in (f["src0"], f["src1"], f["src2"]))
+      # gfx11's iu8 form: NEG[0]/NEG[1] make src0/src1 signed; gfx9's i8 form: both signed; u8: neither
+      sa, sb = (bool(f["neg"] & 1), bool(f["neg"] & 2)) if i.base == "v_dot4_i32_iu8" else (i.base == "v_dot4_i32_i8",) * 2
+      return self.vwrite(f["vdst"], sel, V.dot4(a, b, c, sa, sb), "u32", ex)
     pk = {"v_pk_add_f16": ("f16", np.add), "v_pk_mul_f16": ("f16", np.multiply), "v_pk_fma_f16": ("f16", V._fma),
           "v_pk_max_f16": ("f16", np.fmax), "v_pk_min_f16": ("f16", np.fmin), "v_pk_add_u16": ("u16", np.add),
           "v_pk_sub_u16": ("u16", np.subtract), "v_pk_mul_lo_u16": ("u16", np.multiply), "v_pk_add_i16": ("i16", np.add),

@@ -148,7 +148,7 @@ VOP3P = {
   5: 'v_pk_lshrrev_b16', 6: 'v_pk_ashrrev_i16', 7: 'v_pk_max_i16', 8: 'v_pk_min_i16', 9: 'v_pk_mad_u16',
   10: 'v_pk_add_u16', 11: 'v_pk_sub_u16', 12: 'v_pk_max_u16', 13: 'v_pk_min_u16', 14: 'v_pk_fma_f16',
   15: 'v_pk_add_f16', 16: 'v_pk_mul_f16', 17: 'v_pk_min_f16', 18: 'v_pk_max_f16', 19: 'v_dot2_f32_f16',
-  26: 'v_dot2_f32_bf16', 32: 'v_fma_mix_f32', 33: 'v_fma_mixlo_f16', 34: 'v_fma_mixhi_f16'}
+  22: 'v_dot4_i32_iu8', 23: 'v_dot4_u32_u8', 24: 'v_dot8_i32_iu4', 25: 'v_dot8_u32_u4', 26: 'v_dot2_f32_bf16', 32: 'v_fma_mix_f32', 33: 'v_fma_mixlo_f16', 34: 'v_fma_mixhi_f16'}
 
 DS = {
   0: 'ds_add_u32', 1: 'ds_sub_u32', 2: 'ds_rsub_u32', 3: 'ds_inc_u32', 4: 'ds_dec_u32', 5: 'ds_min_i32',

@@ -80,6 +80,17 @@ def _perm(a, b, sel):
     byte = np.where(s >= 13, np.uint32(0xFF), np.where(s == 12, np.uint32(0), byte))
     out |= byte << np.uint32(8 * k)
   return out
+def dot4(a, b, c, signed_a: bool, signed_b: bool):
+  """The integer 4-way byte dot product: c + sum of a.byte[k] * b.byte[k] (each byte sign- or zero-extended), wrapping
+  in 32 bits. RDNA3 ISA VOP3P V_DOT4_U32_U8 / V_DOT4_I32_IU8 (NEG[0]/NEG[1] say which input is signed), MI300 ISA
+  V_DOT4_U32_U8 / V_DOT4_I32_I8: "tmp = S2; tmp += A[0] * B[0]; ... D0 = tmp"."""
+  acc = _u(c).astype(np.int64)
+  for k in range(4):
+    x, y = (((_u(v) >> np.uint32(8 * k)) & np.uint32(0xFF)).astype(np.int64) for v in (a, b))
+    if signed_a: x = np.where(x >= 128, x - 256, x)
+    if signed_b: y = np.where(y >= 128, y - 256, y)
+    acc = acc + x * y
+  return acc.astype(np.uint32)   # (int64 -> uint32 keeps the low 32 bits: the wrap of the pseudocode's 32-bit tmp)
 def _mul24(signed):
   def f(a, b):
     a, b = _u(a) & np.uint32(0xFFFFFF), _u(b) & np.uint32(0xFFFFFF)
@@ -126,6 +137,12 @@ OPS: dict[str, tuple[tuple[str, ...], str, object]] = {
   "v_ashrrev_i64": ((U32, I64), I64, lambda a, b: b >> _sh(a, 63).astype(np.int64)),
   "v_lshlrev_b16": (("u16", "u16"), "u16", lambda a, b: b << (a & np.uint16(15))),
   "v_lshrrev_b16": (("u16", "u16"), "u16", lambda a, b: b >> (a & np.uint16(15))),
+  # RDNA3 ISA guide, VOP3 opcode 826 (and MI300 ISA VOP2 44 / VOP3 300): D0.i16 = (S1.i16 >> S0[3 : 0].u32): an
+  # arithmetic shift of the (op_sel-picked) low half by the low 4 bits of S0's half only, so a shift of 16..31 wraps to
+  # 0..15 and never fills the result with sign bits. The 16-bit write keeps the other half of the VGPR on gfx11
+  # (vwrite; LLVM AMDGPUSubtarget.cpp zeroesHigh16BitsOfDest: "On gfx10, all 16-bit instructions preserve the high
+  # bits") and zeroes it on gfx9 (gfx9/executor.py ZERO_HI16)
+  "v_ashrrev_i16": (("u16", "i16"), "i16", lambda a, b: b >> (a & np.uint16(15)).astype(np.int16)),
   "v_and_b32": ((U32, U32), U32, np.bitwise_and), "v_or_b32": ((U32, U32), U32, np.bitwise_or),
   "v_xor_b32": ((U32, U32), U32, np.bitwise_xor), "v_xnor_b32": ((U32, U32), U32, lambda a, b: ~(a ^ b)),
   "v_add_nc_u32": ((U32, U32), U32, np.add), "v_sub_nc_u32": ((U32, U32), U32, np.subtract),
