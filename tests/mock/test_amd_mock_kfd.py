@@ -321,3 +321,24 @@ def test_a_dropped_mocks_memory_goes_even_inside_the_syscall_seams_lock(monkeypa
   gc.collect()
   monkeypatch.undo()
   assert _memfds() == base
+
+VIEW_AT_EXIT_CHILD = """
+import atexit, ctypes
+seen = []
+atexit.register(lambda: seen and print(ctypes.string_at(seen[0].host, 4)))   # (first registered: runs last)
+from hcqrt.mock.amd.memory import BO, Pages
+p, q = Pages(4096), Pages(4096)
+bo = BO(1, 0x10000, 2 * 4096, 0, given=[(p, 0, 1), (q, 0, 1)]); seen.append(bo)
+ctypes.memmove(bo.host, b"view", 4)
+"""
+
+def test_a_bo_view_stays_mapped_while_the_interpreter_exits():
+  """atexit runs while daemon threads still run: the mock's engine (kfd.py _kick, daemon=True) may be reading a BO's
+  view then. The view's finalizer must not unmap it at exit (the OS does, after), as Pages' does not: here the last
+  atexit hook stands for the engine's read. Before, weakref.finalize's atexit hook unmapped it first: SIGSEGV."""
+  import pathlib, subprocess, sys
+  from tests.child_env import pythonpath
+  repo = pathlib.Path(__file__).resolve().parents[2]
+  r = subprocess.run([sys.executable, "-c", VIEW_AT_EXIT_CHILD], capture_output=True, text=True, timeout=120, cwd=repo,
+                     env={**os.environ, "PYTHONPATH": pythonpath(repo)})
+  assert r.returncode == 0 and r.stdout.strip() == "b'view'", f"rc {r.returncode}:\n{r.stdout}\n{r.stderr[-2000:]}"
