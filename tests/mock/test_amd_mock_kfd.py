@@ -342,3 +342,21 @@ def test_a_bo_view_stays_mapped_while_the_interpreter_exits():
   r = subprocess.run([sys.executable, "-c", VIEW_AT_EXIT_CHILD], capture_output=True, text=True, timeout=120, cwd=repo,
                      env={**os.environ, "PYTHONPATH": pythonpath(repo)})
   assert r.returncode == 0 and r.stdout.strip() == "b'view'", f"rc {r.returncode}:\n{r.stdout}\n{r.stderr[-2000:]}"
+
+def test_a_render_fd_is_a_file_not_a_number_for_acquire_vm_and_mmap():
+  """ACQUIRE_VM's PDD keeps the render node's file past its fd's close (MockKFD.close), and the kernel compares files:
+  a new render fd, here given the closed one's number again, is EBUSY at ACQUIRE_VM (kfd_chardev.c:996-997), and a
+  BO's mmap offset is allowed to the bound file only, so mmap through any other render fd is EACCES (drm_gem.c:1185).
+  Before, the mock compared numbers and let both through, and mapped a BO through any render fd of its GPU."""
+  drv = install_mock_amd(kernel="6.12")
+  fd = syscalls.open("/dev/kfd", os.O_RDWR); r = acquire(drv, fd)
+  try:
+    a = alloc(fd, drv, VA, 8192, K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_WRITABLE)
+    other = syscalls.open_render_node(128)
+    refused(errno.EACCES, syscalls.mmap, other, 8192, 3, syscalls.MAP_SHARED, a.mmap_offset)
+    syscalls.close(other); syscalls.close(r)
+    r = syscalls.open_render_node(128)   # (the lowest free number: the closed one's)
+    refused(errno.EBUSY, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r, gpu_id=drv.gpu_id)
+    refused(errno.EACCES, syscalls.mmap, r, 8192, 3, syscalls.MAP_SHARED, a.mmap_offset)
+    mapm(fd, drv, a.handle, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU"); mapm(fd, drv, a.handle)   # (the VM is still there)
+  finally: syscalls.close(r); syscalls.close(fd); uninstall_mock_amd(drv)
