@@ -264,6 +264,8 @@ def test_closing_the_device_files_frees_nothing_the_process_end_frees_all():
   pool's pages with them, and closes every memfd (MockKFD.exit); a BO the process still maps keeps its memory, valid,
   until munmap (the mapping holds the memfd); a call on the ended process's fds is EBADF. (Before, a BO never freed
   kept its memfd for good: 2751 were open after 5 AMD test files.)"""
+  import gc
+  gc.collect()   # (an earlier test's garbage, its memfds with it, goes now: not mid-test, changing the counts)
   base = _memfds()
   drv = install_mock_amd(kernel="6.12")
   fd = syscalls.open("/dev/kfd", os.O_RDWR); r = acquire(drv, fd)
@@ -293,6 +295,7 @@ def test_a_bo_nothing_holds_closes_its_memfd_and_its_view():
   mappings go, its view of pages of several memfds too (memory.py Pages, BO). Before, each leaked an fd and a mapping."""
   import gc
   from hcqrt.mock.amd.memory import BO, Pages
+  gc.collect()   # (an earlier test's garbage goes now, not at the gc.collect below: the count would drop)
   base = _memfds()
   bo = BO(1, 0x10000, 3 * 4096, 0)
   assert _memfds() == (base[0] + 1, base[1] + 1)
