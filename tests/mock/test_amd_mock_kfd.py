@@ -363,3 +363,26 @@ def test_a_render_fd_is_a_file_not_a_number_for_acquire_vm_and_mmap():
     refused(errno.EACCES, syscalls.mmap, r, 8192, 3, syscalls.MAP_SHARED, a.mmap_offset)
     mapm(fd, drv, a.handle, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU"); mapm(fd, drv, a.handle)   # (the VM is still there)
   finally: syscalls.close(r); syscalls.close(fd); uninstall_mock_amd(drv)
+
+def test_a_wait_the_process_exit_interrupts_fails_and_never_completes(kfd):
+  """A thread waiting for all of its events when another ends the process (MockKFD.exit) gets an error, not
+  COMPLETE: the events are gone and none of them was signalled. Before, the wait found no event left unsignalled
+  (an empty `all`), took the wait as complete and died on the gone event (KeyError)."""
+  import threading
+  drv, fd = kfd
+  acquire(drv, fd)
+  page = alloc(fd, drv, VA, 0x8000, GTT_UC)
+  ev = call(fd, "AMDKFD_IOC_CREATE_EVENT", event_page_offset=page.handle, event_type=0, auto_reset=1)
+  evd = ABI17.new("kfd_event_data", event_id=ev.event_id)
+  waiting, out = threading.Event(), []
+  class SeenWaiting(threading.Condition):   # (the waiter is asleep in the wait, lock released: exit may run now)
+    def wait(self, timeout=None): waiting.set(); return super().wait(timeout)
+  drv.work = SeenWaiting(drv.lock)
+  def waiter():
+    try: out.append(call(fd, "AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(ABI17.ffi.cast("uintptr_t", evd)), num_events=1, wait_for_all=1, timeout=60_000).wait_result)
+    except OSError as e: out.append(e.errno)
+    except Exception as e: out.append(e)   # (the old mock's KeyError)
+  t = threading.Thread(target=waiter); t.start()
+  assert waiting.wait(60)
+  drv.exit(); t.join()
+  assert out == [errno.EBADF], out

@@ -255,6 +255,8 @@ class MockKFD(Holdable):
     self.calls.append(name)
     self.sizes.append(size)
     with self.lock:
+      # (again under the lock: a call that raced `exit` to it must not make a BO, a memfd, in the ended process)
+      if self.exited: raise _err(errno.EBADF, f"mock KFD: fd {fd} belongs to a process that has exited (MockKFD.exit)")
       try: ret = getattr(self, f"_{name.lower()}")(args) or 0
       finally:
         if d & 2: ctypes.memmove(argp, layout.pack(args)[:size], size)   # the kernel copies back even on failure
@@ -735,6 +737,9 @@ class MockKFD(Holdable):
     for e in ids: self._ev(e)
     deadline = time.perf_counter() + a["timeout"] / 1000
     while True:   # the engine thread runs the queues; this only sleeps until an interrupt signals an event
+      # the process ended meanwhile (`exit`, from another thread): its events are gone, and none of them completed.
+      # A real process's waiter dies with it (exit_group kills it in the wait); here the call fails, never completes
+      if self.exited: raise _err(errno.EBADF, "mock KFD: WAIT_EVENTS: the process exited during the wait (MockKFD.exit)")
       if self.report_queue_errors: self._raise_queue_error()
       done = [self.events[e]["signaled"] for e in ids if e in self.events]
       if (all(done) if a["wait_for_all"] else any(done)):
