@@ -79,7 +79,7 @@ def test_memory_rules(kfd):
   refused(errno.ENODEV, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=4096, gpu_id=drv.gpu_id, flags=K.ALLOC_MEM_FLAGS_VRAM)  # no VM
   # (ENODEV: kfd_bind_process_to_device without a VM, linux@v6.12.117:drivers/gpu/drm/amd/amdkfd/kfd_process.c:1770-1771)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=fd, gpu_id=drv.gpu_id)   # not a render node
-  acquire(drv, fd)
+  r = acquire(drv, fd)
   # bound: the kernel compares the bound file before asking whether this one is amdgpu's (kfd_process.c:1703-1705)
   refused(errno.EBUSY, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=fd, gpu_id=drv.gpu_id)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", va_addr=VA, size=4096, gpu_id=1234, flags=K.ALLOC_MEM_FLAGS_VRAM)
@@ -96,8 +96,8 @@ def test_memory_rules(kfd):
   assert "overlaps" in refused(errno.EINVAL, mapm, fd, drv, b.handle)
   call(fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=b.handle)
   refused(errno.EBUSY, call, fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)           # still mapped
-  # VRAM without PUBLIC cannot be CPU-mapped
-  refused(errno.EPERM, syscalls.mmap, syscalls.open_render_node(128), 8192, 3, syscalls.MAP_SHARED, a.mmap_offset)
+  # VRAM without PUBLIC cannot be CPU-mapped (through the bound file: another is EACCES first, drm_gem.c:1185-1188)
+  refused(errno.EPERM, syscalls.mmap, r, 8192, 3, syscalls.MAP_SHARED, a.mmap_offset)
   assert mapm(fd, drv, a.handle, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU").n_success == 1
   call(fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)
   refused(errno.EINVAL, call, fd, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", handle=a.handle)   # free: unknown handle is EINVAL
@@ -264,6 +264,8 @@ def test_closing_the_device_files_frees_nothing_the_process_end_frees_all():
   pool's pages with them, and closes every memfd (MockKFD.exit); a BO the process still maps keeps its memory, valid,
   until munmap (the mapping holds the memfd); a call on the ended process's fds is EBADF. (Before, a BO never freed
   kept its memfd for good: 2751 were open after 5 AMD test files.)"""
+  import gc
+  gc.collect()   # (an earlier test's garbage, its memfds with it, goes now: not mid-test, changing the counts)
   base = _memfds()
   drv = install_mock_amd(kernel="6.12")
   fd = syscalls.open("/dev/kfd", os.O_RDWR); r = acquire(drv, fd)
@@ -293,6 +295,7 @@ def test_a_bo_nothing_holds_closes_its_memfd_and_its_view():
   mappings go, its view of pages of several memfds too (memory.py Pages, BO). Before, each leaked an fd and a mapping."""
   import gc
   from hcqrt.mock.amd.memory import BO, Pages
+  gc.collect()   # (an earlier test's garbage goes now, not at the gc.collect below: the count would drop)
   base = _memfds()
   bo = BO(1, 0x10000, 3 * 4096, 0)
   assert _memfds() == (base[0] + 1, base[1] + 1)
@@ -321,3 +324,65 @@ def test_a_dropped_mocks_memory_goes_even_inside_the_syscall_seams_lock(monkeypa
   gc.collect()
   monkeypatch.undo()
   assert _memfds() == base
+
+VIEW_AT_EXIT_CHILD = """
+import atexit, ctypes
+seen = []
+atexit.register(lambda: seen and print(ctypes.string_at(seen[0].host, 4)))   # (first registered: runs last)
+from hcqrt.mock.amd.memory import BO, Pages
+p, q = Pages(4096), Pages(4096)
+bo = BO(1, 0x10000, 2 * 4096, 0, given=[(p, 0, 1), (q, 0, 1)]); seen.append(bo)
+ctypes.memmove(bo.host, b"view", 4)
+"""
+
+def test_a_bo_view_stays_mapped_while_the_interpreter_exits():
+  """atexit runs while daemon threads still run: the mock's engine (kfd.py _kick, daemon=True) may be reading a BO's
+  view then. The view's finalizer must not unmap it at exit (the OS does, after), as Pages' does not: here the last
+  atexit hook stands for the engine's read. Before, weakref.finalize's atexit hook unmapped it first: SIGSEGV."""
+  import pathlib, subprocess, sys
+  from tests.child_env import pythonpath
+  repo = pathlib.Path(__file__).resolve().parents[2]
+  r = subprocess.run([sys.executable, "-c", VIEW_AT_EXIT_CHILD], capture_output=True, text=True, timeout=120, cwd=repo,
+                     env={**os.environ, "PYTHONPATH": pythonpath(repo)})
+  assert r.returncode == 0 and r.stdout.strip() == "b'view'", f"rc {r.returncode}:\n{r.stdout}\n{r.stderr[-2000:]}"
+
+def test_a_render_fd_is_a_file_not_a_number_for_acquire_vm_and_mmap():
+  """ACQUIRE_VM's PDD keeps the render node's file past its fd's close (MockKFD.close), and the kernel compares files:
+  a new render fd, here given the closed one's number again, is EBUSY at ACQUIRE_VM (kfd_chardev.c:996-997), and a
+  BO's mmap offset is allowed to the bound file only, so mmap through any other render fd is EACCES (drm_gem.c:1185).
+  Before, the mock compared numbers and let both through, and mapped a BO through any render fd of its GPU."""
+  drv = install_mock_amd(kernel="6.12")
+  fd = syscalls.open("/dev/kfd", os.O_RDWR); r = acquire(drv, fd)
+  try:
+    a = alloc(fd, drv, VA, 8192, K.ALLOC_MEM_FLAGS_GTT | K.ALLOC_MEM_FLAGS_WRITABLE)
+    other = syscalls.open_render_node(128)
+    refused(errno.EACCES, syscalls.mmap, other, 8192, 3, syscalls.MAP_SHARED, a.mmap_offset)
+    syscalls.close(other); syscalls.close(r)
+    r = syscalls.open_render_node(128)   # (the lowest free number: the closed one's)
+    refused(errno.EBUSY, call, fd, "AMDKFD_IOC_ACQUIRE_VM", drm_fd=r, gpu_id=drv.gpu_id)
+    refused(errno.EACCES, syscalls.mmap, r, 8192, 3, syscalls.MAP_SHARED, a.mmap_offset)
+    mapm(fd, drv, a.handle, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU"); mapm(fd, drv, a.handle)   # (the VM is still there)
+  finally: syscalls.close(r); syscalls.close(fd); uninstall_mock_amd(drv)
+
+def test_a_wait_the_process_exit_interrupts_fails_and_never_completes(kfd):
+  """A thread waiting for all of its events when another ends the process (MockKFD.exit) gets an error, not
+  COMPLETE: the events are gone and none of them was signalled. Before, the wait found no event left unsignalled
+  (an empty `all`), took the wait as complete and died on the gone event (KeyError)."""
+  import threading
+  drv, fd = kfd
+  acquire(drv, fd)
+  page = alloc(fd, drv, VA, 0x8000, GTT_UC)
+  ev = call(fd, "AMDKFD_IOC_CREATE_EVENT", event_page_offset=page.handle, event_type=0, auto_reset=1)
+  evd = ABI17.new("kfd_event_data", event_id=ev.event_id)
+  waiting, out = threading.Event(), []
+  class SeenWaiting(threading.Condition):   # (the waiter is asleep in the wait, lock released: exit may run now)
+    def wait(self, timeout=None): waiting.set(); return super().wait(timeout)
+  drv.work = SeenWaiting(drv.lock)
+  def waiter():
+    try: out.append(call(fd, "AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(ABI17.ffi.cast("uintptr_t", evd)), num_events=1, wait_for_all=1, timeout=60_000).wait_result)
+    except OSError as e: out.append(e.errno)
+    except Exception as e: out.append(e)   # (the old mock's KeyError)
+  t = threading.Thread(target=waiter); t.start()
+  assert waiting.wait(60)
+  drv.exit(); t.join()
+  assert out == [errno.EBADF], out

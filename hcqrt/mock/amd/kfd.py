@@ -54,7 +54,7 @@ class KFDNode:
     self.render_path = f"/dev/dri/renderD{render_minor}"
     self.render_fds: set[int] = set()
     self.vm = GPUVM()
-    self.vm_acquired: int | None = None      # the render fd ACQUIRE_VM bound
+    self.vm_acquired: int | None = None      # the render fd ACQUIRE_VM bound (~fd once that fd closed: MockKFD.close)
     # ACQUIRE_VM through another GPU's render node: the kernel binds that file's VM without checking whose it is
     # (audit m26 row 4a: kfd_process.c:1704-1714 -> amdgpu_file_to_fpriv checks only f_op, amdgpu_drv.c:2987-2999).
     # MAP/ALLOC/CREATE_QUEUE then work on that VM, but its page tables belong to the other GPU: this GPU's engines
@@ -202,7 +202,12 @@ class MockKFD(Holdable):
     ACQUIRE_VM's PDD holds the file (kfd_chardev.c:1005) until the process's PDDs go (kfd_process.c:1066-1070). All of
     it goes at the process's end: `exit`."""
     self.kfd_fds.discard(fd)
-    for n in self.nodes.values(): n.render_fds.discard(fd)
+    for n in self.nodes.values():
+      n.render_fds.discard(fd)
+      # the PDD keeps the closed file, which no new fd is: the kernel compares files, not numbers (kfd_chardev.c:996-997),
+      # so a new render fd, even one given the same number, is EBUSY at ACQUIRE_VM and EACCES at mmap (`mmap`). A
+      # negative number stands for the closed file: no fd ever equals it
+      if n.vm_acquired == fd: n.vm_acquired = ~fd
     os.close(fd)
 
   def exit(self) -> None:
@@ -250,6 +255,8 @@ class MockKFD(Holdable):
     self.calls.append(name)
     self.sizes.append(size)
     with self.lock:
+      # (again under the lock: a call that raced `exit` to it must not make a BO, a memfd, in the ended process)
+      if self.exited: raise _err(errno.EBADF, f"mock KFD: fd {fd} belongs to a process that has exited (MockKFD.exit)")
       try: ret = getattr(self, f"_{name.lower()}")(args) or 0
       finally:
         if d & 2: ctypes.memmove(argp, layout.pack(args)[:size], size)   # the kernel copies back even on failure
@@ -730,6 +737,9 @@ class MockKFD(Holdable):
     for e in ids: self._ev(e)
     deadline = time.perf_counter() + a["timeout"] / 1000
     while True:   # the engine thread runs the queues; this only sleeps until an interrupt signals an event
+      # the process ended meanwhile (`exit`, from another thread): its events are gone, and none of them completed.
+      # A real process's waiter dies with it (exit_group kills it in the wait); here the call fails, never completes
+      if self.exited: raise _err(errno.EBADF, "mock KFD: WAIT_EVENTS: the process exited during the wait (MockKFD.exit)")
       if self.report_queue_errors: self._raise_queue_error()
       done = [self.events[e]["signaled"] for e in ids if e in self.events]
       if (all(done) if a["wait_for_all"] else any(done)):
@@ -774,6 +784,10 @@ class MockKFD(Holdable):
         node = next(n for n in self.nodes.values() if fd in n.render_fds)
         bo = next((b for b in self.bos.values() if getattr(b, "mmap_offset", None) == offset and b.handle >> 32 == node.gpu_id), None)
         if bo is None: raise _err(errno.EINVAL, f"render node mmap: offset {offset:#x} names no BO of gpu_id {node.gpu_id:#x}")
+        # ALLOC allowed the BO's mmap offset to the PDD's file only (drm_vma_node_allow(..., drm_priv),
+        # linux@v6.12.117:drivers/gpu/drm/amd/amdgpu/amdgpu_amdkfd_gpuvm.c:1828); drm_gem_mmap refuses any other file
+        # of the device: another render fd, or a new one after the acquired one closed (drm_gem.c:1185-1188)
+        if fd != node.vm_acquired: raise _err(errno.EACCES, f"render node mmap: fd {fd} is not the file ACQUIRE_VM bound for gpu_id {node.gpu_id:#x} (the BO is allowed to that one only)")
         if bo.flags & T.VRAM and not bo.flags & T.PUBLIC: raise _err(errno.EPERM, f"BO at {bo.va:#x} is VRAM without PUBLIC (NO_CPU_ACCESS)")
         if length > bo.size: raise _err(errno.EINVAL, f"mmap of {length:#x} bytes of a {bo.size:#x}-byte BO")
         return bo.map_cpu(addr, length, prot)

@@ -142,7 +142,11 @@ class BO:
       if new is not None: new.close()   # (the pages given are still the caller's)
       raise
     # (a view maps the memfds, so holds their memory: it goes with the BO, a dropped one too, as Pages' mapping does)
-    if self._view: self._drop_view = weakref.finalize(self, _unmap, self.host, self.size)
+    if self._view:
+      self._drop_view = weakref.finalize(self, _unmap, self.host, self.size)
+      # (not at interpreter exit, as Pages': atexit runs while daemon threads, the engine among them, still run and may
+      # read the view: unmapped under them, a SIGSEGV. The OS unmaps it at exit)
+      self._drop_view.atexit = False
 
   @property
   def end(self) -> int: return self.va + self.size
