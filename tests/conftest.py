@@ -63,6 +63,19 @@ def pytest_make_collect_report(collector):
     report.longrepr = f"importing {collector.nodeid} changed global state (now put back):\n  " + "\n  ".join(changed)
   return report
 
+@pytest.fixture(scope="module")
+def gc_walks_only_this_modules_objects():
+  """For a module whose tests drop an object and gc.collect() to run its finalizer there: a full collection walks every
+  object of the process, and an xdist worker that ran hundreds of test files holds millions (torch, kernel caches,
+  compiled programs), about a second a collect on the CI host under load. Collect once, then gc.freeze() what is alive
+  (CPython keeps it in a permanent generation that no collection walks) until the module ends: a test's collect then
+  walks only what the module's tests made, and frees the same garbage as before, since every object these tests drop
+  is made in the module. (Garbage from before the module is freed by the one collect here, not left behind.)"""
+  import gc
+  gc.collect(); gc.freeze()
+  try: yield
+  finally: gc.unfreeze()
+
 @pytest.fixture
 def on_cpu():
   """Keep every tensor of the test on the CPU, also under MOCKGPU=1 NV=1: for tests of C code generation and of

@@ -2,7 +2,9 @@
 from __future__ import annotations
 import importlib.util
 import io
+import re
 import struct
+import subprocess
 
 import numpy as np
 from functools import cache
@@ -244,6 +246,29 @@ def read_object(obj: bytes, name: str) -> tuple[bytes, int, int, bytes]:
   assert [(r["r_offset"] - kd_sym["st_value"], r["r_info_type"]) for r in relocs] == [(16, 5)], relocs
   assert struct.unpack_from("<q", kd, 16)[0] == 0
   return text, syms[name]["st_value"], syms[name]["st_size"], kd
+
+OBJDUMP_INST = re.compile(r"\t(\S+)\s*(.*?)\s*// ([0-9A-F]+):")   # "\tmnemonic operands  // ADDRESS: words"
+
+def objdump_each(objs: list[bytes], mcpu: str, tmp_path) -> list[list[tuple[int, str, str]]]:
+  """(address, mnemonic, operands) of every instruction llvm-objdump-19 disassembles in each object of `objs`, in
+  order, from ONE llvm-objdump process: a process an object cost ~0.2 s on a loaded CI host, hundreds a test. Its
+  output has a "<path>:\tfile format ..." header per input file; each object's instructions are those after its own."""
+  from tests.needs import need_llvm_objdump_19
+  paths = []
+  for i, obj in enumerate(objs):
+    (p := tmp_path / f"k{i}.o").write_bytes(obj); paths.append(str(p))
+  txt = subprocess.run([need_llvm_objdump_19(), "-d", f"--mcpu={mcpu}", *paths], capture_output=True, text=True, check=True).stdout
+  found: dict[str, list[tuple[int, str, str]]] = {}
+  cur: list | None = None
+  for line in txt.splitlines():
+    if (h := re.match(r"(.*):\s+file format ", line)):
+      assert h.group(1) not in found, f"llvm-objdump named {h.group(1)} twice"
+      cur = found[h.group(1)] = []
+    elif (m := OBJDUMP_INST.match(line)):
+      assert cur is not None, f"llvm-objdump printed an instruction before any file header: {line!r}"
+      cur.append((int(m.group(3), 16), m.group(1), m.group(2)))
+  assert sorted(found) == sorted(paths), f"llvm-objdump disassembled {sorted(found)}, not {sorted(paths)}"
+  return [found[p] for p in paths]
 
 # ---- a second round: integer division, f64, i64, conversions, atomics, vectors, packed halves, 3-D ids
 def _ew(name: str, args: str, body: str) -> str:

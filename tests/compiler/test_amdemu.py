@@ -2,14 +2,13 @@
 emulator with no driver. The foundation ops equal the CPU backend on odd sizes and views, forward and backward;
 a TinyJit step replays; unsupported code is refused by name; and the decoder agrees with llvm-objdump on every
 instruction of every kernel this file compiled."""
-import re, subprocess
 import numpy as np
 import pytest
 from frontend import Tensor, TinyJit, dtypes
 from hcqrt.device import Device
 from hcqrt.mock.amd.rdna3 import EmulatorError, decode
 from hcqrt.mock.amd.rdna3.disasm import operands
-from tests.rdna3_kernels import have_llvmlite, read_object
+from tests.rdna3_kernels import have_llvmlite, objdump_each, read_object
 from tests.needs import need_llvm_objdump_19
 from tests.compiler import test_ptx_render as P
 
@@ -149,17 +148,14 @@ def test_wrong_argument_count_names_the_kernel():
 
 # ***** the decoder agrees with llvm-objdump on the kernels the frontend built here (runs last: it reads the cache) *****
 def test_zz_decoder_matches_llvm_objdump_on_frontend_kernels(tmp_path):
-  objdump = need_llvm_objdump_19()
+  need_llvm_objdump_19()
   from frontend.engine import _kernel_cache
   libs = {(k.compiled.name, k.compiled.binary) for key, k in list(_kernel_cache.items()) if key[1].device == "AMDEMU"}
   if len(libs) < 20: pytest.skip("run with the rest of this file: it checks the kernels the other tests compiled")
-  total = 0
-  for name, lib in sorted(libs):
+  total, libs = 0, sorted(libs)
+  for (name, lib), listed in zip(libs, objdump_each([lib for _, lib in libs], "gfx1100", tmp_path)):   # (one llvm-objdump)
     text, entry, size, _ = read_object(lib, name)
-    p = tmp_path / "k.o"; p.write_bytes(lib)
-    txt = subprocess.run([objdump, "-d", "--mcpu=gfx1100", str(p)], capture_output=True, text=True, check=True).stdout
-    ref = [(int(m.group(3), 16), m.group(1), m.group(2)) for m in (re.match(r"\t(\S+)\s*(.*?)\s*// ([0-9A-F]+):", ln) for ln in txt.splitlines())
-           if m and m.group(1) != "s_code_end"]
+    ref = [r for r in listed if r[1] != "s_code_end"]
     insts = decode(text, entry, entry + size)
     assert [(i.addr, i.name) for i in insts] == [(a, m) for a, m, _ in ref], f"{name}: mnemonics disagree with llvm-objdump"
     for i, (_, m, ops) in zip(insts, ref):   # operands too: registers, widths, literals, modifiers, offsets

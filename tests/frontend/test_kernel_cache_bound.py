@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from frontend import Tensor, TinyJit, Device, engine
 
+pytestmark = pytest.mark.usefixtures("gc_walks_only_this_modules_objects")   # (its tests gc.collect() to run finalizers)
+
 BOUND = 6
 
 @pytest.fixture(autouse=True)

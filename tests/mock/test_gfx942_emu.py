@@ -1,7 +1,6 @@
 """The gfx942 (MI300X, wave64) emulator: its opcode tables equal LLVM's disassembler, its decoder agrees with
 llvm-objdump on every instruction of every test kernel, and the RDNA3 emulator's kernel tests pass on gfx942 code."""
 import inspect
-import re
 import shutil
 import struct
 import subprocess
@@ -12,7 +11,7 @@ from hcqrt.mock.amd.gfx9 import Gfx9Waves, decode, optables
 from hcqrt.mock.amd.gfx9.decoder import base_name
 from hcqrt.mock.amd.gfx9.executor import sdwa_place, sdwa_select
 from hcqrt.mock.amd.rdna3 import DecodeError, EmulatorError, FlatMemory, launch
-from tests.rdna3_kernels import KERNELS, compile_ir, have_llvmlite, random_kernel, read_object
+from tests.rdna3_kernels import KERNELS, compile_ir, have_llvmlite, objdump_each, random_kernel, read_object
 from tests.needs import need_llvm_objdump_19
 
 needs_llvmlite = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
@@ -60,20 +59,16 @@ def test_a_wave32_launch_of_gfx942_code_is_refused():
     launch(text, kd, FlatMemory(), 0, (1,), (64,), entry=entry)   # the RDNA3 (wave32) engine: the descriptor says wave64
 
 # ---- decoder vs LLVM
-def _objdump942(obj: bytes, tmp_path) -> list[tuple[int, str]]:
-  p = tmp_path / "k.o"; p.write_bytes(obj)
-  txt = subprocess.run([need_llvm_objdump_19(), "-d", "--mcpu=gfx942", str(p)], capture_output=True, text=True, check=True).stdout
-  return [(int(m.group(3), 16), m.group(1)) for line in txt.splitlines() if (m := re.match(r"\t(\S+)\s*(.*?)\s*// ([0-9A-F]+):", line))]
-
 @needs_llvmlite
 def test_decoder_matches_llvm_objdump(tmp_path):
   need_llvm_objdump_19()
   total = 0
   srcs = {k: v for k, v in KERNELS.items() if k != "wave_ops"}   # wave_ops is wave32 IR (i32 ballots)
   srcs |= {name: ir for name, ir, _ in (random_kernel(s, uniform=u) for s in range(16) for u in (False, True))}
-  for name, src in srcs.items():
-    obj = compile942(src); text, entry, size, _ = read_object(obj, name)
-    ref = [(a, m) for a, m in _objdump942(obj, tmp_path) if entry <= a < entry + size]   # (gfx9 pads with s_nop, not s_code_end)
+  objs = {name: compile942(src) for name, src in srcs.items()}
+  for (name, obj), listed in zip(objs.items(), objdump_each(list(objs.values()), "gfx942", tmp_path)):
+    text, entry, size, _ = read_object(obj, name)
+    ref = [(a, m) for a, m, _ in listed if entry <= a < entry + size]   # (gfx9 pads with s_nop, not s_code_end)
     assert [(i.addr, i.name) for i in decode(text, entry, entry + size)] == ref, f"{name}: mnemonics disagree with llvm-objdump"
     total += len(ref)
   assert total > 300
@@ -210,7 +205,7 @@ def test_a_kernel_with_a_stack_runs_on_its_private_segment(arch):
 def test_decoder_matches_llvm_objdump_on_scratch(tmp_path):
   need_llvm_objdump_19()
   obj = compile942(STACK.replace("%MASK", "31")); text, entry, size, _ = read_object(obj, "stack")
-  ref = [(a, m) for a, m in _objdump942(obj, tmp_path) if entry <= a < entry + size]
+  ref = [(a, m) for a, m, _ in objdump_each([obj], "gfx942", tmp_path)[0] if entry <= a < entry + size]
   assert [(i.addr, i.name) for i in decode(text, entry, entry + size)] == ref and any(m.startswith("scratch_") for _, m in ref)
 
 def test_gfx9_cmpx_writes_exec_and_its_sgpr_destination():

@@ -1,13 +1,11 @@
 """The RDNA3 (gfx1100) emulator: LLVM-compiled kernels run on it and match numpy; its decoder agrees with
 llvm-objdump on every instruction of every test kernel."""
-import re
 import struct
-import subprocess
 import numpy as np
 import pytest
 from hcqrt.mock.amd.rdna3 import decode, dispatch, launch, FlatMemory, KernelDescriptor, DecodeError, EmulatorError, MemoryFault
 from hcqrt.mock.amd.rdna3.disasm import operands
-from tests.rdna3_kernels import KERNELS, compile_ir, have_llvmlite, random_kernel, read_object
+from tests.rdna3_kernels import KERNELS, compile_ir, have_llvmlite, objdump_each, random_kernel, read_object
 from tests.needs import need_llvm_objdump_19
 
 needs_llvmlite = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
@@ -147,23 +145,15 @@ def test_descriptor_fields_and_refusals():
   with pytest.raises(ValueError, match="64 bytes"): KernelDescriptor.from_bytes(b"\0" * 63)
 
 # ---- decoder vs LLVM's own disassembler
-def _objdump(obj: bytes, tmp_path) -> list[tuple[int, str, str]]:
-  p = tmp_path / "k.o"; p.write_bytes(obj)
-  txt = subprocess.run([need_llvm_objdump_19(), "-d", "--mcpu=gfx1100", str(p)], capture_output=True, text=True, check=True).stdout
-  out = []
-  for line in txt.splitlines():
-    m = re.match(r"\t(\S+)\s*(.*?)\s*// ([0-9A-F]+):", line)
-    if m and m.group(1) != "s_code_end": out.append((int(m.group(3), 16), m.group(1), m.group(2)))
-  return out
-
 @needs_llvmlite
 def test_decoder_matches_llvm_objdump(tmp_path):
   need_llvm_objdump_19()
   total = 0
   srcs = dict(KERNELS) | {name: ir for name, ir, _ in (random_kernel(s, uniform=u) for s in range(16) for u in (False, True))}
-  for name, src in srcs.items():
-    obj = compile_ir(src); text, entry, size, _ = read_object(obj, name)
-    insts, ref = decode(text, entry, entry + size), _objdump(obj, tmp_path)
+  objs = {name: compile_ir(src) for name, src in srcs.items()}
+  for (name, obj), listed in zip(objs.items(), objdump_each(list(objs.values()), "gfx1100", tmp_path)):
+    text, entry, size, _ = read_object(obj, name)
+    insts, ref = decode(text, entry, entry + size), [r for r in listed if r[1] != "s_code_end"]
     assert [(i.addr, i.name) for i in insts] == [(a, m) for a, m, _ in ref], f"{name}: mnemonics disagree with llvm-objdump"
     for i, (_, m, ops) in zip(insts, ref):   # operands too: registers, widths, literals, modifiers, offsets
       assert operands(i) == ops, f"{name} 0x{i.addr:x} {m}: ours {operands(i)!r}, llvm-objdump {ops!r}"

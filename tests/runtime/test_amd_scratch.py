@@ -16,7 +16,8 @@ from hcqrt.mock.amd.rdna3.executor import Waves
 from hw_tests import kernels as K, kernels_amd as KA
 from tests.rdna3_kernels import have_llvmlite, read_object
 
-pytestmark = pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed")
+pytestmark = [pytest.mark.skipif(not have_llvmlite(), reason="llvmlite (pip install 'hcqrt[amd]') is not installed"),
+              pytest.mark.usefixtures("gc_walks_only_this_modules_objects")]   # (its tests gc.collect() to run finalizers)
 
 # a 32-int stack array written in a loop up to %lim and read at a run-time index: it lives in scratch
 STACK = """define amdgpu_kernel void @stack(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %idx, i32 %lim) {

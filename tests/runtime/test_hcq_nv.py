@@ -13,6 +13,8 @@ from hcqrt.nv.rmclient import NVError
 from compiler.assemble.ptx_assembler import assemble_ptx
 from ioctl_defs.nv import UnsupportedDriverVersion, CLASSES as C
 
+pytestmark = pytest.mark.usefixtures("gc_walks_only_this_modules_objects")   # (its tests gc.collect() to run finalizers)
+
 def ptx_add(target="sm_90", version="8.0"):
   """out[i] = a[i] + b[i] * k for i < n (k, n: u32 ints after the pointers): the conformance suite's kernel."""
   from hw_tests.kernels import ADD

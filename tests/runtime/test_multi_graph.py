@@ -10,6 +10,8 @@ from hcqrt.hcq import HCQDevice
 from hcqrt.multi_graph import MultiGraph, PeerCopy
 from tests.held_gpu import held_until_the_host_waits
 
+pytestmark = pytest.mark.usefixtures("gc_walks_only_this_modules_objects")   # (its tests gc.collect() to run finalizers)
+
 class Buf:
   def __init__(self, name: str, n: int = 4): self.name, self.data = name, np.zeros(n, np.uint8)
   def __repr__(self) -> str: return self.name

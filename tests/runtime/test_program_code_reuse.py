@@ -9,6 +9,8 @@ import pytest
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
 from hcqrt.amd.device import AMDDevice, AMDProgram
 
+pytestmark = pytest.mark.usefixtures("gc_walks_only_this_modules_objects")   # (its tests gc.collect() 18 times)
+
 @pytest.fixture(params=[("gfx942", None), ("gfx1100", "1"), ("gfx1100", None)], ids=["gfx942-aql", "gfx1100-aql", "gfx1100-pm4"])
 def dev(request, monkeypatch):
   arch, aql_env = request.param
