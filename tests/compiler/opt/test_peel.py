@@ -161,20 +161,21 @@ def test_gpu_peels_nested_reduction_loops_of_a_padded_conv(h, w):
   got = fused_pad_conv(Tensor(xn, device="PTXEMU"), Tensor(wn, device="PTXEMU")).numpy()
   np.testing.assert_allclose(got, out.numpy(), rtol=1e-5, atol=1e-5)
 
-@pytest.mark.parametrize("n", [1000, 1 << 16])
-def test_cat_kernel_peels_into_plain_copies(n, cpu_target_cores):
+@pytest.mark.parametrize("shape, dim", [((1000,), 0), ((1 << 16,), 0), ((1001,), 0), ((40, 3, 333), 2), ((64, 24), 1), ((64, 24), 0)])
+def test_cat_kernel_peels_into_plain_copies(shape, dim, cpu_target_cores):
   """A cat (a select on the output index between padded pieces, frontend/function.py Cat) has its output loop cut at the
-  pieces' borders (heuristic.py peel_gated_copy), on any cores: no piece compares, selects or gates a load, so C
-  vectorizes the copies. The result keeps each piece's -0.0."""
-  a = np.where(np.arange(n) % 3 == 0, -0.0, np.arange(n)).astype(np.float32)
+  pieces' borders (heuristic.py peel_gated_copy), on any cores, also along an odd last dim (peeled before the vector
+  opts): no piece compares, selects or gates a load, so C vectorizes the copies. The result keeps each piece's -0.0."""
+  n = int(np.prod(shape))
+  a = np.where(np.arange(n) % 3 == 0, -0.0, np.arange(n)).astype(np.float32).reshape(shape)
   b = -a
-  si = kernel_of(Tensor(a).realize().cat(Tensor(b).realize()))
+  si = kernel_of(Tensor(a).realize().cat(Tensor(b).realize(), dim=dim))
   k = optimize(lower(si.ast, si.name), cpu_target_cores)
   assert any(o[0] == "PEEL" for o in k.applied_opts)
   ops = [u.op for u in k.sink.toposort()]
   assert Ops.WHERE not in ops and Ops.CMPLT not in ops and not any(u.op is Ops.LOAD and len(u.src) > 2 for u in k.sink.toposort())
-  out = Tensor(a).cat(Tensor(b)).numpy()
-  assert (out.view(np.uint32) == np.concatenate([a, b]).view(np.uint32)).all()
+  out = Tensor(a).cat(Tensor(b), dim=dim).numpy()
+  assert (out.view(np.uint32) == np.concatenate([a, b], axis=dim).view(np.uint32)).all()
 
 def test_where_of_the_same_condition_folds():
   """WHERE(c, WHERE(c, x, y), z) is WHERE(c, x, z) (and on the other side); WHERE(c, True, False) is c: the select of a cat
