@@ -185,3 +185,10 @@ def test_where_of_the_same_condition_folds():
   assert c.where(c.where(x, y), z) is UOp(Ops.WHERE, dtypes.float32, (c, x, z))
   assert c.where(x, c.where(y, z)) is UOp(Ops.WHERE, dtypes.float32, (c, x, z))
   assert c.where(UOp.const(dtypes.bool, True), UOp.const(dtypes.bool, False)) is c
+
+@pytest.mark.parametrize("shape, pads", [((3, 4), ((3, 0), (0, 0))), ((2, 3, 16, 8), ((0, 0), (0, 0), (1, 0), (0, 0))), ((5, 8), ((0, 2), (0, 0)))])
+def test_peeled_pad_copy_folds_vector_loads_to_zeros(shape, pads):
+  """A padded copy vectorized along its rows, then peeled at the padding rows: the padding piece's vector loads read
+  nothing and fold to a vector of zeros (a scalar 0.0f stored through a float4 pointer was a C compile error)."""
+  x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 1
+  np.testing.assert_equal(Tensor(x).pad(pads).numpy(), np.pad(x, pads))
