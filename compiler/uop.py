@@ -481,6 +481,10 @@ def simplify_alu(op: Ops, dtype: DType, srcs: tuple[UOp, ...]) -> UOp:
     c, a, b = srcs
     if c.op is Ops.CONST: return a if c.arg else b
     if a is b: return a
+    # a select on c inside a select on c picks the same side (a cat's piece: its padded view is gated by the same c)
+    if a.op is Ops.WHERE and a.src[0] is c: return simplify_alu(op, dtype, (c, a.src[1], b))
+    if b.op is Ops.WHERE and b.src[0] is c: return simplify_alu(op, dtype, (c, a, b.src[2]))
+    if dtype.scalar is dtypes.bool and c.dtype == dtype and a.op is Ops.CONST and b.op is Ops.CONST and a.arg and not b.arg: return c
     return UOp(op, dtype, srcs)
   if len(srcs) == 2:
     a, b = srcs

@@ -311,6 +311,27 @@ class Shard(Function):
     return MultiLazyBuffer.from_sharded(x, devices, axis)
   def backward(self, g): return g.copy_to_device(self.src_device)
 
+class Cat(Function):
+  """Pieces of one dtype joined along `dim` on one device (or sharded on another axis): the result picks each element from
+  its piece by a select on the index, not by adding the zero-padded pieces, since -0.0 + 0.0 is +0.0 (IEEE 754-2019
+  6.3: an exact zero sum is +0 when the operands' signs differ) and a signaling NaN comes out quiet; a select moves the
+  bits as they are. Each piece's gradient is its range of the result's."""
+  def forward(self, *xs, dim: int):
+    self.dim, self.cuts, off = dim, [], 0
+    for x in xs: self.cuts.append((off, off + x.shape[dim])); off = off + x.shape[dim]
+    out = None
+    for x, (lo, hi) in reversed(list(zip(xs, self.cuts))):
+      if x.shape[dim].__class__ is int and x.shape[dim] == 0: continue   # (an empty piece has nothing to pick)
+      pads = tuple((lo, off - hi) if a == dim else (0, 0) for a in range(len(x.shape)))
+      p = x.pad(pads)
+      # (the padded constant True is the piece's own valid range: it lowers to the same comparisons that gate its loads)
+      out = p if out is None else x.const_like(True).cast(dtypes.bool).pad(pads).alu(Ops.WHERE, p, out)
+    return xs[0] if out is None else out   # (all pieces empty: so is the result, of xs[0]'s shape)
+  def backward(self, g):
+    gs = tuple(g.shrink(tuple((lo, hi) if a == self.dim else (0, s) for a, s in enumerate(g.shape))) if need else None
+               for (lo, hi), need in zip(self.cuts, self.needs_input_grad))
+    return gs[0] if len(gs) == 1 else gs
+
 class MultiCat(Function):
   """cat along the axis a sharded piece is split on (frontend/multi_cat.py): made where the pieces live; each piece's
   gradient is cut from the result's where that piece lives."""

@@ -15,6 +15,8 @@ from compiler.uop import UOp
 from compiler.sint import binds_of, sval
 from frontend.checks import check_index
 
+_UINT = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
 def _normalize(t, indices) -> list:
   from frontend.tensor import Tensor
   # a list holding tensors, slices, None or ... is a tuple of per-dim indices (torch, tinygrad); a list of ints or
@@ -207,7 +209,13 @@ def setitem(t, indices, v) -> None:
   # when an index repeats, the last write wins (as in numpy): keep the highest matching position
   last = (hit.cast(dtypes.int32) * Tensor.arange(1, flat_sel.numel() + 1, device=t.device).unsqueeze(0)).max(axis=1)
   pick = (Tensor.arange(1, flat_sel.numel() + 1, device=t.device).unsqueeze(0) == last.unsqueeze(1))
-  newv = pick.where(flat_v.unsqueeze(0), 0).sum(axis=1, acc_dtype=t.dtype) if not t.dtype.is_bool else pick.where(flat_v.unsqueeze(0), False).any(axis=1)
+  if t.dtype.is_bool: newv = pick.where(flat_v.unsqueeze(0), False).any(axis=1)
+  elif t.dtype.is_float:
+    # at most one pick per element: summed as the bits' unsigned ints it is those bits (a float sum of the pick and
+    # zeros made -0.0 into +0.0: -0.0 + 0.0 = +0.0, IEEE 754-2019 6.3)
+    ut = _UINT[t.dtype.itemsize]
+    newv = pick.where(flat_v.bitcast(ut).unsqueeze(0), 0).sum(axis=1, acc_dtype=ut).bitcast(t.dtype)
+  else: newv = pick.where(flat_v.unsqueeze(0), 0).sum(axis=1, acc_dtype=t.dtype)
   result = anyhit.where(newv, t.flatten()).reshape(t.shape).contiguous()
   t.assign(result.cast(t.dtype))
   t.realize()

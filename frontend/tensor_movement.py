@@ -11,7 +11,7 @@ returns a new view of the same lazy buffer.
 ([[0, 3], [1, 4], [2, 5]], [[0, 0, 1, 2], [0, 3, 4, 5]])
 """
 from __future__ import annotations
-import functools, itertools, math
+import itertools, math
 from typing import TYPE_CHECKING
 from compiler.dtypes import dtypes, least_upper_dtype
 from compiler.view import prod
@@ -168,7 +168,7 @@ class MovementMixin:
       padding = pos
       if all(b == 0 and a == 0 for b, a in padding): return x
     ret = F.Pad.apply(x, arg=padding) if x.requires_grad and not Tensor.no_grad else _wrap(x.lazydata.pad(padding), x.requires_grad)
-    if value != 0:
+    if value != 0 or (isinstance(value, float) and math.copysign(1.0, value) < 0):   # (-0.0 == 0, but pads with -0.0)
       # the value takes the tensor's dtype (as torch: 3 pads a bool tensor with True), never the other way round
       mask = F.Pad.apply(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device), arg=padding)
       ret = mask.where(ret, self._fill_value(value, "pad", ret.shape))
@@ -301,13 +301,7 @@ class MovementMixin:
     # along the axis a sharded piece is split on, padding each piece to the whole length can't work (a split axis can't
     # be padded): the cat is made where the pieces live, or refused naming cat (frontend/multi_cat.py)
     if any(getattr(t.lazydata, "axis", None) == d for t in ts): return F.MultiCat.apply(*[t.cast(dt) for t in ts], dim=d)
-    total, off, out = sum(t.shape[d] for t in ts), 0, []
-    for t in ts:
-      pads = [(0, 0)] * self.ndim
-      pads[d] = (off, total - off - t.shape[d])
-      out.append(t.cast(dt).pad(pads))
-      off += t.shape[d]
-    return functools.reduce(Tensor.add, out)
+    return F.Cat.apply(*[t.cast(dt) for t in ts], dim=d)   # (a select per element: bit-exact, frontend/function.py Cat)
   @staticmethod
   def stack(*args: Tensor, dim: int = 0) -> Tensor:
     """Join tensors of the same shape along a new dim `dim`.

@@ -27,6 +27,7 @@ from compiler.dtypes import dtypes
 from compiler.lower import LoweredKernel, identity_element
 from compiler.uop import UOp, Ops, UPat, PatternMatcher, graph_rewrite, substitute, simplify, symbolic
 from compiler.opt.base import OptError, copy_kernel
+from compiler.vectorize import broadcast
 import itertools
 
 MAX_PIECES = 5
@@ -71,7 +72,8 @@ def peel_points(k: LoweredKernel, r: UOp) -> list[int]:
 
 def _load_gate(ld: UOp) -> UOp | None:
   if len(ld.src) == 3 and ld.src[2].op is Ops.CONST:
-    return ld.replace(src=ld.src[:2]) if ld.src[2].arg else UOp.const(ld.dtype, 0)
+    # (a vector load (a peeled copy's, vectorized before the peel) that reads nothing is a vector of zeros, not a scalar)
+    return ld.replace(src=ld.src[:2]) if ld.src[2].arg else broadcast(UOp.const(ld.dtype.scalar, 0), ld.dtype.count)
   return None
 def _reduce_identity(red: UOp) -> UOp | None:
   v = red.src[0]

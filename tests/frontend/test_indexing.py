@@ -233,3 +233,15 @@ def test_hypothesis_slices(data):
   # when an int and a list are separated by a slice), so the oracle applies the ints, then the rest
   ints_first = x[tuple(i if isinstance(i, int) else slice(None) for i in idx)]
   same(Tensor(x)[idx], ints_first[tuple(i for i in idx if not isinstance(i, int))])
+
+@pytest.mark.parametrize("dt", [np.float16, np.float32, np.float64])
+def test_setitem_moves_the_bits(dt):
+  """x[1:3] = v keeps v's -0.0 and a signaling NaN's bits (the one-hot pick was a float sum with zeros: +0.0)"""
+  ut = {2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dt).itemsize]
+  v = np.array([-0.0, 0.0], dt)
+  v[1:] = np.array([{2: 0x7C01, 4: 0x7F800001, 8: 0x7FF0000000000001}[np.dtype(dt).itemsize]], ut).view(dt)
+  x = Tensor(np.ones(4, dt)).contiguous().realize()
+  x[1:3] = Tensor(v)
+  x[3] = -0.0
+  want = np.ones(4, dt); want[1:3] = v; want[3] = -0.0
+  assert (x.numpy().view(ut) == want.view(ut)).all(), (x.numpy().view(ut), want.view(ut))

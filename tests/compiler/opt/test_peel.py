@@ -160,3 +160,35 @@ def test_gpu_peels_nested_reduction_loops_of_a_padded_conv(h, w):
   assert len([o for o in k.applied_opts if o[0] == "PEEL"]) >= 2
   got = fused_pad_conv(Tensor(xn, device="PTXEMU"), Tensor(wn, device="PTXEMU")).numpy()
   np.testing.assert_allclose(got, out.numpy(), rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize("shape, dim", [((1000,), 0), ((1 << 16,), 0), ((1001,), 0), ((40, 3, 333), 2), ((64, 24), 1), ((64, 24), 0)])
+def test_cat_kernel_peels_into_plain_copies(shape, dim, cpu_target_cores):
+  """A cat (a select on the output index between padded pieces, frontend/function.py Cat) has its output loop cut at the
+  pieces' borders (heuristic.py peel_gated_copy), on any cores, also along an odd last dim (peeled before the vector
+  opts): no piece compares, selects or gates a load, so C vectorizes the copies. The result keeps each piece's -0.0."""
+  n = int(np.prod(shape))
+  a = np.where(np.arange(n) % 3 == 0, -0.0, np.arange(n)).astype(np.float32).reshape(shape)
+  b = -a
+  si = kernel_of(Tensor(a).realize().cat(Tensor(b).realize(), dim=dim))
+  k = optimize(lower(si.ast, si.name), cpu_target_cores)
+  assert any(o[0] == "PEEL" for o in k.applied_opts)
+  ops = [u.op for u in k.sink.toposort()]
+  assert Ops.WHERE not in ops and Ops.CMPLT not in ops and not any(u.op is Ops.LOAD and len(u.src) > 2 for u in k.sink.toposort())
+  out = Tensor(a).cat(Tensor(b), dim=dim).numpy()
+  assert (out.view(np.uint32) == np.concatenate([a, b], axis=dim).view(np.uint32)).all()
+
+def test_where_of_the_same_condition_folds():
+  """WHERE(c, WHERE(c, x, y), z) is WHERE(c, x, z) (and on the other side); WHERE(c, True, False) is c: the select of a cat
+  over its padded pieces becomes one select whose condition is the pieces' load gate."""
+  c = UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("i", 0, 9)).lt(5)
+  x, y, z = (UOp(Ops.DEFINE_VAR, dtypes.float32, (), (n, 0, 1)) for n in "xyz")
+  assert c.where(c.where(x, y), z) is UOp(Ops.WHERE, dtypes.float32, (c, x, z))
+  assert c.where(x, c.where(y, z)) is UOp(Ops.WHERE, dtypes.float32, (c, x, z))
+  assert c.where(UOp.const(dtypes.bool, True), UOp.const(dtypes.bool, False)) is c
+
+@pytest.mark.parametrize("shape, pads", [((3, 4), ((3, 0), (0, 0))), ((2, 3, 16, 8), ((0, 0), (0, 0), (1, 0), (0, 0))), ((5, 8), ((0, 2), (0, 0)))])
+def test_peeled_pad_copy_folds_vector_loads_to_zeros(shape, pads):
+  """A padded copy vectorized along its rows, then peeled at the padding rows: the padding piece's vector loads read
+  nothing and fold to a vector of zeros (a scalar 0.0f stored through a float4 pointer was a C compile error)."""
+  x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 1
+  np.testing.assert_equal(Tensor(x).pad(pads).numpy(), np.pad(x, pads))
