@@ -690,8 +690,9 @@ class AMDComputeQueue(AMDQueue):
   def bind(self, dev: AMDDevice) -> None:
     """Keep the stream in GPU-visible memory for good (a graph): each submit rewrites the patched dwords there and
     puts one INDIRECT_BUFFER on the ring, followed on the ring by the stream's trailing signals. Those must not be in
-    the IB: the CP goes on reading the IB after a release the host can see (a RELEASE_MEM only queues its end-of-pipe
-    write, mesa src/gallium/drivers/radeonsi/si_cp_utils.c, si_cp_release_mem; the mock stalls there, kfd.py stall),
+    the IB: the CP goes on reading the IB after a release the host can see (a RELEASE_MEM "only inserts the event into
+    the pipeline. It doesn't wait for anything": mesa src/gallium/drivers/radeonsi/si_cp_utils.c, comment on
+    si_cp_release_mem_pws; the mock's CP stalls right after each release, mock/amd/kfd.py stall),
     so the graph's memory, freed once its graph signal is reached (hcq._release_graph), would be read after its
     free. From the ring they run only once the IB is done, and the ring is never freed."""
     n = self._stream(dev)[1]
