@@ -31,6 +31,7 @@ class Signal:
   """A timeline: u64 value at +0, the release timestamp at +8, a scratch word at +16 and the timestamp written
   by `HWQueue.timestamp` at +24 (ns). `base` is the host address, `va` the device address of the same bytes."""
   SIZE = 32
+  _release: Callable[[Signal], None] | None = None   # (what a freed signal reads: free pops the instance's own)
   def __init__(self, device: HCQDevice, base: int, va: int, name: str = "signal", release: Callable[[Signal], None] | None = None):
     self.device, self.base, self.va, self.name = device, base, va, name
     self._words = (ctypes.c_uint64 * 4).from_address(base)
@@ -87,7 +88,10 @@ class Signal:
                          f"last completed value is {self._words[0]}{by}")
 
   def free(self) -> None:
-    if self._release is not None: self.freed = True; self._release(self); self._release = None
+    # one dict.pop (atomic under the GIL), not a test then a reset: two frees at once (two devices' new_signal reaping
+    # one SignalPool.free_when entry, or a finalizer freeing it again from inside the first) give the slot back once,
+    # not twice (a slot listed twice goes to two owners)
+    if (release := self.__dict__.pop("_release", None)) is not None: self.freed = True; release(self)
 
   def __repr__(self) -> str: return f"<Signal {self.name} va={self.va:#x} value={self.value}>"
 

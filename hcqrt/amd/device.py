@@ -149,7 +149,7 @@ class AMDDevice(HCQDevice):
   """An AMD GPU driven through KFD. The device contract (hcqrt/interface.py Device) and the timeline, signals and graphs
   come from HCQDevice; this class is the driver: KFD bring-up, memory, PM4/AQL and SDMA queues, events, recovery."""
   renderer = "llvm"   # compiler/render_llvm.py + compiler/assemble/llvm.py (AMD_TARGETS in compiler/target.py)
-  frees_after_gpu = True   # free_persistent defers to the timeline (hcq._release_graph need not wait)
+  frees_after_gpu = True   # free_persistent defers until the GPU is past the graph (hcq._release_graph must not wait)
 
   def __init__(self, name: str = "AMD"):
     self.name = name
@@ -226,6 +226,7 @@ class AMDDevice(HCQDevice):
     self.buffers: dict[int, AMDBuffer] = {}
     self._freed_later: collections.deque[tuple[int, AMDBuffer]] = collections.deque()   # (timeline value, buffer)
     self._deferred: list[tuple[int, AMDBuffer]] = []   # (timeline value, buffer) to free once the GPU has passed it
+    self._persistent_later: collections.deque[tuple[list, tuple]] = collections.deque()   # (blocks, ((signal, value), ...))
     self._peer_maps: dict[int, set[int]] = {}   # handle of a BO of this GPU -> the other GPUs it is mapped on (map_peer)
 
   def _take_va(self, size: int) -> int:
@@ -364,8 +365,12 @@ class AMDDevice(HCQDevice):
     assert buf.host is not None
     return buf.host, buf.va
   def free_persistent(self, blocks: list, after: Sequence[tuple[Any, int]] = ()) -> None:
-    # (`after` is not read: AMD defers by the timeline value free_after_gpu tags them with)
-    for b in blocks: self.free_after_gpu(b)   # a graph's last IB may still be read by the CP after its graph signal
+    """Free a graph's blocks once every (signal, value) of `after` is reached (its last replay's graph signal and
+    timeline value, released from the ring after its IBs: AMDComputeQueue.bind); with none, once the timeline is past
+    every submission so far. Only appends to a deque: a finalizer may call it on any thread (free_after_gpu)."""
+    if not after:
+      for b in blocks: self.free_after_gpu(b)
+    else: self._persistent_later.append((list(blocks), tuple(after)))
 
   def free_after_gpu(self, buf: AMDBuffer) -> None:
     """Free `buf` once the timeline has passed every submission so far: the next allocation or synchronize that
@@ -377,6 +382,12 @@ class AMDDevice(HCQDevice):
     """Free the deferred buffers whose last submission the timeline has passed (never called from a finalizer)."""
     with self._mem_lock:
       while self._freed_later: self._deferred.append(self._freed_later.popleft())
+      keep = []
+      while self._persistent_later:   # (every condition is read before anything is freed, as SignalPool._reap)
+        blocks, after = self._persistent_later.popleft()
+        if all(s.reached(v) for s, v in after): self._deferred += [(0, b) for b in blocks]
+        else: keep.append((blocks, after))
+      self._persistent_later.extend(keep)
       if not self._deferred: return
       done = self.timeline_signal.value
       ready = [b for v, b in self._deferred if v <= done]
@@ -659,32 +670,41 @@ class AMDComputeQueue(AMDQueue):
     if l is not None: self.q[rec["nt"] + 2:rec["nt"] + 5] = list(l); rec["l"] = tuple(l)
     _fill_hidden(rec["prog"], rec["args"], rec["g"], rec["l"])
   _bound: tuple[int, int, int] | None = None
-  def _stream(self, dev: AMDDevice) -> list[int]:
-    out, i = [], 0
+  def _stream(self, dev: AMDDevice) -> tuple[list[int], int]:
+    """The stream, and where its trailing signals (with their event writes) start in it."""
+    out, i, tail = [], 0, None
     for kind, rec in self.cmds:   # every signal is followed by the event write that wakes WAIT_EVENTS
       if kind == "signal":
         p = rec["pos"]
-        out += self.q[i:p + 8]
+        out += self.q[i:p]
+        if tail is None: tail = len(out)
+        out += self.q[p:p + 8]
         # INT_SEL 2: interrupt once the write is confirmed, as the kernel's own fences do (linux@v6.12.117:drivers/gpu/
         # drm/amd/amdgpu/gfx_v11_0.c:5740-5741); 3 would write the slot with no interrupt and WAIT_EVENTS would sleep out
         # its timeout (mesa@25.0.7:src/amd/vulkan/radv_cs.c:37-40)
         out += pm4.release_mem(dev.event_slot, dev.event_id, data_sel=pm4.DATA_SEL_32_BIT_LOW, int_sel=pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
                                ctxid=dev.event_id, event_type=pm4.BOTTOM_OF_PIPE_TS)
         i = p + 8
-    return out + self.q[i:]
+      else: tail = None
+    return out + self.q[i:], (tail if tail is not None and i == len(self.q) else len(out) + len(self.q) - i)
   def bind(self, dev: AMDDevice) -> None:
     """Keep the stream in GPU-visible memory for good (a graph): each submit rewrites the patched dwords there and
-    puts one INDIRECT_BUFFER on the ring."""
-    n = len(self._stream(dev))
-    host, va = dev.persistent(n * 4, 256)
+    puts one INDIRECT_BUFFER on the ring, followed on the ring by the stream's trailing signals. Those must not be in
+    the IB: the CP goes on reading the IB after a release the host can see (a RELEASE_MEM "only inserts the event into
+    the pipeline. It doesn't wait for anything": mesa src/gallium/drivers/radeonsi/si_cp_utils.c, comment on
+    si_cp_release_mem_pws; the mock's CP stalls right after each release, mock/amd/kfd.py stall),
+    so the graph's memory, freed once its graph signal is reached (hcq._release_graph), would be read after its
+    free. From the ring they run only once the IB is done, and the ring is never freed."""
+    n = self._stream(dev)[1]
+    host, va = dev.persistent(max(n, 1) * 4, 256)
     self._bound = (host, va, n)
   def _submit(self, dev: AMDDevice) -> None:
-    out = self._stream(dev)
+    out, cut = self._stream(dev)
     if self._bound is None: return dev.compute.submit(out)
     host, va, n = self._bound
-    if len(out) != n: raise RuntimeError(f"{self.name}: bound stream changed size ({n} -> {len(out)} dwords)")
-    ctypes.memmove(host, struct.pack(f"<{n}I", *out), n * 4)
-    dev.compute.submit(pm4.indirect_buffer(va, n))
+    if cut != n: raise RuntimeError(f"{self.name}: bound stream changed size ({n} -> {cut} dwords)")
+    ctypes.memmove(host, struct.pack(f"<{n}I", *out[:n]), n * 4)
+    dev.compute.submit((pm4.indirect_buffer(va, n) if n else []) + out[n:])
 
 class AMDAQLComputeQueue(AMDComputeQueue):
   """The compute builder for an AQL queue: each launch is an hsa_kernel_dispatch_packet_t (the CP loads the registers
@@ -735,14 +755,20 @@ class AMDAQLComputeQueue(AMDComputeQueue):
   _ibs: list[tuple[int, int, int]] | None = None
   def bind(self, dev: AMDDevice) -> None:
     """(a graph) Keep each indirect buffer in memory of its own for good; a submit rewrites them and queues the packets."""
-    self._ibs = [(*dev.persistent(len(d) * 4, 256), len(d)) for k, d in self._segments(dev) if k == "pm4"]
+    # (the trailing PM4 segment, the stream's last signals, is not kept: it goes to the kernarg ring each submit, as
+    # an unbound stream's do. The CP reads an IB on after a release the host sees (AMDComputeQueue.bind), and the
+    # graph's memory goes once its graph signal, released in that segment, is reached: hcq._release_graph)
+    segs = self._segments(dev)
+    self._ibs = [(*dev.persistent(len(d) * 4, 256), len(d)) for k, d in segs[:-1 if segs[-1][0] == "pm4" else None] if k == "pm4"]
   def _packets(self, dev: AMDDevice) -> list[bytes]:
     segs, out = self._segments(dev), []
     ibs = iter(self._ibs) if self._ibs is not None else None
-    if ibs is not None and sum(k == "pm4" for k, _ in segs) != len(self._ibs or []): raise RuntimeError(f"{self.name}: bound stream changed shape")
-    for kind, x in segs:
+    if ibs is not None and sum(k == "pm4" for k, _ in segs) - (segs[-1][0] == "pm4") != len(self._ibs or []):
+      raise RuntimeError(f"{self.name}: bound stream changed shape")
+    for j, (kind, x) in enumerate(segs):
       if kind == "pm4":
-        host, va, n = next(ibs) if ibs is not None else (*dev.kernargs.alloc(len(x) * 4, 256), len(x))
+        kept = ibs is not None and not (j == len(segs) - 1)
+        host, va, n = next(ibs) if kept else (*dev.kernargs.alloc(len(x) * 4, 256), len(x))
         if n != len(x): raise RuntimeError(f"{self.name}: bound stream changed size ({n} -> {len(x)} dwords)")
         ctypes.memmove(host, struct.pack(f"<{n}I", *x), n * 4)
         out.append(aql.pm4_ib(pm4.indirect_buffer(va, n)))

@@ -110,3 +110,21 @@ def test_signal_freed_by_one_deferred_entry_counts_as_reached_by_another():
   in_use = pool.count
   pool.new()
   assert pool.count == in_use, "a signal waiting on a freed (reached) graph signal was never freed"
+
+def test_two_frees_of_one_signal_at_once_give_its_slot_back_once():
+  """A MultiGraph's free_when entry sits in every device's pool: two threads' new_signal may reap it at once, and a
+  finalizer may free a signal again on the thread already freeing it. The second free arriving while the first gives
+  the slot back (here: from inside the pool's release) must do nothing; the old test-then-reset listed the slot twice,
+  so the next two new signals shared one slot."""
+  from hcqrt.cpu.hcq import CPUHCQDevice
+  pool = CPUHCQDevice().signals
+  s = pool.new(name="graph")
+  release, calls = s._release, []
+  def racing(sig):
+    calls.append(sig)
+    if len(calls) == 1: sig.free()   # the second free, inside the first
+    release(sig)
+  s._release = racing
+  s.free()
+  a, b = pool.new(), pool.new()
+  assert a.base != b.base, "one signal slot handed to two owners"
