@@ -276,3 +276,16 @@ def test_v_dot4_i32_i8_neg_modifiers_refused_on_gfx9():
     w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
     w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
     with pytest.raises(EmulatorError, match="v_dot4_i32_i8 at 0x0: op_sel .* modifiers the ISA does not define"): w.run()
+
+def test_v_dot4c_i32_i8_accumulates_into_its_destination_on_gfx9():
+  """An int8 matmul summed in int32 compiles on gfx942 to v_dot4c_i32_i8 (VOP2 57: signed bytes, D += dot), which
+  stopped the queue with EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION."""
+  from tests.mock.test_rdna3_emu import DOT4_A, DOT4_B, DOT4_C, dot4_ref
+  code = struct.pack("<2I", 0x72080300, 0xBF810000)   # llvm-mc-19 -mcpu=gfx942: v_dot4c_i32_i8 v4, v0, v1
+  assert [i.name for i in decode(code)] == ["v_dot4c_i32_i8", "s_endpgm"]
+  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
+  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  w.v[0], w.v[1], w.v[4] = np.tile(DOT4_A, 2), np.tile(DOT4_B, 2), np.tile(DOT4_C, 2)
+  w.run()
+  abc = zip(np.tile(DOT4_A, 2).tolist(), np.tile(DOT4_B, 2).tolist(), np.tile(DOT4_C, 2).tolist())
+  assert w.v[4, 0].tolist() == [dot4_ref(a, b, c, True, True) for a, b, c in abc]
