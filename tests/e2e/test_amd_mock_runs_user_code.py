@@ -33,7 +33,9 @@ out = {"device": Device.DEFAULT,
        "i8_floordiv4": (i // 4).numpy().tolist(), "i8_shr2": (i >> 2).numpy().tolist(), "i8_abs": i.abs().numpy().tolist(),
        "i8_max": i.maximum(j).numpy().tolist(), "i8_lt": (i < j).numpy().tolist(), "i8_to_i16": i.cast(dtypes.int16).numpy().tolist(),
        "i8_matmul": (i.reshape(4, 4) @ j.reshape(4, 4)).numpy().tolist(),
-       "u8_matmul": (i.cast(dtypes.uint8).reshape(2, 8) @ j.cast(dtypes.uint8).reshape(8, 2)).numpy().tolist()}
+       "u8_matmul": (i.cast(dtypes.uint8).reshape(2, 8) @ j.cast(dtypes.uint8).reshape(8, 2)).numpy().tolist(),
+       "i8_matmul_i32": (i.cast(dtypes.int32).reshape(4, 4) @ j.cast(dtypes.int32).reshape(4, 4)).numpy().tolist(),
+       "i8_u8_matmul_i32": (i.cast(dtypes.int32).reshape(4, 4) @ j.cast(dtypes.uint8).cast(dtypes.int32).reshape(4, 4)).numpy().tolist()}
 print(json.dumps(out))
 """
 
@@ -70,3 +72,10 @@ def test_int8_matmul_on_the_amd_mock(results):
   assert results["i8_matmul"] == (I8.reshape(4, 4).astype(np.int64) @ J8.reshape(4, 4)).astype(np.int8).tolist()
   u, v = I8.astype(np.uint8).astype(np.int64), J8.astype(np.uint8).astype(np.int64)
   assert results["u8_matmul"] == (u.reshape(2, 8) @ v.reshape(8, 2)).astype(np.uint8).tolist()
+
+def test_int8_matmul_summed_in_int32_on_the_amd_mock(results):
+  """Summed in int32 the bytes' signedness shows (an int8 result hides it): LLVM picks the signed dot products
+  (gfx942: v_dot4c_i32_i8; gfx1100: v_dot4_i32_iu8 with NEG bits), and the mixed int8 x uint8 sum."""
+  i, j = I8.reshape(4, 4).astype(np.int64), J8.reshape(4, 4).astype(np.int64)
+  assert results["i8_matmul_i32"] == (i @ j).tolist()
+  assert results["i8_u8_matmul_i32"] == (i @ J8.astype(np.uint8).reshape(4, 4).astype(np.int64)).tolist()

@@ -262,3 +262,25 @@ def test_v_dot4_integer_byte_dot_products_on_gfx9():
   abc = list(zip(np.tile(DOT4_A, 2).tolist(), np.tile(DOT4_B, 2).tolist(), np.tile(DOT4_C, 2).tolist()))
   assert w.v[2, 0].tolist() == [dot4_ref(a, b, c, False, False) for a, b, c in abc]
   assert w.v[4, 0].tolist() == [dot4_ref(a, b, c, True, True) for a, b, c in abc]
+
+def test_v_dot4_i32_i8_neg_modifiers_refused_on_gfx9():
+  """MI300 ISA V_DOT4_I32_I8 reads both inputs signed and defines no NEG; llvm-mc-19 still encodes neg_lo/neg_hi."""
+  # llvm-mc-19 -mcpu=gfx942: v_dot4_i32_i8 v4, v0, v1, v3 neg_lo:[1,0,0]; ... neg_hi:[1,0,0]
+  for words in ([0xD3A84004, 0x3C0E0300], [0xD3A84104, 0x1C0E0300]):
+    code = struct.pack("<3I", *words, 0xBF810000)
+    w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
+    w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+    with pytest.raises(EmulatorError, match="v_dot4_i32_i8 at 0x0: op_sel .* modifiers the ISA does not define"): w.run()
+
+def test_v_dot4c_i32_i8_accumulates_into_its_destination_on_gfx9():
+  """An int8 matmul summed in int32 compiles on gfx942 to v_dot4c_i32_i8 (VOP2 57: signed bytes, D += dot), which
+  stopped the queue with EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION."""
+  from tests.mock.test_rdna3_emu import DOT4_A, DOT4_B, DOT4_C, dot4_ref
+  code = struct.pack("<2I", 0x72080300, 0xBF810000)   # llvm-mc-19 -mcpu=gfx942: v_dot4c_i32_i8 v4, v0, v1
+  assert [i.name for i in decode(code)] == ["v_dot4c_i32_i8", "s_endpgm"]
+  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
+  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  w.v[0], w.v[1], w.v[4] = np.tile(DOT4_A, 2), np.tile(DOT4_B, 2), np.tile(DOT4_C, 2)
+  w.run()
+  abc = zip(np.tile(DOT4_A, 2).tolist(), np.tile(DOT4_B, 2).tolist(), np.tile(DOT4_C, 2).tolist())
+  assert w.v[4, 0].tolist() == [dot4_ref(a, b, c, True, True) for a, b, c in abc]

@@ -485,3 +485,17 @@ def test_v_dot4_integer_byte_dot_products():
   clamp = bytes.fromhex("02c017cc00030e1c" "0000b0bf")   # v_dot4_u32_u8 v2, v0, v1, v3 clamp
   w = Waves(clamp, 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
   with pytest.raises(EmulatorError, match="v_dot4_u32_u8 at 0x0: the saturating .clamp. form"): w.run()
+
+def test_v_dot4_iu8_src1_signed_alone_and_undefined_modifiers_refused():
+  """NEG[1] alone makes only src1 signed (RDNA3 ISA V_DOT4_I32_IU8; LLVM's sdot4 pattern sets NEG on src0 and src1).
+  OPSEL, NEG_HI, NEG[2] and NEG on the u8 form have no meaning in the ISA guide, yet llvm-mc-19 encodes them: refused."""
+  from hcqrt.mock.amd.rdna3.executor import Waves, EXEC
+  # llvm-mc-19 -mcpu=gfx1100: v_dot4_i32_iu8 v4, v0, v1, v3 neg_lo:[0,1,0]
+  w = Waves(bytes.fromhex("044016cc00030e5c" "0000b0bf"), 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
+  w.v[0], w.v[1], w.v[3] = DOT4_A, DOT4_B, DOT4_C
+  w.run()
+  assert w.v[4, 0].tolist() == [dot4_ref(a, b, c, False, True) for a, b, c in zip(DOT4_A.tolist(), DOT4_B.tolist(), DOT4_C.tolist())]
+  # ... neg_lo:[0,0,1]; neg_hi:[1,0,0]; op_sel:[1,0,0]; v_dot4_u32_u8 ... neg_lo:[1,0,0]
+  for word in ("044016cc00030e9c", "044116cc00030e1c", "044816cc00030e1c", "044017cc00030e3c"):
+    w = Waves(bytes.fromhex(word + "0000b0bf"), 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
+    with pytest.raises(EmulatorError, match="at 0x0: op_sel .* modifiers the ISA does not define"): w.run()

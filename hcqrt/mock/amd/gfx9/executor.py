@@ -25,6 +25,10 @@ V.OPS.setdefault("v_mad_legacy_u16", V.OPS["v_mad_u16"])
 V.OPS.setdefault("v_mad_legacy_i16", (("i16", "i16", "i16"), "i16", lambda a, b, c: a * b + c))
 V.OPS.setdefault("v_mad_i16", V.OPS["v_mad_legacy_i16"])
 V.OPS.setdefault("v_fmac_f64", (("f64", "f64", "f64"), "f64", V._fma))
+# v_dot4c_i32_i8 (VOP2 57 / VOP3 313): the signed byte dot product accumulated into its destination; LLVM lowers
+# llvm.amdgcn.sdot4 without clamp to it (llvm-project llvm/docs/AMDGPUUsage.rst, llvm.amdgcn.sdot4), so an int8 matmul
+# summed in int32 on gfx942 runs it
+V.OPS.setdefault("v_dot4c_i32_i8", (("u32", "u32", "u32"), "u32", lambda a, b, c: V.dot4(a, b, c, True, True)))
 V.OPS.setdefault("v_subrev_nc_u16", (("u16", "u16"), "u16", lambda a, b: b - a))
 # v_lshl_add_u64: D = (S0 << S1[2:0]) + S2 (MI300 ISA, VOP3 opcodes; the shift is at most 4)
 V.OPS.setdefault("v_lshl_add_u64", (("u64", "u32", "u64"), "u64", lambda a, b, c: (a << (b & np.uint32(7)).astype(np.uint64)) + c))
@@ -128,12 +132,13 @@ class Gfx9Waves(Waves):
     return super()._vop1(i, sel)
 
   def _vop2(self, i: Inst, sel):
-    if i.base == "v_fmac_f64":   # accumulates into its destination pair, like v_fmac_f32
+    if i.base in ("v_fmac_f64", "v_dot4c_i32_i8"):   # accumulate into the destination (pair), like v_fmac_f32
       f = i.f; return self.alu(i, sel, i.base, [f["src0"], f["vsrc1"] + 256, f["vdst"] + 256], f["vdst"], self.exec_mask(sel))
     return super()._vop2(i, sel)
 
   def _vop3(self, i: Inst, sel):
-    if i.base == "v_fmac_f64": i.f["src2"] = i.f["vdst"] + 256   # VOP3 form: src2 is the destination (decoded, so cached)
+    if i.base == "v_dot4c_i32_i8" and i.f["clamp"]: raise EmulatorError("the saturating (clamp) form of the integer dot product is not emulated")
+    if i.base in ("v_fmac_f64", "v_dot4c_i32_i8"): i.f["src2"] = i.f["vdst"] + 256   # VOP3 form: src2 is the destination (decoded, so cached)
     return super()._vop3(i, sel)
 
   def _sdwa(self, i: Inst, sel):
@@ -152,7 +157,7 @@ class Gfx9Waves(Waves):
     abs_, neg = f["src0_abs"] | f["src1_abs"] << 1, f["src0_neg"] | f["src1_neg"] << 1
     if i.enc == "VOPC":
       return self.alu(i, sel, i.base, srcs, 0, ex, abs_, neg, sdst=VCC if f["sdst"] is None else f["sdst"])
-    if i.base in ("v_fmac_f32", "v_mac_f16", "v_fmac_f16"): raise EmulatorError("SDWA accumulate ops are not emulated")
+    if i.base in ("v_fmac_f32", "v_mac_f16", "v_fmac_f16", "v_dot4c_i32_i8"): raise EmulatorError("SDWA accumulate ops are not emulated")
     if i.enc == "VOP2": srcs.append(VCC)   # carry-in / cndmask select
     self.v[s0 + 2, sel] = 0
     self.alu(i, sel, i.base, srcs, s0 + 2, ex, abs_, neg, 0, f["clamp"], f["omod"], sdst=VCC)

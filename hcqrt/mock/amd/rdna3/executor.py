@@ -581,6 +581,11 @@ class Waves:
       return self.vwrite(f["vdst"], sel, r.astype(np.float16), "f16", ex, i.base.endswith("hi_f16"))
     if i.base in ("v_dot4_u32_u8", "v_dot4_i32_iu8", "v_dot4_i32_i8"):   # three 32-bit sources, no halves (V.dot4)
       if f["clamp"]: raise EmulatorError("the saturating (clamp) form of the integer dot product is not emulated")
+      # the ISA guides give these ops no OPSEL/NEG_HI meaning, and NEG only on gfx11's iu8 form (src0/src1 signedness):
+      # llvm-mc still encodes the others, so refuse them rather than guess what the hardware does with them
+      bad = f["neg"] & (4 if i.base == "v_dot4_i32_iu8" else 7)
+      if f["opsel"] or f["neg_hi"] or bad: raise EmulatorError(
+        f"op_sel {f['opsel']:#x} / neg_lo {f['neg']:#x} / neg_hi {f['neg_hi']:#x}: modifiers the ISA does not define here")
       a, b, c = (self.vsrc(code, sel, i, "u32") for code in (f["src0"], f["src1"], f["src2"]))
       # gfx11's iu8 form: NEG[0]/NEG[1] make src0/src1 signed; gfx9's i8 form: both signed; u8: neither
       sa, sb = (bool(f["neg"] & 1), bool(f["neg"] & 2)) if i.base == "v_dot4_i32_iu8" else (i.base == "v_dot4_i32_i8",) * 2
