@@ -9,7 +9,7 @@ from tests.child_env import pythonpath
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FRONTEND = ROOT / "frontend"
 # the execution core, lowest first where it matters; none of them may import an upper module
-LOWER = ("devices", "buffer", "capture", "checks", "beam_runner", "engine", "context", "viz", "multi")
+LOWER = ("devices", "buffer", "capture", "checks", "beam_runner", "engine", "context", "viz", "multi", "multi_cat")
 # the user-facing layer: the Tensor with its mixins, and what is built on it
 UPPER = ("tensor", "function", "grad_graph", "indexing", "nn_ops", "tensor_extra", "jit", "export", "nn", "optim", "distributed",
          "tensor_args", "tensor_create", "tensor_movement", "tensor_reduce", "tensor_dtype", "tensor_elementwise", "tensor_activation")
