@@ -32,9 +32,10 @@ SM carve-out, the shared window alignment). The grid's first CTAs, when they run
 its code bytes (kernels.py) or, where the instruction cache still holds lines from that address, the kernel they came
 from (fetch_code); the QMD is then checked against it (registers, shared memory, barriers, stack/local memory, the
 code's prefetch slack). Each slice of CTAs reads its parameters and special registers from constant bank 0 as it is
-then, and runs the PTX interpreter over the channel's GPU address space. Anything unknown or malformed raises GPUError
-naming the channel, the pushbuffer address and the method, and the channel is left in an error state (later doorbells
-on it raise the same error).
+then, through the constant cache (constcache.py: lines a grid read stay, stale, until an invalidate with CONSTANT),
+and runs the PTX interpreter over the channel's GPU address space. Anything unknown or malformed raises GPUError naming
+the channel, the pushbuffer address and the method, and the channel is left in an error state (later doorbells on it
+raise the same error).
 """
 from __future__ import annotations
 import ctypes, math, random, re, struct, threading, time
@@ -45,6 +46,7 @@ from hcqrt.mock.held import Holdable
 from hcqrt.mock.icache import stale_range
 from hcqrt.mock.nv import classdefs as CD
 from hcqrt.mock.nv.classdefs import class_name
+from hcqrt.mock.nv.constcache import cached_read
 from hcqrt.mock.ptx import AddressSpace
 from hcqrt.mock.ptx.memory import MemoryFault
 from hcqrt.mock.nv.kernels import INDEX, KnownKernel
@@ -229,6 +231,10 @@ class Channel:
     try: return self.vs.read(va, n)
     except MemoryError as e: raise self.fail(str(e)) from None
 
+  def const_read(self, va: int, n: int) -> bytes:
+    """What CTAs read from a constant bank: through the constant cache (constcache.py), stale where it holds lines."""
+    return cached_read(self.vs.ccache, self.read, va, n)
+
   def decode(self, va: int, ndw: int) -> list[tuple[int, int, int, int]]:
     words = np.frombuffer(self.read(va, ndw * 4), np.uint32).tolist()
     out, i = [], 0
@@ -272,7 +278,10 @@ class Channel:
     elif (cls & 0xFF) == 0xC0:
       if name in ("SEND_SIGNALING_PCAS_B", "SEND_SIGNALING_PCAS2_B"): self.launch_qmd(cls, t, name, data, at)
       elif name == "WAIT_FOR_IDLE": self.drain()
-      elif name in ("INVALIDATE_SHADER_CACHES", "INVALIDATE_SHADER_CACHES_NO_WFI") and t.field(name, "INSTRUCTION", data):
+      elif name in ("INVALIDATE_SHADER_CACHES", "INVALIDATE_SHADER_CACHES_NO_WFI"):
+        # _CONSTANT (bit 12) drops the constant cache's lines, for grids whose CTAs read c[0] after it (constcache.py)
+        if t.field(name, "CONSTANT", data): self.vs.ccache.clear()
+        if not t.field(name, "INSTRUCTION", data): return
         # _INSTRUCTION (bit 0: open-gpu-doc@c8607fe classes/compute/clc6c0.h:222,556, clcbc0.h:300,696, clcec0.h:263,667)
         # drops the lines CTAs would fetch. CTAs fetch when they run (see GRID_TIMING), so a grid launched before a
         # _NO_WFI invalidate whose CTAs have not run yet fetches after it, from memory as it is then. Only this channel's
@@ -393,6 +402,9 @@ class Channel:
     # fetch (an assumption: the headers give the bit, not its timing; the backend does not lean on it, its launches also
     # send INVALIDATE_SHADER_CACHES_NO_WFI _INSTRUCTION before the PCAS)
     if q.get("INVALIDATE_INSTRUCTION_CACHE"): self.vs.icache.clear()
+    # and its INVALIDATE_SHADER_CONSTANT_CACHE (clc6c0qmd.h:530 V03_00 bit 191, clcbc0qmd.h:447 V04_00 bit 607,
+    # clcdc0qmd.h:169 V05_00 bit 477) the constant cache, before these CTAs read c[0] (the same assumption; constcache.py)
+    if q.get("INVALIDATE_SHADER_CONSTANT_CACHE"): self.vs.ccache.clear()
     kk = self.fetch_code(g.prog, g.cb0_size, bad)
     k, who = kk.facts, f"kernel {kk.name}"
     try: self.vs.translate(g.prog, len(kk.text) + PREFETCH_SLACK)
@@ -435,11 +447,11 @@ class Channel:
 
   def cb0_reads(self, version: str, kk: KnownKernel, cb0: int, cb0_size: int, win: int, bad) -> tuple[dict[str, int], tuple[int | None, int | None]]:
     """The special registers and windows the kernel's code loads from constant bank 0 (CB0_SPECIALS), read from the
-    bound buffer now (the launch's INVALIDATE makes the engine fetch it afresh). A word past the buffer's size the
-    kernel reads is a launch error; a word it does not read is left out."""
+    bound buffer now, through the constant cache (const_read: held lines are stale until an invalidate). A word past
+    the buffer's size the kernel reads is a launch error; a word it does not read is left out."""
     def word(off: int, n: int, what: str) -> int:
       if off + n > cb0_size: raise bad(f"kernel {kk.name} reads {what} from c[0][{off:#x}], past constant buffer 0's {cb0_size} bytes")
-      return int.from_bytes(self.read(cb0 + off, n), "little")
+      return int.from_bytes(self.const_read(cb0 + off, n), "little")
     used = set(re.findall(r"%(?:ntid|nctaid)\.[xyz]|%dynamic_smem_size|%nsmid", kk.ptx))
     if version == "V05_00" and "%dynamic_smem_size" in used:
       raise bad(f"kernel {kk.name} reads %dynamic_smem_size, which QMD V05_00 code loads from c[0][SR_CgaSize+0x2ac], "
@@ -464,7 +476,7 @@ class Channel:
     high = q.get("SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4" if v05 else "SHADER_LOCAL_MEMORY_HIGH_SIZE") << (4 if v05 else 0)
     low = q.get("SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4" if v05 else "SHADER_LOCAL_MEMORY_LOW_SIZE") << (4 if v05 else 0)
     if high < stack: raise bad(f"{who} needs {stack} bytes of stack per thread, the QMD's SHADER_LOCAL_MEMORY_HIGH_SIZE is {high} (LOW {low})")
-    sp = struct.unpack("<I", self.read(cb0 + STACK_POINTER_CB0[version], 4))[0]
+    sp = struct.unpack("<I", self.const_read(cb0 + STACK_POINTER_CB0[version], 4))[0]
     if sp < stack or sp % 16: raise bad(f"{who}: initial stack pointer c[0][{STACK_POINTER_CB0[version]:#x}] = {sp:#x} (the kernel's first load) is unset or too small for {stack} bytes")
     r, c, t = regs, self.engine.rm.chip, CD.table(self.engine.rm.chip.arch.compute)
     base = (t.field("SET_SHADER_LOCAL_MEMORY_A", "ADDRESS_UPPER", r.get("SET_SHADER_LOCAL_MEMORY_A", 0)) << 32) | r.get("SET_SHADER_LOCAL_MEMORY_B", 0)
@@ -505,13 +517,14 @@ class Channel:
 
   def run_grid(self, g: Grid, first: int, count: int) -> None:
     """Run `count` CTAs of `g` from `first`. They read constant bank 0 (parameters, special registers, windows) as it
-    is now, not as it was at the launch (see GRID_TIMING): a host or engine write in between is seen."""
+    is now, not as it was at the launch (see GRID_TIMING): a host or engine write in between is seen, unless the
+    constant cache still holds the line (const_read)."""
     if self.preempted(): return   # its channel went away before these CTAs ran: nothing is left to run them
     if g.kk is None: self.start(g)
     kk = g.kk
     assert kk is not None and g.mem is not None
     def bad(msg: str) -> GPUError: return self.fail(f"QMD at {g.qva:#x}: {msg}", g.at)
-    params = self.read(g.cb0 + kk.facts.param_offset, kk.facts.param_size) if kk.facts.param_size else b""
+    params = self.const_read(g.cb0 + kk.facts.param_offset, kk.facts.param_size)
     specials, windows = self.cb0_reads(g.version, kk, g.cb0, g.cb0_size, g.win, bad)
     try:
       with self.vs.kernel_access(): INDEX.module(kk).launch(kk.name, g.mem, g.grid, g.block, params, g.dyn, blocks=(first, count),
