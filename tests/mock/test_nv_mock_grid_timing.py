@@ -112,5 +112,9 @@ def test_each_slice_of_ctas_reads_constant_bank_0_afresh(nv, monkeypatch):
     .exec(add, args, (blocks, 1, 1), (n // blocks, 1, 1)).signal(s, 1).submit(nv)
   s.wait(1, 10.0)
   got = download(nv, o, n).reshape(blocks, -1) - x.reshape(blocks, -1)
-  assert got[:, 0].tolist() == [1 + i for i in range(blocks)]   # each slice saw the k that inc's earlier slices left
+  # each slice saw a k inc's earlier slices left, not a snapshot taken at the launch. Not always the latest one: a line
+  # of c[0] an earlier slice read stays in the constant cache (hcqrt/mock/nv/constcache.py) until an invalidate --
+  # here inc's QMD INVALIDATE_SHADER_CONSTANT_CACHE when its first CTAs run -- and global stores do not update it
+  seen = got[:, 0].tolist()
+  assert seen[0] == 1 and max(seen) > 1 and all(1 <= k <= 1 + i for i, k in enumerate(seen)) and seen == sorted(seen), seen
   assert (got == got[:, :1]).all()
