@@ -87,7 +87,7 @@ RELEASE_STALL_S = 0.002
 # read before the method. (Inferred, and the lenient reading: that SKED never reads the QMD's memory again is not in the
 # sources. The QMD keeps hardware working state while the grid runs: HW_ONLY_SKED_NEXT_QMD_POINTER, _DEPENDENCE_COUNTER
 # and GRID_*_RESUME, where a preempted grid resumes (clcbc0qmd.h:337-345, 520-522; CTA_RASTER_*_RESUME
-# clc6c0qmd.h:533-535); so a host may not touch a QMD before its grid is done, though this mock does not catch it.)
+# clc6c0qmd.h:533-535); so a host may not touch a QMD before its grid is done: the mock refuses it, Channel.check_qmd.)
 # Nothing copies the code or constant bank 0 at the launch: the QMD holds only their addresses (PROGRAM_ADDRESS,
 # CONSTANT_BUFFER_ADDR), CTAs fetch instructions through the I$ and constant banks through the constant cache, on demand
 # unless the QMD asks for a prefetch (CONSTANT_BUFFER_PREFETCH_POST, clc6c0qmd.h:695; V04_00 CONSTANT_BUFFER_PREFETCH
@@ -160,6 +160,7 @@ class Grid:
   dyn: int = 0                       # dynamic shared memory
   done: int = 0                      # blocks run so far
   epoch: int = 0                     # held mode: the engine's release count at the launch (a release runs older grids)
+  qbytes: bytes = b""                # the QMD's bytes at the launch (check_qmd: nobody may rewrite them until the grid ends)
 
 class Channel:
   """Execution state of one GPFIFO channel (the RM object holds the ring/USERD facts)."""
@@ -365,7 +366,7 @@ class Channel:
     elif not t.field(name, "SCHEDULE", data): return
     version = CD.QMD_OF_CLASS[cls]
     qva = self.regs.get("SEND_PCAS_A", 0) << 8
-    q = CD.qmd_read(version, self.read(qva, CD.QMD_BYTES[version]))
+    q = CD.qmd_read(version, raw := self.read(qva, CD.QMD_BYTES[version]))
     def bad(msg: str) -> GPUError: return self.fail(f"QMD at {qva:#x}: {msg}", at)
     if q.get("QMD_MAJOR_VERSION") != CD.QMD_MAJOR[version]: raise bad(f"major version {q.get('QMD_MAJOR_VERSION')}, {class_name(cls)} reads {version}")
     if version == "V03_00":
@@ -390,7 +391,7 @@ class Channel:
     if self.engine.rm.chip.arch.sm >= 90 and (win == 0 or win % (1 << 32)):   # generic addresses into shared memory need a 4 GiB aligned window
       raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
     # the code and constant bank 0 are not read here: the grid's CTAs read them when they run (see GRID_TIMING)
-    self.queued.append(Grid(version, qva, q, prog, cb0, cb0_size, grid, block, shared, win, dict(self.regs), at, epoch=self.engine.epoch))
+    self.queued.append(Grid(version, qva, q, prog, cb0, cb0_size, grid, block, shared, win, dict(self.regs), at, epoch=self.engine.epoch, qbytes=raw))
     self.engine.launches += 1
 
   def start(self, g: Grid) -> None:
@@ -520,6 +521,7 @@ class Channel:
     is now, not as it was at the launch (see GRID_TIMING): a host or engine write in between is seen, unless the
     constant cache still holds the line (const_read)."""
     if self.preempted(): return   # its channel went away before these CTAs ran: nothing is left to run them
+    self.check_qmd(g, f"CTA {first}")
     if g.kk is None: self.start(g)
     kk = g.kk
     assert kk is not None and g.mem is not None
@@ -535,6 +537,23 @@ class Channel:
       # a global access outside every GPU mapping is an MMU fault (RM: Xid 31), anything else a GR exception (Xid 13)
       kind = "hit a GPU page fault" if isinstance(e, MemoryFault) and "outside every mapping" in str(e) else "faulted"
       raise self.fail(f"kernel {kk.name} grid {g.grid} block {g.block} {kind}: {e}", g.at) from None
+    if first + count == g.grid[0] * g.grid[1] * g.grid[2]: self.check_qmd(g, "the grid's end")   # (its last CTAs ran)
+
+  def check_qmd(self, g: Grid, when: str) -> None:
+    """The QMD must hold the bytes the launch read until its grid ends: SKED holds an active QMD (GRID_TIMING) and the
+    hardware keeps the grid's working state in it while the grid runs -- the HW_ONLY_* fields, HW_ONLY_SKED_NEXT_QMD_POINTER
+    and HW_ONLY_DEPENDENCE_COUNTER among them (open-gpu-doc@c8607fe classes/compute/clcbc0qmd.h:337-345, :343-344), GRID_WIDTH/HEIGHT/DEPTH_RESUME,
+    where a preempted grid goes on (clcbc0qmd.h:520-522; V03_00 CTA_RASTER_*_RESUME clc6c0qmd.h:533-535). A host or engine
+    write between the launch and the grid's end is undefined (lost, or mixed with the hardware's state): refused, checked
+    before each slice of CTAs and after the last, naming the QMD's address."""
+    try: now = self.vs.read(g.qva, len(g.qbytes))
+    except MemoryError: now = b""
+    if now == g.qbytes: return
+    self.queued.clear()
+    diff = next((i for i, (a, b) in enumerate(zip(now, g.qbytes)) if a != b), None)
+    what = f"its byte {diff:#x} changed" if diff is not None else "it was unmapped"
+    raise self.fail(f"QMD at {g.qva:#x} was rewritten while its grid {g.grid} was pending ({what} between the launch and {when}): "
+                    "the hardware keeps the grid's state in its QMD until the grid ends; wait for the grid before reusing it", g.at)
 
 class GPFIFOEngine(Holdable):
   """All channels of one GPU of a MockNV; `ring(token)` is its doorbell. Each GPU's engine runs only its own channels."""
