@@ -84,8 +84,8 @@ RELEASE_STALL_S = 0.002
 # clcbc0.h:429-442) hand the QMD at SEND_PCAS_A's address to SKED, which holds it while the grid is active (invalidating
 # an active QMD is a SKED error, manuals/ampere/ga100/pri_sked.ref.txt:167); Mesa NVK writes a QMD's grid size from the
 # front end right before SEND_PCAS (mesa src/nouveau/vulkan/nvk_cmd_dispatch.c nvk_mme_dispatch_indirect), so it is not
-# read before the method. (Inferred, and the lenient reading: that SKED never reads the QMD's memory again is not in the
-# sources. The QMD keeps hardware working state while the grid runs: HW_ONLY_SKED_NEXT_QMD_POINTER, _DEPENDENCE_COUNTER
+# read before the method. (Inferred: that SKED never reads the QMD's memory again is not in the sources; it does not
+# matter here, as no rewrite is allowed to be seen. The QMD keeps hardware working state while the grid runs: HW_ONLY_SKED_NEXT_QMD_POINTER, _DEPENDENCE_COUNTER
 # and GRID_*_RESUME, where a preempted grid resumes (clcbc0qmd.h:337-345, 520-522; CTA_RASTER_*_RESUME
 # clc6c0qmd.h:533-535); so a host may not touch a QMD before its grid is done: the mock refuses it, Channel.check_qmd.)
 # Nothing copies the code or constant bank 0 at the launch: the QMD holds only their addresses (PROGRAM_ADDRESS,
