@@ -14,7 +14,12 @@ Facts (open-gpu-doc@c8607fe classes/compute):
   it invalidates itself):
   * Nothing else drops lines: not a launch (SEND_SIGNALING_PCAS_B_INVALIDATE clc6c0.h:365 and PCAS_ACTION_INVALIDATE*
     clc6c0.h:375-383 act on the QMD at SEND_PCAS_A, which SKED holds -- invalidating an active QMD is a SKED error,
-    manuals/ampere/ga100/pri_sked.ref.txt:167 -- not on the SMs' constant cache), not the end of a grid.
+    manuals/ampere/ga100/pri_sked.ref.txt:167 -- not on the SMs' constant cache), not the end of a grid, not a write
+    through the compute class itself: Mesa nvc0 follows each inline upload of a constant buffer (UPLOAD_EXEC, the
+    class's inline-to-memory) with method 0x1698 bit 12 (src/gallium/drivers/nouveau/nvc0/nve4_compute.c
+    nve4_compute_upload_input, nve4_compute_validate_constbufs: FLUSH(NVE4_COMPUTE_FLUSH_CB); nve4_compute.xml.h
+    NVE4_COMPUTE_FLUSH 0x1698, _FLUSH_CB 0x1000 = INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT), and its gp100+ QMDs
+    do not set INVALIDATE_SHADER_CONSTANT_CACHE: that method is what makes its new constants visible.
   * "Auto invalidate": the QMD's DISABLE_AUTO_INVALIDATE (V03_00 bit 383 clc6c0qmd.h:565, V04_00 bit 380
     clcbc0qmd.h:397, V05_00 bit 343 clcdc0qmd.h:118) is described nowhere; the only other "auto invalidate" in the
     sources is of SKED's QMD cache (NV_PGRAPH_PRI_SKED_DEBUG_1_AUTO_INVALIDATE_QMD, manuals/volta/gv100/pri_sked.ref.txt:
