@@ -144,3 +144,41 @@ def test_update_exec_rewrites_the_dims_in_constant_bank_0(nv):
   g.replay(wait=True)
   r = np.zeros(16, np.uint32); nv.allocator.copyout(memoryview(r), out)
   assert r[:6].tolist() == [2, 3, 1, 5, 1, 1]
+
+# out[0] = v: the kernel's whole result is the parameter it read from constant bank 0
+SETV = """.visible .entry setv(.param .u64 out, .param .u32 v)
+{
+  .reg .b32 %r<2>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out]; ld.param.u32 %r1, [v];
+  st.global.u32 [%rd1], %r1;
+  ret;
+}"""
+
+@pytest.mark.parametrize("arch", ["ampere", "hopper", "blackwell"])   # QMD V03_00, V04_00, V05_00: the QMD bit differs
+@pytest.mark.parametrize("method,qmd", [(True, True), (True, False), (False, True), (False, False)],
+                         ids=["both", "method-only", "qmd-only", "neither"])
+def test_a_replay_reads_its_new_args_after_a_constant_cache_invalidate(monkeypatch, method, qmd, arch):
+  """A graph replay patches its arguments in place: the second replay's kernel reads new parameters at the same
+  constant bank 0 address as the first. The backend invalidates the constant cache for every launch
+  (INVALIDATE_SHADER_CACHES_NO_WFI CONSTANT and the QMD's INVALIDATE_SHADER_CONSTANT_CACHE); either alone makes the
+  new value reach the code. With neither, the mock's constant cache (hcqrt/mock/nv/constcache.py) still holds the line
+  the first replay read: the kernel runs on the OLD argument."""
+  from hcqrt.hcq import GraphReplay
+  if not method:   # the launch's INVALIDATE_SHADER_CACHES_NO_WFI without its CONSTANT bit (bit 12)
+    real_methods = D._launch_methods
+    def no_const(v):
+      inval, a, b = real_methods(v)
+      return [inval[0], inval[1] & ~(1 << 12)], a, b
+    monkeypatch.setattr(D, "_launch_methods", no_const)
+  if not qmd:
+    real_qmd = D.launch_qmd
+    monkeypatch.setattr(D, "launch_qmd", lambda *a, **k: real_qmd(*a, **k).set("INVALIDATE_SHADER_CONSTANT_CACHE", 0))
+  with mock_nv_device(arch) as nv:
+    p = nv.program("setv", assemble_ptx(K.head(nv.arch) + SETV, nv.arch))
+    out = nv.allocator.alloc(4)
+    g = GraphReplay(nv, [GraphExec(p, [out], [11], (1, 1, 1), (1, 1, 1))])
+    got = []
+    for v in (11, 22):
+      g.replay(vals={(0, 0): v}, wait=True)
+      r = np.zeros(1, np.uint32); nv.allocator.copyout(memoryview(r), out); got.append(int(r[0]))
+  assert got == ([11, 22] if method or qmd else [11, 11])   # neither: the stale constant cache gave the first replay's 11

@@ -1,5 +1,6 @@
 """The NV mock kernel driver: RM (rm.py), UVM (uvm.py), GPU memory (vmem.py), chips (chips.py) and the GPFIFO
-engine (gpfifo.py) that executes pushbuffers, copies and kernel launches.
+engine (gpfifo.py) that executes pushbuffers, copies and kernel launches, reading constant banks through a constant
+cache (constcache.py).
 
   >>> drv = install_mock_nv("ada"); drv.chip.arch.name
   'ada'

@@ -32,9 +32,10 @@ SM carve-out, the shared window alignment). The grid's first CTAs, when they run
 its code bytes (kernels.py) or, where the instruction cache still holds lines from that address, the kernel they came
 from (fetch_code); the QMD is then checked against it (registers, shared memory, barriers, stack/local memory, the
 code's prefetch slack). Each slice of CTAs reads its parameters and special registers from constant bank 0 as it is
-then, and runs the PTX interpreter over the channel's GPU address space. Anything unknown or malformed raises GPUError
-naming the channel, the pushbuffer address and the method, and the channel is left in an error state (later doorbells
-on it raise the same error).
+then, through the constant cache (constcache.py: lines a grid read stay, stale, until an invalidate with CONSTANT),
+and runs the PTX interpreter over the channel's GPU address space. Anything unknown or malformed raises GPUError naming
+the channel, the pushbuffer address and the method, and the channel is left in an error state (later doorbells on it
+raise the same error).
 """
 from __future__ import annotations
 import ctypes, math, random, re, struct, threading, time
@@ -45,6 +46,7 @@ from hcqrt.mock.held import Holdable
 from hcqrt.mock.icache import stale_range
 from hcqrt.mock.nv import classdefs as CD
 from hcqrt.mock.nv.classdefs import class_name
+from hcqrt.mock.nv.constcache import cached_read
 from hcqrt.mock.ptx import AddressSpace
 from hcqrt.mock.ptx.memory import MemoryFault
 from hcqrt.mock.nv.kernels import INDEX, KnownKernel
@@ -82,10 +84,10 @@ RELEASE_STALL_S = 0.002
 # clcbc0.h:429-442) hand the QMD at SEND_PCAS_A's address to SKED, which holds it while the grid is active (invalidating
 # an active QMD is a SKED error, manuals/ampere/ga100/pri_sked.ref.txt:167); Mesa NVK writes a QMD's grid size from the
 # front end right before SEND_PCAS (mesa src/nouveau/vulkan/nvk_cmd_dispatch.c nvk_mme_dispatch_indirect), so it is not
-# read before the method. (Inferred, and the lenient reading: that SKED never reads the QMD's memory again is not in the
-# sources. The QMD keeps hardware working state while the grid runs: HW_ONLY_SKED_NEXT_QMD_POINTER, _DEPENDENCE_COUNTER
+# read before the method. (Inferred: that SKED never reads the QMD's memory again is not in the sources; it does not
+# matter here, as no rewrite is allowed to be seen. The QMD keeps hardware working state while the grid runs: HW_ONLY_SKED_NEXT_QMD_POINTER, _DEPENDENCE_COUNTER
 # and GRID_*_RESUME, where a preempted grid resumes (clcbc0qmd.h:337-345, 520-522; CTA_RASTER_*_RESUME
-# clc6c0qmd.h:533-535); so a host may not touch a QMD before its grid is done, though this mock does not catch it.)
+# clc6c0qmd.h:533-535); so a host may not touch a QMD before its grid is done: the mock refuses it, Channel.check_qmd.)
 # Nothing copies the code or constant bank 0 at the launch: the QMD holds only their addresses (PROGRAM_ADDRESS,
 # CONSTANT_BUFFER_ADDR), CTAs fetch instructions through the I$ and constant banks through the constant cache, on demand
 # unless the QMD asks for a prefetch (CONSTANT_BUFFER_PREFETCH_POST, clc6c0qmd.h:695; V04_00 CONSTANT_BUFFER_PREFETCH
@@ -158,6 +160,7 @@ class Grid:
   dyn: int = 0                       # dynamic shared memory
   done: int = 0                      # blocks run so far
   epoch: int = 0                     # held mode: the engine's release count at the launch (a release runs older grids)
+  qbytes: bytes = b""                # the QMD's bytes at the launch (check_qmd: nobody may rewrite them until the grid ends)
 
 class Channel:
   """Execution state of one GPFIFO channel (the RM object holds the ring/USERD facts)."""
@@ -229,6 +232,10 @@ class Channel:
     try: return self.vs.read(va, n)
     except MemoryError as e: raise self.fail(str(e)) from None
 
+  def const_read(self, va: int, n: int) -> bytes:
+    """What CTAs read from a constant bank: through the constant cache (constcache.py), stale where it holds lines."""
+    return cached_read(self.vs.ccache, self.read, va, n)
+
   def decode(self, va: int, ndw: int) -> list[tuple[int, int, int, int]]:
     words = np.frombuffer(self.read(va, ndw * 4), np.uint32).tolist()
     out, i = [], 0
@@ -272,7 +279,10 @@ class Channel:
     elif (cls & 0xFF) == 0xC0:
       if name in ("SEND_SIGNALING_PCAS_B", "SEND_SIGNALING_PCAS2_B"): self.launch_qmd(cls, t, name, data, at)
       elif name == "WAIT_FOR_IDLE": self.drain()
-      elif name in ("INVALIDATE_SHADER_CACHES", "INVALIDATE_SHADER_CACHES_NO_WFI") and t.field(name, "INSTRUCTION", data):
+      elif name in ("INVALIDATE_SHADER_CACHES", "INVALIDATE_SHADER_CACHES_NO_WFI"):
+        # _CONSTANT (bit 12) drops the constant cache's lines, for grids whose CTAs read c[0] after it (constcache.py)
+        if t.field(name, "CONSTANT", data): self.vs.ccache.clear()
+        if not t.field(name, "INSTRUCTION", data): return
         # _INSTRUCTION (bit 0: open-gpu-doc@c8607fe classes/compute/clc6c0.h:222,556, clcbc0.h:300,696, clcec0.h:263,667)
         # drops the lines CTAs would fetch. CTAs fetch when they run (see GRID_TIMING), so a grid launched before a
         # _NO_WFI invalidate whose CTAs have not run yet fetches after it, from memory as it is then. Only this channel's
@@ -356,7 +366,7 @@ class Channel:
     elif not t.field(name, "SCHEDULE", data): return
     version = CD.QMD_OF_CLASS[cls]
     qva = self.regs.get("SEND_PCAS_A", 0) << 8
-    q = CD.qmd_read(version, self.read(qva, CD.QMD_BYTES[version]))
+    q = CD.qmd_read(version, raw := self.read(qva, CD.QMD_BYTES[version]))
     def bad(msg: str) -> GPUError: return self.fail(f"QMD at {qva:#x}: {msg}", at)
     if q.get("QMD_MAJOR_VERSION") != CD.QMD_MAJOR[version]: raise bad(f"major version {q.get('QMD_MAJOR_VERSION')}, {class_name(cls)} reads {version}")
     if version == "V03_00":
@@ -381,7 +391,7 @@ class Channel:
     if self.engine.rm.chip.arch.sm >= 90 and (win == 0 or win % (1 << 32)):   # generic addresses into shared memory need a 4 GiB aligned window
       raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
     # the code and constant bank 0 are not read here: the grid's CTAs read them when they run (see GRID_TIMING)
-    self.queued.append(Grid(version, qva, q, prog, cb0, cb0_size, grid, block, shared, win, dict(self.regs), at, epoch=self.engine.epoch))
+    self.queued.append(Grid(version, qva, q, prog, cb0, cb0_size, grid, block, shared, win, dict(self.regs), at, epoch=self.engine.epoch, qbytes=raw))
     self.engine.launches += 1
 
   def start(self, g: Grid) -> None:
@@ -393,6 +403,9 @@ class Channel:
     # fetch (an assumption: the headers give the bit, not its timing; the backend does not lean on it, its launches also
     # send INVALIDATE_SHADER_CACHES_NO_WFI _INSTRUCTION before the PCAS)
     if q.get("INVALIDATE_INSTRUCTION_CACHE"): self.vs.icache.clear()
+    # and its INVALIDATE_SHADER_CONSTANT_CACHE (clc6c0qmd.h:530 V03_00 bit 191, clcbc0qmd.h:447 V04_00 bit 607,
+    # clcdc0qmd.h:169 V05_00 bit 477) the constant cache, before these CTAs read c[0] (the same assumption; constcache.py)
+    if q.get("INVALIDATE_SHADER_CONSTANT_CACHE"): self.vs.ccache.clear()
     kk = self.fetch_code(g.prog, g.cb0_size, bad)
     k, who = kk.facts, f"kernel {kk.name}"
     try: self.vs.translate(g.prog, len(kk.text) + PREFETCH_SLACK)
@@ -435,11 +448,11 @@ class Channel:
 
   def cb0_reads(self, version: str, kk: KnownKernel, cb0: int, cb0_size: int, win: int, bad) -> tuple[dict[str, int], tuple[int | None, int | None]]:
     """The special registers and windows the kernel's code loads from constant bank 0 (CB0_SPECIALS), read from the
-    bound buffer now (the launch's INVALIDATE makes the engine fetch it afresh). A word past the buffer's size the
-    kernel reads is a launch error; a word it does not read is left out."""
+    bound buffer now, through the constant cache (const_read: held lines are stale until an invalidate). A word past
+    the buffer's size the kernel reads is a launch error; a word it does not read is left out."""
     def word(off: int, n: int, what: str) -> int:
       if off + n > cb0_size: raise bad(f"kernel {kk.name} reads {what} from c[0][{off:#x}], past constant buffer 0's {cb0_size} bytes")
-      return int.from_bytes(self.read(cb0 + off, n), "little")
+      return int.from_bytes(self.const_read(cb0 + off, n), "little")
     used = set(re.findall(r"%(?:ntid|nctaid)\.[xyz]|%dynamic_smem_size|%nsmid", kk.ptx))
     if version == "V05_00" and "%dynamic_smem_size" in used:
       raise bad(f"kernel {kk.name} reads %dynamic_smem_size, which QMD V05_00 code loads from c[0][SR_CgaSize+0x2ac], "
@@ -464,7 +477,7 @@ class Channel:
     high = q.get("SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4" if v05 else "SHADER_LOCAL_MEMORY_HIGH_SIZE") << (4 if v05 else 0)
     low = q.get("SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4" if v05 else "SHADER_LOCAL_MEMORY_LOW_SIZE") << (4 if v05 else 0)
     if high < stack: raise bad(f"{who} needs {stack} bytes of stack per thread, the QMD's SHADER_LOCAL_MEMORY_HIGH_SIZE is {high} (LOW {low})")
-    sp = struct.unpack("<I", self.read(cb0 + STACK_POINTER_CB0[version], 4))[0]
+    sp = struct.unpack("<I", self.const_read(cb0 + STACK_POINTER_CB0[version], 4))[0]
     if sp < stack or sp % 16: raise bad(f"{who}: initial stack pointer c[0][{STACK_POINTER_CB0[version]:#x}] = {sp:#x} (the kernel's first load) is unset or too small for {stack} bytes")
     r, c, t = regs, self.engine.rm.chip, CD.table(self.engine.rm.chip.arch.compute)
     base = (t.field("SET_SHADER_LOCAL_MEMORY_A", "ADDRESS_UPPER", r.get("SET_SHADER_LOCAL_MEMORY_A", 0)) << 32) | r.get("SET_SHADER_LOCAL_MEMORY_B", 0)
@@ -505,13 +518,15 @@ class Channel:
 
   def run_grid(self, g: Grid, first: int, count: int) -> None:
     """Run `count` CTAs of `g` from `first`. They read constant bank 0 (parameters, special registers, windows) as it
-    is now, not as it was at the launch (see GRID_TIMING): a host or engine write in between is seen."""
+    is now, not as it was at the launch (see GRID_TIMING): a host or engine write in between is seen, unless the
+    constant cache still holds the line (const_read)."""
     if self.preempted(): return   # its channel went away before these CTAs ran: nothing is left to run them
+    self.check_qmd(g, f"CTA {first}")
     if g.kk is None: self.start(g)
     kk = g.kk
     assert kk is not None and g.mem is not None
     def bad(msg: str) -> GPUError: return self.fail(f"QMD at {g.qva:#x}: {msg}", g.at)
-    params = self.read(g.cb0 + kk.facts.param_offset, kk.facts.param_size) if kk.facts.param_size else b""
+    params = self.const_read(g.cb0 + kk.facts.param_offset, kk.facts.param_size)
     specials, windows = self.cb0_reads(g.version, kk, g.cb0, g.cb0_size, g.win, bad)
     try:
       with self.vs.kernel_access(): INDEX.module(kk).launch(kk.name, g.mem, g.grid, g.block, params, g.dyn, blocks=(first, count),
@@ -522,6 +537,23 @@ class Channel:
       # a global access outside every GPU mapping is an MMU fault (RM: Xid 31), anything else a GR exception (Xid 13)
       kind = "hit a GPU page fault" if isinstance(e, MemoryFault) and "outside every mapping" in str(e) else "faulted"
       raise self.fail(f"kernel {kk.name} grid {g.grid} block {g.block} {kind}: {e}", g.at) from None
+    if first + count == g.grid[0] * g.grid[1] * g.grid[2]: self.check_qmd(g, "the grid's end")   # (its last CTAs ran)
+
+  def check_qmd(self, g: Grid, when: str) -> None:
+    """The QMD must hold the bytes the launch read until its grid ends: SKED holds an active QMD (GRID_TIMING) and the
+    hardware keeps the grid's working state in it while the grid runs -- the HW_ONLY_* fields, HW_ONLY_SKED_NEXT_QMD_POINTER
+    and HW_ONLY_DEPENDENCE_COUNTER among them (open-gpu-doc@c8607fe classes/compute/clcbc0qmd.h:337-345, :343-344), GRID_WIDTH/HEIGHT/DEPTH_RESUME,
+    where a preempted grid goes on (clcbc0qmd.h:520-522; V03_00 CTA_RASTER_*_RESUME clc6c0qmd.h:533-535). A host or engine
+    write between the launch and the grid's end is undefined (lost, or mixed with the hardware's state): refused, checked
+    before each slice of CTAs and after the last, naming the QMD's address."""
+    try: now = self.vs.read(g.qva, len(g.qbytes))
+    except MemoryError: now = b""
+    if now == g.qbytes: return
+    self.queued.clear()
+    diff = next((i for i, (a, b) in enumerate(zip(now, g.qbytes)) if a != b), None)
+    what = f"its byte {diff:#x} changed" if diff is not None else "it was unmapped"
+    raise self.fail(f"QMD at {g.qva:#x} was rewritten while its grid {g.grid} was pending ({what} between the launch and {when}): "
+                    "the hardware keeps the grid's state in its QMD until the grid ends; wait for the grid before reusing it", g.at)
 
 class GPFIFOEngine(Holdable):
   """All channels of one GPU of a MockNV; `ring(token)` is its doorbell. Each GPU's engine runs only its own channels."""

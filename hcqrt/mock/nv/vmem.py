@@ -122,6 +122,7 @@ class GPUVASpace:
     self._l2: dict[int, L2Lines] = {}             # va -> L2 lines of a GPU-cached sysmem mapping
     self._next = base
     self.icache: dict[int, Any] = {}   # program VA -> the KnownKernel whose code the instruction caches hold (gpfifo.py fetch_code)
+    self.ccache: dict[int, bytes] = {}   # line VA -> the bytes the constant cache holds from there (constcache.py)
 
   def map(self, va: int, size: int, host_addr: int, gpu_cached: bool = False) -> None:
     """Map [va, va+size) onto host memory; `gpu_cached` marks GPU-cacheable system memory (see the module doc)."""
