@@ -17,6 +17,24 @@ import pytest
 from hcqrt import hcq
 from hcqrt.hcq import Signal
 
+def all_idle(engines: list[Any]) -> bool:
+  """Whether every mock GPU engine is idle at once (GPFIFOEngine.idle). Idle one GPU after the other is not idle all at
+  once: a GPU still running may unblock one already asked (its release lands after that GPU said idle), so the answer
+  counts only if no GPU did anything while they were asked."""
+  steps = [e.steps for e in engines]
+  return all(e.idle() for e in engines) and [e.steps for e in engines] == steps
+
+def wait_until_idle(drv: Any, timeout_s: float = 10.0) -> None:
+  """Wait until every GPU of the mock `drv` has nothing left it can run (unheld work). `synchronize` waits only for the
+  timeline, and a graph's stream releases its graph signal after it (hcq.GraphReplay._record: the LAST release), in a
+  release stall (gpfifo.py RELEASE_STALL_S) that the mock's thread ends later; once idle, that release has landed.
+  The bound only turns a GPU that never goes idle into a failure instead of a hang."""
+  every = [g.engine for g in drv.gpus]
+  deadline = time.perf_counter() + timeout_s
+  while not all_idle(every):
+    if time.perf_counter() > deadline: raise AssertionError(f"the mock GPUs were not idle after {timeout_s} s")
+    time.sleep(0.0005)
+
 @contextlib.contextmanager
 def held_until_the_host_waits(drv: Any, *gpus: int) -> Iterator[None]:
   held, every = [drv.gpus[i].engine for i in gpus], [g.engine for g in drv.gpus]
@@ -24,10 +42,7 @@ def held_until_the_host_waits(drv: Any, *gpus: int) -> Iterator[None]:
   def wait(self: Signal, value: int, timeout_s: float | None = None) -> None:
     deadline = time.perf_counter() + (hcq.DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
     while self.value < value and time.perf_counter() < deadline:   # (past the deadline the real wait raises its error)
-      # idle one GPU after the other is not idle all at once: a GPU still running may unblock one already asked (its
-      # release lands after that GPU said idle), so the answer counts only if no GPU did anything while they were asked
-      steps = [e.steps for e in every]
-      if all(e.idle() for e in every) and [e.steps for e in every] == steps:
+      if all_idle(every):
         if self.value < value:
           for e in held: e.release(keep_holding=True)
         break

@@ -11,6 +11,7 @@ from hcqrt.mock.nv import MockNV, GPUError
 from hcqrt.nv.device import NVDevice, NVComputeQueue, NVCopyQueue, SUBC_COMPUTE, _H
 from hcqrt.nv.rmclient import NVError
 from compiler.assemble.ptx_assembler import assemble_ptx
+from tests.held_gpu import wait_until_idle
 from ioctl_defs.nv import UnsupportedDriverVersion, CLASSES as C
 
 pytestmark = pytest.mark.usefixtures("gc_walks_only_this_modules_objects")   # (its tests gc.collect() to run finalizers)
@@ -209,12 +210,13 @@ def test_graph_memory_returns_when_the_graph_goes(nv, add):
   g = GraphReplay(nv, items)
   g.replay()
   arena = [(r.buf.va, r.off) for r in nv._arena]
-  del g; gc.collect(); nv.synchronize()
+  # (GPU past the replay: idle, not only the timeline reached; the graph signal is released after it, in a release stall)
+  del g; gc.collect(); nv.synchronize(); wait_until_idle(nv.drv); nv.synchronize()
   freed = sorted(va for blocks in nv._persistent_free.values() for _, va in blocks)
   assert len(freed) >= 4   # three argument blocks and at least one pushbuffer
   for _ in range(3):
     g = GraphReplay(nv, items)
-    g.replay(wait=True)
+    g.replay(wait=True); wait_until_idle(nv.drv)   # (the next build reuses the blocks once the graph signal landed)
     np.testing.assert_array_equal(download(nv, o, n), 2 * x)
     del g; gc.collect()
   assert [(r.buf.va, r.off) for r in nv._arena] == arena   # nothing new was carved from the arena

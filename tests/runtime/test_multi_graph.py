@@ -8,7 +8,7 @@ import pytest
 from hcqrt.interface import GraphExec
 from hcqrt.hcq import HCQDevice
 from hcqrt.multi_graph import MultiGraph, PeerCopy
-from tests.held_gpu import held_until_the_host_waits
+from tests.held_gpu import held_until_the_host_waits, wait_until_idle
 
 pytestmark = pytest.mark.usefixtures("gc_walks_only_this_modules_objects")   # (its tests gc.collect() to run finalizers)
 
@@ -303,9 +303,11 @@ def test_hcq_graph_signals_are_freed_with_the_graph(nv):
   back to the pool once the graph is gone and the GPU is past its last replay (the last replay here is left running
   when the graph is dropped), so building graphs again and again does not run the pool dry."""
   import gc
-  _, d0, d1 = nv
+  drv, d0, d1 = nv
   def used() -> tuple[int, int]:
-    d0.synchronize(); d1.synchronize(); gc.collect()
+    # past the last replay: the GPUs idle, not just the timelines reached (each graph signal is released after its
+    # timeline value, in a release stall the mock's thread ends later: counted then, a free_when entry was still waiting)
+    d0.synchronize(); d1.synchronize(); wait_until_idle(drv); gc.collect()
     for d in (d0, d1): d.new_signal().free()   # (a new_signal frees what waited for the GPU)
     return d0.signals.count, d1.signals.count
   def build_and_drop() -> None:

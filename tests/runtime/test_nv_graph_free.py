@@ -10,6 +10,7 @@ import pytest
 from conftest import mock_nv_device
 from hcqrt import hcq
 from hcqrt.interface import GraphCopy
+from tests.held_gpu import wait_until_idle
 from tests.runtime.test_nv_allocator_free import _free_inside_the_gpu
 
 N = 4096
@@ -88,7 +89,9 @@ def test_nv_graph_memory_is_freed_when_its_graph_signal_went_first():
     sig = nv.new_signal(name="graph")
     g = hcq.GraphReplay(nv, [GraphCopy(y, x, N)], sig=sig)
     g.replay(wait=True)
+    wait_until_idle(nv.drv)   # (the graph signal is released after the timeline that wait=True waits for)
     last, before = g._last[0], _nfree(nv)
+    assert sig.reached(last)
     del g; gc.collect()
     nv.signals.free_when([sig], [(sig, last)])   # (what the MultiGraph's finalizer does)
     again = nv.new_signal(name="next owner")     # reaps: the graph signal's slot goes to a new owner, value 0
