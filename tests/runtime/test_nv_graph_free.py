@@ -29,8 +29,9 @@ def _nfree(nv) -> int: return sum(len(v) for v in nv._persistent_free.values())
 
 @pytest.fixture
 def short_waits(monkeypatch):
-  # a wait that should not happen ends after 2 s instead of 30 (then the old code's recovery runs): the test stays short
-  monkeypatch.setattr(hcq, "DEFAULT_TIMEOUT_S", 2.0)
+  # a wait that should not happen ends after 15 s instead of 30 (then the old code's recovery runs): shorter, yet far
+  # above what the waits that must happen take on a loaded 2-core box (2 s timed out there in a full run)
+  monkeypatch.setattr(hcq, "DEFAULT_TIMEOUT_S", 15.0)
 
 def test_nv_graph_dropped_on_the_gpus_own_thread_never_waits(short_waits):
   """The last reference to a replayed graph goes inside the mock GPU's front end, before it runs the replay. Waiting
@@ -39,7 +40,7 @@ def test_nv_graph_dropped_on_the_gpus_own_thread_never_waits(short_waits):
   returned with no error while the copy never ran. The finalizer must return at once, list nothing free before the
   GPU is past the graph, and the copy must run."""
   with mock_nv_device() as nv:
-    nv.wait_timeout_s = 2.0
+    nv.wait_timeout_s = 15.0
     engine = nv.drv.gpus[0].engine
     x, y = _buffers(nv, 2)
     holder = [nv.graph([GraphCopy(y, x, N)])]
