@@ -5,7 +5,7 @@ any value on one device, `real` with one True) all of itself on that one device;
 own shards; a replicated piece all of itself everywhere; a piece split on another axis is gathered whole to each
 device first (what `MultiLazyBuffer.alu` does with such an operand). The result takes the first layout in which every
 device finds the parts of its range locally: split evenly over the devices (as a pad back around one shard made it
-before), else all on the one device that holds the one-shard pieces (the placeholders of session 44's one-device
+before), else all on the one device that holds the one-shard pieces (the placeholders of frontend/multi.py's one-device
 value elsewhere). No layout fits: refused naming cat, the shapes and where each piece lives. A piece that lives on
 one device is never copied to another (pieces on different devices out of order are refused, not gathered); only a
 piece split on another axis is gathered, as an elementwise op gathers it.
