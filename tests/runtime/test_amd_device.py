@@ -315,15 +315,15 @@ def test_usable_after_a_queue_error_seen_by_a_wait(dev, add):
   dev.hw_compute_queue().exec(add, add.fill_kernargs([o, a, a], [1, 64]), (1, 1, 1), (64, 1, 1)).signal(promised, 5).submit(dev)
   t0 = time.perf_counter()
   with pytest.raises(AMDError, match=r"EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION.*recovered: its compute and SDMA queues were recreated.*usable again"):
-    dev.wait_signal(promised, 5, 5)
-  assert time.perf_counter() - t0 < 4   # woken by the CWSR header's error event, not the 5 s timeout
+    dev.wait_signal(promised, 5, 60)
+  assert time.perf_counter() - t0 < 30   # woken by the CWSR header's error event, not the 60 s timeout (a loaded CI box)
   assert promised.value == 5   # what the dropped work promised is written from the CPU, so nobody waits for it
   set_executor(add_executor)
   t0 = time.perf_counter()
   dev.hw_compute_queue().exec(add, add.fill_kernargs([o, a, a], [1, 64]), (1, 1, 1), (64, 1, 1)).signal(dev.timeline_signal, dev.timeline_value).submit(dev)
   dev.timeline_value += 1
-  dev.synchronize(2.0)
-  assert np.array_equal(download(dev, o, 64), 2 * x) and time.perf_counter() - t0 < 2.0
+  dev.synchronize(60.0)
+  assert np.array_equal(download(dev, o, 64), 2 * x) and time.perf_counter() - t0 < 30
   assert "DESTROY_QUEUE" in dev.drv.calls
 
 def test_usable_after_a_fault_seen_by_a_wait(dev):
@@ -378,8 +378,8 @@ def test_bad_packet_is_reported_by_name_at_once(dev612):
   _bad_packet(dev612)
   t0 = time.perf_counter()
   with pytest.raises(AMDError, match=r"GPU exception \(EC_QUEUE_PACKET_UNSUPPORTED\).*recovered"):
-    dev612.wait_signal(dev612.timeline_signal, dev612.timeline_value, 5)
-  assert time.perf_counter() - t0 < 4 and dev612.drv.wait_timeouts == 0   # the error event woke it
+    dev612.wait_signal(dev612.timeline_signal, dev612.timeline_value, 60)
+  assert time.perf_counter() - t0 < 30 and dev612.drv.wait_timeouts == 0   # the error event woke it, not the 60 s timeout
   x = np.arange(64, dtype=np.float32); b = upload(dev612, x)   # usable again
   assert np.array_equal(download(dev612, b, 64), x)
 
