@@ -95,6 +95,24 @@ class Signal:
 
   def __repr__(self) -> str: return f"<Signal {self.name} va={self.va:#x} value={self.value}>"
 
+def take_reached(later: collections.deque) -> list:
+  """Pop every (item, ((signal, value), ...)) entry of `later`; return the items whose values are all reached and put the
+  others back. Only popleft and extend: finalizers may append meanwhile, on any thread (free_persistent).
+
+  >>> class S:
+  ...   def __init__(self, v): self.v = v
+  ...   def reached(self, v): return self.v >= v
+  >>> q = collections.deque([("a", ((S(2), 2),)), ("b", ((S(1), 2),))])
+  >>> take_reached(q), [item for item, _ in q]
+  (['a'], ['b'])
+  """
+  keep, done = [], []
+  while later:
+    item, after = later.popleft()
+    (done if all(s.reached(v) for s, v in after) else keep).append((item, after))
+  later.extend(keep)
+  return [item for item, _ in done]
+
 class SignalPool:
   """Hands out Signal slots from one host-visible device buffer (base host address, base device address, bytes).
   `signal_cls` lets a backend read its timestamps in its own clock (AMD: 100 MHz ticks)."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
-from hcqrt.hcq import HWQueue, HCQDevice, HCQProgram, KernArgs, Signal, SignalPool
+from hcqrt.hcq import HWQueue, HCQDevice, HCQProgram, KernArgs, Signal, SignalPool, take_reached
 from hcqrt.amd.targets import Target, target_for
 from hcqrt.amd import codeobject
 from hcqrt.amd.cwsr import fill_cwsr_headers, queue_sizes
@@ -382,12 +382,7 @@ class AMDDevice(HCQDevice):
     """Free the deferred buffers whose last submission the timeline has passed (never called from a finalizer)."""
     with self._mem_lock:
       while self._freed_later: self._deferred.append(self._freed_later.popleft())
-      keep = []
-      while self._persistent_later:   # (every condition is read before anything is freed, as SignalPool._reap)
-        blocks, after = self._persistent_later.popleft()
-        if all(s.reached(v) for s, v in after): self._deferred += [(0, b) for b in blocks]
-        else: keep.append((blocks, after))
-      self._persistent_later.extend(keep)
+      self._deferred += [(0, b) for blocks in take_reached(self._persistent_later) for b in blocks]
       if not self._deferred: return
       done = self.timeline_signal.value
       ready = [b for v, b in self._deferred if v <= done]

@@ -23,7 +23,7 @@ from typing import Any
 from collections.abc import Sequence
 from hcqrt import syscalls
 from hcqrt.alloc_cache import CachingAllocator
-from hcqrt.hcq import HWQueue, HCQDevice, HCQProgram, KernArgs, SignalPool, buf_addr
+from hcqrt.hcq import HWQueue, HCQDevice, HCQProgram, KernArgs, SignalPool, buf_addr, take_reached
 from hcqrt.nv.cubin import load_cubin, relocate
 from hcqrt.nv.qmd_build import launch_qmd, local_high_size, set_cbuf, set_cbuf_dims, set_dims, CB0_DIMS, INITIAL_STACK_POINTER, SPEC
 from hcqrt.nv.rmclient import RMClient, NVError
@@ -791,12 +791,7 @@ class NVDevice(HCQDevice):
   def _reap_persistent(self) -> None:
     """Blocks whose graph the GPU is past go to the free lists (bookkeeping only: no wait, no ioctl). Every condition of
     an entry is read before its blocks are listed; a graph signal freed since counts as reached (Signal.reached)."""
-    keep = []
-    while self._persistent_later:
-      blocks, after = self._persistent_later.popleft()
-      if all(s.reached(v) for s, v in after): self.free_persistent(blocks)
-      else: keep.append((blocks, after))
-    self._persistent_later.extend(keep)
+    for blocks in take_reached(self._persistent_later): self.free_persistent(blocks)
 
   def cmdq_write(self, q: list[int]) -> int:
     host, va = self.cmdq.alloc(len(q) * 4, 16)
