@@ -16,7 +16,7 @@ Target: the caller passes the target's flags (`target_flags`, the CPU device's `
 `-march=x86-64-v3` for CPU_ISA=x86-64-v3: hcqrt/cpu/isa.py); without them the object is for this host
 (-march=native). Compiler: `HCQRT_CC` forces one (a name on PATH or a path); else clang, the one we promise
 (version 15 or newer: `clang`, or a versioned `clang-19` as Debian installs them), and gcc when there is none.
-Both are tested (CI runs the CPU op tests with HCQRT_CC=gcc too).
+Both are tested (CI runs the whole suite with gcc in a fresh venv, else the CPU op tests with HCQRT_CC=gcc).
 
 Cache: one file per object, `<key>.o`, in `$HCQRT_CACHE/c` (default `${XDG_CACHE_HOME:-~/.cache}/hcqrt/c`),
 key = sha256(source, compiler path, compiler --version, flags, and with -march=native the host CPU features).
