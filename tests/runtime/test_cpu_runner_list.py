@@ -69,8 +69,12 @@ who(warm, threads=2)   # the worker starts
 (worker,) = [int(t) for t in set(os.listdir("/proc/self/task")) - before]
 # SCHED_IDLE: the worker runs only when its CPU has nothing else to run, i.e. never while the caller works or spins
 os.sched_setscheduler(worker, os.SCHED_IDLE, os.sched_param(0))
-who(ids, threads=2)
-print(json.dumps({"caller": tid, "worker": worker, "ran_on": ints(ids, 2)}))
+runs = []   # SCHED_IDLE still gets a sliver of the CPU (weight 3 of 1024), so the worker may come now and then on a loaded
+for _ in range(5):   # host: a launch it did not hold up is one where the caller ran both cores
+  who(ids, threads=2)
+  runs.append(ints(ids, 2))
+  if runs[-1] == [tid, tid]: break
+print(json.dumps({"caller": tid, "worker": worker, "runs": runs}))
 """
 
 def _child(script: str, kind: str) -> dict:
@@ -93,7 +97,9 @@ def test_caller_runs_the_cores_of_a_worker_that_does_not_come(kind):
   """A worker the OS does not run (SCHED_IDLE on the caller's one CPU: another process's thread would do the same) no
   longer holds a launch up until it runs: the caller takes its core (every core runs once, on some thread)."""
   out = _child(LATE, kind)
-  assert out["ran_on"] == [out["caller"], out["caller"]], out
+  caller, worker = out["caller"], out["worker"]
+  assert all(r[0] == caller and r[1] in (caller, worker) for r in out["runs"]), out
+  assert out["runs"][-1] == [caller, caller], out   # (waiting for the worker: it runs core 1 every time)
 
 CAPPED = PRELUDE + r"""
 import hcqrt.cpu.device as cpu_device
