@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 from dataclasses import dataclass
-import functools, math
+import functools, math, struct
 from compiler.memo import memo_put
 
 @dataclass(frozen=True, eq=True)
@@ -134,6 +134,24 @@ class dtypes:
       return v - (1 << bits) if not dt.is_unsigned and v >= (1 << (bits - 1)) else v
     if dt.scalar in dtypes.fp8s: return fp8_to_float(float_to_fp8(float(x), dt.scalar), dt.scalar)   # (the value the byte holds)
     return float(x)
+  @staticmethod
+  def rounded(x: float, dt: DType) -> float:
+    """`x` rounded (to nearest even) to the precision and range of float dtype `dt`: the value a register of `dt`
+    holds. Float constants are kept as Python floats (doubles) and only rounded when rendered, so a constant fold or a
+    cast of a constant must round its operands first: float32(0.1) widened to float64 is 0.10000000149011612, not 0.1.
+
+    >>> dtypes.rounded(0.1, dtypes.float32), dtypes.rounded(2049.0, dtypes.float16), dtypes.rounded(1e40, dtypes.float32)
+    (0.10000000149011612, 2048.0, inf)
+    """
+    s, x = dt.scalar, float(x)
+    if s is dtypes.float64 or not math.isfinite(x): return x
+    if s in dtypes.fp8s: return fp8_to_float(float_to_fp8(x, s), s)
+    if s is dtypes.bfloat16:   # as the renderers narrow: float32 first, then round-to-nearest-even on its bits
+      b = struct.unpack("<I", struct.pack("<f", dtypes.rounded(x, dtypes.float32)))[0]
+      return struct.unpack("<f", struct.pack("<I", (((b + 0x7fff + ((b >> 16) & 1)) >> 16) << 16) & 0xffffffff))[0]
+    # struct rounds to nearest even and raises only when the rounded value overflows (CPython's PyFloat_Pack2/4)
+    try: return struct.unpack(fmt := "<f" if s is dtypes.float32 else "<e", struct.pack(fmt, x))[0]
+    except OverflowError: return math.copysign(math.inf, x)
 
 ALL_DTYPES = [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
               dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.float32, dtypes.float64, dtypes.fp8e4m3, dtypes.fp8e5m2]

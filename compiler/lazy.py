@@ -176,7 +176,9 @@ class LazyBuffer:
     if dtype == self.dtype and not bitcast: return self
     if bitcast and dtype.itemsize != self.dtype.itemsize: raise ValueError(f"bitcast {self.dtype} -> {dtype}: sizes differ")
     if self.base.op is Ops.CONST and not bitcast:  # a cast constant is a constant
-      return LazyBuffer.const(self.base.arg, dtype, self.shape, self.device)
+      # (of the value self's dtype holds: a float constant is a double until rendered, float32(0.1) is not 0.1)
+      v = self.base.arg
+      return LazyBuffer.const(dtypes.rounded(v, self.dtype) if self.dtype.is_float and isinstance(v, float) else v, dtype, self.shape, self.device)
     return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, Ops.BITCAST if bitcast else Ops.CAST, (self,))
   def r(self, op: Ops, axes: tuple[int, ...]) -> LazyBuffer:
     shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))

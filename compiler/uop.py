@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import Enum, auto
 from typing import Any
 from collections.abc import Callable, Iterable
-import functools, math, numbers, struct, weakref
+import functools, math, numbers, weakref
 from compiler.dtypes import DType, dtypes
 
 class Ops(Enum):
@@ -54,12 +54,10 @@ def _c_div(a: int, b: int) -> int:  # C semantics: truncate toward zero
   q = abs(a) // abs(b)
   return q if (a >= 0) == (b >= 0) else -q
 
-def _f32(x: float) -> float:
-  try: return struct.unpack("f", struct.pack("f", x))[0]
-  except OverflowError: return math.copysign(math.inf, x)
-
 def exec_alu(op: Ops, dtype: DType, srcs: tuple) -> Any:
   """Evaluate an ALU op on Python scalars with the semantics of `dtype` (used for constant folding)."""
+  if dtype.is_float:   # a float constant is held as a double until rendered: fold the value the kernel would hold
+    srcs = tuple(dtypes.rounded(x, dtype) if i or op is not Ops.WHERE else x for i, x in enumerate(srcs))
   a = srcs[0]
   b = srcs[1] if len(srcs) > 1 else None
   try:
@@ -75,7 +73,9 @@ def exec_alu(op: Ops, dtype: DType, srcs: tuple) -> Any:
     elif op is Ops.FDIV: r = a / b if b != 0 else (math.nan if a == 0 or a != a else math.copysign(math.inf, a) * math.copysign(1, b))
     elif op is Ops.IDIV: r = _c_div(a, b) if b != 0 else 0
     elif op is Ops.MOD: r = a - _c_div(a, b) * b if b != 0 else 0
-    elif op is Ops.MAX: r = max(a, b)
+    # as the renderers' (a > b || a != a) ? a : b (render_c.py, render_llvm.py, render_ptx.py): a NaN in either
+    # place wins, and of +-0.0 the second; Python's max(1.0, nan) is 1.0
+    elif op is Ops.MAX: r = a if a > b or a != a else b
     elif op is Ops.CMPLT: r = a < b
     elif op is Ops.CMPNE: r = a != b
     elif op is Ops.AND: r = a & b if not dtype.is_bool else (a and b)
@@ -88,7 +88,7 @@ def exec_alu(op: Ops, dtype: DType, srcs: tuple) -> Any:
     else: raise NotImplementedError(op)
   except OverflowError: r = math.inf
   if op in COMPARISON: return bool(r)
-  if dtype.is_float and dtype.scalar is dtypes.float32: return _f32(float(r))
+  if dtype.is_float: return dtypes.rounded(r, dtype)
   return dtypes.as_const(r, dtype)
 
 # The interning table: key -> weak reference to the UOp. Dead entries are not dropped one by one as UOps die (a weakref
@@ -165,7 +165,8 @@ class UOp:
   def where(self, a: UOp, b: UOp) -> UOp: return simplify_alu(Ops.WHERE, a.dtype, (self, a, b))
   def cast(self, dtype: DType) -> UOp:
     if self.dtype == dtype: return self
-    if self.op is Ops.CONST: return UOp.const(dtype, self.arg)
+    # (a float constant is a double until rendered: cast the value self's dtype holds, float32(0.1) not 0.1)
+    if self.op is Ops.CONST: return UOp.const(dtype, dtypes.rounded(self.arg, self.dtype) if self.dtype.is_float else self.arg)
     return UOp(Ops.CAST, dtype, (self,))
 
   # *** symbolic variables (tinygrad's Variable) ***
@@ -524,7 +525,8 @@ def simplify_alu(op: Ops, dtype: DType, srcs: tuple[UOp, ...]) -> UOp:
       if b.vmin >= a.vmax: return b
     if a.dtype is not None and a.dtype.is_float and b.op is Ops.CONST:
       if op is Ops.MUL and b.arg == 1.0: return a
-      if op is Ops.ADD and b.arg == 0.0: return a
+      # x + -0.0 is x for every x; x + +0.0 is not (-0.0 + 0.0 = +0.0, IEEE 754-2019 6.3), so only -0.0 folds
+      if op is Ops.ADD and b.arg == 0.0 and math.copysign(1.0, b.arg) < 0: return a
       if op is Ops.FDIV and b.arg == 1.0: return a
     srcs = (a, b)
   return UOp(op, dtype, tuple(srcs))

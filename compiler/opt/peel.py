@@ -28,7 +28,7 @@ from compiler.lower import LoweredKernel, identity_element
 from compiler.uop import UOp, Ops, UPat, PatternMatcher, graph_rewrite, substitute, simplify, symbolic
 from compiler.opt.base import OptError, copy_kernel
 from compiler.vectorize import broadcast
-import itertools
+import itertools, math
 
 MAX_PIECES = 5
 MAX_PEELS = 16   # reduction loops cut per kernel at most (each cut copies the loops beside it)
@@ -77,7 +77,9 @@ def _load_gate(ld: UOp) -> UOp | None:
   return None
 def _reduce_identity(red: UOp) -> UOp | None:
   v = red.src[0]
-  if v.op is Ops.CONST and red.arg in (Ops.ADD, Ops.MAX) and v.arg == identity_element(red.arg, red.dtype.scalar): return v
+  if v.op is Ops.CONST and red.arg in (Ops.ADD, Ops.MAX) and v.arg == identity_element(red.arg, red.dtype.scalar):
+    # a sum of -0.0s is +0.0: the accumulator starts at +0.0 and +0.0 + -0.0 = +0.0 (IEEE 754-2019 6.3), as torch's sum
+    return v if v.arg.__class__ is not float or math.copysign(1.0, v.arg) > 0 or red.arg is not Ops.ADD else v.replace(arg=0.0)
   return None
 # after peeling: a gate that became constant disappears, a reduction of nothing is its identity
 cleanup = symbolic + PatternMatcher([(UPat(Ops.LOAD, name="ld"), _load_gate), (UPat(Ops.REDUCE, name="red"), _reduce_identity)])
