@@ -6,7 +6,9 @@ launches without an invalidate runs on the OLD parameters, silently, as a stale 
 Facts (open-gpu-doc@c8607fe classes/compute):
 - The compute class has a constant-cache invalidate on both cache-invalidate methods: INVALIDATE_SHADER_CACHES_CONSTANT
   12:12 (clc6c0.h:228, clcbc0.h:306, clcdc0.h:261, clcec0.h:269) and INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT 12:12
-  (clc6c0.h:562, clcbc0.h:702, clcdc0.h:636, clcec0.h:673). A launch's QMD has its own INVALIDATE_SHADER_CONSTANT_CACHE
+  (clc6c0.h:562, clcbc0.h:702, clcdc0.h:636, clcec0.h:673). The first waits for idle before it drops (the grids
+  launched before it read c[0] first, then lose those lines); _NO_WFI does not: a grid queued before it reads after it
+  and its lines stay (gpfifo.py Channel.execute). A launch's QMD has its own INVALIDATE_SHADER_CONSTANT_CACHE
   (V03_00 bit 191 clc6c0qmd.h:530, V04_00 bit 607 clcbc0qmd.h:447, V05_00 bit 477 clcdc0qmd.h:169): the mock drops
   the cache when that grid's first CTAs run (an assumption, as for INVALIDATE_INSTRUCTION_CACHE: the headers give the
   bit, not its timing), so lines other grids fill after that stay.

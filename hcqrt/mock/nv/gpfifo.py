@@ -18,11 +18,12 @@ LAUNCH_DMA); compute engine (SEND_PCAS_A + SEND_SIGNALING_PCAS(2)_B launch the Q
 WAIT_FOR_IDLE, INVALIDATE_*, SET_SHADER_*, report semaphores).
 
 Execution is adversarial where hardware is free: a launched grid is only *queued* on the compute engine.
-Grids run when something orders them — WAIT_FOR_IDLE, the host WFI, a semaphore release with RELEASE_WFI —
-or when the channels run dry (latency mode: `latency_s` after that; held mode: at the next release(); see
-GRID_TIMING). Several queued grids then run concurrently: their blocks interleave slice by slice, the newest launch's
-slice first, so a kernel that reads its predecessor's output without a barrier
-reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish. The front end also
+Grids run when something orders them — WAIT_FOR_IDLE, INVALIDATE_SHADER_CACHES (not _NO_WFI), and the host WFI or a
+semaphore release with RELEASE_WFI when the channel's last engine method went to the compute engine — or when the
+channels run dry (latency mode: `latency_s` after that; held mode: at the next release(); see GRID_TIMING). Several
+queued grids then run concurrently: their blocks interleave slice by slice, the newest launch's slice first, so a
+kernel that reads its predecessor's output without a barrier reads stale memory, and a semaphore released without
+RELEASE_WFI is seen before the grids finish. The front end also
 runs later than the CPU expects: after a release in the middle of a segment it pauses and then fetches the rest of
 the segment from memory again (RELEASE_STALL_S; inferred from the PBDMA manual, see there), so a CPU that rewrites a pushbuffer as soon as it sees a release
 changes what still runs. Freeing a channel preempts a grid it is running (a kernel that never ends).
@@ -97,9 +98,10 @@ RELEASE_STALL_S = 0.002
 # nve4_launch_grid, nve4_compute_upload_input). So the mock reads the code and constant bank 0 when a grid's CTAs run
 # (Channel.start, Channel.run_grid), each slice of CTAs afresh: a write between the launch and the CTAs (the host's,
 # another channel's) is seen, by some CTAs of a grid and not others.
-# And the CTAs may run much later than the launch method: nothing but WAIT_FOR_IDLE, a release with RELEASE_WFI or the
-# host WFI (each waits until "the engine to which the channel last sent methods is idle", dev_pbdma.ref.txt:3849-3857,
-# 4572-4574; RELEASE_WFI_DIS releases "without waiting for the engine to be idle") waits for a grid
+# And the CTAs may run much later than the launch method: nothing but WAIT_FOR_IDLE, INVALIDATE_SHADER_CACHES (the
+# form without _NO_WFI), a release with RELEASE_WFI or the host WFI (the last two only where the channel last sent
+# methods to GR: they wait until "the engine to which the channel last sent methods is idle", dev_pbdma.ref.txt:3849-3857,
+# 4572-4574, Channel.wait_engine_idle; RELEASE_WFI_DIS releases "without waiting for the engine to be idle") waits for a grid
 # (REPORT_SEMAPHORE_EXECUTE drains too: an assumption, no source gives its ordering, and the lenient one; hcqrt does not
 # use it), GR is shared with other TSGs' timeslices (dev_pbdma.ref.txt:3806-3825) and compute work is preempted mid-grid
 # at a CTA boundary or an instruction ("COMPUTE_CTA ... COMPUTE_CILP: allow preempting the channel", OGKM
@@ -180,6 +182,7 @@ class Channel:
     # holds, run() stops there even where USERD's GP_PUT (the host writes it before it rings) is further on
     self.put_seen = self.u32(CD.USERD_GPGET).value
     self.fault_engine = NV2080_ENGINE_TYPE_GR0          # engine a fault is charged to (the notifier's info16)
+    self.last_engine: str | None = None                 # "compute"/"copy": the engine the channel last sent methods to
     self.name = f"channel {obj.data['chid']} ({class_name(obj.cls)})"
 
   @property
@@ -259,19 +262,24 @@ class Channel:
       cls = data & 0xFFFF
       engines = {c.cls for c in self.obj.children if c.kind in ("compute", "copy")}
       if cls not in engines: raise self.fail(f"SET_OBJECT {class_name(cls)} on subchannel {subc}: the channel's engine objects are {[class_name(c) for c in engines]}", at)
-      self.subc[subc] = cls; return
+      self.subc[subc] = cls
+      # GR's SetObject goes to the engine; "a CE SetObject is otherwise a no-op and is not sent to the copy engine"
+      # (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:3577-3579): it does not change last_engine
+      if (cls & 0xFF) == 0xC0: self.last_engine = "compute"
+      return
     if off < 0x100:
       name = self.host.name_at(off)
       if name is None: raise self.fail(f"unknown host method {off:#x}", at)
       self.regs[name] = data
       if name == "SEM_EXECUTE": self.semaphore(data, at)
-      elif name == "WFI": self.drain()
+      elif name == "WFI": self.wait_engine_idle()
       elif name == "MEM_OP_D": self.vs.mem_op(data)   # L2 flush/invalidate of GPU-cached sysmem (vmem.py)
       return
     cls = self.subc.get(subc)
     if cls is None: raise self.fail(f"method {off:#x} on subchannel {subc}, which has no object (SET_OBJECT first)", at)
     t = CD.table(cls)
     self.fault_engine = NV2080_ENGINE_TYPE_COPY0 if (cls & 0xFF) == 0xB5 else NV2080_ENGINE_TYPE_GR0
+    self.last_engine = "copy" if (cls & 0xFF) == 0xB5 else "compute"
     name = t.name_at(off)
     if name is None: raise self.fail(f"method {off:#x} is not a {class_name(cls)} method", at)
     self.regs[name] = data
@@ -280,6 +288,13 @@ class Channel:
       if name in ("SEND_SIGNALING_PCAS_B", "SEND_SIGNALING_PCAS2_B"): self.launch_qmd(cls, t, name, data, at)
       elif name == "WAIT_FOR_IDLE": self.drain()
       elif name in ("INVALIDATE_SHADER_CACHES", "INVALIDATE_SHADER_CACHES_NO_WFI"):
+        # The form without _NO_WFI waits for idle first: the grids launched before it finish (their code and c[0] reads
+        # happen) before the invalidate acts. The class headers give only the two methods (clc6c0.h:221 vs :555,
+        # clcbc0.h:299 vs :695); Mesa NVK emits NVA0C0 INVALIDATE_SHADER_CACHES as its compute wait-for-idle
+        # (src/nouveau/vulkan/nvk_cmd_buffer.c nvk_cmd_flush_wait_dep, for NVK_BARRIER_COMPUTE_WFI; its 2025 rework says
+        # "This is also implicitly a WFI").
+        # _NO_WFI does not wait: a grid still queued reads after it and refills the caches from memory as it is then.
+        if name == "INVALIDATE_SHADER_CACHES": self.drain()
         # _CONSTANT (bit 12) drops the constant cache's lines, for grids whose CTAs read c[0] after it (constcache.py)
         if t.field(name, "CONSTANT", data): self.vs.ccache.clear()
         if not t.field(name, "INSTRUCTION", data): return
@@ -298,8 +313,9 @@ class Channel:
     wide = h.field("SEM_EXECUTE", "PAYLOAD_SIZE", data) == 1
     op = h.field("SEM_EXECUTE", "OPERATION", data)
     if op == CD.SEM_OP["RELEASE"]:
-      # RELEASE_WFI: the release waits for the engine to go idle; without it the value lands while grids still run
-      if h.field("SEM_EXECUTE", "RELEASE_WFI", data): self.drain()
+      # RELEASE_WFI: the release waits for the engine to go idle (wait_engine_idle); without it the value lands while
+      # grids still run
+      if h.field("SEM_EXECUTE", "RELEASE_WFI", data): self.wait_engine_idle()
       ts = h.field("SEM_EXECUTE", "RELEASE_TIMESTAMP", data)
       # a release with RELEASE_TIMESTAMP writes 16 bytes: the address must be 16-byte aligned (else the SEMAPHORE
       # interrupt), and the ns timestamp at +8 is written before the payload (open-gpu-doc@c8607fe
@@ -490,6 +506,16 @@ class Channel:
     try: self.vs.translate(base, per_tpc * tpcs)
     except MemoryError: raise bad(f"{who}: {tpcs} TPC slices of {per_tpc:#x} bytes from {base:#x} run past the local-memory buffer "
                                   "(SET_SHADER_LOCAL_MEMORY_NON_THROTTLED takes bytes per TPC)") from None
+
+  def wait_engine_idle(self) -> None:
+    """The host WFI method and a release with RELEASE_WFI: Host waits "until the engine to which the channel last sent
+    methods is idle" (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:3849-3853 RELEASE_WFI, :4572-4577
+    WFI), whatever the method's subchannel; "if a WFI with ALL is specified and the channel last sent work to the GRCE,
+    this will only guarantee that GRCE has no work in progress" (:4583-4589). So this channel's grids are waited for
+    only when its last engine method went to the compute engine; after a copy-engine method (the mock's copies are done
+    when their LAUNCH_DMA is) or before any engine method, queued grids go on. Neither SCOPE (ALL: the context's work,
+    CURRENT_VEID: its VEID's, :4578-4582) makes the mock wait for other channels' grids (the narrower reading)."""
+    if self.last_engine == "compute": self.drain()
 
   def drain(self, before: float = math.inf) -> None:
     """Run the queued grids (those launched before release `before`, held mode) to completion. Several at once run

@@ -1,0 +1,100 @@
+"""What the NV mock's waits-for-idle wait for, and when its cache invalidates act (hcqrt/mock/nv/gpfifo.py GRID_TIMING,
+Channel.wait_engine_idle, Channel.execute; hcqrt/mock/nv/constcache.py), with hand-built pushbuffers: launches without
+the backend's per-launch NO_WFI invalidate and WAIT_FOR_IDLE barrier, and the methods under test added by hand.
+  - INVALIDATE_SHADER_CACHES waits for the grids before it, INVALIDATE_SHADER_CACHES_NO_WFI does not;
+  - the host WFI and RELEASE_WFI wait for the engine the channel last sent methods to, not for every engine."""
+import time
+import numpy as np
+import pytest
+from conftest import mock_nv_device
+from compiler.assemble.ptx_assembler import assemble_ptx
+from hw_tests import kernels as K
+from hcqrt.nv import device as D
+from hcqrt.nv.device import NVComputeQueue, SUBC_COMPUTE, SUBC_COPY, _CP, _CE, _H
+
+SETV = """.visible .entry setv(.param .u64 out, .param .u32 v)
+{
+  .reg .b32 %r<2>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out]; ld.param.u32 %r1, [v];
+  st.global.u32 [%rd1], %r1;
+  ret;
+}"""
+RELEASE_NO_WFI = _H["SEM_EXECUTE"].data(OPERATION="RELEASE", RELEASE_WFI="DIS", PAYLOAD_SIZE="64BIT")
+RELEASE_WFI = _H["SEM_EXECUTE"].data(OPERATION="RELEASE", RELEASE_WFI="EN", PAYLOAD_SIZE="64BIT")
+
+@pytest.fixture
+def bare(monkeypatch):
+  """Launches as the pushbuffer says and no more: no WAIT_FOR_IDLE before them, no INVALIDATE_SHADER_CACHES_NO_WFI,
+  and (qmd_bit=False) no INVALIDATE_SHADER_CONSTANT_CACHE in their QMDs."""
+  real_methods, real_qmd = D._launch_methods, D.launch_qmd
+  monkeypatch.setattr(NVComputeQueue, "barrier", lambda self: None)
+  monkeypatch.setattr(D, "_launch_methods", lambda v: ([], *real_methods(v)[1:]))
+  def no_qmd_bit(): monkeypatch.setattr(D, "launch_qmd", lambda *a, **k: real_qmd(*a, **k).set("INVALIDATE_SHADER_CONSTANT_CACHE", 0))
+  with mock_nv_device() as dev: yield dev, no_qmd_bit
+
+def read_u32(dev, va: int) -> int:
+  """A word of device memory as the mock GPU sees it now (no queue: a copyout would wait for held work)."""
+  return int.from_bytes(next(iter(dev.drv.engine.channels.values())).vs.read(va, 4), "little")
+
+def release(q: NVComputeQueue, signal, value: int, wfi: bool) -> NVComputeQueue:
+  q.method(0, _H["SEM_ADDR_LO"].offset, signal.va & 0xFFFFFFFC, signal.va >> 32, value, 0, RELEASE_WFI if wfi else RELEASE_NO_WFI)
+  return q
+
+@pytest.mark.parametrize("form", ["INVALIDATE_SHADER_CACHES", "INVALIDATE_SHADER_CACHES_NO_WFI"])
+def test_invalidate_waits_for_earlier_grids_unless_no_wfi(bare, form):
+  """A grid reads v=11 from constant bank 0, then an invalidate with CONSTANT; the host then rewrites v to 22 at the same
+  address and launches again with no invalidate at all. INVALIDATE_SHADER_CACHES waits for idle first: the first grid's
+  line is dropped after it read it, so the relaunch reads 22. _NO_WFI does not wait: the first grid's CTAs run after it
+  (at the release) and their line stays, so the relaunch runs on the stale 11. The old mock did not drain for either
+  form: 11 for both."""
+  nv, no_qmd_bit = bare
+  no_qmd_bit()
+  setv = nv.program("setv", assemble_ptx(K.head(nv.arch) + SETV, nv.arch))
+  out = nv.allocator.alloc(4)
+  args, s = setv.fill_kernargs([out], [11]), nv.new_signal(0)
+  q = NVComputeQueue().exec(setv, args, (1, 1, 1), (1, 1, 1))
+  q.method(SUBC_COMPUTE, _CP[form].offset, _CP[form].data(CONSTANT="TRUE"))
+  q.signal(s, 1).submit(nv)
+  s.wait(1, 10.0)
+  assert read_u32(nv, out.va) == 11
+  args.set_int(0, 22)                 # the first grid is done (RELEASE_WFI): the host reuses its parameter block
+  NVComputeQueue().exec(setv, args, (1, 1, 1), (1, 1, 1)).signal(s, 2).submit(nv)
+  s.wait(2, 10.0)
+  assert read_u32(nv, out.va) == (22 if form == "INVALIDATE_SHADER_CACHES" else 11)
+
+def taken_up(e, launches: int) -> None:
+  deadline = time.perf_counter() + 10
+  while not (e.idle() and e.launches >= launches):
+    assert time.perf_counter() < deadline, "the mock's front end did not take the released work up"
+    time.sleep(0.001)
+
+@pytest.mark.parametrize("last", ["compute", "copy"])
+@pytest.mark.parametrize("wait", ["WFI", "RELEASE_WFI"])
+def test_host_wfi_waits_for_the_engine_last_sent_methods(bare, last, wait):
+  """The compute channel, with a copy object on subchannel 4 too, launches a grid and then (last="copy") sends a
+  copy-engine method; then a host WFI (SCOPE ALL) and a release without RELEASE_WFI, or a release with RELEASE_WFI.
+  Both wait for "the engine to which the channel last sent methods" (dev_pbdma.ref.txt:3849-3853, 4572-4589): after a
+  compute method the grid has run when the release lands; after a copy method it has not (held mode: its CTAs wait for
+  the next release). The old mock drained the channel's grids on every host WFI and RELEASE_WFI."""
+  nv, _ = bare
+  e = nv.drv.engine
+  nv.rm.alloc(nv.chan_handles[0], nv.arch_info.copy)   # (the compute channel is a GR-runlist channel: GRCE is its copy)
+  inc = nv.program("inc", assemble_ptx(K.head(nv.arch) + K.INC, nv.arch))
+  out = nv.allocator.alloc(4)
+  nv.allocator.copyin(out, memoryview(np.zeros(1, np.uint32)))
+  s = nv.new_signal(0)
+  q = NVComputeQueue()
+  q.method(SUBC_COPY, _H["SET_OBJECT"].offset, nv.arch_info.copy)   # a CE SetObject is not sent to the engine (:3577-3579)
+  q.exec(inc, inc.fill_kernargs([out]), (1, 1, 1), (1, 1, 1))
+  if last == "copy": q.method(SUBC_COPY, _CE["LINE_LENGTH_IN"].offset, 0)   # a copy-engine method, no DMA
+  if wait == "WFI": q.method(0, _H["WFI"].offset, _H["WFI"].data(SCOPE="ALL"))
+  release(q, s, 1, wfi=wait == "RELEASE_WFI")
+  with e.held():
+    q.submit(nv)
+    e.release(keep_holding=True)
+    taken_up(e, 1)                   # the pushbuffer ran to its end; only held grids are left
+    assert s.value == 1
+    assert read_u32(nv, out.va) == (1 if last == "compute" else 0)
+  deadline = time.perf_counter() + 10
+  while read_u32(nv, out.va) == 0 and time.perf_counter() < deadline: time.sleep(0.001)
+  assert read_u32(nv, out.va) == 1   # (released: the held grid ran once)
