@@ -2,15 +2,17 @@
 Channel.wait_engine_idle, Channel.execute; hcqrt/mock/nv/constcache.py), with hand-built pushbuffers: launches without
 the backend's per-launch NO_WFI invalidate and WAIT_FOR_IDLE barrier, and the methods under test added by hand.
   - INVALIDATE_SHADER_CACHES waits for the grids before it, INVALIDATE_SHADER_CACHES_NO_WFI does not;
-  - the host WFI and RELEASE_WFI wait for the engine the channel last sent methods to, not for every engine."""
-import time
+  - the host WFI and RELEASE_WFI wait for the engine the channel last sent methods to, not for every engine;
+  - the QMD's INVALIDATE_SHADER_CONSTANT_CACHE acts at the launch method, not when the grid's CTAs start."""
+import ctypes, time
 import numpy as np
 import pytest
 from conftest import mock_nv_device
 from compiler.assemble.ptx_assembler import assemble_ptx
 from hw_tests import kernels as K
 from hcqrt.nv import device as D
-from hcqrt.nv.device import NVComputeQueue, SUBC_COMPUTE, SUBC_COPY, _CP, _CE, _H
+from hcqrt.nv.device import NVComputeQueue, SUBC_COMPUTE, SUBC_COPY, QMD_SIZE, _CP, _CE, _H
+from ioctl_defs.nv.qmd import QMD
 
 SETV = """.visible .entry setv(.param .u64 out, .param .u32 v)
 {
@@ -98,3 +100,30 @@ def test_host_wfi_waits_for_the_engine_last_sent_methods(bare, last, wait):
   deadline = time.perf_counter() + 10
   while read_u32(nv, out.va) == 0 and time.perf_counter() < deadline: time.sleep(0.001)
   assert read_u32(nv, out.va) == 1   # (released: the held grid ran once)
+
+def test_qmd_constant_invalidate_acts_at_the_launch(bare):
+  """The QMD's INVALIDATE_SHADER_CONSTANT_CACHE drops the constant cache at the launch method (the harmful timing,
+  constcache.py). Grid B (setv, v=11, QMD bit set) is launched, then grid A with no barrier; A's constant bank 0 is B's
+  parameter block, and A increments B's v in memory (inc of the pointer both read as parameter 0). A, the newer launch,
+  runs first: it reads the line (v=11) into the cache and stores 12. B then reads v through the cache: the line A
+  filled after B's launch is held, so B stores the stale 11. The old mock dropped the cache when B's CTAs started,
+  after A's fill: B read 12."""
+  nv, _ = bare
+  setv = nv.program("setv", assemble_ptx(K.head(nv.arch) + SETV, nv.arch))
+  inc = nv.program("inc", assemble_ptx(K.head(nv.arch) + K.INC, nv.arch))
+  assert setv.params[0] == inc.params[0]   # parameter 0 (the pointer) at the same c[0] offset in both
+  b_args = setv.fill_kernargs([0], [11])
+  v_va = b_args.va + setv.params[1][0]
+  b_args.set_buffer(0, v_va)           # B stores v over its own v; A increments it
+  a_args = inc.fill_kernargs([v_va])
+  s = nv.new_signal(0)
+  q = NVComputeQueue().exec(setv, b_args, (1, 1, 1), (1, 1, 1)).exec(inc, a_args, (1, 1, 1), (1, 1, 1))
+  # A's QMD names B's parameter block as its constant bank 0 (patched before the submit: nothing has read it yet)
+  qmd_host, _ = a_args.extra
+  a_qmd = QMD(inc.qmd_version, data=ctypes.string_at(qmd_host, QMD_SIZE[inc.qmd_version]))
+  lo, hi, sh = inc.cb0_address
+  a_qmd.set_address(lo, hi, b_args.va, sh, i=0)
+  ctypes.memmove(qmd_host, bytes(a_qmd.data), len(a_qmd.data))
+  q.signal(s, 1).submit(nv)
+  s.wait(1, 10.0)
+  assert read_u32(nv, v_va) == 11

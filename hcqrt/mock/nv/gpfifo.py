@@ -406,6 +406,12 @@ class Channel:
           self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
     if self.engine.rm.chip.arch.sm >= 90 and (win == 0 or win % (1 << 32)):   # generic addresses into shared memory need a 4 GiB aligned window
       raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
+    # The QMD's INVALIDATE_SHADER_CONSTANT_CACHE (clc6c0qmd.h:530 V03_00 bit 191, clcbc0qmd.h:447 V04_00 bit 607,
+    # clcdc0qmd.h:169 V05_00 bit 477) drops the constant cache here, when SKED takes the QMD: no source gives its timing
+    # (an assumption, the harmful one: constcache.py). Lines other grids' CTAs fill between this launch and this grid's
+    # CTAs stay, stale once memory changes; and since the mock drains the newest launch first, no older grid's start
+    # drops lines between this grid's slices either.
+    if q.get("INVALIDATE_SHADER_CONSTANT_CACHE"): self.vs.ccache.clear()
     # the code and constant bank 0 are not read here: the grid's CTAs read them when they run (see GRID_TIMING)
     self.queued.append(Grid(version, qva, q, prog, cb0, cb0_size, grid, block, shared, win, dict(self.regs), at, epoch=self.engine.epoch, qbytes=raw))
     self.engine.launches += 1
@@ -419,9 +425,7 @@ class Channel:
     # fetch (an assumption: the headers give the bit, not its timing; the backend does not lean on it, its launches also
     # send INVALIDATE_SHADER_CACHES_NO_WFI _INSTRUCTION before the PCAS)
     if q.get("INVALIDATE_INSTRUCTION_CACHE"): self.vs.icache.clear()
-    # and its INVALIDATE_SHADER_CONSTANT_CACHE (clc6c0qmd.h:530 V03_00 bit 191, clcbc0qmd.h:447 V04_00 bit 607,
-    # clcdc0qmd.h:169 V05_00 bit 477) the constant cache, before these CTAs read c[0] (the same assumption; constcache.py)
-    if q.get("INVALIDATE_SHADER_CONSTANT_CACHE"): self.vs.ccache.clear()
+    # (the QMD's INVALIDATE_SHADER_CONSTANT_CACHE acts earlier, at the launch: launch_qmd, constcache.py)
     kk = self.fetch_code(g.prog, g.cb0_size, bad)
     k, who = kk.facts, f"kernel {kk.name}"
     try: self.vs.translate(g.prog, len(kk.text) + PREFETCH_SLACK)
