@@ -2,7 +2,8 @@
 Channel.wait_engine_idle, Channel.execute; hcqrt/mock/nv/constcache.py), with hand-built pushbuffers: launches without
 the backend's per-launch NO_WFI invalidate and WAIT_FOR_IDLE barrier, and the methods under test added by hand.
   - INVALIDATE_SHADER_CACHES waits for the grids before it, INVALIDATE_SHADER_CACHES_NO_WFI does not;
-  - the host WFI and RELEASE_WFI wait for the engine the channel last sent methods to, not for every engine;
+  - the host WFI and RELEASE_WFI wait for the engine the channel last sent methods to; a switch from GR to the copy
+    subchannel waits for GR;
   - the QMD's INVALIDATE_SHADER_CONSTANT_CACHE acts at the launch method, not when the grid's CTAs start."""
 import ctypes, time
 import numpy as np
@@ -70,36 +71,56 @@ def taken_up(e, launches: int) -> None:
     assert time.perf_counter() < deadline, "the mock's front end did not take the released work up"
     time.sleep(0.001)
 
-@pytest.mark.parametrize("last", ["compute", "copy"])
+def compute_channel_with_copy_object(nv):
+  """The compute channel with a copy object too (it is a GR-runlist channel: GRCE is its copy engine), bound on
+  subchannel 4 (a CE SetObject is not sent to the engine, dev_pbdma.ref.txt:3577-3579); a queue starting with it."""
+  nv.rm.alloc(nv.chan_handles[0], nv.arch_info.copy)
+  q = NVComputeQueue()
+  q.method(SUBC_COPY, _H["SET_OBJECT"].offset, nv.arch_info.copy)
+  return q
+
+def zeroed_u32(nv):
+  buf = nv.allocator.alloc(4)
+  nv.allocator.copyin(buf, memoryview(np.zeros(1, np.uint32)))
+  return buf
+
 @pytest.mark.parametrize("wait", ["WFI", "RELEASE_WFI"])
-def test_host_wfi_waits_for_the_engine_last_sent_methods(bare, last, wait):
-  """The compute channel, with a copy object on subchannel 4 too, launches a grid and then (last="copy") sends a
-  copy-engine method; then a host WFI (SCOPE ALL) and a release without RELEASE_WFI, or a release with RELEASE_WFI.
-  Both wait for "the engine to which the channel last sent methods" (dev_pbdma.ref.txt:3849-3853, 4572-4589): after a
-  compute method the grid has run when the release lands; after a copy method it has not (held mode: its CTAs wait for
-  the next release). The old mock drained the channel's grids on every host WFI and RELEASE_WFI."""
+def test_host_wfi_after_a_launch_waits_for_the_grid(bare, wait):
+  """The compute channel launches a grid, then a host WFI (SCOPE ALL) and a release without RELEASE_WFI, or a release
+  with RELEASE_WFI: both wait for "the engine to which the channel last sent methods" (dev_pbdma.ref.txt:3849-3853,
+  4572-4589), GR here, so the grid has run when the release lands (held mode: otherwise its CTAs wait for the release)."""
   nv, _ = bare
   e = nv.drv.engine
-  nv.rm.alloc(nv.chan_handles[0], nv.arch_info.copy)   # (the compute channel is a GR-runlist channel: GRCE is its copy)
   inc = nv.program("inc", assemble_ptx(K.head(nv.arch) + K.INC, nv.arch))
-  out = nv.allocator.alloc(4)
-  nv.allocator.copyin(out, memoryview(np.zeros(1, np.uint32)))
-  s = nv.new_signal(0)
-  q = NVComputeQueue()
-  q.method(SUBC_COPY, _H["SET_OBJECT"].offset, nv.arch_info.copy)   # a CE SetObject is not sent to the engine (:3577-3579)
-  q.exec(inc, inc.fill_kernargs([out]), (1, 1, 1), (1, 1, 1))
-  if last == "copy": q.method(SUBC_COPY, _CE["LINE_LENGTH_IN"].offset, 0)   # a copy-engine method, no DMA
+  out, s = zeroed_u32(nv), nv.new_signal(0)
+  q = compute_channel_with_copy_object(nv).exec(inc, inc.fill_kernargs([out]), (1, 1, 1), (1, 1, 1))
   if wait == "WFI": q.method(0, _H["WFI"].offset, _H["WFI"].data(SCOPE="ALL"))
   release(q, s, 1, wfi=wait == "RELEASE_WFI")
   with e.held():
     q.submit(nv)
     e.release(keep_holding=True)
     taken_up(e, 1)                   # the pushbuffer ran to its end; only held grids are left
-    assert s.value == 1
-    assert read_u32(nv, out.va) == (1 if last == "compute" else 0)
-  deadline = time.perf_counter() + 10
-  while read_u32(nv, out.va) == 0 and time.perf_counter() < deadline: time.sleep(0.001)
-  assert read_u32(nv, out.va) == 1   # (released: the held grid ran once)
+    assert s.value == 1 and read_u32(nv, out.va) == 1
+
+def test_switch_to_the_copy_subchannel_waits_for_the_grids(bare):
+  """On the GR runlist a method stream that switches from graphics/compute to the copy engine (subchannel 4) makes Host
+  wait until GR has completed its methods and is idle before the copy method goes out (dev_ram.ref.txt:1012-1021). So
+  a copy of a grid's output on the same channel, with no WFI anywhere, copies what the grid wrote, and a release without
+  RELEASE_WFI after it lands after the grid. The nvm46 mock (and main's) ran the copy first: it copied 0."""
+  nv, _ = bare
+  e = nv.drv.engine
+  inc = nv.program("inc", assemble_ptx(K.head(nv.arch) + K.INC, nv.arch))
+  out, dst, s = zeroed_u32(nv), zeroed_u32(nv), nv.new_signal(0)
+  q = compute_channel_with_copy_object(nv).exec(inc, inc.fill_kernargs([out]), (1, 1, 1), (1, 1, 1))
+  q.method(SUBC_COPY, _CE["OFFSET_IN_UPPER"].offset, out.va >> 32, out.va & 0xFFFFFFFF, dst.va >> 32, dst.va & 0xFFFFFFFF)
+  q.method(SUBC_COPY, _CE["LINE_LENGTH_IN"].offset, 4)
+  q.method(SUBC_COPY, _CE["LAUNCH_DMA"].offset, D.DMA_COPY)
+  release(q, s, 1, wfi=False)
+  with e.held():
+    q.submit(nv)
+    e.release(keep_holding=True)
+    taken_up(e, 1)
+    assert s.value == 1 and (read_u32(nv, out.va), read_u32(nv, dst.va)) == (1, 1)
 
 def test_qmd_constant_invalidate_acts_at_the_launch(bare):
   """The QMD's INVALIDATE_SHADER_CONSTANT_CACHE drops the constant cache at the launch method (the harmful timing,
@@ -127,3 +148,31 @@ def test_qmd_constant_invalidate_acts_at_the_launch(bare):
   q.signal(s, 1).submit(nv)
   s.wait(1, 10.0)
   assert read_u32(nv, v_va) == 11
+
+def test_qmd_instruction_invalidate_acts_at_the_launch(bare, monkeypatch):
+  """The QMD's INVALIDATE_INSTRUCTION_CACHE drops the I$ at the launch method, as its constant-cache bit does (the
+  harmful timing: gpfifo.py launch_qmd). Grid B (QMD bit set) is launched, then grid A (`inc`, +1, no bit) with no
+  barrier; A, the newer launch, runs first and fetches its code into the I$, which B's start then leaves alone. A's
+  program is freed and `inc` adding 7 is loaded at its address; launched with no invalidate at all, it runs the
+  stale +1 code still cached there. The old mock dropped the I$ when B's CTAs started, after A's fetch: it ran +7."""
+  import gc
+  nv, _ = bare
+  real_qmd, bit = D.launch_qmd, [1]
+  monkeypatch.setattr(D, "launch_qmd", lambda *a, **k: real_qmd(*a, **k).set("INVALIDATE_INSTRUCTION_CACHE", bit[0]))
+  setv = nv.program("setv", assemble_ptx(K.head(nv.arch) + SETV, nv.arch))
+  bit[0] = 0                           # (every program made from here on has the bit clear)
+  assert "add.u32 %r2, %r1, 1;" in K.INC
+  old = nv.program("inc", assemble_ptx(K.head(nv.arch) + K.INC, nv.arch))
+  out, other, s = zeroed_u32(nv), nv.allocator.alloc(4), nv.new_signal(0)
+  NVComputeQueue().exec(setv, setv.fill_kernargs([other], [5]), (1, 1, 1), (1, 1, 1)) \
+    .exec(old, old.fill_kernargs([out]), (1, 1, 1), (1, 1, 1)).signal(s, 1).submit(nv)
+  s.wait(1, 10.0)
+  assert read_u32(nv, out.va) == 1 and read_u32(nv, other.va) == 5
+  nv.synchronize()
+  va = old.lib.va
+  del old; gc.collect()
+  new = nv.program("inc", assemble_ptx(K.head(nv.arch) + K.INC.replace("add.u32 %r2, %r1, 1;", "add.u32 %r2, %r1, 7;"), nv.arch))
+  assert new.lib.va == va              # (the point of the test: the freed code's address is reused)
+  NVComputeQueue().exec(new, new.fill_kernargs([out]), (1, 1, 1), (1, 1, 1)).signal(s, 2).submit(nv)
+  s.wait(2, 10.0)
+  assert read_u32(nv, out.va) == 2     # the stale +1 ran again

@@ -18,8 +18,9 @@ LAUNCH_DMA); compute engine (SEND_PCAS_A + SEND_SIGNALING_PCAS(2)_B launch the Q
 WAIT_FOR_IDLE, INVALIDATE_*, SET_SHADER_*, report semaphores).
 
 Execution is adversarial where hardware is free: a launched grid is only *queued* on the compute engine.
-Grids run when something orders them — WAIT_FOR_IDLE, INVALIDATE_SHADER_CACHES (not _NO_WFI), and the host WFI or a
-semaphore release with RELEASE_WFI when the channel's last engine method went to the compute engine — or when the
+Grids run when something orders them — WAIT_FOR_IDLE, INVALIDATE_SHADER_CACHES (not _NO_WFI), a copy-engine method
+after compute ones (the subchannel switch), and the host WFI or a semaphore release with RELEASE_WFI when the
+channel's last engine method went to the compute engine — or when the
 channels run dry (latency mode: `latency_s` after that; held mode: at the next release(); see GRID_TIMING). Several
 queued grids then run concurrently: their blocks interleave slice by slice, the newest launch's slice first, so a
 kernel that reads its predecessor's output without a barrier reads stale memory, and a semaphore released without
@@ -99,7 +100,8 @@ RELEASE_STALL_S = 0.002
 # (Channel.start, Channel.run_grid), each slice of CTAs afresh: a write between the launch and the CTAs (the host's,
 # another channel's) is seen, by some CTAs of a grid and not others.
 # And the CTAs may run much later than the launch method: nothing but WAIT_FOR_IDLE, INVALIDATE_SHADER_CACHES (the
-# form without _NO_WFI), a release with RELEASE_WFI or the host WFI (the last two only where the channel last sent
+# form without _NO_WFI), a switch to the copy engine's subchannel (dev_ram.ref.txt:1012-1021, Channel.execute), a
+# release with RELEASE_WFI or the host WFI (the last two only where the channel last sent
 # methods to GR: they wait until "the engine to which the channel last sent methods is idle", dev_pbdma.ref.txt:3849-3857,
 # 4572-4574, Channel.wait_engine_idle; RELEASE_WFI_DIS releases "without waiting for the engine to be idle") waits for a grid
 # (REPORT_SEMAPHORE_EXECUTE drains too: an assumption, no source gives its ordering, and the lenient one; hcqrt does not
@@ -278,8 +280,15 @@ class Channel:
     cls = self.subc.get(subc)
     if cls is None: raise self.fail(f"method {off:#x} on subchannel {subc}, which has no object (SET_OBJECT first)", at)
     t = CD.table(cls)
-    self.fault_engine = NV2080_ENGINE_TYPE_COPY0 if (cls & 0xFF) == 0xB5 else NV2080_ENGINE_TYPE_GR0
-    self.last_engine = "copy" if (cls & 0xFF) == 0xB5 else "compute"
+    kind = "copy" if (cls & 0xFF) == 0xB5 else "compute"
+    # A subchannel switch from GR to its copy engine (subchannel 4 on the GR runlist) makes Host wait until GR has
+    # completed its methods and is idle (WFI), then flush sysmem, before it sends the copy method (open-gpu-doc@c8607fe
+    # manuals/ampere/ga100/dev_ram.ref.txt:1012-1021): the channel's queued grids finish first. (The switch back makes
+    # FE "perform a cache invalidate", :1024-1026, of caches it does not name: not modelled, the harmful reading. Host-only
+    # methods and a CE SetObject do not switch: :1023, dev_pbdma.ref.txt:3577-3579.)
+    if kind == "copy" and self.last_engine == "compute": self.drain()
+    self.fault_engine = NV2080_ENGINE_TYPE_COPY0 if kind == "copy" else NV2080_ENGINE_TYPE_GR0
+    self.last_engine = kind
     name = t.name_at(off)
     if name is None: raise self.fail(f"method {off:#x} is not a {class_name(cls)} method", at)
     self.regs[name] = data
@@ -412,6 +421,10 @@ class Channel:
     # CTAs stay, stale once memory changes; and since the mock drains the newest launch first, no older grid's start
     # drops lines between this grid's slices either.
     if q.get("INVALIDATE_SHADER_CONSTANT_CACHE"): self.vs.ccache.clear()
+    # Its INVALIDATE_INSTRUCTION_CACHE (clc6c0qmd.h:527 V03_00 bit 190, clcbc0qmd.h:444 V04_00 bit 606, clcdc0qmd.h:166
+    # V05_00 bit 476) likewise: no source gives its timing, and the launch is the harmful one: code lines other grids'
+    # CTAs fetch between this launch and this grid's CTAs stay, for later grids (a drop at the CTAs would refresh them)
+    if q.get("INVALIDATE_INSTRUCTION_CACHE"): self.vs.icache.clear()
     # the code and constant bank 0 are not read here: the grid's CTAs read them when they run (see GRID_TIMING)
     self.queued.append(Grid(version, qva, q, prog, cb0, cb0_size, grid, block, shared, win, dict(self.regs), at, epoch=self.engine.epoch, qbytes=raw))
     self.engine.launches += 1
@@ -420,12 +433,9 @@ class Channel:
     """The grid's first CTAs: they fetch the code (through the I$) and the launch facts are checked against it."""
     def bad(msg: str) -> GPUError: return self.fail(f"QMD at {g.qva:#x}: {msg}", g.at)
     q, version = g.q, g.version
-    # the QMD's INVALIDATE_INSTRUCTION_CACHE (open-gpu-doc@c8607fe classes/compute/clc6c0qmd.h:527 V03_00 bit 190,
-    # clcbc0qmd.h:444 V04_00 bit 606, clcdc0qmd.h:166 V05_00 bit 476) drops the instruction cache before this grid's CTAs
-    # fetch (an assumption: the headers give the bit, not its timing; the backend does not lean on it, its launches also
-    # send INVALIDATE_SHADER_CACHES_NO_WFI _INSTRUCTION before the PCAS)
-    if q.get("INVALIDATE_INSTRUCTION_CACHE"): self.vs.icache.clear()
-    # (the QMD's INVALIDATE_SHADER_CONSTANT_CACHE acts earlier, at the launch: launch_qmd, constcache.py)
+    # (the QMD's INVALIDATE_INSTRUCTION_CACHE and INVALIDATE_SHADER_CONSTANT_CACHE acted earlier, at the launch:
+    # launch_qmd, constcache.py; the backend does not lean on the first, its launches also send
+    # INVALIDATE_SHADER_CACHES_NO_WFI _INSTRUCTION before the PCAS)
     kk = self.fetch_code(g.prog, g.cb0_size, bad)
     k, who = kk.facts, f"kernel {kk.name}"
     try: self.vs.translate(g.prog, len(kk.text) + PREFETCH_SLACK)
@@ -517,8 +527,10 @@ class Channel:
     WFI), whatever the method's subchannel; "if a WFI with ALL is specified and the channel last sent work to the GRCE,
     this will only guarantee that GRCE has no work in progress" (:4583-4589). So this channel's grids are waited for
     only when its last engine method went to the compute engine; after a copy-engine method (the mock's copies are done
-    when their LAUNCH_DMA is) or before any engine method, queued grids go on. Neither SCOPE (ALL: the context's work,
-    CURRENT_VEID: its VEID's, :4578-4582) makes the mock wait for other channels' grids (the narrower reading)."""
+    when their LAUNCH_DMA is) or before any engine method, queued grids go on -- though a channel has none then: the
+    switch to the copy engine already waited for them (dev_ram.ref.txt:1012-1021, Channel.execute). Neither SCOPE (ALL:
+    the context's work, CURRENT_VEID: its VEID's, :4578-4582) makes the mock wait for other channels' grids: narrower
+    than ALL's "all work in the engine from the same context"; hcqrt's copy channel sends GR nothing."""
     if self.last_engine == "compute": self.drain()
 
   def drain(self, before: float = math.inf) -> None:
