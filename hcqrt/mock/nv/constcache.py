@@ -6,10 +6,16 @@ launches without an invalidate runs on the OLD parameters, silently, as a stale 
 Facts (open-gpu-doc@c8607fe classes/compute):
 - The compute class has a constant-cache invalidate on both cache-invalidate methods: INVALIDATE_SHADER_CACHES_CONSTANT
   12:12 (clc6c0.h:228, clcbc0.h:306, clcdc0.h:261, clcec0.h:269) and INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT 12:12
-  (clc6c0.h:562, clcbc0.h:702, clcdc0.h:636, clcec0.h:673). A launch's QMD has its own INVALIDATE_SHADER_CONSTANT_CACHE
-  (V03_00 bit 191 clc6c0qmd.h:530, V04_00 bit 607 clcbc0qmd.h:447, V05_00 bit 477 clcdc0qmd.h:169): the mock drops
-  the cache when that grid's first CTAs run (an assumption, as for INVALIDATE_INSTRUCTION_CACHE: the headers give the
-  bit, not its timing), so lines other grids fill after that stay.
+  (clc6c0.h:562, clcbc0.h:702, clcdc0.h:636, clcec0.h:673). The first waits for idle before it drops (the grids
+  launched before it read c[0] first, then lose those lines); _NO_WFI does not: a grid queued before it reads after it
+  and its lines stay (gpfifo.py Channel.execute). A launch's QMD has its own INVALIDATE_SHADER_CONSTANT_CACHE
+  (V03_00 bit 191 clc6c0qmd.h:530, V04_00 bit 607 clcbc0qmd.h:447, V05_00 bit 477 clcdc0qmd.h:169). Neither the
+  headers nor Mesa give its timing (nvc0 sets it in its Kepler QMD V00_06, nve4_compute.c, and says no more). The mock
+  drops the cache at the launch method, when SKED takes the QMD (gpfifo.py launch_qmd), not when the grid's CTAs
+  start -- an assumption, chosen as the harmful one: a constant written before the launch is read fresh either way,
+  but lines other grids' CTAs fill between the launch and this grid's CTAs stay; and with the newest launch drained
+  first (gpfifo.py drain), a drop at each grid's start would refresh the lines of the grids launched before it between
+  their slices, where a drop at the launch refreshes nothing.
 - What the headers do NOT say, and what the mock assumes (the harmful readings, under which a backend is right only if
   it invalidates itself):
   * Nothing else drops lines: not a launch (SEND_SIGNALING_PCAS_B_INVALIDATE clc6c0.h:365 and PCAS_ACTION_INVALIDATE*

@@ -18,11 +18,13 @@ LAUNCH_DMA); compute engine (SEND_PCAS_A + SEND_SIGNALING_PCAS(2)_B launch the Q
 WAIT_FOR_IDLE, INVALIDATE_*, SET_SHADER_*, report semaphores).
 
 Execution is adversarial where hardware is free: a launched grid is only *queued* on the compute engine.
-Grids run when something orders them — WAIT_FOR_IDLE, the host WFI, a semaphore release with RELEASE_WFI —
-or when the channels run dry (latency mode: `latency_s` after that; held mode: at the next release(); see
-GRID_TIMING). Several queued grids then run concurrently: their blocks interleave slice by slice, the newest launch's
-slice first, so a kernel that reads its predecessor's output without a barrier
-reads stale memory, and a semaphore released without RELEASE_WFI is seen before the grids finish. The front end also
+Grids run when something orders them — WAIT_FOR_IDLE, INVALIDATE_SHADER_CACHES (not _NO_WFI), a copy-engine method
+after compute ones (the subchannel switch), and the host WFI or a semaphore release with RELEASE_WFI when the
+channel's last engine method went to the compute engine — or when the
+channels run dry (latency mode: `latency_s` after that; held mode: at the next release(); see GRID_TIMING). Several
+queued grids then run concurrently: their blocks interleave slice by slice, the newest launch's slice first, so a
+kernel that reads its predecessor's output without a barrier reads stale memory, and a semaphore released without
+RELEASE_WFI is seen before the grids finish. The front end also
 runs later than the CPU expects: after a release in the middle of a segment it pauses and then fetches the rest of
 the segment from memory again (RELEASE_STALL_S; inferred from the PBDMA manual, see there), so a CPU that rewrites a pushbuffer as soon as it sees a release
 changes what still runs. Freeing a channel preempts a grid it is running (a kernel that never ends).
@@ -97,9 +99,11 @@ RELEASE_STALL_S = 0.002
 # nve4_launch_grid, nve4_compute_upload_input). So the mock reads the code and constant bank 0 when a grid's CTAs run
 # (Channel.start, Channel.run_grid), each slice of CTAs afresh: a write between the launch and the CTAs (the host's,
 # another channel's) is seen, by some CTAs of a grid and not others.
-# And the CTAs may run much later than the launch method: nothing but WAIT_FOR_IDLE, a release with RELEASE_WFI or the
-# host WFI (each waits until "the engine to which the channel last sent methods is idle", dev_pbdma.ref.txt:3849-3857,
-# 4572-4574; RELEASE_WFI_DIS releases "without waiting for the engine to be idle") waits for a grid
+# And the CTAs may run much later than the launch method: nothing but WAIT_FOR_IDLE, INVALIDATE_SHADER_CACHES (the
+# form without _NO_WFI), a switch to the copy engine's subchannel (dev_ram.ref.txt:1012-1021, Channel.execute), a
+# release with RELEASE_WFI or the host WFI (the last two only where the channel last sent
+# methods to GR: they wait until "the engine to which the channel last sent methods is idle", dev_pbdma.ref.txt:3849-3857,
+# 4572-4574, Channel.wait_engine_idle; RELEASE_WFI_DIS releases "without waiting for the engine to be idle") waits for a grid
 # (REPORT_SEMAPHORE_EXECUTE drains too: an assumption, no source gives its ordering, and the lenient one; hcqrt does not
 # use it), GR is shared with other TSGs' timeslices (dev_pbdma.ref.txt:3806-3825) and compute work is preempted mid-grid
 # at a CTA boundary or an instruction ("COMPUTE_CTA ... COMPUTE_CILP: allow preempting the channel", OGKM
@@ -180,6 +184,7 @@ class Channel:
     # holds, run() stops there even where USERD's GP_PUT (the host writes it before it rings) is further on
     self.put_seen = self.u32(CD.USERD_GPGET).value
     self.fault_engine = NV2080_ENGINE_TYPE_GR0          # engine a fault is charged to (the notifier's info16)
+    self.last_engine: str | None = None                 # "compute"/"copy": the engine the channel last sent methods to
     self.name = f"channel {obj.data['chid']} ({class_name(obj.cls)})"
 
   @property
@@ -259,19 +264,31 @@ class Channel:
       cls = data & 0xFFFF
       engines = {c.cls for c in self.obj.children if c.kind in ("compute", "copy")}
       if cls not in engines: raise self.fail(f"SET_OBJECT {class_name(cls)} on subchannel {subc}: the channel's engine objects are {[class_name(c) for c in engines]}", at)
-      self.subc[subc] = cls; return
+      self.subc[subc] = cls
+      # GR's SetObject goes to the engine; "a CE SetObject is otherwise a no-op and is not sent to the copy engine"
+      # (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:3577-3579): it does not change last_engine
+      if (cls & 0xFF) == 0xC0: self.last_engine = "compute"
+      return
     if off < 0x100:
       name = self.host.name_at(off)
       if name is None: raise self.fail(f"unknown host method {off:#x}", at)
       self.regs[name] = data
       if name == "SEM_EXECUTE": self.semaphore(data, at)
-      elif name == "WFI": self.drain()
+      elif name == "WFI": self.wait_engine_idle()
       elif name == "MEM_OP_D": self.vs.mem_op(data)   # L2 flush/invalidate of GPU-cached sysmem (vmem.py)
       return
     cls = self.subc.get(subc)
     if cls is None: raise self.fail(f"method {off:#x} on subchannel {subc}, which has no object (SET_OBJECT first)", at)
     t = CD.table(cls)
-    self.fault_engine = NV2080_ENGINE_TYPE_COPY0 if (cls & 0xFF) == 0xB5 else NV2080_ENGINE_TYPE_GR0
+    kind = "copy" if (cls & 0xFF) == 0xB5 else "compute"
+    # A subchannel switch from GR to its copy engine (subchannel 4 on the GR runlist) makes Host wait until GR has
+    # completed its methods and is idle (WFI), then flush sysmem, before it sends the copy method (open-gpu-doc@c8607fe
+    # manuals/ampere/ga100/dev_ram.ref.txt:1012-1021): the channel's queued grids finish first. (The switch back makes
+    # FE "perform a cache invalidate", :1024-1026, of caches it does not name: not modelled, the harmful reading. Host-only
+    # methods and a CE SetObject do not switch: :1023, dev_pbdma.ref.txt:3577-3579.)
+    if kind == "copy" and self.last_engine == "compute": self.drain()
+    self.fault_engine = NV2080_ENGINE_TYPE_COPY0 if kind == "copy" else NV2080_ENGINE_TYPE_GR0
+    self.last_engine = kind
     name = t.name_at(off)
     if name is None: raise self.fail(f"method {off:#x} is not a {class_name(cls)} method", at)
     self.regs[name] = data
@@ -280,6 +297,13 @@ class Channel:
       if name in ("SEND_SIGNALING_PCAS_B", "SEND_SIGNALING_PCAS2_B"): self.launch_qmd(cls, t, name, data, at)
       elif name == "WAIT_FOR_IDLE": self.drain()
       elif name in ("INVALIDATE_SHADER_CACHES", "INVALIDATE_SHADER_CACHES_NO_WFI"):
+        # The form without _NO_WFI waits for idle first: the grids launched before it finish (their code and c[0] reads
+        # happen) before the invalidate acts. The class headers give only the two methods (clc6c0.h:221 vs :555,
+        # clcbc0.h:299 vs :695); Mesa NVK emits NVA0C0 INVALIDATE_SHADER_CACHES as its compute wait-for-idle
+        # (src/nouveau/vulkan/nvk_cmd_buffer.c nvk_cmd_flush_wait_dep, for NVK_BARRIER_COMPUTE_WFI; its 2025 rework says
+        # "This is also implicitly a WFI").
+        # _NO_WFI does not wait: a grid still queued reads after it and refills the caches from memory as it is then.
+        if name == "INVALIDATE_SHADER_CACHES": self.drain()
         # _CONSTANT (bit 12) drops the constant cache's lines, for grids whose CTAs read c[0] after it (constcache.py)
         if t.field(name, "CONSTANT", data): self.vs.ccache.clear()
         if not t.field(name, "INSTRUCTION", data): return
@@ -298,8 +322,9 @@ class Channel:
     wide = h.field("SEM_EXECUTE", "PAYLOAD_SIZE", data) == 1
     op = h.field("SEM_EXECUTE", "OPERATION", data)
     if op == CD.SEM_OP["RELEASE"]:
-      # RELEASE_WFI: the release waits for the engine to go idle; without it the value lands while grids still run
-      if h.field("SEM_EXECUTE", "RELEASE_WFI", data): self.drain()
+      # RELEASE_WFI: the release waits for the engine to go idle (wait_engine_idle); without it the value lands while
+      # grids still run
+      if h.field("SEM_EXECUTE", "RELEASE_WFI", data): self.wait_engine_idle()
       ts = h.field("SEM_EXECUTE", "RELEASE_TIMESTAMP", data)
       # a release with RELEASE_TIMESTAMP writes 16 bytes: the address must be 16-byte aligned (else the SEMAPHORE
       # interrupt), and the ns timestamp at +8 is written before the payload (open-gpu-doc@c8607fe
@@ -390,6 +415,16 @@ class Channel:
           self.regs.get("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0)
     if self.engine.rm.chip.arch.sm >= 90 and (win == 0 or win % (1 << 32)):   # generic addresses into shared memory need a 4 GiB aligned window
       raise bad(f"shared memory window {win:#x} is not set to a 4 GiB aligned base")
+    # The QMD's INVALIDATE_SHADER_CONSTANT_CACHE (clc6c0qmd.h:530 V03_00 bit 191, clcbc0qmd.h:447 V04_00 bit 607,
+    # clcdc0qmd.h:169 V05_00 bit 477) drops the constant cache here, when SKED takes the QMD: no source gives its timing
+    # (an assumption, the harmful one: constcache.py). Lines other grids' CTAs fill between this launch and this grid's
+    # CTAs stay, stale once memory changes; and since the mock drains the newest launch first, no older grid's start
+    # drops lines between this grid's slices either.
+    if q.get("INVALIDATE_SHADER_CONSTANT_CACHE"): self.vs.ccache.clear()
+    # Its INVALIDATE_INSTRUCTION_CACHE (clc6c0qmd.h:527 V03_00 bit 190, clcbc0qmd.h:444 V04_00 bit 606, clcdc0qmd.h:166
+    # V05_00 bit 476) likewise: no source gives its timing, and the launch is the harmful one: code lines other grids'
+    # CTAs fetch between this launch and this grid's CTAs stay, for later grids (a drop at the CTAs would refresh them)
+    if q.get("INVALIDATE_INSTRUCTION_CACHE"): self.vs.icache.clear()
     # the code and constant bank 0 are not read here: the grid's CTAs read them when they run (see GRID_TIMING)
     self.queued.append(Grid(version, qva, q, prog, cb0, cb0_size, grid, block, shared, win, dict(self.regs), at, epoch=self.engine.epoch, qbytes=raw))
     self.engine.launches += 1
@@ -398,14 +433,9 @@ class Channel:
     """The grid's first CTAs: they fetch the code (through the I$) and the launch facts are checked against it."""
     def bad(msg: str) -> GPUError: return self.fail(f"QMD at {g.qva:#x}: {msg}", g.at)
     q, version = g.q, g.version
-    # the QMD's INVALIDATE_INSTRUCTION_CACHE (open-gpu-doc@c8607fe classes/compute/clc6c0qmd.h:527 V03_00 bit 190,
-    # clcbc0qmd.h:444 V04_00 bit 606, clcdc0qmd.h:166 V05_00 bit 476) drops the instruction cache before this grid's CTAs
-    # fetch (an assumption: the headers give the bit, not its timing; the backend does not lean on it, its launches also
-    # send INVALIDATE_SHADER_CACHES_NO_WFI _INSTRUCTION before the PCAS)
-    if q.get("INVALIDATE_INSTRUCTION_CACHE"): self.vs.icache.clear()
-    # and its INVALIDATE_SHADER_CONSTANT_CACHE (clc6c0qmd.h:530 V03_00 bit 191, clcbc0qmd.h:447 V04_00 bit 607,
-    # clcdc0qmd.h:169 V05_00 bit 477) the constant cache, before these CTAs read c[0] (the same assumption; constcache.py)
-    if q.get("INVALIDATE_SHADER_CONSTANT_CACHE"): self.vs.ccache.clear()
+    # (the QMD's INVALIDATE_INSTRUCTION_CACHE and INVALIDATE_SHADER_CONSTANT_CACHE acted earlier, at the launch:
+    # launch_qmd, constcache.py; the backend does not lean on the first, its launches also send
+    # INVALIDATE_SHADER_CACHES_NO_WFI _INSTRUCTION before the PCAS)
     kk = self.fetch_code(g.prog, g.cb0_size, bad)
     k, who = kk.facts, f"kernel {kk.name}"
     try: self.vs.translate(g.prog, len(kk.text) + PREFETCH_SLACK)
@@ -490,6 +520,18 @@ class Channel:
     try: self.vs.translate(base, per_tpc * tpcs)
     except MemoryError: raise bad(f"{who}: {tpcs} TPC slices of {per_tpc:#x} bytes from {base:#x} run past the local-memory buffer "
                                   "(SET_SHADER_LOCAL_MEMORY_NON_THROTTLED takes bytes per TPC)") from None
+
+  def wait_engine_idle(self) -> None:
+    """The host WFI method and a release with RELEASE_WFI: Host waits "until the engine to which the channel last sent
+    methods is idle" (open-gpu-doc@c8607fe manuals/ampere/ga100/dev_pbdma.ref.txt:3849-3853 RELEASE_WFI, :4572-4577
+    WFI), whatever the method's subchannel; "if a WFI with ALL is specified and the channel last sent work to the GRCE,
+    this will only guarantee that GRCE has no work in progress" (:4583-4589). So this channel's grids are waited for
+    only when its last engine method went to the compute engine; after a copy-engine method (the mock's copies are done
+    when their LAUNCH_DMA is) or before any engine method, queued grids go on -- though a channel has none then: the
+    switch to the copy engine already waited for them (dev_ram.ref.txt:1012-1021, Channel.execute). Neither SCOPE (ALL:
+    the context's work, CURRENT_VEID: its VEID's, :4578-4582) makes the mock wait for other channels' grids: narrower
+    than ALL's "all work in the engine from the same context"; hcqrt's copy channel sends GR nothing."""
+    if self.last_engine == "compute": self.drain()
 
   def drain(self, before: float = math.inf) -> None:
     """Run the queued grids (those launched before release `before`, held mode) to completion. Several at once run
