@@ -442,9 +442,9 @@ class GraphReplay:
 
   def _submit_failed(self, e: BaseException, prev: tuple[int, bool, list[int]], promised: list, pushed: list[bool], tv: int) -> None:
     """Make the graph's record say what the GPU may run after a submit of replay() raised `e` (whose message gets what
-    was done). `pushed`: per queue tried, whether it reached the GPU. The replay's end (graph signal at base + final,
-    timeline at `tv`) is written by the GPU only if every used queue was pushed (the last queue waits, through the
-    hand-overs, for all the others), or from the CPU by a recovery during the submit (Signal.complete_promised)."""
+    was done). `pushed`: per queue tried, whether any of it reached the GPU. The replay's end (graph signal at base +
+    final, timeline at `tv`) is written by the GPU only if every used queue was pushed whole (the last queue waits,
+    through the hand-overs, for all the others), or from the CPU by a recovery (Signal.complete_promised)."""
     dev, end = self.dev, self.base + self.final
     if not any(pushed) and not self.sig.reached(end):   # the GPU got nothing, and no recovery filled in the values
       self.base, self.submitted = prev[0], prev[1]
@@ -456,13 +456,12 @@ class GraphReplay:
     self.submitted = True
     self._last[:] = [end, tv]
     dev.timeline_value = max(dev.timeline_value, tv + 1)
-    note = "the graph replay counts as submitted (the GPU may run it)"
-    if len(pushed) < len(self.used) or not all(pushed):
-      if dev.lost: note = "part of the graph replay reached the GPU of a lost device: waits for its end fail"
-      elif not self.sig.reached(end):
-        # what was pushed waits for queues that never were (the hand-overs): it can never finish, and it blocks its
-        # channel; a recovery drops it and writes the values it promised, so the next replay and the finalizer go on
-        note = f"part of the graph replay reached the GPU and can never finish; {dev.recover()}"
+    # the queue that raised may have pushed only part of its commands (an AQL ring full midway), and the queues after
+    # it none: the end never comes from the GPU, and what was pushed may wait for hand-overs no queue releases (it
+    # blocks its channel). Unless a recovery during the submit already wrote the promised values, one drops it now.
+    note = "the graph replay counts as submitted (a recovery during it wrote the values it promised)"
+    if dev.lost: note = "part of the graph replay reached the GPU of a lost device: waits for its end fail"
+    elif not self.sig.reached(end): note = f"part of the graph replay reached the GPU and can never finish; {dev.recover()}"
     e.args = (f"{e}; {note}",)
 
   def _dst_addr(self, it: GraphItem, buf: Any) -> int:
