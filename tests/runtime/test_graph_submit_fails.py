@@ -207,3 +207,28 @@ def test_nv_dropped_graph_memory_is_free_right_after_synchronize(monkeypatch):
     del g; gc.collect()
     nv.synchronize()
     assert sum(len(v) for v in nv._persistent_free.values()) > before, "the dropped graph's memory was not free after synchronize"
+
+def test_multigraph_with_a_stopped_amd_queue_submits_nowhere():
+  """AMD: GPU 1's compute queue stopped on a bad packet (KFD reports it in the CWSR header's payload word). The replay
+  asks every device first (raise_if_faulted: recovers GPU 1 and names the exception) and submits nothing; the old code
+  submitted GPU 0's graph into a replay GPU 1 could not run. The next replay runs on both."""
+  import ctypes, time
+  from hcqrt.amd.device import AMDError
+  from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd
+  from tests.runtime.test_amd_device import _bad_packet
+  from tests.runtime.test_amd_p2p import read
+  from tests.runtime.test_multi_graph import _amd_push_then_add
+  drv = install_mock_amd("gfx1100", gpus=2, kernel="6.12")
+  try:
+    d0, d1, g, x, out = _amd_push_then_add()
+    g.replay(wait=True)
+    last0, tv0 = list(g.graphs[0]._last), d0.timeline_value
+    _bad_packet(d1)
+    t = time.perf_counter()
+    while not ctypes.c_uint64.from_address(d1.error_payload.host).value and time.perf_counter() - t < 20: time.sleep(0.001)
+    with pytest.raises(AMDError, match=r"^AMD:1: ") as e: g.replay()
+    assert g.graphs[0]._last == last0 and d0.timeline_value == tv0, "GPU 0's graph was submitted"
+    assert "EC_QUEUE_PACKET_UNSUPPORTED" in str(e.value) and "the device recovered" in str(e.value)
+    g.replay(wait=True)
+    np.testing.assert_array_equal(read(d1, out, x), x)
+  finally: uninstall_mock_amd(drv)
