@@ -376,7 +376,7 @@ class MultiGraph:
       if graphs[j].sig.reached(graphs[j]._last[0]): continue   # (already done: a recovery during k's submit, or no wait left)
       d = devs[j]
       notes.append(f"{d.name}'s graph, submitted before it, waits for a graph that got nothing: " +
-                   (f"{d.name} is lost ({d.lost})" if getattr(d, "lost", None) else f"{d.name}: {d.recover()}"))
+                   ("its device is lost, so waits for it fail" if getattr(d, "lost", None) else d.recover()))
     sent = [d.name for d in devs[:k]]
     msg = str(e) if str(e).startswith(f"{devs[k].name}:") else f"{devs[k].name}: {e}"
     e.args = (f"{msg}; the MultiGraph replay stopped at this device's graph" + (f" (submitted before it: {', '.join(sent)})" if sent else "") +

@@ -192,7 +192,7 @@ def test_multigraph_submit_failing_midway_recovers_the_parts_waiting_for_it(pair
   g.replay(wait=True)
   np.testing.assert_array_equal(_down(d0, b["q"]), want)
   assert re.search(r"reached no GPU queue.*MultiGraph replay stopped at this device's graph \(submitted before it: NV\); "
-                   r"NV's graph, submitted before it, waits for a graph that got nothing: NV: the device recovered", str(e.value)), str(e.value)
+                   r"NV's graph, submitted before it, waits for a graph that got nothing: the device recovered", str(e.value)), str(e.value)
 
 # ---------------------------------------------------------------- synchronize and a dropped graph's memory
 def test_nv_dropped_graph_memory_is_free_right_after_synchronize(monkeypatch):
