@@ -412,20 +412,22 @@ class GraphReplay:
     # who last promised the two signals a replay releases: a replay that reached no GPU gives the promise back (else a
     # later recovery would write this replay's values from the CPU, and the graph signal would pass the next one's waits)
     promised = [(s, s.last_queue, s.last_promised) for s in (self.sig, dev.timeline_signal)]
-    for (i, a), b in (bufs or {}).items():
-      if isinstance(self.items[i], GraphExec): self.args[i].set_buffer(a, buf_addr(b))
-      else:
-        q, c = self.where[i]
-        q.update_copy(c, dst=self._dst_addr(self.items[i], b)) if a == 0 else q.update_copy(c, src=buf_addr(b))
-    for (i, j), v in (vals or {}).items(): self.args[i].set_int(j, v)
-    for q, c, w in self.ext_waits: q.update_wait(c, value=w.value)
-    for update, c, off in self.sem_updates: update(c, value=self.base + off)
-    for q, c in self.tl_waits: q.update_wait(c, value=dev.timeline_value - 1)
     tv = dev.timeline_value
-    self.end[0].update_signal(self.end[1], value=tv)
-    t0 = time.perf_counter()
     pushed: list[bool] = []   # per used queue: whether its submit reached the GPU (HCQDevice.pushes moved)
+    # a patch that raises (an item or argument the graph lacks, an int too wide) comes after the base moved on: it is
+    # rolled back like a submit that pushed nothing (else the next replay waits for this one's end, which never comes)
     try:
+      for (i, a), b in (bufs or {}).items():
+        if isinstance(self.items[i], GraphExec): self.args[i].set_buffer(a, buf_addr(b))
+        else:
+          q, c = self.where[i]
+          q.update_copy(c, dst=self._dst_addr(self.items[i], b)) if a == 0 else q.update_copy(c, src=buf_addr(b))
+      for (i, j), v in (vals or {}).items(): self.args[i].set_int(j, v)
+      for q, c, w in self.ext_waits: q.update_wait(c, value=w.value)
+      for update, c, off in self.sem_updates: update(c, value=self.base + off)
+      for q, c in self.tl_waits: q.update_wait(c, value=tv - 1)
+      self.end[0].update_signal(self.end[1], value=tv)
+      t0 = time.perf_counter()
       for q in self.used:
         n = dev.pushes; pushed.append(False)
         try: q.submit(dev)

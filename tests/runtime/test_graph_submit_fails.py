@@ -232,3 +232,16 @@ def test_multigraph_with_a_stopped_amd_queue_submits_nowhere():
     g.replay(wait=True)
     np.testing.assert_array_equal(read(d1, out, x), x)
   finally: uninstall_mock_amd(drv)
+
+def test_nv_replay_with_a_bad_patch_leaves_the_graph_as_before(short_waits):
+  """A patch that raises (an item index the graph lacks) comes before any push: the graph is as before it, so the next
+  replay runs (the old code had already moved the graph's base on, and the next replay waited for an end no GPU writes)."""
+  with mock_nv_device() as nv:
+    x, y, z = _bufs(nv, 1, 0, 7)
+    g = nv.graph([GraphCopy(y, x, N)])
+    g.replay(wait=True)
+    state, tv = (g.base, g.submitted, list(g._last)), nv.timeline_value
+    with pytest.raises(IndexError): g.replay(bufs={(3, 1): z})
+    assert (g.base, g.submitted, list(g._last)) == state and nv.timeline_value == tv
+    g.replay(bufs={(0, 1): z}, wait=True)
+    assert (_read(nv, y) == 7).all()
