@@ -365,18 +365,23 @@ class MultiGraph:
   def _graph_failed(self, e: BaseException, k: int, ends: list[int]) -> None:
     """Device k's graph raised in its replay (its own record: GraphReplay._submit_failed); the graphs before it were
     submitted. One of those that waits on a graph that got nothing this replay (k's, if it reverted, and every one after
-    it) waits for values no GPU will write, and blocks its queue: it is recovered (dropped, its promised values written).
+    it), or on k's when k counted as submitted but its device was lost meanwhile, waits for values no GPU will write, and
+    blocks its queue: it is recovered (dropped, its promised values written).
     Later replays then wait only for what may run. `e`'s message names device k first and says what happened."""
     graphs, devs = self.graphs, self.devices
     assert graphs is not None
     unsent = set(range(k + 1, len(graphs))) | ({k} if graphs[k]._last[0] == ends[k] else set())
-    stuck = sorted({self.waiter[id(w)] for w, src, _ in self.cross if src in unsent and self.waiter[id(w)] < k})
+    # k's graph counted as submitted but its device was lost meanwhile (its recovery failed): its end never comes either
+    never = unsent | ({k} if getattr(devs[k], "lost", None) and not graphs[k].sig.reached(graphs[k]._last[0]) else set())
+    waits_on: dict[int, set[int]] = {}
+    for w, src, _ in self.cross:
+      if src in never and self.waiter[id(w)] < k: waits_on.setdefault(self.waiter[id(w)], set()).add(src)
     notes = []
-    for j in stuck:
+    for j in sorted(waits_on):
       if graphs[j].sig.reached(graphs[j]._last[0]): continue   # (already done: a recovery during k's submit, or no wait left)
       d = devs[j]
-      notes.append(f"{d.name}'s graph, submitted before it, waits for a graph that got nothing: " +
-                   ("its device is lost, so waits for it fail" if getattr(d, "lost", None) else d.recover()))
+      notes.append(f"{d.name}'s graph, submitted before it, waits for a graph that " + ("got nothing" if waits_on[j] & unsent else "can never finish") +
+                   ": " + ("its device is lost, so waits for it fail" if getattr(d, "lost", None) else d.recover()))
     sent = [d.name for d in devs[:k]]
     msg = str(e) if str(e).startswith(f"{devs[k].name}:") else f"{devs[k].name}: {e}"
     e.args = (f"{msg}; the MultiGraph replay stopped at this device's graph" + (f" (submitted before it: {', '.join(sent)})" if sent else "") +

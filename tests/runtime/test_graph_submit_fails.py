@@ -245,3 +245,21 @@ def test_nv_replay_with_a_bad_patch_leaves_the_graph_as_before(short_waits):
     assert (g.base, g.submitted, list(g._last)) == state and nv.timeline_value == tv
     g.replay(bufs={(0, 1): z}, wait=True)
     assert (_read(nv, y) == 7).all()
+
+def test_multigraph_part_pushed_on_a_device_lost_meanwhile_recovers_the_parts_waiting_for_it(pair, short_waits, monkeypatch):
+  """GPU 1's compute queue is pushed, its copy ring stays full, and its recovery fails (RM keeps the channel group): GPU 1
+  is lost and its graph never finishes. GPU 0's graph, submitted before, waits for GPU 1's push: it is recovered, so
+  GPU 0 synchronizes (the old code recovered only for a graph that got nothing: GPU 0 stayed blocked, a timeout)."""
+  drv, d0, d1 = pair
+  g, b, want = _there_and_back(d0, d1)
+  g.replay(wait=True)
+  np.testing.assert_array_equal(_down(d0, b["q"]), want)
+  assert [q is g.graphs[1].compute for q in g.graphs[1].used] == [True, False]   # (compute pushed first, then the copy)
+  drv.fail_free["group"] = "NV_ERR_GPU_IN_FULLCHIP_RESET"
+  with pytest.MonkeyPatch.context() as m:
+    _nv_ring_full(m, d1, d1.copy_ch)
+    with pytest.raises(TimeoutError, match=r"^NV:1: ") as e: g.replay()
+  assert d1.lost and not drv.fail_free
+  monkeypatch.setattr(d0, "wait_timeout_s", 5.0)
+  d0.synchronize()
+  assert "NV's graph, submitted before it, waits for a graph that can never finish: the device recovered" in str(e.value), str(e.value)
