@@ -63,14 +63,14 @@ class Signal:
 
   def wait(self, value: int, timeout_s: float | None = None) -> None:
     """Block until value >= `value`; raises SignalTimeout after `timeout_s` (default 30 s)."""
-    if self._words[0] >= value: return
+    if self.reached(value): return
     timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     deadline = time.perf_counter() + timeout_s
     # a device that can see faults (NV: RM's error notifiers) is asked every FAULT_POLL_S: a faulted queue never
     # signals, and its error should not wait for the timeout
     check, next_check = self.device.raise_if_faulted, 0.0
     spin = 0
-    while self._words[0] < value:
+    while not self.reached(value):   # (a freed signal's slot holds another owner's value: Signal.reached)
       now = time.perf_counter()
       if now > deadline: raise self.timed_out(value, timeout_s)
       spin += 1
@@ -396,32 +396,75 @@ class GraphReplay:
 
   def replay(self, bufs: dict[tuple[int, int], Any] | None = None, vals: dict[tuple[int, int], int] | None = None,
              wait: bool = False) -> float | None:
-    """Patch buffer pointers `{(item, arg): buf}` (for a copy: arg 0 = dst, 1 = src) and ints `{(item, j): v}`, then submit."""
+    """Patch buffer pointers `{(item, arg): buf}` (for a copy: arg 0 = dst, 1 = src) and ints `{(item, j): v}`, then submit.
+
+    A submit that raises leaves the graph saying what the GPU may run (_submit_failed): nothing reached the GPU -> as if
+    this replay was never called (the patched buffers and ints stay patched: the next replay writes its own over them);
+    else it counts as submitted, and a replay cut short (a queue it waits for never pushed) is dropped by a recovery."""
     dev = self.dev
+    prev = (self.base, self.submitted, list(self._last))
     if self.submitted:
       # the previous replay must be done before its memory is rewritten: its graph signal, and the timeline value its
       # stream releases last (the engine may still be reading the stream's tail after the graph signal)
       dev.wait_signal(self.sig, self.base + self.final)   # (AMD sleeps until the interrupt)
       if self._last[1]: dev.wait_signal(dev.timeline_signal, self._last[1])
       self.base += self.final
-    for (i, a), b in (bufs or {}).items():
-      if isinstance(self.items[i], GraphExec): self.args[i].set_buffer(a, buf_addr(b))
-      else:
-        q, c = self.where[i]
-        q.update_copy(c, dst=self._dst_addr(self.items[i], b)) if a == 0 else q.update_copy(c, src=buf_addr(b))
-    for (i, j), v in (vals or {}).items(): self.args[i].set_int(j, v)
-    for q, c, w in self.ext_waits: q.update_wait(c, value=w.value)
-    for update, c, off in self.sem_updates: update(c, value=self.base + off)
-    for q, c in self.tl_waits: q.update_wait(c, value=dev.timeline_value - 1)
-    self.end[0].update_signal(self.end[1], value=dev.timeline_value)
+    # who last promised the two signals a replay releases: a replay that reached no GPU gives the promise back (else a
+    # later recovery would write this replay's values from the CPU, and the graph signal would pass the next one's waits)
+    promised = [(s, s.last_queue, s.last_promised) for s in (self.sig, dev.timeline_signal)]
+    tv = dev.timeline_value
+    pushed: list[bool] = []   # per used queue: whether its submit reached the GPU (HCQDevice.pushes moved)
+    # a patch that raises (an item or argument the graph lacks, an int too wide) comes after the base moved on: it is
+    # rolled back like a submit that pushed nothing (else the next replay waits for this one's end, which never comes)
+    try:
+      for (i, a), b in (bufs or {}).items():
+        if isinstance(self.items[i], GraphExec): self.args[i].set_buffer(a, buf_addr(b))
+        else:
+          q, c = self.where[i]
+          q.update_copy(c, dst=self._dst_addr(self.items[i], b)) if a == 0 else q.update_copy(c, src=buf_addr(b))
+      for (i, j), v in (vals or {}).items(): self.args[i].set_int(j, v)
+      for q, c, w in self.ext_waits: q.update_wait(c, value=w.value)
+      for update, c, off in self.sem_updates: update(c, value=self.base + off)
+      for q, c in self.tl_waits: q.update_wait(c, value=tv - 1)
+      self.end[0].update_signal(self.end[1], value=tv)
+      t0 = time.perf_counter()
+      for q in self.used:
+        n = dev.pushes; pushed.append(False)
+        try: q.submit(dev)
+        finally: pushed[-1] = dev.pushes != n
+    except BaseException as e:
+      self._submit_failed(e, prev, promised, pushed, tv)
+      raise
     self.submitted = True
-    self._last[:] = [self.base + self.final, dev.timeline_value]
-    t0 = time.perf_counter()
-    for q in self.used: q.submit(dev)
+    self._last[:] = [self.base + self.final, tv]
     dev.timeline_value += 1
     if not wait: return None
     dev.synchronize()
     return time.perf_counter() - t0
+
+  def _submit_failed(self, e: BaseException, prev: tuple[int, bool, list[int]], promised: list, pushed: list[bool], tv: int) -> None:
+    """Make the graph's record say what the GPU may run after a submit of replay() raised `e` (whose message gets what
+    was done). `pushed`: per queue tried, whether any of it reached the GPU. The replay's end (graph signal at base +
+    final, timeline at `tv`) is written by the GPU only if every used queue was pushed whole (the last queue waits,
+    through the hand-overs, for all the others), or from the CPU by a recovery (Signal.complete_promised)."""
+    dev, end = self.dev, self.base + self.final
+    if not any(pushed) and not self.sig.reached(end):   # the GPU got nothing, and no recovery filled in the values
+      self.base, self.submitted = prev[0], prev[1]
+      self._last[:] = prev[2]   # (in place: the finalizer holds this list)
+      for s, q, v in promised: s.last_queue, s.last_promised = q, v
+      e.args = (f"{e}; the graph replay reached no GPU queue: the graph is as before it (its patched buffers and ints stay patched)",)
+      return
+    # the GPU may run what was pushed: the next replay and the finalizer wait for this replay's end, its timeline value is used
+    self.submitted = True
+    self._last[:] = [end, tv]
+    dev.timeline_value = max(dev.timeline_value, tv + 1)
+    # the queue that raised may have pushed only part of its commands (an AQL ring full midway), and the queues after
+    # it none: the end never comes from the GPU, and what was pushed may wait for hand-overs no queue releases (it
+    # blocks its channel). Unless a recovery during the submit already wrote the promised values, one drops it now.
+    note = "the graph replay counts as submitted (a recovery during it wrote the values it promised)"
+    if dev.lost: note = "part of the graph replay reached the GPU of a lost device: waits for its end fail"
+    elif not self.sig.reached(end): note = f"part of the graph replay reached the GPU and can never finish; {dev.recover()}"
+    e.args = (f"{e}; {note}",)
 
   def _dst_addr(self, it: GraphItem, buf: Any) -> int:
     """Where a copy writes: `buf` mapped on this device for a peer copy, else its own address."""
@@ -462,6 +505,10 @@ class HCQDevice:
   signals: SignalPool
   timeline_signal: Signal
   timeline_value: int       # the value the next submission releases (the last one released is timeline_value - 1)
+  # submissions that reached the GPU: the backend counts one where the GPU may start on the work (NV: GPPut written;
+  # AMD: the write pointer or an AQL packet header), so a caller whose submit raised knows whether anything may run
+  pushes = 0
+  lost: str | None = None   # why the device can take no work again (set by a backend whose recovery may fail: NV)
 
   def _init_signals(self, pool: SignalPool) -> None:
     self.signals, self._signals = pool, weakref.WeakSet[Signal]()
@@ -481,6 +528,19 @@ class HCQDevice:
   def wait_signal(self, sig: Signal, value: int, timeout_s: float | None = None) -> None:
     """Wait until `sig` reaches `value` (a backend whose driver can sleep until the GPU signals overrides it: AMD)."""
     sig.wait(value, timeout_s)
+
+  def wait_own_frees(self, later: collections.deque, timeout_s: float | None = None) -> None:
+    """For synchronize, once the timeline is reached: wait for the (signal, value) conditions of the pending frees in
+    `later` ((item, conditions) entries) whose signals are all this device's. A dropped graph's blocks wait for its
+    graph signal, which its stream releases right after the timeline value (GraphReplay._record: the LAST release), so
+    it is at most one command away and its memory comes back at this synchronize, not one reap later. An entry with
+    another device's signal is left alone: that device's GPU may be held or behind, and this one must not wait on it."""
+    try: entries = list(later)
+    except RuntimeError: return   # (a finalizer appended meanwhile: those blocks come back at a later reap)
+    for _, conds in entries:
+      if all(s.device is self for s, _ in conds):
+        for s, v in conds:
+          if not s.reached(v): self.wait_signal(s, v, timeout_s)
 
   # ---- signals ----
   def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
@@ -620,6 +680,12 @@ class HCQDevice:
   def synchronize(self, timeout_s: float | None = None) -> None: raise NotImplementedError
   def raise_if_faulted(self) -> None:
     """Raise naming the fault when the driver reported one (Signal.wait polls this while it waits); no report: nothing."""
+  def raise_if_unusable(self) -> None:
+    """Raise naming the device if it cannot take work now: lost, inside a recovery, or a fault its driver reported
+    (raise_if_faulted, which recovers first). A replay over several devices asks each before it submits anywhere."""
+    if self._recovering: raise RuntimeError(f"{self.name}: the device is being recovered (its queues are recreated); try again after it")
+    self.raise_if_faulted()   # (NV: raises for a lost device too, as an NVError)
+    if self.lost: raise RuntimeError(f"{self.name}: {self.lost}")
   def recover(self) -> str:
     """Drop the work a fault or a hang left queued so later waits can finish; returns the device's state for the error."""
     return "the device was not reset: work queued behind it will not run"

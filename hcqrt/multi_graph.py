@@ -223,10 +223,11 @@ class MultiGraph:
       for e, other in enumerate(devs):
         if e != k: self.starts.append((w := GraphWaitSignal(other.timeline_signal), other)); lists[k].append(w)
     sigs = [d.new_signal(name="graph") for d in devs]   # (made first: graphs wait on each other's)
+    self.waiter: dict[int, int] = {}   # id of a wait in `cross` -> the device whose graph waits
     def wait_for(k: int, j: int) -> None:
-      self.cross.append((w := GraphWaitSignal(sigs[owner[j]]), owner[j], releases[j])); lists[k].append(w)
+      self.cross.append((w := GraphWaitSignal(sigs[owner[j]]), owner[j], releases[j])); lists[k].append(w); self.waiter[id(w)] = k
     def wait_rel(k: int, e: int, rel: GraphRelease) -> GraphWaitSignal:
-      self.cross.append((w := GraphWaitSignal(sigs[e]), e, rel)); lists[k].append(w); return w
+      self.cross.append((w := GraphWaitSignal(sigs[e]), e, rel)); lists[k].append(w); self.waiter[id(w)] = k; return w
     self.local: dict[int, tuple[int, int]] = {}   # item -> (device, index in its graph)
     # a bounce item -> (source, [(fill's index in the source's graph, offset)], destination, [(drain's index, offset)])
     self.bounces: dict[int, tuple[int, list[tuple[int, int]], int, list[tuple[int, int]]]] = {}
@@ -281,6 +282,10 @@ class MultiGraph:
              wait: bool = False) -> float | None:
     """Patch, then run every segment in order (or, one graph per device: submit each once); `wait`: wait for every
     device and return the seconds it took."""
+    # a device known to be unusable (lost, recovering, a fault reported) fails the replay before anything is submitted
+    # anywhere: submitting the devices before it would leave their parts waiting for it (HCQDevice.raise_if_unusable)
+    for d in self.devices:
+      if isinstance(d, HCQDevice): d.raise_if_unusable()
     if self.graphs is not None: return self._replay_graphs(bufs, vals, wait)
     sub_bufs: dict[int, dict] = {}
     sub_vals: dict[int, dict] = {}
@@ -345,12 +350,42 @@ class MultiGraph:
       if (last := devs[fk]._peer_state().get("drained", {}).get(slot)) is not None and all(last[0] is not d for d in devs):
         last[0].wait_signal(last[0].timeline_signal, last[1])
     t0 = time.perf_counter()
-    for k, g in enumerate(graphs): g.replay(bufs=sub_bufs[k], vals=sub_vals[k])
+    ends = [g._last[0] for g in graphs]
+    for k, g in enumerate(graphs):
+      try: g.replay(bufs=sub_bufs[k], vals=sub_vals[k])
+      except BaseException as e:
+        self._graph_failed(e, k, ends)
+        raise
     # later eager bounces from these sources wait for the graph's drains: the draining device's timeline after it
     for (fk, slot), e in self.slots_used.items(): devs[fk]._peer_state().setdefault("drained", {})[slot] = (devs[e], devs[e].timeline_value - 1)
     if not wait: return None
     self.synchronize()
     return time.perf_counter() - t0
+
+  def _graph_failed(self, e: BaseException, k: int, ends: list[int]) -> None:
+    """Device k's graph raised in its replay (its own record: GraphReplay._submit_failed); the graphs before it were
+    submitted. One of those that waits on a graph that got nothing this replay (k's, if it reverted, and every one after
+    it), or on k's when k counted as submitted but its device was lost meanwhile, waits for values no GPU will write, and
+    blocks its queue: it is recovered (dropped, its promised values written).
+    Later replays then wait only for what may run. `e`'s message names device k first and says what happened."""
+    graphs, devs = self.graphs, self.devices
+    assert graphs is not None
+    unsent = set(range(k + 1, len(graphs))) | ({k} if graphs[k]._last[0] == ends[k] else set())
+    # k's graph counted as submitted but its device was lost meanwhile (its recovery failed): its end never comes either
+    never = unsent | ({k} if getattr(devs[k], "lost", None) and not graphs[k].sig.reached(graphs[k]._last[0]) else set())
+    waits_on: dict[int, set[int]] = {}
+    for w, src, _ in self.cross:
+      if src in never and self.waiter[id(w)] < k: waits_on.setdefault(self.waiter[id(w)], set()).add(src)
+    notes = []
+    for j in sorted(waits_on):
+      if graphs[j].sig.reached(graphs[j]._last[0]): continue   # (already done: a recovery during k's submit, or no wait left)
+      d = devs[j]
+      notes.append(f"{d.name}'s graph, submitted before it, waits for a graph that " + ("got nothing" if waits_on[j] & unsent else "can never finish") +
+                   ": " + ("its device is lost, so waits for it fail" if getattr(d, "lost", None) else d.recover()))
+    sent = [d.name for d in devs[:k]]
+    msg = str(e) if str(e).startswith(f"{devs[k].name}:") else f"{devs[k].name}: {e}"
+    e.args = (f"{msg}; the MultiGraph replay stopped at this device's graph" + (f" (submitted before it: {', '.join(sent)})" if sent else "") +
+              "".join(f"; {n}" for n in notes),)
 
   def _copy(self, i: int) -> None:
     c = self.items[i]

@@ -118,6 +118,7 @@ class AQLQueue:
       # A weakly ordered host would need a store barrier here.
       ctypes.c_uint32.from_address(slot).value = int.from_bytes(p[:4], "little")
       self.put += 1
+      self.dev.pushes += 1   # (the CP may take this packet now: HCQDevice.pushes)
     self._publish()
 
   def set_scratch(self, va: int, plan: Any) -> None:
@@ -157,7 +158,7 @@ class AQLQueue:
     self.write_id.value = self.put
     try: syscalls.mmio_write64(self.doorbell, self.put - 1)
     except Exception as e:   # the queue stopped on this work (a mock GPU reports it at the doorbell): start over on new queues
-      e.args = (f"{e}; {self.dev.recover()}",)
+      e.args = (f"{self.dev.name}: {e}; {self.dev.recover()}",)   # (the mock's error need not name the device)
       raise
 
   def close(self) -> None:

@@ -472,7 +472,8 @@ class AMDDevice(HCQDevice):
     """A queue stopped (a GPU fault, code the GPU could not run) or a wait timed out, so queued work may never
     finish and would block every later wait. Destroy both KFD queues (the kernel drops their work), create new
     ones, and write from the CPU every signal value the dropped work promised. Returns what happened, for the error."""
-    if self._recovering: return f"{self.name} did not come back after its queues were recreated; reopen the process"
+    # (no device name in what recover returns: every caller puts it first, "AMD: ..."; one name, once)
+    if self._recovering: return "the device did not come back after its queues were recreated; reopen the process"
     self._recovering, done = True, self.timeline_signal.value
     try:
       for q in (self.compute, self.sdma): q.close()
@@ -480,7 +481,7 @@ class AMDDevice(HCQDevice):
       self.compute = self._compute_queue()
       self.sdma = KFDQueue(self, K.QUEUE_TYPE_SDMA, "sdma")
     finally: self._recovering = False
-    return (f"{self.name} recovered: its compute and SDMA queues were recreated, dropping the work queued after timeline value {done}; "
+    return (f"the device recovered: its compute and SDMA queues were recreated, dropping the work queued after timeline value {done}; "
             "buffers that work would have written hold undefined data, the device is usable again")
 
   def synchronize(self, timeout_s: float | None = None) -> None:
@@ -555,6 +556,7 @@ class KFDQueue:
       ctypes.c_uint32.from_address(self.ring.host + off).value = d
     self.put += n * unit
     self.wptr.value = self.put
+    self.dev.pushes += 1   # (the CP may read up to the write pointer from now on)
     syscalls.mmio_write64(self.doorbell, self.put)
 
   def take_errors(self) -> list[str]:

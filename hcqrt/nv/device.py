@@ -142,7 +142,7 @@ class NVQueue(HWQueue):
   def _submit(self, dev: NVDevice) -> None:
     if not self.q: return
     # a lost device's channels are the leaked ones, which may still fetch from the command ring: write nothing there
-    if dev.lost: raise NVError(f"{dev.name}: submitting {self.name}: {dev.lost}")
+    if dev.lost: raise NVError(f"{dev.name}: submitting {self.name}: {dev.lost}")   # (lost names no device: once here)
     if self._bound is not None: va = self._bound[1]
     else: va = dev.cmdq_write(self.q)
     dev.channel_for(self).push(va, len(self.q))
@@ -255,10 +255,11 @@ class GPFIFO:
     # manuals/ampere/ga100/dev_pbdma.ref.txt:476-480), so they must be visible before GPPut is (syscalls.store_fence)
     syscalls.store_fence()
     self.gpput.value = self.put          # USERD is device memory: the GPU reads GPPut from here ...
+    self.dev.pushes += 1                 # (the PBDMA may fetch the entry from now on, doorbell or not: dev_pbdma.ref.txt above)
     syscalls.store_fence()               # ... and GPPut before the doorbell (as UVM: uvm_volta_host.c:31-44 wmb())
     try: syscalls.mmio_write32(self.dev.doorbell, self.token)   # ... once the doorbell tells it which channel to look at
     except Exception as e:   # the channel went into an error state (a mock GPU reports it here): start over on new ones
-      e.args = (f"{e}; {self.dev.recover()}",)
+      e.args = (f"{self.dev.name}: {e}; {self.dev.recover()}",)   # (the mock's error names its GPU's index, not the device)
       raise
 
 # ---------------------------------------------------------------- programs
@@ -606,7 +607,8 @@ class NVDevice(HCQDevice):
     would move the timeline past those values), and the device is `lost`: every later wait, submit, synchronize and
     alloc raises NVError naming the device and that it did not come back."""
     if self.lost: return self.lost
-    if self._recovering: return f"{self.name} did not come back after its channels were recreated; reopen the process"
+    # (no device name in what recover returns: every caller puts it first, "NV: ..."; one name, once)
+    if self._recovering: return "the device did not come back after its channels were recreated; reopen the process"
     faults = "".join(f"{e}; " for e in self.channel_errors())   # what RM wrote in the error notifiers, before they go
     self._recovering, done = True, self.timeline_signal.value
     try:
@@ -632,7 +634,7 @@ class NVDevice(HCQDevice):
         what = "the old channels' error notifiers and context VA ranges are" if not group_freed else "its context VA range is"
         faults += f"{'; '.join(kept)}: {what} kept (leaked) since the GPU may still use them; "
       if not group_freed:
-        self.lost = (f"{self.name} did not come back: RM would not free its channel group, whose channels may still run "
+        self.lost = ("the device did not come back: RM would not free its channel group, whose channels may still run "
                      f"the work queued after timeline value {done} and write its buffers; waits for that work fail rather "
                      "than pass, and the device takes no new work; reopen the process")
         return f"{faults}{self.lost}"
@@ -640,7 +642,7 @@ class NVDevice(HCQDevice):
       self._open_channels(2 - self.chan_slot)
       if self.local_bytes: per, self.local_bytes = self.local_bytes, 0; self.ensure_local_memory(per)
     finally: self._recovering = False
-    return (f"{faults}{self.name} recovered: its channels were recreated, dropping the work queued after timeline value {done}; "
+    return (f"{faults}the device recovered: its channels were recreated, dropping the work queued after timeline value {done}; "
             "buffers that work would have written hold undefined data, the device is usable again")
 
   def _channel(self, i: int, engine_cls: int, name: str) -> GPFIFO:
@@ -923,7 +925,9 @@ class NVDevice(HCQDevice):
       except TimeoutError as e:
         if self.channel_errors(): raise NVError(f"{self.name}: {self.recover()}") from e
         raise
-    if self._persistent_later: self._reap_persistent()
+    if self._persistent_later:   # (a dropped graph's last release follows the timeline's: its memory comes back now)
+      self.wait_own_frees(self._persistent_later, timeout_s)
+      self._reap_persistent()
 
   def properties(self) -> dict[str, Any]:
     return {"name": self.name, "product": self.product_name, "arch": self.arch, "family": self.arch_info.name, "driver": self.driver_version, "gpfifo": class_name(self.arch_info.gpfifo),
