@@ -82,10 +82,11 @@ class Signal:
     """The error for a wait of `waited_s` seconds that `value` never came to: it names the device, the signal, the queue
     that promised the value and the last value seen. Work that was promised and is stuck would block every later wait,
     so the device recovers first (and the message says so)."""
+    seen = self._words[0]   # (before recovering: a recovery writes the promised values from the CPU)
     by = f"; it was last promised value {self.last_promised} by {self.last_queue}" if self.last_queue else "; no queue was asked to signal it"
     if self.last_promised is not None and self.last_promised >= value: by += f"; {self.device.recover()}"
     return SignalTimeout(f"{self.device}: timed out after {waited_s:g} s waiting for {self.name} at {self.va:#x} to reach {value}; "
-                         f"last completed value is {self._words[0]}{by}")
+                         f"last completed value is {seen}{by}")
 
   def free(self) -> None:
     # one dict.pop (atomic under the GIL), not a test then a reset: two frees at once (two devices' new_signal reaping

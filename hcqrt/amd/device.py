@@ -438,9 +438,9 @@ class AMDDevice(HCQDevice):
     timeout_s = self.wait_timeout_s if timeout_s is None else timeout_s
     deadline = time.perf_counter() + timeout_s
     ev = self._wait_data
-    while sig.value < value:
+    while not sig.reached(value):   # (a freed signal counts as reached: its slot may have a new owner)
       left = deadline - time.perf_counter()
-      if left <= 0 and sig.value < value: raise sig.timed_out(value, timeout_s)
+      if left <= 0 and not sig.reached(value): raise sig.timed_out(value, timeout_s)
       self.abi.ffi.memmove(ev, bytes(3 * self.abi.sizeof("kfd_event_data")), 3 * self.abi.sizeof("kfd_event_data"))
       ev[0].event_id, ev[1].event_id, ev[2].event_id = self.event_id, self.fault_event, self.error_event
       self.ioctl("AMDKFD_IOC_WAIT_EVENTS", events_ptr=int(self.abi.ffi.cast("uintptr_t", ev)), num_events=3, wait_for_all=0,
