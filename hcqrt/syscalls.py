@@ -150,7 +150,7 @@ def mmap(fd: int, length: int, prot: int, flags: int, offset: int, addr: int | N
     with _lock:
       _cut(a, length)   # (the driver's own mmap saw what it covered: its MAP_FIXED into the range goes through here)
       _fake_maps[a] = drv
-      _fake_ranges[:] = sorted([*_fake_ranges, (a, a + length, drv)], key=lambda r: r[0])
+      bisect.insort(_fake_ranges, (a, a + length, drv), key=_start)   # (the cut left no range overlapping it)
     return a
   a = _libc.mmap(addr, length, prot, flags, fd, offset)
   if a in (None, _MAP_FAILED):
@@ -165,18 +165,27 @@ def mmap(fd: int, length: int, prot: int, flags: int, offset: int, addr: int | N
     for d in hit: d.forget_mapping(a, length)
   return a
 
+def _start(r: tuple[int, int, Any]) -> int: return r[0]
+def _end(r: tuple[int, int, Any]) -> int: return r[1]
+
 def _cut(addr: int, length: int) -> list[FakeDriver]:
   """(under _lock) [addr, addr+length) is no longer a fake mapping: the parts of a range outside it stay (mapped still,
   and still the driver's: its doorbells must keep ringing, and a later unmap of them must reach it). Returns the
   drivers whose ranges it overlapped."""
+  # The ranges never overlap (mmap cuts before it inserts), so sorted by start they are sorted by end too: the ones
+  # the cut overlaps are one slice, found by bisection. (A scan of every range made each mmap and munmap cost as much
+  # as all the fake mappings alive in the process: thousands in a test worker after many mock tests.)
+  end = addr + length
+  lo = bisect.bisect_right(_fake_ranges, addr, key=_end)          # the first range that ends past addr
+  hi = bisect.bisect_left(_fake_ranges, end, lo=lo, key=_start)   # the first that starts at or past the cut's end
   hit, keep = [], []
-  for s, e, d in _fake_ranges:
-    if e <= addr or s >= addr + length: keep.append((s, e, d)); continue
+  for s, e, d in _fake_ranges[lo:hi]:
     hit.append(d)
     if s < addr: keep.append((s, addr, d))
-    if e > addr + length: keep.append((addr + length, e, d))
-  _fake_ranges[:] = keep   # (still sorted: the parts of one range keep its place)
-  for start in [m for m in _fake_maps if addr <= m < addr + length]: del _fake_maps[start]
+    if e > end: keep.append((end, e, d))
+    # (every key of _fake_maps is the start of a range: mmap enters both, and a cut drops the keys inside it)
+    if s >= addr: _fake_maps.pop(s, None)
+  _fake_ranges[lo:hi] = keep   # (still sorted: the parts of one range keep its place)
   return list(dict.fromkeys(hit))
 
 def munmap(addr: int, length: int) -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The first run on a GPU machine in one call (see hw_tests/first_run.py and GPU.md):
-#   bash hw_tests/first_run.sh [--mock] [--with-fault] [--cap-scale F] [--skip STEP,...]   (output under $OUT or ./first_run_out)
+#   bash hw_tests/first_run.sh [--mock] [--with-fault] [--cap-scale F] [--slow-cap S] [--skip STEP,...]   (output under $OUT or ./first_run_out)
 # Puts .site (wheels installed from .whl/ when a package below is missing) and the project on PYTHONPATH.
 # Offline wheels: GPU.md's download list (cffi pycparser pyelftools) lacks what the `ops` step needs (pytest runs
 # tests/frontend/test_ops.py), so download all of these on a machine with an index (add --python-version/--platform as GPU.md shows):

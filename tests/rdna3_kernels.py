@@ -1,7 +1,6 @@
 """Hand-written LLVM IR test kernels for the RDNA3 emulator, and an in-process llvmlite -> gfx1100 compile."""
 from __future__ import annotations
 import importlib.util
-import io
 import re
 import struct
 import subprocess
@@ -233,19 +232,37 @@ def compile_ir(src: str, cpu: str = "gfx1100", features: str = "-real-true16") -
   pb.getModulePassManager().run(mod, pb)
   return tm.emit_object(mod)
 
+def _sections(obj: bytes) -> dict[str, tuple[int, int, int, int]]:
+  """name -> (index, file offset, size, sh_link) of each section of a little-endian ELF64 object (the System V gABI's
+  header and section-header layouts: e_shoff at 0x28, e_shnum at 0x3C, e_shstrndx at 0x3E; a 64-byte section header)."""
+  assert obj[:5] == b"\x7fELF\x02" and obj[5] == 1, "not a little-endian ELF64 object"
+  shoff, (shnum, shstrndx) = struct.unpack_from("<Q", obj, 0x28)[0], struct.unpack_from("<HH", obj, 0x3C)
+  hdrs = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + 64 * k) for k in range(shnum)]
+  names = hdrs[shstrndx][4]
+  return {obj[names + h[0]:obj.index(b"\0", names + h[0])].decode(): (k, h[4], h[5], h[6]) for k, h in enumerate(hdrs)}
+
 def read_object(obj: bytes, name: str) -> tuple[bytes, int, int, bytes]:
-  """-> (.text bytes, kernel entry offset in .text, kernel size, 64-byte descriptor with entry offset unresolved)."""
-  from elftools.elf.elffile import ELFFile
-  elf = ELFFile(io.BytesIO(obj))
-  syms = {s.name: s for s in elf.get_section_by_name(".symtab").iter_symbols()}
-  text = elf.get_section_by_name(".text").data()
-  kd_sym = syms[name + ".kd"]; rodata = elf.get_section(kd_sym["st_shndx"])
-  kd = rodata.data()[kd_sym["st_value"]:kd_sym["st_value"] + 64]
+  """-> (.text bytes, kernel entry offset in .text, kernel size, 64-byte descriptor with entry offset unresolved).
+  (Read with struct, not pyelftools: its parse cost ~20 ms an object, and the decoder tests read hundreds.)"""
+  secs = _sections(obj)
+  by_index = {v[0]: (n, v) for n, v in secs.items()}
+  _, so, ss, link = secs[".symtab"]
+  strtab = by_index[link][1][1]
+  syms = {}
+  for off in range(so, so + ss, 24):   # Elf64_Sym: st_name, st_info, st_other, st_shndx, st_value, st_size
+    st_name, _, _, shndx, value, size = struct.unpack_from("<IBBHQQ", obj, off)
+    syms[obj[strtab + st_name:obj.index(b"\0", strtab + st_name)].decode()] = (shndx, value, size)
+  _, to, ts, _ = secs[".text"]
+  text = obj[to:to + ts]
+  kd_ndx, kd_value, _ = syms[name + ".kd"]
+  ro_name, (_, ro, _, _) = by_index[kd_ndx]
+  kd = obj[ro + kd_value:ro + kd_value + 64]
   # the one relocation: R_AMDGPU_REL64 (type 5) at kd+16 = kernel - kd; we pass the entry offset directly instead
-  relocs = [r for s in elf.iter_sections() if s.name == ".rela" + rodata.name for r in s.iter_relocations()]
-  assert [(r["r_offset"] - kd_sym["st_value"], r["r_info_type"]) for r in relocs] == [(16, 5)], relocs
+  _, rel, rels, _ = secs.get(".rela" + ro_name, (0, 0, 0, 0))
+  relocs = [struct.unpack_from("<QQq", obj, off) for off in range(rel, rel + rels, 24)]   # Elf64_Rela: r_offset, r_info, r_addend
+  assert [(r[0] - kd_value, r[1] & 0xFFFFFFFF) for r in relocs] == [(16, 5)], relocs
   assert struct.unpack_from("<q", kd, 16)[0] == 0
-  return text, syms[name]["st_value"], syms[name]["st_size"], kd
+  return text, syms[name][1], syms[name][2], kd
 
 OBJDUMP_INST = re.compile(r"\t(\S+)\s*(.*?)\s*// ([0-9A-F]+):")   # "\tmnemonic operands  // ADDRESS: words"
 

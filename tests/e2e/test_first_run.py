@@ -10,7 +10,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_first_run_on_the_mock(tmp_path):
   env = dict(os.environ, OUT=str(tmp_path), PYTHON=sys.executable)
-  p = subprocess.run(["bash", os.path.join(ROOT, "hw_tests", "first_run.sh"), "--mock", "--with-fault", "--cap-scale", "0.4"], env=env,
+  p = subprocess.run(["bash", os.path.join(ROOT, "hw_tests", "first_run.sh"), "--mock", "--with-fault", "--cap-scale", "0.4",
+                      "--slow-cap", "2"], env=env,
                      capture_output=True, text=True, timeout=200)
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
   lines = p.stdout.strip().splitlines()

@@ -46,10 +46,13 @@ def test_server_and_export(recording, tmp_path):
   assert not re.search(r"""(src|href)=["']https?:""", page)   # no network: every asset inlined
 
 def _dom(url: str, shot: str | None = None) -> str:
+  """The page's DOM after its scripts ran; with `shot`, its screenshot from the same Chromium run (a launch costs seconds
+  of CPU), or from a second run where this Chromium's headless mode writes no screenshot beside --dump-dom."""
   base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"]
-  r = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+  if shot and os.path.exists(shot): os.remove(shot)   # (the file seen below is this run's)
+  r = subprocess.run([*base, "--dump-dom", *([f"--screenshot={shot}"] if shot else []), url], capture_output=True, text=True, timeout=120)
   assert r.returncode == 0, r.stderr[-2000:]
-  if shot: subprocess.run([*base, f"--screenshot={shot}", url], capture_output=True, timeout=120, check=True)
+  if shot and not os.path.exists(shot): subprocess.run([*base, f"--screenshot={shot}", url], capture_output=True, timeout=120, check=True)
   return r.stdout
 
 def test_page_in_chromium(recording):
