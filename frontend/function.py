@@ -296,8 +296,15 @@ class Lookup(Function):
     gf = gt.cast(dt)
     nan = gf != gf
     pinf, ninf = (gf == math.inf) | nan, (gf == -math.inf) | nan
-    s = oh.cast(dt).transpose() @ (pinf | ninf).where(0, gf).cat(pinf.cast(dt), ninf.cast(dt), dim=1)   # (V, 3E)
-    tot, p, n = s[:, :e], s[:, e:2 * e] > 0, s[:, 2 * e:] > 0
+    fin, ohT, b = (pinf | ninf).where(0, gf), oh.cast(dt).transpose(), oh.shape[0] + 1
+    if b * b <= 1 << (24 if dt == dtypes.float32 else 53):
+      # one column per element counts both: +inf tokens + (N + 1) * -inf tokens, an integer the float holds exactly
+      s = ohT @ fin.cat(pinf.cast(dt) + ninf.cast(dt) * b, dim=1)   # (V, 2E)
+      c = s[:, e:].cast(dtypes.int64)
+      tot, p, n = s[:, :e], c % b > 0, c >= b
+    else:
+      s = ohT @ fin.cat(pinf.cast(dt), ninf.cast(dt), dim=1)   # (V, 3E)
+      tot, p, n = s[:, :e], s[:, e:2 * e] > 0, s[:, 2 * e:] > 0
     return None, p.where(n.where(math.nan, math.inf), n.where(-math.inf, tot)).cast(g.dtype).lazydata, None
 
 class Sum(Function):
