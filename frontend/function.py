@@ -263,10 +263,10 @@ class Where(Function):
 # ***** reductions *****
 class Pick(Function):
   """The element `mask` selects along `axis` (mask holds at most one True per output there; none gives 0): a float
-  moves as its bits, selected by a WHERE and summed as unsigned ints, so NaN payloads, infinities and -0.0 come
-  through as they are. The one-hot product this replaces (0 * NaN = 0 * inf = NaN, IEEE 754-2019 7.2) spread an
-  unselected NaN/inf to every output, and a float sum of zeros makes -0.0 +0.0 (6.3). The gradient goes only where
-  mask is True: a select of g, never a product."""
+  moves as its bits, selected by a WHERE and summed as unsigned ints (the CPU: as a float wide enough to hold them
+  exactly), so NaN payloads, infinities and -0.0 come through as they are. The one-hot product this replaces
+  (0 * NaN = 0 * inf = NaN, IEEE 754-2019 7.2) spread an unselected NaN/inf to every output, and a float sum of zeros
+  makes -0.0 +0.0 (6.3). The gradient goes only where mask is True: a select of g, never a product."""
   def forward(self, mask, x, axis: tuple[int, ...]):
     self.mask, self.shape = mask, x.shape
     if x.dtype.is_bool: return mask.alu(Ops.WHERE, x, x.const_like(False)).r(Ops.MAX, axis)   # (MAX of bools: any)
