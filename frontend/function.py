@@ -261,6 +261,57 @@ class Where(Function):
     return None, (self.c.alu(Ops.WHERE, g, z) if self.needs_input_grad[1] else None), (self.c.alu(Ops.WHERE, z, g) if self.needs_input_grad[2] else None)
 
 # ***** reductions *****
+class Pick(Function):
+  """The element `mask` selects along `axis` (mask holds at most one True per output there; none gives 0): a float
+  moves as its bits, selected by a WHERE and summed as unsigned ints (the CPU: as a float wide enough to hold them
+  exactly), so NaN payloads, infinities and -0.0 come through as they are. The one-hot product this replaces
+  (0 * NaN = 0 * inf = NaN, IEEE 754-2019 7.2) spread an unselected NaN/inf to every output, and a float sum of zeros
+  makes -0.0 +0.0 (6.3). The gradient goes only where mask is True: a select of g, never a product."""
+  def forward(self, mask, x, axis: tuple[int, ...]):
+    self.mask, self.shape = mask, x.shape
+    if x.dtype.is_bool: return mask.alu(Ops.WHERE, x, x.const_like(False)).r(Ops.MAX, axis)   # (MAX of bools: any)
+    if not x.dtype.is_float: return mask.alu(Ops.WHERE, x, x.const_like(0)).r(Ops.ADD, axis)   # (ints: one term, exact)
+    u = _UINT_OF[x.dtype.itemsize]
+    bits = x.cast(u, True)
+    # on the CPU the bits are summed as a wider float that holds them exactly: clang vectorizes an integer sum over a
+    # strided load into gathers, 2.5x slower than the scalar loop it keeps for a float sum (which it may not reorder)
+    acc = {2: dtypes.float32, 4: dtypes.float64}.get(x.dtype.itemsize) if _on_cpu(x) else None
+    if acc is not None: bits = bits.cast(acc)
+    return mask.alu(Ops.WHERE, bits, bits.const_like(0)).r(Ops.ADD, axis).cast(u).cast(x.dtype, True)
+  def backward(self, g):
+    g = g.expand(self.shape)
+    return None, self.mask.alu(Ops.WHERE, g, g.const_like(0))
+_UINT_OF = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+def _on_cpu(x) -> bool: return all(str(d).split(":")[0] == "CPU" for d in (x.device if isinstance(x.device, tuple) else (x.device,)))
+
+class Lookup(Function):
+  """Rows of a table (V, E) looked up by a one-hot float matrix `oh` (N, V): `value` (N, E) is the lookup, made
+  exactly without a gradient (frontend/nn_ops.py _lookup_rows); the table's gradient is the scatter-add of g (N, E)
+  into the rows each token looked up. As a product oh.T @ g (the packed matmul kernels) 0 * NaN = 0 * inf = NaN put
+  one token's NaN/inf in every row, so the product sums only g's finite part, and the NaN/+inf/-inf of the rows'
+  tokens are counted by two more columns of the same product (0 * 1 = 0: nothing spreads) and put back: a row with a
+  NaN or both infinities is NaN, else one infinity is it, as in a sum (IEEE 754-2019 6.1, 7.2)."""
+  def forward(self, oh, w, value):
+    self.oh = oh
+    return value
+  def backward(self, g):
+    from frontend.tensor import _wrap
+    oh, gt = _wrap(self.oh), _wrap(g)
+    e, dt = gt.shape[1], g.dtype if g.dtype.itemsize >= 4 else dtypes.float32
+    gf = gt.cast(dt)
+    nan = gf != gf
+    pinf, ninf = (gf == math.inf) | nan, (gf == -math.inf) | nan
+    fin, ohT, b = (pinf | ninf).where(0, gf), oh.cast(dt).transpose(), oh.shape[0] + 1
+    if b * b <= 1 << (24 if dt == dtypes.float32 else 53):
+      # one column per element counts both: +inf tokens + (N + 1) * -inf tokens, an integer the float holds exactly
+      s = ohT @ fin.cat(pinf.cast(dt) + ninf.cast(dt) * b, dim=1)   # (V, 2E)
+      c = s[:, e:].cast(dtypes.int64)
+      tot, p, n = s[:, :e], c % b > 0, c >= b
+    else:
+      s = ohT @ fin.cat(pinf.cast(dt), ninf.cast(dt), dim=1)   # (V, 3E)
+      tot, p, n = s[:, :e], s[:, e:2 * e] > 0, s[:, 2 * e:] > 0
+    return None, p.where(n.where(math.nan, math.inf), n.where(-math.inf, tot)).cast(g.dtype).lazydata, None
+
 class Sum(Function):
   def forward(self, x, axis: tuple[int, ...]):
     self.input_shape = x.shape

@@ -1,6 +1,6 @@
 """Tensor indexing: `x[ints, slices, None, ..., int/bool tensors or lists]` and `x[idx] = value`.
 
-Basic indices become views (shrink, flip, reshape); integer-array indices become a one-hot select-and-sum
+Basic indices become views (shrink, flip, reshape); integer-array indices become a one-hot select
 kernel, so they stay differentiable and run on the device.
 
 >>> from frontend import Tensor
@@ -15,7 +15,6 @@ from compiler.uop import UOp
 from compiler.sint import binds_of, sval
 from frontend.checks import check_index
 
-_UINT = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 
 def _normalize(t, indices) -> list:
   from frontend.tensor import Tensor
@@ -163,7 +162,7 @@ def _slice_dim(x, d: int, s: slice):
   return x
 
 def _gather(x, adv: list):
-  """x indexed by integer tensors at dims [d for d, _]: one-hot select and sum over those dims."""
+  """x indexed by integer tensors at dims [d for d, _]: a one-hot select over those dims."""
   from frontend.tensor import Tensor, _broadcast_shape
   dims = [d for d, _ in adv]
   try: bshape = _broadcast_shape(*[v.shape for _, v in adv])
@@ -178,8 +177,8 @@ def _gather(x, adv: list):
     n = x.shape[d]
     oh = v.reshape(bshape + (1,) * j + (1,) + (1,) * (k - j - 1)) == Tensor.arange(n, device=x.device).reshape((1,) * nb + (1,) * j + (n,) + (1,) * (k - j - 1))
     mask = oh if mask is None else mask & oh
-  sel = mask.where(xp, 0) if k else xp
-  out = sel.sum(axis=tuple(range(len(rest) + nb, len(rest) + nb + k)), acc_dtype=x.dtype) if k else sel
+  # (a select, not a sum of the masked values: bit-exact, -0.0 and NaN payloads included; frontend/function.py Pick)
+  out = xp._pick(mask, tuple(range(len(rest) + nb, len(rest) + nb + k)))
   # numpy rule: adjacent advanced indices replace their position; otherwise the broadcast dims go first
   adjacent = dims == list(range(dims[0], dims[0] + k))
   if adjacent and rest:
@@ -209,13 +208,7 @@ def setitem(t, indices, v) -> None:
   # when an index repeats, the last write wins (as in numpy): keep the highest matching position
   last = (hit.cast(dtypes.int32) * Tensor.arange(1, flat_sel.numel() + 1, device=t.device).unsqueeze(0)).max(axis=1)
   pick = (Tensor.arange(1, flat_sel.numel() + 1, device=t.device).unsqueeze(0) == last.unsqueeze(1))
-  if t.dtype.is_bool: newv = pick.where(flat_v.unsqueeze(0), False).any(axis=1)
-  elif t.dtype.is_float:
-    # at most one pick per element: summed as the bits' unsigned ints it is those bits (a float sum of the pick and
-    # zeros made -0.0 into +0.0: -0.0 + 0.0 = +0.0, IEEE 754-2019 6.3)
-    ut = _UINT[t.dtype.itemsize]
-    newv = pick.where(flat_v.bitcast(ut).unsqueeze(0), 0).sum(axis=1, acc_dtype=ut).bitcast(t.dtype)
-  else: newv = pick.where(flat_v.unsqueeze(0), 0).sum(axis=1, acc_dtype=t.dtype)
+  newv = flat_v.unsqueeze(0)._pick(pick, 1)   # (the picked value's bits: -0.0 and NaN payloads kept; function.py Pick)
   result = anyhit.where(newv, t.flatten()).reshape(t.shape).contiguous()
   t.assign(result.cast(t.dtype))
   t.realize()

@@ -28,7 +28,7 @@ from frontend.tensor_args import make_tuple
 from frontend.devices import target_of
 from frontend.multi import MultiLazyBuffer
 from frontend import function as F
-from frontend.function import Function
+from frontend.function import Function, _UINT_OF
 
 if TYPE_CHECKING:
   from frontend.tensor import Tensor
@@ -326,6 +326,36 @@ class NNOpsMixin:
   def _one_hot_mask(self: Tensor, n: int) -> Tensor:
     """Bool (..., n): self[...] == k."""
     return self.unsqueeze(-1) == self.arange(n, device=self.device)
+  def _pick(self: Tensor, mask: Tensor, axis) -> Tensor:
+    """The element of self that bool `mask` (at most one True per output along `axis`, broadcast) selects, `axis`
+    removed; nothing selected gives 0. Bit-exact and differentiable (frontend/function.py Pick): unselected values,
+    NaN or inf, never reach the result or its gradient."""
+    from frontend.tensor_elementwise import _broadcast_shape
+    shape = _broadcast_shape(self.shape, mask.shape, op="pick")
+    x, m = self._expand_to(shape), mask._expand_to(shape)
+    axes = x._reduce_axes(axis, op="pick")
+    if not axes: return m.where(x, 0)
+    return F.Pick.apply(m, x, axis=axes).reshape(tuple(s for i, s in enumerate(shape) if i not in axes))
+
+  def _lookup_rows(self: Tensor, idx: Tensor) -> Tensor:
+    """Rows of self (V, E) at integer idx (...): (..., E), bit-exact and differentiable (frontend/function.py Lookup).
+    A float product with a one-hot matrix runs as the packed matmul kernels, far faster than a select-and-sum loop, but
+    0 * NaN = NaN: so the rows' bits go through it as 16-bit pieces, integers a float32 holds exactly; every product
+    is finite, each sum has one nonzero term (+0.0 others), and the pieces join back into the bits (NaN payloads, inf,
+    -0.0 as they are)."""
+    v, e = self.shape
+    mask = idx._one_hot_mask(v)
+    if not self.dtype.is_float or self.dtype.itemsize not in (2, 4, 8) or isinstance(self.lazydata, MultiLazyBuffer):
+      return self._pick(mask.unsqueeze(-1), -2)
+    u, n = _UINT_OF[self.dtype.itemsize], self.dtype.itemsize // 2
+    oh = mask.reshape(-1, v).cast(dtypes.float32)
+    bits = self.detach().bitcast(u)
+    got = oh @ type(self).cat(*[((bits >> (16 * k)) & 0xFFFF).cast(dtypes.float32) for k in range(n)], dim=1)
+    out = None
+    for k in range(n):
+      piece = got[:, k * e:(k + 1) * e].cast(u) << (16 * k)
+      out = piece if out is None else out | piece
+    return F.Lookup.apply(oh, self, out.bitcast(self.dtype)).reshape(*idx.shape, e)
 
   def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Cross entropy of logits (classes on dim 1, or dim 0 for 1-d) against class indices or probabilities.
@@ -473,8 +503,7 @@ class NNOpsMixin:
       raise RuntimeError(f"gather: index {index.shape} is larger than the input {self.shape} outside dim {dim}")
     x = self.shrink(tuple((0, i) if d != dim else None for d, i in enumerate(index.shape))).unsqueeze(-1).transpose(-1, dim)
     sel = index._one_hot_mask(self.shape[dim])
-    out = (sel & x).any(-1) if self.dtype.is_bool else sel.where(x, 0).sum(-1, acc_dtype=self.dtype)
-    return check_index(out, index, self.shape[dim], "gather", RuntimeError)
+    return check_index(x._pick(sel, -1), index, self.shape[dim], "gather", RuntimeError)
 
   def _pre_scatter(self: Tensor, dim: int, index: Tensor, src) -> tuple[int, Tensor, Tensor]:
     """(dim, mask, src) with mask (*self.shape, J): index[.., j at dim, ..] hits position k of dim, and src laid
@@ -509,8 +538,7 @@ class NNOpsMixin:
     pos = self.arange(1, mask.shape[-1] + 1, device=self.device)
     last = mask.where(pos, 0)._reduce(F.Max, -1, True)   # (no index: an empty axis, whose max is the identity 0)
     mask = mask & (pos == last)
-    val = (mask & src.bool()).any(-1) if self.dtype.is_bool else mask.where(src, 0).sum(-1, acc_dtype=self.dtype)
-    return mask.any(-1).where(val, self)
+    return mask.any(-1).where(src._pick(mask, -1), self)
 
   def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
     """Combine src into self at the index positions along dim with reduce in sum, prod, mean, amax, amin.
@@ -524,15 +552,23 @@ class NNOpsMixin:
       raise RuntimeError(f"scatter_reduce: reduce must be one of sum, prod, mean, amax, amin, not {reduce!r}")
     _, mask, src = self._pre_scatter(dim, index, src)
     hit = mask.any(-1)
+    # positions no index hits keep self as it is (self + 0 made -0.0 +0.0, and quieted a signaling NaN)
+    def plus_self(r: Tensor) -> Tensor:
+      # self first, then the hits (torch's order): when every hit is -0.0 (or none) that is self exactly
+      # (x + -0.0 == x), but the sum r of the hits started at +0.0 is +0.0, and -0.0 + +0.0 is +0.0 (IEEE 754-2019 6.3)
+      if not self.dtype.is_float: return hit.where(self + r, self)
+      neg0 = (src == 0) & (src.reciprocal() < 0)   # (-0.0: 1 / -0.0 is -inf)
+      return mask.where(~neg0, False).any(-1).where(self + r, self)
     if reduce == "sum":
       r = mask.where(src, 0).sum(-1, acc_dtype=self.dtype)
-      return self + r if include_self else hit.where(r, self)
+      return plus_self(r) if include_self else hit.where(r, self)
     if reduce == "prod":
       r = mask.where(src, 1).prod(-1)
-      return self * r if include_self else hit.where(r, self)
+      return hit.where(self * r if include_self else r, self)
     if reduce == "mean":
       cnt = mask.sum(-1) + int(include_self)
-      s = mask.where(src, 0).sum(-1, acc_dtype=self.dtype) + (self if include_self else 0)
+      s = mask.where(src, 0).sum(-1, acc_dtype=self.dtype)
+      if include_self: s = plus_self(s)
       return hit.where((s / cnt).cast(self.dtype) if self.dtype.is_float else s.div(cnt.maximum(1), rounding_mode='floor').cast(self.dtype), self)
     if reduce in ("amax", "amin"):
       sgn = 1 if reduce == "amax" else -1

@@ -213,7 +213,7 @@ class RMSNorm:
     return x if self.weight is None else x * self.weight
 
 class Embedding:
-  """Rows of `weight` (vocab_size, embed_size) looked up by integer indices (a one-hot product, differentiable).
+  """Rows of `weight` (vocab_size, embed_size) looked up by integer indices (a one-hot select, bit-exact, differentiable).
 
   >>> from frontend import Tensor, nn
   >>> nn.Embedding(10, 3)(Tensor([[1, 2]])).shape
@@ -224,7 +224,9 @@ class Embedding:
     self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
   def __call__(self, idx: Tensor) -> Tensor:
     if not idx.dtype.is_int: raise TypeError(f"Embedding: indices must be integers, got {idx.dtype}")
-    return check_index(idx._one_hot_mask(self.vocab_sz).cast(self.weight.dtype) @ self.weight, idx, self.vocab_sz, "Embedding")
+    # (not a one-hot product of the values: 0 * NaN and 0 * inf are NaN, which spread an unused row's NaN/inf to every
+    # token, forward and in the weight's gradient; frontend/nn_ops.py _lookup_rows)
+    return check_index(self.weight._lookup_rows(idx), idx, self.vocab_sz, "Embedding")
 
 class LSTMCell:
   """One LSTM step: (h, c) from input x (N, input_size) and the previous (h, c) (zeros when None); gates in torch's
