@@ -296,7 +296,13 @@ class Lookup(Function):
     return value
   def backward(self, g):
     from frontend.tensor import _wrap
-    oh, gt = _wrap(self.oh), _wrap(g)
+    return None, self._table_grad(_wrap(self.oh), _wrap(g)).lazydata, None
+  def backward_tensors(self, g, oh, w, value):
+    """create_graph (Tensor.gradient): the same rule on Tensors, differentiable in g."""
+    return None, self._table_grad(oh, g), None
+  @staticmethod
+  def _table_grad(oh, gt):
+    g = gt.lazydata
     e, dt = gt.shape[1], g.dtype if g.dtype.itemsize >= 4 else dtypes.float32
     gf = gt.cast(dt)
     nan = gf != gf
@@ -310,7 +316,7 @@ class Lookup(Function):
     else:
       s = ohT @ fin.cat(pinf.cast(dt), ninf.cast(dt), dim=1)   # (V, 3E)
       tot, p, n = s[:, :e], s[:, e:2 * e] > 0, s[:, 2 * e:] > 0
-    return None, p.where(n.where(math.nan, math.inf), n.where(-math.inf, tot)).cast(g.dtype).lazydata, None
+    return p.where(n.where(math.nan, math.inf), n.where(-math.inf, tot)).cast(g.dtype)
 
 class Sum(Function):
   def forward(self, x, axis: tuple[int, ...]):

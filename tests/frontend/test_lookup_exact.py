@@ -240,3 +240,30 @@ def test_lookups_bit_exact_on_the_gpu_mocks(dev):
   assert out["emb"] == bits(w[np.array([[0, 2], [4, 3]])]).tolist()
   assert out["index"] == bits(w[[3, 0, 4]]).tolist()
   assert out["gather"] == bits(np.take_along_axis(w, g, 0)).tolist()
+
+def test_tensor_gradient_and_second_order_through_lookups_equal_torch():
+  """Tensor.gradient (create_graph) through Embedding, gather and x[idx], first and second order, against torch: the
+  lookups' backward rules must also run as differentiable graphs (an Embedding here once raised AttributeError)."""
+  rng = np.random.default_rng(3)
+  w0, idx = rng.standard_normal((5, 3)).astype(np.float32), np.array([[0, 2, 2, 4]])
+  def ours(f):
+    w = Tensor(w0, requires_grad=True)
+    (g,) = (f(w) ** 3).sum().gradient(w)
+    (g2,) = (g * g).sum().gradient(w)
+    return g.numpy(), g2.numpy()
+  def theirs(f):
+    w = torch.tensor(w0, requires_grad=True)
+    (g,) = torch.autograd.grad((f(w) ** 3).sum(), w, create_graph=True)
+    (g2,) = torch.autograd.grad((g * g).sum(), w)
+    return g.detach().numpy(), g2.numpy()
+  def emb(w):
+    if isinstance(w, Tensor):
+      e = nn.Embedding(5, 3); e.weight = w
+      return e(Tensor(idx.astype(np.int32)))
+    return torch.nn.functional.embedding(torch.tensor(idx), w)
+  gi = np.array([[0, 1, 2], [4, 4, 0]])
+  cases = {"Embedding": emb,
+           "gather": lambda w: w.gather(0, Tensor(gi.astype(np.int32)) if isinstance(w, Tensor) else torch.tensor(gi)),
+           "x[idx]": lambda w: w[Tensor(np.array([3, 1, 3], np.int32))] if isinstance(w, Tensor) else w[torch.tensor([3, 1, 3])]}
+  for name, f in cases.items():
+    for a, b in zip(ours(f), theirs(f)): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
