@@ -75,6 +75,7 @@ class Waves:
     self.wg = wg; self.lds = np.zeros((int(wg.max()) + 1 if n else 0, max(lds_bytes, 4)), np.uint8)
     self.cache: dict[int, Inst] = {} if cache is None else cache; self.wave_insts = 0
     self._full: dict[int, np.ndarray] = {}   # wave count -> read-only all-lanes-on mask
+    self._masks: dict[bytes, tuple[np.ndarray, tuple]] = {}   # EXEC bytes -> (lane mask, its nonzero): exec_lanes
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
     self.scratch: np.ndarray | None = None; self.scratch_mem = FlatMemory()   # private segments (set_scratch)
     self.scratch_base: np.ndarray | None = None   # each wave's scratch slot in GPU memory (set_scratch)
@@ -213,11 +214,21 @@ class Waves:
   def set_exec(self, sel, m) -> None:
     self.swrite(EXEC, sel, np.broadcast_to(np.asarray(m), (self.nw(sel),)), self.LANES == 64)
   def exec_mask(self, sel) -> np.ndarray:
-    ex = self.get_exec(sel)
-    if (ex == (0xFFFFFFFF if self.LANES == 32 else 0xFFFFFFFFFFFFFFFF)).all():   # every lane on (the common case): one shared
-      if (full := self._full.get(len(ex))) is None: full = self._full[len(ex)] = np.ones((len(ex), self.LANES), bool)  # array
-      return full
-    return unpack_mask(ex, self.LANES)
+    return self.exec_lanes(sel)[0]
+  def exec_lanes(self, sel) -> tuple[np.ndarray, tuple]:
+    """(EXEC of the waves in `sel` as (n, LANES) bool, its active lanes as np.nonzero gives them). Every lane on (the
+    common case) is one shared array. Both are read-only and cached by EXEC's bytes: a kernel's few EXEC patterns
+    are unpacked once, not at every instruction."""
+    ex = self.get_exec(sel); key = ex.tobytes()
+    if (hit := self._masks.get(key)) is not None: return hit
+    if (ex == (0xFFFFFFFF if self.LANES == 32 else 0xFFFFFFFFFFFFFFFF)).all():
+      if (m := self._full.get(len(ex))) is None: m = self._full[len(ex)] = np.ones((len(ex), self.LANES), bool)
+    else: m = unpack_mask(ex, self.LANES)
+    m.flags.writeable = False; lanes = np.nonzero(m)
+    for a in lanes: a.flags.writeable = False
+    if len(self._masks) >= 4096: self._masks.clear()
+    hit = self._masks[key] = (m, lanes)
+    return hit
 
   # ---- scalar operands
   def sread(self, code: int, sel, i: Inst, t: str = "u32"):
@@ -687,8 +698,7 @@ class Waves:
     if reg >= 0 and wave is not None: self.v[reg, wave, lane] = old.view(np.uint32)
 
   def _ds_exec(self, i: Inst, sel):
-    n, f = i.base, i.f; ex = self.exec_mask(sel)
-    lanes = np.nonzero(ex)
+    n, f = i.base, i.f; ex, lanes = self.exec_lanes(sel)
     raw = self.v[f["addr"], sel][lanes]
     def at(o: int) -> np.ndarray: return (raw + np.uint32(o)).astype(np.int64)   # LDS addresses wrap at 32 bits
     wg = np.broadcast_to(self.wg[sel][:, None], ex.shape)[lanes]
@@ -822,8 +832,8 @@ class Waves:
     self.pending[counter] = keep
 
   def _global(self, i: Inst, sel):
-    f = i.f; ex = self.exec_mask(sel)
-    lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
+    f = i.f; ex, lanes = self.exec_lanes(sel)
+    if ex is self._full.get(len(ex)): lanes = (slice(None), slice(None))
     if f["saddr"] != self.NULL and i.enc == "GLOBAL":
       sb = np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i, "u64")), (self.nw(sel),))
       addr = sb[:, None] + self.v[f["addr"], sel].astype(np.uint64)
@@ -882,9 +892,9 @@ class Waves:
     amd_aql_queue.cpp:1700), so an offset past the segment reads or clobbers another lane's or wave's scratch, or
     faults outside the mapped memory. Without a CP (the `launch` API) each lane's segment is a window of its own and an
     access past it faults by name."""
-    f, ex = i.f, self.exec_mask(sel)
+    f, (ex, lanes) = i.f, self.exec_lanes(sel)
     if self.scratch is None and self.scratch_base is None: raise EmulatorError("scratch access, but the dispatch has no private segment")
-    lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
+    if ex is self._full.get(len(ex)): lanes = (slice(None), slice(None))
     off = np.full((self.nw(sel), self.LANES), f["offset"], np.int64)
     if f.get("sve"): off += self.v[f["addr"], sel].astype(np.int64)
     if f["saddr"] != self.NULL: off += np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i)), (self.nw(sel),))[:, None].astype(np.int64)
