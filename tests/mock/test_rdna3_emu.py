@@ -419,6 +419,22 @@ def test_getpc_reads_the_code_address():
   dispatch(mem, b"\0" * 256 + prog, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,), entry=256, code_va=0x9000_0000)
   assert out[0] == 0x9000_0104
 
+def test_code_in_memory_is_decoded_once_and_again_where_rewritten(monkeypatch):
+  """A program fetched from memory and dispatched again is not decoded again (launch keeps the decodes by address);
+  an instruction whose bytes were rewritten since is: the new code runs, never the old decode."""
+  from hcqrt.mock.amd.rdna3.executor import Waves
+  real, pcs = Waves.decode_one, []
+  monkeypatch.setattr(Waves, "decode_one", staticmethod(lambda c, p: pcs.append(p) or real(c, p)))
+  # llvm-mc-19: s_getpc_b64 s[2:3]; v_mov_b32 v1, s2; v_mov_b32 v2, s3; global_store_b64 v0, v[1:2], s[0:1]; s_endpgm
+  prog = bytes.fromhex("004782be" "0202027e" "0302047e" "00006edc00010000" "0000b0bf")
+  out = np.zeros(1, np.uint64); code = np.frombuffer(bytearray(prog + b"\0" * 64), np.uint8)
+  mem = FlatMemory.from_dict({0x5000_0000: out.view(np.uint8), 0x1_7123_0100: code})
+  run = lambda: dispatch(mem, 0x1_7123_0100, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,))
+  run(); assert out[0] == 0x1_7123_0104 and pcs == [0, 4, 8, 12, 20]
+  run(); assert out[0] == 0x1_7123_0104 and len(pcs) == 5
+  code[4:8] = np.frombuffer(bytes.fromhex("0302027e"), np.uint8)   # v_mov_b32 v1, s3: the address's high word twice
+  run(); assert out[0] == 0x1_0000_0001 and pcs[5:] == [4]
+
 def test_fp_mode_switches_other_than_the_emulated_mode_are_refused():
   kd = bytearray(64); struct.pack_into("<II", kd, 48, 0, 1 << 7); struct.pack_into("<H", kd, 56, 1 << 10)
   launch(bytes.fromhex("000091bf" "0f0092bf" "0000b0bf"), bytes(kd), {}, 0, (1,), (32,))   # s_round_mode 0x0; s_denorm_mode 15

@@ -181,7 +181,7 @@ class Waves:
         else:   # a run of neighbouring waves (others finished or elsewhere) is a slice: views instead of gathers
           sel = np.flatnonzero(here)
           if sel[-1] - sel[0] + 1 == cnt: sel = slice(int(sel[0]), int(sel[-1]) + 1)
-        inst = self.cache.get(p) or self.cache.setdefault(p, self.decode_one(self.code, p))
+        inst = self.cache.get(p) or self._fetch(p)
         self.wave_insts += cnt
         issued[sel] = k
         try: nxt = self.step(inst, sel)
@@ -191,6 +191,20 @@ class Waves:
         if inst.enc == "SOPP" and inst.name in ("s_endpgm", "s_endpgm_saved", "s_barrier"): spc = np.where(self.done | self.barrier | held | paused, IDLE, self.pc)
         else: spc[sel] = self.pc[sel]
     raise EmulatorError(f"kernel did not finish within {max_steps} steps")
+
+  # code in memory (launch.dispatch): pc -> (bytes, Inst) decoded by earlier dispatches of the same address, and the
+  # ones this dispatch fetches (None: code given as bytes, whose cache is kept by the bytes themselves)
+  known: dict[int, tuple[bytes, Inst]] | None = None
+  fetched: dict[int, tuple[bytes, Inst]] | None = None
+  def _fetch(self, p: int) -> Inst:
+    """The instruction at `p`, fetched when a wave first reaches it: an earlier dispatch's decode of the bytes there
+    when they are still those bytes (memory may have been rewritten or reused since), else decoded now."""
+    hit = None if self.known is None else self.known.get(p)
+    if hit is not None and self.code[p:p + len(hit[0])].tobytes() == hit[0]: inst = hit[1]
+    else: inst = self.decode_one(self.code, p)
+    self.cache[p] = inst
+    if self.fetched is not None: self.fetched[p] = (bytes(self.code[p:p + inst.size]), inst)
+    return inst
 
   def _lds_in_flight(self) -> np.ndarray:
     """(n,) bool: the waves with LDS writes or atomics still in flight (queued by _ds, not yet retired)."""
