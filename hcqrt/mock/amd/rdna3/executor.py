@@ -39,6 +39,8 @@ def _inline(code: int, t: str):
   if V.BITS.get(t, 32) == 16: return np.uint16(val & 0xFFFF)
   return np.uint32(val & 0xFFFFFFFF)
 
+_min = np.minimum.reduce   # (ndarray.min without its Python wrapper: the scheduler calls it every step)
+
 def unpack_mask(m: np.ndarray, lanes: int = 32) -> np.ndarray:
   """(n,) lane masks (uint32 for wave32, uint64 for wave64) -> (n, lanes) bool."""
   dt = np.uint32 if lanes == 32 else np.uint64
@@ -76,6 +78,7 @@ class Waves:
     self.cache: dict[int, Inst] = {} if cache is None else cache; self.wave_insts = 0
     self._full: dict[int, np.ndarray] = {}   # wave count -> read-only all-lanes-on mask
     self._masks: dict[bytes, tuple[np.ndarray, tuple]] = {}   # EXEC bytes -> (lane mask, its nonzero): exec_lanes
+    self._handlers: dict[str, object] = {}   # encoding -> bound handler (step)
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
     self.scratch: np.ndarray | None = None; self.scratch_mem = FlatMemory()   # private segments (set_scratch)
     self.scratch_base: np.ndarray | None = None   # each wave's scratch slot in GPU memory (set_scratch)
@@ -151,16 +154,16 @@ class Waves:
     spc = np.where(self.done | self.barrier, IDLE, self.pc)
     with np.errstate(all="ignore"):   # inf, NaN and wrap-around are results the hardware computes, not warnings
       for k in range(max_steps):
-        p = int(spc.min())
+        p = int(_min(spc))
         if k >= check or (burst_end >= 0 and (k >= burst_end or p == IDLE)):
           if burst_end >= 0:   # the burst is over (or the starved waves blocked): the paused waves go on
             burst_end = -1; issued[paused] = k; paused[:] = False
-            spc = np.where(self.done | self.barrier | held, IDLE, self.pc); p = int(spc.min())
+            spc = np.where(self.done | self.barrier | held, IDLE, self.pc); p = int(_min(spc))
           if held.any() and p != IDLE and k - held_at >= self.HOLD_STEPS:   # held long enough: back with the others
-            issued[held] = k; held[:] = False; spc = np.where(self.done | self.barrier, IDLE, self.pc); p = int(spc.min())
+            issued[held] = k; held[:] = False; spc = np.where(self.done | self.barrier, IDLE, self.pc); p = int(_min(spc))
           elif k >= check and p != IDLE and ((spc != IDLE) & (issued < k - self.FAIR_STEPS)).any():
             starved = (spc != IDLE) & (issued < k - self.FAIR_STEPS)
-            paused = (spc != IDLE) & ~starved; spc[paused] = IDLE; burst_end = k + self.FAIR_STEPS; p = int(spc.min())
+            paused = (spc != IDLE) & ~starved; spc[paused] = IDLE; burst_end = k + self.FAIR_STEPS; p = int(_min(spc))
           if k >= check: check = k + min(self.FAIR_STEPS, self.HOLD_STEPS)
         if p == IDLE:
           if held.any():   # the others are at the next barrier or done: one held wave per workgroup runs, alone
@@ -214,8 +217,9 @@ class Waves:
     return out
 
   def step(self, i: Inst, sel):
-    h = getattr(self, "_" + i.enc.lower(), None)
-    if h is None: raise EmulatorError(f"{i.enc} is not implemented")
+    if (h := self._handlers.get(i.enc)) is None:   # (the encoding's handler, looked up once per Waves)
+      if (h := getattr(self, "_" + i.enc.lower(), None)) is None: raise EmulatorError(f"{i.enc} is not implemented")
+      self._handlers[i.enc] = h
     return h(i, sel)
 
   def nw(self, sel) -> int:
@@ -464,7 +468,7 @@ class Waves:
       old = self.v[d, sel]; h = val.view(np.uint16).astype(np.uint32)
       new = (old & np.uint32(0xFFFF)) | (h << np.uint32(16)) if hi else (old & np.uint32(0xFFFF0000)) | h
       self.v[d, sel] = new if full else np.where(ex, new, old)
-    elif full or ex.all(): self.v[d, sel] = val.view(np.uint32)
+    elif full: self.v[d, sel] = val.view(np.uint32)   # (any other mask merges: the same values where all lanes are on)
     else: self.v[d, sel] = np.where(ex, val.view(np.uint32), self.v[d, sel])
 
   def mask(self, code: int, sel, i: Inst) -> np.ndarray:
@@ -857,13 +861,18 @@ class Waves:
     if f["offset"]: addr = addr + np.uint64(f["offset"] & (2**64 - 1))   # wraps mod 2**64 like the hardware adder
     return self._access(i, sel, addr, lanes, self.mem)
 
+  def per_lane(self, x: np.ndarray, lanes) -> np.ndarray:
+    """Per-wave values `x` (one per wave of an access's `sel`) for each lane `lanes` picks, in the order the lanes'
+    rows are (wave-major): `lanes` is exec_lanes' nonzero, or (slice, slice) for every lane."""
+    return np.repeat(x, self.LANES) if isinstance(lanes[0], slice) else x[lanes[0]]
+
   def _access(self, i: Inst, sel, addr: np.ndarray, lanes, mem: FlatMemory):
     """The memory op of `i` at one address per active lane (`lanes` picks them, as exec_mask's nonzero) in `mem`."""
     n, f = i.base, i.f
     op = n.split("_", 1)[1]
     if self.gl0 is not None and mem is self.mem and i.enc != "SCRATCH":   # global memory through the wave's GL0
-      l0 = np.broadcast_to(self.gl0_of[sel][:, None], (self.nw(sel), self.LANES))[lanes].reshape(-1)
-      sa = np.broadcast_to(self.sa_of[sel][:, None], (self.nw(sel), self.LANES))[lanes].reshape(-1) if self.gl1 is not None else None
+      l0 = self.per_lane(self.gl0_of[sel], lanes)
+      sa = self.per_lane(self.sa_of[sel], lanes) if self.gl1 is not None else None
       if op.startswith("atomic_"):
         self.gl0.before_write(addr, 8 if "64" in op else 4, l0, n)   # (the L0s first: their copies look through the GL1s)
         if self.gl1 is not None: self.gl1.before_write(addr, 8 if "64" in op else 4, sa, n)
