@@ -203,11 +203,11 @@ class Waves:
     """The instruction at `p`, fetched when a wave first reaches it: an earlier dispatch's decode of the bytes there
     when they are still those bytes (memory may have been rewritten or reused since), else decoded now."""
     hit = None if self.known is None else self.known.get(p)
-    if hit is not None and self.code[p:p + len(hit[0])].tobytes() == hit[0]: inst = hit[1]
-    else: inst = self.decode_one(self.code, p)
-    self.cache[p] = inst
-    if self.fetched is not None: self.fetched[p] = (bytes(self.code[p:p + inst.size]), inst)
-    return inst
+    if hit is None or self.code[p:p + len(hit[0])].tobytes() != hit[0]:
+      inst = self.decode_one(self.code, p); hit = (bytes(self.code[p:p + inst.size]), inst)
+    if self.fetched is not None: self.fetched[p] = hit
+    self.cache[p] = hit[1]
+    return hit[1]
 
   def _lds_in_flight(self) -> np.ndarray:
     """(n,) bool: the waves with LDS writes or atomics still in flight (queued by _ds, not yet retired)."""

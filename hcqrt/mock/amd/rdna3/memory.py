@@ -1,6 +1,7 @@
 """The flat 64-bit address space the emulated kernel sees: host buffers mapped at GPU virtual addresses."""
 from __future__ import annotations
 import bisect
+import itertools
 import numpy as np
 
 class MemoryFault(Exception): pass
@@ -23,6 +24,15 @@ class FlatMemory:
   def from_dict(cls, bufs: dict) -> FlatMemory:
     m = cls()
     for base, buf in bufs.items(): m.map(base, buf)
+    return m
+
+  @classmethod
+  def from_arrays(cls, maps: list[tuple[int, np.ndarray]]) -> FlatMemory:
+    """Map every (base, uint8 array) of `maps` at once: `map` for each, with one sort instead of an insert each."""
+    m = cls(); maps = sorted(((b, a.reshape(-1).view(np.uint8)) for b, a in maps), key=lambda x: x[0])
+    for (b0, a0), (b1, _) in itertools.pairwise(maps):
+      if b0 + len(a0) > b1: raise ValueError(f"mapping 0x{b1:x} overlaps an existing mapping")
+    m.bases = [b for b, _ in maps]; m.bufs = [a for _, a in maps]
     return m
 
   def map(self, base: int, buf) -> None:
