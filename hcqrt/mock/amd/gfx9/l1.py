@@ -137,9 +137,9 @@ class VectorL1:
     looks, as a lower level seen through by an upper one's copy, gfx11's GL1 under the GL0s)."""
     out = fresh
     for m, buf, offs, key in self._parts(addrs, nbytes, what):
+      if not fill and key not in self.held: continue
       nl, first, last = self._lines(buf, offs, nbytes)
       w = wg[m].astype(np.int64)
-      if not fill and key not in self.held: continue
       self._rows(key, nl, int(w.max()) + 1 if len(w) else 1); self.size.setdefault(key, len(buf))
       snap, frozen = self.snap.get(key), self.frozen[key]
       if snap or self.image.get(key) is not None:

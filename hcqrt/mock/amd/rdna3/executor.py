@@ -41,6 +41,11 @@ def _inline(code: int, t: str):
 
 _min = np.minimum.reduce   # (ndarray.min without its Python wrapper: the scheduler calls it every step)
 
+def _per_wave(x, n: int) -> np.ndarray:
+  """`x` (one value per wave, or one for every wave) as an (n,) array: `x` itself when it already is one."""
+  x = np.asarray(x)
+  return x if x.shape == (n,) else np.broadcast_to(x, (n,))
+
 def unpack_mask(m: np.ndarray, lanes: int = 32) -> np.ndarray:
   """(n,) lane masks (uint32 for wave32, uint64 for wave64) -> (n, lanes) bool."""
   dt = np.uint32 if lanes == 32 else np.uint64
@@ -230,7 +235,7 @@ class Waves:
     if self.LANES == 32: return self.s[EXEC, sel]
     return self.s[EXEC, sel].astype(np.uint64) | (self.s[EXEC + 1, sel].astype(np.uint64) << np.uint64(32))
   def set_exec(self, sel, m) -> None:
-    self.swrite(EXEC, sel, np.broadcast_to(np.asarray(m), (self.nw(sel),)), self.LANES == 64)
+    self.swrite(EXEC, sel, _per_wave(m, self.nw(sel)), self.LANES == 64)
   def exec_mask(self, sel) -> np.ndarray:
     return self.exec_lanes(sel)[0]
   def exec_lanes(self, sel) -> tuple[np.ndarray, tuple]:
@@ -318,13 +323,13 @@ class Waves:
     elif n == "s_pack_lh_b32_b16": r = (a & U(0xFFFF)) | (b & U(0xFFFF0000))
     elif n == "s_pack_hh_b32_b16": r = (a >> U(16)) | (b & U(0xFFFF0000))
     else: raise EmulatorError("SOP2 op not implemented")
-    r = np.broadcast_to(np.asarray(r), (self.nw(sel),))
+    r = _per_wave(r, self.nw(sel))
     self.swrite(i.f["sdst"], sel, r.astype(np.uint64) & np.uint64(2**64 - 1 if w64 else 2**32 - 1), w64)
     if scc is not None: self.scc[sel] = np.asarray(scc).astype(bool).astype(np.uint32)
 
   def _sop1(self, i: Inst, sel):
     n = i.base; w64 = n.endswith("_b64") and n != "s_bcnt1_i32_b64"
-    a = np.broadcast_to(np.asarray(self.sread(i.f["ssrc0"], sel, i, "u64" if w64 or n == "s_bcnt1_i32_b64" else "u32")), (self.nw(sel),))
+    a = _per_wave(self.sread(i.f["ssrc0"], sel, i, "u64" if w64 or n == "s_bcnt1_i32_b64" else "u32"), self.nw(sel))
     d, U = i.f["sdst"], np.uint32
     if n in ("s_mov_b32", "s_mov_b64"): return self.swrite(d, sel, a, w64)
     if n in ("s_cmov_b32", "s_cmov_b64"):
@@ -425,7 +430,7 @@ class Waves:
 
   def smask(self, code: int, sel, i: Inst | None = None) -> np.ndarray:
     """A lane-mask operand (VCC, an SGPR or pair, a constant) as one integer per wave of the wave's width."""
-    return np.broadcast_to(np.asarray(self.sread(code, sel, i, self.mask_t)), (self.nw(sel),))
+    return _per_wave(self.sread(code, sel, i, self.mask_t), self.nw(sel))
 
   def _smem(self, i: Inst, sel):
     n = i.base
@@ -853,7 +858,7 @@ class Waves:
     f = i.f; ex, lanes = self.exec_lanes(sel)
     if ex is self._full.get(len(ex)): lanes = (slice(None), slice(None))
     if f["saddr"] != self.NULL and i.enc == "GLOBAL":
-      sb = np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i, "u64")), (self.nw(sel),))
+      sb = _per_wave(self.sread(f["saddr"], sel, i, "u64"), self.nw(sel))
       addr = sb[:, None] + self.v[f["addr"], sel].astype(np.uint64)
     else:   # a 64-bit address in a VGPR pair: interleave the dwords (little-endian: low first) and read them as one
       addr = np.stack((self.v[f["addr"], sel], self.v[f["addr"] + 1, sel]), -1).view(np.uint64)[..., 0]
