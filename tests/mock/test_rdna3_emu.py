@@ -515,3 +515,15 @@ def test_v_dot4_iu8_src1_signed_alone_and_undefined_modifiers_refused():
   for word in ("044016cc00030e9c", "044116cc00030e1c", "044816cc00030e1c", "044017cc00030e3c"):
     w = Waves(bytes.fromhex(word + "0000b0bf"), 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
     with pytest.raises(EmulatorError, match="at 0x0: op_sel .* modifiers the ISA does not define"): w.run()
+
+def test_flat_memory_from_arrays_maps_like_map_and_forgets_on_unmap():
+  """FlatMemory.from_arrays (the mock CP's per-dispatch map) maps every buffer as map() does and refuses overlaps; a
+  lookup remembered for one address array is forgotten when the map changes: the same array then faults by address."""
+  a, b = np.arange(16, dtype=np.uint8), np.zeros(8, np.uint8)
+  m = FlatMemory.from_arrays([(0x2000, b), (0x1000, a)])
+  assert m.bases == [0x1000, 0x2000]
+  addrs = np.array([0x1004, 0x1008], np.uint64)
+  assert m.read(addrs, 4).tolist() == [[4, 5, 6, 7], [8, 9, 10, 11]]
+  m.unmap(0x1000)
+  with pytest.raises(MemoryFault, match="0x1004"): m.read(addrs, 4)
+  with pytest.raises(ValueError, match="overlaps"): FlatMemory.from_arrays([(0x1000, a), (0x100c, b)])
