@@ -195,9 +195,9 @@ class Waves:
         try: nxt = self.step(inst, sel)
         except (EmulatorError, MemoryFault) as e: raise type(e)(f"{inst.name} at 0x{inst.addr:x}: {e}") from None
         except IndexError as e: raise EmulatorError(f"{inst.name} at 0x{inst.addr:x}: register out of range ({e})") from None
-        self.pc[sel] = inst.addr + inst.size if nxt is None else nxt
+        self.pc[sel] = npc = inst.addr + inst.size if nxt is None else nxt
         if inst.enc == "SOPP" and inst.name in ("s_endpgm", "s_endpgm_saved", "s_barrier"): spc = np.where(self.done | self.barrier | held | paused, IDLE, self.pc)
-        else: spc[sel] = self.pc[sel]
+        else: spc[sel] = npc
     raise EmulatorError(f"kernel did not finish within {max_steps} steps")
 
   # code in memory (launch.dispatch): pc -> (bytes, Inst) decoded by earlier dispatches of the same address, and the
@@ -449,6 +449,7 @@ class Waves:
     bits = V.BITS[t]
     if code >= 256:
       raw = self.v[code - 256, sel]
+      if bits == 32: return raw.view(V.NP[t])   # (the common case: one VGPR, already uint32)
       if bits == 64: raw = raw.astype(np.uint64) | (self.v[code - 255, sel].astype(np.uint64) << np.uint64(32))
     else:
       raw = np.asarray(self.sread(code, sel, i, t))
@@ -801,6 +802,8 @@ class Waves:
       return self._lds_land(self.lds, vals[0][rows], vals[1][rows], _atom_rows(vals[2], rows), g[rows])
     w = (slice(None) if waves is None else waves) if which is None else (np.nonzero(which)[0] if waves is None else waves[which])
     if which is not None: vals, mask = vals[:, which], None if mask is None else mask[which]
+    if kind == "v" and mask is None and bits == 0xFFFFFFFF:   # every lane of every register: one assignment
+      self.v[reg:reg + len(vals), w] = vals; return None
     for k in range(len(vals)):
       if kind == "s": self.s[reg + k, w] = vals[k]
       elif mask is None and bits == 0xFFFFFFFF: self.v[reg + k, w] = vals[k]
