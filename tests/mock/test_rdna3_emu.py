@@ -527,3 +527,29 @@ def test_flat_memory_from_arrays_maps_like_map_and_forgets_on_unmap():
   m.unmap(0x1000)
   with pytest.raises(MemoryFault, match="0x1004"): m.read(addrs, 4)
   with pytest.raises(ValueError, match="overlaps"): FlatMemory.from_arrays([(0x1000, a), (0x100c, b)])
+
+def test_code_reloaded_at_the_same_address_runs_the_new_bytes_past_the_first_dword():
+  """Another code object loaded where a freed one was (a new buffer at the same VA), its first instruction's first
+  dword the same: the decodes kept by address are reused only where every byte of that instruction is unchanged, so
+  a changed literal (the second dword of the same instruction) and a changed later instruction both run as loaded."""
+  # llvm-mc-19: v_mov_b32 v1, 0x11111111; v_mov_b32 v2, 0; global_store_b64 v0, v[1:2], s[0:1]; s_endpgm
+  prog = lambda lit, v2: bytes.fromhex("ff02027e" + lit + v2 + "02047e" "00006edc00010000" "0000b0bf")
+  out = np.zeros(1, np.uint64)
+  def run(code: bytes) -> int:
+    mem = FlatMemory.from_dict({0x5000_0000: out.view(np.uint8), 0x1_7123_0100: np.frombuffer(bytearray(code + b"\0" * 64), np.uint8)})
+    dispatch(mem, 0x1_7123_0100, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,)); return int(out[0])
+  assert run(prog("11111111", "80")) == 0x11111111
+  assert run(prog("22222222", "80")) == 0x22222222   # v_mov_b32 v1, 0x22222222: only the literal differs
+  assert run(prog("22222222", "81")) == 0x1_22222222   # v_mov_b32 v2, 1: a later instruction differs
+
+def test_valu_writes_only_the_lanes_exec_enables_when_an_exec_pattern_comes_back():
+  """EXEC masks are unpacked once per pattern (Waves.exec_lanes): a VALU write under a partial EXEC changes only its
+  lanes, a second pattern gets its own lanes, and the first pattern, met again, is still its own lanes (2 waves)."""
+  # llvm-mc-19: s_mov_b32 exec_lo, 5; v_mov_b32 v1, 7; s_mov_b32 exec_lo, 10; v_mov_b32 v1, 9; s_mov_b32 exec_lo, 5;
+  # v_add_nc_u32 v1, 1, v1; s_mov_b32 exec_lo, -1; v_lshlrev_b32 v3, 2, v0; global_store_b32 v3, v1, s[0:1]; s_endpgm
+  prog = bytes.fromhex("8500febe" "8702027e" "8a00febe" "8902027e" "8500febe" "8102024a" "c100febe" "82000630"
+                       "00006adc03010000" "0000b0bf")
+  out = np.zeros(64, np.uint32)
+  dispatch({0x5000_0000: out.view(np.uint8)}, prog, 0, 2 << 1, [0x5000_0000, 0], (1,), (64,))
+  want = np.full(32, 0xBAD0BAD0, np.uint32); want[[0, 2]] = 8; want[[1, 3]] = 9   # (VGPRs past v0 start as poison)
+  assert out.tolist() == np.tile(want, 2).tolist()
