@@ -419,6 +419,22 @@ def test_getpc_reads_the_code_address():
   dispatch(mem, b"\0" * 256 + prog, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,), entry=256, code_va=0x9000_0000)
   assert out[0] == 0x9000_0104
 
+def test_code_in_memory_is_decoded_once_and_again_where_rewritten(monkeypatch):
+  """A program fetched from memory and dispatched again is not decoded again (launch keeps the decodes by address);
+  an instruction whose bytes were rewritten since is: the new code runs, never the old decode."""
+  from hcqrt.mock.amd.rdna3.executor import Waves
+  real, pcs = Waves.decode_one, []
+  monkeypatch.setattr(Waves, "decode_one", staticmethod(lambda c, p: pcs.append(p) or real(c, p)))
+  # llvm-mc-19: s_getpc_b64 s[2:3]; v_mov_b32 v1, s2; v_mov_b32 v2, s3; global_store_b64 v0, v[1:2], s[0:1]; s_endpgm
+  prog = bytes.fromhex("004782be" "0202027e" "0302047e" "00006edc00010000" "0000b0bf")
+  out = np.zeros(1, np.uint64); code = np.frombuffer(bytearray(prog + b"\0" * 64), np.uint8)
+  mem = FlatMemory.from_dict({0x5000_0000: out.view(np.uint8), 0x1_7123_0100: code})
+  run = lambda: dispatch(mem, 0x1_7123_0100, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,))
+  run(); assert out[0] == 0x1_7123_0104 and pcs == [0, 4, 8, 12, 20]
+  run(); assert out[0] == 0x1_7123_0104 and len(pcs) == 5
+  code[4:8] = np.frombuffer(bytes.fromhex("0302027e"), np.uint8)   # v_mov_b32 v1, s3: the address's high word twice
+  run(); assert out[0] == 0x1_0000_0001 and pcs[5:] == [4]
+
 def test_fp_mode_switches_other_than_the_emulated_mode_are_refused():
   kd = bytearray(64); struct.pack_into("<II", kd, 48, 0, 1 << 7); struct.pack_into("<H", kd, 56, 1 << 10)
   launch(bytes.fromhex("000091bf" "0f0092bf" "0000b0bf"), bytes(kd), {}, 0, (1,), (32,))   # s_round_mode 0x0; s_denorm_mode 15
@@ -499,3 +515,41 @@ def test_v_dot4_iu8_src1_signed_alone_and_undefined_modifiers_refused():
   for word in ("044016cc00030e9c", "044116cc00030e1c", "044816cc00030e1c", "044017cc00030e3c"):
     w = Waves(bytes.fromhex(word + "0000b0bf"), 1, 8, np.zeros(1, np.int64), 0, FlatMemory()); w.s[EXEC] = 0xFFFFFFFF
     with pytest.raises(EmulatorError, match="at 0x0: op_sel .* modifiers the ISA does not define"): w.run()
+
+def test_flat_memory_from_arrays_maps_like_map_and_forgets_on_unmap():
+  """FlatMemory.from_arrays (the mock CP's per-dispatch map) maps every buffer as map() does and refuses overlaps; a
+  lookup remembered for one address array is forgotten when the map changes: the same array then faults by address."""
+  a, b = np.arange(16, dtype=np.uint8), np.zeros(8, np.uint8)
+  m = FlatMemory.from_arrays([(0x2000, b), (0x1000, a)])
+  assert m.bases == [0x1000, 0x2000]
+  addrs = np.array([0x1004, 0x1008], np.uint64)
+  assert m.read(addrs, 4).tolist() == [[4, 5, 6, 7], [8, 9, 10, 11]]
+  m.unmap(0x1000)
+  with pytest.raises(MemoryFault, match="0x1004"): m.read(addrs, 4)
+  with pytest.raises(ValueError, match="overlaps"): FlatMemory.from_arrays([(0x1000, a), (0x100c, b)])
+
+def test_code_reloaded_at_the_same_address_runs_the_new_bytes_past_the_first_dword():
+  """Another code object loaded where a freed one was (a new buffer at the same VA), its first instruction's first
+  dword the same: the decodes kept by address are reused only where every byte of that instruction is unchanged, so
+  a changed literal (the second dword of the same instruction) and a changed later instruction both run as loaded."""
+  # llvm-mc-19: v_mov_b32 v1, 0x11111111; v_mov_b32 v2, 0; global_store_b64 v0, v[1:2], s[0:1]; s_endpgm
+  prog = lambda lit, v2: bytes.fromhex("ff02027e" + lit + v2 + "02047e" "00006edc00010000" "0000b0bf")
+  out = np.zeros(1, np.uint64)
+  def run(code: bytes) -> int:
+    mem = FlatMemory.from_dict({0x5000_0000: out.view(np.uint8), 0x1_7123_0100: np.frombuffer(bytearray(code + b"\0" * 64), np.uint8)})
+    dispatch(mem, 0x1_7123_0100, 0, 2 << 1, [0x5000_0000, 0], (1,), (1,)); return int(out[0])
+  assert run(prog("11111111", "80")) == 0x11111111
+  assert run(prog("22222222", "80")) == 0x22222222   # v_mov_b32 v1, 0x22222222: only the literal differs
+  assert run(prog("22222222", "81")) == 0x1_22222222   # v_mov_b32 v2, 1: a later instruction differs
+
+def test_valu_writes_only_the_lanes_exec_enables_when_an_exec_pattern_comes_back():
+  """EXEC masks are unpacked once per pattern (Waves.exec_lanes): a VALU write under a partial EXEC changes only its
+  lanes, a second pattern gets its own lanes, and the first pattern, met again, is still its own lanes (2 waves)."""
+  # llvm-mc-19: s_mov_b32 exec_lo, 5; v_mov_b32 v1, 7; s_mov_b32 exec_lo, 10; v_mov_b32 v1, 9; s_mov_b32 exec_lo, 5;
+  # v_add_nc_u32 v1, 1, v1; s_mov_b32 exec_lo, -1; v_lshlrev_b32 v3, 2, v0; global_store_b32 v3, v1, s[0:1]; s_endpgm
+  prog = bytes.fromhex("8500febe" "8702027e" "8a00febe" "8902027e" "8500febe" "8102024a" "c100febe" "82000630"
+                       "00006adc03010000" "0000b0bf")
+  out = np.zeros(64, np.uint32)
+  dispatch({0x5000_0000: out.view(np.uint8)}, prog, 0, 2 << 1, [0x5000_0000, 0], (1,), (64,))
+  want = np.full(32, 0xBAD0BAD0, np.uint32); want[[0, 2]] = 8; want[[1, 3]] = 9   # (VGPRs past v0 start as poison)
+  assert out.tolist() == np.tile(want, 2).tolist()

@@ -24,12 +24,18 @@ from hcqrt.mock.amd.gfx9.l1 import VectorL1
 
 EMULATOR = {"gfx1100": "RDNA3", "gfx942": "gfx942"}
 
+_HOST_ARRAYS: dict[tuple[int, int], np.ndarray] = {}
+def _host_array(host: int, size: int) -> np.ndarray:
+  """The `size` bytes at host address `host` as a uint8 array, made once per (address, size): a view of the memory
+  there, whatever BO holds it now (flat_memory only asks for memory that a mapped BO holds)."""
+  if (a := _HOST_ARRAYS.get((host, size))) is None:
+    if len(_HOST_ARRAYS) > 65536: _HOST_ARRAYS.clear()
+    a = _HOST_ARRAYS[(host, size)] = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(host))
+  return a
+
 def flat_memory(vm: GPUVM) -> FlatMemory:
   """The GPU's view of memory as the emulator wants it: every GPU-mapped BO at its VA, sharing the mock's bytes."""
-  mem = FlatMemory()
-  for va, size, host in vm.flat_map():
-    mem.map(va, np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(host)))
-  return mem
+  return FlatMemory.from_arrays([(va, _host_array(host, size)) for va, size, host in vm.flat_map()])
 
 def run(d: Dispatch, vm: GPUVM) -> None:
   """Execute one dispatch; a memory access outside the mapped BOs raises GPUFault (the CP turns it into a queue fault)."""

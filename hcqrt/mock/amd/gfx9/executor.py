@@ -212,12 +212,11 @@ class Gfx9Waves(Waves):
     (their own workgroup's L1 drops the lines they touch; other workgroups' stay as they were). Scratch is private to
     its lane: no other workgroup writes it, so it skips the L1."""
     if mem is not self.mem or i.enc == "SCRATCH": return super()._access(i, sel, addr, lanes, mem)
-    shape = (self.nw(sel), self.LANES)
-    wg = np.broadcast_to(self.l1_of[sel][:, None], shape)[lanes].reshape(-1)
+    wg = self.per_lane(self.l1_of[sel], lanes)
     if i.base.split("_", 1)[1].startswith("atomic_"):
       self.l1.before_write(addr, 8 if "64" in i.base or "x2" in i.base else 4, wg, i.name)
       return super()._access(i, sel, addr, lanes, mem)
-    back = mem if self.l2 is None else _XccView(self.l2, np.broadcast_to(self.xcc[sel][:, None], shape)[lanes].reshape(-1), bool(i.f.get("sc1")))
+    back = mem if self.l2 is None else _XccView(self.l2, self.per_lane(self.xcc[sel], lanes), bool(i.f.get("sc1")))
     return super()._access(i, sel, addr, lanes, _L1View(self.l1, back, wg, bool(i.f.get("sc1"))))
 
   def _mubuf(self, i: Inst, sel):

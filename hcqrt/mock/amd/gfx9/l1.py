@@ -137,9 +137,9 @@ class VectorL1:
     looks, as a lower level seen through by an upper one's copy, gfx11's GL1 under the GL0s)."""
     out = fresh
     for m, buf, offs, key in self._parts(addrs, nbytes, what):
+      if not fill and key not in self.held: continue
       nl, first, last = self._lines(buf, offs, nbytes)
       w = wg[m].astype(np.int64)
-      if not fill and key not in self.held: continue
       self._rows(key, nl, int(w.max()) + 1 if len(w) else 1); self.size.setdefault(key, len(buf))
       snap, frozen = self.snap.get(key), self.frozen[key]
       if snap or self.image.get(key) is not None:
@@ -169,10 +169,15 @@ class VectorL1:
     if not len(keys): return
     fz = self._in(self.frozen[key], keys)
     self.copied[key].reshape(-1)[keys] = True
-    for k, f in zip(keys.tolist(), fz.tolist()):
-      line = k % nl; n = min(LINE, len(buf) - line * LINE)
-      if f: snap[k] = self.image[key][line * LINE:line * LINE + n].copy(); continue
-      snap[k] = self.view(np.array([key + line * LINE], np.uint64), n, self.wg_xcc(np.array([k // nl])))[0].copy()
+    for k in keys[fz].tolist():
+      line = k % nl; snap[k] = self.image[key][line * LINE:(line + 1) * LINE].copy()
+    # the others as their XCCs see them now: one view of every whole line, then the buffer's short last line alone
+    live = keys[~fz]; short = (live % nl) * LINE + LINE > len(buf)
+    for part in (live[~short], live[short]):
+      if not len(part): continue
+      line = part % nl; n = min(LINE, len(buf) - int(line[0]) * LINE)
+      rows = self.view((key + line * LINE).astype(np.uint64), n, self.wg_xcc(part // nl))
+      for k, row in zip(part.tolist(), rows): snap[k] = row.copy()
 
   def _drop(self, key: int, keys: np.ndarray) -> None:
     """The L1s drop the lines `keys` of buffer `key`."""

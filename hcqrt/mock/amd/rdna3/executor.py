@@ -39,6 +39,13 @@ def _inline(code: int, t: str):
   if V.BITS.get(t, 32) == 16: return np.uint16(val & 0xFFFF)
   return np.uint32(val & 0xFFFFFFFF)
 
+_min = np.minimum.reduce   # (ndarray.min without its Python wrapper: the scheduler calls it every step)
+
+def _per_wave(x, n: int) -> np.ndarray:
+  """`x` (one value per wave, or one for every wave) as an (n,) array: `x` itself when it already is one."""
+  x = np.asarray(x)
+  return x if x.shape == (n,) else np.broadcast_to(x, (n,))
+
 def unpack_mask(m: np.ndarray, lanes: int = 32) -> np.ndarray:
   """(n,) lane masks (uint32 for wave32, uint64 for wave64) -> (n, lanes) bool."""
   dt = np.uint32 if lanes == 32 else np.uint64
@@ -75,6 +82,8 @@ class Waves:
     self.wg = wg; self.lds = np.zeros((int(wg.max()) + 1 if n else 0, max(lds_bytes, 4)), np.uint8)
     self.cache: dict[int, Inst] = {} if cache is None else cache; self.wave_insts = 0
     self._full: dict[int, np.ndarray] = {}   # wave count -> read-only all-lanes-on mask
+    self._masks: dict[bytes, tuple[np.ndarray, tuple]] = {}   # EXEC bytes -> (lane mask, its nonzero): exec_lanes
+    self._handlers: dict[str, object] = {}   # encoding -> bound handler (step)
     self.pending: dict[str, list] = {"vm": [], "lgkm": []}   # loads not yet landed: (kind, reg, waves, lane mask, values)
     self.scratch: np.ndarray | None = None; self.scratch_mem = FlatMemory()   # private segments (set_scratch)
     self.scratch_base: np.ndarray | None = None   # each wave's scratch slot in GPU memory (set_scratch)
@@ -150,16 +159,16 @@ class Waves:
     spc = np.where(self.done | self.barrier, IDLE, self.pc)
     with np.errstate(all="ignore"):   # inf, NaN and wrap-around are results the hardware computes, not warnings
       for k in range(max_steps):
-        p = int(spc.min())
+        p = int(_min(spc))
         if k >= check or (burst_end >= 0 and (k >= burst_end or p == IDLE)):
           if burst_end >= 0:   # the burst is over (or the starved waves blocked): the paused waves go on
             burst_end = -1; issued[paused] = k; paused[:] = False
-            spc = np.where(self.done | self.barrier | held, IDLE, self.pc); p = int(spc.min())
+            spc = np.where(self.done | self.barrier | held, IDLE, self.pc); p = int(_min(spc))
           if held.any() and p != IDLE and k - held_at >= self.HOLD_STEPS:   # held long enough: back with the others
-            issued[held] = k; held[:] = False; spc = np.where(self.done | self.barrier, IDLE, self.pc); p = int(spc.min())
+            issued[held] = k; held[:] = False; spc = np.where(self.done | self.barrier, IDLE, self.pc); p = int(_min(spc))
           elif k >= check and p != IDLE and ((spc != IDLE) & (issued < k - self.FAIR_STEPS)).any():
             starved = (spc != IDLE) & (issued < k - self.FAIR_STEPS)
-            paused = (spc != IDLE) & ~starved; spc[paused] = IDLE; burst_end = k + self.FAIR_STEPS; p = int(spc.min())
+            paused = (spc != IDLE) & ~starved; spc[paused] = IDLE; burst_end = k + self.FAIR_STEPS; p = int(_min(spc))
           if k >= check: check = k + min(self.FAIR_STEPS, self.HOLD_STEPS)
         if p == IDLE:
           if held.any():   # the others are at the next barrier or done: one held wave per workgroup runs, alone
@@ -180,16 +189,30 @@ class Waves:
         else:   # a run of neighbouring waves (others finished or elsewhere) is a slice: views instead of gathers
           sel = np.flatnonzero(here)
           if sel[-1] - sel[0] + 1 == cnt: sel = slice(int(sel[0]), int(sel[-1]) + 1)
-        inst = self.cache.get(p) or self.cache.setdefault(p, self.decode_one(self.code, p))
+        inst = self.cache.get(p) or self._fetch(p)
         self.wave_insts += cnt
         issued[sel] = k
         try: nxt = self.step(inst, sel)
         except (EmulatorError, MemoryFault) as e: raise type(e)(f"{inst.name} at 0x{inst.addr:x}: {e}") from None
         except IndexError as e: raise EmulatorError(f"{inst.name} at 0x{inst.addr:x}: register out of range ({e})") from None
-        self.pc[sel] = inst.addr + inst.size if nxt is None else nxt
+        self.pc[sel] = npc = inst.addr + inst.size if nxt is None else nxt
         if inst.enc == "SOPP" and inst.name in ("s_endpgm", "s_endpgm_saved", "s_barrier"): spc = np.where(self.done | self.barrier | held | paused, IDLE, self.pc)
-        else: spc[sel] = self.pc[sel]
+        else: spc[sel] = npc
     raise EmulatorError(f"kernel did not finish within {max_steps} steps")
+
+  # code in memory (launch.dispatch): pc -> (bytes, Inst) decoded by earlier dispatches of the same address, and the
+  # ones this dispatch fetches (None: code given as bytes, whose cache is kept by the bytes themselves)
+  known: dict[int, tuple[bytes, Inst]] | None = None
+  fetched: dict[int, tuple[bytes, Inst]] | None = None
+  def _fetch(self, p: int) -> Inst:
+    """The instruction at `p`, fetched when a wave first reaches it: an earlier dispatch's decode of the bytes there
+    when they are still those bytes (memory may have been rewritten or reused since), else decoded now."""
+    hit = None if self.known is None else self.known.get(p)
+    if hit is None or self.code[p:p + len(hit[0])].tobytes() != hit[0]:
+      inst = self.decode_one(self.code, p); hit = (bytes(self.code[p:p + inst.size]), inst)
+    if self.fetched is not None: self.fetched[p] = hit
+    self.cache[p] = hit[1]
+    return hit[1]
 
   def _lds_in_flight(self) -> np.ndarray:
     """(n,) bool: the waves with LDS writes or atomics still in flight (queued by _ds, not yet retired)."""
@@ -199,8 +222,9 @@ class Waves:
     return out
 
   def step(self, i: Inst, sel):
-    h = getattr(self, "_" + i.enc.lower(), None)
-    if h is None: raise EmulatorError(f"{i.enc} is not implemented")
+    if (h := self._handlers.get(i.enc)) is None:   # (the encoding's handler, looked up once per Waves)
+      if (h := getattr(self, "_" + i.enc.lower(), None)) is None: raise EmulatorError(f"{i.enc} is not implemented")
+      self._handlers[i.enc] = h
     return h(i, sel)
 
   def nw(self, sel) -> int:
@@ -211,13 +235,23 @@ class Waves:
     if self.LANES == 32: return self.s[EXEC, sel]
     return self.s[EXEC, sel].astype(np.uint64) | (self.s[EXEC + 1, sel].astype(np.uint64) << np.uint64(32))
   def set_exec(self, sel, m) -> None:
-    self.swrite(EXEC, sel, np.broadcast_to(np.asarray(m), (self.nw(sel),)), self.LANES == 64)
+    self.swrite(EXEC, sel, _per_wave(m, self.nw(sel)), self.LANES == 64)
   def exec_mask(self, sel) -> np.ndarray:
-    ex = self.get_exec(sel)
-    if (ex == (0xFFFFFFFF if self.LANES == 32 else 0xFFFFFFFFFFFFFFFF)).all():   # every lane on (the common case): one shared
-      if (full := self._full.get(len(ex))) is None: full = self._full[len(ex)] = np.ones((len(ex), self.LANES), bool)  # array
-      return full
-    return unpack_mask(ex, self.LANES)
+    return self.exec_lanes(sel)[0]
+  def exec_lanes(self, sel) -> tuple[np.ndarray, tuple]:
+    """(EXEC of the waves in `sel` as (n, LANES) bool, its active lanes as np.nonzero gives them). Every lane on (the
+    common case) is one shared array. Both are read-only and cached by EXEC's bytes: a kernel's few EXEC patterns
+    are unpacked once, not at every instruction."""
+    ex = self.get_exec(sel); key = ex.tobytes()
+    if (hit := self._masks.get(key)) is not None: return hit
+    if (ex == (0xFFFFFFFF if self.LANES == 32 else 0xFFFFFFFFFFFFFFFF)).all():
+      if (m := self._full.get(len(ex))) is None: m = self._full[len(ex)] = np.ones((len(ex), self.LANES), bool)
+    else: m = unpack_mask(ex, self.LANES)
+    m.flags.writeable = False; lanes = np.nonzero(m)
+    for a in lanes: a.flags.writeable = False
+    if len(self._masks) >= 4096: self._masks.clear()
+    hit = self._masks[key] = (m, lanes)
+    return hit
 
   # ---- scalar operands
   def sread(self, code: int, sel, i: Inst, t: str = "u32"):
@@ -289,13 +323,13 @@ class Waves:
     elif n == "s_pack_lh_b32_b16": r = (a & U(0xFFFF)) | (b & U(0xFFFF0000))
     elif n == "s_pack_hh_b32_b16": r = (a >> U(16)) | (b & U(0xFFFF0000))
     else: raise EmulatorError("SOP2 op not implemented")
-    r = np.broadcast_to(np.asarray(r), (self.nw(sel),))
+    r = _per_wave(r, self.nw(sel))
     self.swrite(i.f["sdst"], sel, r.astype(np.uint64) & np.uint64(2**64 - 1 if w64 else 2**32 - 1), w64)
     if scc is not None: self.scc[sel] = np.asarray(scc).astype(bool).astype(np.uint32)
 
   def _sop1(self, i: Inst, sel):
     n = i.base; w64 = n.endswith("_b64") and n != "s_bcnt1_i32_b64"
-    a = np.broadcast_to(np.asarray(self.sread(i.f["ssrc0"], sel, i, "u64" if w64 or n == "s_bcnt1_i32_b64" else "u32")), (self.nw(sel),))
+    a = _per_wave(self.sread(i.f["ssrc0"], sel, i, "u64" if w64 or n == "s_bcnt1_i32_b64" else "u32"), self.nw(sel))
     d, U = i.f["sdst"], np.uint32
     if n in ("s_mov_b32", "s_mov_b64"): return self.swrite(d, sel, a, w64)
     if n in ("s_cmov_b32", "s_cmov_b64"):
@@ -396,7 +430,7 @@ class Waves:
 
   def smask(self, code: int, sel, i: Inst | None = None) -> np.ndarray:
     """A lane-mask operand (VCC, an SGPR or pair, a constant) as one integer per wave of the wave's width."""
-    return np.broadcast_to(np.asarray(self.sread(code, sel, i, self.mask_t)), (self.nw(sel),))
+    return _per_wave(self.sread(code, sel, i, self.mask_t), self.nw(sel))
 
   def _smem(self, i: Inst, sel):
     n = i.base
@@ -415,6 +449,7 @@ class Waves:
     bits = V.BITS[t]
     if code >= 256:
       raw = self.v[code - 256, sel]
+      if bits == 32: return raw.view(V.NP[t])   # (the common case: one VGPR, already uint32)
       if bits == 64: raw = raw.astype(np.uint64) | (self.v[code - 255, sel].astype(np.uint64) << np.uint64(32))
     else:
       raw = np.asarray(self.sread(code, sel, i, t))
@@ -439,7 +474,7 @@ class Waves:
       old = self.v[d, sel]; h = val.view(np.uint16).astype(np.uint32)
       new = (old & np.uint32(0xFFFF)) | (h << np.uint32(16)) if hi else (old & np.uint32(0xFFFF0000)) | h
       self.v[d, sel] = new if full else np.where(ex, new, old)
-    elif full or ex.all(): self.v[d, sel] = val.view(np.uint32)
+    elif full: self.v[d, sel] = val.view(np.uint32)   # (any other mask merges: the same values where all lanes are on)
     else: self.v[d, sel] = np.where(ex, val.view(np.uint32), self.v[d, sel])
 
   def mask(self, code: int, sel, i: Inst) -> np.ndarray:
@@ -687,8 +722,7 @@ class Waves:
     if reg >= 0 and wave is not None: self.v[reg, wave, lane] = old.view(np.uint32)
 
   def _ds_exec(self, i: Inst, sel):
-    n, f = i.base, i.f; ex = self.exec_mask(sel)
-    lanes = np.nonzero(ex)
+    n, f = i.base, i.f; ex, lanes = self.exec_lanes(sel)
     raw = self.v[f["addr"], sel][lanes]
     def at(o: int) -> np.ndarray: return (raw + np.uint32(o)).astype(np.int64)   # LDS addresses wrap at 32 bits
     wg = np.broadcast_to(self.wg[sel][:, None], ex.shape)[lanes]
@@ -768,6 +802,8 @@ class Waves:
       return self._lds_land(self.lds, vals[0][rows], vals[1][rows], _atom_rows(vals[2], rows), g[rows])
     w = (slice(None) if waves is None else waves) if which is None else (np.nonzero(which)[0] if waves is None else waves[which])
     if which is not None: vals, mask = vals[:, which], None if mask is None else mask[which]
+    if kind == "v" and mask is None and bits == 0xFFFFFFFF:   # every lane of every register: one assignment
+      self.v[reg:reg + len(vals), w] = vals; return None
     for k in range(len(vals)):
       if kind == "s": self.s[reg + k, w] = vals[k]
       elif mask is None and bits == 0xFFFFFFFF: self.v[reg + k, w] = vals[k]
@@ -822,10 +858,10 @@ class Waves:
     self.pending[counter] = keep
 
   def _global(self, i: Inst, sel):
-    f = i.f; ex = self.exec_mask(sel)
-    lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
+    f = i.f; ex, lanes = self.exec_lanes(sel)
+    if ex is self._full.get(len(ex)): lanes = (slice(None), slice(None))
     if f["saddr"] != self.NULL and i.enc == "GLOBAL":
-      sb = np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i, "u64")), (self.nw(sel),))
+      sb = _per_wave(self.sread(f["saddr"], sel, i, "u64"), self.nw(sel))
       addr = sb[:, None] + self.v[f["addr"], sel].astype(np.uint64)
     else:   # a 64-bit address in a VGPR pair: interleave the dwords (little-endian: low first) and read them as one
       addr = np.stack((self.v[f["addr"], sel], self.v[f["addr"] + 1, sel]), -1).view(np.uint64)[..., 0]
@@ -833,13 +869,18 @@ class Waves:
     if f["offset"]: addr = addr + np.uint64(f["offset"] & (2**64 - 1))   # wraps mod 2**64 like the hardware adder
     return self._access(i, sel, addr, lanes, self.mem)
 
+  def per_lane(self, x: np.ndarray, lanes) -> np.ndarray:
+    """Per-wave values `x` (one per wave of an access's `sel`) for each lane `lanes` picks, in the order the lanes'
+    rows are (wave-major): `lanes` is exec_lanes' nonzero, or (slice, slice) for every lane."""
+    return np.repeat(x, self.LANES) if isinstance(lanes[0], slice) else x[lanes[0]]
+
   def _access(self, i: Inst, sel, addr: np.ndarray, lanes, mem: FlatMemory):
     """The memory op of `i` at one address per active lane (`lanes` picks them, as exec_mask's nonzero) in `mem`."""
     n, f = i.base, i.f
     op = n.split("_", 1)[1]
     if self.gl0 is not None and mem is self.mem and i.enc != "SCRATCH":   # global memory through the wave's GL0
-      l0 = np.broadcast_to(self.gl0_of[sel][:, None], (self.nw(sel), self.LANES))[lanes].reshape(-1)
-      sa = np.broadcast_to(self.sa_of[sel][:, None], (self.nw(sel), self.LANES))[lanes].reshape(-1) if self.gl1 is not None else None
+      l0 = self.per_lane(self.gl0_of[sel], lanes)
+      sa = self.per_lane(self.sa_of[sel], lanes) if self.gl1 is not None else None
       if op.startswith("atomic_"):
         self.gl0.before_write(addr, 8 if "64" in op else 4, l0, n)   # (the L0s first: their copies look through the GL1s)
         if self.gl1 is not None: self.gl1.before_write(addr, 8 if "64" in op else 4, sa, n)
@@ -882,9 +923,9 @@ class Waves:
     amd_aql_queue.cpp:1700), so an offset past the segment reads or clobbers another lane's or wave's scratch, or
     faults outside the mapped memory. Without a CP (the `launch` API) each lane's segment is a window of its own and an
     access past it faults by name."""
-    f, ex = i.f, self.exec_mask(sel)
+    f, (ex, lanes) = i.f, self.exec_lanes(sel)
     if self.scratch is None and self.scratch_base is None: raise EmulatorError("scratch access, but the dispatch has no private segment")
-    lanes = (slice(None), slice(None)) if ex.all() else np.nonzero(ex)
+    if ex is self._full.get(len(ex)): lanes = (slice(None), slice(None))
     off = np.full((self.nw(sel), self.LANES), f["offset"], np.int64)
     if f.get("sve"): off += self.v[f["addr"], sel].astype(np.int64)
     if f["saddr"] != self.NULL: off += np.broadcast_to(np.asarray(self.sread(f["saddr"], sel, i)), (self.nw(sel),))[:, None].astype(np.int64)

@@ -105,6 +105,9 @@ def _decoded(code) -> dict:
   if len(_DECODED) > 512: _DECODED.clear()
   return _DECODED.setdefault(code, {})
 
+# code fetched from memory, by (ISA, address): pc -> (bytes, Inst) decoded there before (Waves._fetch checks the bytes)
+_DECODED_AT: dict[tuple, dict[int, tuple[bytes, object]]] = {}
+
 USER_POISON = 0xBAD0BAD0
 
 @dataclass(frozen=True)
@@ -184,6 +187,8 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
                           "per XCC (COMPUTE_TMPRING_SIZE): its waves could never all start")
     groups_per_batch = min(groups_per_batch, ring.slots // wpg * ring.engines * len(ring.bases))   # waves in flight hold a slot each
   total, cache = 0, _decoded(code)
+  known = fetched = None
+  if not isinstance(code, bytes): known, fetched = _DECODED_AT.get(at := (waves_cls, code_va), {}), {}
   l2 = waves_cls.xcc_l2(mem, num_xcc) if hasattr(waves_cls, "xcc_l2") else None
   from hcqrt.mock.amd.gfx9.l1 import VectorL1   # (here: gfx9's package imports this module)
   caches = l1 if l1 is not None else VectorL1(mem, lambda a, nb, x: mem.read(a, nb, "L1 line"), np.zeros_like)
@@ -216,8 +221,11 @@ def dispatch(mem: FlatMemory | dict, code: bytes | int, rsrc1: int, rsrc2: int, 
     if ring is None: w.set_scratch(private_bytes)
     else: w.set_scratch(0, _scratch_slots(mem, ring, gids, wpg))
     if l2 is not None: w.l2, w.xcc = l2, np.repeat(gids % num_xcc, wpg)  # type: ignore[attr-defined]
-    w.pc[:] = entry
+    w.pc[:] = entry; w.known, w.fetched = known, fetched
     w.run(); total += w.wave_insts
+  if fetched:   # (a new dict, never one changed in place: another engine thread may be reading the stored one)
+    if len(_DECODED_AT) > 512: _DECODED_AT.clear()
+    _DECODED_AT[at] = {**(known or {}), **fetched}
   if l1 is not None:
     # the dispatch's end writes every XCC's dirty L2 bytes back (gfx9/l2.py): first each L1 holding a line another
     # XCC has dirty keeps it as its own XCC saw it (VectorL1.before_writeback), then the rest freeze from memory
