@@ -106,6 +106,22 @@ def test_scatter_reduce_keeps_unhit_positions_and_picks_exactly():
     want[untouched] = w[untouched]   # (torch's mean divides them by 1 too, which quiets a signaling NaN)
     assert_bits(out, want)
 
+def test_scatter_reduce_grad_of_a_negative_zero_src_equals_torch():
+  """sum/mean with include_self: a position whose every hit is -0.0 keeps self's bits, but its src still gets the
+  gradient (torch: d(self + src)/dsrc = 1); selecting self there once cut it to 0"""
+  w, src, idx = np.array([-0.0, 2.0, 3.0], np.float32), np.array([-0.0, 5.0, -0.0], np.float32), np.array([0, 1, 0])
+  gw = np.array([1.0, 2.0, 3.0], np.float32)
+  for red in ("sum", "mean"):
+    a, b = Tensor(w, requires_grad=True), Tensor(src, requires_grad=True)
+    out = a.scatter_reduce(0, Tensor(idx.astype(np.int32)), b, red)
+    (out * Tensor(gw)).sum().backward()
+    ta, tb = torch.tensor(w, requires_grad=True), torch.tensor(src, requires_grad=True)
+    tout = ta.scatter_reduce(0, torch.tensor(idx), tb, red)
+    (tout * torch.tensor(gw)).sum().backward()
+    assert_bits(out.numpy(), tout.detach().numpy())
+    np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy(), err_msg=red)
+    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy(), err_msg=red)
+
 def test_scatter_reduce_src_outside_the_index_is_unused():
   """(a guard: right before too) src is larger than the index: its NaN/inf past the index's shape never reach the
   result"""
