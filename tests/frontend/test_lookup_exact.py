@@ -283,3 +283,19 @@ def test_tensor_gradient_and_second_order_through_lookups_equal_torch():
            "x[idx]": lambda w: w[Tensor(np.array([3, 1, 3], np.int32))] if isinstance(w, Tensor) else w[torch.tensor([3, 1, 3])]}
   for name, f in cases.items():
     for a, b in zip(ours(f), theirs(f)): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
+
+@pytest.mark.parametrize("idt", [np.int8, np.uint8, np.int16, np.uint16, np.uint32])
+def test_narrow_and_unsigned_index_dtypes_past_their_range(idt):
+  """an index dtype that can't hold the dim's bounds (uint8: -n; int8: n = 300) once raised a false out-of-range
+  error (the bounds wrapped in the index's dtype), and x[int8 negative] + n wrapped to a wrong row"""
+  w = np.arange(900, dtype=np.float32).reshape(300, 3)
+  i = np.array([1, 120, 0], idt)
+  e = nn.Embedding(300, 3)
+  e.weight = Tensor(w)
+  assert_bits(e(Tensor(i)).numpy(), w[i.astype(np.int64)])
+  assert_bits(Tensor(w)[Tensor(i)].numpy(), w[i.astype(np.int64)])
+  assert_bits(Tensor(w).gather(0, Tensor(i.reshape(1, 3))).numpy(), w[i.astype(np.int64), [0, 1, 2]][None])
+  if np.issubdtype(idt, np.signedinteger):
+    j = np.array([-100, -1, 5], idt)
+    assert_bits(Tensor(w)[Tensor(j)].numpy(), w[j.astype(np.int64)])
+  with pytest.raises(IndexError, match="outside"): Tensor(w[:100])[Tensor(np.array([1, 120], idt))].numpy()
