@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from collections.abc import Callable
 import numpy as np
 from compiler.lazy import LazyBuffer
+from compiler.dtypes import dtypes
 from frontend.multi import MultiLazyBuffer
 if TYPE_CHECKING: from frontend.tensor import Tensor
 
@@ -32,8 +33,10 @@ def check_index(result: Tensor, idx: Tensor, n: int, what: str, exc: type = Inde
   `counted` is true); returns `result`. The check runs when something computed from `result` is realized."""
   if idx.numel() == 0 or result.lazydata.realized: return result
   lo = -n if allow_negative else 0
-  if isinstance(result.lazydata, MultiLazyBuffer): return _check_index_multi(result, idx, n, what, exc, lo, counted)
-  bad = (idx < lo) | (idx >= n)
+  # the bounds compared in the index's dtype wrap where it can't hold them (uint8: -n; int8: n > 127): compare wider
+  wide = idx if idx.dtype.itemsize >= 4 and not idx.dtype.is_unsigned else idx.cast(dtypes.int64)
+  if isinstance(result.lazydata, MultiLazyBuffer): return _check_index_multi(result, wide, n, what, exc, lo, counted)
+  bad = (wide < lo) | (wide >= n)
   if counted is not None: bad = bad & counted
   msg = f"index out of range in {what} (dim of size {n}): an index of {idx.shape} is outside [{lo}, {n})"
   # (the message when the indices can't be read again: a TinyJit replay; else _offender names the value)

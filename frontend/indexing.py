@@ -114,6 +114,7 @@ def getitem(t, indices):
         v = Tensor(np.where(v < 0, v + n, v).astype(np.int32), device=t.device)
       else:
         checks.append((v, n))
+        if v.dtype.itemsize < 4: v = v.cast(dtypes.int32)   # (v + n wraps in int8/int16 where n is past their range)
         v = (v < 0).where(v + n, v)
       adv.append((new_dims, v))
       new_dims += 1

@@ -558,7 +558,9 @@ class NNOpsMixin:
       # (x + -0.0 == x), but the sum r of the hits started at +0.0 is +0.0, and -0.0 + +0.0 is +0.0 (IEEE 754-2019 6.3)
       if not self.dtype.is_float: return hit.where(self + r, self)
       neg0 = (src == 0) & (src.reciprocal() < 0)   # (-0.0: 1 / -0.0 is -inf)
-      return mask.where(~neg0, False).any(-1).where(self + r, self)
+      # where every hit is -0.0 the value is self, but the hits' gradient must still flow (torch: d/dsrc = 1):
+      # r.detach() - r is +0.0 there (r is finite) and x - +0.0 == x, -0.0 included (6.3), with r's gradient
+      return mask.where(~neg0, False).any(-1).where(self + r, hit.where(self - (r.detach() - r), self))
     if reduce == "sum":
       r = mask.where(src, 0).sum(-1, acc_dtype=self.dtype)
       return plus_self(r) if include_self else hit.where(r, self)

@@ -106,6 +106,22 @@ def test_scatter_reduce_keeps_unhit_positions_and_picks_exactly():
     want[untouched] = w[untouched]   # (torch's mean divides them by 1 too, which quiets a signaling NaN)
     assert_bits(out, want)
 
+def test_scatter_reduce_grad_of_a_negative_zero_src_equals_torch():
+  """sum/mean with include_self: a position whose every hit is -0.0 keeps self's bits, but its src still gets the
+  gradient (torch: d(self + src)/dsrc = 1); selecting self there once cut it to 0"""
+  w, src, idx = np.array([-0.0, 2.0, 3.0], np.float32), np.array([-0.0, 5.0, -0.0], np.float32), np.array([0, 1, 0])
+  gw = np.array([1.0, 2.0, 3.0], np.float32)
+  for red in ("sum", "mean"):
+    a, b = Tensor(w, requires_grad=True), Tensor(src, requires_grad=True)
+    out = a.scatter_reduce(0, Tensor(idx.astype(np.int32)), b, red)
+    (out * Tensor(gw)).sum().backward()
+    ta, tb = torch.tensor(w, requires_grad=True), torch.tensor(src, requires_grad=True)
+    tout = ta.scatter_reduce(0, torch.tensor(idx), tb, red)
+    (tout * torch.tensor(gw)).sum().backward()
+    assert_bits(out.numpy(), tout.detach().numpy())
+    np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy(), err_msg=red)
+    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy(), err_msg=red)
+
 def test_scatter_reduce_src_outside_the_index_is_unused():
   """(a guard: right before too) src is larger than the index: its NaN/inf past the index's shape never reach the
   result"""
@@ -267,3 +283,19 @@ def test_tensor_gradient_and_second_order_through_lookups_equal_torch():
            "x[idx]": lambda w: w[Tensor(np.array([3, 1, 3], np.int32))] if isinstance(w, Tensor) else w[torch.tensor([3, 1, 3])]}
   for name, f in cases.items():
     for a, b in zip(ours(f), theirs(f)): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
+
+@pytest.mark.parametrize("idt", [np.int8, np.uint8, np.int16, np.uint16, np.uint32])
+def test_narrow_and_unsigned_index_dtypes_past_their_range(idt):
+  """an index dtype that can't hold the dim's bounds (uint8: -n; int8: n = 300) once raised a false out-of-range
+  error (the bounds wrapped in the index's dtype), and x[int8 negative] + n wrapped to a wrong row"""
+  w = np.arange(900, dtype=np.float32).reshape(300, 3)
+  i = np.array([1, 120, 0], idt)
+  e = nn.Embedding(300, 3)
+  e.weight = Tensor(w)
+  assert_bits(e(Tensor(i)).numpy(), w[i.astype(np.int64)])
+  assert_bits(Tensor(w)[Tensor(i)].numpy(), w[i.astype(np.int64)])
+  assert_bits(Tensor(w).gather(0, Tensor(i.reshape(1, 3))).numpy(), w[i.astype(np.int64), [0, 1, 2]][None])
+  if np.issubdtype(idt, np.signedinteger):
+    j = np.array([-100, -1, 5], idt)
+    assert_bits(Tensor(w)[Tensor(j)].numpy(), w[j.astype(np.int64)])
+  with pytest.raises(IndexError, match="outside"): Tensor(w[:100])[Tensor(np.array([1, 120], idt))].numpy()
