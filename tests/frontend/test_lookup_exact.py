@@ -143,6 +143,15 @@ def test_setitem_bit_exact():
   want[[2, 4], 1] = v
   assert_bits(t.numpy(), want)
 
+def embedding_weight_grads(w: np.ndarray, idx: np.ndarray, gout: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """(ours, torch's) gradient of an Embedding's weight `w` looked up at `idx`, given the output gradient `gout`."""
+  emb = nn.Embedding(*w.shape)
+  emb.weight = Tensor(w, requires_grad=True)
+  (emb(Tensor(idx)) * Tensor(gout)).sum().backward()
+  tw = torch.tensor(w, requires_grad=True)
+  (torch.nn.functional.embedding(torch.tensor(idx, dtype=torch.int64), tw) * torch.tensor(gout)).sum().backward()
+  return emb.weight.grad.numpy(), tw.grad.numpy()
+
 def test_embedding_grad_nan_of_one_token_stays_in_its_row():
   """a NaN/inf output gradient of token t reaches only the row t looked up (a one-hot product put it in every row);
   unused NaN/inf rows of the weight change nothing"""
@@ -150,12 +159,7 @@ def test_embedding_grad_nan_of_one_token_stays_in_its_row():
   idx = np.array([[0, 2], [4, 2]], np.int32)
   gout = np.ones((2, 2, 4), np.float32)
   gout[0, 0, 1], gout[1, 0, 2] = np.nan, np.inf
-  emb = nn.Embedding(6, 4)
-  emb.weight = Tensor(w, requires_grad=True)
-  (emb(Tensor(idx)) * Tensor(gout)).sum().backward()
-  tw = torch.tensor(w, requires_grad=True)
-  (torch.nn.functional.embedding(torch.tensor(idx, dtype=torch.int64), tw) * torch.tensor(gout)).sum().backward()
-  got, want = emb.weight.grad.numpy(), tw.grad.numpy()
+  got, want = embedding_weight_grads(w, idx, gout)
   np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
   np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
   assert np.isnan(got).sum() == 1 and np.isinf(got).sum() == 1
@@ -169,12 +173,7 @@ def test_embedding_grad_infinities_of_many_tokens(n):
   gout = rng.standard_normal((n, 4)).astype(np.float32)
   gout[:6, 0] = [np.inf, -np.inf, np.inf, np.inf, np.nan, -np.inf]
   w = table(np.float32, 5, 4)
-  emb = nn.Embedding(5, 4)
-  emb.weight = Tensor(w, requires_grad=True)
-  (emb(Tensor(idx)) * Tensor(gout)).sum().backward()
-  tw = torch.tensor(w, requires_grad=True)
-  (torch.nn.functional.embedding(torch.tensor(idx, dtype=torch.int64), tw) * torch.tensor(gout)).sum().backward()
-  got, want = emb.weight.grad.numpy(), tw.grad.numpy()
+  got, want = embedding_weight_grads(w, idx, gout)
   np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
   np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=1e-5, atol=1e-4)
   assert np.isnan(got[0, 0]) and got[1, 0] == np.inf and np.isnan(got[2, 0]) and got[3, 0] == -np.inf and got[4].tolist() == [0, 0, 0, 0]
