@@ -52,6 +52,15 @@ INC = """.visible .entry inc(.param .u64 out)
   ret;
 }"""
 
+# out[0] = v (one thread): the kernel's whole result is the parameter it read from constant bank 0
+SETV = """.visible .entry setv(.param .u64 out, .param .u32 v)
+{
+  .reg .b32 %r<2>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out]; ld.param.u32 %r1, [v];
+  st.global.u32 [%rd1], %r1;
+  ret;
+}"""
+
 # out[blockbase + t] = in[blockbase + ntid-1-t] through shared memory and a barrier
 REV = """.visible .entry rev(.param .u64 out, .param .u64 inp)
 {

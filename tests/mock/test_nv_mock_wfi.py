@@ -15,13 +15,6 @@ from hcqrt.nv import device as D
 from hcqrt.nv.device import NVComputeQueue, SUBC_COMPUTE, SUBC_COPY, QMD_SIZE, _CP, _CE, _H
 from ioctl_defs.nv.qmd import QMD
 
-SETV = """.visible .entry setv(.param .u64 out, .param .u32 v)
-{
-  .reg .b32 %r<2>; .reg .b64 %rd<2>;
-  ld.param.u64 %rd1, [out]; ld.param.u32 %r1, [v];
-  st.global.u32 [%rd1], %r1;
-  ret;
-}"""
 RELEASE_NO_WFI = _H["SEM_EXECUTE"].data(OPERATION="RELEASE", RELEASE_WFI="DIS", PAYLOAD_SIZE="64BIT")
 RELEASE_WFI = _H["SEM_EXECUTE"].data(OPERATION="RELEASE", RELEASE_WFI="EN", PAYLOAD_SIZE="64BIT")
 
@@ -52,7 +45,7 @@ def test_invalidate_waits_for_earlier_grids_unless_no_wfi(bare, form):
   form: 11 for both."""
   nv, no_qmd_bit = bare
   no_qmd_bit()
-  setv = nv.program("setv", assemble_ptx(K.head(nv.arch) + SETV, nv.arch))
+  setv = nv.program("setv", assemble_ptx(K.head(nv.arch) + K.SETV, nv.arch))
   out = nv.allocator.alloc(4)
   args, s = setv.fill_kernargs([out], [11]), nv.new_signal(0)
   q = NVComputeQueue().exec(setv, args, (1, 1, 1), (1, 1, 1))
@@ -130,7 +123,7 @@ def test_qmd_constant_invalidate_acts_at_the_launch(bare):
   filled after B's launch is held, so B stores the stale 11. The old mock dropped the cache when B's CTAs started,
   after A's fill: B read 12."""
   nv, _ = bare
-  setv = nv.program("setv", assemble_ptx(K.head(nv.arch) + SETV, nv.arch))
+  setv = nv.program("setv", assemble_ptx(K.head(nv.arch) + K.SETV, nv.arch))
   inc = nv.program("inc", assemble_ptx(K.head(nv.arch) + K.INC, nv.arch))
   assert setv.params[0] == inc.params[0]   # parameter 0 (the pointer) at the same c[0] offset in both
   b_args = setv.fill_kernargs([0], [11])
@@ -159,7 +152,7 @@ def test_qmd_instruction_invalidate_acts_at_the_launch(bare, monkeypatch):
   nv, _ = bare
   real_qmd, bit = D.launch_qmd, [1]
   monkeypatch.setattr(D, "launch_qmd", lambda *a, **k: real_qmd(*a, **k).set("INVALIDATE_INSTRUCTION_CACHE", bit[0]))
-  setv = nv.program("setv", assemble_ptx(K.head(nv.arch) + SETV, nv.arch))
+  setv = nv.program("setv", assemble_ptx(K.head(nv.arch) + K.SETV, nv.arch))
   bit[0] = 0                           # (every program made from here on has the bit clear)
   assert "add.u32 %r2, %r1, 1;" in K.INC
   old = nv.program("inc", assemble_ptx(K.head(nv.arch) + K.INC, nv.arch))

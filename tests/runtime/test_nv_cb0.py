@@ -145,15 +145,6 @@ def test_update_exec_rewrites_the_dims_in_constant_bank_0(nv):
   r = np.zeros(16, np.uint32); nv.allocator.copyout(memoryview(r), out)
   assert r[:6].tolist() == [2, 3, 1, 5, 1, 1]
 
-# out[0] = v: the kernel's whole result is the parameter it read from constant bank 0
-SETV = """.visible .entry setv(.param .u64 out, .param .u32 v)
-{
-  .reg .b32 %r<2>; .reg .b64 %rd<2>;
-  ld.param.u64 %rd1, [out]; ld.param.u32 %r1, [v];
-  st.global.u32 [%rd1], %r1;
-  ret;
-}"""
-
 @pytest.mark.parametrize("arch", ["ampere", "hopper", "blackwell"])   # QMD V03_00, V04_00, V05_00: the QMD bit differs
 @pytest.mark.parametrize("method,qmd", [(True, True), (True, False), (False, True), (False, False)],
                          ids=["both", "method-only", "qmd-only", "neither"])
@@ -174,7 +165,7 @@ def test_a_replay_reads_its_new_args_after_a_constant_cache_invalidate(monkeypat
     real_qmd = D.launch_qmd
     monkeypatch.setattr(D, "launch_qmd", lambda *a, **k: real_qmd(*a, **k).set("INVALIDATE_SHADER_CONSTANT_CACHE", 0))
   with mock_nv_device(arch) as nv:
-    p = nv.program("setv", assemble_ptx(K.head(nv.arch) + SETV, nv.arch))
+    p = nv.program("setv", assemble_ptx(K.head(nv.arch) + K.SETV, nv.arch))
     out = nv.allocator.alloc(4)
     g = GraphReplay(nv, [GraphExec(p, [out], [11], (1, 1, 1), (1, 1, 1))])
     got = []
