@@ -1,6 +1,6 @@
 """The mock GPU runs queued work later, on its own engine thread, and wakes WAIT_EVENTS only with the interrupts the
 hardware raises: the backend must wait before freeing, and ask for interrupts it will get."""
-import struct, time
+import contextlib, struct, time
 import numpy as np
 import pytest
 from hcqrt.hcq import SignalTimeout
@@ -8,12 +8,21 @@ from hcqrt.interface import GraphExec
 from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
 from hcqrt.amd.device import AMDDevice, AMDProgram
 
+@contextlib.contextmanager
+def mock_amd_device(arch: str, executor=None):
+  """An AMDDevice on a mock `arch` GPU under Linux 6.12's KFD; `executor` (e.g. _store42) stands in for the emulator
+  while it lives."""
+  drv = install_mock_amd(arch, kernel="6.12")
+  d = AMDDevice("AMD"); d.drv = drv
+  prev = set_executor(executor) if executor is not None else None
+  try: yield d
+  finally:
+    if executor is not None: set_executor(prev)
+    uninstall_mock_amd(drv)
+
 @pytest.fixture(params=["gfx1100", "gfx942"])
 def dev(request):
-  drv = install_mock_amd(request.param, kernel="6.12")
-  d = AMDDevice("AMD"); d.drv = drv
-  yield d
-  uninstall_mock_amd(drv)
+  with mock_amd_device(request.param) as d: yield d
 
 def _store42(d, vm):   # stand-in executor: the kernel stores 42 through its first argument
   vm.write(struct.unpack("<Q", bytes(vm.read(d.kernarg, 8)))[0], struct.pack("<I", 42))

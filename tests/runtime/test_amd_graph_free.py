@@ -6,18 +6,11 @@ the pages reused, another graph's packets run in its place)."""
 import gc, struct
 import pytest
 from hcqrt.interface import GraphExec
-from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
-from hcqrt.amd.device import AMDDevice
-from tests.runtime.test_amd_async import _program, _store42
+from tests.runtime.test_amd_async import _program, _store42, mock_amd_device
 
 @pytest.fixture(params=["gfx1100", "gfx942"])   # a PM4 compute queue, an AQL one (PM4-IBs between its dispatches)
 def dev(request):
-  drv = install_mock_amd(request.param, kernel="6.12")
-  d = AMDDevice("AMD"); d.drv = drv
-  prev = set_executor(_store42)
-  yield d
-  set_executor(prev)
-  uninstall_mock_amd(drv)
+  with mock_amd_device(request.param, _store42) as d: yield d
 
 def test_amd_dropped_graph_is_freed_only_after_the_cp_read_its_last_packet(dev):
   prog, buf = _program(dev), dev.allocator.alloc(64)

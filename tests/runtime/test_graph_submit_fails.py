@@ -103,15 +103,8 @@ def test_nv_lost_device_replay_names_the_device_once():
 # ---------------------------------------------------------------- AMD (the same shared code)
 @pytest.fixture(params=["gfx1100", "gfx942"])   # a PM4 compute queue, an AQL one
 def amd(request):
-  from hcqrt.mock.amd import install_mock_amd, uninstall_mock_amd, set_executor
-  from hcqrt.amd.device import AMDDevice
-  from tests.runtime.test_amd_async import _store42
-  drv = install_mock_amd(request.param, kernel="6.12")
-  d = AMDDevice("AMD"); d.drv = drv
-  prev = set_executor(_store42)
-  yield d
-  set_executor(prev)
-  uninstall_mock_amd(drv)
+  from tests.runtime.test_amd_async import _store42, mock_amd_device
+  with mock_amd_device(request.param, _store42) as d: yield d
 
 def _amd_sdma_full(m, dev):
   m.setattr(dev, "wait_timeout_s", 0.3)
