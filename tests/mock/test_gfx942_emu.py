@@ -113,10 +113,16 @@ def test_sdwa_select_and_place():
   assert int(sdwa_place(r, old, 5, 0)[0]) == 0x87650000 and int(sdwa_place(r, old, 4, 2)[0]) == 0xAAAA8765
   assert int(sdwa_place(r, old, 4, 1)[0]) == 0xFFFF8765 and int(sdwa_place(r, old, 1, 0)[0]) == 0x6500
 
-def _run_words(words: list[int], vgprs: int = 8, v1: np.ndarray | None = None) -> Gfx9Waves:
-  code = struct.pack(f"<{len(words)}I", *words) + struct.pack("<I", 0xBF810000)   # ... s_endpgm
+def _code(words: list[int]) -> bytes: return struct.pack(f"<{len(words) + 1}I", *words, 0xBF810000)   # ... s_endpgm
+
+def _waves(code: bytes, vgprs: int = 8) -> Gfx9Waves:
+  """One wave64 of `code`, every lane on, not yet run."""
   w = Gfx9Waves(code, 1, vgprs, np.zeros(1, np.int64), 4, FlatMemory())
-  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64)); w.v[0] = np.arange(64, dtype=np.uint32)
+  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  return w
+
+def _run_words(words: list[int], vgprs: int = 8, v1: np.ndarray | None = None) -> Gfx9Waves:
+  w = _waves(_code(words), vgprs); w.v[0] = np.arange(64, dtype=np.uint32)
   if v1 is not None: w.v[1] = v1
   w.run(); return w
 
@@ -225,10 +231,9 @@ def test_v_ashrrev_i16_zeroes_the_high_half_on_gfx9():
   from tests.mock.test_rdna3_emu import ASHR16_SHIFT, ASHR16_VAL, ashr16_ref
   # llvm-mc-19 -mcpu=gfx942: v_ashrrev_i16_e32 v2, v0, v1; v_ashrrev_i16_e64 v3, v0, v1
   words = [0x58040300, 0xD12C0003, 0x00020300]
-  code = struct.pack(f"<{len(words)}I", *words) + struct.pack("<I", 0xBF810000)
+  code = _code(words)
   assert [i.name for i in decode(code)] == ["v_ashrrev_i16_e32", "v_ashrrev_i16_e64", "s_endpgm"]
-  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
-  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  w = _waves(code)
   w.v[0] = 0xABCD0000 | np.tile(ASHR16_SHIFT, 2); w.v[1] = 0x5A5A0000 | np.tile(ASHR16_VAL, 2); w.v[2] = w.v[3] = 0x13570000
   w.run()
   want = [ashr16_ref(s, v) for s, v in zip(np.tile(ASHR16_SHIFT, 2).tolist(), np.tile(ASHR16_VAL, 2).tolist())]
@@ -238,10 +243,9 @@ def test_v_subrev_u16_runs_and_zeroes_the_high_half_on_gfx9():
   """LLVM emits v_subrev_u16 for gfx942 index math (pad/cat of any dtype); its name reached the shared ALU unmapped."""
   # llvm-mc-19 -mcpu=gfx942: v_subrev_u16_e32 v2, v0, v1; v_subrev_u16_e64 v3, v0, v1
   words = [0x50040300, 0xD1280003, 0x00020300]
-  code = struct.pack(f"<{len(words)}I", *words) + struct.pack("<I", 0xBF810000)
+  code = _code(words)
   assert [i.name for i in decode(code)] == ["v_subrev_u16_e32", "v_subrev_u16_e64", "s_endpgm"]
-  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
-  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  w = _waves(code)
   s0 = np.arange(64, dtype=np.uint32) * 1031; s1 = np.arange(64, dtype=np.uint32)[::-1] * 7 + 3
   w.v[0] = 0xABCD0000 | s0; w.v[1] = 0x5A5A0000 | s1; w.v[2] = w.v[3] = 0x13570000
   w.run()
@@ -253,10 +257,9 @@ def test_v_dot4_integer_byte_dot_products_on_gfx9():
   from tests.mock.test_rdna3_emu import DOT4_A, DOT4_B, DOT4_C, dot4_ref
   # llvm-mc-19 -mcpu=gfx942: v_dot4_u32_u8 v2, v0, v1, v3; v_dot4_i32_i8 v4, v0, v1, v3
   words = [0xD3A94002, 0x1C0E0300, 0xD3A84004, 0x1C0E0300]
-  code = struct.pack(f"<{len(words)}I", *words) + struct.pack("<I", 0xBF810000)
+  code = _code(words)
   assert [i.name for i in decode(code)] == ["v_dot4_u32_u8", "v_dot4_i32_i8", "s_endpgm"]
-  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
-  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  w = _waves(code)
   w.v[0], w.v[1], w.v[3] = np.tile(DOT4_A, 2), np.tile(DOT4_B, 2), np.tile(DOT4_C, 2)
   w.run()
   abc = list(zip(np.tile(DOT4_A, 2).tolist(), np.tile(DOT4_B, 2).tolist(), np.tile(DOT4_C, 2).tolist()))
@@ -267,19 +270,17 @@ def test_v_dot4_i32_i8_neg_modifiers_refused_on_gfx9():
   """MI300 ISA V_DOT4_I32_I8 reads both inputs signed and defines no NEG; llvm-mc-19 still encodes neg_lo/neg_hi."""
   # llvm-mc-19 -mcpu=gfx942: v_dot4_i32_i8 v4, v0, v1, v3 neg_lo:[1,0,0]; ... neg_hi:[1,0,0]
   for words in ([0xD3A84004, 0x3C0E0300], [0xD3A84104, 0x1C0E0300]):
-    code = struct.pack("<3I", *words, 0xBF810000)
-    w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
-    w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+    code = _code(words)
+    w = _waves(code)
     with pytest.raises(EmulatorError, match="v_dot4_i32_i8 at 0x0: op_sel .* modifiers the ISA does not define"): w.run()
 
 def test_v_dot4c_i32_i8_accumulates_into_its_destination_on_gfx9():
   """An int8 matmul summed in int32 compiles on gfx942 to v_dot4c_i32_i8 (VOP2 57: signed bytes, D += dot), which
   stopped the queue with EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION."""
   from tests.mock.test_rdna3_emu import DOT4_A, DOT4_B, DOT4_C, dot4_ref
-  code = struct.pack("<2I", 0x72080300, 0xBF810000)   # llvm-mc-19 -mcpu=gfx942: v_dot4c_i32_i8 v4, v0, v1
+  code = _code([0x72080300])   # llvm-mc-19 -mcpu=gfx942: v_dot4c_i32_i8 v4, v0, v1
   assert [i.name for i in decode(code)] == ["v_dot4c_i32_i8", "s_endpgm"]
-  w = Gfx9Waves(code, 1, 8, np.zeros(1, np.int64), 4, FlatMemory())
-  w.set_exec(slice(None), np.array([0xFFFFFFFFFFFFFFFF], np.uint64))
+  w = _waves(code)
   w.v[0], w.v[1], w.v[4] = np.tile(DOT4_A, 2), np.tile(DOT4_B, 2), np.tile(DOT4_C, 2)
   w.run()
   abc = zip(np.tile(DOT4_A, 2).tolist(), np.tile(DOT4_B, 2).tolist(), np.tile(DOT4_C, 2).tolist())
